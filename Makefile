@@ -1,0 +1,38 @@
+# Two commands do everything on a machine with only python3:
+#   make demo   set up .venv, run the default scenario, print its report
+#   make test   set up .venv, run every test (notebooks included, via nbval)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+OUT    ?= out/demo
+SCENARIO ?= data/scenarios/default.toml
+
+.PHONY: setup demo test test-fast lab bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/fanoutsim run $(SCENARIO) --out $(OUT)
+
+test: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -n 2 --dist loadfile tests
+	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
+
+test-fast: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -x -q tests
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_day.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

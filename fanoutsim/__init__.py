@@ -1,0 +1,26 @@
+"""fanoutsim: see how durable event fan-out behaves.
+
+A publisher writes events to a durable log; subscribers consume it at their
+own pace with at-least-once delivery. fanoutsim runs faithful models of such
+designs over real transactional tables, under a seeded virtual clock, so you
+can watch latency, duplicates, losses and pruning emerge — and reproduce them.
+
+>>> import fanoutsim as fs
+>>> sim = fs.Simulation(seed=0)
+>>> _ = sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "incident_response",
+...                                              when="payload.quote.price > 100")
+"""
+from .config import SchedulerConfig
+from .faults import CRASH_POINTS, Crash, InsertFailed
+from .payload import decode_sources, encode_payload
+from .predicate import ALLOWED_VARIABLES, InvalidPredicate
+from .reactor.triggers import TriggerFireFailed
+from .runtime import Simulation
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SchedulerConfig", "Simulation", "InvalidPredicate", "ALLOWED_VARIABLES",
+    "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed",
+    "encode_payload", "decode_sources", "__version__",
+]

@@ -1,0 +1,102 @@
+"""SchedulerConfig: the knobs of the reactor -> workflow subscription design.
+
+The first four fields and their defaults are the real system's (seed 001's
+configuration table). The policy fields choose between the behaviours that the
+seeds and the shipped code document differently, so a notebook can show each:
+
+``prune_policy``
+    ``"ttl"`` deletes firings older than the retention whatever the watermarks
+    say (as shipped: the TTL gotcha). ``"conservative"`` (seed 000) also
+    requires every enabled subscription of the firing's reactor and tenant to
+    have a watermark at or past it, so a never-polled subscription holds its
+    reactor's log open.
+``predicate_error_policy``
+    ``"skip"``: an error or a non-bool result counts as false, the watermark
+    advances (seed 001). ``"hold"``: the watermark stays and the error is
+    counted against that firing; the ``predicate_error_limit``-th consecutive
+    error on the same firing dead-letters it (advance, mark the subscription
+    degraded).
+``dispatch_failure_policy``
+    ``"hold"``: a failed execution insert stops that subscription's drain for
+    the tick and keeps its watermark (retried next tick, as shipped).
+    ``"advance"``: log it and move past the firing (seed 000's wording).
+``watermark_commit``
+    ``"per_firing"``: each dispatch and each watermark update is its own
+    transaction, as the real code does. ``"per_batch"``: one watermark commit
+    per subscription batch (seed 000's "commit the watermark update").
+    ``"atomic"``: the execution insert and the watermark move in one
+    transaction per firing, so a crash cannot split them.
+
+The executor fields drive the claim-and-run half of the latency budget.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+POLICIES: dict[str, tuple[str, ...]] = {
+    "prune_policy": ("ttl", "conservative"),
+    "predicate_error_policy": ("skip", "hold"),
+    "dispatch_failure_policy": ("hold", "advance"),
+    "watermark_commit": ("per_firing", "per_batch", "atomic"),
+}
+_POSITIVE = (
+    "reactor_poll_interval",
+    "reactor_firings_prune_interval",
+    "executor_poll_interval",
+)
+_AT_LEAST_ONE = ("reactor_poll_batch_limit", "predicate_error_limit", "executor_workers")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    reactor_poll_interval: float = 1.0
+    reactor_poll_batch_limit: int = 100
+    reactor_firings_prune_interval: float = 3600.0
+    reactor_firings_retention: float = 604800.0
+    prune_policy: str = "ttl"
+    predicate_error_policy: str = "skip"
+    predicate_error_limit: int = 5
+    dispatch_failure_policy: str = "hold"
+    watermark_commit: str = "per_firing"
+    executor_poll_interval: float = 0.1
+    executor_workers: int = 4
+
+    def __post_init__(self) -> None:
+        for name in _POSITIVE:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        retention = self.reactor_firings_retention
+        if isinstance(retention, bool) or not isinstance(retention, (int, float)) or not retention >= 0:
+            raise ValueError(
+                f"reactor_firings_retention must be a non-negative number of seconds, got {retention!r}"
+            )
+        for name in _AT_LEAST_ONE:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name, allowed in POLICIES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], *, where: str = "config") -> "SchedulerConfig":
+        """Build from a mapping, naming any unknown key and the allowed ones."""
+        unknown = sorted(set(values) - set(cls.field_names()))
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown setting(s) {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(cls.field_names())}"
+            )
+        return cls(**values)

@@ -1,0 +1,37 @@
+"""Tables as pandas DataFrames: what notebooks and DuckDB SQL read.
+
+Timestamps become timezone-aware UTC ``datetime64[us]`` columns; an execution's
+JSON context becomes a dict, with ``reactor_firing_id`` and ``reactor_name``
+lifted into columns of their own because every analysis joins on them.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from .store.base import TABLES, TIMESTAMP_COLUMNS
+
+
+def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
+    for col in df.columns:
+        if col in TIMESTAMP_COLUMNS:
+            df[col] = pd.to_datetime(df[col].astype("Int64"), unit="us", utc=True)
+    return df
+
+
+_TYPES = {"enabled": bool, "predicate_degraded": bool, "predicate_error_count": "int64"}
+
+
+def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
+    # object columns first, so a NULL stays None (pandas would make text NaN)
+    df = pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=object) for c in TABLES[table]})
+    for col, dtype in _TYPES.items():
+        if col in df.columns:
+            df[col] = df[col].astype(dtype)
+    if table == "workflow_executions":
+        contexts = [json.loads(c) for c in df["context"]]
+        df["context"] = pd.Series(contexts, index=df.index, dtype=object)
+        df.insert(2, "reactor_firing_id", [c.get("reactor_firing_id") for c in contexts])
+        df.insert(3, "reactor_name", [c.get("reactor_name") for c in contexts])
+    return _timestamps(df)

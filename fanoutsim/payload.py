@@ -1,0 +1,80 @@
+"""The firing payload: what ``reactor_firings.payload`` holds.
+
+The real system stores a bincode-serialized ``HashMap<String, Vec<u8>>``: one
+entry per boundary source, each value the source's JSON encoding (a value that
+is already raw bytes is stored as is). We keep that shape byte for byte in
+bincode's layout (u64 little-endian lengths), so a payload is opaque bytes in
+the log and every subscriber decodes the same snapshot.
+
+Keys that start with ``__`` are bookkeeping written by the reactor itself; they
+are excluded from what CEL sees and from the dispatched context.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Mapping
+
+_U64 = struct.Struct("<Q")
+BOOKKEEPING_PREFIX = "__"
+
+
+def encode_value(key: str, value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"payload source {key!r}: {type(value).__name__} value cannot be JSON-encoded ({exc})"
+        ) from None
+
+
+def encode_payload(sources: Mapping[str, Any]) -> bytes:
+    """Serialize ``{source name: value}``; raises TypeError naming a bad source."""
+    if not isinstance(sources, Mapping):
+        raise TypeError(f"payload must be a mapping of source name to value, not {type(sources).__name__}")
+    parts = [_U64.pack(len(sources))]
+    for key, value in sources.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"payload source name {key!r} must be a non-empty string")
+        k = key.encode()
+        v = encode_value(key, value)
+        parts += [_U64.pack(len(k)), k, _U64.pack(len(v)), v]
+    return b"".join(parts)
+
+
+def decode_payload(blob: bytes) -> dict[str, bytes]:
+    """The raw map: source name -> stored bytes."""
+    (n,) = _U64.unpack_from(blob, 0)
+    pos = 8
+    out: dict[str, bytes] = {}
+    for _ in range(n):
+        (kl,) = _U64.unpack_from(blob, pos)
+        pos += 8
+        key = blob[pos : pos + kl].decode()
+        pos += kl
+        (vl,) = _U64.unpack_from(blob, pos)
+        pos += 8
+        out[key] = bytes(blob[pos : pos + vl])
+        pos += vl
+    if pos != len(blob):
+        raise ValueError(f"payload has {len(blob) - pos} trailing bytes")
+    return out
+
+
+def decode_value(raw: bytes) -> Any:
+    """JSON-decoded if possible, otherwise the hex of the raw bytes."""
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return raw.hex()
+
+
+def decode_sources(blob: bytes) -> dict[str, Any]:
+    """What subscribers see: decoded sources, bookkeeping keys excluded."""
+    return {
+        k: decode_value(v)
+        for k, v in decode_payload(blob).items()
+        if not k.startswith(BOOKKEEPING_PREFIX)
+    }

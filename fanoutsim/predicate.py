@@ -1,0 +1,135 @@
+"""CEL filters on subscriptions.
+
+A subscription may carry a CEL expression (``when=``). It is compiled when the
+subscription is written, so a malformed filter is rejected before any row
+exists, and compiled again (once, then cached) by the poll loop. Only three
+variables are bound at evaluation time:
+
+``payload``  map of boundary source name -> JSON-decoded value
+``reactor``  the reactor name (string)
+``tenant``   the tenant id (string)
+
+Any other free identifier is a mistake the author should hear about at
+subscribe time, not a runtime error on every firing. Variables bound by a
+comprehension macro (``payload.items.exists(x, x > 2)``) count as bound inside
+that macro only.
+
+Evaluation returns ``(value, error)``: ``value`` is a Python bool when the
+program produced a CEL bool, otherwise ``None`` with ``error`` saying why. What
+an error *means* (skip the firing or hold the watermark) is the poll loop's
+policy, not this module's.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from lark import Token, Tree
+
+ALLOWED_VARIABLES = ("payload", "reactor", "tenant")
+# CEL type identifiers are values too (``type(x) == int``).
+_TYPE_IDENTS = frozenset(
+    {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"}
+)
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+# Grammar nodes that merely wrap a single child on the way down to an ident.
+_WRAPPERS = frozenset(
+    {"expr", "conditionalor", "conditionaland", "relation", "addition",
+     "multiplication", "unary", "member", "primary"}
+)
+
+_ENV = celpy.Environment()
+
+
+class InvalidPredicate(ValueError):
+    """A CEL filter that does not compile or names an unknown variable."""
+
+
+def _bare_ident(node: Any) -> str | None:
+    while isinstance(node, Tree):
+        if node.data == "ident":
+            return str(node.children[0])
+        if node.data not in _WRAPPERS or len(node.children) != 1:
+            return None
+        node = node.children[0]
+    return None
+
+
+def free_variables(ast: Tree) -> set[str]:
+    """Identifiers the expression reads that no macro binds."""
+    free: set[str] = set()
+
+    def visit(node: Any, bound: frozenset[str]) -> None:
+        if not isinstance(node, Tree):
+            return
+        if node.data == "ident":
+            name = str(node.children[0])
+            if name not in bound and name not in _TYPE_IDENTS:
+                free.add(name)
+            return
+        if node.data == "member_dot_arg":
+            target, method, *rest = node.children
+            args = rest[0].children if rest and isinstance(rest[0], Tree) else []
+            if isinstance(method, Token) and str(method) in _MACROS and args:
+                var = _bare_ident(args[0])
+                if var is not None:
+                    visit(target, bound)
+                    for arg in args[1:]:
+                        visit(arg, bound | {var})
+                    return
+        for child in node.children:
+            visit(child, bound)
+
+    visit(ast, frozenset())
+    return free
+
+
+class Predicate:
+    """A compiled, checked CEL program. Build with :func:`compile_predicate`."""
+
+    __slots__ = ("expr", "_program")
+
+    def __init__(self, expr: str, program: Any) -> None:
+        self.expr = expr
+        self._program = program
+
+    def evaluate(self, activation: dict) -> tuple[bool | None, str | None]:
+        try:
+            result = self._program.evaluate(activation)
+        except celpy.CELEvalError as exc:
+            return None, f"evaluation error: {exc.args[0] if exc.args else exc}"
+        except Exception as exc:  # celpy surfaces some type errors as Python exceptions
+            return None, f"evaluation error: {type(exc).__name__}: {exc}"
+        if isinstance(result, celpy.CELEvalError):
+            return None, f"evaluation error: {result.args[0] if result.args else result}"
+        # BoolType subclasses int: test the CEL type, not truthiness.
+        if isinstance(result, celtypes.BoolType):
+            return bool(result), None
+        return None, f"predicate returned {type(result).__name__}, not bool"
+
+
+def compile_predicate(expr: str) -> Predicate:
+    """Compile and check a CEL filter, or raise :class:`InvalidPredicate`."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidPredicate(f"predicate must be a non-empty CEL string, got {expr!r}")
+    try:
+        ast = _ENV.compile(expr)
+    except celpy.CELParseError as exc:
+        raise InvalidPredicate(f"predicate {expr!r} is not valid CEL: {exc}") from None
+    unknown = sorted(free_variables(ast) - set(ALLOWED_VARIABLES))
+    if unknown:
+        raise InvalidPredicate(
+            f"predicate {expr!r} uses unknown variable(s) {', '.join(map(repr, unknown))}; "
+            f"allowed variables: {', '.join(ALLOWED_VARIABLES)}"
+        )
+    return Predicate(expr, _ENV.program(ast))
+
+
+def activation(sources: dict, reactor: str, tenant: str) -> dict:
+    """The CEL variables for one firing (build once per firing, reuse per subscription)."""
+    return {
+        "payload": celpy.json_to_cel(sources),
+        "reactor": celtypes.StringType(reactor),
+        "tenant": celtypes.StringType(tenant),
+    }

@@ -1,0 +1,182 @@
+"""One pass of the poll loop (seed 000, "The dispatch loop").
+
+For each enabled subscription, in ``(tenant, reactor, workflow)`` order:
+
+1. fetch up to ``reactor_poll_batch_limit`` firings of its reactor and tenant
+   with ``fired_at > last_seen_fired_at`` (all retained firings while the
+   watermark is NULL), ordered by ``fired_at``;
+2. per firing, evaluate the cached CEL filter; on a match *dispatch* — insert
+   one ``workflow_executions`` row whose context carries the sources,
+   ``reactor_name``, ``reactor_firing_id`` and ``reactor_fired_at``;
+3. advance the watermark to the firing's ``fired_at`` — also past a filtered-out
+   firing, so a CEL false never stalls the subscription.
+
+The strict ``>`` is kept exactly as shipped, holes included: two firings that
+share a ``fired_at`` and fall either side of a batch boundary lose the second.
+
+Which writes share a transaction is ``watermark_commit``: ``per_firing`` (the
+real code: the insert commits, then the watermark commits), ``per_batch``
+(one watermark commit at the end of the batch) or ``atomic`` (insert and
+watermark together). The window between a committed insert and its committed
+watermark is where a crash turns into a duplicate delivery.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..faults import InsertFailed
+from ..payload import decode_sources
+from ..predicate import Predicate, activation
+from ..timeutil import rfc3339
+
+
+@dataclass
+class PollStats:
+    subscriptions: int = 0
+    fetched: int = 0
+    dispatched: int = 0
+    filtered: int = 0
+    predicate_errors: int = 0
+    dead_letters: int = 0
+    dispatch_failures: int = 0
+
+
+class _Firing:
+    """A fetched firing, decoded once per pass however many subscriptions read it."""
+
+    __slots__ = ("sources", "act")
+
+    def __init__(self, row: dict) -> None:
+        self.sources = decode_sources(row["payload"])
+        self.act = None
+
+
+def poll_once(e, now: int) -> PollStats:
+    stats = PollStats()
+    with e.store.transaction() as tx:
+        subs = tx.list_subscriptions(enabled_only=True)
+    stats.subscriptions = len(subs)
+    decoded: dict[str, _Firing] = {}  # this pass only: dropped with the pass
+    for sub in subs:
+        _drain(e, now, sub, decoded, stats)
+    return stats
+
+
+def _commit(e, sub_id: str, changes: dict) -> None:
+    if changes:
+        with e.store.transaction() as tx:
+            tx.update_subscription(sub_id, changes)
+
+
+def _drain(e, now: int, sub: dict, decoded: dict, stats: PollStats) -> None:
+    cfg = e.config
+    trace, metrics, faults = e.trace, e.metrics, e.faults
+    sid, reactor, tenant = sub["id"], sub["reactor_name"], sub["tenant_id"]
+    with e.store.transaction() as tx:
+        batch = tx.fetch_firings(reactor, tenant, sub["last_seen_fired_at"], cfg.reactor_poll_batch_limit)
+    if not batch:
+        return
+    stats.fetched += len(batch)
+    trace.add(now, "polled", "poller", subscription=sid, detail=str(len(batch)))
+    faults.point("poll.after_fetch", now, subscription=sid)
+
+    predicate = e.predicate_for(sub)
+    mode = cfg.watermark_commit
+    hold_errors = cfg.predicate_error_policy == "hold"
+    err_count, err_firing = sub["predicate_error_count"], sub["predicate_error_firing_id"]
+    degraded = sub["predicate_degraded"]
+    changes: dict = {}  # subscription writes not yet committed
+
+    for f in batch:
+        fid = f["id"]
+        d = decoded.get(fid)
+        if d is None:
+            d = decoded[fid] = _Firing(f)
+        # -- filter -------------------------------------------------------
+        error = None
+        if predicate is None:
+            match = True
+        else:
+            if isinstance(predicate, Predicate):
+                if d.act is None:
+                    d.act = activation(d.sources, reactor, tenant)
+                value, error = predicate.evaluate(d.act)
+            else:
+                value, error = None, predicate
+            match = bool(value)
+            trace.add(now, "predicate", "poller", subscription=sid, firing=fid,
+                      detail=f"error: {error}" if error else str(match))
+        if error is not None:
+            stats.predicate_errors += 1
+            metrics.inc("fanoutsim_reactor_predicate_errors_total", reactor=reactor)
+            changes["last_predicate_error"] = error
+            if hold_errors:
+                err_count = err_count + 1 if err_firing == fid else 1
+                err_firing = fid
+                changes.update(predicate_error_count=err_count, predicate_error_firing_id=fid,
+                               updated_at=now)
+                if err_count < cfg.predicate_error_limit:
+                    _commit(e, sid, changes)  # hold: the watermark stays, drain stops
+                    return
+                # the limit-th consecutive error on this firing: dead-letter it
+                stats.dead_letters += 1
+                metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
+                trace.add(now, "dead_letter", "poller", subscription=sid, firing=fid, detail=error)
+                changes["predicate_degraded"] = degraded = True
+        elif err_count or degraded:  # a clean evaluation clears the error state
+            err_count, err_firing, degraded = 0, None, False
+            changes.update(predicate_error_count=0, predicate_error_firing_id=None,
+                           predicate_degraded=False)
+        # -- dispatch -------------------------------------------------------
+        if match:
+            row = _execution_row(e, now, sub, f, d)
+            try:
+                with e.store.transaction() as tx:
+                    faults.before_insert(sub["workflow_name"], now)
+                    tx.insert_execution(row)
+                    if mode == "atomic":
+                        faults.point("poll.after_dispatch_before_watermark", now,
+                                     subscription=sid, firing=fid)
+                        tx.update_subscription(
+                            sid, {**changes, "last_seen_fired_at": f["fired_at"], "updated_at": now})
+            except InsertFailed as exc:
+                stats.dispatch_failures += 1
+                metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=reactor)
+                trace.add(now, "dispatch_failed", "poller", subscription=sid, firing=fid,
+                          execution=row["id"], detail=str(exc))
+                if cfg.dispatch_failure_policy == "hold":
+                    _commit(e, sid, changes)  # this firing's watermark stays; retried next tick
+                    return
+            else:
+                stats.dispatched += 1
+                trace.add(now, "dispatched", "poller", subscription=sid, firing=fid, execution=row["id"])
+                if mode == "atomic":
+                    changes = {}
+                    trace.add(now, "watermark", "poller", subscription=sid, firing=fid)
+                    continue
+                faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)
+        else:
+            stats.filtered += 1
+        # -- watermark ----------------------------------------------------------
+        changes.update(last_seen_fired_at=f["fired_at"], updated_at=now)
+        if mode != "per_batch":
+            _commit(e, sid, changes)
+            changes = {}
+            trace.add(now, "watermark", "poller", subscription=sid, firing=fid)
+    if changes:
+        faults.point("poll.before_batch_commit", now, subscription=sid)
+        _commit(e, sid, changes)
+        trace.add(now, "watermark", "poller", subscription=sid, firing=batch[-1]["id"])
+
+
+def _execution_row(e, now: int, sub: dict, f: dict, d: _Firing) -> dict:
+    context = dict(d.sources)
+    context["reactor_name"] = f["reactor_name"]
+    context["reactor_firing_id"] = f["id"]
+    context["reactor_fired_at"] = rfc3339(f["fired_at"])
+    return {
+        "id": e.ids.new(), "workflow_name": sub["workflow_name"], "tenant_id": sub["tenant_id"],
+        "context": json.dumps(context, separators=(",", ":")), "status": "pending",
+        "dispatched_at": now, "claimed_at": None, "finished_at": None,
+    }

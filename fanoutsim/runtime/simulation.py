@@ -1,0 +1,267 @@
+"""The virtual-clock runtime: the engine's loops as SimPy processes.
+
+Three loops run, as in the real runner process, each a few lines that only
+decide *when*: the poll loop (every ``reactor_poll_interval``, starting at
+once), the prune loop (at start, then every ``reactor_firings_prune_interval``)
+and the executor (a claim every ``executor_poll_interval`` while a worker is
+free; each claimed execution holds its worker for the workflow's duration).
+Workloads are further processes that fire reactors at Poisson times.
+
+Virtual time is seconds since ``start`` (default 2026-01-01T00:00:00Z); the
+store sees epoch microseconds. A crash (:meth:`Simulation.crash`, or a
+:class:`~fanoutsim.faults.Crash` raised at a named point) stops the loops and
+throws the engine away — its caches, the batch in hand, the running bodies —
+and rolls back the open transaction; :meth:`Simulation.restart` builds a new
+engine over the same store.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Mapping
+
+import pandas as pd
+import simpy
+
+from ..config import SchedulerConfig
+from ..faults import Crash, NoFaults
+from ..frames import table_frame
+from ..ids import IdSource
+from ..metrics import Metrics
+from ..payload import encode_payload
+from ..reactor import ReactorEngine, Registry, Runner
+from ..store import open_store
+from ..timeutil import US, from_us, parse_start
+from ..trace import NullTrace, Trace
+from ..workload import GENERATORS, Workload
+
+
+class Simulation:
+    """One seeded run of the reactor subscription design under a virtual clock.
+
+    >>> sim = Simulation(seed=1)
+    >>> sid = sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    >>> fid = sim.fire("r", {"x": 1})
+    >>> sim.run(until=2.0)
+    >>> len(sim.executions())
+    1
+    """
+
+    def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
+                 *, start=None, faults=None, trace: bool = True) -> None:
+        if config is None:
+            config = SchedulerConfig()
+        if not isinstance(config, SchedulerConfig):
+            raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        self.config = config
+        self.seed = seed
+        self.start_us = parse_start(start)
+        self.env = simpy.Environment()
+        self.store = open_store(store)
+        self.ids = IdSource(seed)
+        self.metrics_registry = Metrics()
+        self._trace = Trace() if trace else NullTrace()
+        self.registry = Registry()
+        self.faults = faults if faults is not None else NoFaults()
+        self.runner = Runner(self)
+        self.engine: ReactorEngine | None = None
+        self.incarnation = -1
+        self._loops: list[simpy.Process] = []
+        self._workload_count = 0
+        self._busy = 0
+        self.restart()
+
+    # -- clock ------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        """Virtual seconds since ``start``."""
+        return self.env.now
+
+    def now_us(self) -> int:
+        return self.start_us + round(self.env.now * US)
+
+    @property
+    def clock_time(self):
+        """The virtual wall time, a timezone-aware datetime."""
+        return from_us(self.now_us())
+
+    # -- life cycle ---------------------------------------------------------
+    @property
+    def up(self) -> bool:
+        return self.engine is not None
+
+    def restart(self) -> None:
+        """Start a new engine incarnation over the same store (no-op if up)."""
+        if self.engine is not None:
+            return
+        self.incarnation += 1
+        self._trace.attempt = self.incarnation
+        self.engine = ReactorEngine(
+            self.store, self.config, self.registry, self.ids, self.metrics_registry, self._trace,
+            self.faults, random.Random(f"fanoutsim:engine:{self.seed}:{self.incarnation}"),
+        )
+        if self.incarnation:
+            self._trace.add(self.now_us(), "restarted", "runtime")
+        self._busy = 0
+        env = self.env
+        self._loops = [env.process(self._poll_loop()), env.process(self._prune_loop()),
+                       env.process(self._executor_loop())]
+
+    def crash(self, point: str = "manual") -> None:
+        """Kill the runner process now: loops stop, in-memory state is gone."""
+        if self.engine is None:
+            return
+        self.engine = None
+        self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
+        self.metrics_registry.inc("fanoutsim_runner_crashes_total")
+        active = self.env.active_process
+        for proc in self._loops:
+            if proc.is_alive and proc is not active:
+                proc.interrupt("crash")
+        self._loops = []
+
+    def _step(self, method: str, *args):
+        """Run one engine step; a Crash raised inside it takes the process down."""
+        engine = self.engine
+        try:
+            return getattr(engine, method)(self.now_us(), *args)
+        except Crash as c:
+            if engine is self.engine:
+                self.crash(c.point)
+            return None
+
+    # -- the loops ------------------------------------------------------------
+    def _poll_loop(self):
+        interval = self.config.reactor_poll_interval
+        try:
+            while True:
+                self._step("poll_once")
+                yield self.env.timeout(interval)
+        except simpy.Interrupt:
+            return
+
+    def _prune_loop(self):
+        interval = self.config.reactor_firings_prune_interval
+        try:
+            while True:
+                self._step("prune_once")
+                yield self.env.timeout(interval)
+        except simpy.Interrupt:
+            return
+
+    def _executor_loop(self):
+        cfg = self.config
+        env = self.env
+        try:
+            while True:
+                free = cfg.executor_workers - self._busy
+                if free > 0:
+                    for row in self._step("claim", free) or ():
+                        self._start_execution(row)
+                yield env.timeout(cfg.executor_poll_interval)
+        except simpy.Interrupt:
+            return
+
+    def _start_execution(self, row: dict) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        status = engine.run_body(row)
+        duration = engine.duration_of(row)
+        if duration <= 0:
+            self._step("finish", row["id"], status)
+            return
+        self._busy += 1
+        proc = self.env.process(self._finish_later(engine, row["id"], status, duration))
+        self._loops.append(proc)
+
+    def _finish_later(self, engine, execution_id, status, duration):
+        try:
+            yield self.env.timeout(duration)
+        except simpy.Interrupt:
+            return  # the process died with the body half-run: the row stays 'running'
+        if engine is self.engine:
+            self._busy -= 1
+            self._step("finish", execution_id, status)
+
+    def _workload(self, w: Workload, rng: random.Random):
+        gen = GENERATORS[w.payload]
+        env = self.env
+        if w.start > env.now:
+            yield env.timeout(w.start - env.now)
+        k = 0
+        while True:
+            yield env.timeout(rng.expovariate(w.rate))
+            if w.stop is not None and env.now >= w.stop:
+                return
+            payload = gen(rng, k)
+            k += 1
+            if self.engine is not None:  # a down reactor fires nothing
+                self._step("fire", w.reactor, payload, w.tenant)
+
+    # -- driving the run ---------------------------------------------------
+    def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,
+                     payload: str = "quote", start: float = 0.0, stop: float | None = None) -> Workload:
+        """Fire ``reactor`` at Poisson times, ``rate`` per virtual second."""
+        w = Workload(reactor, rate, tenant, payload, start, stop)
+        rng = random.Random(f"fanoutsim:workload:{self.seed}:{self._workload_count}")
+        self._workload_count += 1
+        self.env.process(self._workload(w, rng))
+        return w
+
+    def run(self, until: float | None = None) -> None:
+        """Advance the virtual clock to ``until`` seconds (absolute, >= now)."""
+        if until is not None:
+            if isinstance(until, bool) or not isinstance(until, (int, float)):
+                raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
+            if until < self.env.now:
+                raise ValueError(f"until={until} is earlier than now={self.env.now}")
+            if until == self.env.now:
+                return
+        self.env.run(until=until)
+
+    def _engine_call(self, method: str, *args, **kwargs):
+        if self.engine is None:
+            raise RuntimeError("the runner is down (crashed); call restart() first")
+        return getattr(self.engine, method)(self.now_us(), *args, **kwargs)
+
+    def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
+             *, graph: str | None = None) -> str:
+        """Fire ``reactor`` now with ``{source name: value}``; returns the firing id."""
+        return self._engine_call("fire", reactor, sources, tenant, graph=graph)
+
+    def fire_trigger(self, name: str, context: dict | None = None) -> dict:
+        """Fire a trigger (trigger-name fan-out): every subscriber starts now."""
+        return self._engine_call("fire_trigger", name, context)
+
+    def poll_once(self):
+        """One pass of the poll loop, now."""
+        return self._engine_call("poll_once")
+
+    def prune_once(self) -> int:
+        """One pass of the prune loop, now; returns rows deleted."""
+        return self._engine_call("prune_once")
+
+    # -- looking at it ---------------------------------------------------------
+    def firings(self) -> pd.DataFrame:
+        return table_frame("reactor_firings", self.store.rows("reactor_firings"))
+
+    def subscriptions(self, tenant: str | None = None) -> pd.DataFrame:
+        df = table_frame("reactor_subscriptions", self.store.rows("reactor_subscriptions"))
+        if tenant is not None:
+            df = df[df["tenant_id"] == tenant].reset_index(drop=True)
+        return df
+
+    def executions(self) -> pd.DataFrame:
+        return table_frame("workflow_executions", self.store.rows("workflow_executions"))
+
+    def trace(self) -> pd.DataFrame:
+        return self._trace.frame()
+
+    def metrics(self) -> dict[str, float]:
+        out = self.metrics_registry.as_dict()
+        out.setdefault("fanoutsim_reactor_firings_pruned_total", 0)
+        with self.store.transaction() as tx:
+            out["fanoutsim_reactor_firings_retained"] = tx.count_firings()
+        return out

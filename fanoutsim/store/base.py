@@ -1,0 +1,115 @@
+"""The store interface: the only way the engine reads or writes durable state.
+
+Rows cross this interface as plain dicts whose timestamps are ``int``
+microseconds since the epoch (see :mod:`fanoutsim.timeutil`) and whose ids are
+UUID strings. Orderings are part of the contract, because they decide which
+firing a batch takes and which execution a worker claims; both adapters must
+produce the same sequence for the same calls, or runs would differ by store:
+
+* firings of a stream: by ``(fired_at, id)``
+* subscriptions: by ``(tenant_id, reactor_name, workflow_name)``
+* executions: by ``(dispatched_at, id)``
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from typing import Iterator
+
+# table -> columns, in the order DataFrames show them
+TABLES: dict[str, tuple[str, ...]] = {
+    "reactor_firings": ("id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"),
+    "reactor_subscriptions": (
+        "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
+        "last_seen_fired_at", "predicate_error_count", "predicate_error_firing_id",
+        "last_predicate_error", "predicate_degraded", "created_at", "updated_at",
+    ),
+    "workflow_executions": (
+        "id", "workflow_name", "tenant_id", "context", "status",
+        "dispatched_at", "claimed_at", "finished_at",
+    ),
+}
+TIMESTAMP_COLUMNS = frozenset(
+    {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
+     "dispatched_at", "claimed_at", "finished_at"}
+)
+
+
+class Tx(ABC):
+    """One open transaction. Obtain it from :meth:`Store.transaction`."""
+
+    # -- reactor_firings -------------------------------------------------
+    @abstractmethod
+    def insert_firing(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int) -> list[dict]:
+        """Up to ``limit`` firings of one stream with ``fired_at > after``
+        (all of them when ``after`` is None), ordered by ``(fired_at, id)``."""
+
+    @abstractmethod
+    def prune_firings(self, cutoff: int, conservative: bool, limit: int | None = None) -> int:
+        """Delete firings with ``fired_at < cutoff`` (oldest first, at most
+        ``limit``); when ``conservative``, only those that every enabled
+        subscription of their stream has a watermark at or past. Returns the count."""
+
+    @abstractmethod
+    def count_firings(self) -> int: ...
+
+    # -- reactor_subscriptions ------------------------------------------
+    @abstractmethod
+    def get_subscription(self, reactor: str, workflow: str, tenant: str) -> dict | None: ...
+
+    @abstractmethod
+    def insert_subscription(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def update_subscription(self, sub_id: str, changes: dict) -> None: ...
+
+    @abstractmethod
+    def delete_subscription(self, sub_id: str) -> bool: ...
+
+    @abstractmethod
+    def list_subscriptions(self, tenant: str | None = None, enabled_only: bool = False) -> list[dict]: ...
+
+    # -- workflow_executions --------------------------------------------
+    @abstractmethod
+    def insert_execution(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def claim_executions(self, now: int, limit: int) -> list[dict]:
+        """Mark up to ``limit`` pending executions running, oldest first; return them."""
+
+    @abstractmethod
+    def finish_execution(self, execution_id: str, now: int, status: str) -> None: ...
+
+
+class Store(ABC):
+    """A set of tables with transactions. Not re-entrant: one open tx at a time."""
+
+    @abstractmethod
+    def _begin(self) -> Tx: ...
+
+    @abstractmethod
+    def _commit(self, tx: Tx) -> None: ...
+
+    @abstractmethod
+    def _rollback(self, tx: Tx) -> None: ...
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        """Commit on normal exit; roll back every write on any exception."""
+        tx = self._begin()
+        try:
+            yield tx
+        except BaseException:
+            self._rollback(tx)
+            raise
+        self._commit(tx)
+
+    @abstractmethod
+    def rows(self, table: str) -> list[dict]:
+        """Committed rows of a table, in the contract's order (for DataFrames)."""
+
+    def close(self) -> None:
+        pass

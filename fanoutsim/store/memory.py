@@ -1,0 +1,247 @@
+"""The in-memory store: Python dicts with sorted indexes and an undo log.
+
+Writes apply to the tables at once and push their inverse onto the open
+transaction's undo log; rollback replays the log backwards, so a crash inside a
+transaction leaves the tables exactly as they were. A lock serialises
+transactions (the real-time runtime has threads); under the virtual clock no
+transaction ever spans a yield, so the lock is never contended.
+
+Firings are indexed per stream ``(reactor_name, tenant_id)`` by the key
+``(fired_at, id)``, which makes the poll loop's fetch a bisection.
+"""
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left, bisect_right, insort
+from typing import Callable
+
+from .base import Store, Tx
+
+_MAX_ID = "\uffff"  # sorts after every UUID string
+
+
+class _Stream:
+    __slots__ = ("keys",)
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, str]] = []  # (fired_at, id), sorted
+
+
+class MemoryTx(Tx):
+    __slots__ = ("s", "undo")
+
+    def __init__(self, store: "MemoryStore") -> None:
+        self.s = store
+        self.undo: list[Callable[[], None]] = []
+
+    # -- reactor_firings -------------------------------------------------
+    def insert_firing(self, row: dict) -> None:
+        s = self.s
+        fid = row["id"]
+        if fid in s.firings:
+            raise KeyError(f"duplicate reactor_firings.id {fid}")
+        row = dict(row)
+        s.firings[fid] = row
+        stream = s.streams.get((row["reactor_name"], row["tenant_id"]))
+        if stream is None:
+            stream = s.streams[(row["reactor_name"], row["tenant_id"])] = _Stream()
+        key = (row["fired_at"], fid)
+        insort(stream.keys, key)
+        self.undo.append(lambda: s._drop_firing(fid))
+
+    def fetch_firings(self, reactor, tenant, after, limit):
+        s = self.s
+        stream = s.streams.get((reactor, tenant))
+        if stream is None:
+            return []
+        keys = stream.keys
+        start = 0 if after is None else bisect_right(keys, (after, _MAX_ID))
+        firings = s.firings
+        return [dict(firings[k[1]]) for k in keys[start : start + limit]]
+
+    def prune_firings(self, cutoff, conservative, limit=None):
+        s = self.s
+        doomed: list[tuple[int, str]] = []
+        for (reactor, tenant), stream in s.streams.items():
+            bound = cutoff - 1
+            if conservative:
+                for sub in s.subs.values():
+                    if sub["enabled"] and sub["reactor_name"] == reactor and sub["tenant_id"] == tenant:
+                        wm = sub["last_seen_fired_at"]
+                        if wm is None:
+                            bound = None
+                            break
+                        bound = min(bound, wm)
+            if bound is not None:
+                doomed.extend(stream.keys[: bisect_right(stream.keys, (bound, _MAX_ID))])
+        doomed.sort()
+        if limit is not None:
+            doomed = doomed[:limit]
+        for _, fid in doomed:
+            row = s._drop_firing(fid)
+            self.undo.append(lambda row=row: s._restore_firing(row))
+        return len(doomed)
+
+    def count_firings(self):
+        return len(self.s.firings)
+
+    # -- reactor_subscriptions ------------------------------------------
+    def get_subscription(self, reactor, workflow, tenant):
+        sid = self.s.sub_by_triple.get((reactor, workflow, tenant))
+        return None if sid is None else dict(self.s.subs[sid])
+
+    def insert_subscription(self, row):
+        s = self.s
+        triple = (row["reactor_name"], row["workflow_name"], row["tenant_id"])
+        if triple in s.sub_by_triple:
+            raise KeyError(f"duplicate reactor_subscriptions {triple}")
+        s.subs[row["id"]] = dict(row)
+        s.sub_by_triple[triple] = row["id"]
+        s.sub_order = None
+        self.undo.append(lambda: s._drop_sub(row["id"]))
+
+    def update_subscription(self, sub_id, changes):
+        row = self.s.subs[sub_id]
+        before = {k: row[k] for k in changes}
+        row.update(changes)
+        self.undo.append(lambda: row.update(before))
+
+    def delete_subscription(self, sub_id):
+        s = self.s
+        if sub_id not in s.subs:
+            return False
+        row = s._drop_sub(sub_id)
+        self.undo.append(lambda: s._restore_sub(row))
+        return True
+
+    def list_subscriptions(self, tenant=None, enabled_only=False):
+        s = self.s
+        if s.sub_order is None:
+            s.sub_order = [s.sub_by_triple[t] for t in sorted(s.sub_by_triple, key=lambda t: (t[2], t[0], t[1]))]
+        out = []
+        for sid in s.sub_order:
+            row = s.subs[sid]
+            if (tenant is None or row["tenant_id"] == tenant) and (row["enabled"] or not enabled_only):
+                out.append(dict(row))
+        return out
+
+    # -- workflow_executions --------------------------------------------
+    def insert_execution(self, row):
+        s = self.s
+        eid = row["id"]
+        if eid in s.executions:
+            raise KeyError(f"duplicate workflow_executions.id {eid}")
+        s.executions[eid] = dict(row)
+        key = (row["dispatched_at"], eid)
+        if row["status"] == "pending":
+            insort(s.pending, key)
+
+        def undo():
+            del s.executions[eid]
+            if row["status"] == "pending":
+                s.pending.remove(key)
+
+        self.undo.append(undo)
+
+    def claim_executions(self, now, limit):
+        s = self.s
+        taken = s.pending[:limit]
+        if not taken:
+            return []
+        del s.pending[: len(taken)]
+        out = []
+        for key in taken:
+            row = s.executions[key[1]]
+            row["status"] = "running"
+            row["claimed_at"] = now
+            out.append(dict(row))
+
+        def undo():
+            for key in taken:
+                r = s.executions[key[1]]
+                r["status"], r["claimed_at"] = "pending", None
+                insort(s.pending, key)
+
+        self.undo.append(undo)
+        return out
+
+    def finish_execution(self, execution_id, now, status):
+        row = self.s.executions[execution_id]
+        before = (row["status"], row["finished_at"])
+        row["status"], row["finished_at"] = status, now
+
+        def undo():
+            row["status"], row["finished_at"] = before
+
+        self.undo.append(undo)
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        self.firings: dict[str, dict] = {}
+        self.streams: dict[tuple[str, str], _Stream] = {}
+        self.subs: dict[str, dict] = {}
+        self.sub_by_triple: dict[tuple[str, str, str], str] = {}
+        self.sub_order: list[str] | None = None
+        self.executions: dict[str, dict] = {}
+        self.pending: list[tuple[int, str]] = []
+        self._lock = threading.Lock()
+        self._owner: int | None = None  # thread holding the open transaction
+
+    def __repr__(self) -> str:
+        return "MemoryStore()"
+
+    # -- transactions ---------------------------------------------------
+    def _begin(self) -> MemoryTx:
+        me = threading.get_ident()
+        if self._owner == me:
+            raise RuntimeError("nested transactions are not supported")
+        self._lock.acquire()
+        self._owner = me
+        return MemoryTx(self)
+
+    def _commit(self, tx: MemoryTx) -> None:
+        self._owner = None
+        self._lock.release()
+
+    def _rollback(self, tx: MemoryTx) -> None:
+        try:
+            for undo in reversed(tx.undo):
+                undo()
+        finally:
+            self._owner = None
+            self._lock.release()
+
+    # -- helpers the undo log uses ---------------------------------------
+    def _drop_firing(self, fid: str) -> dict:
+        row = self.firings.pop(fid)
+        keys = self.streams[(row["reactor_name"], row["tenant_id"])].keys
+        key = (row["fired_at"], fid)
+        del keys[bisect_left(keys, key)]
+        return row
+
+    def _restore_firing(self, row: dict) -> None:
+        self.firings[row["id"]] = row
+        insort(self.streams[(row["reactor_name"], row["tenant_id"])].keys, (row["fired_at"], row["id"]))
+
+    def _drop_sub(self, sid: str) -> dict:
+        row = self.subs.pop(sid)
+        del self.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])]
+        self.sub_order = None
+        return row
+
+    def _restore_sub(self, row: dict) -> None:
+        self.subs[row["id"]] = row
+        self.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])] = row["id"]
+        self.sub_order = None
+
+    # -- reading whole tables -------------------------------------------
+    def rows(self, table: str) -> list[dict]:
+        if table == "reactor_firings":
+            return [dict(r) for r in sorted(self.firings.values(), key=lambda r: (r["fired_at"], r["id"]))]
+        if table == "reactor_subscriptions":
+            return [dict(r) for r in sorted(self.subs.values(),
+                                             key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))]
+        if table == "workflow_executions":
+            return [dict(r) for r in sorted(self.executions.values(), key=lambda r: (r["dispatched_at"], r["id"]))]
+        raise KeyError(f"unknown table {table!r}")

@@ -1,0 +1,128 @@
+"""Every SQL statement the DuckDB store runs, kept together.
+
+Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
+the interface: ``epoch_us(col)`` reads them, ``_ts(?)`` writes them.
+"""
+
+SCHEMA_VERSION = 1
+
+_TS = "make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS fanoutsim_meta (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reactor_firings (
+    id           UUID PRIMARY KEY,
+    reactor_name VARCHAR NOT NULL,
+    tenant_id    VARCHAR NOT NULL,
+    payload      BLOB NOT NULL,
+    fired_at     TIMESTAMPTZ NOT NULL,
+    created_at   TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reactor_subscriptions (
+    id                        UUID PRIMARY KEY,
+    reactor_name              VARCHAR NOT NULL,
+    workflow_name             VARCHAR NOT NULL,
+    tenant_id                 VARCHAR NOT NULL,
+    enabled                   BOOLEAN NOT NULL,
+    predicate                 VARCHAR,
+    last_seen_fired_at        TIMESTAMPTZ,
+    predicate_error_count     INTEGER NOT NULL,
+    predicate_error_firing_id UUID,
+    last_predicate_error      VARCHAR,
+    predicate_degraded        BOOLEAN NOT NULL,
+    created_at                TIMESTAMPTZ NOT NULL,
+    updated_at                TIMESTAMPTZ NOT NULL,
+    UNIQUE (reactor_name, workflow_name, tenant_id)
+);
+CREATE TABLE IF NOT EXISTS workflow_executions (
+    id            UUID PRIMARY KEY,
+    workflow_name VARCHAR NOT NULL,
+    tenant_id     VARCHAR NOT NULL,
+    context       VARCHAR NOT NULL,
+    status        VARCHAR NOT NULL,
+    dispatched_at TIMESTAMPTZ NOT NULL,
+    claimed_at    TIMESTAMPTZ,
+    finished_at   TIMESTAMPTZ
+);
+"""
+
+GET_SCHEMA_VERSION = "SELECT value FROM fanoutsim_meta WHERE key = 'schema_version'"
+SET_SCHEMA_VERSION = "INSERT OR REPLACE INTO fanoutsim_meta VALUES ('schema_version', ?)"
+HAS_META = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'fanoutsim_meta'"
+
+FIRING_COLS = "id::VARCHAR, reactor_name, tenant_id, payload, epoch_us(fired_at), epoch_us(created_at)"
+
+INSERT_FIRING = f"INSERT INTO reactor_firings VALUES (?, ?, ?, ?, {_TS}, {_TS})"
+
+FETCH_FIRINGS_ALL = f"""
+SELECT {FIRING_COLS} FROM reactor_firings
+WHERE reactor_name = ? AND tenant_id = ?
+ORDER BY fired_at, id LIMIT ?"""
+
+FETCH_FIRINGS_AFTER = f"""
+SELECT {FIRING_COLS} FROM reactor_firings
+WHERE reactor_name = ? AND tenant_id = ? AND fired_at > {_TS}
+ORDER BY fired_at, id LIMIT ?"""
+
+# Conservative prune (seed 000): every enabled subscription of the firing's
+# stream must be at or past it; a NULL watermark holds the stream open.
+PRUNE_FIRINGS = f"""
+DELETE FROM reactor_firings WHERE id IN (
+    SELECT f.id FROM reactor_firings f
+    WHERE f.fired_at < {_TS}
+      AND (NOT ? OR NOT EXISTS (
+          SELECT 1 FROM reactor_subscriptions s
+          WHERE s.enabled AND s.reactor_name = f.reactor_name AND s.tenant_id = f.tenant_id
+            AND (s.last_seen_fired_at IS NULL OR s.last_seen_fired_at < f.fired_at)))
+    ORDER BY f.fired_at, f.id
+    LIMIT ?)"""
+
+COUNT_FIRINGS = "SELECT count(*) FROM reactor_firings"
+
+SUB_COLS = """id::VARCHAR, reactor_name, workflow_name, tenant_id, enabled, predicate,
+    epoch_us(last_seen_fired_at), predicate_error_count, predicate_error_firing_id::VARCHAR,
+    last_predicate_error, predicate_degraded, epoch_us(created_at), epoch_us(updated_at)"""
+
+GET_SUBSCRIPTION = f"""
+SELECT {SUB_COLS} FROM reactor_subscriptions
+WHERE reactor_name = ? AND workflow_name = ? AND tenant_id = ?"""
+
+INSERT_SUBSCRIPTION = f"""
+INSERT INTO reactor_subscriptions VALUES
+    (?, ?, ?, ?, ?, ?, {_TS}, ?, ?, ?, ?, {_TS}, {_TS})"""
+
+DELETE_SUBSCRIPTION = "DELETE FROM reactor_subscriptions WHERE id = ? RETURNING id"
+
+LIST_SUBSCRIPTIONS = f"""
+SELECT {SUB_COLS} FROM reactor_subscriptions
+WHERE (? IS NULL OR tenant_id = ?) AND (enabled OR NOT ?)
+ORDER BY tenant_id, reactor_name, workflow_name"""
+
+EXEC_COLS = """id::VARCHAR, workflow_name, tenant_id, context, status,
+    epoch_us(dispatched_at), epoch_us(claimed_at), epoch_us(finished_at)"""
+
+INSERT_EXECUTION = f"INSERT INTO workflow_executions VALUES (?, ?, ?, ?, ?, {_TS}, {_TS}, {_TS})"
+
+CLAIM_EXECUTIONS = f"""
+UPDATE workflow_executions SET status = 'running', claimed_at = {_TS}
+WHERE id IN (
+    SELECT id FROM workflow_executions WHERE status = 'pending'
+    ORDER BY dispatched_at, id LIMIT ?)
+RETURNING {EXEC_COLS}"""
+
+FINISH_EXECUTION = f"UPDATE workflow_executions SET status = ?, finished_at = {_TS} WHERE id = ?"
+
+ALL_ROWS = {
+    "reactor_firings": f"SELECT {FIRING_COLS} FROM reactor_firings ORDER BY fired_at, id",
+    "reactor_subscriptions": f"SELECT {SUB_COLS} FROM reactor_subscriptions "
+                             "ORDER BY tenant_id, reactor_name, workflow_name",
+    "workflow_executions": f"SELECT {EXEC_COLS} FROM workflow_executions ORDER BY dispatched_at, id",
+}
+
+
+def update_subscription(columns: tuple[str, ...], timestamp_columns: frozenset[str]) -> str:
+    sets = ", ".join(f"{c} = {_TS}" if c in timestamp_columns else f"{c} = ?" for c in columns)
+    return f"UPDATE reactor_subscriptions SET {sets} WHERE id = ?"

@@ -1,0 +1,54 @@
+"""Time as the engine sees it: integer microseconds since the Unix epoch, UTC.
+
+The core never touches ``datetime`` on its hot path: every timestamp it reads or
+writes is an ``int`` of microseconds, which compares exactly and makes
+microsecond-truncation ties (two firings stamped in the same microsecond) a
+natural, reproducible event rather than a float rounding accident. The stores
+keep timezone-aware UTC timestamps; conversion happens at their edges and when
+tables become DataFrames.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+UTC = timezone.utc
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+US = 1_000_000  # microseconds per second
+_ONE_US = timedelta(microseconds=1)
+
+
+def to_us(value: datetime) -> int:
+    """Microseconds since the epoch of a timezone-aware datetime."""
+    if value.tzinfo is None:
+        raise ValueError(f"timestamp {value!r} has no timezone; use UTC")
+    return (value - EPOCH) // _ONE_US
+
+
+def from_us(us: int) -> datetime:
+    return EPOCH + timedelta(microseconds=us)
+
+
+def seconds_to_us(seconds: float) -> int:
+    return round(seconds * US)
+
+
+def rfc3339(us: int) -> str:
+    """RFC 3339 with microseconds and a ``Z``: how ``reactor_fired_at`` is written."""
+    return from_us(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_start(value: str | datetime | None) -> int:
+    """The wall time that virtual time 0 stands for, as epoch microseconds."""
+    if value is None:
+        return to_us(DEFAULT_START)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"start {value!r} is not an ISO 8601 timestamp such as 2026-01-01T00:00:00Z"
+            ) from None
+    if not isinstance(value, datetime):
+        raise TypeError(f"start must be a datetime or ISO 8601 string, not {type(value).__name__}")
+    return to_us(value)
