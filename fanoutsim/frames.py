@@ -11,6 +11,7 @@ import json
 import pandas as pd
 
 from .store.base import TABLES, TIMESTAMP_COLUMNS
+from .timeutil import from_us
 
 
 def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
@@ -35,3 +36,8 @@ def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
         df.insert(2, "reactor_firing_id", [c.get("reactor_firing_id") for c in contexts])
         df.insert(3, "reactor_name", [c.get("reactor_name") for c in contexts])
     return _timestamps(df)
+
+
+def record(row: dict) -> dict:
+    """One row for Python callers: timestamps as aware datetimes, NULL as None."""
+    return {k: (from_us(v) if k in TIMESTAMP_COLUMNS and v is not None else v) for k, v in row.items()}

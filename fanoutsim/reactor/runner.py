@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..frames import record
+
 
 class Runner:
     def __init__(self, runtime) -> None:
@@ -34,7 +36,9 @@ class Runner:
 
     def list_reactor_subscriptions(self, tenant: str | None = "public") -> list[dict[str, Any]]:
         """Subscriptions of ``tenant`` (``None``: every tenant), as dicts keyed by column."""
-        return self._rt.subscriptions(tenant=tenant).to_dict("records")
+        with self._rt.store.transaction() as tx:
+            rows = tx.list_subscriptions(tenant=tenant)
+        return [record(row) for row in rows]
 
     # -- declarations (code: survive restarts) ----------------------------------
     def register_workflow(self, name: str, fn: Callable[[dict], Any] | None = None,

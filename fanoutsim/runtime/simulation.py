@@ -4,7 +4,8 @@ Three loops run, as in the real runner process, each a few lines that only
 decide *when*: the poll loop (every ``reactor_poll_interval``, starting at
 once), the prune loop (at start, then every ``reactor_firings_prune_interval``)
 and the executor (a claim every ``executor_poll_interval`` while a worker is
-free; each claimed execution holds its worker for the workflow's duration).
+free, at a phase drawn from the seed; each claimed execution holds its worker
+for the workflow's duration).
 Workloads are further processes that fire reactors at Poisson times.
 
 Virtual time is seconds since ``start`` (default 2026-01-01T00:00:00Z); the
@@ -104,6 +105,7 @@ class Simulation:
         if self.incarnation:
             self._trace.add(self.now_us(), "restarted", "runtime")
         self._busy = 0
+        self.executor_phase = self.engine.rng.uniform(0, self.config.executor_poll_interval)
         env = self.env
         self._loops = [env.process(self._poll_loop()), env.process(self._prune_loop()),
                        env.process(self._executor_loop())]
@@ -154,6 +156,9 @@ class Simulation:
         cfg = self.config
         env = self.env
         try:
+            # The executor is its own loop with its own phase: were it in step with
+            # the poll loop, every claim would land in the same instant as its dispatch.
+            yield env.timeout(self.executor_phase)
             while True:
                 free = cfg.executor_workers - self._busy
                 if free > 0:
@@ -222,13 +227,21 @@ class Simulation:
         self.env.run(until=until)
 
     def _engine_call(self, method: str, *args, **kwargs):
-        if self.engine is None:
+        """A call from outside the loops. If a fault plan crashes the runner
+        inside it, the runner goes down and the call returns None."""
+        engine = self.engine
+        if engine is None:
             raise RuntimeError("the runner is down (crashed); call restart() first")
-        return getattr(self.engine, method)(self.now_us(), *args, **kwargs)
+        try:
+            return getattr(engine, method)(self.now_us(), *args, **kwargs)
+        except Crash as c:
+            self.crash(c.point)
+            return None
 
     def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
              *, graph: str | None = None) -> str:
-        """Fire ``reactor`` now with ``{source name: value}``; returns the firing id."""
+        """Fire ``reactor`` now with ``{source name: value}``; returns the firing
+        id (None if the runner crashed before the firing was logged)."""
         return self._engine_call("fire", reactor, sources, tenant, graph=graph)
 
     def fire_trigger(self, name: str, context: dict | None = None) -> dict:

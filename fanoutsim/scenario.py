@@ -1,0 +1,598 @@
+"""Scenario files: a whole simulated setup in one TOML file.
+
+A scenario names the run (seed, how long, which store), the scheduler's
+settings, the workflows and their run times, the subscriptions and the
+workloads that fire the reactors::
+
+    name = "default"                 # optional, defaults to the file's stem
+    description = "..."              # optional
+    [run]
+    seed = 0                         # int, default 0
+    until = 3600.0                   # virtual seconds, > 0 (required)
+    store = "memory"                 # "memory" | "duckdb" | a path ending .duckdb
+    start = "2026-01-01T00:00:00Z"   # optional: the wall time virtual 0 stands for
+    [config]                         # any fanoutsim.SchedulerConfig field
+    reactor_poll_interval = 1.0
+    [[workflows]]                    # optional
+    name = "incident_response"
+    duration = 0.05                  # seconds >= 0, or {dist="exponential", mean=0.2}
+                                     # or {dist="uniform", low=0.01, high=0.1}
+    [[subscriptions]]
+    reactor = "pricing_reactor"
+    workflow = "incident_response"
+    tenant = "acme"                  # optional, default "public"
+    when = "payload.quote.price > 100"   # optional CEL filter
+    [[workload]]
+    reactor = "pricing_reactor"
+    tenant = "acme"                  # optional, default "public"
+    rate = 1.0                       # firings per virtual second
+    payload = "quote"                # a fanoutsim.workload.GENERATORS name, default "quote"
+    start = 0.0                      # optional
+    stop = 1800.0                    # optional
+
+:func:`load_scenario` reads and checks the *whole* file before anything is
+built, and reports every problem it finds in one :class:`ScenarioError` whose
+message names the file, the key path of each problem (``run.until``,
+``config.prune_policy``, ``subscriptions[1].when``; array indexes count from 0)
+and what is allowed there.
+
+Rules beyond the types: workflow names are unique; a subscription triple
+(reactor, workflow, tenant) appears once; when any ``[[workflows]]`` are
+declared, every subscription must name one of them (an undeclared workflow
+would run as an instant no-op, which is almost always a typo). With no
+``[[workflows]]`` at all, every workflow is such a no-op. A relative ``.duckdb``
+store path is relative to the current directory, and the file must not exist
+yet: a scenario always starts from empty tables.
+
+A ``[faults]`` table is reserved for the fault plan and rejected for now (see
+:func:`_parse_faults`, the one place to add it).
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Union
+
+from .config import SchedulerConfig
+from .predicate import ALLOWED_VARIABLES, InvalidPredicate, compile_predicate
+from .store import Store
+from .timeutil import parse_start
+from .workload import GENERATORS, Workload
+
+__all__ = [
+    "ScenarioError", "Scenario", "WorkflowDef", "SubscriptionDef", "Exponential", "Uniform",
+    "load_scenario", "parse_scenario",
+]
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded or built.
+
+    ``problems`` is a list of ``(key path, message)``; ``source`` the file.
+    """
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            path, msg = self.problems[0]
+            text = f"{source}: {path}: {msg}" if path else f"{source}: {msg}"
+        else:
+            lines = [f"{source}: {len(self.problems)} problems:"]
+            for path, msg in self.problems:
+                lines.append(f"  {path}: {msg}".replace("\n", "\n    ") if path else f"  {msg}")
+            text = "\n".join(lines)
+        super().__init__(text)
+
+
+# -- what a parsed scenario holds ------------------------------------------------
+@dataclass(frozen=True)
+class Exponential:
+    """Run time drawn from an exponential distribution with this mean (seconds)."""
+
+    mean: float
+
+    def __call__(self, rng: random.Random) -> float:
+        return rng.expovariate(1.0 / self.mean)
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """Run time drawn uniformly from ``[low, high]`` seconds."""
+
+    low: float
+    high: float
+
+    def __call__(self, rng: random.Random) -> float:
+        return rng.uniform(self.low, self.high)
+
+
+Duration = Union[float, Exponential, Uniform]
+# dist name -> (class, its parameters in order)
+DISTRIBUTIONS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "exponential": (Exponential, ("mean",)),
+    "uniform": (Uniform, ("low", "high")),
+}
+
+
+@dataclass(frozen=True)
+class WorkflowDef:
+    name: str
+    duration: Duration = 0.0
+
+
+@dataclass(frozen=True)
+class SubscriptionDef:
+    reactor: str
+    workflow: str
+    tenant: str = "public"
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A checked scenario: build a :class:`fanoutsim.Simulation` from it, or run it."""
+
+    name: str
+    source: str
+    until: float
+    seed: int = 0
+    store: str = "memory"
+    start: str | datetime | None = None
+    description: str = ""
+    config: SchedulerConfig = SchedulerConfig()
+    workflows: tuple[WorkflowDef, ...] = ()
+    subscriptions: tuple[SubscriptionDef, ...] = ()
+    workloads: tuple[Workload, ...] = ()
+    faults: Any = None  # the fault plan, once [faults] is supported
+
+    def build(self, seed: int | None = None, store: "str | Store | None" = None,
+              until: float | None = None):
+        """A Simulation with the workflows registered, the subscriptions made
+        and the workloads added, at virtual time 0 with nothing run yet.
+
+        ``seed``, ``store`` and ``until`` override the file's ``[run]`` values;
+        they are checked like the file's (``until`` is only checked here: it is
+        used by :meth:`run`)."""
+        from .runtime import Simulation
+
+        seed, store, _ = self._overrides(seed, store, until)
+        if isinstance(store, str) and store.endswith(".duckdb") and os.path.exists(store):
+            raise ScenarioError(self.source, [(
+                "run.store",
+                f"{store!r} already exists; a scenario starts from empty tables, "
+                "so delete the file or choose another path",
+            )])
+        sim = Simulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
+        for wf in self.workflows:
+            sim.runner.register_workflow(wf.name, duration=wf.duration)
+        for sub in self.subscriptions:
+            sim.runner.subscribe_workflow_to_reactor(sub.reactor, sub.workflow, sub.tenant, when=sub.when)
+        for w in self.workloads:
+            sim.add_workload(w.reactor, w.rate, w.tenant, payload=w.payload, start=w.start, stop=w.stop)
+        return sim
+
+    def run(self, seed: int | None = None, until: float | None = None,
+            store: "str | Store | None" = None):
+        """Build, then run the virtual clock to ``until`` (the file's by default)."""
+        _, _, until = self._overrides(seed, store, until)
+        sim = self.build(seed=seed, store=store, until=until)
+        sim.run(until)
+        return sim
+
+    def _overrides(self, seed, store, until) -> tuple[int, "str | Store", float]:
+        errors = _Errors()
+        if seed is None:
+            seed = self.seed
+        else:
+            seed = _check_seed(seed, "run.seed", errors, " (override)")
+        if until is None:
+            until = self.until
+        else:
+            until = _check_until(until, "run.until", errors, " (override)")
+        if store is None:
+            store = self.store
+        elif not isinstance(store, Store):
+            store = _check_store(store, "run.store", errors, " (override)")
+        errors.raise_if_any(self.source)
+        return seed, store, until
+
+
+# -- loading -------------------------------------------------------------------
+def load_scenario(path: str | os.PathLike) -> Scenario:
+    """Read and check a scenario file; raises :class:`ScenarioError`."""
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise ScenarioError(source, [("", "no such scenario file")]) from None
+    except IsADirectoryError:
+        raise ScenarioError(source, [("", "is a directory, not a scenario file")]) from None
+    except OSError as exc:
+        raise ScenarioError(source, [("", f"cannot read: {exc.strerror or exc}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(source, [("", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        where = f"line {m.group(1)}, column {m.group(2)}" if m else "TOML"
+        what = msg[: m.start()].strip() if m else msg
+        raise ScenarioError(source, [(where, f"TOML syntax error: {what}")]) from None
+    return parse_scenario(data, source=source, default_name=Path(source).stem)
+
+
+def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario") -> Scenario:
+    """Check an already-parsed TOML document (a dict) and make a Scenario."""
+    errors = _Errors()
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [("", f"a scenario must be a TOML document (table), got {_kind(data)}")])
+    _unknown_keys(data, _TOP_KEYS, "", errors)
+
+    name = data.get("name", default_name)
+    if "name" in data:
+        name = _check_str(name, "name", errors)
+        if isinstance(name, str) and not _NAME_RE.fullmatch(name):
+            errors.add("name", f"must be letters, digits, '.', '_' or '-' (it names the output folder), "
+                               f"got {name!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        errors.add("description", f"must be a string, got {_kind(description)}")
+        description = ""
+
+    run = _table(data, "run", errors, required=True)
+    seed, until, store, start = 0, None, "memory", None
+    if run is not None:
+        _unknown_keys(run, _RUN_KEYS, "run", errors)
+        if "seed" in run:
+            seed = _check_seed(run["seed"], "run.seed", errors)
+        if "until" in run:
+            until = _check_until(run["until"], "run.until", errors)
+        else:
+            errors.add("run.until", "is required: the virtual seconds to run for (a number > 0)")
+        if "store" in run:
+            store = _check_store(run["store"], "run.store", errors)
+        if "start" in run:
+            start = _check_start(run["start"], "run.start", errors)
+
+    config = _parse_config(_table(data, "config", errors), errors)
+    workflows = _parse_workflows(_array(data, "workflows", errors), errors)
+    subscriptions = _parse_subscriptions(_array(data, "subscriptions", errors), workflows, errors)
+    workloads = _parse_workloads(_array(data, "workload", errors), errors)
+    faults = _parse_faults(data.get("faults"), errors) if "faults" in data else None
+
+    errors.raise_if_any(source)
+    return Scenario(
+        name=name, source=source, until=until, seed=seed, store=store, start=start,
+        description=description, config=config, workflows=workflows,
+        subscriptions=subscriptions, workloads=workloads, faults=faults,
+    )
+
+
+# -- the parts -------------------------------------------------------------------
+_TOP_KEYS = ("name", "description", "run", "config", "workflows", "subscriptions", "workload", "faults")
+_RUN_KEYS = ("seed", "until", "store", "start")
+_WORKFLOW_KEYS = ("name", "duration")
+_SUBSCRIPTION_KEYS = ("reactor", "workflow", "tenant", "when")
+_WORKLOAD_KEYS = ("reactor", "tenant", "rate", "payload", "start", "stop")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _parse_faults(value: Any, errors: "_Errors") -> Any:
+    """The one place the ``[faults]`` table will become a fault plan
+    (passed to ``Simulation(faults=...)`` by :meth:`Scenario.build`)."""
+    errors.add("faults", "faults are not supported yet; remove the [faults] table")
+    return None
+
+
+def _parse_config(table: dict | None, errors: "_Errors") -> SchedulerConfig:
+    if table is None:
+        return SchedulerConfig()
+    allowed = SchedulerConfig.field_names()
+    _unknown_keys(table, allowed, "config", errors)
+    good: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in allowed:
+            continue
+        try:  # one field at a time, so each error is pinned to its key
+            SchedulerConfig(**{key: value})
+        except ValueError as exc:
+            errors.add(f"config.{key}", str(exc))
+        else:
+            good[key] = value
+    try:
+        return SchedulerConfig.from_dict(good)
+    except ValueError as exc:  # a rule spanning fields, should SchedulerConfig grow one
+        errors.add("config", str(exc))
+        return SchedulerConfig()
+
+
+def _parse_workflows(items: list | None, errors: "_Errors") -> tuple[WorkflowDef, ...]:
+    out: list[WorkflowDef] = []
+    seen: dict[str, str] = {}
+    for i, item in enumerate(items or ()):
+        where = f"workflows[{i}]"
+        if not _check_item(item, where, _WORKFLOW_KEYS, errors):
+            continue
+        name = _required_name(item, "name", where, errors)
+        duration = _parse_duration(item["duration"], f"{where}.duration", errors) if "duration" in item else 0.0
+        if name is None or duration is None:
+            continue
+        if name in seen:
+            errors.add(f"{where}.name", f"workflow {name!r} is already declared at {seen[name]}")
+            continue
+        seen[name] = where
+        out.append(WorkflowDef(name, duration))
+    return tuple(out)
+
+
+def _parse_duration(value: Any, where: str, errors: "_Errors") -> Duration | None:
+    allowed = ("seconds >= 0, or a table {dist=\"exponential\", mean=...} "
+               "or {dist=\"uniform\", low=..., high=...}")
+    if _is_number(value):
+        if value >= 0:
+            return float(value)
+        errors.add(where, f"must be {allowed}; got {value!r}")
+        return None
+    if not isinstance(value, dict):
+        errors.add(where, f"must be {allowed}; got {_kind(value)}")
+        return None
+    dist = value.get("dist")
+    if dist not in DISTRIBUTIONS:
+        got = "no dist" if dist is None else repr(dist)
+        errors.add(f"{where}.dist", f"must be one of {', '.join(map(repr, DISTRIBUTIONS))}; got {got}")
+        return None
+    cls, params = DISTRIBUTIONS[dist]
+    n = len(errors)
+    _unknown_keys(value, ("dist", *params), where, errors, what=f"for dist={dist!r}")
+    args = []
+    for p in params:
+        if p not in value:
+            errors.add(f"{where}.{p}", f"is required for dist={dist!r} (seconds)")
+            continue
+        v = value[p]
+        if not _is_number(v) or v < 0:
+            errors.add(f"{where}.{p}", f"must be a finite number of seconds >= 0, got {_show(v)}")
+            continue
+        args.append(float(v))
+    if len(errors) > n:
+        return None
+    if dist == "exponential" and args[0] <= 0:
+        errors.add(f"{where}.mean", f"must be > 0 seconds, got {args[0]!r}")
+        return None
+    if dist == "uniform" and args[0] > args[1]:
+        errors.add(f"{where}.high", f"must be >= low ({args[0]!r}), got {args[1]!r}")
+        return None
+    return cls(*args)
+
+
+def _parse_subscriptions(items: list | None, workflows: tuple[WorkflowDef, ...],
+                         errors: "_Errors") -> tuple[SubscriptionDef, ...]:
+    declared = sorted(wf.name for wf in workflows)
+    out: list[SubscriptionDef] = []
+    seen: dict[tuple, str] = {}
+    for i, item in enumerate(items or ()):
+        where = f"subscriptions[{i}]"
+        if not _check_item(item, where, _SUBSCRIPTION_KEYS, errors):
+            continue
+        reactor = _required_name(item, "reactor", where, errors)
+        workflow = _required_name(item, "workflow", where, errors)
+        tenant = _optional_name(item, "tenant", where, errors, "public")
+        when = None
+        if "when" in item:
+            when = item["when"]
+            if not isinstance(when, str):
+                errors.add(f"{where}.when", f"must be a CEL expression string over "
+                                            f"{', '.join(ALLOWED_VARIABLES)}; got {_kind(when)}")
+                when = _BAD
+            else:
+                try:
+                    compile_predicate(when)
+                except InvalidPredicate as exc:
+                    msg = str(exc).rstrip()
+                    if "allowed variables" not in msg:
+                        msg += f"\n(a CEL filter may use the variables {', '.join(ALLOWED_VARIABLES)})"
+                    errors.add(f"{where}.when", msg)
+                    when = _BAD
+        if workflow is not None and declared and workflow not in declared:
+            errors.add(f"{where}.workflow", f"{workflow!r} is not declared in [[workflows]]; "
+                                            f"declared: {', '.join(declared)}")
+            continue
+        if reactor is None or workflow is None or tenant is None or when is _BAD:
+            continue
+        key = (reactor, workflow, tenant)
+        if key in seen:
+            errors.add(where, f"subscription of {workflow!r} to {reactor!r} in tenant {tenant!r} "
+                              f"is already declared at {seen[key]}")
+            continue
+        seen[key] = where
+        out.append(SubscriptionDef(reactor, workflow, tenant, when))
+    return tuple(out)
+
+
+def _parse_workloads(items: list | None, errors: "_Errors") -> tuple[Workload, ...]:
+    out: list[Workload] = []
+    for i, item in enumerate(items or ()):
+        where = f"workload[{i}]"
+        if not _check_item(item, where, _WORKLOAD_KEYS, errors):
+            continue
+        n = len(errors)
+        reactor = _required_name(item, "reactor", where, errors)
+        tenant = _optional_name(item, "tenant", where, errors, "public")
+        rate = item.get("rate")
+        if "rate" not in item:
+            errors.add(f"{where}.rate", "is required: firings per virtual second (a number > 0)")
+        elif not _is_number(rate) or rate <= 0:
+            errors.add(f"{where}.rate", f"must be a finite number of firings per virtual second > 0, "
+                                        f"got {_show(rate)}")
+        payload = item.get("payload", "quote")
+        if not isinstance(payload, str) or payload not in GENERATORS:
+            errors.add(f"{where}.payload", f"must be one of {', '.join(map(repr, GENERATORS))}; "
+                                           f"got {_show(payload)}")
+        start = item.get("start", 0.0)
+        if not _is_number(start) or start < 0:
+            errors.add(f"{where}.start", f"must be a finite number of virtual seconds >= 0, got {_show(start)}")
+            start = None
+        stop = item.get("stop")
+        if stop is not None and (not _is_number(stop) or (start is not None and stop <= start)):
+            bound = f" after start ({start})" if start is not None else ""
+            errors.add(f"{where}.stop", f"must be a finite number of virtual seconds{bound}, got {_show(stop)}")
+        if len(errors) > n:
+            continue
+        try:
+            out.append(Workload(reactor, float(rate), tenant, payload, float(start),
+                                None if stop is None else float(stop)))
+        except ValueError as exc:  # anything Workload checks that we did not
+            errors.add(where, str(exc))
+    return tuple(out)
+
+
+# -- checks ------------------------------------------------------------------------
+_BAD = object()
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append((path, message))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def raise_if_any(self, source: str) -> None:
+        if self.items:
+            raise ScenarioError(source, self.items)
+
+
+def _kind(value: Any) -> str:
+    """The TOML name of a value's type."""
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"float {value}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, datetime):
+        return f"datetime {value.isoformat()}"
+    return type(value).__name__
+
+
+def _show(value: Any) -> str:
+    return _kind(value) if isinstance(value, (dict, list, bool, datetime)) else repr(value)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _unknown_keys(table: dict, allowed, where: str, errors: _Errors, what: str = "") -> None:
+    for key in table:
+        if key not in allowed:
+            path = f"{where}.{key}" if where else key
+            scope = f"[{where}]" if where and "[" not in where else (where or "the top level")
+            extra = f" {what}" if what else ""
+            errors.add(path, f"unknown key; allowed keys in {scope}{extra}: {', '.join(allowed)}")
+
+
+def _table(data: dict, key: str, errors: _Errors, required: bool = False) -> dict | None:
+    if key not in data:
+        if required:
+            errors.add(key, f"is required: a [{key}] table")
+        return None
+    value = data[key]
+    if not isinstance(value, dict):
+        errors.add(key, f"must be a table ([{key}]), got {_kind(value)}")
+        return None
+    return value
+
+
+def _array(data: dict, key: str, errors: _Errors) -> list | None:
+    if key not in data:
+        return None
+    value = data[key]
+    if not isinstance(value, list):
+        errors.add(key, f"must be an array of tables ([[{key}]]), got {_kind(value)}")
+        return None
+    return value
+
+
+def _check_item(item: Any, where: str, allowed: tuple[str, ...], errors: _Errors) -> bool:
+    if not isinstance(item, dict):
+        errors.add(where, f"must be a table, got {_kind(item)}")
+        return False
+    _unknown_keys(item, allowed, where, errors)
+    return True
+
+
+def _check_str(value: Any, where: str, errors: _Errors) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        errors.add(where, f"must be a non-empty string, got {_show(value)}")
+        return None
+    return value
+
+
+def _required_name(item: dict, key: str, where: str, errors: _Errors) -> str | None:
+    if key not in item:
+        errors.add(f"{where}.{key}", "is required (a non-empty string)")
+        return None
+    return _check_str(item[key], f"{where}.{key}", errors)
+
+
+def _optional_name(item: dict, key: str, where: str, errors: _Errors, default: str) -> str | None:
+    if key not in item:
+        return default
+    return _check_str(item[key], f"{where}.{key}", errors)
+
+
+def _check_seed(value: Any, where: str, errors: _Errors, note: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.add(where, f"must be an integer seed, got {_show(value)}{note}")
+        return 0
+    return value
+
+
+def _check_until(value: Any, where: str, errors: _Errors, note: str = "") -> float:
+    if not _is_number(value) or value <= 0:
+        errors.add(where, f"must be a finite number of virtual seconds > 0, got {_show(value)}{note}")
+        return 1.0
+    return float(value)
+
+
+def _check_store(value: Any, where: str, errors: _Errors, note: str = "") -> str:
+    if isinstance(value, str) and (value in ("memory", "duckdb") or
+                                   (value.endswith(".duckdb") and len(value) > len(".duckdb"))):
+        return value
+    errors.add(where, f"must be \"memory\", \"duckdb\" or a path ending in .duckdb, got {_show(value)}{note}")
+    return "memory"
+
+
+def _check_start(value: Any, where: str, errors: _Errors) -> str | datetime | None:
+    if not isinstance(value, (str, datetime)):
+        errors.add(where, f"must be an RFC 3339 timestamp such as 2026-01-01T00:00:00Z, got {_show(value)}")
+        return None
+    try:
+        parse_start(value)
+    except (ValueError, TypeError) as exc:
+        errors.add(where, f"{exc} (an RFC 3339 timestamp with a timezone, such as 2026-01-01T00:00:00Z)")
+        return None
+    return value
+

@@ -1,0 +1,49 @@
+"""Shared fixtures: most engine tests run once per store adapter."""
+from __future__ import annotations
+
+import pytest
+
+import fanoutsim as fs
+from fanoutsim.faults import Crash, InsertFailed
+
+
+@pytest.fixture(params=["memory", "duckdb"])
+def store(request):
+    return request.param
+
+
+class CrashAt:
+    """A hand-written fault plan: crash at the ``nth`` pass through ``point``."""
+
+    def __init__(self, point: str, nth: int = 1) -> None:
+        self.at, self.nth, self.passes = point, nth, 0
+
+    def point(self, name, now, **where):
+        if name == self.at:
+            self.passes += 1
+            if self.passes == self.nth:
+                raise Crash(name)
+
+    def before_insert(self, workflow, now):
+        pass
+
+
+class FailInserts:
+    """Execution inserts for ``workflow`` fail while ``failing`` is True."""
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow, self.failing = workflow, True
+
+    def point(self, name, now, **where):
+        pass
+
+    def before_insert(self, workflow, now):
+        if self.failing and workflow == self.workflow:
+            raise InsertFailed(f"insert into workflow_executions for {workflow} refused")
+
+
+@pytest.fixture
+def make_sim(store):
+    def make(seed=0, faults=None, **config):
+        return fs.Simulation(config=fs.SchedulerConfig(**config), seed=seed, store=store, faults=faults)
+    return make
