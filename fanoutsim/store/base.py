@@ -9,6 +9,15 @@ produce the same sequence for the same calls, or runs would differ by store:
 * firings of a stream: by ``(fired_at, id)``
 * subscriptions: by ``(tenant_id, reactor_name, workflow_name)``
 * executions: by ``(dispatched_at, id)``
+
+Both adapters also fail alike, because a caller that catches an error and
+carries on inside its transaction must see the same tables afterwards: a
+duplicate key raises :class:`KeyError` *and leaves the transaction usable*; an
+update or finish of an id that does not exist changes nothing (SQL's
+``UPDATE ... WHERE id = ?`` matching no row); a negative ``limit`` raises
+:class:`ValueError`; ``rows()`` on the thread holding the open transaction
+raises :class:`RuntimeError` (it reads committed rows, which that thread cannot
+wait for).
 """
 from __future__ import annotations
 
@@ -33,6 +42,29 @@ TIMESTAMP_COLUMNS = frozenset(
     {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
      "dispatched_at", "claimed_at", "finished_at"}
 )
+# a subscription is known by its id and its triple; changing either is a new
+# subscription (delete and insert), never an update
+SUBSCRIPTION_IDENTITY = frozenset({"id", "reactor_name", "workflow_name", "tenant_id"})
+
+
+def check_limit(limit: int) -> int:
+    """A row limit as SQL's ``LIMIT`` takes it: an int >= 0 (a negative slice
+    bound would silently mean "all but the last few" in Python)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+    return limit
+
+
+def check_subscription_changes(changes: dict) -> None:
+    """Reject columns an update may not set, before anything is written."""
+    unknown = set(changes) - set(TABLES["reactor_subscriptions"])
+    if unknown:
+        raise KeyError(f"unknown reactor_subscriptions column(s): {sorted(unknown)}")
+    identity = SUBSCRIPTION_IDENTITY & set(changes)
+    if identity:
+        raise ValueError(
+            f"cannot update {sorted(identity)} of a subscription; delete it and insert a new one"
+        )
 
 
 class Tx(ABC):
@@ -64,7 +96,8 @@ class Tx(ABC):
     def insert_subscription(self, row: dict) -> None: ...
 
     @abstractmethod
-    def update_subscription(self, sub_id: str, changes: dict) -> None: ...
+    def update_subscription(self, sub_id: str, changes: dict) -> None:
+        """Set ``changes`` (column -> value) on one row; identity columns are refused."""
 
     @abstractmethod
     def delete_subscription(self, sub_id: str) -> bool: ...
@@ -81,7 +114,8 @@ class Tx(ABC):
         """Mark up to ``limit`` pending executions running, oldest first; return them."""
 
     @abstractmethod
-    def finish_execution(self, execution_id: str, now: int, status: str) -> None: ...
+    def finish_execution(self, execution_id: str, now: int, status: str) -> None:
+        """Set ``status`` and ``finished_at``; the row is no longer pending."""
 
 
 class Store(ABC):

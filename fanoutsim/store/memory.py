@@ -7,7 +7,10 @@ transactions (the real-time runtime has threads); under the virtual clock no
 transaction ever spans a yield, so the lock is never contended.
 
 Firings are indexed per stream ``(reactor_name, tenant_id)`` by the key
-``(fired_at, id)``, which makes the poll loop's fetch a bisection.
+``(fired_at, id)``, which makes the poll loop's fetch a bisection. Every index
+(streams, triples, pending executions) must say what the rows say, or the two
+adapters would answer the same call differently: each write that changes a
+key column updates its index in the same step, and its undo does too.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import threading
 from bisect import bisect_left, bisect_right, insort
 from typing import Callable
 
-from .base import Store, Tx
+from .base import Store, Tx, check_limit, check_subscription_changes
 
 _MAX_ID = "\uffff"  # sorts after every UUID string
 
@@ -41,6 +44,7 @@ class MemoryTx(Tx):
         if fid in s.firings:
             raise KeyError(f"duplicate reactor_firings.id {fid}")
         row = dict(row)
+        row["payload"] = bytes(row["payload"])  # a BLOB reads back as bytes, whatever was written
         s.firings[fid] = row
         stream = s.streams.get((row["reactor_name"], row["tenant_id"]))
         if stream is None:
@@ -55,12 +59,15 @@ class MemoryTx(Tx):
         if stream is None:
             return []
         keys = stream.keys
+        limit = check_limit(limit)
         start = 0 if after is None else bisect_right(keys, (after, _MAX_ID))
         firings = s.firings
         return [dict(firings[k[1]]) for k in keys[start : start + limit]]
 
     def prune_firings(self, cutoff, conservative, limit=None):
         s = self.s
+        if limit is not None:
+            check_limit(limit)
         doomed: list[tuple[int, str]] = []
         for (reactor, tenant), stream in s.streams.items():
             bound = cutoff - 1
@@ -92,16 +99,22 @@ class MemoryTx(Tx):
 
     def insert_subscription(self, row):
         s = self.s
+        sid = row["id"]
         triple = (row["reactor_name"], row["workflow_name"], row["tenant_id"])
+        # both keys, like the table's PRIMARY KEY and UNIQUE: a reused id would
+        # overwrite a row and leave its old triple pointing at the new one
         if triple in s.sub_by_triple:
             raise KeyError(f"duplicate reactor_subscriptions {triple}")
-        s.subs[row["id"]] = dict(row)
-        s.sub_by_triple[triple] = row["id"]
-        s.sub_order = None
-        self.undo.append(lambda: s._drop_sub(row["id"]))
+        if sid in s.subs:
+            raise KeyError(f"duplicate reactor_subscriptions.id {sid}")
+        s._restore_sub(dict(row))
+        self.undo.append(lambda: s._drop_sub(sid))
 
     def update_subscription(self, sub_id, changes):
-        row = self.s.subs[sub_id]
+        check_subscription_changes(changes)  # else a typo would become a new column
+        row = self.s.subs.get(sub_id)
+        if row is None:
+            return  # no such row: UPDATE ... WHERE id = ? matches nothing
         before = {k: row[k] for k in changes}
         row.update(changes)
         self.undo.append(lambda: row.update(before))
@@ -131,21 +144,18 @@ class MemoryTx(Tx):
         eid = row["id"]
         if eid in s.executions:
             raise KeyError(f"duplicate workflow_executions.id {eid}")
-        s.executions[eid] = dict(row)
-        key = (row["dispatched_at"], eid)
-        if row["status"] == "pending":
-            insort(s.pending, key)
+        row = s.executions[eid] = dict(row)
+        s._index_status(row, None)
 
         def undo():
+            s._index_status(row, None, drop=True)
             del s.executions[eid]
-            if row["status"] == "pending":
-                s.pending.remove(key)
 
         self.undo.append(undo)
 
     def claim_executions(self, now, limit):
         s = self.s
-        taken = s.pending[:limit]
+        taken = s.pending[: check_limit(limit)]
         if not taken:
             return []
         del s.pending[: len(taken)]
@@ -166,12 +176,17 @@ class MemoryTx(Tx):
         return out
 
     def finish_execution(self, execution_id, now, status):
-        row = self.s.executions[execution_id]
+        s = self.s
+        row = s.executions.get(execution_id)
+        if row is None:
+            return  # no such row: UPDATE ... WHERE id = ? matches nothing
         before = (row["status"], row["finished_at"])
         row["status"], row["finished_at"] = status, now
+        s._index_status(row, before[0])  # a finished row must not be claimed later
 
         def undo():
             row["status"], row["finished_at"] = before
+            s._index_status(row, status)
 
         self.undo.append(undo)
 
@@ -212,7 +227,17 @@ class MemoryStore(Store):
             self._owner = None
             self._lock.release()
 
-    # -- helpers the undo log uses ---------------------------------------
+    # -- helpers the writes and the undo log share ---------------------------
+    def _index_status(self, row: dict, old: str | None, drop: bool = False) -> None:
+        """Keep ``pending`` equal to the rows whose status is 'pending' after
+        ``row`` went from status ``old`` to its current one (or is dropped)."""
+        key = (row["dispatched_at"], row["id"])
+        now_pending = row["status"] == "pending" and not drop
+        if old == "pending" and not now_pending:
+            del self.pending[bisect_left(self.pending, key)]
+        elif now_pending and old != "pending":
+            insort(self.pending, key)
+
     def _drop_firing(self, fid: str) -> dict:
         row = self.firings.pop(fid)
         keys = self.streams[(row["reactor_name"], row["tenant_id"])].keys
@@ -237,6 +262,12 @@ class MemoryStore(Store):
 
     # -- reading whole tables -------------------------------------------
     def rows(self, table: str) -> list[dict]:
+        if self._owner == threading.get_ident():
+            raise RuntimeError("rows() reads committed rows; call it outside the open transaction")
+        with self._lock:  # another thread's transaction may be half applied
+            return self._rows(table)
+
+    def _rows(self, table: str) -> list[dict]:
         if table == "reactor_firings":
             return [dict(r) for r in sorted(self.firings.values(), key=lambda r: (r["fired_at"], r["id"]))]
         if table == "reactor_subscriptions":

@@ -1,0 +1,128 @@
+"""The ``fanoutsim`` command.
+
+``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json]``
+runs a scenario file (see :mod:`fanoutsim.scenario`), prints its delivery
+report (``--json``: the report as JSON, and nothing else, on stdout) and
+writes into DIR (default ``out/<scenario name>``):
+
+* ``report.json`` — the delivery report;
+* ``firings.parquet``, ``executions.parquet`` (``context`` as a JSON string)
+  and ``subscriptions.parquet`` — the tables at the end of the run;
+* the PNG figures of :func:`fanoutsim.plots.save_report_figures`.
+
+A last line names the folder (on stderr with ``--json``). Any error — a
+missing file, a bad scenario, a bad flag — prints ``fanoutsim: error: ...``
+on stderr and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+
+PROG = "fanoutsim"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of printing usage and exiting."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's signature
+        raise _UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds > 0")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Seeded simulations of durable event fan-out.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    run = sub.add_parser("run", help="run a scenario file and report what it delivered",
+                         description="Run a scenario file, print its delivery report and write "
+                                     "the tables, figures and report.json into a folder.")
+    run.add_argument("scenario", metavar="SCENARIO", help="a scenario .toml file")
+    run.add_argument("--seed", type=int, metavar="N", help="override [run] seed")
+    run.add_argument("--until", type=_seconds, metavar="SECONDS",
+                     help="override [run] until (virtual seconds)")
+    run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
+    run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    return parser
+
+
+def _error(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        return _error(str(exc))
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else 0
+    if args.command == "run":
+        return _run(args)
+    return _error(f"unknown command {args.command!r}")  # pragma: no cover - argparse catches it
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .analysis import delivery_report
+    from .report import format_report
+    from .scenario import ScenarioError, load_scenario
+
+    try:
+        scenario = load_scenario(args.scenario)
+        sim = scenario.run(seed=args.seed, until=args.until)
+    except ScenarioError as exc:
+        return _error(str(exc))
+    out = Path(args.out) if args.out else Path("out") / scenario.name
+    report = delivery_report(sim, name=scenario.name)
+    try:
+        written = write_outputs(sim, report, out)
+    except OSError as exc:
+        return _error(f"cannot write to {out}: {exc.strerror or exc}")
+    if args.json:
+        print(json.dumps(report, indent=2))
+        print(f"wrote {len(written)} files to {out}", file=sys.stderr)
+    else:
+        print(format_report(report), end="")
+        print(f"\nwrote {len(written)} files to {out}")
+    return 0
+
+
+def write_outputs(sim, report: dict, out: Path) -> list[Path]:
+    """The report, the three tables as Parquet and the figures, into ``out``."""
+    from .plots import save_report_figures
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    path = out / "report.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    paths.append(path)
+    executions = sim.executions()
+    executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]
+    for name, df in (("firings", sim.firings()), ("executions", executions),
+                     ("subscriptions", sim.subscriptions())):
+        path = out / f"{name}.parquet"
+        df.to_parquet(path, index=False)
+        paths.append(path)
+    paths += save_report_figures(sim, out)
+    return paths
