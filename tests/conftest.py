@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.faults import Crash, InsertFailed
+from fanoutsim.faults import Crash, InsertFailed, NoFaults
 
 
 @pytest.fixture(params=["memory", "duckdb"])
@@ -12,7 +12,7 @@ def store(request):
     return request.param
 
 
-class CrashAt:
+class CrashAt(NoFaults):
     """A hand-written fault plan: crash at the ``nth`` pass through ``point``."""
 
     def __init__(self, point: str, nth: int = 1) -> None:
@@ -24,20 +24,14 @@ class CrashAt:
             if self.passes == self.nth:
                 raise Crash(name)
 
-    def before_insert(self, workflow, now):
-        pass
 
-
-class FailInserts:
+class FailInserts(NoFaults):
     """Execution inserts for ``workflow`` fail while ``failing`` is True."""
 
     def __init__(self, workflow: str) -> None:
         self.workflow, self.failing = workflow, True
 
-    def point(self, name, now, **where):
-        pass
-
-    def before_insert(self, workflow, now):
+    def before_insert(self, workflow, now, **where):
         if self.failing and workflow == self.workflow:
             raise InsertFailed(f"insert into workflow_executions for {workflow} refused")
 

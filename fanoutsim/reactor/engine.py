@@ -134,6 +134,9 @@ class ReactorEngine:
     list_subscriptions = subscriptions.list_subscriptions
     # the loops, one pass each
     poll_once = poller.poll_once
+    poll_subscriptions = poller.poll_subscriptions
+    fetch = poller.fetch
+    drain = poller.drain
     prune_once = prune.prune_once
     claim = executor.claim
     run_body = executor.run_body

@@ -36,13 +36,15 @@ def run_body(e, row: dict) -> str:
     return "completed"
 
 
-def duration_of(e, row: dict) -> float:
-    """Seconds the body runs for: fixed, or drawn from the engine's seeded RNG."""
+def duration_of(e, now: int, row: dict) -> float:
+    """Seconds the body runs for: fixed, or drawn from the engine's seeded RNG
+    (a fault plan may make it slow or wedge it)."""
     spec = e.registry.workflows.get(row["workflow_name"])
-    if spec is None:
-        return 0.0
-    d = spec.duration
-    return float(d(e.rng)) if callable(d) else float(d)
+    base = 0.0
+    if spec is not None:
+        d = spec.duration
+        base = float(d(e.rng)) if callable(d) else float(d)
+    return e.faults.run_duration(row["workflow_name"], now, base)
 
 
 def finish(e, now: int, execution_id: str, status: str) -> None:

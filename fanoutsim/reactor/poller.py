@@ -53,40 +53,66 @@ class _Firing:
 
 
 def poll_once(e, now: int) -> PollStats:
+    """A whole pass at one instant: list, then fetch and drain each subscription."""
     stats = PollStats()
-    with e.store.transaction() as tx:
-        subs = tx.list_subscriptions(enabled_only=True)
-    stats.subscriptions = len(subs)
     decoded: dict[str, _Firing] = {}  # this pass only: dropped with the pass
-    for sub in subs:
-        _drain(e, now, sub, decoded, stats)
+    for sub in poll_subscriptions(e, now):
+        stats.subscriptions += 1
+        batch = fetch(e, now, sub)
+        if batch:
+            drain(e, now, sub, batch, decoded, stats)
     return stats
 
 
-def _commit(e, sub_id: str, changes: dict) -> None:
-    if changes:
-        with e.store.transaction() as tx:
-            tx.update_subscription(sub_id, changes)
+# The pass in steps, for runtimes that let time pass between a fetch and its
+# drain (so that other processes — other pollers — run in between).
+
+def poll_subscriptions(e, now: int) -> list[dict]:
+    """The enabled subscriptions, in poll order."""
+    with e.store.transaction() as tx:
+        return tx.list_subscriptions(enabled_only=True)
 
 
-def _drain(e, now: int, sub: dict, decoded: dict, stats: PollStats) -> None:
+def fetch(e, now: int, sub: dict) -> list[dict]:
+    """The batch in hand: firings past the watermark, up to the batch limit."""
+    limit = e.faults.poll_limit(sub, now, e.config.reactor_poll_batch_limit)
+    if limit <= 0:
+        return []
+    with e.store.transaction() as tx:
+        batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], sub["last_seen_fired_at"], limit)
+    if batch:
+        e.trace.add(now, "polled", "poller", subscription=sub["id"], detail=str(len(batch)))
+        e.faults.point("poll.after_fetch", now, subscription=sub["id"])
+    return batch
+
+
+def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None:
+    """Write the subscription's pending changes; trace a watermark move."""
+    if not changes:
+        return
+    with e.store.transaction() as tx:
+        tx.update_subscription(sub_id, changes)
+    if "last_seen_fired_at" in changes:
+        e.trace.add(now, "watermark", "poller", subscription=sub_id, firing=firing,
+                    detail=str(changes["last_seen_fired_at"]))
+
+
+def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None,
+          stats: PollStats | None = None) -> PollStats:
+    """Filter, dispatch and advance the watermark over one fetched batch."""
     cfg = e.config
     trace, metrics, faults = e.trace, e.metrics, e.faults
     sid, reactor, tenant = sub["id"], sub["reactor_name"], sub["tenant_id"]
-    with e.store.transaction() as tx:
-        batch = tx.fetch_firings(reactor, tenant, sub["last_seen_fired_at"], cfg.reactor_poll_batch_limit)
-    if not batch:
-        return
+    decoded = {} if decoded is None else decoded
+    stats = PollStats() if stats is None else stats
     stats.fetched += len(batch)
-    trace.add(now, "polled", "poller", subscription=sid, detail=str(len(batch)))
-    faults.point("poll.after_fetch", now, subscription=sid)
-
     predicate = e.predicate_for(sub)
     mode = cfg.watermark_commit
     hold_errors = cfg.predicate_error_policy == "hold"
     err_count, err_firing = sub["predicate_error_count"], sub["predicate_error_firing_id"]
     degraded = sub["predicate_degraded"]
     changes: dict = {}  # subscription writes not yet committed
+    wm_firing = None    # the firing whose fired_at ``changes`` moves the watermark to
 
     for f in batch:
         fid = f["id"]
@@ -117,8 +143,8 @@ def _drain(e, now: int, sub: dict, decoded: dict, stats: PollStats) -> None:
                 changes.update(predicate_error_count=err_count, predicate_error_firing_id=fid,
                                updated_at=now)
                 if err_count < cfg.predicate_error_limit:
-                    _commit(e, sid, changes)  # hold: the watermark stays, drain stops
-                    return
+                    _commit(e, now, sid, changes, wm_firing)  # hold: the watermark stays, drain stops
+                    return stats
                 # the limit-th consecutive error on this firing: dead-letter it
                 stats.dead_letters += 1
                 metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
@@ -133,41 +159,44 @@ def _drain(e, now: int, sub: dict, decoded: dict, stats: PollStats) -> None:
             row = _execution_row(e, now, sub, f, d)
             try:
                 with e.store.transaction() as tx:
-                    faults.before_insert(sub["workflow_name"], now)
+                    faults.before_insert(sub["workflow_name"], now, subscription=sub)
                     tx.insert_execution(row)
                     if mode == "atomic":
                         faults.point("poll.after_dispatch_before_watermark", now,
                                      subscription=sid, firing=fid)
                         tx.update_subscription(
                             sid, {**changes, "last_seen_fired_at": f["fired_at"], "updated_at": now})
+                # committed; a lost reply still looks like a failure to the poller
+                faults.after_insert(sub["workflow_name"], now)
             except InsertFailed as exc:
                 stats.dispatch_failures += 1
                 metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=reactor)
                 trace.add(now, "dispatch_failed", "poller", subscription=sid, firing=fid,
                           execution=row["id"], detail=str(exc))
                 if cfg.dispatch_failure_policy == "hold":
-                    _commit(e, sid, changes)  # this firing's watermark stays; retried next tick
-                    return
+                    _commit(e, now, sid, changes, wm_firing)  # this firing's watermark stays; retried next tick
+                    return stats
             else:
                 stats.dispatched += 1
                 trace.add(now, "dispatched", "poller", subscription=sid, firing=fid, execution=row["id"])
                 if mode == "atomic":
                     changes = {}
-                    trace.add(now, "watermark", "poller", subscription=sid, firing=fid)
+                    trace.add(now, "watermark", "poller", subscription=sid, firing=fid,
+                              detail=str(f["fired_at"]))
                     continue
                 faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)
         else:
             stats.filtered += 1
         # -- watermark ----------------------------------------------------------
         changes.update(last_seen_fired_at=f["fired_at"], updated_at=now)
+        wm_firing = fid
         if mode != "per_batch":
-            _commit(e, sid, changes)
+            _commit(e, now, sid, changes, wm_firing)
             changes = {}
-            trace.add(now, "watermark", "poller", subscription=sid, firing=fid)
     if changes:
         faults.point("poll.before_batch_commit", now, subscription=sid)
-        _commit(e, sid, changes)
-        trace.add(now, "watermark", "poller", subscription=sid, firing=batch[-1]["id"])
+        _commit(e, now, sid, changes, wm_firing)
+    return stats
 
 
 def _execution_row(e, now: int, sub: dict, f: dict, d: _Firing) -> dict:

@@ -24,7 +24,7 @@ import pandas as pd
 import simpy
 
 from ..config import SchedulerConfig
-from ..faults import Crash, NoFaults
+from ..faults import Crash, CrashAt, CrashRandomly, FaultPlan, Injector, NoFaults, Pollers
 from ..frames import table_frame
 from ..ids import IdSource
 from ..metrics import Metrics
@@ -45,18 +45,26 @@ class Simulation:
     >>> sim.run(until=2.0)
     >>> len(sim.executions())
     1
+
+    ``faults`` is a :class:`~fanoutsim.faults.FaultPlan` (or any object with the
+    hooks of :class:`~fanoutsim.faults.NoFaults`). ``fetch_latency`` is the
+    virtual time between a poll's fetch and its drain — a store round trip,
+    during which other processes (other pollers, writers) run.
     """
 
     def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
-                 *, start=None, faults=None, trace: bool = True) -> None:
+                 *, start=None, faults=None, trace: bool = True, fetch_latency: float = 0.0) -> None:
         if config is None:
             config = SchedulerConfig()
         if not isinstance(config, SchedulerConfig):
             raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
+        if isinstance(fetch_latency, bool) or not isinstance(fetch_latency, (int, float)) or fetch_latency < 0:
+            raise ValueError(f"fetch_latency must be seconds >= 0, got {fetch_latency!r}")
         self.config = config
         self.seed = seed
+        self.fetch_latency = float(fetch_latency)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         self.store = open_store(store)
@@ -64,14 +72,25 @@ class Simulation:
         self.metrics_registry = Metrics()
         self._trace = Trace() if trace else NullTrace()
         self.registry = Registry()
-        self.faults = faults if faults is not None else NoFaults()
+        self.plan = faults if isinstance(faults, FaultPlan) else None
+        if self.plan is not None:
+            self.faults = Injector(self.plan, seed=seed, start_us=self.start_us, trace=self._trace)
+        else:
+            self.faults = faults if faults is not None else NoFaults()
+        self._pollers = self.faults.pollers if isinstance(self.faults, Injector) else Pollers(1)
         self.runner = Runner(self)
         self.engine: ReactorEngine | None = None
+        self.replicas: list[ReactorEngine] = []
         self.incarnation = -1
         self._loops: list[simpy.Process] = []
         self._workload_count = 0
         self._busy = 0
+        self._checked = False
         self.restart()
+        for spec in self.plan.of(CrashAt) if self.plan else ():
+            self.env.process(self._crash_at(spec))
+        for spec in self.plan.of(CrashRandomly) if self.plan else ():
+            self.env.process(self._crash_randomly(spec))
 
     # -- clock ------------------------------------------------------------------
     @property
@@ -92,29 +111,40 @@ class Simulation:
     def up(self) -> bool:
         return self.engine is not None
 
+    def _new_engine(self, replica: int) -> ReactorEngine:
+        return ReactorEngine(
+            self.store, self.config, self.registry, self.ids, self.metrics_registry, self._trace,
+            self.faults, random.Random(f"fanoutsim:engine:{self.seed}:{self.incarnation}:{replica}"),
+        )
+
     def restart(self) -> None:
-        """Start a new engine incarnation over the same store (no-op if up)."""
+        """Start a new runner incarnation over the same store (no-op if up).
+        Every in-memory object of the last one is gone; the tables are not."""
         if self.engine is not None:
             return
         self.incarnation += 1
         self._trace.attempt = self.incarnation
-        self.engine = ReactorEngine(
-            self.store, self.config, self.registry, self.ids, self.metrics_registry, self._trace,
-            self.faults, random.Random(f"fanoutsim:engine:{self.seed}:{self.incarnation}"),
-        )
+        self.engine = self._new_engine(0)
+        self.replicas = [self.engine] + [self._new_engine(i) for i in range(1, self._pollers.count)]
         if self.incarnation:
             self._trace.add(self.now_us(), "restarted", "runtime")
         self._busy = 0
         self.executor_phase = self.engine.rng.uniform(0, self.config.executor_poll_interval)
         env = self.env
-        self._loops = [env.process(self._poll_loop()), env.process(self._prune_loop()),
-                       env.process(self._executor_loop())]
+        self._loops = [env.process(self._prune_loop()), env.process(self._executor_loop())]
+        for engine in self.replicas:
+            phase = 0.0
+            if self._pollers.phase == "random" and engine is not self.engine:
+                phase = engine.rng.uniform(0, self.config.reactor_poll_interval)
+            self._loops.append(env.process(self._poll_loop(engine, phase)))
 
-    def crash(self, point: str = "manual") -> None:
-        """Kill the runner process now: loops stop, in-memory state is gone."""
+    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
+        """Kill the runner process now: loops stop, in-memory state is gone, and
+        the open transaction (if any) rolls back. ``downtime``: restart after it."""
         if self.engine is None:
             return
         self.engine = None
+        self.replicas = []
         self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
         self.metrics_registry.inc("fanoutsim_runner_crashes_total")
         active = self.env.active_process
@@ -122,24 +152,65 @@ class Simulation:
             if proc.is_alive and proc is not active:
                 proc.interrupt("crash")
         self._loops = []
+        if downtime is not None:
+            self.env.process(self._restart_after(downtime))
 
-    def _step(self, method: str, *args):
-        """Run one engine step; a Crash raised inside it takes the process down."""
-        engine = self.engine
+    def _restart_after(self, downtime: float):
+        yield self.env.timeout(downtime)
+        self.restart()
+
+    def _crash_at(self, spec: CrashAt):
+        if spec.at > self.env.now:
+            yield self.env.timeout(spec.at - self.env.now)
+        if self.engine is not None:
+            self._trace.add(self.now_us(), "fault", "faults", detail=f"crash at t={spec.at}")
+            self.crash("time", spec.downtime.sample(self.faults.rng(spec)))
+
+    def _crash_randomly(self, spec: CrashRandomly):
+        rng = self.faults.rng(spec)
+        window = spec.window or (0.0, float("inf"))
+        if window[0] > self.env.now:
+            yield self.env.timeout(window[0] - self.env.now)
+        while True:
+            yield self.env.timeout(rng.expovariate(1.0 / spec.mean_gap))
+            if self.env.now >= window[1]:
+                return
+            if self.engine is not None:
+                self._trace.add(self.now_us(), "fault", "faults", detail="random crash")
+                self.crash("random", spec.downtime.sample(rng))
+
+    def _call(self, engine: ReactorEngine, method: str, *args, **kwargs):
+        """Run one engine step; a Crash raised inside it takes the runner down."""
         try:
-            return getattr(engine, method)(self.now_us(), *args)
+            return getattr(engine, method)(self.now_us(), *args, **kwargs)
         except Crash as c:
-            if engine is self.engine:
-                self.crash(c.point)
+            if engine is self.engine or engine in self.replicas:
+                self.crash(c.point, c.downtime)
             return None
 
+    def _step(self, method: str, *args, **kwargs):
+        return self._call(self.engine, method, *args, **kwargs)
+
     # -- the loops ------------------------------------------------------------
-    def _poll_loop(self):
+    def _poll_loop(self, engine: ReactorEngine, phase: float = 0.0):
+        env = self.env
         interval = self.config.reactor_poll_interval
         try:
+            if phase:
+                yield env.timeout(phase)
             while True:
-                self._step("poll_once")
-                yield self.env.timeout(interval)
+                decoded: dict = {}  # the pass's decoded firings: in memory, lost on crash
+                for sub in self._call(engine, "poll_subscriptions") or ():
+                    batch = self._call(engine, "fetch", sub)
+                    if engine is not self.engine and engine not in self.replicas:
+                        return
+                    if batch:
+                        # the batch is in hand; whoever else runs now, runs before the drain
+                        yield env.timeout(self.fetch_latency)
+                        self._call(engine, "drain", sub, batch, decoded)
+                        if engine not in self.replicas:
+                            return
+                yield env.timeout(interval)
         except simpy.Interrupt:
             return
 
@@ -173,7 +244,7 @@ class Simulation:
         if engine is None:
             return
         status = engine.run_body(row)
-        duration = engine.duration_of(row)
+        duration = engine.duration_of(self.now_us(), row)
         if duration <= 0:
             self._step("finish", row["id"], status)
             return
@@ -193,6 +264,7 @@ class Simulation:
     def _workload(self, w: Workload, rng: random.Random):
         gen = GENERATORS[w.payload]
         env = self.env
+        stamps = getattr(self.faults, "stamps", None)
         if w.start > env.now:
             yield env.timeout(w.start - env.now)
         k = 0
@@ -200,10 +272,23 @@ class Simulation:
             yield env.timeout(rng.expovariate(w.rate))
             if w.stop is not None and env.now >= w.stop:
                 return
-            payload = gen(rng, k)
-            k += 1
-            if self.engine is not None:  # a down reactor fires nothing
-                self._step("fire", w.reactor, payload, w.tenant)
+            if self.engine is None:  # a down reactor fires nothing
+                continue
+            now = self.now_us()
+            for fired_at, delay in (stamps(w.reactor, now) if stamps else ((now, 0.0),)):
+                payload = gen(rng, k)
+                k += 1
+                if delay > 0:
+                    env.process(self._late_fire(w, payload, fired_at, delay))
+                else:
+                    self._step("fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+
+    def _late_fire(self, w: Workload, payload: dict, fired_at: int, delay: float):
+        """A writer that stamped ``fired_at`` and commits ``delay`` seconds later."""
+        incarnation = self.incarnation
+        yield self.env.timeout(delay)
+        if self.engine is not None and self.incarnation == incarnation:  # else died uncommitted
+            self._step("fire", w.reactor, payload, w.tenant, fired_at=fired_at)
 
     # -- driving the run ---------------------------------------------------
     def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,
@@ -224,7 +309,16 @@ class Simulation:
                 raise ValueError(f"until={until} is earlier than now={self.env.now}")
             if until == self.env.now:
                 return
+        if self.plan is not None and not self._checked:
+            self.check_plan()
         self.env.run(until=until)
+
+    def check_plan(self) -> None:
+        """Every workflow or subscription the fault plan names must exist."""
+        with self.store.transaction() as tx:
+            subs = [(s["reactor_name"], s["workflow_name"], s["tenant_id"]) for s in tx.list_subscriptions()]
+        self.plan.check_names(set(self.registry.workflows), subs)
+        self._checked = True
 
     def _engine_call(self, method: str, *args, **kwargs):
         """A call from outside the loops. If a fault plan crashes the runner

@@ -1,0 +1,84 @@
+"""Distributions of durations: a number, or a small table naming a law.
+
+Fault plans and scenarios describe run times, downtimes and commit delays the
+same way, and draw from the run's seeded RNG so a run stays reproducible:
+
+``5.0``                                   always 5 s
+``{dist = "exponential", mean = 30}``     exponential with that mean
+``{dist = "uniform", low = 0, high = 2}`` uniform on [low, high)
+``{dist = "lognormal", median = 1, sigma = 0.5}``
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+_LAWS = {
+    "fixed": ("value",),
+    "exponential": ("mean",),
+    "uniform": ("low", "high"),
+    "lognormal": ("median", "sigma"),
+}
+
+
+@dataclass(frozen=True)
+class Dist:
+    law: str
+    a: float
+    b: float = 0.0
+
+    def sample(self, rng: random.Random) -> float:
+        if self.law == "fixed":
+            return self.a
+        if self.law == "exponential":
+            return rng.expovariate(1.0 / self.a) if self.a > 0 else 0.0
+        if self.law == "uniform":
+            return rng.uniform(self.a, self.b)
+        return self.a * math.exp(rng.gauss(0.0, self.b))
+
+    @property
+    def mean(self) -> float:
+        if self.law in ("fixed", "exponential"):
+            return self.a
+        if self.law == "uniform":
+            return (self.a + self.b) / 2
+        return self.a * math.exp(self.b**2 / 2)
+
+    def __call__(self, rng: random.Random) -> float:
+        return self.sample(rng)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def parse_dist(value: Any, where: str = "duration") -> Dist:
+    """A Dist from a number or a ``{dist=..., ...}`` mapping; errors name ``where``."""
+    if isinstance(value, Dist):
+        return value
+    if not isinstance(value, Mapping):
+        x = _number(value, where)
+        if x < 0:
+            raise ValueError(f"{where} must be >= 0 seconds, got {value!r}")
+        return Dist("fixed", x)
+    law = value.get("dist")
+    if law not in _LAWS:
+        raise ValueError(f"{where}.dist must be one of {', '.join(map(repr, _LAWS))}, got {law!r}")
+    params = _LAWS[law]
+    extra = sorted(set(value) - {"dist", *params})
+    if extra:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, extra))} for {law!r}; "
+                         f"allowed: dist, {', '.join(params)}")
+    missing = [p for p in params if p not in value]
+    if missing:
+        raise ValueError(f"{where}: {law!r} needs {', '.join(missing)}")
+    nums = [_number(value[p], f"{where}.{p}") for p in params]
+    if any(n < 0 for n in nums):
+        raise ValueError(f"{where}: parameters must be >= 0, got {dict(value)!r}")
+    if law == "uniform" and nums[1] < nums[0]:
+        raise ValueError(f"{where}: uniform needs low <= high, got {dict(value)!r}")
+    return Dist(law, *nums)

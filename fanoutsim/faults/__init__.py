@@ -1,0 +1,18 @@
+"""Faults on purpose: named points in the engine, and seeded plans that use them.
+
+:mod:`.points` holds what the engine knows (the hooks, :class:`Crash`,
+:class:`InsertFailed`, the names of the crash points); :mod:`.plan` holds what
+a user writes (:class:`FaultPlan` and its fault kinds) and the
+:class:`Injector` that binds a plan to a run.
+"""
+from .plan import (
+    KINDS, ClockSkew, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Injector,
+    LateCommit, Notifications, Pollers, SlowWorkflow, Stall, Ties,
+)
+from .points import CRASH_POINTS, Crash, InsertFailed, NoFaults
+
+__all__ = [
+    "CRASH_POINTS", "Crash", "InsertFailed", "NoFaults", "FaultPlan", "Injector", "KINDS",
+    "CrashAt", "CrashRandomly", "CrashAtPoint", "FailInserts", "Stall", "SlowWorkflow",
+    "LateCommit", "ClockSkew", "Pollers", "Ties", "Notifications",
+]
