@@ -11,7 +11,9 @@ can watch latency, duplicates, losses and pruning emerge — and reproduce them.
 ...                                              when="payload.quote.price > 100")
 """
 from .config import SchedulerConfig
-from .faults import CRASH_POINTS, Crash, InsertFailed
+from . import faults
+from .checker import CheckReport, check, explain
+from .faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
 from .payload import decode_sources, encode_payload
 from .predicate import ALLOWED_VARIABLES, InvalidPredicate
 from .reactor.triggers import TriggerFireFailed
@@ -21,6 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SchedulerConfig", "Simulation", "InvalidPredicate", "ALLOWED_VARIABLES",
-    "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed",
+    "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
+    "check", "explain", "CheckReport",
     "encode_payload", "decode_sources", "__version__",
 ]

@@ -97,6 +97,7 @@ class ReactorEngine:
         trace: Trace,
         faults=None,
         rng: random.Random | None = None,
+        replica: int = 0,
     ) -> None:
         self.store = store
         self.config = config
@@ -106,6 +107,7 @@ class ReactorEngine:
         self.trace = trace
         self.faults = faults or NoFaults()
         self.rng = rng or random.Random(0)
+        self.poller = "poller" if replica == 0 else f"poller#{replica}"  # the trace's actor
         # in-memory only: lost on crash, rebuilt lazily
         self._predicates: dict[str, tuple[str, Predicate | str]] = {}
 

@@ -27,6 +27,7 @@ def fire(e, now: int, reactor: str, sources: Mapping[str, Any], tenant: str = "p
     stamp = now if fired_at is None else fired_at
     trace = e.trace
     trace.add(now, "fired", "reactor", firing=firing_id, detail=reactor)
+    trace.attempted(firing_id, reactor, tenant, stamp, blob)
     for name, fn in e.registry.graphs.get(reactor, ()):
         try:
             fn(decode_sources(blob))
@@ -41,5 +42,6 @@ def fire(e, now: int, reactor: str, sources: Mapping[str, Any], tenant: str = "p
             "payload": blob, "fired_at": stamp, "created_at": now,
         })
     e.metrics.inc("fanoutsim_reactor_firings_total", graph=graph or reactor, reactor=reactor)
-    trace.add(now, "logged", "reactor", firing=firing_id, detail=reactor)
+    trace.logged(firing_id, now)
+    trace.add(now, "logged", "reactor", firing=firing_id, detail=str(stamp))
     return firing_id

@@ -81,7 +81,7 @@ def fetch(e, now: int, sub: dict) -> list[dict]:
     with e.store.transaction() as tx:
         batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], sub["last_seen_fired_at"], limit)
     if batch:
-        e.trace.add(now, "polled", "poller", subscription=sub["id"], detail=str(len(batch)))
+        e.trace.add(now, "polled", e.poller, subscription=sub["id"], detail=str(len(batch)))
         e.faults.point("poll.after_fetch", now, subscription=sub["id"])
     return batch
 
@@ -93,7 +93,7 @@ def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None
     with e.store.transaction() as tx:
         tx.update_subscription(sub_id, changes)
     if "last_seen_fired_at" in changes:
-        e.trace.add(now, "watermark", "poller", subscription=sub_id, firing=firing,
+        e.trace.add(now, "watermark", e.poller, subscription=sub_id, firing=firing,
                     detail=str(changes["last_seen_fired_at"]))
 
 
@@ -101,7 +101,7 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
           stats: PollStats | None = None) -> PollStats:
     """Filter, dispatch and advance the watermark over one fetched batch."""
     cfg = e.config
-    trace, metrics, faults = e.trace, e.metrics, e.faults
+    trace, metrics, faults, actor = e.trace, e.metrics, e.faults, e.poller
     sid, reactor, tenant = sub["id"], sub["reactor_name"], sub["tenant_id"]
     decoded = {} if decoded is None else decoded
     stats = PollStats() if stats is None else stats
@@ -131,7 +131,7 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
             else:
                 value, error = None, predicate
             match = bool(value)
-            trace.add(now, "predicate", "poller", subscription=sid, firing=fid,
+            trace.add(now, "predicate", actor, subscription=sid, firing=fid,
                       detail=f"error: {error}" if error else str(match))
         if error is not None:
             stats.predicate_errors += 1
@@ -148,7 +148,7 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
                 # the limit-th consecutive error on this firing: dead-letter it
                 stats.dead_letters += 1
                 metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
-                trace.add(now, "dead_letter", "poller", subscription=sid, firing=fid, detail=error)
+                trace.add(now, "dead_letter", actor, subscription=sid, firing=fid, detail=error)
                 changes["predicate_degraded"] = degraded = True
         elif err_count or degraded:  # a clean evaluation clears the error state
             err_count, err_firing, degraded = 0, None, False
@@ -171,17 +171,17 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
             except InsertFailed as exc:
                 stats.dispatch_failures += 1
                 metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=reactor)
-                trace.add(now, "dispatch_failed", "poller", subscription=sid, firing=fid,
+                trace.add(now, "dispatch_failed", actor, subscription=sid, firing=fid,
                           execution=row["id"], detail=str(exc))
                 if cfg.dispatch_failure_policy == "hold":
                     _commit(e, now, sid, changes, wm_firing)  # this firing's watermark stays; retried next tick
                     return stats
             else:
                 stats.dispatched += 1
-                trace.add(now, "dispatched", "poller", subscription=sid, firing=fid, execution=row["id"])
+                trace.add(now, "dispatched", actor, subscription=sid, firing=fid, execution=row["id"])
                 if mode == "atomic":
                     changes = {}
-                    trace.add(now, "watermark", "poller", subscription=sid, firing=fid,
+                    trace.add(now, "watermark", actor, subscription=sid, firing=fid,
                               detail=str(f["fired_at"]))
                     continue
                 faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)

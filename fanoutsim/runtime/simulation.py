@@ -115,6 +115,7 @@ class Simulation:
         return ReactorEngine(
             self.store, self.config, self.registry, self.ids, self.metrics_registry, self._trace,
             self.faults, random.Random(f"fanoutsim:engine:{self.seed}:{self.incarnation}:{replica}"),
+            replica,
         )
 
     def restart(self) -> None:
@@ -215,10 +216,11 @@ class Simulation:
             return
 
     def _prune_loop(self):
+        engine = self.engine
         interval = self.config.reactor_firings_prune_interval
         try:
-            while True:
-                self._step("prune_once")
+            while engine is self.engine:  # a loop dies with its incarnation
+                self._call(engine, "prune_once")
                 yield self.env.timeout(interval)
         except simpy.Interrupt:
             return
@@ -226,14 +228,15 @@ class Simulation:
     def _executor_loop(self):
         cfg = self.config
         env = self.env
+        engine = self.engine
         try:
             # The executor is its own loop with its own phase: were it in step with
             # the poll loop, every claim would land in the same instant as its dispatch.
             yield env.timeout(self.executor_phase)
-            while True:
+            while engine is self.engine:
                 free = cfg.executor_workers - self._busy
                 if free > 0:
-                    for row in self._step("claim", free) or ():
+                    for row in self._call(engine, "claim", free) or ():
                         self._start_execution(row)
                 yield env.timeout(cfg.executor_poll_interval)
         except simpy.Interrupt:
