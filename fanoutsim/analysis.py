@@ -20,7 +20,7 @@ import pandas as pd
 
 from .timeutil import US, rfc3339
 
-__all__ = ["latency_frame", "delivery_report", "percentiles", "metric_total",
+__all__ = ["latency_frame", "delivery_report", "watermarks", "percentiles", "metric_total",
            "SUBSCRIPTION_KEY", "LATENCY_COLUMNS"]
 
 SUBSCRIPTION_KEY = ("reactor_name", "workflow_name", "tenant_id")
@@ -47,9 +47,12 @@ def latency_frame(sim) -> pd.DataFrame:
     seconds; NaN while unclaimed). Rows keep the executions table's order,
     ``(dispatched_at, id)``.
     """
-    ex = sim.executions()
+    return _latency(sim.executions(), sim.subscriptions())
+
+
+def _latency(ex: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
     ex = ex[ex["reactor_firing_id"].notna()].reset_index(drop=True)
-    subs = sim.subscriptions()[["id", *SUBSCRIPTION_KEY]].rename(columns={"id": "subscription_id"})
+    subs = subs[["id", *SUBSCRIPTION_KEY]].rename(columns={"id": "subscription_id"})
     out = pd.DataFrame({
         "reactor_name": ex["reactor_name"].astype(object),
         "workflow_name": ex["workflow_name"].astype(object),
@@ -107,42 +110,25 @@ def _series_us(values: pd.Series) -> np.ndarray:
     return ((values - _EPOCH) // _ONE_US).to_numpy(dtype=np.int64)
 
 
-def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
-    """A run's deliveries, latencies and backlog as a plain, JSON-ready dict.
-
-    ``name`` (say, the scenario's) is recorded as ``scenario``.
-    """
-    metrics = sim.metrics()
+def watermarks(sim, *, subs: pd.DataFrame | None = None, firings: pd.DataFrame | None = None) -> list[dict]:
+    """Per subscription, in table order: its key, filter and state
+    (``active``, ``paused`` or ``degraded``), its watermark (RFC 3339, None if
+    never advanced), ``watermark_lag_s`` (virtual clock minus the watermark,
+    seconds; None if never advanced) and ``backlog`` (retained firings of its
+    reactor and tenant after the watermark; all of them if it never advanced).
+    ``subs``/``firings``: the tables, if already at hand."""
+    subs = sim.subscriptions() if subs is None else subs
+    firings = sim.firings() if firings is None else firings
     now_us = sim.now_us()
-    ex = sim.executions()
-    subs = sim.subscriptions()
-    firings = sim.firings()
-    lat = latency_frame(sim)
-
-    status_counts = ex["status"].value_counts()
-    by_status = {s: int(status_counts.get(s, 0)) for s in sorted(status_counts.index)}
-
-    # executions per subscription triple
-    keyed = pd.DataFrame({
-        "reactor_name": ex["reactor_name"].astype(object), "workflow_name": ex["workflow_name"],
-        "tenant_id": ex["tenant_id"],
-    })
-    counts = keyed.groupby(list(SUBSCRIPTION_KEY), dropna=False).size()
     stream_fired_us = {
         key: np.sort(_series_us(grp["fired_at"]))
         for key, grp in firings.groupby(["reactor_name", "tenant_id"])
     }
-
     rows = []
-    matched = 0
     for sub in subs.itertuples(index=False):
-        key = (sub.reactor_name, sub.workflow_name, sub.tenant_id)
-        n = int(counts.get(key, 0))
-        matched += n
         wm_us = _ts_us(sub.last_seen_fired_at)
         stream = stream_fired_us.get((sub.reactor_name, sub.tenant_id), np.empty(0, dtype=np.int64))
         backlog = int(stream.size if wm_us is None else stream.size - np.searchsorted(stream, wm_us, "right"))
-        sub_lat = lat[lat["subscription_id"] == sub.id]
         if not sub.enabled:
             state = "paused"
         elif sub.predicate_degraded:
@@ -156,14 +142,52 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
             "workflow": sub.workflow_name,
             "predicate": sub.predicate,
             "state": state,
-            "executions": n,
             "watermark": None if wm_us is None else rfc3339(wm_us),
             "watermark_lag_s": None if wm_us is None else (now_us - wm_us) / US,
             "backlog": backlog,
             "predicate_error_count": int(sub.predicate_error_count),
-            "fire_to_dispatch_p50_s": percentiles(sub_lat["fire_to_dispatch"])["p50"],
-            "fire_to_claim_p50_s": percentiles(sub_lat["fire_to_claim"])["p50"],
         })
+    return rows
+
+
+def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
+    """A run's deliveries, latencies and backlog as a plain, JSON-ready dict.
+
+    ``name`` (say, the scenario's) is recorded as ``scenario``.
+    """
+    metrics = sim.metrics()
+    now_us = sim.now_us()
+    ex = sim.executions()
+    subs = sim.subscriptions()
+    lat = _latency(ex, subs)
+    firings = sim.firings()
+
+    status_counts = ex["status"].value_counts()
+    by_status = {s: int(status_counts.get(s, 0)) for s in sorted(status_counts.index)}
+
+    # executions per subscription triple
+    keyed = pd.DataFrame({
+        "reactor_name": ex["reactor_name"].astype(object), "workflow_name": ex["workflow_name"],
+        "tenant_id": ex["tenant_id"],
+    })
+    counts = keyed.groupby(list(SUBSCRIPTION_KEY), dropna=False).size()
+    lat_by_sub = {sid: grp for sid, grp in lat.groupby("subscription_id")}
+    no_lat = lat.iloc[:0]
+
+    rows = []
+    matched = 0
+    for row in watermarks(sim, subs=subs, firings=firings):
+        n = int(counts.get((row["reactor"], row["workflow"], row["tenant"]), 0))
+        matched += n
+        sub_lat = lat_by_sub.get(row["id"], no_lat)
+        row = {**row, "executions": n,
+               "fire_to_dispatch_p50_s": percentiles(sub_lat["fire_to_dispatch"])["p50"],
+               "fire_to_claim_p50_s": percentiles(sub_lat["fire_to_claim"])["p50"]}
+        # the report's column order: key, filter, state, deliveries, then position
+        rows.append({k: row[k] for k in (
+            "id", "tenant", "reactor", "workflow", "predicate", "state", "executions", "watermark",
+            "watermark_lag_s", "backlog", "predicate_error_count",
+            "fire_to_dispatch_p50_s", "fire_to_claim_p50_s")})
 
     report = {
         "scenario": name,

@@ -31,6 +31,7 @@ The executor fields drive the claim-and-run half of the latency budget.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -65,12 +66,12 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         for name in _POSITIVE:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
         retention = self.reactor_firings_retention
-        if isinstance(retention, bool) or not isinstance(retention, (int, float)) or not retention >= 0:
+        if isinstance(retention, bool) or not isinstance(retention, (int, float)) or not 0 <= retention < math.inf:
             raise ValueError(
-                f"reactor_firings_retention must be a non-negative number of seconds, got {retention!r}"
+                f"reactor_firings_retention must be a non-negative, finite number of seconds, got {retention!r}"
             )
         for name in _AT_LEAST_ONE:
             value = getattr(self, name)

@@ -33,8 +33,10 @@ def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
     if table == "workflow_executions":
         contexts = [json.loads(c) for c in df["context"]]
         df["context"] = pd.Series(contexts, index=df.index, dtype=object)
-        df.insert(2, "reactor_firing_id", [c.get("reactor_firing_id") for c in contexts])
-        df.insert(3, "reactor_name", [c.get("reactor_name") for c in contexts])
+        df.insert(2, "reactor_firing_id", pd.Series([c.get("reactor_firing_id") for c in contexts],
+                                                    index=df.index, dtype=object))
+        df.insert(3, "reactor_name", pd.Series([c.get("reactor_name") for c in contexts],
+                                               index=df.index, dtype=object))
     return _timestamps(df)
 
 

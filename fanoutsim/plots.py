@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .analysis import latency_frame
+from .analysis import latency_frame, watermarks
 
 __all__ = ["STYLE", "style", "latency_histogram", "executions_over_time", "watermark_lag",
            "save_report_figures"]
@@ -153,14 +153,13 @@ def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None
         by_sub = reactor + " \u2192 " + ex["workflow_name"].astype(object) + " [" + ex["tenant_id"].astype(object) + "]"
         groups = by_sub if by_sub.nunique() <= _MAX_SERIES else "tenant " + ex["tenant_id"].astype(object)
         edges = np.arange(0.0, span + bin_seconds, bin_seconds)
-        centers = edges[:-1] / unit
         for name in sorted(groups.unique()):
             counts, _ = np.histogram(t[groups == name], bins=edges)
-            ax.step(centers, counts, where="post", linewidth=1.3, label=name)
-        total, _ = np.histogram(t, bins=edges)
+            ax.stairs(counts, edges / unit, baseline=None, linewidth=1.3, label=name)
         if groups.nunique() > 1:
-            ax.step(centers, total, where="post", linewidth=1.0, color=_THEORY_COLOR, alpha=0.6,
-                    linestyle="--", label="all")
+            total, _ = np.histogram(t, bins=edges)
+            ax.stairs(total, edges / unit, baseline=None, linewidth=1.0, color=_THEORY_COLOR, alpha=0.6,
+                      linestyle="--", label="all")
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
@@ -169,9 +168,7 @@ def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None
 def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
     """Per subscription, how far its watermark is behind the virtual clock now
     (seconds), with its backlog of retained firings after the watermark."""
-    from .analysis import delivery_report
-
-    subs = delivery_report(sim)["subscriptions"]
+    subs = watermarks(sim)
     height = max(2.5, 0.45 * len(subs) + 1.2)
     with style():
         fig, ax = _axes(ax, figsize=(8.0, height))
@@ -222,7 +219,8 @@ def save_report_figures(sim, out_dir) -> list[Path]:
 
 
 def _bin_for(span_s: float) -> float:
-    """A readable bin: about 60 bins over the run, rounded to a whole minute or second."""
+    """A readable bin width: 15 min from 6 h of run up, 1 min from 1 h, else
+    about a sixtieth of the run in whole seconds."""
     if span_s >= 3600 * 6:
         return 900.0
     if span_s >= 3600:

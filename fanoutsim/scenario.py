@@ -16,7 +16,8 @@ workloads that fire the reactors::
     [[workflows]]                    # optional
     name = "incident_response"
     duration = 0.05                  # seconds >= 0, or {dist="exponential", mean=0.2}
-                                     # or {dist="uniform", low=0.01, high=0.1}
+                                     # or {dist="uniform", low=0.01, high=0.1} (any law
+                                     # of fanoutsim.dist: fixed, exponential, uniform, lognormal)
     [[subscriptions]]
     reactor = "pricing_reactor"
     workflow = "incident_response"
@@ -51,23 +52,22 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import re
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from .config import SchedulerConfig
+from .dist import Dist, parse_dist
 from .predicate import ALLOWED_VARIABLES, InvalidPredicate, compile_predicate
 from .store import Store
 from .timeutil import parse_start
 from .workload import GENERATORS, Workload
 
 __all__ = [
-    "ScenarioError", "Scenario", "WorkflowDef", "SubscriptionDef", "Exponential", "Uniform",
-    "load_scenario", "parse_scenario",
+    "ScenarioError", "Scenario", "WorkflowDef", "SubscriptionDef", "load_scenario", "parse_scenario",
 ]
 
 
@@ -93,38 +93,9 @@ class ScenarioError(ValueError):
 
 # -- what a parsed scenario holds ------------------------------------------------
 @dataclass(frozen=True)
-class Exponential:
-    """Run time drawn from an exponential distribution with this mean (seconds)."""
-
-    mean: float
-
-    def __call__(self, rng: random.Random) -> float:
-        return rng.expovariate(1.0 / self.mean)
-
-
-@dataclass(frozen=True)
-class Uniform:
-    """Run time drawn uniformly from ``[low, high]`` seconds."""
-
-    low: float
-    high: float
-
-    def __call__(self, rng: random.Random) -> float:
-        return rng.uniform(self.low, self.high)
-
-
-Duration = Union[float, Exponential, Uniform]
-# dist name -> (class, its parameters in order)
-DISTRIBUTIONS: dict[str, tuple[type, tuple[str, ...]]] = {
-    "exponential": (Exponential, ("mean",)),
-    "uniform": (Uniform, ("low", "high")),
-}
-
-
-@dataclass(frozen=True)
 class WorkflowDef:
     name: str
-    duration: Duration = 0.0
+    duration: Dist = Dist("fixed", 0.0)  # a callable drawing seconds from a random.Random
 
 
 @dataclass(frozen=True)
@@ -171,7 +142,8 @@ class Scenario:
             )])
         sim = Simulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for wf in self.workflows:
-            sim.runner.register_workflow(wf.name, duration=wf.duration)
+            d = wf.duration  # a fixed time as a plain number, a law as the callable Dist
+            sim.runner.register_workflow(wf.name, duration=d.a if d.law == "fixed" else d)
         for sub in self.subscriptions:
             sim.runner.subscribe_workflow_to_reactor(sub.reactor, sub.workflow, sub.tenant, when=sub.when)
         for w in self.workloads:
@@ -266,8 +238,12 @@ def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str 
             start = _check_start(run["start"], "run.start", errors)
 
     config = _parse_config(_table(data, "config", errors), errors)
-    workflows = _parse_workflows(_array(data, "workflows", errors), errors)
-    subscriptions = _parse_subscriptions(_array(data, "subscriptions", errors), workflows, errors)
+    wf_items = _array(data, "workflows", errors)
+    workflows = _parse_workflows(wf_items, errors)
+    # every name declared, also of workflows with another problem (reported already)
+    declared = sorted({item["name"] for item in wf_items or ()
+                       if isinstance(item, dict) and isinstance(item.get("name"), str)})
+    subscriptions = _parse_subscriptions(_array(data, "subscriptions", errors), declared, errors)
     workloads = _parse_workloads(_array(data, "workload", errors), errors)
     faults = _parse_faults(data.get("faults"), errors) if "faults" in data else None
 
@@ -325,7 +301,8 @@ def _parse_workflows(items: list | None, errors: "_Errors") -> tuple[WorkflowDef
         if not _check_item(item, where, _WORKFLOW_KEYS, errors):
             continue
         name = _required_name(item, "name", where, errors)
-        duration = _parse_duration(item["duration"], f"{where}.duration", errors) if "duration" in item else 0.0
+        duration = (_parse_duration(item["duration"], f"{where}.duration", errors) if "duration" in item
+                    else Dist("fixed", 0.0))
         if name is None or duration is None:
             continue
         if name in seen:
@@ -336,49 +313,35 @@ def _parse_workflows(items: list | None, errors: "_Errors") -> tuple[WorkflowDef
     return tuple(out)
 
 
-def _parse_duration(value: Any, where: str, errors: "_Errors") -> Duration | None:
-    allowed = ("seconds >= 0, or a table {dist=\"exponential\", mean=...} "
-               "or {dist=\"uniform\", low=..., high=...}")
-    if _is_number(value):
-        if value >= 0:
-            return float(value)
-        errors.add(where, f"must be {allowed}; got {value!r}")
-        return None
-    if not isinstance(value, dict):
-        errors.add(where, f"must be {allowed}; got {_kind(value)}")
-        return None
-    dist = value.get("dist")
-    if dist not in DISTRIBUTIONS:
-        got = "no dist" if dist is None else repr(dist)
-        errors.add(f"{where}.dist", f"must be one of {', '.join(map(repr, DISTRIBUTIONS))}; got {got}")
-        return None
-    cls, params = DISTRIBUTIONS[dist]
-    n = len(errors)
-    _unknown_keys(value, ("dist", *params), where, errors, what=f"for dist={dist!r}")
-    args = []
-    for p in params:
-        if p not in value:
-            errors.add(f"{where}.{p}", f"is required for dist={dist!r} (seconds)")
-            continue
-        v = value[p]
-        if not _is_number(v) or v < 0:
-            errors.add(f"{where}.{p}", f"must be a finite number of seconds >= 0, got {_show(v)}")
-            continue
-        args.append(float(v))
-    if len(errors) > n:
-        return None
-    if dist == "exponential" and args[0] <= 0:
-        errors.add(f"{where}.mean", f"must be > 0 seconds, got {args[0]!r}")
-        return None
-    if dist == "uniform" and args[0] > args[1]:
-        errors.add(f"{where}.high", f"must be >= low ({args[0]!r}), got {args[1]!r}")
-        return None
-    return cls(*args)
+_DURATION_FORMS = ('seconds >= 0, or a table such as {dist = "exponential", mean = 0.2} or '
+                   '{dist = "uniform", low = 0.05, high = 0.15} (laws: fixed, exponential, uniform, lognormal)')
 
 
-def _parse_subscriptions(items: list | None, workflows: tuple[WorkflowDef, ...],
+def _parse_duration(value: Any, where: str, errors: "_Errors") -> Dist | None:
+    """A run time, in the shared notation of :mod:`fanoutsim.dist`."""
+    try:
+        return parse_dist(value, where=where)
+    except ValueError as exc:
+        path, message = _split_where(str(exc), where)
+        if not isinstance(value, dict):  # the wrong kind of value: say which kinds are right
+            message += f"; allowed: {_DURATION_FORMS}"
+        errors.add(path, message)
+        return None
+
+
+def _split_where(message: str, where: str) -> tuple[str, str]:
+    """``"a.b.c must be ..."`` / ``"a.b: ..."`` -> (key path, the rest)."""
+    if not message.startswith(where):
+        return where, message
+    rest = message[len(where):]
+    if rest.startswith("."):
+        key, _, rest = rest[1:].partition(" ")
+        return f"{where}.{key.rstrip(':')}", rest.strip()
+    return where, rest.lstrip(":").strip()
+
+
+def _parse_subscriptions(items: list | None, declared: list[str],
                          errors: "_Errors") -> tuple[SubscriptionDef, ...]:
-    declared = sorted(wf.name for wf in workflows)
     out: list[SubscriptionDef] = []
     seen: dict[tuple, str] = {}
     for i, item in enumerate(items or ()):
@@ -399,10 +362,7 @@ def _parse_subscriptions(items: list | None, workflows: tuple[WorkflowDef, ...],
                 try:
                     compile_predicate(when)
                 except InvalidPredicate as exc:
-                    msg = str(exc).rstrip()
-                    if "allowed variables" not in msg:
-                        msg += f"\n(a CEL filter may use the variables {', '.join(ALLOWED_VARIABLES)})"
-                    errors.add(f"{where}.when", msg)
+                    errors.add(f"{where}.when", _cel_message(when, str(exc)))
                     when = _BAD
         if workflow is not None and declared and workflow not in declared:
             errors.add(f"{where}.workflow", f"{workflow!r} is not declared in [[workflows]]; "
@@ -418,6 +378,16 @@ def _parse_subscriptions(items: list | None, workflows: tuple[WorkflowDef, ...],
         seen[key] = where
         out.append(SubscriptionDef(reactor, workflow, tenant, when))
     return tuple(out)
+
+
+def _cel_message(expr: str, message: str) -> str:
+    """InvalidPredicate's message, with a CEL parse error's caret kept under its column."""
+    marker = f"predicate {expr!r} is not valid CEL: "
+    if message.startswith(marker):
+        detail = message[len(marker):].strip("\n")
+        return (f"{expr!r} is not valid CEL (a boolean expression over the variables "
+                f"{', '.join(ALLOWED_VARIABLES)}):\n{detail}")
+    return message
 
 
 def _parse_workloads(items: list | None, errors: "_Errors") -> tuple[Workload, ...]:
@@ -508,9 +478,12 @@ def _unknown_keys(table: dict, allowed, where: str, errors: _Errors, what: str =
     for key in table:
         if key not in allowed:
             path = f"{where}.{key}" if where else key
-            scope = f"[{where}]" if where and "[" not in where else (where or "the top level")
+            if not where:
+                scope = "allowed top-level keys"
+            else:
+                scope = f"allowed keys in {f'[{where}]' if '[' not in where else where}"
             extra = f" {what}" if what else ""
-            errors.add(path, f"unknown key; allowed keys in {scope}{extra}: {', '.join(allowed)}")
+            errors.add(path, f"unknown key; {scope}{extra}: {', '.join(allowed)}")
 
 
 def _table(data: dict, key: str, errors: _Errors, required: bool = False) -> dict | None:

@@ -18,7 +18,7 @@ def test_defaults_are_the_real_systems():
 
 @pytest.mark.parametrize("field", ["reactor_poll_interval", "reactor_firings_prune_interval",
                                    "executor_poll_interval"])
-@pytest.mark.parametrize("value", [0, -1.0, float("nan"), "1", True, None])
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), "1", True, None])
 def test_intervals_must_be_positive(field, value):
     with pytest.raises(ValueError, match=field):
         fs.SchedulerConfig(**{field: value})
