@@ -2,10 +2,10 @@
 
 ``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json]``
 runs a scenario file (see :mod:`fanoutsim.scenario`), prints its delivery
-report (``--json``: the report as JSON, and nothing else, on stdout) and
-writes into DIR (default ``out/<scenario name>``):
+report and the delivery checker's verdict (``--json``: both as JSON, and
+nothing else, on stdout) and writes into DIR (default ``out/<scenario name>``):
 
-* ``report.json`` — the delivery report;
+* ``report.json`` — the delivery report, the checker's totals under ``check``;
 * ``firings.parquet``, ``executions.parquet`` (``context`` as a JSON string)
   and ``subscriptions.parquet`` — the tables at the end of the run;
 * the PNG figures of :func:`fanoutsim.plots.save_report_figures`.
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .analysis import delivery_report
+    from .checker import format_check
     from .report import format_report
     from .scenario import ScenarioError, load_scenario
 
@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         return _error(str(exc))
     out = Path(args.out) if args.out else Path("out") / scenario.name
-    report = delivery_report(sim, name=scenario.name)
+    report, checked = full_report(sim, scenario.name)
     try:
         written = write_outputs(sim, report, out)
     except OSError as exc:
@@ -104,8 +104,21 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {len(written)} files to {out}", file=sys.stderr)
     else:
         print(format_report(report), end="")
+        print()
+        print(format_check(checked))
         print(f"\nwrote {len(written)} files to {out}")
     return 0
+
+
+def full_report(sim, name: str):
+    """The delivery report with the checker's totals under ``check``, and the check."""
+    from .analysis import delivery_report
+    from .checker import check
+
+    report = delivery_report(sim, name=name)
+    checked = check(sim)
+    report["check"] = checked.total
+    return report, checked
 
 
 def write_outputs(sim, report: dict, out: Path) -> list[Path]:

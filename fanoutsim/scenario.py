@@ -45,8 +45,13 @@ would run as an instant no-op, which is almost always a typo). With no
 store path is relative to the current directory, and the file must not exist
 yet: a scenario always starts from empty tables.
 
-A ``[faults]`` table is reserved for the fault plan and rejected for now (see
-:func:`_parse_faults`, the one place to add it).
+``[[faults]]`` tables make the fault plan (see :mod:`fanoutsim.faults.plan`
+for the kinds); each names its ``kind``::
+
+    [[faults]]
+    kind = "crash_randomly"
+    mean_gap = 3600.0
+    downtime = {dist = "exponential", mean = 20}
 """
 from __future__ import annotations
 
@@ -121,7 +126,7 @@ class Scenario:
     workflows: tuple[WorkflowDef, ...] = ()
     subscriptions: tuple[SubscriptionDef, ...] = ()
     workloads: tuple[Workload, ...] = ()
-    faults: Any = None  # the fault plan, once [faults] is supported
+    faults: Any = None  # a FaultPlan, from [[faults]]
 
     def build(self, seed: int | None = None, store: "str | Store | None" = None,
               until: float | None = None):
@@ -148,6 +153,11 @@ class Scenario:
             sim.runner.subscribe_workflow_to_reactor(sub.reactor, sub.workflow, sub.tenant, when=sub.when)
         for w in self.workloads:
             sim.add_workload(w.reactor, w.rate, w.tenant, payload=w.payload, start=w.start, stop=w.stop)
+        if self.faults is not None:
+            try:
+                sim.check_plan()  # the workflows and subscriptions it names exist
+            except ValueError as exc:
+                raise ScenarioError(self.source, [("faults", str(exc))]) from None
         return sim
 
     def run(self, seed: int | None = None, until: float | None = None,
@@ -265,10 +275,16 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _parse_faults(value: Any, errors: "_Errors") -> Any:
-    """The one place the ``[faults]`` table will become a fault plan
+    """``[[faults]]`` tables become a :class:`~fanoutsim.faults.FaultPlan`
     (passed to ``Simulation(faults=...)`` by :meth:`Scenario.build`)."""
-    errors.add("faults", "faults are not supported yet; remove the [faults] table")
-    return None
+    from .faults import FaultPlan
+
+    try:
+        return FaultPlan.from_dicts(value, where="faults")
+    except ValueError as exc:
+        path, _, msg = str(exc).partition(": ")
+        errors.add(path if path.startswith("faults") else "faults", msg or str(exc))
+        return None
 
 
 def _parse_config(table: dict | None, errors: "_Errors") -> SchedulerConfig:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fanoutsim.analysis import delivery_report
-from fanoutsim.cli import main
+import fanoutsim as fs
+from fanoutsim.checker import format_check
+from fanoutsim.cli import full_report, main
 from fanoutsim.report import format_report
 from fanoutsim.scenario import load_scenario
 
@@ -25,7 +26,7 @@ TABLES = {"firings.parquet", "executions.parquet", "subscriptions.parquet"}
 @pytest.fixture(scope="module")
 def expected_report():
     sim = load_scenario(DEFAULT).run(until=float(UNTIL))
-    return delivery_report(sim, name="default"), sim
+    return full_report(sim, "default")[0], sim
 
 
 def test_run_writes_everything_and_prints_the_report(tmp_path, capsys, expected_report):
@@ -37,7 +38,9 @@ def test_run_writes_everything_and_prints_the_report(tmp_path, capsys, expected_
     for name in FIGURES:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "report.json").read_text()) == report
-    assert captured.out == format_report(report) + f"\nwrote 8 files to {out}\n"
+    assert captured.out == (format_report(report) + "\n" + format_check(fs.check(sim))
+                            + f"\n\nwrote 8 files to {out}\n")
+    assert "delivery check: VALID" in captured.out
     assert captured.err == ""
 
 
@@ -77,7 +80,7 @@ def test_seed_and_until_override_the_file(tmp_path, capsys):
     assert main(["run", str(DEFAULT), "--until", "30", "--seed", "9", "--out", str(tmp_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["seed"] == 9 and report["time_span_s"] == 30.0
-    assert report == delivery_report(load_scenario(DEFAULT).run(seed=9, until=30.0), name="default")
+    assert report == full_report(load_scenario(DEFAULT).run(seed=9, until=30.0), "default")[0]
 
 
 def error_exit(argv, capsys) -> str:

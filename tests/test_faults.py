@@ -250,7 +250,7 @@ def test_plan_from_toml_tables_names_kind_and_keys():
     plan = FaultPlan.from_dicts([{"kind": "crash_at", "at": 5, "downtime": 1},
                                  {"kind": "fail_inserts", "probability": 0.5, "window": [0, 10]}])
     assert [f.kind for f in plan.faults] == ["crash_at", "fail_inserts"]
-    with pytest.raises(ValueError, match=r"faults\[0\].kind 'boom' is not known; allowed: crash_at"):
+    with pytest.raises(ValueError, match=r"faults\[0\].kind: 'boom' is not known; allowed: crash_at"):
         FaultPlan.from_dicts([{"kind": "boom"}])
     with pytest.raises(ValueError, match=r"faults\[0\]: unknown key\(s\) 'when'.*allowed: at, downtime"):
         FaultPlan.from_dicts([{"kind": "crash_at", "at": 1, "when": 2}])

@@ -265,7 +265,13 @@ ERRORS = [
     pytest.param(MINIMAL.replace("[[workload]]", "[workload]"), "workload",
                  ["array of tables", "[[workload]]"], id="workload-as-table"),
     pytest.param(MINIMAL + "\n[faults]\ncrash_at = 5\n", "faults",
-                 ["faults are not supported yet"], id="faults-not-yet"),
+                 ["list of tables", "[[faults]]"], id="faults-as-table"),
+    pytest.param(MINIMAL + '\n[[faults]]\nkind = "meteor"\n', "faults[0].kind",
+                 ["'meteor'", "crash_at, crash_randomly"], id="faults-unknown-kind"),
+    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.nowhere"\n', "faults[0]",
+                 ["'poll.nowhere'", "known points: reactor.after_graphs_before_log"], id="faults-bad-point"),
+    pytest.param(MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\nwindow = [5, 1]\n', "faults[0]",
+                 ["must end after it starts"], id="faults-bad-window"),
     pytest.param('name = "../escape"\n' + MINIMAL, "name", ["output folder", "'../escape'"], id="bad-name"),
     pytest.param("description = 3\n" + MINIMAL, "description", ["string"], id="description-not-string"),
 ]
@@ -385,3 +391,16 @@ def test_any_good_numbers_load(until, seed, rate):
     assert isinstance(sc, Scenario)
     assert (sc.until, sc.seed, sc.workloads[0].rate) == (until, seed, rate)
 
+
+
+def test_faults_in_a_scenario_become_the_runs_fault_plan(tmp_path):
+    path = write(tmp_path, MINIMAL + '\n[[faults]]\nkind = "crash_at"\nat = 10.0\ndowntime = 2.0\n')
+    sim = load_scenario(path).run(until=20.0)
+    crashed = sim.trace().query("kind == 'crashed'")
+    assert list((crashed["t"] - sim.start_us) / 1e6) == [10.0]
+
+
+def test_a_fault_naming_an_unknown_workflow_is_a_scenario_error(tmp_path):
+    path = write(tmp_path, MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\nworkflow = "nope"\n')
+    with pytest.raises(ScenarioError, match="faults: .*'nope'.*known workflows"):
+        load_scenario(path).build()

@@ -312,15 +312,15 @@ class FaultPlan:
     def from_dicts(cls, items, *, where: str = "faults", seed=None) -> "FaultPlan":
         """Build from TOML tables: ``[[faults]] kind = "crash_at" ...``."""
         if not isinstance(items, (list, tuple)):
-            raise ValueError(f"{where} must be a list of tables ([[faults]])")
+            raise ValueError(f"{where}: must be a list of tables ([[faults]])")
         specs = []
         for i, item in enumerate(items):
             at = f"{where}[{i}]"
             if not isinstance(item, Mapping):
-                raise ValueError(f"{at} must be a table")
+                raise ValueError(f"{at}: must be a table")
             kind = item.get("kind")
             if kind not in KINDS:
-                raise ValueError(f"{at}.kind {kind!r} is not known; allowed: {', '.join(KINDS)}")
+                raise ValueError(f"{at}.kind: {kind!r} is not known; allowed: {', '.join(KINDS)}")
             cls_ = KINDS[kind]
             allowed = [f.name for f in fields(cls_)]
             extra = sorted(set(item) - {"kind", *allowed})
