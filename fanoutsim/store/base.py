@@ -10,14 +10,19 @@ produce the same sequence for the same calls, or runs would differ by store:
 * subscriptions: by ``(tenant_id, reactor_name, workflow_name)``
 * executions: by ``(dispatched_at, id)``
 
-Both adapters also fail alike, because a caller that catches an error and
-carries on inside its transaction must see the same tables afterwards: a
-duplicate key raises :class:`KeyError` *and leaves the transaction usable*; an
-update or finish of an id that does not exist changes nothing (SQL's
-``UPDATE ... WHERE id = ?`` matching no row); a negative ``limit`` raises
-:class:`ValueError`; ``rows()`` on the thread holding the open transaction
-raises :class:`RuntimeError` (it reads committed rows, which that thread cannot
-wait for).
+Both adapters also fail alike:
+
+* a duplicate key raises :class:`KeyError` and *fails the transaction*, as
+  SQL aborts it: should the caller catch the error, every later call in the
+  block raises :class:`RuntimeError`, and so does leaving the block normally,
+  which commits nothing (DuckDB's COMMIT of an aborted transaction would roll
+  back without a word);
+* an update or finish of an id that does not exist changes nothing (SQL's
+  ``UPDATE ... WHERE id = ?`` matching no row);
+* a negative ``limit`` raises :class:`ValueError`, before anything runs;
+* ``rows()`` on the thread holding the open transaction raises
+  :class:`RuntimeError`: it reads committed rows, which that thread would
+  wait for forever.
 """
 from __future__ import annotations
 
@@ -42,6 +47,9 @@ TIMESTAMP_COLUMNS = frozenset(
     {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
      "dispatched_at", "claimed_at", "finished_at"}
 )
+# what a call on a transaction that a failed write ended says, in both adapters
+FAILED_TX = "a write in this transaction failed ({}); leave the block so it rolls back"
+
 # a subscription is known by its id and its triple; changing either is a new
 # subscription (delete and insert), never an update
 SUBSCRIPTION_IDENTITY = frozenset({"id", "reactor_name", "workflow_name", "tenant_id"})
@@ -69,6 +77,9 @@ def check_subscription_changes(changes: dict) -> None:
 
 class Tx(ABC):
     """One open transaction. Obtain it from :meth:`Store.transaction`."""
+
+    # the error of a write that failed in this transaction; it can no longer commit
+    failed: BaseException | None = None
 
     # -- reactor_firings -------------------------------------------------
     @abstractmethod
@@ -139,6 +150,11 @@ class Store(ABC):
         except BaseException:
             self._rollback(tx)
             raise
+        if tx.failed is not None:  # the block swallowed a failed write
+            self._rollback(tx)
+            raise RuntimeError(
+                f"transaction rolled back: a write in it failed ({tx.failed})"
+            ) from tx.failed
         self._commit(tx)
 
     @abstractmethod

@@ -4,6 +4,11 @@ A file holds one run's durable state and outlives the process, which is what
 the real-time runtime and its crash tests need. DuckDB lets one process hold a
 file at a time; opening a file another process holds fails with an error that
 names the file and, where DuckDB reports it, the holder.
+
+A file this version cannot use — not DuckDB, or a newer fanoutsim schema — is
+refused before anything could write to it: the header is read as plain bytes
+and the schema version through a read-only connection, because a read-write
+open replays a pending write-ahead log into the file and removes the log.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import threading
 import duckdb
 
 from . import sql
-from .base import TABLES, TIMESTAMP_COLUMNS, Store, Tx
+from .base import FAILED_TX, TABLES, TIMESTAMP_COLUMNS, Store, Tx, check_limit, check_subscription_changes
 
 
 class StoreError(RuntimeError):
@@ -28,95 +33,142 @@ _F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES[
 
 
 class DuckDBTx(Tx):
-    __slots__ = ("c",)
+    """Every statement goes through :meth:`_run`: DuckDB aborts the whole
+    transaction on any error, and a later COMMIT would then roll back without
+    a word, so the error is kept in ``failed`` for the commit to refuse."""
+
+    __slots__ = ("c", "failed")
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.c = con
+        self.failed = None
+
+    def _run(self, statement: str, params=None) -> duckdb.DuckDBPyConnection:
+        if self.failed is not None:  # say why, rather than DuckDB's "transaction is aborted"
+            raise RuntimeError(FAILED_TX.format(self.failed))
+        try:
+            return self.c.execute(statement, params)
+        except duckdb.Error as exc:
+            if isinstance(exc, duckdb.ConstraintException) and "duplicate key" in str(exc).lower():
+                self.failed = KeyError(f"duplicate key: {str(exc).strip()}")  # as the memory store says it
+                raise self.failed from None
+            self.failed = exc
+            raise
 
     def insert_firing(self, row):
-        self.c.execute(sql.INSERT_FIRING, [row[k] for k in _F])
+        self._run(sql.INSERT_FIRING, [row[k] for k in _F])
 
     def fetch_firings(self, reactor, tenant, after, limit):
+        check_limit(limit)
         if after is None:
-            rows = self.c.execute(sql.FETCH_FIRINGS_ALL, [reactor, tenant, limit]).fetchall()
+            rows = self._run(sql.FETCH_FIRINGS_ALL, [reactor, tenant, limit]).fetchall()
         else:
-            rows = self.c.execute(sql.FETCH_FIRINGS_AFTER, [reactor, tenant, after, limit]).fetchall()
+            rows = self._run(sql.FETCH_FIRINGS_AFTER, [reactor, tenant, after, limit]).fetchall()
         return [_row(_F, r) for r in rows]
 
     def prune_firings(self, cutoff, conservative, limit=None):
-        limit = 2**62 if limit is None else limit
-        return self.c.execute(sql.PRUNE_FIRINGS, [cutoff, conservative, limit]).fetchone()[0]
+        limit = 2**62 if limit is None else check_limit(limit)
+        return self._run(sql.PRUNE_FIRINGS, [cutoff, conservative, limit]).fetchone()[0]
 
     def count_firings(self):
-        return self.c.execute(sql.COUNT_FIRINGS).fetchone()[0]
+        return self._run(sql.COUNT_FIRINGS).fetchone()[0]
 
     def get_subscription(self, reactor, workflow, tenant):
-        r = self.c.execute(sql.GET_SUBSCRIPTION, [reactor, workflow, tenant]).fetchone()
+        r = self._run(sql.GET_SUBSCRIPTION, [reactor, workflow, tenant]).fetchone()
         return None if r is None else _row(_S, r)
 
     def insert_subscription(self, row):
-        self.c.execute(sql.INSERT_SUBSCRIPTION, [row[k] for k in _S])
+        self._run(sql.INSERT_SUBSCRIPTION, [row[k] for k in _S])
 
     def update_subscription(self, sub_id, changes):
+        check_subscription_changes(changes)
         cols = tuple(changes)
-        unknown = set(cols) - set(_S)
-        if unknown:
-            raise KeyError(f"unknown reactor_subscriptions column(s): {sorted(unknown)}")
-        self.c.execute(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
+        if not cols:
+            return  # "SET" with nothing to set is not SQL
+        self._run(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
 
     def delete_subscription(self, sub_id):
-        return self.c.execute(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
+        return self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
 
     def list_subscriptions(self, tenant=None, enabled_only=False):
-        rows = self.c.execute(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
+        rows = self._run(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
         return [_row(_S, r) for r in rows]
 
     def insert_execution(self, row):
-        self.c.execute(sql.INSERT_EXECUTION, [row[k] for k in _E])
+        self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
 
     def claim_executions(self, now, limit):
-        rows = [_row(_E, r) for r in self.c.execute(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]
+        check_limit(limit)
+        rows = [_row(_E, r) for r in self._run(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]
         rows.sort(key=lambda r: (r["dispatched_at"], r["id"]))
         return rows
 
     def finish_execution(self, execution_id, now, status):
-        self.c.execute(sql.FINISH_EXECUTION, [status, now, execution_id])
+        self._run(sql.FINISH_EXECUTION, [status, now, execution_id])
 
 
 class DuckDBStore(Store):
     def __init__(self, path: str = ":memory:") -> None:
         self.path = path
-        if path != ":memory:" and os.path.exists(path) and os.path.getsize(path) > 0:
-            with open(path, "rb") as fh:
-                head = fh.read(16)
-            if head[8:12] != b"DUCK":
-                raise StoreError(f"{path} is not a DuckDB database file; refusing to touch it")
-        try:
-            self.con = duckdb.connect(path)
-        except duckdb.IOException as exc:
-            msg = str(exc)
-            if "lock" in msg.lower():
-                raise StoreError(f"{path} is held by another process ({msg.strip()})") from None
-            raise StoreError(f"cannot open {path}: {msg.strip()}") from None
+        if path != ":memory:" and os.path.lexists(path):
+            if not os.path.isfile(path):
+                raise StoreError(f"{path} is not a file; refusing to touch it")
+            if os.path.getsize(path) > 0:
+                with open(path, "rb") as fh:
+                    head = fh.read(16)
+                if head[8:12] != b"DUCK":
+                    raise StoreError(f"{path} is not a DuckDB database file; refusing to touch it")
+                self._probe()
+        self.con = self._connect()
         self.con.execute("SET TimeZone = 'UTC'")
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._migrate()
 
+    def _probe(self) -> None:
+        """Check the schema version read-only: a refused file keeps its bytes and its WAL."""
+        try:
+            probe = self._connect(read_only=True)
+        except duckdb.ConnectionException:
+            return  # this process has it open read-write already: no WAL to replay; _migrate checks
+        try:
+            self._check_version(probe)
+        finally:
+            probe.close()
+
+    def _connect(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        path = self.path
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "lock" in msg.lower():
+                raise StoreError(f"{path} is held by another process ({msg.strip()})") from None
+            raise StoreError(f"cannot open {path}: {msg.strip()}") from None
+
+    def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:
+        if not con.execute(sql.HAS_META).fetchone()[0]:
+            return  # a DuckDB file fanoutsim has not used yet
+        found = con.execute(sql.GET_SCHEMA_VERSION).fetchone()
+        try:
+            version = int(found[0]) if found else 0
+        except ValueError:
+            raise StoreError(f"{self.path} has schema version {found[0]!r}, not a number") from None
+        if version > sql.SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this fanoutsim "
+                f"understands ({sql.SCHEMA_VERSION}); upgrade fanoutsim"
+            )
+
     def __repr__(self) -> str:
         return f"DuckDBStore({self.path!r})"
 
     def _migrate(self) -> None:
-        has_meta = self.con.execute(sql.HAS_META).fetchone()[0]
-        if has_meta:
-            found = self.con.execute(sql.GET_SCHEMA_VERSION).fetchone()
-            version = int(found[0]) if found else 0
-            if version > sql.SCHEMA_VERSION:
-                self.con.close()
-                raise StoreError(
-                    f"{self.path} has schema version {version}, newer than this fanoutsim "
-                    f"understands ({sql.SCHEMA_VERSION}); upgrade fanoutsim"
-                )
+        try:
+            self._check_version(self.con)  # again: the file may have changed since the probe
+        except StoreError:
+            self.con.close()
+            raise
         self.con.execute("BEGIN")
         self.con.execute(sql.SCHEMA)
         self.con.execute(sql.SET_SCHEMA_VERSION, [str(sql.SCHEMA_VERSION)])
@@ -159,6 +211,8 @@ class DuckDBStore(Store):
     def rows(self, table: str) -> list[dict]:
         if table not in sql.ALL_ROWS:
             raise KeyError(f"unknown table {table!r}")
+        if self._owner == threading.get_ident():  # else: waiting on our own lock, forever
+            raise RuntimeError("rows() reads committed rows; call it outside the open transaction")
         with self._lock:
             return [_row(TABLES[table], r) for r in self.con.execute(sql.ALL_ROWS[table]).fetchall()]
 

@@ -18,7 +18,7 @@ import threading
 from bisect import bisect_left, bisect_right, insort
 from typing import Callable
 
-from .base import Store, Tx, check_limit, check_subscription_changes
+from .base import FAILED_TX, Store, Tx, check_limit, check_subscription_changes
 
 _MAX_ID = "\uffff"  # sorts after every UUID string
 
@@ -30,19 +30,38 @@ class _Stream:
         self.keys: list[tuple[int, str]] = []  # (fired_at, id), sorted
 
 
+class _Failed:
+    """Stands in for the store in a transaction that a failed write ended, so
+    that any further use raises, as DuckDB does for an aborted transaction."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __getattr__(self, name):
+        raise RuntimeError(FAILED_TX.format(self.error))
+
+
 class MemoryTx(Tx):
-    __slots__ = ("s", "undo")
+    __slots__ = ("s", "undo", "failed")
 
     def __init__(self, store: "MemoryStore") -> None:
         self.s = store
         self.undo: list[Callable[[], None]] = []
+        self.failed = None
+
+    def _duplicate(self, what: str) -> KeyError:
+        # SQL aborts the transaction on a constraint violation; so do we (the
+        # undo log still holds the earlier writes for the rollback)
+        self.failed = KeyError(f"duplicate {what}")
+        self.s = _Failed(self.failed)
+        return self.failed
 
     # -- reactor_firings -------------------------------------------------
     def insert_firing(self, row: dict) -> None:
         s = self.s
         fid = row["id"]
         if fid in s.firings:
-            raise KeyError(f"duplicate reactor_firings.id {fid}")
+            raise self._duplicate(f"reactor_firings.id {fid}")
         row = dict(row)
         row["payload"] = bytes(row["payload"])  # a BLOB reads back as bytes, whatever was written
         s.firings[fid] = row
@@ -55,11 +74,11 @@ class MemoryTx(Tx):
 
     def fetch_firings(self, reactor, tenant, after, limit):
         s = self.s
+        limit = check_limit(limit)
         stream = s.streams.get((reactor, tenant))
         if stream is None:
             return []
         keys = stream.keys
-        limit = check_limit(limit)
         start = 0 if after is None else bisect_right(keys, (after, _MAX_ID))
         firings = s.firings
         return [dict(firings[k[1]]) for k in keys[start : start + limit]]
@@ -104,9 +123,9 @@ class MemoryTx(Tx):
         # both keys, like the table's PRIMARY KEY and UNIQUE: a reused id would
         # overwrite a row and leave its old triple pointing at the new one
         if triple in s.sub_by_triple:
-            raise KeyError(f"duplicate reactor_subscriptions {triple}")
+            raise self._duplicate(f"reactor_subscriptions {triple}")
         if sid in s.subs:
-            raise KeyError(f"duplicate reactor_subscriptions.id {sid}")
+            raise self._duplicate(f"reactor_subscriptions.id {sid}")
         s._restore_sub(dict(row))
         self.undo.append(lambda: s._drop_sub(sid))
 
@@ -143,12 +162,12 @@ class MemoryTx(Tx):
         s = self.s
         eid = row["id"]
         if eid in s.executions:
-            raise KeyError(f"duplicate workflow_executions.id {eid}")
+            raise self._duplicate(f"workflow_executions.id {eid}")
         row = s.executions[eid] = dict(row)
-        s._index_status(row, None)
+        s._index_status(row, None, row["status"])
 
         def undo():
-            s._index_status(row, None, drop=True)
+            s._index_status(row, row["status"], None)
             del s.executions[eid]
 
         self.undo.append(undo)
@@ -159,18 +178,18 @@ class MemoryTx(Tx):
         if not taken:
             return []
         del s.pending[: len(taken)]
-        out = []
+        out, before = [], []
         for key in taken:
             row = s.executions[key[1]]
+            before.append((row, row["claimed_at"]))
             row["status"] = "running"
             row["claimed_at"] = now
             out.append(dict(row))
 
         def undo():
-            for key in taken:
-                r = s.executions[key[1]]
-                r["status"], r["claimed_at"] = "pending", None
-                insort(s.pending, key)
+            for r, claimed_at in before:
+                r["status"], r["claimed_at"] = "pending", claimed_at
+            s.pending[:0] = taken  # they were the oldest pending, in order
 
         self.undo.append(undo)
         return out
@@ -182,11 +201,11 @@ class MemoryTx(Tx):
             return  # no such row: UPDATE ... WHERE id = ? matches nothing
         before = (row["status"], row["finished_at"])
         row["status"], row["finished_at"] = status, now
-        s._index_status(row, before[0])  # a finished row must not be claimed later
+        s._index_status(row, before[0], status)  # a finished row must not be claimed later
 
         def undo():
             row["status"], row["finished_at"] = before
-            s._index_status(row, status)
+            s._index_status(row, status, before[0])
 
         self.undo.append(undo)
 
@@ -228,14 +247,13 @@ class MemoryStore(Store):
             self._lock.release()
 
     # -- helpers the writes and the undo log share ---------------------------
-    def _index_status(self, row: dict, old: str | None, drop: bool = False) -> None:
-        """Keep ``pending`` equal to the rows whose status is 'pending' after
-        ``row`` went from status ``old`` to its current one (or is dropped)."""
+    def _index_status(self, row: dict, old: str | None, new: str | None) -> None:
+        """Keep ``pending`` equal to the rows whose status is 'pending' as
+        ``row`` goes from status ``old`` to ``new`` (None: no such row)."""
         key = (row["dispatched_at"], row["id"])
-        now_pending = row["status"] == "pending" and not drop
-        if old == "pending" and not now_pending:
+        if old == "pending" and new != "pending":
             del self.pending[bisect_left(self.pending, key)]
-        elif now_pending and old != "pending":
+        elif new == "pending" and old != "pending":
             insort(self.pending, key)
 
     def _drop_firing(self, fid: str) -> dict:

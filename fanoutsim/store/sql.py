@@ -1,7 +1,7 @@
 """Every SQL statement the DuckDB store runs, kept together.
 
 Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
-the interface: ``epoch_us(col)`` reads them, ``_ts(?)`` writes them.
+the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them.
 """
 
 SCHEMA_VERSION = 1

@@ -1,0 +1,718 @@
+"""One conformance suite for the store interface, run unchanged on every adapter.
+
+Every test talks to the store only through ``store.transaction()``, the ``Tx``
+methods and ``store.rows()``, and asserts what a caller can observe: rows,
+orderings, counts, errors. The property test at the end applies one random
+sequence of operations — rolled-back transactions and failed writes among
+them — to the memory and DuckDB adapters side by side and requires them to
+agree after every step.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fanoutsim.faults import Crash
+from fanoutsim.store import TABLES, MemoryStore
+from fanoutsim.store.duckdb import DuckDBStore
+
+FIRINGS, SUBS, EXECS = "reactor_firings", "reactor_subscriptions", "workflow_executions"
+
+# epoch microseconds far from "now": 0001-01-01, 9999-12-31T23:59:59.999999, around the epoch
+FAR_PAST = -62_135_596_800_000_000
+FAR_FUTURE = 253_402_300_799_999_999
+TIMESTAMPS = [FAR_PAST, -1, 0, 1, 1_767_225_600_000_001, FAR_FUTURE]
+
+
+@pytest.fixture(params=["memory", "duckdb-memory", "duckdb-file"])
+def db(request, tmp_path):
+    if request.param == "memory":
+        s = MemoryStore()
+    elif request.param == "duckdb-memory":
+        s = DuckDBStore(":memory:")
+    else:
+        s = DuckDBStore(str(tmp_path / "contract.duckdb"))
+    yield s
+    s.close()
+
+
+# -- rows -------------------------------------------------------------------------
+
+_ids = random.Random(20260101)
+
+
+def new_id() -> str:
+    """A random-looking UUID string, so ordering ties are broken by real ids."""
+    return str(uuid.UUID(int=_ids.getrandbits(128), version=4))
+
+
+def firing(fired_at, reactor="r1", tenant="t1", payload=b"\x00payload\xff", fid=None, created_at=None) -> dict:
+    return {"id": fid or new_id(), "reactor_name": reactor, "tenant_id": tenant, "payload": payload,
+            "fired_at": fired_at, "created_at": fired_at if created_at is None else created_at}
+
+
+def sub(reactor="r1", workflow="w1", tenant="t1", *, enabled=True, watermark=None, sid=None, **extra) -> dict:
+    row = {"id": sid or new_id(), "reactor_name": reactor, "workflow_name": workflow, "tenant_id": tenant,
+           "enabled": enabled, "predicate": None, "last_seen_fired_at": watermark,
+           "predicate_error_count": 0, "predicate_error_firing_id": None, "last_predicate_error": None,
+           "predicate_degraded": False, "created_at": 100, "updated_at": 100}
+    row.update(extra)
+    return row
+
+
+def execution(dispatched_at, status="pending", eid=None, workflow="w1", tenant="t1") -> dict:
+    return {"id": eid or new_id(), "workflow_name": workflow, "tenant_id": tenant,
+            "context": '{"reactor_firing_id":"x"}', "status": status, "dispatched_at": dispatched_at,
+            "claimed_at": None, "finished_at": None}
+
+
+def add(db, *, firings=(), subs=(), execs=()) -> None:
+    with db.transaction() as tx:
+        for r in firings:
+            tx.insert_firing(r)
+        for r in subs:
+            tx.insert_subscription(r)
+        for r in execs:
+            tx.insert_execution(r)
+
+
+def snapshot(db) -> dict[str, list[dict]]:
+    return {t: db.rows(t) for t in TABLES}
+
+
+def fetch(db, reactor="r1", tenant="t1", after=None, limit=100) -> list[dict]:
+    with db.transaction() as tx:
+        return tx.fetch_firings(reactor, tenant, after, limit)
+
+
+def fired_ats(rows) -> list[int]:
+    return [r["fired_at"] for r in rows]
+
+
+def ids(rows) -> list[str]:
+    return [r["id"] for r in rows]
+
+
+def prune(db, cutoff, conservative, limit=None) -> int:
+    with db.transaction() as tx:
+        return tx.prune_firings(cutoff, conservative, limit)
+
+
+# -- reactor_firings: insert, fetch, count ---------------------------------------------
+
+def test_fetch_returns_exactly_the_inserted_row(db):
+    row = firing(1_000, payload=b"\x00\x01\x02")
+    add(db, firings=[row])
+    assert fetch(db) == [row]
+    assert db.rows(FIRINGS) == [row]
+
+
+def test_fetch_is_strictly_after_the_watermark(db):
+    rows = [firing(t) for t in (10, 20, 20, 30)]
+    add(db, firings=rows)
+    assert fired_ats(fetch(db, after=None)) == [10, 20, 20, 30]
+    assert fired_ats(fetch(db, after=9)) == [10, 20, 20, 30]
+    assert fired_ats(fetch(db, after=10)) == [20, 20, 30]
+    assert fired_ats(fetch(db, after=19)) == [20, 20, 30]
+    assert fired_ats(fetch(db, after=20)) == [30]  # both ties at 20 are behind a watermark of 20
+    assert fetch(db, after=30) == []
+
+
+def test_fetch_limit(db):
+    add(db, firings=[firing(t) for t in range(1, 8)])
+    assert fired_ats(fetch(db, limit=3)) == [1, 2, 3]
+    assert fired_ats(fetch(db, after=3, limit=3)) == [4, 5, 6]
+    assert fired_ats(fetch(db, after=6, limit=3)) == [7]
+    assert fetch(db, limit=0) == []
+    with pytest.raises(ValueError):
+        fetch(db, limit=-1)
+
+
+def test_fetch_orders_by_fired_at_then_id(db):
+    rows = [firing(50) for _ in range(6)] + [firing(40), firing(60)]
+    random.Random(1).shuffle(rows)
+    add(db, firings=rows)
+    want = sorted(rows, key=lambda r: (r["fired_at"], r["id"]))
+    assert fetch(db) == want
+    # a limit that cuts through the tie takes the smallest ids
+    assert ids(fetch(db, limit=3)) == ids(want[:3])
+    assert db.rows(FIRINGS) == want
+
+
+def test_fetch_sees_only_its_stream(db):
+    mine = [firing(t, "r1", "t1") for t in (1, 4)]
+    others = [firing(2, "r1", "t2"), firing(3, "r2", "t1"), firing(5, "r2", "t2")]
+    add(db, firings=mine + others)
+    assert fetch(db, "r1", "t1") == mine
+    assert ids(fetch(db, "r1", "t2")) == [others[0]["id"]]
+    assert ids(fetch(db, "r2", "t1")) == [others[1]["id"]]
+    assert fetch(db, "r3", "t1") == []
+    assert fetch(db, "r1", "t3") == []
+
+
+def test_count_firings(db):
+    with db.transaction() as tx:
+        assert tx.count_firings() == 0
+    add(db, firings=[firing(1), firing(2, "r2"), firing(3, "r1", "t2")])
+    with db.transaction() as tx:
+        assert tx.count_firings() == 3
+        tx.insert_firing(firing(4))
+        assert tx.count_firings() == 4  # a transaction sees its own writes
+
+
+def test_duplicate_firing_id_raises(db):
+    row = firing(1)
+    add(db, firings=[row])
+    with pytest.raises(KeyError):
+        add(db, firings=[firing(2, fid=row["id"])])
+    assert db.rows(FIRINGS) == [row]
+
+
+# -- reactor_firings: prune ------------------------------------------------------------
+
+def test_prune_ttl_deletes_strictly_older_than_cutoff_whatever_the_watermarks(db):
+    rows = [firing(t) for t in (10, 20, 30, 40)]
+    add(db, firings=rows, subs=[sub(watermark=None), sub(workflow="w2", watermark=5)])
+    assert prune(db, 30, conservative=False) == 2
+    assert fired_ats(db.rows(FIRINGS)) == [30, 40]  # fired_at == cutoff is kept
+    assert prune(db, 30, conservative=False) == 0
+
+
+def test_prune_conservative_null_watermark_holds_its_stream(db):
+    held = [firing(t, "r1", "t1") for t in (10, 20)]
+    free = [firing(t, "r2", "t1") for t in (10, 20)]
+    add(db, firings=held + free, subs=[sub("r1", "w1", "t1", watermark=None), sub("r1", "w2", "t1", watermark=99)])
+    assert prune(db, 100, conservative=True) == 2
+    assert db.rows(FIRINGS) == sorted(held, key=lambda r: (r["fired_at"], r["id"]))
+
+
+def test_prune_conservative_disabled_subscription_does_not_hold(db):
+    add(db, firings=[firing(10), firing(20)], subs=[sub(enabled=False, watermark=None)])
+    assert prune(db, 100, conservative=True) == 2
+    assert db.rows(FIRINGS) == []
+
+
+def test_prune_conservative_other_streams_subscriptions_do_not_matter(db):
+    add(db, firings=[firing(10, "r1", "t1"), firing(20, "r1", "t1")],
+        subs=[sub("r1", "w1", "t2", watermark=None), sub("r2", "w1", "t1", watermark=None),
+              sub("r2", "w2", "t2", watermark=0)])
+    assert prune(db, 100, conservative=True) == 2
+
+
+def test_prune_conservative_stops_at_the_slowest_watermark(db):
+    rows = [firing(t) for t in (10, 20, 30, 40, 50)]
+    add(db, firings=rows, subs=[sub(workflow="w1", watermark=30), sub(workflow="w2", watermark=20),
+                                sub(workflow="w3", watermark=None, enabled=False)])
+    # a firing at the watermark has been seen; one past it has not
+    assert prune(db, 45, conservative=True) == 2
+    assert fired_ats(db.rows(FIRINGS)) == [30, 40, 50]
+    # the cutoff still bounds it when every watermark is past it
+    with db.transaction() as tx:
+        for s in tx.list_subscriptions():
+            tx.update_subscription(s["id"], {"last_seen_fired_at": 50})
+    assert prune(db, 45, conservative=True) == 2
+    assert fired_ats(db.rows(FIRINGS)) == [50]
+
+
+def test_prune_conservative_watermark_inside_a_tie(db):
+    tied = [firing(20) for _ in range(4)]
+    add(db, firings=[firing(10)] + tied + [firing(30)], subs=[sub(watermark=20)])
+    assert prune(db, 100, conservative=True) == 5  # every firing at the watermark goes
+    assert fired_ats(db.rows(FIRINGS)) == [30]
+
+
+@pytest.mark.parametrize("conservative", [False, True])
+def test_prune_limit_deletes_oldest_first_across_streams(db, conservative):
+    rows = [firing(10, "r2", "t1"), firing(20, "r1", "t1"), firing(30, "r1", "t2"),
+            firing(40, "r2", "t1"), firing(50, "r1", "t1")]
+    tied = [firing(25, "r1", "t1"), firing(25, "r2", "t1"), firing(25, "r1", "t2")]
+    everything = sorted(rows + tied, key=lambda r: (r["fired_at"], r["id"]))
+    add(db, firings=rows + tied)
+    assert prune(db, 1000, conservative, limit=3) == 3
+    assert db.rows(FIRINGS) == everything[3:]
+    assert prune(db, 1000, conservative, limit=2) == 2  # cuts through the tie at 25 by id
+    assert db.rows(FIRINGS) == everything[5:]
+    assert prune(db, 1000, conservative, limit=0) == 0
+    assert prune(db, 1000, conservative, limit=None) == 3
+    assert db.rows(FIRINGS) == []
+    with pytest.raises(ValueError):
+        prune(db, 1000, conservative, limit=-1)
+
+
+def test_prune_returns_the_count_and_count_firings_agrees(db):
+    add(db, firings=[firing(t, r, tn) for t in range(1, 6) for r in ("r1", "r2") for tn in ("t1", "t2")])
+    with db.transaction() as tx:
+        assert tx.count_firings() == 20
+        assert tx.prune_firings(4, conservative=False) == 12
+        assert tx.count_firings() == 8
+    assert len(db.rows(FIRINGS)) == 8
+
+
+# -- reactor_subscriptions -----------------------------------------------------------
+
+def test_subscription_insert_and_get(db):
+    row = sub("r1", "w1", "t1", predicate="payload.x > 1", watermark=123, created_at=5, updated_at=6)
+    add(db, subs=[row])
+    with db.transaction() as tx:
+        assert tx.get_subscription("r1", "w1", "t1") == row
+        assert tx.get_subscription("r1", "w1", "t2") is None
+        assert tx.get_subscription("r1", "w2", "t1") is None
+        assert tx.get_subscription("r2", "w1", "t1") is None
+
+
+def test_subscription_update(db):
+    row = sub()
+    add(db, subs=[row])
+    firing_id = new_id()
+    changes = {"enabled": False, "predicate": "payload.p > 100", "last_seen_fired_at": 77,
+               "predicate_error_count": 3, "predicate_error_firing_id": firing_id,
+               "last_predicate_error": "no such key", "predicate_degraded": True, "updated_at": 200}
+    with db.transaction() as tx:
+        tx.update_subscription(row["id"], changes)
+        assert tx.get_subscription("r1", "w1", "t1") == {**row, **changes}
+    assert db.rows(SUBS) == [{**row, **changes}]
+    # back to NULLs
+    nulls = {"predicate": None, "last_seen_fired_at": None, "predicate_error_firing_id": None,
+             "last_predicate_error": None}
+    with db.transaction() as tx:
+        tx.update_subscription(row["id"], nulls)
+        tx.update_subscription(row["id"], {})  # nothing to change
+    assert db.rows(SUBS) == [{**row, **changes, **nulls}]
+
+
+def test_subscription_update_of_a_missing_id_changes_nothing(db):
+    add(db, subs=[sub()])
+    before = snapshot(db)
+    with db.transaction() as tx:
+        tx.update_subscription(new_id(), {"enabled": False})
+    assert snapshot(db) == before
+
+
+def test_subscription_update_refuses_unknown_and_identity_columns(db):
+    row = sub()
+    add(db, subs=[row])
+    with pytest.raises(KeyError):
+        with db.transaction() as tx:
+            tx.update_subscription(row["id"], {"enabeld": False})
+    for col, value in [("tenant_id", "t9"), ("reactor_name", "r9"), ("workflow_name", "w9"), ("id", new_id())]:
+        with pytest.raises(ValueError):
+            with db.transaction() as tx:
+                tx.update_subscription(row["id"], {col: value})
+    assert db.rows(SUBS) == [row]
+    with db.transaction() as tx:
+        assert tx.get_subscription("r1", "w1", "t1") == row
+
+
+def test_subscription_delete(db):
+    a, b = sub(workflow="w1"), sub(workflow="w2")
+    add(db, subs=[a, b])
+    with db.transaction() as tx:
+        assert tx.delete_subscription(a["id"]) is True
+        assert tx.delete_subscription(a["id"]) is False
+        assert tx.delete_subscription(new_id()) is False
+        assert tx.get_subscription("r1", "w1", "t1") is None
+    assert db.rows(SUBS) == [b]
+    # the triple is free again, even within one transaction
+    with db.transaction() as tx:
+        assert tx.delete_subscription(b["id"]) is True
+        again = sub(workflow="w2")
+        tx.insert_subscription(again)
+    assert db.rows(SUBS) == [again]
+
+
+def test_list_subscriptions_order_and_filters(db):
+    rows = [sub(r, w, t, enabled=(r, w) != ("r1", "w2"))
+            for t in ("t2", "t1", "t10") for r in ("r2", "r1") for w in ("w2", "w1", "W0")]
+    random.Random(2).shuffle(rows)
+    add(db, subs=rows)
+    key = lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"])  # noqa: E731
+    want = sorted(rows, key=key)
+    with db.transaction() as tx:
+        assert tx.list_subscriptions() == want
+        assert tx.list_subscriptions(tenant="t1") == [r for r in want if r["tenant_id"] == "t1"]
+        assert tx.list_subscriptions(enabled_only=True) == [r for r in want if r["enabled"]]
+        assert tx.list_subscriptions(tenant="t10", enabled_only=True) == [
+            r for r in want if r["tenant_id"] == "t10" and r["enabled"]]
+        assert tx.list_subscriptions(tenant="nobody") == []
+    assert db.rows(SUBS) == want
+
+
+def test_list_subscriptions_orders_text_by_code_point(db):
+    names = ["b", "B", "a", "é", "z", "Z", "aa", "a b", "日本", "ä"]
+    add(db, subs=[sub(tenant=n) for n in names])
+    with db.transaction() as tx:
+        assert [r["tenant_id"] for r in tx.list_subscriptions()] == sorted(names)
+
+
+def test_subscription_unique_triple(db):
+    add(db, subs=[sub("r1", "w1", "t1")])
+    with pytest.raises(KeyError):
+        add(db, subs=[sub("r1", "w1", "t1")])
+    with pytest.raises(KeyError):  # same id, other triple
+        add(db, subs=[sub("r1", "w2", "t1", sid=db.rows(SUBS)[0]["id"])])
+    add(db, subs=[sub("r1", "w1", "t2"), sub("r1", "w2", "t1"), sub("r2", "w1", "t1")])
+    assert len(db.rows(SUBS)) == 4
+
+
+def test_a_failed_write_fails_the_whole_transaction(db):
+    """SQL aborts a transaction on a constraint violation; swallowing the
+    KeyError does not bring it back, and nothing in it is committed."""
+    dup = sub()
+    add(db, subs=[dup])
+    before = snapshot(db)
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.insert_firing(firing(1))
+            try:
+                tx.insert_subscription(sub(sid=new_id()))  # the same triple
+            except KeyError:
+                pass
+            with pytest.raises(RuntimeError):
+                tx.count_firings()
+            with pytest.raises(RuntimeError):
+                tx.insert_execution(execution(1))
+    assert snapshot(db) == before
+    add(db, firings=[firing(2)])  # the store itself is fine
+    assert len(db.rows(FIRINGS)) == 1
+
+
+# -- workflow_executions -------------------------------------------------------------
+
+def claim(db, now, limit) -> list[dict]:
+    with db.transaction() as tx:
+        return tx.claim_executions(now, limit)
+
+
+def test_claim_oldest_first_by_dispatched_at_then_id(db):
+    rows = [execution(t) for t in (30, 10, 20, 20, 20, 40)]
+    add(db, execs=rows)
+    order = sorted(rows, key=lambda r: (r["dispatched_at"], r["id"]))
+    first = claim(db, 1000, 2)
+    assert ids(first) == ids(order[:2])
+    assert all(r["status"] == "running" and r["claimed_at"] == 1000 for r in first)
+    assert first == [{**r, "status": "running", "claimed_at": 1000} for r in order[:2]]
+    second = claim(db, 1001, 3)
+    assert ids(second) == ids(order[2:5])
+    assert ids(claim(db, 1002, 10)) == ids(order[5:])
+    assert claim(db, 1003, 10) == []  # claimed rows are not claimed again
+    assert [(r["status"], r["claimed_at"]) for r in db.rows(EXECS)] == \
+        [("running", 1000)] * 2 + [("running", 1001)] * 3 + [("running", 1002)]
+
+
+def test_claim_limit_and_only_pending(db):
+    rows = [execution(1, "running"), execution(2, "completed"), execution(3, "failed"),
+            execution(4), execution(5)]
+    add(db, execs=rows)
+    assert claim(db, 10, 0) == []
+    with pytest.raises(ValueError):
+        claim(db, 10, -1)
+    assert ids(claim(db, 10, 5)) == ids(rows[3:])
+
+
+def test_finish_execution(db):
+    a, b = execution(1), execution(2)
+    add(db, execs=[a, b])
+    claim(db, 5, 1)
+    with db.transaction() as tx:
+        tx.finish_execution(a["id"], 9, "completed")
+        tx.finish_execution(new_id(), 9, "completed")  # no such row: nothing happens
+    assert db.rows(EXECS) == [{**a, "status": "completed", "claimed_at": 5, "finished_at": 9},
+                              {**b}]
+    # a row finished while still pending is done: nobody claims it later
+    with db.transaction() as tx:
+        tx.finish_execution(b["id"], 10, "failed")
+    assert claim(db, 11, 10) == []
+    assert db.rows(EXECS)[1] == {**b, "status": "failed", "finished_at": 10}
+
+
+def test_duplicate_execution_id_raises(db):
+    row = execution(1)
+    add(db, execs=[row])
+    with pytest.raises(KeyError):
+        add(db, execs=[execution(2, eid=row["id"])])
+    assert db.rows(EXECS) == [row]
+
+
+# -- rows() ----------------------------------------------------------------------------
+
+def test_rows_of_every_table_in_contract_order(db):
+    fs = [firing(t, r, tn) for t in (3, 1, 2, 2) for r, tn in (("r2", "t1"), ("r1", "t2"))]
+    ss = [sub(r, w, t) for t in ("t2", "t1") for r in ("r2", "r1") for w in ("w2", "w1")]
+    es = [execution(t) for t in (5, 1, 3, 3, 3)]
+    for rows in (fs, ss, es):
+        random.Random(3).shuffle(rows)
+    add(db, firings=fs, subs=ss, execs=es)
+    assert db.rows(FIRINGS) == sorted(fs, key=lambda r: (r["fired_at"], r["id"]))
+    assert db.rows(SUBS) == sorted(ss, key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))
+    assert db.rows(EXECS) == sorted(es, key=lambda r: (r["dispatched_at"], r["id"]))
+    for table, cols in TABLES.items():
+        assert all(tuple(r) == cols for r in db.rows(table))
+    with pytest.raises(KeyError):
+        db.rows("no_such_table")
+
+
+def test_rows_inside_the_open_transaction_raises(db):
+    with db.transaction():
+        with pytest.raises(RuntimeError):
+            db.rows(FIRINGS)
+    assert db.rows(FIRINGS) == []
+
+
+def test_rows_from_another_thread_sees_only_committed_rows(db):
+    kept = firing(1)
+    add(db, firings=[kept])
+    seen: list = []
+    reader = threading.Thread(target=lambda: seen.append(db.rows(FIRINGS)), daemon=True)
+    with pytest.raises(ValueError):
+        with db.transaction() as tx:
+            tx.insert_firing(firing(2))
+            reader.start()
+            reader.join(0.2)  # it waits for the transaction to end
+            raise ValueError("roll back")
+    reader.join(10)
+    assert seen == [[kept]]
+
+
+# -- exact values ------------------------------------------------------------------------
+
+def test_timestamps_round_trip_exactly(db):
+    fs = [firing(t, created_at=t) for t in TIMESTAMPS]
+    ss = [sub(workflow=f"w{i}", watermark=t, created_at=t, updated_at=t) for i, t in enumerate(TIMESTAMPS)]
+    es = [execution(t) for t in TIMESTAMPS]
+    add(db, firings=fs, subs=ss + [sub(workflow="null", watermark=None)], execs=es)
+    assert db.rows(FIRINGS) == fs  # ordered too: far past first
+    assert fetch(db, after=FAR_PAST) == fs[1:]
+    assert fetch(db, after=FAR_FUTURE - 1) == fs[-1:]
+    with db.transaction() as tx:
+        for s in ss:
+            assert tx.get_subscription(s["reactor_name"], s["workflow_name"], s["tenant_id"]) == s
+        assert tx.get_subscription("r1", "null", "t1")["last_seen_fired_at"] is None
+    assert db.rows(EXECS) == es
+    assert all(r["claimed_at"] is None and r["finished_at"] is None for r in db.rows(EXECS))
+    claimed = claim(db, FAR_FUTURE, 100)
+    assert {r["claimed_at"] for r in claimed} == {FAR_FUTURE}
+    with db.transaction() as tx:
+        tx.finish_execution(es[0]["id"], FAR_PAST, "completed")
+        tx.update_subscription(ss[0]["id"], {"last_seen_fired_at": FAR_FUTURE, "updated_at": FAR_PAST})
+    assert db.rows(EXECS)[0]["finished_at"] == FAR_PAST
+    assert [r for r in db.rows(SUBS) if r["id"] == ss[0]["id"]][0]["last_seen_fired_at"] == FAR_FUTURE
+
+
+def test_timestamps_compare_as_integers_at_microsecond_resolution(db):
+    add(db, firings=[firing(t) for t in (5, 6, 7)], subs=[sub(watermark=6)])
+    assert fired_ats(fetch(db, after=5)) == [6, 7]
+    assert fired_ats(fetch(db, after=6)) == [7]
+    assert prune(db, 7, conservative=True) == 2
+    assert prune(db, 8, conservative=True) == 0  # 7 is past the watermark
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x00" * 1000, bytes(range(256)), b"\xff\xfe\x00\x80",
+                                     "é".encode() + b"\x00\x00"])
+def test_payload_bytes_round_trip(db, payload):
+    row = firing(1, payload=payload)
+    add(db, firings=[row])
+    (got,) = fetch(db)
+    assert type(got["payload"]) is bytes and got["payload"] == payload
+    assert db.rows(FIRINGS)[0]["payload"] == payload
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=st.binary(max_size=300))
+def test_payload_arbitrary_bytes_round_trip(db, payload):
+    row = firing(1, payload=payload)
+    add(db, firings=[row])
+    try:
+        assert fetch(db)[0]["payload"] == payload
+    finally:
+        with db.transaction() as tx:
+            tx.prune_firings(10**18, conservative=False)
+
+
+# -- transactions --------------------------------------------------------------------------
+
+def _base(db):
+    """Committed state every rollback test starts from."""
+    s1, s2 = sub(watermark=15), sub(workflow="w2", watermark=None, enabled=False)
+    e1, e2 = execution(1), execution(2)
+    add(db, firings=[firing(10), firing(20), firing(30, "r2")], subs=[s1, s2], execs=[e1, e2])
+    return s1, e1
+
+
+# each: a write, and a read inside the same transaction showing it took effect
+WRITES = {
+    "insert_firing": lambda tx, s, e: (tx.insert_firing(firing(40)), tx.count_firings() == 4),
+    "insert_subscription": lambda tx, s, e: (tx.insert_subscription(sub(workflow="w3")),
+                                             tx.get_subscription("r1", "w3", "t1") is not None),
+    "update_subscription": lambda tx, s, e: (tx.update_subscription(s["id"], {"last_seen_fired_at": 99}),
+                                             tx.get_subscription("r1", "w1", "t1")["last_seen_fired_at"] == 99),
+    "delete_subscription": lambda tx, s, e: (None, tx.delete_subscription(s["id"])),
+    "prune_firings": lambda tx, s, e: (None, tx.prune_firings(100, conservative=False) == 3),
+    "insert_execution": lambda tx, s, e: (tx.insert_execution(execution(0)),
+                                          tx.claim_executions(5, 1)[0]["dispatched_at"] == 0),
+    "claim_executions": lambda tx, s, e: (None, len(tx.claim_executions(5, 10)) == 2),
+    "finish_execution": lambda tx, s, e: (tx.finish_execution(e["id"], 7, "completed"),
+                                          [r["id"] for r in tx.claim_executions(8, 10)] != [e["id"]]),
+}
+
+
+@pytest.mark.parametrize("error", [ValueError("boom"), Crash("test.point")], ids=["Exception", "Crash"])
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_rollback_undoes_every_kind_of_write(db, write, error):
+    s, e = _base(db)
+    before = snapshot(db)
+    with pytest.raises(type(error)):
+        with db.transaction() as tx:
+            _, took_effect = WRITES[write](tx, s, e)
+            assert took_effect
+            raise error
+    assert snapshot(db) == before
+    # the store is still usable, and the same write now commits
+    with db.transaction() as tx:
+        _, took_effect = WRITES[write](tx, s, e)
+        assert took_effect
+    assert snapshot(db) != before
+
+
+@pytest.mark.parametrize("error", [ValueError("boom"), Crash("test.point")], ids=["Exception", "Crash"])
+def test_rollback_undoes_a_transaction_of_every_write(db, error):
+    s, e = _base(db)
+    before = snapshot(db)
+    with pytest.raises(type(error)):
+        with db.transaction() as tx:
+            for name in sorted(WRITES):
+                if name not in ("delete_subscription", "claim_executions"):  # they'd remove what others use
+                    WRITES[name](tx, s, e)
+            WRITES["claim_executions"](tx, s, e)
+            WRITES["delete_subscription"](tx, s, e)
+            raise error
+    assert snapshot(db) == before
+    with db.transaction() as tx:
+        assert tx.count_firings() == 3
+        assert [r["id"] for r in tx.claim_executions(9, 10)] == ids(before[EXECS])
+
+
+def test_nested_transaction_raises(db):
+    with db.transaction() as tx:
+        tx.insert_firing(firing(1))
+        with pytest.raises(RuntimeError):
+            with db.transaction():
+                pass
+        tx.insert_firing(firing(2))
+    assert fired_ats(db.rows(FIRINGS)) == [1, 2]
+    # and an outer block that lets it escape rolls back
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.insert_firing(firing(3))
+            with db.transaction():
+                pass
+    assert fired_ats(db.rows(FIRINGS)) == [1, 2]
+    add(db, firings=[firing(4)])
+    assert fired_ats(db.rows(FIRINGS)) == [1, 2, 4]
+
+
+# -- the adapters side by side ---------------------------------------------------------------
+
+_pool = random.Random(7)
+FIRING_IDS = [str(uuid.UUID(int=_pool.getrandbits(128), version=4)) for _ in range(10)]
+SUB_IDS = [str(uuid.UUID(int=_pool.getrandbits(128), version=4)) for _ in range(6)]
+EXEC_IDS = [str(uuid.UUID(int=_pool.getrandbits(128), version=4)) for _ in range(10)]
+REACTORS, TENANTS, WORKFLOWS = ("r1", "r2"), ("a", "b"), ("w1", "w2")
+times = st.integers(0, 12)  # few values: ties are common
+maybe_time = st.none() | times
+
+ops = st.one_of(
+    st.tuples(st.just("insert_firing"), st.sampled_from(FIRING_IDS), st.sampled_from(REACTORS),
+              st.sampled_from(TENANTS), times, st.binary(max_size=4)),
+    st.tuples(st.just("fetch"), st.sampled_from(REACTORS), st.sampled_from(TENANTS), maybe_time,
+              st.integers(0, 4)),
+    st.tuples(st.just("prune"), times, st.booleans(), st.none() | st.integers(0, 4)),
+    st.tuples(st.just("count")),
+    st.tuples(st.just("insert_sub"), st.sampled_from(SUB_IDS), st.sampled_from(REACTORS),
+              st.sampled_from(WORKFLOWS), st.sampled_from(TENANTS), st.booleans(), maybe_time),
+    st.tuples(st.just("update_sub"), st.sampled_from(SUB_IDS), st.fixed_dictionaries({}, optional={
+        "enabled": st.booleans(), "last_seen_fired_at": maybe_time, "updated_at": times,
+        "predicate": st.none() | st.just("payload.x > 1"), "predicate_error_count": st.integers(0, 3),
+        "predicate_degraded": st.booleans()})),
+    st.tuples(st.just("delete_sub"), st.sampled_from(SUB_IDS)),
+    st.tuples(st.just("get_sub"), st.sampled_from(REACTORS), st.sampled_from(WORKFLOWS), st.sampled_from(TENANTS)),
+    st.tuples(st.just("list_subs"), st.none() | st.sampled_from(TENANTS), st.booleans()),
+    st.tuples(st.just("insert_exec"), st.sampled_from(EXEC_IDS), times,
+              st.sampled_from(["pending", "pending", "running", "completed"])),
+    st.tuples(st.just("claim"), times, st.integers(0, 3)),
+    st.tuples(st.just("finish"), st.sampled_from(EXEC_IDS), times, st.sampled_from(["completed", "failed"])),
+)
+# how a step's transaction ends: commit, an exception, a crash, or a swallowed failed write
+endings = st.sampled_from(["commit", "commit", "exception", "crash", "swallow"])
+steps = st.lists(st.tuples(st.lists(ops, min_size=1, max_size=6), endings), min_size=1, max_size=6)
+
+
+def apply(tx, op):
+    kind, *a = op
+    if kind == "insert_firing":
+        fid, r, t, at, payload = a
+        return tx.insert_firing({"id": fid, "reactor_name": r, "tenant_id": t, "payload": payload,
+                                 "fired_at": at, "created_at": at})
+    if kind == "fetch":
+        return tx.fetch_firings(*a)
+    if kind == "prune":
+        return tx.prune_firings(*a)
+    if kind == "count":
+        return tx.count_firings()
+    if kind == "insert_sub":
+        sid, r, w, t, enabled, wm = a
+        return tx.insert_subscription(sub(r, w, t, enabled=enabled, watermark=wm, sid=sid))
+    if kind == "update_sub":
+        return tx.update_subscription(*a)
+    if kind == "delete_sub":
+        return tx.delete_subscription(*a)
+    if kind == "get_sub":
+        return tx.get_subscription(*a)
+    if kind == "list_subs":
+        return tx.list_subscriptions(tenant=a[0], enabled_only=a[1])
+    if kind == "insert_exec":
+        eid, at, status = a
+        return tx.insert_execution(execution(at, status, eid=eid))
+    if kind == "claim":
+        return tx.claim_executions(*a)
+    if kind == "finish":
+        return tx.finish_execution(*a)
+    raise AssertionError(kind)
+
+
+def run_step(store, step_ops, ending) -> list:
+    """Results and error types, in order: what a caller of this store would see."""
+    seen: list = []
+    try:
+        with store.transaction() as tx:
+            for op in step_ops:
+                try:
+                    seen.append(("ok", apply(tx, op)))
+                except KeyError as exc:
+                    seen.append(("error", type(exc).__name__))
+                    if ending != "swallow":
+                        raise
+            if ending == "exception":
+                raise ValueError("roll back")
+            if ending == "crash":
+                raise Crash("property.step")
+    except (Exception, Crash) as exc:
+        seen.append(("raised", type(exc).__name__))
+    return seen
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=steps)
+def test_memory_and_duckdb_agree_on_any_sequence(steps):
+    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+    try:
+        for step_ops, ending in steps:
+            assert run_step(memory, step_ops, ending) == run_step(duck, step_ops, ending)
+            for table in TABLES:
+                assert memory.rows(table) == duck.rows(table), table
+    finally:
+        duck.close()
