@@ -79,6 +79,7 @@ def _sub_key(row) -> tuple:
 def check(sim) -> CheckReport:
     """Check every subscription of a finished (or paused) run."""
     cfg = sim.config
+    compound = cfg.watermark != "fired_at"  # the cursor is (fired_at, id)
     trace = sim.trace()
     history = trace.history
     subs = sim.subscriptions()
@@ -151,6 +152,7 @@ def check(sim) -> CheckReport:
 
         end_wm = s["last_seen_fired_at"]
         end_wm = None if pd.isna(end_wm) else int(end_wm.value // 1000)
+        end_wm_id = s["last_seen_firing_id"] or ""
         once = dup_firings = extra = lost = lost_promised = pending = 0
         for f in expected:
             got = deliveries.get(f.firing, [])
@@ -179,21 +181,23 @@ def check(sim) -> CheckReport:
                                      "tenant_id": s["tenant_id"], "firing": f.firing,
                                      "execution": eid, "cause": cause})
                 continue
-            if f.firing in retained and (end_wm is None or f.fired_at > end_wm):
-                pending += 1
+            if f.firing in retained and (end_wm is None or (f.fired_at, f.firing if compound else "")
+                                         > (end_wm, end_wm_id if compound else "\uffff")):
+                pending += 1  # still ahead of the cursor: backlog, not loss
                 continue
             # lost: find the first watermark move at or past its fired_at
             cause, detail = "unknown", None
             passed = next((i for i, v in enumerate(wm_val) if v >= f.fired_at), None)
             pruned = pruned_at.get(f.firing)
             if passed is not None and (pruned is None or wm_t[passed] <= pruned):
-                if any(fid == f.firing for fid, _ in ((x, None) for x in failed_by_firing)):
-                    cause = "dispatch_failed"
-                elif wm_val[passed] == f.fired_at and wm_firing[passed] != f.firing:
-                    cause = "tie"
+                if wm_firing[passed] == f.firing:  # moved past it by its own hand
+                    if f.firing in failed_by_firing:
+                        cause = "dispatch_failed"
                 elif f.logged_at > wm_t[passed]:
                     cause = "late_visibility"
                     detail = f"visible {(f.logged_at - wm_t[passed]) / 1e6:.3f} s after the watermark passed it"
+                elif wm_val[passed] == f.fired_at:
+                    cause = "tie"
             elif pruned is not None:
                 cause = "pruned"
             promised = not ((cause == "pruned" and cfg.prune_policy == "ttl")
@@ -297,8 +301,8 @@ def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool 
     start_t = min(int(f["fired_at"]), int(f["logged_at"]) if pd.notna(f["logged_at"]) else int(f["fired_at"]))
     mask |= wm & (trace["t"] >= start_t)
     timeline = trace[mask & (trace["t"] >= start_t - 1)].copy()
-    passed = timeline[(timeline["kind"] == "watermark")
-                      & (timeline["detail"].astype(float) >= float(f["fired_at"]))]
+    moves = timeline[timeline["kind"] == "watermark"]
+    passed = moves[moves["detail"].astype("int64") >= int(f["fired_at"])]
     if len(passed):  # stop a little after the watermarks passed it
         last = passed.groupby("subscription")["t"].min().max()
         keep = (timeline["kind"] != "watermark") | (timeline["t"] <= last)

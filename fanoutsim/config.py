@@ -27,6 +27,21 @@ seeds and the shipped code document differently, so a notebook can show each:
     ``"atomic"``: the execution insert and the watermark move in one
     transaction per firing, so a crash cannot split them.
 
+``watermark``
+    How a subscription's cursor reads the log. ``"fired_at"`` (as shipped):
+    ``fired_at > last_seen_fired_at``, which loses the second of two firings
+    that share a timestamp when a batch ends between them, and any firing that
+    becomes visible below the watermark (a late commit, a lagging writer
+    clock). ``"fired_at_id"``: the compound cursor ``(fired_at, id) >
+    (last_seen_fired_at, last_seen_firing_id)``, which closes the tie holes.
+    ``"settled"``: the compound cursor, reading only firings with ``fired_at``
+    at least ``watermark_settle`` seconds old, which also closes the
+    late-visibility hole for commits and clock lags shorter than that — at the
+    price of that much latency.
+``reactor_firings_prune_chunk``
+    The prune loop deletes in chunks of this many rows, each its own
+    transaction, so a crash mid-prune leaves the earlier chunks deleted.
+
 The executor fields drive the claim-and-run half of the latency budget.
 """
 from __future__ import annotations
@@ -40,13 +55,16 @@ POLICIES: dict[str, tuple[str, ...]] = {
     "predicate_error_policy": ("skip", "hold"),
     "dispatch_failure_policy": ("hold", "advance"),
     "watermark_commit": ("per_firing", "per_batch", "atomic"),
+    "watermark": ("fired_at", "fired_at_id", "settled"),
 }
 _POSITIVE = (
     "reactor_poll_interval",
     "reactor_firings_prune_interval",
     "executor_poll_interval",
 )
-_AT_LEAST_ONE = ("reactor_poll_batch_limit", "predicate_error_limit", "executor_workers")
+_NON_NEGATIVE = ("reactor_firings_retention", "watermark_settle")
+_AT_LEAST_ONE = ("reactor_poll_batch_limit", "predicate_error_limit", "executor_workers",
+                 "reactor_firings_prune_chunk")
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,9 @@ class SchedulerConfig:
     predicate_error_limit: int = 5
     dispatch_failure_policy: str = "hold"
     watermark_commit: str = "per_firing"
+    watermark: str = "fired_at"
+    watermark_settle: float = 5.0
+    reactor_firings_prune_chunk: int = 1000
     executor_poll_interval: float = 0.1
     executor_workers: int = 4
 
@@ -68,11 +89,10 @@ class SchedulerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
-        retention = self.reactor_firings_retention
-        if isinstance(retention, bool) or not isinstance(retention, (int, float)) or not 0 <= retention < math.inf:
-            raise ValueError(
-                f"reactor_firings_retention must be a non-negative, finite number of seconds, got {retention!r}"
-            )
+        for name in _NON_NEGATIVE:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a non-negative, finite number of seconds, got {value!r}")
         for name in _AT_LEAST_ONE:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -59,7 +59,7 @@ def firing(fired_at, reactor="r1", tenant="t1", payload=b"\x00payload\xff", fid=
 def sub(reactor="r1", workflow="w1", tenant="t1", *, enabled=True, watermark=None, sid=None, **extra) -> dict:
     row = {"id": sid or new_id(), "reactor_name": reactor, "workflow_name": workflow, "tenant_id": tenant,
            "enabled": enabled, "predicate": None, "last_seen_fired_at": watermark,
-           "predicate_error_count": 0, "predicate_error_firing_id": None, "last_predicate_error": None,
+           "last_seen_firing_id": None, "predicate_error_count": 0, "predicate_error_firing_id": None, "last_predicate_error": None,
            "predicate_degraded": False, "created_at": 100, "updated_at": 100}
     row.update(extra)
     return row
@@ -85,9 +85,9 @@ def snapshot(db) -> dict[str, list[dict]]:
     return {t: db.rows(t) for t in TABLES}
 
 
-def fetch(db, reactor="r1", tenant="t1", after=None, limit=100) -> list[dict]:
+def fetch(db, reactor="r1", tenant="t1", after=None, limit=100, after_id=None, until=None) -> list[dict]:
     with db.transaction() as tx:
-        return tx.fetch_firings(reactor, tenant, after, limit)
+        return tx.fetch_firings(reactor, tenant, after, limit, after_id=after_id, until=until)
 
 
 def fired_ats(rows) -> list[int]:
@@ -99,8 +99,9 @@ def ids(rows) -> list[str]:
 
 
 def prune(db, cutoff, conservative, limit=None) -> int:
+    """How many firings one prune deleted (its ids are checked where order matters)."""
     with db.transaction() as tx:
-        return tx.prune_firings(cutoff, conservative, limit)
+        return len(tx.prune_firings(cutoff, conservative, limit))
 
 
 # -- reactor_firings: insert, fetch, count ---------------------------------------------
@@ -244,11 +245,14 @@ def test_prune_limit_deletes_oldest_first_across_streams(db, conservative):
         prune(db, 1000, conservative, limit=-1)
 
 
-def test_prune_returns_the_count_and_count_firings_agrees(db):
-    add(db, firings=[firing(t, r, tn) for t in range(1, 6) for r in ("r1", "r2") for tn in ("t1", "t2")])
+def test_prune_returns_the_deleted_ids_and_count_firings_agrees(db):
+    fs_ = [firing(t, r, tn) for t in range(1, 6) for r in ("r1", "r2") for tn in ("t1", "t2")]
+    add(db, firings=fs_)
     with db.transaction() as tx:
         assert tx.count_firings() == 20
-        assert tx.prune_firings(4, conservative=False) == 12
+        deleted = tx.prune_firings(4, conservative=False)
+        assert deleted == [f["id"] for f in sorted(fs_, key=lambda f: (f["fired_at"], f["id"]))
+                           if f["fired_at"] < 4]
         assert tx.count_firings() == 8
     assert len(db.rows(FIRINGS)) == 8
 
@@ -551,7 +555,7 @@ WRITES = {
     "update_subscription": lambda tx, s, e: (tx.update_subscription(s["id"], {"last_seen_fired_at": 99}),
                                              tx.get_subscription("r1", "w1", "t1")["last_seen_fired_at"] == 99),
     "delete_subscription": lambda tx, s, e: (None, tx.delete_subscription(s["id"])),
-    "prune_firings": lambda tx, s, e: (None, tx.prune_firings(100, conservative=False) == 3),
+    "prune_firings": lambda tx, s, e: (None, len(tx.prune_firings(100, conservative=False)) == 3),
     "insert_execution": lambda tx, s, e: (tx.insert_execution(execution(0)),
                                           tx.claim_executions(5, 1)[0]["dispatched_at"] == 0),
     "claim_executions": lambda tx, s, e: (None, len(tx.claim_executions(5, 10)) == 2),
@@ -716,3 +720,24 @@ def test_memory_and_duckdb_agree_on_any_sequence(steps):
                 assert memory.rows(table) == duck.rows(table), table
     finally:
         duck.close()
+
+
+# -- the compound cursor and the settle horizon ------------------------------------------
+
+def test_compound_cursor_resumes_inside_a_tie(db):
+    tied = sorted([firing(20), firing(20), firing(20)], key=lambda f: f["id"])
+    add(db, firings=[firing(10), *tied, firing(30)])
+    assert fired_ats(fetch(db, after=20)) == [30]  # the strict timestamp cursor skips the tie
+    rest = fetch(db, after=20, after_id=tied[0]["id"])
+    assert [r["id"] for r in rest] == [tied[1]["id"], tied[2]["id"]] + [r["id"] for r in fetch(db, after=20)]
+    assert fetch(db, after=20, after_id=tied[2]["id"]) == fetch(db, after=20)
+    assert fired_ats(fetch(db, after=20, after_id=tied[0]["id"], limit=1)) == [20]
+
+
+def test_until_is_an_inclusive_horizon(db):
+    add(db, firings=[firing(t) for t in (10, 20, 30, 40)])
+    assert fired_ats(fetch(db, until=30)) == [10, 20, 30]
+    assert fired_ats(fetch(db, after=10, until=30)) == [20, 30]
+    assert fired_ats(fetch(db, after=10, until=30, limit=1)) == [20]
+    assert fetch(db, after=30, until=30) == []
+    assert fired_ats(fetch(db, after=20, after_id="00000000-0000-0000-0000-000000000000", until=20)) == [20]

@@ -38,7 +38,7 @@ def write_all(tx) -> None:
                       "fired_at": 1_767_225_600_000_001, "created_at": 1_767_225_600_000_002})
     tx.insert_subscription({
         "id": uid(2), "reactor_name": "r", "workflow_name": "w", "tenant_id": "t", "enabled": True,
-        "predicate": "payload.x > 1", "last_seen_fired_at": 1_767_225_600_000_001,
+        "predicate": "payload.x > 1", "last_seen_fired_at": 1_767_225_600_000_001, "last_seen_firing_id": None,
         "predicate_error_count": 0, "predicate_error_firing_id": None, "last_predicate_error": None,
         "predicate_degraded": False, "created_at": 5, "updated_at": 6,
     })
@@ -162,3 +162,22 @@ def test_a_file_held_by_another_process_is_refused(tmp_path):
     store = DuckDBStore(path)  # free again once the holder is gone
     assert store.rows("reactor_firings") == []
     store.close()
+
+
+def test_a_version_1_file_is_migrated_in_place(tmp_path):
+    import duckdb
+    from fanoutsim.store import sql
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(sql.SCHEMA.replace("    last_seen_firing_id       UUID,\n", ""))
+    con.execute(sql.SET_SCHEMA_VERSION, ["1"])
+    con.close()
+    store = DuckDBStore(str(path))
+    try:
+        cols = [r[0] for r in store.con.execute(
+            "select column_name from information_schema.columns where table_name = 'reactor_subscriptions'"
+        ).fetchall()]
+        assert "last_seen_firing_id" in cols
+        assert store.con.execute(sql.GET_SCHEMA_VERSION).fetchone()[0] == str(sql.SCHEMA_VERSION)
+    finally:
+        store.close()

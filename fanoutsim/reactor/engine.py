@@ -22,6 +22,7 @@ from ..ids import IdSource
 from ..metrics import Metrics
 from ..predicate import Predicate, compile_predicate
 from ..store import Store
+from ..timeutil import seconds_to_us
 from ..trace import Trace
 from . import executor, firing, poller, prune, subscriptions, triggers
 
@@ -108,6 +109,7 @@ class ReactorEngine:
         self.faults = faults or NoFaults()
         self.rng = rng or random.Random(0)
         self.poller = "poller" if replica == 0 else f"poller#{replica}"  # the trace's actor
+        self.settle_us = seconds_to_us(config.watermark_settle)
         # in-memory only: lost on crash, rebuilt lazily
         self._predicates: dict[str, tuple[str, Predicate | str]] = {}
 

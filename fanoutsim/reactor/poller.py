@@ -11,8 +11,11 @@ For each enabled subscription, in ``(tenant, reactor, workflow)`` order:
 3. advance the watermark to the firing's ``fired_at`` — also past a filtered-out
    firing, so a CEL false never stalls the subscription.
 
-The strict ``>`` is kept exactly as shipped, holes included: two firings that
-share a ``fired_at`` and fall either side of a batch boundary lose the second.
+The strict ``>`` is kept exactly as shipped (``watermark="fired_at"``), holes
+included: two firings that share a ``fired_at`` and fall either side of a batch
+boundary lose the second. The other ``watermark`` strategies read through the
+compound cursor ``(fired_at, id)`` and, for ``"settled"``, only up to a settle
+horizon (see :class:`~fanoutsim.config.SchedulerConfig`).
 
 Which writes share a transaction is ``watermark_commit``: ``per_firing`` (the
 real code: the insert commits, then the watermark commits), ``per_batch``
@@ -75,11 +78,18 @@ def poll_subscriptions(e, now: int) -> list[dict]:
 
 def fetch(e, now: int, sub: dict) -> list[dict]:
     """The batch in hand: firings past the watermark, up to the batch limit."""
-    limit = e.faults.poll_limit(sub, now, e.config.reactor_poll_batch_limit)
+    cfg = e.config
+    limit = e.faults.poll_limit(sub, now, cfg.reactor_poll_batch_limit)
     if limit <= 0:
         return []
+    after_id = until = None
+    if cfg.watermark != "fired_at" and sub["last_seen_fired_at"] is not None:
+        after_id = sub["last_seen_firing_id"]
+    if cfg.watermark == "settled":
+        until = now - e.settle_us
     with e.store.transaction() as tx:
-        batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], sub["last_seen_fired_at"], limit)
+        batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], sub["last_seen_fired_at"], limit,
+                                 after_id=after_id, until=until)
     if batch:
         e.trace.add(now, "polled", e.poller, subscription=sub["id"], detail=str(len(batch)))
         e.faults.point("poll.after_fetch", now, subscription=sub["id"])
@@ -164,8 +174,8 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
                     if mode == "atomic":
                         faults.point("poll.after_dispatch_before_watermark", now,
                                      subscription=sid, firing=fid)
-                        tx.update_subscription(
-                            sid, {**changes, "last_seen_fired_at": f["fired_at"], "updated_at": now})
+                        tx.update_subscription(sid, {**changes, "last_seen_fired_at": f["fired_at"],
+                                                     "last_seen_firing_id": fid, "updated_at": now})
                 # committed; a lost reply still looks like a failure to the poller
                 faults.after_insert(sub["workflow_name"], now)
             except InsertFailed as exc:
@@ -188,7 +198,7 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
         else:
             stats.filtered += 1
         # -- watermark ----------------------------------------------------------
-        changes.update(last_seen_fired_at=f["fired_at"], updated_at=now)
+        changes.update(last_seen_fired_at=f["fired_at"], last_seen_firing_id=fid, updated_at=now)
         wm_firing = fid
         if mode != "per_batch":
             _commit(e, now, sid, changes, wm_firing)

@@ -14,11 +14,23 @@ from ..timeutil import seconds_to_us
 
 
 def prune_once(e, now: int) -> int:
+    """Delete in chunks of ``reactor_firings_prune_chunk``, each its own
+    transaction; returns the number of rows deleted."""
     cfg = e.config
     cutoff = now - seconds_to_us(cfg.reactor_firings_retention)
-    with e.store.transaction() as tx:
-        deleted = tx.prune_firings(cutoff, conservative=cfg.prune_policy == "conservative")
-    if deleted:
-        e.metrics.inc("fanoutsim_reactor_firings_pruned_total", deleted)
-    e.trace.add(now, "pruned", "pruner", detail=str(deleted))
-    return deleted
+    conservative = cfg.prune_policy == "conservative"
+    chunk = cfg.reactor_firings_prune_chunk
+    total = 0
+    while True:
+        with e.store.transaction() as tx:
+            deleted = tx.prune_firings(cutoff, conservative, chunk)
+        for fid in deleted:
+            e.trace.add(now, "pruned", "pruner", firing=fid)
+        total += len(deleted)
+        if deleted:
+            e.metrics.inc("fanoutsim_reactor_firings_pruned_total", len(deleted))
+        if len(deleted) < chunk:
+            break
+        e.faults.point("prune.mid_delete", now, deleted=total)
+    e.trace.add(now, "pruned", "pruner", detail=str(total))
+    return total

@@ -30,7 +30,7 @@ def subscribe(e, now: int, reactor: str, workflow: str, tenant: str = "public", 
         sub_id = e.ids.new()
         tx.insert_subscription({
             "id": sub_id, "reactor_name": reactor, "workflow_name": workflow, "tenant_id": tenant,
-            "enabled": True, "predicate": when, "last_seen_fired_at": None,
+            "enabled": True, "predicate": when, "last_seen_fired_at": None, "last_seen_firing_id": None,
             "predicate_error_count": 0, "predicate_error_firing_id": None,
             "last_predicate_error": None, "predicate_degraded": False,
             "created_at": now, "updated_at": now,

@@ -35,7 +35,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "reactor_firings": ("id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"),
     "reactor_subscriptions": (
         "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
-        "last_seen_fired_at", "predicate_error_count", "predicate_error_firing_id",
+        "last_seen_fired_at", "last_seen_firing_id", "predicate_error_count", "predicate_error_firing_id",
         "last_predicate_error", "predicate_degraded", "created_at", "updated_at",
     ),
     "workflow_executions": (
@@ -86,15 +86,20 @@ class Tx(ABC):
     def insert_firing(self, row: dict) -> None: ...
 
     @abstractmethod
-    def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int) -> list[dict]:
-        """Up to ``limit`` firings of one stream with ``fired_at > after``
-        (all of them when ``after`` is None), ordered by ``(fired_at, id)``."""
+    def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int,
+                      after_id: str | None = None, until: int | None = None) -> list[dict]:
+        """Up to ``limit`` firings of one stream past a cursor, ordered by
+        ``(fired_at, id)``. The cursor is ``fired_at > after`` (all firings when
+        ``after`` is None) or, given ``after_id``, the compound
+        ``(fired_at, id) > (after, after_id)``; ``until`` keeps only
+        ``fired_at <= until`` (a settle horizon)."""
 
     @abstractmethod
-    def prune_firings(self, cutoff: int, conservative: bool, limit: int | None = None) -> int:
+    def prune_firings(self, cutoff: int, conservative: bool, limit: int | None = None) -> list[str]:
         """Delete firings with ``fired_at < cutoff`` (oldest first, at most
         ``limit``); when ``conservative``, only those that every enabled
-        subscription of their stream has a watermark at or past. Returns the count."""
+        subscription of their stream has a watermark at or past. Returns the
+        deleted ids in ``(fired_at, id)`` order."""
 
     @abstractmethod
     def count_firings(self) -> int: ...

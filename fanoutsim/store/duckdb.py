@@ -58,9 +58,13 @@ class DuckDBTx(Tx):
     def insert_firing(self, row):
         self._run(sql.INSERT_FIRING, [row[k] for k in _F])
 
-    def fetch_firings(self, reactor, tenant, after, limit):
+    def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
         check_limit(limit)
-        if after is None:
+        if after_id is not None or until is not None:
+            rows = self._run(sql.FETCH_FIRINGS_CURSOR,
+                             [reactor, tenant, after, after, after, after_id, after_id, until, until,
+                              limit]).fetchall()
+        elif after is None:
             rows = self._run(sql.FETCH_FIRINGS_ALL, [reactor, tenant, limit]).fetchall()
         else:
             rows = self._run(sql.FETCH_FIRINGS_AFTER, [reactor, tenant, after, limit]).fetchall()
@@ -68,7 +72,8 @@ class DuckDBTx(Tx):
 
     def prune_firings(self, cutoff, conservative, limit=None):
         limit = 2**62 if limit is None else check_limit(limit)
-        return self._run(sql.PRUNE_FIRINGS, [cutoff, conservative, limit]).fetchone()[0]
+        rows = self._run(sql.PRUNE_FIRINGS, [cutoff, conservative, limit]).fetchall()
+        return [fid for _, fid in sorted((at, fid) for fid, at in rows)]
 
     def count_firings(self):
         return self._run(sql.COUNT_FIRINGS).fetchone()[0]
@@ -171,6 +176,9 @@ class DuckDBStore(Store):
             raise
         self.con.execute("BEGIN")
         self.con.execute(sql.SCHEMA)
+        for version in sorted(sql.MIGRATIONS):  # each statement is idempotent
+            for statement in sql.MIGRATIONS[version]:
+                self.con.execute(statement)
         self.con.execute(sql.SET_SCHEMA_VERSION, [str(sql.SCHEMA_VERSION)])
         self.con.execute("COMMIT")
 

@@ -72,16 +72,22 @@ class MemoryTx(Tx):
         insort(stream.keys, key)
         self.undo.append(lambda: s._drop_firing(fid))
 
-    def fetch_firings(self, reactor, tenant, after, limit):
+    def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
         s = self.s
         limit = check_limit(limit)
         stream = s.streams.get((reactor, tenant))
         if stream is None:
             return []
         keys = stream.keys
-        start = 0 if after is None else bisect_right(keys, (after, _MAX_ID))
+        if after is None:
+            start = 0
+        else:  # past every key of that instant, or only past the compound cursor
+            start = bisect_right(keys, (after, _MAX_ID if after_id is None else after_id))
+        end = start + limit
+        if until is not None:
+            end = min(end, bisect_right(keys, (until, _MAX_ID)))
         firings = s.firings
-        return [dict(firings[k[1]]) for k in keys[start : start + limit]]
+        return [dict(firings[k[1]]) for k in keys[start:end]]
 
     def prune_firings(self, cutoff, conservative, limit=None):
         s = self.s
@@ -106,7 +112,7 @@ class MemoryTx(Tx):
         for _, fid in doomed:
             row = s._drop_firing(fid)
             self.undo.append(lambda row=row: s._restore_firing(row))
-        return len(doomed)
+        return [fid for _, fid in doomed]
 
     def count_firings(self):
         return len(self.s.firings)

@@ -4,7 +4,7 @@ Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
 the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them.
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TS = "make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ"
 
@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS reactor_subscriptions (
     enabled                   BOOLEAN NOT NULL,
     predicate                 VARCHAR,
     last_seen_fired_at        TIMESTAMPTZ,
+    last_seen_firing_id       UUID,
     predicate_error_count     INTEGER NOT NULL,
     predicate_error_firing_id UUID,
     last_predicate_error      VARCHAR,
@@ -49,6 +50,11 @@ CREATE TABLE IF NOT EXISTS workflow_executions (
 );
 """
 
+# schema version -> statements that bring a file from the version before it
+MIGRATIONS = {
+    2: ["ALTER TABLE reactor_subscriptions ADD COLUMN IF NOT EXISTS last_seen_firing_id UUID"],
+}
+
 GET_SCHEMA_VERSION = "SELECT value FROM fanoutsim_meta WHERE key = 'schema_version'"
 SET_SCHEMA_VERSION = "INSERT OR REPLACE INTO fanoutsim_meta VALUES ('schema_version', ?)"
 HAS_META = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'fanoutsim_meta'"
@@ -67,6 +73,16 @@ SELECT {FIRING_COLS} FROM reactor_firings
 WHERE reactor_name = ? AND tenant_id = ? AND fired_at > {_TS}
 ORDER BY fired_at, id LIMIT ?"""
 
+# The compound cursor (fired_at, id) and the settle horizon: NULL parameters
+# switch each part off.
+FETCH_FIRINGS_CURSOR = f"""
+SELECT {FIRING_COLS} FROM reactor_firings
+WHERE reactor_name = ? AND tenant_id = ?
+  AND (CAST(? AS BIGINT) IS NULL OR fired_at > {_TS}
+       OR (fired_at = {_TS} AND CAST(? AS UUID) IS NOT NULL AND id > CAST(? AS UUID)))
+  AND (CAST(? AS BIGINT) IS NULL OR fired_at <= {_TS})
+ORDER BY fired_at, id LIMIT ?"""
+
 # Conservative prune (seed 000): every enabled subscription of the firing's
 # stream must be at or past it; a NULL watermark holds the stream open.
 PRUNE_FIRINGS = f"""
@@ -78,12 +94,13 @@ DELETE FROM reactor_firings WHERE id IN (
           WHERE s.enabled AND s.reactor_name = f.reactor_name AND s.tenant_id = f.tenant_id
             AND (s.last_seen_fired_at IS NULL OR s.last_seen_fired_at < f.fired_at)))
     ORDER BY f.fired_at, f.id
-    LIMIT ?)"""
+    LIMIT ?)
+RETURNING id::VARCHAR, epoch_us(fired_at)"""
 
 COUNT_FIRINGS = "SELECT count(*) FROM reactor_firings"
 
 SUB_COLS = """id::VARCHAR, reactor_name, workflow_name, tenant_id, enabled, predicate,
-    epoch_us(last_seen_fired_at), predicate_error_count, predicate_error_firing_id::VARCHAR,
+    epoch_us(last_seen_fired_at), last_seen_firing_id::VARCHAR, predicate_error_count, predicate_error_firing_id::VARCHAR,
     last_predicate_error, predicate_degraded, epoch_us(created_at), epoch_us(updated_at)"""
 
 GET_SUBSCRIPTION = f"""
@@ -92,7 +109,7 @@ WHERE reactor_name = ? AND workflow_name = ? AND tenant_id = ?"""
 
 INSERT_SUBSCRIPTION = f"""
 INSERT INTO reactor_subscriptions VALUES
-    (?, ?, ?, ?, ?, ?, {_TS}, ?, ?, ?, ?, {_TS}, {_TS})"""
+    (?, ?, ?, ?, ?, ?, {_TS}, ?, ?, ?, ?, ?, {_TS}, {_TS})"""
 
 DELETE_SUBSCRIPTION = "DELETE FROM reactor_subscriptions WHERE id = ? RETURNING id"
 
