@@ -14,6 +14,7 @@ from .config import SchedulerConfig
 from . import faults
 from .checker import CheckReport, check, explain
 from .faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
+from .minimize import minimize
 from .payload import decode_sources, encode_payload
 from .predicate import ALLOWED_VARIABLES, InvalidPredicate
 from .reactor.triggers import TriggerFireFailed
@@ -24,6 +25,6 @@ __version__ = "0.1.0"
 __all__ = [
     "SchedulerConfig", "Simulation", "InvalidPredicate", "ALLOWED_VARIABLES",
     "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
-    "check", "explain", "CheckReport",
+    "check", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",
 ]

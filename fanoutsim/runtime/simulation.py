@@ -332,7 +332,7 @@ class Simulation:
         try:
             return getattr(engine, method)(self.now_us(), *args, **kwargs)
         except Crash as c:
-            self.crash(c.point)
+            self.crash(c.point, c.downtime)
             return None
 
     def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",

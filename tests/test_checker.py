@@ -1,0 +1,118 @@
+"""The checker's verdicts and its tools: explain, the trace exports."""
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import pytest
+
+import fanoutsim as fs
+from fanoutsim.checker import _out_of_order
+from fanoutsim.faults import CrashAtPoint, FaultPlan, Stall
+
+
+def stalled_run(policy):
+    sim = fs.Simulation(config=fs.SchedulerConfig(prune_policy=policy, reactor_firings_retention=20.0,
+                                                  reactor_firings_prune_interval=5.0),
+                        faults=FaultPlan([Stall("wf", window=(0.0, 60.0), mode="pause")]))
+    sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    sim.add_workload("r", 1.0, payload="counter", stop=30.0)
+    sim.run(until=90)
+    return sim, fs.check(sim)
+
+
+def test_ttl_prune_under_a_paused_subscription_is_a_loss_the_config_allows():
+    sim, report = stalled_run("ttl")
+    assert report.total["lost"] > 0 and set(report.lost["cause"]) == {"pruned"}
+    assert not report.lost["promised"].any() and report.valid
+    assert sim.metrics()["fanoutsim_reactor_firings_pruned_total"] >= report.total["lost"]
+
+
+def test_conservative_prune_keeps_them_and_delivers_late():
+    _, report = stalled_run("conservative")
+    assert report.total["lost"] == 0 and report.total["delivered_once"] == report.total["expected"]
+
+
+def test_crash_mid_prune_keeps_the_chunks_already_deleted():
+    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_firings_retention=10.0,
+                                                  reactor_firings_prune_interval=100.0,
+                                                  reactor_firings_prune_chunk=4),
+                        faults=FaultPlan([CrashAtPoint("prune.mid_delete", nth=1, downtime=1.0)]))
+    for k in range(10):
+        sim.run(until=1.0 + k)
+        sim.fire("r", {"n": k})
+    sim.run(until=99.5)
+    sim.prune_once()                  # the loop's own pass comes at t=100
+    assert not sim.up                 # died after the first chunk
+    assert len(sim.firings()) == 6    # that chunk stayed deleted
+    sim.run(until=101)                # restarted; its prune at start deletes the rest
+    assert sim.firings().empty
+    pruned = sim.trace().query("kind == 'pruned'")
+    assert pruned["firing"].notna().sum() == 10
+
+
+def test_explain_tells_one_firings_story(capsys):
+    sim = fs.Simulation(faults=FaultPlan([CrashAtPoint("poll.after_dispatch_before_watermark", downtime=1.0)]))
+    sid = sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    sim.run(until=0.5)
+    fid = sim.fire("r", {"n": 1})
+    sim.run(until=5)
+    timeline = fs.explain(sim, fid, sid)
+    out = capsys.readouterr().out
+    assert out.startswith(f"firing {fid}: r@public")
+    kinds = list(timeline["kind"])
+    assert kinds[:3] == ["fired", "logged", "dispatched"]
+    assert kinds.count("dispatched") == 2 and "crashed" in kinds and "restarted" in kinds
+    assert "watermark" in kinds[kinds.index("restarted"):]  # passed only after the restart
+    with pytest.raises(KeyError, match="not in this run's history"):
+        fs.explain(sim, "nope")
+    with pytest.raises(KeyError, match="subscription 'nope' does not exist"):
+        fs.explain(sim, fid, "nope")
+
+
+def test_trace_exports_to_duckdb_and_parquet(tmp_path):
+    sim = fs.Simulation(seed=2)
+    sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    sim.add_workload("r", 2.0)
+    sim.run(until=30)
+    tr = sim.trace()
+    path = tr.to_duckdb(str(tmp_path / "trace.duckdb"))
+    con = duckdb.connect(path)
+    try:
+        assert con.execute("select count(*) from trace").fetchone()[0] == len(tr)
+        n_logged = con.execute("select count(*) from trace_firings where logged_at is not null").fetchone()[0]
+        assert n_logged == len(sim.firings())
+        kinds = dict(con.execute("select kind, count(*) from trace group by kind").fetchall())
+        assert kinds["dispatched"] == len(sim.executions())
+    finally:
+        con.close()
+    tr.to_parquet(tmp_path / "trace.parquet")
+    back = pd.read_parquet(tmp_path / "trace.parquet")
+    assert list(back["kind"]) == list(tr["kind"])
+    # slicing keeps the export methods
+    assert hasattr(tr[tr["kind"] == "dispatched"], "to_duckdb")
+
+
+def test_trace_rows_have_time_actor_subscription_firing_execution_attempt():
+    sim = fs.Simulation(faults=FaultPlan([CrashAtPoint("poll.after_fetch", downtime=1.0)]))
+    sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    sim.run(until=0.5)
+    sim.fire("r", {"n": 1})
+    sim.run(until=5)
+    tr = sim.trace()
+    assert list(tr.columns) == ["t", "time", "kind", "actor", "subscription", "firing", "execution",
+                                "attempt", "detail"]
+    assert {"fired", "logged", "polled", "fault", "crashed", "restarted", "dispatched", "watermark",
+            "claimed", "finished", "pruned"} <= set(tr["kind"])
+    assert set(tr.query("kind == 'dispatched'")["attempt"]) == {1}  # after the restart
+    assert str(tr["time"].dt.tz) == "UTC"
+
+
+def test_out_of_order_counts_firings_first_delivered_after_a_later_one():
+    class F:
+        def __init__(self, firing, fired_at):
+            self.firing, self.fired_at = firing, fired_at
+    expected = [F("a", 1), F("b", 2), F("c", 3)]
+    deliveries = {"a": ["ea"], "b": ["eb"], "c": ["ec"]}
+    assert _out_of_order(expected, deliveries, {"ea": 1, "eb": 2, "ec": 3}) == 0
+    assert _out_of_order(expected, deliveries, {"ea": 3, "eb": 1, "ec": 2}) == 1
+    assert _out_of_order(expected, deliveries, {"ea": 3, "eb": 2, "ec": 1}) == 2
