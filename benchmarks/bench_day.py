@@ -2,32 +2,44 @@
 
 The scenario (``data/scenarios/bench-day.toml``): SchedulerConfig defaults,
 Poisson firings at 1/s over 4 reactors, 20 subscriptions in 2 tenants, a
-quarter of them with CEL filters. Prints wall seconds, simulated deliveries
-per wall second, peak memory, and the ratio against a bare SimPy loop that
-processes the same number of events, measured in the same run. Then one
-virtual hour of the same on the DuckDB store.
+quarter of them with CEL filters. Each case runs in a fresh process (so its
+peak memory is its own) and prints wall seconds, simulated deliveries per wall
+second, peak memory, and the ratio against a bare SimPy loop that processes
+the same number of events, measured in the same process.
 
-    python benchmarks/bench_day.py                 # the whole report
-    python benchmarks/bench_day.py --until 3600    # a shorter day
-    python benchmarks/bench_day.py --skip-duckdb
+Cases:
 
-Targets (issue "engine core"): bench-day under 60 s and 1.5 GiB in memory.
-These are figures to read, not assertions: no test times anything.
+``memory``         a virtual day on the in-memory store, trace on
+``memory-notrace`` the same with the trace off (the trace's own cost)
+``faults``         the same day with one crash per virtual hour and 1% failing
+                   inserts, trace on, then the delivery checker over it
+``duckdb``         one virtual hour on the DuckDB store (in memory)
+
+    python benchmarks/bench_day.py                     # every case
+    python benchmarks/bench_day.py --case faults       # one
+    python benchmarks/bench_day.py --until 3600        # shorter days
+
+Targets: bench-day under 60 s and 1.5 GiB in memory; the trace adds at most
+50% to the fault-free wall time; the checker takes under 10 s on the faulty
+day. These are figures to read, not assertions: no test times anything.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
+import json
 import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import simpy
 
-from fanoutsim.scenario import load_scenario
-
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "data" / "scenarios" / "bench-day.toml"
+CASES = ("memory", "memory-notrace", "faults", "duckdb")
 
 
 def peak_rss_mib() -> float:
@@ -48,50 +60,81 @@ def bare_simpy(events: int) -> float:
     return time.perf_counter() - t0
 
 
-def run(store: str, until: float, trace: bool = True) -> dict:
+def one(case: str, until: float) -> dict:
+    """Run one case in this process; returns its figures."""
+    import fanoutsim as fs
+    from fanoutsim.faults import CrashRandomly, FailInserts, FaultPlan
+    from fanoutsim.scenario import load_scenario
+
     scenario = load_scenario(SCENARIO)
+    store = "duckdb" if case == "duckdb" else "memory"
+    if case == "faults":
+        plan = FaultPlan([CrashRandomly(mean_gap=3600.0, downtime=10.0), FailInserts(probability=0.01)])
+        scenario = dataclasses.replace(scenario, faults=plan)
     sim = scenario.build(store=store)
-    if not trace:
+    if case == "memory-notrace":
         from fanoutsim.trace import NullTrace
-        sim._trace = NullTrace()
-        sim.engine.trace = sim._trace
+        sim._trace = sim.engine.trace = NullTrace()
     gc.collect()
     t0 = time.perf_counter()
     sim.run(until=until)
     wall = time.perf_counter() - t0
     events = next(sim.env._eid)  # SimPy numbers every scheduled event
-    deliveries = len(sim.store.rows("workflow_executions"))
-    return {"store": store, "virtual_s": until, "wall_s": wall, "events": events,
-            "deliveries": deliveries, "firings": sum(
-                v for k, v in sim.metrics().items() if k.startswith("fanoutsim_reactor_firings_total")),
-            "trace_rows": len(sim._trace)}
+    out = {
+        "case": case, "virtual_s": until, "wall_s": wall, "events": events,
+        "deliveries": len(sim.store.rows("workflow_executions")),
+        "firings": sum(v for k, v in sim.metrics().items() if k.startswith("fanoutsim_reactor_firings_total")),
+        "trace_rows": len(sim._trace),
+    }
+    if case == "faults":
+        t0 = time.perf_counter()
+        report = fs.check(sim)
+        out["check_s"] = time.perf_counter() - t0
+        out["crashes"] = int(sim.metrics().get("fanoutsim_runner_crashes_total", 0))
+        out["check"] = {k: report.total[k] for k in ("expected", "extra_deliveries", "lost", "pending", "valid")}
+        out["duplicate_causes"] = report.total["duplicate_causes"]
+    out["peak_mib"] = peak_rss_mib()
+    out["bare_simpy_s"] = bare_simpy(events)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--until", type=float, default=86400.0, help="virtual seconds (default: a day)")
+    ap.add_argument("--case", choices=CASES, action="append", help="run only these cases")
+    ap.add_argument("--until", type=float, default=86400.0, help="virtual seconds of a day (default 86400)")
     ap.add_argument("--duckdb-until", type=float, default=3600.0, help="virtual seconds on DuckDB")
-    ap.add_argument("--skip-duckdb", action="store_true")
+    ap.add_argument("--one", choices=CASES, help=argparse.SUPPRESS)  # a child process's case
     args = ap.parse_args()
-
-    r = run("memory", args.until)
-    peak = peak_rss_mib()
-    bare = bare_simpy(r["events"])
-    print(f"bench-day, in-memory store, {r['virtual_s']:.0f} virtual s (trace on)")
-    print(f"  wall time              {r['wall_s']:8.2f} s    (target < 60 s)")
-    print(f"  firings / deliveries   {r['firings']:8.0f} / {r['deliveries']}")
-    print(f"  deliveries per wall s  {r['deliveries'] / r['wall_s']:8.0f}")
-    print(f"  virtual s per wall s   {r['virtual_s'] / r['wall_s']:8.0f}")
-    print(f"  trace rows             {r['trace_rows']:8d}")
-    print(f"  peak memory (RSS)      {peak:8.0f} MiB  (target < 1536 MiB)")
-    print(f"  SimPy events           {r['events']:8d}")
-    print(f"  bare SimPy, same count {bare:8.2f} s    -> engine/bare ratio {r['wall_s'] / bare:.1f}x")
-    if not args.skip_duckdb:
-        d = run("duckdb", args.duckdb_until)
-        print(f"bench-day, DuckDB store (in memory), {d['virtual_s']:.0f} virtual s")
-        print(f"  wall time              {d['wall_s']:8.2f} s")
-        print(f"  deliveries per wall s  {d['deliveries'] / d['wall_s']:8.0f}")
-        print(f"  virtual s per wall s   {d['virtual_s'] / d['wall_s']:8.1f}")
+    if args.one:
+        until = args.duckdb_until if args.one == "duckdb" else args.until
+        print(json.dumps(one(args.one, until)))
+        return
+    results = {}
+    for case in args.case or CASES:
+        cmd = [sys.executable, __file__, "--one", case, "--until", str(args.until),
+               "--duckdb-until", str(args.duckdb_until)]
+        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        results[case] = r
+        print(f"{case}: {r['virtual_s']:.0f} virtual s")
+        print(f"  wall time              {r['wall_s']:8.2f} s")
+        print(f"  firings / deliveries   {r['firings']:8.0f} / {r['deliveries']}")
+        print(f"  deliveries per wall s  {r['deliveries'] / r['wall_s']:8.0f}")
+        print(f"  virtual s per wall s   {r['virtual_s'] / r['wall_s']:8.1f}")
+        print(f"  trace rows             {r['trace_rows']:8d}")
+        print(f"  peak memory (RSS)      {r['peak_mib']:8.0f} MiB")
+        print(f"  SimPy events           {r['events']:8d}; bare SimPy loop {r['bare_simpy_s']:.2f} s "
+              f"-> engine/bare {r['wall_s'] / r['bare_simpy_s']:.1f}x")
+        if case == "faults":
+            print(f"  crashes                {r['crashes']:8d}")
+            print(f"  checker                {r['check_s']:8.2f} s   (target < 10 s)")
+            print(f"  check                  {r['check']}  duplicates by cause {r['duplicate_causes']}")
+        sys.stdout.flush()
+    if "memory" in results:
+        print(f"target: bench-day < 60 s and < 1536 MiB: {results['memory']['wall_s']:.1f} s, "
+              f"{results['memory']['peak_mib']:.0f} MiB")
+    if "memory" in results and "memory-notrace" in results:
+        cost = results["memory"]["wall_s"] / results["memory-notrace"]["wall_s"] - 1
+        print(f"target: the trace adds <= 50% to the fault-free run: it adds {cost:.0%}")
 
 
 if __name__ == "__main__":

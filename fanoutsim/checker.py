@@ -40,8 +40,10 @@ promise.
 """
 from __future__ import annotations
 
+import json
 from bisect import bisect_left
 from collections import defaultdict
+from itertools import accumulate
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -72,6 +74,38 @@ class CheckReport:
         return f"<pre>{format_check(self)}</pre>"
 
 
+class _F:
+    """One firing of the history, as the loops below read it."""
+
+    __slots__ = ("firing", "fired_at", "logged_at")
+
+    def __init__(self, firing, fired_at, logged_at):
+        self.firing, self.fired_at, self.logged_at = firing, fired_at, logged_at
+
+
+def _firings(frame: pd.DataFrame) -> list[_F]:
+    return [_F(*r) for r in zip(frame["firing"], frame["fired_at"], frame["logged_at"])]
+
+
+_FIRING_KEY, _REACTOR_KEY = '"reactor_firing_id":"', '"reactor_name":"'
+
+
+def _firing_of(context: str) -> tuple[str | None, str | None]:
+    """``(reactor_firing_id, reactor_name)`` of an execution's JSON context,
+    without decoding the payload it carries. The engine writes these keys
+    after the sources, so the *last* occurrence is theirs (a source may hold
+    the same key names deeper down)."""
+    i, j = context.rfind(_FIRING_KEY), context.rfind(_REACTOR_KEY)
+    if i >= 0 and j >= 0:
+        fid = context[i + len(_FIRING_KEY): i + len(_FIRING_KEY) + 36]
+        end = context.find('"', j + len(_REACTOR_KEY))
+        reactor = context[j + len(_REACTOR_KEY): end]
+        if "\\" not in reactor and len(fid) == 36:
+            return fid, reactor
+    ctx = json.loads(context)  # unusual text: decode it properly
+    return ctx.get("reactor_firing_id"), ctx.get("reactor_name")
+
+
 def _sub_key(row) -> tuple:
     return (row["workflow_name"], row["tenant_id"], row["reactor_name"])
 
@@ -83,14 +117,20 @@ def check(sim) -> CheckReport:
     trace = sim.trace()
     history = trace.history
     subs = sim.subscriptions()
-    ex = sim.executions()
+    # executions straight from the store: only the keys of each row are needed
+    ex_by_sub: dict[tuple, list[tuple[str, str]]] = defaultdict(list)  # sub key -> [(firing, execution)]
+    existing_ids = set()
+    for row in sim.store.rows("workflow_executions"):
+        fid, reactor = _firing_of(row["context"])
+        existing_ids.add(row["id"])
+        if fid is not None:
+            ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)].append((fid, row["id"]))
     retained = set(sim.firings()["id"])
 
     logged = history[history["logged_at"].notna()]
     never = history[history["logged_at"].isna()]
     by_stream = {k: g for k, g in logged.groupby(["reactor_name", "tenant_id"], sort=False)}
     never_by_stream = {k: g for k, g in never.groupby(["reactor_name", "tenant_id"], sort=False)}
-    ex_by_sub = {k: g for k, g in ex.groupby(["workflow_name", "tenant_id", "reactor_name"], sort=False)}
 
     ev = trace[["t", "kind", "actor", "subscription", "firing", "execution", "detail"]]
     ev = ev.assign(seq=range(len(ev)))
@@ -98,42 +138,39 @@ def check(sim) -> CheckReport:
     crashes = ev.loc[ev["kind"] == "crashed", "seq"].tolist()
     pruned_at = dict(zip(ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "firing"],
                          ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "t"]))
-    existing_ids = set(ex["id"])
+
+    # the filters, evaluated here and independently of the engine's verdicts
+    verdicts = _evaluate_filters(subs, history)
 
     rows, dup_rows, lost_rows, never_rows = [], [], [], []
     for _, s in subs.iterrows():
         sid = s["id"]
         key = (s["reactor_name"], s["tenant_id"])
         created = int(s["created_at"].value // 1000)
-        pred = compile_predicate(s["predicate"]) if s["predicate"] is not None else None
+        passing = verdicts.get((s["predicate"], key))
 
-        def passes(payload, reactor=s["reactor_name"], tenant=s["tenant_id"]):
-            if pred is None:
-                return True
-            value, error = pred.evaluate(activation(decode_sources(payload), reactor, tenant))
-            return value is True
+        def passes(firing_id):
+            return passing is None or firing_id in passing
 
         stream = by_stream.get(key)
         expected, backfilled = [], 0
         if stream is not None:
-            for f in stream.itertuples(index=False):
-                if not passes(f.payload):
+            for f in _firings(stream):
+                if not passes(f.firing):
                     continue
                 if f.logged_at < created:
                     backfilled += 1
                     continue
                 expected.append(f)
-        for f in (never_by_stream.get(key).itertuples(index=False) if key in never_by_stream else ()):
-            if passes(f.payload):
+        for f in (_firings(never_by_stream[key]) if key in never_by_stream else ()):
+            if passes(f.firing):
                 never_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
                                    "tenant_id": s["tenant_id"], "firing": f.firing,
                                    "cause": "never_logged"})
 
-        mine = ex_by_sub.get(_sub_key(s))
         deliveries = defaultdict(list)  # firing -> [execution ids in dispatch order]
-        if mine is not None:
-            for fid, eid in zip(mine["reactor_firing_id"], mine["id"]):
-                deliveries[fid].append(eid)
+        for fid, eid in ex_by_sub.get(_sub_key(s), ()):
+            deliveries[fid].append(eid)
         sev = per_sub_ev.get(sid, ev.iloc[0:0])
         dispatch_seq = dict(zip(sev.loc[sev["kind"] == "dispatched", "execution"],
                                 sev.loc[sev["kind"] == "dispatched", "seq"]))
@@ -149,6 +186,7 @@ def check(sim) -> CheckReport:
         wm_t = wm["t"].tolist()
         wm_firing = wm["firing"].tolist()
         rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
+        wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
 
         end_wm = s["last_seen_fired_at"]
         end_wm = None if pd.isna(end_wm) else int(end_wm.value // 1000)
@@ -187,7 +225,8 @@ def check(sim) -> CheckReport:
                 continue
             # lost: find the first watermark move at or past its fired_at
             cause, detail = "unknown", None
-            passed = next((i for i, v in enumerate(wm_val) if v >= f.fired_at), None)
+            passed = bisect_left(wm_high, f.fired_at)  # the first move at or past it
+            passed = passed if passed < len(wm_high) else None
             pruned = pruned_at.get(f.firing)
             if passed is not None and (pruned is None or wm_t[passed] <= pruned):
                 if wm_firing[passed] == f.firing:  # moved past it by its own hand
@@ -234,6 +273,57 @@ def check(sim) -> CheckReport:
     total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
     total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
     return CheckReport(per_sub, dups, lost_df, never_df, total)
+
+
+# Above this many evaluations the filters are evaluated by two processes:
+# cel-python takes 100-400 us an evaluation, and a day of firings is ~10^5.
+PARALLEL_EVALUATIONS = 20_000
+
+
+def _evaluate_filters(subs: pd.DataFrame, history: pd.DataFrame) -> dict:
+    """(predicate, (reactor, tenant)) -> set of firing ids for which it is true."""
+    jobs = []
+    for (expr, reactor, tenant), _ in subs.groupby(["predicate", "reactor_name", "tenant_id"], sort=True):
+        stream = history[(history["reactor_name"] == reactor) & (history["tenant_id"] == tenant)]
+        jobs.append((expr, reactor, tenant, list(stream["firing"]), list(stream["payload"])))
+    total = sum(len(j[3]) for j in jobs)
+    if total >= PARALLEL_EVALUATIONS:
+        results = _parallel(jobs)
+    else:
+        results = [_evaluate_job(job) for job in jobs]
+    return {(job[0], (job[1], job[2])): result for job, result in zip(jobs, results)}
+
+
+def _evaluate_job(job) -> set:
+    expr, reactor, tenant, firings, payloads = job
+    predicate = compile_predicate(expr)
+    true = set()
+    for fid, payload in zip(firings, payloads):
+        value, _ = predicate.evaluate(activation(decode_sources(payload), reactor, tenant))
+        if value is True:
+            true.add(fid)
+    return true
+
+
+def _parallel(jobs) -> list[set]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform: one process it is
+        return [_evaluate_job(job) for job in jobs]
+    chunks, owners = [], []
+    for i, (expr, reactor, tenant, firings, payloads) in enumerate(jobs):
+        half = (len(firings) + 1) // 2
+        for lo in range(0, len(firings), max(half, 1)):
+            chunks.append((expr, reactor, tenant, firings[lo:lo + half], payloads[lo:lo + half]))
+            owners.append(i)
+    results = [set() for _ in jobs]
+    with ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
+        for owner, part in zip(owners, pool.map(_evaluate_job, chunks)):
+            results[owner] |= part
+    return results
 
 
 def _out_of_order(expected, deliveries, dispatch_seq) -> int:

@@ -116,3 +116,13 @@ def test_out_of_order_counts_firings_first_delivered_after_a_later_one():
     assert _out_of_order(expected, deliveries, {"ea": 1, "eb": 2, "ec": 3}) == 0
     assert _out_of_order(expected, deliveries, {"ea": 3, "eb": 1, "ec": 2}) == 1
     assert _out_of_order(expected, deliveries, {"ea": 3, "eb": 2, "ec": 1}) == 2
+
+
+def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():
+    from fanoutsim.checker import _firing_of
+    import json as _json
+    ctx = {"quote": {"reactor_name": "fake", "reactor_firing_id": "0" * 36}, "reactor_name": 'we"ird',
+           "reactor_firing_id": "12345678-1234-4234-8234-123456789abc", "reactor_fired_at": "x"}
+    assert _firing_of(_json.dumps(ctx, separators=(",", ":"))) == ("12345678-1234-4234-8234-123456789abc", 'we"ird')
+    ctx["reactor_name"] = "plain"
+    assert _firing_of(_json.dumps(ctx, separators=(",", ":")))[1] == "plain"
