@@ -205,3 +205,11 @@ def test_poll_runs_every_interval_from_the_start(make_sim):
     sim.run(until=5)
     # polls at 0, 2, 4: the firing at 0.5 is dispatched at 2.0
     assert sim.executions().loc[0, "dispatched_at"] == sim.firings().loc[0, "fired_at"] + pd.Timedelta(seconds=1.5)
+
+
+def test_poll_queries_count_the_load_on_the_database(make_sim):
+    sim = make_sim(reactor_poll_interval=0.5)
+    sim.runner.subscribe_workflow_to_reactor("r", "a")
+    sim.runner.subscribe_workflow_to_reactor("r", "b")
+    sim.run(until=10.25)   # polls at 0, 0.5, ..., 10.0: 21 passes over 2 subscriptions
+    assert sim.metrics()["fanoutsim_reactor_poll_queries_total"] == 42

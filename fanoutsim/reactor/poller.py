@@ -90,6 +90,7 @@ def fetch(e, now: int, sub: dict) -> list[dict]:
     with e.store.transaction() as tx:
         batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], sub["last_seen_fired_at"], limit,
                                  after_id=after_id, until=until)
+    e.metrics.inc("fanoutsim_reactor_poll_queries_total")  # the poll loop's load on the database
     if batch:
         e.trace.add(now, "polled", e.poller, subscription=sub["id"], detail=str(len(batch)))
         e.faults.point("poll.after_fetch", now, subscription=sub["id"])

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .timeutil import US, rfc3339
+from ..timeutil import US, rfc3339
 
 __all__ = ["latency_frame", "delivery_report", "watermarks", "percentiles", "metric_total",
            "SUBSCRIPTION_KEY", "LATENCY_COLUMNS"]

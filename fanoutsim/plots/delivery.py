@@ -1,86 +1,17 @@
-"""Figures of a run, in one house style.
-
-Every function takes a Simulation (or a DataFrame where noted) and an optional
-``ax``; it draws into ``ax`` or into a new figure, and returns the Figure.
-New figures are built with :class:`matplotlib.figure.Figure` directly, not
-through pyplot: no GUI backend is touched, nothing is registered globally
-(so nothing leaks and a notebook does not show a figure twice), and saving
-renders with Agg. Times on the x axis are virtual time since the run's start.
-"""
+"""Figures of one run's deliveries: latency, executions over time, watermark lag."""
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .analysis import latency_frame, watermarks
+from ..analysis import latency_frame, watermarks
+from ._base import _LATENCY_LABELS, _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _time_unit, style
 
-__all__ = ["STYLE", "style", "latency_histogram", "executions_over_time", "watermark_lag",
-           "save_report_figures"]
-
-STYLE: dict = {
-    "figure.figsize": (8.0, 4.5),
-    "figure.dpi": 100,
-    "savefig.dpi": 120,
-    "font.size": 10,
-    "axes.titlesize": 12,
-    "axes.titleweight": "bold",
-    "axes.labelsize": 10,
-    "axes.grid": True,
-    "axes.axisbelow": True,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "grid.alpha": 0.35,
-    "grid.linestyle": "-",
-    "legend.fontsize": 8,
-    "legend.frameon": False,
-    "axes.prop_cycle": mpl.cycler(color=[
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-        "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    ]),
-}
-_THEORY_COLOR = "#333333"
-_LATENCY_LABELS = {
-    "fire_to_dispatch": "fire \u2192 dispatch",
-    "fire_to_claim": "fire \u2192 claim",
-}
-_MAX_SERIES = 8
-
-
-@contextmanager
-def style() -> Iterator[None]:
-    """The house rcParams, for the duration of a ``with`` block."""
-    with mpl.rc_context(STYLE):
-        yield
-
-
-def _axes(ax: Axes | None, figsize=None) -> tuple[Figure, Axes]:
-    if ax is not None:
-        return ax.figure, ax
-    fig = Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"],
-                 layout="constrained")
-    return fig, fig.add_subplot()
-
-
-def _empty(ax: Axes, what: str) -> None:
-    ax.text(0.5, 0.5, f"no {what}", transform=ax.transAxes, ha="center", va="center",
-            color="#777777")
-
-
-def _time_unit(span_s: float) -> tuple[float, str]:
-    """Seconds per unit and its name, for an x axis of virtual time."""
-    if span_s > 3 * 3600:
-        return 3600.0, "h"
-    if span_s > 300:
-        return 60.0, "min"
-    return 1.0, "s"
-
+__all__ = ["latency_histogram", "executions_over_time", "watermark_lag", "save_report_figures"]
 
 def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interval: float | None = None,
                       *, ax: Axes | None = None, bins: int | None = None) -> Figure:

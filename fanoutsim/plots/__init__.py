@@ -1,0 +1,17 @@
+"""Figures, in one house style.
+
+Every function takes a Simulation (or a DataFrame where noted) and an optional
+``ax``; it draws into ``ax`` or into a new figure, and returns the Figure.
+New figures are built with :class:`matplotlib.figure.Figure` directly, not
+through pyplot: no GUI backend is touched, nothing is registered globally
+(so nothing leaks and a notebook does not show a figure twice), and saving
+renders with Agg. Times on the x axis are virtual time since the run's start.
+
+One module per subject: :mod:`.delivery` (latency, executions, watermark lag
+of one run); :mod:`._base` holds the style.
+"""
+from ._base import STYLE, style
+from .delivery import executions_over_time, latency_histogram, save_report_figures, watermark_lag
+
+__all__ = ["STYLE", "style", "latency_histogram", "executions_over_time", "watermark_lag",
+           "save_report_figures"]
