@@ -18,25 +18,23 @@ engine over the same store.
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping
+from typing import Any
 
-import pandas as pd
 import simpy
 
 from ..config import SchedulerConfig
 from ..faults import Crash, CrashAt, CrashRandomly, FaultPlan, Injector, NoFaults, Pollers
-from ..frames import table_frame
 from ..ids import IdSource
 from ..metrics import Metrics
-from ..payload import encode_payload
 from ..reactor import ReactorEngine, Registry, Runner
 from ..store import open_store
 from ..timeutil import US, from_us, parse_start
 from ..trace import NullTrace, Trace
 from ..workload import GENERATORS, Workload
+from .host import RunnerHost
 
 
-class Simulation:
+class Simulation(RunnerHost):
     """One seeded run of the reactor subscription design under a virtual clock.
 
     >>> sim = Simulation(seed=1)
@@ -315,63 +313,3 @@ class Simulation:
         if self.plan is not None and not self._checked:
             self.check_plan()
         self.env.run(until=until)
-
-    def check_plan(self) -> None:
-        """Every workflow or subscription the fault plan names must exist."""
-        with self.store.transaction() as tx:
-            subs = [(s["reactor_name"], s["workflow_name"], s["tenant_id"]) for s in tx.list_subscriptions()]
-        self.plan.check_names(set(self.registry.workflows), subs)
-        self._checked = True
-
-    def _engine_call(self, method: str, *args, **kwargs):
-        """A call from outside the loops. If a fault plan crashes the runner
-        inside it, the runner goes down and the call returns None."""
-        engine = self.engine
-        if engine is None:
-            raise RuntimeError("the runner is down (crashed); call restart() first")
-        try:
-            return getattr(engine, method)(self.now_us(), *args, **kwargs)
-        except Crash as c:
-            self.crash(c.point, c.downtime)
-            return None
-
-    def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
-             *, graph: str | None = None) -> str:
-        """Fire ``reactor`` now with ``{source name: value}``; returns the firing
-        id (None if the runner crashed before the firing was logged)."""
-        return self._engine_call("fire", reactor, sources, tenant, graph=graph)
-
-    def fire_trigger(self, name: str, context: dict | None = None) -> dict:
-        """Fire a trigger (trigger-name fan-out): every subscriber starts now."""
-        return self._engine_call("fire_trigger", name, context)
-
-    def poll_once(self):
-        """One pass of the poll loop, now."""
-        return self._engine_call("poll_once")
-
-    def prune_once(self) -> int:
-        """One pass of the prune loop, now; returns rows deleted."""
-        return self._engine_call("prune_once")
-
-    # -- looking at it ---------------------------------------------------------
-    def firings(self) -> pd.DataFrame:
-        return table_frame("reactor_firings", self.store.rows("reactor_firings"))
-
-    def subscriptions(self, tenant: str | None = None) -> pd.DataFrame:
-        df = table_frame("reactor_subscriptions", self.store.rows("reactor_subscriptions"))
-        if tenant is not None:
-            df = df[df["tenant_id"] == tenant].reset_index(drop=True)
-        return df
-
-    def executions(self) -> pd.DataFrame:
-        return table_frame("workflow_executions", self.store.rows("workflow_executions"))
-
-    def trace(self) -> pd.DataFrame:
-        return self._trace.frame()
-
-    def metrics(self) -> dict[str, float]:
-        out = self.metrics_registry.as_dict()
-        out.setdefault("fanoutsim_reactor_firings_pruned_total", 0)
-        with self.store.transaction() as tx:
-            out["fanoutsim_reactor_firings_retained"] = tx.count_firings()
-        return out
