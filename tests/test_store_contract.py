@@ -741,3 +741,21 @@ def test_until_is_an_inclusive_horizon(db):
     assert fired_ats(fetch(db, after=10, until=30, limit=1)) == [20]
     assert fetch(db, after=30, until=30) == []
     assert fired_ats(fetch(db, after=20, after_id="00000000-0000-0000-0000-000000000000", until=20)) == [20]
+
+
+# -- runner_log ---------------------------------------------------------------------------
+
+def test_runner_log_appends_in_order_and_rolls_back(db):
+    with db.transaction() as tx:
+        assert tx.log_runner(10, "start", "pid 1") == 1
+        assert tx.log_runner(20, "stop") == 2
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.log_runner(30, "start")
+            raise RuntimeError("crash")
+    assert db.rows("runner_log") == [
+        {"seq": 1, "happened_at": 10, "event": "start", "detail": "pid 1"},
+        {"seq": 2, "happened_at": 20, "event": "stop", "detail": None},
+    ]
+    with db.transaction() as tx:
+        assert tx.log_runner(40, "start") == 3

@@ -9,6 +9,7 @@ produce the same sequence for the same calls, or runs would differ by store:
 * firings of a stream: by ``(fired_at, id)``
 * subscriptions: by ``(tenant_id, reactor_name, workflow_name)``
 * executions: by ``(dispatched_at, id)``
+* runner_log: by ``seq``
 
 Both adapters also fail alike:
 
@@ -42,10 +43,13 @@ TABLES: dict[str, tuple[str, ...]] = {
         "id", "workflow_name", "tenant_id", "context", "status",
         "dispatched_at", "claimed_at", "finished_at",
     ),
+    # the runner process's own life: one row per start and per clean stop, so a
+    # start with no stop before it marks a crash, even a kill -9
+    "runner_log": ("seq", "happened_at", "event", "detail"),
 }
 TIMESTAMP_COLUMNS = frozenset(
     {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
-     "dispatched_at", "claimed_at", "finished_at"}
+     "dispatched_at", "claimed_at", "finished_at", "happened_at"}
 )
 # what a call on a transaction that a failed write ended says, in both adapters
 FAILED_TX = "a write in this transaction failed ({}); leave the block so it rolls back"
@@ -128,6 +132,11 @@ class Tx(ABC):
     @abstractmethod
     def claim_executions(self, now: int, limit: int) -> list[dict]:
         """Mark up to ``limit`` pending executions running, oldest first; return them."""
+
+    # -- runner_log -----------------------------------------------------
+    @abstractmethod
+    def log_runner(self, at: int, event: str, detail: str | None = None) -> int:
+        """Append one row to ``runner_log``; returns its ``seq`` (1, 2, ...)."""
 
     @abstractmethod
     def finish_execution(self, execution_id: str, now: int, status: str) -> None:

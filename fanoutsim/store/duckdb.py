@@ -108,6 +108,9 @@ class DuckDBTx(Tx):
         rows.sort(key=lambda r: (r["dispatched_at"], r["id"]))
         return rows
 
+    def log_runner(self, at, event, detail=None):
+        return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]
+
     def finish_execution(self, execution_id, now, status):
         self._run(sql.FINISH_EXECUTION, [status, now, execution_id])
 

@@ -200,6 +200,13 @@ class MemoryTx(Tx):
         self.undo.append(undo)
         return out
 
+    def log_runner(self, at, event, detail=None):
+        s = self.s
+        seq = len(s.runner_log) + 1
+        s.runner_log.append({"seq": seq, "happened_at": at, "event": event, "detail": detail})
+        self.undo.append(s.runner_log.pop)
+        return seq
+
     def finish_execution(self, execution_id, now, status):
         s = self.s
         row = s.executions.get(execution_id)
@@ -225,6 +232,7 @@ class MemoryStore(Store):
         self.sub_order: list[str] | None = None
         self.executions: dict[str, dict] = {}
         self.pending: list[tuple[int, str]] = []
+        self.runner_log: list[dict] = []
         self._lock = threading.Lock()
         self._owner: int | None = None  # thread holding the open transaction
 
@@ -299,4 +307,6 @@ class MemoryStore(Store):
                                              key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))]
         if table == "workflow_executions":
             return [dict(r) for r in sorted(self.executions.values(), key=lambda r: (r["dispatched_at"], r["id"]))]
+        if table == "runner_log":
+            return [dict(r) for r in self.runner_log]
         raise KeyError(f"unknown table {table!r}")

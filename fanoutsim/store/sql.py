@@ -4,7 +4,7 @@ Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
 the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them.
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TS = "make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ"
 
@@ -38,6 +38,12 @@ CREATE TABLE IF NOT EXISTS reactor_subscriptions (
     updated_at                TIMESTAMPTZ NOT NULL,
     UNIQUE (reactor_name, workflow_name, tenant_id)
 );
+CREATE TABLE IF NOT EXISTS runner_log (
+    seq    INTEGER PRIMARY KEY,
+    happened_at TIMESTAMPTZ NOT NULL,
+    event  VARCHAR NOT NULL,
+    detail VARCHAR
+);
 CREATE TABLE IF NOT EXISTS workflow_executions (
     id            UUID PRIMARY KEY,
     workflow_name VARCHAR NOT NULL,
@@ -53,7 +59,13 @@ CREATE TABLE IF NOT EXISTS workflow_executions (
 # schema version -> statements that bring a file from the version before it
 MIGRATIONS = {
     2: ["ALTER TABLE reactor_subscriptions ADD COLUMN IF NOT EXISTS last_seen_firing_id UUID"],
+    3: [],  # runner_log: created by SCHEMA's CREATE TABLE IF NOT EXISTS
 }
+
+LOG_RUNNER = f"""
+INSERT INTO runner_log
+SELECT coalesce(max(seq), 0) + 1, {_TS}, ?, ? FROM runner_log
+RETURNING seq"""
 
 GET_SCHEMA_VERSION = "SELECT value FROM fanoutsim_meta WHERE key = 'schema_version'"
 SET_SCHEMA_VERSION = "INSERT OR REPLACE INTO fanoutsim_meta VALUES ('schema_version', ?)"
@@ -137,6 +149,7 @@ ALL_ROWS = {
     "reactor_subscriptions": f"SELECT {SUB_COLS} FROM reactor_subscriptions "
                              "ORDER BY tenant_id, reactor_name, workflow_name",
     "workflow_executions": f"SELECT {EXEC_COLS} FROM workflow_executions ORDER BY dispatched_at, id",
+    "runner_log": "SELECT seq, epoch_us(happened_at), event, detail FROM runner_log ORDER BY seq",
 }
 
 
