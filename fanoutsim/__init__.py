@@ -12,19 +12,21 @@ can watch latency, duplicates, losses and pruning emerge — and reproduce them.
 """
 from .config import SchedulerConfig
 from . import faults
-from .checker import CheckReport, check, explain
+from .checker import CheckReport, check, check_store, explain
 from .faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
 from .minimize import minimize
 from .payload import decode_sources, encode_payload
 from .predicate import ALLOWED_VARIABLES, InvalidPredicate
 from .reactor.triggers import TriggerFireFailed
-from .runtime import Simulation
+from .runtime import Realtime, Simulation
+from .sweep import sweep
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "SchedulerConfig", "Simulation", "InvalidPredicate", "ALLOWED_VARIABLES",
+    "SchedulerConfig", "Simulation", "Realtime", "InvalidPredicate", "ALLOWED_VARIABLES",
     "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
-    "check", "explain", "CheckReport", "minimize",
+    "check", "check_store", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",
+    "sweep",
 ]

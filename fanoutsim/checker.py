@@ -405,3 +405,94 @@ def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool 
                  if pd.notna(f["logged_at"]) else "never logged"))
         print(timeline.to_string(index=False))
     return timeline
+
+
+def check_store(store, config=None) -> CheckReport:
+    """Check a store on its own — a DuckDB file a killed process left behind —
+    with no trace: the log is the history, ``runner_log`` tells the crashes.
+
+    What it can see: every durably logged firing that is still retained, every
+    execution, each subscription's watermark, and every start of the runner
+    process. A start with no clean stop before it is a crash; a duplicate whose
+    two dispatches straddle one is caused by it (``crash``), any other is
+    ``unknown``. A retained firing behind the watermark and never delivered is
+    lost (``behind_watermark``). Pruned firings and never-logged ones are out
+    of its sight: use :func:`check` on a live run for those.
+    """
+    from .config import SchedulerConfig
+    from .store import open_store
+
+    store = open_store(store) if isinstance(store, str) else store
+    cfg = config or SchedulerConfig()
+    compound = cfg.watermark != "fired_at"
+    firings = pd.DataFrame(store.rows("reactor_firings"), columns=["id", "reactor_name", "tenant_id",
+                                                                   "payload", "fired_at", "created_at"])
+    history = pd.DataFrame({"firing": firings["id"], "reactor_name": firings["reactor_name"],
+                            "tenant_id": firings["tenant_id"], "fired_at": firings["fired_at"],
+                            "logged_at": firings["created_at"], "payload": firings["payload"]})
+    subs = store.rows("reactor_subscriptions")
+    subs_df = pd.DataFrame(subs, columns=["id", "reactor_name", "tenant_id", "predicate"])
+    verdicts = _evaluate_filters(subs_df, history)
+    # crashes: starts that no clean stop preceded (the first start is a boot)
+    crash_times, previous = [], None
+    for row in store.rows("runner_log"):
+        if row["event"] == "start" and previous == "start":
+            crash_times.append(row["happened_at"])
+        previous = row["event"]
+    deliveries: dict[tuple, list[tuple[int, str, str]]] = defaultdict(list)
+    for row in store.rows("workflow_executions"):
+        fid, reactor = _firing_of(row["context"])
+        deliveries[(row["workflow_name"], row["tenant_id"], reactor, fid)].append(
+            (row["dispatched_at"], row["id"], fid))
+    by_stream = {k: g for k, g in history.groupby(["reactor_name", "tenant_id"], sort=False)}
+
+    rows, dup_rows, lost_rows = [], [], []
+    for s in subs:
+        key = (s["reactor_name"], s["tenant_id"])
+        passing = verdicts.get((s["predicate"], key))
+        stream = by_stream.get(key)
+        expected = [f for f in (_firings(stream) if stream is not None else ())
+                    if (passing is None or f.firing in passing) and f.logged_at >= s["created_at"]]
+        wm, wm_id = s["last_seen_fired_at"], s["last_seen_firing_id"] or ""
+        once = dup_firings = extra = lost = pending = 0
+        for f in expected:
+            got = sorted(deliveries.get((s["workflow_name"], s["tenant_id"], s["reactor_name"], f.firing), ()))
+            if len(got) == 1:
+                once += 1
+            elif got:
+                dup_firings += 1
+                for (t0, _, _), (t1, eid, _) in zip(got, got[1:]):
+                    extra += 1
+                    cause = "crash" if any(t0 <= c <= t1 for c in crash_times) else "unknown"
+                    dup_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
+                                     "tenant_id": s["tenant_id"], "firing": f.firing, "execution": eid,
+                                     "cause": cause, "crash_at": next((c for c in crash_times if t0 <= c <= t1), None)})
+            elif wm is None or (f.fired_at, f.firing if compound else "") > (wm, wm_id if compound else "\uffff"):
+                pending += 1
+            else:
+                lost += 1
+                lost_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
+                                  "tenant_id": s["tenant_id"], "firing": f.firing, "cause": "behind_watermark",
+                                  "promised": True, "detail": None})
+        rows.append({"subscription": s["id"], "reactor_name": s["reactor_name"],
+                     "workflow_name": s["workflow_name"], "tenant_id": s["tenant_id"], "expected": len(expected),
+                     "delivered_once": once, "duplicated": dup_firings, "extra_deliveries": extra, "lost": lost,
+                     "lost_promised": lost, "pending": pending, "out_of_order": 0, "backfilled": 0,
+                     "valid": lost == 0})
+    per_sub = pd.DataFrame(rows, columns=["subscription", "reactor_name", "workflow_name", "tenant_id",
+                                          "expected", "delivered_once", "duplicated", "extra_deliveries", "lost",
+                                          "lost_promised", "pending", "out_of_order", "backfilled", "valid"])
+    dups = pd.DataFrame(dup_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "execution",
+                                           "cause", "crash_at"])
+    lost_df = pd.DataFrame(lost_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "cause",
+                                               "promised", "detail"])
+    total = {k: int(per_sub[k].sum()) for k in
+             ("expected", "delivered_once", "duplicated", "extra_deliveries", "lost", "lost_promised",
+              "pending", "out_of_order", "backfilled")}
+    total["never_logged"] = 0
+    total["crashes"] = len(crash_times)
+    total["duplicate_causes"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
+    total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
+    total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
+    never = pd.DataFrame(columns=["subscription", "workflow_name", "tenant_id", "firing", "cause"])
+    return CheckReport(per_sub, dups, lost_df, never, total)

@@ -1,6 +1,10 @@
 """The ``fanoutsim`` command.
 
 ``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json]``
+``fanoutsim serve --db FILE [--scenario S] [--rate R]``, ``fanoutsim fire --db FILE
+--reactor R [--payload JSON]``, ``fanoutsim status --db FILE``: the engine on the
+wall clock (see :mod:`fanoutsim.runtime.serve`).
+
 runs a scenario file (see :mod:`fanoutsim.scenario`), prints its delivery
 report and the delivery checker's verdict (``--json``: both as JSON, and
 nothing else, on stdout) and writes into DIR (default ``out/<scenario name>``):
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -63,7 +68,36 @@ def _parser() -> argparse.ArgumentParser:
                      help="override [run] until (virtual seconds)")
     run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
     run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+
+    srv = sub.add_parser("serve", help="run the engine for real over a DuckDB file until stopped",
+                         description="Run the engine on the wall clock over a DuckDB file (which this "
+                                     "process then owns) until SIGTERM or SIGINT; resumes from the file "
+                                     "after any exit. Others reach it through FILE.serve.json.")
+    srv.add_argument("--db", required=True, metavar="FILE", help="the .duckdb file")
+    srv.add_argument("--scenario", metavar="S", help="a scenario .toml: config, workflows, subscriptions, workload")
+    srv.add_argument("--rate", type=_rate, metavar="R",
+                     help="fire pricing_reactor R times a second (replaces the scenario's workload; 0: none)")
+    srv.add_argument("--port", type=int, default=0, help="control port on 127.0.0.1 (default: any free one)")
+
+    fire = sub.add_parser("fire", help="fire a reactor into a DuckDB file (through its server if one runs)")
+    fire.add_argument("--db", required=True, metavar="FILE")
+    fire.add_argument("--reactor", required=True)
+    fire.add_argument("--tenant", default="public")
+    fire.add_argument("--payload", default="{}", help='JSON object of sources, e.g. \'{"quote": {"price": 120}}\'')
+
+    st = sub.add_parser("status", help="print the status of the run in a DuckDB file as JSON")
+    st.add_argument("--db", required=True, metavar="FILE")
     return parser
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of firings per second") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of firings per second >= 0")
+    return value
 
 
 def _error(message: str) -> int:
@@ -80,7 +114,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     if args.command == "run":
         return _run(args)
+    if args.command in ("serve", "fire", "status"):
+        return _realtime(args)
     return _error(f"unknown command {args.command!r}")  # pragma: no cover - argparse catches it
+
+
+def _realtime(args: argparse.Namespace) -> int:
+    from .runtime import serve as srv
+    from .scenario import ScenarioError, load_scenario
+    from .store.duckdb import StoreError
+
+    try:
+        if args.command == "serve":
+            scenario = load_scenario(args.scenario) if args.scenario else None
+            print(f"serving {args.db} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C", file=sys.stderr)
+            return srv.serve(args.db, scenario, rate=args.rate, port=args.port)
+        if args.command == "fire":
+            try:
+                payload = json.loads(args.payload)
+            except ValueError as exc:
+                return _error(f"--payload is not JSON: {exc}")
+            if not isinstance(payload, dict):
+                return _error("--payload must be a JSON object of source name -> value")
+            print(srv.fire(args.db, args.reactor, payload, args.tenant))
+            return 0
+        print(json.dumps(srv.status(args.db), indent=2))
+        return 0
+    except (ScenarioError, StoreError, ValueError, TypeError, RuntimeError) as exc:
+        return _error(str(exc))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -30,3 +30,23 @@ class Metrics:
             else:
                 out[name] = value
         return out
+
+
+class LockedMetrics(Metrics):
+    """Metrics that several threads bump (the wall-clock runtime)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def inc(self, name: str, amount: float = 1, **labels: str) -> None:
+        with self._lock:
+            super().inc(name, amount, **labels)
+
+    def as_dict(self) -> dict[str, float]:
+        with self._lock:
+            return super().as_dict()

@@ -113,3 +113,32 @@ class NullTrace(Trace):
 
     def logged(self, *args, **kwargs) -> None:
         pass
+
+
+class LockedTrace(Trace):
+    """A trace that several threads write (the wall-clock runtime): one lock
+    keeps each event's columns in step."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def add(self, *args, **kwargs) -> None:
+        with self._lock:
+            super().add(*args, **kwargs)
+
+    def attempted(self, *args, **kwargs) -> None:
+        with self._lock:
+            super().attempted(*args, **kwargs)
+
+    def logged(self, *args, **kwargs) -> None:
+        with self._lock:
+            super().logged(*args, **kwargs)
+
+    def frame(self):
+        with self._lock:
+            return super().frame()

@@ -26,12 +26,15 @@ class RunnerHost:
         self.plan.check_names(set(self.registry.workflows), subs)
         self._checked = True
 
+    def _down_message(self) -> str:
+        return "the runner is down (crashed); call restart() first"
+
     def _engine_call(self, method: str, *args, **kwargs):
         """A call from outside the loops. If a fault plan crashes the runner
         inside it, the runner goes down and the call returns None."""
         engine = self.engine
         if engine is None:
-            raise RuntimeError("the runner is down (crashed); call restart() first")
+            raise RuntimeError(self._down_message())
         try:
             return getattr(engine, method)(self.now_us(), *args, **kwargs)
         except Crash as c:

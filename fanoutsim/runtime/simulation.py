@@ -301,6 +301,36 @@ class Simulation(RunnerHost):
         self.env.process(self._workload(w, rng))
         return w
 
+    def add_replay(self, frame, reactor: str, *, tenant: str | None = None, speed: float = 1.0,
+                   start: float = 0.0, stop: float | None = None):
+        """Fire ``reactor`` once per row of a recorded workload (see
+        :mod:`fanoutsim.replay`): columns ``t``, ``symbol``, ``region``,
+        ``price``; the payload is the ``quote`` generator's. ``tenant``: None
+        (every row in ``"public"``) or the column holding each row's tenant.
+        Rows with ``start <= t < stop`` replay ``speed`` times faster than
+        recorded from now: the row at ``t`` fires at ``now + (t - start) / speed``."""
+        from ..replay import prepare_replay
+
+        replay, times, tenants, payloads = prepare_replay(
+            frame, reactor, tenant=tenant, speed=speed, start=start, stop=stop, now=self.env.now)
+        self.env.process(self._replay(reactor, times, tenants, payloads))
+        return replay
+
+    def _replay(self, reactor: str, times: list, tenants: list, payloads: list):
+        env = self.env
+        stamps = getattr(self.faults, "stamps", None)
+        for at, tenant, payload in zip(times, tenants, payloads):
+            if at > env.now:
+                yield env.timeout(at - env.now)
+            if self.engine is None:  # a down reactor fires nothing
+                continue
+            now = self.now_us()
+            for fired_at, delay in (stamps(reactor, now) if stamps else ((now, 0.0),)):
+                if delay > 0:
+                    env.process(self._late_fire(Workload(reactor, 1.0, tenant), payload, fired_at, delay))
+                else:
+                    self._step("fire", reactor, payload, tenant, fired_at=fired_at)
+
     def run(self, until: float | None = None) -> None:
         """Advance the virtual clock to ``until`` seconds (absolute, >= now)."""
         if until is not None:

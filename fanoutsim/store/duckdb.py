@@ -151,7 +151,8 @@ class DuckDBStore(Store):
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower():
-                raise StoreError(f"{path} is held by another process ({msg.strip()})") from None
+                msg = msg.split(" See also")[0].strip()  # DuckDB's text names the holder's PID
+                raise StoreError(f"{path} is held by another process ({msg})") from None
             raise StoreError(f"cannot open {path}: {msg.strip()}") from None
 
     def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:

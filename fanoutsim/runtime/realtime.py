@@ -1,0 +1,312 @@
+"""The wall-clock runtime: the same engine, driven by threads and real time.
+
+Nothing of the delivery logic lives here: the loops below only decide *when*
+to call the engine's steps, exactly as the SimPy runtime does, with
+``time.time()`` (UTC microseconds) as the clock and ``Event.wait`` as the
+sleep. The store is a DuckDB file by default, so what a run wrote outlives
+the process — kill it with ``kill -9`` and a new ``Realtime`` over the same
+file resumes from the tables.
+
+Threads: one poll loop, one prune loop, one executor loop that hands claimed
+executions to ``executor_workers`` worker threads (workflow bodies are real
+Python callables; a registered ``duration`` is slept out), and one thread per
+workload. Computation graphs run in the thread that fires, as in the core.
+
+Life cycle::
+
+    rt = Realtime(config, store="run.duckdb")   # opens the file; loops not running
+    rt.runner.subscribe_workflow_to_reactor(...)
+    rt.start()            # loops run in the background; returns at once
+    rt.fire(...)          # any thread
+    rt.stop()             # graceful and bounded: the pass in hand finishes
+    rt.close()            # releases the file
+
+``start()`` twice raises; ``stop()`` twice is a no-op; ``fire()`` after
+``stop()`` raises (the runner process is gone; reads still work until
+``close()``). ``with Realtime(...) as rt:`` starts, then stops and closes.
+
+Every start and every clean stop is a row of ``runner_log``: a start that
+follows no stop is how a later checker knows the process was killed.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import random
+import threading
+import time
+from typing import Any
+
+from ..config import SchedulerConfig
+from ..faults import Crash, FaultPlan, Injector, NoFaults
+from ..ids import IdSource
+from ..metrics import LockedMetrics
+from ..reactor import ReactorEngine, Registry, Runner
+from ..store import open_store
+from ..timeutil import US
+from ..trace import LockedTrace, NullTrace
+from ..workload import GENERATORS, Workload
+from .host import RunnerHost
+
+
+def wall_us() -> int:
+    """The wall clock, UTC microseconds since the epoch."""
+    return time.time_ns() // 1000
+
+
+class Realtime(RunnerHost):
+    """The reactor subscription design running for real, on the wall clock."""
+
+    def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
+                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
+        if config is None:
+            config = SchedulerConfig()
+        if not isinstance(config, SchedulerConfig):
+            raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        self.config = config
+        self.seed = seed
+        self.stop_timeout = stop_timeout
+        self.store = open_store(store)  # a bad, newer or locked file fails here, untouched
+        # ids must not repeat those of an earlier process on this file: seed a new stream
+        self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
+        self.ids = IdSource(seed, stream=f"realtime:{self._starts}")
+        self.metrics_registry = LockedMetrics()
+        self._trace = LockedTrace() if trace else NullTrace()
+        self.registry = Registry()
+        self.runner = Runner(self)
+        self.plan = faults if isinstance(faults, FaultPlan) else None
+        self.faults = faults if (faults is not None and self.plan is None) else NoFaults()
+        self.start_us = wall_us()
+        self.engine: ReactorEngine | None = self._new_engine()
+        self.incarnation = 0
+        self._state = "created"
+        self._checked = False
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._work: queue.Queue = queue.Queue()
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._workloads: list[tuple[Workload, random.Random]] = []
+        self._restart_timer: threading.Timer | None = None
+        self._lifecycle = threading.RLock()
+
+    # -- clock ------------------------------------------------------------------
+    def now_us(self) -> int:
+        return wall_us()
+
+    @property
+    def now(self) -> float:
+        """Seconds since this runtime was created (or started)."""
+        return (wall_us() - self.start_us) / US
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    @property
+    def up(self) -> bool:
+        return self.engine is not None
+
+    def _down_message(self) -> str:
+        if self._state in ("stopped", "closed"):
+            return f"the runner is {self._state}; fire and the runner API need a started runner"
+        return "the runner is down (crashed) and will restart after its downtime"
+
+    def _new_engine(self) -> ReactorEngine:
+        return ReactorEngine(self.store, self.config, self.registry, self.ids, self.metrics_registry,
+                             self._trace, self.faults, random.Random(f"fanoutsim:realtime:{self.seed}"))
+
+    # -- life cycle ---------------------------------------------------------
+    def start(self) -> "Realtime":
+        """Start the loops in background threads and return at once."""
+        with self._lifecycle:
+            if self._state == "running":
+                raise RuntimeError("the runner is already running")
+            if self._state in ("stopped", "closed"):
+                raise RuntimeError(f"the runner was {self._state}; make a new Realtime over the same store")
+            self.start_us = wall_us()
+            if self.plan is not None:
+                self.faults = Injector(self.plan, seed=self.seed, start_us=self.start_us, trace=self._trace)
+                self.engine.faults = self.faults
+                self.check_plan()
+            self._state = "running"
+            self._boot()
+        return self
+
+    def _boot(self) -> None:
+        """Start one incarnation: its log row, its loops."""
+        with self.store.transaction() as tx:
+            tx.log_runner(wall_us(), "start", f"pid {os.getpid()}")
+        if self.engine is None:
+            self.incarnation += 1
+            self._trace.attempt = self.incarnation
+            self.engine = self._new_engine()
+            self._trace.add(wall_us(), "restarted", "runtime")
+        self._stop = threading.Event()
+        self._work = queue.Queue()
+        self._busy = 0
+        engine, stop = self.engine, self._stop
+        targets = [("poll", self._poll_loop), ("prune", self._prune_loop), ("executor", self._executor_loop)]
+        targets += [(f"worker-{i}", self._worker) for i in range(self.config.executor_workers)]
+        self._threads = [threading.Thread(target=fn, args=(engine, stop), name=f"fanoutsim-{name}", daemon=True)
+                         for name, fn in targets]
+        for w, rng in self._workloads:
+            self._threads.append(threading.Thread(target=self._workload, args=(engine, stop, w, rng),
+                                                  name=f"fanoutsim-workload-{w.reactor}", daemon=True))
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        """Stop the loops: the pass in hand finishes, running bodies get
+        ``stop_timeout`` seconds; nothing is half-written. A no-op if not running."""
+        with self._lifecycle:
+            if self._restart_timer is not None:
+                self._restart_timer.cancel()
+            if self._state != "running":
+                return
+            self._state = "stopped"
+            self._halt(join=True)
+            self.engine = None
+            with self.store.transaction() as tx:
+                tx.log_runner(wall_us(), "stop")
+
+    def _halt(self, join: bool) -> None:
+        self._stop.set()
+        for _ in range(self.config.executor_workers):
+            self._work.put(None)
+        if join:
+            deadline = time.monotonic() + self.stop_timeout
+            me = threading.current_thread()
+            for t in self._threads:
+                if t is not me:
+                    t.join(max(0.0, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        """Stop, then release the store (and its file)."""
+        self.stop()
+        with self._lifecycle:
+            if self._state != "closed":
+                self._state = "closed"
+                self.store.close()
+
+    def __enter__(self) -> "Realtime":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
+        """The runner dies now: loops stop without ceremony, in-flight bodies are
+        abandoned (their rows stay 'running'). Restarts after ``downtime`` seconds."""
+        with self._lifecycle:
+            if self.engine is None or self._state != "running":
+                return
+            self.engine = None
+            self._trace.add(wall_us(), "crashed", "runtime", detail=point)
+            self.metrics_registry.inc("fanoutsim_runner_crashes_total")
+            self._halt(join=False)
+            if downtime is not None:
+                self._restart_timer = threading.Timer(downtime, self._restart)
+                self._restart_timer.daemon = True
+                self._restart_timer.start()
+
+    def _restart(self) -> None:
+        with self._lifecycle:
+            if self._state == "running" and self.engine is None:
+                self._boot()
+
+    # -- the loops -------------------------------------------------------------
+    def _call(self, engine: ReactorEngine, method: str, *args, **kwargs):
+        try:
+            return getattr(engine, method)(wall_us(), *args, **kwargs)
+        except Crash as c:
+            if engine is self.engine:
+                self.crash(c.point, c.downtime)
+            return None
+
+    def _every(self, engine, stop: threading.Event, interval: float, step) -> None:
+        """Call ``step`` now and then every ``interval`` seconds until stopped;
+        ticks that a slow step overran are skipped, not bunched."""
+        next_tick = time.monotonic()
+        while not stop.is_set() and engine is self.engine:
+            step()
+            next_tick += interval
+            delay = next_tick - time.monotonic()
+            if delay < 0:
+                next_tick, delay = time.monotonic(), 0.0
+            stop.wait(delay)
+
+    def _poll_loop(self, engine, stop) -> None:
+        self._every(engine, stop, self.config.reactor_poll_interval, lambda: self._call(engine, "poll_once"))
+
+    def _prune_loop(self, engine, stop) -> None:
+        self._every(engine, stop, self.config.reactor_firings_prune_interval,
+                    lambda: self._call(engine, "prune_once"))
+
+    def _executor_loop(self, engine, stop) -> None:
+        def claim() -> None:
+            with self._busy_lock:
+                free = self.config.executor_workers - self._busy
+            if free <= 0:
+                return
+            for row in self._call(engine, "claim", free) or ():
+                with self._busy_lock:
+                    self._busy += 1
+                self._work.put((engine, row))
+
+        stop.wait(engine.rng.uniform(0, self.config.executor_poll_interval))  # its own phase
+        self._every(engine, stop, self.config.executor_poll_interval, claim)
+
+    def _worker(self, engine, stop) -> None:
+        work = self._work
+        while True:
+            item = work.get()
+            if item is None:
+                return
+            eng, row = item
+            started = time.monotonic()
+            status = eng.run_body(row)
+            rest = eng.duration_of(wall_us(), row) - (time.monotonic() - started)
+            if rest > 0 and stop.wait(rest) and eng is not self.engine:
+                return  # died mid-body: the row stays 'running'
+            if eng is self.engine:
+                self._call(eng, "finish", row["id"], status)
+            with self._busy_lock:
+                self._busy -= 1
+
+    def _workload(self, engine, stop, w: Workload, rng: random.Random) -> None:
+        gen = GENERATORS[w.payload]
+        k = 0
+        stamps = getattr(self.faults, "stamps", None)
+        while not stop.wait(rng.expovariate(w.rate)):
+            if engine is not self.engine:
+                return
+            if w.stop is not None and self.now >= w.stop:
+                return
+            now = wall_us()
+            for fired_at, delay in (stamps(w.reactor, now) if stamps else ((now, 0.0),)):
+                payload = gen(rng, k)
+                k += 1
+                if delay > 0 and stop.wait(delay):
+                    return  # the writer died with its transaction open
+                self._call(engine, "fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+
+    # -- driving the run ---------------------------------------------------
+    def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,
+                     payload: str = "quote", start: float = 0.0, stop: float | None = None) -> Workload:
+        """Fire ``reactor`` at Poisson times, ``rate`` per second, while running."""
+        w = Workload(reactor, rate, tenant, payload, start, stop)
+        rng = random.Random(f"fanoutsim:workload:{self.seed}:{self._starts}:{len(self._workloads)}")
+        self._workloads.append((w, rng))
+        if self._state == "running" and self.engine is not None:
+            t = threading.Thread(target=self._workload, args=(self.engine, self._stop, w, rng),
+                                 name=f"fanoutsim-workload-{reactor}", daemon=True)
+            self._threads.append(t)
+            t.start()
+        return w
+
+    def wait(self, seconds: float) -> None:
+        """Let the runner run for ``seconds`` of wall time (a plain sleep)."""
+        time.sleep(seconds)

@@ -1,0 +1,205 @@
+"""The wall-clock runtime: the same engine, threads, a DuckDB file, real crashes."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+import fanoutsim as fs
+from fanoutsim.analysis import compare_latency, latency_frame
+from fanoutsim.analysis.clocks import ks_critical, ks_statistic
+from fanoutsim.faults import CrashAtPoint, FailInserts, FaultPlan
+from fanoutsim.runtime.crashtest import kill9_campaign
+from fanoutsim.store.duckdb import StoreError
+
+ROOT = Path(__file__).resolve().parents[1]
+REALTIME = str(ROOT / "data" / "scenarios" / "realtime.toml")
+FAST = fs.SchedulerConfig(reactor_poll_interval=0.1, executor_poll_interval=0.02)
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_realtime_run_delivers_through_the_same_engine(tmp_path):
+    ran = []
+    with fs.Realtime(FAST, store=str(tmp_path / "run.duckdb")) as rt:
+        rt.runner.register_workflow("wf", fn=lambda ctx: ran.append(ctx["n"]), duration=0.01)
+        rt.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.n % 2 == 0")
+        for n in range(6):
+            rt.fire("r", {"n": n})
+        assert wait_for(lambda: sorted(ran) == [0, 2, 4])
+        assert wait_for(lambda: set(rt.executions()["status"]) == {"completed"})
+        report = fs.check(rt)
+        assert report.valid and report.total["delivered_once"] == 3
+        kinds = set(rt.trace()["kind"])
+        assert {"fired", "logged", "polled", "dispatched", "watermark", "claimed", "finished"} <= kinds
+    # the file outlives the runtime
+    again = fs.Realtime(FAST, store=str(tmp_path / "run.duckdb"))
+    try:
+        assert len(again.firings()) == 6 and len(again.executions()) == 3
+        assert [r["event"] for r in again.store.rows("runner_log")] == ["start", "stop"]
+    finally:
+        again.close()
+
+
+def test_life_cycle_errors_and_no_ops(tmp_path):
+    rt = fs.Realtime(FAST, store=str(tmp_path / "a.duckdb"))
+    rt.runner.subscribe_workflow_to_reactor("r", "wf")
+    assert rt.fire("r", {"n": 0})            # before start: the row waits for the poller
+    rt.start()
+    with pytest.raises(RuntimeError, match="already running"):
+        rt.start()
+    t0 = time.monotonic()
+    rt.stop()
+    assert time.monotonic() - t0 < 2.0       # bounded
+    rt.stop()                                # a no-op
+    with pytest.raises(RuntimeError, match="stopped"):
+        rt.fire("r", {"n": 1})
+    with pytest.raises(RuntimeError, match="make a new Realtime"):
+        rt.start()
+    assert len(rt.firings()) == 1            # reads still work until close
+    rt.close()
+    rt.close()                               # a no-op
+
+
+def test_stop_lets_the_body_in_hand_finish(tmp_path):
+    with fs.Realtime(FAST, store=str(tmp_path / "b.duckdb")) as rt:
+        rt.runner.register_workflow("slow", duration=0.5)
+        rt.runner.subscribe_workflow_to_reactor("r", "slow")
+        rt.fire("r", {"n": 1})
+        assert wait_for(lambda: "running" in set(rt.executions()["status"]))
+        rt.stop()
+        assert list(rt.executions()["status"]) == ["completed"]
+
+
+def test_injected_faults_work_on_the_wall_clock(tmp_path):
+    plan = FaultPlan([CrashAtPoint("poll.after_dispatch_before_watermark", nth=2, downtime=0.3),
+                      FailInserts(probability=1.0, window=(0.0, 0.5), workflow="wf")])
+    rt = fs.Realtime(FAST, store=str(tmp_path / "c.duckdb"), faults=plan)
+    rt.runner.subscribe_workflow_to_reactor("r", "wf")  # the plan names it: subscribe before start
+    with rt:
+        for n in range(3):
+            rt.fire("r", {"n": n})
+        assert wait_for(lambda: len(set(rt.executions()["reactor_firing_id"])) == 3, timeout=15)
+        kinds = list(rt.trace()["kind"])
+        assert "dispatch_failed" in kinds and "crashed" in kinds and "restarted" in kinds
+        report = fs.check(rt)
+        assert report.total["lost"] == 0
+        assert set(report.duplicates["cause"]) <= {"crash"}
+        assert [r["event"] for r in rt.store.rows("runner_log")] == ["start", "start"]
+
+
+def test_a_file_that_is_not_duckdb_is_refused_untouched(tmp_path):
+    path = tmp_path / "notes.duckdb"
+    path.write_text("not a database\n")
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(StoreError, match="notes.duckdb is not a DuckDB database file"):
+        fs.Realtime(store=str(path))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_a_newer_schema_is_refused_untouched(tmp_path):
+    path = tmp_path / "new.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("create table fanoutsim_meta (key varchar primary key, value varchar not null)")
+    con.execute("insert into fanoutsim_meta values ('schema_version', '99')")
+    con.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(StoreError, match="schema version 99, newer"):
+        fs.Realtime(store=str(path))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def serve(db, *args):
+    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert wait_for(lambda: Path(f"{db}.serve.json").exists()
+                    and json.loads(Path(f"{db}.serve.json").read_text())["pid"] == proc.pid, timeout=60)
+    return proc
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_serve_owns_the_file_and_others_reach_it_through_its_endpoint(tmp_path):
+    db = tmp_path / "served.duckdb"
+    proc = serve(db, "--scenario", REALTIME, "--rate", "0")
+    try:
+        with pytest.raises(StoreError, match=rf"served.duckdb is held by another process.*PID {proc.pid}"):
+            fs.Realtime(store=str(db))
+        fired = cli("fire", "--db", str(db), "--reactor", "pricing_reactor",
+                    "--payload", '{"quote": {"price": 150, "region": "us-east", "symbol": "ACME"}}')
+        assert fired.returncode == 0, fired.stderr
+        assert wait_for(lambda: json.loads(cli("status", "--db", str(db)).stdout)["executions"].get("completed") == 2)
+        bad = cli("fire", "--db", str(db), "--reactor", "", "--payload", "{}")
+        assert bad.returncode == 2 and "reactor name must be a non-empty string" in bad.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert not Path(f"{db}.serve.json").exists()
+    # with no server, fire and status open the file themselves
+    assert cli("fire", "--db", str(db), "--reactor", "pricing_reactor", "--payload", '{"n": 1}').returncode == 0
+    status = json.loads(cli("status", "--db", str(db)).stdout)
+    assert status["firings_retained"] == 2 and status["running"] is False
+
+
+def test_kill_9_loses_nothing_durably_logged(tmp_path):
+    out = kill9_campaign(str(tmp_path / "k.duckdb"), REALTIME, kills=10, seed=1)
+    print({k: v for k, v in out.items() if k != "report"})
+    assert out["clean_exit"] and out["crashes_seen"] == 10
+    assert out["firings"] > 100
+    assert out["lost"] == 0 and out["pending"] == 0
+    assert set(out["duplicate_causes"]) <= {"crash"}
+    assert out["max_duplicates_per_crash_and_subscription"] <= out["batch_limit"]
+
+
+def test_ks_statistic():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0, 1, 2000), rng.uniform(0, 1, 2000)
+    assert ks_statistic(a, b) < ks_critical(2000, 2000)
+    assert ks_statistic(a, a + 0.5) == pytest.approx(0.5, abs=0.03)
+    assert ks_statistic([0.0], [1.0]) == 1.0
+
+
+def test_real_time_against_virtual_time(tmp_path):
+    """30 wall seconds at P = 1 s against the same scenario under SimPy."""
+    config = fs.SchedulerConfig(reactor_poll_interval=1.0, executor_poll_interval=0.05)
+
+    def setup(host):
+        host.runner.register_workflow("wf", duration=0.01)
+        host.runner.subscribe_workflow_to_reactor("r", "wf")
+        host.add_workload("r", 20.0, payload="counter")
+
+    sim = fs.Simulation(config, seed=0)
+    setup(sim)
+    sim.run(until=30.0)
+    rt = fs.Realtime(config, store=str(tmp_path / "rt.duckdb"), seed=0)
+    setup(rt)
+    rt.start()
+    time.sleep(30.0)
+    rt.stop()
+    cmp = compare_latency(latency_frame(sim), latency_frame(rt))
+    rt.close()
+    print(cmp)
+    # the poll wait dominates both: uniform on [0, 1 s), mean near 0.5 s
+    assert cmp["n_real"] > 400 and cmp["n_virtual"] > 400
+    assert cmp["mean_virtual"] == pytest.approx(0.5, abs=0.06)
+    # the wall clock adds the inserts, round trips and wake-ups: milliseconds, not a different shape
+    assert 0.0 <= cmp["mean_gap"] < 0.05
+    assert cmp["ks"] < 0.12
