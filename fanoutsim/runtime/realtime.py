@@ -49,6 +49,9 @@ from ..workload import GENERATORS, Workload
 from .host import RunnerHost
 
 
+SAFETY_CLAIM = 1.0  # seconds: the executor claims at least this often without a hint
+
+
 def wall_us() -> int:
     """The wall clock, UTC microseconds since the epoch."""
     return time.time_ns() // 1000
@@ -90,6 +93,7 @@ class Realtime(RunnerHost):
         self._busy_lock = threading.Lock()
         self._workloads: list[tuple[Workload, random.Random]] = []
         self._restart_timer: threading.Timer | None = None
+        self._work_hint = threading.Event()  # set when this process made executions
         self._lifecycle = threading.RLock()
 
     # -- clock ------------------------------------------------------------------
@@ -239,18 +243,40 @@ class Realtime(RunnerHost):
             stop.wait(delay)
 
     def _poll_loop(self, engine, stop) -> None:
-        self._every(engine, stop, self.config.reactor_poll_interval, lambda: self._call(engine, "poll_once"))
+        def one_pass() -> None:
+            # step by step, each step at its own wall time: a batch is dispatched
+            # when its fetch has come back, not when the pass began
+            decoded: dict = {}
+            for sub in self._call(engine, "poll_subscriptions") or ():
+                batch = self._call(engine, "fetch", sub)
+                if engine is not self.engine:
+                    return
+                if batch:
+                    stats = self._call(engine, "drain", sub, batch, decoded)
+                    if stats is not None and stats.dispatched:
+                        self._work_hint.set()
+
+        self._every(engine, stop, self.config.reactor_poll_interval, one_pass)
 
     def _prune_loop(self, engine, stop) -> None:
         self._every(engine, stop, self.config.reactor_firings_prune_interval,
                     lambda: self._call(engine, "prune_once"))
 
     def _executor_loop(self, engine, stop) -> None:
+        last_claim = [0.0]
+
         def claim() -> None:
             with self._busy_lock:
                 free = self.config.executor_workers - self._busy
             if free <= 0:
                 return
+            # A claim on an empty table still costs a round trip: claim when this
+            # process dispatched something, and at least once a second for rows
+            # that came another way (the hint is an optimisation, never the truth).
+            if not self._work_hint.is_set() and time.monotonic() - last_claim[0] < SAFETY_CLAIM:
+                return
+            self._work_hint.clear()
+            last_claim[0] = time.monotonic()
             for row in self._call(engine, "claim", free) or ():
                 with self._busy_lock:
                     self._busy += 1
@@ -292,6 +318,11 @@ class Realtime(RunnerHost):
                 if delay > 0 and stop.wait(delay):
                     return  # the writer died with its transaction open
                 self._call(engine, "fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+
+    def fire_trigger(self, name: str, context: dict | None = None) -> dict:
+        started = super().fire_trigger(name, context)
+        self._work_hint.set()
+        return started
 
     # -- driving the run ---------------------------------------------------
     def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,

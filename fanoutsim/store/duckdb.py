@@ -37,15 +37,17 @@ class DuckDBTx(Tx):
     transaction on any error, and a later COMMIT would then roll back without
     a word, so the error is kept in ``failed`` for the commit to refuse."""
 
-    __slots__ = ("c", "failed")
+    __slots__ = ("c", "failed", "n")
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.c = con
         self.failed = None
+        self.n = 0  # statements run, for the store's count
 
     def _run(self, statement: str, params=None) -> duckdb.DuckDBPyConnection:
         if self.failed is not None:  # say why, rather than DuckDB's "transaction is aborted"
             raise RuntimeError(FAILED_TX.format(self.failed))
+        self.n += 1
         try:
             return self.c.execute(statement, params)
         except duckdb.Error as exc:
@@ -130,6 +132,7 @@ class DuckDBStore(Store):
         self.con = self._connect()
         self.con.execute("SET TimeZone = 'UTC'")
         self._lock = threading.Lock()
+        self.statements = 0  # run inside transactions since opening: the load we put on DuckDB
         self._owner: int | None = None
         self._migrate()
 
@@ -201,6 +204,7 @@ class DuckDBStore(Store):
         return DuckDBTx(self.con)
 
     def _commit(self, tx: DuckDBTx) -> None:
+        self.statements += tx.n + 2  # with BEGIN and COMMIT
         try:
             self.con.execute("COMMIT")
         except BaseException:
@@ -214,6 +218,7 @@ class DuckDBStore(Store):
             self._lock.release()
 
     def _rollback(self, tx: DuckDBTx) -> None:
+        self.statements += tx.n + 2
         try:
             self.con.execute("ROLLBACK")
         finally:
