@@ -203,3 +203,23 @@ def test_real_time_against_virtual_time(tmp_path):
     # the wall clock adds the inserts, round trips and wake-ups: milliseconds, not a different shape
     assert 0.0 <= cmp["mean_gap"] < 0.05
     assert cmp["ks"] < 0.12
+
+
+def test_live_view_redraws_from_a_running_engine(tmp_path):
+    from fanoutsim.widgets import LiveView
+
+    rt = fs.Realtime(FAST, store=str(tmp_path / "live.duckdb"))
+    rt.runner.subscribe_workflow_to_reactor("r", "wf")
+    rt.start()
+    try:
+        view = LiveView(rt, every=0.2).start()
+        for n in range(5):
+            rt.fire("r", {"n": n})
+        assert wait_for(lambda: view.last.get("executions", {}).get("completed") == 5)
+        assert "firings</b> 5" in view.summary.value and "r-&gt;wf@public" in view.summary.value
+        assert len(view.history) >= 2
+        view.stop()
+    finally:
+        rt.close()
+    with pytest.raises(ValueError, match="every must be a positive"):
+        LiveView(rt, every=0)
