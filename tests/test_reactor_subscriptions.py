@@ -28,7 +28,9 @@ def test_tenant_defaults_to_public_and_listing_has_every_column(make_sim):
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     (sub,) = sim.runner.list_reactor_subscriptions()
     assert sub["tenant_id"] == "public"
-    assert set(sub) == set(fs.store.TABLES["reactor_subscriptions"])
+    assert set(sub) == {"id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
+                        "last_seen_fired_at", "predicate_error_count", "predicate_error_firing_id",
+                        "last_predicate_error", "predicate_degraded", "created_at", "updated_at"}
     assert sub["last_seen_fired_at"] is None and sub["enabled"] is True
 
 

@@ -12,6 +12,15 @@ from typing import Any, Callable
 from ..frames import record
 
 
+# The columns the real API lists (``last_seen_firing_id``, the compound
+# cursor of the fixed watermark strategies, is ours: see sim.subscriptions()).
+LISTED = (
+    "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate", "last_seen_fired_at",
+    "predicate_error_count", "predicate_error_firing_id", "last_predicate_error", "predicate_degraded",
+    "created_at", "updated_at",
+)
+
+
 class Runner:
     def __init__(self, runtime) -> None:
         self._rt = runtime
@@ -38,7 +47,7 @@ class Runner:
         """Subscriptions of ``tenant`` (``None``: every tenant), as dicts keyed by column."""
         with self._rt.store.transaction() as tx:
             rows = tx.list_subscriptions(tenant=tenant)
-        return [record(row) for row in rows]
+        return [{k: v for k, v in record(row).items() if k in LISTED} for row in rows]
 
     # -- declarations (code: survive restarts) ----------------------------------
     def register_workflow(self, name: str, fn: Callable[[dict], Any] | None = None,
