@@ -23,7 +23,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -n 2 --dist loadfile tests
-	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
+	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 
 test-fast: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -x -q tests
