@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -200,9 +199,11 @@ def test_real_time_against_virtual_time(tmp_path):
     # the poll wait dominates both: uniform on [0, 1 s), mean near 0.5 s
     assert cmp["n_real"] > 400 and cmp["n_virtual"] > 400
     assert cmp["mean_virtual"] == pytest.approx(0.5, abs=0.06)
-    # the wall clock adds the inserts, round trips and wake-ups: milliseconds, not a different shape
-    assert 0.0 <= cmp["mean_gap"] < 0.05
-    assert cmp["ks"] < 0.12
+    # the wall clock adds the inserts, round trips and wake-ups: milliseconds, not a different
+    # shape. The two sample means each carry ~13 ms of noise (a uniform [0, 1 s) wait, n ~ 550),
+    # so the gap is bounded on both sides rather than asserted positive.
+    assert -0.04 < cmp["mean_gap"] < 0.05
+    assert cmp["ks"] < cmp["ks_critical_5pct"] * 1.5
 
 
 def test_live_view_redraws_from_a_running_engine(tmp_path):

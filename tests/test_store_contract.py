@@ -759,3 +759,136 @@ def test_runner_log_appends_in_order_and_rolls_back(db):
     ]
     with db.transaction() as tx:
         assert tx.log_runner(40, "start") == 3
+
+
+# == the outbox design (seed 002) ===========================================================
+
+def outbox_row(seq, ts, topic="page:p1", kind="page.updated", ref="p1", due_at=None) -> dict:
+    return {"seq": seq, "ts": ts, "topic": topic, "kind": kind, "ref": ref, "due_at": due_at}
+
+
+def append(db, *stamps, due_at=None) -> list[int]:
+    """Reserve a seq and insert a row per stamp, one transaction each; the seqs."""
+    out = []
+    for ts in stamps:
+        with db.transaction() as tx:
+            seq = tx.reserve_outbox_seq()
+            tx.insert_outbox(outbox_row(seq, ts, due_at=due_at))
+        out.append(seq)
+    return out
+
+
+def test_outbox_seqs_count_up_and_fetch_is_strictly_after_in_seq_order(db):
+    assert append(db, 10, 20, 30, 40) == [1, 2, 3, 4]
+    with db.transaction() as tx:
+        assert [r["seq"] for r in tx.fetch_outbox(0, 100)] == [1, 2, 3, 4]
+        assert [r["seq"] for r in tx.fetch_outbox(2, 100)] == [3, 4]
+        assert [r["seq"] for r in tx.fetch_outbox(1, 2)] == [2, 3]
+        assert tx.fetch_outbox(4, 100) == []
+        assert tx.outbox_bounds() == (1, 4)
+        with pytest.raises(ValueError):
+            tx.fetch_outbox(0, -1)
+    assert db.rows("outbox") == [outbox_row(i + 1, ts) for i, ts in enumerate((10, 20, 30, 40))]
+
+
+def test_outbox_a_reserved_seq_inserted_late_fills_its_gap(db):
+    with db.transaction() as tx:
+        late = tx.reserve_outbox_seq()
+    append(db, 20)
+    with db.transaction() as tx:
+        assert [r["seq"] for r in tx.fetch_outbox(0, 10)] == [2]  # the gap at 1
+    with db.transaction() as tx:
+        tx.insert_outbox(outbox_row(late, 10))
+    with db.transaction() as tx:
+        assert [r["seq"] for r in tx.fetch_outbox(0, 10)] == [1, 2]
+
+
+def test_outbox_rollback_returns_the_seq_and_the_row(db):
+    append(db, 10)
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            seq = tx.reserve_outbox_seq()
+            tx.insert_outbox(outbox_row(seq, 20))
+            tx.upsert_page({"id": "p1", "body": "x", "updated_at": 20})
+            raise Crash("commit.after_change_before_outbox")
+    assert [r["seq"] for r in db.rows("outbox")] == [1] and db.rows("pages") == []
+    assert append(db, 30) == [2]
+
+
+def test_outbox_duplicate_seq_raises(db):
+    append(db, 10)
+    with pytest.raises(KeyError):
+        with db.transaction() as tx:
+            tx.insert_outbox(outbox_row(1, 99))
+    assert db.rows("outbox") == [outbox_row(1, 10)]
+
+
+def test_outbox_prune_is_by_ts_spares_deferred_rows_and_never_reuses_a_seq(db):
+    append(db, 10, 20, 30, 40)
+    with db.transaction() as tx:
+        tx.defer("mailer", 2, 500)
+        assert tx.prune_outbox(35, limit=1) == [1]
+        assert tx.prune_outbox(35) == [3]  # 2 is owed to a consumer, 4 is young
+        assert tx.outbox_bounds() == (2, 4)
+        tx.delete_deferred("mailer", 2)
+        assert tx.prune_outbox(100) == [2, 4]
+        assert tx.outbox_bounds() == (None, 4)
+    assert append(db, 50) == [5]
+
+
+def test_cursors_upsert_and_list_in_consumer_order(db):
+    with db.transaction() as tx:
+        assert tx.get_cursor("indexer") is None
+        tx.set_cursor("indexer", 3)
+        tx.set_cursor("exporter", 0)
+        tx.set_cursor("indexer", 7)
+        assert tx.get_cursor("indexer") == 7
+        assert tx.list_cursors() == [{"consumer": "exporter", "seq": 0}, {"consumer": "indexer", "seq": 7}]
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.set_cursor("indexer", 9)
+            raise RuntimeError("crash")
+    assert db.rows("cursors") == [{"consumer": "exporter", "seq": 0}, {"consumer": "indexer", "seq": 7}]
+
+
+def test_parked_rows_overwrite_and_list_by_consumer_then_seq(db):
+    with db.transaction() as tx:
+        tx.park({"consumer": "z", "seq": 1, "error": "e1", "attempts": 1, "parked_at": 5})
+        tx.park({"consumer": "a", "seq": 9, "error": "e2", "attempts": 2, "parked_at": 6})
+        tx.park({"consumer": "a", "seq": 3, "error": "e3", "attempts": 3, "parked_at": 7})
+        tx.park({"consumer": "a", "seq": 3, "error": "e4", "attempts": 5, "parked_at": 8})
+        assert [(r["consumer"], r["seq"]) for r in tx.list_parked()] == [("a", 3), ("a", 9), ("z", 1)]
+        assert tx.list_parked("a")[0] == {"consumer": "a", "seq": 3, "error": "e4", "attempts": 5, "parked_at": 8}
+        assert tx.list_parked("nobody") == []
+    assert len(db.rows("parked")) == 3
+
+
+def test_deferred_work_is_due_by_time_then_seq(db):
+    with db.transaction() as tx:
+        assert tx.next_due("mailer") is None
+        tx.defer("mailer", 5, 300)
+        tx.defer("mailer", 4, 300)
+        tx.defer("mailer", 9, 100)
+        tx.defer("other", 1, 50)
+        assert tx.next_due("mailer") == 100
+        assert [r["seq"] for r in tx.fetch_due("mailer", 299, 10)] == [9]
+        assert [r["seq"] for r in tx.fetch_due("mailer", 300, 10)] == [9, 4, 5]
+        assert [r["seq"] for r in tx.fetch_due("mailer", 300, 2)] == [9, 4]
+        assert tx.delete_deferred("mailer", 9) and not tx.delete_deferred("mailer", 9)
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            tx.delete_deferred("mailer", 4)
+            raise Crash("x")
+    assert db.rows("deferred") == [{"consumer": "mailer", "seq": 4, "due_at": 300},
+                                   {"consumer": "mailer", "seq": 5, "due_at": 300},
+                                   {"consumer": "other", "seq": 1, "due_at": 50}]
+
+
+def test_pages_upsert_and_get(db):
+    with db.transaction() as tx:
+        assert tx.get_page("p1") is None
+        tx.upsert_page({"id": "p1", "body": "one", "updated_at": 1})
+        tx.upsert_page({"id": "p1", "body": "two", "updated_at": 2})
+        tx.upsert_page({"id": "p0", "body": None, "updated_at": 3})
+        assert tx.get_page("p1") == {"id": "p1", "body": "two", "updated_at": 2}
+    assert [r["id"] for r in db.rows("pages")] == ["p0", "p1"]

@@ -23,6 +23,12 @@ CRASH_POINTS = (
     "poll.before_batch_commit",
     "prune.mid_delete",
     "executor.after_claim",
+    # the outbox design (seed 002)
+    "commit.after_change_before_outbox",
+    "commit.before_notify",
+    "dispatch.after_fetch",
+    "dispatch.after_handle_before_cursor",
+    "retention.mid_delete",
 )
 
 

@@ -30,6 +30,7 @@ def _row(cols: tuple[str, ...], values) -> dict:
 
 
 _F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES["workflow_executions"]
+_O = TABLES["outbox"]
 
 
 class DuckDBTx(Tx):
@@ -115,6 +116,61 @@ class DuckDBTx(Tx):
 
     def finish_execution(self, execution_id, now, status):
         self._run(sql.FINISH_EXECUTION, [status, now, execution_id])
+
+    # == the outbox design (seed 002) =====================================
+    def reserve_outbox_seq(self):
+        return self._run(sql.RESERVE_OUTBOX_SEQ).fetchone()[0]
+
+    def insert_outbox(self, row):
+        self._run(sql.INSERT_OUTBOX, [row[k] for k in _O])
+
+    def fetch_outbox(self, after, limit):
+        rows = self._run(sql.FETCH_OUTBOX, [after, check_limit(limit)]).fetchall()
+        return [_row(_O, r) for r in rows]
+
+    def outbox_bounds(self):
+        low = self._run(sql.OUTBOX_MIN).fetchone()[0]
+        return (low, self._run(sql.OUTBOX_LAST).fetchone()[0])
+
+    def prune_outbox(self, cutoff, limit=None):
+        limit = 2**62 if limit is None else check_limit(limit)
+        return sorted(r[0] for r in self._run(sql.PRUNE_OUTBOX, [cutoff, limit]).fetchall())
+
+    def get_cursor(self, consumer):
+        r = self._run(sql.GET_CURSOR, [consumer]).fetchone()
+        return None if r is None else r[0]
+
+    def set_cursor(self, consumer, seq):
+        self._run(sql.SET_CURSOR, [consumer, seq])
+
+    def list_cursors(self):
+        return [_row(TABLES["cursors"], r) for r in self._run(sql.ALL_ROWS["cursors"]).fetchall()]
+
+    def park(self, row):
+        self._run(sql.PARK, [row[k] for k in TABLES["parked"]])
+
+    def list_parked(self, consumer=None):
+        return [_row(TABLES["parked"], r) for r in self._run(sql.LIST_PARKED, [consumer, consumer]).fetchall()]
+
+    def defer(self, consumer, seq, due_at):
+        self._run(sql.DEFER, [consumer, seq, due_at])
+
+    def fetch_due(self, consumer, now, limit):
+        rows = self._run(sql.FETCH_DUE, [consumer, now, check_limit(limit)]).fetchall()
+        return [_row(TABLES["deferred"], r) for r in rows]
+
+    def next_due(self, consumer):
+        return self._run(sql.NEXT_DUE, [consumer]).fetchone()[0]
+
+    def delete_deferred(self, consumer, seq):
+        return self._run(sql.DELETE_DEFERRED, [consumer, seq]).fetchone() is not None
+
+    def upsert_page(self, row):
+        self._run(sql.UPSERT_PAGE, [row[k] for k in TABLES["pages"]])
+
+    def get_page(self, page_id):
+        r = self._run(sql.GET_PAGE, [page_id]).fetchone()
+        return None if r is None else _row(TABLES["pages"], r)
 
 
 class DuckDBStore(Store):

@@ -18,7 +18,7 @@ import threading
 from bisect import bisect_left, bisect_right, insort
 from typing import Callable
 
-from .base import FAILED_TX, Store, Tx, check_limit, check_subscription_changes
+from .base import FAILED_TX, TABLES, Store, Tx, check_limit, check_subscription_changes
 
 _MAX_ID = "\uffff"  # sorts after every UUID string
 
@@ -222,6 +222,107 @@ class MemoryTx(Tx):
 
         self.undo.append(undo)
 
+    # == the outbox design (seed 002) =====================================
+    def reserve_outbox_seq(self):
+        s = self.s
+        s.outbox_last += 1
+
+        def undo():
+            s.outbox_last -= 1
+
+        self.undo.append(undo)
+        return s.outbox_last
+
+    def insert_outbox(self, row):
+        s = self.s
+        seq = row["seq"]
+        if seq in s.outbox:
+            raise self._duplicate(f"outbox.seq {seq}")
+        s.outbox[seq] = {k: row[k] for k in TABLES["outbox"]}  # the table's columns, in order
+        insort(s.outbox_seqs, seq)
+        self.undo.append(lambda: s._drop_outbox(seq))
+
+    def fetch_outbox(self, after, limit):
+        s = self.s
+        seqs = s.outbox_seqs
+        start = bisect_right(seqs, after)
+        return [dict(s.outbox[q]) for q in seqs[start:start + check_limit(limit)]]
+
+    def outbox_bounds(self):
+        s = self.s
+        return (s.outbox_seqs[0] if s.outbox_seqs else None, s.outbox_last)
+
+    def prune_outbox(self, cutoff, limit=None):
+        s = self.s
+        if limit is not None:
+            check_limit(limit)
+        owed = {seq for (_, seq) in s.deferred}
+        doomed = [q for q in s.outbox_seqs if s.outbox[q]["ts"] < cutoff and q not in owed]
+        if limit is not None:
+            doomed = doomed[:limit]
+        for q in doomed:
+            row = s._drop_outbox(q)
+            self.undo.append(lambda row=row: s._restore_outbox(row))
+        return doomed
+
+    def get_cursor(self, consumer):
+        return self.s.cursors.get(consumer)
+
+    def set_cursor(self, consumer, seq):
+        self._put(self.s.cursors, consumer, seq)
+
+    def list_cursors(self):
+        c = self.s.cursors
+        return [{"consumer": k, "seq": c[k]} for k in sorted(c)]
+
+    def _put(self, table: dict, key, value) -> None:
+        """Insert or overwrite one entry; the undo puts back what was there."""
+        missing = key not in table
+        before = table.get(key)
+        table[key] = value
+
+        def undo():
+            if missing:
+                del table[key]
+            else:
+                table[key] = before
+
+        self.undo.append(undo)
+
+    def park(self, row):
+        self._put(self.s.parked, (row["consumer"], row["seq"]), {k: row[k] for k in TABLES["parked"]})
+
+    def list_parked(self, consumer=None):
+        p = self.s.parked
+        return [dict(p[k]) for k in sorted(p) if consumer is None or k[0] == consumer]
+
+    def defer(self, consumer, seq, due_at):
+        self._put(self.s.deferred, (consumer, seq), due_at)
+
+    def fetch_due(self, consumer, now, limit):
+        d = self.s.deferred
+        due = sorted((at, seq) for (c, seq), at in d.items() if c == consumer and at <= now)
+        return [{"consumer": consumer, "seq": seq, "due_at": at} for at, seq in due[:check_limit(limit)]]
+
+    def next_due(self, consumer):
+        return min((at for (c, _), at in self.s.deferred.items() if c == consumer), default=None)
+
+    def delete_deferred(self, consumer, seq):
+        d = self.s.deferred
+        key = (consumer, seq)
+        if key not in d:
+            return False
+        at = d.pop(key)
+        self.undo.append(lambda: d.__setitem__(key, at))
+        return True
+
+    def upsert_page(self, row):
+        self._put(self.s.pages, row["id"], {k: row[k] for k in TABLES["pages"]})
+
+    def get_page(self, page_id):
+        row = self.s.pages.get(page_id)
+        return None if row is None else dict(row)
+
 
 class MemoryStore(Store):
     def __init__(self) -> None:
@@ -233,6 +334,14 @@ class MemoryStore(Store):
         self.executions: dict[str, dict] = {}
         self.pending: list[tuple[int, str]] = []
         self.runner_log: list[dict] = []
+        # the outbox design (seed 002)
+        self.outbox: dict[int, dict] = {}
+        self.outbox_seqs: list[int] = []  # sorted
+        self.outbox_last = 0  # the sequence's last value
+        self.cursors: dict[str, int] = {}
+        self.parked: dict[tuple[str, int], dict] = {}
+        self.deferred: dict[tuple[str, int], int] = {}
+        self.pages: dict[str, dict] = {}
         self._lock = threading.Lock()
         self._owner: int | None = None  # thread holding the open transaction
 
@@ -281,6 +390,15 @@ class MemoryStore(Store):
         self.firings[row["id"]] = row
         insort(self.streams[(row["reactor_name"], row["tenant_id"])].keys, (row["fired_at"], row["id"]))
 
+    def _drop_outbox(self, seq: int) -> dict:
+        row = self.outbox.pop(seq)
+        del self.outbox_seqs[bisect_left(self.outbox_seqs, seq)]
+        return row
+
+    def _restore_outbox(self, row: dict) -> None:
+        self.outbox[row["seq"]] = row
+        insort(self.outbox_seqs, row["seq"])
+
     def _drop_sub(self, sid: str) -> dict:
         row = self.subs.pop(sid)
         del self.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])]
@@ -309,4 +427,14 @@ class MemoryStore(Store):
             return [dict(r) for r in sorted(self.executions.values(), key=lambda r: (r["dispatched_at"], r["id"]))]
         if table == "runner_log":
             return [dict(r) for r in self.runner_log]
+        if table == "outbox":
+            return [dict(self.outbox[q]) for q in self.outbox_seqs]
+        if table == "cursors":
+            return [{"consumer": k, "seq": self.cursors[k]} for k in sorted(self.cursors)]
+        if table == "parked":
+            return [dict(self.parked[k]) for k in sorted(self.parked)]
+        if table == "deferred":
+            return [{"consumer": c, "seq": q, "due_at": self.deferred[(c, q)]} for c, q in sorted(self.deferred)]
+        if table == "pages":
+            return [dict(self.pages[k]) for k in sorted(self.pages)]
         raise KeyError(f"unknown table {table!r}")

@@ -1,0 +1,118 @@
+"""The knobs of the outbox dispatcher, and the declaration of a consumer.
+
+:class:`OutboxConfig` is the dispatcher's (one per run); :class:`ConsumerSpec`
+is one consumer's code and guardrails (one per registered consumer). Both check
+their values when built, and an error names the field and the value.
+
+``read_mode`` chooses how a wake-up reads past a cursor. Seqs are handed out at
+insert but become visible at commit, so a transaction that commits late can
+put a row *under* a cursor that already moved past its seq:
+
+``"all"``      read every visible row past the cursor (as the seed describes;
+               the late-commit hole is open);
+``"settled"``  read rows past the cursor only while their ``ts`` is at least
+               ``settle`` seconds old, stopping at the first younger one:
+               closes the hole for commits later than their stamp by less than
+               ``settle``, at that cost in latency;
+``"gap"``      stop at the first missing seq until it fills, or until it has
+               been missing for ``gap_timeout`` seconds (a writer that died
+               with its seq leaves a gap forever): no latency cost while seqs
+               commit in order.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+READ_MODES = ("all", "settled", "gap")
+
+
+def _seconds(value, where, *, positive=False, optional=False):
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number of seconds, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ValueError(f"{where} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
+    return float(value)
+
+
+def check_name(kind: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{kind} name must be a non-empty string, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class OutboxConfig:
+    safety_poll_interval: float = 5.0   # a wake-up with no hint, so a lost hint costs at most this
+    batch_limit: int = 100              # rows one fetch takes per consumer
+    retention: float = 7 * 86400.0      # rows older than this are pruned
+    retention_interval: float = 3600.0  # how often the retention step runs
+    notify: bool = True                 # send a hint (the seq) after each commit
+    read_mode: str = "all"
+    settle: float = 1.0                 # seconds, for read_mode="settled"
+    gap_timeout: float = 10.0           # seconds, for read_mode="gap"
+
+    def __post_init__(self):
+        _seconds(self.safety_poll_interval, "safety_poll_interval", positive=True)
+        if isinstance(self.batch_limit, bool) or not isinstance(self.batch_limit, int) or self.batch_limit < 1:
+            raise ValueError(f"batch_limit must be an int >= 1, got {self.batch_limit!r}")
+        _seconds(self.retention, "retention", positive=True)
+        _seconds(self.retention_interval, "retention_interval", positive=True)
+        if not isinstance(self.notify, bool):
+            raise ValueError(f"notify must be True or False, got {self.notify!r}")
+        if self.read_mode not in READ_MODES:
+            raise ValueError(f"read_mode must be one of {', '.join(map(repr, READ_MODES))}, got {self.read_mode!r}")
+        _seconds(self.settle, "settle")
+        _seconds(self.gap_timeout, "gap_timeout")
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    """One consumer: what it does with a row, and the guardrails around it.
+
+    ``fn(row)`` handles one outbox row; raising means a transient failure
+    (retried). ``duration`` is how long a step takes in virtual seconds (or a
+    callable of a ``random.Random``); a step longer than ``timeout`` is cut off
+    at ``timeout`` and counts as a failure. Failures back off
+    ``backoff * 2**(attempt-1)`` seconds, capped at ``backoff_cap``, times a
+    jitter factor in ``[1 - jitter, 1]``; the ``retry_budget``-th failure on a
+    row parks it. ``rebuild`` (optional) rebuilds the consumer's derived state
+    from base tables when it is reset: such a consumer is *rebuildable*.
+    """
+
+    name: str
+    fn: Callable[[dict], Any] | None = None
+    duration: float | Callable[[random.Random], float] = 0.0
+    timeout: float | None = 30.0
+    backoff: float = 0.5
+    backoff_cap: float = 60.0
+    jitter: float = 0.5
+    retry_budget: int = 5
+    rebuild: Callable[[list[dict]], Any] | None = None
+
+    def __post_init__(self):
+        check_name("consumer", self.name)
+        where = f"consumer {self.name!r}"
+        if self.fn is not None and not callable(self.fn):
+            raise TypeError(f"{where}: fn must be callable or None, got {self.fn!r}")
+        if self.rebuild is not None and not callable(self.rebuild):
+            raise TypeError(f"{where}: rebuild must be callable or None, got {self.rebuild!r}")
+        if not callable(self.duration):
+            _seconds(self.duration, f"{where}: duration")
+        _seconds(self.timeout, f"{where}: timeout", positive=True, optional=True)
+        _seconds(self.backoff, f"{where}: backoff")
+        _seconds(self.backoff_cap, f"{where}: backoff_cap")
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:
+            raise ValueError(f"{where}: jitter must be a fraction in [0, 1], got {self.jitter!r}")
+        rb = self.retry_budget
+        if isinstance(rb, bool) or not isinstance(rb, int) or rb < 1:
+            raise ValueError(f"{where}: retry_budget must be an int >= 1, got {rb!r}")
+
+    def backoff_for(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait after the ``attempt``-th failure (1, 2, ...)."""
+        base = min(self.backoff_cap, self.backoff * 2 ** (attempt - 1))
+        return base * (1 - self.jitter * rng.random())

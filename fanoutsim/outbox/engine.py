@@ -1,0 +1,78 @@
+"""One incarnation of the dispatcher process, sans IO.
+
+An :class:`OutboxEngine` never asks what time it is and never sleeps: each
+method takes ``now`` (epoch microseconds) and does one step over the store.
+A runtime decides when to call it. What it holds in memory — the topic bus and
+its live subscribers, the gaps it is waiting on, which consumers it saw fall
+behind — dies with it on a crash; the tables (pages, outbox, cursors, parked,
+deferred) do not.
+
+Trace columns, read with the outbox's names: ``subscription`` is the consumer,
+``firing`` the seq. Kinds: reserved, committed, fetched, handled, failed,
+parked, deferred, cursor, cursor_start, reset, pruned, fell_behind, gap_wait,
+gap_skipped, hint, hint_dropped, hint_missed, published, crashed, restarted.
+"""
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from ..faults import NoFaults
+from ..metrics import Metrics
+from ..store import Store
+from ..trace import Trace
+from . import commit as _commit
+from . import consumers, dispatcher, retention
+from .bus import TopicBus
+from .config import OutboxConfig
+from .consumers import OutboxRegistry
+
+
+class OutboxEngine:
+    actor = "dispatcher"
+
+    def __init__(self, store: Store, config: OutboxConfig, registry: OutboxRegistry, metrics: Metrics,
+                 trace: Trace, faults=None, rng: random.Random | None = None,
+                 notify: Callable[[int, list[str]], None] | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.registry = registry
+        self.metrics = metrics
+        self.trace = trace
+        self.faults = faults or NoFaults()
+        self.rng = rng or random.Random(0)
+        self.notify = notify or (lambda now, payloads: None)
+        # in memory only: gone with this incarnation
+        self.bus = TopicBus()
+        self.gaps: dict[tuple[str, int], int] = {}       # (consumer, missing seq) -> first seen
+        self.behind_noted: set[tuple[str, int]] = set()
+        self.wake_at: dict[str, int] = {}                 # consumer -> when a wait (settle, gap) ends
+
+    # the write path
+    reserve = _commit.reserve
+    commit = _commit.commit
+    # consumers and cursors
+    add_consumer = consumers.add_consumer
+    set_cursor = consumers.set_cursor
+    reset_consumer = consumers.reset_consumer
+    # one consumer's step
+    fetch = dispatcher.fetch
+    fetch_due = dispatcher.fetch_due
+    next_due = dispatcher.next_due
+    begin = dispatcher.begin
+    finish = dispatcher.finish
+    # retention
+    prune_once = retention.prune_once
+
+    def publish(self, now: int) -> int:
+        """Publish rows committed since the last call to the topic bus."""
+        bus = self.bus
+        with self.store.transaction() as tx:
+            if bus.position is None:  # a new process: live from here on
+                bus.position = tx.outbox_bounds()[1]
+                return 0
+            rows = tx.fetch_outbox(bus.position, 10_000)
+        for r in rows:
+            bus.publish(r)
+            bus.position = r["seq"]
+        return len(rows)

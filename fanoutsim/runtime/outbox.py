@@ -1,0 +1,384 @@
+"""The virtual-clock runtime of the outbox design.
+
+SimPy processes decide *when* the :class:`~fanoutsim.outbox.OutboxEngine`'s
+steps run, as :mod:`.simulation` does for the reactor design:
+
+* one loop per consumer — a slow consumer never holds up a fast one. It drains
+  (due deferred rows, then rows past its cursor) until a fetch comes back
+  empty, then sleeps until a hint, the safety poll, or the next due time;
+* the safety poll: every ``safety_poll_interval`` it wakes every consumer;
+* the retention loop; writers (workloads) that commit at Poisson times.
+
+Hints travel through a :class:`~fanoutsim.outbox.notify.NotificationChannel`
+shaped by the plan's ``Notifications`` spec. A crash (a
+:class:`~fanoutsim.faults.Crash` at a named point, ``CrashAt``,
+``CrashRandomly`` or :meth:`OutboxSimulation.crash`) stops every loop,
+disconnects the listener and throws the engine away (bus subscribers, retry
+counts, gap timers); :meth:`restart` builds a new one over the same tables.
+``LateCommit`` makes a writer reserve its seq now and commit ``delay`` later
+(its ``reactor`` field, if set, matches the row's topic).
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import pandas as pd
+import simpy
+
+from ..faults import Crash, CrashAt, CrashRandomly, FaultPlan, Injector, LateCommit, NoFaults, Notifications
+from ..frames import table_frame
+from ..metrics import Metrics
+from ..outbox import OutboxConfig, OutboxEngine, OutboxRegistry
+from ..outbox.notify import NotificationChannel
+from ..store import open_store
+from ..timeutil import US, parse_start
+from ..trace import NullTrace, Trace
+
+
+class OutboxSimulation:
+    """One seeded run of the outbox dispatcher under a virtual clock.
+
+    >>> sim = OutboxSimulation(seed=1)
+    >>> _ = sim.register_consumer("indexer")
+    >>> seq = sim.commit("p1", "hello")
+    >>> sim.run(until=1.0)
+    >>> sim.cursors()["seq"].tolist()
+    [1]
+    """
+
+    def __init__(self, config: OutboxConfig | None = None, seed: int = 0, store: Any = "memory",
+                 *, start=None, faults=None, trace: bool = True) -> None:
+        config = OutboxConfig() if config is None else config
+        if not isinstance(config, OutboxConfig):
+            raise TypeError(f"config must be an OutboxConfig, not {type(config).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        self.config, self.seed = config, seed
+        self.start_us = parse_start(start)
+        self.env = simpy.Environment()
+        self.store = open_store(store)
+        self.metrics_registry = Metrics()
+        self._trace = Trace() if trace else NullTrace()
+        self.registry = OutboxRegistry()
+        self.plan = faults if isinstance(faults, FaultPlan) else None
+        if self.plan is not None:
+            self.faults = Injector(self.plan, seed=seed, start_us=self.start_us, trace=self._trace)
+        else:
+            self.faults = faults if faults is not None else NoFaults()
+        spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
+        self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}"),
+                                           start_us=self.start_us, trace=self._trace)
+        self._late = self.plan.of(LateCommit) if self.plan else []
+        self._late_rng = random.Random(f"fanoutsim:late:{seed}")
+        self._writer_rng = random.Random(f"fanoutsim:writer:{seed}")
+        self.engine: OutboxEngine | None = None
+        self.incarnation = -1
+        self._loops: list[simpy.Process] = []
+        self._wakes: dict[str, simpy.Event] = {}
+        self._workloads = 0
+        self.restart()
+        for c in self.plan.of(CrashAt) if self.plan else ():
+            self.env.process(self._crash_at(c))
+        for c in self.plan.of(CrashRandomly) if self.plan else ():
+            self.env.process(self._crash_randomly(c))
+        self.env.process(self._safety_poll())
+
+    # -- clock ----------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    def now_us(self) -> int:
+        return self.start_us + round(self.env.now * US)
+
+    def _at(self, seconds: float | None) -> int | None:
+        return None if seconds is None else self.start_us + round(seconds * US)
+
+    # -- life cycle -----------------------------------------------------------
+    @property
+    def up(self) -> bool:
+        return self.engine is not None
+
+    def restart(self) -> None:
+        if self.engine is not None:
+            return
+        self.incarnation += 1
+        self._trace.attempt = self.incarnation
+        self.engine = OutboxEngine(
+            self.store, self.config, self.registry, self.metrics_registry, self._trace, self.faults,
+            random.Random(f"fanoutsim:outbox:{self.seed}:{self.incarnation}"), notify=self._send_hints)
+        if self.incarnation:
+            self._trace.add(self.now_us(), "restarted", "runtime")
+        self.channel.connected = True
+        self._call("publish")  # the bus goes live at the end of the log
+        self._loops = [self.env.process(self._retention_loop())]
+        for name in self.registry.consumers:
+            self._start_consumer(name)
+
+    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
+        if self.engine is None:
+            return
+        self.engine = None
+        self.channel.connected = False  # hints sent while down are lost
+        self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
+        self.metrics_registry.inc("fanoutsim_runner_crashes_total")
+        active = self.env.active_process
+        for proc in self._loops:
+            if proc.is_alive and proc is not active:
+                proc.interrupt("crash")
+        self._loops, self._wakes = [], {}
+        if downtime is not None:
+            self.env.process(self._restart_after(downtime))
+
+    def _restart_after(self, downtime: float):
+        yield self.env.timeout(downtime)
+        self.restart()
+
+    def _crash_at(self, spec: CrashAt):
+        if spec.at > self.env.now:
+            yield self.env.timeout(spec.at - self.env.now)
+        if self.engine is not None:
+            self._trace.add(self.now_us(), "fault", "faults", detail=f"crash at t={spec.at}")
+            self.crash("time", spec.downtime.sample(self.faults.rng(spec)))
+
+    def _crash_randomly(self, spec: CrashRandomly):
+        rng = self.faults.rng(spec)
+        window = spec.window or (0.0, float("inf"))
+        if window[0] > self.env.now:
+            yield self.env.timeout(window[0] - self.env.now)
+        while True:
+            yield self.env.timeout(rng.expovariate(1.0 / spec.mean_gap))
+            if self.env.now >= window[1]:
+                return
+            if self.engine is not None:
+                self._trace.add(self.now_us(), "fault", "faults", detail="random crash")
+                self.crash("random", spec.downtime.sample(rng))
+
+    def _call(self, method: str, *args, engine: OutboxEngine | None = None, **kwargs):
+        """One engine step now; a Crash inside it takes the process down (returns None)."""
+        engine = engine or self.engine
+        if engine is None or engine is not self.engine:
+            return None
+        try:
+            return getattr(engine, method)(self.now_us(), *args, **kwargs)
+        except Crash as c:
+            self.crash(c.point, c.downtime)
+            return None
+
+    def _api(self, method: str, *args, **kwargs):
+        if self.engine is None:
+            raise RuntimeError("the dispatcher is down (crashed); call restart() first")
+        return self._call(method, *args, **kwargs)
+
+    # -- hints ------------------------------------------------------------------
+    def _send_hints(self, now: int, payloads: list[str]) -> None:
+        for delay, payload in self.channel.send(now, payloads):
+            if delay <= 0:
+                self._hint(payload)
+            else:
+                self.env.process(self._hint_later(delay, payload))
+
+    def _hint_later(self, delay: float, payload: str):
+        yield self.env.timeout(delay)
+        self._hint(payload)
+
+    def _hint(self, payload: str) -> None:
+        if self.engine is None or not self.channel.arrive(self.now_us(), payload):
+            return
+        self._trace.add(self.now_us(), "hint", "dispatcher", firing=int(payload))
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        self._call("publish")
+        for ev in self._wakes.values():
+            if not ev.triggered:
+                ev.succeed()
+
+    def _safety_poll(self):
+        while True:
+            yield self.env.timeout(self.config.safety_poll_interval)
+            if self.engine is not None:
+                self._wake_all()
+
+    # -- the loops --------------------------------------------------------------
+    def _start_consumer(self, name: str) -> None:
+        self._wakes[name] = self.env.event()
+        self._loops.append(self.env.process(self._consumer_loop(self.engine, name)))
+
+    def _consumer_loop(self, engine: OutboxEngine, name: str):
+        env = self.env
+        try:
+            while engine is self.engine:
+                due = self._call("fetch_due", name, engine=engine) or []
+                rows = self._call("fetch", name, engine=engine) or []
+                if engine is not self.engine:
+                    return
+                for row in due:
+                    yield from self._handle(engine, name, row, True)
+                for row in rows:
+                    yield from self._handle(engine, name, row, False)
+                if engine is not self.engine:
+                    return
+                if due or rows:
+                    continue  # drain until a fetch comes back empty
+                # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap)
+                until = [t for t in (self._call("next_due", name, engine=engine),
+                                     engine.wake_at.pop(name, None)) if t is not None]
+                wake = self._wakes[name] = env.event()
+                if until:
+                    yield env.any_of([wake, env.timeout(max(0.0, (min(until) - self.now_us()) / US))])
+                else:
+                    yield wake
+        except simpy.Interrupt:
+            return
+
+    def _handle(self, engine: OutboxEngine, name: str, row: dict, due: bool):
+        attempt = 0
+        while engine is self.engine:
+            step = self._call("begin", name, row, due, engine=engine)
+            if step is None:
+                return
+            if step.duration > 0:
+                yield self.env.timeout(step.duration)
+            attempt += 1
+            out = self._call("finish", step, attempt, engine=engine)
+            if out is None or out.kind != "retry":
+                return
+            yield self.env.timeout(out.delay)
+
+    def _retention_loop(self):
+        engine = self.engine
+        try:
+            while engine is self.engine:
+                self._call("prune_once", engine=engine)
+                yield self.env.timeout(self.config.retention_interval)
+        except simpy.Interrupt:
+            return
+
+    # -- the API --------------------------------------------------------------
+    def register_consumer(self, name: str, fn: Callable[[dict], Any] | None = None, *,
+                          start="beginning", **guardrails) -> int:
+        """Register a consumer and give it a cursor (see :mod:`fanoutsim.outbox.consumers`);
+        returns the cursor. Guardrails: duration, timeout, backoff, backoff_cap,
+        jitter, retry_budget, rebuild."""
+        self.registry.register(name, fn, **guardrails)
+        cursor = self._api("add_consumer", name, start)
+        if name not in self._wakes and self.engine is not None:
+            self._start_consumer(name)
+        return cursor
+
+    def set_cursor(self, name: str, seq) -> int:
+        return self._api("set_cursor", name, seq)
+
+    def reset_consumer(self, name: str) -> int:
+        out = self._api("reset_consumer", name)
+        self._wake_all()
+        return out
+
+    def commit(self, page_id: str, body: str | None = None, *, topic: str | None = None,
+               kind: str = "page.updated", due_at: float | None = None) -> int | None:
+        """Commit a change to a page now; returns its seq (None if a crash
+        took the writer down). ``due_at``: virtual seconds, not in the past."""
+        if due_at is not None:
+            if isinstance(due_at, bool) or not isinstance(due_at, (int, float)):
+                raise TypeError(f"due_at must be virtual seconds, got {due_at!r}")
+            if due_at < self.env.now:
+                raise ValueError(f"due_at {due_at} is in the past (now is {self.env.now}); "
+                                 "deferred work must be due now or later")
+        return self._api("commit", page_id, body, topic=topic, kind=kind, due_at=self._at(due_at))
+
+    def subscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
+        """A live topic-bus subscriber (gone with the process on a crash)."""
+        if self.engine is None:
+            raise RuntimeError("the dispatcher is down (crashed); call restart() first")
+        self.engine.bus.subscribe(topic, callback)
+
+    def add_workload(self, rate: float, *, pages: int = 100, start: float = 0.0,
+                     stop: float | None = None, topic: str | None = None) -> None:
+        """Commit page changes at Poisson times, ``rate`` per virtual second."""
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
+            raise ValueError(f"rate must be commits per second > 0, got {rate!r}")
+        rng = random.Random(f"fanoutsim:outbox-workload:{self.seed}:{self._workloads}")
+        self._workloads += 1
+        self.env.process(self._workload(rate, pages, start, stop, topic, rng))
+
+    def _late_delay(self, topic: str) -> float:
+        t, delay = self.env.now, 0.0
+        for f in self._late:
+            active = f.window is None or f.window[0] <= t < f.window[1]
+            if active and f.reactor in (None, topic) and self._late_rng.random() < f.probability:
+                delay = max(delay, f.delay.sample(self._late_rng))
+        return delay
+
+    def _workload(self, rate, pages, start, stop, topic, rng):
+        env = self.env
+        if start > env.now:
+            yield env.timeout(start - env.now)
+        k = 0
+        while True:
+            yield env.timeout(rng.expovariate(rate))
+            if stop is not None and env.now >= stop:
+                return
+            if self.engine is None:  # a down process commits nothing
+                continue
+            page = f"p{rng.randrange(pages)}"
+            k += 1
+            row_topic = topic or f"page:{page}"
+            delay = self._late_delay(row_topic) if self._late else 0.0
+            if delay > 0:
+                env.process(self._late_commit(page, f"v{k}", row_topic, delay))
+            else:
+                self._call("commit", page, f"v{k}", topic=row_topic)
+
+    def _late_commit(self, page, body, topic, delay):
+        """A writer that takes its seq now and commits ``delay`` seconds later."""
+        incarnation, stamp = self.incarnation, self.now_us()
+        seq = self._call("reserve")
+        if seq is None:
+            return
+        yield self.env.timeout(delay)
+        if self.engine is not None and self.incarnation == incarnation:  # else died uncommitted: a gap
+            self._call("commit", page, body, topic=topic, seq=seq, stamp=stamp)
+
+    def run(self, until: float | None = None) -> None:
+        if until is not None:
+            if isinstance(until, bool) or not isinstance(until, (int, float)):
+                raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
+            if until < self.env.now:
+                raise ValueError(f"until={until} is earlier than now={self.env.now}")
+            if until == self.env.now:
+                return
+        self.env.run(until=until)
+
+    # -- looking at it ----------------------------------------------------------
+    def _frame(self, table: str) -> pd.DataFrame:
+        return table_frame(table, self.store.rows(table))
+
+    def outbox(self) -> pd.DataFrame:
+        return self._frame("outbox")
+
+    def cursors(self) -> pd.DataFrame:
+        return self._frame("cursors")
+
+    def parked(self) -> pd.DataFrame:
+        return self._frame("parked")
+
+    def deferred(self) -> pd.DataFrame:
+        return self._frame("deferred")
+
+    def pages(self) -> pd.DataFrame:
+        return self._frame("pages")
+
+    def trace(self) -> pd.DataFrame:
+        """The trace with the outbox's names: ``consumer`` and ``seq``."""
+        df = self._trace.frame().rename(columns={"subscription": "consumer", "firing": "seq"})
+        return df.drop(columns=["execution"])
+
+    def metrics(self) -> dict[str, float]:
+        out = self.metrics_registry.as_dict()
+        ch = self.channel
+        out.update({"fanoutsim_outbox_hints_sent_total": ch.sent, "fanoutsim_outbox_hints_dropped_total": ch.dropped,
+                    "fanoutsim_outbox_hints_missed_total": ch.missed,
+                    "fanoutsim_outbox_hints_coalesced_total": ch.coalesced})
+        return out
