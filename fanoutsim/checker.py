@@ -136,8 +136,10 @@ def check(sim) -> CheckReport:
     ev = ev.assign(seq=range(len(ev)))
     per_sub_ev = {k: g for k, g in ev[ev["subscription"].notna()].groupby("subscription", sort=False)}
     crashes = ev.loc[ev["kind"] == "crashed", "seq"].tolist()
+    # when each firing was pruned, as a position in the trace: a prune and a
+    # watermark move in the same instant are ordered by what happened first
     pruned_at = dict(zip(ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "firing"],
-                         ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "t"]))
+                         ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "seq"]))
 
     # the filters, evaluated here and independently of the engine's verdicts
     verdicts = _evaluate_filters(subs, history)
@@ -187,6 +189,14 @@ def check(sim) -> CheckReport:
         wm_firing = wm["firing"].tolist()
         rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
         wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
+        toggles = sev[sev["kind"] == "subscription"]
+        toggle_seq, toggle_on = toggles["seq"].tolist(), [d != "disabled" for d in toggles["detail"]]
+
+        def enabled_at(seq) -> bool:
+            """Was the subscription enabled at this point of the trace? (conservative
+            pruning only protects enabled subscriptions, as seed 000 says)"""
+            i = bisect_left(toggle_seq, seq)
+            return toggle_on[i - 1] if i else True
 
         end_wm = s["last_seen_fired_at"]
         end_wm = None if pd.isna(end_wm) else int(end_wm.value // 1000)
@@ -228,7 +238,7 @@ def check(sim) -> CheckReport:
             passed = bisect_left(wm_high, f.fired_at)  # the first move at or past it
             passed = passed if passed < len(wm_high) else None
             pruned = pruned_at.get(f.firing)
-            if passed is not None and (pruned is None or wm_t[passed] <= pruned):
+            if passed is not None and (pruned is None or wm_seq[passed] < pruned):
                 if wm_firing[passed] == f.firing:  # moved past it by its own hand
                     if f.firing in failed_by_firing:
                         cause = "dispatch_failed"
@@ -239,7 +249,7 @@ def check(sim) -> CheckReport:
                     cause = "tie"
             elif pruned is not None:
                 cause = "pruned"
-            promised = not ((cause == "pruned" and cfg.prune_policy == "ttl")
+            promised = not ((cause == "pruned" and (cfg.prune_policy == "ttl" or not enabled_at(pruned)))
                             or (cause == "dispatch_failed" and cfg.dispatch_failure_policy == "advance"))
             lost += 1
             lost_promised += promised

@@ -126,3 +126,30 @@ def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():
     assert _firing_of(_json.dumps(ctx, separators=(",", ":"))) == ("12345678-1234-4234-8234-123456789abc", 'we"ird')
     ctx["reactor_name"] = "plain"
     assert _firing_of(_json.dumps(ctx, separators=(",", ":")))[1] == "plain"
+
+
+def test_a_prune_in_the_same_instant_as_a_watermark_move_is_ordered_by_the_trace():
+    # the pause ends on a prune tick: what the trace did first decides the cause
+    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_firings_retention=20.0,
+                                                  reactor_firings_prune_interval=5.0),
+                        faults=FaultPlan([Stall("wf", window=(0.0, 30.0), mode="pause")]))
+    sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    sim.add_workload("r", 1.0, payload="counter", stop=25.0)
+    sim.run(until=60)
+    report = fs.check(sim)
+    assert "unknown" not in set(report.lost["cause"]) and report.valid
+
+
+def test_conservative_prune_under_a_disabled_subscription_is_not_a_broken_promise():
+    sim = fs.Simulation(config=fs.SchedulerConfig(prune_policy="conservative", reactor_firings_retention=10.0,
+                                                  reactor_firings_prune_interval=5.0))
+    sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    sim.run(until=1)
+    sim.runner.set_subscription_enabled("r", "wf", enabled=False)
+    sim.fire("r", {"n": 1})
+    sim.run(until=30)
+    sim.runner.set_subscription_enabled("r", "wf", enabled=True)
+    sim.run(until=32)
+    report = fs.check(sim)
+    assert list(report.lost["cause"]) == ["pruned"] and not report.lost["promised"].any()
+    assert report.valid

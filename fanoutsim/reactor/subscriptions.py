@@ -53,7 +53,9 @@ def set_enabled(e, now: int, reactor: str, workflow: str, tenant: str = "public"
         if existing is None:
             return False
         tx.update_subscription(existing["id"], {"enabled": enabled, "updated_at": now})
-        return True
+    e.trace.add(now, "subscription", "runner", subscription=existing["id"],
+                detail="enabled" if enabled else "disabled")
+    return True
 
 
 def list_subscriptions(e, tenant: str | None = None) -> list[dict]:
