@@ -19,7 +19,9 @@ from .payload import decode_sources, encode_payload
 from .predicate import ALLOWED_VARIABLES, InvalidPredicate
 from .reactor.triggers import TriggerFireFailed
 from .runtime import Realtime, Simulation
+from .runtime.outbox import OutboxSimulation
 from .sweep import sweep
+from .replay import load_recording
 
 __version__ = "0.1.0"
 
@@ -28,5 +30,5 @@ __all__ = [
     "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
     "check", "check_store", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",
-    "sweep",
+    "sweep", "load_recording", "OutboxSimulation",
 ]

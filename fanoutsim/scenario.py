@@ -30,6 +30,13 @@ workloads that fire the reactors::
     payload = "quote"                # a fanoutsim.workload.GENERATORS name, default "quote"
     start = 0.0                      # optional
     stop = 1800.0                    # optional
+    [[workload]]                     # a recorded workload (fanoutsim.replay)
+    replay = "../workloads/quotes-day.parquet"   # relative to this file; .parquet or .csv
+    reactor = "pricing_reactor"
+    tenant_column = "tenant"         # optional; default: every row in "public"
+    speed = 60.0                     # optional: times faster than recorded, default 1
+    start = 50400.0                  # optional: the recording's window, in its seconds
+    stop = 54000.0                   # optional
 
 :func:`load_scenario` reads and checks the *whole* file before anything is
 built, and reports every problem it finds in one :class:`ScenarioError` whose
@@ -127,6 +134,7 @@ class Scenario:
     subscriptions: tuple[SubscriptionDef, ...] = ()
     workloads: tuple[Workload, ...] = ()
     faults: Any = None  # a FaultPlan, from [[faults]]
+    replays: tuple = ()  # fanoutsim.replay.ReplaySpec, from [[workload]] replay = "..."
 
     def build(self, seed: int | None = None, store: "str | Store | None" = None,
               until: float | None = None):
@@ -153,6 +161,8 @@ class Scenario:
             sim.runner.subscribe_workflow_to_reactor(sub.reactor, sub.workflow, sub.tenant, when=sub.when)
         for w in self.workloads:
             sim.add_workload(w.reactor, w.rate, w.tenant, payload=w.payload, start=w.start, stop=w.stop)
+        for rp in self.replays:
+            rp.add_to(sim)
         if self.faults is not None:
             try:
                 sim.check_plan()  # the workflows and subscriptions it names exist
@@ -254,14 +264,16 @@ def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str 
     declared = sorted({item["name"] for item in wf_items or ()
                        if isinstance(item, dict) and isinstance(item.get("name"), str)})
     subscriptions = _parse_subscriptions(_array(data, "subscriptions", errors), declared, errors)
-    workloads = _parse_workloads(_array(data, "workload", errors), errors)
+    wl_items = _array(data, "workload", errors)
+    workloads = _parse_workloads(wl_items, errors)
+    replays = _parse_replays(wl_items, source, errors)
     faults = _parse_faults(data.get("faults"), errors) if "faults" in data else None
 
     errors.raise_if_any(source)
     return Scenario(
         name=name, source=source, until=until, seed=seed, store=store, start=start,
         description=description, config=config, workflows=workflows,
-        subscriptions=subscriptions, workloads=workloads, faults=faults,
+        subscriptions=subscriptions, workloads=workloads, faults=faults, replays=replays,
     )
 
 
@@ -406,10 +418,29 @@ def _cel_message(expr: str, message: str) -> str:
     return message
 
 
+def _parse_replays(items: list | None, source: str, errors: "_Errors") -> tuple:
+    """``[[workload]]`` tables with ``replay = "file"`` (see :mod:`fanoutsim.replay`);
+    a relative path is relative to the scenario file."""
+    from .replay import parse_replay
+
+    base = Path(source).resolve().parent if os.path.isfile(source) else Path.cwd()
+    out = []
+    for i, item in enumerate(items or ()):
+        if isinstance(item, dict) and "replay" in item:
+            spec, problems = parse_replay(item, f"workload[{i}]", base)
+            for path, message in problems:
+                errors.add(path, message)
+            if spec is not None:
+                out.append(spec)
+    return tuple(out)
+
+
 def _parse_workloads(items: list | None, errors: "_Errors") -> tuple[Workload, ...]:
     out: list[Workload] = []
     for i, item in enumerate(items or ()):
         where = f"workload[{i}]"
+        if isinstance(item, dict) and "replay" in item:
+            continue  # a recorded workload: _parse_replays
         if not _check_item(item, where, _WORKLOAD_KEYS, errors):
             continue
         n = len(errors)

@@ -15,7 +15,23 @@ __all__ += ["compare_latency", "ks_statistic"]
 from .latency import (  # noqa: E402
     BUDGET_COMPONENTS, budget_table, expected_budget, graph_latency, latency_budget, poll_wait_uniformity,
 )
-from .sweep import knee_rate, recommend, seed_summary, stream_shares  # noqa: E402
+from .sweep import backlog_growth, knee_rate, recommend, seed_summary, stream_shares  # noqa: E402
 
 __all__ += ["BUDGET_COMPONENTS", "budget_table", "expected_budget", "graph_latency", "latency_budget",
-            "poll_wait_uniformity", "knee_rate", "recommend", "seed_summary", "stream_shares"]
+            "poll_wait_uniformity", "knee_rate", "backlog_growth", "recommend", "seed_summary", "stream_shares"]
+from .faults import (  # noqa: E402
+    CRASH_MODES, HOLES, WATERMARKS, crash_points, crash_run, crash_sweep, duplicates_per_crash, firing_outcomes,
+    hole_matrix, hole_run, hole_summary, retention_cost, retention_run, retention_table, table_size, table_size_summary,
+    watermark_path,
+)
+from .filters import (  # noqa: E402
+    error_policy_table, filter_run, poll_lag, predicate_verdicts, quote_rates, selectivity_sweep, subscriber_lag,
+)
+from .idempotency import EffectTable, dedup_report, idempotency_run, recording_body  # noqa: E402
+
+__all__ += ["CRASH_MODES", "HOLES", "WATERMARKS", "crash_points", "crash_run", "crash_sweep",
+            "duplicates_per_crash", "firing_outcomes", "hole_matrix", "hole_run", "hole_summary",
+            "retention_cost", "retention_run", "retention_table", "table_size", "table_size_summary", "watermark_path",
+            "error_policy_table", "filter_run", "poll_lag", "predicate_verdicts", "quote_rates",
+            "selectivity_sweep", "subscriber_lag", "EffectTable", "dedup_report", "idempotency_run",
+            "recording_body"]

@@ -15,3 +15,18 @@ from .delivery import executions_over_time, latency_histogram, save_report_figur
 
 __all__ = ["STYLE", "style", "latency_histogram", "executions_over_time", "watermark_lag",
            "save_report_figures"]
+from .latency import budget_bars, poll_wait_histogram  # noqa: E402
+from .sweep import backlog_vs_rate, latency_vs_interval, polls_vs_interval, recommendation_chart  # noqa: E402
+
+__all__ += ["poll_wait_histogram", "budget_bars", "latency_vs_interval", "polls_vs_interval",
+            "backlog_vs_rate", "recommendation_chart"]
+from .faults import (  # noqa: E402
+    duplicates_per_crash, firing_timeline, hole_losses, strategy_latency, table_size_over_time,
+)
+from .filters import recorded_rate, selectivity_dispatch, selectivity_lag  # noqa: E402
+
+__all__ += ["duplicates_per_crash", "firing_timeline", "hole_losses", "strategy_latency", "table_size_over_time",
+            "recorded_rate", "selectivity_dispatch", "selectivity_lag"]
+from .clocks import latency_side_by_side  # noqa: E402
+
+__all__ += ["latency_side_by_side"]

@@ -11,6 +11,7 @@
 # the statements and thread wake-ups on top.
 
 # %%
+%matplotlib inline
 import tempfile, time
 from pathlib import Path
 

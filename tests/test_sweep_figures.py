@@ -1,0 +1,161 @@
+"""Reading a sweep: seed intervals, the knee, the recommendation, the figures and notebook 6's control."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+import fanoutsim as fs
+from fanoutsim import plots
+from fanoutsim.analysis import backlog_growth, knee_rate, recommend, seed_summary, stream_shares
+from fanoutsim.analysis.sweep import t_critical
+from fanoutsim.scenario import load_scenario
+from fanoutsim.widgets import SweepExplorer, sweep_explorer
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = ROOT / "data" / "scenarios" / "sweep.toml"
+P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
+
+
+@pytest.fixture(scope="module")
+def df():
+    return fs.sweep(SCENARIO, grid={P: [0.5, 1.0, 2.0], B: [1, 100]}, seeds=range(2), until=90.0,
+                    cache=None, progress=False)
+
+
+@pytest.fixture(scope="module")
+def rates():
+    return fs.sweep(SCENARIO, grid={"rate": [1.0, 4.0, 16.0], B: [2, 20]}, until=90.0, cache=None, progress=False)
+
+
+def test_seed_summary_means_and_t_intervals():
+    d = pd.DataFrame({"k": [1, 1, 1, 2], "x": [1.0, 2.0, 3.0, 5.0]})
+    s = seed_summary(d, "k", "x")
+    assert list(s["k"]) == [1, 2] and list(s["seeds"]) == [3, 1]
+    half = t_critical(2) * 1.0 / math.sqrt(3)  # sd of 1, 2, 3 is 1
+    assert s.loc[0, "x"] == 2.0
+    assert s.loc[0, "x_lo"] == pytest.approx(2.0 - half) and s.loc[0, "x_hi"] == pytest.approx(2.0 + half)
+    assert s.loc[1, "x_lo"] == s.loc[1, "x_hi"] == 5.0  # one seed: no interval
+    assert t_critical(4) == 2.776 and t_critical(100) == 1.96
+    with pytest.raises(KeyError, match="'nope'"):
+        seed_summary(d, "k", "nope")
+
+
+def test_the_knee_is_batch_over_p_for_the_busiest_stream():
+    sc = load_scenario(SCENARIO)
+    assert stream_shares(sc) == {("pricing_reactor", "acme"): 0.75, ("pricing_reactor", "globex"): 0.25}
+    assert knee_rate(sc, 5, 1.0) == pytest.approx(5 / 0.75)
+    assert knee_rate(sc, 100, 2.0) == pytest.approx(50 / 0.75)
+    assert knee_rate(SCENARIO) == pytest.approx(100 / 0.75)  # the scenario's own settings, from a path
+
+
+def test_backlog_growth_is_the_excess_over_the_drain_rate():
+    sc = load_scenario(SCENARIO)
+    assert backlog_growth(sc, 16.0, 5, 1.0) == pytest.approx(2 * (12.0 - 5.0))  # acme's two; globex 4 < 5
+    assert backlog_growth(sc, 32.0, 5, 1.0) == pytest.approx(2 * (24.0 - 5.0) + 2 * (8.0 - 5.0))
+    assert backlog_growth(sc, knee_rate(sc, 5, 1.0), 5, 1.0) == pytest.approx(0.0)
+    assert backlog_growth(SCENARIO) == 0.0  # 2 firings/s against 100 per second
+
+
+def test_backlog_is_bounded_below_the_knee_and_grows_above(rates):
+    sc = load_scenario(SCENARIO)
+    for row in rates.itertuples(index=False):
+        knee = knee_rate(sc, getattr(row, B), 1.0)
+        if row.rate < knee:
+            assert row.backlog < 3 * row.rate * 4  # at most a few polls' worth over 4 subscriptions
+        else:
+            acme_excess = 0.75 * row.rate - getattr(row, B)  # per second, per acme subscription
+            assert row.backlog > 0.5 * acme_excess * 90.0 * 2
+
+
+def test_recommend_the_cheapest_setting_within_budget(df):
+    rec = recommend(df, 1.5, max_backlog=50)
+    assert (rec[P], rec[B]) == (1.0, 100)
+    assert rec["fire_to_dispatch_p99_s"] < 1.0 and rec["polls_per_s"] == pytest.approx(4.0)
+    assert rec["candidates"] >= 2  # P = 0.5 s and 1 s with batch 100 at least
+    assert recommend(df, 3.0, max_backlog=50)[P] == 2.0
+    with pytest.raises(ValueError, match="no setting keeps"):
+        recommend(df, 0.01, max_backlog=50)
+
+
+def axes_labelled(fig):
+    for ax in fig.axes:
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+        assert "(" in ax.get_xlabel() and "(" in ax.get_ylabel()
+
+
+def test_latency_vs_interval(df):
+    fig = plots.latency_vs_interval(df)
+    assert isinstance(fig, Figure)
+    axes_labelled(fig)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["batch 1 p50", "batch 1 p99", "batch 100 p50", "batch 100 p99",
+                      "theory p50 = P/2", "theory p99 = 0.99 P"]
+    (p50_100,) = [line for line in ax.get_lines() if line.get_label() == "batch 100 p50"]
+    xs, ys = p50_100.get_data()
+    assert list(xs) == [0.5, 1.0, 2.0]
+    np.testing.assert_allclose(ys, np.array(xs) / 2, rtol=0.2)
+    assert "fire \u2192 claim" in plots.latency_vs_interval(df, "fire_to_claim").axes[0].get_ylabel()
+
+
+def test_polls_vs_interval(df):
+    fig = plots.polls_vs_interval(df, subscriptions=4)
+    axes_labelled(fig)
+    measured, theory = fig.axes[0].get_lines()
+    np.testing.assert_allclose(measured.get_ydata(), theory.get_ydata(), rtol=0.05)
+
+
+def test_backlog_vs_rate_marks_the_knees(rates):
+    sc = load_scenario(SCENARIO)
+    knees = {b: knee_rate(sc, b, 1.0) for b in (2, 20)}
+    fig = plots.backlog_vs_rate(rates, knees)
+    axes_labelled(fig)
+    ax = fig.axes[0]
+    vlines = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert sorted(line.get_xdata()[0] for line in vlines) == pytest.approx(sorted(knees.values()))
+    with pytest.raises(KeyError, match="'rate'"):
+        plots.backlog_vs_rate(rates.drop(columns="rate"))
+
+
+def test_recommendation_chart(df):
+    rec = recommend(df, 1.5, max_backlog=50)
+    fig = plots.recommendation_chart(df, rec, p99_budget_s=1.5, max_backlog=50)
+    axes_labelled(fig)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "recommended: P = 1 s, batch 100" in labels
+    assert "batch 1, backlog grows" in labels and "p99 budget 1.5 s" in labels
+
+
+def test_the_sweep_explorer_redraws_from_the_table(df):
+    w = sweep_explorer(df)
+    assert isinstance(w, SweepExplorer)
+    assert w.budget.min > 0
+    first = w.figure
+    assert isinstance(first, Figure) and len(first.axes) == 2
+    assert w.recommended[P] == 1.0 and "P = 1 s" in w.summary.value
+    w.budget.value = 3.0
+    assert w.figure is not first and w.recommended[P] == 2.0 and "P = 2 s" in w.summary.value
+    w.batches.value = (1,)
+    assert set(w.selection[B]) == {1}
+    w.budget.value = 0.05
+    assert w.recommended is None and "no setting" in w.summary.value
+    w.latency.value = "fire \u2192 claim"
+    assert "claim" in w.figure.axes[0].get_ylabel()
+
+
+def test_the_sweep_explorer_with_a_rate_column(rates):
+    with pytest.raises(KeyError, match="reactor_poll_interval"):
+        sweep_explorer(rates)
+    both = fs.sweep(SCENARIO, grid={"rate": [1.0, 4.0], P: [1.0], B: [2]}, until=30.0, cache=None,
+                    progress=False)
+    w = sweep_explorer(both)
+    assert w.rate.options == (1.0, 4.0) and set(w.selection["rate"]) == {1.0}
+    w.rate.value = 4.0
+    assert set(w.selection["rate"]) == {4.0}
