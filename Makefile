@@ -33,6 +33,9 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_day.py
+	$(BIN)/python benchmarks/bench_sweep.py
+	$(BIN)/python benchmarks/bench_realtime.py
+	$(BIN)/python benchmarks/bench_outbox.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

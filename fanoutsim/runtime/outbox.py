@@ -34,9 +34,10 @@ from ..outbox.notify import NotificationChannel
 from ..store import open_store
 from ..timeutil import US, parse_start
 from ..trace import NullTrace, Trace
+from .virtual import VirtualCrashes
 
 
-class OutboxSimulation:
+class OutboxSimulation(VirtualCrashes):
     """One seeded run of the outbox dispatcher under a virtual clock.
 
     >>> sim = OutboxSimulation(seed=1)
@@ -130,30 +131,6 @@ class OutboxSimulation:
         self._loops, self._wakes = [], {}
         if downtime is not None:
             self.env.process(self._restart_after(downtime))
-
-    def _restart_after(self, downtime: float):
-        yield self.env.timeout(downtime)
-        self.restart()
-
-    def _crash_at(self, spec: CrashAt):
-        if spec.at > self.env.now:
-            yield self.env.timeout(spec.at - self.env.now)
-        if self.engine is not None:
-            self._trace.add(self.now_us(), "fault", "faults", detail=f"crash at t={spec.at}")
-            self.crash("time", spec.downtime.sample(self.faults.rng(spec)))
-
-    def _crash_randomly(self, spec: CrashRandomly):
-        rng = self.faults.rng(spec)
-        window = spec.window or (0.0, float("inf"))
-        if window[0] > self.env.now:
-            yield self.env.timeout(window[0] - self.env.now)
-        while True:
-            yield self.env.timeout(rng.expovariate(1.0 / spec.mean_gap))
-            if self.env.now >= window[1]:
-                return
-            if self.engine is not None:
-                self._trace.add(self.now_us(), "fault", "faults", detail="random crash")
-                self.crash("random", spec.downtime.sample(rng))
 
     def _call(self, method: str, *args, engine: OutboxEngine | None = None, **kwargs):
         """One engine step now; a Crash inside it takes the process down (returns None)."""

@@ -32,9 +32,10 @@ from ..timeutil import US, from_us, parse_start
 from ..trace import NullTrace, Trace
 from ..workload import GENERATORS, Workload
 from .host import RunnerHost
+from .virtual import VirtualCrashes
 
 
-class Simulation(RunnerHost):
+class Simulation(VirtualCrashes, RunnerHost):
     """One seeded run of the reactor subscription design under a virtual clock.
 
     >>> sim = Simulation(seed=1)
@@ -153,30 +154,6 @@ class Simulation(RunnerHost):
         self._loops = []
         if downtime is not None:
             self.env.process(self._restart_after(downtime))
-
-    def _restart_after(self, downtime: float):
-        yield self.env.timeout(downtime)
-        self.restart()
-
-    def _crash_at(self, spec: CrashAt):
-        if spec.at > self.env.now:
-            yield self.env.timeout(spec.at - self.env.now)
-        if self.engine is not None:
-            self._trace.add(self.now_us(), "fault", "faults", detail=f"crash at t={spec.at}")
-            self.crash("time", spec.downtime.sample(self.faults.rng(spec)))
-
-    def _crash_randomly(self, spec: CrashRandomly):
-        rng = self.faults.rng(spec)
-        window = spec.window or (0.0, float("inf"))
-        if window[0] > self.env.now:
-            yield self.env.timeout(window[0] - self.env.now)
-        while True:
-            yield self.env.timeout(rng.expovariate(1.0 / spec.mean_gap))
-            if self.env.now >= window[1]:
-                return
-            if self.engine is not None:
-                self._trace.add(self.now_us(), "fault", "faults", detail="random crash")
-                self.crash("random", spec.downtime.sample(rng))
 
     def _call(self, engine: ReactorEngine, method: str, *args, **kwargs):
         """Run one engine step; a Crash raised inside it takes the runner down."""
