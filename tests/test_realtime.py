@@ -224,3 +224,21 @@ def test_live_view_redraws_from_a_running_engine(tmp_path):
         rt.close()
     with pytest.raises(ValueError, match="every must be a positive"):
         LiveView(rt, every=0)
+
+
+def test_a_paused_subscription_on_the_wall_clock(tmp_path):
+    from fanoutsim.faults import Stall
+
+    plan = FaultPlan([Stall("paused", window=(0.0, 1.0), mode="pause")])
+    rt = fs.Realtime(FAST, store=str(tmp_path / "p.duckdb"), faults=plan)
+    rt.runner.subscribe_workflow_to_reactor("r", "paused")
+    rt.runner.subscribe_workflow_to_reactor("r", "free")
+    with rt:
+        rt.fire("r", {"n": 1})
+        assert wait_for(lambda: list(rt.executions()["workflow_name"]) == ["free"], timeout=5)
+        time.sleep(0.3)
+        assert list(rt.executions()["workflow_name"]) == ["free"]   # still paused
+        assert wait_for(lambda: sorted(rt.executions()["workflow_name"]) == ["free", "paused"], timeout=5)
+        ex = rt.executions().set_index("workflow_name")
+        waited = (ex.loc["paused", "dispatched_at"] - ex.loc["free", "dispatched_at"]).total_seconds()
+        assert waited > 0.5  # held until the pause window closed
