@@ -119,10 +119,10 @@ print({k: control.result[k] for k in ("prune_policy", "retention_s", "peak_rows"
 control.figure
 
 # %% [markdown]
-# The disabled subscription is the one run the checker calls invalid. The conservative
-# prune only waits for *enabled* subscriptions, so the 458 firings it deleted are gone for
-# that subscription, yet the subscription still exists, and the checker counts what an
-# existing subscription never got as a broken promise unless the policy is `ttl`.
+# The disabled subscription lost the 458 firings the conservative prune deleted while it
+# was disabled, and the checker still calls the run valid: seed 000's conservative rule
+# only waits for *enabled* subscriptions, so a disabled one is promised nothing for that
+# time (the trace records each enable and disable, which is how the checker knows).
 # Disabling is the documented way out of holding the log open, and this is its price:
 # whatever is pruned while disabled, that subscription never sees.
 #
