@@ -6,7 +6,7 @@ the columns into a pandas DataFrame once, at the end. Columns:
 
 ``t``            virtual (or wall) time, epoch microseconds (``time``: the same as a timestamp)
 ``kind``         fired, graph_called, logged, polled, predicate, dispatched,
-                 dispatch_failed, watermark, dead_letter, claimed, finished,
+                 dispatch_failed, watermark, dead_letter, claimed, finished, requeued,
                  pruned, crashed, restarted, fault, subscription (enabled/disabled)
 ``actor``        who did it: ``reactor``, ``poller`` (``poller#2`` for a
                  replica), ``pruner``, ``executor``, ``runtime``, ``faults``

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import fanoutsim as fs
 from fanoutsim.faults import (
-    CRASH_POINTS, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, SlowWorkflow, Stall, Ties,
+    REACTOR_CRASH_POINTS, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, SlowWorkflow, Stall, Ties,
 )
 from fanoutsim.scenario import load_scenario
 
@@ -43,7 +43,7 @@ def crashes(draw):
         return CrashAt(draw(st.floats(0, UNTIL)), downtime=draw(downtimes))
     if kind == "randomly":
         return CrashRandomly(mean_gap=draw(st.floats(10, 60)), downtime=draw(downtimes))
-    return CrashAtPoint(draw(st.sampled_from(CRASH_POINTS)), nth=draw(st.integers(1, 30)),
+    return CrashAtPoint(draw(st.sampled_from(REACTOR_CRASH_POINTS)), nth=draw(st.integers(1, 30)),
                         downtime=draw(downtimes))
 
 

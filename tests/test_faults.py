@@ -59,12 +59,19 @@ def test_crash_after_fetch_drops_the_batch_in_hand_without_duplicates(store):
     assert len(kinds(sim, "crashed")) == 1
 
 
-def test_crash_after_claim_leaves_the_claimed_executions_running(store):
+def test_crash_after_claim_requeues_the_claim_at_restart(store):
+    runs = []
     sim = sim_with(CrashAtPoint("executor.after_claim", downtime=1.0), store=store)
+    sim.runner.register_workflow("wf", fn=lambda ctx: runs.append(ctx["n"]))
     sim.run(until=0.5)
     sim.fire("r", {"n": 1})
-    sim.run(until=10)
+    sim.run(until=1.5)
     assert list(sim.executions()["status"]) == ["running"]  # its in-flight body died with the process
+    sim.run(until=10)
+    assert list(sim.executions()["status"]) == ["completed"]  # the next incarnation ran it again
+    assert len(sim.trace().query("kind == 'requeued'")) == 1
+    assert sim.metrics()["fanoutsim_executions_requeued_total"] == 1
+    assert fs.check(sim).total["extra_deliveries"] == 0       # one dispatch, run twice
 
 
 def test_crash_after_graphs_is_never_logged_and_the_checker_says_so():

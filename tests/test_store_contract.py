@@ -743,6 +743,31 @@ def test_until_is_an_inclusive_horizon(db):
     assert fired_ats(fetch(db, after=20, after_id="00000000-0000-0000-0000-000000000000", until=20)) == [20]
 
 
+
+# -- requeueing the claims of a dead executor ---------------------------------------------
+
+def test_requeue_running_returns_the_claims_to_pending_oldest_first(db):
+    e1, e2, e3 = execution(1), execution(2), execution(3)
+    done = execution(0, status="completed")
+    add(db, execs=[e1, e2, e3, done])
+    with db.transaction() as tx:
+        claimed = tx.claim_executions(10, 2)
+    assert [r["id"] for r in claimed] == [e1["id"], e2["id"]]
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.requeue_running()
+            raise RuntimeError("crash")   # rolled back: still running
+    assert sorted(r["status"] for r in db.rows("workflow_executions")) == ["completed", "pending", "running",
+                                                                          "running"]
+    with db.transaction() as tx:
+        assert tx.requeue_running() == [e1["id"], e2["id"]]
+        assert tx.requeue_running() == []
+    rows = {r["id"]: r for r in db.rows("workflow_executions")}
+    assert rows[e1["id"]]["status"] == "pending" and rows[e1["id"]]["claimed_at"] is None
+    with db.transaction() as tx:   # claimable again, oldest first
+        assert [r["id"] for r in tx.claim_executions(20, 3)] == [e1["id"], e2["id"], e3["id"]]
+
+
 # -- runner_log ---------------------------------------------------------------------------
 
 def test_runner_log_appends_in_order_and_rolls_back(db):

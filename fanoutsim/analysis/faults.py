@@ -85,8 +85,9 @@ def crash_run(batch_limit: int = 100, watermark_commit: str = "per_firing", *, p
 def duplicates_per_crash(sim, report=None) -> dict[str, Any]:
     """What a run's crashes cost: ``crashes``, ``extra_deliveries`` whose cause
     the checker names ``crash``, their ratio ``duplicates_per_crash`` (NaN
-    without a crash), ``lost``, ``pending``, ``never_logged`` and ``stuck``
-    (executions left ``running`` by a runner that died holding them)."""
+    without a crash), ``lost``, ``pending``, ``never_logged``, ``requeued``
+    (claims a dead runner left running, put back to pending by the next one) and
+    ``stuck`` (executions still ``running`` at the end)."""
     report = check(sim) if report is None else report
     tr = sim.trace()
     n = int((tr["kind"] == "crashed").sum())
@@ -101,6 +102,7 @@ def duplicates_per_crash(sim, report=None) -> dict[str, Any]:
         "lost": int(report.total["lost"]),
         "pending": int(report.total["pending"]),
         "never_logged": int(report.total["never_logged"]),
+        "requeued": int(sim.metrics().get("fanoutsim_executions_requeued_total", 0)),
         "stuck": int((ex["status"] == "running").sum()),
     }
 

@@ -16,20 +16,22 @@ duplicates and losses that follow come from the tables, never from a script.
 """
 from __future__ import annotations
 
-CRASH_POINTS = (
+REACTOR_CRASH_POINTS = (
     "reactor.after_graphs_before_log",
     "poll.after_fetch",
     "poll.after_dispatch_before_watermark",
     "poll.before_batch_commit",
     "prune.mid_delete",
     "executor.after_claim",
-    # the outbox design (seed 002)
+)
+OUTBOX_CRASH_POINTS = (  # the outbox design (seed 002)
     "commit.after_change_before_outbox",
     "commit.before_notify",
     "dispatch.after_fetch",
     "dispatch.after_handle_before_cursor",
     "retention.mid_delete",
 )
+CRASH_POINTS = REACTOR_CRASH_POINTS + OUTBOX_CRASH_POINTS
 
 
 class Crash(BaseException):

@@ -143,6 +143,7 @@ class ReactorEngine:
     drain = poller.drain
     prune_once = prune.prune_once
     claim = executor.claim
+    recover = executor.recover
     run_body = executor.run_body
     duration_of = executor.duration_of
     finish = executor.finish

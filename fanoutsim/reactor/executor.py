@@ -1,6 +1,7 @@
 """The executor: claims pending executions and runs their workflow bodies.
 
-This is the second half of seed 000's latency budget ("one
+A crash abandons the bodies in flight; the next incarnation's ``recover``
+puts their rows back to pending. This is the second half of seed 000's latency budget ("one
 workflow-execution-insert + one workflow-claim-and-run cycle"): a dispatched
 row waits for the executor's next claim tick, then for a free worker, then runs
 for its workflow's duration. A workflow with no registered body runs as a
@@ -22,6 +23,19 @@ def claim(e, now: int, limit: int) -> list[dict]:
     if rows:
         e.faults.point("executor.after_claim", now, executions=len(rows))
     return rows
+
+
+def recover(e, now: int) -> list[str]:
+    """At a start of the runner process: executions an earlier incarnation
+    claimed and never finished go back to pending, so a worker runs them again
+    (workflows are retried; their bodies should be idempotent)."""
+    with e.store.transaction() as tx:
+        requeued = tx.requeue_running()
+    for eid in requeued:
+        e.trace.add(now, "requeued", "executor", execution=eid)
+    if requeued:
+        e.metrics.inc("fanoutsim_executions_requeued_total", len(requeued))
+    return requeued
 
 
 def run_body(e, row: dict) -> str:

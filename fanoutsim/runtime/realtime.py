@@ -148,6 +148,7 @@ class Realtime(RunnerHost):
             self._trace.attempt = self.incarnation
             self.engine = self._new_engine()
             self._trace.add(wall_us(), "restarted", "runtime")
+        self._call(self.engine, "recover")  # claims a dead process (or incarnation) left running
         self._stop = threading.Event()
         self._work = queue.Queue()
         self._busy = 0

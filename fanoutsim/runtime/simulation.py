@@ -128,6 +128,7 @@ class Simulation(VirtualCrashes, RunnerHost):
         self.replicas = [self.engine] + [self._new_engine(i) for i in range(1, self._pollers.count)]
         if self.incarnation:
             self._trace.add(self.now_us(), "restarted", "runtime")
+            self._step("recover")  # the claims the dead incarnation left running
         self._busy = 0
         self.executor_phase = self.engine.rng.uniform(0, self.config.executor_poll_interval)
         env = self.env

@@ -140,6 +140,11 @@ class Tx(ABC):
     def claim_executions(self, now: int, limit: int) -> list[dict]:
         """Mark up to ``limit`` pending executions running, oldest first; return them."""
 
+    @abstractmethod
+    def requeue_running(self) -> list[str]:
+        """Put every ``running`` execution back to ``pending`` (claimed_at NULL):
+        the claims of an executor that died. Returns their ids, oldest first."""
+
     # -- runner_log -----------------------------------------------------
     @abstractmethod
     def log_runner(self, at: int, event: str, detail: str | None = None) -> int:

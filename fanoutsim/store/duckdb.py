@@ -105,6 +105,10 @@ class DuckDBTx(Tx):
     def insert_execution(self, row):
         self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
 
+    def requeue_running(self):
+        rows = self._run(sql.REQUEUE_RUNNING).fetchall()
+        return [eid for _, eid in sorted((at, eid) for eid, at in rows)]
+
     def claim_executions(self, now, limit):
         check_limit(limit)
         rows = [_row(_E, r) for r in self._run(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]

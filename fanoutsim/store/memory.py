@@ -200,6 +200,24 @@ class MemoryTx(Tx):
         self.undo.append(undo)
         return out
 
+    def requeue_running(self):
+        s = self.s
+        stale = sorted((r["dispatched_at"], r["id"]) for r in s.executions.values() if r["status"] == "running")
+        before = []
+        for key in stale:
+            row = s.executions[key[1]]
+            before.append((row, row["claimed_at"]))
+            row["status"], row["claimed_at"] = "pending", None
+            insort(s.pending, key)
+
+        def undo():
+            for r, claimed_at in before:
+                r["status"], r["claimed_at"] = "running", claimed_at
+                s.pending.remove((r["dispatched_at"], r["id"]))
+
+        self.undo.append(undo)
+        return [eid for _, eid in stale]
+
     def log_runner(self, at, event, detail=None):
         s = self.s
         seq = len(s.runner_log) + 1

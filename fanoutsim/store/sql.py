@@ -178,6 +178,11 @@ EXEC_COLS = """id::VARCHAR, workflow_name, tenant_id, context, status,
 
 INSERT_EXECUTION = f"INSERT INTO workflow_executions VALUES (?, ?, ?, ?, ?, {_TS}, {_TS}, {_TS})"
 
+REQUEUE_RUNNING = """
+UPDATE workflow_executions SET status = 'pending', claimed_at = NULL
+WHERE status = 'running'
+RETURNING id::VARCHAR, epoch_us(dispatched_at)"""
+
 CLAIM_EXECUTIONS = f"""
 UPDATE workflow_executions SET status = 'running', claimed_at = {_TS}
 WHERE id IN (

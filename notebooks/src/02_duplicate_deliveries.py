@@ -54,15 +54,16 @@ print(f"one firing, {len(sim.executions())} executions; checker: {fs.check(sim).
 # full batches (limit 20), and the runner crashes up to 8 times at one named point, each
 # time down for half a second. The table gives the duplicates per crash under each mode
 # (NaN: that mode never passes the point, so it never crashed there) and the other damage
-# (the most over the three modes): `stuck` counts executions left `running` by a runner that
-# died holding them; `never_logged` firings that the in-process graphs saw but the log never
-# got; `lost` firings no subscriber will ever get.
+# (the most over the three modes): `requeued` counts claims a dead runner left `running`
+# that the next incarnation put back to pending (and `stuck` those still running at the
+# end); `never_logged` firings that the in-process graphs saw but the log never got;
+# `lost` firings no subscriber will ever get.
 
 # %%
-named = [p for p in fs.CRASH_POINTS if p != "prune.mid_delete"]  # the prune loop: notebook 3
+named = [p for p in fs.faults.REACTOR_CRASH_POINTS if p != "prune.mid_delete"]  # prune: notebook 3
 points = analysis.crash_points(named, batch_limit=20)
 per_crash = points.pivot(index="point", columns="watermark_commit", values="duplicates_per_crash")
-damage = points.groupby("point")[["crashes", "stuck", "never_logged", "lost"]].max()
+damage = points.groupby("point")[["crashes", "requeued", "stuck", "never_logged", "lost"]].max()
 per_crash[list(analysis.CRASH_MODES)].join(damage).reindex(named).round(2)
 
 # %% [markdown]
@@ -133,9 +134,10 @@ print(fs.check(pollers).total["duplicate_causes"], "with watermark_commit='atomi
 #   at L = 50 and 41.38 at L = 100, close to the (L + 1) / 2 of a crash at a uniformly
 #   random position (5.5, 25.5, 50.5); a crash just before the batch commit re-delivers
 #   the whole batch (20.00 at L = 20). No run lost a firing.
-# - **A crash after the claim duplicates nothing but strands work:** after 8 such crashes
-#   32 claimed executions stay `running` for ever. Nothing in the model reclaims
-#   a `running` row whose runner died, so those workflows never run.
+# - **A crash after the claim duplicates no delivery, but re-runs bodies:** after 8 such
+#   crashes the restarted runner put 32 claimed executions back to pending (`requeued`)
+#   and none stayed stuck; each of those bodies ran again from the start — one more
+#   reason for the recipe below.
 # - **The recipe works on the same run.** With `per_batch`, batch limit 50 and 8 crashes,
 #   2,340 firings became 2,538 executions (198 duplicates) and 2,538 body runs. The naive
 #   table that appends holds 2,538 records; the one that upserts on `reactor_firing_id`
