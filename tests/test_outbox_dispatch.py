@@ -202,3 +202,19 @@ def test_same_seed_same_run():
         sim.run(until=30.0)
         return sim.trace()[["t", "kind", "consumer", "seq"]].values.tolist()
     assert run() == run()
+
+
+def test_a_full_batch_drains_without_a_hint_and_a_hint_during_a_batch_reads_again():
+    sim = OutboxSimulation(OutboxConfig(notify=False, batch_limit=2, safety_poll_interval=10.0), seed=0)
+    sim.register_consumer("indexer", duration=0.1)
+    for i in range(5):
+        sim.commit(f"p{i}")
+    sim.run(until=10.9)  # one poll: batches of 2, 2, 1 back to back
+    assert handled(sim, "indexer") == [1, 2, 3, 4, 5]
+    sim = OutboxSimulation(seed=0)
+    sim.register_consumer("indexer", duration=1.0)
+    sim.commit("a")
+    sim.run(until=0.5)
+    sim.commit("b")  # its hint arrives while row 1 is being handled
+    sim.run(until=2.5)
+    assert handled(sim, "indexer") == [1, 2]

@@ -77,6 +77,7 @@ def fetch(e, now: int, name: str) -> list[dict]:
                            f"{', '.join(sorted(e.registry.consumers)) or 'none'}")
         rows = tx.fetch_outbox(cursor, cfg.batch_limit)
         low, _ = tx.outbox_bounds()
+        e.due_at_fetch[name] = tx.next_due(name)  # same snapshot: spares the runtime a next_due read
     e.metrics.inc("fanoutsim_outbox_fetches_total")
     if low is not None and cursor < low - 1 and (name, low) not in e.behind_noted:
         # retention pruned rows this consumer never read: it fell behind the window

@@ -47,6 +47,7 @@ class OutboxEngine:
         self.gaps: dict[tuple[str, int], int] = {}       # (consumer, missing seq) -> first seen
         self.behind_noted: set[tuple[str, int]] = set()
         self.wake_at: dict[str, int] = {}                 # consumer -> when a wait (settle, gap) ends
+        self.due_at_fetch: dict[str, int | None] = {}     # consumer -> next due time, read with its last fetch
 
     # the write path
     reserve = _commit.reserve

@@ -30,3 +30,6 @@ __all__ += ["duplicates_per_crash", "firing_timeline", "hole_losses", "strategy_
 from .clocks import latency_side_by_side  # noqa: E402
 
 __all__ += ["latency_side_by_side"]
+from .outbox import cursor_progress, outbox_latency_histogram, outbox_tail_vs_drop  # noqa: E402
+
+__all__ += ["cursor_progress", "outbox_latency_histogram", "outbox_tail_vs_drop"]

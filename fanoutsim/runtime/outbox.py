@@ -3,9 +3,14 @@
 SimPy processes decide *when* the :class:`~fanoutsim.outbox.OutboxEngine`'s
 steps run, as :mod:`.simulation` does for the reactor design:
 
-* one loop per consumer — a slow consumer never holds up a fast one. It drains
-  (due deferred rows, then rows past its cursor) until a fetch comes back
-  empty, then sleeps until a hint, the safety poll, or the next due time;
+* one loop per consumer — a slow consumer never holds up a fast one. It reads
+  (rows past its cursor, and due deferred rows), handles them (due rows first)
+  and reads again while the batch was full, due rows were handled, or a hint or
+  the poll arrived meanwhile (its wake event is armed before each read);
+  otherwise it sleeps until a hint, the safety poll, or the next due time. A
+  short batch means everything visible at the read was taken, so no empty
+  confirming read is spent (a commit during the batch sends its own hint, or
+  waits for the poll like any row whose hint was lost);
 * the safety poll: every ``safety_poll_interval`` it wakes every consumer;
 * the retention loop; writers (workloads) that commit at Poisson times.
 
@@ -187,22 +192,29 @@ class OutboxSimulation(VirtualCrashes):
         env = self.env
         try:
             while engine is self.engine:
-                due = self._call("fetch_due", name, engine=engine) or []
+                # armed before the read: a hint or poll from here on means "read again"
+                wake = self._wakes[name] = env.event()
+                # both reads happen at this same instant; due rows are still handled first
                 rows = self._call("fetch", name, engine=engine) or []
+                first_due = engine.due_at_fetch.get(name)
+                due = (self._call("fetch_due", name, engine=engine) or []
+                       if first_due is not None and first_due <= self.now_us() else [])
                 if engine is not self.engine:
                     return
+                deferred = False
                 for row in due:
                     yield from self._handle(engine, name, row, True)
                 for row in rows:
-                    yield from self._handle(engine, name, row, False)
+                    deferred |= (yield from self._handle(engine, name, row, False)) == "deferred"
                 if engine is not self.engine:
                     return
-                if due or rows:
-                    continue  # drain until a fetch comes back empty
-                # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap)
-                until = [t for t in (self._call("next_due", name, engine=engine),
-                                     engine.wake_at.pop(name, None)) if t is not None]
-                wake = self._wakes[name] = env.event()
+                if due or len(rows) >= self.config.batch_limit or wake.triggered:
+                    continue  # drain: a full batch, or woken while handling
+                # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap).
+                # A short batch read everything visible at the fetch; anything committed
+                # since sent a hint (which would have triggered ``wake``) or waits for the poll.
+                next_due = self._call("next_due", name, engine=engine) if deferred else first_due
+                until = [t for t in (next_due, engine.wake_at.pop(name, None)) if t is not None]
                 if until:
                     yield env.any_of([wake, env.timeout(max(0.0, (min(until) - self.now_us()) / US))])
                 else:
@@ -221,7 +233,7 @@ class OutboxSimulation(VirtualCrashes):
             attempt += 1
             out = self._call("finish", step, attempt, engine=engine)
             if out is None or out.kind != "retry":
-                return
+                return None if out is None else out.kind
             yield self.env.timeout(out.delay)
 
     def _retention_loop(self):

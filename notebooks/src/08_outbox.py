@@ -1,0 +1,131 @@
+# %% [markdown]
+# # 8 · Outbox: dropped notifications and the safety poll
+#
+# **Question:** in seed 002's outbox dispatcher, what does a lost NOTIFY cost, and do the
+# per-consumer guardrails (timeout, backoff, parking, independent cursors) keep one bad
+# consumer or row from wedging the feed?
+#
+# Every commit appends an `outbox` row in its own transaction and then sends a *hint* (just
+# the seq) on a best-effort channel. The dispatcher wakes on a hint or on its periodic
+# *safety poll* and, for each consumer, reads **every** row past that consumer's cursor. So a
+# dropped hint should cost latency — at most one poll interval — and never a row. Below, the
+# checker (`fanoutsim.outbox.checker.check_outbox`) counts what was delivered, lost and
+# parked from the trace; the latencies are commit → first handled, per row and consumer.
+
+# %%
+%matplotlib inline
+import pandas as pd
+from fanoutsim import analysis, plots
+
+pd.set_option("display.width", 160)
+summary, latencies = analysis.latency_sweep(drops=(0.0, 0.05, 0.2, 0.5, 1.0), polls=(1.0, 5.0, 15.0))
+print(f"{len(summary)} runs: 1 consumer (10 ms a row), 0.2 commits/s for 60 virtual minutes each")
+summary[["poll", "drop", "committed", "delivered", "lost", "hinted_share", "p50_s", "p99_s", "max_s"]].round(3)
+
+# %% [markdown]
+# ## 1. Latency against the drop rate
+#
+# Commits are sparse here (one every 5 s on average), so a row whose hint is lost is not
+# rescued by the next commit's hint: it waits for the safety poll. The poll runs on a fixed
+# period, unrelated to when the commit happened, so that wait is spread evenly over
+# [0, poll interval) — a plateau that ends in a wall at the interval, not a bell around it.
+
+# %%
+fig = plots.outbox_latency_histogram(latencies, poll=5.0)
+fig
+
+# %%
+fig = plots.outbox_tail_vs_drop(summary)
+fig
+
+# %%
+late = latencies[~latencies["hinted"]]
+by = late.groupby("poll")["latency_s"]
+print("rows whose own hint was lost, by poll interval:")
+print(pd.DataFrame({"rows": by.size(), "mean_s": by.mean(), "max_s": by.max(),
+                    "mean_over_poll": by.mean() / by.size().index}).round(3).to_string())
+print(f"rows lost in all {len(summary)} runs: {int(summary['lost'].sum())}")
+
+# %% [markdown]
+# ## 2. A hung consumer, rescued by its timeout
+#
+# Two consumers see the same fault: their 10th step hangs for 300 s (a network call that
+# never returns). `guarded` runs each step under a 5 s timeout with a 1 s backoff;
+# `unguarded` has no timeout. One row a second is committed for a minute.
+
+# %%
+hung = analysis.hung_run(hang=300.0, timeout=5.0, at_row=10, rows=60)
+print(analysis.scenario_summary(hung).to_string(index=False))
+fig = plots.cursor_progress(hung, title="a step hangs for 300 s at row 10")
+fig
+
+# %% [markdown]
+# ## 3. A poison row, parked while later rows flow
+#
+# `triage` raises on the row whose ref is `poison` (the 21st), every time; `indexer` does
+# not care about it. Triage's retry budget is 5, backoff 0.5 s doubling with jitter.
+
+# %%
+poison = analysis.poison_run(rows=60, poison_at=20, retry_budget=5)
+print(analysis.scenario_summary(poison).to_string(index=False))
+print(poison.parked()[["consumer", "seq", "error", "attempts"]].to_string(index=False))
+fig = plots.cursor_progress(poison, title="a poison row at seq 21")
+fig
+
+# %% [markdown]
+# ## 4. A slow consumer beside a fast one
+#
+# 1.5 commits/s for two minutes; `fast` takes 10 ms a row, `slow` a full second (so it can
+# handle only 1 row/s). Each consumer has its own loop and its own cursor.
+
+# %%
+slow = analysis.slow_fast_run(rate=1.5, seconds=120.0, slow=1.0)
+print(analysis.scenario_summary(slow).to_string(index=False))
+print(f"slow is caught up again at t = {analysis.caught_up_at(slow, 'slow', after=120.0):.1f} s")
+fig = plots.cursor_progress(slow, lag=True, title="rows behind the head: slow vs fast")
+fig
+
+# %% [markdown]
+# ## 5. A new consumer back-filling
+#
+# `indexer` runs from the start at 0.5 commits/s. At t = 600 s a `search` consumer is
+# registered with its cursor at the beginning of the retained log; it costs 50 ms a row.
+
+# %%
+backfill = analysis.backfill_run(rate=0.5, join_at=600.0, seconds=900.0, row_cost=0.05)
+print(analysis.scenario_summary(backfill).to_string(index=False))
+print(f"search is caught up at t = {analysis.caught_up_at(backfill, 'search', after=600.0):.1f} s")
+fig = plots.cursor_progress(backfill, title="search registers at t = 600 s, cursor at the beginning")
+fig
+
+# %% [markdown]
+# ## What to take away
+#
+# - **A lost hint costs latency, never a row.** Across all 15 runs (0-100% of hints
+#   dropped, polls of 1, 5 and 15 s) the checker finds 0 rows lost: every one of the 700
+#   commits per run was handled. With every hint delivered, commit → handled is the
+#   10 ms step (max 0.017 s).
+# - **The cost is bounded by the poll interval and uniform under it.** A row whose hint
+#   was lost waits for the next safety poll: its latency is spread evenly over
+#   [0, interval), about half the interval on average (`mean_over_poll` 0.52 at a 1 s poll,
+#   0.48 at 5 s; 0.42 at 15 s, where the next commit's hint, one every 5 s, often comes
+#   first), and the worst case is the interval plus the step (5.002 s at a 5 s poll with every hint lost,
+#   15.002 s at 15 s). The "spike" is a wall at the poll interval, not a peak: set the
+#   interval to the worst latency you can accept when hints are lost, and expect half of it.
+# - **The drop rate sets how many rows pay it, not how much.** At 5% dropped the p50 stays
+#   at 10 ms and only the tail moves (p99 3.05 s at a 5 s poll); at 100% the median is
+#   half the interval (2.54 s).
+# - **A timeout rescues a hung step.** With a 5 s timeout the hung row failed once, was
+#   retried after the 1 s backoff and handled: the worst latency was 6.01 s and the cursor
+#   lost 6 s. Without a timeout the consumer sat on that row for the whole 300 s and every
+#   later row waited behind it (worst 300 s, p50 271 s) — both lost nothing.
+# - **A poison row is parked, not retried forever.** After 5 failed attempts (about 6.4 s
+#   after the commit) triage parked seq 21 with its error and moved on; the 39 rows after it were
+#   all handled and `indexer` never noticed. Parking is per consumer and in order: triage's
+#   own later rows waited during those retries.
+# - **Consumers do not hold each other up.** `fast` never fell more than a row behind
+#   (max latency 10 ms) while `slow` built a backlog of up to 61 rows (worst latency
+#   61 s) and drained it 60 s after the writers stopped (caught up at t = 180.3 s).
+# - **A new consumer back-fills, then keeps pace.** `search` started at seq 0 at
+#   t = 600 s, was 309 rows behind at worst, read them at 50 ms each and was caught up at t = 616 s,
+#   the same rows as `indexer` (479 each), none lost.
