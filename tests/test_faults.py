@@ -261,3 +261,15 @@ def test_plan_from_toml_tables_names_kind_and_keys():
         FaultPlan.from_dicts([{"kind": "boom"}])
     with pytest.raises(ValueError, match=r"faults\[0\]: unknown key\(s\) 'when'.*allowed: at, downtime"):
         FaultPlan.from_dicts([{"kind": "crash_at", "at": 1, "when": 2}])
+
+
+def test_a_burst_stops_when_its_writer_crashes_mid_burst():
+    sim = sim_with(Ties(probability=1.0, burst=3), CrashAtPoint("reactor.after_graphs_before_log", nth=2,
+                                                                    downtime=1.0), rate=0.5)
+    sim.run(until=30)
+    history = sim.trace().history
+    first = history.iloc[:3]
+    # the first burst: one logged, the second attempt crashed the writer, the third never began
+    assert first["logged_at"].notna().tolist()[:2] == [True, False]
+    assert history.groupby("fired_at").size().iloc[0] == 2
+    assert fs.check(sim).total["never_logged"] == 1

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
-from ..dist import Dist, parse_dist
+from ..dist import parse_dist
 from ..timeutil import US
 from .points import CRASH_POINTS, Crash, InsertFailed
 
@@ -354,6 +354,17 @@ class FaultPlan:
                     known = ", ".join(f"{r}->{w}@{t}" for r, w, t in subscriptions) or "none"
                     raise ValueError(f"stall names no existing subscription (workflow={f.workflow!r}, "
                                      f"reactor={f.reactor!r}, tenant={f.tenant!r}); known: {known}")
+
+
+def bind(faults, *, seed: int, start_us: int, trace) -> tuple["FaultPlan | None", object]:
+    """What a runtime does with its ``faults=`` argument: a FaultPlan becomes an
+    :class:`Injector` for this run; any other hooks object is used as it is;
+    None means a healthy system. Returns ``(plan or None, hooks)``."""
+    from .points import NoFaults
+
+    if isinstance(faults, FaultPlan):
+        return faults, Injector(faults, seed=seed, start_us=start_us, trace=trace)
+    return None, (faults if faults is not None else NoFaults())
 
 
 class Injector:

@@ -23,7 +23,7 @@ to drop a row; re-delivery after a crash is the at-least-once promise.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 

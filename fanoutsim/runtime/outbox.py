@@ -31,7 +31,7 @@ from typing import Any, Callable
 import pandas as pd
 import simpy
 
-from ..faults import Crash, CrashAt, CrashRandomly, FaultPlan, Injector, LateCommit, NoFaults, Notifications
+from ..faults import Crash, LateCommit, Notifications, bind
 from ..frames import table_frame
 from ..metrics import Metrics
 from ..outbox import OutboxConfig, OutboxEngine, OutboxRegistry
@@ -67,11 +67,7 @@ class OutboxSimulation(VirtualCrashes):
         self.metrics_registry = Metrics()
         self._trace = Trace() if trace else NullTrace()
         self.registry = OutboxRegistry()
-        self.plan = faults if isinstance(faults, FaultPlan) else None
-        if self.plan is not None:
-            self.faults = Injector(self.plan, seed=seed, start_us=self.start_us, trace=self._trace)
-        else:
-            self.faults = faults if faults is not None else NoFaults()
+        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}"),
                                            start_us=self.start_us, trace=self._trace)
@@ -84,10 +80,7 @@ class OutboxSimulation(VirtualCrashes):
         self._wakes: dict[str, simpy.Event] = {}
         self._workloads = 0
         self.restart()
-        for c in self.plan.of(CrashAt) if self.plan else ():
-            self.env.process(self._crash_at(c))
-        for c in self.plan.of(CrashRandomly) if self.plan else ():
-            self.env.process(self._crash_randomly(c))
+        self._schedule_crashes()
         self.env.process(self._safety_poll())
 
     # -- clock ----------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 import simpy
 
 from ..config import SchedulerConfig
-from ..faults import Crash, CrashAt, CrashRandomly, FaultPlan, Injector, NoFaults, Pollers
+from ..faults import Crash, Injector, Pollers, bind
 from ..ids import IdSource
 from ..metrics import Metrics
 from ..reactor import ReactorEngine, Registry, Runner
@@ -71,11 +71,7 @@ class Simulation(VirtualCrashes, RunnerHost):
         self.metrics_registry = Metrics()
         self._trace = Trace() if trace else NullTrace()
         self.registry = Registry()
-        self.plan = faults if isinstance(faults, FaultPlan) else None
-        if self.plan is not None:
-            self.faults = Injector(self.plan, seed=seed, start_us=self.start_us, trace=self._trace)
-        else:
-            self.faults = faults if faults is not None else NoFaults()
+        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         self._pollers = self.faults.pollers if isinstance(self.faults, Injector) else Pollers(1)
         self.runner = Runner(self)
         self.engine: ReactorEngine | None = None
@@ -86,10 +82,7 @@ class Simulation(VirtualCrashes, RunnerHost):
         self._busy = 0
         self._checked = False
         self.restart()
-        for spec in self.plan.of(CrashAt) if self.plan else ():
-            self.env.process(self._crash_at(spec))
-        for spec in self.plan.of(CrashRandomly) if self.plan else ():
-            self.env.process(self._crash_randomly(spec))
+        self._schedule_crashes()
 
     # -- clock ------------------------------------------------------------------
     @property
@@ -166,6 +159,10 @@ class Simulation(VirtualCrashes, RunnerHost):
             return None
 
     def _step(self, method: str, *args, **kwargs):
+        """One step of the current incarnation; None while the runner is down
+        (a burst of firings whose first one crashed the writer stops there)."""
+        if self.engine is None:
+            return None
         return self._call(self.engine, method, *args, **kwargs)
 
     # -- the loops ------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Planned crashes on the virtual clock, for every SimPy runtime.
 
-A runtime that mixes this in needs ``env`` (a SimPy environment), ``engine``
-(None while down), ``faults`` (an Injector), ``_trace``, ``now_us()``,
+A runtime that mixes this in needs ``env`` (a SimPy environment), ``plan``,
+``engine`` (None while down), ``faults`` (an Injector), ``_trace``, ``now_us()``,
 ``crash(point, downtime)`` and ``restart()``.
 """
 from __future__ import annotations
@@ -10,6 +10,15 @@ from ..faults import CrashAt, CrashRandomly
 
 
 class VirtualCrashes:
+    def _schedule_crashes(self) -> None:
+        """Start a process for each crash the plan puts at a time or a rate."""
+        if self.plan is None:
+            return
+        for spec in self.plan.of(CrashAt):
+            self.env.process(self._crash_at(spec))
+        for spec in self.plan.of(CrashRandomly):
+            self.env.process(self._crash_randomly(spec))
+
     def _restart_after(self, downtime: float):
         yield self.env.timeout(downtime)
         self.restart()
