@@ -28,8 +28,6 @@ Both adapters also fail alike:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
-from typing import Iterator
 
 # table -> columns, in the order DataFrames show them
 TABLES: dict[str, tuple[str, ...]] = {
@@ -238,21 +236,10 @@ class Store(ABC):
     @abstractmethod
     def _rollback(self, tx: Tx) -> None: ...
 
-    @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """Commit on normal exit; roll back every write on any exception."""
-        tx = self._begin()
-        try:
-            yield tx
-        except BaseException:
-            self._rollback(tx)
-            raise
-        if tx.failed is not None:  # the block swallowed a failed write
-            self._rollback(tx)
-            raise RuntimeError(
-                f"transaction rolled back: a write in it failed ({tx.failed})"
-            ) from tx.failed
-        self._commit(tx)
+    def transaction(self) -> "Transaction":
+        """``with store.transaction() as tx:`` — commit on normal exit; roll back
+        every write on any exception (a Crash included)."""
+        return Transaction(self)
 
     @abstractmethod
     def rows(self, table: str) -> list[dict]:
@@ -260,3 +247,30 @@ class Store(ABC):
 
     def close(self) -> None:
         pass
+
+
+class Transaction:
+    """The ``with`` block of :meth:`Store.transaction`. A small class rather than
+    a generator-based context manager: the engine opens one for nearly every
+    step, so its fixed cost is on every hot path."""
+
+    __slots__ = ("store", "tx")
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.tx: Tx | None = None
+
+    def __enter__(self) -> Tx:
+        self.tx = self.store._begin()
+        return self.tx
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        tx = self.tx
+        if exc_type is not None:
+            self.store._rollback(tx)
+            return False  # re-raise
+        if tx.failed is not None:  # the block swallowed a failed write
+            self.store._rollback(tx)
+            raise RuntimeError(f"transaction rolled back: a write in it failed ({tx.failed})") from tx.failed
+        self.store._commit(tx)
+        return False
