@@ -15,6 +15,20 @@ from ..faults import Crash
 from ..frames import table_frame
 
 
+def checked_config(config, seed):
+    """The reactor runtimes' common arguments: a SchedulerConfig (None: the
+    defaults) and an int seed; returns the config."""
+    from ..config import SchedulerConfig
+
+    if config is None:
+        config = SchedulerConfig()
+    if not isinstance(config, SchedulerConfig):
+        raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    return config
+
+
 class RunnerHost:
     """Mixin: needs ``store``, ``engine``, ``now_us()``, ``crash()``, ``_trace``,
     ``metrics_registry``, ``registry``, ``plan`` and ``_checked``."""

@@ -39,7 +39,7 @@ from ..outbox.notify import NotificationChannel
 from ..store import open_store
 from ..timeutil import US, parse_start
 from ..trace import NullTrace, Trace
-from .virtual import VirtualCrashes
+from .virtual import VirtualCrashes, until_ok
 
 
 class OutboxSimulation(VirtualCrashes):
@@ -324,13 +324,8 @@ class OutboxSimulation(VirtualCrashes):
             self._call("commit", page, body, topic=topic, seq=seq, stamp=stamp)
 
     def run(self, until: float | None = None) -> None:
-        if until is not None:
-            if isinstance(until, bool) or not isinstance(until, (int, float)):
-                raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
-            if until < self.env.now:
-                raise ValueError(f"until={until} is earlier than now={self.env.now}")
-            if until == self.env.now:
-                return
+        if not until_ok(self.env, until):
+            return
         self.env.run(until=until)
 
     # -- looking at it ----------------------------------------------------------

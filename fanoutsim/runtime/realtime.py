@@ -46,7 +46,7 @@ from ..store import open_store
 from ..timeutil import US
 from ..trace import LockedTrace, NullTrace
 from ..workload import GENERATORS, Workload
-from .host import RunnerHost
+from .host import RunnerHost, checked_config
 
 
 SAFETY_CLAIM = 1.0  # seconds: the executor claims at least this often without a hint
@@ -62,12 +62,7 @@ class Realtime(RunnerHost):
 
     def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
-        if config is None:
-            config = SchedulerConfig()
-        if not isinstance(config, SchedulerConfig):
-            raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
+        config = checked_config(config, seed)
         self.config = config
         self.seed = seed
         self.stop_timeout = stop_timeout

@@ -31,8 +31,8 @@ from ..store import open_store
 from ..timeutil import US, from_us, parse_start
 from ..trace import NullTrace, Trace
 from ..workload import GENERATORS, Workload
-from .host import RunnerHost
-from .virtual import VirtualCrashes
+from .host import RunnerHost, checked_config
+from .virtual import VirtualCrashes, until_ok
 
 
 class Simulation(VirtualCrashes, RunnerHost):
@@ -53,12 +53,7 @@ class Simulation(VirtualCrashes, RunnerHost):
 
     def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True, fetch_latency: float = 0.0) -> None:
-        if config is None:
-            config = SchedulerConfig()
-        if not isinstance(config, SchedulerConfig):
-            raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
+        config = checked_config(config, seed)
         if isinstance(fetch_latency, bool) or not isinstance(fetch_latency, (int, float)) or fetch_latency < 0:
             raise ValueError(f"fetch_latency must be seconds >= 0, got {fetch_latency!r}")
         self.config = config
@@ -308,13 +303,8 @@ class Simulation(VirtualCrashes, RunnerHost):
 
     def run(self, until: float | None = None) -> None:
         """Advance the virtual clock to ``until`` seconds (absolute, >= now)."""
-        if until is not None:
-            if isinstance(until, bool) or not isinstance(until, (int, float)):
-                raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
-            if until < self.env.now:
-                raise ValueError(f"until={until} is earlier than now={self.env.now}")
-            if until == self.env.now:
-                return
+        if not until_ok(self.env, until):
+            return
         if self.plan is not None and not self._checked:
             self.check_plan()
         self.env.run(until=until)

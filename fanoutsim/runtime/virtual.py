@@ -9,6 +9,17 @@ from __future__ import annotations
 from ..faults import CrashAt, CrashRandomly
 
 
+def until_ok(env, until) -> bool:
+    """Check ``run(until=...)``: a number, not in the past. False: already there."""
+    if until is None:
+        return True
+    if isinstance(until, bool) or not isinstance(until, (int, float)):
+        raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
+    if until < env.now:
+        raise ValueError(f"until={until} is earlier than now={env.now}")
+    return until != env.now
+
+
 class VirtualCrashes:
     def _schedule_crashes(self) -> None:
         """Start a process for each crash the plan puts at a time or a rate."""
