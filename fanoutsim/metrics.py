@@ -15,8 +15,22 @@ class Metrics:
         self._values: dict[tuple, float] = {}
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
+        # one label (the common case) needs no sorting; every step bumps a counter
+        items = tuple(labels.items())
+        key = (name, items if len(items) < 2 else tuple(sorted(items)))
+        values = self._values
+        values[key] = values.get(key, 0) + amount
+
+    def counter(self, name: str, **labels: str):
+        """The series ``name{labels}`` as a callable: ``c()`` bumps it by one,
+        ``c(n)`` by ``n``. For hot paths, which then skip building the key."""
         key = (name, tuple(sorted(labels.items())))
-        self._values[key] = self._values.get(key, 0) + amount
+        values = self._values
+
+        def bump(amount: float = 1) -> None:
+            values[key] = values.get(key, 0) + amount
+
+        return bump
 
     def get(self, name: str, **labels: str) -> float:
         return self._values.get((name, tuple(sorted(labels.items()))), 0)
@@ -46,6 +60,15 @@ class LockedMetrics(Metrics):
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         with self._lock:
             super().inc(name, amount, **labels)
+
+    def counter(self, name: str, **labels: str):
+        bump, lock = super().counter(name, **labels), self._lock
+
+        def locked(amount: float = 1) -> None:
+            with lock:
+                bump(amount)
+
+        return locked
 
     def as_dict(self) -> dict[str, float]:
         with self._lock:

@@ -30,7 +30,7 @@ def test_commit_writes_the_change_and_its_row_in_one_transaction(store):
 
 
 def test_a_crash_inside_the_commit_rolls_back_change_and_row(store):
-    from tests.conftest import CrashAt
+    from conftest import CrashAt
     sim = OutboxSimulation(seed=0, store=store, faults=CrashAt("commit.after_change_before_outbox"))
     assert sim.commit("p1", "lost") is None
     assert not sim.up and len(sim.outbox()) == 0 and len(sim.pages()) == 0

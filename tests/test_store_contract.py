@@ -619,6 +619,22 @@ def test_nested_transaction_raises(db):
     assert fired_ats(db.rows(FIRINGS)) == [1, 2, 4]
 
 
+def test_rows_reads_committed_rows_only(db):
+    add(db, firings=[firing(1)])
+    seen = []
+    with db.transaction() as tx:
+        tx.insert_firing(firing(2))
+        with pytest.raises(RuntimeError, match="outside the open transaction"):
+            db.rows(FIRINGS)
+        # another thread waits for the commit instead of reading a half-done transaction
+        reader = threading.Thread(target=lambda: seen.append(fired_ats(db.rows(FIRINGS))))
+        reader.start()
+        reader.join(0.2)
+        assert reader.is_alive() and not seen
+    reader.join(5)
+    assert seen == [[1, 2]]
+
+
 # -- the adapters side by side ---------------------------------------------------------------
 
 _pool = random.Random(7)

@@ -29,6 +29,9 @@ class OutboxRegistry:
         return spec
 
     def spec(self, name: str) -> ConsumerSpec:
+        spec = self.consumers.get(name) if isinstance(name, str) else None
+        if spec is not None:  # the hot path: every step asks
+            return spec
         check_name("consumer", name)
         try:
             return self.consumers[name]

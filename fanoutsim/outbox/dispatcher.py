@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..timeutil import US, seconds_to_us
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One attempt at one row, begun: what the runtime waits for before :func:`finish`."""
 
@@ -36,10 +36,13 @@ class Step:
     due: bool = False        # came from the deferred table (it fell due)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Outcome:
     kind: str                # handled, retry, parked, deferred
     delay: float = 0.0       # seconds to back off before the retry
+
+
+HANDLED, PARKED, DEFERRED = Outcome("handled"), Outcome("parked"), Outcome("deferred")
 
 
 def cursor_of(e, name: str) -> int:
@@ -76,9 +79,11 @@ def fetch(e, now: int, name: str) -> list[dict]:
             raise KeyError(f"consumer {name!r} has no cursor; registered consumers: "
                            f"{', '.join(sorted(e.registry.consumers)) or 'none'}")
         rows = tx.fetch_outbox(cursor, cfg.batch_limit)
-        low, _ = tx.outbox_bounds()
+        # retained rows start right after the cursor, or none are retained past it:
+        # nothing was pruned under this consumer, so the bounds need no read
+        low = tx.outbox_bounds()[0] if rows and rows[0]["seq"] != cursor + 1 else None
         e.due_at_fetch[name] = tx.next_due(name)  # same snapshot: spares the runtime a next_due read
-    e.metrics.inc("fanoutsim_outbox_fetches_total")
+    e.count("fanoutsim_outbox_fetches_total", name)()
     if low is not None and cursor < low - 1 and (name, low) not in e.behind_noted:
         # retention pruned rows this consumer never read: it fell behind the window
         e.behind_noted.add((name, low))
@@ -92,14 +97,14 @@ def fetch(e, now: int, name: str) -> list[dict]:
                 rows = rows[:i]
                 break
     elif cfg.read_mode == "gap":
-        rows = _until_gap(e, now, name, cursor, low, rows)
+        rows = _until_gap(e, now, name, cursor, rows)
     if rows:
         e.trace.add(now, "fetched", e.actor, subscription=name, detail=str(len(rows)))
         e.faults.point("dispatch.after_fetch", now, subscription=name)
     return rows
 
 
-def _until_gap(e, now, name, cursor, low, rows):
+def _until_gap(e, now, name, cursor, rows):
     """Stop at the first missing seq until it fills or has waited ``gap_timeout``."""
     expected = cursor + 1
     for i, r in enumerate(rows):
@@ -157,19 +162,19 @@ def finish(e, now: int, step: Step, attempt: int) -> Outcome:
             tx.set_cursor(name, seq)
         trace.add(now, "deferred", actor, subscription=name, firing=seq, detail=str(step.row["due_at"]))
         trace.add(now, "cursor", actor, subscription=name, firing=seq)
-        return Outcome("deferred")
+        return DEFERRED
     if step.error is None:
         trace.add(now, "handled", actor, subscription=name, firing=seq, detail="due" if step.due else None)
-        e.metrics.inc("fanoutsim_outbox_handled_total", consumer=name)
+        e.count("fanoutsim_outbox_handled_total", name)()
         e.faults.point("dispatch.after_handle_before_cursor", now, subscription=name, firing=seq)
         with e.store.transaction() as tx:
             _done(tx, step)
         if not step.due:
             trace.add(now, "cursor", actor, subscription=name, firing=seq)
-        return Outcome("handled")
+        return HANDLED
     spec = e.registry.spec(name)
     trace.add(now, "failed", actor, subscription=name, firing=seq, detail=f"attempt {attempt}: {step.error}")
-    e.metrics.inc("fanoutsim_outbox_failures_total", consumer=name)
+    e.count("fanoutsim_outbox_failures_total", name)()
     if attempt >= spec.retry_budget:
         with e.store.transaction() as tx:
             tx.park({"consumer": name, "seq": seq, "error": step.error, "attempts": attempt, "parked_at": now})
@@ -177,6 +182,6 @@ def finish(e, now: int, step: Step, attempt: int) -> Outcome:
         trace.add(now, "parked", actor, subscription=name, firing=seq, detail=step.error)
         if not step.due:
             trace.add(now, "cursor", actor, subscription=name, firing=seq)
-        e.metrics.inc("fanoutsim_outbox_parked_total", consumer=name)
-        return Outcome("parked")
+        e.count("fanoutsim_outbox_parked_total", name)()
+        return PARKED
     return Outcome("retry", spec.backoff_for(attempt, e.rng))

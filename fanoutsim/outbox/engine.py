@@ -48,6 +48,7 @@ class OutboxEngine:
         self.behind_noted: set[tuple[str, int]] = set()
         self.wake_at: dict[str, int] = {}                 # consumer -> when a wait (settle, gap) ends
         self.due_at_fetch: dict[str, int | None] = {}     # consumer -> next due time, read with its last fetch
+        self.counters: dict[tuple[str, str], Callable] = {}  # (metric, consumer) -> bound counter
 
     # the write path
     reserve = _commit.reserve
@@ -64,6 +65,13 @@ class OutboxEngine:
     finish = dispatcher.finish
     # retention
     prune_once = retention.prune_once
+
+    def count(self, metric: str, consumer: str) -> Callable[..., None]:
+        """The bound counter ``metric{consumer=...}`` (the hot path bumps it per row)."""
+        c = self.counters.get((metric, consumer))
+        if c is None:
+            c = self.counters[(metric, consumer)] = self.metrics.counter(metric, consumer=consumer)
+        return c
 
     def publish(self, now: int) -> int:
         """Publish rows committed since the last call to the topic bus."""

@@ -35,6 +35,7 @@ from ..faults import Crash, LateCommit, Notifications, bind
 from ..frames import table_frame
 from ..metrics import Metrics
 from ..outbox import OutboxConfig, OutboxEngine, OutboxRegistry
+from ..outbox.dispatcher import DEFERRED
 from ..outbox.notify import NotificationChannel
 from ..store import open_store
 from ..timeutil import US, parse_start
@@ -182,52 +183,80 @@ class OutboxSimulation(VirtualCrashes):
         self._loops.append(self.env.process(self._consumer_loop(self.engine, name)))
 
     def _consumer_loop(self, engine: OutboxEngine, name: str):
-        env = self.env
+        # The engine's steps are called directly, not through ``_call``: this is
+        # the hot path, and one ``except Crash`` around the loop does the same.
+        env, config = self.env, self.config
+        fetch, fetch_due, next_due = engine.fetch, engine.fetch_due, engine.next_due
+        begin, finish = engine.begin, engine.finish
         try:
             while engine is self.engine:
                 # armed before the read: a hint or poll from here on means "read again"
                 wake = self._wakes[name] = env.event()
                 # both reads happen at this same instant; due rows are still handled first
-                rows = self._call("fetch", name, engine=engine) or []
+                now = self.now_us()
+                rows = fetch(now, name)
                 first_due = engine.due_at_fetch.get(name)
-                due = (self._call("fetch_due", name, engine=engine) or []
-                       if first_due is not None and first_due <= self.now_us() else [])
-                if engine is not self.engine:
-                    return
+                due = fetch_due(now, name) if first_due is not None and first_due <= now else ()
                 deferred = False
                 for row in due:
                     yield from self._handle(engine, name, row, True)
+                if due:
+                    now = self.now_us()
                 for row in rows:
-                    deferred |= (yield from self._handle(engine, name, row, False)) == "deferred"
+                    # the first attempt inline (nearly every row needs no other)
+                    step = begin(now, name, row, False)
+                    if step.duration > 0:
+                        yield env.timeout(step.duration)
+                        if engine is not self.engine:
+                            return
+                        now = self.now_us()
+                    out = finish(now, step, 1)
+                    if out.kind == "retry":
+                        out = yield from self._handle(engine, name, row, False, out)
+                        if out is None:  # the process died meanwhile
+                            return
+                        now = self.now_us()
+                    deferred |= out is DEFERRED
                 if engine is not self.engine:
                     return
-                if due or len(rows) >= self.config.batch_limit or wake.triggered:
+                if due or len(rows) >= config.batch_limit or wake.triggered:
                     continue  # drain: a full batch, or woken while handling
                 # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap).
                 # A short batch read everything visible at the fetch; anything committed
                 # since sent a hint (which would have triggered ``wake``) or waits for the poll.
-                next_due = self._call("next_due", name, engine=engine) if deferred else first_due
-                until = [t for t in (next_due, engine.wake_at.pop(name, None)) if t is not None]
+                if deferred:
+                    first_due = next_due(self.now_us(), name)
+                until = [t for t in (first_due, engine.wake_at.pop(name, None)) if t is not None]
                 if until:
                     yield env.any_of([wake, env.timeout(max(0.0, (min(until) - self.now_us()) / US))])
                 else:
                     yield wake
+        except Crash as c:
+            if engine is self.engine:
+                self.crash(c.point, c.downtime)
         except simpy.Interrupt:
             return
 
-    def _handle(self, engine: OutboxEngine, name: str, row: dict, due: bool):
-        attempt = 0
+    def _handle(self, engine: OutboxEngine, name: str, row: dict, due: bool, failed=None):
+        """Begin, wait out the step, finish; again after a backoff while it is retried
+        (``failed``: the first attempt's retry outcome, when that ran already).
+        The outcome, or None if the engine is gone. A Crash propagates to the loop."""
+        attempt = 0 if failed is None else 1
+        env = self.env
+        if failed is not None:
+            yield env.timeout(failed.delay)
         while engine is self.engine:
-            step = self._call("begin", name, row, due, engine=engine)
-            if step is None:
-                return
+            step = engine.begin(self.now_us(), name, row, due)
             if step.duration > 0:
-                yield self.env.timeout(step.duration)
+                yield env.timeout(step.duration)
+                if engine is not self.engine:
+                    return None
             attempt += 1
-            out = self._call("finish", step, attempt, engine=engine)
-            if out is None or out.kind != "retry":
-                return None if out is None else out.kind
-            yield self.env.timeout(out.delay)
+            out = engine.finish(self.now_us(), step, attempt)
+            if out.kind != "retry":
+                return out
+            yield env.timeout(out.delay)
+        return None
 
     def _retention_loop(self):
         engine = self.engine

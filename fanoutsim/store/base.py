@@ -58,6 +58,7 @@ TIMESTAMP_COLUMNS = frozenset(
 )
 # what a call on a transaction that a failed write ended says, in both adapters
 FAILED_TX = "a write in this transaction failed ({}); leave the block so it rolls back"
+SWALLOWED_TX = "transaction rolled back: a write in it failed ({})"
 
 # a subscription is known by its id and its triple; changing either is a new
 # subscription (delete and insert), never an update
@@ -271,6 +272,6 @@ class Transaction:
             return False  # re-raise
         if tx.failed is not None:  # the block swallowed a failed write
             self.store._rollback(tx)
-            raise RuntimeError(f"transaction rolled back: a write in it failed ({tx.failed})") from tx.failed
+            raise RuntimeError(SWALLOWED_TX.format(tx.failed)) from tx.failed
         self.store._commit(tx)
         return False

@@ -18,7 +18,7 @@ import threading
 from bisect import bisect_left, bisect_right, insort
 from typing import Callable
 
-from .base import FAILED_TX, TABLES, Store, Tx, check_limit, check_subscription_changes
+from .base import FAILED_TX, SWALLOWED_TX, TABLES, Store, Tx, check_limit, check_subscription_changes
 
 _MAX_ID = "\uffff"  # sorts after every UUID string
 
@@ -42,12 +42,29 @@ class _Failed:
 
 
 class MemoryTx(Tx):
-    __slots__ = ("s", "undo", "failed")
+    """One transaction, and its own ``with`` block: the engine opens one for
+    nearly every step, so one object and two calls is all it costs."""
+
+    __slots__ = ("s", "store", "undo", "failed")
 
     def __init__(self, store: "MemoryStore") -> None:
-        self.s = store
+        self.s = self.store = store
         self.undo: list[Callable[[], None]] = []
         self.failed = None
+
+    def __enter__(self) -> "MemoryTx":
+        self.store._open_tx()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None:
+            self.store._rollback(self)
+            return False  # re-raise
+        if self.failed is not None:  # the block swallowed a failed write
+            self.store._rollback(self)
+            raise RuntimeError(SWALLOWED_TX.format(self.failed)) from self.failed
+        self.store._commit(self)
+        return False
 
     def _duplicate(self, what: str) -> KeyError:
         # SQL aborts the transaction on a constraint violation; so do we (the
@@ -323,6 +340,8 @@ class MemoryTx(Tx):
         return [{"consumer": consumer, "seq": seq, "due_at": at} for at, seq in due[:check_limit(limit)]]
 
     def next_due(self, consumer):
+        if not self.s.deferred:  # the usual case, asked on every fetch
+            return None
         return min((at for (c, _), at in self.s.deferred.items() if c == consumer), default=None)
 
     def delete_deferred(self, consumer, seq):
@@ -360,23 +379,32 @@ class MemoryStore(Store):
         self.parked: dict[tuple[str, int], dict] = {}
         self.deferred: dict[tuple[str, int], int] = {}
         self.pages: dict[str, dict] = {}
-        self._lock = threading.Lock()
-        self._owner: int | None = None  # thread holding the open transaction
+        # Re-entrant, so that a second ``transaction()`` in the thread holding the
+        # lock gets through and finds ``_open`` set (an error, not a deadlock);
+        # another thread just waits. No thread ids to look up on the hot path.
+        self._lock = threading.RLock()
+        self._open = False
 
     def __repr__(self) -> str:
         return "MemoryStore()"
 
     # -- transactions ---------------------------------------------------
-    def _begin(self) -> MemoryTx:
-        me = threading.get_ident()
-        if self._owner == me:
-            raise RuntimeError("nested transactions are not supported")
+    def transaction(self) -> MemoryTx:
+        return MemoryTx(self)
+
+    def _open_tx(self) -> None:
         self._lock.acquire()
-        self._owner = me
+        if self._open:
+            self._lock.release()
+            raise RuntimeError("nested transactions are not supported")
+        self._open = True
+
+    def _begin(self) -> MemoryTx:
+        self._open_tx()
         return MemoryTx(self)
 
     def _commit(self, tx: MemoryTx) -> None:
-        self._owner = None
+        self._open = False
         self._lock.release()
 
     def _rollback(self, tx: MemoryTx) -> None:
@@ -384,7 +412,7 @@ class MemoryStore(Store):
             for undo in reversed(tx.undo):
                 undo()
         finally:
-            self._owner = None
+            self._open = False
             self._lock.release()
 
     # -- helpers the writes and the undo log share ---------------------------
@@ -430,9 +458,9 @@ class MemoryStore(Store):
 
     # -- reading whole tables -------------------------------------------
     def rows(self, table: str) -> list[dict]:
-        if self._owner == threading.get_ident():
-            raise RuntimeError("rows() reads committed rows; call it outside the open transaction")
         with self._lock:  # another thread's transaction may be half applied
+            if self._open:  # then it is this thread's own
+                raise RuntimeError("rows() reads committed rows; call it outside the open transaction")
             return self._rows(table)
 
     def _rows(self, table: str) -> list[dict]:

@@ -1,0 +1,42 @@
+"""Counters: one series per name and label set, however they are bumped."""
+from __future__ import annotations
+
+import threading
+
+from fanoutsim.metrics import LockedMetrics, Metrics
+
+
+def test_labels_in_any_order_are_one_series():
+    m = Metrics()
+    m.inc("x_total", a="1", b="2")
+    m.inc("x_total", 2, b="2", a="1")
+    assert m.get("x_total", a="1", b="2") == 3
+    assert m.as_dict() == {'x_total{a="1",b="2"}': 3}
+
+
+def test_a_bound_counter_bumps_the_same_series_as_inc():
+    m = Metrics()
+    c = m.counter("handled_total", consumer="indexer")
+    c()
+    c(4)
+    m.inc("handled_total", consumer="indexer")
+    m.counter("handled_total", consumer="mailer")()
+    assert m.get("handled_total", consumer="indexer") == 6
+    assert m.as_dict() == {'handled_total{consumer="indexer"}': 6, 'handled_total{consumer="mailer"}': 1}
+
+
+def test_locked_counters_lose_no_bumps_across_threads():
+    m = LockedMetrics()
+    c = m.counter("n_total", who="all")
+
+    def work():
+        for _ in range(20_000):
+            c()
+            m.inc("n_total", who="all")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert m.get("n_total", who="all") == 4 * 2 * 20_000
