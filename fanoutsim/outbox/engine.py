@@ -81,7 +81,10 @@ class OutboxEngine:
                 bus.position = tx.outbox_bounds()[1]
                 return 0
             rows = tx.fetch_outbox(bus.position, 10_000)
+        trace = self.trace
         for r in rows:
-            bus.publish(r)
+            n = bus.publish(r)
             bus.position = r["seq"]
+            # the topic in the consumer column: a bus topic is not a consumer, the kind says so
+            trace.add(now, "published", "bus", subscription=r["topic"], firing=r["seq"], detail=str(n))
         return len(rows)
