@@ -73,6 +73,37 @@ def test_a_late_commit_slips_under_the_cursor_and_is_lost():
     assert not report.valid
 
 
+def test_a_late_commit_passed_over_by_a_read_is_named_although_the_cursor_was_below_it():
+    # a slow consumer reads seqs 1 and 3 while 2 is still uncommitted; 2 commits while the
+    # cursor is at 0 (the consumer is busy with seq 1), and the cursor then moves to 3 past it
+    sim = OutboxSimulation(seed=0)
+    sim.register_consumer("slow", duration=1.0)
+    sim.run(until=0.1)
+    seq1 = sim.commit("a")
+    two = sim._call("reserve")  # a writer takes seq 2 and commits it late
+    sim.commit("c")
+    sim.run(until=0.5)
+    assert sim.cursors()["seq"].tolist() == [0]
+    sim._call("commit", "b", "late", seq=two)
+    sim.run(until=5.0)
+    report = check_outbox(sim)
+    assert (seq1, two) == (1, 2) and sim.cursors()["seq"].tolist() == [3]
+    assert report.lost.to_dict("records") == [{"consumer": "slow", "seq": 2, "cause": "late_commit"}]
+
+
+def test_a_replay_after_a_reset_is_a_reset_duplicate_even_if_a_crash_came_between():
+    sim = OutboxSimulation(seed=0)
+    sim.register_consumer("view", rebuild=lambda rows: None)
+    sim.commit("a")
+    sim.run(until=1.0)
+    sim.crash()
+    sim.restart()
+    sim.reset_consumer("view")
+    sim.run(until=2.0)
+    report = check_outbox(sim)
+    assert report.duplicates["cause"].tolist() == ["reset"] and report.valid
+
+
 @pytest.mark.parametrize("mode", ["settled", "gap"])
 def test_the_commit_order_safe_reads_close_the_late_commit_hole(mode):
     cfg = OutboxConfig(read_mode=mode, settle=1.0, gap_timeout=10.0)

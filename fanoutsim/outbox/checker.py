@@ -10,10 +10,11 @@ design's checker. For each consumer, a row is *expected* when it committed
 *pending*     still ahead of the cursor and retained, or owed as deferred work;
 *lost*        otherwise.
 
-Causes of a duplicate: ``crash`` (the process crashed after handling and before
-the cursor passed the row), ``reset`` (the consumer was reset and replayed:
-by design), else ``unknown``. Causes of a loss: ``late_commit`` (the row
-committed after this consumer's cursor had already passed its seq),
+Causes of a duplicate: ``reset`` (the consumer was reset and replayed: by
+design), ``crash`` (the process crashed after handling and before the cursor
+passed the row), else ``unknown``. Causes of a loss: ``late_commit`` (the row
+committed after this consumer had read past its seq — a fetch that returned a
+higher seq, or a cursor already beyond it),
 ``gap_timeout`` (``read_mode="gap"`` waited for it and gave up), ``pruned``
 (retention deleted it before the consumer handled it), else ``unknown``.
 
@@ -29,10 +30,10 @@ effort, not durable), so it never counts as a loss and never touches ``valid``.
 """
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..timeutil import US
@@ -71,36 +72,40 @@ class OutboxReport:
 
 def check_outbox(sim) -> OutboxReport:
     trace = sim.trace()
-    ev = list(zip(range(len(trace)), trace["t"], trace["kind"], trace["consumer"], trace["seq"], trace["detail"]))
-    committed: dict[int, tuple[int, int]] = {}      # seq -> (t, event index)
-    pruned: dict[int, int] = {}
-    crashes: list[int] = []
-    handled = defaultdict(list)                      # (consumer, seq) -> [event index]
-    cursor_moves = defaultdict(list)                 # consumer -> [(t, index, seq)]
+    kind = trace["kind"].to_numpy()
+    who_col = trace["consumer"].to_numpy()
+    seq_col = trace["seq"].to_numpy()
+    t_col = trace["t"].to_numpy()
+
+    def events(k):
+        return np.flatnonzero(kind == k)
+
+    # the rare kinds, in a plain loop; the per-row kinds (committed, handled, cursor) as arrays
     starts: dict[str, int] = {}
+    for i in events("cursor_start"):
+        starts.setdefault(who_col[i], int(seq_col[i]))
     resets = defaultdict(list)
+    for i in events("reset"):
+        resets[who_col[i]].append(int(i))
     gap_skips = defaultdict(set)
+    for i in events("gap_skipped"):
+        gap_skips[who_col[i]].add(int(seq_col[i]))
+    pruned = {int(seq_col[i]) for i in events("pruned")}
+    crashes = events("crashed")
     published: dict[int, tuple[str, int]] = {}       # seq -> (topic, receivers)
-    t_of: list[int] = trace["t"].tolist()
-    for i, t, kind, who, seq, detail in ev:
-        if kind == "committed":
-            committed[seq] = (t, i)
-        elif kind == "handled":
-            handled[(who, seq)].append(i)
-        elif kind == "cursor":
-            cursor_moves[who].append((i, seq))
-        elif kind == "cursor_start":
-            starts.setdefault(who, seq)
-        elif kind == "reset":
-            resets[who].append(i)
-        elif kind == "pruned":
-            pruned[seq] = i
-        elif kind == "crashed":
-            crashes.append(i)
-        elif kind == "gap_skipped":
-            gap_skips[who].add(seq)
-        elif kind == "published":
-            published[seq] = (who, int(detail))
+    detail = trace["detail"].to_numpy()
+    for i in events("published"):
+        published[int(seq_col[i])] = (who_col[i], int(detail[i]))
+    ci = events("committed")
+    commits = pd.DataFrame({"seq": seq_col[ci].astype(np.int64), "tc": t_col[ci].astype(np.int64), "ic": ci})
+    commits = commits.drop_duplicates("seq", keep="last").sort_values("ic", kind="stable")  # commit order
+    hi = events("handled")
+    handled = pd.DataFrame({"consumer": who_col[hi], "seq": seq_col[hi].astype(np.int64), "i": hi,
+                            "t": t_col[hi].astype(np.int64)})
+    # how far each consumer had read: its cursor moves, and the last seq of each fetch
+    mi = np.sort(np.concatenate([events("cursor"), events("fetched")]))
+    moves = pd.DataFrame({"consumer": who_col[mi], "seq": seq_col[mi].astype(np.int64), "i": mi})
+
     parked_rows = sim.store.rows("parked")
     parked = {(r["consumer"], r["seq"]) for r in parked_rows}
     deferred = {(r["consumer"], r["seq"]) for r in sim.store.rows("deferred")}
@@ -108,60 +113,65 @@ def check_outbox(sim) -> OutboxReport:
     retained = {r["seq"]: r["topic"] for r in sim.store.rows("outbox")}
 
     per, dups, lost = [], [], []
+    by_consumer = dict(tuple(handled.groupby("consumer", sort=False)))
+    moves_of = dict(tuple(moves.groupby("consumer", sort=False)))
     for name in sorted(cursors):
         start = starts.get(name, 0)
-        moves = cursor_moves[name]
-        # the highest cursor reached by each event index (the cursor only moves forward, bar resets)
-        high, peak = [], 0
-        for i, seq in moves:
-            peak = max(peak, seq)
-            high.append((i, peak))
-        idx = [i for i, _ in high]
-        n = dict(delivered=0, duplicates=0, lost=0, parked=0, pending=0)
-        lat = []
-        for seq, (tc, ic) in committed.items():
-            if seq <= start:
-                continue
-            hs = handled.get((name, seq), [])
-            if hs:
-                n["delivered"] += 1
-                lat.append((t_of[hs[0]] - tc) / US)
-                for prev, nxt in zip(hs, hs[1:]):
-                    n["duplicates"] += 1
-                    if any(prev < c < nxt for c in crashes):
-                        cause = "crash"
-                    elif any(prev < r < nxt for r in resets[name]):
-                        cause = "reset"
-                    else:
-                        cause = "unknown"
-                    dups.append({"consumer": name, "seq": seq, "cause": cause})
-                continue
-            if (name, seq) in parked:
-                n["parked"] += 1
-                continue
-            if (name, seq) in deferred or (seq > cursors[name] and seq in retained):
-                n["pending"] += 1
-                continue
-            k = bisect_left(idx, ic)  # the cursor's height when the row committed
-            if k and high[k - 1][1] >= seq:
-                cause = "late_commit"
-            elif seq in gap_skips[name]:
-                cause = "gap_timeout"
-            elif seq in pruned:
-                cause = "pruned"
-            else:
-                cause = "unknown"
-            n["lost"] += 1
-            lost.append({"consumer": name, "seq": seq, "cause": cause})
+        expected = commits[commits["seq"] > start]
+        h = by_consumer.get(name, handled.iloc[:0])
+        h = h[h["seq"].isin(expected["seq"])]
+        first = h.drop_duplicates("seq")
+        got = expected.merge(first[["seq", "t"]], on="seq", how="inner", sort=False)  # commit order kept
+        n = dict(delivered=len(got), duplicates=0, lost=0, parked=0, pending=0)
+        lat = (got["t"] - got["tc"]).to_numpy() / US
+        # each handling after the first is a duplicate: which event came between it and the one before?
+        h = h.assign(prev=h.groupby("seq")["i"].shift())
+        again = h[h["prev"].notna()]
+        if len(again):
+            nxt, prev = again["i"].to_numpy(), again["prev"].to_numpy().astype(np.int64)
+            crashed = np.searchsorted(crashes, nxt) > np.searchsorted(crashes, prev, side="right")
+            r = np.asarray(resets[name], dtype=np.int64)
+            was_reset = np.searchsorted(r, nxt) > np.searchsorted(r, prev, side="right")
+            # a reset replays by design, whatever else happened in between
+            cause = np.where(was_reset, "reset", np.where(crashed, "crash", "unknown"))
+            order = expected.set_index("seq")["ic"]
+            d = pd.DataFrame({"consumer": name, "seq": again["seq"].to_numpy(), "cause": cause,
+                              "_ic": order.loc[again["seq"]].to_numpy(), "_i": nxt})
+            d = d.sort_values(["_ic", "_i"], kind="stable")
+            dups += d[["consumer", "seq", "cause"]].to_dict("records")
+            n["duplicates"] = len(d)
+        # the rest were not handled: parked, still pending, or lost (and why)
+        missing = expected[~expected["seq"].isin(first["seq"])]
+        if len(missing):
+            m = moves_of.get(name)
+            idx = m["i"].to_numpy() if m is not None else np.empty(0, dtype=np.int64)
+            high = np.maximum.accumulate(m["seq"].to_numpy()) if m is not None else idx
+            for seq, ic in zip(missing["seq"].tolist(), missing["ic"].tolist()):
+                if (name, seq) in parked:
+                    n["parked"] += 1
+                    continue
+                if (name, seq) in deferred or (seq > cursors[name] and seq in retained):
+                    n["pending"] += 1
+                    continue
+                k = int(np.searchsorted(idx, ic))  # how far it had read when the row committed
+                if k and high[k - 1] >= seq:
+                    cause = "late_commit"
+                elif seq in gap_skips[name]:
+                    cause = "gap_timeout"
+                elif seq in pruned:
+                    cause = "pruned"
+                else:
+                    cause = "unknown"
+                n["lost"] += 1
+                lost.append({"consumer": name, "seq": seq, "cause": cause})
         s = pd.Series(lat, dtype=float)
         per.append({"consumer": name, "cursor": cursors[name], **n,
                     "latency_mean_s": s.mean(), "latency_p50_s": s.quantile(0.5),
                     "latency_p99_s": s.quantile(0.99), "latency_max_s": s.max()})
-    # gap_timeout: the skip names the first missing seq; every seq of that range counts
     lost_df = pd.DataFrame(lost, columns=["consumer", "seq", "cause"])
     dup_df = pd.DataFrame(dups, columns=["consumer", "seq", "cause"])
     total = {
-        "committed": len(committed),
+        "committed": len(commits),
         "delivered": sum(p["delivered"] for p in per),
         "extra_deliveries": len(dup_df),
         "lost": len(lost_df),
@@ -172,7 +182,7 @@ def check_outbox(sim) -> OutboxReport:
     }
     bus = pd.DataFrame(
         [{"seq": seq, "topic": published.get(seq, (retained.get(seq), 0))[0], "published": seq in published,
-          "receivers": published.get(seq, (None, 0))[1]} for seq in sorted(committed)],
+          "receivers": published.get(seq, (None, 0))[1]} for seq in sorted(commits["seq"].tolist())],
         columns=["seq", "topic", "published", "receivers"])
     total["bus_published"] = int(bus["published"].sum())
     total["bus_unpublished"] = int((~bus["published"]).sum())

@@ -99,7 +99,8 @@ def fetch(e, now: int, name: str) -> list[dict]:
     elif cfg.read_mode == "gap":
         rows = _until_gap(e, now, name, cursor, rows)
     if rows:
-        e.trace.add(now, "fetched", e.actor, subscription=name, detail=str(len(rows)))
+        # the last seq read: a seq below it that commits later was passed over (a late commit)
+        e.trace.add(now, "fetched", e.actor, subscription=name, firing=rows[-1]["seq"], detail=str(len(rows)))
         e.faults.point("dispatch.after_fetch", now, subscription=name)
     return rows
 
