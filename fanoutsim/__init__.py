@@ -20,6 +20,7 @@ from .predicate import ALLOWED_VARIABLES, InvalidPredicate
 from .reactor.triggers import TriggerFireFailed
 from .runtime import Realtime, Simulation
 from .runtime.outbox import OutboxSimulation
+from .runtime.outbox_realtime import OutboxRealtime
 from .sweep import sweep
 from .replay import load_recording
 
@@ -30,5 +31,5 @@ __all__ = [
     "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
     "check", "check_store", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",
-    "sweep", "load_recording", "OutboxSimulation",
+    "sweep", "load_recording", "OutboxSimulation", "OutboxRealtime",
 ]

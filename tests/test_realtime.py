@@ -16,7 +16,7 @@ import pytest
 import fanoutsim as fs
 from fanoutsim.analysis import compare_latency, latency_frame
 from fanoutsim.analysis.clocks import ks_critical, ks_statistic
-from fanoutsim.faults import CrashAtPoint, FailInserts, FaultPlan
+from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan
 from fanoutsim.runtime.crashtest import kill9_campaign
 from fanoutsim.store.duckdb import StoreError
 
@@ -101,6 +101,23 @@ def test_injected_faults_work_on_the_wall_clock(tmp_path):
         assert report.total["lost"] == 0
         assert set(report.duplicates["cause"]) <= {"crash"}
         assert [r["event"] for r in rt.store.rows("runner_log")] == ["start", "start"]
+
+
+def test_planned_crashes_happen_on_the_wall_clock(tmp_path):
+    plan = FaultPlan([CrashAt(at=0.4, downtime=0.3), CrashRandomly(mean_gap=0.5, downtime=0.2, window=(1.0, 2.0))])
+    rt = fs.Realtime(FAST, store=str(tmp_path / "p.duckdb"), faults=plan)
+    rt.runner.subscribe_workflow_to_reactor("r", "wf")
+    with rt:
+        rt.add_workload("r", 20.0, payload="counter", stop=2.5)
+        time.sleep(3.0)
+        assert wait_for(lambda: rt.up)
+        trace = rt.trace()
+        crashes = trace[trace["kind"] == "crashed"]
+        t = (crashes["t"] - rt.start_us) / 1e6
+        assert crashes["detail"].iloc[0] == "time" and 0.4 <= t.iloc[0] < 0.7
+        assert (crashes["detail"].iloc[1:] == "random").all() and ((t.iloc[1:] >= 1.0) & (t.iloc[1:] < 2.2)).all()
+        assert (trace["kind"] == "restarted").sum() == len(crashes)
+        assert fs.check(rt).total["lost"] == 0
 
 
 def test_a_file_that_is_not_duckdb_is_refused_untouched(tmp_path):

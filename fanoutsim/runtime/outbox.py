@@ -28,11 +28,9 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-import pandas as pd
 import simpy
 
 from ..faults import Crash, LateCommit, Notifications, bind
-from ..frames import table_frame
 from ..metrics import Metrics
 from ..outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from ..outbox.dispatcher import DEFERRED
@@ -40,10 +38,11 @@ from ..outbox.notify import NotificationChannel
 from ..store import open_store
 from ..timeutil import US, parse_start
 from ..trace import NullTrace, Trace
+from .host import OutboxHost, checked_outbox_config
 from .virtual import VirtualCrashes, until_ok
 
 
-class OutboxSimulation(VirtualCrashes):
+class OutboxSimulation(OutboxHost, VirtualCrashes):
     """One seeded run of the outbox dispatcher under a virtual clock.
 
     >>> sim = OutboxSimulation(seed=1)
@@ -56,12 +55,7 @@ class OutboxSimulation(VirtualCrashes):
 
     def __init__(self, config: OutboxConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True) -> None:
-        config = OutboxConfig() if config is None else config
-        if not isinstance(config, OutboxConfig):
-            raise TypeError(f"config must be an OutboxConfig, not {type(config).__name__}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
-        self.config, self.seed = config, seed
+        self.config, self.seed = checked_outbox_config(config, seed), seed
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         self.store = open_store(store)
@@ -314,14 +308,6 @@ class OutboxSimulation(VirtualCrashes):
         self._workloads += 1
         self.env.process(self._workload(rate, pages, start, stop, topic, rng))
 
-    def _late_delay(self, topic: str) -> float:
-        t, delay = self.env.now, 0.0
-        for f in self._late:
-            active = f.window is None or f.window[0] <= t < f.window[1]
-            if active and f.reactor in (None, topic) and self._late_rng.random() < f.probability:
-                delay = max(delay, f.delay.sample(self._late_rng))
-        return delay
-
     def _workload(self, rate, pages, start, stop, topic, rng):
         env = self.env
         if start > env.now:
@@ -356,35 +342,3 @@ class OutboxSimulation(VirtualCrashes):
         if not until_ok(self.env, until):
             return
         self.env.run(until=until)
-
-    # -- looking at it ----------------------------------------------------------
-    def _frame(self, table: str) -> pd.DataFrame:
-        return table_frame(table, self.store.rows(table))
-
-    def outbox(self) -> pd.DataFrame:
-        return self._frame("outbox")
-
-    def cursors(self) -> pd.DataFrame:
-        return self._frame("cursors")
-
-    def parked(self) -> pd.DataFrame:
-        return self._frame("parked")
-
-    def deferred(self) -> pd.DataFrame:
-        return self._frame("deferred")
-
-    def pages(self) -> pd.DataFrame:
-        return self._frame("pages")
-
-    def trace(self) -> pd.DataFrame:
-        """The trace with the outbox's names: ``consumer`` and ``seq``."""
-        df = self._trace.frame().rename(columns={"subscription": "consumer", "firing": "seq"})
-        return df.drop(columns=["execution"])
-
-    def metrics(self) -> dict[str, float]:
-        out = self.metrics_registry.as_dict()
-        ch = self.channel
-        out.update({"fanoutsim_outbox_hints_sent_total": ch.sent, "fanoutsim_outbox_hints_dropped_total": ch.dropped,
-                    "fanoutsim_outbox_hints_missed_total": ch.missed,
-                    "fanoutsim_outbox_hints_coalesced_total": ch.coalesced})
-        return out

@@ -47,17 +47,13 @@ from ..timeutil import US
 from ..trace import LockedTrace, NullTrace
 from ..workload import GENERATORS, Workload
 from .host import RunnerHost, checked_config
+from .wallclock import WallCrashes, every, wall_us
 
 
 SAFETY_CLAIM = 1.0  # seconds: the executor claims at least this often without a hint
 
 
-def wall_us() -> int:
-    """The wall clock, UTC microseconds since the epoch."""
-    return time.time_ns() // 1000
-
-
-class Realtime(RunnerHost):
+class Realtime(RunnerHost, WallCrashes):
     """The reactor subscription design running for real, on the wall clock."""
 
     def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
@@ -90,6 +86,7 @@ class Realtime(RunnerHost):
         self._restart_timer: threading.Timer | None = None
         self._work_hint = threading.Event()  # set when this process made executions
         self._lifecycle = threading.RLock()
+        self._closing = threading.Event()  # the runtime's own threads (planned crashes)
 
     # -- clock ------------------------------------------------------------------
     def now_us(self) -> int:
@@ -131,6 +128,8 @@ class Realtime(RunnerHost):
                 self.engine.faults = self.faults
                 self.check_plan()
             self._state = "running"
+            self._closing = threading.Event()
+            self._schedule_crashes(self._closing)  # CrashAt / CrashRandomly, seconds since start
             self._boot()
         return self
 
@@ -167,6 +166,7 @@ class Realtime(RunnerHost):
             if self._state != "running":
                 return
             self._state = "stopped"
+            self._closing.set()
             self._halt(join=True)
             self.engine = None
             with self.store.transaction() as tx:
@@ -226,18 +226,6 @@ class Realtime(RunnerHost):
                 self.crash(c.point, c.downtime)
             return None
 
-    def _every(self, engine, stop: threading.Event, interval: float, step) -> None:
-        """Call ``step`` now and then every ``interval`` seconds until stopped;
-        ticks that a slow step overran are skipped, not bunched."""
-        next_tick = time.monotonic()
-        while not stop.is_set() and engine is self.engine:
-            step()
-            next_tick += interval
-            delay = next_tick - time.monotonic()
-            if delay < 0:
-                next_tick, delay = time.monotonic(), 0.0
-            stop.wait(delay)
-
     def _poll_loop(self, engine, stop) -> None:
         def one_pass() -> None:
             # step by step, each step at its own wall time: a batch is dispatched
@@ -252,11 +240,11 @@ class Realtime(RunnerHost):
                     if stats is not None and stats.dispatched:
                         self._work_hint.set()
 
-        self._every(engine, stop, self.config.reactor_poll_interval, one_pass)
+        every(stop, self.config.reactor_poll_interval, one_pass, lambda: engine is self.engine)
 
     def _prune_loop(self, engine, stop) -> None:
-        self._every(engine, stop, self.config.reactor_firings_prune_interval,
-                    lambda: self._call(engine, "prune_once"))
+        every(stop, self.config.reactor_firings_prune_interval, lambda: self._call(engine, "prune_once"),
+              lambda: engine is self.engine)
 
     def _executor_loop(self, engine, stop) -> None:
         last_claim = [0.0]
@@ -279,7 +267,7 @@ class Realtime(RunnerHost):
                 self._work.put((engine, row))
 
         stop.wait(engine.rng.uniform(0, self.config.executor_poll_interval))  # its own phase
-        self._every(engine, stop, self.config.executor_poll_interval, claim)
+        every(stop, self.config.executor_poll_interval, claim, lambda: engine is self.engine)
 
     def _worker(self, engine, stop) -> None:
         work = self._work

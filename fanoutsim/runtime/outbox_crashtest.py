@@ -1,0 +1,144 @@
+"""A kill -9 campaign against the outbox dispatcher on the wall clock, for real.
+
+A child process runs an :class:`~.outbox_realtime.OutboxRealtime` over one
+DuckDB file with a steady workload and one consumer, ``sink``, whose function
+appends each row's seq to a side file (flushed and fsynced) — the consumer's
+effect, outside the database, as a real consumer's would be. The parent
+SIGKILLs the child at random moments and starts it again each time; then one
+last child, with no workload, drains the backlog and stops cleanly.
+
+The promise under test (seed 002): "a server can crash mid-fan-out and lose
+nothing". Every row in the ``outbox`` table must appear in the side file at
+least once. Duplicates are allowed — the cursor moves only after the row is
+handled, so a kill between the two re-delivers — but the cursor moves after
+every row, so each kill re-delivers at most the one row the consumer had in
+hand::
+
+    python -m fanoutsim.runtime.outbox_crashtest campaign run.duckdb 10
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+from ..outbox import OutboxConfig
+from ..store import open_store
+from .outbox_realtime import OutboxRealtime
+
+CONFIG = OutboxConfig(safety_poll_interval=0.2, batch_limit=20)
+
+
+def serve(db: str, side: str, rate: float, *, drain: bool = False, drain_timeout: float = 60.0) -> int:
+    """The child: run until SIGTERM/SIGINT (or, with ``drain``, until the sink's
+    cursor has reached the last committed row); returns an exit status."""
+    rt = OutboxRealtime(CONFIG, store=db)
+    fh = open(side, "a")
+
+    def sink(row: dict) -> None:
+        fh.write(f"{row['seq']}\n")
+        fh.flush()
+        os.fsync(fh.fileno())  # the effect is durable before the cursor may move
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        rt.register_consumer("sink", sink, duration=0.01)
+        if rate > 0:
+            rt.add_workload(rate, pages=20)
+        rt.start()
+        print("ready", flush=True)
+        deadline = time.monotonic() + drain_timeout
+        while not stop.wait(0.1):
+            if drain and (_drained(rt) or time.monotonic() > deadline):
+                break
+        return 0 if not drain or _drained(rt) else 1
+    finally:
+        rt.close()
+        fh.close()
+
+
+def _drained(rt: OutboxRealtime) -> bool:
+    seqs = [r["seq"] for r in rt.store.rows("outbox")]
+    cursor = {r["consumer"]: r["seq"] for r in rt.store.rows("cursors")}.get("sink", 0)
+    return not seqs or cursor >= max(seqs)
+
+
+def _start(db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "fanoutsim.runtime.outbox_crashtest", "serve", db, side, str(rate)]
+    proc = subprocess.Popen(cmd + (["--drain"] if drain else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
+    if line.strip() != "ready":
+        proc.wait(timeout=30)
+        raise RuntimeError(f"the outbox child exited with {proc.returncode}: {proc.stderr.read()}")
+    return proc
+
+
+def seqs_in(side: str) -> Counter:
+    """How often each seq reached the side file (complete lines only)."""
+    try:
+        with open(side) as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return Counter()
+    return Counter(int(line) for line in text.split("\n")[:-1] if line.strip())
+
+
+def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: int = 0, up=(0.3, 1.0),
+                   rate: float = 50.0, drain_timeout: float = 60.0) -> dict:
+    """Run the campaign; returns its figures (``lost`` lists committed seqs the
+    sink never saw)."""
+    side = side or f"{db}.sink.txt"
+    rng = random.Random(seed)
+    for _ in range(kills):
+        proc = _start(db, side, rate)
+        time.sleep(rng.uniform(*up))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    proc = _start(db, side, 0.0, drain=True)  # no new commits: drain the backlog, stop cleanly
+    try:
+        proc.wait(timeout=drain_timeout + 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    store = open_store(db)
+    try:
+        committed = [r["seq"] for r in store.rows("outbox")]
+        cursors = {r["consumer"]: r["seq"] for r in store.rows("cursors")}
+        log = [r["event"] for r in store.rows("runner_log")]
+    finally:
+        store.close()
+    seen = seqs_in(side)
+    return {
+        "kills": kills,
+        "starts": log.count("start"),
+        "clean_stops": log.count("stop"),
+        "committed": len(committed),
+        "lost": [s for s in committed if not seen[s]],
+        "extra_deliveries": sum(n - 1 for n in seen.values() if n > 1),
+        "max_deliveries_of_one_row": max(seen.values(), default=0),
+        "cursor": cursors.get("sink"),
+        "last_seq": max(committed, default=0),
+        "clean_exit": proc.returncode == 0,
+    }
+
+
+if __name__ == "__main__":
+    # python -m fanoutsim.runtime.outbox_crashtest serve DB SIDE RATE [--drain]
+    # python -m fanoutsim.runtime.outbox_crashtest campaign DB [KILLS]
+    if len(sys.argv) >= 5 and sys.argv[1] == "serve":
+        sys.exit(serve(sys.argv[2], sys.argv[3], float(sys.argv[4]), drain="--drain" in sys.argv[5:]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "campaign":
+        print(json.dumps(kill9_campaign(sys.argv[2], kills=int(sys.argv[3]) if len(sys.argv) > 3 else 10),
+                         indent=2))
+        sys.exit(0)
+    sys.exit("usage: python -m fanoutsim.runtime.outbox_crashtest "
+             "(serve DB SIDE RATE [--drain] | campaign DB [KILLS])")

@@ -1,0 +1,74 @@
+"""Planned crashes and steady ticks on the wall clock, for every threaded runtime.
+
+The wall-clock counterpart of :mod:`.virtual`: a fault plan's ``CrashAt`` and
+``CrashRandomly`` say *when* the process dies in seconds since the run's
+start, and here a thread per spec sleeps until then (``Event.wait``, so a stop
+wakes it) and crashes the runtime if it is up. :func:`every` is the loop of a
+periodic step (a safety poll, a retention pass) that skips the ticks a slow
+step overran instead of bunching them.
+
+A runtime that mixes :class:`WallCrashes` in needs ``plan`` (a FaultPlan or
+None), ``faults`` (its Injector: seeded RNGs per spec), ``engine`` (None while
+down), ``_trace``, ``now`` (seconds since start) and ``crash(point, downtime)``.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from ..faults import CrashAt, CrashRandomly
+
+
+def wall_us() -> int:
+    """The wall clock, UTC microseconds since the epoch."""
+    return time.time_ns() // 1000
+
+
+def every(stop: threading.Event, interval: float, step: Callable[[], object],
+          alive: Callable[[], bool] = lambda: True) -> None:
+    """Call ``step`` now and then every ``interval`` seconds until ``stop`` is
+    set or ``alive()`` is false; ticks a slow step overran are skipped, not bunched."""
+    next_tick = time.monotonic()
+    while not stop.is_set() and alive():
+        step()
+        next_tick += interval
+        delay = next_tick - time.monotonic()
+        if delay < 0:
+            next_tick, delay = time.monotonic(), 0.0
+        stop.wait(delay)
+
+
+class WallCrashes:
+    def _schedule_crashes(self, closing: threading.Event) -> list[threading.Thread]:
+        """Start a daemon thread for each crash the plan puts at a time or a rate;
+        they end when ``closing`` is set (the runtime stopped)."""
+        if self.plan is None:
+            return []
+        jobs = [(self._crash_at, spec) for spec in self.plan.of(CrashAt)]
+        jobs += [(self._crash_randomly, spec) for spec in self.plan.of(CrashRandomly)]
+        threads = [threading.Thread(target=fn, args=(spec, closing), name=f"fanoutsim-{spec.kind}", daemon=True)
+                   for fn, spec in jobs]
+        for t in threads:
+            t.start()
+        return threads
+
+    def _crash_now(self, point: str, detail: str, downtime: float) -> None:
+        if self.engine is not None:  # a crash while down is no crash
+            self._trace.add(wall_us(), "fault", "faults", detail=detail)
+            self.crash(point, downtime)
+
+    def _crash_at(self, spec: CrashAt, closing: threading.Event) -> None:
+        if closing.wait(max(0.0, spec.at - self.now)):
+            return
+        self._crash_now("time", f"crash at t={spec.at}", spec.downtime.sample(self.faults.rng(spec)))
+
+    def _crash_randomly(self, spec: CrashRandomly, closing: threading.Event) -> None:
+        rng = self.faults.rng(spec)
+        start, end = spec.window or (0.0, float("inf"))
+        if start > self.now and closing.wait(start - self.now):
+            return
+        while not closing.wait(rng.expovariate(1.0 / spec.mean_gap)):
+            if self.now >= end:
+                return
+            self._crash_now("random", "random crash", spec.downtime.sample(rng))
