@@ -100,7 +100,7 @@ def fetch(e, now: int, name: str) -> list[dict]:
         rows = _until_gap(e, now, name, cursor, rows)
     if rows:
         # the last seq read: a seq below it that commits later was passed over (a late commit)
-        e.trace.add(now, "fetched", e.actor, subscription=name, firing=rows[-1]["seq"], detail=str(len(rows)))
+        e.trace.add(now, "fetched", e.actor, name, rows[-1]["seq"], None, str(len(rows)))
         e.faults.point("dispatch.after_fetch", now, subscription=name)
     return rows
 
@@ -130,19 +130,21 @@ def _until_gap(e, now, name, cursor, rows):
 def begin(e, now: int, name: str, row: dict, due: bool = False) -> Step:
     """Hand ``row`` to the consumer (or find it is not due yet)."""
     spec = e.registry.spec(name)
-    if not due and row["due_at"] is not None and row["due_at"] > now:
+    due_at = row["due_at"]
+    if not due and due_at is not None and due_at > now:
         return Step(name, row, 0.0, deferred=True)
-    d = spec.duration(e.rng) if callable(spec.duration) else spec.duration
-    d = e.faults.run_duration(name, now, float(d))
-    if spec.timeout is not None and d > spec.timeout:
-        return Step(name, row, spec.timeout, error=f"timed out after {spec.timeout:g}s", due=due)
+    d = spec.duration
+    d = e.faults.run_duration(name, now, float(d(e.rng) if callable(d) else d))
+    timeout = spec.timeout
+    if timeout is not None and d > timeout:
+        return Step(name, row, timeout, error=f"timed out after {timeout:g}s", due=due)
     error = None
     if spec.fn is not None:
         try:
             spec.fn(dict(row))
         except Exception as exc:  # a transient failure: retried under the budget
             error = f"{type(exc).__name__}: {exc}"
-    return Step(name, row, d, error=error, due=due)
+    return Step(name, row, d, error, False, due)
 
 
 def _done(tx, step: Step) -> None:
@@ -165,13 +167,13 @@ def finish(e, now: int, step: Step, attempt: int) -> Outcome:
         trace.add(now, "cursor", actor, subscription=name, firing=seq)
         return DEFERRED
     if step.error is None:
-        trace.add(now, "handled", actor, subscription=name, firing=seq, detail="due" if step.due else None)
+        trace.add(now, "handled", actor, name, seq, None, "due" if step.due else None)
         e.count("fanoutsim_outbox_handled_total", name)()
         e.faults.point("dispatch.after_handle_before_cursor", now, subscription=name, firing=seq)
         with e.store.transaction() as tx:
             _done(tx, step)
         if not step.due:
-            trace.add(now, "cursor", actor, subscription=name, firing=seq)
+            trace.add(now, "cursor", actor, name, seq)
         return HANDLED
     spec = e.registry.spec(name)
     trace.add(now, "failed", actor, subscription=name, firing=seq, detail=f"attempt {attempt}: {step.error}")

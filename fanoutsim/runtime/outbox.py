@@ -220,11 +220,13 @@ class OutboxSimulation(OutboxHost, VirtualCrashes):
                 # since sent a hint (which would have triggered ``wake``) or waits for the poll.
                 if deferred:
                     first_due = next_due(self.now_us(), name)
-                until = [t for t in (first_due, engine.wake_at.pop(name, None)) if t is not None]
-                if until:
-                    yield env.any_of([wake, env.timeout(max(0.0, (min(until) - self.now_us()) / US))])
-                else:
+                until = engine.wake_at.pop(name, None)
+                if first_due is not None and (until is None or first_due < until):
+                    until = first_due
+                if until is None:
                     yield wake
+                else:
+                    yield env.any_of([wake, env.timeout(max(0.0, (until - self.now_us()) / US))])
         except Crash as c:
             if engine is self.engine:
                 self.crash(c.point, c.downtime)

@@ -53,18 +53,24 @@ class MemoryTx(Tx):
         self.failed = None
 
     def __enter__(self) -> "MemoryTx":
-        self.store._open_tx()
+        store = self.store
+        store._lock.acquire()
+        if store._open:
+            store._lock.release()
+            raise RuntimeError("nested transactions are not supported")
+        store._open = True
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is not None:
-            self.store._rollback(self)
-            return False  # re-raise
-        if self.failed is not None:  # the block swallowed a failed write
-            self.store._rollback(self)
+        store = self.store
+        if exc_type is None and self.failed is None:  # commit: the writes are already in place
+            store._open = False
+            store._lock.release()
+            return False
+        store._rollback(self)
+        if exc_type is None:  # the block swallowed a failed write
             raise RuntimeError(SWALLOWED_TX.format(self.failed)) from self.failed
-        self.store._commit(self)
-        return False
+        return False  # re-raise
 
     def _duplicate(self, what: str) -> KeyError:
         # SQL aborts the transaction on a constraint violation; so do we (the
@@ -392,16 +398,8 @@ class MemoryStore(Store):
     def transaction(self) -> MemoryTx:
         return MemoryTx(self)
 
-    def _open_tx(self) -> None:
-        self._lock.acquire()
-        if self._open:
-            self._lock.release()
-            raise RuntimeError("nested transactions are not supported")
-        self._open = True
-
     def _begin(self) -> MemoryTx:
-        self._open_tx()
-        return MemoryTx(self)
+        return MemoryTx(self).__enter__()
 
     def _commit(self, tx: MemoryTx) -> None:
         self._open = False
