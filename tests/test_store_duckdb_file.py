@@ -181,3 +181,26 @@ def test_a_version_1_file_is_migrated_in_place(tmp_path):
         assert store.con.execute(sql.GET_SCHEMA_VERSION).fetchone()[0] == str(sql.SCHEMA_VERSION)
     finally:
         store.close()
+
+
+def test_a_transaction_that_only_reads_sends_no_begin_or_commit(tmp_path):
+    store = DuckDBStore(str(tmp_path / "r.duckdb"))
+    try:
+        n0 = store.statements
+        with store.transaction() as tx:
+            tx.count_firings()
+            tx.get_cursor("a")
+        assert store.statements - n0 == 2                 # the two reads, nothing around them
+        n0 = store.statements
+        with store.transaction() as tx:
+            assert tx.get_cursor("a") is None
+            tx.set_cursor("a", 5)                           # the first write opens the transaction
+        assert store.statements - n0 == 4                 # read, BEGIN, write, COMMIT
+        with pytest.raises(ZeroDivisionError):
+            with store.transaction() as tx:
+                tx.set_cursor("a", 9)
+                1 / 0
+        with store.transaction() as tx:
+            assert tx.get_cursor("a") == 5                  # the write after BEGIN rolled back
+    finally:
+        store.close()
