@@ -14,6 +14,14 @@ nothing else, on stdout) and writes into DIR (default ``out/<scenario name>``):
   and ``subscriptions.parquet`` — the tables at the end of the run;
 * the PNG figures of :func:`fanoutsim.plots.save_report_figures`.
 
+A scenario with ``design = "outbox"`` (:mod:`fanoutsim.outbox.scenario`) runs
+the transactional outbox instead: it prints the outbox report (per consumer:
+delivered, duplicates, lost with causes, parked, pending, commit -> handled
+latency; the hints; the topic bus) and the outbox checker's verdict, and writes
+``report.json`` (the checker's totals under ``check``), ``outbox.parquet``,
+``cursors.parquet``, ``parked.parquet`` and the figures of
+:func:`fanoutsim.plots.outbox.save_outbox_figures`.
+
 A last line names the folder (on stderr with ``--json``). Any error — a
 missing file, a bad scenario, a bad flag — prints ``fanoutsim: error: ...``
 on stderr and exits with status 2.
@@ -126,7 +134,7 @@ def _realtime(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "serve":
-            scenario = load_scenario(args.scenario) if args.scenario else None
+            scenario = load_scenario(args.scenario, design="reactor") if args.scenario else None
             print(f"serving {args.db} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C", file=sys.stderr)
             return srv.serve(args.db, scenario, rate=args.rate, port=args.port)
         if args.command == "fire":
@@ -146,7 +154,7 @@ def _realtime(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .checker import format_check
-    from .report import format_report
+    from .report import format_outbox_check, format_outbox_report, format_report
     from .scenario import ScenarioError, load_scenario
 
     try:
@@ -164,15 +172,30 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         print(f"wrote {len(written)} files to {out}", file=sys.stderr)
     else:
-        print(format_report(report), end="")
+        outbox = scenario.design == "outbox"
+        print((format_outbox_report if outbox else format_report)(report), end="")
         print()
-        print(format_check(checked))
+        print((format_outbox_check if outbox else format_check)(checked))
         print(f"\nwrote {len(written)} files to {out}")
     return 0
 
 
+def _is_outbox(sim) -> bool:
+    from .runtime.outbox import OutboxSimulation
+
+    return isinstance(sim, OutboxSimulation)
+
+
 def full_report(sim, name: str):
-    """The delivery report with the checker's totals under ``check``, and the check."""
+    """The delivery report with the checker's totals under ``check``, and the check
+    (for an outbox run: :func:`~fanoutsim.analysis.outbox.outbox_report` and
+    :func:`~fanoutsim.outbox.checker.check_outbox`)."""
+    if _is_outbox(sim):
+        from .analysis.outbox import outbox_report
+        from .outbox.checker import check_outbox
+
+        checked = check_outbox(sim)
+        return outbox_report(sim, name=name, checked=checked), checked
     from .analysis import delivery_report
     from .checker import check
 
@@ -184,13 +207,21 @@ def full_report(sim, name: str):
 
 def write_outputs(sim, report: dict, out: Path) -> list[Path]:
     """The report, the three tables as Parquet and the figures, into ``out``."""
-    from .plots import save_report_figures
-
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     path = out / "report.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     paths.append(path)
+    if _is_outbox(sim):
+        from .plots.outbox import save_outbox_figures
+
+        for name, df in (("outbox", sim.outbox()), ("cursors", sim.cursors()), ("parked", sim.parked())):
+            path = out / f"{name}.parquet"
+            df.to_parquet(path, index=False)
+            paths.append(path)
+        return paths + save_outbox_figures(sim, out)
+    from .plots import save_report_figures
+
     executions = sim.executions()
     executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]
     for name, df in (("firings", sim.firings()), ("executions", executions),

@@ -1,14 +1,17 @@
-"""A delivery report (:func:`fanoutsim.analysis.delivery_report`) as plain text.
+"""A delivery report (:func:`fanoutsim.analysis.delivery_report`) as plain text,
+and an outbox run's report (:func:`fanoutsim.analysis.outbox.outbox_report`,
+:func:`format_outbox_report`) and its checker's verdict (:func:`format_outbox_check`).
 
 The text depends only on the report dict — no wall-clock values, no
 environment — so the same seed prints the same report, byte for byte.
-Latencies are shown in milliseconds, watermark lag in seconds.
+Latencies are shown in milliseconds (an outbox run's, which a slow or late
+consumer stretches to minutes, in seconds), watermark lag in seconds.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["format_report"]
+__all__ = ["format_report", "format_outbox_report", "format_outbox_check"]
 
 _MISSING = "-"
 
@@ -108,3 +111,105 @@ def format_report(report: dict[str, Any]) -> str:
     if ex.get("unmatched"):
         out.append(f"  {_int(ex['unmatched'])} execution(s) match no current subscription")
     return "\n".join(out) + "\n"
+
+
+# -- the outbox design (seed 002) ----------------------------------------------------
+def _causes(by_cause: dict[str, int]) -> str:
+    return ", ".join(f"{c} {_int(n)}" for c, n in sorted(by_cause.items()))
+
+
+def _with_causes(n: int, by_cause: dict[str, int]) -> str:
+    return f"{_int(n)} ({_causes(by_cause)})" if n and by_cause else _int(n)
+
+
+def _share(part: int, whole: int) -> str:
+    return f" ({part / whole:.1%})" if whole else ""
+
+
+def format_outbox_report(report: dict[str, Any]) -> str:
+    """Render an outbox report (:func:`fanoutsim.analysis.outbox.outbox_report`) as plain text."""
+    out: list[str] = []
+    title = "fanoutsim outbox report"
+    if report.get("scenario"):
+        title += f": {report['scenario']}"
+    out += [title, "=" * len(title)]
+    cfg = report.get("config", {})
+    out.append(f"seed {report['seed']}, virtual time {_s(report['time_span_s'])} s "
+               f"({report['start']} .. {report['end']})")
+    if cfg:
+        read = cfg.get("read_mode")
+        if read == "settled":
+            read += f" ({_s(cfg.get('settle'), 3).rstrip('0').rstrip('.')} s)"
+        elif read == "gap":
+            read += f" (timeout {_s(cfg.get('gap_timeout'), 3).rstrip('0').rstrip('.')} s)"
+        out.append(
+            f"safety poll every {_s(cfg.get('safety_poll_interval'), 3).rstrip('0').rstrip('.')} s "
+            f"(batch {cfg.get('batch_limit')}), hints {'on' if cfg.get('notify') else 'off'}, "
+            f"read mode {read}, retention {_s(cfg.get('retention'), 0)} s "
+            f"(pruned every {_s(cfg.get('retention_interval'), 0)} s)")
+    out.append("")
+
+    ob, tot = report["outbox"], report["totals"]
+    out += _table(
+        ["totals", "count", "detail"],
+        [["rows committed", _int(ob["committed"]), "each with its outbox row, in one transaction"],
+         ["rows retained", _int(ob["retained"]), "still in the outbox now"],
+         ["rows pruned", _int(ob["pruned"]), "by the retention step"],
+         ["deliveries", _int(tot["delivered"]), "(consumer, row) pairs handled at least once"],
+         ["duplicates", _int(tot["extra_deliveries"]), _causes(tot["duplicates_by_cause"])],
+         ["lost", _int(tot["lost"]), _causes(tot["lost_by_cause"])],
+         ["parked", _int(tot["parked"]), "retry budget spent: in the parked table"],
+         ["pending", _int(tot["pending"]), "ahead of a cursor, or deferred, at the end"],
+         ["crashes", _int(report["crashes"]), "of the dispatcher process"]],
+        "<><",
+    )
+    out.append("")
+
+    out.append("Consumers (commit -> handled latency in s)")
+    rows = []
+    for c in report["consumers"]:
+        lat = c["latency_s"]
+        rows.append([c["consumer"], _int(c["cursor"]), _int(c["delivered"]),
+                     _with_causes(c["duplicates"], c["duplicates_by_cause"]),
+                     _with_causes(c["lost"], c["lost_by_cause"]), _int(c["parked"]), _int(c["pending"]),
+                     _int(c["failures"]), _s(lat["p50"], 3), _s(lat["p99"], 3), _s(lat["max"], 3)])
+    if rows:
+        out += _table(["consumer", "cursor", "delivered", "duplicates", "lost", "parked", "pending",
+                       "failures", "p50", "p99", "max"], rows, "<>>>>>>>>>>")
+        out.append("  failures: failed attempts (retried with backoff; the budget-th parks the row)")
+    else:
+        out.append("  (none)")
+    out.append("")
+
+    h, bus = report["hints"], report["bus"]
+    out.append(f"Hints: {_int(h['sent'])} sent, {_int(h['dropped'])} dropped{_share(h['dropped'], h['sent'])}, "
+               f"{_int(h['missed'])} missed (no listener), {_int(h['coalesced'])} coalesced; "
+               f"a row without its hint waits for the safety poll")
+    out.append(f"Topic bus (best effort, not durable): {_int(bus['published'])} rows published, "
+               f"{_int(bus['unpublished'])} never, {_int(bus['receipts'])} receipts by live subscribers")
+    return "\n".join(out) + "\n"
+
+
+def format_outbox_check(checked) -> str:
+    """The outbox checker's verdict (:func:`fanoutsim.outbox.checker.check_outbox`) as text:
+    the totals, the causes, and the rows that make a run INVALID."""
+    t = checked.total
+    lines = [f"outbox check: {'VALID' if checked.valid else 'INVALID'}",
+             f"  committed {t['committed']}  delivered {t['delivered']}  duplicates {t['extra_deliveries']}  "
+             f"lost {t['lost']}  parked {t['parked']}  pending {t['pending']}"]
+    if t["duplicates_by_cause"]:
+        lines.append("  duplicate causes: " + _causes(t["duplicates_by_cause"]))
+    if t["lost_by_cause"]:
+        lines.append("  loss causes: " + _causes(t["lost_by_cause"]))
+    bad_lost = checked.lost[checked.lost["cause"].isin(("late_commit", "unknown"))]
+    bad_dups = checked.duplicates[checked.duplicates["cause"] == "unknown"]
+    for what, frame in (("lost", bad_lost), ("duplicated with no cause", bad_dups)):
+        for consumer, g in frame.groupby("consumer", sort=True):
+            seqs = sorted(int(s) for s in g["seq"])
+            shown = ", ".join(map(str, seqs[:10])) + (f", ... ({len(seqs)} in all)" if len(seqs) > 10 else "")
+            causes = ", ".join(sorted(set(g["cause"])))
+            lines.append(f"  {consumer}: {what} ({causes}): seqs {shown}")
+    if not checked.valid:
+        lines.append("  (valid needs every loss documented — pruned, gap_timeout — and every duplicate "
+                     "caused by a crash or a reset)")
+    return "\n".join(lines)

@@ -6,6 +6,8 @@ workloads that fire the reactors::
 
     name = "default"                 # optional, defaults to the file's stem
     description = "..."              # optional
+    design = "reactor"               # optional: "reactor" (this schema, the default) or
+                                     # "outbox" (see fanoutsim.outbox.scenario)
     [run]
     seed = 0                         # int, default 0
     until = 3600.0                   # virtual seconds, > 0 (required)
@@ -52,6 +54,12 @@ would run as an instant no-op, which is almost always a typo). With no
 store path is relative to the current directory, and the file must not exist
 yet: a scenario always starts from empty tables.
 
+``design = "outbox"`` makes the file a scenario of the transactional outbox
+(seed 002) instead: ``[run]``, ``[outbox]``, ``[[consumers]]``, ``[[workload]]``
+and ``[[faults]]``, checked by :mod:`fanoutsim.outbox.scenario`; then
+:func:`load_scenario` returns an :class:`~fanoutsim.outbox.scenario.OutboxScenario`
+(``.design == "outbox"``; a :class:`Scenario` has ``.design == "reactor"``).
+
 ``[[faults]]`` tables make the fault plan (see :mod:`fanoutsim.faults.plan`
 for the kinds); each names its ``kind``::
 
@@ -80,7 +88,10 @@ from .workload import GENERATORS, Workload
 
 __all__ = [
     "ScenarioError", "Scenario", "WorkflowDef", "SubscriptionDef", "load_scenario", "parse_scenario",
+    "DESIGNS",
 ]
+
+DESIGNS = ("reactor", "outbox")  # what ``design = ...`` may name
 
 
 class ScenarioError(ValueError):
@@ -101,6 +112,13 @@ class ScenarioError(ValueError):
                 lines.append(f"  {path}: {msg}".replace("\n", "\n    ") if path else f"  {msg}")
             text = "\n".join(lines)
         super().__init__(text)
+        self.text = text
+        # args as the constructor takes them, so a copy (SimPy re-raises a failed
+        # process's exception as ``type(e)(*e.args)``) or a pickle is the same error
+        self.args = (source, self.problems)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 # -- what a parsed scenario holds ------------------------------------------------
@@ -135,6 +153,7 @@ class Scenario:
     workloads: tuple[Workload, ...] = ()
     faults: Any = None  # a FaultPlan, from [[faults]]
     replays: tuple = ()  # fanoutsim.replay.ReplaySpec, from [[workload]] replay = "..."
+    design = "reactor"  # a class attribute, not a field: which design the file describes
 
     def build(self, seed: int | None = None, store: "str | Store | None" = None,
               until: float | None = None):
@@ -147,12 +166,7 @@ class Scenario:
         from .runtime import Simulation
 
         seed, store, _ = self._overrides(seed, store, until)
-        if isinstance(store, str) and store.endswith(".duckdb") and os.path.exists(store):
-            raise ScenarioError(self.source, [(
-                "run.store",
-                f"{store!r} already exists; a scenario starts from empty tables, "
-                "so delete the file or choose another path",
-            )])
+        refuse_existing_store(self.source, store)
         sim = Simulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for wf in self.workflows:
             d = wf.duration  # a fixed time as a plain number, a law as the callable Dist
@@ -179,26 +193,47 @@ class Scenario:
         return sim
 
     def _overrides(self, seed, store, until) -> tuple[int, "str | Store", float]:
-        errors = _Errors()
-        if seed is None:
-            seed = self.seed
-        else:
-            seed = _check_seed(seed, "run.seed", errors, " (override)")
-        if until is None:
-            until = self.until
-        else:
-            until = _check_until(until, "run.until", errors, " (override)")
-        if store is None:
-            store = self.store
-        elif not isinstance(store, Store):
-            store = _check_store(store, "run.store", errors, " (override)")
-        errors.raise_if_any(self.source)
-        return seed, store, until
+        return check_overrides(self, seed, store, until)
+
+
+def check_overrides(scenario, seed, store, until) -> tuple[int, "str | Store", float]:
+    """``seed``, ``store`` and ``until`` given to a scenario's build or run,
+    checked like the file's ``[run]`` values; None means the file's."""
+    errors = _Errors()
+    if seed is None:
+        seed = scenario.seed
+    else:
+        seed = _check_seed(seed, "run.seed", errors, " (override)")
+    if until is None:
+        until = scenario.until
+    else:
+        until = _check_until(until, "run.until", errors, " (override)")
+    if store is None:
+        store = scenario.store
+    elif not isinstance(store, Store):
+        store = _check_store(store, "run.store", errors, " (override)")
+    errors.raise_if_any(scenario.source)
+    return seed, store, until
+
+
+def refuse_existing_store(source: str, store) -> None:
+    """A scenario starts from empty tables: an existing .duckdb file is refused, untouched."""
+    if isinstance(store, str) and store.endswith(".duckdb") and os.path.exists(store):
+        raise ScenarioError(source, [(
+            "run.store",
+            f"{store!r} already exists; a scenario starts from empty tables, "
+            "so delete the file or choose another path",
+        )])
 
 
 # -- loading -------------------------------------------------------------------
-def load_scenario(path: str | os.PathLike) -> Scenario:
-    """Read and check a scenario file; raises :class:`ScenarioError`."""
+def load_scenario(path: str | os.PathLike, *, design: str | None = None):
+    """Read and check a scenario file; raises :class:`ScenarioError`.
+
+    Returns a :class:`Scenario`, or an
+    :class:`~fanoutsim.outbox.scenario.OutboxScenario` for a file with
+    ``design = "outbox"``. ``design``: the design the caller needs; a file of
+    another design is refused with an error naming its ``design`` key."""
     source = os.fspath(path)
     try:
         with open(source, "rb") as fh:
@@ -221,41 +256,29 @@ def load_scenario(path: str | os.PathLike) -> Scenario:
         where = f"line {m.group(1)}, column {m.group(2)}" if m else "TOML"
         what = msg[: m.start()].strip() if m else msg
         raise ScenarioError(source, [(where, f"TOML syntax error: {what}")]) from None
-    return parse_scenario(data, source=source, default_name=Path(source).stem)
+    scenario = parse_scenario(data, source=source, default_name=Path(source).stem)
+    if design is not None and scenario.design != design:
+        raise ScenarioError(source, [("design", (
+            f"this needs a scenario of the {design} design (design = {design!r}); "
+            f"the file describes the {scenario.design} design (design = {scenario.design!r})"))])
+    return scenario
 
 
-def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario") -> Scenario:
-    """Check an already-parsed TOML document (a dict) and make a Scenario."""
+def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario"):
+    """Check an already-parsed TOML document (a dict) and make a Scenario
+    (an :class:`~fanoutsim.outbox.scenario.OutboxScenario` for ``design = "outbox"``)."""
     errors = _Errors()
     if not isinstance(data, dict):
         raise ScenarioError(source, [("", f"a scenario must be a TOML document (table), got {_kind(data)}")])
-    _unknown_keys(data, _TOP_KEYS, "", errors)
+    design = parse_design(data, errors)
+    if design == "outbox":
+        from .outbox.scenario import parse_outbox_scenario
 
-    name = data.get("name", default_name)
-    if "name" in data:
-        name = _check_str(name, "name", errors)
-        if isinstance(name, str) and not _NAME_RE.fullmatch(name):
-            errors.add("name", f"must be letters, digits, '.', '_' or '-' (it names the output folder), "
-                               f"got {name!r}")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        errors.add("description", f"must be a string, got {_kind(description)}")
-        description = ""
+        return parse_outbox_scenario(data, source=source, default_name=default_name, errors=errors)
+    unknown_top_keys(data, _TOP_KEYS, _OUTBOX_ONLY_KEYS, "outbox", errors)
 
-    run = _table(data, "run", errors, required=True)
-    seed, until, store, start = 0, None, "memory", None
-    if run is not None:
-        _unknown_keys(run, _RUN_KEYS, "run", errors)
-        if "seed" in run:
-            seed = _check_seed(run["seed"], "run.seed", errors)
-        if "until" in run:
-            until = _check_until(run["until"], "run.until", errors)
-        else:
-            errors.add("run.until", "is required: the virtual seconds to run for (a number > 0)")
-        if "store" in run:
-            store = _check_store(run["store"], "run.store", errors)
-        if "start" in run:
-            start = _check_start(run["start"], "run.start", errors)
+    name, description = parse_header(data, default_name, errors)
+    seed, until, store, start = parse_run(data, errors)
 
     config = _parse_config(_table(data, "config", errors), errors)
     wf_items = _array(data, "workflows", errors)
@@ -278,7 +301,72 @@ def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str 
 
 
 # -- the parts -------------------------------------------------------------------
-_TOP_KEYS = ("name", "description", "run", "config", "workflows", "subscriptions", "workload", "faults")
+_TOP_KEYS = ("name", "description", "run", "config", "workflows", "subscriptions", "workload", "faults",
+             "design")
+_OUTBOX_ONLY_KEYS = ("outbox", "consumers")    # tables only an outbox scenario has
+_REACTOR_ONLY_KEYS = ("config", "workflows", "subscriptions")  # ... only a reactor scenario has
+
+
+def parse_design(data: dict, errors: "_Errors") -> str:
+    """The ``design`` key: "reactor" (also when absent) or "outbox". A bad value
+    is reported, and the file is then checked as the design its tables suggest
+    (``[outbox]`` or ``[[consumers]]``: outbox), so every problem shows at once."""
+    if "design" not in data:
+        return "reactor"
+    value = data["design"]
+    if isinstance(value, str) and value in DESIGNS:
+        return value
+    guess = "outbox" if any(k in data for k in _OUTBOX_ONLY_KEYS) else "reactor"
+    errors.add("design", f"must be one of {', '.join(map(repr, DESIGNS))}, got {_show(value)} "
+                         f"(the rest of the file is checked as the {guess} design)")
+    return guess
+
+
+def unknown_top_keys(data: dict, allowed, other_keys, other_design: str, errors: "_Errors") -> None:
+    """Unknown top-level keys; one that belongs to the other design says so."""
+    for key in data:
+        if key in allowed:
+            continue
+        hint = ""
+        if key in other_keys:
+            spelled = f"[[{key}]]" if isinstance(data[key], list) else f"[{key}]"
+            hint = (f" ({spelled} belongs to a scenario of the {other_design} design: "
+                    f"set design = {other_design!r} to use it)")
+        errors.add(key, f"unknown key; allowed top-level keys: {', '.join(allowed)}{hint}")
+
+
+def parse_header(data: dict, default_name: str, errors: "_Errors") -> tuple[str | None, str]:
+    """``name`` (default: the file's stem) and ``description``."""
+    name = data.get("name", default_name)
+    if "name" in data:
+        name = _check_str(name, "name", errors)
+        if isinstance(name, str) and not _NAME_RE.fullmatch(name):
+            errors.add("name", f"must be letters, digits, '.', '_' or '-' (it names the output folder), "
+                               f"got {name!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        errors.add("description", f"must be a string, got {_kind(description)}")
+        description = ""
+    return name, description
+
+
+def parse_run(data: dict, errors: "_Errors") -> tuple[int, float | None, str, Any]:
+    """The ``[run]`` table: ``(seed, until, store, start)``."""
+    run = _table(data, "run", errors, required=True)
+    seed, until, store, start = 0, None, "memory", None
+    if run is not None:
+        _unknown_keys(run, _RUN_KEYS, "run", errors)
+        if "seed" in run:
+            seed = _check_seed(run["seed"], "run.seed", errors)
+        if "until" in run:
+            until = _check_until(run["until"], "run.until", errors)
+        else:
+            errors.add("run.until", "is required: the virtual seconds to run for (a number > 0)")
+        if "store" in run:
+            store = _check_store(run["store"], "run.store", errors)
+        if "start" in run:
+            start = _check_start(run["start"], "run.start", errors)
+    return seed, until, store, start
 _RUN_KEYS = ("seed", "until", "store", "start")
 _WORKFLOW_KEYS = ("name", "duration")
 _SUBSCRIPTION_KEYS = ("reactor", "workflow", "tenant", "when")

@@ -153,7 +153,7 @@ def _load(scenario):
     if isinstance(scenario, Scenario):
         return scenario
     if isinstance(scenario, (str, os.PathLike)):
-        return load_scenario(scenario)
+        return load_scenario(scenario, design="reactor")
     raise TypeError(f"scenario must be a Scenario or the path of a TOML scenario, "
                     f"got {type(scenario).__name__}")
 

@@ -10,9 +10,15 @@ Pure functions over :class:`~fanoutsim.runtime.outbox.OutboxSimulation` runs:
 * four small seeded scenarios: :func:`hung_run` (a hung step, with and without
   a timeout), :func:`poison_run` (a row that always fails), :func:`slow_fast_run`
   (a slow consumer beside a fast one) and :func:`backfill_run` (a consumer
-  added late, reading from the beginning), with :func:`scenario_summary`.
+  added late, reading from the beginning), with :func:`scenario_summary`;
+* :func:`outbox_report` — one run's report as a JSON-ready dict (what
+  ``fanoutsim run`` prints for an outbox scenario).
 """
 from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,7 +26,7 @@ import pandas as pd
 from ..faults import FaultPlan, Notifications
 from ..outbox import OutboxConfig
 from ..outbox.checker import check_outbox
-from ..timeutil import US
+from ..timeutil import US, rfc3339
 
 
 def _sim(config=None, seed=0, plan=None):
@@ -214,3 +220,74 @@ def scenario_summary(sim) -> pd.DataFrame:
                      "latency_p50_s": round(float(pc.loc[name, "latency_p50_s"]), 3),
                      "latency_max_s": round(float(pc.loc[name, "latency_max_s"]), 3)})
     return pd.DataFrame(rows)
+
+
+# -- the report of one run -------------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: numpy scalars as Python ones, NaN as None, containers walked."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    return value
+
+
+def _causes(frame: pd.DataFrame, consumer: str) -> dict[str, int]:
+    if frame.empty:
+        return {}
+    counts = frame.loc[frame["consumer"] == consumer, "cause"].value_counts()
+    return {str(c): int(n) for c, n in sorted(counts.items())}
+
+
+def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, Any]:
+    """One outbox run as a plain, JSON-ready dict: per consumer delivered,
+    duplicates and lost (with causes), parked, pending, failures and commit →
+    handled latency (p50, p99, max, in seconds); the hint channel's counts; the
+    topic bus; crashes; and the checker's totals under ``check``.
+
+    Every delivery count is the checker's (:func:`check_outbox`, or ``checked``
+    if given: a check of this same run), so the report and the verdict agree."""
+    checked = check_outbox(sim) if checked is None else checked
+    t = sim.trace()
+    failures = t.loc[t["kind"] == "failed", "consumer"].value_counts()
+    kinds = t["kind"].value_counts()
+    total = checked.total
+    consumers = []
+    for r in checked.per_consumer.to_dict("records"):
+        c = r["consumer"]
+        consumers.append({
+            "consumer": c, "cursor": r["cursor"], "delivered": r["delivered"],
+            "duplicates": r["duplicates"], "duplicates_by_cause": _causes(checked.duplicates, c),
+            "lost": r["lost"], "lost_by_cause": _causes(checked.lost, c),
+            "parked": r["parked"], "pending": r["pending"], "failures": int(failures.get(c, 0)),
+            "latency_s": {"p50": r["latency_p50_s"], "p99": r["latency_p99_s"], "max": r["latency_max_s"]},
+        })
+    ch = sim.channel
+    report = {
+        "scenario": name,
+        "design": "outbox",
+        "seed": sim.seed,
+        "start": rfc3339(sim.start_us),
+        "end": rfc3339(sim.now_us()),
+        "time_span_s": float(sim.now),
+        "config": dataclasses.asdict(sim.config),
+        "outbox": {"committed": total["committed"], "retained": len(sim.store.rows("outbox")),
+                   "pruned": int(kinds.get("pruned", 0)), "deferred": len(sim.store.rows("deferred"))},
+        "consumers": consumers,
+        "totals": {k: total[k] for k in ("committed", "delivered", "extra_deliveries", "lost", "parked",
+                                         "pending", "lost_by_cause", "duplicates_by_cause")},
+        "hints": {"sent": ch.sent, "dropped": ch.dropped, "missed": ch.missed, "coalesced": ch.coalesced,
+                  "delivered": ch.delivered},
+        "bus": {"published": total["bus_published"], "unpublished": total["bus_unpublished"],
+                "receipts": total["bus_receipts"]},
+        "crashes": int(kinds.get("crashed", 0)),
+        "check": dict(total),
+    }
+    return _plain(report)

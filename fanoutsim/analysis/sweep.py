@@ -75,7 +75,7 @@ def knee_rate(scenario, batch_limit: int | None = None, poll_interval: float | N
     grows without bound. Defaults: the scenario's own settings."""
     if isinstance(scenario, (str, bytes)) or hasattr(scenario, "__fspath__"):
         from ..scenario import load_scenario
-        scenario = load_scenario(scenario)
+        scenario = load_scenario(scenario, design="reactor")
     b = scenario.config.reactor_poll_batch_limit if batch_limit is None else batch_limit
     p = scenario.config.reactor_poll_interval if poll_interval is None else poll_interval
     shares = stream_shares(scenario)
@@ -91,7 +91,7 @@ def backlog_growth(scenario, rate: float | None = None, batch_limit: int | None 
     ``batch_limit / poll_interval`` (0 below the knee). Defaults: the scenario's."""
     if isinstance(scenario, (str, bytes)) or hasattr(scenario, "__fspath__"):
         from ..scenario import load_scenario
-        scenario = load_scenario(scenario)
+        scenario = load_scenario(scenario, design="reactor")
     total = sum(w.rate for w in scenario.workloads)
     rate = total if rate is None else rate
     b = scenario.config.reactor_poll_batch_limit if batch_limit is None else batch_limit

@@ -30,6 +30,9 @@ __all__ += ["duplicates_per_crash", "firing_timeline", "hole_losses", "strategy_
 from .clocks import latency_side_by_side  # noqa: E402
 
 __all__ += ["latency_side_by_side"]
-from .outbox import cursor_progress, outbox_latency_histogram, outbox_tail_vs_drop  # noqa: E402
+from .outbox import (  # noqa: E402
+    consumer_latency_histogram, cursor_progress, outbox_latency_histogram, outbox_tail_vs_drop, save_outbox_figures,
+)
 
-__all__ += ["cursor_progress", "outbox_latency_histogram", "outbox_tail_vs_drop"]
+__all__ += ["consumer_latency_histogram", "cursor_progress", "outbox_latency_histogram", "outbox_tail_vs_drop",
+            "save_outbox_figures"]

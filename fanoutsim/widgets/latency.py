@@ -38,7 +38,7 @@ def _router(sources: dict) -> str:
 def _load(scenario):
     from ..scenario import Scenario, load_scenario
 
-    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario, design="reactor")
 
 
 def _show(out: widgets.Output, fig: Figure) -> None:
