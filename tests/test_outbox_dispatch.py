@@ -261,3 +261,20 @@ def test_rows_committed_just_before_a_crash_are_unpublished_not_lost(store):
     assert report.total["bus_unpublished"] == 1 and report.total["lost"] == 0 and report.valid
     assert report.per_consumer.set_index("consumer").loc["indexer", "delivered"] == 2
     assert "1 never" in str(report)
+
+
+def test_a_late_commit_is_never_published_on_the_bus_but_reaches_the_consumers():
+    got = []
+    sim = OutboxSimulation(OutboxConfig(read_mode="gap", gap_timeout=10.0), seed=0)
+    sim.register_consumer("indexer")
+    sim.subscribe("page:a", got.append)
+    sim.run(until=0.1)
+    late = sim._call("reserve")          # a slow writer holds seq 1
+    sim.commit("a")                       # seq 2 is published at once
+    sim.run(until=0.5)
+    sim._call("commit", "a", "late", seq=late)
+    sim.run(until=2.0)
+    report = check_outbox(sim)
+    assert [r["seq"] for r in got] == [2]                      # the bus had moved past seq 1
+    assert report.bus.set_index("seq").loc[late, "published"] == False  # noqa: E712
+    assert report.per_consumer["delivered"].tolist() == [2] and report.valid

@@ -23,9 +23,12 @@ Where things live:
 ``bus.py``         the topic bus: best-effort, not durable
 ``engine.py``      one incarnation of the dispatcher process: wires the above
 ``checker.py``     delivered / duplicated / lost / parked per consumer, and why
+``scenario.py``    scenario files with ``design = "outbox"``
 =================  ======================================================
 
-The virtual-clock runtime is :class:`fanoutsim.runtime.outbox.OutboxSimulation`.
+The runtimes are :class:`fanoutsim.runtime.outbox.OutboxSimulation` (the
+virtual clock) and :class:`fanoutsim.runtime.outbox_realtime.OutboxRealtime`
+(the wall clock); both drive the same engine.
 """
 from .config import ConsumerSpec, OutboxConfig
 from .consumers import OutboxRegistry

@@ -24,9 +24,11 @@ to drop a row; re-delivery after a crash is the at-least-once promise.
 
 The topic bus is reported apart (``bus``): a row is *published* when a live
 dispatcher pushed it to the subscribers of its topic then (``receivers`` of
-them), else *unpublished* — it committed while no dispatcher was up, and a new
-process goes live at the end of the log. That is the bus's contract (best
-effort, not durable), so it never counts as a loss and never touches ``valid``.
+them), else *unpublished*: it became visible below the bus's position — it
+committed late, under rows already published, or before a new process went
+live at the end of the log (after a crash). That is the bus's contract (best
+effort, not durable; a page re-fetches when it reconnects), so it never counts
+as a loss and never touches ``valid``.
 """
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ class OutboxReport:
             lines.append(self.per_consumer.to_string(index=False))
         if self.total.get("bus_published") or self.total.get("bus_unpublished"):
             lines.append(f"topic bus (best effort, not delivery): {self.total['bus_published']} rows published, "
-                         f"{self.total['bus_unpublished']} never (no dispatcher up when they committed), "
+                         f"{self.total['bus_unpublished']} never (visible only below the bus's position), "
                          f"{self.total['bus_receipts']} receipts")
         return "\n".join(lines)
 
