@@ -64,3 +64,18 @@ def test_the_figures_draw(sweep):
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     empty = plots.outbox_latency_histogram(lat, poll=99.0)
     assert isinstance(empty, Figure)
+
+
+def test_both_clocks_lose_no_row_when_every_hint_is_lost(tmp_path):
+    from fanoutsim.analysis.outbox import clock_comparison
+    from fanoutsim.plots.outbox import outbox_latency_histogram
+
+    summary, lat = clock_comparison(drop=1.0, poll=0.3, rate=10.0, seconds=1.5, folder=tmp_path)
+    assert summary["clock"].tolist() == ["virtual", "wall"]
+    assert (summary["lost"] == 0).all() and (summary["delivered"] == summary["committed"]).all()
+    assert (summary["committed"] > 0).all() and (summary["hinted_share"] == 0).all()
+    assert bool(summary.loc[0, "within_poll"])                  # the virtual clock: exactly bounded
+    assert lat.groupby("clock")["latency_s"].max()["wall"] < 0.3 + 1.0  # the wall clock: loosely
+    fig = outbox_latency_histogram(lat, 0.3, by="clock")
+    assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_legend().get_texts()][:2] == \
+        ["virtual clock", "wall clock"]

@@ -36,9 +36,9 @@ __all__ += ["CRASH_MODES", "HOLES", "WATERMARKS", "crash_points", "crash_run", "
             "selectivity_sweep", "subscriber_lag", "EffectTable", "dedup_report", "idempotency_run",
             "recording_body"]
 from .outbox import (  # noqa: E402
-    backfill_run, caught_up_at, cursor_path, handled_latency, head_path, hung_run, lag_path, latency_run,
+    backfill_run, caught_up_at, clock_comparison, cursor_path, handled_latency, head_path, hung_run, lag_path, latency_run,
     latency_sweep, outbox_report, poison_run, scenario_summary, slow_fast_run,
 )
 
-__all__ += ["backfill_run", "caught_up_at", "cursor_path", "handled_latency", "head_path", "hung_run", "lag_path",
+__all__ += ["backfill_run", "caught_up_at", "clock_comparison", "cursor_path", "handled_latency", "head_path", "hung_run", "lag_path",
             "latency_run", "latency_sweep", "outbox_report", "poison_run", "scenario_summary", "slow_fast_run"]

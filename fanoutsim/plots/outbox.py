@@ -13,21 +13,25 @@ from ..analysis import outbox as _a
 from ._base import _THEORY_COLOR, STYLE, _axes, _empty, style
 
 
-def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None, ax: Axes | None = None) -> Figure:
+def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None, by: str = "drop",
+                             ax: Axes | None = None) -> Figure:
     """Commit → handled latency (s) at one safety-poll interval, one step
     histogram per drop rate (log counts), the poll interval dashed.
-    ``latencies``: the second frame of :func:`~fanoutsim.analysis.outbox.latency_sweep`."""
+    ``latencies``: the second frame of :func:`~fanoutsim.analysis.outbox.latency_sweep`;
+    or, with ``by="clock"``, of :func:`~fanoutsim.analysis.outbox.clock_comparison`
+    (one histogram per clock)."""
     with style():
         fig, ax = _axes(ax)
-        lat = latencies[latencies["poll"] == poll]
-        drops = sorted(lat["drop"].unique()) if drops is None else drops
+        lat = latencies[latencies["poll"] == poll] if "poll" in latencies else latencies
+        groups = sorted(lat[by].unique()) if drops is None else drops
         if lat.empty:
             _empty(ax, "latencies")
             return fig
         bins = np.linspace(0, poll * 1.1, 45)
-        for d in drops:
-            x = lat.loc[lat["drop"] == d, "latency_s"]
-            ax.hist(x, bins=bins, histtype="step", linewidth=1.5, label=f"{d:.0%} hints dropped (n={len(x)})")
+        for d in groups:
+            x = lat.loc[lat[by] == d, "latency_s"]
+            label = f"{d:.0%} hints dropped" if by == "drop" else f"{d} clock"
+            ax.hist(x, bins=bins, histtype="step", linewidth=1.5, label=f"{label} (n={len(x)})")
         ax.axvline(poll, color=_THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
         ax.set_yscale("log")
         ax.set_xlabel("commit \u2192 handled latency (s)")

@@ -99,6 +99,29 @@ fig = plots.cursor_progress(backfill, title="search registers at t = 600 s, curs
 fig
 
 # %% [markdown]
+# ## 6. The same dispatcher on the wall clock
+#
+# Everything above ran under SimPy's virtual clock. `fs.OutboxRealtime` runs the same engine
+# with threads, a listener that takes hints from the same lossy channel, and a DuckDB file.
+# Here every hint is lost (`drop = 1.0`) and the safety poll runs every 0.5 s; 20 commits/s
+# for 5 s, once under each clock (the wall-clock run takes about 6.5 s of real time).
+
+# %%
+clocks, clock_latencies = analysis.clock_comparison(drop=1.0, poll=0.5, rate=20.0, seconds=5.0)
+print(f"rows lost on either clock: {int(clocks['lost'].sum())}")
+print(f"hints that reached the listener: {clocks['hinted_share'].max():.0%}")
+print(f"virtual clock: every row handled within one poll interval: {bool(clocks.loc[0, 'within_poll'])}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# the wall-clock figures vary from run to run (thread wake-ups, the machine's load)
+clocks.round(3)
+
+# %%
+fig = plots.outbox_latency_histogram(clock_latencies, poll=0.5, by="clock")
+fig
+
+# %% [markdown]
 # ## What to take away
 #
 # - **A lost hint costs latency, never a row.** Across all 15 runs (0-100% of hints
@@ -126,6 +149,10 @@ fig
 # - **Consumers do not hold each other up.** `fast` never fell more than a row behind
 #   (max latency 10 ms) while `slow` built a backlog of up to 61 rows (worst latency
 #   61 s) and drained it 60 s after the writers stopped (caught up at t = 180.3 s).
+# - **The wall clock tells the same story.** With every hint lost, both clocks lost no row
+#   and spread the wait evenly under the 0.5 s poll (p50 about 0.3 s on both in our runs, the
+#   worst row a few milliseconds past the interval on the wall clock: thread wake-ups and
+#   DuckDB statements).
 # - **A new consumer back-fills, then keeps pace.** `search` started at seq 0 at
 #   t = 600 s, was 309 rows behind at worst, read them at 50 ms each and was caught up at t = 616 s,
 #   the same rows as `indexer` (479 each), none lost.
