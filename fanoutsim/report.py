@@ -47,16 +47,18 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str, in
     return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """Render a delivery report as an aligned plain-text table."""
-    out: list[str] = []
-    title = "fanoutsim delivery report"
+def _header(title: str, report: dict[str, Any]) -> list[str]:
+    """The title (with the scenario's name), underlined, and the run's span."""
     if report.get("scenario"):
         title += f": {report['scenario']}"
-    out += [title, "=" * len(title)]
+    return [title, "=" * len(title),
+            f"seed {report['seed']}, virtual time {_s(report['time_span_s'])} s ({report['start']} .. {report['end']})"]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """Render a delivery report as an aligned plain-text table."""
+    out = _header("fanoutsim delivery report", report)
     cfg = report.get("config", {})
-    out.append(f"seed {report['seed']}, virtual time {_s(report['time_span_s'])} s "
-               f"({report['start']} .. {report['end']})")
     if cfg:
         out.append(
             f"poll every {_s(cfg.get('reactor_poll_interval'), 3).rstrip('0').rstrip('.')} s "
@@ -128,14 +130,8 @@ def _share(part: int, whole: int) -> str:
 
 def format_outbox_report(report: dict[str, Any]) -> str:
     """Render an outbox report (:func:`fanoutsim.analysis.outbox.outbox_report`) as plain text."""
-    out: list[str] = []
-    title = "fanoutsim outbox report"
-    if report.get("scenario"):
-        title += f": {report['scenario']}"
-    out += [title, "=" * len(title)]
+    out = _header("fanoutsim outbox report", report)
     cfg = report.get("config", {})
-    out.append(f"seed {report['seed']}, virtual time {_s(report['time_span_s'])} s "
-               f"({report['start']} .. {report['end']})")
     if cfg:
         read = cfg.get("read_mode")
         if read == "settled":

@@ -1,6 +1,8 @@
 """Shared fixtures: most engine tests run once per store adapter."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import fanoutsim as fs
@@ -41,3 +43,14 @@ def make_sim(store):
     def make(seed=0, faults=None, **config):
         return fs.Simulation(config=fs.SchedulerConfig(**config), seed=seed, store=store, faults=faults)
     return make
+
+
+def wait_for(predicate, timeout=10.0) -> bool:
+    """Poll ``predicate`` every 20 ms until it holds (True) or ``timeout`` s pass (False):
+    the wall-clock tests wait for a state, never for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False

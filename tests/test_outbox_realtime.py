@@ -17,6 +17,7 @@ from fanoutsim.outbox.checker import check_outbox
 from fanoutsim.runtime.outbox_crashtest import kill9_campaign
 from fanoutsim.runtime.outbox_realtime import OutboxRealtime
 from fanoutsim.timeutil import US
+from conftest import wait_for
 
 POLL = 0.2
 FAST = OutboxConfig(safety_poll_interval=POLL, batch_limit=20)
@@ -45,15 +46,6 @@ def running(rt):
         yield rt
     finally:
         rt.stop()
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def caught_up(rt, consumers):

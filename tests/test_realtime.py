@@ -19,19 +19,11 @@ from fanoutsim.analysis.clocks import ks_critical, ks_statistic
 from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan
 from fanoutsim.runtime.crashtest import kill9_campaign
 from fanoutsim.store.duckdb import StoreError
+from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 REALTIME = str(ROOT / "data" / "scenarios" / "realtime.toml")
 FAST = fs.SchedulerConfig(reactor_poll_interval=0.1, executor_poll_interval=0.02)
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_a_realtime_run_delivers_through_the_same_engine(tmp_path):

@@ -66,3 +66,14 @@ def _time_unit(span_s: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+
+
+def _save_figures(figures: dict, out) -> list:
+    """Write ``{file name: Figure}`` as PNGs into the folder ``out``; the paths."""
+    paths = []
+    for name, fig in figures.items():
+        path = out / name
+        fig.savefig(path, dpi=STYLE["savefig.dpi"], metadata={"Software": None})
+        fig.clear()  # these figures belong to no pyplot manager: dropping them frees them
+        paths.append(path)
+    return paths

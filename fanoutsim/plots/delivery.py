@@ -9,7 +9,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..analysis import latency_frame, watermarks
-from ._base import _LATENCY_LABELS, _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _time_unit, style
+from ._base import _save_figures, _LATENCY_LABELS, _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _time_unit, style
 
 __all__ = ["latency_histogram", "executions_over_time", "watermark_lag", "save_report_figures"]
 
@@ -140,13 +140,7 @@ def save_report_figures(sim, out_dir) -> list[Path]:
         "executions_over_time.png": executions_over_time(sim, bin_seconds=_bin_for(sim.now)),
         "watermark_lag.png": watermark_lag(sim),
     }
-    paths = []
-    for name, fig in figures.items():
-        path = out / name
-        fig.savefig(path, dpi=STYLE["savefig.dpi"], metadata={"Software": None})
-        fig.clear()  # these figures belong to no pyplot manager: dropping them frees them
-        paths.append(path)
-    return paths
+    return _save_figures(figures, out)
 
 
 def _bin_for(span_s: float) -> float:

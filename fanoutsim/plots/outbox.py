@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..analysis import outbox as _a
-from ._base import _THEORY_COLOR, STYLE, _axes, _empty, style
+from ._base import _save_figures, _THEORY_COLOR, _axes, _empty, style
 
 
 def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None, by: str = "drop",
@@ -138,10 +138,4 @@ def save_outbox_figures(sim, out_dir) -> list[Path]:
         cursor_progress(sim),
         cursor_progress(sim, lag=True),
     )))
-    paths = []
-    for name, fig in figures.items():
-        path = out / name
-        fig.savefig(path, dpi=STYLE["savefig.dpi"], metadata={"Software": None})
-        fig.clear()  # these figures belong to no pyplot manager: dropping them frees them
-        paths.append(path)
-    return paths
+    return _save_figures(figures, out)

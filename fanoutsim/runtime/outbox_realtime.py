@@ -82,7 +82,7 @@ from ..store import open_store
 from ..timeutil import US, to_us
 from ..trace import LockedTrace, NullTrace
 from .host import OutboxHost, checked_outbox_config
-from .wallclock import WallCrashes, every, wall_us
+from .wallclock import WallRuntime, every, wall_us
 
 # a due_at read from ``rt.now`` just before the call is "now", not the past
 DUE_SLACK = 0.05  # seconds
@@ -101,7 +101,7 @@ class _Writer:
     k: int = 0
 
 
-class OutboxRealtime(OutboxHost, WallCrashes):
+class OutboxRealtime(OutboxHost, WallRuntime):
     """The outbox dispatcher running for real, on the wall clock."""
 
     def __init__(self, config: OutboxConfig | None = None, store: Any = "outbox.duckdb", faults=None,
@@ -147,23 +147,6 @@ class OutboxRealtime(OutboxHost, WallCrashes):
         rng = random.Random(f"fanoutsim:outbox-realtime:{self.seed}:{self._starts}:{self.incarnation}")
         return OutboxEngine(self.store, self.config, self.registry, self.metrics_registry, self._trace,
                             self.faults, rng, notify=self._send_hints)
-
-    # -- clock ------------------------------------------------------------------
-    def now_us(self) -> int:
-        return wall_us()
-
-    @property
-    def now(self) -> float:
-        """Seconds since :meth:`start` (before it: since the runtime was made)."""
-        return (wall_us() - self.start_us) / US
-
-    @property
-    def running(self) -> bool:
-        return self._state == "running"
-
-    @property
-    def up(self) -> bool:
-        return self.engine is not None
 
     # -- life cycle -------------------------------------------------------------
     def start(self) -> "OutboxRealtime":
@@ -251,20 +234,6 @@ class OutboxRealtime(OutboxHost, WallCrashes):
                     t.join(max(0.0, deadline - time.monotonic()))
         self._killed.set()
 
-    def close(self) -> None:
-        """Stop, then release the store (and its file)."""
-        self.stop()
-        with self._lifecycle:
-            if self._state != "closed":
-                self._state = "closed"
-                self.store.close()
-
-    def __enter__(self) -> "OutboxRealtime":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def crash(self, point: str = "manual", downtime: float | None = None) -> None:
         """The dispatcher dies now: loops stop without ceremony, the step in hand
         is abandoned (its row is re-delivered), hints in flight are lost. It
@@ -289,11 +258,6 @@ class OutboxRealtime(OutboxHost, WallCrashes):
             if self._restart_timer is not None:
                 self._restart_timer.cancel()
             self._restart()
-
-    def _restart(self) -> None:
-        with self._lifecycle:
-            if self._state == "running" and self.engine is None:
-                self._boot()
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
@@ -536,7 +500,3 @@ class OutboxRealtime(OutboxHost, WallCrashes):
             engine = self.engine
             if self._state == "running" and engine is not None:
                 self._spawn("writer", self._workload, engine, self._stop, w)
-
-    def wait(self, seconds: float) -> None:
-        """Let the dispatcher run for ``seconds`` of wall time (a plain sleep)."""
-        time.sleep(seconds)

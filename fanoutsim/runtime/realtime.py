@@ -43,17 +43,16 @@ from ..ids import IdSource
 from ..metrics import LockedMetrics
 from ..reactor import ReactorEngine, Registry, Runner
 from ..store import open_store
-from ..timeutil import US
 from ..trace import LockedTrace, NullTrace
 from ..workload import GENERATORS, Workload
 from .host import RunnerHost, checked_config
-from .wallclock import WallCrashes, every, wall_us
+from .wallclock import WallRuntime, every, wall_us
 
 
 SAFETY_CLAIM = 1.0  # seconds: the executor claims at least this often without a hint
 
 
-class Realtime(RunnerHost, WallCrashes):
+class Realtime(RunnerHost, WallRuntime):
     """The reactor subscription design running for real, on the wall clock."""
 
     def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
@@ -87,23 +86,6 @@ class Realtime(RunnerHost, WallCrashes):
         self._work_hint = threading.Event()  # set when this process made executions
         self._lifecycle = threading.RLock()
         self._closing = threading.Event()  # the runtime's own threads (planned crashes)
-
-    # -- clock ------------------------------------------------------------------
-    def now_us(self) -> int:
-        return wall_us()
-
-    @property
-    def now(self) -> float:
-        """Seconds since this runtime was created (or started)."""
-        return (wall_us() - self.start_us) / US
-
-    @property
-    def running(self) -> bool:
-        return self._state == "running"
-
-    @property
-    def up(self) -> bool:
-        return self.engine is not None
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
@@ -183,20 +165,6 @@ class Realtime(RunnerHost, WallCrashes):
                 if t is not me:
                     t.join(max(0.0, deadline - time.monotonic()))
 
-    def close(self) -> None:
-        """Stop, then release the store (and its file)."""
-        self.stop()
-        with self._lifecycle:
-            if self._state != "closed":
-                self._state = "closed"
-                self.store.close()
-
-    def __enter__(self) -> "Realtime":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def crash(self, point: str = "manual", downtime: float | None = None) -> None:
         """The runner dies now: loops stop without ceremony, in-flight bodies are
         abandoned (their rows stay 'running'). Restarts after ``downtime`` seconds."""
@@ -211,11 +179,6 @@ class Realtime(RunnerHost, WallCrashes):
                 self._restart_timer = threading.Timer(downtime, self._restart)
                 self._restart_timer.daemon = True
                 self._restart_timer.start()
-
-    def _restart(self) -> None:
-        with self._lifecycle:
-            if self._state == "running" and self.engine is None:
-                self._boot()
 
     # -- the loops -------------------------------------------------------------
     def _call(self, engine: ReactorEngine, method: str, *args, **kwargs):
@@ -321,7 +284,3 @@ class Realtime(RunnerHost, WallCrashes):
             self._threads.append(t)
             t.start()
         return w
-
-    def wait(self, seconds: float) -> None:
-        """Let the runner run for ``seconds`` of wall time (a plain sleep)."""
-        time.sleep(seconds)

@@ -10,6 +10,9 @@ step overran instead of bunching them.
 A runtime that mixes :class:`WallCrashes` in needs ``plan`` (a FaultPlan or
 None), ``faults`` (its Injector: seeded RNGs per spec), ``engine`` (None while
 down), ``_trace``, ``now`` (seconds since start) and ``crash(point, downtime)``.
+:class:`WallRuntime` adds what every threaded runtime's life cycle shares: the
+clock, ``close`` and the ``with`` block; it needs ``start_us``, ``_state``,
+``_lifecycle``, ``store``, ``start()``, ``stop()`` and ``_boot()``.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import time
 from typing import Callable
 
 from ..faults import CrashAt, CrashRandomly
+from ..timeutil import US
 
 
 def wall_us() -> int:
@@ -72,3 +76,47 @@ class WallCrashes:
             if self.now >= end:
                 return
             self._crash_now("random", "random crash", spec.downtime.sample(rng))
+
+
+class WallRuntime(WallCrashes):
+    # -- clock ------------------------------------------------------------------
+    def now_us(self) -> int:
+        return wall_us()
+
+    @property
+    def now(self) -> float:
+        """Seconds since :meth:`start` (before it: since the runtime was made)."""
+        return (wall_us() - self.start_us) / US
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    @property
+    def up(self) -> bool:
+        return self.engine is not None
+
+    # -- life cycle -------------------------------------------------------------
+    def close(self) -> None:
+        """Stop, then release the store (and its file)."""
+        self.stop()
+        with self._lifecycle:
+            if self._state != "closed":
+                self._state = "closed"
+                self.store.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _restart(self) -> None:
+        """After a crash's downtime: a new incarnation, if the runtime still runs."""
+        with self._lifecycle:
+            if self._state == "running" and self.engine is None:
+                self._boot()
+
+    def wait(self, seconds: float) -> None:
+        """Let the runtime run for ``seconds`` of wall time (a plain sleep)."""
+        time.sleep(seconds)
