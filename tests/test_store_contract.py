@@ -933,3 +933,151 @@ def test_pages_upsert_and_get(db):
         tx.upsert_page({"id": "p0", "body": None, "updated_at": 3})
         assert tx.get_page("p1") == {"id": "p1", "body": "two", "updated_at": 2}
     assert [r["id"] for r in db.rows("pages")] == ["p0", "p1"]
+
+
+# == the leased-consumer design (seed 003) ==================================================
+# events, lease_consumers, checkpoints, leases, retries, dead_letters and the history row
+
+def lease_event(seq, commit_seq=None, ordinal=0, partition="a", at=None, kind="ticket.changed", payload='{"x":1}'):
+    commit_seq = seq if commit_seq is None else commit_seq
+    return {"seq": seq, "event_id": f"{commit_seq}:{ordinal}", "commit_seq": commit_seq, "ordinal": ordinal,
+            "partition": partition, "kind": kind, "payload": payload,
+            "committed_at": seq * 10 if at is None else at}
+
+
+def add_events(db, *rows) -> None:
+    with db.transaction() as tx:
+        for r in rows:
+            tx.insert_event(r)
+
+
+def lease_row(consumer, seq, partition="a", token="t" * 64, incarnation=1, attempt=1, leased_at=5, expires_at=65):
+    return {"consumer": consumer, "event_id": f"{seq}:0", "seq": seq, "partition": partition, "token": token,
+            "incarnation": incarnation, "attempt": attempt, "leased_at": leased_at, "expires_at": expires_at}
+
+
+def test_lease_history_is_one_row_that_starts_at_incarnation_1(db):
+    first = {"incarnation": 1, "last_commit": 0, "last_seq": 0, "leases_granted": 0}
+    with db.transaction() as tx:
+        assert tx.get_history() == first
+        tx.set_history({"incarnation": 2, "last_commit": 3, "last_seq": 5, "leases_granted": 7})
+        assert tx.get_history()["incarnation"] == 2
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            tx.set_history({"incarnation": 9, "last_commit": 9, "last_seq": 9, "leases_granted": 9})
+            raise Crash("restore.x")
+    assert db.rows("history") == [{"incarnation": 2, "last_commit": 3, "last_seq": 5, "leases_granted": 7}]
+
+
+def test_lease_events_insert_get_bounds_and_duplicates(db):
+    rows = [lease_event(1), lease_event(2, 2, 0, "b"), lease_event(3, 2, 1, "a")]
+    add_events(db, *rows)
+    with db.transaction() as tx:
+        assert tx.get_event("2:1") == rows[2]
+        assert tx.get_event("9:9") is None
+        assert tx.event_bounds() == (1, 3)
+    assert db.rows("events") == rows
+    for dup in (lease_event(3, 7), {**lease_event(4), "event_id": "1:0"}):  # same seq, same event id
+        with pytest.raises(KeyError):
+            add_events(db, dup)
+    assert db.rows("events") == rows
+
+
+def test_lease_event_heads_are_the_first_event_per_partition_past_start_and_checkpoint(db):
+    add_events(db, *[lease_event(q, partition=p) for q, p in
+                     ((1, "a"), (2, "b"), (3, "a"), (4, "c"), (5, "b"), (6, "a"))])
+    with db.transaction() as tx:
+        heads = lambda c, after: [(r["partition"], r["seq"]) for r in tx.event_heads(c, after)]
+        assert heads("x", 0) == [("a", 1), ("b", 2), ("c", 4)]
+        assert heads("x", 3) == [("c", 4), ("b", 5), ("a", 6)]   # the start hides 1..3
+        tx.set_checkpoint("x", "a", 3)
+        tx.set_checkpoint("x", "c", 4)
+        tx.set_checkpoint("y", "b", 5)                          # another consumer's: no effect on x
+        assert heads("x", 0) == [("b", 2), ("a", 6)]
+        assert tx.get_checkpoints("x") == {"a": 3, "c": 4}
+        tx.set_checkpoint("x", "a", 6)
+        assert heads("x", 0) == [("b", 2)]
+        assert tx.clear_checkpoints("x") == 2 and tx.get_checkpoints("x") == {}
+        assert heads("x", 0) == [("a", 1), ("b", 2), ("c", 4)]
+    assert db.rows("checkpoints") == [{"consumer": "y", "partition": "b", "seq": 5}]
+
+
+def test_lease_prune_is_by_age_and_never_past_the_fence_commit(db):
+    add_events(db, lease_event(1, 1, 0, at=10), lease_event(2, 2, 0, at=20), lease_event(3, 2, 1, at=20),
+               lease_event(4, 3, 0, at=30), lease_event(5, 4, 0, at=40))
+    with db.transaction() as tx:
+        assert tx.prune_events(35, fence=2) == ["1:0"]            # commit 2 still holds a required event
+        assert tx.prune_events(35, fence=None, limit=1) == ["2:0"]
+        assert tx.prune_events(35, fence=None) == ["2:1", "3:0"]  # 5 is young
+        assert tx.event_bounds() == (5, 5)
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            assert tx.prune_events(100, fence=None) == ["4:0"]
+            raise Crash("events.mid_prune")
+    assert [r["seq"] for r in db.rows("events")] == [5]
+
+
+def test_lease_consumers_upsert_and_list_by_name(db):
+    row = {"consumer": "indexer", "start_seq": 0, "batch_limit": 4, "in_flight_limit": 4,
+           "lease_seconds": 60.0, "retired": False}
+    with db.transaction() as tx:
+        assert tx.get_lease_consumer("indexer") is None
+        tx.put_lease_consumer(row)
+        tx.put_lease_consumer({**row, "consumer": "audit", "lease_seconds": 5.0})
+        tx.put_lease_consumer({**row, "retired": True})
+        assert tx.get_lease_consumer("indexer") == {**row, "retired": True}
+        assert [r["consumer"] for r in tx.list_lease_consumers()] == ["audit", "indexer"]
+    assert db.rows("lease_consumers")[0] == {**row, "consumer": "audit", "lease_seconds": 5.0}
+
+
+def test_lease_rows_one_per_consumer_and_event_expire_by_time(db):
+    with db.transaction() as tx:
+        tx.insert_lease(lease_row("w", 3, expires_at=70))
+        tx.insert_lease(lease_row("w", 1, "b", expires_at=70))
+        tx.insert_lease(lease_row("a", 2, expires_at=60))
+        assert tx.get_lease("w", "3:0") == lease_row("w", 3, expires_at=70)
+        assert [(r["consumer"], r["seq"]) for r in tx.list_leases()] == [("a", 2), ("w", 1), ("w", 3)]
+        assert [r["seq"] for r in tx.list_leases("w")] == [1, 3]
+        assert tx.expired_leases(59, 10) == []
+        assert [r["seq"] for r in tx.expired_leases(70, 10)] == [2, 1, 3]  # by (expires_at, consumer, seq)
+        assert [r["seq"] for r in tx.expired_leases(70, 1)] == [2]
+    with pytest.raises(KeyError):
+        with db.transaction() as tx:
+            tx.insert_lease(lease_row("w", 3, token="u" * 64))
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            assert tx.delete_lease("w", "3:0") and not tx.delete_lease("w", "3:0")
+            raise Crash("ack.before_commit")
+    with db.transaction() as tx:
+        assert tx.delete_lease("w", "3:0")
+    assert [(r["consumer"], r["seq"]) for r in db.rows("leases")] == [("a", 2), ("w", 1)]
+
+
+def test_lease_retries_overwrite_and_delete(db):
+    def retry(consumer, seq, attempts, not_before=100, error="boom"):
+        return {"consumer": consumer, "event_id": f"{seq}:0", "seq": seq, "partition": "a",
+                "attempts": attempts, "not_before": not_before, "error": error}
+    with db.transaction() as tx:
+        assert tx.get_retry("w", "1:0") is None
+        tx.put_retry(retry("w", 4, 1))
+        tx.put_retry(retry("w", 1, 1))
+        tx.put_retry(retry("w", 1, 2, 200, None))
+        tx.put_retry(retry("a", 9, 1))
+        assert tx.get_retry("w", "1:0") == retry("w", 1, 2, 200, None)
+        assert [r["seq"] for r in tx.list_retries("w")] == [1, 4]
+        assert tx.delete_retry("w", "4:0") and not tx.delete_retry("w", "4:0")
+    assert db.rows("retries") == [retry("a", 9, 1), retry("w", 1, 2, 200, None)]
+
+
+def test_lease_dead_letters_are_retained_once(db):
+    dead = {"consumer": "w", "event_id": "7:0", "seq": 7, "partition": "a", "attempts": 10,
+            "error": "poison", "payload": '{"x":1}', "dead_at": 99}
+    with db.transaction() as tx:
+        tx.insert_dead_letter(dead)
+        tx.insert_dead_letter({**dead, "consumer": "a"})
+        assert [r["consumer"] for r in tx.list_dead_letters()] == ["a", "w"]
+        assert tx.list_dead_letters("w") == [dead]
+    with pytest.raises(KeyError):
+        with db.transaction() as tx:
+            tx.insert_dead_letter(dead)
+    assert len(db.rows("dead_letters")) == 2

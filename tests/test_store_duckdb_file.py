@@ -15,6 +15,7 @@ import pytest
 
 from fanoutsim.store import TABLES, open_store
 from fanoutsim.store.duckdb import DuckDBStore, StoreError
+from fanoutsim.store import MemoryStore
 from fanoutsim.store.sql import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +86,8 @@ def test_a_rolled_back_transaction_leaves_nothing_in_the_file(tmp_path):
             raise ValueError("roll back")
     store.close()
     again = DuckDBStore(path)
-    assert all(again.rows(t) == [] for t in TABLES)
+    # empty, but for the one history row (seed 003) every store starts with
+    assert all(again.rows(t) == ([] if t != "history" else MemoryStore().rows(t)) for t in TABLES)
     again.close()
 
 

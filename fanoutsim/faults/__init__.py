@@ -9,10 +9,10 @@ from .plan import (
     KINDS, ClockSkew, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Injector,
     LateCommit, Notifications, Pollers, SlowWorkflow, Stall, Ties, bind,
 )
-from .points import CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS, Crash, InsertFailed, NoFaults
+from .points import CRASH_POINTS, LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS, Crash, InsertFailed, NoFaults
 
 __all__ = [
-    "CRASH_POINTS", "REACTOR_CRASH_POINTS", "OUTBOX_CRASH_POINTS", "Crash", "InsertFailed", "NoFaults", "FaultPlan", "Injector", "KINDS",
+    "CRASH_POINTS", "REACTOR_CRASH_POINTS", "OUTBOX_CRASH_POINTS", "LEASE_CRASH_POINTS", "Crash", "InsertFailed", "NoFaults", "FaultPlan", "Injector", "KINDS",
     "CrashAt", "CrashRandomly", "CrashAtPoint", "FailInserts", "Stall", "SlowWorkflow",
     "LateCommit", "ClockSkew", "Pollers", "Ties", "Notifications", "bind",
 ]

@@ -31,7 +31,16 @@ OUTBOX_CRASH_POINTS = (  # the outbox design (seed 002)
     "dispatch.after_handle_before_cursor",
     "retention.mid_delete",
 )
-CRASH_POINTS = REACTOR_CRASH_POINTS + OUTBOX_CRASH_POINTS
+LEASE_CRASH_POINTS = (  # the leased-consumer design (seed 003)
+    "publish.before_commit",
+    "consume.after_lease_before_reply",
+    "worker.after_effect_before_ack",
+    "ack.before_commit",
+    "nack.before_commit",
+    "recover.mid_expire",
+    "events.mid_prune",
+)
+CRASH_POINTS = REACTOR_CRASH_POINTS + OUTBOX_CRASH_POINTS + LEASE_CRASH_POINTS
 
 
 class Crash(BaseException):

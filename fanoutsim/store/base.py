@@ -50,11 +50,22 @@ TABLES: dict[str, tuple[str, ...]] = {
     "cursors": ("consumer", "seq"),
     "parked": ("consumer", "seq", "error", "attempts", "parked_at"),
     "deferred": ("consumer", "seq", "due_at"),
+    # -- the leased-consumer design (seed 003): the event log, consumers, their
+    # per-partition checkpoints, leases, retries, dead letters, the history row --
+    "events": ("seq", "event_id", "commit_seq", "ordinal", "partition", "kind", "payload", "committed_at"),
+    "lease_consumers": ("consumer", "start_seq", "batch_limit", "in_flight_limit", "lease_seconds", "retired"),
+    "checkpoints": ("consumer", "partition", "seq"),
+    "leases": ("consumer", "event_id", "seq", "partition", "token", "incarnation", "attempt",
+               "leased_at", "expires_at"),
+    "retries": ("consumer", "event_id", "seq", "partition", "attempts", "not_before", "error"),
+    "dead_letters": ("consumer", "event_id", "seq", "partition", "attempts", "error", "payload", "dead_at"),
+    "history": ("incarnation", "last_commit", "last_seq", "leases_granted"),
 }
 TIMESTAMP_COLUMNS = frozenset(
     {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
      "dispatched_at", "claimed_at", "finished_at", "happened_at",
-     "ts", "due_at", "parked_at"}
+     "ts", "due_at", "parked_at",
+     "committed_at", "leased_at", "expires_at", "not_before", "dead_at"}
 )
 # what a call on a transaction that a failed write ended says, in both adapters
 FAILED_TX = "a write in this transaction failed ({}); leave the block so it rolls back"
@@ -223,6 +234,105 @@ class Tx(ABC):
 
     @abstractmethod
     def get_page(self, page_id: str) -> dict | None: ...
+
+    # == the leased-consumer design (seed 003) ==============================
+    # Orderings: events by ``seq``; lease_consumers by ``consumer``;
+    # checkpoints by ``(consumer, partition)``; leases, retries and
+    # dead_letters by ``(consumer, seq)``. ``history`` is one row.
+
+    # -- history: the incarnation and the log's counters ----------------------
+    @abstractmethod
+    def get_history(self) -> dict:
+        """The one history row: ``incarnation`` (1 at first), ``last_commit``,
+        ``last_seq`` and ``leases_granted`` (0 at first); they only grow."""
+
+    @abstractmethod
+    def set_history(self, row: dict) -> None:
+        """Overwrite the history row with ``row``'s four columns."""
+
+    # -- events -----------------------------------------------------------------
+    @abstractmethod
+    def insert_event(self, row: dict) -> None:
+        """Append one event; a ``seq`` or ``event_id`` already there raises :class:`KeyError`."""
+
+    @abstractmethod
+    def get_event(self, event_id: str) -> dict | None: ...
+
+    @abstractmethod
+    def event_heads(self, consumer: str, after: int) -> list[dict]:
+        """Per partition, the first retained event with ``seq > after`` and
+        past ``consumer``'s checkpoint of that partition; by ``seq``."""
+
+    @abstractmethod
+    def event_bounds(self) -> tuple[int | None, int | None]:
+        """``(lowest, highest)`` retained seq, or ``(None, None)``."""
+
+    @abstractmethod
+    def prune_events(self, cutoff: int, fence: int | None, limit: int | None = None) -> list[str]:
+        """Delete events with ``committed_at < cutoff`` and, unless ``fence``
+        is None, ``commit_seq < fence`` (lowest seq first, at most ``limit``);
+        returns their event ids in seq order."""
+
+    # -- consumers and checkpoints ----------------------------------------------
+    @abstractmethod
+    def get_lease_consumer(self, consumer: str) -> dict | None: ...
+
+    @abstractmethod
+    def put_lease_consumer(self, row: dict) -> None:
+        """Insert or overwrite one consumer row."""
+
+    @abstractmethod
+    def list_lease_consumers(self) -> list[dict]: ...
+
+    @abstractmethod
+    def get_checkpoints(self, consumer: str) -> dict:
+        """``{partition: seq}``: the last done event of each partition."""
+
+    @abstractmethod
+    def set_checkpoint(self, consumer: str, partition: str, seq: int) -> None: ...
+
+    @abstractmethod
+    def clear_checkpoints(self, consumer: str) -> int:
+        """Delete the consumer's checkpoints; how many there were."""
+
+    # -- leases -------------------------------------------------------------------
+    @abstractmethod
+    def insert_lease(self, row: dict) -> None:
+        """A lease of ``(consumer, event_id)``; a second one raises :class:`KeyError`."""
+
+    @abstractmethod
+    def get_lease(self, consumer: str, event_id: str) -> dict | None: ...
+
+    @abstractmethod
+    def list_leases(self, consumer: str | None = None) -> list[dict]: ...
+
+    @abstractmethod
+    def delete_lease(self, consumer: str, event_id: str) -> bool: ...
+
+    @abstractmethod
+    def expired_leases(self, now: int, limit: int) -> list[dict]:
+        """Leases with ``expires_at <= now``, by ``(expires_at, consumer, seq)``."""
+
+    # -- retries and dead letters ---------------------------------------------------
+    @abstractmethod
+    def put_retry(self, row: dict) -> None:
+        """Insert or overwrite the retry of ``(consumer, event_id)``."""
+
+    @abstractmethod
+    def get_retry(self, consumer: str, event_id: str) -> dict | None: ...
+
+    @abstractmethod
+    def delete_retry(self, consumer: str, event_id: str) -> bool: ...
+
+    @abstractmethod
+    def list_retries(self, consumer: str | None = None) -> list[dict]: ...
+
+    @abstractmethod
+    def insert_dead_letter(self, row: dict) -> None:
+        """Retain a dead letter; the same ``(consumer, event_id)`` again raises :class:`KeyError`."""
+
+    @abstractmethod
+    def list_dead_letters(self, consumer: str | None = None) -> list[dict]: ...
 
 
 class Store(ABC):

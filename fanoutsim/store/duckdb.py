@@ -197,6 +197,88 @@ class DuckDBTx(Tx):
         r = self._run(sql.GET_PAGE, [page_id]).fetchone()
         return None if r is None else _row(TABLES["pages"], r)
 
+    # == the leased-consumer design (seed 003) ==============================
+    def _one(self, table, statement, params):
+        r = self._run(statement, params).fetchone()
+        return None if r is None else _row(TABLES[table], r)
+
+    def _all(self, table, statement, params):
+        return [_row(TABLES[table], r) for r in self._run(statement, params).fetchall()]
+
+    def get_history(self):
+        return self._one("history", sql.GET_HISTORY, None)
+
+    def set_history(self, row):
+        self._run(sql.SET_HISTORY, [row[k] for k in TABLES["history"]])
+
+    def insert_event(self, row):
+        self._run(sql.INSERT_EVENT, [row[k] for k in TABLES["events"]])
+
+    def get_event(self, event_id):
+        return self._one("events", sql.GET_EVENT, [event_id])
+
+    def event_heads(self, consumer, after):
+        return self._all("events", sql.EVENT_HEADS, [consumer, after])
+
+    def event_bounds(self):
+        return tuple(self._run(sql.EVENT_BOUNDS).fetchone())
+
+    def prune_events(self, cutoff, fence, limit=None):
+        limit = 2**62 if limit is None else check_limit(limit)
+        rows = self._run(sql.PRUNE_EVENTS, [cutoff, fence, fence, limit]).fetchall()
+        return [eid for _, eid in sorted(rows)]
+
+    def get_lease_consumer(self, consumer):
+        return self._one("lease_consumers", sql.GET_LEASE_CONSUMER, [consumer])
+
+    def put_lease_consumer(self, row):
+        self._run(sql.PUT_LEASE_CONSUMER, [row[k] for k in TABLES["lease_consumers"]])
+
+    def list_lease_consumers(self):
+        return self._all("lease_consumers", sql.ALL_ROWS["lease_consumers"], None)
+
+    def get_checkpoints(self, consumer):
+        return dict(self._run(sql.GET_CHECKPOINTS, [consumer]).fetchall())
+
+    def set_checkpoint(self, consumer, partition, seq):
+        self._run(sql.SET_CHECKPOINT, [consumer, partition, seq])
+
+    def clear_checkpoints(self, consumer):
+        return len(self._run(sql.CLEAR_CHECKPOINTS, [consumer]).fetchall())
+
+    def insert_lease(self, row):
+        self._run(sql.INSERT_LEASE, [row[k] for k in TABLES["leases"]])
+
+    def get_lease(self, consumer, event_id):
+        return self._one("leases", sql.GET_LEASE, [consumer, event_id])
+
+    def list_leases(self, consumer=None):
+        return self._all("leases", sql.LIST_LEASES, [consumer, consumer])
+
+    def delete_lease(self, consumer, event_id):
+        return self._run(sql.DELETE_LEASE, [consumer, event_id]).fetchone() is not None
+
+    def expired_leases(self, now, limit):
+        return self._all("leases", sql.EXPIRED_LEASES, [now, check_limit(limit)])
+
+    def put_retry(self, row):
+        self._run(sql.PUT_RETRY, [row[k] for k in TABLES["retries"]])
+
+    def get_retry(self, consumer, event_id):
+        return self._one("retries", sql.GET_RETRY, [consumer, event_id])
+
+    def delete_retry(self, consumer, event_id):
+        return self._run(sql.DELETE_RETRY, [consumer, event_id]).fetchone() is not None
+
+    def list_retries(self, consumer=None):
+        return self._all("retries", sql.LIST_RETRIES, [consumer, consumer])
+
+    def insert_dead_letter(self, row):
+        self._run(sql.INSERT_DEAD_LETTER, [row[k] for k in TABLES["dead_letters"]])
+
+    def list_dead_letters(self, consumer=None):
+        return self._all("dead_letters", sql.LIST_DEAD_LETTERS, [consumer, consumer])
+
 
 class DuckDBStore(Store):
     def __init__(self, path: str = ":memory:") -> None:

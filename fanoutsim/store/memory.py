@@ -366,6 +366,152 @@ class MemoryTx(Tx):
         row = self.s.pages.get(page_id)
         return None if row is None else dict(row)
 
+    # == the leased-consumer design (seed 003) ==============================
+    def get_history(self):
+        return dict(self.s.history)
+
+    def set_history(self, row):
+        s = self.s
+        before = s.history
+        s.history = {k: row[k] for k in TABLES["history"]}
+
+        def undo():
+            s.history = before
+
+        self.undo.append(undo)
+
+    def insert_event(self, row):
+        s = self.s
+        seq, eid = row["seq"], row["event_id"]
+        if seq in s.events:
+            raise self._duplicate(f"events.seq {seq}")
+        if eid in s.event_ids:
+            raise self._duplicate(f"events.event_id {eid}")
+        s._restore_event({k: row[k] for k in TABLES["events"]})
+        self.undo.append(lambda: s._drop_event(seq))
+
+    def get_event(self, event_id):
+        s = self.s
+        seq = s.event_ids.get(event_id)
+        return None if seq is None else dict(s.events[seq])
+
+    def event_heads(self, consumer, after):
+        s = self.s
+        cps = {p: q for (c, p), q in s.checkpoints.items() if c == consumer}
+        heads = []
+        for part, seqs in s.event_parts.items():
+            cp = cps.get(part)
+            i = bisect_right(seqs, after if cp is None else max(after, cp))
+            if i < len(seqs):
+                heads.append(seqs[i])
+        return [dict(s.events[q]) for q in sorted(heads)]
+
+    def event_bounds(self):
+        seqs = self.s.event_seqs
+        return (seqs[0], seqs[-1]) if seqs else (None, None)
+
+    def prune_events(self, cutoff, fence, limit=None):
+        s = self.s
+        if limit is not None:
+            check_limit(limit)
+        doomed = [q for q in s.event_seqs
+                  if s.events[q]["committed_at"] < cutoff and (fence is None or s.events[q]["commit_seq"] < fence)]
+        if limit is not None:
+            doomed = doomed[:limit]
+        out = []
+        for q in doomed:
+            row = s._drop_event(q)
+            self.undo.append(lambda row=row: s._restore_event(row))
+            out.append(row["event_id"])
+        return out
+
+    def get_lease_consumer(self, consumer):
+        row = self.s.lease_consumers.get(consumer)
+        return None if row is None else dict(row)
+
+    def put_lease_consumer(self, row):
+        self._put(self.s.lease_consumers, row["consumer"], {k: row[k] for k in TABLES["lease_consumers"]})
+
+    def list_lease_consumers(self):
+        c = self.s.lease_consumers
+        return [dict(c[k]) for k in sorted(c)]
+
+    def get_checkpoints(self, consumer):
+        cp = self.s.checkpoints
+        return {p: cp[(c, p)] for c, p in sorted(cp) if c == consumer}
+
+    def set_checkpoint(self, consumer, partition, seq):
+        self._put(self.s.checkpoints, (consumer, partition), seq)
+
+    def clear_checkpoints(self, consumer):
+        return self._clear(self.s.checkpoints, consumer)
+
+    def _clear(self, table: dict, consumer: str) -> int:
+        """Delete every entry of ``consumer`` (the first part of the key)."""
+        gone = {k: v for k, v in table.items() if k[0] == consumer}
+        for k in gone:
+            del table[k]
+        self.undo.append(lambda: table.update(gone))
+        return len(gone)
+
+    def _pop(self, table: dict, key) -> bool:
+        if key not in table:
+            return False
+        value = table.pop(key)
+        self.undo.append(lambda: table.__setitem__(key, value))
+        return True
+
+    def insert_lease(self, row):
+        s = self.s
+        key = (row["consumer"], row["event_id"])
+        if key in s.leases:
+            raise self._duplicate(f"leases {key}")
+        self._put(s.leases, key, {k: row[k] for k in TABLES["leases"]})
+
+    def get_lease(self, consumer, event_id):
+        row = self.s.leases.get((consumer, event_id))
+        return None if row is None else dict(row)
+
+    def list_leases(self, consumer=None):
+        return _by_consumer_seq(self.s.leases, consumer)
+
+    def delete_lease(self, consumer, event_id):
+        return self._pop(self.s.leases, (consumer, event_id))
+
+    def expired_leases(self, now, limit):
+        rows = [r for r in self.s.leases.values() if r["expires_at"] <= now]
+        rows.sort(key=lambda r: (r["expires_at"], r["consumer"], r["seq"]))
+        return [dict(r) for r in rows[:check_limit(limit)]]
+
+    def put_retry(self, row):
+        self._put(self.s.retries, (row["consumer"], row["event_id"]), {k: row[k] for k in TABLES["retries"]})
+
+    def get_retry(self, consumer, event_id):
+        row = self.s.retries.get((consumer, event_id))
+        return None if row is None else dict(row)
+
+    def delete_retry(self, consumer, event_id):
+        return self._pop(self.s.retries, (consumer, event_id))
+
+    def list_retries(self, consumer=None):
+        return _by_consumer_seq(self.s.retries, consumer)
+
+    def insert_dead_letter(self, row):
+        s = self.s
+        key = (row["consumer"], row["event_id"])
+        if key in s.dead_letters:
+            raise self._duplicate(f"dead_letters {key}")
+        self._put(s.dead_letters, key, {k: row[k] for k in TABLES["dead_letters"]})
+
+    def list_dead_letters(self, consumer=None):
+        return _by_consumer_seq(self.s.dead_letters, consumer)
+
+
+def _by_consumer_seq(table: dict, consumer: str | None) -> list[dict]:
+    rows = [r for r in table.values() if consumer is None or r["consumer"] == consumer]
+    rows.sort(key=lambda r: (r["consumer"], r["seq"]))
+    return [dict(r) for r in rows]
+
 
 class MemoryStore(Store):
     def __init__(self) -> None:
@@ -385,6 +531,17 @@ class MemoryStore(Store):
         self.parked: dict[tuple[str, int], dict] = {}
         self.deferred: dict[tuple[str, int], int] = {}
         self.pages: dict[str, dict] = {}
+        # the leased-consumer design (seed 003)
+        self.events: dict[int, dict] = {}
+        self.event_seqs: list[int] = []  # sorted
+        self.event_ids: dict[str, int] = {}
+        self.event_parts: dict[str, list[int]] = {}  # partition -> its seqs, sorted
+        self.lease_consumers: dict[str, dict] = {}
+        self.checkpoints: dict[tuple[str, str], int] = {}
+        self.leases: dict[tuple[str, str], dict] = {}
+        self.retries: dict[tuple[str, str], dict] = {}
+        self.dead_letters: dict[tuple[str, str], dict] = {}
+        self.history = {"incarnation": 1, "last_commit": 0, "last_seq": 0, "leases_granted": 0}
         # Re-entrant, so that a second ``transaction()`` in the thread holding the
         # lock gets through and finds ``_open`` set (an error, not a deadlock);
         # another thread just waits. No thread ids to look up on the hot path.
@@ -443,6 +600,23 @@ class MemoryStore(Store):
         self.outbox[row["seq"]] = row
         insort(self.outbox_seqs, row["seq"])
 
+    def _drop_event(self, seq: int) -> dict:
+        row = self.events.pop(seq)
+        del self.event_seqs[bisect_left(self.event_seqs, seq)]
+        del self.event_ids[row["event_id"]]
+        part = self.event_parts[row["partition"]]
+        del part[bisect_left(part, seq)]
+        if not part:
+            del self.event_parts[row["partition"]]
+        return row
+
+    def _restore_event(self, row: dict) -> None:
+        seq = row["seq"]
+        self.events[seq] = row
+        insort(self.event_seqs, seq)
+        self.event_ids[row["event_id"]] = seq
+        insort(self.event_parts.setdefault(row["partition"], []), seq)
+
     def _drop_sub(self, sid: str) -> dict:
         row = self.subs.pop(sid)
         del self.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])]
@@ -481,4 +655,15 @@ class MemoryStore(Store):
             return [{"consumer": c, "seq": q, "due_at": self.deferred[(c, q)]} for c, q in sorted(self.deferred)]
         if table == "pages":
             return [dict(self.pages[k]) for k in sorted(self.pages)]
+        if table == "events":
+            return [dict(self.events[q]) for q in self.event_seqs]
+        if table == "lease_consumers":
+            return [dict(self.lease_consumers[k]) for k in sorted(self.lease_consumers)]
+        if table == "checkpoints":
+            return [{"consumer": c, "partition": p, "seq": self.checkpoints[(c, p)]}
+                    for c, p in sorted(self.checkpoints)]
+        if table in ("leases", "retries", "dead_letters"):
+            return _by_consumer_seq(getattr(self, table), None)
+        if table == "history":
+            return [dict(self.history)]
         raise KeyError(f"unknown table {table!r}")

@@ -1,0 +1,154 @@
+"""The leased-consumer runtime and checker: workers, expiry, crashes at named
+points, determinism, and a random campaign (seed 003)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CrashAt
+from fanoutsim.faults import LEASE_CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan
+from fanoutsim.leases import LeaseConfig
+from fanoutsim.leases.checker import check_leases
+from fanoutsim.runtime.leases import LeaseSimulation
+
+
+def busy(seed=0, store="memory", faults=None, until=60.0):
+    sim = LeaseSimulation(seed=seed, store=store, faults=faults)
+    sim.register_consumer("fast", duration=0.05, fail=0.1, lease_seconds=5, nack_delay=0.5)
+    sim.register_consumer("slow", duration=lambda r: r.uniform(0, 9), lease_seconds=5, in_flight_limit=8)
+    sim.add_workload(4.0, partitions=3)
+    sim.run(until=until)
+    return sim
+
+
+def test_workers_deliver_in_partition_order_and_slow_ones_duplicate_by_expiry():
+    sim = busy()
+    r = check_leases(sim)
+    assert r.valid, r
+    per = r.per_consumer.set_index("consumer")
+    assert per.loc["fast", "delivered"] > 150 and per.loc["fast", "lost"] == 0
+    assert r.total["duplicates_by_cause"].get("lease_expired", 0) > 0   # emerged, not scripted
+    assert r.total["out_of_order"] == 0
+
+
+def test_poison_events_are_dead_lettered_and_the_partition_moves_on():
+    sim = LeaseSimulation(seed=1)
+    sim.register_consumer("c", duration=0.01, nack_delay=0.0, poison=lambda lease: lease.event_id == "2:0")
+    for i in range(4):
+        sim.publish("a", payload={"i": i})
+    sim.run(until=30)
+    r = check_leases(sim)
+    assert r.per_consumer[["delivered", "dead_lettered", "pending"]].values.tolist() == [[3, 1, 0]]
+    assert sim.dead_letters()["attempts"].tolist() == [10] and r.valid
+
+
+@pytest.mark.parametrize("point", LEASE_CRASH_POINTS)
+def test_a_crash_at_every_named_point_loses_nothing(point, store):
+    sim = LeaseSimulation(LeaseConfig(retention=20, retention_interval=5), seed=2, store=store,
+                          faults=FaultPlan([CrashAtPoint(point, nth=3, downtime=1.0)]))
+    sim.register_consumer("c", duration=lambda r: r.uniform(0, 6), fail=0.3, nack_delay=0.1, lease_seconds=5,
+                          in_flight_limit=2)
+    sim.add_workload(3.0, partitions=2, stop=20)
+    sim.run(until=120)
+    t = sim.trace()
+    assert (t["kind"] == "crashed").sum() == 1 and sim.up
+    r = check_leases(sim)
+    assert r.valid, r
+    assert r.total["lost"] == 0
+
+
+def test_a_crash_after_the_effect_before_the_ack_redelivers_with_cause_crash():
+    sim = LeaseSimulation(seed=0, faults=CrashAt("worker.after_effect_before_ack"))
+    sim.register_consumer("c", duration=0.1, lease_seconds=5)
+    sim.publish("a")
+    sim.run(until=1)
+    assert not sim.up
+    sim.restart()
+    sim.run(until=10)
+    r = check_leases(sim)
+    assert r.duplicates.values.tolist() == [["c", "1:0", "crash"]] and r.valid
+
+
+def test_a_crash_after_lease_before_reply_waits_for_expiry():
+    sim = LeaseSimulation(seed=0, faults=CrashAt("consume.after_lease_before_reply"))
+    sim.register_consumer("c", duration=0.1, lease_seconds=5)
+    sim.publish("a")
+    sim.run(until=1)
+    sim.restart()
+    sim.run(until=4)
+    assert check_leases(sim).total["delivered"] == 0     # the orphan lease holds the partition
+    sim.run(until=8)
+    r = check_leases(sim)
+    assert r.total["delivered"] == 1 and r.total["duplicates"] == 0
+    assert sim.trace().query("kind == 'leased'")["detail"].tolist() == ["attempt 1", "attempt 2"]
+
+
+def test_seek_and_restore_duplicates_are_named():
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("c", duration=0.1)
+    for _ in range(3):
+        sim.publish("a")
+    sim.run(until=5)
+    sim.seek("c", 0)
+    sim.run(until=10)
+    r = check_leases(sim)
+    assert set(r.duplicates["cause"]) == {"seek"} and len(r.duplicates) == 3 and r.valid
+    sim.register_consumer("slow", duration=3.0, start="end")
+    sim.publish("b")
+    sim.run(until=11.2)
+    sim.restore()
+    sim.run(until=20)
+    r = check_leases(sim)
+    assert r.duplicates.query("consumer == 'slow'")["cause"].tolist() == ["restore"] and r.valid
+
+
+def test_seek_forward_skips_as_cause_seek():
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("c", client=False)
+    for _ in range(3):
+        sim.publish("a")
+    sim.seek("c", 2)
+    r = check_leases(sim)
+    assert r.lost.values.tolist() == [["c", "1:0", "seek"], ["c", "2:0", "seek"]] and r.valid
+
+
+def test_same_seed_same_trace(store):
+    plan = FaultPlan([CrashRandomly(mean_gap=20, downtime=1)])
+    a, b = (busy(seed=5, store=store, faults=plan, until=40) for _ in range(2))
+    pd.testing.assert_frame_equal(a.trace(), b.trace())
+    pd.testing.assert_frame_equal(a.leases(), b.leases())
+    assert not busy(seed=6, until=40).trace().equals(a.trace())
+
+
+def test_views_and_metrics():
+    sim = busy(until=10)
+    assert {"consumer", "event_id", "partition", "process"} <= set(sim.trace().columns)
+    assert str(sim.events()["committed_at"].dtype).startswith("datetime64")
+    m = sim.metrics()
+    assert m["fanoutsim_lease_events_retained"] == len(sim.events()) and "fanoutsim_lease_in_flight" in m
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), gap=st.floats(5, 40), points=st.lists(
+    st.tuples(st.sampled_from(LEASE_CRASH_POINTS), st.integers(1, 20)), max_size=3),
+    fail=st.floats(0, 0.5), lease=st.sampled_from([5.0, 10.0]))
+def test_campaign_crashes_expiries_and_nacks_never_lose_and_every_duplicate_has_a_cause(seed, gap, points, fail,
+                                                                                       lease):
+    plan = FaultPlan([CrashRandomly(mean_gap=gap, downtime=0.5)]
+                     + [CrashAtPoint(p, nth=n, downtime=0.5) for p, n in points])
+    sim = LeaseSimulation(LeaseConfig(retention=15, retention_interval=5), seed=seed, faults=plan)
+    sim.register_consumer("a", duration=lambda r: r.uniform(0, 2 * lease), fail=fail, nack_delay=0.2,
+                          lease_seconds=lease, in_flight_limit=3)
+    sim.register_consumer("b", duration=0.05, fail=fail, nack_delay=0.0, lease_seconds=lease)
+    sim.add_workload(2.0, partitions=3, stop=30)
+    sim.run(until=30)
+    if not sim.up:
+        sim.restart()
+    sim.run(until=30 + 40 * lease)
+    r = check_leases(sim)
+    assert r.valid, r
+    assert r.total["lost"] == 0
+    assert not (r.duplicates["cause"] == "unknown").any()
+    assert set(r.out_of_order["cause"]) <= {"stale_lease"}   # only a late effect of a lost lease
