@@ -21,6 +21,7 @@ from .reactor.triggers import TriggerFireFailed
 from .runtime import Realtime, Simulation
 from .runtime.outbox import OutboxSimulation
 from .runtime.outbox_realtime import OutboxRealtime
+from .runtime.leases import LeaseSimulation
 from .sweep import sweep
 from .replay import load_recording
 
@@ -31,5 +32,5 @@ __all__ = [
     "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
     "check", "check_store", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",
-    "sweep", "load_recording", "OutboxSimulation", "OutboxRealtime",
+    "sweep", "load_recording", "OutboxSimulation", "OutboxRealtime", "LeaseSimulation",
 ]

@@ -28,3 +28,12 @@ def test_the_outbox_scenario_example_is_a_valid_scenario():
     [text] = [b for b in blocks("toml") if 'design = "outbox"' in b]
     scenario = parse_scenario(tomllib.loads(text), source="README")
     assert scenario.design == "outbox"
+
+
+def test_the_leases_example_runs_and_names_its_duplicates():
+    [code] = [b for b in blocks("python") if "LeaseSimulation(" in b]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, {})
+    text = out.getvalue()
+    assert "lease_expired" in text and "INVALID" not in text

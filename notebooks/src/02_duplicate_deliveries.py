@@ -19,7 +19,7 @@ from fanoutsim import analysis, plots
 from fanoutsim.faults import CrashAtPoint, FaultPlan
 
 pd.set_option("display.width", 120)
-print("named crash points:", ", ".join(fs.CRASH_POINTS))
+print("named crash points of the reactor design:", ", ".join(fs.faults.REACTOR_CRASH_POINTS))
 
 # %% [markdown]
 # ## One crash, one firing's story
