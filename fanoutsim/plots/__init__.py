@@ -36,3 +36,10 @@ from .outbox import (  # noqa: E402
 
 __all__ += ["consumer_latency_histogram", "cursor_progress", "outbox_latency_histogram", "outbox_tail_vs_drop",
             "save_outbox_figures"]
+from .leases import (  # noqa: E402
+    checkpoint_progress, delivery_per_consumer, duplicates_vs_lease, events_table_size, inflight_throughput,
+    lease_outcomes, lease_tradeoff, save_leases_figures,
+)
+
+__all__ += ["checkpoint_progress", "delivery_per_consumer", "duplicates_vs_lease", "events_table_size",
+            "inflight_throughput", "lease_outcomes", "lease_tradeoff", "save_leases_figures"]

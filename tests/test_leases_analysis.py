@@ -1,0 +1,210 @@
+"""The leased-consumer analysis (fanoutsim.analysis.leases) and its figures
+(fanoutsim.plots.leases), on small seeded runs whose answers are known."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from fanoutsim.analysis import leases as la
+from fanoutsim.leases.checker import check_leases
+from fanoutsim.plots import leases as lp
+from fanoutsim.runtime.leases import LeaseSimulation
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return la.lease_sweep(leases=(5.0, 10.0, 30.0), laws=("exponential", "uniform"), seconds=600.0)
+
+
+@pytest.fixture(scope="module")
+def poison():
+    return la.poison_run(nack_delay=1.0, partitions=3, every=0.25, seconds=30.0, poison_at=5.0)
+
+
+@pytest.fixture(scope="module")
+def restored():
+    return la.restore_run(at=30.25, seconds=60.0)
+
+
+@pytest.fixture(scope="module")
+def fence():
+    return {m: la.fence_run(m, at=150.5, seconds=300.0, retention=30.0, retention_interval=5.0)
+            for m in la.FENCE_MODES}
+
+
+def test_work_laws_and_the_chance_to_outlive_a_lease():
+    assert la.p_exceeds("exponential", 5.0, 5.0) == pytest.approx(math.exp(-1))
+    assert la.p_exceeds("uniform", 5.0, 5.0) == 0.5 and la.p_exceeds("uniform", 5.0, 10.0) == 0.0
+    assert la.p_exceeds("lognormal", 5.0, 5.0) < 0.5          # mean above the median
+    assert la.expected_duplicates(0.0) == 0.0 and la.expected_duplicates(0.5) == pytest.approx(1.0, abs=0.01)
+    assert la.expected_duplicates(1.0) == 9                   # the 10th attempt dead-letters
+    import random
+    rng = random.Random(0)
+    draws = [la.work_law("uniform", 2.0)(rng) for _ in range(2000)]
+    assert 0 <= min(draws) and max(draws) <= 4.0 and sum(draws) / len(draws) == pytest.approx(2.0, rel=0.05)
+    with pytest.raises(ValueError, match="law must be one of"):
+        la.work_law("pareto", 1.0)
+
+
+def test_duplicates_fall_as_the_lease_outgrows_the_work(sweep):
+    for law, g in sweep.groupby("law"):
+        d = g.sort_values("lease_seconds")["dups_per_1000"].tolist()
+        assert d[0] > d[1] >= d[2], (law, d)
+    uni = sweep[sweep["law"] == "uniform"].set_index("lease_seconds")
+    assert uni.loc[5.0, "dups_per_1000"] > 500 and uni.loc[10.0, "duplicates"] == 0   # bounded work
+    assert set(sweep["causes"]) <= {"lease_expired", "-"}
+    assert (sweep["lost"] == 0).all() and sweep["valid"].all()
+    exp5 = sweep[(sweep["law"] == "exponential") & (sweep["lease_seconds"] == 5.0)].iloc[0]
+    assert exp5["dups_per_1000"] == pytest.approx(exp5["theory_per_1000"], rel=0.25)
+
+
+def test_an_orphaned_lease_holds_its_partition_until_expiry():
+    sim = la.crash_run(30.0, crashes=(300.25,), seconds=400.0)
+    holds = la.orphan_holds(sim)
+    assert len(holds) == 3 and (holds["crash_s"] == 300.25).all()
+    # freed by recovery (1 s ticks) once the lease is up: leased_s + 30 s, never before
+    assert (holds["expired_s"] >= holds["leased_s"] + 30.0).all()
+    assert (holds["expired_s"] <= holds["leased_s"] + 31.0).all()
+    assert (holds["hold_s"] <= 31.0).all()
+    c = la.crash_sweep(leases=(5.0, 60.0), crashes=(300.25,), seconds=400.0)
+    assert c.loc[1, "hold_max_s"] > 5 * c.loc[0, "hold_max_s"] and (c["lost"] == 0).all() and c["valid"].all()
+
+
+def test_event_outcomes_and_checkpoint_path_of_a_hand_driven_run():
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("c", duration=0.1)
+    sim.publish("a")
+    sim.run(until=1.0)
+    sim.publish("b")
+    sim.run(until=3.0)
+    ev = la.event_outcomes(sim)
+    assert ev["event_id"].tolist() == ["1:0", "2:0"] and (ev["outcome"] == "acked").all()
+    assert ev["deliveries"].tolist() == [1, 1] and ev["attempts"].tolist() == [1, 1]
+    assert ev["latency_s"].iloc[0] == pytest.approx(0.1)       # leased by the poll at t = 0, 0.1 s of work
+    path = la.checkpoint_path(sim, "c")
+    assert path[["partition", "seq", "how"]].values.tolist() == [["a", 1, "acked"], ["b", 2, "acked"]]
+    assert la.checkpoints_at(sim, "c", 1.0) == {"a": 1}
+    size = la.events_size(sim)
+    assert size["rows"].iloc[0] == 1 and size["rows"].iloc[-1] == 2
+
+
+def test_a_poison_event_blocks_its_partition_then_is_dead_lettered(poison):
+    assert poison.dead_letters()["attempts"].tolist() == [10]
+    ps = la.partition_summary(poison).set_index("partition")
+    assert ps.loc["p0", "dead_lettered"] == 1 and ps.loc["p0", "failed_attempts"] == 10
+    assert ps.loc["p0", "longest_stall_s"] > 9.0                  # 9 retries, 1 s apart at least
+    assert (ps.drop("p0")["longest_stall_s"] <= 1.0).all()        # the others flow
+    assert ps.loc["p0", "latency_max_s"] > 10 * ps.drop("p0")["latency_max_s"].max()
+    r = check_leases(poison)
+    assert r.valid and r.total["lost"] == 0 and r.total["dead_lettered"] == 1
+
+
+def test_in_flight_is_capped_by_the_partition_count():
+    s = la.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0)
+    t = s.set_index(["partitions", "in_flight"])
+    assert t.loc[(1, 4), "peak_leases"] == 1 and t.loc[(4, 4), "peak_leases"] == 4
+    assert t.loc[(1, 4), "throughput"] == pytest.approx(t.loc[(1, 1), "throughput"])
+    assert t.loc[(4, 4), "throughput"] > 3 * t.loc[(4, 1), "throughput"] * 0.9
+    assert (s["slots"] == s[["in_flight", "partitions"]].min(axis=1)).all()
+
+
+def test_the_fence_holds_rows_until_retire(fence):
+    f = la.fence_summary(fence, at=150.5).set_index("run")
+    none, retired, resumed = (f.loc[m] for m in la.FENCE_MODES)
+    assert retired["rows_at_change"] > 3 * none["rows_at_change"]    # held history
+    assert retired["rows_at_end"] < retired["rows_at_change"] / 2    # released by the retire
+    assert retired["lost_causes"].startswith("retired=") and retired["reporting_delivered"] == 0
+    assert resumed["reporting_lost"] == 0 and resumed["reporting_delivered"] > 0
+    assert f["valid"].all()
+    t = fence["stalled, then retired"].trace()
+    retire_t = t.loc[t["kind"] == "retired", "t"].iloc[0]
+    pruned = t[t["kind"] == "pruned"]
+    assert len(pruned[pruned["t"] > retire_t]) > 0
+    with pytest.raises(ValueError, match="mode must be one of"):
+        la.fence_run("paused")
+
+
+def test_restore_makes_pre_restore_acks_fail_closed_as_stale_incarnation(restored):
+    rs = la.restore_summary(restored)
+    assert rs["incarnation"] == 2 and rs["leases_voided"] >= 1
+    assert rs["acks_refused"] == {"stale_incarnation": rs["leases_voided"]}
+    assert rs["duplicates_by_cause"] == {"restore": rs["duplicates"]} and rs["lost"] == 0 and rs["valid"]
+    assert rs["partitions"]["resumed"].all()
+    out = la.ack_outcomes(restored).set_index("consumer")
+    assert out.loc["worker", "ack refused: stale_incarnation"] == rs["leases_voided"]
+    demo = la.stale_token_demo()
+    assert demo["result"].tolist()[2:] == ["stale_incarnation", "lease, attempt 1", "acked"]
+    with pytest.raises(ValueError, match="no restore"):
+        la.restore_summary(la.poison_run(seconds=5.0))
+
+
+def test_lease_summary_agrees_with_the_checker(restored):
+    s = la.lease_summary(restored).set_index("consumer")
+    r = check_leases(restored).per_consumer.set_index("consumer")
+    assert s.loc["worker", "delivered"] == r.loc["worker", "delivered"]
+    assert s.loc["worker", "duplicates_by_cause"] == {"restore": int(r.loc["worker", "duplicates"])}
+    assert s.loc["worker", "latency_p50_s"] > 0
+
+
+# -- figures -------------------------------------------------------------------------
+
+def _labels(ax):
+    return [line.get_label() for line in ax.get_lines()]
+
+
+def test_duplicates_and_tradeoff_figures(sweep):
+    fig = lp.duplicates_vs_lease(sweep)
+    assert isinstance(fig, Figure)
+    labels = _labels(fig.axes[0])
+    assert "exponential work (run)" in labels and "uniform: expected from P(work > lease)" in labels
+    c = la.crash_sweep(leases=(5.0, 30.0), crashes=(100.25,), seconds=200.0)
+    fig = lp.lease_tradeoff(c)
+    assert len(fig.axes) == 2
+    assert "orphaned lease held its partition: worst" in _labels(fig.axes[0])
+    assert _labels(fig.axes[1]) == ["duplicates per 1000 events"]
+    with pytest.raises(KeyError, match="lease_sweep"):
+        lp.duplicates_vs_lease(pd.DataFrame({"x": [1]}))
+
+
+def test_checkpoint_progress_marks_dead_letters_and_restores(poison, restored):
+    fig = lp.checkpoint_progress(poison, "worker")
+    ax = fig.axes[0]
+    assert {"p0", "p1", "p2"} <= set(_labels(ax))
+    assert {"p0: dead letter", "p0: failed attempt (nack / expiry)"} <= {c.get_label() for c in ax.collections}
+    lag = lp.checkpoint_progress(poison, "worker", lag=True).axes[0]
+    p0 = [line for line in lag.get_lines() if line.get_label() == "p0"][0]
+    assert max(p0.get_ydata()) > 5
+    fig = lp.checkpoint_progress(restored)
+    assert "restore (new incarnation)" in _labels(fig.axes[0])
+
+
+def test_inflight_fence_and_outcome_figures(fence, restored):
+    s = la.inflight_sweep(in_flights=(1, 2), partition_counts=(1, 2), seconds=20.0, warmup=5.0)
+    fig = lp.inflight_throughput(s)
+    left, right = fig.axes
+    assert {"1 partition", "2 partitions"} <= set(_labels(left))
+    assert "2 partitions, p99" in _labels(right)
+    fig = lp.events_table_size(fence, at=150.5, retention=30.0)
+    assert set(la.FENCE_MODES) <= set(_labels(fig.axes[0]))
+    fig = lp.lease_outcomes(restored)
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "ack refused: stale_incarnation" in ticks and "acked" in ticks
+    fig = lp.delivery_per_consumer(restored)
+    assert [p.get_label() for p in fig.axes[0].containers] == \
+        ["delivered", "duplicates: restore", "dead_lettered", "lost", "pending"]
+
+
+def test_empty_runs_draw_placeholders():
+    sim = LeaseSimulation(seed=0)
+    for fig in (lp.checkpoint_progress(sim), lp.lease_outcomes(sim), lp.delivery_per_consumer(sim)):
+        assert isinstance(fig, Figure)
+        assert any(t.get_text().startswith("no ") for t in fig.axes[0].texts)
+
+
+def test_save_leases_figures(tmp_path, restored):
+    paths = lp.save_leases_figures(restored, tmp_path / "out")
+    assert [p.name for p in paths] == list(lp.LEASES_FIGURES)
+    assert all(p.stat().st_size > 5000 for p in paths)
