@@ -3,7 +3,8 @@ pending and out of order — and why — from the trace and the tables alone
 (never the fault plan).
 
 An event is *expected* by a consumer when it was published (a ``published``
-event) with a seq past the consumer's start (``consumer_start``). A worker's
+event) with a seq past the consumer's start (``consumer_start``), and before
+the consumer was retired (a retired consumer owes nothing published later). A worker's
 effect is a ``delivered`` event. Then an expected event is
 
 *delivered*      delivered once or more (each extra delivery is a *duplicate*);
@@ -15,7 +16,8 @@ effect is a ``delivered`` event. Then an expected event is
 Causes of a duplicate (what happened between two deliveries): ``seek`` (the
 consumer was seeked), ``restore`` (a new history incarnation voided the
 lease), ``lease_expired`` (the earlier delivery's ack was refused — the
-lease had expired — or the lease expired in recovery with no crash between),
+lease had expired, or had expired before the effect landed — or the lease
+expired in recovery with no crash between),
 ``crash`` (the node died after the effect and before the ack), else
 ``unknown``. Causes of a loss: ``seek`` (seeked past it before it was
 delivered), ``retired`` (the consumer was retired first), ``pruned``
@@ -81,6 +83,23 @@ def _stale(outcomes, invalidated, d: int, end: int) -> str | None:
     return None
 
 
+def _attempt(detail) -> int | None:
+    """The attempt number of a ``leased`` or ``delivered`` event ("attempt N")."""
+    if isinstance(detail, str) and detail.startswith("attempt "):
+        return int(detail.split()[1].rstrip(":"))
+    return None
+
+
+def _gone_before(granted, invalidated, d: int, attempt: int | None) -> str | None:
+    """If the lease this delivery worked under was already gone (expired in
+    recovery, voided by a seek or restore) when the effect landed, why."""
+    g = granted.get(attempt)
+    if g is None:
+        return None
+    why = [c for j, c in invalidated if g < j < d]
+    return why[-1] if why else None
+
+
 def check_leases(sim) -> LeaseReport:
     t = sim.trace()
     kinds, who, eids, details = (t[c].tolist() for c in ("kind", "consumer", "event_id", "detail"))
@@ -92,12 +111,15 @@ def check_leases(sim) -> LeaseReport:
     invalidated = defaultdict(list)                      # (consumer, event_id) -> [(index, cause)]
     expired = defaultdict(list)
     delivered = defaultdict(list)                        # consumer -> [(index, event_id)]
+    granted = defaultdict(dict)                          # (consumer, event_id) -> {attempt: index leased}
     parts = t["partition"].tolist()
     for i, k in enumerate(kinds):
         if k == "published":
             published[eids[i]] = (int(details[i]), parts[i], i)
         elif k == "delivered":
             delivered[who[i]].append((i, eids[i]))
+        elif k == "leased":
+            granted[(who[i], eids[i])][_attempt(details[i])] = i
         elif k == "consumer_start":
             starts.setdefault(who[i], int(details[i]))
         elif k == "seek":
@@ -139,19 +161,24 @@ def check_leases(sim) -> LeaseReport:
             if part in last_seq and seq < last_seq[part]:
                 # a worker whose lease was gone (its ack refused) applied its effect late: the
                 # broker leased in order; the effect was not fenced
-                stale = _stale(outcomes[(name, eid)], invalidated[(name, eid)], i, len(kinds))
+                stale = (_stale(outcomes[(name, eid)], invalidated[(name, eid)], i, len(kinds))
+                         or _gone_before(granted[(name, eid)], invalidated[(name, eid)], i, _attempt(details[i])))
                 n["out_of_order"] += 1
                 disorder.append({"consumer": name, "event_id": eid, "partition": part,
                                  "after_seq": last_seq[part], "cause": "stale_lease" if stale else "unknown"})
             last_seq[part] = max(seq, last_seq.get(part, seq))
+        retired_i = retired_at.get(name)
         for eid, (seq, part, ip) in sorted(published.items(), key=lambda kv: kv[1][0]):
-            if seq <= start:
+            if seq <= start or (retired_i is not None and ip > retired_i):
                 continue
             times = got.get(eid)
             if times:
                 n["delivered"] += 1
                 bounds = times[1:] + [len(kinds)]
+                # a delivery was stale if its ack was refused, or if its lease was already
+                # gone when the effect landed (the worker may have died before acking)
                 stale = [_stale(outcomes[(name, eid)], invalidated[(name, eid)], d, end)
+                         or _gone_before(granted[(name, eid)], invalidated[(name, eid)], d, _attempt(details[d]))
                          for d, end in zip(times, bounds)]
                 for j, (prev, nxt) in enumerate(zip(times, times[1:])):
                     if _between(seek_idx, prev, nxt):

@@ -138,7 +138,8 @@ fig
 
 # %% [markdown]
 # The two stalled runs coincide until the change (the retired run is drawn on top). The
-# retired consumer's unread events count as lost with cause `retired`: retiring is a
+# retired consumer's unread events (those published before it was retired) count as lost with cause
+# `retired`: retiring is a
 # permanent decision about that consumer, and the checker says so rather than calling it a
 # bug. The resumed consumer lost nothing — the fence kept every event it still needed.
 #
@@ -229,7 +230,8 @@ _ = w.interact_manual(
 #   rows (60 s at 2 events/s plus up to one 10 s prune interval); a consumer whose process
 #   is down held the fence and the table grew to 608 rows in 5 minutes. Retiring it released
 #   the fence: the next prune took the table back to the retention window (161 at the end),
-#   and its 1225 unread events are reported lost with cause `retired`. Resuming it instead
+#   and the 599 events published before it was retired, which it never read, are reported lost
+#   with cause `retired` (it owes nothing published after). Resuming it instead
 #   delivered all it needed (1222 delivered, 3 still pending at the end, 0 lost) and the
 #   table shrank as it caught up.
 # - **A restore fails closed and resumes from the checkpoints.** The restore at t = 60.25 s
