@@ -22,6 +22,16 @@ latency; the hints; the topic bus) and the outbox checker's verdict, and writes
 ``cursors.parquet``, ``parked.parquet`` and the figures of
 :func:`fanoutsim.plots.outbox.save_outbox_figures`.
 
+A scenario with ``design = "leases"`` (:mod:`fanoutsim.leases.scenario`) runs
+leased durable consumers: it prints the leases report (totals: published,
+pruned, deliveries, duplicates and losses by cause, dead letters, pending, out
+of order, acks failed closed, crashes, restores; per consumer the same with its
+limits, in-flight leases and latency; the acks and nacks that failed closed, by
+result) and the leases checker's verdict, and writes ``report.json`` (the
+checker's totals under ``check``), ``events.parquet``, ``checkpoints.parquet``,
+``dead_letters.parquet``, ``consumers.parquet`` and, when
+:mod:`fanoutsim.plots.leases` has ``save_leases_figures``, its figures.
+
 A last line names the folder (on stderr with ``--json``). Any error — a
 missing file, a bad scenario, a bad flag — prints ``fanoutsim: error: ...``
 on stderr and exits with status 2.
@@ -134,6 +144,7 @@ def _realtime(args: argparse.Namespace) -> int:
 
     try:
         if args.command == "serve":
+            # the server runs the reactor design only: an outbox or leases file is refused by name
             scenario = load_scenario(args.scenario, design="reactor") if args.scenario else None
             print(f"serving {args.db} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C", file=sys.stderr)
             return srv.serve(args.db, scenario, rate=args.rate, port=args.port)
@@ -154,7 +165,8 @@ def _realtime(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .checker import format_check
-    from .report import format_outbox_check, format_outbox_report, format_report
+    from .report import (format_leases_check, format_leases_report, format_outbox_check,
+                         format_outbox_report, format_report)
     from .scenario import ScenarioError, load_scenario
 
     try:
@@ -172,10 +184,12 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         print(f"wrote {len(written)} files to {out}", file=sys.stderr)
     else:
-        outbox = scenario.design == "outbox"
-        print((format_outbox_report if outbox else format_report)(report), end="")
+        fmt_report, fmt_check = {"outbox": (format_outbox_report, format_outbox_check),
+                                 "leases": (format_leases_report, format_leases_check)}.get(
+            scenario.design, (format_report, format_check))
+        print(fmt_report(report), end="")
         print()
-        print((format_outbox_check if outbox else format_check)(checked))
+        print(fmt_check(checked))
         print(f"\nwrote {len(written)} files to {out}")
     return 0
 
@@ -186,16 +200,29 @@ def _is_outbox(sim) -> bool:
     return isinstance(sim, OutboxSimulation)
 
 
+def _is_leases(sim) -> bool:
+    from .runtime.leases import LeaseSimulation
+
+    return isinstance(sim, LeaseSimulation)
+
+
 def full_report(sim, name: str):
     """The delivery report with the checker's totals under ``check``, and the check
     (for an outbox run: :func:`~fanoutsim.analysis.outbox.outbox_report` and
-    :func:`~fanoutsim.outbox.checker.check_outbox`)."""
+    :func:`~fanoutsim.outbox.checker.check_outbox`; for a leases run:
+    :func:`~fanoutsim.report.leases_report` and :func:`~fanoutsim.leases.checker.check_leases`)."""
     if _is_outbox(sim):
         from .analysis.outbox import outbox_report
         from .outbox.checker import check_outbox
 
         checked = check_outbox(sim)
         return outbox_report(sim, name=name, checked=checked), checked
+    if _is_leases(sim):
+        from .leases.checker import check_leases
+        from .report import leases_report
+
+        checked = check_leases(sim)
+        return leases_report(sim, name=name, checked=checked), checked
     from .analysis import delivery_report
     from .checker import check
 
@@ -203,6 +230,15 @@ def full_report(sim, name: str):
     checked = check(sim)
     report["check"] = checked.total
     return report, checked
+
+
+def _leases_figures():
+    """``fanoutsim.plots.leases.save_leases_figures``, or None while it does not exist."""
+    try:
+        from .plots import leases
+    except ImportError:
+        return None
+    return getattr(leases, "save_leases_figures", None)
 
 
 def write_outputs(sim, report: dict, out: Path) -> list[Path]:
@@ -220,6 +256,14 @@ def write_outputs(sim, report: dict, out: Path) -> list[Path]:
             df.to_parquet(path, index=False)
             paths.append(path)
         return paths + save_outbox_figures(sim, out)
+    if _is_leases(sim):
+        for name, df in (("events", sim.events()), ("checkpoints", sim.checkpoints()),
+                         ("dead_letters", sim.dead_letters()), ("consumers", sim.consumers())):
+            path = out / f"{name}.parquet"
+            df.to_parquet(path, index=False)
+            paths.append(path)
+        save = _leases_figures()
+        return paths + (list(save(sim, out)) if save is not None else [])
     from .plots import save_report_figures
 
     executions = sim.executions()

@@ -6,8 +6,9 @@ workloads that fire the reactors::
 
     name = "default"                 # optional, defaults to the file's stem
     description = "..."              # optional
-    design = "reactor"               # optional: "reactor" (this schema, the default) or
-                                     # "outbox" (see fanoutsim.outbox.scenario)
+    design = "reactor"               # optional: "reactor" (this schema, the default),
+                                     # "outbox" (see fanoutsim.outbox.scenario) or
+                                     # "leases" (see fanoutsim.leases.scenario)
     [run]
     seed = 0                         # int, default 0
     until = 3600.0                   # virtual seconds, > 0 (required)
@@ -60,6 +61,12 @@ and ``[[faults]]``, checked by :mod:`fanoutsim.outbox.scenario`; then
 :func:`load_scenario` returns an :class:`~fanoutsim.outbox.scenario.OutboxScenario`
 (``.design == "outbox"``; a :class:`Scenario` has ``.design == "reactor"``).
 
+``design = "leases"`` makes it a scenario of leased durable consumers (seed
+003): ``[run]``, ``[leases]``, ``[[consumers]]``, ``[[workload]]``,
+``[[actions]]`` and ``[[faults]]``, checked by :mod:`fanoutsim.leases.scenario`,
+which makes a :class:`~fanoutsim.leases.scenario.LeaseScenario`
+(``.design == "leases"``).
+
 ``[[faults]]`` tables make the fault plan (see :mod:`fanoutsim.faults.plan`
 for the kinds); each names its ``kind``::
 
@@ -91,7 +98,7 @@ __all__ = [
     "DESIGNS",
 ]
 
-DESIGNS = ("reactor", "outbox")  # what ``design = ...`` may name
+DESIGNS = ("reactor", "outbox", "leases")  # what ``design = ...`` may name
 
 
 class ScenarioError(ValueError):
@@ -230,9 +237,10 @@ def refuse_existing_store(source: str, store) -> None:
 def load_scenario(path: str | os.PathLike, *, design: str | None = None):
     """Read and check a scenario file; raises :class:`ScenarioError`.
 
-    Returns a :class:`Scenario`, or an
+    Returns a :class:`Scenario`, an
     :class:`~fanoutsim.outbox.scenario.OutboxScenario` for a file with
-    ``design = "outbox"``. ``design``: the design the caller needs; a file of
+    ``design = "outbox"``, or a :class:`~fanoutsim.leases.scenario.LeaseScenario`
+    for ``design = "leases"``. ``design``: the design the caller needs; a file of
     another design is refused with an error naming its ``design`` key."""
     source = os.fspath(path)
     try:
@@ -266,7 +274,8 @@ def load_scenario(path: str | os.PathLike, *, design: str | None = None):
 
 def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario"):
     """Check an already-parsed TOML document (a dict) and make a Scenario
-    (an :class:`~fanoutsim.outbox.scenario.OutboxScenario` for ``design = "outbox"``)."""
+    (an :class:`~fanoutsim.outbox.scenario.OutboxScenario` for ``design = "outbox"``,
+    a :class:`~fanoutsim.leases.scenario.LeaseScenario` for ``design = "leases"``)."""
     errors = _Errors()
     if not isinstance(data, dict):
         raise ScenarioError(source, [("", f"a scenario must be a TOML document (table), got {_kind(data)}")])
@@ -275,7 +284,12 @@ def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str 
         from .outbox.scenario import parse_outbox_scenario
 
         return parse_outbox_scenario(data, source=source, default_name=default_name, errors=errors)
-    unknown_top_keys(data, _TOP_KEYS, _OUTBOX_ONLY_KEYS, "outbox", errors)
+    if design == "leases":
+        from .leases.scenario import parse_lease_scenario
+
+        return parse_lease_scenario(data, source=source, default_name=default_name, errors=errors)
+    unknown_top_keys(data, _TOP_KEYS, {**dict.fromkeys(_OUTBOX_ONLY_KEYS, "outbox"),
+                                       **dict.fromkeys(_LEASES_ONLY_KEYS, "leases")}, "outbox", errors)
 
     name, description = parse_header(data, default_name, errors)
     seed, until, store, start = parse_run(data, errors)
@@ -305,33 +319,39 @@ _TOP_KEYS = ("name", "description", "run", "config", "workflows", "subscriptions
              "design")
 _OUTBOX_ONLY_KEYS = ("outbox", "consumers")    # tables only an outbox scenario has
 _REACTOR_ONLY_KEYS = ("config", "workflows", "subscriptions")  # ... only a reactor scenario has
+_LEASES_ONLY_KEYS = ("leases", "actions")      # ... only a leases scenario has
 
 
 def parse_design(data: dict, errors: "_Errors") -> str:
-    """The ``design`` key: "reactor" (also when absent) or "outbox". A bad value
-    is reported, and the file is then checked as the design its tables suggest
-    (``[outbox]`` or ``[[consumers]]``: outbox), so every problem shows at once."""
+    """The ``design`` key: "reactor" (also when absent), "outbox" or "leases". A
+    bad value is reported, and the file is then checked as the design its tables
+    suggest (``[leases]`` or ``[[actions]]``: leases; ``[outbox]`` or
+    ``[[consumers]]``: outbox), so every problem shows at once."""
     if "design" not in data:
         return "reactor"
     value = data["design"]
     if isinstance(value, str) and value in DESIGNS:
         return value
-    guess = "outbox" if any(k in data for k in _OUTBOX_ONLY_KEYS) else "reactor"
+    guess = ("leases" if any(k in data for k in _LEASES_ONLY_KEYS)
+             else "outbox" if any(k in data for k in _OUTBOX_ONLY_KEYS) else "reactor")
     errors.add("design", f"must be one of {', '.join(map(repr, DESIGNS))}, got {_show(value)} "
                          f"(the rest of the file is checked as the {guess} design)")
     return guess
 
 
 def unknown_top_keys(data: dict, allowed, other_keys, other_design: str, errors: "_Errors") -> None:
-    """Unknown top-level keys; one that belongs to the other design says so."""
+    """Unknown top-level keys; one that belongs to another design says so.
+    ``other_keys``: the keys of ``other_design``, or a dict key -> the design it
+    belongs to (then ``other_design`` is not used)."""
     for key in data:
         if key in allowed:
             continue
         hint = ""
         if key in other_keys:
+            design = other_keys[key] if isinstance(other_keys, dict) else other_design
             spelled = f"[[{key}]]" if isinstance(data[key], list) else f"[{key}]"
-            hint = (f" ({spelled} belongs to a scenario of the {other_design} design: "
-                    f"set design = {other_design!r} to use it)")
+            hint = (f" ({spelled} belongs to a scenario of the {design} design: "
+                    f"set design = {design!r} to use it)")
         errors.add(key, f"unknown key; allowed top-level keys: {', '.join(allowed)}{hint}")
 
 
