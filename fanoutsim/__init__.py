@@ -22,6 +22,7 @@ from .runtime import Realtime, Simulation
 from .runtime.outbox import OutboxSimulation
 from .runtime.outbox_realtime import OutboxRealtime
 from .runtime.leases import LeaseSimulation
+from .runtime.leases_realtime import LeaseRealtime
 from .sweep import sweep
 from .replay import load_recording
 
@@ -32,5 +33,5 @@ __all__ = [
     "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
     "check", "check_store", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",
-    "sweep", "load_recording", "OutboxSimulation", "OutboxRealtime", "LeaseSimulation",
+    "sweep", "load_recording", "OutboxSimulation", "OutboxRealtime", "LeaseSimulation", "LeaseRealtime",
 ]

@@ -24,9 +24,12 @@ Where things live:
 ``leasing.py``     consume, ack, nack, recover (lease expiry), restore
 ``engine.py``      one incarnation of the broker process: wires the above
 ``checker.py``     delivered / duplicated / lost / dead-lettered / out of order, and why
+``scenario.py``    scenario files with ``design = "leases"``
 =================  ======================================================
 
-The virtual-clock runtime is :class:`fanoutsim.runtime.leases.LeaseSimulation`.
+The runtimes are :class:`fanoutsim.runtime.leases.LeaseSimulation` (the
+virtual clock) and :class:`fanoutsim.runtime.leases_realtime.LeaseRealtime`
+(the wall clock); both drive the same engine.
 """
 from .config import MAX_ATTEMPTS, LeaseConfig
 from .engine import LeaseEngine

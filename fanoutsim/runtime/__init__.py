@@ -4,7 +4,8 @@
 clock: a day passes in seconds and every run is reproducible from its seed.
 :mod:`.realtime` drives the same engine from the wall clock, with threads,
 over a DuckDB file. :mod:`.outbox` and :mod:`.outbox_realtime` are the same
-pair for the outbox design. :mod:`.host` holds what the runtimes of a design
+pair for the outbox design, :mod:`.leases` and :mod:`.leases_realtime` for the
+leased consumers. :mod:`.host` holds what the runtimes of a design
 share (the public API's plumbing, the table views); :mod:`.virtual` and
 :mod:`.wallclock` hold what the runtimes of a clock share (planned crashes).
 """
