@@ -154,3 +154,25 @@ def test_campaign_crashes_expiries_and_nacks_never_lose_and_every_duplicate_has_
     assert r.total["lost"] == 0
     assert not (r.duplicates["cause"] == "unknown").any()
     assert set(r.out_of_order["cause"]) <= {"stale_lease"}   # only a late effect of a lost lease
+
+
+def test_a_consumer_driven_by_hand_is_checked_like_one_with_workers():
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("hand", client=False, lease_seconds=5)
+    for i in range(3):
+        sim.publish("a", payload={"i": i})
+    sim.run(until=1.0)
+    for _ in range(3):
+        [lease] = sim.consume("hand")
+        assert sim.ack("hand", lease.event_id, lease.token, lease.incarnation) == "acked"
+    sim.publish("a", payload={"i": 3})
+    [late] = sim.consume("hand")
+    sim.run(until=20.0)  # the lease expires in recovery: this ack fails closed, the event comes again
+    assert sim.ack("hand", late.event_id, late.token, late.incarnation) in ("expired", "no_lease")
+    [again] = sim.consume("hand")
+    assert sim.ack("hand", again.event_id, again.token, again.incarnation) == "acked"
+    r = check_leases(sim)
+    per = r.per_consumer.set_index("consumer")
+    # its deliveries are its accepted acks: the late one failed closed and was never counted
+    assert per.loc["hand", "delivered"] == 4 and per.loc["hand", "lost"] == 0 and r.valid
+    assert r.total["duplicates"] == 0

@@ -260,7 +260,19 @@ class LeaseHost:
         return self._api("consume", consumer, batch_limit)
 
     def ack(self, consumer: str, event_id: str, token: str, incarnation: int) -> str | None:
-        return self._api("ack", consumer, event_id, token, incarnation)
+        """Acknowledge by hand: ``acked`` or the reason it failed closed. An accepted
+        ack is the caller's delivery (the trace records it, actor ``caller``, for the
+        checker); an effect whose ack failed closed is the caller's to know about."""
+        lease = None
+        if self.engine is not None and isinstance(consumer, str) and isinstance(event_id, str):
+            with self.store.transaction() as tx:
+                lease = tx.get_lease(consumer, event_id)
+            now = self.now_us()
+        result = self._api("ack", consumer, event_id, token, incarnation)
+        if result == "acked":
+            self._trace.add(now, "delivered", "caller", consumer, event_id, lease["partition"],
+                            f"attempt {lease['attempt']}")
+        return result
 
     def nack(self, consumer: str, event_id: str, token: str, incarnation: int, delay: float = 0.0,
              error: str | None = None) -> str | None:
