@@ -77,6 +77,7 @@ for the kinds); each names its ``kind``::
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -724,3 +725,108 @@ def _check_start(value: Any, where: str, errors: _Errors) -> str | datetime | No
         return None
     return value
 
+
+# -- [[faults]] of the outbox and leases designs, which accept some kinds only ----------
+def parse_fault_tables(value: Any, consumers: list[str], errors: "_Errors", *, label: str,
+                       accepted: tuple[str, ...], others: dict[str, str], renames: dict[str, dict[str, str]],
+                       points: tuple[str, ...], points_label: str, other_points: dict[str, tuple[str, ...]],
+                       slowed: str):
+    """Each ``[[faults]]`` table on its own (so every bad one is reported), then the
+    plan. ``label`` names the scenario kind in messages ("an outbox scenario");
+    ``accepted`` are its fault kinds, ``others`` why each other kind is refused;
+    ``renames`` maps a kind's keys in this design's spelling to the spec's fields
+    (a ``consumer`` must be declared); ``points`` are its crash points
+    (``other_points``: other designs' points, by design, for a better message)."""
+    from .faults import FaultPlan
+    from .faults.plan import KINDS
+
+    if not isinstance(value, list):
+        errors.add("faults", f"must be an array of tables ([[faults]]), got {_kind(value)}")
+        return None
+    names = ", ".join(accepted)
+    specs, n = [], len(errors)
+    for i, item in enumerate(value):
+        where = f"faults[{i}]"
+        if not isinstance(item, dict):
+            errors.add(where, f"must be a table, got {_kind(item)}")
+            continue
+        kind = item.get("kind")
+        if "kind" not in item:
+            errors.add(f"{where}.kind", f"is required; {label} accepts: {names}")
+            continue
+        if not isinstance(kind, str):
+            errors.add(f"{where}.kind", f"must be a string naming the kind, got {_show(kind)}; "
+                                        f"{label} accepts: {names}")
+            continue
+        if kind in others:
+            errors.add(f"{where}.kind", f"{kind!r} is a fault of the {others[kind]}; {label} accepts: {names}")
+            continue
+        if kind not in accepted:
+            errors.add(f"{where}.kind", f"{_show(kind)} is not a fault kind; {label} accepts: {names}")
+            continue
+        ren = renames.get(kind, {})
+        fields = [f.name for f in dataclasses.fields(KINDS[kind])]
+        allowed = [next((o for o, f in ren.items() if f == name), name) for name in fields]
+        bad = [k for k in item if k != "kind" and k not in allowed]
+        for k in bad:
+            hint = ""
+            if k in ren.values():
+                ours = next(o for o, f in ren.items() if f == k)
+                hint = f" (in {label} {kind} names a {ours}: write {ours} = ...)"
+            errors.add(f"{where}.{k}", f"unknown key for {kind!r}; allowed: kind, {', '.join(allowed)}{hint}")
+        if bad:
+            continue
+        args = {}
+        for k, v in item.items():
+            if k == "kind":
+                continue
+            if k in ren:
+                if not isinstance(v, str) or not v.strip():
+                    errors.add(f"{where}.{k}", f"must be a non-empty string, got {_show(v)}")
+                    break
+                if k == "consumer" and consumers and v not in consumers:
+                    errors.add(f"{where}.{k}", f"{v!r} is not declared in [[consumers]]; "
+                                               f"declared: {', '.join(consumers)}")
+                    break
+            args[ren.get(k, k)] = tuple(v) if k == "window" and isinstance(v, list) else v
+        else:
+            if kind == "crash_at_point" and "point" in item and item["point"] not in points:
+                point = item["point"]
+                other = next((d for d, ps in other_points.items() if point in ps), None)
+                what = f"{point!r} is a crash point of the {other}" if other else f"{_show(point)} is not a crash point"
+                errors.add(f"{where}.point", f"{what}; {points_label}: {', '.join(points)}")
+                continue
+            if kind == "slow_workflow" and "consumer" not in item:
+                errors.add(f"{where}.consumer", f"is required: {slowed}")
+                continue
+            missing = [f.name for f in dataclasses.fields(KINDS[kind])
+                       if f.default is dataclasses.MISSING and f.name not in args]
+            for field in missing:
+                key = next((o for o, f in ren.items() if f == field), field)
+                errors.add(f"{where}.{key}", f"is required for {kind!r}")
+            if missing:
+                continue
+            try:
+                specs.append(KINDS[kind](**args))
+            except (ValueError, TypeError) as exc:
+                errors.add(*_fault_problem(str(exc), where, kind, ren))
+    if len(errors) > n:
+        return None
+    try:
+        return FaultPlan(tuple(specs))
+    except ValueError as exc:  # a rule across faults: one notifications fault, ...
+        errors.add("faults", str(exc))
+        return None
+
+
+def _fault_problem(message: str, where: str, kind: str, renames: dict) -> tuple[str, str]:
+    """A fault spec's ``"late_commit.delay.dist must be ..."`` -> (``faults[i].delay.dist``,
+    ``"must be ..."``), its field spelled as the scenario spells it."""
+    m = re.match(rf"{re.escape(kind)}\.([A-Za-z_][\w.\[\]]*?)[:.]?(\s|$)", message)
+    if not m:
+        return where, message
+    key = m.group(1)
+    head, _, tail = key.partition(".")
+    head = next((o for o, f in renames.items() if f == head), head)
+    key = f"{head}.{tail}" if tail else head
+    return f"{where}.{key}", message[m.end():].strip() or message

@@ -84,13 +84,12 @@ from typing import Any
 
 from ..dist import Dist
 from ..faults import FaultPlan
-from ..faults.plan import KINDS
 from ..faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
-from ..outbox.scenario import _fault_problem, _fraction, _int_at_least, _seconds
+from ..outbox.scenario import _fraction, _int_at_least, _seconds
 from ..scenario import (
     _OUTBOX_ONLY_KEYS, _REACTOR_ONLY_KEYS, _Errors, ScenarioError, _array, _check_item, _check_str, _is_number,
     _kind, _parse_duration, _required_name, _show, _table, _unknown_keys, check_overrides, parse_header,
-    parse_run, refuse_existing_store, unknown_top_keys,
+    parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
 )
 from .config import DEFAULT_LIMITS, LeaseConfig, check_limits
 
@@ -463,83 +462,8 @@ def _parse_actions(items: list | None, until: float | None, declared: dict[str, 
 
 
 def _parse_faults(value: Any, consumers: list[str], errors: _Errors) -> FaultPlan | None:
-    """Each ``[[faults]]`` table on its own (so every bad one is reported), then the plan."""
-    if not isinstance(value, list):
-        errors.add("faults", f"must be an array of tables ([[faults]]), got {_kind(value)}")
-        return None
-    accepted = ", ".join(LEASE_FAULT_KINDS)
-    specs, n = [], len(errors)
-    for i, item in enumerate(value):
-        where = f"faults[{i}]"
-        if not isinstance(item, dict):
-            errors.add(where, f"must be a table, got {_kind(item)}")
-            continue
-        kind = item.get("kind")
-        if "kind" not in item:
-            errors.add(f"{where}.kind", f"is required; a leases scenario accepts: {accepted}")
-            continue
-        if not isinstance(kind, str):
-            errors.add(f"{where}.kind", f"must be a string naming the kind, got {_show(kind)}; "
-                                        f"a leases scenario accepts: {accepted}")
-            continue
-        if kind in _OTHER_FAULTS:
-            errors.add(f"{where}.kind", f"{kind!r} is a fault of the {_OTHER_FAULTS[kind]}; "
-                                        f"a leases scenario accepts: {accepted}")
-            continue
-        if kind not in LEASE_FAULT_KINDS:
-            errors.add(f"{where}.kind", f"{_show(kind)} is not a fault kind; a leases scenario accepts: {accepted}")
-            continue
-        renames = _RENAMES.get(kind, {})
-        fields = [f.name for f in dataclasses.fields(KINDS[kind])]
-        allowed = [next((o for o, f in renames.items() if f == name), name) for name in fields]
-        bad = [k for k in item if k != "kind" and k not in allowed]
-        for k in bad:
-            hint = ""
-            if k in renames.values():
-                ours = next(o for o, f in renames.items() if f == k)
-                hint = f" (in a leases scenario {kind} names a {ours}: write {ours} = ...)"
-            errors.add(f"{where}.{k}", f"unknown key for {kind!r}; allowed: kind, {', '.join(allowed)}{hint}")
-        if bad:
-            continue
-        args = {}
-        for k, v in item.items():
-            if k == "kind":
-                continue
-            if k in renames:
-                if not isinstance(v, str) or not v.strip():
-                    errors.add(f"{where}.{k}", f"must be a non-empty string, got {_show(v)}")
-                    break
-                if consumers and v not in consumers:
-                    errors.add(f"{where}.{k}", f"{v!r} is not declared in [[consumers]]; "
-                                               f"declared: {', '.join(consumers)}")
-                    break
-            args[renames.get(k, k)] = tuple(v) if k == "window" and isinstance(v, list) else v
-        else:
-            if kind == "crash_at_point" and "point" in item and item["point"] not in LEASE_CRASH_POINTS:
-                point = item["point"]
-                other = ("the reactor design" if point in REACTOR_CRASH_POINTS
-                         else "the outbox design" if point in OUTBOX_CRASH_POINTS else None)
-                what = f"{point!r} is a crash point of {other}" if other else f"{_show(point)} is not a crash point"
-                errors.add(f"{where}.point", f"{what}; the leases design's points: {', '.join(LEASE_CRASH_POINTS)}")
-                continue
-            if kind == "slow_workflow" and "consumer" not in item:
-                errors.add(f"{where}.consumer", "is required: the consumer whose workers are slowed")
-                continue
-            missing = [f.name for f in dataclasses.fields(KINDS[kind])
-                       if f.default is dataclasses.MISSING and f.name not in args]
-            for field in missing:
-                key = next((o for o, f in renames.items() if f == field), field)
-                errors.add(f"{where}.{key}", f"is required for {kind!r}")
-            if missing:
-                continue
-            try:
-                specs.append(KINDS[kind](**args))
-            except (ValueError, TypeError) as exc:
-                errors.add(*_fault_problem(str(exc), where, kind, renames))
-    if len(errors) > n:
-        return None
-    try:
-        return FaultPlan(tuple(specs))
-    except ValueError as exc:  # a rule across faults
-        errors.add("faults", str(exc))
-        return None
+    return parse_fault_tables(
+        value, consumers, errors, label="a leases scenario", accepted=LEASE_FAULT_KINDS, others=_OTHER_FAULTS,
+        renames=_RENAMES, points=LEASE_CRASH_POINTS, points_label="the leases design's points",
+        other_points={"reactor design": REACTOR_CRASH_POINTS, "outbox design": OUTBOX_CRASH_POINTS},
+        slowed="the consumer whose workers are slowed")

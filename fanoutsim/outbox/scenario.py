@@ -60,19 +60,17 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..dist import Dist
 from ..faults import FaultPlan
-from ..faults.plan import KINDS
 from ..faults.points import OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
 from ..scenario import (
     _REACTOR_ONLY_KEYS, _Errors, ScenarioError, _array, _check_item, _check_str, _is_number, _kind,
     _parse_duration, _required_name, _show, _table, _unknown_keys, check_overrides, parse_header,
-    parse_run, refuse_existing_store, unknown_top_keys,
+    parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
 )
 from .config import ConsumerSpec, OutboxConfig
 
@@ -383,97 +381,9 @@ def _parse_workloads(items: list | None, errors: _Errors) -> tuple[OutboxWorkloa
 
 
 def _parse_faults(value: Any, consumers: list[str], errors: _Errors) -> FaultPlan | None:
-    """Each ``[[faults]]`` table on its own (so every bad one is reported), then the plan."""
-    if not isinstance(value, list):
-        errors.add("faults", f"must be an array of tables ([[faults]]), got {_kind(value)}")
-        return None
-    accepted = ", ".join(OUTBOX_FAULT_KINDS)
-    specs, n = [], len(errors)
-    for i, item in enumerate(value):
-        where = f"faults[{i}]"
-        if not isinstance(item, dict):
-            errors.add(where, f"must be a table, got {_kind(item)}")
-            continue
-        kind = item.get("kind")
-        if "kind" not in item:
-            errors.add(f"{where}.kind", f"is required; an outbox scenario accepts: {accepted}")
-            continue
-        if not isinstance(kind, str):
-            errors.add(f"{where}.kind", f"must be a string naming the kind, got {_show(kind)}; "
-                                        f"an outbox scenario accepts: {accepted}")
-            continue
-        if kind in _REACTOR_ONLY_FAULTS:
-            errors.add(f"{where}.kind", f"{kind!r} is a fault of the reactor design "
-                                        f"({_REACTOR_ONLY_FAULTS[kind]}); an outbox scenario accepts: {accepted}")
-            continue
-        if kind not in OUTBOX_FAULT_KINDS:
-            errors.add(f"{where}.kind", f"{_show(kind)} is not a fault kind; an outbox scenario accepts: {accepted}")
-            continue
-        renames = _RENAMES.get(kind, {})
-        fields = [f.name for f in dataclasses.fields(KINDS[kind])]
-        allowed = [next((o for o, f in renames.items() if f == name), name) for name in fields]
-        bad = [k for k in item if k != "kind" and k not in allowed]
-        for k in bad:
-            hint = ""
-            if k in renames.values():
-                outbox_key = next(o for o, f in renames.items() if f == k)
-                hint = f" (in an outbox scenario {kind} names a {outbox_key}: write {outbox_key} = ...)"
-            errors.add(f"{where}.{k}", f"unknown key for {kind!r}; allowed: kind, {', '.join(allowed)}{hint}")
-        if bad:
-            continue
-        args = {}
-        for k, v in item.items():
-            if k == "kind":
-                continue
-            if k in renames:
-                if not isinstance(v, str) or not v.strip():
-                    errors.add(f"{where}.{k}", f"must be a non-empty string, got {_show(v)}")
-                    break
-                if k == "consumer" and consumers and v not in consumers:
-                    errors.add(f"{where}.{k}", f"{v!r} is not declared in [[consumers]]; "
-                                               f"declared: {', '.join(consumers)}")
-                    break
-            args[renames.get(k, k)] = tuple(v) if k == "window" and isinstance(v, list) else v
-        else:
-            if kind == "crash_at_point" and item.get("point") in REACTOR_CRASH_POINTS:
-                errors.add(f"{where}.point", f"{item['point']!r} is a crash point of the reactor design; "
-                                             f"the outbox's points: {', '.join(OUTBOX_CRASH_POINTS)}")
-                continue
-            if kind == "crash_at_point" and "point" in item and item["point"] not in OUTBOX_CRASH_POINTS:
-                errors.add(f"{where}.point", f"{_show(item['point'])} is not a crash point; the outbox's "
-                                             f"points: {', '.join(OUTBOX_CRASH_POINTS)}")
-                continue
-            if kind == "slow_workflow" and "consumer" not in item:
-                errors.add(f"{where}.consumer", "is required: the consumer whose steps are slowed")
-                continue
-            missing = [f.name for f in dataclasses.fields(KINDS[kind])
-                       if f.default is dataclasses.MISSING and f.name not in args]
-            for field in missing:
-                key = next((o for o, f in renames.items() if f == field), field)
-                errors.add(f"{where}.{key}", f"is required for {kind!r}")
-            if missing:
-                continue
-            try:
-                specs.append(KINDS[kind](**args))
-            except (ValueError, TypeError) as exc:
-                errors.add(*_fault_problem(str(exc), where, kind, renames))
-    if len(errors) > n:
-        return None
-    try:
-        return FaultPlan(tuple(specs))
-    except ValueError as exc:  # a rule across faults: one notifications fault, ...
-        errors.add("faults", str(exc))
-        return None
+    return parse_fault_tables(
+        value, consumers, errors, label="an outbox scenario", accepted=OUTBOX_FAULT_KINDS,
+        others={k: f"reactor design ({why})" for k, why in _REACTOR_ONLY_FAULTS.items()}, renames=_RENAMES,
+        points=OUTBOX_CRASH_POINTS, points_label="the outbox's points",
+        other_points={"reactor design": REACTOR_CRASH_POINTS}, slowed="the consumer whose steps are slowed")
 
-
-def _fault_problem(message: str, where: str, kind: str, renames: dict) -> tuple[str, str]:
-    """A fault spec's ``"late_commit.delay.dist must be ..."`` -> (``faults[i].delay.dist``,
-    ``"must be ..."``), its field spelled as the outbox scenario spells it."""
-    m = re.match(rf"{re.escape(kind)}\.([A-Za-z_][\w.\[\]]*?)[:.]?(\s|$)", message)
-    if not m:
-        return where, message
-    key = m.group(1)
-    head, _, tail = key.partition(".")
-    head = next((o for o, f in renames.items() if f == head), head)
-    key = f"{head}.{tail}" if tail else head
-    return f"{where}.{key}", message[m.end():].strip() or message
