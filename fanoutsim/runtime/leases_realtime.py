@@ -78,7 +78,7 @@ from ..metrics import LockedMetrics
 from ..store import open_store
 from ..trace import LockedTrace, NullTrace
 from .host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
-from .wallclock import WallRuntime, every, wall_us
+from .wallclock import SteppedWallRuntime, every, wall_us
 
 WORKERS_PER_LEASE = 2  # a client polls while it has fewer than this x in_flight_limit workers alive
 
@@ -96,8 +96,10 @@ class _Publisher:
     k: int = 0
 
 
-class LeaseRealtime(LeaseHost, WallRuntime):
+class LeaseRealtime(LeaseHost, SteppedWallRuntime):
     """Leased durable consumers running for real, on the wall clock."""
+
+    _noun = "node"
 
     def __init__(self, config: LeaseConfig | None = None, store: Any = "leases.duckdb", faults=None,
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
@@ -135,23 +137,6 @@ class LeaseRealtime(LeaseHost, WallRuntime):
         return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
 
     # -- life cycle -------------------------------------------------------------
-    def start(self) -> "LeaseRealtime":
-        """Start the threads in the background and return at once."""
-        with self._lifecycle:
-            if self._state == "running":
-                raise RuntimeError("the node is already running")
-            if self._state in ("stopped", "closed"):
-                raise RuntimeError(f"the node was {self._state}; make a new LeaseRealtime over the same store")
-            # windows and times are seconds since now; the injector keeps its pass counts
-            self.start_us = wall_us()
-            if hasattr(self.faults, "start_us"):
-                self.faults.start_us = self.start_us
-            self._state = "running"
-            self._closing = threading.Event()
-            self._schedule_crashes(self._closing)
-            self._boot()
-        return self
-
     def _boot(self) -> None:
         """Start one incarnation: its log row, its loops, its publishers."""
         with self.store.transaction() as tx:
@@ -220,42 +205,13 @@ class LeaseRealtime(LeaseHost, WallRuntime):
             self.metrics_registry.inc("fanoutsim_runner_crashes_total")
             self._stop.set()
             self._killed.set()
-            if downtime is not None and self._state == "running":
-                self._restart_timer = threading.Timer(downtime, self._restart)
-                self._restart_timer.daemon = True
-                self._restart_timer.start()
-
-    def restart(self) -> None:
-        """Restart a crashed node now (a no-op while it is up or not running)."""
-        with self._lifecycle:
-            if self._restart_timer is not None:
-                self._restart_timer.cancel()
-            self._restart()
+            self._restart_later(downtime)
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
             return (f"the node is {self._state}; publish and the broker API need a running (or not yet "
                     f"started) LeaseRealtime: make a new one over the same store")
         return "the node is down (crashed); it restarts after its downtime, or call restart()"
-
-    # -- engine steps -----------------------------------------------------------
-    def _call(self, engine: LeaseEngine | None, method: str, *args, **kwargs):
-        """One store step of ``engine``, now, unless that incarnation is dead;
-        a Crash inside it takes the node down (returns None)."""
-        with self._proc:
-            if engine is None or engine is not self.engine:
-                return None
-            try:
-                return getattr(engine, method)(wall_us(), *args, **kwargs)
-            except Crash as c:
-                self.crash(c.point, c.downtime)
-                return None
-
-    def _api(self, method: str, *args, **kwargs):
-        with self._proc:
-            if self.engine is None or self._state in ("stopped", "closed"):
-                raise RuntimeError(self._down_message())
-            return self._call(self.engine, method, *args, **kwargs)
 
     # -- loops ------------------------------------------------------------------
     def _recovery_loop(self, engine: LeaseEngine, stop: threading.Event) -> None:

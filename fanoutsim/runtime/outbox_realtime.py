@@ -74,7 +74,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 
-from ..faults import Crash, LateCommit, Notifications, bind
+from ..faults import LateCommit, Notifications, bind
 from ..metrics import LockedMetrics
 from ..outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from ..outbox.notify import NotificationChannel
@@ -82,7 +82,7 @@ from ..store import open_store
 from ..timeutil import US, to_us
 from ..trace import LockedTrace, NullTrace
 from .host import OutboxHost, checked_outbox_config
-from .wallclock import WallRuntime, every, wall_us
+from .wallclock import SteppedWallRuntime, every, wall_us
 
 # a due_at read from ``rt.now`` just before the call is "now", not the past
 DUE_SLACK = 0.05  # seconds
@@ -101,8 +101,10 @@ class _Writer:
     k: int = 0
 
 
-class OutboxRealtime(OutboxHost, WallRuntime):
+class OutboxRealtime(OutboxHost, SteppedWallRuntime):
     """The outbox dispatcher running for real, on the wall clock."""
+
+    _noun = "dispatcher"
 
     def __init__(self, config: OutboxConfig | None = None, store: Any = "outbox.duckdb", faults=None,
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
@@ -149,22 +151,8 @@ class OutboxRealtime(OutboxHost, WallRuntime):
                             self.faults, rng, notify=self._send_hints)
 
     # -- life cycle -------------------------------------------------------------
-    def start(self) -> "OutboxRealtime":
-        """Start the threads in the background and return at once."""
-        with self._lifecycle:
-            if self._state == "running":
-                raise RuntimeError("the dispatcher is already running")
-            if self._state in ("stopped", "closed"):
-                raise RuntimeError(f"the dispatcher was {self._state}; make a new OutboxRealtime over the same store")
-            # windows and times are seconds since now; the injector keeps its pass counts
-            self.start_us = self.channel.start_us = wall_us()
-            if hasattr(self.faults, "start_us"):
-                self.faults.start_us = self.start_us
-            self._state = "running"
-            self._closing = threading.Event()
-            self._schedule_crashes(self._closing)
-            self._boot()
-        return self
+    def _started(self, start_us: int) -> None:
+        self.channel.start_us = start_us  # silent windows are seconds since start too
 
     def _boot(self) -> None:
         """Start one incarnation: its log row, its listener, its loops."""
@@ -247,42 +235,13 @@ class OutboxRealtime(OutboxHost, WallRuntime):
             self._trace.add(wall_us(), "crashed", "runtime", detail=point)
             self.metrics_registry.inc("fanoutsim_runner_crashes_total")
             self._halt(join=False)
-            if downtime is not None and self._state == "running":
-                self._restart_timer = threading.Timer(downtime, self._restart)
-                self._restart_timer.daemon = True
-                self._restart_timer.start()
-
-    def restart(self) -> None:
-        """Restart a crashed dispatcher now (a no-op while it is up or not running)."""
-        with self._lifecycle:
-            if self._restart_timer is not None:
-                self._restart_timer.cancel()
-            self._restart()
+            self._restart_later(downtime)
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
             return (f"the dispatcher is {self._state}; commit and the consumer API need a running (or "
                     f"not yet started) OutboxRealtime: make a new one over the same store")
         return "the dispatcher is down (crashed); it restarts after its downtime, or call restart()"
-
-    # -- engine steps -----------------------------------------------------------
-    def _call(self, engine: OutboxEngine | None, method: str, *args, _now: int | None = None, **kwargs):
-        """One store step of ``engine``, now, unless that incarnation is dead;
-        a Crash inside it takes the dispatcher down (returns None)."""
-        with self._proc:
-            if engine is None or engine is not self.engine:
-                return None
-            try:
-                return getattr(engine, method)(wall_us() if _now is None else _now, *args, **kwargs)
-            except Crash as c:
-                self.crash(c.point, c.downtime)
-                return None
-
-    def _api(self, method: str, *args, **kwargs):
-        with self._proc:
-            if self.engine is None or self._state in ("stopped", "closed"):
-                raise RuntimeError(self._down_message())
-            return self._call(self.engine, method, *args, **kwargs)
 
     # -- hints ------------------------------------------------------------------
     def _send_hints(self, now: int, payloads: list[str]) -> None:

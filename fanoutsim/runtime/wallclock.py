@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Callable
 
-from ..faults import CrashAt, CrashRandomly
+from ..faults import Crash, CrashAt, CrashRandomly
 from ..timeutil import US
 
 
@@ -120,3 +120,69 @@ class WallRuntime(WallCrashes):
     def wait(self, seconds: float) -> None:
         """Let the runtime run for ``seconds`` of wall time (a plain sleep)."""
         time.sleep(seconds)
+
+
+class SteppedWallRuntime(WallRuntime):
+    """A wall-clock runtime whose every store step holds one lock, ``_proc``, as
+    does :meth:`crash`: a crash then falls *between* two steps, never inside one,
+    and each step first checks that its incarnation is still the live one. Needs
+    ``_noun`` ("dispatcher", "node"), ``_proc``, ``_restart_timer``,
+    ``_down_message()`` and ``_boot()``; ``_started(start_us)`` is a hook for
+    clocks of its own (a notification channel's silent windows)."""
+
+    _noun = "runtime"
+
+    def start(self):
+        """Start the threads in the background and return at once."""
+        with self._lifecycle:
+            if self._state == "running":
+                raise RuntimeError(f"the {self._noun} is already running")
+            if self._state in ("stopped", "closed"):
+                raise RuntimeError(f"the {self._noun} was {self._state}; "
+                                   f"make a new {type(self).__name__} over the same store")
+            # windows and times are seconds since now; the injector keeps its pass counts
+            self.start_us = wall_us()
+            self._started(self.start_us)
+            if hasattr(self.faults, "start_us"):
+                self.faults.start_us = self.start_us
+            self._state = "running"
+            self._closing = threading.Event()
+            self._schedule_crashes(self._closing)
+            self._boot()
+        return self
+
+    def _started(self, start_us: int) -> None:
+        pass
+
+    def _restart_later(self, downtime: float | None) -> None:
+        """After a crash (``_proc`` held): a new incarnation ``downtime`` seconds on."""
+        if downtime is not None and self._state == "running":
+            self._restart_timer = threading.Timer(downtime, self._restart)
+            self._restart_timer.daemon = True
+            self._restart_timer.start()
+
+    def restart(self) -> None:
+        """Restart after a crash now (a no-op while it is up or not running)."""
+        with self._lifecycle:
+            if self._restart_timer is not None:
+                self._restart_timer.cancel()
+            self._restart()
+
+    def _call(self, engine, method: str, *args, _now: int | None = None, **kwargs):
+        """One store step of ``engine``, now, unless that incarnation is dead;
+        a Crash inside it takes the runtime down (returns None)."""
+        with self._proc:
+            if engine is None or engine is not self.engine:
+                return None
+            try:
+                return getattr(engine, method)(wall_us() if _now is None else _now, *args, **kwargs)
+            except Crash as c:
+                self.crash(c.point, c.downtime)
+                return None
+
+    def _api(self, method: str, *args, **kwargs):
+        """A step asked for from outside the loops: an error if the runtime is down."""
+        with self._proc:
+            if self.engine is None or self._state in ("stopped", "closed"):
+                raise RuntimeError(self._down_message())
+            return self._call(self.engine, method, *args, **kwargs)
