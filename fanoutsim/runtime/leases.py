@@ -37,16 +37,16 @@ from ..leases import LeaseConfig, LeaseEngine
 from ..leases.leasing import Lease
 from ..metrics import Metrics
 from ..store import open_store
-from ..timeutil import US, parse_start
+from ..timeutil import parse_start
 from ..trace import NullTrace, Trace
 from .host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
-from .virtual import VirtualCrashes, until_ok
+from .virtual import VirtualRuntime, until_ok
 
 
 Client = LeaseClient  # the name this module gave it first
 
 
-class LeaseSimulation(LeaseHost, VirtualCrashes):
+class LeaseSimulation(LeaseHost, VirtualRuntime):
     """One seeded run of leased durable consumers under a virtual clock.
 
     >>> sim = LeaseSimulation(seed=1)
@@ -57,6 +57,8 @@ class LeaseSimulation(LeaseHost, VirtualCrashes):
     >>> sim.checkpoints()["seq"].tolist()
     [1]
     """
+
+    _noun = "node"
 
     def __init__(self, config: LeaseConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True) -> None:
@@ -76,19 +78,7 @@ class LeaseSimulation(LeaseHost, VirtualCrashes):
         self.restart()
         self._schedule_crashes()
 
-    # -- clock ----------------------------------------------------------------
-    @property
-    def now(self) -> float:
-        return self.env.now
-
-    def now_us(self) -> int:
-        return self.start_us + round(self.env.now * US)
-
     # -- life cycle -----------------------------------------------------------
-    @property
-    def up(self) -> bool:
-        return self.engine is not None
-
     def restart(self) -> None:
         if self.engine is not None:
             return
@@ -102,36 +92,6 @@ class LeaseSimulation(LeaseHost, VirtualCrashes):
                        self.env.process(self._retention_loop(self.engine))]
         for name in self.clients:
             self._start_client(name)
-
-    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
-        if self.engine is None:
-            return
-        self.engine = None
-        self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
-        self.metrics_registry.inc("fanoutsim_runner_crashes_total")
-        active = self.env.active_process
-        for proc in self._procs:
-            if proc.is_alive and proc is not active:
-                proc.interrupt("crash")
-        self._procs = []
-        if downtime is not None:
-            self.env.process(self._restart_after(downtime))
-
-    def _call(self, method: str, *args, engine: LeaseEngine | None = None, **kwargs):
-        """One engine step now; a Crash inside it takes the node down (returns None)."""
-        engine = engine or self.engine
-        if engine is None or engine is not self.engine:
-            return None
-        try:
-            return getattr(engine, method)(self.now_us(), *args, **kwargs)
-        except Crash as c:
-            self.crash(c.point, c.downtime)
-            return None
-
-    def _api(self, method: str, *args, **kwargs):
-        if self.engine is None:
-            raise RuntimeError("the node is down (crashed); call restart() first")
-        return self._call(method, *args, **kwargs)
 
     # -- loops ----------------------------------------------------------------
     def _recovery_loop(self, engine):

@@ -39,10 +39,10 @@ from ..store import open_store
 from ..timeutil import US, parse_start
 from ..trace import NullTrace, Trace
 from .host import OutboxHost, checked_outbox_config
-from .virtual import VirtualCrashes, until_ok
+from .virtual import VirtualRuntime, until_ok
 
 
-class OutboxSimulation(OutboxHost, VirtualCrashes):
+class OutboxSimulation(OutboxHost, VirtualRuntime):
     """One seeded run of the outbox dispatcher under a virtual clock.
 
     >>> sim = OutboxSimulation(seed=1)
@@ -52,6 +52,8 @@ class OutboxSimulation(OutboxHost, VirtualCrashes):
     >>> sim.cursors()["seq"].tolist()
     [1]
     """
+
+    _noun = "dispatcher"
 
     def __init__(self, config: OutboxConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True) -> None:
@@ -71,29 +73,14 @@ class OutboxSimulation(OutboxHost, VirtualCrashes):
         self._writer_rng = random.Random(f"fanoutsim:writer:{seed}")
         self.engine: OutboxEngine | None = None
         self.incarnation = -1
-        self._loops: list[simpy.Process] = []
+        self._procs: list[simpy.Process] = []
         self._wakes: dict[str, simpy.Event] = {}
         self._workloads = 0
         self.restart()
         self._schedule_crashes()
         self.env.process(self._safety_poll())
 
-    # -- clock ----------------------------------------------------------------
-    @property
-    def now(self) -> float:
-        return self.env.now
-
-    def now_us(self) -> int:
-        return self.start_us + round(self.env.now * US)
-
-    def _at(self, seconds: float | None) -> int | None:
-        return None if seconds is None else self.start_us + round(seconds * US)
-
     # -- life cycle -----------------------------------------------------------
-    @property
-    def up(self) -> bool:
-        return self.engine is not None
-
     def restart(self) -> None:
         if self.engine is not None:
             return
@@ -106,40 +93,13 @@ class OutboxSimulation(OutboxHost, VirtualCrashes):
             self._trace.add(self.now_us(), "restarted", "runtime")
         self.channel.connected = True
         self._call("publish")  # the bus goes live at the end of the log
-        self._loops = [self.env.process(self._retention_loop())]
+        self._procs = [self.env.process(self._retention_loop())]
         for name in self.registry.consumers:
             self._start_consumer(name)
 
-    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
-        if self.engine is None:
-            return
-        self.engine = None
+    def _crashed(self) -> None:
         self.channel.connected = False  # hints sent while down are lost
-        self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
-        self.metrics_registry.inc("fanoutsim_runner_crashes_total")
-        active = self.env.active_process
-        for proc in self._loops:
-            if proc.is_alive and proc is not active:
-                proc.interrupt("crash")
-        self._loops, self._wakes = [], {}
-        if downtime is not None:
-            self.env.process(self._restart_after(downtime))
-
-    def _call(self, method: str, *args, engine: OutboxEngine | None = None, **kwargs):
-        """One engine step now; a Crash inside it takes the process down (returns None)."""
-        engine = engine or self.engine
-        if engine is None or engine is not self.engine:
-            return None
-        try:
-            return getattr(engine, method)(self.now_us(), *args, **kwargs)
-        except Crash as c:
-            self.crash(c.point, c.downtime)
-            return None
-
-    def _api(self, method: str, *args, **kwargs):
-        if self.engine is None:
-            raise RuntimeError("the dispatcher is down (crashed); call restart() first")
-        return self._call(method, *args, **kwargs)
+        self._wakes = {}
 
     # -- hints ------------------------------------------------------------------
     def _send_hints(self, now: int, payloads: list[str]) -> None:
@@ -174,7 +134,7 @@ class OutboxSimulation(OutboxHost, VirtualCrashes):
     # -- the loops --------------------------------------------------------------
     def _start_consumer(self, name: str) -> None:
         self._wakes[name] = self.env.event()
-        self._loops.append(self.env.process(self._consumer_loop(self.engine, name)))
+        self._procs.append(self.env.process(self._consumer_loop(self.engine, name)))
 
     def _consumer_loop(self, engine: OutboxEngine, name: str):
         # The engine's steps are called directly, not through ``_call``: this is

@@ -2,11 +2,15 @@
 
 A runtime that mixes this in needs ``env`` (a SimPy environment), ``plan``,
 ``engine`` (None while down), ``faults`` (an Injector), ``_trace``, ``now_us()``,
-``crash(point, downtime)`` and ``restart()``.
+``crash(point, downtime)`` and ``restart()``. :class:`VirtualRuntime` adds the
+clock, the crash and the guarded engine steps the outbox and leases runtimes
+share; it needs ``start_us``, ``metrics_registry``, ``_procs`` (the processes
+a crash stops) and ``_noun``.
 """
 from __future__ import annotations
 
-from ..faults import CrashAt, CrashRandomly
+from ..faults import Crash, CrashAt, CrashRandomly
+from ..timeutil import US
 
 
 def until_ok(env, until) -> bool:
@@ -53,3 +57,59 @@ class VirtualCrashes:
             if self.engine is not None:
                 self._trace.add(self.now_us(), "fault", "faults", detail="random crash")
                 self.crash("random", spec.downtime.sample(rng))
+
+
+class VirtualRuntime(VirtualCrashes):
+    _noun = "runtime"
+
+    # -- clock ----------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    def now_us(self) -> int:
+        return self.start_us + round(self.env.now * US)
+
+    def _at(self, seconds: float | None) -> int | None:
+        return None if seconds is None else self.start_us + round(seconds * US)
+
+    # -- life cycle -----------------------------------------------------------
+    @property
+    def up(self) -> bool:
+        return self.engine is not None
+
+    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
+        """The process dies now: every loop stops, the engine (and what it held in
+        memory) is thrown away; a new one starts after ``downtime`` (None: at restart())."""
+        if self.engine is None:
+            return
+        self.engine = None
+        self._crashed()
+        self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
+        self.metrics_registry.inc("fanoutsim_runner_crashes_total")
+        active = self.env.active_process
+        for proc in self._procs:
+            if proc.is_alive and proc is not active:
+                proc.interrupt("crash")
+        self._procs = []
+        if downtime is not None:
+            self.env.process(self._restart_after(downtime))
+
+    def _crashed(self) -> None:
+        """A hook: what else dies with the process (a listener's connection)."""
+
+    def _call(self, method: str, *args, engine=None, **kwargs):
+        """One engine step now; a Crash inside it takes the process down (returns None)."""
+        engine = engine or self.engine
+        if engine is None or engine is not self.engine:
+            return None
+        try:
+            return getattr(engine, method)(self.now_us(), *args, **kwargs)
+        except Crash as c:
+            self.crash(c.point, c.downtime)
+            return None
+
+    def _api(self, method: str, *args, **kwargs):
+        if self.engine is None:
+            raise RuntimeError(f"the {self._noun} is down (crashed); call restart() first")
+        return self._call(method, *args, **kwargs)
