@@ -830,3 +830,29 @@ def _fault_problem(message: str, where: str, kind: str, renames: dict) -> tuple[
     head = next((o for o, f in renames.items() if f == head), head)
     key = f"{head}.{tail}" if tail else head
     return f"{where}.{key}", message[m.end():].strip() or message
+
+
+def consumer_tables(data: dict, errors: "_Errors", allowed: tuple[str, ...], hint: str):
+    """The ``[[consumers]]`` tables of an outbox or leases scenario, checked for
+    their keys and a unique ``name``: yields ``(where, item, name, n)`` for each
+    (``n``: the error count before it, so a caller can tell if it added any).
+    ``hint`` lists the optional keys in the "is required" message."""
+    items = _array(data, "consumers", errors)
+    if "consumers" not in data:
+        errors.add("consumers", f"is required: at least one [[consumers]] table (a name, and optional {hint})")
+        return
+    if items is not None and not items:
+        errors.add("consumers", "must declare at least one consumer")
+    seen: dict[str, str] = {}
+    for i, item in enumerate(items or ()):
+        where = f"consumers[{i}]"
+        if not _check_item(item, where, allowed, errors):
+            continue
+        n = len(errors)
+        name = _required_name(item, "name", where, errors)
+        if name is not None:
+            if name in seen:
+                errors.add(f"{where}.name", f"consumer {name!r} is already declared at {seen[name]}")
+            else:
+                seen[name] = where
+        yield where, item, name, n

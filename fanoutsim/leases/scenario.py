@@ -89,7 +89,7 @@ from ..outbox.scenario import _fraction, _int_at_least, _seconds
 from ..scenario import (
     _OUTBOX_ONLY_KEYS, _REACTOR_ONLY_KEYS, _Errors, ScenarioError, _array, _check_item, _check_str, _is_number,
     _kind, _parse_duration, _required_name, _show, _table, _unknown_keys, check_overrides, parse_header,
-    parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
+    consumer_tables, parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
 )
 from .config import DEFAULT_LIMITS, LeaseConfig, check_limits
 
@@ -304,26 +304,8 @@ def _strip(message: str, field: str) -> str:
 
 def _parse_consumers(data: dict, until: float | None, config: LeaseConfig,
                      errors: _Errors) -> tuple[LeaseConsumerDef, ...]:
-    items = _array(data, "consumers", errors)
-    if "consumers" not in data:
-        errors.add("consumers", "is required: at least one [[consumers]] table (a name, and optional "
-                                "start, batch_limit, in_flight_limit, lease_seconds, duration, ...)")
-        return ()
-    if items is not None and not items:
-        errors.add("consumers", "must declare at least one consumer")
     out: list[LeaseConsumerDef] = []
-    seen: dict[str, str] = {}
-    for i, item in enumerate(items or ()):
-        where = f"consumers[{i}]"
-        if not _check_item(item, where, _CONSUMER_KEYS, errors):
-            continue
-        n = len(errors)
-        name = _required_name(item, "name", where, errors)
-        if name is not None:
-            if name in seen:
-                errors.add(f"{where}.name", f"consumer {name!r} is already declared at {seen[name]}")
-            else:
-                seen[name] = where
+    for where, item, name, n in consumer_tables(data, errors, _CONSUMER_KEYS, "start, batch_limit, in_flight_limit, lease_seconds, duration, ...)"):
         limits = dict(DEFAULT_LIMITS)
         for key in DEFAULT_LIMITS:  # the seed's ranges, in the engine's words
             if key not in item:

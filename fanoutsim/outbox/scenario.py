@@ -69,8 +69,8 @@ from ..faults import FaultPlan
 from ..faults.points import OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
 from ..scenario import (
     _REACTOR_ONLY_KEYS, _Errors, ScenarioError, _array, _check_item, _check_str, _is_number, _kind,
-    _parse_duration, _required_name, _show, _table, _unknown_keys, check_overrides, parse_header,
-    parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
+    _parse_duration, _show, _table, _unknown_keys, check_overrides, parse_header,
+    consumer_tables, parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
 )
 from .config import ConsumerSpec, OutboxConfig
 
@@ -288,26 +288,8 @@ def _fraction(item: dict, key: str, where: str, errors: _Errors, default, what: 
 
 
 def _parse_consumers(data: dict, until: float | None, errors: _Errors) -> tuple[ConsumerDef, ...]:
-    items = _array(data, "consumers", errors)
-    if "consumers" not in data:
-        errors.add("consumers", "is required: at least one [[consumers]] table (a name, and optional "
-                                "duration, timeout, backoff, ... )")
-        return ()
-    if items is not None and not items:
-        errors.add("consumers", "must declare at least one consumer")
     out: list[ConsumerDef] = []
-    seen: dict[str, str] = {}
-    for i, item in enumerate(items or ()):
-        where = f"consumers[{i}]"
-        if not _check_item(item, where, _CONSUMER_KEYS, errors):
-            continue
-        n = len(errors)
-        name = _required_name(item, "name", where, errors)
-        if name is not None:
-            if name in seen:
-                errors.add(f"{where}.name", f"consumer {name!r} is already declared at {seen[name]}")
-            else:
-                seen[name] = where
+    for where, item, name, n in consumer_tables(data, errors, _CONSUMER_KEYS, "duration, timeout, backoff, ... )"):
         duration = (_parse_duration(item["duration"], f"{where}.duration", errors) if "duration" in item
                     else Dist("fixed", 0.0))
         timeout = _SPEC_DEFAULTS["timeout"]
