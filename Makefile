@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sweep.py
 	$(BIN)/python benchmarks/bench_realtime.py
 	$(BIN)/python benchmarks/bench_outbox.py
+	$(BIN)/python benchmarks/bench_leases.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
