@@ -176,3 +176,32 @@ def test_a_consumer_driven_by_hand_is_checked_like_one_with_workers():
     # its deliveries are its accepted acks: the late one failed closed and was never counted
     assert per.loc["hand", "delivered"] == 4 and per.loc["hand", "lost"] == 0 and r.valid
     assert r.total["duplicates"] == 0
+
+
+def test_checker_frames_are_ordered_and_add_up_over_seek_restore_and_retire():
+    sim = LeaseSimulation(LeaseConfig(retention=10, retention_interval=2), seed=4,
+                          faults=FaultPlan([CrashRandomly(mean_gap=15, downtime=0.5)]))
+    sim.register_consumer("fast", duration=0.05, fail=0.2, nack_delay=0.0, lease_seconds=5)
+    sim.register_consumer("slow", duration=lambda r: r.uniform(0, 9), lease_seconds=5, in_flight_limit=8)
+    sim.register_consumer("gone", duration=lambda r: r.uniform(0, 3), lease_seconds=5, in_flight_limit=1)
+    sim.add_workload(4.0, partitions=3, stop=60)
+    for at, step in ((10, lambda: sim.seek("fast", "beginning")), (20, sim.restore),
+                     (30, lambda: sim.retire("gone")), (40, lambda: sim.seek("slow", "end"))):
+        sim.run(until=at)
+        if not sim.up:
+            sim.restart()
+        step()
+    sim.run(until=150)
+    r = check_leases(sim)
+    per = r.per_consumer.set_index("consumer")
+    assert list(per.index) == ["fast", "gone", "slow"]
+    for col, frame in (("duplicates", r.duplicates), ("lost", r.lost), ("out_of_order", r.out_of_order)):
+        assert per[col].to_dict() == {c: int((frame["consumer"] == c).sum()) for c in per.index}
+    assert r.total["duplicates"] == len(r.duplicates) and r.total["delivered"] == per["delivered"].sum()
+    seqs = sim.trace().query("kind == 'published'").set_index("event_id")["detail"].astype(int)
+    for frame in (r.duplicates, r.lost):   # by consumer, then by seq
+        keys = list(zip(frame["consumer"], seqs.reindex(frame["event_id"]).tolist()))
+        assert keys == sorted(keys)
+    assert set(r.duplicates["cause"]) <= {"seek", "restore", "lease_expired", "crash"}
+    assert {"seek", "restore"} <= set(r.duplicates["cause"])
+    assert set(r.lost.query("consumer == 'gone'")["cause"]) <= {"retired"} and per.loc["gone", "retired"]

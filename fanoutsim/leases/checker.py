@@ -35,10 +35,10 @@ a cause, and no out-of-order delivery with cause ``unknown``.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 LOSS_CAUSES = ("seek", "retired", "pruned", "unknown")
@@ -66,21 +66,44 @@ class LeaseReport:
         return head + ("\n" + self.per_consumer.to_string(index=False) if len(self.per_consumer) else "")
 
 
-def _between(idx: list[int], lo: int, hi: int) -> bool:
-    """Some index in the sorted ``idx`` lies strictly between lo and hi."""
-    return bisect_left(idx, hi) > bisect_right(idx, lo)
+class _Keyed:
+    """Trace rows of one kind for every (consumer, event_id) pair, as one sorted
+    int64 array of ``key * n + index`` (``n`` > every trace index): the rows of a
+    pair are one contiguous run, in trace order, so a searchsorted finds the row
+    of a pair just before or after an index."""
+
+    def __init__(self, key: np.ndarray, idx: np.ndarray, n: int, *values: np.ndarray):
+        combined = key[idx] * n + idx
+        order = np.argsort(combined, kind="stable")
+        self.a, self.n = combined[order], n
+        self.values = tuple(v[order] for v in values)
+
+    def before(self, k: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(has, position): the pair's last row with index < ``at``."""
+        q = np.searchsorted(self.a, k * self.n + at, side="left") - 1
+        qc = np.maximum(q, 0)
+        has = (q >= 0) & (self.a[qc] // self.n == k) if len(self.a) else np.zeros(len(k), bool)
+        return has, qc
+
+    def after(self, k: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(has, position): the pair's first row with index > ``at``."""
+        q = np.searchsorted(self.a, k * self.n + at, side="right")
+        qc = np.minimum(q, max(len(self.a) - 1, 0))
+        has = (q < len(self.a)) & (self.a[qc] // self.n == k) if len(self.a) else np.zeros(len(k), bool)
+        return has, qc
+
+    def between(self, k: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The pair has a row strictly between lo and hi."""
+        return (np.searchsorted(self.a, k * self.n + hi, side="left")
+                > np.searchsorted(self.a, k * self.n + lo, side="right"))
+
+    def index(self, pos: np.ndarray) -> np.ndarray:
+        return self.a[pos] % self.n
 
 
-def _stale(outcomes, invalidated, d: int, end: int) -> str | None:
-    """If the ack after the delivery at ``d`` (before ``end``) was refused, why
-    its lease was no longer good: the last invalidation before the refusal."""
-    for i, refused in outcomes:
-        if d < i < end:
-            if not refused:
-                return None
-            why = [c for j, c in invalidated if j < i]
-            return why[-1] if why else "lease_expired"
-    return None
+def _between(idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Some index in the sorted ``idx`` lies strictly between lo and hi (elementwise)."""
+    return np.searchsorted(idx, hi, side="left") > np.searchsorted(idx, lo, side="right")
 
 
 def _attempt(detail) -> int | None:
@@ -90,118 +113,182 @@ def _attempt(detail) -> int | None:
     return None
 
 
-def _gone_before(granted, invalidated, d: int, attempt: int | None) -> str | None:
-    """If the lease this delivery worked under was already gone (expired in
-    recovery, voided by a seek or restore) when the effect landed, why."""
-    g = granted.get(attempt)
-    if g is None:
-        return None
-    why = [c for j, c in invalidated if g < j < d]
-    return why[-1] if why else None
-
-
 def check_leases(sim) -> LeaseReport:
     t = sim.trace()
-    kinds, who, eids, details = (t[c].tolist() for c in ("kind", "consumer", "event_id", "detail"))
-    published: dict[str, tuple[int, str, int]] = {}     # event_id -> (seq, partition, index)
+    n_rows = len(t)
+    codes, names = pd.factorize(t["kind"].to_numpy())
+    code_of = {k: c for c, k in enumerate(names)}
+    who, eids, details, parts = (t[c].to_numpy() for c in ("consumer", "event_id", "detail", "partition"))
+
+    def events(*ks) -> np.ndarray:
+        cs = [code_of[k] for k in ks if k in code_of]
+        if not cs:
+            return np.empty(0, dtype=np.int64)
+        return np.flatnonzero(codes == cs[0] if len(cs) == 1 else np.isin(codes, cs))
+
+    # published events, in seq order: (event_id, seq, partition, index published)
+    pi = events("published")
+    pub = pd.DataFrame({"event_id": eids[pi], "seq": details[pi].astype(np.int64), "partition": parts[pi],
+                        "ip": pi})
+    if not pub["event_id"].is_unique:  # as a dict would: the first one's place, the last one's values
+        pub = pub.drop_duplicates("event_id")[["event_id"]].merge(
+            pub.drop_duplicates("event_id", keep="last"), on="event_id", how="left")
+    pub = pub.sort_values("seq", kind="stable").reset_index(drop=True)
+    p_eid, p_seq, p_part, p_ip = (pub[c].to_numpy() for c in ("event_id", "seq", "partition", "ip"))
+
+    # the rare kinds, in a plain loop
     starts: dict[str, int] = {}
+    for i in events("consumer_start"):
+        starts.setdefault(who[i], int(details[i]))
     seeks = defaultdict(list)                            # consumer -> [(index, position)]
-    restores, crashes, pruned = [], [], {}
-    outcomes = defaultdict(list)                         # (consumer, event_id) -> [(index, refused?)] of acks
-    invalidated = defaultdict(list)                      # (consumer, event_id) -> [(index, cause)]
-    expired = defaultdict(list)
-    delivered = defaultdict(list)                        # consumer -> [(index, event_id)]
-    granted = defaultdict(dict)                          # (consumer, event_id) -> {attempt: index leased}
-    parts = t["partition"].tolist()
-    for i, k in enumerate(kinds):
-        if k == "published":
-            published[eids[i]] = (int(details[i]), parts[i], i)
-        elif k == "delivered":
-            delivered[who[i]].append((i, eids[i]))
-        elif k == "leased":
-            granted[(who[i], eids[i])][_attempt(details[i])] = i
-        elif k == "consumer_start":
-            starts.setdefault(who[i], int(details[i]))
-        elif k == "seek":
-            seeks[who[i]].append((i, int(details[i])))
-        elif k == "restored":
-            restores.append(i)
-        elif k == "crashed":
-            crashes.append(i)
-        elif k == "pruned":
-            pruned.setdefault(eids[i], i)
-        elif k in ("acked", "ack_refused"):
-            outcomes[(who[i], eids[i])].append((i, k == "ack_refused"))
-        elif k == "expired":
-            expired[(who[i], eids[i])].append(i)
-            invalidated[(who[i], eids[i])].append((i, "lease_expired"))
-        elif k == "lease_voided":
-            invalidated[(who[i], eids[i])].append((i, details[i] if details[i] in ("seek", "restore") else "retired"))
+    for i in events("seek"):
+        seeks[who[i]].append((int(i), int(details[i])))
+    restores, crashes = events("restored"), events("crashed")
+    pruned = set(eids[events("pruned")].tolist())
+    retired_at = {who[i]: int(i) for i in events("retired")}
+
+    # the per-row kinds: every row keyed by its (consumer, event_id) pair
+    di, li, oi = events("delivered"), events("leased"), events("acked", "ack_refused")
+    xi, vi = events("expired"), events("lease_voided")
+    sel = np.concatenate([di, li, oi, xi, vi])
+    ccode, cons_uni = pd.factorize(who[sel], use_na_sentinel=False)
+    ecode, _ = pd.factorize(eids[sel], use_na_sentinel=False)
+    key = np.full(n_rows, -1, dtype=np.int64)
+    key[sel] = ccode.astype(np.int64) * (int(ecode.max()) + 1 if len(ecode) else 1) + ecode
+    n = n_rows + 1
+    refused_code = code_of.get("ack_refused", -1)
+    outcomes = _Keyed(key, oi, n, codes[oi] == refused_code)                  # acks: refused?
+    inv_idx = np.concatenate([xi, vi])
+    inv_cause = np.array(["lease_expired"] * len(xi)
+                         + [v if v in ("seek", "restore") else "retired" for v in details[vi].tolist()],
+                         dtype=object)
+    invalidated = _Keyed(key, inv_idx, n, inv_cause)                         # expiries and voided leases
+    expired = _Keyed(key, xi, n)
+    l_key = key[li]
+
+    def stale_of(d: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Per delivery at ``d`` (the next one of its pair at ``end``): why it was
+        stale, or None. Stale: the ack after it (before ``end``) was refused — why:
+        the pair's last invalidation before the refusal, else lease_expired — or
+        the lease it worked under (the last grant of its attempt) was invalidated
+        between that grant and the effect — why: the last such invalidation."""
+        out = np.full(len(d), None, dtype=object)
+        if not len(d):
+            return out
+        k = key[d]
+        has, q = outcomes.after(k, d)
+        if len(outcomes.a):
+            at = outcomes.index(q)
+            refused = has & (at < end) & outcomes.values[0][q]
+            why, w = invalidated.before(k, at)
+            if len(invalidated.a):
+                out[refused] = np.where(why, invalidated.values[0][w], "lease_expired")[refused]
+            else:
+                out[refused] = "lease_expired"
+        else:
+            refused = np.zeros(len(d), bool)
+        # the grants of these pairs: (pair, attempt) -> the last index leased
+        mine = li[np.isin(l_key, np.unique(k))]
+        granted = {(kk, _attempt(dt)): i for kk, dt, i in zip(key[mine].tolist(), details[mine].tolist(),
+                                                               mine.tolist())}
+        g = np.array([granted.get((kk, _attempt(dt)), -1) for kk, dt in zip(k.tolist(), details[d].tolist())],
+                     dtype=np.int64)
+        why, w = invalidated.before(k, d)
+        if len(invalidated.a):
+            gone = ~refused & why & (g >= 0) & (invalidated.index(w) > g)
+            out[gone] = invalidated.values[0][w][gone]
+        return out
+
+    # the deliveries: consumer, position of the event in `pub` (-1: never published)
+    d_cons = ccode[:len(di)]
+    d_pos = pd.Index(p_eid).get_indexer(eids[di]) if len(pub) else np.full(len(di), -1)
+    code_of_consumer = {c: j for j, c in enumerate(cons_uni.tolist())}
 
     consumers = {r["consumer"]: r for r in sim.store.rows("lease_consumers")}
-    dead = {(r["consumer"], r["event_id"]) for r in sim.store.rows("dead_letters")}
-    cps = defaultdict(dict)
-    for r in sim.store.rows("checkpoints"):
-        cps[r["consumer"]][r["partition"]] = r["seq"]
-    retained = {r["event_id"] for r in sim.store.rows("events")}
-    retired_at = {who[i]: i for i, k in enumerate(kinds) if k == "retired"}
+    tables: dict = {}
+
+    def table(name):
+        if name not in tables:
+            if name == "dead":
+                tables[name] = {(r["consumer"], r["event_id"]) for r in sim.store.rows("dead_letters")}
+            elif name == "cps":
+                cps = defaultdict(dict)
+                for r in sim.store.rows("checkpoints"):
+                    cps[r["consumer"]][r["partition"]] = r["seq"]
+                tables[name] = cps
+            else:
+                tables[name] = {r["event_id"] for r in sim.store.rows("events")}
+        return tables[name]
 
     per, dups, lost, disorder = [], [], [], []
     for name in sorted(consumers):
         row, start = consumers[name], starts.get(name, consumers[name]["start_seq"])
-        seek_idx = [i for i, _ in seeks[name]]
-        got = defaultdict(list)
-        last_seq: dict[str, int] = {}
-        n = dict(delivered=0, duplicates=0, lost=0, dead_lettered=0, pending=0, out_of_order=0)
-        for i, eid in delivered[name]:
-            got[eid].append(i)
-            seq, part, _ = published.get(eid, (None, None, None))
-            if seq is None or len(got[eid]) > 1:
-                continue
-            if part in last_seq and seq < last_seq[part]:
-                # a worker whose lease was gone (its ack refused) applied its effect late: the
-                # broker leased in order; the effect was not fenced
-                stale = (_stale(outcomes[(name, eid)], invalidated[(name, eid)], i, len(kinds))
-                         or _gone_before(granted[(name, eid)], invalidated[(name, eid)], i, _attempt(details[i])))
-                n["out_of_order"] += 1
-                disorder.append({"consumer": name, "event_id": eid, "partition": part,
-                                 "after_seq": last_seq[part], "cause": "stale_lease" if stale else "unknown"})
-            last_seq[part] = max(seq, last_seq.get(part, seq))
+        seek_idx = np.array([i for i, _ in seeks[name]], dtype=np.int64)
+        n_ = dict(delivered=0, duplicates=0, lost=0, dead_lettered=0, pending=0, out_of_order=0)
+        c = code_of_consumer.get(name)
+        mine = np.flatnonzero(d_cons == c) if c is not None else np.empty(0, dtype=np.int64)
+        m_i, m_pos = di[mine], d_pos[mine]                                # in trace order
+
+        # out of order: a first delivery below the highest seq already delivered in its partition
+        first = ~pd.Series(key[m_i]).duplicated().to_numpy()
+        fi, fpos = m_i[first & (m_pos >= 0)], m_pos[first & (m_pos >= 0)]
+        if len(fi):
+            f = pd.DataFrame({"seq": p_seq[fpos], "part": p_part[fpos]})
+            high = f.groupby("part", sort=False, dropna=False)["seq"].cummax()
+            before = high.groupby(f["part"], sort=False, dropna=False).shift().to_numpy()
+            late = np.flatnonzero(f["seq"].to_numpy() < np.where(pd.isna(before), -np.inf, before))
+            if len(late):
+                stale = stale_of(fi[late], np.full(len(late), n_rows, dtype=np.int64))
+                for j, s in zip(late.tolist(), stale.tolist()):
+                    n_["out_of_order"] += 1
+                    disorder.append((name, eids[fi[j]], p_part[fpos[j]], int(before[j]),
+                                     "stale_lease" if s else "unknown"))
+
+        # the expected events: published past its start, not after it retired
         retired_i = retired_at.get(name)
-        for eid, (seq, part, ip) in sorted(published.items(), key=lambda kv: kv[1][0]):
-            if seq <= start or (retired_i is not None and ip > retired_i):
+        expected = p_seq > start
+        if retired_i is not None:
+            expected &= ~(p_ip > retired_i)
+        got = (m_pos >= 0)
+        got[got] = expected[m_pos[got]]
+        g_i, g_pos = m_i[got], m_pos[got]
+        order = np.lexsort((g_i, g_pos))                                  # by event (seq order), then time
+        g_i, g_pos = g_i[order], g_pos[order]
+        again = np.flatnonzero(g_pos[1:] == g_pos[:-1]) + 1                # each delivery after an event's first
+        n_["delivered"] = int(len(g_pos) - len(again))
+        if len(again):
+            # the deliveries of events delivered more than once, and where the next one landed
+            multi = np.zeros(len(g_pos), bool)
+            multi[again] = multi[again - 1] = True
+            end = np.append(g_i[1:], n_rows)
+            end[np.append(g_pos[1:] != g_pos[:-1], True)] = n_rows
+            stale = np.full(len(g_pos), None, dtype=object)
+            mi = np.flatnonzero(multi)
+            stale[mi] = stale_of(g_i[mi], end[mi])
+            prev, nxt = g_i[again - 1], g_i[again]
+            s_prev, s_next = stale[again - 1], stale[again]
+            has_prev = pd.notna(s_prev)
+            either = np.where(has_prev, s_prev, s_next)
+            k = key[nxt]
+            cause = np.where(expired.between(k, prev, nxt), "lease_expired", "unknown").astype(object)
+            cause = np.where(_between(crashes, prev, nxt), "crash", cause)
+            cause = np.where(has_prev | pd.notna(s_next), either, cause)
+            cause = np.where(_between(restores, prev, nxt), "restore", cause)
+            cause = np.where(_between(seek_idx, prev, nxt), "seek", cause)
+            dups += zip([name] * len(again), p_eid[g_pos[again]].tolist(), cause.tolist())
+            n_["duplicates"] = int(len(again))
+
+        # the rest were never delivered: dead-lettered, pending, or lost (and why)
+        delivered_pos = np.zeros(len(pub), bool)
+        delivered_pos[g_pos] = True
+        for j in np.flatnonzero(expected & ~delivered_pos).tolist():
+            eid, seq, part, ip = p_eid[j], int(p_seq[j]), p_part[j], int(p_ip[j])
+            if (name, eid) in table("dead"):
+                n_["dead_lettered"] += 1
                 continue
-            times = got.get(eid)
-            if times:
-                n["delivered"] += 1
-                bounds = times[1:] + [len(kinds)]
-                # a delivery was stale if its ack was refused, or if its lease was already
-                # gone when the effect landed (the worker may have died before acking)
-                stale = [_stale(outcomes[(name, eid)], invalidated[(name, eid)], d, end)
-                         or _gone_before(granted[(name, eid)], invalidated[(name, eid)], d, _attempt(details[d]))
-                         for d, end in zip(times, bounds)]
-                for j, (prev, nxt) in enumerate(zip(times, times[1:])):
-                    if _between(seek_idx, prev, nxt):
-                        cause = "seek"
-                    elif _between(restores, prev, nxt):
-                        cause = "restore"
-                    elif stale[j] or stale[j + 1]:
-                        cause = stale[j] or stale[j + 1]
-                    elif _between(crashes, prev, nxt):
-                        cause = "crash"
-                    elif _between(expired[(name, eid)], prev, nxt):
-                        cause = "lease_expired"
-                    else:
-                        cause = "unknown"
-                    dups.append({"consumer": name, "event_id": eid, "cause": cause})
-                    n["duplicates"] += 1
-                continue
-            if (name, eid) in dead:
-                n["dead_lettered"] += 1
-                continue
-            if (not row["retired"] and eid in retained and seq > row["start_seq"]
-                    and seq > cps[name].get(part, -1)):
-                n["pending"] += 1
+            if (not row["retired"] and eid in table("retained") and seq > row["start_seq"]
+                    and seq > table("cps")[name].get(part, -1)):
+                n_["pending"] += 1
                 continue
             if any(i > ip and pos >= seq for i, pos in seeks[name]):
                 cause = "seek"
@@ -211,14 +298,14 @@ def check_leases(sim) -> LeaseReport:
                 cause = "pruned"
             else:
                 cause = "unknown"
-            n["lost"] += 1
-            lost.append({"consumer": name, "event_id": eid, "cause": cause})
-        per.append({"consumer": name, "retired": bool(row["retired"]), **n})
+            n_["lost"] += 1
+            lost.append((name, eid, cause))
+        per.append({"consumer": name, "retired": bool(row["retired"]), **n_})
     dup_df = pd.DataFrame(dups, columns=["consumer", "event_id", "cause"])
     lost_df = pd.DataFrame(lost, columns=["consumer", "event_id", "cause"])
     ooo_df = pd.DataFrame(disorder, columns=["consumer", "event_id", "partition", "after_seq", "cause"])
     total = {
-        "published": len(published),
+        "published": len(pub),
         "delivered": sum(p["delivered"] for p in per),
         "duplicates": len(dup_df), "lost": len(lost_df),
         "dead_lettered": sum(p["dead_lettered"] for p in per),
