@@ -39,15 +39,30 @@ def _start(db: str, scenario: str, extra=()) -> subprocess.Popen:
     raise RuntimeError("serve did not become ready within 60 s")
 
 
-def kill9_campaign(db: str, scenario: str, *, kills: int = 10, seed: int = 0, up=(0.3, 1.5),
-                   drain: float = 2.0) -> dict:
-    """Run the campaign; returns its figures and the check report."""
+def kill_at_random(start, kills: int, seed: int, up: tuple[float, float]) -> None:
+    """``kills`` times: ``start()`` a child process, let it run for a seeded
+    random time in ``up`` seconds, SIGKILL it (every campaign's first half)."""
     rng = random.Random(seed)
     for _ in range(kills):
-        proc = _start(db, scenario)
+        proc = start()
         time.sleep(rng.uniform(*up))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def wait_or_kill(proc: subprocess.Popen, timeout: float) -> None:
+    """Wait for a child to finish (a drain); kill it if it takes longer than ``timeout``."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def kill9_campaign(db: str, scenario: str, *, kills: int = 10, seed: int = 0, up=(0.3, 1.5),
+                   drain: float = 2.0) -> dict:
+    """Run the campaign; returns its figures and the check report."""
+    kill_at_random(lambda: _start(db, scenario), kills, seed, up)
     proc = _start(db, scenario, ["--rate", "0"])  # no new firings: drain the backlog
     time.sleep(drain)
     proc.send_signal(signal.SIGTERM)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from collections import Counter
 
 from ..leases import LeaseConfig
 from ..store import open_store
+from .crashtest import kill_at_random, wait_or_kill
 from .leases_realtime import LeaseRealtime
 
 CONFIG = LeaseConfig(recovery_interval=0.2)
@@ -107,18 +107,9 @@ def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: in
     the sink never saw; ``out_of_order`` first deliveries behind a later seq of
     their partition)."""
     side = side or f"{db}.sink.txt"
-    rng = random.Random(seed)
-    for _ in range(kills):
-        proc = _start(db, side, rate)
-        time.sleep(rng.uniform(*up))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_at_random(lambda: _start(db, side, rate), kills, seed, up)
     proc = _start(db, side, 0.0, drain=True)  # no new events: drain the backlog, stop cleanly
-    try:
-        proc.wait(timeout=drain_timeout + 30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    wait_or_kill(proc, drain_timeout + 30)
     store = open_store(db)
     try:
         published = [r["event_id"] for r in store.rows("events")]

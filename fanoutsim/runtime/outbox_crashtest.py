@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from collections import Counter
 
 from ..outbox import OutboxConfig
 from ..store import open_store
+from .crashtest import kill_at_random, wait_or_kill
 from .outbox_realtime import OutboxRealtime
 
 CONFIG = OutboxConfig(safety_poll_interval=0.2, batch_limit=20)
@@ -97,18 +97,9 @@ def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: in
     """Run the campaign; returns its figures (``lost`` lists committed seqs the
     sink never saw)."""
     side = side or f"{db}.sink.txt"
-    rng = random.Random(seed)
-    for _ in range(kills):
-        proc = _start(db, side, rate)
-        time.sleep(rng.uniform(*up))
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_at_random(lambda: _start(db, side, rate), kills, seed, up)
     proc = _start(db, side, 0.0, drain=True)  # no new commits: drain the backlog, stop cleanly
-    try:
-        proc.wait(timeout=drain_timeout + 30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    wait_or_kill(proc, drain_timeout + 30)
     store = open_store(db)
     try:
         committed = [r["seq"] for r in store.rows("outbox")]
