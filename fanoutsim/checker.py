@@ -309,9 +309,14 @@ def _evaluate_job(job) -> set:
     expr, reactor, tenant, firings, payloads = job
     predicate = compile_predicate(expr)
     true = set()
+    seen: dict[tuple, bool] = {}  # firings the program cannot tell apart share one evaluation
     for fid, payload in zip(firings, payloads):
-        value, _ = predicate.evaluate(activation(decode_sources(payload), reactor, tenant))
-        if value is True:
+        sources = decode_sources(payload)
+        key = predicate.inputs(sources, reactor, tenant)
+        value = seen.get(key)
+        if value is None:
+            value = seen[key] = predicate.evaluate(activation(sources, reactor, tenant))[0] is True
+        if value:
             true.add(fid)
     return true
 

@@ -21,6 +21,7 @@ policy, not this module's.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import celpy
@@ -85,14 +86,69 @@ def free_variables(ast: Tree) -> set[str]:
     return free
 
 
+def payload_paths(ast: Tree) -> tuple[tuple[str, ...], ...]:
+    """The field paths under ``payload`` the expression reads: for every
+    occurrence of ``payload``, its chain of plain field selections
+    (``payload.quote.price`` -> ``("quote", "price")``; ``payload[k]`` or a bare
+    ``payload`` -> ``()``, the whole payload). What the program can see of a
+    firing is the value at each path, so equal values there give an equal result."""
+    parents: dict[int, Tree] = {}
+    roots: list[Tree] = []
+
+    def index(node: Any) -> None:
+        if not isinstance(node, Tree):
+            return
+        if node.data == "ident" and str(node.children[0]) == "payload":
+            roots.append(node)
+        for child in node.children:
+            if isinstance(child, Tree):
+                parents[id(child)] = node
+            index(child)
+
+    index(ast)
+    paths = set()
+    for ident in roots:
+        path: list[str] = []
+        node = parents.get(id(ident))  # primary
+        node = parents.get(id(node)) if node is not None and node.data == "primary" else None  # member
+        while node is not None and node.data == "member":
+            up = parents.get(id(node))
+            if up is None or up.data != "member_dot" or up.children[0] is not node:
+                break
+            path.append(str(up.children[1]))
+            node = parents.get(id(up))
+        paths.add(tuple(path))
+    return tuple(sorted(paths))
+
+
+def _at(value: Any, path: tuple[str, ...]) -> str:
+    """The JSON text of ``value`` at ``path`` (types kept: 1, 1.0 and true differ),
+    or, where the path breaks off, how deep it got and what was there."""
+    for depth, field in enumerate(path):
+        if not isinstance(value, dict) or field not in value:
+            return f"missing {depth}:" + json.dumps(value, default=_typed)
+        value = value[field]
+    return json.dumps(value, default=_typed)
+
+
+def _typed(value: Any) -> str:
+    return f"{type(value).__name__}:{value!r}"  # whatever JSON has no word for, kept apart by type
+
+
 class Predicate:
     """A compiled, checked CEL program. Build with :func:`compile_predicate`."""
 
-    __slots__ = ("expr", "_program")
+    __slots__ = ("expr", "_program", "paths")
 
-    def __init__(self, expr: str, program: Any) -> None:
+    def __init__(self, expr: str, program: Any, paths: tuple[tuple[str, ...], ...] = ((),)) -> None:
         self.expr = expr
         self._program = program
+        self.paths = paths  # what it reads of the payload (see payload_paths)
+
+    def inputs(self, sources: dict, reactor: str, tenant: str) -> tuple:
+        """A key equal for two firings exactly when the program sees the same
+        inputs in both, so one evaluation can answer for both (a cache key)."""
+        return (reactor, tenant, *(_at(sources, p) for p in self.paths))
 
     def evaluate(self, activation: dict) -> tuple[bool | None, str | None]:
         try:
@@ -123,7 +179,7 @@ def compile_predicate(expr: str) -> Predicate:
             f"predicate {expr!r} uses unknown variable(s) {', '.join(map(repr, unknown))}; "
             f"allowed variables: {', '.join(ALLOWED_VARIABLES)}"
         )
-    return Predicate(expr, _ENV.program(ast))
+    return Predicate(expr, _ENV.program(ast), payload_paths(ast))
 
 
 def activation(sources: dict, reactor: str, tenant: str) -> dict:
