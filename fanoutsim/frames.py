@@ -7,7 +7,9 @@ lifted into columns of their own because every analysis joins on them.
 from __future__ import annotations
 
 import json
+import math
 
+import numpy as np
 import pandas as pd
 
 from .store.base import TABLES, TIMESTAMP_COLUMNS
@@ -43,3 +45,19 @@ def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
 def record(row: dict) -> dict:
     """One row for Python callers: timestamps as aware datetimes, NULL as None."""
     return {k: (from_us(v) if k in TIMESTAMP_COLUMNS and v is not None else v) for k, v in row.items()}
+
+
+def json_ready(value):
+    """A report value as JSON takes it: numpy scalars as Python ones, NaN as
+    None, dicts (keys as strings) and sequences walked."""
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else float(value)
+    return value

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .frames import json_ready
+
 __all__ = ["format_report", "format_outbox_report", "format_outbox_check", "leases_report",
            "format_leases_report", "format_leases_check"]
 
@@ -213,25 +215,6 @@ def format_outbox_check(checked) -> str:
 
 
 # -- the leased-consumer design (seed 003) ---------------------------------------------
-def _plain(value: Any) -> Any:
-    """JSON-ready: numpy scalars as Python ones, NaN as None, containers walked."""
-    import math
-
-    import numpy as np
-
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else float(value)
-    return value
-
-
 def _counts(series) -> dict[str, int]:
     return {str(k): int(n) for k, n in sorted(series.value_counts().items())}
 
@@ -314,7 +297,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
                    "seeks": int(kinds.get("seek", 0)), "retired": int(kinds.get("retired", 0))},
         "check": dict(total),
     }
-    return _plain(report)
+    return json_ready(report)
 
 
 def format_leases_report(report: dict[str, Any]) -> str:

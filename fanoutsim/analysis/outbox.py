@@ -19,13 +19,13 @@ Pure functions over :class:`~fanoutsim.runtime.outbox.OutboxSimulation` runs:
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..faults import FaultPlan, Notifications
+from ..frames import json_ready
 from ..outbox import OutboxConfig
 from ..outbox.checker import check_outbox
 from ..timeutil import US, rfc3339
@@ -271,21 +271,6 @@ def scenario_summary(sim) -> pd.DataFrame:
 
 # -- the report of one run -------------------------------------------------------
 
-def _plain(value: Any) -> Any:
-    """JSON-ready: numpy scalars as Python ones, NaN as None, containers walked."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else float(value)
-    return value
-
-
 def _causes(frame: pd.DataFrame, consumer: str) -> dict[str, int]:
     if frame.empty:
         return {}
@@ -337,4 +322,4 @@ def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
         "crashes": int(kinds.get("crashed", 0)),
         "check": dict(total),
     }
-    return _plain(report)
+    return json_ready(report)

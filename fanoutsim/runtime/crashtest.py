@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from ..checker import check_store
@@ -37,6 +38,44 @@ def _start(db: str, scenario: str, extra=()) -> subprocess.Popen:
         time.sleep(0.05)
     proc.kill()
     raise RuntimeError("serve did not become ready within 60 s")
+
+
+def start_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
+    """``python -m module serve DB SIDE RATE [--drain]``, returned once it printed
+    "ready" (the outbox and leases campaigns' children)."""
+    cmd = [sys.executable, "-m", module, "serve", db, side, str(rate)] + (["--drain"] if drain else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
+    if line.strip() != "ready":
+        proc.wait(timeout=30)
+        raise RuntimeError(f"{module} exited with {proc.returncode}: {proc.stderr.read()}")
+    return proc
+
+
+def run_child(rt, drained, *, drain: bool, drain_timeout: float) -> int:
+    """The child's life: start ``rt``, say "ready", run until SIGTERM/SIGINT (or,
+    with ``drain``, until ``drained()``); the exit status (1: not drained in time).
+    The caller closes ``rt``."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    rt.start()
+    print("ready", flush=True)
+    deadline = time.monotonic() + drain_timeout
+    while not stop.wait(0.1):
+        if drain and (drained() or time.monotonic() > deadline):
+            break
+    return 0 if not drain or drained() else 1
+
+
+def side_lines(side: str) -> list[str]:
+    """The side file's complete, non-empty lines (a kill may cut the last one)."""
+    try:
+        with open(side) as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return []
+    return [line for line in text.split("\n")[:-1] if line.strip()]
 
 
 def kill_at_random(start, kills: int, seed: int, up: tuple[float, float]) -> None:

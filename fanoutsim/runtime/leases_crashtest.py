@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 
 from ..leases import LeaseConfig
 from ..store import open_store
-from .crashtest import kill_at_random, wait_or_kill
+from .crashtest import kill_at_random, run_child, side_lines, start_child, wait_or_kill
 from .leases_realtime import LeaseRealtime
 
 CONFIG = LeaseConfig(recovery_interval=0.2)
@@ -52,20 +50,11 @@ def serve(db: str, side: str, rate: float, *, drain: bool = False, drain_timeout
             fh.flush()
             os.fsync(fh.fileno())  # the effect is durable before the ack may be sent
 
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     try:
         rt.register_consumer("sink", fn=sink, duration=0.005, poll_interval=0.05, **LIMITS)
         if rate > 0:
             rt.add_workload(rate, partitions=4)
-        rt.start()
-        print("ready", flush=True)
-        deadline = time.monotonic() + drain_timeout
-        while not stop.wait(0.1):
-            if drain and (_drained(rt) or time.monotonic() > deadline):
-                break
-        return 0 if not drain or _drained(rt) else 1
+        return run_child(rt, lambda: _drained(rt), drain=drain, drain_timeout=drain_timeout)
     finally:
         rt.close()
         fh.close()
@@ -76,28 +65,15 @@ def _drained(rt: LeaseRealtime) -> bool:
 
 
 def _start(db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "fanoutsim.runtime.leases_crashtest", "serve", db, side, str(rate)]
-    proc = subprocess.Popen(cmd + (["--drain"] if drain else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
-    if line.strip() != "ready":
-        proc.wait(timeout=30)
-        raise RuntimeError(f"the leases child exited with {proc.returncode}: {proc.stderr.read()}")
-    return proc
+    return start_child("fanoutsim.runtime.leases_crashtest", db, side, rate, drain)
 
 
 def deliveries(side: str) -> list[tuple[str, str, int]]:
     """The side file's complete lines: ``(event_id, partition, seq)`` in order."""
-    try:
-        with open(side) as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        return []
     out = []
-    for line in text.split("\n")[:-1]:
-        if line.strip():
-            eid, part, seq = line.split()
-            out.append((eid, part, int(seq)))
+    for line in side_lines(side):
+        eid, part, seq = line.split()
+        out.append((eid, part, int(seq)))
     return out
 
 

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
-import time
 from collections import Counter
 
 from ..outbox import OutboxConfig
 from ..store import open_store
-from .crashtest import kill_at_random, wait_or_kill
+from .crashtest import kill_at_random, run_child, side_lines, start_child, wait_or_kill
 from .outbox_realtime import OutboxRealtime
 
 CONFIG = OutboxConfig(safety_poll_interval=0.2, batch_limit=20)
@@ -46,20 +43,11 @@ def serve(db: str, side: str, rate: float, *, drain: bool = False, drain_timeout
         fh.flush()
         os.fsync(fh.fileno())  # the effect is durable before the cursor may move
 
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     try:
         rt.register_consumer("sink", sink, duration=0.01)
         if rate > 0:
             rt.add_workload(rate, pages=20)
-        rt.start()
-        print("ready", flush=True)
-        deadline = time.monotonic() + drain_timeout
-        while not stop.wait(0.1):
-            if drain and (_drained(rt) or time.monotonic() > deadline):
-                break
-        return 0 if not drain or _drained(rt) else 1
+        return run_child(rt, lambda: _drained(rt), drain=drain, drain_timeout=drain_timeout)
     finally:
         rt.close()
         fh.close()
@@ -72,24 +60,12 @@ def _drained(rt: OutboxRealtime) -> bool:
 
 
 def _start(db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "fanoutsim.runtime.outbox_crashtest", "serve", db, side, str(rate)]
-    proc = subprocess.Popen(cmd + (["--drain"] if drain else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
-    if line.strip() != "ready":
-        proc.wait(timeout=30)
-        raise RuntimeError(f"the outbox child exited with {proc.returncode}: {proc.stderr.read()}")
-    return proc
+    return start_child("fanoutsim.runtime.outbox_crashtest", db, side, rate, drain)
 
 
 def seqs_in(side: str) -> Counter:
     """How often each seq reached the side file (complete lines only)."""
-    try:
-        with open(side) as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        return Counter()
-    return Counter(int(line) for line in text.split("\n")[:-1] if line.strip())
+    return Counter(int(line) for line in side_lines(side))
 
 
 def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: int = 0, up=(0.3, 1.0),
