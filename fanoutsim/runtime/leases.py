@@ -32,13 +32,9 @@ from typing import Any, Callable
 
 import simpy
 
-from ..faults import Crash, bind
+from ..faults import Crash
 from ..leases import LeaseConfig, LeaseEngine
 from ..leases.leasing import Lease
-from ..metrics import Metrics
-from ..store import open_store
-from ..timeutil import parse_start
-from ..trace import NullTrace, Trace
 from .host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
 from .virtual import VirtualRuntime, until_ok
 
@@ -63,12 +59,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
     def __init__(self, config: LeaseConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True) -> None:
         self.config, self.seed = checked_lease_config(config, seed), seed
-        self.start_us = parse_start(start)
-        self.env = simpy.Environment()
-        self.store = open_store(store)
-        self.metrics_registry = Metrics()
-        self._trace = Trace() if trace else NullTrace()
-        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
+        self._open(seed, store, start, faults, trace)
         self.clients: dict[str, Client] = {}
         self._work_rng = random.Random(f"fanoutsim:lease-work:{seed}")
         self.engine: LeaseEngine | None = None

@@ -71,12 +71,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..faults import Crash, bind
+from ..faults import Crash
 from ..leases import LeaseConfig, LeaseEngine
 from ..leases.leasing import Lease
-from ..metrics import LockedMetrics
-from ..store import open_store
-from ..trace import LockedTrace, NullTrace
 from .host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
 from .wallclock import SteppedWallRuntime, every, wall_us
 
@@ -105,16 +102,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
         self.config = checked_lease_config(config, seed)
         self.seed = seed
-        if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
-            raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
-        self.stop_timeout = float(stop_timeout)
-        self.store = open_store(store)  # a bad, newer or locked file fails here, untouched
-        # RNG streams must not repeat those of an earlier process on this file
-        self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
-        self.start_us = wall_us()
-        self.metrics_registry = LockedMetrics()
-        self._trace = LockedTrace() if trace else NullTrace()
-        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
+        self._open(seed, store, faults, trace, stop_timeout)
         self.clients: dict[str, LeaseClient] = {}
         self.incarnation = 0
         self.engine: LeaseEngine | None = self._new_engine()

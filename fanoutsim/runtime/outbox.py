@@ -30,14 +30,11 @@ from typing import Any, Callable
 
 import simpy
 
-from ..faults import Crash, LateCommit, Notifications, bind
-from ..metrics import Metrics
+from ..faults import Crash, LateCommit, Notifications
 from ..outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from ..outbox.dispatcher import DEFERRED
 from ..outbox.notify import NotificationChannel
-from ..store import open_store
-from ..timeutil import US, parse_start
-from ..trace import NullTrace, Trace
+from ..timeutil import US
 from .host import OutboxHost, checked_outbox_config
 from .virtual import VirtualRuntime, until_ok
 
@@ -58,13 +55,8 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
     def __init__(self, config: OutboxConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True) -> None:
         self.config, self.seed = checked_outbox_config(config, seed), seed
-        self.start_us = parse_start(start)
-        self.env = simpy.Environment()
-        self.store = open_store(store)
-        self.metrics_registry = Metrics()
-        self._trace = Trace() if trace else NullTrace()
+        self._open(seed, store, start, faults, trace)
         self.registry = OutboxRegistry()
-        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}"),
                                            start_us=self.start_us, trace=self._trace)

@@ -74,13 +74,10 @@ from datetime import datetime
 from typing import Any, Callable
 
 
-from ..faults import LateCommit, Notifications, bind
-from ..metrics import LockedMetrics
+from ..faults import LateCommit, Notifications
 from ..outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from ..outbox.notify import NotificationChannel
-from ..store import open_store
 from ..timeutil import US, to_us
-from ..trace import LockedTrace, NullTrace
 from .host import OutboxHost, checked_outbox_config
 from .wallclock import SteppedWallRuntime, every, wall_us
 
@@ -110,17 +107,8 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
         self.config = checked_outbox_config(config, seed)
         self.seed = seed
-        if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or stop_timeout < 0:
-            raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
-        self.stop_timeout = float(stop_timeout)
-        self.store = open_store(store)  # a bad, newer or locked file fails here, untouched
-        # RNG streams must not repeat those of an earlier process on this file
-        self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
-        self.start_us = wall_us()
-        self.metrics_registry = LockedMetrics()
-        self._trace = LockedTrace() if trace else NullTrace()
+        self._open(seed, store, faults, trace, stop_timeout)
         self.registry = OutboxRegistry()
-        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}:{self._starts}"),
                                            start_us=self.start_us, trace=self._trace)

@@ -9,8 +9,13 @@ a crash stops) and ``_noun``.
 """
 from __future__ import annotations
 
-from ..faults import Crash, CrashAt, CrashRandomly
-from ..timeutil import US
+import simpy
+
+from ..faults import Crash, CrashAt, CrashRandomly, bind
+from ..metrics import Metrics
+from ..store import open_store
+from ..timeutil import US, parse_start
+from ..trace import NullTrace, Trace
 
 
 def until_ok(env, until) -> bool:
@@ -61,6 +66,16 @@ class VirtualCrashes:
 
 class VirtualRuntime(VirtualCrashes):
     _noun = "runtime"
+
+    def _open(self, seed: int, store, start, faults, trace: bool) -> None:
+        """What every seeded SimPy run starts with: the clock, the store, the
+        metrics, the trace and the bound fault plan."""
+        self.start_us = parse_start(start)
+        self.env = simpy.Environment()
+        self.store = open_store(store)
+        self.metrics_registry = Metrics()
+        self._trace = Trace() if trace else NullTrace()
+        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
 
     # -- clock ----------------------------------------------------------------
     @property

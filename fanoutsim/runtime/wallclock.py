@@ -20,8 +20,11 @@ import threading
 import time
 from typing import Callable
 
-from ..faults import Crash, CrashAt, CrashRandomly
+from ..faults import Crash, CrashAt, CrashRandomly, bind
+from ..metrics import LockedMetrics
+from ..store import open_store
 from ..timeutil import US
+from ..trace import LockedTrace, NullTrace
 
 
 def wall_us() -> int:
@@ -131,6 +134,21 @@ class SteppedWallRuntime(WallRuntime):
     clocks of its own (a notification channel's silent windows)."""
 
     _noun = "runtime"
+
+    def _open(self, seed: int, store, faults, trace: bool, stop_timeout) -> None:
+        """What every threaded runtime starts with: the file (a bad, newer or
+        locked one fails here, untouched), the count of earlier starts on it (so
+        no RNG stream repeats an earlier process's), the clock, locked metrics
+        and trace, and the bound fault plan."""
+        if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
+            raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
+        self.stop_timeout = float(stop_timeout)
+        self.store = open_store(store)
+        self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
+        self.start_us = wall_us()
+        self.metrics_registry = LockedMetrics()
+        self._trace = LockedTrace() if trace else NullTrace()
+        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
 
     def start(self):
         """Start the threads in the background and return at once."""
