@@ -85,7 +85,7 @@ from typing import Any
 from ..dist import Dist
 from ..faults import FaultPlan
 from ..faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
-from ..outbox.scenario import _fraction, _int_at_least, _seconds
+from ..outbox.scenario import _fraction, _int_at_least, _rate_and_window, _seconds
 from ..scenario import (
     _OUTBOX_ONLY_KEYS, _REACTOR_ONLY_KEYS, _Errors, ScenarioError, _array, _check_item, _check_str, _is_number,
     _kind, _parse_duration, _required_name, _show, _table, _unknown_keys, check_overrides, parse_header,
@@ -360,12 +360,7 @@ def _parse_workloads(items: list | None, errors: _Errors) -> tuple[LeaseWorkload
         if not _check_item(item, where, _WORKLOAD_KEYS, errors):
             continue
         n = len(errors)
-        rate = item.get("rate")
-        if "rate" not in item:
-            errors.add(f"{where}.rate", "is required: events per virtual second (a number > 0)")
-        elif not _is_number(rate) or rate <= 0:
-            errors.add(f"{where}.rate", f"must be a finite number of events per virtual second > 0, "
-                                        f"got {_show(rate)}")
+        rate, start, stop = _rate_and_window(item, where, errors, "events")
         partitions = item.get("partitions", 4)
         if isinstance(partitions, list):
             if (not partitions or not all(isinstance(p, str) and p.strip() for p in partitions)
@@ -378,14 +373,9 @@ def _parse_workloads(items: list | None, errors: _Errors) -> tuple[LeaseWorkload
             errors.add(f"{where}.partitions", f"must be a count (an integer >= 1: p0, p1, ...) or a list of "
                                               f"partition names, got {_show(partitions)}")
         kind = _check_str(item["kind"], f"{where}.kind", errors) if "kind" in item else "event"
-        start = _seconds(item, "start", where, errors, 0.0)
-        stop = item.get("stop")
-        if stop is not None and (not _is_number(stop) or (start is not None and stop <= start)):
-            bound = f" after start ({start:g})" if start is not None else ""
-            errors.add(f"{where}.stop", f"must be a finite number of virtual seconds{bound}, got {_show(stop)}")
         if len(errors) > n:
             continue
-        out.append(LeaseWorkload(float(rate), partitions, kind, start, None if stop is None else float(stop)))
+        out.append(LeaseWorkload(float(rate), partitions, kind, start, stop))
     return tuple(out)
 
 

@@ -267,6 +267,22 @@ def _seconds(item: dict, key: str, where: str, errors: _Errors, default, *, posi
     return float(value)
 
 
+def _rate_and_window(item: dict, where: str, errors: _Errors, per: str):
+    """A ``[[workload]]`` table's ``rate`` (``per`` virtual second, required, > 0)
+    and its ``start``/``stop`` window; ``(rate, start, stop)`` (None where bad)."""
+    rate = item.get("rate")
+    if "rate" not in item:
+        errors.add(f"{where}.rate", f"is required: {per} per virtual second (a number > 0)")
+    elif not _is_number(rate) or rate <= 0:
+        errors.add(f"{where}.rate", f"must be a finite number of {per} per virtual second > 0, got {_show(rate)}")
+    start = _seconds(item, "start", where, errors, 0.0)
+    stop = item.get("stop")
+    if stop is not None and (not _is_number(stop) or (start is not None and stop <= start)):
+        bound = f" after start ({start:g})" if start is not None else ""
+        errors.add(f"{where}.stop", f"must be a finite number of virtual seconds{bound}, got {_show(stop)}")
+    return rate, start, None if stop is None else float(stop)
+
+
 def _int_at_least(item: dict, key: str, where: str, errors: _Errors, default, low: int, what: str):
     if key not in item:
         return default
@@ -343,22 +359,12 @@ def _parse_workloads(items: list | None, errors: _Errors) -> tuple[OutboxWorkloa
         if not _check_item(item, where, _WORKLOAD_KEYS, errors):
             continue
         n = len(errors)
-        rate = item.get("rate")
-        if "rate" not in item:
-            errors.add(f"{where}.rate", "is required: commits per virtual second (a number > 0)")
-        elif not _is_number(rate) or rate <= 0:
-            errors.add(f"{where}.rate", f"must be a finite number of commits per virtual second > 0, "
-                                        f"got {_show(rate)}")
+        rate, start, stop = _rate_and_window(item, where, errors, "commits")
         pages = _int_at_least(item, "pages", where, errors, 100, 1, "distinct pages the writers change")
-        start = _seconds(item, "start", where, errors, 0.0)
-        stop = item.get("stop")
-        if stop is not None and (not _is_number(stop) or (start is not None and stop <= start)):
-            bound = f" after start ({start:g})" if start is not None else ""
-            errors.add(f"{where}.stop", f"must be a finite number of virtual seconds{bound}, got {_show(stop)}")
         topic = _check_str(item["topic"], f"{where}.topic", errors) if "topic" in item else None
         if len(errors) > n:
             continue
-        out.append(OutboxWorkload(float(rate), pages, start, None if stop is None else float(stop), topic))
+        out.append(OutboxWorkload(float(rate), pages, start, stop, topic))
     return tuple(out)
 
 
