@@ -63,8 +63,8 @@ def bare_simpy(events: int) -> float:
 def one(case: str, until: float) -> dict:
     """Run one case in this process; returns its figures."""
     import fanoutsim as fs
-    from fanoutsim.faults import CrashRandomly, FailInserts, FaultPlan
-    from fanoutsim.scenario import load_scenario
+    from fanoutsim.kernel.faults import CrashRandomly, FailInserts, FaultPlan
+    from fanoutsim.designs.reactor.scenario import load_scenario
 
     scenario = load_scenario(SCENARIO)
     store = "duckdb" if case == "duckdb" else "memory"
@@ -73,7 +73,7 @@ def one(case: str, until: float) -> dict:
         scenario = dataclasses.replace(scenario, faults=plan)
     sim = scenario.build(store=store)
     if case == "memory-notrace":
-        from fanoutsim.trace import NullTrace
+        from fanoutsim.kernel.trace import NullTrace
         sim._trace = sim.engine.trace = NullTrace()
     gc.collect()
     t0 = time.perf_counter()

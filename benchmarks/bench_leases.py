@@ -16,9 +16,9 @@ import argparse
 import resource
 import time
 
-from fanoutsim.faults import CrashRandomly, FaultPlan
-from fanoutsim.leases.checker import check_leases
-from fanoutsim.runtime.leases import LeaseSimulation
+from fanoutsim.kernel.faults import CrashRandomly, FaultPlan
+from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.designs.leases.simulation import LeaseSimulation
 
 
 def main() -> None:

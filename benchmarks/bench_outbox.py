@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from fanoutsim.faults import FaultPlan, Notifications
-from fanoutsim.outbox.checker import check_outbox
-from fanoutsim.runtime.outbox import OutboxSimulation
+from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.designs.outbox.simulation import OutboxSimulation
 
 
 def main() -> None:

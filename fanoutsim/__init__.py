@@ -10,21 +10,21 @@ can watch latency, duplicates, losses and pruning emerge — and reproduce them.
 >>> _ = sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "incident_response",
 ...                                              when="payload.quote.price > 100")
 """
-from .config import SchedulerConfig
-from . import faults
-from .checker import CheckReport, check, check_store, explain
-from .faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
-from .minimize import minimize
-from .payload import decode_sources, encode_payload
-from .predicate import ALLOWED_VARIABLES, InvalidPredicate
-from .reactor.triggers import TriggerFireFailed
-from .runtime import Realtime, Simulation
-from .runtime.outbox import OutboxSimulation
-from .runtime.outbox_realtime import OutboxRealtime
-from .runtime.leases import LeaseSimulation
-from .runtime.leases_realtime import LeaseRealtime
-from .sweep import sweep
-from .replay import load_recording
+from fanoutsim.designs.reactor.config import SchedulerConfig
+from fanoutsim.kernel import faults
+from fanoutsim.designs.reactor.checker import CheckReport, check, check_store, explain
+from fanoutsim.kernel.faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
+from fanoutsim.designs.reactor.minimize import minimize
+from fanoutsim.designs.reactor.payload import decode_sources, encode_payload
+from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredicate
+from fanoutsim.designs.reactor.triggers import TriggerFireFailed
+from fanoutsim.runtime import Realtime, Simulation
+from fanoutsim.designs.outbox.simulation import OutboxSimulation
+from fanoutsim.designs.outbox.realtime import OutboxRealtime
+from fanoutsim.designs.leases.simulation import LeaseSimulation
+from fanoutsim.designs.leases.realtime import LeaseRealtime
+from fanoutsim.sweep import sweep
+from fanoutsim.designs.reactor.replay import load_recording
 
 __version__ = "0.1.0"
 

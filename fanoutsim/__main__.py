@@ -1,7 +1,7 @@
 """``python -m fanoutsim``: the same as the ``fanoutsim`` command."""
 import sys
 
-from .cli import main
+from fanoutsim.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

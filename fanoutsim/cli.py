@@ -3,9 +3,9 @@
 ``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json]``
 ``fanoutsim serve --db FILE [--scenario S] [--rate R]``, ``fanoutsim fire --db FILE
 --reactor R [--payload JSON]``, ``fanoutsim status --db FILE``: the engine on the
-wall clock (see :mod:`fanoutsim.runtime.serve`).
+wall clock (see :mod:`fanoutsim.designs.reactor.serve`).
 
-runs a scenario file (see :mod:`fanoutsim.scenario`), prints its delivery
+runs a scenario file (see :mod:`fanoutsim.designs.reactor.scenario`), prints its delivery
 report and the delivery checker's verdict (``--json``: both as JSON, and
 nothing else, on stdout) and writes into DIR (default ``out/<scenario name>``):
 
@@ -14,15 +14,15 @@ nothing else, on stdout) and writes into DIR (default ``out/<scenario name>``):
   and ``subscriptions.parquet`` — the tables at the end of the run;
 * the PNG figures of :func:`fanoutsim.plots.save_report_figures`.
 
-A scenario with ``design = "outbox"`` (:mod:`fanoutsim.outbox.scenario`) runs
+A scenario with ``design = "outbox"`` (:mod:`fanoutsim.designs.outbox.scenario`) runs
 the transactional outbox instead: it prints the outbox report (per consumer:
 delivered, duplicates, lost with causes, parked, pending, commit -> handled
 latency; the hints; the topic bus) and the outbox checker's verdict, and writes
 ``report.json`` (the checker's totals under ``check``), ``outbox.parquet``,
 ``cursors.parquet``, ``parked.parquet`` and the figures of
-:func:`fanoutsim.plots.outbox.save_outbox_figures`.
+:func:`fanoutsim.designs.outbox.plots.save_outbox_figures`.
 
-A scenario with ``design = "leases"`` (:mod:`fanoutsim.leases.scenario`) runs
+A scenario with ``design = "leases"`` (:mod:`fanoutsim.designs.leases.scenario`) runs
 leased durable consumers: it prints the leases report (totals: published,
 pruned, deliveries, duplicates and losses by cause, dead letters, pending, out
 of order, acks failed closed, crashes, restores; per consumer the same with its
@@ -30,7 +30,7 @@ limits, in-flight leases and latency; the acks and nacks that failed closed, by
 result) and the leases checker's verdict, and writes ``report.json`` (the
 checker's totals under ``check``), ``events.parquet``, ``checkpoints.parquet``,
 ``dead_letters.parquet``, ``consumers.parquet`` and, when
-:mod:`fanoutsim.plots.leases` has ``save_leases_figures``, its figures.
+:mod:`fanoutsim.designs.leases.plots` has ``save_leases_figures``, its figures.
 
 A last line names the folder (on stderr with ``--json``). Any error — a
 missing file, a bad scenario, a bad flag — prints ``fanoutsim: error: ...``
@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__
+from fanoutsim import __version__
 
 PROG = "fanoutsim"
 
@@ -138,9 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _realtime(args: argparse.Namespace) -> int:
-    from .runtime import serve as srv
-    from .scenario import ScenarioError, load_scenario
-    from .store.duckdb import StoreError
+    from fanoutsim.designs.reactor import serve as srv
+    from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
+    from fanoutsim.kernel.store.duckdb import StoreError
 
     try:
         if args.command == "serve":
@@ -164,10 +164,10 @@ def _realtime(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .checker import format_check
-    from .report import (format_leases_check, format_leases_report, format_outbox_check,
+    from fanoutsim.designs.reactor.checker import format_check
+    from fanoutsim.report import (format_leases_check, format_leases_report, format_outbox_check,
                          format_outbox_report, format_report)
-    from .scenario import ScenarioError, load_scenario
+    from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
 
     try:
         scenario = load_scenario(args.scenario)
@@ -195,36 +195,36 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _is_outbox(sim) -> bool:
-    from .runtime.outbox import OutboxSimulation
+    from fanoutsim.designs.outbox.simulation import OutboxSimulation
 
     return isinstance(sim, OutboxSimulation)
 
 
 def _is_leases(sim) -> bool:
-    from .runtime.leases import LeaseSimulation
+    from fanoutsim.designs.leases.simulation import LeaseSimulation
 
     return isinstance(sim, LeaseSimulation)
 
 
 def full_report(sim, name: str):
     """The delivery report with the checker's totals under ``check``, and the check
-    (for an outbox run: :func:`~fanoutsim.analysis.outbox.outbox_report` and
-    :func:`~fanoutsim.outbox.checker.check_outbox`; for a leases run:
-    :func:`~fanoutsim.report.leases_report` and :func:`~fanoutsim.leases.checker.check_leases`)."""
+    (for an outbox run: :func:`~fanoutsim.designs.outbox.analysis.outbox_report` and
+    :func:`~fanoutsim.designs.outbox.checker.check_outbox`; for a leases run:
+    :func:`~fanoutsim.report.leases_report` and :func:`~fanoutsim.designs.leases.checker.check_leases`)."""
     if _is_outbox(sim):
-        from .analysis.outbox import outbox_report
-        from .outbox.checker import check_outbox
+        from fanoutsim.designs.outbox.analysis import outbox_report
+        from fanoutsim.designs.outbox.checker import check_outbox
 
         checked = check_outbox(sim)
         return outbox_report(sim, name=name, checked=checked), checked
     if _is_leases(sim):
-        from .leases.checker import check_leases
-        from .report import leases_report
+        from fanoutsim.designs.leases.checker import check_leases
+        from fanoutsim.report import leases_report
 
         checked = check_leases(sim)
         return leases_report(sim, name=name, checked=checked), checked
-    from .analysis import delivery_report
-    from .checker import check
+    from fanoutsim.analysis import delivery_report
+    from fanoutsim.designs.reactor.checker import check
 
     report = delivery_report(sim, name=name)
     checked = check(sim)
@@ -233,9 +233,9 @@ def full_report(sim, name: str):
 
 
 def _leases_figures():
-    """``fanoutsim.plots.leases.save_leases_figures``, or None while it does not exist."""
+    """``fanoutsim.designs.leases.plots.save_leases_figures``, or None while it does not exist."""
     try:
-        from .plots import leases
+        from fanoutsim.designs.leases import plots as leases
     except ImportError:
         return None
     return getattr(leases, "save_leases_figures", None)
@@ -249,7 +249,7 @@ def write_outputs(sim, report: dict, out: Path) -> list[Path]:
     path.write_text(json.dumps(report, indent=2) + "\n")
     paths.append(path)
     if _is_outbox(sim):
-        from .plots.outbox import save_outbox_figures
+        from fanoutsim.designs.outbox.plots import save_outbox_figures
 
         for name, df in (("outbox", sim.outbox()), ("cursors", sim.cursors()), ("parked", sim.parked())):
             path = out / f"{name}.parquet"
@@ -264,7 +264,7 @@ def write_outputs(sim, report: dict, out: Path) -> list[Path]:
             paths.append(path)
         save = _leases_figures()
         return paths + (list(save(sim, out)) if save is not None else [])
-    from .plots import save_report_figures
+    from fanoutsim.plots import save_report_figures
 
     executions = sim.executions()
     executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import SchedulerConfig
+from fanoutsim.designs.reactor.config import SchedulerConfig
 
 __all__ = ["sweep", "GRID_EXTRA_KEYS", "RESULT_COLUMNS", "scale_rate", "grid_runs"]
 
@@ -148,7 +148,7 @@ def scale_rate(scenario, rate: float):
 
 
 def _load(scenario):
-    from .scenario import Scenario, load_scenario
+    from fanoutsim.designs.reactor.scenario import Scenario, load_scenario
 
     if isinstance(scenario, Scenario):
         return scenario
@@ -225,8 +225,8 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
 # -- one run -------------------------------------------------------------------------
 def _run_one(run: _Run) -> dict[str, Any]:
     """Build, run and measure one simulation (in a worker process or here)."""
-    from .analysis import latency_frame, metric_total, percentiles, watermarks
-    from .checker import check
+    from fanoutsim.analysis import latency_frame, metric_total, percentiles, watermarks
+    from fanoutsim.designs.reactor.checker import check
 
     t0 = time.perf_counter()
     sim = run.scenario.build(seed=run.seed, store=run.store)
@@ -327,7 +327,7 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
           progress: bool = True) -> pd.DataFrame:
     """Run ``scenario`` over the cartesian product of ``grid`` and ``seeds``;
     one row per run (see the module documentation for the columns)."""
-    from . import __version__
+    from fanoutsim import __version__
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")

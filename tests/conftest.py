@@ -6,7 +6,7 @@ import time
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.faults import Crash, InsertFailed, NoFaults
+from fanoutsim.kernel.faults import Crash, InsertFailed, NoFaults
 
 
 @pytest.fixture(params=["memory", "duckdb"])

@@ -1,4 +1,4 @@
-"""fanoutsim.analysis.faults and .idempotency: duplicates per crash, the table
+"""fanoutsim.designs.reactor.analysis.faults and .idempotency: duplicates per crash, the table
 under retention, a watermark's path, the holes — and the idempotency recipe."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""fanoutsim.analysis.filters: selectivity against dispatch and lag, error
+"""fanoutsim.designs.reactor.analysis.filters: selectivity against dispatch and lag, error
 policies over the recorded quotes day, subscribe-time verdicts."""
 from __future__ import annotations
 

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.faults import (
+from fanoutsim.kernel.faults import (
     REACTOR_CRASH_POINTS, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, SlowWorkflow, Stall, Ties,
 )
-from fanoutsim.scenario import load_scenario
+from fanoutsim.designs.reactor.scenario import load_scenario
 
 UNTIL = 90.0
 WORKFLOWS = ("audit", "alerts", "billing")

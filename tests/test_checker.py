@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.checker import _out_of_order
-from fanoutsim.faults import CrashAtPoint, FaultPlan, Stall
+from fanoutsim.designs.reactor.checker import _out_of_order
+from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan, Stall
 
 
 def stalled_run(policy):
@@ -119,7 +119,7 @@ def test_out_of_order_counts_firings_first_delivered_after_a_later_one():
 
 
 def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():
-    from fanoutsim.checker import _firing_of
+    from fanoutsim.designs.reactor.checker import _firing_of
     import json as _json
     ctx = {"quote": {"reactor_name": "fake", "reactor_firing_id": "0" * 36}, "reactor_name": 'we"ird',
            "reactor_firing_id": "12345678-1234-4234-8234-123456789abc", "reactor_fired_at": "x"}

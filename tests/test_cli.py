@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.checker import format_check
+from fanoutsim.designs.reactor.checker import format_check
 from fanoutsim.cli import full_report, main
 from fanoutsim.report import format_report
-from fanoutsim.scenario import load_scenario
+from fanoutsim.designs.reactor.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "data" / "scenarios" / "default.toml"

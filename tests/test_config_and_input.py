@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import fanoutsim as fs
-from fanoutsim.config import POLICIES
+from fanoutsim.designs.reactor.config import POLICIES
 
 
 def test_defaults_are_the_real_systems():

@@ -16,7 +16,7 @@ from fanoutsim.analysis import (
     BUDGET_COMPONENTS, budget_table, expected_budget, graph_latency, latency_budget, latency_frame,
     poll_wait_uniformity,
 )
-from fanoutsim.scenario import load_scenario
+from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.widgets import LatencyExplorer, latency_explorer
 
 ROOT = Path(__file__).resolve().parents[1]

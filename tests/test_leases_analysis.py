@@ -1,5 +1,5 @@
-"""The leased-consumer analysis (fanoutsim.analysis.leases) and its figures
-(fanoutsim.plots.leases), on small seeded runs whose answers are known."""
+"""The leased-consumer analysis (fanoutsim.designs.leases.analysis) and its figures
+(fanoutsim.designs.leases.plots), on small seeded runs whose answers are known."""
 from __future__ import annotations
 
 import math
@@ -9,9 +9,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from fanoutsim.analysis import leases as la
-from fanoutsim.leases.checker import check_leases
+from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.plots import leases as lp
-from fanoutsim.runtime.leases import LeaseSimulation
+from fanoutsim.designs.leases.simulation import LeaseSimulation
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ from contextlib import contextmanager
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.faults import CrashAtPoint, FaultPlan
-from fanoutsim.leases import LeaseConfig
-from fanoutsim.leases.checker import check_leases
-from fanoutsim.runtime.leases_crashtest import LIMITS, kill9_campaign
-from fanoutsim.runtime.leases_realtime import LeaseRealtime
-from fanoutsim.timeutil import US
+from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
+from fanoutsim.designs.leases import LeaseConfig
+from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.designs.leases.crashtest import LIMITS, kill9_campaign
+from fanoutsim.designs.leases.realtime import LeaseRealtime
+from fanoutsim.kernel.timeutil import US
 from conftest import wait_for
 
 FAST = LeaseConfig(recovery_interval=0.2, retention_interval=0.5)

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import CrashAt
-from fanoutsim.faults import LEASE_CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan
-from fanoutsim.leases import LeaseConfig
-from fanoutsim.leases.checker import check_leases
-from fanoutsim.runtime.leases import LeaseSimulation
+from fanoutsim.kernel.faults import LEASE_CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan
+from fanoutsim.designs.leases import LeaseConfig
+from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.designs.leases.simulation import LeaseSimulation
 
 
 def busy(seed=0, store="memory", faults=None, until=60.0):

@@ -11,14 +11,14 @@ import pytest
 
 from fanoutsim import cli
 from fanoutsim.cli import full_report, main
-from fanoutsim.dist import Dist
-from fanoutsim.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
-from fanoutsim.leases import LeaseConfig
-from fanoutsim.leases.checker import check_leases
-from fanoutsim.leases.scenario import LeaseAction, LeaseConsumerDef, LeaseScenario, LeaseWorkload
+from fanoutsim.kernel.dist import Dist
+from fanoutsim.kernel.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
+from fanoutsim.designs.leases import LeaseConfig
+from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.designs.leases.scenario import LeaseAction, LeaseConsumerDef, LeaseScenario, LeaseWorkload
 from fanoutsim.report import format_leases_check, format_leases_report, leases_report
-from fanoutsim.runtime.leases import LeaseSimulation
-from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
+from fanoutsim.designs.leases.simulation import LeaseSimulation
+from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "data" / "scenarios"
@@ -463,7 +463,7 @@ def test_duckdb_store_runs_the_same(tmp_path):
 def test_cli_writes_the_real_leases_figures_when_they_exist(tmp_path, capsys):
     save = cli._leases_figures()
     if save is None:
-        pytest.skip("fanoutsim.plots.leases.save_leases_figures does not exist (yet)")
+        pytest.skip("fanoutsim.designs.leases.plots.save_leases_figures does not exist (yet)")
     out = tmp_path / "real"
     assert main(["run", str(LEASES), "--until", "60", "--out", str(out)]) == 0
     pngs = {p.name for p in out.iterdir() if p.suffix == ".png"}

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from fanoutsim.faults import LEASE_CRASH_POINTS, CRASH_POINTS
-from fanoutsim.leases import MAX_ATTEMPTS, LeaseConfig
-from fanoutsim.runtime.leases import LeaseSimulation
+from fanoutsim.kernel.faults import LEASE_CRASH_POINTS, CRASH_POINTS
+from fanoutsim.designs.leases import MAX_ATTEMPTS, LeaseConfig
+from fanoutsim.designs.leases.simulation import LeaseSimulation
 
 
 @pytest.fixture(params=["memory", "duckdb"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 
-from fanoutsim.metrics import LockedMetrics, Metrics
+from fanoutsim.kernel.metrics import LockedMetrics, Metrics
 
 
 def test_labels_in_any_order_are_one_series():

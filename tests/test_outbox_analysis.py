@@ -1,4 +1,4 @@
-"""The outbox notebook's analysis and figures (fanoutsim.analysis.outbox, fanoutsim.plots.outbox)."""
+"""The outbox notebook's analysis and figures (fanoutsim.designs.outbox.analysis, fanoutsim.designs.outbox.plots)."""
 from __future__ import annotations
 
 import pytest
@@ -67,8 +67,8 @@ def test_the_figures_draw(sweep):
 
 
 def test_both_clocks_lose_no_row_when_every_hint_is_lost(tmp_path):
-    from fanoutsim.analysis.outbox import clock_comparison
-    from fanoutsim.plots.outbox import outbox_latency_histogram
+    from fanoutsim.designs.outbox.analysis import clock_comparison
+    from fanoutsim.designs.outbox.plots import outbox_latency_histogram
 
     summary, lat = clock_comparison(drop=1.0, poll=0.3, rate=10.0, seconds=1.5, folder=tmp_path)
     assert summary["clock"].tolist() == ["virtual", "wall"]

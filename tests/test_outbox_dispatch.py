@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fanoutsim.faults import Crash
-from fanoutsim.outbox import OutboxConfig
-from fanoutsim.outbox.checker import check_outbox
-from fanoutsim.runtime.outbox import OutboxSimulation
+from fanoutsim.kernel.faults import Crash
+from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.designs.outbox.simulation import OutboxSimulation
 
 
 @pytest.fixture(params=["memory", "duckdb"])
@@ -116,7 +116,7 @@ def test_a_hung_step_is_cut_off_by_its_timeout_and_retried_with_backoff(store):
 
 
 def test_backoff_is_exponential_with_jitter_and_capped():
-    from fanoutsim.outbox import ConsumerSpec
+    from fanoutsim.designs.outbox import ConsumerSpec
     import random
     spec = ConsumerSpec("c", backoff=1.0, backoff_cap=5.0, jitter=0.5)
     rng = random.Random(0)

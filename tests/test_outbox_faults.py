@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from fanoutsim.faults import (
+from fanoutsim.kernel.faults import (
     CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications,
 )
-from fanoutsim.outbox import ConsumerSpec, OutboxConfig
-from fanoutsim.outbox.checker import check_outbox
-from fanoutsim.runtime.outbox import OutboxSimulation
+from fanoutsim.designs.outbox import ConsumerSpec, OutboxConfig
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.designs.outbox.simulation import OutboxSimulation
 
 
 def run(plan=None, config=None, seed=1, until=120.0, rate=5.0, consumers=("indexer", "exporter")):
@@ -33,7 +33,7 @@ def test_lossy_hints_lose_nothing_the_safety_poll_recovers(spec):
 
 
 def test_coalesce_merges_identical_payloads_of_one_transaction():
-    from fanoutsim.outbox.notify import NotificationChannel
+    from fanoutsim.designs.outbox.notify import NotificationChannel
     ch = NotificationChannel(Notifications(coalesce=True))
     assert [p for _, p in ch.send(0, ["7", "7", "8"])] == ["7", "8"] and ch.coalesced == 1
 

@@ -10,13 +10,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.analysis.outbox import latency_frame
-from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications
-from fanoutsim.outbox import OutboxConfig
-from fanoutsim.outbox.checker import check_outbox
-from fanoutsim.runtime.outbox_crashtest import kill9_campaign
-from fanoutsim.runtime.outbox_realtime import OutboxRealtime
-from fanoutsim.timeutil import US
+from fanoutsim.designs.outbox.analysis import latency_frame
+from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications
+from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.designs.outbox.crashtest import kill9_campaign
+from fanoutsim.designs.outbox.realtime import OutboxRealtime
+from fanoutsim.kernel.timeutil import US
 from conftest import wait_for
 
 POLL = 0.2

@@ -9,16 +9,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fanoutsim.analysis.outbox import outbox_report
+from fanoutsim.designs.outbox.analysis import outbox_report
 from fanoutsim.cli import full_report, main
-from fanoutsim.dist import Dist
-from fanoutsim.faults import CrashAtPoint, LateCommit, Notifications, SlowWorkflow
-from fanoutsim.outbox import OutboxConfig
-from fanoutsim.outbox.checker import check_outbox
-from fanoutsim.outbox.scenario import ConsumerDef, OutboxScenario, OutboxWorkload, PoisonRow, TransientFailure
+from fanoutsim.kernel.dist import Dist
+from fanoutsim.kernel.faults import CrashAtPoint, LateCommit, Notifications, SlowWorkflow
+from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.designs.outbox.scenario import ConsumerDef, OutboxScenario, OutboxWorkload, PoisonRow, TransientFailure
 from fanoutsim.report import format_outbox_check, format_outbox_report
-from fanoutsim.runtime.outbox import OutboxSimulation
-from fanoutsim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from fanoutsim.designs.outbox.simulation import OutboxSimulation
+from fanoutsim.designs.reactor.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "data" / "scenarios"

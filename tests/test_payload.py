@@ -5,7 +5,7 @@ import json
 
 from hypothesis import given, strategies as st
 
-from fanoutsim.payload import decode_payload, decode_sources, encode_payload
+from fanoutsim.designs.reactor.payload import decode_payload, decode_sources, encode_payload
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8)

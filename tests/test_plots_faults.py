@@ -1,5 +1,5 @@
-"""Figures of faults and filters (fanoutsim.plots.faults, .filters), and the
-notebook-3 prune control (fanoutsim.widgets.prune) driven headless."""
+"""Figures of faults and filters (fanoutsim.designs.reactor.plots.faults, .filters), and the
+notebook-3 prune control (fanoutsim.designs.reactor.widgets.prune) driven headless."""
 from __future__ import annotations
 
 import re
@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 import fanoutsim as fs
 from fanoutsim import plots
 from fanoutsim.analysis import crash_sweep, hole_matrix, hole_run, retention_run, selectivity_sweep
-from fanoutsim.config import POLICIES
+from fanoutsim.designs.reactor.config import POLICIES
 from fanoutsim.widgets import PruneControl
-from fanoutsim.widgets.prune import PAUSE_BOUNDS, RETENTION_BOUNDS
+from fanoutsim.designs.reactor.widgets.prune import PAUSE_BOUNDS, RETENTION_BOUNDS
 
 UNIT = re.compile(r"\((ms|s|h|min|1/s|rows|firings|executions|s since start)[,)]|\(h, UTC\)|\(%\)")
 DAY = Path(__file__).resolve().parents[1] / "data" / "workloads" / "quotes-day.parquet"

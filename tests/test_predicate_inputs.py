@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fanoutsim.predicate import activation, compile_predicate
+from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
 EXPRS = [
     "payload.quote.price > 100 && payload.quote.region == 'us-east'",

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.faults import CrashAt, FaultPlan, LateCommit, Ties
-from fanoutsim.replay import ReplaySpec, load_recording
-from fanoutsim.scenario import ScenarioError, load_scenario
+from fanoutsim.kernel.faults import CrashAt, FaultPlan, LateCommit, Ties
+from fanoutsim.designs.reactor.replay import ReplaySpec, load_recording
+from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 DAY = ROOT / "data" / "workloads" / "quotes-day.parquet"

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.dist import Dist
-from fanoutsim.scenario import (
+from fanoutsim.kernel.dist import Dist
+from fanoutsim.designs.reactor.scenario import (
     Scenario, ScenarioError, SubscriptionDef, WorkflowDef, load_scenario, parse_scenario,
 )
 

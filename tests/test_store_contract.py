@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fanoutsim.faults import Crash
-from fanoutsim.store import TABLES, MemoryStore
-from fanoutsim.store.duckdb import DuckDBStore
+from fanoutsim.kernel.faults import Crash
+from fanoutsim.kernel.store import TABLES, MemoryStore
+from fanoutsim.kernel.store.duckdb import DuckDBStore
 
 FIRINGS, SUBS, EXECS = "reactor_firings", "reactor_subscriptions", "workflow_executions"
 

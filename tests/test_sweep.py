@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.scenario import load_scenario
+from fanoutsim.designs.reactor.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "data" / "scenarios" / "sweep.toml"

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 import fanoutsim as fs
 from fanoutsim import plots
 from fanoutsim.analysis import backlog_growth, knee_rate, recommend, seed_summary, stream_shares
-from fanoutsim.analysis.sweep import t_critical
-from fanoutsim.scenario import load_scenario
+from fanoutsim.designs.reactor.analysis.sweep import t_critical
+from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.widgets import SweepExplorer, sweep_explorer
 
 ROOT = Path(__file__).resolve().parents[1]

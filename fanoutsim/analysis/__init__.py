@@ -3,31 +3,31 @@
 One module per subject: :mod:`.delivery` (latency per execution, watermarks,
 the delivery report).
 """
-from .delivery import (
+from fanoutsim.designs.reactor.analysis.delivery import (
     LATENCY_COLUMNS, SUBSCRIPTION_KEY, delivery_report, latency_frame, metric_total, percentiles, watermarks,
 )
 
 __all__ = ["LATENCY_COLUMNS", "SUBSCRIPTION_KEY", "delivery_report", "latency_frame", "metric_total",
            "percentiles", "watermarks"]
-from .clocks import compare_latency, ks_statistic  # noqa: E402
+from fanoutsim.designs.reactor.analysis.clocks import compare_latency, ks_statistic  # noqa: E402,F401
 
 __all__ += ["compare_latency", "ks_statistic"]
-from .latency import (  # noqa: E402
+from fanoutsim.designs.reactor.analysis.latency import (  # noqa: E402,F401
     BUDGET_COMPONENTS, budget_table, expected_budget, graph_latency, latency_budget, poll_wait_uniformity,
 )
-from .sweep import backlog_growth, knee_rate, recommend, seed_summary, stream_shares  # noqa: E402
+from fanoutsim.designs.reactor.analysis.sweep import backlog_growth, knee_rate, recommend, seed_summary, stream_shares  # noqa: E402,F401
 
 __all__ += ["BUDGET_COMPONENTS", "budget_table", "expected_budget", "graph_latency", "latency_budget",
             "poll_wait_uniformity", "knee_rate", "backlog_growth", "recommend", "seed_summary", "stream_shares"]
-from .faults import (  # noqa: E402
+from fanoutsim.designs.reactor.analysis.faults import (  # noqa: E402,F401
     CRASH_MODES, HOLES, WATERMARKS, crash_points, crash_run, crash_sweep, duplicates_per_crash, firing_outcomes,
     hole_matrix, hole_run, hole_summary, retention_cost, retention_run, retention_table, table_size, table_size_summary,
     watermark_path,
 )
-from .filters import (  # noqa: E402
+from fanoutsim.designs.reactor.analysis.filters import (  # noqa: E402,F401
     error_policy_table, filter_run, poll_lag, predicate_verdicts, quote_rates, selectivity_sweep, subscriber_lag,
 )
-from .idempotency import EffectTable, dedup_report, idempotency_run, recording_body  # noqa: E402
+from fanoutsim.designs.reactor.analysis.idempotency import EffectTable, dedup_report, idempotency_run, recording_body  # noqa: E402,F401
 
 __all__ += ["CRASH_MODES", "HOLES", "WATERMARKS", "crash_points", "crash_run", "crash_sweep",
             "duplicates_per_crash", "firing_outcomes", "hole_matrix", "hole_run", "hole_summary",
@@ -35,23 +35,26 @@ __all__ += ["CRASH_MODES", "HOLES", "WATERMARKS", "crash_points", "crash_run", "
             "error_policy_table", "filter_run", "poll_lag", "predicate_verdicts", "quote_rates",
             "selectivity_sweep", "subscriber_lag", "EffectTable", "dedup_report", "idempotency_run",
             "recording_body"]
-from .outbox import (  # noqa: E402
+from fanoutsim.designs.outbox.analysis import (  # noqa: E402,F401
     backfill_run, caught_up_at, clock_comparison, cursor_path, handled_latency, head_path, hung_run, lag_path, latency_run,
     latency_sweep, outbox_report, poison_run, scenario_summary, slow_fast_run,
 )
 
 __all__ += ["backfill_run", "caught_up_at", "clock_comparison", "cursor_path", "handled_latency", "head_path", "hung_run", "lag_path",
             "latency_run", "latency_sweep", "outbox_report", "poison_run", "scenario_summary", "slow_fast_run"]
-from .leases import (  # noqa: E402
+from fanoutsim.designs.leases.analysis import (  # noqa: E402,F401
     ack_outcomes, checkpoint_path, event_outcomes, events_size, fence_run, fence_summary, inflight_run,
     inflight_sweep, lease_run, lease_summary, lease_sweep, orphan_holds, partition_summary, restore_run,
     restore_summary, stale_token_demo,
 )
 # the reactor (faults) and the outbox have their own crash_run, crash_sweep and poison_run
-from .leases import crash_run as lease_crash_run, crash_sweep as lease_crash_sweep  # noqa: E402
-from .leases import poison_run as lease_poison_run  # noqa: E402
+from fanoutsim.designs.leases.analysis import crash_run as lease_crash_run, crash_sweep as lease_crash_sweep  # noqa: E402,F401
+from fanoutsim.designs.leases.analysis import poison_run as lease_poison_run  # noqa: E402,F401
 
 __all__ += ["ack_outcomes", "checkpoint_path", "event_outcomes", "events_size", "fence_run", "fence_summary",
             "inflight_run", "inflight_sweep", "lease_run", "lease_summary", "lease_sweep", "orphan_holds",
             "partition_summary", "restore_run", "restore_summary", "stale_token_demo", "lease_crash_run",
             "lease_crash_sweep", "lease_poison_run"]
+# the designs' analysis modules, as ``from fanoutsim.analysis import leases``
+from fanoutsim.designs.outbox import analysis as outbox  # noqa: E402,F401
+from fanoutsim.designs.leases import analysis as leases  # noqa: E402,F401

@@ -9,7 +9,7 @@ leased consumers. :mod:`.host` holds what the runtimes of a design
 share (the public API's plumbing, the table views); :mod:`.virtual` and
 :mod:`.wallclock` hold what the runtimes of a clock share (planned crashes).
 """
-from .realtime import Realtime
-from .simulation import Simulation
+from fanoutsim.designs.reactor.realtime import Realtime
+from fanoutsim.designs.reactor.simulation import Simulation
 
 __all__ = ["Simulation", "Realtime"]

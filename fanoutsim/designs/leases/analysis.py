@@ -1,0 +1,541 @@
+"""Leased durable consumers (seed 003): leases, acks, dead letters and the fence.
+
+Pure functions over :class:`~fanoutsim.designs.leases.simulation.LeaseSimulation` runs
+(every run seeded, on the virtual clock):
+
+* per event and per attempt: :func:`published_events`, :func:`event_outcomes`
+  (publish → first delivery → acknowledged or dead-lettered, deliveries,
+  attempts), :func:`checkpoint_path` (a consumer's checkpoint per partition over
+  time), :func:`ack_outcomes` (what every ack, nack and expiry came to),
+  :func:`events_size` (rows in the ``events`` table over time) and
+  :func:`lease_summary` (one row per consumer: the checker's counts and latency);
+* lease length against work time: :func:`work_law` and :func:`p_exceeds`
+  (a duration law and the chance one attempt outlives its lease),
+  :func:`expected_duplicates`, :func:`lease_run` / :func:`lease_sweep`
+  (duplicates per 1000 events), :func:`crash_run` / :func:`orphan_holds` /
+  :func:`crash_sweep` (how long an orphaned lease holds its partition after a crash);
+* head-of-line per partition: :func:`poison_run`, :func:`partition_summary`;
+* in-flight limit against partitions: :func:`inflight_run`, :func:`inflight_sweep`;
+* the retention fence: :func:`fence_run`, :func:`fence_summary`;
+* restore: :func:`restore_run`, :func:`restore_summary`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from fanoutsim.designs.leases import MAX_ATTEMPTS, LeaseConfig
+from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.kernel.timeutil import US
+
+LAWS = ("exponential", "uniform", "lognormal")
+LOGNORMAL_SIGMA = 1.0
+ACK_RESULTS = ("acked", "stale_incarnation", "expired", "wrong_token", "no_lease", "retired")
+OUTCOME_KINDS = ("acked", "ack refused: stale_incarnation", "ack refused: expired", "ack refused: wrong_token",
+                 "ack refused: no_lease", "ack refused: retired", "nacked", "lease expired", "dead_lettered",
+                 "lease voided")
+
+
+def _sim(config=None, seed=0):
+    from fanoutsim.designs.leases.simulation import LeaseSimulation
+    return LeaseSimulation(config or LeaseConfig(), seed=seed)
+
+
+def _rel(sim, t) -> np.ndarray:
+    return (np.asarray(t, dtype="int64") - sim.start_us) / US
+
+
+def _pct(x: pd.Series, q: float) -> float:
+    return float(x.quantile(q)) if len(x) else float("nan")
+
+
+# -- per event, per attempt -------------------------------------------------------
+
+def published_events(sim) -> pd.DataFrame:
+    """One row per published event: ``event_id``, ``partition``, ``seq`` and
+    ``published_s`` (virtual seconds since the run's start)."""
+    t = sim.trace()
+    p = t[t["kind"] == "published"]
+    return pd.DataFrame({"event_id": p["event_id"].to_numpy(), "partition": p["partition"].to_numpy(),
+                         "seq": p["detail"].astype(int).to_numpy(), "published_s": _rel(sim, p["t"])})
+
+
+def event_outcomes(sim, consumer: str | None = None) -> pd.DataFrame:
+    """One row per (consumer, event) the consumer leased at least once:
+    ``partition``, ``seq``, ``published_s``, ``first_delivered_s``, ``done_s``
+    (acknowledged or dead-lettered), ``outcome`` (``acked``, ``dead_lettered``
+    or ``pending``), ``deliveries`` (worker effects), ``attempts`` (leases) and
+    ``latency_s`` = done − published (NaN while pending)."""
+    t = sim.trace()
+    if consumer is not None:
+        t = t[t["consumer"] == consumer]
+    t = t.assign(t_s=_rel(sim, t["t"]))
+    cols = ["consumer", "event_id", "partition", "seq", "published_s", "first_delivered_s", "done_s", "outcome",
+            "deliveries", "attempts", "latency_s"]
+    leased = t[t["kind"] == "leased"].groupby(["consumer", "event_id"]).size().rename("attempts")
+    if leased.empty:
+        return pd.DataFrame(columns=cols)
+    out = leased.reset_index()
+    dl = t[t["kind"] == "delivered"].groupby(["consumer", "event_id"])["t_s"].agg(["min", "size"])
+    dl.columns = ["first_delivered_s", "deliveries"]
+    done = t[t["kind"].isin(["acked", "dead_lettered"])].drop_duplicates(["consumer", "event_id"])
+    done = done.set_index(["consumer", "event_id"])[["t_s", "kind"]]
+    done.columns = ["done_s", "outcome"]
+    out = out.join(dl, on=["consumer", "event_id"]).join(done, on=["consumer", "event_id"])
+    out = out.merge(published_events(sim), on="event_id", how="left")
+    out["deliveries"] = out["deliveries"].fillna(0).astype(int)
+    out["outcome"] = out["outcome"].fillna("pending")
+    out["latency_s"] = out["done_s"] - out["published_s"]
+    return out[cols].sort_values(["consumer", "seq"]).reset_index(drop=True)
+
+
+def checkpoint_path(sim, consumer: str) -> pd.DataFrame:
+    """Every move of ``consumer``'s checkpoints: ``t_s``, ``partition``, ``seq``
+    (the event it moved past) and ``how`` (``acked`` or ``dead_lettered``), in time order."""
+    t = sim.trace()
+    sel = t[(t["consumer"] == consumer) & t["kind"].isin(["acked", "dead_lettered"])]
+    seqs = published_events(sim).set_index("event_id")["seq"]
+    return pd.DataFrame({"t_s": _rel(sim, sel["t"]), "partition": sel["partition"].to_numpy(),
+                         "seq": seqs.reindex(sel["event_id"]).to_numpy(),
+                         "how": sel["kind"].to_numpy()}).reset_index(drop=True)
+
+
+def checkpoints_at(sim, consumer: str, t_s: float) -> dict[str, int]:
+    """``consumer``'s checkpoint per partition just before virtual time ``t_s``."""
+    p = checkpoint_path(sim, consumer)
+    p = p[p["t_s"] < t_s]
+    return {str(k): int(v) for k, v in p.groupby("partition")["seq"].max().items()}
+
+
+def ack_outcomes(sim) -> pd.DataFrame:
+    """Per consumer, how every attempt ended (columns :data:`OUTCOME_KINDS`, zeros
+    kept): acks that moved a checkpoint, acks refused (by reason: the lease's
+    incarnation was stale, it had expired, the token was replaced, no lease, the
+    consumer retired), nacks, leases expired in recovery, dead letters and leases
+    voided (by restore, seek or retire)."""
+    t = sim.trace()
+    names = sorted(set(sim.consumers()["consumer"])) if len(sim.consumers()) else []
+    kinds = {"acked": "acked", "nacked": "nacked", "expired": "lease expired", "dead_lettered": "dead_lettered",
+             "lease_voided": "lease voided"}
+    rows = []
+    for name in names:
+        mine = t[t["consumer"] == name]
+        counts = dict.fromkeys(OUTCOME_KINDS, 0)
+        for k, label in kinds.items():
+            counts[label] = int((mine["kind"] == k).sum())
+        refused = mine.loc[mine["kind"] == "ack_refused", "detail"].value_counts()
+        for reason, n in refused.items():
+            counts[f"ack refused: {reason}"] = counts.get(f"ack refused: {reason}", 0) + int(n)
+        rows.append({"consumer": name, **counts})
+    return pd.DataFrame(rows, columns=["consumer", *OUTCOME_KINDS])
+
+
+def events_size(sim, step: float = 1.0) -> pd.DataFrame:
+    """Rows in the ``events`` table (published minus pruned), sampled every
+    ``step`` virtual seconds: ``t_s`` and ``rows``."""
+    t = sim.trace()
+    sel = t[t["kind"].isin(["published", "pruned"])]
+    delta = np.where(sel["kind"] == "published", 1, -1)
+    ts, rows = _rel(sim, sel["t"]), np.cumsum(delta)
+    grid = np.arange(0.0, sim.now + step / 2, step)
+    k = np.searchsorted(ts, grid, side="right") - 1
+    return pd.DataFrame({"t_s": grid, "rows": np.where(k >= 0, rows[np.maximum(k, 0)], 0)})
+
+
+def lease_summary(sim, checked=None) -> pd.DataFrame:
+    """One row per consumer: the checker's delivered, duplicates, lost,
+    dead_lettered and pending, the duplicates per cause, refused acks, leases
+    expired, and publish → done latency (p50, p99, max)."""
+    checked = check_leases(sim) if checked is None else checked
+    ev, out = event_outcomes(sim), ack_outcomes(sim).set_index("consumer")
+    rows = []
+    for r in checked.per_consumer.to_dict("records"):
+        c = r["consumer"]
+        lat = ev.loc[ev["consumer"] == c, "latency_s"].dropna()
+        dups = checked.duplicates.loc[checked.duplicates["consumer"] == c, "cause"].value_counts()
+        refused = sum(int(out.loc[c, k]) for k in OUTCOME_KINDS if k.startswith("ack refused")) if c in out.index \
+            else 0
+        rows.append({**{k: r[k] for k in ("consumer", "delivered", "duplicates", "lost", "dead_lettered",
+                                          "pending")},
+                     "duplicates_by_cause": {str(k): int(v) for k, v in sorted(dups.items())},
+                     "acks_refused": refused,
+                     "leases_expired": int(out.loc[c, "lease expired"]) if c in out.index else 0,
+                     "latency_p50_s": round(_pct(lat, 0.5), 3), "latency_p99_s": round(_pct(lat, 0.99), 3),
+                     "latency_max_s": round(float(lat.max()) if len(lat) else float("nan"), 3)})
+    return pd.DataFrame(rows)
+
+
+# -- 1. lease length against work time --------------------------------------------
+
+def work_law(law: str, mean: float) -> Callable:
+    """A worker's duration law with mean ``mean`` seconds, as ``fn(rng) -> seconds``:
+    ``exponential``; ``uniform`` on [0, 2·mean] (bounded); ``lognormal`` with
+    σ = 1 (a heavier tail than the exponential)."""
+    if law not in LAWS:
+        raise ValueError(f"law must be one of {', '.join(LAWS)}, got {law!r}")
+    if not mean > 0:
+        raise ValueError(f"mean must be > 0 seconds, got {mean!r}")
+    if law == "exponential":
+        return lambda rng: rng.expovariate(1.0 / mean)
+    if law == "uniform":
+        return lambda rng: rng.uniform(0.0, 2.0 * mean)
+    mu = math.log(mean) - LOGNORMAL_SIGMA ** 2 / 2
+    return lambda rng: rng.lognormvariate(mu, LOGNORMAL_SIGMA)
+
+
+def p_exceeds(law: str, mean: float, lease_seconds: float) -> float:
+    """The chance one attempt's work outlasts its lease: P(duration > lease)."""
+    work_law(law, mean)
+    x = float(lease_seconds)
+    if law == "exponential":
+        return math.exp(-x / mean)
+    if law == "uniform":
+        return max(0.0, 1.0 - x / (2.0 * mean))
+    mu = math.log(mean) - LOGNORMAL_SIGMA ** 2 / 2
+    return 0.5 * math.erfc((math.log(x) - mu) / (LOGNORMAL_SIGMA * math.sqrt(2)))
+
+
+def expected_duplicates(p: float, max_attempts: int = MAX_ATTEMPTS) -> float:
+    """Extra deliveries per event when each attempt outlives its lease with chance
+    ``p``: every attempt ends in an effect (late or not), the event is re-leased
+    until one acks in time, at most ``max_attempts`` times:
+    (1 − p^n) / (1 − p) − 1."""
+    if p >= 1.0:
+        return float(max_attempts - 1)
+    return (1.0 - p ** max_attempts) / (1.0 - p) - 1.0
+
+
+def _drain(lease_seconds: float) -> float:
+    return max(120.0, 12.0 * lease_seconds)
+
+
+def lease_run(lease_seconds: float = 60.0, *, law: str = "exponential", mean_work: float = 5.0,
+              rate: float = 0.5, partitions: int = 8, in_flight: int = 8, seconds: float = 2000.0,
+              fail: float = 0.0, seed: int = 0):
+    """One consumer ``worker`` whose work takes ``law(mean_work)`` seconds, with
+    ``lease_seconds`` leases, ``in_flight`` leases over ``partitions``; Poisson
+    events at ``rate``/s for ``seconds``, then drained."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("worker", duration=work_law(law, mean_work), lease_seconds=lease_seconds,
+                          in_flight_limit=in_flight, batch_limit=in_flight, fail=fail, nack_delay=1.0)
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    sim.run(until=seconds + _drain(lease_seconds))
+    return sim
+
+
+def lease_sweep(leases: Iterable[float] = (5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0),
+                laws: Iterable[str] = LAWS, **kw) -> pd.DataFrame:
+    """Every (law, lease_seconds): published, delivered, duplicates (all causes),
+    ``dups_per_1000`` (per 1000 events delivered), ``theory_per_1000``
+    (:func:`expected_duplicates` of :func:`p_exceeds`), dead letters, lost, the
+    duplicates' causes, and publish → acknowledged latency p50 / p99 / max."""
+    mean = kw.get("mean_work", 5.0)
+    rows = []
+    for law in laws:
+        for lease in leases:
+            sim = lease_run(lease, law=law, **kw)
+            r = check_leases(sim)
+            lat = event_outcomes(sim, "worker")["latency_s"].dropna()
+            p = p_exceeds(law, mean, lease)
+            delivered = r.total["delivered"]
+            rows.append({"law": law, "lease_seconds": float(lease), "mean_work": mean,
+                         "lease_over_work": float(lease) / mean, "p_exceeds": p,
+                         "published": r.total["published"], "delivered": delivered,
+                         "duplicates": r.total["duplicates"],
+                         "dups_per_1000": 1000.0 * r.total["duplicates"] / max(delivered, 1),
+                         "theory_per_1000": 1000.0 * expected_duplicates(p),
+                         "dead_lettered": r.total["dead_lettered"], "lost": r.total["lost"],
+                         "causes": ",".join(sorted(r.total["duplicates_by_cause"])) or "-",
+                         "p50_s": _pct(lat, 0.5), "p99_s": _pct(lat, 0.99),
+                         "max_s": float(lat.max()) if len(lat) else float("nan"), "valid": r.valid})
+    return pd.DataFrame(rows)
+
+
+def crash_run(lease_seconds: float = 60.0, *, crashes=(500.25, 1000.25, 1500.25), downtime: float = 1.0,
+              law: str = "exponential", mean_work: float = 5.0, rate: float = 0.5, partitions: int = 8,
+              in_flight: int = 8, seconds: float = 2000.0, seed: int = 0):
+    """:func:`lease_run`'s workload with the node crashing at each time in
+    ``crashes`` (every worker dies with it) and restarting ``downtime`` s later.
+    The leases the dead workers held stay in the table: nobody will ack them,
+    and each holds its partition until recovery expires it."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("worker", duration=work_law(law, mean_work), lease_seconds=lease_seconds,
+                          in_flight_limit=in_flight, batch_limit=in_flight, nack_delay=1.0)
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    for at in sorted(crashes):
+        sim.run(until=at)
+        sim.crash("manual", downtime=downtime)
+    sim.run(until=seconds + _drain(lease_seconds))
+    return sim
+
+
+def orphan_holds(sim) -> pd.DataFrame:
+    """Every lease a crash orphaned (granted, not acked, nacked, expired or voided
+    before the node went down): ``crash_s``, ``partition``, ``event_id``,
+    ``leased_s``, ``expired_s`` (when recovery freed it) and ``hold_s`` (from
+    the crash to then: how long its partition stood still)."""
+    t = sim.trace()
+    kinds, who, eids, parts = (t[c].tolist() for c in ("kind", "consumer", "event_id", "partition"))
+    ts = _rel(sim, t["t"]).tolist()
+    ends = {"acked", "nacked", "expired", "lease_voided", "dead_lettered"}
+    open_: dict[tuple, tuple] = {}      # (consumer, event_id) -> (leased_s, partition)
+    orphans: dict[tuple, dict] = {}
+    rows = []
+    for i, k in enumerate(kinds):
+        key = (who[i], eids[i])
+        if k == "leased":
+            open_[key] = (ts[i], parts[i])
+        elif k in ends:
+            if k == "expired" and key in orphans:
+                o = orphans.pop(key)
+                rows.append({**o, "expired_s": ts[i], "hold_s": ts[i] - o["crash_s"]})
+            open_.pop(key, None)
+        elif k == "crashed":
+            for (c, e), (lt, part) in open_.items():
+                orphans[(c, e)] = {"crash_s": ts[i], "consumer": c, "partition": part, "event_id": e,
+                                   "leased_s": lt}
+            open_.clear()
+    cols = ["crash_s", "consumer", "partition", "event_id", "leased_s", "expired_s", "hold_s"]
+    return pd.DataFrame(rows, columns=cols).sort_values(["crash_s", "partition"]).reset_index(drop=True)
+
+
+def crash_sweep(leases: Iterable[float] = (5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0), **kw) -> pd.DataFrame:
+    """Every lease_seconds under :func:`crash_run`: crashes, orphaned leases,
+    their mean and worst hold (s), duplicates (by then every late effect is
+    from a lease that expired), lost, and publish → acknowledged latency
+    p50 / p99 / max."""
+    rows = []
+    for lease in leases:
+        sim = crash_run(lease, **kw)
+        r = check_leases(sim)
+        holds = orphan_holds(sim)
+        lat = event_outcomes(sim, "worker")["latency_s"].dropna()
+        rows.append({"lease_seconds": float(lease), "crashes": int((sim.trace()["kind"] == "crashed").sum()),
+                     "orphaned": len(holds), "hold_mean_s": float(holds["hold_s"].mean()) if len(holds) else 0.0,
+                     "hold_max_s": float(holds["hold_s"].max()) if len(holds) else 0.0,
+                     "duplicates": r.total["duplicates"],
+                     "dups_per_1000": 1000.0 * r.total["duplicates"] / max(r.total["delivered"], 1),
+                     "lost": r.total["lost"], "p50_s": _pct(lat, 0.5), "p99_s": _pct(lat, 0.99),
+                     "max_s": float(lat.max()) if len(lat) else float("nan"), "valid": r.valid})
+    return pd.DataFrame(rows)
+
+
+# -- 2. head-of-line per partition ----------------------------------------------------
+
+def poison_run(*, nack_delay: float = 2.0, partitions: int = 4, every: float = 0.25, seconds: float = 90.0,
+               poison_at: float = 20.0, work: float = 0.05, in_flight: int = 4, seed: int = 0):
+    """One consumer ``worker`` over ``partitions`` partitions; an event every
+    ``every`` s, round robin (p0, p1, ...). The first event of p0 published at or
+    after ``poison_at`` has kind ``poison``: the worker nacks it (retry after
+    ``nack_delay``) every time, and the 10th failed attempt dead-letters it."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("worker", duration=work, lease_seconds=30.0, in_flight_limit=in_flight,
+                          batch_limit=in_flight, nack_delay=nack_delay,
+                          poison=lambda lease: lease.kind == "poison")
+    poisoned = False
+    n = int(round(seconds / every))
+    for i in range(n):
+        sim.run(until=i * every + every / 3)
+        part = f"p{i % partitions}"
+        kind = "event"
+        if not poisoned and part == "p0" and sim.now >= poison_at:
+            kind, poisoned = "poison", True
+        sim.publish(part, kind, {"i": i})
+    sim.run(until=seconds + 20 * (nack_delay + 1.0))
+    return sim
+
+
+def partition_summary(sim, consumer: str = "worker") -> pd.DataFrame:
+    """Per partition of one consumer: events done, dead letters, failed attempts
+    (nacks and expiries), publish → done latency (p50, max) and the longest
+    time its checkpoint stood still while an event was waiting."""
+    ev = event_outcomes(sim, consumer)
+    t = sim.trace()
+    mine = t[t["consumer"] == consumer]
+    fails = mine[mine["kind"].isin(["nacked", "expired"])].groupby("partition").size()
+    path = checkpoint_path(sim, consumer)
+    rows = []
+    for part, g in ev.groupby("partition"):
+        p = path[path["partition"] == part]["t_s"].to_numpy()
+        gaps = np.diff(p) if len(p) > 1 else np.array([0.0])
+        lat = g["latency_s"].dropna()
+        rows.append({"partition": part, "done": int((g["outcome"] != "pending").sum()),
+                     "dead_lettered": int((g["outcome"] == "dead_lettered").sum()),
+                     "failed_attempts": int(fails.get(part, 0)),
+                     "latency_p50_s": round(_pct(lat, 0.5), 3),
+                     "latency_max_s": round(float(lat.max()) if len(lat) else float("nan"), 3),
+                     "longest_stall_s": round(float(gaps.max()), 3)})
+    return pd.DataFrame(rows)
+
+
+# -- 3. in-flight limit against partitions ------------------------------------------
+
+def inflight_run(in_flight: int, partitions: int, *, rate: float = 8.0, mean_work: float = 1.0,
+                 seconds: float = 60.0, seed: int = 0):
+    """One consumer ``worker`` with ``in_flight`` (and batch) limit over
+    ``partitions`` partitions; exponential work of mean ``mean_work`` s, leases of
+    60 s (none expires); Poisson events at ``rate``/s for ``seconds``."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("worker", duration=work_law("exponential", mean_work), lease_seconds=60.0,
+                          in_flight_limit=in_flight, batch_limit=in_flight)
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    sim.run(until=seconds)
+    return sim
+
+
+def inflight_sweep(in_flights: Iterable[int] = range(1, 9), partition_counts: Iterable[int] = (1, 4, 8), *,
+                   rate: float = 8.0, mean_work: float = 1.0, seconds: float = 60.0, warmup: float = 10.0,
+                   poll_interval: float = 0.5, seed: int = 0) -> pd.DataFrame:
+    """Every (partitions, in_flight): ``throughput`` (acks per second after
+    ``warmup``), ``slots`` = min(in_flight, partitions) (the leases that can be
+    out at once), ``theory`` = slots / (mean_work + poll_interval / 2) (each slot
+    works, then waits half a client poll on average for its next lease), the
+    peak number of leases out, and publish → acknowledged latency (p50, p99) of
+    the events done."""
+    rows = []
+    for parts in partition_counts:
+        for k in in_flights:
+            sim = inflight_run(k, parts, rate=rate, mean_work=mean_work, seconds=seconds, seed=seed)
+            t = sim.trace()
+            acked = t[t["kind"] == "acked"]
+            ts = _rel(sim, acked["t"])
+            thr = float(((ts >= warmup) & (ts < seconds)).sum()) / (seconds - warmup)
+            lat = event_outcomes(sim, "worker")["latency_s"].dropna()
+            slots = min(k, parts)
+            rows.append({"partitions": parts, "in_flight": k, "slots": slots, "throughput": thr,
+                         "theory": slots / (mean_work + poll_interval / 2),
+                         "peak_leases": _peak_leases(sim), "offered": rate,
+                         "p50_s": _pct(lat, 0.5), "p99_s": _pct(lat, 0.99)})
+    return pd.DataFrame(rows)
+
+
+def _peak_leases(sim) -> int:
+    t = sim.trace()
+    sel = t[t["kind"].isin(["leased", "acked", "nacked", "expired", "lease_voided"])]
+    d = np.where(sel["kind"] == "leased", 1, -1)
+    return int(np.cumsum(d).max()) if len(d) else 0
+
+
+# -- 4. the retention fence ----------------------------------------------------------
+
+FENCE_MODES = ("no stalled consumer", "stalled, then retired", "stalled, then resumed")
+
+
+def fence_run(mode: str = "stalled, then retired", *, at: float = 300.5, retention: float = 60.0,
+              retention_interval: float = 10.0, rate: float = 2.0, seconds: float = 600.0, partitions: int = 4,
+              seed: int = 0):
+    """A live consumer ``indexer`` under ``retention`` s of retention (pruned every
+    ``retention_interval`` s), Poisson events at ``rate``/s for ``seconds``. In
+    ``mode`` (:data:`FENCE_MODES`) a second consumer ``reporting`` exists from the
+    start but its process is down (it never consumes: its checkpoint is the
+    fence); at ``at`` it is retired, or its client starts and it catches up."""
+    if mode not in FENCE_MODES:
+        raise ValueError(f"mode must be one of {FENCE_MODES}, got {mode!r}")
+    sim = _sim(LeaseConfig(retention=retention, retention_interval=retention_interval), seed=seed)
+    sim.register_consumer("indexer", duration=0.01, in_flight_limit=8, batch_limit=8)
+    if mode != FENCE_MODES[0]:
+        sim.register_consumer("reporting", client=False, in_flight_limit=8, batch_limit=8)
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    sim.run(until=at)
+    if mode == FENCE_MODES[1]:
+        sim.retire("reporting")
+    elif mode == FENCE_MODES[2]:
+        sim.register_consumer("reporting", duration=0.01, in_flight_limit=8, batch_limit=8)
+    sim.run(until=seconds)
+    return sim
+
+
+def fence_summary(runs: dict, at: float = 300.5) -> pd.DataFrame:
+    """Per labelled run of :func:`fence_run`: peak rows retained, rows retained at
+    ``at`` (when the stalled consumer was retired or resumed) and at the end,
+    rows pruned, and the ``reporting`` consumer's delivered and lost (with causes)."""
+    rows = []
+    for label, sim in runs.items():
+        size = events_size(sim)
+        t = sim.trace()
+        r = check_leases(sim)
+        pc = r.per_consumer.set_index("consumer")
+        lost = r.lost[r.lost["consumer"] == "reporting"]["cause"].value_counts().to_dict()
+        before = int(size.loc[size["t_s"] <= at, "rows"].iloc[-1])
+        rows.append({"run": label, "peak_rows": int(size["rows"].max()), "rows_at_change": before,
+                     "rows_at_end": int(size["rows"].iloc[-1]),
+                     "pruned": int((t["kind"] == "pruned").sum()),
+                     "reporting_delivered": int(pc.loc["reporting", "delivered"]) if "reporting" in pc.index else 0,
+                     "reporting_lost": int(pc.loc["reporting", "lost"]) if "reporting" in pc.index else 0,
+                     "lost_causes": ",".join(f"{k}={v}" for k, v in sorted(lost.items())) or "-",
+                     "valid": r.valid})
+    return pd.DataFrame(rows)
+
+
+# -- 5. restore ------------------------------------------------------------------------
+
+def restore_run(*, at: float = 60.25, rate: float = 1.0, partitions: int = 4, mean_work: float = 3.0,
+                lease_seconds: float = 30.0, seconds: float = 120.0, seed: int = 0):
+    """One consumer ``worker`` (uniform work around ``mean_work`` s, 30 s leases,
+    4 in flight) under Poisson events at ``rate``/s for ``seconds``; at ``at`` a
+    restore publishes a new history incarnation."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("worker", duration=work_law("uniform", mean_work), lease_seconds=lease_seconds,
+                          in_flight_limit=4, batch_limit=4)
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    sim.run(until=at)
+    sim.restore()
+    sim.run(until=seconds + 60.0)
+    return sim
+
+
+def restore_summary(sim, consumer: str = "worker") -> dict:
+    """What a restore did: when (``restore_s``), the new ``incarnation``, the
+    leases it voided, the acks that then failed closed as ``stale_incarnation``,
+    the duplicates (by cause) and losses, and per partition the checkpoint at the
+    restore against the seq of the first event leased after it (``resumed``:
+    the next one, as the checkpoint says)."""
+    t = sim.trace()
+    res = t[t["kind"] == "restored"]
+    if res.empty:
+        raise ValueError("this run has no restore")
+    at_i, at_s = res.index[0], float(_rel(sim, res["t"])[0])
+    r = check_leases(sim)
+    mine = t[t["consumer"] == consumer]
+    seqs = published_events(sim).set_index("event_id")["seq"]
+    before = checkpoints_at(sim, consumer, at_s)
+    after = mine[(mine.index > at_i) & (mine["kind"] == "leased")].drop_duplicates("partition")
+    first = {p: int(seqs[e]) for p, e in zip(after["partition"], after["event_id"])}
+    parts = []
+    for p in sorted(set(before) | set(first)):
+        nxt = seqs[(published_events(sim).set_index("event_id")["partition"] == p)]
+        cp = before.get(p)
+        want = nxt[nxt > (cp if cp is not None else 0)].min() if len(nxt) else None
+        parts.append({"partition": p, "checkpoint_at_restore": cp, "first_leased_after": first.get(p),
+                      "resumed": first.get(p) == (None if want is None or pd.isna(want) else int(want))})
+    refused = mine[(mine["kind"] == "ack_refused")]["detail"].value_counts().to_dict()
+    return {"restore_s": at_s, "incarnation": int(sim.history()["incarnation"].iloc[0]),
+            "leases_voided": int(((t["kind"] == "lease_voided") & (t["detail"] == "restore")).sum()),
+            "acks_refused": {str(k): int(v) for k, v in sorted(refused.items())},
+            "duplicates_by_cause": r.total["duplicates_by_cause"], "duplicates": r.total["duplicates"],
+            "lost": r.total["lost"], "valid": r.valid, "partitions": pd.DataFrame(parts)}
+
+
+def stale_token_demo(seed: int = 0) -> pd.DataFrame:
+    """By hand: lease an event, restore, then ack with the pre-restore token (it
+    fails closed: ``stale_incarnation``), lease the event again and ack with the
+    new token (``acked``). One row per step: ``step``, ``incarnation`` and ``result``."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("c", client=False)
+    eid = sim.publish("p0", "ticket.changed", {"ticket": 7})
+    rows = []
+    (old,) = sim.consume("c")
+    rows.append({"step": f"consume {eid}", "incarnation": old.incarnation, "result": f"lease, attempt {old.attempt}"})
+    inc = sim.restore()
+    rows.append({"step": "restore", "incarnation": inc, "result": "new history incarnation"})
+    rows.append({"step": "ack with the old token", "incarnation": old.incarnation,
+                 "result": sim.ack("c", eid, old.token, old.incarnation)})
+    (new,) = sim.consume("c")
+    rows.append({"step": f"consume {eid} again", "incarnation": new.incarnation,
+                 "result": f"lease, attempt {new.attempt}"})
+    rows.append({"step": "ack with the new token", "incarnation": new.incarnation,
+                 "result": sim.ack("c", eid, new.token, new.incarnation)})
+    return pd.DataFrame(rows)

@@ -1,0 +1,50 @@
+"""One incarnation of the broker process, sans IO.
+
+A :class:`LeaseEngine` never asks what time it is and never sleeps: each
+method takes ``now`` (epoch microseconds) and does one step over the store.
+A runtime decides when to call it. It holds nothing durable in memory: a
+crash throws it away and a new one works from the tables alone.
+
+Trace columns, read with this design's names (see
+:meth:`fanoutsim.designs.leases.simulation.LeaseSimulation.trace`): ``consumer``,
+``event_id``, ``partition``. Kinds: published, consumer_start, leased, acked,
+ack_refused, nacked, nack_refused, expired, dead_lettered, lease_voided, seek,
+retired, restored, pruned, and from the runtime: delivered (a worker's
+effect), crashed, restarted, fault.
+"""
+from __future__ import annotations
+
+from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.store import Store
+from fanoutsim.kernel.trace import Trace
+from fanoutsim.designs.leases import consumers, leasing, log
+from fanoutsim.designs.leases.config import LeaseConfig
+
+
+class LeaseEngine:
+    actor = "broker"
+
+    def __init__(self, store: Store, config: LeaseConfig, metrics: Metrics, trace: Trace,
+                 faults=None, seed: int = 0) -> None:
+        self.store = store
+        self.config = config
+        self.metrics = metrics
+        self.trace = trace
+        self.faults = faults or NoFaults()
+        self.seed = seed
+
+    # the log
+    publish = log.publish
+    prune_once = log.prune_once
+    # consumers
+    add_consumer = consumers.add_consumer
+    seek = consumers.seek
+    retire = consumers.retire
+    status = consumers.status
+    # leases
+    consume = leasing.consume
+    ack = leasing.ack
+    nack = leasing.nack
+    recover = leasing.recover
+    restore = leasing.restore

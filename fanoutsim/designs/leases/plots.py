@@ -1,0 +1,335 @@
+"""Leased durable consumers, drawn (:mod:`fanoutsim.designs.leases.analysis`): duplicates
+against the lease length, what an orphaned lease costs after a crash,
+checkpoints per partition, throughput against the in-flight limit, the events
+table under the retention fence, how attempts ended — and the figures
+``fanoutsim run`` writes for a leases run (:func:`save_leases_figures`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from fanoutsim.designs.leases import analysis as _a
+from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.kernel.plotting import _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _save_figures, _time_unit, style
+
+__all__ = ["duplicates_vs_lease", "lease_tradeoff", "checkpoint_progress", "inflight_throughput",
+           "events_table_size", "lease_outcomes", "delivery_per_consumer", "save_leases_figures",
+           "LEASES_FIGURES"]
+
+_plain_seconds = FuncFormatter(lambda v, _: f"{v:g}")
+_DEAD = dict(marker="X", s=80, color="#d62728", zorder=4)
+_FAIL = dict(marker="|", s=60, color="#7f7f7f", zorder=3)
+
+
+def _need(df: pd.DataFrame, cols, where: str) -> None:
+    for col in cols:
+        if col not in df.columns:
+            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.{where}")
+
+
+def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory: bool = True) -> Figure:
+    """Duplicates per 1000 events against ``lease_seconds``, one line per work-time
+    law (:func:`~fanoutsim.designs.leases.analysis.lease_sweep`); dashed, what
+    P(work > lease) predicts. Symlog y: zero stays on the axis."""
+    _need(summary, ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"), "leases.lease_sweep")
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("duplicates fall as the lease outgrows the work")
+        if summary.empty:
+            _empty(ax, "runs")
+            return fig
+        mean = float(summary["mean_work"].iloc[0]) if "mean_work" in summary else None
+        for i, (law, g) in enumerate(summary.groupby("law", sort=False)):
+            g = g.sort_values("lease_seconds")
+            ax.plot(g["lease_seconds"], g["dups_per_1000"], marker="o", color=f"C{i}", label=f"{law} work (run)")
+            if theory:
+                ax.plot(g["lease_seconds"], g["theory_per_1000"], linestyle="--", linewidth=1, color=f"C{i}",
+                        label=f"{law}: expected from P(work > lease)")
+        if mean is not None:
+            ax.axvline(mean, color=_THEORY_COLOR, linestyle=":", linewidth=1, label=f"mean work {mean:g} s")
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("lease_seconds")
+        ax.set_ylabel("duplicates per 1000 events (symlog)")
+        ax.legend(loc="upper right", ncol=2)
+    return fig
+
+
+def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
+    """The price of a long lease, from :func:`~fanoutsim.designs.leases.analysis.crash_sweep`:
+    how long a crash's orphaned leases held their partitions (mean and worst) and
+    the worst publish → acknowledged latency, against ``lease_seconds`` (log-log;
+    the lease itself dotted), with duplicates per 1000 events on the right axis."""
+    _need(crashes, ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
+          "leases.crash_sweep")
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("a long lease: few duplicates, but a crash stalls partitions until expiry")
+        if crashes.empty:
+            _empty(ax, "runs")
+            return fig
+        c = crashes.sort_values("lease_seconds")
+        x = c["lease_seconds"]
+        ax.plot(x, x, color=_THEORY_COLOR, linestyle=":", linewidth=1, label="the lease (s)")
+        ax.plot(x, c["hold_max_s"], marker="^", color="C3", label="orphaned lease held its partition: worst")
+        ax.plot(x, c["hold_mean_s"], marker="o", color="C1", label="orphaned lease held its partition: mean")
+        ax.plot(x, c["max_s"], marker="s", color="C0", label="worst publish \u2192 ack latency")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(top=float(max(c["max_s"].max(), x.max())) * 8)
+        ax.set_xlabel("lease_seconds (log)")
+        ax.set_ylabel("seconds (log)")
+        right = ax.twinx()
+        right.plot(x, c["dups_per_1000"], marker="D", color="C2", linestyle="--", label="duplicates per 1000 events")
+        right.set_yscale("symlog", linthresh=1.0)
+        right.set_ylim(0, max(float(c["dups_per_1000"].max()), 1.0) * 8)
+        right.set_ylabel("duplicates per 1000 events (symlog)", color="C2")
+        right.grid(False)
+        right.spines["right"].set_visible(True)
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = right.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, loc="upper center", ncol=2)
+    return fig
+
+
+def _partitions(sim, consumer: str) -> list[str]:
+    ev = _a.published_events(sim)
+    return sorted(ev["partition"].unique())
+
+
+def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, title: str | None = None,
+                        ax: Axes | None = None) -> Figure:
+    """One consumer's checkpoint per partition over virtual time (step lines, the
+    seq it has moved past), dead letters as red crosses, failed attempts (nacks,
+    expiries) as grey ticks, restores and crashes as vertical lines. With
+    ``lag=True``: events of each partition published but not yet done instead."""
+    if consumer is None:
+        names = sorted(sim.consumers()["consumer"]) if len(sim.consumers()) else []
+        consumer = names[0] if names else None
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(title or (f"{consumer}: events waiting per partition" if lag
+                               else f"{consumer}: checkpoint per partition"))
+        ax.set_xlabel("virtual time (s)")
+        ax.set_ylabel("events published, not yet done" if lag else "checkpoint (seq moved past)")
+        if consumer is None:
+            _empty(ax, "consumers")
+            return fig
+        path = _a.checkpoint_path(sim, consumer)
+        if path.empty:
+            _empty(ax, "checkpoint moves")
+            return fig
+        pub = _a.published_events(sim)
+        t = sim.trace()
+        rel = _a._rel(sim, t["t"])
+        fails = t[(t["consumer"] == consumer) & t["kind"].isin(["nacked", "expired"])]
+        fail_s = _a._rel(sim, fails["t"])
+        parts = _partitions(sim, consumer)
+        shown = parts[:_MAX_SERIES]
+        end = float(sim.now)
+        for i, part in enumerate(shown):
+            p = path[path["partition"] == part]
+            color = f"C{i % 10}"
+            if lag:
+                pp = pub[pub["partition"] == part]
+                ts = np.concatenate([pp["published_s"].to_numpy(), p["t_s"].to_numpy()])
+                d = np.concatenate([np.ones(len(pp)), -np.ones(len(p))])
+                order = np.argsort(ts, kind="stable")
+                ts, y = np.concatenate([[0.0], ts[order], [end]]), np.concatenate([[0], np.cumsum(d[order])])
+                y = np.append(y, y[-1])
+                ax.step(ts, y, where="post", color=color, linewidth=1.3, label=part)
+                continue
+            ts = np.concatenate([[0.0], p["t_s"].to_numpy(), [end]])
+            ys = np.concatenate([[0], p["seq"].to_numpy(), [p["seq"].iloc[-1] if len(p) else 0]])
+            ax.step(ts, ys, where="post", color=color, linewidth=1.3, label=part)
+            f = fails[fails["partition"] == part]
+            if len(f):
+                fs = fail_s[(fails["partition"] == part).to_numpy()]
+                k = np.searchsorted(p["t_s"].to_numpy(), fs, side="right") - 1
+                level = np.where(k >= 0, p["seq"].to_numpy()[np.maximum(k, 0)], 0)
+                ax.scatter(fs, level, **_FAIL, label=f"{part}: failed attempt (nack / expiry)")
+            dl = p[p["how"] == "dead_lettered"]
+            if len(dl):
+                ax.scatter(dl["t_s"], dl["seq"], **_DEAD, label=f"{part}: dead letter")
+        for kind, label, style_ in (("restored", "restore (new incarnation)", dict(color="C4", linestyle="--")),
+                                    ("crashed", "crash", dict(color="#d62728", linestyle=":"))):
+            when = rel[(t["kind"] == kind).to_numpy()]
+            for j, w in enumerate(when):
+                ax.axvline(w, linewidth=1.2, label=label if j == 0 else None, **style_)
+        if len(parts) > len(shown):
+            ax.text(0.99, 0.01, f"{len(shown)} of {len(parts)} partitions shown", transform=ax.transAxes,
+                    ha="right", va="bottom", color="#777777")
+        last = float(path["t_s"].max())
+        ax.set_xlim(0, min(end, last + 0.1 * max(last, 1.0)))
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left", ncol=2)
+    return fig
+
+
+def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None = None) -> Figure:
+    """Two panels from :func:`~fanoutsim.designs.leases.analysis.inflight_sweep`: acks per
+    second against the in-flight limit, one line per partition count, with
+    slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
+    ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own)."""
+    _need(summary, ("partitions", "in_flight", "throughput", "theory"), "leases.inflight_sweep")
+    latency = summary if latency is None else latency
+    with style():
+        fig = Figure(figsize=(11.0, 4.5), dpi=STYLE["figure.dpi"], layout="constrained")
+        left, right = fig.subplots(1, 2)
+        offered = f" ({summary['offered'].iloc[0]:g} events/s offered)" if "offered" in summary and len(summary) \
+            else ""
+        left.set_title(f"acks per second{offered}")
+        right.set_title(f"latency at {latency['offered'].iloc[0]:g} events/s offered"
+                        if "offered" in latency and len(latency) else "latency")
+        if summary.empty:
+            _empty(left, "runs")
+            _empty(right, "runs")
+            return fig
+        for i, (parts, g) in enumerate(summary.groupby("partitions")):
+            g = g.sort_values("in_flight")
+            left.plot(g["in_flight"], g["throughput"], marker="o", color=f"C{i}",
+                      label=f"{parts} partition{'s' if parts != 1 else ''}")
+            left.plot(g["in_flight"], g["theory"], linestyle="--", linewidth=1, color=f"C{i}")
+            h = latency[latency["partitions"] == parts].sort_values("in_flight")
+            right.plot(h["in_flight"], h["p50_s"], marker="o", color=f"C{i}",
+                       label=f"{parts} partition{'s' if parts != 1 else ''}, p50")
+            right.plot(h["in_flight"], h["p99_s"], marker="^", linestyle=":", color=f"C{i}",
+                       label=f"{parts} partition{'s' if parts != 1 else ''}, p99")
+        left.plot([], [], linestyle="--", color=_THEORY_COLOR, linewidth=1,
+                  label="slots / (work + poll / 2)")
+        left.set_xlabel("in_flight_limit")
+        left.set_ylabel("acks per second")
+        left.set_ylim(bottom=0)
+        left.legend(loc="upper left")
+        right.set_xlabel("in_flight_limit")
+        right.set_ylabel("publish \u2192 ack latency (s, log)")
+        right.set_yscale("log")
+        right.yaxis.set_major_formatter(_plain_seconds)
+        right.yaxis.set_minor_formatter(NullFormatter())
+        right.set_ylim(top=float(np.nanmax(latency["p99_s"])) * 6)
+        right.legend(loc="upper right", ncol=3)
+    return fig
+
+
+def events_table_size(runs, *, at: float | None = None, retention: float | None = None,
+                      title: str | None = None, ax: Axes | None = None) -> Figure:
+    """Rows in the ``events`` table over virtual time
+    (:func:`~fanoutsim.designs.leases.analysis.events_size`), one step line per run:
+    ``runs`` is a LeaseSimulation or ``{label: LeaseSimulation}``; ``at`` marks
+    the retire / resume, ``retention`` the window."""
+    if not isinstance(runs, Mapping):
+        runs = {"events": runs}
+    sizes = {label: _a.events_size(sim) for label, sim in runs.items()}
+    span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
+    unit, uname = _time_unit(span)
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(title or "rows in the events table: the fence holds history")
+        ax.set_xlabel(f"virtual time ({uname})")
+        ax.set_ylabel("events retained (rows)")
+        if not sizes:
+            _empty(ax, "runs")
+            return fig
+        for i, (label, s) in enumerate(sizes.items()):
+            ax.step(s["t_s"] / unit, s["rows"], where="post", linewidth=1.5, color=f"C{i}", label=label,
+                    zorder=3 - i * 0.1)
+        if at is not None:
+            ax.axvline(at / unit, color=_THEORY_COLOR, linestyle="--", linewidth=1,
+                       label=f"retire / resume at {at:g} s")
+        if retention is not None:
+            ax.axvline(retention / unit, color=_THEORY_COLOR, linestyle=":", linewidth=1,
+                       label=f"retention {retention:g} s")
+        ax.set_xlim(0, span / unit)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left")
+    return fig
+
+
+def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> Figure:
+    """How every attempt ended, per consumer (:func:`~fanoutsim.designs.leases.analysis.ack_outcomes`):
+    one horizontal bar per outcome that happened (log counts), one colour per consumer."""
+    out = _a.ack_outcomes(sim)
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(title or "how the attempts ended")
+        kinds = [k for k in _a.OUTCOME_KINDS if k in out and out[k].sum() > 0]
+        if out.empty or not kinds:
+            _empty(ax, "attempts")
+            return fig
+        names = out["consumer"].tolist()[:_MAX_SERIES]
+        height = min(0.8 / len(names), 0.5)
+        y = np.arange(len(kinds))
+        for i, name in enumerate(names):
+            vals = out.loc[out["consumer"] == name, kinds].iloc[0].to_numpy(dtype=float)
+            pos = y - height * len(names) / 2 + height * (i + 0.5)
+            bars = ax.barh(pos, vals, height=height, color=f"C{i}", label=name)
+            for b, v in zip(bars, vals):
+                if v > 0:
+                    ax.text(v, b.get_y() + b.get_height() / 2, f" {int(v)}", va="center", fontsize=8)
+        ax.set_yticks(y, kinds)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlim(0.8, float(out[kinds].to_numpy().max()) * 3)
+        ax.set_xlabel("attempts (log)")
+        ax.legend(loc="lower right")
+    return fig
+
+
+_DELIVERY_COLUMNS = ("delivered", "duplicates", "dead_lettered", "lost", "pending")
+
+
+def delivery_per_consumer(sim, *, checked=None, ax: Axes | None = None) -> Figure:
+    """Per consumer, the checker's verdict (:func:`~fanoutsim.designs.leases.checker.check_leases`):
+    events delivered, duplicates split by cause, dead-lettered, lost and pending."""
+    checked = check_leases(sim) if checked is None else checked
+    per = checked.per_consumer
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("delivered, duplicated, dead-lettered and lost per consumer")
+        if per.empty:
+            _empty(ax, "consumers")
+            return fig
+        dups = checked.duplicates
+        causes = sorted(dups["cause"].unique()) if len(dups) else []
+        cats = ["delivered", *[f"duplicates: {c}" for c in causes], "dead_lettered", "lost", "pending"]
+        names = per["consumer"].tolist()[:_MAX_SERIES]
+        width = 0.8 / len(cats)
+        x = np.arange(len(names))
+        for j, cat in enumerate(cats):
+            if cat.startswith("duplicates: "):
+                cause = cat.split(": ", 1)[1]
+                vals = [int(((dups["consumer"] == n) & (dups["cause"] == cause)).sum()) for n in names]
+            else:
+                vals = [int(per.loc[per["consumer"] == n, cat].iloc[0]) for n in names]
+            bars = ax.bar(x - 0.4 + width * (j + 0.5), vals, width=width, color=f"C{j}", label=cat)
+            for b, v in zip(bars, vals):
+                ax.text(b.get_x() + b.get_width() / 2, v, str(v), ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(x, names)
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_ylim(0, max(float(per[list(_DELIVERY_COLUMNS)].to_numpy().max()), 1.0) * 20)
+        ax.set_ylabel("events (symlog)")
+        ax.legend(loc="upper right", ncol=2)
+    return fig
+
+
+LEASES_FIGURES = ("leases_delivery.png", "leases_checkpoints.png", "leases_outcomes.png")
+
+
+def save_leases_figures(sim, out_dir) -> list[Path]:
+    """Write the standard figures of a leases run as PNGs into ``out_dir``
+    (:data:`LEASES_FIGURES`: delivered / duplicates per consumer, checkpoint
+    progress per partition of the first consumer, how the attempts ended); their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = dict(zip(LEASES_FIGURES, (
+        delivery_per_consumer(sim),
+        checkpoint_progress(sim),
+        lease_outcomes(sim),
+    )))
+    return _save_figures(figures, out)

@@ -1,0 +1,179 @@
+"""A leases run as a JSON-ready report dict, and that report and its checker's verdict as plain text."""
+from __future__ import annotations
+
+from typing import Any
+
+from fanoutsim.kernel.frames import json_ready
+from fanoutsim.kernel.report import cause_text, count, header, secs, table, with_causes
+
+
+def _counts(series) -> dict[str, int]:
+    return {str(k): int(n) for k, n in sorted(series.value_counts().items())}
+
+
+def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, Any]:
+    """One leases run (:class:`~fanoutsim.designs.leases.simulation.LeaseSimulation`) as a plain,
+    JSON-ready dict: the log (published, retained, pruned, the history incarnation),
+    totals (deliveries, duplicates and losses by cause, dead letters, pending, out of
+    order, crashes, restores), per consumer its limits, counts, in-flight leases,
+    leases granted, nacks and expiries, the acks and nacks that failed closed by
+    result (``stale_incarnation``, ``expired``, ``wrong_token``, ...), publish ->
+    first delivery latency (p50, p99, max, in seconds), and the checker's totals
+    under ``check``.
+
+    Every delivery count is the checker's (:func:`~fanoutsim.designs.leases.checker.check_leases`,
+    or ``checked`` if given: a check of this same run), so the report and the verdict agree."""
+    import dataclasses
+
+    import numpy as np
+
+    from fanoutsim.designs.leases.checker import check_leases
+    from fanoutsim.kernel.timeutil import US, rfc3339
+
+    checked = check_leases(sim) if checked is None else checked
+    t = sim.trace()
+    kinds = t["kind"].value_counts()
+    total = checked.total
+    rows = {r["consumer"]: r for r in sim.store.rows("lease_consumers")}
+    in_flight = _counts(sim.leases()["consumer"]) if len(sim.store.rows("leases")) else {}
+    published = t.loc[t["kind"] == "published"].drop_duplicates("event_id").set_index("event_id")["t"]
+    delivered = t.loc[t["kind"] == "delivered", ["consumer", "event_id", "t"]]
+    first = delivered.groupby(["consumer", "event_id"], as_index=False)["t"].min()
+    first["latency_s"] = (first["t"] - first["event_id"].map(published)) / US
+
+    def by(kind: str, consumer: str, column: str | None = None):
+        sel = t.loc[(t["kind"] == kind) & (t["consumer"] == consumer)]
+        return len(sel) if column is None else _counts(sel[column])
+
+    def causes(frame, consumer: str) -> dict[str, int]:
+        return {} if frame.empty else _counts(frame.loc[frame["consumer"] == consumer, "cause"])
+
+    consumers = []
+    for r in checked.per_consumer.to_dict("records"):
+        c = r["consumer"]
+        row = rows.get(c, {})
+        lat = first.loc[first["consumer"] == c, "latency_s"].dropna().to_numpy()
+        consumers.append({
+            "consumer": c, "retired": bool(r["retired"]), "start_seq": row.get("start_seq"),
+            "batch_limit": row.get("batch_limit"), "in_flight_limit": row.get("in_flight_limit"),
+            "lease_seconds": row.get("lease_seconds"),
+            "delivered": r["delivered"], "duplicates": r["duplicates"],
+            "duplicates_by_cause": causes(checked.duplicates, c),
+            "lost": r["lost"], "lost_by_cause": causes(checked.lost, c),
+            "dead_lettered": r["dead_lettered"], "pending": r["pending"], "out_of_order": r["out_of_order"],
+            "in_flight": in_flight.get(c, 0), "leases_granted": by("leased", c),
+            "nacked": by("nacked", c), "expired": by("expired", c),
+            "acks_refused": by("ack_refused", c, "detail"), "nacks_refused": by("nack_refused", c, "detail"),
+            "latency_s": {"p50": float(np.percentile(lat, 50)) if len(lat) else None,
+                          "p99": float(np.percentile(lat, 99)) if len(lat) else None,
+                          "max": float(lat.max()) if len(lat) else None},
+        })
+    history = sim.store.rows("history")
+    report = {
+        "scenario": name,
+        "design": "leases",
+        "seed": sim.seed,
+        "start": rfc3339(sim.start_us),
+        "end": rfc3339(sim.now_us()),
+        "time_span_s": float(sim.now),
+        "config": dataclasses.asdict(sim.config),
+        "events": {"published": total["published"], "retained": len(sim.store.rows("events")),
+                   "pruned": int(kinds.get("pruned", 0)),
+                   "incarnation": history[0]["incarnation"] if history else None},
+        "consumers": consumers,
+        "totals": {**{k: total[k] for k in ("published", "delivered", "duplicates", "duplicates_by_cause",
+                                            "lost", "lost_by_cause", "dead_lettered", "pending",
+                                            "out_of_order")},
+                   "acks_refused": _counts(t.loc[t["kind"] == "ack_refused", "detail"]),
+                   "crashes": int(kinds.get("crashed", 0)), "restores": int(kinds.get("restored", 0)),
+                   "seeks": int(kinds.get("seek", 0)), "retired": int(kinds.get("retired", 0))},
+        "check": dict(total),
+    }
+    return json_ready(report)
+
+
+def format_leases_report(report: dict[str, Any]) -> str:
+    """Render a leases report (:func:`leases_report`) as plain text."""
+    out = header("fanoutsim leases report", report)
+    cfg = report.get("config", {})
+    if cfg:
+        out.append(f"retention {secs(cfg.get('retention'), 0)} s (run every {secs(cfg.get('retention_interval'), 0)} s, "
+                   f"never past a consumer's fence), recovery every "
+                   f"{secs(cfg.get('recovery_interval'), 3).rstrip('0').rstrip('.')} s, "
+                   f"history incarnation {report['events'].get('incarnation')}")
+    out.append("")
+
+    ev, tot = report["events"], report["totals"]
+    refused = tot.get("acks_refused", {})
+    out += table(
+        ["totals", "count", "detail"],
+        [["events published", count(ev["published"]), "committed to the log"],
+         ["events retained", count(ev["retained"]), "still in the log now"],
+         ["events pruned", count(ev["pruned"]), "by retention, behind the fences"],
+         ["deliveries", count(tot["delivered"]), "(consumer, event) pairs whose effect was applied"],
+         ["duplicates", count(tot["duplicates"]), cause_text(tot["duplicates_by_cause"])],
+         ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
+         ["dead-lettered", count(tot["dead_lettered"]), "the 10th failed attempt: in dead_letters"],
+         ["pending", count(tot["pending"]), "retained, not yet acknowledged, at the end"],
+         ["out of order", count(tot["out_of_order"]), "first deliveries behind a later one of the partition"],
+         ["acks failed closed", count(sum(refused.values())), cause_text(refused)],
+         ["crashes", count(tot["crashes"]), "of the node (broker and clients)"],
+         ["restores", count(tot["restores"]), "new history incarnations"]],
+        "<><",
+    )
+    out.append("")
+
+    out.append("Consumers (limits: batch/in-flight/lease s; publish -> first delivery in s)")
+    rows = []
+    for c in report["consumers"]:
+        lat = c["latency_s"]
+        name = c["consumer"] + (" (retired)" if c["retired"] else "")
+        limits = f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}"
+        rows.append([name, limits, count(c["delivered"]),
+                     with_causes(c["duplicates"], c["duplicates_by_cause"]),
+                     with_causes(c["lost"], c["lost_by_cause"]), count(c["dead_lettered"]), count(c["pending"]),
+                     count(c["in_flight"]), secs(lat["p50"], 3), secs(lat["p99"], 3), secs(lat["max"], 3)])
+    if rows:
+        out += table(["consumer", "limits", "delivered", "duplicates", "lost", "dead", "pending", "in flight",
+                       "p50", "p99", "max"], rows, "<<>>>>>>>>>")
+    else:
+        out.append("  (none)")
+    failed = [(c["consumer"], c["acks_refused"], c["nacks_refused"]) for c in report["consumers"]
+              if c["acks_refused"] or c["nacks_refused"]]
+    if failed:
+        out.append("")
+        out.append("Failed closed (the ack or nack changed nothing)")
+        for name, acks, nacks in failed:
+            parts = [f"acks: {cause_text(acks)}"] if acks else []
+            parts += [f"nacks: {cause_text(nacks)}"] if nacks else []
+            out.append(f"  {name}: {'; '.join(parts)}")
+    return "\n".join(out) + "\n"
+
+
+def format_leases_check(checked) -> str:
+    """The leases checker's verdict (:func:`~fanoutsim.designs.leases.checker.check_leases`) as text:
+    the totals, the causes, and the events that make a run INVALID."""
+    t = checked.total
+    lines = [f"leases check: {'VALID' if checked.valid else 'INVALID'}",
+             f"  published {t['published']}  delivered {t['delivered']}  duplicates {t['duplicates']}  "
+             f"lost {t['lost']}  dead-lettered {t['dead_lettered']}  pending {t['pending']}  "
+             f"out of order {t['out_of_order']}"]
+    if t["duplicates_by_cause"]:
+        lines.append("  duplicate causes: " + cause_text(t["duplicates_by_cause"]))
+    if t["lost_by_cause"]:
+        lines.append("  loss causes: " + cause_text(t["lost_by_cause"]))
+    if len(checked.out_of_order):
+        lines.append("  out-of-order causes: " + cause_text(_counts(checked.out_of_order["cause"])))
+    bad = [("lost", checked.lost[checked.lost["cause"].isin(("pruned", "unknown"))]),
+           ("duplicated with no cause", checked.duplicates[checked.duplicates["cause"] == "unknown"]),
+           ("out of order with no cause", checked.out_of_order[checked.out_of_order["cause"] == "unknown"])]
+    for what, frame in bad:
+        for consumer, g in frame.groupby("consumer", sort=True):
+            ids = list(g["event_id"])
+            shown = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10 else "")
+            causes = ", ".join(sorted(set(g["cause"])))
+            lines.append(f"  {consumer}: {what} ({causes}): events {shown}")
+    if not checked.valid:
+        lines.append("  (valid needs no loss but by seek or retire, every duplicate caused by a lease expiry, "
+                     "a crash, a restore or a seek, and partition order kept)")
+    return "\n".join(lines)

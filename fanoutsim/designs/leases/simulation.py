@@ -1,0 +1,197 @@
+"""The virtual-clock runtime of the leased-consumer design (seed 003).
+
+SimPy processes decide *when* the :class:`~fanoutsim.designs.leases.LeaseEngine`'s
+steps run:
+
+* one *client* loop per consumer: every ``poll_interval`` it calls
+  ``consume`` and starts a *worker* per lease. A worker works for a drawn
+  ``duration`` — which may outlast the lease — then either fails (a seeded
+  chance ``fail``, ``poison(lease)`` true, or its optional ``fn(lease)``
+  raising: it nacks with ``nack_delay``) or applies its effect (``fn``, if
+  given, and the trace's ``delivered``) and acks. An ack that
+  comes too late fails closed; recovery has made the event eligible again and
+  it is delivered twice. That is how duplicates emerge;
+* the recovery loop (``recovery_interval``): lease expiry;
+* the retention loop (``retention_interval``); Poisson publishers.
+
+A crash (a :class:`~fanoutsim.kernel.faults.Crash` at a named point, ``CrashAt``,
+``CrashRandomly`` or :meth:`LeaseSimulation.crash`) takes the whole node
+down — broker and clients — and throws the engine and every worker away;
+:meth:`restart` builds a new engine over the same tables and starts the
+clients again. Leases held by dead workers stay in the table until recovery
+expires them.
+
+The broker API by hand, the table views, the trace and the metrics live in
+:class:`~.host.LeaseHost`, shared with the wall-clock runtime
+:class:`~.leases_realtime.LeaseRealtime`.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import simpy
+
+from fanoutsim.kernel.faults import Crash
+from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
+from fanoutsim.designs.leases.leasing import Lease
+from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
+from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
+
+
+Client = LeaseClient  # the name this module gave it first
+
+
+class LeaseSimulation(LeaseHost, VirtualRuntime):
+    """One seeded run of leased durable consumers under a virtual clock.
+
+    >>> sim = LeaseSimulation(seed=1)
+    >>> _ = sim.register_consumer("indexer")
+    >>> sim.publish("org-1", "ticket.changed", {"ticket": 7})
+    '1:0'
+    >>> sim.run(until=2.0)
+    >>> sim.checkpoints()["seq"].tolist()
+    [1]
+    """
+
+    _noun = "node"
+
+    def __init__(self, config: LeaseConfig | None = None, seed: int = 0, store: Any = "memory",
+                 *, start=None, faults=None, trace: bool = True) -> None:
+        self.config, self.seed = checked_lease_config(config, seed), seed
+        self._open(seed, store, start, faults, trace)
+        self.clients: dict[str, Client] = {}
+        self._work_rng = random.Random(f"fanoutsim:lease-work:{seed}")
+        self.engine: LeaseEngine | None = None
+        self.incarnation = -1
+        self._procs: list[simpy.Process] = []
+        self._workloads = 0
+        self.restart()
+        self._schedule_crashes()
+
+    # -- life cycle -----------------------------------------------------------
+    def restart(self) -> None:
+        if self.engine is not None:
+            return
+        self.incarnation += 1
+        self._trace.attempt = self.incarnation
+        self.engine = LeaseEngine(self.store, self.config, self.metrics_registry, self._trace,
+                                  self.faults, self.seed)
+        if self.incarnation:
+            self._trace.add(self.now_us(), "restarted", "runtime")
+        self._procs = [self.env.process(self._recovery_loop(self.engine)),
+                       self.env.process(self._retention_loop(self.engine))]
+        for name in self.clients:
+            self._start_client(name)
+
+    # -- loops ----------------------------------------------------------------
+    def _recovery_loop(self, engine):
+        try:
+            while engine is self.engine:
+                yield self.env.timeout(self.config.recovery_interval)
+                self._call("recover", engine=engine)
+        except simpy.Interrupt:
+            return
+
+    def _retention_loop(self, engine):
+        try:
+            while engine is self.engine:
+                self._call("prune_once", engine=engine)
+                yield self.env.timeout(self.config.retention_interval)
+        except simpy.Interrupt:
+            return
+
+    def _start_client(self, name: str) -> None:
+        self._procs.append(self.env.process(self._client_loop(self.engine, self.clients[name])))
+
+    def _client_loop(self, engine, client: Client):
+        try:
+            while engine is self.engine:
+                with self.store.transaction() as tx:
+                    row = tx.get_lease_consumer(client.name)
+                if row is None or row["retired"]:
+                    return
+                leases = self._call("consume", client.name, client.batch_limit, engine=engine)
+                for lease in leases or ():
+                    self._procs.append(self.env.process(self._worker(engine, client, lease)))
+                yield self.env.timeout(client.poll_interval)
+        except simpy.Interrupt:
+            return
+
+    def _worker(self, engine, client: Client, lease: Lease):
+        env, rng = self.env, self._work_rng
+        try:
+            d = engine.faults.run_duration(client.name, self.now_us(), client.draw(rng))
+            if d > 0:
+                yield env.timeout(d)
+            if engine is not self.engine:
+                return
+            error = client.failure(lease, rng)
+            if error is None and client.fn is not None:
+                try:
+                    client.fn(lease)
+                except Exception as exc:  # the effect failed: a failed attempt
+                    error = f"{type(exc).__name__}: {exc}"
+            if error is not None:
+                self._call("nack", client.name, lease.event_id, lease.token, lease.incarnation,
+                           delay=client.nack_delay, error=error, engine=engine)
+                return
+            now = self.now_us()
+            self._trace.add(now, "delivered", "worker", client.name, lease.event_id, lease.partition,
+                            f"attempt {lease.attempt}")
+            self.metrics_registry.inc("fanoutsim_lease_delivered_total", consumer=client.name)
+            try:
+                engine.faults.point("worker.after_effect_before_ack", now, subscription=client.name,
+                                    firing=lease.event_id)
+            except Crash as c:
+                self.crash(c.point, c.downtime)
+                return
+            self._call("ack", client.name, lease.event_id, lease.token, lease.incarnation, engine=engine)
+        except simpy.Interrupt:
+            return
+
+    # -- the API --------------------------------------------------------------
+    def register_consumer(self, name: str, *, start="beginning", batch_limit: int = 4, in_flight_limit: int = 4,
+                          lease_seconds: float = 60.0, client: bool = True, duration=0.01, fail: float = 0.0,
+                          poison: Callable[[Lease], bool] | None = None, nack_delay: float = 1.0,
+                          poll_interval: float = 0.5, fn: Callable[[Lease], Any] | None = None) -> dict:
+        """Create a durable consumer (limits checked against the seed's ranges) and,
+        unless ``client=False`` (drive it by hand with :meth:`consume`), start its
+        client loop. ``fn(lease)``, if given, is the worker's effect, called when
+        its work is done (an exception nacks). Returns the consumer row."""
+        spec = Client(name, duration, fail, poison, nack_delay, poll_interval, fn=fn) if client else None
+        row = self._api("add_consumer", name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
+                        lease_seconds=lease_seconds)
+        if spec is not None and name not in self.clients:
+            self.clients[name] = spec
+            if self.engine is not None:
+                self._start_client(name)
+        return row
+
+    def add_workload(self, rate: float, *, partitions=4, kind: str = "event", start: float = 0.0,
+                     stop: float | None = None) -> None:
+        """Publish events at Poisson times, ``rate`` per virtual second, each to a
+        partition drawn from ``partitions`` (a count, or a list of names)."""
+        partitions = lease_partitions(rate, partitions)
+        rng = random.Random(f"fanoutsim:lease-workload:{self.seed}:{self._workloads}")
+        self._workloads += 1
+        self.env.process(self._workload(rate, partitions, kind, start, stop, rng))
+
+    def _workload(self, rate, partitions, kind, start, stop, rng):
+        env = self.env
+        if start > env.now:
+            yield env.timeout(start - env.now)
+        k = 0
+        while True:
+            yield env.timeout(rng.expovariate(rate))
+            if stop is not None and env.now >= stop:
+                return
+            part = rng.choice(partitions)
+            k += 1
+            if self.engine is not None:  # a down node takes no writes
+                self._call("publish", [(part, kind, {"n": k})])
+
+    def run(self, until: float | None = None) -> None:
+        if not until_ok(self.env, until):
+            return
+        self.env.run(until=until)

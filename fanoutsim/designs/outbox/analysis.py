@@ -1,0 +1,325 @@
+"""The outbox dispatcher (seed 002): lost hints, the safety poll, the guardrails.
+
+Pure functions over :class:`~fanoutsim.designs.outbox.simulation.OutboxSimulation` runs:
+
+* :func:`handled_latency` — commit → first handled, per (consumer, seq);
+* :func:`latency_run` / :func:`latency_sweep` — that latency against the share
+  of hints dropped and the safety-poll interval;
+* :func:`cursor_path` / :func:`lag_path` — a consumer's cursor (and its lag
+  behind the head of the log) over virtual time;
+* four small seeded scenarios: :func:`hung_run` (a hung step, with and without
+  a timeout), :func:`poison_run` (a row that always fails), :func:`slow_fast_run`
+  (a slow consumer beside a fast one) and :func:`backfill_run` (a consumer
+  added late, reading from the beginning), with :func:`scenario_summary`;
+* :func:`clock_comparison` — the same lossy-hint run under the virtual clock
+  and on the wall clock (:class:`~fanoutsim.designs.outbox.realtime.OutboxRealtime`);
+* :func:`outbox_report` — one run's report as a JSON-ready dict (what
+  ``fanoutsim run`` prints for an outbox scenario).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.kernel.frames import json_ready
+from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.kernel.timeutil import US, rfc3339
+
+
+def _sim(config=None, seed=0, plan=None):
+    from fanoutsim.designs.outbox.simulation import OutboxSimulation
+    return OutboxSimulation(config or OutboxConfig(), seed=seed, faults=plan)
+
+
+def _rel(sim, t) -> np.ndarray:
+    return (np.asarray(t, dtype="int64") - sim.start_us) / US
+
+
+def handled_latency(sim) -> pd.DataFrame:
+    """One row per (consumer, seq) handled: commit time, first handled time and
+    ``latency_s`` between them (virtual seconds since the run's start)."""
+    t = sim.trace()
+    com = t[t["kind"] == "committed"][["seq", "t"]].drop_duplicates("seq").rename(columns={"t": "t_commit"})
+    h = t[t["kind"] == "handled"][["consumer", "seq", "t"]]
+    h = h.groupby(["consumer", "seq"], as_index=False)["t"].min().rename(columns={"t": "t_handled"})
+    out = h.merge(com, on="seq", how="inner")
+    out["latency_s"] = (out["t_handled"] - out["t_commit"]) / US
+    out["committed_s"] = _rel(sim, out["t_commit"])
+    out["handled_s"] = _rel(sim, out["t_handled"])
+    return out[["consumer", "seq", "committed_s", "handled_s", "latency_s"]].sort_values(
+        ["consumer", "seq"]).reset_index(drop=True)
+
+
+def hinted_seqs(sim) -> set[int]:
+    """Seqs whose own hint reached the listener."""
+    t = sim.trace()
+    return set(t.loc[t["kind"] == "hint", "seq"].astype(int))
+
+
+def latency_run(drop: float = 0.0, poll: float = 5.0, *, rate: float = 0.2, minutes: float = 60.0,
+                seed: int = 0, duration: float = 0.01):
+    """One consumer behind a lossy hint channel: ``rate`` commits/s for ``minutes``,
+    ``drop`` of the hints lost, a safety poll every ``poll`` seconds."""
+    plan = FaultPlan([Notifications(drop=drop)]) if drop > 0 else None
+    sim = _sim(OutboxConfig(safety_poll_interval=poll), seed=seed, plan=plan)
+    sim.register_consumer("indexer", duration=duration)
+    stop = minutes * 60.0
+    sim.add_workload(rate, stop=stop)
+    sim.run(until=stop + poll + 1.0)
+    return sim
+
+
+def latency_frame(sim) -> pd.DataFrame:
+    """:func:`handled_latency` with ``hinted`` (did this row's own hint arrive?)."""
+    lat = handled_latency(sim)
+    lat["hinted"] = lat["seq"].isin(hinted_seqs(sim))
+    return lat
+
+
+def latency_sweep(drops=(0.0, 0.05, 0.2, 0.5, 1.0), polls=(1.0, 5.0, 15.0), **kw) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every (drop, poll) pair: a summary table and every row's latency.
+
+    Summary columns: drop, poll, committed, delivered, lost, hinted_share,
+    mean_s, p50_s, p99_s, max_s, and ``max_over_poll`` (the worst latency as a
+    multiple of the poll interval)."""
+    rows, frames = [], []
+    for poll in polls:
+        for drop in drops:
+            sim = latency_run(drop, poll, **kw)
+            lat = latency_frame(sim)
+            report = check_outbox(sim)
+            lat["drop"], lat["poll"] = drop, poll
+            frames.append(lat)
+            x = lat["latency_s"]
+            rows.append({"drop": drop, "poll": poll, "committed": report.total["committed"],
+                         "delivered": report.total["delivered"], "lost": report.total["lost"],
+                         "hinted_share": float(lat["hinted"].mean()),
+                         "mean_s": float(x.mean()), "p50_s": float(x.quantile(0.5)),
+                         "p99_s": float(x.quantile(0.99)), "max_s": float(x.max()),
+                         "max_over_poll": float(x.max() / poll)})
+    return pd.DataFrame(rows), pd.concat(frames, ignore_index=True)
+
+
+def clock_comparison(*, drop: float = 0.5, poll: float = 0.5, rate: float = 20.0, seconds: float = 5.0,
+                     seed: int = 0, duration: float = 0.01, folder=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One consumer behind a lossy hint channel, ``seconds`` long, under both
+    clocks: SimPy's, and the wall clock's (threads, a DuckDB file in ``folder``,
+    a temporary one by default — this takes ``seconds`` of real time). Returns a
+    summary per clock (committed, delivered, lost, hinted_share, p50_s, max_s,
+    ``within_poll``: every row handled within one poll interval plus the step and
+    0.25 s of scheduling slack) and every row's latency with a ``clock`` column."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from fanoutsim.designs.outbox.realtime import OutboxRealtime
+
+    config = OutboxConfig(safety_poll_interval=poll)
+    plan = FaultPlan([Notifications(drop=drop)]) if drop > 0 else None
+    sim = _sim(config, seed=seed, plan=plan)
+    sim.register_consumer("indexer", duration=duration)
+    sim.add_workload(rate, stop=seconds)
+    sim.run(until=seconds + poll + 1.0)
+    runs = [("virtual", sim, check_outbox(sim), latency_frame(sim))]
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(folder or tmp) / f"clocks-{seed}.duckdb"
+        rt = OutboxRealtime(config, store=str(db), faults=plan, seed=seed)
+        try:
+            rt.register_consumer("indexer", duration=duration)
+            rt.add_workload(rate, stop=seconds)
+            rt.start()
+            time.sleep(seconds + poll + 1.0)
+            rt.stop()
+            runs.append(("wall", rt, check_outbox(rt), latency_frame(rt)))
+        finally:
+            rt.close()
+    rows, frames = [], []
+    for clock, _, report, lat in runs:
+        lat = lat.assign(clock=clock)
+        frames.append(lat)
+        x = lat["latency_s"]
+        rows.append({"clock": clock, "committed": report.total["committed"],
+                     "delivered": report.total["delivered"], "lost": report.total["lost"],
+                     "hinted_share": float(lat["hinted"].mean()), "p50_s": float(x.quantile(0.5)),
+                     "max_s": float(x.max()), "within_poll": bool(x.max() <= poll + duration + 0.25)})
+    return pd.DataFrame(rows), pd.concat(frames, ignore_index=True)
+
+
+def cursor_path(sim, consumer: str) -> pd.DataFrame:
+    """The consumer's cursor over time: ``t_s`` and ``cursor`` (starting at its first cursor)."""
+    t = sim.trace()
+    sel = t[(t["consumer"] == consumer) & t["kind"].isin(["cursor_start", "cursor", "reset"])]
+    return pd.DataFrame({"t_s": _rel(sim, sel["t"]), "cursor": sel["seq"].astype(int).to_numpy()})
+
+
+def head_path(sim) -> pd.DataFrame:
+    """The head of the log over time: ``t_s`` and the highest committed ``seq``."""
+    t = sim.trace()
+    c = t[t["kind"] == "committed"]
+    return pd.DataFrame({"t_s": _rel(sim, c["t"]), "seq": c["seq"].astype(int).cummax().to_numpy()})
+
+
+def lag_path(sim, consumer: str, step: float = 1.0) -> pd.DataFrame:
+    """Rows committed but not yet behind ``consumer``'s cursor, sampled every ``step`` seconds."""
+    head, cur = head_path(sim), cursor_path(sim, consumer)
+    grid = np.arange(0.0, sim.now + step / 2, step)
+
+    def at(ts, vs):
+        k = np.searchsorted(np.asarray(ts), grid, side="right") - 1
+        return np.where(k >= 0, np.asarray(vs)[np.maximum(k, 0)], 0)
+
+    return pd.DataFrame({"t_s": grid, "lag": at(head["t_s"], head["seq"]) - at(cur["t_s"], cur["cursor"])})
+
+
+# -- the four scenarios --------------------------------------------------------
+
+def _steady(sim, n: int, every: float = 1.0, poison_at: int | None = None) -> None:
+    """Commit ``n`` rows, one every ``every`` seconds (row ``poison_at`` is the poison one)."""
+    for i in range(n):
+        sim.run(until=i * every + every / 2)
+        sim.commit(f"p{i % 10}" if i != poison_at else "poison")
+
+
+def hung_run(*, hang: float = 300.0, timeout: float = 5.0, at_row: int = 10, rows: int = 60, seed: int = 0):
+    """Two consumers see the same hang (their ``at_row``-th step never returns
+    for ``hang`` seconds): ``guarded`` has a ``timeout``, ``unguarded`` none."""
+    sim = _sim(seed=seed)
+
+    def hangs_once():
+        calls = {"n": 0}
+
+        def duration(rng):
+            calls["n"] += 1
+            return hang if calls["n"] == at_row else 0.01
+        return duration
+
+    sim.register_consumer("guarded", duration=hangs_once(), timeout=timeout, backoff=1.0, jitter=0.0)
+    sim.register_consumer("unguarded", duration=hangs_once(), timeout=None)
+    _steady(sim, rows)
+    sim.run(until=max(rows + 10.0, at_row + hang + 10.0))
+    return sim
+
+
+def poison_run(*, rows: int = 60, poison_at: int = 20, retry_budget: int = 5, seed: int = 0):
+    """``triage`` fails on the row with ref ``poison`` every time; ``indexer`` does not care."""
+    def triage(row):
+        if row["ref"] == "poison":
+            raise ValueError("cannot parse")
+
+    sim = _sim(seed=seed)
+    sim.register_consumer("triage", triage, retry_budget=retry_budget, backoff=0.5, backoff_cap=60.0)
+    sim.register_consumer("indexer", duration=0.01)
+    _steady(sim, rows, poison_at=poison_at)
+    sim.run(until=rows + 30.0)
+    return sim
+
+
+def slow_fast_run(*, rate: float = 1.5, seconds: float = 120.0, slow: float = 1.0, seed: int = 0):
+    """A ``fast`` consumer (10 ms a row) beside a ``slow`` one (``slow`` s a row)
+    under ``rate`` commits/s for ``seconds``, then quiet until the slow one drains."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("fast", duration=0.01)
+    sim.register_consumer("slow", duration=slow, timeout=None)
+    sim.add_workload(rate, stop=seconds)
+    sim.run(until=seconds * (1 + max(0.0, rate * slow - 1)) + 60.0)
+    return sim
+
+
+def backfill_run(*, rate: float = 0.5, join_at: float = 600.0, seconds: float = 900.0, row_cost: float = 0.05,
+                 seed: int = 0):
+    """``indexer`` runs from the start; ``search`` registers at ``join_at`` with its
+    cursor at the beginning, back-fills at ``row_cost`` s a row, then keeps pace."""
+    sim = _sim(seed=seed)
+    sim.register_consumer("indexer", duration=0.01)
+    sim.add_workload(rate, stop=seconds)
+    sim.run(until=join_at)
+    sim.register_consumer("search", duration=row_cost, start="beginning")
+    sim.run(until=seconds + 10.0)
+    return sim
+
+
+def caught_up_at(sim, consumer: str, after: float = 0.0) -> float | None:
+    """The first time after ``after`` at which ``consumer``'s lag is back to 0."""
+    lag = lag_path(sim, consumer, step=0.1)
+    ok = lag[(lag["t_s"] >= after) & (lag["lag"] == 0)]
+    return None if ok.empty else float(ok["t_s"].iloc[0])
+
+
+def scenario_summary(sim) -> pd.DataFrame:
+    """Per consumer: delivered, duplicates, lost, parked, failures, worst lag
+    (rows) and latency p50 / max (seconds), from the checker and the trace."""
+    report = check_outbox(sim)
+    t = sim.trace()
+    pc = report.per_consumer.set_index("consumer")
+    rows = []
+    for name in pc.index:
+        lag = lag_path(sim, name, step=0.5)
+        rows.append({"consumer": name, "delivered": int(pc.loc[name, "delivered"]),
+                     "duplicates": int(pc.loc[name, "duplicates"]), "lost": int(pc.loc[name, "lost"]),
+                     "parked": int(pc.loc[name, "parked"]),
+                     "failures": int(((t["kind"] == "failed") & (t["consumer"] == name)).sum()),
+                     "max_lag_rows": int(lag["lag"].max()),
+                     "latency_p50_s": round(float(pc.loc[name, "latency_p50_s"]), 3),
+                     "latency_max_s": round(float(pc.loc[name, "latency_max_s"]), 3)})
+    return pd.DataFrame(rows)
+
+
+# -- the report of one run -------------------------------------------------------
+
+def _causes(frame: pd.DataFrame, consumer: str) -> dict[str, int]:
+    if frame.empty:
+        return {}
+    counts = frame.loc[frame["consumer"] == consumer, "cause"].value_counts()
+    return {str(c): int(n) for c, n in sorted(counts.items())}
+
+
+def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, Any]:
+    """One outbox run as a plain, JSON-ready dict: per consumer delivered,
+    duplicates and lost (with causes), parked, pending, failures and commit →
+    handled latency (p50, p99, max, in seconds); the hint channel's counts; the
+    topic bus; crashes; and the checker's totals under ``check``.
+
+    Every delivery count is the checker's (:func:`check_outbox`, or ``checked``
+    if given: a check of this same run), so the report and the verdict agree."""
+    checked = check_outbox(sim) if checked is None else checked
+    t = sim.trace()
+    failures = t.loc[t["kind"] == "failed", "consumer"].value_counts()
+    kinds = t["kind"].value_counts()
+    total = checked.total
+    consumers = []
+    for r in checked.per_consumer.to_dict("records"):
+        c = r["consumer"]
+        consumers.append({
+            "consumer": c, "cursor": r["cursor"], "delivered": r["delivered"],
+            "duplicates": r["duplicates"], "duplicates_by_cause": _causes(checked.duplicates, c),
+            "lost": r["lost"], "lost_by_cause": _causes(checked.lost, c),
+            "parked": r["parked"], "pending": r["pending"], "failures": int(failures.get(c, 0)),
+            "latency_s": {"p50": r["latency_p50_s"], "p99": r["latency_p99_s"], "max": r["latency_max_s"]},
+        })
+    ch = sim.channel
+    report = {
+        "scenario": name,
+        "design": "outbox",
+        "seed": sim.seed,
+        "start": rfc3339(sim.start_us),
+        "end": rfc3339(sim.now_us()),
+        "time_span_s": float(sim.now),
+        "config": dataclasses.asdict(sim.config),
+        "outbox": {"committed": total["committed"], "retained": len(sim.store.rows("outbox")),
+                   "pruned": int(kinds.get("pruned", 0)), "deferred": len(sim.store.rows("deferred"))},
+        "consumers": consumers,
+        "totals": {k: total[k] for k in ("committed", "delivered", "extra_deliveries", "lost", "parked",
+                                         "pending", "lost_by_cause", "duplicates_by_cause")},
+        "hints": {"sent": ch.sent, "dropped": ch.dropped, "missed": ch.missed, "coalesced": ch.coalesced,
+                  "delivered": ch.delivered},
+        "bus": {"published": total["bus_published"], "unpublished": total["bus_unpublished"],
+                "receipts": total["bus_receipts"]},
+        "crashes": int(kinds.get("crashed", 0)),
+        "check": dict(total),
+    }
+    return json_ready(report)

@@ -1,0 +1,193 @@
+"""The outbox checker: per consumer, what was delivered, duplicated, lost, parked.
+
+It reads the run's trace and tables — never the fault plan — like the reactor
+design's checker. For each consumer, a row is *expected* when it committed
+(a ``committed`` event) with a seq above the consumer's first cursor
+(``cursor_start``). Then it is
+
+*delivered*   handled once or more (each extra ``handled`` is a *duplicate*);
+*parked*      in the ``parked`` table (its retry budget ran out), never handled;
+*pending*     still ahead of the cursor and retained, or owed as deferred work;
+*lost*        otherwise.
+
+Causes of a duplicate: ``reset`` (the consumer was reset and replayed: by
+design), ``crash`` (the process crashed after handling and before the cursor
+passed the row), else ``unknown``. Causes of a loss: ``late_commit`` (the row
+committed after this consumer had read past its seq — a fetch that returned a
+higher seq, or a cursor already beyond it),
+``gap_timeout`` (``read_mode="gap"`` waited for it and gave up), ``pruned``
+(retention deleted it before the consumer handled it), else ``unknown``.
+
+``valid`` is true when no loss has cause ``late_commit`` or ``unknown`` and
+every duplicate has a cause: retention and a gap timeout are documented ways
+to drop a row; re-delivery after a crash is the at-least-once promise.
+
+The topic bus is reported apart (``bus``): a row is *published* when a live
+dispatcher pushed it to the subscribers of its topic then (``receivers`` of
+them), else *unpublished*: it became visible below the bus's position — it
+committed late, under rows already published, or before a new process went
+live at the end of the log (after a crash). That is the bus's contract (best
+effort, not durable; a page re-fetches when it reconnects), so it never counts
+as a loss and never touches ``valid``.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from fanoutsim.kernel.timeutil import US
+
+LOSS_CAUSES = ("late_commit", "gap_timeout", "pruned", "unknown")
+DUPLICATE_CAUSES = ("crash", "reset", "unknown")
+_PROMISED = ("late_commit", "unknown")
+
+
+@dataclass
+class OutboxReport:
+    per_consumer: pd.DataFrame
+    duplicates: pd.DataFrame
+    lost: pd.DataFrame
+    parked: pd.DataFrame
+    bus: pd.DataFrame = field(default_factory=pd.DataFrame)
+    total: dict = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.total.get("valid", True))
+
+    def __str__(self) -> str:
+        lines = [f"outbox check: {'valid' if self.valid else 'INVALID'} — "
+                 f"{self.total['committed']} committed, {self.total['delivered']} delivered, "
+                 f"{self.total['extra_deliveries']} duplicates, {self.total['lost']} lost, "
+                 f"{self.total['parked']} parked"]
+        if len(self.per_consumer):
+            lines.append(self.per_consumer.to_string(index=False))
+        if self.total.get("bus_published") or self.total.get("bus_unpublished"):
+            lines.append(f"topic bus (best effort, not delivery): {self.total['bus_published']} rows published, "
+                         f"{self.total['bus_unpublished']} never (visible only below the bus's position), "
+                         f"{self.total['bus_receipts']} receipts")
+        return "\n".join(lines)
+
+
+def check_outbox(sim) -> OutboxReport:
+    trace = sim.trace()
+    kind = trace["kind"].to_numpy()
+    who_col = trace["consumer"].to_numpy()
+    seq_col = trace["seq"].to_numpy()
+    t_col = trace["t"].to_numpy()
+
+    def events(k):
+        return np.flatnonzero(kind == k)
+
+    # the rare kinds, in a plain loop; the per-row kinds (committed, handled, cursor) as arrays
+    starts: dict[str, int] = {}
+    for i in events("cursor_start"):
+        starts.setdefault(who_col[i], int(seq_col[i]))
+    resets = defaultdict(list)
+    for i in events("reset"):
+        resets[who_col[i]].append(int(i))
+    gap_skips = defaultdict(set)
+    for i in events("gap_skipped"):
+        gap_skips[who_col[i]].add(int(seq_col[i]))
+    pruned = {int(seq_col[i]) for i in events("pruned")}
+    crashes = events("crashed")
+    published: dict[int, tuple[str, int]] = {}       # seq -> (topic, receivers)
+    detail = trace["detail"].to_numpy()
+    for i in events("published"):
+        published[int(seq_col[i])] = (who_col[i], int(detail[i]))
+    ci = events("committed")
+    commits = pd.DataFrame({"seq": seq_col[ci].astype(np.int64), "tc": t_col[ci].astype(np.int64), "ic": ci})
+    commits = commits.drop_duplicates("seq", keep="last").sort_values("ic", kind="stable")  # commit order
+    hi = events("handled")
+    handled = pd.DataFrame({"consumer": who_col[hi], "seq": seq_col[hi].astype(np.int64), "i": hi,
+                            "t": t_col[hi].astype(np.int64)})
+    # how far each consumer had read: its cursor moves, and the last seq of each fetch
+    mi = np.sort(np.concatenate([events("cursor"), events("fetched")]))
+    moves = pd.DataFrame({"consumer": who_col[mi], "seq": seq_col[mi].astype(np.int64), "i": mi})
+
+    parked_rows = sim.store.rows("parked")
+    parked = {(r["consumer"], r["seq"]) for r in parked_rows}
+    deferred = {(r["consumer"], r["seq"]) for r in sim.store.rows("deferred")}
+    cursors = {r["consumer"]: r["seq"] for r in sim.store.rows("cursors")}
+    retained = {r["seq"]: r["topic"] for r in sim.store.rows("outbox")}
+
+    per, dups, lost = [], [], []
+    by_consumer = dict(tuple(handled.groupby("consumer", sort=False)))
+    moves_of = dict(tuple(moves.groupby("consumer", sort=False)))
+    for name in sorted(cursors):
+        start = starts.get(name, 0)
+        expected = commits[commits["seq"] > start]
+        h = by_consumer.get(name, handled.iloc[:0])
+        h = h[h["seq"].isin(expected["seq"])]
+        first = h.drop_duplicates("seq")
+        got = expected.merge(first[["seq", "t"]], on="seq", how="inner", sort=False)  # commit order kept
+        n = dict(delivered=len(got), duplicates=0, lost=0, parked=0, pending=0)
+        lat = (got["t"] - got["tc"]).to_numpy() / US
+        # each handling after the first is a duplicate: which event came between it and the one before?
+        h = h.assign(prev=h.groupby("seq")["i"].shift())
+        again = h[h["prev"].notna()]
+        if len(again):
+            nxt, prev = again["i"].to_numpy(), again["prev"].to_numpy().astype(np.int64)
+            crashed = np.searchsorted(crashes, nxt) > np.searchsorted(crashes, prev, side="right")
+            r = np.asarray(resets[name], dtype=np.int64)
+            was_reset = np.searchsorted(r, nxt) > np.searchsorted(r, prev, side="right")
+            # a reset replays by design, whatever else happened in between
+            cause = np.where(was_reset, "reset", np.where(crashed, "crash", "unknown"))
+            order = expected.set_index("seq")["ic"]
+            d = pd.DataFrame({"consumer": name, "seq": again["seq"].to_numpy(), "cause": cause,
+                              "_ic": order.loc[again["seq"]].to_numpy(), "_i": nxt})
+            d = d.sort_values(["_ic", "_i"], kind="stable")
+            dups += d[["consumer", "seq", "cause"]].to_dict("records")
+            n["duplicates"] = len(d)
+        # the rest were not handled: parked, still pending, or lost (and why)
+        missing = expected[~expected["seq"].isin(first["seq"])]
+        if len(missing):
+            m = moves_of.get(name)
+            idx = m["i"].to_numpy() if m is not None else np.empty(0, dtype=np.int64)
+            high = np.maximum.accumulate(m["seq"].to_numpy()) if m is not None else idx
+            for seq, ic in zip(missing["seq"].tolist(), missing["ic"].tolist()):
+                if (name, seq) in parked:
+                    n["parked"] += 1
+                    continue
+                if (name, seq) in deferred or (seq > cursors[name] and seq in retained):
+                    n["pending"] += 1
+                    continue
+                k = int(np.searchsorted(idx, ic))  # how far it had read when the row committed
+                if k and high[k - 1] >= seq:
+                    cause = "late_commit"
+                elif seq in gap_skips[name]:
+                    cause = "gap_timeout"
+                elif seq in pruned:
+                    cause = "pruned"
+                else:
+                    cause = "unknown"
+                n["lost"] += 1
+                lost.append({"consumer": name, "seq": seq, "cause": cause})
+        s = pd.Series(lat, dtype=float)
+        per.append({"consumer": name, "cursor": cursors[name], **n,
+                    "latency_mean_s": s.mean(), "latency_p50_s": s.quantile(0.5),
+                    "latency_p99_s": s.quantile(0.99), "latency_max_s": s.max()})
+    lost_df = pd.DataFrame(lost, columns=["consumer", "seq", "cause"])
+    dup_df = pd.DataFrame(dups, columns=["consumer", "seq", "cause"])
+    total = {
+        "committed": len(commits),
+        "delivered": sum(p["delivered"] for p in per),
+        "extra_deliveries": len(dup_df),
+        "lost": len(lost_df),
+        "parked": sum(p["parked"] for p in per),
+        "pending": sum(p["pending"] for p in per),
+        "lost_by_cause": lost_df["cause"].value_counts().to_dict(),
+        "duplicates_by_cause": dup_df["cause"].value_counts().to_dict(),
+    }
+    bus = pd.DataFrame(
+        [{"seq": seq, "topic": published.get(seq, (retained.get(seq), 0))[0], "published": seq in published,
+          "receivers": published.get(seq, (None, 0))[1]} for seq in sorted(commits["seq"].tolist())],
+        columns=["seq", "topic", "published", "receivers"])
+    total["bus_published"] = int(bus["published"].sum())
+    total["bus_unpublished"] = int((~bus["published"]).sum())
+    total["bus_receipts"] = int(bus["receivers"].sum())
+    total["valid"] = (not lost_df["cause"].isin(_PROMISED).any()) and not (dup_df["cause"] == "unknown").any()
+    return OutboxReport(pd.DataFrame(per), dup_df, lost_df, pd.DataFrame(parked_rows), bus, total)

@@ -1,0 +1,95 @@
+"""Consumers and their cursors: register, point, reset (the durable half).
+
+Adding a consumer is registering its code (:class:`OutboxRegistry`, which
+survives restarts as a binary's code does) and giving it a cursor row. It
+back-fills from wherever the cursor points:
+
+``"end"``        only rows committed from now on;
+``"beginning"``  every retained row (the oldest retained seq - 1);
+an ``int``       that seq: it must lie between the retention horizon and the
+                 end of the log, or rows would be silently skipped or never exist.
+
+A *rebuildable* consumer (one with a ``rebuild`` function) can be reset: its
+derived state is rebuilt from the base tables, then the retained log replays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fanoutsim.designs.outbox.config import ConsumerSpec, check_name
+
+
+@dataclass
+class OutboxRegistry:
+    consumers: dict[str, ConsumerSpec] = field(default_factory=dict)
+
+    def register(self, name: str, fn=None, **guardrails) -> ConsumerSpec:
+        spec = ConsumerSpec(name, fn, **guardrails)
+        self.consumers[name] = spec
+        return spec
+
+    def spec(self, name: str) -> ConsumerSpec:
+        spec = self.consumers.get(name) if isinstance(name, str) else None
+        if spec is not None:  # the hot path: every step asks
+            return spec
+        check_name("consumer", name)
+        try:
+            return self.consumers[name]
+        except KeyError:
+            raise KeyError(f"unknown consumer {name!r}; registered: "
+                           f"{', '.join(sorted(self.consumers)) or 'none'}") from None
+
+
+def resolve_start(tx, name: str, start) -> int:
+    """The cursor value ``start`` stands for, checked against the log's bounds."""
+    low, last = tx.outbox_bounds()
+    if start == "end":
+        return last
+    if start == "beginning":
+        return last if low is None else low - 1
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise ValueError(f"cursor for {name!r} must be 'beginning', 'end' or a seq (int), got {start!r}")
+    if start < 0:
+        raise ValueError(f"cursor {start} for {name!r} is negative; seqs start at 1")
+    if start > last:
+        raise ValueError(f"cursor {start} for {name!r} is past the end of the log (last seq {last})")
+    horizon = last if low is None else low - 1
+    if start < horizon:
+        raise ValueError(f"cursor {start} for {name!r} is before the retention horizon: seqs "
+                         f"{start + 1}..{horizon} were pruned (lowest allowed cursor {horizon})")
+    return start
+
+
+def add_consumer(e, now: int, name: str, start="beginning") -> int:
+    """Give a registered consumer its cursor (kept if it has one); returns it."""
+    e.registry.spec(name)
+    with e.store.transaction() as tx:
+        cursor = tx.get_cursor(name)
+        if cursor is not None:
+            return cursor
+        cursor = resolve_start(tx, name, start)
+        tx.set_cursor(name, cursor)
+    e.trace.add(now, "cursor_start", e.actor, subscription=name, firing=cursor)
+    return cursor
+
+
+def set_cursor(e, now: int, name: str, seq) -> int:
+    """Point an existing consumer's cursor at ``seq`` (checked like a start)."""
+    e.registry.spec(name)
+    with e.store.transaction() as tx:
+        if tx.get_cursor(name) is None:
+            raise KeyError(f"consumer {name!r} has no cursor yet; add it first")
+        cursor = resolve_start(tx, name, seq)
+        tx.set_cursor(name, cursor)
+    e.trace.add(now, "reset", e.actor, subscription=name, firing=cursor)
+    return cursor
+
+
+def reset_consumer(e, now: int, name: str) -> int:
+    """Rebuild a rebuildable consumer from base tables, then replay the retained log."""
+    spec = e.registry.spec(name)
+    if spec.rebuild is None:
+        raise ValueError(f"consumer {name!r} is not rebuildable (it has no rebuild function); "
+                         f"use set_cursor to move it")
+    spec.rebuild(e.store.rows("pages"))
+    return set_cursor(e, now, name, "beginning")

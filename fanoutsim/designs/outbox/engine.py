@@ -1,0 +1,90 @@
+"""One incarnation of the dispatcher process, sans IO.
+
+An :class:`OutboxEngine` never asks what time it is and never sleeps: each
+method takes ``now`` (epoch microseconds) and does one step over the store.
+A runtime decides when to call it. What it holds in memory — the topic bus and
+its live subscribers, the gaps it is waiting on, which consumers it saw fall
+behind — dies with it on a crash; the tables (pages, outbox, cursors, parked,
+deferred) do not.
+
+Trace columns, read with the outbox's names: ``subscription`` is the consumer,
+``firing`` the seq. Kinds: reserved, committed, fetched, handled, failed,
+parked, deferred, cursor, cursor_start, reset, pruned, fell_behind, gap_wait,
+gap_skipped, hint, hint_dropped, hint_missed, published, crashed, restarted.
+"""
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.store import Store
+from fanoutsim.kernel.trace import Trace
+from fanoutsim.designs.outbox import commit as _commit
+from fanoutsim.designs.outbox import consumers, dispatcher, retention
+from fanoutsim.designs.outbox.bus import TopicBus
+from fanoutsim.designs.outbox.config import OutboxConfig
+from fanoutsim.designs.outbox.consumers import OutboxRegistry
+
+
+class OutboxEngine:
+    actor = "dispatcher"
+
+    def __init__(self, store: Store, config: OutboxConfig, registry: OutboxRegistry, metrics: Metrics,
+                 trace: Trace, faults=None, rng: random.Random | None = None,
+                 notify: Callable[[int, list[str]], None] | None = None) -> None:
+        self.store = store
+        self.config = config
+        self.registry = registry
+        self.metrics = metrics
+        self.trace = trace
+        self.faults = faults or NoFaults()
+        self.rng = rng or random.Random(0)
+        self.notify = notify or (lambda now, payloads: None)
+        # in memory only: gone with this incarnation
+        self.bus = TopicBus()
+        self.gaps: dict[tuple[str, int], int] = {}       # (consumer, missing seq) -> first seen
+        self.behind_noted: set[tuple[str, int]] = set()
+        self.wake_at: dict[str, int] = {}                 # consumer -> when a wait (settle, gap) ends
+        self.due_at_fetch: dict[str, int | None] = {}     # consumer -> next due time, read with its last fetch
+        self.counters: dict[tuple[str, str], Callable] = {}  # (metric, consumer) -> bound counter
+
+    # the write path
+    reserve = _commit.reserve
+    commit = _commit.commit
+    # consumers and cursors
+    add_consumer = consumers.add_consumer
+    set_cursor = consumers.set_cursor
+    reset_consumer = consumers.reset_consumer
+    # one consumer's step
+    fetch = dispatcher.fetch
+    fetch_due = dispatcher.fetch_due
+    next_due = dispatcher.next_due
+    begin = dispatcher.begin
+    finish = dispatcher.finish
+    # retention
+    prune_once = retention.prune_once
+
+    def count(self, metric: str, consumer: str) -> Callable[..., None]:
+        """The bound counter ``metric{consumer=...}`` (the hot path bumps it per row)."""
+        c = self.counters.get((metric, consumer))
+        if c is None:
+            c = self.counters[(metric, consumer)] = self.metrics.counter(metric, consumer=consumer)
+        return c
+
+    def publish(self, now: int) -> int:
+        """Publish rows committed since the last call to the topic bus."""
+        bus = self.bus
+        with self.store.transaction() as tx:
+            if bus.position is None:  # a new process: live from here on
+                bus.position = tx.outbox_bounds()[1]
+                return 0
+            rows = tx.fetch_outbox(bus.position, 10_000)
+        trace = self.trace
+        for r in rows:
+            n = bus.publish(r)
+            bus.position = r["seq"]
+            # the topic in the consumer column: a bus topic is not a consumer, the kind says so
+            trace.add(now, "published", "bus", subscription=r["topic"], firing=r["seq"], detail=str(n))
+        return len(rows)

@@ -1,0 +1,72 @@
+"""What the outbox design's two runtimes share: the public API's plumbing,
+the views of the outbox tables, its trace names and its hint counters."""
+from __future__ import annotations
+
+
+import pandas as pd
+
+from fanoutsim.kernel.frames import table_frame
+
+
+
+def checked_outbox_config(config, seed):
+    """The outbox runtimes' common arguments: an OutboxConfig (None: the
+    defaults) and an int seed; returns the config."""
+    from fanoutsim.designs.outbox import OutboxConfig
+
+    config = OutboxConfig() if config is None else config
+    if not isinstance(config, OutboxConfig):
+        raise TypeError(f"config must be an OutboxConfig, not {type(config).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    return config
+
+
+class OutboxHost:
+    """Mixin for the outbox runtimes: needs ``store``, ``_trace``,
+    ``metrics_registry``, ``channel``, ``now`` (seconds since start) and, for
+    late commits, ``_late`` (the plan's LateCommit specs) and ``_late_rng``."""
+
+    def _late_delay(self, topic: str) -> float:
+        """How late this writer commits (0: at once): the longest delay drawn by
+        an active ``LateCommit`` whose ``reactor`` field, if set, is the topic."""
+        t, delay = self.now, 0.0
+        for f in self._late:
+            active = f.window is None or f.window[0] <= t < f.window[1]
+            if active and f.reactor in (None, topic) and self._late_rng.random() < f.probability:
+                delay = max(delay, f.delay.sample(self._late_rng))
+        return delay
+
+    def _frame(self, table: str) -> pd.DataFrame:
+        return table_frame(table, self.store.rows(table))
+
+    def outbox(self) -> pd.DataFrame:
+        return self._frame("outbox")
+
+    def cursors(self) -> pd.DataFrame:
+        return self._frame("cursors")
+
+    def parked(self) -> pd.DataFrame:
+        return self._frame("parked")
+
+    def deferred(self) -> pd.DataFrame:
+        return self._frame("deferred")
+
+    def pages(self) -> pd.DataFrame:
+        return self._frame("pages")
+
+    def trace(self) -> pd.DataFrame:
+        """The trace with the outbox's names: ``consumer`` and ``seq``."""
+        df = self._trace.frame().rename(columns={"subscription": "consumer", "firing": "seq"})
+        return df.drop(columns=["execution"])
+
+    def metrics(self) -> dict[str, float]:
+        out = self.metrics_registry.as_dict()
+        ch = self.channel
+        out.update({"fanoutsim_outbox_hints_sent_total": ch.sent, "fanoutsim_outbox_hints_dropped_total": ch.dropped,
+                    "fanoutsim_outbox_hints_missed_total": ch.missed,
+                    "fanoutsim_outbox_hints_coalesced_total": ch.coalesced})
+        return out
+
+
+# -- the leased-consumer design (seed 003) --------------------------------------

@@ -1,0 +1,234 @@
+"""What a run delivered, and how fast: pure functions over a Simulation's tables.
+
+:func:`latency_frame` lines each subscription-dispatched execution up with the
+firing it came from; :func:`delivery_report` condenses a run into a plain dict
+(JSON-serializable: dicts, lists, str, int, float and None only) that
+:func:`fanoutsim.report.format_report` prints and ``fanoutsim run --json`` emits.
+
+An execution belongs to the subscription with the same ``workflow_name``,
+``tenant_id`` and context ``reactor_name`` (a subscription is unique on that
+triple). Executions started by trigger fan-out carry no firing and are left out
+of the latency frame. Percentiles use linear interpolation (numpy's default).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fanoutsim.kernel.timeutil import US, rfc3339
+
+__all__ = ["latency_frame", "delivery_report", "watermarks", "percentiles", "metric_total",
+           "SUBSCRIPTION_KEY", "LATENCY_COLUMNS"]
+
+SUBSCRIPTION_KEY = ("reactor_name", "workflow_name", "tenant_id")
+LATENCY_COLUMNS = ("fire_to_dispatch", "fire_to_claim")
+_LATENCY_FRAME_COLUMNS = (
+    "subscription_id", "reactor_name", "workflow_name", "tenant_id", "execution_id",
+    "reactor_firing_id", "status", "fired_at", "dispatched_at", "claimed_at", "finished_at",
+    "fire_to_dispatch", "fire_to_claim",
+)
+
+
+def _utc(values) -> pd.Series:
+    return pd.to_datetime(pd.Series(values, dtype=object), utc=True).astype("datetime64[us, UTC]")
+
+
+def latency_frame(sim) -> pd.DataFrame:
+    """One row per execution dispatched by a subscription.
+
+    Columns: ``subscription_id`` (None if that subscription was deleted since),
+    ``reactor_name``, ``workflow_name``, ``tenant_id``, ``execution_id``,
+    ``reactor_firing_id``, ``status``, ``fired_at`` (from the context's
+    ``reactor_fired_at``), ``dispatched_at``, ``claimed_at``, ``finished_at``
+    (UTC timestamps) and ``fire_to_dispatch`` / ``fire_to_claim`` (float
+    seconds; NaN while unclaimed). Rows keep the executions table's order,
+    ``(dispatched_at, id)``.
+    """
+    return _latency(sim.executions(), sim.subscriptions())
+
+
+def _latency(ex: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
+    ex = ex[ex["reactor_firing_id"].notna()].reset_index(drop=True)
+    subs = subs[["id", *SUBSCRIPTION_KEY]].rename(columns={"id": "subscription_id"})
+    out = pd.DataFrame({
+        "reactor_name": ex["reactor_name"].astype(object),
+        "workflow_name": ex["workflow_name"].astype(object),
+        "tenant_id": ex["tenant_id"].astype(object),
+        "execution_id": ex["id"].astype(object),
+        "reactor_firing_id": ex["reactor_firing_id"].astype(object),
+        "status": ex["status"].astype(object),
+    })
+    out = out.merge(subs, on=list(SUBSCRIPTION_KEY), how="left", validate="many_to_one")
+    out["subscription_id"] = out["subscription_id"].astype(object).where(out["subscription_id"].notna(), None)
+    out["fired_at"] = _utc([c.get("reactor_fired_at") for c in ex["context"]])
+    for col in ("dispatched_at", "claimed_at", "finished_at"):
+        out[col] = ex[col].astype("datetime64[us, UTC]")
+    out["fire_to_dispatch"] = (out["dispatched_at"] - out["fired_at"]).dt.total_seconds().astype(float)
+    out["fire_to_claim"] = (out["claimed_at"] - out["fired_at"]).dt.total_seconds().astype(float)
+    return out[list(_LATENCY_FRAME_COLUMNS)]
+
+
+def percentiles(values) -> dict[str, Any]:
+    """``count``, ``mean``, ``p50``, ``p95``, ``p99`` and ``max`` of the
+    non-missing values (linear interpolation); None for each statistic when empty."""
+    arr = np.asarray(pd.Series(values, dtype=float).dropna(), dtype=float)
+    if arr.size == 0:
+        return {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
+    p50, p95, p99 = np.percentile(arr, [50, 95, 99], method="linear")
+    return {"count": int(arr.size), "mean": float(arr.mean()), "p50": float(p50),
+            "p95": float(p95), "p99": float(p99), "max": float(arr.max())}
+
+
+def metric_total(metrics: dict[str, float], name: str) -> float:
+    """Sum of a counter over all its label sets (``name`` and ``name{...}``)."""
+    return sum(v for k, v in metrics.items() if k == name or k.startswith(name + "{"))
+
+
+def _num(value: float) -> int | float:
+    """An int when the value is whole (counters), else a float."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+_EPOCH = pd.Timestamp(0, tz="UTC")
+_ONE_US = pd.Timedelta(1, "us")
+
+
+def _ts_us(value) -> int | None:
+    """Epoch microseconds of a timestamp, exactly; None for a missing one."""
+    if value is None or pd.isna(value):
+        return None
+    return int((pd.Timestamp(value) - _EPOCH) // _ONE_US)
+
+
+def _series_us(values: pd.Series) -> np.ndarray:
+    return ((values - _EPOCH) // _ONE_US).to_numpy(dtype=np.int64)
+
+
+def watermarks(sim, *, subs: pd.DataFrame | None = None, firings: pd.DataFrame | None = None) -> list[dict]:
+    """Per subscription, in table order: its key, filter and state
+    (``active``, ``paused`` or ``degraded``), its watermark (RFC 3339, None if
+    never advanced), ``watermark_lag_s`` (virtual clock minus the watermark,
+    seconds; None if never advanced) and ``backlog`` (retained firings of its
+    reactor and tenant after the watermark; all of them if it never advanced).
+    ``subs``/``firings``: the tables, if already at hand."""
+    subs = sim.subscriptions() if subs is None else subs
+    firings = sim.firings() if firings is None else firings
+    now_us = sim.now_us()
+    stream_fired_us = {
+        key: np.sort(_series_us(grp["fired_at"]))
+        for key, grp in firings.groupby(["reactor_name", "tenant_id"])
+    }
+    rows = []
+    for sub in subs.itertuples(index=False):
+        wm_us = _ts_us(sub.last_seen_fired_at)
+        stream = stream_fired_us.get((sub.reactor_name, sub.tenant_id), np.empty(0, dtype=np.int64))
+        backlog = int(stream.size if wm_us is None else stream.size - np.searchsorted(stream, wm_us, "right"))
+        if not sub.enabled:
+            state = "paused"
+        elif sub.predicate_degraded:
+            state = "degraded"
+        else:
+            state = "active"
+        rows.append({
+            "id": sub.id,
+            "tenant": sub.tenant_id,
+            "reactor": sub.reactor_name,
+            "workflow": sub.workflow_name,
+            "predicate": sub.predicate,
+            "state": state,
+            "watermark": None if wm_us is None else rfc3339(wm_us),
+            "watermark_lag_s": None if wm_us is None else (now_us - wm_us) / US,
+            "backlog": backlog,
+            "predicate_error_count": int(sub.predicate_error_count),
+        })
+    return rows
+
+
+def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
+    """A run's deliveries, latencies and backlog as a plain, JSON-ready dict.
+
+    ``name`` (say, the scenario's) is recorded as ``scenario``.
+    """
+    metrics = sim.metrics()
+    now_us = sim.now_us()
+    ex = sim.executions()
+    subs = sim.subscriptions()
+    lat = _latency(ex, subs)
+    firings = sim.firings()
+
+    status_counts = ex["status"].value_counts()
+    by_status = {s: int(status_counts.get(s, 0)) for s in sorted(status_counts.index)}
+
+    # executions per subscription triple
+    keyed = pd.DataFrame({
+        "reactor_name": ex["reactor_name"].astype(object), "workflow_name": ex["workflow_name"],
+        "tenant_id": ex["tenant_id"],
+    })
+    counts = keyed.groupby(list(SUBSCRIPTION_KEY), dropna=False).size()
+    lat_by_sub = {sid: grp for sid, grp in lat.groupby("subscription_id")}
+    no_lat = lat.iloc[:0]
+
+    rows = []
+    matched = 0
+    for row in watermarks(sim, subs=subs, firings=firings):
+        n = int(counts.get((row["reactor"], row["workflow"], row["tenant"]), 0))
+        matched += n
+        sub_lat = lat_by_sub.get(row["id"], no_lat)
+        row = {**row, "executions": n,
+               "fire_to_dispatch_p50_s": percentiles(sub_lat["fire_to_dispatch"])["p50"],
+               "fire_to_claim_p50_s": percentiles(sub_lat["fire_to_claim"])["p50"]}
+        # the report's column order: key, filter, state, deliveries, then position
+        rows.append({k: row[k] for k in (
+            "id", "tenant", "reactor", "workflow", "predicate", "state", "executions", "watermark",
+            "watermark_lag_s", "backlog", "predicate_error_count",
+            "fire_to_dispatch_p50_s", "fire_to_claim_p50_s")})
+
+    report = {
+        "scenario": name,
+        "seed": int(sim.seed),
+        "start": rfc3339(sim.start_us),
+        "end": rfc3339(now_us),
+        "time_span_s": float(sim.now),
+        "config": sim.config.to_dict(),
+        "firings": {
+            "fired": _num(metric_total(metrics, "fanoutsim_reactor_firings_total")),
+            "retained": int(len(firings)),
+            "pruned": _num(metric_total(metrics, "fanoutsim_reactor_firings_pruned_total")),
+        },
+        "executions": {
+            "total": int(len(ex)),
+            "by_status": by_status,
+            "from_subscriptions": int(len(lat)),
+            "unmatched": int(len(ex) - matched),
+        },
+        "latency_s": {col: percentiles(lat[col]) for col in LATENCY_COLUMNS},
+        "subscriptions": rows,
+        "predicate_errors": _num(metric_total(metrics, "fanoutsim_reactor_predicate_errors_total")),
+        "dead_letters": _num(metric_total(metrics, "fanoutsim_reactor_predicate_dead_letters_total")),
+        "dispatch_failures": _num(metric_total(metrics, "fanoutsim_reactor_dispatch_failures_total")),
+    }
+    return _plain(report)
+
+
+def _plain(value):
+    """Recursively: numpy scalars to Python, NaN to None, bool refused."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError("the report holds no booleans")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return None if math.isnan(value) else value
+    raise TypeError(f"value {value!r} of type {type(value).__name__} does not belong in a report")

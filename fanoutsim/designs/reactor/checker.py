@@ -1,0 +1,514 @@
+"""The delivery checker: what was lost, what was duplicated, and why.
+
+In the spirit of Jepsen's total-queue checker, it compares what writers put in
+(the trace's firing history) with what subscribers got out (the
+``workflow_executions`` table), per subscription, and explains every
+difference from the trace alone — never from the fault plan.
+
+For each subscription, a firing is
+
+*expected*      when it was durably logged for the subscription's reactor and
+                tenant after the subscription existed, and the subscription's
+                CEL filter, evaluated here independently, is true for it;
+*delivered*     once or more (each extra delivery is a *duplicate*);
+*pending*       when undelivered but still in the log past the watermark:
+                backlog, not loss;
+*lost*          otherwise.
+
+Causes of a duplicate (the extra delivery's story in the trace):
+
+``ambiguous_insert``   the previous insert committed but reported failure, and was retried
+``crash``              the runner crashed after the dispatch and before the watermark passed it
+``several_pollers``    another poller replica dispatched it too
+``watermark_rewind``   the watermark moved backwards and the firing was read again
+
+Causes of a loss:
+
+``pruned``             deleted by the prune loop before any delivery
+``tie``                the watermark landed exactly on its ``fired_at`` via a sibling
+                       firing with the same timestamp (the strict ``>`` skips it)
+``late_visibility``    it became visible after the watermark had passed its
+                       ``fired_at`` (a late commit or a lagging writer clock)
+``dispatch_failed``    its insert failed and the watermark advanced anyway
+``never_logged``       the writer crashed after the in-process graphs ran and
+                       before the row was written (reported apart: not expected)
+
+``valid`` is true when nothing was lost that the configuration promises to
+deliver: a TTL prune (``prune_policy="ttl"``) and ``dispatch_failure_policy=
+"advance"`` are documented ways to drop firings, every other loss is a broken
+promise.
+"""
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from collections import defaultdict
+from itertools import accumulate
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from fanoutsim.designs.reactor.payload import decode_sources
+from fanoutsim.designs.reactor.predicate import activation, compile_predicate
+
+LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
+DUPLICATE_CAUSES = ("ambiguous_insert", "crash", "several_pollers", "watermark_rewind", "unknown")
+
+
+@dataclass
+class CheckReport:
+    per_subscription: pd.DataFrame
+    duplicates: pd.DataFrame   # one row per extra delivery
+    lost: pd.DataFrame         # one row per (subscription, lost firing)
+    never_logged: pd.DataFrame
+    total: dict = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.total.get("valid", True))
+
+    def __str__(self) -> str:
+        return format_check(self)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{format_check(self)}</pre>"
+
+
+class _F:
+    """One firing of the history, as the loops below read it."""
+
+    __slots__ = ("firing", "fired_at", "logged_at")
+
+    def __init__(self, firing, fired_at, logged_at):
+        self.firing, self.fired_at, self.logged_at = firing, fired_at, logged_at
+
+
+def _firings(frame: pd.DataFrame) -> list[_F]:
+    return [_F(*r) for r in zip(frame["firing"], frame["fired_at"], frame["logged_at"])]
+
+
+_FIRING_KEY, _REACTOR_KEY = '"reactor_firing_id":"', '"reactor_name":"'
+
+
+def _firing_of(context: str) -> tuple[str | None, str | None]:
+    """``(reactor_firing_id, reactor_name)`` of an execution's JSON context,
+    without decoding the payload it carries. The engine writes these keys
+    after the sources, so the *last* occurrence is theirs (a source may hold
+    the same key names deeper down)."""
+    i, j = context.rfind(_FIRING_KEY), context.rfind(_REACTOR_KEY)
+    if i >= 0 and j >= 0:
+        fid = context[i + len(_FIRING_KEY): i + len(_FIRING_KEY) + 36]
+        end = context.find('"', j + len(_REACTOR_KEY))
+        reactor = context[j + len(_REACTOR_KEY): end]
+        if "\\" not in reactor and len(fid) == 36:
+            return fid, reactor
+    ctx = json.loads(context)  # unusual text: decode it properly
+    return ctx.get("reactor_firing_id"), ctx.get("reactor_name")
+
+
+def _sub_key(row) -> tuple:
+    return (row["workflow_name"], row["tenant_id"], row["reactor_name"])
+
+
+def check(sim) -> CheckReport:
+    """Check every subscription of a finished (or paused) run."""
+    cfg = sim.config
+    compound = cfg.watermark != "fired_at"  # the cursor is (fired_at, id)
+    trace = sim.trace()
+    history = trace.history
+    subs = sim.subscriptions()
+    # executions straight from the store: only the keys of each row are needed
+    ex_by_sub: dict[tuple, list[tuple[str, str]]] = defaultdict(list)  # sub key -> [(firing, execution)]
+    existing_ids = set()
+    for row in sim.store.rows("workflow_executions"):
+        fid, reactor = _firing_of(row["context"])
+        existing_ids.add(row["id"])
+        if fid is not None:
+            ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)].append((fid, row["id"]))
+    retained = {row["id"] for row in sim.store.rows("reactor_firings")}
+
+    logged = history[history["logged_at"].notna()]
+    never = history[history["logged_at"].isna()]
+    # each stream's firings, built once however many subscriptions read the stream
+    by_stream = {k: _firings(g) for k, g in logged.groupby(["reactor_name", "tenant_id"], sort=False)}
+    never_by_stream = {k: g for k, g in never.groupby(["reactor_name", "tenant_id"], sort=False)}
+
+    ev = trace[["t", "kind", "actor", "subscription", "firing", "execution", "detail"]]
+    ev = ev.assign(seq=range(len(ev)))
+    per_sub_ev = {k: g for k, g in ev[ev["subscription"].notna()].groupby("subscription", sort=False)}
+    crashes = ev.loc[ev["kind"] == "crashed", "seq"].tolist()
+    # when each firing was pruned, as a position in the trace: a prune and a
+    # watermark move in the same instant are ordered by what happened first
+    pruned_at = dict(zip(ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "firing"],
+                         ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "seq"]))
+
+    # the filters, evaluated here and independently of the engine's verdicts
+    verdicts = _evaluate_filters(subs, history)
+
+    rows, dup_rows, lost_rows, never_rows = [], [], [], []
+    for _, s in subs.iterrows():
+        sid = s["id"]
+        key = (s["reactor_name"], s["tenant_id"])
+        created = int(s["created_at"].value // 1000)
+        passing = verdicts.get((s["predicate"], key))
+
+        def passes(firing_id):
+            return passing is None or firing_id in passing
+
+        stream = by_stream.get(key)
+        expected, backfilled = [], 0
+        if stream is not None:
+            for f in stream:
+                if not passes(f.firing):
+                    continue
+                if f.logged_at < created:
+                    backfilled += 1
+                    continue
+                expected.append(f)
+        for f in (_firings(never_by_stream[key]) if key in never_by_stream else ()):
+            if passes(f.firing):
+                never_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
+                                   "tenant_id": s["tenant_id"], "firing": f.firing,
+                                   "cause": "never_logged"})
+
+        deliveries = defaultdict(list)  # firing -> [execution ids in dispatch order]
+        for fid, eid in ex_by_sub.get(_sub_key(s), ()):
+            deliveries[fid].append(eid)
+        sev = per_sub_ev.get(sid, ev.iloc[0:0])
+        dispatch_seq = dict(zip(sev.loc[sev["kind"] == "dispatched", "execution"],
+                                sev.loc[sev["kind"] == "dispatched", "seq"]))
+        dispatch_actor = dict(zip(sev.loc[sev["kind"] == "dispatched", "execution"],
+                                  sev.loc[sev["kind"] == "dispatched", "actor"]))
+        failed = sev[sev["kind"] == "dispatch_failed"]
+        failed_by_firing = defaultdict(list)
+        for fid, eid, seq in zip(failed["firing"], failed["execution"], failed["seq"]):
+            failed_by_firing[fid].append((seq, eid))
+        wm = sev[sev["kind"] == "watermark"]
+        wm_seq = wm["seq"].tolist()
+        wm_val = [int(v) for v in wm["detail"]]
+        wm_t = wm["t"].tolist()
+        wm_firing = wm["firing"].tolist()
+        rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
+        wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
+        toggles = sev[sev["kind"] == "subscription"]
+        toggle_seq, toggle_on = toggles["seq"].tolist(), [d != "disabled" for d in toggles["detail"]]
+
+        def enabled_at(seq) -> bool:
+            """Was the subscription enabled at this point of the trace? (conservative
+            pruning only protects enabled subscriptions, as seed 000 says)"""
+            i = bisect_left(toggle_seq, seq)
+            return toggle_on[i - 1] if i else True
+
+        end_wm = s["last_seen_fired_at"]
+        end_wm = None if pd.isna(end_wm) else int(end_wm.value // 1000)
+        end_wm_id = s["last_seen_firing_id"] or ""
+        once = dup_firings = extra = lost = lost_promised = pending = 0
+        for f in expected:
+            got = deliveries.get(f.firing, [])
+            if got:
+                if len(got) == 1:
+                    once += 1
+                    continue
+                dup_firings += 1
+                # all rows of this firing, in the order they were committed
+                commits = sorted(
+                    [(dispatch_seq[e], e) for e in got if e in dispatch_seq]
+                    + [(seq, e) for seq, e in failed_by_firing.get(f.firing, ()) if e in existing_ids])
+                for (prev_seq, prev_eid), (seq, eid) in zip(commits, commits[1:]):
+                    extra += 1
+                    if prev_eid not in dispatch_seq:
+                        cause = "ambiguous_insert"
+                    elif dispatch_actor.get(prev_eid) != dispatch_actor.get(eid):
+                        cause = "several_pollers"
+                    elif any(prev_seq < c < seq for c in crashes):
+                        cause = "crash"
+                    elif any(prev_seq < r < seq for r in rewinds):
+                        cause = "watermark_rewind"
+                    else:
+                        cause = "unknown"
+                    dup_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
+                                     "tenant_id": s["tenant_id"], "firing": f.firing,
+                                     "execution": eid, "cause": cause})
+                continue
+            if f.firing in retained and (end_wm is None or (f.fired_at, f.firing if compound else "")
+                                         > (end_wm, end_wm_id if compound else "\uffff")):
+                pending += 1  # still ahead of the cursor: backlog, not loss
+                continue
+            # lost: find the first watermark move at or past its fired_at
+            cause, detail = "unknown", None
+            passed = bisect_left(wm_high, f.fired_at)  # the first move at or past it
+            passed = passed if passed < len(wm_high) else None
+            pruned = pruned_at.get(f.firing)
+            if passed is not None and (pruned is None or wm_seq[passed] < pruned):
+                if wm_firing[passed] == f.firing:  # moved past it by its own hand
+                    if f.firing in failed_by_firing:
+                        cause = "dispatch_failed"
+                elif f.logged_at > wm_t[passed]:
+                    cause = "late_visibility"
+                    detail = f"visible {(f.logged_at - wm_t[passed]) / 1e6:.3f} s after the watermark passed it"
+                elif wm_val[passed] == f.fired_at:
+                    cause = "tie"
+            elif pruned is not None:
+                cause = "pruned"
+            promised = not ((cause == "pruned" and (cfg.prune_policy == "ttl" or not enabled_at(pruned)))
+                            or (cause == "dispatch_failed" and cfg.dispatch_failure_policy == "advance"))
+            lost += 1
+            lost_promised += promised
+            lost_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
+                              "tenant_id": s["tenant_id"], "firing": f.firing, "cause": cause,
+                              "promised": promised, "detail": detail})
+
+        out_of_order = _out_of_order(expected, deliveries, dispatch_seq)
+        rows.append({
+            "subscription": sid, "reactor_name": s["reactor_name"], "workflow_name": s["workflow_name"],
+            "tenant_id": s["tenant_id"], "expected": len(expected), "delivered_once": once,
+            "duplicated": dup_firings, "extra_deliveries": extra, "lost": lost,
+            "lost_promised": lost_promised, "pending": pending, "out_of_order": out_of_order,
+            "backfilled": backfilled, "valid": lost_promised == 0,
+        })
+
+    per_sub = pd.DataFrame(rows, columns=[
+        "subscription", "reactor_name", "workflow_name", "tenant_id", "expected", "delivered_once",
+        "duplicated", "extra_deliveries", "lost", "lost_promised", "pending", "out_of_order",
+        "backfilled", "valid"])
+    dups = pd.DataFrame(dup_rows, columns=["subscription", "workflow_name", "tenant_id", "firing",
+                                           "execution", "cause"])
+    lost_df = pd.DataFrame(lost_rows, columns=["subscription", "workflow_name", "tenant_id", "firing",
+                                               "cause", "promised", "detail"])
+    never_df = pd.DataFrame(never_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "cause"])
+    total = {k: int(per_sub[k].sum()) for k in
+             ("expected", "delivered_once", "duplicated", "extra_deliveries", "lost", "lost_promised",
+              "pending", "out_of_order", "backfilled")}
+    total["never_logged"] = len(never_df)
+    total["duplicate_causes"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
+    total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
+    total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
+    return CheckReport(per_sub, dups, lost_df, never_df, total)
+
+
+# Above this many evaluations the filters are evaluated by two processes:
+# cel-python takes 100-400 us an evaluation, and a day of firings is ~10^5.
+PARALLEL_EVALUATIONS = 20_000
+
+
+def _evaluate_filters(subs: pd.DataFrame, history: pd.DataFrame) -> dict:
+    """(predicate, (reactor, tenant)) -> set of firing ids for which it is true."""
+    jobs = []
+    for (expr, reactor, tenant), _ in subs.groupby(["predicate", "reactor_name", "tenant_id"], sort=True):
+        stream = history[(history["reactor_name"] == reactor) & (history["tenant_id"] == tenant)]
+        jobs.append((expr, reactor, tenant, list(stream["firing"]), list(stream["payload"])))
+    total = sum(len(j[3]) for j in jobs)
+    if total >= PARALLEL_EVALUATIONS:
+        results = _parallel(jobs)
+    else:
+        results = [_evaluate_job(job) for job in jobs]
+    return {(job[0], (job[1], job[2])): result for job, result in zip(jobs, results)}
+
+
+def _evaluate_job(job) -> set:
+    expr, reactor, tenant, firings, payloads = job
+    predicate = compile_predicate(expr)
+    true = set()
+    seen: dict[tuple, bool] = {}  # firings the program cannot tell apart share one evaluation
+    for fid, payload in zip(firings, payloads):
+        sources = decode_sources(payload)
+        key = predicate.inputs(sources, reactor, tenant)
+        value = seen.get(key)
+        if value is None:
+            value = seen[key] = predicate.evaluate(activation(sources, reactor, tenant))[0] is True
+        if value:
+            true.add(fid)
+    return true
+
+
+def _parallel(jobs) -> list[set]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:  # no fork on this platform: one process it is
+        return [_evaluate_job(job) for job in jobs]
+    chunks, owners = [], []
+    for i, (expr, reactor, tenant, firings, payloads) in enumerate(jobs):
+        half = (len(firings) + 1) // 2
+        for lo in range(0, len(firings), max(half, 1)):
+            chunks.append((expr, reactor, tenant, firings[lo:lo + half], payloads[lo:lo + half]))
+            owners.append(i)
+    results = [set() for _ in jobs]
+    with ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
+        for owner, part in zip(owners, pool.map(_evaluate_job, chunks)):
+            results[owner] |= part
+    return results
+
+
+def _out_of_order(expected, deliveries, dispatch_seq) -> int:
+    """Firings first delivered after a firing with a later fired_at was."""
+    firsts = []
+    for f in expected:
+        seqs = [dispatch_seq[e] for e in deliveries.get(f.firing, ()) if e in dispatch_seq]
+        if seqs:
+            firsts.append((min(seqs), f.fired_at))
+    firsts.sort()
+    count, high = 0, None
+    for _, fired_at in firsts:
+        if high is not None and fired_at < high:
+            count += 1
+        high = fired_at if high is None else max(high, fired_at)
+    return count
+
+
+def format_check(report: CheckReport) -> str:
+    t = report.total
+    lines = [f"delivery check: {'VALID' if report.valid else 'INVALID'}",
+             f"  expected {t['expected']}  delivered once {t['delivered_once']}  "
+             f"duplicated {t['duplicated']} (+{t['extra_deliveries']} extra deliveries)  "
+             f"lost {t['lost']} ({t['lost_promised']} promised)  pending {t['pending']}  "
+             f"out of order {t['out_of_order']}  never logged {t['never_logged']}"]
+    if t["duplicate_causes"]:
+        lines.append("  duplicate causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["duplicate_causes"].items())))
+    if t["loss_causes"]:
+        lines.append("  loss causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["loss_causes"].items())))
+    df = report.per_subscription
+    if len(df):
+        lines.append("")
+        lines.append(f"  {'subscription':<36} {'expected':>8} {'once':>6} {'dup':>5} {'lost':>5} "
+                     f"{'pend':>5} {'ooo':>5}  valid")
+        for r in df.itertuples(index=False):
+            name = f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}"
+            lines.append(f"  {name[:36]:<36} {r.expected:>8} {r.delivered_once:>6} {r.extra_deliveries:>5} "
+                         f"{r.lost:>5} {r.pending:>5} {r.out_of_order:>5}  {'yes' if r.valid else 'NO'}")
+    return "\n".join(lines)
+
+
+def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool = True) -> pd.DataFrame:
+    """One firing's timeline: its own events, the watermark moves of the
+    subscription(s) around it, and crashes. Prints it unless ``show=False``."""
+    trace = sim.trace()
+    hist = trace.history
+    h = hist[hist["firing"] == firing_id]
+    if h.empty:
+        raise KeyError(f"firing {firing_id!r} is not in this run's history")
+    f = h.iloc[0]
+    subs = sim.subscriptions()
+    if subscription is not None:
+        if subscription not in set(subs["id"]):
+            raise KeyError(f"subscription {subscription!r} does not exist; "
+                           f"known: {', '.join(subs['id'])}")
+        sub_ids = {subscription}
+    else:
+        sub_ids = set(subs[(subs["reactor_name"] == f["reactor_name"])
+                           & (subs["tenant_id"] == f["tenant_id"])]["id"])
+    mask = (trace["firing"] == firing_id) | (trace["kind"].isin(["crashed", "restarted"]))
+    wm = (trace["kind"] == "watermark") & trace["subscription"].isin(sub_ids)
+    ex_ids = set(sim.executions().query("reactor_firing_id == @firing_id")["id"])
+    mask |= trace["execution"].isin(ex_ids)
+    # watermark moves from just before the firing's stamp until it was passed
+    start_t = min(int(f["fired_at"]), int(f["logged_at"]) if pd.notna(f["logged_at"]) else int(f["fired_at"]))
+    mask |= wm & (trace["t"] >= start_t)
+    timeline = trace[mask & (trace["t"] >= start_t - 1)].copy()
+    moves = timeline[timeline["kind"] == "watermark"]
+    passed = moves[moves["detail"].astype("int64") >= int(f["fired_at"])]
+    if len(passed):  # stop a little after the watermarks passed it
+        last = passed.groupby("subscription")["t"].min().max()
+        keep = (timeline["kind"] != "watermark") | (timeline["t"] <= last)
+        timeline = timeline[keep]
+    timeline = pd.DataFrame(timeline[["time", "kind", "actor", "subscription", "execution", "attempt", "detail"]])
+    if show:
+        print(f"firing {firing_id}: {f['reactor_name']}@{f['tenant_id']}, fired_at "
+              f"{pd.to_datetime(f['fired_at'], unit='us', utc=True)}, "
+              + (f"logged at {pd.to_datetime(f['logged_at'], unit='us', utc=True)}"
+                 if pd.notna(f["logged_at"]) else "never logged"))
+        print(timeline.to_string(index=False))
+    return timeline
+
+
+def check_store(store, config=None) -> CheckReport:
+    """Check a store on its own — a DuckDB file a killed process left behind —
+    with no trace: the log is the history, ``runner_log`` tells the crashes.
+
+    What it can see: every durably logged firing that is still retained, every
+    execution, each subscription's watermark, and every start of the runner
+    process. A start with no clean stop before it is a crash; a duplicate whose
+    two dispatches straddle one is caused by it (``crash``), any other is
+    ``unknown``. A retained firing behind the watermark and never delivered is
+    lost (``behind_watermark``). Pruned firings and never-logged ones are out
+    of its sight: use :func:`check` on a live run for those.
+    """
+    from fanoutsim.designs.reactor.config import SchedulerConfig
+    from fanoutsim.kernel.store import open_store
+
+    store = open_store(store) if isinstance(store, str) else store
+    cfg = config or SchedulerConfig()
+    compound = cfg.watermark != "fired_at"
+    firings = pd.DataFrame(store.rows("reactor_firings"), columns=["id", "reactor_name", "tenant_id",
+                                                                   "payload", "fired_at", "created_at"])
+    history = pd.DataFrame({"firing": firings["id"], "reactor_name": firings["reactor_name"],
+                            "tenant_id": firings["tenant_id"], "fired_at": firings["fired_at"],
+                            "logged_at": firings["created_at"], "payload": firings["payload"]})
+    subs = store.rows("reactor_subscriptions")
+    subs_df = pd.DataFrame(subs, columns=["id", "reactor_name", "tenant_id", "predicate"])
+    verdicts = _evaluate_filters(subs_df, history)
+    # crashes: starts that no clean stop preceded (the first start is a boot)
+    crash_times, previous = [], None
+    for row in store.rows("runner_log"):
+        if row["event"] == "start" and previous == "start":
+            crash_times.append(row["happened_at"])
+        previous = row["event"]
+    deliveries: dict[tuple, list[tuple[int, str, str]]] = defaultdict(list)
+    for row in store.rows("workflow_executions"):
+        fid, reactor = _firing_of(row["context"])
+        deliveries[(row["workflow_name"], row["tenant_id"], reactor, fid)].append(
+            (row["dispatched_at"], row["id"], fid))
+    by_stream = {k: g for k, g in history.groupby(["reactor_name", "tenant_id"], sort=False)}
+
+    rows, dup_rows, lost_rows = [], [], []
+    for s in subs:
+        key = (s["reactor_name"], s["tenant_id"])
+        passing = verdicts.get((s["predicate"], key))
+        stream = by_stream.get(key)
+        expected = [f for f in (_firings(stream) if stream is not None else ())
+                    if (passing is None or f.firing in passing) and f.logged_at >= s["created_at"]]
+        wm, wm_id = s["last_seen_fired_at"], s["last_seen_firing_id"] or ""
+        once = dup_firings = extra = lost = pending = 0
+        for f in expected:
+            got = sorted(deliveries.get((s["workflow_name"], s["tenant_id"], s["reactor_name"], f.firing), ()))
+            if len(got) == 1:
+                once += 1
+            elif got:
+                dup_firings += 1
+                for (t0, _, _), (t1, eid, _) in zip(got, got[1:]):
+                    extra += 1
+                    cause = "crash" if any(t0 <= c <= t1 for c in crash_times) else "unknown"
+                    dup_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
+                                     "tenant_id": s["tenant_id"], "firing": f.firing, "execution": eid,
+                                     "cause": cause, "crash_at": next((c for c in crash_times if t0 <= c <= t1), None)})
+            elif wm is None or (f.fired_at, f.firing if compound else "") > (wm, wm_id if compound else "\uffff"):
+                pending += 1
+            else:
+                lost += 1
+                lost_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
+                                  "tenant_id": s["tenant_id"], "firing": f.firing, "cause": "behind_watermark",
+                                  "promised": True, "detail": None})
+        rows.append({"subscription": s["id"], "reactor_name": s["reactor_name"],
+                     "workflow_name": s["workflow_name"], "tenant_id": s["tenant_id"], "expected": len(expected),
+                     "delivered_once": once, "duplicated": dup_firings, "extra_deliveries": extra, "lost": lost,
+                     "lost_promised": lost, "pending": pending, "out_of_order": 0, "backfilled": 0,
+                     "valid": lost == 0})
+    per_sub = pd.DataFrame(rows, columns=["subscription", "reactor_name", "workflow_name", "tenant_id",
+                                          "expected", "delivered_once", "duplicated", "extra_deliveries", "lost",
+                                          "lost_promised", "pending", "out_of_order", "backfilled", "valid"])
+    dups = pd.DataFrame(dup_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "execution",
+                                           "cause", "crash_at"])
+    lost_df = pd.DataFrame(lost_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "cause",
+                                               "promised", "detail"])
+    total = {k: int(per_sub[k].sum()) for k in
+             ("expected", "delivered_once", "duplicated", "extra_deliveries", "lost", "lost_promised",
+              "pending", "out_of_order", "backfilled")}
+    total["never_logged"] = 0
+    total["crashes"] = len(crash_times)
+    total["duplicate_causes"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
+    total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
+    total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
+    never = pd.DataFrame(columns=["subscription", "workflow_name", "tenant_id", "firing", "cause"])
+    return CheckReport(per_sub, dups, lost_df, never, total)

@@ -1,0 +1,151 @@
+"""One incarnation of the runner process.
+
+Everything a :class:`ReactorEngine` holds in memory — the compiled-predicate
+cache above all — dies with it when the process crashes; a restart builds a
+new engine over the same store. The engine never asks what time it is and never
+sleeps: every method takes ``now`` (epoch microseconds) and does one step.
+Runtimes — the SimPy one, the wall-clock one — decide *when* to call it.
+
+The :class:`Registry` is different: it is the program's code (which workflow
+bodies, graphs and triggers exist), so it survives restarts, as the code of a
+restarted binary would.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fanoutsim.designs.reactor.config import SchedulerConfig
+from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.kernel.ids import IdSource
+from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
+from fanoutsim.kernel.store import Store
+from fanoutsim.kernel.timeutil import seconds_to_us
+from fanoutsim.kernel.trace import Trace
+from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
+
+
+def check_name(kind: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{kind} name must be a non-empty string, got {value!r}")
+    return value
+
+
+@dataclass
+class WorkflowSpec:
+    name: str
+    fn: Callable[[dict], Any] | None = None
+    # seconds, or a callable taking a random.Random and returning seconds
+    duration: float | Callable[[random.Random], float] = 0.0
+    triggers: tuple[str, ...] = ()
+
+
+@dataclass
+class Registry:
+    """Declarations of the program: workflow bodies, graphs, triggers."""
+
+    workflows: dict[str, WorkflowSpec] = field(default_factory=dict)
+    graphs: dict[str, list[tuple[str, Callable[[dict], Any]]]] = field(default_factory=dict)
+    triggers: dict[str, str] = field(default_factory=dict)  # trigger -> primary workflow
+
+    def register_workflow(self, name, fn=None, duration=0.0, triggers=()) -> None:
+        check_name("workflow", name)
+        if fn is not None and not callable(fn):
+            raise TypeError(f"workflow {name!r}: fn must be callable or None")
+        if not callable(duration):
+            if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0:
+                raise ValueError(
+                    f"workflow {name!r}: duration must be seconds >= 0 or a callable, got {duration!r}"
+                )
+        if isinstance(triggers, str):
+            triggers = (triggers,)
+        for t in triggers:
+            check_name("trigger", t)
+        self.workflows[name] = WorkflowSpec(name, fn, duration, tuple(triggers))
+
+    def register_computation_graph(self, reactor, fn, name=None) -> None:
+        check_name("reactor", reactor)
+        if not callable(fn):
+            raise TypeError(f"computation graph for {reactor!r} must be callable")
+        name = name or getattr(fn, "__name__", None) or f"graph{len(self.graphs.get(reactor, ()))}"
+        self.graphs.setdefault(reactor, []).append((name, fn))
+
+    def register_trigger(self, name, on) -> None:
+        check_name("trigger", name)
+        check_name("workflow", on)
+        self.triggers[name] = on
+
+    def trigger_subscribers(self, name: str) -> list[str]:
+        """Primary first, then every workflow naming the trigger, in registration order."""
+        if name not in self.triggers:
+            raise KeyError(f"unknown trigger {name!r}; registered: {sorted(self.triggers) or 'none'}")
+        primary = self.triggers[name]
+        return [primary] + [w.name for w in self.workflows.values() if name in w.triggers and w.name != primary]
+
+
+class ReactorEngine:
+    """Sans-IO core of the reactor subscription design: call a step, get a result."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: SchedulerConfig,
+        registry: Registry,
+        ids: IdSource,
+        metrics: Metrics,
+        trace: Trace,
+        faults=None,
+        rng: random.Random | None = None,
+        replica: int = 0,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.registry = registry
+        self.ids = ids
+        self.metrics = metrics
+        self.trace = trace
+        self.faults = faults or NoFaults()
+        self.rng = rng or random.Random(0)
+        self.poller = "poller" if replica == 0 else f"poller#{replica}"  # the trace's actor
+        self.settle_us = seconds_to_us(config.watermark_settle)
+        # in-memory only: lost on crash, rebuilt lazily
+        self._predicates: dict[str, tuple[str, Predicate | str]] = {}
+
+    def predicate_for(self, sub: dict) -> Predicate | str | None:
+        """The cached compiled filter of a subscription (None: no filter;
+        a str: the stored text does not compile, and why)."""
+        text = sub["predicate"]
+        if text is None:
+            return None
+        hit = self._predicates.get(sub["id"])
+        if hit is not None and hit[0] == text:
+            return hit[1]
+        try:
+            compiled: Predicate | str = compile_predicate(text)
+        except ValueError as exc:  # a row written around the API
+            compiled = str(exc)
+        self._predicates[sub["id"]] = (text, compiled)
+        return compiled
+
+    # the write path
+    fire = firing.fire
+    # the runner API's durable half
+    subscribe = subscriptions.subscribe
+    unsubscribe = subscriptions.unsubscribe
+    set_enabled = subscriptions.set_enabled
+    list_subscriptions = subscriptions.list_subscriptions
+    # the loops, one pass each
+    poll_once = poller.poll_once
+    poll_subscriptions = poller.poll_subscriptions
+    fetch = poller.fetch
+    drain = poller.drain
+    prune_once = prune.prune_once
+    claim = executor.claim
+    recover = executor.recover
+    run_body = executor.run_body
+    duration_of = executor.duration_of
+    finish = executor.finish
+    # the contrast case
+    fire_trigger = triggers.fire_trigger

@@ -1,0 +1,100 @@
+"""What the reactor design's two runtimes share: the runner API's plumbing
+and the table views.
+
+A runtime (virtual clock or wall clock) owns a store, a registry, the current
+engine incarnation (None while the runner is down) and a clock.
+:class:`RunnerHost` turns those into the public surface: ``fire``,
+``poll_once``, ``prune_once`` and the DataFrame views of the three tables,
+the trace and the metrics.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pandas as pd
+
+from fanoutsim.kernel.faults import Crash
+from fanoutsim.kernel.frames import table_frame
+
+
+
+def checked_config(config, seed):
+    """The reactor runtimes' common arguments: a SchedulerConfig (None: the
+    defaults) and an int seed; returns the config."""
+    from fanoutsim.designs.reactor.config import SchedulerConfig
+
+    if config is None:
+        config = SchedulerConfig()
+    if not isinstance(config, SchedulerConfig):
+        raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    return config
+
+
+class RunnerHost:
+    """Mixin: needs ``store``, ``engine``, ``now_us()``, ``crash()``, ``_trace``,
+    ``metrics_registry``, ``registry``, ``plan`` and ``_checked``."""
+
+    def check_plan(self) -> None:
+        """Every workflow or subscription the fault plan names must exist."""
+        with self.store.transaction() as tx:
+            subs = [(s["reactor_name"], s["workflow_name"], s["tenant_id"]) for s in tx.list_subscriptions()]
+        self.plan.check_names(set(self.registry.workflows), subs)
+        self._checked = True
+
+    def _down_message(self) -> str:
+        return "the runner is down (crashed); call restart() first"
+
+    def _engine_call(self, method: str, *args, **kwargs):
+        """A call from outside the loops. If a fault plan crashes the runner
+        inside it, the runner goes down and the call returns None."""
+        engine = self.engine
+        if engine is None:
+            raise RuntimeError(self._down_message())
+        try:
+            return getattr(engine, method)(self.now_us(), *args, **kwargs)
+        except Crash as c:
+            self.crash(c.point, c.downtime)
+            return None
+
+    def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
+             *, graph: str | None = None) -> str:
+        """Fire ``reactor`` now with ``{source name: value}``; returns the firing
+        id (None if the runner crashed before the firing was logged)."""
+        return self._engine_call("fire", reactor, sources, tenant, graph=graph)
+
+    def fire_trigger(self, name: str, context: dict | None = None) -> dict:
+        """Fire a trigger (trigger-name fan-out): every subscriber starts now."""
+        return self._engine_call("fire_trigger", name, context)
+
+    def poll_once(self):
+        """One pass of the poll loop, now."""
+        return self._engine_call("poll_once")
+
+    def prune_once(self) -> int:
+        """One pass of the prune loop, now; returns rows deleted."""
+        return self._engine_call("prune_once")
+
+    # -- looking at it ---------------------------------------------------------
+    def firings(self) -> pd.DataFrame:
+        return table_frame("reactor_firings", self.store.rows("reactor_firings"))
+
+    def subscriptions(self, tenant: str | None = None) -> pd.DataFrame:
+        df = table_frame("reactor_subscriptions", self.store.rows("reactor_subscriptions"))
+        if tenant is not None:
+            df = df[df["tenant_id"] == tenant].reset_index(drop=True)
+        return df
+
+    def executions(self) -> pd.DataFrame:
+        return table_frame("workflow_executions", self.store.rows("workflow_executions"))
+
+    def trace(self) -> pd.DataFrame:
+        return self._trace.frame()
+
+    def metrics(self) -> dict[str, float]:
+        out = self.metrics_registry.as_dict()
+        out.setdefault("fanoutsim_reactor_firings_pruned_total", 0)
+        with self.store.transaction() as tx:
+            out["fanoutsim_reactor_firings_retained"] = tx.count_firings()
+        return out

@@ -1,0 +1,98 @@
+"""Shrink a failing fault plan to the smallest story that still fails.
+
+Given a scenario whose run fails a check (``failing(report) -> True``), the
+shrinker removes faults one at a time while the run still fails (a greedy
+delta-debugging pass, repeated until nothing more can go), then simplifies
+each survivor's numbers (downtimes to zero, probabilities to one), and finally
+halves the run's length while it still fails. Every candidate is a full,
+seeded, deterministic run, so the result reproduces exactly.
+
+    >>> from fanoutsim.designs.reactor.scenario import load_scenario
+    >>> scenario = load_scenario("data/scenarios/crashes.toml")
+    >>> small = minimize(scenario, lambda report: report.total["extra_deliveries"] > 0)  # doctest: +SKIP
+    >>> print(small)                                                                       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+from fanoutsim.designs.reactor.checker import CheckReport, check
+from fanoutsim.kernel.dist import Dist
+from fanoutsim.kernel.faults import FaultPlan
+
+
+@dataclass
+class Minimized:
+    plan: FaultPlan
+    until: float
+    report: CheckReport
+    runs: int
+
+    def __str__(self) -> str:
+        lines = [f"minimal failing plan ({len(self.plan.faults)} fault(s), until={self.until:g} s, "
+                 f"found in {self.runs} runs):"]
+        lines += [f"  - {f!r}" for f in self.plan.faults]
+        return "\n".join(lines)
+
+
+def minimize(scenario, failing: Callable[[CheckReport], bool], *, seed: int | None = None,
+             until: float | None = None, max_runs: int = 200) -> Minimized:
+    """Shrink ``scenario.faults`` (and its length) while ``failing`` stays true."""
+    if scenario.faults is None:
+        raise ValueError("the scenario has no fault plan to minimize")
+    until = scenario.until if until is None else until
+    runs = 0
+
+    def fails(plan: FaultPlan, t: float) -> CheckReport | None:
+        nonlocal runs
+        if runs >= max_runs:
+            return None
+        runs += 1
+        sim = dataclasses.replace(scenario, faults=plan).run(seed=seed, until=t)
+        report = check(sim)
+        return report if failing(report) else None
+
+    plan = scenario.faults
+    report = fails(plan, until)
+    if report is None:
+        raise ValueError("the scenario does not fail the check as given; nothing to minimize")
+
+    # 1. drop whole faults
+    shrunk = True
+    while shrunk:
+        shrunk = False
+        for i in range(len(plan.faults)):
+            candidate = FaultPlan(plan.faults[:i] + plan.faults[i + 1:], plan.seed)
+            r = fails(candidate, until)
+            if r is not None:
+                plan, report, shrunk = candidate, r, True
+                break
+    # 2. simpler numbers for what is left
+    for i, fault in enumerate(plan.faults):
+        for simpler in _simpler(fault):
+            candidate = FaultPlan(plan.faults[:i] + (simpler,) + plan.faults[i + 1:], plan.seed)
+            r = fails(candidate, until)
+            if r is not None:
+                plan, report, fault = candidate, r, simpler
+    # 3. a shorter run
+    while until > 1.0:
+        r = fails(plan, until / 2)
+        if r is None:
+            break
+        until, report = until / 2, r
+    return Minimized(plan, until, report, runs)
+
+
+def _simpler(fault) -> list:
+    """Candidate simplifications of one fault, most aggressive first."""
+    out = []
+    names = {f.name for f in dataclasses.fields(fault)}
+    if "downtime" in names and fault.downtime != Dist("fixed", 0.0):
+        out.append(dataclasses.replace(fault, downtime=0.0))
+    if "probability" in names and fault.probability < 1.0:
+        out.append(dataclasses.replace(fault, probability=1.0))
+    if "window" in names and fault.window is not None and getattr(fault, "kind", "") != "stall":
+        out.append(dataclasses.replace(fault, window=None))
+    return out

@@ -1,0 +1,153 @@
+"""Figures of one run's deliveries: latency, executions over time, watermark lag."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from fanoutsim.designs.reactor.analysis.delivery import latency_frame, watermarks
+from fanoutsim.kernel.plotting import _save_figures, _LATENCY_LABELS, _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _time_unit, style
+
+__all__ = ["latency_histogram", "executions_over_time", "watermark_lag", "save_report_figures"]
+
+def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interval: float | None = None,
+                      *, ax: Axes | None = None, bins: int | None = None) -> Figure:
+    """Histogram of one latency column of :func:`fanoutsim.analysis.latency_frame`
+    (a Simulation is accepted too), in milliseconds.
+
+    With ``poll_interval`` (seconds) a dashed line shows the theory for a
+    firing that waits for the next poll: uniform on ``[0, P)``, i.e. the same
+    expected count in every bin below ``P``.
+    """
+    if not isinstance(latency_df, pd.DataFrame):
+        latency_df = latency_frame(latency_df)
+    if column not in latency_df.columns:
+        raise KeyError(f"no column {column!r}; latency columns: fire_to_dispatch, fire_to_claim")
+    ms = latency_df[column].dropna().to_numpy(dtype=float) * 1000.0
+    label = _LATENCY_LABELS.get(column, column)
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(f"{label} latency")
+        ax.set_xlabel(f"{label} (ms)")
+        ax.set_ylabel("executions per bin")
+        if ms.size == 0:
+            _empty(ax, "executions")
+            return fig
+        hi = float(ms.max())
+        if poll_interval is not None:
+            p_ms = poll_interval * 1000.0
+            width = p_ms / 20.0
+            hi = max(hi, p_ms)
+        else:
+            width = (hi / (bins or 40)) or 1.0
+        edges = np.arange(0.0, hi + width, width)
+        if edges.size < 2:
+            edges = np.array([0.0, width])
+        heights, _, _ = ax.hist(ms, bins=edges, color=STYLE["axes.prop_cycle"].by_key()["color"][0], alpha=0.85,
+                label=f"{ms.size:,} executions")
+        if poll_interval is not None:
+            expected = ms.size * width / p_ms
+            ax.plot([0.0, p_ms], [expected, expected], linestyle="--", color=_THEORY_COLOR, linewidth=1.5,
+                    label=f"uniform [0, {poll_interval:g} s) poll wait")
+        ax.axvline(float(np.percentile(ms, 50)), color="#d62728", linewidth=1, linestyle=":",
+                   label=f"p50 {np.percentile(ms, 50):.0f} ms")
+        ax.axvline(float(np.percentile(ms, 99)), color="#9467bd", linewidth=1, linestyle=":",
+                   label=f"p99 {np.percentile(ms, 99):.0f} ms")
+        ax.set_xlim(left=0)
+        ax.set_ylim(0, float(heights.max()) * 1.3)  # headroom for the legend
+        ax.legend(loc="upper center", ncols=2)
+    return fig
+
+
+def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None) -> Figure:
+    """Executions dispatched per ``bin_seconds`` of virtual time, one line per
+    subscription (per tenant when there are more than eight)."""
+    if not bin_seconds > 0:
+        raise ValueError(f"bin_seconds must be > 0, got {bin_seconds!r}")
+    ex = sim.executions()
+    span = max(float(sim.now), bin_seconds)
+    unit, uname = _time_unit(span)
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(f"Executions dispatched per {bin_seconds:g} s")
+        ax.set_xlabel(f"virtual time ({uname})")
+        ax.set_ylabel(f"executions / {bin_seconds:g} s")
+        ax.set_xlim(0, span / unit)
+        if ex.empty:
+            _empty(ax, "executions")
+            return fig
+        t = (ex["dispatched_at"] - pd.Timestamp(sim.start_us, unit="us", tz="UTC")).dt.total_seconds()
+        reactor = ex["reactor_name"].astype(object).fillna("(trigger)")
+        by_sub = reactor + " \u2192 " + ex["workflow_name"].astype(object) + " [" + ex["tenant_id"].astype(object) + "]"
+        groups = by_sub if by_sub.nunique() <= _MAX_SERIES else "tenant " + ex["tenant_id"].astype(object)
+        edges = np.arange(0.0, span + bin_seconds, bin_seconds)
+        for name in sorted(groups.unique()):
+            counts, _ = np.histogram(t[groups == name], bins=edges)
+            ax.stairs(counts, edges / unit, baseline=None, linewidth=1.3, label=name)
+        if groups.nunique() > 1:
+            total, _ = np.histogram(t, bins=edges)
+            ax.stairs(total, edges / unit, baseline=None, linewidth=1.0, color=_THEORY_COLOR, alpha=0.6,
+                      linestyle="--", label="all")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
+    """Per subscription, how far its watermark is behind the virtual clock now
+    (seconds), with its backlog of retained firings after the watermark."""
+    subs = watermarks(sim)
+    height = max(2.5, 0.45 * len(subs) + 1.2)
+    with style():
+        fig, ax = _axes(ax, figsize=(8.0, height))
+        ax.set_title(f"Watermark lag at t = {sim.now:g} s")
+        ax.set_xlabel("lag behind the virtual clock (s)")
+        ax.set_ylabel("subscription")
+        if not subs:
+            _empty(ax, "subscriptions")
+            return fig
+        labels = [f"{s['tenant']}: {s['reactor']} \u2192 {s['workflow']}" for s in subs]
+        lags = [s["watermark_lag_s"] for s in subs]
+        y = np.arange(len(subs))
+        colors = STYLE["axes.prop_cycle"].by_key()["color"]
+        tenants = sorted({s["tenant"] for s in subs})
+        bar_colors = [colors[tenants.index(s["tenant"]) % len(colors)] for s in subs]
+        ax.barh(y, [0.0 if v is None else v for v in lags], color=bar_colors, alpha=0.85)
+        top = max([v for v in lags if v is not None] or [1.0])
+        for yi, s, v in zip(y, subs, lags):
+            text = "never advanced" if v is None else f"{v:.2f} s"
+            ax.text((v or 0.0) + top * 0.01, yi, f"{text}, backlog {s['backlog']:,}",
+                    va="center", fontsize=8)
+        ax.set_yticks(y, labels)
+        ax.invert_yaxis()
+        ax.set_xlim(0, top * 1.35)
+        ax.grid(axis="y", visible=False)
+    return fig
+
+
+def save_report_figures(sim, out_dir) -> list[Path]:
+    """Write the standard figures of a run as PNGs into ``out_dir``; their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lat = latency_frame(sim)
+    figures = {
+        "latency_fire_to_dispatch.png": latency_histogram(
+            lat, "fire_to_dispatch", poll_interval=sim.config.reactor_poll_interval),
+        "latency_fire_to_claim.png": latency_histogram(lat, "fire_to_claim"),
+        "executions_over_time.png": executions_over_time(sim, bin_seconds=_bin_for(sim.now)),
+        "watermark_lag.png": watermark_lag(sim),
+    }
+    return _save_figures(figures, out)
+
+
+def _bin_for(span_s: float) -> float:
+    """A readable bin width: 15 min from 6 h of run up, 1 min from 1 h, else
+    about a sixtieth of the run in whole seconds."""
+    if span_s >= 3600 * 6:
+        return 900.0
+    if span_s >= 3600:
+        return 60.0
+    return max(1.0, float(round(span_s / 60)))

@@ -1,0 +1,225 @@
+"""Figures of faults and what they cost: duplicates per crash, the firings table
+under retention, a watermark's path with the firings it lost, and what each
+watermark strategy closes and costs (:mod:`fanoutsim.designs.reactor.analysis.faults`)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from fanoutsim.designs.reactor.analysis.faults import CRASH_MODES, firing_outcomes, table_size, watermark_path
+from fanoutsim.kernel.plotting import _THEORY_COLOR, STYLE, _axes, _empty, _time_unit, style
+
+__all__ = ["duplicates_per_crash", "table_size_over_time", "firing_timeline", "hole_losses",
+           "strategy_latency"]
+
+
+def _colors() -> list[str]:
+    return STYLE["axes.prop_cycle"].by_key()["color"]
+
+
+def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bool = True) -> Figure:
+    """Duplicates per crash against the batch limit, one line per
+    ``watermark_commit`` mode, from :func:`fanoutsim.analysis.crash_sweep`.
+    ``theory``: ``(L + 1) / 2`` (a crash at a uniformly random position of a
+    full batch) for ``per_batch`` and 1 for ``per_firing``."""
+    for col in ("batch_limit", "watermark_commit", "duplicates_per_crash"):
+        if col not in df.columns:
+            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.crash_sweep")
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("Duplicate deliveries per crash")
+        ax.set_xlabel("reactor_poll_batch_limit L (firings)")
+        ax.set_ylabel("duplicates per crash (executions)")
+        if df.empty:
+            _empty(ax, "runs")
+            return fig
+        modes = [m for m in CRASH_MODES if m in set(df["watermark_commit"])]
+        modes += sorted(set(df["watermark_commit"]) - set(modes))
+        markers = {"per_firing": "o", "per_batch": "s", "atomic": "^"}
+        for i, mode in enumerate(modes):
+            g = df[df["watermark_commit"] == mode].sort_values("batch_limit")
+            ax.plot(g["batch_limit"], g["duplicates_per_crash"], marker=markers.get(mode, "o"), markersize=5,
+                    color=_colors()[i % len(_colors())], label=f"watermark_commit = {mode!r}")
+        if theory:
+            xs = np.array(sorted(df["batch_limit"].unique()), dtype=float)
+            ax.plot(xs, (xs + 1) / 2, color=_THEORY_COLOR, linestyle=":", linewidth=1.2,
+                    label="theory per_batch: (L + 1) / 2")
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left")
+    return fig
+
+
+def table_size_over_time(runs, *, ax: Axes | None = None, retention: float | None = None,
+                         title: str | None = None) -> Figure:
+    """Rows retained in ``reactor_firings`` against virtual time
+    (:func:`fanoutsim.analysis.table_size`), one step line per run:
+    ``runs`` is a Simulation or ``{label: Simulation}``. ``retention`` (s)
+    marks when the first prune can delete anything."""
+    if not isinstance(runs, Mapping):
+        runs = {"reactor_firings": runs}
+    sizes = {label: table_size(sim) for label, sim in runs.items()}
+    span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
+    unit, uname = _time_unit(span)
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(title or "Rows in reactor_firings over time")
+        ax.set_xlabel(f"virtual time ({uname})")
+        ax.set_ylabel("firings retained (rows)")
+        if not sizes:
+            _empty(ax, "runs")
+            return fig
+        for i, (label, s) in enumerate(sizes.items()):
+            ax.step(s["t_s"] / unit, s["retained"], where="post", linewidth=1.4,
+                    color=_colors()[i % len(_colors())], label=label)
+        if retention is not None and retention < span:
+            ax.axvline(retention / unit, color=_THEORY_COLOR, linestyle=":", linewidth=1.0,
+                       label=f"retention {retention:g} s")
+        ax.set_xlim(0, span / unit)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left")
+    return fig
+
+
+_OUTCOME_STYLE = {
+    # hollow circles, so that a lost firing sharing a delivered one's point (a tie) shows inside it
+    "delivered": dict(marker="o", facecolors="none", edgecolors="#1f77b4", s=45, label="delivered"),
+    "duplicated": dict(marker="D", facecolors="none", edgecolors="#ff7f0e", s=45,
+                       label="delivered more than once"),
+    "pending": dict(marker="o", facecolors="none", edgecolors="#7f7f7f", s=45, label="pending"),
+    "filtered": dict(marker=".", color="#bbbbbb", s=18, label="filtered out"),
+    "lost": dict(marker="X", color="#d62728", s=45, label="lost"),
+}
+
+
+def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float, float] | None = None,
+                    ax: Axes | None = None, title: str | None = None, report=None) -> Figure:
+    """One subscription's watermark against its stream's firings, in virtual
+    seconds: each firing is a point at (when its row became visible, its
+    ``fired_at``); the watermark is the step line of its value over time
+    (one colour per poller). A firing that becomes visible *below* the line
+    (or on it, under the strict ``>``) is read by no later poll: lost, marked
+    with a red cross. ``window``: the time range shown; by default 12 s around
+    the first lost firing, or the first 20 s."""
+    path = watermark_path(sim, subscription)
+    out = firing_outcomes(sim, subscription, report=report)
+    out = out[out["outcome"] != "never_logged"]
+    lost = out[out["outcome"] == "lost"]
+    if window is None:
+        if len(lost):
+            centre = float(lost["visible_s"].iloc[0])
+            window = (max(0.0, centre - 6.0), centre + 6.0)
+        else:
+            window = (0.0, min(20.0, max(float(sim.now), 1.0)))
+    lo, hi = window
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(title or "Watermark and firings")
+        ax.set_xlabel("virtual time: when the row became visible (s)")
+        ax.set_ylabel("fired_at (s since start)")
+        shown = out[(out["visible_s"] >= lo) & (out["visible_s"] <= hi)]
+        before = path[path["t_s"] < lo]
+        inside = path[(path["t_s"] >= lo) & (path["t_s"] <= hi)]
+        xs = ([lo] if len(before) else []) + inside["t_s"].tolist()
+        ys = ([float(before["watermark_s"].iloc[-1])] if len(before) else []) + inside["watermark_s"].tolist()
+        if ys:
+            ax.step(xs + [hi], ys + [ys[-1]], where="post", linewidth=1.3, color=_THEORY_COLOR,
+                    label="watermark (last_seen_fired_at)")
+        actors = sorted(set(path["actor"]))
+        if len(actors) > 1:  # several pollers move the same watermark: whose move was which
+            for i, actor in enumerate(actors):
+                moves = inside[inside["actor"] == actor]
+                ax.scatter(moves["t_s"], moves["watermark_s"], marker="_", s=60, zorder=2,
+                           color=["#9467bd", "#8c564b", "#e377c2"][i % 3], label=f"moved by {actor}")
+            rewinds = int(inside["rewind"].sum())
+            if rewinds:
+                ax.plot([], [], " ", label=f"watermark moved back {rewinds}x")
+        if shown.empty:
+            _empty(ax, "firings in this window")
+        for outcome, kw in _OUTCOME_STYLE.items():
+            pts = shown[shown["outcome"] == outcome]
+            if len(pts):
+                kw = dict(kw)
+                label = kw.pop("label")
+                if outcome == "lost":
+                    causes = ", ".join(sorted(set(pts["cause"].dropna())))
+                    label = f"lost ({causes})" if causes else label
+                ax.scatter(pts["visible_s"], pts["fired_s"], label=f"{label}: {len(pts)}", zorder=3,
+                           linewidths=1.2 if outcome != "lost" else 0.3, **kw)
+        ax.plot([lo, hi], [lo, hi], color="#cccccc", linewidth=0.8, linestyle="--", zorder=1,
+                label="fired_at = visible time")
+        ax.set_xlim(lo, hi)
+        ys = pd.concat([shown["fired_s"], path.loc[(path["t_s"] >= lo) & (path["t_s"] <= hi), "watermark_s"]])
+        if len(ys):
+            pad = max(0.5, 0.05 * float(ys.max() - ys.min()))
+            ax.set_ylim(float(ys.min()) - pad, float(ys.max()) + pad)
+        ax.legend(loc="upper left", fontsize=7)
+    return fig
+
+
+def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
+    """Firings lost per hole under each watermark strategy, as grouped bars,
+    from :func:`fanoutsim.analysis.hole_matrix` (extra deliveries, where any,
+    are written on the bar)."""
+    for col in ("hole", "watermark", "lost"):
+        if col not in df.columns:
+            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
+    holes = list(dict.fromkeys(df["hole"]))
+    strategies = list(dict.fromkeys(df["watermark"]))
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("Firings lost, per hole and watermark strategy")
+        ax.set_xlabel("hole")
+        ax.set_ylabel("firings lost (firings)")
+        if df.empty:
+            _empty(ax, "runs")
+            return fig
+        width = 0.8 / max(len(strategies), 1)
+        x = np.arange(len(holes))
+        top = float(df["lost"].max()) or 1.0
+        for i, strategy in enumerate(strategies):
+            g = df[df["watermark"] == strategy].set_index("hole").reindex(holes)
+            xs = x + (i - (len(strategies) - 1) / 2) * width
+            ax.bar(xs, g["lost"].fillna(0), width * 0.95, color=_colors()[i % len(_colors())],
+                   label=f"watermark = {strategy!r}")
+            for xi, (lost, extra) in zip(xs, zip(g["lost"], g.get("extra_deliveries", pd.Series(0, index=g.index)))):
+                text = f"{int(lost)}" + (f"\n(+{int(extra)}\ndup)" if extra and extra > 0 else "")
+                ax.text(xi, (lost or 0) + top * 0.02, text, ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(x, holes)
+        ax.set_ylim(0, top * 1.3)
+        ax.grid(axis="x", visible=False)
+        ax.legend(loc="upper right")
+    return fig
+
+
+def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
+    """Mean and p99 fire -> dispatch latency per watermark strategy (ms), from
+    rows with ``watermark``, ``dispatch_mean_s`` and ``dispatch_p99_s``
+    (:func:`fanoutsim.analysis.hole_matrix` over ``["none"]``)."""
+    for col in ("watermark", "dispatch_mean_s", "dispatch_p99_s"):
+        if col not in df.columns:
+            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
+    with style():
+        fig, ax = _axes(ax, figsize=(8.0, 3.2))
+        ax.set_title("What each watermark strategy costs: fire \u2192 dispatch latency")
+        ax.set_xlabel("fire \u2192 dispatch (ms)")
+        ax.set_ylabel("watermark strategy")
+        if df.empty:
+            _empty(ax, "runs")
+            return fig
+        y = np.arange(len(df))
+        ax.barh(y, df["dispatch_mean_s"] * 1000, color=_colors()[0], alpha=0.85, label="mean")
+        ax.scatter(df["dispatch_p99_s"] * 1000, y, color="#d62728", marker="|", s=200, zorder=3, label="p99")
+        for yi, m, p in zip(y, df["dispatch_mean_s"], df["dispatch_p99_s"]):
+            ax.text(p * 1000 + 60, yi, f"mean {m * 1000:.0f} ms, p99 {p * 1000:.0f} ms", va="center", fontsize=8)
+        ax.set_yticks(y, [repr(w) for w in df["watermark"]])
+        ax.invert_yaxis()
+        ax.set_xlim(0, float(df["dispatch_p99_s"].max()) * 1000 * 1.45)
+        ax.grid(axis="y", visible=False)
+        ax.legend(loc="upper right")
+    return fig

@@ -1,0 +1,112 @@
+"""Figures of CEL filters (:mod:`fanoutsim.designs.reactor.analysis.filters`): a recorded
+workload's rate over its day, and selectivity against dispatch volume and
+subscriber lag."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from fanoutsim.designs.reactor.analysis.filters import quote_rates
+from fanoutsim.kernel.plotting import _THEORY_COLOR, STYLE, _axes, _empty, style
+
+__all__ = ["recorded_rate", "selectivity_dispatch", "selectivity_lag"]
+
+
+def _colors() -> list[str]:
+    return STYLE["axes.prop_cycle"].by_key()["color"]
+
+
+def _need(df: pd.DataFrame, *cols: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise KeyError(f"no column(s) {', '.join(map(repr, missing))}: pass the DataFrame of "
+                       f"fanoutsim.analysis.selectivity_sweep")
+
+
+def recorded_rate(frame: pd.DataFrame, bin_s: float = 900.0, *, by: str = "region",
+                  window: tuple[float, float] | None = None, ax: Axes | None = None) -> Figure:
+    """Quotes per second over the recorded day, stacked per ``by`` value, in
+    bins of ``bin_s`` seconds; ``window`` (recording seconds) shades a replayed window."""
+    rates = quote_rates(frame, bin_s, by=by)
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("The recorded quotes day: rate by region")
+        ax.set_xlabel("time of day (h, UTC)")
+        ax.set_ylabel(f"quotes per second (1/s, {bin_s / 60:g}-min bins)")
+        if rates.empty:
+            _empty(ax, "quotes")
+            return fig
+        edges = np.append(rates.index.to_numpy(dtype=float), rates.index[-1] + bin_s / 3600.0)
+        base = np.zeros(len(rates))
+        for i, col in enumerate(rates.columns):
+            top = base + rates[col].to_numpy()
+            ax.stairs(top, edges, baseline=base, fill=True, alpha=0.8, color=_colors()[i % len(_colors())],
+                      label=str(col))
+            base = top
+        if window is not None:
+            ax.axvspan(window[0] / 3600.0, window[1] / 3600.0, facecolor="none", edgecolor=_THEORY_COLOR,
+                       hatch="//", linewidth=1.0, zorder=3, label="replayed")
+        ax.set_xlim(0, edges[-1])
+        ax.set_xticks(np.arange(0, edges[-1] + 1e-9, 3))
+        ax.set_ylim(0, float(base.max()) * 1.15)
+        ax.legend(loc="upper left", ncols=5)
+    return fig
+
+
+def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
+    """Executions dispatched per second against the filter's selectivity, one
+    point per filter of :func:`fanoutsim.analysis.selectivity_sweep`; the
+    dashed line is selectivity times the stream's firing rate."""
+    _need(df, "filter", "selectivity", "dispatch_per_s", "firings")
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("Dispatch volume follows selectivity")
+        ax.set_xlabel("selectivity: firings passed by the filter (%)")
+        ax.set_ylabel("executions dispatched per second (1/s)")
+        if df.empty:
+            _empty(ax, "filters")
+            return fig
+        x = df["selectivity"] * 100
+        ax.scatter(x, df["dispatch_per_s"], color=_colors()[0], zorder=3)
+        for xi, yi, label in zip(x, df["dispatch_per_s"], df["filter"]):
+            ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(5, -11), fontsize=8)
+        full = df.loc[df["selectivity"] > 0]
+        if len(full):
+            rate = float((full["dispatch_per_s"] / full["selectivity"]).median())
+            ax.plot([0, 100], [0, rate], color=_THEORY_COLOR, linestyle="--", linewidth=1.0,
+                    label=f"selectivity \u00d7 {rate:.2f} firings/s")
+            ax.legend(loc="upper left")
+        ax.set_xlim(-3, 105)
+        ax.set_ylim(bottom=0)
+    return fig
+
+
+def selectivity_lag(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
+    """Subscriber lag against selectivity: the p95 fire -> claim of what was
+    dispatched (the workflow waiting for a worker) and the p95 poll lag of
+    every firing (the watermark behind the log), one point per filter."""
+    _need(df, "selectivity", "claim_p95_s", "poll_lag_p95_s")
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("Subscriber lag against selectivity")
+        ax.set_xlabel("selectivity: firings passed by the filter (%)")
+        ax.set_ylabel("p95 lag (s)")
+        if df.empty:
+            _empty(ax, "filters")
+            return fig
+        d = df.sort_values("selectivity")
+        x = d["selectivity"] * 100
+        ax.plot(x, d["claim_p95_s"], marker="o", color=_colors()[1],
+                label="fire \u2192 claim p95 (dispatched firings)")
+        ax.plot(x, d["poll_lag_p95_s"], marker="s", color=_colors()[0],
+                label="poll lag p95: visible \u2192 passed by the watermark (all firings)")
+        ax.set_yscale("log")
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+        ax.set_xlim(-3, 105)
+        ax.legend(loc="upper left")
+    return fig

@@ -1,0 +1,199 @@
+"""Figures of a sweep (:func:`fanoutsim.sweep`): latency and DB load against the
+poll interval, backlog against the firing rate, and a recommendation.
+
+Each takes the sweep's DataFrame; points are means over seeds with 95%
+confidence intervals (:func:`fanoutsim.analysis.seed_summary`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from fanoutsim.designs.reactor.analysis.sweep import seed_summary
+from fanoutsim.kernel.plotting import _THEORY_COLOR, STYLE, _axes, _empty, style
+
+__all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart"]
+
+P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
+
+
+def _colors() -> list[str]:
+    return STYLE["axes.prop_cycle"].by_key()["color"]
+
+
+def _path_label(column: str) -> str:
+    """``fire_to_dispatch`` -> ``fire \u2192 dispatch``."""
+    return column.replace("_", " ").replace("fire to", "fire \u2192")
+
+
+def _log_x_ticks(ax: Axes, xs: np.ndarray) -> None:
+    """A log x axis ticked at the swept values, written plainly."""
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [f"{x:g}" for x in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _need(df: pd.DataFrame, *cols: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise KeyError(f"the sweep has no column(s) {', '.join(map(repr, missing))}: sweep over "
+                       f"them (grid keys) first; columns: {', '.join(df.columns)}")
+
+
+def latency_vs_interval(df: pd.DataFrame, column: str = "fire_to_dispatch", *, ax: Axes | None = None,
+                        theory: bool = True) -> Figure:
+    """p50 (solid) and p99 (dashed) of ``column`` (``fire_to_dispatch`` or
+    ``fire_to_claim``) against the poll interval, one colour per batch limit,
+    shaded 95% intervals over seeds; log-log. ``theory`` draws the uniform poll
+    wait's p50 = P/2 and p99 = 0.99 P."""
+    _need(df, P)
+    by = [P] + ([B] if B in df.columns else [])
+    stats = seed_summary(df, by, [f"{column}_p50_s", f"{column}_p99_s"])
+    label = _path_label(column)
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(f"{label[0].upper()}{label[1:]} latency vs poll interval")
+        ax.set_xlabel("poll interval P (s)")
+        ax.set_ylabel(f"{label} (s)")
+        if stats.empty:
+            _empty(ax, "runs")
+            return fig
+        means = stats[[f"{column}_p50_s", f"{column}_p99_s"]].to_numpy(dtype=float)
+        positive = means[np.isfinite(means) & (means > 0)]
+        floor = float(positive.min()) / 2 if positive.size else 1e-3  # a log axis shows no interval below 0
+        groups = stats.groupby(B, sort=True) if B in stats.columns else [(None, stats)]
+        for i, (b, g) in enumerate(groups):
+            c = _colors()[i % len(_colors())]
+            name = f"batch {b}" if b is not None else "runs"
+            for q, ls in (("p50", "-"), ("p99", "--")):
+                m = f"{column}_{q}_s"
+                ax.plot(g[P], g[m], linestyle=ls, marker="o", markersize=3.5, color=c, label=f"{name} {q}")
+                ax.fill_between(g[P], g[f"{m}_lo"].clip(lower=floor), g[f"{m}_hi"].clip(lower=floor), color=c,
+                                alpha=0.15, linewidth=0)
+        xs = np.array(sorted(stats[P].unique()), dtype=float)
+        if theory:
+            ax.plot(xs, xs / 2, color=_THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2")
+            ax.plot(xs, 0.99 * xs, color=_THEORY_COLOR, linestyle="-.", linewidth=1.0,
+                    label="theory p99 = 0.99 P")
+        _log_x_ticks(ax, xs)
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=floor)
+        ax.legend(loc="upper left", ncols=2)
+    return fig
+
+
+def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax: Axes | None = None) -> Figure:
+    """Poll queries per second (the poll loop's DB load) against the poll
+    interval; with ``subscriptions`` the theory ``subscriptions / P``. Log-log."""
+    _need(df, P, "polls_per_s")
+    stats = seed_summary(df, [P], ["polls_per_s"])
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("DB load of the poll loop vs poll interval")
+        ax.set_xlabel("poll interval P (s)")
+        ax.set_ylabel("poll queries per second (1/s)")
+        if stats.empty:
+            _empty(ax, "runs")
+            return fig
+        ax.plot(stats[P], stats["polls_per_s"], marker="o", color=_colors()[0], label="measured (mean over runs)")
+        if subscriptions:
+            xs = np.array(sorted(stats[P].unique()), dtype=float)
+            ax.plot(xs, subscriptions / xs, color=_THEORY_COLOR, linestyle="--", linewidth=1.2,
+                    label=f"theory: {subscriptions} subscriptions / P")
+        _log_x_ticks(ax, np.array(sorted(stats[P].unique()), dtype=float))
+        ax.set_yscale("log")
+        ax.legend(loc="upper right")
+    return fig
+
+
+def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, *,
+                    ax: Axes | None = None) -> Figure:
+    """Backlog at the end of the run against the total firing rate, one colour
+    per batch limit (mean over seeds, 95% interval); ``knees`` maps a batch
+    limit to its knee rate (:func:`fanoutsim.analysis.knee_rate`), drawn as a
+    dashed vertical line: past it, the backlog grows without bound. The y axis
+    is linear up to 10 firings and logarithmic above."""
+    _need(df, "rate", "backlog")
+    by = ["rate"] + ([B] if B in df.columns else [])
+    stats = seed_summary(df, by, ["backlog"])
+    title = "Backlog vs firing rate"
+    if P in df.columns and df[P].nunique() == 1:
+        title += f" at P = {df[P].iloc[0]:g} s"
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title(title)
+        ax.set_xlabel("total firing rate (firings / s)")
+        ax.set_ylabel("backlog at the end (firings)")
+        if stats.empty:
+            _empty(ax, "runs")
+            return fig
+        groups = stats.groupby(B, sort=True) if B in stats.columns else [(None, stats)]
+        for i, (b, g) in enumerate(groups):
+            c = _colors()[i % len(_colors())]
+            ax.plot(g["rate"], g["backlog"], marker="o", markersize=3.5, color=c,
+                    label=f"batch {b}" if b is not None else "runs")
+            ax.fill_between(g["rate"], g["backlog_lo"].clip(lower=0), g["backlog_hi"], color=c, alpha=0.15,
+                            linewidth=0)
+            if knees and b in knees and math.isfinite(knees[b]):
+                ax.axvline(knees[b], color=c, linestyle="--", linewidth=1.0,
+                           label=f"knee, batch {b}: {knees[b]:.3g} firings/s")
+        _log_x_ticks(ax, np.array(sorted(stats["rate"].unique()), dtype=float))
+        ax.set_yscale("symlog", linthresh=10)  # bounded backlogs (a few firings) and runaway ones, together
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left")
+    return fig
+
+
+def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *,
+                         p99_budget_s: float | None = None, max_backlog: float | None = None,
+                         latency: str = "fire_to_dispatch_p99_s", ax: Axes | None = None) -> Figure:
+    """The trade-off: DB load (poll queries per second) against p99 latency,
+    one point per (poll interval, batch limit), means over seeds. Hollow
+    markers: a setting whose backlog exceeded ``max_backlog`` in some seed
+    (it does not keep up). The dotted line is the latency budget; the star is
+    ``recommended`` (:func:`fanoutsim.analysis.recommend`)."""
+    _need(df, P, "polls_per_s", latency, "backlog")
+    by = [P] + ([B] if B in df.columns else [])
+    grp = df.groupby(by, sort=True)
+    table = pd.DataFrame({"polls_per_s": grp["polls_per_s"].mean(), "latency": grp[latency].mean(),
+                          "backlog_max": grp["backlog"].max()}).reset_index()
+    with style():
+        fig, ax = _axes(ax)
+        ax.set_title("Which poll interval? DB load against p99 latency")
+        ax.set_xlabel("poll queries per second: DB load (1/s)")
+        column, stat = latency.removesuffix("_s").rsplit("_", 1)
+        ax.set_ylabel(f"{stat} {_path_label(column)} (s)")
+        if table.empty:
+            _empty(ax, "runs")
+            return fig
+        batches = sorted(table[B].unique()) if B in table.columns else [None]
+        for i, b in enumerate(batches):
+            c = _colors()[i % len(_colors())]
+            g = table if b is None else table[table[B] == b]
+            keeps_up = g["backlog_max"] <= (max_backlog if max_backlog is not None else math.inf)
+            name = f"batch {b}" if b is not None else "runs"
+            ax.scatter(g.loc[keeps_up, "polls_per_s"], g.loc[keeps_up, "latency"], color=c, s=28,
+                       label=f"{name}, keeps up", zorder=3)
+            if (~keeps_up).any():
+                ax.scatter(g.loc[~keeps_up, "polls_per_s"], g.loc[~keeps_up, "latency"], facecolors="none",
+                           edgecolors=c, s=28, label=f"{name}, backlog grows", zorder=3)
+        for _, row in table.drop_duplicates(P).iterrows():
+            ax.annotate(f"P={row[P]:g}s", (row["polls_per_s"], row["latency"]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=7, color="#555555")
+        if p99_budget_s is not None:
+            ax.axhline(p99_budget_s, color=_THEORY_COLOR, linestyle=":", linewidth=1.2,
+                       label=f"p99 budget {p99_budget_s:g} s")
+        if recommended is not None:
+            ax.scatter([recommended["polls_per_s"]], [recommended[latency]], marker="*", s=260,
+                       color="#d62728", zorder=4, label=(f"recommended: P = {recommended[P]:g} s, "
+                                                         f"batch {recommended[B]}"))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.legend(loc="upper right", fontsize=7)
+    return fig

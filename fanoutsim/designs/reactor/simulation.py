@@ -1,0 +1,310 @@
+"""The virtual-clock runtime: the engine's loops as SimPy processes.
+
+Three loops run, as in the real runner process, each a few lines that only
+decide *when*: the poll loop (every ``reactor_poll_interval``, starting at
+once), the prune loop (at start, then every ``reactor_firings_prune_interval``)
+and the executor (a claim every ``executor_poll_interval`` while a worker is
+free, at a phase drawn from the seed; each claimed execution holds its worker
+for the workflow's duration).
+Workloads are further processes that fire reactors at Poisson times.
+
+Virtual time is seconds since ``start`` (default 2026-01-01T00:00:00Z); the
+store sees epoch microseconds. A crash (:meth:`Simulation.crash`, or a
+:class:`~fanoutsim.kernel.faults.Crash` raised at a named point) stops the loops and
+throws the engine away — its caches, the batch in hand, the running bodies —
+and rolls back the open transaction; :meth:`Simulation.restart` builds a new
+engine over the same store.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import simpy
+
+from fanoutsim.designs.reactor.config import SchedulerConfig
+from fanoutsim.kernel.faults import Crash, Injector, Pollers, bind
+from fanoutsim.kernel.ids import IdSource
+from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
+from fanoutsim.kernel.store import open_store
+from fanoutsim.kernel.timeutil import US, from_us, parse_start
+from fanoutsim.kernel.trace import NullTrace, Trace
+from fanoutsim.designs.reactor.workload import GENERATORS, Workload
+from fanoutsim.designs.reactor.host import RunnerHost, checked_config
+from fanoutsim.kernel.runtime.virtual import VirtualCrashes, until_ok
+
+
+class Simulation(VirtualCrashes, RunnerHost):
+    """One seeded run of the reactor subscription design under a virtual clock.
+
+    >>> sim = Simulation(seed=1)
+    >>> sid = sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    >>> fid = sim.fire("r", {"x": 1})
+    >>> sim.run(until=2.0)
+    >>> len(sim.executions())
+    1
+
+    ``faults`` is a :class:`~fanoutsim.kernel.faults.FaultPlan` (or any object with the
+    hooks of :class:`~fanoutsim.kernel.faults.NoFaults`). ``fetch_latency`` is the
+    virtual time between a poll's fetch and its drain — a store round trip,
+    during which other processes (other pollers, writers) run.
+    """
+
+    def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
+                 *, start=None, faults=None, trace: bool = True, fetch_latency: float = 0.0) -> None:
+        config = checked_config(config, seed)
+        if isinstance(fetch_latency, bool) or not isinstance(fetch_latency, (int, float)) or fetch_latency < 0:
+            raise ValueError(f"fetch_latency must be seconds >= 0, got {fetch_latency!r}")
+        self.config = config
+        self.seed = seed
+        self.fetch_latency = float(fetch_latency)
+        self.start_us = parse_start(start)
+        self.env = simpy.Environment()
+        self.store = open_store(store)
+        self.ids = IdSource(seed)
+        self.metrics_registry = Metrics()
+        self._trace = Trace() if trace else NullTrace()
+        self.registry = Registry()
+        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
+        self._pollers = self.faults.pollers if isinstance(self.faults, Injector) else Pollers(1)
+        self.runner = Runner(self)
+        self.engine: ReactorEngine | None = None
+        self.replicas: list[ReactorEngine] = []
+        self.incarnation = -1
+        self._loops: list[simpy.Process] = []
+        self._workload_count = 0
+        self._busy = 0
+        self._checked = False
+        self.restart()
+        self._schedule_crashes()
+
+    # -- clock ------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        """Virtual seconds since ``start``."""
+        return self.env.now
+
+    def now_us(self) -> int:
+        return self.start_us + round(self.env.now * US)
+
+    @property
+    def clock_time(self):
+        """The virtual wall time, a timezone-aware datetime."""
+        return from_us(self.now_us())
+
+    # -- life cycle ---------------------------------------------------------
+    @property
+    def up(self) -> bool:
+        return self.engine is not None
+
+    def _new_engine(self, replica: int) -> ReactorEngine:
+        return ReactorEngine(
+            self.store, self.config, self.registry, self.ids, self.metrics_registry, self._trace,
+            self.faults, random.Random(f"fanoutsim:engine:{self.seed}:{self.incarnation}:{replica}"),
+            replica,
+        )
+
+    def restart(self) -> None:
+        """Start a new runner incarnation over the same store (no-op if up).
+        Every in-memory object of the last one is gone; the tables are not."""
+        if self.engine is not None:
+            return
+        self.incarnation += 1
+        self._trace.attempt = self.incarnation
+        self.engine = self._new_engine(0)
+        self.replicas = [self.engine] + [self._new_engine(i) for i in range(1, self._pollers.count)]
+        if self.incarnation:
+            self._trace.add(self.now_us(), "restarted", "runtime")
+            self._step("recover")  # the claims the dead incarnation left running
+        self._busy = 0
+        self.executor_phase = self.engine.rng.uniform(0, self.config.executor_poll_interval)
+        env = self.env
+        self._loops = [env.process(self._prune_loop()), env.process(self._executor_loop())]
+        for engine in self.replicas:
+            phase = 0.0
+            if self._pollers.phase == "random" and engine is not self.engine:
+                phase = engine.rng.uniform(0, self.config.reactor_poll_interval)
+            self._loops.append(env.process(self._poll_loop(engine, phase)))
+
+    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
+        """Kill the runner process now: loops stop, in-memory state is gone, and
+        the open transaction (if any) rolls back. ``downtime``: restart after it."""
+        if self.engine is None:
+            return
+        self.engine = None
+        self.replicas = []
+        self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
+        self.metrics_registry.inc("fanoutsim_runner_crashes_total")
+        active = self.env.active_process
+        for proc in self._loops:
+            if proc.is_alive and proc is not active:
+                proc.interrupt("crash")
+        self._loops = []
+        if downtime is not None:
+            self.env.process(self._restart_after(downtime))
+
+    def _call(self, engine: ReactorEngine, method: str, *args, **kwargs):
+        """Run one engine step; a Crash raised inside it takes the runner down."""
+        try:
+            return getattr(engine, method)(self.now_us(), *args, **kwargs)
+        except Crash as c:
+            if engine is self.engine or engine in self.replicas:
+                self.crash(c.point, c.downtime)
+            return None
+
+    def _step(self, method: str, *args, **kwargs):
+        """One step of the current incarnation; None while the runner is down
+        (a burst of firings whose first one crashed the writer stops there)."""
+        if self.engine is None:
+            return None
+        return self._call(self.engine, method, *args, **kwargs)
+
+    # -- the loops ------------------------------------------------------------
+    def _poll_loop(self, engine: ReactorEngine, phase: float = 0.0):
+        env = self.env
+        interval = self.config.reactor_poll_interval
+        try:
+            if phase:
+                yield env.timeout(phase)
+            while True:
+                decoded: dict = {}  # the pass's decoded firings: in memory, lost on crash
+                for sub in self._call(engine, "poll_subscriptions") or ():
+                    batch = self._call(engine, "fetch", sub)
+                    if engine is not self.engine and engine not in self.replicas:
+                        return
+                    if batch:
+                        # the batch is in hand; whoever else runs now, runs before the drain
+                        yield env.timeout(self.fetch_latency)
+                        self._call(engine, "drain", sub, batch, decoded)
+                        if engine not in self.replicas:
+                            return
+                yield env.timeout(interval)
+        except simpy.Interrupt:
+            return
+
+    def _prune_loop(self):
+        engine = self.engine
+        interval = self.config.reactor_firings_prune_interval
+        try:
+            while engine is self.engine:  # a loop dies with its incarnation
+                self._call(engine, "prune_once")
+                yield self.env.timeout(interval)
+        except simpy.Interrupt:
+            return
+
+    def _executor_loop(self):
+        cfg = self.config
+        env = self.env
+        engine = self.engine
+        try:
+            # The executor is its own loop with its own phase: were it in step with
+            # the poll loop, every claim would land in the same instant as its dispatch.
+            yield env.timeout(self.executor_phase)
+            while engine is self.engine:
+                free = cfg.executor_workers - self._busy
+                if free > 0:
+                    for row in self._call(engine, "claim", free) or ():
+                        self._start_execution(row)
+                yield env.timeout(cfg.executor_poll_interval)
+        except simpy.Interrupt:
+            return
+
+    def _start_execution(self, row: dict) -> None:
+        engine = self.engine
+        if engine is None:
+            return
+        status = engine.run_body(row)
+        duration = engine.duration_of(self.now_us(), row)
+        if duration <= 0:
+            self._step("finish", row["id"], status)
+            return
+        self._busy += 1
+        proc = self.env.process(self._finish_later(engine, row["id"], status, duration))
+        self._loops.append(proc)
+
+    def _finish_later(self, engine, execution_id, status, duration):
+        try:
+            yield self.env.timeout(duration)
+        except simpy.Interrupt:
+            return  # the process died with the body half-run: the row stays 'running'
+        if engine is self.engine:
+            self._busy -= 1
+            self._step("finish", execution_id, status)
+
+    def _workload(self, w: Workload, rng: random.Random):
+        gen = GENERATORS[w.payload]
+        env = self.env
+        stamps = getattr(self.faults, "stamps", None)
+        if w.start > env.now:
+            yield env.timeout(w.start - env.now)
+        k = 0
+        while True:
+            yield env.timeout(rng.expovariate(w.rate))
+            if w.stop is not None and env.now >= w.stop:
+                return
+            if self.engine is None:  # a down reactor fires nothing
+                continue
+            now = self.now_us()
+            for fired_at, delay in (stamps(w.reactor, now) if stamps else ((now, 0.0),)):
+                payload = gen(rng, k)
+                k += 1
+                if delay > 0:
+                    env.process(self._late_fire(w, payload, fired_at, delay))
+                else:
+                    self._step("fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+
+    def _late_fire(self, w: Workload, payload: dict, fired_at: int, delay: float):
+        """A writer that stamped ``fired_at`` and commits ``delay`` seconds later."""
+        incarnation = self.incarnation
+        yield self.env.timeout(delay)
+        if self.engine is not None and self.incarnation == incarnation:  # else died uncommitted
+            self._step("fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+
+    # -- driving the run ---------------------------------------------------
+    def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,
+                     payload: str = "quote", start: float = 0.0, stop: float | None = None) -> Workload:
+        """Fire ``reactor`` at Poisson times, ``rate`` per virtual second."""
+        w = Workload(reactor, rate, tenant, payload, start, stop)
+        rng = random.Random(f"fanoutsim:workload:{self.seed}:{self._workload_count}")
+        self._workload_count += 1
+        self.env.process(self._workload(w, rng))
+        return w
+
+    def add_replay(self, frame, reactor: str, *, tenant: str | None = None, speed: float = 1.0,
+                   start: float = 0.0, stop: float | None = None):
+        """Fire ``reactor`` once per row of a recorded workload (see
+        :mod:`fanoutsim.designs.reactor.replay`): columns ``t``, ``symbol``, ``region``,
+        ``price``; the payload is the ``quote`` generator's. ``tenant``: None
+        (every row in ``"public"``) or the column holding each row's tenant.
+        Rows with ``start <= t < stop`` replay ``speed`` times faster than
+        recorded from now: the row at ``t`` fires at ``now + (t - start) / speed``."""
+        from fanoutsim.designs.reactor.replay import prepare_replay
+
+        replay, times, tenants, payloads = prepare_replay(
+            frame, reactor, tenant=tenant, speed=speed, start=start, stop=stop, now=self.env.now)
+        self.env.process(self._replay(reactor, times, tenants, payloads))
+        return replay
+
+    def _replay(self, reactor: str, times: list, tenants: list, payloads: list):
+        env = self.env
+        stamps = getattr(self.faults, "stamps", None)
+        for at, tenant, payload in zip(times, tenants, payloads):
+            if at > env.now:
+                yield env.timeout(at - env.now)
+            if self.engine is None:  # a down reactor fires nothing
+                continue
+            now = self.now_us()
+            for fired_at, delay in (stamps(reactor, now) if stamps else ((now, 0.0),)):
+                if delay > 0:
+                    env.process(self._late_fire(Workload(reactor, 1.0, tenant), payload, fired_at, delay))
+                else:
+                    self._step("fire", reactor, payload, tenant, fired_at=fired_at)
+
+    def run(self, until: float | None = None) -> None:
+        """Advance the virtual clock to ``until`` seconds (absolute, >= now)."""
+        if not until_ok(self.env, until):
+            return
+        if self.plan is not None and not self._checked:
+            self.check_plan()
+        self.env.run(until=until)

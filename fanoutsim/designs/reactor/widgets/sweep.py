@@ -1,0 +1,100 @@
+"""Notebook 6's control: pick a slice of a sweep's DataFrame and redraw.
+
+>>> w = sweep_explorer(df)       # df from fanoutsim.sweep over the poll interval  # doctest: +SKIP
+>>> w.budget.value = 0.6         # a tighter p99 budget: a new recommendation
+
+Nothing re-runs: the controls choose the latency column, the batch limits (and
+the firing rate, when the sweep has one) to show and the p99 budget, and the
+figure — latency against the poll interval over the recommendation chart —
+is drawn again from the table.
+"""
+from __future__ import annotations
+
+import math
+
+import ipywidgets as widgets
+import pandas as pd
+from matplotlib.figure import Figure
+
+from fanoutsim.designs.reactor.analysis.sweep import recommend
+from fanoutsim.kernel.plotting import STYLE, style
+from fanoutsim.designs.reactor.plots.sweep import latency_vs_interval, recommendation_chart
+from fanoutsim.designs.reactor.widgets.latency import _show
+
+__all__ = ["SweepExplorer", "sweep_explorer"]
+
+P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
+_LATENCIES = {"fire \u2192 dispatch": "fire_to_dispatch", "fire \u2192 claim": "fire_to_claim"}
+
+
+class SweepExplorer(widgets.VBox):
+    """Controls over a sweep DataFrame: ``latency`` (which column), ``batches``
+    (batch limits shown), ``rate`` (when swept), ``budget`` (p99 budget,
+    seconds). After every change: ``selection`` (the rows drawn),
+    ``recommended`` (:func:`~fanoutsim.analysis.recommend`, or None) and ``figure``."""
+
+    def __init__(self, df: pd.DataFrame, *, p99_budget_s: float = 1.5, max_backlog: float = 100.0) -> None:
+        missing = [c for c in (P, B, "polls_per_s", "backlog") if c not in df.columns]
+        if missing:
+            raise KeyError(f"the sweep has no column(s) {', '.join(missing)}: sweep over "
+                           f"{P} and {B} to explore it")
+        self.df, self.max_backlog = df, max_backlog
+        batches = sorted(int(b) for b in df[B].unique())
+        self.latency = widgets.Dropdown(options=list(_LATENCIES), value="fire \u2192 dispatch",
+                                        description="latency")
+        self.batches = widgets.SelectMultiple(options=batches, value=tuple(batches), rows=min(len(batches), 4),
+                                              description="batch limits")
+        rates = sorted(float(r) for r in df["rate"].unique()) if "rate" in df.columns else []
+        self.rate = widgets.Dropdown(options=rates, value=rates[0] if rates else None, description="rate (1/s)",
+                                     disabled=not rates)
+        # the budget: any positive number of seconds, up to the slowest p99 measured
+        hi = float(df["fire_to_dispatch_p99_s"].max()) if len(df) else 10.0
+        hi = max(1.0, min(hi, 60.0)) if math.isfinite(hi) else 10.0
+        self.budget = widgets.FloatSlider(value=min(max(p99_budget_s, 0.05), hi), min=0.05, max=hi, step=0.05,
+                                          description="p99 budget (s)", continuous_update=False,
+                                          readout_format=".2f")
+        self.summary = widgets.HTML()
+        self.out = widgets.Output()
+        self.figure: Figure | None = None
+        controls = [self.latency, self.batches] + ([self.rate] if rates else []) + [self.budget]
+        super().__init__([widgets.HBox(controls[:2]), widgets.HBox(controls[2:]), self.summary, self.out])
+        for w in controls:
+            w.observe(self._changed, names="value")
+        self.update()
+
+    def _changed(self, change) -> None:
+        self.update()
+
+    def update(self) -> None:
+        """Select, recommend and redraw (the controls call this on every change)."""
+        sel = self.df[self.df[B].isin(self.batches.value)]
+        if "rate" in sel.columns and self.rate.value is not None:
+            sel = sel[sel["rate"] == self.rate.value]
+        self.selection = sel
+        column = _LATENCIES[self.latency.value]
+        latency = f"{column}_p99_s"
+        try:
+            self.recommended = recommend(sel, self.budget.value, max_backlog=self.max_backlog, latency=latency)
+        except ValueError:
+            self.recommended = None
+        if self.recommended is None:
+            self.summary.value = (f"no setting shown keeps p99 {self.latency.value} within "
+                                  f"{self.budget.value:g} s and keeps up")
+        else:
+            r = self.recommended
+            self.summary.value = (f"recommended: P = {r[P]:g} s, batch limit {r[B]}: p99 {r[latency]:.3f} s, "
+                                  f"{r['polls_per_s']:g} poll queries/s, {r['candidates']} settings meet "
+                                  f"the budget")
+        with style():
+            fig = Figure(figsize=(8.0, 8.5), dpi=STYLE["figure.dpi"], layout="constrained")
+            ax1, ax2 = fig.subplots(2, 1)
+        latency_vs_interval(sel, column, ax=ax1)
+        recommendation_chart(sel, self.recommended, p99_budget_s=self.budget.value, max_backlog=self.max_backlog,
+                             latency=latency, ax=ax2)
+        self.figure = fig
+        _show(self.out, fig)
+
+
+def sweep_explorer(df: pd.DataFrame, *, p99_budget_s: float = 1.5, max_backlog: float = 100.0) -> SweepExplorer:
+    """Build notebook 6's control over a sweep DataFrame (see :class:`SweepExplorer`)."""
+    return SweepExplorer(df, p99_budget_s=p99_budget_s, max_backlog=max_backlog)
