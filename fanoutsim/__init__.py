@@ -25,6 +25,10 @@ from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.designs.leases.realtime import LeaseRealtime
 from fanoutsim.sweep import sweep
 from fanoutsim.designs.reactor.replay import load_recording
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.scenario import load_scenario
+from fanoutsim import designs
 
 __version__ = "0.1.0"
 
@@ -34,4 +38,5 @@ __all__ = [
     "check", "check_store", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",
     "sweep", "load_recording", "OutboxSimulation", "OutboxRealtime", "LeaseSimulation", "LeaseRealtime",
+    "check_outbox", "check_leases", "load_scenario", "designs",
 ]

@@ -164,16 +164,15 @@ def _realtime(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fanoutsim.designs.reactor.checker import format_check
-    from fanoutsim.report import (format_leases_check, format_leases_report, format_outbox_check,
-                         format_outbox_report, format_report)
-    from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
+    from fanoutsim.designs import design_of
+    from fanoutsim.scenario import ScenarioError, load_scenario
 
     try:
         scenario = load_scenario(args.scenario)
         sim = scenario.run(seed=args.seed, until=args.until)
     except ScenarioError as exc:
         return _error(str(exc))
+    design = design_of(scenario)
     out = Path(args.out) if args.out else Path("out") / scenario.name
     report, checked = full_report(sim, scenario.name)
     try:
@@ -184,94 +183,35 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         print(f"wrote {len(written)} files to {out}", file=sys.stderr)
     else:
-        fmt_report, fmt_check = {"outbox": (format_outbox_report, format_outbox_check),
-                                 "leases": (format_leases_report, format_leases_check)}.get(
-            scenario.design, (format_report, format_check))
-        print(fmt_report(report), end="")
+        print(design.format_report(report), end="")
         print()
-        print(fmt_check(checked))
+        print(design.format_check(checked))
         print(f"\nwrote {len(written)} files to {out}")
     return 0
 
 
-def _is_outbox(sim) -> bool:
-    from fanoutsim.designs.outbox.simulation import OutboxSimulation
-
-    return isinstance(sim, OutboxSimulation)
-
-
-def _is_leases(sim) -> bool:
-    from fanoutsim.designs.leases.simulation import LeaseSimulation
-
-    return isinstance(sim, LeaseSimulation)
-
-
 def full_report(sim, name: str):
-    """The delivery report with the checker's totals under ``check``, and the check
-    (for an outbox run: :func:`~fanoutsim.designs.outbox.analysis.outbox_report` and
-    :func:`~fanoutsim.designs.outbox.checker.check_outbox`; for a leases run:
-    :func:`~fanoutsim.report.leases_report` and :func:`~fanoutsim.designs.leases.checker.check_leases`)."""
-    if _is_outbox(sim):
-        from fanoutsim.designs.outbox.analysis import outbox_report
-        from fanoutsim.designs.outbox.checker import check_outbox
+    """The run's report (its design's ``report``, the checker's totals under
+    ``check``) and the check itself (its design's ``check``)."""
+    from fanoutsim.designs import design_of
 
-        checked = check_outbox(sim)
-        return outbox_report(sim, name=name, checked=checked), checked
-    if _is_leases(sim):
-        from fanoutsim.designs.leases.checker import check_leases
-        from fanoutsim.report import leases_report
-
-        checked = check_leases(sim)
-        return leases_report(sim, name=name, checked=checked), checked
-    from fanoutsim.analysis import delivery_report
-    from fanoutsim.designs.reactor.checker import check
-
-    report = delivery_report(sim, name=name)
-    checked = check(sim)
-    report["check"] = checked.total
-    return report, checked
-
-
-def _leases_figures():
-    """``fanoutsim.designs.leases.plots.save_leases_figures``, or None while it does not exist."""
-    try:
-        from fanoutsim.designs.leases import plots as leases
-    except ImportError:
-        return None
-    return getattr(leases, "save_leases_figures", None)
+    design = design_of(sim)
+    checked = design.check(sim)
+    return design.report(sim, name=name, checked=checked), checked
 
 
 def write_outputs(sim, report: dict, out: Path) -> list[Path]:
-    """The report, the three tables as Parquet and the figures, into ``out``."""
+    """The report, the design's tables as Parquet and its figures, into ``out``."""
+    from fanoutsim.designs import design_of
+
+    design = design_of(sim)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     path = out / "report.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     paths.append(path)
-    if _is_outbox(sim):
-        from fanoutsim.designs.outbox.plots import save_outbox_figures
-
-        for name, df in (("outbox", sim.outbox()), ("cursors", sim.cursors()), ("parked", sim.parked())):
-            path = out / f"{name}.parquet"
-            df.to_parquet(path, index=False)
-            paths.append(path)
-        return paths + save_outbox_figures(sim, out)
-    if _is_leases(sim):
-        for name, df in (("events", sim.events()), ("checkpoints", sim.checkpoints()),
-                         ("dead_letters", sim.dead_letters()), ("consumers", sim.consumers())):
-            path = out / f"{name}.parquet"
-            df.to_parquet(path, index=False)
-            paths.append(path)
-        save = _leases_figures()
-        return paths + (list(save(sim, out)) if save is not None else [])
-    from fanoutsim.plots import save_report_figures
-
-    executions = sim.executions()
-    executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]
-    for name, df in (("firings", sim.firings()), ("executions", executions),
-                     ("subscriptions", sim.subscriptions())):
+    for name, df in design.tables(sim).items():
         path = out / f"{name}.parquet"
         df.to_parquet(path, index=False)
         paths.append(path)
-    paths += save_report_figures(sim, out)
-    return paths
+    return paths + list(design.figures(sim, out))

@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fanoutsim import cli
 from fanoutsim.cli import full_report, main
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
@@ -393,7 +392,8 @@ def test_a_caller_needing_another_design_refuses_a_leases_file():
 
 # -- the CLI ------------------------------------------------------------------------
 def test_cli_run_writes_everything_and_prints_the_leases_report(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_leases_figures", lambda: None)  # figures: tested below, on their own
+    # figures: tested below, on their own
+    monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", lambda sim, out: [])
     out = tmp_path / "out"
     assert main(["run", str(CRASHES), "--until", "300", "--out", str(out)]) == 0
     captured = capsys.readouterr()
@@ -411,13 +411,13 @@ def test_cli_run_writes_everything_and_prints_the_leases_report(tmp_path, capsys
     assert list(pd.read_parquet(out / "dead_letters.parquet").columns) == list(sim.dead_letters().columns)
 
 
-def test_cli_figures_come_from_plots_leases_when_it_has_them(tmp_path, capsys, monkeypatch):
+def test_cli_figures_come_from_the_designs_plots(tmp_path, capsys, monkeypatch):
     def fake(sim, out):
         path = Path(out) / "leases_fake.png"
         path.write_bytes(b"png")
         return [path]
 
-    monkeypatch.setattr(cli, "_leases_figures", lambda: fake)
+    monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", fake)
     out = tmp_path / "f"
     assert main(["run", str(LEASES), "--until", "60", "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} == {"report.json", "leases_fake.png"} | TABLES
@@ -425,7 +425,7 @@ def test_cli_figures_come_from_plots_leases_when_it_has_them(tmp_path, capsys, m
 
 
 def test_cli_json_prints_only_the_report(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_leases_figures", lambda: None)
+    monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", lambda sim, out: [])
     out = tmp_path / "j"
     assert main(["run", str(LEASES), "--until", "120", "--seed", "3", "--out", str(out), "--json"]) == 0
     captured = capsys.readouterr()
@@ -460,10 +460,7 @@ def test_duckdb_store_runs_the_same(tmp_path):
     assert duck.checkpoints().equals(mem.checkpoints())
 
 
-def test_cli_writes_the_real_leases_figures_when_they_exist(tmp_path, capsys):
-    save = cli._leases_figures()
-    if save is None:
-        pytest.skip("fanoutsim.designs.leases.plots.save_leases_figures does not exist (yet)")
+def test_cli_writes_the_real_leases_figures(tmp_path, capsys):
     out = tmp_path / "real"
     assert main(["run", str(LEASES), "--until", "60", "--out", str(out)]) == 0
     pngs = {p.name for p in out.iterdir() if p.suffix == ".png"}

@@ -96,6 +96,8 @@ class _Publisher:
 class LeaseRealtime(LeaseHost, SteppedWallRuntime):
     """Leased durable consumers running for real, on the wall clock."""
 
+    design = "leases"  # its entry in fanoutsim.designs
+
     _noun = "node"
 
     def __init__(self, config: LeaseConfig | None = None, store: Any = "leases.duckdb", faults=None,

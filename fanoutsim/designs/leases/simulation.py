@@ -54,6 +54,8 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
     [1]
     """
 
+    design = "leases"  # its entry in fanoutsim.designs
+
     _noun = "node"
 
     def __init__(self, config: LeaseConfig | None = None, seed: int = 0, store: Any = "memory",

@@ -101,6 +101,8 @@ class _Writer:
 class OutboxRealtime(OutboxHost, SteppedWallRuntime):
     """The outbox dispatcher running for real, on the wall clock."""
 
+    design = "outbox"  # its entry in fanoutsim.designs
+
     _noun = "dispatcher"
 
     def __init__(self, config: OutboxConfig | None = None, store: Any = "outbox.duckdb", faults=None,

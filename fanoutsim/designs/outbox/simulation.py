@@ -50,6 +50,8 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
     [1]
     """
 
+    design = "outbox"  # its entry in fanoutsim.designs
+
     _noun = "dispatcher"
 
     def __init__(self, config: OutboxConfig | None = None, seed: int = 0, store: Any = "memory",

@@ -55,6 +55,8 @@ SAFETY_CLAIM = 1.0  # seconds: the executor claims at least this often without a
 class Realtime(RunnerHost, WallRuntime):
     """The reactor subscription design running for real, on the wall clock."""
 
+    design = "reactor"  # its entry in fanoutsim.designs
+
     def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
         config = checked_config(config, seed)

@@ -289,6 +289,14 @@ def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str 
         from fanoutsim.designs.leases.scenario import parse_lease_scenario
 
         return parse_lease_scenario(data, source=source, default_name=default_name, errors=errors)
+    return parse_reactor_scenario(data, source=source, default_name=default_name, errors=errors)
+
+
+def parse_reactor_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario",
+                           errors: "_Errors | None" = None) -> "Scenario":
+    """Check a parsed TOML document of the reactor design and make a Scenario.
+    ``errors``: problems found already (say, a mistyped ``design``), reported with the rest."""
+    errors = _Errors() if errors is None else errors
     unknown_top_keys(data, _TOP_KEYS, {**dict.fromkeys(_OUTBOX_ONLY_KEYS, "outbox"),
                                        **dict.fromkeys(_LEASES_ONLY_KEYS, "leases")}, "outbox", errors)
 

@@ -51,6 +51,8 @@ class Simulation(VirtualCrashes, RunnerHost):
     during which other processes (other pollers, writers) run.
     """
 
+    design = "reactor"  # its entry in fanoutsim.designs
+
     def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True, fetch_latency: float = 0.0) -> None:
         config = checked_config(config, seed)
