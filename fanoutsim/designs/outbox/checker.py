@@ -3,24 +3,36 @@
 It reads the run's trace and tables — never the fault plan — like the reactor
 design's checker. For each consumer, a row is *expected* when it committed
 (a ``committed`` event) with a seq above the consumer's first cursor
-(``cursor_start``). Then it is
+(``cursor_start``). A delivery is counted where the consumer's effect lands:
+a ``delivered`` event, which the dispatcher records when the consumer's ``fn``
+ran without raising — as its step *begins*, before the step's duration has
+passed and before the cursor moves (as the leases checker counts a worker's
+effect, not its ack). Then an expected row is
 
-*delivered*   handled once or more (each extra ``handled`` is a *duplicate*);
-*parked*      in the ``parked`` table (its retry budget ran out), never handled;
+*delivered*   delivered once or more (each extra delivery is a *duplicate*);
+*parked*      in the ``parked`` table (its retry budget ran out), never delivered;
 *pending*     still ahead of the cursor and retained, or owed as deferred work;
 *lost*        otherwise.
 
-Causes of a duplicate: ``reset`` (the consumer was reset and replayed: by
-design), ``crash`` (the process crashed after handling and before the cursor
-passed the row), else ``unknown``. Causes of a loss: ``late_commit`` (the row
-committed after this consumer had read past its seq — a fetch that returned a
-higher seq, or a cursor already beyond it),
-``gap_timeout`` (``read_mode="gap"`` waited for it and gave up), ``pruned``
-(retention deleted it before the consumer handled it), else ``unknown``.
+Causes of a duplicate (what happened between two deliveries): ``reset`` (the
+cursor was moved back by hand — ``set_cursor`` or ``reset_consumer`` — and the
+row replayed: by design), ``crash`` (the process crashed after the effect and
+before the cursor passed the row — while the step ran, or between its end and
+the cursor's move), else ``unknown``. Causes of a loss: ``late_commit`` (the
+row committed after this consumer had read past its seq — a fetch that
+returned a higher seq, or a cursor already beyond it), ``seek`` (the cursor
+was moved past it by hand, ``set_cursor``, after it committed: a deliberate
+skip), ``gap_timeout`` (``read_mode="gap"`` waited for it and gave up),
+``pruned`` (retention deleted it before the consumer handled it), else
+``unknown``.
 
 ``valid`` is true when no loss has cause ``late_commit`` or ``unknown`` and
-every duplicate has a cause: retention and a gap timeout are documented ways
-to drop a row; re-delivery after a crash is the at-least-once promise.
+every duplicate has a cause: a seek, retention and a gap timeout are
+documented ways to drop a row; re-delivery after a crash is the at-least-once
+promise.
+
+Latency (``latency_*_s`` per consumer) runs from a row's commit to the end of
+its first handling step (the row behind the consumer).
 
 The topic bus is reported apart (``bus``): a row is *published* when a live
 dispatcher pushed it to the subscribers of its topic then (``receivers`` of
@@ -40,7 +52,7 @@ import pandas as pd
 
 from fanoutsim.kernel.timeutil import US
 
-LOSS_CAUSES = ("late_commit", "gap_timeout", "pruned", "unknown")
+LOSS_CAUSES = ("late_commit", "seek", "gap_timeout", "pruned", "unknown")
 DUPLICATE_CAUSES = ("crash", "reset", "unknown")
 _PROMISED = ("late_commit", "unknown")
 
@@ -86,13 +98,15 @@ def check_outbox(sim) -> OutboxReport:
     starts: dict[str, int] = {}
     for i in events("cursor_start"):
         starts.setdefault(who_col[i], int(seq_col[i]))
-    resets = defaultdict(list)
+    resets = defaultdict(list)                       # consumer -> [(index, cursor)]: moves by hand
     for i in events("reset"):
-        resets[who_col[i]].append(int(i))
+        resets[who_col[i]].append((int(i), int(seq_col[i])))
     gap_skips = defaultdict(set)
     for i in events("gap_skipped"):
         gap_skips[who_col[i]].add(int(seq_col[i]))
-    pruned = {int(seq_col[i]) for i in events("pruned")}
+    pruned: dict[int, int] = {}                      # seq -> index of its prune
+    for i in events("pruned"):
+        pruned.setdefault(int(seq_col[i]), int(i))
     crashes = events("crashed")
     published: dict[int, tuple[str, int]] = {}       # seq -> (topic, receivers)
     detail = trace["detail"].to_numpy()
@@ -101,8 +115,11 @@ def check_outbox(sim) -> OutboxReport:
     ci = events("committed")
     commits = pd.DataFrame({"seq": seq_col[ci].astype(np.int64), "tc": t_col[ci].astype(np.int64), "ic": ci})
     commits = commits.drop_duplicates("seq", keep="last").sort_values("ic", kind="stable")  # commit order
+    # the consumer's effects (deliveries), and the ends of its handling steps (latency)
+    di = events("delivered")
+    delivered = pd.DataFrame({"consumer": who_col[di], "seq": seq_col[di].astype(np.int64), "i": di})
     hi = events("handled")
-    handled = pd.DataFrame({"consumer": who_col[hi], "seq": seq_col[hi].astype(np.int64), "i": hi,
+    handled = pd.DataFrame({"consumer": who_col[hi], "seq": seq_col[hi].astype(np.int64),
                             "t": t_col[hi].astype(np.int64)})
     # how far each consumer had read: its cursor moves, and the last seq of each fetch
     mi = np.sort(np.concatenate([events("cursor"), events("fetched")]))
@@ -115,24 +132,26 @@ def check_outbox(sim) -> OutboxReport:
     retained = {r["seq"]: r["topic"] for r in sim.store.rows("outbox")}
 
     per, dups, lost = [], [], []
-    by_consumer = dict(tuple(handled.groupby("consumer", sort=False)))
+    by_consumer = dict(tuple(delivered.groupby("consumer", sort=False)))
+    handled_by = dict(tuple(handled.groupby("consumer", sort=False)))
     moves_of = dict(tuple(moves.groupby("consumer", sort=False)))
     for name in sorted(cursors):
         start = starts.get(name, 0)
         expected = commits[commits["seq"] > start]
-        h = by_consumer.get(name, handled.iloc[:0])
+        h = by_consumer.get(name, delivered.iloc[:0])
         h = h[h["seq"].isin(expected["seq"])]
         first = h.drop_duplicates("seq")
-        got = expected.merge(first[["seq", "t"]], on="seq", how="inner", sort=False)  # commit order kept
-        n = dict(delivered=len(got), duplicates=0, lost=0, parked=0, pending=0)
+        n = dict(delivered=len(first), duplicates=0, lost=0, parked=0, pending=0)
+        done = handled_by.get(name, handled.iloc[:0]).drop_duplicates("seq")
+        got = expected.merge(done[["seq", "t"]], on="seq", how="inner", sort=False)
         lat = (got["t"] - got["tc"]).to_numpy() / US
-        # each handling after the first is a duplicate: which event came between it and the one before?
+        # each delivery after the first is a duplicate: which event came between it and the one before?
         h = h.assign(prev=h.groupby("seq")["i"].shift())
         again = h[h["prev"].notna()]
         if len(again):
             nxt, prev = again["i"].to_numpy(), again["prev"].to_numpy().astype(np.int64)
             crashed = np.searchsorted(crashes, nxt) > np.searchsorted(crashes, prev, side="right")
-            r = np.asarray(resets[name], dtype=np.int64)
+            r = np.asarray([i for i, _ in resets[name]], dtype=np.int64)
             was_reset = np.searchsorted(r, nxt) > np.searchsorted(r, prev, side="right")
             # a reset replays by design, whatever else happened in between
             cause = np.where(was_reset, "reset", np.where(crashed, "crash", "unknown"))
@@ -156,8 +175,12 @@ def check_outbox(sim) -> OutboxReport:
                     n["pending"] += 1
                     continue
                 k = int(np.searchsorted(idx, ic))  # how far it had read when the row committed
+                # the first move by hand past it after it committed (and before retention took it)
+                seek = next((i for i, pos in resets[name] if i > ic and pos >= seq), None)
                 if k and high[k - 1] >= seq:
                     cause = "late_commit"
+                elif seek is not None and pruned.get(seq, seek) >= seek:
+                    cause = "seek"
                 elif seq in gap_skips[name]:
                     cause = "gap_timeout"
                 elif seq in pruned:

@@ -5,8 +5,10 @@ seq. For each consumer, independently:
 
 1. :func:`fetch` reads the rows past the consumer's cursor in seq order, up to
    ``batch_limit`` (deferred rows that fell due come first, :func:`fetch_due`);
-2. :func:`begin` hands one row to the consumer: its function runs, and the
-   step takes the consumer's duration — or is cut off at its timeout;
+2. :func:`begin` hands one row to the consumer: its function runs — the
+   consumer's effect, a ``delivered`` event in the trace when it does not
+   raise — and the step takes the consumer's duration — or is cut off at its
+   timeout (then the function does not run);
 3. :func:`finish` records the outcome. Handled: the cursor moves to the row
    (*after* the handling: a crash at ``dispatch.after_handle_before_cursor``
    re-delivers it on restart — at-least-once). Failed: back off and retry, and
@@ -144,6 +146,10 @@ def begin(e, now: int, name: str, row: dict, due: bool = False) -> Step:
             spec.fn(dict(row))
         except Exception as exc:  # a transient failure: retried under the budget
             error = f"{type(exc).__name__}: {exc}"
+    if error is None:
+        # the consumer's effect lands here, as the step begins: a crash before
+        # the step finishes re-delivers the row, and the effect happens again
+        e.trace.add(now, "delivered", e.actor, name, row["seq"], None, "due" if due else None)
     return Step(name, row, d, error, False, due)
 
 

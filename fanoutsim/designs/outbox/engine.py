@@ -8,7 +8,9 @@ behind — dies with it on a crash; the tables (pages, outbox, cursors, parked,
 deferred) do not.
 
 Trace columns, read with the outbox's names: ``subscription`` is the consumer,
-``firing`` the seq. Kinds: reserved, committed, fetched, handled, failed,
+``firing`` the seq. Kinds: reserved, committed, fetched, delivered (a consumer's
+effect: its ``fn`` ran without raising, as its step began), handled (the step
+finished and the row goes behind the consumer), failed,
 parked, deferred, cursor, cursor_start, reset, pruned, fell_behind, gap_wait,
 gap_skipped, hint, hint_dropped, hint_missed, published, crashed, restarted.
 """
