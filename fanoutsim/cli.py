@@ -1,9 +1,12 @@
 """The ``fanoutsim`` command.
 
 ``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json]``
-``fanoutsim serve --db FILE [--scenario S] [--rate R]``, ``fanoutsim fire --db FILE
---reactor R [--payload JSON]``, ``fanoutsim status --db FILE``: the engine on the
-wall clock (see :mod:`fanoutsim.designs.reactor.serve`).
+``fanoutsim serve --db FILE [--scenario S] [--rate R]``: a scenario of any design on
+the wall clock, over a DuckDB file, until SIGTERM; ``fanoutsim write --db FILE
+FIELD=VALUE ...``: that design's write command (a firing, a commit, a publish);
+``fanoutsim fire --db FILE --reactor R [--payload JSON]``: the reactor's write by
+its older name; ``fanoutsim status --db FILE``: the design's status as JSON (see
+:mod:`fanoutsim.serve`).
 
 runs a scenario file (see :mod:`fanoutsim.designs.reactor.scenario`), prints its delivery
 report and the delivery checker's verdict (``--json``: both as JSON, and
@@ -87,15 +90,29 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
     run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
 
-    srv = sub.add_parser("serve", help="run the engine for real over a DuckDB file until stopped",
-                         description="Run the engine on the wall clock over a DuckDB file (which this "
-                                     "process then owns) until SIGTERM or SIGINT; resumes from the file "
-                                     "after any exit. Others reach it through FILE.serve.json.")
+    srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file until stopped",
+                         description="Run a scenario's design on the wall clock over a DuckDB file (which "
+                                     "this process then owns) until SIGTERM or SIGINT; resumes from the file "
+                                     "after any exit. Others reach it through FILE.serve.json (fanoutsim "
+                                     "write / fire / status).")
     srv.add_argument("--db", required=True, metavar="FILE", help="the .duckdb file")
-    srv.add_argument("--scenario", metavar="S", help="a scenario .toml: config, workflows, subscriptions, workload")
+    srv.add_argument("--scenario", metavar="S",
+                     help="a scenario .toml of any design (default: the file's design as it is; a new file: "
+                          "the reactor)")
     srv.add_argument("--rate", type=_rate, metavar="R",
-                     help="fire pricing_reactor R times a second (replaces the scenario's workload; 0: none)")
+                     help="the workload at R events a second: the scenario's workloads scaled to R, or with "
+                          "no scenario (reactor) pricing_reactor fired R times a second; 0: none")
     srv.add_argument("--port", type=int, default=0, help="control port on 127.0.0.1 (default: any free one)")
+
+    wr = sub.add_parser("write", help="the design's write (a firing, a commit, a publish) into a DuckDB file",
+                        description="Send the write command of the file's design to its server (or, with "
+                                    "none running, write into the file itself) and print the answer as JSON.",
+                        epilog=_write_fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    wr.add_argument("--db", required=True, metavar="FILE")
+    wr.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
+                                                     "records none)")
+    wr.add_argument("fields", nargs="*", metavar="FIELD=VALUE",
+                    help="the write's fields: FIELD=TEXT gives a string, FIELD:=JSON any JSON value")
 
     fire = sub.add_parser("fire", help="fire a reactor into a DuckDB file (through its server if one runs)")
     fire.add_argument("--db", required=True, metavar="FILE")
@@ -105,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="print the status of the run in a DuckDB file as JSON")
     st.add_argument("--db", required=True, metavar="FILE")
+    st.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
+                                                     "records none)")
     return parser
 
 
@@ -112,10 +131,44 @@ def _rate(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of firings per second") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of events per second") from None
     if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of firings per second >= 0")
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of events per second >= 0")
     return value
+
+
+def _write_fields_help() -> str:
+    from fanoutsim import designs
+
+    lines = ["fields, per design:"]
+    for name in designs.names():
+        try:
+            fields = designs.get(name).write_fields
+        except (ImportError, KeyError, TypeError):  # a design that cannot load: its own error, when used
+            continue
+        if fields:
+            lines.append(f"  {name}:")
+            lines.extend(f"    {k:<10} {v}" for k, v in fields.items())
+    lines.append("e.g. fanoutsim write --db outbox.duckdb page=p1 body=hello due_in:=3")
+    return "\n".join(lines)
+
+
+def _fields(items: Sequence[str]) -> dict:
+    """``FIELD=TEXT`` (a string) and ``FIELD:=JSON`` (any JSON value) as a dict."""
+    out: dict = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key or key == ":":
+            raise ValueError(f"{item!r} is not FIELD=TEXT or FIELD:=JSON")
+        if key.endswith(":"):
+            key = key[:-1]
+            try:
+                out[key] = json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"{item!r}: the value after := is not JSON ({exc})") from None
+        else:
+            out[key] = text
+    return out
 
 
 def _error(message: str) -> int:
@@ -132,21 +185,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     if args.command == "run":
         return _run(args)
-    if args.command in ("serve", "fire", "status"):
+    if args.command in ("serve", "write", "fire", "status"):
         return _realtime(args)
     return _error(f"unknown command {args.command!r}")  # pragma: no cover - argparse catches it
 
 
 def _realtime(args: argparse.Namespace) -> int:
-    from fanoutsim.designs.reactor import serve as srv
-    from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
+    from fanoutsim import serve as srv
+    from fanoutsim.scenario import ScenarioError, load_scenario
     from fanoutsim.kernel.store.duckdb import StoreError
 
     try:
         if args.command == "serve":
-            # the server runs the reactor design only: an outbox or leases file is refused by name
-            scenario = load_scenario(args.scenario, design="reactor") if args.scenario else None
-            print(f"serving {args.db} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C", file=sys.stderr)
+            scenario = load_scenario(args.scenario) if args.scenario else None
+            what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"
+            print(f"serving {args.db} with {what} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C",
+                  file=sys.stderr)
             return srv.serve(args.db, scenario, rate=args.rate, port=args.port)
         if args.command == "fire":
             try:
@@ -155,9 +209,14 @@ def _realtime(args: argparse.Namespace) -> int:
                 return _error(f"--payload is not JSON: {exc}")
             if not isinstance(payload, dict):
                 return _error("--payload must be a JSON object of source name -> value")
-            print(srv.fire(args.db, args.reactor, payload, args.tenant))
+            answer = srv.write(args.db, {"reactor": args.reactor, "payload": payload, "tenant": args.tenant},
+                               design="reactor")
+            print(answer["firing"])
             return 0
-        print(json.dumps(srv.status(args.db), indent=2))
+        if args.command == "write":
+            print(json.dumps(srv.write(args.db, _fields(args.fields), design=args.design)))
+            return 0
+        print(json.dumps(srv.status(args.db, design=args.design), indent=2))
         return 0
     except (ScenarioError, StoreError, ValueError, TypeError, RuntimeError) as exc:
         return _error(str(exc))

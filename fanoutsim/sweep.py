@@ -5,49 +5,68 @@
 ...               grid={"reactor_poll_interval": [0.5, 1.0, 2.0],
 ...                     "reactor_poll_batch_limit": [10, 100]},
 ...               seeds=range(5), workers=2, until=600)
+>>> df = fs.sweep("data/scenarios/leases.toml",                     # doctest: +SKIP
+...               grid={"consumers.enricher.lease_seconds": [5.0, 30.0], "rate": [1.0, 4.0]})
 
-Grid keys are any :class:`~fanoutsim.SchedulerConfig` field, plus
+Any design's scenario sweeps (the design comes from the file's ``design``
+key, through :mod:`fanoutsim.designs`). Grid keys are
 
-``rate``           total firings per virtual second: every workload of the
-                   scenario is scaled by the same factor so their rates sum to it
-                   (the split between reactors and tenants is kept; a scenario
-                   that replays a recording cannot be scaled);
-``fetch_latency``  the Simulation's store round trip between a poll's fetch and
-                   its drain, seconds (see :class:`fanoutsim.Simulation`).
+* any field of the design's config (:class:`~fanoutsim.SchedulerConfig` for the
+  reactor, ``OutboxConfig``, ``LeaseConfig``), set in the scenario's config
+  table (``[config]``, ``[outbox]``, ``[leases]``);
+* a dotted path into the scenario file for anything else: tables by key,
+  arrays by index or, for arrays of tables with a ``name``, by name —
+  ``consumers.enricher.lease_seconds``, ``faults.0.drop``,
+  ``consumers.enricher.duration.mean``, ``run.start``; every part but the
+  last must exist;
+* the design's own keys (``Design.sweep_keys``): ``rate`` for every built-in
+  design — every ``[[workload]]`` scaled by one factor so that their rates
+  sum to it (the split is kept; a reactor scenario that replays a recording
+  cannot be scaled) — and, for the reactor, ``fetch_latency``: the
+  Simulation's store round trip between a poll's fetch and its drain,
+  seconds (see :class:`fanoutsim.Simulation`).
+
+Config fields and dotted paths are written into the scenario's TOML document,
+which the design then parses again, so a value is checked exactly as in a
+file. Config fields need the scenario as a file (or a TOML dict) or a
+scenario object; dotted paths need the file or dict.
 
 Values are lists. The sweep runs the cartesian product of the grid times the
 seeds, one run per row of the result, in grid order (the first key varies
-slowest) and then seed order. Columns: the grid keys, ``seed``, then
+slowest) and then seed order. Columns: the grid keys, ``seed``, the design's
+result columns (``Design.sweep_columns``), then ``wall_s``, the wall seconds
+the run took (build, run and analysis), when it was run. Every design has
+``lost`` and ``valid`` (from its checker); besides,
 
-``fire_to_dispatch_{p50,p95,p99,mean}_s``, ``fire_to_claim_{p50,p95,p99,mean}_s``
-    latency percentiles of the subscription-dispatched executions (seconds;
-    NaN when there are none);
-``executions``, ``firings``
-    executions made, firings logged;
-``polls_per_s``
-    ``fanoutsim_reactor_poll_queries_total`` per virtual second: the poll
-    loop's load on the database;
-``backlog``
-    at the end, retained firings past each subscription's watermark, summed
-    (:func:`fanoutsim.analysis.watermarks`);
-``lost``, ``extra_deliveries``, ``valid``
-    from :func:`fanoutsim.check`;
-``wall_s``
-    wall seconds the run took (build, run and analysis), when it was run.
+reactor  ``fire_to_dispatch_{p50,p95,p99,mean}_s``, ``fire_to_claim_{...}_s``
+         (latency of the subscription-dispatched executions), ``executions``,
+         ``firings``, ``polls_per_s`` (poll queries per virtual second),
+         ``backlog`` (retained firings past the watermarks at the end),
+         ``extra_deliveries``;
+outbox   ``commit_to_handled_{p50,p99,mean}_s`` (commit -> first handled, over
+         every consumer), ``committed``, ``delivered``, ``extra_deliveries``,
+         ``parked``, ``pending``;
+leases   ``publish_to_ack_{p50,p99,mean}_s`` (over every acked event and
+         consumer), ``published``, ``delivered``, ``duplicates``,
+         ``dead_lettered``, ``pending``.
+
+Latencies are seconds, NaN when there are none.
 
 Finished runs are kept in the DuckDB file ``cache`` (only the calling process
-opens it, and writes finished rows in batches), keyed by a hash of the
-scenario's content with the run's full configuration and overrides, the seed
-and ``fanoutsim.__version__``: an interrupted sweep resumes where it stopped,
-and a repeated one runs nothing. ``df.attrs["ran"]`` and
+opens it, and writes finished rows in batches), keyed by a hash of the design
+and the effective scenario (the file's content after the grid's overrides,
+its name, seed and store aside), the settings applied to the simulation, the
+seed and ``fanoutsim.__version__``: an interrupted sweep resumes where it
+stopped, and a repeated one runs nothing. ``df.attrs["ran"]`` and
 ``df.attrs["from_cache"]`` count the rows of each kind.
 
-The whole grid is checked before any run starts: an unknown key or a value
-the engine would refuse raises :class:`ValueError` naming the key, the value
-and what is allowed.
+The whole grid is checked before any run starts: an unknown key or dotted
+path, or a value the design would refuse, raises :class:`ValueError` naming
+the key, the value and what is allowed (or what exists).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import itertools
@@ -56,6 +75,7 @@ import math
 import multiprocessing
 import os
 import time
+import tomllib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -64,102 +84,232 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fanoutsim.designs.reactor.config import SchedulerConfig
+from fanoutsim import designs
+from fanoutsim.kernel.design import Design
 
-__all__ = ["sweep", "GRID_EXTRA_KEYS", "RESULT_COLUMNS", "scale_rate", "grid_runs"]
+__all__ = ["sweep", "scale_rate", "grid_runs", "result_columns"]
 
-GRID_EXTRA_KEYS = ("rate", "fetch_latency")
-_LATENCY_STATS = ("p50", "p95", "p99", "mean")
-RESULT_COLUMNS = (
-    *(f"fire_to_dispatch_{s}_s" for s in _LATENCY_STATS),
-    *(f"fire_to_claim_{s}_s" for s in _LATENCY_STATS),
-    "executions", "firings", "polls_per_s", "backlog", "lost", "extra_deliveries", "valid", "wall_s",
-)
-_INT_RESULTS = ("executions", "firings", "backlog", "lost", "extra_deliveries")
-_TABLE = "fanoutsim_sweep_runs_v1"  # a new result layout gets a new table
+_TABLE = "fanoutsim_sweep_runs_v2"  # a new cache layout gets a new table
 _FLUSH_EVERY = 8                     # finished rows per cache write
 
 
-# -- the grid ------------------------------------------------------------------------
-def _plain(value: Any) -> Any:
-    """numpy scalars as Python ones (SchedulerConfig wants a real int)."""
-    return value.item() if isinstance(value, np.generic) else value
+def __getattr__(name: str):
+    if name == "RESULT_COLUMNS":  # the reactor's, as before sweeps took every design
+        return result_columns(designs.get("reactor"))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _allowed_keys() -> tuple[str, ...]:
-    return (*GRID_EXTRA_KEYS, *SchedulerConfig.field_names())
-
-
-def _check_grid(grid: Mapping[str, Any] | None, base: SchedulerConfig,
-                has_workloads: bool, has_replays: bool = False) -> dict[str, list]:
-    if grid is None:
-        return {}
-    if not isinstance(grid, Mapping):
-        raise ValueError(f"grid must be a mapping of setting -> list of values, got {type(grid).__name__}")
-    allowed = _allowed_keys()
-    out: dict[str, list] = {}
-    for key, values in grid.items():
-        if key not in allowed:
-            raise ValueError(f"grid: unknown key {key!r}; allowed: {', '.join(allowed)}")
-        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-            raise ValueError(f"grid[{key!r}] must be a list of values, got {values!r}")
-        values = [_plain(v) for v in values]
-        if not values:
-            raise ValueError(f"grid[{key!r}] is empty; give at least one value")
-        for value in values:
-            _check_value(key, value, base, has_workloads, has_replays)
-        out[key] = values
-    return out
-
-
-def _check_value(key: str, value: Any, base: SchedulerConfig, has_workloads: bool,
-                 has_replays: bool = False) -> None:
-    number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-    if key == "rate":
-        if not (number and value > 0):
-            raise ValueError(f"grid['rate'] value {value!r} is not allowed: the total firing rate must "
-                             f"be a finite number of firings per virtual second > 0")
-        if not has_workloads:
-            raise ValueError(f"grid['rate'] value {value!r} is not allowed: the scenario has no "
-                             f"[[workload]] to scale")
-        if has_replays:
-            raise ValueError(f"grid['rate'] value {value!r} is not allowed: the scenario replays a "
-                             f"recorded [[workload]], whose rate is the recording's; sweep a scenario "
-                             f"with Poisson workloads only")
-    elif key == "fetch_latency":
-        if not (number and value >= 0):
-            raise ValueError(f"grid['fetch_latency'] value {value!r} is not allowed: the store round "
-                             f"trip must be a finite number of seconds >= 0")
-    else:
-        try:
-            dataclasses.replace(base, **{key: value})
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"grid[{key!r}] value {value!r} is not allowed: {exc}") from None
+def result_columns(design: Design | str) -> tuple[str, ...]:
+    """The result columns of a sweep of ``design``: its own, then ``wall_s``."""
+    design = designs.get(design) if isinstance(design, str) else design
+    return (*design.sweep_columns, "wall_s")
 
 
 def scale_rate(scenario, rate: float):
-    """The scenario with every workload scaled so that their rates sum to ``rate``."""
-    total = sum(w.rate for w in scenario.workloads)
-    if not scenario.workloads or total <= 0:
-        raise ValueError("the scenario has no [[workload]] to scale")
-    factor = rate / total
-    workloads = tuple(dataclasses.replace(w, rate=w.rate * factor) for w in scenario.workloads)
-    return dataclasses.replace(scenario, workloads=workloads)
+    """The scenario with every workload scaled so that their rates sum to
+    ``rate`` (its design's ``rate`` sweep key)."""
+    design = designs.design_of(scenario)
+    key = design.sweep_keys.get("rate")
+    if key is None or key.scenario is None:
+        raise ValueError(f"the {design.name} design has no sweep key 'rate'")
+    return key.scenario(scenario, rate)
 
 
-def _load(scenario):
-    from fanoutsim.designs.reactor.scenario import Scenario, load_scenario
+# -- the scenario --------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python ones (configs want a real int)."""
+    return value.item() if isinstance(value, np.generic) else value
 
-    if isinstance(scenario, Scenario):
-        return scenario
+
+@dataclasses.dataclass(frozen=True)
+class _Base:
+    design: Design
+    scenario: Any            # the scenario as given (parsed)
+    data: dict | None        # its TOML document, when it came from a file or a dict
+    source: str
+    default_name: str
+
+
+def _load(scenario) -> _Base:
+    from fanoutsim.scenario import load_scenario, parse_scenario
+
     if isinstance(scenario, (str, os.PathLike)):
-        return load_scenario(scenario, design="reactor")
-    raise TypeError(f"scenario must be a Scenario or the path of a TOML scenario, "
+        sc = load_scenario(scenario)  # every problem of the file, as `fanoutsim run` reports it
+        source = os.fspath(scenario)
+        with open(source, "rb") as fh:
+            data = tomllib.load(fh)
+        return _Base(designs.design_of(sc), sc, data, source, Path(source).stem)
+    if isinstance(scenario, Mapping):
+        data = copy.deepcopy(dict(scenario))
+        sc = parse_scenario(data)
+        return _Base(designs.design_of(sc), sc, data, "<scenario>", "scenario")
+    if isinstance(getattr(scenario, "design", None), str) and hasattr(scenario, "build"):
+        return _Base(designs.design_of(scenario), scenario, None, getattr(scenario, "source", ""),
+                     getattr(scenario, "name", "scenario"))
+    raise TypeError(f"scenario must be a Scenario or the path of a TOML scenario (or its TOML as a dict), "
                     f"got {type(scenario).__name__}")
 
 
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
+
+
+def _walk(data: dict, key: str) -> tuple[list, str]:
+    """The parts of a dotted path as keys and indexes into ``data``, and its
+    TOML path (``consumers[1].lease_seconds``). Every part but the last must exist."""
+    parts = key.split(".")
+    if any(not p for p in parts):
+        raise ValueError(f"grid: {key!r} is not a dotted path (an empty part)")
+    node: Any = data
+    out: list = []
+    where = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        here = where or "the scenario"
+        if isinstance(node, dict):
+            if part not in node and not last:
+                raise ValueError(f"grid: unknown key {key!r}: {here} has no {part!r}; "
+                                 f"it has: {', '.join(map(repr, node)) or 'nothing'}")
+            out.append(part)
+            where = f"{where}.{part}" if where else part
+            if not last:
+                node = node[part]
+        elif isinstance(node, list):
+            names = [item.get("name") if isinstance(item, dict) else None for item in node]
+            idx = None
+            if part.lstrip("-").isdigit() and -len(node) <= int(part) < len(node):
+                idx = int(part) % len(node)
+            elif part in names:
+                idx = names.index(part)
+            if idx is None:
+                named = [n for n in names if isinstance(n, str)]
+                has = f"indexes 0..{len(node) - 1}" if node else "no items"
+                if named:
+                    has += f", or by name: {', '.join(map(repr, named))}"
+                raise ValueError(f"grid: unknown key {key!r}: {here} has no item {part!r}; it has {has}")
+            out.append(idx)
+            where = f"{where}[{idx}]"
+            if not last:
+                node = node[idx]
+        else:
+            raise ValueError(f"grid: unknown key {key!r}: {here} is a {_kind(node)}, "
+                             f"not a table or an array, so it has no {part!r}")
+    return out, where
+
+
+def _set(data: dict, parts: list, value: Any) -> None:
+    node = data
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+    """One grid key: what it sets and where."""
+
+    name: str
+    kind: str                  # "sweep" (a design's SweepKey), "config" or "path"
+    parts: tuple = ()          # where in the TOML document ("config" and "path")
+    where: str = ""            # its TOML path, as the design's parser names it
+
+
+def _resolve(key: Any, base: _Base) -> _Key:
+    design = base.design
+    if not isinstance(key, str):
+        raise ValueError(f"grid: keys are names, got {key!r}")
+    fields = tuple(f.name for f in dataclasses.fields(design.config_type))
+    if key in design.sweep_keys:
+        return _Key(key, "sweep")
+    if key in fields:
+        return _Key(key, "config", (design.config_table, key), f"{design.config_table}.{key}")
+    if "." in key:
+        if base.data is None:
+            raise ValueError(f"grid: the dotted path {key!r} needs the scenario's TOML: pass the scenario "
+                             f"file's path (a scenario object has no file to change)")
+        parts, where = _walk(base.data, key)
+        return _Key(key, "path", tuple(parts), where)
+    has = f"; this one has: {', '.join(map(repr, base.data))}" if base.data else ""
+    raise ValueError(f"grid: unknown key {key!r}; allowed: {', '.join([*design.sweep_keys, *fields])}, "
+                     f"or a dotted path into the scenario file (table.key, array.<index or name>.key{has})")
+
+
+def _problems(exc: Exception, wheres: Mapping[str, str]) -> str:
+    """A ScenarioError's problems, each without the path when it is the grid key's own."""
+    problems = getattr(exc, "problems", None)
+    if not problems:
+        return str(exc)
+    own = set(wheres.values())
+    return "; ".join(msg if path in own else (f"{path}: {msg}" if path else msg) for path, msg in problems)
+
+
+def _apply(base: _Base, keys: list[_Key], values: tuple) -> Any:
+    """The scenario with the grid's values for ``keys`` applied (sim-level keys aside)."""
+    design = base.design
+    data_keys = [(k, v) for k, v in zip(keys, values) if k.kind in ("config", "path")]
+    sc = base.scenario
+    if data_keys and base.data is not None:
+        data = copy.deepcopy(base.data)
+        for k, v in data_keys:
+            if k.kind == "config" and not isinstance(data.get(k.parts[0]), dict):
+                data[k.parts[0]] = {}
+            _set(data, list(k.parts), v)
+        try:
+            sc = design.parse_scenario(data, source=base.source, default_name=base.default_name)
+        except ValueError as exc:
+            raise _Refused(_problems(exc, {k.name: k.where for k, _ in data_keys})) from None
+    elif data_keys:  # a scenario object: its config, replaced
+        try:
+            sc = dataclasses.replace(sc, config=dataclasses.replace(sc.config, **{k.name: v for k, v in data_keys}))
+        except (ValueError, TypeError) as exc:
+            raise _Refused(str(exc)) from None
+    for k, v in zip(keys, values):
+        if k.kind == "sweep":
+            sk = design.sweep_keys[k.name]
+            try:
+                if sk.check is not None:
+                    sk.check(v)
+                if sk.scenario is not None:
+                    sc = sk.scenario(sc, v)
+            except (ValueError, TypeError) as exc:
+                raise _Refused(str(exc)) from None
+    return sc
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _check_grid(grid: Mapping[str, Any] | None, base: _Base) -> tuple[list[_Key], list[list]]:
+    if grid is None:
+        return [], []
+    if not isinstance(grid, Mapping):
+        raise ValueError(f"grid must be a mapping of setting -> list of values, got {type(grid).__name__}")
+    keys, values = [], []
+    for name, vals in grid.items():
+        key = _resolve(name, base)
+        if isinstance(vals, (str, bytes, Mapping)) or not isinstance(vals, Iterable):
+            raise ValueError(f"grid[{name!r}] must be a list of values, got {vals!r}")
+        vals = [_plain(v) for v in vals]
+        if not vals:
+            raise ValueError(f"grid[{name!r}] is empty; give at least one value")
+        for v in vals:  # each value alone, so the error names it
+            try:
+                _apply(base, [key], (v,))
+            except _Refused as exc:
+                raise ValueError(f"grid[{name!r}] value {v!r} is not allowed: {exc}") from None
+        keys.append(key)
+        values.append(vals)
+    return keys, values
+
+
 def _recordings(sc) -> list[str]:
-    """A hash of each recorded workload file's bytes: a changed recording is new content."""
+    """A hash of each recorded input's bytes (a scenario's ``replays``, each with
+    a ``path``): a changed recording is new content."""
     out = []
     for rp in getattr(sc, "replays", ()):
         path = Path(getattr(rp, "path", ""))
@@ -174,19 +324,20 @@ class _Run:
     index: int
     values: tuple          # the grid values, in grid key order
     seed: int
-    scenario: Any          # the effective Scenario (config and rates applied)
+    design: Design
+    scenario: Any          # the effective scenario (overrides applied)
     until: float
-    fetch_latency: float
+    sim: tuple             # ((sweep key, value), ...) set on the built simulation
     store: str
-    key: str               # hash of the content, config and overrides (not the seed)
+    key: str               # hash of the design, content and settings (not the seed)
 
 
 def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] = range(1),
               until: float | None = None) -> tuple[list[str], list[_Run]]:
     """Check the grid and list the runs of a sweep: ``(grid keys, runs)``.
     Raises ValueError before anything runs."""
-    sc = _load(scenario)
-    keys_values = _check_grid(grid, sc.config, bool(sc.workloads), bool(getattr(sc, "replays", ())))
+    base = _load(scenario)
+    keys, values = _check_grid(grid, base)
     seeds = [_plain(s) for s in seeds]
     for s in seeds:
         if isinstance(s, bool) or not isinstance(s, int):
@@ -194,59 +345,48 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
     if not seeds:
         raise ValueError("seeds is empty; give at least one seed, e.g. range(3)")
     if until is None:
-        until = sc.until
+        until = base.scenario.until
     elif isinstance(until, bool) or not isinstance(until, (int, float)) or not 0 < until < math.inf:
         raise ValueError(f"until must be a finite number of virtual seconds > 0, got {until!r}")
-    # a file store cannot be shared by many runs: those run in memory
-    store = sc.store if sc.store in ("memory", "duckdb") else "memory"
-    keys = list(keys_values)
-    recordings = _recordings(sc)
-    base = dataclasses.replace(sc, name="", source="", description="", seed=0, store=store)
+    design = base.design
+    if design.sweep_row is None:
+        raise ValueError(f"the {design.name} design does not sweep (its Design has no sweep_row)")
     runs: list[_Run] = []
-    for values in itertools.product(*keys_values.values()):
-        setting = dict(zip(keys, values))
-        eff = base
-        config_changes = {k: v for k, v in setting.items() if k not in GRID_EXTRA_KEYS}
-        if config_changes:
-            eff = dataclasses.replace(eff, config=dataclasses.replace(eff.config, **config_changes))
-        if "rate" in setting:
-            eff = scale_rate(eff, float(setting["rate"]))
-        fetch_latency = float(setting.get("fetch_latency", 0.0))
-        # the effective scenario holds the config and the scaled rates: a setting named by the
-        # grid or by the scenario's own [config] is the same run
-        content = json.dumps({"scenario": repr(eff), "until": float(until), "fetch_latency": fetch_latency,
-                              "recordings": recordings}, sort_keys=True)
+    for combo in itertools.product(*values):
+        try:
+            sc = _apply(base, keys, combo)
+        except _Refused as exc:
+            setting = ", ".join(f"{k.name}={v!r}" for k, v in zip(keys, combo))
+            raise ValueError(f"grid setting {setting} is not allowed: {exc}") from None
+        # a file store cannot be shared by many runs: those run in memory
+        store = sc.store if sc.store in ("memory", "duckdb") else "memory"
+        eff = dataclasses.replace(sc, name="", source="", description="", seed=0, store=store)
+        sim = tuple((k.name, v) for k, v in zip(keys, combo)
+                    if k.kind == "sweep" and design.sweep_keys[k.name].sim is not None)
+        # the effective scenario holds every override: a setting named by the grid or by
+        # the scenario's own file is the same run
+        content = json.dumps({"design": design.name, "scenario": repr(eff), "until": float(until),
+                              "sim": [[k, repr(v)] for k, v in sim], "recordings": _recordings(sc)},
+                             sort_keys=True)
         key = hashlib.sha256(content.encode()).hexdigest()
         for seed in seeds:
-            runs.append(_Run(len(runs), tuple(values), seed, eff, float(until), fetch_latency, store, key))
-    return keys, runs
+            runs.append(_Run(len(runs), tuple(combo), seed, design, eff, float(until), sim, store, key))
+    return [k.name for k in keys], runs
 
 
 # -- one run -------------------------------------------------------------------------
 def _run_one(run: _Run) -> dict[str, Any]:
     """Build, run and measure one simulation (in a worker process or here)."""
-    from fanoutsim.analysis import latency_frame, metric_total, percentiles, watermarks
-    from fanoutsim.designs.reactor.checker import check
-
     t0 = time.perf_counter()
     sim = run.scenario.build(seed=run.seed, store=run.store)
-    sim.fetch_latency = run.fetch_latency  # read by the poll loop at every drain
+    for name, value in run.sim:
+        run.design.sweep_keys[name].sim(sim, value)
     sim.run(run.until)
-    lat = latency_frame(sim)
-    metrics = sim.metrics()
-    report = check(sim)
-    row: dict[str, Any] = {}
-    for col in ("fire_to_dispatch", "fire_to_claim"):
-        stats = percentiles(lat[col])
-        for s in _LATENCY_STATS:
-            row[f"{col}_{s}_s"] = math.nan if stats[s] is None else stats[s]
-    row["executions"] = int(len(sim.executions()))
-    row["firings"] = int(metric_total(metrics, "fanoutsim_reactor_firings_total"))
-    row["polls_per_s"] = metric_total(metrics, "fanoutsim_reactor_poll_queries_total") / sim.now
-    row["backlog"] = int(sum(w["backlog"] for w in watermarks(sim)))
-    row["lost"] = int(report.total["lost"])
-    row["extra_deliveries"] = int(report.total["extra_deliveries"])
-    row["valid"] = bool(report.valid)
+    checked = run.design.check(sim)
+    row = {k: _plain(v) for k, v in run.design.sweep_row(sim, checked).items()}
+    if tuple(row) != tuple(run.design.sweep_columns):
+        raise RuntimeError(f"the {run.design.name} design's sweep_row gave the columns {tuple(row)}; "
+                           f"its sweep_columns are {tuple(run.design.sweep_columns)}")
     row["wall_s"] = time.perf_counter() - t0
     return row
 
@@ -263,9 +403,8 @@ class _Cache:
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(str(self.path))
-        cols = ", ".join(f'"{c}" {_sql_type(c)}' for c in RESULT_COLUMNS)
-        con.execute(f'CREATE TABLE IF NOT EXISTS {_TABLE} (key VARCHAR, seed BIGINT, version VARCHAR, '
-                    f'config VARCHAR, {cols}, PRIMARY KEY (key, seed, version))')
+        con.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (key VARCHAR, seed BIGINT, version VARCHAR, "
+                    f"design VARCHAR, config VARCHAR, result VARCHAR, PRIMARY KEY (key, seed, version))")
         return con
 
     def lookup(self, runs: list[_Run], version: str) -> dict[int, dict]:
@@ -273,18 +412,22 @@ class _Cache:
             return {}
         wanted = pd.DataFrame({"key": [r.key for r in runs], "seed": [r.seed for r in runs],
                                "idx": [r.index for r in runs]})
-        cols = ", ".join(f'c."{c}"' for c in RESULT_COLUMNS)
         con = self._connect()
         try:
             con.register("wanted", wanted)
             found = con.execute(
-                f"SELECT w.idx, {cols} FROM wanted w "
+                f"SELECT w.idx, c.result FROM wanted w "
                 f"JOIN {_TABLE} c ON c.key = w.key AND c.seed = w.seed AND c.version = ?",
-                [version]).df()
+                [version]).fetchall()
         finally:
             con.close()
-        return {int(row["idx"]): {c: row[c] for c in RESULT_COLUMNS}
-                for row in found.to_dict("records")}
+        columns = result_columns(runs[0].design)
+        out = {}
+        for idx, result in found:
+            row = json.loads(result)
+            if tuple(row) == columns:  # a design whose columns changed runs again
+                out[int(idx)] = row
+        return out
 
     def store(self, rows: list[tuple[_Run, dict]], version: str, keys: list[str]) -> None:
         if not rows:
@@ -293,10 +436,11 @@ class _Cache:
             "key": [r.key for r, _ in rows],
             "seed": [r.seed for r, _ in rows],
             "version": version,
+            "design": [r.design.name for r, _ in rows],
             "config": [json.dumps({**dict(zip(keys, map(repr, r.values))),
-                                   "config": r.scenario.config.to_dict(), "until": r.until,
-                                   "fetch_latency": r.fetch_latency}, sort_keys=True) for r, _ in rows],
-            **{c: [res[c] for _, res in rows] for c in RESULT_COLUMNS},
+                                   "config": repr(getattr(r.scenario, "config", None)), "until": r.until,
+                                   **{k: repr(v) for k, v in r.sim}}, sort_keys=True) for r, _ in rows],
+            "result": [json.dumps(res) for _, res in rows],
         })
         con = self._connect()
         try:
@@ -304,14 +448,6 @@ class _Cache:
             con.execute(f"INSERT OR IGNORE INTO {_TABLE} SELECT * FROM finished")
         finally:
             con.close()
-
-
-def _sql_type(col: str) -> str:
-    if col in _INT_RESULTS:
-        return "BIGINT"
-    if col == "valid":
-        return "BOOLEAN"
-    return "DOUBLE"
 
 
 # -- the sweep -----------------------------------------------------------------------
@@ -325,8 +461,9 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] = range(1), workers: int = 1,
           until: float | None = None, cache: str | os.PathLike | None = "out/sweeps.duckdb",
           progress: bool = True) -> pd.DataFrame:
-    """Run ``scenario`` over the cartesian product of ``grid`` and ``seeds``;
-    one row per run (see the module documentation for the columns)."""
+    """Run ``scenario`` (a file's path, a scenario object or a TOML dict, of any
+    design) over the cartesian product of ``grid`` and ``seeds``; one row per
+    run (see the module documentation for the keys and the columns)."""
     from fanoutsim import __version__
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -371,15 +508,19 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
         if store is not None:  # what finished is kept, also when interrupted
             store.store(pending, __version__, keys)
 
+    columns = result_columns(runs[0].design)
     rows = []
     for run in runs:
         row = {**dict(zip(keys, run.values)), "seed": run.seed}
         row.update(results[run.index])
         rows.append(row)
-    df = pd.DataFrame(rows, columns=[*keys, "seed", *RESULT_COLUMNS])
-    for col in _INT_RESULTS:
-        df[col] = df[col].astype("int64")
-    df["valid"] = df["valid"].astype(bool)
+    df = pd.DataFrame(rows, columns=[*keys, "seed", *columns])
+    for col in columns:
+        vals = [results[r.index][col] for r in runs]
+        if all(isinstance(v, bool) for v in vals):
+            df[col] = df[col].astype(bool)
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            df[col] = df[col].astype("int64")
     df["seed"] = df["seed"].astype("int64")
     df.attrs["ran"] = len(todo)
     df.attrs["from_cache"] = from_cache

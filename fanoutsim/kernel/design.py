@@ -13,6 +13,8 @@ Design(...)``, and add one line to :data:`fanoutsim.designs.BUILTIN` (or call
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
@@ -30,6 +32,36 @@ class CheckResult(Protocol):
 
 
 @dataclass(frozen=True)
+class SweepKey:
+    """A sweep grid key a design takes besides its config fields and dotted
+    scenario paths. ``meaning``: one line for the docs and errors.
+    ``scenario(scenario, value)`` returns the scenario with the value applied
+    (before the run is built); ``sim(sim, value)`` sets it on the built
+    simulation; ``check(value)`` refuses a value up front. Each raises
+    ValueError saying what is allowed."""
+
+    meaning: str
+    scenario: Callable[[Any, Any], Any] | None = None
+    sim: Callable[[Any, Any], None] | None = None
+    check: Callable[[Any], None] | None = None
+
+
+def scale_workload_rates(scenario, rate: float):
+    """``scenario`` with every workload's ``rate`` scaled by one factor so that
+    they sum to ``rate`` (the split between workloads is kept): the ``rate``
+    sweep key of a design whose scenario has ``workloads`` with a ``rate``."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError("the total rate must be a finite number of events per virtual second > 0")
+    workloads = tuple(getattr(scenario, "workloads", ()))
+    total = sum(w.rate for w in workloads)
+    if not workloads or total <= 0:
+        raise ValueError("the scenario has no [[workload]] to scale")
+    factor = rate / total
+    return dataclasses.replace(scenario, workloads=tuple(dataclasses.replace(w, rate=w.rate * factor)
+                                                         for w in workloads))
+
+
+@dataclass(frozen=True)
 class Design:
     """One design, as the cross-design tools see it.
 
@@ -44,16 +76,28 @@ class Design:
     prints; ``tables(sim)`` the DataFrames written as Parquet; ``figures(sim,
     out)`` the PNGs written into ``out`` (their paths).
 
-    ``sweep_row(sim, checked)`` the result columns of one sweep run (``lost``
-    and ``valid`` for every design, the rest named per design);
-    ``sweep_keys`` the grid keys the design takes besides its config fields
-    and dotted scenario paths, with a one-line meaning each.
+    ``config_table`` names the scenario file's table of ``config_type``'s
+    fields (``config`` for the reactor, ``outbox``, ``leases``): a sweep grid
+    key that is a config field is set there. ``sweep_columns`` and
+    ``sweep_row(sim, checked)``: the result columns of one sweep run and their
+    values (``lost`` and ``valid`` for every design, the rest named per
+    design). ``sweep_keys``: the grid keys the design takes besides its config
+    fields and dotted scenario paths, each a :class:`SweepKey` (``rate``, for
+    one, scales the scenario's workloads).
 
     ``realtime(scenario, db, **options)`` opens the design's wall-clock
-    runtime over a file for ``fanoutsim serve``; ``write(runtime, request)``
-    is the server's write command (a firing, a commit, a publish) and returns
-    a JSON-ready answer; ``status(store)`` reads a file's state for
-    ``fanoutsim status`` without running anything.
+    runtime over the DuckDB file ``db`` with the scenario (or None: the file
+    as it is) applied, not started, for ``fanoutsim serve``, ``write`` and
+    ``status``. ``write(runtime, request)`` is the server's write command (a
+    firing, a commit, a publish): ``request`` is a dict of the fields named in
+    ``write_fields`` (field -> meaning), checked by ``write``, which returns a
+    JSON-ready answer. ``status(runtime)`` is what ``fanoutsim status`` prints
+    (JSON-ready), read from the runtime's tables whether it runs or not.
+
+    ``scenario_schema`` declares the design's scenario files (a
+    :class:`fanoutsim.kernel.scenario.Schema`): :mod:`fanoutsim.scenario`
+    reads its top-level tables to tell which design a table belongs to, and
+    writes its JSON Schema.
     """
 
     name: str
@@ -68,11 +112,15 @@ class Design:
     format_check: Callable[[Any], str]
     tables: Callable[[Any], Mapping[str, Any]]
     figures: Callable[[Any, Any], list]
+    config_table: str = "config"
+    sweep_columns: tuple[str, ...] = ()
     sweep_row: Callable[[Any, Any], dict] | None = None
-    sweep_keys: Mapping[str, str] = field(default_factory=dict)
+    sweep_keys: Mapping[str, "SweepKey"] = field(default_factory=dict)
     realtime: Callable[..., Any] | None = None
     write: Callable[[Any, dict], Any] | None = None
+    write_fields: Mapping[str, str] = field(default_factory=dict)
     status: Callable[[Any], dict] | None = None
+    scenario_schema: Any = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():

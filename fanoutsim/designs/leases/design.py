@@ -1,9 +1,13 @@
 """The leased-consumer design as the cross-design tools see it (see :mod:`fanoutsim.kernel.design`)."""
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 
-from fanoutsim.kernel.design import Design
+import numpy as np
+
+from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 
 from .config import LeaseConfig
@@ -51,6 +55,114 @@ def _figures(sim, out: Path) -> list:
     return list(save_leases_figures(sim, out))
 
 
+# -- sweeps -------------------------------------------------------------------------
+_STATS = ("p50", "p99", "mean")
+SWEEP_COLUMNS = (*(f"publish_to_ack_{s}_s" for s in _STATS),
+                 "published", "delivered", "duplicates", "dead_lettered", "pending", "lost", "valid")
+
+
+def _stats(values) -> dict:
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if arr.size == 0:
+        return dict.fromkeys(_STATS, math.nan)
+    p50, p99 = np.percentile(arr, [50, 99], method="linear")
+    return {"p50": float(p50), "p99": float(p99), "mean": float(arr.mean())}
+
+
+def _sweep_row(sim, checked) -> dict:
+    """One sweep run: publish -> ack latency over every (consumer, event) acked
+    (seconds; NaN when none), and the checker's totals."""
+    from .analysis import event_outcomes
+
+    ev = event_outcomes(sim)
+    stats = _stats(ev.loc[ev["outcome"] == "acked", "latency_s"])
+    row = {f"publish_to_ack_{s}_s": stats[s] for s in _STATS}
+    for key in ("published", "delivered", "duplicates", "dead_lettered", "pending", "lost"):
+        row[key] = int(checked.total[key])
+    row["valid"] = bool(checked.valid)
+    return row
+
+
+# -- the wall clock (fanoutsim serve / write / status) --------------------------------
+WRITE_FIELDS = {
+    "partition": "the partition the event goes to (required)",
+    "kind": "its kind (default \"event\")",
+    "payload": "its payload, any JSON value (default: none)",
+}
+
+
+def _realtime(scenario, db: str, *, rate: float | None = None):
+    """A LeaseRealtime over ``db`` (not started) with the scenario's consumers
+    (later joins and retirements, and the ``[[actions]]``, that many seconds
+    after the start) and workloads; ``rate``: the workloads scaled to that many
+    events a second (0: none; with no scenario, one workload)."""
+    from fanoutsim.kernel.runtime.control import later
+
+    from .realtime import LeaseRealtime
+
+    if scenario is None:
+        rt = LeaseRealtime(store=db)
+        if rate:
+            rt.add_workload(rate)
+        return rt
+    rt = LeaseRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed)
+    try:
+        for c in scenario.consumers:
+            def join(c=c) -> None:
+                rt.register_consumer(c.name, **c.arguments())
+            if c.join_at > 0:
+                later(rt, c.join_at, join, name=f"fanoutsim-join-{c.name}")
+            else:
+                join()
+            if c.retire_at is not None:
+                later(rt, c.retire_at, lambda name=c.name: rt.retire(name), name=f"fanoutsim-retire-{c.name}")
+        for a in scenario.actions:
+            step = rt.restore if a.kind == "restore" else (lambda a=a: rt.seek(a.consumer, a.position))
+            later(rt, a.at, step, name=f"fanoutsim-{a.kind}")
+        workloads = scenario.workloads
+        if rate:
+            workloads = scale_workload_rates(scenario, rate).workloads if workloads else ()
+            if not workloads:
+                rt.add_workload(rate)
+        elif rate is not None:
+            workloads = ()
+        for w in workloads:
+            rt.add_workload(w.rate, partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
+                            kind=w.kind, start=w.start, stop=w.stop)
+    except BaseException:
+        rt.close()
+        raise
+    return rt
+
+
+def _write(rt, req: dict) -> dict:
+    """A publish: ``{"partition": ..., "kind": ..., "payload": ...}`` -> ``{"event": id}``."""
+    unknown = sorted(set(req) - set(WRITE_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} of a publish; fields: {', '.join(WRITE_FIELDS)}")
+    partition = req.get("partition")
+    if not isinstance(partition, str) or not partition:
+        raise ValueError(f"a publish needs the field 'partition', a non-empty string; got {partition!r}")
+    kind = req.get("kind", "event")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind must be a non-empty string, got {kind!r}")
+    return {"event": rt.publish(partition, kind, req.get("payload"))}
+
+
+def _status(rt) -> dict:
+    """The leases in a file: events retained, dead letters, each consumer's
+    status (as ``riffdb event status`` tells it), the metrics."""
+    from fanoutsim.kernel.frames import json_ready
+    from fanoutsim.kernel.timeutil import from_us
+
+    names = [r["consumer"] for r in rt.store.rows("lease_consumers")]
+    return json_ready({"pid": os.getpid(), "db": getattr(rt.store, "path", None),
+                       "now": from_us(rt.now_us()).isoformat(), "running": rt.running,
+                       "events": len(rt.store.rows("events")), "dead_letters": len(rt.store.rows("dead_letters")),
+                       "consumers": {name: rt.status(name) for name in names}, "metrics": rt.metrics()})
+
+
 DESIGN = Design(
     name="leases",
     title="leased durable consumers with ack/nack, dead letters and retention fences (RiffDB)",
@@ -64,4 +176,13 @@ DESIGN = Design(
     format_check=_format_check,
     tables=_tables,
     figures=_figures,
+    config_table="leases",
+    sweep_columns=SWEEP_COLUMNS,
+    sweep_row=_sweep_row,
+    sweep_keys={"rate": SweepKey("total events published per virtual second: every [[workload]] is scaled "
+                                 "by one factor so that their rates sum to it", scenario=scale_workload_rates)},
+    realtime=_realtime,
+    write=_write,
+    write_fields=WRITE_FIELDS,
+    status=_status,
 )

@@ -1,9 +1,13 @@
 """The outbox design as the cross-design tools see it (see :mod:`fanoutsim.kernel.design`)."""
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
 
-from fanoutsim.kernel.design import Design
+import numpy as np
+
+from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS
 
 from .config import OutboxConfig
@@ -50,6 +54,128 @@ def _figures(sim, out: Path) -> list:
     return save_outbox_figures(sim, out)
 
 
+# -- sweeps -------------------------------------------------------------------------
+_STATS = ("p50", "p99", "mean")
+SWEEP_COLUMNS = (*(f"commit_to_handled_{s}_s" for s in _STATS),
+                 "committed", "delivered", "extra_deliveries", "parked", "pending", "lost", "valid")
+
+
+def _stats(values) -> dict:
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if arr.size == 0:
+        return dict.fromkeys(_STATS, math.nan)
+    p50, p99 = np.percentile(arr, [50, 99], method="linear")
+    return {"p50": float(p50), "p99": float(p99), "mean": float(arr.mean())}
+
+
+def _sweep_row(sim, checked) -> dict:
+    """One sweep run: commit -> first handled latency over every (consumer, row)
+    handled (seconds; NaN when none), and the checker's totals."""
+    from .analysis import handled_latency
+
+    stats = _stats(handled_latency(sim)["latency_s"])
+    row = {f"commit_to_handled_{s}_s": stats[s] for s in _STATS}
+    for key in ("committed", "delivered", "extra_deliveries", "parked", "pending", "lost"):
+        row[key] = int(checked.total[key])
+    row["valid"] = bool(checked.valid)
+    return row
+
+
+# -- the wall clock (fanoutsim serve / write / status) --------------------------------
+WRITE_FIELDS = {
+    "page": "the page whose change is committed (required)",
+    "body": "the change's body (default: none)",
+    "topic": "its topic on the bus (default: none)",
+    "kind": "its kind (default \"page.updated\")",
+    "due_in": "seconds from now at which it is due: deferred work (default: now)",
+}
+
+
+def _realtime(scenario, db: str, *, rate: float | None = None):
+    """An OutboxRealtime over ``db`` (not started) with the scenario's consumers
+    (a later ``join_at`` joins that many seconds after the start) and workloads;
+    ``rate``: the workloads scaled to that many commits a second (0: none;
+    with no scenario, one workload)."""
+    from fanoutsim.kernel.runtime.control import later
+
+    from .realtime import OutboxRealtime
+
+    if scenario is None:
+        rt = OutboxRealtime(store=db)
+        if rate:
+            rt.add_workload(rate)
+        return rt
+    rt = OutboxRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed)
+    try:
+        for c in scenario.consumers:
+            def join(c=c) -> None:
+                rt.register_consumer(c.name, c.handler(scenario.seed), start=c.start, **c.guardrails())
+            if c.join_at > 0:
+                later(rt, c.join_at, join, name=f"fanoutsim-join-{c.name}")
+            else:
+                join()
+        workloads = scenario.workloads
+        if rate:
+            workloads = scale_workload_rates(scenario, rate).workloads if workloads else ()
+            if not workloads:
+                rt.add_workload(rate)
+        elif rate is not None:
+            workloads = ()
+        for w in workloads:
+            rt.add_workload(w.rate, pages=w.pages, start=w.start, stop=w.stop, topic=w.topic)
+    except BaseException:
+        rt.close()
+        raise
+    return rt
+
+
+def _write(rt, req: dict) -> dict:
+    """A commit: ``{"page": ..., "body": ..., ...}`` -> ``{"seq": n}``."""
+    unknown = sorted(set(req) - set(WRITE_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} of a commit; fields: {', '.join(WRITE_FIELDS)}")
+    page = req.get("page")
+    if not isinstance(page, str) or not page:
+        raise ValueError(f"a commit needs the field 'page', a non-empty string; got {page!r}")
+    for key in ("body", "topic"):
+        if req.get(key) is not None and not isinstance(req[key], str):
+            raise ValueError(f"{key} must be a string, got {req[key]!r}")
+    kind = req.get("kind", "page.updated")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"kind must be a non-empty string, got {kind!r}")
+    due_in = req.get("due_in")
+    if due_in is not None and (isinstance(due_in, bool) or not isinstance(due_in, (int, float))
+                               or not math.isfinite(due_in) or due_in < 0):
+        raise ValueError(f"due_in must be a number of seconds >= 0, got {due_in!r}")
+    seq = rt.commit(page, req.get("body"), topic=req.get("topic"), kind=kind,
+                    due_at=None if due_in is None else rt.now + due_in)
+    return {"seq": seq}
+
+
+def _status(rt) -> dict:
+    """The outbox in a file: rows, head, each consumer's cursor and lag, parked
+    and deferred rows, the metrics."""
+    from fanoutsim.kernel.frames import json_ready
+    from fanoutsim.kernel.timeutil import from_us
+
+    seqs = [r["seq"] for r in rt.store.rows("outbox")]
+    head = max(seqs, default=0)
+    parked: dict[str, int] = {}
+    for r in rt.store.rows("parked"):
+        parked[r["consumer"]] = parked.get(r["consumer"], 0) + 1
+    deferred: dict[str, int] = {}
+    for r in rt.store.rows("deferred"):
+        deferred[r["consumer"]] = deferred.get(r["consumer"], 0) + 1
+    consumers = {r["consumer"]: {"cursor": r["seq"], "lag": head - r["seq"],
+                                 "parked": parked.get(r["consumer"], 0),
+                                 "deferred": deferred.get(r["consumer"], 0)}
+                 for r in rt.store.rows("cursors")}
+    return json_ready({"pid": os.getpid(), "db": getattr(rt.store, "path", None),
+                       "now": from_us(rt.now_us()).isoformat(), "running": rt.running,
+                       "rows": len(seqs), "head": head, "consumers": consumers, "metrics": rt.metrics()})
+
+
 DESIGN = Design(
     name="outbox",
     title="transactional outbox with NOTIFY hints, safety poll and per-consumer cursors (Subspace)",
@@ -63,4 +189,13 @@ DESIGN = Design(
     format_check=_format_check,
     tables=_tables,
     figures=_figures,
+    config_table="outbox",
+    sweep_columns=SWEEP_COLUMNS,
+    sweep_row=_sweep_row,
+    sweep_keys={"rate": SweepKey("total commits per virtual second: every [[workload]] is scaled by one "
+                                 "factor so that their rates sum to it", scenario=scale_workload_rates)},
+    realtime=_realtime,
+    write=_write,
+    write_fields=WRITE_FIELDS,
+    status=_status,
 )

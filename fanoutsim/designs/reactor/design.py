@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
-from fanoutsim.kernel.design import Design
+from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 
@@ -55,6 +56,96 @@ def _figures(sim, out: Path) -> list:
     return save_report_figures(sim, out)
 
 
+# -- sweeps -------------------------------------------------------------------------
+_LATENCY_STATS = ("p50", "p95", "p99", "mean")
+SWEEP_COLUMNS = (
+    *(f"fire_to_dispatch_{s}_s" for s in _LATENCY_STATS),
+    *(f"fire_to_claim_{s}_s" for s in _LATENCY_STATS),
+    "executions", "firings", "polls_per_s", "backlog", "lost", "extra_deliveries", "valid",
+)
+
+
+def _sweep_row(sim, checked) -> dict:
+    """One sweep run: latency percentiles of the subscription-dispatched
+    executions (seconds; NaN when none), executions made, firings logged, poll
+    queries per virtual second, the backlog past the watermarks at the end and
+    the checker's totals."""
+    from .analysis.delivery import latency_frame, metric_total, percentiles, watermarks
+
+    lat = latency_frame(sim)
+    metrics = sim.metrics()
+    row: dict = {}
+    for col in ("fire_to_dispatch", "fire_to_claim"):
+        stats = percentiles(lat[col])
+        for s in _LATENCY_STATS:
+            row[f"{col}_{s}_s"] = math.nan if stats[s] is None else stats[s]
+    row["executions"] = int(len(sim.executions()))
+    row["firings"] = int(metric_total(metrics, "fanoutsim_reactor_firings_total"))
+    row["polls_per_s"] = metric_total(metrics, "fanoutsim_reactor_poll_queries_total") / sim.now
+    row["backlog"] = int(sum(w["backlog"] for w in watermarks(sim)))
+    row["lost"] = int(checked.total["lost"])
+    row["extra_deliveries"] = int(checked.total["extra_deliveries"])
+    row["valid"] = bool(checked.valid)
+    return row
+
+
+def scale_rate(scenario, rate: float):
+    """The scenario with every workload scaled so that their rates sum to ``rate``
+    (a scenario that replays a recording cannot be scaled)."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError("the total firing rate must be a finite number of firings per virtual second > 0")
+    if not scenario.workloads:
+        raise ValueError("the scenario has no [[workload]] to scale")
+    if getattr(scenario, "replays", ()):
+        raise ValueError("the scenario replays a recorded [[workload]], whose rate is the recording's; "
+                         "sweep a scenario with Poisson workloads only")
+    return scale_workload_rates(scenario, rate)
+
+
+def _check_fetch_latency(value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError("the store round trip must be a finite number of seconds >= 0")
+
+
+def _set_fetch_latency(sim, value) -> None:
+    sim.fetch_latency = float(value)  # read by the poll loop at every drain
+
+
+SWEEP_KEYS = {
+    "rate": SweepKey("total firings per virtual second: every [[workload]] is scaled by one factor so that "
+                     "their rates sum to it (the split between reactors and tenants is kept; a scenario that "
+                     "replays a recording cannot be scaled)", scenario=scale_rate),
+    "fetch_latency": SweepKey("the Simulation's store round trip between a poll's fetch and its drain, seconds "
+                              "(see fanoutsim.Simulation)", sim=_set_fetch_latency, check=_check_fetch_latency),
+}
+
+
+# -- the wall clock (fanoutsim serve / fire / write / status) -------------------------
+WRITE_FIELDS = {
+    "reactor": "the reactor to fire (required)",
+    "payload": "a JSON object of source name -> value (default {})",
+    "tenant": "the tenant (default \"public\")",
+}
+
+
+def _realtime(scenario, db: str, *, rate: float | None = None):
+    from .serve import open_realtime
+
+    return open_realtime(scenario, db, rate=rate)
+
+
+def _write(rt, req: dict) -> dict:
+    from .serve import write
+
+    return write(rt, req)
+
+
+def _status(rt) -> dict:
+    from .serve import status_of
+
+    return status_of(rt)
+
+
 DESIGN = Design(
     name="reactor",
     title="reactor -> workflow subscriptions with timestamp watermarks (Cloacina)",
@@ -68,4 +159,12 @@ DESIGN = Design(
     format_check=_format_check,
     tables=_tables,
     figures=_figures,
+    config_table="config",
+    sweep_columns=SWEEP_COLUMNS,
+    sweep_row=_sweep_row,
+    sweep_keys=SWEEP_KEYS,
+    realtime=_realtime,
+    write=_write,
+    write_fields=WRITE_FIELDS,
+    status=_status,
 )

@@ -1,0 +1,189 @@
+"""The control endpoint of a serving process, whatever its design.
+
+DuckDB lets one process hold a database file at a time, so a serving process
+(``fanoutsim serve``) is the only one that opens its file. Everyone else
+reaches it through a small HTTP endpoint on the loopback interface, whose
+address it writes next to the database: ``FILE.serve.json`` holds its
+``pid``, ``port`` and ``design``.
+
+``GET /status``   the design's status of the run, as JSON
+``POST /write``   the design's write command (a firing, a commit, a publish):
+                  a JSON object of its fields -> a JSON answer
+``POST /fire``    the same as ``/write`` (the reactor's older name)
+
+This module knows no design: :class:`ControlServer` calls the two functions
+it is given, and :func:`request` is the client side. Errors the write raises
+as ValueError, TypeError, KeyError or RuntimeError come back as status 400
+with ``{"error": message}``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["sidecar", "server_info", "server_address", "ControlServer", "request", "ControlError"]
+
+
+class ControlError(ValueError):
+    """The server refused a request (its message), or could not be reached."""
+
+
+def sidecar(db: str | os.PathLike) -> Path:
+    """``FILE.serve.json``: where a server of ``db`` writes its pid, port and design."""
+    return Path(f"{os.fspath(db)}.serve.json")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+def server_info(db: str | os.PathLike) -> dict | None:
+    """The sidecar of the server holding ``db`` (``pid``, ``port``, ``design``),
+    if one is alive; None otherwise (no file, a stale one, an unreadable one)."""
+    try:
+        info = json.loads(sidecar(db).read_text())
+        pid, port = int(info["pid"]), int(info["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pid <= 0 or not _alive(pid):
+        return None
+    return {**info, "pid": pid, "port": port}
+
+
+def server_address(db: str | os.PathLike) -> str | None:
+    """``http://127.0.0.1:PORT`` of the server holding ``db``, if one is alive."""
+    info = server_info(db)
+    return None if info is None else f"http://127.0.0.1:{info['port']}"
+
+
+def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any]):
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, code: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            if self.path == "/status":
+                try:
+                    body = get_status()
+                except (ValueError, TypeError, KeyError, RuntimeError) as exc:
+                    self._reply(500, {"error": str(exc)})
+                else:
+                    self._reply(200, body)
+            else:
+                self._reply(404, {"error": f"no such endpoint {self.path}; try GET /status or POST /write"})
+
+        def do_POST(self):  # noqa: N802
+            if self.path not in ("/write", "/fire"):
+                self._reply(404, {"error": f"no such endpoint {self.path}; try POST /write"})
+                return
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if not isinstance(body, dict):
+                    raise ValueError(f"the request must be a JSON object of fields, got {type(body).__name__}")
+                answer = post_write(body)
+            except KeyError as exc:
+                self._reply(400, {"error": f"missing field {exc}"})
+            except (TypeError, ValueError, RuntimeError) as exc:
+                self._reply(400, {"error": str(exc)})
+            else:
+                self._reply(200, answer)
+
+        def log_message(self, *args) -> None:  # quiet
+            pass
+
+    return Handler
+
+
+class ControlServer:
+    """The endpoint of one serving process: ``start()`` serves it in a thread and
+    writes the sidecar of ``db``; ``close()`` stops it and removes the sidecar
+    (if it is still this process's)."""
+
+    def __init__(self, db: str | os.PathLike, design: str, get_status: Callable[[], dict],
+                 post_write: Callable[[dict], Any], port: int = 0) -> None:
+        self.db = os.fspath(db)
+        self.design = design
+        self.http = ThreadingHTTPServer(("127.0.0.1", port), _handler(get_status, post_write))
+        self.port = self.http.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "ControlServer":
+        sidecar(self.db).write_text(json.dumps({"pid": os.getpid(), "port": self.port, "design": self.design}))
+        self._thread = threading.Thread(target=self.http.serve_forever, name="fanoutsim-control", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self.http.shutdown()
+            self._thread = None
+        self.http.server_close()
+        path = sidecar(self.db)
+        try:
+            if path.exists() and json.loads(path.read_text()).get("pid") == os.getpid():
+                path.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+def request(address: str, path: str, body: dict | None = None, timeout: float = 10.0) -> Any:
+    """GET (``body`` None) or POST ``body`` to a server; its JSON answer. A refusal
+    raises :class:`ControlError` with the server's message."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{address}{path}", method="GET" if body is None else "POST", data=data,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("error", str(exc))
+        except ValueError:
+            message = str(exc)
+        raise ControlError(message) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ControlError(f"cannot reach the server at {address}: {getattr(exc, 'reason', exc)}") from None
+
+
+def later(rt, at: float, step: Callable[[], Any], name: str = "fanoutsim-later") -> threading.Thread:
+    """Run ``step()`` in a thread once the wall-clock runtime ``rt`` has run ``at``
+    seconds since its start (the scale of ``rt.now``): a scenario's later join,
+    retirement or action, when it is served. It gives up when ``rt`` stops, and
+    a ``RuntimeError`` from ``step`` (the runtime is down) skips it."""
+    import time
+
+    def wait_then_run() -> None:
+        while not rt.running:  # not started yet
+            if getattr(rt, "_state", "") in ("stopped", "closed"):
+                return
+            time.sleep(0.05)
+        while rt.running and rt.now < at:
+            time.sleep(min(0.05, max(at - rt.now, 0.001)))
+        if rt.running:
+            try:
+                step()
+            except RuntimeError:
+                pass
+
+    t = threading.Thread(target=wait_then_run, name=name, daemon=True)
+    t.start()
+    return t

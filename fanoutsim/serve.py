@@ -1,0 +1,166 @@
+"""``fanoutsim serve``, ``write`` and ``status`` for every design.
+
+A serving process runs one design's wall-clock runtime over a DuckDB file
+(which it then owns: DuckDB lets one process hold a file) until SIGTERM or
+SIGINT, and answers on a control endpoint on 127.0.0.1 whose address it
+writes to ``FILE.serve.json`` (see :mod:`fanoutsim.kernel.runtime.control`).
+Nothing here knows a design: each comes from the registry
+(:mod:`fanoutsim.designs`) and brings its ``realtime``, ``write`` and
+``status`` (see :class:`fanoutsim.kernel.design.Design`).
+
+* :func:`serve` — the design is the scenario's (``design = ...`` in its file)
+  or, with no scenario, the one the file records; the file records it in its
+  ``fanoutsim_meta`` table, and a file of one design is not served as another.
+* :func:`write` — the design's write command (a firing for the reactor, a
+  commit for the outbox, a publish for leases), through the server when one
+  holds the file, else by opening the file.
+* :func:`status` — the design's status as JSON, with ``design`` added; from
+  the server, or read from the file (the server need not run).
+
+SIGTERM and SIGINT stop the server gracefully (the work in hand finishes, a
+``stop`` row is logged); SIGKILL is a crash, and the next ``serve`` on the
+same file resumes from its tables.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+from fanoutsim import designs
+from fanoutsim.kernel.design import Design
+from fanoutsim.kernel.runtime.control import ControlServer, request, server_info, sidecar
+
+__all__ = ["serve", "write", "status", "file_design", "recorded_design", "record_design", "sidecar"]
+
+_META_KEY = "design"
+
+
+def record_design(store, name: str) -> None:
+    """Write the design's name into the file's ``fanoutsim_meta`` table (a DuckDB store)."""
+    con = getattr(store, "con", None)
+    if con is not None:
+        con.execute("INSERT OR REPLACE INTO fanoutsim_meta VALUES (?, ?)", [_META_KEY, name])
+
+
+def recorded_design(db: str) -> str | None:
+    """The design ``db`` records (None: none, or the file cannot be read now)."""
+    import duckdb
+
+    if not os.path.isfile(db) or os.path.getsize(db) == 0:
+        return None
+    try:
+        con = duckdb.connect(db, read_only=True)
+    except duckdb.Error:
+        return None  # held by another process, or not DuckDB: opening it says which, properly
+    try:
+        row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = ?", [_META_KEY]).fetchone()
+    except duckdb.Error:
+        return None  # no fanoutsim_meta: not a fanoutsim file (yet)
+    finally:
+        con.close()
+    return None if row is None else str(row[0])
+
+
+def file_design(db: str, design: str | None = None) -> Design:
+    """The design of the run in ``db``: its live server's, else the one the file
+    records; ``design`` names it for a file that records none (and must agree
+    with one that does)."""
+    info = server_info(db)
+    found = info.get("design") if info is not None else None
+    found = found or recorded_design(db)
+    if found is not None and design is not None and found != design:
+        raise ValueError(f"{db} holds a run of the {found} design, not the {design} design")
+    name = found or design
+    if name is None:
+        if not os.path.exists(db):
+            raise ValueError(f"{db}: no such file")
+        raise ValueError(f"{db} records no design (it was not made by fanoutsim serve); "
+                         f"name it with --design, one of {', '.join(designs.names())}")
+    try:
+        return designs.get(name)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+
+
+def _needs(design: Design, member: str) -> None:
+    if getattr(design, member) is None:
+        raise ValueError(f"the {design.name} design does not run on the wall clock (its Design has no {member})")
+
+
+def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, ready=None,
+          stop_event: threading.Event | None = None) -> int:
+    """Run ``scenario`` (its design) over ``db`` on the wall clock until
+    SIGTERM/SIGINT (or ``stop_event``); returns an exit status. ``rate``: the
+    design's workload at that many events per second instead of the
+    scenario's (0: none). ``ready(port)`` is called once it serves."""
+    db = os.fspath(db)
+    recorded = recorded_design(db)
+    if scenario is not None:
+        design = designs.design_of(scenario)
+        if recorded is not None and recorded != design.name:
+            raise ValueError(f"{db} holds a run of the {recorded} design; the scenario is of the "
+                             f"{design.name} design (serve it over another file)")
+    else:
+        design = designs.get(recorded or "reactor")
+    _needs(design, "realtime")
+    rt = design.realtime(scenario, db, rate=rate)
+    server = None
+    try:
+        record_design(rt.store, design.name)
+
+        def get_status() -> dict:
+            return {"design": design.name, **design.status(rt)}
+
+        def post_write(body: dict) -> Any:
+            _needs(design, "write")
+            return design.write(rt, body)
+
+        server = ControlServer(db, design.name, get_status, post_write, port=port).start()
+        stop = stop_event or threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+        rt.start()
+        if ready is not None:
+            ready(server.port)
+        while not stop.wait(0.2):
+            pass
+        return 0
+    finally:
+        if server is not None:
+            server.close()
+        rt.close()
+
+
+def write(db: str, req: dict, design: str | None = None) -> Any:
+    """The design's write command on ``db`` (``req``: its fields): through the
+    server holding the file, or by opening it. ``design``: the design the
+    caller means (an error if the file holds another)."""
+    db = os.fspath(db)
+    d = file_design(db, design)
+    info = server_info(db)
+    if info is not None:
+        return request(f"http://127.0.0.1:{info['port']}", "/write", req)
+    _needs(d, "write")
+    rt = d.realtime(None, db)
+    try:
+        return d.write(rt, req)
+    finally:
+        rt.close()
+
+
+def status(db: str, design: str | None = None) -> dict[str, Any]:
+    """The status of the run in ``db``: from its server, or read from the file."""
+    db = os.fspath(db)
+    d = file_design(db, design)
+    info = server_info(db)
+    if info is not None:
+        return request(f"http://127.0.0.1:{info['port']}", "/status")
+    _needs(d, "status")
+    rt = d.realtime(None, db)
+    try:
+        return {"design": d.name, **d.status(rt)}
+    finally:
+        rt.close()
