@@ -16,19 +16,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping
 
-
-@runtime_checkable
-class CheckResult(Protocol):
-    """What every design's checker returns: ``total`` is a JSON-ready dict
-    with at least ``valid`` (bool), ``lost`` and a duplicate count, and
-    ``valid`` says whether every loss and duplicate has an accepted cause."""
-
-    total: dict
-
-    @property
-    def valid(self) -> bool: ...
+# what every design's checker returns: valid, total, summary, per_unit, and
+# duplicates / lost frames with a cause column (see fanoutsim.kernel.check)
+from fanoutsim.kernel.check import CheckResult  # noqa: F401  (a name of this module too)
 
 
 @dataclass(frozen=True)

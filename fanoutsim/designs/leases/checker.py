@@ -41,22 +41,37 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from fanoutsim.kernel.check import CheckedReport, causes
+
 LOSS_CAUSES = ("seek", "retired", "pruned", "unknown")
 DUPLICATE_CAUSES = ("seek", "restore", "lease_expired", "crash", "unknown")
 _BROKEN = ("pruned", "unknown")
 
 
 @dataclass
-class LeaseReport:
+class LeaseReport(CheckedReport):
+    """The leases checker's report; it meets :mod:`fanoutsim.kernel.check`'s
+    contract (``unit`` is ``"consumer"``, ``per_unit`` is ``per_consumer``)."""
+
     per_consumer: pd.DataFrame
     duplicates: pd.DataFrame
     lost: pd.DataFrame
     out_of_order: pd.DataFrame
     total: dict = field(default_factory=dict)
 
+    unit = "consumer"
+
     @property
     def valid(self) -> bool:
         return bool(self.total.get("valid", True))
+
+    @property
+    def summary(self) -> dict:
+        """The totals every design shares (:data:`fanoutsim.kernel.check.SUMMARY_KEYS`)."""
+        t = self.total
+        return {"valid": self.valid, "delivered": int(t["delivered"]), "duplicates": int(t["duplicates"]),
+                "lost": int(t["lost"]), "pending": int(t["pending"]),
+                "duplicates_by_cause": causes(t["duplicates_by_cause"]), "lost_by_cause": causes(t["lost_by_cause"])}
 
     def __str__(self) -> str:
         t = self.total

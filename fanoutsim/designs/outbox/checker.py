@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from fanoutsim.kernel.check import CheckedReport, causes
 from fanoutsim.kernel.timeutil import US
 
 LOSS_CAUSES = ("late_commit", "seek", "gap_timeout", "pruned", "unknown")
@@ -58,7 +59,10 @@ _PROMISED = ("late_commit", "unknown")
 
 
 @dataclass
-class OutboxReport:
+class OutboxReport(CheckedReport):
+    """The outbox checker's report; it meets :mod:`fanoutsim.kernel.check`'s
+    contract (``unit`` is ``"consumer"``, ``per_unit`` is ``per_consumer``)."""
+
     per_consumer: pd.DataFrame
     duplicates: pd.DataFrame
     lost: pd.DataFrame
@@ -66,9 +70,19 @@ class OutboxReport:
     bus: pd.DataFrame = field(default_factory=pd.DataFrame)
     total: dict = field(default_factory=dict)
 
+    unit = "consumer"
+
     @property
     def valid(self) -> bool:
         return bool(self.total.get("valid", True))
+
+    @property
+    def summary(self) -> dict:
+        """The totals every design shares (:data:`fanoutsim.kernel.check.SUMMARY_KEYS`)."""
+        t = self.total
+        return {"valid": self.valid, "delivered": int(t["delivered"]), "duplicates": int(t["extra_deliveries"]),
+                "lost": int(t["lost"]), "pending": int(t["pending"]),
+                "duplicates_by_cause": causes(t["duplicates_by_cause"]), "lost_by_cause": causes(t["lost_by_cause"])}
 
     def __str__(self) -> str:
         lines = [f"outbox check: {'valid' if self.valid else 'INVALID'} — "
@@ -213,4 +227,6 @@ def check_outbox(sim) -> OutboxReport:
     total["bus_unpublished"] = int((~bus["published"]).sum())
     total["bus_receipts"] = int(bus["receivers"].sum())
     total["valid"] = (not lost_df["cause"].isin(_PROMISED).any()) and not (dup_df["cause"] == "unknown").any()
-    return OutboxReport(pd.DataFrame(per), dup_df, lost_df, pd.DataFrame(parked_rows), bus, total)
+    cols = ["consumer", "cursor", "delivered", "duplicates", "lost", "parked", "pending",
+            "latency_mean_s", "latency_p50_s", "latency_p99_s", "latency_max_s"]
+    return OutboxReport(pd.DataFrame(per, columns=cols), dup_df, lost_df, pd.DataFrame(parked_rows), bus, total)

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from fanoutsim.designs.reactor.payload import decode_sources
+from fanoutsim.kernel.check import CheckedReport, causes
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
@@ -56,16 +57,30 @@ DUPLICATE_CAUSES = ("ambiguous_insert", "crash", "several_pollers", "watermark_r
 
 
 @dataclass
-class CheckReport:
+class CheckReport(CheckedReport):
+    """The reactor checker's report; it meets :mod:`fanoutsim.kernel.check`'s
+    contract (``unit`` is ``"subscription"``, ``per_unit`` is
+    ``per_subscription``)."""
+
     per_subscription: pd.DataFrame
     duplicates: pd.DataFrame   # one row per extra delivery
     lost: pd.DataFrame         # one row per (subscription, lost firing)
     never_logged: pd.DataFrame
     total: dict = field(default_factory=dict)
 
+    unit = "subscription"
+
     @property
     def valid(self) -> bool:
         return bool(self.total.get("valid", True))
+
+    @property
+    def summary(self) -> dict:
+        """The totals every design shares (:data:`fanoutsim.kernel.check.SUMMARY_KEYS`)."""
+        t = self.total
+        return {"valid": self.valid, "delivered": int(t["delivered_once"] + t["duplicated"]),
+                "duplicates": int(t["extra_deliveries"]), "lost": int(t["lost"]), "pending": int(t["pending"]),
+                "duplicates_by_cause": causes(t["duplicate_causes"]), "lost_by_cause": causes(t["loss_causes"])}
 
     def __str__(self) -> str:
         return format_check(self)
