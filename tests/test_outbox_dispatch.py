@@ -269,10 +269,10 @@ def test_a_late_commit_is_never_published_on_the_bus_but_reaches_the_consumers()
     sim.register_consumer("indexer")
     sim.subscribe("page:a", got.append)
     sim.run(until=0.1)
-    late = sim._call("reserve")          # a slow writer holds seq 1
+    late = sim._call(sim.engine.reserve)          # a slow writer holds seq 1
     sim.commit("a")                       # seq 2 is published at once
     sim.run(until=0.5)
-    sim._call("commit", "a", "late", seq=late)
+    sim._call(sim.engine.commit, "a", "late", seq=late)
     sim.run(until=2.0)
     report = check_outbox(sim)
     assert [r["seq"] for r in got] == [2]                      # the bus had moved past seq 1

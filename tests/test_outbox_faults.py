@@ -80,11 +80,11 @@ def test_a_late_commit_passed_over_by_a_read_is_named_although_the_cursor_was_be
     sim.register_consumer("slow", duration=1.0)
     sim.run(until=0.1)
     seq1 = sim.commit("a")
-    two = sim._call("reserve")  # a writer takes seq 2 and commits it late
+    two = sim._call(sim.engine.reserve)  # a writer takes seq 2 and commits it late
     sim.commit("c")
     sim.run(until=0.5)
     assert sim.cursors()["seq"].tolist() == [0]
-    sim._call("commit", "b", "late", seq=two)
+    sim._call(sim.engine.commit, "b", "late", seq=two)
     sim.run(until=5.0)
     report = check_outbox(sim)
     assert (seq1, two) == (1, 2) and sim.cursors()["seq"].tolist() == [3]
@@ -116,7 +116,7 @@ def test_gap_mode_gives_up_on_a_seq_that_never_commits():
     sim = OutboxSimulation(OutboxConfig(read_mode="gap", gap_timeout=3.0), seed=0)
     sim.register_consumer("a")
     sim.run(until=0.5)
-    sim._call("reserve")  # a writer that took seq 1 and died
+    sim._call(sim.engine.reserve)  # a writer that took seq 1 and died
     sim.commit("p")
     sim.run(until=2.0)
     assert sim.cursors()["seq"].tolist() == [0]

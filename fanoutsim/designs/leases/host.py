@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fanoutsim.designs.leases.engine import LeaseEngine
 from fanoutsim.kernel.frames import table_frame
 
 
@@ -90,21 +91,22 @@ class LeaseHost:
     """Mixin for the lease runtimes (:class:`~.leases.LeaseSimulation`,
     :class:`~.leases_realtime.LeaseRealtime`): the broker API by hand, the table
     views, the trace with this design's names and the metrics. Needs ``store``,
-    ``_trace``, ``metrics_registry`` and ``_api(method, *args, **kwargs)`` (one
-    engine step now; raises while the node is down; None if a crash took it down)."""
+    ``_trace``, ``metrics_registry`` and ``_api(step, *args, **kwargs)`` (one
+    step of the live engine now, ``step`` a LeaseEngine function; raises while
+    the node is down; None if a crash took it down)."""
 
     def publish(self, partition: str, kind: str = "event", payload=None) -> str | None:
         """Publish one event now; its event id (None if a crash took the node down)."""
-        out = self._api("publish", [(partition, kind, payload)])
+        out = self._api(LeaseEngine.publish, [(partition, kind, payload)])
         return None if out is None else out[0]
 
     def publish_many(self, events) -> list[str] | None:
         """Publish ``[(partition, kind, payload), ...]`` as one commit."""
-        return self._api("publish", list(events))
+        return self._api(LeaseEngine.publish, list(events))
 
     def consume(self, consumer: str, batch_limit: int | None = None):
         """Lease up to ``batch_limit`` eligible events by hand; a list of Lease."""
-        return self._api("consume", consumer, batch_limit)
+        return self._api(LeaseEngine.consume, consumer, batch_limit)
 
     def ack(self, consumer: str, event_id: str, token: str, incarnation: int) -> str | None:
         """Acknowledge by hand: ``acked`` or the reason it failed closed. An accepted
@@ -115,7 +117,7 @@ class LeaseHost:
             with self.store.transaction() as tx:
                 lease = tx.get_lease(consumer, event_id)
             now = self.now_us()
-        result = self._api("ack", consumer, event_id, token, incarnation)
+        result = self._api(LeaseEngine.ack, consumer, event_id, token, incarnation)
         if result == "acked":
             self._trace.add(now, "delivered", "caller", consumer, event_id, lease["partition"],
                             f"attempt {lease['attempt']}")
@@ -123,25 +125,25 @@ class LeaseHost:
 
     def nack(self, consumer: str, event_id: str, token: str, incarnation: int, delay: float = 0.0,
              error: str | None = None) -> str | None:
-        return self._api("nack", consumer, event_id, token, incarnation, delay=delay, error=error)
+        return self._api(LeaseEngine.nack, consumer, event_id, token, incarnation, delay=delay, error=error)
 
     def recover(self) -> int | None:
-        return self._api("recover")
+        return self._api(LeaseEngine.recover)
 
     def prune_once(self) -> int | None:
-        return self._api("prune_once")
+        return self._api(LeaseEngine.prune_once)
 
     def seek(self, consumer: str, position) -> int | None:
-        return self._api("seek", consumer, position)
+        return self._api(LeaseEngine.seek, consumer, position)
 
     def retire(self, consumer: str) -> None:
-        self._api("retire", consumer)
+        self._api(LeaseEngine.retire, consumer)
 
     def status(self, consumer: str) -> dict:
-        return self._api("status", consumer)
+        return self._api(LeaseEngine.status, consumer)
 
     def restore(self) -> int | None:
-        return self._api("restore")
+        return self._api(LeaseEngine.restore)
 
     # -- looking at it ----------------------------------------------------------
     def _frame(self, table: str) -> pd.DataFrame:

@@ -207,10 +207,10 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
     def _recovery_loop(self, engine: LeaseEngine, stop: threading.Event) -> None:
         interval = self.config.recovery_interval
         if not stop.wait(interval):  # as under SimPy: the first pass one interval in
-            every(stop, interval, lambda: self._call(engine, "recover"), lambda: engine is self.engine)
+            every(stop, interval, lambda: self._call(engine.recover), lambda: engine is self.engine)
 
     def _retention_loop(self, engine: LeaseEngine, stop: threading.Event) -> None:
-        every(stop, self.config.retention_interval, lambda: self._call(engine, "prune_once"),
+        every(stop, self.config.retention_interval, lambda: self._call(engine.prune_once),
               lambda: engine is self.engine)
 
     def _client_loop(self, engine: LeaseEngine, stop: threading.Event, killed: threading.Event,
@@ -230,7 +230,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
                 workers[:] = [w for w in workers if w.is_alive()]
                 if len(workers) >= WORKERS_PER_LEASE * row["in_flight_limit"]:
                     return
-                for lease in self._call(engine, "consume", client.name, client.batch_limit) or ():
+                for lease in self._call(engine.consume, client.name, client.batch_limit) or ():
                     workers.append(self._spawn(f"worker-{client.name}", self._worker, engine, killed, client,
                                                lease))
 
@@ -253,7 +253,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
         if error is not None:
-            self._call(engine, "nack", client.name, lease.event_id, lease.token, lease.incarnation,
+            self._call(engine.nack, client.name, lease.event_id, lease.token, lease.incarnation,
                        delay=client.nack_delay, error=error)
             return
         with self._proc:
@@ -269,7 +269,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
             except Crash as c:
                 self.crash(c.point, c.downtime)
                 return
-            self._call(engine, "ack", client.name, lease.event_id, lease.token, lease.incarnation)
+            self._call(engine.ack, client.name, lease.event_id, lease.token, lease.incarnation)
 
     def _workload(self, engine: LeaseEngine, stop: threading.Event, p: _Publisher) -> None:
         if p.start > self.now and stop.wait(p.start - self.now):
@@ -279,7 +279,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
                 return
             part = p.rng.choice(p.partitions)
             p.k += 1
-            self._call(engine, "publish", [(part, p.kind, {"n": p.k})])
+            self._call(engine.publish, [(part, p.kind, {"n": p.k})])
 
     # -- the API ------------------------------------------------------------------
     def status(self, consumer: str) -> dict:
@@ -303,7 +303,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
         exception nacks) and acks. Returns the consumer row."""
         spec = LeaseClient(name, duration, fail, poison, nack_delay, poll_interval, fn=fn) if client else None
         with self._lifecycle:
-            row = self._api("add_consumer", name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
+            row = self._api(LeaseEngine.add_consumer, name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
                             lease_seconds=lease_seconds)
             with self._proc:
                 if spec is not None and name not in self.clients:

@@ -64,25 +64,17 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         self._open(seed, store, start, faults, trace)
         self.clients: dict[str, Client] = {}
         self._work_rng = random.Random(f"fanoutsim:lease-work:{seed}")
-        self.engine: LeaseEngine | None = None
-        self.incarnation = -1
-        self._procs: list[simpy.Process] = []
         self._workloads = 0
         self.restart()
         self._schedule_crashes()
 
-    # -- life cycle -----------------------------------------------------------
-    def restart(self) -> None:
-        if self.engine is not None:
-            return
-        self.incarnation += 1
-        self._trace.attempt = self.incarnation
-        self.engine = LeaseEngine(self.store, self.config, self.metrics_registry, self._trace,
-                                  self.faults, self.seed)
-        if self.incarnation:
-            self._trace.add(self.now_us(), "restarted", "runtime")
-        self._procs = [self.env.process(self._recovery_loop(self.engine)),
-                       self.env.process(self._retention_loop(self.engine))]
+    # -- the binding --------------------------------------------------------------
+    def _new_engine(self, incarnation: int) -> LeaseEngine:
+        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
+
+    def _start_loops(self, engine: LeaseEngine) -> None:
+        self._spawn(self._recovery_loop(engine))
+        self._spawn(self._retention_loop(engine))
         for name in self.clients:
             self._start_client(name)
 
@@ -91,20 +83,20 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         try:
             while engine is self.engine:
                 yield self.env.timeout(self.config.recovery_interval)
-                self._call("recover", engine=engine)
+                self._call(engine.recover)
         except simpy.Interrupt:
             return
 
     def _retention_loop(self, engine):
         try:
             while engine is self.engine:
-                self._call("prune_once", engine=engine)
+                self._call(engine.prune_once)
                 yield self.env.timeout(self.config.retention_interval)
         except simpy.Interrupt:
             return
 
     def _start_client(self, name: str) -> None:
-        self._procs.append(self.env.process(self._client_loop(self.engine, self.clients[name])))
+        self._spawn(self._client_loop(self.engine, self.clients[name]))
 
     def _client_loop(self, engine, client: Client):
         try:
@@ -113,9 +105,9 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
                     row = tx.get_lease_consumer(client.name)
                 if row is None or row["retired"]:
                     return
-                leases = self._call("consume", client.name, client.batch_limit, engine=engine)
+                leases = self._call(engine.consume, client.name, client.batch_limit)
                 for lease in leases or ():
-                    self._procs.append(self.env.process(self._worker(engine, client, lease)))
+                    self._spawn(self._worker(engine, client, lease))
                 yield self.env.timeout(client.poll_interval)
         except simpy.Interrupt:
             return
@@ -135,8 +127,8 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
                 except Exception as exc:  # the effect failed: a failed attempt
                     error = f"{type(exc).__name__}: {exc}"
             if error is not None:
-                self._call("nack", client.name, lease.event_id, lease.token, lease.incarnation,
-                           delay=client.nack_delay, error=error, engine=engine)
+                self._call(engine.nack, client.name, lease.event_id, lease.token, lease.incarnation,
+                           delay=client.nack_delay, error=error)
                 return
             now = self.now_us()
             self._trace.add(now, "delivered", "worker", client.name, lease.event_id, lease.partition,
@@ -148,7 +140,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
             except Crash as c:
                 self.crash(c.point, c.downtime)
                 return
-            self._call("ack", client.name, lease.event_id, lease.token, lease.incarnation, engine=engine)
+            self._call(engine.ack, client.name, lease.event_id, lease.token, lease.incarnation)
         except simpy.Interrupt:
             return
 
@@ -162,7 +154,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         client loop. ``fn(lease)``, if given, is the worker's effect, called when
         its work is done (an exception nacks). Returns the consumer row."""
         spec = Client(name, duration, fail, poison, nack_delay, poll_interval, fn=fn) if client else None
-        row = self._api("add_consumer", name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
+        row = self._api(LeaseEngine.add_consumer, name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
                         lease_seconds=lease_seconds)
         if spec is not None and name not in self.clients:
             self.clients[name] = spec
@@ -191,7 +183,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
             part = rng.choice(partitions)
             k += 1
             if self.engine is not None:  # a down node takes no writes
-                self._call("publish", [(part, kind, {"n": k})])
+                self._call(self.engine.publish, [(part, kind, {"n": k})])
 
     def run(self, until: float | None = None) -> None:
         if not until_ok(self.env, until):

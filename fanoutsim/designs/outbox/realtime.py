@@ -160,7 +160,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
             self._stop, self._killed = threading.Event(), threading.Event()
             self._wakes = {}
             self._threads = []
-        self._call(engine, "publish")  # the bus goes live at the end of the log
+        self._call(engine.publish)  # the bus goes live at the end of the log
         stop = self._stop
         self._spawn("listener", self._listener, engine, stop)
         self._spawn("safety-poll", self._safety_poll, engine, stop)
@@ -273,7 +273,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                 self._wake_all(engine)
 
     def _wake_all(self, engine: OutboxEngine) -> None:
-        self._call(engine, "publish")
+        self._call(engine.publish)
         for ev in list(self._wakes.values()):
             ev.set()
 
@@ -283,7 +283,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
             every(stop, interval, lambda: self._wake_all(engine), lambda: engine is self.engine)
 
     def _retention_loop(self, engine: OutboxEngine, stop: threading.Event) -> None:
-        every(stop, self.config.retention_interval, lambda: self._call(engine, "prune_once"),
+        every(stop, self.config.retention_interval, lambda: self._call(engine.prune_once),
               lambda: engine is self.engine)
 
     # -- one consumer -------------------------------------------------------------
@@ -293,9 +293,9 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         limit = self.config.batch_limit
         while not stop.is_set() and engine is self.engine:
             wake.clear()  # armed before the read: a hint or poll from here on means "read again"
-            rows = self._call(engine, "fetch", name) or []
+            rows = self._call(engine.fetch, name) or []
             first_due = engine.due_at_fetch.get(name)
-            due = (self._call(engine, "fetch_due", name) or []
+            due = (self._call(engine.fetch_due, name) or []
                    if first_due is not None and first_due <= wall_us() else [])
             deferred = False
             for row in due:  # due rows first
@@ -313,7 +313,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
             # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap).
             # A short batch read everything visible at the fetch; anything committed
             # since sent a hint (which set ``wake``) or waits for the poll.
-            next_due = self._call(engine, "next_due", name) if deferred else first_due
+            next_due = self._call(engine.next_due, name) if deferred else first_due
             until = [t for t in (next_due, engine.wake_at.pop(name, None)) if t is not None]
             wake.wait(max(0.0, (min(until) - wall_us()) / US) if until else None)
 
@@ -330,7 +330,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
             if rest > 0 and killed.wait(rest):
                 return None  # died (or a stop ran out of time) with the step in hand
             attempt += 1
-            out = self._call(engine, "finish", step, attempt)
+            out = self._call(engine.finish, step, attempt)
             if out is None or out.kind != "retry":
                 return None if out is None else out.kind
             if stop.wait(out.delay):
@@ -353,15 +353,15 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                 # can overtake this one, as they do between concurrent requests
                 self._spawn("late-writer", self._late_commit, engine, stop, page, f"v{w.k}", topic, delay)
             else:
-                self._call(engine, "commit", page, f"v{w.k}", topic=topic)
+                self._call(engine.commit, page, f"v{w.k}", topic=topic)
 
     def _late_commit(self, engine, stop, page: str, body: str, topic: str, delay: float) -> None:
         """A slow writer: takes its seq now, commits ``delay`` seconds later (stamped now)."""
         stamp = wall_us()
-        seq = self._call(engine, "reserve")
+        seq = self._call(engine.reserve)
         if seq is None or stop.wait(delay):
             return  # the writer died with its transaction open: the seq stays a gap
-        self._call(engine, "commit", page, body, topic=topic, seq=seq, stamp=stamp)
+        self._call(engine.commit, page, body, topic=topic, seq=seq, stamp=stamp)
 
     # -- the API ------------------------------------------------------------------
     def register_consumer(self, name: str, fn: Callable[[dict], Any] | None = None, *,
@@ -374,20 +374,20 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
             if self._state in ("stopped", "closed"):
                 raise RuntimeError(self._down_message())
             self.registry.register(name, fn, **guardrails)
-            cursor = self._api("add_consumer", name, start)
+            cursor = self._api(OutboxEngine.add_consumer, name, start)
             engine = self.engine
             if self._state == "running" and engine is not None and name not in self._wakes:
                 self._start_consumer(engine, name)
             return cursor
 
     def set_cursor(self, name: str, seq) -> int:
-        out = self._api("set_cursor", name, seq)
+        out = self._api(OutboxEngine.set_cursor, name, seq)
         self._wake(name)
         return out
 
     def reset_consumer(self, name: str) -> int:
         """Rebuild a rebuildable consumer from the pages, then replay the retained log."""
-        out = self._api("reset_consumer", name)
+        out = self._api(OutboxEngine.reset_consumer, name)
         self._wake(name)
         return out
 
@@ -422,7 +422,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                 raise RuntimeError(self._down_message())
             now = wall_us()
             due = self._due_us(due_at, now)
-            return self._call(self.engine, "commit", page_id, body, topic=topic, kind=kind, due_at=due, _now=now)
+            return self._call(self.engine.commit, page_id, body, topic=topic, kind=kind, due_at=due, _now=now)
 
     def subscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
         """A live topic-bus subscriber (gone with the process on a crash). The

@@ -65,29 +65,22 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
         self._late = self.plan.of(LateCommit) if self.plan else []
         self._late_rng = random.Random(f"fanoutsim:late:{seed}")
         self._writer_rng = random.Random(f"fanoutsim:writer:{seed}")
-        self.engine: OutboxEngine | None = None
-        self.incarnation = -1
-        self._procs: list[simpy.Process] = []
         self._wakes: dict[str, simpy.Event] = {}
         self._workloads = 0
         self.restart()
         self._schedule_crashes()
         self.env.process(self._safety_poll())
 
-    # -- life cycle -----------------------------------------------------------
-    def restart(self) -> None:
-        if self.engine is not None:
-            return
-        self.incarnation += 1
-        self._trace.attempt = self.incarnation
-        self.engine = OutboxEngine(
+    # -- the binding --------------------------------------------------------------
+    def _new_engine(self, incarnation: int) -> OutboxEngine:
+        return OutboxEngine(
             self.store, self.config, self.registry, self.metrics_registry, self._trace, self.faults,
-            random.Random(f"fanoutsim:outbox:{self.seed}:{self.incarnation}"), notify=self._send_hints)
-        if self.incarnation:
-            self._trace.add(self.now_us(), "restarted", "runtime")
+            random.Random(f"fanoutsim:outbox:{self.seed}:{incarnation}"), notify=self._send_hints)
+
+    def _start_loops(self, engine: OutboxEngine) -> None:
         self.channel.connected = True
-        self._call("publish")  # the bus goes live at the end of the log
-        self._procs = [self.env.process(self._retention_loop())]
+        self._call(engine.publish)  # the bus goes live at the end of the log
+        self._spawn(self._retention_loop(engine))
         for name in self.registry.consumers:
             self._start_consumer(name)
 
@@ -114,7 +107,8 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
         self._wake_all()
 
     def _wake_all(self) -> None:
-        self._call("publish")
+        if self.engine is not None:
+            self._call(self.engine.publish)
         for ev in self._wakes.values():
             if not ev.triggered:
                 ev.succeed()
@@ -128,7 +122,7 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
     # -- the loops --------------------------------------------------------------
     def _start_consumer(self, name: str) -> None:
         self._wakes[name] = self.env.event()
-        self._procs.append(self.env.process(self._consumer_loop(self.engine, name)))
+        self._spawn(self._consumer_loop(self.engine, name))
 
     def _consumer_loop(self, engine: OutboxEngine, name: str):
         # The engine's steps are called directly, not through ``_call``: this is
@@ -208,11 +202,10 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
             yield env.timeout(out.delay)
         return None
 
-    def _retention_loop(self):
-        engine = self.engine
+    def _retention_loop(self, engine: OutboxEngine):
         try:
             while engine is self.engine:
-                self._call("prune_once", engine=engine)
+                self._call(engine.prune_once)
                 yield self.env.timeout(self.config.retention_interval)
         except simpy.Interrupt:
             return
@@ -224,16 +217,16 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
         returns the cursor. Guardrails: duration, timeout, backoff, backoff_cap,
         jitter, retry_budget, rebuild."""
         self.registry.register(name, fn, **guardrails)
-        cursor = self._api("add_consumer", name, start)
+        cursor = self._api(OutboxEngine.add_consumer, name, start)
         if name not in self._wakes and self.engine is not None:
             self._start_consumer(name)
         return cursor
 
     def set_cursor(self, name: str, seq) -> int:
-        return self._api("set_cursor", name, seq)
+        return self._api(OutboxEngine.set_cursor, name, seq)
 
     def reset_consumer(self, name: str) -> int:
-        out = self._api("reset_consumer", name)
+        out = self._api(OutboxEngine.reset_consumer, name)
         self._wake_all()
         return out
 
@@ -247,7 +240,7 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
             if due_at < self.env.now:
                 raise ValueError(f"due_at {due_at} is in the past (now is {self.env.now}); "
                                  "deferred work must be due now or later")
-        return self._api("commit", page_id, body, topic=topic, kind=kind, due_at=self._at(due_at))
+        return self._api(OutboxEngine.commit, page_id, body, topic=topic, kind=kind, due_at=self._at(due_at))
 
     def subscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
         """A live topic-bus subscriber (gone with the process on a crash)."""
@@ -273,7 +266,8 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
             yield env.timeout(rng.expovariate(rate))
             if stop is not None and env.now >= stop:
                 return
-            if self.engine is None:  # a down process commits nothing
+            engine = self.engine
+            if engine is None:  # a down process commits nothing
                 continue
             page = f"p{rng.randrange(pages)}"
             k += 1
@@ -282,17 +276,17 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
             if delay > 0:
                 env.process(self._late_commit(page, f"v{k}", row_topic, delay))
             else:
-                self._call("commit", page, f"v{k}", topic=row_topic)
+                self._call(engine.commit, page, f"v{k}", topic=row_topic)
 
     def _late_commit(self, page, body, topic, delay):
         """A writer that takes its seq now and commits ``delay`` seconds later."""
-        incarnation, stamp = self.incarnation, self.now_us()
-        seq = self._call("reserve")
+        engine, stamp = self.engine, self.now_us()
+        seq = None if engine is None else self._call(engine.reserve)
         if seq is None:
             return
         yield self.env.timeout(delay)
-        if self.engine is not None and self.incarnation == incarnation:  # else died uncommitted: a gap
-            self._call("commit", page, body, topic=topic, seq=seq, stamp=stamp)
+        if engine is self.engine:  # else died uncommitted: a gap
+            self._call(engine.commit, page, body, topic=topic, seq=seq, stamp=stamp)
 
     def run(self, until: float | None = None) -> None:
         if not until_ok(self.env, until):

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from fanoutsim.kernel.faults import Crash
+from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.kernel.frames import table_frame
 
 
@@ -33,8 +33,9 @@ def checked_config(config, seed):
 
 
 class RunnerHost:
-    """Mixin: needs ``store``, ``engine``, ``now_us()``, ``crash()``, ``_trace``,
-    ``metrics_registry``, ``registry``, ``plan`` and ``_checked``."""
+    """Mixin: needs ``store``, ``_api(step, ...)`` (one step of the live engine
+    now; raises while the runner is down; None if a crash took it down),
+    ``_trace``, ``metrics_registry``, ``registry``, ``plan`` and ``_checked``."""
 
     def check_plan(self) -> None:
         """Every workflow or subscription the fault plan names must exist."""
@@ -43,38 +44,23 @@ class RunnerHost:
         self.plan.check_names(set(self.registry.workflows), subs)
         self._checked = True
 
-    def _down_message(self) -> str:
-        return "the runner is down (crashed); call restart() first"
-
-    def _engine_call(self, method: str, *args, **kwargs):
-        """A call from outside the loops. If a fault plan crashes the runner
-        inside it, the runner goes down and the call returns None."""
-        engine = self.engine
-        if engine is None:
-            raise RuntimeError(self._down_message())
-        try:
-            return getattr(engine, method)(self.now_us(), *args, **kwargs)
-        except Crash as c:
-            self.crash(c.point, c.downtime)
-            return None
-
     def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
              *, graph: str | None = None) -> str:
         """Fire ``reactor`` now with ``{source name: value}``; returns the firing
         id (None if the runner crashed before the firing was logged)."""
-        return self._engine_call("fire", reactor, sources, tenant, graph=graph)
+        return self._api(ReactorEngine.fire, reactor, sources, tenant, graph=graph)
 
     def fire_trigger(self, name: str, context: dict | None = None) -> dict:
         """Fire a trigger (trigger-name fan-out): every subscriber starts now."""
-        return self._engine_call("fire_trigger", name, context)
+        return self._api(ReactorEngine.fire_trigger, name, context)
 
     def poll_once(self):
         """One pass of the poll loop, now."""
-        return self._engine_call("poll_once")
+        return self._api(ReactorEngine.poll_once)
 
     def prune_once(self) -> int:
         """One pass of the prune loop, now; returns rows deleted."""
-        return self._engine_call("prune_once")
+        return self._api(ReactorEngine.prune_once)
 
     # -- looking at it ---------------------------------------------------------
     def firings(self) -> pd.DataFrame:

@@ -126,7 +126,7 @@ class Realtime(RunnerHost, WallRuntime):
             self._trace.attempt = self.incarnation
             self.engine = self._new_engine()
             self._trace.add(wall_us(), "restarted", "runtime")
-        self._call(self.engine, "recover")  # claims a dead process (or incarnation) left running
+        self._call(self.engine.recover)  # claims a dead process (or incarnation) left running
         self._stop = threading.Event()
         self._work = queue.Queue()
         self._busy = 0
@@ -183,32 +183,41 @@ class Realtime(RunnerHost, WallRuntime):
                 self._restart_timer.start()
 
     # -- the loops -------------------------------------------------------------
-    def _call(self, engine: ReactorEngine, method: str, *args, **kwargs):
+    def _call(self, step, *args, **kwargs):
+        """One engine step now, ``step`` a bound method (``engine.fetch``); a Crash
+        inside it takes the runner down, if its engine is the live one (None)."""
         try:
-            return getattr(engine, method)(wall_us(), *args, **kwargs)
+            return step(wall_us(), *args, **kwargs)
         except Crash as c:
-            if engine is self.engine:
+            if step.__self__ is self.engine:
                 self.crash(c.point, c.downtime)
             return None
+
+    def _api(self, step, *args, **kwargs):
+        """``step`` (a ReactorEngine function) on the live engine now; an error while down."""
+        engine = self.engine
+        if engine is None:
+            raise RuntimeError(self._down_message())
+        return self._call(step.__get__(engine), *args, **kwargs)
 
     def _poll_loop(self, engine, stop) -> None:
         def one_pass() -> None:
             # step by step, each step at its own wall time: a batch is dispatched
             # when its fetch has come back, not when the pass began
             decoded: dict = {}
-            for sub in self._call(engine, "poll_subscriptions") or ():
-                batch = self._call(engine, "fetch", sub)
+            for sub in self._call(engine.poll_subscriptions) or ():
+                batch = self._call(engine.fetch, sub)
                 if engine is not self.engine:
                     return
                 if batch:
-                    stats = self._call(engine, "drain", sub, batch, decoded)
+                    stats = self._call(engine.drain, sub, batch, decoded)
                     if stats is not None and stats.dispatched:
                         self._work_hint.set()
 
         every(stop, self.config.reactor_poll_interval, one_pass, lambda: engine is self.engine)
 
     def _prune_loop(self, engine, stop) -> None:
-        every(stop, self.config.reactor_firings_prune_interval, lambda: self._call(engine, "prune_once"),
+        every(stop, self.config.reactor_firings_prune_interval, lambda: self._call(engine.prune_once),
               lambda: engine is self.engine)
 
     def _executor_loop(self, engine, stop) -> None:
@@ -226,7 +235,7 @@ class Realtime(RunnerHost, WallRuntime):
                 return
             self._work_hint.clear()
             last_claim[0] = time.monotonic()
-            for row in self._call(engine, "claim", free) or ():
+            for row in self._call(engine.claim, free) or ():
                 with self._busy_lock:
                     self._busy += 1
                 self._work.put((engine, row))
@@ -247,7 +256,7 @@ class Realtime(RunnerHost, WallRuntime):
             if rest > 0 and stop.wait(rest) and eng is not self.engine:
                 return  # died mid-body: the row stays 'running'
             if eng is self.engine:
-                self._call(eng, "finish", row["id"], status)
+                self._call(eng.finish, row["id"], status)
             with self._busy_lock:
                 self._busy -= 1
 
@@ -266,7 +275,7 @@ class Realtime(RunnerHost, WallRuntime):
                 k += 1
                 if delay > 0 and stop.wait(delay):
                     return  # the writer died with its transaction open
-                self._call(engine, "fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+                self._call(engine.fire, w.reactor, payload, w.tenant, fired_at=fired_at)
 
     def fire_trigger(self, name: str, context: dict | None = None) -> dict:
         started = super().fire_trigger(name, context)

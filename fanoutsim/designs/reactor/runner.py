@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.kernel.frames import record
 
 
@@ -32,16 +33,16 @@ class Runner:
         returns its id (the same id on every call for the same triple). ``when``
         is an optional CEL filter over ``payload``, ``reactor`` and ``tenant``;
         a malformed one raises :class:`fanoutsim.InvalidPredicate`, writing nothing."""
-        return self._rt._engine_call("subscribe", reactor, workflow, tenant, when=when)
+        return self._rt._api(ReactorEngine.subscribe, reactor, workflow, tenant, when=when)
 
     def unsubscribe_workflow_from_reactor(self, reactor: str, workflow: str, tenant: str = "public") -> bool:
         """Delete the subscription; False if there was none."""
-        return self._rt._engine_call("unsubscribe", reactor, workflow, tenant)
+        return self._rt._api(ReactorEngine.unsubscribe, reactor, workflow, tenant)
 
     def set_subscription_enabled(self, reactor: str, workflow: str, tenant: str = "public",
                                  *, enabled: bool) -> bool:
         """Pause or resume a subscription (the poll loop skips disabled ones)."""
-        return self._rt._engine_call("set_enabled", reactor, workflow, tenant, enabled)
+        return self._rt._api(ReactorEngine.set_enabled, reactor, workflow, tenant, enabled)
 
     def list_reactor_subscriptions(self, tenant: str | None = "public") -> list[dict[str, Any]]:
         """Subscriptions of ``tenant`` (``None``: every tenant), as dicts keyed by column."""

@@ -23,19 +23,16 @@ from typing import Any
 import simpy
 
 from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.kernel.faults import Crash, Injector, Pollers, bind
+from fanoutsim.kernel.faults import Injector, Pollers
 from fanoutsim.kernel.ids import IdSource
-from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
-from fanoutsim.kernel.store import open_store
-from fanoutsim.kernel.timeutil import US, from_us, parse_start
-from fanoutsim.kernel.trace import NullTrace, Trace
+from fanoutsim.kernel.timeutil import from_us
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.host import RunnerHost, checked_config
-from fanoutsim.kernel.runtime.virtual import VirtualCrashes, until_ok
+from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
 
 
-class Simulation(VirtualCrashes, RunnerHost):
+class Simulation(RunnerHost, VirtualRuntime):
     """One seeded run of the reactor subscription design under a virtual clock.
 
     >>> sim = Simulation(seed=1)
@@ -53,6 +50,8 @@ class Simulation(VirtualCrashes, RunnerHost):
 
     design = "reactor"  # its entry in fanoutsim.designs
 
+    _noun = "runner"
+
     def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True, fetch_latency: float = 0.0) -> None:
         config = checked_config(config, seed)
@@ -61,144 +60,93 @@ class Simulation(VirtualCrashes, RunnerHost):
         self.config = config
         self.seed = seed
         self.fetch_latency = float(fetch_latency)
-        self.start_us = parse_start(start)
-        self.env = simpy.Environment()
-        self.store = open_store(store)
+        self._open(seed, store, start, faults, trace)
         self.ids = IdSource(seed)
-        self.metrics_registry = Metrics()
-        self._trace = Trace() if trace else NullTrace()
         self.registry = Registry()
-        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         self._pollers = self.faults.pollers if isinstance(self.faults, Injector) else Pollers(1)
         self.runner = Runner(self)
-        self.engine: ReactorEngine | None = None
         self.replicas: list[ReactorEngine] = []
-        self.incarnation = -1
-        self._loops: list[simpy.Process] = []
         self._workload_count = 0
         self._busy = 0
         self._checked = False
         self.restart()
         self._schedule_crashes()
 
-    # -- clock ------------------------------------------------------------------
-    @property
-    def now(self) -> float:
-        """Virtual seconds since ``start``."""
-        return self.env.now
-
-    def now_us(self) -> int:
-        return self.start_us + round(self.env.now * US)
-
     @property
     def clock_time(self):
         """The virtual wall time, a timezone-aware datetime."""
         return from_us(self.now_us())
 
-    # -- life cycle ---------------------------------------------------------
-    @property
-    def up(self) -> bool:
-        return self.engine is not None
-
-    def _new_engine(self, replica: int) -> ReactorEngine:
+    # -- the binding --------------------------------------------------------
+    def _engine(self, incarnation: int, replica: int) -> ReactorEngine:
         return ReactorEngine(
             self.store, self.config, self.registry, self.ids, self.metrics_registry, self._trace,
-            self.faults, random.Random(f"fanoutsim:engine:{self.seed}:{self.incarnation}:{replica}"),
+            self.faults, random.Random(f"fanoutsim:engine:{self.seed}:{incarnation}:{replica}"),
             replica,
         )
 
-    def restart(self) -> None:
-        """Start a new runner incarnation over the same store (no-op if up).
-        Every in-memory object of the last one is gone; the tables are not."""
-        if self.engine is not None:
-            return
-        self.incarnation += 1
-        self._trace.attempt = self.incarnation
-        self.engine = self._new_engine(0)
-        self.replicas = [self.engine] + [self._new_engine(i) for i in range(1, self._pollers.count)]
+    def _new_engine(self, incarnation: int) -> ReactorEngine:
+        """The runner's engine and, with ``Pollers(n)``, its n - 1 replicas (each
+        polls the same store with an engine of its own)."""
+        engine = self._engine(incarnation, 0)
+        self.replicas = [engine] + [self._engine(incarnation, i) for i in range(1, self._pollers.count)]
+        return engine
+
+    def _start_loops(self, engine: ReactorEngine) -> None:
         if self.incarnation:
-            self._trace.add(self.now_us(), "restarted", "runtime")
-            self._step("recover")  # the claims the dead incarnation left running
+            self._call(engine.recover)  # the claims the dead incarnation left running
         self._busy = 0
-        self.executor_phase = self.engine.rng.uniform(0, self.config.executor_poll_interval)
-        env = self.env
-        self._loops = [env.process(self._prune_loop()), env.process(self._executor_loop())]
-        for engine in self.replicas:
+        self.executor_phase = engine.rng.uniform(0, self.config.executor_poll_interval)
+        self._spawn(self._prune_loop(engine))
+        self._spawn(self._executor_loop(engine))
+        for replica in self.replicas:
             phase = 0.0
-            if self._pollers.phase == "random" and engine is not self.engine:
-                phase = engine.rng.uniform(0, self.config.reactor_poll_interval)
-            self._loops.append(env.process(self._poll_loop(engine, phase)))
+            if self._pollers.phase == "random" and replica is not engine:
+                phase = replica.rng.uniform(0, self.config.reactor_poll_interval)
+            self._spawn(self._poll_loop(replica, phase))
 
-    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
-        """Kill the runner process now: loops stop, in-memory state is gone, and
-        the open transaction (if any) rolls back. ``downtime``: restart after it."""
-        if self.engine is None:
-            return
-        self.engine = None
+    def _crashed(self) -> None:
         self.replicas = []
-        self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
-        self.metrics_registry.inc("fanoutsim_runner_crashes_total")
-        active = self.env.active_process
-        for proc in self._loops:
-            if proc.is_alive and proc is not active:
-                proc.interrupt("crash")
-        self._loops = []
-        if downtime is not None:
-            self.env.process(self._restart_after(downtime))
 
-    def _call(self, engine: ReactorEngine, method: str, *args, **kwargs):
-        """Run one engine step; a Crash raised inside it takes the runner down."""
-        try:
-            return getattr(engine, method)(self.now_us(), *args, **kwargs)
-        except Crash as c:
-            if engine is self.engine or engine in self.replicas:
-                self.crash(c.point, c.downtime)
-            return None
-
-    def _step(self, method: str, *args, **kwargs):
-        """One step of the current incarnation; None while the runner is down
-        (a burst of firings whose first one crashed the writer stops there)."""
-        if self.engine is None:
-            return None
-        return self._call(self.engine, method, *args, **kwargs)
+    def _live(self, engine) -> bool:
+        return engine is self.engine or engine in self.replicas
 
     # -- the loops ------------------------------------------------------------
     def _poll_loop(self, engine: ReactorEngine, phase: float = 0.0):
         env = self.env
         interval = self.config.reactor_poll_interval
+        poll_subscriptions, fetch, drain = engine.poll_subscriptions, engine.fetch, engine.drain
         try:
             if phase:
                 yield env.timeout(phase)
             while True:
                 decoded: dict = {}  # the pass's decoded firings: in memory, lost on crash
-                for sub in self._call(engine, "poll_subscriptions") or ():
-                    batch = self._call(engine, "fetch", sub)
-                    if engine is not self.engine and engine not in self.replicas:
+                for sub in self._call(poll_subscriptions) or ():
+                    batch = self._call(fetch, sub)
+                    if not self._live(engine):
                         return
                     if batch:
                         # the batch is in hand; whoever else runs now, runs before the drain
                         yield env.timeout(self.fetch_latency)
-                        self._call(engine, "drain", sub, batch, decoded)
-                        if engine not in self.replicas:
+                        self._call(drain, sub, batch, decoded)
+                        if not self._live(engine):
                             return
                 yield env.timeout(interval)
         except simpy.Interrupt:
             return
 
-    def _prune_loop(self):
-        engine = self.engine
+    def _prune_loop(self, engine: ReactorEngine):
         interval = self.config.reactor_firings_prune_interval
         try:
             while engine is self.engine:  # a loop dies with its incarnation
-                self._call(engine, "prune_once")
+                self._call(engine.prune_once)
                 yield self.env.timeout(interval)
         except simpy.Interrupt:
             return
 
-    def _executor_loop(self):
+    def _executor_loop(self, engine: ReactorEngine):
         cfg = self.config
         env = self.env
-        engine = self.engine
         try:
             # The executor is its own loop with its own phase: were it in step with
             # the poll loop, every claim would land in the same instant as its dispatch.
@@ -206,7 +154,7 @@ class Simulation(VirtualCrashes, RunnerHost):
             while engine is self.engine:
                 free = cfg.executor_workers - self._busy
                 if free > 0:
-                    for row in self._call(engine, "claim", free) or ():
+                    for row in self._call(engine.claim, free) or ():
                         self._start_execution(row)
                 yield env.timeout(cfg.executor_poll_interval)
         except simpy.Interrupt:
@@ -219,11 +167,10 @@ class Simulation(VirtualCrashes, RunnerHost):
         status = engine.run_body(row)
         duration = engine.duration_of(self.now_us(), row)
         if duration <= 0:
-            self._step("finish", row["id"], status)
+            self._call(engine.finish, row["id"], status)
             return
         self._busy += 1
-        proc = self.env.process(self._finish_later(engine, row["id"], status, duration))
-        self._loops.append(proc)
+        self._spawn(self._finish_later(engine, row["id"], status, duration))
 
     def _finish_later(self, engine, execution_id, status, duration):
         try:
@@ -232,7 +179,7 @@ class Simulation(VirtualCrashes, RunnerHost):
             return  # the process died with the body half-run: the row stays 'running'
         if engine is self.engine:
             self._busy -= 1
-            self._step("finish", execution_id, status)
+            self._call(engine.finish, execution_id, status)
 
     def _workload(self, w: Workload, rng: random.Random):
         gen = GENERATORS[w.payload]
@@ -245,7 +192,8 @@ class Simulation(VirtualCrashes, RunnerHost):
             yield env.timeout(rng.expovariate(w.rate))
             if w.stop is not None and env.now >= w.stop:
                 return
-            if self.engine is None:  # a down reactor fires nothing
+            engine = self.engine
+            if engine is None:  # a down reactor fires nothing
                 continue
             now = self.now_us()
             for fired_at, delay in (stamps(w.reactor, now) if stamps else ((now, 0.0),)):
@@ -253,15 +201,15 @@ class Simulation(VirtualCrashes, RunnerHost):
                 k += 1
                 if delay > 0:
                     env.process(self._late_fire(w, payload, fired_at, delay))
-                else:
-                    self._step("fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+                else:  # (a burst whose first firing crashed the writer stops there)
+                    self._call(engine.fire, w.reactor, payload, w.tenant, fired_at=fired_at)
 
     def _late_fire(self, w: Workload, payload: dict, fired_at: int, delay: float):
         """A writer that stamped ``fired_at`` and commits ``delay`` seconds later."""
         incarnation = self.incarnation
         yield self.env.timeout(delay)
         if self.engine is not None and self.incarnation == incarnation:  # else died uncommitted
-            self._step("fire", w.reactor, payload, w.tenant, fired_at=fired_at)
+            self._call(self.engine.fire, w.reactor, payload, w.tenant, fired_at=fired_at)
 
     # -- driving the run ---------------------------------------------------
     def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,
@@ -294,14 +242,15 @@ class Simulation(VirtualCrashes, RunnerHost):
         for at, tenant, payload in zip(times, tenants, payloads):
             if at > env.now:
                 yield env.timeout(at - env.now)
-            if self.engine is None:  # a down reactor fires nothing
+            engine = self.engine
+            if engine is None:  # a down reactor fires nothing
                 continue
             now = self.now_us()
             for fired_at, delay in (stamps(reactor, now) if stamps else ((now, 0.0),)):
                 if delay > 0:
                     env.process(self._late_fire(Workload(reactor, 1.0, tenant), payload, fired_at, delay))
                 else:
-                    self._step("fire", reactor, payload, tenant, fired_at=fired_at)
+                    self._call(engine.fire, reactor, payload, tenant, fired_at=fired_at)
 
     def run(self, until: float | None = None) -> None:
         """Advance the virtual clock to ``until`` seconds (absolute, >= now)."""

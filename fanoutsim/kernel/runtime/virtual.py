@@ -1,11 +1,12 @@
-"""Planned crashes on the virtual clock, for every SimPy runtime.
+"""The virtual-clock runtime: one SimPy runtime for every design.
 
-A runtime that mixes this in needs ``env`` (a SimPy environment), ``plan``,
-``engine`` (None while down), ``faults`` (an Injector), ``_trace``, ``now_us()``,
-``crash(point, downtime)`` and ``restart()``. :class:`VirtualRuntime` adds the
-clock, the crash and the guarded engine steps the outbox and leases runtimes
-share; it needs ``start_us``, ``metrics_registry``, ``_procs`` (the processes
-a crash stops) and ``_noun``.
+:class:`VirtualRuntime` owns the clock (virtual seconds since ``start``; the
+store sees epoch microseconds), the store, the metrics, the trace, the bound
+fault plan, the incarnations (restart, crash, restart after a downtime) and
+the guarded engine step ``_call(engine.step, ...)``. A design's SimPy class
+subclasses it and implements the :mod:`.binding` hooks. :class:`VirtualCrashes`
+turns a plan's ``CrashAt`` and ``CrashRandomly`` into processes that crash the
+runtime if it is up.
 """
 from __future__ import annotations
 
@@ -65,21 +66,31 @@ class VirtualCrashes:
 
 
 class VirtualRuntime(VirtualCrashes):
+    """The SimPy runtime every design's virtual-clock class subclasses; the
+    design implements the :class:`~.binding.Binding` hooks (``_new_engine``,
+    ``_start_loops``, ``_crashed``) and sets ``_noun`` ("runner", "dispatcher",
+    "node": what the down message calls the process)."""
+
     _noun = "runtime"
 
     def _open(self, seed: int, store, start, faults, trace: bool) -> None:
         """What every seeded SimPy run starts with: the clock, the store, the
-        metrics, the trace and the bound fault plan."""
+        metrics, the trace and the bound fault plan; no incarnation yet (the
+        first :meth:`restart` makes incarnation 0)."""
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         self.store = open_store(store)
         self.metrics_registry = Metrics()
         self._trace = Trace() if trace else NullTrace()
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
+        self.engine = None
+        self.incarnation = -1
+        self._procs: list[simpy.Process] = []
 
     # -- clock ----------------------------------------------------------------
     @property
     def now(self) -> float:
+        """Virtual seconds since ``start``."""
         return self.env.now
 
     def now_us(self) -> int:
@@ -92,6 +103,25 @@ class VirtualRuntime(VirtualCrashes):
     @property
     def up(self) -> bool:
         return self.engine is not None
+
+    def restart(self) -> None:
+        """Start a new incarnation over the same store (a no-op while up).
+        Every in-memory object of the last one is gone; the tables are not."""
+        if self.engine is not None:
+            return
+        self.incarnation += 1
+        self._trace.attempt = self.incarnation
+        self.engine = self._new_engine(self.incarnation)
+        if self.incarnation:
+            self._trace.add(self.now_us(), "restarted", "runtime")
+        self._procs = []
+        self._start_loops(self.engine)
+
+    def _spawn(self, loop) -> simpy.Process:
+        """A loop (a generator) of the live incarnation, as a SimPy process a crash interrupts."""
+        proc = self.env.process(loop)
+        self._procs.append(proc)
+        return proc
 
     def crash(self, point: str = "manual", downtime: float | None = None) -> None:
         """The process dies now: every loop stops, the engine (and what it held in
@@ -110,21 +140,41 @@ class VirtualRuntime(VirtualCrashes):
         if downtime is not None:
             self.env.process(self._restart_after(downtime))
 
+    # -- the binding's defaults ---------------------------------------------------
+    def _new_engine(self, incarnation: int):
+        raise NotImplementedError(f"{type(self).__name__} must implement _new_engine(incarnation)")
+
+    def _start_loops(self, engine) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _start_loops(engine)")
+
     def _crashed(self) -> None:
         """A hook: what else dies with the process (a listener's connection)."""
 
-    def _call(self, method: str, *args, engine=None, **kwargs):
-        """One engine step now; a Crash inside it takes the process down (returns None)."""
-        engine = engine or self.engine
-        if engine is None or engine is not self.engine:
+    def _live(self, engine) -> bool:
+        """Whether ``engine`` belongs to the live incarnation (replicas may too)."""
+        return engine is self.engine
+
+    def _down_message(self) -> str:
+        return f"the {self._noun} is down (crashed); call restart() first"
+
+    # -- engine steps -------------------------------------------------------------
+    def _call(self, step, *args, **kwargs):
+        """One engine step now, ``step`` a bound method (``engine.fetch``); None if
+        its engine is not the live incarnation, or if a Crash inside it took
+        the process down."""
+        if not self._live(step.__self__):
             return None
         try:
-            return getattr(engine, method)(self.now_us(), *args, **kwargs)
+            return step(self.now_us(), *args, **kwargs)
         except Crash as c:
             self.crash(c.point, c.downtime)
             return None
 
-    def _api(self, method: str, *args, **kwargs):
-        if self.engine is None:
-            raise RuntimeError(f"the {self._noun} is down (crashed); call restart() first")
-        return self._call(method, *args, **kwargs)
+    def _api(self, step, *args, **kwargs):
+        """A step asked for from outside the loops: ``step`` is the engine
+        class's function (``OutboxEngine.commit``), run on the live engine; an
+        error while the process is down."""
+        engine = self.engine
+        if engine is None:
+            raise RuntimeError(self._down_message())
+        return self._call(step.__get__(engine), *args, **kwargs)

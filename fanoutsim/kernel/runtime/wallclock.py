@@ -186,21 +186,25 @@ class SteppedWallRuntime(WallRuntime):
                 self._restart_timer.cancel()
             self._restart()
 
-    def _call(self, engine, method: str, *args, _now: int | None = None, **kwargs):
-        """One store step of ``engine``, now, unless that incarnation is dead;
-        a Crash inside it takes the runtime down (returns None)."""
+    def _call(self, step, *args, _now: int | None = None, **kwargs):
+        """One store step now, ``step`` a bound method of an engine
+        (``engine.fetch``), unless that incarnation is dead (None); a Crash
+        inside it takes the runtime down (None)."""
         with self._proc:
-            if engine is None or engine is not self.engine:
+            if step.__self__ is not self.engine:
                 return None
             try:
-                return getattr(engine, method)(wall_us() if _now is None else _now, *args, **kwargs)
+                return step(wall_us() if _now is None else _now, *args, **kwargs)
             except Crash as c:
                 self.crash(c.point, c.downtime)
                 return None
 
-    def _api(self, method: str, *args, **kwargs):
-        """A step asked for from outside the loops: an error if the runtime is down."""
+    def _api(self, step, *args, **kwargs):
+        """A step asked for from outside the loops: ``step`` is the engine
+        class's function (``OutboxEngine.commit``), run on the live engine; an
+        error if the runtime is down."""
         with self._proc:
-            if self.engine is None or self._state in ("stopped", "closed"):
+            engine = self.engine
+            if engine is None or self._state in ("stopped", "closed"):
                 raise RuntimeError(self._down_message())
-            return self._call(self.engine, method, *args, **kwargs)
+            return self._call(step.__get__(engine), *args, **kwargs)
