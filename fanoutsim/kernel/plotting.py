@@ -1,4 +1,6 @@
-"""The house style and the helpers every figure shares."""
+"""The house style and the helpers every figure shares: ``style()``,
+``figure_axes`` (a new figure, or the caller's axes), ``mark_empty``,
+``time_unit``, ``save_figures`` and the shared colours and limits."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -29,12 +31,12 @@ STYLE: dict = {
         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
     ]),
 }
-_THEORY_COLOR = "#333333"
-_LATENCY_LABELS = {
+THEORY_COLOR = "#333333"
+LATENCY_LABELS = {
     "fire_to_dispatch": "fire \u2192 dispatch",
     "fire_to_claim": "fire \u2192 claim",
 }
-_MAX_SERIES = 8
+MAX_SERIES = 8
 
 
 @contextmanager
@@ -44,7 +46,9 @@ def style() -> Iterator[None]:
         yield
 
 
-def _axes(ax: Axes | None, figsize=None) -> tuple[Figure, Axes]:
+def figure_axes(ax: Axes | None, figsize=None) -> tuple[Figure, Axes]:
+    """``(figure, axes)``: the caller's ``ax`` and its figure, or a new figure
+    in the house size with one axes."""
     if ax is not None:
         return ax.figure, ax
     fig = Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"],
@@ -52,12 +56,13 @@ def _axes(ax: Axes | None, figsize=None) -> tuple[Figure, Axes]:
     return fig, fig.add_subplot()
 
 
-def _empty(ax: Axes, what: str) -> None:
+def mark_empty(ax: Axes, what: str) -> None:
+    """Say "no <what>" in the middle of an axes that has nothing to show."""
     ax.text(0.5, 0.5, f"no {what}", transform=ax.transAxes, ha="center", va="center",
             color="#777777")
 
 
-def _time_unit(span_s: float) -> tuple[float, str]:
+def time_unit(span_s: float) -> tuple[float, str]:
     """Seconds per unit and its name, for an x axis of virtual time."""
     if span_s > 3 * 3600:
         return 3600.0, "h"
@@ -66,9 +71,7 @@ def _time_unit(span_s: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-
-
-def _save_figures(figures: dict, out) -> list:
+def save_figures(figures: dict, out) -> list:
     """Write ``{file name: Figure}`` as PNGs into the folder ``out``; the paths."""
     paths = []
     for name, fig in figures.items():
@@ -77,3 +80,8 @@ def _save_figures(figures: dict, out) -> list:
         fig.clear()  # these figures belong to no pyplot manager: dropping them frees them
         paths.append(path)
     return paths
+
+
+# the names these had before they were public (code written against them still runs)
+_THEORY_COLOR, _LATENCY_LABELS, _MAX_SERIES = THEORY_COLOR, LATENCY_LABELS, MAX_SERIES
+_axes, _empty, _time_unit, _save_figures = figure_axes, mark_empty, time_unit, save_figures

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fanoutsim.kernel.names import check_name  # noqa: F401  (a name of this module too)
+
 BATCH_RANGE = (1, 8)
 IN_FLIGHT_RANGE = (1, 8)
 LEASE_RANGE = (5.0, 900.0)       # seconds
@@ -44,12 +46,6 @@ def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
     return {"batch_limit": check_batch(batch_limit),
             "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *IN_FLIGHT_RANGE),
             "lease_seconds": _seconds(lease_seconds, "lease_seconds", *LEASE_RANGE)}
-
-
-def check_name(kind: str, value) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{kind} must be a non-empty string, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ retention fence; the name cannot be used again.
 """
 from __future__ import annotations
 
-from fanoutsim.designs.leases.config import DEFAULT_LIMITS, check_limits, check_name
+from fanoutsim.designs.leases.config import DEFAULT_LIMITS, check_limits
+from fanoutsim.kernel.names import check_name
 
 
 def consumer_row(tx, name: str) -> dict:

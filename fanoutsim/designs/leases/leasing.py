@@ -39,7 +39,8 @@ import hashlib
 from dataclasses import dataclass
 
 from fanoutsim.kernel.timeutil import seconds_to_us
-from fanoutsim.designs.leases.config import MAX_ATTEMPTS, check_batch, check_name
+from fanoutsim.designs.leases.config import MAX_ATTEMPTS, check_batch
+from fanoutsim.kernel.names import check_name
 from fanoutsim.designs.leases.consumers import consumer_row
 
 # the results of ack and nack: only the first three changed anything

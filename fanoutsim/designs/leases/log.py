@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 from fanoutsim.kernel.timeutil import seconds_to_us
-from fanoutsim.designs.leases.config import check_name
+from fanoutsim.kernel.names import check_name
 
 
 def _payload(payload) -> str | None:

@@ -16,7 +16,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from fanoutsim.designs.leases import analysis as _a
 from fanoutsim.designs.leases.checker import check_leases
-from fanoutsim.kernel.plotting import _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _save_figures, _time_unit, style
+from fanoutsim.kernel.plotting import MAX_SERIES, THEORY_COLOR, STYLE, figure_axes, mark_empty, save_figures, time_unit, style
 
 __all__ = ["duplicates_vs_lease", "lease_tradeoff", "checkpoint_progress", "inflight_throughput",
            "events_table_size", "lease_outcomes", "delivery_per_consumer", "save_leases_figures",
@@ -39,10 +39,10 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
     P(work > lease) predicts. Symlog y: zero stays on the axis."""
     _need(summary, ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"), "leases.lease_sweep")
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("duplicates fall as the lease outgrows the work")
         if summary.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         mean = float(summary["mean_work"].iloc[0]) if "mean_work" in summary else None
         for i, (law, g) in enumerate(summary.groupby("law", sort=False)):
@@ -52,7 +52,7 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
                 ax.plot(g["lease_seconds"], g["theory_per_1000"], linestyle="--", linewidth=1, color=f"C{i}",
                         label=f"{law}: expected from P(work > lease)")
         if mean is not None:
-            ax.axvline(mean, color=_THEORY_COLOR, linestyle=":", linewidth=1, label=f"mean work {mean:g} s")
+            ax.axvline(mean, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"mean work {mean:g} s")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("lease_seconds")
@@ -69,14 +69,14 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     _need(crashes, ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
           "leases.crash_sweep")
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("a long lease: few duplicates, but a crash stalls partitions until expiry")
         if crashes.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         c = crashes.sort_values("lease_seconds")
         x = c["lease_seconds"]
-        ax.plot(x, x, color=_THEORY_COLOR, linestyle=":", linewidth=1, label="the lease (s)")
+        ax.plot(x, x, color=THEORY_COLOR, linestyle=":", linewidth=1, label="the lease (s)")
         ax.plot(x, c["hold_max_s"], marker="^", color="C3", label="orphaned lease held its partition: worst")
         ax.plot(x, c["hold_mean_s"], marker="o", color="C1", label="orphaned lease held its partition: mean")
         ax.plot(x, c["max_s"], marker="s", color="C0", label="worst publish \u2192 ack latency")
@@ -113,17 +113,17 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
         names = sorted(sim.consumers()["consumer"]) if len(sim.consumers()) else []
         consumer = names[0] if names else None
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(title or (f"{consumer}: events waiting per partition" if lag
                                else f"{consumer}: checkpoint per partition"))
         ax.set_xlabel("virtual time (s)")
         ax.set_ylabel("events published, not yet done" if lag else "checkpoint (seq moved past)")
         if consumer is None:
-            _empty(ax, "consumers")
+            mark_empty(ax, "consumers")
             return fig
         path = _a.checkpoint_path(sim, consumer)
         if path.empty:
-            _empty(ax, "checkpoint moves")
+            mark_empty(ax, "checkpoint moves")
             return fig
         pub = _a.published_events(sim)
         t = sim.trace()
@@ -131,7 +131,7 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
         fails = t[(t["consumer"] == consumer) & t["kind"].isin(["nacked", "expired"])]
         fail_s = _a._rel(sim, fails["t"])
         parts = _partitions(sim, consumer)
-        shown = parts[:_MAX_SERIES]
+        shown = parts[:MAX_SERIES]
         end = float(sim.now)
         for i, part in enumerate(shown):
             p = path[path["partition"] == part]
@@ -188,8 +188,8 @@ def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None =
         right.set_title(f"latency at {latency['offered'].iloc[0]:g} events/s offered"
                         if "offered" in latency and len(latency) else "latency")
         if summary.empty:
-            _empty(left, "runs")
-            _empty(right, "runs")
+            mark_empty(left, "runs")
+            mark_empty(right, "runs")
             return fig
         for i, (parts, g) in enumerate(summary.groupby("partitions")):
             g = g.sort_values("in_flight")
@@ -201,7 +201,7 @@ def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None =
                        label=f"{parts} partition{'s' if parts != 1 else ''}, p50")
             right.plot(h["in_flight"], h["p99_s"], marker="^", linestyle=":", color=f"C{i}",
                        label=f"{parts} partition{'s' if parts != 1 else ''}, p99")
-        left.plot([], [], linestyle="--", color=_THEORY_COLOR, linewidth=1,
+        left.plot([], [], linestyle="--", color=THEORY_COLOR, linewidth=1,
                   label="slots / (work + poll / 2)")
         left.set_xlabel("in_flight_limit")
         left.set_ylabel("acks per second")
@@ -227,23 +227,23 @@ def events_table_size(runs, *, at: float | None = None, retention: float | None 
         runs = {"events": runs}
     sizes = {label: _a.events_size(sim) for label, sim in runs.items()}
     span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
-    unit, uname = _time_unit(span)
+    unit, uname = time_unit(span)
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(title or "rows in the events table: the fence holds history")
         ax.set_xlabel(f"virtual time ({uname})")
         ax.set_ylabel("events retained (rows)")
         if not sizes:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         for i, (label, s) in enumerate(sizes.items()):
             ax.step(s["t_s"] / unit, s["rows"], where="post", linewidth=1.5, color=f"C{i}", label=label,
                     zorder=3 - i * 0.1)
         if at is not None:
-            ax.axvline(at / unit, color=_THEORY_COLOR, linestyle="--", linewidth=1,
+            ax.axvline(at / unit, color=THEORY_COLOR, linestyle="--", linewidth=1,
                        label=f"retire / resume at {at:g} s")
         if retention is not None:
-            ax.axvline(retention / unit, color=_THEORY_COLOR, linestyle=":", linewidth=1,
+            ax.axvline(retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1,
                        label=f"retention {retention:g} s")
         ax.set_xlim(0, span / unit)
         ax.set_ylim(bottom=0)
@@ -256,13 +256,13 @@ def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> 
     one horizontal bar per outcome that happened (log counts), one colour per consumer."""
     out = _a.ack_outcomes(sim)
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(title or "how the attempts ended")
         kinds = [k for k in _a.OUTCOME_KINDS if k in out and out[k].sum() > 0]
         if out.empty or not kinds:
-            _empty(ax, "attempts")
+            mark_empty(ax, "attempts")
             return fig
-        names = out["consumer"].tolist()[:_MAX_SERIES]
+        names = out["consumer"].tolist()[:MAX_SERIES]
         height = min(0.8 / len(names), 0.5)
         y = np.arange(len(kinds))
         for i, name in enumerate(names):
@@ -290,15 +290,15 @@ def delivery_per_consumer(sim, *, checked=None, ax: Axes | None = None) -> Figur
     checked = check_leases(sim) if checked is None else checked
     per = checked.per_consumer
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("delivered, duplicated, dead-lettered and lost per consumer")
         if per.empty:
-            _empty(ax, "consumers")
+            mark_empty(ax, "consumers")
             return fig
         dups = checked.duplicates
         causes = sorted(dups["cause"].unique()) if len(dups) else []
         cats = ["delivered", *[f"duplicates: {c}" for c in causes], "dead_lettered", "lost", "pending"]
-        names = per["consumer"].tolist()[:_MAX_SERIES]
+        names = per["consumer"].tolist()[:MAX_SERIES]
         width = 0.8 / len(cats)
         x = np.arange(len(names))
         for j, cat in enumerate(cats):
@@ -332,4 +332,4 @@ def save_leases_figures(sim, out_dir) -> list[Path]:
         checkpoint_progress(sim),
         lease_outcomes(sim),
     )))
-    return _save_figures(figures, out)
+    return save_figures(figures, out)

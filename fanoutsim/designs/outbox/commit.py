@@ -14,7 +14,7 @@ first; :func:`commit` with that ``seq`` is its late commit.
 """
 from __future__ import annotations
 
-from fanoutsim.designs.outbox.config import check_name
+from fanoutsim.kernel.names import check_name
 
 
 def reserve(e, now: int) -> int:
@@ -31,13 +31,13 @@ def commit(e, now: int, page_id: str, body: str | None, *, topic: str | None = N
     """Write ``body`` to page ``page_id`` and its outbox row; returns the seq.
     ``due_at`` (epoch us, not in the past) makes the row deferred work;
     ``seq``/``stamp`` finish a commit whose seq was reserved earlier."""
-    check_name("page", page_id)
+    check_name("page name", page_id)
     if due_at is not None:
         if isinstance(due_at, bool) or not isinstance(due_at, int):
             raise TypeError(f"due_at must be epoch microseconds (int), got {due_at!r}")
         if due_at < now:
             raise ValueError(f"due_at {due_at} is in the past (now is {now}); deferred work must be due now or later")
-    topic = f"page:{page_id}" if topic is None else check_name("topic", topic)
+    topic = f"page:{page_id}" if topic is None else check_name("topic name", topic)
     if seq is None:
         seq = reserve(e, now)
     ts = now if stamp is None else stamp

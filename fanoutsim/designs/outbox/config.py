@@ -26,6 +26,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fanoutsim.kernel.names import check_name
+
 READ_MODES = ("all", "settled", "gap")
 
 
@@ -37,12 +39,6 @@ def _seconds(value, where, *, positive=False, optional=False):
     if value < 0 or (positive and value == 0):
         raise ValueError(f"{where} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
     return float(value)
-
-
-def check_name(kind: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{kind} name must be a non-empty string, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -95,7 +91,7 @@ class ConsumerSpec:
     rebuild: Callable[[list[dict]], Any] | None = None
 
     def __post_init__(self):
-        check_name("consumer", self.name)
+        check_name("consumer name", self.name)
         where = f"consumer {self.name!r}"
         if self.fn is not None and not callable(self.fn):
             raise TypeError(f"{where}: fn must be callable or None, got {self.fn!r}")

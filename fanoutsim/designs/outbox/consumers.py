@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fanoutsim.designs.outbox.config import ConsumerSpec, check_name
+from fanoutsim.designs.outbox.config import ConsumerSpec
+from fanoutsim.kernel.names import check_name
 
 
 @dataclass
@@ -32,7 +33,7 @@ class OutboxRegistry:
         spec = self.consumers.get(name) if isinstance(name, str) else None
         if spec is not None:  # the hot path: every step asks
             return spec
-        check_name("consumer", name)
+        check_name("consumer name", name)
         try:
             return self.consumers[name]
         except KeyError:

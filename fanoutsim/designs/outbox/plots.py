@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.outbox import analysis as _a
-from fanoutsim.kernel.plotting import _save_figures, _THEORY_COLOR, _axes, _empty, style
+from fanoutsim.kernel.plotting import save_figures, THEORY_COLOR, figure_axes, mark_empty, style
 
 
 def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None, by: str = "drop",
@@ -21,18 +21,18 @@ def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None
     or, with ``by="clock"``, of :func:`~fanoutsim.designs.outbox.analysis.clock_comparison`
     (one histogram per clock)."""
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         lat = latencies[latencies["poll"] == poll] if "poll" in latencies else latencies
         groups = sorted(lat[by].unique()) if drops is None else drops
         if lat.empty:
-            _empty(ax, "latencies")
+            mark_empty(ax, "latencies")
             return fig
         bins = np.linspace(0, poll * 1.1, 45)
         for d in groups:
             x = lat.loc[lat[by] == d, "latency_s"]
             label = f"{d:.0%} hints dropped" if by == "drop" else f"{d} clock"
             ax.hist(x, bins=bins, histtype="step", linewidth=1.5, label=f"{label} (n={len(x)})")
-        ax.axvline(poll, color=_THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
+        ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
         ax.set_yscale("log")
         ax.set_xlabel("commit \u2192 handled latency (s)")
         ax.set_ylabel("rows (log scale)")
@@ -45,9 +45,9 @@ def outbox_tail_vs_drop(summary: pd.DataFrame, *, ax: Axes | None = None) -> Fig
     """p99 and worst commit → handled latency as a fraction of the poll interval,
     against the share of hints dropped, one colour per poll interval."""
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         if summary.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         for i, (poll, g) in enumerate(summary.groupby("poll")):
             g = g.sort_values("drop")
@@ -55,7 +55,7 @@ def outbox_tail_vs_drop(summary: pd.DataFrame, *, ax: Axes | None = None) -> Fig
             ax.plot(g["drop"] * 100, g["p99_s"] / poll, marker="o", color=color, label=f"p99, poll {poll:g} s")
             ax.plot(g["drop"] * 100, g["max_s"] / poll, marker="^", linestyle=":", color=color,
                     label=f"max, poll {poll:g} s")
-        ax.axhline(1.0, color=_THEORY_COLOR, linestyle="--", label="one poll interval")
+        ax.axhline(1.0, color=THEORY_COLOR, linestyle="--", label="one poll interval")
         ax.set_xlabel("hints dropped (%)")
         ax.set_ylabel("latency / safety poll interval")
         ax.set_ylim(0, 1.15)
@@ -69,11 +69,11 @@ def cursor_progress(sim, consumers=None, *, title: str | None = None, lag: bool 
     """Each consumer's cursor (seq) over virtual time against the head of the log;
     parked rows as crosses. With ``lag=True``, rows behind the head instead."""
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         names = list(consumers) if consumers is not None else sorted(sim.registry.consumers)
         if not lag:
             head = _a.head_path(sim)
-            ax.step(head["t_s"], head["seq"], where="post", color=_THEORY_COLOR, linestyle="--",
+            ax.step(head["t_s"], head["seq"], where="post", color=THEORY_COLOR, linestyle="--",
                     linewidth=1, label="head of the log (last committed seq)")
         parked = sim.store.rows("parked")  # raw rows: parked_at in epoch microseconds
         for i, name in enumerate(names):
@@ -99,12 +99,12 @@ def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -
     on log-spaced bins (log counts), the safety-poll interval dashed: the
     longest a row whose hint was lost waits before a consumer even looks."""
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         lat = _a.handled_latency(sim)
         names = list(consumers) if consumers is not None else sorted(sim.registry.consumers)
         x = lat.loc[lat["consumer"].isin(names) & (lat["latency_s"] > 0), "latency_s"]
         if x.empty:
-            _empty(ax, "rows handled")
+            mark_empty(ax, "rows handled")
             return fig
         poll = sim.config.safety_poll_interval
         low, high = float(x.min()), max(float(x.max()), poll)
@@ -114,7 +114,7 @@ def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -
             if len(mine):
                 ax.hist(mine, bins=bins, histtype="step", linewidth=1.5, color=f"C{i}",
                         label=f"{name} (n={len(mine)}, p50 {mine.median() * 1000:.0f} ms)")
-        ax.axvline(poll, color=_THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
+        ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("commit \u2192 handled latency (s, log scale)")
@@ -138,4 +138,4 @@ def save_outbox_figures(sim, out_dir) -> list[Path]:
         cursor_progress(sim),
         cursor_progress(sim, lag=True),
     )))
-    return _save_figures(figures, out)
+    return save_figures(figures, out)

@@ -20,17 +20,12 @@ from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.ids import IdSource
 from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.names import check_name
 from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.kernel.trace import Trace
 from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
-
-
-def check_name(kind: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{kind} name must be a non-empty string, got {value!r}")
-    return value
 
 
 @dataclass
@@ -51,7 +46,7 @@ class Registry:
     triggers: dict[str, str] = field(default_factory=dict)  # trigger -> primary workflow
 
     def register_workflow(self, name, fn=None, duration=0.0, triggers=()) -> None:
-        check_name("workflow", name)
+        check_name("workflow name", name)
         if fn is not None and not callable(fn):
             raise TypeError(f"workflow {name!r}: fn must be callable or None")
         if not callable(duration):
@@ -62,19 +57,19 @@ class Registry:
         if isinstance(triggers, str):
             triggers = (triggers,)
         for t in triggers:
-            check_name("trigger", t)
+            check_name("trigger name", t)
         self.workflows[name] = WorkflowSpec(name, fn, duration, tuple(triggers))
 
     def register_computation_graph(self, reactor, fn, name=None) -> None:
-        check_name("reactor", reactor)
+        check_name("reactor name", reactor)
         if not callable(fn):
             raise TypeError(f"computation graph for {reactor!r} must be callable")
         name = name or getattr(fn, "__name__", None) or f"graph{len(self.graphs.get(reactor, ()))}"
         self.graphs.setdefault(reactor, []).append((name, fn))
 
     def register_trigger(self, name, on) -> None:
-        check_name("trigger", name)
-        check_name("workflow", on)
+        check_name("trigger name", name)
+        check_name("workflow name", on)
         self.triggers[name] = on
 
     def trigger_subscribers(self, name: str) -> list[str]:

@@ -12,16 +12,15 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from fanoutsim.designs.reactor.payload import decode_sources, encode_payload
+from fanoutsim.kernel.names import check_name
 
 
 def fire(e, now: int, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
          *, graph: str | None = None, fired_at: int | None = None) -> str:
     """Fire ``reactor``; returns the new firing id. ``fired_at`` defaults to
     ``now``: a writer that stamps earlier than it commits passes its stamp."""
-    from fanoutsim.designs.reactor.engine import check_name
-
-    check_name("reactor", reactor)
-    check_name("tenant", tenant)
+    check_name("reactor name", reactor)
+    check_name("tenant name", tenant)
     blob = encode_payload(sources)  # raises before anything runs or is written
     firing_id = e.ids.new()
     stamp = now if fired_at is None else fired_at

@@ -8,14 +8,13 @@ transaction opens, so a bad one writes nothing.
 from __future__ import annotations
 
 from fanoutsim.designs.reactor.predicate import compile_predicate
+from fanoutsim.kernel.names import check_name
 
 
 def subscribe(e, now: int, reactor: str, workflow: str, tenant: str = "public", *, when=None) -> str:
-    from fanoutsim.designs.reactor.engine import check_name
-
-    check_name("reactor", reactor)
-    check_name("workflow", workflow)
-    check_name("tenant", tenant)
+    check_name("reactor name", reactor)
+    check_name("workflow name", workflow)
+    check_name("tenant name", tenant)
     if when is not None:
         compile_predicate(when)  # raises InvalidPredicate; nothing written
     with e.store.transaction() as tx:

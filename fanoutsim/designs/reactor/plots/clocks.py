@@ -5,7 +5,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from fanoutsim.kernel.plotting import _THEORY_COLOR, _axes, style
+from fanoutsim.kernel.plotting import THEORY_COLOR, figure_axes, style
 
 
 def latency_side_by_side(virtual, real, column: str = "fire_to_dispatch", poll_interval: float | None = None,
@@ -13,13 +13,13 @@ def latency_side_by_side(virtual, real, column: str = "fire_to_dispatch", poll_i
     """Empirical CDFs of one latency column under both clocks (milliseconds),
     with the uniform [0, P) poll-wait theory when ``poll_interval`` is given."""
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         for label, frame in (("virtual clock (SimPy)", virtual), ("wall clock (DuckDB file)", real)):
             x = np.sort(np.asarray(frame[column], float)) * 1e3
             ax.step(x, np.arange(1, len(x) + 1) / max(len(x), 1), where="post", label=f"{label}, n={len(x)}")
         if poll_interval:
             p = poll_interval * 1e3
-            ax.plot([0, p], [0, 1], linestyle="--", color=_THEORY_COLOR, label=f"uniform on [0, {p:g} ms)")
+            ax.plot([0, p], [0, 1], linestyle="--", color=THEORY_COLOR, label=f"uniform on [0, {p:g} ms)")
         ax.set_xlabel(f"{column.replace('_', ' ')} latency (ms)")
         ax.set_ylabel("fraction of executions")
         ax.set_title("the same scenario under two clocks")

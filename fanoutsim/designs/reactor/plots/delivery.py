@@ -9,7 +9,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame, watermarks
-from fanoutsim.kernel.plotting import _save_figures, _LATENCY_LABELS, _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _time_unit, style
+from fanoutsim.kernel.plotting import save_figures, LATENCY_LABELS, MAX_SERIES, THEORY_COLOR, STYLE, figure_axes, mark_empty, time_unit, style
 
 __all__ = ["latency_histogram", "executions_over_time", "watermark_lag", "save_report_figures"]
 
@@ -27,14 +27,14 @@ def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interva
     if column not in latency_df.columns:
         raise KeyError(f"no column {column!r}; latency columns: fire_to_dispatch, fire_to_claim")
     ms = latency_df[column].dropna().to_numpy(dtype=float) * 1000.0
-    label = _LATENCY_LABELS.get(column, column)
+    label = LATENCY_LABELS.get(column, column)
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(f"{label} latency")
         ax.set_xlabel(f"{label} (ms)")
         ax.set_ylabel("executions per bin")
         if ms.size == 0:
-            _empty(ax, "executions")
+            mark_empty(ax, "executions")
             return fig
         hi = float(ms.max())
         if poll_interval is not None:
@@ -50,7 +50,7 @@ def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interva
                 label=f"{ms.size:,} executions")
         if poll_interval is not None:
             expected = ms.size * width / p_ms
-            ax.plot([0.0, p_ms], [expected, expected], linestyle="--", color=_THEORY_COLOR, linewidth=1.5,
+            ax.plot([0.0, p_ms], [expected, expected], linestyle="--", color=THEORY_COLOR, linewidth=1.5,
                     label=f"uniform [0, {poll_interval:g} s) poll wait")
         ax.axvline(float(np.percentile(ms, 50)), color="#d62728", linewidth=1, linestyle=":",
                    label=f"p50 {np.percentile(ms, 50):.0f} ms")
@@ -69,27 +69,27 @@ def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None
         raise ValueError(f"bin_seconds must be > 0, got {bin_seconds!r}")
     ex = sim.executions()
     span = max(float(sim.now), bin_seconds)
-    unit, uname = _time_unit(span)
+    unit, uname = time_unit(span)
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(f"Executions dispatched per {bin_seconds:g} s")
         ax.set_xlabel(f"virtual time ({uname})")
         ax.set_ylabel(f"executions / {bin_seconds:g} s")
         ax.set_xlim(0, span / unit)
         if ex.empty:
-            _empty(ax, "executions")
+            mark_empty(ax, "executions")
             return fig
         t = (ex["dispatched_at"] - pd.Timestamp(sim.start_us, unit="us", tz="UTC")).dt.total_seconds()
         reactor = ex["reactor_name"].astype(object).fillna("(trigger)")
         by_sub = reactor + " \u2192 " + ex["workflow_name"].astype(object) + " [" + ex["tenant_id"].astype(object) + "]"
-        groups = by_sub if by_sub.nunique() <= _MAX_SERIES else "tenant " + ex["tenant_id"].astype(object)
+        groups = by_sub if by_sub.nunique() <= MAX_SERIES else "tenant " + ex["tenant_id"].astype(object)
         edges = np.arange(0.0, span + bin_seconds, bin_seconds)
         for name in sorted(groups.unique()):
             counts, _ = np.histogram(t[groups == name], bins=edges)
             ax.stairs(counts, edges / unit, baseline=None, linewidth=1.3, label=name)
         if groups.nunique() > 1:
             total, _ = np.histogram(t, bins=edges)
-            ax.stairs(total, edges / unit, baseline=None, linewidth=1.0, color=_THEORY_COLOR, alpha=0.6,
+            ax.stairs(total, edges / unit, baseline=None, linewidth=1.0, color=THEORY_COLOR, alpha=0.6,
                       linestyle="--", label="all")
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -102,12 +102,12 @@ def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
     subs = watermarks(sim)
     height = max(2.5, 0.45 * len(subs) + 1.2)
     with style():
-        fig, ax = _axes(ax, figsize=(8.0, height))
+        fig, ax = figure_axes(ax, figsize=(8.0, height))
         ax.set_title(f"Watermark lag at t = {sim.now:g} s")
         ax.set_xlabel("lag behind the virtual clock (s)")
         ax.set_ylabel("subscription")
         if not subs:
-            _empty(ax, "subscriptions")
+            mark_empty(ax, "subscriptions")
             return fig
         labels = [f"{s['tenant']}: {s['reactor']} \u2192 {s['workflow']}" for s in subs]
         lags = [s["watermark_lag_s"] for s in subs]
@@ -140,7 +140,7 @@ def save_report_figures(sim, out_dir) -> list[Path]:
         "executions_over_time.png": executions_over_time(sim, bin_seconds=_bin_for(sim.now)),
         "watermark_lag.png": watermark_lag(sim),
     }
-    return _save_figures(figures, out)
+    return save_figures(figures, out)
 
 
 def _bin_for(span_s: float) -> float:

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.faults import CRASH_MODES, firing_outcomes, table_size, watermark_path
-from fanoutsim.kernel.plotting import _THEORY_COLOR, STYLE, _axes, _empty, _time_unit, style
+from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, time_unit, style
 
 __all__ = ["duplicates_per_crash", "table_size_over_time", "firing_timeline", "hole_losses",
            "strategy_latency"]
@@ -30,12 +30,12 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
         if col not in df.columns:
             raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.crash_sweep")
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("Duplicate deliveries per crash")
         ax.set_xlabel("reactor_poll_batch_limit L (firings)")
         ax.set_ylabel("duplicates per crash (executions)")
         if df.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         modes = [m for m in CRASH_MODES if m in set(df["watermark_commit"])]
         modes += sorted(set(df["watermark_commit"]) - set(modes))
@@ -46,7 +46,7 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
                     color=_colors()[i % len(_colors())], label=f"watermark_commit = {mode!r}")
         if theory:
             xs = np.array(sorted(df["batch_limit"].unique()), dtype=float)
-            ax.plot(xs, (xs + 1) / 2, color=_THEORY_COLOR, linestyle=":", linewidth=1.2,
+            ax.plot(xs, (xs + 1) / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2,
                     label="theory per_batch: (L + 1) / 2")
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=1.0)
@@ -65,20 +65,20 @@ def table_size_over_time(runs, *, ax: Axes | None = None, retention: float | Non
         runs = {"reactor_firings": runs}
     sizes = {label: table_size(sim) for label, sim in runs.items()}
     span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
-    unit, uname = _time_unit(span)
+    unit, uname = time_unit(span)
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(title or "Rows in reactor_firings over time")
         ax.set_xlabel(f"virtual time ({uname})")
         ax.set_ylabel("firings retained (rows)")
         if not sizes:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         for i, (label, s) in enumerate(sizes.items()):
             ax.step(s["t_s"] / unit, s["retained"], where="post", linewidth=1.4,
                     color=_colors()[i % len(_colors())], label=label)
         if retention is not None and retention < span:
-            ax.axvline(retention / unit, color=_THEORY_COLOR, linestyle=":", linewidth=1.0,
+            ax.axvline(retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1.0,
                        label=f"retention {retention:g} s")
         ax.set_xlim(0, span / unit)
         ax.set_ylim(bottom=0)
@@ -118,7 +118,7 @@ def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float
             window = (0.0, min(20.0, max(float(sim.now), 1.0)))
     lo, hi = window
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(title or "Watermark and firings")
         ax.set_xlabel("virtual time: when the row became visible (s)")
         ax.set_ylabel("fired_at (s since start)")
@@ -128,7 +128,7 @@ def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float
         xs = ([lo] if len(before) else []) + inside["t_s"].tolist()
         ys = ([float(before["watermark_s"].iloc[-1])] if len(before) else []) + inside["watermark_s"].tolist()
         if ys:
-            ax.step(xs + [hi], ys + [ys[-1]], where="post", linewidth=1.3, color=_THEORY_COLOR,
+            ax.step(xs + [hi], ys + [ys[-1]], where="post", linewidth=1.3, color=THEORY_COLOR,
                     label="watermark (last_seen_fired_at)")
         actors = sorted(set(path["actor"]))
         if len(actors) > 1:  # several pollers move the same watermark: whose move was which
@@ -140,7 +140,7 @@ def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float
             if rewinds:
                 ax.plot([], [], " ", label=f"watermark moved back {rewinds}x")
         if shown.empty:
-            _empty(ax, "firings in this window")
+            mark_empty(ax, "firings in this window")
         for outcome, kw in _OUTCOME_STYLE.items():
             pts = shown[shown["outcome"] == outcome]
             if len(pts):
@@ -172,12 +172,12 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     holes = list(dict.fromkeys(df["hole"]))
     strategies = list(dict.fromkeys(df["watermark"]))
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("Firings lost, per hole and watermark strategy")
         ax.set_xlabel("hole")
         ax.set_ylabel("firings lost (firings)")
         if df.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         width = 0.8 / max(len(strategies), 1)
         x = np.arange(len(holes))
@@ -205,12 +205,12 @@ def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         if col not in df.columns:
             raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
     with style():
-        fig, ax = _axes(ax, figsize=(8.0, 3.2))
+        fig, ax = figure_axes(ax, figsize=(8.0, 3.2))
         ax.set_title("What each watermark strategy costs: fire \u2192 dispatch latency")
         ax.set_xlabel("fire \u2192 dispatch (ms)")
         ax.set_ylabel("watermark strategy")
         if df.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         y = np.arange(len(df))
         ax.barh(y, df["dispatch_mean_s"] * 1000, color=_colors()[0], alpha=0.85, label="mean")

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from fanoutsim.designs.reactor.analysis.filters import quote_rates
-from fanoutsim.kernel.plotting import _THEORY_COLOR, STYLE, _axes, _empty, style
+from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, style
 
 __all__ = ["recorded_rate", "selectivity_dispatch", "selectivity_lag"]
 
@@ -32,12 +32,12 @@ def recorded_rate(frame: pd.DataFrame, bin_s: float = 900.0, *, by: str = "regio
     bins of ``bin_s`` seconds; ``window`` (recording seconds) shades a replayed window."""
     rates = quote_rates(frame, bin_s, by=by)
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("The recorded quotes day: rate by region")
         ax.set_xlabel("time of day (h, UTC)")
         ax.set_ylabel(f"quotes per second (1/s, {bin_s / 60:g}-min bins)")
         if rates.empty:
-            _empty(ax, "quotes")
+            mark_empty(ax, "quotes")
             return fig
         edges = np.append(rates.index.to_numpy(dtype=float), rates.index[-1] + bin_s / 3600.0)
         base = np.zeros(len(rates))
@@ -47,7 +47,7 @@ def recorded_rate(frame: pd.DataFrame, bin_s: float = 900.0, *, by: str = "regio
                       label=str(col))
             base = top
         if window is not None:
-            ax.axvspan(window[0] / 3600.0, window[1] / 3600.0, facecolor="none", edgecolor=_THEORY_COLOR,
+            ax.axvspan(window[0] / 3600.0, window[1] / 3600.0, facecolor="none", edgecolor=THEORY_COLOR,
                        hatch="//", linewidth=1.0, zorder=3, label="replayed")
         ax.set_xlim(0, edges[-1])
         ax.set_xticks(np.arange(0, edges[-1] + 1e-9, 3))
@@ -62,12 +62,12 @@ def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     dashed line is selectivity times the stream's firing rate."""
     _need(df, "filter", "selectivity", "dispatch_per_s", "firings")
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("Dispatch volume follows selectivity")
         ax.set_xlabel("selectivity: firings passed by the filter (%)")
         ax.set_ylabel("executions dispatched per second (1/s)")
         if df.empty:
-            _empty(ax, "filters")
+            mark_empty(ax, "filters")
             return fig
         x = df["selectivity"] * 100
         ax.scatter(x, df["dispatch_per_s"], color=_colors()[0], zorder=3)
@@ -76,7 +76,7 @@ def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         full = df.loc[df["selectivity"] > 0]
         if len(full):
             rate = float((full["dispatch_per_s"] / full["selectivity"]).median())
-            ax.plot([0, 100], [0, rate], color=_THEORY_COLOR, linestyle="--", linewidth=1.0,
+            ax.plot([0, 100], [0, rate], color=THEORY_COLOR, linestyle="--", linewidth=1.0,
                     label=f"selectivity \u00d7 {rate:.2f} firings/s")
             ax.legend(loc="upper left")
         ax.set_xlim(-3, 105)
@@ -90,12 +90,12 @@ def selectivity_lag(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     every firing (the watermark behind the log), one point per filter."""
     _need(df, "selectivity", "claim_p95_s", "poll_lag_p95_s")
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("Subscriber lag against selectivity")
         ax.set_xlabel("selectivity: firings passed by the filter (%)")
         ax.set_ylabel("p95 lag (s)")
         if df.empty:
-            _empty(ax, "filters")
+            mark_empty(ax, "filters")
             return fig
         d = df.sort_values("selectivity")
         x = d["selectivity"] * 100

@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.latency import BUDGET_COMPONENTS, budget_table, latency_budget
-from fanoutsim.kernel.plotting import STYLE, _axes, _empty, style
+from fanoutsim.kernel.plotting import STYLE, figure_axes, mark_empty, style
 from fanoutsim.designs.reactor.plots.delivery import latency_histogram
 
 __all__ = ["poll_wait_histogram", "budget_bars", "BUDGET_LABELS"]
@@ -52,12 +52,12 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
     parts = [c for c in (*BUDGET_COMPONENTS, "in_process_s") if c in table.columns]
     colors = STYLE["axes.prop_cycle"].by_key()["color"]
     with style():
-        fig, ax = _axes(ax, figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)))
+        fig, ax = figure_axes(ax, figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)))
         ax.set_title("Latency budget: fired \u2192 finished, mean per execution")
         ax.set_xlabel("mean time (ms)")
         ax.set_ylabel("path")
         if table.empty:
-            _empty(ax, "paths")
+            mark_empty(ax, "paths")
             return fig
         y = np.arange(len(table))
         left = np.zeros(len(table))

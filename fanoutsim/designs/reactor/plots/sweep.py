@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.sweep import seed_summary
-from fanoutsim.kernel.plotting import _THEORY_COLOR, STYLE, _axes, _empty, style
+from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, style
 
 __all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart"]
 
@@ -57,12 +57,12 @@ def latency_vs_interval(df: pd.DataFrame, column: str = "fire_to_dispatch", *, a
     stats = seed_summary(df, by, [f"{column}_p50_s", f"{column}_p99_s"])
     label = _path_label(column)
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(f"{label[0].upper()}{label[1:]} latency vs poll interval")
         ax.set_xlabel("poll interval P (s)")
         ax.set_ylabel(f"{label} (s)")
         if stats.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         means = stats[[f"{column}_p50_s", f"{column}_p99_s"]].to_numpy(dtype=float)
         positive = means[np.isfinite(means) & (means > 0)]
@@ -78,8 +78,8 @@ def latency_vs_interval(df: pd.DataFrame, column: str = "fire_to_dispatch", *, a
                                 alpha=0.15, linewidth=0)
         xs = np.array(sorted(stats[P].unique()), dtype=float)
         if theory:
-            ax.plot(xs, xs / 2, color=_THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2")
-            ax.plot(xs, 0.99 * xs, color=_THEORY_COLOR, linestyle="-.", linewidth=1.0,
+            ax.plot(xs, xs / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2")
+            ax.plot(xs, 0.99 * xs, color=THEORY_COLOR, linestyle="-.", linewidth=1.0,
                     label="theory p99 = 0.99 P")
         _log_x_ticks(ax, xs)
         ax.set_yscale("log")
@@ -94,17 +94,17 @@ def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax:
     _need(df, P, "polls_per_s")
     stats = seed_summary(df, [P], ["polls_per_s"])
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("DB load of the poll loop vs poll interval")
         ax.set_xlabel("poll interval P (s)")
         ax.set_ylabel("poll queries per second (1/s)")
         if stats.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         ax.plot(stats[P], stats["polls_per_s"], marker="o", color=_colors()[0], label="measured (mean over runs)")
         if subscriptions:
             xs = np.array(sorted(stats[P].unique()), dtype=float)
-            ax.plot(xs, subscriptions / xs, color=_THEORY_COLOR, linestyle="--", linewidth=1.2,
+            ax.plot(xs, subscriptions / xs, color=THEORY_COLOR, linestyle="--", linewidth=1.2,
                     label=f"theory: {subscriptions} subscriptions / P")
         _log_x_ticks(ax, np.array(sorted(stats[P].unique()), dtype=float))
         ax.set_yscale("log")
@@ -126,12 +126,12 @@ def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, 
     if P in df.columns and df[P].nunique() == 1:
         title += f" at P = {df[P].iloc[0]:g} s"
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title(title)
         ax.set_xlabel("total firing rate (firings / s)")
         ax.set_ylabel("backlog at the end (firings)")
         if stats.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         groups = stats.groupby(B, sort=True) if B in stats.columns else [(None, stats)]
         for i, (b, g) in enumerate(groups):
@@ -164,13 +164,13 @@ def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *
     table = pd.DataFrame({"polls_per_s": grp["polls_per_s"].mean(), "latency": grp[latency].mean(),
                           "backlog_max": grp["backlog"].max()}).reset_index()
     with style():
-        fig, ax = _axes(ax)
+        fig, ax = figure_axes(ax)
         ax.set_title("Which poll interval? DB load against p99 latency")
         ax.set_xlabel("poll queries per second: DB load (1/s)")
         column, stat = latency.removesuffix("_s").rsplit("_", 1)
         ax.set_ylabel(f"{stat} {_path_label(column)} (s)")
         if table.empty:
-            _empty(ax, "runs")
+            mark_empty(ax, "runs")
             return fig
         batches = sorted(table[B].unique()) if B in table.columns else [None]
         for i, b in enumerate(batches):
@@ -187,7 +187,7 @@ def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *
             ax.annotate(f"P={row[P]:g}s", (row["polls_per_s"], row["latency"]), textcoords="offset points",
                         xytext=(4, 4), fontsize=7, color="#555555")
         if p99_budget_s is not None:
-            ax.axhline(p99_budget_s, color=_THEORY_COLOR, linestyle=":", linewidth=1.2,
+            ax.axhline(p99_budget_s, color=THEORY_COLOR, linestyle=":", linewidth=1.2,
                        label=f"p99 budget {p99_budget_s:g} s")
         if recommended is not None:
             ax.scatter([recommended["polls_per_s"]], [recommended[latency]], marker="*", s=260,

@@ -19,7 +19,7 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame
-from fanoutsim.kernel.plotting import _axes, style
+from fanoutsim.kernel.plotting import figure_axes, style
 
 
 class LiveView:
@@ -83,7 +83,7 @@ class LiveView:
 
     def figure(self) -> Figure:
         with style():
-            fig, ax = _axes(None, figsize=(7.0, 3.0))
+            fig, ax = figure_axes(None, figsize=(7.0, 3.0))
             t = [h[0] for h in self.history]
             ax.plot(t, [h[1] for h in self.history], label="firings")
             ax.plot(t, [h[2] for h in self.history], label="executions")
