@@ -2,8 +2,8 @@
 
 A design is one package under :mod:`fanoutsim.designs` (engine steps, config,
 scenario schema, tables, checker, clock bindings, analysis, plots, report).
-Everything that works across designs — ``fanoutsim run / serve / status /
-fire``, ``report.json``, the figures, :func:`fanoutsim.sweep` — reads the
+Everything that works across designs — ``fanoutsim run / serve / write /
+status``, ``report.json``, the figures, :func:`fanoutsim.sweep` — reads the
 design from the registry and calls these members; it never asks "is this the
 outbox?". The kernel defines the record and imports no design.
 
