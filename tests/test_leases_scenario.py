@@ -17,7 +17,7 @@ from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.scenario import LeaseAction, LeaseConsumerDef, LeaseScenario, LeaseWorkload
 from fanoutsim.report import format_leases_check, format_leases_report, leases_report
 from fanoutsim.designs.leases.simulation import LeaseSimulation
-from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario, parse_scenario
+from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "data" / "scenarios"

@@ -18,7 +18,8 @@ from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.scenario import ConsumerDef, OutboxScenario, OutboxWorkload, PoisonRow, TransientFailure
 from fanoutsim.report import format_outbox_check, format_outbox_report
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.designs.reactor.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from fanoutsim.designs.reactor.scenario import Scenario
+from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "data" / "scenarios"

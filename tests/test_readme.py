@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from fanoutsim.designs.reactor.scenario import parse_scenario
+from fanoutsim.scenario import parse_scenario
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

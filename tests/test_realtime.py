@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -110,6 +111,43 @@ def test_planned_crashes_happen_on_the_wall_clock(tmp_path):
         assert (crashes["detail"].iloc[1:] == "random").all() and ((t.iloc[1:] >= 1.0) & (t.iloc[1:] < 2.2)).all()
         assert (trace["kind"] == "restarted").sum() == len(crashes)
         assert fs.check(rt).total["lost"] == 0
+
+
+def test_a_crash_falls_between_two_steps_never_inside_one(tmp_path):
+    """As on the outbox's and the leases' wall clock: every store step holds one
+    lock, and so does crash(), so the dead incarnation writes nothing after it."""
+    inside, release = threading.Event(), threading.Event()
+
+    def graph(sources):  # runs inside fire's step, before the firing is logged
+        inside.set()
+        release.wait(10)
+
+    rt = fs.Realtime(FAST, store=str(tmp_path / "s.duckdb"))
+    rt.runner.register_computation_graph("r", graph)
+    with rt:
+        fired = []
+        writer = threading.Thread(target=lambda: fired.append(rt.fire("r", {"n": 1})))
+        writer.start()
+        assert inside.wait(10)
+        crasher = threading.Thread(target=rt.crash)
+        crasher.start()
+        crasher.join(0.3)
+        assert crasher.is_alive() and rt.up  # the crash waits for the step in hand
+        release.set()
+        crasher.join(10)
+        writer.join(10)
+        assert not rt.up and fired[0] is not None  # the step committed, then the runner died
+        kinds = list(rt.trace()["kind"])
+        assert kinds.index("logged") < kinds.index("crashed")
+        with pytest.raises(RuntimeError, match="down"):
+            rt.fire("r", {"n": 2})
+        rt.restart()
+        assert rt.up and rt.fire("r", {"n": 3})
+    again = fs.Realtime(FAST, store=str(tmp_path / "s.duckdb"))
+    try:
+        assert len(again.firings()) == 2
+    finally:
+        again.close()
 
 
 def test_a_file_that_is_not_duckdb_is_refused_untouched(tmp_path):

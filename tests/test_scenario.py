@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 
 import fanoutsim as fs
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.designs.reactor.scenario import (
-    Scenario, ScenarioError, SubscriptionDef, WorkflowDef, load_scenario, parse_scenario,
-)
+from fanoutsim.designs.reactor.scenario import Scenario, SubscriptionDef, WorkflowDef
+from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "data" / "scenarios"
@@ -265,12 +264,17 @@ ERRORS = [
     pytest.param(MINIMAL.replace("[[workload]]", "[workload]"), "workload",
                  ["array of tables", "[[workload]]"], id="workload-as-table"),
     pytest.param(MINIMAL + "\n[faults]\ncrash_at = 5\n", "faults",
-                 ["list of tables", "[[faults]]"], id="faults-as-table"),
+                 ["array of tables", "[[faults]]"], id="faults-as-table"),
     pytest.param(MINIMAL + '\n[[faults]]\nkind = "meteor"\n', "faults[0].kind",
                  ["'meteor'", "crash_at, crash_randomly"], id="faults-unknown-kind"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.nowhere"\n', "faults[0]",
-                 ["'poll.nowhere'", "known points: reactor.after_graphs_before_log"], id="faults-bad-point"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\nwindow = [5, 1]\n', "faults[0]",
+    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.nowhere"\n', "faults[0].point",
+                 ["'poll.nowhere' is not a crash point", "the reactor design's points: reactor.after_graphs_before_log"],
+                 id="faults-bad-point"),
+    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "dispatch.after_fetch"\n',
+                 "faults[0].point", ["'dispatch.after_fetch' is a crash point of the outbox design",
+                                     "the reactor design's points: reactor.after_graphs_before_log"],
+                 id="faults-other-designs-point"),
+    pytest.param(MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\nwindow = [5, 1]\n', "faults[0].window",
                  ["must end after it starts"], id="faults-bad-window"),
     pytest.param('name = "../escape"\n' + MINIMAL, "name", ["output folder", "'../escape'"], id="bad-name"),
     pytest.param("description = 3\n" + MINIMAL, "description", ["string"], id="description-not-string"),

@@ -40,7 +40,7 @@ def _frame_digest(df) -> str:
 
 def result(path: Path, seed: int, store: str) -> dict:
     from fanoutsim.cli import full_report
-    from fanoutsim.designs.reactor.scenario import load_scenario
+    from fanoutsim.scenario import load_scenario
     from fanoutsim.kernel.store.base import TABLES
 
     scenario = load_scenario(path)

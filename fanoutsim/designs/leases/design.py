@@ -11,7 +11,7 @@ from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 
 from .config import LeaseConfig
-from .scenario import LEASE_FAULT_KINDS
+from .scenario import LEASE_FAULT_KINDS, SCHEMA
 
 
 def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
@@ -170,6 +170,7 @@ DESIGN = Design(
     crash_points=LEASE_CRASH_POINTS,
     fault_kinds=LEASE_FAULT_KINDS,
     parse_scenario=_parse,
+    scenario_schema=SCHEMA,
     check=_check,
     report=_report,
     format_report=_format_report,

@@ -64,10 +64,8 @@ a start that follows no stop marks a kill.
 """
 from __future__ import annotations
 
-import os
 import random
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -106,96 +104,29 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
         self.seed = seed
         self._open(seed, store, faults, trace, stop_timeout)
         self.clients: dict[str, LeaseClient] = {}
-        self.incarnation = 0
-        self.engine: LeaseEngine | None = self._new_engine()
-        self._reader = self._new_engine()  # for reads only (status), whatever the node's state
-        self._state = "created"
-        # Lock order: _lifecycle, then _proc (then the store's and the trace's own).
-        # _proc is held for every store step and by crash(): a crash falls between
-        # two steps, never inside one.
-        self._lifecycle = threading.RLock()
-        self._proc = threading.RLock()
-        self._stop = threading.Event()     # this incarnation's loops: take no new work
-        self._killed = threading.Event()   # ... and abandon the work in hand (a crash)
-        self._closing = threading.Event()  # the runtime's own threads (planned crashes)
-        self._threads: list[threading.Thread] = []
         self._polling: set[str] = set()     # consumers whose client loop runs in this incarnation
         self._publishers: list[_Publisher] = []
-        self._restart_timer: threading.Timer | None = None
+        self.engine: LeaseEngine | None = self._new_engine(0)
+        self._reader = self._new_engine(0)  # for reads only (status), whatever the node's state
 
-    def _new_engine(self) -> LeaseEngine:
+    # -- the binding ------------------------------------------------------------
+    def _new_engine(self, incarnation: int) -> LeaseEngine:
         return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
 
-    # -- life cycle -------------------------------------------------------------
-    def _boot(self) -> None:
-        """Start one incarnation: its log row, its loops, its publishers."""
-        with self.store.transaction() as tx:
-            tx.log_runner(wall_us(), "start", f"pid {os.getpid()}")
-        with self._proc:
-            if self.engine is None:
-                self.incarnation += 1
-                self._trace.attempt = self.incarnation
-                self.engine = self._new_engine()
-                self._trace.add(wall_us(), "restarted", "runtime")
-            engine = self.engine
-            self._stop, self._killed = threading.Event(), threading.Event()
-            self._threads, self._polling = [], set()
-            stop = self._stop
-            self._spawn("recovery", self._recovery_loop, engine, stop)
-            self._spawn("retention", self._retention_loop, engine, stop)
-            for name in list(self.clients):
-                self._start_client(engine, name)
-            for p in self._publishers:
-                self._spawn("publisher", self._workload, engine, stop, p)
-
-    def _spawn(self, name: str, fn, *args) -> threading.Thread:
-        """A thread of this incarnation (stop joins it). Callers hold ``_proc``."""
-        t = threading.Thread(target=fn, args=args, name=f"fanoutsim-leases-{name}", daemon=True)
-        self._threads = [x for x in self._threads if x.is_alive()] + [t]  # finished workers go
-        t.start()
-        return t
+    def _start_loops(self, engine: LeaseEngine) -> None:
+        """One incarnation's loops and publishers (``_proc`` held)."""
+        self._polling = set()
+        stop = self._stop
+        self._spawn("recovery", self._recovery_loop, engine, stop)
+        self._spawn("retention", self._retention_loop, engine, stop)
+        for name in list(self.clients):
+            self._start_client(engine, name)
+        for p in self._publishers:
+            self._spawn("publisher", self._workload, engine, stop, p)
 
     def _start_client(self, engine: LeaseEngine, name: str) -> None:
         self._polling.add(name)
         self._spawn(f"client-{name}", self._client_loop, engine, self._stop, self._killed, self.clients[name])
-
-    def stop(self) -> None:
-        """Stop the threads: no new leases; workers in hand finish their work and
-        ack (up to ``stop_timeout`` seconds; one still working then is abandoned,
-        its lease left to expire). A no-op if not running."""
-        with self._lifecycle:
-            with self._proc:
-                if self._restart_timer is not None:
-                    self._restart_timer.cancel()
-                if self._state != "running":
-                    return
-                self._state = "stopped"
-                self._stop.set()  # under _proc: no client step is half way through spawning
-                threads = list(self._threads)
-            self._closing.set()
-            deadline = time.monotonic() + self.stop_timeout
-            for t in threads:
-                t.join(max(0.0, deadline - time.monotonic()))
-            self._killed.set()
-            with self._proc:  # a straggler past stop_timeout touches nothing from here on
-                self.engine = None
-            with self.store.transaction() as tx:
-                tx.log_runner(wall_us(), "stop")
-
-    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
-        """The node dies now — broker and clients: loops stop without ceremony,
-        workers abandon their leases (recovery expires them later). It restarts by
-        itself after ``downtime`` seconds (None: at :meth:`restart`). A crash while
-        a stop waits for its workers ends the wait, with no restart."""
-        with self._proc:
-            if self.engine is None:
-                return
-            self.engine = None
-            self._trace.add(wall_us(), "crashed", "runtime", detail=point)
-            self.metrics_registry.inc("fanoutsim_runner_crashes_total")
-            self._stop.set()
-            self._killed.set()
-            self._restart_later(downtime)
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):

@@ -2,7 +2,7 @@
 
 A scenario file with ``design = "leases"`` at the top level describes a
 :class:`~fanoutsim.designs.leases.simulation.LeaseSimulation`;
-:func:`fanoutsim.designs.reactor.scenario.load_scenario` hands such a file to
+:func:`fanoutsim.scenario.load_scenario` hands such a file to
 :func:`parse_lease_scenario` and returns a :class:`LeaseScenario`::
 
     design = "leases"                # required for this schema
@@ -72,8 +72,11 @@ an error naming the kind and what a leases scenario accepts.
 
 As for the other designs, the whole file is read and checked before anything
 is built, and every problem is reported in one
-:class:`~fanoutsim.designs.reactor.scenario.ScenarioError` naming its key path
-(``consumers[1].lease_seconds``) and what is allowed there.
+:class:`~fanoutsim.kernel.scenario.ScenarioError` naming its key path
+(``consumers[1].lease_seconds``) and what is allowed there. The schema below
+(:data:`SCHEMA`) declares all of this once: the checks, the defaults, the docs
+and ``data/schemas/leases.schema.json``; a new key is one more field of its
+table's dataclass (a new ``[leases]`` setting: one more ``LeaseConfig`` field).
 """
 from __future__ import annotations
 
@@ -82,30 +85,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults import FaultPlan
-from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
-from fanoutsim.designs.outbox.scenario import _fraction, _int_at_least, _rate_and_window, _seconds
-from fanoutsim.designs.reactor.scenario import (
-    _OUTBOX_ONLY_KEYS, _REACTOR_ONLY_KEYS, _Errors, ScenarioError, _array, _check_item, _check_str, _is_number,
-    _kind, _parse_duration, _required_name, _show, _table, _unknown_keys, check_overrides, parse_header,
-    consumer_tables, parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
+from fanoutsim.designs.leases.config import (
+    BATCH_RANGE, DEFAULT_LIMITS, IN_FLIGHT_RANGE, LEASE_RANGE, LeaseConfig, check_limits,
 )
-from fanoutsim.designs.leases.config import DEFAULT_LIMITS, LeaseConfig, check_limits
+from fanoutsim.kernel.dist import Dist
+from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
+from fanoutsim.kernel.scenario import (
+    Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, key, read_table,
+    refuse_existing_store, seq_start_needs_join, table_schema,
+)
+from fanoutsim.kernel.validate import (
+    Distribution, Fraction, IntAtLeast, IntRange, Invalid, Name, OneOf, Position, Rate, Seconds, SecondsRange,
+    Validator, kind, show,
+)
 
 __all__ = ["LeaseScenario", "LeaseConsumerDef", "LeaseWorkload", "LeaseAction", "parse_lease_scenario",
-           "LEASE_FAULT_KINDS", "ACTION_KINDS"]
+           "LEASE_FAULT_KINDS", "ACTION_KINDS", "SCHEMA"]
 
-_TOP_KEYS = ("design", "name", "description", "run", "leases", "consumers", "workload", "actions", "faults")
-_CONSUMER_KEYS = ("name", "start", "batch_limit", "in_flight_limit", "lease_seconds", "duration", "fail",
-                  "poison_every", "nack_delay", "poll_interval", "join_at", "retire_at")
-_WORKLOAD_KEYS = ("rate", "partitions", "kind", "start", "stop")
 ACTION_KINDS = ("restore", "seek")
 _ACTION_KEYS = {"restore": ("kind", "at"), "seek": ("kind", "at", "consumer", "position")}
 
-# fault kinds the leases runtime acts on; key renames: the leases spelling -> the spec's field
+# fault kinds the leases runtime acts on
 LEASE_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "slow_workflow")
-_RENAMES = {"slow_workflow": {"consumer": "workflow"}}
 _OTHER_FAULTS = {
     "fail_inserts": "reactor design: the leases broker writes no execution rows",
     "stall": "reactor design: a leases consumer pulls; slow_workflow slows its workers",
@@ -115,25 +116,35 @@ _OTHER_FAULTS = {
     "notifications": "outbox design: leases consumers pull, no hints are sent",
     "late_commit": "outbox design: a leases commit is visible when it commits, with its seq",
 }
+_SEED = "the seed's range"
 
 
-# -- what a parsed leases scenario holds -----------------------------------------
+# -- the tables, declared: what a parsed leases scenario holds ------------------------
 @dataclass(frozen=True)
 class LeaseConsumerDef:
     """One ``[[consumers]]`` table: a durable consumer, its client and its schedule."""
 
-    name: str
-    start: str | int = "beginning"
-    batch_limit: int = DEFAULT_LIMITS["batch_limit"]
-    in_flight_limit: int = DEFAULT_LIMITS["in_flight_limit"]
-    lease_seconds: float = DEFAULT_LIMITS["lease_seconds"]
-    duration: Dist = Dist("fixed", 0.01)
-    fail: float = 0.0
-    poison_every: int | None = None
-    nack_delay: float = 1.0
-    poll_interval: float = 0.5
-    join_at: float = 0.0
-    retire_at: float | None = None
+    name: str = key(Name(), doc="the consumer's name (unique)")
+    start: str | int = key(Position(), "beginning", doc='"beginning" | "end" | a seq (int; needs join_at > 0)')
+    batch_limit: int = key(IntRange(*BATCH_RANGE, note=_SEED), DEFAULT_LIMITS["batch_limit"],
+                           doc=f"{BATCH_RANGE[0]} through {BATCH_RANGE[1]} ({_SEED})")
+    in_flight_limit: int = key(IntRange(*IN_FLIGHT_RANGE, note=_SEED), DEFAULT_LIMITS["in_flight_limit"],
+                               doc=f"{IN_FLIGHT_RANGE[0]} through {IN_FLIGHT_RANGE[1]} ({_SEED})")
+    lease_seconds: float = key(SecondsRange(*LEASE_RANGE, note=_SEED), DEFAULT_LIMITS["lease_seconds"],
+                               doc=f"{LEASE_RANGE[0]:g} through {LEASE_RANGE[1]:g} seconds ({_SEED})")
+    duration: Dist = key(Distribution(), Dist("fixed", 0.01),
+                         doc='seconds >= 0, or {dist = "exponential", mean = 1.2}, ...: how long a worker '
+                             'works an event (it may outlast the lease)')
+    fail: float = key(Fraction("the chance that an attempt fails"), 0.0,
+                      doc="the chance that an attempt fails (the worker nacks)")
+    poison_every: int | None = key(
+        IntAtLeast(1, "every event whose seq is a multiple of it fails on every attempt"), None,
+        doc="optional: every event whose seq is a multiple of it fails on every attempt (dead-lettered on the 10th)")
+    nack_delay: float = key(Seconds(), 1.0, doc="seconds a nack asks to wait (<= leases.max_retry_delay)")
+    poll_interval: float = key(Seconds(strict=True), 0.5, doc="seconds between the client's consume calls (> 0)")
+    join_at: float = key(Seconds(), 0.0, before_until=True, doc="virtual seconds: when the consumer is created")
+    retire_at: float | None = key(Seconds(), None, after="join_at", before_until=True,
+                                  doc="optional: retired then (releases its retention fence)")
 
     def poison(self):
         """``poison(lease)`` for the runtime: true for every ``poison_every``-th seq (None: never)."""
@@ -151,25 +162,143 @@ class LeaseConsumerDef:
                 "poll_interval": self.poll_interval}
 
 
+def _consumer_rules(item: Item) -> None:
+    seq_start_needs_join(item)
+    config = item.reading["leases"]
+    delay = item.values.get("nack_delay")
+    if delay is not None and delay > config.max_retry_delay:
+        item.fail("nack_delay", f"must be 0 through {config.max_retry_delay:g} seconds (leases.max_retry_delay), "
+                                f"got {show(item.raw['nack_delay'])}")
+    if not item.failed:
+        try:  # what the engine checks, should it check more than the declaration does
+            check_limits(*(item.values[k] for k in DEFAULT_LIMITS))
+        except ValueError as exc:
+            item.fail("", str(exc))
+
+
+@dataclass(frozen=True)
+class Partitions(Validator):
+    """A workload's partitions: a count (p0, p1, ...) or a list of distinct names; kept as an int or a tuple."""
+
+    allowed = "a count (an integer >= 1: p0, p1, ...) or a list of partition names"
+
+    def check(self, value):
+        if isinstance(value, list):
+            if (not value or not all(isinstance(p, str) and p.strip() for p in value)
+                    or len(set(value)) != len(value)):
+                raise Invalid(f"a list must name distinct partitions (non-empty strings), got {value!r}")
+            return tuple(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.refuse(value)
+        return value
+
+    def json_schema(self):
+        return {"anyOf": [{"type": "integer", "minimum": 1},
+                          {"type": "array", "items": {"type": "string", "pattern": r"\S"}, "minItems": 1,
+                           "uniqueItems": True}]}
+
+
 @dataclass(frozen=True)
 class LeaseWorkload:
-    """One ``[[workload]]`` table: events published at Poisson times."""
+    """One ``[[workload]]`` table: events published at Poisson times, one event per commit."""
 
-    rate: float
-    partitions: int | tuple[str, ...] = 4
-    kind: str = "event"
-    start: float = 0.0
-    stop: float | None = None
+    rate: float = key(Rate("events"), doc="events per virtual second")
+    partitions: int | tuple[str, ...] = key(Partitions(), 4,
+                                            doc="a count (p0, p1, ...) or a list of names (default 4)")
+    kind: str = key(Name(), "event", doc="optional: every event's kind")
+    start: float = key(Seconds(), 0.0, doc="optional: when the publishers start, in virtual seconds")
+    stop: float | None = key(Seconds(low=None, unit="virtual seconds"), None, after="start",
+                             doc="optional: when they stop")
 
 
 @dataclass(frozen=True)
 class LeaseAction:
     """One ``[[actions]]`` table: ``restore``, or ``seek`` of ``consumer`` to ``position``."""
 
-    kind: str
-    at: float
-    consumer: str | None = None
-    position: str | int | None = None
+    kind: str = key(OneOf(ACTION_KINDS), doc="restore: a new history incarnation (old lease tokens fail closed); "
+                                              "seek: move a consumer's checkpoint (re-delivers, or skips)")
+    at: float = key(Seconds(unit="virtual seconds"), before_until=True, doc="the virtual second it happens",
+                    required="the virtual second it happens (a number >= 0)")
+    consumer: str | None = key(Name(), None, declared_in="consumers", doc="seek: the consumer (required)")
+    position: str | int | None = key(Position(), None, doc='seek: "beginning" | "end" | a seq (default "beginning")')
+
+
+def _action_rules(item: Item) -> None:
+    if item.values.get("kind") != "seek":
+        return
+    if "consumer" not in item.raw:
+        item.fail("consumer", f"is required ({Name.allowed})")
+        return
+    name, at = item.values.get("consumer"), item.values.get("at")
+    c = next((c for c in item.reading["consumers"] if c.name == name), None)
+    if c is None or at is None:
+        return
+    if at < c.join_at:
+        item.fail("at", f"{name!r} joins at {c.join_at:g}; a seek must come after it, got {show(item.raw['at'])}")
+    elif c.retire_at is not None and at >= c.retire_at:
+        item.fail("at", f"{name!r} is retired at {c.retire_at:g} and cannot seek then; got {show(item.raw['at'])}")
+
+
+class Actions(Array):
+    """``[[actions]]``: tables of two shapes, told apart by their ``kind``."""
+
+    def read_item(self, raw, where, reading):
+        accepted = ", ".join(ACTION_KINDS)
+        if not isinstance(raw, dict):
+            reading.problems.add(where, f"must be a table, got {kind(raw)}")
+            return None
+        what = raw.get("kind")
+        if "kind" not in raw:
+            reading.problems.add(f"{where}.kind", f"is required; an action is one of: {accepted}")
+            return None
+        if what == "retire":
+            reading.problems.add(f"{where}.kind", f"'retire' is set on the consumer: consumers[i].retire_at = "
+                                                  f"seconds; an action is one of: {accepted}")
+            return None
+        if not isinstance(what, str) or what not in ACTION_KINDS:
+            reading.problems.add(f"{where}.kind", f"must be one of: {accepted}; got {show(what)}")
+            return None
+        return read_table(LeaseAction, raw, where, reading, only=_ACTION_KEYS[what], note=f"for {what!r}",
+                          rules=_action_rules, make=_seek_from_the_beginning)
+
+    def json_schema(self):
+        return {"type": "array", "description": self.doc,
+                "items": {"type": "object", "required": ["kind"],
+                          "properties": {"kind": {"enum": list(ACTION_KINDS)}},
+                          "oneOf": [{**table_schema(LeaseAction, only=keys), "title": what,
+                                     "properties": {**table_schema(LeaseAction, only=keys)["properties"],
+                                                    "kind": {"const": what}},
+                                     "required": ["kind", "at", *(("consumer",) if what == "seek" else ())]}
+                                    for what, keys in _ACTION_KEYS.items()]}}
+
+
+def _seek_from_the_beginning(action: LeaseAction) -> LeaseAction:
+    if action.kind == "seek" and action.position is None:
+        return dataclasses.replace(action, position="beginning")
+    return action
+
+
+FAULTS = FaultRules(
+    label="a leases scenario", accepted=LEASE_FAULT_KINDS, refused=_OTHER_FAULTS,
+    renames={"slow_workflow": {"consumer": "workflow"}}, refs={"consumer": "consumers"},
+    required={"consumer": "the consumer whose workers are slowed"},
+    points=LEASE_CRASH_POINTS, points_label="the leases design's points",
+    other_points={"reactor design": REACTOR_CRASH_POINTS, "outbox design": OUTBOX_CRASH_POINTS})
+
+SCHEMA = Schema(
+    design="leases", doc=__doc__,
+    title="leased durable consumers with ack/nack, dead letters and retention fences (RiffDB)",
+    parts=(
+        Settings("leases", LeaseConfig, doc="any fanoutsim.designs.leases.LeaseConfig field"),
+        Array("consumers", LeaseConsumerDef, unique="name", noun="consumer", rules=_consumer_rules,
+              required="at least one [[consumers]] table (a name, and optional start, batch_limit, "
+                       "in_flight_limit, lease_seconds, duration, ...)"),
+        Array("workload", LeaseWorkload),
+        Actions("actions", LeaseAction, doc="optional: administrative steps at a virtual time"),
+        Faults(FAULTS),
+    ),
+)
+"""The leases design's scenario files, declared once."""
 
 
 @dataclass(frozen=True)
@@ -249,193 +378,9 @@ class LeaseScenario:
 
 
 # -- parsing ---------------------------------------------------------------------
-def parse_lease_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario",
-                         errors: _Errors | None = None) -> LeaseScenario:
-    """Check a parsed TOML document of the leases design and make a LeaseScenario.
-    ``errors``: problems found already (say, a mistyped ``design``), reported with the rest."""
-    errors = _Errors() if errors is None else errors
-    if not isinstance(data, dict):
-        raise ScenarioError(source, [("", f"a scenario must be a TOML document (table), got {_kind(data)}")])
-    others = {**dict.fromkeys(_REACTOR_ONLY_KEYS, "reactor"),
-              **{k: "outbox" for k in _OUTBOX_ONLY_KEYS if k not in _TOP_KEYS}}
-    unknown_top_keys(data, _TOP_KEYS, others, "reactor", errors)
-    name, description = parse_header(data, default_name, errors)
-    seed, until, store, start = parse_run(data, errors)
-    config = _parse_config(_table(data, "leases", errors), errors)
-    consumers = _parse_consumers(data, until, config, errors)
-    workloads = _parse_workloads(_array(data, "workload", errors), errors)
-    declared = {c.name: c for c in consumers}
-    named = sorted({item["name"] for item in (data.get("consumers") or ())
-                    if isinstance(item, dict) and isinstance(item.get("name"), str)})
-    actions = _parse_actions(_array(data, "actions", errors), until, declared, named, errors)
-    faults = _parse_faults(data["faults"], named, errors) if "faults" in data else None
-    errors.raise_if_any(source)
-    return LeaseScenario(name=name, source=source, until=until, seed=seed, store=store, start=start,
-                         description=description, config=config, consumers=consumers, workloads=workloads,
-                         actions=actions, faults=faults)
-
-
-def _parse_config(table: dict | None, errors: _Errors) -> LeaseConfig:
-    if table is None:
-        return LeaseConfig()
-    allowed = tuple(f.name for f in dataclasses.fields(LeaseConfig))
-    _unknown_keys(table, allowed, "leases", errors)
-    good: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in allowed:
-            continue
-        try:  # one field at a time, so each error is pinned to its key
-            LeaseConfig(**{key: value})
-        except (ValueError, TypeError) as exc:
-            errors.add(f"leases.{key}", _strip(str(exc), key))
-        else:
-            good[key] = value
-    try:
-        return LeaseConfig(**good)
-    except (ValueError, TypeError) as exc:  # a rule spanning fields, should LeaseConfig grow one
-        errors.add("leases", str(exc))
-        return LeaseConfig()
-
-
-def _strip(message: str, field: str) -> str:
-    """The engine's ``"batch_limit must be ..."`` as ``"must be ..."`` (the key path names the field)."""
-    return message[len(field) + 1:] if message.startswith(field + " ") else message
-
-
-def _parse_consumers(data: dict, until: float | None, config: LeaseConfig,
-                     errors: _Errors) -> tuple[LeaseConsumerDef, ...]:
-    out: list[LeaseConsumerDef] = []
-    for where, item, name, n in consumer_tables(data, errors, _CONSUMER_KEYS, "start, batch_limit, in_flight_limit, lease_seconds, duration, ...)"):
-        limits = dict(DEFAULT_LIMITS)
-        for key in DEFAULT_LIMITS:  # the seed's ranges, in the engine's words
-            if key not in item:
-                continue
-            try:
-                limits[key] = check_limits(**{**DEFAULT_LIMITS, key: item[key]})[key]
-            except ValueError as exc:
-                errors.add(f"{where}.{key}", f"{_strip(str(exc), key)} (the seed's range)")
-        duration = (_parse_duration(item["duration"], f"{where}.duration", errors) if "duration" in item
-                    else Dist("fixed", 0.01))
-        fail = _fraction(item, "fail", where, errors, 0.0, "the chance that an attempt fails")
-        poison = _int_at_least(item, "poison_every", where, errors, None, 1,
-                               "every event whose seq is a multiple of it fails on every attempt")
-        nack_delay = _seconds(item, "nack_delay", where, errors, 1.0)
-        if nack_delay is not None and nack_delay > config.max_retry_delay:
-            errors.add(f"{where}.nack_delay", f"must be 0 through {config.max_retry_delay:g} seconds "
-                                              f"(leases.max_retry_delay), got {_show(item['nack_delay'])}")
-        poll = _seconds(item, "poll_interval", where, errors, 0.5, positive=True)
-        join_at = _seconds(item, "join_at", where, errors, 0.0)
-        if join_at is not None and until is not None and join_at >= until:
-            errors.add(f"{where}.join_at", f"must be before run.until ({until:g}), got {_show(item['join_at'])}")
-        retire_at = _seconds(item, "retire_at", where, errors, None)
-        if retire_at is not None:
-            if join_at is not None and retire_at <= join_at:
-                errors.add(f"{where}.retire_at", f"must be after join_at ({join_at:g}), "
-                                                 f"got {_show(item['retire_at'])}")
-            elif until is not None and retire_at >= until:
-                errors.add(f"{where}.retire_at", f"must be before run.until ({until:g}), "
-                                                 f"got {_show(item['retire_at'])}")
-        start = item.get("start", "beginning")
-        if start in ("beginning", "end"):
-            pass
-        elif isinstance(start, bool) or not isinstance(start, int) or start < 0:
-            errors.add(f"{where}.start", f"must be \"beginning\", \"end\" or a seq (an integer >= 0), "
-                                         f"got {_show(start)}")
-        elif start > 0 and not item.get("join_at"):
-            errors.add(f"{where}.start", f"a seq start must lie in the log when the consumer joins; at "
-                                         f"join_at = 0 the log is empty, so only 0 is allowed (got {start}); "
-                                         f"set join_at to join later")
-        if len(errors) > n:
-            continue
-        out.append(LeaseConsumerDef(name, start, limits["batch_limit"], limits["in_flight_limit"],
-                                    limits["lease_seconds"], duration, fail, poison, nack_delay, poll,
-                                    join_at, retire_at))
-    return tuple(out)
-
-
-def _parse_workloads(items: list | None, errors: _Errors) -> tuple[LeaseWorkload, ...]:
-    out: list[LeaseWorkload] = []
-    for i, item in enumerate(items or ()):
-        where = f"workload[{i}]"
-        if not _check_item(item, where, _WORKLOAD_KEYS, errors):
-            continue
-        n = len(errors)
-        rate, start, stop = _rate_and_window(item, where, errors, "events")
-        partitions = item.get("partitions", 4)
-        if isinstance(partitions, list):
-            if (not partitions or not all(isinstance(p, str) and p.strip() for p in partitions)
-                    or len(set(partitions)) != len(partitions)):
-                errors.add(f"{where}.partitions", f"a list must name distinct partitions (non-empty strings), "
-                                                  f"got {partitions!r}")
-            else:
-                partitions = tuple(partitions)
-        elif isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-            errors.add(f"{where}.partitions", f"must be a count (an integer >= 1: p0, p1, ...) or a list of "
-                                              f"partition names, got {_show(partitions)}")
-        kind = _check_str(item["kind"], f"{where}.kind", errors) if "kind" in item else "event"
-        if len(errors) > n:
-            continue
-        out.append(LeaseWorkload(float(rate), partitions, kind, start, stop))
-    return tuple(out)
-
-
-def _parse_actions(items: list | None, until: float | None, declared: dict[str, LeaseConsumerDef],
-                   named: list[str], errors: _Errors) -> tuple[LeaseAction, ...]:
-    out: list[LeaseAction] = []
-    accepted = ", ".join(ACTION_KINDS)
-    for i, item in enumerate(items or ()):
-        where = f"actions[{i}]"
-        if not isinstance(item, dict):
-            errors.add(where, f"must be a table, got {_kind(item)}")
-            continue
-        kind = item.get("kind")
-        if "kind" not in item:
-            errors.add(f"{where}.kind", f"is required; an action is one of: {accepted}")
-            continue
-        if kind == "retire":
-            errors.add(f"{where}.kind", f"'retire' is set on the consumer: consumers[i].retire_at = seconds; "
-                                        f"an action is one of: {accepted}")
-            continue
-        if not isinstance(kind, str) or kind not in ACTION_KINDS:
-            errors.add(f"{where}.kind", f"must be one of: {accepted}; got {_show(kind)}")
-            continue
-        n = len(errors)
-        _unknown_keys(item, _ACTION_KEYS[kind], where, errors, f"for {kind!r}")
-        at = item.get("at")
-        if "at" not in item:
-            errors.add(f"{where}.at", "is required: the virtual second it happens (a number >= 0)")
-        elif not _is_number(at) or at < 0:
-            errors.add(f"{where}.at", f"must be a finite number of virtual seconds >= 0, got {_show(at)}")
-        elif until is not None and at >= until:
-            errors.add(f"{where}.at", f"must be before run.until ({until:g}), got {_show(at)}")
-        consumer = position = None
-        if kind == "seek":
-            consumer = _required_name(item, "consumer", where, errors)
-            if consumer is not None and consumer not in named:
-                errors.add(f"{where}.consumer", f"{consumer!r} is not declared in [[consumers]]; "
-                                                f"declared: {', '.join(named) or 'none'}")
-            elif consumer is not None and consumer in declared and _is_number(at):
-                c = declared[consumer]
-                if at < c.join_at:
-                    errors.add(f"{where}.at", f"{consumer!r} joins at {c.join_at:g}; a seek must come "
-                                              f"after it, got {_show(at)}")
-                elif c.retire_at is not None and at >= c.retire_at:
-                    errors.add(f"{where}.at", f"{consumer!r} is retired at {c.retire_at:g} and cannot seek "
-                                              f"then; got {_show(at)}")
-            position = item.get("position", "beginning")
-            if position not in ("beginning", "end") and (
-                    isinstance(position, bool) or not isinstance(position, int) or position < 0):
-                errors.add(f"{where}.position", f"must be \"beginning\", \"end\" or a seq (an integer >= 0), "
-                                                f"got {_show(position)}")
-        if len(errors) > n:
-            continue
-        out.append(LeaseAction(kind, float(at), consumer, position))
-    return tuple(out)
-
-
-def _parse_faults(value: Any, consumers: list[str], errors: _Errors) -> FaultPlan | None:
-    return parse_fault_tables(
-        value, consumers, errors, label="a leases scenario", accepted=LEASE_FAULT_KINDS, others=_OTHER_FAULTS,
-        renames=_RENAMES, points=LEASE_CRASH_POINTS, points_label="the leases design's points",
-        other_points={"reactor design": REACTOR_CRASH_POINTS, "outbox design": OUTBOX_CRASH_POINTS},
-        slowed="the consumer whose workers are slowed")
+def parse_lease_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario") -> LeaseScenario:
+    """Check a parsed TOML document of the leases design and make a LeaseScenario;
+    raises :class:`ScenarioError` listing every problem."""
+    r = SCHEMA.read(data, source=source, default_name=default_name)
+    return LeaseScenario(**r.header(), config=r["leases"], consumers=r["consumers"], workloads=r["workload"],
+                         actions=r["actions"], faults=r["faults"])

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 import random
 import threading
 import time
@@ -117,49 +116,28 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         self.channel.connected = False  # nobody LISTENs until start()
         self._late = self.plan.of(LateCommit) if self.plan else []
         self._late_rng = random.Random(f"fanoutsim:late:{seed}:{self._starts}")
-        self.incarnation = 0
-        self.engine: OutboxEngine | None = self._new_engine()
-        self._state = "created"
-        # Lock order: _lifecycle, then _proc, then _hints. _proc is held for every
-        # store step and by crash(): a crash falls between two steps, never inside one.
-        self._lifecycle = threading.RLock()
-        self._proc = threading.RLock()
+        # Lock order: the runtime's (_lifecycle, then _proc), then _hints.
         self._hints = threading.Condition(threading.Lock())
         self._pending: list[tuple[int, int, str]] = []  # (deliver at, order, payload): the delay queue
         self._sent = 0
-        self._stop = threading.Event()    # this incarnation's loops: start no new work
-        self._killed = threading.Event()  # ... and abandon the step in hand (a crash)
-        self._closing = threading.Event()  # the runtime's own threads (planned crashes)
-        self._threads: list[threading.Thread] = []
         self._wakes: dict[str, threading.Event] = {}
         self._writers: list[_Writer] = []
-        self._restart_timer: threading.Timer | None = None
+        self.engine: OutboxEngine | None = self._new_engine(0)
 
-    def _new_engine(self) -> OutboxEngine:
-        rng = random.Random(f"fanoutsim:outbox-realtime:{self.seed}:{self._starts}:{self.incarnation}")
+    # -- the binding ------------------------------------------------------------
+    def _new_engine(self, incarnation: int) -> OutboxEngine:
+        rng = random.Random(f"fanoutsim:outbox-realtime:{self.seed}:{self._starts}:{incarnation}")
         return OutboxEngine(self.store, self.config, self.registry, self.metrics_registry, self._trace,
                             self.faults, rng, notify=self._send_hints)
 
-    # -- life cycle -------------------------------------------------------------
     def _started(self, start_us: int) -> None:
         self.channel.start_us = start_us  # silent windows are seconds since start too
 
-    def _boot(self) -> None:
-        """Start one incarnation: its log row, its listener, its loops."""
-        with self.store.transaction() as tx:
-            tx.log_runner(wall_us(), "start", f"pid {os.getpid()}")
-        with self._proc:
-            if self.engine is None:
-                self.incarnation += 1
-                self._trace.attempt = self.incarnation
-                self.engine = self._new_engine()
-                self._trace.add(wall_us(), "restarted", "runtime")
-            engine = self.engine
-            self._drop_pending()  # hints queued while nobody listened are lost
-            self.channel.connected = True
-            self._stop, self._killed = threading.Event(), threading.Event()
-            self._wakes = {}
-            self._threads = []
+    def _start_loops(self, engine: OutboxEngine) -> None:
+        """One incarnation's listener and loops (``_proc`` held)."""
+        self._drop_pending()  # hints queued while nobody listened are lost
+        self.channel.connected = True
+        self._wakes = {}
         self._call(engine.publish)  # the bus goes live at the end of the log
         stop = self._stop
         self._spawn("listener", self._listener, engine, stop)
@@ -170,62 +148,19 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         for w in self._writers:
             self._spawn("writer", self._workload, engine, stop, w)
 
-    def _spawn(self, name: str, fn, *args) -> None:
-        t = threading.Thread(target=fn, args=args, name=f"fanoutsim-outbox-{name}", daemon=True)
-        self._threads = [x for x in self._threads if x.is_alive()] + [t]  # finished writers go
-        t.start()
-
     def _start_consumer(self, engine: OutboxEngine, name: str) -> None:
         self._wakes[name] = threading.Event()
         self._spawn(f"consumer-{name}", self._consumer_loop, engine, self._stop, self._killed, name)
 
-    def stop(self) -> None:
-        """Stop the threads: the row in hand finishes (its step gets up to
-        ``stop_timeout`` seconds), nothing is half-written. A no-op if not running."""
-        with self._lifecycle:
-            with self._proc:
-                if self._restart_timer is not None:
-                    self._restart_timer.cancel()
-                if self._state != "running":
-                    return
-                self._state = "stopped"
-            self._closing.set()
-            self._halt(join=True)
-            with self._proc:  # a straggler past stop_timeout touches nothing from here on
-                self.engine = None
-                self.channel.connected = False
-                self._drop_pending()
-            with self.store.transaction() as tx:
-                tx.log_runner(wall_us(), "stop")
+    def _crashed(self) -> None:
+        self.channel.connected = False  # hints sent while down are lost
+        self._drop_pending()
 
-    def _halt(self, join: bool) -> None:
-        self._stop.set()
+    def _wake_loops(self) -> None:
         for ev in list(self._wakes.values()):
             ev.set()
         with self._hints:
             self._hints.notify_all()
-        if join:
-            deadline = time.monotonic() + self.stop_timeout
-            me = threading.current_thread()
-            for t in self._threads:
-                if t is not me:
-                    t.join(max(0.0, deadline - time.monotonic()))
-        self._killed.set()
-
-    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
-        """The dispatcher dies now: loops stop without ceremony, the step in hand
-        is abandoned (its row is re-delivered), hints in flight are lost. It
-        restarts by itself after ``downtime`` seconds (None: at :meth:`restart`)."""
-        with self._proc:
-            if self.engine is None or self._state in ("stopped", "closed"):
-                return
-            self.engine = None
-            self.channel.connected = False  # hints sent while down are lost
-            self._drop_pending()
-            self._trace.add(wall_us(), "crashed", "runtime", detail=point)
-            self.metrics_registry.inc("fanoutsim_runner_crashes_total")
-            self._halt(join=False)
-            self._restart_later(downtime)
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
@@ -375,9 +310,10 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                 raise RuntimeError(self._down_message())
             self.registry.register(name, fn, **guardrails)
             cursor = self._api(OutboxEngine.add_consumer, name, start)
-            engine = self.engine
-            if self._state == "running" and engine is not None and name not in self._wakes:
-                self._start_consumer(engine, name)
+            with self._proc:
+                engine = self.engine
+                if self._state == "running" and engine is not None and name not in self._wakes:
+                    self._start_consumer(engine, name)
             return cursor
 
     def set_cursor(self, name: str, seq) -> int:
@@ -445,7 +381,8 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         with self._lifecycle:
             if self._state in ("stopped", "closed"):
                 raise RuntimeError(self._down_message())
-            self._writers.append(w)
-            engine = self.engine
-            if self._state == "running" and engine is not None:
-                self._spawn("writer", self._workload, engine, self._stop, w)
+            with self._proc:
+                self._writers.append(w)
+                engine = self.engine
+                if self._state == "running" and engine is not None:
+                    self._spawn("writer", self._workload, engine, self._stop, w)

@@ -2,7 +2,7 @@
 
 A scenario file with ``design = "outbox"`` at the top level describes an
 :class:`~fanoutsim.designs.outbox.simulation.OutboxSimulation` instead of a reactor run;
-:func:`fanoutsim.designs.reactor.scenario.load_scenario` hands such a file to
+:func:`fanoutsim.scenario.load_scenario` hands such a file to
 :func:`parse_outbox_scenario` and returns an :class:`OutboxScenario`::
 
     design = "outbox"                # required for this schema
@@ -53,8 +53,10 @@ refused with an error naming the kind and what an outbox scenario accepts.
 
 As for reactor scenarios, the whole file is read and checked before anything
 is built, and every problem is reported in one
-:class:`~fanoutsim.designs.reactor.scenario.ScenarioError` naming its key path
-(``consumers[1].retry_budget``) and what is allowed there.
+:class:`~fanoutsim.kernel.scenario.ScenarioError` naming its key path
+(``consumers[1].retry_budget``) and what is allowed there. The schema below
+(:data:`SCHEMA`) declares all of this once: the checks, the defaults, the docs
+and ``data/schemas/outbox.schema.json``.
 """
 from __future__ import annotations
 
@@ -64,29 +66,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fanoutsim.designs.outbox.config import READ_MODES, ConsumerSpec, OutboxConfig
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults import FaultPlan
-from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
-from fanoutsim.designs.reactor.scenario import (
-    _REACTOR_ONLY_KEYS, _Errors, ScenarioError, _array, _check_item, _check_str, _is_number, _kind,
-    _parse_duration, _show, _table, _unknown_keys, check_overrides, parse_header,
-    consumer_tables, parse_fault_tables, parse_run, refuse_existing_store, unknown_top_keys,
+from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
+from fanoutsim.kernel.scenario import (
+    Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, key,
+    refuse_existing_store, seq_start_needs_join,
 )
-from fanoutsim.designs.outbox.config import ConsumerSpec, OutboxConfig
+from fanoutsim.kernel.validate import (
+    Distribution, Fraction, IntAtLeast, Name, OrWord, Position, Rate, Seconds,
+)
 
 __all__ = ["OutboxScenario", "ConsumerDef", "OutboxWorkload", "parse_outbox_scenario",
-           "PoisonRow", "TransientFailure", "OUTBOX_FAULT_KINDS"]
+           "PoisonRow", "TransientFailure", "OUTBOX_FAULT_KINDS", "SCHEMA"]
 
-_TOP_KEYS = ("design", "name", "description", "run", "outbox", "consumers", "workload", "faults")
-_CONSUMER_KEYS = ("name", "duration", "timeout", "backoff", "backoff_cap", "jitter", "retry_budget",
-                  "start", "join_at", "fail", "poison_every")
-_WORKLOAD_KEYS = ("rate", "pages", "start", "stop", "topic")
 _SPEC_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ConsumerSpec)}
 
 # fault kinds the outbox runtime acts on; key renames: the outbox spelling -> the spec's field
 OUTBOX_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "notifications", "late_commit",
                       "slow_workflow")
-_RENAMES = {"late_commit": {"topic": "reactor"}, "slow_workflow": {"consumer": "workflow"}}
 _REACTOR_ONLY_FAULTS = {
     "fail_inserts": "the outbox writes no execution rows",
     "stall": "the outbox has no subscriptions to pause; slow_workflow slows or hangs a consumer",
@@ -104,22 +102,29 @@ class TransientFailure(Exception):
     """A consumer's drawn transient failure (its ``fail`` probability): a retry may succeed."""
 
 
-# -- what a parsed outbox scenario holds -------------------------------------------
+# -- the tables, declared: what a parsed outbox scenario holds -----------------------
 @dataclass(frozen=True)
 class ConsumerDef:
     """One ``[[consumers]]`` table: a consumer's guardrails and its scripted failures."""
 
-    name: str
-    duration: Dist = Dist("fixed", 0.0)
-    timeout: float | None = _SPEC_DEFAULTS["timeout"]
-    backoff: float = _SPEC_DEFAULTS["backoff"]
-    backoff_cap: float = _SPEC_DEFAULTS["backoff_cap"]
-    jitter: float = _SPEC_DEFAULTS["jitter"]
-    retry_budget: int = _SPEC_DEFAULTS["retry_budget"]
-    start: str | int = "beginning"
-    join_at: float = 0.0
-    fail: float = 0.0
-    poison_every: int | None = None
+    name: str = key(Name(), doc="the consumer's name (unique)")
+    duration: Dist = key(Distribution(), Dist("fixed", 0.0),
+                         doc='how long a step takes: seconds >= 0, or {dist = "exponential", mean = 0.2}, ...')
+    timeout: float | None = key(OrWord(Seconds(strict=True), "none", "a step is never cut off"),
+                                _SPEC_DEFAULTS["timeout"], doc='seconds > 0, or "none": a step is never cut off')
+    backoff: float = key(Seconds(), _SPEC_DEFAULTS["backoff"], doc="seconds; doubles per failure ...")
+    backoff_cap: float = key(Seconds(), _SPEC_DEFAULTS["backoff_cap"], doc="... up to this")
+    jitter: float = key(Fraction("the share of a backoff drawn away at random"), _SPEC_DEFAULTS["jitter"],
+                        doc="a fraction in [0, 1]: the share of a backoff drawn away at random")
+    retry_budget: int = key(IntAtLeast(1, "the failures on one row that park it"), _SPEC_DEFAULTS["retry_budget"],
+                            doc="the retry_budget-th failure on a row parks it")
+    start: str | int = key(Position(), "beginning", doc='"beginning" | "end" | a seq (int; needs join_at > 0)')
+    join_at: float = key(Seconds(), 0.0, before_until=True,
+                         doc="virtual seconds: when the consumer is registered")
+    fail: float = key(Fraction("the chance that an attempt fails"), 0.0,
+                      doc="the chance that an attempt fails (transient)")
+    poison_every: int | None = key(IntAtLeast(1, "every poison_every-th seq fails on every attempt"), None,
+                                   doc="optional: every poison_every-th seq fails on every attempt")
 
     def guardrails(self) -> dict:
         """The keyword arguments of ``OutboxSimulation.register_consumer`` (bar ``fn``, ``start``)."""
@@ -144,15 +149,52 @@ class ConsumerDef:
         return handle
 
 
+def _consumer_rules(item: Item) -> None:
+    seq_start_needs_join(item)
+    if item.failed:
+        return
+    v = item.values
+    try:  # what ConsumerSpec checks, should it check more than the declaration does
+        ConsumerSpec(v["name"], None, v["duration"], v["timeout"], v["backoff"], v["backoff_cap"], v["jitter"],
+                     v["retry_budget"])
+    except (ValueError, TypeError) as exc:
+        item.fail("", str(exc))
+
+
 @dataclass(frozen=True)
 class OutboxWorkload:
     """One ``[[workload]]`` table: writers committing page changes at Poisson times."""
 
-    rate: float
-    pages: int = 100
-    start: float = 0.0
-    stop: float | None = None
-    topic: str | None = None
+    rate: float = key(Rate("commits"), doc="commits per virtual second")
+    pages: int = key(IntAtLeast(1, "distinct pages the writers change"), 100,
+                     doc="distinct pages written (default 100)")
+    start: float = key(Seconds(), 0.0, doc="optional: when the writers start, in virtual seconds")
+    stop: float | None = key(Seconds(low=None, unit="virtual seconds"), None, after="start",
+                             doc="optional: when they stop")
+    topic: str | None = key(Name(), None, doc='optional: every row\'s topic (default "page:<id>")')
+
+
+FAULTS = FaultRules(
+    label="an outbox scenario", accepted=OUTBOX_FAULT_KINDS,
+    refused={k: f"reactor design ({why})" for k, why in _REACTOR_ONLY_FAULTS.items()},
+    renames={"late_commit": {"topic": "reactor"}, "slow_workflow": {"consumer": "workflow"}},
+    refs={"consumer": "consumers"}, required={"consumer": "the consumer whose steps are slowed"},
+    points=OUTBOX_CRASH_POINTS, points_label="the outbox's points",
+    other_points={"reactor design": REACTOR_CRASH_POINTS, "leases design": LEASE_CRASH_POINTS})
+
+SCHEMA = Schema(
+    design="outbox", doc=__doc__,
+    title="transactional outbox with NOTIFY hints, safety poll and per-consumer cursors (Subspace)",
+    parts=(
+        Settings("outbox", OutboxConfig, choices={"read_mode": READ_MODES},
+                 doc="any fanoutsim.designs.outbox.OutboxConfig field"),
+        Array("consumers", ConsumerDef, unique="name", noun="consumer", rules=_consumer_rules,
+              required="at least one [[consumers]] table (a name, and optional duration, timeout, backoff, ...)"),
+        Array("workload", OutboxWorkload),
+        Faults(FAULTS),
+    ),
+)
+"""The outbox design's scenario files, declared once."""
 
 
 @dataclass(frozen=True)
@@ -212,166 +254,9 @@ class OutboxScenario:
 
 
 # -- parsing ---------------------------------------------------------------------
-def parse_outbox_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario",
-                          errors: _Errors | None = None) -> OutboxScenario:
-    """Check a parsed TOML document of the outbox design and make an OutboxScenario.
-    ``errors``: problems found already (say, a mistyped ``design``), reported with the rest."""
-    errors = _Errors() if errors is None else errors
-    if not isinstance(data, dict):
-        raise ScenarioError(source, [("", f"a scenario must be a TOML document (table), got {_kind(data)}")])
-    unknown_top_keys(data, _TOP_KEYS, _REACTOR_ONLY_KEYS, "reactor", errors)
-    name, description = parse_header(data, default_name, errors)
-    seed, until, store, start = parse_run(data, errors)
-    config = _parse_outbox_config(_table(data, "outbox", errors), errors)
-    consumers = _parse_consumers(data, until, errors)
-    workloads = _parse_workloads(_array(data, "workload", errors), errors)
-    declared = sorted({item["name"] for item in (data.get("consumers") or ())
-                       if isinstance(item, dict) and isinstance(item.get("name"), str)})
-    faults = _parse_faults(data["faults"], declared, errors) if "faults" in data else None
-    errors.raise_if_any(source)
-    return OutboxScenario(name=name, source=source, until=until, seed=seed, store=store, start=start,
-                          description=description, config=config, consumers=consumers,
-                          workloads=workloads, faults=faults)
-
-
-def _parse_outbox_config(table: dict | None, errors: _Errors) -> OutboxConfig:
-    if table is None:
-        return OutboxConfig()
-    allowed = tuple(f.name for f in dataclasses.fields(OutboxConfig))
-    _unknown_keys(table, allowed, "outbox", errors)
-    good: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in allowed:
-            continue
-        try:  # one field at a time, so each error is pinned to its key
-            OutboxConfig(**{key: value})
-        except (ValueError, TypeError) as exc:
-            errors.add(f"outbox.{key}", str(exc))
-        else:
-            good[key] = value
-    try:
-        return OutboxConfig(**good)
-    except (ValueError, TypeError) as exc:  # a rule spanning fields, should OutboxConfig grow one
-        errors.add("outbox", str(exc))
-        return OutboxConfig()
-
-
-def _seconds(item: dict, key: str, where: str, errors: _Errors, default, *, positive: bool = False):
-    if key not in item:
-        return default
-    value = item[key]
-    if not _is_number(value) or value < 0 or (positive and value == 0):
-        errors.add(f"{where}.{key}", f"must be a finite number of seconds {'> 0' if positive else '>= 0'}, "
-                                     f"got {_show(value)}")
-        return None
-    return float(value)
-
-
-def _rate_and_window(item: dict, where: str, errors: _Errors, per: str):
-    """A ``[[workload]]`` table's ``rate`` (``per`` virtual second, required, > 0)
-    and its ``start``/``stop`` window; ``(rate, start, stop)`` (None where bad)."""
-    rate = item.get("rate")
-    if "rate" not in item:
-        errors.add(f"{where}.rate", f"is required: {per} per virtual second (a number > 0)")
-    elif not _is_number(rate) or rate <= 0:
-        errors.add(f"{where}.rate", f"must be a finite number of {per} per virtual second > 0, got {_show(rate)}")
-    start = _seconds(item, "start", where, errors, 0.0)
-    stop = item.get("stop")
-    if stop is not None and (not _is_number(stop) or (start is not None and stop <= start)):
-        bound = f" after start ({start:g})" if start is not None else ""
-        errors.add(f"{where}.stop", f"must be a finite number of virtual seconds{bound}, got {_show(stop)}")
-    return rate, start, None if stop is None else float(stop)
-
-
-def _int_at_least(item: dict, key: str, where: str, errors: _Errors, default, low: int, what: str):
-    if key not in item:
-        return default
-    value = item[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        errors.add(f"{where}.{key}", f"must be an integer >= {low} ({what}), got {_show(value)}")
-        return None
-    return value
-
-
-def _fraction(item: dict, key: str, where: str, errors: _Errors, default, what: str):
-    if key not in item:
-        return default
-    value = item[key]
-    if not _is_number(value) or not 0 <= value <= 1:
-        errors.add(f"{where}.{key}", f"must be a number in [0, 1] ({what}), got {_show(value)}")
-        return None
-    return float(value)
-
-
-def _parse_consumers(data: dict, until: float | None, errors: _Errors) -> tuple[ConsumerDef, ...]:
-    out: list[ConsumerDef] = []
-    for where, item, name, n in consumer_tables(data, errors, _CONSUMER_KEYS, "duration, timeout, backoff, ... )"):
-        duration = (_parse_duration(item["duration"], f"{where}.duration", errors) if "duration" in item
-                    else Dist("fixed", 0.0))
-        timeout = _SPEC_DEFAULTS["timeout"]
-        if "timeout" in item:
-            timeout = item["timeout"]
-            if timeout == "none":
-                timeout = None
-            elif not _is_number(timeout) or timeout <= 0:
-                errors.add(f"{where}.timeout", f"must be a finite number of seconds > 0, or \"none\" "
-                                               f"(a step is never cut off), got {_show(timeout)}")
-            else:
-                timeout = float(timeout)
-        backoff = _seconds(item, "backoff", where, errors, _SPEC_DEFAULTS["backoff"])
-        backoff_cap = _seconds(item, "backoff_cap", where, errors, _SPEC_DEFAULTS["backoff_cap"])
-        jitter = _fraction(item, "jitter", where, errors, _SPEC_DEFAULTS["jitter"],
-                           "the share of a backoff drawn away at random")
-        budget = _int_at_least(item, "retry_budget", where, errors, _SPEC_DEFAULTS["retry_budget"], 1,
-                               "the failures on one row that park it")
-        join_at = _seconds(item, "join_at", where, errors, 0.0)
-        if join_at is not None and until is not None and join_at >= until:
-            errors.add(f"{where}.join_at", f"must be before run.until ({until:g}), got {_show(item['join_at'])}")
-        start = item.get("start", "beginning")
-        if start in ("beginning", "end"):
-            pass
-        elif isinstance(start, bool) or not isinstance(start, int) or start < 0:
-            errors.add(f"{where}.start", f"must be \"beginning\", \"end\" or a seq (an integer >= 0), "
-                                         f"got {_show(start)}")
-        elif start > 0 and not item.get("join_at"):
-            errors.add(f"{where}.start", f"a seq start must lie in the log when the consumer joins; at "
-                                         f"join_at = 0 the log is empty, so only 0 is allowed (got {start}); "
-                                         f"set join_at to join later")
-        fail = _fraction(item, "fail", where, errors, 0.0, "the chance that an attempt fails")
-        poison = _int_at_least(item, "poison_every", where, errors, None, 1,
-                               "every poison_every-th seq fails on every attempt")
-        if len(errors) > n:
-            continue
-        try:  # what ConsumerSpec checks, should it check more than we do
-            ConsumerSpec(name, None, duration, timeout, backoff, backoff_cap, jitter, budget)
-        except (ValueError, TypeError) as exc:
-            errors.add(where, str(exc))
-            continue
-        out.append(ConsumerDef(name, duration, timeout, backoff, backoff_cap, jitter, budget, start,
-                               join_at, fail, poison))
-    return tuple(out)
-
-
-def _parse_workloads(items: list | None, errors: _Errors) -> tuple[OutboxWorkload, ...]:
-    out: list[OutboxWorkload] = []
-    for i, item in enumerate(items or ()):
-        where = f"workload[{i}]"
-        if not _check_item(item, where, _WORKLOAD_KEYS, errors):
-            continue
-        n = len(errors)
-        rate, start, stop = _rate_and_window(item, where, errors, "commits")
-        pages = _int_at_least(item, "pages", where, errors, 100, 1, "distinct pages the writers change")
-        topic = _check_str(item["topic"], f"{where}.topic", errors) if "topic" in item else None
-        if len(errors) > n:
-            continue
-        out.append(OutboxWorkload(float(rate), pages, start, stop, topic))
-    return tuple(out)
-
-
-def _parse_faults(value: Any, consumers: list[str], errors: _Errors) -> FaultPlan | None:
-    return parse_fault_tables(
-        value, consumers, errors, label="an outbox scenario", accepted=OUTBOX_FAULT_KINDS,
-        others={k: f"reactor design ({why})" for k, why in _REACTOR_ONLY_FAULTS.items()}, renames=_RENAMES,
-        points=OUTBOX_CRASH_POINTS, points_label="the outbox's points",
-        other_points={"reactor design": REACTOR_CRASH_POINTS}, slowed="the consumer whose steps are slowed")
-
+def parse_outbox_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario") -> OutboxScenario:
+    """Check a parsed TOML document of the outbox design and make an OutboxScenario;
+    raises :class:`ScenarioError` listing every problem."""
+    r = SCHEMA.read(data, source=source, default_name=default_name)
+    return OutboxScenario(**r.header(), config=r["outbox"], consumers=r["consumers"], workloads=r["workload"],
+                          faults=r["faults"])

@@ -10,6 +10,7 @@ from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 
 from .config import SchedulerConfig
+from .scenario import SCHEMA
 
 
 def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
@@ -153,6 +154,7 @@ DESIGN = Design(
     crash_points=REACTOR_CRASH_POINTS,
     fault_kinds=tuple(KINDS),
     parse_scenario=_parse,
+    scenario_schema=SCHEMA,
     check=_check,
     report=_report,
     format_report=_format_report,

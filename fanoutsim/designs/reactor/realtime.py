@@ -12,6 +12,16 @@ executions to ``executor_workers`` worker threads (workflow bodies are real
 Python callables; a registered ``duration`` is slept out), and one thread per
 workload. Computation graphs run in the thread that fires, as in the core.
 
+A crash — a :class:`~fanoutsim.kernel.faults.Crash` at a named point, ``CrashAt``,
+``CrashRandomly`` or :meth:`Realtime.crash` — is an instant, as in the other
+designs' wall-clock runtimes (:class:`~fanoutsim.kernel.runtime.wallclock.SteppedWallRuntime`):
+every store step goes through one lock, and the crash takes the engine away
+under it, so no thread of the dead incarnation touches the tables afterwards
+(each checks that its engine is the live one before every step). Bodies in
+hand are abandoned (their rows stay 'running' until the next incarnation's
+recovery requeues them); after the downtime a new engine starts over the same
+tables.
+
 Life cycle::
 
     rt = Realtime(config, store="run.duckdb")   # opens the file; loops not running
@@ -30,7 +40,6 @@ follows no stop is how a later checker knows the process was killed.
 """
 from __future__ import annotations
 
-import os
 import queue
 import random
 import threading
@@ -38,189 +47,99 @@ import time
 from typing import Any
 
 from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.kernel.faults import Crash, FaultPlan, Injector, NoFaults
 from fanoutsim.kernel.ids import IdSource
-from fanoutsim.kernel.metrics import LockedMetrics
+from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
-from fanoutsim.kernel.store import open_store
-from fanoutsim.kernel.trace import LockedTrace, NullTrace
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.host import RunnerHost, checked_config
-from fanoutsim.kernel.runtime.wallclock import WallRuntime, every, wall_us
+from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, every, wall_us
 
 
 SAFETY_CLAIM = 1.0  # seconds: the executor claims at least this often without a hint
 
 
-class Realtime(RunnerHost, WallRuntime):
+class Realtime(RunnerHost, SteppedWallRuntime):
     """The reactor subscription design running for real, on the wall clock."""
 
     design = "reactor"  # its entry in fanoutsim.designs
+
+    _noun = "runner"
 
     def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
         config = checked_config(config, seed)
         self.config = config
         self.seed = seed
-        self.stop_timeout = stop_timeout
-        self.store = open_store(store)  # a bad, newer or locked file fails here, untouched
+        self._open(seed, store, faults, trace, stop_timeout)
         # ids must not repeat those of an earlier process on this file: seed a new stream
-        self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.ids = IdSource(seed, stream=f"realtime:{self._starts}")
-        self.metrics_registry = LockedMetrics()
-        self._trace = LockedTrace() if trace else NullTrace()
         self.registry = Registry()
         self.runner = Runner(self)
-        self.plan = faults if isinstance(faults, FaultPlan) else None
-        self.faults = faults if (faults is not None and self.plan is None) else NoFaults()
-        self.start_us = wall_us()
-        self.engine: ReactorEngine | None = self._new_engine()
-        self.incarnation = 0
-        self._state = "created"
         self._checked = False
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
         self._work: queue.Queue = queue.Queue()
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._workloads: list[tuple[Workload, random.Random]] = []
-        self._restart_timer: threading.Timer | None = None
         self._work_hint = threading.Event()  # set when this process made executions
-        self._lifecycle = threading.RLock()
-        self._closing = threading.Event()  # the runtime's own threads (planned crashes)
+        self.engine: ReactorEngine | None = self._new_engine(0)
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
             return f"the runner is {self._state}; fire and the runner API need a started runner"
         return "the runner is down (crashed) and will restart after its downtime"
 
-    def _new_engine(self) -> ReactorEngine:
+    # -- the binding ------------------------------------------------------------
+    def _new_engine(self, incarnation: int) -> ReactorEngine:
         return ReactorEngine(self.store, self.config, self.registry, self.ids, self.metrics_registry,
                              self._trace, self.faults, random.Random(f"fanoutsim:realtime:{self.seed}"))
 
-    # -- life cycle ---------------------------------------------------------
-    def start(self) -> "Realtime":
-        """Start the loops in background threads and return at once."""
-        with self._lifecycle:
-            if self._state == "running":
-                raise RuntimeError("the runner is already running")
-            if self._state in ("stopped", "closed"):
-                raise RuntimeError(f"the runner was {self._state}; make a new Realtime over the same store")
-            self.start_us = wall_us()
-            if self.plan is not None:
-                self.faults = Injector(self.plan, seed=self.seed, start_us=self.start_us, trace=self._trace)
-                self.engine.faults = self.faults
-                self.check_plan()
-            self._state = "running"
-            self._closing = threading.Event()
-            self._schedule_crashes(self._closing)  # CrashAt / CrashRandomly, seconds since start
-            self._boot()
-        return self
+    def _started(self, start_us: int) -> None:
+        if self.plan is not None:
+            self.check_plan()  # every workflow or subscription it names must exist
 
-    def _boot(self) -> None:
-        """Start one incarnation: its log row, its loops."""
-        with self.store.transaction() as tx:
-            tx.log_runner(wall_us(), "start", f"pid {os.getpid()}")
-        if self.engine is None:
-            self.incarnation += 1
-            self._trace.attempt = self.incarnation
-            self.engine = self._new_engine()
-            self._trace.add(wall_us(), "restarted", "runtime")
-        self._call(self.engine.recover)  # claims a dead process (or incarnation) left running
-        self._stop = threading.Event()
+    def _start_loops(self, engine: ReactorEngine) -> None:
+        """One incarnation's loops (``_proc`` held): recovery first, then the poll,
+        prune and executor loops, the workers and the workloads."""
+        self._call(engine.recover)  # claims a dead process (or incarnation) left running
         self._work = queue.Queue()
         self._busy = 0
-        engine, stop = self.engine, self._stop
-        targets = [("poll", self._poll_loop), ("prune", self._prune_loop), ("executor", self._executor_loop)]
-        targets += [(f"worker-{i}", self._worker) for i in range(self.config.executor_workers)]
-        self._threads = [threading.Thread(target=fn, args=(engine, stop), name=f"fanoutsim-{name}", daemon=True)
-                         for name, fn in targets]
+        stop, killed, work = self._stop, self._killed, self._work
+        self._spawn("poll", self._poll_loop, engine, stop)
+        self._spawn("prune", self._prune_loop, engine, stop)
+        self._spawn("executor", self._executor_loop, engine, stop, work)
+        for i in range(self.config.executor_workers):
+            self._spawn(f"worker-{i}", self._worker, killed, work)
         for w, rng in self._workloads:
-            self._threads.append(threading.Thread(target=self._workload, args=(engine, stop, w, rng),
-                                                  name=f"fanoutsim-workload-{w.reactor}", daemon=True))
-        for t in self._threads:
-            t.start()
+            self._spawn(f"workload-{w.reactor}", self._workload, engine, stop, w, rng)
 
-    def stop(self) -> None:
-        """Stop the loops: the pass in hand finishes, running bodies get
-        ``stop_timeout`` seconds; nothing is half-written. A no-op if not running."""
-        with self._lifecycle:
-            if self._restart_timer is not None:
-                self._restart_timer.cancel()
-            if self._state != "running":
-                return
-            self._state = "stopped"
-            self._closing.set()
-            self._halt(join=True)
-            self.engine = None
-            with self.store.transaction() as tx:
-                tx.log_runner(wall_us(), "stop")
-
-    def _halt(self, join: bool) -> None:
-        self._stop.set()
+    def _wake_loops(self) -> None:
         for _ in range(self.config.executor_workers):
-            self._work.put(None)
-        if join:
-            deadline = time.monotonic() + self.stop_timeout
-            me = threading.current_thread()
-            for t in self._threads:
-                if t is not me:
-                    t.join(max(0.0, deadline - time.monotonic()))
-
-    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
-        """The runner dies now: loops stop without ceremony, in-flight bodies are
-        abandoned (their rows stay 'running'). Restarts after ``downtime`` seconds."""
-        with self._lifecycle:
-            if self.engine is None or self._state != "running":
-                return
-            self.engine = None
-            self._trace.add(wall_us(), "crashed", "runtime", detail=point)
-            self.metrics_registry.inc("fanoutsim_runner_crashes_total")
-            self._halt(join=False)
-            if downtime is not None:
-                self._restart_timer = threading.Timer(downtime, self._restart)
-                self._restart_timer.daemon = True
-                self._restart_timer.start()
+            self._work.put(None)  # idle workers: nothing more is coming
 
     # -- the loops -------------------------------------------------------------
-    def _call(self, step, *args, **kwargs):
-        """One engine step now, ``step`` a bound method (``engine.fetch``); a Crash
-        inside it takes the runner down, if its engine is the live one (None)."""
-        try:
-            return step(wall_us(), *args, **kwargs)
-        except Crash as c:
-            if step.__self__ is self.engine:
-                self.crash(c.point, c.downtime)
-            return None
+    def _poll_loop(self, engine: ReactorEngine, stop: threading.Event) -> None:
+        poll_subscriptions, fetch, drain = engine.poll_subscriptions, engine.fetch, engine.drain
 
-    def _api(self, step, *args, **kwargs):
-        """``step`` (a ReactorEngine function) on the live engine now; an error while down."""
-        engine = self.engine
-        if engine is None:
-            raise RuntimeError(self._down_message())
-        return self._call(step.__get__(engine), *args, **kwargs)
-
-    def _poll_loop(self, engine, stop) -> None:
         def one_pass() -> None:
             # step by step, each step at its own wall time: a batch is dispatched
             # when its fetch has come back, not when the pass began
             decoded: dict = {}
-            for sub in self._call(engine.poll_subscriptions) or ():
-                batch = self._call(engine.fetch, sub)
+            for sub in self._call(poll_subscriptions) or ():
+                batch = self._call(fetch, sub)
                 if engine is not self.engine:
                     return
                 if batch:
-                    stats = self._call(engine.drain, sub, batch, decoded)
+                    stats = self._call(drain, sub, batch, decoded)
                     if stats is not None and stats.dispatched:
                         self._work_hint.set()
 
         every(stop, self.config.reactor_poll_interval, one_pass, lambda: engine is self.engine)
 
-    def _prune_loop(self, engine, stop) -> None:
+    def _prune_loop(self, engine: ReactorEngine, stop: threading.Event) -> None:
         every(stop, self.config.reactor_firings_prune_interval, lambda: self._call(engine.prune_once),
               lambda: engine is self.engine)
 
-    def _executor_loop(self, engine, stop) -> None:
+    def _executor_loop(self, engine: ReactorEngine, stop: threading.Event, work: queue.Queue) -> None:
         last_claim = [0.0]
 
         def claim() -> None:
@@ -238,38 +157,42 @@ class Realtime(RunnerHost, WallRuntime):
             for row in self._call(engine.claim, free) or ():
                 with self._busy_lock:
                     self._busy += 1
-                self._work.put((engine, row))
+                work.put((engine, row))
 
         stop.wait(engine.rng.uniform(0, self.config.executor_poll_interval))  # its own phase
         every(stop, self.config.executor_poll_interval, claim, lambda: engine is self.engine)
 
-    def _worker(self, engine, stop) -> None:
-        work = self._work
+    def _worker(self, killed: threading.Event, work: queue.Queue) -> None:
         while True:
             item = work.get()
             if item is None:
                 return
-            eng, row = item
+            engine, row = item
             started = time.monotonic()
-            status = eng.run_body(row)
-            rest = eng.duration_of(wall_us(), row) - (time.monotonic() - started)
-            if rest > 0 and stop.wait(rest) and eng is not self.engine:
-                return  # died mid-body: the row stays 'running'
-            if eng is self.engine:
-                self._call(eng.finish, row["id"], status)
+            status = engine.run_body(row)  # the body, for real, outside the store lock
+            rest = engine.duration_of(wall_us(), row) - (time.monotonic() - started)
+            if rest > 0 and killed.wait(rest):
+                return  # died (or a stop ran out of time) mid-body: the row stays 'running'
+            self._call(engine.finish, row["id"], status)  # nothing if the runner died meanwhile
             with self._busy_lock:
                 self._busy -= 1
 
-    def _workload(self, engine, stop, w: Workload, rng: random.Random) -> None:
+    def _workload(self, engine: ReactorEngine, stop: threading.Event, w: Workload, rng: random.Random) -> None:
+        """Poisson arrivals on the writer's own schedule (seconds since start):
+        a request is stamped when it arrives and commits when the store step
+        lock is free, so a poll pass that holds the lock delays commits, never
+        arrivals (relative waits would thin the arrivals behind every pass)."""
         gen = GENERATORS[w.payload]
         k = 0
         stamps = getattr(self.faults, "stamps", None)
-        while not stop.wait(rng.expovariate(w.rate)):
-            if engine is not self.engine:
+        due = max(self.now, w.start)
+        while True:
+            due += rng.expovariate(w.rate)
+            if stop.wait(max(0.0, due - self.now)) or engine is not self.engine:
                 return
-            if w.stop is not None and self.now >= w.stop:
+            if w.stop is not None and due >= w.stop:
                 return
-            now = wall_us()
+            now = self.start_us + round(due * US)  # the arrival
             for fired_at, delay in (stamps(w.reactor, now) if stamps else ((now, 0.0),)):
                 payload = gen(rng, k)
                 k += 1
@@ -285,13 +208,13 @@ class Realtime(RunnerHost, WallRuntime):
     # -- driving the run ---------------------------------------------------
     def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,
                      payload: str = "quote", start: float = 0.0, stop: float | None = None) -> Workload:
-        """Fire ``reactor`` at Poisson times, ``rate`` per second, while running."""
+        """Fire ``reactor`` at Poisson times, ``rate`` per second, from ``start``
+        to ``stop`` (seconds since start), while running."""
         w = Workload(reactor, rate, tenant, payload, start, stop)
         rng = random.Random(f"fanoutsim:workload:{self.seed}:{self._starts}:{len(self._workloads)}")
-        self._workloads.append((w, rng))
-        if self._state == "running" and self.engine is not None:
-            t = threading.Thread(target=self._workload, args=(self.engine, self._stop, w, rng),
-                                 name=f"fanoutsim-workload-{reactor}", daemon=True)
-            self._threads.append(t)
-            t.start()
+        with self._lifecycle, self._proc:
+            self._workloads.append((w, rng))
+            engine = self.engine
+            if self._state == "running" and engine is not None:
+                self._spawn(f"workload-{reactor}", self._workload, engine, self._stop, w, rng)
         return w

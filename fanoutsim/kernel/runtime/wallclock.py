@@ -16,6 +16,7 @@ clock, ``close`` and the ``with`` block; it needs ``start_us``, ``_state``,
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Callable
@@ -126,12 +127,24 @@ class WallRuntime(WallCrashes):
 
 
 class SteppedWallRuntime(WallRuntime):
-    """A wall-clock runtime whose every store step holds one lock, ``_proc``, as
-    does :meth:`crash`: a crash then falls *between* two steps, never inside one,
-    and each step first checks that its incarnation is still the live one. Needs
-    ``_noun`` ("dispatcher", "node"), ``_proc``, ``_restart_timer``,
-    ``_down_message()`` and ``_boot()``; ``_started(start_us)`` is a hook for
-    clocks of its own (a notification channel's silent windows)."""
+    """The threaded runtime every design's wall-clock class subclasses. Every
+    store step holds one lock, ``_proc``, as does :meth:`crash`: a crash then
+    falls *between* two steps, never inside one, and each step first checks
+    that its incarnation is still the live one (``_call(engine.step, ...)``).
+
+    It owns the life cycle — :meth:`start`, a crash's restart after its
+    downtime, :meth:`restart`, :meth:`stop` (graceful and bounded), ``close``
+    — and each incarnation's ``runner_log`` row, its ``_stop`` event (take no
+    new work) and ``_killed`` event (abandon the work in hand: a crash, or a
+    stop past ``stop_timeout``). The design implements the :mod:`.binding`
+    hooks ``_new_engine(incarnation)``, ``_start_loops(engine)`` (threads via
+    :meth:`_spawn`; ``_proc`` is held) and ``_crashed()`` (what dies with the
+    process, at a crash or at the end of a stop), and may implement
+    ``_wake_loops()`` (wake the loops' sleeps so that they see ``_stop``),
+    ``_started(start_us)`` (clocks of its own, checks before the first start)
+    and ``_down_message()``; it sets ``_noun`` ("runner", "dispatcher", "node")
+    and makes incarnation 0's engine in its ``__init__``
+    (``self.engine = self._new_engine(0)``), so the API works before start."""
 
     _noun = "runtime"
 
@@ -139,7 +152,7 @@ class SteppedWallRuntime(WallRuntime):
         """What every threaded runtime starts with: the file (a bad, newer or
         locked one fails here, untouched), the count of earlier starts on it (so
         no RNG stream repeats an earlier process's), the clock, locked metrics
-        and trace, and the bound fault plan."""
+        and trace, the bound fault plan and the life cycle's locks and events."""
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
@@ -149,7 +162,20 @@ class SteppedWallRuntime(WallRuntime):
         self.metrics_registry = LockedMetrics()
         self._trace = LockedTrace() if trace else NullTrace()
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
+        self.engine = None
+        self.incarnation = 0
+        self._state = "created"
+        # Lock order: _lifecycle, then _proc (then the design's own, the store's and
+        # the trace's). _proc is held for every store step and by crash().
+        self._lifecycle = threading.RLock()
+        self._proc = threading.RLock()
+        self._stop = threading.Event()     # this incarnation's loops: take no new work
+        self._killed = threading.Event()   # ... and abandon the work in hand (a crash)
+        self._closing = threading.Event()  # the runtime's own threads (planned crashes)
+        self._threads: list[threading.Thread] = []
+        self._restart_timer: threading.Timer | None = None
 
+    # -- life cycle ---------------------------------------------------------------
     def start(self):
         """Start the threads in the background and return at once."""
         with self._lifecycle:
@@ -169,8 +195,44 @@ class SteppedWallRuntime(WallRuntime):
             self._boot()
         return self
 
-    def _started(self, start_us: int) -> None:
-        pass
+    def _boot(self) -> None:
+        """Start one incarnation: its log row, a new engine if the last one died,
+        its loops."""
+        with self.store.transaction() as tx:
+            tx.log_runner(wall_us(), "start", f"pid {os.getpid()}")
+        with self._proc:
+            if self.engine is None:
+                self.incarnation += 1
+                self._trace.attempt = self.incarnation
+                self.engine = self._new_engine(self.incarnation)
+                self._trace.add(wall_us(), "restarted", "runtime")
+            self._stop, self._killed = threading.Event(), threading.Event()
+            self._threads = []
+            self._start_loops(self.engine)
+
+    def _spawn(self, name: str, fn, *args) -> threading.Thread:
+        """A thread of this incarnation (a stop joins it); callers hold ``_proc``."""
+        t = threading.Thread(target=fn, args=args, name=f"fanoutsim-{self.design}-{name}", daemon=True)
+        self._threads = [x for x in self._threads if x.is_alive()] + [t]  # finished ones go
+        t.start()
+        return t
+
+    def crash(self, point: str = "manual", downtime: float | None = None) -> None:
+        """The process dies now: loops stop without ceremony, the work in hand is
+        abandoned, what it held in memory is gone. It restarts by itself after
+        ``downtime`` seconds (None: at :meth:`restart`). A crash while a stop
+        waits for its threads ends the wait, with no restart."""
+        with self._proc:
+            if self.engine is None:
+                return
+            self.engine = None
+            self._crashed()
+            self._trace.add(wall_us(), "crashed", "runtime", detail=point)
+            self.metrics_registry.inc("fanoutsim_runner_crashes_total")
+            self._stop.set()
+            self._wake_loops()
+            self._killed.set()
+            self._restart_later(downtime)
 
     def _restart_later(self, downtime: float | None) -> None:
         """After a crash (``_proc`` held): a new incarnation ``downtime`` seconds on."""
@@ -186,6 +248,58 @@ class SteppedWallRuntime(WallRuntime):
                 self._restart_timer.cancel()
             self._restart()
 
+    def stop(self) -> None:
+        """Stop the threads: no new work; the work in hand finishes (up to
+        ``stop_timeout`` seconds; what still runs then is abandoned), nothing is
+        half-written. A no-op if not running."""
+        with self._lifecycle:
+            with self._proc:
+                if self._restart_timer is not None:
+                    self._restart_timer.cancel()
+                if self._state != "running":
+                    return
+                self._state = "stopped"
+                self._stop.set()  # under _proc: no step is half way through spawning
+                self._wake_loops()
+                threads = list(self._threads)
+            self._closing.set()
+            deadline = time.monotonic() + self.stop_timeout
+            me = threading.current_thread()
+            for t in threads:
+                if t is not me:
+                    t.join(max(0.0, deadline - time.monotonic()))
+            self._killed.set()
+            with self._proc:  # a straggler past stop_timeout touches nothing from here on
+                if self.engine is not None:
+                    self.engine = None
+                    self._crashed()
+            with self.store.transaction() as tx:
+                tx.log_runner(wall_us(), "stop")
+
+    # -- the binding's defaults ---------------------------------------------------
+    def _new_engine(self, incarnation: int):
+        raise NotImplementedError(f"{type(self).__name__} must implement _new_engine(incarnation)")
+
+    def _start_loops(self, engine) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _start_loops(engine)")
+
+    def _crashed(self) -> None:
+        """A hook: what else dies with the process (a listener's connection)."""
+
+    def _wake_loops(self) -> None:
+        """A hook: wake the loops' sleeps, so that they see ``_stop`` (``_stop``
+        and ``_killed`` are events they may wait on already)."""
+
+    def _started(self, start_us: int) -> None:
+        """A hook: at :meth:`start`, before anything runs (clocks of its own; checks)."""
+
+    def _down_message(self) -> str:
+        if self._state in ("stopped", "closed"):
+            return (f"the {self._noun} is {self._state}; make a new {type(self).__name__} "
+                    f"over the same store")
+        return f"the {self._noun} is down (crashed); it restarts after its downtime, or call restart()"
+
+    # -- engine steps -------------------------------------------------------------
     def _call(self, step, *args, _now: int | None = None, **kwargs):
         """One store step now, ``step`` a bound method of an engine
         (``engine.fetch``), unless that incarnation is dead (None); a Crash
