@@ -18,7 +18,7 @@ import fanoutsim as fs
 from fanoutsim.analysis import compare_latency, latency_frame
 from fanoutsim.designs.reactor.analysis.clocks import ks_critical, ks_statistic
 from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan
-from fanoutsim.kernel.runtime.crashtest import kill9_campaign
+from fanoutsim.designs.reactor.crashtest import kill9_campaign
 from fanoutsim.kernel.store.duckdb import StoreError
 from conftest import wait_for
 

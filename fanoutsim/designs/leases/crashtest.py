@@ -21,7 +21,6 @@ kill re-delivers at most ``in_flight_limit`` events::
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from collections import Counter
 
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.kernel.store import open_store
-from fanoutsim.kernel.runtime.crashtest import kill_at_random, run_child, side_lines, start_child, wait_or_kill
+from fanoutsim.kernel.runtime.crashtest import campaign, main, module_child, run_child, side_lines, wait_or_kill
 from fanoutsim.designs.leases.realtime import LeaseRealtime
 
 CONFIG = LeaseConfig(recovery_interval=0.2)
@@ -65,7 +64,7 @@ def _drained(rt: LeaseRealtime) -> bool:
 
 
 def _start(db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
-    return start_child("fanoutsim.designs.leases.crashtest", db, side, rate, drain)
+    return module_child("fanoutsim.designs.leases.crashtest", db, side, rate, drain)
 
 
 def deliveries(side: str) -> list[tuple[str, str, int]]:
@@ -83,9 +82,9 @@ def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: in
     the sink never saw; ``out_of_order`` first deliveries behind a later seq of
     their partition)."""
     side = side or f"{db}.sink.txt"
-    kill_at_random(lambda: _start(db, side, rate), kills, seed, up)
-    proc = _start(db, side, 0.0, drain=True)  # no new events: drain the backlog, stop cleanly
-    wait_or_kill(proc, drain_timeout + 30)
+    proc = campaign(lambda: _start(db, side, rate),
+                    lambda: _start(db, side, 0.0, drain=True),  # no new events: drain the backlog, stop cleanly
+                    lambda p: wait_or_kill(p, drain_timeout + 30), kills=kills, seed=seed, up=up)
     store = open_store(db)
     try:
         published = [r["event_id"] for r in store.rows("events")]
@@ -120,11 +119,4 @@ def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: in
 if __name__ == "__main__":
     # python -m fanoutsim.designs.leases.crashtest serve DB SIDE RATE [--drain]
     # python -m fanoutsim.designs.leases.crashtest campaign DB [KILLS]
-    if len(sys.argv) >= 5 and sys.argv[1] == "serve":
-        sys.exit(serve(sys.argv[2], sys.argv[3], float(sys.argv[4]), drain="--drain" in sys.argv[5:]))
-    if len(sys.argv) >= 3 and sys.argv[1] == "campaign":
-        print(json.dumps(kill9_campaign(sys.argv[2], kills=int(sys.argv[3]) if len(sys.argv) > 3 else 10),
-                         indent=2))
-        sys.exit(0)
-    sys.exit("usage: python -m fanoutsim.designs.leases.crashtest "
-             "(serve DB SIDE RATE [--drain] | campaign DB [KILLS])")
+    sys.exit(main(sys.argv[1:], "fanoutsim.designs.leases.crashtest", serve, kill9_campaign))

@@ -18,7 +18,6 @@ hand::
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from collections import Counter
 
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.kernel.store import open_store
-from fanoutsim.kernel.runtime.crashtest import kill_at_random, run_child, side_lines, start_child, wait_or_kill
+from fanoutsim.kernel.runtime.crashtest import campaign, main, module_child, run_child, side_lines, wait_or_kill
 from fanoutsim.designs.outbox.realtime import OutboxRealtime
 
 CONFIG = OutboxConfig(safety_poll_interval=0.2, batch_limit=20)
@@ -60,7 +59,7 @@ def _drained(rt: OutboxRealtime) -> bool:
 
 
 def _start(db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
-    return start_child("fanoutsim.designs.outbox.crashtest", db, side, rate, drain)
+    return module_child("fanoutsim.designs.outbox.crashtest", db, side, rate, drain)
 
 
 def seqs_in(side: str) -> Counter:
@@ -73,9 +72,9 @@ def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: in
     """Run the campaign; returns its figures (``lost`` lists committed seqs the
     sink never saw)."""
     side = side or f"{db}.sink.txt"
-    kill_at_random(lambda: _start(db, side, rate), kills, seed, up)
-    proc = _start(db, side, 0.0, drain=True)  # no new commits: drain the backlog, stop cleanly
-    wait_or_kill(proc, drain_timeout + 30)
+    proc = campaign(lambda: _start(db, side, rate),
+                    lambda: _start(db, side, 0.0, drain=True),  # no new commits: drain the backlog, stop cleanly
+                    lambda p: wait_or_kill(p, drain_timeout + 30), kills=kills, seed=seed, up=up)
     store = open_store(db)
     try:
         committed = [r["seq"] for r in store.rows("outbox")]
@@ -101,11 +100,4 @@ def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: in
 if __name__ == "__main__":
     # python -m fanoutsim.designs.outbox.crashtest serve DB SIDE RATE [--drain]
     # python -m fanoutsim.designs.outbox.crashtest campaign DB [KILLS]
-    if len(sys.argv) >= 5 and sys.argv[1] == "serve":
-        sys.exit(serve(sys.argv[2], sys.argv[3], float(sys.argv[4]), drain="--drain" in sys.argv[5:]))
-    if len(sys.argv) >= 3 and sys.argv[1] == "campaign":
-        print(json.dumps(kill9_campaign(sys.argv[2], kills=int(sys.argv[3]) if len(sys.argv) > 3 else 10),
-                         indent=2))
-        sys.exit(0)
-    sys.exit("usage: python -m fanoutsim.designs.outbox.crashtest "
-             "(serve DB SIDE RATE [--drain] | campaign DB [KILLS])")
+    sys.exit(main(sys.argv[1:], "fanoutsim.designs.outbox.crashtest", serve, kill9_campaign))

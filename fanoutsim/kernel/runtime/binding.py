@@ -19,6 +19,12 @@ implements three hooks, its :class:`Binding`:
     What else dies with the process (a listener's connection, hints in
     flight, replicas); called as the engine is thrown away.
 
+On the wall clock a design may also implement ``_wake_loops()`` (wake its
+loops' own sleeps — a consumer's wake event, a work queue — so that they see
+the incarnation's ``_stop`` event) and ``_started(start_us)`` (at ``start()``,
+before anything runs); it makes incarnation 0's engine in its ``__init__``, so
+that its API works before ``start()``.
+
 The design's loops use the other side, :class:`Runtime`: ``now_us()``, the
 guarded step ``_call(engine.fetch, sub)`` — a *bound* engine step, run now
 unless its incarnation is dead (then None), a

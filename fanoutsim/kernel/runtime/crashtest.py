@@ -1,11 +1,17 @@
-"""A kill -9 campaign against ``fanoutsim serve``, for real.
+"""The kill -9 harness every design's campaign runs on, for real.
 
-Start the server as a subprocess over one DuckDB file with a steady workload,
-SIGKILL it at random moments, start it again each time; then let one last
-server drain the backlog and stop it cleanly, and check the file with
-:func:`fanoutsim.check_store`. The promise under test: no firing that was
-durably logged is lost; duplicates are allowed, each lies across a crash, and
-one crash re-delivers at most one batch per subscription.
+A campaign starts a child process that runs a design's wall-clock runtime over
+one DuckDB file with a steady workload, SIGKILLs it at seeded random moments
+and starts it again each time (:func:`kill_at_random`); then one last child,
+with no new writes, drains the backlog and stops cleanly (:func:`campaign`).
+The design then checks the file — and, where its consumer's effect lives
+outside the database, a side file its child appended to — against its promise.
+
+A child is either ``python -m fanoutsim serve`` (ready once the control
+sidecar names it: :func:`serving`) or a design's own module (ready once it
+printed "ready": :func:`start_child`, :func:`run_child`, :func:`main`).
+The campaigns themselves live with their designs:
+``python -m fanoutsim.designs.<design>.crashtest``.
 """
 from __future__ import annotations
 
@@ -17,42 +23,53 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Callable
 
-from fanoutsim.designs.reactor.checker import check_store
-from fanoutsim.designs.reactor.scenario import load_scenario
-from fanoutsim.designs.reactor.serve import sidecar
+from fanoutsim.kernel.runtime.control import server_info
+
+READY_TIMEOUT = 60.0  # seconds a child may take to start
 
 
-def _start(db: str, scenario: str, extra=()) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "fanoutsim", "serve", "--db", db, "--scenario", scenario, *extra]
+def start_child(cmd: list[str], ready: Callable[[subprocess.Popen], bool] | None = None,
+                timeout: float = READY_TIMEOUT) -> subprocess.Popen:
+    """Start ``cmd`` and return it once it is ready: ``ready(proc)`` true (asked
+    every 50 ms), or, without ``ready``, once it printed the line "ready"."""
+    if ready is None:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
+        if line.strip() != "ready":
+            proc.wait(timeout=30)
+            raise RuntimeError(f"{' '.join(cmd[2:4])} exited with {proc.returncode}: {proc.stderr.read()}")
+        return proc
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # ready once it has written its address
-        try:
-            if json.loads(sidecar(db).read_text()).get("pid") == proc.pid:
-                return proc
-        except (OSError, ValueError):
-            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready(proc):
+            return proc
         if proc.poll() is not None:
-            raise RuntimeError(f"serve exited with {proc.returncode}: {proc.stderr.read().decode()}")
+            raise RuntimeError(f"{' '.join(cmd[2:4])} exited with {proc.returncode}: {proc.stderr.read().decode()}")
         time.sleep(0.05)
     proc.kill()
-    raise RuntimeError("serve did not become ready within 60 s")
+    proc.wait()
+    raise RuntimeError(f"{' '.join(cmd[2:4])} did not become ready within {timeout:g} s")
 
 
-def start_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
+def serving(db: str) -> Callable[[subprocess.Popen], bool]:
+    """Readiness of a ``fanoutsim serve`` child over ``db``: its sidecar names it."""
+    def ready(proc: subprocess.Popen) -> bool:
+        info = server_info(db)
+        return info is not None and info.get("pid") == proc.pid
+    return ready
+
+
+def module_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
     """``python -m module serve DB SIDE RATE [--drain]``, returned once it printed
-    "ready" (the outbox and leases campaigns' children)."""
+    "ready" (a child whose effect is a side file: see :func:`main`)."""
     cmd = [sys.executable, "-m", module, "serve", db, side, str(rate)] + (["--drain"] if drain else [])
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
-    if line.strip() != "ready":
-        proc.wait(timeout=30)
-        raise RuntimeError(f"{module} exited with {proc.returncode}: {proc.stderr.read()}")
-    return proc
+    return start_child(cmd)
 
 
-def run_child(rt, drained, *, drain: bool, drain_timeout: float) -> int:
+def run_child(rt, drained: Callable[[], bool], *, drain: bool, drain_timeout: float) -> int:
     """The child's life: start ``rt``, say "ready", run until SIGTERM/SIGINT (or,
     with ``drain``, until ``drained()``); the exit status (1: not drained in time).
     The caller closes ``rt``."""
@@ -78,9 +95,9 @@ def side_lines(side: str) -> list[str]:
     return [line for line in text.split("\n")[:-1] if line.strip()]
 
 
-def kill_at_random(start, kills: int, seed: int, up: tuple[float, float]) -> None:
+def kill_at_random(start: Callable[[], subprocess.Popen], kills: int, seed: int, up: tuple[float, float]) -> None:
     """``kills`` times: ``start()`` a child process, let it run for a seeded
-    random time in ``up`` seconds, SIGKILL it (every campaign's first half)."""
+    random time in ``up`` seconds, SIGKILL it."""
     rng = random.Random(seed)
     for _ in range(kills):
         proc = start()
@@ -98,36 +115,39 @@ def wait_or_kill(proc: subprocess.Popen, timeout: float) -> None:
         proc.wait()
 
 
-def kill9_campaign(db: str, scenario: str, *, kills: int = 10, seed: int = 0, up=(0.3, 1.5),
-                   drain: float = 2.0) -> dict:
-    """Run the campaign; returns its figures and the check report."""
-    kill_at_random(lambda: _start(db, scenario), kills, seed, up)
-    proc = _start(db, scenario, ["--rate", "0"])  # no new firings: drain the backlog
-    time.sleep(drain)
+def stop_after(proc: subprocess.Popen, seconds: float, timeout: float = 30.0) -> None:
+    """Let a child run ``seconds`` more (a drain), then stop it cleanly (SIGTERM)."""
+    time.sleep(seconds)
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
-    config = load_scenario(scenario).config
-    report = check_store(db, config)
-    dups = report.duplicates
-    per_crash = dups.groupby(["crash_at", "subscription"]).size() if len(dups) else None
-    return {
-        "kills": kills,
-        "crashes_seen": report.total["crashes"],
-        "firings": report.total["expected"],
-        "extra_deliveries": report.total["extra_deliveries"],
-        "lost": report.total["lost"],
-        "pending": report.total["pending"],
-        "duplicate_causes": report.total["duplicate_causes"],
-        "max_duplicates_per_crash_and_subscription": int(per_crash.max()) if per_crash is not None else 0,
-        "batch_limit": config.reactor_poll_batch_limit,
-        "clean_exit": proc.returncode == 0,
-        "report": report,
-    }
+    wait_or_kill(proc, timeout)
 
 
-if __name__ == "__main__":  # python -m fanoutsim.kernel.runtime.crashtest DB SCENARIO [KILLS]
-    db, scenario = sys.argv[1], sys.argv[2]
-    out = kill9_campaign(db, scenario, kills=int(sys.argv[3]) if len(sys.argv) > 3 else 10)
-    report = out.pop("report")
-    print(json.dumps(out, indent=2))
-    print(report)
+def campaign(start: Callable[[], subprocess.Popen], drain: Callable[[], subprocess.Popen],
+             finish: Callable[[subprocess.Popen], None], *, kills: int, seed: int,
+             up: tuple[float, float]) -> subprocess.Popen:
+    """Every kill -9 campaign: :func:`kill_at_random` over ``start``, then one
+    last child from ``drain`` (no new writes), which ``finish`` waits out or
+    stops; returns that child (its ``returncode`` says whether it stopped cleanly)."""
+    kill_at_random(start, kills, seed, up)
+    proc = drain()
+    finish(proc)
+    return proc
+
+
+def main(argv: list[str], module: str, serve: Callable[..., int], kill9_campaign: Callable[..., dict]) -> int | str:
+    """The command line of a campaign whose child is its own module::
+
+        python -m MODULE serve DB SIDE RATE [--drain]   (the child)
+        python -m MODULE campaign DB [KILLS]            (prints the figures as JSON)
+    """
+    if len(argv) >= 4 and argv[0] == "serve":
+        return serve(argv[1], argv[2], float(argv[3]), drain="--drain" in argv[4:])
+    if len(argv) >= 2 and argv[0] == "campaign":
+        print(json.dumps(kill9_campaign(argv[1], kills=int(argv[2]) if len(argv) > 2 else 10), indent=2))
+        return 0
+    return f"usage: python -m {module} (serve DB SIDE RATE [--drain] | campaign DB [KILLS])"
+
+
+if __name__ == "__main__":
+    sys.exit("the kill -9 campaigns are each design's: python -m fanoutsim.designs.reactor.crashtest "
+             "DB SCENARIO [KILLS], or python -m fanoutsim.designs.outbox.crashtest (or leases) campaign DB [KILLS]")
