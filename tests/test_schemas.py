@@ -108,8 +108,8 @@ BAD = [  # (document, key path, value): refused by the reader and by the JSON Sc
 ]
 
 
-@pytest.mark.parametrize("doc, path, value", BAD, ids=[f"{d.get('design', 'reactor')}:{p}={v!r}"[:60]
-                                                        for d, p, v in BAD])
+@pytest.mark.parametrize("doc, path, value", BAD, ids=[
+    f"{d.get('design', 'reactor')}:{p}" + ("-dropped" if v is _DROP else f"={v!r}"[:40]) for d, p, v in BAD])
 def test_what_the_reader_refuses_the_json_schema_refuses(doc, path, value):
     design = doc.get("design", "reactor")
     doc = _changed(doc, path, value)
