@@ -40,10 +40,10 @@ def _start(db: str, scenario: str, extra=()) -> subprocess.Popen:
     raise RuntimeError("serve did not become ready within 60 s")
 
 
-def start_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
-    """``python -m module serve DB SIDE RATE [--drain]``, returned once it printed
-    "ready" (the outbox and leases campaigns' children)."""
-    cmd = [sys.executable, "-m", module, "serve", db, side, str(rate)] + (["--drain"] if drain else [])
+def start_child(module: str, db: str, side: str, rate: float, drain: bool = False, extra=()) -> subprocess.Popen:
+    """``python -m module serve DB SIDE RATE [--drain] [extra...]``, returned once it
+    printed "ready" (the outbox and leases campaigns' children)."""
+    cmd = [sys.executable, "-m", module, "serve", db, side, str(rate)] + (["--drain"] if drain else []) + list(extra)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
     if line.strip() != "ready":
