@@ -259,7 +259,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     consumers = []
     for r in checked.per_consumer.to_dict("records"):
         c = r["consumer"]
-        row = rows.get(c, {})
+        row = {} if r["retired"] else rows.get(c, {})  # retire deleted the row (and its limits)
         lat = first.loc[first["consumer"] == c, "latency_s"].dropna().to_numpy()
         consumers.append({
             "consumer": c, "retired": bool(r["retired"]), "start_seq": row.get("start_seq"),
@@ -300,6 +300,10 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     return json_ready(report)
 
 
+_ORDER_DETAIL = {"riffdb": "first leases behind a later one of the partition (effects may land in any order)",
+                 "head_of_line": "first deliveries behind a later one of the partition"}
+
+
 def format_leases_report(report: dict[str, Any]) -> str:
     """Render a leases report (:func:`leases_report`) as plain text."""
     out = _header("fanoutsim leases report", report)
@@ -308,7 +312,8 @@ def format_leases_report(report: dict[str, Any]) -> str:
         out.append(f"retention {_s(cfg.get('retention'), 0)} s (run every {_s(cfg.get('retention_interval'), 0)} s, "
                    f"never past a consumer's fence), recovery every "
                    f"{_s(cfg.get('recovery_interval'), 3).rstrip('0').rstrip('.')} s, "
-                   f"history incarnation {report['events'].get('incarnation')}")
+                   f"history incarnation {report['events'].get('incarnation')}, "
+                   f"partition order {cfg.get('partition_order', 'riffdb')}")
     out.append("")
 
     ev, tot = report["events"], report["totals"]
@@ -323,7 +328,8 @@ def format_leases_report(report: dict[str, Any]) -> str:
          ["lost", _int(tot["lost"]), _causes(tot["lost_by_cause"])],
          ["dead-lettered", _int(tot["dead_lettered"]), "the 10th failed attempt: in dead_letters"],
          ["pending", _int(tot["pending"]), "retained, not yet acknowledged, at the end"],
-         ["out of order", _int(tot["out_of_order"]), "first deliveries behind a later one of the partition"],
+         ["out of order", _int(tot["out_of_order"]), _ORDER_DETAIL.get(cfg.get("partition_order"),
+                                                                      _ORDER_DETAIL["riffdb"])],
          ["acks failed closed", _int(sum(refused.values())), _causes(refused)],
          ["crashes", _int(tot["crashes"]), "of the node (broker and clients)"],
          ["restores", _int(tot["restores"]), "new history incarnations"]],
@@ -336,7 +342,8 @@ def format_leases_report(report: dict[str, Any]) -> str:
     for c in report["consumers"]:
         lat = c["latency_s"]
         name = c["consumer"] + (" (retired)" if c["retired"] else "")
-        limits = f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}"
+        limits = ("-" if c["batch_limit"] is None
+                  else f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}")
         rows.append([name, limits, _int(c["delivered"]),
                      _with_causes(c["duplicates"], c["duplicates_by_cause"]),
                      _with_causes(c["lost"], c["lost_by_cause"]), _int(c["dead_lettered"]), _int(c["pending"]),
@@ -383,5 +390,6 @@ def format_leases_check(checked) -> str:
             lines.append(f"  {consumer}: {what} ({causes}): events {shown}")
     if not checked.valid:
         lines.append("  (valid needs no loss but by seek or retire, every duplicate caused by a lease expiry, "
-                     "a crash, a restore or a seek, and partition order kept)")
+                     "a crash, a restore or a seek, and partition order kept: leases under RiffDB's rule, "
+                     "first deliveries under head-of-line)")
     return "\n".join(lines)
