@@ -52,6 +52,7 @@ from ..store import open_store
 from ..trace import Trace
 from .crashtest import kill_at_random, run_child, side_lines, start_child, wait_or_kill
 from .leases_realtime import LeaseRealtime
+from .wallclock import wall_us
 
 CONFIG = LeaseConfig(recovery_interval=0.2)
 LIMITS = {"lease_seconds": 5.0, "in_flight_limit": 4, "batch_limit": 4}
@@ -114,12 +115,22 @@ def deliveries(side: str) -> list[tuple[str, str, int, int]]:
 
 
 def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: int = 0, up=(0.3, 1.0),
-                   rate: float = 20.0, drain_timeout: float = 60.0, partition_order: str = "riffdb") -> dict:
+                   rate: float = 20.0, drain_timeout: float = 60.0, partition_order: str = "riffdb",
+                   backlog: int = 0) -> dict:
     """Run the campaign; returns its figures (``lost`` lists event ids in the log
     the sink never saw; ``out_of_order`` first deliveries behind a later seq of
     their partition; ``max_concurrent_in_partition`` the most effects of one
-    partition seen running at once)."""
+    partition seen running at once). ``backlog`` events (alternating over the
+    two partitions) are in the log before the first child starts, so that its
+    first pulls find several per partition."""
     side = side or f"{db}.sink.txt"
+    if backlog:
+        e, store = _engine(db)
+        try:
+            for i in range(backlog):  # on the wall clock, as the children's events
+                e.publish(wall_us(), [(f"p{i % 2}", "event", {"backlog": i})])
+        finally:
+            store.close()
     kill_at_random(lambda: _start(db, side, rate, partition_order=partition_order), kills, seed, up)
     # no new events: drain the backlog, stop cleanly
     proc = _start(db, side, 0.0, drain=True, partition_order=partition_order)
