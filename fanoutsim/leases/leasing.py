@@ -212,24 +212,25 @@ def _check_retained(tx, row: dict) -> None:
 
 # -- resolving: the checkpoint and the sparse resolutions ----------------------------
 
-def _resolve(tx, row: dict, lease: dict, kind: str | None, advance: bool = True) -> None:
+def _resolve(tx, row: dict, lease: dict, kind: str | None, advance: bool = True) -> dict | None:
     """Record ``lease``'s event as resolved (``kind``: acknowledged or
     dead_lettered; None: not resolved, only walk), and, if ``advance``, move the
-    partition's checkpoint past every resolved event that follows it."""
+    partition's checkpoint past every resolved event that follows it. Returns
+    the event the checkpoint moved to (None: it did not move)."""
     consumer, part = row["consumer"], lease["partition"]
     held = tx.list_resolutions(consumer, part)
+    last = None
     if kind is not None:
         new = {"consumer": consumer, "event_id": lease["event_id"], "seq": lease["seq"], "partition": part,
                "commit_seq": int(lease["event_id"].split(":", 1)[0]), "kind": kind}
     else:
         new = None
         if not held:
-            return
+            return None
     if advance:
         terminal = {r["event_id"] for r in held}
         if new is not None:
             terminal.add(new["event_id"])
-        last = None
         for ev in tx.event_window(consumer, row["start_seq"], len(terminal) + 1, part):
             if ev["event_id"] not in terminal:
                 break
@@ -247,11 +248,20 @@ def _resolve(tx, row: dict, lease: dict, kind: str | None, advance: bool = True)
                                f"partition {part!r}; at most {MAX_SPARSE_RESOLUTIONS}")
     if new is not None:
         tx.insert_resolution(new)
+    return last
 
 
-def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | None, advance: bool) -> str:
+def _moved(e, now: int, consumer: str, ev: dict | None) -> None:
+    """Trace a checkpoint move (after the commit): the event it now stands on."""
+    if ev is not None:
+        e.trace.add(now, "checkpoint", e.actor, consumer, ev["event_id"], ev["partition"], str(ev["seq"]))
+
+
+def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | None,
+          advance: bool) -> tuple[str, dict | None]:
     """One failed attempt at a leased event (its lease already deleted): a retry
-    ``delay_us`` from now, or the dead letter on the 10th."""
+    ``delay_us`` from now, or the dead letter on the 10th. Returns the result and
+    the event the checkpoint moved to (None: it did not move)."""
     consumer, event_id = lease["consumer"], lease["event_id"]
     attempts = lease["attempt"]
     if attempts >= MAX_ATTEMPTS:
@@ -259,14 +269,11 @@ def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | N
         tx.insert_dead_letter({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
                                "partition": lease["partition"], "attempts": attempts, "error": error,
                                "payload": None if ev is None else ev["payload"], "dead_at": now})
-        _resolve(tx, row, lease, DEAD_LETTERED, advance)
-        return DEAD_LETTERED
+        return DEAD_LETTERED, _resolve(tx, row, lease, DEAD_LETTERED, advance)
     tx.put_retry({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
                   "partition": lease["partition"], "attempts": attempts, "not_before": now + delay_us,
                   "error": error})
-    if advance:
-        _resolve(tx, row, lease, None)
-    return RETRY
+    return RETRY, (_resolve(tx, row, lease, None) if advance else None)
 
 
 # -- ack and nack -----------------------------------------------------------------------
@@ -302,12 +309,13 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int)
         failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
-            _resolve(tx, row, lease, ACKNOWLEDGED)
+            moved = _resolve(tx, row, lease, ACKNOWLEDGED)
             bump(tx, row)
             e.faults.point("ack.before_commit", now, subscription=consumer, firing=event_id)
     if failed is not None:
         return _refused(e, now, consumer, event_id, "ack", failed)
     e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
+    _moved(e, now, consumer, moved)
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
     e.faults.point("ack.after_commit", now, subscription=consumer, firing=event_id)
     return ACKED
@@ -332,12 +340,13 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
         failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
-            result = _fail(e, tx, now, row, lease, delay_us, error or "nack", advance=True)
+            result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack", advance=True)
             bump(tx, row)
             e.faults.point("nack.before_commit", now, subscription=consumer, firing=event_id)
     if failed is not None:
         return _refused(e, now, consumer, event_id, "nack", failed)
     _failed_trace(e, now, lease, result, error or "nack", "nacked")
+    _moved(e, now, consumer, moved)
     e.faults.point("nack.after_commit", now, subscription=consumer, firing=event_id)
     return result
 
@@ -360,7 +369,7 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
             if c not in rows:
                 rows[c] = tx.get_lease_consumer(c)
             tx.delete_lease(c, lease["event_id"])
-            done.append((lease, _fail(e, tx, now, rows[c], lease, 0, "lease expired", advance=False)))
+            done.append((lease, _fail(e, tx, now, rows[c], lease, 0, "lease expired", advance=False)[0]))
         for c in sorted(rows):
             bump(tx, rows[c])
         if done:
@@ -387,7 +396,7 @@ def restore(e, now: int) -> int:
         rows = {c["consumer"]: c for c in tx.list_lease_consumers()}
         for lease in tx.list_leases():
             tx.delete_lease(lease["consumer"], lease["event_id"])
-            done.append((lease, _fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore", advance=False)))
+            done.append((lease, _fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore", advance=False)[0]))
         for row in rows.values():
             bump(tx, row)
     for lease, result in done:
