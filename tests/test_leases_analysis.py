@@ -164,6 +164,7 @@ def test_the_fence_holds_rows_until_retire(fence):
 def test_restore_makes_pre_restore_acks_fail_closed_as_stale_incarnation(restored):
     rs = la.restore_summary(restored)
     assert rs["incarnation"] == 2 and rs["leases_voided"] >= 1
+    assert rs["redelivered_as_attempt"] == {2: rs["leases_voided"]}   # the restore counted a failed attempt
     assert rs["acks_refused"] == {"stale_incarnation": rs["leases_voided"]}
     assert rs["duplicates_by_cause"] == {"restore": rs["duplicates"]} and rs["lost"] == 0 and rs["valid"]
     assert rs["partitions"]["resumed"].all()

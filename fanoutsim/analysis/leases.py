@@ -572,7 +572,9 @@ def restore_run(*, at: float = 60.25, rate: float = 1.0, partitions: int = 4, me
 def restore_summary(sim, consumer: str = "worker") -> dict:
     """What a restore did: when (``restore_s``), the new ``incarnation``, the
     leases it voided, the acks that then failed closed as ``stale_incarnation``,
-    the duplicates (by cause) and losses, and per partition the checkpoint at the
+    the duplicates (by cause) and losses, the attempt each voided lease's event
+    was leased again as (``redelivered_as_attempt``: attempt -> events; the
+    restore counted a failed attempt), and per partition the checkpoint at the
     restore against the seq of the first event leased after it (``resumed``:
     the next one, as the checkpoint says)."""
     t = sim.trace()
@@ -594,8 +596,12 @@ def restore_summary(sim, consumer: str = "worker") -> dict:
         parts.append({"partition": p, "checkpoint_at_restore": cp, "first_leased_after": first.get(p),
                       "resumed": first.get(p) == (None if want is None or pd.isna(want) else int(want))})
     refused = mine[(mine["kind"] == "ack_refused")]["detail"].value_counts().to_dict()
+    voided = set(mine.loc[(mine["kind"] == "lease_voided") & (mine["detail"] == "restore"), "event_id"])
+    again = mine[(mine.index > at_i) & (mine["kind"] == "leased") & mine["event_id"].isin(voided)]
+    again = again.drop_duplicates("event_id")["detail"].str.split().str[1].astype(int).value_counts()
     return {"restore_s": at_s, "incarnation": int(sim.history()["incarnation"].iloc[0]),
             "leases_voided": int(((t["kind"] == "lease_voided") & (t["detail"] == "restore")).sum()),
+            "redelivered_as_attempt": {int(k): int(v) for k, v in sorted(again.items())},
             "acks_refused": {str(k): int(v) for k, v in sorted(refused.items())},
             "duplicates_by_cause": r.total["duplicates_by_cause"], "duplicates": r.total["duplicates"],
             "lost": r.total["lost"], "valid": r.valid, "partitions": pd.DataFrame(parts)}

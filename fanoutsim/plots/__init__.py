@@ -38,8 +38,9 @@ __all__ += ["consumer_latency_histogram", "cursor_progress", "outbox_latency_his
             "save_outbox_figures"]
 from .leases import (  # noqa: E402
     checkpoint_progress, delivery_per_consumer, duplicates_vs_lease, events_table_size, inflight_throughput,
-    lease_outcomes, lease_tradeoff, orders_side_by_side, save_leases_figures,
+    lease_outcomes, lease_tradeoff, orders_side_by_side, poison_side_by_side, save_leases_figures,
 )
 
 __all__ += ["checkpoint_progress", "delivery_per_consumer", "duplicates_vs_lease", "events_table_size",
-            "inflight_throughput", "lease_outcomes", "lease_tradeoff", "orders_side_by_side", "save_leases_figures"]
+            "inflight_throughput", "lease_outcomes", "lease_tradeoff", "orders_side_by_side", "poison_side_by_side",
+            "save_leases_figures"]

@@ -19,7 +19,8 @@ from ..analysis import leases as _a
 from ..leases.checker import check_leases
 from ._base import _MAX_SERIES, _THEORY_COLOR, STYLE, _axes, _empty, _save_figures, _time_unit, style
 
-__all__ = ["duplicates_vs_lease", "lease_tradeoff", "orders_side_by_side", "checkpoint_progress",
+__all__ = ["duplicates_vs_lease", "lease_tradeoff", "orders_side_by_side", "poison_side_by_side",
+           "checkpoint_progress",
            "inflight_throughput",
            "events_table_size", "lease_outcomes", "delivery_per_consumer", "save_leases_figures",
            "LEASES_FIGURES"]
@@ -140,6 +141,24 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
             else:
                 ax.set_ylim(0, max(float(per[col].max()), 1.0) * 1.25)
         axes[0].legend(loc="upper left")
+    return fig
+
+
+def poison_side_by_side(runs: Mapping, consumer: str = "worker") -> Figure:
+    """A poison event under each rule (``{order: sim}`` of
+    :func:`~fanoutsim.analysis.leases.poison_run`), one column per rule: the
+    checkpoint per partition on top, the events waiting (published, not yet
+    acknowledged or dead-lettered) below."""
+    with style():
+        fig = Figure(figsize=(12.0, 8.0), dpi=STYLE["figure.dpi"], layout="constrained")
+        axes = fig.subplots(2, max(len(runs), 1), squeeze=False)
+        for j, (order, sim) in enumerate(runs.items()):
+            name = str(order).replace("_", "-")
+            checkpoint_progress(sim, consumer, title=f"{name}: checkpoint per partition", ax=axes[0][j])
+            checkpoint_progress(sim, consumer, lag=True, title=f"{name}: events waiting per partition",
+                                ax=axes[1][j])
+        if not runs:
+            _empty(axes[0][0], "runs")
     return fig
 
 
