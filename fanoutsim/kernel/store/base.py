@@ -51,10 +51,13 @@ TABLES: dict[str, tuple[str, ...]] = {
     "parked": ("consumer", "seq", "error", "attempts", "parked_at"),
     "deferred": ("consumer", "seq", "due_at"),
     # -- the leased-consumer design (seed 003): the event log, consumers, their
-    # per-partition checkpoints, leases, retries, dead letters, the history row --
+    # per-partition checkpoints and sparse resolutions, leases, retries, dead
+    # letters, the history row --
     "events": ("seq", "event_id", "commit_seq", "ordinal", "partition", "kind", "payload", "committed_at"),
-    "lease_consumers": ("consumer", "start_seq", "batch_limit", "in_flight_limit", "lease_seconds", "retired"),
-    "checkpoints": ("consumer", "partition", "seq"),
+    "lease_consumers": ("consumer", "start_seq", "start_commit", "batch_limit", "in_flight_limit",
+                        "lease_seconds", "revision"),
+    "checkpoints": ("consumer", "partition", "seq", "commit_seq"),
+    "resolutions": ("consumer", "event_id", "seq", "partition", "commit_seq", "kind"),
     "leases": ("consumer", "event_id", "seq", "partition", "token", "incarnation", "attempt",
                "leased_at", "expires_at"),
     "retries": ("consumer", "event_id", "seq", "partition", "attempts", "not_before", "error"),
@@ -237,8 +240,8 @@ class Tx(ABC):
 
     # == the leased-consumer design (seed 003) ==============================
     # Orderings: events by ``seq``; lease_consumers by ``consumer``;
-    # checkpoints by ``(consumer, partition)``; leases, retries and
-    # dead_letters by ``(consumer, seq)``. ``history`` is one row.
+    # checkpoints by ``(consumer, partition)``; leases, retries, dead_letters
+    # and resolutions by ``(consumer, seq)``. ``history`` is one row.
 
     # -- history: the incarnation and the log's counters ----------------------
     @abstractmethod
@@ -259,9 +262,15 @@ class Tx(ABC):
     def get_event(self, event_id: str) -> dict | None: ...
 
     @abstractmethod
-    def event_heads(self, consumer: str, after: int) -> list[dict]:
-        """Per partition, the first retained event with ``seq > after`` and
-        past ``consumer``'s checkpoint of that partition; by ``seq``."""
+    def get_event_at(self, seq: int) -> dict | None:
+        """The retained event at log position ``seq``, or None."""
+
+    @abstractmethod
+    def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[dict]:
+        """Per partition (only ``partition``, if given), the first ``limit``
+        retained events with ``seq > after`` and past ``consumer``'s checkpoint
+        of that partition; all of them by ``seq``. (``limit`` 1: each
+        partition's first required event.)"""
 
     @abstractmethod
     def event_bounds(self) -> tuple[int | None, int | None]:
@@ -282,18 +291,39 @@ class Tx(ABC):
         """Insert or overwrite one consumer row."""
 
     @abstractmethod
+    def delete_lease_consumer(self, consumer: str) -> bool:
+        """Delete the consumer's row (not its other rows); whether there was one."""
+
+    @abstractmethod
     def list_lease_consumers(self) -> list[dict]: ...
 
     @abstractmethod
-    def get_checkpoints(self, consumer: str) -> dict:
-        """``{partition: seq}``: the last done event of each partition."""
+    def list_checkpoints(self, consumer: str) -> list[dict]:
+        """The consumer's checkpoint rows, by partition: ``seq`` and
+        ``commit_seq`` of the last event of the contiguous done prefix."""
 
     @abstractmethod
-    def set_checkpoint(self, consumer: str, partition: str, seq: int) -> None: ...
+    def set_checkpoint(self, consumer: str, partition: str, seq: int, commit_seq: int) -> None: ...
 
     @abstractmethod
     def clear_checkpoints(self, consumer: str) -> int:
         """Delete the consumer's checkpoints; how many there were."""
+
+    # -- sparse resolutions: done events past a checkpoint ----------------------
+    @abstractmethod
+    def insert_resolution(self, row: dict) -> None:
+        """Hold one resolved event past its partition's checkpoint; the same
+        ``(consumer, event_id)`` again raises :class:`KeyError`."""
+
+    @abstractmethod
+    def list_resolutions(self, consumer: str, partition: str | None = None) -> list[dict]: ...
+
+    @abstractmethod
+    def delete_resolution(self, consumer: str, event_id: str) -> bool: ...
+
+    @abstractmethod
+    def clear_resolutions(self, consumer: str) -> int:
+        """Delete the consumer's resolutions; how many there were."""
 
     # -- leases -------------------------------------------------------------------
     @abstractmethod
@@ -328,11 +358,19 @@ class Tx(ABC):
     def list_retries(self, consumer: str | None = None) -> list[dict]: ...
 
     @abstractmethod
+    def clear_retries(self, consumer: str) -> int:
+        """Delete the consumer's retries; how many there were."""
+
+    @abstractmethod
     def insert_dead_letter(self, row: dict) -> None:
         """Retain a dead letter; the same ``(consumer, event_id)`` again raises :class:`KeyError`."""
 
     @abstractmethod
     def list_dead_letters(self, consumer: str | None = None) -> list[dict]: ...
+
+    @abstractmethod
+    def clear_dead_letters(self, consumer: str) -> int:
+        """Delete the consumer's dead letters; how many there were."""
 
 
 class Store(ABC):

@@ -217,8 +217,11 @@ class DuckDBTx(Tx):
     def get_event(self, event_id):
         return self._one("events", sql.GET_EVENT, [event_id])
 
-    def event_heads(self, consumer, after):
-        return self._all("events", sql.EVENT_HEADS, [consumer, after])
+    def get_event_at(self, seq):
+        return self._one("events", sql.GET_EVENT_AT, [seq])
+
+    def event_window(self, consumer, after, limit, partition=None):
+        return self._all("events", sql.EVENT_WINDOW, [consumer, after, partition, partition, check_limit(limit)])
 
     def event_bounds(self):
         return tuple(self._run(sql.EVENT_BOUNDS).fetchone())
@@ -234,17 +237,32 @@ class DuckDBTx(Tx):
     def put_lease_consumer(self, row):
         self._run(sql.PUT_LEASE_CONSUMER, [row[k] for k in TABLES["lease_consumers"]])
 
+    def delete_lease_consumer(self, consumer):
+        return self._run(sql.DELETE_LEASE_CONSUMER, [consumer]).fetchone() is not None
+
     def list_lease_consumers(self):
         return self._all("lease_consumers", sql.ALL_ROWS["lease_consumers"], None)
 
-    def get_checkpoints(self, consumer):
-        return dict(self._run(sql.GET_CHECKPOINTS, [consumer]).fetchall())
+    def list_checkpoints(self, consumer):
+        return self._all("checkpoints", sql.LIST_CHECKPOINTS, [consumer])
 
-    def set_checkpoint(self, consumer, partition, seq):
-        self._run(sql.SET_CHECKPOINT, [consumer, partition, seq])
+    def set_checkpoint(self, consumer, partition, seq, commit_seq):
+        self._run(sql.SET_CHECKPOINT, [consumer, partition, seq, commit_seq])
 
     def clear_checkpoints(self, consumer):
         return len(self._run(sql.CLEAR_CHECKPOINTS, [consumer]).fetchall())
+
+    def insert_resolution(self, row):
+        self._run(sql.INSERT_RESOLUTION, [row[k] for k in TABLES["resolutions"]])
+
+    def list_resolutions(self, consumer, partition=None):
+        return self._all("resolutions", sql.LIST_RESOLUTIONS, [consumer, partition, partition])
+
+    def delete_resolution(self, consumer, event_id):
+        return self._run(sql.DELETE_RESOLUTION, [consumer, event_id]).fetchone() is not None
+
+    def clear_resolutions(self, consumer):
+        return len(self._run(sql.CLEAR_RESOLUTIONS, [consumer]).fetchall())
 
     def insert_lease(self, row):
         self._run(sql.INSERT_LEASE, [row[k] for k in TABLES["leases"]])
@@ -273,11 +291,17 @@ class DuckDBTx(Tx):
     def list_retries(self, consumer=None):
         return self._all("retries", sql.LIST_RETRIES, [consumer, consumer])
 
+    def clear_retries(self, consumer):
+        return len(self._run(sql.CLEAR_RETRIES, [consumer]).fetchall())
+
     def insert_dead_letter(self, row):
         self._run(sql.INSERT_DEAD_LETTER, [row[k] for k in TABLES["dead_letters"]])
 
     def list_dead_letters(self, consumer=None):
         return self._all("dead_letters", sql.LIST_DEAD_LETTERS, [consumer, consumer])
+
+    def clear_dead_letters(self, consumer):
+        return len(self._run(sql.CLEAR_DEAD_LETTERS, [consumer]).fetchall())
 
 
 class DuckDBStore(Store):
@@ -348,7 +372,10 @@ class DuckDBStore(Store):
         self.con.execute(sql.SCHEMA)
         for version in sorted(sql.MIGRATIONS):  # each statement is idempotent
             for statement in sql.MIGRATIONS[version]:
-                self.con.execute(statement)
+                if callable(statement):
+                    statement(self.con)
+                else:
+                    self.con.execute(statement)
         self.con.execute(sql.SET_SCHEMA_VERSION, [str(sql.SCHEMA_VERSION)])
         self.con.execute("COMMIT")
 

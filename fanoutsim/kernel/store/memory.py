@@ -395,16 +395,24 @@ class MemoryTx(Tx):
         seq = s.event_ids.get(event_id)
         return None if seq is None else dict(s.events[seq])
 
-    def event_heads(self, consumer, after):
+    def get_event_at(self, seq):
+        row = self.s.events.get(seq)
+        return None if row is None else dict(row)
+
+    def event_window(self, consumer, after, limit, partition=None):
         s = self.s
-        cps = {p: q for (c, p), q in s.checkpoints.items() if c == consumer}
-        heads = []
-        for part, seqs in s.event_parts.items():
+        limit = check_limit(limit)
+        cps = s.cp_index.get(consumer, {})
+        events, out = s.events, []
+        parts = s.event_parts.items() if partition is None else (
+            [(partition, s.event_parts[partition])] if partition in s.event_parts else [])
+        for part, seqs in parts:
             cp = cps.get(part)
-            i = bisect_right(seqs, after if cp is None else max(after, cp))
-            if i < len(seqs):
-                heads.append(seqs[i])
-        return [dict(s.events[q]) for q in sorted(heads)]
+            i = bisect_right(seqs, after if cp is None else max(after, cp["seq"]))
+            out.extend(seqs[i:i + limit])
+        if partition is None:
+            out.sort()
+        return [dict(events[q]) for q in out]
 
     def event_bounds(self):
         seqs = self.s.event_seqs
@@ -432,19 +440,73 @@ class MemoryTx(Tx):
     def put_lease_consumer(self, row):
         self._put(self.s.lease_consumers, row["consumer"], {k: row[k] for k in TABLES["lease_consumers"]})
 
+    def delete_lease_consumer(self, consumer):
+        return self._pop(self.s.lease_consumers, consumer)
+
     def list_lease_consumers(self):
         c = self.s.lease_consumers
         return [dict(c[k]) for k in sorted(c)]
 
-    def get_checkpoints(self, consumer):
-        cp = self.s.checkpoints
-        return {p: cp[(c, p)] for c, p in sorted(cp) if c == consumer}
+    def list_checkpoints(self, consumer):
+        cps = self.s.cp_index.get(consumer, {})
+        return [dict(cps[p]) for p in sorted(cps)]
 
-    def set_checkpoint(self, consumer, partition, seq):
-        self._put(self.s.checkpoints, (consumer, partition), seq)
+    def set_checkpoint(self, consumer, partition, seq, commit_seq):
+        self._index_put(self.s.cp_index, consumer, partition,
+                        {"consumer": consumer, "partition": partition, "seq": seq, "commit_seq": commit_seq})
 
     def clear_checkpoints(self, consumer):
-        return self._clear(self.s.checkpoints, consumer)
+        return self._index_clear(self.s.cp_index, consumer)
+
+    def insert_resolution(self, row):
+        s = self.s
+        key = (row["consumer"], row["event_id"])
+        if key in s.res_part:
+            raise self._duplicate(f"resolutions {key}")
+        row = {k: row[k] for k in TABLES["resolutions"]}
+        s._add_resolution(row)
+        self.undo.append(lambda: s._drop_resolution(*key))
+
+    def list_resolutions(self, consumer, partition=None):
+        by = self.s.res_index.get(consumer, {})
+        rows = [r for p in ((partition,) if partition is not None else by) for r in by.get(p, {}).values()]
+        rows.sort(key=lambda r: r["seq"])
+        return [dict(r) for r in rows]
+
+    def delete_resolution(self, consumer, event_id):
+        s = self.s
+        if (consumer, event_id) not in s.res_part:
+            return False
+        row = s._drop_resolution(consumer, event_id)
+        self.undo.append(lambda: s._add_resolution(row))
+        return True
+
+    def clear_resolutions(self, consumer):
+        s = self.s
+        rows = [r for by in s.res_index.get(consumer, {}).values() for r in by.values()]
+        for r in rows:
+            s._drop_resolution(consumer, r["event_id"])
+
+        def undo():
+            for r in rows:
+                s._add_resolution(r)
+
+        self.undo.append(undo)
+        return len(rows)
+
+    def _index_put(self, index: dict, outer, inner, value) -> None:
+        """Set ``index[outer][inner] = value`` with its undo."""
+        by = index.setdefault(outer, {})
+        had, old = inner in by, by.get(inner)
+        by[inner] = value
+
+        def undo():
+            if had:
+                index.setdefault(outer, {})[inner] = old
+            else:
+                index.get(outer, {}).pop(inner, None)
+
+        self.undo.append(undo)
 
     def _clear(self, table: dict, consumer: str) -> int:
         """Delete every entry of ``consumer`` (the first part of the key)."""
@@ -460,6 +522,13 @@ class MemoryTx(Tx):
         value = table.pop(key)
         self.undo.append(lambda: table.__setitem__(key, value))
         return True
+
+    def _index_clear(self, index: dict, outer) -> int:
+        gone = index.pop(outer, None)
+        if not gone:
+            return 0
+        self.undo.append(lambda: index.__setitem__(outer, gone))
+        return len(gone)
 
     def insert_lease(self, row):
         s = self.s
@@ -496,6 +565,9 @@ class MemoryTx(Tx):
     def list_retries(self, consumer=None):
         return _by_consumer_seq(self.s.retries, consumer)
 
+    def clear_retries(self, consumer):
+        return self._clear(self.s.retries, consumer)
+
     def insert_dead_letter(self, row):
         s = self.s
         key = (row["consumer"], row["event_id"])
@@ -505,6 +577,9 @@ class MemoryTx(Tx):
 
     def list_dead_letters(self, consumer=None):
         return _by_consumer_seq(self.s.dead_letters, consumer)
+
+    def clear_dead_letters(self, consumer):
+        return self._clear(self.s.dead_letters, consumer)
 
 
 def _by_consumer_seq(table: dict, consumer: str | None) -> list[dict]:
@@ -537,7 +612,9 @@ class MemoryStore(Store):
         self.event_ids: dict[str, int] = {}
         self.event_parts: dict[str, list[int]] = {}  # partition -> its seqs, sorted
         self.lease_consumers: dict[str, dict] = {}
-        self.checkpoints: dict[tuple[str, str], int] = {}
+        self.cp_index: dict[str, dict[str, dict]] = {}  # consumer -> partition -> checkpoint row
+        self.res_index: dict[str, dict[str, dict[str, dict]]] = {}  # consumer -> partition -> event_id -> row
+        self.res_part: dict[tuple[str, str], str] = {}  # (consumer, event_id) -> partition
         self.leases: dict[tuple[str, str], dict] = {}
         self.retries: dict[tuple[str, str], dict] = {}
         self.dead_letters: dict[tuple[str, str], dict] = {}
@@ -610,6 +687,21 @@ class MemoryStore(Store):
             del self.event_parts[row["partition"]]
         return row
 
+    def _add_resolution(self, row: dict) -> None:
+        c, eid, part = row["consumer"], row["event_id"], row["partition"]
+        self.res_index.setdefault(c, {}).setdefault(part, {})[eid] = row
+        self.res_part[(c, eid)] = part
+
+    def _drop_resolution(self, consumer: str, event_id: str) -> dict:
+        part = self.res_part.pop((consumer, event_id))
+        by = self.res_index[consumer]
+        row = by[part].pop(event_id)
+        if not by[part]:
+            del by[part]
+            if not by:
+                del self.res_index[consumer]
+        return row
+
     def _restore_event(self, row: dict) -> None:
         seq = row["seq"]
         self.events[seq] = row
@@ -660,8 +752,11 @@ class MemoryStore(Store):
         if table == "lease_consumers":
             return [dict(self.lease_consumers[k]) for k in sorted(self.lease_consumers)]
         if table == "checkpoints":
-            return [{"consumer": c, "partition": p, "seq": self.checkpoints[(c, p)]}
-                    for c, p in sorted(self.checkpoints)]
+            return [dict(self.cp_index[c][p]) for c in sorted(self.cp_index) for p in sorted(self.cp_index[c])]
+        if table == "resolutions":
+            rows = [r for by in self.res_index.values() for part in by.values() for r in part.values()]
+            rows.sort(key=lambda r: (r["consumer"], r["seq"]))
+            return [dict(r) for r in rows]
         if table in ("leases", "retries", "dead_letters"):
             return _by_consumer_seq(getattr(self, table), None)
         if table == "history":
