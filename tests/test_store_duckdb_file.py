@@ -247,7 +247,8 @@ def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp
                     [seq, f"{commit}:{seq - 4}", commit, part, seq])
     con.execute("INSERT INTO lease_consumers VALUES ('live', 2, 4, 4, 60.0, false), ('gone', 0, 4, 4, 60.0, true),"
                 " ('fresh', 0, 4, 4, 60.0, false), ('late', 4, 4, 4, 60.0, false)")
-    con.execute("INSERT INTO checkpoints VALUES ('live', 'a', 4), ('live', 'b', 3), ('gone', 'a', 4)")
+    con.execute("INSERT INTO checkpoints VALUES ('live', 'a', 4), ('live', 'b', 3), ('gone', 'a', 4), "
+                "('late', 'c', 2)")
     con.execute("INSERT INTO dead_letters VALUES ('gone', '3:1', 5, 'b', 10, 'x', NULL, make_timestamp(1))")
     con.execute("INSERT INTO retries VALUES ('gone', '3:0', 4, 'a', 1, make_timestamp(1), NULL)")
     con.execute(sql.SET_SCHEMA_VERSION, ["5"])
@@ -267,13 +268,21 @@ def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp
              "lease_seconds": 60.0, "revision": 1},
             {"consumer": "live", "start_seq": 2, "start_commit": 2, "batch_limit": 4, "in_flight_limit": 4,
              "lease_seconds": 60.0, "revision": 1}]
-        # a checkpoint's commit: its event's, or (pruned) the one before the oldest retained commit
+        # a checkpoint's commit: its event's, or (pruned) the one before the oldest retained commit; one
+        # inside pruned history (the old fence let retention take its commit) moves up to the horizon, seq 3
         assert store.rows("checkpoints") == [
+            {"consumer": "late", "partition": "c", "seq": 3, "commit_seq": 2},
             {"consumer": "live", "partition": "a", "seq": 4, "commit_seq": 3},
             {"consumer": "live", "partition": "b", "seq": 3, "commit_seq": 2}]
         assert store.rows("dead_letters") == [] and store.rows("retries") == []
         assert store.rows("resolutions") == []
+        from fanoutsim.leases import LeaseConfig, LeaseEngine
+        from fanoutsim.metrics import Metrics
+        from fanoutsim.trace import Trace
+        e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace())
+        assert [x.event_id for x in e.consume(10**17, "late")] == ["3:1"]  # no pruned history read
         with store.transaction() as tx:  # the migrated tables take the new rows
+            tx.delete_lease("late", "3:1")
             tx.set_checkpoint("late", "a", 4, 3)
             tx.insert_resolution({"consumer": "late", "event_id": "3:1", "seq": 5, "partition": "b",
                                   "commit_seq": 3, "kind": "acknowledged"})

@@ -75,6 +75,7 @@ from dataclasses import dataclass
 
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
+from fanoutsim.designs.leases.consumers import consumer_row
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
 from fanoutsim.kernel.names import check_name
 
@@ -107,11 +108,6 @@ def lease_token(seed: int, consumer: str, event_id: str, attempt: int, grant: in
     return hashlib.sha256(f"{seed}/{consumer}/{event_id}/{attempt}/{grant}".encode()).hexdigest()
 
 
-def _known(tx, consumer: str) -> dict:
-    from fanoutsim.designs.leases.consumers import consumer_row
-    return consumer_row(tx, consumer)
-
-
 def bump(tx, row: dict) -> dict:
     """The consumer's next revision, written; returns the new row."""
     row = {**row, "revision": row["revision"] + 1}
@@ -137,7 +133,7 @@ def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> list[
 def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] | None:
     out: list[Lease] = []
     with e.store.transaction() as tx:
-        row = _known(tx, consumer)
+        row = consumer_row(tx, consumer)
         held = tx.list_leases(consumer)
         for lease in held:
             if lease["expires_at"] <= now:
@@ -149,14 +145,21 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] |
         _check_retained(tx, row)
         leased = {lease["event_id"] for lease in held}
         retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
-        resolved = {r["event_id"] for r in tx.list_resolutions(consumer)}
-        # enough of each partition's window to find `room` eligible events past the ineligible ones;
-        # head-of-line: each partition's first unresolved event (past its sparse dead letters)
+        sparse = tx.list_resolutions(consumer)
+        resolved = {r["event_id"] for r in sparse}
+        # enough of each partition's window to find `room` eligible events past its ineligible ones
+        # (head-of-line: each partition's first unresolved event, past its sparse dead letters)
+        most = 0
+        if held or retries or sparse:
+            skip: dict[str, int] = {}
+            for r in (*held, *retries.values(), *sparse):
+                skip[r["partition"]] = skip.get(r["partition"], 0) + 1
+            most = max(skip.values())
         head_of_line = e.config.partition_order == "head_of_line"
         if head_of_line:
-            limit, blocked = 1 + len(resolved), set()
+            limit, blocked = 1 + most, set()
         else:
-            limit = min(e.config.window, room + len(leased) + len(retries) + len(resolved))
+            limit = min(e.config.window, room + most)
         h = None
         expires = now + seconds_to_us(row["lease_seconds"])
         for ev in tx.event_window(consumer, row["start_seq"], limit):
@@ -232,7 +235,7 @@ def _resolve(tx, row: dict, lease: dict, kind: str | None, advance: bool = True)
         terminal = {r["event_id"] for r in held}
         if new is not None:
             terminal.add(new["event_id"])
-        for ev in tx.event_window(consumer, row["start_seq"], len(terminal) + 1, part):
+        for ev in tx.event_window(consumer, row["start_seq"], len(terminal), part):  # at most so many pass
             if ev["event_id"] not in terminal:
                 break
             last = ev

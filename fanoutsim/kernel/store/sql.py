@@ -186,6 +186,8 @@ CREATE TABLE IF NOT EXISTS resolutions (
     PRIMARY KEY (consumer, event_id)
 );
 """
+# the highest seq retention has deleted (every seq up to it is gone)
+_HORIZON = """coalesce((SELECT min(e.seq) - 1 FROM events e), (SELECT h.last_seq FROM history h WHERE h.id = 1))"""
 # the commit of the event at a seq; a pruned one's is below the oldest retained commit
 _COMMIT_AT = """coalesce((SELECT e.commit_seq FROM events e WHERE e.seq = {seq}),
                 (SELECT min(e.commit_seq) - 1 FROM events e),
@@ -221,6 +223,10 @@ MIGRATIONS = {
         "UPDATE lease_consumers SET start_commit = CASE WHEN start_seq = 0 THEN 0 ELSE "
         + _COMMIT_AT.format(seq="lease_consumers.start_seq") + " END WHERE start_commit IS NULL",
         "UPDATE lease_consumers SET revision = 1 WHERE revision IS NULL",
+        # the old fence let retention prune a checkpoint's own commit (never an event past it): such a
+        # checkpoint moves up to the retention horizon, which skips nothing, so that no pull reads
+        # pruned history
+        "UPDATE checkpoints SET seq = " + _HORIZON + " WHERE commit_seq IS NULL AND seq < " + _HORIZON,
         "UPDATE checkpoints SET commit_seq = " + _COMMIT_AT.format(seq="checkpoints.seq")
         + " WHERE commit_seq IS NULL"],
 }
