@@ -317,6 +317,32 @@ def _recordings(sc) -> list[str]:
     return out
 
 
+def _design_module(design: Design) -> str:
+    """The module whose ``DESIGN`` is ``design``, so a worker process can load a
+    design registered in this one (a Design need not pickle)."""
+    import sys
+
+    path = designs.BUILTIN.get(design.name)
+    if path:
+        return path
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "DESIGN", None) is design:
+            return name
+    raise ValueError(f"the {design.name} design is no module's DESIGN, so worker processes cannot load it; "
+                     f"sweep it with workers=1")
+
+
+def _design(run: "_Run") -> Design:
+    """The run's design, registered here from its module if this process has not yet."""
+    if run.design in designs.names():
+        return designs.get(run.design)
+    from importlib import import_module
+
+    design = import_module(run.module).DESIGN
+    designs.register(design)
+    return design
+
+
 @dataclasses.dataclass(frozen=True)
 class _Run:
     """One run: everything a worker process needs, picklable."""
@@ -324,7 +350,8 @@ class _Run:
     index: int
     values: tuple          # the grid values, in grid key order
     seed: int
-    design: Design
+    design: str            # its name
+    module: str            # the module whose DESIGN it is (for a worker process)
     scenario: Any          # the effective scenario (overrides applied)
     until: float
     sim: tuple             # ((sweep key, value), ...) set on the built simulation
@@ -351,6 +378,7 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
     design = base.design
     if design.sweep_row is None:
         raise ValueError(f"the {design.name} design does not sweep (its Design has no sweep_row)")
+    module = _design_module(design)
     runs: list[_Run] = []
     for combo in itertools.product(*values):
         try:
@@ -370,7 +398,7 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
                              sort_keys=True)
         key = hashlib.sha256(content.encode()).hexdigest()
         for seed in seeds:
-            runs.append(_Run(len(runs), tuple(combo), seed, design, eff, float(until), sim, store, key))
+            runs.append(_Run(len(runs), tuple(combo), seed, design.name, module, eff, float(until), sim, store, key))
     return [k.name for k in keys], runs
 
 
@@ -378,15 +406,16 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
 def _run_one(run: _Run) -> dict[str, Any]:
     """Build, run and measure one simulation (in a worker process or here)."""
     t0 = time.perf_counter()
+    design = _design(run)
     sim = run.scenario.build(seed=run.seed, store=run.store)
     for name, value in run.sim:
-        run.design.sweep_keys[name].sim(sim, value)
+        design.sweep_keys[name].sim(sim, value)
     sim.run(run.until)
-    checked = run.design.check(sim)
-    row = {k: _plain(v) for k, v in run.design.sweep_row(sim, checked).items()}
-    if tuple(row) != tuple(run.design.sweep_columns):
-        raise RuntimeError(f"the {run.design.name} design's sweep_row gave the columns {tuple(row)}; "
-                           f"its sweep_columns are {tuple(run.design.sweep_columns)}")
+    checked = design.check(sim)
+    row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
+    if tuple(row) != tuple(design.sweep_columns):
+        raise RuntimeError(f"the {design.name} design's sweep_row gave the columns {tuple(row)}; "
+                           f"its sweep_columns are {tuple(design.sweep_columns)}")
     row["wall_s"] = time.perf_counter() - t0
     return row
 
@@ -436,7 +465,7 @@ class _Cache:
             "key": [r.key for r, _ in rows],
             "seed": [r.seed for r, _ in rows],
             "version": version,
-            "design": [r.design.name for r, _ in rows],
+            "design": [r.design for r, _ in rows],
             "config": [json.dumps({**dict(zip(keys, map(repr, r.values))),
                                    "config": repr(getattr(r.scenario, "config", None)), "until": r.until,
                                    **{k: repr(v) for k, v in r.sim}}, sort_keys=True) for r, _ in rows],
@@ -493,6 +522,13 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
             for run in todo:
                 finished(run, _run_one(run))
         else:
+            import pickle
+
+            try:  # a run that cannot reach a worker fails here, not in the pool's feeder thread
+                pickle.dumps(todo[0])
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                raise ValueError(f"this sweep's runs cannot be sent to worker processes ({exc}); "
+                                 f"use workers=1") from None
             pool = _pool(min(workers, len(todo)))
             try:
                 futures = {pool.submit(_run_one, run): run for run in todo}

@@ -12,58 +12,45 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "fanoutsim"
 CONFIG = ROOT / ".importlinter"
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-# Imports the contracts ignore for now (``ignore_imports`` in .importlinter):
-# each is in a file another change owns, and goes with that change.
-KNOWN = {
-    "fanoutsim/designs/reactor/design.py <-> serve.py": "serve imports WRITE_FIELDS from design, design "
-                                                         "imports serve's functions (a cycle)",
-}
 
-
-def lint_imports(config: Path) -> subprocess.CompletedProcess:
+def lint_imports(cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     assert LINT_IMPORTS.exists(), f"{LINT_IMPORTS} is missing: install the test extra (pip install -e '.[test]')"
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", str(config)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", str(CONFIG)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_the_import_contracts_hold():
-    out = lint_imports(CONFIG)
+    out = lint_imports(ROOT)
     assert out.returncode == 0, out.stdout[out.stdout.find("Broken contracts"):] + out.stderr
     assert "4 kept, 0 broken" in out.stdout
 
 
-@pytest.mark.xfail(strict=False, reason="imports in files owned by other changes: "
-                                        + "; ".join(f"{k}: {v}" for k, v in KNOWN.items()))
-def test_the_import_contracts_hold_without_the_known_exceptions(tmp_path):
-    parser = configparser.ConfigParser()
-    parser.read(CONFIG)
-    for section in parser.sections():
-        parser.remove_option(section, "ignore_imports")
-    config = tmp_path / "importlinter.ini"
-    with config.open("w") as fh:
-        parser.write(fh)
-    out = lint_imports(config)
-    assert out.returncode == 0, out.stdout[out.stdout.find("Broken contracts"):]
-
-
-def test_a_step_module_that_reads_the_clock_breaks_a_contract(tmp_path):
-    """The sans-IO contract sees an import of time, even one inside a function."""
+def test_the_contracts_catch_a_clock_in_a_step_a_design_in_the_kernel_and_a_cycle(tmp_path):
+    """On a copy of the package with three planted faults: a step module that
+    imports time inside a function, a kernel module that imports a design,
+    and two designs' modules that import each other."""
     copy = tmp_path / "fanoutsim"
     subprocess.run(["cp", "-r", str(PACKAGE), str(copy)], check=True)
-    step = copy / "designs" / "outbox" / "retention.py"
-    step.write_text(step.read_text() + "\n\ndef _now():\n    import time\n    return time.time()\n")
-    out = subprocess.run([str(LINT_IMPORTS), "--no-cache", "--contract", "sans-io-steps", str(CONFIG)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                         env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT_IMPORTS.parent)})
-    assert out.returncode != 0
+
+    def plant(path: str, text: str) -> None:
+        target = copy / path
+        target.write_text(target.read_text() + text)
+
+    plant("designs/outbox/retention.py", "\n\ndef _now():\n    import time\n    return time.time()\n")
+    plant("kernel/ids.py", "\nfrom fanoutsim.designs.outbox import bus  # noqa\n")
+    plant("designs/outbox/bus.py", "\nfrom fanoutsim.designs.outbox import notify  # noqa\n")
+    plant("designs/outbox/notify.py", "\nfrom fanoutsim.designs.outbox import bus  # noqa\n")
+    out = lint_imports(tmp_path, {"PYTHONPATH": str(tmp_path), "PATH": str(LINT_IMPORTS.parent)})
+    assert out.returncode != 0 and "0 kept, 4 broken" in out.stdout
     assert "fanoutsim.designs.outbox.retention -> time" in out.stdout
+    assert "fanoutsim.kernel.ids -> fanoutsim.designs.outbox.bus" in out.stdout
+    assert "No cycles are allowed in fanoutsim.designs.outbox" in out.stdout
 
 
 # -- what import-linter cannot check ----------------------------------------------------

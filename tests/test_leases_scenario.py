@@ -1,5 +1,5 @@
 """Leases scenario files (``design = "leases"``): loading, running, reporting,
-every class of error, and ``fanoutsim run`` / ``serve`` on them."""
+every class of error, and ``fanoutsim run`` on them (``serve``: tests/test_serve_designs.py)."""
 from __future__ import annotations
 
 import json
@@ -455,14 +455,6 @@ def test_cli_bad_leases_file_exits_2(tmp_path, capsys):
     assert captured.out == "" and captured.err.startswith("fanoutsim: error: ")
     assert f"{bad}: faults[0].kind: 'pollers' is a fault of the reactor design" in captured.err
     assert not (tmp_path / "o").exists()
-
-
-def test_cli_serve_refuses_a_leases_scenario(tmp_path, capsys):
-    db = tmp_path / "run.duckdb"
-    assert main(["serve", "--db", str(db), "--scenario", str(LEASES)]) == 2
-    err = capsys.readouterr().err
-    assert "design: this needs a scenario of the reactor design" in err and "leases design" in err
-    assert not db.exists()
 
 
 def test_duckdb_store_runs_the_same(tmp_path):

@@ -421,10 +421,3 @@ def test_cli_bad_outbox_file_exits_2(tmp_path, capsys):
     assert captured.err.startswith("fanoutsim: error: ")
     assert f"{bad}: faults[0].kind: 'pollers' is a fault of the reactor design" in captured.err
     assert not (tmp_path / "o").exists()
-
-
-def test_cli_serve_refuses_an_outbox_scenario(tmp_path, capsys):
-    db = tmp_path / "run.duckdb"
-    assert main(["serve", "--db", str(db), "--scenario", str(OUTBOX)]) == 2
-    assert "design: this needs a scenario of the reactor design" in capsys.readouterr().err
-    assert not db.exists()

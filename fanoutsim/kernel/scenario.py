@@ -453,17 +453,23 @@ class Settings(Part):
 
 
 def _field_comments(cls: type) -> dict[str, str]:
-    """``name: type = default  # what it is`` lines of a dataclass: name -> the comment."""
+    """A config dataclass's field docs: the comment on a field's line (``name:
+    type = default  # what it is``), else the field's entry in its module's
+    docstring (a line ````name```` and the indented lines under it)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    out: dict[str, str] = {}
     try:
         source = inspect.getsource(cls)
     except (OSError, TypeError):
-        return {}
-    out: dict[str, str] = {}
-    names = {f.name for f in dataclasses.fields(cls)}
+        source = ""
     for line in source.splitlines():
         m = re.match(r"\s+([A-Za-z_]\w*)\s*:[^#\"']*(?:=\s*[^#]*)?#\s*(.+)$", line)
         if m and m.group(1) in names:
             out.setdefault(m.group(1), m.group(2).strip())
+    doc = inspect.getdoc(inspect.getmodule(cls)) or ""
+    for m in re.finditer(r"^``([A-Za-z_]\w*)``\n((?:[ \t]+\S.*(?:\n|$))+)", doc, flags=re.M):
+        if m.group(1) in names:
+            out.setdefault(m.group(1), " ".join(line.strip() for line in m.group(2).splitlines()))
     return out
 
 

@@ -11,6 +11,7 @@ from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 
 from .config import SchedulerConfig
 from .scenario import SCHEMA
+from .serve import WRITE_FIELDS, open_realtime, status_of, write
 
 
 def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
@@ -122,28 +123,15 @@ SWEEP_KEYS = {
 
 
 # -- the wall clock (fanoutsim serve / fire / write / status) -------------------------
-WRITE_FIELDS = {
-    "reactor": "the reactor to fire (required)",
-    "payload": "a JSON object of source name -> value (default {})",
-    "tenant": "the tenant (default \"public\")",
-}
-
-
 def _realtime(scenario, db: str, *, rate: float | None = None):
-    from .serve import open_realtime
-
     return open_realtime(scenario, db, rate=rate)
 
 
 def _write(rt, req: dict) -> dict:
-    from .serve import write
-
     return write(rt, req)
 
 
 def _status(rt) -> dict:
-    from .serve import status_of
-
     return status_of(rt)
 
 

@@ -20,12 +20,16 @@ from typing import Any
 
 from fanoutsim.kernel.runtime.control import request, server_address, server_info, sidecar
 from fanoutsim.kernel.timeutil import from_us
-from fanoutsim.designs.reactor.design import WRITE_FIELDS
 from fanoutsim.designs.reactor.realtime import Realtime
 
 __all__ = ["sidecar", "server_address", "status_of", "apply_scenario", "open_realtime", "write",
            "WRITE_FIELDS", "fire", "status"]
 
+WRITE_FIELDS = {
+    "reactor": "the reactor to fire (required)",
+    "payload": "a JSON object of source name -> value (default {})",
+    "tenant": "the tenant (default \"public\")",
+}
 
 
 def status_of(rt: Realtime) -> dict[str, Any]:
