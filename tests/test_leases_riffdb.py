@@ -20,7 +20,7 @@ from fanoutsim.designs.leases import MAX_ATTEMPTS, HistoryPruned, LeaseConfig, L
 from fanoutsim.designs.leases.config import MAX_SPARSE_RESOLUTIONS, RESOLUTION_WINDOW
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.designs.leases.crashtest import MATRIX_OPS, PHASES, crash_matrix_case
-from fanoutsim.kernel.store import open_store
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.trace import Trace
 
 T0 = 1_767_225_600_000_000

@@ -13,10 +13,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from fanoutsim.kernel.store import TABLES, open_store
-from fanoutsim.kernel.store.duckdb import DuckDBStore, StoreError
-from fanoutsim.kernel.store import MemoryStore
-from fanoutsim.kernel.store.sql import SCHEMA_VERSION
+from fanoutsim.designs.stores import TABLES, open_store
+from fanoutsim.designs.stores import DuckDBStore, StoreError
+from fanoutsim.designs.stores import MemoryStore
+from fanoutsim.designs.stores import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -168,7 +168,7 @@ def test_a_file_held_by_another_process_is_refused(tmp_path):
 
 def test_a_version_1_file_is_migrated_in_place(tmp_path):
     import duckdb
-    from fanoutsim.kernel.store import sql
+    from fanoutsim.designs.stores import sql
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute(sql.SCHEMA.replace("    last_seen_firing_id       UUID,\n", ""))
@@ -234,11 +234,12 @@ CREATE TABLE dead_letters (consumer VARCHAR NOT NULL, event_id VARCHAR NOT NULL,
 
 
 def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp_path):
-    from fanoutsim.kernel.store import sql
+    from fanoutsim.designs.stores import sql, store_parts
     path = str(tmp_path / "v5.duckdb")
+    # the other designs' tables at version 5, then the leased-consumer tables as version 5 had them
+    DuckDBStore(path, parts=[part for part in store_parts() if part.name != "leases"]).close()
     con = duckdb.connect(path)
-    con.execute(sql.SCHEMA)
-    con.execute(sql.OUTBOX_SCHEMA)
+    assert con.execute(sql.GET_SCHEMA_VERSION).fetchone()[0] == "5"
     con.execute(_V5_LEASE_TABLES)
     con.execute("INSERT INTO history VALUES (1, 1, 4, 5, 3)")
     # commits 1..2 (seqs 1..3) were pruned; commit 3 holds seqs 4 and 5 ... and commit 4 was never written
@@ -276,9 +277,9 @@ def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp
             {"consumer": "live", "partition": "b", "seq": 3, "commit_seq": 2}]
         assert store.rows("dead_letters") == [] and store.rows("retries") == []
         assert store.rows("resolutions") == []
-        from fanoutsim.leases import LeaseConfig, LeaseEngine
-        from fanoutsim.metrics import Metrics
-        from fanoutsim.trace import Trace
+        from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
+        from fanoutsim.kernel.metrics import Metrics
+        from fanoutsim.kernel.trace import Trace
         e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace())
         assert [x.event_id for x in e.consume(10**17, "late")] == ["3:1"]  # no pruned history read
         with store.transaction() as tx:  # the migrated tables take the new rows

@@ -48,7 +48,7 @@ from collections import Counter
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.kernel.metrics import Metrics
-from fanoutsim.kernel.store import open_store
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.trace import Trace
 from fanoutsim.kernel.runtime.crashtest import campaign, run_child, side_lines, start_child, wait_or_kill
 from fanoutsim.designs.leases.realtime import LeaseRealtime

@@ -52,6 +52,7 @@ from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.host import RunnerHost, checked_config
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, every, wall_us
 
 
@@ -70,7 +71,7 @@ class Realtime(RunnerHost, SteppedWallRuntime):
         config = checked_config(config, seed)
         self.config = config
         self.seed = seed
-        self._open(seed, store, faults, trace, stop_timeout)
+        self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
         # ids must not repeat those of an earlier process on this file: seed a new stream
         self.ids = IdSource(seed, stream=f"realtime:{self._starts}")
         self.registry = Registry()
