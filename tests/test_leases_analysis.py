@@ -20,8 +20,14 @@ def sweep():
 
 
 @pytest.fixture(scope="module")
-def poison():
-    return la.poison_run(nack_delay=1.0, partitions=3, every=0.25, seconds=30.0, poison_at=5.0)
+def poisons():
+    return {o: la.poison_run(nack_delay=1.0, partitions=3, every=0.25, seconds=30.0, poison_at=5.0, order=o)
+            for o in la.ORDERS}
+
+
+@pytest.fixture(scope="module")
+def poison(poisons):
+    return poisons["riffdb"]
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +67,11 @@ def test_duplicates_fall_as_the_lease_outgrows_the_work(sweep):
     assert exp5["dups_per_1000"] == pytest.approx(exp5["theory_per_1000"], rel=0.25)
 
 
-def test_an_orphaned_lease_holds_its_partition_until_expiry():
+def test_an_orphaned_lease_holds_its_event_until_expiry():
     sim = la.crash_run(30.0, crashes=(300.25,), seconds=400.0)
     holds = la.orphan_holds(sim)
     assert len(holds) == 3 and (holds["crash_s"] == 300.25).all()
-    # freed by recovery (1 s ticks) once the lease is up: leased_s + 30 s, never before
+    # freed by a pull (0.5 s polls) or recovery (1 s ticks) once the lease is up: leased_s + 30 s, never before
     assert (holds["expired_s"] >= holds["leased_s"] + 30.0).all()
     assert (holds["expired_s"] <= holds["leased_s"] + 31.0).all()
     assert (holds["hold_s"] <= 31.0).all()
@@ -73,7 +79,7 @@ def test_an_orphaned_lease_holds_its_partition_until_expiry():
     assert c.loc[1, "hold_max_s"] > 5 * c.loc[0, "hold_max_s"] and (c["lost"] == 0).all() and c["valid"].all()
 
 
-def test_event_outcomes_and_checkpoint_path_of_a_hand_driven_run():
+def test_event_outcomes_and_checkpoint_path_of_a_run():
     sim = LeaseSimulation(seed=0)
     sim.register_consumer("c", duration=0.1)
     sim.publish("a")
@@ -91,24 +97,52 @@ def test_event_outcomes_and_checkpoint_path_of_a_hand_driven_run():
     assert size["rows"].iloc[0] == 1 and size["rows"].iloc[-1] == 2
 
 
-def test_a_poison_event_blocks_its_partition_then_is_dead_lettered(poison):
-    assert poison.dead_letters()["attempts"].tolist() == [10]
-    ps = la.partition_summary(poison).set_index("partition")
+@pytest.mark.parametrize("order", la.ORDERS)
+def test_a_poison_event_holds_its_partitions_checkpoint_and_under_head_of_line_its_later_events(poisons, order):
+    sim = poisons[order]
+    assert sim.dead_letters()["attempts"].tolist() == [10]
+    ps = la.partition_summary(sim).set_index("partition")
     assert ps.loc["p0", "dead_lettered"] == 1 and ps.loc["p0", "failed_attempts"] == 10
-    assert ps.loc["p0", "longest_stall_s"] > 9.0                  # 9 retries, 1 s apart at least
+    assert ps.loc["p0", "longest_stall_s"] > 9.0                  # the checkpoint waits: 9 retries, 1 s apart
     assert (ps.drop("p0")["longest_stall_s"] <= 1.0).all()        # the others flow
-    assert ps.loc["p0", "latency_max_s"] > 10 * ps.drop("p0")["latency_max_s"].max()
-    r = check_leases(poison)
+    assert ps.loc["p0", "latency_max_s"] > 10 * ps.drop("p0")["latency_max_s"].max()   # the poison event itself
+    good = ps.loc["p0", "acked_latency_max_s"]
+    if order == "head_of_line":   # p0's later events waited behind it
+        assert good > 9.0
+    else:                         # RiffDB's rule: the retry holds no lease, p0's later events went on
+        assert good <= 2 * ps.drop("p0")["acked_latency_max_s"].max()
+    r = check_leases(sim)
     assert r.valid and r.total["lost"] == 0 and r.total["dead_lettered"] == 1
 
 
-def test_in_flight_is_capped_by_the_partition_count():
-    s = la.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0)
+def test_in_flight_is_capped_by_the_partition_count_only_under_head_of_line():
+    s = la.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0, order="head_of_line")
     t = s.set_index(["partitions", "in_flight"])
     assert t.loc[(1, 4), "peak_leases"] == 1 and t.loc[(4, 4), "peak_leases"] == 4
     assert t.loc[(1, 4), "throughput"] == pytest.approx(t.loc[(1, 1), "throughput"])
     assert t.loc[(4, 4), "throughput"] > 3 * t.loc[(4, 1), "throughput"] * 0.9
     assert (s["slots"] == s[["in_flight", "partitions"]].min(axis=1)).all()
+    r = la.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0)   # RiffDB's rule
+    u = r.set_index(["partitions", "in_flight"])
+    assert u.loc[(1, 4), "peak_leases"] == 4 and (r["slots"] == r["in_flight"]).all()
+    assert u.loc[(1, 4), "throughput"] > 3 * u.loc[(1, 1), "throughput"] * 0.9       # one partition, 4 at once
+    assert set(r["order"]) == {"riffdb"} and set(s["order"]) == {"head_of_line"}
+
+
+def test_the_two_rules_side_by_side_per_partition():
+    runs = {o: la.order_run(o, seconds=120.0) for o in la.ORDERS}
+    c = la.order_comparison(runs, seconds=120.0).set_index(["order", "partition"])
+    hol, rdb = c.loc["head_of_line"], c.loc["riffdb"]
+    assert list(hol.index) == ["p0", "p1", "p2", "p3", "all"]
+    assert (hol.drop("all")["peak_leases"] == 1).all() and (rdb.drop("all")["peak_leases"] > 1).all()
+    assert rdb.loc["all", "acks_per_s"] > 1.5 * hol.loc["all", "acks_per_s"]   # 8 slots, not 4
+    assert rdb.loc["all", "p99_s"] < hol.loc["all", "p99_s"]
+    assert hol.loc["all", "duplicates"] == hol.drop("all")["duplicates"].sum()
+    for sim in runs.values():
+        assert check_leases(sim).valid
+    fig = lp.orders_side_by_side(la.order_comparison(runs, seconds=120.0))
+    assert [ax.get_title() for ax in fig.axes] == ["acks per second", "duplicates", "p99 publish \u2192 ack (s, log)"]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["head-of-line", "riffdb"]
 
 
 def test_the_fence_holds_rows_until_retire(fence):
@@ -130,13 +164,14 @@ def test_the_fence_holds_rows_until_retire(fence):
 def test_restore_makes_pre_restore_acks_fail_closed_as_stale_incarnation(restored):
     rs = la.restore_summary(restored)
     assert rs["incarnation"] == 2 and rs["leases_voided"] >= 1
+    assert rs["redelivered_as_attempt"] == {2: rs["leases_voided"]}   # the restore counted a failed attempt
     assert rs["acks_refused"] == {"stale_incarnation": rs["leases_voided"]}
     assert rs["duplicates_by_cause"] == {"restore": rs["duplicates"]} and rs["lost"] == 0 and rs["valid"]
     assert rs["partitions"]["resumed"].all()
     out = la.ack_outcomes(restored).set_index("consumer")
     assert out.loc["worker", "ack refused: stale_incarnation"] == rs["leases_voided"]
     demo = la.stale_token_demo()
-    assert demo["result"].tolist()[2:] == ["stale_incarnation", "lease, attempt 1", "acked"]
+    assert demo["result"].tolist()[2:] == ["stale_incarnation", "lease, attempt 2", "acked"]
     with pytest.raises(ValueError, match="no restore"):
         la.restore_summary(la.poison_run(seconds=5.0))
 
@@ -163,20 +198,24 @@ def test_duplicates_and_tradeoff_figures(sweep):
     c = la.crash_sweep(leases=(5.0, 30.0), crashes=(100.25,), seconds=200.0)
     fig = lp.lease_tradeoff(c)
     assert len(fig.axes) == 2
-    assert "orphaned lease held its partition: worst" in _labels(fig.axes[0])
+    assert "orphaned lease held its event: worst" in _labels(fig.axes[0])
     assert _labels(fig.axes[1]) == ["duplicates per 1000 events"]
     with pytest.raises(KeyError, match="lease_sweep"):
         lp.duplicates_vs_lease(pd.DataFrame({"x": [1]}))
 
 
-def test_checkpoint_progress_marks_dead_letters_and_restores(poison, restored):
-    fig = lp.checkpoint_progress(poison, "worker")
+def test_checkpoint_progress_marks_dead_letters_and_restores(poisons, restored):
+    fig = lp.checkpoint_progress(poisons["riffdb"], "worker")
     ax = fig.axes[0]
     assert {"p0", "p1", "p2"} <= set(_labels(ax))
     assert {"p0: dead letter", "p0: failed attempt (nack / expiry)"} <= {c.get_label() for c in ax.collections}
-    lag = lp.checkpoint_progress(poison, "worker", lag=True).axes[0]
-    p0 = [line for line in lag.get_lines() if line.get_label() == "p0"][0]
-    assert max(p0.get_ydata()) > 5
+    waiting = {}
+    for order, sim in poisons.items():
+        lag = lp.checkpoint_progress(sim, "worker", lag=True).axes[0]
+        p0 = [line for line in lag.get_lines() if line.get_label() == "p0"][0]
+        waiting[order] = max(p0.get_ydata())
+    # events not yet done: a queue behind the poison under head-of-line; itself and the one at hand under RiffDB's
+    assert waiting["head_of_line"] > 5 and waiting["riffdb"] <= 2
     fig = lp.checkpoint_progress(restored)
     assert "restore (new incarnation)" in _labels(fig.axes[0])
 

@@ -76,6 +76,12 @@ def test_minimal_file_loads_with_defaults(tmp_path):
     assert parse_scenario({"design": "leases", "run": {"until": 1}, "consumers": [{"name": "a"}]}).design == "leases"
 
 
+def test_partition_order_loads_from_the_leases_table(tmp_path):
+    sc = load_scenario(write(tmp_path, MINIMAL + '\n[leases]\npartition_order = "head_of_line"\n'))
+    assert sc.config.partition_order == "head_of_line" and LeaseConfig().partition_order == "riffdb"
+    assert sc.run(until=20.0).config.partition_order == "head_of_line"
+
+
 def test_the_teaching_default_loads_as_documented():
     sc = load_scenario(LEASES)
     assert (sc.name, sc.until, sc.config.retention, sc.config.retention_interval) == ("leases", 900.0, 120.0, 30.0)
@@ -94,8 +100,7 @@ def test_the_crash_scenario_loads_with_lease_points_and_a_restore():
     assert [f.kind for f in sc.faults.faults] == ["crash_randomly"] + ["crash_at_point"] * 4
     assert sc.faults.of(CrashRandomly)[0].mean_gap == 120.0
     assert {f.point for f in sc.faults.of(CrashAtPoint)} == {
-        "worker.after_effect_before_ack", "consume.after_lease_before_reply", "ack.before_commit",
-        "recover.mid_expire"}
+        "worker.after_effect_before_ack", "lease.after_commit", "ack.before_commit", "recover.before_commit"}
 
 
 def test_slow_workflow_names_a_consumer_and_seek_actions_load(tmp_path):
@@ -175,9 +180,12 @@ def test_the_teaching_default_shows_poison_slow_work_a_late_joiner_and_the_fence
     start = t[(t["kind"] == "consumer_start") & (t["consumer"] == "audit")]
     assert _t(sim, start) == [300.0] and int(start["detail"].iloc[0]) > 0
     assert c["audit"]["delivered"] > 0.9 * (published - int(start["detail"].iloc[0]))
-    # archiver lags and holds the fence until it is retired at 450 s; then the backlog goes
+    # archiver lags and holds the fence until it is retired at 450 s — refused while its lease in hand is
+    # live, applied once that worker acked (within its 2 s of work); then the backlog goes
+    refused = t[(t["kind"] == "retire_refused") & (t["consumer"] == "archiver")]
     retired = t[(t["kind"] == "retired") & (t["consumer"] == "archiver")]
-    assert _t(sim, retired) == [450.0]
+    assert _t(sim, refused)[0] == 450.0 and refused["detail"].tolist()[0] == "outstanding_lease"
+    assert len(retired) == 1 and 450.0 < _t(sim, retired)[0] <= 452.0
     pruned = t[t["kind"] == "pruned"]
     at = pd.Series(_t(sim, pruned)).value_counts().sort_index()
     assert at[(at.index >= 450) & (at.index <= 480)].sum() > 3 * at[at.index < 450].max()
@@ -195,8 +203,8 @@ def test_the_crash_scenario_redelivers_after_crashes_and_the_restore_and_loses_n
     t = sim.trace()
     crashed = t.loc[t["kind"] == "crashed", "detail"].tolist()
     assert len(crashed) > 5
-    assert {"worker.after_effect_before_ack", "consume.after_lease_before_reply", "ack.before_commit",
-            "recover.mid_expire", "random"} <= set(crashed)
+    assert {"worker.after_effect_before_ack", "lease.after_commit", "ack.before_commit",
+            "recover.before_commit", "random"} <= set(crashed)
     assert _t(sim, t[t["kind"] == "restored"]) == [600.0]
     report = leases_report(sim, checked=checked)
     assert report["events"]["incarnation"] == 2 and report["totals"]["restores"] == 1
@@ -258,6 +266,10 @@ ERRORS = [
     pytest.param(MINIMAL + "\n[leases]\nttl = 1\n", "leases.ttl",
                  ["unknown key", "[leases]", "retention, retention_interval, recovery_interval, max_retry_delay"],
                  id="leases-unknown-key"),
+    pytest.param(MINIMAL + '\n[leases]\npartition_order = "fifo"\n', "leases.partition_order",
+                 ["one of 'riffdb', 'head_of_line'", "'fifo'"], id="leases-bad-partition-order"),
+    pytest.param(MINIMAL + "\n[leases]\nmax_retry_delay = 7200\n", "leases.max_retry_delay",
+                 ["at most 3600 seconds", "7200"], id="leases-retry-delay-over-riffdb-bound"),
     pytest.param(MINIMAL + "\n[leases]\nretention = -5\n", "leases.retention", ["> 0", "-5"],
                  id="leases-bad-retention"),
     pytest.param(_consumer("batch_limit = 9"), "consumers[0].batch_limit",
@@ -273,8 +285,8 @@ ERRORS = [
     pytest.param(_consumer("fail = 2"), "consumers[0].fail", ["[0, 1]"], id="consumer-bad-fail"),
     pytest.param(_consumer("poison_every = 0"), "consumers[0].poison_every", ["integer >= 1"],
                  id="consumer-bad-poison"),
-    pytest.param(_consumer("nack_delay = 1000"), "consumers[0].nack_delay",
-                 ["0 through 900 seconds (leases.max_retry_delay)"], id="nack-delay-over-max"),
+    pytest.param(_consumer("nack_delay = 4000"), "consumers[0].nack_delay",
+                 ["0 through 3600 seconds (leases.max_retry_delay)"], id="nack-delay-over-max"),
     pytest.param(_consumer("poll_interval = 0"), "consumers[0].poll_interval", ["> 0"], id="poll-interval-zero"),
     pytest.param(_consumer('start = "middle"'), "consumers[0].start", ['"beginning", "end" or a seq', "'middle'"],
                  id="consumer-bad-start"),

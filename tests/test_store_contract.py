@@ -700,6 +700,67 @@ def apply(tx, op):
         return tx.claim_executions(*a)
     if kind == "finish":
         return tx.finish_execution(*a)
+    return apply_lease(tx, kind, a)
+
+
+# the leased-consumer tables: events over two partitions (commit = seq), two consumers
+CONSUMERS, PARTS = ["w", "v"], ["a", "b"]
+seqs = st.integers(1, 12)
+lease_ops = st.one_of(
+    st.tuples(st.just("insert_events"), st.lists(st.sampled_from(PARTS), min_size=1, max_size=5)),
+    st.tuples(st.just("insert_event"), seqs, st.sampled_from(PARTS)),  # maybe a duplicate
+    st.tuples(st.just("prune_events"), st.integers(0, 90), st.none() | st.integers(0, 9),
+              st.none() | st.integers(0, 3)),
+    st.tuples(st.just("event_window"), st.sampled_from(CONSUMERS), st.integers(0, 8), st.integers(0, 4),
+              st.none() | st.sampled_from(PARTS)),
+    st.tuples(st.just("get_event_at"), seqs),
+    st.tuples(st.just("set_checkpoint"), st.sampled_from(CONSUMERS), st.sampled_from(PARTS), seqs),
+    st.tuples(st.just("list_checkpoints"), st.sampled_from(CONSUMERS)),
+    st.tuples(st.just("clear_checkpoints"), st.sampled_from(CONSUMERS)),
+    st.tuples(st.just("insert_resolution"), st.sampled_from(CONSUMERS), seqs, st.sampled_from(PARTS)),
+    st.tuples(st.just("list_resolutions"), st.sampled_from(CONSUMERS), st.none() | st.sampled_from(PARTS)),
+    st.tuples(st.just("delete_resolution"), st.sampled_from(CONSUMERS), seqs),
+    st.tuples(st.just("clear_resolutions"), st.sampled_from(CONSUMERS)),
+    st.tuples(st.just("put_consumer"), st.sampled_from(CONSUMERS), st.integers(0, 8)),
+    st.tuples(st.just("delete_consumer"), st.sampled_from(CONSUMERS)),
+)
+# every example fills the log first, then mixes reads among the writes
+fill = st.tuples(st.just("insert_events"), st.lists(st.sampled_from(PARTS), min_size=3, max_size=8))
+window = st.tuples(st.just("event_window"), st.sampled_from(CONSUMERS), st.integers(0, 4), st.integers(0, 3),
+                   st.none() | st.sampled_from(PARTS))
+lease_steps = st.tuples(fill, st.lists(st.tuples(st.lists(lease_ops | window, min_size=2, max_size=8), endings),
+                                       min_size=1, max_size=6)).map(lambda x: [([x[0]], "commit"), *x[1]])
+
+
+def apply_lease(tx, kind, a):
+    if kind == "insert_events":  # past the last retained seq: never a duplicate
+        last = tx.event_bounds()[1] or 0
+        for i, part in enumerate(a[0]):
+            tx.insert_event(lease_event(last + 1 + i, partition=part))
+        return None
+    if kind == "insert_event":
+        seq, part = a
+        return tx.insert_event(lease_event(seq, partition=part))
+    if kind == "prune_events":
+        return tx.prune_events(*a)
+    if kind == "set_checkpoint":
+        c, part, seq = a
+        return tx.set_checkpoint(c, part, seq, seq)
+    if kind == "insert_resolution":
+        c, seq, part = a
+        return tx.insert_resolution(resolution(c, seq, part))
+    if kind == "delete_resolution":
+        c, seq = a
+        return tx.delete_resolution(c, f"{seq}:0")
+    if kind == "put_consumer":
+        c, start = a
+        return tx.put_lease_consumer({"consumer": c, "start_seq": start, "start_commit": start, "batch_limit": 4,
+                                      "in_flight_limit": 4, "lease_seconds": 60.0, "revision": start + 1})
+    if kind == "delete_consumer":
+        return tx.delete_lease_consumer(*a)
+    if kind in ("event_window", "get_event_at", "list_checkpoints", "clear_checkpoints", "list_resolutions",
+                "clear_resolutions"):
+        return getattr(tx, kind)(*a)
     raise AssertionError(kind)
 
 
@@ -732,6 +793,19 @@ def test_memory_and_duckdb_agree_on_any_sequence(steps):
         for step_ops, ending in steps:
             assert run_step(memory, step_ops, ending) == run_step(duck, step_ops, ending)
             for table in TABLES:
+                assert memory.rows(table) == duck.rows(table), table
+    finally:
+        duck.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=lease_steps)
+def test_memory_and_duckdb_agree_on_any_sequence_of_lease_table_steps(steps):
+    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+    try:
+        for step_ops, ending in steps:
+            assert run_step(memory, step_ops, ending) == run_step(duck, step_ops, ending)
+            for table in ("events", "lease_consumers", "checkpoints", "resolutions"):
                 assert memory.rows(table) == duck.rows(table), table
     finally:
         duck.close()
@@ -982,23 +1056,72 @@ def test_lease_events_insert_get_bounds_and_duplicates(db):
     assert db.rows("events") == rows
 
 
-def test_lease_event_heads_are_the_first_event_per_partition_past_start_and_checkpoint(db):
+def test_lease_event_window_is_the_first_events_per_partition_past_start_and_checkpoint(db):
     add_events(db, *[lease_event(q, partition=p) for q, p in
                      ((1, "a"), (2, "b"), (3, "a"), (4, "c"), (5, "b"), (6, "a"))])
     with db.transaction() as tx:
-        heads = lambda c, after: [(r["partition"], r["seq"]) for r in tx.event_heads(c, after)]
-        assert heads("x", 0) == [("a", 1), ("b", 2), ("c", 4)]
-        assert heads("x", 3) == [("c", 4), ("b", 5), ("a", 6)]   # the start hides 1..3
-        tx.set_checkpoint("x", "a", 3)
-        tx.set_checkpoint("x", "c", 4)
-        tx.set_checkpoint("y", "b", 5)                          # another consumer's: no effect on x
-        assert heads("x", 0) == [("b", 2), ("a", 6)]
-        assert tx.get_checkpoints("x") == {"a": 3, "c": 4}
-        tx.set_checkpoint("x", "a", 6)
-        assert heads("x", 0) == [("b", 2)]
-        assert tx.clear_checkpoints("x") == 2 and tx.get_checkpoints("x") == {}
-        assert heads("x", 0) == [("a", 1), ("b", 2), ("c", 4)]
-    assert db.rows("checkpoints") == [{"consumer": "y", "partition": "b", "seq": 5}]
+        win = lambda c, after, n, part=None: [(r["partition"], r["seq"]) for r in tx.event_window(c, after, n, part)]
+        assert win("x", 0, 1) == [("a", 1), ("b", 2), ("c", 4)]                # the heads
+        assert win("x", 3, 1) == [("c", 4), ("b", 5), ("a", 6)]                # the start hides 1..3
+        assert win("x", 0, 2) == [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5)]
+        assert win("x", 0, 9) == [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5), ("a", 6)]
+        assert win("x", 0, 2, "a") == [("a", 1), ("a", 3)]
+        assert win("x", 0, 0) == [] and win("x", 0, 5, "nowhere") == []
+        tx.set_checkpoint("x", "a", 3, 3)
+        tx.set_checkpoint("x", "c", 4, 4)
+        tx.set_checkpoint("y", "b", 5, 5)                          # another consumer's: no effect on x
+        assert win("x", 0, 1) == [("b", 2), ("a", 6)]
+        assert win("x", 0, 3, "a") == [("a", 6)]
+        assert tx.list_checkpoints("x") == [{"consumer": "x", "partition": "a", "seq": 3, "commit_seq": 3},
+                                            {"consumer": "x", "partition": "c", "seq": 4, "commit_seq": 4}]
+        tx.set_checkpoint("x", "a", 6, 6)                          # overwrites
+        assert win("x", 0, 1) == [("b", 2)]
+        assert tx.get_event_at(4) == lease_event(4, partition="c") and tx.get_event_at(7) is None
+        with pytest.raises(ValueError):
+            tx.event_window("x", 0, -1)
+        assert tx.clear_checkpoints("x") == 2 and tx.list_checkpoints("x") == []
+        assert tx.clear_checkpoints("x") == 0
+        assert win("x", 0, 1) == [("a", 1), ("b", 2), ("c", 4)]
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            tx.set_checkpoint("y", "b", 6, 9)
+            tx.set_checkpoint("y", "z", 1, 1)
+            assert tx.clear_checkpoints("y") == 2
+            raise Crash("ack.before_commit")
+    assert db.rows("checkpoints") == [{"consumer": "y", "partition": "b", "seq": 5, "commit_seq": 5}]
+
+
+def resolution(consumer, seq, partition="a", kind="acknowledged"):
+    return {"consumer": consumer, "event_id": f"{seq}:0", "seq": seq, "partition": partition, "commit_seq": seq,
+            "kind": kind}
+
+
+def test_lease_resolutions_are_held_once_listed_by_seq_and_cleared_per_consumer(db):
+    with db.transaction() as tx:
+        tx.insert_resolution(resolution("w", 5))
+        tx.insert_resolution(resolution("w", 2, "b", "dead_lettered"))
+        tx.insert_resolution(resolution("w", 3))
+        tx.insert_resolution(resolution("v", 1))
+        assert [r["seq"] for r in tx.list_resolutions("w")] == [2, 3, 5]
+        assert tx.list_resolutions("w", "a") == [resolution("w", 3), resolution("w", 5)]
+        assert tx.list_resolutions("w", "b") == [resolution("w", 2, "b", "dead_lettered")]
+        assert tx.list_resolutions("w", "zz") == [] and tx.list_resolutions("nobody") == []
+        assert tx.delete_resolution("w", "3:0") and not tx.delete_resolution("w", "3:0")
+    with pytest.raises(KeyError):
+        with db.transaction() as tx:
+            tx.insert_resolution(resolution("w", 5, "b"))           # the same (consumer, event_id)
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            assert tx.clear_resolutions("w") == 2
+            tx.insert_resolution(resolution("w", 9))
+            assert tx.delete_resolution("v", "1:0")
+            raise Crash("seek.before_commit")
+    assert db.rows("resolutions") == [resolution("v", 1), resolution("w", 2, "b", "dead_lettered"),
+                                      resolution("w", 5)]
+    with db.transaction() as tx:
+        assert tx.clear_resolutions("w") == 2 and tx.clear_resolutions("w") == 0
+        tx.insert_resolution(resolution("w", 5, "b"))                # held again after the clear
+    assert db.rows("resolutions") == [resolution("v", 1), resolution("w", 5, "b")]
 
 
 def test_lease_prune_is_by_age_and_never_past_the_fence_commit(db):
@@ -1016,17 +1139,25 @@ def test_lease_prune_is_by_age_and_never_past_the_fence_commit(db):
     assert [r["seq"] for r in db.rows("events")] == [5]
 
 
-def test_lease_consumers_upsert_and_list_by_name(db):
-    row = {"consumer": "indexer", "start_seq": 0, "batch_limit": 4, "in_flight_limit": 4,
-           "lease_seconds": 60.0, "retired": False}
+def test_lease_consumers_upsert_list_by_name_and_delete(db):
+    row = {"consumer": "indexer", "start_seq": 0, "start_commit": 0, "batch_limit": 4, "in_flight_limit": 4,
+           "lease_seconds": 60.0, "revision": 1}
     with db.transaction() as tx:
         assert tx.get_lease_consumer("indexer") is None
         tx.put_lease_consumer(row)
         tx.put_lease_consumer({**row, "consumer": "audit", "lease_seconds": 5.0})
-        tx.put_lease_consumer({**row, "retired": True})
-        assert tx.get_lease_consumer("indexer") == {**row, "retired": True}
+        tx.put_lease_consumer({**row, "revision": 2, "start_seq": 7, "start_commit": 5})
+        assert tx.get_lease_consumer("indexer") == {**row, "revision": 2, "start_seq": 7, "start_commit": 5}
         assert [r["consumer"] for r in tx.list_lease_consumers()] == ["audit", "indexer"]
     assert db.rows("lease_consumers")[0] == {**row, "consumer": "audit", "lease_seconds": 5.0}
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            assert tx.delete_lease_consumer("audit") and not tx.delete_lease_consumer("audit")
+            raise Crash("retire.before_commit")
+    with db.transaction() as tx:
+        assert tx.delete_lease_consumer("audit")
+        assert not tx.delete_lease_consumer("nobody")
+    assert [r["consumer"] for r in db.rows("lease_consumers")] == ["indexer"]
 
 
 def test_lease_rows_one_per_consumer_and_event_expire_by_time(db):
@@ -1066,6 +1197,14 @@ def test_lease_retries_overwrite_and_delete(db):
         assert [r["seq"] for r in tx.list_retries("w")] == [1, 4]
         assert tx.delete_retry("w", "4:0") and not tx.delete_retry("w", "4:0")
     assert db.rows("retries") == [retry("a", 9, 1), retry("w", 1, 2, 200, None)]
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            assert tx.clear_retries("w") == 1 and tx.list_retries("w") == []
+            raise Crash("seek.before_commit")
+    with db.transaction() as tx:
+        tx.put_retry(retry("w", 6, 1))
+        assert tx.clear_retries("w") == 2 and tx.clear_retries("w") == 0
+    assert db.rows("retries") == [retry("a", 9, 1)]
 
 
 def test_lease_dead_letters_are_retained_once(db):
@@ -1080,3 +1219,11 @@ def test_lease_dead_letters_are_retained_once(db):
         with db.transaction() as tx:
             tx.insert_dead_letter(dead)
     assert len(db.rows("dead_letters")) == 2
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            assert tx.clear_dead_letters("w") == 1
+            raise Crash("retire.before_commit")
+    with db.transaction() as tx:
+        assert tx.clear_dead_letters("w") == 1 and tx.clear_dead_letters("w") == 0
+        tx.insert_dead_letter(dead)                                   # retained again after the clear
+    assert [r["consumer"] for r in db.rows("dead_letters")] == ["a", "w"]

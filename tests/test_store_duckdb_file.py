@@ -206,3 +206,94 @@ def test_a_transaction_that_only_reads_sends_no_begin_or_commit(tmp_path):
             assert tx.get_cursor("a") == 5                  # the write after BEGIN rolled back
     finally:
         store.close()
+
+
+# the leased-consumer tables as schema version 5 wrote them (before RiffDB's rules, issue 16)
+_V5_LEASE_TABLES = """
+CREATE TABLE history (id INTEGER PRIMARY KEY, incarnation BIGINT NOT NULL, last_commit BIGINT NOT NULL,
+                      last_seq BIGINT NOT NULL, leases_granted BIGINT NOT NULL);
+CREATE TABLE events (seq BIGINT PRIMARY KEY, event_id VARCHAR NOT NULL UNIQUE, commit_seq BIGINT NOT NULL,
+                     ordinal INTEGER NOT NULL, "partition" VARCHAR NOT NULL, kind VARCHAR NOT NULL, payload VARCHAR,
+                     committed_at TIMESTAMPTZ NOT NULL);
+CREATE TABLE lease_consumers (consumer VARCHAR PRIMARY KEY, start_seq BIGINT NOT NULL, batch_limit INTEGER NOT NULL,
+                              in_flight_limit INTEGER NOT NULL, lease_seconds DOUBLE NOT NULL,
+                              retired BOOLEAN NOT NULL);
+CREATE TABLE checkpoints (consumer VARCHAR NOT NULL, "partition" VARCHAR NOT NULL, seq BIGINT NOT NULL,
+                          PRIMARY KEY (consumer, "partition"));
+CREATE TABLE leases (consumer VARCHAR NOT NULL, event_id VARCHAR NOT NULL, seq BIGINT NOT NULL,
+                     "partition" VARCHAR NOT NULL, token VARCHAR NOT NULL, incarnation BIGINT NOT NULL,
+                     attempt INTEGER NOT NULL, leased_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL,
+                     PRIMARY KEY (consumer, event_id));
+CREATE TABLE retries (consumer VARCHAR NOT NULL, event_id VARCHAR NOT NULL, seq BIGINT NOT NULL,
+                      "partition" VARCHAR NOT NULL, attempts INTEGER NOT NULL, not_before TIMESTAMPTZ NOT NULL,
+                      error VARCHAR, PRIMARY KEY (consumer, event_id));
+CREATE TABLE dead_letters (consumer VARCHAR NOT NULL, event_id VARCHAR NOT NULL, seq BIGINT NOT NULL,
+                           "partition" VARCHAR NOT NULL, attempts INTEGER NOT NULL, error VARCHAR, payload VARCHAR,
+                           dead_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (consumer, event_id));
+"""
+
+
+def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp_path):
+    from fanoutsim.designs.stores import sql, store_parts
+    path = str(tmp_path / "v5.duckdb")
+    # the other designs' tables at version 5, then the leased-consumer tables as version 5 had them
+    DuckDBStore(path, parts=[part for part in store_parts() if part.name != "leases"]).close()
+    con = duckdb.connect(path)
+    assert con.execute(sql.GET_SCHEMA_VERSION).fetchone()[0] == "5"
+    con.execute(_V5_LEASE_TABLES)
+    con.execute("INSERT INTO history VALUES (1, 1, 4, 5, 3)")
+    # commits 1..2 (seqs 1..3) were pruned; commit 3 holds seqs 4 and 5 ... and commit 4 was never written
+    for seq, commit, part in ((4, 3, "a"), (5, 3, "b")):
+        con.execute("INSERT INTO events VALUES (?, ?, ?, 0, ?, 'k', NULL, make_timestamp(CAST(? AS BIGINT)))",
+                    [seq, f"{commit}:{seq - 4}", commit, part, seq])
+    con.execute("INSERT INTO lease_consumers VALUES ('live', 2, 4, 4, 60.0, false), ('gone', 0, 4, 4, 60.0, true),"
+                " ('fresh', 0, 4, 4, 60.0, false), ('late', 4, 4, 4, 60.0, false)")
+    con.execute("INSERT INTO checkpoints VALUES ('live', 'a', 4), ('live', 'b', 3), ('gone', 'a', 4), "
+                "('late', 'c', 2)")
+    con.execute("INSERT INTO dead_letters VALUES ('gone', '3:1', 5, 'b', 10, 'x', NULL, make_timestamp(1))")
+    con.execute("INSERT INTO retries VALUES ('gone', '3:0', 4, 'a', 1, make_timestamp(1), NULL)")
+    con.execute(sql.SET_SCHEMA_VERSION, ["5"])
+    con.close()
+
+    store = DuckDBStore(path)
+    try:
+        assert store.con.execute(sql.GET_SCHEMA_VERSION).fetchone()[0] == str(SCHEMA_VERSION) == "6"
+        cols = [r[0] for r in store.con.execute(
+            "select column_name from information_schema.columns where table_name = 'lease_consumers'").fetchall()]
+        assert "retired" not in cols and {"start_commit", "revision"} <= set(cols)
+        # the retired consumer is deleted with its rows (retire deletes, as RiffDB's does)
+        assert store.rows("lease_consumers") == [
+            {"consumer": "fresh", "start_seq": 0, "start_commit": 0, "batch_limit": 4, "in_flight_limit": 4,
+             "lease_seconds": 60.0, "revision": 1},
+            {"consumer": "late", "start_seq": 4, "start_commit": 3, "batch_limit": 4, "in_flight_limit": 4,
+             "lease_seconds": 60.0, "revision": 1},
+            {"consumer": "live", "start_seq": 2, "start_commit": 2, "batch_limit": 4, "in_flight_limit": 4,
+             "lease_seconds": 60.0, "revision": 1}]
+        # a checkpoint's commit: its event's, or (pruned) the one before the oldest retained commit; one
+        # inside pruned history (the old fence let retention take its commit) moves up to the horizon, seq 3
+        assert store.rows("checkpoints") == [
+            {"consumer": "late", "partition": "c", "seq": 3, "commit_seq": 2},
+            {"consumer": "live", "partition": "a", "seq": 4, "commit_seq": 3},
+            {"consumer": "live", "partition": "b", "seq": 3, "commit_seq": 2}]
+        assert store.rows("dead_letters") == [] and store.rows("retries") == []
+        assert store.rows("resolutions") == []
+        from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
+        from fanoutsim.kernel.metrics import Metrics
+        from fanoutsim.kernel.trace import Trace
+        e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace())
+        assert [x.event_id for x in e.consume(10**17, "late")] == ["3:1"]  # no pruned history read
+        with store.transaction() as tx:  # the migrated tables take the new rows
+            tx.delete_lease("late", "3:1")
+            tx.set_checkpoint("late", "a", 4, 3)
+            tx.insert_resolution({"consumer": "late", "event_id": "3:1", "seq": 5, "partition": "b",
+                                  "commit_seq": 3, "kind": "acknowledged"})
+            tx.put_lease_consumer({**tx.get_lease_consumer("late"), "revision": 2})
+        before = {t: store.rows(t) for t in TABLES}
+    finally:
+        store.close()
+    again = DuckDBStore(path)  # the migration runs again and changes nothing
+    try:
+        assert {t: again.rows(t) for t in TABLES} == before
+        assert again.rows("lease_consumers")[1]["revision"] == 2
+    finally:
+        again.close()

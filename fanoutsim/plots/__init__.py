@@ -38,11 +38,12 @@ __all__ += ["consumer_latency_histogram", "cursor_progress", "outbox_latency_his
             "save_outbox_figures"]
 from fanoutsim.designs.leases.plots import (  # noqa: E402,F401
     checkpoint_progress, delivery_per_consumer, duplicates_vs_lease, events_table_size, inflight_throughput,
-    lease_outcomes, lease_tradeoff, save_leases_figures,
+    lease_outcomes, lease_tradeoff, orders_side_by_side, poison_side_by_side, save_leases_figures,
 )
 
 __all__ += ["checkpoint_progress", "delivery_per_consumer", "duplicates_vs_lease", "events_table_size",
-            "inflight_throughput", "lease_outcomes", "lease_tradeoff", "save_leases_figures"]
+            "inflight_throughput", "lease_outcomes", "lease_tradeoff", "orders_side_by_side", "poison_side_by_side",
+            "save_leases_figures"]
 # the designs' figure modules, as ``from fanoutsim.plots import leases``
 from fanoutsim.designs.outbox import plots as outbox  # noqa: E402,F401
 from fanoutsim.designs.leases import plots as leases  # noqa: E402,F401

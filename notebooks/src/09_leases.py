@@ -3,17 +3,23 @@
 #
 # **Question:** in seed 003's leased durable consumers (RiffDB), what do the delivery limits
 # — `lease_seconds`, `in_flight`, the ten-attempt dead letter — cost in duplicates and
-# latency, and what do the administrative operations (retire, restore) do to history and to
-# outstanding leases?
+# latency, how much does the reading of "leased in partition order" matter, and what do the
+# administrative operations (retire, restore) do to history and to outstanding leases?
 #
-# A consumer *consumes* by taking **leases**: at most one per partition, on that partition's
-# first unfinished event, up to its in-flight limit across partitions. Only an exact
-# `ack(event_id, token, incarnation)` moves the partition's checkpoint; a late, replaced or
-# pre-restore token fails closed. A worker that outlives its lease still applies its effect,
-# and recovery has already made the event eligible again: a duplicate, which the checker
-# (`fanoutsim.leases.checker.check_leases`) names from the trace. Every run below is seeded
-# and on the virtual clock; the analysis lives in `fanoutsim.analysis.leases`, the figures
-# in `fanoutsim.plots.leases`.
+# A consumer *consumes* by taking **leases**. RiffDB's code (read against its own tests)
+# leases a partition's events in order but not one at a time: a pull takes the eligible
+# events of each partition's window — the 65 events past its checkpoint — oldest first, up
+# to the batch and in-flight limits. An exact `ack(event_id, token, incarnation)` of a later
+# event is held as a *sparse resolution*; the checkpoint jumps past it once every earlier
+# event is resolved. A failed event waits for its retry without holding a lease. The seed's
+# shorter sentence reads as **head-of-line** — one lease per partition, on its first
+# unfinished event — and fanoutsim keeps that reading as
+# `LeaseConfig(partition_order="head_of_line")`, so that the two can be compared; RiffDB's
+# rule (`"riffdb"`) is the default. A late, replaced or pre-restore token fails closed. A
+# worker that outlives its lease still applies its effect, and the event is leased again: a
+# duplicate, which the checker (`fanoutsim.leases.checker.check_leases`) names from the
+# trace. Every run below is seeded and on the virtual clock; the analysis lives in
+# `fanoutsim.analysis.leases`, the figures in `fanoutsim.plots.leases`.
 
 # %%
 %matplotlib inline
@@ -45,9 +51,10 @@ fig
 
 # %% [markdown]
 # A long lease is not free. A crash kills the workers but leaves their leases in the table:
-# nobody will ack them, and each still holds its partition — the next event of that
-# partition cannot be leased — until recovery expires it. Below, the same exponential
-# workload with the node crashing at t = 500, 1000 and 1500 s (back 1 s later).
+# nobody will ack them, and each still holds its event — and one of the consumer's in-flight
+# slots — until it expires (then the restart's recovery, the recovery loop or the client's
+# next pull turns it into a retry). Below, the same exponential workload with the node
+# crashing at t = 500, 1000 and 1500 s (back 1 s later).
 
 # %%
 crashes = la.crash_sweep(leases=(5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0))
@@ -70,63 +77,106 @@ print(f"uniform work (never over 10 s): lease 5 s {uni.loc[5.0, 'dups_per_1000']
 print("causes of every duplicate:", sorted(set(",".join(sweep["causes"]).split(",")) - {"-"}))
 print(f"orphaned leases per run: {int(cr['orphaned'].min())}-{int(cr['orphaned'].max())}; worst hold: "
       + ", ".join(f"{h:.0f} s at lease {lease:g} s" for lease, h in cr["hold_max_s"].items()))
+print("worst publish -> ack latency: "
+      + ", ".join(f"{m:.0f} s at lease {lease:g} s" for lease, m in cr["max_s"].items()))
 
 # %% [markdown]
-# ## 2. Head-of-line per partition: a poison event
+# ## 2. Head-of-line against RiffDB's rule
+#
+# The same consumer and workload under each rule: 4 partitions, in-flight (and batch) 8,
+# exponential work of mean 1 s under 5 s leases (an attempt outlives its lease with chance
+# e⁻⁵ ≈ 0.7 %), 6 events/s offered for 300 s, then 60 s to drain. Head-of-line can have
+# one lease per partition out — 4 workers busy at most, about 4 / (1 s + half a 0.5 s
+# poll) = 3.2 events/s — while RiffDB's rule lets all 8 in-flight slots work on whichever
+# partition has events (6.4 events/s).
+
+# %%
+orders = {o: la.order_run(o) for o in la.ORDERS}
+comparison = la.order_comparison(orders)
+comparison.round(2)
+
+# %%
+fig = lp.orders_side_by_side(comparison)
+fig
+
+# %%
+cmp_ = comparison.set_index(["order", "partition"])
+for o in la.ORDERS:
+    a = cmp_.loc[(o, "all")]
+    print(f"{o}: {a['acks_per_s']:.2f} acks/s, peak {int(a['peak_leases'])} leases out "
+          f"(per partition at most {int(cmp_.loc[o].drop('all')['peak_leases'].max())}), "
+          f"{int(a['duplicates'])} duplicates, p50 {a['p50_s']:.1f} s, p99 {a['p99_s']:.1f} s, "
+          f"{int(a['pending'])} still pending at the end")
+
+# %% [markdown]
+# ## 3. A poison event under either rule
 #
 # Events arrive round robin on four partitions, one every 0.25 s. The first event of `p0`
 # after t = 20 s is poison: the worker nacks it with a 2 s retry delay, every time. The tenth
-# failed attempt makes it a dead letter and the checkpoint moves past it. Meanwhile `p0`'s
-# later events wait behind it (one lease per partition, in order); `p1`-`p3` keep flowing.
+# failed attempt makes it a dead letter. Under head-of-line `p0`'s later events wait behind
+# it; under RiffDB's rule the retry holds no lease, so they are leased and acknowledged as
+# they come — past the checkpoint, which stays before the poison event until it is
+# dead-lettered and then jumps past everything acknowledged meanwhile.
 
 # %%
-poison = la.poison_run(nack_delay=2.0, partitions=4, every=0.25, seconds=90.0, poison_at=20.0)
-print(poison.dead_letters()[["event_id", "partition", "attempts", "error"]].to_string(index=False))
-la.partition_summary(poison)
+poisons = {o: la.poison_run(nack_delay=2.0, partitions=4, every=0.25, seconds=90.0, poison_at=20.0, order=o)
+           for o in la.ORDERS}
+print(poisons["riffdb"].dead_letters()[["event_id", "partition", "attempts", "error"]].to_string(index=False))
+pd.concat({o: la.partition_summary(sim) for o, sim in poisons.items()}, names=["order"]).droplevel(1)
 
 # %%
-fig = lp.checkpoint_progress(poison, "worker", title="a poison event in p0: 10 attempts, then a dead letter")
-fig
-
-# %%
-fig = lp.checkpoint_progress(poison, "worker", lag=True, title="events waiting per partition")
+fig = lp.poison_side_by_side(poisons)
 fig
 
 # %% [markdown]
-# After the dead letter, `p0` drains its backlog at one event per client poll (0.5 s): one
-# lease per partition at a time, whatever the in-flight limit.
+# The checkpoint — what retention and a restart read — stands still for the same time under
+# both rules: a poison event holds its partition's *checkpoint* for its ten attempts. Only
+# under head-of-line does it also hold the partition's *deliveries*.
 #
-# ## 3. In-flight limit against partitions
+# ## 4. In-flight limit against partitions
 #
 # One consumer with in-flight (and batch) limit 1 to 8, over 1, 4 or 8 partitions; work is
 # exponential with a mean of 1 s, leases of 60 s (none expires), the client polls every
 # 0.5 s. Left: throughput with 8 events/s offered (more than any setting can take) for 120 s.
-# Right: publish → ack latency with 2 events/s offered for 60 s.
+# Right: publish → ack latency with 2 events/s offered for 60 s. First under head-of-line,
+# then under RiffDB's rule.
 
 # %%
-saturated = la.inflight_sweep(rate=8.0, seconds=120.0)
-moderate = la.inflight_sweep(rate=2.0, seconds=60.0)
-fig = lp.inflight_throughput(saturated, latency=moderate)
+saturated = {o: la.inflight_sweep(rate=8.0, seconds=120.0, order=o) for o in la.ORDERS}
+moderate = {o: la.inflight_sweep(rate=2.0, seconds=60.0, order=o) for o in la.ORDERS}
+fig = lp.inflight_throughput(saturated["head_of_line"], latency=moderate["head_of_line"],
+                             title="head-of-line: one lease per partition")
 fig
 
 # %%
-table = saturated.pivot(index="in_flight", columns="partitions", values="throughput").round(2)
-table.columns = [f"{p} partitions: acks/s" for p in table.columns]
-table["peak leases out (8 partitions)"] = saturated[saturated["partitions"] == 8].set_index("in_flight")[
-    "peak_leases"]
-lat = moderate.pivot(index="in_flight", columns="partitions", values="p50_s")
-print("p50 publish -> ack at 2 events/s (s):",
-      ", ".join(f"{p} partitions x in-flight {k}: {lat.loc[k, p]:.1f}" for p in (1, 4, 8) for k in (1, 4, 8)))
+fig = lp.inflight_throughput(saturated["riffdb"], latency=moderate["riffdb"],
+                             title="RiffDB's rule: several leases per partition")
+fig
+
+# %% [markdown]
+# Under RiffDB's rule the three partition counts draw one line: the same seeded events, and
+# the partition no longer decides how many leases can be out.
+
+# %%
+both = pd.concat(saturated.values())
+table = both.pivot_table(index="in_flight", columns=["order", "partitions"], values="throughput").round(2)
+table.columns = [f"{o.replace('_', '-')}, {p} partitions: acks/s" for o, p in table.columns]
+for o in la.ORDERS:
+    lat = moderate[o].pivot(index="in_flight", columns="partitions", values="p50_s")
+    print(f"{o}: p50 publish -> ack at 2 events/s (s):",
+          ", ".join(f"{p} partitions x in-flight {k}: {lat.loc[k, p]:.1f}" for p in (1, 4, 8) for k in (1, 4, 8)))
 table
 
 # %% [markdown]
-# ## 4. The retention fence
+# ## 5. The retention fence
 #
 # Retention keeps 60 s of events and runs every 10 s; 2 events/s over 4 partitions for 10
-# minutes; `indexer` keeps up. A second consumer, `reporting`, exists from the start but its
-# process is down: its first required event is the **fence**, and retention may not prune
-# past the commit that holds it. At t = 300.5 s it is either retired (which releases the
-# fence) or its client starts again and catches up.
+# minutes; `indexer` keeps up. In RiffDB a consumer lets retention prune only up to the
+# commit *before* the one holding its checkpoint event, and the database's limit is the
+# lowest over all consumers — so even a caught-up consumer keeps its checkpoint's commit,
+# and one that has resolved nothing allows no pruning at all. A second consumer,
+# `reporting`, exists from the start but its process is down. At t = 300.5 s it is either
+# retired (deleted: it no longer counts in the fence) or its client starts and it catches up.
 
 # %%
 fence = {mode: la.fence_run(mode, at=300.5) for mode in la.FENCE_MODES}
@@ -136,17 +186,25 @@ la.fence_summary(fence, at=300.5)
 fig = lp.events_table_size(fence, at=300.5, retention=60.0)
 fig
 
+# %%
+sim = fence["no stalled consumer"]
+st = sim.status("indexer")
+print(f"indexer at the end: checkpoints {st['checkpoints']}, revision {st['revision']}, "
+      f"retention frontier commit {st['retention_frontier']}; oldest retained event "
+      f"{sim.events()['event_id'].iloc[0]} (commit {int(sim.events()['commit_seq'].iloc[0])})")
+
 # %% [markdown]
 # The two stalled runs coincide until the change (the retired run is drawn on top). The
-# retired consumer's unread events (those published before it was retired) count as lost with cause
-# `retired`: retiring is a
-# permanent decision about that consumer, and the checker says so rather than calling it a
-# bug. The resumed consumer lost nothing — the fence kept every event it still needed.
+# retired consumer's unread events (those published before it was retired) count as lost
+# with cause `retired`: retiring is a permanent decision about that consumer, and the
+# checker says so rather than calling it a bug. The resumed consumer lost nothing — the
+# fence kept every event it still needed.
 #
-# ## 5. Restore: a new history incarnation
+# ## 6. Restore: a new history incarnation
 #
-# A restore publishes a new history incarnation and voids every lease. A token from before
-# it fails closed even if its lease had time left:
+# A restore publishes a new history incarnation, and RiffDB turns every live lease — even
+# one with time left — into a failed attempt: it is redelivered as the next attempt, which
+# counts toward the ten. A token from before it fails closed:
 
 # %%
 la.stale_token_demo()
@@ -170,19 +228,20 @@ fig = lp.checkpoint_progress(restored, "worker", title="checkpoints carry on acr
 fig
 
 # %% [markdown]
-# ## 6. Explore: lease length, work time and failures
+# ## 7. Explore: lease length, work time, failures and the rule
 #
 # The sliders re-run section 1's workload (exponential work; 800 s, about 400 events) for
-# a lease length, a mean work time and a share of attempts that fail (nack, retried after
-# 1 s), and print what the checker finds. Executed headless, it shows its default state.
+# a lease length, a mean work time, a share of attempts that fail (nack, retried after
+# 1 s) and the leasing rule, and print what the checker finds. Executed headless, it shows
+# its default state.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 import ipywidgets as w
 
 
-def explore(lease_seconds=10.0, mean_work=5.0, fail=0.0):
-    sim = la.lease_run(lease_seconds, mean_work=mean_work, fail=fail, seconds=800.0)
+def explore(lease_seconds=10.0, mean_work=5.0, fail=0.0, order="riffdb"):
+    sim = la.lease_run(lease_seconds, mean_work=mean_work, fail=fail, seconds=800.0, order=order)
     s = la.lease_summary(sim).iloc[0]
     p = la.p_exceeds("exponential", mean_work, lease_seconds)
     print(f"P(work > lease) = {p:.3f}; delivered {s['delivered']}, duplicates {s['duplicates']} "
@@ -196,6 +255,7 @@ _ = w.interact_manual(
     lease_seconds=w.FloatSlider(value=10.0, min=5.0, max=120.0, step=2.5, description="lease (s)"),
     mean_work=w.FloatSlider(value=5.0, min=0.5, max=30.0, step=0.5, description="mean work (s)"),
     fail=w.FloatSlider(value=0.0, min=0.0, max=0.9, step=0.05, description="fail share"),
+    order=w.Dropdown(options=list(la.ORDERS), value="riffdb", description="rule"),
 )
 
 # %% [markdown]
@@ -208,34 +268,50 @@ _ = w.interact_manual(
 #   every run is valid. Bounded work (uniform on [0, 10 s]) gives 991 per 1000 at a 5 s lease
 #   and **0 from 10 s on**; a heavy tail (lognormal) never quite reaches zero (2 per 1000 at
 #   60 s, 12× the mean). Size the lease against the *tail* of the work time, not its mean.
-# - **A long lease costs latency after a crash.** A crash left 5-8 leases held by dead
-#   workers; each held its partition until expiry: the worst hold was 4, 7, 15, 29, 59, 119
-#   and 299 s at leases of 5, 10, 15, 30, 60, 120 and 300 s — the lease minus how long the
-#   attempt had already run. The worst publish → ack latency went from 49 s (5-10 s leases)
-#   to 84 s at 60 s and 318 s at 300 s. Between the two costs, a lease a little above the
-#   p99 work time (23 s for this law; at 30 s: 4 duplicates per 1000, partitions held ≤ 29 s
-#   after a crash) is the sweet spot.
-# - **A poison event blocks its own partition only.** Event 81:0 was nacked 10 times (2 s
-#   retry delay) and then dead-lettered; `p0`'s checkpoint stood still for 23.5 s and its
-#   worst latency was 23.0 s, while `p1`-`p3` never waited more than 0.47 s (checkpoint gaps
-#   ≤ 1 s). The dead letter keeps the event (attempts 10, error `poison`); it was never
-#   reported as acknowledged. The retry delay × 10 is the head-of-line budget per bad event.
-# - **Concurrency is min(in-flight, partitions).** With 1 s of work per event, one partition
-#   gave 0.68 acks/s at every in-flight limit; four partitions rose to 3.22 at in-flight 4 and
-#   stayed there; eight reached 6.40 at in-flight 8 — the peak number of leases out never
-#   exceeded the partition count. At 2 events/s offered, one partition cannot keep up (p50
-#   latency 22.9 s over a 60 s run) while 8 partitions × 8 in flight answer in 1.6 s. Raising
-#   `in_flight` past the partition count buys nothing: partition the stream instead.
-# - **A stalled consumer holds history until it is retired.** Retention alone keeps 100-161
-#   rows (60 s at 2 events/s plus up to one 10 s prune interval); a consumer whose process
-#   is down held the fence and the table grew to 608 rows in 5 minutes. Retiring it released
-#   the fence: the next prune took the table back to the retention window (161 at the end),
-#   and the 599 events published before it was retired, which it never read, are reported lost
-#   with cause `retired` (it owes nothing published after). Resuming it instead
-#   delivered all it needed (1222 delivered, 3 still pending at the end, 0 lost) and the
-#   table shrank as it caught up.
-# - **A restore fails closed and resumes from the checkpoints.** The restore at t = 60.25 s
-#   made incarnation 2 and voided the 4 leases in flight; their workers' 4 acks were refused
-#   as `stale_incarnation` (a pre-restore token never acks, even with time left on its
-#   lease), the 4 events were leased again and delivered twice — 4 duplicates, all with
-#   cause `restore` — and every partition resumed at the event after its checkpoint; 0 lost.
+# - **A long lease costs the orphaned events' latency after a crash.** A crash left 3-8
+#   leases held by dead workers; each held its event (and an in-flight slot) until it expired:
+#   the worst hold was 3, 8, 13, 28, 58, 118 and 298 s at leases of 5, 10, 15, 30, 60, 120 and
+#   300 s — the lease minus how long the attempt had already run. Under RiffDB's rule the rest
+#   of the partition flows meanwhile, so the p99 publish → ack latency stays at 22-31 s for
+#   every lease; the worst (an orphaned event itself) goes from 32-47 s at 5-30 s leases to
+#   68 s at 60 s and 316 s at 300 s. A lease a little above the p99 work time (23 s for this
+#   law; at 30 s: 4 duplicates per 1000, orphans held ≤ 28 s) is the sweet spot.
+# - **RiffDB's rule is not head-of-line, and it shows.** The same consumer (in-flight 8, 4
+#   partitions, 6 events/s offered, 1 s of work): head-of-line kept at most one lease per
+#   partition out — 4 in all — and took 3.24 acks/s, so the backlog grew (p50 81 s, p99 171 s,
+#   681 events still pending at the end); RiffDB's rule had all 8 slots busy (up to 6 in one
+#   partition), took 6.11 acks/s and delivered all 1831 events (p50 2.0 s, p99 6.5 s).
+#   Duplicates are a per-attempt chance under both rules (8 and 10, all `lease_expired`,
+#   0-5 per partition), so they follow the attempts made, not the rule.
+# - **A poison event holds its partition's checkpoint under both rules, its deliveries only
+#   under head-of-line.** Event 81:0 was nacked 10 times (2 s retry delay) and then
+#   dead-lettered; `p0`'s checkpoint stood at seq 77 for 23.5 s under either rule, and the dead
+#   letter (attempts 10, error `poison`) was never reported as acknowledged. Under head-of-line
+#   `p0`'s later events queued behind it (up to 23 waiting, the worst of them acked 22.5 s after
+#   its publish); under RiffDB's rule the retry held no lease, `p0`'s later events were acked
+#   within 0.47 s as in `p1`-`p3`, held as sparse resolutions, and the checkpoint jumped from 77
+#   to 169 at the dead letter. The retry delay × 10 is the budget per bad event — of the
+#   checkpoint (and so of the retention fence) always, of delivery only under head-of-line.
+# - **Concurrency is min(in-flight, partitions) only under head-of-line.** With 1 s of work per
+#   event, head-of-line gave 0.68 acks/s on one partition at every in-flight limit and stopped
+#   at 3.22 on four partitions from in-flight 4; eight reached 6.40 at in-flight 8. Under
+#   RiffDB's rule throughput followed the in-flight limit whatever the partition count — 6.50
+#   acks/s at in-flight 8 on a single partition — and at 2 events/s one partition answered in
+#   1.2 s (p50) instead of 22.9 s. There, `in_flight` is the knob; partitioning is for order,
+#   not for concurrency.
+# - **A consumer holds history back to its checkpoint's commit, and a stalled one holds it
+#   all until it is retired.** Retention alone keeps 111-161 rows (60 s at 2 events/s plus up
+#   to one 10 s prune interval); a consumer whose process is down has resolved nothing, so it
+#   allows no pruning at all, and the table grew to 608 rows in 5 minutes. Retiring it deleted
+#   it from the fence: the next prune took the table back to the retention window (161 at the
+#   end), and the 599 events published before it was retired, which it never read, are reported
+#   lost with cause `retired`. Resuming it instead delivered all it needed (1224 delivered, 0
+#   lost). A caught-up consumer still keeps its checkpoint's commit: `indexer`'s frontier was
+#   commit 1213, the one before its lowest checkpoint event's (here the 60 s age limit bound
+#   first).
+# - **A restore fails closed, counts an attempt and resumes from the checkpoints.** The
+#   restore at t = 60.25 s made incarnation 2 and turned the 4 leases in flight into failed
+#   attempts; their workers' 4 acks were refused as `stale_incarnation` (a pre-restore token
+#   never acks, even with time left on its lease), the 4 events were leased again as attempt 2
+#   and delivered twice — 4 duplicates, all with cause `restore` — and every partition resumed
+#   at the event after its checkpoint; 0 lost.

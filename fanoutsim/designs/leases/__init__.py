@@ -3,14 +3,19 @@
 Events are appended to a durable log in *commits*; each event belongs to one
 *partition* and has the id ``<commit-sequence:event-ordinal>``. A durable
 *consumer* pulls: ``consume`` *leases* eligible events — in partition order,
-at most one in flight per partition (see :mod:`.leasing` for why) — each with
-a lease token, the current *history incarnation* and an expiry. Only an exact
-``ack(event_id, token, incarnation)`` advances the partition's checkpoint; a
-wrong token, an expired lease or a stale incarnation fails closed. ``nack``
-and lease expiry (during recovery) schedule a bounded retry, and the 10th
-failed attempt becomes a *dead letter* so later events continue. ``seek``
-moves a checkpoint (administrative), ``retire`` ends a consumer for good and
-releases its *retention fence*, and ``restore`` publishes a new incarnation.
+several per partition within a resolution window past the partition's
+checkpoint, as RiffDB's code does (or one per partition, the seed's
+head-of-line reading: ``LeaseConfig(partition_order="head_of_line")``; see
+:mod:`.leasing`) — each with a lease token, the current *history incarnation*
+and an expiry. Only an exact ``ack(event_id, token, incarnation)`` resolves an
+event; the checkpoint moves past it once every earlier event of the partition
+is resolved. A wrong token, an expired lease or a stale incarnation fails
+closed. ``nack`` and lease expiry (recovery: at start-up, in a loop, inside a
+pull) schedule a bounded retry, and the 10th failed attempt becomes a *dead
+letter* so later events continue. ``seek`` moves a checkpoint
+(administrative), ``retire`` deletes a consumer and releases its *retention
+fence* (both refused while it holds a live lease), and ``restore`` publishes a
+new incarnation, turning every live lease into a failed attempt.
 Delivery is at-least-once: a worker whose lease expires before its ack, or a
 crash between a worker's effect and its ack, re-delivers — from the tables,
 never from a script.
@@ -20,7 +25,7 @@ Where things live:
 =================  ======================================================
 ``config.py``      ``LeaseConfig``; the seed's limits (batch, in-flight, lease) and ``MAX_ATTEMPTS``
 ``log.py``         publish (one commit of events) and retention behind the fence
-``consumers.py``   add, seek, retire, status
+``consumers.py``   add, seek, retire, status (RiffDB's revision and counts)
 ``leasing.py``     consume, ack, nack, recover (lease expiry), restore
 ``engine.py``      one incarnation of the broker process: wires the above
 ``checker.py``     delivered / duplicated / lost / dead-lettered / out of order, and why
@@ -34,5 +39,6 @@ virtual clock) and :class:`fanoutsim.designs.leases.realtime.LeaseRealtime`
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, LeaseConfig
 from fanoutsim.designs.leases.engine import LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
+from fanoutsim.designs.leases.log import HistoryPruned
 
-__all__ = ["LeaseConfig", "LeaseEngine", "Lease", "MAX_ATTEMPTS"]
+__all__ = ["LeaseConfig", "LeaseEngine", "Lease", "MAX_ATTEMPTS", "HistoryPruned"]

@@ -14,13 +14,20 @@ Pure functions over :class:`~fanoutsim.designs.leases.simulation.LeaseSimulation
   :func:`expected_duplicates`, :func:`lease_run` / :func:`lease_sweep`
   (duplicates per 1000 events), :func:`crash_run` / :func:`orphan_holds` /
   :func:`crash_sweep` (how long an orphaned lease holds its partition after a crash);
-* head-of-line per partition: :func:`poison_run`, :func:`partition_summary`;
+* head-of-line against RiffDB's rule, side by side: :func:`order_run`,
+  :func:`order_comparison` (throughput, duplicates and latency per partition);
+* a poison event under either rule: :func:`poison_run`, :func:`partition_summary`;
 * in-flight limit against partitions: :func:`inflight_run`, :func:`inflight_sweep`;
+
+Every run takes ``order``: ``"riffdb"`` (several leases per partition, the
+default, as RiffDB's code does) or ``"head_of_line"`` (one per partition, the
+seed's reading) — :class:`~fanoutsim.designs.leases.LeaseConfig`'s ``partition_order``.
 * the retention fence: :func:`fence_run`, :func:`fence_summary`;
 * restore: :func:`restore_run`, :func:`restore_summary`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable, Iterable
 
@@ -33,15 +40,17 @@ from fanoutsim.kernel.timeutil import US
 
 LAWS = ("exponential", "uniform", "lognormal")
 LOGNORMAL_SIGMA = 1.0
-ACK_RESULTS = ("acked", "stale_incarnation", "expired", "wrong_token", "no_lease", "retired")
+ACK_RESULTS = ("acked", "stale_incarnation", "expired", "wrong_token", "no_lease", "not_found")
 OUTCOME_KINDS = ("acked", "ack refused: stale_incarnation", "ack refused: expired", "ack refused: wrong_token",
-                 "ack refused: no_lease", "ack refused: retired", "nacked", "lease expired", "dead_lettered",
+                 "ack refused: no_lease", "ack refused: not_found", "nacked", "lease expired", "dead_lettered",
                  "lease voided")
+ORDERS = ("head_of_line", "riffdb")
 
 
-def _sim(config=None, seed=0):
+def _sim(config=None, seed=0, order: str = "riffdb"):
     from fanoutsim.designs.leases.simulation import LeaseSimulation
-    return LeaseSimulation(config or LeaseConfig(), seed=seed)
+    config = LeaseConfig() if config is None else config
+    return LeaseSimulation(dataclasses.replace(config, partition_order=order), seed=seed)
 
 
 def _rel(sim, t) -> np.ndarray:
@@ -93,14 +102,18 @@ def event_outcomes(sim, consumer: str | None = None) -> pd.DataFrame:
 
 
 def checkpoint_path(sim, consumer: str) -> pd.DataFrame:
-    """Every move of ``consumer``'s checkpoints: ``t_s``, ``partition``, ``seq``
-    (the event it moved past) and ``how`` (``acked`` or ``dead_lettered``), in time order."""
+    """Every move of ``consumer``'s checkpoints (the trace's ``checkpoint``
+    events): ``t_s``, ``partition``, ``seq`` (the event it moved past; under
+    RiffDB's rule one move may pass several events acknowledged out of order)
+    and ``how`` that event was resolved (``acked`` or ``dead_lettered``), in time order."""
     t = sim.trace()
-    sel = t[(t["consumer"] == consumer) & t["kind"].isin(["acked", "dead_lettered"])]
-    seqs = published_events(sim).set_index("event_id")["seq"]
+    mine = t[t["consumer"] == consumer]
+    sel = mine[mine["kind"] == "checkpoint"]
+    dead = set(mine.loc[mine["kind"] == "dead_lettered", "event_id"])
     return pd.DataFrame({"t_s": _rel(sim, sel["t"]), "partition": sel["partition"].to_numpy(),
-                         "seq": seqs.reindex(sel["event_id"]).to_numpy(),
-                         "how": sel["kind"].to_numpy()}).reset_index(drop=True)
+                         "seq": sel["detail"].astype(int).to_numpy(),
+                         "how": ["dead_lettered" if e in dead else "acked" for e in sel["event_id"]]}
+                        ).reset_index(drop=True)
 
 
 def checkpoints_at(sim, consumer: str, t_s: float) -> dict[str, int]:
@@ -214,11 +227,11 @@ def _drain(lease_seconds: float) -> float:
 
 def lease_run(lease_seconds: float = 60.0, *, law: str = "exponential", mean_work: float = 5.0,
               rate: float = 0.5, partitions: int = 8, in_flight: int = 8, seconds: float = 2000.0,
-              fail: float = 0.0, seed: int = 0):
+              fail: float = 0.0, seed: int = 0, order: str = "riffdb"):
     """One consumer ``worker`` whose work takes ``law(mean_work)`` seconds, with
     ``lease_seconds`` leases, ``in_flight`` leases over ``partitions``; Poisson
     events at ``rate``/s for ``seconds``, then drained."""
-    sim = _sim(seed=seed)
+    sim = _sim(seed=seed, order=order)
     sim.register_consumer("worker", duration=work_law(law, mean_work), lease_seconds=lease_seconds,
                           in_flight_limit=in_flight, batch_limit=in_flight, fail=fail, nack_delay=1.0)
     sim.add_workload(rate, partitions=partitions, stop=seconds)
@@ -256,12 +269,14 @@ def lease_sweep(leases: Iterable[float] = (5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.
 
 def crash_run(lease_seconds: float = 60.0, *, crashes=(500.25, 1000.25, 1500.25), downtime: float = 1.0,
               law: str = "exponential", mean_work: float = 5.0, rate: float = 0.5, partitions: int = 8,
-              in_flight: int = 8, seconds: float = 2000.0, seed: int = 0):
+              in_flight: int = 8, seconds: float = 2000.0, seed: int = 0, order: str = "riffdb"):
     """:func:`lease_run`'s workload with the node crashing at each time in
     ``crashes`` (every worker dies with it) and restarting ``downtime`` s later.
     The leases the dead workers held stay in the table: nobody will ack them,
-    and each holds its partition until recovery expires it."""
-    sim = _sim(seed=seed)
+    and each holds its event (head-of-line: its whole partition) and an in-flight
+    slot until it expires — then the restart's recovery, the recovery loop or
+    the next pull turns it into a retry."""
+    sim = _sim(seed=seed, order=order)
     sim.register_consumer("worker", duration=work_law(law, mean_work), lease_seconds=lease_seconds,
                           in_flight_limit=in_flight, batch_limit=in_flight, nack_delay=1.0)
     sim.add_workload(rate, partitions=partitions, stop=seconds)
@@ -275,8 +290,8 @@ def crash_run(lease_seconds: float = 60.0, *, crashes=(500.25, 1000.25, 1500.25)
 def orphan_holds(sim) -> pd.DataFrame:
     """Every lease a crash orphaned (granted, not acked, nacked, expired or voided
     before the node went down): ``crash_s``, ``partition``, ``event_id``,
-    ``leased_s``, ``expired_s`` (when recovery freed it) and ``hold_s`` (from
-    the crash to then: how long its partition stood still)."""
+    ``leased_s``, ``expired_s`` (when expiry freed it) and ``hold_s`` (from
+    the crash to then: how long its event — head-of-line: its partition — stood still)."""
     t = sim.trace()
     kinds, who, eids, parts = (t[c].tolist() for c in ("kind", "consumer", "event_id", "partition"))
     ts = _rel(sim, t["t"]).tolist()
@@ -326,12 +341,16 @@ def crash_sweep(leases: Iterable[float] = (5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 3
 # -- 2. head-of-line per partition ----------------------------------------------------
 
 def poison_run(*, nack_delay: float = 2.0, partitions: int = 4, every: float = 0.25, seconds: float = 90.0,
-               poison_at: float = 20.0, work: float = 0.05, in_flight: int = 4, seed: int = 0):
+               poison_at: float = 20.0, work: float = 0.05, in_flight: int = 4, seed: int = 0,
+               order: str = "riffdb"):
     """One consumer ``worker`` over ``partitions`` partitions; an event every
     ``every`` s, round robin (p0, p1, ...). The first event of p0 published at or
     after ``poison_at`` has kind ``poison``: the worker nacks it (retry after
-    ``nack_delay``) every time, and the 10th failed attempt dead-letters it."""
-    sim = _sim(seed=seed)
+    ``nack_delay``) every time, and the 10th failed attempt dead-letters it.
+    Head-of-line: p0's later events wait behind it. RiffDB's rule: the retry
+    holds no lease, p0's later events go on (acknowledged past the checkpoint,
+    which waits for the dead letter)."""
+    sim = _sim(seed=seed, order=order)
     sim.register_consumer("worker", duration=work, lease_seconds=30.0, in_flight_limit=in_flight,
                           batch_limit=in_flight, nack_delay=nack_delay,
                           poison=lambda lease: lease.kind == "poison")
@@ -350,8 +369,9 @@ def poison_run(*, nack_delay: float = 2.0, partitions: int = 4, every: float = 0
 
 def partition_summary(sim, consumer: str = "worker") -> pd.DataFrame:
     """Per partition of one consumer: events done, dead letters, failed attempts
-    (nacks and expiries), publish → done latency (p50, max) and the longest
-    time its checkpoint stood still while an event was waiting."""
+    (nacks and expiries), publish → done latency (p50, max), the worst latency of
+    the events that were acknowledged (``acked_latency_max_s``: how long a good
+    event waited) and the longest time its checkpoint stood still."""
     ev = event_outcomes(sim, consumer)
     t = sim.trace()
     mine = t[t["consumer"] == consumer]
@@ -362,23 +382,83 @@ def partition_summary(sim, consumer: str = "worker") -> pd.DataFrame:
         p = path[path["partition"] == part]["t_s"].to_numpy()
         gaps = np.diff(p) if len(p) > 1 else np.array([0.0])
         lat = g["latency_s"].dropna()
+        good = g.loc[g["outcome"] == "acked", "latency_s"].dropna()
         rows.append({"partition": part, "done": int((g["outcome"] != "pending").sum()),
                      "dead_lettered": int((g["outcome"] == "dead_lettered").sum()),
                      "failed_attempts": int(fails.get(part, 0)),
                      "latency_p50_s": round(_pct(lat, 0.5), 3),
                      "latency_max_s": round(float(lat.max()) if len(lat) else float("nan"), 3),
+                     "acked_latency_max_s": round(float(good.max()) if len(good) else float("nan"), 3),
                      "longest_stall_s": round(float(gaps.max()), 3)})
     return pd.DataFrame(rows)
+
+
+# -- head-of-line against RiffDB's rule ---------------------------------------------------
+
+def order_run(order: str, *, partitions: int = 4, in_flight: int = 8, rate: float = 6.0, mean_work: float = 1.0,
+              lease_seconds: float = 5.0, seconds: float = 300.0, seed: int = 0):
+    """One consumer ``worker`` under ``order``: ``in_flight`` (and batch) leases
+    over ``partitions`` partitions, exponential work of mean ``mean_work`` s
+    (sometimes longer than its ``lease_seconds`` lease: duplicates), Poisson
+    events at ``rate``/s for ``seconds``, then 60 s to drain."""
+    sim = _sim(seed=seed, order=order)
+    sim.register_consumer("worker", duration=work_law("exponential", mean_work), lease_seconds=lease_seconds,
+                          in_flight_limit=in_flight, batch_limit=in_flight, nack_delay=1.0)
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    sim.run(until=seconds + 60.0)
+    return sim
+
+
+def order_comparison(runs: dict, *, seconds: float = 300.0, warmup: float = 10.0) -> pd.DataFrame:
+    """Per run of :func:`order_run` (``{order: sim}``) and partition: events
+    published, delivered, ``duplicates`` (all causes), ``acks_per_s`` (first
+    acks of the partition's events between ``warmup`` and ``seconds``), the
+    peak number of the partition's leases out at once (``all``: of every
+    partition together), publish → acked latency (p50, p99) and the events still
+    ``pending`` at the end. A row ``all`` per run covers every partition."""
+    rows = []
+    for order, sim in runs.items():
+        r = check_leases(sim)
+        ev = event_outcomes(sim, "worker")
+        pub = published_events(sim)
+        dups = r.duplicates.merge(pub[["event_id", "partition"]], on="event_id", how="left")
+        peaks = _peak_leases_by_partition(sim)
+        for part in sorted(pub["partition"].unique()) + ["all"]:
+            g = ev if part == "all" else ev[ev["partition"] == part]
+            acked = g[g["outcome"] == "acked"]
+            done = acked["done_s"]
+            rows.append({"order": order, "partition": part,
+                         "published": int(len(pub) if part == "all" else (pub["partition"] == part).sum()),
+                         "delivered": int((g["deliveries"] > 0).sum()),
+                         "duplicates": int(len(dups) if part == "all" else (dups["partition"] == part).sum()),
+                         "acks_per_s": float(((done >= warmup) & (done < seconds)).sum()) / (seconds - warmup),
+                         "peak_leases": int(_peak_leases(sim) if part == "all" else peaks.get(part, 0)),
+                         "p50_s": _pct(acked["latency_s"], 0.5), "p99_s": _pct(acked["latency_s"], 0.99),
+                         "pending": int((g["outcome"] == "pending").sum()
+                                        + (len(pub) if part == "all" else (pub["partition"] == part).sum())
+                                        - len(g))})
+    return pd.DataFrame(rows)
+
+
+def _peak_leases_by_partition(sim, consumer: str = "worker") -> dict[str, int]:
+    t = sim.trace()
+    sel = t[(t["consumer"] == consumer) & t["kind"].isin(["leased", "acked", "nacked", "expired", "lease_voided"])]
+    live: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for kind, part in zip(sel["kind"].tolist(), sel["partition"].tolist()):
+        live[part] = live.get(part, 0) + (1 if kind == "leased" else -1)
+        peak[part] = max(peak.get(part, 0), live[part])
+    return peak
 
 
 # -- 3. in-flight limit against partitions ------------------------------------------
 
 def inflight_run(in_flight: int, partitions: int, *, rate: float = 8.0, mean_work: float = 1.0,
-                 seconds: float = 60.0, seed: int = 0):
+                 seconds: float = 60.0, seed: int = 0, order: str = "riffdb"):
     """One consumer ``worker`` with ``in_flight`` (and batch) limit over
     ``partitions`` partitions; exponential work of mean ``mean_work`` s, leases of
     60 s (none expires); Poisson events at ``rate``/s for ``seconds``."""
-    sim = _sim(seed=seed)
+    sim = _sim(seed=seed, order=order)
     sim.register_consumer("worker", duration=work_law("exponential", mean_work), lease_seconds=60.0,
                           in_flight_limit=in_flight, batch_limit=in_flight)
     sim.add_workload(rate, partitions=partitions, stop=seconds)
@@ -388,24 +468,25 @@ def inflight_run(in_flight: int, partitions: int, *, rate: float = 8.0, mean_wor
 
 def inflight_sweep(in_flights: Iterable[int] = range(1, 9), partition_counts: Iterable[int] = (1, 4, 8), *,
                    rate: float = 8.0, mean_work: float = 1.0, seconds: float = 60.0, warmup: float = 10.0,
-                   poll_interval: float = 0.5, seed: int = 0) -> pd.DataFrame:
+                   poll_interval: float = 0.5, seed: int = 0, order: str = "riffdb") -> pd.DataFrame:
     """Every (partitions, in_flight): ``throughput`` (acks per second after
-    ``warmup``), ``slots`` = min(in_flight, partitions) (the leases that can be
-    out at once), ``theory`` = slots / (mean_work + poll_interval / 2) (each slot
-    works, then waits half a client poll on average for its next lease), the
-    peak number of leases out, and publish → acknowledged latency (p50, p99) of
-    the events done."""
+    ``warmup``), ``slots`` — the leases that can be out at once with a backlog:
+    min(in_flight, partitions) under head-of-line, in_flight under RiffDB's rule
+    (a partition's window holds up to 65) — ``theory`` = slots / (mean_work +
+    poll_interval / 2) (each slot works, then waits half a client poll on average
+    for its next lease), the peak number of leases out, and publish →
+    acknowledged latency (p50, p99) of the events done; ``order`` names the rule."""
     rows = []
     for parts in partition_counts:
         for k in in_flights:
-            sim = inflight_run(k, parts, rate=rate, mean_work=mean_work, seconds=seconds, seed=seed)
+            sim = inflight_run(k, parts, rate=rate, mean_work=mean_work, seconds=seconds, seed=seed, order=order)
             t = sim.trace()
             acked = t[t["kind"] == "acked"]
             ts = _rel(sim, acked["t"])
             thr = float(((ts >= warmup) & (ts < seconds)).sum()) / (seconds - warmup)
             lat = event_outcomes(sim, "worker")["latency_s"].dropna()
-            slots = min(k, parts)
-            rows.append({"partitions": parts, "in_flight": k, "slots": slots, "throughput": thr,
+            slots = min(k, parts) if order == "head_of_line" else k
+            rows.append({"order": order, "partitions": parts, "in_flight": k, "slots": slots, "throughput": thr,
                          "theory": slots / (mean_work + poll_interval / 2),
                          "peak_leases": _peak_leases(sim), "offered": rate,
                          "p50_s": _pct(lat, 0.5), "p99_s": _pct(lat, 0.99)})
@@ -426,7 +507,7 @@ FENCE_MODES = ("no stalled consumer", "stalled, then retired", "stalled, then re
 
 def fence_run(mode: str = "stalled, then retired", *, at: float = 300.5, retention: float = 60.0,
               retention_interval: float = 10.0, rate: float = 2.0, seconds: float = 600.0, partitions: int = 4,
-              seed: int = 0):
+              seed: int = 0, order: str = "riffdb"):
     """A live consumer ``indexer`` under ``retention`` s of retention (pruned every
     ``retention_interval`` s), Poisson events at ``rate``/s for ``seconds``. In
     ``mode`` (:data:`FENCE_MODES`) a second consumer ``reporting`` exists from the
@@ -434,7 +515,7 @@ def fence_run(mode: str = "stalled, then retired", *, at: float = 300.5, retenti
     fence); at ``at`` it is retired, or its client starts and it catches up."""
     if mode not in FENCE_MODES:
         raise ValueError(f"mode must be one of {FENCE_MODES}, got {mode!r}")
-    sim = _sim(LeaseConfig(retention=retention, retention_interval=retention_interval), seed=seed)
+    sim = _sim(LeaseConfig(retention=retention, retention_interval=retention_interval), seed=seed, order=order)
     sim.register_consumer("indexer", duration=0.01, in_flight_limit=8, batch_limit=8)
     if mode != FENCE_MODES[0]:
         sim.register_consumer("reporting", client=False, in_flight_limit=8, batch_limit=8)
@@ -473,11 +554,12 @@ def fence_summary(runs: dict, at: float = 300.5) -> pd.DataFrame:
 # -- 5. restore ------------------------------------------------------------------------
 
 def restore_run(*, at: float = 60.25, rate: float = 1.0, partitions: int = 4, mean_work: float = 3.0,
-                lease_seconds: float = 30.0, seconds: float = 120.0, seed: int = 0):
+                lease_seconds: float = 30.0, seconds: float = 120.0, seed: int = 0, order: str = "riffdb"):
     """One consumer ``worker`` (uniform work around ``mean_work`` s, 30 s leases,
     4 in flight) under Poisson events at ``rate``/s for ``seconds``; at ``at`` a
-    restore publishes a new history incarnation."""
-    sim = _sim(seed=seed)
+    restore publishes a new history incarnation (every live lease becomes a
+    failed attempt, redelivered as the next one)."""
+    sim = _sim(seed=seed, order=order)
     sim.register_consumer("worker", duration=work_law("uniform", mean_work), lease_seconds=lease_seconds,
                           in_flight_limit=4, batch_limit=4)
     sim.add_workload(rate, partitions=partitions, stop=seconds)
@@ -490,7 +572,9 @@ def restore_run(*, at: float = 60.25, rate: float = 1.0, partitions: int = 4, me
 def restore_summary(sim, consumer: str = "worker") -> dict:
     """What a restore did: when (``restore_s``), the new ``incarnation``, the
     leases it voided, the acks that then failed closed as ``stale_incarnation``,
-    the duplicates (by cause) and losses, and per partition the checkpoint at the
+    the duplicates (by cause) and losses, the attempt each voided lease's event
+    was leased again as (``redelivered_as_attempt``: attempt -> events; the
+    restore counted a failed attempt), and per partition the checkpoint at the
     restore against the seq of the first event leased after it (``resumed``:
     the next one, as the checkpoint says)."""
     t = sim.trace()
@@ -512,8 +596,12 @@ def restore_summary(sim, consumer: str = "worker") -> dict:
         parts.append({"partition": p, "checkpoint_at_restore": cp, "first_leased_after": first.get(p),
                       "resumed": first.get(p) == (None if want is None or pd.isna(want) else int(want))})
     refused = mine[(mine["kind"] == "ack_refused")]["detail"].value_counts().to_dict()
+    voided = set(mine.loc[(mine["kind"] == "lease_voided") & (mine["detail"] == "restore"), "event_id"])
+    again = mine[(mine.index > at_i) & (mine["kind"] == "leased") & mine["event_id"].isin(voided)]
+    again = again.drop_duplicates("event_id")["detail"].str.split().str[1].astype(int).value_counts()
     return {"restore_s": at_s, "incarnation": int(sim.history()["incarnation"].iloc[0]),
             "leases_voided": int(((t["kind"] == "lease_voided") & (t["detail"] == "restore")).sum()),
+            "redelivered_as_attempt": {int(k): int(v) for k, v in sorted(again.items())},
             "acks_refused": {str(k): int(v) for k, v in sorted(refused.items())},
             "duplicates_by_cause": r.total["duplicates_by_cause"], "duplicates": r.total["duplicates"],
             "lost": r.total["lost"], "valid": r.valid, "partitions": pd.DataFrame(parts)}

@@ -2,36 +2,50 @@
 pending and out of order — and why — from the trace and the tables alone
 (never the fault plan).
 
-An event is *expected* by a consumer when it was published (a ``published``
-event) with a seq past the consumer's start (``consumer_start``), and before
-the consumer was retired (a retired consumer owes nothing published later). A worker's
-effect is a ``delivered`` event. Then an expected event is
+A consumer *life* runs from its ``consumer_start`` to its ``retired`` (or the
+end): retire deletes a consumer, and the same name may start afresh, as a new
+life reported as ``name#2``, ``name#3``, ... . An event is *expected* by a life
+when it was published (a ``published`` event) with a seq past the life's start,
+and before the life was retired (a retired consumer owes nothing published
+later). A worker's effect is a ``delivered`` event. Then an expected event is
 
 *delivered*      delivered once or more (each extra delivery is a *duplicate*);
-*dead_lettered*  in the ``dead_letters`` table, never delivered;
-*pending*        not done yet: the consumer is active, the event retained and
-                 past both its start and its partition's checkpoint;
+*dead_lettered*  dead-lettered (a ``dead_lettered`` event, or a row of
+                 ``dead_letters``) and not required again by a later seek back,
+                 never delivered;
+*pending*        not done yet: the consumer still exists, the event is
+                 retained and past both its start and its partition's checkpoint;
 *lost*           otherwise.
 
 Causes of a duplicate (what happened between two deliveries): ``seek`` (the
-consumer was seeked), ``restore`` (a new history incarnation voided the
-lease), ``lease_expired`` (the earlier delivery's ack was refused — the
+consumer was seeked), ``restore`` (a new history incarnation turned the lease
+into a retry), ``lease_expired`` (the earlier delivery's ack was refused — the
 lease had expired, or had expired before the effect landed — or the lease
-expired in recovery with no crash between),
-``crash`` (the node died after the effect and before the ack), else
-``unknown``. Causes of a loss: ``seek`` (seeked past it before it was
-delivered), ``retired`` (the consumer was retired first), ``pruned``
-(retention deleted it — the fence should make this impossible for an active
-consumer), else ``unknown``.
+expired in recovery with no crash between), ``crash`` (the node died after the
+effect and before the ack), else ``unknown``. Causes of a loss: ``seek``
+(seeked past it before it was delivered), ``retired`` (the consumer was retired
+first), ``pruned`` (retention deleted it — the fence should make this
+impossible for a consumer that exists), else ``unknown``.
 
-*Out of order*: within one partition, a first delivery of an event with a
-lower seq than an event already delivered to that consumer. The broker never
-leases out of order; it emerges when a worker whose lease was already gone
-(expired, then the event dead-lettered or moved past) applies its effect
-late — cause ``stale_lease`` (its ack was refused) — else ``unknown``.
+*Out of order* depends on the leasing rule (``sim.config.partition_order``),
+because the two promise different things:
+
+``riffdb``        several leases of a partition are out at once, so effects may
+                  land in any order within the window: that is normal, not a
+                  fault. What the broker promises is to *lease* in partition
+                  order: a first lease of an event (its attempt that is the
+                  first of the life) with a lower seq than an event of the same
+                  partition already leased is out of order, cause ``unknown``
+                  (nothing in the mechanism explains it).
+``head_of_line``  one lease per partition, so first *deliveries* are in seq
+                  order; one behind an event already delivered in its
+                  partition is out of order. It emerges when a worker whose
+                  lease was already gone (expired, then the event
+                  dead-lettered or moved past) applies its effect late — cause
+                  ``stale_lease`` (its ack was refused) — else ``unknown``.
 
 ``valid``: no loss with cause ``pruned`` or ``unknown``, every duplicate has
-a cause, and no out-of-order delivery with cause ``unknown``.
+a cause, and no out-of-order lease or delivery with cause ``unknown``.
 """
 from __future__ import annotations
 
@@ -151,16 +165,35 @@ def check_leases(sim) -> LeaseReport:
     pub = pub.sort_values("seq", kind="stable").reset_index(drop=True)
     p_eid, p_seq, p_part, p_ip = (pub[c].to_numpy() for c in ("event_id", "seq", "partition", "ip"))
 
-    # the rare kinds, in a plain loop
-    starts: dict[str, int] = {}
+    # consumer lives: a second consumer_start of a name (after a retire) is a new life, name#2
+    who = who.copy()
+    lives: dict[str, dict] = {}                          # life -> start, index, name
+    by_name = defaultdict(list)
     for i in events("consumer_start"):
-        starts.setdefault(who[i], int(details[i]))
-    seeks = defaultdict(list)                            # consumer -> [(index, position)]
+        by_name[who[i]].append((int(i), int(details[i])))
+    for name, lst in by_name.items():
+        if len(lst) > 1:
+            rows_of = np.flatnonzero(who == name)
+            for k, (i, _) in enumerate(lst[1:], start=2):
+                who[rows_of[rows_of >= i]] = f"{name}#{k}"
+        for k, (i, start) in enumerate(lst, start=1):
+            lives[name if k == 1 else f"{name}#{k}"] = {"name": name, "start": start, "index": i,
+                                                        "last": k == len(lst)}
+    table_rows = {r["consumer"]: r for r in sim.store.rows("lease_consumers")}
+    for name, r in table_rows.items():  # a consumer from an earlier process (a resumed file)
+        if name not in by_name:
+            lives[name] = {"name": name, "start": r["start_seq"], "index": -1, "last": True}
+
+    # the rare kinds, in a plain loop
+    seeks = defaultdict(list)                            # life -> [(index, position)]
     for i in events("seek"):
         seeks[who[i]].append((int(i), int(details[i])))
     restores, crashes = events("restored"), events("crashed")
     pruned = set(eids[events("pruned")].tolist())
     retired_at = {who[i]: int(i) for i in events("retired")}
+    dead_at = defaultdict(dict)                          # life -> event_id -> index dead-lettered
+    for i in events("dead_lettered"):
+        dead_at[who[i]].setdefault(eids[i], int(i))
 
     # the per-row kinds: every row keyed by its (consumer, event_id) pair
     di, li, oi = events("delivered"), events("leased"), events("acked", "ack_refused")
@@ -219,7 +252,6 @@ def check_leases(sim) -> LeaseReport:
     d_pos = pd.Index(p_eid).get_indexer(eids[di]) if len(pub) else np.full(len(di), -1)
     code_of_consumer = {c: j for j, c in enumerate(cons_uni.tolist())}
 
-    consumers = {r["consumer"]: r for r in sim.store.rows("lease_consumers")}
     tables: dict = {}
 
     def table(name):
@@ -235,29 +267,51 @@ def check_leases(sim) -> LeaseReport:
                 tables[name] = {r["event_id"] for r in sim.store.rows("events")}
         return tables[name]
 
+    by_leases = getattr(getattr(sim, "config", None), "partition_order", "riffdb") != "head_of_line"
+    l_cons = pd.Index(cons_uni).get_indexer(who[li]) if len(li) else np.empty(0, dtype=np.int64)
+    l_pos = pd.Index(p_eid).get_indexer(eids[li]) if len(pub) and len(li) else np.full(len(li), -1)
+
+    def first_in_order(m_i, m_pos):
+        """(trace index, position in pub, seq before it) of every first row of a pair
+        below the highest seq already seen in its partition, rows in trace order."""
+        first = ~pd.Series(key[m_i]).duplicated().to_numpy()
+        fi, fpos = m_i[first & (m_pos >= 0)], m_pos[first & (m_pos >= 0)]
+        if not len(fi):
+            return fi, fpos, np.empty(0)
+        f = pd.DataFrame({"seq": p_seq[fpos], "part": p_part[fpos]})
+        high = f.groupby("part", sort=False, dropna=False)["seq"].cummax()
+        before = high.groupby(f["part"], sort=False, dropna=False).shift().to_numpy()
+        late = np.flatnonzero(f["seq"].to_numpy() < np.where(pd.isna(before), -np.inf, before))
+        return fi[late], fpos[late], before[late]
+
     per, dups, lost, disorder = [], [], [], []
-    for name in sorted(consumers):
-        row, start = consumers[name], starts.get(name, consumers[name]["start_seq"])
+    for name in sorted(lives):
+        life = lives[name]
+        start = life["start"]
+        row = table_rows.get(life["name"]) if life["last"] else None      # the consumer's row, if it exists
+        retired = row is None
         seek_idx = np.array([i for i, _ in seeks[name]], dtype=np.int64)
         n_ = dict(delivered=0, duplicates=0, lost=0, dead_lettered=0, pending=0, out_of_order=0)
         c = code_of_consumer.get(name)
         mine = np.flatnonzero(d_cons == c) if c is not None else np.empty(0, dtype=np.int64)
         m_i, m_pos = di[mine], d_pos[mine]                                # in trace order
 
-        # out of order: a first delivery below the highest seq already delivered in its partition
-        first = ~pd.Series(key[m_i]).duplicated().to_numpy()
-        fi, fpos = m_i[first & (m_pos >= 0)], m_pos[first & (m_pos >= 0)]
-        if len(fi):
-            f = pd.DataFrame({"seq": p_seq[fpos], "part": p_part[fpos]})
-            high = f.groupby("part", sort=False, dropna=False)["seq"].cummax()
-            before = high.groupby(f["part"], sort=False, dropna=False).shift().to_numpy()
-            late = np.flatnonzero(f["seq"].to_numpy() < np.where(pd.isna(before), -np.inf, before))
-            if len(late):
-                stale = stale_of(fi[late], np.full(len(late), n_rows, dtype=np.int64))
-                for j, s in zip(late.tolist(), stale.tolist()):
+        if by_leases:
+            # out of order: a first lease below the highest seq already leased in its partition
+            lm = np.flatnonzero(l_cons == c) if c is not None else np.empty(0, dtype=np.int64)
+            fi, fpos, before = first_in_order(li[lm], l_pos[lm])
+            for j in range(len(fi)):
+                n_["out_of_order"] += 1
+                disorder.append((name, eids[fi[j]], p_part[fpos[j]], int(before[j]), "unknown"))
+        else:
+            # out of order: a first delivery below the highest seq already delivered in its partition
+            fi, fpos, before = first_in_order(m_i, m_pos)
+            if len(fi):
+                stale = stale_of(fi, np.full(len(fi), n_rows, dtype=np.int64))
+                for j, st_ in enumerate(stale.tolist()):
                     n_["out_of_order"] += 1
                     disorder.append((name, eids[fi[j]], p_part[fpos[j]], int(before[j]),
-                                     "stale_lease" if s else "unknown"))
+                                     "stale_lease" if st_ else "unknown"))
 
         # the expected events: published past its start, not after it retired
         retired_i = retired_at.get(name)
@@ -298,11 +352,13 @@ def check_leases(sim) -> LeaseReport:
         delivered_pos[g_pos] = True
         for j in np.flatnonzero(expected & ~delivered_pos).tolist():
             eid, seq, part, ip = p_eid[j], int(p_seq[j]), p_part[j], int(p_ip[j])
-            if (name, eid) in table("dead"):
+            dead_i = dead_at[name].get(eid)
+            if (row is not None and (life["name"], eid) in table("dead")) or (
+                    dead_i is not None and not any(i > dead_i and pos < seq for i, pos in seeks[name])):
                 n_["dead_lettered"] += 1
                 continue
-            if (not row["retired"] and eid in table("retained") and seq > row["start_seq"]
-                    and seq > table("cps")[name].get(part, -1)):
+            if (row is not None and eid in table("retained") and seq > row["start_seq"]
+                    and seq > table("cps")[life["name"]].get(part, -1)):
                 n_["pending"] += 1
                 continue
             if any(i > ip and pos >= seq for i, pos in seeks[name]):
@@ -315,7 +371,7 @@ def check_leases(sim) -> LeaseReport:
                 cause = "unknown"
             n_["lost"] += 1
             lost.append((name, eid, cause))
-        per.append({"consumer": name, "retired": bool(row["retired"]), **n_})
+        per.append({"consumer": name, "retired": retired, **n_})
     dup_df = pd.DataFrame(dups, columns=["consumer", "event_id", "cause"])
     lost_df = pd.DataFrame(lost, columns=["consumer", "event_id", "cause"])
     ooo_df = pd.DataFrame(disorder, columns=["consumer", "event_id", "partition", "after_seq", "cause"])

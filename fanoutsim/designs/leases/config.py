@@ -1,14 +1,43 @@
-"""The knobs of the leased-consumer design, and the limits the seed fixes.
+"""The knobs of the leased-consumer design, and the limits RiffDB fixes.
 
 RiffDB (seed 003) fixes a subscription's delivery limits at compile time:
 "Batch and in-flight limits are each 1 through 8. Leases are 5 through 900
-seconds." :func:`check_limits` enforces exactly those ranges and names the
-field and the allowed range when a value is outside them. The tenth failed
-attempt dead-letters an event (:data:`MAX_ATTEMPTS`).
+seconds" (the code agrees: ``ReactiveDeliveryLimitsV1`` in
+``riffdb-query-ir/src/reactive.rs``). :func:`check_limits` enforces exactly
+those ranges and names the field and the allowed range when a value is
+outside them. The tenth failed attempt dead-letters an event
+(:data:`MAX_ATTEMPTS`).
 
-:class:`LeaseConfig` holds what the seed leaves open: how long events are
-retained, how often retention and recovery (lease expiry) run, and the
-largest retry delay a ``nack`` may ask for.
+Bounds read from RiffDB's code, not the seed:
+
+* :data:`RESOLUTION_WINDOW` (65, ``MAX_CONSUMER_EVENT_WINDOW_ITEMS`` in
+  ``riffdb-service/src/consumer_operations.rs``): a pull, an ack and a nack
+  read at most this many events past a partition's checkpoint, so no lease is
+  granted further ahead than that;
+* :data:`MAX_SPARSE_RESOLUTIONS` (64, ``MAX_CONSUMER_SPARSE_RESOLUTIONS`` in
+  ``riffdb-storage-api/src/consumer.rs``): acknowledged or dead-lettered events
+  held past the checkpoint, per partition (the window's first event is the one
+  still unresolved, so the window keeps them within the cap);
+* :data:`MAX_RETRY_DELAY` (3600 s, ``MAX_CONSUMER_RETRY_DELAY``): the largest
+  delay a nack may ask for.
+
+:class:`LeaseConfig` holds what the seed leaves open: how events are
+retained, how often retention and recovery run, the largest nack delay (at
+most :data:`MAX_RETRY_DELAY`), and how a partition's events are leased:
+
+``partition_order = "riffdb"`` (the default: RiffDB's code)
+    Leased in partition order but not one at a time: a pull leases every
+    eligible event of a partition's resolution window, oldest first, up to the
+    batch and in-flight limits. An ack of a later event is held as a *sparse
+    resolution* and the checkpoint jumps past it once every earlier event is
+    resolved. A retrying event waits for its retry time without holding a
+    lease, so it does not use the in-flight budget and does not stop the
+    events behind it. This is what ``ordered_delivery_retry_checkpoint_seek_
+    and_retire_survive_reopen`` (``tests/durable_event_consumers.rs``) shows.
+``partition_order = "head_of_line"`` (the seed's reading, fanoutsim's first model)
+    "Leased in partition order" read as one lease per partition, always on
+    its first unresolved event: the window is that one event, so a retrying
+    event holds its partition until it is acknowledged or dead-lettered.
 """
 from __future__ import annotations
 
@@ -21,6 +50,10 @@ BATCH_RANGE = (1, 8)
 IN_FLIGHT_RANGE = (1, 8)
 LEASE_RANGE = (5.0, 900.0)       # seconds
 MAX_ATTEMPTS = 10                # the 10th failed attempt is retained as a dead letter
+RESOLUTION_WINDOW = 65           # events past a partition's checkpoint a pull may lease
+MAX_SPARSE_RESOLUTIONS = 64      # resolutions held past a partition's checkpoint
+MAX_RETRY_DELAY = 3600.0         # seconds: the largest delay a nack may ask for
+PARTITION_ORDERS = ("riffdb", "head_of_line")
 DEFAULT_LIMITS = {"batch_limit": 4, "in_flight_limit": 4, "lease_seconds": 60.0}
 
 
@@ -50,16 +83,31 @@ def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
 
 @dataclass(frozen=True)
 class LeaseConfig:
+    """What the seed leaves open (see the module's docstring for ``partition_order``)."""
+
     retention: float = 7 * 86400.0       # events older than this may be pruned (never past a fence)
     retention_interval: float = 3600.0   # how often the retention step runs
     recovery_interval: float = 1.0       # how often recovery expires leases
-    max_retry_delay: float = 900.0       # the largest delay a nack may ask for
+    max_retry_delay: float = MAX_RETRY_DELAY  # the largest delay a nack may ask for (<= 3600 s)
+    partition_order: str = "riffdb"      # "riffdb" (RiffDB's code) or "head_of_line" (the seed's reading)
 
     def __post_init__(self):
         for name in ("retention", "retention_interval", "recovery_interval", "max_retry_delay"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name} must be a finite number of seconds > 0, got {v!r}")
+        if self.max_retry_delay > MAX_RETRY_DELAY:
+            raise ValueError(f"max_retry_delay must be at most {MAX_RETRY_DELAY:g} seconds (RiffDB's bound on "
+                             f"a nack's retry delay), got {self.max_retry_delay!r}")
+        if self.partition_order not in PARTITION_ORDERS:
+            raise ValueError(f"partition_order must be one of {', '.join(map(repr, PARTITION_ORDERS))}, "
+                             f"got {self.partition_order!r}")
+
+    @property
+    def window(self) -> int:
+        """Events past a partition's checkpoint that a pull may lease: 65 under
+        RiffDB's rule, 1 (the head) under head-of-line."""
+        return RESOLUTION_WINDOW if self.partition_order == "riffdb" else 1
 
     def check_delay(self, delay) -> float:
         return _seconds(delay, "delay", 0.0, self.max_retry_delay)

@@ -1,23 +1,48 @@
 """Durable consumers: add, seek, retire, status (the administrative half).
 
-A consumer row holds its delivery limits (checked against the seed's ranges)
-and ``start_seq``: the log position it started from, or was last seeked to.
-Its per-partition ``checkpoints`` say how far each partition is done
-(acknowledged or dead-lettered). An event is *required* by a consumer when its
-seq is past both.
+A consumer row holds its delivery limits (checked against the seed's ranges),
+``start_seq`` — the log position it started from, or was last seeked to — with
+that position's commit (``start_commit``), and its ``revision``. Per partition
+it has a checkpoint (the last event of the contiguous done prefix, and its
+commit) and sparse resolutions past it (see :mod:`.leasing`). An event is
+*required* by a consumer when its seq is past both the start and its
+partition's checkpoint and it is not resolved.
 
-``seek`` is the seed's administrative checkpoint move: every checkpoint is
-dropped and ``start_seq`` set to the position, and the consumer's leases are
-voided (their tokens then fail closed) and its retry counts cleared. A seek
-back re-delivers (duplicates with cause ``seek``); a seek forward skips events
-on purpose (losses with cause ``seek``). ``retire`` is permanent: the row
-stays, marked retired, its leases and retries go, and it no longer holds a
-retention fence; the name cannot be used again.
+``seek`` and ``retire`` follow RiffDB's code, which the seed leaves open:
+
+* both are refused while the consumer holds a live lease — expired or not, a
+  lease is live until a pull or recovery turns it into a retry — with the
+  result ``outstanding_lease`` and nothing changed (``OutstandingLease`` in
+  ``evaluate_event_consumer_transition``); the caller waits for its workers
+  to finish, or for recovery;
+* ``seek`` sets the start position and drops every checkpoint, sparse
+  resolution, retry and dead letter of the consumer (RiffDB's ``Seek``
+  replaces the delivery rows with none). A seek back re-delivers (duplicates
+  with cause ``seek``); a seek forward skips events on purpose (losses with
+  cause ``seek``). The position is checked first: past the end of the log, or
+  inside pruned history (:class:`~.log.HistoryPruned`), is an error;
+* ``retire`` deletes the consumer with all its rows — checkpoints,
+  resolutions, retries, dead letters — so it no longer holds a retention
+  fence, and the same name can start afresh (``ordered_delivery_retry_
+  checkpoint_seek_and_retire_survive_reopen``: after retire, status is none
+  and the low water none).
+
+Both return ``applied``, ``outstanding_lease`` or ``not_found``.
+
+``status`` is what ``riffdb event status`` reports (``CoordinatedConsumerStatusV1``):
+the ``revision``, the checkpoints, the history ``incarnation`` and the counts
+of ``live_leases``, ``retries`` and ``dead_letters`` — plus, for the model's
+readers, the lists behind them, the sparse resolutions, the first required
+event and the consumer's retention frontier. None for a consumer that does not
+exist (retired, or never added), as RiffDB's status is.
 """
 from __future__ import annotations
 
 from fanoutsim.designs.leases.config import DEFAULT_LIMITS, check_limits
+from fanoutsim.designs.leases.log import HistoryPruned, frontier, horizon
 from fanoutsim.kernel.names import check_name
+
+APPLIED, OUTSTANDING_LEASE, NOT_FOUND = "applied", "outstanding_lease", "not_found"
 
 
 def consumer_row(tx, name: str) -> dict:
@@ -29,23 +54,33 @@ def consumer_row(tx, name: str) -> dict:
     return row
 
 
-def resolve_position(tx, name: str, position) -> int:
-    """The ``start_seq`` that ``"beginning"``, ``"end"`` or a seq stands for, checked."""
-    low, _ = tx.event_bounds()
-    last = tx.get_history()["last_seq"]
-    horizon = last if low is None else low - 1
+def resolve_position(tx, name: str, position) -> tuple[int, int]:
+    """``(start_seq, start_commit)`` that ``"beginning"``, ``"end"`` or a seq
+    stands for, checked; ``"beginning"`` is the oldest retained event (the
+    retention horizon), a commit of 0 is RiffDB's ``BeforeFirst``."""
+    gone = horizon(tx)
+    h = tx.get_history()
+    last = h["last_seq"]
     if position == "end":
-        return last
-    if position == "beginning":
-        return horizon
-    if isinstance(position, bool) or not isinstance(position, int):
+        seq = last
+    elif position == "beginning":
+        seq = gone
+    elif isinstance(position, bool) or not isinstance(position, int):
         raise ValueError(f"position for {name!r} must be 'beginning', 'end' or a seq (int), got {position!r}")
-    if position > last:
+    elif position > last:
         raise ValueError(f"position {position} for {name!r} is past the end of the log (last seq {last})")
-    if position < horizon:
-        raise ValueError(f"position {position} for {name!r} is before the retention horizon: seqs "
-                         f"{position + 1}..{horizon} were pruned (lowest allowed position {horizon})")
-    return position
+    elif position < gone:
+        raise HistoryPruned(f"position {position} for {name!r} is before the retention horizon: seqs "
+                            f"{position + 1}..{gone} were pruned (lowest allowed position {gone})")
+    else:
+        seq = position
+    if seq == 0:
+        return 0, 0
+    ev = tx.get_event_at(seq)
+    if ev is not None:
+        return seq, ev["commit_seq"]
+    low, _ = tx.event_bounds()  # the last pruned event: its commit is the one before the oldest retained
+    return seq, (h["last_commit"] if low is None else tx.get_event_at(low)["commit_seq"] - 1)
 
 
 def add_consumer(e, now: int, name: str, start="beginning", **limits) -> dict:
@@ -58,66 +93,89 @@ def add_consumer(e, now: int, name: str, start="beginning", **limits) -> dict:
     with e.store.transaction() as tx:
         row = tx.get_lease_consumer(name)
         if row is not None:
-            if row["retired"]:
-                raise ValueError(f"consumer {name!r} is permanently retired; use another name")
             return row
-        row = {"consumer": name, "start_seq": resolve_position(tx, name, start), **checked, "retired": False}
+        seq, commit = resolve_position(tx, name, start)
+        row = {"consumer": name, "start_seq": seq, "start_commit": commit, **checked, "revision": 1}
         tx.put_lease_consumer(row)
     e.trace.add(now, "consumer_start", e.actor, name, None, None, str(row["start_seq"]))
     return row
 
 
-def _void_leases(e, tx, name: str) -> list[dict]:
-    leases = tx.list_leases(name)
-    for lease in leases:
-        tx.delete_lease(name, lease["event_id"])
-    return leases
+def _refused(e, now: int, name: str, what: str, result: str) -> str:
+    e.trace.add(now, f"{what}_refused", e.actor, name, None, None, result)
+    e.metrics.inc("fanoutsim_lease_refused_total", consumer=name, result=result)
+    return result
 
 
-def seek(e, now: int, name: str, position) -> int:
-    """Move the consumer's checkpoint to ``position`` (administrative); the new start_seq."""
+def _clear(tx, name: str) -> None:
+    for clear in (tx.clear_checkpoints, tx.clear_resolutions, tx.clear_retries, tx.clear_dead_letters):
+        clear(name)
+
+
+def seek(e, now: int, name: str, position) -> str:
+    """Move the consumer to ``position`` (administrative): ``applied``, or
+    ``outstanding_lease`` / ``not_found`` with nothing changed."""
+    check_name("consumer", name)
     with e.store.transaction() as tx:
-        row = consumer_row(tx, name)
-        if row["retired"]:
-            raise ValueError(f"consumer {name!r} is retired; it cannot seek")
-        start = resolve_position(tx, name, position)
-        voided = _void_leases(e, tx, name)
-        for r in tx.list_retries(name):
-            tx.delete_retry(name, r["event_id"])
-        tx.clear_checkpoints(name)
-        tx.put_lease_consumer({**row, "start_seq": start})
-    for lease in voided:
-        e.trace.add(now, "lease_voided", e.actor, name, lease["event_id"], lease["partition"], "seek")
-    e.trace.add(now, "seek", e.actor, name, None, None, str(start))
-    return start
+        row = tx.get_lease_consumer(name)
+        if row is None:
+            result = NOT_FOUND
+        else:
+            seq, commit = resolve_position(tx, name, position)
+            if tx.list_leases(name):
+                result = OUTSTANDING_LEASE
+            else:
+                result = APPLIED
+                _clear(tx, name)
+                tx.put_lease_consumer({**row, "start_seq": seq, "start_commit": commit,
+                                       "revision": row["revision"] + 1})
+                e.faults.point("seek.before_commit", now, subscription=name)
+    if result != APPLIED:
+        return _refused(e, now, name, "seek", result)
+    e.trace.add(now, "seek", e.actor, name, None, None, str(seq))
+    e.faults.point("seek.after_commit", now, subscription=name)
+    return APPLIED
 
 
-def retire(e, now: int, name: str) -> None:
-    """Permanently retire the consumer and release its retention fence."""
+def retire(e, now: int, name: str) -> str:
+    """Retire the consumer for good — delete it and its rows, releasing its
+    retention fence: ``applied``, or ``outstanding_lease`` / ``not_found``."""
+    check_name("consumer", name)
     with e.store.transaction() as tx:
-        row = consumer_row(tx, name)
-        if row["retired"]:
-            return
-        voided = _void_leases(e, tx, name)
-        for r in tx.list_retries(name):
-            tx.delete_retry(name, r["event_id"])
-        tx.put_lease_consumer({**row, "retired": True})
-    for lease in voided:
-        e.trace.add(now, "lease_voided", e.actor, name, lease["event_id"], lease["partition"], "retire")
+        if tx.get_lease_consumer(name) is None:
+            result = NOT_FOUND
+        elif tx.list_leases(name):
+            result = OUTSTANDING_LEASE
+        else:
+            result = APPLIED
+            _clear(tx, name)
+            tx.delete_lease_consumer(name)
+            e.faults.point("retire.before_commit", now, subscription=name)
+    if result != APPLIED:
+        return _refused(e, now, name, "retire", result)
     e.trace.add(now, "retired", e.actor, name)
+    e.faults.point("retire.after_commit", now, subscription=name)
+    return APPLIED
 
 
-def status(e, now: int, name: str) -> dict:
-    """What ``riffdb event status`` tells: limits, checkpoints, in flight, retrying,
-    dead letters, the first required event, and the history incarnation."""
+def status(e, now: int, name: str) -> dict | None:
+    """What ``riffdb event status`` tells (None: no such consumer)."""
+    check_name("consumer", name)
     with e.store.transaction() as tx:
-        row = consumer_row(tx, name)
-        heads = [] if row["retired"] else tx.event_heads(name, row["start_seq"])
-        leases = tx.list_leases(name)
+        row = tx.get_lease_consumer(name)
+        if row is None:
+            return None
+        sparse = tx.list_resolutions(name)
+        heads = tx.event_window(name, row["start_seq"], len(sparse) + 1)
+        done = {r["event_id"] for r in sparse}
+        first = next((ev for ev in heads if ev["event_id"] not in done), None)
+        leases, retries, dead = tx.list_leases(name), tx.list_retries(name), tx.list_dead_letters(name)
         return {**row, "incarnation": tx.get_history()["incarnation"],
-                "checkpoints": tx.get_checkpoints(name),
+                "checkpoints": {cp["partition"]: cp["seq"] for cp in tx.list_checkpoints(name)},
+                "live_leases": len(leases), "retries": len(retries), "dead_letters": len(dead),
                 "in_flight": [lease["event_id"] for lease in leases],
-                "retrying": {r["event_id"]: r["attempts"] for r in tx.list_retries(name)},
-                "dead_letters": [d["event_id"] for d in tx.list_dead_letters(name)],
-                "first_required": heads[0]["event_id"] if heads else None,
-                "fence_commit": heads[0]["commit_seq"] if heads else None}
+                "retrying": {r["event_id"]: r["attempts"] for r in retries},
+                "dead_lettered": [d["event_id"] for d in dead],
+                "sparse": [r["event_id"] for r in sparse],
+                "first_required": None if first is None else first["event_id"],
+                "retention_frontier": frontier(tx, row)}

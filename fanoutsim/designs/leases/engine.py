@@ -8,9 +8,11 @@ crash throws it away and a new one works from the tables alone.
 Trace columns, read with this design's names (see
 :meth:`fanoutsim.designs.leases.simulation.LeaseSimulation.trace`): ``consumer``,
 ``event_id``, ``partition``. Kinds: published, consumer_start, leased, acked,
-ack_refused, nacked, nack_refused, expired, dead_lettered, lease_voided, seek,
-retired, restored, pruned, and from the runtime: delivered (a worker's
-effect), crashed, restarted, fault.
+ack_refused, nacked, nack_refused, checkpoint (a partition's checkpoint moved:
+the event it now stands on, its seq), expired (by recovery: the loop, the
+start-up pass or a pull), dead_lettered, lease_voided (by a restore), seek,
+seek_refused, retired, retire_refused, restored, pruned, and from the runtime:
+delivered (a worker's effect), crashed, restarted, fault.
 """
 from __future__ import annotations
 

@@ -40,7 +40,9 @@ class LeaseClient:
     long a worker works on a lease (``duration``: seconds, or ``callable(rng)``),
     its chance to fail (``fail``), which leases are poison (``poison(lease)``),
     the delay a failure nacks with, how often the client polls, and an optional
-    effect ``fn(lease)`` (an exception from it is a failure: the lease is nacked)."""
+    effect ``fn(lease)`` (an exception from it is a failure: the lease is nacked).
+    While ``paused`` the client takes no new leases (an operator's seek or
+    retire waits for the consumer to hold none)."""
 
     def __init__(self, name, duration=0.01, fail=0.0, poison=None, nack_delay=1.0, poll_interval=0.5,
                  batch_limit=None, fn=None) -> None:
@@ -55,6 +57,7 @@ class LeaseClient:
         self.nack_delay = _secs(nack_delay, f"consumer {name!r}: nack_delay")
         self.poll_interval = _secs(poll_interval, f"consumer {name!r}: poll_interval", positive=True)
         self.batch_limit = batch_limit
+        self.paused = False
 
     def draw(self, rng) -> float:
         """This attempt's working time, in seconds (before a fault plan's say)."""
@@ -133,13 +136,17 @@ class LeaseHost:
     def prune_once(self) -> int | None:
         return self._api(LeaseEngine.prune_once)
 
-    def seek(self, consumer: str, position) -> int | None:
+    def seek(self, consumer: str, position) -> str | None:
+        """Move ``consumer`` to ``position``: ``applied``, ``outstanding_lease``
+        (it holds a live lease: nothing changed) or ``not_found``."""
         return self._api(LeaseEngine.seek, consumer, position)
 
-    def retire(self, consumer: str) -> None:
-        self._api(LeaseEngine.retire, consumer)
+    def retire(self, consumer: str) -> str | None:
+        """Delete ``consumer`` for good: ``applied``, ``outstanding_lease`` or ``not_found``."""
+        return self._api(LeaseEngine.retire, consumer)
 
-    def status(self, consumer: str) -> dict:
+    def status(self, consumer: str) -> dict | None:
+        """What ``riffdb event status`` tells (None: no such consumer)."""
         return self._api(LeaseEngine.status, consumer)
 
     def restore(self) -> int | None:
@@ -157,6 +164,11 @@ class LeaseHost:
 
     def checkpoints(self) -> pd.DataFrame:
         return self._frame("checkpoints")
+
+    def resolutions(self) -> pd.DataFrame:
+        """Sparse resolutions: events acknowledged or dead-lettered past their
+        partition's checkpoint."""
+        return self._frame("resolutions")
 
     def leases(self) -> pd.DataFrame:
         return self._frame("leases")

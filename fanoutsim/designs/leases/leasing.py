@@ -1,37 +1,72 @@
-"""Leases: consume, ack, nack, recover, restore (seed 003, "durable consumption").
+"""Leases: consume, ack, nack, recover, restore — as RiffDB's code does them.
 
-**Partition order with in-flight > 1.** The seed says eligible events are
-"leased in partition order", that a failed event is *retried* (nack, expiry),
-and that the dead letter exists "so later eligible events can continue" —
-i.e. later events of a partition wait while an earlier one is still being
-retried. The faithful reading is therefore *head-of-line per partition*: a
-consumer holds at most one lease per partition, always on that partition's
-first required event, and the next event of the partition becomes eligible
-only after an exact ack or a dead letter moves the partition's checkpoint
-past it. ``in_flight_limit`` (1..8) bounds leases across *different*
-partitions; ``batch_limit`` (1..8) bounds one ``consume`` call. So a consumer
-of a single partition has one event in flight whatever its limits, and
-delivery order within a partition is the log order (the checker verifies it).
-Across partitions, heads are leased oldest first (by seq).
+Seed 003 describes RiffDB; its source and tests are public, and where the two
+differ this module follows the code (``riffdb-storage-api/src/consumer.rs``,
+``riffdb-service/src/consumer_operations.rs``), naming the RiffDB test that
+shows each rule:
 
-``consume`` leases up to the batch: each lease carries a 64-hex token
-(sha256 of the seed, consumer, event id, attempt and the grant counter), the
-current history incarnation and ``expires_at = now + lease_seconds``. The
-lease is committed *before* the reply: a crash at
-``consume.after_lease_before_reply`` leaves a lease nobody holds, which
-recovery expires.
+**Several leases per partition** (``partition_order = "riffdb"``, the default).
+A pull reads each partition's *resolution window* — the first
+:data:`~.config.RESOLUTION_WINDOW` (65) retained events past the partition's
+checkpoint — and leases the eligible ones oldest first (by seq across
+partitions) up to ``min(batch_limit, in_flight_limit - live leases)``. An event
+is eligible when it has no live lease, is not resolved, and is new or a retry
+whose time has come (its next attempt number). A retry holds no lease, so it
+uses none of the in-flight budget (``retry_history_does_not_consume_the_live_
+lease_budget``) and does not stop the events behind it. An ack of a later event
+is held as a *sparse resolution* (table ``resolutions``); the checkpoint jumps
+past it once every earlier event is resolved: leasing [first, second] with
+batch 2 and in-flight 2 gives both; an ack of second leaves the checkpoint
+before first with one sparse resolution; first nacked, re-leased as attempt 2
+and acked moves it past second (``ordered_delivery_retry_checkpoint_seek_and_
+retire_survive_reopen``). At most :data:`~.config.MAX_SPARSE_RESOLUTIONS` (64)
+are held per partition, which the window guarantees (its first event is the
+unresolved one). ``partition_order = "head_of_line"`` — the seed's reading, this
+model's first — is the same machinery with a window of one event: one lease per
+partition, and a retrying event holds its partition.
 
-``ack(event_id, token, incarnation)`` advances the partition's checkpoint
-only when all three match a live lease; otherwise it fails closed and changes
-nothing, with one of the results below. ``nack(..., delay)`` and recovery's
-expiry of a lease both count a failed attempt: the retry waits ``delay``
-seconds (expiry: none); the 10th failed attempt is retained in
-``dead_letters`` (with its payload, so retention cannot take it) and the
-checkpoint moves past it — it is never reported as acknowledged.
+A fanoutsim consumer reads every partition, where a RiffDB consumer is bound to
+one partition's stream: read it as one client holding a RiffDB consumer per
+partition under one set of limits — the checkpoint, the sparse resolutions and
+the window are per partition, ``batch_limit`` and ``in_flight_limit`` bound the
+client's pull and its live leases over all its partitions.
 
-``restore`` publishes a new history incarnation and voids every lease:
-pre-restore tokens fail closed (``stale_incarnation``) and consumers resume
-from their checkpoints (retry counts are kept).
+**Leases, acks and nacks.** A lease carries a 64-hex token (sha256 of the
+seed, consumer, event id, attempt and the grant counter), the history
+incarnation and ``expires_at = now + lease_seconds``; it is committed before
+the reply (``lease.after_commit``: a lease nobody holds, which expiry frees).
+``ack(event_id, token, incarnation)`` resolves the event only when all three
+match a live lease. An incarnation other than the current one is refused
+first, before the consumer or the lease is looked at (the service checks it on
+entry: ``history_incarnation_mismatch``); then ``not_found`` (no such
+consumer: it was retired), ``no_lease`` (RiffDB's ``StaleLease``: no lease, or
+already resolved), ``wrong_token`` and ``expired`` (``LeaseExpired``: at or
+after ``expires_at``, ``acknowledgement_at_the_expiry_deadline_is_expired``).
+``nack(..., delay)`` is a failed attempt: a retry eligible ``delay`` seconds on
+(``0 <= delay <= max_retry_delay``, at most 3600 s: ``MAX_CONSUMER_RETRY_DELAY``),
+or, on the 10th attempt, a dead letter (kept, with its payload) that resolves
+the event (sparse, then the checkpoint) and is never reported as acknowledged.
+
+**When expired leases become retries.** Recovery (:func:`recover`) turns every
+expired lease into a failed attempt — an immediate retry, or on the 10th the
+dead letter (reason ``lease expired``) — without moving a checkpoint (its
+transition keeps the checkpoint: a dead letter it makes is held as a sparse
+resolution until the next ack or nack of the partition walks past it). It runs
+at start-up, before anything is served (``restart_releases_an_expired_lease_as_
+an_immediate_retry``; ``restart_retains_unexpired_leases_without_a_transition``),
+on the runtimes' recovery loop, and inside every pull: a pull that finds one of
+its consumer's leases expired first turns them into retries, then leases again,
+so the same event id comes back as the next attempt (``normal_lease_
+coordination_releases_expired_work_before_redelivery``).
+
+**Restore** (:func:`restore`) publishes a new history incarnation and turns
+every live lease, expired or not, into a failed attempt: a retry redelivered as
+the next attempt, counting toward the ten (``restore_rebinds_rows_and_
+invalidates_even_unexpired_leases``, ``restart_restore_and_sibling_identity_
+recovery_are_exact``). Pre-restore tokens then fail closed (``stale_incarnation``).
+
+Every applied transition adds one to the consumer's ``revision`` (RiffDB's
+compare-and-transition revision, which status reports).
 """
 from __future__ import annotations
 
@@ -39,15 +74,18 @@ import hashlib
 from dataclasses import dataclass
 
 from fanoutsim.kernel.timeutil import seconds_to_us
-from fanoutsim.designs.leases.config import MAX_ATTEMPTS, check_batch
-from fanoutsim.kernel.names import check_name
+from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
 from fanoutsim.designs.leases.consumers import consumer_row
+from fanoutsim.designs.leases.log import HistoryPruned, horizon
+from fanoutsim.kernel.names import check_name
 
 # the results of ack and nack: only the first three changed anything
 ACKED, RETRY, DEAD_LETTERED = "acked", "retry_scheduled", "dead_lettered"
-RETIRED, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED = (
-    "retired", "stale_incarnation", "no_lease", "wrong_token", "expired")
-FAILED_CLOSED = (RETIRED, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED)
+NOT_FOUND, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED = (
+    "not_found", "stale_incarnation", "no_lease", "wrong_token", "expired")
+FAILED_CLOSED = (NOT_FOUND, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED)
+# what a resolution is
+ACKNOWLEDGED = "acknowledged"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,65 +108,197 @@ def lease_token(seed: int, consumer: str, event_id: str, attempt: int, grant: in
     return hashlib.sha256(f"{seed}/{consumer}/{event_id}/{attempt}/{grant}".encode()).hexdigest()
 
 
+def bump(tx, row: dict) -> dict:
+    """The consumer's next revision, written; returns the new row."""
+    row = {**row, "revision": row["revision"] + 1}
+    tx.put_lease_consumer(row)
+    return row
+
+
+# -- consume ------------------------------------------------------------------------
+
 def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> list[Lease]:
-    """Lease up to ``batch_limit`` (default: the consumer's) eligible events."""
+    """Lease up to ``batch_limit`` (default: the consumer's) eligible events.
+    Expired leases of the consumer are first turned into retries (a recovery
+    transition of its own), then the pull leases again."""
     if batch_limit is not None:
         check_batch(batch_limit)
+    out = _lease(e, now, consumer, batch_limit)
+    if out is None:  # it held an expired lease: recover it, then lease
+        recover(e, now, consumer=consumer)
+        out = _lease(e, now, consumer, batch_limit) or []
+    return out
+
+
+def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] | None:
     out: list[Lease] = []
     with e.store.transaction() as tx:
         row = consumer_row(tx, consumer)
-        if row["retired"]:
-            raise ValueError(f"consumer {consumer!r} is retired; it cannot consume")
         held = tx.list_leases(consumer)
+        for lease in held:
+            if lease["expires_at"] <= now:
+                return None
         room = min(row["batch_limit"] if batch_limit is None else batch_limit,
                    row["in_flight_limit"] - len(held))
         if room <= 0:
             return out
-        busy = {lease["partition"] for lease in held}
-        h = tx.get_history()
+        _check_retained(tx, row)
+        leased = {lease["event_id"] for lease in held}
+        retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
+        sparse = tx.list_resolutions(consumer)
+        resolved = {r["event_id"] for r in sparse}
+        # enough of each partition's window to find `room` eligible events past its ineligible ones
+        # (head-of-line: each partition's first unresolved event, past its sparse dead letters)
+        most = 0
+        if held or retries or sparse:
+            skip: dict[str, int] = {}
+            for r in (*held, *retries.values(), *sparse):
+                skip[r["partition"]] = skip.get(r["partition"], 0) + 1
+            most = max(skip.values())
+        head_of_line = e.config.partition_order == "head_of_line"
+        if head_of_line:
+            limit, blocked = 1 + most, set()
+        else:
+            limit = min(e.config.window, room + most)
+        h = None
         expires = now + seconds_to_us(row["lease_seconds"])
-        for ev in tx.event_heads(consumer, row["start_seq"]):
+        for ev in tx.event_window(consumer, row["start_seq"], limit):
+            eid = ev["event_id"]
+            if eid in resolved:
+                continue
+            if head_of_line:
+                if ev["partition"] in blocked:
+                    continue
+                blocked.add(ev["partition"])
+            if eid in leased:
+                continue
+            retry = retries.get(eid)
+            if retry is not None:
+                if retry["not_before"] > now:
+                    continue
+                tx.delete_retry(consumer, eid)
+            attempt = 1 if retry is None else retry["attempts"] + 1
+            if h is None:
+                h = tx.get_history()
+            h["leases_granted"] += 1
+            token = lease_token(e.seed, consumer, eid, attempt, h["leases_granted"])
+            tx.insert_lease({"consumer": consumer, "event_id": eid, "seq": ev["seq"], "partition": ev["partition"],
+                             "token": token, "incarnation": h["incarnation"], "attempt": attempt,
+                             "leased_at": now, "expires_at": expires})
+            out.append(Lease(consumer, eid, ev["seq"], ev["partition"], ev["kind"], ev["payload"],
+                             token, h["incarnation"], attempt, expires))
             if len(out) >= room:
                 break
-            if ev["partition"] in busy:
-                continue
-            retry = tx.get_retry(consumer, ev["event_id"])
-            if retry is not None and retry["not_before"] > now:
-                continue
-            attempt = 1 if retry is None else retry["attempts"] + 1
-            h["leases_granted"] += 1
-            token = lease_token(e.seed, consumer, ev["event_id"], attempt, h["leases_granted"])
-            tx.insert_lease({"consumer": consumer, "event_id": ev["event_id"], "seq": ev["seq"],
-                             "partition": ev["partition"], "token": token, "incarnation": h["incarnation"],
-                             "attempt": attempt, "leased_at": now, "expires_at": expires})
-            out.append(Lease(consumer, ev["event_id"], ev["seq"], ev["partition"], ev["kind"], ev["payload"],
-                             token, h["incarnation"], attempt, expires))
         if out:
             tx.set_history(h)
+            bump(tx, row)
+            e.faults.point("lease.before_commit", now, subscription=consumer, firing=out[0].event_id)
     for lease in out:
         e.trace.add(now, "leased", e.actor, consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     if out:
         e.metrics.inc("fanoutsim_lease_leases_total", len(out), consumer=consumer)
-        e.faults.point("consume.after_lease_before_reply", now, subscription=consumer, firing=out[0].event_id)
+        e.faults.point("lease.after_commit", now, subscription=consumer, firing=out[0].event_id)
     return out
 
 
-def _check(tx, now: int, consumer: str, event_id: str, token, incarnation) -> tuple[str | None, dict | None]:
-    """(failure result or None, the live lease)."""
-    row = consumer_row(tx, consumer)
+def _check_retained(tx, row: dict) -> None:
+    """A checkpoint inside pruned history would make the pull skip deleted
+    events: refuse it (the fence makes it impossible while the consumer exists)."""
+    gone = horizon(tx)
+    if not gone:
+        return
+    for cp in tx.list_checkpoints(row["consumer"]):
+        if cp["seq"] < gone:
+            raise HistoryPruned(
+                f"consumer {row['consumer']!r} reads partition {cp['partition']!r} after seq {cp['seq']}, "
+                f"but retention has deleted every event up to seq {gone}: pulling pruned history")
+
+
+# -- resolving: the checkpoint and the sparse resolutions ----------------------------
+
+def _resolve(tx, row: dict, lease: dict, kind: str | None, advance: bool = True) -> dict | None:
+    """Record ``lease``'s event as resolved (``kind``: acknowledged or
+    dead_lettered; None: not resolved, only walk), and, if ``advance``, move the
+    partition's checkpoint past every resolved event that follows it. Returns
+    the event the checkpoint moved to (None: it did not move)."""
+    consumer, part = row["consumer"], lease["partition"]
+    held = tx.list_resolutions(consumer, part)
+    last = None
+    if kind is not None:
+        new = {"consumer": consumer, "event_id": lease["event_id"], "seq": lease["seq"], "partition": part,
+               "commit_seq": int(lease["event_id"].split(":", 1)[0]), "kind": kind}
+    else:
+        new = None
+        if not held:
+            return None
+    if advance:
+        terminal = {r["event_id"] for r in held}
+        if new is not None:
+            terminal.add(new["event_id"])
+        for ev in tx.event_window(consumer, row["start_seq"], len(terminal), part):  # at most so many pass
+            if ev["event_id"] not in terminal:
+                break
+            last = ev
+            terminal.discard(ev["event_id"])
+        if last is not None:
+            tx.set_checkpoint(consumer, part, last["seq"], last["commit_seq"])
+            for r in held:
+                if r["event_id"] not in terminal:
+                    tx.delete_resolution(consumer, r["event_id"])
+            if new is not None and new["event_id"] not in terminal:
+                new = None
+        if len(terminal) > MAX_SPARSE_RESOLUTIONS:
+            raise RuntimeError(f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in "
+                               f"partition {part!r}; at most {MAX_SPARSE_RESOLUTIONS}")
+    if new is not None:
+        tx.insert_resolution(new)
+    return last
+
+
+def _moved(e, now: int, consumer: str, ev: dict | None) -> None:
+    """Trace a checkpoint move (after the commit): the event it now stands on."""
+    if ev is not None:
+        e.trace.add(now, "checkpoint", e.actor, consumer, ev["event_id"], ev["partition"], str(ev["seq"]))
+
+
+def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | None,
+          advance: bool) -> tuple[str, dict | None]:
+    """One failed attempt at a leased event (its lease already deleted): a retry
+    ``delay_us`` from now, or the dead letter on the 10th. Returns the result and
+    the event the checkpoint moved to (None: it did not move)."""
+    consumer, event_id = lease["consumer"], lease["event_id"]
+    attempts = lease["attempt"]
+    if attempts >= MAX_ATTEMPTS:
+        ev = tx.get_event(event_id)
+        tx.insert_dead_letter({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
+                               "partition": lease["partition"], "attempts": attempts, "error": error,
+                               "payload": None if ev is None else ev["payload"], "dead_at": now})
+        return DEAD_LETTERED, _resolve(tx, row, lease, DEAD_LETTERED, advance)
+    tx.put_retry({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
+                  "partition": lease["partition"], "attempts": attempts, "not_before": now + delay_us,
+                  "error": error})
+    return RETRY, (_resolve(tx, row, lease, None) if advance else None)
+
+
+# -- ack and nack -----------------------------------------------------------------------
+
+def _check(tx, now: int, consumer: str, event_id: str, token, incarnation) -> tuple[str | None, dict, dict]:
+    """(failure result or None, the consumer row, the live lease)."""
+    check_name("consumer", consumer)
     check_name("event_id", event_id)
-    if row["retired"]:
-        return RETIRED, None
     if incarnation != tx.get_history()["incarnation"]:
-        return STALE, None
+        return STALE, None, None
+    row = tx.get_lease_consumer(consumer)
+    if row is None:
+        return NOT_FOUND, None, None
     lease = tx.get_lease(consumer, event_id)
     if lease is None:
-        return NO_LEASE, None
+        return NO_LEASE, row, None
     if lease["token"] != token:
-        return WRONG_TOKEN, None
+        return WRONG_TOKEN, row, None
     if lease["expires_at"] <= now:
-        return EXPIRED, None
-    return None, lease
+        return EXPIRED, row, None
+    return None, row, lease
 
 
 def _refused(e, now, consumer, event_id, what, result):
@@ -140,36 +310,19 @@ def _refused(e, now, consumer, event_id, what, result):
 def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int) -> str:
     """Acknowledge exactly one leased event: ``acked``, or a fail-closed result."""
     with e.store.transaction() as tx:
-        failed, lease = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
-            tx.delete_retry(consumer, event_id)
-            tx.set_checkpoint(consumer, lease["partition"], lease["seq"])
+            moved = _resolve(tx, row, lease, ACKNOWLEDGED)
+            bump(tx, row)
             e.faults.point("ack.before_commit", now, subscription=consumer, firing=event_id)
     if failed is not None:
         return _refused(e, now, consumer, event_id, "ack", failed)
     e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
+    _moved(e, now, consumer, moved)
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
+    e.faults.point("ack.after_commit", now, subscription=consumer, firing=event_id)
     return ACKED
-
-
-def _fail(e, tx, now: int, lease: dict, delay_us: int, error: str | None) -> str:
-    """One failed attempt at a leased event: retry later, or the dead letter."""
-    consumer, event_id = lease["consumer"], lease["event_id"]
-    tx.delete_lease(consumer, event_id)
-    attempts = lease["attempt"]
-    if attempts >= MAX_ATTEMPTS:
-        ev = tx.get_event(event_id)
-        tx.insert_dead_letter({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
-                               "partition": lease["partition"], "attempts": attempts, "error": error,
-                               "payload": None if ev is None else ev["payload"], "dead_at": now})
-        tx.delete_retry(consumer, event_id)
-        tx.set_checkpoint(consumer, lease["partition"], lease["seq"])
-        return DEAD_LETTERED
-    tx.put_retry({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
-                  "partition": lease["partition"], "attempts": attempts, "not_before": now + delay_us,
-                  "error": error})
-    return RETRY
 
 
 def _failed_trace(e, now, lease, result, error, kind):
@@ -183,47 +336,79 @@ def _failed_trace(e, now, lease, result, error, kind):
 
 def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
          delay: float = 0.0, error: str | None = None) -> str:
-    """A failed attempt, reported: ``retry_scheduled`` (after ``delay`` seconds),
-    ``dead_lettered`` (the 10th), or a fail-closed result."""
+    """A failed attempt, reported: ``retry_scheduled`` (after ``delay`` seconds,
+    0 through ``max_retry_delay``), ``dead_lettered`` (the 10th), or a
+    fail-closed result."""
     delay_us = seconds_to_us(e.config.check_delay(delay))
     with e.store.transaction() as tx:
-        failed, lease = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
-            result = _fail(e, tx, now, lease, delay_us, error or "nack")
+            tx.delete_lease(consumer, event_id)
+            result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack", advance=True)
+            bump(tx, row)
             e.faults.point("nack.before_commit", now, subscription=consumer, firing=event_id)
     if failed is not None:
         return _refused(e, now, consumer, event_id, "nack", failed)
     _failed_trace(e, now, lease, result, error or "nack", "nacked")
+    _moved(e, now, consumer, moved)
+    e.faults.point("nack.after_commit", now, subscription=consumer, firing=event_id)
     return result
 
 
-def recover(e, now: int, limit: int = 1000) -> int:
-    """Expire leases whose time is up: each is a failed attempt (retry at once,
-    or the dead letter). Returns how many expired."""
+# -- recovery and restore -------------------------------------------------------------------
+
+def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
+    """Expire leases whose time is up (only ``consumer``'s, if given): each is a
+    failed attempt — an immediate retry, or the dead letter — and no checkpoint
+    moves. Returns how many expired."""
     done = []
     with e.store.transaction() as tx:
-        for lease in tx.expired_leases(now, limit):
-            done.append((lease, _fail(e, tx, now, lease, 0, "lease expired")))
-            e.faults.point("recover.mid_expire", now, subscription=lease["consumer"], firing=lease["event_id"])
+        if consumer is None:
+            expired = tx.expired_leases(now, limit)
+        else:
+            expired = [lease for lease in tx.list_leases(consumer) if lease["expires_at"] <= now]
+        rows: dict[str, dict] = {}
+        for lease in expired:
+            c = lease["consumer"]
+            if c not in rows:
+                rows[c] = tx.get_lease_consumer(c)
+            tx.delete_lease(c, lease["event_id"])
+            done.append((lease, _fail(e, tx, now, rows[c], lease, 0, "lease expired", advance=False)[0]))
+        for c in sorted(rows):
+            bump(tx, rows[c])
+        if done:
+            e.faults.point("recover.before_commit", now, subscription=done[0][0]["consumer"],
+                           firing=done[0][0]["event_id"])
     for lease, result in done:
         _failed_trace(e, now, lease, result, "lease expired", "expired")
     if done:
         e.metrics.inc("fanoutsim_lease_expired_total", len(done))
+        e.faults.point("recover.after_commit", now, subscription=done[0][0]["consumer"],
+                       firing=done[0][0]["event_id"])
     return len(done)
 
 
 def restore(e, now: int) -> int:
-    """Publish a new history incarnation (as a restore from backup does) and void
-    every outstanding lease; returns the new incarnation."""
+    """Publish a new history incarnation (as a restore from backup does): every
+    live lease, expired or not, becomes a failed attempt (a retry now, or the
+    dead letter) and no checkpoint moves; returns the new incarnation."""
+    done = []
     with e.store.transaction() as tx:
         h = tx.get_history()
         h["incarnation"] += 1
         tx.set_history(h)
-        voided = tx.list_leases()
-        for lease in voided:
+        rows = {c["consumer"]: c for c in tx.list_lease_consumers()}
+        for lease in tx.list_leases():
             tx.delete_lease(lease["consumer"], lease["event_id"])
-    for lease in voided:
+            done.append((lease, _fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore", advance=False)[0]))
+        for row in rows.values():
+            bump(tx, row)
+    for lease, result in done:
         e.trace.add(now, "lease_voided", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
                     "restore")
+        if result == DEAD_LETTERED:
+            e.trace.add(now, "dead_lettered", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
+                        f"{lease['attempt']} attempts: restore")
+            e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
     e.trace.add(now, "restored", e.actor, detail=str(h["incarnation"]))
     return h["incarnation"]

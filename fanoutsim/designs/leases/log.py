@@ -7,11 +7,28 @@ in the ``history`` row, so a rolled-back commit (``publish.before_commit``)
 takes its numbers back with it and none is ever reused.
 
 :func:`prune_once` deletes events older than ``retention``, but never past
-the *fence*: for every active (not retired) consumer, the commit that still
-contains its first required event — the earliest event of any partition that
-is neither acknowledged nor dead-lettered (seed 003: "An active consumer's
-checkpoint prevents history pruning past the commit that still contains its
-first required event"). A retired consumer holds no fence.
+the *fence*, which follows RiffDB's code rather than the seed's sentence
+("prevents history pruning past the commit that still contains its first
+required event"). In RiffDB a consumer's checkpoint is the last event of its
+contiguous done prefix, and it lets retention prune only up to the commit
+*before* the one holding that event (``ConsumerCheckpointV1::retention_frontier``:
+``After(e)`` allows ``commit(e) - 1``, ``BeforeFirst`` allows 0 — a consumer
+that has resolved nothing allows none); the database's limit is the lowest
+over all consumers (``event_consumer_retention_low_water``), and a retired
+consumer, deleted, is no longer in that minimum. So the checkpoint's own
+commit stays even when the consumer is caught up (RiffDB tests
+``retention_frontier_keeps_the_complete_checkpoint_commit`` and, for retire,
+``ordered_delivery_retry_checkpoint_seek_and_retire_survive_reopen``).
+
+A fanoutsim consumer reads every partition, where a RiffDB consumer is bound
+to one partition's stream, so :func:`frontier` takes the lowest over the
+consumer's partitions: each checkpoint row allows up to the commit before its
+event; a partition with events past the consumer's start and no checkpoint yet
+sits at the start position, which allows up to the commit before the start's
+(a start or seek position is RiffDB's seek target ``After(event)``; position 0,
+nothing, is ``BeforeFirst``). Events past a checkpoint or the start are
+therefore never pruned while the consumer exists, and pulling them never finds
+pruned history (:class:`HistoryPruned` guards it).
 """
 from __future__ import annotations
 
@@ -19,6 +36,11 @@ import json
 
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.kernel.names import check_name
+
+
+class HistoryPruned(ValueError):
+    """A position inside pruned history: retention already deleted events a
+    consumer there would read (RiffDB's ``HistoryPruned``, RDB-HISTORY-0102)."""
 
 
 def _payload(payload) -> str | None:
@@ -55,17 +77,33 @@ def publish(e, now: int, events) -> list[str]:
     return [r["event_id"] for r in rows]
 
 
+def horizon(tx) -> int:
+    """The highest seq retention has deleted (0: none): every seq up to it is gone."""
+    low, _ = tx.event_bounds()
+    return tx.get_history()["last_seq"] if low is None else low - 1
+
+
+def frontier(tx, row: dict) -> int:
+    """The highest commit ``row``'s consumer lets retention prune (0: none)."""
+    cps = tx.list_checkpoints(row["consumer"])
+    start = max(row["start_commit"] - 1, 0)
+    if not cps:
+        return start
+    out = min(max(cp["commit_seq"] - 1, 0) for cp in cps)
+    done = {cp["partition"] for cp in cps}
+    if any(ev["partition"] not in done for ev in tx.event_window(row["consumer"], row["start_seq"], 1)):
+        out = min(out, start)  # a partition still at the start position
+    return out
+
+
 def fence(tx) -> int | None:
-    """The lowest commit an active consumer still needs (None: no consumer needs any)."""
+    """The lowest commit retention must keep: one past the lowest frontier over
+    every consumer (None: no consumer, nothing but age limits retention)."""
     out = None
     for c in tx.list_lease_consumers():
-        if c["retired"]:
-            continue
-        heads = tx.event_heads(c["consumer"], c["start_seq"])
-        if heads:
-            first = heads[0]["commit_seq"]
-            out = first if out is None else min(out, first)
-    return out
+        f = frontier(tx, c)
+        out = f if out is None else min(out, f)
+    return None if out is None else out + 1
 
 
 def prune_once(e, now: int) -> int:

@@ -1,8 +1,9 @@
 """Leased durable consumers, drawn (:mod:`fanoutsim.designs.leases.analysis`): duplicates
 against the lease length, what an orphaned lease costs after a crash,
-checkpoints per partition, throughput against the in-flight limit, the events
-table under the retention fence, how attempts ended — and the figures
-``fanoutsim run`` writes for a leases run (:func:`save_leases_figures`)."""
+head-of-line against RiffDB's rule side by side, checkpoints per partition,
+throughput against the in-flight limit, the events table under the retention
+fence, how attempts ended — and the figures ``fanoutsim run`` writes for a
+leases run (:func:`save_leases_figures`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +19,9 @@ from fanoutsim.designs.leases import analysis as _a
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.kernel.plotting import MAX_SERIES, THEORY_COLOR, STYLE, figure_axes, mark_empty, save_figures, time_unit, style
 
-__all__ = ["duplicates_vs_lease", "lease_tradeoff", "checkpoint_progress", "inflight_throughput",
+__all__ = ["duplicates_vs_lease", "lease_tradeoff", "orders_side_by_side", "poison_side_by_side",
+           "checkpoint_progress",
+           "inflight_throughput",
            "events_table_size", "lease_outcomes", "delivery_per_consumer", "save_leases_figures",
            "LEASES_FIGURES"]
 
@@ -63,22 +66,22 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
 
 def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """The price of a long lease, from :func:`~fanoutsim.designs.leases.analysis.crash_sweep`:
-    how long a crash's orphaned leases held their partitions (mean and worst) and
+    how long a crash's orphaned leases held their events (mean and worst) and
     the worst publish → acknowledged latency, against ``lease_seconds`` (log-log;
     the lease itself dotted), with duplicates per 1000 events on the right axis."""
     _need(crashes, ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
           "leases.crash_sweep")
     with style():
         fig, ax = figure_axes(ax)
-        ax.set_title("a long lease: few duplicates, but a crash stalls partitions until expiry")
+        ax.set_title("a long lease: few duplicates, but a crash stalls leased events until expiry")
         if crashes.empty:
             mark_empty(ax, "runs")
             return fig
         c = crashes.sort_values("lease_seconds")
         x = c["lease_seconds"]
         ax.plot(x, x, color=THEORY_COLOR, linestyle=":", linewidth=1, label="the lease (s)")
-        ax.plot(x, c["hold_max_s"], marker="^", color="C3", label="orphaned lease held its partition: worst")
-        ax.plot(x, c["hold_mean_s"], marker="o", color="C1", label="orphaned lease held its partition: mean")
+        ax.plot(x, c["hold_max_s"], marker="^", color="C3", label="orphaned lease held its event: worst")
+        ax.plot(x, c["hold_mean_s"], marker="o", color="C1", label="orphaned lease held its event: mean")
         ax.plot(x, c["max_s"], marker="s", color="C0", label="worst publish \u2192 ack latency")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -98,6 +101,67 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     return fig
 
 
+_ORDER_STYLE = {"head_of_line": dict(color="C1", hatch="//"), "riffdb": dict(color="C0")}
+
+
+def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
+    """Head-of-line against RiffDB's rule, per partition, from
+    :func:`~fanoutsim.designs.leases.analysis.order_comparison`: acks per second,
+    duplicates, and p99 publish → ack latency (log), one bar per rule."""
+    _need(comparison, ("order", "partition", "acks_per_s", "duplicates", "p99_s"), "leases.order_comparison")
+    with style():
+        fig = Figure(figsize=(12.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
+        axes = fig.subplots(1, 3)
+        panels = (("acks_per_s", "acks per second"), ("duplicates", "duplicates"),
+                  ("p99_s", "p99 publish \u2192 ack (s, log)"))
+        per = comparison[comparison["partition"] != "all"]
+        if per.empty:
+            for ax in axes:
+                mark_empty(ax, "runs")
+            return fig
+        parts = sorted(per["partition"].unique())
+        orders = list(dict.fromkeys(per["order"]))
+        x = np.arange(len(parts))
+        width = 0.8 / len(orders)
+        for ax, (col, label) in zip(axes, panels):
+            for j, order in enumerate(orders):
+                g = per[per["order"] == order].set_index("partition").reindex(parts)
+                vals = g[col].to_numpy(dtype=float)
+                bars = ax.bar(x - 0.4 + width * (j + 0.5), vals, width=width, label=order.replace("_", "-"),
+                              **_ORDER_STYLE.get(order, {}))
+                for b, v in zip(bars, vals):
+                    if np.isfinite(v):
+                        ax.text(b.get_x() + b.get_width() / 2, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
+            ax.set_xticks(x, parts)
+            ax.set_title(label)
+            if col == "p99_s":
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(_plain_seconds)
+                ax.yaxis.set_minor_formatter(NullFormatter())
+            else:
+                ax.set_ylim(0, max(float(per[col].max()), 1.0) * 1.25)
+        axes[0].legend(loc="upper left")
+    return fig
+
+
+def poison_side_by_side(runs: Mapping, consumer: str = "worker") -> Figure:
+    """A poison event under each rule (``{order: sim}`` of
+    :func:`~fanoutsim.designs.leases.analysis.poison_run`), one column per rule: the
+    checkpoint per partition on top, the events waiting (published, not yet
+    acknowledged or dead-lettered) below."""
+    with style():
+        fig = Figure(figsize=(12.0, 8.0), dpi=STYLE["figure.dpi"], layout="constrained")
+        axes = fig.subplots(2, max(len(runs), 1), squeeze=False)
+        for j, (order, sim) in enumerate(runs.items()):
+            name = str(order).replace("_", "-")
+            checkpoint_progress(sim, consumer, title=f"{name}: checkpoint per partition", ax=axes[0][j])
+            checkpoint_progress(sim, consumer, lag=True, title=f"{name}: events waiting per partition",
+                                ax=axes[1][j])
+        if not runs:
+            mark_empty(axes[0][0], "runs")
+    return fig
+
+
 def _partitions(sim, consumer: str) -> list[str]:
     ev = _a.published_events(sim)
     return sorted(ev["partition"].unique())
@@ -108,7 +172,8 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
     """One consumer's checkpoint per partition over virtual time (step lines, the
     seq it has moved past), dead letters as red crosses, failed attempts (nacks,
     expiries) as grey ticks, restores and crashes as vertical lines. With
-    ``lag=True``: events of each partition published but not yet done instead."""
+    ``lag=True``: events of each partition published but not yet done
+    (acknowledged or dead-lettered, past the checkpoint or not) instead."""
     if consumer is None:
         names = sorted(sim.consumers()["consumer"]) if len(sim.consumers()) else []
         consumer = names[0] if names else None
@@ -130,6 +195,12 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
         rel = _a._rel(sim, t["t"])
         fails = t[(t["consumer"] == consumer) & t["kind"].isin(["nacked", "expired"])]
         fail_s = _a._rel(sim, fails["t"])
+        # done: each event's first ack or dead letter (under RiffDB's rule, often past the checkpoint)
+        done = t[(t["consumer"] == consumer) & t["kind"].isin(["acked", "dead_lettered"])].drop_duplicates("event_id")
+        done = pd.DataFrame({"t_s": _a._rel(sim, done["t"]), "partition": done["partition"].to_numpy()})
+        dead = t[(t["consumer"] == consumer) & (t["kind"] == "dead_lettered")]
+        dead = pd.DataFrame({"t_s": _a._rel(sim, dead["t"]), "partition": dead["partition"].to_numpy(),
+                             "seq": pub.set_index("event_id")["seq"].reindex(dead["event_id"]).to_numpy()})
         parts = _partitions(sim, consumer)
         shown = parts[:MAX_SERIES]
         end = float(sim.now)
@@ -138,8 +209,9 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
             color = f"C{i % 10}"
             if lag:
                 pp = pub[pub["partition"] == part]
-                ts = np.concatenate([pp["published_s"].to_numpy(), p["t_s"].to_numpy()])
-                d = np.concatenate([np.ones(len(pp)), -np.ones(len(p))])
+                dp = done[done["partition"] == part]
+                ts = np.concatenate([pp["published_s"].to_numpy(), dp["t_s"].to_numpy()])
+                d = np.concatenate([np.ones(len(pp)), -np.ones(len(dp))])
                 order = np.argsort(ts, kind="stable")
                 ts, y = np.concatenate([[0.0], ts[order], [end]]), np.concatenate([[0], np.cumsum(d[order])])
                 y = np.append(y, y[-1])
@@ -154,7 +226,7 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
                 k = np.searchsorted(p["t_s"].to_numpy(), fs, side="right") - 1
                 level = np.where(k >= 0, p["seq"].to_numpy()[np.maximum(k, 0)], 0)
                 ax.scatter(fs, level, **_FAIL, label=f"{part}: failed attempt (nack / expiry)")
-            dl = p[p["how"] == "dead_lettered"]
+            dl = dead[dead["partition"] == part]
             if len(dl):
                 ax.scatter(dl["t_s"], dl["seq"], **_DEAD, label=f"{part}: dead letter")
         for kind, label, style_ in (("restored", "restore (new incarnation)", dict(color="C4", linestyle="--")),
@@ -172,16 +244,20 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
     return fig
 
 
-def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None = None) -> Figure:
+def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None = None,
+                        title: str | None = None) -> Figure:
     """Two panels from :func:`~fanoutsim.designs.leases.analysis.inflight_sweep`: acks per
     second against the in-flight limit, one line per partition count, with
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
-    ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own)."""
+    ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
+    ``title``, if given, heads the figure (say, the leasing rule)."""
     _need(summary, ("partitions", "in_flight", "throughput", "theory"), "leases.inflight_sweep")
     latency = summary if latency is None else latency
     with style():
         fig = Figure(figsize=(11.0, 4.5), dpi=STYLE["figure.dpi"], layout="constrained")
         left, right = fig.subplots(1, 2)
+        if title:
+            fig.suptitle(title)
         offered = f" ({summary['offered'].iloc[0]:g} events/s offered)" if "offered" in summary and len(summary) \
             else ""
         left.set_title(f"acks per second{offered}")

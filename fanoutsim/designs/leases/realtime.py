@@ -13,7 +13,7 @@ Threads, one set per incarnation of the node (broker and clients together):
 
 * one *client* loop per consumer: every ``poll_interval`` seconds it calls
   ``consume`` and starts a *worker* thread per lease. The broker bounds the
-  leases (batch and in-flight limits, one per partition); a client also stops
+  leases (batch and in-flight limits, the partition's window); a client also stops
   polling while it has ``2 x in_flight_limit`` workers alive — the live
   leases' and those still working on a lease that expired — so a hung ``fn``
   cannot grow the threads without bound;
@@ -25,7 +25,9 @@ Threads, one set per incarnation of the node (broker and clients together):
   fails closed (``expired``; ``no_lease`` or ``wrong_token`` once recovery has
   expired it and the event was leased again) and the event is delivered
   twice, for real. That is how duplicates emerge on the wall clock;
-* the recovery loop (every ``recovery_interval``: lease expiry), the
+* recovery once at every start, before the loops (leases a dead process
+  held that have expired become retries), then the recovery loop (every
+  ``recovery_interval``: lease expiry), the
   retention loop (every ``retention_interval``) and one publisher thread per
   workload (Poisson times, ``rate`` per second).
 
@@ -115,7 +117,11 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
         return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
 
     def _start_loops(self, engine: LeaseEngine) -> None:
-        """One incarnation's loops and publishers (``_proc`` held)."""
+        """One incarnation's loops and publishers (``_proc`` held), after the
+        start-up recovery: expired leases become retries before anything is served."""
+        self._call(engine.recover)
+        if engine is not self.engine:  # it crashed there; a restart is on its way
+            return
         self._polling = set()
         stop = self._stop
         self._spawn("recovery", self._recovery_loop, engine, stop)
@@ -156,8 +162,10 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
                     return
                 with self.store.transaction() as tx:
                     row = tx.get_lease_consumer(client.name)
-                if row is None or row["retired"]:
+                if row is None:
                     retired.set()
+                    return
+                if client.paused:
                     return
                 workers[:] = [w for w in workers if w.is_alive()]
                 if len(workers) >= WORKERS_PER_LEASE * row["in_flight_limit"]:

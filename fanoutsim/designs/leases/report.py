@@ -51,7 +51,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     consumers = []
     for r in checked.per_consumer.to_dict("records"):
         c = r["consumer"]
-        row = rows.get(c, {})
+        row = {} if r["retired"] else rows.get(c, {})  # retire deleted the row (and its limits)
         lat = first.loc[first["consumer"] == c, "latency_s"].dropna().to_numpy()
         consumers.append({
             "consumer": c, "retired": bool(r["retired"]), "start_seq": row.get("start_seq"),
@@ -92,6 +92,10 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     return json_ready(report)
 
 
+_ORDER_DETAIL = {"riffdb": "first leases behind a later one of the partition (effects may land in any order)",
+                 "head_of_line": "first deliveries behind a later one of the partition"}
+
+
 def format_leases_report(report: dict[str, Any]) -> str:
     """Render a leases report (:func:`leases_report`) as plain text."""
     out = header("fanoutsim leases report", report)
@@ -100,7 +104,8 @@ def format_leases_report(report: dict[str, Any]) -> str:
         out.append(f"retention {secs(cfg.get('retention'), 0)} s (run every {secs(cfg.get('retention_interval'), 0)} s, "
                    f"never past a consumer's fence), recovery every "
                    f"{secs(cfg.get('recovery_interval'), 3).rstrip('0').rstrip('.')} s, "
-                   f"history incarnation {report['events'].get('incarnation')}")
+                   f"history incarnation {report['events'].get('incarnation')}, "
+                   f"partition order {cfg.get('partition_order', 'riffdb')}")
     out.append("")
 
     ev, tot = report["events"], report["totals"]
@@ -115,7 +120,8 @@ def format_leases_report(report: dict[str, Any]) -> str:
          ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
          ["dead-lettered", count(tot["dead_lettered"]), "the 10th failed attempt: in dead_letters"],
          ["pending", count(tot["pending"]), "retained, not yet acknowledged, at the end"],
-         ["out of order", count(tot["out_of_order"]), "first deliveries behind a later one of the partition"],
+         ["out of order", count(tot["out_of_order"]), _ORDER_DETAIL.get(cfg.get("partition_order"),
+                                                                      _ORDER_DETAIL["riffdb"])],
          ["acks failed closed", count(sum(refused.values())), cause_text(refused)],
          ["crashes", count(tot["crashes"]), "of the node (broker and clients)"],
          ["restores", count(tot["restores"]), "new history incarnations"]],
@@ -128,7 +134,8 @@ def format_leases_report(report: dict[str, Any]) -> str:
     for c in report["consumers"]:
         lat = c["latency_s"]
         name = c["consumer"] + (" (retired)" if c["retired"] else "")
-        limits = f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}"
+        limits = ("-" if c["batch_limit"] is None
+                  else f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}")
         rows.append([name, limits, count(c["delivered"]),
                      with_causes(c["duplicates"], c["duplicates_by_cause"]),
                      with_causes(c["lost"], c["lost_by_cause"]), count(c["dead_lettered"]), count(c["pending"]),
@@ -175,5 +182,6 @@ def format_leases_check(checked) -> str:
             lines.append(f"  {consumer}: {what} ({causes}): events {shown}")
     if not checked.valid:
         lines.append("  (valid needs no loss but by seek or retire, every duplicate caused by a lease expiry, "
-                     "a crash, a restore or a seek, and partition order kept)")
+                     "a crash, a restore or a seek, and partition order kept: leases under RiffDB's rule, "
+                     "first deliveries under head-of-line)")
     return "\n".join(lines)

@@ -15,7 +15,9 @@ A scenario file with ``design = "leases"`` at the top level describes a
     retention = 120.0                # seconds an event is kept (never past a fence)
     retention_interval = 30.0        # how often retention runs
     recovery_interval = 1.0          # how often recovery expires leases
-    max_retry_delay = 900.0          # the largest nack delay
+    max_retry_delay = 3600.0         # the largest nack delay (at most 3600, RiffDB's bound)
+    partition_order = "riffdb"       # "riffdb" (several leases per partition, RiffDB's code)
+                                     # or "head_of_line" (one per partition, the seed's reading)
     [[consumers]]                    # at least one
     name = "indexer"
     start = "beginning"              # "beginning" | "end" | a seq (int; needs join_at > 0)
@@ -29,7 +31,7 @@ A scenario file with ``design = "leases"`` at the top level describes a
     nack_delay = 1.0                 # seconds a nack asks to wait (<= leases.max_retry_delay)
     poll_interval = 0.5              # seconds between the client's consume calls (> 0)
     join_at = 0.0                    # virtual seconds: when the consumer is created
-    retire_at = 450.0                # optional: retired then (releases its retention fence)
+    retire_at = 450.0                # optional: retired then (deleted: releases its retention fence)
     [[workload]]                     # publishers at Poisson times, one event per commit
     rate = 2.0                       # events per virtual second
     partitions = 4                   # a count (p0, p1, ...) or a list of names (default 4)
@@ -59,10 +61,14 @@ from the run's seeded generators, so a run stays reproducible.
 A consumer with ``join_at > 0`` is created at that virtual time and reads
 from its ``start`` then (``"beginning"``: the retention horizon at that
 moment); an integer ``start`` is checked against the log then. ``retire_at``
-retires it for good: its leases go, it no longer holds a retention fence, and
-the events it had not finished are reported lost with cause ``retired``.
-``[[actions]]`` and ``retire_at`` that fall while the node is down (a crash)
-happen as soon as it is back.
+retires it for good: it is deleted with its rows, it no longer holds a
+retention fence, and the events it had not finished are reported lost with
+cause ``retired``. RiffDB refuses a seek or a retire while the consumer holds a
+live lease, so a seek action and ``retire_at`` run as an operator would
+(:meth:`~fanoutsim.designs.leases.simulation.LeaseSimulation.administer`): the consumer's
+client stops taking leases, and the step is retried until its last lease is
+acked, nacked or expired. ``[[actions]]`` and ``retire_at`` that fall while the
+node is down (a crash) happen as soon as it is back.
 
 Of the fault kinds of :mod:`fanoutsim.kernel.faults.plan`, a leases scenario accepts
 ``crash_at``, ``crash_randomly``, ``crash_at_point`` at a lease point
@@ -336,7 +342,8 @@ class LeaseScenario:
             else:
                 self._register(sim, i, c)
             if c.retire_at is not None:
-                sim.env.process(self._at(sim, c.retire_at, c.name, lambda s, name=c.name: s.retire(name)))
+                sim.env.process(self._at(sim, c.retire_at, c.name,
+                                         lambda s, name=c.name: s.administer("retire", name)))
         for i, a in enumerate(self.actions):
             sim.env.process(self._at(sim, a.at, a.consumer, self._act, i, a))
         for w in self.workloads:
@@ -361,8 +368,11 @@ class LeaseScenario:
         if a.kind == "restore":
             sim.restore()
             return
+        sim.env.process(self._seek(sim, i, a))
+
+    def _seek(self, sim, i: int, a: LeaseAction):
         try:
-            sim.seek(a.consumer, a.position)
+            yield sim.administer("seek", a.consumer, a.position)
         except ValueError as exc:  # an int position outside the log as it is now
             raise ScenarioError(self.source, [(f"actions[{i}].position", f"at t={sim.now:g}: {exc}")]) from None
 

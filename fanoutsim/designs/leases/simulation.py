@@ -11,8 +11,16 @@ steps run:
   given, and the trace's ``delivered``) and acks. An ack that
   comes too late fails closed; recovery has made the event eligible again and
   it is delivered twice. That is how duplicates emerge;
-* the recovery loop (``recovery_interval``): lease expiry;
+* recovery (lease expiry): once at every start, before anything is served
+  (RiffDB recovers its consumers before public operations open), then every
+  ``recovery_interval`` — and a pull turns its own consumer's expired leases
+  into retries first (see :mod:`fanoutsim.designs.leases.leasing`);
 * the retention loop (``retention_interval``); Poisson publishers.
+
+``seek`` and ``retire`` are refused while the consumer holds a live lease
+(``outstanding_lease``); :meth:`LeaseSimulation.administer` runs one as an
+operator would — the consumer's client paused, the step retried until its
+leases are gone — and the scenario files' actions use it.
 
 A crash (a :class:`~fanoutsim.kernel.faults.Crash` at a named point, ``CrashAt``,
 ``CrashRandomly`` or :meth:`LeaseSimulation.crash`) takes the whole node
@@ -43,6 +51,10 @@ from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
 Client = LeaseClient  # the name this module gave it first
 
 
+# the administrative steps an operator runs (administer's ``op``)
+ADMIN_STEPS = {"seek": LeaseEngine.seek, "retire": LeaseEngine.retire}
+
+
 class LeaseSimulation(LeaseHost, VirtualRuntime):
     """One seeded run of leased durable consumers under a virtual clock.
 
@@ -64,6 +76,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         self.config, self.seed = checked_lease_config(config, seed), seed
         self._open(seed, store, start, faults, trace, opener=open_store)
         self.clients: dict[str, Client] = {}
+        self._client_procs: dict[str, simpy.Process] = {}  # the client loops of this incarnation
         self._work_rng = random.Random(f"fanoutsim:lease-work:{seed}")
         self._workloads = 0
         self.restart()
@@ -74,6 +87,9 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
 
     def _start_loops(self, engine: LeaseEngine) -> None:
+        self._call(engine.recover)  # start-up recovery, before anything is served
+        if engine is not self.engine:  # it crashed there
+            return
         self._spawn(self._recovery_loop(engine))
         self._spawn(self._retention_loop(engine))
         for name in self.clients:
@@ -97,18 +113,19 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
             return
 
     def _start_client(self, name: str) -> None:
-        self._spawn(self._client_loop(self.engine, self.clients[name]))
+        self._client_procs[name] = self._spawn(self._client_loop(self.engine, self.clients[name]))
 
     def _client_loop(self, engine, client: Client):
         try:
             while engine is self.engine:
                 with self.store.transaction() as tx:
                     row = tx.get_lease_consumer(client.name)
-                if row is None or row["retired"]:
+                if row is None:  # retired
                     return
-                leases = self._call(engine.consume, client.name, client.batch_limit)
-                for lease in leases or ():
-                    self._spawn(self._worker(engine, client, lease))
+                if not client.paused:
+                    leases = self._call(engine.consume, client.name, client.batch_limit)
+                    for lease in leases or ():
+                        self._spawn(self._worker(engine, client, lease))
                 yield self.env.timeout(client.poll_interval)
         except simpy.Interrupt:
             return
@@ -159,9 +176,40 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
                         lease_seconds=lease_seconds)
         if spec is not None and name not in self.clients:
             self.clients[name] = spec
-            if self.engine is not None:
-                self._start_client(name)
+        proc = self._client_procs.get(name)
+        if self.engine is not None and name in self.clients and (proc is None or not proc.is_alive):
+            self._start_client(name)  # a new consumer, or one retired and added afresh
         return row
+
+    def administer(self, op: str, consumer: str, *args, at: float | None = None, every: float = 0.5):
+        """Run the administrative step ``op`` (``"seek"``, with a position in
+        ``args``, or ``"retire"``) on ``consumer`` as an operator does, at virtual
+        time ``at`` (now by default): its client paused (it takes no new lease),
+        the step retried every ``every`` s while it is refused with
+        ``outstanding_lease`` — until its workers have acked or nacked and
+        recovery has expired what dead workers held — or while the node is down,
+        then the client resumed. Returns the SimPy process; its value is the
+        step's result (``applied`` or ``not_found``)."""
+        if op not in ADMIN_STEPS:
+            raise ValueError(f"op must be 'seek' or 'retire', got {op!r}")
+        return self.env.process(self._administer(op, consumer, args, at, every))
+
+    def _administer(self, op, consumer, args, at, every):
+        if at is not None and at > self.env.now:
+            yield self.env.timeout(at - self.env.now)
+        client = self.clients.get(consumer)
+        if client is not None:
+            client.paused = True
+        try:
+            while True:
+                if self.engine is not None:
+                    result = self._call(ADMIN_STEPS[op].__get__(self.engine), consumer, *args)
+                    if result is not None and result != "outstanding_lease":
+                        return result
+                yield self.env.timeout(every)
+        finally:
+            if client is not None:
+                client.paused = False
 
     def add_workload(self, rate: float, *, partitions=4, kind: str = "event", start: float = 0.0,
                      stop: float | None = None) -> None:

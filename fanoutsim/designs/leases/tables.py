@@ -1,7 +1,8 @@
 """The leased-consumer design's tables: its part of the store (seed 003).
 
 The event log (``events``), durable consumers (``lease_consumers``) and their
-per-partition ``checkpoints``, ``leases``, ``retries``, ``dead_letters``, and
+per-partition ``checkpoints`` and sparse ``resolutions``, ``leases``,
+``retries``, ``dead_letters``, and
 the one ``history`` row (the incarnation a restore bumps, and the log's
 counters): their columns, their part of the ``Tx`` interface, the memory
 adapter's state and methods, the DuckDB schema and statements, composed by the
@@ -18,11 +19,14 @@ from fanoutsim.kernel.store.base import row_of as _row
 
 # -- the tables ----------------------------------------------------------------------
 # table -> columns, in the order DataFrames show them: the event log, consumers,
-# their per-partition checkpoints, leases, retries, dead letters, the history row
+# their per-partition checkpoints and sparse resolutions, leases, retries, dead
+# letters, the history row
 TABLES: dict[str, tuple[str, ...]] = {
     "events": ("seq", "event_id", "commit_seq", "ordinal", "partition", "kind", "payload", "committed_at"),
-    "lease_consumers": ("consumer", "start_seq", "batch_limit", "in_flight_limit", "lease_seconds", "retired"),
-    "checkpoints": ("consumer", "partition", "seq"),
+    "lease_consumers": ("consumer", "start_seq", "start_commit", "batch_limit", "in_flight_limit",
+                        "lease_seconds", "revision"),
+    "checkpoints": ("consumer", "partition", "seq", "commit_seq"),
+    "resolutions": ("consumer", "event_id", "seq", "partition", "commit_seq", "kind"),
     "leases": ("consumer", "event_id", "seq", "partition", "token", "incarnation", "attempt",
                "leased_at", "expires_at"),
     "retries": ("consumer", "event_id", "seq", "partition", "attempts", "not_before", "error"),
@@ -39,8 +43,8 @@ class LeaseTx(ABC):
     __slots__ = ()
 
     # Orderings: events by ``seq``; lease_consumers by ``consumer``;
-    # checkpoints by ``(consumer, partition)``; leases, retries and
-    # dead_letters by ``(consumer, seq)``. ``history`` is one row.
+    # checkpoints by ``(consumer, partition)``; leases, retries, dead_letters
+    # and resolutions by ``(consumer, seq)``. ``history`` is one row.
 
     # -- history: the incarnation and the log's counters ----------------------
     @abstractmethod
@@ -61,9 +65,15 @@ class LeaseTx(ABC):
     def get_event(self, event_id: str) -> dict | None: ...
 
     @abstractmethod
-    def event_heads(self, consumer: str, after: int) -> list[dict]:
-        """Per partition, the first retained event with ``seq > after`` and
-        past ``consumer``'s checkpoint of that partition; by ``seq``."""
+    def get_event_at(self, seq: int) -> dict | None:
+        """The retained event at log position ``seq``, or None."""
+
+    @abstractmethod
+    def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[dict]:
+        """Per partition (only ``partition``, if given), the first ``limit``
+        retained events with ``seq > after`` and past ``consumer``'s checkpoint
+        of that partition; all of them by ``seq``. (``limit`` 1: each
+        partition's first required event.)"""
 
     @abstractmethod
     def event_bounds(self) -> tuple[int | None, int | None]:
@@ -84,18 +94,39 @@ class LeaseTx(ABC):
         """Insert or overwrite one consumer row."""
 
     @abstractmethod
+    def delete_lease_consumer(self, consumer: str) -> bool:
+        """Delete the consumer's row (not its other rows); whether there was one."""
+
+    @abstractmethod
     def list_lease_consumers(self) -> list[dict]: ...
 
     @abstractmethod
-    def get_checkpoints(self, consumer: str) -> dict:
-        """``{partition: seq}``: the last done event of each partition."""
+    def list_checkpoints(self, consumer: str) -> list[dict]:
+        """The consumer's checkpoint rows, by partition: ``seq`` and
+        ``commit_seq`` of the last event of the contiguous done prefix."""
 
     @abstractmethod
-    def set_checkpoint(self, consumer: str, partition: str, seq: int) -> None: ...
+    def set_checkpoint(self, consumer: str, partition: str, seq: int, commit_seq: int) -> None: ...
 
     @abstractmethod
     def clear_checkpoints(self, consumer: str) -> int:
         """Delete the consumer's checkpoints; how many there were."""
+
+    # -- sparse resolutions: done events past a checkpoint ----------------------
+    @abstractmethod
+    def insert_resolution(self, row: dict) -> None:
+        """Hold one resolved event past its partition's checkpoint; the same
+        ``(consumer, event_id)`` again raises :class:`KeyError`."""
+
+    @abstractmethod
+    def list_resolutions(self, consumer: str, partition: str | None = None) -> list[dict]: ...
+
+    @abstractmethod
+    def delete_resolution(self, consumer: str, event_id: str) -> bool: ...
+
+    @abstractmethod
+    def clear_resolutions(self, consumer: str) -> int:
+        """Delete the consumer's resolutions; how many there were."""
 
     # -- leases -------------------------------------------------------------------
     @abstractmethod
@@ -130,11 +161,19 @@ class LeaseTx(ABC):
     def list_retries(self, consumer: str | None = None) -> list[dict]: ...
 
     @abstractmethod
+    def clear_retries(self, consumer: str) -> int:
+        """Delete the consumer's retries; how many there were."""
+
+    @abstractmethod
     def insert_dead_letter(self, row: dict) -> None:
         """Retain a dead letter; the same ``(consumer, event_id)`` again raises :class:`KeyError`."""
 
     @abstractmethod
     def list_dead_letters(self, consumer: str | None = None) -> list[dict]: ...
+
+    @abstractmethod
+    def clear_dead_letters(self, consumer: str) -> int:
+        """Delete the consumer's dead letters; how many there were."""
 
 
 # -- the memory adapter -----------------------------------------------------------------
@@ -145,7 +184,9 @@ def memory_init(s) -> None:
     s.event_ids: dict[str, int] = {}
     s.event_parts: dict[str, list[int]] = {}  # partition -> its seqs, sorted
     s.lease_consumers: dict[str, dict] = {}
-    s.checkpoints: dict[tuple[str, str], int] = {}
+    s.cp_index: dict[str, dict[str, dict]] = {}  # consumer -> partition -> checkpoint row
+    s.res_index: dict[str, dict[str, dict[str, dict]]] = {}  # consumer -> partition -> event_id -> row
+    s.res_part: dict[tuple[str, str], str] = {}  # (consumer, event_id) -> partition
     s.leases: dict[tuple[str, str], dict] = {}
     s.retries: dict[tuple[str, str], dict] = {}
     s.dead_letters: dict[tuple[str, str], dict] = {}
@@ -169,6 +210,23 @@ def _restore_event(s, row: dict) -> None:
     insort(s.event_seqs, seq)
     s.event_ids[row["event_id"]] = seq
     insort(s.event_parts.setdefault(row["partition"], []), seq)
+
+
+def _add_resolution(s, row: dict) -> None:
+    c, eid, part = row["consumer"], row["event_id"], row["partition"]
+    s.res_index.setdefault(c, {}).setdefault(part, {})[eid] = row
+    s.res_part[(c, eid)] = part
+
+
+def _drop_resolution(s, consumer: str, event_id: str) -> dict:
+    part = s.res_part.pop((consumer, event_id))
+    by = s.res_index[consumer]
+    row = by[part].pop(event_id)
+    if not by[part]:
+        del by[part]
+        if not by:
+            del s.res_index[consumer]
+    return row
 
 
 class LeaseMemoryTx(LeaseTx):
@@ -205,16 +263,24 @@ class LeaseMemoryTx(LeaseTx):
         seq = s.event_ids.get(event_id)
         return None if seq is None else dict(s.events[seq])
 
-    def event_heads(self, consumer, after):
+    def get_event_at(self, seq):
+        row = self.s.events.get(seq)
+        return None if row is None else dict(row)
+
+    def event_window(self, consumer, after, limit, partition=None):
         s = self.s
-        cps = {p: q for (c, p), q in s.checkpoints.items() if c == consumer}
-        heads = []
-        for part, seqs in s.event_parts.items():
+        limit = check_limit(limit)
+        cps = s.cp_index.get(consumer, {})
+        events, out = s.events, []
+        parts = s.event_parts.items() if partition is None else (
+            [(partition, s.event_parts[partition])] if partition in s.event_parts else [])
+        for part, seqs in parts:
             cp = cps.get(part)
-            i = bisect_right(seqs, after if cp is None else max(after, cp))
-            if i < len(seqs):
-                heads.append(seqs[i])
-        return [dict(s.events[q]) for q in sorted(heads)]
+            i = bisect_right(seqs, after if cp is None else max(after, cp["seq"]))
+            out.extend(seqs[i:i + limit])
+        if partition is None:
+            out.sort()
+        return [dict(events[q]) for q in out]
 
     def event_bounds(self):
         seqs = self.s.event_seqs
@@ -242,19 +308,80 @@ class LeaseMemoryTx(LeaseTx):
     def put_lease_consumer(self, row):
         self._put(self.s.lease_consumers, row["consumer"], {k: row[k] for k in TABLES["lease_consumers"]})
 
+    def delete_lease_consumer(self, consumer):
+        return self._pop(self.s.lease_consumers, consumer)
+
     def list_lease_consumers(self):
         c = self.s.lease_consumers
         return [dict(c[k]) for k in sorted(c)]
 
-    def get_checkpoints(self, consumer):
-        cp = self.s.checkpoints
-        return {p: cp[(c, p)] for c, p in sorted(cp) if c == consumer}
+    def list_checkpoints(self, consumer):
+        cps = self.s.cp_index.get(consumer, {})
+        return [dict(cps[p]) for p in sorted(cps)]
 
-    def set_checkpoint(self, consumer, partition, seq):
-        self._put(self.s.checkpoints, (consumer, partition), seq)
+    def set_checkpoint(self, consumer, partition, seq, commit_seq):
+        self._index_put(self.s.cp_index, consumer, partition,
+                        {"consumer": consumer, "partition": partition, "seq": seq, "commit_seq": commit_seq})
 
     def clear_checkpoints(self, consumer):
-        return self._clear(self.s.checkpoints, consumer)
+        return self._index_clear(self.s.cp_index, consumer)
+
+    def insert_resolution(self, row):
+        s = self.s
+        key = (row["consumer"], row["event_id"])
+        if key in s.res_part:
+            raise self._duplicate(f"resolutions {key}")
+        row = {k: row[k] for k in TABLES["resolutions"]}
+        _add_resolution(s, row)
+        self.undo.append(lambda: _drop_resolution(s, *key))
+
+    def list_resolutions(self, consumer, partition=None):
+        by = self.s.res_index.get(consumer, {})
+        rows = [r for p in ((partition,) if partition is not None else by) for r in by.get(p, {}).values()]
+        rows.sort(key=lambda r: r["seq"])
+        return [dict(r) for r in rows]
+
+    def delete_resolution(self, consumer, event_id):
+        s = self.s
+        if (consumer, event_id) not in s.res_part:
+            return False
+        row = _drop_resolution(s, consumer, event_id)
+        self.undo.append(lambda: _add_resolution(s, row))
+        return True
+
+    def clear_resolutions(self, consumer):
+        s = self.s
+        rows = [r for by in s.res_index.get(consumer, {}).values() for r in by.values()]
+        for r in rows:
+            _drop_resolution(s, consumer, r["event_id"])
+
+        def undo():
+            for r in rows:
+                _add_resolution(s, r)
+
+        self.undo.append(undo)
+        return len(rows)
+
+    def _index_put(self, index: dict, outer, inner, value) -> None:
+        """Set ``index[outer][inner] = value`` with its undo."""
+        by = index.setdefault(outer, {})
+        had, old = inner in by, by.get(inner)
+        by[inner] = value
+
+        def undo():
+            if had:
+                index.setdefault(outer, {})[inner] = old
+            else:
+                index.get(outer, {}).pop(inner, None)
+
+        self.undo.append(undo)
+
+    def _index_clear(self, index: dict, outer) -> int:
+        gone = index.pop(outer, None)
+        if not gone:
+            return 0
+        self.undo.append(lambda: index.__setitem__(outer, gone))
+        return len(gone)
 
     def insert_lease(self, row):
         s = self.s
@@ -291,6 +418,9 @@ class LeaseMemoryTx(LeaseTx):
     def list_retries(self, consumer=None):
         return _by_consumer_seq(self.s.retries, consumer)
 
+    def clear_retries(self, consumer):
+        return self._clear(self.s.retries, consumer)
+
     def insert_dead_letter(self, row):
         s = self.s
         key = (row["consumer"], row["event_id"])
@@ -301,6 +431,9 @@ class LeaseMemoryTx(LeaseTx):
     def list_dead_letters(self, consumer=None):
         return _by_consumer_seq(self.s.dead_letters, consumer)
 
+    def clear_dead_letters(self, consumer):
+        return self._clear(self.s.dead_letters, consumer)
+
 
 def _by_consumer_seq(table: dict, consumer: str | None) -> list[dict]:
     rows = [r for r in table.values() if consumer is None or r["consumer"] == consumer]
@@ -308,11 +441,17 @@ def _by_consumer_seq(table: dict, consumer: str | None) -> list[dict]:
     return [dict(r) for r in rows]
 
 
+def _resolution_rows(s) -> list[dict]:
+    rows = [r for by in s.res_index.values() for part in by.values() for r in part.values()]
+    rows.sort(key=lambda r: (r["consumer"], r["seq"]))
+    return [dict(r) for r in rows]
+
+
 MEMORY_ROWS = {
     "events": lambda s: [dict(s.events[q]) for q in s.event_seqs],
     "lease_consumers": lambda s: [dict(s.lease_consumers[k]) for k in sorted(s.lease_consumers)],
-    "checkpoints": lambda s: [{"consumer": c, "partition": p, "seq": s.checkpoints[(c, p)]}
-                              for c, p in sorted(s.checkpoints)],
+    "checkpoints": lambda s: [dict(s.cp_index[c][p]) for c in sorted(s.cp_index) for p in sorted(s.cp_index[c])],
+    "resolutions": lambda s: _resolution_rows(s),
     "leases": lambda s: _by_consumer_seq(s.leases, None),
     "retries": lambda s: _by_consumer_seq(s.retries, None),
     "dead_letters": lambda s: _by_consumer_seq(s.dead_letters, None),
@@ -346,8 +485,11 @@ class LeaseDuckDBTx(LeaseTx):
     def get_event(self, event_id):
         return self._one("events", sql.GET_EVENT, [event_id])
 
-    def event_heads(self, consumer, after):
-        return self._all("events", sql.EVENT_HEADS, [consumer, after])
+    def get_event_at(self, seq):
+        return self._one("events", sql.GET_EVENT_AT, [seq])
+
+    def event_window(self, consumer, after, limit, partition=None):
+        return self._all("events", sql.EVENT_WINDOW, [consumer, after, partition, partition, check_limit(limit)])
 
     def event_bounds(self):
         return tuple(self._run(sql.EVENT_BOUNDS).fetchone())
@@ -363,17 +505,32 @@ class LeaseDuckDBTx(LeaseTx):
     def put_lease_consumer(self, row):
         self._run(sql.PUT_LEASE_CONSUMER, [row[k] for k in TABLES["lease_consumers"]])
 
+    def delete_lease_consumer(self, consumer):
+        return self._run(sql.DELETE_LEASE_CONSUMER, [consumer]).fetchone() is not None
+
     def list_lease_consumers(self):
         return self._all("lease_consumers", sql.ALL_ROWS["lease_consumers"], None)
 
-    def get_checkpoints(self, consumer):
-        return dict(self._run(sql.GET_CHECKPOINTS, [consumer]).fetchall())
+    def list_checkpoints(self, consumer):
+        return self._all("checkpoints", sql.LIST_CHECKPOINTS, [consumer])
 
-    def set_checkpoint(self, consumer, partition, seq):
-        self._run(sql.SET_CHECKPOINT, [consumer, partition, seq])
+    def set_checkpoint(self, consumer, partition, seq, commit_seq):
+        self._run(sql.SET_CHECKPOINT, [consumer, partition, seq, commit_seq])
 
     def clear_checkpoints(self, consumer):
         return len(self._run(sql.CLEAR_CHECKPOINTS, [consumer]).fetchall())
+
+    def insert_resolution(self, row):
+        self._run(sql.INSERT_RESOLUTION, [row[k] for k in TABLES["resolutions"]])
+
+    def list_resolutions(self, consumer, partition=None):
+        return self._all("resolutions", sql.LIST_RESOLUTIONS, [consumer, partition, partition])
+
+    def delete_resolution(self, consumer, event_id):
+        return self._run(sql.DELETE_RESOLUTION, [consumer, event_id]).fetchone() is not None
+
+    def clear_resolutions(self, consumer):
+        return len(self._run(sql.CLEAR_RESOLUTIONS, [consumer]).fetchall())
 
     def insert_lease(self, row):
         self._run(sql.INSERT_LEASE, [row[k] for k in TABLES["leases"]])
@@ -402,11 +559,17 @@ class LeaseDuckDBTx(LeaseTx):
     def list_retries(self, consumer=None):
         return self._all("retries", sql.LIST_RETRIES, [consumer, consumer])
 
+    def clear_retries(self, consumer):
+        return len(self._run(sql.CLEAR_RETRIES, [consumer]).fetchall())
+
     def insert_dead_letter(self, row):
         self._run(sql.INSERT_DEAD_LETTER, [row[k] for k in TABLES["dead_letters"]])
 
     def list_dead_letters(self, consumer=None):
         return self._all("dead_letters", sql.LIST_DEAD_LETTERS, [consumer, consumer])
+
+    def clear_dead_letters(self, consumer):
+        return len(self._run(sql.CLEAR_DEAD_LETTERS, [consumer]).fetchall())
 
 
 PART = StorePart(

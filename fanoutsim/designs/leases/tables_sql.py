@@ -33,12 +33,14 @@ CREATE TABLE IF NOT EXISTS lease_consumers (
     batch_limit     INTEGER NOT NULL,
     in_flight_limit INTEGER NOT NULL,
     lease_seconds   DOUBLE NOT NULL,
-    retired         BOOLEAN NOT NULL
+    start_commit    BIGINT,
+    revision        BIGINT
 );
 CREATE TABLE IF NOT EXISTS checkpoints (
     consumer    VARCHAR NOT NULL,
     "partition" VARCHAR NOT NULL,
     seq         BIGINT NOT NULL,
+    commit_seq  BIGINT,
     PRIMARY KEY (consumer, "partition")
 );
 CREATE TABLE IF NOT EXISTS leases (
@@ -76,10 +78,63 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 );
 """
 
+# Schema 6: RiffDB's rules (issue 16). Sparse resolutions held past a checkpoint;
+# a checkpoint remembers its event's commit (the retention fence is the commit
+# before it); a consumer its start position's commit and a revision; retire
+# deletes a consumer, so the ``retired`` column goes (with the rows of consumers
+# an older version had marked retired). Column order after the migration is the
+# order LEASE_SCHEMA gives a new file; every statement names its columns anyway.
+RESOLUTIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS resolutions (
+    consumer    VARCHAR NOT NULL,
+    event_id    VARCHAR NOT NULL,
+    seq         BIGINT NOT NULL,
+    "partition" VARCHAR NOT NULL,
+    commit_seq  BIGINT NOT NULL,
+    kind        VARCHAR NOT NULL,
+    PRIMARY KEY (consumer, event_id)
+);
+"""
+# the highest seq retention has deleted (every seq up to it is gone)
+_HORIZON = """coalesce((SELECT min(e.seq) - 1 FROM events e), (SELECT h.last_seq FROM history h WHERE h.id = 1))"""
+# the commit of the event at a seq; a pruned one's is below the oldest retained commit
+_COMMIT_AT = """coalesce((SELECT e.commit_seq FROM events e WHERE e.seq = {seq}),
+                (SELECT min(e.commit_seq) - 1 FROM events e),
+                (SELECT h.last_commit FROM history h WHERE h.id = 1))"""
+
+
+def _drop_retired(con) -> None:
+    """Retired consumers (an older version kept their rows) are deleted with
+    their rows, then the column; nothing to do once it is gone."""
+    has = con.execute("SELECT count(*) FROM information_schema.columns "
+                      "WHERE table_name = 'lease_consumers' AND column_name = 'retired'").fetchone()[0]
+    if not has:
+        return
+    for table in ("checkpoints", "leases", "retries", "dead_letters"):
+        con.execute(f"DELETE FROM {table} WHERE consumer IN (SELECT consumer FROM lease_consumers WHERE retired)")
+    con.execute("DELETE FROM lease_consumers WHERE retired")
+    con.execute("ALTER TABLE lease_consumers DROP COLUMN retired")
+
 # schema version -> statements that bring a file from the version before it:
-# the leased-consumer design's tables from LEASE_SCHEMA; the history row once
+# the leased-consumer design's tables from LEASE_SCHEMA; the history row once (5);
+# RiffDB's rules (6)
 MIGRATIONS = {
     5: [LEASE_SCHEMA, "INSERT INTO history SELECT 1, 1, 0, 0, 0 WHERE NOT EXISTS (SELECT 1 FROM history)"],
+    # RiffDB's rules: a statement is SQL or a function of the connection; each is idempotent
+    6: [RESOLUTIONS_SCHEMA,
+        "ALTER TABLE lease_consumers ADD COLUMN IF NOT EXISTS start_commit BIGINT",
+        "ALTER TABLE lease_consumers ADD COLUMN IF NOT EXISTS revision BIGINT",
+        "ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS commit_seq BIGINT",
+        _drop_retired,
+        "UPDATE lease_consumers SET start_commit = CASE WHEN start_seq = 0 THEN 0 ELSE "
+        + _COMMIT_AT.format(seq="lease_consumers.start_seq") + " END WHERE start_commit IS NULL",
+        "UPDATE lease_consumers SET revision = 1 WHERE revision IS NULL",
+        # the old fence let retention prune a checkpoint's own commit (never an event past it): such a
+        # checkpoint moves up to the retention horizon, which skips nothing, so that no pull reads
+        # pruned history
+        "UPDATE checkpoints SET seq = " + _HORIZON + " WHERE commit_seq IS NULL AND seq < " + _HORIZON,
+        "UPDATE checkpoints SET commit_seq = " + _COMMIT_AT.format(seq="checkpoints.seq")
+        + " WHERE commit_seq IS NULL"],
 }
 
 # Every statement's first word says what it does: DuckDBTx begins the transaction
@@ -91,13 +146,16 @@ SET_HISTORY = "UPDATE history SET incarnation = ?, last_commit = ?, last_seq = ?
 EVENT_COLS = 'seq, event_id, commit_seq, ordinal, "partition", kind, payload, epoch_us(committed_at)'
 INSERT_EVENT = f"INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, {_TS})"
 GET_EVENT = f"SELECT {EVENT_COLS} FROM events WHERE event_id = ?"
-# per partition, the first event past both the consumer's start and its checkpoint there
-EVENT_HEADS = f"""
-SELECT {EVENT_COLS} FROM events WHERE seq IN (
-    SELECT min(e.seq) FROM events e
+GET_EVENT_AT = f"SELECT {EVENT_COLS} FROM events WHERE seq = ?"
+# per partition (or only one), the first N events past both the consumer's start and its checkpoint there
+EVENT_WINDOW = f"""
+SELECT {EVENT_COLS} FROM (
+    SELECT e.*, row_number() OVER (PARTITION BY e."partition" ORDER BY e.seq) AS rn
+    FROM events e
     LEFT JOIN checkpoints k ON k.consumer = ? AND k."partition" = e."partition"
     WHERE e.seq > ? AND (k.seq IS NULL OR e.seq > k.seq)
-    GROUP BY e."partition")
+      AND (CAST(? AS VARCHAR) IS NULL OR e."partition" = ?))
+WHERE rn <= ?
 ORDER BY seq"""
 EVENT_BOUNDS = "SELECT min(seq), max(seq) FROM events"
 PRUNE_EVENTS = f"""
@@ -106,12 +164,22 @@ DELETE FROM events WHERE seq IN (
     WHERE committed_at < {_TS} AND (CAST(? AS BIGINT) IS NULL OR commit_seq < ?)
     ORDER BY seq LIMIT ?)
 RETURNING seq, event_id"""
-LEASE_CONSUMER_COLS = "consumer, start_seq, batch_limit, in_flight_limit, lease_seconds, retired"
+LEASE_CONSUMER_COLS = "consumer, start_seq, start_commit, batch_limit, in_flight_limit, lease_seconds, revision"
 GET_LEASE_CONSUMER = f"SELECT {LEASE_CONSUMER_COLS} FROM lease_consumers WHERE consumer = ?"
-PUT_LEASE_CONSUMER = "INSERT OR REPLACE INTO lease_consumers VALUES (?, ?, ?, ?, ?, ?)"
-GET_CHECKPOINTS = 'SELECT "partition", seq FROM checkpoints WHERE consumer = ? ORDER BY "partition"'
-SET_CHECKPOINT = "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?)"
+PUT_LEASE_CONSUMER = f"INSERT OR REPLACE INTO lease_consumers ({LEASE_CONSUMER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+DELETE_LEASE_CONSUMER = "DELETE FROM lease_consumers WHERE consumer = ? RETURNING start_seq"
+CHECKPOINT_COLS = 'consumer, "partition", seq, commit_seq'
+LIST_CHECKPOINTS = f'SELECT {CHECKPOINT_COLS} FROM checkpoints WHERE consumer = ? ORDER BY "partition"'
+SET_CHECKPOINT = f"INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLS}) VALUES (?, ?, ?, ?)"
 CLEAR_CHECKPOINTS = "DELETE FROM checkpoints WHERE consumer = ? RETURNING seq"
+RESOLUTION_COLS = 'consumer, event_id, seq, "partition", commit_seq, kind'
+INSERT_RESOLUTION = f"INSERT INTO resolutions ({RESOLUTION_COLS}) VALUES (?, ?, ?, ?, ?, ?)"
+LIST_RESOLUTIONS = (f"SELECT {RESOLUTION_COLS} FROM resolutions WHERE consumer = ? "
+                    'AND (CAST(? AS VARCHAR) IS NULL OR "partition" = ?) ORDER BY seq')
+DELETE_RESOLUTION = "DELETE FROM resolutions WHERE consumer = ? AND event_id = ? RETURNING seq"
+CLEAR_RESOLUTIONS = "DELETE FROM resolutions WHERE consumer = ? RETURNING seq"
+CLEAR_RETRIES = "DELETE FROM retries WHERE consumer = ? RETURNING seq"
+CLEAR_DEAD_LETTERS = "DELETE FROM dead_letters WHERE consumer = ? RETURNING seq"
 LEASE_COLS = ('consumer, event_id, seq, "partition", token, incarnation, attempt, '
               'epoch_us(leased_at), epoch_us(expires_at)')
 INSERT_LEASE = f"INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, {_TS}, {_TS})"
@@ -136,7 +204,8 @@ LIST_DEAD_LETTERS = (f"SELECT {DEAD_COLS} FROM dead_letters WHERE (CAST(? AS VAR
 ALL_ROWS = {
     "events": f"SELECT {EVENT_COLS} FROM events ORDER BY seq",
     "lease_consumers": f"SELECT {LEASE_CONSUMER_COLS} FROM lease_consumers ORDER BY consumer",
-    "checkpoints": 'SELECT consumer, "partition", seq FROM checkpoints ORDER BY consumer, "partition"',
+    "checkpoints": f'SELECT {CHECKPOINT_COLS} FROM checkpoints ORDER BY consumer, "partition"',
+    "resolutions": f"SELECT {RESOLUTION_COLS} FROM resolutions ORDER BY consumer, seq",
     "leases": f"SELECT {LEASE_COLS} FROM leases ORDER BY consumer, seq",
     "retries": f"SELECT {RETRY_COLS} FROM retries ORDER BY consumer, seq",
     "dead_letters": f"SELECT {DEAD_COLS} FROM dead_letters ORDER BY consumer, seq",

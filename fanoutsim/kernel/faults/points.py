@@ -31,13 +31,26 @@ OUTBOX_CRASH_POINTS = (  # the outbox design (seed 002)
     "dispatch.after_handle_before_cursor",
     "retention.mid_delete",
 )
-LEASE_CRASH_POINTS = (  # the leased-consumer design (seed 003)
+# the leased-consumer design (seed 003): every transition of a consumer has a
+# point inside its transaction (before_commit: rolled back) and one just after
+# its commit (after_commit: done, but the caller never hears), as RiffDB's
+# process-crash matrix does (``process_crash_matrix_preserves_every_consumer_
+# transition``); lease.after_commit is a lease committed and never replied
+LEASE_CRASH_POINTS = (
     "publish.before_commit",
-    "consume.after_lease_before_reply",
+    "lease.before_commit",
+    "lease.after_commit",
     "worker.after_effect_before_ack",
     "ack.before_commit",
+    "ack.after_commit",
     "nack.before_commit",
-    "recover.mid_expire",
+    "nack.after_commit",
+    "seek.before_commit",
+    "seek.after_commit",
+    "retire.before_commit",
+    "retire.after_commit",
+    "recover.before_commit",
+    "recover.after_commit",
     "events.mid_prune",
 )
 CRASH_POINTS = REACTOR_CRASH_POINTS + OUTBOX_CRASH_POINTS + LEASE_CRASH_POINTS

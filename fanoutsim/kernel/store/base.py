@@ -78,7 +78,8 @@ class StorePart:
     adapter: ``duckdb_tx`` (a mixin of ``DuckDBTx``), ``duckdb_schema`` (run at
     every open, before the migrations: ``CREATE TABLE IF NOT EXISTS ...``),
     ``duckdb_migrations`` (schema version -> statements bringing a file from
-    the version before it, each idempotent) and ``duckdb_rows`` (table -> the
+    the version before it, each idempotent: SQL, or a function of the
+    connection for a step SQL alone cannot say) and ``duckdb_rows`` (table -> the
     SELECT of all its rows in the contract's order)."""
 
     name: str

@@ -171,7 +171,10 @@ class DuckDBStore(Store):
         self.con.execute(sql.schema(self.parts))
         for statements in sql.migrations(self.parts).values():  # each statement is idempotent
             for statement in statements:
-                self.con.execute(statement)
+                if callable(statement):  # a step SQL alone cannot say: a function of the connection
+                    statement(self.con)
+                else:
+                    self.con.execute(statement)
         self.con.execute(sql.SET_SCHEMA_VERSION, [str(self.version)])
         self.con.execute("COMMIT")
 
