@@ -39,7 +39,7 @@ from typing import Any
 
 from ..config import SchedulerConfig
 from ..faults import Crash, FaultPlan, Injector, NoFaults
-from ..ids import IdSource
+from ..ids import FreshIdSource
 from ..metrics import LockedMetrics
 from ..reactor import ReactorEngine, Registry, Runner
 from ..store import open_store
@@ -62,9 +62,10 @@ class Realtime(RunnerHost, WallRuntime):
         self.seed = seed
         self.stop_timeout = stop_timeout
         self.store = open_store(store)  # a bad, newer or locked file fails here, untouched
-        # ids must not repeat those of an earlier process on this file: seed a new stream
+        # ids must not repeat those of an earlier process on this file, nor of any
+        # other wall-clock run: drawn from the OS's entropy, not from the seed
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
-        self.ids = IdSource(seed, stream=f"realtime:{self._starts}")
+        self.ids = FreshIdSource()
         self.metrics_registry = LockedMetrics()
         self._trace = LockedTrace() if trace else NullTrace()
         self.registry = Registry()
