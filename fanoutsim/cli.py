@@ -1,9 +1,10 @@
 """The ``fanoutsim`` command.
 
-``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json]``
-``fanoutsim serve --db FILE [--scenario S] [--rate R]``, ``fanoutsim fire --db FILE
---reactor R [--payload JSON]``, ``fanoutsim status --db FILE``: the engine on the
-wall clock (see :mod:`fanoutsim.runtime.serve`).
+``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json] [--progress]``
+``fanoutsim serve --db FILE [--scenario S] [--rate R] [--max-body-bytes N]``, ``fanoutsim
+fire --db FILE --reactor R [--payload JSON]``, ``fanoutsim status --db FILE``: the
+engine on the wall clock (see :mod:`fanoutsim.runtime.serve`); ``fire`` and
+``status`` refuse a FILE that does not exist.
 
 runs a scenario file (see :mod:`fanoutsim.scenario`), prints its delivery
 report and the delivery checker's verdict (``--json``: both as JSON, and
@@ -32,9 +33,12 @@ checker's totals under ``check``), ``events.parquet``, ``checkpoints.parquet``,
 ``dead_letters.parquet``, ``consumers.parquet`` and, when
 :mod:`fanoutsim.plots.leases` has ``save_leases_figures``, its figures.
 
-A last line names the folder (on stderr with ``--json``). Any error — a
-missing file, a bad scenario, a bad flag — prints ``fanoutsim: error: ...``
-on stderr and exits with status 2.
+A last line names the folder (on stderr with ``--json``). A run that takes
+over two seconds shows its progress on stderr when stderr is a terminal
+(``--progress`` / ``--no-progress`` decide). Any error — a missing file, a bad
+scenario, a bad flag, a database file that cannot be used — prints one line
+``fanoutsim: error: ...`` on stderr and exits with status 2. Output cut short
+by its reader (``| head``) ends quietly.
 """
 from __future__ import annotations
 
@@ -86,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="override [run] until (virtual seconds)")
     run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
     run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show progress on stderr for a run over two seconds (default: when stderr is a terminal)")
 
     srv = sub.add_parser("serve", help="run the engine for real over a DuckDB file until stopped",
                          description="Run the engine on the wall clock over a DuckDB file (which this "
@@ -96,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--rate", type=_rate, metavar="R",
                      help="fire pricing_reactor R times a second (replaces the scenario's workload; 0: none)")
     srv.add_argument("--port", type=int, default=0, help="control port on 127.0.0.1 (default: any free one)")
+    srv.add_argument("--max-body-bytes", type=_bytes, default=None, metavar="N",
+                     help="refuse a request body over N bytes with 413 (default: 1048576, 1 MiB)")
 
     fire = sub.add_parser("fire", help="fire a reactor into a DuckDB file (through its server if one runs)")
     fire.add_argument("--db", required=True, metavar="FILE")
@@ -118,6 +126,16 @@ def _rate(text: str) -> float:
     return value
 
 
+def _bytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of bytes >= 1")
+    return value
+
+
 def _error(message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return 2
@@ -130,14 +148,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(str(exc))
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
-    if args.command == "run":
-        return _run(args)
-    if args.command in ("serve", "fire", "status"):
-        return _realtime(args)
-    return _error(f"unknown command {args.command!r}")  # pragma: no cover - argparse catches it
+    try:
+        if args.command == "run":
+            code = _run(args)
+        elif args.command in ("serve", "fire", "status"):
+            code = _realtime(args)
+        else:  # pragma: no cover - argparse catches it
+            code = _error(f"unknown command {args.command!r}")
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``| head``): stop quietly, as a Unix tool does."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail too
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE, what the shell reports for a tool killed by it
+
+
+def _db_error(db: str, exc: BaseException) -> int:
+    """One line for a database error DuckDB raised past the store's own checks."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return _error(f"{db}: {lines[0] if lines else type(exc).__name__}")
 
 
 def _realtime(args: argparse.Namespace) -> int:
+    import duckdb
+
     from .runtime import serve as srv
     from .scenario import ScenarioError, load_scenario
     from .store.duckdb import StoreError
@@ -146,8 +188,13 @@ def _realtime(args: argparse.Namespace) -> int:
         if args.command == "serve":
             # the server runs the reactor design only: an outbox or leases file is refused by name
             scenario = load_scenario(args.scenario, design="reactor") if args.scenario else None
-            print(f"serving {args.db} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C", file=sys.stderr)
-            return srv.serve(args.db, scenario, rate=args.rate, port=args.port)
+
+            def ready(port: int) -> None:  # said once the file is ours and the endpoint listens
+                print(f"serving {args.db} on 127.0.0.1:{port} (pid {os.getpid()}); stop with SIGTERM or "
+                      f"Ctrl-C", file=sys.stderr, flush=True)
+
+            extra = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
+            return srv.serve(args.db, scenario, rate=args.rate, port=args.port, ready=ready, **extra)
         if args.command == "fire":
             try:
                 payload = json.loads(args.payload)
@@ -161,21 +208,34 @@ def _realtime(args: argparse.Namespace) -> int:
         return 0
     except (ScenarioError, StoreError, ValueError, TypeError, RuntimeError) as exc:
         return _error(str(exc))
+    except duckdb.Error as exc:  # a file damaged past its header, found by a later read
+        return _db_error(args.db, exc)
+    except OSError as exc:  # e.g. the folder of FILE.serve.json cannot be written
+        where = exc.filename or args.db
+        return _error(f"{where}: {exc.strerror or exc}")
 
 
 def _run(args: argparse.Namespace) -> int:
     from .checker import format_check
     from .report import (format_leases_check, format_leases_report, format_outbox_check,
                          format_outbox_report, format_report)
-    from .scenario import ScenarioError, load_scenario
+    from . import progress
+    from .scenario import ScenarioError, check_overrides, load_scenario
+    from .store.duckdb import StoreError
 
+    shown = args.progress if args.progress is not None else _is_terminal(sys.stderr)
     try:
         scenario = load_scenario(args.scenario)
-        sim = scenario.run(seed=args.seed, until=args.until)
-    except ScenarioError as exc:
+        _, _, until = check_overrides(scenario, args.seed, None, args.until)
+        sim = scenario.build(seed=args.seed, until=until)  # what scenario.run does, with a progress bar
+        progress.run_virtual(sim, until, enabled=shown)
+    except (ScenarioError, StoreError) as exc:
         return _error(str(exc))
+    except OSError as exc:  # the [run] store's folder is missing or read-only
+        return _error(f"{exc.filename or args.scenario}: {exc.strerror or exc}")
     out = Path(args.out) if args.out else Path("out") / scenario.name
-    report, checked = full_report(sim, scenario.name)
+    with progress.step("checking", enabled=shown):
+        report, checked = full_report(sim, scenario.name)
     try:
         written = write_outputs(sim, report, out)
     except OSError as exc:
@@ -192,6 +252,13 @@ def _run(args: argparse.Namespace) -> int:
         print(fmt_check(checked))
         print(f"\nwrote {len(written)} files to {out}")
     return 0
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _is_outbox(sim) -> bool:
