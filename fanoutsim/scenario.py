@@ -90,6 +90,7 @@ from typing import Any
 from .config import SchedulerConfig
 from .dist import Dist, parse_dist
 from .predicate import ALLOWED_VARIABLES, InvalidPredicate, compile_predicate
+from .reactor.subscriptions import undeclared_workflow
 from .store import Store
 from .timeutil import parse_start
 from .workload import GENERATORS, Workload
@@ -501,9 +502,9 @@ def _parse_subscriptions(items: list | None, declared: list[str],
                 except InvalidPredicate as exc:
                     errors.add(f"{where}.when", _cel_message(when, str(exc)))
                     when = _BAD
-        if workflow is not None and declared and workflow not in declared:
-            errors.add(f"{where}.workflow", f"{workflow!r} is not declared in [[workflows]]; "
-                                            f"declared: {', '.join(declared)}")
+        problem = None if workflow is None else undeclared_workflow(workflow, declared, " in [[workflows]]")
+        if problem is not None:
+            errors.add(f"{where}.workflow", problem)
             continue
         if reactor is None or workflow is None or tenant is None or when is _BAD:
             continue
