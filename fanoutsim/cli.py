@@ -11,7 +11,8 @@ report and the delivery checker's verdict (``--json``: both as JSON, and
 nothing else, on stdout) and writes into DIR (default ``out/<scenario name>``):
 
 * ``report.json`` — the delivery report, the checker's totals under ``check``;
-* ``firings.parquet``, ``executions.parquet`` (``context`` as a JSON string)
+* ``firings.parquet`` (``sources``, the decoded payload, as a JSON string),
+  ``executions.parquet`` (``context`` as a JSON string)
   and ``subscriptions.parquet`` — the tables at the end of the run;
 * the PNG figures of :func:`fanoutsim.plots.save_report_figures`.
 
@@ -335,7 +336,9 @@ def write_outputs(sim, report: dict, out: Path) -> list[Path]:
 
     executions = sim.executions()
     executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]
-    for name, df in (("firings", sim.firings()), ("executions", executions),
+    firings = sim.firings()
+    firings["sources"] = [None if c is None else json.dumps(c, separators=(",", ":")) for c in firings["sources"]]
+    for name, df in (("firings", firings), ("executions", executions),
                      ("subscriptions", sim.subscriptions())):
         path = out / f"{name}.parquet"
         df.to_parquet(path, index=False)

@@ -2,12 +2,15 @@
 
 Timestamps become timezone-aware UTC ``datetime64[us]`` columns; an execution's
 JSON context becomes a dict, with ``reactor_firing_id`` and ``reactor_name``
-lifted into columns of their own because every analysis joins on them.
+lifted into columns of their own because every analysis joins on them. A
+firing's ``payload`` stays the stored bytes; ``sources`` beside it is what they
+decode to, what a subscriber sees (``{"quote": {"price": 150}}``).
 """
 from __future__ import annotations
 
 import json
 import math
+import struct
 
 import numpy as np
 import pandas as pd
@@ -32,6 +35,9 @@ def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
     for col, dtype in _TYPES.items():
         if col in df.columns:
             df[col] = df[col].astype(dtype)
+    if table == "reactor_firings":
+        df.insert(df.columns.get_loc("payload") + 1, "sources",
+                  pd.Series([_sources(p) for p in df["payload"]], index=df.index, dtype=object))
     if table == "workflow_executions":
         contexts = [json.loads(c) for c in df["context"]]
         df["context"] = pd.Series(contexts, index=df.index, dtype=object)
@@ -40,6 +46,16 @@ def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
         df.insert(3, "reactor_name", pd.Series([c.get("reactor_name") for c in contexts],
                                                index=df.index, dtype=object))
     return _timestamps(df)
+
+
+def _sources(blob) -> dict | None:
+    """A payload decoded as subscribers see it; None if the bytes are not a payload."""
+    from .payload import decode_sources
+
+    try:
+        return decode_sources(bytes(blob))
+    except (ValueError, TypeError, UnicodeDecodeError, struct.error):
+        return None
 
 
 def record(row: dict) -> dict:
