@@ -135,3 +135,11 @@ def test_the_sidecar_is_private_from_its_first_byte(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert json.loads(path.read_text())["token"] == "t"
     assert [p.name for p in tmp_path.iterdir()] == ["a.duckdb.serve.json"]
+
+
+def test_the_live_view_reads_a_server_with_its_token(server):
+    from fanoutsim.widgets import LiveView
+
+    db, address, token = server
+    snap = LiveView(str(db)).snapshot()
+    assert snap["firings"] >= 0 and isinstance(snap["executions"], dict)
