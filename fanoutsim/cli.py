@@ -211,6 +211,8 @@ def _realtime(args: argparse.Namespace) -> int:
         return _error(str(exc))
     except duckdb.Error as exc:  # a file damaged past its header, found by a later read
         return _db_error(args.db, exc)
+    except BrokenPipeError:
+        raise  # the reader of stdout left: main ends quietly
     except OSError as exc:  # e.g. the folder of FILE.serve.json cannot be written
         where = exc.filename or args.db
         return _error(f"{where}: {exc.strerror or exc}")

@@ -109,8 +109,14 @@ def test_run_with_a_store_in_a_read_only_folder(tmp_path):
 
 
 def test_a_reader_that_closes_the_pipe_ends_quietly(tmp_path):
+    db = tmp_path / "st.duckdb"
+    rt = fs.Realtime(store=str(db))
+    rt.runner.subscribe_workflow_to_reactor("r", "wf")
+    rt.fire("r", {"n": 1})
+    rt.close()
     for args in (["run", str(DEFAULT), "--until", "30", "--out", str(tmp_path / "o")],
-                 ["run", str(DEFAULT), "--until", "30", "--out", str(tmp_path / "j"), "--json"]):
+                 ["run", str(DEFAULT), "--until", "30", "--out", str(tmp_path / "j"), "--json"],
+                 ["status", "--db", str(db)], ["fire", "--db", str(db), "--reactor", "r"]):
         proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=ENV)
         proc.stdout.close()  # `| head -0`: gone before the first write
