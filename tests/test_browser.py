@@ -41,6 +41,7 @@ PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook in front
 RAW_WIDGET = re.compile(r"\b[A-Z][A-Za-z]*\((children|value|layout|description)=")
 OPEN_TIMEOUT_MS = 120_000
 RUN_TIMEOUT_S = 420  # the slowest notebook runs for about a minute
+OPEN_ATTEMPTS = 3
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
 
@@ -247,25 +248,20 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
     stem = name.removesuffix(".ipynb")
     started = time.monotonic()
     try:
-        page.evaluate("async name => { const w = await window.jupyterapp.commands.execute("
-                      "'docmanager:open', {path: name, factory: 'Notebook'});"
-                      " await w.context.ready; await w.sessionContext.ready; }", name)
-        page.wait_for_selector(f"{PANEL} .jp-Cell", state="attached")
-        deadline = time.monotonic() + 120
-        while page.evaluate(f"() => {{ {_STATE} }}")["status"] != "idle":  # the kernel is up: JupyterLab has
-            assert time.monotonic() < deadline, "the kernel did not start"  # written kernelspec and language
-            page.wait_for_timeout(250)
-        expected = _widget_outputs(name)
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            text = _open(page, name, stem)
+            # jupyterlab_widgets restores a notebook's saved widgets and, on the kernel's
+            # "connected", the kernel's, in parallel: when the kernel's finishes first it
+            # declares the manager restored and a view still waiting for its saved model
+            # says "model not found" for good. That upstream race shows on a busy machine
+            # only; a fresh open draws it. Anything else fails at once.
+            if "Error displaying widget: model not found" not in text or attempt == OPEN_ATTEMPTS:
+                break
+            print(f"{name}: 'model not found' on open {attempt} (the widget manager's restore race); again")
+            _close(page, base)
+        _check_rendered(text)
         drawn = f"document.querySelectorAll('{PANEL} .jp-OutputArea-output > .jupyter-widgets').length"
-        if expected:
-            try:
-                page.wait_for_function(f"n => {drawn} >= n", arg=expected, timeout=60_000)
-            except Exception:  # noqa: BLE001 - say what is on the page instead of "timeout"
-                pass
-        page.wait_for_timeout(1000)  # let the last metadata updates land
-        _screenshot(page, SHOTS / f"{stem}-opened.png")
-        _check_rendered(_outputs_text(page))
-        assert page.evaluate(f"() => {drawn}") >= expected, "saved widgets were not drawn"
+        assert page.evaluate(f"() => {drawn}") >= _widget_outputs(name), "saved widgets were not drawn"
         assert not page.evaluate(f"() => {{ {_CURRENT} return w.context.model.dirty; }}"), \
             "opening the notebook marked it modified (a kernelspec other than JupyterLab's?)"
 
@@ -300,10 +296,38 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
         text = _outputs_text(page)
         assert "Traceback (most recent call last)" not in text
         _check_rendered(text)
-    finally:  # close it unsaved and stop its kernel
-        page.evaluate(f"async () => {{ {_CURRENT} if (w && w.sessionContext) {{"
-                      " await w.sessionContext.shutdown(); w.dispose(); } }")
-        _shut_down_kernels(base)
+    finally:
+        _close(page, base)
+
+
+def _open(page, name: str, stem: str) -> str:
+    """Open ``name`` as a reader does (its kernel starts), wait for its saved widgets
+    to be drawn; a screenshot; the text of its outputs."""
+    page.evaluate("async name => { const w = await window.jupyterapp.commands.execute("
+                  "'docmanager:open', {path: name, factory: 'Notebook'});"
+                  " await w.context.ready; await w.sessionContext.ready; }", name)
+    page.wait_for_selector(f"{PANEL} .jp-Cell", state="attached")
+    deadline = time.monotonic() + 120
+    while page.evaluate(f"() => {{ {_STATE} }}")["status"] != "idle":  # the kernel is up: JupyterLab has
+        assert time.monotonic() < deadline, "the kernel did not start"  # written kernelspec and language
+        page.wait_for_timeout(250)
+    expected = _widget_outputs(name)
+    drawn = f"document.querySelectorAll('{PANEL} .jp-OutputArea-output > .jupyter-widgets').length"
+    if expected:
+        try:
+            page.wait_for_function(f"n => {drawn} >= n", arg=expected, timeout=60_000)
+        except Exception:  # noqa: BLE001 - the checks below say what is on the page instead of "timeout"
+            pass
+    page.wait_for_timeout(1000)  # let the last metadata updates land
+    _screenshot(page, SHOTS / f"{stem}-opened.png")
+    return _outputs_text(page)
+
+
+def _close(page, base: str) -> None:
+    """Close the notebook in front unsaved and stop its kernel."""
+    page.evaluate(f"async () => {{ {_CURRENT} if (w && w.sessionContext) {{"
+                  " await w.sessionContext.shutdown(); w.dispose(); } }")
+    _shut_down_kernels(base)
 
 
 def test_without_chromium_it_skips_with_the_reason_and_fails_in_ci(monkeypatch):
