@@ -10,6 +10,7 @@ itself: the run, its trace and its ids are those of a run without it.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sys
 import threading
 from typing import Iterator
@@ -21,7 +22,9 @@ TICK = 0.25  # seconds between reads of the clock
 def _bar(**kwargs):
     from tqdm import tqdm
 
-    return tqdm(file=sys.stderr, delay=DELAY, leave=False, dynamic_ncols=True, mininterval=TICK, **kwargs)
+    size = shutil.get_terminal_size((80, 24))  # a terminal that says 0 x 0 (tqdm would draw nothing) gets 80 x 24
+    return tqdm(file=sys.stderr, delay=DELAY, leave=False, ncols=min(size.columns or 80, 100),
+                nrows=size.lines or 24, mininterval=TICK, **kwargs)
 
 
 def run_virtual(sim, until: float, *, enabled: bool = True) -> None:

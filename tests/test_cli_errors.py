@@ -179,3 +179,15 @@ def test_wall_clock_ids_differ_between_runs_and_virtual_ids_repeat(tmp_path):
         sim.fire("r", {})
         sims.append(sim.firings()["id"].tolist())
     assert sims[0] == sims[1]
+
+
+def test_progress_is_shown_by_default_when_stderr_is_a_terminal(tmp_path, capsys, monkeypatch):
+    from fanoutsim import cli
+
+    monkeypatch.setattr(progress, "DELAY", 0.0)
+    monkeypatch.setattr(progress, "TICK", 0.01)
+    monkeypatch.setattr(cli, "_is_terminal", lambda stream: True)
+    assert main(["run", str(DEFAULT), "--until", "600", "--out", str(tmp_path / "o")]) == 0
+    assert "virtual time" in capsys.readouterr().err
+    assert main(["run", str(DEFAULT), "--until", "600", "--out", str(tmp_path / "p"), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
