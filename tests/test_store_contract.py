@@ -18,8 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fanoutsim.kernel.faults import Crash
-from fanoutsim.kernel.store import TABLES, MemoryStore
-from fanoutsim.kernel.store.duckdb import DuckDBStore
+from fanoutsim.designs.stores import TABLES, DuckDBStore, MemoryStore
 
 FIRINGS, SUBS, EXECS = "reactor_firings", "reactor_subscriptions", "workflow_executions"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from fanoutsim.kernel.store import TABLES, open_store
-from fanoutsim.kernel.store.duckdb import DuckDBStore, StoreError
-from fanoutsim.kernel.store import MemoryStore
-from fanoutsim.kernel.store.sql import SCHEMA_VERSION
+from fanoutsim.designs.stores import TABLES, open_store
+from fanoutsim.designs.stores import DuckDBStore, StoreError
+from fanoutsim.designs.stores import MemoryStore
+from fanoutsim.designs.stores import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -168,7 +168,7 @@ def test_a_file_held_by_another_process_is_refused(tmp_path):
 
 def test_a_version_1_file_is_migrated_in_place(tmp_path):
     import duckdb
-    from fanoutsim.kernel.store import sql
+    from fanoutsim.designs.stores import sql
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute(sql.SCHEMA.replace("    last_seen_firing_id       UUID,\n", ""))

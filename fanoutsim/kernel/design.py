@@ -90,6 +90,12 @@ class Design:
     :class:`fanoutsim.kernel.scenario.Schema`): :mod:`fanoutsim.scenario`
     reads its top-level tables to tell which design a table belongs to, and
     writes its JSON Schema.
+
+    ``store_part`` is the design's tables (a
+    :class:`fanoutsim.kernel.store.StorePart`: columns, its part of the
+    transaction interface, the memory and DuckDB adapters' parts):
+    :mod:`fanoutsim.designs.stores` composes every registered design's into
+    each store it opens. None: the design keeps no tables of its own.
     """
 
     name: str
@@ -113,6 +119,7 @@ class Design:
     write_fields: Mapping[str, str] = field(default_factory=dict)
     status: Callable[[Any], dict] | None = None
     scenario_schema: Any = None
+    store_part: Any = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():

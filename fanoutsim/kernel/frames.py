@@ -16,9 +16,9 @@ from fanoutsim.kernel.store.base import TABLES, TIMESTAMP_COLUMNS
 from fanoutsim.kernel.timeutil import from_us
 
 
-def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
+def _timestamps(df: pd.DataFrame, timestamps=TIMESTAMP_COLUMNS) -> pd.DataFrame:
     for col in df.columns:
-        if col in TIMESTAMP_COLUMNS:
+        if col in timestamps:
             df[col] = pd.to_datetime(df[col].astype("Int64"), unit="us", utc=True)
     return df
 
@@ -26,9 +26,12 @@ def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
 _TYPES = {"enabled": bool, "predicate_degraded": bool, "predicate_error_count": "int64"}
 
 
-def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
+def table_frame(table: str, rows: list[dict], columns=None, timestamps=TIMESTAMP_COLUMNS) -> pd.DataFrame:
+    """``rows`` of ``table`` as a DataFrame with ``columns`` (default: a kernel
+    table's); the ``timestamps`` columns become UTC datetimes."""
+    columns = TABLES[table] if columns is None else columns
     # object columns first, so a NULL stays None (pandas would make text NaN)
-    df = pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=object) for c in TABLES[table]})
+    df = pd.DataFrame({c: pd.Series([r[c] for r in rows], dtype=object) for c in columns})
     for col, dtype in _TYPES.items():
         if col in df.columns:
             df[col] = df[col].astype(dtype)
@@ -39,12 +42,17 @@ def table_frame(table: str, rows: list[dict]) -> pd.DataFrame:
                                                     index=df.index, dtype=object))
         df.insert(3, "reactor_name", pd.Series([c.get("reactor_name") for c in contexts],
                                                index=df.index, dtype=object))
-    return _timestamps(df)
+    return _timestamps(df, timestamps)
 
 
-def record(row: dict) -> dict:
-    """One row for Python callers: timestamps as aware datetimes, NULL as None."""
-    return {k: (from_us(v) if k in TIMESTAMP_COLUMNS and v is not None else v) for k, v in row.items()}
+def store_frame(store, table: str) -> pd.DataFrame:
+    """The committed rows of a store's table as a DataFrame (its columns, its timestamps)."""
+    return table_frame(table, store.rows(table), store.tables[table], store.timestamp_columns)
+
+
+def record(row: dict, timestamps=TIMESTAMP_COLUMNS) -> dict:
+    """One row for Python callers: ``timestamps`` as aware datetimes, NULL as None."""
+    return {k: (from_us(v) if k in timestamps and v is not None else v) for k, v in row.items()}
 
 
 def json_ready(value):

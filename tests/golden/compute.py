@@ -41,7 +41,7 @@ def _frame_digest(df) -> str:
 def result(path: Path, seed: int, store: str) -> dict:
     from fanoutsim.cli import full_report
     from fanoutsim.scenario import load_scenario
-    from fanoutsim.kernel.store.base import TABLES
+    from fanoutsim.designs.stores import TABLES
 
     scenario = load_scenario(path)
     until = min(scenario.until, UNTIL[store]) if scenario.until else UNTIL[store]

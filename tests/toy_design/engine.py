@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 import simpy
 
-from fanoutsim.kernel.store import open_store
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.scenario import ScenarioError
 

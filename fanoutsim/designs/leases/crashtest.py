@@ -28,7 +28,7 @@ import threading
 from collections import Counter
 
 from fanoutsim.designs.leases import LeaseConfig
-from fanoutsim.kernel.store import open_store
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.crashtest import campaign, main, module_child, run_child, side_lines, wait_or_kill
 from fanoutsim.designs.leases.realtime import LeaseRealtime
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fanoutsim.designs.leases.engine import LeaseEngine
-from fanoutsim.kernel.frames import table_frame
+from fanoutsim.kernel.frames import store_frame
 
 
 
@@ -147,7 +147,7 @@ class LeaseHost:
 
     # -- looking at it ----------------------------------------------------------
     def _frame(self, table: str) -> pd.DataFrame:
-        return table_frame(table, self.store.rows(table))
+        return store_frame(self.store, table)
 
     def events(self) -> pd.DataFrame:
         return self._frame("events")

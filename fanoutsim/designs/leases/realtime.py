@@ -73,6 +73,7 @@ from fanoutsim.kernel.faults import Crash
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, every, wall_us
 
 WORKERS_PER_LEASE = 2  # a client polls while it has fewer than this x in_flight_limit workers alive
@@ -102,7 +103,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
         self.config = checked_lease_config(config, seed)
         self.seed = seed
-        self._open(seed, store, faults, trace, stop_timeout)
+        self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
         self.clients: dict[str, LeaseClient] = {}
         self._polling: set[str] = set()     # consumers whose client loop runs in this incarnation
         self._publishers: list[_Publisher] = []

@@ -36,6 +36,7 @@ from fanoutsim.kernel.faults import Crash
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
 
 
@@ -61,7 +62,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
     def __init__(self, config: LeaseConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True) -> None:
         self.config, self.seed = checked_lease_config(config, seed), seed
-        self._open(seed, store, start, faults, trace)
+        self._open(seed, store, start, faults, trace, opener=open_store)
         self.clients: dict[str, Client] = {}
         self._work_rng = random.Random(f"fanoutsim:lease-work:{seed}")
         self._workloads = 0

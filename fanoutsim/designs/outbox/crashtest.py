@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 
 from fanoutsim.designs.outbox import OutboxConfig
-from fanoutsim.kernel.store import open_store
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.crashtest import campaign, main, module_child, run_child, side_lines, wait_or_kill
 from fanoutsim.designs.outbox.realtime import OutboxRealtime
 

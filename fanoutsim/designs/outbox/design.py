@@ -12,6 +12,7 @@ from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS
 
 from .config import OutboxConfig
 from .scenario import OUTBOX_FAULT_KINDS, SCHEMA
+from .tables import PART
 
 
 def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
@@ -199,4 +200,5 @@ DESIGN = Design(
     write=_write,
     write_fields=WRITE_FIELDS,
     status=_status,
+    store_part=PART,
 )

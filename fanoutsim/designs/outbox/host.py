@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fanoutsim.kernel.frames import table_frame
+from fanoutsim.kernel.frames import store_frame
 
 
 
@@ -38,7 +38,7 @@ class OutboxHost:
         return delay
 
     def _frame(self, table: str) -> pd.DataFrame:
-        return table_frame(table, self.store.rows(table))
+        return store_frame(self.store, table)
 
     def outbox(self) -> pd.DataFrame:
         return self._frame("outbox")

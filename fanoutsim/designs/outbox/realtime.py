@@ -78,6 +78,7 @@ from fanoutsim.designs.outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.notify import NotificationChannel
 from fanoutsim.kernel.timeutil import US, to_us
 from fanoutsim.designs.outbox.host import OutboxHost, checked_outbox_config
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, every, wall_us
 
 # a due_at read from ``rt.now`` just before the call is "now", not the past
@@ -108,7 +109,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
         self.config = checked_outbox_config(config, seed)
         self.seed = seed
-        self._open(seed, store, faults, trace, stop_timeout)
+        self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
         self.registry = OutboxRegistry()
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}:{self._starts}"),

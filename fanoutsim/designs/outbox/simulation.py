@@ -36,6 +36,7 @@ from fanoutsim.designs.outbox.dispatcher import DEFERRED
 from fanoutsim.designs.outbox.notify import NotificationChannel
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.outbox.host import OutboxHost, checked_outbox_config
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
 
 
@@ -57,7 +58,7 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
     def __init__(self, config: OutboxConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True) -> None:
         self.config, self.seed = checked_outbox_config(config, seed), seed
-        self._open(seed, store, start, faults, trace)
+        self._open(seed, store, start, faults, trace, opener=open_store)
         self.registry = OutboxRegistry()
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}"),

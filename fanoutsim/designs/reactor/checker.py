@@ -452,7 +452,7 @@ def check_store(store, config=None) -> CheckReport:
     of its sight: use :func:`check` on a live run for those.
     """
     from fanoutsim.designs.reactor.config import SchedulerConfig
-    from fanoutsim.kernel.store import open_store
+    from fanoutsim.designs.stores import open_store
 
     store = open_store(store) if isinstance(store, str) else store
     cfg = config or SchedulerConfig()

@@ -12,6 +12,7 @@ from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 from .config import SchedulerConfig
 from .scenario import SCHEMA
 from .serve import WRITE_FIELDS, open_realtime, status_of, write
+from .tables import PART
 
 
 def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
@@ -159,4 +160,5 @@ DESIGN = Design(
     write=_write,
     write_fields=WRITE_FIELDS,
     status=_status,
+    store_part=PART,
 )

@@ -16,7 +16,7 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.payload import decode_sources
-from fanoutsim.kernel.frames import table_frame
+from fanoutsim.kernel.frames import store_frame
 
 
 
@@ -82,16 +82,16 @@ class RunnerHost:
 
     # -- looking at it ---------------------------------------------------------
     def firings(self) -> pd.DataFrame:
-        return with_sources(table_frame("reactor_firings", self.store.rows("reactor_firings")))
+        return with_sources(store_frame(self.store, "reactor_firings"))
 
     def subscriptions(self, tenant: str | None = None) -> pd.DataFrame:
-        df = table_frame("reactor_subscriptions", self.store.rows("reactor_subscriptions"))
+        df = store_frame(self.store, "reactor_subscriptions")
         if tenant is not None:
             df = df[df["tenant_id"] == tenant].reset_index(drop=True)
         return df
 
     def executions(self) -> pd.DataFrame:
-        return table_frame("workflow_executions", self.store.rows("workflow_executions"))
+        return store_frame(self.store, "workflow_executions")
 
     def trace(self) -> pd.DataFrame:
         return self._trace.frame()

@@ -51,6 +51,7 @@ from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.host import RunnerHost, checked_config
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, every, wall_us
 
 
@@ -69,7 +70,7 @@ class Realtime(RunnerHost, SteppedWallRuntime):
         config = checked_config(config, seed)
         self.config = config
         self.seed = seed
-        self._open(seed, store, faults, trace, stop_timeout)
+        self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
         self.registry = Registry()
         self.runner = Runner(self)
         self._checked = False

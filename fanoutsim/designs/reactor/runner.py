@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
+from fanoutsim.designs.reactor.tables import TIMESTAMP_COLUMNS
 from fanoutsim.kernel.frames import record
 
 
@@ -48,7 +49,7 @@ class Runner:
         """Subscriptions of ``tenant`` (``None``: every tenant), as dicts keyed by column."""
         with self._rt.store.transaction() as tx:
             rows = tx.list_subscriptions(tenant=tenant)
-        return [{k: v for k, v in record(row).items() if k in LISTED} for row in rows]
+        return [{k: v for k, v in record(row, TIMESTAMP_COLUMNS).items() if k in LISTED} for row in rows]
 
     # -- declarations (code: survive restarts) ----------------------------------
     def register_workflow(self, name: str, fn: Callable[[dict], Any] | None = None,

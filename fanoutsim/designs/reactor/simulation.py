@@ -29,6 +29,7 @@ from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
 from fanoutsim.kernel.timeutil import from_us
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.host import RunnerHost, checked_config
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
 
 
@@ -60,7 +61,7 @@ class Simulation(RunnerHost, VirtualRuntime):
         self.config = config
         self.seed = seed
         self.fetch_latency = float(fetch_latency)
-        self._open(seed, store, start, faults, trace)
+        self._open(seed, store, start, faults, trace, opener=open_store)
         self.ids = IdSource(seed)
         self.registry = Registry()
         self._pollers = self.faults.pollers if isinstance(self.faults, Injector) else Pollers(1)

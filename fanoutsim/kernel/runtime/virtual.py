@@ -73,13 +73,14 @@ class VirtualRuntime(VirtualCrashes):
 
     _noun = "runtime"
 
-    def _open(self, seed: int, store, start, faults, trace: bool) -> None:
-        """What every seeded SimPy run starts with: the clock, the store, the
-        metrics, the trace and the bound fault plan; no incarnation yet (the
-        first :meth:`restart` makes incarnation 0)."""
+    def _open(self, seed: int, store, start, faults, trace: bool, opener=open_store) -> None:
+        """What every seeded SimPy run starts with: the clock, the store
+        (``opener(store)``: the design's, with every registered design's
+        tables), the metrics, the trace and the bound fault plan; no
+        incarnation yet (the first :meth:`restart` makes incarnation 0)."""
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
-        self.store = open_store(store)
+        self.store = opener(store)
         self.metrics_registry = Metrics()
         self._trace = Trace() if trace else NullTrace()
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)

@@ -149,15 +149,16 @@ class SteppedWallRuntime(WallRuntime):
 
     _noun = "runtime"
 
-    def _open(self, seed: int, store, faults, trace: bool, stop_timeout) -> None:
-        """What every threaded runtime starts with: the file (a bad, newer or
+    def _open(self, seed: int, store, faults, trace: bool, stop_timeout, opener=open_store) -> None:
+        """What every threaded runtime starts with: the file (``opener(store)``:
+        the design's, with every registered design's tables; a bad, newer or
         locked one fails here, untouched), the count of earlier starts on it (so
         no RNG stream repeats an earlier process's), the clock, locked metrics
         and trace, the bound fault plan and the life cycle's locks and events."""
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
-        self.store = open_store(store)
+        self.store = opener(store)
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
         self.metrics_registry = LockedMetrics()

@@ -8,33 +8,50 @@ in it. Two adapters implement one small interface (:mod:`.base`):
 * :class:`~fanoutsim.kernel.store.memory.MemoryStore` — dicts and sorted indexes with
   an undo log; the fast default under the virtual clock.
 * :class:`~fanoutsim.kernel.store.duckdb.DuckDBStore` — the same tables in DuckDB
-  (``":memory:"`` or a ``.duckdb`` file), its SQL kept together in ``sql.py``.
+  (``":memory:"`` or a ``.duckdb`` file).
 
-``tests/test_store_contract.py`` runs one suite unchanged against both.
+The kernel keeps what every table shares — transactions, the undo log, failed
+transactions, ``runner_log``, schema versions — and imports no design: each
+design brings its tables as a :class:`~.base.StorePart` (its ``tables``
+module), which a store composes when given it (``MemoryStore(parts=...)``).
+:mod:`fanoutsim.designs.stores` opens stores with every registered design's
+part. ``tests/test_store_contract.py`` runs one suite unchanged against both.
 """
 from __future__ import annotations
 
-from fanoutsim.kernel.store.base import Store, Tx, TABLES
+from typing import Callable
+
+from fanoutsim.kernel.store.base import TABLES, Store, StorePart, Tx
 from fanoutsim.kernel.store.memory import MemoryStore
 
 
-def open_store(spec: "str | Store" = "memory") -> Store:
-    """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, or a Store."""
+def open_store(spec: "str | Store" = "memory", parts=()) -> Store:
+    """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, or a Store
+    (returned as it is). A new store holds the kernel's tables and ``parts``'."""
+    def duckdb(path: str) -> Store:
+        from fanoutsim.kernel.store.duckdb import DuckDBStore
+
+        return DuckDBStore(path, parts)
+
+    return open_store_with(spec, lambda: MemoryStore(parts), duckdb)
+
+
+def open_store_with(spec: "str | Store", memory: Callable[[], Store], duckdb: Callable[[str], Store]) -> Store:
+    """What :func:`open_store` does with its ``spec``, making a memory store with
+    ``memory()`` and a DuckDB one with ``duckdb(path)`` (``":memory:"`` for ``"duckdb"``)."""
     if isinstance(spec, Store):
         return spec
     if not isinstance(spec, str):
         raise TypeError(f"store must be 'memory', 'duckdb', a .duckdb path or a Store, not {spec!r}")
     if spec == "memory":
-        return MemoryStore()
-    from fanoutsim.kernel.store.duckdb import DuckDBStore
-
+        return memory()
     if spec == "duckdb":
-        return DuckDBStore(":memory:")
+        return duckdb(":memory:")
     if spec.endswith(".duckdb") or spec.endswith(".db"):
-        return DuckDBStore(spec)
+        return duckdb(spec)
     raise ValueError(
         f"store {spec!r} is not known; use 'memory', 'duckdb' or a path ending in .duckdb"
     )
 
 
-__all__ = ["Store", "Tx", "TABLES", "MemoryStore", "open_store"]
+__all__ = ["Store", "StorePart", "Tx", "TABLES", "MemoryStore", "open_store", "open_store_with"]

@@ -3,13 +3,10 @@
 Rows cross this interface as plain dicts whose timestamps are ``int``
 microseconds since the epoch (see :mod:`fanoutsim.kernel.timeutil`) and whose ids are
 UUID strings. Orderings are part of the contract, because they decide which
-firing a batch takes and which execution a worker claims; both adapters must
-produce the same sequence for the same calls, or runs would differ by store:
-
-* firings of a stream: by ``(fired_at, id)``
-* subscriptions: by ``(tenant_id, reactor_name, workflow_name)``
-* executions: by ``(dispatched_at, id)``
-* runner_log: by ``seq``
+row a batch takes and which a worker claims; both adapters must produce the
+same sequence for the same calls, or runs would differ by store. The kernel's
+own table, ``runner_log``, is ordered by ``seq``; each design's
+:class:`StorePart` (its ``tables`` module) states the orderings of its tables.
 
 Both adapters also fail alike:
 
@@ -28,52 +25,20 @@ Both adapters also fail alike:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
 
-# table -> columns, in the order DataFrames show them
+# the kernel's own tables: table -> columns, in the order DataFrames show them.
+# Each design adds its own with a StorePart (its ``tables`` module).
 TABLES: dict[str, tuple[str, ...]] = {
-    "reactor_firings": ("id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"),
-    "reactor_subscriptions": (
-        "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
-        "last_seen_fired_at", "last_seen_firing_id", "predicate_error_count", "predicate_error_firing_id",
-        "last_predicate_error", "predicate_degraded", "created_at", "updated_at",
-    ),
-    "workflow_executions": (
-        "id", "workflow_name", "tenant_id", "context", "status",
-        "dispatched_at", "claimed_at", "finished_at",
-    ),
     # the runner process's own life: one row per start and per clean stop, so a
     # start with no stop before it marks a crash, even a kill -9
     "runner_log": ("seq", "happened_at", "event", "detail"),
-    # -- the outbox design (seed 002): a domain table, the log, its cursors --
-    "pages": ("id", "body", "updated_at"),
-    "outbox": ("seq", "ts", "topic", "kind", "ref", "due_at"),
-    "cursors": ("consumer", "seq"),
-    "parked": ("consumer", "seq", "error", "attempts", "parked_at"),
-    "deferred": ("consumer", "seq", "due_at"),
-    # -- the leased-consumer design (seed 003): the event log, consumers, their
-    # per-partition checkpoints, leases, retries, dead letters, the history row --
-    "events": ("seq", "event_id", "commit_seq", "ordinal", "partition", "kind", "payload", "committed_at"),
-    "lease_consumers": ("consumer", "start_seq", "batch_limit", "in_flight_limit", "lease_seconds", "retired"),
-    "checkpoints": ("consumer", "partition", "seq"),
-    "leases": ("consumer", "event_id", "seq", "partition", "token", "incarnation", "attempt",
-               "leased_at", "expires_at"),
-    "retries": ("consumer", "event_id", "seq", "partition", "attempts", "not_before", "error"),
-    "dead_letters": ("consumer", "event_id", "seq", "partition", "attempts", "error", "payload", "dead_at"),
-    "history": ("incarnation", "last_commit", "last_seq", "leases_granted"),
 }
-TIMESTAMP_COLUMNS = frozenset(
-    {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
-     "dispatched_at", "claimed_at", "finished_at", "happened_at",
-     "ts", "due_at", "parked_at",
-     "committed_at", "leased_at", "expires_at", "not_before", "dead_at"}
-)
+TIMESTAMP_COLUMNS = frozenset({"happened_at"})
 # what a call on a transaction that a failed write ended says, in both adapters
 FAILED_TX = "a write in this transaction failed ({}); leave the block so it rolls back"
 SWALLOWED_TX = "transaction rolled back: a write in it failed ({})"
-
-# a subscription is known by its id and its triple; changing either is a new
-# subscription (delete and insert), never an update
-SUBSCRIPTION_IDENTITY = frozenset({"id", "reactor_name", "workflow_name", "tenant_id"})
 
 
 def check_limit(limit: int) -> int:
@@ -84,259 +49,106 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-def check_subscription_changes(changes: dict) -> None:
-    """Reject columns an update may not set, before anything is written."""
-    unknown = set(changes) - set(TABLES["reactor_subscriptions"])
-    if unknown:
-        raise KeyError(f"unknown reactor_subscriptions column(s): {sorted(unknown)}")
-    identity = SUBSCRIPTION_IDENTITY & set(changes)
-    if identity:
-        raise ValueError(
-            f"cannot update {sorted(identity)} of a subscription; delete it and insert a new one"
-        )
-
-
 class Tx(ABC):
-    """One open transaction. Obtain it from :meth:`Store.transaction`."""
+    """One open transaction. Obtain it from :meth:`Store.transaction`. The
+    kernel's part of the interface; each design's :class:`StorePart` adds its
+    own (an ABC of abstract methods, ``tx``), which both adapters implement."""
 
     # the error of a write that failed in this transaction; it can no longer commit
     failed: BaseException | None = None
-
-    # -- reactor_firings -------------------------------------------------
-    @abstractmethod
-    def insert_firing(self, row: dict) -> None: ...
-
-    @abstractmethod
-    def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int,
-                      after_id: str | None = None, until: int | None = None) -> list[dict]:
-        """Up to ``limit`` firings of one stream past a cursor, ordered by
-        ``(fired_at, id)``. The cursor is ``fired_at > after`` (all firings when
-        ``after`` is None) or, given ``after_id``, the compound
-        ``(fired_at, id) > (after, after_id)``; ``until`` keeps only
-        ``fired_at <= until`` (a settle horizon)."""
-
-    @abstractmethod
-    def prune_firings(self, cutoff: int, conservative: bool, limit: int | None = None) -> list[str]:
-        """Delete firings with ``fired_at < cutoff`` (oldest first, at most
-        ``limit``); when ``conservative``, only those that every enabled
-        subscription of their stream has a watermark at or past. Returns the
-        deleted ids in ``(fired_at, id)`` order."""
-
-    @abstractmethod
-    def count_firings(self) -> int: ...
-
-    # -- reactor_subscriptions ------------------------------------------
-    @abstractmethod
-    def get_subscription(self, reactor: str, workflow: str, tenant: str) -> dict | None: ...
-
-    @abstractmethod
-    def insert_subscription(self, row: dict) -> None: ...
-
-    @abstractmethod
-    def update_subscription(self, sub_id: str, changes: dict) -> None:
-        """Set ``changes`` (column -> value) on one row; identity columns are refused."""
-
-    @abstractmethod
-    def delete_subscription(self, sub_id: str) -> bool: ...
-
-    @abstractmethod
-    def list_subscriptions(self, tenant: str | None = None, enabled_only: bool = False) -> list[dict]: ...
-
-    # -- workflow_executions --------------------------------------------
-    @abstractmethod
-    def insert_execution(self, row: dict) -> None: ...
-
-    @abstractmethod
-    def claim_executions(self, now: int, limit: int) -> list[dict]:
-        """Mark up to ``limit`` pending executions running, oldest first; return them."""
-
-    @abstractmethod
-    def requeue_running(self) -> list[str]:
-        """Put every ``running`` execution back to ``pending`` (claimed_at NULL):
-        the claims of an executor that died. Returns their ids, oldest first."""
 
     # -- runner_log -----------------------------------------------------
     @abstractmethod
     def log_runner(self, at: int, event: str, detail: str | None = None) -> int:
         """Append one row to ``runner_log``; returns its ``seq`` (1, 2, ...)."""
 
-    @abstractmethod
-    def finish_execution(self, execution_id: str, now: int, status: str) -> None:
-        """Set ``status`` and ``finished_at``; the row is no longer pending."""
 
-    # == the outbox design (seed 002) =====================================
-    # Orderings: outbox by ``seq``; cursors by ``consumer``; parked and
-    # deferred by ``(consumer, seq)``; pages by ``id``.
+@dataclass(frozen=True)
+class StorePart:
+    """One design's tables, as the store composes them (``MemoryStore(parts=...)``,
+    ``DuckDBStore(path, parts=...)``); the kernel keeps the transactions, the
+    undo log, failed-transaction handling, ``runner_log`` and schema versions.
 
-    # -- outbox ------------------------------------------------------------
-    @abstractmethod
-    def reserve_outbox_seq(self) -> int:
-        """The next outbox seq (1, 2, ...), never handed out twice: a sequence's
-        nextval. A seq reserved and never inserted stays a gap."""
+    ``tables``: table -> columns in DataFrame order; ``timestamp_columns``: its
+    columns holding epoch microseconds. ``tx``: its part of the ``Tx``
+    interface (abstract methods). The memory adapter: ``memory_tx`` (a mixin
+    of ``MemoryTx``, ``__slots__ = ()``, implementing ``tx``), ``memory_init(store)``
+    (its dicts and indexes on a new ``MemoryStore``) and ``memory_rows`` (table
+    -> ``fn(store)``: the committed rows in the contract's order). The DuckDB
+    adapter: ``duckdb_tx`` (a mixin of ``DuckDBTx``), ``duckdb_schema`` (run at
+    every open, before the migrations: ``CREATE TABLE IF NOT EXISTS ...``),
+    ``duckdb_migrations`` (schema version -> statements bringing a file from
+    the version before it, each idempotent) and ``duckdb_rows`` (table -> the
+    SELECT of all its rows in the contract's order)."""
 
-    @abstractmethod
-    def insert_outbox(self, row: dict) -> None:
-        """Append one outbox row (``seq`` from :meth:`reserve_outbox_seq`); a
-        seq already in the table raises :class:`KeyError`."""
+    name: str
+    tables: Mapping[str, tuple[str, ...]]
+    timestamp_columns: frozenset
+    tx: type
+    memory_tx: type
+    memory_init: Callable[[Any], None]
+    memory_rows: Mapping[str, Callable[[Any], list]]
+    duckdb_tx: type
+    duckdb_schema: str = ""
+    duckdb_migrations: Mapping[int, Sequence[str]] = field(default_factory=dict)
+    duckdb_rows: Mapping[str, str] = field(default_factory=dict)
 
-    @abstractmethod
-    def fetch_outbox(self, after: int, limit: int) -> list[dict]:
-        """Up to ``limit`` rows with ``seq > after``, in seq order."""
 
-    @abstractmethod
-    def outbox_bounds(self) -> tuple[int | None, int]:
-        """``(oldest retained seq or None, last reserved seq or 0)``."""
+def row_of(cols: tuple[str, ...], values) -> dict:
+    """One row of a table with columns ``cols`` (a SQL result's tuple), as a dict."""
+    return dict(zip(cols, values))
 
-    @abstractmethod
-    def prune_outbox(self, cutoff: int, limit: int | None = None) -> list[int]:
-        """Delete rows with ``ts < cutoff`` (lowest seq first, at most
-        ``limit``), except rows still deferred for some consumer; returns the
-        deleted seqs in order."""
 
-    # -- cursors -------------------------------------------------------------
-    @abstractmethod
-    def get_cursor(self, consumer: str) -> int | None: ...
+def check_parts(parts) -> tuple[StorePart, ...]:
+    """The parts a store composes: StoreParts, no table named twice (nor one of the kernel's)."""
+    parts = tuple(parts)
+    seen = dict.fromkeys(TABLES, "the kernel")
+    for part in parts:
+        if not isinstance(part, StorePart):
+            raise TypeError(f"a store part must be a StorePart, got {part!r}")
+        for table in part.tables:
+            if table in seen:
+                raise ValueError(f"table {table!r} of part {part.name!r} is already a table of {seen[table]}")
+            seen[table] = f"part {part.name!r}"
+    return parts
 
-    @abstractmethod
-    def set_cursor(self, consumer: str, seq: int) -> None:
-        """Insert or overwrite the consumer's cursor."""
 
-    @abstractmethod
-    def list_cursors(self) -> list[dict]: ...
+def compose_tx(base: type, mixins: tuple[type, ...]) -> type:
+    """``base`` (an adapter's transaction) with the parts' methods. A method two
+    of them define would be one part's silently, so it is refused."""
+    if not mixins:
+        return base
+    owner = {name: base.__name__ for name in dir(base) if not name.startswith("__")}
+    for mixin in mixins:
+        for name in vars(mixin):
+            if name.startswith("__") or name == "_abc_impl":
+                continue
+            if name in owner:
+                raise ValueError(f"{mixin.__name__}.{name} is {owner[name]}'s already; a store part "
+                                 "adds methods, it does not replace them")
+            owner[name] = mixin.__name__
+    return type(base.__name__, (base, *mixins), {"__slots__": ()})
 
-    # -- parked and deferred rows ------------------------------------------------
-    @abstractmethod
-    def park(self, row: dict) -> None:
-        """Record a poison row (consumer, seq, error, attempts, parked_at);
-        parking the same (consumer, seq) again overwrites it."""
 
-    @abstractmethod
-    def list_parked(self, consumer: str | None = None) -> list[dict]: ...
+def tables_of(parts) -> dict[str, tuple[str, ...]]:
+    """Every table of the kernel and of ``parts``: table -> columns."""
+    out = dict(TABLES)
+    for part in parts:
+        out.update(part.tables)
+    return out
 
-    @abstractmethod
-    def defer(self, consumer: str, seq: int, due_at: int) -> None:
-        """Remember that ``consumer`` owes the row ``seq`` at ``due_at``."""
 
-    @abstractmethod
-    def fetch_due(self, consumer: str, now: int, limit: int) -> list[dict]:
-        """Deferred entries of ``consumer`` with ``due_at <= now``, by ``(due_at, seq)``."""
-
-    @abstractmethod
-    def next_due(self, consumer: str) -> int | None:
-        """The earliest ``due_at`` the consumer still owes, or None."""
-
-    @abstractmethod
-    def delete_deferred(self, consumer: str, seq: int) -> bool: ...
-
-    # -- the domain table ------------------------------------------------------
-    @abstractmethod
-    def upsert_page(self, row: dict) -> None: ...
-
-    @abstractmethod
-    def get_page(self, page_id: str) -> dict | None: ...
-
-    # == the leased-consumer design (seed 003) ==============================
-    # Orderings: events by ``seq``; lease_consumers by ``consumer``;
-    # checkpoints by ``(consumer, partition)``; leases, retries and
-    # dead_letters by ``(consumer, seq)``. ``history`` is one row.
-
-    # -- history: the incarnation and the log's counters ----------------------
-    @abstractmethod
-    def get_history(self) -> dict:
-        """The one history row: ``incarnation`` (1 at first), ``last_commit``,
-        ``last_seq`` and ``leases_granted`` (0 at first); they only grow."""
-
-    @abstractmethod
-    def set_history(self, row: dict) -> None:
-        """Overwrite the history row with ``row``'s four columns."""
-
-    # -- events -----------------------------------------------------------------
-    @abstractmethod
-    def insert_event(self, row: dict) -> None:
-        """Append one event; a ``seq`` or ``event_id`` already there raises :class:`KeyError`."""
-
-    @abstractmethod
-    def get_event(self, event_id: str) -> dict | None: ...
-
-    @abstractmethod
-    def event_heads(self, consumer: str, after: int) -> list[dict]:
-        """Per partition, the first retained event with ``seq > after`` and
-        past ``consumer``'s checkpoint of that partition; by ``seq``."""
-
-    @abstractmethod
-    def event_bounds(self) -> tuple[int | None, int | None]:
-        """``(lowest, highest)`` retained seq, or ``(None, None)``."""
-
-    @abstractmethod
-    def prune_events(self, cutoff: int, fence: int | None, limit: int | None = None) -> list[str]:
-        """Delete events with ``committed_at < cutoff`` and, unless ``fence``
-        is None, ``commit_seq < fence`` (lowest seq first, at most ``limit``);
-        returns their event ids in seq order."""
-
-    # -- consumers and checkpoints ----------------------------------------------
-    @abstractmethod
-    def get_lease_consumer(self, consumer: str) -> dict | None: ...
-
-    @abstractmethod
-    def put_lease_consumer(self, row: dict) -> None:
-        """Insert or overwrite one consumer row."""
-
-    @abstractmethod
-    def list_lease_consumers(self) -> list[dict]: ...
-
-    @abstractmethod
-    def get_checkpoints(self, consumer: str) -> dict:
-        """``{partition: seq}``: the last done event of each partition."""
-
-    @abstractmethod
-    def set_checkpoint(self, consumer: str, partition: str, seq: int) -> None: ...
-
-    @abstractmethod
-    def clear_checkpoints(self, consumer: str) -> int:
-        """Delete the consumer's checkpoints; how many there were."""
-
-    # -- leases -------------------------------------------------------------------
-    @abstractmethod
-    def insert_lease(self, row: dict) -> None:
-        """A lease of ``(consumer, event_id)``; a second one raises :class:`KeyError`."""
-
-    @abstractmethod
-    def get_lease(self, consumer: str, event_id: str) -> dict | None: ...
-
-    @abstractmethod
-    def list_leases(self, consumer: str | None = None) -> list[dict]: ...
-
-    @abstractmethod
-    def delete_lease(self, consumer: str, event_id: str) -> bool: ...
-
-    @abstractmethod
-    def expired_leases(self, now: int, limit: int) -> list[dict]:
-        """Leases with ``expires_at <= now``, by ``(expires_at, consumer, seq)``."""
-
-    # -- retries and dead letters ---------------------------------------------------
-    @abstractmethod
-    def put_retry(self, row: dict) -> None:
-        """Insert or overwrite the retry of ``(consumer, event_id)``."""
-
-    @abstractmethod
-    def get_retry(self, consumer: str, event_id: str) -> dict | None: ...
-
-    @abstractmethod
-    def delete_retry(self, consumer: str, event_id: str) -> bool: ...
-
-    @abstractmethod
-    def list_retries(self, consumer: str | None = None) -> list[dict]: ...
-
-    @abstractmethod
-    def insert_dead_letter(self, row: dict) -> None:
-        """Retain a dead letter; the same ``(consumer, event_id)`` again raises :class:`KeyError`."""
-
-    @abstractmethod
-    def list_dead_letters(self, consumer: str | None = None) -> list[dict]: ...
+def timestamp_columns_of(parts) -> frozenset:
+    return TIMESTAMP_COLUMNS.union(*(part.timestamp_columns for part in parts))
 
 
 class Store(ABC):
-    """A set of tables with transactions. Not re-entrant: one open tx at a time."""
+    """A set of tables with transactions. Not re-entrant: one open tx at a time.
+    ``tables`` (table -> columns) and ``timestamp_columns`` say which tables
+    it holds: the kernel's and those of the parts it composes."""
+
+    tables: Mapping[str, tuple[str, ...]] = TABLES
+    timestamp_columns: frozenset = TIMESTAMP_COLUMNS
 
     @abstractmethod
     def _begin(self) -> Tx: ...

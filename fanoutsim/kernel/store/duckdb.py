@@ -17,8 +17,11 @@ import threading
 
 import duckdb
 
+from functools import lru_cache
+
 from fanoutsim.kernel.store import sql
-from fanoutsim.kernel.store.base import FAILED_TX, TABLES, TIMESTAMP_COLUMNS, Store, Tx, check_limit, check_subscription_changes
+from fanoutsim.kernel.store.base import (FAILED_TX, Store, Tx, check_parts, compose_tx, row_of, tables_of,
+                                         timestamp_columns_of)
 
 
 class StoreError(RuntimeError):
@@ -31,12 +34,7 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _row(cols: tuple[str, ...], values) -> dict:
-    return dict(zip(cols, values))
-
-
-_F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES["workflow_executions"]
-_O = TABLES["outbox"]
+_row = row_of
 
 
 _READS: dict[str, bool] = {}
@@ -58,7 +56,9 @@ class DuckDBTx(Tx):
     of their own: every transaction of this store holds the store's lock, and
     one process owns the file, so nothing can commit between them. A poll that
     finds nothing thus costs its reads alone, not BEGIN and COMMIT around them
-    (at a 50 ms poll interval that was two thirds of an idle runner's work)."""
+    (at a 50 ms poll interval that was two thirds of an idle runner's work).
+
+    A part's mixin runs its statements through ``_run``."""
 
     __slots__ = ("c", "failed", "n", "begun")
 
@@ -85,210 +85,33 @@ class DuckDBTx(Tx):
             self.failed = exc
             raise
 
-    def insert_firing(self, row):
-        self._run(sql.INSERT_FIRING, [row[k] for k in _F])
-
-    def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
-        check_limit(limit)
-        if after_id is not None or until is not None:
-            rows = self._run(sql.FETCH_FIRINGS_CURSOR,
-                             [reactor, tenant, after, after, after, after_id, after_id, until, until,
-                              limit]).fetchall()
-        elif after is None:
-            rows = self._run(sql.FETCH_FIRINGS_ALL, [reactor, tenant, limit]).fetchall()
-        else:
-            rows = self._run(sql.FETCH_FIRINGS_AFTER, [reactor, tenant, after, limit]).fetchall()
-        return [_row(_F, r) for r in rows]
-
-    def prune_firings(self, cutoff, conservative, limit=None):
-        limit = 2**62 if limit is None else check_limit(limit)
-        rows = self._run(sql.PRUNE_FIRINGS, [cutoff, conservative, limit]).fetchall()
-        return [fid for _, fid in sorted((at, fid) for fid, at in rows)]
-
-    def count_firings(self):
-        return self._run(sql.COUNT_FIRINGS).fetchone()[0]
-
-    def get_subscription(self, reactor, workflow, tenant):
-        r = self._run(sql.GET_SUBSCRIPTION, [reactor, workflow, tenant]).fetchone()
-        return None if r is None else _row(_S, r)
-
-    def insert_subscription(self, row):
-        self._run(sql.INSERT_SUBSCRIPTION, [row[k] for k in _S])
-
-    def update_subscription(self, sub_id, changes):
-        check_subscription_changes(changes)
-        cols = tuple(changes)
-        if not cols:
-            return  # "SET" with nothing to set is not SQL
-        self._run(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
-
-    def delete_subscription(self, sub_id):
-        return self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
-
-    def list_subscriptions(self, tenant=None, enabled_only=False):
-        rows = self._run(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
-        return [_row(_S, r) for r in rows]
-
-    def insert_execution(self, row):
-        self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
-
-    def requeue_running(self):
-        rows = self._run(sql.REQUEUE_RUNNING).fetchall()
-        return [eid for _, eid in sorted((at, eid) for eid, at in rows)]
-
-    def claim_executions(self, now, limit):
-        check_limit(limit)
-        rows = [_row(_E, r) for r in self._run(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]
-        rows.sort(key=lambda r: (r["dispatched_at"], r["id"]))
-        return rows
-
+    # -- runner_log -----------------------------------------------------
     def log_runner(self, at, event, detail=None):
         return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]
 
-    def finish_execution(self, execution_id, now, status):
-        self._run(sql.FINISH_EXECUTION, [status, now, execution_id])
 
-    # == the outbox design (seed 002) =====================================
-    def reserve_outbox_seq(self):
-        return self._run(sql.RESERVE_OUTBOX_SEQ).fetchone()[0]
-
-    def insert_outbox(self, row):
-        self._run(sql.INSERT_OUTBOX, [row[k] for k in _O])
-
-    def fetch_outbox(self, after, limit):
-        rows = self._run(sql.FETCH_OUTBOX, [after, check_limit(limit)]).fetchall()
-        return [_row(_O, r) for r in rows]
-
-    def outbox_bounds(self):
-        low = self._run(sql.OUTBOX_MIN).fetchone()[0]
-        return (low, self._run(sql.OUTBOX_LAST).fetchone()[0])
-
-    def prune_outbox(self, cutoff, limit=None):
-        limit = 2**62 if limit is None else check_limit(limit)
-        return sorted(r[0] for r in self._run(sql.PRUNE_OUTBOX, [cutoff, limit]).fetchall())
-
-    def get_cursor(self, consumer):
-        r = self._run(sql.GET_CURSOR, [consumer]).fetchone()
-        return None if r is None else r[0]
-
-    def set_cursor(self, consumer, seq):
-        self._run(sql.SET_CURSOR, [consumer, seq])
-
-    def list_cursors(self):
-        return [_row(TABLES["cursors"], r) for r in self._run(sql.ALL_ROWS["cursors"]).fetchall()]
-
-    def park(self, row):
-        self._run(sql.PARK, [row[k] for k in TABLES["parked"]])
-
-    def list_parked(self, consumer=None):
-        return [_row(TABLES["parked"], r) for r in self._run(sql.LIST_PARKED, [consumer, consumer]).fetchall()]
-
-    def defer(self, consumer, seq, due_at):
-        self._run(sql.DEFER, [consumer, seq, due_at])
-
-    def fetch_due(self, consumer, now, limit):
-        rows = self._run(sql.FETCH_DUE, [consumer, now, check_limit(limit)]).fetchall()
-        return [_row(TABLES["deferred"], r) for r in rows]
-
-    def next_due(self, consumer):
-        return self._run(sql.NEXT_DUE, [consumer]).fetchone()[0]
-
-    def delete_deferred(self, consumer, seq):
-        return self._run(sql.DELETE_DEFERRED, [consumer, seq]).fetchone() is not None
-
-    def upsert_page(self, row):
-        self._run(sql.UPSERT_PAGE, [row[k] for k in TABLES["pages"]])
-
-    def get_page(self, page_id):
-        r = self._run(sql.GET_PAGE, [page_id]).fetchone()
-        return None if r is None else _row(TABLES["pages"], r)
-
-    # == the leased-consumer design (seed 003) ==============================
-    def _one(self, table, statement, params):
-        r = self._run(statement, params).fetchone()
-        return None if r is None else _row(TABLES[table], r)
-
-    def _all(self, table, statement, params):
-        return [_row(TABLES[table], r) for r in self._run(statement, params).fetchall()]
-
-    def get_history(self):
-        return self._one("history", sql.GET_HISTORY, None)
-
-    def set_history(self, row):
-        self._run(sql.SET_HISTORY, [row[k] for k in TABLES["history"]])
-
-    def insert_event(self, row):
-        self._run(sql.INSERT_EVENT, [row[k] for k in TABLES["events"]])
-
-    def get_event(self, event_id):
-        return self._one("events", sql.GET_EVENT, [event_id])
-
-    def event_heads(self, consumer, after):
-        return self._all("events", sql.EVENT_HEADS, [consumer, after])
-
-    def event_bounds(self):
-        return tuple(self._run(sql.EVENT_BOUNDS).fetchone())
-
-    def prune_events(self, cutoff, fence, limit=None):
-        limit = 2**62 if limit is None else check_limit(limit)
-        rows = self._run(sql.PRUNE_EVENTS, [cutoff, fence, fence, limit]).fetchall()
-        return [eid for _, eid in sorted(rows)]
-
-    def get_lease_consumer(self, consumer):
-        return self._one("lease_consumers", sql.GET_LEASE_CONSUMER, [consumer])
-
-    def put_lease_consumer(self, row):
-        self._run(sql.PUT_LEASE_CONSUMER, [row[k] for k in TABLES["lease_consumers"]])
-
-    def list_lease_consumers(self):
-        return self._all("lease_consumers", sql.ALL_ROWS["lease_consumers"], None)
-
-    def get_checkpoints(self, consumer):
-        return dict(self._run(sql.GET_CHECKPOINTS, [consumer]).fetchall())
-
-    def set_checkpoint(self, consumer, partition, seq):
-        self._run(sql.SET_CHECKPOINT, [consumer, partition, seq])
-
-    def clear_checkpoints(self, consumer):
-        return len(self._run(sql.CLEAR_CHECKPOINTS, [consumer]).fetchall())
-
-    def insert_lease(self, row):
-        self._run(sql.INSERT_LEASE, [row[k] for k in TABLES["leases"]])
-
-    def get_lease(self, consumer, event_id):
-        return self._one("leases", sql.GET_LEASE, [consumer, event_id])
-
-    def list_leases(self, consumer=None):
-        return self._all("leases", sql.LIST_LEASES, [consumer, consumer])
-
-    def delete_lease(self, consumer, event_id):
-        return self._run(sql.DELETE_LEASE, [consumer, event_id]).fetchone() is not None
-
-    def expired_leases(self, now, limit):
-        return self._all("leases", sql.EXPIRED_LEASES, [now, check_limit(limit)])
-
-    def put_retry(self, row):
-        self._run(sql.PUT_RETRY, [row[k] for k in TABLES["retries"]])
-
-    def get_retry(self, consumer, event_id):
-        return self._one("retries", sql.GET_RETRY, [consumer, event_id])
-
-    def delete_retry(self, consumer, event_id):
-        return self._run(sql.DELETE_RETRY, [consumer, event_id]).fetchone() is not None
-
-    def list_retries(self, consumer=None):
-        return self._all("retries", sql.LIST_RETRIES, [consumer, consumer])
-
-    def insert_dead_letter(self, row):
-        self._run(sql.INSERT_DEAD_LETTER, [row[k] for k in TABLES["dead_letters"]])
-
-    def list_dead_letters(self, consumer=None):
-        return self._all("dead_letters", sql.LIST_DEAD_LETTERS, [consumer, consumer])
+@lru_cache(maxsize=None)
+def _tx_class(mixins: tuple[type, ...]) -> type:
+    """DuckDBTx with the parts' methods (one class per set of parts)."""
+    return compose_tx(DuckDBTx, mixins)
 
 
 class DuckDBStore(Store):
-    def __init__(self, path: str = ":memory:") -> None:
+    """The kernel's tables and those of ``parts`` (StoreParts), in DuckDB:
+    ``":memory:"`` or a file. A file is brought to the composed schema at open:
+    every table's ``CREATE TABLE IF NOT EXISTS``, then every migration (each
+    idempotent), then the schema version."""
+
+    def __init__(self, path: str = ":memory:", parts=()) -> None:
         self.path = path
+        self.parts = check_parts(parts)
+        self.tables = tables_of(self.parts)
+        self.timestamp_columns = timestamp_columns_of(self.parts)
+        self.version = sql.schema_version(self.parts)
+        self._all_rows = dict(sql.ALL_ROWS)
+        for part in self.parts:
+            self._all_rows.update(part.duckdb_rows)
+        self._tx = _tx_class(tuple(part.duckdb_tx for part in self.parts))
         if path != ":memory:" and os.path.lexists(path):
             if not os.path.isfile(path):
                 raise StoreError(f"{path} is not a file; refusing to touch it")
@@ -351,10 +174,10 @@ class DuckDBStore(Store):
             version = int(found[0]) if found else 0
         except ValueError:
             raise StoreError(f"{self.path} has schema version {found[0]!r}, not a number") from None
-        if version > sql.SCHEMA_VERSION:
+        if version > self.version:
             raise StoreError(
                 f"{self.path} has schema version {version}, newer than this fanoutsim "
-                f"understands ({sql.SCHEMA_VERSION}); upgrade fanoutsim"
+                f"understands ({self.version}); upgrade fanoutsim"
             )
 
     def __repr__(self) -> str:
@@ -367,11 +190,11 @@ class DuckDBStore(Store):
             self.con.close()
             raise
         self.con.execute("BEGIN")
-        self.con.execute(sql.SCHEMA)
-        for version in sorted(sql.MIGRATIONS):  # each statement is idempotent
-            for statement in sql.MIGRATIONS[version]:
+        self.con.execute(sql.schema(self.parts))
+        for statements in sql.migrations(self.parts).values():  # each statement is idempotent
+            for statement in statements:
                 self.con.execute(statement)
-        self.con.execute(sql.SET_SCHEMA_VERSION, [str(sql.SCHEMA_VERSION)])
+        self.con.execute(sql.SET_SCHEMA_VERSION, [str(self.version)])
         self.con.execute("COMMIT")
 
     def _begin(self) -> DuckDBTx:
@@ -380,7 +203,7 @@ class DuckDBStore(Store):
             raise RuntimeError("nested transactions are not supported")
         self._lock.acquire()
         self._owner = me
-        return DuckDBTx(self.con)  # BEGIN comes with the first write
+        return self._tx(self.con)  # BEGIN comes with the first write
 
     def _commit(self, tx: DuckDBTx) -> None:
         self.statements += tx.n + tx.begun  # BEGIN is in n; COMMIT is one more
@@ -410,12 +233,14 @@ class DuckDBStore(Store):
             self._lock.release()
 
     def rows(self, table: str) -> list[dict]:
-        if table not in sql.ALL_ROWS:
+        statement = self._all_rows.get(table)
+        if statement is None:
             raise KeyError(f"unknown table {table!r}")
         if self._owner == threading.get_ident():  # else: waiting on our own lock, forever
             raise RuntimeError("rows() reads committed rows; call it outside the open transaction")
+        cols = self.tables[table]
         with self._lock:
-            return [_row(TABLES[table], r) for r in self.con.execute(sql.ALL_ROWS[table]).fetchall()]
+            return [_row(cols, r) for r in self.con.execute(statement).fetchall()]
 
     def close(self) -> None:
         self.con.close()

@@ -1,0 +1,456 @@
+"""The reactor design's tables: its part of the store (seeds 000 and 001).
+
+``reactor_firings`` (the log a reactor writes), ``reactor_subscriptions``
+(one watermark each) and ``workflow_executions`` (what the poll loop
+dispatches and the executor claims): their columns, their part of the ``Tx``
+interface, the memory adapter's state and methods, the DuckDB schema,
+migration and statements, composed by the kernel's store as :data:`PART`.
+
+Orderings (part of the contract: they decide which firing a batch takes and
+which execution a worker claims):
+
+* firings of a stream: by ``(fired_at, id)``
+* subscriptions: by ``(tenant_id, reactor_name, workflow_name)``
+* executions: by ``(dispatched_at, id)``
+
+The memory adapter indexes firings per stream ``(reactor_name, tenant_id)`` by
+the key ``(fired_at, id)``, which makes the poll loop's fetch a bisection;
+every index (streams, triples, pending executions) is kept in step with the
+rows by each write and by its undo.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from bisect import bisect_left, bisect_right, insort
+
+from fanoutsim.designs.reactor import tables_sql as sql
+from fanoutsim.kernel.store.base import StorePart, check_limit
+from fanoutsim.kernel.store.base import row_of as _row
+
+# -- the tables ----------------------------------------------------------------------
+# table -> columns, in the order DataFrames show them
+TABLES: dict[str, tuple[str, ...]] = {
+    "reactor_firings": ("id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"),
+    "reactor_subscriptions": (
+        "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
+        "last_seen_fired_at", "last_seen_firing_id", "predicate_error_count", "predicate_error_firing_id",
+        "last_predicate_error", "predicate_degraded", "created_at", "updated_at",
+    ),
+    "workflow_executions": (
+        "id", "workflow_name", "tenant_id", "context", "status",
+        "dispatched_at", "claimed_at", "finished_at",
+    ),
+}
+TIMESTAMP_COLUMNS = frozenset(
+    {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
+     "dispatched_at", "claimed_at", "finished_at"}
+)
+
+# a subscription is known by its id and its triple; changing either is a new
+# subscription (delete and insert), never an update
+SUBSCRIPTION_IDENTITY = frozenset({"id", "reactor_name", "workflow_name", "tenant_id"})
+
+
+def check_subscription_changes(changes: dict) -> None:
+    """Reject columns an update may not set, before anything is written."""
+    unknown = set(changes) - set(TABLES["reactor_subscriptions"])
+    if unknown:
+        raise KeyError(f"unknown reactor_subscriptions column(s): {sorted(unknown)}")
+    identity = SUBSCRIPTION_IDENTITY & set(changes)
+    if identity:
+        raise ValueError(
+            f"cannot update {sorted(identity)} of a subscription; delete it and insert a new one"
+        )
+
+
+# -- the interface -------------------------------------------------------------------
+class ReactorTx(ABC):
+    """The reactor's part of :class:`~fanoutsim.kernel.store.base.Tx`."""
+
+    __slots__ = ()
+
+    # -- reactor_firings -------------------------------------------------
+    @abstractmethod
+    def insert_firing(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int,
+                      after_id: str | None = None, until: int | None = None) -> list[dict]:
+        """Up to ``limit`` firings of one stream past a cursor, ordered by
+        ``(fired_at, id)``. The cursor is ``fired_at > after`` (all firings when
+        ``after`` is None) or, given ``after_id``, the compound
+        ``(fired_at, id) > (after, after_id)``; ``until`` keeps only
+        ``fired_at <= until`` (a settle horizon)."""
+
+    @abstractmethod
+    def prune_firings(self, cutoff: int, conservative: bool, limit: int | None = None) -> list[str]:
+        """Delete firings with ``fired_at < cutoff`` (oldest first, at most
+        ``limit``); when ``conservative``, only those that every enabled
+        subscription of their stream has a watermark at or past. Returns the
+        deleted ids in ``(fired_at, id)`` order."""
+
+    @abstractmethod
+    def count_firings(self) -> int: ...
+
+    # -- reactor_subscriptions ------------------------------------------
+    @abstractmethod
+    def get_subscription(self, reactor: str, workflow: str, tenant: str) -> dict | None: ...
+
+    @abstractmethod
+    def insert_subscription(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def update_subscription(self, sub_id: str, changes: dict) -> None:
+        """Set ``changes`` (column -> value) on one row; identity columns are refused."""
+
+    @abstractmethod
+    def delete_subscription(self, sub_id: str) -> bool: ...
+
+    @abstractmethod
+    def list_subscriptions(self, tenant: str | None = None, enabled_only: bool = False) -> list[dict]: ...
+
+    # -- workflow_executions --------------------------------------------
+    @abstractmethod
+    def insert_execution(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def claim_executions(self, now: int, limit: int) -> list[dict]:
+        """Mark up to ``limit`` pending executions running, oldest first; return them."""
+
+    @abstractmethod
+    def requeue_running(self) -> list[str]:
+        """Put every ``running`` execution back to ``pending`` (claimed_at NULL):
+        the claims of an executor that died. Returns their ids, oldest first."""
+
+    @abstractmethod
+    def finish_execution(self, execution_id: str, now: int, status: str) -> None:
+        """Set ``status`` and ``finished_at``; the row is no longer pending."""
+
+
+# -- the memory adapter -----------------------------------------------------------------
+_MAX_ID = "\uffff"  # sorts after every UUID string
+
+
+class _Stream:
+    __slots__ = ("keys",)
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, str]] = []  # (fired_at, id), sorted
+
+
+def memory_init(s) -> None:
+    """The reactor's tables on a new MemoryStore."""
+    s.firings: dict[str, dict] = {}
+    s.streams: dict[tuple[str, str], _Stream] = {}
+    s.subs: dict[str, dict] = {}
+    s.sub_by_triple: dict[tuple[str, str, str], str] = {}
+    s.sub_order: list[str] | None = None
+    s.executions: dict[str, dict] = {}
+    s.pending: list[tuple[int, str]] = []
+
+
+def _index_status(s, row: dict, old: str | None, new: str | None) -> None:
+    """Keep ``pending`` equal to the rows whose status is 'pending' as
+    ``row`` goes from status ``old`` to ``new`` (None: no such row)."""
+    key = (row["dispatched_at"], row["id"])
+    if old == "pending" and new != "pending":
+        del s.pending[bisect_left(s.pending, key)]
+    elif new == "pending" and old != "pending":
+        insort(s.pending, key)
+
+
+def _drop_firing(s, fid: str) -> dict:
+    row = s.firings.pop(fid)
+    keys = s.streams[(row["reactor_name"], row["tenant_id"])].keys
+    key = (row["fired_at"], fid)
+    del keys[bisect_left(keys, key)]
+    return row
+
+
+def _restore_firing(s, row: dict) -> None:
+    s.firings[row["id"]] = row
+    insort(s.streams[(row["reactor_name"], row["tenant_id"])].keys, (row["fired_at"], row["id"]))
+
+
+def _drop_sub(s, sid: str) -> dict:
+    row = s.subs.pop(sid)
+    del s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])]
+    s.sub_order = None
+    return row
+
+
+def _restore_sub(s, row: dict) -> None:
+    s.subs[row["id"]] = row
+    s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])] = row["id"]
+    s.sub_order = None
+
+
+class ReactorMemoryTx(ReactorTx):
+    """The reactor's methods of the memory adapter's transaction (a mixin of
+    :class:`~fanoutsim.kernel.store.memory.MemoryTx`)."""
+
+    __slots__ = ()
+
+    # -- reactor_firings -------------------------------------------------
+    def insert_firing(self, row: dict) -> None:
+        s = self.s
+        fid = row["id"]
+        if fid in s.firings:
+            raise self._duplicate(f"reactor_firings.id {fid}")
+        row = dict(row)
+        row["payload"] = bytes(row["payload"])  # a BLOB reads back as bytes, whatever was written
+        s.firings[fid] = row
+        stream = s.streams.get((row["reactor_name"], row["tenant_id"]))
+        if stream is None:
+            stream = s.streams[(row["reactor_name"], row["tenant_id"])] = _Stream()
+        key = (row["fired_at"], fid)
+        insort(stream.keys, key)
+        self.undo.append(lambda: _drop_firing(s, fid))
+
+    def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
+        s = self.s
+        limit = check_limit(limit)
+        stream = s.streams.get((reactor, tenant))
+        if stream is None:
+            return []
+        keys = stream.keys
+        if after is None:
+            start = 0
+        else:  # past every key of that instant, or only past the compound cursor
+            start = bisect_right(keys, (after, _MAX_ID if after_id is None else after_id))
+        end = start + limit
+        if until is not None:
+            end = min(end, bisect_right(keys, (until, _MAX_ID)))
+        firings = s.firings
+        return [dict(firings[k[1]]) for k in keys[start:end]]
+
+    def prune_firings(self, cutoff, conservative, limit=None):
+        s = self.s
+        if limit is not None:
+            check_limit(limit)
+        doomed: list[tuple[int, str]] = []
+        for (reactor, tenant), stream in s.streams.items():
+            bound = cutoff - 1
+            if conservative:
+                for sub in s.subs.values():
+                    if sub["enabled"] and sub["reactor_name"] == reactor and sub["tenant_id"] == tenant:
+                        wm = sub["last_seen_fired_at"]
+                        if wm is None:
+                            bound = None
+                            break
+                        bound = min(bound, wm)
+            if bound is not None:
+                doomed.extend(stream.keys[: bisect_right(stream.keys, (bound, _MAX_ID))])
+        doomed.sort()
+        if limit is not None:
+            doomed = doomed[:limit]
+        for _, fid in doomed:
+            row = _drop_firing(s, fid)
+            self.undo.append(lambda row=row: _restore_firing(s, row))
+        return [fid for _, fid in doomed]
+
+    def count_firings(self):
+        return len(self.s.firings)
+
+    # -- reactor_subscriptions ------------------------------------------
+    def get_subscription(self, reactor, workflow, tenant):
+        sid = self.s.sub_by_triple.get((reactor, workflow, tenant))
+        return None if sid is None else dict(self.s.subs[sid])
+
+    def insert_subscription(self, row):
+        s = self.s
+        sid = row["id"]
+        triple = (row["reactor_name"], row["workflow_name"], row["tenant_id"])
+        # both keys, like the table's PRIMARY KEY and UNIQUE: a reused id would
+        # overwrite a row and leave its old triple pointing at the new one
+        if triple in s.sub_by_triple:
+            raise self._duplicate(f"reactor_subscriptions {triple}")
+        if sid in s.subs:
+            raise self._duplicate(f"reactor_subscriptions.id {sid}")
+        _restore_sub(s, dict(row))
+        self.undo.append(lambda: _drop_sub(s, sid))
+
+    def update_subscription(self, sub_id, changes):
+        check_subscription_changes(changes)  # else a typo would become a new column
+        row = self.s.subs.get(sub_id)
+        if row is None:
+            return  # no such row: UPDATE ... WHERE id = ? matches nothing
+        before = {k: row[k] for k in changes}
+        row.update(changes)
+        self.undo.append(lambda: row.update(before))
+
+    def delete_subscription(self, sub_id):
+        s = self.s
+        if sub_id not in s.subs:
+            return False
+        row = _drop_sub(s, sub_id)
+        self.undo.append(lambda: _restore_sub(s, row))
+        return True
+
+    def list_subscriptions(self, tenant=None, enabled_only=False):
+        s = self.s
+        if s.sub_order is None:
+            s.sub_order = [s.sub_by_triple[t] for t in sorted(s.sub_by_triple, key=lambda t: (t[2], t[0], t[1]))]
+        out = []
+        for sid in s.sub_order:
+            row = s.subs[sid]
+            if (tenant is None or row["tenant_id"] == tenant) and (row["enabled"] or not enabled_only):
+                out.append(dict(row))
+        return out
+
+    # -- workflow_executions --------------------------------------------
+    def insert_execution(self, row):
+        s = self.s
+        eid = row["id"]
+        if eid in s.executions:
+            raise self._duplicate(f"workflow_executions.id {eid}")
+        row = s.executions[eid] = dict(row)
+        _index_status(s, row, None, row["status"])
+
+        def undo():
+            _index_status(s, row, row["status"], None)
+            del s.executions[eid]
+
+        self.undo.append(undo)
+
+    def claim_executions(self, now, limit):
+        s = self.s
+        taken = s.pending[: check_limit(limit)]
+        if not taken:
+            return []
+        del s.pending[: len(taken)]
+        out, before = [], []
+        for key in taken:
+            row = s.executions[key[1]]
+            before.append((row, row["claimed_at"]))
+            row["status"] = "running"
+            row["claimed_at"] = now
+            out.append(dict(row))
+
+        def undo():
+            for r, claimed_at in before:
+                r["status"], r["claimed_at"] = "pending", claimed_at
+            s.pending[:0] = taken  # they were the oldest pending, in order
+
+        self.undo.append(undo)
+        return out
+
+    def requeue_running(self):
+        s = self.s
+        stale = sorted((r["dispatched_at"], r["id"]) for r in s.executions.values() if r["status"] == "running")
+        before = []
+        for key in stale:
+            row = s.executions[key[1]]
+            before.append((row, row["claimed_at"]))
+            row["status"], row["claimed_at"] = "pending", None
+            insort(s.pending, key)
+
+        def undo():
+            for r, claimed_at in before:
+                r["status"], r["claimed_at"] = "running", claimed_at
+                s.pending.remove((r["dispatched_at"], r["id"]))
+
+        self.undo.append(undo)
+        return [eid for _, eid in stale]
+
+    def finish_execution(self, execution_id, now, status):
+        s = self.s
+        row = s.executions.get(execution_id)
+        if row is None:
+            return  # no such row: UPDATE ... WHERE id = ? matches nothing
+        before = (row["status"], row["finished_at"])
+        row["status"], row["finished_at"] = status, now
+        _index_status(s, row, before[0], status)  # a finished row must not be claimed later
+
+        def undo():
+            row["status"], row["finished_at"] = before
+            _index_status(s, row, status, before[0])
+
+        self.undo.append(undo)
+
+
+MEMORY_ROWS = {
+    "reactor_firings": lambda s: [dict(r) for r in sorted(s.firings.values(), key=lambda r: (r["fired_at"], r["id"]))],
+    "reactor_subscriptions": lambda s: [dict(r) for r in sorted(
+        s.subs.values(), key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))],
+    "workflow_executions": lambda s: [dict(r) for r in sorted(s.executions.values(),
+                                                              key=lambda r: (r["dispatched_at"], r["id"]))],
+}
+
+
+# -- the DuckDB adapter ---------------------------------------------------------------
+_F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES["workflow_executions"]
+
+
+class ReactorDuckDBTx(ReactorTx):
+    """The reactor's methods of the DuckDB adapter's transaction (a mixin of
+    :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`)."""
+
+    __slots__ = ()
+
+    def insert_firing(self, row):
+        self._run(sql.INSERT_FIRING, [row[k] for k in _F])
+
+    def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
+        check_limit(limit)
+        if after_id is not None or until is not None:
+            rows = self._run(sql.FETCH_FIRINGS_CURSOR,
+                             [reactor, tenant, after, after, after, after_id, after_id, until, until,
+                              limit]).fetchall()
+        elif after is None:
+            rows = self._run(sql.FETCH_FIRINGS_ALL, [reactor, tenant, limit]).fetchall()
+        else:
+            rows = self._run(sql.FETCH_FIRINGS_AFTER, [reactor, tenant, after, limit]).fetchall()
+        return [_row(_F, r) for r in rows]
+
+    def prune_firings(self, cutoff, conservative, limit=None):
+        limit = 2**62 if limit is None else check_limit(limit)
+        rows = self._run(sql.PRUNE_FIRINGS, [cutoff, conservative, limit]).fetchall()
+        return [fid for _, fid in sorted((at, fid) for fid, at in rows)]
+
+    def count_firings(self):
+        return self._run(sql.COUNT_FIRINGS).fetchone()[0]
+
+    def get_subscription(self, reactor, workflow, tenant):
+        r = self._run(sql.GET_SUBSCRIPTION, [reactor, workflow, tenant]).fetchone()
+        return None if r is None else _row(_S, r)
+
+    def insert_subscription(self, row):
+        self._run(sql.INSERT_SUBSCRIPTION, [row[k] for k in _S])
+
+    def update_subscription(self, sub_id, changes):
+        check_subscription_changes(changes)
+        cols = tuple(changes)
+        if not cols:
+            return  # "SET" with nothing to set is not SQL
+        self._run(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
+
+    def delete_subscription(self, sub_id):
+        return self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
+
+    def list_subscriptions(self, tenant=None, enabled_only=False):
+        rows = self._run(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
+        return [_row(_S, r) for r in rows]
+
+    def insert_execution(self, row):
+        self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
+
+    def requeue_running(self):
+        rows = self._run(sql.REQUEUE_RUNNING).fetchall()
+        return [eid for _, eid in sorted((at, eid) for eid, at in rows)]
+
+    def claim_executions(self, now, limit):
+        check_limit(limit)
+        rows = [_row(_E, r) for r in self._run(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]
+        rows.sort(key=lambda r: (r["dispatched_at"], r["id"]))
+        return rows
+
+    def finish_execution(self, execution_id, now, status):
+        self._run(sql.FINISH_EXECUTION, [status, now, execution_id])
+
+
+PART = StorePart(
+    name="reactor", tables=TABLES, timestamp_columns=TIMESTAMP_COLUMNS, tx=ReactorTx,
+    memory_tx=ReactorMemoryTx, memory_init=memory_init, memory_rows=MEMORY_ROWS,
+    duckdb_tx=ReactorDuckDBTx, duckdb_schema=sql.SCHEMA, duckdb_migrations=sql.MIGRATIONS, duckdb_rows=sql.ALL_ROWS,
+)

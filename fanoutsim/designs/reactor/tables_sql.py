@@ -1,0 +1,140 @@
+"""The reactor design's SQL, kept together: its tables' schema, migrations and statements.
+
+Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
+the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them. Part of
+:data:`fanoutsim.designs.reactor.tables.PART`.
+"""
+from fanoutsim.kernel.store.sql import TS as _TS
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS reactor_firings (
+    id           UUID PRIMARY KEY,
+    reactor_name VARCHAR NOT NULL,
+    tenant_id    VARCHAR NOT NULL,
+    payload      BLOB NOT NULL,
+    fired_at     TIMESTAMPTZ NOT NULL,
+    created_at   TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reactor_subscriptions (
+    id                        UUID PRIMARY KEY,
+    reactor_name              VARCHAR NOT NULL,
+    workflow_name             VARCHAR NOT NULL,
+    tenant_id                 VARCHAR NOT NULL,
+    enabled                   BOOLEAN NOT NULL,
+    predicate                 VARCHAR,
+    last_seen_fired_at        TIMESTAMPTZ,
+    last_seen_firing_id       UUID,
+    predicate_error_count     INTEGER NOT NULL,
+    predicate_error_firing_id UUID,
+    last_predicate_error      VARCHAR,
+    predicate_degraded        BOOLEAN NOT NULL,
+    created_at                TIMESTAMPTZ NOT NULL,
+    updated_at                TIMESTAMPTZ NOT NULL,
+    UNIQUE (reactor_name, workflow_name, tenant_id)
+);
+CREATE TABLE IF NOT EXISTS workflow_executions (
+    id            UUID PRIMARY KEY,
+    workflow_name VARCHAR NOT NULL,
+    tenant_id     VARCHAR NOT NULL,
+    context       VARCHAR NOT NULL,
+    status        VARCHAR NOT NULL,
+    dispatched_at TIMESTAMPTZ NOT NULL,
+    claimed_at    TIMESTAMPTZ,
+    finished_at   TIMESTAMPTZ
+);
+"""
+
+# schema version -> statements that bring a file from the version before it
+MIGRATIONS = {
+    2: ["ALTER TABLE reactor_subscriptions ADD COLUMN IF NOT EXISTS last_seen_firing_id UUID"],
+}
+
+FIRING_COLS = "id::VARCHAR, reactor_name, tenant_id, payload, epoch_us(fired_at), epoch_us(created_at)"
+
+INSERT_FIRING = f"INSERT INTO reactor_firings VALUES (?, ?, ?, ?, {_TS}, {_TS})"
+
+FETCH_FIRINGS_ALL = f"""
+SELECT {FIRING_COLS} FROM reactor_firings
+WHERE reactor_name = ? AND tenant_id = ?
+ORDER BY fired_at, id LIMIT ?"""
+
+FETCH_FIRINGS_AFTER = f"""
+SELECT {FIRING_COLS} FROM reactor_firings
+WHERE reactor_name = ? AND tenant_id = ? AND fired_at > {_TS}
+ORDER BY fired_at, id LIMIT ?"""
+
+# The compound cursor (fired_at, id) and the settle horizon: NULL parameters
+# switch each part off.
+FETCH_FIRINGS_CURSOR = f"""
+SELECT {FIRING_COLS} FROM reactor_firings
+WHERE reactor_name = ? AND tenant_id = ?
+  AND (CAST(? AS BIGINT) IS NULL OR fired_at > {_TS}
+       OR (fired_at = {_TS} AND CAST(? AS UUID) IS NOT NULL AND id > CAST(? AS UUID)))
+  AND (CAST(? AS BIGINT) IS NULL OR fired_at <= {_TS})
+ORDER BY fired_at, id LIMIT ?"""
+
+# Conservative prune (seed 000): every enabled subscription of the firing's
+# stream must be at or past it; a NULL watermark holds the stream open.
+PRUNE_FIRINGS = f"""
+DELETE FROM reactor_firings WHERE id IN (
+    SELECT f.id FROM reactor_firings f
+    WHERE f.fired_at < {_TS}
+      AND (NOT ? OR NOT EXISTS (
+          SELECT 1 FROM reactor_subscriptions s
+          WHERE s.enabled AND s.reactor_name = f.reactor_name AND s.tenant_id = f.tenant_id
+            AND (s.last_seen_fired_at IS NULL OR s.last_seen_fired_at < f.fired_at)))
+    ORDER BY f.fired_at, f.id
+    LIMIT ?)
+RETURNING id::VARCHAR, epoch_us(fired_at)"""
+
+COUNT_FIRINGS = "SELECT count(*) FROM reactor_firings"
+
+SUB_COLS = """id::VARCHAR, reactor_name, workflow_name, tenant_id, enabled, predicate,
+    epoch_us(last_seen_fired_at), last_seen_firing_id::VARCHAR, predicate_error_count, predicate_error_firing_id::VARCHAR,
+    last_predicate_error, predicate_degraded, epoch_us(created_at), epoch_us(updated_at)"""
+
+GET_SUBSCRIPTION = f"""
+SELECT {SUB_COLS} FROM reactor_subscriptions
+WHERE reactor_name = ? AND workflow_name = ? AND tenant_id = ?"""
+
+INSERT_SUBSCRIPTION = f"""
+INSERT INTO reactor_subscriptions VALUES
+    (?, ?, ?, ?, ?, ?, {_TS}, ?, ?, ?, ?, ?, {_TS}, {_TS})"""
+
+DELETE_SUBSCRIPTION = "DELETE FROM reactor_subscriptions WHERE id = ? RETURNING id"
+
+LIST_SUBSCRIPTIONS = f"""
+SELECT {SUB_COLS} FROM reactor_subscriptions
+WHERE (? IS NULL OR tenant_id = ?) AND (enabled OR NOT ?)
+ORDER BY tenant_id, reactor_name, workflow_name"""
+
+EXEC_COLS = """id::VARCHAR, workflow_name, tenant_id, context, status,
+    epoch_us(dispatched_at), epoch_us(claimed_at), epoch_us(finished_at)"""
+
+INSERT_EXECUTION = f"INSERT INTO workflow_executions VALUES (?, ?, ?, ?, ?, {_TS}, {_TS}, {_TS})"
+
+REQUEUE_RUNNING = """
+UPDATE workflow_executions SET status = 'pending', claimed_at = NULL
+WHERE status = 'running'
+RETURNING id::VARCHAR, epoch_us(dispatched_at)"""
+
+CLAIM_EXECUTIONS = f"""
+UPDATE workflow_executions SET status = 'running', claimed_at = {_TS}
+WHERE id IN (
+    SELECT id FROM workflow_executions WHERE status = 'pending'
+    ORDER BY dispatched_at, id LIMIT ?)
+RETURNING {EXEC_COLS}"""
+
+FINISH_EXECUTION = f"UPDATE workflow_executions SET status = ?, finished_at = {_TS} WHERE id = ?"
+
+ALL_ROWS = {
+    "reactor_firings": f"SELECT {FIRING_COLS} FROM reactor_firings ORDER BY fired_at, id",
+    "reactor_subscriptions": f"SELECT {SUB_COLS} FROM reactor_subscriptions "
+                             "ORDER BY tenant_id, reactor_name, workflow_name",
+    "workflow_executions": f"SELECT {EXEC_COLS} FROM workflow_executions ORDER BY dispatched_at, id",
+}
+
+
+def update_subscription(columns: tuple[str, ...], timestamp_columns: frozenset[str]) -> str:
+    sets = ", ".join(f"{c} = {_TS}" if c in timestamp_columns else f"{c} = ?" for c in columns)
+    return f"UPDATE reactor_subscriptions SET {sets} WHERE id = ?"
