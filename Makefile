@@ -28,8 +28,19 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -x -q tests
 
+# make lab: JupyterLab on the notebook index (00_index). The notebooks are trusted
+# first: a new machine has no signature for them, and JupyterLab draws the saved
+# widget state of trusted notebooks only (untrusted, a control shows as its repr).
+# Their sources (src/, build.py) are hidden. LAB_FLAGS: more jupyter lab flags.
+LAB_DIR   ?= notebooks
+LAB_HIDE  := __pycache__ *.pyc *.pyo .DS_Store *~ .ipynb_checkpoints src build.py
+LAB_FLAGS ?=
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
+	$(BIN)/jupyter trust $(LAB_DIR)/*.ipynb
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(LAB_DIR) --LabApp.default_url=/lab/tree/00_index.ipynb \
+		$(foreach g,$(LAB_HIDE),'--ContentsManager.hide_globs=$(g)') \
+		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_FLAGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_day.py

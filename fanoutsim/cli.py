@@ -1,19 +1,21 @@
 """The ``fanoutsim`` command.
 
-``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json]``
-``fanoutsim serve --db FILE [--scenario S] [--rate R]``: a scenario of any design on
-the wall clock, over a DuckDB file, until SIGTERM; ``fanoutsim write --db FILE
-FIELD=VALUE ...``: that design's write command (a firing, a commit, a publish);
-``fanoutsim fire --db FILE --reactor R [--payload JSON]``: the reactor's write by
-its older name; ``fanoutsim status --db FILE``: the design's status as JSON (see
-:mod:`fanoutsim.serve`).
+``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json] [--progress]``
+``fanoutsim serve --db FILE [--scenario S] [--rate R] [--max-body-bytes N]``: a scenario
+of any design on the wall clock, over a DuckDB file, until SIGTERM; ``fanoutsim write
+--db FILE FIELD=VALUE ...``: that design's write command (a firing, a commit, a
+publish); ``fanoutsim fire --db FILE --reactor R [--payload JSON]``: the reactor's
+write by its older name; ``fanoutsim status --db FILE``: the design's status as
+JSON (see :mod:`fanoutsim.serve`). ``write``, ``fire`` and ``status`` refuse a
+FILE that does not exist, and send the server's token from ``FILE.serve.json``.
 
 runs a scenario file (see :mod:`fanoutsim.designs.reactor.scenario`), prints its delivery
 report and the delivery checker's verdict (``--json``: both as JSON, and
 nothing else, on stdout) and writes into DIR (default ``out/<scenario name>``):
 
 * ``report.json`` — the delivery report, the checker's totals under ``check``;
-* ``firings.parquet``, ``executions.parquet`` (``context`` as a JSON string)
+* ``firings.parquet`` (``sources``, the decoded payload, as a JSON string),
+  ``executions.parquet`` (``context`` as a JSON string)
   and ``subscriptions.parquet`` — the tables at the end of the run;
 * the PNG figures of :func:`fanoutsim.plots.save_report_figures`.
 
@@ -35,9 +37,12 @@ checker's totals under ``check``), ``events.parquet``, ``checkpoints.parquet``,
 ``dead_letters.parquet``, ``consumers.parquet`` and, when
 :mod:`fanoutsim.designs.leases.plots` has ``save_leases_figures``, its figures.
 
-A last line names the folder (on stderr with ``--json``). Any error — a
-missing file, a bad scenario, a bad flag — prints ``fanoutsim: error: ...``
-on stderr and exits with status 2.
+A last line names the folder (on stderr with ``--json``). A run that takes
+over two seconds shows its progress on stderr when stderr is a terminal
+(``--progress`` / ``--no-progress`` decide). Any error — a missing file, a bad
+scenario, a bad flag, a database file that cannot be used — prints one line
+``fanoutsim: error: ...`` on stderr and exits with status 2. Output cut short
+by its reader (``| head``) ends quietly.
 """
 from __future__ import annotations
 
@@ -89,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="override [run] until (virtual seconds)")
     run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
     run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show progress on stderr for a run over two seconds (default: when stderr is a terminal)")
 
     srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file until stopped",
                          description="Run a scenario's design on the wall clock over a DuckDB file (which "
@@ -103,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="the workload at R events a second: the scenario's workloads scaled to R, or with "
                           "no scenario (reactor) pricing_reactor fired R times a second; 0: none")
     srv.add_argument("--port", type=int, default=0, help="control port on 127.0.0.1 (default: any free one)")
+    srv.add_argument("--max-body-bytes", type=_bytes, default=None, metavar="N",
+                     help="refuse a request body over N bytes with 413 (default: 1048576, 1 MiB)")
 
     wr = sub.add_parser("write", help="the design's write (a firing, a commit, a publish) into a DuckDB file",
                         description="Send the write command of the file's design to its server (or, with "
@@ -134,6 +143,16 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of events per second") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of events per second >= 0")
+    return value
+
+
+def _bytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of bytes >= 1")
     return value
 
 
@@ -183,14 +202,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(str(exc))
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
-    if args.command == "run":
-        return _run(args)
-    if args.command in ("serve", "write", "fire", "status"):
-        return _realtime(args)
-    return _error(f"unknown command {args.command!r}")  # pragma: no cover - argparse catches it
+    try:
+        if args.command == "run":
+            code = _run(args)
+        elif args.command in ("serve", "write", "fire", "status"):
+            code = _realtime(args)
+        else:  # pragma: no cover - argparse catches it
+            code = _error(f"unknown command {args.command!r}")
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``| head``): stop quietly, as a Unix tool does."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail too
+    except (OSError, ValueError):
+        pass
+    return 141  # 128 + SIGPIPE, what the shell reports for a tool killed by it
+
+
+def _db_error(db: str, exc: BaseException) -> int:
+    """One line for a database error DuckDB raised past the store's own checks."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return _error(f"{db}: {lines[0] if lines else type(exc).__name__}")
 
 
 def _realtime(args: argparse.Namespace) -> int:
+    import duckdb
+
     from fanoutsim import serve as srv
     from fanoutsim.scenario import ScenarioError, load_scenario
     from fanoutsim.kernel.store.duckdb import StoreError
@@ -199,9 +242,13 @@ def _realtime(args: argparse.Namespace) -> int:
         if args.command == "serve":
             scenario = load_scenario(args.scenario) if args.scenario else None
             what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"
-            print(f"serving {args.db} with {what} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C",
-                  file=sys.stderr)
-            return srv.serve(args.db, scenario, rate=args.rate, port=args.port)
+
+            def ready(port: int) -> None:  # said once the file is ours and the endpoint listens
+                print(f"serving {args.db} with {what} on 127.0.0.1:{port} (pid {os.getpid()}); stop with "
+                      f"SIGTERM or Ctrl-C", file=sys.stderr, flush=True)
+
+            extra = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
+            return srv.serve(args.db, scenario, rate=args.rate, port=args.port, ready=ready, **extra)
         if args.command == "fire":
             try:
                 payload = json.loads(args.payload)
@@ -220,20 +267,36 @@ def _realtime(args: argparse.Namespace) -> int:
         return 0
     except (ScenarioError, StoreError, ValueError, TypeError, RuntimeError) as exc:
         return _error(str(exc))
+    except duckdb.Error as exc:  # a file damaged past its header, found by a later read
+        return _db_error(args.db, exc)
+    except BrokenPipeError:
+        raise  # the reader of stdout left: main ends quietly
+    except OSError as exc:  # e.g. the folder of FILE.serve.json cannot be written
+        where = exc.filename or args.db
+        return _error(f"{where}: {exc.strerror or exc}")
 
 
 def _run(args: argparse.Namespace) -> int:
+    from fanoutsim import progress
     from fanoutsim.designs import design_of
+    from fanoutsim.kernel.scenario import check_overrides
+    from fanoutsim.kernel.store.duckdb import StoreError
     from fanoutsim.scenario import ScenarioError, load_scenario
 
+    shown = args.progress if args.progress is not None else _is_terminal(sys.stderr)
     try:
         scenario = load_scenario(args.scenario)
-        sim = scenario.run(seed=args.seed, until=args.until)
-    except ScenarioError as exc:
+        _, _, until = check_overrides(scenario, args.seed, None, args.until)
+        sim = scenario.build(seed=args.seed, until=until)  # what scenario.run does, with a progress bar
+        progress.run_virtual(sim, until, enabled=shown)
+    except (ScenarioError, StoreError) as exc:
         return _error(str(exc))
+    except OSError as exc:  # the [run] store's folder is missing or read-only
+        return _error(f"{exc.filename or args.scenario}: {exc.strerror or exc}")
     design = design_of(scenario)
     out = Path(args.out) if args.out else Path("out") / scenario.name
-    report, checked = full_report(sim, scenario.name)
+    with progress.step("checking", enabled=shown):
+        report, checked = full_report(sim, scenario.name)
     try:
         written = write_outputs(sim, report, out)
     except OSError as exc:
@@ -247,6 +310,13 @@ def _run(args: argparse.Namespace) -> int:
         print(design.format_check(checked))
         print(f"\nwrote {len(written)} files to {out}")
     return 0
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def full_report(sim, name: str):

@@ -3,7 +3,9 @@
 A serving process runs one design's wall-clock runtime over a DuckDB file
 (which it then owns: DuckDB lets one process hold a file) until SIGTERM or
 SIGINT, and answers on a control endpoint on 127.0.0.1 whose address it
-writes to ``FILE.serve.json`` (see :mod:`fanoutsim.kernel.runtime.control`).
+writes to ``FILE.serve.json`` with a token, readable by its owner only; every
+request must carry the token, and a body over ``max_body_bytes`` gets 413
+(see :mod:`fanoutsim.kernel.runtime.control`).
 Nothing here knows a design: each comes from the registry
 (:mod:`fanoutsim.designs`) and brings its ``realtime``, ``write`` and
 ``status`` (see :class:`fanoutsim.kernel.design.Design`).
@@ -30,9 +32,12 @@ from typing import Any
 
 from fanoutsim import designs
 from fanoutsim.kernel.design import Design
-from fanoutsim.kernel.runtime.control import ControlServer, request, server_info, sidecar
+from fanoutsim.kernel.runtime.control import (MAX_BODY_BYTES, ControlServer, check_max_body_bytes, server_info,
+                                              server_request, sidecar, write_sidecar)
+from fanoutsim.kernel.store.duckdb import StoreError
 
-__all__ = ["serve", "write", "status", "file_design", "recorded_design", "record_design", "sidecar"]
+__all__ = ["serve", "write", "status", "file_design", "recorded_design", "record_design", "sidecar",
+           "write_sidecar", "MAX_BODY_BYTES", "existing"]
 
 _META_KEY = "design"
 
@@ -76,6 +81,7 @@ def file_design(db: str, design: str | None = None) -> Design:
     if name is None:
         if not os.path.exists(db):
             raise ValueError(f"{db}: no such file")
+        readable(db)  # a damaged or foreign file says so, not "records no design"
         raise ValueError(f"{db} records no design (it was not made by fanoutsim serve); "
                          f"name it with --design, one of {', '.join(designs.names())}")
     try:
@@ -84,17 +90,44 @@ def file_design(db: str, design: str | None = None) -> Design:
         raise ValueError(exc.args[0]) from None
 
 
+def existing(db: str) -> None:
+    """Reading a run needs its file: a typo must not create an empty database."""
+    if not os.path.exists(db):
+        raise StoreError(f"{db}: no such file (start a run with 'fanoutsim serve --db {db}')")
+
+
+def readable(db: str) -> None:
+    """Raise :class:`StoreError` naming ``db`` when DuckDB cannot read it (damaged,
+    not a database); touches nothing. A file held by another process passes."""
+    import duckdb
+
+    try:
+        con = duckdb.connect(db, read_only=True)
+        try:
+            con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()
+        finally:
+            con.close()
+    except duckdb.IOException:
+        return  # held by another process: opening it says so, properly
+    except duckdb.Error as exc:
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        raise StoreError(f"cannot open {db}: {lines[0] if lines else type(exc).__name__}") from None
+
+
 def _needs(design: Design, member: str) -> None:
     if getattr(design, member) is None:
         raise ValueError(f"the {design.name} design does not run on the wall clock (its Design has no {member})")
 
 
 def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, ready=None,
-          stop_event: threading.Event | None = None) -> int:
+          stop_event: threading.Event | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> int:
     """Run ``scenario`` (its design) over ``db`` on the wall clock until
     SIGTERM/SIGINT (or ``stop_event``); returns an exit status. ``rate``: the
     design's workload at that many events per second instead of the
-    scenario's (0: none). ``ready(port)`` is called once it serves."""
+    scenario's (0: none). ``ready(port)`` is called once it serves. Requests
+    need the token written to ``FILE.serve.json``; bodies over
+    ``max_body_bytes`` get 413."""
+    check_max_body_bytes(max_body_bytes)
     db = os.fspath(db)
     recorded = recorded_design(db)
     if scenario is not None:
@@ -117,7 +150,8 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
             _needs(design, "write")
             return design.write(rt, body)
 
-        server = ControlServer(db, design.name, get_status, post_write, port=port).start()
+        server = ControlServer(db, design.name, get_status, post_write, port=port,
+                               max_body_bytes=max_body_bytes).start()
         stop = stop_event or threading.Event()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -142,7 +176,8 @@ def write(db: str, req: dict, design: str | None = None) -> Any:
     d = file_design(db, design)
     info = server_info(db)
     if info is not None:
-        return request(f"http://127.0.0.1:{info['port']}", "/write", req)
+        return server_request(info, "/write", req)
+    existing(db)
     _needs(d, "write")
     rt = d.realtime(None, db)
     try:
@@ -157,7 +192,8 @@ def status(db: str, design: str | None = None) -> dict[str, Any]:
     d = file_design(db, design)
     info = server_info(db)
     if info is not None:
-        return request(f"http://127.0.0.1:{info['port']}", "/status")
+        return server_request(info, "/status")
+    existing(db)
     _needs(d, "status")
     rt = d.realtime(None, db)
     try:

@@ -12,12 +12,16 @@ the outputs that nbval compares in ``make test``.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
+# what JupyterLab writes for the ipykernel kernel: any other display name marks
+# the notebook modified the moment it is opened, and autosave rewrites it
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
 def cells_of(source: str) -> list:
@@ -43,7 +47,7 @@ def cells_of(source: str) -> list:
 
 def build(src: Path) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.cells = cells_of(src.read_text())
     out = HERE / f"{src.stem}.ipynb"
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
@@ -56,7 +60,9 @@ def main(argv: list[str]) -> None:
     if argv:
         sources = [s for s in sources if s.stem in argv]
     for src in sources:
-        print("built", build(src).relative_to(HERE.parent))
+        started = time.monotonic()
+        out = build(src)
+        print(f"built {out.relative_to(HERE.parent)} in {time.monotonic() - started:.0f} s")
 
 
 if __name__ == "__main__":

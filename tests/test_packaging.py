@@ -44,3 +44,11 @@ def test_python_floor_matches():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["requires-python"] == ">=3.11"
     assert "python>=3.11" in (ROOT / "environment.yml").read_text()
+
+
+def test_license_is_an_spdx_string_so_the_build_does_not_warn():
+    # a TOML table (`license = { text = "MIT" }`) makes setuptools print a deprecation
+    # warning, twice, on every install; a string needs setuptools >= 77 to build
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert data["project"]["license"] == "MIT"
+    assert "setuptools>=77" in data["build-system"]["requires"]

@@ -103,3 +103,29 @@ def test_a_disabled_subscription_is_not_polled(make_sim):
     sim.runner.set_subscription_enabled("r", "wf", enabled=True)
     sim.run(until=5)
     assert len(sim.executions()) == 1
+
+
+def test_one_rule_for_undeclared_workflows_in_code_and_in_scenario_files():
+    """Once any workflow is declared, a subscription must name one, in the API as
+    in a scenario file, with the same message; with none declared, any name is an
+    instant no-op."""
+    import tomllib
+
+    import pytest
+
+    import fanoutsim as fs
+    from fanoutsim.designs.reactor.scenario import ScenarioError, parse_scenario
+
+    sim = fs.Simulation()
+    sim.runner.subscribe_workflow_to_reactor("r", "anything")  # nothing declared: allowed
+    sim.runner.register_workflow("audit")
+    with pytest.raises(ValueError) as api:
+        sim.runner.subscribe_workflow_to_reactor("r", "audt")
+    assert len(sim.subscriptions()) == 1  # nothing written
+    text = '[[workflows]]\nname = "audit"\n[[subscriptions]]\nreactor = "r"\nworkflow = "audt"\n'
+    with pytest.raises(ScenarioError) as scenario:
+        parse_scenario(tomllib.loads(text), source="s.toml")
+    rule = "a subscription must name a declared workflow once any are"
+    for message in (str(api.value), str(scenario.value)):
+        assert "workflow 'audt' is not declared" in message and rule in message and "declared: audit" in message
+    assert "register_workflow" in str(api.value) and "[[workflows]]" in str(scenario.value)

@@ -37,3 +37,47 @@ def test_the_leases_example_runs_and_names_its_duplicates():
         exec(code, {})
     text = out.getvalue()
     assert "lease_expired" in text and "INVALID" not in text
+
+
+# Every python block as a reader pastes them: in order, into one interpreter
+# (``python -c``: a __main__ without a file, like the interactive prompt), in a
+# folder of its own that sees the repository's data/ as the README assumes.
+_RUN_BLOCKS = r"""
+import sys, traceback
+blocks = __import__("json").loads(sys.stdin.read())
+namespace = {"__name__": "__main__"}
+for i, (line, code) in enumerate(blocks):
+    print(f"--- block {i + 1} (README.md line {line})", flush=True)
+    try:
+        exec(compile(code, f"README.md, python block {i + 1} at line {line}", "exec"), namespace)
+    except BaseException:
+        traceback.print_exc()
+        print(f"--- FAILED: block {i + 1} (README.md line {line})", flush=True)
+        sys.exit(1)
+print("--- all blocks ran", flush=True)
+"""
+
+
+def python_blocks_with_lines() -> list[tuple[int, str]]:
+    return [(README.count("\n", 0, m.start()) + 2, m.group(1))
+            for m in re.finditer(r"```python\n(.*?)```", README, flags=re.S)]
+
+
+def test_every_python_block_runs_as_pasted_in_order_in_one_interpreter(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "data").symlink_to(root / "data")
+    blocks = python_blocks_with_lines()
+    assert len(blocks) >= 6
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+           "MPLBACKEND": "Agg"}
+    done = subprocess.run([sys.executable, "-c", _RUN_BLOCKS], input=json.dumps(blocks), capture_output=True,
+                          text=True, cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 0 and "--- all blocks ran" in done.stdout, done.stdout[-3000:] + done.stderr[-6000:]
+    out = done.stdout
+    assert "outbox check: valid" in out and "lease_expired" in out and "indexed 1" in out
+    assert "Traceback" not in done.stderr, done.stderr[-4000:]

@@ -148,3 +148,56 @@ def test_write_fields_are_checked(tmp_path, capsys, args, message):
     assert main(["write", "--db", str(db), *args]) == 2
     assert message in capsys.readouterr().err
     assert not db.exists()
+
+
+def _http(address: str, path: str, *, token: str | None = None, body: bytes | None = None):
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"token {token}"
+    req = urllib.request.Request(f"{address}{path}", data=body, headers=headers,
+                                 method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize("scenario, write, count", [
+    (OUTBOX, {"page": "p1", "body": "hello"}, "rows"),
+    (LEASES, {"partition": "p0", "payload": {"n": 1}}, "events"),
+])
+def test_every_design_s_server_needs_its_token_and_caps_bodies(tmp_path, scenario, write, count):
+    """The token and the body cap live in the design-free endpoint: an outbox or
+    leases server refuses a request without the token (403, nothing written) and a
+    body over --max-body-bytes (413, nothing written), and write/status send the token."""
+    import os
+    import stat
+
+    db = tmp_path / "d.duckdb"
+    proc = serve(db, "--scenario", scenario, "--rate", "0", "--max-body-bytes", "300")
+    try:
+        side = Path(f"{db}.serve.json")
+        assert stat.S_IMODE(side.stat().st_mode) == 0o600
+        info = json.loads(side.read_text())
+        address, token = f"http://127.0.0.1:{info['port']}", info["token"]
+        assert len(token) == 64
+        before = status(db)[count]  # through the CLI: sends the token
+        body = json.dumps(write).encode()
+        for wrong in (None, "0" * 64):
+            assert _http(address, "/status", token=wrong)[0] == 403
+            code, reply = _http(address, "/write", token=wrong, body=body)
+            assert code == 403 and "token" in reply["error"]
+        big = json.dumps({**write, "body" if "page" in write else "payload": "x" * 1000}).encode()
+        code, reply = _http(address, "/write", token=token, body=big)
+        assert code == 413 and "300 bytes" in reply["error"] and "--max-body-bytes" in reply["error"]
+        assert status(db)[count] == before  # nothing written by the refused requests
+        done = cli("write", "--db", str(db), *(f"{k}:={json.dumps(v)}" for k, v in write.items()))
+        assert done.returncode == 0, done.stderr
+        assert status(db)[count] == before + 1
+        assert os.path.exists(side)
+    finally:
+        stop(proc)

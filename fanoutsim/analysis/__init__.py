@@ -9,6 +9,9 @@ from fanoutsim.designs.reactor.analysis.delivery import (
 
 __all__ = ["LATENCY_COLUMNS", "SUBSCRIPTION_KEY", "delivery_report", "latency_frame", "metric_total",
            "percentiles", "watermarks"]
+from fanoutsim.designs.reactor.analysis.lag import watermark_lag_over_time  # noqa: E402,F401
+
+__all__ += ["watermark_lag_over_time"]
 from fanoutsim.designs.reactor.analysis.clocks import compare_latency, ks_statistic  # noqa: E402,F401
 
 __all__ += ["compare_latency", "ks_statistic"]

@@ -7,6 +7,7 @@ restarted process keeps drawing from the same seeded stream).
 """
 from __future__ import annotations
 
+import os
 import random
 import uuid
 
@@ -18,3 +19,13 @@ class IdSource:
     def new(self) -> str:
         """A version-4 UUID string drawn from the seeded stream."""
         return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+
+class FreshIdSource(IdSource):
+    """Ids for a wall-clock run: a stream seeded from the operating system's
+    entropy, so two runs — two processes, two database files — never draw the
+    same ids. Wall time is not reproducible anyway; seeded ids belong to the
+    virtual clock, where they make a run repeatable."""
+
+    def __init__(self) -> None:
+        self._rng = random.Random(int.from_bytes(os.urandom(32), "big"))

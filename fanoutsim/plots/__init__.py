@@ -30,6 +30,9 @@ __all__ += ["duplicates_per_crash", "firing_timeline", "hole_losses", "strategy_
 from fanoutsim.designs.reactor.plots.clocks import latency_side_by_side  # noqa: E402,F401
 
 __all__ += ["latency_side_by_side"]
+from fanoutsim.designs.reactor.plots.lag import watermark_lag_over_time_figure  # noqa: E402,F401
+
+__all__ += ["watermark_lag_over_time_figure"]
 from fanoutsim.designs.outbox.plots import (  # noqa: E402,F401
     consumer_latency_histogram, cursor_progress, outbox_latency_histogram, outbox_tail_vs_drop, save_outbox_figures,
 )

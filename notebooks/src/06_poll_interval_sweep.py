@@ -22,8 +22,16 @@ from fanoutsim.widgets import sweep_explorer
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
 scenario = load_scenario("../data/scenarios/sweep.toml")
 n_subs = len(scenario.subscriptions)
+
+# %% [markdown]
+# The sweep: 54 runs on two worker processes, about twenty seconds; the bar counts them.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
 df = fs.sweep(scenario, grid={P: [0.1, 0.25, 0.5, 1.0, 2.0, 5.0], B: [1, 10, 100]}, seeds=range(3),
-              until=300, workers=2, cache=None, progress=False)
+              until=300, workers=2, cache=None, progress=True)
+
+# %%
 print(f"{len(df)} runs of 300 virtual s: {df[P].nunique()} poll intervals x {df[B].nunique()} batch limits "
       f"x {df['seed'].nunique()} seeds; {n_subs} subscriptions, {sum(w.rate for w in scenario.workloads):g} "
       f"firings/s; every run valid: {bool(df['valid'].all())}, lost {int(df['lost'].sum())}")
@@ -78,11 +86,14 @@ print(", ".join(f"P = {p:g} s: {q:.3g} queries/s" for p, q in load.items()))
 # second, without bound. In this scenario tenant acme gets 75% of the total rate, so its
 # subscriptions hit the limit first, at a total rate of (B / P) / 0.75 — the *knee*. We
 # sweep the total rate (grid key `rate` scales every workload, keeping the split) at
-# P = 1 s for two batch limits.
+# P = 1 s for two batch limits (24 runs, the busiest ones the longest: about half a minute).
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 rates = fs.sweep(scenario, grid={"rate": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0], B: [5, 10]}, seeds=range(2),
-                 until=300, workers=2, cache=None, progress=False)
+                 until=300, workers=2, cache=None, progress=True)
+
+# %%
 knees = {b: analysis.knee_rate(scenario, b, 1.0) for b in (5, 10)}
 print("knees: " + ", ".join(f"batch {b}: {k:.2f} firings/s" for b, k in knees.items()))
 backlog = rates.groupby(["rate", B])["backlog"].mean().unstack(B)

@@ -15,6 +15,8 @@
 import tempfile, time
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 import fanoutsim as fs
 from fanoutsim.analysis import compare_latency, latency_frame
 from fanoutsim.plots import latency_side_by_side
@@ -40,11 +42,13 @@ print(f"virtual clock: {len(virtual)} executions, mean fire->dispatch {virtual['
 # DuckDB file.
 
 # %%
+# NBVAL_IGNORE_OUTPUT
 folder = Path(tempfile.mkdtemp())
 rt = fs.Realtime(config, store=str(folder / "run.duckdb"), seed=0)
 setup(rt)
 rt.start()
-time.sleep(SECONDS)
+for _ in tqdm(range(int(SECONDS)), desc="wall clock", unit="s"):  # 20 real seconds: the bar counts them
+    time.sleep(1.0)
 rt.stop()
 real = latency_frame(rt)
 

@@ -341,19 +341,22 @@ def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> 
         names = out["consumer"].tolist()[:MAX_SERIES]
         height = min(0.8 / len(names), 0.5)
         y = np.arange(len(kinds))
-        for i, name in enumerate(names):
-            vals = out.loc[out["consumer"] == name, kinds].iloc[0].to_numpy(dtype=float)
-            pos = y - height * len(names) / 2 + height * (i + 0.5)
-            bars = ax.barh(pos, vals, height=height, color=f"C{i}", label=name)
-            for b, v in zip(bars, vals):
-                if v > 0:
-                    ax.text(v, b.get_y() + b.get_height() / 2, f" {int(v)}", va="center", fontsize=8)
+        counts = {name: out.loc[out["consumer"] == name, kinds].iloc[0].to_numpy(dtype=float) for name in names}
+        for k, kind in enumerate(kinds):  # each group centred on its tick: only the bars that are there
+            there = [(i, name) for i, name in enumerate(names) if counts[name][k] > 0]
+            for j, (i, name) in enumerate(there):
+                v = counts[name][k]
+                pos = y[k] - height * len(there) / 2 + height * (j + 0.5)
+                ax.barh(pos, v, height=height, color=f"C{i}")
+                ax.text(v, pos, f" {int(v)}", va="center", fontsize=8)
+        for i, name in enumerate(names):  # one legend entry per consumer, in order
+            ax.barh([np.nan], [np.nan], color=f"C{i}", label=name)
         ax.set_yticks(y, kinds)
         ax.invert_yaxis()
         ax.set_xscale("log")
         ax.set_xlim(0.8, float(out[kinds].to_numpy().max()) * 3)
         ax.set_xlabel("attempts (log)")
-        ax.legend(loc="lower right")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: it covers no bar
     return fig
 
 

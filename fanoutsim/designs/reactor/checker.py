@@ -386,12 +386,13 @@ def format_check(report: CheckReport) -> str:
         lines.append("  loss causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["loss_causes"].items())))
     df = report.per_subscription
     if len(df):
+        names = [f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}" for r in df.itertuples(index=False)]
+        w = max(36, *map(len, names))  # whole names: a tenant cut short is another tenant
         lines.append("")
-        lines.append(f"  {'subscription':<36} {'expected':>8} {'once':>6} {'dup':>5} {'lost':>5} "
+        lines.append(f"  {'subscription':<{w}} {'expected':>8} {'once':>6} {'dup':>5} {'lost':>5} "
                      f"{'pend':>5} {'ooo':>5}  valid")
-        for r in df.itertuples(index=False):
-            name = f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}"
-            lines.append(f"  {name[:36]:<36} {r.expected:>8} {r.delivered_once:>6} {r.extra_deliveries:>5} "
+        for name, r in zip(names, df.itertuples(index=False)):
+            lines.append(f"  {name:<{w}} {r.expected:>8} {r.delivered_once:>6} {r.extra_deliveries:>5} "
                          f"{r.lost:>5} {r.pending:>5} {r.out_of_order:>5}  {'yes' if r.valid else 'NO'}")
     return "\n".join(lines)
 

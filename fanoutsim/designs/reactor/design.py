@@ -50,7 +50,9 @@ def _format_check(checked) -> str:
 def _tables(sim) -> dict:
     executions = sim.executions()
     executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]
-    return {"firings": sim.firings(), "executions": executions, "subscriptions": sim.subscriptions()}
+    firings = sim.firings()  # the decoded payload as JSON text beside its bytes
+    firings["sources"] = [None if c is None else json.dumps(c, separators=(",", ":")) for c in firings["sources"]]
+    return {"firings": firings, "executions": executions, "subscriptions": sim.subscriptions()}
 
 
 def _figures(sim, out: Path) -> list:

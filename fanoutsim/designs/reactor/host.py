@@ -9,11 +9,13 @@ the trace and the metrics.
 """
 from __future__ import annotations
 
+import struct
 from typing import Any, Mapping
 
 import pandas as pd
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
+from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.kernel.frames import store_frame
 
 
@@ -30,6 +32,22 @@ def checked_config(config, seed):
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
     return config
+
+
+def _sources(blob) -> dict | None:
+    """A payload decoded as subscribers see it; None if the bytes are not a payload."""
+    try:
+        return decode_sources(bytes(blob))
+    except (ValueError, TypeError, UnicodeDecodeError, struct.error):
+        return None
+
+
+def with_sources(firings: pd.DataFrame) -> pd.DataFrame:
+    """The firings with ``sources`` beside ``payload``: what the stored bytes
+    decode to, what a subscriber sees (``{"quote": {"price": 150}}``)."""
+    firings.insert(firings.columns.get_loc("payload") + 1, "sources",
+                   pd.Series([_sources(p) for p in firings["payload"]], index=firings.index, dtype=object))
+    return firings
 
 
 class RunnerHost:
@@ -64,7 +82,7 @@ class RunnerHost:
 
     # -- looking at it ---------------------------------------------------------
     def firings(self) -> pd.DataFrame:
-        return store_frame(self.store, "reactor_firings")
+        return with_sources(store_frame(self.store, "reactor_firings"))
 
     def subscriptions(self, tenant: str | None = None) -> pd.DataFrame:
         df = store_frame(self.store, "reactor_subscriptions")

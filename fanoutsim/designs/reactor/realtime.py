@@ -47,7 +47,6 @@ import time
 from typing import Any
 
 from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.kernel.ids import IdSource
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
@@ -72,8 +71,6 @@ class Realtime(RunnerHost, SteppedWallRuntime):
         self.config = config
         self.seed = seed
         self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
-        # ids must not repeat those of an earlier process on this file: seed a new stream
-        self.ids = IdSource(seed, stream=f"realtime:{self._starts}")
         self.registry = Registry()
         self.runner = Runner(self)
         self._checked = False

@@ -87,6 +87,7 @@ from typing import Any
 from fanoutsim.designs.reactor.config import POLICIES, SchedulerConfig
 from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredicate, compile_predicate
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
+from fanoutsim.designs.reactor.subscriptions import undeclared_workflow
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
@@ -152,8 +153,7 @@ class SubscriptionDef:
     """One ``[[subscriptions]]`` table: a workflow run for each firing of a reactor in a tenant."""
 
     reactor: str = key(Name(), doc="the reactor whose firings start the workflow")
-    workflow: str = key(Name(), doc="the workflow to run (one of [[workflows]], when any are declared)",
-                        declared_in="workflows")
+    workflow: str = key(Name(), doc="the workflow to run (one of [[workflows]], when any are declared)")
     tenant: str = key(Name(), "public", doc='the tenant, default "public"')
     when: str | None = key(CelFilter(), None, doc=f"optional CEL filter over {', '.join(ALLOWED_VARIABLES)}, "
                                                   "such as payload.quote.price > 100")
@@ -211,6 +211,17 @@ class WorkloadArray(Array):
         return out
 
 
+def _declared_workflow(item: Item) -> None:
+    """The API's rule for a subscription's workflow, with the API's message
+    (:func:`fanoutsim.designs.reactor.subscriptions.undeclared_workflow`)."""
+    workflow = item.values.get("workflow")
+    if workflow is None:
+        return
+    problem = undeclared_workflow(workflow, item.reading.declared.get("workflows", ()), " in [[workflows]]")
+    if problem is not None:
+        item.fail("workflow", problem)
+
+
 def _no_duplicate_subscriptions(items: list[Item], reading: Reading) -> None:
     seen: dict[tuple, str] = {}
     for item in items:
@@ -238,7 +249,7 @@ SCHEMA = Schema(
         Settings("config", SchedulerConfig, choices=POLICIES,
                  doc="any fanoutsim.SchedulerConfig field (see fanoutsim.designs.reactor.config)"),
         Array("workflows", WorkflowDef, unique="name", noun="workflow"),
-        Array("subscriptions", SubscriptionDef, check=_no_duplicate_subscriptions),
+        Array("subscriptions", SubscriptionDef, rules=_declared_workflow, check=_no_duplicate_subscriptions),
         WorkloadArray("workload", WorkloadTable, make=lambda t: Workload(t.reactor, t.rate, t.tenant, t.payload,
                                                                          t.start, t.stop)),
         Faults(FAULTS),

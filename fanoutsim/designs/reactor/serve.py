@@ -18,7 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fanoutsim.kernel.runtime.control import request, server_address, server_info, sidecar
+from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
+from fanoutsim.kernel.store.duckdb import StoreError
 from fanoutsim.kernel.timeutil import from_us
 from fanoutsim.designs.reactor.realtime import Realtime
 
@@ -96,12 +97,19 @@ def write(rt: Realtime, req: dict) -> dict:
     return {"firing": rt.fire(req["reactor"], payload, req.get("tenant", "public"))}
 
 
+def _existing(db: str) -> None:
+    """Reading a run needs its file: a typo must not create an empty database."""
+    if not os.path.exists(db):
+        raise StoreError(f"{db}: no such file (start a run with 'fanoutsim serve --db {db}')")
+
+
 def fire(db: str, reactor: str, payload: dict, tenant: str = "public") -> str:
     """Fire into the reactor file ``db``: through its server if one holds it, else directly."""
     body = {"reactor": reactor, "payload": payload, "tenant": tenant}
     info = server_info(db)
     if info is not None:
-        return request(f"http://127.0.0.1:{info['port']}", "/write", body)["firing"]
+        return server_request(info, "/write", body)["firing"]
+    _existing(db)
     rt = Realtime(store=db)
     try:
         return write(rt, body)["firing"]
@@ -111,9 +119,10 @@ def fire(db: str, reactor: str, payload: dict, tenant: str = "public") -> str:
 
 def status(db: str) -> dict[str, Any]:
     """The status of the run in the reactor file ``db``: from its server, or read from the file."""
-    address = server_address(db)
-    if address is not None:
-        return request(address, "/status")
+    info = server_info(db)
+    if info is not None:
+        return server_request(info, "/status")
+    _existing(db)
     rt = Realtime(store=db)
     try:
         return status_of(rt)

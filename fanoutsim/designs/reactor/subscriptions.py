@@ -11,10 +11,25 @@ from fanoutsim.designs.reactor.predicate import compile_predicate
 from fanoutsim.kernel.names import check_name
 
 
+def undeclared_workflow(workflow: str, declared, how: str = "") -> str | None:
+    """The one rule for a subscription's workflow, in code and in scenario files:
+    when any workflows are declared, it must name one of them (an undeclared
+    one would run as an instant no-op, which is almost always a typo); with none
+    declared, every workflow is such a no-op. The message, or None if allowed."""
+    declared = list(declared)
+    if not declared or workflow in declared:
+        return None
+    return (f"workflow {workflow!r} is not declared{how}; a subscription must name a declared workflow once any "
+            f"are (an undeclared one would run as an instant no-op); declared: {', '.join(declared)}")
+
+
 def subscribe(e, now: int, reactor: str, workflow: str, tenant: str = "public", *, when=None) -> str:
     check_name("reactor name", reactor)
     check_name("workflow name", workflow)
     check_name("tenant name", tenant)
+    problem = undeclared_workflow(workflow, e.registry.workflows, " (runner.register_workflow declares one)")
+    if problem is not None:
+        raise ValueError(problem)
     if when is not None:
         compile_predicate(when)  # raises InvalidPredicate; nothing written
     with e.store.transaction() as tx:

@@ -4,12 +4,19 @@ DuckDB lets one process hold a database file at a time, so a serving process
 (``fanoutsim serve``) is the only one that opens its file. Everyone else
 reaches it through a small HTTP endpoint on the loopback interface, whose
 address it writes next to the database: ``FILE.serve.json`` holds its
-``pid``, ``port`` and ``design``.
+``pid``, ``port``, ``design`` and ``token``, and is readable by the file's
+owner only (mode 0600).
 
 ``GET /status``   the design's status of the run, as JSON
 ``POST /write``   the design's write command (a firing, a commit, a publish):
                   a JSON object of its fields -> a JSON answer
 ``POST /fire``    the same as ``/write`` (the reactor's older name)
+
+Every request must carry the token, ``Authorization: token <token>`` (as
+Jupyter does): any local process can reach the port, only the owner can read
+the token. A request without it, or with a wrong one, gets 403 and changes
+nothing. A body larger than ``max_body_bytes`` (``fanoutsim serve
+--max-body-bytes``, 1 MiB by default) gets 413 and is not stored.
 
 This module knows no design: :class:`ControlServer` calls the two functions
 it is given, and :func:`request` is the client side. Errors the write raises
@@ -18,8 +25,10 @@ with ``{"error": message}``.
 """
 from __future__ import annotations
 
+import hmac
 import json
 import os
+import secrets
 import threading
 import urllib.error
 import urllib.request
@@ -27,7 +36,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["sidecar", "server_info", "server_address", "ControlServer", "request", "ControlError"]
+__all__ = ["sidecar", "write_sidecar", "server_info", "server_address", "ControlServer", "request",
+           "server_request", "ControlError", "MAX_BODY_BYTES", "check_max_body_bytes"]
+
+MAX_BODY_BYTES = 1 << 20  # 1 MiB: a firing's payload, a commit or a publish is a few hundred bytes
+_DRAIN_LIMIT = 64 << 20  # read and drop at most this much of a refused body (so the client sees 413)
 
 
 class ControlError(ValueError):
@@ -35,8 +48,27 @@ class ControlError(ValueError):
 
 
 def sidecar(db: str | os.PathLike) -> Path:
-    """``FILE.serve.json``: where a server of ``db`` writes its pid, port and design."""
+    """``FILE.serve.json``: where a server of ``db`` writes its pid, port, design and token."""
     return Path(f"{os.fspath(db)}.serve.json")
+
+
+def write_sidecar(db: str | os.PathLike, info: dict) -> Path:
+    """Write ``FILE.serve.json`` readable and writable by its owner only (0600),
+    from its first byte: written to a private temporary file, then renamed."""
+    path = sidecar(db)
+    tmp = Path(f"{path}.{os.getpid()}.tmp")
+    try:
+        tmp.unlink()
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        os.write(fd, json.dumps(info).encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path
 
 
 def _alive(pid: int) -> bool:
@@ -52,8 +84,8 @@ def _alive(pid: int) -> bool:
 
 
 def server_info(db: str | os.PathLike) -> dict | None:
-    """The sidecar of the server holding ``db`` (``pid``, ``port``, ``design``),
-    if one is alive; None otherwise (no file, a stale one, an unreadable one)."""
+    """The sidecar of the server holding ``db`` (``pid``, ``port``, ``design``,
+    ``token``), if one is alive; None otherwise (no file, a stale one, an unreadable one)."""
     try:
         info = json.loads(sidecar(db).read_text())
         pid, port = int(info["pid"]), int(info["port"])
@@ -70,8 +102,11 @@ def server_address(db: str | os.PathLike) -> str | None:
     return None if info is None else f"http://127.0.0.1:{info['port']}"
 
 
-def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any]):
+def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any], token: str | None = None,
+             max_body_bytes: int = MAX_BODY_BYTES):
     class Handler(BaseHTTPRequestHandler):
+        timeout = 30  # seconds a connection may stall mid-request
+
         def _reply(self, code: int, body: dict) -> None:
             data = json.dumps(body).encode()
             self.send_response(code)
@@ -80,7 +115,44 @@ def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any]):
             self.end_headers()
             self.wfile.write(data)
 
+        def _authorized(self) -> bool:
+            if token is None:
+                return True
+            given = self.headers.get("Authorization", "")
+            scheme, _, value = given.partition(" ")
+            if scheme.lower() == "token" and hmac.compare_digest(value.strip().encode(), token.encode()):
+                return True
+            self.close_connection = True
+            self._reply(403, {"error": "missing or wrong token: send 'Authorization: token <token>' with "
+                                       "the token in FILE.serve.json (readable by the server's owner only)"})
+            return False
+
+        def _body(self) -> bytes | None:
+            """The request body, or None after a 400 or 413 reply."""
+            try:
+                length = int(self.headers.get("Content-Length", 0))
+                if length < 0:
+                    raise ValueError
+            except ValueError:
+                self.close_connection = True
+                self._reply(400, {"error": "Content-Length is not a number of bytes"})
+                return None
+            if length > max_body_bytes:
+                self.close_connection = True
+                left = length if length <= _DRAIN_LIMIT else 0  # drop it unread, so the client reads 413
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 1 << 16))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+                self._reply(413, {"error": f"request body of {length} bytes is over this server's limit of "
+                                           f"{max_body_bytes} bytes (fanoutsim serve --max-body-bytes)"})
+                return None
+            return self.rfile.read(length)
+
         def do_GET(self):  # noqa: N802 - http.server's naming
+            if not self._authorized():
+                return
             if self.path == "/status":
                 try:
                     body = get_status()
@@ -92,11 +164,16 @@ def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any]):
                 self._reply(404, {"error": f"no such endpoint {self.path}; try GET /status or POST /write"})
 
         def do_POST(self):  # noqa: N802
+            if not self._authorized():
+                return
             if self.path not in ("/write", "/fire"):
                 self._reply(404, {"error": f"no such endpoint {self.path}; try POST /write"})
                 return
+            raw = self._body()
+            if raw is None:
+                return
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = json.loads(raw or b"{}")
                 if not isinstance(body, dict):
                     raise ValueError(f"the request must be a JSON object of fields, got {type(body).__name__}")
                 answer = post_write(body)
@@ -115,19 +192,24 @@ def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any]):
 
 class ControlServer:
     """The endpoint of one serving process: ``start()`` serves it in a thread and
-    writes the sidecar of ``db``; ``close()`` stops it and removes the sidecar
-    (if it is still this process's)."""
+    writes the sidecar of ``db`` (owner-only, with a fresh token every request
+    must carry); ``close()`` stops it and removes the sidecar (if it is still
+    this process's). Bodies over ``max_body_bytes`` get 413."""
 
     def __init__(self, db: str | os.PathLike, design: str, get_status: Callable[[], dict],
-                 post_write: Callable[[dict], Any], port: int = 0) -> None:
+                 post_write: Callable[[dict], Any], port: int = 0, *,
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        check_max_body_bytes(max_body_bytes)
         self.db = os.fspath(db)
         self.design = design
-        self.http = ThreadingHTTPServer(("127.0.0.1", port), _handler(get_status, post_write))
+        self.token = secrets.token_hex(32)
+        self.http = ThreadingHTTPServer(("127.0.0.1", port),
+                                        _handler(get_status, post_write, self.token, max_body_bytes))
         self.port = self.http.server_address[1]
         self._thread: threading.Thread | None = None
 
     def start(self) -> "ControlServer":
-        sidecar(self.db).write_text(json.dumps({"pid": os.getpid(), "port": self.port, "design": self.design}))
+        write_sidecar(self.db, {"pid": os.getpid(), "port": self.port, "design": self.design, "token": self.token})
         self._thread = threading.Thread(target=self.http.serve_forever, name="fanoutsim-control", daemon=True)
         self._thread.start()
         return self
@@ -145,23 +227,38 @@ class ControlServer:
             pass
 
 
-def request(address: str, path: str, body: dict | None = None, timeout: float = 10.0) -> Any:
-    """GET (``body`` None) or POST ``body`` to a server; its JSON answer. A refusal
-    raises :class:`ControlError` with the server's message."""
+def check_max_body_bytes(max_body_bytes) -> int:
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}")
+    return max_body_bytes
+
+
+def request(address: str, path: str, body: dict | None = None, timeout: float = 10.0,
+            token: str | None = None) -> Any:
+    """GET (``body`` None) or POST ``body`` to a server, with its ``token``; its
+    JSON answer. A refusal raises :class:`ControlError` with the server's message."""
     data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"token {token}"
     req = urllib.request.Request(f"{address}{path}", method="GET" if body is None else "POST", data=data,
-                                 headers={"Content-Type": "application/json"})
+                                 headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as reply:
             return json.loads(reply.read())
     except urllib.error.HTTPError as exc:
         try:
             message = json.loads(exc.read()).get("error", str(exc))
-        except ValueError:
+        except (ValueError, AttributeError):
             message = str(exc)
         raise ControlError(message) from None
     except (urllib.error.URLError, OSError) as exc:
         raise ControlError(f"cannot reach the server at {address}: {getattr(exc, 'reason', exc)}") from None
+
+
+def server_request(info: dict, path: str, body: dict | None = None, timeout: float = 10.0) -> Any:
+    """:func:`request` to the server a :func:`server_info` describes, with its token."""
+    return request(f"http://127.0.0.1:{info['port']}", path, body, timeout, token=str(info.get("token", "")))
 
 
 def later(rt, at: float, step: Callable[[], Any], name: str = "fanoutsim-later") -> threading.Thread:

@@ -22,6 +22,7 @@ import time
 from typing import Callable
 
 from fanoutsim.kernel.faults import Crash, CrashAt, CrashRandomly, bind
+from fanoutsim.kernel.ids import FreshIdSource
 from fanoutsim.kernel.metrics import LockedMetrics
 from fanoutsim.kernel.store import open_store
 from fanoutsim.kernel.timeutil import US
@@ -175,6 +176,9 @@ class SteppedWallRuntime(WallRuntime):
         self._closing = threading.Event()  # the runtime's own threads (planned crashes)
         self._threads: list[threading.Thread] = []
         self._restart_timer: threading.Timer | None = None
+        # ids must not repeat those of an earlier process on this file, nor of any
+        # other wall-clock run: drawn from the OS's entropy, not from the seed
+        self.ids = FreshIdSource()
 
     # -- life cycle ---------------------------------------------------------------
     def start(self):

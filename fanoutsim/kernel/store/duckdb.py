@@ -28,6 +28,12 @@ class StoreError(RuntimeError):
     """A database file that cannot be opened as a fanoutsim store."""
 
 
+def _first_line(exc: BaseException) -> str:
+    """DuckDB's message without its hints and stack: the line that says what is wrong."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 _row = row_of
 
 
@@ -115,12 +121,22 @@ class DuckDBStore(Store):
                 if head[8:12] != b"DUCK":
                     raise StoreError(f"{path} is not a DuckDB database file; refusing to touch it")
                 self._probe()
+        elif path != ":memory:":
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder):
+                raise StoreError(f"cannot create {path}: the folder {folder} does not exist")
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise StoreError(f"cannot create {path}: the folder {folder} is not writable")
         self.con = self._connect()
-        self.con.execute("SET TimeZone = 'UTC'")
         self._lock = threading.Lock()
         self.statements = 0  # run inside transactions since opening: the load we put on DuckDB
         self._owner: int | None = None
-        self._migrate()
+        try:
+            self.con.execute("SET TimeZone = 'UTC'")
+            self._migrate()
+        except duckdb.Error as exc:  # a damaged file can open and fail at its first read
+            self.con.close()
+            raise StoreError(f"cannot use {path}: {_first_line(exc)}") from None
 
     def _probe(self) -> None:
         """Check the schema version read-only: a refused file keeps its bytes and its WAL."""
@@ -130,6 +146,8 @@ class DuckDBStore(Store):
             return  # this process has it open read-write already: no WAL to replay; _migrate checks
         try:
             self._check_version(probe)
+        except duckdb.Error as exc:  # damaged past its header
+            raise StoreError(f"cannot use {self.path}: {_first_line(exc)}") from None
         finally:
             probe.close()
 
@@ -143,6 +161,10 @@ class DuckDBStore(Store):
                 msg = msg.split(" See also")[0].strip()  # DuckDB's text names the holder's PID
                 raise StoreError(f"{path} is held by another process ({msg})") from None
             raise StoreError(f"cannot open {path}: {msg.strip()}") from None
+        except duckdb.ConnectionException:
+            raise  # opened in another mode by this process: the caller decides
+        except duckdb.Error as exc:  # a corrupt file (a checksum error), an internal error
+            raise StoreError(f"cannot open {path}: {_first_line(exc)}") from None
 
     def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:
         if not con.execute(sql.HAS_META).fetchone()[0]:

@@ -1,0 +1,48 @@
+"""The committed notebooks as JupyterLab meets them: the kernelspec it writes
+(so opening one changes nothing), an index that names every notebook, and a
+`make lab` that trusts them and hides their sources."""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _build():
+    spec = importlib.util.spec_from_file_location("notebook_build", NOTEBOOKS / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_notebook_saves_the_kernelspec_jupyterlab_writes():
+    expected = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    assert _build().KERNELSPEC == expected
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        assert dict(nbformat.read(path, as_version=4).metadata["kernelspec"]) == expected, path.name
+
+
+def test_every_notebook_has_its_source_and_the_index_names_each_with_its_time():
+    built = {p.stem for p in NOTEBOOKS.glob("*.ipynb")}
+    sources = {p.stem for p in (NOTEBOOKS / "src").glob("*.py")}
+    assert built == sources
+    index = (NOTEBOOKS / "src" / "00_index.py").read_text()
+    for stem in sorted(sources - {"00_index"}):
+        row = re.search(rf"^# \| \[{stem}\]\({stem}\.ipynb\) \| (.+?) \| (.+?) \|$", index, flags=re.M)
+        assert row, f"00_index does not list {stem}"
+        assert re.search(r"\d+ s|\d+ min|seconds", row.group(2)), row.group(0)
+
+
+def test_make_lab_trusts_the_notebooks_hides_their_sources_and_opens_the_index():
+    make = (ROOT / "Makefile").read_text()
+    lab = make[make.index("\nlab:"):]
+    lab = lab[: lab.index("\n\n")]
+    assert "jupyter trust $(LAB_DIR)/*.ipynb" in lab
+    assert "--ServerApp.root_dir=$(LAB_DIR)" in lab and "default_url=/lab/tree/00_index.ipynb" in lab
+    hide = re.search(r"^LAB_HIDE\s*:=\s*(.+)$", make, flags=re.M).group(1).split()
+    assert {"src", "build.py"} <= set(hide) and "hide_globs" in lab

@@ -1,0 +1,145 @@
+"""The control endpoint of ``fanoutsim serve``: a token from an owner-only
+file, and a cap on the size of a request."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fanoutsim import serve as srv
+from conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True,
+                          timeout=60, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server with a small body cap; yields (db, address, token)."""
+    db = tmp_path_factory.mktemp("serve") / "ctl.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--rate", "0",
+                             "--max-body-bytes", "2000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    side = Path(f"{db}.serve.json")
+    try:
+        assert wait_for(lambda: side.exists() and json.loads(side.read_text())["pid"] == proc.pid, timeout=60)
+        info = json.loads(side.read_text())
+        yield db, f"http://127.0.0.1:{info['port']}", info["token"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def request(url: str, *, token: str | None = None, body: bytes | None = None, scheme: str = "token"):
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"{scheme} {token}"
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def retained(address: str, token: str) -> int:
+    code, body = request(f"{address}/status", token=token)
+    assert code == 200
+    return body["firings_retained"]
+
+
+def test_the_sidecar_is_readable_by_its_owner_only(server):
+    db, _, token = server
+    side = Path(f"{db}.serve.json")
+    assert stat.S_IMODE(side.stat().st_mode) == 0o600
+    assert len(token) == 64 and int(token, 16) >= 0
+
+
+@pytest.mark.parametrize("token, scheme", [(None, "token"), ("0" * 64, "token"), ("", "token"),
+                                           ("right", "Bearer")])
+def test_a_request_without_the_token_gets_403_and_changes_nothing(server, token, scheme):
+    _, address, right = server
+    token = right if token == "right" else token
+    before = retained(address, right)
+    fire = json.dumps({"reactor": "pricing_reactor", "payload": {"quote": {"price": 1}}}).encode()
+    code, body = request(f"{address}/fire", token=token, body=fire, scheme=scheme)
+    assert code == 403 and "token" in body["error"]
+    code, body = request(f"{address}/status", token=token, scheme=scheme)
+    assert code == 403 and "firings_retained" not in body
+    assert retained(address, right) == before
+
+
+def test_fire_and_status_send_the_token(server):
+    db, address, token = server
+    before = retained(address, token)
+    done = cli("fire", "--db", str(db), "--reactor", "pricing_reactor", "--payload", '{"quote": {"price": 5}}')
+    assert done.returncode == 0, done.stderr
+    status = cli("status", "--db", str(db))
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["firings_retained"] == before + 1
+
+
+def test_a_body_over_the_cap_gets_413_and_is_not_stored(server):
+    db, address, token = server
+    before = retained(address, token)
+    big = json.dumps({"reactor": "pricing_reactor", "payload": {"x": "a" * (10 << 20)}}).encode()  # 10 MB
+    code, body = request(f"{address}/fire", token=token, body=big)
+    assert code == 413 and "2000 bytes" in body["error"] and "--max-body-bytes" in body["error"]
+    # just over the cap, through the command: one line, exit 2
+    done = cli("fire", "--db", str(db), "--reactor", "pricing_reactor", "--payload", json.dumps({"x": "a" * 2000}))
+    assert done.returncode == 2 and "over this server's limit of 2000 bytes" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    # under it: stored
+    code, body = request(f"{address}/fire", token=token,
+                         body=json.dumps({"reactor": "pricing_reactor", "payload": {"x": "a" * 1000}}).encode())
+    assert code == 200 and body["firing"]
+    assert retained(address, token) == before + 1
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (b"{not json", "Expecting"), (b'{"payload": {}}', "needs the field 'reactor'"),
+    (b'{"reactor": "r", "payload": [1]}', "payload"), (b"[1, 2]", "JSON object"),
+])
+def test_bad_bodies_get_400(server, body, fragment):
+    _, address, token = server
+    code, reply = request(f"{address}/fire", token=token, body=body)
+    assert code == 400 and fragment in reply["error"]
+
+
+def test_the_cap_is_checked_in_the_library_too(tmp_path):
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        srv.serve(str(tmp_path / "x.duckdb"), max_body_bytes=0)
+    assert not (tmp_path / "x.duckdb").exists()
+    assert srv.MAX_BODY_BYTES == 1 << 20
+
+
+def test_the_sidecar_is_private_from_its_first_byte(tmp_path):
+    old = os.umask(0)  # the most permissive umask: the file must still be 0600
+    try:
+        path = srv.write_sidecar(str(tmp_path / "a.duckdb"), {"pid": 1, "port": 2, "token": "t"})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text())["token"] == "t"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.duckdb.serve.json"]
+
+
+def test_the_live_view_reads_a_server_with_its_token(server):
+    from fanoutsim.widgets import LiveView
+
+    db, address, token = server
+    snap = LiveView(str(db)).snapshot()
+    assert snap["firings"] >= 0 and isinstance(snap["executions"], dict)
