@@ -1,0 +1,587 @@
+"""A fast path for CEL: celpy's parse tree compiled into Python closures.
+
+cel-python (``celpy``) interprets a CEL program by walking its lark parse tree
+on every evaluation; most of the ~200 µs it spends on a typical filter goes to
+the walk (method lookup per node, nine wrapper nodes per operand, activation
+cloning), not to the operations. :func:`compile_fast` walks the tree once and
+returns a closure per node, so an evaluation is a few nested calls.
+
+celpy stays the reference. The closures mirror ``celpy.evaluation.Evaluator``
+node for node and evaluate over the same values (``celpy.celtypes``, as
+``celpy.json_to_cel`` builds them), so every operation that is not a plain
+same-type case calls the very function celpy calls (``operator.add`` on
+``IntType``, ``celtypes.logical_or``, ``evaluation.operator_in``, ...) and
+catches exactly the exceptions the Evaluator catches at that node. That keeps
+celpy's semantics including its quirks, which a hand-written CEL would get
+"right" and so differ: both sides of ``&&`` and ``||`` are evaluated and an
+error on one side is absorbed when the other decides; int, uint and double
+do not mix in ``==`` and in ``+``, but a double or a uint on the *left* of
+``<`` compares with an int; int64 and uint64 overflow and division or modulo
+by zero are errors; an error inside ``map``, ``filter`` or ``exists_one`` is
+raised rather than kept as a value, so ``true || [0].map(x, 1 / x)[0] == 1``
+is an error in celpy and here.
+
+Errors are values here as in celpy (``CELEvalError``), and a Python exception
+that celpy would let escape escapes here too. What is outside the subset is
+not compiled (:func:`compile_fast` returns ``None``): ``reduce`` and ``min``,
+message construction (``T{...}``), ``.name`` and ``.f()`` at the root, bytes
+literals, ``type()``, timestamps and durations, functions and methods other
+than those in :data:`FUNCTIONS` and :data:`METHODS`, identifiers other than
+the declared variables and those a macro binds. A caller that needs celpy's
+exact error *text* asks celpy again when the fast path ends in an error (an
+error is rare; the text is celpy's).
+
+``tests/test_cel_fast.py`` checks the two against each other with hypothesis
+over generated expressions and payloads: same value, same CEL type, same
+error-versus-value outcome.
+"""
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from celpy import celtypes
+from celpy.evaluation import (
+    CELEvalError,
+    NameContainer,
+    base_functions,
+    celstr,
+    eval_error,
+    operator_in,
+)
+from lark import Token, Tree
+
+__all__ = ["FUNCTIONS", "METHODS", "MACROS", "compile_fast"]
+
+BoolType, IntType, UintType, DoubleType = (
+    celtypes.BoolType, celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+StringType, ListType, MapType = celtypes.StringType, celtypes.ListType, celtypes.MapType
+TRUE, FALSE = BoolType(True), BoolType(False)
+
+# Functions (``f(x)``) and methods (``x.f(y)``) compiled; each calls celpy's own.
+FUNCTIONS = frozenset({"size", "contains", "startsWith", "endsWith", "matches",
+                       "int", "uint", "double", "string", "bool"})
+METHODS = frozenset({"size", "contains", "startsWith", "endsWith", "matches"})
+MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+_CELPY_MACROS = MACROS | {"reduce", "min"}  # celpy treats these method names as macros
+
+# Types whose same-type comparison is one Python operator, exactly what celpy
+# ends up calling (type_matched passes for equal types).
+_SCALARS = frozenset({IntType, UintType, DoubleType, StringType, BoolType})
+
+_and_oper = eval_error("no such overload", TypeError)(celtypes.logical_and)
+_or_oper = eval_error("no such overload", TypeError)(celtypes.logical_or)
+
+Scope = dict  # variable name -> celtypes value
+Node = Callable[[Scope], Any]
+
+
+class _NotCompiled(Exception):
+    """The expression is outside the compiled subset: celpy evaluates it."""
+
+
+def compile_fast(ast: Tree, variables: Iterable[str]) -> Callable[[dict], Any] | None:
+    """A closure ``run(activation) -> value`` for the CEL program ``ast`` (from
+    ``celpy.Environment().compile``), or ``None`` when the program uses
+    something outside the compiled subset.
+
+    ``activation`` maps each name in ``variables`` to a celtypes value, as for
+    celpy's ``Runner.evaluate``. ``run`` returns what celpy's Evaluator would
+    return before raising: a celtypes value or a ``CELEvalError`` value; it
+    raises where celpy raises (and ``KeyError`` for an unbound variable)."""
+    try:
+        return _Compiler(frozenset(variables)).node(ast, frozenset())
+    except _NotCompiled:
+        return None
+
+
+def _error(text: str, ex: BaseException | None = None) -> CELEvalError:
+    if ex is None:
+        return CELEvalError(text)
+    return CELEvalError(text, ex.__class__, ex.args)
+
+
+class _Compiler:
+    def __init__(self, variables: frozenset[str]) -> None:
+        self.variables = variables
+
+    def node(self, tree: Any, bound: frozenset[str]) -> Node:
+        if not isinstance(tree, Tree):
+            raise _NotCompiled(repr(tree))
+        method = getattr(self, "c_" + str(tree.data), None)
+        if method is None:
+            raise _NotCompiled(str(tree.data))
+        return method(tree, bound)
+
+    # -- wrappers -------------------------------------------------------------
+
+    def _single(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) != 1:
+            raise _NotCompiled(str(tree.data))
+        return self.node(tree.children[0], bound)
+
+    c_member = _single
+
+    # -- expr: the ternary (Evaluator.expr) ----------------------------------------
+
+    def c_expr(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) == 1:
+            return self.node(tree.children[0], bound)
+        if len(tree.children) != 3:
+            raise _NotCompiled("expr")
+        cond, yes, no = (self.node(c, bound) for c in tree.children)
+        condition = celtypes.logical_condition
+
+        def ternary(s: Scope) -> Any:
+            c = cond(s)
+            left = right = FALSE
+            try:
+                if c.__class__ is BoolType:  # logical_condition would pick the same branch
+                    return yes(s) if c else no(s)
+                if c:
+                    left = yes(s)
+                else:
+                    right = no(s)
+                return condition(c, left, right)
+            except TypeError as ex:
+                return _error("found no matching overload for _?_:_", ex)
+        return ternary
+
+    # -- || and && (both sides evaluated, as celpy does) ---------------------------
+
+    def c_conditionalor(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) == 1:
+            return self.node(tree.children[0], bound)
+        left, right = (self.node(c, bound) for c in tree.children)
+        logical_or = celtypes.logical_or
+
+        def or_(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            if a.__class__ is BoolType and b.__class__ is BoolType:
+                return a if a else b
+            try:
+                return logical_or(a, b)
+            except TypeError as ex:
+                return _error("found no matching overload for _||_", ex)
+        return or_
+
+    def c_conditionaland(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) == 1:
+            return self.node(tree.children[0], bound)
+        left, right = (self.node(c, bound) for c in tree.children)
+        logical_and = celtypes.logical_and
+
+        def and_(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            if a.__class__ is BoolType and b.__class__ is BoolType:
+                return b if a else a
+            try:
+                return logical_and(a, b)
+            except TypeError as ex:
+                return _error("found no matching overload for _&&_", ex)
+        return and_
+
+    # -- relations ----------------------------------------------------------------
+
+    def c_relation(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) == 1:
+            return self.node(tree.children[0], bound)
+        op_tree, right_tree = tree.children
+        kind = str(op_tree.data)
+        left = self._single(op_tree, bound)
+        right = self.node(right_tree, bound)
+        func = base_functions[_RELATIONS[kind]]
+        if kind == "relation_in":
+            def in_(s: Scope) -> Any:
+                a, b = left(s), right(s)
+                try:
+                    return operator_in(a, b)
+                except TypeError as ex:
+                    return _error(f"found no matching overload for {kind!r}", ex)
+            return in_
+        op = _COMPARE[kind]
+        scalars = _SCALARS
+        not_implemented = NotImplemented
+        assert func.__name__ == "bool_" + kind[len("relation_"):]  # inlined below
+
+        def compare(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            t = a.__class__
+            if t is b.__class__ and t in scalars:
+                return TRUE if op(a, b) else FALSE
+            # celpy's bool_<op>, i.e. boolean(operator.<op>), inlined
+            if isinstance(a, CELEvalError):
+                return a
+            if isinstance(b, CELEvalError):
+                return b
+            try:
+                r = op(a, b)
+            except TypeError as ex:
+                return _error(f"found no matching overload for {kind!r}", ex)
+            if r == not_implemented:
+                return r
+            return TRUE if r else FALSE
+        return compare
+
+    # -- arithmetic -------------------------------------------------------------------
+
+    def c_addition(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) == 1:
+            return self.node(tree.children[0], bound)
+        op_tree, right_tree = tree.children
+        kind = str(op_tree.data)
+        left = self._single(op_tree, bound)
+        right = self.node(right_tree, bound)
+        func = {"addition_add": operator.add, "addition_sub": operator.sub}[kind]
+
+        def addition(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            try:
+                return func(a, b)
+            except TypeError as ex:
+                return _error(f"found no matching overload for {kind!r}", ex)
+            except (ValueError, OverflowError) as ex:
+                return _error("return error for overflow", ex)
+        return addition
+
+    def c_multiplication(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) == 1:
+            return self.node(tree.children[0], bound)
+        op_tree, right_tree = tree.children
+        kind = str(op_tree.data)
+        left = self._single(op_tree, bound)
+        right = self.node(right_tree, bound)
+        func = {"multiplication_mul": operator.mul, "multiplication_div": operator.truediv,
+                "multiplication_mod": operator.mod}[kind]
+
+        def multiplication(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            try:
+                return func(a, b)
+            except TypeError as ex:
+                return _error(f"found no matching overload for {kind!r}", ex)
+            except ZeroDivisionError as ex:
+                return _error("modulus or divide by zero", ex)
+            except (ValueError, OverflowError) as ex:
+                return _error("return error for overflow", ex)
+        return multiplication
+
+    def c_unary(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) == 1:
+            return self.node(tree.children[0], bound)
+        op_tree, right_tree = tree.children
+        kind = str(op_tree.data)
+        right = self.node(right_tree, bound)
+        if kind == "unary_not":
+            logical_not = celtypes.logical_not
+
+            def not_(s: Scope) -> Any:
+                v = right(s)
+                if v.__class__ is BoolType:
+                    return FALSE if v else TRUE
+                try:
+                    return logical_not(v)
+                except TypeError as ex:
+                    return _error(f"found no matching overload for {kind!r}", ex)
+                except ValueError as ex:
+                    return _error("return error for overflow", ex)
+            return not_
+        if kind != "unary_neg":
+            raise _NotCompiled(kind)
+        neg = operator.neg
+
+        def neg_(s: Scope) -> Any:
+            v = right(s)
+            try:
+                return neg(v)
+            except TypeError as ex:
+                return _error(f"found no matching overload for {kind!r}", ex)
+            except ValueError as ex:
+                return _error("return error for overflow", ex)
+        return neg_
+
+    # -- members ------------------------------------------------------------------------
+
+    def c_member_dot(self, tree: Tree, bound: frozenset[str]) -> Node:
+        member_tree, name_token = tree.children
+        member = self.node(member_tree, bound)
+        name = str(name_token)
+        missing = _MISSING
+        message_type = celtypes.MessageType
+
+        def dot(s: Scope) -> Any:
+            m = member(s)
+            if m.__class__ is MapType:
+                v = dict.get(m, name, missing)
+                if v is not missing:
+                    return v
+                return _error(f"no such member in mapping: {name!r}")
+            if isinstance(m, CELEvalError):
+                return m
+            if isinstance(m, (NameContainer, message_type)):
+                raise _Unsupported("field selection on a name container or message")
+            if isinstance(m, MapType):
+                try:
+                    return m[name]
+                except KeyError:
+                    return _error(f"no such member in mapping: {name!r}")
+            return _error(f"{m!r} with type: '{type(m)}' does not support field selection")
+        return dot
+
+    def c_member_index(self, tree: Tree, bound: frozenset[str]) -> Node:
+        member_tree, index_tree = tree.children
+        member = self.node(member_tree, bound)
+        index = self.node(index_tree, bound)
+        getitem = operator.getitem
+
+        def item(s: Scope) -> Any:
+            m, i = member(s), index(s)
+            try:
+                return getitem(m, i)
+            except TypeError as ex:
+                return _error("found no matching overload for _[_]", ex)
+            except KeyError as ex:
+                return _error("no such key", ex)
+            except IndexError as ex:
+                return _error("invalid_argument", ex)
+        return item
+
+    def c_member_dot_arg(self, tree: Tree, bound: frozenset[str]) -> Node:
+        member_tree, name_token = tree.children[:2]
+        name = str(name_token)
+        if name in _CELPY_MACROS:
+            return self._macro(tree, name, bound)
+        if name not in METHODS:
+            raise _NotCompiled(f"method {name}")
+        member = self.node(member_tree, bound)
+        args = self._exprlist(tree.children[2], bound) if len(tree.children) > 2 else None
+        function = base_functions[name]
+
+        def method(s: Scope) -> Any:
+            obj = member(s)
+            values = args(s) if args is not None else ListType()
+            if isinstance(obj, CELEvalError):
+                return obj
+            if isinstance(values, CELEvalError):
+                return values
+            try:
+                return function(obj, *values)
+            except ValueError as ex:
+                return _error("return error for overflow", ex)
+            except (TypeError, AttributeError) as ex:
+                return _error("no such overload", ex)
+        return method
+
+    def _macro(self, tree: Tree, name: str, bound: frozenset[str]) -> Node:
+        if name not in MACROS or len(tree.children) != 3:
+            raise _NotCompiled(f"macro {name}")
+        args = tree.children[2]
+        if not isinstance(args, Tree) or len(args.children) != 2:
+            raise _NotCompiled(f"macro {name} arguments")
+        var = _bare_ident(args.children[0])
+        if var is None:
+            raise _NotCompiled(f"macro {name} variable")
+        member = self.node(tree.children[0], bound)
+        body = self.node(args.children[1], bound | {var})
+
+        def sub_expr(s: Scope, v: Any) -> Any:  # Evaluator.build_macro_eval: raises errors
+            inner = dict(s)
+            inner[var] = v
+            r = body(inner)
+            if isinstance(r, CELEvalError):
+                raise r
+            return r
+
+        def ss_expr(s: Scope, v: Any) -> Any:  # build_ss_macro_eval: errors as values
+            inner = dict(s)
+            inner[var] = v
+            try:
+                r = body(inner)
+            except CELEvalError as ex:
+                return ex
+            return r
+
+        if name == "map":
+            def map_(s: Scope) -> Any:
+                items = member(s)
+                if isinstance(items, CELEvalError):
+                    return items
+                return ListType(map(lambda v: sub_expr(s, v), items))
+            return map_
+        if name == "filter":
+            def filter_(s: Scope) -> Any:
+                items = member(s)
+                if isinstance(items, CELEvalError):
+                    return items
+                return ListType(filter(lambda v: sub_expr(s, v), items))
+            return filter_
+        if name == "exists_one":
+            def exists_one(s: Scope) -> Any:
+                items = member(s)
+                if isinstance(items, CELEvalError):
+                    return items
+                count = sum(1 for v in items if bool(sub_expr(s, v)))
+                return BoolType(count == 1)
+            return exists_one
+        oper, start = (_and_oper, TRUE) if name == "all" else (_or_oper, FALSE)
+        is_all = name == "all"
+
+        def quantifier(s: Scope) -> Any:
+            items = member(s)
+            if isinstance(items, CELEvalError):
+                return items
+            acc = start
+            for r in map(lambda v: ss_expr(s, v), items):
+                if acc.__class__ is BoolType and r.__class__ is BoolType:
+                    acc = (r if acc else acc) if is_all else (acc if acc else r)
+                else:
+                    acc = oper(acc, r)
+            return acc
+        return quantifier
+
+    # -- primary --------------------------------------------------------------------------
+
+    def c_primary(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if len(tree.children) != 1:
+            raise _NotCompiled("primary")
+        child = tree.children[0]
+        kind = str(child.data)
+        if kind == "literal":
+            value = _literal(child)
+            return lambda s: value
+        if kind == "paren_expr":
+            return self._single(child, bound)
+        if kind == "list_lit":
+            if not child.children:
+                return lambda s: ListType()
+            return self._exprlist(child.children[0], bound)
+        if kind == "map_lit":
+            return self._map_lit(child, bound)
+        if kind == "ident_arg":
+            return self._call(child, bound)
+        if kind == "ident":
+            name = str(child.children[0])
+            if name not in bound and name not in self.variables:
+                raise _NotCompiled(f"identifier {name}")
+            return lambda s: s[name]
+        raise _NotCompiled(kind)
+
+    def _exprlist(self, tree: Tree, bound: frozenset[str]) -> Node:
+        """Evaluator.exprlist: every item evaluated; the first error, or the list."""
+        if tree.data != "exprlist":
+            raise _NotCompiled(str(tree.data))
+        items = tuple(self.node(c, bound) for c in tree.children)
+
+        def exprlist(s: Scope) -> Any:
+            values = [f(s) for f in items]
+            for v in values:
+                if isinstance(v, CELEvalError):
+                    return v
+            return ListType(values)
+        return exprlist
+
+    def _map_lit(self, tree: Tree, bound: frozenset[str]) -> Node:
+        if not tree.children:
+            return lambda s: MapType()
+        inits = tree.children[0]
+        if inits.data != "mapinits":
+            raise _NotCompiled(str(inits.data))
+        items = tuple(self.node(c, bound) for c in inits.children)
+
+        def map_lit(s: Scope) -> Any:
+            try:
+                values = [f(s) for f in items]
+                result = MapType()
+                for key, value in zip(values[0::2], values[1::2]):
+                    if key in result:
+                        raise ValueError(f"Duplicate key {key!r}")
+                    result[key] = value
+                return result
+            except (ValueError, TypeError) as ex:
+                return _error(ex.args[0], ex)  # as celpy: an exception without args escapes
+        return map_lit
+
+    def _call(self, tree: Tree, bound: frozenset[str]) -> Node:
+        name = str(tree.children[0])
+        args_tree = tree.children[1] if len(tree.children) == 2 else Tree("exprlist", [])
+        if len(tree.children) > 2 or args_tree.data != "exprlist":
+            raise _NotCompiled(f"call {name}")
+        args = tuple(self.node(c, bound) for c in args_tree.children)
+        if name in ("has", "dyn"):
+            if len(args) != 1:
+                raise _NotCompiled(f"{name} arity")
+            (arg,) = args
+            if name == "dyn":
+                return arg
+            return lambda s: FALSE if isinstance(arg(s), CELEvalError) else TRUE
+        if name not in FUNCTIONS:
+            raise _NotCompiled(f"function {name}")
+        function = base_functions[name]
+
+        def call(s: Scope) -> Any:
+            values = [f(s) for f in args]
+            for v in values:
+                if isinstance(v, CELEvalError):
+                    return v
+            try:
+                return function(*values)
+            except ValueError as ex:
+                return _error("return error for overflow", ex)
+            except (TypeError, AttributeError) as ex:
+                return _error("no such overload", ex)
+        return call
+
+
+class _Unsupported(Exception):
+    """Raised at evaluation time for a value the fast path does not model;
+    the caller then asks celpy."""
+
+
+_MISSING = object()
+
+_RELATIONS = {
+    "relation_lt": "_<_", "relation_le": "_<=_", "relation_ge": "_>=_", "relation_gt": "_>_",
+    "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "_in_",
+}
+_COMPARE = {
+    "relation_lt": operator.lt, "relation_le": operator.le, "relation_ge": operator.ge,
+    "relation_gt": operator.gt, "relation_eq": operator.eq, "relation_ne": operator.ne,
+}
+
+
+def _bare_ident(node: Any) -> str | None:
+    """The name when ``node`` is a bare identifier under single-child wrappers."""
+    while isinstance(node, Tree):
+        if node.data == "ident":
+            return str(node.children[0])
+        if len(node.children) != 1:
+            return None
+        node = node.children[0]
+    return None
+
+
+def _literal(tree: Tree) -> Any:
+    """Evaluator.literal, once at compile time."""
+    if len(tree.children) != 1:
+        raise _NotCompiled("literal")
+    token: Token = tree.children[0]
+    try:
+        if token.type == "FLOAT_LIT":
+            return DoubleType(token.value)
+        if token.type == "INT_LIT":
+            return IntType(token.value)
+        if token.type == "UINT_LIT":
+            if token.value[-1].lower() != "u":
+                raise _NotCompiled("uint literal")
+            return UintType(token.value[:-1])
+        if token.type in ("MLSTRING_LIT", "STRING_LIT"):
+            return celstr(token)
+        if token.type == "BOOL_LIT":
+            return BoolType(token.value.lower() == "true")
+        if token.type == "NULL_LIT":
+            return None
+    except ValueError as ex:
+        return _error(ex.args[0], ex)
+    raise _NotCompiled(f"literal {token.type}")
+
