@@ -141,14 +141,99 @@ def expressions(bound: tuple[str, ...] = (), depth: int = 3):
     )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+# Filter-shaped expressions: mostly well typed against a payload that mostly
+# has the usual types (i: int, f: double, s: string, b: bool, l: list of ints,
+# m: map of strings), so that values, not only errors, are compared.
+typed_payloads = st.fixed_dictionaries({}, optional={
+    "i": st.one_of(ints, ints, ints, json_values),
+    "f": st.one_of(floats, floats, floats, json_values),
+    "s": st.one_of(strings, strings, strings, json_values),
+    "b": st.one_of(st.booleans(), st.booleans(), st.booleans(), json_values),
+    "l": st.one_of(*[st.lists(ints, max_size=4)] * 3, json_values),
+    "m": st.one_of(*[st.dictionaries(st.sampled_from(["k", "n", "us-east"]), strings, max_size=3)] * 3,
+                   json_values),
+})
+
+
+@functools.cache
+def typed_expr(kind: str, depth: int, var: str | None = None):
+    """CEL text of type ``kind`` (bool, int, double, string, list); ``var``: an
+    int-valued macro variable in scope."""
+    def sub(k, d=depth - 1):
+        return typed_expr(k, d, var)
+
+    if kind == "int":
+        leaf = st.one_of(st.sampled_from(INT_LITS + ["payload.i", "size(payload.l)", "payload.l[0]",
+                                                    "int(payload.f)", "size(payload.s)"]),
+                         st.just(var) if var else st.nothing())
+        if depth == 0:
+            return leaf
+        return st.one_of(leaf, st.builds(lambda a, op, b: f"({a} {op} {b})", sub("int"),
+                                         st.sampled_from(["+", "-", "*", "/", "%"]), sub("int")),
+                         st.builds(lambda a: f"-({a})", sub("int")),
+                         st.builds(lambda c, a, b: f"({c} ? {a} : {b})", sub("bool"), sub("int"), sub("int")))
+    if kind == "double":
+        leaf = st.sampled_from(DOUBLE_LITS + ["payload.f", "double(payload.i)"])
+        if depth == 0:
+            return leaf
+        return st.one_of(leaf, st.builds(lambda a, op, b: f"({a} {op} {b})", sub("double"),
+                                         st.sampled_from(["+", "-", "*", "/"]), sub("double")))
+    if kind == "string":
+        leaf = st.sampled_from(STRING_LITS + ["payload.s", "tenant", "reactor", "payload.m.k",
+                                              "payload.m['us-east']", "string(payload.i)"])
+        if depth == 0:
+            return leaf
+        return st.one_of(leaf, st.builds(lambda a, b: f"({a} + {b})", sub("string"), sub("string")))
+    if kind == "list":
+        leaf = st.sampled_from(["payload.l", "[1, 2, 3]", "[]"])
+        if depth == 0:
+            return leaf
+        return st.one_of(
+            leaf,
+            st.builds(lambda a, b: f"[{a}, {b}]", sub("int"), sub("int")),
+            st.builds(lambda a, m, b: f"{a}.{m}(x, {b})", sub("list"), st.just("map"),
+                      typed_expr("int", depth - 1, "x")),
+            st.builds(lambda a, b: f"{a}.filter(x, {b})", sub("list"), typed_expr("bool", depth - 1, "x")),
+        )
+    leaf = st.sampled_from(["true", "false", "payload.b", "has(payload.i)", "has(payload.m.k)",
+                            "payload.m.n == null", "'k' in payload.m"])
+    if depth == 0:
+        return leaf
+    cmp = st.sampled_from(["==", "!=", "<", "<=", ">", ">="])
+    return st.one_of(
+        leaf,
+        st.builds(lambda a, op, b: f"{a} {op} {b}", sub("int"), cmp, sub("int")),
+        st.builds(lambda a, op, b: f"{a} {op} {b}", sub("double"), cmp, sub("double")),
+        st.builds(lambda a, op, b: f"{a} {op} {b}", sub("string"), cmp, sub("string")),
+        st.builds(lambda a, op, b: f"{a} {op} {b}", sub("int"), cmp, sub("double")),  # no mixing: errors
+        st.builds(lambda a, m, b: f"{a}.{m}({b})", sub("string"),
+                  st.sampled_from(["startsWith", "endsWith", "contains"]), sub("string")),
+        st.builds(lambda a, p: f"{a}.matches({p})", sub("string"), st.sampled_from(PATTERNS)),
+        st.builds(lambda a, b: f"{a} in {b}", sub("int"), sub("list")),
+        st.builds(lambda a: f"{a} in ['us-east', 'eu-central', 'a']", sub("string")),
+        st.builds(lambda a, op, b: f"({a} {op} {b})", sub("bool"), st.sampled_from(["&&", "||"]), sub("bool")),
+        st.builds(lambda a: f"!({a})", sub("bool")),
+        st.builds(lambda c, a, b: f"({c} ? {a} : {b})", sub("bool"), sub("bool"), sub("bool")),
+        st.builds(lambda a, m, b: f"{a}.{m}(x, {b})", sub("list"), st.sampled_from(["exists", "all", "exists_one"]),
+                  typed_expr("bool", depth - 1, "x")),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(expr=expressions(), payload=payloads)
 def test_generated_expressions_agree_with_celpy(expr, payload):
     same(expr, payload)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expr=typed_expr("bool", 3), payload=typed_payloads, tenant=st.sampled_from(["acme", "a"]))
+def test_generated_filters_agree_with_celpy(expr, payload, tenant):
+    same(expr, payload, tenant=tenant)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expr=expressions(depth=2), payload=payloads, tenant=st.sampled_from(["acme", "b"]))
+@given(expr=st.one_of(expressions(depth=2), typed_expr("bool", 2)), payload=st.one_of(payloads, typed_payloads),
+       tenant=st.sampled_from(["acme", "b"]))
 def test_predicates_agree_with_celpy_error_text_included(expr, payload, tenant):
     fast, slow = compile_predicate(expr), compile_predicate(expr, fast=False)
     assert fast.fast and not slow.fast
