@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, activation, compile_predicate
-from fanoutsim.kernel.cel import compile_fast
+from fanoutsim.kernel.cel import compile_fast, to_cel
 
 ENV = celpy.Environment()
 INT64_MAX, INT64_MIN, UINT64_MAX = 2**63 - 1, -(2**63), 2**64 - 1
@@ -396,3 +396,15 @@ def test_an_activation_without_a_variable_falls_back_to_celpy():
     act = {"payload": celpy.json_to_cel({}), "reactor": celtypes.StringType("r")}
     assert p.evaluate(act) == ref.evaluate(act)
     assert p.evaluate(act)[0] is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.one_of(json_values, st.dictionaries(st.sampled_from(KEYS), st.one_of(
+    json_values, st.sampled_from([2**63, -(2**63) - 1, 2**64]), st.tuples(st.integers(-2, 2))), max_size=4)))
+def test_activation_values_are_json_to_cel_values(value):
+    def outcome(convert):
+        try:
+            return typed(convert(value))
+        except ValueError as ex:
+            return "ValueError", str(ex)
+    assert outcome(to_cel) == outcome(celpy.json_to_cel)

@@ -41,7 +41,7 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from celpy import celtypes
+from celpy import celtypes, json_to_cel
 from celpy.evaluation import (
     CELEvalError,
     NameContainer,
@@ -50,9 +50,10 @@ from celpy.evaluation import (
     eval_error,
     operator_in,
 )
+import re2
 from lark import Token, Tree
 
-__all__ = ["FUNCTIONS", "METHODS", "MACROS", "compile_fast"]
+__all__ = ["FUNCTIONS", "METHODS", "MACROS", "compile_fast", "to_cel"]
 
 BoolType, IntType, UintType, DoubleType = (
     celtypes.BoolType, celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
@@ -193,8 +194,20 @@ class _Compiler:
         right = self.node(right_tree, bound)
         func = base_functions[_RELATIONS[kind]]
         if kind == "relation_in":
+            scalars = _SCALARS
+
             def in_(s: Scope) -> Any:
                 a, b = left(s), right(s)
+                if b.__class__ is ListType and a.__class__ in scalars:
+                    # operator_in without its logging: the same comparisons, in order
+                    result = FALSE
+                    for c in b:
+                        try:
+                            if c == a:
+                                return TRUE
+                        except TypeError as ex:
+                            result = _error("no such overload", ex)
+                    return result
                 try:
                     return operator_in(a, b)
                 except TypeError as ex:
@@ -210,7 +223,13 @@ class _Compiler:
             t = a.__class__
             if t is b.__class__ and t in scalars:
                 return TRUE if op(a, b) else FALSE
-            # celpy's bool_<op>, i.e. boolean(operator.<op>), inlined
+            # celpy's bool_<op>, i.e. boolean(operator.<op>), inlined (for two
+            # scalars the error checks are moot and op never returns NotImplemented)
+            if t in scalars and b.__class__ in scalars:
+                try:
+                    return TRUE if op(a, b) else FALSE
+                except TypeError as ex:
+                    return _error(f"found no matching overload for {kind!r}", ex)
             if isinstance(a, CELEvalError):
                 return a
             if isinstance(b, CELEvalError):
@@ -234,9 +253,15 @@ class _Compiler:
         left = self._single(op_tree, bound)
         right = self.node(right_tree, bound)
         func = {"addition_add": operator.add, "addition_sub": operator.sub}[kind]
+        int_op = {"addition_add": int.__add__, "addition_sub": int.__sub__}[kind]
 
         def addition(s: Scope) -> Any:
             a, b = left(s), right(s)
+            if a.__class__ is IntType and b.__class__ is IntType:  # IntType.__add__ / __sub__
+                r = int_op(a, b)
+                if _INT64_MIN <= r <= _INT64_MAX:
+                    return _new_int(IntType, r)
+                return _error("return error for overflow")
             try:
                 return func(a, b)
             except TypeError as ex:
@@ -255,8 +280,17 @@ class _Compiler:
         func = {"multiplication_mul": operator.mul, "multiplication_div": operator.truediv,
                 "multiplication_mod": operator.mod}[kind]
 
+        int_op = _INT_MULTIPLICATION[kind]
+
         def multiplication(s: Scope) -> Any:
             a, b = left(s), right(s)
+            if a.__class__ is IntType and b.__class__ is IntType:  # IntType.__mul__ / __truediv__ / __mod__
+                if not b and kind != "multiplication_mul":
+                    return _error("modulus or divide by zero")
+                r = int_op(a, b)
+                if _INT64_MIN <= r <= _INT64_MAX:
+                    return _new_int(IntType, r)
+                return _error("return error for overflow")
             try:
                 return func(a, b)
             except TypeError as ex:
@@ -355,12 +389,17 @@ class _Compiler:
         if name not in METHODS:
             raise _NotCompiled(f"method {name}")
         member = self.node(member_tree, bound)
-        args = self._exprlist(tree.children[2], bound) if len(tree.children) > 2 else None
+        args = self._exprlist(tree.children[2], bound) if len(tree.children) > 2 else _const(ListType())
         function = base_functions[name]
+        fast = self._string_method(name, member, args)
+        if fast is not None:
+            return fast
+        if name == "size" and getattr(args, "const", None) == []:
+            return _size(member)
 
         def method(s: Scope) -> Any:
             obj = member(s)
-            values = args(s) if args is not None else ListType()
+            values = args(s)
             if isinstance(obj, CELEvalError):
                 return obj
             if isinstance(values, CELEvalError):
@@ -372,6 +411,44 @@ class _Compiler:
             except (TypeError, AttributeError) as ex:
                 return _error("no such overload", ex)
         return method
+
+    @staticmethod
+    def _string_method(name: str, member: Node, args: Node) -> Node | None:
+        """A string method with a constant string argument (``s.startsWith('us')``):
+        celpy's function inlined for a string receiver, celpy's function otherwise."""
+        const = getattr(args, "const", None)
+        if (name not in ("startsWith", "endsWith", "contains", "matches") or not isinstance(const, ListType)
+                or len(const) != 1 or const[0].__class__ is not StringType):
+            return None
+        (arg,) = const
+        function = base_functions[name]
+        test: Callable[[str], bool]
+        if name == "matches":
+            try:
+                search = re2.compile(arg).search  # re2.search(pattern, text), compiled once
+            except re2.error:
+                return None
+            test = lambda text: search(text) is not None  # noqa: E731
+        elif name == "startsWith":
+            test = lambda text: text.startswith(arg)  # noqa: E731
+        elif name == "endsWith":
+            test = lambda text: text.endswith(arg)  # noqa: E731
+        else:
+            test = lambda text: arg in text  # noqa: E731
+
+        def string_method(s: Scope) -> Any:
+            obj = member(s)
+            if obj.__class__ is StringType:
+                return TRUE if test(obj) else FALSE
+            if isinstance(obj, CELEvalError):
+                return obj
+            try:
+                return function(obj, arg)
+            except ValueError as ex:
+                return _error("return error for overflow", ex)
+            except (TypeError, AttributeError) as ex:
+                return _error("no such overload", ex)
+        return string_method
 
     def _macro(self, tree: Tree, name: str, bound: frozenset[str]) -> Node:
         if name not in MACROS or len(tree.children) != 3:
@@ -448,8 +525,7 @@ class _Compiler:
         child = tree.children[0]
         kind = str(child.data)
         if kind == "literal":
-            value = _literal(child)
-            return lambda s: value
+            return _const(_literal(child))
         if kind == "paren_expr":
             return self._single(child, bound)
         if kind == "list_lit":
@@ -472,6 +548,8 @@ class _Compiler:
         if tree.data != "exprlist":
             raise _NotCompiled(str(tree.data))
         items = tuple(self.node(c, bound) for c in tree.children)
+        if all(hasattr(f, "const") and not isinstance(f.const, CELEvalError) for f in items):
+            return _const(ListType([f.const for f in items]))  # never mutated: CEL builds new lists
 
         def exprlist(s: Scope) -> Any:
             values = [f(s) for f in items]
@@ -518,6 +596,8 @@ class _Compiler:
         if name not in FUNCTIONS:
             raise _NotCompiled(f"function {name}")
         function = base_functions[name]
+        if name == "size" and len(args) == 1:
+            return _size(args[0])
 
         def call(s: Scope) -> Any:
             values = [f(s) for f in args]
@@ -539,6 +619,72 @@ class _Unsupported(Exception):
 
 
 _MISSING = object()
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_new_int = int.__new__  # _new_int(IntType, 3) is IntType(3) without its conversions
+
+
+def _int_div(a: int, b: int) -> int:  # IntType.__truediv__: truncates toward zero
+    sign = (-1 if a < 0 else 1) * (-1 if b < 0 else 1)
+    return sign * (abs(a) // abs(b))
+
+
+def _int_mod(a: int, b: int) -> int:  # IntType.__mod__: the sign of the dividend
+    return (-1 if a < 0 else 1) * (abs(a) % abs(b))
+
+
+_INT_MULTIPLICATION = {"multiplication_mul": int.__mul__, "multiplication_div": _int_div,
+                       "multiplication_mod": _int_mod}
+
+
+def _size(arg: Node) -> Node:
+    """celpy's function_size (``size(x)``, ``x.size()``) inlined: ``null`` has
+    size 0, an unsized value is "no such overload"."""
+    def size(s: Scope) -> Any:
+        v = arg(s)
+        if isinstance(v, CELEvalError):
+            return v
+        if v is None:
+            return _new_int(IntType, 0)
+        try:
+            return _new_int(IntType, len(v))
+        except TypeError as ex:
+            return _error("no such overload", ex)
+    return size
+
+
+def to_cel(value: Any) -> Any:
+    """``celpy.json_to_cel(value)``, the same celtypes values, built without
+    celtypes' conversions for the plain JSON types (anything else, and an int
+    outside int64, goes to json_to_cel itself)."""
+    t = value.__class__
+    if t is str:
+        return _new_str(StringType, value)
+    if t is dict:
+        result = MapType()
+        dict.update(result, {to_cel(k): to_cel(v) for k, v in value.items()})
+        return result
+    if t is float:
+        return _new_float(DoubleType, value)
+    if t is int and _INT64_MIN <= value <= _INT64_MAX:
+        return _new_int(IntType, value)
+    if t is bool:
+        return _new_int(BoolType, value)
+    if value is None:
+        return None
+    if t is list:
+        return ListType([to_cel(v) for v in value])
+    return json_to_cel(value)
+
+
+_new_str, _new_float = str.__new__, float.__new__
+
+
+def _const(value: Any) -> Node:
+    """A closure returning ``value``, marked as a constant (``.const``)."""
+    def const(s: Scope) -> Any:
+        return value
+    const.const = value  # type: ignore[attr-defined]
+    return const
 
 _RELATIONS = {
     "relation_lt": "_<_", "relation_le": "_<=_", "relation_ge": "_>=_", "relation_gt": "_>_",

@@ -38,7 +38,7 @@ import celpy
 from celpy import celtypes
 from lark import Token, Tree
 
-from fanoutsim.kernel.cel import compile_fast
+from fanoutsim.kernel.cel import compile_fast, to_cel
 
 ALLOWED_VARIABLES = ("payload", "reactor", "tenant")
 # CEL type identifiers are values too (``type(x) == int``).
@@ -226,7 +226,7 @@ def compile_predicate(expr: str, *, fast: bool | None = None) -> Predicate:
 def activation(sources: dict, reactor: str, tenant: str) -> dict:
     """The CEL variables for one firing (build once per firing, reuse per subscription)."""
     return {
-        "payload": celpy.json_to_cel(sources),
+        "payload": to_cel(sources),  # celpy.json_to_cel's values, built faster
         "reactor": celtypes.StringType(reactor),
         "tenant": celtypes.StringType(tenant),
     }
