@@ -331,6 +331,24 @@ CASES = [
     ("payload.a.exists(x, true)", ("error", None)),
     ("payload.l.exists(x, payload.l.exists(x, x == 3))", ("value", ("BoolType", True))),
     ("payload.l.exists(payload, payload == 2)", ("value", ("BoolType", True))),
+    # the inlined fast cases at their edges
+    ("-9223372036854775808 / -1", ("error", None)),
+    ("-9223372036854775808 % -1", ("value", ("IntType", 0))),
+    ("payload.big * 2", ("error", None)),
+    ("-7 / 2 == -3 && 7 % -3 == 1", ("value", ("BoolType", True))),
+    ("'a' in [1, 'a']", ("value", ("BoolType", True))),
+    ("'b' in [1, 'a']", ("error", None)),
+    ("3 in ['a', 3]", ("value", ("BoolType", True))),
+    ("null in [1]", ("error", None)),
+    ("size(payload.m.n) == 0", ("value", ("BoolType", True))),
+    ("payload.m.n.matches('x')", ("error", None)),
+    ("payload.s.matches('[')", ("error", None)),
+    ("payload.s.startsWith(payload.s)", ("value", ("BoolType", True))),
+    ("payload.l.contains(2)", ("value", ("BoolType", True))),
+    ("1.5 < 2", ("value", ("BoolType", True))),  # celpy: a double on the left compares with an int
+    ("2 > 1.5", ("error", None)),
+    ("true == 1", ("value", ("BoolType", True))),
+    ("1 == true", ("error", None)),
     # the other variables
     ("tenant == 'acme' && reactor.startsWith('r')", ("value", ("BoolType", True))),
 ]

@@ -339,10 +339,23 @@ class _Compiler:
 
     def c_member_dot(self, tree: Tree, bound: frozenset[str]) -> Node:
         member_tree, name_token = tree.children
+        missing = _MISSING
+        chain = _field_chain(tree)
+        if chain is not None and (chain[0] in bound or chain[0] in self.variables):
+            root, names = chain[0], tuple(chain[1:])
+
+            def path(s: Scope) -> Any:  # payload.quote.price: the selections below, in one loop
+                v = s[root]
+                for name in names:
+                    if v.__class__ is MapType:
+                        x = dict.get(v, name, missing)
+                        v = x if x is not missing else _error(f"no such member in mapping: {name!r}")
+                    else:
+                        v = _select(v, name)
+                return v
+            return path
         member = self.node(member_tree, bound)
         name = str(name_token)
-        missing = _MISSING
-        message_type = celtypes.MessageType
 
         def dot(s: Scope) -> Any:
             m = member(s)
@@ -351,16 +364,7 @@ class _Compiler:
                 if v is not missing:
                     return v
                 return _error(f"no such member in mapping: {name!r}")
-            if isinstance(m, CELEvalError):
-                return m
-            if isinstance(m, (NameContainer, message_type)):
-                raise _Unsupported("field selection on a name container or message")
-            if isinstance(m, MapType):
-                try:
-                    return m[name]
-                except KeyError:
-                    return _error(f"no such member in mapping: {name!r}")
-            return _error(f"{m!r} with type: '{type(m)}' does not support field selection")
+            return _select(m, name)
         return dot
 
     def c_member_index(self, tree: Tree, bound: frozenset[str]) -> Node:
@@ -694,6 +698,36 @@ _COMPARE = {
     "relation_lt": operator.lt, "relation_le": operator.le, "relation_ge": operator.ge,
     "relation_gt": operator.gt, "relation_eq": operator.eq, "relation_ne": operator.ne,
 }
+
+
+def _select(m: Any, name: str) -> Any:
+    """Evaluator.member_dot on an evaluated member ``m``: ``m.name``."""
+    if isinstance(m, CELEvalError):
+        return m
+    if isinstance(m, (NameContainer, celtypes.MessageType)):
+        raise _Unsupported("field selection on a name container or message")
+    if isinstance(m, MapType):
+        try:
+            return m[name]
+        except KeyError:
+            return _error(f"no such member in mapping: {name!r}")
+    return _error(f"{m!r} with type: '{type(m)}' does not support field selection")
+
+
+def _field_chain(tree: Tree) -> list[str] | None:
+    """``[root, f1, f2, ...]`` when ``tree`` (a member_dot) is ``root.f1.f2...``
+    with ``root`` a plain identifier, else None."""
+    names: list[str] = []
+    node: Any = tree
+    while isinstance(node, Tree) and node.data == "member_dot":
+        names.append(str(node.children[1]))
+        node = node.children[0]
+        while isinstance(node, Tree) and node.data == "member" and len(node.children) == 1:
+            node = node.children[0]
+    if (isinstance(node, Tree) and node.data == "primary" and len(node.children) == 1
+            and isinstance(node.children[0], Tree) and node.children[0].data == "ident"):
+        return [str(node.children[0].children[0]), *reversed(names)]
+    return None
 
 
 def _bare_ident(node: Any) -> str | None:
