@@ -426,3 +426,24 @@ def test_activation_values_are_json_to_cel_values(value):
         except ValueError as ex:
             return "ValueError", str(ex)
     assert outcome(to_cel) == outcome(celpy.json_to_cel)
+
+
+def test_every_shipped_scenario_filter_runs_on_the_fast_path():
+    import tomllib
+    from pathlib import Path
+
+    def whens(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "when" and isinstance(v, str):
+                    yield v
+                else:
+                    yield from whens(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from whens(v)
+
+    found = [w for f in sorted((Path(__file__).parents[1] / "data" / "scenarios").glob("*.toml"))
+             for w in whens(tomllib.loads(f.read_text()))]
+    assert found
+    assert [w for w in found if not compile_predicate(w).fast] == []

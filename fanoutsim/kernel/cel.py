@@ -7,22 +7,29 @@ cloning), not to the operations. :func:`compile_fast` walks the tree once and
 returns a closure per node, so an evaluation is a few nested calls.
 
 celpy stays the reference. The closures mirror ``celpy.evaluation.Evaluator``
-node for node and evaluate over the same values (``celpy.celtypes``, as
-``celpy.json_to_cel`` builds them), so every operation that is not a plain
-same-type case calls the very function celpy calls (``operator.add`` on
-``IntType``, ``celtypes.logical_or``, ``evaluation.operator_in``, ...) and
-catches exactly the exceptions the Evaluator catches at that node. That keeps
-celpy's semantics including its quirks, which a hand-written CEL would get
-"right" and so differ: both sides of ``&&`` and ``||`` are evaluated and an
-error on one side is absorbed when the other decides; int, uint and double
-do not mix in ``==`` and in ``+``, but a double or a uint on the *left* of
-``<`` compares with an int; int64 and uint64 overflow and division or modulo
-by zero are errors; an error inside ``map``, ``filter`` or ``exists_one`` is
-raised rather than kept as a value, so ``true || [0].map(x, 1 / x)[0] == 1``
-is an error in celpy and here.
+(with celpy's base functions) node for node and evaluate over the same values
+(``celpy.celtypes``, as ``celpy.json_to_cel`` builds them; :func:`to_cel`
+builds the same values faster). Every operation calls the very function celpy
+calls (``operator.add`` on ``IntType``, ``celtypes.logical_or``,
+``evaluation.operator_in``, ...) and catches exactly the exceptions the
+Evaluator catches at that node, except a few hot cases inlined with the same
+result: comparisons of two scalars, ``&&``/``||``/``!`` on two bools, int64
+``+ - * / %``, ``in`` over a list, ``size``, string methods with a constant
+argument, a field path on a variable. That keeps celpy's semantics including
+its quirks, which a hand-written CEL would get "right" and so differ: both
+sides of ``&&`` and ``||`` are evaluated and an error on one side is absorbed
+when the other decides; int and double do not mix in ``==`` or ``+`` (int and
+uint do in ``+``), but a double or a uint on the *left* of ``<`` compares with
+an int, and ``true == 1`` is true while ``1 == true`` is an error; int64 and
+uint64 overflow and division or modulo by zero are errors; ``size(null)`` is
+0; an error inside ``map``, ``filter`` or ``exists_one`` is raised rather
+than kept as a value, so ``true || [0].map(x, 1 / x)[0] == 1`` is an error in
+celpy and here.
 
 Errors are values here as in celpy (``CELEvalError``), and a Python exception
-that celpy would let escape escapes here too. What is outside the subset is
+that celpy would let escape escapes here too (a value the fast path does not
+model, a name container or a message, raises ``_Unsupported``: the caller
+asks celpy). What is outside the subset is
 not compiled (:func:`compile_fast` returns ``None``): ``reduce`` and ``min``,
 message construction (``T{...}``), ``.name`` and ``.f()`` at the root, bytes
 literals, ``type()``, timestamps and durations, functions and methods other
