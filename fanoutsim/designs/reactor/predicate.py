@@ -18,15 +18,27 @@ Evaluation returns ``(value, error)``: ``value`` is a Python bool when the
 program produced a CEL bool, otherwise ``None`` with ``error`` saying why. What
 an error *means* (skip the firing or hold the watermark) is the poll loop's
 policy, not this module's.
+
+Two evaluators, one answer. A filter inside the compiled subset of
+:mod:`fanoutsim.kernel.cel` runs as Python closures (a few µs); cel-python
+(``celpy``, ~200 µs) stays the reference: it evaluates every filter outside the
+subset, and it answers again whenever the fast path ends in anything but a
+bool (an error or another type), so the error text in the trace and in
+``last_predicate_error`` is always celpy's. ``compile_predicate(expr,
+fast=False)``, or the environment variable ``FANOUTSIM_CEL=celpy`` read when a
+filter is compiled, forces celpy for comparisons.
 """
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import celpy
 from celpy import celtypes
 from lark import Token, Tree
+
+from fanoutsim.kernel.cel import compile_fast, to_cel
 
 ALLOWED_VARIABLES = ("payload", "reactor", "tenant")
 # CEL type identifiers are values too (``type(x) == int``).
@@ -41,6 +53,9 @@ _WRAPPERS = frozenset(
 )
 
 _ENV = celpy.Environment()
+# FANOUTSIM_CEL=celpy: every filter compiled from then on is evaluated by celpy only.
+CEL_ENV_VAR = "FANOUTSIM_CEL"
+_BOOL = celtypes.BoolType
 
 
 class InvalidPredicate(ValueError):
@@ -138,12 +153,19 @@ def _typed(value: Any) -> str:
 class Predicate:
     """A compiled, checked CEL program. Build with :func:`compile_predicate`."""
 
-    __slots__ = ("expr", "_program", "paths")
+    __slots__ = ("expr", "_program", "paths", "_fast")
 
-    def __init__(self, expr: str, program: Any, paths: tuple[tuple[str, ...], ...] = ((),)) -> None:
+    def __init__(self, expr: str, program: Any, paths: tuple[tuple[str, ...], ...] = ((),),
+                 fast: Any = None) -> None:
         self.expr = expr
         self._program = program
         self.paths = paths  # what it reads of the payload (see payload_paths)
+        self._fast = fast   # the compiled closure (fanoutsim.kernel.cel), or None: celpy only
+
+    @property
+    def fast(self) -> bool:
+        """Whether the filter runs on the fast path (else celpy evaluates it)."""
+        return self._fast is not None
 
     def inputs(self, sources: dict, reactor: str, tenant: str) -> tuple:
         """A key equal for two firings exactly when the program sees the same
@@ -151,6 +173,14 @@ class Predicate:
         return (reactor, tenant, *(_at(sources, p) for p in self.paths))
 
     def evaluate(self, activation: dict) -> tuple[bool | None, str | None]:
+        fast = self._fast
+        if fast is not None:
+            try:
+                result = fast(activation)
+            except Exception:  # celpy says what went wrong, below
+                result = None
+            if result.__class__ is _BOOL:
+                return bool(result), None
         try:
             result = self._program.evaluate(activation)
         except celpy.CELEvalError as exc:
@@ -165,8 +195,12 @@ class Predicate:
         return None, f"predicate returned {type(result).__name__}, not bool"
 
 
-def compile_predicate(expr: str) -> Predicate:
-    """Compile and check a CEL filter, or raise :class:`InvalidPredicate`."""
+def compile_predicate(expr: str, *, fast: bool | None = None) -> Predicate:
+    """Compile and check a CEL filter, or raise :class:`InvalidPredicate`.
+
+    ``fast``: use the compiled fast path where the filter is inside its subset
+    (default: yes, unless the environment sets ``FANOUTSIM_CEL=celpy``);
+    ``False`` evaluates with celpy only."""
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidPredicate(f"predicate must be a non-empty CEL string, got {expr!r}")
     try:
@@ -179,13 +213,20 @@ def compile_predicate(expr: str) -> Predicate:
             f"predicate {expr!r} uses unknown variable(s) {', '.join(map(repr, unknown))}; "
             f"allowed variables: {', '.join(ALLOWED_VARIABLES)}"
         )
-    return Predicate(expr, _ENV.program(ast), payload_paths(ast))
+    if fast is None:
+        engine = os.environ.get(CEL_ENV_VAR, "fast")
+        if engine not in ("fast", "celpy"):
+            raise RuntimeError(f"environment variable {CEL_ENV_VAR}={engine!r}: allowed values are "
+                             "'fast' (compiled closures, celpy outside their subset) and 'celpy'")
+        fast = engine == "fast"
+    compiled = compile_fast(ast, ALLOWED_VARIABLES) if fast else None
+    return Predicate(expr, _ENV.program(ast), payload_paths(ast), compiled)
 
 
 def activation(sources: dict, reactor: str, tenant: str) -> dict:
     """The CEL variables for one firing (build once per firing, reuse per subscription)."""
     return {
-        "payload": celpy.json_to_cel(sources),
+        "payload": to_cel(sources),  # celpy.json_to_cel's values, built faster
         "reactor": celtypes.StringType(reactor),
         "tenant": celtypes.StringType(tenant),
     }
