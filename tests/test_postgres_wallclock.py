@@ -65,8 +65,9 @@ def test_the_reactor_runs_on_the_wall_clock_over_postgres(pg_url):
 
 
 def test_the_outbox_loses_hints_never_rows_over_postgres(pg_url):
+    """A silent window of the plan closes the real LISTEN connection for its length."""
     seen = []
-    plan = FaultPlan([Notifications(drop=0.3, silent=((0.3, 0.6),))])
+    plan = FaultPlan([Notifications(silent=((0.3, 0.6),))])
     rt = OutboxRealtime(OutboxConfig(safety_poll_interval=0.2, batch_limit=20), store=pg_url(), faults=plan)
     try:
         rt.register_consumer("indexer", fn=lambda row: seen.append(row["seq"]), duration=0.005)
@@ -82,8 +83,16 @@ def test_the_outbox_loses_hints_never_rows_over_postgres(pg_url):
         committed = rt.outbox()["seq"].tolist()
         assert report.valid and report.total["lost"] == 0 and report.total["pending"] == 0
         assert len(committed) > 5 and seen == committed
+        t = rt.trace()
+        assert (t["detail"] == "silent").sum() == 1 and (t["kind"] == "listener_connected").sum() == 2
+        assert 0 < len(_hinted(rt)) < len(committed)  # the window's hints were lost
     finally:
         rt.close()
+
+
+def test_the_models_hint_faults_are_refused_over_postgres(pg_url):
+    with pytest.raises(ValueError, match=r"Notifications\(drop=...\) is the model's"):
+        OutboxRealtime(store=pg_url(), faults=FaultPlan([Notifications(drop=0.5)]))
 
 
 def test_leases_run_on_the_wall_clock_over_postgres(pg_url):
@@ -118,3 +127,114 @@ def test_kill_9_over_postgres_loses_no_committed_row(pg_url, tmp_path):
     assert out["committed"] > 20 and out["lost"] == []
     assert out["cursor"] == out["last_seq"]
     assert out["extra_deliveries"] <= out["kills"]  # each one attributed to a kill
+
+
+# -- the outbox's LISTEN/NOTIFY, for real ----------------------------------------------------
+
+def _outbox(url, **config):
+    return OutboxRealtime(OutboxConfig(**{"batch_limit": 20, **config}), store=url)
+
+
+def _hinted(rt) -> set:
+    t = rt.trace()
+    return set(t.loc[t["kind"] == "hint", "seq"].astype(int))
+
+
+def _caught_up(rt) -> bool:
+    out, cur = rt.outbox(), rt.cursors()
+    return len(out) > 0 and len(cur) > 0 and cur["seq"].max() >= out["seq"].max()
+
+
+def test_a_real_notify_wakes_the_dispatcher_long_before_the_safety_poll(pg_url):
+    rt = _outbox(pg_url(), safety_poll_interval=30.0)
+    try:
+        rt.register_consumer("indexer", duration=0.001)
+        rt.start()
+        assert wait_for(lambda: rt._pg.backend_pid is not None, timeout=10)  # LISTENing
+        seqs = [rt.commit(f"p{i}", "x") for i in range(5)]
+        assert wait_for(lambda: _caught_up(rt), timeout=5)  # not the 30 s poll: the NOTIFYs
+        assert _hinted(rt) == set(seqs)
+        rt.stop()
+        assert check_outbox(rt).total["lost"] == 0
+    finally:
+        rt.close()
+
+
+def test_a_killed_listener_loses_the_hints_of_its_absence_and_the_safety_poll_delivers_them(pg_url):
+    rt = _outbox(pg_url(), safety_poll_interval=0.3)
+    try:
+        rt.register_consumer("indexer", duration=0.001)
+        rt._pg.reconnect = 1.0  # a slow reconnect: a window with nobody listening
+        rt.start()
+        assert wait_for(lambda: rt._pg.backend_pid is not None, timeout=10)
+        before = rt.commit("p0", "x")
+        assert wait_for(lambda: before in _hinted(rt), timeout=5)
+        pid = rt.kill_listener()
+        assert pid is not None
+        assert wait_for(lambda: rt._pg.lost_connections == 1, timeout=5)
+        during = [rt.commit(f"p{i}", "x") for i in range(1, 6)]  # nobody is listening
+        assert wait_for(lambda: _caught_up(rt), timeout=5)  # the safety poll found them
+        assert not set(during) & _hinted(rt)  # every hint of the window was lost, for real
+        assert wait_for(lambda: rt._pg.backend_pid not in (None, pid), timeout=5)  # listening again
+        after = rt.commit("p9", "x")
+        assert wait_for(lambda: after in _hinted(rt), timeout=5)
+        rt.stop()
+        t = rt.trace()
+        assert (t["kind"] == "listener_lost").sum() == 1 and (t["kind"] == "listener_connected").sum() == 2
+        report = check_outbox(rt)
+        assert report.valid and report.total["lost"] == 0 and report.total["delivered"] == 7
+    finally:
+        rt.close()
+
+
+def test_a_paused_listener_hears_everything_late(pg_url):
+    rt = _outbox(pg_url(), safety_poll_interval=30.0)
+    try:
+        rt.register_consumer("indexer", duration=0.001)
+        rt.start()
+        assert wait_for(lambda: rt._pg.backend_pid is not None, timeout=10)
+        t0 = time.monotonic()
+        rt.pause_listener(0.8)
+        time.sleep(0.15)  # a read under way when the pause came has ended
+        seqs = [rt.commit(f"p{i}", "x") for i in range(3)]
+        time.sleep(0.3)
+        assert not _hinted(rt) and not _caught_up(rt)  # queued at the server, unread
+        assert wait_for(lambda: _caught_up(rt), timeout=5)
+        assert time.monotonic() - t0 >= 0.75
+        assert _hinted(rt) == set(seqs)  # none lost: PostgreSQL kept them for the connection
+        rt.stop()
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("mode", ["all", "gap"])
+def test_a_transaction_held_open_is_the_late_commit_hole_for_real(pg_url, mode):
+    """A writer's transaction holds seq k open while later seqs commit: under
+    read_mode="all" the cursor passes k before it is visible and the row is
+    lost (named late_commit by the checker); "gap" waits for it."""
+    import threading
+
+    rt = _outbox(pg_url(), safety_poll_interval=0.1, read_mode=mode, gap_timeout=5.0)
+    try:
+        rt.register_consumer("indexer", duration=0.001)
+        rt.start()
+        assert wait_for(lambda: rt._pg.backend_pid is not None, timeout=10)
+        rt.commit("p0", "x")
+        held = []
+        writer = threading.Thread(target=lambda: held.append(rt.hold_commit("slow", "y", hold=0.8)))
+        writer.start()
+        assert wait_for(lambda: len(rt.trace().query("kind == 'reserved'")) >= 2, timeout=5)
+        later = [rt.commit(f"p{i}", "x") for i in range(1, 4)]
+        writer.join(10)
+        assert held and held[0] < min(later)  # taken first, visible last
+        assert wait_for(lambda: _caught_up(rt), timeout=10)
+        time.sleep(0.3)
+        rt.stop()
+        report = check_outbox(rt)
+        if mode == "all":
+            assert report.lost.to_dict("records")[0]["seq"] == held[0]
+            assert set(report.lost["cause"]) == {"late_commit"} and not report.valid
+        else:
+            assert report.valid and report.total["lost"] == 0
+    finally:
+        rt.close()

@@ -107,6 +107,13 @@ class PostgresTx(Tx):
     def log_runner(self, at, event, detail=None):
         return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]
 
+    # -- LISTEN/NOTIFY ----------------------------------------------------
+    def notify(self, channel: str, payload: str) -> None:
+        """``pg_notify(channel, payload)`` in this transaction: PostgreSQL
+        delivers it to the channel's listeners at COMMIT (folding identical
+        payloads of one transaction into one), and never if it rolls back."""
+        self._run("SELECT pg_notify(?, ?)", [channel, payload])
+
 
 @lru_cache(maxsize=None)
 def _tx_class(mixins: tuple[type, ...]) -> type:
@@ -300,6 +307,25 @@ class PostgresStore(Store):
         with self._lock:
             cur = self.con.cursor()
             return [row_of(cols, r) for r in cur.execute(self.translated(statement), ()).fetchall()]
+
+    # -- more connections -----------------------------------------------------------------
+    def connect(self) -> psycopg.Connection:
+        """A new connection (autocommit) to the same database, schema and time
+        zone: for a LISTEN, or for a transaction that must not hold this
+        store's lock (a writer that keeps its transaction open)."""
+        con = psycopg.connect(self.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor,
+                              connect_timeout=CONNECT_TIMEOUT)
+        con.execute("SET TIME ZONE 'UTC'")
+        if self.schema is not None:
+            con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
+        return con
+
+    def channel(self, name: str) -> str:
+        """A NOTIFY channel of this store's schema: ``name.schema`` (stores in
+        other schemas of the database do not hear it)."""
+        with self._lock:
+            schema = self.con.execute("SELECT current_schema()").fetchone()[0]
+        return f"{name}.{schema}"[:63]
 
     # -- closing ----------------------------------------------------------------------
     def _close_all(self) -> None:
