@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_realtime.py
 	$(BIN)/python benchmarks/bench_outbox.py
 	$(BIN)/python benchmarks/bench_leases.py
+	$(BIN)/python benchmarks/bench_postgres.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
