@@ -8,12 +8,15 @@ skipped with the reason, and fails instead when ``CI`` is set: in CI these
 tests never skip.
 
 ``pg_store()`` opens a :class:`~fanoutsim.designs.stores.PostgresStore` in a
-new schema of that server, dropped at the end of the test.
+new schema of that server, dropped at the end of the test; ``pg_url()`` gives
+the DSN of a new schema (its ``search_path``), which a child process can open
+from the DSN alone.
 """
 from __future__ import annotations
 
 import itertools
 import os
+from urllib.parse import quote
 
 import pytest
 
@@ -73,4 +76,22 @@ def pg_store(pg_dsn):
     for store in made:
         store.close()
     for schema in {s.schema for s in made}:
+        drop_schema(pg_dsn, schema)
+
+
+@pytest.fixture
+def pg_url(pg_dsn):
+    """``pg_url()``: the DSN of a new, empty schema (dropped at teardown)."""
+    made = []
+
+    import psycopg
+
+    def make() -> str:
+        schema = new_schema()
+        with psycopg.connect(pg_dsn, autocommit=True) as con:
+            con.execute(f'CREATE SCHEMA "{schema}"')
+        made.append(schema)
+        return pg_dsn + ("&" if "?" in pg_dsn else "?") + "options=" + quote(f"-csearch_path={schema}")
+    yield make
+    for schema in made:
         drop_schema(pg_dsn, schema)

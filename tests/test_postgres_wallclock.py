@@ -7,9 +7,7 @@ same tables from the DSN alone."""
 from __future__ import annotations
 
 import time
-from urllib.parse import quote
 
-import psycopg
 import pytest
 
 import fanoutsim as fs
@@ -23,23 +21,6 @@ from fanoutsim.designs.outbox.crashtest import kill9_campaign as outbox_kill9
 from fanoutsim.designs.outbox.realtime import OutboxRealtime
 from fanoutsim.kernel.faults import FaultPlan, Notifications
 from fanoutsim.kernel.store.postgres import PostgresStore
-from pgfixtures import drop_schema, new_schema
-
-
-@pytest.fixture
-def pg_url(pg_dsn):
-    """``pg_url()``: the DSN of a new, empty schema (dropped at teardown)."""
-    made = []
-
-    def make() -> str:
-        schema = new_schema()
-        with psycopg.connect(pg_dsn, autocommit=True) as con:
-            con.execute(f'CREATE SCHEMA "{schema}"')
-        made.append(schema)
-        return pg_dsn + ("&" if "?" in pg_dsn else "?") + "options=" + quote(f"-csearch_path={schema}")
-    yield make
-    for schema in made:
-        drop_schema(pg_dsn, schema)
 
 
 def test_the_reactor_runs_on_the_wall_clock_over_postgres(pg_url):

@@ -39,6 +39,7 @@ from fanoutsim.kernel.store.base import (FAILED_TX, Store, Tx, check_parts, comp
 MIN_SERVER_VERSION = 160000
 # pg_advisory_xact_lock key of the schema migration: "fnsm"
 _MIGRATION_LOCK = 0x666E736D
+_RUNNER_LOG_LOCK = 0x666E726C  # "fnrl": appends to runner_log
 CONNECT_TIMEOUT = 5  # seconds, unless the DSN says otherwise
 
 
@@ -105,6 +106,10 @@ class PostgresTx(Tx):
 
     # -- runner_log -----------------------------------------------------
     def log_runner(self, at, event, detail=None):
+        # several processes may share the database: the next seq is max + 1 under a
+        # lock held to this transaction's end (READ COMMITTED: the insert's own
+        # snapshot, taken after the lock, sees the last holder's row)
+        self._run("SELECT pg_advisory_xact_lock(?)", [_RUNNER_LOG_LOCK])
         return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]
 
     # -- LISTEN/NOTIFY ----------------------------------------------------
