@@ -219,3 +219,15 @@ def test_a_transaction_held_open_is_the_late_commit_hole_for_real(pg_url, mode):
             assert report.valid and report.total["lost"] == 0
     finally:
         rt.close()
+
+
+def test_kill_9_of_the_lease_node_over_postgres_loses_no_event(pg_url, tmp_path):
+    """The leases campaign over PostgreSQL: a killed child's leases expire and
+    their events come again; re-deliveries are only the leases in hand."""
+    from fanoutsim.designs.leases.crashtest import LIMITS, kill9_campaign as leases_kill9
+
+    out = leases_kill9(pg_url(), str(tmp_path / "sink.txt"), kills=2, seed=1, up=(0.3, 0.6), backlog=12)
+    print(out)
+    assert out["clean_exit"] and out["starts"] == 3 and out["clean_stops"] == 1
+    assert out["published"] > 12 and out["lost"] == [] and out["leases_left"] == 0
+    assert out["extra_deliveries"] <= out["kills"] * LIMITS["in_flight_limit"]
