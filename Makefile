@@ -15,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_outbox.py
 	$(BIN)/python benchmarks/bench_leases.py
 	$(BIN)/python benchmarks/bench_cel.py
+	$(BIN)/python benchmarks/bench_postgres.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

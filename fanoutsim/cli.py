@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, metavar="N", help="override [run] seed")
     run.add_argument("--until", type=_seconds, metavar="SECONDS",
                      help="override [run] until (virtual seconds)")
+    run.add_argument("--store", metavar="STORE",
+                     help='override [run] store: "memory", "duckdb", a new .duckdb path, "postgres" (a throwaway '
+                          'PostgreSQL server) or a postgresql:// URI (a server of yours)')
     run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
     run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -286,8 +289,8 @@ def _run(args: argparse.Namespace) -> int:
     shown = args.progress if args.progress is not None else _is_terminal(sys.stderr)
     try:
         scenario = load_scenario(args.scenario)
-        _, _, until = check_overrides(scenario, args.seed, None, args.until)
-        sim = scenario.build(seed=args.seed, until=until)  # what scenario.run does, with a progress bar
+        _, store, until = check_overrides(scenario, args.seed, args.store, args.until)
+        sim = scenario.build(seed=args.seed, until=until, store=store)  # what scenario.run does, with a progress bar
         progress.run_virtual(sim, until, enabled=shown)
     except (ScenarioError, StoreError) as exc:
         return _error(str(exc))

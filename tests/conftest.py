@@ -7,6 +7,7 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.kernel.faults import Crash, InsertFailed, NoFaults
+from pgfixtures import pg_dsn, pg_store, pg_url  # noqa: F401  (PostgreSQL fixtures)
 
 
 @pytest.fixture(params=["memory", "duckdb"])

@@ -89,8 +89,8 @@ def test_bad_simulation_arguments():
         fs.Simulation(seed="1")
     with pytest.raises(TypeError, match="SchedulerConfig"):
         fs.Simulation(config={"reactor_poll_interval": 1})
-    with pytest.raises(ValueError, match="store 'postgres'"):
-        fs.Simulation(store="postgres")
+    with pytest.raises(ValueError, match="store 'mysql'"):
+        fs.Simulation(store="mysql")
     with pytest.raises(ValueError, match="ISO 8601"):
         fs.Simulation(start="yesterday")
 

@@ -88,7 +88,7 @@ def _changed(doc: dict, path: str, value) -> dict:
 _DROP = object()
 BAD = [  # (document, key path, value): refused by the reader and by the JSON Schema
     (REACTOR, "run.until", _DROP), (REACTOR, "run.until", -1), (REACTOR, "run.seed", 1.5),
-    (REACTOR, "run.store", "postgres"), (REACTOR, "bogus", 1), (REACTOR, "config.prune_policy", "sometimes"),
+    (REACTOR, "run.store", "mysql://h/db"), (REACTOR, "bogus", 1), (REACTOR, "config.prune_policy", "sometimes"),
     (REACTOR, "config.poll_interval", 1), (REACTOR, "workflows.0.duration", -1),
     (REACTOR, "workflows.0.duration", {"dist": "normal", "mean": 1}), (REACTOR, "subscriptions.0.filter", "x"),
     (REACTOR, "workload.0.rate", 0), (REACTOR, "workload.0.payload", "prices"), (REACTOR, "name", "../escape"),
@@ -168,7 +168,7 @@ def test_a_settings_tables_docs_are_the_config_fields_comments():
     (Position(), -1, 'must be "beginning", "end" or a seq (an integer >= 0), got -1'),
     (OrWord(Seconds(strict=True), "none", "never"), "never", 'must be a finite number of seconds > 0, or "none" '
                                                             "(never), got 'never'"),
-    (Store(), "x.db", 'must be "memory", "duckdb" or a path ending in .duckdb, got \'x.db\''),
+    (Store(), "x.db", 'must be "memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI, got \'x.db\''),
 ])
 def test_each_validator_names_what_is_allowed_and_what_it_got(validator, value, message):
     with pytest.raises(Invalid) as info:

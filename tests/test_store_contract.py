@@ -4,8 +4,8 @@ Every test talks to the store only through ``store.transaction()``, the ``Tx``
 methods and ``store.rows()``, and asserts what a caller can observe: rows,
 orderings, counts, errors. The property test at the end applies one random
 sequence of operations — rolled-back transactions and failed writes among
-them — to the memory and DuckDB adapters side by side and requires them to
-agree after every step.
+them — to the memory adapter and to DuckDB, and to PostgreSQL, side by side
+and requires them to agree after every step.
 """
 from __future__ import annotations
 
@@ -28,14 +28,16 @@ FAR_FUTURE = 253_402_300_799_999_999
 TIMESTAMPS = [FAR_PAST, -1, 0, 1, 1_767_225_600_000_001, FAR_FUTURE]
 
 
-@pytest.fixture(params=["memory", "duckdb-memory", "duckdb-file"])
+@pytest.fixture(params=["memory", "duckdb-memory", "duckdb-file", "postgres"])
 def db(request, tmp_path):
     if request.param == "memory":
         s = MemoryStore()
     elif request.param == "duckdb-memory":
         s = DuckDBStore(":memory:")
-    else:
+    elif request.param == "duckdb-file":
         s = DuckDBStore(str(tmp_path / "contract.duckdb"))
+    else:
+        s = request.getfixturevalue("pg_store")()
     yield s
     s.close()
 
@@ -785,30 +787,57 @@ def run_step(store, step_ops, ending) -> list:
     return seen
 
 
-@settings(max_examples=40, deadline=None)
-@given(steps=steps)
-def test_memory_and_duckdb_agree_on_any_sequence(steps):
-    memory, duck = MemoryStore(), DuckDBStore(":memory:")
-    try:
-        for step_ops, ending in steps:
-            assert run_step(memory, step_ops, ending) == run_step(duck, step_ops, ending)
+@pytest.fixture(params=["duckdb", "postgres"])
+def sql_store(request):
+    """A fresh SQL store for each hypothesis example: ``sql_store()``."""
+    if request.param == "duckdb":
+        return lambda: DuckDBStore(":memory:")
+    dsn = request.getfixturevalue("pg_dsn")
+    from pgfixtures import drop_schema, new_schema
+    from fanoutsim.designs.stores import PostgresStore
+
+    schema = new_schema()
+    request.addfinalizer(lambda: drop_schema(dsn, schema))
+
+    def make():  # the same schema, emptied: a new one per example is slow
+        store = PostgresStore(dsn, schema=schema)
+        with store.con.transaction():
             for table in TABLES:
-                assert memory.rows(table) == duck.rows(table), table
-    finally:
-        duck.close()
+                store.con.execute(f"DELETE FROM {table}")
+            store.con.execute("UPDATE outbox_seq SET last = 0")
+        store.con.execute("DELETE FROM history")
+        store.con.execute("INSERT INTO history VALUES (1, 1, 0, 0, 0)")
+        return store
+    return make
 
 
-@settings(max_examples=60, deadline=None)
-@given(steps=lease_steps)
-def test_memory_and_duckdb_agree_on_any_sequence_of_lease_table_steps(steps):
-    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+_HYPOTHESIS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@settings(max_examples=40, **_HYPOTHESIS)
+@given(steps=steps)
+def test_memory_and_sql_agree_on_any_sequence(sql_store, steps):
+    memory, other = MemoryStore(), sql_store()
     try:
         for step_ops, ending in steps:
-            assert run_step(memory, step_ops, ending) == run_step(duck, step_ops, ending)
-            for table in ("events", "lease_consumers", "checkpoints", "resolutions"):
-                assert memory.rows(table) == duck.rows(table), table
+            assert run_step(memory, step_ops, ending) == run_step(other, step_ops, ending)
+            for table in TABLES:
+                assert memory.rows(table) == other.rows(table), table
     finally:
-        duck.close()
+        other.close()
+
+
+@settings(max_examples=60, **_HYPOTHESIS)
+@given(steps=lease_steps)
+def test_memory_and_sql_agree_on_any_sequence_of_lease_table_steps(sql_store, steps):
+    memory, other = MemoryStore(), sql_store()
+    try:
+        for step_ops, ending in steps:
+            assert run_step(memory, step_ops, ending) == run_step(other, step_ops, ending)
+            for table in ("events", "lease_consumers", "checkpoints", "resolutions"):
+                assert memory.rows(table) == other.rows(table), table
+    finally:
+        other.close()
 
 
 # -- the compound cursor and the settle horizon ------------------------------------------

@@ -61,10 +61,32 @@ def _duckdb_store() -> type:
     return _duckdb_class
 
 
+_postgres_class: type | None = None
+
+
+def _postgres_store() -> type:
+    """The PostgreSQL store of every registered design's tables, made on first use."""
+    global _postgres_class
+    if _postgres_class is None:
+        from fanoutsim.kernel.store import postgres
+
+        class PostgresStore(postgres.PostgresStore):
+            """The PostgreSQL store of every registered design's tables (or of ``parts``)."""
+
+            def __init__(self, dsn: str = "postgres", parts=None, *, schema: str | None = None) -> None:
+                super().__init__(dsn, store_parts() if parts is None else parts, schema=schema)
+
+        PostgresStore.__module__ = __name__
+        _postgres_class = PostgresStore
+    return _postgres_class
+
+
 def open_store(spec: "str | Store" = "memory") -> Store:
-    """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, or a Store
-    (returned as it is); a new store holds every registered design's tables."""
-    return open_store_with(spec, MemoryStore, lambda path: _duckdb_store()(path))
+    """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, ``"postgres"``
+    (a throwaway server), a ``postgresql://`` URI, or a Store (returned as it
+    is); a new store holds every registered design's tables."""
+    return open_store_with(spec, MemoryStore, lambda path: _duckdb_store()(path),
+                           lambda dsn: _postgres_store()(dsn))
 
 
 def _sql() -> SimpleNamespace:
@@ -85,6 +107,8 @@ def __getattr__(name: str):
         return timestamp_columns_of(store_parts())
     if name == "DuckDBStore":
         return _duckdb_store()
+    if name == "PostgresStore":
+        return _postgres_store()
     if name == "StoreError":
         from fanoutsim.kernel.store.duckdb import StoreError
 
@@ -96,5 +120,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# and, computed when asked for: DuckDBStore, TABLES, TIMESTAMP_COLUMNS, SCHEMA_VERSION, StoreError, sql
+# and, computed when asked for: DuckDBStore, PostgresStore, TABLES, TIMESTAMP_COLUMNS, SCHEMA_VERSION, StoreError, sql
 __all__ = ["store_parts", "open_store", "MemoryStore"]

@@ -738,8 +738,9 @@ class Run:
     seed: int = key(Seed(), 0, doc="the run's seed: the same file and seed make the same run")
     until: float = key(_UNTIL, doc="how long to run, in virtual seconds (> 0)",
                        required="the virtual seconds to run for (a number > 0)")
-    store: str = key(Store(), "memory", doc='"memory", "duckdb" (a temporary file) or the path of a new '
-                                            '.duckdb file (relative to the current directory; it must not exist yet)')
+    store: str = key(Store(), "memory", doc='"memory", "duckdb" (a temporary file), the path of a new '
+                                            '.duckdb file (relative to the current directory; it must not exist yet), '
+                                            '"postgres" (a throwaway PostgreSQL server) or a postgresql:// URI')
     start: str | datetime | None = key(Timestamp(), None, doc="the wall time virtual 0 stands for "
                                                               "(RFC 3339 with a timezone, such as 2026-01-01T00:00:00Z)")
 

@@ -26,7 +26,8 @@ validator            allows                                              keeps
 :class:`Distribution`  seconds >= 0 or a law of :mod:`fanoutsim.kernel.dist`  a Dist
 :class:`Position`    ``"beginning"``, ``"end"`` or a seq >= 0            the value
 :class:`OrWord`      what another validator allows, or one word          the value, or a stand-in
-:class:`Store`       ``"memory"``, ``"duckdb"`` or a path ending .duckdb  the string
+:class:`Store`       ``"memory"``, ``"duckdb"``, a .duckdb path,        the string
+                     ``"postgres"`` or a ``postgresql://`` URI
 :class:`Timestamp`   an RFC 3339 timestamp with a timezone               the value
 ===================  ==================================================  ================
 """
@@ -398,21 +399,28 @@ class OrWord(Validator):
         return {"anyOf": [self.inner.json_schema(), {"const": self.word}]}
 
 
+_PG_SCHEMES = ("postgresql://", "postgres://")
+
+
 @dataclass(frozen=True)
 class Store(Validator):
     """Where a run keeps its tables: ``"memory"``, ``"duckdb"`` (a temporary
-    file) or the path of a new ``.duckdb`` file."""
+    file), the path of a new ``.duckdb`` file, ``"postgres"`` (a throwaway
+    PostgreSQL server of the run's own) or a ``postgresql://`` URI (a server of
+    yours; the URI is checked when the store opens)."""
 
-    allowed = '"memory", "duckdb" or a path ending in .duckdb'
+    allowed = '"memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI'
 
     def check(self, value):
-        if isinstance(value, str) and (value in ("memory", "duckdb") or
-                                       (value.endswith(".duckdb") and len(value) > len(".duckdb"))):
+        if isinstance(value, str) and (value in ("memory", "duckdb", "postgres") or
+                                       (value.endswith(".duckdb") and len(value) > len(".duckdb")) or
+                                       (value.startswith(_PG_SCHEMES) and not value.endswith("://"))):
             return value
-        raise Invalid(f"must be \"memory\", \"duckdb\" or a path ending in .duckdb, got {show(value)}")
+        raise Invalid(f"must be {self.allowed}, got {show(value)}")
 
     def json_schema(self):
-        return {"type": "string", "anyOf": [{"enum": ["memory", "duckdb"]}, {"pattern": r".\.duckdb$"}]}
+        return {"type": "string", "anyOf": [{"enum": ["memory", "duckdb", "postgres"]}, {"pattern": r".\.duckdb$"},
+                                            {"pattern": "^postgres(ql)?://."}]}
 
 
 @dataclass(frozen=True)

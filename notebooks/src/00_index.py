@@ -20,6 +20,7 @@
 # | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | Does the virtual clock tell the truth? The same scenario on the wall clock (20 real seconds), and a live view of a running engine. | ~30 s |
 # | [08_outbox](08_outbox.ipynb) | Seed 002's transactional outbox: what does a lost notification cost, and do the per-consumer guardrails keep one bad consumer or row from wedging the feed? | ~15 s |
 # | [09_leases](09_leases.ipynb) | Seed 003's leased consumers: what do lease length, in-flight limits and dead letters cost in duplicates and latency; what do retire and restore do? Sliders to explore. | ~15 s |
+# | [10_postgres](10_postgres.ipynb) | Does the model tell the truth on the database the seeds were written for? The same scenario on a real PostgreSQL, a real listener killed, late commits observed, several pollers as processes. | ~40 s |
 #
 # The notebooks are built from the scripts in `notebooks/src/` by `notebooks/build.py`,
 # which executes them; `make test` runs every one again and compares its outputs. The

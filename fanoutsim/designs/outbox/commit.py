@@ -5,7 +5,10 @@ due_at)`` in the same transaction, so the change and the fact that it happened
 cannot split: a crash between them (``commit.after_change_before_outbox``)
 rolls both back. Only after the commit is the hint sent — the seq, nothing
 else — so a crash at ``commit.before_notify`` leaves a committed row that no
-hint announces; the safety poll finds it.
+hint announces; the safety poll finds it. Over PostgreSQL on the wall clock the
+hint is a real ``pg_notify`` in the commit's own transaction instead
+(``notify_in_tx``): PostgreSQL delivers it at COMMIT, and not at all if the
+transaction rolls back.
 
 The seq is drawn from the log's sequence *before* the transaction that inserts
 it, as a Postgres ``nextval`` is: seqs are assigned in reserve order but become
@@ -45,6 +48,8 @@ def commit(e, now: int, page_id: str, body: str | None, *, topic: str | None = N
         tx.upsert_page({"id": page_id, "body": body, "updated_at": now})
         e.faults.point("commit.after_change_before_outbox", now, firing=seq)
         tx.insert_outbox({"seq": seq, "ts": ts, "topic": topic, "kind": kind, "ref": page_id, "due_at": due_at})
+        if e.config.notify and e.notify_in_tx is not None:  # PostgreSQL: delivered at COMMIT, or never
+            e.notify_in_tx(tx, [str(seq)])
     e.metrics.inc("fanoutsim_outbox_commits_total", kind=kind)
     e.trace.add(now, "committed", "writer", firing=seq, detail=kind)
     e.faults.point("commit.before_notify", now, firing=seq)

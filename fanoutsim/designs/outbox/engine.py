@@ -17,7 +17,7 @@ gap_skipped, hint, hint_dropped, hint_missed, published, crashed, restarted.
 from __future__ import annotations
 
 import random
-from typing import Callable
+from typing import Any, Callable
 
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.metrics import Metrics
@@ -35,7 +35,8 @@ class OutboxEngine:
 
     def __init__(self, store: Store, config: OutboxConfig, registry: OutboxRegistry, metrics: Metrics,
                  trace: Trace, faults=None, rng: random.Random | None = None,
-                 notify: Callable[[int, list[str]], None] | None = None) -> None:
+                 notify: Callable[[int, list[str]], None] | None = None,
+                 notify_in_tx: Callable[[Any, list[str]], None] | None = None) -> None:
         self.store = store
         self.config = config
         self.registry = registry
@@ -44,6 +45,8 @@ class OutboxEngine:
         self.faults = faults or NoFaults()
         self.rng = rng or random.Random(0)
         self.notify = notify or (lambda now, payloads: None)
+        # a hint sent inside the commit's transaction (PostgreSQL's pg_notify), instead of after it
+        self.notify_in_tx = notify_in_tx
         # in memory only: gone with this incarnation
         self.bus = TopicBus()
         self.gaps: dict[tuple[str, int], int] = {}       # (consumer, missing seq) -> first seen

@@ -115,6 +115,12 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}:{self._starts}"),
                                            start_us=self.start_us, trace=self._trace)
         self.channel.connected = False  # nobody LISTENs until start()
+        self._pg = None  # over PostgreSQL: real LISTEN/NOTIFY instead of the channel (pglisten.py)
+        if callable(getattr(self.store, "channel", None)):
+            from fanoutsim.designs.outbox import pglisten
+
+            pglisten.check_spec(spec)
+            self._pg = pglisten.PgListener(self)
         self._late = self.plan.of(LateCommit) if self.plan else []
         self._late_rng = random.Random(f"fanoutsim:late:{seed}:{self._starts}")
         # Lock order: the runtime's (_lifecycle, then _proc), then _hints.
@@ -128,8 +134,10 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
     # -- the binding ------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> OutboxEngine:
         rng = random.Random(f"fanoutsim:outbox-realtime:{self.seed}:{self._starts}:{incarnation}")
+        pg = self._pg
         return OutboxEngine(self.store, self.config, self.registry, self.metrics_registry, self._trace,
-                            self.faults, rng, notify=self._send_hints)
+                            self.faults, rng, notify=self._send_hints if pg is None else None,
+                            notify_in_tx=None if pg is None else pg.send)
 
     def _started(self, start_us: int) -> None:
         self.channel.start_us = start_us  # silent windows are seconds since start too
@@ -141,7 +149,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         self._wakes = {}
         self._call(engine.publish)  # the bus goes live at the end of the log
         stop = self._stop
-        self._spawn("listener", self._listener, engine, stop)
+        self._spawn("listener", self._listener if self._pg is None else self._pg.run, engine, stop)
         self._spawn("safety-poll", self._safety_poll, engine, stop)
         self._spawn("retention", self._retention_loop, engine, stop)
         for name in list(self.registry.consumers):
@@ -156,6 +164,8 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
     def _crashed(self) -> None:
         self.channel.connected = False  # hints sent while down are lost
         self._drop_pending()
+        if self._pg is not None:
+            self._pg.disconnect()  # the listener's connection dies with the process
 
     def _wake_loops(self) -> None:
         for ev in list(self._wakes.values()):
@@ -360,6 +370,32 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
             now = wall_us()
             due = self._due_us(due_at, now)
             return self._call(self.engine.commit, page_id, body, topic=topic, kind=kind, due_at=due, _now=now)
+
+    # -- PostgreSQL's LISTEN/NOTIFY, for real (pglisten.py) ----------------------------
+    def _pg_listener(self):
+        if self._pg is None:
+            raise RuntimeError("the listener's faults are PostgreSQL's: open the runtime over a PostgreSQL store")
+        return self._pg
+
+    def kill_listener(self) -> int | None:
+        """Terminate the LISTEN connection's backend (``pg_terminate_backend``):
+        every hint until it reconnects is lost. Its pid, or None if not connected."""
+        return self._pg_listener().kill()
+
+    def pause_listener(self, seconds: float) -> None:
+        """The listener reads nothing for ``seconds``; PostgreSQL queues the hints meanwhile."""
+        self._pg_listener().pause(seconds)
+
+    def hold_commit(self, page_id: str, body: str | None = None, *, hold: float,
+                    topic: str | None = None) -> int:
+        """Commit a page change whose transaction (its own connection; seq taken
+        at insert) stays open ``hold`` seconds; blocks the caller that long."""
+        pg = self._pg_listener()
+        with self._proc:
+            if self.engine is None or self._state in ("stopped", "closed"):
+                raise RuntimeError(self._down_message())
+            engine = self.engine
+        return pg.hold_commit(engine, page_id, body, hold, topic=topic)
 
     def subscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
         """A live topic-bus subscriber (gone with the process on a crash). The

@@ -19,7 +19,7 @@ Causes of a duplicate (the extra delivery's story in the trace):
 
 ``ambiguous_insert``   the previous insert committed but reported failure, and was retried
 ``crash``              the runner crashed after the dispatch and before the watermark passed it
-``several_pollers``    another poller replica dispatched it too
+``several_pollers``    another poller replica dispatched it too, or wrote the watermark between two dispatches of one
 ``watermark_rewind``   the watermark moved backwards and the firing was read again
 
 Causes of a loss:
@@ -203,6 +203,7 @@ def check(sim) -> CheckReport:
         wm_val = [int(v) for v in wm["detail"]]
         wm_t = wm["t"].tolist()
         wm_firing = wm["firing"].tolist()
+        wm_by = list(zip(wm_seq, wm["actor"].tolist()))
         rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
         wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
         toggles = sev[sev["kind"] == "subscription"]
@@ -239,6 +240,10 @@ def check(sim) -> CheckReport:
                         cause = "crash"
                     elif any(prev_seq < r < seq for r in rewinds):
                         cause = "watermark_rewind"
+                    elif any(prev_seq < w < seq and by != dispatch_actor.get(eid) for w, by in wm_by):
+                        # another poller wrote the watermark in between: across processes a write
+                        # blocked on the row lock lands after its trace event (a lost update)
+                        cause = "several_pollers"
                     else:
                         cause = "unknown"
                     dup_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],

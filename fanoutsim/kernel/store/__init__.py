@@ -9,6 +9,9 @@ in it. Two adapters implement one small interface (:mod:`.base`):
   an undo log; the fast default under the virtual clock.
 * :class:`~fanoutsim.kernel.store.duckdb.DuckDBStore` — the same tables in DuckDB
   (``":memory:"`` or a ``.duckdb`` file).
+* :class:`~fanoutsim.kernel.store.postgres.PostgresStore` — the same tables in
+  PostgreSQL, the DuckDB statements run through a dialect layer
+  (``"postgres"``: a throwaway server of its own; or a ``postgresql://`` URI).
 
 The kernel keeps what every table shares — transactions, the undo log, failed
 transactions, ``runner_log``, schema versions — and imports no design: each
@@ -26,32 +29,49 @@ from fanoutsim.kernel.store.memory import MemoryStore
 
 
 def open_store(spec: "str | Store" = "memory", parts=()) -> Store:
-    """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, or a Store
-    (returned as it is). A new store holds the kernel's tables and ``parts``'."""
+    """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, ``"postgres"``
+    (a throwaway server), a ``postgresql://`` URI, or a Store (returned as it
+    is). A new store holds the kernel's tables and ``parts``'."""
     def duckdb(path: str) -> Store:
         from fanoutsim.kernel.store.duckdb import DuckDBStore
 
         return DuckDBStore(path, parts)
 
-    return open_store_with(spec, lambda: MemoryStore(parts), duckdb)
+    def postgres(dsn: str) -> Store:
+        from fanoutsim.kernel.store.postgres import PostgresStore
+
+        return PostgresStore(dsn, parts)
+
+    return open_store_with(spec, lambda: MemoryStore(parts), duckdb, postgres)
 
 
-def open_store_with(spec: "str | Store", memory: Callable[[], Store], duckdb: Callable[[str], Store]) -> Store:
+def is_postgres(spec) -> bool:
+    """``"postgres"`` or a ``postgresql://`` (``postgres://``) URI."""
+    return isinstance(spec, str) and (spec == "postgres" or spec.startswith(("postgresql://", "postgres://")))
+
+
+def open_store_with(spec: "str | Store", memory: Callable[[], Store], duckdb: Callable[[str], Store],
+                    postgres: Callable[[str], Store] | None = None) -> Store:
     """What :func:`open_store` does with its ``spec``, making a memory store with
-    ``memory()`` and a DuckDB one with ``duckdb(path)`` (``":memory:"`` for ``"duckdb"``)."""
+    ``memory()``, a DuckDB one with ``duckdb(path)`` (``":memory:"`` for
+    ``"duckdb"``) and a PostgreSQL one with ``postgres(dsn)``."""
     if isinstance(spec, Store):
         return spec
     if not isinstance(spec, str):
-        raise TypeError(f"store must be 'memory', 'duckdb', a .duckdb path or a Store, not {spec!r}")
+        raise TypeError(f"store must be 'memory', 'duckdb', a .duckdb path, 'postgres', a postgresql:// URI "
+                        f"or a Store, not {spec!r}")
     if spec == "memory":
         return memory()
     if spec == "duckdb":
         return duckdb(":memory:")
     if spec.endswith(".duckdb") or spec.endswith(".db"):
         return duckdb(spec)
+    if postgres is not None and is_postgres(spec):
+        return postgres(spec)
     raise ValueError(
-        f"store {spec!r} is not known; use 'memory', 'duckdb' or a path ending in .duckdb"
+        f"store {spec!r} is not known; use 'memory', 'duckdb', a path ending in .duckdb, 'postgres' "
+        "or a postgresql:// URI"
     )
 
 
-__all__ = ["Store", "StorePart", "Tx", "TABLES", "MemoryStore", "open_store", "open_store_with"]
+__all__ = ["Store", "StorePart", "Tx", "TABLES", "MemoryStore", "open_store", "open_store_with", "is_postgres"]

@@ -1,0 +1,352 @@
+"""The PostgreSQL store: the same tables in the database the designs were written for.
+
+``PostgresStore("postgres")`` starts a throwaway server of its own
+(:class:`fanoutsim.kernel.pg.EmbeddedServer`, removed at :meth:`close`);
+``PostgresStore("postgresql://user@host/db")`` uses the user's server
+(PostgreSQL 16 or newer). Every design's statements are its DuckDB ones
+(``duckdb_tx``, ``duckdb_schema``, ``duckdb_migrations``, ``duckdb_rows`` of its
+:class:`~.base.StorePart`), run through the dialect layer :mod:`.pgsql`: there
+is no second copy of any statement.
+
+Transactions are PostgreSQL's own, at its default isolation (READ COMMITTED),
+which is what the seed systems run at: a transaction begins at its first
+statement and commits or rolls back at the end of the ``with`` block. In one
+process the store holds one connection and a lock, as the DuckDB store does,
+so one transaction is open at a time; several processes (or stores) on one
+database are real concurrent transactions, and what they do to each other —
+a sequence value taken at insert and visible only at commit, two pollers
+reading the same rows — is PostgreSQL's doing, not a model of it.
+
+Opening refuses, with one line and before it writes anything: a malformed
+DSN, a server that cannot be reached, a server older than 16, a database whose
+fanoutsim schema is newer than this version. Bringing the schema up to date is
+one transaction under an advisory lock (PostgreSQL's DDL is transactional), so
+a failure leaves nothing half-created and two processes opening one database
+at once do not race.
+"""
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from fanoutsim.kernel.store import duckdb as _duckdb_store, pgsql, sql
+from fanoutsim.kernel.store.base import (FAILED_TX, Store, Tx, check_parts, compose_tx, row_of, tables_of,
+                                         timestamp_columns_of)
+
+MIN_SERVER_VERSION = 160000
+# pg_advisory_xact_lock key of the schema migration: "fnsm"
+_MIGRATION_LOCK = 0x666E736D
+_RUNNER_LOG_LOCK = 0x666E726C  # "fnrl": appends to runner_log
+CONNECT_TIMEOUT = 5  # seconds, unless the DSN says otherwise
+
+
+class StoreError(_duckdb_store.StoreError):
+    """A PostgreSQL database that cannot be used as a fanoutsim store (a kind
+    of the DuckDB store's error, so that whoever catches one catches both)."""
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def safe_dsn(dsn: str) -> str:
+    """``dsn`` with its password hidden, for messages."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "<malformed DSN>"
+    if "password" in params:
+        params["password"] = "***"
+    shown = " ".join(f"{k}={v}" for k, v in params.items() if v not in (None, ""))
+    return shown or "(the default server)"
+
+
+def is_dsn(spec: str) -> bool:
+    """A string that names a PostgreSQL server (a ``postgresql://`` or ``postgres://`` URI)."""
+    return spec.startswith(("postgresql://", "postgres://"))
+
+
+class PostgresTx(Tx):
+    """Every statement goes through :meth:`_run`, translated once (cached) by
+    :func:`.pgsql.translate`. PostgreSQL aborts the whole transaction at any
+    error and answers every later statement with an error of its own, so the
+    first error is kept in ``failed`` and named instead, as in DuckDB."""
+
+    __slots__ = ("c", "store", "failed", "n", "begun")
+
+    def __init__(self, store: "PostgresStore") -> None:
+        self.store = store
+        self.c = store.cur
+        self.failed = None
+        self.n = 0
+        self.begun = False
+
+    def _run(self, statement: str, params=None):
+        if self.failed is not None:
+            raise RuntimeError(FAILED_TX.format(self.failed))
+        q = self.store.translated(statement)
+        try:
+            if not self.begun:
+                self.c.execute("BEGIN")
+                self.begun = True
+                self.n += 1
+            self.n += 1
+            self.c.execute(q, () if params is None else params)
+            return self.c
+        except pg_errors.UniqueViolation as exc:
+            self.failed = KeyError(f"duplicate key: {_first_line(exc)}")  # as the memory store says it
+            raise self.failed from None
+        except psycopg.Error as exc:
+            self.failed = exc
+            raise
+
+    # -- runner_log -----------------------------------------------------
+    def log_runner(self, at, event, detail=None):
+        # several processes may share the database: the next seq is max + 1 under a
+        # lock held to this transaction's end (READ COMMITTED: the insert's own
+        # snapshot, taken after the lock, sees the last holder's row)
+        self._run("SELECT pg_advisory_xact_lock(?)", [_RUNNER_LOG_LOCK])
+        return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]
+
+    # -- LISTEN/NOTIFY ----------------------------------------------------
+    def notify(self, channel: str, payload: str) -> None:
+        """``pg_notify(channel, payload)`` in this transaction: PostgreSQL
+        delivers it to the channel's listeners at COMMIT (folding identical
+        payloads of one transaction into one), and never if it rolls back."""
+        self._run("SELECT pg_notify(?, ?)", [channel, payload])
+
+
+@lru_cache(maxsize=None)
+def _tx_class(mixins: tuple[type, ...]) -> type:
+    """PostgresTx with the parts' (DuckDB) methods: one class per set of parts."""
+    return compose_tx(PostgresTx, mixins)
+
+
+class _Connection:
+    """What a migration step written as a function of a DuckDB connection
+    calls (``con.execute(sql, params).fetchone()``), on this store's cursor."""
+
+    def __init__(self, store: "PostgresStore") -> None:
+        self.store = store
+
+    def execute(self, statement: str, params=None):
+        cur = self.store.cur
+        cur.execute(self.store.translated(statement), () if params is None else params)
+        return cur
+
+
+class PostgresStore(Store):
+    """The kernel's tables and those of ``parts`` in PostgreSQL. ``dsn``:
+    ``"postgres"`` (a throwaway server of its own) or a ``postgresql://`` URI.
+    ``schema``: the PostgreSQL schema to keep the tables in (created if
+    missing; default: the connection's own search path, ``public``)."""
+
+    def __init__(self, dsn: str = "postgres", parts=(), *, schema: str | None = None) -> None:
+        self.parts = check_parts(parts)
+        self.tables = tables_of(self.parts)
+        self.timestamp_columns = timestamp_columns_of(self.parts)
+        self.version = sql.schema_version(self.parts)
+        self.schema = schema
+        self._all_rows = dict(sql.ALL_ROWS)
+        for part in self.parts:
+            self._all_rows.update(part.duckdb_rows)
+        self._tx = _tx_class(tuple(part.duckdb_tx for part in self.parts))
+        self._translated: dict[str, str] = {}
+        self._table_info: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+        self.statements = 0
+        self.server = None
+        self.con = None
+        if dsn == "postgres":
+            from fanoutsim.kernel.pg import EmbeddedServer, ServerError
+
+            try:
+                self.server = EmbeddedServer()
+            except ServerError as exc:
+                raise StoreError(str(exc)) from None
+            self.dsn = self.server.dsn
+        else:
+            self.dsn = dsn
+        try:
+            self._open()
+        except BaseException:
+            self._close_all()
+            raise
+
+    # -- opening ----------------------------------------------------------------------
+    def _open(self) -> None:
+        dsn = self.dsn
+        if self.server is None:
+            if not isinstance(dsn, str) or not is_dsn(dsn):
+                raise StoreError(f"store {dsn!r} is not a PostgreSQL URI: it must start with postgresql://")
+            try:
+                params = psycopg.conninfo.conninfo_to_dict(dsn)
+            except psycopg.Error as exc:
+                raise StoreError(f"malformed PostgreSQL DSN: {_first_line(exc)}") from None
+        else:
+            params = {}
+        extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+        try:
+            self.con = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor, **extra)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot reach PostgreSQL at {safe_dsn(dsn)}: {_first_line(exc)}") from None
+        if self.con.info.server_version < MIN_SERVER_VERSION:
+            raise StoreError(f"PostgreSQL at {safe_dsn(dsn)} is version {self.con.info.server_version // 10000}; "
+                             f"fanoutsim needs 16 or newer")
+        self.cur = self.con.cursor()
+        self.con.execute("SET TIME ZONE 'UTC'")
+        if self.schema is not None:
+            self.con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
+        self._check_version()  # before anything is written: a newer schema is refused as it is
+        self._migrate()
+
+    def _check_version(self) -> None:
+        if self.con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
+            return
+        found = self.con.execute(sql.GET_SCHEMA_VERSION).fetchone()
+        try:
+            version = int(found[0]) if found else 0
+        except ValueError:
+            raise StoreError(f"{self} has schema version {found[0]!r}, not a number") from None
+        if version > self.version:
+            raise StoreError(f"{self} has schema version {version}, newer than this fanoutsim understands "
+                             f"({self.version}); upgrade fanoutsim")
+
+    def _migrate(self) -> None:
+        """Every table's CREATE TABLE IF NOT EXISTS, every migration (each
+        idempotent), the schema version: one transaction, under a lock."""
+        con = self.con
+        with con.transaction():
+            con.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
+            self._check_version()  # again, under the lock: another process may have moved it
+            if self.schema is not None:
+                con.execute(f"CREATE SCHEMA IF NOT EXISTS {pgsql._quote(self.schema)}")
+            for statement in pgsql.FUNCTIONS:
+                con.execute(statement)
+            for statement in pgsql.split(sql.schema(self.parts)):
+                con.execute(self.translated(statement), ())
+            for statements in sql.migrations(self.parts).values():
+                for statement in statements:
+                    if callable(statement):
+                        statement(_Connection(self))
+                    else:
+                        for one in pgsql.split(statement):
+                            con.execute(self.translated(one), ())
+            con.execute(self.translated(sql.SET_SCHEMA_VERSION), [str(self.version)])
+
+    # -- the dialect ----------------------------------------------------------------------
+    def translated(self, statement: str) -> str:
+        """``statement`` (DuckDB's SQL) as PostgreSQL runs it; cached."""
+        q = self._translated.get(statement)
+        if q is None:
+            q = self._translated[statement] = pgsql.translate(statement, self.table_info)
+        return q
+
+    def table_info(self, table: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """A table's columns (in order) and primary key, from the catalog."""
+        info = self._table_info.get(table)
+        if info is None:
+            cols = tuple(r[0] for r in self.con.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                "AND NOT attisdropped ORDER BY attnum", [table]).fetchall())
+            key = tuple(r[0] for r in self.con.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary "
+                "ORDER BY array_position(i.indkey, a.attnum)", [table]).fetchall())
+            if not cols or not key:
+                raise ValueError(f"INSERT OR REPLACE INTO {table}: no such table with a primary key")
+            info = self._table_info[table] = (cols, key)
+        return info
+
+    # -- transactions ----------------------------------------------------------------------
+    def _begin(self) -> PostgresTx:
+        me = threading.get_ident()
+        if self._owner == me:
+            raise RuntimeError("nested transactions are not supported")
+        self._lock.acquire()
+        self._owner = me
+        return self._tx(self)  # BEGIN comes with the first statement
+
+    def _commit(self, tx: PostgresTx) -> None:
+        self.statements += tx.n + tx.begun
+        if not tx.begun:
+            self._owner = None
+            self._lock.release()
+            return
+        try:
+            self.cur.execute("COMMIT")
+        except BaseException:
+            self._quiet_rollback()
+            raise
+        finally:
+            self._owner = None
+            self._lock.release()
+
+    def _rollback(self, tx: PostgresTx) -> None:
+        self.statements += tx.n + tx.begun
+        try:
+            if tx.begun:
+                self._quiet_rollback()
+        finally:
+            self._owner = None
+            self._lock.release()
+
+    def _quiet_rollback(self) -> None:
+        try:
+            self.cur.execute("ROLLBACK")
+        except psycopg.Error:
+            pass  # the connection is gone, or the transaction already ended
+
+    def rows(self, table: str) -> list[dict]:
+        statement = self._all_rows.get(table)
+        if statement is None:
+            raise KeyError(f"unknown table {table!r}")
+        if self._owner == threading.get_ident():
+            raise RuntimeError("rows() reads committed rows; call it outside the open transaction")
+        cols = self.tables[table]
+        with self._lock:
+            cur = self.con.cursor()
+            return [row_of(cols, r) for r in cur.execute(self.translated(statement), ()).fetchall()]
+
+    # -- more connections -----------------------------------------------------------------
+    def connect(self) -> psycopg.Connection:
+        """A new connection (autocommit) to the same database, schema and time
+        zone: for a LISTEN, or for a transaction that must not hold this
+        store's lock (a writer that keeps its transaction open)."""
+        con = psycopg.connect(self.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor,
+                              connect_timeout=CONNECT_TIMEOUT)
+        con.execute("SET TIME ZONE 'UTC'")
+        if self.schema is not None:
+            con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
+        return con
+
+    def channel(self, name: str) -> str:
+        """A NOTIFY channel of this store's schema: ``name.schema`` (stores in
+        other schemas of the database do not hear it)."""
+        with self._lock:
+            schema = self.con.execute("SELECT current_schema()").fetchone()[0]
+        return f"{name}.{schema}"[:63]
+
+    # -- closing ----------------------------------------------------------------------
+    def _close_all(self) -> None:
+        con, self.con = self.con, None
+        if con is not None:
+            con.close()
+        server, self.server = self.server, None
+        if server is not None:
+            server.close()
+
+    def close(self) -> None:
+        self._close_all()
+
+    def __repr__(self) -> str:
+        where = "embedded" if self.server is not None else safe_dsn(self.dsn)
+        return f"PostgresStore({where}{', schema=' + self.schema if self.schema else ''})"
+
+    def __str__(self) -> str:
+        return f"PostgreSQL {safe_dsn(self.dsn)}" + (f" schema {self.schema}" if self.schema else "")

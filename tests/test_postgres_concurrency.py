@@ -1,0 +1,29 @@
+"""Real concurrency: several reactor pollers as separate OS processes sharing
+one PostgreSQL. The multi-poller duplicates come from real READ COMMITTED
+transactions racing on one watermark, and the reactor's own checker names them
+from the merged trace and the database's tables."""
+from __future__ import annotations
+
+import pytest
+
+from fanoutsim.designs.reactor.pgreplicas import several_pollers
+
+
+@pytest.mark.parametrize("pollers", [1, 3])
+def test_several_poller_processes_duplicate_and_the_checker_says_why(pg_url, pollers):
+    out = several_pollers(pg_url(), pollers, seconds=1.5, rate=40.0)
+    total = out["report"].total
+    assert out["pollers"] == ["poller"] + [f"poller#{k}" for k in range(1, pollers)]  # every process polled
+    assert out["firings"] > 10 and total["expected"] == out["firings"]
+    assert total["lost"] == 0 and total["pending"] == 0
+    if pollers == 1:
+        assert total["extra_deliveries"] == 0 and out["executions"] == out["firings"]
+    else:  # two processes read one watermark before either moved it: both dispatched
+        extra, causes = total["extra_deliveries"], total["duplicate_causes"]
+        assert extra > 0 and out["executions"] == out["firings"] + extra
+        # Nearly every one is named several_pollers. Across processes a trace event bears
+        # its step's start: a watermark write that waited on another poller's row lock
+        # can sort before the dispatch it undid, and then the checker cannot tell why
+        # ("unknown", never a wrong cause); seen at most once in a run here.
+        assert set(causes) <= {"several_pollers", "unknown"}
+        assert causes["several_pollers"] >= 0.9 * extra
