@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fanoutsim.kernel.faults import Crash
+from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
@@ -102,8 +103,10 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
     _noun = "node"
 
     def __init__(self, config: LeaseConfig | None = None, store: Any = "leases.duckdb", faults=None,
-                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
+                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0,
+                 database: str = "default") -> None:
         self.config = checked_lease_config(config, seed)
+        self.database = check_database(database)
         self.seed = seed
         self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
         self.clients: dict[str, LeaseClient] = {}
@@ -114,7 +117,8 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
 
     # -- the binding ------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> LeaseEngine:
-        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
+        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed,
+                           self.database)
 
     def _start_loops(self, engine: LeaseEngine) -> None:
         """One incarnation's loops and publishers (``_proc`` held), after the
@@ -160,7 +164,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
             with self._proc:  # the row read, the consume and the spawns: one step
                 if stop.is_set() or engine is not self.engine:
                     return
-                with self.store.transaction() as tx:
+                with self._tx() as tx:
                     row = tx.get_lease_consumer(client.name)
                 if row is None:
                     retired.set()
