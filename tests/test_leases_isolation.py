@@ -105,3 +105,23 @@ def test_database_names_are_checked_and_a_late_switch_refused():
             tx.use_database("orders")
     with in_database(store, "orders") as tx:
         assert tx.get_history()["incarnation"] == 1
+
+
+def test_a_named_database_survives_reopening_its_duckdb_file(tmp_path):
+    path = str(tmp_path / "named.duckdb")
+    store = open_store(path)
+    e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace(), database="orders")
+    e.add_consumer(t(0), "indexer")
+    e.publish(t(0), [("p", "k", 1), ("p", "k", 2)])
+    (x, y) = e.consume(t(1), "indexer")
+    e.ack(t(1), "indexer", x.event_id, x.token, x.incarnation)
+    store.close()
+    again = open_store(path)
+    try:
+        assert again.rows("events") == []                                # the default database: empty
+        assert [r["event_id"] for r in database_rows(again, "events", "orders")] == ["1:0", "1:1"]
+        e2 = LeaseEngine(again, LeaseConfig(), Metrics(), Trace(), database="orders")
+        st = e2.status(t(2), "indexer")
+        assert st["checkpoints"] == {"p": 1} and st["in_flight"] == [y.event_id]
+    finally:
+        again.close()

@@ -112,6 +112,8 @@ class NotificationChannel:
         waited for a connection)? 0: yes; seconds: deliver it again after so
         long (traced ``hint_waiting``); None: no connection in time — the hint
         is lost, counted as missed and traced."""
+        if self.pool.reserved:  # the hot path: the seed's design never waits
+            return 0.0
         w = self.pool.free_in((now - self.start_us) / US)
         if w <= 0:
             return 0.0
