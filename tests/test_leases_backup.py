@@ -182,3 +182,43 @@ def test_backup_restore_summary_shows_checkpoints_going_back():
     assert set(s.loc["audit", "lost_by_cause"]) == {"restore"}
     assert w["duplicates_by_cause"].get("restore", 0) > 0
     assert s.attrs["incarnation"] == 2 and s.attrs["valid"] and s.attrs["published_between"] > 0
+
+
+def test_restore_backup_fault_on_the_wall_clock(tmp_path):
+    import time
+
+    from fanoutsim.designs.leases.realtime import LeaseRealtime
+
+    def wait_for(cond, timeout=10.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if cond():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def seen(rt, kind):
+        return (rt.trace()["kind"] == kind).sum()
+
+    rt = LeaseRealtime(store=str(tmp_path / "wall.duckdb"),
+                       faults=FaultPlan([RestoreBackup(backup_at=0.5, at=1.5)]))
+    try:
+        rt.register_consumer("hand", client=False, batch_limit=8, in_flight_limit=8)
+        for k in range(3):
+            rt.publish("p", "k", k)
+        rt.start()
+        got = {x.event_id: x for x in rt.consume("hand")}
+        assert rt.ack("hand", "1:0", got["1:0"].token, 1) == "acked"
+        assert wait_for(lambda: seen(rt, "backup") == 1)
+        assert rt.ack("hand", "2:0", got["2:0"].token, 1) == "acked"
+        rt.publish("p", "k", 3)
+        assert rt.status("hand")["checkpoints"] == {"p": 2}
+        assert wait_for(lambda: seen(rt, "backup_restored") == 1)
+        st = rt.status("hand")
+        assert st["checkpoints"] == {"p": 1} and st["incarnation"] == 2
+        assert rt.events()["event_id"].tolist() == ["1:0", "2:0", "3:0"]
+        assert rt.ack("hand", "3:0", got["3:0"].token, 1) == "stale_incarnation"
+        assert len(rt.backups) == 1
+    finally:
+        rt.stop()
+        rt.close()

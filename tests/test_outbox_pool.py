@@ -124,3 +124,30 @@ def test_backfill_in_scenario_files(tmp_path):
                       'window = [1.0, 2.0]\n')
     with pytest.raises(ScenarioError, match="'backfill' is a fault of the outbox design"):
         load_scenario(leases)
+
+
+@pytest.mark.parametrize("reserve", [True, False], ids=["reserved", "shared"])
+def test_the_wall_clock_listener_obeys_the_same_pool(tmp_path, reserve):
+    import time
+
+    from fanoutsim.designs.outbox.realtime import OutboxRealtime
+
+    cfg = OutboxConfig(safety_poll_interval=0.5, reserve_listener=reserve, listener_wait=0.0)
+    rt = OutboxRealtime(cfg, store=str(tmp_path / "pool.duckdb"),
+                        faults=FaultPlan([Backfill(window=(0.0, 60.0))]))
+    try:
+        rt.register_consumer("indexer")
+        rt.start()
+        for k in range(5):
+            rt.commit(f"p{k}", "x")
+        end = time.monotonic() + 10.0
+        while time.monotonic() < end and len(rt.cursors()) and rt.cursors()["seq"].iloc[0] < 5:
+            time.sleep(0.05)
+        time.sleep(0.1)
+        t = rt.trace()
+        heard, missed = (t["kind"] == "hint").sum(), (t["kind"] == "hint_missed").sum()
+        assert (heard, missed) == ((5, 0) if reserve else (0, 5))
+        assert rt.cursors()["seq"].tolist() == [5]              # handled either way: the poll reads the table
+    finally:
+        rt.stop()
+        rt.close()
