@@ -55,8 +55,10 @@ class LeaseTx(ABC):
         the named database ``name`` (:data:`DEFAULT_DATABASE`: the tables the
         store shows); a database used for the first time is made empty — its
         own log, consumers and history row at incarnation 1. Call it before
-        anything else in the transaction (:func:`in_database` does); the choice
-        stays with the store until the next call."""
+        anything else in the transaction (:func:`in_database` does): after a
+        write it raises :class:`RuntimeError`. The choice stays with the store
+        until the next call, so a transaction that does not call it works on
+        the database the last one chose."""
 
     @abstractmethod
     def table_rows(self, table: str) -> list[dict]:
@@ -554,7 +556,7 @@ class LeaseDuckDBTx(LeaseTx):
         if (DEFAULT_DATABASE if cur is None or cur[0] is not self.c else cur[1]) == name:
             return
         check_database(name)
-        if self.begun or self.n:
+        if self.begun:  # as the memory adapter: after a write, the transaction belongs to its database
             raise RuntimeError("use_database must come first in a transaction")
         if name == DEFAULT_DATABASE:
             self.c.execute("RESET search_path")
