@@ -15,7 +15,12 @@ pull) schedule a bounded retry, and the 10th failed attempt becomes a *dead
 letter* so later events continue. ``seek`` moves a checkpoint
 (administrative), ``retire`` deletes a consumer and releases its *retention
 fence* (both refused while it holds a live lease), and ``restore`` publishes a
-new incarnation, turning every live lease into a failed attempt.
+new incarnation, turning every live lease into a failed attempt; ``backup``
+copies a database's tables and ``restore_backup`` puts them back (checkpoints
+and log return to the backup) under a new incarnation. The public API takes a
+caller credential (:mod:`.authority`): a consumer's own for its leases, the
+admin grant for seek, retire and restores. One store holds sibling *named
+databases* (``LeaseSimulation(database=...)``) that share nothing.
 Delivery is at-least-once: a worker whose lease expires before its ack, or a
 crash between a worker's effect and its ack, re-delivers — from the tables,
 never from a script.
@@ -27,6 +32,9 @@ Where things live:
 ``log.py``         publish (one commit of events) and retention behind the fence
 ``consumers.py``   add, seek, retire, status (RiffDB's revision and counts)
 ``leasing.py``     consume, ack, nack, recover (lease expiry), restore
+``backup.py``      backup (a copy of the tables) and restore_backup (put back, new incarnation)
+``authority.py``   caller credentials: a consumer's own, the admin grant; what each may do
+``identity.py``    durable consumer identity: (module hash, operation, parameters, name)
 ``engine.py``      one incarnation of the broker process: wires the above
 ``checker.py``     delivered / duplicated / lost / dead-lettered / out of order, and why
 ``scenario.py``    scenario files with ``design = "leases"``
@@ -40,5 +48,8 @@ from fanoutsim.designs.leases.config import MAX_ATTEMPTS, LeaseConfig
 from fanoutsim.designs.leases.engine import LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.log import HistoryPruned
+from fanoutsim.designs.leases.authority import ADMIN, Credential, Unauthorized
+from fanoutsim.designs.leases.backup import Backup
 
-__all__ = ["LeaseConfig", "LeaseEngine", "Lease", "MAX_ATTEMPTS", "HistoryPruned"]
+__all__ = ["LeaseConfig", "LeaseEngine", "Lease", "MAX_ATTEMPTS", "HistoryPruned", "ADMIN", "Credential",
+           "Unauthorized", "Backup"]

@@ -627,3 +627,122 @@ def stale_token_demo(seed: int = 0) -> pd.DataFrame:
     rows.append({"step": "ack with the new token", "incarnation": new.incarnation,
                  "result": sim.ack("c", eid, new.token, new.incarnation)})
     return pd.DataFrame(rows)
+
+
+
+def backup_restore_run(*, backup_at: float = 40.25, restore_at: float = 80.25, rate: float = 1.0,
+                       partitions: int = 4, mean_work: float = 3.0, in_flight: int = 2, seconds: float = 160.0,
+                       join_at: float = 60.0, seed: int = 0):
+    """One consumer ``worker`` (uniform work around ``mean_work`` s, ``in_flight``
+    leases) under Poisson events at ``rate``/s for ``seconds``; a second one,
+    ``audit``, created at ``join_at``. A backup is taken at ``backup_at`` and
+    restored at ``restore_at`` (the scenario fault ``restore_backup``)."""
+    from fanoutsim.designs.leases.simulation import LeaseSimulation
+    from fanoutsim.kernel.faults import FaultPlan, RestoreBackup
+
+    sim = LeaseSimulation(seed=seed, faults=FaultPlan([RestoreBackup(backup_at=backup_at, at=restore_at)]))
+    sim.register_consumer("worker", duration=work_law("uniform", mean_work), in_flight_limit=in_flight,
+                          batch_limit=in_flight)
+    sim.env.process(_join_later(sim, join_at, "audit", mean_work))
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    sim.run(until=seconds + 60.0)
+    return sim
+
+
+def _join_later(sim, at: float, name: str, mean_work: float):
+    yield sim.env.timeout(at)
+    sim.register_consumer(name, duration=work_law("uniform", mean_work))
+
+
+def _checkpoints_then(sim, consumer: str, t_s: float) -> dict[str, int]:
+    """``consumer``'s checkpoint per partition at ``t_s``: the last move at or
+    before it (a restore from backup moves checkpoints back)."""
+    p = checkpoint_path(sim, consumer)
+    p = p[p["t_s"] <= t_s]
+    return {str(k): int(v) for k, v in p.groupby("partition")["seq"].last().items()}
+
+
+def backup_restore_summary(sim) -> pd.DataFrame:
+    """Per consumer life, what a restore from backup did: its checkpoints at the
+    backup, just before the restore and just after it, and the checker's
+    duplicates and losses by cause. ``attrs``: ``backup_s``, ``restore_s``, the
+    new ``incarnation``, ``published_between`` (events published after the
+    backup and before the restore: the log lost them) and ``valid``."""
+    t = sim.trace()
+    taken, back = t[t["kind"] == "backup"], t[t["kind"] == "backup_restored"]
+    if taken.empty or back.empty:
+        raise ValueError("this run has no restore from backup")
+    b_s, r_s = float(_rel(sim, taken["t"])[0]), float(_rel(sim, back["t"])[0])
+    r = check_leases(sim)
+    pub = published_events(sim)
+    last_seq = int(taken["detail"].iloc[0].rsplit(":", 1)[1])
+    label = back["detail"].iloc[0]
+    kept = next((set(c["consumer"] for c in b.tables["lease_consumers"]) for b in getattr(sim, "backups", ())
+                 if b.label == label), None)
+    rows = []
+    for name in sorted(r.per_consumer["consumer"]):
+        dups = r.duplicates[r.duplicates["consumer"] == name]["cause"].value_counts().to_dict()
+        lost = r.lost[r.lost["consumer"] == name]["cause"].value_counts().to_dict()
+        base = name.split("#")[0]
+        rows.append({"consumer": name, "at_backup": _checkpoints_then(sim, base, b_s),
+                     "before_restore": _checkpoints_then(sim, base, r_s - 1e-6),
+                     "after_restore": (_checkpoints_then(sim, base, r_s) if kept is None or base in kept
+                                       else None),  # None: the restore took the consumer away
+                     "duplicates_by_cause": dups, "lost_by_cause": lost})
+    out = pd.DataFrame(rows)
+    out.attrs.update({"backup_s": b_s, "restore_s": r_s, "incarnation": int(sim.history()["incarnation"].iloc[0]),
+                      "published_between": int(((pub["seq"] > last_seq) & (pub["published_s"] < r_s)).sum()),
+                      "valid": r.valid})
+    return out
+
+
+# -- consumer identity: a module change makes a new durable consumer ----------------------
+
+IDENTITY_MODES = ("old identity forgotten", "old identity retired")
+
+
+def identity_run(mode: str = "old identity forgotten", *, deploy_at: float = 200.5, retire_at: float = 400.5,
+                 retention: float = 60.0, retention_interval: float = 10.0, rate: float = 2.0,
+                 seconds: float = 600.0, partitions: int = 4, seed: int = 0):
+    """The consumer ``indexer`` of operation ``TicketEvents`` under module v1
+    (a :class:`~fanoutsim.designs.leases.identity.ConsumerIdentity`); at
+    ``deploy_at`` module v2 is deployed (:meth:`~.simulation.LeaseSimulation.deploy`,
+    start ``"end"``): a new durable consumer takes over, the v1 identity stops
+    being pulled and keeps its fence. In ``mode`` (:data:`IDENTITY_MODES`) the
+    v1 identity is left alone, or retired at ``retire_at``. Retention keeps
+    ``retention`` s. ``sim.identities`` holds ``(v1, v2)``."""
+    from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
+
+    if mode not in IDENTITY_MODES:
+        raise ValueError(f"mode must be one of {IDENTITY_MODES}, got {mode!r}")
+    sim = _sim(LeaseConfig(retention=retention, retention_interval=retention_interval), seed=seed)
+    v1 = ConsumerIdentity(module_hash("reactive TicketActivity version 1"), "TicketEvents", "indexer",
+                          {"organization_id": "org-1"})
+    sim.register_consumer(v1, duration=0.01, in_flight_limit=8, batch_limit=8)
+    sim.add_workload(rate, partitions=partitions, stop=seconds)
+    sim.run(until=deploy_at)
+    v2 = sim.deploy(v1, module_hash("reactive TicketActivity version 2"), start="end")
+    if mode == IDENTITY_MODES[1]:
+        sim.run(until=retire_at)
+        sim.retire(v1.key)
+    sim.run(until=seconds)
+    sim.identities = (v1, v2)
+    return sim
+
+
+def identity_summary(runs: dict) -> pd.DataFrame:
+    """Per labelled run of :func:`identity_run`: each identity's key, whether it
+    still exists, its checkpoints' lowest seq, what it delivered and has
+    pending, and the events retained at the end."""
+    rows = []
+    for label, sim in runs.items():
+        r = check_leases(sim).per_consumer.set_index("consumer")
+        retained = len(sim.events())
+        for which, ident in zip(("v1", "v2"), sim.identities):
+            st = sim.status(ident.key)
+            rows.append({"run": label, "module": which, "consumer": ident.key, "exists": st is not None,
+                         "lowest_checkpoint": min(st["checkpoints"].values()) if st and st["checkpoints"] else None,
+                         "delivered": int(r.loc[ident.key, "delivered"]) if ident.key in r.index else 0,
+                         "pending": int(r.loc[ident.key, "pending"]) if ident.key in r.index else 0,
+                         "events_retained": retained})
+    return pd.DataFrame(rows)

@@ -24,8 +24,13 @@ lease had expired, or had expired before the effect landed — or the lease
 expired in recovery with no crash between), ``crash`` (the node died after the
 effect and before the ack), else ``unknown``. Causes of a loss: ``seek``
 (seeked past it before it was delivered), ``retired`` (the consumer was retired
-first), ``pruned`` (retention deleted it — the fence should make this
-impossible for a consumer that exists), else ``unknown``.
+first), ``restore`` (a backup was restored: the event was published after
+the backup and was gone from the log before it was delivered — or the consumer
+itself was created after the backup, and the restore took it away), ``pruned``
+(retention deleted it — the fence should make this impossible for a consumer
+that exists), else ``unknown``. A restore from backup (``backup_restored``,
+matched to its ``backup`` by label) also writes ``restored``, so deliveries on
+either side of it are duplicates with cause ``restore``.
 
 *Out of order* depends on the leasing rule (``sim.config.partition_order``),
 because the two promise different things:
@@ -57,7 +62,7 @@ import pandas as pd
 
 from fanoutsim.kernel.check import CheckedReport, causes
 
-LOSS_CAUSES = ("seek", "retired", "pruned", "unknown")
+LOSS_CAUSES = ("seek", "retired", "restore", "pruned", "unknown")
 DUPLICATE_CAUSES = ("seek", "restore", "lease_expired", "crash", "unknown")
 _BROKEN = ("pruned", "unknown")
 
@@ -130,6 +135,11 @@ class _Keyed:
         return self.a[pos] % self.n
 
 
+def _rows(sim):
+    """The reader of ``sim``'s tables (of its named database, if it has one)."""
+    return getattr(sim, "table_rows", None) or sim.store.rows
+
+
 def _between(idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Some index in the sorted ``idx`` lies strictly between lo and hi (elementwise)."""
     return np.searchsorted(idx, hi, side="left") > np.searchsorted(idx, lo, side="right")
@@ -179,7 +189,7 @@ def check_leases(sim) -> LeaseReport:
         for k, (i, start) in enumerate(lst, start=1):
             lives[name if k == 1 else f"{name}#{k}"] = {"name": name, "start": start, "index": i,
                                                         "last": k == len(lst)}
-    table_rows = {r["consumer"]: r for r in sim.store.rows("lease_consumers")}
+    table_rows = {r["consumer"]: r for r in _rows(sim)("lease_consumers")}
     for name, r in table_rows.items():  # a consumer from an earlier process (a resumed file)
         if name not in by_name:
             lives[name] = {"name": name, "start": r["start_seq"], "index": -1, "last": True}
@@ -191,6 +201,15 @@ def check_leases(sim) -> LeaseReport:
     restores, crashes = events("restored"), events("crashed")
     pruned = set(eids[events("pruned")].tolist())
     retired_at = {who[i]: int(i) for i in events("retired")}
+    # restores from backup: (index of the backup, index of the restore)
+    taken = {details[i]: int(i) for i in events("backup")}
+    undone = [(taken[details[i]], int(i)) for i in events("backup_restored") if details[i] in taken]
+    undone_at = {}                                       # life -> the restore that took it away
+    for life_name, life in lives.items():
+        if life["last"] and life["name"] not in table_rows and life_name not in retired_at:
+            gone = [ri for bi, ri in undone if bi < life["index"] < ri]
+            if gone:
+                undone_at[life_name] = gone[0]
     dead_at = defaultdict(dict)                          # life -> event_id -> index dead-lettered
     for i in events("dead_lettered"):
         dead_at[who[i]].setdefault(eids[i], int(i))
@@ -257,14 +276,14 @@ def check_leases(sim) -> LeaseReport:
     def table(name):
         if name not in tables:
             if name == "dead":
-                tables[name] = {(r["consumer"], r["event_id"]) for r in sim.store.rows("dead_letters")}
+                tables[name] = {(r["consumer"], r["event_id"]) for r in _rows(sim)("dead_letters")}
             elif name == "cps":
                 cps = defaultdict(dict)
-                for r in sim.store.rows("checkpoints"):
+                for r in _rows(sim)("checkpoints"):
                     cps[r["consumer"]][r["partition"]] = r["seq"]
                 tables[name] = cps
             else:
-                tables[name] = {r["event_id"] for r in sim.store.rows("events")}
+                tables[name] = {r["event_id"] for r in _rows(sim)("events")}
         return tables[name]
 
     by_leases = getattr(getattr(sim, "config", None), "partition_order", "riffdb") != "head_of_line"
@@ -314,7 +333,7 @@ def check_leases(sim) -> LeaseReport:
                                      "stale_lease" if st_ else "unknown"))
 
         # the expected events: published past its start, not after it retired
-        retired_i = retired_at.get(name)
+        retired_i = retired_at.get(name, undone_at.get(name))
         expected = p_seq > start
         if retired_i is not None:
             expected &= ~(p_ip > retired_i)
@@ -354,7 +373,8 @@ def check_leases(sim) -> LeaseReport:
             eid, seq, part, ip = p_eid[j], int(p_seq[j]), p_part[j], int(p_ip[j])
             dead_i = dead_at[name].get(eid)
             if (row is not None and (life["name"], eid) in table("dead")) or (
-                    dead_i is not None and not any(i > dead_i and pos < seq for i, pos in seeks[name])):
+                    dead_i is not None and not any(i > dead_i and pos < seq for i, pos in seeks[name])
+                    and not any(bi < dead_i < ri for bi, ri in undone)):
                 n_["dead_lettered"] += 1
                 continue
             if (row is not None and eid in table("retained") and seq > row["start_seq"]
@@ -365,6 +385,8 @@ def check_leases(sim) -> LeaseReport:
                 cause = "seek"
             elif name in retired_at:
                 cause = "retired"
+            elif name in undone_at or any(bi < ip < ri for bi, ri in undone):
+                cause = "restore"
             elif eid in pruned:
                 cause = "pruned"
             else:

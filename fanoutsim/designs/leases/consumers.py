@@ -90,7 +90,7 @@ def add_consumer(e, now: int, name: str, start="beginning", **limits) -> dict:
     if unknown:
         raise TypeError(f"unknown limit(s) {sorted(unknown)}; allowed: {', '.join(DEFAULT_LIMITS)}")
     checked = check_limits(**{**DEFAULT_LIMITS, **limits})
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         row = tx.get_lease_consumer(name)
         if row is not None:
             return row
@@ -116,7 +116,7 @@ def seek(e, now: int, name: str, position) -> str:
     """Move the consumer to ``position`` (administrative): ``applied``, or
     ``outstanding_lease`` / ``not_found`` with nothing changed."""
     check_name("consumer", name)
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         row = tx.get_lease_consumer(name)
         if row is None:
             result = NOT_FOUND
@@ -141,7 +141,7 @@ def retire(e, now: int, name: str) -> str:
     """Retire the consumer for good — delete it and its rows, releasing its
     retention fence: ``applied``, or ``outstanding_lease`` / ``not_found``."""
     check_name("consumer", name)
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         if tx.get_lease_consumer(name) is None:
             result = NOT_FOUND
         elif tx.list_leases(name):
@@ -161,7 +161,7 @@ def retire(e, now: int, name: str) -> str:
 def status(e, now: int, name: str) -> dict | None:
     """What ``riffdb event status`` tells (None: no such consumer)."""
     check_name("consumer", name)
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         row = tx.get_lease_consumer(name)
         if row is None:
             return None

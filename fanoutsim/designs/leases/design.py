@@ -157,10 +157,11 @@ def _status(rt) -> dict:
     from fanoutsim.kernel.frames import json_ready
     from fanoutsim.kernel.timeutil import from_us
 
-    names = [r["consumer"] for r in rt.store.rows("lease_consumers")]
+    rows = rt.table_rows  # of the runtime's named database
+    names = [r["consumer"] for r in rows("lease_consumers")]
     return json_ready({"pid": os.getpid(), "db": getattr(rt.store, "path", None),
                        "now": from_us(rt.now_us()).isoformat(), "running": rt.running,
-                       "events": len(rt.store.rows("events")), "dead_letters": len(rt.store.rows("dead_letters")),
+                       "events": len(rows("events")), "dead_letters": len(rows("dead_letters")),
                        "consumers": {name: rt.status(name) for name in names}, "metrics": rt.metrics()})
 
 

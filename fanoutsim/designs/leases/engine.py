@@ -11,7 +11,8 @@ Trace columns, read with this design's names (see
 ack_refused, nacked, nack_refused, checkpoint (a partition's checkpoint moved:
 the event it now stands on, its seq), expired (by recovery: the loop, the
 start-up pass or a pull), dead_lettered, lease_voided (by a restore), seek,
-seek_refused, retired, retire_refused, restored, pruned, and from the runtime:
+seek_refused, retired, retire_refused, restored, backup (a copy of the tables
+taken: its label), backup_restored (the label put back), pruned, and from the runtime:
 delivered (a worker's effect), crashed, restarted, fault.
 """
 from __future__ import annotations
@@ -20,21 +21,32 @@ from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace
+from fanoutsim.designs.leases import backup as backups
 from fanoutsim.designs.leases import consumers, leasing, log
 from fanoutsim.designs.leases.config import LeaseConfig
+from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, check_database, in_database
 
 
 class LeaseEngine:
+    """The broker of one named database (``database``: its tables in the
+    store, see :func:`~.tables.in_database`; sibling databases in the same
+    store share nothing — log, consumers, history incarnation)."""
+
     actor = "broker"
 
     def __init__(self, store: Store, config: LeaseConfig, metrics: Metrics, trace: Trace,
-                 faults=None, seed: int = 0) -> None:
+                 faults=None, seed: int = 0, database: str = DEFAULT_DATABASE) -> None:
         self.store = store
+        self.database = check_database(database)
         self.config = config
         self.metrics = metrics
         self.trace = trace
         self.faults = faults or NoFaults()
         self.seed = seed
+
+    def tx(self) -> in_database:
+        """A transaction on this engine's database."""
+        return in_database(self.store, self.database)
 
     # the log
     publish = log.publish
@@ -50,3 +62,6 @@ class LeaseEngine:
     nack = leasing.nack
     recover = leasing.recover
     restore = leasing.restore
+    # backup and restore
+    backup = backups.backup
+    restore_backup = backups.restore_backup

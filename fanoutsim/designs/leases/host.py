@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fanoutsim.designs.leases.authority import authorize, needed
 from fanoutsim.designs.leases.engine import LeaseEngine
-from fanoutsim.kernel.frames import store_frame
+from fanoutsim.designs.leases.identity import consumer_key
+from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, TABLES, database_rows, in_database
+from fanoutsim.kernel.frames import store_frame, table_frame
 
 
 
@@ -107,17 +110,29 @@ class LeaseHost:
         """Publish ``[(partition, kind, payload), ...]`` as one commit."""
         return self._api(LeaseEngine.publish, list(events))
 
-    def consume(self, consumer: str, batch_limit: int | None = None):
-        """Lease up to ``batch_limit`` eligible events by hand; a list of Lease."""
+    @staticmethod
+    def _authorize(op: str, consumer, caller) -> None:
+        """The service boundary (:mod:`.authority`): ``caller`` (None: the
+        credential ``op`` needs) may do ``op`` on ``consumer``, or Unauthorized
+        is raised before anything runs."""
+        authorize(needed(op, consumer) if caller is None else caller, op, consumer)
+
+    def consume(self, consumer: str, batch_limit: int | None = None, *, caller=None):
+        """Lease up to ``batch_limit`` eligible events by hand; a list of Lease.
+        ``caller``: a :class:`~.authority.Credential` (None: the consumer's own)."""
+        consumer = consumer_key(consumer)
+        self._authorize("consume", consumer, caller)
         return self._api(LeaseEngine.consume, consumer, batch_limit)
 
-    def ack(self, consumer: str, event_id: str, token: str, incarnation: int) -> str | None:
+    def ack(self, consumer: str, event_id: str, token: str, incarnation: int, *, caller=None) -> str | None:
         """Acknowledge by hand: ``acked`` or the reason it failed closed. An accepted
         ack is the caller's delivery (the trace records it, actor ``caller``, for the
         checker); an effect whose ack failed closed is the caller's to know about."""
+        consumer = consumer_key(consumer)
+        self._authorize("ack", consumer, caller)
         lease = None
         if self.engine is not None and isinstance(consumer, str) and isinstance(event_id, str):
-            with self.store.transaction() as tx:
+            with self._tx() as tx:
                 lease = tx.get_lease(consumer, event_id)
             now = self.now_us()
         result = self._api(LeaseEngine.ack, consumer, event_id, token, incarnation)
@@ -127,7 +142,9 @@ class LeaseHost:
         return result
 
     def nack(self, consumer: str, event_id: str, token: str, incarnation: int, delay: float = 0.0,
-             error: str | None = None) -> str | None:
+             error: str | None = None, *, caller=None) -> str | None:
+        consumer = consumer_key(consumer)
+        self._authorize("nack", consumer, caller)
         return self._api(LeaseEngine.nack, consumer, event_id, token, incarnation, delay=delay, error=error)
 
     def recover(self) -> int | None:
@@ -136,25 +153,63 @@ class LeaseHost:
     def prune_once(self) -> int | None:
         return self._api(LeaseEngine.prune_once)
 
-    def seek(self, consumer: str, position) -> str | None:
+    def seek(self, consumer: str, position, *, caller=None) -> str | None:
         """Move ``consumer`` to ``position``: ``applied``, ``outstanding_lease``
-        (it holds a live lease: nothing changed) or ``not_found``."""
+        (it holds a live lease: nothing changed) or ``not_found``. Needs the
+        admin grant (``caller`` None: it)."""
+        consumer = consumer_key(consumer)
+        self._authorize("seek", consumer, caller)
         return self._api(LeaseEngine.seek, consumer, position)
 
-    def retire(self, consumer: str) -> str | None:
-        """Delete ``consumer`` for good: ``applied``, ``outstanding_lease`` or ``not_found``."""
+    def retire(self, consumer: str, *, caller=None) -> str | None:
+        """Delete ``consumer`` for good: ``applied``, ``outstanding_lease`` or
+        ``not_found``. Needs the admin grant (``caller`` None: it)."""
+        consumer = consumer_key(consumer)
+        self._authorize("retire", consumer, caller)
         return self._api(LeaseEngine.retire, consumer)
 
-    def status(self, consumer: str) -> dict | None:
-        """What ``riffdb event status`` tells (None: no such consumer)."""
+    def status(self, consumer: str, *, caller=None) -> dict | None:
+        """What ``riffdb event status`` tells (None: no such consumer); the
+        consumer's own credential or the admin grant."""
+        consumer = consumer_key(consumer)
+        self._authorize("status", consumer, caller)
         return self._api(LeaseEngine.status, consumer)
 
-    def restore(self) -> int | None:
+    def restore(self, *, caller=None) -> int | None:
+        """Publish a new history incarnation (the admin grant)."""
+        self._authorize("restore", None, caller)
         return self._api(LeaseEngine.restore)
 
+    def backup(self, *, caller=None):
+        """A copy of this runtime's database now (:class:`~.backup.Backup`,
+        kept outside the store: a crash does not touch it); the admin grant."""
+        self._authorize("backup", None, caller)
+        return self._api(LeaseEngine.backup)
+
+    def restore_backup(self, backup, *, caller=None) -> int | None:
+        """Put ``backup`` back and publish a new history incarnation (see
+        :mod:`.backup`); returns it. The admin grant."""
+        self._authorize("restore_backup", None, caller)
+        return self._api(LeaseEngine.restore_backup, backup)
+
     # -- looking at it ----------------------------------------------------------
+    database = DEFAULT_DATABASE  # the named database this runtime's broker serves
+
+    def _tx(self) -> in_database:
+        """A transaction on this runtime's database."""
+        return in_database(self.store, self.database)
+
+    def table_rows(self, table: str) -> list[dict]:
+        """The committed rows of ``table``: of this runtime's database for the
+        leases tables, of the store for the kernel's."""
+        if table in TABLES:
+            return database_rows(self.store, table, self.database)
+        return self.store.rows(table)
+
     def _frame(self, table: str) -> pd.DataFrame:
-        return store_frame(self.store, table)
+        if self.database == DEFAULT_DATABASE:
+            return store_frame(self.store, table)
+        return table_frame(table, self.table_rows(table), self.store.tables[table], self.store.timestamp_columns)
 
     def events(self) -> pd.DataFrame:
         return self._frame("events")
@@ -190,7 +245,7 @@ class LeaseHost:
 
     def metrics(self) -> dict[str, float]:
         out = self.metrics_registry.as_dict()
-        out["fanoutsim_lease_events_retained"] = len(self.store.rows("events"))
-        out["fanoutsim_lease_in_flight"] = len(self.store.rows("leases"))
-        out["fanoutsim_lease_dead_letters_retained"] = len(self.store.rows("dead_letters"))
+        out["fanoutsim_lease_events_retained"] = len(self.table_rows("events"))
+        out["fanoutsim_lease_in_flight"] = len(self.table_rows("leases"))
+        out["fanoutsim_lease_dead_letters_retained"] = len(self.table_rows("dead_letters"))
         return out

@@ -132,7 +132,7 @@ def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> list[
 
 def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] | None:
     out: list[Lease] = []
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         row = consumer_row(tx, consumer)
         held = tx.list_leases(consumer)
         for lease in held:
@@ -309,7 +309,7 @@ def _refused(e, now, consumer, event_id, what, result):
 
 def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int) -> str:
     """Acknowledge exactly one leased event: ``acked``, or a fail-closed result."""
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
@@ -340,7 +340,7 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
     0 through ``max_retry_delay``), ``dead_lettered`` (the 10th), or a
     fail-closed result."""
     delay_us = seconds_to_us(e.config.check_delay(delay))
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
@@ -362,7 +362,7 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
     failed attempt — an immediate retry, or the dead letter — and no checkpoint
     moves. Returns how many expired."""
     done = []
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         if consumer is None:
             expired = tx.expired_leases(now, limit)
         else:
@@ -388,21 +388,25 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
     return len(done)
 
 
-def restore(e, now: int) -> int:
-    """Publish a new history incarnation (as a restore from backup does): every
-    live lease, expired or not, becomes a failed attempt (a retry now, or the
-    dead letter) and no checkpoint moves; returns the new incarnation."""
+def new_incarnation(e, tx, now: int) -> tuple[int, list]:
+    """In ``tx``: publish the next history incarnation and turn every live
+    lease, expired or not, into a failed attempt (a retry now, or the dead
+    letter); no checkpoint moves. Returns the incarnation and the voided
+    ``(lease, result)`` pairs, for :func:`trace_voided` after the commit."""
     done = []
-    with e.store.transaction() as tx:
-        h = tx.get_history()
-        h["incarnation"] += 1
-        tx.set_history(h)
-        rows = {c["consumer"]: c for c in tx.list_lease_consumers()}
-        for lease in tx.list_leases():
-            tx.delete_lease(lease["consumer"], lease["event_id"])
-            done.append((lease, _fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore", advance=False)[0]))
-        for row in rows.values():
-            bump(tx, row)
+    h = tx.get_history()
+    h["incarnation"] += 1
+    tx.set_history(h)
+    rows = {c["consumer"]: c for c in tx.list_lease_consumers()}
+    for lease in tx.list_leases():
+        tx.delete_lease(lease["consumer"], lease["event_id"])
+        done.append((lease, _fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore", advance=False)[0]))
+    for row in rows.values():
+        bump(tx, row)
+    return h["incarnation"], done
+
+
+def trace_voided(e, now: int, done: list) -> None:
     for lease, result in done:
         e.trace.add(now, "lease_voided", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
                     "restore")
@@ -410,5 +414,15 @@ def restore(e, now: int) -> int:
             e.trace.add(now, "dead_lettered", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
                         f"{lease['attempt']} attempts: restore")
             e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
-    e.trace.add(now, "restored", e.actor, detail=str(h["incarnation"]))
-    return h["incarnation"]
+
+
+def restore(e, now: int) -> int:
+    """Publish a new history incarnation (as a restore from backup does): every
+    live lease, expired or not, becomes a failed attempt (a retry now, or the
+    dead letter) and no checkpoint moves; returns the new incarnation. (The
+    tables themselves going back to a backup: :func:`~.backup.restore_backup`.)"""
+    with e.tx() as tx:
+        incarnation, done = new_incarnation(e, tx, now)
+    trace_voided(e, now, done)
+    e.trace.add(now, "restored", e.actor, detail=str(incarnation))
+    return incarnation

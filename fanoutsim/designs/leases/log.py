@@ -59,7 +59,7 @@ def publish(e, now: int, events) -> list[str]:
         items.append((check_name("partition", partition), check_name("kind", kind), _payload(payload)))
     if not items:
         raise ValueError("a commit needs at least one event")
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         h = tx.get_history()
         commit = h["last_commit"] + 1
         rows = []
@@ -108,7 +108,7 @@ def fence(tx) -> int | None:
 
 def prune_once(e, now: int) -> int:
     cutoff = now - seconds_to_us(e.config.retention)
-    with e.store.transaction() as tx:
+    with e.tx() as tx:
         held = fence(tx)
         gone = tx.prune_events(cutoff, held)
         if gone:

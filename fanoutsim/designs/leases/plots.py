@@ -412,3 +412,24 @@ def save_leases_figures(sim, out_dir) -> list[Path]:
         lease_outcomes(sim),
     )))
     return save_figures(figures, out)
+
+
+def identity_log_growth(runs, *, deploy_at: float, retire_at: float | None = None, retention: float | None = None,
+                        ax: Axes | None = None) -> Figure:
+    """Rows in the ``events`` table over virtual time for runs of
+    :func:`~fanoutsim.designs.leases.analysis.identity_run` (``{label: sim}``):
+    the module change at ``deploy_at``, the old identity's retirement at
+    ``retire_at`` (in the runs that retire it) marked."""
+    fig = events_table_size(runs, retention=retention, ax=ax,
+                            title="a forgotten old identity holds history behind its fence")
+    ax = fig.axes[0]
+    span = max(float(_a.events_size(sim)["t_s"].iloc[-1]) for sim in runs.values()) or 1.0
+    unit, _ = time_unit(span)
+    with style():
+        ax.axvline(deploy_at / unit, color="C2", linestyle="--", linewidth=1,
+                   label=f"module v2 deployed at {deploy_at:g} s")
+        if retire_at is not None:
+            ax.axvline(retire_at / unit, color="C3", linestyle="--", linewidth=1,
+                       label=f"v1 identity retired at {retire_at:g} s")
+        ax.legend(loc="upper left")
+    return fig

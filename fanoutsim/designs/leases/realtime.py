@@ -71,7 +71,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fanoutsim.kernel.faults import Crash
+from fanoutsim.kernel.faults import Crash, RestoreBackup
+from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
@@ -102,19 +103,56 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
     _noun = "node"
 
     def __init__(self, config: LeaseConfig | None = None, store: Any = "leases.duckdb", faults=None,
-                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
+                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0,
+                 database: str = "default") -> None:
         self.config = checked_lease_config(config, seed)
+        self.database = check_database(database)
         self.seed = seed
         self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
         self.clients: dict[str, LeaseClient] = {}
         self._polling: set[str] = set()     # consumers whose client loop runs in this incarnation
         self._publishers: list[_Publisher] = []
+        self.backups: list = []  # Backups taken by the plan's restore_backup faults
         self.engine: LeaseEngine | None = self._new_engine(0)
         self._reader = self._new_engine(0)  # for reads only (status), whatever the node's state
 
+    # -- the plan's backups -------------------------------------------------------
+    def _schedule_crashes(self, closing: threading.Event) -> list[threading.Thread]:
+        """The plan's crashes, and a thread per ``restore_backup`` fault (a backup
+        at ``backup_at``, restored at ``at``; while the node is down, as soon
+        as it is back), as the virtual clock does."""
+        threads = super()._schedule_crashes(closing)
+        for spec in (self.plan.of(RestoreBackup) if self.plan is not None else ()):
+            t = threading.Thread(target=self._backup_and_restore, args=(spec, closing), daemon=True,
+                                 name=f"fanoutsim-{spec.kind}")
+            t.start()
+            threads.append(t)
+        return threads
+
+    def _backup_and_restore(self, spec, closing: threading.Event) -> None:
+        b = None
+        for at, restore in ((spec.backup_at, False), (spec.at, True)):
+            if closing.wait(max(0.0, at - self.now)):
+                return
+            while True:
+                try:
+                    if restore:
+                        self.restore_backup(b)
+                    else:
+                        b = self.backup()
+                    break
+                except RuntimeError:  # down: again once it is back
+                    if closing.wait(0.05):
+                        return
+            if b is None:  # a crash took the node down inside the backup
+                return
+            if not restore:
+                self.backups.append(b)
+
     # -- the binding ------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> LeaseEngine:
-        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
+        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed,
+                           self.database)
 
     def _start_loops(self, engine: LeaseEngine) -> None:
         """One incarnation's loops and publishers (``_proc`` held), after the
@@ -160,7 +198,7 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
             with self._proc:  # the row read, the consume and the spawns: one step
                 if stop.is_set() or engine is not self.engine:
                     return
-                with self.store.transaction() as tx:
+                with self._tx() as tx:
                     row = tx.get_lease_consumer(client.name)
                 if row is None:
                     retired.set()

@@ -7,6 +7,11 @@ from fanoutsim.kernel.frames import json_ready
 from fanoutsim.kernel.report import cause_text, count, header, secs, table, with_causes
 
 
+def _rows(sim):
+    """The reader of ``sim``'s tables (of its named database, if it has one)."""
+    return getattr(sim, "table_rows", None) or sim.store.rows
+
+
 def _counts(series) -> dict[str, int]:
     return {str(k): int(n) for k, n in sorted(series.value_counts().items())}
 
@@ -34,8 +39,8 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     t = sim.trace()
     kinds = t["kind"].value_counts()
     total = checked.total
-    rows = {r["consumer"]: r for r in sim.store.rows("lease_consumers")}
-    in_flight = _counts(sim.leases()["consumer"]) if len(sim.store.rows("leases")) else {}
+    rows = {r["consumer"]: r for r in _rows(sim)("lease_consumers")}
+    in_flight = _counts(sim.leases()["consumer"]) if len(_rows(sim)("leases")) else {}
     published = t.loc[t["kind"] == "published"].drop_duplicates("event_id").set_index("event_id")["t"]
     delivered = t.loc[t["kind"] == "delivered", ["consumer", "event_id", "t"]]
     first = delivered.groupby(["consumer", "event_id"], as_index=False)["t"].min()
@@ -68,7 +73,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
                           "p99": float(np.percentile(lat, 99)) if len(lat) else None,
                           "max": float(lat.max()) if len(lat) else None},
         })
-    history = sim.store.rows("history")
+    history = _rows(sim)("history")
     report = {
         "scenario": name,
         "design": "leases",
@@ -77,7 +82,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
         "end": rfc3339(sim.now_us()),
         "time_span_s": float(sim.now),
         "config": dataclasses.asdict(sim.config),
-        "events": {"published": total["published"], "retained": len(sim.store.rows("events")),
+        "events": {"published": total["published"], "retained": len(_rows(sim)("events")),
                    "pruned": int(kinds.get("pruned", 0)),
                    "incarnation": history[0]["incarnation"] if history else None},
         "consumers": consumers,

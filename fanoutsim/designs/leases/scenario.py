@@ -46,9 +46,13 @@ A scenario file with ``design = "leases"`` at the top level describes a
     at = 300.0
     consumer = "indexer"
     position = "beginning"           # "beginning" | "end" | a seq
-    [[faults]]                       # crash_at, crash_randomly, crash_at_point, slow_workflow
-    kind = "crash_at_point"
+    [[faults]]                       # crash_at, crash_randomly, crash_at_point, slow_workflow,
+    kind = "crash_at_point"          # restore_backup
     point = "worker.after_effect_before_ack"
+    [[faults]]
+    kind = "restore_backup"          # the tables copied at backup_at are put back at at: checkpoints
+    backup_at = 200.0                # and the log return there, a new history incarnation is
+    at = 400.0                       # published (old lease tokens fail closed)
 
 A consumer's client (see :class:`~fanoutsim.designs.leases.simulation.LeaseSimulation`)
 polls every ``poll_interval``, works each leased event for a drawn
@@ -72,8 +76,11 @@ node is down (a crash) happen as soon as it is back.
 
 Of the fault kinds of :mod:`fanoutsim.kernel.faults.plan`, a leases scenario accepts
 ``crash_at``, ``crash_randomly``, ``crash_at_point`` at a lease point
-(:data:`fanoutsim.kernel.faults.LEASE_CRASH_POINTS`) and ``slow_workflow`` by
-``consumer`` (its workers' durations in a window). The others are refused with
+(:data:`fanoutsim.kernel.faults.LEASE_CRASH_POINTS`), ``slow_workflow`` by
+``consumer`` (its workers' durations in a window) and ``restore_backup``
+(:mod:`fanoutsim.designs.leases.backup`: a backup taken at ``backup_at`` and
+restored at ``at``; while the node is down at either time, it happens as soon
+as the node is back). The others are refused with
 an error naming the kind and what a leases scenario accepts.
 
 As for the other designs, the whole file is read and checked before anything
@@ -112,7 +119,7 @@ ACTION_KINDS = ("restore", "seek")
 _ACTION_KEYS = {"restore": ("kind", "at"), "seek": ("kind", "at", "consumer", "position")}
 
 # fault kinds the leases runtime acts on
-LEASE_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "slow_workflow")
+LEASE_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "slow_workflow", "restore_backup")
 _OTHER_FAULTS = {
     "fail_inserts": "reactor design: the leases broker writes no execution rows",
     "stall": "reactor design: a leases consumer pulls; slow_workflow slows its workers",
@@ -121,6 +128,7 @@ _OTHER_FAULTS = {
     "ties": "reactor design: events are ordered by seq, not by timestamp",
     "notifications": "outbox design: leases consumers pull, no hints are sent",
     "late_commit": "outbox design: a leases commit is visible when it commits, with its seq",
+    "backfill": "outbox design: leases consumers pull, no listener waits for a pool connection",
 }
 _SEED = "the seed's range"
 

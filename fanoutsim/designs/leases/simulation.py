@@ -40,9 +40,11 @@ from typing import Any, Callable
 
 import simpy
 
-from fanoutsim.kernel.faults import Crash
+from fanoutsim.kernel.faults import Crash, RestoreBackup
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
+from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
+from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
@@ -72,19 +74,23 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
     _noun = "node"
 
     def __init__(self, config: LeaseConfig | None = None, seed: int = 0, store: Any = "memory",
-                 *, start=None, faults=None, trace: bool = True) -> None:
+                 *, start=None, faults=None, trace: bool = True, database: str = "default") -> None:
         self.config, self.seed = checked_lease_config(config, seed), seed
+        self.database = check_database(database)
         self._open(seed, store, start, faults, trace, opener=open_store)
         self.clients: dict[str, Client] = {}
         self._client_procs: dict[str, simpy.Process] = {}  # the client loops of this incarnation
         self._work_rng = random.Random(f"fanoutsim:lease-work:{seed}")
         self._workloads = 0
+        self.backups: list = []  # Backups taken (kept outside the store, as backup files are)
         self.restart()
         self._schedule_crashes()
+        self._schedule_backups()
 
     # -- the binding --------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> LeaseEngine:
-        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed)
+        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed,
+                           self.database)
 
     def _start_loops(self, engine: LeaseEngine) -> None:
         self._call(engine.recover)  # start-up recovery, before anything is served
@@ -94,6 +100,29 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         self._spawn(self._retention_loop(engine))
         for name in self.clients:
             self._start_client(name)
+
+    # -- the plan's backups ---------------------------------------------------
+    def _schedule_backups(self) -> None:
+        """A process per ``restore_backup`` fault of the plan."""
+        if self.plan is None:
+            return
+        for spec in self.plan.of(RestoreBackup):
+            self.env.process(self._backup_and_restore(spec))
+
+    def _when_up(self, at: float):
+        if at > self.env.now:
+            yield self.env.timeout(at - self.env.now)
+        while not self.up:  # a down node is backed up / restored as soon as it is back
+            yield self.env.timeout(0.1)
+
+    def _backup_and_restore(self, spec):
+        yield from self._when_up(spec.backup_at)
+        b = self.backup()
+        if b is None:
+            return
+        self.backups.append(b)
+        yield from self._when_up(spec.at)
+        self.restore_backup(b)
 
     # -- loops ----------------------------------------------------------------
     def _recovery_loop(self, engine):
@@ -118,7 +147,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
     def _client_loop(self, engine, client: Client):
         try:
             while engine is self.engine:
-                with self.store.transaction() as tx:
+                with self._tx() as tx:
                     row = tx.get_lease_consumer(client.name)
                 if row is None:  # retired
                     return
@@ -170,7 +199,9 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         """Create a durable consumer (limits checked against the seed's ranges) and,
         unless ``client=False`` (drive it by hand with :meth:`consume`), start its
         client loop. ``fn(lease)``, if given, is the worker's effect, called when
-        its work is done (an exception nacks). Returns the consumer row."""
+        its work is done (an exception nacks). ``name``: a consumer name or a
+        :class:`~.identity.ConsumerIdentity` (its key). Returns the consumer row."""
+        name = consumer_key(name)
         spec = Client(name, duration, fail, poison, nack_delay, poll_interval, fn=fn) if client else None
         row = self._api(LeaseEngine.add_consumer, name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
                         lease_seconds=lease_seconds)
@@ -181,7 +212,38 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
             self._start_client(name)  # a new consumer, or one retired and added afresh
         return row
 
-    def administer(self, op: str, consumer: str, *args, at: float | None = None, every: float = 0.5):
+    def deploy(self, old: ConsumerIdentity, module_hash: str, *, start="beginning") -> ConsumerIdentity:
+        """A changed module is deployed: ``old``'s client code is replaced by the
+        new module's, which consumes as a *new* durable consumer (``old`` with
+        ``module_hash``), created now from ``start`` with ``old``'s limits and
+        client. Nothing pulls ``old`` any more (its workers already running
+        finish), but it is not rebound or retired: it keeps its checkpoint and
+        its retention fence until an operator retires it. Returns the new identity."""
+        if not isinstance(old, ConsumerIdentity):
+            raise TypeError(f"old must be a ConsumerIdentity, got {type(old).__name__}")
+        new = old.with_module(module_hash)
+        if new.key == old.key:
+            raise ValueError(f"module_hash {module_hash!r} is the module {old.key!r} already runs")
+        with self._tx() as tx:
+            row = tx.get_lease_consumer(old.key)
+        if row is None:
+            raise KeyError(f"no consumer {old.key!r} to replace")
+        spec = self.clients.pop(old.key, None)
+        proc = self._client_procs.pop(old.key, None)
+        if proc is not None and proc.is_alive:
+            proc.interrupt()
+        limits = {k: row[k] for k in ("batch_limit", "in_flight_limit", "lease_seconds")}
+        if spec is None:
+            self.register_consumer(new, start=start, client=False, **limits)
+        else:
+            self.register_consumer(new, start=start, duration=spec.duration, fail=spec.fail, poison=spec.poison,
+                                   nack_delay=spec.nack_delay, poll_interval=spec.poll_interval, fn=spec.fn,
+                                   **limits)
+        self._trace.add(self.now_us(), "deployed", "operator", new.key, None, None, old.key)
+        return new
+
+    def administer(self, op: str, consumer: str, *args, at: float | None = None, every: float = 0.5,
+                   caller=None):
         """Run the administrative step ``op`` (``"seek"``, with a position in
         ``args``, or ``"retire"``) on ``consumer`` as an operator does, at virtual
         time ``at`` (now by default): its client paused (it takes no new lease),
@@ -189,9 +251,13 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         ``outstanding_lease`` — until its workers have acked or nacked and
         recovery has expired what dead workers held — or while the node is down,
         then the client resumed. Returns the SimPy process; its value is the
-        step's result (``applied`` or ``not_found``)."""
+        step's result (``applied`` or ``not_found``). ``caller`` must hold the
+        admin grant (None: it does); anything else raises
+        :class:`~.authority.Unauthorized` now, before the process starts."""
         if op not in ADMIN_STEPS:
             raise ValueError(f"op must be 'seek' or 'retire', got {op!r}")
+        consumer = consumer_key(consumer)
+        self._authorize(op, consumer, caller)
         return self.env.process(self._administer(op, consumer, args, at, every))
 
     def _administer(self, op, consumer, args, at, every):

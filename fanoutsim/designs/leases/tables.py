@@ -11,7 +11,9 @@ kernel's store as :data:`PART`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+import re
 from bisect import bisect_left, bisect_right, insort
+from types import SimpleNamespace
 
 from fanoutsim.designs.leases import tables_sql as sql
 from fanoutsim.kernel.store.base import StorePart, check_limit
@@ -45,6 +47,27 @@ class LeaseTx(ABC):
     # Orderings: events by ``seq``; lease_consumers by ``consumer``;
     # checkpoints by ``(consumer, partition)``; leases, retries, dead_letters
     # and resolutions by ``(consumer, seq)``. ``history`` is one row.
+
+    # -- named databases ------------------------------------------------------------
+    @abstractmethod
+    def use_database(self, name: str) -> None:
+        """Every later call of this transaction reads and writes the tables of
+        the named database ``name`` (:data:`DEFAULT_DATABASE`: the tables the
+        store shows); a database used for the first time is made empty — its
+        own log, consumers and history row at incarnation 1. Call it before
+        anything else in the transaction (:func:`in_database` does): after a
+        write it raises :class:`RuntimeError`. The choice stays with the store
+        until the next call, so a transaction that does not call it works on
+        the database the last one chose."""
+
+    @abstractmethod
+    def table_rows(self, table: str) -> list[dict]:
+        """Every row of ``table`` of the current database, in the contract's order."""
+
+    @abstractmethod
+    def clear_database(self) -> None:
+        """Delete every row of the current database's tables and put back the
+        first history row (incarnation 1, counters 0): the start of a restore."""
 
     # -- history: the incarnation and the log's counters ----------------------
     @abstractmethod
@@ -177,8 +200,31 @@ class LeaseTx(ABC):
 
 
 # -- the memory adapter -----------------------------------------------------------------
+DEFAULT_DATABASE = "default"
+_DB_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+# the memory adapter's attributes holding one database's tables
+_ATTRS = ("events", "event_seqs", "event_ids", "event_parts", "lease_consumers", "cp_index", "res_index",
+          "res_part", "leases", "retries", "dead_letters", "history")
+
+
+def check_database(name) -> str:
+    """A database name: lowercase letters, digits and ``_``, starting with a letter, at most 63."""
+    if not isinstance(name, str) or not _DB_NAME.fullmatch(name):
+        raise ValueError(f"database must be a name of lowercase letters, digits and '_' starting with a "
+                         f"letter (at most 63), got {name!r}")
+    return name
+
+
 def memory_init(s) -> None:
-    """The leased-consumer design's tables on a new MemoryStore."""
+    """The leased-consumer design's tables on a new MemoryStore: the default
+    database's as attributes of the store, a named one's as a namespace in
+    ``s.lease_dbs``; ``s.lease_db`` the current one."""
+    _empty(s)
+    s.lease_dbs: dict[str, SimpleNamespace] = {}
+    s.lease_db = DEFAULT_DATABASE
+
+
+def _empty(s) -> None:
     s.events: dict[int, dict] = {}
     s.event_seqs: list[int] = []  # sorted
     s.event_ids: dict[str, int] = {}
@@ -235,11 +281,43 @@ class LeaseMemoryTx(LeaseTx):
 
     __slots__ = ()
 
+    def _d(self):
+        """The current database's tables (the store itself for the default one)."""
+        s = self.s
+        return s if s.lease_db == DEFAULT_DATABASE else s.lease_dbs[s.lease_db]
+
+    def use_database(self, name):
+        s = self.s
+        if s.lease_db == name:
+            return
+        check_database(name)
+        if self.undo:
+            raise RuntimeError("use_database must come first in a transaction")
+        if name != DEFAULT_DATABASE and name not in s.lease_dbs:
+            ns = SimpleNamespace()
+            _empty(ns)
+            s.lease_dbs[name] = ns
+        s.lease_db = name
+
+    def table_rows(self, table):
+        return MEMORY_ROWS[table](self._d())
+
+    def clear_database(self):
+        d = self._d()
+        before = {a: getattr(d, a) for a in _ATTRS}
+        _empty(d)
+
+        def undo():
+            for a, v in before.items():
+                setattr(d, a, v)
+
+        self.undo.append(undo)
+
     def get_history(self):
-        return dict(self.s.history)
+        return dict(self._d().history)
 
     def set_history(self, row):
-        s = self.s
+        s = self._d()
         before = s.history
         s.history = {k: row[k] for k in TABLES["history"]}
 
@@ -249,7 +327,7 @@ class LeaseMemoryTx(LeaseTx):
         self.undo.append(undo)
 
     def insert_event(self, row):
-        s = self.s
+        s = self._d()
         seq, eid = row["seq"], row["event_id"]
         if seq in s.events:
             raise self._duplicate(f"events.seq {seq}")
@@ -259,16 +337,16 @@ class LeaseMemoryTx(LeaseTx):
         self.undo.append(lambda: _drop_event(s, seq))
 
     def get_event(self, event_id):
-        s = self.s
+        s = self._d()
         seq = s.event_ids.get(event_id)
         return None if seq is None else dict(s.events[seq])
 
     def get_event_at(self, seq):
-        row = self.s.events.get(seq)
+        row = self._d().events.get(seq)
         return None if row is None else dict(row)
 
     def event_window(self, consumer, after, limit, partition=None):
-        s = self.s
+        s = self._d()
         limit = check_limit(limit)
         cps = s.cp_index.get(consumer, {})
         events, out = s.events, []
@@ -283,11 +361,11 @@ class LeaseMemoryTx(LeaseTx):
         return [dict(events[q]) for q in out]
 
     def event_bounds(self):
-        seqs = self.s.event_seqs
+        seqs = self._d().event_seqs
         return (seqs[0], seqs[-1]) if seqs else (None, None)
 
     def prune_events(self, cutoff, fence, limit=None):
-        s = self.s
+        s = self._d()
         if limit is not None:
             check_limit(limit)
         doomed = [q for q in s.event_seqs
@@ -302,32 +380,32 @@ class LeaseMemoryTx(LeaseTx):
         return out
 
     def get_lease_consumer(self, consumer):
-        row = self.s.lease_consumers.get(consumer)
+        row = self._d().lease_consumers.get(consumer)
         return None if row is None else dict(row)
 
     def put_lease_consumer(self, row):
-        self._put(self.s.lease_consumers, row["consumer"], {k: row[k] for k in TABLES["lease_consumers"]})
+        self._put(self._d().lease_consumers, row["consumer"], {k: row[k] for k in TABLES["lease_consumers"]})
 
     def delete_lease_consumer(self, consumer):
-        return self._pop(self.s.lease_consumers, consumer)
+        return self._pop(self._d().lease_consumers, consumer)
 
     def list_lease_consumers(self):
-        c = self.s.lease_consumers
+        c = self._d().lease_consumers
         return [dict(c[k]) for k in sorted(c)]
 
     def list_checkpoints(self, consumer):
-        cps = self.s.cp_index.get(consumer, {})
+        cps = self._d().cp_index.get(consumer, {})
         return [dict(cps[p]) for p in sorted(cps)]
 
     def set_checkpoint(self, consumer, partition, seq, commit_seq):
-        self._index_put(self.s.cp_index, consumer, partition,
+        self._index_put(self._d().cp_index, consumer, partition,
                         {"consumer": consumer, "partition": partition, "seq": seq, "commit_seq": commit_seq})
 
     def clear_checkpoints(self, consumer):
-        return self._index_clear(self.s.cp_index, consumer)
+        return self._index_clear(self._d().cp_index, consumer)
 
     def insert_resolution(self, row):
-        s = self.s
+        s = self._d()
         key = (row["consumer"], row["event_id"])
         if key in s.res_part:
             raise self._duplicate(f"resolutions {key}")
@@ -336,13 +414,13 @@ class LeaseMemoryTx(LeaseTx):
         self.undo.append(lambda: _drop_resolution(s, *key))
 
     def list_resolutions(self, consumer, partition=None):
-        by = self.s.res_index.get(consumer, {})
+        by = self._d().res_index.get(consumer, {})
         rows = [r for p in ((partition,) if partition is not None else by) for r in by.get(p, {}).values()]
         rows.sort(key=lambda r: r["seq"])
         return [dict(r) for r in rows]
 
     def delete_resolution(self, consumer, event_id):
-        s = self.s
+        s = self._d()
         if (consumer, event_id) not in s.res_part:
             return False
         row = _drop_resolution(s, consumer, event_id)
@@ -350,7 +428,7 @@ class LeaseMemoryTx(LeaseTx):
         return True
 
     def clear_resolutions(self, consumer):
-        s = self.s
+        s = self._d()
         rows = [r for by in s.res_index.get(consumer, {}).values() for r in by.values()]
         for r in rows:
             _drop_resolution(s, consumer, r["event_id"])
@@ -384,55 +462,55 @@ class LeaseMemoryTx(LeaseTx):
         return len(gone)
 
     def insert_lease(self, row):
-        s = self.s
+        s = self._d()
         key = (row["consumer"], row["event_id"])
         if key in s.leases:
             raise self._duplicate(f"leases {key}")
         self._put(s.leases, key, {k: row[k] for k in TABLES["leases"]})
 
     def get_lease(self, consumer, event_id):
-        row = self.s.leases.get((consumer, event_id))
+        row = self._d().leases.get((consumer, event_id))
         return None if row is None else dict(row)
 
     def list_leases(self, consumer=None):
-        return _by_consumer_seq(self.s.leases, consumer)
+        return _by_consumer_seq(self._d().leases, consumer)
 
     def delete_lease(self, consumer, event_id):
-        return self._pop(self.s.leases, (consumer, event_id))
+        return self._pop(self._d().leases, (consumer, event_id))
 
     def expired_leases(self, now, limit):
-        rows = [r for r in self.s.leases.values() if r["expires_at"] <= now]
+        rows = [r for r in self._d().leases.values() if r["expires_at"] <= now]
         rows.sort(key=lambda r: (r["expires_at"], r["consumer"], r["seq"]))
         return [dict(r) for r in rows[:check_limit(limit)]]
 
     def put_retry(self, row):
-        self._put(self.s.retries, (row["consumer"], row["event_id"]), {k: row[k] for k in TABLES["retries"]})
+        self._put(self._d().retries, (row["consumer"], row["event_id"]), {k: row[k] for k in TABLES["retries"]})
 
     def get_retry(self, consumer, event_id):
-        row = self.s.retries.get((consumer, event_id))
+        row = self._d().retries.get((consumer, event_id))
         return None if row is None else dict(row)
 
     def delete_retry(self, consumer, event_id):
-        return self._pop(self.s.retries, (consumer, event_id))
+        return self._pop(self._d().retries, (consumer, event_id))
 
     def list_retries(self, consumer=None):
-        return _by_consumer_seq(self.s.retries, consumer)
+        return _by_consumer_seq(self._d().retries, consumer)
 
     def clear_retries(self, consumer):
-        return self._clear(self.s.retries, consumer)
+        return self._clear(self._d().retries, consumer)
 
     def insert_dead_letter(self, row):
-        s = self.s
+        s = self._d()
         key = (row["consumer"], row["event_id"])
         if key in s.dead_letters:
             raise self._duplicate(f"dead_letters {key}")
         self._put(s.dead_letters, key, {k: row[k] for k in TABLES["dead_letters"]})
 
     def list_dead_letters(self, consumer=None):
-        return _by_consumer_seq(self.s.dead_letters, consumer)
+        return _by_consumer_seq(self._d().dead_letters, consumer)
 
     def clear_dead_letters(self, consumer):
-        return self._clear(self.s.dead_letters, consumer)
+        return self._clear(self._d().dead_letters, consumer)
 
 
 def _by_consumer_seq(table: dict, consumer: str | None) -> list[dict]:
@@ -460,11 +538,43 @@ MEMORY_ROWS = {
 
 
 # -- the DuckDB adapter ---------------------------------------------------------------
+# a connection -> (the connection, its current database), for those that left the default
+_CURRENT: dict[int, tuple] = {}
+
+
 class LeaseDuckDBTx(LeaseTx):
     """The leased-consumer design's methods of the DuckDB adapter's transaction
     (a mixin of :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`)."""
 
     __slots__ = ()
+
+    def use_database(self, name):
+        # the connection's search path is the current database: a named one is
+        # the schema ``riff_<name>`` (made on first use, outside the transaction:
+        # an empty database), found before ``main`` where the kernel's tables are
+        cur = _CURRENT.get(id(self.c))
+        if (DEFAULT_DATABASE if cur is None or cur[0] is not self.c else cur[1]) == name:
+            return
+        check_database(name)
+        if self.begun:  # as the memory adapter: after a write, the transaction belongs to its database
+            raise RuntimeError("use_database must come first in a transaction")
+        if name == DEFAULT_DATABASE:
+            self.c.execute("RESET search_path")
+        else:
+            schema = f"riff_{name}"
+            self.c.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            self.c.execute(f"SET schema = '{schema}'")
+            self.c.execute(sql.LEASE_SCHEMA + sql.RESOLUTIONS_SCHEMA + sql.FIRST_HISTORY)
+            self.c.execute(f"SET search_path = '{schema},main'")
+        _CURRENT[id(self.c)] = (self.c, name)
+
+    def table_rows(self, table):
+        return self._all(table, sql.HERE_ROWS[table], None)
+
+    def clear_database(self):
+        for table in TABLES:
+            self._run(f"DELETE FROM {table}")
+        self._run(sql.FIRST_HISTORY)
 
     def _one(self, table, statement, params):
         r = self._run(statement, params).fetchone()
@@ -509,7 +619,7 @@ class LeaseDuckDBTx(LeaseTx):
         return self._run(sql.DELETE_LEASE_CONSUMER, [consumer]).fetchone() is not None
 
     def list_lease_consumers(self):
-        return self._all("lease_consumers", sql.ALL_ROWS["lease_consumers"], None)
+        return self._all("lease_consumers", sql.HERE_ROWS["lease_consumers"], None)
 
     def list_checkpoints(self, consumer):
         return self._all("checkpoints", sql.LIST_CHECKPOINTS, [consumer])
@@ -577,3 +687,36 @@ PART = StorePart(
     memory_tx=LeaseMemoryTx, memory_init=memory_init, memory_rows=MEMORY_ROWS,
     duckdb_tx=LeaseDuckDBTx, duckdb_migrations=sql.MIGRATIONS, duckdb_rows=sql.ALL_ROWS,
 )
+
+
+class in_database:
+    """``with in_database(store, name) as tx:`` — a transaction of ``store`` on
+    the named database ``name`` (``use_database`` first, then the block)."""
+
+    __slots__ = ("t", "name")
+
+    def __init__(self, store, name: str = DEFAULT_DATABASE) -> None:
+        self.t, self.name = store.transaction(), name
+
+    def __enter__(self):
+        tx = self.t.__enter__()
+        try:
+            tx.use_database(self.name)
+        except BaseException as exc:
+            self.t.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return tx
+
+    def __exit__(self, exc_type, exc, tb):
+        return self.t.__exit__(exc_type, exc, tb)
+
+
+def database_rows(store, table: str, database: str = DEFAULT_DATABASE) -> list[dict]:
+    """The committed rows of ``table`` of the named database (``store.rows``
+    for the default one)."""
+    if database == DEFAULT_DATABASE:
+        return store.rows(table)
+    if table not in TABLES:
+        raise KeyError(f"unknown table {table!r}; the leases tables: {', '.join(TABLES)}")
+    with in_database(store, database) as tx:
+        return tx.table_rows(table)

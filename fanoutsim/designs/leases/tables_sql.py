@@ -201,7 +201,8 @@ INSERT_DEAD_LETTER = f"INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, {_T
 LIST_DEAD_LETTERS = (f"SELECT {DEAD_COLS} FROM dead_letters WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) "
                      "ORDER BY consumer, seq")
 
-ALL_ROWS = {
+# every row of a table of the current database (the connection's search path)
+HERE_ROWS = {
     "events": f"SELECT {EVENT_COLS} FROM events ORDER BY seq",
     "lease_consumers": f"SELECT {LEASE_CONSUMER_COLS} FROM lease_consumers ORDER BY consumer",
     "checkpoints": f'SELECT {CHECKPOINT_COLS} FROM checkpoints ORDER BY consumer, "partition"',
@@ -211,3 +212,8 @@ ALL_ROWS = {
     "dead_letters": f"SELECT {DEAD_COLS} FROM dead_letters ORDER BY consumer, seq",
     "history": GET_HISTORY,
 }
+# the store's rows(): the default database's, in ``main`` whatever the search path
+ALL_ROWS = {t: s.replace(f" FROM {t} ", f" FROM main.{t} ").replace(f" FROM {t}", f" FROM main.{t}")
+            for t, s in HERE_ROWS.items()}
+# a named database's first history row (the default one's comes with migration 5)
+FIRST_HISTORY = "INSERT INTO history SELECT 1, 1, 0, 0, 0 WHERE NOT EXISTS (SELECT 1 FROM history);"

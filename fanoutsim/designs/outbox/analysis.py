@@ -323,3 +323,107 @@ def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
         "check": dict(total),
     }
     return json_ready(report)
+
+
+# -- derived state: idempotent and rebuildable, or neither -------------------------------
+
+DERIVED_CONSUMERS = ("index", "counter")
+
+
+def derived_run(*, crash_every: int = 25, crashes: int = 4, rate: float = 2.0, seconds: float = 120.0,
+                pages: int = 10, seed: int = 0):
+    """Two consumers of one feed: ``index`` (a :class:`~.derived.PageIndex`:
+    idempotent, rebuildable) and ``counter`` (a :class:`~.derived.ChangeCounter`:
+    neither). The process crashes ``crashes`` times, each at the
+    ``crash_every``-th pass through ``dispatch.after_handle_before_cursor`` (the
+    effect has landed, the cursor has not moved: the row is handed over again
+    on restart). Returns the run, with the views as ``sim.views``."""
+    from fanoutsim.designs.outbox.derived import ChangeCounter, PageIndex, page_reader
+    from fanoutsim.kernel.faults import CrashAtPoint
+
+    plan = FaultPlan(tuple(CrashAtPoint("dispatch.after_handle_before_cursor", nth=crash_every * (i + 1),
+                                        downtime=1.0) for i in range(crashes)))
+    sim = _sim(seed=seed, plan=plan)
+    index, counter = PageIndex(page_reader(sim.store)), ChangeCounter()
+    sim.register_consumer("index", index, rebuild=index.rebuild)
+    sim.register_consumer("counter", counter)
+    sim.views = {"index": index, "counter": counter}
+    sim.add_workload(rate, pages=pages, stop=seconds)
+    sim.run(until=seconds + 30.0)
+    return sim
+
+
+def derived_drift(sim, consumer: str, view=None):
+    """The drift of ``consumer``'s derived state (``view``, default
+    ``sim.views[consumer]``) from what the base tables say it should be (see
+    :func:`~.derived.drift`): one row per page that is off."""
+    from fanoutsim.designs.outbox.derived import drift
+
+    view = sim.views[consumer] if view is None else view
+    t = sim.trace()
+    starts = t[(t["kind"] == "cursor_start") & (t["consumer"] == consumer)]["seq"]
+    start = int(starts.iloc[0]) if len(starts) else 0
+    return drift(view, sim.store.rows("pages"), sim.store.rows("outbox"), start)
+
+
+def derived_summary(sim) -> pd.DataFrame:
+    """Per consumer of :func:`derived_run`: whether it is rebuildable, the
+    checker's duplicates (by cause), and the derived state's drift — keys off
+    and the sum of the drift (for a counter: the changes counted twice)."""
+    r = check_outbox(sim)
+    rows = []
+    for name, view in sim.views.items():
+        d = derived_drift(sim, name, view)
+        dup = r.duplicates[r.duplicates["consumer"] == name]
+        rows.append({"consumer": name, "rebuildable": view.rebuildable,
+                     "duplicates": len(dup), "duplicates_by_cause": dup["cause"].value_counts().to_dict(),
+                     "keys": len(view.state), "keys_off": len(d), "drift": int(d["drift"].sum()) if len(d) else 0})
+    return pd.DataFrame(rows)
+
+
+# -- the listener's connection under a backfill ----------------------------------------
+
+POOL_MODES = {"reserved listener": True, "shared pool": False}
+
+
+def pool_run(reserve_listener: bool = True, *, backfill=(120.0, 240.0), rate: float = 1.0, seconds: float = 360.0,
+             poll: float = 5.0, pool_size: int = 10, listener_wait: float = 1.0, seed: int = 0):
+    """One consumer ``indexer`` at ``rate`` commits/s for ``seconds``; a
+    :class:`~fanoutsim.kernel.faults.Backfill` holds every shared pool
+    connection during ``backfill``; the listener has its reserved connection
+    or takes one from the pool (``reserve_listener``)."""
+    from fanoutsim.kernel.faults import Backfill
+
+    cfg = OutboxConfig(safety_poll_interval=poll, pool_size=pool_size, reserve_listener=reserve_listener,
+                       listener_wait=listener_wait)
+    sim = _sim(cfg, seed=seed, plan=FaultPlan([Backfill(window=tuple(backfill))]))
+    sim.register_consumer("indexer", duration=0.01)
+    sim.add_workload(rate, stop=seconds)
+    sim.run(until=seconds + poll + 1.0)
+    sim.backfill_window = tuple(backfill)
+    return sim
+
+
+def pool_summary(runs: dict) -> pd.DataFrame:
+    """Per run (``{label: sim}`` of :func:`pool_run`) and per phase (before,
+    during, after the backfill): rows committed, hints heard, waiting, missed
+    for want of a connection, and the commit → handled latency (p50, p99, max)."""
+    rows = []
+    for label, sim in runs.items():
+        lo, hi = sim.backfill_window
+        t = sim.trace()
+        rel = pd.Series(_rel(sim, t["t"]), index=t.index)
+        lat = handled_latency(sim)
+        for phase, a, b in (("before", 0.0, lo), ("during", lo, hi), ("after", hi, float("inf"))):
+            inside = (rel >= a) & (rel < b)
+            x = lat.loc[(lat["committed_s"] >= a) & (lat["committed_s"] < b), "latency_s"]
+            rows.append({"run": label, "phase": phase, "committed": int(((t["kind"] == "committed") & inside).sum()),
+                         "hints": int(((t["kind"] == "hint") & inside).sum()),
+                         "hints_waiting": int(((t["kind"] == "hint_waiting") & inside).sum()),
+                         "hints_missed": int(((t["kind"] == "hint_missed") & (t["detail"] == "no free connection")
+                                              & inside).sum()),
+                         "p50_s": float(x.quantile(0.5)) if len(x) else float("nan"),
+                         "p99_s": float(x.quantile(0.99)) if len(x) else float("nan"),
+                         "max_s": float(x.max()) if len(x) else float("nan"),
+                         "lost": int(check_outbox(sim).total["lost"])})
+    return pd.DataFrame(rows)

@@ -18,6 +18,19 @@ put a row *under* a cursor that already moved past its seq:
                been missing for ``gap_timeout`` seconds (a writer that died
                with its seq leaves a gap forever): no latency cost while seqs
                commit in order.
+
+The hint's connection (seed 002: "A single dispatcher task holds one reserved
+Postgres connection just for LISTEN. The postgres.js pool sets aside this
+connection so a Gmail backfill or a burst of keystrokes can never starve the
+propagation path"): the database pool has ``pool_size`` connections
+(postgres.js's default ``max`` is 10). With ``reserve_listener=True`` (the
+seed's design, the default) one of them is set aside for LISTEN, so a
+:class:`~fanoutsim.kernel.faults.Backfill` holding the rest leaves every hint
+alone. With ``reserve_listener=False`` the listener takes a connection from
+the shared pool for each hint: while a backfill holds all of them, a hint waits
+for one to come free — at most ``listener_wait`` seconds — or is lost, and the
+consumers wait for the safety poll (see :mod:`.notify`). Only the listener is
+modelled on the pool; the dispatcher's reads and writes are not.
 """
 from __future__ import annotations
 
@@ -51,6 +64,9 @@ class OutboxConfig:
     read_mode: str = "all"
     settle: float = 1.0                 # seconds, for read_mode="settled"
     gap_timeout: float = 10.0           # seconds, for read_mode="gap"
+    pool_size: int = 10                 # database pool connections (postgres.js's default max)
+    reserve_listener: bool = True       # one of them set aside for LISTEN (the seed's design)
+    listener_wait: float = 1.0          # seconds a hint waits for a free connection (unreserved)
 
     def __post_init__(self):
         _seconds(self.safety_poll_interval, "safety_poll_interval", positive=True)
@@ -64,6 +80,14 @@ class OutboxConfig:
             raise ValueError(f"read_mode must be one of {', '.join(map(repr, READ_MODES))}, got {self.read_mode!r}")
         _seconds(self.settle, "settle")
         _seconds(self.gap_timeout, "gap_timeout")
+        if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 1:
+            raise ValueError(f"pool_size must be an int >= 1, got {self.pool_size!r}")
+        if not isinstance(self.reserve_listener, bool):
+            raise ValueError(f"reserve_listener must be True or False, got {self.reserve_listener!r}")
+        if self.reserve_listener and self.pool_size < 2:
+            raise ValueError(f"pool_size must be >= 2 with reserve_listener=True (one connection is set "
+                             f"aside for LISTEN), got {self.pool_size!r}")
+        _seconds(self.listener_wait, "listener_wait")
 
 
 @dataclass(frozen=True)

@@ -16,22 +16,66 @@ And, whatever the plan: every hint sent while the listener is disconnected —
 a silent window, or the dispatcher process being down — is lost, as NOTIFY
 does not queue for a listener that is not there.
 
+The listener's connection (:class:`ListenerPool`, see
+:mod:`.config`): reserved, it always has one; unreserved, it needs a free
+connection of the pool when a hint arrives. While a
+:class:`~fanoutsim.kernel.faults.Backfill` holds every connection, the hint
+waits until one comes free (the backfill's window ends) if that is at most
+``listener_wait`` seconds away, else it is lost (``hint_missed``, detail
+``no free connection``).
+
 The channel is sans-IO too: :meth:`send` returns ``(delay, payload)`` pairs
-and the runtime delivers each after its delay, asking :meth:`listening` at
+and the runtime delivers each after its delay, asking
+:meth:`~NotificationChannel.connection_wait` (0: go on; seconds: deliver it
+again then; None: lost, already counted) and then :meth:`listening` at
 delivery time.
 """
 from __future__ import annotations
 
 import random
 
-from fanoutsim.kernel.faults import Notifications
+from fanoutsim.kernel.faults import Backfill, Notifications
 from fanoutsim.kernel.timeutil import US
+
+
+class ListenerPool:
+    """The database pool as the listener sees it: ``size`` connections,
+    ``reserved`` (one set aside for LISTEN) or not, and the backfills holding
+    connections in their windows (virtual seconds since ``start_us``)."""
+
+    def __init__(self, size: int = 10, reserved: bool = True, backfills=(), wait: float = 1.0) -> None:
+        self.size, self.reserved, self.wait = size, reserved, wait
+        self.backfills = tuple(b for b in backfills if isinstance(b, Backfill))
+
+    def shared(self) -> int:
+        """Connections the pool shares (all but the reserved one)."""
+        return self.size - (1 if self.reserved else 0)
+
+    def held(self, t: float) -> int:
+        """Shared connections the backfills hold at ``t`` (s)."""
+        n = sum(self.shared() if b.connections is None else b.connections
+                for b in self.backfills if b.window[0] <= t < b.window[1])
+        return min(n, self.shared())
+
+    def free_in(self, t: float) -> float:
+        """Seconds from ``t`` until the listener has a connection (0: now)."""
+        if self.reserved or self.held(t) < self.shared():
+            return 0.0
+        ends = [b.window[1] for b in self.backfills if b.window[0] <= t < b.window[1]]
+        return max(ends) - t  # every holder is done by then (a later one may start: asked again)
+
+
+def listener_pool(config, plan) -> ListenerPool:
+    """The pool of a run: ``config``'s size, reservation and wait, ``plan``'s backfills."""
+    return ListenerPool(config.pool_size, config.reserve_listener, plan.of(Backfill) if plan else (),
+                        config.listener_wait)
 
 
 class NotificationChannel:
     def __init__(self, spec: Notifications | None = None, *, rng: random.Random | None = None,
-                 start_us: int = 0, trace=None) -> None:
+                 start_us: int = 0, trace=None, pool: ListenerPool | None = None) -> None:
         self.spec = spec or Notifications()
+        self.pool = pool or ListenerPool()
         self.rng = rng or random.Random(0)
         self.start_us = start_us
         self.trace = trace
@@ -62,6 +106,25 @@ class NotificationChannel:
                 continue
             out.append((spec.delay.sample(self.rng), p))
         return out
+
+    def connection_wait(self, now: int, payload: str, waited: float = 0.0) -> float | None:
+        """Can the listener take a hint now (``waited``: seconds it already
+        waited for a connection)? 0: yes; seconds: deliver it again after so
+        long (traced ``hint_waiting``); None: no connection in time — the hint
+        is lost, counted as missed and traced."""
+        if self.pool.reserved:  # the hot path: the seed's design never waits
+            return 0.0
+        w = self.pool.free_in((now - self.start_us) / US)
+        if w <= 0:
+            return 0.0
+        if waited + w <= self.pool.wait:
+            if self.trace is not None:
+                self.trace.add(now, "hint_waiting", "notify", firing=payload, detail=f"{w:g}s")
+            return w
+        self.missed += 1
+        if self.trace is not None:
+            self.trace.add(now, "hint_missed", "notify", firing=payload, detail="no free connection")
+        return None
 
     def arrive(self, now: int, payload: str) -> bool:
         """A hint reaches the listener now: True if someone was listening."""

@@ -139,3 +139,28 @@ def save_outbox_figures(sim, out_dir) -> list[Path]:
         cursor_progress(sim, lag=True),
     )))
     return save_figures(figures, out)
+
+
+def latency_under_backfill(runs: dict, *, ax: Axes | None = None) -> Figure:
+    """Commit → handled latency over commit time, one series per run of
+    :func:`~fanoutsim.designs.outbox.analysis.pool_run` (``{label: sim}``), the
+    backfill's window shaded and the safety poll interval dashed."""
+    with style():
+        fig, ax = figure_axes(ax)
+        if not runs:
+            mark_empty(ax, "runs")
+            return fig
+        poll = None
+        for i, (label, sim) in enumerate(runs.items()):
+            lat = _a.handled_latency(sim)
+            ax.plot(lat["committed_s"], lat["latency_s"], marker=".", linestyle="none", markersize=4,
+                    color=f"C{i}", label=f"{label} (max {lat['latency_s'].max():.2f} s)")
+            lo, hi = sim.backfill_window
+            poll = sim.config.safety_poll_interval
+        ax.axvspan(lo, hi, color="0.9", zorder=0, label="backfill holds the pool")
+        ax.axhline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
+        ax.set_xlabel("commit time (virtual s)")
+        ax.set_ylabel("commit \u2192 handled latency (s)")
+        ax.set_title("a reserved LISTEN connection keeps hints flowing through a backfill")
+        ax.legend(loc="upper right")
+    return fig

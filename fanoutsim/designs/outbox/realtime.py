@@ -75,7 +75,7 @@ from typing import Any, Callable
 
 from fanoutsim.kernel.faults import LateCommit, Notifications
 from fanoutsim.designs.outbox import OutboxConfig, OutboxEngine, OutboxRegistry
-from fanoutsim.designs.outbox.notify import NotificationChannel
+from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.kernel.timeutil import US, to_us
 from fanoutsim.designs.outbox.host import OutboxHost, checked_outbox_config
 from fanoutsim.designs.stores import open_store
@@ -113,7 +113,8 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         self.registry = OutboxRegistry()
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}:{self._starts}"),
-                                           start_us=self.start_us, trace=self._trace)
+                                           start_us=self.start_us, trace=self._trace,
+                                           pool=listener_pool(self.config, self.plan))
         self.channel.connected = False  # nobody LISTENs until start()
         self._pg = None  # over PostgreSQL: real LISTEN/NOTIFY instead of the channel (pglisten.py)
         if callable(getattr(self.store, "channel", None)):
@@ -125,7 +126,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         self._late_rng = random.Random(f"fanoutsim:late:{seed}:{self._starts}")
         # Lock order: the runtime's (_lifecycle, then _proc), then _hints.
         self._hints = threading.Condition(threading.Lock())
-        self._pending: list[tuple[int, int, str]] = []  # (deliver at, order, payload): the delay queue
+        self._pending: list[tuple] = []  # (deliver at, order, payload, waited s): the delay queue
         self._sent = 0
         self._wakes: dict[str, threading.Event] = {}
         self._writers: list[_Writer] = []
@@ -185,14 +186,14 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         with self._hints:
             for delay, payload in self.channel.send(now, payloads):
                 self._sent += 1
-                heapq.heappush(self._pending, (now + round(delay * US), self._sent, payload))
+                heapq.heappush(self._pending, (now + round(delay * US), self._sent, payload, 0.0))
             self._hints.notify_all()
 
     def _drop_pending(self) -> None:
         """Hints in flight when the listener goes (or before it came) never arrive."""
         with self._hints:
             now = wall_us()
-            for _, _, payload in sorted(self._pending):
+            for _, _, payload, _ in sorted(self._pending):
                 self.channel.arrive(now, payload)  # disconnected: counted and traced as missed
             self._pending.clear()
 
@@ -211,8 +212,14 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                         self._hints.wait(wait)
                     else:
                         self._hints.wait()
-                _, _, payload = heapq.heappop(self._pending)
+                _, order, payload, waited = heapq.heappop(self._pending)
                 now = wall_us()
+                wait = self.channel.connection_wait(now, payload, waited)  # a shared connection may be taken
+                if wait is None:
+                    continue
+                if wait > 0:  # again once a connection is free
+                    heapq.heappush(self._pending, (now + round(wait * US), order, payload, waited + wait))
+                    continue
                 heard = self.channel.arrive(now, payload)
             if heard:
                 self._trace.add(now, "hint", "dispatcher", firing=int(payload))

@@ -33,8 +33,12 @@ A scenario file with ``design = "outbox"`` at the top level describes an
     start = 0.0                      # optional
     stop = 1800.0                    # optional
     [[faults]]                       # crash_at, crash_randomly, crash_at_point,
-    kind = "notifications"           # notifications, late_commit, slow_workflow
+    kind = "notifications"           # notifications, late_commit, slow_workflow, backfill
     drop = 0.05
+    [[faults]]
+    kind = "backfill"                # a bulk job holds database pool connections in a window:
+    window = [300.0, 900.0]          # with [outbox] reserve_listener = false, hints wait for a
+    connections = 10                 # free one (listener_wait) or are lost (optional: all of them)
 
 A consumer's failures are drawn from a ``random.Random`` seeded with the run's
 seed and the consumer's name, so a run stays reproducible. A consumer with a
@@ -47,7 +51,9 @@ Of the fault kinds of :mod:`fanoutsim.kernel.faults.plan`, those the outbox acts
 are accepted, with the outbox's names for their targets: ``crash_at_point``
 takes an outbox crash point (``dispatch.after_handle_before_cursor``, ...);
 ``late_commit`` matches a row's ``topic`` (optional: every writer);
-``slow_workflow`` slows a ``consumer``'s steps in a window. The reactor-only
+``slow_workflow`` slows a ``consumer``'s steps in a window; ``backfill`` holds
+pool connections in a window (it matters to the listener only when
+``reserve_listener = false``). The reactor-only
 kinds (``fail_inserts``, ``stall``, ``clock_skew``, ``pollers``, ``ties``) are
 refused with an error naming the kind and what an outbox scenario accepts.
 
@@ -84,7 +90,7 @@ _SPEC_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ConsumerSpec)}
 
 # fault kinds the outbox runtime acts on; key renames: the outbox spelling -> the spec's field
 OUTBOX_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "notifications", "late_commit",
-                      "slow_workflow")
+                      "slow_workflow", "backfill")
 _REACTOR_ONLY_FAULTS = {
     "fail_inserts": "the outbox writes no execution rows",
     "stall": "the outbox has no subscriptions to pause; slow_workflow slows or hangs a consumer",
@@ -176,7 +182,8 @@ class OutboxWorkload:
 
 FAULTS = FaultRules(
     label="an outbox scenario", accepted=OUTBOX_FAULT_KINDS,
-    refused={k: f"reactor design ({why})" for k, why in _REACTOR_ONLY_FAULTS.items()},
+    refused={**{k: f"reactor design ({why})" for k, why in _REACTOR_ONLY_FAULTS.items()},
+             "restore_backup": "leases design (the outbox model has no backup and restore)"},
     renames={"late_commit": {"topic": "reactor"}, "slow_workflow": {"consumer": "workflow"}},
     refs={"consumer": "consumers"}, required={"consumer": "the consumer whose steps are slowed"},
     points=OUTBOX_CRASH_POINTS, points_label="the outbox's points",

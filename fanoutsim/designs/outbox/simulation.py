@@ -33,7 +33,7 @@ import simpy
 from fanoutsim.kernel.faults import Crash, LateCommit, Notifications
 from fanoutsim.designs.outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.dispatcher import DEFERRED
-from fanoutsim.designs.outbox.notify import NotificationChannel
+from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.outbox.host import OutboxHost, checked_outbox_config
 from fanoutsim.designs.stores import open_store
@@ -62,7 +62,8 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
         self.registry = OutboxRegistry()
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
         self.channel = NotificationChannel(spec, rng=random.Random(f"fanoutsim:notify:{seed}"),
-                                           start_us=self.start_us, trace=self._trace)
+                                           start_us=self.start_us, trace=self._trace,
+                                           pool=listener_pool(self.config, self.plan))
         self._late = self.plan.of(LateCommit) if self.plan else []
         self._late_rng = random.Random(f"fanoutsim:late:{seed}")
         self._writer_rng = random.Random(f"fanoutsim:writer:{seed}")
@@ -97,12 +98,21 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
             else:
                 self.env.process(self._hint_later(delay, payload))
 
-    def _hint_later(self, delay: float, payload: str):
+    def _hint_later(self, delay: float, payload: str, waited: float = 0.0):
         yield self.env.timeout(delay)
-        self._hint(payload)
+        self._hint(payload, waited)
 
-    def _hint(self, payload: str) -> None:
-        if self.engine is None or not self.channel.arrive(self.now_us(), payload):
+    def _hint(self, payload: str, waited: float = 0.0) -> None:
+        if self.engine is None:
+            return
+        if self.channel.connected:  # the listener's connection (a shared one may be taken)
+            wait = self.channel.connection_wait(self.now_us(), payload, waited)
+            if wait is None:
+                return
+            if wait > 0:
+                self.env.process(self._hint_later(wait, payload, waited + wait))
+                return
+        if not self.channel.arrive(self.now_us(), payload):
             return
         self._trace.add(self.now_us(), "hint", "dispatcher", firing=int(payload))
         self._wake_all()

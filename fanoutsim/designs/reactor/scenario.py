@@ -237,8 +237,13 @@ def _no_duplicate_subscriptions(items: list[Item], reading: Reading) -> None:
             seen[triple] = item.where
 
 
+# fault kinds of other designs only, and why the reactor refuses them
+_OTHER_DESIGNS_FAULTS = {"restore_backup": "leases design (the reactor model has no backup and restore)",
+                         "backfill": "outbox design (the reactor model has no connection pool or listener)"}
+
 FAULTS = FaultRules(
-    label="a reactor scenario", accepted=tuple(KINDS), points=REACTOR_CRASH_POINTS,
+    label="a reactor scenario", accepted=tuple(k for k in KINDS if k not in _OTHER_DESIGNS_FAULTS),
+    refused=_OTHER_DESIGNS_FAULTS, points=REACTOR_CRASH_POINTS,
     points_label="the reactor design's points",
     other_points={"outbox design": OUTBOX_CRASH_POINTS, "leases design": LEASE_CRASH_POINTS})
 

@@ -25,6 +25,10 @@ Kinds (``kind`` is the TOML spelling)::
     Ties(probability, burst, resolution)      ties             bursts sharing one fired_at; coarse clocks
     Notifications(drop, coalesce, delay, silent)
                                               notifications    lossy hints (used by the outbox design)
+    Backfill(window, connections)             backfill         a bulk job holds database pool connections
+                                                               (used by the outbox design's listener)
+    RestoreBackup(backup_at, at)              restore_backup   a backup of the tables taken at backup_at is
+                                                               restored at at (used by the leases design)
 
 Times and windows are virtual seconds since the run's start; a window is
 ``(start, end)`` with end > start >= 0, or None for "always".
@@ -276,9 +280,44 @@ class Notifications(Fault):
             _window(w, f"notifications.silent[{i}]") for i, w in enumerate(self.silent)))
 
 
+@dataclass(frozen=True)
+class Backfill(Fault):
+    """A bulk job (a mail backfill, a burst of keystrokes) holding
+    ``connections`` connections of the database pool during ``window``
+    (None: every connection it can get)."""
+
+    window: Window
+    connections: int | None = None
+    kind = "backfill"
+
+    def check(self):
+        object.__setattr__(self, "window", _window(self.window, "backfill.window"))
+        if self.window is None:
+            raise ValueError("backfill.window is required: [start, end] in virtual seconds")
+        if self.connections is not None:
+            _num(self.connections, "backfill.connections", low=1, integer=True)
+
+
+@dataclass(frozen=True)
+class RestoreBackup(Fault):
+    """An operator's mistake or a disaster recovery: the durable tables are
+    copied at ``backup_at`` and that copy is restored at ``at`` (virtual
+    seconds, ``at`` > ``backup_at``), throwing away what happened between."""
+
+    backup_at: float
+    at: float
+    kind = "restore_backup"
+
+    def check(self):
+        _num(self.backup_at, "restore_backup.backup_at", low=0)
+        _num(self.at, "restore_backup.at", low=0)
+        if not self.at > self.backup_at:
+            raise ValueError(f"restore_backup.at must be after backup_at ({self.backup_at!r}), got {self.at!r}")
+
+
 KINDS: dict[str, type[Fault]] = {
     c.kind: c for c in (CrashAt, CrashRandomly, CrashAtPoint, FailInserts, Stall, SlowWorkflow,
-                        LateCommit, ClockSkew, Pollers, Ties, Notifications)
+                        LateCommit, ClockSkew, Pollers, Ties, Notifications, Backfill, RestoreBackup)
 }
 _SINGLETONS = ("pollers", "clock_skew", "ties", "notifications")
 
