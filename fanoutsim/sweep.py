@@ -97,6 +97,7 @@ import time
 import tomllib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -664,6 +665,8 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
                     done, not_done = wait(not_done, return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: futures[f].index):
                         exc = fut.exception()
+                        if isinstance(exc, BrokenProcessPool):  # the pool died, not the run: its own error
+                            raise exc
                         if exc is not None:
                             raise _failed(futures[fut], keys, exc) from exc
                         finished(futures[fut], fut.result())
