@@ -78,7 +78,7 @@ def test_on_a_dask_scheduler_the_same_table(tmp_path, capsys, expected):
     from distributed import LocalCluster
 
     out = tmp_path / "dask"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         assert main(["sweep", str(SWEEP), *ARGS, "--scheduler", cluster.scheduler_address,
                      "--out", str(out)]) == 0
     pd.testing.assert_frame_equal(volatile_free(pd.read_parquet(out / "sweep.parquet")), volatile_free(expected))

@@ -32,7 +32,7 @@ def _executed(dask_worker) -> int:
 @pytest.fixture(scope="module")
 def client():
     """Worker processes: the runs really leave this process."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as c:
         yield c
 
@@ -40,7 +40,7 @@ def client():
 @pytest.fixture(scope="module")
 def threads_client():
     """Workers in this process: what the test patches here, they run."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as c:
         yield c
 
