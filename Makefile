@@ -15,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask]'
 	touch $(STAMP)
 
 demo: $(STAMP)

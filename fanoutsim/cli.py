@@ -37,6 +37,19 @@ checker's totals under ``check``), ``events.parquet``, ``checkpoints.parquet``,
 ``dead_letters.parquet``, ``consumers.parquet`` and, when
 :mod:`fanoutsim.designs.leases.plots` has ``save_leases_figures``, its figures.
 
+``fanoutsim sweep SCENARIO --grid KEY=V1,V2 ... --seeds 0-9 [--workers N |
+--scheduler tcp://HOST:8786] [--until S] --out DIR`` runs :func:`fanoutsim.sweep`
+over the grid (each ``--grid`` one key; a value is read as a TOML value —
+``1.5``, ``10``, ``true``, ``"a b"`` — or else taken as text) and the seeds
+(``0-9``, ``3``, ``0,2,5``, ``0-4,10``), on N local processes (default 1) or on
+the Dask cluster of the scheduler at ADDRESS, and writes into DIR (default
+``out/<scenario name>-sweep``) ``sweep.parquet`` and ``sweep.csv`` (one row per
+run) and the design's sweep figures; it prints the mean over seeds of each
+setting and, where the design has one, a recommendation. Finished runs are
+cached in ``DIR/cache.duckdb`` (``--cache FILE``, ``--no-cache``): the same
+command again runs only what is missing. Ctrl-C stops it, keeping the finished
+runs (exit 130).
+
 A last line names the folder (on stderr with ``--json``). A run that takes
 over two seconds shows its progress on stderr when stderr is a terminal
 (``--progress`` / ``--no-progress`` decide). Any error — a missing file, a bad
@@ -100,6 +113,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show progress on stderr for a run over two seconds (default: when stderr is a terminal)")
 
+    sw = sub.add_parser("sweep", help="run a scenario over a grid of settings x seeds; one row per run",
+                        description="Run a scenario of any design over the cartesian product of the grid and "
+                                    "the seeds (fanoutsim.sweep), locally or on a Dask cluster; write the table "
+                                    "as Parquet and CSV and the design's sweep figures into a folder.")
+    sw.add_argument("scenario", metavar="SCENARIO", help="a scenario .toml file")
+    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                    help="a grid key and its values (repeat for more keys): a config field, a design key such "
+                         "as rate, or a dotted path into the scenario file (consumers.enricher.lease_seconds)")
+    sw.add_argument("--seeds", default="0", metavar="SEEDS", help="seeds: 0-9, 3, 0,2,5 or 0-4,10 (default: 0)")
+    where = sw.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=_workers, default=1, metavar="N", help="local worker processes (default 1)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a Dask scheduler (tcp://HOST:8786) whose workers run the runs; needs "
+                            "fanoutsim[dask] here and the same fanoutsim version on every worker")
+    sw.add_argument("--until", type=_seconds, metavar="SECONDS", help="virtual seconds per run "
+                                                                      "(default: the scenario's [run] until)")
+    sw.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>-sweep)")
+    sw.add_argument("--cache", metavar="FILE", help="DuckDB file of finished runs (default: DIR/cache.duckdb)")
+    sw.add_argument("--no-cache", action="store_true", help="run everything, keep nothing")
+    sw.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="a progress bar on stderr (default: when stderr is a terminal)")
+
     srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file until stopped",
                          description="Run a scenario's design on the wall clock over a DuckDB file (which "
                                      "this process then owns) until SIGTERM or SIGINT; resumes from the file "
@@ -137,6 +172,69 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
     return parser
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of worker processes") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of worker processes >= 1")
+    return value
+
+
+def _value(text: str):
+    """A grid value: a TOML value (1.5, 10, true, "a b"), or else the text itself."""
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def parse_grid(items: Sequence[str]) -> dict:
+    """``KEY=V1,V2`` items as a sweep grid ``{key: [v1, v2]}`` (raises ValueError)."""
+    grid: dict = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--grid {item!r} is not KEY=V1,V2,... (e.g. --grid reactor_poll_interval=0.5,1,2)")
+        if key in grid:
+            raise ValueError(f"--grid {key!r} is given twice; give all its values in one --grid {key}=V1,V2")
+        parts = [v.strip() for v in values.split(",")]
+        if not values.strip() or any(not v for v in parts):
+            raise ValueError(f"--grid {item!r}: an empty value; give values separated by commas, e.g. {key}=1,2")
+        grid[key] = [_value(v) for v in parts]
+    return grid
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0-9``, ``3``, ``0,2,5``, ``0-4,10`` as a list of seeds, in order, each
+    once (raises ValueError)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        lo, dash, hi = part.partition("-")
+        try:
+            if dash and lo:
+                first, last = int(lo), int(hi)
+                if last < first:
+                    raise ValueError(f"--seeds {text!r}: the range {part!r} runs backwards; write {last}-{first}")
+                seeds.extend(range(first, last + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError as exc:
+            if "backwards" in str(exc):
+                raise
+            raise ValueError(f"--seeds {text!r}: {part!r} is not a seed or a range of seeds; "
+                             f"give e.g. 0-9, 3, 0,2,5 or 0-4,10") from None
+    duplicated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if duplicated:
+        raise ValueError(f"--seeds {text!r} names seed {duplicated[0]} twice")
+    return seeds
 
 
 def _rate(text: str) -> float:
@@ -208,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             code = _run(args)
+        elif args.command == "sweep":
+            code = _sweep(args)
         elif args.command in ("serve", "write", "fire", "status"):
             code = _realtime(args)
         else:  # pragma: no cover - argparse catches it
@@ -312,6 +412,83 @@ def _run(args: argparse.Namespace) -> int:
         print()
         print(design.format_check(checked))
         print(f"\nwrote {len(written)} files to {out}")
+    return 0
+
+
+def _client(address: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ValueError("--scheduler needs Dask's distributed package: pip install 'fanoutsim[dask]'") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise ValueError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import importlib
+
+    import pandas as pd
+
+    from fanoutsim.designs import design_of
+    from fanoutsim.kernel.store.duckdb import StoreError
+    from fanoutsim.scenario import ScenarioError, load_scenario
+
+    sweeps = importlib.import_module("fanoutsim.sweep")  # the module (fanoutsim.sweep is also the function)
+    shown = args.progress if args.progress is not None else _is_terminal(sys.stderr)
+    try:
+        scenario = load_scenario(args.scenario)
+        grid = parse_grid(args.grid)
+        seeds = parse_seeds(args.seeds)
+        sweeps.grid_runs(args.scenario, grid, seeds, args.until)  # every problem before anything starts
+    except (ScenarioError, StoreError, ValueError) as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"{exc.filename or args.scenario}: {exc.strerror or exc}")
+    design = design_of(scenario)
+    out = Path(args.out) if args.out else Path("out") / f"{scenario.name}-sweep"
+    cache = None if args.no_cache else Path(args.cache) if args.cache else out / "cache.duckdb"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _error(f"cannot write to {out}: {exc.strerror or exc}")
+    client = None
+    try:
+        client = _client(args.scheduler) if args.scheduler else None
+        df = sweeps.sweep(args.scenario, grid=grid, seeds=seeds, workers=args.workers, until=args.until,
+                          cache=cache, progress=shown, client=client)
+    except KeyboardInterrupt:
+        kept = f"; the finished runs are kept in {cache}" if cache is not None else ""
+        print(f"{PROG}: interrupted{kept}", file=sys.stderr)
+        return 130
+    except (sweeps.RunFailed, sweeps.ClusterMismatch, ValueError) as exc:
+        return _error(str(exc))
+    finally:
+        if client is not None:
+            client.close()
+    try:
+        written = [out / "sweep.parquet", out / "sweep.csv"]
+        df.to_parquet(written[0], index=False)
+        df.to_csv(written[1], index=False)
+        if design.sweep_figures is not None:
+            written += list(design.sweep_figures(df, scenario, out))
+    except OSError as exc:
+        return _error(f"cannot write to {out}: {exc.strerror or exc}")
+    keys = sweeps.grid_runs(args.scenario, grid, seeds, args.until)[0]
+    print(f"{design.name} sweep of {scenario.name}: {len(df)} runs ({df.attrs['ran']} ran, "
+          f"{df.attrs['from_cache']} from the cache), {len(seeds)} seed{'s' if len(seeds) != 1 else ''} each; "
+          f"every run valid: {bool(df['valid'].all())}, lost {int(df['lost'].sum())}")
+    # every result column but the valid flag, the p95s and the means (they are in the files)
+    shown_columns = [c for c in design.sweep_columns if c != "valid" and not c.endswith(("_p95_s", "_mean_s"))]
+    with pd.option_context("display.width", 160, "display.max_columns", 12):
+        table = df.groupby(keys, sort=False)[shown_columns].mean() if keys else df[shown_columns].mean().to_frame().T
+        print(f"mean over seeds:\n{table.round(3).to_string()}")
+    if design.sweep_recommend is not None:
+        line = design.sweep_recommend(df, scenario)
+        if line:
+            print(line)
+    print(f"\nwrote {len(written)} files to {out}")
     return 0
 
 

@@ -63,6 +63,25 @@ stopped, and a repeated one runs nothing. ``df.attrs["ran"]`` and
 The whole grid is checked before any run starts: an unknown key or dotted
 path, or a value the design would refuse, raises :class:`ValueError` naming
 the key, the value and what is allowed (or what exists).
+
+Where the runs go: ``workers=1`` runs them here, one after the other;
+``workers=N`` on a pool of N local processes; ``client=`` (a
+``dask.distributed.Client``, the ``.[dask]`` extra) as one Dask task each on
+whatever cluster the client is connected to — a ``LocalCluster`` or a
+scheduler on other machines. The table is the same, row for row, wherever the
+runs went. With a client the cache still lives in the calling process (the
+workers only run and return rows), and before any task is sent every worker is
+asked for its ``fanoutsim.__version__``: a worker without fanoutsim, or with
+another version (the cache key includes the version, so its rows would be
+filed under the wrong one), is refused with :class:`ClusterMismatch` naming
+the versions. The cluster's workers must also be able to import the design's
+module (the built-in ones come with fanoutsim).
+
+A run that raises stops the sweep with :class:`RunFailed`, naming the run's
+grid values and seed (its cause chained); the runs that finished before are
+kept in the cache, so the same call after a fix runs only what is missing.
+Ctrl-C (``KeyboardInterrupt``) cancels the runs not yet finished — the pool's
+queued ones, or the cluster's outstanding tasks — and keeps the finished ones.
 """
 from __future__ import annotations
 
@@ -78,6 +97,7 @@ import time
 import tomllib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +107,7 @@ import pandas as pd
 from fanoutsim import designs
 from fanoutsim.kernel.design import Design
 
-__all__ = ["sweep", "scale_rate", "grid_runs", "result_columns"]
+__all__ = ["sweep", "scale_rate", "grid_runs", "result_columns", "check_cluster", "RunFailed", "ClusterMismatch"]
 
 _TABLE = "fanoutsim_sweep_runs_v2"  # a new cache layout gets a new table
 _FLUSH_EVERY = 8                     # finished rows per cache write
@@ -282,6 +302,25 @@ def _apply(base: _Base, keys: list[_Key], values: tuple) -> Any:
 
 class _Refused(ValueError):
     pass
+
+
+class RunFailed(RuntimeError):
+    """One run of a sweep raised: ``.setting`` (grid key -> value), ``.seed``;
+    the run's own exception is the ``__cause__``."""
+
+    def __init__(self, message: str, setting: dict, seed: int) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.seed = seed
+
+
+class ClusterMismatch(RuntimeError):
+    """A Dask cluster whose workers cannot run this sweep (no fanoutsim, another
+    version of it, or no workers at all); ``.versions``: worker -> what it reported."""
+
+    def __init__(self, message: str, versions: dict) -> None:
+        super().__init__(message)
+        self.versions = versions
 
 
 def _check_grid(grid: Mapping[str, Any] | None, base: _Base) -> tuple[list[_Key], list[list]]:
@@ -487,21 +526,103 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
 
+def _failed(run: _Run, keys: list[str], exc: BaseException) -> RunFailed:
+    setting = dict(zip(keys, run.values))
+    where = ", ".join([*(f"{k}={v!r}" for k, v in setting.items()), f"seed={run.seed}"])
+    return RunFailed(f"sweep run {run.index + 1} ({where}) failed: {type(exc).__name__}: {exc}; the runs "
+                     f"finished before it are kept in the cache, so the same sweep again runs only the rest",
+                     setting, run.seed)
+
+
+def _is_client(client) -> bool:
+    return all(hasattr(client, a) for a in ("map", "run", "cancel", "scheduler_info"))
+
+
+def check_cluster(client) -> dict[str, str]:
+    """Ask every worker of the Dask ``client``'s cluster for its
+    ``fanoutsim.__version__`` (no task is run); raise :class:`ClusterMismatch`
+    naming the versions when one has no fanoutsim or another version, or when
+    the cluster has no workers. Returns worker address -> version."""
+    from pkgutil import resolve_name
+
+    from fanoutsim import __version__
+
+    # resolve_name is the standard library's, so a worker without fanoutsim can run it (and say so)
+    found = client.run(resolve_name, "fanoutsim:__version__", on_error="return")
+    address = getattr(getattr(client, "scheduler", None), "address", None) or "the client's scheduler"
+    if not found:
+        raise ClusterMismatch(f"the Dask cluster at {address} has no workers: start some (dask worker "
+                              f"{address}) or wait for them (client.wait_for_workers(n))", {})
+    reported = {w: (v if isinstance(v, str) else f"no fanoutsim ({type(v).__name__}: {v})")
+                for w, v in sorted(found.items())}
+    wrong = {w: v for w, v in reported.items() if v != __version__}
+    if wrong:
+        listed = "; ".join(f"{w}: {v if v.startswith('no fanoutsim') else 'fanoutsim ' + v}"
+                           for w, v in wrong.items())
+        raise ClusterMismatch(f"refusing to sweep on the Dask cluster at {address}: this process runs "
+                              f"fanoutsim {__version__}, and {len(wrong)} of its {len(reported)} workers do "
+                              f"not ({listed}). Install fanoutsim {__version__} on every worker (the cache "
+                              f"key includes the version)", reported)
+    return reported
+
+
+def _on_dask(client, todo: list[_Run], keys: list[str], finished) -> None:
+    """Each run as one task on the client's cluster; rows arrive as tasks finish."""
+    from distributed import as_completed
+
+    futures = client.map(_run_one, todo, pure=False)
+    run_of = {fut.key: run for fut, run in zip(futures, todo)}
+    try:
+        for fut in _completed(as_completed(futures)):
+            run = run_of[fut.key]
+            if fut.status != "finished":
+                exc = fut.exception()
+                raise _failed(run, keys, exc) from exc
+            finished(run, fut.result())
+    finally:  # an error, a failed run or Ctrl-C: nothing outstanding stays on the cluster
+        left = [f for f in futures if not f.done()]
+        if left:
+            client.cancel(left)
+
+
+def _completed(futures):
+    """The futures as they complete (a seam for the tests' interrupts)."""
+    yield from futures
+
+
 def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] = range(1), workers: int = 1,
           until: float | None = None, cache: str | os.PathLike | None = "out/sweeps.duckdb",
-          progress: bool = True) -> pd.DataFrame:
+          progress: bool = True, client=None) -> pd.DataFrame:
     """Run ``scenario`` (a file's path, a scenario object or a TOML dict, of any
     design) over the cartesian product of ``grid`` and ``seeds``; one row per
-    run (see the module documentation for the keys and the columns)."""
+    run (see the module documentation for the keys and the columns).
+    ``workers``: local processes; ``client``: a ``dask.distributed.Client``
+    whose cluster runs the runs instead (give one or the other)."""
     from fanoutsim import __version__
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if client is not None:
+        if not _is_client(client):
+            raise ValueError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+        if workers != 1:
+            raise ValueError(f"give workers (local processes) or client (a Dask cluster), not both: "
+                             f"workers={workers!r} with a client")
     keys, runs = grid_runs(scenario, grid, seeds, until)
     store = _Cache(cache) if cache is not None else None
     results: dict[int, dict] = store.lookup(runs, __version__) if store is not None else {}
     from_cache = len(results)
     todo = [r for r in runs if r.index not in results]
+
+    if client is not None and todo:
+        check_cluster(client)  # before any task is sent
+        try:
+            import pickle
+
+            pickle.dumps(todo[0])
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise ValueError(f"this sweep's runs cannot be sent to a Dask cluster ({exc}); "
+                             f"sweep without a client") from None
 
     from tqdm.auto import tqdm
 
@@ -518,9 +639,16 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
                 pending.clear()
 
     try:
-        if workers == 1 or len(todo) <= 1:
+        if client is not None:
+            if todo:
+                _on_dask(client, todo, keys, finished)
+        elif workers == 1 or len(todo) <= 1:
             for run in todo:
-                finished(run, _run_one(run))
+                try:
+                    row = _run_one(run)
+                except Exception as exc:
+                    raise _failed(run, keys, exc) from exc
+                finished(run, row)
         else:
             import pickle
 
@@ -536,6 +664,11 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
                 while not_done:
                     done, not_done = wait(not_done, return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: futures[f].index):
+                        exc = fut.exception()
+                        if isinstance(exc, BrokenProcessPool):  # the pool died, not the run: its own error
+                            raise exc
+                        if exc is not None:
+                            raise _failed(futures[fut], keys, exc) from exc
                         finished(futures[fut], fut.result())
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)

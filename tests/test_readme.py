@@ -80,4 +80,5 @@ def test_every_python_block_runs_as_pasted_in_order_in_one_interpreter(tmp_path)
     assert done.returncode == 0 and "--- all blocks ran" in done.stdout, done.stdout[-3000:] + done.stderr[-6000:]
     out = done.stdout
     assert "outbox check: valid" in out and "lease_expired" in out and "indexed 1" in out
+    assert "8 runs on the cluster; same rows as the pool: True" in out  # Sweeps at scale, on a LocalCluster
     assert "Traceback" not in done.stderr, done.stderr[-4000:]

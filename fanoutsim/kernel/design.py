@@ -77,6 +77,13 @@ class Design:
     fields and dotted scenario paths, each a :class:`SweepKey` (``rate``, for
     one, scales the scenario's workloads).
 
+    ``sweep_figures(df, scenario, out)``: the PNG figures of a sweep's table
+    (:func:`fanoutsim.sweep`) of a ``scenario`` of this design, written into
+    ``out`` (their paths; ``fanoutsim sweep`` calls it). ``sweep_recommend(df,
+    scenario)``: one line recommending a setting from that table, or None when
+    the table holds nothing to recommend from; a design without one leaves it
+    None.
+
     ``realtime(scenario, db, **options)`` opens the design's wall-clock
     runtime over the DuckDB file ``db`` with the scenario (or None: the file
     as it is) applied, not started, for ``fanoutsim serve``, ``write`` and
@@ -114,6 +121,8 @@ class Design:
     sweep_columns: tuple[str, ...] = ()
     sweep_row: Callable[[Any, Any], dict] | None = None
     sweep_keys: Mapping[str, "SweepKey"] = field(default_factory=dict)
+    sweep_figures: Callable[[Any, Any, Any], list] | None = None
+    sweep_recommend: Callable[[Any, Any], str | None] | None = None
     realtime: Callable[..., Any] | None = None
     write: Callable[[Any, dict], Any] | None = None
     write_fields: Mapping[str, str] = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """The house style and the helpers every figure shares: ``style()``,
 ``figure_axes`` (a new figure, or the caller's axes), ``mark_empty``,
-``time_unit``, ``save_figures`` and the shared colours and limits."""
+``time_unit``, ``save_figures``, ``sweep_lines`` (any sweep column against a
+grid key) and the shared colours and limits."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -80,6 +81,68 @@ def save_figures(figures: dict, out) -> list:
         fig.clear()  # these figures belong to no pyplot manager: dropping them frees them
         paths.append(path)
     return paths
+
+
+def grid_keys(df) -> list:
+    """The grid keys of a sweep's table (:func:`fanoutsim.sweep`): its columns before ``seed``."""
+    columns = list(df.columns)
+    return columns[:columns.index("seed")] if "seed" in columns else []
+
+
+def sweep_lines(df, column: str, *, x: str | None = None, by: str | None = None, ax: Axes | None = None,
+                title: str | None = None) -> Figure:
+    """A sweep's ``column`` against the grid key ``x`` (default: the first
+    numeric one), one line per value of the grid key ``by`` (default: the next
+    grid key, if any): the mean over seeds, shaded from the lowest to the
+    highest seed. A log x axis when ``x`` spans a factor of 10 or more."""
+    import numpy as np
+
+    keys = grid_keys(df)
+    numeric = [k for k in keys if np.issubdtype(df[k].dtype, np.number) and df[k].dtype != bool]
+    x = x or (numeric[0] if numeric else None)
+    if x is None or x not in df.columns or column not in df.columns:
+        raise KeyError(f"sweep_lines needs a numeric grid key and the column {column!r}; the table's grid "
+                       f"keys: {', '.join(keys) or 'none'}")
+    if by is None:
+        rest = [k for k in keys if k != x]
+        by = rest[0] if rest else None
+    with style():
+        fig, ax = figure_axes(ax)
+        ax.set_title(title or f"{column} vs {x}")
+        ax.set_xlabel(x)
+        ax.set_ylabel(column)
+        data = df[[c for c in (x, by, column) if c is not None]].dropna()
+        if data.empty:
+            mark_empty(ax, "runs")
+            return fig
+        groups = data.groupby(by, sort=True) if by is not None else [(None, data)]
+        colors = STYLE["axes.prop_cycle"].by_key()["color"]
+        for i, (value, g) in enumerate(list(groups)[:MAX_SERIES]):
+            stats = g.groupby(x, sort=True)[column].agg(["mean", "min", "max"])
+            c = colors[i % len(colors)]
+            ax.plot(stats.index, stats["mean"], marker="o", markersize=3.5, color=c,
+                    label=f"{by} = {value}" if by is not None else "mean over seeds")
+            ax.fill_between(stats.index, stats["min"], stats["max"], color=c, alpha=0.15, linewidth=0)
+        xs = np.unique(data[x].to_numpy(dtype=float))
+        if xs.min() > 0 and xs.max() / xs.min() >= 10:
+            from matplotlib.ticker import NullLocator
+
+            ax.set_xscale("log")
+            ax.set_xticks(xs, [f"{v:g}" for v in xs])  # ticked at the swept values, written plainly
+            ax.xaxis.set_minor_locator(NullLocator())
+        ax.legend(loc="best")
+    return fig
+
+
+def save_sweep_lines(df, columns, out, prefix: str = "sweep") -> list:
+    """:func:`sweep_lines` of each of ``columns`` the table has, saved into
+    ``out`` as ``<prefix>_<column>.png``; nothing when the table has no numeric
+    grid key (a sweep of seeds only)."""
+    try:
+        figures = {f"{prefix}_{c}.png": sweep_lines(df, c) for c in columns if c in df.columns}
+    except KeyError:
+        return []
+    return save_figures(figures, out)
 
 
 # the names these had before they were public (code written against them still runs)

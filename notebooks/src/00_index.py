@@ -16,7 +16,7 @@
 # | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | How big does the firings table get, and what does keeping it small cost a subscriber that stops reading? A control to explore retention. | ~5 s |
 # | [04_cel_filters](04_cel_filters.ipynb) | What does a CEL filter save, what does it not, and what happens when the filter is wrong? | ~15 s |
 # | [05_watermark_holes](05_watermark_holes.ipynb) | Which firings can a timestamp watermark skip for good, and what does closing each hole cost? | ~10 s |
-# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | What should the poll interval and the batch limit be? A sweep of 78 runs: latency, database load, the backlog's knee, a recommendation. | ~1 min |
+# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | What should the poll interval and the batch limit be? A sweep of 78 runs: latency, database load, the backlog's knee, a recommendation; 12 of them again on a Dask LocalCluster. | ~1 min |
 # | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | Does the virtual clock tell the truth? The same scenario on the wall clock (20 real seconds), and a live view of a running engine. | ~30 s |
 # | [08_outbox](08_outbox.ipynb) | Seed 002's transactional outbox: what does a lost notification cost, and do the per-consumer guardrails keep one bad consumer or row from wedging the feed? | ~15 s |
 # | [09_leases](09_leases.ipynb) | Seed 003's leased consumers: what do lease length, in-flight limits and dead letters cost in duplicates and latency; what do retire and restore do? Sliders to explore. | ~15 s |

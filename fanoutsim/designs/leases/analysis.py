@@ -12,7 +12,9 @@ Pure functions over :class:`~fanoutsim.designs.leases.simulation.LeaseSimulation
 * lease length against work time: :func:`work_law` and :func:`p_exceeds`
   (a duration law and the chance one attempt outlives its lease),
   :func:`expected_duplicates`, :func:`lease_run` / :func:`lease_sweep`
-  (duplicates per 1000 events), :func:`crash_run` / :func:`orphan_holds` /
+  (duplicates per 1000 events); the same study as a :func:`fanoutsim.sweep`:
+  :func:`lease_scenario` (its scenario), :func:`work_laws` (its grid of work
+  laws) and :func:`lease_table` (the sweep's table with the law and the theory), :func:`crash_run` / :func:`orphan_holds` /
   :func:`crash_sweep` (how long an orphaned lease holds its partition after a crash);
 * head-of-line against RiffDB's rule, side by side: :func:`order_run`,
   :func:`order_comparison` (throughput, duplicates and latency per partition);
@@ -265,6 +267,69 @@ def lease_sweep(leases: Iterable[float] = (5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.
                          "p50_s": _pct(lat, 0.5), "p99_s": _pct(lat, 0.99),
                          "max_s": float(lat.max()) if len(lat) else float("nan"), "valid": r.valid})
     return pd.DataFrame(rows)
+
+
+def work_laws(mean: float = 5.0) -> dict[str, dict]:
+    """:func:`work_law`'s laws as scenario ``duration`` tables (``{dist = ...}``),
+    by name: the values of the grid key ``consumers.worker.duration`` of a
+    :func:`fanoutsim.sweep` of :func:`lease_scenario`. The lognormal is given
+    by its median, ``mean · e^(−σ²/2)``; a scenario draws it as
+    ``median · e^(σ·gauss)`` where :func:`work_law` draws ``lognormvariate``:
+    the same law, another stream of numbers."""
+    work_law("exponential", mean)
+    return {"exponential": {"dist": "exponential", "mean": float(mean)},
+            "uniform": {"dist": "uniform", "low": 0.0, "high": 2.0 * float(mean)},
+            "lognormal": {"dist": "lognormal", "median": float(mean) * math.exp(-LOGNORMAL_SIGMA ** 2 / 2),
+                          "sigma": LOGNORMAL_SIGMA}}
+
+
+def lease_scenario(*, mean_work: float = 5.0, rate: float = 0.5, partitions: int = 8, in_flight: int = 8,
+                   seconds: float = 2000.0, max_lease: float = 60.0, order: str = "riffdb") -> dict:
+    """:func:`lease_run`'s run as a scenario (a TOML document as a dict) for
+    :func:`fanoutsim.sweep`: one consumer ``worker`` (exponential work of mean
+    ``mean_work`` s, 60 s leases, ``in_flight`` leases over ``partitions``),
+    Poisson events at ``rate``/s for ``seconds``, then drained for the longest
+    lease's drain (``max_lease``). Sweep ``consumers.worker.duration`` (with
+    :func:`work_laws`) and ``consumers.worker.lease_seconds``; the exponential
+    and uniform runs equal :func:`lease_run`'s for the same seed."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    return {"design": "leases", "name": "lease-vs-work",
+            "description": "one consumer; work time against lease length (notebook 9)",
+            "run": {"seed": 0, "until": float(seconds) + _drain(max_lease)},
+            "leases": {"partition_order": order},
+            "consumers": [{"name": "worker", "duration": work_laws(mean_work)["exponential"], "lease_seconds": 60.0,
+                           "in_flight_limit": int(in_flight), "batch_limit": int(in_flight), "nack_delay": 1.0}],
+            "workload": [{"rate": float(rate), "partitions": int(partitions), "stop": float(seconds)}]}
+
+
+def lease_table(df: pd.DataFrame, duration: str = "consumers.worker.duration",
+                lease: str = "consumers.worker.lease_seconds") -> pd.DataFrame:
+    """A :func:`fanoutsim.sweep` table of :func:`lease_scenario` as
+    :func:`lease_sweep`'s: ``law``, ``lease_seconds``, ``mean_work``,
+    ``lease_over_work``, ``p_exceeds``, ``dups_per_1000`` (per 1000 events
+    delivered), ``theory_per_1000``, and the sweep's counts and
+    ``publish_to_ack_{p50,p99}_s`` as ``p50_s`` and ``p99_s``."""
+    missing = [c for c in (duration, lease, "duplicates", "delivered") if c not in df.columns]
+    if missing:
+        raise KeyError(f"lease_table needs a sweep over {duration!r} and {lease!r}; missing: {', '.join(missing)}")
+    out = pd.DataFrame({"law": [d["dist"] for d in df[duration]], "lease_seconds": df[lease].astype(float)})
+    means = [float(d.get("mean", (d.get("low", 0.0) + d.get("high", 0.0)) / 2)) if d["dist"] != "lognormal"
+             else float(d["median"]) * math.exp(float(d["sigma"]) ** 2 / 2) for d in df[duration]]
+    out["mean_work"] = np.round(means, 9)
+    out["lease_over_work"] = out["lease_seconds"] / out["mean_work"]
+    if "seed" in df.columns:
+        out["seed"] = df["seed"].to_numpy()
+    out["p_exceeds"] = [p_exceeds(law, m, x) for law, m, x in zip(out["law"], out["mean_work"], out["lease_seconds"])]
+    for c in ("published", "delivered", "duplicates"):
+        out[c] = df[c].to_numpy()
+    out["dups_per_1000"] = 1000.0 * out["duplicates"] / out["delivered"].clip(lower=1)
+    out["theory_per_1000"] = [1000.0 * expected_duplicates(p) for p in out["p_exceeds"]]
+    for c in ("dead_lettered", "lost", "valid"):
+        out[c] = df[c].to_numpy()
+    out["p50_s"] = df["publish_to_ack_p50_s"].to_numpy()
+    out["p99_s"] = df["publish_to_ack_p99_s"].to_numpy()
+    return out
 
 
 def crash_run(lease_seconds: float = 60.0, *, crashes=(500.25, 1000.25, 1500.25), downtime: float = 1.0,

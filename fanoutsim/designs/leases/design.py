@@ -57,6 +57,14 @@ def _figures(sim, out: Path) -> list:
 
 
 # -- sweeps -------------------------------------------------------------------------
+def _sweep_figures(df, scenario, out: Path) -> list:
+    """A sweep's figures: each of its headline columns against the first numeric
+    grid key, one line per value of the second."""
+    from fanoutsim.kernel.plotting import save_sweep_lines
+
+    return save_sweep_lines(df, ("publish_to_ack_p99_s", "publish_to_ack_p50_s", "duplicates", "dead_lettered", "lost"), out)
+
+
 _STATS = ("p50", "p99", "mean")
 SWEEP_COLUMNS = (*(f"publish_to_ack_{s}_s" for s in _STATS),
                  "published", "delivered", "duplicates", "dead_lettered", "pending", "lost", "valid")
@@ -182,6 +190,7 @@ DESIGN = Design(
     config_table="leases",
     sweep_columns=SWEEP_COLUMNS,
     sweep_row=_sweep_row,
+    sweep_figures=_sweep_figures,
     sweep_keys={"rate": SweepKey("total events published per virtual second: every [[workload]] is scaled "
                                  "by one factor so that their rates sum to it", scenario=scale_workload_rates)},
     realtime=_realtime,

@@ -56,6 +56,14 @@ def _figures(sim, out: Path) -> list:
 
 
 # -- sweeps -------------------------------------------------------------------------
+def _sweep_figures(df, scenario, out: Path) -> list:
+    """A sweep's figures: each of its headline columns against the first numeric
+    grid key, one line per value of the second."""
+    from fanoutsim.kernel.plotting import save_sweep_lines
+
+    return save_sweep_lines(df, ("commit_to_handled_p99_s", "commit_to_handled_p50_s", "extra_deliveries", "lost"), out)
+
+
 _STATS = ("p50", "p99", "mean")
 SWEEP_COLUMNS = (*(f"commit_to_handled_{s}_s" for s in _STATS),
                  "committed", "delivered", "extra_deliveries", "parked", "pending", "lost", "valid")
@@ -194,6 +202,7 @@ DESIGN = Design(
     config_table="outbox",
     sweep_columns=SWEEP_COLUMNS,
     sweep_row=_sweep_row,
+    sweep_figures=_sweep_figures,
     sweep_keys={"rate": SweepKey("total commits per virtual second: every [[workload]] is scaled by one "
                                  "factor so that their rates sum to it", scenario=scale_workload_rates)},
     realtime=_realtime,

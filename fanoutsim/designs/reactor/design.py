@@ -62,6 +62,18 @@ def _figures(sim, out: Path) -> list:
 
 
 # -- sweeps -------------------------------------------------------------------------
+def _sweep_figures(df, scenario, out: Path) -> list:
+    from .plots.sweep import save_sweep_figures
+
+    return save_sweep_figures(df, scenario, out)
+
+
+def _sweep_recommend(df, scenario) -> str | None:
+    from .analysis.sweep import recommendation_line
+
+    return recommendation_line(df)
+
+
 _LATENCY_STATS = ("p50", "p95", "p99", "mean")
 SWEEP_COLUMNS = (
     *(f"fire_to_dispatch_{s}_s" for s in _LATENCY_STATS),
@@ -155,6 +167,8 @@ DESIGN = Design(
     config_table="config",
     sweep_columns=SWEEP_COLUMNS,
     sweep_row=_sweep_row,
+    sweep_figures=_sweep_figures,
+    sweep_recommend=_sweep_recommend,
     sweep_keys=SWEEP_KEYS,
     realtime=_realtime,
     write=_write,

@@ -124,3 +124,25 @@ def recommend(df: pd.DataFrame, p99_budget_s: float, *, max_backlog: float,
     return {interval: float(best[interval]), batch: int(best[batch]), latency: float(best["latency"]),
             "polls_per_s": float(best["polls_per_s"]), "backlog_max": int(best["backlog_max"]),
             "candidates": int(len(ok)), "p99_budget_s": float(p99_budget_s), "max_backlog": max_backlog}
+
+
+RECOMMEND_P99_BUDGET_S = 1.5   # the budget recommendation_line applies (as notebook 6 does)
+RECOMMEND_MAX_BACKLOG = 100    # firings left behind by a seed that still counts as keeping up
+
+
+def recommendation_line(df: pd.DataFrame, p99_budget_s: float = RECOMMEND_P99_BUDGET_S,
+                        max_backlog: float = RECOMMEND_MAX_BACKLOG) -> str | None:
+    """:func:`recommend` as one line of text (what ``fanoutsim sweep`` prints);
+    None when the sweep did not vary both the poll interval and the batch limit."""
+    interval, batch = "reactor_poll_interval", "reactor_poll_batch_limit"
+    if interval not in df.columns or batch not in df.columns:
+        return None
+    settings = df.groupby([interval, batch]).ngroups
+    try:
+        rec = recommend(df, p99_budget_s, max_backlog=max_backlog)
+    except ValueError as exc:
+        return f"recommendation: none: {exc}"
+    return (f"recommendation (p99 fire -> dispatch <= {p99_budget_s:g} s, backlog <= {max_backlog:g}): "
+            f"{interval} = {rec[interval]:g}, {batch} = {rec[batch]}: p99 {rec['fire_to_dispatch_p99_s']:.3f} s, "
+            f"{rec['polls_per_s']:g} poll queries/s, max backlog {rec['backlog_max']}; "
+            f"{rec['candidates']} of {settings} settings meet the bar")

@@ -18,7 +18,8 @@ from matplotlib.ticker import NullLocator
 from fanoutsim.designs.reactor.analysis.sweep import seed_summary
 from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, style
 
-__all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart"]
+__all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart",
+           "save_sweep_figures"]
 
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
 
@@ -197,3 +198,43 @@ def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *
         ax.set_yscale("log")
         ax.legend(loc="upper right", fontsize=7)
     return fig
+
+
+def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
+    """The figures of a reactor sweep that its grid allows, written into
+    ``out``: with the poll interval, latency and DB load against it; with the
+    batch limit too, the recommendation chart (the setting
+    :func:`~fanoutsim.designs.reactor.analysis.sweep.recommendation_line`
+    picks, starred); with ``rate``, the backlog against it (with the knees when
+    the poll interval is one value). Otherwise p99 latency and backlog against
+    the first numeric grid key."""
+    from fanoutsim.designs.reactor.analysis.sweep import (
+        RECOMMEND_MAX_BACKLOG, RECOMMEND_P99_BUDGET_S, knee_rate, recommend,
+    )
+    from fanoutsim.kernel.plotting import save_figures, save_sweep_lines
+
+    figures = {}
+    if P in df.columns:
+        figures["sweep_latency_vs_interval.png"] = latency_vs_interval(df)
+        subs = len(getattr(scenario, "subscriptions", ()) or ()) or None
+        figures["sweep_polls_vs_interval.png"] = polls_vs_interval(df, subscriptions=subs)
+        if B in df.columns:
+            try:
+                rec = recommend(df, RECOMMEND_P99_BUDGET_S, max_backlog=RECOMMEND_MAX_BACKLOG)
+            except ValueError:
+                rec = None
+            figures["sweep_recommendation.png"] = recommendation_chart(
+                df, rec, p99_budget_s=RECOMMEND_P99_BUDGET_S, max_backlog=RECOMMEND_MAX_BACKLOG)
+    if "rate" in df.columns:
+        knees = None
+        if (P not in df.columns or df[P].nunique() == 1) and getattr(scenario, "workloads", None):
+            p = float(df[P].iloc[0]) if P in df.columns else None
+            batches = sorted(df[B].unique()) if B in df.columns else [None]
+            try:
+                knees = {b: knee_rate(scenario, None if b is None else int(b), p) for b in batches}
+            except (ValueError, ZeroDivisionError, AttributeError):
+                knees = None
+        figures["sweep_backlog_vs_rate.png"] = backlog_vs_rate(df, knees)
+    if figures:
+        return save_figures(figures, out)
+    return save_sweep_lines(df, ("fire_to_dispatch_p99_s", "backlog", "lost"), out)
