@@ -48,6 +48,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_realtime.py
 	$(BIN)/python benchmarks/bench_outbox.py
 	$(BIN)/python benchmarks/bench_leases.py
+	$(BIN)/python benchmarks/bench_core_ratio.py
+	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_duckdb_idle.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

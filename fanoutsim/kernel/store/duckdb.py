@@ -47,6 +47,18 @@ def _reads_only(statement: str) -> bool:
     return r
 
 
+_OPENING: dict[str, str] = {}
+
+
+def _opening(statement: str) -> str:
+    """``BEGIN`` and the transaction's first write as one call (DuckDB binds the
+    parameters to the last statement)."""
+    r = _OPENING.get(statement)
+    if r is None:
+        r = _OPENING[statement] = "BEGIN; " + statement
+    return r
+
+
 class DuckDBTx(Tx):
     """Every statement goes through :meth:`_run`: DuckDB aborts the whole
     transaction on any error, and a later COMMIT would then roll back without
@@ -91,9 +103,10 @@ class DuckDBTx(Tx):
         self.n += 1
         try:
             if not self.begun and not _reads_only(statement):
-                self.c.execute("BEGIN")  # the first write opens the transaction
+                # the first write opens the transaction, in the same round trip
                 self.begun = True
                 self.n += 1
+                return self.c.execute(_opening(statement), params)
             return self.c.execute(statement, params)
         except duckdb.Error as exc:
             if isinstance(exc, duckdb.ConstraintException) and "duplicate key" in str(exc).lower():
