@@ -1,5 +1,6 @@
 """The questions a step asks before a statement that may find nothing
-(``has_firings_past``, ``has_firings_before``, ``has_pending_executions``).
+(``has_firings_past``, ``has_firings_before``, ``has_pending_executions``),
+and the DuckDB adapter's subscription list served from what it last read.
 
 They let the engine skip a fetch, a claim or a prune that would find nothing,
 so they must never answer False while the statement would find a row. The
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from test_store_contract import (EXECS, FIRING_IDS, REACTORS, TENANTS, add, endings, execution, firing,
-                                 maybe_time, ops, run_step, times)
+                                 maybe_time, ops, run_step, sub, times)
 
 STREAMS = [(r, t) for r in REACTORS for t in TENANTS]
 CURSORS = [(None, None)] + [(at, fid) for at in range(-1, 14, 2) for fid in (None, FIRING_IDS[0])]
@@ -152,6 +153,29 @@ def test_duckdb_hints_follow_commits_not_rollbacks(tmp_path):
             assert len(tx.claim_executions(10, 5)) == 1  # fewer than asked: nothing is left pending
         with duck.transaction() as tx:
             assert not tx.has_pending_executions()
+        # the subscriptions as last read serve the next list, until a commit changes one
+        add(duck, subs=[sub(watermark=1)])
+        with duck.transaction() as tx:
+            listed = tx.list_subscriptions()
+        statements = duck.statements
+        with duck.transaction() as tx:
+            assert tx.list_subscriptions() == listed
+            listed[0]["enabled"] = False  # a caller's copy: changing it changes nothing stored
+        assert duck.statements == statements
+        try:
+            with duck.transaction() as tx:
+                tx.update_subscription(listed[0]["id"], {"last_seen_fired_at": 5})
+                assert tx.list_subscriptions()[0]["last_seen_fired_at"] == 5  # its own write
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        with duck.transaction() as tx:
+            assert tx.list_subscriptions()[0]["last_seen_fired_at"] == 1
+            assert tx.list_subscriptions(enabled_only=True)[0]["enabled"] is True
+            tx.update_subscription(listed[0]["id"], {"last_seen_fired_at": 7})
+        with duck.transaction() as tx:
+            assert tx.list_subscriptions()[0]["last_seen_fired_at"] == 7
+            assert tx.list_subscriptions(tenant="nobody") == []
     finally:
         duck.close()
     reopened = DuckDBStore(str(tmp_path / "hints.duckdb"))  # a new process: hints from the tables

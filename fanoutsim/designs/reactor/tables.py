@@ -418,6 +418,7 @@ _F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES[
 _HEADS = "reactor.heads"      # (reactor, tenant) -> an upper bound of its newest (fired_at, id)
 _OLDEST = "reactor.oldest"    # a lower bound of the oldest fired_at (_NO_FIRING: none)
 _PENDING = "reactor.pending"  # False: no execution is pending; True: some may be
+_SUBS = "reactor.subs"        # every subscription as last read, until a commit changes one
 _NO_FIRING = 2**63
 
 
@@ -510,6 +511,7 @@ class ReactorDuckDBTx(ReactorTx):
 
     def insert_subscription(self, row):
         self._run(sql.INSERT_SUBSCRIPTION, [row[k] for k in _S])
+        self._subscriptions_changed()
 
     def update_subscription(self, sub_id, changes):
         check_subscription_changes(changes)
@@ -517,13 +519,27 @@ class ReactorDuckDBTx(ReactorTx):
         if not cols:
             return  # "SET" with nothing to set is not SQL
         self._run(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
+        self._subscriptions_changed()
 
     def delete_subscription(self, sub_id):
-        return self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
+        gone = self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
+        self._subscriptions_changed()
+        return gone
 
     def list_subscriptions(self, tenant=None, enabled_only=False):
-        rows = self._run(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
-        return [_row(_S, r) for r in rows]
+        if self.begun:  # this transaction's own writes are not in the hint
+            rows = self._run(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
+            return [_row(_S, r) for r in rows]
+        subs = self.hints.get(_SUBS)
+        if subs is None:
+            subs = self.hints[_SUBS] = [_row(_S, r) for r in self._run(sql.LIST_SUBSCRIPTIONS,
+                                                                        [None, None, False]).fetchall()]
+        return [dict(r) for r in subs
+                if (tenant is None or r["tenant_id"] == tenant) and (r["enabled"] or not enabled_only)]
+
+    def _subscriptions_changed(self) -> None:
+        hints = self.hints
+        self._on_commit(lambda: hints.pop(_SUBS, None))
 
     def _pending(self, pending: bool) -> None:
         """Once this commits, ``pending`` is what the hint says."""

@@ -73,9 +73,9 @@ class DuckDBTx(Tx):
     A part's mixin runs its statements through ``_run``. It may also keep
     *hints* in ``self.hints`` (the store's dict, a key per part): what it
     knows of the committed rows (the newest firing of each stream, whether
-    anything is pending), so that a step can skip a statement that cannot find
-    anything. A hint is a bound the rows keep, never the rows themselves; a
-    write changes it only through :meth:`_on_commit`, so a rollback (a crash)
+    anything is pending, a small table as last read), so that a step can skip
+    a statement that cannot find anything new. A hint says what the committed
+    rows say; a write changes it only through :meth:`_on_commit`, so a rollback (a crash)
     leaves it as the tables are. It lives in the store object and dies with
     the process; a new store over the same file starts without hints."""
 
