@@ -48,11 +48,12 @@ class PollStats:
 class _Firing:
     """A fetched firing, decoded once per pass however many subscriptions read it."""
 
-    __slots__ = ("sources", "act")
+    __slots__ = ("sources", "act", "context")
 
     def __init__(self, row: dict) -> None:
         self.sources = decode_sources(row["payload"])
         self.act = None
+        self.context: str | None = None  # the execution context, the same for every subscription
 
 
 def poll_once(e, now: int) -> PollStats:
@@ -240,12 +241,14 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
 
 
 def _execution_row(e, now: int, sub: dict, f: dict, d: _Firing) -> dict:
-    context = dict(d.sources)
-    context["reactor_name"] = f["reactor_name"]
-    context["reactor_firing_id"] = f["id"]
-    context["reactor_fired_at"] = rfc3339(f["fired_at"])
+    if d.context is None:
+        context = dict(d.sources)
+        context["reactor_name"] = f["reactor_name"]
+        context["reactor_firing_id"] = f["id"]
+        context["reactor_fired_at"] = rfc3339(f["fired_at"])
+        d.context = json.dumps(context, separators=(",", ":"))
     return {
         "id": e.ids.new(), "workflow_name": sub["workflow_name"], "tenant_id": sub["tenant_id"],
-        "context": json.dumps(context, separators=(",", ":")), "status": "pending",
+        "context": d.context, "status": "pending",
         "dispatched_at": now, "claimed_at": None, "finished_at": None,
     }
