@@ -50,6 +50,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_leases.py
 	$(BIN)/python benchmarks/bench_cel.py
 	$(BIN)/python benchmarks/bench_postgres.py
+	$(BIN)/python benchmarks/bench_core_ratio.py
+	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_duckdb_idle.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

@@ -105,6 +105,7 @@ class ReactorEngine:
         self.rng = rng or random.Random(0)
         self.poller = "poller" if replica == 0 else f"poller#{replica}"  # the trace's actor
         self.settle_us = seconds_to_us(config.watermark_settle)
+        self.poll_queries = metrics.counter("fanoutsim_reactor_poll_queries_total")
         # in-memory only: lost on crash, rebuilt lazily
         self._predicates: dict[str, tuple[str, Predicate | str]] = {}
 
@@ -135,6 +136,7 @@ class ReactorEngine:
     poll_once = poller.poll_once
     poll_subscriptions = poller.poll_subscriptions
     fetch = poller.fetch
+    fetch_next = poller.fetch_next
     drain = poller.drain
     prune_once = prune.prune_once
     claim = executor.claim

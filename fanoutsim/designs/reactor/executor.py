@@ -17,7 +17,8 @@ def claim(e, now: int, limit: int) -> list[dict]:
     if limit <= 0:
         return []
     with e.store.transaction() as tx:
-        rows = tx.claim_executions(now, limit)
+        # nothing pending: the claim would take nothing (a store that cannot tell answers True)
+        rows = tx.claim_executions(now, limit) if tx.has_pending_executions() else []
     for row in rows:
         e.trace.add(now, "claimed", "executor", execution=row["id"], detail=row["workflow_name"])
     if rows:

@@ -23,7 +23,8 @@ def prune_once(e, now: int) -> int:
     total = 0
     while True:
         with e.store.transaction() as tx:
-            deleted = tx.prune_firings(cutoff, conservative, chunk)
+            # nothing old enough: the delete would find nothing
+            deleted = tx.prune_firings(cutoff, conservative, chunk) if tx.has_firings_before(cutoff) else []
         for fid in deleted:
             e.trace.add(now, "pruned", "pruner", firing=fid)
         total += len(deleted)

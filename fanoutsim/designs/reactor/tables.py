@@ -92,6 +92,20 @@ class ReactorTx(ABC):
     @abstractmethod
     def count_firings(self) -> int: ...
 
+    # Questions a step asks before a statement that may find nothing, so that
+    # it can skip it. False means certainly nothing; an adapter unsure (one
+    # answering from a bound of its committed rows) answers True, and the step
+    # runs its statement as before.
+    @abstractmethod
+    def has_firings_past(self, reactor: str, tenant: str, after: int | None,
+                         after_id: str | None = None) -> bool:
+        """Whether :meth:`fetch_firings` with this cursor (and no ``until``)
+        could return a row: the stream's newest ``(fired_at, id)`` is past it."""
+
+    @abstractmethod
+    def has_firings_before(self, cutoff: int) -> bool:
+        """Whether any firing has ``fired_at < cutoff`` (else a prune deletes nothing)."""
+
     # -- reactor_subscriptions ------------------------------------------
     @abstractmethod
     def get_subscription(self, reactor: str, workflow: str, tenant: str) -> dict | None: ...
@@ -112,6 +126,10 @@ class ReactorTx(ABC):
     # -- workflow_executions --------------------------------------------
     @abstractmethod
     def insert_execution(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def has_pending_executions(self) -> bool:
+        """Whether any execution is ``pending`` (else a claim takes nothing)."""
 
     @abstractmethod
     def claim_executions(self, now: int, limit: int) -> list[dict]:
@@ -252,6 +270,16 @@ class ReactorMemoryTx(ReactorTx):
     def count_firings(self):
         return len(self.s.firings)
 
+    def has_firings_past(self, reactor, tenant, after, after_id=None):
+        stream = self.s.streams.get((reactor, tenant))
+        if stream is None or not stream.keys:
+            return False
+        # fetch_firings starts at bisect_right(keys, cursor): a row is there iff the newest is past it
+        return after is None or stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id)
+
+    def has_firings_before(self, cutoff):
+        return any(stream.keys and stream.keys[0][0] < cutoff for stream in self.s.streams.values())
+
     # -- reactor_subscriptions ------------------------------------------
     def get_subscription(self, reactor, workflow, tenant):
         sid = self.s.sub_by_triple.get((reactor, workflow, tenant))
@@ -312,6 +340,9 @@ class ReactorMemoryTx(ReactorTx):
             del s.executions[eid]
 
         self.undo.append(undo)
+
+    def has_pending_executions(self):
+        return bool(self.s.pending)
 
     def claim_executions(self, now, limit):
         s = self.s
@@ -382,14 +413,68 @@ MEMORY_ROWS = {
 _F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES["workflow_executions"]
 
 
+# The adapter's hints (see DuckDBTx): bounds of the committed rows that let a
+# step skip a statement that cannot find anything. None: not known yet.
+_HEADS = "reactor.heads"      # (reactor, tenant) -> an upper bound of its newest (fired_at, id)
+_OLDEST = "reactor.oldest"    # a lower bound of the oldest fired_at (_NO_FIRING: none)
+_PENDING = "reactor.pending"  # False: no execution is pending; True: some may be
+_SUBS = "reactor.subs"        # every subscription as last read, until a commit changes one
+_NO_FIRING = 2**63
+
+
+def _past(head: tuple[int, str] | None, after: int | None, after_id: str | None) -> bool:
+    """Whether a stream whose newest key is ``head`` has a firing past the cursor."""
+    if head is None:
+        return False
+    return after is None or head > (after, _MAX_ID if after_id is None else after_id)
+
+
 class ReactorDuckDBTx(ReactorTx):
     """The reactor's methods of the DuckDB adapter's transaction (a mixin of
-    :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`)."""
+    :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`).
+
+    The ``has_*`` questions are answered from hints when it can: each stream's
+    newest firing (an upper bound: raised by each committed insert, never
+    lowered by a prune), the oldest firing (a lower bound) and whether anything
+    may be pending. They are loaded by one statement the first time they are
+    asked for, and changed only after a commit; a transaction that has written
+    asks SQL, since its own rows are not in them yet."""
 
     __slots__ = ()
 
     def insert_firing(self, row):
         self._run(sql.INSERT_FIRING, [row[k] for k in _F])
+        hints, stream, key = self.hints, (row["reactor_name"], row["tenant_id"]), (row["fired_at"], str(row["id"]))
+
+        def committed():
+            heads = hints.get(_HEADS)
+            if heads is not None:
+                head = heads.get(stream)
+                if head is None or key > head:
+                    heads[stream] = key
+            oldest = hints.get(_OLDEST)
+            if oldest is not None and key[0] < oldest:
+                hints[_OLDEST] = key[0]
+
+        self._on_commit(committed)
+
+    def has_firings_past(self, reactor, tenant, after, after_id=None):
+        if self.begun:
+            return self._run(sql.HAS_FIRINGS_PAST, [reactor, tenant, after, after, after, after_id,
+                                                    after_id]).fetchone()[0]
+        heads = self.hints.get(_HEADS)
+        if heads is None:  # the id of the newest is not read: _MAX_ID bounds it
+            heads = self.hints[_HEADS] = {(r, t): (at, _MAX_ID) for r, t, at in self._run(sql.STREAM_HEADS).fetchall()}
+        return _past(heads.get((reactor, tenant)), after, after_id)
+
+    def has_firings_before(self, cutoff):
+        if self.begun:
+            return self._run(sql.HAS_FIRINGS_BEFORE, [cutoff]).fetchone()[0]
+        oldest = self.hints.get(_OLDEST)
+        if oldest is None:
+            found = self._run(sql.OLDEST_FIRING).fetchone()[0]
+            oldest = self.hints[_OLDEST] = _NO_FIRING if found is None else found
+        return oldest < cutoff
 
     def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
         check_limit(limit)
@@ -406,6 +491,15 @@ class ReactorDuckDBTx(ReactorTx):
     def prune_firings(self, cutoff, conservative, limit=None):
         limit = 2**62 if limit is None else check_limit(limit)
         rows = self._run(sql.PRUNE_FIRINGS, [cutoff, conservative, limit]).fetchall()
+        if not conservative and len(rows) < limit:  # every firing older than cutoff is gone
+            hints = self.hints
+
+            def committed():
+                oldest = hints.get(_OLDEST)
+                if oldest is not None and oldest < cutoff:
+                    hints[_OLDEST] = cutoff
+
+            self._on_commit(committed)
         return [fid for _, fid in sorted((at, fid) for fid, at in rows)]
 
     def count_firings(self):
@@ -417,6 +511,7 @@ class ReactorDuckDBTx(ReactorTx):
 
     def insert_subscription(self, row):
         self._run(sql.INSERT_SUBSCRIPTION, [row[k] for k in _S])
+        self._subscriptions_changed()
 
     def update_subscription(self, sub_id, changes):
         check_subscription_changes(changes)
@@ -424,29 +519,64 @@ class ReactorDuckDBTx(ReactorTx):
         if not cols:
             return  # "SET" with nothing to set is not SQL
         self._run(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
+        self._subscriptions_changed()
 
     def delete_subscription(self, sub_id):
-        return self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
+        gone = self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
+        self._subscriptions_changed()
+        return gone
 
     def list_subscriptions(self, tenant=None, enabled_only=False):
-        rows = self._run(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
-        return [_row(_S, r) for r in rows]
+        if self.begun:  # this transaction's own writes are not in the hint
+            rows = self._run(sql.LIST_SUBSCRIPTIONS, [tenant, tenant, enabled_only]).fetchall()
+            return [_row(_S, r) for r in rows]
+        subs = self.hints.get(_SUBS)
+        if subs is None:
+            subs = self.hints[_SUBS] = [_row(_S, r) for r in self._run(sql.LIST_SUBSCRIPTIONS,
+                                                                        [None, None, False]).fetchall()]
+        return [dict(r) for r in subs
+                if (tenant is None or r["tenant_id"] == tenant) and (r["enabled"] or not enabled_only)]
+
+    def _subscriptions_changed(self) -> None:
+        hints = self.hints
+        self._on_commit(lambda: hints.pop(_SUBS, None))
+
+    def _pending(self, pending: bool) -> None:
+        """Once this commits, ``pending`` is what the hint says."""
+        hints = self.hints
+        self._on_commit(lambda: hints.__setitem__(_PENDING, pending))
 
     def insert_execution(self, row):
         self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
+        if row["status"] == "pending":
+            self._pending(True)
 
     def requeue_running(self):
         rows = self._run(sql.REQUEUE_RUNNING).fetchall()
+        if rows:
+            self._pending(True)
         return [eid for _, eid in sorted((at, eid) for eid, at in rows)]
+
+    def has_pending_executions(self):
+        if self.begun:
+            return self._run(sql.HAS_PENDING_EXECUTIONS).fetchone()[0]
+        pending = self.hints.get(_PENDING)
+        if pending is None:
+            pending = self.hints[_PENDING] = bool(self._run(sql.HAS_PENDING_EXECUTIONS).fetchone()[0])
+        return pending
 
     def claim_executions(self, now, limit):
         check_limit(limit)
         rows = [_row(_E, r) for r in self._run(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]
+        if len(rows) < limit:  # it took every pending row
+            self._pending(False)
         rows.sort(key=lambda r: (r["dispatched_at"], r["id"]))
         return rows
 
     def finish_execution(self, execution_id, now, status):
         self._run(sql.FINISH_EXECUTION, [status, now, execution_id])
+        if status == "pending":
+            self._pending(True)
 
 
 PART = StorePart(

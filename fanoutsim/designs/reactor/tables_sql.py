@@ -89,6 +89,25 @@ RETURNING id::VARCHAR, epoch_us(fired_at)"""
 
 COUNT_FIRINGS = "SELECT count(*) FROM reactor_firings"
 
+# Whether a fetch with this cursor could find a row (the compound cursor of
+# FETCH_FIRINGS_CURSOR without its settle horizon).
+HAS_FIRINGS_PAST = f"""
+SELECT EXISTS (SELECT 1 FROM reactor_firings
+WHERE reactor_name = ? AND tenant_id = ?
+  AND (CAST(? AS BIGINT) IS NULL OR fired_at > {_TS}
+       OR (fired_at = {_TS} AND CAST(? AS UUID) IS NOT NULL AND id > CAST(? AS UUID))))"""
+
+HAS_FIRINGS_BEFORE = f"SELECT EXISTS (SELECT 1 FROM reactor_firings WHERE fired_at < {_TS})"
+
+# what the adapter's hints start from: each stream's newest fired_at, the oldest firing
+STREAM_HEADS = """
+SELECT reactor_name, tenant_id, epoch_us(max(fired_at)) FROM reactor_firings
+GROUP BY reactor_name, tenant_id"""
+
+OLDEST_FIRING = "SELECT epoch_us(min(fired_at)) FROM reactor_firings"
+
+HAS_PENDING_EXECUTIONS = "SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE status = 'pending')"
+
 SUB_COLS = """id::VARCHAR, reactor_name, workflow_name, tenant_id, enabled, predicate,
     epoch_us(last_seen_fired_at), last_seen_firing_id::VARCHAR, predicate_error_count, predicate_error_firing_id::VARCHAR,
     last_predicate_error, predicate_degraded, epoch_us(created_at), epoch_us(updated_at)"""

@@ -47,6 +47,18 @@ def _reads_only(statement: str) -> bool:
     return r
 
 
+_OPENING: dict[str, str] = {}
+
+
+def _opening(statement: str) -> str:
+    """``BEGIN`` and the transaction's first write as one call (DuckDB binds the
+    parameters to the last statement)."""
+    r = _OPENING.get(statement)
+    if r is None:
+        r = _OPENING[statement] = "BEGIN; " + statement
+    return r
+
+
 class DuckDBTx(Tx):
     """Every statement goes through :meth:`_run`: DuckDB aborts the whole
     transaction on any error, and a later COMMIT would then roll back without
@@ -58,15 +70,32 @@ class DuckDBTx(Tx):
     finds nothing thus costs its reads alone, not BEGIN and COMMIT around them
     (at a 50 ms poll interval that was two thirds of an idle runner's work).
 
-    A part's mixin runs its statements through ``_run``."""
+    A part's mixin runs its statements through ``_run``. It may also keep
+    *hints* in ``self.hints`` (the store's dict, a key per part): what it
+    knows of the committed rows (the newest firing of each stream, whether
+    anything is pending, a small table as last read), so that a step can skip
+    a statement that cannot find anything new. A hint says what the committed
+    rows say; a write changes it only through :meth:`_on_commit`, so a rollback (a crash)
+    leaves it as the tables are. It lives in the store object and dies with
+    the process; a new store over the same file starts without hints."""
 
-    __slots__ = ("c", "failed", "n", "begun")
+    __slots__ = ("c", "failed", "n", "begun", "hints", "committed")
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, hints: dict | None = None) -> None:
         self.c = con
         self.failed = None
         self.n = 0  # statements run, for the store's count
         self.begun = False
+        self.hints = {} if hints is None else hints
+        self.committed: list | None = None  # what to do to the hints once this commits
+
+    def _on_commit(self, fn) -> None:
+        """Run ``fn()`` after this transaction commits (in the order given);
+        never if it rolls back."""
+        if self.committed is None:
+            self.committed = [fn]
+        else:
+            self.committed.append(fn)
 
     def _run(self, statement: str, params=None) -> duckdb.DuckDBPyConnection:
         if self.failed is not None:  # say why, rather than DuckDB's "transaction is aborted"
@@ -74,9 +103,10 @@ class DuckDBTx(Tx):
         self.n += 1
         try:
             if not self.begun and not _reads_only(statement):
-                self.c.execute("BEGIN")  # the first write opens the transaction
+                # the first write opens the transaction, in the same round trip
                 self.begun = True
                 self.n += 1
+                return self.c.execute(_opening(statement), params)
             return self.c.execute(statement, params)
         except duckdb.Error as exc:
             if isinstance(exc, duckdb.ConstraintException) and "duplicate key" in str(exc).lower():
@@ -130,6 +160,7 @@ class DuckDBStore(Store):
         self.con = self._connect()
         self._lock = threading.Lock()
         self.statements = 0  # run inside transactions since opening: the load we put on DuckDB
+        self.hints: dict = {}  # the parts' hints (see DuckDBTx): bounds of the committed rows
         self._owner: int | None = None
         try:
             self.con.execute("SET TimeZone = 'UTC'")
@@ -206,7 +237,7 @@ class DuckDBStore(Store):
             raise RuntimeError("nested transactions are not supported")
         self._lock.acquire()
         self._owner = me
-        return self._tx(self.con)  # BEGIN comes with the first write
+        return self._tx(self.con, self.hints)  # BEGIN comes with the first write
 
     def _commit(self, tx: DuckDBTx) -> None:
         self.statements += tx.n + tx.begun  # BEGIN is in n; COMMIT is one more
@@ -222,6 +253,10 @@ class DuckDBStore(Store):
             except duckdb.Error:
                 pass  # the failed commit already ended the transaction
             raise
+        else:
+            if tx.committed is not None:
+                for fn in tx.committed:
+                    fn()
         finally:
             self._owner = None
             self._lock.release()

@@ -1,0 +1,187 @@
+"""The questions a step asks before a statement that may find nothing
+(``has_firings_past``, ``has_firings_before``, ``has_pending_executions``),
+and the DuckDB adapter's subscription list served from what it last read.
+
+They let the engine skip a fetch, a claim or a prune that would find nothing,
+so they must never answer False while the statement would find a row. The
+memory adapter answers exactly; the DuckDB adapter answers from hints (bounds
+of its committed rows), which may say True when unsure but must survive
+rollbacks, crashes, failed writes and prunes. Random sequences of operations
+check both: after every step, and inside open transactions after their own
+writes.
+"""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fanoutsim.designs.stores import DuckDBStore, MemoryStore
+from test_store_contract import (EXECS, FIRING_IDS, REACTORS, TENANTS, add, endings, execution, firing,
+                                 maybe_time, ops, run_step, sub, times)
+
+STREAMS = [(r, t) for r in REACTORS for t in TENANTS]
+CURSORS = [(None, None)] + [(at, fid) for at in range(-1, 14, 2) for fid in (None, FIRING_IDS[0])]
+
+
+def truth(tx) -> dict:
+    """What the statements themselves find, read in ``tx``."""
+    out = {}
+    for r, t in STREAMS:
+        for after, after_id in CURSORS:
+            out[("past", r, t, after, after_id)] = bool(tx.fetch_firings(r, t, after, 1, after_id=after_id))
+    oldest = [rows[0]["fired_at"] for rows in (tx.fetch_firings(r, t, None, 1) for r, t in STREAMS) if rows]
+    for cutoff in range(-1, 15, 2):
+        out[("before", cutoff)] = any(at < cutoff for at in oldest)
+    return out
+
+
+def answers(tx) -> dict:
+    out = {}
+    for r, t in STREAMS:
+        for after, after_id in CURSORS:
+            out[("past", r, t, after, after_id)] = tx.has_firings_past(r, t, after, after_id)
+    for cutoff in range(-1, 15, 2):
+        out[("before", cutoff)] = tx.has_firings_before(cutoff)
+    return out
+
+
+def assert_sound(store, exact: bool) -> None:
+    """No question answered False where its statement would find a row (and,
+    for an exact adapter, none answered True where it would find none)."""
+    with store.transaction() as tx:
+        said = answers(tx)
+        pending = tx.has_pending_executions()
+    with store.transaction() as tx:
+        real = truth(tx)
+    real_pending = any(r["status"] == "pending" for r in store.rows(EXECS))
+    wrong = [k for k, v in real.items() if v and not said[k]]
+    assert not wrong, f"said nothing is there, but there is: {wrong[:5]}"
+    assert pending or not real_pending, "said nothing is pending, but a row is"
+    if exact:
+        assert said == real
+        assert pending == real_pending
+
+
+# in-transaction questions, after the transaction's own writes
+questions = st.one_of(
+    st.tuples(st.just("has_past"), st.sampled_from(REACTORS), st.sampled_from(TENANTS), maybe_time,
+              st.none() | st.sampled_from(FIRING_IDS)),
+    st.tuples(st.just("has_before"), times),
+    st.tuples(st.just("has_pending")),
+)
+
+
+def ask(tx, op):
+    """A question and, beside it, whether its answer was sound in this transaction."""
+    kind, *a = op
+    if kind == "has_past":
+        r, t, after, after_id = a
+        said = tx.has_firings_past(r, t, after, after_id)
+        return said or not tx.fetch_firings(r, t, after, 1, after_id=after_id)
+    if kind == "has_before":
+        said = tx.has_firings_before(a[0])
+        return said or not any(rows and rows[0]["fired_at"] < a[0]
+                               for rows in (tx.fetch_firings(r, t, None, 1) for r, t in STREAMS))
+    said = tx.has_pending_executions()
+    if said:
+        return True
+    taken = tx.claim_executions(0, 1000)  # a claim must then find nothing (this tx may roll back)
+    return not taken
+
+
+mixed = st.lists(st.tuples(st.lists(ops | questions, min_size=1, max_size=8), endings), min_size=1, max_size=8)
+
+
+def run_mixed(store, step_ops, ending):
+    import test_store_contract as contract
+
+    original = contract.apply
+
+    def apply(tx, op):
+        if op[0].startswith("has_"):
+            assert ask(tx, op), f"unsound answer to {op}"
+            return None
+        return original(tx, op)
+
+    contract.apply = apply
+    try:
+        return run_step(store, step_ops, ending)
+    finally:
+        contract.apply = original
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=mixed)
+def test_skip_questions_are_sound_after_any_sequence(steps):
+    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+    try:
+        for step_ops, ending in steps:
+            assert run_mixed(memory, step_ops, ending) == run_mixed(duck, step_ops, ending)
+            assert_sound(memory, exact=True)
+            assert_sound(duck, exact=False)
+    finally:
+        duck.close()
+
+
+def test_duckdb_hints_follow_commits_not_rollbacks(tmp_path):
+    duck = DuckDBStore(str(tmp_path / "hints.duckdb"))
+    try:
+        with duck.transaction() as tx:  # the hints are loaded from the empty tables
+            assert not tx.has_firings_past("r1", "t1", None)
+            assert not tx.has_firings_before(100)
+            assert not tx.has_pending_executions()
+        try:
+            with duck.transaction() as tx:
+                tx.insert_firing(firing(5))
+                tx.insert_execution(execution(5))
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        statements = duck.statements
+        with duck.transaction() as tx:  # nothing committed: still nothing, and no statement asked
+            assert not tx.has_firings_past("r1", "t1", None)
+            assert not tx.has_firings_before(100)
+            assert not tx.has_pending_executions()
+        assert duck.statements == statements
+        add(duck, firings=[firing(5)], execs=[execution(5)])
+        with duck.transaction() as tx:
+            assert tx.has_firings_past("r1", "t1", 4)
+            assert not tx.has_firings_past("r1", "t1", 5)  # strictly after: nothing past 5
+            assert not tx.has_firings_past("r2", "t1", None)
+            assert tx.has_firings_before(6) and not tx.has_firings_before(5)
+            assert tx.has_pending_executions()
+            assert len(tx.claim_executions(10, 5)) == 1  # fewer than asked: nothing is left pending
+        with duck.transaction() as tx:
+            assert not tx.has_pending_executions()
+        # the subscriptions as last read serve the next list, until a commit changes one
+        add(duck, subs=[sub(watermark=1)])
+        with duck.transaction() as tx:
+            listed = tx.list_subscriptions()
+        statements = duck.statements
+        with duck.transaction() as tx:
+            assert tx.list_subscriptions() == listed
+            listed[0]["enabled"] = False  # a caller's copy: changing it changes nothing stored
+        assert duck.statements == statements
+        try:
+            with duck.transaction() as tx:
+                tx.update_subscription(listed[0]["id"], {"last_seen_fired_at": 5})
+                assert tx.list_subscriptions()[0]["last_seen_fired_at"] == 5  # its own write
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        with duck.transaction() as tx:
+            assert tx.list_subscriptions()[0]["last_seen_fired_at"] == 1
+            assert tx.list_subscriptions(enabled_only=True)[0]["enabled"] is True
+            tx.update_subscription(listed[0]["id"], {"last_seen_fired_at": 7})
+        with duck.transaction() as tx:
+            assert tx.list_subscriptions()[0]["last_seen_fired_at"] == 7
+            assert tx.list_subscriptions(tenant="nobody") == []
+    finally:
+        duck.close()
+    reopened = DuckDBStore(str(tmp_path / "hints.duckdb"))  # a new process: hints from the tables
+    try:
+        with reopened.transaction() as tx:
+            assert tx.has_firings_past("r1", "t1", 4) and not tx.has_firings_past("r1", "t1", 5)
+            assert not tx.has_pending_executions()
+    finally:
+        reopened.close()
