@@ -559,13 +559,9 @@ class LeaseDuckDBTx(LeaseTx):
         if self.begun:  # as the memory adapter: after a write, the transaction belongs to its database
             raise RuntimeError("use_database must come first in a transaction")
         if name == DEFAULT_DATABASE:
-            self.c.execute("RESET search_path")
+            self.enter_namespace(None)
         else:
-            schema = f"riff_{name}"
-            self.c.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-            self.c.execute(f"SET schema = '{schema}'")
-            self.c.execute(sql.LEASE_SCHEMA + sql.RESOLUTIONS_SCHEMA + sql.FIRST_HISTORY)
-            self.c.execute(f"SET search_path = '{schema},main'")
+            self.enter_namespace(f"riff_{name}", sql.LEASE_SCHEMA + sql.RESOLUTIONS_SCHEMA + sql.FIRST_HISTORY)
         _CURRENT[id(self.c)] = (self.c, name)
 
     def table_rows(self, table):

@@ -115,6 +115,19 @@ class DuckDBTx(Tx):
             self.failed = exc
             raise
 
+    def enter_namespace(self, name: str | None, ddl: str = "") -> None:
+        """Make schema ``name`` (``None``: ``main``) the first one later
+        statements find, ``main`` after it; the first time, create it and run
+        ``ddl`` in it. Outside a transaction (a connection setting)."""
+        if name is None:
+            self.c.execute("RESET search_path")
+            return
+        self.c.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+        self.c.execute(f"SET schema = '{name}'")
+        if ddl:
+            self.c.execute(ddl)
+        self.c.execute(f"SET search_path = '{name},main'")
+
     # -- runner_log -----------------------------------------------------
     def log_runner(self, at, event, detail=None):
         return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]

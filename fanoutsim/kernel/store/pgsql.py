@@ -55,6 +55,7 @@ FUNCTIONS = (
 _PIECES = re.compile(r"""('(?:[^']|'')*')|("(?:[^"]|"")*")|(\$\$.*?\$\$)|(--[^\n]*)|([^'"$-]+|.)""", re.S)
 _DDL = re.compile(r"^\s*(CREATE\s+TABLE|ALTER\s+TABLE)\b", re.I)
 _UPSERT = re.compile(r"^\s*INSERT\s+OR\s+(REPLACE|IGNORE)\s+INTO\s+(\w+)\s*(?:\(([^)]*)\))?", re.I)
+_MAIN = re.compile(r"\bmain\.")
 _RETURNING = re.compile(r"\bRETURNING\b", re.I)
 _TYPES = [
     (re.compile(r"\bBLOB\b", re.I), "BYTEA"),
@@ -93,14 +94,17 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def translate(statement: str, table_info: TableInfo | None = None) -> str:
+def translate(statement: str, table_info: TableInfo | None = None, home: str | None = None) -> str:
     """One DuckDB statement as PostgreSQL (psycopg's ``%s`` placeholders) runs it.
     ``table_info(table)`` gives a table's columns and primary key, for
-    ``INSERT OR REPLACE``."""
+    ``INSERT OR REPLACE``; ``home`` is the schema that DuckDB's ``main.``
+    names (the store's own, whatever the search path is at the time)."""
     ddl = bool(_DDL.match(statement))
 
     def code(text: str) -> str:
         text = text.replace("%", "%%").replace("?", "%s")
+        if home is not None:
+            text = _MAIN.sub(_quote(home) + ".", text)
         for pattern, repl in _TYPES:
             text = pattern.sub(repl, text)
         if ddl:

@@ -76,7 +76,7 @@ class PostgresTx(Tx):
     error and answers every later statement with an error of its own, so the
     first error is kept in ``failed`` and named instead, as in DuckDB."""
 
-    __slots__ = ("c", "store", "failed", "n", "begun")
+    __slots__ = ("c", "store", "failed", "n", "begun", "hints")
 
     def __init__(self, store: "PostgresStore") -> None:
         self.store = store
@@ -84,6 +84,28 @@ class PostgresTx(Tx):
         self.failed = None
         self.n = 0
         self.begun = False
+        # a part's hints (see DuckDBTx) live for this transaction only: other
+        # processes write the same database, so nothing read earlier bounds it
+        self.hints = {}
+
+    def _on_commit(self, fn) -> None:
+        """Hints are not kept past a transaction here: nothing to update."""
+
+    def enter_namespace(self, name: str | None, ddl: str = "") -> None:
+        """Make schema ``name`` (``None``: the store's own) the first one later
+        statements find, the store's own after it; the first time, create it and
+        run ``ddl`` in it. Outside a transaction (a session setting). A name is
+        the store's schema's, so two stores in one database never share one."""
+        home = self.store.home
+        if name is None:
+            self.c.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(home)])
+            return
+        ns = pgsql._quote(name if home == "public" else f"{home}__{name}")
+        self.c.execute(f"CREATE SCHEMA IF NOT EXISTS {ns}")
+        self.c.execute("SELECT set_config('search_path', %s, false)", [ns])
+        for statement in pgsql.split(ddl):
+            self.c.execute(self.store.translated(statement), ())
+        self.c.execute("SELECT set_config('search_path', %s, false)", [f"{ns}, {pgsql._quote(home)}"])
 
     def _run(self, statement: str, params=None):
         if self.failed is not None:
@@ -200,6 +222,9 @@ class PostgresStore(Store):
                              f"fanoutsim needs 16 or newer")
         self.cur = self.con.cursor()
         self.con.execute("SET TIME ZONE 'UTC'")
+        # the schema DuckDB's "main." names: this store's own
+        self.home = self.schema if self.schema is not None else (
+            self.con.execute("SELECT current_schema()").fetchone()[0] or "public")
         if self.schema is not None:
             self.con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
         self._check_version()  # before anything is written: a newer schema is refused as it is
@@ -244,7 +269,7 @@ class PostgresStore(Store):
         """``statement`` (DuckDB's SQL) as PostgreSQL runs it; cached."""
         q = self._translated.get(statement)
         if q is None:
-            q = self._translated[statement] = pgsql.translate(statement, self.table_info)
+            q = self._translated[statement] = pgsql.translate(statement, self.table_info, self.home)
         return q
 
     def table_info(self, table: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
