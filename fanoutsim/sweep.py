@@ -43,9 +43,10 @@ reactor  ``fire_to_dispatch_{p50,p95,p99,mean}_s``, ``fire_to_claim_{...}_s``
          ``firings``, ``polls_per_s`` (poll queries per virtual second),
          ``backlog`` (retained firings past the watermarks at the end),
          ``extra_deliveries``;
-outbox   ``commit_to_handled_{p50,p99,mean}_s`` (commit -> first handled, over
-         every consumer), ``committed``, ``delivered``, ``extra_deliveries``,
-         ``parked``, ``pending``;
+outbox   ``commit_to_handled_{p50,p99,mean,max}_s`` (commit -> first handled,
+         over every consumer), ``hinted_share`` (the share of those handled
+         rows whose own hint reached the listener), ``committed``,
+         ``delivered``, ``extra_deliveries``, ``parked``, ``pending``;
 leases   ``publish_to_ack_{p50,p99,mean}_s`` (over every acked event and
          consumer), ``published``, ``delivered``, ``duplicates``,
          ``dead_lettered``, ``pending``.

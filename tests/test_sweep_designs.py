@@ -36,19 +36,53 @@ def test_outbox_a_longer_safety_poll_costs_latency_when_hints_are_dropped():
                   until=120.0, cache=None, progress=False)
     assert list(df.columns) == ["safety_poll_interval", "faults.0.drop", "seed",
                                 *designs.get("outbox").sweep_columns, "wall_s"]
-    assert list(df.columns[3:6]) == ["commit_to_handled_p50_s", "commit_to_handled_p99_s",
-                                     "commit_to_handled_mean_s"]
+    assert list(df.columns[3:8]) == ["commit_to_handled_p50_s", "commit_to_handled_p99_s",
+                                     "commit_to_handled_mean_s", "commit_to_handled_max_s", "hinted_share"]
     short, long = df.iloc[0], df.iloc[1]
     # a dropped hint waits for the next poll: about half an interval on average
     assert short["commit_to_handled_mean_s"] < 1.0
     assert long["commit_to_handled_mean_s"] > 3.0
     assert long["commit_to_handled_p99_s"] > short["commit_to_handled_p99_s"] + 5.0
+    # no hint arrived, so the worst row waited (almost) a whole interval (plus any queue behind it)
+    assert (df["hinted_share"] == 0.0).all()
+    assert long["commit_to_handled_max_s"] > 0.8 * 10.0
+    assert (df["commit_to_handled_max_s"] >= df["commit_to_handled_p99_s"]).all()
     assert (df["committed"] > 400).all() and (df["lost"] == 0).all() and df["valid"].all()
     assert df["lost"].dtype == "int64" and df["valid"].dtype == bool
     # with hints delivered, the poll hardly matters: the drop is what made the difference
     hinted = fs.sweep(OUTBOX, grid={"safety_poll_interval": [10.0], "faults.0.drop": [0.0]},
                       until=120.0, cache=None, progress=False)
     assert hinted.loc[0, "commit_to_handled_mean_s"] < 1.0
+
+
+def test_outbox_max_and_hinted_share_are_the_analysis_figures_of_the_same_run():
+    from fanoutsim.analysis import outbox as oa
+
+    df = fs.sweep(oa.latency_scenario(minutes=5.0, max_poll=3.0),
+                  grid={"safety_poll_interval": [3.0], "faults.0.drop": [0.0, 0.4, 1.0]},
+                  seeds=[0, 7], cache=None, progress=False)
+    for _, row in df.iterrows():
+        sim = oa.latency_run(row["faults.0.drop"], 3.0, minutes=5.0, seed=int(row["seed"]))
+        lat = oa.latency_frame(sim)
+        assert row["commit_to_handled_max_s"] == lat["latency_s"].max()
+        assert row["hinted_share"] == lat["hinted"].mean()
+        assert row["commit_to_handled_p99_s"] == pytest.approx(lat["latency_s"].quantile(0.99), abs=1e-12)
+    assert (df.loc[df["faults.0.drop"] == 0.0, "hinted_share"] == 1.0).all() and (df.loc[df["faults.0.drop"] == 1.0, "hinted_share"] == 0).all()
+    partial = df.loc[df["faults.0.drop"] == 0.4, "hinted_share"]
+    assert ((partial > 0.3) & (partial < 0.9)).all()
+    # latency_table gives latency_sweep's summary, row for row
+    summary, _ = oa.latency_sweep(drops=(0.0, 0.4, 1.0), polls=(3.0,), minutes=5.0)
+    table = oa.latency_table(df[df["seed"] == 0].reset_index(drop=True))
+    pd.testing.assert_frame_equal(table[summary.columns], summary, check_dtype=False)
+
+
+def test_outbox_latency_table_names_what_is_missing():
+    from fanoutsim.analysis import outbox as oa
+
+    with pytest.raises(KeyError, match="faults.0.drop"):
+        oa.latency_table(pd.DataFrame({"safety_poll_interval": [1.0]}))
+    with pytest.raises(ValueError, match="minutes must be a number > 0, got 0"):
+        oa.latency_scenario(minutes=0)
 
 
 def test_leases_a_shorter_lease_makes_duplicates_when_work_outlasts_it():

@@ -4,7 +4,8 @@ Pure functions over :class:`~fanoutsim.designs.outbox.simulation.OutboxSimulatio
 
 * :func:`handled_latency` — commit → first handled, per (consumer, seq);
 * :func:`latency_run` / :func:`latency_sweep` — that latency against the share
-  of hints dropped and the safety-poll interval;
+  of hints dropped and the safety-poll interval; :func:`latency_scenario` /
+  :func:`latency_table` — the same study as a :func:`fanoutsim.sweep`;
 * :func:`cursor_path` / :func:`lag_path` — a consumer's cursor (and its lag
   behind the head of the log) over virtual time;
 * four small seeded scenarios: :func:`hung_run` (a hung step, with and without
@@ -103,6 +104,48 @@ def latency_sweep(drops=(0.0, 0.05, 0.2, 0.5, 1.0), polls=(1.0, 5.0, 15.0), **kw
                          "p99_s": float(x.quantile(0.99)), "max_s": float(x.max()),
                          "max_over_poll": float(x.max() / poll)})
     return pd.DataFrame(rows), pd.concat(frames, ignore_index=True)
+
+
+def latency_scenario(*, rate: float = 0.2, minutes: float = 60.0, duration: float = 0.01,
+                     max_poll: float = 15.0) -> dict:
+    """:func:`latency_run`'s run as a scenario (a TOML document as a dict) for
+    :func:`fanoutsim.sweep`: one consumer ``indexer`` (``duration`` s a row),
+    ``rate`` commits/s for ``minutes``, a ``notifications`` fault dropping no
+    hint and a 5 s safety poll; the clock runs to the end of the workload plus
+    ``max_poll`` + 1 s, so that every row is handled at any poll up to
+    ``max_poll``. Sweep ``faults.0.drop`` and ``safety_poll_interval``; a run
+    with a drop above 0 equals :func:`latency_run`'s for the same seed."""
+    for key, value in (("rate", rate), ("minutes", minutes), ("max_poll", max_poll)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{key} must be a number > 0, got {value!r}")
+    stop = float(minutes) * 60.0
+    return {"design": "outbox", "name": "lost-hints",
+            "description": "one consumer behind a lossy hint channel; the safety poll rescues (notebook 8)",
+            "run": {"seed": 0, "until": stop + float(max_poll) + 1.0},
+            "outbox": {"safety_poll_interval": 5.0},
+            "consumers": [{"name": "indexer", "duration": float(duration)}],
+            "workload": [{"rate": float(rate), "pages": 100, "stop": stop}],
+            "faults": [{"kind": "notifications", "drop": 0.0}]}
+
+
+def latency_table(df: pd.DataFrame, drop: str = "faults.0.drop", poll: str = "safety_poll_interval") -> pd.DataFrame:
+    """A :func:`fanoutsim.sweep` table of :func:`latency_scenario` as
+    :func:`latency_sweep`'s summary: ``drop``, ``poll``, ``committed``,
+    ``delivered``, ``lost``, ``hinted_share``, ``mean_s``, ``p50_s``, ``p99_s``,
+    ``max_s`` and ``max_over_poll`` (plus ``seed`` and ``valid``)."""
+    missing = [c for c in (drop, poll, "commit_to_handled_max_s", "hinted_share") if c not in df.columns]
+    if missing:
+        raise KeyError(f"latency_table needs an outbox sweep over {drop!r} and {poll!r}; missing: {', '.join(missing)}")
+    out = pd.DataFrame({"drop": df[drop].astype(float), "poll": df[poll].astype(float)})
+    if "seed" in df.columns:
+        out["seed"] = df["seed"].to_numpy()
+    for c in ("committed", "delivered", "lost", "hinted_share"):
+        out[c] = df[c].to_numpy()
+    for s in ("mean", "p50", "p99", "max"):
+        out[f"{s}_s"] = df[f"commit_to_handled_{s}_s"].to_numpy()
+    out["max_over_poll"] = out["max_s"] / out["poll"]
+    out["valid"] = df["valid"].to_numpy()
+    return out
 
 
 def clock_comparison(*, drop: float = 0.5, poll: float = 0.5, rate: float = 20.0, seconds: float = 5.0,

@@ -64,8 +64,8 @@ def _sweep_figures(df, scenario, out: Path) -> list:
     return save_sweep_lines(df, ("commit_to_handled_p99_s", "commit_to_handled_p50_s", "extra_deliveries", "lost"), out)
 
 
-_STATS = ("p50", "p99", "mean")
-SWEEP_COLUMNS = (*(f"commit_to_handled_{s}_s" for s in _STATS),
+_STATS = ("p50", "p99", "mean", "max")
+SWEEP_COLUMNS = (*(f"commit_to_handled_{s}_s" for s in _STATS), "hinted_share",
                  "committed", "delivered", "extra_deliveries", "parked", "pending", "lost", "valid")
 
 
@@ -75,16 +75,21 @@ def _stats(values) -> dict:
     if arr.size == 0:
         return dict.fromkeys(_STATS, math.nan)
     p50, p99 = np.percentile(arr, [50, 99], method="linear")
-    return {"p50": float(p50), "p99": float(p99), "mean": float(arr.mean())}
+    return {"p50": float(p50), "p99": float(p99), "mean": float(arr.mean()), "max": float(arr.max())}
 
 
 def _sweep_row(sim, checked) -> dict:
     """One sweep run: commit -> first handled latency over every (consumer, row)
-    handled (seconds; NaN when none), and the checker's totals."""
-    from .analysis import handled_latency
+    handled (seconds; NaN when none), ``hinted_share`` — the share of those
+    (consumer, row) pairs whose row's own hint reached the listener (NaN when
+    none was handled) — and the checker's totals. The latencies and the share
+    are :func:`~fanoutsim.designs.outbox.analysis.latency_frame`'s."""
+    from .analysis import latency_frame
 
-    stats = _stats(handled_latency(sim)["latency_s"])
+    lat = latency_frame(sim)
+    stats = _stats(lat["latency_s"])
     row = {f"commit_to_handled_{s}_s": stats[s] for s in _STATS}
+    row["hinted_share"] = float(lat["hinted"].mean()) if len(lat) else math.nan
     for key in ("committed", "delivered", "extra_deliveries", "parked", "pending", "lost"):
         row[key] = int(checked.total[key])
     row["valid"] = bool(checked.valid)
