@@ -95,6 +95,11 @@ def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names
         for proc in procs:
             assert proc.wait(60) == 0, proc.stderr.read()
         report = check_processes(store, [pd.read_parquet(t) for t in traces], load_scenario(scenario).config)
+        capsys.readouterr()
+        assert cli.main(["status", "--store", url]) == 0  # read from the database: no server is asked
+        status = json.loads(capsys.readouterr().out)
+        assert status["design"] == "reactor" and status["running"] is False
+        assert status["executions"] == {"completed": len(store.rows("workflow_executions"))}
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -130,7 +135,7 @@ def test_a_role_the_design_lacks_is_refused_in_one_line(pg_url, capsys):
 
 
 def test_kill_9_of_the_reactor_server_over_postgres_loses_nothing(pg_url):
-    out = kill9_campaign(pg_url(), "data/scenarios/realtime.toml", kills=6, seed=3, up=(0.4, 1.0), drain=2.0)
+    out = kill9_campaign(pg_url(), "data/scenarios/realtime.toml", kills=10, seed=3, up=(0.3, 0.8), drain=2.0)
     assert out["crashes_seen"] == out["kills"]
     assert out["firings"] > 20 and out["lost"] == 0 and out["pending"] == 0 and out["clean_exit"]
     # every duplicate lies across a kill, at most one batch per kill and subscription
