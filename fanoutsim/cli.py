@@ -254,8 +254,8 @@ def _realtime(args: argparse.Namespace) -> int:
     from fanoutsim.scenario import ScenarioError, load_scenario
     from fanoutsim.kernel.store.duckdb import StoreError
 
-    args.db = args.db or args.store
     try:
+        args.db = args.db or srv.check_store_uri(args.store)
         if args.command == "serve":
             scenario = load_scenario(args.scenario) if args.scenario else None
             what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"

@@ -47,7 +47,7 @@ from fanoutsim.kernel.runtime.control import (MAX_BODY_BYTES, ControlServer, che
 from fanoutsim.kernel.store.duckdb import StoreError
 
 __all__ = ["serve", "write", "status", "file_design", "recorded_design", "record_design", "sidecar",
-           "write_sidecar", "MAX_BODY_BYTES", "existing", "is_postgres", "check_role"]
+           "write_sidecar", "MAX_BODY_BYTES", "existing", "is_postgres", "check_role", "check_store_uri"]
 
 _META_KEY = "design"
 
@@ -57,10 +57,14 @@ def is_postgres(db: str) -> bool:
     return db.startswith(("postgresql://", "postgres://"))
 
 
-def _check_postgres_spec(db: str) -> None:
-    if db == "postgres":
-        raise ValueError("store 'postgres' is a throwaway server no other process can reach; serve, write "
-                         "and status need a postgresql:// URI of a server of yours")
+def check_store_uri(store: str) -> str:
+    """``--store`` of serve / write / status: a ``postgresql://`` URI (a DuckDB file goes with ``--db``)."""
+    if store == "postgres":
+        raise ValueError("--store postgres would be a throwaway server no other process can reach; serve, "
+                         "write and status need a postgresql:// URI of a server of yours")
+    if not is_postgres(store):
+        raise ValueError(f"--store {store!r} is not a postgresql:// URI (a DuckDB file goes with --db)")
+    return store
 
 
 def record_design(store, name: str) -> None:
@@ -195,7 +199,6 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     Parquet file the process's trace is written to at a clean stop."""
     check_max_body_bytes(max_body_bytes)
     db = os.fspath(db)
-    _check_postgres_spec(db)
     pg = is_postgres(db)
     if scenario is not None:  # a bad role says so before the database is reached
         check_role(designs.design_of(scenario), role, db)
@@ -250,7 +253,6 @@ def write(db: str, req: dict, design: str | None = None) -> Any:
     server holding the file, or by opening it. ``design``: the design the
     caller means (an error if the file holds another)."""
     db = os.fspath(db)
-    _check_postgres_spec(db)
     d = file_design(db, design)
     info = None if is_postgres(db) else server_info(db)
     if info is not None:
@@ -267,7 +269,6 @@ def write(db: str, req: dict, design: str | None = None) -> Any:
 def status(db: str, design: str | None = None) -> dict[str, Any]:
     """The status of the run in ``db``: from its server, or read from the file."""
     db = os.fspath(db)
-    _check_postgres_spec(db)
     d = file_design(db, design)
     info = None if is_postgres(db) else server_info(db)
     if info is not None:
