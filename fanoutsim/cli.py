@@ -2,7 +2,10 @@
 
 ``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json] [--progress]``
 ``fanoutsim serve --db FILE [--scenario S] [--rate R] [--max-body-bytes N]``: a scenario
-of any design on the wall clock, over a DuckDB file, until SIGTERM; ``fanoutsim write
+of any design on the wall clock, over a DuckDB file, until SIGTERM (``--store
+postgresql://... [--role ROLE] [--trace PARQUET]``: over a PostgreSQL database that
+several serving processes share, each running a role; ``write``, ``fire`` and
+``status`` take ``--store`` too); ``fanoutsim write
 --db FILE FIELD=VALUE ...``: that design's write command (a firing, a commit, a
 publish); ``fanoutsim fire --db FILE --reactor R [--payload JSON]``: the reactor's
 write by its older name; ``fanoutsim status --db FILE``: the design's status as
@@ -140,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
                                      "this process then owns) until SIGTERM or SIGINT; resumes from the file "
                                      "after any exit. Others reach it through FILE.serve.json (fanoutsim "
                                      "write / fire / status).")
-    srv.add_argument("--db", required=True, metavar="FILE", help="the .duckdb file")
+    _where(srv)
     srv.add_argument("--scenario", metavar="S",
                      help="a scenario .toml of any design (default: the file's design as it is; a new file: "
                           "the reactor)")
@@ -150,25 +153,29 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--port", type=int, default=0, help="control port on 127.0.0.1 (default: any free one)")
     srv.add_argument("--max-body-bytes", type=_bytes, default=None, metavar="N",
                      help="refuse a request body over N bytes with 413 (default: 1048576, 1 MiB)")
+    srv.add_argument("--role", default="all", metavar="ROLE",
+                     help="the part of the design's process to run, over PostgreSQL (reactor: poller, executor, "
+                          "prune; default: all)")
+    srv.add_argument("--trace", metavar="PARQUET", help="write this process's trace there at a clean stop")
 
     wr = sub.add_parser("write", help="the design's write (a firing, a commit, a publish) into a DuckDB file",
                         description="Send the write command of the file's design to its server (or, with "
                                     "none running, write into the file itself) and print the answer as JSON.",
                         epilog=_write_fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    wr.add_argument("--db", required=True, metavar="FILE")
+    _where(wr)
     wr.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
     wr.add_argument("fields", nargs="*", metavar="FIELD=VALUE",
                     help="the write's fields: FIELD=TEXT gives a string, FIELD:=JSON any JSON value")
 
     fire = sub.add_parser("fire", help="fire a reactor into a DuckDB file (through its server if one runs)")
-    fire.add_argument("--db", required=True, metavar="FILE")
+    _where(fire)
     fire.add_argument("--reactor", required=True)
     fire.add_argument("--tenant", default="public")
     fire.add_argument("--payload", default="{}", help='JSON object of sources, e.g. \'{"quote": {"price": 120}}\'')
 
     st = sub.add_parser("status", help="print the status of the run in a DuckDB file as JSON")
-    st.add_argument("--db", required=True, metavar="FILE")
+    _where(st)
     st.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
     return parser
@@ -235,6 +242,12 @@ def parse_seeds(text: str) -> list[int]:
     if duplicated:
         raise ValueError(f"--seeds {text!r} names seed {duplicated[0]} twice")
     return seeds
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--db", metavar="FILE", help="the .duckdb file")
+    where.add_argument("--store", metavar="URI", help="a postgresql:// URI: one database several processes share")
 
 
 def _rate(text: str) -> float:
@@ -342,16 +355,24 @@ def _realtime(args: argparse.Namespace) -> int:
     from fanoutsim.kernel.store.duckdb import StoreError
 
     try:
+        args.db = args.db or srv.check_store_uri(args.store)
         if args.command == "serve":
             scenario = load_scenario(args.scenario) if args.scenario else None
             what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"
 
-            def ready(port: int) -> None:  # said once the file is ours and the endpoint listens
+            def ready(port: int | None) -> None:  # said once the file is ours and the endpoint listens
+                if port is None:  # PostgreSQL: no endpoint, the database is shared
+                    from fanoutsim.kernel.store.postgres import safe_dsn
+
+                    print(f"serving {safe_dsn(args.db)} with {what} as role {args.role} (pid {os.getpid()}); "
+                          f"stop with SIGTERM or Ctrl-C", file=sys.stderr, flush=True)
+                    return
                 print(f"serving {args.db} with {what} on 127.0.0.1:{port} (pid {os.getpid()}); stop with "
                       f"SIGTERM or Ctrl-C", file=sys.stderr, flush=True)
 
             extra = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
-            return srv.serve(args.db, scenario, rate=args.rate, port=args.port, ready=ready, **extra)
+            return srv.serve(args.db, scenario, rate=args.rate, port=args.port, ready=ready, role=args.role,
+                             trace=args.trace, **extra)
         if args.command == "fire":
             try:
                 payload = json.loads(args.payload)

@@ -22,6 +22,16 @@ Nothing here knows a design: each comes from the registry
 SIGTERM and SIGINT stop the server gracefully (the work in hand finishes, a
 ``stop`` row is logged); SIGKILL is a crash, and the next ``serve`` on the
 same file resumes from its tables.
+
+**Over PostgreSQL** (``db`` a ``postgresql://`` URI) the database is shared:
+several serving processes run on one, each with a ``role`` (a part of the
+design's process, :attr:`~fanoutsim.kernel.design.Design.roles`; ``all`` by
+default), and there is no sidecar and no control endpoint — ``write`` and
+``status`` open the database themselves, like any other process. The design
+is recorded in ``fanoutsim_meta`` as in a file; a serving process's start and
+clean stop are ``runner_log`` rows. ``trace=PATH`` writes the process's trace
+to a Parquet file at a clean stop (what a checker over several processes
+merges; a killed process leaves none).
 """
 from __future__ import annotations
 
@@ -37,22 +47,60 @@ from fanoutsim.kernel.runtime.control import (MAX_BODY_BYTES, ControlServer, che
 from fanoutsim.kernel.store.duckdb import StoreError
 
 __all__ = ["serve", "write", "status", "file_design", "recorded_design", "record_design", "sidecar",
-           "write_sidecar", "MAX_BODY_BYTES", "existing"]
+           "write_sidecar", "MAX_BODY_BYTES", "existing", "is_postgres", "check_role", "check_store_uri"]
 
 _META_KEY = "design"
 
 
+def is_postgres(db: str) -> bool:
+    """``db`` names a PostgreSQL database (a ``postgresql://`` URI), not a DuckDB file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def check_store_uri(store: str) -> str:
+    """``--store`` of serve / write / status: a ``postgresql://`` URI (a DuckDB file goes with ``--db``)."""
+    if store == "postgres":
+        raise ValueError("--store postgres would be a throwaway server no other process can reach; serve, "
+                         "write and status need a postgresql:// URI of a server of yours")
+    if not is_postgres(store):
+        raise ValueError(f"--store {store!r} is not a postgresql:// URI (a DuckDB file goes with --db)")
+    return store
+
+
 def record_design(store, name: str) -> None:
-    """Write the design's name into the file's ``fanoutsim_meta`` table (a DuckDB store)."""
+    """Write the design's name into the store's ``fanoutsim_meta`` table (DuckDB or PostgreSQL)."""
     con = getattr(store, "con", None)
-    if con is not None:
-        con.execute("INSERT OR REPLACE INTO fanoutsim_meta VALUES (?, ?)", [_META_KEY, name])
+    if con is None:
+        return
+    statement = "INSERT OR REPLACE INTO fanoutsim_meta VALUES (?, ?)"
+    translated = getattr(store, "translated", None)  # PostgreSQL's dialect
+    con.execute(translated(statement) if translated is not None else statement, [_META_KEY, name])
+
+
+def _pg_recorded(db: str) -> str | None:
+    """The design a PostgreSQL database records; raises :class:`StoreError` if unreachable."""
+    from fanoutsim.kernel.store.postgres import StoreError as PgError, safe_dsn
+
+    import psycopg
+
+    try:
+        with psycopg.connect(db, autocommit=True, connect_timeout=5) as con:
+            if con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
+                return None
+            row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = %s", [_META_KEY]).fetchone()
+    except psycopg.Error as exc:
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        raise PgError(f"cannot open PostgreSQL at {safe_dsn(db)}: {lines[0] if lines else type(exc).__name__}") \
+            from None
+    return None if row is None else str(row[0])
 
 
 def recorded_design(db: str) -> str | None:
     """The design ``db`` records (None: none, or the file cannot be read now)."""
     import duckdb
 
+    if is_postgres(db):
+        return _pg_recorded(db)
     if not os.path.isfile(db) or os.path.getsize(db) == 0:
         return None
     try:
@@ -72,13 +120,15 @@ def file_design(db: str, design: str | None = None) -> Design:
     """The design of the run in ``db``: its live server's, else the one the file
     records; ``design`` names it for a file that records none (and must agree
     with one that does)."""
-    info = server_info(db)
+    info = None if is_postgres(db) else server_info(db)
     found = info.get("design") if info is not None else None
     found = found or recorded_design(db)
     if found is not None and design is not None and found != design:
         raise ValueError(f"{db} holds a run of the {found} design, not the {design} design")
     name = found or design
     if name is None:
+        if is_postgres(db):
+            existing(db)
         if not os.path.exists(db):
             raise ValueError(f"{db}: no such file")
         readable(db)  # a damaged or foreign file says so, not "records no design"
@@ -91,7 +141,15 @@ def file_design(db: str, design: str | None = None) -> Design:
 
 
 def existing(db: str) -> None:
-    """Reading a run needs its file: a typo must not create an empty database."""
+    """Reading a run needs its file (its database: one a serve made): a typo
+    must not create an empty database."""
+    if is_postgres(db):
+        if recorded_design(db) is None:
+            from fanoutsim.kernel.store.postgres import safe_dsn
+
+            raise StoreError(f"{safe_dsn(db)} holds no fanoutsim run (start one with "
+                             f"'fanoutsim serve --store URI')")
+        return
     if not os.path.exists(db):
         raise StoreError(f"{db}: no such file (start a run with 'fanoutsim serve --db {db}')")
 
@@ -119,16 +177,31 @@ def _needs(design: Design, member: str) -> None:
         raise ValueError(f"the {design.name} design does not run on the wall clock (its Design has no {member})")
 
 
+def check_role(design: Design, role: str, db: str) -> None:
+    """``role`` must be one of the design's, and a part (not ``all``) needs PostgreSQL."""
+    if role not in design.roles:
+        raise ValueError(f"the {design.name} design has no role {role!r}; its roles: {', '.join(design.roles)}")
+    if role != "all" and not is_postgres(db):
+        raise ValueError(f"role {role!r} needs a PostgreSQL store (--store postgresql://...): a DuckDB file is "
+                         f"held by one process, which runs every role")
+
+
 def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, ready=None,
-          stop_event: threading.Event | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> int:
+          stop_event: threading.Event | None = None, max_body_bytes: int = MAX_BODY_BYTES,
+          role: str = "all", trace: str | None = None) -> int:
     """Run ``scenario`` (its design) over ``db`` on the wall clock until
     SIGTERM/SIGINT (or ``stop_event``); returns an exit status. ``rate``: the
     design's workload at that many events per second instead of the
-    scenario's (0: none). ``ready(port)`` is called once it serves. Requests
-    need the token written to ``FILE.serve.json``; bodies over
-    ``max_body_bytes`` get 413."""
+    scenario's (0: none). ``ready(port)`` is called once it serves (``port``
+    None over PostgreSQL: no endpoint). Requests need the token written to
+    ``FILE.serve.json``; bodies over ``max_body_bytes`` get 413. ``role``: the
+    part of the design's process to run (over PostgreSQL); ``trace``: a
+    Parquet file the process's trace is written to at a clean stop."""
     check_max_body_bytes(max_body_bytes)
     db = os.fspath(db)
+    pg = is_postgres(db)
+    if scenario is not None:  # a bad role says so before the database is reached
+        check_role(designs.design_of(scenario), role, db)
     recorded = recorded_design(db)
     if scenario is not None:
         design = designs.design_of(scenario)
@@ -138,7 +211,8 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     else:
         design = designs.get(recorded or "reactor")
     _needs(design, "realtime")
-    rt = design.realtime(scenario, db, rate=rate)
+    check_role(design, role, db)
+    rt = design.realtime(scenario, db, rate=rate, **({} if role == "all" else {"role": role}))
     server = None
     try:
         record_design(rt.store, design.name)
@@ -150,17 +224,23 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
             _needs(design, "write")
             return design.write(rt, body)
 
-        server = ControlServer(db, design.name, get_status, post_write, port=port,
-                               max_body_bytes=max_body_bytes).start()
+        if not pg:  # over PostgreSQL every process opens the database itself
+            server = ControlServer(db, design.name, get_status, post_write, port=port,
+                                   max_body_bytes=max_body_bytes).start()
         stop = stop_event or threading.Event()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
         rt.start()
         if ready is not None:
-            ready(server.port)
+            ready(None if server is None else server.port)
         while not stop.wait(0.2):
             pass
+        rt.stop()
+        if trace is not None:
+            import pandas as pd
+
+            pd.DataFrame(rt.trace()).to_parquet(trace)
         return 0
     finally:
         if server is not None:
@@ -174,7 +254,7 @@ def write(db: str, req: dict, design: str | None = None) -> Any:
     caller means (an error if the file holds another)."""
     db = os.fspath(db)
     d = file_design(db, design)
-    info = server_info(db)
+    info = None if is_postgres(db) else server_info(db)
     if info is not None:
         return server_request(info, "/write", req)
     existing(db)
@@ -190,7 +270,7 @@ def status(db: str, design: str | None = None) -> dict[str, Any]:
     """The status of the run in ``db``: from its server, or read from the file."""
     db = os.fspath(db)
     d = file_design(db, design)
-    info = server_info(db)
+    info = None if is_postgres(db) else server_info(db)
     if info is not None:
         return server_request(info, "/status")
     existing(db)

@@ -92,6 +92,9 @@ class Design:
     ``write_fields`` (field -> meaning), checked by ``write``, which returns a
     JSON-ready answer. ``status(runtime)`` is what ``fanoutsim status`` prints
     (JSON-ready), read from the runtime's tables whether it runs or not.
+    ``roles``: the parts of the process ``fanoutsim serve --role`` can run
+    alone, several processes sharing one PostgreSQL database (``"all"`` is
+    every part, the default); ``realtime`` takes ``role=`` for any other.
 
     ``scenario_schema`` declares the design's scenario files (a
     :class:`fanoutsim.kernel.scenario.Schema`): :mod:`fanoutsim.scenario`
@@ -127,6 +130,7 @@ class Design:
     write: Callable[[Any, dict], Any] | None = None
     write_fields: Mapping[str, str] = field(default_factory=dict)
     status: Callable[[Any], dict] | None = None
+    roles: tuple[str, ...] = ("all",)
     scenario_schema: Any = None
     store_part: Any = None
 

@@ -8,6 +8,12 @@ durably logged is lost; duplicates are allowed, each lies across a crash, and
 one crash re-delivers at most one batch per subscription::
 
     python -m fanoutsim.designs.reactor.crashtest run.duckdb data/scenarios/realtime.toml 50
+    python -m fanoutsim.designs.reactor.crashtest postgresql://me@localhost/fanout data/scenarios/realtime.toml 10
+
+Over PostgreSQL the server is ``fanoutsim serve --store URI`` (role ``all``),
+and :func:`~fanoutsim.designs.reactor.checker.check_store` reads the same
+tables from the database: a kill -9 closes the process's connection, and
+PostgreSQL rolls back the transaction it had open.
 
 The kill loop and the drain are the kernel's harness
 (:mod:`fanoutsim.kernel.runtime.crashtest`), shared with the outbox and
@@ -21,13 +27,16 @@ import sys
 
 from fanoutsim.designs.reactor.checker import check_store
 from fanoutsim.designs.reactor.scenario import load_scenario
-from fanoutsim.kernel.runtime.crashtest import campaign, serving, start_child, stop_after
+from fanoutsim.kernel.runtime.crashtest import campaign, says_serving, serving, start_child, stop_after
 
 
 def start_server(db: str, scenario: str, extra=()) -> subprocess.Popen:
-    """``fanoutsim serve --db DB --scenario SCENARIO``, returned once it serves."""
-    cmd = [sys.executable, "-m", "fanoutsim", "serve", "--db", db, "--scenario", scenario, *extra]
-    return start_child(cmd, ready=serving(db))
+    """``fanoutsim serve --db DB --scenario SCENARIO`` (``--store DB`` for a
+    ``postgresql://`` URI), returned once it serves."""
+    pg = db.startswith(("postgresql://", "postgres://"))
+    cmd = [sys.executable, "-m", "fanoutsim", "serve", "--store" if pg else "--db", db, "--scenario", scenario,
+           *extra]
+    return start_child(cmd, ready=says_serving if pg else serving(db))
 
 
 def kill9_campaign(db: str, scenario: str, *, kills: int = 10, seed: int = 0, up=(0.3, 1.5),

@@ -12,6 +12,7 @@ from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 from .config import SchedulerConfig
 from .scenario import SCHEMA
 from .serve import WRITE_FIELDS, open_realtime, status_of, write
+from .roles import ROLES
 from .tables import PART
 
 
@@ -138,8 +139,8 @@ SWEEP_KEYS = {
 
 
 # -- the wall clock (fanoutsim serve / fire / write / status) -------------------------
-def _realtime(scenario, db: str, *, rate: float | None = None):
-    return open_realtime(scenario, db, rate=rate)
+def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"):
+    return open_realtime(scenario, db, rate=rate, role=role)
 
 
 def _write(rt, req: dict) -> dict:
@@ -174,5 +175,6 @@ DESIGN = Design(
     write=_write,
     write_fields=WRITE_FIELDS,
     status=_status,
+    roles=ROLES,
     store_part=PART,
 )

@@ -64,6 +64,7 @@ class Realtime(RunnerHost, SteppedWallRuntime):
     design = "reactor"  # its entry in fanoutsim.designs
 
     _noun = "runner"
+    safety_claim = SAFETY_CLAIM  # seconds between claims with no hint
 
     def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
@@ -98,17 +99,22 @@ class Realtime(RunnerHost, SteppedWallRuntime):
     def _start_loops(self, engine: ReactorEngine) -> None:
         """One incarnation's loops (``_proc`` held): recovery first, then the poll,
         prune and executor loops, the workers and the workloads."""
+        self._start_executor(engine)
+        stop = self._stop
+        self._spawn("poll", self._poll_loop, engine, stop)
+        self._spawn("prune", self._prune_loop, engine, stop)
+        for w, rng in self._workloads:
+            self._spawn(f"workload-{w.reactor}", self._workload, engine, stop, w, rng)
+
+    def _start_executor(self, engine: ReactorEngine) -> None:
+        """Recovery, then the executor loop and its workers (``_proc`` held)."""
         self._call(engine.recover)  # claims a dead process (or incarnation) left running
         self._work = queue.Queue()
         self._busy = 0
         stop, killed, work = self._stop, self._killed, self._work
-        self._spawn("poll", self._poll_loop, engine, stop)
-        self._spawn("prune", self._prune_loop, engine, stop)
         self._spawn("executor", self._executor_loop, engine, stop, work)
         for i in range(self.config.executor_workers):
             self._spawn(f"worker-{i}", self._worker, killed, work)
-        for w, rng in self._workloads:
-            self._spawn(f"workload-{w.reactor}", self._workload, engine, stop, w, rng)
 
     def _wake_loops(self) -> None:
         for _ in range(self.config.executor_workers):
@@ -148,7 +154,7 @@ class Realtime(RunnerHost, SteppedWallRuntime):
             # A claim on an empty table still costs a round trip: claim when this
             # process dispatched something, and at least once a second for rows
             # that came another way (the hint is an optimisation, never the truth).
-            if not self._work_hint.is_set() and time.monotonic() - last_claim[0] < SAFETY_CLAIM:
+            if not self._work_hint.is_set() and time.monotonic() - last_claim[0] < self.safety_claim:
                 return
             self._work_hint.clear()
             last_claim[0] = time.monotonic()

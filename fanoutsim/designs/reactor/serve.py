@@ -64,13 +64,18 @@ def apply_scenario(rt: Realtime, scenario, *, workloads: bool = True) -> None:
             rt.add_workload(w.reactor, w.rate, w.tenant, payload=w.payload, start=w.start, stop=w.stop)
 
 
-def open_realtime(scenario, db: str, *, rate: float | None = None, reactor: str = "pricing_reactor") -> Realtime:
+def open_realtime(scenario, db: str, *, rate: float | None = None, reactor: str = "pricing_reactor",
+                  role: str = "all") -> Realtime:
     """A Realtime over ``db`` (not started) with ``scenario`` applied. ``rate``:
     fire ``reactor`` that many times a second instead of the scenario's
     workloads (0: no workload; with no scenario, ``reactor`` feeds an ``audit``
-    workflow)."""
-    rt = Realtime(scenario.config if scenario is not None else None, store=db,
-                  faults=getattr(scenario, "faults", None))
+    workflow). ``role``: the part of the runner it runs
+    (:mod:`fanoutsim.designs.reactor.roles`; only ``all`` runs workloads)."""
+    from fanoutsim.designs.reactor.roles import RoleRealtime, check_role
+
+    check_role(role)
+    rt = RoleRealtime(scenario.config if scenario is not None else None, store=db,
+                      faults=getattr(scenario, "faults", None), role=role)
     try:
         if scenario is not None:
             apply_scenario(rt, scenario, workloads=rate is None)

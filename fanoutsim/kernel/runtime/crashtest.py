@@ -8,7 +8,7 @@ The design then checks the file — and, where its consumer's effect lives
 outside the database, a side file its child appended to — against its promise.
 
 A child is either ``python -m fanoutsim serve`` (ready once the control
-sidecar names it: :func:`serving`) or a design's own module (ready once it
+sidecar names it: :func:`serving`; over PostgreSQL once it says so: :func:`says_serving`) or a design's own module (ready once it
 printed "ready": :func:`start_child`, :func:`run_child`, :func:`main`).
 The campaigns themselves live with their designs:
 ``python -m fanoutsim.designs.<design>.crashtest``.
@@ -60,6 +60,13 @@ def serving(db: str) -> Callable[[subprocess.Popen], bool]:
         info = server_info(db)
         return info is not None and info.get("pid") == proc.pid
     return ready
+
+
+def says_serving(proc: subprocess.Popen) -> bool:
+    """Readiness of a ``fanoutsim serve`` child over PostgreSQL (no sidecar: the
+    database is shared): its stderr's line "serving ..." (read as it comes)."""
+    line = proc.stderr.readline()
+    return line.startswith(b"serving")
 
 
 def module_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
