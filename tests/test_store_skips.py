@@ -15,7 +15,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fanoutsim.designs.leases.tables import in_database
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
+from fanoutsim.kernel.faults import Crash
 from test_store_contract import (EXECS, FIRING_IDS, REACTORS, TENANTS, add, endings, execution, firing,
                                  maybe_time, ops, run_step, sub, times)
 
@@ -185,3 +187,229 @@ def test_duckdb_hints_follow_commits_not_rollbacks(tmp_path):
             assert not tx.has_pending_executions()
     finally:
         reopened.close()
+
+
+# -- the outbox: a read past the log's end (has_outbox_past) ---------------------------------
+AFTERS = range(0, 14)
+outbox_ops = st.one_of(
+    st.tuples(st.just("append"), st.integers(1, 3)),   # reserve and insert seqs at the log's end
+    st.tuples(st.just("reserve")),                      # a seq reserved, never inserted: a gap
+    st.tuples(st.just("insert_at"), st.integers(1, 12)),  # maybe a duplicate: a failed write
+    st.tuples(st.just("prune"), st.integers(0, 14), st.none() | st.integers(0, 3)),
+    st.tuples(st.just("defer"), st.sampled_from(["c1", "c2"]), st.integers(1, 12)),
+    st.tuples(st.just("undefer"), st.sampled_from(["c1", "c2"]), st.integers(1, 12)),
+    st.tuples(st.just("has_past"), st.integers(0, 13)),
+)
+
+
+def outbox_row(seq: int) -> dict:
+    return {"seq": seq, "ts": seq, "topic": "t", "kind": "k", "ref": None, "due_at": None}
+
+
+def apply_outbox(tx, op):
+    kind, *a = op
+    if kind == "append":
+        for _ in range(a[0]):
+            tx.insert_outbox(outbox_row(tx.reserve_outbox_seq()))
+        return None
+    if kind == "reserve":
+        return tx.reserve_outbox_seq()
+    if kind == "insert_at":
+        return tx.insert_outbox(outbox_row(a[0]))
+    if kind == "prune":
+        return tx.prune_outbox(*a)
+    if kind == "defer":
+        return tx.defer(a[0], a[1], 5)
+    if kind == "undefer":
+        return tx.delete_deferred(*a)
+    # the question in the open transaction, after its own writes: sound, or say so
+    said = tx.has_outbox_past(a[0])
+    return said or not tx.fetch_outbox(a[0], 1)
+
+
+def run_outbox_step(store, step_ops, ending) -> list:
+    import test_store_contract as contract
+
+    original = contract.apply
+    contract.apply = apply_outbox
+    try:
+        seen = run_step(store, step_ops, ending)
+    finally:
+        contract.apply = original
+    assert ("ok", False) not in [s for s, op in zip(seen, step_ops) if op[0] == "has_past"], \
+        "said nothing is past the cursor in a transaction, but a row is"
+    return seen
+
+
+def assert_outbox_sound(store, exact: bool) -> None:
+    with store.transaction() as tx:
+        said = {after: tx.has_outbox_past(after) for after in AFTERS}
+    with store.transaction() as tx:
+        real = {after: bool(tx.fetch_outbox(after, 1)) for after in AFTERS}
+    wrong = [after for after in AFTERS if real[after] and not said[after]]
+    assert not wrong, f"said the log ends before cursors {wrong}, but a row is past them"
+    if exact:
+        assert said == real
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.tuples(st.lists(outbox_ops, min_size=1, max_size=6), endings), min_size=1, max_size=8))
+def test_outbox_past_is_sound_after_any_sequence(steps):
+    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+    try:
+        for step_ops, ending in steps:
+            assert run_outbox_step(memory, step_ops, ending) == run_outbox_step(duck, step_ops, ending)
+            assert_outbox_sound(memory, exact=True)
+            assert_outbox_sound(duck, exact=False)
+    finally:
+        duck.close()
+
+
+def test_duckdb_outbox_hint_follows_commits_not_rollbacks(tmp_path):
+    duck = DuckDBStore(str(tmp_path / "outbox.duckdb"))
+    try:
+        with duck.transaction() as tx:  # loaded from the empty log
+            assert not tx.has_outbox_past(0)
+        try:
+            with duck.transaction() as tx:
+                tx.insert_outbox(outbox_row(tx.reserve_outbox_seq()))
+                assert tx.has_outbox_past(0)  # its own row, asked of SQL
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        statements = duck.statements
+        with duck.transaction() as tx:  # nothing committed: still nothing, and no statement asked
+            assert not tx.has_outbox_past(0)
+        assert duck.statements == statements
+        with duck.transaction() as tx:
+            for _ in range(3):
+                tx.insert_outbox(outbox_row(tx.reserve_outbox_seq()))
+        with duck.transaction() as tx:
+            assert tx.has_outbox_past(2) and not tx.has_outbox_past(3)
+            assert tx.fetch_outbox(2, 5)[0]["seq"] == 3
+    finally:
+        duck.close()
+    reopened = DuckDBStore(str(tmp_path / "outbox.duckdb"))  # a new process: the hint from the table
+    try:
+        with reopened.transaction() as tx:
+            assert tx.has_outbox_past(2) and not tx.has_outbox_past(3)
+    finally:
+        reopened.close()
+
+
+# -- leases: a recovery pass with no lease due (has_lease_due) --------------------------------
+NOWS = range(0, 16)
+DATABASES = ["main", "other"]
+lease_skip_ops = st.one_of(
+    st.tuples(st.just("lease"), st.sampled_from(["w", "v"]), st.integers(1, 6), st.integers(0, 14)),  # maybe a duplicate
+    st.tuples(st.just("unlease"), st.sampled_from(["w", "v"]), st.integers(1, 6)),
+    st.tuples(st.just("expired"), st.integers(0, 14), st.integers(1, 3)),
+    st.tuples(st.just("recover"), st.integers(0, 14)),  # recovery: read the expired leases, delete them
+    st.tuples(st.just("clear")),
+    st.tuples(st.just("has_due"), st.integers(0, 15)),
+)
+
+
+def lease_row(consumer: str, n: int, expires: int) -> dict:
+    return {"consumer": consumer, "event_id": f"{n}:0", "seq": n, "partition": "a", "token": f"t{n}",
+            "incarnation": 1, "attempt": 1, "leased_at": 0, "expires_at": expires}
+
+
+def apply_lease_skip(tx, op):
+    kind, *a = op
+    if kind == "lease":
+        return tx.insert_lease(lease_row(*a))
+    if kind == "unlease":
+        return tx.delete_lease(a[0], f"{a[1]}:0")
+    if kind == "expired":
+        return tx.expired_leases(*a)
+    if kind == "recover":
+        for lease in tx.expired_leases(a[0], 1000):
+            tx.delete_lease(lease["consumer"], lease["event_id"])
+        return None
+    if kind == "clear":
+        return tx.clear_database()
+    # the question in the open transaction, after its own writes: sound, or say so
+    return tx.has_lease_due(a[0]) or not tx.expired_leases(a[0], 1)
+
+
+def run_lease_step(store, database, step_ops, ending) -> list:
+    seen: list = []
+    try:
+        with in_database(store, database) as tx:
+            for op in step_ops:
+                try:
+                    seen.append(("ok", apply_lease_skip(tx, op)))
+                except KeyError as exc:
+                    seen.append(("error", type(exc).__name__))
+                    if ending != "swallow":
+                        raise
+                if op[0] == "has_due":
+                    assert seen[-1] == ("ok", True), f"said no lease is due in a transaction, but one is: {op}"
+            if ending == "exception":
+                raise ValueError("roll back")
+            if ending == "crash":
+                raise Crash("property.step")
+    except (Exception, Crash) as exc:
+        if isinstance(exc, AssertionError):
+            raise
+        seen.append(("raised", type(exc).__name__))
+    return seen
+
+
+def assert_lease_sound(store, database, exact: bool) -> None:
+    with in_database(store, database) as tx:
+        said = {now: tx.has_lease_due(now) for now in NOWS}
+    with in_database(store, database) as tx:
+        real = {now: bool(tx.expired_leases(now, 1)) for now in NOWS}
+    wrong = [now for now in NOWS if real[now] and not said[now]]
+    assert not wrong, f"said no lease is due at {wrong} in {database!r}, but one is"
+    if exact:
+        assert said == real
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(DATABASES), st.lists(lease_skip_ops, min_size=1, max_size=6),
+                                endings), min_size=1, max_size=8))
+def test_lease_due_is_sound_after_any_sequence(steps):
+    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+    try:
+        for database, step_ops, ending in steps:
+            assert run_lease_step(memory, database, step_ops, ending) == run_lease_step(duck, database, step_ops,
+                                                                                        ending)
+            for db in DATABASES:
+                assert_lease_sound(memory, db, exact=True)
+                assert_lease_sound(duck, db, exact=False)
+    finally:
+        duck.close()
+
+
+def test_duckdb_lease_hint_follows_commits_not_rollbacks():
+    duck = DuckDBStore(":memory:")
+    try:
+        with in_database(duck) as tx:  # loaded from the empty table
+            assert not tx.has_lease_due(100)
+        try:
+            with in_database(duck) as tx:
+                tx.insert_lease(lease_row("w", 1, 5))
+                assert tx.has_lease_due(5)  # its own row, asked of SQL
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        statements = duck.statements
+        with in_database(duck) as tx:  # nothing committed: still nothing due, and no statement asked
+            assert not tx.has_lease_due(100)
+        assert duck.statements == statements
+        with in_database(duck) as tx:
+            tx.insert_lease(lease_row("w", 1, 5))
+            tx.insert_lease(lease_row("w", 2, 9))
+        with in_database(duck) as tx:
+            assert not tx.has_lease_due(4) and tx.has_lease_due(5)
+            assert [r["seq"] for r in tx.expired_leases(6, 10)] == [1]
+            tx.delete_lease("w", "1:0")
+        with in_database(duck) as tx:  # read again after recovery: the next expiry is 9
+            assert not tx.has_lease_due(8) and tx.has_lease_due(9)
+        with in_database(duck, "other") as tx:  # another database: its own hint
+            assert not tx.has_lease_due(100)
+    finally:
+        duck.close()

@@ -364,7 +364,8 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
     done = []
     with e.tx() as tx:
         if consumer is None:
-            expired = tx.expired_leases(now, limit)
+            # no lease due (the earliest expiry is still ahead): the read would find nothing
+            expired = tx.expired_leases(now, limit) if tx.has_lease_due(now) else []
         else:
             expired = [lease for lease in tx.list_leases(consumer) if lease["expires_at"] <= now]
         rows: dict[str, dict] = {}

@@ -169,6 +169,13 @@ class LeaseTx(ABC):
     def expired_leases(self, now: int, limit: int) -> list[dict]:
         """Leases with ``expires_at <= now``, by ``(expires_at, consumer, seq)``."""
 
+    @abstractmethod
+    def has_lease_due(self, now: int) -> bool:
+        """Whether :meth:`expired_leases` at ``now`` could return a row (the
+        earliest ``expires_at`` is at or before ``now``). False means certainly
+        none; an adapter unsure (one answering from a bound of its committed
+        rows) answers True, and recovery reads as before."""
+
     # -- retries and dead letters ---------------------------------------------------
     @abstractmethod
     def put_retry(self, row: dict) -> None:
@@ -478,6 +485,9 @@ class LeaseMemoryTx(LeaseTx):
     def delete_lease(self, consumer, event_id):
         return self._pop(self._d().leases, (consumer, event_id))
 
+    def has_lease_due(self, now):
+        return any(r["expires_at"] <= now for r in self._d().leases.values())
+
     def expired_leases(self, now, limit):
         rows = [r for r in self._d().leases.values() if r["expires_at"] <= now]
         rows.sort(key=lambda r: (r["expires_at"], r["consumer"], r["seq"]))
@@ -542,11 +552,28 @@ MEMORY_ROWS = {
 _CURRENT: dict[int, tuple] = {}
 
 
+# The adapter's hint (see DuckDBTx), one per database: a lower bound of the
+# earliest committed ``expires_at`` (_NO_LEASE: none), lowered by each committed
+# lease, never raised by a delete; dropped after a commit that read the expired
+# leases (reloaded by one statement when next asked). Absent: not known yet.
+_EARLIEST = "leases.earliest"
+_NO_LEASE = 2**63
+
+
 class LeaseDuckDBTx(LeaseTx):
     """The leased-consumer design's methods of the DuckDB adapter's transaction
-    (a mixin of :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`)."""
+    (a mixin of :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`).
+
+    :meth:`has_lease_due` answers from a hint when it can: per database, a
+    lower bound of the earliest committed expiry, loaded by one statement the
+    first time it is asked for and changed only after a commit; a transaction
+    that has written asks SQL, since its own rows are not in it yet."""
 
     __slots__ = ()
+
+    def _database(self) -> str:
+        cur = _CURRENT.get(id(self.c))
+        return DEFAULT_DATABASE if cur is None or cur[0] is not self.c else cur[1]
 
     def use_database(self, name):
         # the connection's search path is the current database: a named one is
@@ -640,6 +667,24 @@ class LeaseDuckDBTx(LeaseTx):
 
     def insert_lease(self, row):
         self._run(sql.INSERT_LEASE, [row[k] for k in TABLES["leases"]])
+        hints, key, expires = self.hints, (_EARLIEST, self._database()), row["expires_at"]
+
+        def committed():
+            earliest = hints.get(key)
+            if earliest is not None and expires < earliest:
+                hints[key] = expires
+
+        self._on_commit(committed)
+
+    def has_lease_due(self, now):
+        if self.begun:
+            return self._run(sql.HAS_LEASE_DUE, [now]).fetchone()[0]
+        key = (_EARLIEST, self._database())
+        earliest = self.hints.get(key)
+        if earliest is None:
+            found = self._run(sql.EARLIEST_EXPIRY).fetchone()[0]
+            earliest = self.hints[key] = _NO_LEASE if found is None else found
+        return earliest <= now
 
     def get_lease(self, consumer, event_id):
         return self._one("leases", sql.GET_LEASE, [consumer, event_id])
@@ -651,7 +696,12 @@ class LeaseDuckDBTx(LeaseTx):
         return self._run(sql.DELETE_LEASE, [consumer, event_id]).fetchone() is not None
 
     def expired_leases(self, now, limit):
-        return self._all("leases", sql.EXPIRED_LEASES, [now, check_limit(limit)])
+        rows = self._all("leases", sql.EXPIRED_LEASES, [now, check_limit(limit)])
+        # recovery turns them into retries, or the hint was below the earliest
+        # lease (acked since): it is read again once this commits
+        hints, key = self.hints, (_EARLIEST, self._database())
+        self._on_commit(lambda: hints.pop(key, None))
+        return rows
 
     def put_retry(self, row):
         self._run(sql.PUT_RETRY, [row[k] for k in TABLES["retries"]])

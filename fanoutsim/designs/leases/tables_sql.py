@@ -190,6 +190,9 @@ DELETE_LEASE = "DELETE FROM leases WHERE consumer = ? AND event_id = ? RETURNING
 EXPIRED_LEASES = f"""
 SELECT {LEASE_COLS} FROM leases WHERE expires_at <= {_TS}
 ORDER BY expires_at, consumer, seq LIMIT ?"""
+# whether recovery at this time could find a lease; the earliest expiry (the adapter's hint)
+HAS_LEASE_DUE = f"SELECT EXISTS (SELECT 1 FROM leases WHERE expires_at <= {_TS})"
+EARLIEST_EXPIRY = "SELECT epoch_us(min(expires_at)) FROM leases"
 RETRY_COLS = 'consumer, event_id, seq, "partition", attempts, epoch_us(not_before), error'
 PUT_RETRY = f"INSERT OR REPLACE INTO retries VALUES (?, ?, ?, ?, ?, {_TS}, ?)"
 GET_RETRY = f"SELECT {RETRY_COLS} FROM retries WHERE consumer = ? AND event_id = ?"

@@ -80,7 +80,9 @@ def fetch(e, now: int, name: str) -> list[dict]:
         if cursor is None:
             raise KeyError(f"consumer {name!r} has no cursor; registered consumers: "
                            f"{', '.join(sorted(e.registry.consumers)) or 'none'}")
-        rows = tx.fetch_outbox(cursor, cfg.batch_limit)
+        # nothing past the cursor (the log's end): the read would find nothing; it is
+        # still counted below as the query the real dispatcher sends
+        rows = tx.fetch_outbox(cursor, cfg.batch_limit) if tx.has_outbox_past(cursor) else []
         # retained rows start right after the cursor, or none are retained past it:
         # nothing was pruned under this consumer, so the bounds need no read
         low = tx.outbox_bounds()[0] if rows and rows[0]["seq"] != cursor + 1 else None

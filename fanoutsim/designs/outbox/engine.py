@@ -85,7 +85,8 @@ class OutboxEngine:
             if bus.position is None:  # a new process: live from here on
                 bus.position = tx.outbox_bounds()[1]
                 return 0
-            rows = tx.fetch_outbox(bus.position, 10_000)
+            # nothing committed since the last publish: the read would find nothing
+            rows = tx.fetch_outbox(bus.position, 10_000) if tx.has_outbox_past(bus.position) else []
         trace = self.trace
         for r in rows:
             n = bus.publish(r)

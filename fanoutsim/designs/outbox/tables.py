@@ -52,6 +52,13 @@ class OutboxTx(ABC):
         """Up to ``limit`` rows with ``seq > after``, in seq order."""
 
     @abstractmethod
+    def has_outbox_past(self, after: int) -> bool:
+        """Whether :meth:`fetch_outbox` past ``after`` could return a row (a
+        row with ``seq > after`` is retained). False means certainly none; an
+        adapter unsure (one answering from a bound of its committed rows)
+        answers True, and the step reads as before."""
+
+    @abstractmethod
     def outbox_bounds(self) -> tuple[int | None, int]:
         """``(oldest retained seq or None, last reserved seq or 0)``."""
 
@@ -158,6 +165,10 @@ class OutboxMemoryTx(OutboxTx):
         start = bisect_right(seqs, after)
         return [dict(s.outbox[q]) for q in seqs[start:start + check_limit(limit)]]
 
+    def has_outbox_past(self, after):
+        seqs = self.s.outbox_seqs
+        return bool(seqs) and seqs[-1] > after
+
     def outbox_bounds(self):
         s = self.s
         return (s.outbox_seqs[0] if s.outbox_seqs else None, s.outbox_last)
@@ -234,10 +245,20 @@ MEMORY_ROWS = {
 # -- the DuckDB adapter ---------------------------------------------------------------
 _O = TABLES["outbox"]
 
+# The adapter's hint (see DuckDBTx): an upper bound of the highest committed
+# outbox seq (0: none), raised by each committed insert, never lowered by a
+# prune. None (absent): not known yet.
+_HIGH = "outbox.high"
+
 
 class OutboxDuckDBTx(OutboxTx):
     """The outbox's methods of the DuckDB adapter's transaction (a mixin of
-    :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`)."""
+    :class:`~fanoutsim.kernel.store.duckdb.DuckDBTx`).
+
+    :meth:`has_outbox_past` answers from a hint when it can: the highest
+    committed seq (an upper bound), loaded by one statement the first time it
+    is asked for and changed only after a commit; a transaction that has
+    written asks SQL, since its own rows are not in it yet."""
 
     __slots__ = ()
 
@@ -246,6 +267,22 @@ class OutboxDuckDBTx(OutboxTx):
 
     def insert_outbox(self, row):
         self._run(sql.INSERT_OUTBOX, [row[k] for k in _O])
+        hints, seq = self.hints, row["seq"]
+
+        def committed():
+            high = hints.get(_HIGH)
+            if high is not None and seq > high:
+                hints[_HIGH] = seq
+
+        self._on_commit(committed)
+
+    def has_outbox_past(self, after):
+        if self.begun:
+            return self._run(sql.HAS_OUTBOX_PAST, [after]).fetchone()[0]
+        high = self.hints.get(_HIGH)
+        if high is None:
+            high = self.hints[_HIGH] = self._run(sql.OUTBOX_MAX).fetchone()[0] or 0
+        return high > after
 
     def fetch_outbox(self, after, limit):
         rows = self._run(sql.FETCH_OUTBOX, [after, check_limit(limit)]).fetchall()

@@ -59,6 +59,9 @@ OUTBOX_COLS = "seq, epoch_us(ts), topic, kind, ref, epoch_us(due_at)"
 INSERT_OUTBOX = f"INSERT INTO outbox VALUES (?, {_TS}, ?, ?, ?, {_TS})"
 FETCH_OUTBOX = f"SELECT {OUTBOX_COLS} FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?"
 OUTBOX_MIN = "SELECT min(seq) FROM outbox"
+OUTBOX_MAX = "SELECT max(seq) FROM outbox"
+# whether a fetch past this seq could find a row
+HAS_OUTBOX_PAST = "SELECT EXISTS (SELECT 1 FROM outbox WHERE seq > ?)"
 # rows past the retention window go, except those a consumer still owes (deferred work)
 PRUNE_OUTBOX = f"""
 DELETE FROM outbox WHERE seq IN (
