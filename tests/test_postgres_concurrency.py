@@ -11,19 +11,26 @@ from fanoutsim.designs.reactor.pgreplicas import several_pollers
 
 @pytest.mark.parametrize("pollers", [1, 3])
 def test_several_poller_processes_duplicate_and_the_checker_says_why(pg_url, pollers):
-    out = several_pollers(pg_url(), pollers, seconds=1.5, rate=40.0)
-    total = out["report"].total
-    assert out["pollers"] == ["poller"] + [f"poller#{k}" for k in range(1, pollers)]  # every process polled
-    assert out["firings"] > 10 and total["expected"] == out["firings"]
-    assert total["lost"] == 0 and total["pending"] == 0
-    if pollers == 1:
-        assert total["extra_deliveries"] == 0 and out["executions"] == out["firings"]
-    else:  # two processes read one watermark before either moved it: both dispatched
+    # Whether two pollers race on one watermark is up to the scheduler: a loaded
+    # machine can serialize them for a whole run. Every run must lose nothing and
+    # name its duplicates; with several pollers, one of a few runs must race.
+    for _ in range(4):
+        out = several_pollers(pg_url(), pollers, seconds=1.5, rate=40.0)
+        total = out["report"].total
+        assert out["pollers"] == ["poller"] + [f"poller#{k}" for k in range(1, pollers)]  # every process polled
+        assert out["firings"] > 10 and total["expected"] == out["firings"]
+        assert total["lost"] == 0 and total["pending"] == 0
         extra, causes = total["extra_deliveries"], total["duplicate_causes"]
-        assert extra > 0 and out["executions"] == out["firings"] + extra
+        assert out["executions"] == out["firings"] + extra
+        if pollers == 1:
+            assert extra == 0
+            return
         # Nearly every one is named several_pollers. Across processes a trace event bears
         # its step's start: a watermark write that waited on another poller's row lock
         # can sort before the dispatch it undid, and then the checker cannot tell why
         # ("unknown", never a wrong cause); seen at most once in a run here.
         assert set(causes) <= {"several_pollers", "unknown"}
-        assert causes["several_pollers"] >= 0.9 * extra
+        assert causes.get("several_pollers", 0) >= 0.9 * extra
+        if extra > 0:  # two processes read one watermark before either moved it: both dispatched
+            return
+    pytest.fail("several pollers over one PostgreSQL never dispatched a firing twice in four runs")
