@@ -56,33 +56,16 @@ def build(n_subs: int, seed: int = 0):
 
 
 def one(n_subs: int, seconds: float) -> dict:
-    from fanoutsim.designs.reactor import predicate
+    from bench_core_ratio import timed_run  # this folder is on sys.path when run as a script
 
     sim = build(n_subs)
     sim.run(until=1.0)  # warm-up: the first pass compiles the filters
-    spent = [0.0]
-    evaluate = predicate.Predicate.evaluate
-
-    def timed(self, act):
-        t0 = time.process_time()
-        try:
-            return evaluate(self, act)
-        finally:
-            spent[0] += time.process_time() - t0
-
     n0 = len(sim.store.rows("workflow_executions"))
-    predicate.Predicate.evaluate = timed
-    try:
-        gc.collect()
-        t0 = time.process_time()
-        sim.run(until=1.0 + seconds)
-        cpu = time.process_time() - t0
-    finally:
-        predicate.Predicate.evaluate = evaluate
+    cpu, cel = timed_run(sim, 1.0 + seconds)
     deliveries = len(sim.store.rows("workflow_executions")) - n0
     per_hour = cpu / seconds * 3600
     return {"subs": n_subs, "cpu": cpu, "deliveries": deliveries, "per_hour": per_hour,
-            "us_per_delivery": cpu / deliveries * 1e6, "cel_share": spent[0] / cpu}
+            "us_per_delivery": cpu / deliveries * 1e6, "cel_share": cel / cpu}
 
 
 def figure(rows: list[dict], out: Path) -> None:

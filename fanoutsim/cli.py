@@ -181,14 +181,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of worker processes") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of worker processes >= 1")
-    return value
+def _at_least_one(what: str):
+    """An argparse type: a whole number of ``what`` >= 1."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {what}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} must be a number of {what} >= 1")
+        return value
+    return parse
+
+
+_workers = _at_least_one("worker processes")
+_bytes = _at_least_one("bytes")
 
 
 def _value(text: str):
@@ -257,16 +264,6 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of events per second") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of events per second >= 0")
-    return value
-
-
-def _bytes(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of bytes >= 1")
     return value
 
 

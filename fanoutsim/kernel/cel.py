@@ -158,37 +158,27 @@ class _Compiler:
 
     # -- || and && (both sides evaluated, as celpy does) ---------------------------
 
-    def c_conditionalor(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def _logic(self, tree: Tree, bound: frozenset[str], logical: Callable, pick: Callable, op: str) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         left, right = (self.node(c, bound) for c in tree.children)
-        logical_or = celtypes.logical_or
+        message = f"found no matching overload for _{op}_"
 
-        def or_(s: Scope) -> Any:
+        def logic(s: Scope) -> Any:
             a, b = left(s), right(s)
             if a.__class__ is BoolType and b.__class__ is BoolType:
-                return a if a else b
+                return pick(a, b)
             try:
-                return logical_or(a, b)
+                return logical(a, b)
             except TypeError as ex:
-                return _error("found no matching overload for _||_", ex)
-        return or_
+                return _error(message, ex)
+        return logic
+
+    def c_conditionalor(self, tree: Tree, bound: frozenset[str]) -> Node:
+        return self._logic(tree, bound, celtypes.logical_or, lambda a, b: a if a else b, "||")
 
     def c_conditionaland(self, tree: Tree, bound: frozenset[str]) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0], bound)
-        left, right = (self.node(c, bound) for c in tree.children)
-        logical_and = celtypes.logical_and
-
-        def and_(s: Scope) -> Any:
-            a, b = left(s), right(s)
-            if a.__class__ is BoolType and b.__class__ is BoolType:
-                return b if a else a
-            try:
-                return logical_and(a, b)
-            except TypeError as ex:
-                return _error("found no matching overload for _&&_", ex)
-        return and_
+        return self._logic(tree, bound, celtypes.logical_and, lambda a, b: b if a else a, "&&")
 
     # -- relations ----------------------------------------------------------------
 
