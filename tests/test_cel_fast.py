@@ -17,7 +17,7 @@ from celpy import celtypes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, activation, compile_predicate
+from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredicate, activation, compile_predicate
 from fanoutsim.kernel.cel import compile_fast, to_cel
 
 ENV = celpy.Environment()
@@ -397,6 +397,32 @@ def test_typical_filters_compile_and_the_switch_forces_celpy(monkeypatch):
     monkeypatch.setenv("FANOUTSIM_CEL", "turbo")
     with pytest.raises(RuntimeError, match="FANOUTSIM_CEL='turbo'.*'fast'.*'celpy'"):
         compile_predicate("payload.x > 1")
+
+
+def test_one_compiled_filter_serves_every_subscription_with_its_text(monkeypatch):
+    """Compiling is the expensive part at thousands of subscriptions; the
+    compiled program is immutable, so equal text gives the same object, and
+    only the evaluator chosen (fast or celpy) makes another."""
+    expr = "payload.quote.price > 101.5"
+    assert compile_predicate(expr) is compile_predicate(expr)
+    assert compile_predicate(expr, fast=False) is not compile_predicate(expr)
+    monkeypatch.setenv("FANOUTSIM_CEL", "celpy")
+    assert compile_predicate(expr) is compile_predicate(expr, fast=False)
+    with pytest.raises(InvalidPredicate):  # a bad filter is refused every time, never cached as good
+        compile_predicate("payload.x >")
+    with pytest.raises(InvalidPredicate):
+        compile_predicate("payload.x >")
+
+
+def test_subscriptions_with_one_filter_text_share_its_program():
+    import fanoutsim as fs
+
+    sim = fs.Simulation(seed=0)
+    for wf in ("a", "b"):
+        sim.runner.subscribe_workflow_to_reactor("r", wf, when="payload.quote.price > 100")
+    subs = sim.store.rows("reactor_subscriptions")
+    p1, p2 = (sim.engine.predicate_for(s) for s in subs)
+    assert p1 is p2 and p1.expr == "payload.quote.price > 100"
 
 
 def test_error_outcomes_report_celpy_text():

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import lru_cache
 from typing import Any
 
 import celpy
@@ -203,6 +204,21 @@ def compile_predicate(expr: str, *, fast: bool | None = None) -> Predicate:
     ``False`` evaluates with celpy only."""
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidPredicate(f"predicate must be a non-empty CEL string, got {expr!r}")
+    if fast is None:
+        engine = os.environ.get(CEL_ENV_VAR, "fast")
+        if engine not in ("fast", "celpy"):
+            raise RuntimeError(f"environment variable {CEL_ENV_VAR}={engine!r}: allowed values are "
+                             "'fast' (compiled closures, celpy outside their subset) and 'celpy'")
+        fast = engine == "fast"
+    return _compile(expr, bool(fast))
+
+
+# A Predicate is immutable, so one compiled program serves every subscription
+# (and every incarnation) that carries the same text: at 10,000 subscriptions
+# compiling each filter once per subscription would cost seconds of parsing.
+# What dies with a crash is the engine's per-subscription cache, not this.
+@lru_cache(maxsize=4096)
+def _compile(expr: str, fast: bool) -> Predicate:
     try:
         ast = _ENV.compile(expr)
     except celpy.CELParseError as exc:
@@ -213,12 +229,6 @@ def compile_predicate(expr: str, *, fast: bool | None = None) -> Predicate:
             f"predicate {expr!r} uses unknown variable(s) {', '.join(map(repr, unknown))}; "
             f"allowed variables: {', '.join(ALLOWED_VARIABLES)}"
         )
-    if fast is None:
-        engine = os.environ.get(CEL_ENV_VAR, "fast")
-        if engine not in ("fast", "celpy"):
-            raise RuntimeError(f"environment variable {CEL_ENV_VAR}={engine!r}: allowed values are "
-                             "'fast' (compiled closures, celpy outside their subset) and 'celpy'")
-        fast = engine == "fast"
     compiled = compile_fast(ast, ALLOWED_VARIABLES) if fast else None
     return Predicate(expr, _ENV.program(ast), payload_paths(ast), compiled)
 
