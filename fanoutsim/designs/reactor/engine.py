@@ -140,6 +140,8 @@ class ReactorEngine:
     drain = poller.drain
     prune_once = prune.prune_once
     claim = executor.claim
+    claim_next = executor.claim_next
+    has_pending = executor.has_pending
     recover = executor.recover
     run_body = executor.run_body
     duration_of = executor.duration_of

@@ -14,16 +14,31 @@ import json
 
 def claim(e, now: int, limit: int) -> list[dict]:
     """Claim up to ``limit`` pending executions, oldest first."""
+    return claim_next(e, now, limit) or []
+
+
+def claim_next(e, now: int, limit: int) -> list[dict] | None:
+    """:func:`claim`, or None when the store says nothing is pending: then
+    no claim can take anything until a step leaves an execution pending
+    (see :func:`has_pending`), and a runtime may sleep until then."""
     if limit <= 0:
         return []
     with e.store.transaction() as tx:
         # nothing pending: the claim would take nothing (a store that cannot tell answers True)
-        rows = tx.claim_executions(now, limit) if tx.has_pending_executions() else []
+        if not tx.has_pending_executions():
+            return None
+        rows = tx.claim_executions(now, limit)
     for row in rows:
         e.trace.add(now, "claimed", "executor", execution=row["id"], detail=row["workflow_name"])
     if rows:
         e.faults.point("executor.after_claim", now, executions=len(rows))
     return rows
+
+
+def has_pending(e, now: int) -> bool:
+    """Whether a claim could find anything (False: certainly not)."""
+    with e.store.transaction() as tx:
+        return tx.has_pending_executions()
 
 
 def recover(e, now: int) -> list[str]:

@@ -10,6 +10,8 @@ runtime if it is up.
 """
 from __future__ import annotations
 
+import math
+
 import simpy
 
 from fanoutsim.kernel.faults import Crash, CrashAt, CrashRandomly, bind
@@ -28,6 +30,17 @@ def until_ok(env, until) -> bool:
     if until < env.now:
         raise ValueError(f"until={until} is earlier than now={env.now}")
     return until != env.now
+
+
+def delay_to(now: float, at: float) -> float:
+    """The delay whose timeout fires at exactly ``at``: SimPy schedules at
+    ``now + delay``, and ``now + (at - now)`` can miss ``at`` by an ulp."""
+    delay = at - now
+    while now + delay < at:
+        delay = math.nextafter(delay, math.inf)
+    while now + delay > at:
+        delay = math.nextafter(delay, -math.inf)
+    return delay
 
 
 class VirtualCrashes:

@@ -1,0 +1,111 @@
+"""Idle virtual time is skipped, and the model says the same.
+
+The reactor's executor sleeps while the store says nothing is pending and
+wakes on the tick grid it would have kept; a run with the sleep must give
+the same trace, tables and metrics as one that ticks through every empty
+claim, whatever the intervals, durations (multiples of the tick included:
+their finishes land on a tick), crashes, fault plans, pollers and API calls
+between runs.
+"""
+from __future__ import annotations
+
+import pandas.testing as pdt
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fanoutsim as fs
+from fanoutsim.kernel.faults import CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Pollers, Stall
+from fanoutsim.kernel.runtime.virtual import delay_to
+
+cases = st.fixed_dictionaries({
+    "executor_poll_interval": st.sampled_from([0.05, 0.1, 0.3, 1.0]),
+    "reactor_poll_interval": st.sampled_from([0.1, 0.5, 1.0, 2.5]),
+    "executor_workers": st.integers(1, 4),
+    "batch": st.sampled_from([1, 3, 100]),
+    "watermark_commit": st.sampled_from(["per_firing", "per_batch", "atomic"]),
+    "duration": st.sampled_from(["zero", "one_tick", "two_ticks", "0.05", "random"]),
+    "rates": st.lists(st.sampled_from([0.02, 0.2, 1.0, 4.0]), min_size=1, max_size=3),
+    "faults": st.sampled_from(["none", "crashes", "crash_at_claim", "inserts", "stall", "pollers"]),
+    "fetch_latency": st.sampled_from([0.0, 0.0, 0.013]),
+    "seed": st.integers(0, 2**16),
+    "until": st.sampled_from([30.0, 90.0]),
+})
+
+
+def build(case: dict, sleep: bool) -> fs.Simulation:
+    tick = case["executor_poll_interval"]
+    config = fs.SchedulerConfig(
+        reactor_poll_interval=case["reactor_poll_interval"], reactor_poll_batch_limit=case["batch"],
+        executor_poll_interval=tick, executor_workers=case["executor_workers"],
+        watermark_commit=case["watermark_commit"])
+    faults = {
+        "none": None,
+        "crashes": FaultPlan([CrashRandomly(mean_gap=20.0, downtime=1.5)]),
+        "crash_at_claim": FaultPlan([CrashAtPoint("executor.after_claim", nth=3, downtime=0.7)]),
+        "inserts": FaultPlan([FailInserts(probability=0.2)]),
+        "stall": FaultPlan([Stall(workflow="w1", window=(5.0, 25.0))]),
+        "pollers": FaultPlan([Pollers(2, phase="random")]),
+    }[case["faults"]]
+    sim = fs.Simulation(config, seed=case["seed"], faults=faults, fetch_latency=case["fetch_latency"])
+    sim.sleep_when_idle = sleep
+    duration = {"zero": 0.0, "one_tick": tick, "two_ticks": 2 * tick, "0.05": 0.05,
+                "random": lambda rng: rng.expovariate(5.0)}[case["duration"]]
+    for i in range(max(2, len(case["rates"]))):
+        sim.runner.register_workflow(f"w{i}", duration=duration)
+    for i, rate in enumerate(case["rates"]):
+        sim.runner.subscribe_workflow_to_reactor(f"r{i}", f"w{i}")
+        sim.runner.subscribe_workflow_to_reactor(f"r{i}", "w0" if i else "w1",
+                                                 when="payload.quote.price > 100")
+        sim.add_workload(f"r{i}", rate)
+    return sim
+
+
+def drive(sim: fs.Simulation, until: float) -> fs.Simulation:
+    sim.run(until=until / 3)
+    if sim.up:  # the API between runs: a firing, a poll pass that may dispatch it
+        sim.fire("r0", {"quote": {"price": 150.0}})
+        sim.runner.set_subscription_enabled("r0", "w0", enabled=False)
+        sim.runner.set_subscription_enabled("r0", "w0", enabled=True)
+    sim.run(until=until)
+    return sim
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases)
+def test_the_sleeping_executor_changes_nothing(case):
+    ticking = drive(build(case, sleep=False), case["until"])
+    sleeping = drive(build(case, sleep=True), case["until"])
+    pdt.assert_frame_equal(ticking.trace(), sleeping.trace())
+    pdt.assert_frame_equal(ticking.executions(), sleeping.executions())
+    pdt.assert_frame_equal(ticking.subscriptions(), sleeping.subscriptions())
+    assert ticking.metrics() == sleeping.metrics()
+
+
+def test_an_idle_executor_schedules_almost_nothing():
+    """The point of the sleep: an idle hour is a few events, not 36,000 ticks."""
+    def events(sleep: bool) -> int:
+        sim = fs.Simulation(seed=3)
+        sim.sleep_when_idle = sleep
+        sim.run(until=3600.0)
+        return next(sim.env._eid)
+
+    assert events(False) > 36_000
+    assert events(True) < 5_000  # the poll loop's 3,600 passes and the prune loop remain
+
+
+def test_rows_written_straight_to_the_store_between_runs_are_claimed():
+    sim = fs.Simulation(seed=0)
+    sim.run(until=5.0)  # the executor is asleep by now
+    assert sim._parked is not None
+    with sim.store.transaction() as tx:
+        tx.insert_execution({"id": sim.ids.new(), "workflow_name": "w", "tenant_id": "public",
+                             "context": "{}", "status": "pending", "dispatched_at": sim.now_us(),
+                             "claimed_at": None, "finished_at": None})
+    sim.run(until=6.0)
+    assert sim.executions()["status"].tolist() == ["completed"]
+
+
+@pytest.mark.parametrize("now,at", [(0.0013, 0.1013), (3.7, 3.8), (86399.95, 86400.05), (1e-9, 0.1)])
+def test_delay_to_lands_exactly(now, at):
+    assert now + delay_to(now, at) == at
