@@ -107,6 +107,27 @@ def prune(db, cutoff, conservative, limit=None) -> int:
 
 # -- reactor_firings: insert, fetch, count ---------------------------------------------
 
+def test_writes_counts_every_committed_write_and_no_rollback(db):
+    """``store.writes`` grows with each committed transaction that wrote, so a
+    runtime asleep until a row appears can tell that nothing has changed."""
+    before = db.writes
+    with db.transaction() as tx:
+        tx.insert_firing(firing(10))
+    assert db.writes == before + 1
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            tx.insert_execution(execution(11))
+            raise Crash("test.point")
+    assert db.writes == before + 1  # rolled back: nothing changed
+    with db.transaction() as tx:
+        tx.has_pending_executions()
+    assert db.writes in (before + 1, before + 2)  # a read may count, never a lost write
+    seen = db.writes
+    with db.transaction() as tx:
+        tx.insert_execution(execution(12))
+    assert db.writes == seen + 1
+
+
 def test_fetch_returns_exactly_the_inserted_row(db):
     row = firing(1_000, payload=b"\x00\x01\x02")
     add(db, firings=[row])

@@ -74,6 +74,7 @@ class Simulation(RunnerHost, VirtualRuntime):
         self._workload_count = 0
         self._busy = 0
         self._parked: simpy.Event | None = None  # the executor's wake-up while nothing is pending
+        self._parked_writes = 0  # store.writes when it last found nothing pending
         self._checked = False
         self.restart()
         self._schedule_crashes()
@@ -175,6 +176,7 @@ class Simulation(RunnerHost, VirtualRuntime):
                         # then claim at the first tick of the same grid at or after it.
                         tick = env.now
                         self._parked = wake = env.event()
+                        self._parked_writes = self.store.writes
                         yield wake
                         while tick < env.now:
                             tick += interval  # the sum the ticks' timeouts would have made
@@ -188,7 +190,7 @@ class Simulation(RunnerHost, VirtualRuntime):
 
     def _call(self, step, *args, **kwargs):
         out = VirtualRuntime._call(self, step, *args, **kwargs)
-        if self._parked is not None:
+        if self._parked is not None and self.store.writes != self._parked_writes:
             self._wake_executor()
         return out
 
@@ -198,6 +200,8 @@ class Simulation(RunnerHost, VirtualRuntime):
         if engine is not None and engine.has_pending(self.now_us()):
             wake, self._parked = self._parked, None
             wake.succeed()
+        else:
+            self._parked_writes = self.store.writes
 
     def _start_execution(self, row: dict) -> None:
         engine = self.engine

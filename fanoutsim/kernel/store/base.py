@@ -150,6 +150,11 @@ class Store(ABC):
 
     tables: Mapping[str, tuple[str, ...]] = TABLES
     timestamp_columns: frozenset = TIMESTAMP_COLUMNS
+    # Committed transactions that may have written, since this store object
+    # opened (an adapter may count one that only read; never misses a write).
+    # A runtime asleep until some row appears compares two readings rather
+    # than asking its question after every step.
+    writes: int = 0
 
     @abstractmethod
     def _begin(self) -> Tx: ...

@@ -258,6 +258,7 @@ class DuckDBStore(Store):
             self._owner = None
             self._lock.release()
             return
+        self.writes += 1
         try:
             self.con.execute("COMMIT")
         except BaseException:

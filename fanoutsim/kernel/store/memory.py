@@ -62,6 +62,8 @@ class MemoryTx(Tx):
     def __exit__(self, exc_type, exc, tb) -> bool:
         store = self.store
         if exc_type is None and self.failed is None:  # commit: the writes are already in place
+            if self.undo:
+                store.writes += 1
             store._open = False
             store._lock.release()
             return False
@@ -157,6 +159,8 @@ class MemoryStore(Store):
         return self._tx(self).__enter__()
 
     def _commit(self, tx: MemoryTx) -> None:
+        if tx.undo:
+            self.writes += 1
         self._open = False
         self._lock.release()
 

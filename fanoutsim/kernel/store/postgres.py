@@ -303,6 +303,7 @@ class PostgresStore(Store):
             self._owner = None
             self._lock.release()
             return
+        self.writes += 1
         try:
             self.cur.execute("COMMIT")
         except BaseException:
