@@ -17,8 +17,16 @@ class IdSource:
         self._rng = random.Random(f"fanoutsim:{stream}:{seed}")
 
     def new(self) -> str:
-        """A version-4 UUID string drawn from the seeded stream."""
-        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        """A version-4 UUID string drawn from the seeded stream: what
+        ``str(uuid.UUID(int=bits, version=4))`` gives, formatted directly
+        (every row the engine writes draws one)."""
+        h = "%032x" % ((self._rng.getrandbits(128) & _CLEAR) | _V4)
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# uuid.UUID(version=4): the variant bits (RFC 4122) and the version nibble
+_CLEAR = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
+_V4 = (0x8000 << 48) | (4 << 76)
 
 
 class FreshIdSource(IdSource):

@@ -16,6 +16,9 @@ import struct
 from typing import Any, Mapping
 
 _U64 = struct.Struct("<Q")
+# json.dumps(value, separators=(",", ":"), allow_nan=False), without building
+# an encoder per call (json.dumps caches only its default one)
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 BOOKKEEPING_PREFIX = "__"
 
 
@@ -23,7 +26,7 @@ def encode_value(key: str, value: Any) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+        return _JSON.encode(value).encode()
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"payload source {key!r}: {type(value).__name__} value cannot be JSON-encoded ({exc})"

@@ -33,6 +33,8 @@ from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.designs.reactor.predicate import Predicate, activation
 from fanoutsim.kernel.timeutil import rfc3339
 
+_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
+
 
 @dataclass
 class PollStats:
@@ -79,12 +81,7 @@ def poll_subscriptions(e, now: int) -> list[dict]:
 
 def fetch(e, now: int, sub: dict) -> list[dict]:
     """The batch in hand: firings past the watermark, up to the batch limit."""
-    with e.store.transaction() as tx:
-        batch = _fetch_in(e, tx, now, sub)
-    if batch:
-        e.trace.add(now, "polled", e.poller, subscription=sub["id"], detail=str(len(batch)))
-        e.faults.point("poll.after_fetch", now, subscription=sub["id"])
-    return batch
+    return fetch_next(e, now, [sub])[1]
 
 
 def fetch_next(e, now: int, subs: list[dict], start: int = 0) -> tuple[int, list[dict]]:
@@ -92,39 +89,40 @@ def fetch_next(e, now: int, subs: list[dict], start: int = 0) -> tuple[int, list
     brings a batch: ``(its index, the batch)``, or ``(len(subs), [])``. The
     same fetches as one :func:`fetch` each, at one instant, in one read-only
     transaction: for a runtime whose pass lets no time pass between empty
-    fetches, so that a pass over idle subscriptions is one step."""
-    n = len(subs)
-    with e.store.transaction() as tx:
-        for i in range(start, n):
-            batch = _fetch_in(e, tx, now, subs[i])
-            if batch:
-                break
-        else:
-            return n, []
+    fetches, so that a pass over idle subscriptions is one step.
+
+    The store is asked first whether a stream has anything past the
+    watermark; if not, the fetch is skipped — it would have returned nothing —
+    but still counted as the query the real poll loop sends."""
+    cfg = e.config
+    limit, poll_limit = cfg.reactor_poll_batch_limit, e.faults.poll_limit
+    compound, settled = cfg.watermark != "fired_at", cfg.watermark == "settled"
+    n, i, queries, batch = len(subs), start, 0, []
+    try:
+        with e.store.transaction() as tx:
+            has_firings_past = tx.has_firings_past
+            while i < n:
+                sub = subs[i]
+                lim = poll_limit(sub, now, limit)
+                if lim > 0:
+                    after = sub["last_seen_fired_at"]
+                    after_id = sub["last_seen_firing_id"] if compound and after is not None else None
+                    queries += 1  # the poll loop's load on the database
+                    if has_firings_past(sub["reactor_name"], sub["tenant_id"], after, after_id):
+                        batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, lim,
+                                                 after_id=after_id, until=now - e.settle_us if settled else None)
+                        if batch:
+                            break
+                i += 1
+    finally:
+        if queries:
+            e.poll_queries(queries)
+    if not batch:
+        return n, []
     sid = subs[i]["id"]
     e.trace.add(now, "polled", e.poller, subscription=sid, detail=str(len(batch)))
     e.faults.point("poll.after_fetch", now, subscription=sid)
     return i, batch
-
-
-def _fetch_in(e, tx, now: int, sub: dict) -> list[dict]:
-    """One subscription's fetch in an open transaction. The store is asked
-    first whether the stream has anything past the watermark; if not, the
-    fetch is skipped — it would have returned nothing — but still counted as
-    the query the real poll loop sends."""
-    cfg = e.config
-    limit = e.faults.poll_limit(sub, now, cfg.reactor_poll_batch_limit)
-    if limit <= 0:
-        return []
-    after, after_id, until = sub["last_seen_fired_at"], None, None
-    if cfg.watermark != "fired_at" and after is not None:
-        after_id = sub["last_seen_firing_id"]
-    if cfg.watermark == "settled":
-        until = now - e.settle_us
-    e.poll_queries()  # the poll loop's load on the database
-    if not tx.has_firings_past(sub["reactor_name"], sub["tenant_id"], after, after_id):
-        return []
-    return tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, limit, after_id=after_id, until=until)
 
 
 def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None:
@@ -246,7 +244,7 @@ def _execution_row(e, now: int, sub: dict, f: dict, d: _Firing) -> dict:
         context["reactor_name"] = f["reactor_name"]
         context["reactor_firing_id"] = f["id"]
         context["reactor_fired_at"] = rfc3339(f["fired_at"])
-        d.context = json.dumps(context, separators=(",", ":"))
+        d.context = _JSON.encode(context)
     return {
         "id": e.ids.new(), "workflow_name": sub["workflow_name"], "tenant_id": sub["tenant_id"],
         "context": d.context, "status": "pending",
