@@ -97,7 +97,7 @@ def test_an_idle_executor_schedules_almost_nothing():
 def test_rows_written_straight_to_the_store_between_runs_are_claimed():
     sim = fs.Simulation(seed=0)
     sim.run(until=5.0)  # the executor is asleep by now
-    assert sim._parked is not None
+    assert sim._sleepers  # the executor is asleep
     with sim.store.transaction() as tx:
         tx.insert_execution({"id": sim.ids.new(), "workflow_name": "w", "tenant_id": "public",
                              "context": "{}", "status": "pending", "dispatched_at": sim.now_us(),

@@ -73,8 +73,6 @@ class Simulation(RunnerHost, VirtualRuntime):
         self.replicas: list[ReactorEngine] = []
         self._workload_count = 0
         self._busy = 0
-        self._parked: simpy.Event | None = None  # the executor's wake-up while nothing is pending
-        self._parked_writes = 0  # store.writes when it last found nothing pending
         self._checked = False
         self.restart()
         self._schedule_crashes()
@@ -114,7 +112,6 @@ class Simulation(RunnerHost, VirtualRuntime):
 
     def _crashed(self) -> None:
         self.replicas = []
-        self._parked = None  # the sleeping executor dies with the rest
 
     def _live(self, engine) -> bool:
         return engine is self.engine or engine in self.replicas
@@ -172,12 +169,10 @@ class Simulation(RunnerHost, VirtualRuntime):
                     rows = self._call(engine.claim_next, free)
                     if rows is None and self.sleep_when_idle and engine is self.engine:
                         # Nothing is pending, so every tick finds nothing until a step
-                        # leaves an execution pending: sleep until then (see _call),
-                        # then claim at the first tick of the same grid at or after it.
+                        # leaves an execution pending: sleep until then, then claim at
+                        # the first tick of the same grid at or after it.
                         tick = env.now
-                        self._parked = wake = env.event()
-                        self._parked_writes = self.store.writes
-                        yield wake
+                        yield self._until_written(lambda: engine.has_pending(self.now_us()))
                         while tick < env.now:
                             tick += interval  # the sum the ticks' timeouts would have made
                         yield env.timeout(delay_to(env.now, tick))
@@ -187,21 +182,6 @@ class Simulation(RunnerHost, VirtualRuntime):
                 yield env.timeout(interval)
         except simpy.Interrupt:
             return
-
-    def _call(self, step, *args, **kwargs):
-        out = VirtualRuntime._call(self, step, *args, **kwargs)
-        if self._parked is not None and self.store.writes != self._parked_writes:
-            self._wake_executor()
-        return out
-
-    def _wake_executor(self) -> None:
-        """Wake the sleeping executor if a claim could now find something."""
-        engine = self.engine
-        if engine is not None and engine.has_pending(self.now_us()):
-            wake, self._parked = self._parked, None
-            wake.succeed()
-        else:
-            self._parked_writes = self.store.writes
 
     def _start_execution(self, row: dict) -> None:
         engine = self.engine
@@ -301,6 +281,6 @@ class Simulation(RunnerHost, VirtualRuntime):
             return
         if self.plan is not None and not self._checked:
             self.check_plan()
-        if self._parked is not None:  # rows written to the store between runs
-            self._wake_executor()
+        if self._sleepers:  # rows written to the store between runs
+            self._wake_sleepers()
         self.env.run(until=until)

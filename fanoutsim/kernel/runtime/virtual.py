@@ -100,6 +100,8 @@ class VirtualRuntime(VirtualCrashes):
         self.engine = None
         self.incarnation = -1
         self._procs: list[simpy.Process] = []
+        self._sleepers: list = []  # (event, ready) of loops asleep until a write (_until_written)
+        self._slept_at = 0         # store.writes when the sleepers were last asked
 
     # -- clock ----------------------------------------------------------------
     @property
@@ -143,6 +145,7 @@ class VirtualRuntime(VirtualCrashes):
         if self.engine is None:
             return
         self.engine = None
+        self._sleepers = []  # their loops die with the process
         self._crashed()
         self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
         self.metrics_registry.inc("fanoutsim_runner_crashes_total")
@@ -179,10 +182,35 @@ class VirtualRuntime(VirtualCrashes):
         if not self._live(step.__self__):
             return None
         try:
-            return step(self.now_us(), *args, **kwargs)
+            out = step(self.now_us(), *args, **kwargs)
         except Crash as c:
             self.crash(c.point, c.downtime)
             return None
+        if self._sleepers and self.store.writes != self._slept_at:
+            self._wake_sleepers()
+        return out
+
+    # -- sleeping until a write ------------------------------------------------------
+    def _until_written(self, ready) -> simpy.Event:
+        """An event that fires once a step has committed a write after which
+        ``ready()`` is true: a loop whose every pass would find nothing until
+        then waits on it instead of ticking (it must then resume on the grid
+        it would have kept, so that the trace stays the same). ``ready`` is
+        asked only after steps that wrote (``store.writes`` moved)."""
+        event = self.env.event()
+        self._sleepers.append((event, ready))
+        self._slept_at = self.store.writes
+        return event
+
+    def _wake_sleepers(self) -> None:
+        self._slept_at = self.store.writes
+        waiting = []
+        for event, ready in self._sleepers:
+            if ready():
+                event.succeed()
+            else:
+                waiting.append((event, ready))
+        self._sleepers = waiting
 
     def _api(self, step, *args, **kwargs):
         """A step asked for from outside the loops: ``step`` is the engine
