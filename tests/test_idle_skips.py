@@ -109,3 +109,21 @@ def test_rows_written_straight_to_the_store_between_runs_are_claimed():
 @pytest.mark.parametrize("now,at", [(0.0013, 0.1013), (3.7, 3.8), (86399.95, 86400.05), (1e-9, 0.1)])
 def test_delay_to_lands_exactly(now, at):
     assert now + delay_to(now, at) == at
+
+
+def test_a_body_ending_on_a_tick_frees_its_worker_after_that_tick():
+    """SimPy runs the executor's tick before a body that ends at the same
+    instant (the tick was scheduled first), so with one worker and bodies one
+    tick long the second claim waits two ticks, not one."""
+    tick = 0.1
+    sim = fs.Simulation(fs.SchedulerConfig(executor_workers=1, executor_poll_interval=tick), seed=4)
+    sim.runner.register_workflow("w", duration=tick)
+    sim.runner.subscribe_workflow_to_reactor("r", "w")
+    sim.runner.subscribe_workflow_to_reactor("r", "w", tenant="t2")
+    sim.fire("r", {"x": 1})
+    sim.fire("r", {"x": 2}, tenant="t2")
+    sim.run(until=3.0)
+    claimed = sorted(sim.store.rows("workflow_executions"), key=lambda r: r["claimed_at"])
+    assert [r["status"] for r in claimed] == ["completed", "completed"]
+    gap = claimed[1]["claimed_at"] - claimed[0]["claimed_at"]
+    assert gap == pytest.approx(2 * tick * 1e6, abs=2)

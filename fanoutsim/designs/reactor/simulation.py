@@ -18,6 +18,7 @@ engine over the same store.
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Any
 
 import simpy
@@ -177,29 +178,36 @@ class Simulation(RunnerHost, VirtualRuntime):
                             tick += interval  # the sum the ticks' timeouts would have made
                         yield env.timeout(delay_to(env.now, tick))
                         continue
-                    for row in rows or ():
-                        self._start_execution(row)
-                yield env.timeout(interval)
+                    running = [r for r in map(self._start_execution, rows or ()) if r is not None]
+                    tick = env.timeout(interval)
+                    # each body's end is scheduled after the next tick, where a process
+                    # started for it would have scheduled it (a tie goes to the tick)
+                    for execution_id, status, duration in running:
+                        env.timeout(duration).callbacks.append(
+                            partial(self._finished, engine, execution_id, status))
+                    yield tick
+                else:
+                    yield env.timeout(interval)
         except simpy.Interrupt:
             return
 
-    def _start_execution(self, row: dict) -> None:
+    def _start_execution(self, row: dict) -> tuple[str, str, float] | None:
+        """Run a claimed execution's body: finished now if it takes no time,
+        else ``(id, status, duration)`` for the executor to finish later."""
         engine = self.engine
         if engine is None:
-            return
+            return None
         status = engine.run_body(row)
         duration = engine.duration_of(self.now_us(), row)
         if duration <= 0:
             self._call(engine.finish, row["id"], status)
-            return
+            return None
         self._busy += 1
-        self._spawn(self._finish_later(engine, row["id"], status, duration))
+        return row["id"], status, duration
 
-    def _finish_later(self, engine, execution_id, status, duration):
-        try:
-            yield self.env.timeout(duration)
-        except simpy.Interrupt:
-            return  # the process died with the body half-run: the row stays 'running'
+    def _finished(self, engine, execution_id: str, status: str, _event=None) -> None:
+        """A body's end: a timeout's callback, not a process, since it only
+        waits; if its process died meanwhile, the row stays 'running'."""
         if engine is self.engine:
             self._busy -= 1
             self._call(engine.finish, execution_id, status)
