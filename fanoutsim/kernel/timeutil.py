@@ -10,6 +10,7 @@ tables become DataFrames.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -34,8 +35,15 @@ def seconds_to_us(seconds: float) -> int:
 
 
 def rfc3339(us: int) -> str:
-    """RFC 3339 with microseconds and a ``Z``: how ``reactor_fired_at`` is written."""
-    return from_us(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 with microseconds and a ``Z``: how ``reactor_fired_at`` is written
+    (``from_us(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")``, the second's text cached)."""
+    seconds, micros = divmod(us, US)
+    return f"{_second(seconds)}.{micros:06d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _second(seconds: int) -> str:
+    return from_us(seconds * US).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def parse_start(value: str | datetime | None) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
+from fanoutsim.kernel.frames import store_frame
 
 from .config import SchedulerConfig
 from .scenario import SCHEMA
@@ -90,17 +91,20 @@ def _sweep_row(sim, checked) -> dict:
     the checker's totals."""
     from .analysis.delivery import latency_frame, metric_total, percentiles, watermarks
 
-    lat = latency_frame(sim)
+    executions, subs = sim.executions(), sim.subscriptions()
+    lat = latency_frame(sim, executions=executions, subs=subs)
     metrics = sim.metrics()
     row: dict = {}
     for col in ("fire_to_dispatch", "fire_to_claim"):
         stats = percentiles(lat[col])
         for s in _LATENCY_STATS:
             row[f"{col}_{s}_s"] = math.nan if stats[s] is None else stats[s]
-    row["executions"] = int(len(sim.executions()))
+    row["executions"] = int(len(executions))
     row["firings"] = int(metric_total(metrics, "fanoutsim_reactor_firings_total"))
     row["polls_per_s"] = metric_total(metrics, "fanoutsim_reactor_poll_queries_total") / sim.now
-    row["backlog"] = int(sum(w["backlog"] for w in watermarks(sim)))
+    # the backlog needs only when each firing fired, not what its payload says
+    firings = store_frame(sim.store, "reactor_firings")
+    row["backlog"] = int(sum(w["backlog"] for w in watermarks(sim, subs=subs, firings=firings)))
     row["lost"] = int(checked.total["lost"])
     row["extra_deliveries"] = int(checked.total["extra_deliveries"])
     row["valid"] = bool(checked.valid)

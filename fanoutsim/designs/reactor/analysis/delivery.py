@@ -36,7 +36,8 @@ def _utc(values) -> pd.Series:
     return pd.to_datetime(pd.Series(values, dtype=object), utc=True).astype("datetime64[us, UTC]")
 
 
-def latency_frame(sim) -> pd.DataFrame:
+def latency_frame(sim, *, executions: pd.DataFrame | None = None,
+                  subs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per execution dispatched by a subscription.
 
     Columns: ``subscription_id`` (None if that subscription was deleted since),
@@ -45,9 +46,10 @@ def latency_frame(sim) -> pd.DataFrame:
     ``reactor_fired_at``), ``dispatched_at``, ``claimed_at``, ``finished_at``
     (UTC timestamps) and ``fire_to_dispatch`` / ``fire_to_claim`` (float
     seconds; NaN while unclaimed). Rows keep the executions table's order,
-    ``(dispatched_at, id)``.
+    ``(dispatched_at, id)``. ``executions``/``subs``: the tables, if already at hand.
     """
-    return _latency(sim.executions(), sim.subscriptions())
+    return _latency(sim.executions() if executions is None else executions,
+                    sim.subscriptions() if subs is None else subs)
 
 
 def _latency(ex: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:

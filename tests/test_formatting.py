@@ -1,4 +1,4 @@
-"""Seeded ids: the fast formatting is uuid's own, bit for bit."""
+"""Seeded ids and timestamp text: the fast formatting is the library's own, bit for bit."""
 from __future__ import annotations
 
 import random
@@ -33,3 +33,10 @@ def test_same_seed_same_ids_other_seed_others():
     first = [a.new() for _ in range(50)]
     assert first == [b.new() for _ in range(50)]
     assert set(first).isdisjoint(c.new() for _ in range(50))
+
+
+@given(us=st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999))
+def test_rfc3339_is_strftime_of_the_instant(us):
+    from fanoutsim.kernel.timeutil import from_us, rfc3339
+
+    assert rfc3339(us) == from_us(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
