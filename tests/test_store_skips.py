@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fanoutsim.designs.leases.tables import in_database
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.kernel.faults import Crash
-from test_store_contract import (EXECS, FIRING_IDS, REACTORS, TENANTS, add, endings, execution, firing,
+from test_store_contract import (EXECS, FIRING_IDS, SUBS, REACTORS, TENANTS, add, endings, execution, firing,
                                  maybe_time, ops, run_step, sub, times)
 
 STREAMS = [(r, t) for r in REACTORS for t in TENANTS]
@@ -411,5 +411,108 @@ def test_duckdb_lease_hint_follows_commits_not_rollbacks():
             assert not tx.has_lease_due(8) and tx.has_lease_due(9)
         with in_database(duck, "other") as tx:  # another database: its own hint
             assert not tx.has_lease_due(100)
+    finally:
+        duck.close()
+
+
+# -- the DuckDB adapter's stream reads: one read serves the next fetches of a stream ------------
+read_ops = st.lists(st.one_of(
+    st.tuples(st.just("fetch"), st.sampled_from(["r1", "r2"]), st.sampled_from(CURSORS), st.integers(0, 5)),
+    st.tuples(st.just("fire"), st.sampled_from(["r1", "r2"]), st.integers(-1, 14)),
+    st.tuples(st.just("prune"), st.integers(0, 14)),
+    st.tuples(st.just("fire_rolled_back"), st.sampled_from(["r1", "r2"]), st.integers(-1, 14)),
+), min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=read_ops)
+def test_fetches_served_from_the_last_read_are_what_sql_reads(steps):
+    """Every fetch through the hinted adapter equals the memory store's (the
+    reference) and a fresh DuckDB transaction's own statement, whatever fired,
+    was pruned or rolled back in between."""
+    import itertools
+
+    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+    ids = (f"00000000-0000-4000-8000-{n:012d}" for n in itertools.count())
+    try:
+        for op in steps:
+            kind = op[0]
+            if kind == "fetch":
+                _, reactor, (after, after_id), limit = op
+                got = []
+                for store in (memory, duck):
+                    with store.transaction() as tx:
+                        got.append(tx.fetch_firings(reactor, "t1", after, limit, after_id=after_id))
+                try:
+                    with duck.transaction() as tx:  # a write first: this fetch asks SQL itself
+                        tx.log_runner(0, "probe")
+                        got.append(tx.fetch_firings(reactor, "t1", after, limit, after_id=after_id))
+                        raise Crash("test.rollback")
+                except Crash:
+                    pass
+                assert got[0] == got[1] == got[2], op
+                if got[1]:  # a caller's copy: changing it changes no later read
+                    got[1][0]["payload"] = b"changed"
+            elif kind == "prune":
+                for store in (memory, duck):
+                    with store.transaction() as tx:
+                        tx.prune_firings(op[1], False)
+            else:
+                row = firing(op[2], reactor=op[1], tenant="t1", fid=next(ids))
+                for store in (memory, duck):
+                    try:
+                        with store.transaction() as tx:
+                            tx.insert_firing(dict(row))
+                            if kind == "fire_rolled_back":
+                                raise Crash("test.rollback")
+                    except Crash:
+                        pass
+    finally:
+        duck.close()
+
+
+def test_a_pass_over_one_streams_subscriptions_reads_it_once():
+    duck = DuckDBStore(":memory:")
+    try:
+        add(duck, firings=[firing(at, fid=f"00000000-0000-4000-8000-{at:012d}") for at in range(1, 9)])
+        with duck.transaction() as tx:
+            first = tx.fetch_firings("r1", "t1", None, 3)
+        statements = duck.statements
+        with duck.transaction() as tx:  # the next subscriptions of the stream, at or past that cursor
+            assert tx.fetch_firings("r1", "t1", None, 3) == first
+            assert [r["fired_at"] for r in tx.fetch_firings("r1", "t1", 1, 2)] == [2, 3]
+            assert [r["fired_at"] for r in tx.fetch_firings("r1", "t1", 2, 1)] == [3]
+        assert duck.statements == statements
+        with duck.transaction() as tx:  # more than the read took: SQL again
+            assert [r["fired_at"] for r in tx.fetch_firings("r1", "t1", 2, 3)] == [3, 4, 5]
+        assert duck.statements == statements + 1
+        add(duck, firings=[firing(9, fid="00000000-0000-4000-8000-000000000099")])  # a commit: read anew
+        statements = duck.statements
+        with duck.transaction() as tx:
+            assert [r["fired_at"] for r in tx.fetch_firings("r1", "t1", 7, 5)] == [8, 9]
+        assert duck.statements == statements + 1
+    finally:
+        duck.close()
+
+
+def test_a_subscription_update_reads_back_as_sql_would():
+    """The subscriptions hint takes a committed update as is only when every
+    value is what SQL returns for its column; else it is read again."""
+    duck, memory = DuckDBStore(":memory:"), MemoryStore()
+    try:
+        s = sub(watermark=1)
+        for store in (duck, memory):
+            add(store, subs=[s])
+            with store.transaction() as tx:
+                tx.list_subscriptions()
+        fid = "0000000A-0000-4000-8000-000000000001"  # upper case: SQL returns it lower case
+        for changes in ({"last_seen_fired_at": 5, "last_seen_firing_id": fid.lower()},
+                        {"last_seen_firing_id": fid}, {"enabled": 0}, {"predicate_error_count": True}):
+            with duck.transaction() as tx:
+                tx.update_subscription(s["id"], changes)
+            with duck.transaction() as tx:
+                listed = tx.list_subscriptions()
+            assert listed == duck.rows(SUBS), changes
+            assert [type(v) for v in listed[0].values()] == [type(v) for v in duck.rows(SUBS)[0].values()]
     finally:
         duck.close()

@@ -423,8 +423,51 @@ _F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES[
 _HEADS = "reactor.heads"      # (reactor, tenant) -> an upper bound of its newest (fired_at, id)
 _OLDEST = "reactor.oldest"    # a lower bound of the oldest fired_at (_NO_FIRING: none)
 _PENDING = "reactor.pending"  # False: no execution is pending; True: some may be
-_SUBS = "reactor.subs"        # every subscription as last read, until a commit changes one
+_SUBS = "reactor.subs"        # every subscription as last read, kept in step with committed updates
+_READS = "reactor.reads"      # (reactor, tenant) -> its last fetch: (cursor key, limit, rows)
 _NO_FIRING = 2**63
+
+# What SQL gives back for each column an update may set: an update whose
+# values are all of these types is applied to the subscriptions hint as is;
+# any other value (an int for a bool, an upper-case UUID) drops the hint.
+_UUID = "uuid"
+_SUB_TYPES = {
+    "enabled": bool, "predicate": str, "last_seen_fired_at": int, "last_seen_firing_id": _UUID,
+    "predicate_error_count": int, "predicate_error_firing_id": _UUID, "last_predicate_error": str,
+    "predicate_degraded": bool, "created_at": int, "updated_at": int,
+}
+
+
+def _as_read(column: str, value) -> bool:
+    """Whether ``value`` is exactly what reading ``column`` back would give."""
+    if value is None:
+        return True
+    kind = _SUB_TYPES.get(column)
+    if kind is _UUID:
+        return type(value) is str and len(value) == 36 and value == value.lower()
+    return kind is not None and type(value) is kind
+
+
+def _from_read(read, cursor: tuple | None, limit: int) -> list[dict] | None:
+    """A fetch of ``limit`` rows past ``cursor`` answered from an earlier
+    fetch of the same stream (None: it cannot be). The earlier one took the
+    first ``limit0`` rows past ``cursor0``; rows past a cursor at or after it
+    are its rows past the cursor, then rows it did not take: enough of them,
+    or all there are (it took fewer than its limit), is the answer."""
+    if read is None:
+        return None
+    cursor0, limit0, rows = read
+    if cursor0 is not None and (cursor is None or cursor < cursor0):
+        return None
+    start = 0 if cursor is None else bisect_right(rows, cursor, key=_fetch_key)
+    past = len(rows) - start
+    if past >= limit or len(rows) < limit0:
+        return [dict(r) for r in rows[start:start + limit]]
+    return None
+
+
+def _fetch_key(row: dict) -> tuple[int, str]:
+    return row["fired_at"], row["id"]
 
 
 def _past(head: tuple[int, str] | None, after: int | None, after_id: str | None) -> bool:
@@ -443,7 +486,14 @@ class ReactorDuckDBTx(ReactorTx):
     lowered by a prune), the oldest firing (a lower bound) and whether anything
     may be pending. They are loaded by one statement the first time they are
     asked for, and changed only after a commit; a transaction that has written
-    asks SQL, since its own rows are not in them yet."""
+    asks SQL, since its own rows are not in them yet.
+
+    Where the store keeps hints past a transaction (one process owns a DuckDB
+    database), two reads are also answered from what was last read: the
+    subscriptions (updated in place by each committed update) and each
+    stream's last fetch, until a commit inserts or prunes firings of it — so
+    that the subscriptions of one stream, polled one after another in a pass,
+    cost one read between them."""
 
     __slots__ = ()
 
@@ -460,6 +510,9 @@ class ReactorDuckDBTx(ReactorTx):
             oldest = hints.get(_OLDEST)
             if oldest is not None and key[0] < oldest:
                 hints[_OLDEST] = key[0]
+            reads = hints.get(_READS)
+            if reads:
+                reads.pop(stream, None)
 
         self._on_commit(committed)
 
@@ -483,6 +536,15 @@ class ReactorDuckDBTx(ReactorTx):
 
     def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
         check_limit(limit)
+        reuse = until is None and not self.begun and self.keeps_hints
+        if reuse:
+            cursor = None if after is None else (after, _MAX_ID if after_id is None else after_id)
+            reads = self.hints.get(_READS)
+            if reads is None:
+                reads = self.hints[_READS] = {}
+            got = _from_read(reads.get((reactor, tenant)), cursor, limit)
+            if got is not None:
+                return got
         if after_id is not None or until is not None:
             rows = self._run(sql.FETCH_FIRINGS_CURSOR,
                              [reactor, tenant, after, after, after, after_id, after_id, until, until,
@@ -491,7 +553,11 @@ class ReactorDuckDBTx(ReactorTx):
             rows = self._run(sql.FETCH_FIRINGS_ALL, [reactor, tenant, limit]).fetchall()
         else:
             rows = self._run(sql.FETCH_FIRINGS_AFTER, [reactor, tenant, after, limit]).fetchall()
-        return [_row(_F, r) for r in rows]
+        rows = [_row(_F, r) for r in rows]
+        if reuse:  # committed rows, read outside any write: what a later fetch would read
+            reads[(reactor, tenant)] = (cursor, limit, rows)
+            return [dict(r) for r in rows]
+        return rows
 
     def prune_firings(self, cutoff, conservative, limit=None):
         limit = 2**62 if limit is None else check_limit(limit)
@@ -505,6 +571,9 @@ class ReactorDuckDBTx(ReactorTx):
                     hints[_OLDEST] = cutoff
 
             self._on_commit(committed)
+        if rows:
+            hints = self.hints
+            self._on_commit(lambda: hints.pop(_READS, None))
         return [fid for _, fid in sorted((at, fid) for fid, at in rows)]
 
     def count_firings(self):
@@ -524,7 +593,18 @@ class ReactorDuckDBTx(ReactorTx):
         if not cols:
             return  # "SET" with nothing to set is not SQL
         self._run(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
-        self._subscriptions_changed()
+        if not all(_as_read(c, v) for c, v in changes.items()):
+            self._subscriptions_changed()
+            return
+        hints, changes = self.hints, dict(changes)
+
+        def committed():  # the row as SQL would now read it
+            subs = hints.get(_SUBS)
+            row = None if subs is None else subs[1].get(sub_id)
+            if row is not None:
+                row.update(changes)
+
+        self._on_commit(committed)
 
     def delete_subscription(self, sub_id):
         gone = self._run(sql.DELETE_SUBSCRIPTION, [sub_id]).fetchone() is not None
@@ -537,9 +617,9 @@ class ReactorDuckDBTx(ReactorTx):
             return [_row(_S, r) for r in rows]
         subs = self.hints.get(_SUBS)
         if subs is None:
-            subs = self.hints[_SUBS] = [_row(_S, r) for r in self._run(sql.LIST_SUBSCRIPTIONS,
-                                                                        [None, None, False]).fetchall()]
-        return [dict(r) for r in subs
+            rows = [_row(_S, r) for r in self._run(sql.LIST_SUBSCRIPTIONS, [None, None, False]).fetchall()]
+            subs = self.hints[_SUBS] = (rows, {r["id"]: r for r in rows})
+        return [dict(r) for r in subs[0]
                 if (tenant is None or r["tenant_id"] == tenant) and (r["enabled"] or not enabled_only)]
 
     def _subscriptions_changed(self) -> None:

@@ -81,6 +81,11 @@ class DuckDBTx(Tx):
 
     __slots__ = ("c", "failed", "n", "begun", "hints", "committed")
 
+    # the hints outlive the transaction: one process owns the database and
+    # every transaction holds the store's lock, so only this store's commits
+    # change what they bound
+    keeps_hints = True
+
     def __init__(self, con: duckdb.DuckDBPyConnection, hints: dict | None = None) -> None:
         self.c = con
         self.failed = None
@@ -177,6 +182,9 @@ class DuckDBStore(Store):
         self._owner: int | None = None
         try:
             self.con.execute("SET TimeZone = 'UTC'")
+            # the engine sends one small statement at a time: more threads only
+            # add their scheduling to each (about 1.4x per statement measured)
+            self.con.execute("SET threads = 1")
             self._migrate()
         except duckdb.Error as exc:  # a damaged file can open and fail at its first read
             self.con.close()

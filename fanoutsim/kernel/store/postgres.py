@@ -78,6 +78,8 @@ class PostgresTx(Tx):
 
     __slots__ = ("c", "store", "failed", "n", "begun", "hints")
 
+    keeps_hints = False  # other processes write the same database (see hints below)
+
     def __init__(self, store: "PostgresStore") -> None:
         self.store = store
         self.c = store.cur
