@@ -137,6 +137,7 @@ class ReactorEngine:
     poll_subscriptions = poller.poll_subscriptions
     fetch = poller.fetch
     fetch_next = poller.fetch_next
+    start_pass = poller.start_pass
     drain = poller.drain
     prune_once = prune.prune_once
     claim = executor.claim

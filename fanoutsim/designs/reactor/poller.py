@@ -94,31 +94,51 @@ def fetch_next(e, now: int, subs: list[dict], start: int = 0) -> tuple[int, list
     The store is asked first whether a stream has anything past the
     watermark; if not, the fetch is skipped — it would have returned nothing —
     but still counted as the query the real poll loop sends."""
+    with e.store.transaction() as tx:
+        i, batch = _scan(e, tx, now, subs, start)
+    return _found(e, now, subs, i, batch)
+
+
+def start_pass(e, now: int) -> tuple[list[dict], int, list[dict]]:
+    """:func:`poll_subscriptions`, then :func:`fetch_next` from the first, at
+    one instant in one read-only transaction: ``(subs, index, batch)``. A
+    pass over subscriptions with nothing new is then one step."""
+    with e.store.transaction() as tx:
+        subs = tx.list_subscriptions(enabled_only=True)
+        i, batch = _scan(e, tx, now, subs, 0)
+    return (subs, *_found(e, now, subs, i, batch))
+
+
+def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
+    """The fetches of :func:`fetch_next` in ``tx``: the first batch and its index."""
     cfg = e.config
     limit, poll_limit = cfg.reactor_poll_batch_limit, e.faults.poll_limit
     compound, settled = cfg.watermark != "fired_at", cfg.watermark == "settled"
-    n, i, queries, batch = len(subs), start, 0, []
+    has_firings_past = tx.has_firings_past
+    n, queries = len(subs), 0
     try:
-        with e.store.transaction() as tx:
-            has_firings_past = tx.has_firings_past
-            while i < n:
-                sub = subs[i]
-                lim = poll_limit(sub, now, limit)
-                if lim > 0:
-                    after = sub["last_seen_fired_at"]
-                    after_id = sub["last_seen_firing_id"] if compound and after is not None else None
-                    queries += 1  # the poll loop's load on the database
-                    if has_firings_past(sub["reactor_name"], sub["tenant_id"], after, after_id):
-                        batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, lim,
-                                                 after_id=after_id, until=now - e.settle_us if settled else None)
-                        if batch:
-                            break
-                i += 1
+        while i < n:
+            sub = subs[i]
+            lim = poll_limit(sub, now, limit)
+            if lim > 0:
+                after = sub["last_seen_fired_at"]
+                after_id = sub["last_seen_firing_id"] if compound and after is not None else None
+                queries += 1  # the poll loop's load on the database
+                if has_firings_past(sub["reactor_name"], sub["tenant_id"], after, after_id):
+                    batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, lim,
+                                             after_id=after_id, until=now - e.settle_us if settled else None)
+                    if batch:
+                        return i, batch
+            i += 1
+        return n, []
     finally:
         if queries:
             e.poll_queries(queries)
+
+
+def _found(e, now: int, subs: list[dict], i: int, batch: list[dict]) -> tuple[int, list[dict]]:
     if not batch:
-        return n, []
+        return i, batch
     sid = subs[i]["id"]
     e.trace.add(now, "polled", e.poller, subscription=sid, detail=str(len(batch)))
     e.faults.point("poll.after_fetch", now, subscription=sid)

@@ -121,28 +121,32 @@ class Simulation(RunnerHost, VirtualRuntime):
     def _poll_loop(self, engine: ReactorEngine, phase: float = 0.0):
         env = self.env
         interval = self.config.reactor_poll_interval
-        poll_subscriptions, fetch_next, drain = engine.poll_subscriptions, engine.fetch_next, engine.drain
+        start_pass, fetch_next, drain = engine.start_pass, engine.fetch_next, engine.drain
         try:
             if phase:
                 yield env.timeout(phase)
             while True:
                 decoded: dict = {}  # the pass's decoded firings: in memory, lost on crash
-                subs = self._call(poll_subscriptions) or ()
-                i, n = 0, len(subs)
+                # the list and the fetches of subscriptions with nothing new, up to
+                # the next batch, are one step: no time passes between them
+                got = self._call(start_pass)
+                if not self._live(engine):
+                    return
+                subs, i, batch = got
+                n = len(subs)
                 while i < n:
-                    # the fetches of subscriptions with nothing new, up to the next batch,
-                    # are one step: no time passes between them
-                    got = self._call(fetch_next, subs, i)
+                    # the batch is in hand; whoever else runs now, runs before the drain
+                    yield env.timeout(self.fetch_latency)
+                    self._call(drain, subs[i], batch, decoded)
                     if not self._live(engine):
                         return
-                    i, batch = got
-                    if batch:
-                        # the batch is in hand; whoever else runs now, runs before the drain
-                        yield env.timeout(self.fetch_latency)
-                        self._call(drain, subs[i], batch, decoded)
+                    if i + 1 < n:
+                        got = self._call(fetch_next, subs, i + 1)
                         if not self._live(engine):
                             return
-                    i += 1
+                        i, batch = got
+                    else:
+                        i = n
                 yield env.timeout(interval)
         except simpy.Interrupt:
             return
