@@ -112,14 +112,15 @@ def start_pass(e, now: int) -> tuple[list[dict], int, list[dict]]:
 def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
     """The fetches of :func:`fetch_next` in ``tx``: the first batch and its index."""
     cfg = e.config
-    limit, poll_limit = cfg.reactor_poll_batch_limit, e.faults.poll_limit
+    limit = cfg.reactor_poll_batch_limit
+    poll_limit = e.faults.poll_limit if getattr(e.faults, "limits_polls", True) else None
     compound, settled = cfg.watermark != "fired_at", cfg.watermark == "settled"
     has_firings_past = tx.has_firings_past
     n, queries = len(subs), 0
     try:
         while i < n:
             sub = subs[i]
-            lim = poll_limit(sub, now, limit)
+            lim = limit if poll_limit is None else poll_limit(sub, now, limit)
             if lim > 0:
                 after = sub["last_seen_fired_at"]
                 after_id = sub["last_seen_firing_id"] if compound and after is not None else None

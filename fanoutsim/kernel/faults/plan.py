@@ -421,6 +421,7 @@ class Injector:
         self.point_crashes = [f for f in plan.faults if isinstance(f, CrashAtPoint)]
         self.fail_inserts = plan.of(FailInserts)
         self.stalls = [f for f in plan.of(Stall) if f.target == "subscription"]
+        self.limits_polls = bool(self.stalls)
         self.wedged_workflows = [f for f in plan.of(Stall) if f.target == "workflow"]
         self.slow = plan.of(SlowWorkflow)
         self.late = plan.of(LateCommit)

@@ -75,6 +75,10 @@ class InsertFailed(Exception):
 class NoFaults:
     """The fault plan of a healthy system: every hook is a no-op."""
 
+    # whether poll_limit may answer other than the limit it is given (the
+    # poll loop then asks it for every subscription of every pass)
+    limits_polls = False
+
     def point(self, name: str, now: int, **where) -> None:
         pass
 
