@@ -94,16 +94,24 @@ def test_an_idle_executor_schedules_almost_nothing():
     assert events(True) < 5_000  # the poll loop's 3,600 passes and the prune loop remain
 
 
-def test_rows_written_straight_to_the_store_between_runs_are_claimed():
-    sim = fs.Simulation(seed=0)
-    sim.run(until=5.0)  # the executor is asleep by now
-    assert sim._sleepers  # the executor is asleep
-    with sim.store.transaction() as tx:
-        tx.insert_execution({"id": sim.ids.new(), "workflow_name": "w", "tenant_id": "public",
-                             "context": "{}", "status": "pending", "dispatched_at": sim.now_us(),
-                             "claimed_at": None, "finished_at": None})
-    sim.run(until=6.0)
-    assert sim.executions()["status"].tolist() == ["completed"]
+def test_rows_written_straight_to_the_store_between_runs_are_claimed_on_the_tick():
+    """A row written around the steps, between runs, is claimed at the tick
+    a ticking executor would have claimed it at, not at the next poll pass."""
+    def run(sleep: bool) -> fs.Simulation:
+        sim = fs.Simulation(seed=0)
+        sim.sleep_when_idle = sleep
+        sim.run(until=5.05)
+        assert bool(sim._sleepers) == sleep  # the executor is asleep by now, if it may be
+        with sim.store.transaction() as tx:
+            tx.insert_execution({"id": sim.ids.new(), "workflow_name": "w", "tenant_id": "public",
+                                 "context": "{}", "status": "pending", "dispatched_at": sim.now_us(),
+                                 "claimed_at": None, "finished_at": None})
+        sim.run(until=5.9)  # before the next poll pass, at 6.0
+        return sim
+
+    ticking, sleeping = run(False), run(True)
+    assert sleeping.executions()["status"].tolist() == ["completed"]
+    pdt.assert_frame_equal(ticking.executions(), sleeping.executions())
 
 
 @pytest.mark.parametrize("now,at", [(0.0013, 0.1013), (3.7, 3.8), (86399.95, 86400.05), (1e-9, 0.1)])
