@@ -303,4 +303,4 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
     def run(self, until: float | None = None) -> None:
         if not until_ok(self.env, until):
             return
-        self.env.run(until=until)
+        self._advance(until)

@@ -302,4 +302,4 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
     def run(self, until: float | None = None) -> None:
         if not until_ok(self.env, until):
             return
-        self.env.run(until=until)
+        self._advance(until)

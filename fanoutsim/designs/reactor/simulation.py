@@ -293,6 +293,4 @@ class Simulation(RunnerHost, VirtualRuntime):
             return
         if self.plan is not None and not self._checked:
             self.check_plan()
-        if self._sleepers:  # rows written to the store between runs
-            self._wake_sleepers()
-        self.env.run(until=until)
+        self._advance(until)

@@ -190,6 +190,13 @@ class VirtualRuntime(VirtualCrashes):
             self._wake_sleepers()
         return out
 
+    def _advance(self, until: float | None) -> None:
+        """``env.run(until)``, once the sleepers have seen rows written around
+        the steps since the last run (straight to the store)."""
+        if self._sleepers and self.store.writes != self._slept_at:
+            self._wake_sleepers()
+        self.env.run(until=until)
+
     # -- sleeping until a write ------------------------------------------------------
     def _until_written(self, ready) -> simpy.Event:
         """An event that fires once a step has committed a write after which
@@ -198,8 +205,9 @@ class VirtualRuntime(VirtualCrashes):
         it would have kept, so that the trace stays the same). ``ready`` is
         asked only after steps that wrote (``store.writes`` moved)."""
         event = self.env.event()
+        if not self._sleepers:  # others may not have seen the writes since they were last asked
+            self._slept_at = self.store.writes
         self._sleepers.append((event, ready))
-        self._slept_at = self.store.writes
         return event
 
     def _wake_sleepers(self) -> None:
