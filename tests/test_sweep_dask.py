@@ -34,7 +34,15 @@ def client():
     """Worker processes: the runs really leave this process."""
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as c:
+        c.wait_for_workers(2)
         yield c
+
+
+def _workers(client) -> list[str]:
+    """The workers' addresses, asked of the workers themselves: scheduler_info()
+    falls back to a cached summary without workers when the scheduler is slow
+    to answer (a loaded CI machine)."""
+    return sorted(client.run(_executed))
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +114,7 @@ def _set_version(client, worker, version: str) -> None:
 
 
 def test_a_worker_with_another_version_is_refused_before_any_task(client, tmp_path):
-    worker = sorted(client.scheduler_info()["workers"])[0]
+    worker = _workers(client)[0]
     before = sum(client.run(_executed).values())
     _set_version(client, worker, "0.0.9")
     try:
@@ -121,11 +129,11 @@ def test_a_worker_with_another_version_is_refused_before_any_task(client, tmp_pa
     assert sum(client.run(_executed).values()) == before  # no task ran
     assert not (tmp_path / "c.duckdb").exists()
     # the worker back at this version: the sweep runs
-    assert SW.check_cluster(client) == {w: fs.__version__ for w in client.scheduler_info()["workers"]}
+    assert SW.check_cluster(client) == {w: fs.__version__ for w in _workers(client)}
 
 
 def test_a_worker_without_fanoutsim_is_refused(client):
-    worker = sorted(client.scheduler_info()["workers"])[-1]
+    worker = _workers(client)[-1]
     client.run(exec, "import sys; sys.modules['_fanoutsim_hidden'] = sys.modules['fanoutsim']; "
                      "sys.modules['fanoutsim'] = None", workers=[worker])
     try:
