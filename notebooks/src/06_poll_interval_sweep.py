@@ -163,7 +163,8 @@ from distributed import Client, LocalCluster
 
 corner = {P: [0.5, 1.0], B: [10, 100]}
 with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
-    workers = len(client.scheduler_info()["workers"])
+    client.wait_for_workers(2)
+    workers = len(client.run(len, ()))  # one answer per worker
     on_dask = fs.sweep(scenario, grid=corner, seeds=range(3), until=300, client=client, cache=None,
                        progress=False)
 
