@@ -46,6 +46,30 @@ def _second(seconds: int) -> str:
     return from_us(seconds * US).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def rfc3339_us(text: str) -> int | None:
+    """The inverse of :func:`rfc3339` for text in exactly its shape
+    (``YYYY-MM-DDTHH:MM:SS.ffffffZ``) and years 1678-2261 (where pandas'
+    nanosecond timestamps reach): epoch microseconds; None for any other text
+    (the caller then parses it the general way)."""
+    if (len(text) != 27 or text[19] != "." or text[26] != "Z" or not text.isascii()
+            or not text[20:26].isdigit()):
+        return None
+    seconds = _second_us(text[:19])
+    return None if seconds is None else seconds + int(text[20:26])
+
+
+@lru_cache(maxsize=4096)
+def _second_us(text: str) -> int | None:
+    if text[4:5] + text[7:8] + text[10:11] + text[13:14] + text[16:17] != "--T::" or not (
+            text[:4] + text[5:7] + text[8:10] + text[11:13] + text[14:16] + text[17:19]).isdigit() \
+            or not 1678 <= int(text[:4]) <= 2261:
+        return None
+    try:
+        return to_us(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC))
+    except ValueError:
+        return None
+
+
 def parse_start(value: str | datetime | None) -> int:
     """The wall time that virtual time 0 stands for, as epoch microseconds."""
     if value is None:

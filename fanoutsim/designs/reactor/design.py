@@ -8,7 +8,6 @@ from pathlib import Path
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
-from fanoutsim.kernel.frames import store_frame
 
 from .config import SchedulerConfig
 from .scenario import SCHEMA
@@ -88,23 +87,26 @@ def _sweep_row(sim, checked) -> dict:
     """One sweep run: latency percentiles of the subscription-dispatched
     executions (seconds; NaN when none), executions made, firings logged, poll
     queries per virtual second, the backlog past the watermarks at the end and
-    the checker's totals."""
-    from .analysis.delivery import latency_frame, metric_total, percentiles, watermarks
+    the checker's totals. Read from the store's rows; the same figures as
+    :func:`~.analysis.delivery.latency_frame` and ``watermarks`` give (tested)."""
+    from .analysis.delivery import backlog_total, latency_columns, latency_frame, metric_total, percentiles
 
-    executions, subs = sim.executions(), sim.subscriptions()
-    lat = latency_frame(sim, executions=executions, subs=subs)
+    got = latency_columns(sim.store)
+    if got is None:  # a context the engine did not write: the frame reads it
+        executions = sim.executions()
+        lat = latency_frame(sim, executions=executions)
+        got = len(executions), lat["fire_to_dispatch"], lat["fire_to_claim"]
+    n_executions, *latencies = got
     metrics = sim.metrics()
     row: dict = {}
-    for col in ("fire_to_dispatch", "fire_to_claim"):
-        stats = percentiles(lat[col])
+    for col, values in zip(("fire_to_dispatch", "fire_to_claim"), latencies):
+        stats = percentiles(values)
         for s in _LATENCY_STATS:
             row[f"{col}_{s}_s"] = math.nan if stats[s] is None else stats[s]
-    row["executions"] = int(len(executions))
+    row["executions"] = int(n_executions)
     row["firings"] = int(metric_total(metrics, "fanoutsim_reactor_firings_total"))
     row["polls_per_s"] = metric_total(metrics, "fanoutsim_reactor_poll_queries_total") / sim.now
-    # the backlog needs only when each firing fired, not what its payload says
-    firings = store_frame(sim.store, "reactor_firings")
-    row["backlog"] = int(sum(w["backlog"] for w in watermarks(sim, subs=subs, firings=firings)))
+    row["backlog"] = backlog_total(sim.store)
     row["lost"] = int(checked.total["lost"])
     row["extra_deliveries"] = int(checked.total["extra_deliveries"])
     row["valid"] = bool(checked.valid)

@@ -13,12 +13,15 @@ of the latency frame. Percentiles use linear interpolation (numpy's default).
 from __future__ import annotations
 
 import math
+import re
+from bisect import bisect_right
+from collections import defaultdict
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fanoutsim.kernel.timeutil import US, rfc3339
+from fanoutsim.kernel.timeutil import US, rfc3339, rfc3339_us
 
 __all__ = ["latency_frame", "delivery_report", "watermarks", "percentiles", "metric_total",
            "SUBSCRIPTION_KEY", "LATENCY_COLUMNS"]
@@ -71,6 +74,73 @@ def _latency(ex: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
     out["fire_to_dispatch"] = (out["dispatched_at"] - out["fired_at"]).dt.total_seconds().astype(float)
     out["fire_to_claim"] = (out["claimed_at"] - out["fired_at"]).dt.total_seconds().astype(float)
     return out[list(_LATENCY_FRAME_COLUMNS)]
+
+
+# the end of a context as the engine writes it: its two keys last, in the top-level object
+_TAIL = re.compile(r',"reactor_firing_id":"[^"\\]{1,64}","reactor_fired_at":"([^"\\]{27})"}\Z')
+
+
+def latency_columns(store) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """``(executions, fire_to_dispatch, fire_to_claim)``: the number of
+    executions and :func:`latency_frame`'s two latency columns, the same floats
+    in the same order, read straight from the store's rows without building
+    the frame (for a sweep's row). None when a context is not in the shape the
+    engine writes (the caller then builds the frame)."""
+    rows = store.rows("workflow_executions")
+    dispatch, claim = [], []
+    nan = math.nan
+    for r in rows:
+        ctx = r["context"]
+        m = _TAIL.search(ctx, max(0, len(ctx) - 160))
+        if m is None:
+            if "\\" in ctx or '"reactor_firing_id"' in ctx:
+                return None  # unusual text: only json.loads can tell
+            continue  # no firing (trigger fan-out): not in the latency frame
+        fired = rfc3339_us(m.group(1))
+        if fired is None:
+            return None
+        at, claimed = r["dispatched_at"], r["claimed_at"]
+        at = nan if at is None else _seconds(at - fired)
+        claimed = nan if claimed is None else _seconds(claimed - fired)
+        if at is None or claimed is None:
+            return None
+        dispatch.append(at)
+        claim.append(claimed)
+    return len(rows), np.array(dispatch, dtype=float), np.array(claim, dtype=float)
+
+
+def _seconds(us: int) -> float | None:
+    """A duration in µs as float seconds, as this pandas' ``total_seconds``
+    makes it (pandas 3 adds the remainder's fraction to the whole seconds,
+    earlier versions divide once; the two differ in the last bit); None
+    beyond 2**53 µs, where pandas 3 also nudges the last bit."""
+    if -(2**53) <= us <= 2**53:
+        if _SPLIT_SECONDS:
+            whole, rest = divmod(us, US)
+            return whole + rest / US
+        return us / US
+    return None
+
+
+# 1,180,249 µs is 1.180249 s split, 1.1802489999999999 s divided once
+_SPLIT_SECONDS = pd.Series([pd.Timedelta(1_180_249, "us")]).dt.total_seconds().iloc[0] == 1 + 180_249 / US
+
+
+def backlog_total(store) -> int:
+    """The sum of :func:`watermarks`' ``backlog`` over every subscription, from
+    the store's rows: retained firings of each subscription's stream after its
+    watermark (all of them while it has none)."""
+    streams: dict[tuple, list[int]] = defaultdict(list)
+    for f in store.rows("reactor_firings"):
+        streams[(f["reactor_name"], f["tenant_id"])].append(f["fired_at"])
+    for fired in streams.values():
+        fired.sort()
+    total = 0
+    for sub in store.rows("reactor_subscriptions"):
+        fired = streams.get((sub["reactor_name"], sub["tenant_id"]), ())
+        wm = sub["last_seen_fired_at"]
+        total += len(fired) if wm is None else len(fired) - bisect_right(fired, wm)
+    return total
 
 
 def percentiles(values) -> dict[str, Any]:
