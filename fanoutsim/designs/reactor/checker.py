@@ -125,6 +125,9 @@ def _sub_key(row) -> tuple:
     return (row["workflow_name"], row["tenant_id"], row["reactor_name"])
 
 
+_PER_SUB_KINDS = ("dispatched", "dispatch_failed", "watermark", "subscription")
+
+
 def check(sim) -> CheckReport:
     """Check every subscription of a finished (or paused) run."""
     cfg = sim.config
@@ -150,7 +153,10 @@ def check(sim) -> CheckReport:
 
     ev = trace[["t", "kind", "actor", "subscription", "firing", "execution", "detail"]]
     ev = ev.assign(seq=range(len(ev)))
-    per_sub_ev = {k: g for k, g in ev[ev["subscription"].notna()].groupby("subscription", sort=False)}
+    # each subscription's events of each kind, in trace order, split in one pass
+    per_sub_kind = {k: g for k, g in ev[ev["subscription"].notna() & ev["kind"].isin(_PER_SUB_KINDS)]
+                    .groupby(["subscription", "kind"], sort=False)}
+    no_events = ev.iloc[0:0]
     crashes = ev.loc[ev["kind"] == "crashed", "seq"].tolist()
     # when each firing was pruned, as a position in the trace: a prune and a
     # watermark move in the same instant are ordered by what happened first
@@ -189,16 +195,15 @@ def check(sim) -> CheckReport:
         deliveries = defaultdict(list)  # firing -> [execution ids in dispatch order]
         for fid, eid in ex_by_sub.get(_sub_key(s), ()):
             deliveries[fid].append(eid)
-        sev = per_sub_ev.get(sid, ev.iloc[0:0])
-        dispatch_seq = dict(zip(sev.loc[sev["kind"] == "dispatched", "execution"],
-                                sev.loc[sev["kind"] == "dispatched", "seq"]))
-        dispatch_actor = dict(zip(sev.loc[sev["kind"] == "dispatched", "execution"],
-                                  sev.loc[sev["kind"] == "dispatched", "actor"]))
-        failed = sev[sev["kind"] == "dispatch_failed"]
+        dispatched = per_sub_kind.get((sid, "dispatched"), no_events)
+        dispatched_ex = dispatched["execution"].tolist()
+        dispatch_seq = dict(zip(dispatched_ex, dispatched["seq"].tolist()))
+        dispatch_actor = dict(zip(dispatched_ex, dispatched["actor"].tolist()))
+        failed = per_sub_kind.get((sid, "dispatch_failed"), no_events)
         failed_by_firing = defaultdict(list)
         for fid, eid, seq in zip(failed["firing"], failed["execution"], failed["seq"]):
             failed_by_firing[fid].append((seq, eid))
-        wm = sev[sev["kind"] == "watermark"]
+        wm = per_sub_kind.get((sid, "watermark"), no_events)
         wm_seq = wm["seq"].tolist()
         wm_val = [int(v) for v in wm["detail"]]
         wm_t = wm["t"].tolist()
@@ -206,7 +211,7 @@ def check(sim) -> CheckReport:
         wm_by = list(zip(wm_seq, wm["actor"].tolist()))
         rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
         wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
-        toggles = sev[sev["kind"] == "subscription"]
+        toggles = per_sub_kind.get((sid, "subscription"), no_events)
         toggle_seq, toggle_on = toggles["seq"].tolist(), [d != "disabled" for d in toggles["detail"]]
 
         def enabled_at(seq) -> bool:
