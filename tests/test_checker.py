@@ -119,13 +119,21 @@ def test_out_of_order_counts_firings_first_delivered_after_a_later_one():
 
 
 def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():
-    from fanoutsim.designs.reactor.checker import _firing_of
+    from fanoutsim.designs.reactor.payload import context_firing
     import json as _json
+
+    def _firing_of(context):
+        return context_firing(context)[:2]
+
     ctx = {"quote": {"reactor_name": "fake", "reactor_firing_id": "0" * 36}, "reactor_name": 'we"ird',
            "reactor_firing_id": "12345678-1234-4234-8234-123456789abc", "reactor_fired_at": "x"}
     assert _firing_of(_json.dumps(ctx, separators=(",", ":"))) == ("12345678-1234-4234-8234-123456789abc", 'we"ird')
     ctx["reactor_name"] = "plain"
     assert _firing_of(_json.dumps(ctx, separators=(",", ":")))[1] == "plain"
+    # a source named like the engine's key keeps its place in the object: json decides
+    ctx = {"reactor_firing_id": "src", "quote": {"reactor_firing_id": "0" * 36}, "reactor_name": "r"}
+    ctx["reactor_firing_id"], ctx["reactor_fired_at"] = "12345678-1234-4234-8234-123456789abc", "x"
+    assert _firing_of(_json.dumps(ctx, separators=(",", ":"))) == ("12345678-1234-4234-8234-123456789abc", "r")
 
 
 def test_a_prune_in_the_same_instant_as_a_watermark_move_is_ordered_by_the_trace():

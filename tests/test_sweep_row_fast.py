@@ -100,6 +100,20 @@ def test_trigger_executions_carry_no_firing_and_are_left_out():
     _same(sim)
 
 
+def _insert(sim, context: str) -> None:
+    with sim.store.transaction() as tx:
+        tx.insert_execution({"id": "00000000-0000-4000-8000-00000000beef", "workflow_name": "audit",
+                             "tenant_id": "acme", "context": context, "status": "pending",
+                             "dispatched_at": sim.now_us(), "claimed_at": None, "finished_at": None})
+
+
+def _row_is_the_frames(sim) -> None:
+    checked = DESIGN.check(sim)
+    row = DESIGN.sweep_row(sim, checked)
+    assert row == pytest.approx(_frame_row(sim, checked), nan_ok=True, rel=0, abs=0)
+    assert row["executions"] == len(sim.executions())
+
+
 @pytest.mark.parametrize("context", [
     '{"reactor_name": "r", "reactor_firing_id": "f", "reactor_fired_at": "2026-01-01T00:00:00.000000Z"}',
     '{"reactor_name":"r","reactor_firing_id":"f","reactor_fired_at":"2026-01-01T00:00:00.000000Z"} ',
@@ -107,18 +121,20 @@ def test_trigger_executions_carry_no_firing_and_are_left_out():
     '{"reactor_name":"r","reactor_firing_id":"f","reactor_fired_at":"2026-01-01T00:00:00.500000Z",'
     '"reactor_firing_id":null}',
 ])
-def test_a_context_the_engine_did_not_write_is_read_by_the_frame(context):
+def test_a_context_the_engine_did_not_write_is_decoded_as_json(context):
     sim = load_scenario(SCENARIOS / "sweep.toml").build()
     sim.run(20.0)
-    with sim.store.transaction() as tx:
-        tx.insert_execution({"id": "00000000-0000-4000-8000-00000000beef", "workflow_name": "audit",
-                             "tenant_id": "acme", "context": context, "status": "pending",
-                             "dispatched_at": sim.now_us(), "claimed_at": None, "finished_at": None})
+    _insert(sim, context)
+    _same(sim)
+    _row_is_the_frames(sim)
+
+
+def test_a_timestamp_in_another_shape_is_read_by_the_frame():
+    sim = fs.Simulation(seed=1)
+    sim.run(1.0)
+    _insert(sim, '{"reactor_name":"r","reactor_firing_id":"f","reactor_fired_at":"2026-01-01T00:00:00.5Z"}')
     assert latency_columns(sim.store) is None
-    checked = DESIGN.check(sim)
-    row = DESIGN.sweep_row(sim, checked)
-    assert row == pytest.approx(_frame_row(sim, checked), nan_ok=True, rel=0, abs=0)
-    assert row["executions"] == len(sim.executions())
+    _row_is_the_frames(sim)
 
 
 @settings(max_examples=300, deadline=None)

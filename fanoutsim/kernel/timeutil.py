@@ -9,6 +9,7 @@ tables become DataFrames.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 
@@ -51,20 +52,19 @@ def rfc3339_us(text: str) -> int | None:
     (``YYYY-MM-DDTHH:MM:SS.ffffffZ``) and years 1678-2261 (where pandas'
     nanosecond timestamps reach): epoch microseconds; None for any other text
     (the caller then parses it the general way)."""
-    if (len(text) != 27 or text[19] != "." or text[26] != "Z" or not text.isascii()
-            or not text[20:26].isdigit()):
+    m = _RFC3339.fullmatch(text)
+    if m is None or not 1678 <= int(text[:4]) <= 2261:
         return None
-    seconds = _second_us(text[:19])
-    return None if seconds is None else seconds + int(text[20:26])
+    seconds = _second_us(m.group(1))
+    return None if seconds is None else seconds + int(m.group(2))
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{6})Z", re.ASCII)
 
 
 @lru_cache(maxsize=4096)
 def _second_us(text: str) -> int | None:
-    if text[4:5] + text[7:8] + text[10:11] + text[13:14] + text[16:17] != "--T::" or not (
-            text[:4] + text[5:7] + text[8:10] + text[11:13] + text[14:16] + text[17:19]).isdigit() \
-            or not 1678 <= int(text[:4]) <= 2261:
-        return None
-    try:
+    try:  # a date that does not exist (month 13) is not this shape either
         return to_us(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC))
     except ValueError:
         return None

@@ -40,7 +40,6 @@ promise.
 """
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from collections import defaultdict
 from itertools import accumulate
@@ -48,7 +47,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from fanoutsim.designs.reactor.payload import decode_sources
+from fanoutsim.designs.reactor.payload import context_firing, decode_sources
 from fanoutsim.kernel.check import CheckedReport, causes
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
@@ -102,25 +101,6 @@ def _firings(frame: pd.DataFrame) -> list[_F]:
     return [_F(*r) for r in zip(frame["firing"], frame["fired_at"], frame["logged_at"])]
 
 
-_FIRING_KEY, _REACTOR_KEY = '"reactor_firing_id":"', '"reactor_name":"'
-
-
-def _firing_of(context: str) -> tuple[str | None, str | None]:
-    """``(reactor_firing_id, reactor_name)`` of an execution's JSON context,
-    without decoding the payload it carries. The engine writes these keys
-    after the sources, so the *last* occurrence is theirs (a source may hold
-    the same key names deeper down)."""
-    i, j = context.rfind(_FIRING_KEY), context.rfind(_REACTOR_KEY)
-    if i >= 0 and j >= 0:
-        fid = context[i + len(_FIRING_KEY): i + len(_FIRING_KEY) + 36]
-        end = context.find('"', j + len(_REACTOR_KEY))
-        reactor = context[j + len(_REACTOR_KEY): end]
-        if "\\" not in reactor and len(fid) == 36:
-            return fid, reactor
-    ctx = json.loads(context)  # unusual text: decode it properly
-    return ctx.get("reactor_firing_id"), ctx.get("reactor_name")
-
-
 def _sub_key(row) -> tuple:
     return (row["workflow_name"], row["tenant_id"], row["reactor_name"])
 
@@ -139,7 +119,7 @@ def check(sim) -> CheckReport:
     ex_by_sub: dict[tuple, list[tuple[str, str]]] = defaultdict(list)  # sub key -> [(firing, execution)]
     existing_ids = set()
     for row in sim.store.rows("workflow_executions"):
-        fid, reactor = _firing_of(row["context"])
+        fid, reactor, _ = context_firing(row["context"])
         existing_ids.add(row["id"])
         if fid is not None:
             ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)].append((fid, row["id"]))
@@ -483,7 +463,7 @@ def check_store(store, config=None) -> CheckReport:
         previous = row["event"]
     deliveries: dict[tuple, list[tuple[int, str, str]]] = defaultdict(list)
     for row in store.rows("workflow_executions"):
-        fid, reactor = _firing_of(row["context"])
+        fid, reactor, _ = context_firing(row["context"])
         deliveries[(row["workflow_name"], row["tenant_id"], reactor, fid)].append(
             (row["dispatched_at"], row["id"], fid))
     by_stream = {k: g for k, g in history.groupby(["reactor_name", "tenant_id"], sort=False)}

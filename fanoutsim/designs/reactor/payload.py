@@ -12,6 +12,7 @@ are excluded from what CEL sees and from the dispatched context.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from typing import Any, Mapping
 
@@ -81,3 +82,22 @@ def decode_sources(blob: bytes) -> dict[str, Any]:
         for k, v in decode_payload(blob).items()
         if not k.startswith(BOOKKEEPING_PREFIX)
     }
+
+
+# The end of an execution's context as the poll loop writes it (sources first,
+# then these three keys, in the top-level object): read without decoding the
+# payload the context carries. A source of the same name moves the key
+# earlier, so the tail no longer matches and json decides.
+_CONTEXT_TAIL = re.compile(r'[{,]"reactor_name":"([^"\\]*)","reactor_firing_id":"([^"\\]{1,64})",'
+                           r'"reactor_fired_at":"([^"\\]*)"}\Z')
+
+
+def context_firing(context: str) -> tuple[Any, Any, Any]:
+    """``(reactor_firing_id, reactor_name, reactor_fired_at)`` of an
+    execution's JSON context, each None when absent."""
+    m = _CONTEXT_TAIL.match(context, max(0, context.rfind('"reactor_name":"') - 1))
+    if m is not None:
+        reactor, fid, fired_at = m.groups()
+        return fid, reactor, fired_at
+    ctx = json.loads(context)  # other text: decode it properly
+    return ctx.get("reactor_firing_id"), ctx.get("reactor_name"), ctx.get("reactor_fired_at")

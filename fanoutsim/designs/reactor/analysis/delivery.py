@@ -13,7 +13,6 @@ of the latency frame. Percentiles use linear interpolation (numpy's default).
 from __future__ import annotations
 
 import math
-import re
 from bisect import bisect_right
 from collections import defaultdict
 from typing import Any
@@ -76,32 +75,24 @@ def _latency(ex: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
     return out[list(_LATENCY_FRAME_COLUMNS)]
 
 
-# the end of a context as the engine writes it: its two keys last, in the top-level object
-_TAIL = re.compile(r',"reactor_firing_id":"[^"\\]{1,64}","reactor_fired_at":"([^"\\]{27})"}\Z')
-
-
 def latency_columns(store) -> tuple[int, np.ndarray, np.ndarray] | None:
     """``(executions, fire_to_dispatch, fire_to_claim)``: the number of
     executions and :func:`latency_frame`'s two latency columns, the same floats
     in the same order, read straight from the store's rows without building
-    the frame (for a sweep's row). None when a context is not in the shape the
-    engine writes (the caller then builds the frame)."""
+    the frame (for a sweep's row). None when a ``reactor_fired_at`` is not in
+    the shape the engine writes (the caller then builds the frame)."""
+    from fanoutsim.designs.reactor.payload import context_firing
+
     rows = store.rows("workflow_executions")
     dispatch, claim = [], []
-    nan = math.nan
     for r in rows:
-        ctx = r["context"]
-        m = _TAIL.search(ctx, max(0, len(ctx) - 160))
-        if m is None:
-            if "\\" in ctx or '"reactor_firing_id"' in ctx:
-                return None  # unusual text: only json.loads can tell
+        fid, _, fired_at = context_firing(r["context"])
+        if fid is None:
             continue  # no firing (trigger fan-out): not in the latency frame
-        fired = rfc3339_us(m.group(1))
+        fired = rfc3339_us(fired_at) if isinstance(fired_at, str) else None
         if fired is None:
             return None
-        at, claimed = r["dispatched_at"], r["claimed_at"]
-        at = nan if at is None else _seconds(at - fired)
-        claimed = nan if claimed is None else _seconds(claimed - fired)
+        at, claimed = _seconds(r["dispatched_at"], fired), _seconds(r["claimed_at"], fired)
         if at is None or claimed is None:
             return None
         dispatch.append(at)
@@ -109,11 +100,14 @@ def latency_columns(store) -> tuple[int, np.ndarray, np.ndarray] | None:
     return len(rows), np.array(dispatch, dtype=float), np.array(claim, dtype=float)
 
 
-def _seconds(us: int) -> float | None:
-    """A duration in µs as float seconds, as this pandas' ``total_seconds``
+def _seconds(at: int | None, since: int) -> float | None:
+    """``at - since`` µs as float seconds, as this pandas' ``total_seconds``
     makes it (pandas 3 adds the remainder's fraction to the whole seconds,
-    earlier versions divide once; the two differ in the last bit); None
-    beyond 2**53 µs, where pandas 3 also nudges the last bit."""
+    earlier versions divide once; the two differ in the last bit); NaN when
+    ``at`` is NULL; None beyond 2**53 µs, where pandas 3 also nudges the last bit."""
+    if at is None:
+        return math.nan
+    us = at - since
     if -(2**53) <= us <= 2**53:
         if _SPLIT_SECONDS:
             whole, rest = divmod(us, US)
