@@ -213,7 +213,7 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     _needs(design, "realtime")
     check_role(design, role, db)
     rt = design.realtime(scenario, db, rate=rate, **({} if role == "all" else {"role": role}))
-    server = None
+    server, previous = None, {}
     try:
         record_design(rt.store, design.name)
 
@@ -224,13 +224,15 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
             _needs(design, "write")
             return design.write(rt, body)
 
-        if not pg:  # over PostgreSQL every process opens the database itself
-            server = ControlServer(db, design.name, get_status, post_write, port=port,
-                                   max_body_bytes=max_body_bytes).start()
+        # the handlers go in before the server writes FILE.serve.json: a caller
+        # that sees the file may signal at once, and must get a clean stop
         stop = stop_event or threading.Event()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: stop.set())
+                previous[sig] = signal.signal(sig, lambda *_: stop.set())
+        if not pg:  # over PostgreSQL every process opens the database itself
+            server = ControlServer(db, design.name, get_status, post_write, port=port,
+                                   max_body_bytes=max_body_bytes).start()
         rt.start()
         if ready is not None:
             ready(None if server is None else server.port)
@@ -246,6 +248,8 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
         if server is not None:
             server.close()
         rt.close()
+        for sig, handler in previous.items():  # a caller's own handlers (pytest's, a notebook's) come back
+            signal.signal(sig, handler)
 
 
 def write(db: str, req: dict, design: str | None = None) -> Any:

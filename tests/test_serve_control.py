@@ -8,6 +8,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -143,3 +144,27 @@ def test_the_live_view_reads_a_server_with_its_token(server):
     db, address, token = server
     snap = LiveView(str(db)).snapshot()
     assert snap["firings"] >= 0 and isinstance(snap["executions"], dict)
+
+
+def test_a_signal_right_after_the_sidecar_appears_stops_the_server_cleanly(tmp_path, monkeypatch):
+    """A caller may signal as soon as FILE.serve.json exists: the handlers must already be in."""
+    from fanoutsim.kernel.runtime.control import ControlServer
+
+    start, seen, stop = ControlServer.start, {}, threading.Event()
+
+    def start_then_signal(self):
+        started = start(self)
+        seen["handler"] = signal.getsignal(signal.SIGTERM)
+        if callable(seen["handler"]):
+            signal.raise_signal(signal.SIGTERM)
+        else:  # the default action would end this process: stop the server another way
+            stop.set()
+        return started
+
+    monkeypatch.setattr(ControlServer, "start", start_then_signal)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    assert srv.serve(str(tmp_path / "s.duckdb"), rate=0, stop_event=stop) == 0
+    assert callable(seen["handler"]) and stop.is_set()  # the signal set the stop
+    # the caller's own handlers are back once it returns
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    assert not (tmp_path / "s.duckdb.serve.json").exists()
