@@ -686,7 +686,8 @@ ops = st.one_of(
     st.tuples(st.just("insert_exec"), st.sampled_from(EXEC_IDS), times,
               st.sampled_from(["pending", "pending", "running", "completed"])),
     st.tuples(st.just("claim"), times, st.integers(0, 3)),
-    st.tuples(st.just("finish"), st.sampled_from(EXEC_IDS), times, st.sampled_from(["completed", "failed"])),
+    st.tuples(st.just("finish"), st.sampled_from(EXEC_IDS), times, st.sampled_from(["completed", "failed", "pending"])),
+    st.tuples(st.just("requeue")),
 )
 # how a step's transaction ends: commit, an exception, a crash, or a swallowed failed write
 endings = st.sampled_from(["commit", "commit", "exception", "crash", "swallow"])
@@ -723,6 +724,8 @@ def apply(tx, op):
         return tx.claim_executions(*a)
     if kind == "finish":
         return tx.finish_execution(*a)
+    if kind == "requeue":
+        return tx.requeue_running()
     return apply_lease(tx, kind, a)
 
 

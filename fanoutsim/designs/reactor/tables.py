@@ -425,6 +425,7 @@ _OLDEST = "reactor.oldest"    # a lower bound of the oldest fired_at (_NO_FIRING
 _PENDING = "reactor.pending"  # False: no execution is pending; True: some may be
 _SUBS = "reactor.subs"        # every subscription as last read, kept in step with committed updates
 _READS = "reactor.reads"      # (reactor, tenant) -> its last fetch: (cursor key, limit, rows)
+_QUEUE = "reactor.queue"      # the pending executions: (their (dispatched_at, id) in order, id -> row)
 _NO_FIRING = 2**63
 
 # What SQL gives back for each column an update may set: an update whose
@@ -444,7 +445,7 @@ def _as_read(column: str, value) -> bool:
         return True
     kind = _SUB_TYPES.get(column)
     if kind is _UUID:
-        return type(value) is str and len(value) == 36 and value == value.lower()
+        return _is_uuid_text(value)
     return kind is not None and type(value) is kind
 
 
@@ -468,6 +469,30 @@ def _from_read(read, cursor: tuple | None, limit: int) -> list[dict] | None:
 
 def _fetch_key(row: dict) -> tuple[int, str]:
     return row["fired_at"], row["id"]
+
+
+def _is_uuid_text(value) -> bool:
+    """The text DuckDB gives back for a UUID column (lower case, 36 characters)."""
+    return type(value) is str and len(value) == 36 and value == value.lower()
+
+
+def _queued_as_read(row: dict) -> bool:
+    """Whether an inserted execution is exactly what reading it back would give."""
+    return (row["status"] == "pending" and _is_uuid_text(row["id"])
+            and type(row["workflow_name"]) is str and type(row["tenant_id"]) is str
+            and type(row["context"]) is str and type(row["dispatched_at"]) is int
+            and all(row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at")))
+
+
+_CLAIM_IDS: dict[int, str] = {}
+
+
+def _claim_ids(n: int) -> str:
+    """CLAIM_EXECUTION_IDS for ``n`` ids (one statement text per count)."""
+    statement = _CLAIM_IDS.get(n)
+    if statement is None:
+        statement = _CLAIM_IDS[n] = sql.CLAIM_EXECUTION_IDS.format(", ".join("?" * n))
+    return statement
 
 
 def _past(head: tuple[int, str] | None, after: int | None, after_id: str | None) -> bool:
@@ -592,7 +617,7 @@ class ReactorDuckDBTx(ReactorTx):
         cols = tuple(changes)
         if not cols:
             return  # "SET" with nothing to set is not SQL
-        self._run(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
+        self._hold(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
         if not all(_as_read(c, v) for c, v in changes.items()):
             self._subscriptions_changed()
             return
@@ -631,15 +656,34 @@ class ReactorDuckDBTx(ReactorTx):
         hints = self.hints
         self._on_commit(lambda: hints.__setitem__(_PENDING, pending))
 
+    def _queue_changed(self) -> None:
+        """Once this commits, the pending executions are read again when next claimed."""
+        hints = self.hints
+        self._on_commit(lambda: hints.pop(_QUEUE, None))
+
     def insert_execution(self, row):
         self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
-        if row["status"] == "pending":
-            self._pending(True)
+        if row["status"] != "pending":
+            return
+        self._pending(True)
+        if not _queued_as_read(row):
+            self._queue_changed()
+            return
+        hints, key, row = self.hints, (row["dispatched_at"], row["id"]), dict(row)
+
+        def committed():
+            queue = hints.get(_QUEUE)
+            if queue is not None:
+                insort(queue[0], key)
+                queue[1][key[1]] = row
+
+        self._on_commit(committed)
 
     def requeue_running(self):
         rows = self._run(sql.REQUEUE_RUNNING).fetchall()
         if rows:
             self._pending(True)
+            self._queue_changed()
         return [eid for _, eid in sorted((at, eid) for eid, at in rows)]
 
     def has_pending_executions(self):
@@ -652,16 +696,62 @@ class ReactorDuckDBTx(ReactorTx):
 
     def claim_executions(self, now, limit):
         check_limit(limit)
-        rows = [_row(_E, r) for r in self._run(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]
+        if self.keeps_hints and not self.begun:
+            rows = self._claim_queued(now, limit)
+        else:  # this transaction's own writes are not in the hint
+            rows = [_row(_E, r) for r in self._run(sql.CLAIM_EXECUTIONS, [now, limit]).fetchall()]
+            rows.sort(key=lambda r: (r["dispatched_at"], r["id"]))
+            if self.keeps_hints:
+                self._queue_changed()
         if len(rows) < limit:  # it took every pending row
             self._pending(False)
-        rows.sort(key=lambda r: (r["dispatched_at"], r["id"]))
         return rows
 
+    def _claim_queued(self, now, limit) -> list[dict]:
+        """The claim, by the ids of the oldest pending executions as the hint
+        holds them: the UPDATE finds its rows by key and returns nothing (the
+        subquery's scan and ``RETURNING`` were most of a claim's cost)."""
+        hints = self.hints
+        queue = hints.get(_QUEUE)
+        if queue is None:
+            pending = [_row(_E, r) for r in self._run(sql.PENDING_EXECUTIONS).fetchall()]
+            queue = hints[_QUEUE] = ([(r["dispatched_at"], r["id"]) for r in pending],
+                                     {r["id"]: r for r in pending})
+        keys = queue[0][:limit]
+        if not keys:
+            return []
+        ids = [eid for _, eid in keys]
+        claimed = self._run(_claim_ids(len(ids)), [now, *ids]).fetchone()[0]
+        if claimed != len(ids):  # never: every write to the table keeps the hint or drops it
+            raise RuntimeError(f"the pending-executions hint is out of step with the table: "
+                               f"claimed {claimed} of {len(ids)}")
+        rows = queue[1]
+        out = [{**rows[eid], "status": "running", "claimed_at": now} for eid in ids]
+
+        def committed():
+            q = hints.get(_QUEUE)
+            if q is queue:  # nothing dropped it since: its first keys are these
+                del q[0][:len(ids)]
+                for eid in ids:
+                    del q[1][eid]
+
+        self._on_commit(committed)
+        return out
+
     def finish_execution(self, execution_id, now, status):
-        self._run(sql.FINISH_EXECUTION, [status, now, execution_id])
+        self._hold(sql.FINISH_EXECUTION, [status, now, execution_id])
         if status == "pending":
             self._pending(True)
+            self._queue_changed()
+            return
+        hints = self.hints
+
+        def committed():  # a pending row finished without a claim leaves the queue
+            queue = hints.get(_QUEUE)
+            if queue is not None and execution_id in queue[1]:
+                hints.pop(_QUEUE)
+
+        self._on_commit(committed)
 
 
 PART = StorePart(

@@ -144,6 +144,16 @@ WHERE id IN (
     ORDER BY dispatched_at, id LIMIT ?)
 RETURNING {EXEC_COLS}"""
 
+# what the adapter's hint of the pending executions starts from, and the claim
+# it makes by their ids ({} takes one ? per id)
+PENDING_EXECUTIONS = f"""
+SELECT {EXEC_COLS} FROM workflow_executions WHERE status = 'pending'
+ORDER BY dispatched_at, id"""
+
+CLAIM_EXECUTION_IDS = f"""
+UPDATE workflow_executions SET status = 'running', claimed_at = {_TS}
+WHERE status = 'pending' AND id IN ({{}})"""
+
 FINISH_EXECUTION = f"UPDATE workflow_executions SET status = ?, finished_at = {_TS} WHERE id = ?"
 
 ALL_ROWS = {

@@ -79,7 +79,7 @@ class DuckDBTx(Tx):
     leaves it as the tables are. It lives in the store object and dies with
     the process; a new store over the same file starts without hints."""
 
-    __slots__ = ("c", "failed", "n", "begun", "hints", "committed")
+    __slots__ = ("c", "failed", "n", "_begun", "hints", "committed", "held")
 
     # the hints outlive the transaction: one process owns the database and
     # every transaction holds the store's lock, so only this store's commits
@@ -90,9 +90,18 @@ class DuckDBTx(Tx):
         self.c = con
         self.failed = None
         self.n = 0  # statements run, for the store's count
-        self.begun = False
+        self._begun = False
         self.hints = {} if hints is None else hints
         self.committed: list | None = None  # what to do to the hints once this commits
+        self.held: tuple | None = None  # a write not sent yet (see _hold)
+
+    @property
+    def begun(self) -> bool:
+        """Whether this transaction has written. A held write is sent first,
+        so the answer (and what a part does with it) is as if it had not been held."""
+        if self.held is not None:
+            self._release()
+        return self._begun
 
     def _on_commit(self, fn) -> None:
         """Run ``fn()`` after this transaction commits (in the order given);
@@ -105,13 +114,41 @@ class DuckDBTx(Tx):
     def _run(self, statement: str, params=None) -> duckdb.DuckDBPyConnection:
         if self.failed is not None:  # say why, rather than DuckDB's "transaction is aborted"
             raise RuntimeError(FAILED_TX.format(self.failed))
+        if self.held is not None:
+            self._release()
         self.n += 1
+        if not self._begun and not _reads_only(statement):
+            # the first write opens the transaction, in the same round trip
+            self._begun = True
+            self.n += 1
+            return self._send(_opening(statement), params)
+        return self._send(statement, params)
+
+    def _hold(self, statement: str, params=None) -> None:
+        """Run a write whose result the caller does not read, perhaps later:
+        a first write is held until the transaction sends anything else (then
+        it opens the transaction, as in :meth:`_run`) or commits (then it goes
+        alone, committed by DuckDB as it runs: one round trip, not BEGIN and
+        COMMIT around it). Many of the engine's transactions are one such write
+        (a watermark move, a finish). An error of a held write would be raised by
+        whatever sends it (a later statement of the block, or the commit), so
+        a part holds only writes that cannot fail on a constraint — an update
+        by key of columns no key or index covers — and a caller sees every
+        error where it would without holding."""
+        if self.failed is not None:
+            raise RuntimeError(FAILED_TX.format(self.failed))
+        if self.held is None and not self._begun:
+            self.held = (statement, params)
+        else:
+            self._run(statement, params)
+
+    def _release(self) -> None:
+        statement, params = self.held
+        self.held = None
+        self._run(statement, params)
+
+    def _send(self, statement: str, params) -> duckdb.DuckDBPyConnection:
         try:
-            if not self.begun and not _reads_only(statement):
-                # the first write opens the transaction, in the same round trip
-                self.begun = True
-                self.n += 1
-                return self.c.execute(_opening(statement), params)
             return self.c.execute(statement, params)
         except duckdb.Error as exc:
             if isinstance(exc, duckdb.ConstraintException) and "duplicate key" in str(exc).lower():
@@ -261,8 +298,23 @@ class DuckDBStore(Store):
         return self._tx(self.con, self.hints)  # BEGIN comes with the first write
 
     def _commit(self, tx: DuckDBTx) -> None:
-        self.statements += tx.n + tx.begun  # BEGIN is in n; COMMIT is one more
-        if not tx.begun:  # it only read: nothing to commit
+        if tx.held is not None:  # its one write: sent alone, DuckDB commits it
+            statement, params = tx.held
+            tx.held = None
+            tx.n += 1
+            self.statements += tx.n
+            try:
+                tx._send(statement, params)
+            finally:
+                self._owner = None
+                self._lock.release()
+            self.writes += 1
+            if tx.committed is not None:
+                for fn in tx.committed:
+                    fn()
+            return
+        self.statements += tx.n + tx._begun  # BEGIN is in n; COMMIT is one more
+        if not tx._begun:  # it only read: nothing to commit
             self._owner = None
             self._lock.release()
             return
@@ -284,9 +336,10 @@ class DuckDBStore(Store):
             self._lock.release()
 
     def _rollback(self, tx: DuckDBTx) -> None:
-        self.statements += tx.n + tx.begun
+        tx.held = None  # never sent: nothing of it to undo
+        self.statements += tx.n + tx._begun
         try:
-            if tx.begun:
+            if tx._begun:
                 self.con.execute("ROLLBACK")
         finally:
             self._owner = None

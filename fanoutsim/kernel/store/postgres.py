@@ -128,6 +128,11 @@ class PostgresTx(Tx):
             self.failed = exc
             raise
 
+    def _hold(self, statement: str, params=None) -> None:
+        """A write whose result the caller does not read: sent now (DuckDB's
+        store may hold it back to send it alone; see DuckDBTx._hold)."""
+        self._run(statement, params)
+
     # -- runner_log -----------------------------------------------------
     def log_runner(self, at, event, detail=None):
         # several processes may share the database: the next seq is max + 1 under a
