@@ -108,14 +108,11 @@ def test_trace_rows_have_time_actor_subscription_firing_execution_attempt():
 
 
 def test_out_of_order_counts_firings_first_delivered_after_a_later_one():
-    class F:
-        def __init__(self, firing, fired_at):
-            self.firing, self.fired_at = firing, fired_at
-    expected = [F("a", 1), F("b", 2), F("c", 3)]
-    deliveries = {"a": ["ea"], "b": ["eb"], "c": ["ec"]}
-    assert _out_of_order(expected, deliveries, {"ea": 1, "eb": 2, "ec": 3}) == 0
-    assert _out_of_order(expected, deliveries, {"ea": 3, "eb": 1, "ec": 2}) == 1
-    assert _out_of_order(expected, deliveries, {"ea": 3, "eb": 2, "ec": 1}) == 2
+    # (the first dispatch's place in the trace, fired_at) of firings 1, 2, 3
+    assert _out_of_order([(1, 1), (2, 2), (3, 3)]) == 0
+    assert _out_of_order([(3, 1), (1, 2), (2, 3)]) == 1
+    assert _out_of_order([(3, 1), (2, 2), (1, 3)]) == 2
+    assert _out_of_order([(2, 5), (1, 5)]) == 0  # a tie of stamps is in order either way
 
 
 def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():

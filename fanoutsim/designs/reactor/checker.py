@@ -204,12 +204,19 @@ def check(sim) -> CheckReport:
         end_wm = None if pd.isna(end_wm) else int(end_wm.value // 1000)
         end_wm_id = s["last_seen_firing_id"] or ""
         once = dup_firings = extra = lost = lost_promised = pending = 0
+        firsts = []  # (the first dispatch's place in the trace, fired_at): for the order
         for f in expected:
-            got = deliveries.get(f.firing, [])
+            got = deliveries.get(f.firing)
             if got:
                 if len(got) == 1:
                     once += 1
+                    first = dispatch_seq.get(got[0])
+                    if first is not None:
+                        firsts.append((first, f.fired_at))
                     continue
+                seqs = [dispatch_seq[e] for e in got if e in dispatch_seq]
+                if seqs:
+                    firsts.append((min(seqs), f.fired_at))
                 dup_firings += 1
                 # all rows of this firing, in the order they were committed
                 commits = sorted(
@@ -263,7 +270,7 @@ def check(sim) -> CheckReport:
                               "tenant_id": s["tenant_id"], "firing": f.firing, "cause": cause,
                               "promised": promised, "detail": detail})
 
-        out_of_order = _out_of_order(expected, deliveries, dispatch_seq)
+        out_of_order = _out_of_order(firsts)
         rows.append({
             "subscription": sid, "reactor_name": s["reactor_name"], "workflow_name": s["workflow_name"],
             "tenant_id": s["tenant_id"], "expected": len(expected), "delivered_once": once,
@@ -347,13 +354,9 @@ def _parallel(jobs) -> list[set]:
     return results
 
 
-def _out_of_order(expected, deliveries, dispatch_seq) -> int:
-    """Firings first delivered after a firing with a later fired_at was."""
-    firsts = []
-    for f in expected:
-        seqs = [dispatch_seq[e] for e in deliveries.get(f.firing, ()) if e in dispatch_seq]
-        if seqs:
-            firsts.append((min(seqs), f.fired_at))
+def _out_of_order(firsts: list[tuple[int, int]]) -> int:
+    """Firings first delivered after a firing with a later fired_at was
+    (``firsts``: each delivered firing's first dispatch, as (trace place, fired_at))."""
     firsts.sort()
     count, high = 0, None
     for _, fired_at in firsts:
