@@ -137,6 +137,29 @@ def test_a_timestamp_in_another_shape_is_read_by_the_frame():
     _row_is_the_frames(sim)
 
 
+def test_contexts_that_mix_timestamp_shapes_are_each_read_as_written():
+    """Beside the engine's own stamps, hand-written ones in other ISO 8601 shapes."""
+    sim = load_scenario(SCENARIOS / "sweep.toml").build()
+    sim.run(20.0)
+    engine_rows = len(latency_frame(sim))
+    for eid, stamp in (("beef", "2026-01-01T00:00:00.5Z"), ("cafe", "2026-01-01T02:00:00+02:00"),
+                       ("f00d", "2026-01-01 00:00:01Z")):
+        with sim.store.transaction() as tx:
+            tx.insert_execution({"id": f"00000000-0000-4000-8000-00000000{eid}", "workflow_name": "audit",
+                                 "tenant_id": "acme", "status": "pending",
+                                 "context": f'{{"reactor_name":"r","reactor_firing_id":"{eid}",'
+                                            f'"reactor_fired_at":"{stamp}"}}',
+                                 "dispatched_at": sim.now_us(), "claimed_at": None, "finished_at": None})
+    lat = latency_frame(sim)
+    assert len(lat) == engine_rows + 3
+    fired = dict(zip(lat["reactor_firing_id"], lat["fired_at"]))
+    assert fired["beef"] == pd.Timestamp("2026-01-01T00:00:00.5", tz="UTC")
+    assert fired["cafe"] == pd.Timestamp("2026-01-01T00:00:00", tz="UTC")  # the offset applied
+    assert fired["f00d"] == pd.Timestamp("2026-01-01T00:00:01", tz="UTC")
+    assert latency_columns(sim.store) is None  # not the engine's shape: the frame reads them
+    _row_is_the_frames(sim)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=-9_000_000_000 * US, max_value=9_000_000_000 * US))
 def test_rfc3339_us_inverts_rfc3339_as_pandas_reads_it(us):

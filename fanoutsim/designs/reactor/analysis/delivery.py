@@ -35,7 +35,9 @@ _LATENCY_FRAME_COLUMNS = (
 
 
 def _utc(values) -> pd.Series:
-    return pd.to_datetime(pd.Series(values, dtype=object), utc=True).astype("datetime64[us, UTC]")
+    # ISO8601, not a format inferred from the first value: contexts written by
+    # hand may mix shapes (with and without fractions, offsets, a space for T)
+    return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601").astype("datetime64[us, UTC]")
 
 
 def latency_frame(sim, *, executions: pd.DataFrame | None = None,
