@@ -113,3 +113,17 @@ def test_a_claim_refuses_a_hint_out_of_step_with_the_table(duck):
         with duck.transaction() as tx:
             tx.claim_executions(6, 1)
     assert [r["status"] for r in duck.rows(EXECS)] == ["completed", "completed"]  # rolled back
+
+
+@pytest.mark.parametrize("writes", [1, 2], ids=["held, sent alone", "two, BEGIN ... COMMIT"])
+def test_the_hints_change_before_another_transaction_can_begin(duck, writes):
+    """A commit's hint updates run under the store's lock: a thread waiting to
+    begin never reads the hints of before the commit."""
+    s = sub()
+    add(duck, subs=[s])
+    seen = []
+    with duck.transaction() as tx:
+        for k in range(writes):
+            tx.update_subscription(s["id"], {"updated_at": 200 + k})
+        tx._on_commit(lambda: seen.append(duck._lock.locked()))
+    assert seen == [True]

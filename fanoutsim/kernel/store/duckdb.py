@@ -305,13 +305,13 @@ class DuckDBStore(Store):
             self.statements += tx.n
             try:
                 tx._send(statement, params)
+                self.writes += 1
+                if tx.committed is not None:  # under the lock: no other transaction sees old hints
+                    for fn in tx.committed:
+                        fn()
             finally:
                 self._owner = None
                 self._lock.release()
-            self.writes += 1
-            if tx.committed is not None:
-                for fn in tx.committed:
-                    fn()
             return
         self.statements += tx.n + tx._begun  # BEGIN is in n; COMMIT is one more
         if not tx._begun:  # it only read: nothing to commit
