@@ -1,15 +1,19 @@
 """The DuckDB store's round trips: a transaction of one update is sent alone
-(DuckDB's autocommit, no BEGIN or COMMIT), and a claim finds its rows by the
-ids of the pending executions the store holds as a hint. Both must change
-what DuckDB is sent and nothing a caller sees; the contract suite checks the
-second against the memory store over random sequences, these the mechanisms."""
+(DuckDB's autocommit, no BEGIN or COMMIT); a claim finds its rows by the ids
+of the pending executions the store holds as a hint; a fetch is answered from
+the stream's last read, which committed firings join. Each must change what
+DuckDB is sent and nothing a caller sees; the contract suite checks them
+against the memory store over random sequences, these the mechanisms."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from fanoutsim.designs.reactor import tables
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.kernel.faults import Crash
-from test_store_contract import EXECS, SUBS, add, execution, sub
+from test_store_contract import EXECS, FIRING_IDS, SUBS, add, execution, firing, sub
 
 
 def sent(store, block) -> int:
@@ -127,3 +131,83 @@ def test_the_hints_change_before_another_transaction_can_begin(duck, writes):
             tx.update_subscription(s["id"], {"updated_at": 200 + k})
         tx._on_commit(lambda: seen.append(duck._lock.locked()))
     assert seen == [True]
+
+
+# -- fetches answered from the stream's last read ------------------------------------
+
+def fetch(db, after, limit, after_id=None):
+    with db.transaction() as tx:
+        return tx.fetch_firings("r1", "t1", after, limit, after_id=after_id)
+
+
+def test_firings_committed_after_a_fetch_join_its_read_in_order(duck):
+    memory = MemoryStore()
+    for db in (memory, duck):
+        add(db, firings=[firing(10, fid=FIRING_IDS[0]), firing(20, fid=FIRING_IDS[1])])
+    assert sent(duck, lambda tx: tx.fetch_firings("r1", "t1", None, 10)) == 1  # all of them: complete
+    # a later firing, and a late one that sorts between the two
+    for db in (memory, duck):
+        add(db, firings=[firing(30, fid=FIRING_IDS[2]), firing(15, fid=FIRING_IDS[3])])
+    for after, limit in ((None, 10), (10, 10), (15, 1), (20, 5), (30, 5)):
+        before = duck.statements
+        assert fetch(duck, after, limit) == fetch(memory, after, limit)
+        assert duck.statements == before  # no statement: the read had every row
+
+
+def test_a_prefix_read_does_not_answer_past_its_end(duck):
+    memory, first, late = MemoryStore(), [firing(t) for t in (10, 20, 30)], firing(25)
+    for db in (memory, duck):
+        add(db, firings=first)
+    fetch(duck, None, 2)  # the first two only: a prefix
+    for db in (memory, duck):
+        add(db, firings=[late])  # after the prefix: unknown whether 30 lies between
+    before = duck.statements
+    assert fetch(duck, None, 2) == fetch(memory, None, 2)
+    assert duck.statements == before
+    assert fetch(duck, 20, 5) == fetch(memory, 20, 5)  # past the prefix: SQL
+    assert duck.statements == before + 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.one_of(
+    st.tuples(st.just("fire"), st.integers(0, 12)),
+    st.tuples(st.just("fire"), st.integers(0, 12)),
+    st.tuples(st.just("fetch"), st.none() | st.integers(0, 12), st.integers(1, 8)),
+    st.tuples(st.just("prune"), st.integers(0, 12))), min_size=1, max_size=40))
+def test_reads_that_forget_rows_far_behind_still_answer_as_sql(steps):
+    """With the dead-row allowance at 1, reads are trimmed at nearly every
+    answer: slower cursors must then read SQL and get the same rows."""
+    memory, duck = MemoryStore(), DuckDBStore(":memory:")
+    allowance, tables._DEAD_ROWS = tables._DEAD_ROWS, 1
+    try:
+        for n, (kind, *a) in enumerate(steps):
+            if kind == "fire":
+                row = firing(a[0], fid=f"00000000-0000-4000-8000-{n:012d}")
+                for db in (memory, duck):
+                    add(db, firings=[dict(row)])
+            elif kind == "fetch":
+                assert fetch(duck, *a) == fetch(memory, *a), (kind, a)
+            else:
+                for db in (memory, duck):
+                    with db.transaction() as tx:
+                        tx.prune_firings(a[0], False)
+    finally:
+        tables._DEAD_ROWS = allowance
+        duck.close()
+
+
+def test_a_read_forgets_rows_far_behind_and_a_slower_cursor_reads_sql(duck, monkeypatch):
+    monkeypatch.setattr(tables, "_DEAD_ROWS", 1)
+    memory, rows = MemoryStore(), [firing(t) for t in (10, 20, 30, 40, 50)]
+    for db in (memory, duck):
+        add(db, firings=rows)
+    fetch(duck, None, 10)  # every row: a complete read
+    before = duck.statements
+    assert fetch(duck, 40, 10) == fetch(memory, 40, 10)  # answered; the four rows behind are dropped
+    assert duck.statements == before
+    assert fetch(duck, 45, 10) == fetch(memory, 45, 10)  # still answered, from the read's new cursor
+    assert duck.statements == before
+    assert fetch(duck, 10, 10) == fetch(memory, 10, 10)  # behind the read now: SQL, a new read
+    assert duck.statements == before + 1
+    assert fetch(duck, 20, 2) == fetch(memory, 20, 2)
+    assert duck.statements == before + 1

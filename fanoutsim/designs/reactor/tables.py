@@ -424,7 +424,7 @@ _HEADS = "reactor.heads"      # (reactor, tenant) -> an upper bound of its newes
 _OLDEST = "reactor.oldest"    # a lower bound of the oldest fired_at (_NO_FIRING: none)
 _PENDING = "reactor.pending"  # False: no execution is pending; True: some may be
 _SUBS = "reactor.subs"        # every subscription as last read, kept in step with committed updates
-_READS = "reactor.reads"      # (reactor, tenant) -> its last fetch: (cursor key, limit, rows)
+_READS = "reactor.reads"      # (reactor, tenant) -> its last fetch and the firings committed since (_Read)
 _QUEUE = "reactor.queue"      # the pending executions: (their (dispatched_at, id) in order, id -> row)
 _NO_FIRING = 2**63
 
@@ -449,22 +449,57 @@ def _as_read(column: str, value) -> bool:
     return kind is not None and type(value) is kind
 
 
-def _from_read(read, cursor: tuple | None, limit: int) -> list[dict] | None:
-    """A fetch of ``limit`` rows past ``cursor`` answered from an earlier
-    fetch of the same stream (None: it cannot be). The earlier one took the
-    first ``limit0`` rows past ``cursor0``; rows past a cursor at or after it
-    are its rows past the cursor, then rows it did not take: enough of them,
-    or all there are (it took fewer than its limit), is the answer."""
+class _Read:
+    """A stream's rows past ``cursor`` in fetch order: a prefix of them, or all
+    of them (``complete``), as last fetched and kept in step with the firings
+    this store committed since."""
+
+    __slots__ = ("cursor", "rows", "complete")
+
+    def __init__(self, cursor: tuple | None, rows: list[dict], complete: bool) -> None:
+        self.cursor, self.rows, self.complete = cursor, rows, complete
+
+    def add(self, row: dict) -> None:
+        """A committed firing of the stream. Past the cursor it joins the rows
+        in order; a prefix stays a prefix unless the firing sorts after it
+        (then it is not known whether rows lie between)."""
+        key = _fetch_key(row)
+        if self.cursor is not None and key <= self.cursor:
+            return
+        rows = self.rows
+        if self.complete or (rows and key < _fetch_key(rows[-1])):
+            insort(rows, row, key=_fetch_key)
+
+
+_DEAD_ROWS = 4096  # rows before the cursor a read keeps before it forgets them
+
+
+def _from_read(read: _Read | None, cursor: tuple | None, limit: int) -> list[dict] | None:
+    """A fetch of ``limit`` rows past ``cursor`` answered from ``read`` (None:
+    it cannot be): rows past a cursor at or after the read's are its rows past
+    the cursor — enough of them, or all there are (a complete read). Rows
+    far behind the cursor asked for are dropped: a slower subscription then
+    reads SQL again, which makes a new read from its own cursor."""
     if read is None:
         return None
-    cursor0, limit0, rows = read
-    if cursor0 is not None and (cursor is None or cursor < cursor0):
+    if read.cursor is not None and (cursor is None or cursor < read.cursor):
         return None
+    rows = read.rows
     start = 0 if cursor is None else bisect_right(rows, cursor, key=_fetch_key)
-    past = len(rows) - start
-    if past >= limit or len(rows) < limit0:
-        return [dict(r) for r in rows[start:start + limit]]
+    if len(rows) - start >= limit or read.complete:
+        got = [dict(r) for r in rows[start:start + limit]]
+        if start > _DEAD_ROWS:
+            del rows[:start]
+            read.cursor = cursor
+        return got
     return None
+
+
+def _firing_as_read(row: dict) -> bool:
+    """Whether an inserted firing is exactly what reading it back would give."""
+    return (_is_uuid_text(row["id"]) and type(row["reactor_name"]) is str and type(row["tenant_id"]) is str
+            and type(row["payload"]) is bytes and type(row["fired_at"]) is int
+            and type(row["created_at"]) is int)
 
 
 def _fetch_key(row: dict) -> tuple[int, str]:
@@ -525,6 +560,7 @@ class ReactorDuckDBTx(ReactorTx):
     def insert_firing(self, row):
         self._run(sql.INSERT_FIRING, [row[k] for k in _F])
         hints, stream, key = self.hints, (row["reactor_name"], row["tenant_id"]), (row["fired_at"], str(row["id"]))
+        kept = dict(row) if _firing_as_read(row) else None  # what the stream's last read gains
 
         def committed():
             heads = hints.get(_HEADS)
@@ -536,8 +572,12 @@ class ReactorDuckDBTx(ReactorTx):
             if oldest is not None and key[0] < oldest:
                 hints[_OLDEST] = key[0]
             reads = hints.get(_READS)
-            if reads:
-                reads.pop(stream, None)
+            read = reads.get(stream) if reads else None
+            if read is not None:
+                if kept is not None:
+                    read.add(kept)
+                else:
+                    reads.pop(stream)
 
         self._on_commit(committed)
 
@@ -580,7 +620,7 @@ class ReactorDuckDBTx(ReactorTx):
             rows = self._run(sql.FETCH_FIRINGS_AFTER, [reactor, tenant, after, limit]).fetchall()
         rows = [_row(_F, r) for r in rows]
         if reuse:  # committed rows, read outside any write: what a later fetch would read
-            reads[(reactor, tenant)] = (cursor, limit, rows)
+            reads[(reactor, tenant)] = _Read(cursor, rows, len(rows) < limit)
             return [dict(r) for r in rows]
         return rows
 
