@@ -549,11 +549,11 @@ class ReactorDuckDBTx(ReactorTx):
     asks SQL, since its own rows are not in them yet.
 
     Where the store keeps hints past a transaction (one process owns a DuckDB
-    database), two reads are also answered from what was last read: the
-    subscriptions (updated in place by each committed update) and each
-    stream's last fetch, until a commit inserts or prunes firings of it — so
-    that the subscriptions of one stream, polled one after another in a pass,
-    cost one read between them."""
+    database), reads are also answered from what was last read: the
+    subscriptions (updated in place by each committed update), each stream's
+    last fetch (which the firings committed since join, until a prune), so
+    that a stream's subscriptions poll without a statement once it has been
+    read, and the pending executions, so that a claim updates rows by id."""
 
     __slots__ = ()
 
