@@ -211,3 +211,22 @@ def test_a_read_forgets_rows_far_behind_and_a_slower_cursor_reads_sql(duck, monk
     assert duck.statements == before + 1
     assert fetch(duck, 20, 2) == fetch(memory, 20, 2)
     assert duck.statements == before + 1
+
+
+@pytest.mark.parametrize("at", [-62_135_596_800_000_001, 0, 253_402_300_800_000_000],
+                         ids=["before year 1", "the epoch", "after year 9999"])
+def test_timestamps_bound_as_datetimes_or_converted_in_sql_read_back_the_same(duck, at):
+    """The hot writes bind their timestamps as datetimes, and fall back to the
+    conversion in SQL outside datetime's years 1-9999: both read back as written."""
+    memory, s, f, e = MemoryStore(), sub(), firing(at), execution(at)
+    for db in (memory, duck):
+        add(db, subs=[s], firings=[f], execs=[e])
+        with db.transaction() as tx:
+            tx.update_subscription(s["id"], {"last_seen_fired_at": at, "updated_at": at})
+        with db.transaction() as tx:
+            assert [r["claimed_at"] for r in tx.claim_executions(at, 1)] == [at]
+        with db.transaction() as tx:
+            tx.finish_execution(e["id"], at, "completed")
+    for table in (SUBS, EXECS, "reactor_firings"):
+        assert duck.rows(table) == memory.rows(table)
+    assert duck.rows(EXECS)[0]["finished_at"] == at

@@ -7,12 +7,35 @@ microseconds at the interface: ``epoch_us(col)`` reads them, :data:`TS` (a
 parameter) writes them.
 """
 
+from datetime import datetime, timedelta, timezone
+
 # The schema version this fanoutsim writes, at least: the newest migration of
 # the parts it composes, if newer. A file with a newer version is refused.
 SCHEMA_VERSION = 5
 
 TS = "make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ"
 _TS = TS
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_DATETIME_US = (-62_135_596_800_000_000, 253_402_300_799_999_999)  # datetime's years 1-9999
+
+
+def native_timestamps(params: list, at: tuple[int, ...]) -> list | None:
+    """``params`` with the microseconds at positions ``at`` as UTC datetimes,
+    which DuckDB (and psycopg) bind to a TIMESTAMPTZ parameter as they are:
+    converting in SQL (:data:`TS`) costs about 0.1 ms of a 0.5 ms statement.
+    None when one is not an int within datetime's years 1-9999; the caller
+    then sends the statement with :data:`TS`. None values stay None (NULL)."""
+    out = list(params)
+    lo, hi = _DATETIME_US
+    for i in at:
+        v = out[i]
+        if v is None:
+            continue
+        if type(v) is not int or not lo <= v <= hi:
+            return None
+        out[i] = _EPOCH + timedelta(microseconds=v)
+    return out
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fanoutsim_meta (
