@@ -10,8 +10,9 @@ statements, which is what keeps DuckDB usable here.
 
     python benchmarks/bench_duckdb_idle.py
 
-Target: DuckDB <= 20x the memory store. CPU seconds of this process (the
-machine may be shared); a figure to read, not an assertion.
+Target: DuckDB <= 20x the memory store. CPU seconds of this process, the
+best of several runs of each (the machine may be shared); a figure to read,
+not an assertion.
 """
 from __future__ import annotations
 
@@ -40,13 +41,21 @@ def run(store: str) -> tuple[float, list, int | None]:
     return cpu, rows, getattr(sim.store, "statements", None)
 
 
+def best(store: str, times: int) -> tuple[float, list, int | None]:
+    """The fastest of ``times`` runs (the memory store's few hundredths of a
+    second are at the mercy of one slow moment of a shared machine)."""
+    runs = [run(store) for _ in range(times)]
+    assert all(r[1] == runs[0][1] for r in runs), "a store delivers differently from run to run"
+    return min(r[0] for r in runs), runs[0][1], runs[0][2]
+
+
 def main() -> None:
-    mem_cpu, mem_rows, _ = run("memory")
-    duck_cpu, duck_rows, statements = run("duckdb")
+    mem_cpu, mem_rows, _ = best("memory", 7)
+    duck_cpu, duck_rows, statements = best("duckdb", 3)
     assert mem_rows == duck_rows, "the stores deliver differently"
     print(f"duckdb idle: {SECONDS / 60:.0f} virtual minutes, 4 subscriptions, {len(mem_rows)} deliveries (identical)")
-    print(f"  memory store   {mem_cpu:8.2f} CPU s")
-    print(f"  DuckDB store   {duck_cpu:8.2f} CPU s   ({statements} statements)")
+    print(f"  memory store   {mem_cpu:8.3f} CPU s   (best of 7)")
+    print(f"  DuckDB store   {duck_cpu:8.3f} CPU s   (best of 3; {statements} statements)")
     print(f"  DuckDB / memory {duck_cpu / mem_cpu:7.1f}x   (target <= 20x)")
     print(f"  load average (1 min) {os.getloadavg()[0]:.2f}")
 
