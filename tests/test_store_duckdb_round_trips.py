@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from fanoutsim.designs.reactor import tables
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.kernel.faults import Crash
+from fanoutsim.kernel.store.sql import TS, native_timestamps
+from fanoutsim.kernel.timeutil import from_us
 from test_store_contract import EXECS, FIRING_IDS, SUBS, add, execution, firing, sub
 
 
@@ -216,7 +218,7 @@ def test_a_read_forgets_rows_far_behind_and_a_slower_cursor_reads_sql(duck, monk
 @pytest.mark.parametrize("at", [-62_135_596_800_000_001, 0, 253_402_300_800_000_000],
                          ids=["before year 1", "the epoch", "after year 9999"])
 def test_timestamps_bound_as_datetimes_or_converted_in_sql_read_back_the_same(duck, at):
-    """The hot writes bind their timestamps as datetimes, and fall back to the
+    """Statements bind their timestamps as datetimes, and fall back to the
     conversion in SQL outside datetime's years 1-9999: both read back as written."""
     memory, s, f, e = MemoryStore(), sub(), firing(at), execution(at)
     for db in (memory, duck):
@@ -230,3 +232,16 @@ def test_timestamps_bound_as_datetimes_or_converted_in_sql_read_back_the_same(du
     for table in (SUBS, EXECS, "reactor_firings"):
         assert duck.rows(table) == memory.rows(table)
     assert duck.rows(EXECS)[0]["finished_at"] == at
+
+
+def test_each_ts_parameter_and_only_it_is_bound_as_a_datetime():
+    statement = f"UPDATE t SET a = ?, b = {TS} WHERE c = ? AND d < {TS} AND (CAST(? AS BIGINT) IS NULL)"
+    text, params = native_timestamps(statement, ["x", 5, 6, 7, 8])
+    assert text == "UPDATE t SET a = ?, b = ? WHERE c = ? AND d < ? AND (CAST(? AS BIGINT) IS NULL)"
+    assert params == ["x", from_us(5), 6, from_us(7), 8]
+    assert native_timestamps(statement, ["x", None, 6, 7, 8])[1] == ["x", None, 6, from_us(7), 8]
+    # as given: out of datetime's range, not an int, not lined up with the ?s, or no TS at all
+    for params in (["x", 253_402_300_800_000_000, 6, 7, 8], ["x", 5.0, 6, 7, 8], ["x", True, 6, 7, 8],
+                   ["x", 5, 6, 7]):
+        assert native_timestamps(statement, params) == (statement, params)
+    assert native_timestamps("SELECT ?", [1]) == ("SELECT ?", [1])

@@ -47,11 +47,13 @@ def _second(seconds: int) -> str:
     return from_us(seconds * US).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+@lru_cache(maxsize=4096)
 def rfc3339_us(text: str) -> int | None:
     """The inverse of :func:`rfc3339` for text in exactly its shape
     (``YYYY-MM-DDTHH:MM:SS.ffffffZ``) and years 1678-2261 (where pandas'
     nanosecond timestamps reach): epoch microseconds; None for any other text
-    (the caller then parses it the general way)."""
+    (the caller then parses it the general way). Cached: a firing's stamp is
+    read once per subscriber."""
     m = _RFC3339.fullmatch(text)
     if m is None or not 1678 <= int(text[:4]) <= 2261:
         return None

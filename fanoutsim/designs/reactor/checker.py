@@ -214,14 +214,13 @@ def check(sim) -> CheckReport:
                     if first is not None:
                         firsts.append((first, f.fired_at))
                     continue
-                seqs = [dispatch_seq[e] for e in got if e in dispatch_seq]
-                if seqs:
-                    firsts.append((min(seqs), f.fired_at))
+                dispatches = [(dispatch_seq[e], e) for e in got if e in dispatch_seq]
+                if dispatches:
+                    firsts.append((min(dispatches)[0], f.fired_at))
                 dup_firings += 1
                 # all rows of this firing, in the order they were committed
                 commits = sorted(
-                    [(dispatch_seq[e], e) for e in got if e in dispatch_seq]
-                    + [(seq, e) for seq, e in failed_by_firing.get(f.firing, ()) if e in existing_ids])
+                    dispatches + [(seq, e) for seq, e in failed_by_firing.get(f.firing, ()) if e in existing_ids])
                 for (prev_seq, prev_eid), (seq, eid) in zip(commits, commits[1:]):
                     extra += 1
                     if prev_eid not in dispatch_seq:

@@ -25,7 +25,6 @@ from bisect import bisect_left, bisect_right, insort
 
 from fanoutsim.designs.reactor import tables_sql as sql
 from fanoutsim.kernel.store.base import StorePart, check_limit
-from fanoutsim.kernel.store.sql import native_timestamps
 from fanoutsim.kernel.store.base import row_of as _row
 
 # -- the tables ----------------------------------------------------------------------
@@ -520,37 +519,15 @@ def _queued_as_read(row: dict) -> bool:
             and all(row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at")))
 
 
-_CLAIM_IDS: dict[tuple[int, bool], str] = {}
+_CLAIM_IDS: dict[int, str] = {}
 
 
-def _claim_ids(n: int, native: bool) -> str:
-    """CLAIM_EXECUTION_IDS (``native``: its _NATIVE form) for ``n`` ids (one text per count)."""
-    statement = _CLAIM_IDS.get((n, native))
+def _claim_ids(n: int) -> str:
+    """CLAIM_EXECUTION_IDS for ``n`` ids (one statement text per count)."""
+    statement = _CLAIM_IDS.get(n)
     if statement is None:
-        form = sql.CLAIM_EXECUTION_IDS_NATIVE if native else sql.CLAIM_EXECUTION_IDS
-        statement = _CLAIM_IDS[(n, native)] = form.format(", ".join("?" * n))
+        statement = _CLAIM_IDS[n] = sql.CLAIM_EXECUTION_IDS.format(", ".join("?" * n))
     return statement
-
-
-_UPDATES: dict[tuple[tuple[str, ...], bool], tuple[str, tuple[int, ...]]] = {}
-
-
-def _update_subscription(cols: tuple[str, ...], native: bool) -> tuple[str, tuple[int, ...]]:
-    """The UPDATE of ``cols`` and the positions of its timestamp parameters (one per set of columns)."""
-    got = _UPDATES.get((cols, native))
-    if got is None:
-        got = _UPDATES[(cols, native)] = (
-            sql.update_subscription(cols, TIMESTAMP_COLUMNS, native=native),
-            tuple(i for i, c in enumerate(cols) if c in TIMESTAMP_COLUMNS))
-    return got
-
-
-def _write(tx, statement: str, native: str, params: list, at: tuple[int, ...], hold: bool = False):
-    """Send ``native`` with the timestamps at ``at`` bound as datetimes, or
-    ``statement`` (their conversion in SQL) when one is outside datetime's range."""
-    bound = native_timestamps(params, at)
-    send = tx._hold if hold else tx._run
-    return send(statement, params) if bound is None else send(native, bound)
 
 
 def _past(head: tuple[int, str] | None, after: int | None, after_id: str | None) -> bool:
@@ -581,7 +558,7 @@ class ReactorDuckDBTx(ReactorTx):
     __slots__ = ()
 
     def insert_firing(self, row):
-        _write(self, sql.INSERT_FIRING, sql.INSERT_FIRING_NATIVE, [row[k] for k in _F], sql.FIRING_TIMESTAMPS)
+        self._run(sql.INSERT_FIRING, [row[k] for k in _F])
         hints, stream, key = self.hints, (row["reactor_name"], row["tenant_id"]), (row["fired_at"], str(row["id"]))
         kept = dict(row) if _firing_as_read(row) else None  # what the stream's last read gains
 
@@ -680,8 +657,7 @@ class ReactorDuckDBTx(ReactorTx):
         cols = tuple(changes)
         if not cols:
             return  # "SET" with nothing to set is not SQL
-        general, at = _update_subscription(cols, False)
-        _write(self, general, _update_subscription(cols, True)[0], [*changes.values(), sub_id], at, hold=True)
+        self._hold(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
         if not all(_as_read(c, v) for c, v in changes.items()):
             self._subscriptions_changed()
             return
@@ -726,8 +702,7 @@ class ReactorDuckDBTx(ReactorTx):
         self._on_commit(lambda: hints.pop(_QUEUE, None))
 
     def insert_execution(self, row):
-        _write(self, sql.INSERT_EXECUTION, sql.INSERT_EXECUTION_NATIVE, [row[k] for k in _E],
-               sql.EXECUTION_TIMESTAMPS)
+        self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
         if row["status"] != "pending":
             return
         self._pending(True)
@@ -786,8 +761,7 @@ class ReactorDuckDBTx(ReactorTx):
         if not keys:
             return []
         ids = [eid for _, eid in keys]
-        claimed = _write(self, _claim_ids(len(ids), False), _claim_ids(len(ids), True), [now, *ids],
-                         (0,)).fetchone()[0]
+        claimed = self._run(_claim_ids(len(ids)), [now, *ids]).fetchone()[0]
         if claimed != len(ids):  # never: every write to the table keeps the hint or drops it
             raise RuntimeError(f"the pending-executions hint is out of step with the table: "
                                f"claimed {claimed} of {len(ids)}")
@@ -805,8 +779,7 @@ class ReactorDuckDBTx(ReactorTx):
         return out
 
     def finish_execution(self, execution_id, now, status):
-        _write(self, sql.FINISH_EXECUTION, sql.FINISH_EXECUTION_NATIVE, [status, now, execution_id], (1,),
-               hold=True)
+        self._hold(sql.FINISH_EXECUTION, [status, now, execution_id])
         if status == "pending":
             self._pending(True)
             self._queue_changed()

@@ -52,10 +52,6 @@ MIGRATIONS = {
 FIRING_COLS = "id::VARCHAR, reactor_name, tenant_id, payload, epoch_us(fired_at), epoch_us(created_at)"
 
 INSERT_FIRING = f"INSERT INTO reactor_firings VALUES (?, ?, ?, ?, {_TS}, {_TS})"
-# The hot writes again with their timestamps bound as datetimes (see
-# fanoutsim.kernel.store.sql.native_timestamps): the same parameters, in order.
-INSERT_FIRING_NATIVE = "INSERT INTO reactor_firings VALUES (?, ?, ?, ?, ?, ?)"
-FIRING_TIMESTAMPS = (4, 5)
 
 FETCH_FIRINGS_ALL = f"""
 SELECT {FIRING_COLS} FROM reactor_firings
@@ -135,8 +131,6 @@ EXEC_COLS = """id::VARCHAR, workflow_name, tenant_id, context, status,
     epoch_us(dispatched_at), epoch_us(claimed_at), epoch_us(finished_at)"""
 
 INSERT_EXECUTION = f"INSERT INTO workflow_executions VALUES (?, ?, ?, ?, ?, {_TS}, {_TS}, {_TS})"
-INSERT_EXECUTION_NATIVE = "INSERT INTO workflow_executions VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-EXECUTION_TIMESTAMPS = (5, 6, 7)
 
 REQUEUE_RUNNING = """
 UPDATE workflow_executions SET status = 'pending', claimed_at = NULL
@@ -159,12 +153,8 @@ ORDER BY dispatched_at, id"""
 CLAIM_EXECUTION_IDS = f"""
 UPDATE workflow_executions SET status = 'running', claimed_at = {_TS}
 WHERE status = 'pending' AND id IN ({{}})"""
-CLAIM_EXECUTION_IDS_NATIVE = """
-UPDATE workflow_executions SET status = 'running', claimed_at = ?
-WHERE status = 'pending' AND id IN ({})"""
 
 FINISH_EXECUTION = f"UPDATE workflow_executions SET status = ?, finished_at = {_TS} WHERE id = ?"
-FINISH_EXECUTION_NATIVE = "UPDATE workflow_executions SET status = ?, finished_at = ? WHERE id = ?"
 
 ALL_ROWS = {
     "reactor_firings": f"SELECT {FIRING_COLS} FROM reactor_firings ORDER BY fired_at, id",
@@ -174,8 +164,6 @@ ALL_ROWS = {
 }
 
 
-def update_subscription(columns: tuple[str, ...], timestamp_columns: frozenset[str], native: bool = False) -> str:
-    """``native``: the timestamps bound as datetimes, not converted by :data:`_TS`."""
-    ts = "?" if native else _TS
-    sets = ", ".join(f"{c} = {ts}" if c in timestamp_columns else f"{c} = ?" for c in columns)
+def update_subscription(columns: tuple[str, ...], timestamp_columns: frozenset[str]) -> str:
+    sets = ", ".join(f"{c} = {_TS}" if c in timestamp_columns else f"{c} = ?" for c in columns)
     return f"UPDATE reactor_subscriptions SET {sets} WHERE id = ?"

@@ -148,6 +148,7 @@ class DuckDBTx(Tx):
         self._run(statement, params)
 
     def _send(self, statement: str, params) -> duckdb.DuckDBPyConnection:
+        statement, params = sql.native_timestamps(statement, params)
         try:
             return self.c.execute(statement, params)
         except duckdb.Error as exc:
@@ -298,37 +299,28 @@ class DuckDBStore(Store):
         return self._tx(self.con, self.hints)  # BEGIN comes with the first write
 
     def _commit(self, tx: DuckDBTx) -> None:
-        if tx.held is not None:  # its one write: sent alone, DuckDB commits it
-            statement, params = tx.held
-            tx.held = None
-            tx.n += 1
-            self.statements += tx.n
-            try:
+        try:
+            if tx.held is not None:  # its one write: sent alone, DuckDB commits it as it runs
+                statement, params = tx.held
+                tx.held = None
+                tx.n += 1
+                self.statements += tx.n
                 tx._send(statement, params)
                 self.writes += 1
-                if tx.committed is not None:  # under the lock: no other transaction sees old hints
-                    for fn in tx.committed:
-                        fn()
-            finally:
-                self._owner = None
-                self._lock.release()
-            return
-        self.statements += tx.n + tx._begun  # BEGIN is in n; COMMIT is one more
-        if not tx._begun:  # it only read: nothing to commit
-            self._owner = None
-            self._lock.release()
-            return
-        self.writes += 1
-        try:
-            self.con.execute("COMMIT")
-        except BaseException:
-            try:
-                self.con.execute("ROLLBACK")
-            except duckdb.Error:
-                pass  # the failed commit already ended the transaction
-            raise
-        else:
-            if tx.committed is not None:
+            else:
+                self.statements += tx.n + tx._begun  # BEGIN is in n; COMMIT is one more
+                if not tx._begun:  # it only read: nothing to commit
+                    return
+                self.writes += 1
+                try:
+                    self.con.execute("COMMIT")
+                except BaseException:
+                    try:
+                        self.con.execute("ROLLBACK")
+                    except duckdb.Error:
+                        pass  # the failed commit already ended the transaction
+                    raise
+            if tx.committed is not None:  # under the lock: no other transaction sees old hints
                 for fn in tx.committed:
                     fn()
         finally:

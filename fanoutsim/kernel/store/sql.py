@@ -7,7 +7,7 @@ microseconds at the interface: ``epoch_us(col)`` reads them, :data:`TS` (a
 parameter) writes them.
 """
 
-from datetime import datetime, timedelta, timezone
+from fanoutsim.kernel.timeutil import from_us
 
 # The schema version this fanoutsim writes, at least: the newest migration of
 # the parts it composes, if newer. A file with a newer version is refused.
@@ -16,16 +16,38 @@ SCHEMA_VERSION = 5
 TS = "make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ"
 _TS = TS
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DATETIME_US = (-62_135_596_800_000_000, 253_402_300_799_999_999)  # datetime's years 1-9999
+_NATIVE: dict[str, tuple[str, tuple[int, ...], int] | None] = {}
 
 
-def native_timestamps(params: list, at: tuple[int, ...]) -> list | None:
-    """``params`` with the microseconds at positions ``at`` as UTC datetimes,
-    which DuckDB (and psycopg) bind to a TIMESTAMPTZ parameter as they are:
-    converting in SQL (:data:`TS`) costs about 0.1 ms of a 0.5 ms statement.
-    None when one is not an int within datetime's years 1-9999; the caller
-    then sends the statement with :data:`TS`. None values stay None (NULL)."""
+def _native_form(statement: str) -> tuple[str, tuple[int, ...], int] | None:
+    """``statement`` with each :data:`TS` a bare ``?``, the positions of those
+    parameters and the number of parameters (None: it has no TS)."""
+    parts = statement.split(TS)
+    if len(parts) == 1:
+        return None
+    at, n = [], 0
+    for part in parts[:-1]:
+        n += part.count("?")
+        at.append(n)
+        n += 1
+    return "?".join(parts), tuple(at), n + parts[-1].count("?")
+
+
+def native_timestamps(statement: str, params):
+    """``(statement, params)`` with each :data:`TS` parameter bound as a UTC
+    datetime instead, which DuckDB binds to a TIMESTAMPTZ as it is: converting
+    the microseconds in SQL costs about 0.1 ms of a 0.4-0.6 ms statement. As
+    given when a TS value is not an int within datetime's years 1-9999 (NULL
+    stays NULL), or when the parameters do not line up with the ``?``."""
+    form = _NATIVE.get(statement, False)
+    if form is False:
+        form = _NATIVE[statement] = _native_form(statement)
+    if form is None or params is None:
+        return statement, params
+    text, at, n = form
+    if len(params) != n:  # a ? in a literal: leave it to SQL
+        return statement, params
     out = list(params)
     lo, hi = _DATETIME_US
     for i in at:
@@ -33,9 +55,10 @@ def native_timestamps(params: list, at: tuple[int, ...]) -> list | None:
         if v is None:
             continue
         if type(v) is not int or not lo <= v <= hi:
-            return None
-        out[i] = _EPOCH + timedelta(microseconds=v)
-    return out
+            return statement, params
+        out[i] = from_us(v)
+    return text, out
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS fanoutsim_meta (

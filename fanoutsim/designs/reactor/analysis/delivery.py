@@ -87,16 +87,11 @@ def latency_columns(store) -> tuple[int, np.ndarray, np.ndarray] | None:
 
     rows = store.rows("workflow_executions")
     dispatch, claim = [], []
-    stamps: dict[str, int | None] = {}  # each firing's stamp, parsed once for all its subscribers
     for r in rows:
         fid, _, fired_at = context_firing(r["context"])
         if fid is None:
             continue  # no firing (trigger fan-out): not in the latency frame
-        if not isinstance(fired_at, str):
-            return None
-        fired = stamps.get(fired_at, _UNSEEN)
-        if fired is _UNSEEN:
-            fired = stamps[fired_at] = rfc3339_us(fired_at)
+        fired = rfc3339_us(fired_at) if isinstance(fired_at, str) else None
         if fired is None:
             return None
         at, claimed = _seconds(r["dispatched_at"], fired), _seconds(r["claimed_at"], fired)
@@ -105,9 +100,6 @@ def latency_columns(store) -> tuple[int, np.ndarray, np.ndarray] | None:
         dispatch.append(at)
         claim.append(claimed)
     return len(rows), np.array(dispatch, dtype=float), np.array(claim, dtype=float)
-
-
-_UNSEEN = object()
 
 
 def _seconds(at: int | None, since: int) -> float | None:
