@@ -275,9 +275,11 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
                       ".then(ok => { window.__ranAll = {ok: ok}; }, e => { window.__ranAll = {error: String(e)}; }); }")
         ran = time.monotonic()
         while True:
+            # the result first, then the cells: a state read before the result may be
+            # from the kernel's idle moment between the last two cells
+            result = page.evaluate("() => window.__ranAll")
             state = page.evaluate(f"() => {{ {_STATE} }}")
             assert not state["errors"], f"{name}: {state['errors'][0]}"
-            result = page.evaluate("() => window.__ranAll")
             if result is not None and state["status"] == "idle":
                 break
             assert time.monotonic() - ran < RUN_TIMEOUT_S, f"{name}: Run All did not finish: {state}"
