@@ -15,7 +15,7 @@ from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.kernel.faults import Crash
 from fanoutsim.kernel.store.sql import TS, native_timestamps
 from fanoutsim.kernel.timeutil import from_us
-from test_store_contract import EXECS, FIRING_IDS, SUBS, add, execution, firing, sub
+from test_store_contract import EXECS, FIRING_IDS, FIRINGS, SUBS, add, execution, firing, sub
 
 
 def sent(store, block) -> int:
@@ -133,6 +133,80 @@ def test_the_hints_change_before_another_transaction_can_begin(duck, writes):
             tx.update_subscription(s["id"], {"updated_at": 200 + k})
         tx._on_commit(lambda: seen.append(duck._lock.locked()))
     assert seen == [True]
+
+
+# -- inserts held when the store knows their key is new ------------------------------
+
+def insert(kind, row):
+    return lambda tx: getattr(tx, f"insert_{kind}")(row)
+
+
+@pytest.mark.parametrize("kind, make", [("firing", firing), ("execution", execution)])
+def test_a_transaction_of_one_new_insert_is_one_statement(duck, kind, make):
+    # the first reads the table's keys (one SELECT), then sends the insert alone
+    first, second, third = make(1), make(2), make(3)
+    assert sent(duck, insert(kind, first)) == 2
+    assert sent(duck, insert(kind, second)) == 1
+    # with another write: BEGIN with the first, the second, COMMIT
+    assert sent(duck, lambda tx: (insert(kind, third)(tx), tx.log_runner(5, "start"))) == 4
+    table = FIRINGS if kind == "firing" else EXECS
+    assert [r["id"] for r in duck.rows(table)] == [first["id"], second["id"], third["id"]]
+
+
+@pytest.mark.parametrize("kind, make", [("firing", firing), ("execution", execution)])
+@pytest.mark.parametrize("store", ["memory", "duckdb"])
+def test_a_duplicate_key_is_refused_by_the_insert_call_not_the_commit(store, kind, make):
+    db = MemoryStore() if store == "memory" else DuckDBStore(":memory:")
+    table = FIRINGS if kind == "firing" else EXECS
+    row = make(1)
+    with pytest.raises(KeyError, match="duplicate"):
+        with db.transaction() as tx:
+            insert(kind, row)(tx)  # held on DuckDB: nothing is sent yet
+            insert(kind, {**row})(tx)  # the same key again, in the same transaction
+            pytest.fail("the duplicate was not refused by its insert call")
+    assert db.rows(table) == []  # rolled back
+    add(db, **{f"{kind}s" if kind == "firing" else "execs": [row]})
+    with pytest.raises(KeyError, match="duplicate"):
+        with db.transaction() as tx:
+            insert(kind, {**row, "tenant_id": "t2"})(tx)  # committed before: refused here
+            pytest.fail("the duplicate was not refused by its insert call")
+    assert [(r["id"], r["tenant_id"]) for r in db.rows(table)] == [(row["id"], "t1")]
+
+
+def test_a_pruned_key_may_be_inserted_again(duck):
+    old = firing(1)
+    add(duck, firings=[old])
+    assert sent(duck, insert("firing", firing(50))) == 1
+    with duck.transaction() as tx:
+        assert tx.prune_firings(10, conservative=False) == [old["id"]]
+    assert sent(duck, insert("firing", {**old, "fired_at": 60, "created_at": 60})) == 1  # held: known gone
+    assert [r["id"] for r in duck.rows(FIRINGS)][-1] == old["id"]
+
+
+def test_a_key_in_another_spelling_is_sent_at_once_and_then_checked_by_duckdb(duck):
+    add(duck, execs=[execution(0)])  # the keys are known from here on
+    row = execution(1)
+    upper = {**row, "id": row["id"].upper()}  # the same UUID: DuckDB reads it back in lower case
+    assert sent(duck, insert("execution", upper)) == 3  # not held: BEGIN with the insert, COMMIT
+    with pytest.raises(KeyError, match="duplicate key"):
+        with duck.transaction() as tx:
+            tx.insert_execution(row)  # the keys are read again: sent now, refused by DuckDB here
+            pytest.fail("the duplicate was not refused by its insert call")
+    assert [r["id"] for r in duck.rows(EXECS)][-1] == row["id"]
+
+
+@pytest.mark.parametrize("error", [ValueError("boom"), Crash("test.point")], ids=["Exception", "Crash"])
+def test_a_held_insert_is_never_sent_if_its_transaction_rolls_back(duck, error):
+    add(duck, firings=[firing(1)])  # the keys are known from here on
+    row = firing(2)
+    before = duck.statements
+    with pytest.raises(type(error)):
+        with duck.transaction() as tx:
+            tx.insert_firing(row)
+            raise error
+    assert duck.statements == before
+    assert sent(duck, insert("firing", row)) == 1  # its key is still new
+    assert len(duck.rows(FIRINGS)) == 2
 
 
 # -- fetches answered from the stream's last read ------------------------------------

@@ -21,11 +21,13 @@ rows by each write and by its undo.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+import re
 from bisect import bisect_left, bisect_right, insort
 
 from fanoutsim.designs.reactor import tables_sql as sql
 from fanoutsim.kernel.store.base import StorePart, check_limit
 from fanoutsim.kernel.store.base import row_of as _row
+from fanoutsim.kernel.store.sql import fits_timestamp
 
 # -- the tables ----------------------------------------------------------------------
 # table -> columns, in the order DataFrames show them
@@ -511,6 +513,37 @@ def _is_uuid_text(value) -> bool:
     return type(value) is str and len(value) == 36 and value == value.lower()
 
 
+_UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _key_text(value) -> str | None:
+    """``value`` if it is a UUID as DuckDB reads one back, else None."""
+    return value if type(value) is str and _UUID_TEXT.fullmatch(value) else None
+
+
+def _plain_text(*values) -> bool:
+    """Whether each value is ASCII text, which a VARCHAR takes without fail."""
+    return all(type(v) is str and v.isascii() for v in values)
+
+
+def _firing_key(row: dict) -> str | None:
+    """The firing's id, if nothing but that key could make its insert fail
+    (every column NOT NULL, of a type that converts)."""
+    if (_plain_text(row["reactor_name"], row["tenant_id"]) and type(row["payload"]) is bytes
+            and fits_timestamp(row["fired_at"]) and fits_timestamp(row["created_at"])):
+        return _key_text(row["id"])
+    return None
+
+
+def _execution_key(row: dict) -> str | None:
+    """The execution's id, if nothing but that key could make its insert fail."""
+    if (_plain_text(row["workflow_name"], row["tenant_id"], row["context"], row["status"])
+            and fits_timestamp(row["dispatched_at"])
+            and all(row[c] is None or fits_timestamp(row[c]) for c in ("claimed_at", "finished_at"))):
+        return _key_text(row["id"])
+    return None
+
+
 def _queued_as_read(row: dict) -> bool:
     """Whether an inserted execution is exactly what reading it back would give."""
     return (row["status"] == "pending" and _is_uuid_text(row["id"])
@@ -558,7 +591,7 @@ class ReactorDuckDBTx(ReactorTx):
     __slots__ = ()
 
     def insert_firing(self, row):
-        self._run(sql.INSERT_FIRING, [row[k] for k in _F])
+        self._insert_new(sql.INSERT_FIRING, [row[k] for k in _F], sql.FIRING_KEYS, _firing_key(row))
         hints, stream, key = self.hints, (row["reactor_name"], row["tenant_id"]), (row["fired_at"], str(row["id"]))
         kept = dict(row) if _firing_as_read(row) else None  # what the stream's last read gains
 
@@ -639,6 +672,7 @@ class ReactorDuckDBTx(ReactorTx):
         if rows:
             hints = self.hints
             self._on_commit(lambda: hints.pop(_READS, None))
+            self._keys_gone(sql.FIRING_KEYS, [fid for fid, _ in rows])
         return [fid for _, fid in sorted((at, fid) for fid, at in rows)]
 
     def count_firings(self):
@@ -702,7 +736,7 @@ class ReactorDuckDBTx(ReactorTx):
         self._on_commit(lambda: hints.pop(_QUEUE, None))
 
     def insert_execution(self, row):
-        self._run(sql.INSERT_EXECUTION, [row[k] for k in _E])
+        self._insert_new(sql.INSERT_EXECUTION, [row[k] for k in _E], sql.EXECUTION_KEYS, _execution_key(row))
         if row["status"] != "pending":
             return
         self._pending(True)

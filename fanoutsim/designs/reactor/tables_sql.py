@@ -87,6 +87,10 @@ DELETE FROM reactor_firings WHERE id IN (
     LIMIT ?)
 RETURNING id::VARCHAR, epoch_us(fired_at)"""
 
+# the keys of each table as the hint of the committed keys holds them (DuckDBTx._insert_new)
+FIRING_KEYS = "SELECT id::VARCHAR FROM reactor_firings"
+EXECUTION_KEYS = "SELECT id::VARCHAR FROM workflow_executions"
+
 COUNT_FIRINGS = "SELECT count(*) FROM reactor_firings"
 
 # Whether a fetch with this cursor could find a row (the compound cursor of

@@ -159,6 +159,47 @@ class DuckDBTx(Tx):
         else:
             self._run(statement, params)
 
+    def _insert_new(self, statement: str, params, keys: str, key: str | None) -> None:
+        """Run an insert whose one constraint that can fail is its table's
+        primary key, ``key`` (None: the caller cannot vouch for the row's
+        values converting, or for ``key`` being the text the table reads back).
+        ``keys`` is the statement that reads the table's keys as that text; it
+        also names their hint.
+
+        The store keeps those keys as a hint, read by one statement when first
+        needed and kept in step by each commit. An insert whose key is not
+        among them cannot fail, so it is held (:meth:`_hold`): a transaction of
+        that one insert (a dispatch, a firing) is sent alone, without BEGIN and
+        COMMIT. Any other insert is sent now, so that DuckDB's error (a
+        duplicate key) comes from this call, as it would without holding.
+        A part that deletes rows of the table says so with :meth:`_keys_gone`."""
+        hints = self.hints
+        known = hints.get(keys)
+        if key is not None and self.held is None and not self._begun and self.keeps_hints:
+            if known is None:
+                known = hints[keys] = {r[0] for r in self._run(keys).fetchall()}
+            if key not in known:
+                self._hold(statement, params)
+                self._on_commit(lambda: known.add(key) if hints.get(keys) is known else None)
+                return
+        self._run(statement, params)
+        if key is None:  # a key in another spelling would not match the hint's
+            self._on_commit(lambda: hints.pop(keys, None))
+        elif known is not None:
+            self._on_commit(lambda: known.add(key) if hints.get(keys) is known else None)
+
+    def _keys_gone(self, keys: str, gone) -> None:
+        """Once this commits, the keys ``gone`` (as the table reads them back)
+        are no longer in the table that the hint ``keys`` holds."""
+        hints = self.hints
+
+        def committed():
+            known = hints.get(keys)
+            if known is not None:
+                known.difference_update(gone)
+
+        self._on_commit(committed)
+
     def _release(self) -> None:
         statement, params = self.held
         self.held = None

@@ -133,6 +133,13 @@ class PostgresTx(Tx):
         store may hold it back to send it alone; see DuckDBTx._hold)."""
         self._run(statement, params)
 
+    def _insert_new(self, statement: str, params, keys: str, key: str | None) -> None:
+        """An insert by primary key: sent now (see DuckDBTx._insert_new)."""
+        self._run(statement, params)
+
+    def _keys_gone(self, keys: str, gone) -> None:
+        """No hint of a table's keys outlives a transaction here."""
+
     # -- runner_log -----------------------------------------------------
     def log_runner(self, at, event, detail=None):
         # several processes may share the database: the next seq is max + 1 under a

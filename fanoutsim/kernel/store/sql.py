@@ -34,6 +34,12 @@ def _native_form(statement: str) -> tuple[str, tuple[int, ...], int] | None:
     return "?".join(parts), tuple(at), n + parts[-1].count("?")
 
 
+def fits_timestamp(us) -> bool:
+    """Whether ``us`` is a value a :data:`TS` parameter takes without fail:
+    an int within datetime's years 1-9999, bound as a datetime."""
+    return type(us) is int and _DATETIME_US[0] <= us <= _DATETIME_US[1]
+
+
 def native_timestamps(statement: str, params):
     """``(statement, params)`` with each :data:`TS` parameter bound as a UTC
     datetime instead, which DuckDB binds to a TIMESTAMPTZ as it is: converting
