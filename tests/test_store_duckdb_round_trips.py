@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from fanoutsim.designs.reactor import tables
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.kernel.faults import Crash
+from fanoutsim.kernel.store import duckdb as duckdb_store
 from fanoutsim.kernel.store.sql import TS, native_timestamps
 from fanoutsim.kernel.timeutil import from_us
 from test_store_contract import EXECS, FIRING_IDS, FIRINGS, SUBS, add, execution, firing, sub
@@ -143,9 +144,9 @@ def insert(kind, row):
 
 @pytest.mark.parametrize("kind, make", [("firing", firing), ("execution", execution)])
 def test_a_transaction_of_one_new_insert_is_one_statement(duck, kind, make):
-    # the first reads the table's keys (one SELECT), then sends the insert alone
+    # the first counts and reads the table's keys (two SELECTs), then sends the insert alone
     first, second, third = make(1), make(2), make(3)
-    assert sent(duck, insert(kind, first)) == 2
+    assert sent(duck, insert(kind, first)) == 3
     assert sent(duck, insert(kind, second)) == 1
     # with another write: BEGIN with the first, the second, COMMIT
     assert sent(duck, lambda tx: (insert(kind, third)(tx), tx.log_runner(5, "start"))) == 4
@@ -207,6 +208,27 @@ def test_a_held_insert_is_never_sent_if_its_transaction_rolls_back(duck, error):
     assert duck.statements == before
     assert sent(duck, insert("firing", row)) == 1  # its key is still new
     assert len(duck.rows(FIRINGS)) == 2
+
+
+def test_a_table_with_more_keys_than_the_hint_keeps_has_its_inserts_sent_at_once(duck, monkeypatch):
+    monkeypatch.setattr(duckdb_store, "KEYS_KEPT", 3)
+    rows = [execution(t) for t in range(5)]
+    assert sent(duck, insert("execution", rows[0])) == 3  # the count, the keys, the insert alone
+    assert sent(duck, insert("execution", rows[1])) == 1
+    assert sent(duck, insert("execution", rows[2])) == 1  # the hint now holds 3 keys
+    assert sent(duck, insert("execution", rows[3])) == 1  # checked against all 3; then no keys are kept
+    assert sent(duck, insert("execution", execution(8))) == 3  # BEGIN with the insert, COMMIT
+    with pytest.raises(KeyError, match="duplicate key"):
+        with duck.transaction() as tx:
+            tx.insert_execution(rows[1])
+            pytest.fail("the duplicate was not refused by its insert call")
+    other = DuckDBStore(":memory:")
+    # rows written in a transaction that sends them at once (it began with the
+    # subscription): the keys are not read until an insert could be held
+    add(other, subs=[sub()], execs=rows[:3])
+    assert sent(other, insert("execution", rows[4])) == 4  # the count says too many: BEGIN with it, COMMIT
+    assert sent(other, insert("execution", execution(9))) == 3
+    other.close()
 
 
 # -- fetches answered from the stream's last read ------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from functools import partial
 
 import duckdb
 
@@ -74,6 +75,21 @@ def _opening(statement: str) -> str:
     if r is None:
         r = _OPENING[statement] = "BEGIN; " + statement
     return r
+
+
+# The most keys of one table the store keeps as a hint (DuckDBTx._insert_new):
+# a day of bench-day's executions is 172k, and 250k ids take about 25 MB.
+KEYS_KEPT = 250_000
+_TOO_MANY = object()  # the hint of a table with more keys than that: not kept
+
+
+def _key_added(hints: dict, keys: str, known: set, key: str) -> None:
+    """A committed insert's key joins the hint, while the hint is that set and not too large."""
+    if hints.get(keys) is known:
+        if len(known) >= KEYS_KEPT:
+            hints[keys] = _TOO_MANY
+        else:
+            known.add(key)
 
 
 class DuckDBTx(Tx):
@@ -166,27 +182,38 @@ class DuckDBTx(Tx):
         ``keys`` is the statement that reads the table's keys as that text; it
         also names their hint.
 
-        The store keeps those keys as a hint, read by one statement when first
-        needed and kept in step by each commit. An insert whose key is not
+        The store keeps those keys as a hint, read when first needed (a count,
+        then the keys) and kept in step by each commit. An insert whose key is not
         among them cannot fail, so it is held (:meth:`_hold`): a transaction of
         that one insert (a dispatch, a firing) is sent alone, without BEGIN and
         COMMIT. Any other insert is sent now, so that DuckDB's error (a
         duplicate key) comes from this call, as it would without holding.
-        A part that deletes rows of the table says so with :meth:`_keys_gone`."""
+        A part that deletes rows of the table says so with :meth:`_keys_gone`.
+
+        The hint holds at most :data:`KEYS_KEPT` keys: a table that grows past
+        that (a long-lived file) has its inserts sent at once from then on,
+        rather than the store's memory growing with it."""
         hints = self.hints
         known = hints.get(keys)
+        if known is _TOO_MANY:
+            self._run(statement, params)
+            return
         if key is not None and self.held is None and not self._begun and self.keeps_hints:
             if known is None:
+                if self._run(f"SELECT count(*) FROM ({keys})").fetchone()[0] >= KEYS_KEPT:
+                    hints[keys] = _TOO_MANY
+                    self._run(statement, params)
+                    return
                 known = hints[keys] = {r[0] for r in self._run(keys).fetchall()}
             if key not in known:
                 self._hold(statement, params)
-                self._on_commit(lambda: known.add(key) if hints.get(keys) is known else None)
+                self._on_commit(partial(_key_added, hints, keys, known, key))
                 return
         self._run(statement, params)
         if key is None:  # a key in another spelling would not match the hint's
             self._on_commit(lambda: hints.pop(keys, None))
         elif known is not None:
-            self._on_commit(lambda: known.add(key) if hints.get(keys) is known else None)
+            self._on_commit(partial(_key_added, hints, keys, known, key))
 
     def _keys_gone(self, keys: str, gone) -> None:
         """Once this commits, the keys ``gone`` (as the table reads them back)
@@ -195,7 +222,7 @@ class DuckDBTx(Tx):
 
         def committed():
             known = hints.get(keys)
-            if known is not None:
+            if known is not None and known is not _TOO_MANY:
                 known.difference_update(gone)
 
         self._on_commit(committed)
