@@ -1,11 +1,14 @@
 """Idle virtual time is skipped, and the model says the same.
 
 The reactor's executor sleeps while the store says nothing is pending and
-wakes on the tick grid it would have kept; a run with the sleep must give
-the same trace, tables and metrics as one that ticks through every empty
-claim, whatever the intervals, durations (multiples of the tick included:
-their finishes land on a tick), crashes, fault plans, pollers and API calls
-between runs.
+wakes on the tick grid it would have kept; after a poll pass that found
+nothing, the passes until a step writes count their queries without reading
+the store. A run with both must give the same trace, tables and metrics as
+one that ticks through every empty claim and pass, whatever the intervals,
+durations (multiples of the tick included: their finishes land on a tick),
+watermarks (a settle horizon lets a pass find what an earlier one did not,
+with no write between), crashes, fault plans, pollers and API calls between
+runs.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from hypothesis import strategies as st
 
 import fanoutsim as fs
 from fanoutsim.kernel.faults import CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Pollers, Stall
+from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.kernel.runtime.virtual import delay_to
 
 cases = st.fixed_dictionaries({
@@ -24,6 +28,7 @@ cases = st.fixed_dictionaries({
     "executor_workers": st.integers(1, 4),
     "batch": st.sampled_from([1, 3, 100]),
     "watermark_commit": st.sampled_from(["per_firing", "per_batch", "atomic"]),
+    "watermark": st.sampled_from(["fired_at", "fired_at", "fired_at_id", "settled"]),
     "duration": st.sampled_from(["zero", "one_tick", "two_ticks", "0.05", "random"]),
     "rates": st.lists(st.sampled_from([0.02, 0.2, 1.0, 4.0]), min_size=1, max_size=3),
     "faults": st.sampled_from(["none", "crashes", "crash_at_claim", "inserts", "stall", "pollers"]),
@@ -38,7 +43,7 @@ def build(case: dict, sleep: bool) -> fs.Simulation:
     config = fs.SchedulerConfig(
         reactor_poll_interval=case["reactor_poll_interval"], reactor_poll_batch_limit=case["batch"],
         executor_poll_interval=tick, executor_workers=case["executor_workers"],
-        watermark_commit=case["watermark_commit"])
+        watermark_commit=case["watermark_commit"], watermark=case["watermark"], watermark_settle=0.5)
     faults = {
         "none": None,
         "crashes": FaultPlan([CrashRandomly(mean_gap=20.0, downtime=1.5)]),
@@ -73,7 +78,7 @@ def drive(sim: fs.Simulation, until: float) -> fs.Simulation:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases)
-def test_the_sleeping_executor_changes_nothing(case):
+def test_the_sleeping_executor_and_the_skipped_passes_change_nothing(case):
     ticking = drive(build(case, sleep=False), case["until"])
     sleeping = drive(build(case, sleep=True), case["until"])
     pdt.assert_frame_equal(ticking.trace(), sleeping.trace())
@@ -92,6 +97,23 @@ def test_an_idle_executor_schedules_almost_nothing():
 
     assert events(False) > 36_000
     assert events(True) < 5_000  # the poll loop's 3,600 passes and the prune loop remain
+
+
+def test_an_idle_poll_loop_reads_the_store_again_only_after_a_write(monkeypatch):
+    passes = []
+    real = ReactorEngine.start_pass
+    monkeypatch.setattr(ReactorEngine, "start_pass", lambda self, now: passes.append(now) or real(self, now))
+    sim = fs.Simulation(fs.SchedulerConfig(reactor_poll_interval=1.0), seed=1)
+    sim.runner.subscribe_workflow_to_reactor("r", "w")
+    sim.run(until=100.5)
+    assert len(passes) == 1  # the first pass found nothing; nothing was written since
+    queries = sim.metrics()["fanoutsim_reactor_poll_queries_total"]
+    assert queries == 101  # yet every pass at 0, 1, ..., 100 counts its query, as the real loop sends it
+    sim.fire("r", {"quote": {"price": 1.0}})  # a write: the next pass reads, dispatches, and reads again
+    sim.run(until=110.5)
+    assert len(passes) == 3  # at 101, which finds it; at 102, after a pass that found something; then none
+    assert sim.metrics()["fanoutsim_reactor_poll_queries_total"] == queries + 10
+    assert sim.executions()["status"].tolist() == ["completed"]
 
 
 def test_rows_written_straight_to_the_store_between_runs_are_claimed_on_the_tick():

@@ -55,7 +55,9 @@ class Simulation(RunnerHost, VirtualRuntime):
     _noun = "runner"
 
     # The executor sleeps while nothing is pending instead of ticking through
-    # claims that find nothing; the trace is the same either way (tested).
+    # claims that find nothing, and the poll loop's passes after one that found
+    # nothing skip their reads until a step writes; the trace and the metrics
+    # are the same either way (tested).
     sleep_when_idle = True
 
     def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
@@ -119,9 +121,13 @@ class Simulation(RunnerHost, VirtualRuntime):
 
     # -- the loops ------------------------------------------------------------
     def _poll_loop(self, engine: ReactorEngine, phase: float = 0.0):
-        env = self.env
+        env, store = self.env, self.store
         interval = self.config.reactor_poll_interval
         start_pass, fetch_next, drain = engine.start_pass, engine.fetch_next, engine.drain
+        # A pass finds nothing new until a step writes, unless what it may take
+        # depends on the time too: a settle horizon, or a fault plan that limits polls.
+        repeats_until_written = (self.sleep_when_idle and self.config.watermark != "settled"
+                                 and not getattr(self.faults, "limits_polls", True))
         try:
             if phase:
                 yield env.timeout(phase)
@@ -134,6 +140,19 @@ class Simulation(RunnerHost, VirtualRuntime):
                     return
                 subs, i, batch = got
                 n = len(subs)
+                if i >= n and repeats_until_written:
+                    # Nothing found: the passes on the ticks until a step writes would
+                    # find nothing either. Each still ticks (so that a write at a tick
+                    # meets the pass in the order it would) and counts its queries,
+                    # but none reads the store.
+                    written = store.writes
+                    while True:
+                        yield env.timeout(interval)
+                        if store.writes != written or not self._live(engine):
+                            break
+                        if n:
+                            engine.poll_queries(n)
+                    continue
                 while i < n:
                     # the batch is in hand; whoever else runs now, runs before the drain
                     yield env.timeout(self.fetch_latency)
