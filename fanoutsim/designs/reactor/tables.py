@@ -20,8 +20,8 @@ rows by each write and by its undo.
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 import re
+from abc import ABC, abstractmethod
 from bisect import bisect_left, bisect_right, insort
 
 from fanoutsim.designs.reactor import tables_sql as sql
