@@ -138,6 +138,7 @@ class ReactorEngine:
     fetch = poller.fetch
     fetch_next = poller.fetch_next
     start_pass = poller.start_pass
+    repeats_until_written = poller.repeats_until_written
     drain = poller.drain
     prune_once = prune.prune_once
     claim = executor.claim

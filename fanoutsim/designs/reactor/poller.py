@@ -109,6 +109,13 @@ def start_pass(e, now: int) -> tuple[list[dict], int, list[dict]]:
     return (subs, *_found(e, now, subs, i, batch))
 
 
+def repeats_until_written(e) -> bool:
+    """Whether a pass that found nothing would find nothing again until a
+    step writes: what :func:`_scan` may take depends on the store alone, not
+    also on the time (a settle horizon, a fault plan that limits polls)."""
+    return e.config.watermark != "settled" and not getattr(e.faults, "limits_polls", True)
+
+
 def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
     """The fetches of :func:`fetch_next` in ``tx``: the first batch and its index."""
     cfg = e.config

@@ -124,10 +124,7 @@ class Simulation(RunnerHost, VirtualRuntime):
         env, store = self.env, self.store
         interval = self.config.reactor_poll_interval
         start_pass, fetch_next, drain = engine.start_pass, engine.fetch_next, engine.drain
-        # A pass finds nothing new until a step writes, unless what it may take
-        # depends on the time too: a settle horizon, or a fault plan that limits polls.
-        repeats_until_written = (self.sleep_when_idle and self.config.watermark != "settled"
-                                 and not getattr(self.faults, "limits_polls", True))
+        repeats_until_written = self.sleep_when_idle and engine.repeats_until_written()
         try:
             if phase:
                 yield env.timeout(phase)

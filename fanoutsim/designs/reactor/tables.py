@@ -508,48 +508,26 @@ def _fetch_key(row: dict) -> tuple[int, str]:
     return row["fired_at"], row["id"]
 
 
-def _is_uuid_text(value) -> bool:
-    """The text DuckDB gives back for a UUID column (lower case, 36 characters)."""
-    return type(value) is str and len(value) == 36 and value == value.lower()
-
-
 _UUID_TEXT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def _key_text(value) -> str | None:
-    """``value`` if it is a UUID as DuckDB reads one back, else None."""
-    return value if type(value) is str and _UUID_TEXT.fullmatch(value) else None
+def _is_uuid_text(value) -> bool:
+    """The text DuckDB gives back for a UUID column (lower case, hyphenated)."""
+    return type(value) is str and _UUID_TEXT.fullmatch(value) is not None
 
 
-def _plain_text(*values) -> bool:
-    """Whether each value is ASCII text, which a VARCHAR takes without fail."""
-    return all(type(v) is str and v.isascii() for v in values)
-
-
-def _firing_key(row: dict) -> str | None:
-    """The firing's id, if nothing but that key could make its insert fail
-    (every column NOT NULL, of a type that converts)."""
-    if (_plain_text(row["reactor_name"], row["tenant_id"]) and type(row["payload"]) is bytes
-            and fits_timestamp(row["fired_at"]) and fits_timestamp(row["created_at"])):
-        return _key_text(row["id"])
-    return None
-
-
-def _execution_key(row: dict) -> str | None:
-    """The execution's id, if nothing but that key could make its insert fail."""
-    if (_plain_text(row["workflow_name"], row["tenant_id"], row["context"], row["status"])
-            and fits_timestamp(row["dispatched_at"])
-            and all(row[c] is None or fits_timestamp(row[c]) for c in ("claimed_at", "finished_at"))):
-        return _key_text(row["id"])
-    return None
-
-
-def _queued_as_read(row: dict) -> bool:
+def _execution_as_read(row: dict) -> bool:
     """Whether an inserted execution is exactly what reading it back would give."""
-    return (row["status"] == "pending" and _is_uuid_text(row["id"])
-            and type(row["workflow_name"]) is str and type(row["tenant_id"]) is str
-            and type(row["context"]) is str and type(row["dispatched_at"]) is int
+    return (_is_uuid_text(row["id"]) and type(row["workflow_name"]) is str and type(row["tenant_id"]) is str
+            and type(row["context"]) is str and type(row["status"]) is str and type(row["dispatched_at"]) is int
             and all(row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at")))
+
+
+def _converts(texts, stamps) -> bool:
+    """Whether a row that reads back as inserted also converts without fail:
+    its text is ASCII and its timestamps bind as datetimes (None: NULL). With
+    that, the primary key is the one thing that can refuse its insert."""
+    return all(t.isascii() for t in texts) and all(us is None or fits_timestamp(us) for us in stamps)
 
 
 _CLAIM_IDS: dict[int, str] = {}
@@ -591,9 +569,11 @@ class ReactorDuckDBTx(ReactorTx):
     __slots__ = ()
 
     def insert_firing(self, row):
-        self._insert_new(sql.INSERT_FIRING, [row[k] for k in _F], sql.FIRING_KEYS, _firing_key(row))
+        as_read = _firing_as_read(row)
+        new = as_read and _converts((row["reactor_name"], row["tenant_id"]), (row["fired_at"], row["created_at"]))
+        self._insert_new(sql.INSERT_FIRING, [row[k] for k in _F], sql.FIRING_KEYS, row["id"] if new else None)
         hints, stream, key = self.hints, (row["reactor_name"], row["tenant_id"]), (row["fired_at"], str(row["id"]))
-        kept = dict(row) if _firing_as_read(row) else None  # what the stream's last read gains
+        kept = dict(row) if as_read else None  # what the stream's last read gains
 
         def committed():
             heads = hints.get(_HEADS)
@@ -736,11 +716,14 @@ class ReactorDuckDBTx(ReactorTx):
         self._on_commit(lambda: hints.pop(_QUEUE, None))
 
     def insert_execution(self, row):
-        self._insert_new(sql.INSERT_EXECUTION, [row[k] for k in _E], sql.EXECUTION_KEYS, _execution_key(row))
+        as_read = _execution_as_read(row)
+        new = as_read and _converts((row["workflow_name"], row["tenant_id"], row["context"], row["status"]),
+                                    (row["dispatched_at"], row["claimed_at"], row["finished_at"]))
+        self._insert_new(sql.INSERT_EXECUTION, [row[k] for k in _E], sql.EXECUTION_KEYS, row["id"] if new else None)
         if row["status"] != "pending":
             return
         self._pending(True)
-        if not _queued_as_read(row):
+        if not as_read:
             self._queue_changed()
             return
         hints, key, row = self.hints, (row["dispatched_at"], row["id"]), dict(row)

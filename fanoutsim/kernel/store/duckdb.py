@@ -195,25 +195,27 @@ class DuckDBTx(Tx):
         rather than the store's memory growing with it."""
         hints = self.hints
         known = hints.get(keys)
+        may_hold = key is not None and self.held is None and not self._begun and self.keeps_hints
+        if may_hold and known is None:
+            known = hints[keys] = self._committed_keys(keys)
         if known is _TOO_MANY:
             self._run(statement, params)
             return
-        if key is not None and self.held is None and not self._begun and self.keeps_hints:
-            if known is None:
-                if self._run(f"SELECT count(*) FROM ({keys})").fetchone()[0] >= KEYS_KEPT:
-                    hints[keys] = _TOO_MANY
-                    self._run(statement, params)
-                    return
-                known = hints[keys] = {r[0] for r in self._run(keys).fetchall()}
-            if key not in known:
-                self._hold(statement, params)
-                self._on_commit(partial(_key_added, hints, keys, known, key))
-                return
-        self._run(statement, params)
+        if may_hold and key not in known:
+            self._hold(statement, params)
+        else:
+            self._run(statement, params)
         if key is None:  # a key in another spelling would not match the hint's
             self._on_commit(lambda: hints.pop(keys, None))
         elif known is not None:
             self._on_commit(partial(_key_added, hints, keys, known, key))
+
+    def _committed_keys(self, keys: str):
+        """The hint ``keys`` as the table now holds it: its keys, or
+        :data:`_TOO_MANY` past :data:`KEYS_KEPT` (counted first, not read)."""
+        if self._run(f"SELECT count(*) FROM ({keys})").fetchone()[0] >= KEYS_KEPT:
+            return _TOO_MANY
+        return {r[0] for r in self._run(keys).fetchall()}
 
     def _keys_gone(self, keys: str, gone) -> None:
         """Once this commits, the keys ``gone`` (as the table reads them back)

@@ -55,12 +55,11 @@ def native_timestamps(statement: str, params):
     if len(params) != n:  # a ? in a literal: leave it to SQL
         return statement, params
     out = list(params)
-    lo, hi = _DATETIME_US
     for i in at:
         v = out[i]
         if v is None:
             continue
-        if type(v) is not int or not lo <= v <= hi:
+        if not fits_timestamp(v):
             return statement, params
         out[i] = from_us(v)
     return text, out
