@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fanoutsim.designs.leases.tables import in_database
+from fanoutsim.designs.reactor.tables import ReactorTx
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.kernel.faults import Crash
 from test_store_contract import (EXECS, FIRING_IDS, SUBS, REACTORS, TENANTS, add, endings, execution, firing,
@@ -47,12 +48,39 @@ def answers(tx) -> dict:
     return out
 
 
+def first_fetching(tx, subs, i: int, compound: bool) -> int:
+    """The first index from ``i`` whose fetch (batch limit 1) finds a row."""
+    for j in range(i, len(subs)):
+        s = subs[j]
+        after = s["last_seen_fired_at"]
+        after_id = s["last_seen_firing_id"] if compound and after is not None else None
+        if tx.fetch_firings(s["reactor_name"], s["tenant_id"], after, 1, after_id=after_id):
+            return j
+    return len(subs)
+
+
+def assert_pass_sound(tx, exact: bool) -> None:
+    """A poll pass's questions: its list is the enabled subscriptions as
+    listed, and ``first_with_firings_past`` skips no subscription whose fetch
+    finds a row (an exact adapter skips every other one, as the one-question
+    loop of the base class does)."""
+    subs = tx.poll_subscriptions()
+    assert list(subs) == tx.list_subscriptions(enabled_only=True)
+    for compound in (False, True):
+        for i in range(len(subs) + 1):
+            said, real = tx.first_with_firings_past(subs, i, compound), first_fetching(tx, subs, i, compound)
+            assert i <= said <= real  # skipped only subscriptions whose fetch finds nothing
+            if exact:
+                assert said == real == ReactorTx.first_with_firings_past(tx, subs, i, compound)
+
+
 def assert_sound(store, exact: bool) -> None:
     """No question answered False where its statement would find a row (and,
     for an exact adapter, none answered True where it would find none)."""
     with store.transaction() as tx:
         said = answers(tx)
         pending = tx.has_pending_executions()
+        assert_pass_sound(tx, exact)
     with store.transaction() as tx:
         real = truth(tx)
     real_pending = any(r["status"] == "pending" for r in store.rows(EXECS))
@@ -516,3 +544,31 @@ def test_a_subscription_update_reads_back_as_sql_would():
             assert [type(v) for v in listed[0].values()] == [type(v) for v in duck.rows(SUBS)[0].values()]
     finally:
         duck.close()
+
+
+def test_a_pass_keeps_its_subscription_rows_as_listed():
+    """The memory adapter hands a pass the store's own rows: an update after
+    the list replaces the row rather than changing the one the pass holds,
+    and a rolled-back update leaves the next list as it was."""
+    for store in (MemoryStore(), DuckDBStore(":memory:")):
+        row = sub("r1", "w1", "t1")
+        with store.transaction() as tx:
+            tx.insert_subscription(row)
+            tx.insert_subscription(sub("r1", "w2", "t1", enabled=False))
+        with store.transaction() as tx:
+            listed = tx.poll_subscriptions()
+        as_listed = [dict(r) for r in listed]
+        assert [r["id"] for r in as_listed] == [row["id"]]  # the disabled one is not polled
+        with store.transaction() as tx:
+            tx.update_subscription(row["id"], {"last_seen_fired_at": 7, "updated_at": 7})
+        assert [dict(r) for r in listed] == as_listed
+        with store.transaction() as tx:
+            assert [r["last_seen_fired_at"] for r in tx.poll_subscriptions()] == [7]
+        try:
+            with store.transaction() as tx:
+                tx.update_subscription(row["id"], {"last_seen_fired_at": 9, "enabled": False})
+                raise RuntimeError("roll back")
+        except RuntimeError:
+            pass
+        with store.transaction() as tx:
+            assert [(r["last_seen_fired_at"], r["enabled"]) for r in tx.poll_subscriptions()] == [(7, True)]

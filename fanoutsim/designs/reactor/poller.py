@@ -76,7 +76,7 @@ def poll_once(e, now: int) -> PollStats:
 def poll_subscriptions(e, now: int) -> list[dict]:
     """The enabled subscriptions, in poll order."""
     with e.store.transaction() as tx:
-        return tx.list_subscriptions(enabled_only=True)
+        return list(tx.poll_subscriptions())
 
 
 def fetch(e, now: int, sub: dict) -> list[dict]:
@@ -104,7 +104,7 @@ def start_pass(e, now: int) -> tuple[list[dict], int, list[dict]]:
     one instant in one read-only transaction: ``(subs, index, batch)``. A
     pass over subscriptions with nothing new is then one step."""
     with e.store.transaction() as tx:
-        subs = tx.list_subscriptions(enabled_only=True)
+        subs = tx.poll_subscriptions()  # read, never changed: the store may share its rows
         i, batch = _scan(e, tx, now, subs, 0)
     return (subs, *_found(e, now, subs, i, batch))
 
@@ -125,9 +125,26 @@ def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
     has_firings_past = tx.has_firings_past
     n, queries = len(subs), 0
     try:
-        while i < n:
+        if poll_limit is None:  # every subscription may fetch: the skips are one call
+            first_with_firings_past = tx.first_with_firings_past
+            while i < n:
+                j = first_with_firings_past(subs, i, compound)
+                queries += j - i  # the poll loop's load on the database: one per subscription
+                if j == n:
+                    return n, []
+                queries += 1
+                sub = subs[j]
+                after = sub["last_seen_fired_at"]
+                batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, limit,
+                                         after_id=sub["last_seen_firing_id"] if compound and after is not None
+                                         else None, until=now - e.settle_us if settled else None)
+                if batch:
+                    return j, batch
+                i = j + 1
+            return n, []
+        while i < n:  # a fault plan limits some polls: each subscription asks it
             sub = subs[i]
-            lim = limit if poll_limit is None else poll_limit(sub, now, limit)
+            lim = poll_limit(sub, now, limit)
             if lim > 0:
                 after = sub["last_seen_fired_at"]
                 after_id = sub["last_seen_firing_id"] if compound and after is not None else None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from bisect import bisect_left, bisect_right, insort
+from typing import Sequence
 
 from fanoutsim.designs.reactor import tables_sql as sql
 from fanoutsim.kernel.store.base import StorePart, check_limit
@@ -109,6 +110,23 @@ class ReactorTx(ABC):
         """Whether :meth:`fetch_firings` with this cursor (and no ``until``)
         could return a row: the stream's newest ``(fired_at, id)`` is past it."""
 
+    def first_with_firings_past(self, subs, i: int, compound: bool) -> int:
+        """The first index ``j >= i`` of ``subs`` (rows as listed) whose
+        stream :meth:`has_firings_past` the subscription's cursor, or
+        ``len(subs)``: a poll pass's skips over subscriptions with nothing new,
+        in one call. The cursor is ``last_seen_fired_at``, with
+        ``last_seen_firing_id`` when ``compound``."""
+        has = self.has_firings_past
+        n = len(subs)
+        while i < n:
+            sub = subs[i]
+            after = sub["last_seen_fired_at"]
+            if has(sub["reactor_name"], sub["tenant_id"], after,
+                   sub["last_seen_firing_id"] if compound and after is not None else None):
+                return i
+            i += 1
+        return n
+
     @abstractmethod
     def has_firings_before(self, cutoff: int) -> bool:
         """Whether any firing has ``fired_at < cutoff`` (else a prune deletes nothing)."""
@@ -129,6 +147,13 @@ class ReactorTx(ABC):
 
     @abstractmethod
     def list_subscriptions(self, tenant: str | None = None, enabled_only: bool = False) -> list[dict]: ...
+
+    def poll_subscriptions(self) -> Sequence[dict]:
+        """The enabled subscriptions in poll order, as ``list_subscriptions(
+        enabled_only=True)`` lists them, for a poll pass that only reads them:
+        an adapter may hand out rows it shares with later passes (and never
+        changes)."""
+        return self.list_subscriptions(enabled_only=True)
 
     # -- workflow_executions --------------------------------------------
     @abstractmethod
@@ -167,9 +192,12 @@ def memory_init(s) -> None:
     """The reactor's tables on a new MemoryStore."""
     s.firings: dict[str, dict] = {}
     s.streams: dict[tuple[str, str], _Stream] = {}
+    # A subscription row is replaced on update, never changed in place, so a
+    # poll pass may hold the rows as listed (poll_subs) while the next commit.
     s.subs: dict[str, dict] = {}
     s.sub_by_triple: dict[tuple[str, str, str], str] = {}
     s.sub_order: list[str] | None = None
+    s.poll_subs: tuple[dict, ...] | None = None  # the enabled rows in poll order, once asked for
     s.executions: dict[str, dict] = {}
     s.pending: list[tuple[int, str]] = []
 
@@ -200,14 +228,25 @@ def _restore_firing(s, row: dict) -> None:
 def _drop_sub(s, sid: str) -> dict:
     row = s.subs.pop(sid)
     del s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])]
-    s.sub_order = None
+    s.sub_order = s.poll_subs = None
     return row
 
 
 def _restore_sub(s, row: dict) -> None:
     s.subs[row["id"]] = row
     s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])] = row["id"]
-    s.sub_order = None
+    s.sub_order = s.poll_subs = None
+
+
+def _put_sub(s, sid: str, row: dict) -> None:
+    s.subs[sid] = row
+    s.poll_subs = None
+
+
+def _sub_order(s) -> list[str]:
+    if s.sub_order is None:
+        s.sub_order = [s.sub_by_triple[t] for t in sorted(s.sub_by_triple, key=lambda t: (t[2], t[0], t[1]))]
+    return s.sub_order
 
 
 class ReactorMemoryTx(ReactorTx):
@@ -284,6 +323,23 @@ class ReactorMemoryTx(ReactorTx):
         # fetch_firings starts at bisect_right(keys, cursor): a row is there iff the newest is past it
         return after is None or stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id)
 
+    def first_with_firings_past(self, subs, i, compound):
+        # has_firings_past inlined: a pass over 10,000 subscriptions asks it 10,000 times
+        streams = self.s.streams
+        n = len(subs)
+        while i < n:
+            sub = subs[i]
+            stream = streams.get((sub["reactor_name"], sub["tenant_id"]))
+            if stream is not None and stream.keys:
+                after = sub["last_seen_fired_at"]
+                if after is None:
+                    return i
+                after_id = sub["last_seen_firing_id"] if compound else None
+                if stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id):
+                    return i
+            i += 1
+        return n
+
     def has_firings_before(self, cutoff):
         return any(stream.keys and stream.keys[0][0] < cutoff for stream in self.s.streams.values())
 
@@ -307,12 +363,12 @@ class ReactorMemoryTx(ReactorTx):
 
     def update_subscription(self, sub_id, changes):
         check_subscription_changes(changes)  # else a typo would become a new column
-        row = self.s.subs.get(sub_id)
+        s = self.s
+        row = s.subs.get(sub_id)
         if row is None:
             return  # no such row: UPDATE ... WHERE id = ? matches nothing
-        before = {k: row[k] for k in changes}
-        row.update(changes)
-        self.undo.append(lambda: row.update(before))
+        _put_sub(s, sub_id, {**row, **changes})  # a new row: whoever holds the old one keeps it as read
+        self.undo.append(lambda: _put_sub(s, sub_id, row))
 
     def delete_subscription(self, sub_id):
         s = self.s
@@ -324,14 +380,20 @@ class ReactorMemoryTx(ReactorTx):
 
     def list_subscriptions(self, tenant=None, enabled_only=False):
         s = self.s
-        if s.sub_order is None:
-            s.sub_order = [s.sub_by_triple[t] for t in sorted(s.sub_by_triple, key=lambda t: (t[2], t[0], t[1]))]
         out = []
-        for sid in s.sub_order:
+        for sid in _sub_order(s):
             row = s.subs[sid]
             if (tenant is None or row["tenant_id"] == tenant) and (row["enabled"] or not enabled_only):
                 out.append(dict(row))
         return out
+
+    def poll_subscriptions(self):
+        # the store's own rows, not copies: none is changed once written (see memory_init)
+        s = self.s
+        if s.poll_subs is None:
+            subs = s.subs
+            s.poll_subs = tuple(row for row in map(subs.__getitem__, _sub_order(s)) if row["enabled"])
+        return s.poll_subs
 
     # -- workflow_executions --------------------------------------------
     def insert_execution(self, row):
