@@ -82,18 +82,19 @@ def test_a_claim_sends_one_update_by_id_once_the_pending_rows_are_known(duck):
     add(duck, execs=es)
     order = sorted(es, key=lambda r: (r["dispatched_at"], r["id"]))
     first = []
-    # the first claim reads the pending rows (one SELECT), then BEGIN with the update, COMMIT
-    assert sent(duck, lambda tx: first.extend(tx.claim_executions(10, 2))) == 4
+    # the first claim reads the pending rows (one SELECT), then sends its update alone
+    # (held: the transaction's one write, committed as DuckDB runs it)
+    assert sent(duck, lambda tx: first.extend(tx.claim_executions(10, 2))) == 2
     assert first == [{**r, "status": "running", "claimed_at": 10} for r in order[:2]]
     rest = []
-    assert sent(duck, lambda tx: rest.extend(tx.claim_executions(11, 5))) == 3
+    assert sent(duck, lambda tx: rest.extend(tx.claim_executions(11, 5))) == 1
     assert [r["id"] for r in rest] == [r["id"] for r in order[2:]]
     assert sent(duck, lambda tx: tx.claim_executions(12, 5)) == 0  # known to be none
     # rows dispatched later join the hint at their commit, in order
     late = [execution(0), execution(20)]
     add(duck, execs=late)
     got = []
-    assert sent(duck, lambda tx: got.extend(tx.claim_executions(13, 5))) == 3
+    assert sent(duck, lambda tx: got.extend(tx.claim_executions(13, 5))) == 1
     assert [r["id"] for r in got] == [late[0]["id"], late[1]["id"]]
     assert [(r["status"], r["claimed_at"]) for r in duck.rows(EXECS)] == \
         [("running", 13), ("running", 10), ("running", 10), ("running", 11), ("running", 11), ("running", 13)]
@@ -118,8 +119,23 @@ def test_a_claim_refuses_a_hint_out_of_step_with_the_table(duck):
     duck.con.execute("UPDATE workflow_executions SET status = 'completed'")  # behind the store's back
     with pytest.raises(RuntimeError, match="out of step with the table: claimed 0 of 1"):
         with duck.transaction() as tx:
+            tx.claim_executions(6, 1)  # held, sent alone at the commit, and checked there
+    assert [r["status"] for r in duck.rows(EXECS)] == ["completed", "completed"]  # it found no row to claim
+    with duck.transaction() as tx:  # the hint is gone: the next claim reads the table again
+        assert tx.claim_executions(7, 1) == []
+
+
+def test_a_held_claim_is_checked_when_a_later_statement_sends_it(duck):
+    es = [execution(1), execution(2)]
+    add(duck, execs=es, subs=[sub()])
+    with duck.transaction() as tx:
+        tx.claim_executions(5, 1)
+    duck.con.execute("UPDATE workflow_executions SET status = 'completed'")  # behind the store's back
+    with pytest.raises(RuntimeError, match="out of step with the table: claimed 0 of 1"):
+        with duck.transaction() as tx:
             tx.claim_executions(6, 1)
-    assert [r["status"] for r in duck.rows(EXECS)] == ["completed", "completed"]  # rolled back
+            tx.insert_firing(firing(3))  # sends the held claim first: BEGIN, the claim, then this
+    assert duck.rows(FIRINGS) == []  # the transaction rolled back
 
 
 @pytest.mark.parametrize("writes", [1, 2], ids=["held, sent alone", "two, BEGIN ... COMMIT"])

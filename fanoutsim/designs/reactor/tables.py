@@ -840,10 +840,16 @@ class ReactorDuckDBTx(ReactorTx):
         if not keys:
             return []
         ids = [eid for _, eid in keys]
-        claimed = self._run(_claim_ids(len(ids)), [now, *ids]).fetchone()[0]
-        if claimed != len(ids):  # never: every write to the table keeps the hint or drops it
-            raise RuntimeError(f"the pending-executions hint is out of step with the table: "
-                               f"claimed {claimed} of {len(ids)}")
+
+        def found_all(result) -> None:  # never fails: every write to the table keeps the hint or drops it
+            claimed = result.fetchone()[0]
+            if claimed != len(ids):
+                hints.pop(_QUEUE, None)
+                raise RuntimeError(f"the pending-executions hint is out of step with the table: "
+                                   f"claimed {claimed} of {len(ids)}")
+
+        # held: a claim is mostly its transaction's one write, then sent alone
+        self._hold(_claim_ids(len(ids)), [now, *ids], check=found_all)
         rows = queue[1]
         out = [{**rows[eid], "status": "running", "claimed_at": now} for eid in ids]
 

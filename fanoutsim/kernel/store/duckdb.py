@@ -157,7 +157,7 @@ class DuckDBTx(Tx):
             return self._send(_opening(statement), params)
         return self._send(statement, params)
 
-    def _hold(self, statement: str, params=None) -> None:
+    def _hold(self, statement: str, params=None, check=None) -> None:
         """Run a write whose result the caller does not read, perhaps later:
         a first write is held until the transaction sends anything else (then
         it opens the transaction, as in :meth:`_run`) or commits (then it goes
@@ -167,13 +167,19 @@ class DuckDBTx(Tx):
         whatever sends it (a later statement of the block, or the commit), so
         a part holds only writes that cannot fail on a constraint — an update
         by key of columns no key or index covers — and a caller sees every
-        error where it would without holding."""
+        error where it would without holding.
+
+        ``check``, if given, is called with the write's result once it is
+        sent: what the caller would have asserted of it (the rows an update
+        found), asserted whenever the write goes."""
         if self.failed is not None:
             raise RuntimeError(FAILED_TX.format(self.failed))
         if self.held is None and not self._begun:
-            self.held = (statement, params)
+            self.held = (statement, params, check)
         else:
-            self._run(statement, params)
+            result = self._run(statement, params)
+            if check is not None:
+                check(result)
 
     def _insert_new(self, statement: str, params, keys: str, key: str | None) -> None:
         """Run an insert whose one constraint that can fail is its table's
@@ -230,9 +236,11 @@ class DuckDBTx(Tx):
         self._on_commit(committed)
 
     def _release(self) -> None:
-        statement, params = self.held
+        statement, params, check = self.held
         self.held = None
-        self._run(statement, params)
+        result = self._run(statement, params)
+        if check is not None:
+            check(result)
 
     def _send(self, statement: str, params) -> duckdb.DuckDBPyConnection:
         statement, params = sql.native_timestamps(statement, params)
@@ -388,12 +396,13 @@ class DuckDBStore(Store):
 
     def _commit(self, tx: DuckDBTx) -> None:
         try:
+            check = None
             if tx.held is not None:  # its one write: sent alone, DuckDB commits it as it runs
-                statement, params = tx.held
+                statement, params, check = tx.held
                 tx.held = None
                 tx.n += 1
                 self.statements += tx.n
-                tx._send(statement, params)
+                result = tx._send(statement, params)
                 self.writes += 1
             else:
                 self.statements += tx.n + tx._begun  # BEGIN is in n; COMMIT is one more
@@ -411,6 +420,8 @@ class DuckDBStore(Store):
             if tx.committed is not None:  # under the lock: no other transaction sees old hints
                 for fn in tx.committed:
                     fn()
+            if check is not None:  # committed already: a failed check says a hint was wrong
+                check(result)
         finally:
             self._owner = None
             self._lock.release()

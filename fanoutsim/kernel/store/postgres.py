@@ -128,10 +128,12 @@ class PostgresTx(Tx):
             self.failed = exc
             raise
 
-    def _hold(self, statement: str, params=None) -> None:
+    def _hold(self, statement: str, params=None, check=None) -> None:
         """A write whose result the caller does not read: sent now (DuckDB's
         store may hold it back to send it alone; see DuckDBTx._hold)."""
-        self._run(statement, params)
+        result = self._run(statement, params)
+        if check is not None:
+            check(result)
 
     def _insert_new(self, statement: str, params, keys: str, key: str | None) -> None:
         """An insert by primary key: sent now (see DuckDBTx._insert_new)."""
