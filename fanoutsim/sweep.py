@@ -107,6 +107,7 @@ import pandas as pd
 
 from fanoutsim import designs
 from fanoutsim.kernel.design import Design
+from fanoutsim.kernel.gcpause import gc_paused
 
 __all__ = ["sweep", "scale_rate", "grid_runs", "result_columns", "check_cluster", "RunFailed", "ClusterMismatch"]
 
@@ -451,8 +452,9 @@ def _run_one(run: _Run) -> dict[str, Any]:
     for name, value in run.sim:
         design.sweep_keys[name].sim(sim, value)
     sim.run(run.until)
-    checked = design.check(sim)
-    row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
+    with gc_paused():  # reading the finished run: see fanoutsim.kernel.gcpause
+        checked = design.check(sim)
+        row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
     if tuple(row) != tuple(design.sweep_columns):
         raise RuntimeError(f"the {design.name} design's sweep_row gave the columns {tuple(row)}; "
                            f"its sweep_columns are {tuple(design.sweep_columns)}")
@@ -523,7 +525,13 @@ class _Cache:
 def _pool(workers: int) -> ProcessPoolExecutor:
     methods = multiprocessing.get_all_start_methods()
     # not fork: a notebook kernel has threads, and forking them warns (and can deadlock)
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        # workers fork from a server that has imported fanoutsim (see fanoutsim.sweep_worker);
+        # a server already running (an earlier sweep) keeps the preload it started with
+        ctx.set_forkserver_preload(["fanoutsim.sweep_worker"])
+    else:
+        ctx = multiprocessing.get_context("spawn")
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
 

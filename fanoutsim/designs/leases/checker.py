@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from fanoutsim.kernel.check import CheckedReport, causes
+from fanoutsim.kernel.gcpause import gc_paused
 
 LOSS_CAUSES = ("seek", "retired", "restore", "pruned", "unknown")
 DUPLICATE_CAUSES = ("seek", "restore", "lease_expired", "crash", "unknown")
@@ -152,6 +153,7 @@ def _attempt(detail) -> int | None:
     return None
 
 
+@gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check_leases(sim) -> LeaseReport:
     t = sim.trace()
     n_rows = len(t)

@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from fanoutsim.kernel.check import CheckedReport, causes
+from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.kernel.timeutil import US
 
 LOSS_CAUSES = ("late_commit", "seek", "gap_timeout", "pruned", "unknown")
@@ -98,6 +99,7 @@ class OutboxReport(CheckedReport):
         return "\n".join(lines)
 
 
+@gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check_outbox(sim) -> OutboxReport:
     trace = sim.trace()
     kind = trace["kind"].to_numpy()

@@ -49,6 +49,7 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
 from fanoutsim.kernel.check import CheckedReport, causes
+from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
@@ -108,6 +109,7 @@ def _sub_key(row) -> tuple:
 _PER_SUB_KINDS = ("dispatched", "dispatch_failed", "watermark", "subscription")
 
 
+@gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check(sim) -> CheckReport:
     """Check every subscription of a finished (or paused) run."""
     cfg = sim.config
