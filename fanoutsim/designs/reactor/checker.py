@@ -120,8 +120,13 @@ def check(sim) -> CheckReport:
     # executions straight from the store: only the keys of each row are needed
     ex_by_sub: dict[tuple, list[tuple[str, str]]] = defaultdict(list)  # sub key -> [(firing, execution)]
     existing_ids = set()
+    parsed: dict[str, tuple] = {}  # a firing's context is one text, in each subscription's row
     for row in sim.store.rows("workflow_executions"):
-        fid, reactor, _ = context_firing(row["context"])
+        context = row["context"]
+        got = parsed.get(context)
+        if got is None:
+            got = parsed[context] = context_firing(context)
+        fid, reactor, _ = got
         existing_ids.add(row["id"])
         if fid is not None:
             ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)].append((fid, row["id"]))

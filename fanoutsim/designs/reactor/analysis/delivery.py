@@ -87,11 +87,16 @@ def latency_columns(store) -> tuple[int, np.ndarray, np.ndarray] | None:
 
     rows = store.rows("workflow_executions")
     dispatch, claim = [], []
+    parsed: dict[str, tuple] = {}  # a firing's context is one text, in each subscription's row
     for r in rows:
-        fid, _, fired_at = context_firing(r["context"])
+        context = r["context"]
+        got = parsed.get(context)
+        if got is None:
+            fid, _, fired_at = context_firing(context)
+            got = parsed[context] = (fid, rfc3339_us(fired_at) if isinstance(fired_at, str) else None)
+        fid, fired = got
         if fid is None:
             continue  # no firing (trigger fan-out): not in the latency frame
-        fired = rfc3339_us(fired_at) if isinstance(fired_at, str) else None
         if fired is None:
             return None
         at, claimed = _seconds(r["dispatched_at"], fired), _seconds(r["claimed_at"], fired)
