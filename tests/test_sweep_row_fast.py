@@ -3,6 +3,7 @@ store's rows: the same floats, in the same order, as latency_frame and
 watermarks give, and the frame path whenever a context is not the engine's."""
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from fanoutsim.designs.reactor.analysis.delivery import (backlog_total, latency_
                                                          watermarks)
 from fanoutsim.designs.reactor.design import DESIGN
 from fanoutsim.designs.reactor.scenario import load_scenario
-from fanoutsim.kernel.timeutil import US, rfc3339, rfc3339_us
+from fanoutsim.kernel.timeutil import UTC, US, rfc3339, rfc3339_us, to_us
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "data" / "scenarios"
@@ -171,6 +172,19 @@ def test_rfc3339_us_inverts_rfc3339_as_pandas_reads_it(us):
         assert got == int((pd.Timestamp(text) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(1, "us"))
     else:
         assert got is None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.tuples(st.integers(1678, 2261), *(st.integers(0, 99) for _ in range(5))), st.integers(0, 999_999))
+def test_a_stamps_second_is_read_as_strptime_reads_it(fields, micros):
+    """Each field but the year drawn from all its digits, so that impossible
+    dates (month 13, February 30, hour 24, second 60) are drawn too."""
+    second = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}".format(*fields)
+    try:
+        expected = to_us(datetime.strptime(second, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)) + micros
+    except ValueError:
+        expected = None
+    assert rfc3339_us(f"{second}.{micros:06d}Z") == expected
 
 
 @pytest.mark.parametrize("text", [

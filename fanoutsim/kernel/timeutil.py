@@ -66,8 +66,12 @@ _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{6})Z", re.ASCII)
 
 @lru_cache(maxsize=4096)
 def _second_us(text: str) -> int | None:
-    try:  # a date that does not exist (month 13) is not this shape either
-        return to_us(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC))
+    """``YYYY-MM-DDTHH:MM:SS`` (digits where the pattern has them) as epoch
+    microseconds, what ``strptime(text, "%Y-%m-%dT%H:%M:%S")`` reads, built
+    from the fields rather than through strptime (a fortieth of its cost)."""
+    try:  # a date that does not exist (month 13, February 30) is not this shape either
+        return to_us(datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]),
+                              int(text[11:13]), int(text[14:16]), int(text[17:19]), tzinfo=UTC))
     except ValueError:
         return None
 
