@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fanoutsim as fs
-from fanoutsim.designs.reactor.analysis.delivery import (backlog_total, latency_columns, latency_frame,
-                                                         watermarks)
+from fanoutsim.designs.reactor.analysis.delivery import (_seconds, backlog_total, latency_columns,
+                                                         latency_frame, watermarks)
 from fanoutsim.designs.reactor.design import DESIGN
 from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.kernel.timeutil import UTC, US, rfc3339, rfc3339_us, to_us
@@ -172,6 +172,17 @@ def test_rfc3339_us_inverts_rfc3339_as_pandas_reads_it(us):
         assert got == int((pd.Timestamp(text) - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(1, "us"))
     else:
         assert got is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.none() | st.integers(-(2**53), 2**53), min_size=1, max_size=20),
+       st.integers(-(2**60), 2**60))
+def test_latencies_are_the_seconds_pandas_makes(gaps, since):
+    got = np.array([_seconds(None if g is None else since + g, since) for g in gaps], dtype=float)
+    expected = pd.Series([pd.NaT if g is None else pd.Timedelta(g, "us") for g in gaps],
+                         dtype="timedelta64[us]").dt.total_seconds().to_numpy()
+    assert np.array_equal(got, expected, equal_nan=True)  # to the last bit
+    assert _seconds(since + 2**53 + 1, since) is None
 
 
 @settings(max_examples=500, deadline=None)
