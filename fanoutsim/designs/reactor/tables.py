@@ -193,7 +193,7 @@ def memory_init(s) -> None:
     s.firings: dict[str, dict] = {}
     s.streams: dict[tuple[str, str], _Stream] = {}
     # A subscription row is replaced on update, never changed in place, so a
-    # poll pass may hold the rows as listed (poll_subs) while the next commit.
+    # poll pass may go on reading the rows as listed (poll_subs) after later commits.
     s.subs: dict[str, dict] = {}
     s.sub_by_triple: dict[tuple[str, str, str], str] = {}
     s.sub_order: list[str] | None = None

@@ -158,12 +158,12 @@ class DuckDBTx(Tx):
         return self._send(statement, params)
 
     def _hold(self, statement: str, params=None, check=None) -> None:
-        """Run a write whose result the caller does not read, perhaps later:
+        """Run a write whose result the caller does not need at once, perhaps later:
         a first write is held until the transaction sends anything else (then
         it opens the transaction, as in :meth:`_run`) or commits (then it goes
         alone, committed by DuckDB as it runs: one round trip, not BEGIN and
         COMMIT around it). Many of the engine's transactions are one such write
-        (a watermark move, a finish). An error of a held write would be raised by
+        (a watermark move, a finish, a claim). An error of a held write would be raised by
         whatever sends it (a later statement of the block, or the commit), so
         a part holds only writes that cannot fail on a constraint — an update
         by key of columns no key or index covers — and a caller sees every
