@@ -289,3 +289,49 @@ def test_a_paused_subscription_on_the_wall_clock(tmp_path):
         ex = rt.executions().set_index("workflow_name")
         waited = (ex.loc["paused", "dispatched_at"] - ex.loc["free", "dispatched_at"]).total_seconds()
         assert waited > 0.5  # held until the pause window closed
+
+
+def test_a_pass_skips_idle_subscriptions_in_one_step_and_counts_each(tmp_path):
+    """The fetches of subscriptions with nothing new, up to the next batch, are
+    one step (a pass over 200 idle subscriptions is not 200 transactions), and
+    each still counts as the query the real poll loop sends."""
+    import types
+
+    from fanoutsim.designs.reactor import poller
+
+    rt = fs.Realtime(FAST, store=str(tmp_path / "idle.duckdb"))
+    for i in range(200):
+        rt.runner.subscribe_workflow_to_reactor(f"r{i}", "w")
+    steps, passes = [], []
+    engine = rt.engine
+
+    def fetch_next(self, now, subs, start=0):
+        got = poller.fetch_next(self, now, subs, start)
+        steps.append((len(passes), start, got[0]))
+        return got
+
+    def poll_subscriptions(self, now):
+        passes.append(now)
+        return poller.poll_subscriptions(self, now)
+
+    # bound to the engine, as the runtime's liveness check wants its steps
+    engine.fetch_next = types.MethodType(fetch_next, engine)
+    engine.poll_subscriptions = types.MethodType(poll_subscriptions, engine)
+    with rt:
+        assert wait_for(lambda: len(passes) >= 3, timeout=5)
+        rt.fire("r150", {"n": 1})
+        assert wait_for(lambda: len(rt.executions()) == 1, timeout=5)
+        assert wait_for(lambda: len(passes) >= 8, timeout=5)
+        begun = len(passes)  # the last may be under way
+        queries = rt.metrics()["fanoutsim_reactor_poll_queries_total"]
+    assert queries >= 200 * (begun - 1)  # every subscription counted in every finished pass
+    by_pass: dict[int, list] = {}
+    for p, start, found in steps:
+        by_pass.setdefault(p, []).append((start, found))
+    k = sorted(f"r{i}" for i in range(200)).index("r150")  # its place in poll order
+    for p, fetched in by_pass.items():
+        if fetched == [(0, 200)]:
+            continue  # nothing anywhere: one step
+        # the firing's pass: one step to its batch, one from the next to the end
+        assert fetched == [(0, k), (k + 1, 200)], fetched
+    assert [(0, k), (k + 1, 200)] in by_pass.values()

@@ -122,20 +122,28 @@ class Realtime(RunnerHost, SteppedWallRuntime):
 
     # -- the loops -------------------------------------------------------------
     def _poll_loop(self, engine: ReactorEngine, stop: threading.Event) -> None:
-        poll_subscriptions, fetch, drain = engine.poll_subscriptions, engine.fetch, engine.drain
+        poll_subscriptions, fetch_next, drain = engine.poll_subscriptions, engine.fetch_next, engine.drain
 
         def one_pass() -> None:
             # step by step, each step at its own wall time: a batch is dispatched
-            # when its fetch has come back, not when the pass began
+            # when its fetch has come back, not when the pass began. The fetches
+            # of subscriptions with nothing new up to the next batch are one step
+            # (fetch_next): they send nothing, so no time passes between them, and
+            # a pass over 1,000 idle subscriptions is not 1,000 transactions.
             decoded: dict = {}
-            for sub in self._call(poll_subscriptions) or ():
-                batch = self._call(fetch, sub)
-                if engine is not self.engine:
+            subs = self._call(poll_subscriptions) or []
+            i, n = 0, len(subs)
+            while i < n:
+                got = self._call(fetch_next, subs, i)
+                if got is None or engine is not self.engine:
                     return
-                if batch:
-                    stats = self._call(drain, sub, batch, decoded)
-                    if stats is not None and stats.dispatched:
-                        self._work_hint.set()
+                i, batch = got
+                if i >= n:
+                    return
+                stats = self._call(drain, subs[i], batch, decoded)
+                if stats is not None and stats.dispatched:
+                    self._work_hint.set()
+                i += 1
 
         every(stop, self.config.reactor_poll_interval, one_pass, lambda: engine is self.engine)
 
