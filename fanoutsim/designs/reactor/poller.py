@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from fanoutsim.kernel.faults import InsertFailed
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.designs.reactor.predicate import Predicate, activation
+from fanoutsim.designs.reactor.tables import cursor_of
 from fanoutsim.kernel.timeutil import rfc3339
 
 _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
@@ -121,8 +122,13 @@ def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
     cfg = e.config
     limit = cfg.reactor_poll_batch_limit
     poll_limit = e.faults.poll_limit if getattr(e.faults, "limits_polls", True) else None
-    compound, settled = cfg.watermark != "fired_at", cfg.watermark == "settled"
-    has_firings_past = tx.has_firings_past
+    compound = cfg.watermark != "fired_at"
+    until = now - e.settle_us if cfg.watermark == "settled" else None
+
+    def fetch_batch(sub: dict, lim: int) -> list[dict]:
+        after, after_id = cursor_of(sub, compound)
+        return tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, lim, after_id=after_id, until=until)
+
     n, queries = len(subs), 0
     try:
         if poll_limit is None:  # every subscription may fetch: the skips are one call
@@ -133,11 +139,7 @@ def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
                 if j == n:
                     return n, []
                 queries += 1
-                sub = subs[j]
-                after = sub["last_seen_fired_at"]
-                batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, limit,
-                                         after_id=sub["last_seen_firing_id"] if compound and after is not None
-                                         else None, until=now - e.settle_us if settled else None)
+                batch = fetch_batch(subs[j], limit)
                 if batch:
                     return j, batch
                 i = j + 1
@@ -146,12 +148,9 @@ def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
             sub = subs[i]
             lim = poll_limit(sub, now, limit)
             if lim > 0:
-                after = sub["last_seen_fired_at"]
-                after_id = sub["last_seen_firing_id"] if compound and after is not None else None
                 queries += 1  # the poll loop's load on the database
-                if has_firings_past(sub["reactor_name"], sub["tenant_id"], after, after_id):
-                    batch = tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, lim,
-                                             after_id=after_id, until=now - e.settle_us if settled else None)
+                if tx.has_firings_past(sub["reactor_name"], sub["tenant_id"], *cursor_of(sub, compound)):
+                    batch = fetch_batch(sub, lim)
                     if batch:
                         return i, batch
             i += 1

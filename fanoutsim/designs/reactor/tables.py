@@ -71,6 +71,13 @@ def check_subscription_changes(changes: dict) -> None:
         )
 
 
+def cursor_of(sub: dict, compound: bool) -> tuple[int | None, str | None]:
+    """A subscription's watermark as a fetch's cursor: ``(after, after_id)``,
+    the firing id only for the compound cursor of a watermark that has moved."""
+    after = sub["last_seen_fired_at"]
+    return after, (sub["last_seen_firing_id"] if compound and after is not None else None)
+
+
 # -- the interface -------------------------------------------------------------------
 class ReactorTx(ABC):
     """The reactor's part of :class:`~fanoutsim.kernel.store.base.Tx`."""
@@ -120,9 +127,7 @@ class ReactorTx(ABC):
         n = len(subs)
         while i < n:
             sub = subs[i]
-            after = sub["last_seen_fired_at"]
-            if has(sub["reactor_name"], sub["tenant_id"], after,
-                   sub["last_seen_firing_id"] if compound and after is not None else None):
+            if has(sub["reactor_name"], sub["tenant_id"], *cursor_of(sub, compound)):
                 return i
             i += 1
         return n

@@ -129,8 +129,9 @@ class PostgresTx(Tx):
             raise
 
     def _hold(self, statement: str, params=None, check=None) -> None:
-        """A write whose result the caller does not read: sent now (DuckDB's
-        store may hold it back to send it alone; see DuckDBTx._hold)."""
+        """A write whose result the caller does not need at once: sent now,
+        ``check`` run on its result (DuckDB's store may hold it back to send it
+        alone; see DuckDBTx._hold)."""
         result = self._run(statement, params)
         if check is not None:
             check(result)
