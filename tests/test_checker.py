@@ -158,3 +158,33 @@ def test_conservative_prune_under_a_disabled_subscription_is_not_a_broken_promis
     report = fs.check(sim)
     assert list(report.lost["cause"]) == ["pruned"] and not report.lost["promised"].any()
     assert report.valid
+
+
+class _FrameOnly:
+    """A run seen through a host that has its trace as a frame only (traces
+    merged from several processes): the checker then reads the frame."""
+
+    def __init__(self, sim) -> None:
+        self._sim = sim
+
+    def __getattr__(self, name):
+        if name == "trace_columns":
+            raise AttributeError(name)
+        return getattr(self._sim, name)
+
+
+def _crashes_run():
+    sim = fs.load_scenario("data/scenarios/crashes.toml").build(seed=3)
+    sim.run(1800.0)
+    return sim
+
+
+@pytest.mark.parametrize("run", ["ttl_prune", "crashes"])
+def test_the_checker_reads_the_recorder_and_a_trace_frame_alike(run):
+    sim = stalled_run("ttl")[0] if run == "ttl_prune" else _crashes_run()
+    from_columns, from_frame = fs.check(sim), fs.check(_FrameOnly(sim))
+    # the runs have something to explain: losses with a cause, or duplicates with one
+    assert from_columns.total["lost"] > 0 or from_columns.total["extra_deliveries"] > 0
+    assert from_columns.total == from_frame.total
+    for part in ("per_subscription", "duplicates", "lost", "never_logged"):
+        pd.testing.assert_frame_equal(getattr(from_columns, part), getattr(from_frame, part))

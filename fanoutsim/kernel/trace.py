@@ -90,6 +90,15 @@ class Trace:
     def __len__(self) -> int:
         return len(self.cols[0])
 
+    def columns(self) -> tuple[dict[str, list], dict[str, list]]:
+        """The events and the firing history as columns (name -> list of
+        values, missing ones None), copied: what :meth:`frame` holds, for a
+        reader of a whole run that loops over it in Python (the checker) and
+        has no use for a DataFrame."""
+        events = {name: list(col) for name, col in zip(COLUMNS, self.cols)}
+        history = {name: list(col) for name, col in zip(HISTORY_COLUMNS, self.hist)}
+        return events, history
+
     def history(self) -> pd.DataFrame:
         return pd.DataFrame({name: pd.Series(col, dtype=object) for name, col in zip(HISTORY_COLUMNS, self.hist)})
 
@@ -142,3 +151,7 @@ class LockedTrace(Trace):
     def frame(self):
         with self._lock:
             return super().frame()
+
+    def columns(self):
+        with self._lock:
+            return super().columns()

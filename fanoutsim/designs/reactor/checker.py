@@ -50,6 +50,7 @@ import pandas as pd
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
 from fanoutsim.kernel.check import CheckedReport, causes
 from fanoutsim.kernel.gcpause import gc_paused
+from fanoutsim.kernel.trace import COLUMNS, HISTORY_COLUMNS
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
@@ -102,11 +103,27 @@ def _firings(frame: pd.DataFrame) -> list[_F]:
     return [_F(*r) for r in zip(frame["firing"], frame["fired_at"], frame["logged_at"])]
 
 
+def _columns(frame: pd.DataFrame, names) -> dict[str, list]:
+    """A frame's columns as lists, every missing value None (as a recorder's lists hold them)."""
+    return {n: frame[n].astype(object).where(frame[n].notna(), None).tolist() for n in names}
+
+
+def _trace_columns(sim) -> tuple[dict[str, list], dict[str, list]]:
+    """The run's events and firing history as columns: straight from the
+    recorder when the host offers them (no frame built), else from its
+    trace frame (traces merged from several processes)."""
+    read = getattr(sim, "trace_columns", None)
+    if read is not None:
+        return read()
+    trace = sim.trace()
+    return _columns(trace, COLUMNS), _columns(trace.history, HISTORY_COLUMNS)
+
+
 def _sub_key(row) -> tuple:
     return (row["workflow_name"], row["tenant_id"], row["reactor_name"])
 
 
-_PER_SUB_KINDS = ("dispatched", "dispatch_failed", "watermark", "subscription")
+_PER_SUB_KINDS = frozenset(("dispatched", "dispatch_failed", "watermark", "subscription"))
 
 
 @gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
@@ -114,8 +131,7 @@ def check(sim) -> CheckReport:
     """Check every subscription of a finished (or paused) run."""
     cfg = sim.config
     compound = cfg.watermark != "fired_at"  # the cursor is (fired_at, id)
-    trace = sim.trace()
-    history = trace.history
+    events, history = _trace_columns(sim)
     subs = sim.subscriptions()
     # executions straight from the store: only the keys of each row are needed
     ex_by_sub: dict[tuple, list[tuple[str, str]]] = defaultdict(list)  # sub key -> [(firing, execution)]
@@ -132,26 +148,38 @@ def check(sim) -> CheckReport:
             ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)].append((fid, row["id"]))
     retained = {row["id"] for row in sim.store.rows("reactor_firings")}
 
-    logged = history[history["logged_at"].notna()]
-    never = history[history["logged_at"].isna()]
-    # each stream's firings, built once however many subscriptions read the stream
-    by_stream = {k: _firings(g) for k, g in logged.groupby(["reactor_name", "tenant_id"], sort=False)}
-    never_by_stream = {k: g for k, g in never.groupby(["reactor_name", "tenant_id"], sort=False)}
+    # each stream's firings, logged or never, built once however many subscriptions read the stream
+    by_stream: dict[tuple, list[_F]] = defaultdict(list)
+    never_by_stream: dict[tuple, list[_F]] = defaultdict(list)
+    streams = _streams(history)
+    for fid, reactor, tenant, fired_at, logged_at in zip(
+            history["firing"], history["reactor_name"], history["tenant_id"], history["fired_at"],
+            history["logged_at"]):
+        (never_by_stream if logged_at is None else by_stream)[(reactor, tenant)].append(
+            _F(fid, fired_at, logged_at))
 
-    ev = trace[["t", "kind", "actor", "subscription", "firing", "execution", "detail"]]
-    ev = ev.assign(seq=range(len(ev)))
-    # each subscription's events of each kind, in trace order, split in one pass
-    per_sub_kind = {k: g for k, g in ev[ev["subscription"].notna() & ev["kind"].isin(_PER_SUB_KINDS)]
-                    .groupby(["subscription", "kind"], sort=False)}
-    no_events = ev.iloc[0:0]
-    crashes = ev.loc[ev["kind"] == "crashed", "seq"].tolist()
-    # when each firing was pruned, as a position in the trace: a prune and a
-    # watermark move in the same instant are ordered by what happened first
-    pruned_at = dict(zip(ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "firing"],
-                         ev.loc[(ev["kind"] == "pruned") & ev["firing"].notna(), "seq"]))
+    # one pass over the events, a position in the trace (``seq``) for each: each
+    # subscription's events of each kind in trace order, the crashes, and when
+    # each firing was pruned (a prune and a watermark move in the same instant
+    # are ordered by what happened first)
+    ev_t, ev_actor, ev_firing = events["t"], events["actor"], events["firing"]
+    ev_execution, ev_detail = events["execution"], events["detail"]
+    per_sub_kind: dict[tuple, list[int]] = defaultdict(list)
+    crashes: list[int] = []
+    pruned_at: dict[str, int] = {}
+    for seq, (kind, sid) in enumerate(zip(events["kind"], events["subscription"])):
+        if kind in _PER_SUB_KINDS:
+            if sid is not None:
+                per_sub_kind[(sid, kind)].append(seq)
+        elif kind == "crashed":
+            crashes.append(seq)
+        elif kind == "pruned":
+            fid = ev_firing[seq]
+            if fid is not None:
+                pruned_at[fid] = seq
 
     # the filters, evaluated here and independently of the engine's verdicts
-    verdicts = _evaluate_filters(subs, history)
+    verdicts = _evaluate_filters(subs, streams)
 
     rows, dup_rows, lost_rows, never_rows = [], [], [], []
     for _, s in subs.iterrows():
@@ -173,7 +201,7 @@ def check(sim) -> CheckReport:
                     backfilled += 1
                     continue
                 expected.append(f)
-        for f in (_firings(never_by_stream[key]) if key in never_by_stream else ()):
+        for f in never_by_stream.get(key, ()):
             if passes(f.firing):
                 never_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
                                    "tenant_id": s["tenant_id"], "firing": f.firing,
@@ -182,24 +210,22 @@ def check(sim) -> CheckReport:
         deliveries = defaultdict(list)  # firing -> [execution ids in dispatch order]
         for fid, eid in ex_by_sub.get(_sub_key(s), ()):
             deliveries[fid].append(eid)
-        dispatched = per_sub_kind.get((sid, "dispatched"), no_events)
-        dispatched_ex = dispatched["execution"].tolist()
-        dispatch_seq = dict(zip(dispatched_ex, dispatched["seq"].tolist()))
-        dispatch_actor = dict(zip(dispatched_ex, dispatched["actor"].tolist()))
-        failed = per_sub_kind.get((sid, "dispatch_failed"), no_events)
+        dispatched = per_sub_kind.get((sid, "dispatched"), ())
+        dispatched_ex = [ev_execution[q] for q in dispatched]
+        dispatch_seq = dict(zip(dispatched_ex, dispatched))
+        dispatch_actor = dict(zip(dispatched_ex, [ev_actor[q] for q in dispatched]))
         failed_by_firing = defaultdict(list)
-        for fid, eid, seq in zip(failed["firing"], failed["execution"], failed["seq"]):
-            failed_by_firing[fid].append((seq, eid))
-        wm = per_sub_kind.get((sid, "watermark"), no_events)
-        wm_seq = wm["seq"].tolist()
-        wm_val = [int(v) for v in wm["detail"]]
-        wm_t = wm["t"].tolist()
-        wm_firing = wm["firing"].tolist()
-        wm_by = list(zip(wm_seq, wm["actor"].tolist()))
+        for q in per_sub_kind.get((sid, "dispatch_failed"), ()):
+            failed_by_firing[ev_firing[q]].append((q, ev_execution[q]))
+        wm_seq = per_sub_kind.get((sid, "watermark"), [])
+        wm_val = [int(ev_detail[q]) for q in wm_seq]
+        wm_t = [ev_t[q] for q in wm_seq]
+        wm_firing = [ev_firing[q] for q in wm_seq]
+        wm_by = [(q, ev_actor[q]) for q in wm_seq]
         rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
         wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
-        toggles = per_sub_kind.get((sid, "subscription"), no_events)
-        toggle_seq, toggle_on = toggles["seq"].tolist(), [d != "disabled" for d in toggles["detail"]]
+        toggle_seq = per_sub_kind.get((sid, "subscription"), [])
+        toggle_on = [ev_detail[q] != "disabled" for q in toggle_seq]
 
         def enabled_at(seq) -> bool:
             """Was the subscription enabled at this point of the trace? (conservative
@@ -309,12 +335,27 @@ def check(sim) -> CheckReport:
 PARALLEL_EVALUATIONS = 20_000
 
 
-def _evaluate_filters(subs: pd.DataFrame, history: pd.DataFrame) -> dict:
-    """(predicate, (reactor, tenant)) -> set of firing ids for which it is true."""
+def _streams(history: dict[str, list]) -> dict[tuple, tuple[list, list]]:
+    """Each stream's firings of the history (logged or not), as
+    ``(reactor, tenant) -> ([firing ids], [payloads])``, in history order."""
+    out: dict[tuple, tuple[list, list]] = {}
+    for fid, reactor, tenant, payload in zip(history["firing"], history["reactor_name"],
+                                             history["tenant_id"], history["payload"]):
+        got = out.get((reactor, tenant))
+        if got is None:
+            got = out[(reactor, tenant)] = ([], [])
+        got[0].append(fid)
+        got[1].append(payload)
+    return out
+
+
+def _evaluate_filters(subs: pd.DataFrame, streams: dict[tuple, tuple[list, list]]) -> dict:
+    """(predicate, (reactor, tenant)) -> set of firing ids for which it is true
+    (``streams``: :func:`_streams`); a subscription with no predicate has none."""
     jobs = []
     for (expr, reactor, tenant), _ in subs.groupby(["predicate", "reactor_name", "tenant_id"], sort=True):
-        stream = history[(history["reactor_name"] == reactor) & (history["tenant_id"] == tenant)]
-        jobs.append((expr, reactor, tenant, list(stream["firing"]), list(stream["payload"])))
+        firings, payloads = streams.get((reactor, tenant), ([], []))
+        jobs.append((expr, reactor, tenant, firings, payloads))
     total = sum(len(j[3]) for j in jobs)
     if total >= PARALLEL_EVALUATIONS:
         results = _parallel(jobs)
@@ -463,7 +504,8 @@ def check_store(store, config=None) -> CheckReport:
                             "logged_at": firings["created_at"], "payload": firings["payload"]})
     subs = store.rows("reactor_subscriptions")
     subs_df = pd.DataFrame(subs, columns=["id", "reactor_name", "tenant_id", "predicate"])
-    verdicts = _evaluate_filters(subs_df, history)
+    verdicts = _evaluate_filters(subs_df, _streams(_columns(history, ("firing", "reactor_name", "tenant_id",
+                                                                     "payload"))))
     # crashes: starts that no clean stop preceded (the first start is a boot)
     crash_times, previous = [], None
     for row in store.rows("runner_log"):

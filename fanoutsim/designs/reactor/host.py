@@ -96,6 +96,11 @@ class RunnerHost:
     def trace(self) -> pd.DataFrame:
         return self._trace.frame()
 
+    def trace_columns(self) -> tuple[dict[str, list], dict[str, list]]:
+        """The trace's events and firing history as columns, no frame built
+        (see :meth:`fanoutsim.kernel.trace.Trace.columns`): the checker reads these."""
+        return self._trace.columns()
+
     def metrics(self) -> dict[str, float]:
         out = self.metrics_registry.as_dict()
         out.setdefault("fanoutsim_reactor_firings_pruned_total", 0)
