@@ -134,7 +134,8 @@ def check(sim) -> CheckReport:
     events, history = _trace_columns(sim)
     subs = sim.subscriptions()
     # executions straight from the store: only the keys of each row are needed
-    ex_by_sub: dict[tuple, list[tuple[str, str]]] = defaultdict(list)  # sub key -> [(firing, execution)]
+    # sub key -> firing -> [execution ids in the order the rows are read: dispatched_at, id]
+    ex_by_sub: dict[tuple, dict[str, list[str]]] = defaultdict(dict)
     existing_ids = set()
     parsed: dict[str, tuple] = {}  # a firing's context is one text, in each subscription's row
     for row in sim.store.rows("workflow_executions"):
@@ -145,7 +146,12 @@ def check(sim) -> CheckReport:
         fid, reactor, _ = got
         existing_ids.add(row["id"])
         if fid is not None:
-            ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)].append((fid, row["id"]))
+            delivered = ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)]
+            ids = delivered.get(fid)
+            if ids is None:
+                delivered[fid] = [row["id"]]
+            else:
+                ids.append(row["id"])
     retained = {row["id"] for row in sim.store.rows("reactor_firings")}
 
     # each stream's firings, logged or never, built once however many subscriptions read the stream
@@ -191,25 +197,18 @@ def check(sim) -> CheckReport:
         def passes(firing_id):
             return passing is None or firing_id in passing
 
-        stream = by_stream.get(key)
-        expected, backfilled = [], 0
-        if stream is not None:
-            for f in stream:
-                if not passes(f.firing):
-                    continue
-                if f.logged_at < created:
-                    backfilled += 1
-                    continue
-                expected.append(f)
+        stream = by_stream.get(key, ())
+        if passing is not None:
+            stream = [f for f in stream if f.firing in passing]
+        expected = [f for f in stream if f.logged_at >= created]
+        backfilled = len(stream) - len(expected)  # logged before the subscription existed
         for f in never_by_stream.get(key, ()):
             if passes(f.firing):
                 never_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
                                    "tenant_id": s["tenant_id"], "firing": f.firing,
                                    "cause": "never_logged"})
 
-        deliveries = defaultdict(list)  # firing -> [execution ids in dispatch order]
-        for fid, eid in ex_by_sub.get(_sub_key(s), ()):
-            deliveries[fid].append(eid)
+        deliveries = ex_by_sub.get(_sub_key(s), {})  # firing -> [execution ids]
         dispatched = per_sub_kind.get((sid, "dispatched"), ())
         dispatched_ex = [ev_execution[q] for q in dispatched]
         dispatch_seq = dict(zip(dispatched_ex, dispatched))
