@@ -188,3 +188,23 @@ def test_the_checker_reads_the_recorder_and_a_trace_frame_alike(run):
     assert from_columns.total == from_frame.total
     for part in ("per_subscription", "duplicates", "lost", "never_logged"):
         pd.testing.assert_frame_equal(getattr(from_columns, part), getattr(from_frame, part))
+
+
+def test_trace_columns_hold_what_the_frame_holds_and_a_locked_trace_copies_them():
+    from fanoutsim.kernel.trace import COLUMNS, HISTORY_COLUMNS, LockedTrace, Trace
+
+    for trace in (Trace(), LockedTrace()):
+        trace.attempted("f1", "r", "public", 10, b"x")
+        trace.add(10, "fired", "reactor", firing="f1", detail="r")
+        trace.logged("f1", 12)
+        trace.add(12, "watermark", "poller", subscription="s1", firing="f1", detail="10")
+        events, history = trace.columns()
+        frame = trace.frame()
+        assert list(events) == list(COLUMNS) and list(history) == list(HISTORY_COLUMNS)
+        for name in COLUMNS:
+            assert events[name] == [None if pd.isna(v) else v for v in frame[name]]
+        for name in HISTORY_COLUMNS:
+            assert history[name] == [None if v is None or v != v else v for v in frame.history[name]]
+        trace.add(13, "crashed", "runtime")
+        # a wall-clock trace goes on recording: its columns are a snapshot, all of one length
+        assert len(events["t"]) == (2 if isinstance(trace, LockedTrace) else 3)

@@ -92,12 +92,11 @@ class Trace:
 
     def columns(self) -> tuple[dict[str, list], dict[str, list]]:
         """The events and the firing history as columns (name -> list of
-        values, missing ones None), copied: what :meth:`frame` holds, for a
-        reader of a whole run that loops over it in Python (the checker) and
-        has no use for a DataFrame."""
-        events = {name: list(col) for name, col in zip(COLUMNS, self.cols)}
-        history = {name: list(col) for name, col in zip(HISTORY_COLUMNS, self.hist)}
-        return events, history
+        values, missing ones None): what :meth:`frame` holds, for a reader of
+        a whole run that loops over it in Python (the checker) and has no use
+        for a DataFrame. The recorder's own lists, not copies (a day's trace
+        is a million rows): read them, never change them."""
+        return dict(zip(COLUMNS, self.cols)), dict(zip(HISTORY_COLUMNS, self.hist))
 
     def history(self) -> pd.DataFrame:
         return pd.DataFrame({name: pd.Series(col, dtype=object) for name, col in zip(HISTORY_COLUMNS, self.hist)})
@@ -153,5 +152,6 @@ class LockedTrace(Trace):
             return super().frame()
 
     def columns(self):
-        with self._lock:
-            return super().columns()
+        with self._lock:  # copies, all of one length: other threads go on recording
+            events, history = super().columns()
+            return ({k: list(v) for k, v in events.items()}, {k: list(v) for k, v in history.items()})
