@@ -1,0 +1,40 @@
+"""The benchmark scripts run (briefly): `make bench` must not rot between
+the times someone reads its figures. Nothing here is timed."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_bench_day_repeats_a_case_and_shows_the_fastest_and_duckdbs_statements():
+    out = bench("bench_day.py", "--case", "memory", "--case", "duckdb", "--until", "120",
+                "--duckdb-until", "60", "--repeat", "2")
+    assert out.returncode == 0, out.stderr
+    walls = re.findall(r"wall time\s+([\d.]+) s\s+\(best of 2; ([\d.]+)-([\d.]+) s\)", out.stdout)
+    assert len(walls) == 2, out.stdout
+    for best, low, high in walls:
+        assert best == low and float(low) <= float(high)
+    per = re.search(r"statements\s+(\d+)\s+\(([\d.]+) per delivery\)", out.stdout)
+    assert per and int(per.group(1)) > 0 and float(per.group(2)) > 0, out.stdout
+    assert out.stdout.count("statements") == 1  # the memory store sends none
+
+
+def test_bench_sweep_repeats_the_pool_sweep():
+    out = bench("bench_sweep.py", "--only", "pool", "--seeds", "1", "--until", "30", "--repeat", "2")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"wall [\d.]+ s for 18 runs \([\d.]+ s a run; best of 2, [\d.]+-[\d.]+ s;", out.stdout), out.stdout
+
+
+def test_a_repeat_below_one_is_refused_naming_the_option():
+    for script in ("bench_day.py", "bench_sweep.py"):
+        out = bench(script, "--repeat", "0")
+        assert out.returncode == 2 and "--repeat must be at least 1, got 0" in out.stderr
