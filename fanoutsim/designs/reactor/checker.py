@@ -50,7 +50,6 @@ import pandas as pd
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
 from fanoutsim.kernel.check import CheckedReport, causes
 from fanoutsim.kernel.gcpause import gc_paused
-from fanoutsim.kernel.trace import COLUMNS, HISTORY_COLUMNS
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
@@ -108,6 +107,11 @@ def _columns(frame: pd.DataFrame, names) -> dict[str, list]:
     return {n: frame[n].astype(object).where(frame[n].notna(), None).tolist() for n in names}
 
 
+# what the checker reads of the trace's events and of its firing history
+_EVENT_COLUMNS = ("t", "kind", "actor", "subscription", "firing", "execution", "detail")
+_HISTORY_COLUMNS = ("firing", "reactor_name", "tenant_id", "fired_at", "logged_at", "payload")
+
+
 def _trace_columns(sim) -> tuple[dict[str, list], dict[str, list]]:
     """The run's events and firing history as columns: straight from the
     recorder when the host offers them (no frame built), else from its
@@ -116,7 +120,7 @@ def _trace_columns(sim) -> tuple[dict[str, list], dict[str, list]]:
     if read is not None:
         return read()
     trace = sim.trace()
-    return _columns(trace, COLUMNS), _columns(trace.history, HISTORY_COLUMNS)
+    return _columns(trace, _EVENT_COLUMNS), _columns(trace.history, _HISTORY_COLUMNS)
 
 
 def _sub_key(row) -> tuple:
