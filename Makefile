@@ -8,9 +8,16 @@ STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
 SCENARIO ?= data/scenarios/default.toml
 
-.PHONY: setup demo test test-fast lab bench clean
+.PHONY: setup demo test test-fast lab bench clean bytecode
 
 setup: $(STAMP)
+
+# The package's bytecode, compiled once rather than in every process: an
+# editable install leaves none, and where PYTHONDONTWRITEBYTECODE is set no
+# process writes any, so each (a test's subprocess, a sweep's fork server, a
+# CLI command) compiled every module again. Only what changed is recompiled.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q fanoutsim
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,14 +25,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) bytecode
 	$(BIN)/fanoutsim run $(SCENARIO) --out $(OUT)
 
-test: $(STAMP)
+test: $(STAMP) bytecode
 	MPLBACKEND=Agg $(BIN)/python -m pytest -n 2 --dist loadfile tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) bytecode
 	MPLBACKEND=Agg $(BIN)/python -m pytest -x -q tests
 
 # make lab: JupyterLab on the notebook index (00_index). The notebooks are trusted
@@ -42,7 +49,7 @@ lab: $(STAMP)
 		$(foreach g,$(LAB_HIDE),'--ContentsManager.hide_globs=$(g)') \
 		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_FLAGS)
 
-bench: $(STAMP)
+bench: $(STAMP) bytecode
 	$(BIN)/python benchmarks/bench_day.py
 	$(BIN)/python benchmarks/bench_sweep.py
 	$(BIN)/python benchmarks/bench_realtime.py
@@ -56,3 +63,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
+	find fanoutsim -name __pycache__ -type d -prune -exec rm -rf {} +
