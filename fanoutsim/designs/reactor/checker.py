@@ -198,16 +198,13 @@ def check(sim) -> CheckReport:
         created = int(s["created_at"].value // 1000)
         passing = verdicts.get((s["predicate"], key))
 
-        def passes(firing_id):
-            return passing is None or firing_id in passing
-
         stream = by_stream.get(key, ())
         if passing is not None:
             stream = [f for f in stream if f.firing in passing]
         expected = [f for f in stream if f.logged_at >= created]
         backfilled = len(stream) - len(expected)  # logged before the subscription existed
         for f in never_by_stream.get(key, ()):
-            if passes(f.firing):
+            if passing is None or f.firing in passing:
                 never_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
                                    "tenant_id": s["tenant_id"], "firing": f.firing,
                                    "cause": "never_logged"})

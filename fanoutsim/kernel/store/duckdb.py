@@ -177,9 +177,13 @@ class DuckDBTx(Tx):
         if self.held is None and not self._begun:
             self.held = (statement, params, check)
         else:
-            result = self._run(statement, params)
-            if check is not None:
-                check(result)
+            self._run_checked(statement, params, check)
+
+    def _run_checked(self, statement: str, params, check) -> None:
+        """:meth:`_run`, then ``check`` (if any) on the result: a held write sent."""
+        result = self._run(statement, params)
+        if check is not None:
+            check(result)
 
     def _insert_new(self, statement: str, params, keys: str, key: str | None) -> None:
         """Run an insert whose one constraint that can fail is its table's
@@ -238,9 +242,7 @@ class DuckDBTx(Tx):
     def _release(self) -> None:
         statement, params, check = self.held
         self.held = None
-        result = self._run(statement, params)
-        if check is not None:
-            check(result)
+        self._run_checked(statement, params, check)
 
     def _send(self, statement: str, params) -> duckdb.DuckDBPyConnection:
         statement, params = sql.native_timestamps(statement, params)
