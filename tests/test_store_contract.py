@@ -14,7 +14,7 @@ import threading
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fanoutsim.kernel.faults import Crash
@@ -838,8 +838,14 @@ def sql_store(request):
 _HYPOTHESIS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+_FIRING = ("insert_firing", FIRING_IDS[0], REACTORS[0], TENANTS[0], 0, b"")
+
+
 @settings(max_examples=40, **_HYPOTHESIS)
 @given(steps=steps)
+# found by this test: an update that sets nothing, after a failed write of its
+# transaction, sends no statement, and must still be refused as any use is
+@example(steps=[([_FIRING, _FIRING, ("update_sub", SUB_IDS[0], {})], "swallow")])
 def test_memory_and_sql_agree_on_any_sequence(sql_store, steps):
     memory, other = MemoryStore(), sql_store()
     try:

@@ -736,8 +736,9 @@ class ReactorDuckDBTx(ReactorTx):
     def update_subscription(self, sub_id, changes):
         check_subscription_changes(changes)
         cols = tuple(changes)
-        if not cols:
-            return  # "SET" with nothing to set is not SQL
+        if not cols:  # "SET" with nothing to set is not SQL; after a failed write, refused all the same
+            self._refuse_if_failed()
+            return
         self._hold(sql.update_subscription(cols, TIMESTAMP_COLUMNS), [*changes.values(), sub_id])
         if not all(_as_read(c, v) for c, v in changes.items()):
             self._subscriptions_changed()

@@ -57,6 +57,12 @@ class Tx(ABC):
     # the error of a write that failed in this transaction; it can no longer commit
     failed: BaseException | None = None
 
+    def _refuse_if_failed(self) -> None:
+        """Any use of a transaction after a failed write raises, as DuckDB does
+        for an aborted one: also a step that would send no statement."""
+        if self.failed is not None:
+            raise RuntimeError(FAILED_TX.format(self.failed))
+
     # -- runner_log -----------------------------------------------------
     @abstractmethod
     def log_runner(self, at: int, event: str, detail: str | None = None) -> int:

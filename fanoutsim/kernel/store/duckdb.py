@@ -21,7 +21,7 @@ import duckdb
 from functools import lru_cache
 
 from fanoutsim.kernel.store import sql
-from fanoutsim.kernel.store.base import (FAILED_TX, Store, Tx, check_parts, compose_tx, row_of, tables_of,
+from fanoutsim.kernel.store.base import (Store, Tx, check_parts, compose_tx, row_of, tables_of,
                                          timestamp_columns_of)
 
 
@@ -145,8 +145,7 @@ class DuckDBTx(Tx):
             self.committed.append(fn)
 
     def _run(self, statement: str, params=None) -> duckdb.DuckDBPyConnection:
-        if self.failed is not None:  # say why, rather than DuckDB's "transaction is aborted"
-            raise RuntimeError(FAILED_TX.format(self.failed))
+        self._refuse_if_failed()  # say why, rather than DuckDB's "transaction is aborted"
         if self.held is not None:
             self._release()
         self.n += 1
@@ -172,8 +171,7 @@ class DuckDBTx(Tx):
         ``check``, if given, is called with the write's result once it is
         sent: what the caller would have asserted of it (the rows an update
         found), asserted whenever the write goes."""
-        if self.failed is not None:
-            raise RuntimeError(FAILED_TX.format(self.failed))
+        self._refuse_if_failed()
         if self.held is None and not self._begun:
             self.held = (statement, params, check)
         else:

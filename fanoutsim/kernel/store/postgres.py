@@ -33,7 +33,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from fanoutsim.kernel.store import duckdb as _duckdb_store, pgsql, sql
-from fanoutsim.kernel.store.base import (FAILED_TX, Store, Tx, check_parts, compose_tx, row_of, tables_of,
+from fanoutsim.kernel.store.base import (Store, Tx, check_parts, compose_tx, row_of, tables_of,
                                          timestamp_columns_of)
 
 MIN_SERVER_VERSION = 160000
@@ -110,8 +110,7 @@ class PostgresTx(Tx):
         self.c.execute("SELECT set_config('search_path', %s, false)", [f"{ns}, {pgsql._quote(home)}"])
 
     def _run(self, statement: str, params=None):
-        if self.failed is not None:
-            raise RuntimeError(FAILED_TX.format(self.failed))
+        self._refuse_if_failed()
         q = self.store.translated(statement)
         try:
             if not self.begun:
