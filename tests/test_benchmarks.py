@@ -34,7 +34,17 @@ def test_bench_sweep_repeats_the_pool_sweep():
     assert re.search(r"wall [\d.]+ s for 18 runs \([\d.]+ s a run; best of 2, [\d.]+-[\d.]+ s;", out.stdout), out.stdout
 
 
+def test_bench_duckdb_idle_shows_the_floor_of_the_statements_it_sent():
+    out = bench("bench_duckdb_idle.py", "--seconds", "60", "--repeat", "1")
+    assert out.returncode == 0, out.stderr
+    sent = re.search(r"DuckDB store\s+[\d.]+ CPU s\s+\(best of 1; (\d+) statements\)", out.stdout)
+    bare = re.search(r"DuckDB alone\s+[\d.]+ CPU s\s+\(best of 1; (\d+) bare writes", out.stdout)
+    assert sent and bare and int(sent.group(1)) > 0, out.stdout
+    assert bare.group(1) == sent.group(1)  # the floor sends as many statements as the run did
+    assert re.search(r"floor / memory\s+[\d.]+x", out.stdout), out.stdout
+
+
 def test_a_repeat_below_one_is_refused_naming_the_option():
-    for script in ("bench_day.py", "bench_sweep.py"):
+    for script in ("bench_day.py", "bench_sweep.py", "bench_duckdb_idle.py"):
         out = bench(script, "--repeat", "0")
         assert out.returncode == 2 and "--repeat must be at least 1, got 0" in out.stderr
