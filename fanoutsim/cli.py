@@ -150,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--rate", type=_rate, metavar="R",
                      help="the workload at R events a second: the scenario's workloads scaled to R, or with "
                           "no scenario (reactor) pricing_reactor fired R times a second; 0: none")
-    srv.add_argument("--port", type=int, default=0, help="control port on 127.0.0.1 (default: any free one)")
+    srv.add_argument("--port", type=_port, default=0, help="control port on 127.0.0.1 (default: any free one)")
     srv.add_argument("--max-body-bytes", type=_bytes, default=None, metavar="N",
                      help="refuse a request body over N bytes with 413 (default: 1048576, 1 MiB)")
     srv.add_argument("--role", default="all", metavar="ROLE",
@@ -255,6 +255,16 @@ def _where(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--db", metavar="FILE", help="the .duckdb file")
     where.add_argument("--store", metavar="URI", help="a postgresql:// URI: one database several processes share")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give 1-65535, or 0 for any free one")
+    return value
 
 
 def _rate(text: str) -> float:
@@ -398,17 +408,65 @@ def _realtime(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    shown = args.progress if args.progress is not None else _is_terminal(sys.stderr)
+    made: list = []  # [path, sim]: a .duckdb file this run creates, removed again if the command fails
+    code = 1
+    try:
+        code = _run_steps(args, shown, made)
+        return code
+    except BrokenPipeError:
+        code = 0  # the run is done; only its reader left (main ends quietly)
+        raise
+    except KeyboardInterrupt:
+        dropped = ""
+        if made:
+            dropped = f"; removed {made[0]}, which it had created" if os.path.exists(made[0]) else ""
+            _discard_store(*made)
+            made.clear()
+        print(f"{PROG}: interrupted{dropped}", file=sys.stderr)
+        code = 130
+        return code
+    finally:
+        if made and code != 0:
+            _discard_store(*made)
+
+
+def _discard_store(path: str, sim=None) -> None:
+    """Close the store a failed ``run`` created at ``path`` and remove the file and its WAL,
+    so the corrected command can create it again."""
+    import gc
+
+    store = getattr(sim, "store", None)
+    try:
+        if store is not None and hasattr(store, "close"):
+            store.close()
+    except Exception:  # noqa: BLE001 - closing a half-built store: removing it is what matters
+        pass
+    gc.collect()  # a store left in a failed build's frames closes its connection here
+    for name in (path, f"{path}.wal"):
+        try:
+            os.remove(name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            print(f"{PROG}: warning: could not remove {name}: {exc.strerror or exc}", file=sys.stderr)
+
+
+def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     from fanoutsim import progress
     from fanoutsim.designs import design_of
     from fanoutsim.kernel.scenario import check_overrides
     from fanoutsim.kernel.store.duckdb import StoreError
     from fanoutsim.scenario import ScenarioError, load_scenario
 
-    shown = args.progress if args.progress is not None else _is_terminal(sys.stderr)
     try:
         scenario = load_scenario(args.scenario)
         _, store, until = check_overrides(scenario, args.seed, args.store, args.until)
+        if isinstance(store, str) and store.endswith(".duckdb") and not os.path.exists(store):
+            made.append(store)  # build refuses an existing file, so a file there after it is this run's
         sim = scenario.build(seed=args.seed, until=until, store=store)  # what scenario.run does, with a progress bar
+        if made:
+            made.append(sim)
         progress.run_virtual(sim, until, enabled=shown)
     except (ScenarioError, StoreError) as exc:
         return _error(str(exc))
@@ -467,6 +525,11 @@ def _sweep(args: argparse.Namespace) -> int:
     design = design_of(scenario)
     out = Path(args.out) if args.out else Path("out") / f"{scenario.name}-sweep"
     cache = None if args.no_cache else Path(args.cache) if args.cache else out / "cache.duckdb"
+    try:
+        if cache is not None:
+            sweeps._Cache(cache).check()  # before the output folder is made
+    except ValueError as exc:
+        return _error(f"--{exc}" if args.cache and not args.no_cache else str(exc))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

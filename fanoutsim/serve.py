@@ -51,7 +51,6 @@ __all__ = ["serve", "write", "status", "file_design", "recorded_design", "record
 
 _META_KEY = "design"
 
-
 def is_postgres(db: str) -> bool:
     """``db`` names a PostgreSQL database (a ``postgresql://`` URI), not a DuckDB file."""
     return db.startswith(("postgresql://", "postgres://"))
@@ -121,6 +120,9 @@ def file_design(db: str, design: str | None = None) -> Design:
     records; ``design`` names it for a file that records none (and must agree
     with one that does)."""
     info = None if is_postgres(db) else server_info(db)
+    if info is None and not is_postgres(db):
+        existing(db)
+        fanoutsim_file(db)  # a directory, another file, one fanoutsim did not make: refused untouched
     found = info.get("design") if info is not None else None
     found = found or recorded_design(db)
     if found is not None and design is not None and found != design:
@@ -152,6 +154,35 @@ def existing(db: str) -> None:
         return
     if not os.path.exists(db):
         raise StoreError(f"{db}: no such file (start a run with 'fanoutsim serve --db {db}')")
+
+
+def fanoutsim_file(db: str) -> None:
+    """Raise :class:`StoreError` naming ``db`` unless it is a DuckDB file fanoutsim
+    made (it has the ``fanoutsim_meta`` table); touches nothing. A file held by
+    another process passes (opening it says so, properly)."""
+    import duckdb
+
+    if os.path.isdir(db):
+        raise StoreError(f"{db} is a directory, not a DuckDB database file")
+    if not os.path.isfile(db):
+        raise StoreError(f"{db} is not a regular file, not a DuckDB database file")
+    with open(db, "rb") as fh:
+        head = fh.read(16)
+    if head[8:12] != b"DUCK":
+        raise StoreError(f"{db} is not a DuckDB database file; refusing to touch it")
+    readable(db)
+    try:
+        con = duckdb.connect(db, read_only=True)
+    except duckdb.IOException:
+        return
+    try:
+        has = con.execute("SELECT count(*) FROM information_schema.tables "
+                          "WHERE table_name = 'fanoutsim_meta'").fetchone()[0]
+    finally:
+        con.close()
+    if not has:
+        raise StoreError(f"{db} was not made by fanoutsim (it has no fanoutsim_meta table); refusing to touch "
+                         f"it (start a run in a new file with 'fanoutsim serve --db FILE')")
 
 
 def readable(db: str) -> None:
@@ -198,8 +229,11 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     part of the design's process to run (over PostgreSQL); ``trace``: a
     Parquet file the process's trace is written to at a clean stop."""
     check_max_body_bytes(max_body_bytes)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port {port!r} is not a TCP port: give 1-65535, or 0 for any free one")
     db = os.fspath(db)
     pg = is_postgres(db)
+    new_file = not pg and not os.path.lexists(db)  # removed again if serving never starts
     if scenario is not None:  # a bad role says so before the database is reached
         check_role(designs.design_of(scenario), role, db)
     recorded = recorded_design(db)
@@ -212,8 +246,13 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
         design = designs.get(recorded or "reactor")
     _needs(design, "realtime")
     check_role(design, role, db)
-    rt = design.realtime(scenario, db, rate=rate, **({} if role == "all" else {"role": role}))
-    server, previous = None, {}
+    try:
+        rt = design.realtime(scenario, db, rate=rate, **({} if role == "all" else {"role": role}))
+    except BaseException:
+        if new_file:
+            _remove_new_file(db)
+        raise
+    server, previous, serving = None, {}, False
     try:
         record_design(rt.store, design.name)
 
@@ -231,9 +270,16 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
         if not pg:  # over PostgreSQL every process opens the database itself
-            server = ControlServer(db, design.name, get_status, post_write, port=port,
-                                   max_body_bytes=max_body_bytes).start()
+            try:
+                server = ControlServer(db, design.name, get_status, post_write, port=port,
+                                       max_body_bytes=max_body_bytes).start()
+            except OSError as exc:
+                if exc.filename is not None:  # FILE.serve.json could not be written: the CLI names it
+                    raise
+                raise ValueError(f"control port {port} on 127.0.0.1: {exc.strerror or exc} (give another "
+                                 f"--port, or 0 for any free one)") from None
         rt.start()
+        serving = True
         if ready is not None:
             ready(None if server is None else server.port)
         while not stop.wait(0.2):
@@ -250,6 +296,19 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
         rt.close()
         for sig, handler in previous.items():  # a caller's own handlers (pytest's, a notebook's) come back
             signal.signal(sig, handler)
+        if new_file and not serving:  # refused before serving: no file is left behind
+            _remove_new_file(db)
+
+
+def _remove_new_file(db: str) -> None:
+    import gc
+
+    gc.collect()  # a half-opened store's connection, closed
+    for name in (db, f"{db}.wal"):
+        try:
+            os.remove(name)
+        except FileNotFoundError:
+            pass
 
 
 def write(db: str, req: dict, design: str | None = None) -> Any:

@@ -240,6 +240,14 @@ class _Key:
     where: str = ""            # its TOML path, as the design's parser names it
 
 
+# [run] keys a sweep sets itself: a grid over them would be ignored (or break the runs)
+_RUN_KEYS = {
+    "run.seed": "give the seeds with seeds= (fanoutsim sweep --seeds 0-9)",
+    "run.until": "give the run length with until= (fanoutsim sweep --until SECONDS), the same for every run",
+    "run.store": "a sweep's runs are in memory, so the store is not sweepable",
+}
+
+
 def _resolve(key: Any, base: _Base) -> _Key:
     design = base.design
     if not isinstance(key, str):
@@ -249,6 +257,8 @@ def _resolve(key: Any, base: _Base) -> _Key:
         return _Key(key, "sweep")
     if key in fields:
         return _Key(key, "config", (design.config_table, key), f"{design.config_table}.{key}")
+    if key in _RUN_KEYS:
+        raise ValueError(f"grid: {key!r} cannot be swept; {_RUN_KEYS[key]}")
     if "." in key:
         if base.data is None:
             raise ValueError(f"grid: the dotted path {key!r} needs the scenario's TOML: pass the scenario "
@@ -406,6 +416,8 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
     Raises ValueError before anything runs."""
     base = _load(scenario)
     keys, values = _check_grid(grid, base)
+    if isinstance(seeds, (int, str, bytes)) or not isinstance(seeds, Iterable):
+        raise ValueError(f"seeds must be an iterable of integer seeds, e.g. range(3) or [0, 7]; got {seeds!r}")
     seeds = [_plain(s) for s in seeds]
     for s in seeds:
         if isinstance(s, bool) or not isinstance(s, int):
@@ -468,6 +480,37 @@ class _Cache:
 
     def __init__(self, path) -> None:
         self.path = Path(path)
+
+    def check(self) -> None:
+        """Raise ValueError naming the file when it exists and is not a DuckDB file
+        (a directory, another kind of file, a damaged one); touches nothing."""
+        import duckdb
+
+        path = self.path
+        if not os.path.lexists(path):
+            return
+        if path.is_dir():
+            raise ValueError(f"cache {path}: is a directory; the cache is a DuckDB file (e.g. {path}/cache.duckdb)")
+        if not path.is_file():
+            raise ValueError(f"cache {path}: is not a regular file; the cache is a DuckDB file")
+        if path.stat().st_size == 0:
+            return
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+        if head[8:12] != b"DUCK":
+            raise ValueError(f"cache {path}: is not a DuckDB database file; give a .duckdb file or a new path")
+        try:
+            con = duckdb.connect(str(path), read_only=True)
+            try:
+                con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()
+            finally:
+                con.close()
+        except duckdb.IOException:
+            return  # held by another process: writing to it says so
+        except duckdb.Error as exc:
+            lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+            raise ValueError(f"cache {path}: cannot be read ({lines[0] if lines else type(exc).__name__})") \
+                from None
 
     def _connect(self):
         import duckdb
@@ -619,6 +662,8 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
                              f"workers={workers!r} with a client")
     keys, runs = grid_runs(scenario, grid, seeds, until)
     store = _Cache(cache) if cache is not None else None
+    if store is not None:
+        store.check()
     results: dict[int, dict] = store.lookup(runs, __version__) if store is not None else {}
     from_cache = len(results)
     todo = [r for r in runs if r.index not in results]

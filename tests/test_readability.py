@@ -143,6 +143,19 @@ def test_lag_over_time_is_the_age_of_the_oldest_unread_firing():
     assert worst[11.0:].eq(0.0).all()
 
 
+def test_lag_over_time_before_the_first_watermark_move():
+    """A run too short for any poll: a firing visible and unread is the lag."""
+    from fanoutsim.analysis import watermark_lag_over_time
+
+    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_poll_interval=1.0), seed=0)
+    sim.runner.subscribe_workflow_to_reactor("r", "wf")
+    sim.run(0.25)
+    sim.fire("r", {"x": 1})
+    sim.run(0.75)
+    lag = watermark_lag_over_time(sim, bins=1)
+    assert lag["lag_max_s"].tolist() == [pytest.approx(0.5)]
+
+
 def test_a_paused_subscription_falls_behind_in_the_lag_over_time():
     from fanoutsim.analysis import watermark_lag_over_time
     from fanoutsim.plots import watermark_lag_over_time_figure

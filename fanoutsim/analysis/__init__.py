@@ -1,7 +1,9 @@
 """Analysis of runs: pure functions from a Simulation's tables to numbers.
 
-One module per subject: :mod:`.delivery` (latency per execution, watermarks,
-the delivery report).
+The reactor design's, one module per subject, under
+``fanoutsim.designs.reactor.analysis`` (:mod:`fanoutsim.designs.reactor.analysis.delivery`:
+latency per execution, watermarks, the delivery report; and the others
+this package re-exports).
 """
 from fanoutsim.designs.reactor.analysis.delivery import (
     LATENCY_COLUMNS, SUBSCRIPTION_KEY, delivery_report, latency_frame, metric_total, percentiles, watermarks,

@@ -71,6 +71,25 @@ class CheckedReport:
         return getattr(self, f"per_{self.unit}")
 
 
+def refuse_unreadable(sim, design: str, checker: str) -> None:
+    """Refuse, by name, a run a checker cannot read: one of another design (its
+    ``design`` attribute names another; a reader without one, such as traces
+    merged from several processes, is taken at its word), or one that
+    recorded no trace (``traced`` False): a checker reads the trace, and
+    without it would find nothing and call the run valid."""
+    if not callable(getattr(sim, "trace", None)):
+        raise TypeError(f"{checker} checks a {design} run (a simulation or real-time runtime, or what "
+                        f"offers its trace() and tables); got {type(sim).__name__}")
+    got = getattr(sim, "design", design)
+    if got != design:
+        raise TypeError(f"{checker} checks {design} runs; got {type(sim).__name__}, a run of the {got!r} "
+                        f"design: check it with its own design's checker, "
+                        f"fanoutsim.designs.design_of(run).check(run)")
+    if getattr(sim, "traced", True) is False:
+        raise ValueError(f"{checker} reads the run's trace, and this run recorded none (trace=False): "
+                         f"run it again with trace=True to check it")
+
+
 def causes(counts) -> dict:
     """``{cause: count}`` as plain ints, from a mapping of counts or a frame's
     ``cause`` column."""

@@ -23,6 +23,9 @@ _LAWS = {
 }
 
 
+LOGNORMAL_MAX_SIGMA = 50.0  # exp(z * sigma) fits a float for every draw z a run meets (|z| < 14)
+
+
 @dataclass(frozen=True)
 class Dist:
     law: str
@@ -48,6 +51,16 @@ class Dist:
 
     def __call__(self, rng: random.Random) -> float:
         return self.sample(rng)
+
+    def as_table(self) -> dict:
+        """The law as a scenario file writes it: ``{"dist": law, <parameter>: ...}``."""
+        return {"dist": self.law, **dict(zip(_LAWS.get(self.law, ()), (self.a, self.b)))}
+
+
+def check_dist(d: Dist, where: str = "duration") -> Dist:
+    """``d`` if its law and parameters are ones a scenario file takes (a Dist
+    made in Python skips :func:`parse_dist`); the same error otherwise."""
+    return parse_dist(d.as_table(), where)
 
 
 def _number(value: Any, where: str) -> float:
@@ -81,4 +94,8 @@ def parse_dist(value: Any, where: str = "duration") -> Dist:
         raise ValueError(f"{where}: parameters must be >= 0, got {dict(value)!r}")
     if law == "uniform" and nums[1] < nums[0]:
         raise ValueError(f"{where}: uniform needs low <= high, got {dict(value)!r}")
+    if law == "lognormal" and nums[1] > LOGNORMAL_MAX_SIGMA:
+        # exp(z * sigma) overflows a float past sigma ~ 700 / |z|: a draw would fail mid-run
+        raise ValueError(f"{where}.sigma must be at most {LOGNORMAL_MAX_SIGMA:g} (a wider law overflows a float "
+                         f"in its draws), got {nums[1]!r}")
     return Dist(law, *nums)

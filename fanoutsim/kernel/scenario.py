@@ -247,6 +247,29 @@ class Item:
         return len(self.reading.problems) > self._before
 
 
+
+def checked_args(cls: type, **values) -> dict:
+    """A Python API's arguments checked by the keys the table ``cls`` declares,
+    so the API refuses what a scenario file refuses, with the same words: the
+    kept values, or a ValueError naming the argument (``rate must be ...``).
+    An optional key (default None) may be None."""
+    kept: dict = {}
+    for k in keys_of(cls):
+        if k.name not in values:
+            continue
+        value = values[k.name]
+        if value is None and k.default is None:
+            kept[k.name] = None
+            continue
+        try:
+            kept[k.name] = k.check(value)
+        except Invalid as exc:
+            raise ValueError(f"{k.name}{'.' + exc.key if exc.key else ''} {exc.message}") from None
+        if k.after and kept.get(k.after) is not None and kept[k.name] <= kept[k.after]:
+            raise ValueError(f"{k.name} must be after {k.after} ({kept[k.after]:g}), got {show(value)}")
+    return kept
+
+
 def unknown_keys(table: dict, allowed, where: str, problems: Problems, note: str = "") -> None:
     """A problem for each key of ``table`` not in ``allowed``, listing the allowed ones."""
     for k in table:
@@ -343,9 +366,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, Dist):
         if value.law == "fixed":
             return value.a
-        from fanoutsim.kernel.dist import _LAWS
-
-        return {"dist": value.law, **dict(zip(_LAWS[value.law], (value.a, value.b)))}
+        return value.as_table()
     if isinstance(value, tuple):
         return [jsonable(v) for v in value]
     return value
@@ -398,7 +419,10 @@ class Table(Part):
 class Settings(Part):
     """A ``[name]`` table of an engine's config dataclass ``cls``: each key is
     checked by building ``cls`` with it alone, so an error is the engine's own
-    (its field name dropped: the key path names it). ``choices``: allowed
+    (its field name dropped: the key path names it); a key refused alone is
+    checked again with the table's other keys (a rule spanning fields, e.g.
+    one that depends on another key given here), and the whole config is
+    built once at the end. ``choices``: allowed
     values of a field, for the JSON Schema; the field docs are the comments on
     the dataclass's field lines."""
 
@@ -411,22 +435,39 @@ class Settings(Part):
             return self.cls()
         allowed = tuple(f.name for f in dataclasses.fields(self.cls))
         unknown_keys(value, allowed, self.name, reading.problems)
-        good: dict[str, Any] = {}
+        def error(k, exc):
+            message = str(exc)
+            reading.problems.add(f"{self.name}.{k}", message[len(k) + 1:] if message.startswith(k + " ")
+                                 else message)
+
+        alone: dict[str, Exception | None] = {}
         for k, v in value.items():
             if k not in allowed:
                 continue
             try:  # one field at a time, so each error is pinned to its key
                 self.cls(**{k: v})
             except (ValueError, TypeError) as exc:
-                message = str(exc)
-                reading.problems.add(f"{self.name}.{k}", message[len(k) + 1:] if message.startswith(k + " ")
-                                     else message)
+                alone[k] = exc
             else:
-                good[k] = v
-        try:
+                alone[k] = None
+        fine = {k: value[k] for k, exc in alone.items() if exc is None}
+        good: dict[str, Any] = {}
+        for k, exc in alone.items():
+            if exc is not None:  # refused against the defaults: a rule spanning fields may
+                try:             # accept it with the other keys this table gives
+                    self.cls(**{**fine, k: value[k]})
+                except (ValueError, TypeError):
+                    error(k, exc)
+                    continue
+            good[k] = value[k]
+        try:  # the whole config's own check, once: a rule spanning fields names its key
             return self.cls(**good)
-        except (ValueError, TypeError) as exc:  # a rule spanning fields, should the config grow one
-            reading.problems.add(self.name, str(exc))
+        except (ValueError, TypeError) as exc:
+            k = next((k for k in good if str(exc).startswith(k + " ")), None)
+            if k is None:
+                reading.problems.add(self.name, str(exc))
+            else:
+                error(k, exc)
             return self.cls()
 
     def default(self):

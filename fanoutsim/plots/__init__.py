@@ -7,8 +7,10 @@ through pyplot: no GUI backend is touched, nothing is registered globally
 (so nothing leaks and a notebook does not show a figure twice), and saving
 renders with Agg. Times on the x axis are virtual time since the run's start.
 
-One module per subject: :mod:`.delivery` (latency, executions, watermark lag
-of one run); :mod:`._base` holds the style.
+The reactor design's, one module per subject, under
+``fanoutsim.designs.reactor.plots`` (:mod:`fanoutsim.designs.reactor.plots.delivery`:
+latency, executions, watermark lag of one run);
+:mod:`fanoutsim.kernel.plotting` holds the style.
 """
 from fanoutsim.kernel.plotting import STYLE, style
 from fanoutsim.designs.reactor.plots.delivery import executions_over_time, latency_histogram, save_report_figures, watermark_lag

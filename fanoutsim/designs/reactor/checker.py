@@ -40,6 +40,7 @@ promise.
 """
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
 from collections import defaultdict
 from itertools import accumulate
@@ -48,7 +49,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
-from fanoutsim.kernel.check import CheckedReport, causes
+from fanoutsim.kernel.check import CheckedReport, causes, refuse_unreadable
 from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
@@ -133,6 +134,7 @@ _PER_SUB_KINDS = frozenset(("dispatched", "dispatch_failed", "watermark", "subsc
 @gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check(sim) -> CheckReport:
     """Check every subscription of a finished (or paused) run."""
+    refuse_unreadable(sim, "reactor", "fanoutsim.check")
     cfg = sim.config
     compound = cfg.watermark != "fired_at"  # the cursor is (fired_at, id)
     events, history = _trace_columns(sim)
@@ -284,10 +286,17 @@ def check(sim) -> CheckReport:
             passed = passed if passed < len(wm_high) else None
             pruned = pruned_at.get(f.firing)
             if passed is not None and (pruned is None or wm_seq[passed] < pruned):
-                if wm_firing[passed] == f.firing:  # moved past it by its own hand
-                    if f.firing in failed_by_firing:
+                failed = failed_by_firing.get(f.firing, ())
+                # its insert failed before the move: under per_batch the move names the
+                # batch's last firing, not this one, but passes it all the same
+                if failed and failed[0][0] < wm_seq[passed]:
+                    cause = "dispatch_failed"
+                elif wm_firing[passed] == f.firing:  # moved past it by its own hand
+                    if failed:
                         cause = "dispatch_failed"
-                elif f.logged_at > wm_t[passed]:
+                elif f.logged_at > wm_t[passed] or (compound and f.logged_at == wm_t[passed]):
+                    # visible in the instant of the move: the compound cursor closes ties, so the
+                    # move's fetch did not see it (with fired_at alone a tie explains it as well)
                     cause = "late_visibility"
                     detail = f"visible {(f.logged_at - wm_t[passed]) / 1e6:.3f} s after the watermark passed it"
                 elif wm_val[passed] == f.fired_at:
@@ -489,12 +498,31 @@ def check_store(store, config=None) -> CheckReport:
     two dispatches straddle one is caused by it (``crash``), any other is
     ``unknown``. A retained firing behind the watermark and never delivered is
     lost (``behind_watermark``). Pruned firings and never-logged ones are out
-    of its sight: use :func:`check` on a live run for those.
+    of its sight: use :func:`check` on a live run for those. A path is
+    opened (and closed again) here; a missing file is refused, not created.
     """
-    from fanoutsim.designs.reactor.config import SchedulerConfig
+    if not isinstance(store, str):
+        return _check_store(store, config)
     from fanoutsim.designs.stores import open_store
 
-    store = open_store(store) if isinstance(store, str) else store
+    if store in ("memory", "duckdb"):
+        raise ValueError(f"check_store checks the tables a run left behind: give a DuckDB file's path or a "
+                         f"PostgreSQL URI (or a store object), not {store!r}, which opens a new empty store")
+    if not store.startswith(("postgres://", "postgresql://")) and store != "postgres" \
+            and not os.path.isfile(store):
+        # opening it would create an empty file, and an empty run checks valid
+        raise FileNotFoundError(f"{store}: no such file; check_store reads a DuckDB file a run left behind "
+                                f"and does not create one")
+    opened = open_store(store)
+    try:
+        return _check_store(opened, config)
+    finally:
+        opened.close()
+
+
+def _check_store(store, config) -> CheckReport:
+    from fanoutsim.designs.reactor.config import SchedulerConfig
+
     cfg = config or SchedulerConfig()
     compound = cfg.watermark != "fired_at"
     firings = pd.DataFrame(store.rows("reactor_firings"), columns=["id", "reactor_name", "tenant_id",

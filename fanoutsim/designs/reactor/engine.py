@@ -25,6 +25,7 @@ from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.kernel.trace import Trace
+from fanoutsim.kernel.validate import is_number
 from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
 
 
@@ -50,9 +51,10 @@ class Registry:
         if fn is not None and not callable(fn):
             raise TypeError(f"workflow {name!r}: fn must be callable or None")
         if not callable(duration):
-            if isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0:
+            if not is_number(duration) or duration < 0:  # nan or inf: the execution would never finish
                 raise ValueError(
-                    f"workflow {name!r}: duration must be seconds >= 0 or a callable, got {duration!r}"
+                    f"workflow {name!r}: duration must be a finite number of seconds >= 0 or a callable, "
+                    f"got {duration!r}"
                 )
         if isinstance(triggers, str):
             triggers = (triggers,)

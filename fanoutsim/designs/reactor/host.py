@@ -16,6 +16,7 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.payload import decode_sources
+from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 from fanoutsim.kernel.frames import store_frame
 
 
@@ -54,6 +55,9 @@ class RunnerHost:
     """Mixin: needs ``store``, ``_api(step, ...)`` (one step of the live engine
     now; raises while the runner is down; None if a crash took it down),
     ``_trace``, ``metrics_registry``, ``registry``, ``plan`` and ``_checked``."""
+
+    # a plan's crash points must be the reactor's (checked as the runtime is made); every kind acts here
+    crash_points = REACTOR_CRASH_POINTS
 
     def check_plan(self) -> None:
         """Every workflow or subscription the fault plan names must exist."""

@@ -42,6 +42,8 @@ def minimize(scenario, failing: Callable[[CheckReport], bool], *, seed: int | No
     """Shrink ``scenario.faults`` (and its length) while ``failing`` stays true."""
     if scenario.faults is None:
         raise ValueError("the scenario has no fault plan to minimize")
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
+        raise ValueError(f"max_runs must be an integer >= 1 (runs of the scenario it may make), got {max_runs!r}")
     until = scenario.until if until is None else until
     runs = 0
 

@@ -49,7 +49,16 @@ def encode_payload(sources: Mapping[str, Any]) -> bytes:
 
 
 def decode_payload(blob: bytes) -> dict[str, bytes]:
-    """The raw map: source name -> stored bytes."""
+    """The raw map: source name -> stored bytes. ValueError if ``blob`` is not
+    a payload (too short for the lengths it gives, or with bytes left over)."""
+    try:
+        return _decode_payload(blob)
+    except struct.error:  # a length runs past the end
+        raise ValueError(f"not a payload: {len(blob)} bytes end inside a length or a name "
+                         f"(see fanoutsim.designs.reactor.payload for the layout)") from None
+
+
+def _decode_payload(blob: bytes) -> dict[str, bytes]:
     (n,) = _U64.unpack_from(blob, 0)
     pos = 8
     out: dict[str, bytes] = {}

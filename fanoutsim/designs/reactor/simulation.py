@@ -28,6 +28,7 @@ from fanoutsim.kernel.faults import Injector, Pollers
 from fanoutsim.kernel.ids import IdSource
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
 from fanoutsim.kernel.timeutil import from_us
+from fanoutsim.kernel.validate import is_number
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.host import RunnerHost, checked_config
 from fanoutsim.designs.stores import open_store
@@ -63,8 +64,8 @@ class Simulation(RunnerHost, VirtualRuntime):
     def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
                  *, start=None, faults=None, trace: bool = True, fetch_latency: float = 0.0) -> None:
         config = checked_config(config, seed)
-        if isinstance(fetch_latency, bool) or not isinstance(fetch_latency, (int, float)) or fetch_latency < 0:
-            raise ValueError(f"fetch_latency must be seconds >= 0, got {fetch_latency!r}")
+        if not is_number(fetch_latency) or fetch_latency < 0:  # nan or inf: no drain would ever come
+            raise ValueError(f"fetch_latency must be a finite number of seconds >= 0, got {fetch_latency!r}")
         self.config = config
         self.seed = seed
         self.fetch_latency = float(fetch_latency)

@@ -14,6 +14,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fanoutsim.kernel.validate import is_number
+
 REGIONS = ("us-east", "us-west", "eu-central", "ap-south")
 SYMBOLS = ("ACME", "GLOBX", "INITECH", "UMBRL", "HOOLI")
 
@@ -47,11 +49,12 @@ class Workload:
             raise ValueError(f"workload reactor must be a non-empty string, got {self.reactor!r}")
         if not isinstance(self.tenant, str) or not self.tenant:
             raise ValueError(f"workload tenant must be a non-empty string, got {self.tenant!r}")
-        if isinstance(self.rate, bool) or not isinstance(self.rate, (int, float)) or not self.rate > 0:
-            raise ValueError(f"workload rate must be a positive number of firings per second, got {self.rate!r}")
+        if not is_number(self.rate) or not self.rate > 0:  # inf would fire forever at one instant
+            raise ValueError(f"workload rate must be a finite number of firings per second > 0, got {self.rate!r}")
         if self.payload not in GENERATORS:
             raise ValueError(f"workload payload {self.payload!r} is not known; allowed: {', '.join(GENERATORS)}")
-        if not isinstance(self.start, (int, float)) or self.start < 0:
-            raise ValueError(f"workload start must be seconds >= 0, got {self.start!r}")
-        if self.stop is not None and (not isinstance(self.stop, (int, float)) or self.stop <= self.start):
-            raise ValueError(f"workload stop must be after start ({self.start}), got {self.stop!r}")
+        if not is_number(self.start) or self.start < 0:
+            raise ValueError(f"workload start must be a finite number of seconds >= 0, got {self.start!r}")
+        if self.stop is not None and (not is_number(self.stop) or self.stop <= self.start):
+            raise ValueError(f"workload stop must be a finite number of seconds after start ({self.start}), "
+                             f"got {self.stop!r}")

@@ -261,6 +261,9 @@ class Ties(Fault):
         _num(self.probability, "ties.probability", low=0, high=1)
         _num(self.burst, "ties.burst", low=2, integer=True)
         _num(self.resolution, "ties.resolution", low=0)
+        if 0 < self.resolution < 0.5e-6:  # rounds to 0 µs: stamps cannot be truncated to it
+            raise ValueError(f"ties.resolution must be 0 (off) or at least a microsecond (1e-06 seconds, "
+                             f"the clock's unit), got {self.resolution!r}")
 
 
 @dataclass(frozen=True)
@@ -393,6 +396,36 @@ class FaultPlan:
                     known = ", ".join(f"{r}->{w}@{t}" for r, w, t in subscriptions) or "none"
                     raise ValueError(f"stall names no existing subscription (workflow={f.workflow!r}, "
                                      f"reactor={f.reactor!r}, tenant={f.tenant!r}); known: {known}")
+
+
+def check_faults(faults, *, design: str, kinds: tuple[str, ...] | None = None,
+                 points: tuple[str, ...] | None = None) -> None:
+    """Refuse, before a runtime opens anything, a ``faults=`` it cannot use:
+    neither a FaultPlan nor an object with the hooks of
+    :class:`~.points.NoFaults` (a plain list of faults, say), or a plan with a
+    fault kind (``kinds``) or a crash point (``points``) the ``design`` does not
+    have — it would never act, and a crash test would pass doing nothing. None
+    for ``kinds`` or ``points``: any."""
+    from fanoutsim.kernel.faults.points import CRASH_POINTS, NoFaults
+
+    if faults is None:
+        return
+    if not isinstance(faults, FaultPlan):
+        hooks = ("point", "before_insert", "after_insert", "poll_limit", "run_duration")
+        missing = [h for h in hooks if not callable(getattr(faults, h, None))]
+        if missing:
+            hint = "; put a list of faults in a plan: FaultPlan([...])" if isinstance(faults, (list, tuple)) else ""
+            raise TypeError(f"faults must be a FaultPlan or an object with the hooks of {NoFaults.__name__} "
+                            f"({', '.join(hooks)}); got {type(faults).__name__}, without {', '.join(missing)}{hint}")
+        return
+    for i, f in enumerate(faults.faults):
+        if kinds is not None and f.kind not in kinds:
+            raise ValueError(f"faults[{i}]: {type(f).__name__} ({f.kind!r}) is not a fault of the {design} design; "
+                             f"it takes: {', '.join(kinds)}")
+        if points is not None and isinstance(f, CrashAtPoint) and f.point not in points:
+            where = " (a crash point of another design)" if f.point in CRASH_POINTS else ""
+            raise ValueError(f"faults[{i}]: {f.point!r} is not a crash point of the {design} design{where}; "
+                             f"its points: {', '.join(points)}")
 
 
 def bind(faults, *, seed: int, start_us: int, trace) -> tuple["FaultPlan | None", object]:

@@ -36,6 +36,9 @@ never by a string.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 from typing import Any, Callable, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -81,3 +84,14 @@ class Runtime(Protocol):
 
     def restart(self) -> None:
         """A new incarnation over the same tables, now (a no-op while up)."""
+
+
+def check_downtime(downtime) -> None:
+    """Check ``crash(downtime=...)``: None (restart by hand) or a finite number
+    of seconds >= 0, refused before anything crashes."""
+    if downtime is None:
+        return
+    if isinstance(downtime, bool) or not isinstance(downtime, numbers.Real) or not math.isfinite(downtime) \
+            or downtime < 0:
+        raise ValueError(f"downtime must be None (restart() by hand) or a finite number of seconds >= 0, "
+                         f"got {downtime!r}")

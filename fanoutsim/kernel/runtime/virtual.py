@@ -11,22 +11,30 @@ runtime if it is up.
 from __future__ import annotations
 
 import math
+import numbers
 
 import simpy
 
 from fanoutsim.kernel.faults import Crash, CrashAt, CrashRandomly, bind
+from fanoutsim.kernel.faults.plan import check_faults
 from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.store import open_store
 from fanoutsim.kernel.timeutil import US, parse_start
 from fanoutsim.kernel.trace import NullTrace, Trace
 
 
 def until_ok(env, until) -> bool:
-    """Check ``run(until=...)``: a number, not in the past. False: already there."""
+    """Check ``run(until=...)``: a finite number of virtual seconds, not in the
+    past. False: already there. Required: the loops tick forever, so a run
+    without an end would never return."""
     if until is None:
-        return True
-    if isinstance(until, bool) or not isinstance(until, (int, float)):
+        raise ValueError(f"until is required: the engine's loops tick forever, so run(until=...) needs "
+                         f"an end in virtual seconds (now={env.now})")
+    if isinstance(until, bool) or not isinstance(until, numbers.Real):
         raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
+    if not math.isfinite(until):
+        raise ValueError(f"until must be a finite number of virtual seconds, got {until!r}")
     if until < env.now:
         raise ValueError(f"until={until} is earlier than now={env.now}")
     return until != env.now
@@ -53,9 +61,12 @@ class VirtualCrashes:
         for spec in self.plan.of(CrashRandomly):
             self.env.process(self._crash_randomly(spec))
 
-    def _restart_after(self, downtime: float):
+    def _restart_after(self, downtime: float, incarnation: int):
         yield self.env.timeout(downtime)
-        self.restart()
+        # only the incarnation that crashed: one restarted by hand meanwhile (and
+        # perhaps crashed again, to stay down) is not revived by this old timer
+        if self.incarnation == incarnation:
+            self.restart()
 
     def _crash_at(self, spec: CrashAt):
         if spec.at > self.env.now:
@@ -85,12 +96,16 @@ class VirtualRuntime(VirtualCrashes):
     "node": what the down message calls the process)."""
 
     _noun = "runtime"
+    # the fault kinds and crash points the design has (None: any), checked at construction
+    fault_kinds: tuple[str, ...] | None = None
+    crash_points: tuple[str, ...] | None = None
 
     def _open(self, seed: int, store, start, faults, trace: bool, opener=open_store) -> None:
         """What every seeded SimPy run starts with: the clock, the store
         (``opener(store)``: the design's, with every registered design's
         tables), the metrics, the trace and the bound fault plan; no
         incarnation yet (the first :meth:`restart` makes incarnation 0)."""
+        check_faults(faults, design=getattr(self, "design", type(self).__name__), kinds=self.fault_kinds, points=self.crash_points)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         self.store = opener(store)
@@ -102,6 +117,11 @@ class VirtualRuntime(VirtualCrashes):
         self._procs: list[simpy.Process] = []
         self._sleepers: list = []  # (event, ready) of loops asleep until a write (_until_written)
         self._slept_at = 0         # store.writes when the sleepers were last asked
+
+    @property
+    def traced(self) -> bool:
+        """Whether this run records its trace (``trace=True``): what a checker reads."""
+        return not isinstance(self._trace, NullTrace)
 
     # -- clock ----------------------------------------------------------------
     @property
@@ -142,6 +162,7 @@ class VirtualRuntime(VirtualCrashes):
     def crash(self, point: str = "manual", downtime: float | None = None) -> None:
         """The process dies now: every loop stops, the engine (and what it held in
         memory) is thrown away; a new one starts after ``downtime`` (None: at restart())."""
+        check_downtime(downtime)
         if self.engine is None:
             return
         self.engine = None
@@ -155,7 +176,7 @@ class VirtualRuntime(VirtualCrashes):
                 proc.interrupt("crash")
         self._procs = []
         if downtime is not None:
-            self.env.process(self._restart_after(downtime))
+            self.env.process(self._restart_after(float(downtime), self.incarnation))
 
     # -- the binding's defaults ---------------------------------------------------
     def _new_engine(self, incarnation: int):
@@ -190,12 +211,19 @@ class VirtualRuntime(VirtualCrashes):
             self._wake_sleepers()
         return out
 
-    def _advance(self, until: float | None) -> None:
+    def _advance(self, until: float) -> None:
         """``env.run(until)``, once the sleepers have seen rows written around
-        the steps since the last run (straight to the store)."""
+        the steps since the last run (straight to the store).
+
+        Again while short of ``until``: a run that an error ended left its stop
+        in SimPy's queue, and that stop ends the next run early. Stopping and
+        going on changes no order of events."""
+        until = float(until)
         if self._sleepers and self.store.writes != self._slept_at:
             self._wake_sleepers()
         self.env.run(until=until)
+        while self.env.now < until:
+            self.env.run(until=until)
 
     # -- sleeping until a write ------------------------------------------------------
     def _until_written(self, ready) -> simpy.Event:

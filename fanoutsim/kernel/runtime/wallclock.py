@@ -22,8 +22,10 @@ import time
 from typing import Callable
 
 from fanoutsim.kernel.faults import Crash, CrashAt, CrashRandomly, bind
+from fanoutsim.kernel.faults.plan import check_faults
 from fanoutsim.kernel.ids import FreshIdSource
 from fanoutsim.kernel.metrics import LockedMetrics
+from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.store import open_store
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.trace import LockedTrace, NullTrace
@@ -84,6 +86,10 @@ class WallCrashes:
 
 
 class WallRuntime(WallCrashes):
+    # the fault kinds and crash points the design has (None: any), checked at construction
+    fault_kinds: tuple[str, ...] | None = None
+    crash_points: tuple[str, ...] | None = None
+
     # -- clock ------------------------------------------------------------------
     def now_us(self) -> int:
         return wall_us()
@@ -96,6 +102,11 @@ class WallRuntime(WallCrashes):
     @property
     def running(self) -> bool:
         return self._state == "running"
+
+    @property
+    def traced(self) -> bool:
+        """Whether this run records its trace (``trace=True``): what a checker reads."""
+        return not isinstance(self._trace, NullTrace)
 
     @property
     def up(self) -> bool:
@@ -124,6 +135,8 @@ class WallRuntime(WallCrashes):
 
     def wait(self, seconds: float) -> None:
         """Let the runtime run for ``seconds`` of wall time (a plain sleep)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"wait(seconds): must be a finite number of seconds >= 0, got {seconds!r}")
         time.sleep(seconds)
 
 
@@ -158,6 +171,7 @@ class SteppedWallRuntime(WallRuntime):
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
+        check_faults(faults, design=getattr(self, "design", type(self).__name__), kinds=self.fault_kinds, points=self.crash_points)
         self.store = opener(store)
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
@@ -227,6 +241,7 @@ class SteppedWallRuntime(WallRuntime):
         abandoned, what it held in memory is gone. It restarts by itself after
         ``downtime`` seconds (None: at :meth:`restart`). A crash while a stop
         waits for its threads ends the wait, with no restart."""
+        check_downtime(downtime)
         with self._proc:
             if self.engine is None:
                 return

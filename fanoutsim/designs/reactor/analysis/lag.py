@@ -64,7 +64,8 @@ def _lag_bins(t: np.ndarray, w: np.ndarray, fired: np.ndarray, visible: np.ndarr
     order = np.argsort(t, kind="stable")
     t, w = t[order], w[order]
     never = np.iinfo(np.int64).min  # a watermark that never moved: everything visible is unread
-    before = np.concatenate([[never], w[:-1]])  # the watermark just before each move
+    # the watermark just before each move (none: a run too short for one)
+    before = np.concatenate([[never], w[:-1]]) if t.size else np.empty(0, dtype=np.int64)
     at_end = edges[1:]
     idx = np.searchsorted(t, at_end, side="right") - 1  # the last move at or before each bin's end
     wm_end = w[np.maximum(idx, 0)] if t.size else np.full(at_end.size, never)
