@@ -179,3 +179,39 @@ def test_bad_config_and_past_due_times_are_refused():
     with pytest.raises(ValueError, match="due_at 5.0 is in the past \\(now is 10.0\\)"):
         sim.commit("p", due_at=5.0)
     assert len(sim.outbox()) == 0
+
+
+# -- a gap timeout is a documented drop, even when the skipped row commits later ---------
+
+def test_a_row_skipped_by_the_gap_timeout_and_committed_later_is_a_gap_timeout():
+    sim = OutboxSimulation(OutboxConfig(read_mode="gap", gap_timeout=0.5), seed=0)
+    sim.register_consumer("a")
+    sim.run(until=0.1)
+    one = sim._call(sim.engine.reserve)  # seqs 1 and 2: writers that commit after the timeout
+    two = sim._call(sim.engine.reserve)
+    sim.commit("p")
+    sim.run(until=2.0)
+    skips = sim.trace().query("kind == 'gap_skipped'")
+    assert skips["detail"].tolist() == ["seqs 1..2 missing for 0.5s"]
+    assert sim.cursors()["seq"].tolist() == [3]
+    sim._call(sim.engine.commit, "b", "late", seq=one)
+    sim._call(sim.engine.commit, "c", "late", seq=two)
+    sim.run(until=5.0)
+    report = check_outbox(sim)
+    # every seq of the skipped span, not only the first, is named from the trace
+    assert report.lost.to_dict("records") == [{"consumer": "a", "seq": 1, "cause": "gap_timeout"},
+                                              {"consumer": "a", "seq": 2, "cause": "gap_timeout"}]
+    assert report.valid
+
+
+def test_late_commits_longer_than_the_gap_timeout_are_gap_timeouts_and_keep_the_run_valid():
+    plan = FaultPlan([LateCommit(0.3, 0.7)])
+    sim, report = run(plan, OutboxConfig(read_mode="gap", gap_timeout=0.5), consumers=("c",), until=60.0)
+    skipped = sim.trace().query("kind == 'gap_skipped'")
+    assert len(skipped) and report.total["lost"] > 0
+    assert set(report.lost["cause"]) == {"gap_timeout"}
+    assert report.valid
+    # without a gap read the same late commits are passed over unawares: a broken promise
+    sim, report = run(plan, OutboxConfig(), consumers=("c",), until=60.0)
+    assert (sim.trace()["kind"] == "gap_skipped").sum() == 0
+    assert set(report.lost["cause"]) == {"late_commit"} and not report.valid

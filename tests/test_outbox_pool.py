@@ -151,3 +151,57 @@ def test_the_wall_clock_listener_obeys_the_same_pool(tmp_path, reserve):
     finally:
         rt.stop()
         rt.close()
+
+
+POOL_OF_ONE = """
+    design = "outbox"
+    [run]
+    until = 10.0
+    [outbox]
+    {settings}
+    [[consumers]]
+    name = "indexer"
+    [[workload]]
+    rate = 1.0
+"""
+
+
+def test_a_scenario_file_may_set_a_pool_of_one_without_a_reserved_listener(tmp_path):
+    path = tmp_path / "one.toml"
+    path.write_text(textwrap.dedent(POOL_OF_ONE).format(settings="reserve_listener = false\npool_size = 1"))
+    sc = load_scenario(path)
+    assert sc.config == OutboxConfig(pool_size=1, reserve_listener=False)
+    report = check_outbox(sc.run())
+    assert report.valid and report.total["delivered"] > 0
+    # the key order in the table does not matter
+    path.write_text(textwrap.dedent(POOL_OF_ONE).format(settings="pool_size = 1\nreserve_listener = false"))
+    assert load_scenario(path).config == OutboxConfig(pool_size=1, reserve_listener=False)
+
+
+@pytest.mark.parametrize("settings", ["pool_size = 1", "reserve_listener = true\npool_size = 1",
+                                      "pool_size = 1\nreserve_listener = true"],
+                         ids=["default-reserve", "reserve-first", "reserve-last"])
+def test_a_pool_of_one_with_a_reserved_listener_is_refused_naming_the_key(tmp_path, settings):
+    path = tmp_path / "one.toml"
+    path.write_text(textwrap.dedent(POOL_OF_ONE).format(settings=settings))
+    with pytest.raises(ScenarioError, match=r"outbox\.pool_size: must be >= 2 with reserve_listener=True") as err:
+        load_scenario(path)
+    assert "reserve_listener:" not in str(err.value)
+
+
+def test_a_bad_key_beside_a_pool_of_one_is_named_and_the_pool_too(tmp_path):
+    path = tmp_path / "one.toml"
+    path.write_text(textwrap.dedent(POOL_OF_ONE).format(settings='reserve_listener = "no"\npool_size = 1'))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert "outbox.reserve_listener: must be True or False" in str(err.value)
+    assert "outbox.pool_size: must be >= 2 with reserve_listener=True" in str(err.value)
+
+
+def test_a_sweep_over_the_pool_size_without_a_reserved_listener_runs(tmp_path):
+    import fanoutsim as fs
+
+    path = tmp_path / "one.toml"
+    path.write_text(textwrap.dedent(POOL_OF_ONE).format(settings="reserve_listener = false"))
+    df = fs.sweep(path, grid={"pool_size": [1, 2]}, until=10.0, cache=None, progress=False)
+    assert df["pool_size"].tolist() == [1, 2] and df["valid"].all()

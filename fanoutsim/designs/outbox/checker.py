@@ -22,8 +22,9 @@ the cursor's move), else ``unknown``. Causes of a loss: ``late_commit`` (the
 row committed after this consumer had read past its seq — a fetch that
 returned a higher seq, or a cursor already beyond it), ``seek`` (the cursor
 was moved past it by hand, ``set_cursor``, after it committed: a deliberate
-skip), ``gap_timeout`` (``read_mode="gap"`` waited for it and gave up),
-``pruned`` (retention deleted it before the consumer handled it), else
+skip), ``gap_timeout`` (``read_mode="gap"`` waited for it and gave up — the
+consumer's ``gap_skipped`` event spans its seq; a row skipped so, then committed
+later, is this and not ``late_commit``), ``pruned`` (retention deleted it before the consumer handled it), else
 ``unknown``.
 
 ``valid`` is true when no loss has cause ``late_commit`` or ``unknown`` and
@@ -44,19 +45,21 @@ as a loss and never touches ``valid``.
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from fanoutsim.kernel.check import CheckedReport, causes
+from fanoutsim.kernel.check import CheckedReport, causes, refuse_unreadable
 from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.kernel.timeutil import US
 
 LOSS_CAUSES = ("late_commit", "seek", "gap_timeout", "pruned", "unknown")
 DUPLICATE_CAUSES = ("crash", "reset", "unknown")
 _PROMISED = ("late_commit", "unknown")
+_GAP_SPAN = re.compile(r"seqs (\d+)\.\.(\d+) ")
 
 
 @dataclass
@@ -101,11 +104,13 @@ class OutboxReport(CheckedReport):
 
 @gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check_outbox(sim) -> OutboxReport:
+    refuse_unreadable(sim, "outbox", "fanoutsim.check_outbox")
     trace = sim.trace()
     kind = trace["kind"].to_numpy()
     who_col = trace["consumer"].to_numpy()
     seq_col = trace["seq"].to_numpy()
     t_col = trace["t"].to_numpy()
+    detail = trace["detail"].to_numpy()
 
     def events(k):
         return np.flatnonzero(kind == k)
@@ -117,15 +122,19 @@ def check_outbox(sim) -> OutboxReport:
     resets = defaultdict(list)                       # consumer -> [(index, cursor)]: moves by hand
     for i in events("reset"):
         resets[who_col[i]].append((int(i), int(seq_col[i])))
-    gap_skips = defaultdict(set)
+    gap_skips = defaultdict(dict)                    # consumer -> {seq: index of its first skip}
     for i in events("gap_skipped"):
-        gap_skips[who_col[i]].add(int(seq_col[i]))
+        # the event's seq is the first missing one; its detail ("seqs 22..24 missing ...") spans the gap
+        first = int(seq_col[i])
+        m = _GAP_SPAN.match(str(detail[i]))
+        last = int(m.group(2)) if m and int(m.group(1)) == first else first
+        for seq in range(first, last + 1):
+            gap_skips[who_col[i]].setdefault(seq, int(i))
     pruned: dict[int, int] = {}                      # seq -> index of its prune
     for i in events("pruned"):
         pruned.setdefault(int(seq_col[i]), int(i))
     crashes = events("crashed")
     published: dict[int, tuple[str, int]] = {}       # seq -> (topic, receivers)
-    detail = trace["detail"].to_numpy()
     for i in events("published"):
         published[int(seq_col[i])] = (who_col[i], int(detail[i]))
     ci = events("committed")
@@ -193,11 +202,16 @@ def check_outbox(sim) -> OutboxReport:
                 k = int(np.searchsorted(idx, ic))  # how far it had read when the row committed
                 # the first move by hand past it after it committed (and before retention took it)
                 seek = next((i for i, pos in resets[name] if i > ic and pos >= seq), None)
-                if k and high[k - 1] >= seq:
+                skipped = gap_skips[name].get(seq)
+                if skipped is not None and skipped < ic:
+                    # read_mode="gap" waited for it, gave up, and it committed later: the
+                    # documented gap timeout, not a late commit passed over unawares
+                    cause = "gap_timeout"
+                elif k and high[k - 1] >= seq:
                     cause = "late_commit"
                 elif seek is not None and pruned.get(seq, seek) >= seek:
                     cause = "seek"
-                elif seq in gap_skips[name]:
+                elif skipped is not None:
                     cause = "gap_timeout"
                 elif seq in pruned:
                     cause = "pruned"

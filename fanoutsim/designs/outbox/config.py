@@ -39,7 +39,10 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fanoutsim.kernel.dist import Dist, check_dist
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.scenario import key
+from fanoutsim.kernel.validate import IntAtLeast, Name, Rate, Seconds
 
 READ_MODES = ("all", "settled", "gap")
 
@@ -53,6 +56,10 @@ def _seconds(value, where, *, positive=False, optional=False):
         raise ValueError(f"{where} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
     return float(value)
 
+
+# the fault kinds the outbox runtimes act on (a plan with another is refused)
+OUTBOX_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "notifications", "late_commit",
+                      "slow_workflow", "backfill")
 
 @dataclass(frozen=True)
 class OutboxConfig:
@@ -121,7 +128,9 @@ class ConsumerSpec:
             raise TypeError(f"{where}: fn must be callable or None, got {self.fn!r}")
         if self.rebuild is not None and not callable(self.rebuild):
             raise TypeError(f"{where}: rebuild must be callable or None, got {self.rebuild!r}")
-        if not callable(self.duration):
+        if isinstance(self.duration, Dist):  # a law's parameters, checked as a scenario file's are
+            check_dist(self.duration, f"{where}: duration")
+        elif not callable(self.duration):
             _seconds(self.duration, f"{where}: duration")
         _seconds(self.timeout, f"{where}: timeout", positive=True, optional=True)
         _seconds(self.backoff, f"{where}: backoff")
@@ -136,3 +145,16 @@ class ConsumerSpec:
         """Seconds to wait after the ``attempt``-th failure (1, 2, ...)."""
         base = min(self.backoff_cap, self.backoff * 2 ** (attempt - 1))
         return base * (1 - self.jitter * rng.random())
+
+
+@dataclass(frozen=True)
+class OutboxWorkload:
+    """One ``[[workload]]`` table: writers committing page changes at Poisson times."""
+
+    rate: float = key(Rate("commits"), doc="commits per virtual second")
+    pages: int = key(IntAtLeast(1, "distinct pages the writers change"), 100,
+                     doc="distinct pages written (default 100)")
+    start: float = key(Seconds(), 0.0, doc="optional: when the writers start, in virtual seconds")
+    stop: float | None = key(Seconds(low=None, unit="virtual seconds"), None, after="start",
+                             doc="optional: when they stop")
+    topic: str | None = key(Name(), None, doc='optional: every row\'s topic (default "page:<id>")')

@@ -14,6 +14,7 @@ derived state is rebuilt from the base tables, then the retained log replays.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from fanoutsim.designs.outbox.config import ConsumerSpec
@@ -29,6 +30,22 @@ class OutboxRegistry:
         self.consumers[name] = spec
         return spec
 
+    @contextmanager
+    def registering(self, name: str, fn=None, **guardrails):
+        """``register`` for the with-block, undone if the block raises (its cursor
+        refused, the process down): a refused registration leaves no consumer
+        that the loops would later find without a cursor."""
+        before = self.consumers.get(name)
+        spec = self.register(name, fn, **guardrails)
+        try:
+            yield spec
+        except BaseException:
+            if before is None:
+                del self.consumers[name]
+            else:
+                self.consumers[name] = before
+            raise
+
     def spec(self, name: str) -> ConsumerSpec:
         spec = self.consumers.get(name) if isinstance(name, str) else None
         if spec is not None:  # the hot path: every step asks
@@ -41,17 +58,24 @@ class OutboxRegistry:
                            f"{', '.join(sorted(self.consumers)) or 'none'}") from None
 
 
+def check_start(name: str, start) -> None:
+    """What a cursor position may be, whatever the log holds."""
+    if start in ("beginning", "end") and isinstance(start, str):
+        return
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise ValueError(f"cursor for {name!r} must be 'beginning', 'end' or a seq (int), got {start!r}")
+    if start < 0:
+        raise ValueError(f"cursor {start} for {name!r} is negative; seqs start at 1")
+
+
 def resolve_start(tx, name: str, start) -> int:
     """The cursor value ``start`` stands for, checked against the log's bounds."""
+    check_start(name, start)
     low, last = tx.outbox_bounds()
     if start == "end":
         return last
     if start == "beginning":
         return last if low is None else low - 1
-    if isinstance(start, bool) or not isinstance(start, int):
-        raise ValueError(f"cursor for {name!r} must be 'beginning', 'end' or a seq (int), got {start!r}")
-    if start < 0:
-        raise ValueError(f"cursor {start} for {name!r} is negative; seqs start at 1")
     if start > last:
         raise ValueError(f"cursor {start} for {name!r} is past the end of the log (last seq {last})")
     horizon = last if low is None else low - 1
@@ -64,6 +88,7 @@ def resolve_start(tx, name: str, start) -> int:
 def add_consumer(e, now: int, name: str, start="beginning") -> int:
     """Give a registered consumer its cursor (kept if it has one); returns it."""
     e.registry.spec(name)
+    check_start(name, start)  # a kept cursor ignores start, but a bad one is still refused
     with e.store.transaction() as tx:
         cursor = tx.get_cursor(name)
         if cursor is not None:

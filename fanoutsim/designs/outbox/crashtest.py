@@ -1,6 +1,6 @@
 """A kill -9 campaign against the outbox dispatcher on the wall clock, for real.
 
-A child process runs an :class:`~.outbox_realtime.OutboxRealtime` over one
+A child process runs an :class:`~.realtime.OutboxRealtime` over one
 DuckDB file with a steady workload and one consumer, ``sink``, whose function
 appends each row's seq to a side file (flushed and fsynced) — the consumer's
 effect, outside the database, as a real consumer's would be. The parent

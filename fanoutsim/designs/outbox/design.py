@@ -144,6 +144,10 @@ def _realtime(scenario, db: str, *, rate: float | None = None):
     return rt
 
 
+# the furthest ahead a write may place work: 100 years, far inside the
+# timestamps' year-9999 limit (a larger due_in would overflow the clock)
+MAX_DUE_IN = 100 * 365.25 * 86400
+
 def _write(rt, req: dict) -> dict:
     """A commit: ``{"page": ..., "body": ..., ...}`` -> ``{"seq": n}``."""
     unknown = sorted(set(req) - set(WRITE_FIELDS))
@@ -160,8 +164,9 @@ def _write(rt, req: dict) -> dict:
         raise ValueError(f"kind must be a non-empty string, got {kind!r}")
     due_in = req.get("due_in")
     if due_in is not None and (isinstance(due_in, bool) or not isinstance(due_in, (int, float))
-                               or not math.isfinite(due_in) or due_in < 0):
-        raise ValueError(f"due_in must be a number of seconds >= 0, got {due_in!r}")
+                               or not math.isfinite(due_in) or not 0 <= due_in <= MAX_DUE_IN):
+        raise ValueError(f"due_in must be a number of seconds >= 0 and at most {MAX_DUE_IN:.0f} (100 years), "
+                         f"got {due_in!r}")
     seq = rt.commit(page, req.get("body"), topic=req.get("topic"), kind=kind,
                     due_at=None if due_in is None else rt.now + due_in)
     return {"seq": seq}

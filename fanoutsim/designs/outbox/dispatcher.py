@@ -51,9 +51,17 @@ def cursor_of(e, name: str) -> int:
     with e.store.transaction() as tx:
         cursor = tx.get_cursor(name)
     if cursor is None:
-        raise KeyError(f"consumer {name!r} has no cursor; registered consumers: "
-                       f"{', '.join(sorted(e.registry.consumers)) or 'none'}")
+        raise no_cursor(e, name)
     return cursor
+
+
+def no_cursor(e, name: str) -> KeyError:
+    """The error for a consumer with no cursor row: registered (its code) or not."""
+    if name in e.registry.consumers:
+        return KeyError(f"consumer {name!r} is registered but has no cursor row; "
+                        "register_consumer gives it one (add_consumer, for an engine)")
+    return KeyError(f"consumer {name!r} has no cursor and is not registered; registered consumers: "
+                    f"{', '.join(sorted(e.registry.consumers)) or 'none'}")
 
 
 def fetch_due(e, now: int, name: str) -> list[dict]:
@@ -78,8 +86,7 @@ def fetch(e, now: int, name: str) -> list[dict]:
     with e.store.transaction() as tx:
         cursor = tx.get_cursor(name)
         if cursor is None:
-            raise KeyError(f"consumer {name!r} has no cursor; registered consumers: "
-                           f"{', '.join(sorted(e.registry.consumers)) or 'none'}")
+            raise no_cursor(e, name)
         # nothing past the cursor (the log's end): the read would find nothing; it is
         # still counted below as the query the real dispatcher sends
         rows = tx.fetch_outbox(cursor, cfg.batch_limit) if tx.has_outbox_past(cursor) else []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fanoutsim.designs.outbox.config import OUTBOX_FAULT_KINDS
+from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS
 from fanoutsim.kernel.frames import store_frame
 
 
@@ -26,6 +28,10 @@ class OutboxHost:
     """Mixin for the outbox runtimes: needs ``store``, ``_trace``,
     ``metrics_registry``, ``channel``, ``now`` (seconds since start) and, for
     late commits, ``_late`` (the plan's LateCommit specs) and ``_late_rng``."""
+
+    # what a plan may hold, checked as the runtime is made (a fault it would not act on is refused)
+    fault_kinds = OUTBOX_FAULT_KINDS
+    crash_points = OUTBOX_CRASH_POINTS
 
     def _late_delay(self, topic: str) -> float:
         """How late this writer commits (0: at once): the longest delay drawn by

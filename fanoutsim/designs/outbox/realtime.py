@@ -77,7 +77,10 @@ from fanoutsim.kernel.faults import LateCommit, Notifications
 from fanoutsim.designs.outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.kernel.timeutil import US, to_us
+from fanoutsim.kernel.validate import is_number
 from fanoutsim.designs.outbox.host import OutboxHost, checked_outbox_config
+from fanoutsim.designs.outbox.config import OutboxWorkload
+from fanoutsim.kernel.scenario import checked_args
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, every, wall_us
 
@@ -326,8 +329,8 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         with self._lifecycle:
             if self._state in ("stopped", "closed"):
                 raise RuntimeError(self._down_message())
-            self.registry.register(name, fn, **guardrails)
-            cursor = self._api(OutboxEngine.add_consumer, name, start)
+            with self.registry.registering(name, fn, **guardrails):  # undone if refused
+                cursor = self._api(OutboxEngine.add_consumer, name, start)
             with self._proc:
                 engine = self.engine
                 if self._state == "running" and engine is not None and name not in self._wakes:
@@ -418,10 +421,12 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
         ``start`` to ``stop`` (seconds since start), while running."""
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 or not math.isfinite(rate):
             raise ValueError(f"rate must be commits per second > 0, got {rate!r}")
-        if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
-            raise ValueError(f"pages must be an int >= 1, got {pages!r}")
+        # the rest as a scenario file's [[workload]] keys are (rate and stop here: wall seconds)
+        a = checked_args(OutboxWorkload, pages=pages, start=start, topic=topic)
+        if stop is not None and (not is_number(stop) or stop <= a["start"]):
+            raise ValueError(f"stop must be a finite number of seconds after start ({a['start']:g}), got {stop!r}")
         rng = random.Random(f"fanoutsim:outbox-workload:{self.seed}:{self._starts}:{len(self._writers)}")
-        w = _Writer(float(rate), pages, float(start), stop, topic, rng)
+        w = _Writer(float(rate), a["pages"], a["start"], stop, a["topic"], rng)
         with self._lifecycle:
             if self._state in ("stopped", "closed"):
                 raise RuntimeError(self._down_message())

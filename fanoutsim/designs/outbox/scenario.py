@@ -72,25 +72,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fanoutsim.designs.outbox.config import READ_MODES, ConsumerSpec, OutboxConfig
+from fanoutsim.designs.outbox.config import (
+    OUTBOX_FAULT_KINDS, READ_MODES, ConsumerSpec, OutboxConfig, OutboxWorkload,
+)
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
 from fanoutsim.kernel.scenario import (
-    Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, key,
+    Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, checked_args, key,
     refuse_existing_store, seq_start_needs_join,
 )
 from fanoutsim.kernel.validate import (
-    Distribution, Fraction, IntAtLeast, Name, OrWord, Position, Rate, Seconds,
+    Distribution, Fraction, IntAtLeast, Name, OrWord, Position, Seconds,
 )
 
-__all__ = ["OutboxScenario", "ConsumerDef", "OutboxWorkload", "parse_outbox_scenario",
+__all__ = ["OutboxScenario", "ConsumerDef", "OutboxWorkload", "parse_outbox_scenario", "checked_args",
            "PoisonRow", "TransientFailure", "OUTBOX_FAULT_KINDS", "SCHEMA"]
 
 _SPEC_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ConsumerSpec)}
 
-# fault kinds the outbox runtime acts on; key renames: the outbox spelling -> the spec's field
-OUTBOX_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "notifications", "late_commit",
-                      "slow_workflow", "backfill")
+# key renames: the outbox spelling -> the spec's field (OUTBOX_FAULT_KINDS: in config)
 _REACTOR_ONLY_FAULTS = {
     "fail_inserts": "the outbox writes no execution rows",
     "stall": "the outbox has no subscriptions to pause; slow_workflow slows or hangs a consumer",
@@ -165,19 +165,6 @@ def _consumer_rules(item: Item) -> None:
                      v["retry_budget"])
     except (ValueError, TypeError) as exc:
         item.fail("", str(exc))
-
-
-@dataclass(frozen=True)
-class OutboxWorkload:
-    """One ``[[workload]]`` table: writers committing page changes at Poisson times."""
-
-    rate: float = key(Rate("commits"), doc="commits per virtual second")
-    pages: int = key(IntAtLeast(1, "distinct pages the writers change"), 100,
-                     doc="distinct pages written (default 100)")
-    start: float = key(Seconds(), 0.0, doc="optional: when the writers start, in virtual seconds")
-    stop: float | None = key(Seconds(low=None, unit="virtual seconds"), None, after="start",
-                             doc="optional: when they stop")
-    topic: str | None = key(Name(), None, doc='optional: every row\'s topic (default "page:<id>")')
 
 
 FAULTS = FaultRules(

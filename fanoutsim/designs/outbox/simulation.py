@@ -25,6 +25,7 @@ counts, gap timers); :meth:`restart` builds a new one over the same tables.
 """
 from __future__ import annotations
 
+import math
 import random
 from typing import Any, Callable
 
@@ -36,6 +37,8 @@ from fanoutsim.designs.outbox.dispatcher import DEFERRED
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.outbox.host import OutboxHost, checked_outbox_config
+from fanoutsim.designs.outbox.config import OutboxWorkload
+from fanoutsim.kernel.scenario import checked_args
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
 
@@ -226,9 +229,9 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
                           start="beginning", **guardrails) -> int:
         """Register a consumer and give it a cursor (see :mod:`fanoutsim.designs.outbox.consumers`);
         returns the cursor. Guardrails: duration, timeout, backoff, backoff_cap,
-        jitter, retry_budget, rebuild."""
-        self.registry.register(name, fn, **guardrails)
-        cursor = self._api(OutboxEngine.add_consumer, name, start)
+        jitter, retry_budget, rebuild. All or nothing: a refused call registers nothing."""
+        with self.registry.registering(name, fn, **guardrails):
+            cursor = self._api(OutboxEngine.add_consumer, name, start)
         if name not in self._wakes and self.engine is not None:
             self._start_consumer(name)
         return cursor
@@ -248,6 +251,8 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
         if due_at is not None:
             if isinstance(due_at, bool) or not isinstance(due_at, (int, float)):
                 raise TypeError(f"due_at must be virtual seconds, got {due_at!r}")
+            if not math.isfinite(due_at):  # no microsecond stands for it
+                raise ValueError(f"due_at must be a finite number of virtual seconds, got {due_at!r}")
             if due_at < self.env.now:
                 raise ValueError(f"due_at {due_at} is in the past (now is {self.env.now}); "
                                  "deferred work must be due now or later")
@@ -261,12 +266,12 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
 
     def add_workload(self, rate: float, *, pages: int = 100, start: float = 0.0,
                      stop: float | None = None, topic: str | None = None) -> None:
-        """Commit page changes at Poisson times, ``rate`` per virtual second."""
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0:
-            raise ValueError(f"rate must be commits per second > 0, got {rate!r}")
+        """Commit page changes at Poisson times, ``rate`` per virtual second;
+        the arguments are checked as a scenario file's ``[[workload]]`` keys are."""
+        w = checked_args(OutboxWorkload, rate=rate, pages=pages, start=start, stop=stop, topic=topic)
         rng = random.Random(f"fanoutsim:outbox-workload:{self.seed}:{self._workloads}")
         self._workloads += 1
-        self.env.process(self._workload(rate, pages, start, stop, topic, rng))
+        self.env.process(self._workload(w["rate"], w["pages"], w["start"], w["stop"], w["topic"], rng))
 
     def _workload(self, rate, pages, start, stop, topic, rng):
         env = self.env
