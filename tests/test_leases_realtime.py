@@ -239,7 +239,7 @@ def test_bad_input_and_life_cycle_errors(tmp_path):
         rt.register_consumer("c", in_flight_limit=9)
     with pytest.raises(ValueError, match="fail must be a probability"):
         rt.register_consumer("c", fail=2)
-    with pytest.raises(ValueError, match="duration must be a number of seconds"):
+    with pytest.raises(ValueError, match="duration must be a finite number of seconds"):
         rt.register_consumer("c", duration=-1)
     with pytest.raises(TypeError, match="fn must be callable"):
         rt.register_consumer("c", fn="print")

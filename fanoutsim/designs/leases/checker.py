@@ -41,13 +41,22 @@ because the two promise different things:
                   order: a first lease of an event (its attempt that is the
                   first of the life) with a lower seq than an event of the same
                   partition already leased is out of order, cause ``unknown``
-                  (nothing in the mechanism explains it).
+                  (nothing in the mechanism explains it) — unless a reordering
+                  explains it (below).
 ``head_of_line``  one lease per partition, so first *deliveries* are in seq
                   order; one behind an event already delivered in its
                   partition is out of order. It emerges when a worker whose
                   lease was already gone (expired, then the event
                   dead-lettered or moved past) applies its effect late — cause
-                  ``stale_lease`` (its ack was refused) — else ``unknown``.
+                  ``stale_lease`` (its ack was refused) — else as below, else
+                  ``unknown``.
+
+Either way a ``seek`` of the consumer (its position moved by hand: back over
+events it never leased, or forward, then undone) or a ``restore`` (a backup's
+older checkpoints brought back) is a documented reordering: an out-of-order
+row with such a reordering between it and every earlier row of its partition
+with a higher seq (it is in order among the rows since) takes its name,
+``seek`` over ``restore`` when both lie between, as for duplicates.
 
 ``valid``: no loss with cause ``pruned`` or ``unknown``, every duplicate has
 a cause, and no out-of-order lease or delivery with cause ``unknown``.
@@ -60,7 +69,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fanoutsim.kernel.check import CheckedReport, causes
+from fanoutsim.kernel.check import CheckedReport, causes, refuse_unreadable
 from fanoutsim.kernel.gcpause import gc_paused
 
 LOSS_CAUSES = ("seek", "retired", "restore", "pruned", "unknown")
@@ -155,6 +164,7 @@ def _attempt(detail) -> int | None:
 
 @gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check_leases(sim) -> LeaseReport:
+    refuse_unreadable(sim, "leases", "fanoutsim.check_leases")
     t = sim.trace()
     n_rows = len(t)
     codes, names = pd.factorize(t["kind"].to_numpy())
@@ -292,18 +302,33 @@ def check_leases(sim) -> LeaseReport:
     l_cons = pd.Index(cons_uni).get_indexer(who[li]) if len(li) else np.empty(0, dtype=np.int64)
     l_pos = pd.Index(p_eid).get_indexer(eids[li]) if len(pub) and len(li) else np.full(len(li), -1)
 
-    def first_in_order(m_i, m_pos):
-        """(trace index, position in pub, seq before it) of every first row of a pair
-        below the highest seq already seen in its partition, rows in trace order."""
+    def first_in_order(m_i, m_pos, reorders=()):
+        """(trace index, position in pub, seq before it, cause) of every first row of a
+        pair below the highest seq already seen in its partition, rows in trace order.
+        ``reorders`` is ``(cause, sorted trace indices)`` by rising precedence: a late
+        row is explained by (named after) a reordering that lies between it and every
+        earlier first row of its partition with a higher seq — i.e. it is in order
+        among the rows since the last such reordering — else its cause is None."""
         first = ~pd.Series(key[m_i]).duplicated().to_numpy()
         fi, fpos = m_i[first & (m_pos >= 0)], m_pos[first & (m_pos >= 0)]
         if not len(fi):
-            return fi, fpos, np.empty(0)
+            return fi, fpos, np.empty(0), np.empty(0, dtype=object)
         f = pd.DataFrame({"seq": p_seq[fpos], "part": p_part[fpos]})
-        high = f.groupby("part", sort=False, dropna=False)["seq"].cummax()
-        before = high.groupby(f["part"], sort=False, dropna=False).shift().to_numpy()
-        late = np.flatnonzero(f["seq"].to_numpy() < np.where(pd.isna(before), -np.inf, before))
-        return fi[late], fpos[late], before[late]
+        seq = f["seq"].to_numpy()
+
+        def high_before(*by):
+            high = f.groupby(list(by), sort=False, dropna=False)["seq"].cummax()
+            before = high.groupby(list(by), sort=False, dropna=False).shift().to_numpy(dtype=float)
+            return np.where(np.isnan(before), -np.inf, before)
+
+        before = high_before(f["part"])
+        late = np.flatnonzero(seq < before)
+        why = np.full(len(late), None, dtype=object)
+        for cause, at in reorders:
+            if len(late) and len(at):
+                since = pd.Series(np.searchsorted(at, fi, side="left"))      # reorderings before each row
+                why[seq[late] >= high_before(f["part"], since)[late]] = cause
+        return fi[late], fpos[late], before[late], why
 
     per, dups, lost, disorder = [], [], [], []
     for name in sorted(lives):
@@ -312,6 +337,7 @@ def check_leases(sim) -> LeaseReport:
         row = table_rows.get(life["name"]) if life["last"] else None      # the consumer's row, if it exists
         retired = row is None
         seek_idx = np.array([i for i, _ in seeks[name]], dtype=np.int64)
+        reorders = (("restore", restores), ("seek", seek_idx))             # as for duplicates: seek wins
         n_ = dict(delivered=0, duplicates=0, lost=0, dead_lettered=0, pending=0, out_of_order=0)
         c = code_of_consumer.get(name)
         mine = np.flatnonzero(d_cons == c) if c is not None else np.empty(0, dtype=np.int64)
@@ -320,19 +346,19 @@ def check_leases(sim) -> LeaseReport:
         if by_leases:
             # out of order: a first lease below the highest seq already leased in its partition
             lm = np.flatnonzero(l_cons == c) if c is not None else np.empty(0, dtype=np.int64)
-            fi, fpos, before = first_in_order(li[lm], l_pos[lm])
+            fi, fpos, before, why = first_in_order(li[lm], l_pos[lm], reorders)
             for j in range(len(fi)):
                 n_["out_of_order"] += 1
-                disorder.append((name, eids[fi[j]], p_part[fpos[j]], int(before[j]), "unknown"))
+                disorder.append((name, eids[fi[j]], p_part[fpos[j]], int(before[j]), why[j] or "unknown"))
         else:
             # out of order: a first delivery below the highest seq already delivered in its partition
-            fi, fpos, before = first_in_order(m_i, m_pos)
+            fi, fpos, before, why = first_in_order(m_i, m_pos, reorders)
             if len(fi):
                 stale = stale_of(fi, np.full(len(fi), n_rows, dtype=np.int64))
                 for j, st_ in enumerate(stale.tolist()):
                     n_["out_of_order"] += 1
                     disorder.append((name, eids[fi[j]], p_part[fpos[j]], int(before[j]),
-                                     "stale_lease" if st_ else "unknown"))
+                                     "stale_lease" if st_ else why[j] or "unknown"))
 
         # the expected events: published past its start, not after it retired
         retired_i = retired_at.get(name, undone_at.get(name))

@@ -63,15 +63,23 @@ def _int_in(value, field: str, low: int, high: int) -> int:
     return value
 
 
-def _seconds(value, field: str, low: float, high: float) -> float:
+def _seconds(value, field: str, low: float, high: float, note: str = "") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not low <= value <= high:
-        raise ValueError(f"{field} must be {low:g} through {high:g} seconds, got {value!r}")
+        raise ValueError(f"{field} must be {low:g} through {high:g} seconds{f' ({note})' if note else ''}, "
+                         f"got {value!r}")
     return float(value)
 
 
 def check_batch(value) -> int:
     return _int_in(value, "batch_limit", *BATCH_RANGE)
+
+
+def check_nack_delay(value, max_retry_delay: float = MAX_RETRY_DELAY) -> float:
+    """A client's ``nack_delay``: what its nacks will ask for, checked when the
+    client is made (not at its first nack); scenario files use it too, so the
+    two say the same."""
+    return _seconds(value, "nack_delay", 0.0, max_retry_delay, note="leases.max_retry_delay")
 
 
 def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
@@ -80,6 +88,9 @@ def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
             "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *IN_FLIGHT_RANGE),
             "lease_seconds": _seconds(lease_seconds, "lease_seconds", *LEASE_RANGE)}
 
+
+# the fault kinds the leases runtimes act on (a plan with another is refused)
+LEASE_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "slow_workflow", "restore_backup")
 
 @dataclass(frozen=True)
 class LeaseConfig:

@@ -2,7 +2,7 @@
 wall clock, and RiffDB's before/after-commit crash matrix.
 
 **The campaign.** A child process runs a
-:class:`~.leases_realtime.LeaseRealtime` over one DuckDB file with a steady
+:class:`~.realtime.LeaseRealtime` over one DuckDB file with a steady
 workload over two partitions and one consumer, ``sink`` (RiffDB's rule by
 default: several leases per partition), whose ``fn`` appends each event's id,
 partition and seq to a side file (flushed and fsynced) — the consumer's effect,

@@ -12,7 +12,8 @@ ack_refused, nacked, nack_refused, checkpoint (a partition's checkpoint moved:
 the event it now stands on, its seq), expired (by recovery: the loop, the
 start-up pass or a pull), dead_lettered, lease_voided (by a restore), seek,
 seek_refused, retired, retire_refused, restored, backup (a copy of the tables
-taken: its label), backup_restored (the label put back), pruned, and from the runtime:
+taken: its label), backup_restored (the label put back), pruned, delivered (by ack, for
+an ack by hand: the caller's effect, traced with the ack's commit), and from the runtime:
 delivered (a worker's effect), crashed, restarted, fault.
 """
 from __future__ import annotations

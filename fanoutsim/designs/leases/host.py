@@ -6,10 +6,14 @@ from __future__ import annotations
 import pandas as pd
 
 from fanoutsim.designs.leases.authority import authorize, needed
+from fanoutsim.designs.leases.config import LEASE_FAULT_KINDS, MAX_RETRY_DELAY, check_limits, check_nack_delay
 from fanoutsim.designs.leases.engine import LeaseEngine
 from fanoutsim.designs.leases.identity import consumer_key
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, TABLES, database_rows, in_database
+from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 from fanoutsim.kernel.frames import store_frame, table_frame
+from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.validate import Invalid, Seconds
 
 
 
@@ -32,10 +36,17 @@ def _fraction(value, where):
     return float(value)
 
 
+def _checked(validator, value, where):
+    """``validator`` (a scenario file's check of the same key) on an API argument:
+    its message, behind ``where``, as a ValueError."""
+    try:
+        return validator.check(value)
+    except Invalid as exc:
+        raise ValueError(f"{where} {exc.message}") from None
+
+
 def _secs(value, where, positive=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (positive and value == 0):
-        raise ValueError(f"{where} must be a number of seconds {'> 0' if positive else '>= 0'}, got {value!r}")
-    return float(value)
+    return _checked(Seconds(strict=positive), value, where)
 
 
 class LeaseClient:
@@ -48,7 +59,7 @@ class LeaseClient:
     retire waits for the consumer to hold none)."""
 
     def __init__(self, name, duration=0.01, fail=0.0, poison=None, nack_delay=1.0, poll_interval=0.5,
-                 batch_limit=None, fn=None) -> None:
+                 batch_limit=None, fn=None, *, max_retry_delay=MAX_RETRY_DELAY) -> None:
         if not callable(duration):
             _secs(duration, f"consumer {name!r}: duration")
         if poison is not None and not callable(poison):
@@ -57,10 +68,18 @@ class LeaseClient:
             raise TypeError(f"consumer {name!r}: fn must be callable(lease) or None, got {fn!r}")
         self.name, self.duration, self.poison, self.fn = name, duration, poison, fn
         self.fail = _fraction(fail, f"consumer {name!r}: fail")
-        self.nack_delay = _secs(nack_delay, f"consumer {name!r}: nack_delay")
+        try:  # checked now, not at the first nack: LeaseConfig.max_retry_delay bounds it
+            self.nack_delay = check_nack_delay(nack_delay, max_retry_delay)
+        except ValueError as exc:
+            raise ValueError(f"consumer {name!r}: {exc}") from None
         self.poll_interval = _secs(poll_interval, f"consumer {name!r}: poll_interval", positive=True)
         self.batch_limit = batch_limit
         self.paused = False
+
+    def settings(self) -> dict:
+        """What a caller chose for this client (callables compared as objects)."""
+        return {"duration": self.duration, "fail": self.fail, "poison": self.poison,
+                "nack_delay": self.nack_delay, "poll_interval": self.poll_interval, "fn": self.fn}
 
     def draw(self, rng) -> float:
         """This attempt's working time, in seconds (before a fault plan's say)."""
@@ -74,6 +93,35 @@ class LeaseClient:
         if self.fail > 0 and rng.random() < self.fail:
             return "transient failure"
         return None
+
+
+def same_consumer(name, row: dict, limits: dict, spec: LeaseClient | None, held: LeaseClient | None) -> None:
+    """Registering ``name`` again, which exists as ``row`` (``held``: its client in
+    this runtime, if any): the same ask is a no-op, as RiffDB's create-if-absent
+    is; a different one raises ValueError naming every setting that differs —
+    nothing would apply it, and keeping the old one silently hides that."""
+    checked = check_limits(**limits)
+    differ = [f"{k}={checked[k]!r} (it has {row[k]!r})" for k in checked if checked[k] != row[k]]
+    if spec is not None and held is not None:
+        mine, theirs = spec.settings(), held.settings()
+        differ += [f"{k}={mine[k]!r} (its client has {theirs[k]!r})" for k in mine if mine[k] != theirs[k]]
+    elif spec is None and held is not None:
+        differ.append("client=False (it has a client)")
+    if differ:
+        raise ValueError(f"consumer {name!r} exists with other settings: {'; '.join(differ)}. Register it again "
+                         f"with its settings (a no-op), or retire it and register it afresh")
+
+
+def lease_window(kind, start, stop) -> tuple[float, float | None]:
+    """A lease workload's kind and window, checked: ``(start, stop)`` in seconds
+    since the start (``stop`` None: never)."""
+    check_name("kind", kind)
+    start = _secs(start, "start")
+    if stop is not None:
+        stop = _secs(stop, "stop")
+        if stop <= start:
+            raise ValueError(f"stop must be after start ({start:g}), got {stop!r}")
+    return start, stop
 
 
 def lease_partitions(rate, partitions) -> list[str]:
@@ -94,12 +142,16 @@ def lease_partitions(rate, partitions) -> list[str]:
 
 
 class LeaseHost:
-    """Mixin for the lease runtimes (:class:`~.leases.LeaseSimulation`,
-    :class:`~.leases_realtime.LeaseRealtime`): the broker API by hand, the table
+    """Mixin for the lease runtimes (:class:`~.simulation.LeaseSimulation`,
+    :class:`~.realtime.LeaseRealtime`): the broker API by hand, the table
     views, the trace with this design's names and the metrics. Needs ``store``,
     ``_trace``, ``metrics_registry`` and ``_api(step, *args, **kwargs)`` (one
     step of the live engine now, ``step`` a LeaseEngine function; raises while
     the node is down; None if a crash took it down)."""
+
+    # what a plan may hold, checked as the runtime is made (a fault it would not act on is refused)
+    fault_kinds = LEASE_FAULT_KINDS
+    crash_points = LEASE_CRASH_POINTS
 
     def publish(self, partition: str, kind: str = "event", payload=None) -> str | None:
         """Publish one event now; its event id (None if a crash took the node down)."""
@@ -127,19 +179,12 @@ class LeaseHost:
     def ack(self, consumer: str, event_id: str, token: str, incarnation: int, *, caller=None) -> str | None:
         """Acknowledge by hand: ``acked`` or the reason it failed closed. An accepted
         ack is the caller's delivery (the trace records it, actor ``caller``, for the
-        checker); an effect whose ack failed closed is the caller's to know about."""
+        checker) — once its commit is in, even if the node crashes right after it
+        (then this returns None); an effect whose ack failed closed is the caller's
+        to know about."""
         consumer = consumer_key(consumer)
         self._authorize("ack", consumer, caller)
-        lease = None
-        if self.engine is not None and isinstance(consumer, str) and isinstance(event_id, str):
-            with self._tx() as tx:
-                lease = tx.get_lease(consumer, event_id)
-            now = self.now_us()
-        result = self._api(LeaseEngine.ack, consumer, event_id, token, incarnation)
-        if result == "acked":
-            self._trace.add(now, "delivered", "caller", consumer, event_id, lease["partition"],
-                            f"attempt {lease['attempt']}")
-        return result
+        return self._api(LeaseEngine.ack, consumer, event_id, token, incarnation, delivered_by="caller")
 
     def nack(self, consumer: str, event_id: str, token: str, incarnation: int, delay: float = 0.0,
              error: str | None = None, *, caller=None) -> str | None:

@@ -307,8 +307,12 @@ def _refused(e, now, consumer, event_id, what, result):
     return result
 
 
-def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int) -> str:
-    """Acknowledge exactly one leased event: ``acked``, or a fail-closed result."""
+def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
+        delivered_by: str | None = None) -> str:
+    """Acknowledge exactly one leased event: ``acked``, or a fail-closed result.
+    ``delivered_by`` (an actor, say ``"caller"``): the ack is that actor's
+    delivery, traced as ``delivered`` with the commit — before
+    ``ack.after_commit``, so a crash there cannot lose a committed one."""
     with e.tx() as tx:
         failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
@@ -320,6 +324,9 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int)
         return _refused(e, now, consumer, event_id, "ack", failed)
     e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
     _moved(e, now, consumer, moved)
+    if delivered_by is not None:
+        e.trace.add(now, "delivered", delivered_by, consumer, event_id, lease["partition"],
+                    f"attempt {lease['attempt']}")
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
     e.faults.point("ack.after_commit", now, subscription=consumer, firing=event_id)
     return ACKED

@@ -43,10 +43,16 @@ class HistoryPruned(ValueError):
     consumer there would read (RiffDB's ``HistoryPruned``, RDB-HISTORY-0102)."""
 
 
-def _payload(payload) -> str | None:
+def _payload(payload, where: str) -> str | None:
+    """A payload as stored: a string as is, anything else as standard JSON
+    (NaN and infinity are refused, as the reactor's payloads refuse them:
+    no other JSON reader would take them back)."""
     if payload is None or isinstance(payload, str):
         return payload
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    try:
+        return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{where}: {type(payload).__name__} value cannot be JSON-encoded ({exc})") from None
 
 
 def publish(e, now: int, events) -> list[str]:
@@ -56,7 +62,8 @@ def publish(e, now: int, events) -> list[str]:
         if not isinstance(ev, (tuple, list)) or len(ev) != 3:
             raise ValueError(f"events[{i}] must be (partition, kind, payload), got {ev!r}")
         partition, kind, payload = ev
-        items.append((check_name("partition", partition), check_name("kind", kind), _payload(payload)))
+        items.append((check_name("partition", partition), check_name("kind", kind),
+                      _payload(payload, f"events[{i}] payload")))
     if not items:
         raise ValueError("a commit needs at least one event")
     with e.tx() as tx:

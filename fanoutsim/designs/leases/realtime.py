@@ -75,7 +75,9 @@ from fanoutsim.kernel.faults import Crash, RestoreBackup
 from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
-from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
+from fanoutsim.designs.leases.host import (
+    LeaseClient, LeaseHost, checked_lease_config, lease_partitions, lease_window,
+)
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, every, wall_us
 
@@ -279,7 +281,8 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
         :meth:`consume`), run its client loop while the node runs. A worker works
         ``duration`` wall seconds, then runs ``fn(lease)`` in its own thread (an
         exception nacks) and acks. Returns the consumer row."""
-        spec = LeaseClient(name, duration, fail, poison, nack_delay, poll_interval, fn=fn) if client else None
+        spec = LeaseClient(name, duration, fail, poison, nack_delay, poll_interval, fn=fn,
+                           max_retry_delay=self.config.max_retry_delay) if client else None
         with self._lifecycle:
             row = self._api(LeaseEngine.add_consumer, name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
                             lease_seconds=lease_seconds)
@@ -298,8 +301,9 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
         drawn from ``partitions`` (a count, or a list of names), from ``start`` to
         ``stop`` (seconds since start), while the node runs."""
         partitions = lease_partitions(rate, partitions)
+        start, stop = lease_window(kind, start, stop)
         rng = random.Random(f"fanoutsim:lease-workload:{self.seed}:{self._starts}:{len(self._publishers)}")
-        p = _Publisher(float(rate), partitions, kind, float(start), stop, rng)
+        p = _Publisher(float(rate), partitions, kind, start, stop, rng)
         with self._lifecycle:
             if self._state in ("stopped", "closed"):
                 raise RuntimeError(self._down_message())

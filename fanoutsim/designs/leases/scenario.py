@@ -99,7 +99,8 @@ from datetime import datetime
 from typing import Any
 
 from fanoutsim.designs.leases.config import (
-    BATCH_RANGE, DEFAULT_LIMITS, IN_FLIGHT_RANGE, LEASE_RANGE, LeaseConfig, check_limits,
+    BATCH_RANGE, DEFAULT_LIMITS, IN_FLIGHT_RANGE, LEASE_FAULT_KINDS, LEASE_RANGE, LeaseConfig, check_limits,
+    check_nack_delay,
 )
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
@@ -118,8 +119,7 @@ __all__ = ["LeaseScenario", "LeaseConsumerDef", "LeaseWorkload", "LeaseAction", 
 ACTION_KINDS = ("restore", "seek")
 _ACTION_KEYS = {"restore": ("kind", "at"), "seek": ("kind", "at", "consumer", "position")}
 
-# fault kinds the leases runtime acts on
-LEASE_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "slow_workflow", "restore_backup")
+# the fault kinds of other designs, and why the leases runtime does not act on them
 _OTHER_FAULTS = {
     "fail_inserts": "reactor design: the leases broker writes no execution rows",
     "stall": "reactor design: a leases consumer pulls; slow_workflow slows its workers",
@@ -179,10 +179,11 @@ class LeaseConsumerDef:
 def _consumer_rules(item: Item) -> None:
     seq_start_needs_join(item)
     config = item.reading["leases"]
-    delay = item.values.get("nack_delay")
-    if delay is not None and delay > config.max_retry_delay:
-        item.fail("nack_delay", f"must be 0 through {config.max_retry_delay:g} seconds (leases.max_retry_delay), "
-                                f"got {show(item.raw['nack_delay'])}")
+    if "nack_delay" in item.raw and item.values.get("nack_delay") is not None:
+        try:  # the check register_consumer makes, so that the two say the same
+            check_nack_delay(item.raw["nack_delay"], config.max_retry_delay)
+        except ValueError as exc:
+            item.fail("nack_delay", str(exc).removeprefix("nack_delay "))
     if not item.failed:
         try:  # what the engine checks, should it check more than the declaration does
             check_limits(*(item.values[k] for k in DEFAULT_LIMITS))

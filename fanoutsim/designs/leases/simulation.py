@@ -31,7 +31,7 @@ expires them.
 
 The broker API by hand, the table views, the trace and the metrics live in
 :class:`~.host.LeaseHost`, shared with the wall-clock runtime
-:class:`~.leases_realtime.LeaseRealtime`.
+:class:`~.realtime.LeaseRealtime`.
 """
 from __future__ import annotations
 
@@ -45,9 +45,12 @@ from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
 from fanoutsim.designs.leases.tables import check_database
-from fanoutsim.designs.leases.host import LeaseClient, LeaseHost, checked_lease_config, lease_partitions
+from fanoutsim.designs.leases.host import (
+    LeaseClient, LeaseHost, _checked, _secs, checked_lease_config, lease_partitions, lease_window, same_consumer,
+)
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
+from fanoutsim.kernel.validate import Seconds
 
 
 Client = LeaseClient  # the name this module gave it first
@@ -200,16 +203,31 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         unless ``client=False`` (drive it by hand with :meth:`consume`), start its
         client loop. ``fn(lease)``, if given, is the worker's effect, called when
         its work is done (an exception nacks). ``name``: a consumer name or a
-        :class:`~.identity.ConsumerIdentity` (its key). Returns the consumer row."""
+        :class:`~.identity.ConsumerIdentity` (its key). Returns the consumer row.
+
+        Every argument is checked before anything changes. If the consumer
+        exists, it is kept as it is (RiffDB's create-if-absent; ``start`` applies
+        to a new one only): the same limits and client again are a no-op (a
+        client is attached if it has none), other ones raise ValueError."""
         name = consumer_key(name)
-        spec = Client(name, duration, fail, poison, nack_delay, poll_interval, fn=fn) if client else None
-        row = self._api(LeaseEngine.add_consumer, name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
-                        lease_seconds=lease_seconds)
+        spec = Client(name, duration, fail, poison, nack_delay, poll_interval, fn=fn,
+                      max_retry_delay=self.config.max_retry_delay) if client else None
+        limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
+        with self._tx() as tx:
+            existing = tx.get_lease_consumer(name)
+        if existing is not None:
+            same_consumer(name, existing, limits, spec, self.clients.get(name))
+        row = self._api(LeaseEngine.add_consumer, name, start, **limits)
+        if existing is None:  # new, or retired and added afresh: this call's client, not the old one's
+            old = self._client_procs.pop(name, None)
+            if old is not None and old.is_alive:
+                old.interrupt()
+            self.clients.pop(name, None)
         if spec is not None and name not in self.clients:
             self.clients[name] = spec
         proc = self._client_procs.get(name)
         if self.engine is not None and name in self.clients and (proc is None or not proc.is_alive):
-            self._start_client(name)  # a new consumer, or one retired and added afresh
+            self._start_client(name)
         return row
 
     def deploy(self, old: ConsumerIdentity, module_hash: str, *, start="beginning") -> ConsumerIdentity:
@@ -256,6 +274,9 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         :class:`~.authority.Unauthorized` now, before the process starts."""
         if op not in ADMIN_STEPS:
             raise ValueError(f"op must be 'seek' or 'retire', got {op!r}")
+        if at is not None:
+            _checked(Seconds(unit="virtual seconds"), at, "at")
+        _secs(every, "every", positive=True)  # 0 would retry forever at one instant
         consumer = consumer_key(consumer)
         self._authorize(op, consumer, caller)
         return self.env.process(self._administer(op, consumer, args, at, every))
@@ -280,8 +301,10 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
     def add_workload(self, rate: float, *, partitions=4, kind: str = "event", start: float = 0.0,
                      stop: float | None = None) -> None:
         """Publish events at Poisson times, ``rate`` per virtual second, each to a
-        partition drawn from ``partitions`` (a count, or a list of names)."""
+        partition drawn from ``partitions`` (a count, or a list of names), from
+        ``start`` to ``stop`` (virtual seconds; None: no end)."""
         partitions = lease_partitions(rate, partitions)
+        start, stop = lease_window(kind, start, stop)
         rng = random.Random(f"fanoutsim:lease-workload:{self.seed}:{self._workloads}")
         self._workloads += 1
         self.env.process(self._workload(rate, partitions, kind, start, stop, rng))
