@@ -1,0 +1,258 @@
+"""Command-line refusals that leave nothing behind: a failed or interrupted
+``run`` removes the store file it created; ``sweep`` refuses a bad ``--cache``
+and the ``[run]`` grid keys before anything is made; ``status`` / ``fire`` /
+``write`` refuse a DuckDB file fanoutsim did not make, untouched; ``serve``
+range-checks its port and names a port in use; ``write`` refuses a ``due_in``
+no clock can hold. Each is one line, exit 2 (130 for Ctrl-C), no traceback."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import fanoutsim as fs
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "data" / "scenarios"
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+SW = importlib.import_module("fanoutsim.sweep")
+
+
+def cli(*args, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True,
+                          timeout=120, env=ENV, **kwargs)
+
+
+def one_error_line(done: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fanoutsim: error: "), done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def wait_for(cond, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# -- 1. a failed run removes the store file it created -------------------------------
+def _bad_reactor(folder: Path) -> Path:  # refused at build, after the store is opened
+    path = folder / "bad.toml"
+    path.write_text((SCENARIOS / "default.toml").read_text()
+                    + '\n[[faults]]\nkind = "slow_workflow"\nworkflow = "nosuch"\nduration = 2.0\n')
+    return path
+
+
+def _bad_outbox(folder: Path) -> Path:  # refused mid-run
+    path = folder / "bad.toml"
+    path.write_text((SCENARIOS / "outbox.toml").read_text()
+                    + '\n[[consumers]]\nname = "late"\nduration = 0.01\nstart = 99999\njoin_at = 5.0\n')
+    return path
+
+
+def _bad_leases(folder: Path) -> Path:  # refused mid-run
+    path = folder / "bad.toml"
+    path.write_text((SCENARIOS / "leases.toml").read_text()
+                    + '\n[[actions]]\nkind = "seek"\nat = 5.0\nconsumer = "indexer"\nposition = 999999\n')
+    return path
+
+
+@pytest.mark.parametrize("make, fragment", [(_bad_reactor, "nosuch"), (_bad_outbox, "consumers[4].start"),
+                                            (_bad_leases, "actions[0].position")])
+def test_a_failed_run_removes_the_store_it_created(tmp_path, make, fragment):
+    scenario = make(tmp_path)
+    store = tmp_path / "half.duckdb"
+    args = ["run", str(scenario), "--until", "20", "--store", str(store), "--out", str(tmp_path / "out")]
+    one_error_line(cli(*args), "bad.toml", fragment)
+    assert not store.exists() and not Path(f"{store}.wal").exists()
+    assert not (tmp_path / "out").exists()
+    # the same command is refused for the scenario again, not for a file left behind
+    assert "already exists" not in cli(*args).stderr
+
+
+def test_a_failed_run_keeps_a_store_that_was_there(tmp_path):
+    store = tmp_path / "mine.duckdb"
+    con = duckdb.connect(str(store))
+    con.execute("create table t(a int)")
+    con.close()
+    before = store.read_bytes()
+    one_error_line(cli("run", str(_bad_reactor(tmp_path)), "--until", "20", "--store", str(store)),
+                   "already exists")
+    assert store.read_bytes() == before
+
+
+def test_ctrl_c_during_run_is_one_line_and_removes_its_store(tmp_path):
+    store = tmp_path / "bench.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "run", str(SCENARIOS / "bench-day.toml"),
+                             "--store", str(store), "--out", str(tmp_path / "out"), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert wait_for(lambda: store.exists() or proc.poll() is not None)
+        time.sleep(1.0)  # into the run
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err and err.splitlines() == [f"fanoutsim: interrupted; removed {store}, which it "
+                                                           f"had created"]
+    assert not store.exists() and not Path(f"{store}.wal").exists()
+
+
+# -- 3. sweep --cache that is not a DuckDB file --------------------------------------
+@pytest.mark.parametrize("cache, fragment", [(SCENARIOS / "default.toml", "is not a DuckDB database file"),
+                                             (SCENARIOS, "is a directory")])
+def test_sweep_refuses_a_cache_that_is_not_a_duckdb_file(tmp_path, cache, fragment):
+    out = tmp_path / "sw" / "z"
+    before = cache.read_bytes() if cache.is_file() else None
+    one_error_line(cli("sweep", str(SCENARIOS / "sweep.toml"), "--grid", "reactor_poll_interval=1", "--until",
+                       "10", "--out", str(out), "--cache", str(cache)), f"--cache {cache}", fragment)
+    assert not (tmp_path / "sw").exists()
+    if before is not None:
+        assert cache.read_bytes() == before
+
+
+def test_sweep_function_refuses_a_cache_that_is_a_directory(tmp_path):
+    with pytest.raises(ValueError, match="is a directory"):
+        fs.sweep(SCENARIOS / "sweep.toml", grid={"reactor_poll_interval": [1.0]}, until=10.0, cache=tmp_path,
+                 progress=False)
+
+
+# -- 4. the [run] keys are not grid keys -----------------------------------------------
+@pytest.mark.parametrize("item, fragment", [("run.seed=1,2", "--seeds"), ("run.until=5,10", "--until"),
+                                            ("run.store=a.duckdb,b.duckdb", "not sweepable")])
+def test_sweep_refuses_the_run_keys_as_grid_keys(tmp_path, item, fragment):
+    out = tmp_path / "sw"
+    key = item.partition("=")[0]
+    one_error_line(cli("sweep", str(SCENARIOS / "sweep.toml"), "--grid", item, "--until", "10", "--out", str(out)),
+                   f"grid: {key!r}", fragment)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("key", ["run.seed", "run.until", "run.store"])
+def test_sweep_function_refuses_the_run_keys(key):
+    with pytest.raises(ValueError, match=rf"grid: '{key}' cannot be swept"):
+        fs.sweep(SCENARIOS / "sweep.toml", grid={key: [1, 2]}, until=10.0, cache=None, progress=False)
+
+
+# -- 5. status / fire / write on a file fanoutsim did not make -------------------------
+@pytest.fixture
+def foreign(tmp_path) -> Path:
+    path = tmp_path / "f.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("create table t(a int)")
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("command", [
+    ["status", "--design", "reactor"], ["status"], ["fire", "--reactor", "pricing_reactor"],
+    ["write", "--design", "outbox", "page=p", "body=b"],
+])
+def test_a_file_fanoutsim_did_not_make_is_refused_untouched(foreign, command):
+    before = foreign.read_bytes()
+    one_error_line(cli(command[0], "--db", str(foreign), *command[1:]), str(foreign), "not made by fanoutsim")
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in foreign.parent.iterdir()) == ["f.duckdb"]
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "--design", "reactor"],
+                                     ["fire", "--reactor", "pricing_reactor"]])
+@pytest.mark.parametrize("what, fragment", [("dir", "is a directory"), ("toml", "is not a DuckDB database file")])
+def test_status_names_a_directory_or_another_kind_of_file(tmp_path, command, what, fragment):
+    path = tmp_path / "data"
+    if what == "dir":
+        path.mkdir()
+    else:
+        path.write_text("[run]\n")
+    one_error_line(cli(command[0], "--db", str(path), *command[1:]), str(path), fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+# -- 6. serve's port -------------------------------------------------------------------------
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_port_out_of_range(tmp_path, port):
+    db = tmp_path / "p.duckdb"
+    one_error_line(cli("serve", "--db", str(db), "--port", port), "--port", repr(port))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_function_refuses_a_port_out_of_range(tmp_path):
+    from fanoutsim.serve import serve
+
+    with pytest.raises(ValueError, match="not a TCP port"):
+        serve(tmp_path / "p.duckdb", port=70000)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_on_a_port_in_use_names_the_port_and_leaves_no_file(tmp_path):
+    db = tmp_path / "q.duckdb"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = one_error_line(cli("serve", "--db", str(db), "--port", str(port), "--rate", "0"),
+                              f"port {port}", "Address already in use")
+    assert not line.startswith(f"fanoutsim: error: {db}")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- 7. write's due_in -------------------------------------------------------------------------
+@pytest.fixture
+def outbox_file(tmp_path) -> Path:
+    db = tmp_path / "ob.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--scenario",
+                             str(SCENARIOS / "outbox.toml"), "--rate", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+
+    def ready() -> bool:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            return json.loads(Path(f"{db}.serve.json").read_text())["pid"] == proc.pid
+        except (OSError, ValueError):
+            return False
+
+    try:
+        assert wait_for(ready)
+        yield db, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("value", ["1e308", "1e12", "Infinity", "NaN"])
+def test_write_refuses_a_due_in_no_clock_can_hold(outbox_file, value):
+    db, proc = outbox_file
+    one_error_line(cli("write", "--db", str(db), "page=p", "body=b", f"due_in:={value}"), "due_in", "at most")
+    proc.send_signal(signal.SIGTERM)  # and with no server: the same
+    assert proc.wait(timeout=30) == 0
+    one_error_line(cli("write", "--db", str(db), "page=p", "body=b", f"due_in:={value}"), "due_in", "at most")
+    done = cli("write", "--db", str(db), "page=p", "body=b", "due_in:=3600")
+    assert done.returncode == 0 and json.loads(done.stdout) == {"seq": 1}, done.stderr
+
+
+def test_the_server_refuses_a_large_due_in_sent_to_it(outbox_file):
+    from fanoutsim.kernel.runtime.control import server_info, server_request
+
+    db, _ = outbox_file
+    with pytest.raises(Exception, match="due_in"):
+        server_request(server_info(str(db)), "/write", {"page": "p", "due_in": 1e308})
