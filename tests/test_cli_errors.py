@@ -17,27 +17,12 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim import progress
+from clitools import ENV, cli, one_error_line
 from fanoutsim.cli import main
 from fanoutsim.kernel.store.duckdb import StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "data" / "scenarios" / "default.toml"
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-
-
-def cli(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True,
-                          timeout=120, env=ENV, **kwargs)
-
-
-def one_error_line(done: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    assert done.stdout == ""
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fanoutsim: error: "), done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -20,35 +19,12 @@ import duckdb
 import pytest
 
 import fanoutsim as fs
+from clitools import ENV, cli, one_error_line
+from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "data" / "scenarios"
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 SW = importlib.import_module("fanoutsim.sweep")
-
-
-def cli(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True,
-                          timeout=120, env=ENV, **kwargs)
-
-
-def one_error_line(done: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    assert done.stdout == ""
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fanoutsim: error: "), done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
-
-
-def wait_for(cond, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 # -- 1. a failed run removes the store file it created -------------------------------
@@ -103,7 +79,7 @@ def test_ctrl_c_during_run_is_one_line_and_removes_its_store(tmp_path):
                              "--store", str(store), "--out", str(tmp_path / "out"), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
-        assert wait_for(lambda: store.exists() or proc.poll() is not None)
+        assert wait_for(lambda: store.exists() or proc.poll() is not None, timeout=60.0)
         time.sleep(1.0)  # into the run
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
@@ -231,7 +207,7 @@ def outbox_file(tmp_path) -> Path:
             return False
 
     try:
-        assert wait_for(ready)
+        assert wait_for(ready, timeout=60.0)
         yield db, proc
     finally:
         if proc.poll() is None:
