@@ -105,7 +105,8 @@ class VirtualRuntime(VirtualCrashes):
         (``opener(store)``: the design's, with every registered design's
         tables), the metrics, the trace and the bound fault plan; no
         incarnation yet (the first :meth:`restart` makes incarnation 0)."""
-        check_faults(faults, design=getattr(self, "design", type(self).__name__), kinds=self.fault_kinds, points=self.crash_points)
+        check_faults(faults, design=getattr(self, "design", type(self).__name__),
+                     kinds=self.fault_kinds, points=self.crash_points)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         self.store = opener(store)

@@ -171,7 +171,8 @@ class SteppedWallRuntime(WallRuntime):
         if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
-        check_faults(faults, design=getattr(self, "design", type(self).__name__), kinds=self.fault_kinds, points=self.crash_points)
+        check_faults(faults, design=getattr(self, "design", type(self).__name__),
+                     kinds=self.fault_kinds, points=self.crash_points)
         self.store = opener(store)
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
