@@ -12,6 +12,7 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.designs.reactor.payload import decode_sources
+from fanoutsim.scenario import ScenarioError
 from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, FaultPlan, NoFaults, Ties
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"
@@ -265,3 +266,26 @@ def test_a_lognormal_too_wide_to_draw_from_is_refused_by_name():
     import random
     rng = random.Random(0)
     assert all(law.sample(rng) >= 0 for _ in range(10_000))  # draws at the bound do not overflow
+
+
+# -- the clock's range ----------------------------------------------------------------------------
+def test_a_run_past_the_last_time_the_frames_hold_is_refused_before_it_starts():
+    sim = small_run(start="2262-04-11T23:47:00Z")
+    with pytest.raises(ValueError, match=r"until=20 runs past the last time a run can hold.*until at most 16 "):
+        sim.run(until=20)
+    assert sim.now == 0
+    sim.run(until=5)  # within the range the same run goes on
+    assert len(fs.check(sim).lost) == 0
+
+
+def test_a_start_outside_the_frames_range_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="outside the times a run can hold, 1677-09-21T00:12:43Z through "
+                                         "2262-04-11T23:47:16Z"):
+        fs.Simulation(start="9999-12-31T23:59:50Z")
+    text = (SCENARIOS / "default.toml").read_text().replace('start = "2026-01-01T00:00:00Z"',
+                                                            'start = "2262-04-11T23:47:00Z"')
+    assert 'start = "2262-04-11T23:47:00Z"' in text
+    path = tmp_path / "late.toml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError, match=r"run.until: until=3600 runs past the last time"):
+        fs.load_scenario(path).run(until=3600)

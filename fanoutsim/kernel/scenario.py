@@ -44,6 +44,7 @@ from typing import Any, Callable, Mapping
 
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.store import Store as StoreObject
+from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.validate import (
     DIST_SCHEMA, DURATION_REF, Invalid, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind, show,
 )
@@ -783,7 +784,9 @@ class Run:
                                             '.duckdb file (relative to the current directory; it must not exist yet), '
                                             '"postgres" (a throwaway PostgreSQL server) or a postgresql:// URI')
     start: str | datetime | None = key(Timestamp(), None, doc="the wall time virtual 0 stands for "
-                                                              "(RFC 3339 with a timezone, such as 2026-01-01T00:00:00Z)")
+                                                              "(RFC 3339 with a timezone, such as 2026-01-01T00:00:00Z; "
+                                                              "a run's times stay within 1677-09-21 and 2262-04-11, "
+                                                              "those of pandas' timestamps)")
 
 
 RUN = Table("run", Run, required="a [run] table")
@@ -906,6 +909,11 @@ def check_overrides(scenario, seed, store, until) -> tuple[int, "str | StoreObje
                 kept[name] = check(value)
             except Invalid as exc:
                 problems.add(f"run.{name}", f"{exc.message} (override)")
+    start = getattr(scenario, "start", None)
+    if "until" in kept and not problems:
+        start_us = parse_start(start)  # checked when the file was read
+        if start_us + kept["until"] * US > LAST_US:
+            problems.add("run.until", past_the_clock(start_us, kept["until"]))
     problems.raise_if_any(scenario.source)
     return kept["seed"], kept["store"], kept["until"]
 

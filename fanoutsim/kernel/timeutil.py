@@ -18,6 +18,10 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 US = 1_000_000  # microseconds per second
 _ONE_US = timedelta(microseconds=1)
+# the instants a run's clock may reach: the frames hold times as pandas'
+# nanosecond timestamps, 1677-09-21T00:12:43Z through 2262-04-11T23:47:16Z
+FIRST_US = -9_223_372_036_854_775
+LAST_US = 9_223_372_036_854_775
 
 
 def to_us(value: datetime) -> int:
@@ -81,6 +85,13 @@ def _second_us(text: str) -> int | None:
         return None
 
 
+def past_the_clock(start_us: int, until: float) -> str:
+    """Why a run to ``until`` from ``start_us`` is refused (see :data:`LAST_US`)."""
+    return (f"until={until:g} runs past the last time a run can hold: it starts at "
+            f"{from_us(start_us):%Y-%m-%dT%H:%M:%SZ} and time ends at {from_us(LAST_US):%Y-%m-%dT%H:%M:%SZ} "
+            f"(until at most {(LAST_US - start_us) // US} virtual seconds)")
+
+
 def parse_start(value: str | datetime | None) -> int:
     """The wall time that virtual time 0 stands for, as epoch microseconds."""
     if value is None:
@@ -94,4 +105,8 @@ def parse_start(value: str | datetime | None) -> int:
             ) from None
     if not isinstance(value, datetime):
         raise TypeError(f"start must be a datetime or ISO 8601 string, not {type(value).__name__}")
-    return to_us(value)
+    us = to_us(value)
+    if not FIRST_US <= us <= LAST_US:
+        raise ValueError(f"start {value.isoformat()} is outside the times a run can hold, "
+                         f"{from_us(FIRST_US):%Y-%m-%dT%H:%M:%SZ} through {from_us(LAST_US):%Y-%m-%dT%H:%M:%SZ}")
+    return us

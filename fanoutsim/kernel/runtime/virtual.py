@@ -20,7 +20,7 @@ from fanoutsim.kernel.faults.plan import check_faults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.store import open_store
-from fanoutsim.kernel.timeutil import US, parse_start
+from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import NullTrace, Trace
 
 
@@ -220,6 +220,8 @@ class VirtualRuntime(VirtualCrashes):
         in SimPy's queue, and that stop ends the next run early. Stopping and
         going on changes no order of events."""
         until = float(until)
+        if self.start_us + until * US > LAST_US:  # a stamp past it would overflow mid-run
+            raise ValueError(past_the_clock(self.start_us, until))
         if self._sleepers and self.store.writes != self._slept_at:
             self._wake_sleepers()
         self.env.run(until=until)
