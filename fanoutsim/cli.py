@@ -462,6 +462,9 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     try:
         scenario = load_scenario(args.scenario)
         _, store, until = check_overrides(scenario, args.seed, args.store, args.until)
+        problem = out_problem(Path(args.out) if args.out else Path("out") / scenario.name)
+        if problem is not None:  # before the run, not after it
+            return _error(problem)
         if isinstance(store, str) and store.endswith(".duckdb") and not os.path.exists(store):
             made.append(store)  # build refuses an existing file, so a file there after it is this run's
         sim = scenario.build(seed=args.seed, until=until, store=store)  # what scenario.run does, with a progress bar
@@ -479,7 +482,8 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     try:
         written = write_outputs(sim, report, out)
     except OSError as exc:
-        return _error(f"cannot write to {out}: {exc.strerror or exc}")
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _error(f"cannot write to {out}: {exc.strerror or exc}{where}")
     if args.json:
         print(json.dumps(report, indent=2))
         print(f"wrote {len(written)} files to {out}", file=sys.stderr)
@@ -530,13 +534,17 @@ def _sweep(args: argparse.Namespace) -> int:
             sweeps._Cache(cache).check()  # before the output folder is made
     except ValueError as exc:
         return _error(f"--{exc}" if args.cache and not args.no_cache else str(exc))
+    try:  # a scheduler that cannot be reached: before the output folder is made
+        client = _client(args.scheduler) if args.scheduler else None
+    except ValueError as exc:
+        return _error(str(exc))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if client is not None:
+            client.close()
         return _error(f"cannot write to {out}: {exc.strerror or exc}")
-    client = None
     try:
-        client = _client(args.scheduler) if args.scheduler else None
         df = sweeps.sweep(args.scenario, grid=grid, seeds=seeds, workers=args.workers, until=args.until,
                           cache=cache, progress=shown, client=client)
     except KeyboardInterrupt:
@@ -590,18 +598,53 @@ def full_report(sim, name: str):
     return design.report(sim, name=name, checked=checked), checked
 
 
+def out_problem(out: Path) -> str | None:
+    """Why the files of a run cannot go into ``out`` (None: they can), asked
+    before the run, so that a bad ``--out`` costs no simulation: a file where
+    the folder should be, or no folder on the way that may be written."""
+    if out.exists() and not out.is_dir():
+        return f"cannot write to {out}: it is a file, not a folder"
+    folder = out
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"cannot write to {out}: {folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"cannot write to {out}: {folder} is not writable"
+    return None
+
+
 def write_outputs(sim, report: dict, out: Path) -> list[Path]:
-    """The report, the design's tables as Parquet and its figures, into ``out``."""
+    """The report, the design's tables as Parquet and its figures, into ``out``.
+
+    They are written into a new folder beside ``out``, then moved in once all
+    of them are there: a failure on the way (a full disk, a name taken by a
+    folder, Ctrl-C) leaves ``out`` as it was rather than half new."""
+    import shutil
+    import tempfile
+
     from fanoutsim.designs import design_of
 
     design = design_of(sim)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    path = out / "report.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    paths.append(path)
-    for name, df in design.tables(sim).items():
-        path = out / f"{name}.parquet"
-        df.to_parquet(path, index=False)
-        paths.append(path)
-    return paths + list(design.figures(sim, out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        path = staging / "report.json"
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        written = [path]
+        for name, df in design.tables(sim).items():
+            path = staging / f"{name}.parquet"
+            df.to_parquet(path, index=False)
+            written.append(path)
+        written += [Path(p) for p in design.figures(sim, staging)]
+        taken = [out / p.name for p in written if (out / p.name).is_dir()]
+        if taken:
+            raise IsADirectoryError(21, "a folder has the name of an output file", str(taken[0]))
+        out.mkdir(exist_ok=True)
+        paths = []
+        for p in written:
+            os.replace(p, out / p.name)
+            paths.append(out / p.name)
+        return paths
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -232,3 +232,32 @@ def test_the_server_refuses_a_large_due_in_sent_to_it(outbox_file):
     db, _ = outbox_file
     with pytest.raises(Exception, match="due_in"):
         server_request(server_info(str(db)), "/write", {"page": "p", "due_in": 1e308})
+
+
+# -- 8. run's output folder: checked before the run, filled whole or not at all ------------
+def test_run_refuses_an_out_under_a_file_before_running(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    line = one_error_line(cli("run", str(SCENARIOS / "bench-day.toml"), "--out", str(blocker / "x")))
+    assert line.endswith(f"cannot write to {blocker / 'x'}: {blocker} is a file, not a folder")  # bench-day would take a while to run first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_a_failed_write_leaves_the_out_folder_as_it_was(tmp_path):
+    out = tmp_path / "part"
+    (out / "firings.parquet").mkdir(parents=True)  # a name an output file needs
+    one_error_line(cli("run", str(SCENARIOS / "default.toml"), "--until", "20", "--out", str(out)),
+                   f"cannot write to {out}", "firings.parquet")
+    assert [p.name for p in out.iterdir()] == ["firings.parquet"]  # no report.json, no tables
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part"]  # and no staging folder beside it
+    (out / "firings.parquet").rmdir()
+    done = cli("run", str(SCENARIOS / "default.toml"), "--until", "20", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert {"report.json", "firings.parquet", "executions.parquet"} <= {p.name for p in out.iterdir()}
+
+
+def test_an_unreachable_scheduler_makes_no_output_folder(tmp_path):
+    out = tmp_path / "sw"
+    one_error_line(cli("sweep", str(SCENARIOS / "sweep.toml"), "--grid", "reactor_poll_interval=1",
+                       "--until", "10", "--scheduler", "tcp://127.0.0.1:1", "--out", str(out)), "scheduler")
+    assert not out.exists()

@@ -357,3 +357,34 @@ def test_each_ts_parameter_and_only_it_is_bound_as_a_datetime():
                    ["x", 5, 6, 7]):
         assert native_timestamps(statement, params) == (statement, params)
     assert native_timestamps("SELECT ?", [1]) == ("SELECT ?", [1])
+
+
+class _Interrupting:
+    """A connection whose statements meet a Ctrl-C, as DuckDB reports one that
+    arrives while it runs a statement: RuntimeError("Query interrupted")."""
+
+    def __init__(self, con) -> None:
+        self.con = con
+
+    def execute(self, *args):
+        raise RuntimeError("Query interrupted")
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
+
+
+def test_a_ctrl_c_during_a_statement_is_the_users_interrupt_and_changes_nothing(duck):
+    s = sub()
+    add(duck, subs=[s])
+    con = duck.con
+    duck.con = _Interrupting(con)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with duck.transaction() as tx:
+                tx.update_subscription(s["id"], {"last_seen_fired_at": 5})
+    finally:
+        duck.con = con
+    assert duck.rows(SUBS)[0]["last_seen_fired_at"] is None
+    with duck.transaction() as tx:  # the store goes on
+        tx.update_subscription(s["id"], {"last_seen_fired_at": 6})
+    assert duck.rows(SUBS)[0]["last_seen_fired_at"] == 6

@@ -246,6 +246,12 @@ class DuckDBTx(Tx):
         statement, params = sql.native_timestamps(statement, params)
         try:
             return self.c.execute(statement, params)
+        except (duckdb.InterruptException, RuntimeError) as exc:
+            if isinstance(exc, duckdb.InterruptException) or str(exc) == "Query interrupted":
+                # a Ctrl-C that came while DuckDB ran the statement: it is the user's interrupt
+                self.failed = exc
+                raise KeyboardInterrupt from exc
+            raise
         except duckdb.Error as exc:
             if isinstance(exc, duckdb.ConstraintException) and "duplicate key" in str(exc).lower():
                 self.failed = KeyError(f"duplicate key: {str(exc).strip()}")  # as the memory store says it
