@@ -531,7 +531,7 @@ def _sweep(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else Path(args.cache) if args.cache else out / "cache.duckdb"
     try:
         if cache is not None:
-            sweeps._Cache(cache).check()  # before the output folder is made
+            sweeps.Cache(cache).check()  # before the output folder is made
     except ValueError as exc:
         return _error(f"--{exc}" if args.cache and not args.no_cache else str(exc))
     try:  # a scheduler that cannot be reached: before the output folder is made

@@ -44,7 +44,7 @@ from fanoutsim import designs
 from fanoutsim.kernel.design import Design
 from fanoutsim.kernel.runtime.control import (MAX_BODY_BYTES, ControlServer, check_max_body_bytes, server_info,
                                               server_request, sidecar, write_sidecar)
-from fanoutsim.kernel.store.duckdb import StoreError
+from fanoutsim.kernel.store.duckdb import StoreError, has_duckdb_header
 
 __all__ = ["serve", "write", "status", "file_design", "recorded_design", "record_design", "sidecar",
            "write_sidecar", "MAX_BODY_BYTES", "existing", "is_postgres", "check_role", "check_store_uri"]
@@ -166,9 +166,7 @@ def fanoutsim_file(db: str) -> None:
         raise StoreError(f"{db} is a directory, not a DuckDB database file")
     if not os.path.isfile(db):
         raise StoreError(f"{db} is not a regular file, not a DuckDB database file")
-    with open(db, "rb") as fh:
-        head = fh.read(16)
-    if head[8:12] != b"DUCK":
+    if not has_duckdb_header(db):
         raise StoreError(f"{db} is not a DuckDB database file; refusing to touch it")
     readable(db)
     try:

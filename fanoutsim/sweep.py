@@ -475,7 +475,7 @@ def _run_one(run: _Run) -> dict[str, Any]:
 
 
 # -- the cache -----------------------------------------------------------------------
-class _Cache:
+class Cache:
     """Finished runs in a DuckDB file; opened briefly for each read or write."""
 
     def __init__(self, path) -> None:
@@ -486,6 +486,8 @@ class _Cache:
         (a directory, another kind of file, a damaged one); touches nothing."""
         import duckdb
 
+        from fanoutsim.kernel.store.duckdb import has_duckdb_header
+
         path = self.path
         if not os.path.lexists(path):
             return
@@ -495,9 +497,7 @@ class _Cache:
             raise ValueError(f"cache {path}: is not a regular file; the cache is a DuckDB file")
         if path.stat().st_size == 0:
             return
-        with open(path, "rb") as fh:
-            head = fh.read(16)
-        if head[8:12] != b"DUCK":
+        if not has_duckdb_header(path):
             raise ValueError(f"cache {path}: is not a DuckDB database file; give a .duckdb file or a new path")
         try:
             con = duckdb.connect(str(path), read_only=True)
@@ -661,7 +661,7 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
             raise ValueError(f"give workers (local processes) or client (a Dask cluster), not both: "
                              f"workers={workers!r} with a client")
     keys, runs = grid_runs(scenario, grid, seeds, until)
-    store = _Cache(cache) if cache is not None else None
+    store = Cache(cache) if cache is not None else None
     if store is not None:
         store.check()
     results: dict[int, dict] = store.lookup(runs, __version__) if store is not None else {}

@@ -29,6 +29,13 @@ class StoreError(RuntimeError):
     """A database file that cannot be opened as a fanoutsim store."""
 
 
+def has_duckdb_header(path) -> bool:
+    """Whether the file at ``path`` starts as a DuckDB database file does (its
+    magic bytes), read without opening it as a database."""
+    with open(path, "rb") as fh:
+        return fh.read(16)[8:12] == b"DUCK"
+
+
 def _first_line(exc: BaseException) -> str:
     """DuckDB's message without its hints and stack: the line that says what is wrong."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
@@ -303,9 +310,7 @@ class DuckDBStore(Store):
             if not os.path.isfile(path):
                 raise StoreError(f"{path} is not a file; refusing to touch it")
             if os.path.getsize(path) > 0:
-                with open(path, "rb") as fh:
-                    head = fh.read(16)
-                if head[8:12] != b"DUCK":
+                if not has_duckdb_header(path):
                     raise StoreError(f"{path} is not a DuckDB database file; refusing to touch it")
                 self._probe()
         elif path != ":memory:":
