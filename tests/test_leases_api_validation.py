@@ -218,9 +218,9 @@ def test_publish_refuses_nan_and_infinity_in_a_payload(payload):
     ({"every": -1}, "every must be a finite number of seconds > 0"),
     ({"every": math.nan}, "every must be a finite number of seconds > 0, got nan"),
     ({"every": math.inf}, "every must be a finite number of seconds > 0, got inf"),
-    ({"at": math.nan}, "at must be a finite number of virtual seconds >= 0, got nan"),
-    ({"at": math.inf}, "at must be a finite number of virtual seconds >= 0, got inf"),
-    ({"at": "5"}, "at must be a finite number of virtual seconds"),
+    ({"at": math.nan}, "at must be a finite number of seconds since the start >= 0, got nan"),
+    ({"at": math.inf}, "at must be a finite number of seconds since the start >= 0, got inf"),
+    ({"at": "5"}, "at must be a finite number of seconds since the start"),
 ])
 def test_administer_refuses_a_bad_time_or_retry_interval(kwargs, message):
     sim = LeaseSimulation(seed=0)

@@ -177,8 +177,11 @@ def test_a_new_process_over_the_same_file_resumes_from_the_checkpoints(tmp_path)
 
     second = LeaseRealtime(FAST, store=db)
     try:
-        # the code registers again; the consumer, its limits and checkpoints are the table's
-        row = second.register_consumer("indexer", duration=0.005, poll_interval=POLL, in_flight_limit=8,
+        # the code registers again with the same limits: a no-op on the table's consumer, whose
+        # checkpoints it resumes from; other limits are refused, as on the virtual clock
+        with pytest.raises(ValueError, match=r"consumer 'indexer' exists with other settings: in_flight_limit=8"):
+            second.register_consumer("indexer", duration=0.005, poll_interval=POLL, in_flight_limit=8)
+        row = second.register_consumer("indexer", duration=0.005, poll_interval=POLL,
                                        fn=lambda lease: seen.append(lease.event_id))
         assert row["in_flight_limit"] == 4
         assert second.status("indexer")["checkpoints"] == {"a": 3, "b": 4}

@@ -1,18 +1,21 @@
-"""The toy design: engine steps, config, scenario, runtimes and checker."""
+"""The toy design: engine steps, config, scenario, one runtime for both clocks, checker.
+
+Its loops are written once (:class:`ToyRuntime`); :class:`ToySimulation` and
+:class:`ToyRealtime` only pick the kernel's virtual or wall driver."""
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
 import random
-import threading
-import time
 from dataclasses import dataclass
 
 import pandas as pd
-import simpy
 
 from fanoutsim.designs.stores import open_store
+from fanoutsim.kernel.runtime.loops import Ticks, Until
+from fanoutsim.kernel.runtime.virtual import VirtualRuntime
+from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.scenario import ScenarioError
 
@@ -114,43 +117,64 @@ def parse_toy_scenario(data: dict, source: str = "<scenario>", default_name: str
                        description=data.get("description", ""), config=config, workloads=tuple(workloads))
 
 
-# -- the virtual clock ------------------------------------------------------------------
-class ToySimulation:
+# -- one runtime, its loops written once ------------------------------------------------
+class ToyEngine:
+    """One incarnation: the steps, bound to the store (what a crash throws away)."""
+
+    def __init__(self, runtime) -> None:
+        self.rt, self.store = runtime, runtime.store
+
+    def append(self, now: int, body: str) -> int:
+        seq = append(self.store, now, body)
+        self.rt.events.append({"t": now, "kind": "appended", "seq": seq})
+        return seq
+
+    def consume(self, now: int, limit: int) -> list[int]:
+        seqs = consume(self.store, now, limit)
+        self.rt.events.extend({"t": now, "kind": "handled", "seq": s} for s in seqs)
+        return seqs
+
+
+class ToyRuntime:
+    """The toy's loops, for either clock: a consumer that reads every
+    ``poll_interval``, and Poisson writers."""
+
     design = "toy"
+    _noun = "toy"
 
-    def __init__(self, config: ToyConfig = ToyConfig(), *, seed: int = 0, store="memory", workloads=()):
-        self.config, self.seed = config, seed
-        self.env = simpy.Environment()
-        self.store = open_store(store)
+    def _setup(self, workloads=()) -> None:
         self.events: list[dict] = []
-        self.rng = random.Random(f"toy:{seed}")
+        self._writers = 0
         for w in workloads:
-            self.env.process(self._writer(w.rate))
-        self.env.process(self._consumer())
+            self.add_workload(w.rate)
 
-    @property
-    def now(self) -> float:
-        return self.env.now
+    def _new_engine(self, incarnation: int) -> ToyEngine:
+        return ToyEngine(self)
 
-    def now_us(self) -> int:
-        return round(self.env.now * US)
+    def _start_loops(self, engine: ToyEngine) -> None:
+        self._spawn(self._consumer_loop(engine), "consumer")
 
-    def _writer(self, rate: float):
-        k = 0
+    def _consumer_loop(self, engine: ToyEngine):
+        ticks = Ticks(self.now, self.config.poll_interval)
+        while self._running(engine):
+            yield ticks.next(self.now)
+            self._call(engine.consume, self.config.batch_limit)
+
+    def _writer(self, rate: float, rng: random.Random):
+        due, k = self.now, 0
         while True:
-            yield self.env.timeout(self.rng.expovariate(rate))
-            k += 1
-            seq = append(self.store, self.now_us(), f"body {k}")
-            self.events.append({"t": self.now_us(), "kind": "appended", "seq": seq})
+            due += rng.expovariate(rate)
+            yield Until(due)
+            if self.engine is not None:
+                k += 1
+                self._call(self.engine.append, f"body {k}")
 
-    def _consumer(self):
-        while True:
-            yield self.env.timeout(self.config.poll_interval)
-            for seq in consume(self.store, self.now_us(), self.config.batch_limit):
-                self.events.append({"t": self.now_us(), "kind": "handled", "seq": seq})
+    def add_workload(self, rate: float) -> None:
+        self._service(self._writer(rate, self._rng("toy-writer", self._writers)), "writer")
+        self._writers += 1
 
-    def run(self, until: float) -> None:
-        self.env.run(until=until)
+    def append(self, body: str) -> int:
+        return self._api(ToyEngine.append, body)
 
     def trace(self) -> pd.DataFrame:
         return pd.DataFrame(self.events, columns=["t", "kind", "seq"])
@@ -160,6 +184,19 @@ class ToySimulation:
 
     def cursors(self) -> pd.DataFrame:
         return pd.DataFrame(self.store.rows("cursors"), columns=["consumer", "seq"])
+
+
+class ToySimulation(ToyRuntime, VirtualRuntime):
+    """The toy under SimPy's virtual clock."""
+
+    def __init__(self, config: ToyConfig = ToyConfig(), *, seed: int = 0, store="memory", workloads=()):
+        self.config, self.seed = config, seed
+        self._open(seed, store, None, None, False, opener=open_store)
+        self._setup(workloads)
+        self.restart()
+
+    def run(self, until: float) -> None:
+        self._advance(until)
 
 
 # -- the checker ------------------------------------------------------------------------
@@ -191,69 +228,16 @@ def latencies(sim) -> pd.Series:
 
 
 # -- the wall clock ---------------------------------------------------------------------
-class ToyRealtime:
-    """The same steps in a thread, on the wall clock, over a DuckDB file."""
+class ToyRealtime(ToyRuntime, SteppedWallRuntime):
+    """The same loops on threads, on the wall clock, over a DuckDB file."""
 
-    design = "toy"
-
-    def __init__(self, config: ToyConfig = ToyConfig(), store="toy.duckdb", rate: float = 0.0):
-        self.config, self.rate = config, rate
-        self.store = open_store(store)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._state = "created"
-        self.start_s = time.time()
-
-    @property
-    def running(self) -> bool:
-        return self._state == "running"
-
-    @property
-    def now(self) -> float:
-        return time.time() - self.start_s
-
-    def now_us(self) -> int:
-        return round(time.time() * US)
-
-    def start(self):
-        self._state, self.start_s = "running", time.time()
-        self._threads.append(threading.Thread(target=self._consumer, daemon=True))
-        if self.rate:
-            self._threads.append(threading.Thread(target=self._writer, daemon=True))
-        for t in self._threads:
-            t.start()
-        return self
-
-    def _consumer(self) -> None:
-        while not self._stop.wait(self.config.poll_interval):
-            with self._lock:
-                consume(self.store, self.now_us(), self.config.batch_limit)
-
-    def _writer(self) -> None:
-        rng = random.Random("toy-realtime")
-        while not self._stop.wait(rng.expovariate(self.rate)):
-            self.append("generated")
-
-    def append(self, body: str) -> int:
-        if self._state in ("stopped", "closed"):
-            raise RuntimeError("the toy runtime is stopped")
-        with self._lock:
-            return append(self.store, self.now_us(), body)
-
-    def stop(self) -> None:
-        if self._state == "running":
-            self._stop.set()
-            for t in self._threads:
-                t.join(5)
-        if self._state != "closed":
-            self._state = "stopped"
-
-    def close(self) -> None:
-        self.stop()
-        if self._state != "closed":
-            self._state = "closed"
-            self.store.close()
+    def __init__(self, config: ToyConfig = ToyConfig(), store="toy.duckdb", rate: float = 0.0, seed: int = 0):
+        self.config, self.seed = config, seed
+        self._open(seed, store, None, False, 5.0, opener=open_store)
+        self._setup()
+        self.engine = self._new_engine(0)
+        if rate:
+            self.add_workload(rate)
 
     def status(self) -> dict:
         log = self.store.rows("outbox")

@@ -15,6 +15,7 @@ from fanoutsim import designs
 from fanoutsim.cli import main
 
 from toy_design.design import DESIGN
+from toy_design.engine import ToyConfig, ToyWorkload
 
 ROOT = Path(__file__).resolve().parents[2]
 TOML = """design = "toy"
@@ -127,3 +128,32 @@ def test_serve_write_and_status_of_the_toy(toy, tmp_path, capsys):
     assert main(["status", "--db", db]) == 0
     st = json.loads(capsys.readouterr().out)
     assert st["design"] == "toy" and st["running"] is False and st["rows"] == 1
+
+
+def test_the_toys_loops_are_written_once_and_run_on_both_clocks(tmp_path):
+    """The toy's consumer and writer exist once, in ToyRuntime; the kernel's
+    drivers give it the virtual clock and the wall clock, and both deliver every
+    appended row once, with the poll wait a poll interval bounds."""
+    import time
+
+    from toy_design.engine import ToyRealtime, ToyRuntime, ToySimulation, check_toy, latencies
+
+    for name in ("_consumer_loop", "_writer", "_start_loops"):
+        assert name in vars(ToyRuntime)
+        assert name not in vars(ToySimulation) and name not in vars(ToyRealtime)
+    config = ToyConfig(poll_interval=0.1, batch_limit=100)
+    sim = ToySimulation(config, seed=3, workloads=[ToyWorkload(40.0)])
+    sim.run(20.0)
+    rt = ToyRealtime(config, store=str(tmp_path / "toy.duckdb"), rate=40.0, seed=3)
+    rt.start()
+    time.sleep(2.0)
+    rt.stop()
+    try:
+        for run in (sim, rt):
+            checked = check_toy(run)
+            assert checked.valid and checked.total["appended"] > 40
+            assert checked.total["handled"] >= checked.total["appended"] - checked.total["pending"]
+            lat = latencies(run)
+            assert 0 <= lat.min() and lat.quantile(0.5) < config.poll_interval
+    finally:
+        rt.close()

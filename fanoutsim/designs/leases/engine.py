@@ -60,6 +60,7 @@ class LeaseEngine:
     # leases
     consume = leasing.consume
     ack = leasing.ack
+    deliver = leasing.deliver
     nack = leasing.nack
     recover = leasing.recover
     restore = leasing.restore

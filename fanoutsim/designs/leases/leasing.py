@@ -332,6 +332,17 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
     return ACKED
 
 
+def deliver(e, now: int, consumer: str, lease: Lease) -> str:
+    """A worker's effect has landed: the consumer's delivery (traced ``delivered``,
+    where the checker counts it), then its ack — with the
+    ``worker.after_effect_before_ack`` point between the two, where a crash makes
+    the effect happen again once the lease expires."""
+    e.trace.add(now, "delivered", "worker", consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
+    e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
+    e.faults.point("worker.after_effect_before_ack", now, subscription=consumer, firing=lease.event_id)
+    return ack(e, now, consumer, lease.event_id, lease.token, lease.incarnation)
+
+
 def _failed_trace(e, now, lease, result, error, kind):
     e.trace.add(now, kind, e.actor, lease["consumer"], lease["event_id"], lease["partition"],
                 f"attempt {lease['attempt']}: {error}")

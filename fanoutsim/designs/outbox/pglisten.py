@@ -143,7 +143,7 @@ class PgListener:
                     for n in con.notifies(timeout=0.05):
                         self.heard += 1
                         trace.add(wall_us(), "hint", "dispatcher", firing=int(n.payload))
-                        rt._wake_all(engine)
+                        rt._wake_all()
             except psycopg.Error as exc:
                 if alive():
                     self.lost_connections += 1

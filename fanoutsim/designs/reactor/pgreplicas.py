@@ -59,7 +59,7 @@ class PollerReplica(Realtime):
         return engine
 
     def _start_loops(self, engine: ReactorEngine) -> None:
-        self._spawn("poll", self._poll_loop, engine, self._stop)
+        self._spawn(self._poll_loop(engine), "poll")
 
 
 def serve_poller(dsn: str, replica: int, out: str) -> int:

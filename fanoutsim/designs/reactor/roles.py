@@ -58,17 +58,22 @@ class RoleRealtime(Realtime):
             engine.poller = f"poller@{os.getpid()}"
         return engine
 
+    def add_workload(self, *args, **kwargs):
+        if self.role != "all":
+            raise ValueError(f"role {self.role!r} runs no workload: fire with `fanoutsim fire` / `write`, "
+                             "or add workloads to the role 'all'")
+        return super().add_workload(*args, **kwargs)
+
     def _start_loops(self, engine: ReactorEngine) -> None:
         if self.role == "all":
             super()._start_loops(engine)
-            return
-        stop = self._stop
-        if self.role == "poller":
-            self._spawn("poll", self._poll_loop, engine, stop)
+        elif self.role == "poller":
+            self._spawn(self._poll_loop(engine), "poll")
         elif self.role == "prune":
-            self._spawn("prune", self._prune_loop, engine, stop)
+            self._spawn(self._prune_loop(engine), "prune")
         else:  # executor
             self._start_executor(engine)
+            self._spawn(self._executor_loop(engine), "executor")
 
 
 class Processes:

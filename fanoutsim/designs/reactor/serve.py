@@ -78,8 +78,8 @@ def open_realtime(scenario, db: str, *, rate: float | None = None, reactor: str 
                       faults=getattr(scenario, "faults", None), role=role)
     try:
         if scenario is not None:
-            apply_scenario(rt, scenario, workloads=rate is None)
-        if rate:
+            apply_scenario(rt, scenario, workloads=rate is None and role == "all")
+        if rate and role == "all":
             if scenario is None:
                 rt.runner.subscribe_workflow_to_reactor(reactor, "audit")
             rt.add_workload(reactor, rate)

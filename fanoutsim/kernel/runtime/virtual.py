@@ -1,27 +1,38 @@
-"""The virtual-clock runtime: one SimPy runtime for every design.
+"""The virtual-clock driver: one SimPy runtime for every design.
 
 :class:`VirtualRuntime` owns the clock (virtual seconds since ``start``; the
 store sees epoch microseconds), the store, the metrics, the trace, the bound
 fault plan, the incarnations (restart, crash, restart after a downtime) and
-the guarded engine step ``_call(engine.step, ...)``. A design's SimPy class
-subclasses it and implements the :mod:`.binding` hooks. :class:`VirtualCrashes`
-turns a plan's ``CrashAt`` and ``CrashRandomly`` into processes that crash the
-runtime if it is up.
+the guarded engine step ``_call(engine.step, ...)``. A design's loops are
+generators that yield the requests of :mod:`.loops`; each runs as a SimPy
+process of :meth:`VirtualRuntime._drive`, which answers a request with the
+event it names (``Sleep`` and ``Work`` a timeout, ``Wait`` the wake or a
+timeout, ``Until`` a timeout that lands on the very float asked for). The
+process yields exactly the events the loop asks for, so a loop resumes in the
+order SimPy gives it, as if it yielded the events itself.
 """
 from __future__ import annotations
 
 import math
 import numbers
+import random
+from contextlib import nullcontext
+from typing import Any, Callable
 
 import simpy
 
-from fanoutsim.kernel.faults import Crash, CrashAt, CrashRandomly, bind
+from fanoutsim.kernel.faults import Crash, bind
 from fanoutsim.kernel.faults.plan import check_faults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.runtime.binding import check_downtime
+from fanoutsim.kernel.runtime.driver import Driver, Loop
+from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import open_store
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import NullTrace, Trace
+
+# no threads under SimPy: what the wall clock locks, nothing needs to here
+_NO_LOCK = nullcontext()
 
 
 def until_ok(env, until) -> bool:
@@ -51,54 +62,13 @@ def delay_to(now: float, at: float) -> float:
     return delay
 
 
-class VirtualCrashes:
-    def _schedule_crashes(self) -> None:
-        """Start a process for each crash the plan puts at a time or a rate."""
-        if self.plan is None:
-            return
-        for spec in self.plan.of(CrashAt):
-            self.env.process(self._crash_at(spec))
-        for spec in self.plan.of(CrashRandomly):
-            self.env.process(self._crash_randomly(spec))
-
-    def _restart_after(self, downtime: float, incarnation: int):
-        yield self.env.timeout(downtime)
-        # only the incarnation that crashed: one restarted by hand meanwhile (and
-        # perhaps crashed again, to stay down) is not revived by this old timer
-        if self.incarnation == incarnation:
-            self.restart()
-
-    def _crash_at(self, spec: CrashAt):
-        if spec.at > self.env.now:
-            yield self.env.timeout(spec.at - self.env.now)
-        if self.engine is not None:
-            self._trace.add(self.now_us(), "fault", "faults", detail=f"crash at t={spec.at}")
-            self.crash("time", spec.downtime.sample(self.faults.rng(spec)))
-
-    def _crash_randomly(self, spec: CrashRandomly):
-        rng = self.faults.rng(spec)
-        window = spec.window or (0.0, float("inf"))
-        if window[0] > self.env.now:
-            yield self.env.timeout(window[0] - self.env.now)
-        while True:
-            yield self.env.timeout(rng.expovariate(1.0 / spec.mean_gap))
-            if self.env.now >= window[1]:
-                return
-            if self.engine is not None:
-                self._trace.add(self.now_us(), "fault", "faults", detail="random crash")
-                self.crash("random", spec.downtime.sample(rng))
-
-
-class VirtualRuntime(VirtualCrashes):
-    """The SimPy runtime every design's virtual-clock class subclasses; the
+class VirtualRuntime(Driver):
+    """The SimPy driver every design's virtual-clock face subclasses; the
     design implements the :class:`~.binding.Binding` hooks (``_new_engine``,
     ``_start_loops``, ``_crashed``) and sets ``_noun`` ("runner", "dispatcher",
     "node": what the down message calls the process)."""
 
-    _noun = "runtime"
-    # the fault kinds and crash points the design has (None: any), checked at construction
-    fault_kinds: tuple[str, ...] | None = None
-    crash_points: tuple[str, ...] | None = None
+    _lifecycle = _proc = _NO_LOCK
 
     def _open(self, seed: int, store, start, faults, trace: bool, opener=open_store) -> None:
         """What every seeded SimPy run starts with: the clock, the store
@@ -115,14 +85,17 @@ class VirtualRuntime(VirtualCrashes):
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         self.engine = None
         self.incarnation = -1
+        self._looping = False      # the incarnation's loops run (spawn more now)
         self._procs: list[simpy.Process] = []
+        self._procs_cap = 64
+        self._named: dict[Any, simpy.Process] = {}  # the incarnation's loops by key
+        self._armed: dict[Any, simpy.Event] = {}    # the wakes loops armed, by key
         self._sleepers: list = []  # (event, ready) of loops asleep until a write (_until_written)
         self._slept_at = 0         # store.writes when the sleepers were last asked
 
-    @property
-    def traced(self) -> bool:
-        """Whether this run records its trace (``trace=True``): what a checker reads."""
-        return not isinstance(self._trace, NullTrace)
+    def _rng(self, name: str, *parts) -> random.Random:
+        """The seeded stream ``name`` of this run (``fanoutsim:name:seed:parts``)."""
+        return random.Random(":".join(("fanoutsim", name, str(self.seed), *map(str, parts))))
 
     # -- clock ----------------------------------------------------------------
     @property
@@ -133,14 +106,14 @@ class VirtualRuntime(VirtualCrashes):
     def now_us(self) -> int:
         return self.start_us + round(self.env.now * US)
 
+    def clock(self) -> float:
+        """A mark for ``Work(seconds, since=mark)``: no virtual time passes inside a step."""
+        return self.env.now
+
     def _at(self, seconds: float | None) -> int | None:
         return None if seconds is None else self.start_us + round(seconds * US)
 
     # -- life cycle -----------------------------------------------------------
-    @property
-    def up(self) -> bool:
-        return self.engine is not None
-
     def restart(self) -> None:
         """Start a new incarnation over the same store (a no-op while up).
         Every in-memory object of the last one is gone; the tables are not."""
@@ -152,13 +125,9 @@ class VirtualRuntime(VirtualCrashes):
         if self.incarnation:
             self._trace.add(self.now_us(), "restarted", "runtime")
         self._procs = []
+        self._named = {}
+        self._looping = True
         self._start_loops(self.engine)
-
-    def _spawn(self, loop) -> simpy.Process:
-        """A loop (a generator) of the live incarnation, as a SimPy process a crash interrupts."""
-        proc = self.env.process(loop)
-        self._procs.append(proc)
-        return proc
 
     def crash(self, point: str = "manual", downtime: float | None = None) -> None:
         """The process dies now: every loop stops, the engine (and what it held in
@@ -167,7 +136,10 @@ class VirtualRuntime(VirtualCrashes):
         if self.engine is None:
             return
         self.engine = None
+        self._looping = False
         self._sleepers = []  # their loops die with the process
+        self._armed = {}
+        self._named = {}
         self._crashed()
         self._trace.add(self.now_us(), "crashed", "runtime", detail=point)
         self.metrics_registry.inc("fanoutsim_runner_crashes_total")
@@ -177,60 +149,93 @@ class VirtualRuntime(VirtualCrashes):
                 proc.interrupt("crash")
         self._procs = []
         if downtime is not None:
-            self.env.process(self._restart_after(float(downtime), self.incarnation))
+            self._service(self._restart_after(float(downtime), self.incarnation))
 
-    # -- the binding's defaults ---------------------------------------------------
-    def _new_engine(self, incarnation: int):
-        raise NotImplementedError(f"{type(self).__name__} must implement _new_engine(incarnation)")
-
-    def _start_loops(self, engine) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement _start_loops(engine)")
-
-    def _crashed(self) -> None:
-        """A hook: what else dies with the process (a listener's connection)."""
-
-    def _live(self, engine) -> bool:
-        """Whether ``engine`` belongs to the live incarnation (replicas may too)."""
-        return engine is self.engine
-
-    def _down_message(self) -> str:
-        return f"the {self._noun} is down (crashed); call restart() first"
-
-    # -- engine steps -------------------------------------------------------------
-    def _call(self, step, *args, **kwargs):
-        """One engine step now, ``step`` a bound method (``engine.fetch``); None if
-        its engine is not the live incarnation, or if a Crash inside it took
-        the process down."""
-        if not self._live(step.__self__):
-            return None
+    # -- loops ------------------------------------------------------------------
+    def _drive(self, loop: Loop):
+        """The SimPy process of one loop: each request answered with its event."""
+        env = self.env
+        timeout = env.timeout
         try:
-            out = step(self.now_us(), *args, **kwargs)
-        except Crash as c:
+            request = next(loop)
+            while True:
+                kind = type(request)
+                if kind is Sleep:
+                    event = timeout(request.seconds)
+                elif kind is Wait:
+                    event = request.wake if request.timeout is None else \
+                        env.any_of([request.wake, timeout(request.timeout)])
+                elif kind is Work:
+                    since = request.since
+                    event = timeout(request.seconds if since is None else request.seconds - (env.now - since))
+                elif kind is Until:
+                    event = timeout(delay_to(env.now, request.at) if request.at > env.now else 0.0)
+                else:
+                    raise TypeError(f"a loop yields Sleep, Until, Work or Wait, not {request!r}")
+                try:
+                    yield event
+                except simpy.Interrupt:  # its incarnation died
+                    loop.close()
+                    return
+                request = next(loop)
+        except StopIteration as end:
+            return end.value  # the process's value, for whoever waits on it
+        except Crash as c:  # a step the loop called without _call
             self.crash(c.point, c.downtime)
-            return None
-        if self._sleepers and self.store.writes != self._slept_at:
-            self._wake_sleepers()
-        return out
 
-    def _advance(self, until: float) -> None:
-        """``env.run(until)``, once the sleepers have seen rows written around
-        the steps since the last run (straight to the store).
+    def _spawn(self, loop: Loop, name: str = "loop", key: Any = None) -> simpy.Process:
+        """A loop of the live incarnation, as a SimPy process a crash interrupts;
+        ``key`` names it for :meth:`_loop_running` and :meth:`_cancel`."""
+        proc = self.env.process(self._drive(loop))
+        procs = self._procs
+        procs.append(proc)
+        if len(procs) > self._procs_cap:  # finished ones go, in amortized O(1)
+            self._procs = [p for p in procs if p.is_alive]
+            self._procs_cap = 2 * len(self._procs) + 64
+        if key is not None:
+            self._named[key] = proc
+        return proc
 
-        Again while short of ``until``: a run that an error ended left its stop
-        in SimPy's queue, and that stop ends the next run early. Stopping and
-        going on changes no order of events."""
-        until = float(until)
-        if self.start_us + until * US > LAST_US:  # a stamp past it would overflow mid-run
-            raise ValueError(past_the_clock(self.start_us, until))
-        if self._sleepers and self.store.writes != self._slept_at:
-            self._wake_sleepers()
-        self.env.run(until=until)
-        while self.env.now < until:
-            self.env.run(until=until)
+    def _service(self, loop: Loop, name: str = "service") -> simpy.Process:
+        """A loop of the runtime: no crash stops it."""
+        return self.env.process(self._drive(loop))
 
-    # -- sleeping until a write ------------------------------------------------------
-    def _until_written(self, ready) -> simpy.Event:
-        """An event that fires once a step has committed a write after which
+    def _later(self, delay: float, fn: Callable[[], object]) -> None:
+        """``fn()`` ``delay`` virtual seconds from now."""
+        self._service(self._later_loop(delay, fn))
+
+    def _loop_running(self, key: Any) -> bool:
+        proc = self._named.get(key)
+        return proc is not None and proc.is_alive
+
+    def _cancel(self, key: Any) -> None:
+        """Stop the incarnation's loop named ``key`` (if it runs)."""
+        proc = self._named.pop(key, None)
+        if proc is not None and proc.is_alive and proc is not self.env.active_process:
+            proc.interrupt("cancelled")
+
+    # -- wakes ------------------------------------------------------------------
+    def _arm(self, key: Any) -> simpy.Event:
+        """A new wake for ``key`` (the last one's signal no longer counts)."""
+        event = self._armed[key] = self.env.event()
+        return event
+
+    def _signal(self, key: Any) -> None:
+        event = self._armed.get(key)
+        if event is not None and not event.triggered:
+            event.succeed()
+
+    def _signal_all(self) -> None:
+        for event in self._armed.values():
+            if not event.triggered:
+                event.succeed()
+
+    @staticmethod
+    def _woken(wake: simpy.Event) -> bool:
+        return wake.triggered
+
+    def _until_written(self, ready: Callable[[], bool]) -> simpy.Event:
+        """A wake that fires once a step has committed a write after which
         ``ready()`` is true: a loop whose every pass would find nothing until
         then waits on it instead of ticking (it must then resume on the grid
         it would have kept, so that the trace stays the same). ``ready`` is
@@ -251,11 +256,46 @@ class VirtualRuntime(VirtualCrashes):
                 waiting.append((event, ready))
         self._sleepers = waiting
 
+    # -- engine steps -------------------------------------------------------------
+    def _running(self, engine: Any) -> bool:
+        """Whether a loop of ``engine`` should take more work: its incarnation lives."""
+        return self._live(engine)
+
+    def _call(self, step, *args, _now: int | None = None, **kwargs):
+        """One engine step now, ``step`` a bound method (``engine.fetch``); None if
+        its engine is not the live incarnation, or if a Crash inside it took
+        the process down."""
+        if not self._live(step.__self__):
+            return None
+        try:
+            out = step(self.now_us() if _now is None else _now, *args, **kwargs)
+        except Crash as c:
+            self.crash(c.point, c.downtime)
+            return None
+        if self._sleepers and self.store.writes != self._slept_at:
+            self._wake_sleepers()
+        return out
+
+    _outside = _call  # no lock to stay out of under SimPy
+
     def _api(self, step, *args, **kwargs):
         """A step asked for from outside the loops: ``step`` is the engine
         class's function (``OutboxEngine.commit``), run on the live engine; an
         error while the process is down."""
-        engine = self.engine
-        if engine is None:
-            raise RuntimeError(self._down_message())
-        return self._call(step.__get__(engine), *args, **kwargs)
+        return self._call(step.__get__(self._engine_or_raise()), *args, **kwargs)
+
+    def _advance(self, until: float) -> None:
+        """``env.run(until)``, once the sleepers have seen rows written around
+        the steps since the last run (straight to the store).
+
+        Again while short of ``until``: a run that an error ended left its stop
+        in SimPy's queue, and that stop ends the next run early. Stopping and
+        going on changes no order of events."""
+        until = float(until)
+        if self.start_us + until * US > LAST_US:  # a stamp past it would overflow mid-run
+            raise ValueError(past_the_clock(self.start_us, until))
+        if self._sleepers and self.store.writes != self._slept_at:
+            self._wake_sleepers()
+        self.env.run(until=until)
+        while self.env.now < until:
+            self.env.run(until=until)

@@ -1,31 +1,38 @@
-"""Planned crashes and steady ticks on the wall clock, for every threaded runtime.
+"""The wall-clock driver: the same loops on threads, in real time.
 
-The wall-clock counterpart of :mod:`.virtual`: a fault plan's ``CrashAt`` and
-``CrashRandomly`` say *when* the process dies in seconds since the run's
-start, and here a thread per spec sleeps until then (``Event.wait``, so a stop
-wakes it) and crashes the runtime if it is up. :func:`every` is the loop of a
-periodic step (a safety poll, a retention pass) that skips the ticks a slow
-step overran instead of bunching them.
+:class:`SteppedWallRuntime` is the counterpart of :class:`~.virtual.VirtualRuntime`:
+each loop of a design (a generator yielding the requests of :mod:`.loops`)
+runs on a thread of its own, and :meth:`SteppedWallRuntime._drive` answers its
+requests with real waits — ``Sleep`` and ``Until`` on the loop's ``halt``
+event (a stop or a crash ends them), ``Work`` on the incarnation's ``killed``
+event (a stop lets the work in hand finish; a crash ends it), ``Wait`` on the
+wake itself. Every store step holds one lock, ``_proc``, as does
+:meth:`~SteppedWallRuntime.crash`: a crash falls *between* two steps, never
+inside one. ``_later`` is one timer thread per runtime.
 
-A runtime that mixes :class:`WallCrashes` in needs ``plan`` (a FaultPlan or
-None), ``faults`` (its Injector: seeded RNGs per spec), ``engine`` (None while
-down), ``_trace``, ``now`` (seconds since start) and ``crash(point, downtime)``.
-:class:`WallRuntime` adds what every threaded runtime's life cycle shares: the
-clock, ``close`` and the ``with`` block; it needs ``start_us``, ``_state``,
-``_lifecycle``, ``store``, ``start()``, ``stop()`` and ``_boot()``.
+What only the wall clock has plugs in beside the loops: a thread of the
+design's own (``_spawn_thread``: PostgreSQL's LISTEN connection), the
+life cycle (``start``, ``stop``, ``close``, ``with``) and the ``runner_log``
+rows that tell a later process how this one ended.
 """
 from __future__ import annotations
 
+import heapq
 import os
+import random
+import sys
 import threading
 import time
-from typing import Callable
+import traceback
+from typing import Any, Callable
 
-from fanoutsim.kernel.faults import Crash, CrashAt, CrashRandomly, bind
+from fanoutsim.kernel.faults import Crash, bind
 from fanoutsim.kernel.faults.plan import check_faults
 from fanoutsim.kernel.ids import FreshIdSource
 from fanoutsim.kernel.metrics import LockedMetrics
 from fanoutsim.kernel.runtime.binding import check_downtime
+from fanoutsim.kernel.runtime.driver import Driver, Loop
+from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import open_store
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.trace import LockedTrace, NullTrace
@@ -36,131 +43,78 @@ def wall_us() -> int:
     return time.time_ns() // 1000
 
 
-def every(stop: threading.Event, interval: float, step: Callable[[], object],
-          alive: Callable[[], bool] = lambda: True) -> None:
-    """Call ``step`` now and then every ``interval`` seconds until ``stop`` is
-    set or ``alive()`` is false; ticks a slow step overran are skipped, not bunched."""
-    next_tick = time.monotonic()
-    while not stop.is_set() and alive():
-        step()
-        next_tick += interval
-        delay = next_tick - time.monotonic()
-        if delay < 0:
-            next_tick, delay = time.monotonic(), 0.0
-        stop.wait(delay)
+class _Thread:
+    """A loop's thread and its ``halt`` event (set: stop waiting, end)."""
+
+    __slots__ = ("name", "halt", "thread")
+
+    def __init__(self, name: str, halt: threading.Event) -> None:
+        self.name, self.halt = name, halt
+        self.thread: threading.Thread | None = None
+
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
 
 
-class WallCrashes:
-    def _schedule_crashes(self, closing: threading.Event) -> list[threading.Thread]:
-        """Start a daemon thread for each crash the plan puts at a time or a rate;
-        they end when ``closing`` is set (the runtime stopped)."""
-        if self.plan is None:
-            return []
-        jobs = [(self._crash_at, spec) for spec in self.plan.of(CrashAt)]
-        jobs += [(self._crash_randomly, spec) for spec in self.plan.of(CrashRandomly)]
-        threads = [threading.Thread(target=fn, args=(spec, closing), name=f"fanoutsim-{spec.kind}", daemon=True)
-                   for fn, spec in jobs]
-        for t in threads:
-            t.start()
-        return threads
+class _Timers:
+    """One thread that calls each ``fn`` at its time: the wall clock's ``_later``."""
 
-    def _crash_now(self, point: str, detail: str, downtime: float) -> None:
-        if self.engine is not None:  # a crash while down is no crash
-            self._trace.add(wall_us(), "fault", "faults", detail=detail)
-            self.crash(point, downtime)
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._heap: list[tuple[float, int, Callable[[], object]]] = []
+        self._cond = threading.Condition(threading.Lock())
+        self._count = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
 
-    def _crash_at(self, spec: CrashAt, closing: threading.Event) -> None:
-        if closing.wait(max(0.0, spec.at - self.now)):
-            return
-        self._crash_now("time", f"crash at t={spec.at}", spec.downtime.sample(self.faults.rng(spec)))
-
-    def _crash_randomly(self, spec: CrashRandomly, closing: threading.Event) -> None:
-        rng = self.faults.rng(spec)
-        start, end = spec.window or (0.0, float("inf"))
-        if start > self.now and closing.wait(start - self.now):
-            return
-        while not closing.wait(rng.expovariate(1.0 / spec.mean_gap)):
-            if self.now >= end:
+    def add(self, delay: float, fn: Callable[[], object]) -> None:
+        with self._cond:
+            if self._closed:
                 return
-            self._crash_now("random", "random crash", spec.downtime.sample(rng))
+            self._count += 1
+            heapq.heappush(self._heap, (time.monotonic() + max(0.0, delay), self._count, fn))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
 
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        return
+                    if self._heap:
+                        wait = self._heap[0][0] - time.monotonic()
+                        if wait <= 0:
+                            break
+                        self._cond.wait(wait)
+                    else:
+                        self._cond.wait()
+                fn = heapq.heappop(self._heap)[2]
+            try:
+                fn()
+            except Exception:  # one failed callback must not stop the others
+                traceback.print_exc(file=sys.stderr)
 
-class WallRuntime(WallCrashes):
-    # the fault kinds and crash points the design has (None: any), checked at construction
-    fault_kinds: tuple[str, ...] | None = None
-    crash_points: tuple[str, ...] | None = None
-
-    # -- clock ------------------------------------------------------------------
-    def now_us(self) -> int:
-        return wall_us()
-
-    @property
-    def now(self) -> float:
-        """Seconds since :meth:`start` (before it: since the runtime was made)."""
-        return (wall_us() - self.start_us) / US
-
-    @property
-    def running(self) -> bool:
-        return self._state == "running"
-
-    @property
-    def traced(self) -> bool:
-        """Whether this run records its trace (``trace=True``): what a checker reads."""
-        return not isinstance(self._trace, NullTrace)
-
-    @property
-    def up(self) -> bool:
-        return self.engine is not None
-
-    # -- life cycle -------------------------------------------------------------
     def close(self) -> None:
-        """Stop, then release the store (and its file)."""
-        self.stop()
-        with self._lifecycle:
-            if self._state != "closed":
-                self._state = "closed"
-                self.store.close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _restart(self) -> None:
-        """After a crash's downtime: a new incarnation, if the runtime still runs."""
-        with self._lifecycle:
-            if self._state == "running" and self.engine is None:
-                self._boot()
-
-    def wait(self, seconds: float) -> None:
-        """Let the runtime run for ``seconds`` of wall time (a plain sleep)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
-            raise ValueError(f"wait(seconds): must be a finite number of seconds >= 0, got {seconds!r}")
-        time.sleep(seconds)
+        with self._cond:
+            self._closed = True
+            self._heap.clear()
+            self._cond.notify_all()
 
 
-class SteppedWallRuntime(WallRuntime):
-    """The threaded runtime every design's wall-clock class subclasses. Every
-    store step holds one lock, ``_proc``, as does :meth:`crash`: a crash then
-    falls *between* two steps, never inside one, and each step first checks
-    that its incarnation is still the live one (``_call(engine.step, ...)``).
-
-    It owns the life cycle — :meth:`start`, a crash's restart after its
-    downtime, :meth:`restart`, :meth:`stop` (graceful and bounded), ``close``
-    — and each incarnation's ``runner_log`` row, its ``_stop`` event (take no
-    new work) and ``_killed`` event (abandon the work in hand: a crash, or a
-    stop past ``stop_timeout``). The design implements the :mod:`.binding`
-    hooks ``_new_engine(incarnation)``, ``_start_loops(engine)`` (threads via
-    :meth:`_spawn`; ``_proc`` is held) and ``_crashed()`` (what dies with the
-    process, at a crash or at the end of a stop), and may implement
-    ``_wake_loops()`` (wake the loops' sleeps so that they see ``_stop``),
-    ``_started(start_us)`` (clocks of its own, checks before the first start)
-    and ``_down_message()``; it sets ``_noun`` ("runner", "dispatcher", "node")
+class SteppedWallRuntime(Driver):
+    """The threaded driver every design's wall-clock face subclasses. It owns
+    the life cycle — :meth:`start`, a crash's restart after its downtime,
+    :meth:`restart`, :meth:`stop` (graceful and bounded), :meth:`close` — and
+    each incarnation's ``runner_log`` row, its ``_stop`` event (take no new
+    work) and ``_killed`` event (abandon the work in hand: a crash, or a stop
+    past ``stop_timeout``). The design implements the :mod:`.binding` hooks
     and makes incarnation 0's engine in its ``__init__``
     (``self.engine = self._new_engine(0)``), so the API works before start."""
 
-    _noun = "runtime"
+    _due_slack = 0.05  # seconds: a due time read from ``now`` just before the call is "now"
 
     def _open(self, seed: int, store, faults, trace: bool, stop_timeout, opener=open_store) -> None:
         """What every threaded runtime starts with: the file (``opener(store)``:
@@ -188,14 +142,46 @@ class SteppedWallRuntime(WallRuntime):
         self._proc = threading.RLock()
         self._stop = threading.Event()     # this incarnation's loops: take no new work
         self._killed = threading.Event()   # ... and abandon the work in hand (a crash)
-        self._closing = threading.Event()  # the runtime's own threads (planned crashes)
-        self._threads: list[threading.Thread] = []
-        self._restart_timer: threading.Timer | None = None
+        self._looping = False              # the incarnation's loops run (spawn more now)
+        self._loops: list[_Thread] = []    # the incarnation's threads (a stop joins them)
+        self._named: dict[Any, _Thread] = {}
+        self._services: list[_Thread] = []  # the runtime's own loops (workloads, timers)
+        self._queued: list[tuple[Loop, str]] = []  # services asked for before start()
+        self._armed: dict[Any, threading.Event] = {}
+        self._sleepers: list = []
+        self._slept_at = 0
+        self._timers = _Timers(f"fanoutsim-{getattr(self, 'design', 'runtime')}-timers")
         # ids must not repeat those of an earlier process on this file, nor of any
         # other wall-clock run: drawn from the OS's entropy, not from the seed
         self.ids = FreshIdSource()
 
-    # -- life cycle ---------------------------------------------------------------
+    def _rng(self, name: str, *parts) -> random.Random:
+        """The stream ``name`` of this process. On a fresh file it is the seed's,
+        as under SimPy (the same scenario and seed draw the same workload on
+        both clocks); after ``starts`` earlier starts on the file,
+        ``fanoutsim:name:seed:starts:parts``, so no stream repeats an earlier process's."""
+        head = ("fanoutsim", name, str(self.seed)) + ((str(self._starts),) if self._starts else ())
+        return random.Random(":".join(head + tuple(map(str, parts))))
+
+    # -- clock ------------------------------------------------------------------
+    def now_us(self) -> int:
+        return wall_us()
+
+    @property
+    def now(self) -> float:
+        """Seconds since :meth:`start` (before it: since the runtime was made)."""
+        return (wall_us() - self.start_us) / US
+
+    @staticmethod
+    def clock() -> float:
+        """A mark for ``Work(seconds, since=mark)``: the time a step took counts."""
+        return time.monotonic()
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    # -- life cycle -------------------------------------------------------------
     def start(self):
         """Start the threads in the background and return at once."""
         with self._lifecycle:
@@ -210,10 +196,15 @@ class SteppedWallRuntime(WallRuntime):
             if hasattr(self.faults, "start_us"):
                 self.faults.start_us = self.start_us
             self._state = "running"
-            self._closing = threading.Event()
-            self._schedule_crashes(self._closing)
+            self._schedule_crashes()
+            queued, self._queued = self._queued, []
+            for loop, name in queued:
+                self._service(loop, name)
             self._boot()
         return self
+
+    def _started(self, start_us: int) -> None:
+        """A hook: at :meth:`start`, before anything runs (clocks of its own; checks)."""
 
     def _boot(self) -> None:
         """Start one incarnation: its log row, a new engine if the last one died,
@@ -227,15 +218,9 @@ class SteppedWallRuntime(WallRuntime):
                 self.engine = self._new_engine(self.incarnation)
                 self._trace.add(wall_us(), "restarted", "runtime")
             self._stop, self._killed = threading.Event(), threading.Event()
-            self._threads = []
+            self._loops, self._named, self._armed, self._sleepers = [], {}, {}, []
+            self._looping = True
             self._start_loops(self.engine)
-
-    def _spawn(self, name: str, fn, *args) -> threading.Thread:
-        """A thread of this incarnation (a stop joins it); callers hold ``_proc``."""
-        t = threading.Thread(target=fn, args=args, name=f"fanoutsim-{self.design}-{name}", daemon=True)
-        self._threads = [x for x in self._threads if x.is_alive()] + [t]  # finished ones go
-        t.start()
-        return t
 
     def crash(self, point: str = "manual", downtime: float | None = None) -> None:
         """The process dies now: loops stop without ceremony, the work in hand is
@@ -247,27 +232,21 @@ class SteppedWallRuntime(WallRuntime):
             if self.engine is None:
                 return
             self.engine = None
+            self._looping = False
             self._crashed()
             self._trace.add(wall_us(), "crashed", "runtime", detail=point)
             self.metrics_registry.inc("fanoutsim_runner_crashes_total")
             self._stop.set()
-            self._wake_loops()
+            self._halt_loops()
             self._killed.set()
-            self._restart_later(downtime)
-
-    def _restart_later(self, downtime: float | None) -> None:
-        """After a crash (``_proc`` held): a new incarnation ``downtime`` seconds on."""
-        if downtime is not None and self._state == "running":
-            self._restart_timer = threading.Timer(downtime, self._restart)
-            self._restart_timer.daemon = True
-            self._restart_timer.start()
+            if downtime is not None and self._state == "running":
+                self._service(self._restart_after(float(downtime), self.incarnation), "restart")
 
     def restart(self) -> None:
         """Restart after a crash now (a no-op while it is up or not running)."""
         with self._lifecycle:
-            if self._restart_timer is not None:
-                self._restart_timer.cancel()
-            self._restart()
+            if self._state == "running" and self.engine is None:
+                self._boot()
 
     def stop(self) -> None:
         """Stop the threads: no new work; the work in hand finishes (up to
@@ -275,20 +254,21 @@ class SteppedWallRuntime(WallRuntime):
         half-written. A no-op if not running."""
         with self._lifecycle:
             with self._proc:
-                if self._restart_timer is not None:
-                    self._restart_timer.cancel()
                 if self._state != "running":
                     return
                 self._state = "stopped"
+                self._looping = False
                 self._stop.set()  # under _proc: no step is half way through spawning
-                self._wake_loops()
-                threads = list(self._threads)
-            self._closing.set()
+                self._halt_loops()
+                threads = list(self._loops)
+                for service in self._services:
+                    service.halt.set()
+            self._timers.close()
             deadline = time.monotonic() + self.stop_timeout
             me = threading.current_thread()
             for t in threads:
-                if t is not me:
-                    t.join(max(0.0, deadline - time.monotonic()))
+                if t.thread is not None and t.thread is not me:
+                    t.thread.join(max(0.0, deadline - time.monotonic()))
             self._killed.set()
             with self._proc:  # a straggler past stop_timeout touches nothing from here on
                 if self.engine is not None:
@@ -297,22 +277,25 @@ class SteppedWallRuntime(WallRuntime):
             with self.store.transaction() as tx:
                 tx.log_runner(wall_us(), "stop")
 
-    # -- the binding's defaults ---------------------------------------------------
-    def _new_engine(self, incarnation: int):
-        raise NotImplementedError(f"{type(self).__name__} must implement _new_engine(incarnation)")
+    def close(self) -> None:
+        """Stop, then release the store (and its file)."""
+        self.stop()
+        with self._lifecycle:
+            if self._state != "closed":
+                self._state = "closed"
+                self.store.close()
 
-    def _start_loops(self, engine) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement _start_loops(engine)")
+    def __enter__(self):
+        return self.start()
 
-    def _crashed(self) -> None:
-        """A hook: what else dies with the process (a listener's connection)."""
+    def __exit__(self, *exc) -> None:
+        self.close()
 
-    def _wake_loops(self) -> None:
-        """A hook: wake the loops' sleeps, so that they see ``_stop`` (``_stop``
-        and ``_killed`` are events they may wait on already)."""
-
-    def _started(self, start_us: int) -> None:
-        """A hook: at :meth:`start`, before anything runs (clocks of its own; checks)."""
+    def wait(self, seconds: float) -> None:
+        """Let the runtime run for ``seconds`` of wall time (a plain sleep)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+            raise ValueError(f"wait(seconds): must be a finite number of seconds >= 0, got {seconds!r}")
+        time.sleep(seconds)
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
@@ -320,26 +303,184 @@ class SteppedWallRuntime(WallRuntime):
                     f"over the same store")
         return f"the {self._noun} is down (crashed); it restarts after its downtime, or call restart()"
 
+    def _engine_or_raise(self) -> Any:
+        engine = self.engine
+        if engine is None or self._state in ("stopped", "closed"):
+            raise RuntimeError(self._down_message())
+        return engine
+
+    # -- loops ------------------------------------------------------------------
+    def _drive(self, loop: Loop, halt: threading.Event, killed: threading.Event) -> None:
+        """The thread of one loop: each request answered with a real wait."""
+        try:
+            request = next(loop)
+            while True:
+                kind = type(request)
+                if kind is Work:
+                    since = request.since
+                    rest = request.seconds if since is None else request.seconds - (time.monotonic() - since)
+                    ended = rest > 0 and killed.wait(rest)
+                elif kind is Sleep:
+                    ended = halt.wait(max(0.0, request.seconds))
+                elif kind is Until:
+                    ended = halt.wait(max(0.0, request.at - self.now))
+                elif kind is Wait:
+                    if not halt.is_set():
+                        request.wake.wait(None if request.timeout is None else max(0.0, request.timeout))
+                    ended = halt.is_set()
+                else:
+                    raise TypeError(f"a loop yields Sleep, Until, Work or Wait, not {request!r}")
+                if ended:
+                    loop.close()
+                    return
+                request = next(loop)
+        except StopIteration:
+            return
+        except Crash as c:  # a step the loop called without _call
+            self.crash(c.point, c.downtime)
+
+    def _thread(self, name: str, target, *args, halt: threading.Event | None = None) -> _Thread:
+        handle = _Thread(name, halt or threading.Event())
+        handle.thread = threading.Thread(target=target, args=args, daemon=True,
+                                         name=f"fanoutsim-{getattr(self, 'design', 'runtime')}-{name}")
+        handle.thread.start()
+        return handle
+
+    def _spawn(self, loop: Loop, name: str = "loop", key: Any = None) -> _Thread:
+        """A loop of the live incarnation on a thread of its own (a stop joins it,
+        a crash ends it); callers hold ``_proc``."""
+        halt = threading.Event()
+        handle = self._thread(name, self._drive, loop, halt, self._killed, halt=halt)
+        self._loops = [t for t in self._loops if t.alive()] + [handle]  # finished ones go
+        if key is not None:
+            self._named[key] = handle
+        return handle
+
+    def _spawn_thread(self, name: str, target, *args) -> _Thread:
+        """A thread of the incarnation that is no loop (an adapter's: PostgreSQL's
+        LISTEN connection); it watches ``_stop`` itself. A stop joins it."""
+        handle = self._thread(name, target, *args)
+        self._loops = [t for t in self._loops if t.alive()] + [handle]
+        return handle
+
+    def _service(self, loop: Loop, name: str = "service") -> _Thread | None:
+        """A loop of the runtime (no crash stops it; a stop does), on a thread;
+        asked for before :meth:`start`, it starts then."""
+        with self._proc:
+            if self._state in ("stopped", "closed"):
+                raise RuntimeError(self._down_message())
+            if self._state != "running":
+                self._queued.append((loop, name))
+                return None
+            halt = threading.Event()
+            handle = self._thread(name, self._drive, loop, halt, halt, halt=halt)
+            self._services = [t for t in self._services if t.alive()] + [handle]
+            return handle
+
+    def _later(self, delay: float, fn: Callable[[], object]) -> None:
+        """``fn()`` ``delay`` seconds from now, on the runtime's timer thread."""
+        self._timers.add(delay, fn)
+
+    def _loop_running(self, key: Any) -> bool:
+        handle = self._named.get(key)
+        return handle is not None and handle.alive()
+
+    def _cancel(self, key: Any) -> None:
+        """End the incarnation's loop named ``key`` at its next sleep."""
+        handle = self._named.pop(key, None)
+        if handle is not None:
+            handle.halt.set()
+
+    def _halt_loops(self) -> None:
+        """Every loop of the incarnation stops waiting (``_proc`` held)."""
+        for t in self._loops:
+            t.halt.set()
+        for event in list(self._armed.values()):
+            event.set()
+        for event, _ in self._sleepers:
+            event.set()
+        self._armed, self._sleepers, self._named = {}, [], {}
+
+    # -- wakes ------------------------------------------------------------------
+    def _arm(self, key: Any) -> threading.Event:
+        """A new wake for ``key`` (the last one's signal no longer counts)."""
+        event = threading.Event()
+        with self._proc:
+            if not self._looping:
+                event.set()  # the incarnation is going: wake at once
+            self._armed[key] = event
+        return event
+
+    def _signal(self, key: Any) -> None:
+        event = self._armed.get(key)
+        if event is not None:
+            event.set()
+
+    def _signal_all(self) -> None:
+        for event in list(self._armed.values()):
+            event.set()
+
+    @staticmethod
+    def _woken(wake: threading.Event) -> bool:
+        return wake.is_set()
+
+    def _until_written(self, ready: Callable[[], bool]) -> threading.Event:
+        """A wake that fires once a step of this process wrote and ``ready()`` is true."""
+        event = threading.Event()
+        with self._proc:
+            if not self._looping:
+                event.set()
+            if not self._sleepers:
+                self._slept_at = self.store.writes
+            self._sleepers.append((event, ready))
+        return event
+
+    def _wake_sleepers(self) -> None:
+        self._slept_at = self.store.writes
+        waiting = []
+        for event, ready in self._sleepers:
+            if ready():
+                event.set()
+            else:
+                waiting.append((event, ready))
+        self._sleepers = waiting
+
     # -- engine steps -------------------------------------------------------------
+    def _running(self, engine: Any) -> bool:
+        """Whether a loop of ``engine`` should take more work: its incarnation
+        lives and is not stopping."""
+        return engine is self.engine and not self._stop.is_set()
+
     def _call(self, step, *args, _now: int | None = None, **kwargs):
         """One store step now, ``step`` a bound method of an engine
         (``engine.fetch``), unless that incarnation is dead (None); a Crash
         inside it takes the runtime down (None)."""
         with self._proc:
-            if step.__self__ is not self.engine:
+            if not self._live(step.__self__):
                 return None
             try:
-                return step(wall_us() if _now is None else _now, *args, **kwargs)
+                out = step(wall_us() if _now is None else _now, *args, **kwargs)
             except Crash as c:
                 self.crash(c.point, c.downtime)
                 return None
+            if self._sleepers and self.store.writes != self._slept_at:
+                self._wake_sleepers()
+            return out
+
+    def _outside(self, step, *args, **kwargs):
+        """A step that runs the user's own code (a consumer's ``fn``), outside the
+        store lock so that consumers overlap; None if its incarnation is dead."""
+        if not self._live(step.__self__):
+            return None
+        try:
+            return step(wall_us(), *args, **kwargs)
+        except Crash as c:
+            self.crash(c.point, c.downtime)
+            return None
 
     def _api(self, step, *args, **kwargs):
         """A step asked for from outside the loops: ``step`` is the engine
         class's function (``OutboxEngine.commit``), run on the live engine; an
         error if the runtime is down."""
         with self._proc:
-            engine = self.engine
-            if engine is None or self._state in ("stopped", "closed"):
-                raise RuntimeError(self._down_message())
-            return self._call(step.__get__(engine), *args, **kwargs)
+            return self._call(step.__get__(self._engine_or_raise()), *args, **kwargs)

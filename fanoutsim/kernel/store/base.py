@@ -161,6 +161,10 @@ class Store(ABC):
     # A runtime asleep until some row appears compares two readings rather
     # than asking its question after every step.
     writes: int = 0
+    # Whether processes other than this one may write the tables (a PostgreSQL
+    # server others reach): then ``writes`` does not see every write, and a
+    # loop that sleeps until a write must also wake now and then.
+    shared: bool = False
 
     @abstractmethod
     def _begin(self) -> Tx: ...

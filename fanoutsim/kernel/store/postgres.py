@@ -210,6 +210,7 @@ class PostgresStore(Store):
             self.dsn = self.server.dsn
         else:
             self.dsn = dsn
+            self.shared = True  # a server others may reach (a throwaway one is ours alone)
         try:
             self._open()
         except BaseException:

@@ -1,0 +1,310 @@
+"""The leased-consumer node's loops and public API, written once for both clocks.
+
+:class:`LeaseRuntime` decides *when* the :class:`~fanoutsim.designs.leases.LeaseEngine`'s
+steps run; a driver decides how time passes (:class:`~.simulation.LeaseSimulation`
+on SimPy's virtual clock, :class:`~.realtime.LeaseRealtime` on threads and the
+wall clock). Its loops are generators that yield what they wait for
+(:mod:`fanoutsim.kernel.runtime.loops`):
+
+* one *client* loop per consumer: every ``poll_interval`` it calls
+  ``consume`` and starts a *worker* per lease. The broker bounds the leases
+  (batch and in-flight limits, the partition's window); a client also stops
+  polling while it has ``2 x in_flight_limit`` workers alive — the live
+  leases' and those still working on a lease that expired — so a hung ``fn``
+  cannot grow its workers without bound;
+* a worker works for its drawn ``duration`` (a fault plan's slow or wedged
+  durations included) — which may outlast the lease — then either fails (a
+  seeded chance ``fail``, ``poison(lease)`` true, or its optional
+  ``fn(lease)`` raising: it nacks with ``nack_delay``) or applies its effect
+  (``fn``, if given, outside the store lock) and delivers: the trace's
+  ``delivered`` and the ack are one step, with the
+  ``worker.after_effect_before_ack`` point between them. An ack that comes too
+  late fails closed; recovery has made the event eligible again and it is
+  delivered twice. That is how duplicates emerge;
+* recovery (lease expiry): once at every start, before anything is served
+  (RiffDB recovers its consumers before public operations open), then every
+  ``recovery_interval`` — and a pull turns its own consumer's expired leases
+  into retries first (see :mod:`fanoutsim.designs.leases.leasing`);
+* the retention loop (``retention_interval``); Poisson publishers; the plan's
+  backups and restores.
+
+``seek`` and ``retire`` are refused while the consumer holds a live lease
+(``outstanding_lease``); :meth:`LeaseRuntime.administer` runs one as an
+operator would — the consumer's client paused, the step retried until its
+leases are gone — and the scenario files' actions use it.
+
+A crash (a :class:`~fanoutsim.kernel.faults.Crash` at a named point, ``CrashAt``,
+``CrashRandomly`` or :meth:`crash`) takes the whole node down — broker and
+clients — and throws the engine and every worker away; a restart builds a
+new engine over the same tables and starts the clients again. Leases held by
+dead workers stay in the table until recovery expires them.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fanoutsim.designs.leases.config import LeaseConfig
+from fanoutsim.designs.leases.engine import LeaseEngine
+from fanoutsim.designs.leases.host import (
+    LeaseClient, LeaseHost, _checked, _secs, lease_partitions, lease_window, same_consumer,
+)
+from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
+from fanoutsim.designs.leases.leasing import Lease
+from fanoutsim.kernel.faults import RestoreBackup
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Work
+from fanoutsim.kernel.validate import Seconds
+
+WORKERS_PER_LEASE = 2  # a client polls while it has fewer than this x in_flight_limit workers alive
+DOWN_RETRY = 0.1  # seconds between an operator's tries while the node is down
+
+# the administrative steps an operator runs (administer's ``op``)
+ADMIN_STEPS = {"seek": LeaseEngine.seek, "retire": LeaseEngine.retire}
+
+
+class LeaseRuntime(LeaseHost):
+    """The leases design on either clock: its loops and API. A face
+    (``LeaseSimulation``, ``LeaseRealtime``) adds the driver and calls
+    :meth:`_setup` once the driver's ``_open`` has run."""
+
+    design = "leases"  # its entry in fanoutsim.designs
+    _noun = "node"
+
+    config: LeaseConfig
+    engine: LeaseEngine | None
+
+    def _setup(self) -> None:
+        self.clients: dict[str, LeaseClient] = {}
+        self._work_rng = self._rng("lease-work")
+        self._workloads = 0
+        self.backups: list = []  # Backups taken (kept outside the store, as backup files are)
+
+    # -- the binding --------------------------------------------------------------
+    def _new_engine(self, incarnation: int) -> LeaseEngine:
+        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed,
+                           self.database)
+
+    def _start_loops(self, engine: LeaseEngine) -> None:
+        self._call(engine.recover)  # start-up recovery, before anything is served
+        if engine is not self.engine:  # it crashed there
+            return
+        self._spawn(self._recovery_loop(engine), "recovery")
+        self._spawn(self._retention_loop(engine), "retention")
+        for name in list(self.clients):
+            self._start_client(engine, name)
+
+    def _schedule_crashes(self) -> None:
+        """The plan's crashes, and a loop per ``restore_backup`` fault: a backup at
+        ``backup_at``, restored at ``at`` (while the node is down, as soon as it is back)."""
+        super()._schedule_crashes()
+        for spec in (self.plan.of(RestoreBackup) if self.plan is not None else ()):
+            self._service(self._backup_and_restore(spec), "backup")
+
+    # -- the plan's backups ---------------------------------------------------
+    def _when_up(self, at: float, step: Callable[[], Any]):
+        """``step()`` at ``at``, or once the node is back up; its result."""
+        if at > self.now:
+            yield Sleep(at - self.now)
+        while True:
+            if self.up:
+                try:
+                    return step()
+                except RuntimeError:  # (wall clock) it went down since: again once it is back
+                    pass
+            yield Sleep(DOWN_RETRY)
+
+    def _backup_and_restore(self, spec: RestoreBackup):
+        b = yield from self._when_up(spec.backup_at, self.backup)
+        if b is None:  # a crash took the node down inside the backup
+            return
+        self.backups.append(b)
+        yield from self._when_up(spec.at, lambda: self.restore_backup(b))
+
+    # -- loops ----------------------------------------------------------------
+    def _recovery_loop(self, engine: LeaseEngine):
+        ticks = Ticks(self.now, self.config.recovery_interval)
+        while self._running(engine):
+            yield ticks.next(self.now)  # the first pass one interval in: the start recovered
+            self._call(engine.recover)
+
+    def _retention_loop(self, engine: LeaseEngine):
+        ticks = Ticks(self.now, self.config.retention_interval)
+        while self._running(engine):
+            self._call(engine.prune_once)
+            yield ticks.next(self.now)
+
+    def _start_client(self, engine: LeaseEngine, name: str) -> None:
+        self._spawn(self._client_loop(engine, self.clients[name]), f"client-{name}", key=("client", name))
+
+    def _client_loop(self, engine: LeaseEngine, client: LeaseClient):
+        working = [0]  # this client's workers alive (each counts itself out)
+        ticks = Ticks(self.now, client.poll_interval)
+        while self._running(engine):
+            with self._proc:  # the row read, the consume and the spawns: one step
+                with self._tx() as tx:
+                    row = tx.get_lease_consumer(client.name)
+                if row is None:  # retired
+                    return
+                if not client.paused and working[0] < WORKERS_PER_LEASE * row["in_flight_limit"]:
+                    for lease in self._call(engine.consume, client.name, client.batch_limit) or ():
+                        working[0] += 1
+                        self._spawn(self._worker(engine, client, lease, working), f"worker-{client.name}")
+            yield ticks.next(self.now)
+
+    def _worker(self, engine: LeaseEngine, client: LeaseClient, lease: Lease, working: list):
+        try:
+            rng = self._work_rng
+            d = engine.faults.run_duration(client.name, self.now_us(), client.draw(rng))
+            if d > 0:
+                yield Work(d)
+            if not self._live(engine):
+                return  # died (or a stop ran out of time) with the lease in hand
+            error = client.failure(lease, rng)
+            if error is None and client.fn is not None:
+                try:
+                    client.fn(lease)  # the effect, for real, outside the store lock
+                except Exception as exc:  # the effect failed: a failed attempt
+                    error = f"{type(exc).__name__}: {exc}"
+            if error is not None:
+                self._call(engine.nack, client.name, lease.event_id, lease.token, lease.incarnation,
+                           delay=client.nack_delay, error=error)
+                return
+            # an fn still running when the node died is cut off before its effect
+            self._call(engine.deliver, client.name, lease)
+        finally:
+            working[0] -= 1
+
+    # -- the API --------------------------------------------------------------
+    def register_consumer(self, name: str, *, start="beginning", batch_limit: int = 4, in_flight_limit: int = 4,
+                          lease_seconds: float = 60.0, client: bool = True, duration=0.01, fail: float = 0.0,
+                          poison: Callable[[Lease], bool] | None = None, nack_delay: float = 1.0,
+                          poll_interval: float = 0.5, fn: Callable[[Lease], Any] | None = None) -> dict:
+        """Create a durable consumer (limits checked against the seed's ranges) and,
+        unless ``client=False`` (drive it by hand with :meth:`consume`), run its
+        client loop while the node runs. ``fn(lease)``, if given, is the worker's
+        effect, called when its work is done (an exception nacks). ``name``: a
+        consumer name or a :class:`~.identity.ConsumerIdentity` (its key).
+        Returns the consumer row.
+
+        Every argument is checked before anything changes. If the consumer
+        exists (a restarted process resumes from its checkpoints), it is kept as
+        it is (RiffDB's create-if-absent; ``start`` applies to a new one only):
+        the same limits and client again are a no-op (a client is attached if it
+        has none), other ones raise ValueError."""
+        name = consumer_key(name)
+        spec = LeaseClient(name, duration, fail, poison, nack_delay, poll_interval, fn=fn,
+                           max_retry_delay=self.config.max_retry_delay) if client else None
+        limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
+        with self._lifecycle:
+            with self._tx() as tx:
+                existing = tx.get_lease_consumer(name)
+            if existing is not None:
+                same_consumer(name, existing, limits, spec, self.clients.get(name))
+            row = self._api(LeaseEngine.add_consumer, name, start, **limits)
+            with self._proc:
+                if existing is None:  # new, or retired and added afresh: this call's client, not the old one's
+                    self._cancel(("client", name))
+                    self.clients.pop(name, None)
+                if spec is not None and name not in self.clients:
+                    self.clients[name] = spec
+                engine = self.engine
+                if (self._looping and engine is not None and name in self.clients
+                        and not self._loop_running(("client", name))):
+                    self._start_client(engine, name)
+        return row
+
+    def deploy(self, old: ConsumerIdentity, module_hash: str, *, start="beginning") -> ConsumerIdentity:
+        """A changed module is deployed: ``old``'s client code is replaced by the
+        new module's, which consumes as a *new* durable consumer (``old`` with
+        ``module_hash``), created now from ``start`` with ``old``'s limits and
+        client. Nothing pulls ``old`` any more (its workers already running
+        finish), but it is not rebound or retired: it keeps its checkpoint and
+        its retention fence until an operator retires it. Returns the new
+        identity. A refused deployment (the new consumer cannot be created)
+        changes nothing: ``old`` keeps consuming."""
+        if not isinstance(old, ConsumerIdentity):
+            raise TypeError(f"old must be a ConsumerIdentity, got {type(old).__name__}")
+        new = old.with_module(module_hash)
+        if new.key == old.key:
+            raise ValueError(f"module_hash {module_hash!r} is the module {old.key!r} already runs")
+        with self._tx() as tx:
+            row = tx.get_lease_consumer(old.key)
+        if row is None:
+            raise KeyError(f"no consumer {old.key!r} to replace")
+        spec = self.clients.get(old.key)
+        limits = {k: row[k] for k in ("batch_limit", "in_flight_limit", "lease_seconds")}
+        if spec is None:
+            self.register_consumer(new, start=start, client=False, **limits)
+        else:
+            self.register_consumer(new, start=start, duration=spec.duration, fail=spec.fail, poison=spec.poison,
+                                   nack_delay=spec.nack_delay, poll_interval=spec.poll_interval, fn=spec.fn,
+                                   **limits)
+        with self._proc:  # the new consumer exists: only now does the old one stop pulling
+            self.clients.pop(old.key, None)
+            self._cancel(("client", old.key))
+        self._trace.add(self.now_us(), "deployed", "operator", new.key, None, None, old.key)
+        return new
+
+    def administer(self, op: str, consumer: str, *args, at: float | None = None, every: float = 0.5,
+                   caller=None):
+        """Run the administrative step ``op`` (``"seek"``, with a position in
+        ``args``, or ``"retire"``) on ``consumer`` as an operator does, at time
+        ``at`` (seconds since the start; now by default): its client paused (it
+        takes no new lease), the step retried every ``every`` s while it is
+        refused with ``outstanding_lease`` — until its workers have acked or
+        nacked and recovery has expired what dead workers held — or while the
+        node is down, then the client resumed. Returns the loop (under SimPy a
+        process whose value is the step's result, ``applied`` or ``not_found``).
+        ``caller`` must hold the admin grant (None: it does); anything else
+        raises :class:`~.authority.Unauthorized` now, before the loop starts."""
+        if op not in ADMIN_STEPS:
+            raise ValueError(f"op must be 'seek' or 'retire', got {op!r}")
+        if at is not None:
+            _checked(Seconds(unit="seconds since the start"), at, "at")
+        _secs(every, "every", positive=True)  # 0 would retry forever at one instant
+        consumer = consumer_key(consumer)
+        self._authorize(op, consumer, caller)
+        return self._service(self._administer(op, consumer, args, at, every), f"administer-{op}")
+
+    def _administer(self, op: str, consumer: str, args: tuple, at: float | None, every: float):
+        if at is not None and at > self.now:
+            yield Sleep(at - self.now)
+        client = self.clients.get(consumer)
+        if client is not None:
+            client.paused = True
+        try:
+            while True:
+                engine = self.engine
+                if engine is not None:
+                    result = self._call(ADMIN_STEPS[op].__get__(engine), consumer, *args)
+                    if result is not None and result != "outstanding_lease":
+                        return result
+                yield Sleep(every)
+        finally:
+            if client is not None:
+                client.paused = False
+
+    def add_workload(self, rate: float, *, partitions=4, kind: str = "event", start: float = 0.0,
+                     stop: float | None = None) -> None:
+        """Publish events at Poisson times, ``rate`` per second, each to a
+        partition drawn from ``partitions`` (a count, or a list of names), from
+        ``start`` to ``stop`` (seconds since the start; None: no end)."""
+        partitions = lease_partitions(rate, partitions)
+        start, stop = lease_window(kind, start, stop)
+        rng = self._rng("lease-workload", self._workloads)
+        self._workloads += 1
+        self._service(self._workload(float(rate), partitions, kind, start, stop, rng), "publisher")
+
+    def _workload(self, rate: float, partitions: list, kind: str, start: float, stop: float | None, rng):
+        if start > self.now:
+            yield Sleep(start - self.now)
+        due, k = self.now, 0
+        while True:
+            due += rng.expovariate(rate)
+            yield Until(due)
+            if stop is not None and self.now >= stop:
+                return
+            part = rng.choice(partitions)
+            k += 1
+            engine = self.engine
+            if engine is not None:  # a down node takes no writes
+                self._call(engine.publish, [(part, kind, {"n": k})])

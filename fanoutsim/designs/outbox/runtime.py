@@ -1,0 +1,313 @@
+"""The outbox dispatcher's loops and public API, written once for both clocks.
+
+:class:`OutboxRuntime` decides *when* the :class:`~fanoutsim.designs.outbox.OutboxEngine`'s
+steps run; a driver decides how time passes (:class:`OutboxSimulation` on
+SimPy's virtual clock, :class:`OutboxRealtime` on threads and the wall clock).
+Its loops are generators that yield what they wait for (:mod:`fanoutsim.kernel.runtime.loops`):
+
+* one loop per consumer — a slow consumer never holds up a fast one. It arms
+  its wake, reads (rows past its cursor, and due deferred rows), handles them
+  (due rows first) and reads again while the batch was full, due rows were
+  handled, or a hint or the poll arrived meanwhile (the wake is armed before
+  each read); otherwise it waits for a hint, the safety poll, or the next due
+  (or settle, or gap) time. A short batch means everything visible at the
+  read was taken, so no empty confirming read is spent (a commit during the
+  batch sends its own hint, or waits for the poll like any row whose hint
+  was lost). The consumer's ``fn`` runs outside the store lock, and the
+  step's ``duration`` (a fault plan's slow or wedged durations included) is
+  the loop's work: on the wall clock a ``timeout`` of 0.2 s really cuts a
+  hung step off after 0.2 s;
+* the safety poll: every ``safety_poll_interval`` it wakes every consumer, so
+  a lost hint costs at most one interval, never a row;
+* the retention loop; writers (workloads) that commit at Poisson times.
+  ``LateCommit`` makes a writer reserve its seq now and commit ``delay``
+  later (its ``reactor`` field, if set, matches the row's topic), in a loop of
+  its own, so later commits overtake it.
+
+Hints leave the writer through a :class:`~fanoutsim.designs.outbox.notify.NotificationChannel`
+(which drops, coalesces and delays them as the plan's ``Notifications``
+says) and reach the listener after their delay — or not: in a silent window,
+or while the dispatcher is down, a hint is lost, as NOTIFY does not queue for
+a listener that is not there. An arriving hint wakes every consumer. Over
+PostgreSQL on the wall clock, :mod:`.pglisten` (an adapter) sends and hears
+real NOTIFYs instead.
+
+A crash — a :class:`~fanoutsim.kernel.faults.Crash` at a named point, ``CrashAt``,
+``CrashRandomly`` or :meth:`crash` — stops every loop, disconnects the
+listener and throws the engine away (bus subscribers, retry counts, gap
+timers); a restart builds a new one over the same tables.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from datetime import datetime
+from functools import partial
+from typing import Any, Callable
+
+from fanoutsim.designs.outbox.config import OutboxConfig, OutboxWorkload
+from fanoutsim.designs.outbox.dispatcher import DEFERRED
+from fanoutsim.designs.outbox.engine import OutboxEngine, OutboxRegistry
+from fanoutsim.designs.outbox.host import OutboxHost
+from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
+from fanoutsim.kernel.faults import LateCommit, Notifications
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
+from fanoutsim.kernel.scenario import checked_args
+from fanoutsim.kernel.timeutil import US, to_us
+
+
+class OutboxRuntime(OutboxHost):
+    """The outbox design on either clock: its loops, hints and API. A face
+    (``OutboxSimulation``, ``OutboxRealtime``) adds the driver and calls
+    :meth:`_setup` once the driver's ``_open`` has run."""
+
+    design = "outbox"  # its entry in fanoutsim.designs
+    _noun = "dispatcher"
+    _pg = None  # the PostgreSQL LISTEN/NOTIFY adapter, where the face has one
+
+    config: OutboxConfig
+    engine: OutboxEngine | None
+
+    def _setup(self) -> None:
+        self.registry = OutboxRegistry()
+        spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
+        self.channel = NotificationChannel(spec, rng=self._rng("notify"), start_us=self.start_us,
+                                           trace=self._trace, pool=listener_pool(self.config, self.plan))
+        self._late = self.plan.of(LateCommit) if self.plan else []
+        self._late_rng = self._rng("late")
+        self._workloads = 0
+
+    # -- the binding --------------------------------------------------------------
+    def _new_engine(self, incarnation: int) -> OutboxEngine:
+        pg = self._pg
+        return OutboxEngine(self.store, self.config, self.registry, self.metrics_registry, self._trace,
+                            self.faults, self._rng("outbox", incarnation),
+                            notify=self._send_hints if pg is None else None,
+                            notify_in_tx=None if pg is None else pg.send)
+
+    def _start_loops(self, engine: OutboxEngine) -> None:
+        self.channel.connected = True
+        self._call(engine.publish)  # the bus goes live at the end of the log
+        self._spawn(self._retention_loop(engine), "retention")
+        for name in list(self.registry.consumers):
+            self._start_consumer(engine, name)
+
+    def _crashed(self) -> None:
+        self.channel.connected = False  # hints sent while down are lost
+
+    # -- hints ------------------------------------------------------------------
+    def _send_hints(self, now: int, payloads: list[str]) -> None:
+        """The engine's notify: after a commit, in the writer's step."""
+        for delay, payload in self.channel.send(now, payloads):
+            if delay <= 0:
+                self._hint(payload)
+            else:
+                self._later(delay, partial(self._hint, payload))
+
+    def _hint(self, payload: str, waited: float = 0.0) -> None:
+        """A hint reaches the listener now: if someone listens, every consumer wakes."""
+        if self.engine is None:
+            return
+        now = self.now_us()
+        if self.channel.connected:  # the listener's connection (a shared one may be taken)
+            wait = self.channel.connection_wait(now, payload, waited)
+            if wait is None:
+                return
+            if wait > 0:
+                self._later(wait, partial(self._hint, payload, waited + wait))
+                return
+        if not self.channel.arrive(now, payload):
+            return
+        self._trace.add(now, "hint", "dispatcher", firing=int(payload))
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        engine = self.engine
+        if engine is not None:
+            self._call(engine.publish)
+        self._signal_all()
+
+    def _safety_poll(self):
+        ticks = Ticks(self.now, self.config.safety_poll_interval)
+        while True:
+            yield ticks.next(self.now)
+            if self.engine is not None:
+                self._wake_all()
+
+    # -- the loops --------------------------------------------------------------
+    def _start_consumer(self, engine: OutboxEngine, name: str) -> None:
+        self._spawn(self._consumer_loop(engine, name), f"consumer-{name}", key=("consumer", name))
+
+    def _consumer_loop(self, engine: OutboxEngine, name: str):
+        call, limit = self._call, self.config.batch_limit
+        key = ("consumer", name)
+        while self._running(engine):
+            wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
+            rows = call(engine.fetch, name)
+            if rows is None:
+                return  # the process died in the read
+            first_due = engine.due_at_fetch.get(name)
+            due = ()
+            if first_due is not None and first_due <= self.now_us():
+                due = call(engine.fetch_due, name)
+                if due is None:
+                    return
+            deferred = False
+            for row in due:  # due rows first
+                if (yield from self._handle(engine, name, row, True)) is None:
+                    return  # stopped or died with this row in hand: it stays owed
+            for row in rows:
+                out = yield from self._handle(engine, name, row, False)
+                if out is None:
+                    return  # ... and nothing after it may pass the cursor
+                deferred |= out is DEFERRED
+            if not self._running(engine):
+                return
+            if due or len(rows) >= limit or self._woken(wake):
+                continue  # drain: a full batch, or woken while handling
+            # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap).
+            # A short batch read everything visible at the fetch; anything committed
+            # since sent a hint (which would have signalled ``wake``) or waits for the poll.
+            if deferred:
+                first_due = call(engine.next_due, name)
+            until = engine.wake_at.pop(name, None)
+            if first_due is not None and (until is None or first_due < until):
+                until = first_due
+            yield Wait(wake, None if until is None else max(0.0, (until - self.now_us()) / US))
+
+    def _handle(self, engine: OutboxEngine, name: str, row: dict, due: bool):
+        """One row through its attempts: begin (the consumer's code, outside the
+        store lock), work out the step, finish; again after a backoff while it is
+        retried. The outcome, or None if the dispatcher stopped or died before
+        the row was behind the consumer."""
+        attempt = 0
+        while self._running(engine):
+            started = self.clock()
+            step = self._outside(engine.begin, name, row, due)
+            if step is None:
+                return None
+            if step.duration > 0:
+                yield Work(step.duration, since=started)
+                if not self._live(engine):
+                    return None  # died with the step in hand
+            attempt += 1
+            out = self._call(engine.finish, step, attempt)
+            if out is None or out.kind != "retry":
+                return out
+            yield Sleep(out.delay)
+        return None
+
+    def _retention_loop(self, engine: OutboxEngine):
+        ticks = Ticks(self.now, self.config.retention_interval)
+        while self._running(engine):
+            self._call(engine.prune_once)
+            yield ticks.next(self.now)
+
+    # -- writers ------------------------------------------------------------------
+    def _workload(self, rate: float, pages: int, start: float, stop: float | None, topic: str | None, rng):
+        """Poisson arrivals on the writer's own schedule: a commit that waits for
+        the store lock delays that commit, never the next arrival."""
+        if start > self.now:
+            yield Sleep(start - self.now)
+        due, k = self.now, 0
+        while True:
+            due += rng.expovariate(rate)
+            yield Until(due)
+            if stop is not None and self.now >= stop:
+                return
+            engine = self.engine
+            if engine is None:  # a down process commits nothing
+                continue
+            page = f"p{rng.randrange(pages)}"
+            k += 1
+            row_topic = topic or f"page:{page}"
+            delay = self._late_delay(row_topic) if self._late else 0.0
+            if delay > 0:
+                self._service(self._late_commit(page, f"v{k}", row_topic, delay), "late-writer")
+            else:
+                self._call(engine.commit, page, f"v{k}", topic=row_topic)
+
+    def _late_commit(self, page: str, body: str, topic: str, delay: float):
+        """A writer that takes its seq now and commits ``delay`` seconds later (stamped now)."""
+        engine, stamp = self.engine, self.now_us()
+        seq = None if engine is None else self._call(engine.reserve)
+        if seq is None:
+            return
+        yield Sleep(delay)
+        if engine is self.engine:  # else it died uncommitted: the seq stays a gap
+            self._call(engine.commit, page, body, topic=topic, seq=seq, stamp=stamp)
+
+    # -- the API --------------------------------------------------------------
+    def register_consumer(self, name: str, fn: Callable[[dict], Any] | None = None, *,
+                          start="beginning", **guardrails) -> int:
+        """Register a consumer and give it a cursor (kept if the store has one: a
+        restarted process resumes; see :mod:`fanoutsim.designs.outbox.consumers`);
+        returns the cursor. Guardrails: duration, timeout, backoff, backoff_cap,
+        jitter, retry_budget, rebuild (seconds of the runtime's clock). ``fn(row)``
+        runs in the consumer's loop. All or nothing: a refused call registers nothing."""
+        with self._lifecycle:
+            with self.registry.registering(name, fn, **guardrails):  # undone if refused
+                cursor = self._api(OutboxEngine.add_consumer, name, start)
+            with self._proc:
+                engine = self.engine
+                if self._looping and engine is not None and not self._loop_running(("consumer", name)):
+                    self._start_consumer(engine, name)
+        return cursor
+
+    def set_cursor(self, name: str, seq) -> int:
+        out = self._api(OutboxEngine.set_cursor, name, seq)
+        self._signal(("consumer", name))
+        return out
+
+    def reset_consumer(self, name: str) -> int:
+        """Rebuild a rebuildable consumer from the pages, then replay the retained log."""
+        out = self._api(OutboxEngine.reset_consumer, name)
+        self._wake_all()
+        return out
+
+    def _due_us(self, due_at, now: int) -> int | None:
+        """``due_at`` (seconds since the start, on ``now``'s scale, or an aware
+        datetime) in epoch microseconds; refused if in the past."""
+        if due_at is None:
+            return None
+        if isinstance(due_at, datetime):
+            if due_at.tzinfo is None:
+                raise ValueError(f"due_at {due_at!r} has no timezone; use an aware datetime (UTC)")
+            at = to_us(due_at)
+        elif isinstance(due_at, bool) or not isinstance(due_at, numbers.Real):
+            raise TypeError(f"due_at must be seconds since start (as now) or an aware datetime, got {due_at!r}")
+        elif not math.isfinite(due_at):  # no microsecond stands for it
+            raise ValueError(f"due_at must be a finite number of seconds since start, got {due_at!r}")
+        else:
+            at = self.start_us + round(due_at * US)
+        if at < now - round(self._due_slack * US):
+            raise ValueError(f"due_at {due_at!r} is in the past (now is {(now - self.start_us) / US:g} s "
+                             "since start); deferred work must be due now or later")
+        return max(at, now)
+
+    def commit(self, page_id: str, body: str | None = None, *, topic: str | None = None,
+               kind: str = "page.updated", due_at: float | datetime | None = None) -> int | None:
+        """Commit a change to a page now; returns its seq (None if a crash took the
+        writer down). ``due_at``: seconds since start, on :attr:`now`'s scale
+        (``now + 3``: in three seconds), or an aware datetime; not in the past."""
+        with self._proc:
+            engine = self._engine_or_raise()
+            now = self.now_us()
+            due = self._due_us(due_at, now)
+            return self._call(engine.commit, page_id, body, topic=topic, kind=kind, due_at=due, _now=now)
+
+    def subscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
+        """A live topic-bus subscriber (gone with the process on a crash). The
+        callback runs in the dispatcher's loops: keep it short."""
+        with self._proc:
+            self._engine_or_raise().bus.subscribe(topic, callback)
+
+    def add_workload(self, rate: float, *, pages: int = 100, start: float = 0.0,
+                     stop: float | None = None, topic: str | None = None) -> None:
+        """Commit page changes at Poisson times, ``rate`` per second, from
+        ``start`` to ``stop`` (seconds since the start); the arguments are
+        checked as a scenario file's ``[[workload]]`` keys are."""
+        w = checked_args(OutboxWorkload, rate=rate, pages=pages, start=start, stop=stop, topic=topic)
+        rng = self._rng("outbox-workload", self._workloads)
+        self._workloads += 1
+        self._service(self._workload(w["rate"], w["pages"], w["start"], w["stop"], w["topic"], rng), "writer")

@@ -1,0 +1,132 @@
+"""What the two clocks' drivers share: the binding's defaults, planned crashes,
+restarts after a downtime and ``_later``, each written once as a loop.
+
+A driver runs a design's loops (generators that yield the requests of
+:mod:`.loops`) and owns the life cycle of the process the design models: its
+incarnations, a crash (the engine and every loop of the incarnation die; the
+open transaction rolls back) and a restart. :class:`~.virtual.VirtualRuntime`
+answers the requests with SimPy events, :class:`~.wallclock.SteppedWallRuntime`
+with real waits on threads. Both give the loops the same members:
+
+``_call(engine.step, ...)``   a store step now (None: its incarnation is dead,
+                              or a Crash inside it took the process down)
+``_outside(engine.step, ...)``  a step that runs the user's own code (a
+                              consumer's ``fn``): outside the store lock, so
+                              consumers overlap on the wall clock
+``_running(engine)``          whether a loop of ``engine`` should take more work
+``_live(engine)``             whether ``engine`` is the live incarnation's
+``_spawn(loop, name, key)``   a loop of the live incarnation (dies at a crash)
+``_service(loop, name)``      a loop of the runtime (a workload, a timer): it
+                              lives across incarnations and asks ``up`` itself
+``_later(delay, fn)``         ``fn()`` after ``delay`` seconds
+``_arm(key)`` / ``_signal(key)`` / ``_signal_all()`` / ``_woken(wake)``
+                              wakes: a loop arms one before it reads, others
+                              signal it (a hint, a poll); ``Wait(wake, timeout)``
+``_until_written(ready)``     a wake that fires once a step wrote and ``ready()``
+``_rng(name, *parts)``        a named, seeded random stream of this process
+``clock()``                   a mark for ``Work(seconds, since=mark)``
+
+The design implements the :mod:`.binding` hooks (``_new_engine``,
+``_start_loops``, ``_crashed``) in one runtime class, and a thin face per
+clock picks the driver (``class OutboxSimulation(OutboxRuntime, VirtualRuntime)``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterator
+
+from fanoutsim.kernel.faults import CrashAt, CrashRandomly
+from fanoutsim.kernel.runtime.loops import Sleep
+from fanoutsim.kernel.trace import NullTrace
+
+Loop = Iterator[Any]  # a generator that yields the requests of .loops
+
+
+class Driver:
+    """The members both drivers share (see the module's text)."""
+
+    _noun = "runtime"
+    # the fault kinds and crash points the design has (None: any), checked at construction
+    fault_kinds: tuple[str, ...] | None = None
+    crash_points: tuple[str, ...] | None = None
+    # how far in the past a due time read from ``now`` just before a call may be
+    # and still mean "now" (the wall clock moves between the read and the call)
+    _due_slack = 0.0
+
+    engine: Any
+    incarnation: int
+
+    @property
+    def traced(self) -> bool:
+        """Whether this run records its trace (``trace=True``): what a checker reads."""
+        return not isinstance(self._trace, NullTrace)
+
+    @property
+    def up(self) -> bool:
+        return self.engine is not None
+
+    # -- the binding's defaults ---------------------------------------------------
+    def _new_engine(self, incarnation: int) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement _new_engine(incarnation)")
+
+    def _start_loops(self, engine: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _start_loops(engine)")
+
+    def _crashed(self) -> None:
+        """A hook: what else dies with the process (a listener's connection)."""
+
+    def _live(self, engine: Any) -> bool:
+        """Whether ``engine`` belongs to the live incarnation (replicas may too)."""
+        return engine is self.engine
+
+    # -- loops of the runtime, written once ---------------------------------------
+    def _schedule_crashes(self) -> None:
+        """A loop for each crash the plan puts at a time or a rate."""
+        if self.plan is None:
+            return
+        for spec in self.plan.of(CrashAt):
+            self._service(self._crash_at(spec), f"crash-at-{spec.at:g}")
+        for spec in self.plan.of(CrashRandomly):
+            self._service(self._crash_randomly(spec), "crash-randomly")
+
+    def _crash_at(self, spec: CrashAt) -> Loop:
+        if spec.at > self.now:
+            yield Sleep(spec.at - self.now)
+        if self.engine is not None:  # a crash while down is no crash
+            self._trace.add(self.now_us(), "fault", "faults", detail=f"crash at t={spec.at}")
+            self.crash("time", spec.downtime.sample(self.faults.rng(spec)))
+
+    def _crash_randomly(self, spec: CrashRandomly) -> Loop:
+        rng = self.faults.rng(spec)
+        start, end = spec.window or (0.0, math.inf)
+        if start > self.now:
+            yield Sleep(start - self.now)
+        while True:
+            yield Sleep(rng.expovariate(1.0 / spec.mean_gap))
+            if self.now >= end:
+                return
+            if self.engine is not None:
+                self._trace.add(self.now_us(), "fault", "faults", detail="random crash")
+                self.crash("random", spec.downtime.sample(rng))
+
+    def _restart_after(self, downtime: float, incarnation: int) -> Loop:
+        yield Sleep(downtime)
+        # only the incarnation that crashed: one restarted by hand meanwhile (and
+        # perhaps crashed again, to stay down) is not revived by this old timer
+        if self.incarnation == incarnation:
+            self.restart()
+
+    @staticmethod
+    def _later_loop(delay: float, fn: Callable[[], object]) -> Loop:
+        yield Sleep(delay)
+        fn()
+
+    def _engine_or_raise(self) -> Any:
+        """The live engine, for an API call that is no engine step; an error while down."""
+        engine = self.engine
+        if engine is None:
+            raise RuntimeError(self._down_message())
+        return engine
+
+    def _down_message(self) -> str:
+        return f"the {self._noun} is down (crashed); call restart() first"

@@ -1,0 +1,119 @@
+"""What a loop waits for: the requests a design's loops yield to a clock's driver.
+
+A design writes each of its loops once, as a generator — SimPy's own process
+style — that calls engine steps through the runtime (``rt._call(engine.step,
+...)``) and *yields what it waits for*. The driver of the clock answers: the
+virtual driver (:class:`~.virtual.VirtualRuntime`) with SimPy events, the wall
+driver (:class:`~.wallclock.SteppedWallRuntime`) with real waits on a thread,
+the way :class:`simpy.rt.RealtimeEnvironment` changes only how time passes.
+
+``Sleep(seconds)``   time passes; the loop is idle (a stop ends the wait)
+``Until(at)``        idle until ``at``, seconds since the start (``rt.now``'s
+                     scale): a schedule of its own that a slow step does not
+                     push back, such as a writer's arrivals
+``Work(seconds)``    the loop's own busy time, a step's ``duration``: a stop
+                     lets it finish, a crash ends it. ``since`` (a mark of
+                     :meth:`clock`) counts the time already spent, such as a
+                     consumer's own code that ran for real on the wall clock
+``Wait(wake, timeout)``
+                     a wake (from ``rt.arm(key)`` or ``rt.until_written``) or
+                     ``timeout`` seconds, whichever comes first (None: no timeout)
+
+A loop that runs *every* so often keeps its :class:`Ticks` and yields
+``ticks.next(rt.now)``: the next tick of its grid.
+
+A loop of an incarnation dies with it: at a crash the driver stops answering
+and closes the generator (its ``finally`` blocks run). Crash, restart, the
+per-step lock and the fault hooks live in the drivers, once.
+
+Requests are tiny immutable records with ``__slots__``: a loop yields one per
+wait, so they are on the hot path.
+"""
+from __future__ import annotations
+
+
+class Sleep:
+    """Idle for ``seconds`` (a stop on the wall clock ends the wait)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __repr__(self) -> str:
+        return f"Sleep({self.seconds!r})"
+
+
+class Until:
+    """Idle until ``at``, seconds since the start (a stop ends the wait)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def __repr__(self) -> str:
+        return f"Until({self.at!r})"
+
+
+class Work:
+    """The loop's own busy time: ``seconds`` of work, less what passed since
+    ``since`` (a mark of the runtime's ``clock()``; None: nothing yet). A stop
+    lets the work finish; a crash ends it."""
+
+    __slots__ = ("seconds", "since")
+
+    def __init__(self, seconds: float, since: float | None = None) -> None:
+        self.seconds = seconds
+        self.since = since
+
+    def __repr__(self) -> str:
+        return f"Work({self.seconds!r}, since={self.since!r})"
+
+
+class Wait:
+    """A wake, or ``timeout`` seconds (None: no timeout), whichever is first."""
+
+    __slots__ = ("wake", "timeout")
+
+    def __init__(self, wake: object, timeout: float | None = None) -> None:
+        self.wake = wake
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"Wait({self.wake!r}, timeout={self.timeout!r})"
+
+
+class Ticks:
+    """The ticks of a loop that runs *every* ``interval`` seconds, on a grid from
+    ``start`` (seconds since the start): a pass that takes time does not push
+    the next tick back, and ticks a slow pass overran are skipped, not bunched.
+    Under SimPy a pass takes no time, so the grid is the sum the timeouts would
+    make; on the wall clock a loaded machine does not stretch the period.
+
+    >>> ticks = Ticks(0.0, 1.0)
+    >>> ticks.next(0.25).at, ticks.next(3.5).at, ticks.at_or_after(5.2).at
+    (1.0, 3.5, 5.5)
+    """
+
+    __slots__ = ("at", "interval")
+
+    def __init__(self, start: float, interval: float) -> None:
+        self.at = start
+        self.interval = interval
+
+    def next(self, now: float) -> Until:
+        """Until the next tick (now, if the pass overran it)."""
+        self.at += self.interval
+        if self.at < now:
+            self.at = now
+        return Until(self.at)
+
+    def at_or_after(self, now: float) -> Until:
+        """Until the first tick of the grid at or after ``now`` (after an idle sleep)."""
+        while self.at < now:
+            self.at += self.interval  # the sum the ticks' timeouts would have made
+        return Until(self.at)
+
+
+REQUESTS = (Sleep, Until, Work, Wait)
