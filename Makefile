@@ -22,7 +22,7 @@ bytecode: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask,realqueues]'
 	touch $(STAMP)
 
 demo: $(STAMP) bytecode

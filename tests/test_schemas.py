@@ -265,7 +265,7 @@ def test_the_generic_reader_reports_every_problem_with_its_key_path_in_reading_o
         ("pipes[3].share", "0.25 is unlucky"),
         ("pipes[4]", "must be a table, got string 'pipe'"),
         ("taps[0].pipe", "'z' is not declared in [[pipes]]; declared: a, b, c"),
-        ("taps[1].duration.dist", "must be one of 'fixed', 'exponential', 'uniform', 'lognormal', got 'normal'"),
+        ("taps[1].duration.dist", "must be one of 'fixed', 'exponential', 'uniform', 'lognormal', 'empirical', got 'normal'"),
         ("faults[0].kind", "'stall' is a fault of the reactor design; a toy scenario accepts: crash_at"),
         ("faults[1].at", "must be >= 0, got -1"),
         ("faults[2].downtime", "must be >= 0 seconds, got -2"),

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fanoutsim.kernel.dist import _LAWS, Dist, parse_dist
+from fanoutsim.kernel.dist import _LAWS, EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
 from fanoutsim.kernel.timeutil import parse_start
 
 __all__ = [
@@ -306,13 +306,22 @@ class OneOf(Validator):
 
 
 DURATION_FORMS = ('seconds >= 0, or a table such as {dist = "exponential", mean = 0.2} or '
-                  '{dist = "uniform", low = 0.05, high = 0.15} (laws: fixed, exponential, uniform, lognormal)')
+                  '{dist = "uniform", low = 0.05, high = 0.15} (laws: fixed, exponential, uniform, lognormal, '
+                  'empirical with samples = [...])')
+
+
+def _param_schema(law: str) -> dict:
+    if law == "empirical":  # measured values, inline
+        return {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 1,
+                "maxItems": EMPIRICAL_MAX_SAMPLES}
+    return {"type": "number", "minimum": 0}
+
 
 DIST_SCHEMA: dict = {
     "anyOf": [
         {"type": "number", "minimum": 0, "description": "a fixed number of seconds"},
         *({"type": "object", "description": f"{law}: {', '.join(params)}",
-           "properties": {"dist": {"const": law}, **{p: {"type": "number", "minimum": 0} for p in params}},
+           "properties": {"dist": {"const": law}, **{p: _param_schema(law) for p in params}},
            "required": ["dist", *params], "additionalProperties": False}
           for law, params in _LAWS.items()),
     ],

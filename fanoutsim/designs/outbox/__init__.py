@@ -24,6 +24,8 @@ Where things live:
 ``engine.py``      one incarnation of the dispatcher process: wires the above
 ``checker.py``     delivered / duplicated / lost / parked per consumer, and why
 ``scenario.py``    scenario files with ``design = "outbox"``
+``presets.py``     real job queues' defaults (procrastinate 3.10, pgqueuer 1.6) as options
+``realqueues/``    those queues run on a real PostgreSQL, against the model
 =================  ======================================================
 
 The runtimes are :class:`fanoutsim.designs.outbox.simulation.OutboxSimulation` (the

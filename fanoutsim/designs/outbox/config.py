@@ -75,6 +75,16 @@ class OutboxConfig:
     reserve_listener: bool = True       # one of them set aside for LISTEN (the seed's design)
     listener_wait: float = 1.0          # seconds a hint waits for a free connection (unreserved)
 
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "OutboxConfig":
+        """A real library's defaults in the dispatcher's options (``"procrastinate-3.10"``,
+        ``"pgqueuer-1.6"``; see :mod:`fanoutsim.designs.outbox.presets` for each number's
+        source, the measured hint latency, and what the loop cannot express yet);
+        ``overrides`` set any field, e.g. ``safety_poll_interval=2.0``."""
+        from fanoutsim.designs.outbox.presets import preset
+
+        return cls(**{**preset(name).config_values(), **overrides})
+
     def __post_init__(self):
         _seconds(self.safety_poll_interval, "safety_poll_interval", positive=True)
         if isinstance(self.batch_limit, bool) or not isinstance(self.batch_limit, int) or self.batch_limit < 1:

@@ -12,6 +12,12 @@ What the :class:`~fanoutsim.kernel.faults.Notifications` fault spec does here:
 ``delay``     each hint arrives after a drawn delay (a distribution);
 ``silent``    windows of virtual time in which the listener is disconnected.
 
+And, for tests and comparisons, a rule of one's own (:meth:`NotificationChannel.lose_hints`):
+the seqs whose hint is lost, named one by one or by a predicate, so a run can
+lose exactly the hints another run (a real worker's, say) lost — no seeded
+draw to steer. It composes with ``drop``: the draw is still made for every hint,
+so the rule changes nothing about which other hints ``drop`` takes.
+
 And, whatever the plan: every hint sent while the listener is disconnected —
 a silent window, or the dispatcher process being down — is lost, as NOTIFY
 does not queue for a listener that is not there.
@@ -33,6 +39,7 @@ delivery time.
 from __future__ import annotations
 
 import random
+from typing import Callable, Iterable
 
 from fanoutsim.kernel.faults import Backfill, Notifications
 from fanoutsim.kernel.timeutil import US
@@ -81,6 +88,22 @@ class NotificationChannel:
         self.trace = trace
         self.connected = True  # the listener's connection (down with the dispatcher process)
         self.sent = self.dropped = self.coalesced = self.missed = self.delivered = 0
+        self._lost: Callable[[int], bool] | None = None
+
+    def lose_hints(self, which: Iterable[int] | Callable[[int], bool] | None) -> None:
+        """From now on, lose the hint of every seq in ``which`` (seqs), or for which
+        ``which(seq)`` is true; None: lose none this way. Such a hint is counted as
+        dropped and traced ``hint_dropped`` (detail ``lose_hints``)."""
+        if which is None or callable(which):
+            self._lost = which
+            return
+        if isinstance(which, (str, bytes)):
+            raise TypeError(f"lose_hints takes seqs (ints) or a predicate of a seq, got {which!r}")
+        seqs = frozenset(which)
+        bad = [s for s in seqs if isinstance(s, bool) or not isinstance(s, int) or s < 1]
+        if bad:
+            raise ValueError(f"lose_hints: a seq is an int >= 1, got {sorted(map(repr, bad))[0]}")
+        self._lost = seqs.__contains__
 
     def _silent(self, now: int) -> bool:
         t = (now - self.start_us) / US
@@ -99,10 +122,12 @@ class NotificationChannel:
         out = []
         for p in payloads:
             self.sent += 1
-            if spec.drop > 0 and self.rng.random() < spec.drop:
+            drawn = spec.drop > 0 and self.rng.random() < spec.drop
+            ruled = not drawn and self._lost is not None and bool(self._lost(int(p)))
+            if drawn or ruled:
                 self.dropped += 1
                 if self.trace is not None:
-                    self.trace.add(now, "hint_dropped", "notify", firing=p)
+                    self.trace.add(now, "hint_dropped", "notify", firing=p, detail="lose_hints" if ruled else None)
                 continue
             out.append((spec.delay.sample(self.rng), p))
         return out

@@ -1,0 +1,135 @@
+"""One procrastinate worker on a real PostgreSQL, under a seeded load.
+
+The worker is procrastinate's own :class:`procrastinate.worker.Worker` (one
+job at a time, ``concurrency=1``), on an async :class:`~procrastinate.PsycopgConnector`;
+the producer is a process of its own (:mod:`.producer_process`) with a sync
+connector that defers one job at each offset of the load; each job's commit
+time is the server's (:mod:`.commitclock`). Two things are wrapped, neither
+changes the loop:
+
+* the worker's notification handler (``Worker._handle_notification``), to note
+  when each ``job_inserted`` hint arrived and to drop it with the case's
+  probability before the worker sees it;
+* the connector's ``_loop_notify``, which procrastinate calls each time its
+  listener has (re)connected and LISTENed, to learn the listener's backend pid
+  (what ``pg_terminate_backend`` kills) and to count reconnects.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from importlib.metadata import version
+
+from fanoutsim.designs.outbox.realqueues import commitclock
+from fanoutsim.designs.outbox.realqueues.load import Case, PoissonLoad
+from fanoutsim.designs.outbox.realqueues.producer import Producer, await_handled, produce
+from fanoutsim.designs.outbox.realqueues.producer_process import TASK
+from fanoutsim.designs.outbox.realqueues.record import RealRun
+
+FETCH_SIZE = 1  # procrastinate_fetch_job_v2: ... LIMIT 1 FOR UPDATE SKIP LOCKED
+
+
+def run(dsn: str, load: PoissonLoad, case: Case, poll_interval: float) -> RealRun:
+    """Run ``load`` through one procrastinate worker on ``dsn`` (an empty database)."""
+    return asyncio.run(_run(dsn, load, case, poll_interval))
+
+
+def _connector_class():
+    from procrastinate import PsycopgConnector
+    from procrastinate.connector import LISTEN_TIMEOUT
+
+    class ListenerTracking(PsycopgConnector):
+        """Notes the listener's backend pid each time it has LISTENed."""
+
+        def __init__(self, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.listener_pid: int | None = None
+            self.listens = 0
+            self.listening = threading.Event()
+
+        async def _loop_notify(self, on_notification, connection, timeout: float = LISTEN_TIMEOUT) -> None:
+            self.listener_pid = connection.info.backend_pid
+            self.listens += 1
+            self.listening.set()
+            return await super()._loop_notify(on_notification=on_notification, connection=connection,
+                                              timeout=timeout)
+
+    return ListenerTracking
+
+
+def _wrap_hints(worker, case: Case, heard: dict[int, float], dropped: set[int]) -> None:
+    """Note each job's hint as it arrives; drop it with ``case.drop`` before the worker sees it."""
+    original, rng = worker._handle_notification, case.drop_rng()
+
+    async def handle(*, channel: str, notification) -> None:
+        if notification["type"] == "job_inserted":
+            job_id = notification["job_id"]
+            heard.setdefault(job_id, time.time())
+            if case.drop and rng.random() < case.drop:
+                dropped.add(job_id)
+                return
+        await original(channel=channel, notification=notification)
+
+    worker._handle_notification = handle
+
+
+def _killer(dsn: str, connector):
+    """``kill()``: terminate the listener's backend, on a connection of its own."""
+    import psycopg
+
+    admin = psycopg.connect(dsn, autocommit=True)
+
+    def kill() -> None:
+        if connector.listener_pid is not None:
+            admin.execute("SELECT pg_terminate_backend(%s)", (connector.listener_pid,))
+    return admin, kill
+
+
+async def _run(dsn: str, load: PoissonLoad, case: Case, poll_interval: float) -> RealRun:
+    started = time.monotonic()
+    producer = Producer("procrastinate", dsn, load, case)
+    producer.launch()  # it starts and connects while the worker sets up
+    try:
+        return await _work(dsn, case, poll_interval, producer, started)
+    finally:
+        producer.stop()
+
+
+async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer, started: float) -> RealRun:
+    from procrastinate import App
+    from procrastinate.worker import Worker
+
+    connector = _connector_class()(conninfo=dsn, min_size=1, max_size=4)
+    app = App(connector=connector)
+    handled: dict[int, float] = {}
+
+    @app.task(name=TASK, pass_context=True)
+    async def job(context) -> None:
+        handled.setdefault(context.job.id, time.time())
+
+    heard: dict[int, float] = {}
+    dropped: set[int] = set()
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        await asyncio.to_thread(commitclock.install, dsn, "procrastinate_jobs")
+        worker = Worker(app, concurrency=1, fetch_job_polling_interval=poll_interval, listen_notify=case.listen,
+                        install_signal_handlers=False, name="fanoutsim")
+        _wrap_hints(worker, case, heard, dropped)
+        running = asyncio.create_task(worker.run())
+        admin, kill = _killer(dsn, connector)
+        try:
+            if case.listen and not await asyncio.to_thread(connector.listening.wait, 30.0):
+                raise RuntimeError("procrastinate's listener did not LISTEN within 30 s")
+            await asyncio.sleep(0.3)  # past the worker's first, empty fetch
+            await produce(producer, kill)
+            await await_handled(handled, producer.ids(), producer.last_commit() + 2 * poll_interval + 5.0)
+        finally:
+            admin.close()
+            worker.stop()
+            await asyncio.wait_for(running, 30.0)
+    return producer.record(
+        library="procrastinate", version=version("procrastinate"), poll_interval=poll_interval,
+        fetch_size=FETCH_SIZE, committed=commitclock.read(dsn), handled=handled, heard=heard,
+        lost=lambda job_id: not case.listen or job_id in dropped or job_id not in heard,
+        reconnects=max(0, connector.listens - 1), started=started)

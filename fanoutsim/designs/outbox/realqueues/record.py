@@ -1,0 +1,94 @@
+"""What one run recorded, job by job, and how two runs' latencies are compared.
+
+A :class:`RealRun` holds, in commit order, each job's commit time (the
+server's clock at COMMIT, :mod:`.commitclock`), the time its handler began,
+when the worker heard its hint (None: never), and whether that hint was lost
+(dropped in the worker or never delivered). Times are seconds after the
+producer started, on the machine's wall clock (``time.time()``).
+
+:func:`ks_2samp` is the two-sample Kolmogorov-Smirnov statistic with its
+asymptotic critical value: two samples of sizes n and m differ at level alpha
+when ``D > c(alpha) * sqrt((n + m) / (n * m))``, ``c(alpha) = sqrt(-ln(alpha/2) / 2)``
+(1.358 at 5%).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RealRun:
+    library: str                 # "procrastinate" | "pgqueuer"
+    version: str                 # the installed release that ran
+    case: str                    # a key of load.CASES
+    poll_interval: float         # procrastinate's fetch_job_polling_interval / pgqueuer's dequeue_timeout
+    fetch_size: int              # jobs one fetch takes (procrastinate: 1; pgqueuer: batch_size)
+    commits: list[float]         # per job, commit order
+    handled: list[float | None]  # when its handler began (None: never, within the run)
+    hint_at: list[float | None]  # when the worker heard its hint
+    hint_lost: list[bool]        # its hint never woke the worker (dropped here, or lost in a reconnect)
+    returned: list[float] = field(default_factory=list)      # the producer's enqueue call returned (monotonic)
+    terminations: list[float] = field(default_factory=list)  # pg_terminate_backend of the listener
+    reconnects: int = 0          # times the listener connected again after the first
+    wall_seconds: float = 0.0    # how long the run took (set-up included)
+
+    def latencies(self) -> np.ndarray:
+        """Commit -> handler began, seconds, for every job that was handled."""
+        return np.asarray([h - c for c, h in zip(self.commits, self.handled) if h is not None], dtype=float)
+
+    def unhandled(self) -> int:
+        return sum(h is None for h in self.handled)
+
+    def hint_latencies(self) -> np.ndarray:
+        """Commit -> the worker heard the hint, for the jobs whose hint it heard and kept."""
+        return np.asarray([a - c for c, a, lost in zip(self.commits, self.hint_at, self.hint_lost)
+                           if a is not None and not lost], dtype=float)
+
+    def read_costs(self) -> np.ndarray:
+        """Hint heard -> handler began, for jobs woken by their own hint while the worker was idle
+        (the hint came after the previous job's handler began, and before its own job's):
+        the fetch and the dispatch."""
+        out, prev = [], -math.inf
+        for a, h, lost in zip(self.hint_at, self.handled, self.hint_lost):
+            if a is not None and h is not None and not lost and prev < a <= h:
+                out.append(h - a)
+            prev = h if h is not None else prev
+        return np.asarray(out, dtype=float)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RealRun":
+        return cls(**d)
+
+
+def percentiles(x, qs=(50, 90, 99)) -> dict[int, float]:
+    """The ``qs`` percentiles of ``x`` (linear interpolation), in the units of ``x``."""
+    a = np.asarray(x, dtype=float)
+    if a.size == 0:
+        raise ValueError("percentiles of an empty sample")
+    return {q: float(np.percentile(a, q)) for q in qs}
+
+
+def ks_critical(n: int, m: int, alpha: float = 0.05) -> float:
+    """The asymptotic critical value of the two-sample KS statistic."""
+    if n < 1 or m < 1:
+        raise ValueError(f"both samples need at least one value, got sizes {n} and {m}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    return math.sqrt(-math.log(alpha / 2) / 2) * math.sqrt((n + m) / (n * m))
+
+
+def ks_2samp(x, y) -> float:
+    """The two-sample KS statistic: the largest gap between the two empirical CDFs."""
+    a, b = np.sort(np.asarray(x, dtype=float)), np.sort(np.asarray(y, dtype=float))
+    if a.size == 0 or b.size == 0:
+        raise ValueError("the KS statistic needs two non-empty samples")
+    grid = np.concatenate([a, b])
+    fa = np.searchsorted(a, grid, side="right") / a.size
+    fb = np.searchsorted(b, grid, side="right") / b.size
+    return float(np.max(np.abs(fa - fb)))
