@@ -3,17 +3,11 @@ outcome: what a consumer is owed, which deliveries are duplicates and why,
 what was lost and why, and the bus apart."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 
 from fanoutsim.designs.outbox import checker as oc
-
-
-class _Store:
-    def __init__(self, tables):
-        self.tables = tables
-
-    def rows(self, name):
-        return self.tables.get(name, [])
 
 
 class HandMade:
@@ -24,7 +18,8 @@ class HandMade:
         rows = [r + (None,) * (4 - len(r)) for r in rows]
         self.frame = pd.DataFrame([(k, c, s, d, t) for t, (k, c, s, d) in enumerate(rows)],
                                   columns=["kind", "consumer", "seq", "detail", "t"])
-        self.store = _Store({"cursors": [{"consumer": "c", "seq": cursor}], **tables})
+        tables = {"cursors": [{"consumer": "c", "seq": cursor}], **tables}
+        self.store = SimpleNamespace(rows=lambda name: tables.get(name, []))
 
     def trace(self):
         return self.frame.copy()

@@ -4,6 +4,7 @@ one was lost, and what is still pending."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 
@@ -16,14 +17,6 @@ F1, F2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000
 
 def at(us: int) -> pd.Timestamp:
     return pd.Timestamp(us, unit="us", tz="UTC")
-
-
-class _Store:
-    def __init__(self, tables):
-        self.tables = tables
-
-    def rows(self, name):
-        return self.tables.get(name, [])
 
 
 class HandMade:
@@ -44,11 +37,12 @@ class HandMade:
                         "tenant_id": ["public"] * len(firings), "fired_at": [T0 + f[1] for f in firings],
                         "logged_at": [None if f[2] is None else T0 + f[2] for f in firings],
                         "payload": [b""] * len(firings)}
-        self.store = _Store({
+        tables = {
             "workflow_executions": [{"id": eid, "workflow_name": "wf", "tenant_id": "public",
                                      "context": json.dumps({"reactor_name": "r", "reactor_firing_id": fid})}
                                     for eid, fid in executions],
-            "reactor_firings": [{"id": fid} for fid in retained]})
+            "reactor_firings": [{"id": fid} for fid in retained]}
+        self.store = SimpleNamespace(rows=lambda name: tables.get(name, []))
         self.config = fs.SchedulerConfig(**config)
         mark = None if watermark is None else at(T0 + watermark[1])
         self.subs = pd.DataFrame([{"id": "s", "reactor_name": "r", "workflow_name": "wf", "tenant_id": "public",
