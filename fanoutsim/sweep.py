@@ -69,10 +69,13 @@ Where the runs go: ``workers=1`` runs them here, one after the other;
 ``workers=N`` on a pool of N local processes; ``client=`` (a
 ``dask.distributed.Client``, the ``.[dask]`` extra) as one Dask task each on
 whatever cluster the client is connected to — a ``LocalCluster`` or a
-scheduler on other machines. The table is the same, row for row, wherever the
-runs went. With a client the cache still lives in the calling process (the
-workers only run and return rows), and before any task is sent every worker is
-asked for its ``fanoutsim.__version__``: a worker without fanoutsim, or with
+scheduler on other machines. All three are one path over a
+``concurrent.futures`` executor (one that runs each call here, a
+``ProcessPoolExecutor``, ``client.get_executor()``). The table is the same,
+row for row, wherever the runs went. With a client the cache still lives in
+the calling process (the workers only run and return rows), and before any
+task is sent every worker is asked for its ``fanoutsim.__version__``: a
+worker without fanoutsim, or with
 another version (the cache key includes the version, so its rows would be
 filed under the wrong one), is refused with :class:`ClusterMismatch` naming
 the versions. The cluster's workers must also be able to import the design's
@@ -96,8 +99,8 @@ import multiprocessing
 import os
 import time
 import tomllib
-from collections.abc import Iterable, Mapping
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -564,8 +567,27 @@ class Cache:
             con.close()
 
 
-# -- the sweep -----------------------------------------------------------------------
+# -- where the runs go: one path over a concurrent.futures executor ---------------------
+class _InCaller(Executor):
+    """An executor that runs each call here, in the caller, as it is
+    submitted (``workers=1``, or a single run): nothing is pickled and
+    nothing leaves the process. A call's exception is its future's; Ctrl-C
+    (any BaseException) interrupts the caller, as a plain loop would."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+        return future
+
+
 def _pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of local worker processes, forked from a fork server that has
+    imported fanoutsim (see :mod:`fanoutsim.sweep_worker`)."""
     methods = multiprocessing.get_all_start_methods()
     # not fork: a notebook kernel has threads, and forking them warns (and can deadlock)
     if "forkserver" in methods:
@@ -578,6 +600,42 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """Where a sweep's runs go: the executor, how many runs may be out at
+    once, and whether closing waits for the running ones (local processes
+    are ours to wait for; a cluster's tasks are cancelled)."""
+
+    executor: Executor
+    window: int
+    wait: bool
+
+
+def _where(workers: int, client, todo: list[_Run]) -> _Where:
+    """The executor for ``todo``: here for one worker or one run, a local
+    pool of ``workers`` processes, or the Dask ``client``'s cluster (its
+    workers checked first). What leaves the process is checked once to pickle."""
+    if client is None and (workers == 1 or len(todo) <= 1):
+        return _Where(_InCaller(), 1, True)
+    if client is not None:
+        check_cluster(client)  # before any task is sent
+        _check_pickles(todo[0], "a Dask cluster", "sweep without a client")
+        return _Where(client.get_executor(pure=False), len(todo), False)
+    _check_pickles(todo[0], "worker processes", "use workers=1")
+    return _Where(_pool(min(workers, len(todo))), len(todo), True)
+
+
+def _check_pickles(run: _Run, where: str, instead: str) -> None:
+    """Refuse a run that cannot be pickled here, by name, rather than in a
+    pool's feeder thread or a cluster's serializer."""
+    import pickle
+
+    try:
+        pickle.dumps(run)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise ValueError(f"this sweep's runs cannot be sent to {where} ({exc}); {instead}") from None
+
+
 def _failed(run: _Run, keys: list[str], exc: BaseException) -> RunFailed:
     setting = dict(zip(keys, run.values))
     where = ", ".join([*(f"{k}={v!r}" for k, v in setting.items()), f"seed={run.seed}"])
@@ -587,7 +645,7 @@ def _failed(run: _Run, keys: list[str], exc: BaseException) -> RunFailed:
 
 
 def _is_client(client) -> bool:
-    return all(hasattr(client, a) for a in ("map", "run", "cancel", "scheduler_info"))
+    return all(hasattr(client, a) for a in ("map", "run", "cancel", "scheduler_info", "get_executor"))
 
 
 def check_cluster(client) -> dict[str, str]:
@@ -618,30 +676,76 @@ def check_cluster(client) -> dict[str, str]:
     return reported
 
 
-def _on_dask(client, todo: list[_Run], keys: list[str], finished) -> None:
-    """Each run as one task on the client's cluster; rows arrive as tasks finish."""
-    from distributed import as_completed
+def _completed(out: dict[Future, _Run]) -> Iterator[Future]:
+    """The futures of ``out`` (future -> run) as they complete, those done
+    together in run order; the caller removes each it has read and may add
+    more (a seam for the tests' interrupts too)."""
+    while out:
+        done, _ = wait(list(out), return_when=FIRST_COMPLETED)
+        yield from sorted(done, key=lambda f: out[f].index)
 
-    futures = client.map(_run_one, todo, pure=False)
-    run_of = {fut.key: run for fut, run in zip(futures, todo)}
+
+def _run_all(where: _Where, todo: list[_Run], keys: list[str], finished: Callable[[_Run, dict], None]) -> None:
+    """Every run of ``todo`` on ``where``'s executor, at most ``where.window``
+    out at once; each row to ``finished`` as its run completes. A failed run
+    stops the sweep with :class:`RunFailed`; on any way out, the runs not yet
+    finished are cancelled (and a local pool's running ones waited for)."""
+    left = iter(todo)
+    out: dict[Future, _Run] = {}
+
+    def submit_more() -> None:
+        for run in itertools.islice(left, where.window - len(out)):
+            out[where.executor.submit(_run_one, run)] = run
+
     try:
-        for fut in _completed(as_completed(futures)):
-            run = run_of[fut.key]
-            if fut.status != "finished":
-                exc = fut.exception()
+        submit_more()
+        for future in _completed(out):
+            run = out.pop(future)
+            exc = future.exception()
+            if exc is not None:
+                if isinstance(exc, BrokenProcessPool) or not isinstance(exc, Exception):
+                    raise exc  # the pool died, or an interrupt: not the run's failure
                 raise _failed(run, keys, exc) from exc
-            finished(run, fut.result())
-    finally:  # an error, a failed run or Ctrl-C: nothing outstanding stays on the cluster
-        left = [f for f in futures if not f.done()]
-        if left:
-            client.cancel(left)
+            finished(run, future.result())
+            submit_more()
+    finally:  # an error, a failed run or Ctrl-C: nothing outstanding is left running
+        for future in out:
+            future.cancel()
+        where.executor.shutdown(wait=where.wait)
 
 
-def _completed(futures):
-    """The futures as they complete (a seam for the tests' interrupts)."""
-    yield from futures
+def _check_where(workers: int, client) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if client is not None:
+        if not _is_client(client):
+            raise ValueError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+        if workers != 1:
+            raise ValueError(f"give workers (local processes) or client (a Dask cluster), not both: "
+                             f"workers={workers!r} with a client")
 
 
+def _table(runs: list[_Run], keys: list[str], results: dict[int, dict]) -> pd.DataFrame:
+    """One row per run, in grid then seed order: the grid keys, ``seed``, the
+    design's columns and ``wall_s`` (bools and ints kept as such)."""
+    columns = result_columns(runs[0].design)
+    rows = []
+    for run in runs:
+        row = {**dict(zip(keys, run.values)), "seed": run.seed}
+        row.update(results[run.index])
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=[*keys, "seed", *columns])
+    for col in columns:
+        vals = [results[r.index][col] for r in runs]
+        if all(isinstance(v, bool) for v in vals):
+            df[col] = df[col].astype(bool)
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            df[col] = df[col].astype("int64")
+    df["seed"] = df["seed"].astype("int64")
+    return df
+
+
+# -- the sweep -----------------------------------------------------------------------
 def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] = range(1), workers: int = 1,
           until: float | None = None, cache: str | os.PathLike | None = "out/sweeps.duckdb",
           progress: bool = True, client=None) -> pd.DataFrame:
@@ -652,14 +756,7 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
     whose cluster runs the runs instead (give one or the other)."""
     from fanoutsim import __version__
 
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
-    if client is not None:
-        if not _is_client(client):
-            raise ValueError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
-        if workers != 1:
-            raise ValueError(f"give workers (local processes) or client (a Dask cluster), not both: "
-                             f"workers={workers!r} with a client")
+    _check_where(workers, client)
     keys, runs = grid_runs(scenario, grid, seeds, until)
     store = Cache(cache) if cache is not None else None
     if store is not None:
@@ -667,16 +764,7 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
     results: dict[int, dict] = store.lookup(runs, __version__) if store is not None else {}
     from_cache = len(results)
     todo = [r for r in runs if r.index not in results]
-
-    if client is not None and todo:
-        check_cluster(client)  # before any task is sent
-        try:
-            import pickle
-
-            pickle.dumps(todo[0])
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise ValueError(f"this sweep's runs cannot be sent to a Dask cluster ({exc}); "
-                             f"sweep without a client") from None
+    where = _where(workers, client, todo) if todo else None
 
     from tqdm.auto import tqdm
 
@@ -693,58 +781,13 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
                 pending.clear()
 
     try:
-        if client is not None:
-            if todo:
-                _on_dask(client, todo, keys, finished)
-        elif workers == 1 or len(todo) <= 1:
-            for run in todo:
-                try:
-                    row = _run_one(run)
-                except Exception as exc:
-                    raise _failed(run, keys, exc) from exc
-                finished(run, row)
-        else:
-            import pickle
-
-            try:  # a run that cannot reach a worker fails here, not in the pool's feeder thread
-                pickle.dumps(todo[0])
-            except (pickle.PicklingError, TypeError, AttributeError) as exc:
-                raise ValueError(f"this sweep's runs cannot be sent to worker processes ({exc}); "
-                                 f"use workers=1") from None
-            pool = _pool(min(workers, len(todo)))
-            try:
-                futures = {pool.submit(_run_one, run): run for run in todo}
-                not_done = set(futures)
-                while not_done:
-                    done, not_done = wait(not_done, return_when=FIRST_COMPLETED)
-                    for fut in sorted(done, key=lambda f: futures[f].index):
-                        exc = fut.exception()
-                        if isinstance(exc, BrokenProcessPool):  # the pool died, not the run: its own error
-                            raise exc
-                        if exc is not None:
-                            raise _failed(futures[fut], keys, exc) from exc
-                        finished(futures[fut], fut.result())
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
+        if where is not None:
+            _run_all(where, todo, keys, finished)
     finally:
         bar.close()
         if store is not None:  # what finished is kept, also when interrupted
             store.store(pending, __version__, keys)
-
-    columns = result_columns(runs[0].design)
-    rows = []
-    for run in runs:
-        row = {**dict(zip(keys, run.values)), "seed": run.seed}
-        row.update(results[run.index])
-        rows.append(row)
-    df = pd.DataFrame(rows, columns=[*keys, "seed", *columns])
-    for col in columns:
-        vals = [results[r.index][col] for r in runs]
-        if all(isinstance(v, bool) for v in vals):
-            df[col] = df[col].astype(bool)
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
-            df[col] = df[col].astype("int64")
-    df["seed"] = df["seed"].astype("int64")
+    df = _table(runs, keys, results)
     df.attrs["ran"] = len(todo)
     df.attrs["from_cache"] = from_cache
     return df

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.designs.reactor.checker import _out_of_order
+from fanoutsim.designs.reactor.checker import out_of_order
 from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan, Stall
 
 
@@ -109,10 +109,12 @@ def test_trace_rows_have_time_actor_subscription_firing_execution_attempt():
 
 def test_out_of_order_counts_firings_first_delivered_after_a_later_one():
     # (the first dispatch's place in the trace, fired_at) of firings 1, 2, 3
-    assert _out_of_order([(1, 1), (2, 2), (3, 3)]) == 0
-    assert _out_of_order([(3, 1), (1, 2), (2, 3)]) == 1
-    assert _out_of_order([(3, 1), (2, 2), (1, 3)]) == 2
-    assert _out_of_order([(2, 5), (1, 5)]) == 0  # a tie of stamps is in order either way
+    assert out_of_order([[(1, 1), (2, 2), (3, 3)]]) == [0]
+    assert out_of_order([[(3, 1), (1, 2), (2, 3)]]) == [1]
+    assert out_of_order([[(3, 1), (2, 2), (1, 3)]]) == [2]
+    assert out_of_order([[(2, 5), (1, 5)]]) == [0]  # a tie of stamps is in order either way
+    # each subscription is ordered on its own: a later fired_at of another one does not count
+    assert out_of_order([[(1, 9)], [(2, 1), (3, 2)], [], [(5, 3), (4, 4)]]) == [0, 0, 0, 1]
 
 
 def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():

@@ -205,3 +205,40 @@ def test_backlog_grows_past_the_knee():
     slow, fast = df["backlog"]
     assert fast < 20
     assert slow > 100  # ~ (1.5 - 0.5) * 120 * 2 acme subscriptions, plus globex's share
+
+
+# -- where the runs go: one path over an executor --------------------------------------
+def test_the_in_caller_executor_runs_each_call_here_as_it_is_submitted():
+    ex, seen = SW._InCaller(), []
+    done = ex.submit(seen.append, 1)
+    assert done.done() and seen == [1] and done.result() is None
+    assert isinstance(ex.submit(int, "x").exception(), ValueError)  # a call's exception is its future's
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # an interrupt stops the caller, as a plain loop would
+        ex.submit(ctrl_c)
+
+
+def test_one_worker_or_one_run_stays_here_and_more_go_to_a_pool():
+    _, runs = SW.grid_runs(SCENARIO, GRID, range(1), UNTIL)
+    here = SW._where(1, None, runs)
+    assert isinstance(here.executor, SW._InCaller) and here.window == 1
+    assert isinstance(SW._where(4, None, runs[:1]).executor, SW._InCaller)
+    pool = SW._where(2, None, runs)
+    try:
+        assert isinstance(pool.executor, SW.ProcessPoolExecutor) and pool.executor._max_workers == 2
+        assert pool.window == len(runs) and pool.wait
+    finally:
+        pool.executor.shutdown()
+
+
+def test_runs_that_cannot_be_pickled_are_refused_before_any_leaves(monkeypatch, counted):
+    keys, runs = SW.grid_runs(SCENARIO, GRID, range(1), UNTIL)
+    unpicklable = [dataclasses.replace(r, scenario=lambda: None) for r in runs]
+    monkeypatch.setattr(SW, "grid_runs", lambda *a, **k: (keys, unpicklable))
+    with pytest.raises(ValueError, match=r"this sweep's runs cannot be sent to worker processes \(.+\); "
+                                         r"use workers=1"):
+        fs.sweep(SCENARIO, grid=GRID, workers=2, cache=None, progress=False)
+    assert counted == []

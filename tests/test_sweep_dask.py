@@ -223,3 +223,28 @@ def test_bad_client_arguments(client):
         fs.sweep(SCENARIO, until=UNTIL, cache=None, progress=False, client=client, workers=2)
     with pytest.raises(ValueError, match="client must be a dask.distributed.Client, got str"):
         fs.sweep(SCENARIO, until=UNTIL, cache=None, progress=False, client="tcp://localhost:8786")
+
+
+def test_runs_that_cannot_be_pickled_are_refused_before_any_task(client, monkeypatch):
+    import dataclasses
+
+    keys, runs = SW.grid_runs(SCENARIO, GRID, range(1), UNTIL)
+    unpicklable = [dataclasses.replace(r, scenario=lambda: None) for r in runs]
+    monkeypatch.setattr(SW, "grid_runs", lambda *a, **k: (keys, unpicklable))
+    before = sum(client.run(_executed).values())
+    with pytest.raises(ValueError, match=r"cannot be sent to a Dask cluster \(.+\); sweep without a client"):
+        fs.sweep(SCENARIO, grid=GRID, cache=None, progress=False, client=client)
+    assert sum(client.run(_executed).values()) == before
+
+
+def test_the_cluster_is_reached_through_its_concurrent_futures_executor(threads_client, monkeypatch):
+    made = []
+    real = threads_client.get_executor
+
+    def get_executor(**kw):
+        made.append(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(threads_client, "get_executor", get_executor)
+    df = fs.sweep(SCENARIO, grid=GRID, seeds=[0], until=UNTIL, cache=None, progress=False, client=threads_client)
+    assert made == [{"pure": False}] and df.attrs == {"ran": 4, "from_cache": 0}

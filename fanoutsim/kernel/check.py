@@ -24,13 +24,35 @@ Deliveries are counted where the reader's effect lands (an execution row, a
 consumer's ``fn``, a worker's effect), never where the step that caused it
 finished. :func:`problems` lists what a report gets wrong against this
 contract (an empty list: it conforms).
+
+A checker is written as the same five phases, each a function that decides one
+thing (the designs' checkers name theirs after these):
+
+*owed*         who was owed what: per reader, the items it was due (and why
+               the others were not due);
+*delivered*    what reached it: the items delivered at least once
+               (:func:`repeats` sorts a reader's deliveries by item and finds
+               the ones after an item's first);
+*duplicates*   each extra delivery and its cause, the first explanation in the
+               design's order of precedence that holds
+               (:func:`first_cause`, with :func:`any_between` for "did such an
+               event happen between the two deliveries");
+*losses*       each owed item never delivered and not still pending, and its
+               cause;
+*order*        items first delivered after an item that should come later
+               (:func:`highest_before`).
+
+The helpers here speak of items, readers and trace positions only; what an
+item, a reader or a cause is belongs to the design.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    import pandas as pd
+import numpy as np
+import pandas as pd
 
 SUMMARY_KEYS = ("valid", "delivered", "duplicates", "lost", "pending", "duplicates_by_cause", "lost_by_cause")
 UNITS = ("subscription", "consumer")
@@ -57,10 +79,13 @@ class CheckResult(Protocol):
 
 class CheckedReport:
     """The contract's shared members, for a report dataclass that has
-    ``total`` and a ``per_<unit>`` frame: ``valid`` and ``per_unit``. The
-    report implements ``summary`` from its own totals."""
+    ``total`` and a ``per_<unit>`` frame: ``valid``, ``per_unit`` and
+    ``summary``. A report whose totals name a shared count otherwise says so
+    in ``summary_names`` (summary key -> its total's key, or a tuple of keys
+    whose counts add up to it)."""
 
     unit = "consumer"
+    summary_names: Mapping[str, str | tuple[str, ...]] = {}
 
     @property
     def valid(self) -> bool:
@@ -69,6 +94,21 @@ class CheckedReport:
     @property
     def per_unit(self) -> "pd.DataFrame":
         return getattr(self, f"per_{self.unit}")
+
+    @property
+    def summary(self) -> dict:
+        """The totals every design shares (:data:`SUMMARY_KEYS`), read from
+        the report's own totals through ``summary_names``."""
+        total, names = self.total, self.summary_names
+
+        def count(key: str) -> int:
+            name = names.get(key, key)
+            return int(sum(total[n] for n in name)) if isinstance(name, tuple) else int(total[name])
+
+        return {"valid": self.valid, "delivered": count("delivered"), "duplicates": count("duplicates"),
+                "lost": count("lost"), "pending": count("pending"),
+                "duplicates_by_cause": causes(total[names.get("duplicates_by_cause", "duplicates_by_cause")]),
+                "lost_by_cause": causes(total[names.get("lost_by_cause", "lost_by_cause")])}
 
 
 def refuse_unreadable(sim, design: str, checker: str) -> None:
@@ -88,6 +128,75 @@ def refuse_unreadable(sim, design: str, checker: str) -> None:
     if getattr(sim, "traced", True) is False:
         raise ValueError(f"{checker} reads the run's trace, and this run recorded none (trace=False): "
                          f"run it again with trace=True to check it")
+
+
+# -- the phases' design-free parts ------------------------------------------------------
+def any_between(marks: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Elementwise: some position of the sorted ``marks`` (trace positions of
+    one kind of event: crashes, resets, ...) lies strictly between ``lo`` and
+    ``hi``. Whether such an event happened between two deliveries is what most
+    causes of a duplicate ask."""
+    return np.searchsorted(marks, hi, side="left") > np.searchsorted(marks, lo, side="right")
+
+
+def happened_between(marks: Sequence[int], lo: int, hi: int) -> bool:
+    """:func:`any_between` for one pair, ``marks`` a sorted list: some mark
+    lies strictly between ``lo`` and ``hi``."""
+    return bisect_right(marks, lo) < bisect_left(marks, hi)
+
+
+def first_cause(count: int, explanations: Sequence[tuple], default: str = "unknown") -> np.ndarray:
+    """Each of ``count`` rows' cause: the first of ``explanations`` that holds
+    for it, else ``default``. ``explanations`` are ``(cause, holds)`` pairs in
+    the design's order of precedence, ``holds`` a boolean array; ``cause`` is
+    a name, or an array naming each row's own (for an explanation that carries
+    its own reason)."""
+    out = np.full(count, default, dtype=object)
+    for cause, holds in reversed(explanations):  # the first listed is written last, so it wins
+        out[holds] = cause if isinstance(cause, str) else np.asarray(cause, dtype=object)[holds]
+    return out
+
+
+class Repeats(NamedTuple):
+    """A reader's deliveries sorted by item, then by trace position
+    (:func:`repeats`). ``order`` maps the sorted rows back to the given ones;
+    ``again`` indexes the sorted rows that repeat an earlier delivery of the
+    same item, each with the position of the delivery just before it
+    (``previous``)."""
+
+    item: np.ndarray
+    at: np.ndarray
+    order: np.ndarray
+    again: np.ndarray
+    previous: np.ndarray
+
+    @property
+    def delivered(self) -> int:
+        """How many items were delivered at least once."""
+        return len(self.item) - len(self.again)
+
+
+def repeats(item: np.ndarray, at: np.ndarray) -> Repeats:
+    """What was delivered, and which deliveries were extra: ``item`` is each
+    delivery's item (an integer rank: the order the items are reported in),
+    ``at`` its trace position. Every delivery of an item after its first is a
+    duplicate, to be explained by what happened between it and the one before."""
+    order = np.lexsort((at, item))
+    item, at = item[order], at[order]
+    again = np.flatnonzero(item[1:] == item[:-1]) + 1
+    return Repeats(item, at, order, again, at[again - 1])
+
+
+def highest_before(values: np.ndarray, *groups: np.ndarray) -> np.ndarray:
+    """For each row, in the order given, the highest of ``values`` among the
+    earlier rows of its group (the rows equal in every one of ``groups``;
+    one group without them), as floats; ``-inf`` for a group's first row. A
+    row whose value is below it came after a higher one: out of order."""
+    series = pd.Series(values)
+    by = [pd.Series(g) for g in groups] if groups else [pd.Series(np.zeros(len(series), dtype=np.int64))]
+    high = series.groupby(by, sort=False, dropna=False).cummax()
+    before = high.groupby(by, sort=False, dropna=False).shift().to_numpy(dtype=float)
+    return np.where(np.isnan(before), -np.inf, before)
 
 
 def causes(counts) -> dict:

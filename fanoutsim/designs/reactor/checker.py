@@ -37,6 +37,12 @@ Causes of a loss:
 deliver: a TTL prune (``prune_policy="ttl"``) and ``dispatch_failure_policy=
 "advance"`` are documented ways to drop firings, every other loss is a broken
 promise.
+
+The checker runs the phases of :mod:`fanoutsim.kernel.check` per subscription:
+:func:`owed` (with the filters, :func:`_evaluate_filters`), what was
+delivered (the ``workflow_executions`` rows, :func:`_executions`),
+:func:`duplicate_cause`, :func:`pending` and :func:`loss_cause` with
+:func:`promised`, and :func:`out_of_order`.
 """
 from __future__ import annotations
 
@@ -46,15 +52,24 @@ from collections import defaultdict
 from itertools import accumulate
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
-from fanoutsim.kernel.check import CheckedReport, causes, refuse_unreadable
+from fanoutsim.kernel.check import CheckedReport, happened_between, highest_before, refuse_unreadable
 from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
 DUPLICATE_CAUSES = ("ambiguous_insert", "crash", "several_pollers", "watermark_rewind", "unknown")
+
+_PER_SUB_COLUMNS = ["subscription", "reactor_name", "workflow_name", "tenant_id", "expected", "delivered_once",
+                    "duplicated", "extra_deliveries", "lost", "lost_promised", "pending", "out_of_order",
+                    "backfilled", "valid"]
+_COUNTED = ("expected", "delivered_once", "duplicated", "extra_deliveries", "lost", "lost_promised",
+            "pending", "out_of_order", "backfilled")
+_LOST_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause", "promised", "detail"]
+_NEVER_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause"]
 
 
 @dataclass
@@ -70,18 +85,8 @@ class CheckReport(CheckedReport):
     total: dict = field(default_factory=dict)
 
     unit = "subscription"
-
-    @property
-    def valid(self) -> bool:
-        return bool(self.total.get("valid", True))
-
-    @property
-    def summary(self) -> dict:
-        """The totals every design shares (:data:`fanoutsim.kernel.check.SUMMARY_KEYS`)."""
-        t = self.total
-        return {"valid": self.valid, "delivered": int(t["delivered_once"] + t["duplicated"]),
-                "duplicates": int(t["extra_deliveries"]), "lost": int(t["lost"]), "pending": int(t["pending"]),
-                "duplicates_by_cause": causes(t["duplicate_causes"]), "lost_by_cause": causes(t["loss_causes"])}
+    summary_names = {"delivered": ("delivered_once", "duplicated"), "duplicates": "extra_deliveries",
+                     "duplicates_by_cause": "duplicate_causes", "lost_by_cause": "loss_causes"}
 
     def __str__(self) -> str:
         return format_check(self)
@@ -108,6 +113,7 @@ def _columns(frame: pd.DataFrame, names) -> dict[str, list]:
     return {n: frame[n].astype(object).where(frame[n].notna(), None).tolist() for n in names}
 
 
+# -- reading the run -----------------------------------------------------------------
 # what the checker reads of the trace's events and of its firing history
 _EVENT_COLUMNS = ("t", "kind", "actor", "subscription", "firing", "execution", "detail")
 _HISTORY_COLUMNS = ("firing", "reactor_name", "tenant_id", "fired_at", "logged_at", "payload")
@@ -128,54 +134,68 @@ def _sub_key(row) -> tuple:
     return (row["workflow_name"], row["tenant_id"], row["reactor_name"])
 
 
-_PER_SUB_KINDS = frozenset(("dispatched", "dispatch_failed", "watermark", "subscription"))
-
-
-@gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
-def check(sim) -> CheckReport:
-    """Check every subscription of a finished (or paused) run."""
-    refuse_unreadable(sim, "reactor", "fanoutsim.check")
-    cfg = sim.config
-    compound = cfg.watermark != "fired_at"  # the cursor is (fired_at, id)
-    events, history = _trace_columns(sim)
-    subs = sim.subscriptions()
-    # executions straight from the store: only the keys of each row are needed
-    # sub key -> firing -> [execution ids in the order the rows are read: dispatched_at, id]
-    ex_by_sub: dict[tuple, dict[str, list[str]]] = defaultdict(dict)
-    existing_ids = set()
+def _executions(store) -> tuple[dict[tuple, dict[str, list[str]]], set]:
+    """What was delivered, straight from the store (only the keys of each row
+    are needed): subscription key -> firing -> its execution ids in the order
+    the rows are read (dispatched_at, id); and every execution id."""
+    by_sub: dict[tuple, dict[str, list[str]]] = defaultdict(dict)
+    existing = set()
     parsed: dict[str, tuple] = {}  # a firing's context is one text, in each subscription's row
-    for row in sim.store.rows("workflow_executions"):
+    for row in store.rows("workflow_executions"):
         context = row["context"]
         got = parsed.get(context)
         if got is None:
             got = parsed[context] = context_firing(context)
         fid, reactor, _ = got
-        existing_ids.add(row["id"])
+        existing.add(row["id"])
         if fid is not None:
-            delivered = ex_by_sub[(row["workflow_name"], row["tenant_id"], reactor)]
+            delivered = by_sub[(row["workflow_name"], row["tenant_id"], reactor)]
             ids = delivered.get(fid)
             if ids is None:
                 delivered[fid] = [row["id"]]
             else:
                 ids.append(row["id"])
-    retained = {row["id"] for row in sim.store.rows("reactor_firings")}
+    return by_sub, existing
 
+
+_PER_SUB_KINDS = frozenset(("dispatched", "dispatch_failed", "watermark", "subscription"))
+
+
+@dataclass
+class Evidence:
+    """What every subscription's phases read."""
+
+    config: object
+    compound: bool                          # the cursor is (fired_at, id)
+    events: dict[str, list]                 # the trace's columns
+    logged: dict[tuple, list[_F]]           # stream (reactor, tenant) -> its logged firings, in history order
+    never: dict[tuple, list[_F]]            # stream -> its firings never logged
+    executions: dict[tuple, dict]           # see _executions
+    existing: set                           # every execution id
+    retained: set                           # the firings still in reactor_firings
+    per_sub_kind: dict[tuple, list[int]]    # (subscription, kind) -> its events' places in the trace
+    crashes: list[int]
+    pruned_at: dict[str, int]               # firing -> where it was pruned
+    verdicts: dict                          # see _evaluate_filters
+
+
+def evidence(sim, subs: pd.DataFrame) -> Evidence:
+    """Read a finished run (its trace's columns, its tables, its config) for
+    the phases below; ``subs``: its subscriptions, whose filters are evaluated."""
+    events, history = _trace_columns(sim)
+    executions, existing = _executions(sim.store)
     # each stream's firings, logged or never, built once however many subscriptions read the stream
-    by_stream: dict[tuple, list[_F]] = defaultdict(list)
-    never_by_stream: dict[tuple, list[_F]] = defaultdict(list)
-    streams = _streams(history)
+    logged: dict[tuple, list[_F]] = defaultdict(list)
+    never: dict[tuple, list[_F]] = defaultdict(list)
     for fid, reactor, tenant, fired_at, logged_at in zip(
             history["firing"], history["reactor_name"], history["tenant_id"], history["fired_at"],
             history["logged_at"]):
-        (never_by_stream if logged_at is None else by_stream)[(reactor, tenant)].append(
-            _F(fid, fired_at, logged_at))
-
+        (never if logged_at is None else logged)[(reactor, tenant)].append(_F(fid, fired_at, logged_at))
     # one pass over the events, a position in the trace (``seq``) for each: each
     # subscription's events of each kind in trace order, the crashes, and when
     # each firing was pruned (a prune and a watermark move in the same instant
     # are ordered by what happened first)
-    ev_t, ev_actor, ev_firing = events["t"], events["actor"], events["firing"]
-    ev_execution, ev_detail = events["execution"], events["detail"]
+    ev_firing = events["firing"]
     per_sub_kind: dict[tuple, list[int]] = defaultdict(list)
     crashes: list[int] = []
     pruned_at: dict[str, int] = {}
@@ -189,154 +209,245 @@ def check(sim) -> CheckReport:
             fid = ev_firing[seq]
             if fid is not None:
                 pruned_at[fid] = seq
+    cfg = sim.config
+    return Evidence(cfg, cfg.watermark != "fired_at", events, logged, never, executions, existing,
+                {row["id"] for row in sim.store.rows("reactor_firings")}, per_sub_kind, crashes, pruned_at,
+                # the filters, evaluated here and independently of the engine's verdicts
+                _evaluate_filters(subs, _streams(history)))
 
-    # the filters, evaluated here and independently of the engine's verdicts
-    verdicts = _evaluate_filters(subs, streams)
 
-    rows, dup_rows, lost_rows, never_rows = [], [], [], []
-    for _, s in subs.iterrows():
-        sid = s["id"]
-        key = (s["reactor_name"], s["tenant_id"])
-        created = int(s["created_at"].value // 1000)
-        passing = verdicts.get((s["predicate"], key))
+class Story:
+    """One subscription's events in the trace: its dispatches, failed
+    inserts, watermark moves and enable/disable toggles, each by its place in
+    the trace."""
 
-        stream = by_stream.get(key, ())
-        if passing is not None:
-            stream = [f for f in stream if f.firing in passing]
-        expected = [f for f in stream if f.logged_at >= created]
-        backfilled = len(stream) - len(expected)  # logged before the subscription existed
-        for f in never_by_stream.get(key, ()):
-            if passing is None or f.firing in passing:
-                never_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
-                                   "tenant_id": s["tenant_id"], "firing": f.firing,
-                                   "cause": "never_logged"})
-
-        deliveries = ex_by_sub.get(_sub_key(s), {})  # firing -> [execution ids]
+    def __init__(self, ev: Evidence, sid: str) -> None:
+        ev_t, ev_actor, ev_firing = ev.events["t"], ev.events["actor"], ev.events["firing"]
+        ev_execution, ev_detail = ev.events["execution"], ev.events["detail"]
+        per_sub_kind = ev.per_sub_kind
         dispatched = per_sub_kind.get((sid, "dispatched"), ())
         dispatched_ex = [ev_execution[q] for q in dispatched]
-        dispatch_seq = dict(zip(dispatched_ex, dispatched))
-        dispatch_actor = dict(zip(dispatched_ex, [ev_actor[q] for q in dispatched]))
-        failed_by_firing = defaultdict(list)
+        self.dispatch_seq = dict(zip(dispatched_ex, dispatched))
+        self.dispatch_actor = dict(zip(dispatched_ex, [ev_actor[q] for q in dispatched]))
+        self.failed_by_firing = defaultdict(list)
         for q in per_sub_kind.get((sid, "dispatch_failed"), ()):
-            failed_by_firing[ev_firing[q]].append((q, ev_execution[q]))
-        wm_seq = per_sub_kind.get((sid, "watermark"), [])
-        wm_val = [int(ev_detail[q]) for q in wm_seq]
-        wm_t = [ev_t[q] for q in wm_seq]
-        wm_firing = [ev_firing[q] for q in wm_seq]
-        wm_by = [(q, ev_actor[q]) for q in wm_seq]
-        rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
-        wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
-        toggle_seq = per_sub_kind.get((sid, "subscription"), [])
-        toggle_on = [ev_detail[q] != "disabled" for q in toggle_seq]
+            self.failed_by_firing[ev_firing[q]].append((q, ev_execution[q]))
+        wm_seq = self.wm_seq = per_sub_kind.get((sid, "watermark"), [])
+        wm_val = self.wm_val = [int(ev_detail[q]) for q in wm_seq]
+        self.wm_t = [ev_t[q] for q in wm_seq]
+        self.wm_firing = [ev_firing[q] for q in wm_seq]
+        self.wm_by = [(q, ev_actor[q]) for q in wm_seq]
+        self.rewinds = [wm_seq[i] for i in range(1, len(wm_val)) if wm_val[i] < wm_val[i - 1]]
+        self.wm_high = list(accumulate(wm_val, max))  # running maximum: bisectable
+        self.toggle_seq = per_sub_kind.get((sid, "subscription"), [])
+        self.toggle_on = [ev_detail[q] != "disabled" for q in self.toggle_seq]
 
-        def enabled_at(seq) -> bool:
-            """Was the subscription enabled at this point of the trace? (conservative
-            pruning only protects enabled subscriptions, as seed 000 says)"""
-            i = bisect_left(toggle_seq, seq)
-            return toggle_on[i - 1] if i else True
+    def enabled_at(self, seq: int) -> bool:
+        """Was the subscription enabled at this point of the trace? (conservative
+        pruning only protects enabled subscriptions, as seed 000 says)"""
+        i = bisect_left(self.toggle_seq, seq)
+        return self.toggle_on[i - 1] if i else True
 
-        end_wm = s["last_seen_fired_at"]
-        end_wm = None if pd.isna(end_wm) else int(end_wm.value // 1000)
-        end_wm_id = s["last_seen_firing_id"] or ""
-        once = dup_firings = extra = lost = lost_promised = pending = 0
-        firsts = []  # (the first dispatch's place in the trace, fired_at): for the order
-        for f in expected:
-            got = deliveries.get(f.firing)
-            if got:
-                if len(got) == 1:
-                    once += 1
-                    first = dispatch_seq.get(got[0])
-                    if first is not None:
-                        firsts.append((first, f.fired_at))
-                    continue
-                dispatches = [(dispatch_seq[e], e) for e in got if e in dispatch_seq]
-                if dispatches:
-                    firsts.append((min(dispatches)[0], f.fired_at))
+
+# -- the phases, per subscription ----------------------------------------------------
+def owed(ev: Evidence, s) -> tuple[list[_F], int, list[dict]]:
+    """Who was owed what: ``(expected, backfilled, never logged)``. A
+    subscription is owed the firings of its reactor and tenant that its filter
+    passes and that were logged after it existed; those logged before it are
+    ``backfilled`` (counted, not owed); a firing its writer never logged is
+    reported apart (``never_logged``), not owed."""
+    key = (s["reactor_name"], s["tenant_id"])
+    created = int(s["created_at"].value // 1000)
+    passing = ev.verdicts.get((s["predicate"], key))
+    stream = ev.logged.get(key, ())
+    if passing is not None:
+        stream = [f for f in stream if f.firing in passing]
+    expected = [f for f in stream if f.logged_at >= created]
+    never = [{"subscription": s["id"], "workflow_name": s["workflow_name"], "tenant_id": s["tenant_id"],
+              "firing": f.firing, "cause": "never_logged"}
+             for f in ev.never.get(key, ()) if passing is None or f.firing in passing]
+    return expected, len(stream) - len(expected), never
+
+
+def duplicate_cause(ev: Evidence, story: Story, prev: tuple[int, str], nxt: tuple[int, str]) -> str:
+    """Why the execution row ``nxt`` repeated ``prev`` (each ``(place in the
+    trace, execution id)``, in commit order): ``ambiguous_insert`` when the
+    earlier insert was reported failed (it committed all the same), then
+    ``several_pollers`` when another poller dispatched it, ``crash`` when the
+    runner crashed in between, ``watermark_rewind`` when the watermark moved
+    back in between, ``several_pollers`` again when another poller wrote the
+    watermark in between (across processes a write blocked on the row lock
+    lands after its trace event: a lost update), else ``unknown``."""
+    (prev_seq, prev_eid), (seq, eid) = prev, nxt
+    actor = story.dispatch_actor.get(eid)
+    if prev_eid not in story.dispatch_seq:
+        return "ambiguous_insert"
+    if story.dispatch_actor.get(prev_eid) != actor:
+        return "several_pollers"
+    if happened_between(ev.crashes, prev_seq, seq):
+        return "crash"
+    if happened_between(story.rewinds, prev_seq, seq):
+        return "watermark_rewind"
+    if any(prev_seq < w < seq and by != actor for w, by in story.wm_by):
+        return "several_pollers"
+    return "unknown"
+
+
+def _duplicates(ev: Evidence, story: Story, s, f: _F, got: list[str]) -> tuple[int | None, list[dict]]:
+    """A firing delivered more than once: the place of its first dispatch
+    (None if none is in the trace), and one row per extra delivery — every
+    row of the firing, in the order they were committed, after the first."""
+    dispatch_seq = story.dispatch_seq
+    dispatches = [(dispatch_seq[e], e) for e in got if e in dispatch_seq]
+    commits = sorted(dispatches + [(seq, e) for seq, e in story.failed_by_firing.get(f.firing, ())
+                                   if e in ev.existing])
+    rows = [{"subscription": s["id"], "workflow_name": s["workflow_name"], "tenant_id": s["tenant_id"],
+             "firing": f.firing, "execution": nxt[1], "cause": duplicate_cause(ev, story, prev, nxt)}
+            for prev, nxt in zip(commits, commits[1:])]
+    return (min(dispatches)[0] if dispatches else None), rows
+
+
+def pending(ev: Evidence, f: _F, end_wm: int | None, end_wm_id: str) -> bool:
+    """Backlog, not loss: still in the log and ahead of the subscription's
+    cursor (past ``fired_at``, or past ``(fired_at, id)`` when compound)."""
+    compound = ev.compound
+    return f.firing in ev.retained and (end_wm is None or (f.fired_at, f.firing if compound else "")
+                                         > (end_wm, end_wm_id if compound else "\uffff"))
+
+
+def loss_cause(ev: Evidence, story: Story, f: _F) -> tuple[str, str | None, int | None]:
+    """Why an owed firing was lost: ``(cause, detail, where it was pruned)``,
+    from the first watermark move at or past its ``fired_at`` when that came
+    before any prune: ``dispatch_failed`` (its insert failed before the move —
+    under per_batch the move names the batch's last firing, not this one, but
+    passes it all the same — or the move was its own after a failure),
+    ``late_visibility`` (it became visible after the move: the compound cursor
+    closes ties, so a move in the same instant did not see it either), ``tie``
+    (the move landed on its ``fired_at`` via a sibling); else ``pruned`` when
+    the prune came first; else ``unknown``."""
+    cause, detail = "unknown", None
+    passed = bisect_left(story.wm_high, f.fired_at)  # the first move at or past it
+    passed = passed if passed < len(story.wm_high) else None
+    pruned = ev.pruned_at.get(f.firing)
+    if passed is not None and (pruned is None or story.wm_seq[passed] < pruned):
+        failed = story.failed_by_firing.get(f.firing, ())
+        moved_at = story.wm_t[passed]
+        if failed and failed[0][0] < story.wm_seq[passed]:
+            cause = "dispatch_failed"
+        elif story.wm_firing[passed] == f.firing:  # moved past it by its own hand
+            if failed:
+                cause = "dispatch_failed"
+        elif f.logged_at > moved_at or (ev.compound and f.logged_at == moved_at):
+            cause = "late_visibility"
+            detail = f"visible {(f.logged_at - moved_at) / 1e6:.3f} s after the watermark passed it"
+        elif story.wm_val[passed] == f.fired_at:
+            cause = "tie"
+    elif pruned is not None:
+        cause = "pruned"
+    return cause, detail, pruned
+
+
+def promised(ev: Evidence, story: Story, cause: str, pruned: int | None) -> bool:
+    """Whether the configuration promised to deliver what was lost so: a TTL
+    prune (or a prune while the subscription was disabled) and a failed
+    insert under ``dispatch_failure_policy="advance"`` are documented drops."""
+    cfg = ev.config
+    return not ((cause == "pruned" and (cfg.prune_policy == "ttl" or not story.enabled_at(pruned)))
+                or (cause == "dispatch_failed" and cfg.dispatch_failure_policy == "advance"))
+
+
+def _check_subscription(ev: Evidence, s) -> tuple[dict, list[dict], list[dict], list[dict], list[tuple]]:
+    """One subscription's row of ``per_subscription`` (its ``out_of_order``
+    filled in later), its duplicates, losses and never-logged firings, and
+    each delivered firing's first dispatch as ``(place in the trace,
+    fired_at)`` for :func:`out_of_order`."""
+    expected, backfilled, never = owed(ev, s)
+    story = Story(ev, s["id"])
+    deliveries = ev.executions.get(_sub_key(s), {})  # firing -> [execution ids]
+    dispatch_seq = story.dispatch_seq
+    end_wm = s["last_seen_fired_at"]
+    end_wm = None if pd.isna(end_wm) else int(end_wm.value // 1000)
+    end_wm_id = s["last_seen_firing_id"] or ""
+    once = dup_firings = lost = lost_promised = waiting = 0
+    firsts, dup_rows, lost_rows = [], [], []
+    for f in expected:
+        got = deliveries.get(f.firing)
+        if got:
+            if len(got) == 1:
+                once += 1
+                first = dispatch_seq.get(got[0])
+            else:
                 dup_firings += 1
-                # all rows of this firing, in the order they were committed
-                commits = sorted(
-                    dispatches + [(seq, e) for seq, e in failed_by_firing.get(f.firing, ()) if e in existing_ids])
-                for (prev_seq, prev_eid), (seq, eid) in zip(commits, commits[1:]):
-                    extra += 1
-                    if prev_eid not in dispatch_seq:
-                        cause = "ambiguous_insert"
-                    elif dispatch_actor.get(prev_eid) != dispatch_actor.get(eid):
-                        cause = "several_pollers"
-                    elif any(prev_seq < c < seq for c in crashes):
-                        cause = "crash"
-                    elif any(prev_seq < r < seq for r in rewinds):
-                        cause = "watermark_rewind"
-                    elif any(prev_seq < w < seq and by != dispatch_actor.get(eid) for w, by in wm_by):
-                        # another poller wrote the watermark in between: across processes a write
-                        # blocked on the row lock lands after its trace event (a lost update)
-                        cause = "several_pollers"
-                    else:
-                        cause = "unknown"
-                    dup_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
-                                     "tenant_id": s["tenant_id"], "firing": f.firing,
-                                     "execution": eid, "cause": cause})
-                continue
-            if f.firing in retained and (end_wm is None or (f.fired_at, f.firing if compound else "")
-                                         > (end_wm, end_wm_id if compound else "\uffff")):
-                pending += 1  # still ahead of the cursor: backlog, not loss
-                continue
-            # lost: find the first watermark move at or past its fired_at
-            cause, detail = "unknown", None
-            passed = bisect_left(wm_high, f.fired_at)  # the first move at or past it
-            passed = passed if passed < len(wm_high) else None
-            pruned = pruned_at.get(f.firing)
-            if passed is not None and (pruned is None or wm_seq[passed] < pruned):
-                failed = failed_by_firing.get(f.firing, ())
-                # its insert failed before the move: under per_batch the move names the
-                # batch's last firing, not this one, but passes it all the same
-                if failed and failed[0][0] < wm_seq[passed]:
-                    cause = "dispatch_failed"
-                elif wm_firing[passed] == f.firing:  # moved past it by its own hand
-                    if failed:
-                        cause = "dispatch_failed"
-                elif f.logged_at > wm_t[passed] or (compound and f.logged_at == wm_t[passed]):
-                    # visible in the instant of the move: the compound cursor closes ties, so the
-                    # move's fetch did not see it (with fired_at alone a tie explains it as well)
-                    cause = "late_visibility"
-                    detail = f"visible {(f.logged_at - wm_t[passed]) / 1e6:.3f} s after the watermark passed it"
-                elif wm_val[passed] == f.fired_at:
-                    cause = "tie"
-            elif pruned is not None:
-                cause = "pruned"
-            promised = not ((cause == "pruned" and (cfg.prune_policy == "ttl" or not enabled_at(pruned)))
-                            or (cause == "dispatch_failed" and cfg.dispatch_failure_policy == "advance"))
+                first, rows = _duplicates(ev, story, s, f, got)
+                dup_rows += rows
+            if first is not None:
+                firsts.append((first, f.fired_at))
+        elif pending(ev, f, end_wm, end_wm_id):
+            waiting += 1
+        else:
+            cause, detail, pruned = loss_cause(ev, story, f)
+            kept = promised(ev, story, cause, pruned)
             lost += 1
-            lost_promised += promised
-            lost_rows.append({"subscription": sid, "workflow_name": s["workflow_name"],
+            lost_promised += kept
+            lost_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
                               "tenant_id": s["tenant_id"], "firing": f.firing, "cause": cause,
-                              "promised": promised, "detail": detail})
+                              "promised": kept, "detail": detail})
+    row = {"subscription": s["id"], "reactor_name": s["reactor_name"], "workflow_name": s["workflow_name"],
+           "tenant_id": s["tenant_id"], "expected": len(expected), "delivered_once": once,
+           "duplicated": dup_firings, "extra_deliveries": len(dup_rows), "lost": lost,
+           "lost_promised": lost_promised, "pending": waiting, "out_of_order": 0, "backfilled": backfilled,
+           "valid": lost_promised == 0}
+    return row, dup_rows, lost_rows, never, firsts
 
-        out_of_order = _out_of_order(firsts)
-        rows.append({
-            "subscription": sid, "reactor_name": s["reactor_name"], "workflow_name": s["workflow_name"],
-            "tenant_id": s["tenant_id"], "expected": len(expected), "delivered_once": once,
-            "duplicated": dup_firings, "extra_deliveries": extra, "lost": lost,
-            "lost_promised": lost_promised, "pending": pending, "out_of_order": out_of_order,
-            "backfilled": backfilled, "valid": lost_promised == 0,
-        })
 
-    per_sub = pd.DataFrame(rows, columns=[
-        "subscription", "reactor_name", "workflow_name", "tenant_id", "expected", "delivered_once",
-        "duplicated", "extra_deliveries", "lost", "lost_promised", "pending", "out_of_order",
-        "backfilled", "valid"])
-    dups = pd.DataFrame(dup_rows, columns=["subscription", "workflow_name", "tenant_id", "firing",
-                                           "execution", "cause"])
-    lost_df = pd.DataFrame(lost_rows, columns=["subscription", "workflow_name", "tenant_id", "firing",
-                                               "cause", "promised", "detail"])
-    never_df = pd.DataFrame(never_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "cause"])
-    total = {k: int(per_sub[k].sum()) for k in
-             ("expected", "delivered_once", "duplicated", "extra_deliveries", "lost", "lost_promised",
-              "pending", "out_of_order", "backfilled")}
+def out_of_order(firsts: list[list[tuple[int, int]]]) -> list[int]:
+    """Per subscription, the firings first delivered after a firing with a
+    later ``fired_at`` was (``firsts``: per subscription, each delivered
+    firing's first dispatch as (place in the trace, fired_at)). A tie of
+    stamps is in order either way."""
+    for mine in firsts:
+        mine.sort()
+    fired_at = np.fromiter((t for mine in firsts for _, t in mine), dtype=np.int64,
+                           count=sum(map(len, firsts)))
+    owner = np.repeat(np.arange(len(firsts)), [len(mine) for mine in firsts])
+    late = fired_at < highest_before(fired_at, owner)
+    return np.bincount(owner[late], minlength=len(firsts)).tolist()
+
+
+def _report(rows: list[dict], dup_rows: list[dict], dup_columns: list[str], lost_rows: list[dict],
+            never_rows: list[dict], **also: int) -> CheckReport:
+    """The report from the rows of every subscription; ``also``: totals after ``never_logged``."""
+    per_sub = pd.DataFrame(rows, columns=_PER_SUB_COLUMNS)
+    dups = pd.DataFrame(dup_rows, columns=dup_columns)
+    lost_df = pd.DataFrame(lost_rows, columns=_LOST_COLUMNS)
+    never_df = pd.DataFrame(never_rows, columns=_NEVER_COLUMNS)
+    total = {k: int(per_sub[k].sum()) for k in _COUNTED}
     total["never_logged"] = len(never_df)
+    total.update(also)
     total["duplicate_causes"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
     total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
     total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
     return CheckReport(per_sub, dups, lost_df, never_df, total)
+
+
+@gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
+def check(sim) -> CheckReport:
+    """Check every subscription of a finished (or paused) ev."""
+    refuse_unreadable(sim, "reactor", "fanoutsim.check")
+    subs = sim.subscriptions()
+    ev = evidence(sim, subs)
+    rows, dup_rows, lost_rows, never_rows, firsts = [], [], [], [], []
+    for _, s in subs.iterrows():
+        row, dups, lost, never, mine = _check_subscription(ev, s)
+        rows.append(row)
+        dup_rows += dups
+        lost_rows += lost
+        never_rows += never
+        firsts.append(mine)
+    for row, late in zip(rows, out_of_order(firsts)):
+        row["out_of_order"] = late
+    return _report(rows, dup_rows, ["subscription", "workflow_name", "tenant_id", "firing", "execution", "cause"],
+                   lost_rows, never_rows)
 
 
 # Above this many evaluations the filters are evaluated by two processes:
@@ -408,18 +519,6 @@ def _parallel(jobs) -> list[set]:
         for owner, part in zip(owners, pool.map(_evaluate_job, chunks)):
             results[owner] |= part
     return results
-
-
-def _out_of_order(firsts: list[tuple[int, int]]) -> int:
-    """Firings first delivered after a firing with a later fired_at was
-    (``firsts``: each delivered firing's first dispatch, as (trace place, fired_at))."""
-    firsts.sort()
-    count, high = 0, None
-    for _, fired_at in firsts:
-        if high is not None and fired_at < high:
-            count += 1
-        high = fired_at if high is None else max(high, fired_at)
-    return count
 
 
 def format_check(report: CheckReport) -> str:
@@ -580,20 +679,5 @@ def _check_store(store, config) -> CheckReport:
                      "delivered_once": once, "duplicated": dup_firings, "extra_deliveries": extra, "lost": lost,
                      "lost_promised": lost, "pending": pending, "out_of_order": 0, "backfilled": 0,
                      "valid": lost == 0})
-    per_sub = pd.DataFrame(rows, columns=["subscription", "reactor_name", "workflow_name", "tenant_id",
-                                          "expected", "delivered_once", "duplicated", "extra_deliveries", "lost",
-                                          "lost_promised", "pending", "out_of_order", "backfilled", "valid"])
-    dups = pd.DataFrame(dup_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "execution",
-                                           "cause", "crash_at"])
-    lost_df = pd.DataFrame(lost_rows, columns=["subscription", "workflow_name", "tenant_id", "firing", "cause",
-                                               "promised", "detail"])
-    total = {k: int(per_sub[k].sum()) for k in
-             ("expected", "delivered_once", "duplicated", "extra_deliveries", "lost", "lost_promised",
-              "pending", "out_of_order", "backfilled")}
-    total["never_logged"] = 0
-    total["crashes"] = len(crash_times)
-    total["duplicate_causes"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
-    total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
-    total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
-    never = pd.DataFrame(columns=["subscription", "workflow_name", "tenant_id", "firing", "cause"])
-    return CheckReport(per_sub, dups, lost_df, never, total)
+    return _report(rows, dup_rows, ["subscription", "workflow_name", "tenant_id", "firing", "execution", "cause",
+                                     "crash_at"], lost_rows, [], crashes=len(crash_times))

@@ -182,18 +182,21 @@ def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None
 
 def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None,
           stats: PollStats | None = None) -> PollStats:
-    """Filter, dispatch and advance the watermark over one fetched batch."""
-    cfg = e.config
-    trace, metrics, faults, actor = e.trace, e.metrics, e.faults, e.poller
-    sid, reactor, tenant = sub["id"], sub["reactor_name"], sub["tenant_id"]
+    """Filter, dispatch and advance the watermark over one fetched batch.
+
+    Per firing: :func:`_filter` (the CEL verdict), :func:`_predicate_error`
+    on an error (the ``hold`` policy may stop the drain here), then
+    :func:`_dispatch` on a match (a failed insert under the ``hold`` policy
+    stops it too), then the watermark's move to the firing — committed per
+    firing, or once at the end of the batch under ``per_batch``; under
+    ``atomic`` it moved with the insert."""
+    sid = sub["id"]
     decoded = {} if decoded is None else decoded
     stats = PollStats() if stats is None else stats
     stats.fetched += len(batch)
     predicate = e.predicate_for(sub)
-    mode = cfg.watermark_commit
-    hold_errors = cfg.predicate_error_policy == "hold"
-    err_count, err_firing = sub["predicate_error_count"], sub["predicate_error_firing_id"]
-    degraded = sub["predicate_degraded"]
+    per_batch = e.config.watermark_commit == "per_batch"
+    errors = _Errors(sub)
     changes: dict = {}  # subscription writes not yet committed
     wm_firing = None    # the firing whose fired_at ``changes`` moves the watermark to
 
@@ -202,84 +205,126 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
         d = decoded.get(fid)
         if d is None:
             d = decoded[fid] = _Firing(f)
-        # -- filter -------------------------------------------------------
-        error = None
-        if predicate is None:
-            match = True
-        else:
-            if isinstance(predicate, Predicate):
-                if d.act is None:
-                    d.act = activation(d.sources, reactor, tenant)
-                value, error = predicate.evaluate(d.act)
-            else:
-                value, error = None, predicate
-            match = bool(value)
-            trace.add(now, "predicate", actor, subscription=sid, firing=fid,
-                      detail=f"error: {error}" if error else str(match))
+        match, error = (True, None) if predicate is None else _filter(e, now, sub, predicate, f, d)
         if error is not None:
-            stats.predicate_errors += 1
-            metrics.inc("fanoutsim_reactor_predicate_errors_total", reactor=reactor)
-            changes["last_predicate_error"] = error
-            if hold_errors:
-                err_count = err_count + 1 if err_firing == fid else 1
-                err_firing = fid
-                changes.update(predicate_error_count=err_count, predicate_error_firing_id=fid,
-                               updated_at=now)
-                if err_count < cfg.predicate_error_limit:
-                    _commit(e, now, sid, changes, wm_firing)  # hold: the watermark stays, drain stops
-                    return stats
-                # the limit-th consecutive error on this firing: dead-letter it
-                stats.dead_letters += 1
-                metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
-                trace.add(now, "dead_letter", actor, subscription=sid, firing=fid, detail=error)
-                changes["predicate_degraded"] = degraded = True
-        elif err_count or degraded:  # a clean evaluation clears the error state
-            err_count, err_firing, degraded = 0, None, False
-            changes.update(predicate_error_count=0, predicate_error_firing_id=None,
-                           predicate_degraded=False)
-        # -- dispatch -------------------------------------------------------
+            if _predicate_error(e, now, sub, fid, error, errors, changes, stats):
+                _commit(e, now, sid, changes, wm_firing)  # hold: the watermark stays, drain stops
+                return stats
+        elif errors.count or errors.degraded:  # a clean evaluation clears the error state
+            errors.clear(changes)
         if match:
-            row = _execution_row(e, now, sub, f, d)
-            try:
-                with e.store.transaction() as tx:
-                    faults.before_insert(sub["workflow_name"], now, subscription=sub)
-                    tx.insert_execution(row)
-                    if mode == "atomic":
-                        faults.point("poll.after_dispatch_before_watermark", now,
-                                     subscription=sid, firing=fid)
-                        tx.update_subscription(sid, {**changes, "last_seen_fired_at": f["fired_at"],
-                                                     "last_seen_firing_id": fid, "updated_at": now})
-                # committed; a lost reply still looks like a failure to the poller
-                faults.after_insert(sub["workflow_name"], now)
-            except InsertFailed as exc:
-                stats.dispatch_failures += 1
-                metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=reactor)
-                trace.add(now, "dispatch_failed", actor, subscription=sid, firing=fid,
-                          execution=row["id"], detail=str(exc))
-                if cfg.dispatch_failure_policy == "hold":
-                    _commit(e, now, sid, changes, wm_firing)  # this firing's watermark stays; retried next tick
-                    return stats
-            else:
-                stats.dispatched += 1
-                trace.add(now, "dispatched", actor, subscription=sid, firing=fid, execution=row["id"])
-                if mode == "atomic":
-                    changes = {}
-                    trace.add(now, "watermark", actor, subscription=sid, firing=fid,
-                              detail=str(f["fired_at"]))
-                    continue
-                faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)
+            step = _dispatch(e, now, sub, f, d, changes, stats)
+            if step is _HOLD:
+                _commit(e, now, sid, changes, wm_firing)  # this firing's watermark stays; retried next tick
+                return stats
+            if step is _MOVED:
+                changes = {}
+                continue
         else:
             stats.filtered += 1
-        # -- watermark ----------------------------------------------------------
         changes.update(last_seen_fired_at=f["fired_at"], last_seen_firing_id=fid, updated_at=now)
         wm_firing = fid
-        if mode != "per_batch":
+        if not per_batch:
             _commit(e, now, sid, changes, wm_firing)
             changes = {}
     if changes:
-        faults.point("poll.before_batch_commit", now, subscription=sid)
+        e.faults.point("poll.before_batch_commit", now, subscription=sid)
         _commit(e, now, sid, changes, wm_firing)
     return stats
+
+
+def _filter(e, now: int, sub: dict, predicate, f: dict, d: _Firing) -> tuple[bool, str | None]:
+    """The subscription's cached CEL filter on one firing, traced:
+    ``(match, error)``. The activation is built once per pass however many
+    subscriptions read the firing; a filter that did not compile is its error."""
+    if isinstance(predicate, Predicate):
+        if d.act is None:
+            d.act = activation(d.sources, sub["reactor_name"], sub["tenant_id"])
+        value, error = predicate.evaluate(d.act)
+    else:
+        value, error = None, predicate
+    match = bool(value)
+    e.trace.add(now, "predicate", e.poller, subscription=sub["id"], firing=f["id"],
+                detail=f"error: {error}" if error else str(match))
+    return match, error
+
+
+class _Errors:
+    """The subscription's predicate error state as the drain moves through a batch."""
+
+    __slots__ = ("count", "firing", "degraded")
+
+    def __init__(self, sub: dict) -> None:
+        self.count, self.firing = sub["predicate_error_count"], sub["predicate_error_firing_id"]
+        self.degraded = sub["predicate_degraded"]
+
+    def clear(self, changes: dict) -> None:
+        self.count, self.firing, self.degraded = 0, None, False
+        changes.update(predicate_error_count=0, predicate_error_firing_id=None, predicate_degraded=False)
+
+
+def _predicate_error(e, now: int, sub: dict, fid: str, error: str, errors: _Errors, changes: dict,
+                     stats: PollStats) -> bool:
+    """Record a filter error; True when the drain must stop on it. Under
+    ``predicate_error_policy="hold"`` the watermark stays on the firing until
+    ``predicate_error_limit`` consecutive errors on it, and then the firing is
+    dead-lettered and the subscription marked degraded (the drain goes on)."""
+    cfg = e.config
+    reactor = sub["reactor_name"]
+    stats.predicate_errors += 1
+    e.metrics.inc("fanoutsim_reactor_predicate_errors_total", reactor=reactor)
+    changes["last_predicate_error"] = error
+    if cfg.predicate_error_policy != "hold":
+        return False
+    errors.count = errors.count + 1 if errors.firing == fid else 1
+    errors.firing = fid
+    changes.update(predicate_error_count=errors.count, predicate_error_firing_id=fid, updated_at=now)
+    if errors.count < cfg.predicate_error_limit:
+        return True
+    # the limit-th consecutive error on this firing: dead-letter it
+    stats.dead_letters += 1
+    e.metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
+    e.trace.add(now, "dead_letter", e.poller, subscription=sub["id"], firing=fid, detail=error)
+    changes["predicate_degraded"] = errors.degraded = True
+    return False
+
+
+_HOLD, _MOVED = "hold", "moved"  # what _dispatch tells the drain
+
+
+def _dispatch(e, now: int, sub: dict, f: dict, d: _Firing, changes: dict, stats: PollStats) -> str | None:
+    """Insert the firing's execution row — under ``watermark_commit="atomic"``
+    with the watermark's move (and the pending ``changes``) in the same
+    transaction. Returns :data:`_HOLD` when the insert failed and
+    ``dispatch_failure_policy="hold"`` keeps the watermark, :data:`_MOVED`
+    when the watermark moved with the insert, else None: the watermark moves
+    next (after a dispatch, or a failed insert under ``advance``)."""
+    faults, sid, fid = e.faults, sub["id"], f["id"]
+    atomic = e.config.watermark_commit == "atomic"
+    row = _execution_row(e, now, sub, f, d)
+    try:
+        with e.store.transaction() as tx:
+            faults.before_insert(sub["workflow_name"], now, subscription=sub)
+            tx.insert_execution(row)
+            if atomic:
+                faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)
+                tx.update_subscription(sid, {**changes, "last_seen_fired_at": f["fired_at"],
+                                             "last_seen_firing_id": fid, "updated_at": now})
+        # committed; a lost reply still looks like a failure to the poller
+        faults.after_insert(sub["workflow_name"], now)
+    except InsertFailed as exc:
+        stats.dispatch_failures += 1
+        e.metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=sub["reactor_name"])
+        e.trace.add(now, "dispatch_failed", e.poller, subscription=sid, firing=fid,
+                    execution=row["id"], detail=str(exc))
+        return _HOLD if e.config.dispatch_failure_policy == "hold" else None
+    stats.dispatched += 1
+    e.trace.add(now, "dispatched", e.poller, subscription=sid, firing=fid, execution=row["id"])
+    if atomic:
+        e.trace.add(now, "watermark", e.poller, subscription=sid, firing=fid, detail=str(f["fired_at"]))
+        return _MOVED
+    faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)
+    return None
 
 
 def _execution_row(e, now: int, sub: dict, f: dict, d: _Firing) -> dict:
