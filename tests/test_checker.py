@@ -193,13 +193,16 @@ def test_the_checker_reads_the_recorder_and_a_trace_frame_alike(run):
 
 
 def test_trace_columns_hold_what_the_frame_holds_and_a_locked_trace_copies_them():
-    from fanoutsim.kernel.trace import COLUMNS, HISTORY_COLUMNS, LockedTrace, Trace
+    from fanoutsim.designs.reactor.engine import TRACE
+    from fanoutsim.kernel.trace import LockedTrace, Trace
 
-    for trace in (Trace(), LockedTrace()):
+    COLUMNS, HISTORY_COLUMNS = TRACE.columns, TRACE.history
+    assert COLUMNS == ("t", "kind", "actor", "subscription", "firing", "execution", "attempt", "detail")
+    for trace in (Trace(TRACE), LockedTrace(TRACE)):
         trace.attempted("f1", "r", "public", 10, b"x")
-        trace.add(10, "fired", "reactor", firing="f1", detail="r")
+        trace.add(10, "fired", "reactor", what="f1", detail="r")
         trace.logged("f1", 12)
-        trace.add(12, "watermark", "poller", subscription="s1", firing="f1", detail="10")
+        trace.add(12, "watermark", "poller", who="s1", what="f1", detail="10")
         events, history = trace.columns()
         frame = trace.frame()
         assert list(events) == list(COLUMNS) and list(history) == list(HISTORY_COLUMNS)
@@ -210,3 +213,24 @@ def test_trace_columns_hold_what_the_frame_holds_and_a_locked_trace_copies_them(
         trace.add(13, "crashed", "runtime")
         # a wall-clock trace goes on recording: its columns are a snapshot, all of one length
         assert len(events["t"]) == (2 if isinstance(trace, LockedTrace) else 3)
+
+
+def test_a_design_names_its_trace_columns_and_the_kernel_records_them_alike():
+    """The kernel records three ids, the incarnation and a history under no design's
+    words; a design's schema names them (and may have no third id)."""
+    from fanoutsim.kernel.trace import Trace, TraceSchema
+
+    schema = TraceSchema(who="consumer", what="seq", where=None, incarnation="process",
+                         history=("seq", "logged_at", "body", "attempt"))
+    trace = Trace(schema)
+    trace.attempted(7, "hello")
+    trace.add(10, "handled", "dispatcher", who="c1", what=7, where="dropped", detail="ok")
+    trace.logged(7, 11)
+    trace.attempt = 1
+    trace.add(12, "crashed", "runtime")
+    frame = trace.frame()
+    assert list(frame.columns) == ["t", "time", "kind", "actor", "consumer", "seq", "process", "detail"]
+    assert frame["consumer"].tolist() == ["c1", None] and frame["process"].tolist() == [0, 1]
+    assert frame.history.to_dict("records") == [{"seq": 7, "logged_at": 11, "body": "hello", "attempt": 0}]
+    events, history = trace.columns()
+    assert "where" not in events and events["seq"] == [7, None] and history["body"] == ["hello"]

@@ -152,12 +152,12 @@ def test_realtime_add_workload_refuses_bad_start_stop_topic():
     rt = OutboxRealtime(store="memory")
     try:
         for kw, match in [({"start": "5"}, "start must be a finite number of seconds"),
-                          ({"stop": NAN}, "stop must be a finite number of seconds after start"),
-                          ({"start": 2.0, "stop": 1.0}, "stop must be a finite number of seconds after start"),
+                          ({"stop": NAN}, "stop must be a finite number of virtual seconds, got nan"),
+                          ({"start": 2.0, "stop": 1.0}, r"stop must be after start \(2\)"),
                           ({"topic": ""}, "topic must be a non-empty string")]:
             with pytest.raises(ValueError, match=match):
                 rt.add_workload(1.0, **kw)
-        assert rt._writers == []
+        assert [name for _, name in rt._queued] == ["safety-poll"]  # no writer half-added
     finally:
         rt.close()
 
@@ -166,7 +166,7 @@ def test_realtime_add_workload_refuses_bad_start_stop_topic():
 @pytest.mark.parametrize("due_at", [NAN, INF])
 def test_commit_refuses_a_non_finite_due_at_by_name(due_at):
     sim = fs.OutboxSimulation(seed=3)
-    with pytest.raises(ValueError, match=f"due_at must be a finite number of virtual seconds, got {due_at}"):
+    with pytest.raises(ValueError, match=f"due_at must be a finite number of seconds since start, got {due_at}"):
         sim.commit("p", "x", due_at=due_at)
     assert sim.outbox().empty and sim.commit("p", "x") == 1  # no seq was taken
 

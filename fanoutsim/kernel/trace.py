@@ -2,31 +2,65 @@
 
 Recording must be cheap enough to leave on, so the recorder appends to one
 Python list per column instead of building a dict per event; ``frame()`` turns
-the columns into a pandas DataFrame once, at the end. Columns:
+the columns into a pandas DataFrame once, at the end. Every event has:
 
 ``t``            virtual (or wall) time, epoch microseconds (``time``: the same as a timestamp)
-``kind``         fired, graph_called, logged, polled, predicate, dispatched,
-                 dispatch_failed, watermark, dead_letter, claimed, finished, requeued,
-                 pruned, crashed, restarted, fault, subscription (enabled/disabled)
-``actor``        who did it: ``reactor``, ``poller`` (``poller#2`` for a
-                 replica), ``pruner``, ``executor``, ``runtime``, ``faults``
-``subscription`` subscription id, or None
-``firing``       firing id, or None
-``execution``    execution id, or None
-``attempt``      runner incarnation: 0 until the first restart
-``detail``       free text: a predicate's result, an error, a watermark value
+``kind``         what happened (the design's words: ``fired``, ``dispatched``, ``leased``, ...)
+``actor``        who did it (``poller``, ``dispatcher``, ``broker``, ``runtime``, ``faults``)
+three ids        *who* it was for (a reader), *what* it was about (an item) and
+                 *where* (a place the design has one for), each None when it
+                 does not apply
+the incarnation  of the process: 0 until the first restart
+``detail``       free text: a predicate's result, an error, a position
 
-Beside the events the trace keeps the *history* of firings — every firing a
-writer attempted, its payload and whether (and when) it was durably logged —
-because the log itself forgets: pruned rows are gone, and a firing whose writer
-crashed was never there. The checker reads both.
+The kernel knows no design's words: each design names the ids, the
+incarnation and its history in its :class:`TraceSchema`, and its trace frame
+shows those names (the reactor's ``subscription``, ``firing``, ``execution``;
+the outbox's ``consumer``, ``seq``; leases' ``consumer``, ``event_id``,
+``partition``, ``process``).
+
+Beside the events the trace may keep a *history* of the items writers
+attempted — every item, its values and whether (and when) it was durably
+logged — because a log forgets: pruned rows are gone, and an item whose writer
+crashed was never there. A checker reads both.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
-COLUMNS = ("t", "kind", "actor", "subscription", "firing", "execution", "attempt", "detail")
-HISTORY_COLUMNS = ("firing", "reactor_name", "tenant_id", "fired_at", "logged_at", "payload", "attempt")
+LOGGED, INCARNATION = "logged_at", "attempt"  # history columns the trace fills itself
+
+
+@dataclass(frozen=True)
+class TraceSchema:
+    """A design's names for the trace's columns: the three ids (``where`` None:
+    the design has no such column, and its frame leaves it out), the
+    incarnation, and the history's columns (the first is the item's id;
+    ``logged_at`` is set by :meth:`Trace.logged`, ``attempt`` with the
+    incarnation; :meth:`Trace.attempted` gives the others, in order)."""
+
+    who: str = "who"
+    what: str = "what"
+    where: str | None = "where"
+    incarnation: str = "attempt"
+    history: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The event columns a frame shows, in order."""
+        ids = (self.who, self.what) + (() if self.where is None else (self.where,))
+        return ("t", "kind", "actor", *ids, self.incarnation, "detail")
+
+    def given(self) -> tuple[int, ...]:
+        """The history columns :meth:`Trace.attempted` fills, by position."""
+        return tuple(i for i, c in enumerate(self.history) if c not in (LOGGED, INCARNATION))
+
+
+# what a frame of each recorded column is called: t, kind, actor, who, what, where, incarnation, detail
+_SLOTS = 8
+_WHERE = 5
 
 
 class TraceFrame(pd.DataFrame):
@@ -57,54 +91,69 @@ class TraceFrame(pd.DataFrame):
 
 
 class Trace:
-    __slots__ = ("cols", "attempt", "hist", "_hist_index")
+    __slots__ = ("schema", "cols", "attempt", "hist", "_hist_index", "_given", "_logged", "_incarnation")
 
-    def __init__(self) -> None:
-        self.cols: tuple[list, ...] = tuple([] for _ in COLUMNS)
+    def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
+        self.schema = schema
+        self.cols: tuple[list, ...] = tuple([] for _ in range(_SLOTS))
         self.attempt = 0
-        self.hist: tuple[list, ...] = tuple([] for _ in HISTORY_COLUMNS)
-        self._hist_index: dict[str, int] = {}
+        self.hist: tuple[list, ...] = tuple([] for _ in schema.history)
+        self._hist_index: dict = {}
+        self._given = schema.given()
+        self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
+        self._incarnation = schema.history.index(INCARNATION) if INCARNATION in schema.history else None
 
-    def add(self, t, kind, actor, subscription=None, firing=None, execution=None, detail=None) -> None:
+    def add(self, t, kind, actor, who=None, what=None, where=None, detail=None) -> None:
         c = self.cols
         c[0].append(t)
         c[1].append(kind)
         c[2].append(actor)
-        c[3].append(subscription)
-        c[4].append(firing)
-        c[5].append(execution)
+        c[3].append(who)
+        c[4].append(what)
+        c[5].append(where)
         c[6].append(self.attempt)
         c[7].append(detail)
 
-    def attempted(self, firing: str, reactor: str, tenant: str, fired_at: int, payload: bytes) -> None:
-        """A writer is about to log this firing."""
+    def attempted(self, item, *values) -> None:
+        """A writer is about to log ``item``; ``values``: the history's other columns, in order."""
         h = self.hist
-        self._hist_index[firing] = len(h[0])
-        for col, value in zip(h, (firing, reactor, tenant, fired_at, None, payload, self.attempt)):
+        self._hist_index[item] = len(h[0])
+        row = [None] * len(h)
+        for i, value in zip(self._given, (item, *values)):
+            row[i] = value
+        if self._incarnation is not None:
+            row[self._incarnation] = self.attempt
+        for col, value in zip(h, row):
             col.append(value)
 
-    def logged(self, firing: str, at: int) -> None:
-        """The firing's row committed at ``at``."""
-        self.hist[4][self._hist_index[firing]] = at
+    def logged(self, item, at: int) -> None:
+        """The item's row committed at ``at``."""
+        self.hist[self._logged][self._hist_index[item]] = at
 
     def __len__(self) -> int:
         return len(self.cols[0])
 
+    def _event_columns(self) -> list[tuple[str, list]]:
+        cols = list(self.cols)
+        if self.schema.where is None:
+            del cols[_WHERE]
+        return list(zip(self.schema.columns, cols))
+
     def columns(self) -> tuple[dict[str, list], dict[str, list]]:
-        """The events and the firing history as columns (name -> list of
-        values, missing ones None): what :meth:`frame` holds, for a reader of
-        a whole run that loops over it in Python (the checker) and has no use
-        for a DataFrame. The recorder's own lists, not copies (a day's trace
-        is a million rows): read them, never change them."""
-        return dict(zip(COLUMNS, self.cols)), dict(zip(HISTORY_COLUMNS, self.hist))
+        """The events and the history as columns (name -> list of values,
+        missing ones None): what :meth:`frame` holds, for a reader of a whole
+        run that loops over it in Python (a checker) and has no use for a
+        DataFrame. The recorder's own lists, not copies (a day's trace is a
+        million rows): read them, never change them."""
+        return dict(self._event_columns()), dict(zip(self.schema.history, self.hist))
 
     def history(self) -> pd.DataFrame:
-        return pd.DataFrame({name: pd.Series(col, dtype=object) for name, col in zip(HISTORY_COLUMNS, self.hist)})
+        return pd.DataFrame({name: pd.Series(col, dtype=object) for name, col in zip(self.schema.history, self.hist)})
 
     def frame(self) -> TraceFrame:
-        df = TraceFrame({name: pd.Series(col, dtype=object) for name, col in zip(COLUMNS, self.cols)})
+        df = TraceFrame({name: pd.Series(col, dtype=object) for name, col in self._event_columns()})
         df["t"] = df["t"].astype("int64")
-        df["attempt"] = df["attempt"].astype("int64")
+        df[self.schema.incarnation] = df[self.schema.incarnation].astype("int64")
         df.insert(1, "time", pd.to_datetime(df["t"], unit="us", utc=True))
         df.history = self.history()
         return df
@@ -129,10 +178,10 @@ class LockedTrace(Trace):
 
     __slots__ = ("_lock",)
 
-    def __init__(self) -> None:
+    def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         import threading
 
-        super().__init__()
+        super().__init__(schema)
         self._lock = threading.Lock()
 
     def add(self, *args, **kwargs) -> None:

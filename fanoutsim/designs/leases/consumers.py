@@ -129,11 +129,11 @@ def seek(e, now: int, name: str, position) -> str:
                 _clear(tx, name)
                 tx.put_lease_consumer({**row, "start_seq": seq, "start_commit": commit,
                                        "revision": row["revision"] + 1})
-                e.faults.point("seek.before_commit", now, subscription=name)
+                e.faults.point("seek.before_commit", now, who=name)
     if result != APPLIED:
         return _refused(e, now, name, "seek", result)
     e.trace.add(now, "seek", e.actor, name, None, None, str(seq))
-    e.faults.point("seek.after_commit", now, subscription=name)
+    e.faults.point("seek.after_commit", now, who=name)
     return APPLIED
 
 
@@ -150,11 +150,11 @@ def retire(e, now: int, name: str) -> str:
             result = APPLIED
             _clear(tx, name)
             tx.delete_lease_consumer(name)
-            e.faults.point("retire.before_commit", now, subscription=name)
+            e.faults.point("retire.before_commit", now, who=name)
     if result != APPLIED:
         return _refused(e, now, name, "retire", result)
     e.trace.add(now, "retired", e.actor, name)
-    e.faults.point("retire.after_commit", now, subscription=name)
+    e.faults.point("retire.after_commit", now, who=name)
     return APPLIED
 
 

@@ -21,11 +21,15 @@ from __future__ import annotations
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.store import Store
-from fanoutsim.kernel.trace import Trace
+from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.designs.leases import backup as backups
 from fanoutsim.designs.leases import consumers, leasing, log
 from fanoutsim.designs.leases.config import LeaseConfig
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, check_database, in_database
+
+
+# the trace in leases' words; a node's incarnation is its ``process``
+TRACE = TraceSchema(who="consumer", what="event_id", where="partition", incarnation="process")
 
 
 class LeaseEngine:

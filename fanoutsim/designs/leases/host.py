@@ -285,8 +285,7 @@ class LeaseHost:
     def trace(self) -> pd.DataFrame:
         """The trace with this design's names: ``consumer``, ``event_id``,
         ``partition`` and ``process`` (the node's incarnation: 0 until a restart)."""
-        return self._trace.frame().rename(columns={
-            "subscription": "consumer", "firing": "event_id", "execution": "partition", "attempt": "process"})
+        return self._trace.frame()
 
     def metrics(self) -> dict[str, float]:
         out = self.metrics_registry.as_dict()

@@ -192,12 +192,12 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] |
         if out:
             tx.set_history(h)
             bump(tx, row)
-            e.faults.point("lease.before_commit", now, subscription=consumer, firing=out[0].event_id)
+            e.faults.point("lease.before_commit", now, who=consumer, what=out[0].event_id)
     for lease in out:
         e.trace.add(now, "leased", e.actor, consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     if out:
         e.metrics.inc("fanoutsim_lease_leases_total", len(out), consumer=consumer)
-        e.faults.point("lease.after_commit", now, subscription=consumer, firing=out[0].event_id)
+        e.faults.point("lease.after_commit", now, who=consumer, what=out[0].event_id)
     return out
 
 
@@ -319,7 +319,7 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
             tx.delete_lease(consumer, event_id)
             moved = _resolve(tx, row, lease, ACKNOWLEDGED)
             bump(tx, row)
-            e.faults.point("ack.before_commit", now, subscription=consumer, firing=event_id)
+            e.faults.point("ack.before_commit", now, who=consumer, what=event_id)
     if failed is not None:
         return _refused(e, now, consumer, event_id, "ack", failed)
     e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
@@ -328,7 +328,7 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
         e.trace.add(now, "delivered", delivered_by, consumer, event_id, lease["partition"],
                     f"attempt {lease['attempt']}")
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
-    e.faults.point("ack.after_commit", now, subscription=consumer, firing=event_id)
+    e.faults.point("ack.after_commit", now, who=consumer, what=event_id)
     return ACKED
 
 
@@ -339,7 +339,7 @@ def deliver(e, now: int, consumer: str, lease: Lease) -> str:
     the effect happen again once the lease expires."""
     e.trace.add(now, "delivered", "worker", consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
-    e.faults.point("worker.after_effect_before_ack", now, subscription=consumer, firing=lease.event_id)
+    e.faults.point("worker.after_effect_before_ack", now, who=consumer, what=lease.event_id)
     return ack(e, now, consumer, lease.event_id, lease.token, lease.incarnation)
 
 
@@ -364,12 +364,12 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
             tx.delete_lease(consumer, event_id)
             result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack", advance=True)
             bump(tx, row)
-            e.faults.point("nack.before_commit", now, subscription=consumer, firing=event_id)
+            e.faults.point("nack.before_commit", now, who=consumer, what=event_id)
     if failed is not None:
         return _refused(e, now, consumer, event_id, "nack", failed)
     _failed_trace(e, now, lease, result, error or "nack", "nacked")
     _moved(e, now, consumer, moved)
-    e.faults.point("nack.after_commit", now, subscription=consumer, firing=event_id)
+    e.faults.point("nack.after_commit", now, who=consumer, what=event_id)
     return result
 
 
@@ -396,14 +396,14 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
         for c in sorted(rows):
             bump(tx, rows[c])
         if done:
-            e.faults.point("recover.before_commit", now, subscription=done[0][0]["consumer"],
-                           firing=done[0][0]["event_id"])
+            e.faults.point("recover.before_commit", now, who=done[0][0]["consumer"],
+                           what=done[0][0]["event_id"])
     for lease, result in done:
         _failed_trace(e, now, lease, result, "lease expired", "expired")
     if done:
         e.metrics.inc("fanoutsim_lease_expired_total", len(done))
-        e.faults.point("recover.after_commit", now, subscription=done[0][0]["consumer"],
-                       firing=done[0][0]["event_id"])
+        e.faults.point("recover.after_commit", now, who=done[0][0]["consumer"],
+                       what=done[0][0]["event_id"])
     return len(done)
 
 

@@ -77,7 +77,7 @@ def publish(e, now: int, events) -> list[str]:
             tx.insert_event(row)
             rows.append(row)
         tx.set_history({**h, "last_commit": commit, "last_seq": h["last_seq"] + len(rows)})
-        e.faults.point("publish.before_commit", now, firing=rows[0]["event_id"])
+        e.faults.point("publish.before_commit", now, what=rows[0]["event_id"])
     for r in rows:
         e.trace.add(now, "published", "publisher", None, r["event_id"], r["partition"], str(r["seq"]))
     e.metrics.inc("fanoutsim_lease_events_published_total", len(rows))
@@ -121,6 +121,6 @@ def prune_once(e, now: int) -> int:
         if gone:
             e.faults.point("events.mid_prune", now)
     for eid in gone:
-        e.trace.add(now, "pruned", "retention", firing=eid, detail=None if held is None else f"fence {held}")
+        e.trace.add(now, "pruned", "retention", what=eid, detail=None if held is None else f"fence {held}")
     e.metrics.inc("fanoutsim_lease_events_pruned_total", len(gone))
     return len(gone)

@@ -44,7 +44,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fanoutsim.designs.leases.config import LeaseConfig
-from fanoutsim.designs.leases.engine import LeaseEngine
+from fanoutsim.designs.leases.engine import TRACE, LeaseEngine
 from fanoutsim.designs.leases.host import (
     LeaseClient, LeaseHost, _checked, _secs, lease_partitions, lease_window, same_consumer,
 )
@@ -68,6 +68,7 @@ class LeaseRuntime(LeaseHost):
 
     design = "leases"  # its entry in fanoutsim.designs
     _noun = "node"
+    trace_schema = TRACE
 
     config: LeaseConfig
     engine: LeaseEngine | None

@@ -24,7 +24,7 @@ def reserve(e, now: int) -> int:
     """Take the next seq now (it is a gap until a commit fills it)."""
     with e.store.transaction() as tx:
         seq = tx.reserve_outbox_seq()
-    e.trace.add(now, "reserved", "writer", firing=seq)
+    e.trace.add(now, "reserved", "writer", what=seq)
     return seq
 
 
@@ -46,13 +46,13 @@ def commit(e, now: int, page_id: str, body: str | None, *, topic: str | None = N
     ts = now if stamp is None else stamp
     with e.store.transaction() as tx:
         tx.upsert_page({"id": page_id, "body": body, "updated_at": now})
-        e.faults.point("commit.after_change_before_outbox", now, firing=seq)
+        e.faults.point("commit.after_change_before_outbox", now, what=seq)
         tx.insert_outbox({"seq": seq, "ts": ts, "topic": topic, "kind": kind, "ref": page_id, "due_at": due_at})
         if e.config.notify and e.notify_in_tx is not None:  # PostgreSQL: delivered at COMMIT, or never
             e.notify_in_tx(tx, [str(seq)])
     e.metrics.inc("fanoutsim_outbox_commits_total", kind=kind)
-    e.trace.add(now, "committed", "writer", firing=seq, detail=kind)
-    e.faults.point("commit.before_notify", now, firing=seq)
+    e.trace.add(now, "committed", "writer", what=seq, detail=kind)
+    e.faults.point("commit.before_notify", now, what=seq)
     if e.config.notify:
         e.notify(now, [str(seq)])
     return seq

@@ -95,7 +95,7 @@ def add_consumer(e, now: int, name: str, start="beginning") -> int:
             return cursor
         cursor = resolve_start(tx, name, start)
         tx.set_cursor(name, cursor)
-    e.trace.add(now, "cursor_start", e.actor, subscription=name, firing=cursor)
+    e.trace.add(now, "cursor_start", e.actor, who=name, what=cursor)
     return cursor
 
 
@@ -107,7 +107,7 @@ def set_cursor(e, now: int, name: str, seq) -> int:
             raise KeyError(f"consumer {name!r} has no cursor yet; add it first")
         cursor = resolve_start(tx, name, seq)
         tx.set_cursor(name, cursor)
-    e.trace.add(now, "reset", e.actor, subscription=name, firing=cursor)
+    e.trace.add(now, "reset", e.actor, who=name, what=cursor)
     return cursor
 
 

@@ -98,7 +98,7 @@ def fetch(e, now: int, name: str) -> list[dict]:
     if low is not None and cursor < low - 1 and (name, low) not in e.behind_noted:
         # retention pruned rows this consumer never read: it fell behind the window
         e.behind_noted.add((name, low))
-        e.trace.add(now, "fell_behind", e.actor, subscription=name,
+        e.trace.add(now, "fell_behind", e.actor, who=name,
                     detail=f"cursor {cursor} < oldest retained seq {low}")
     if cfg.read_mode == "settled":
         horizon = now - seconds_to_us(cfg.settle)
@@ -112,7 +112,7 @@ def fetch(e, now: int, name: str) -> list[dict]:
     if rows:
         # the last seq read: a seq below it that commits later was passed over (a late commit)
         e.trace.add(now, "fetched", e.actor, name, rows[-1]["seq"], None, str(len(rows)))
-        e.faults.point("dispatch.after_fetch", now, subscription=name)
+        e.faults.point("dispatch.after_fetch", now, who=name)
     return rows
 
 
@@ -128,10 +128,10 @@ def _until_gap(e, now, name, cursor, rows):
             waited = (now - first) / US
             if waited < e.config.gap_timeout:
                 if first == now:
-                    e.trace.add(now, "gap_wait", e.actor, subscription=name, firing=expected)
+                    e.trace.add(now, "gap_wait", e.actor, who=name, what=expected)
                 e.wake_at[name] = first + seconds_to_us(e.config.gap_timeout)
                 return rows[:i]
-            e.trace.add(now, "gap_skipped", e.actor, subscription=name, firing=expected,
+            e.trace.add(now, "gap_skipped", e.actor, who=name, what=expected,
                         detail=f"seqs {expected}..{r['seq'] - 1} missing for {waited:g}s")
             e.gaps.pop(key, None)
         expected = r["seq"] + 1
@@ -178,28 +178,28 @@ def finish(e, now: int, step: Step, attempt: int) -> Outcome:
         with e.store.transaction() as tx:
             tx.defer(name, seq, step.row["due_at"])
             tx.set_cursor(name, seq)
-        trace.add(now, "deferred", actor, subscription=name, firing=seq, detail=str(step.row["due_at"]))
-        trace.add(now, "cursor", actor, subscription=name, firing=seq)
+        trace.add(now, "deferred", actor, who=name, what=seq, detail=str(step.row["due_at"]))
+        trace.add(now, "cursor", actor, who=name, what=seq)
         return DEFERRED
     if step.error is None:
         trace.add(now, "handled", actor, name, seq, None, "due" if step.due else None)
         e.count("fanoutsim_outbox_handled_total", name)()
-        e.faults.point("dispatch.after_handle_before_cursor", now, subscription=name, firing=seq)
+        e.faults.point("dispatch.after_handle_before_cursor", now, who=name, what=seq)
         with e.store.transaction() as tx:
             _done(tx, step)
         if not step.due:
             trace.add(now, "cursor", actor, name, seq)
         return HANDLED
     spec = e.registry.spec(name)
-    trace.add(now, "failed", actor, subscription=name, firing=seq, detail=f"attempt {attempt}: {step.error}")
+    trace.add(now, "failed", actor, who=name, what=seq, detail=f"attempt {attempt}: {step.error}")
     e.count("fanoutsim_outbox_failures_total", name)()
     if attempt >= spec.retry_budget:
         with e.store.transaction() as tx:
             tx.park({"consumer": name, "seq": seq, "error": step.error, "attempts": attempt, "parked_at": now})
             _done(tx, step)
-        trace.add(now, "parked", actor, subscription=name, firing=seq, detail=step.error)
+        trace.add(now, "parked", actor, who=name, what=seq, detail=step.error)
         if not step.due:
-            trace.add(now, "cursor", actor, subscription=name, firing=seq)
+            trace.add(now, "cursor", actor, who=name, what=seq)
         e.count("fanoutsim_outbox_parked_total", name)()
         return PARKED
     return Outcome("retry", spec.backoff_for(attempt, e.rng))

@@ -22,12 +22,16 @@ from typing import Any, Callable
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.store import Store
-from fanoutsim.kernel.trace import Trace
+from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.designs.outbox import commit as _commit
 from fanoutsim.designs.outbox import consumers, dispatcher, retention
 from fanoutsim.designs.outbox.bus import TopicBus
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.consumers import OutboxRegistry
+
+
+# the trace in the outbox's words: which consumer, which seq
+TRACE = TraceSchema(who="consumer", what="seq", where=None)
 
 
 class OutboxEngine:
@@ -92,5 +96,5 @@ class OutboxEngine:
             n = bus.publish(r)
             bus.position = r["seq"]
             # the topic in the consumer column: a bus topic is not a consumer, the kind says so
-            trace.add(now, "published", "bus", subscription=r["topic"], firing=r["seq"], detail=str(n))
+            trace.add(now, "published", "bus", who=r["topic"], what=r["seq"], detail=str(n))
         return len(rows)

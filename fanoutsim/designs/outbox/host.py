@@ -63,8 +63,7 @@ class OutboxHost:
 
     def trace(self) -> pd.DataFrame:
         """The trace with the outbox's names: ``consumer`` and ``seq``."""
-        df = self._trace.frame().rename(columns={"subscription": "consumer", "firing": "seq"})
-        return df.drop(columns=["execution"])
+        return self._trace.frame()
 
     def metrics(self) -> dict[str, float]:
         out = self.metrics_registry.as_dict()

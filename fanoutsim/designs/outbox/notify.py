@@ -127,7 +127,7 @@ class NotificationChannel:
             if drawn or ruled:
                 self.dropped += 1
                 if self.trace is not None:
-                    self.trace.add(now, "hint_dropped", "notify", firing=p, detail="lose_hints" if ruled else None)
+                    self.trace.add(now, "hint_dropped", "notify", what=p, detail="lose_hints" if ruled else None)
                 continue
             out.append((spec.delay.sample(self.rng), p))
         return out
@@ -144,11 +144,11 @@ class NotificationChannel:
             return 0.0
         if waited + w <= self.pool.wait:
             if self.trace is not None:
-                self.trace.add(now, "hint_waiting", "notify", firing=payload, detail=f"{w:g}s")
+                self.trace.add(now, "hint_waiting", "notify", what=payload, detail=f"{w:g}s")
             return w
         self.missed += 1
         if self.trace is not None:
-            self.trace.add(now, "hint_missed", "notify", firing=payload, detail="no free connection")
+            self.trace.add(now, "hint_missed", "notify", what=payload, detail="no free connection")
         return None
 
     def arrive(self, now: int, payload: str) -> bool:
@@ -156,7 +156,7 @@ class NotificationChannel:
         if not self.listening(now):
             self.missed += 1
             if self.trace is not None:
-                self.trace.add(now, "hint_missed", "notify", firing=payload)
+                self.trace.add(now, "hint_missed", "notify", what=payload)
             return False
         self.delivered += 1
         return True

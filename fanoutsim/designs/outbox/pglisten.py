@@ -142,7 +142,7 @@ class PgListener:
                         continue
                     for n in con.notifies(timeout=0.05):
                         self.heard += 1
-                        trace.add(wall_us(), "hint", "dispatcher", firing=int(n.payload))
+                        trace.add(wall_us(), "hint", "dispatcher", what=int(n.payload))
                         rt._wake_all()
             except psycopg.Error as exc:
                 if alive():
@@ -167,13 +167,13 @@ class PgListener:
         try:
             # the seq first, in a transaction of its own, as nextval is: it never waits for this one
             seq = con.execute(pgsql.translate(q.RESERVE_OUTBOX_SEQ), ()).fetchone()[0]
-            engine.trace.add(now, "reserved", "writer", firing=seq)
+            engine.trace.add(now, "reserved", "writer", what=seq)
             with con.transaction():
                 con.execute(pgsql.translate(q.UPSERT_PAGE, self.store.table_info), [page_id, body, now])
                 con.execute(pgsql.translate(q.INSERT_OUTBOX), [seq, now, topic, "page.updated", page_id, None])
                 con.execute("SELECT pg_notify(%s, %s)", [self.channel, str(seq)])
                 time.sleep(hold)
-            engine.trace.add(wall_us(), "committed", "writer", firing=seq, detail="page.updated")
+            engine.trace.add(wall_us(), "committed", "writer", what=seq, detail="page.updated")
             return seq
         finally:
             con.close()

@@ -20,6 +20,6 @@ def prune_once(e, now: int) -> int:
         if seqs:
             e.faults.point("retention.mid_delete", now)
     for seq in seqs:
-        e.trace.add(now, "pruned", "retention", firing=seq)
+        e.trace.add(now, "pruned", "retention", what=seq)
     e.metrics.inc("fanoutsim_outbox_pruned_total", len(seqs))
     return len(seqs)

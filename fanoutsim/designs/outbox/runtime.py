@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from fanoutsim.designs.outbox.config import OutboxConfig, OutboxWorkload
 from fanoutsim.designs.outbox.dispatcher import DEFERRED
-from fanoutsim.designs.outbox.engine import OutboxEngine, OutboxRegistry
+from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.kernel.faults import LateCommit, Notifications
@@ -63,6 +63,7 @@ class OutboxRuntime(OutboxHost):
 
     design = "outbox"  # its entry in fanoutsim.designs
     _noun = "dispatcher"
+    trace_schema = TRACE
     _pg = None  # the PostgreSQL LISTEN/NOTIFY adapter, where the face has one
 
     config: OutboxConfig
@@ -118,7 +119,7 @@ class OutboxRuntime(OutboxHost):
                 return
         if not self.channel.arrive(now, payload):
             return
-        self._trace.add(now, "hint", "dispatcher", firing=int(payload))
+        self._trace.add(now, "hint", "dispatcher", what=int(payload))
         self._wake_all()
 
     def _wake_all(self) -> None:

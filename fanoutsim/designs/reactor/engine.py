@@ -24,7 +24,7 @@ from fanoutsim.kernel.names import check_name
 from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.timeutil import seconds_to_us
-from fanoutsim.kernel.trace import Trace
+from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.kernel.validate import is_number
 from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
 
@@ -80,6 +80,11 @@ class Registry:
             raise KeyError(f"unknown trigger {name!r}; registered: {sorted(self.triggers) or 'none'}")
         primary = self.triggers[name]
         return [primary] + [w.name for w in self.workflows.values() if name in w.triggers and w.name != primary]
+
+
+# the trace in the reactor's words; its history holds every firing a writer attempted
+TRACE = TraceSchema(who="subscription", what="firing", where="execution",
+                    history=("firing", "reactor_name", "tenant_id", "fired_at", "logged_at", "payload", "attempt"))
 
 
 class ReactorEngine:

@@ -29,7 +29,7 @@ def claim_next(e, now: int, limit: int) -> list[dict] | None:
             return None
         rows = tx.claim_executions(now, limit)
     for row in rows:
-        e.trace.add(now, "claimed", "executor", execution=row["id"], detail=row["workflow_name"])
+        e.trace.add(now, "claimed", "executor", where=row["id"], detail=row["workflow_name"])
     if rows:
         e.faults.point("executor.after_claim", now, executions=len(rows))
     return rows
@@ -48,7 +48,7 @@ def recover(e, now: int) -> list[str]:
     with e.store.transaction() as tx:
         requeued = tx.requeue_running()
     for eid in requeued:
-        e.trace.add(now, "requeued", "executor", execution=eid)
+        e.trace.add(now, "requeued", "executor", where=eid)
     if requeued:
         e.metrics.inc("fanoutsim_executions_requeued_total", len(requeued))
     return requeued
@@ -80,4 +80,4 @@ def duration_of(e, now: int, row: dict) -> float:
 def finish(e, now: int, execution_id: str, status: str) -> None:
     with e.store.transaction() as tx:
         tx.finish_execution(execution_id, now, status)
-    e.trace.add(now, "finished", "executor", execution=execution_id, detail=status)
+    e.trace.add(now, "finished", "executor", where=execution_id, detail=status)

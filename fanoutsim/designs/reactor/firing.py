@@ -25,16 +25,16 @@ def fire(e, now: int, reactor: str, sources: Mapping[str, Any], tenant: str = "p
     firing_id = e.ids.new()
     stamp = now if fired_at is None else fired_at
     trace = e.trace
-    trace.add(now, "fired", "reactor", firing=firing_id, detail=reactor)
+    trace.add(now, "fired", "reactor", what=firing_id, detail=reactor)
     trace.attempted(firing_id, reactor, tenant, stamp, blob)
     for name, fn in e.registry.graphs.get(reactor, ()):
         try:
             fn(decode_sources(blob))
-            trace.add(now, "graph_called", "reactor", firing=firing_id, detail=name)
+            trace.add(now, "graph_called", "reactor", what=firing_id, detail=name)
         except Exception as exc:  # a failing graph must not stop the durable path
             e.metrics.inc("fanoutsim_reactor_graph_errors_total", graph=name, reactor=reactor)
-            trace.add(now, "graph_called", "reactor", firing=firing_id, detail=f"{name}: error: {exc}")
-    e.faults.point("reactor.after_graphs_before_log", now, reactor=reactor, firing=firing_id)
+            trace.add(now, "graph_called", "reactor", what=firing_id, detail=f"{name}: error: {exc}")
+    e.faults.point("reactor.after_graphs_before_log", now, reactor=reactor, what=firing_id)
     with e.store.transaction() as tx:
         tx.insert_firing({
             "id": firing_id, "reactor_name": reactor, "tenant_id": tenant,
@@ -42,5 +42,5 @@ def fire(e, now: int, reactor: str, sources: Mapping[str, Any], tenant: str = "p
         })
     e.metrics.inc("fanoutsim_reactor_firings_total", graph=graph or reactor, reactor=reactor)
     trace.logged(firing_id, now)
-    trace.add(now, "logged", "reactor", firing=firing_id, detail=str(stamp))
+    trace.add(now, "logged", "reactor", what=firing_id, detail=str(stamp))
     return firing_id

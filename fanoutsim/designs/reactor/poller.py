@@ -164,8 +164,8 @@ def _found(e, now: int, subs: list[dict], i: int, batch: list[dict]) -> tuple[in
     if not batch:
         return i, batch
     sid = subs[i]["id"]
-    e.trace.add(now, "polled", e.poller, subscription=sid, detail=str(len(batch)))
-    e.faults.point("poll.after_fetch", now, subscription=sid)
+    e.trace.add(now, "polled", e.poller, who=sid, detail=str(len(batch)))
+    e.faults.point("poll.after_fetch", now, who=sid)
     return i, batch
 
 
@@ -176,7 +176,7 @@ def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None
     with e.store.transaction() as tx:
         tx.update_subscription(sub_id, changes)
     if "last_seen_fired_at" in changes:
-        e.trace.add(now, "watermark", e.poller, subscription=sub_id, firing=firing,
+        e.trace.add(now, "watermark", e.poller, who=sub_id, what=firing,
                     detail=str(changes["last_seen_fired_at"]))
 
 
@@ -228,7 +228,7 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
             _commit(e, now, sid, changes, wm_firing)
             changes = {}
     if changes:
-        e.faults.point("poll.before_batch_commit", now, subscription=sid)
+        e.faults.point("poll.before_batch_commit", now, who=sid)
         _commit(e, now, sid, changes, wm_firing)
     return stats
 
@@ -244,7 +244,7 @@ def _filter(e, now: int, sub: dict, predicate, f: dict, d: _Firing) -> tuple[boo
     else:
         value, error = None, predicate
     match = bool(value)
-    e.trace.add(now, "predicate", e.poller, subscription=sub["id"], firing=f["id"],
+    e.trace.add(now, "predicate", e.poller, who=sub["id"], what=f["id"],
                 detail=f"error: {error}" if error else str(match))
     return match, error
 
@@ -284,7 +284,7 @@ def _predicate_error(e, now: int, sub: dict, fid: str, error: str, errors: _Erro
     # the limit-th consecutive error on this firing: dead-letter it
     stats.dead_letters += 1
     e.metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
-    e.trace.add(now, "dead_letter", e.poller, subscription=sub["id"], firing=fid, detail=error)
+    e.trace.add(now, "dead_letter", e.poller, who=sub["id"], what=fid, detail=error)
     changes["predicate_degraded"] = errors.degraded = True
     return False
 
@@ -307,7 +307,7 @@ def _dispatch(e, now: int, sub: dict, f: dict, d: _Firing, changes: dict, stats:
             faults.before_insert(sub["workflow_name"], now, subscription=sub)
             tx.insert_execution(row)
             if atomic:
-                faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)
+                faults.point("poll.after_dispatch_before_watermark", now, who=sid, what=fid)
                 tx.update_subscription(sid, {**changes, "last_seen_fired_at": f["fired_at"],
                                              "last_seen_firing_id": fid, "updated_at": now})
         # committed; a lost reply still looks like a failure to the poller
@@ -315,15 +315,15 @@ def _dispatch(e, now: int, sub: dict, f: dict, d: _Firing, changes: dict, stats:
     except InsertFailed as exc:
         stats.dispatch_failures += 1
         e.metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=sub["reactor_name"])
-        e.trace.add(now, "dispatch_failed", e.poller, subscription=sid, firing=fid,
-                    execution=row["id"], detail=str(exc))
+        e.trace.add(now, "dispatch_failed", e.poller, who=sid, what=fid,
+                    where=row["id"], detail=str(exc))
         return _HOLD if e.config.dispatch_failure_policy == "hold" else None
     stats.dispatched += 1
-    e.trace.add(now, "dispatched", e.poller, subscription=sid, firing=fid, execution=row["id"])
+    e.trace.add(now, "dispatched", e.poller, who=sid, what=fid, where=row["id"])
     if atomic:
-        e.trace.add(now, "watermark", e.poller, subscription=sid, firing=fid, detail=str(f["fired_at"]))
+        e.trace.add(now, "watermark", e.poller, who=sid, what=fid, detail=str(f["fired_at"]))
         return _MOVED
-    faults.point("poll.after_dispatch_before_watermark", now, subscription=sid, firing=fid)
+    faults.point("poll.after_dispatch_before_watermark", now, who=sid, what=fid)
     return None
 
 

@@ -26,7 +26,7 @@ def prune_once(e, now: int) -> int:
             # nothing old enough: the delete would find nothing
             deleted = tx.prune_firings(cutoff, conservative, chunk) if tx.has_firings_before(cutoff) else []
         for fid in deleted:
-            e.trace.add(now, "pruned", "pruner", firing=fid)
+            e.trace.add(now, "pruned", "pruner", what=fid)
         total += len(deleted)
         if deleted:
             e.metrics.inc("fanoutsim_reactor_firings_pruned_total", len(deleted))

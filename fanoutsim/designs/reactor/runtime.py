@@ -34,6 +34,7 @@ from __future__ import annotations
 import random
 
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
+from fanoutsim.designs.reactor.engine import TRACE
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.host import RunnerHost
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
@@ -51,6 +52,7 @@ class ReactorRuntime(RunnerHost):
 
     design = "reactor"  # its entry in fanoutsim.designs
     _noun = "runner"
+    trace_schema = TRACE
 
     # The executor sleeps while nothing is pending instead of ticking through
     # claims that find nothing, and the poll loop's passes after one that found

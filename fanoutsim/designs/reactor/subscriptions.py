@@ -67,7 +67,7 @@ def set_enabled(e, now: int, reactor: str, workflow: str, tenant: str = "public"
         if existing is None:
             return False
         tx.update_subscription(existing["id"], {"enabled": enabled, "updated_at": now})
-    e.trace.add(now, "subscription", "runner", subscription=existing["id"],
+    e.trace.add(now, "subscription", "runner", who=existing["id"],
                 detail="enabled" if enabled else "disabled")
     return True
 

@@ -39,13 +39,13 @@ def fire_trigger(e, now: int, name: str, context: dict | None = None) -> dict[st
             started[workflow] = None
             e.metrics.inc("fanoutsim_trigger_subscriber_failures_total", trigger=name,
                           role="primary" if i == 0 else "secondary")
-            e.trace.add(now, "dispatch_failed", "trigger", execution=row["id"],
+            e.trace.add(now, "dispatch_failed", "trigger", where=row["id"],
                         detail=f"{name} -> {workflow}: {exc}")
             if i == 0:
                 primary_error = exc
             continue
         started[workflow] = row["id"]
-        e.trace.add(now, "dispatched", "trigger", execution=row["id"], detail=f"{name} -> {workflow}")
+        e.trace.add(now, "dispatched", "trigger", where=row["id"], detail=f"{name} -> {workflow}")
     if primary_error is not None:
         raise TriggerFireFailed(f"trigger {name!r}: primary workflow {subscribers[0]!r} failed: {primary_error}")
     return started

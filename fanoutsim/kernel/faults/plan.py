@@ -482,7 +482,7 @@ class Injector:
                 self.passes[i] = self.passes.get(i, 0) + 1
                 if self.passes[i] == f.nth:
                     self._note(now, f"crash at {name} (pass {f.nth})",
-                               subscription=where.get("subscription"), firing=where.get("firing"))
+                               who=where.get("who"), what=where.get("what"))
                     raise Crash(name, f.downtime.sample(self.rng(f)))
 
     def before_insert(self, workflow: str, now: int, subscription: dict | None = None, **where) -> None:

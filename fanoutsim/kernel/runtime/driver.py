@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 from fanoutsim.kernel.faults import CrashAt, CrashRandomly
 from fanoutsim.kernel.runtime.loops import Sleep
-from fanoutsim.kernel.trace import NullTrace
+from fanoutsim.kernel.trace import NullTrace, TraceSchema
 
 Loop = Iterator[Any]  # a generator that yields the requests of .loops
 
@@ -52,6 +52,7 @@ class Driver:
     # how far in the past a due time read from ``now`` just before a call may be
     # and still mean "now" (the wall clock moves between the read and the call)
     _due_slack = 0.0
+    trace_schema = TraceSchema()  # the design's names for its trace's columns
 
     engine: Any
     incarnation: int

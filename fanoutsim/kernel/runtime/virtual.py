@@ -81,7 +81,7 @@ class VirtualRuntime(Driver):
         self.env = simpy.Environment()
         self.store = opener(store)
         self.metrics_registry = Metrics()
-        self._trace = Trace() if trace else NullTrace()
+        self._trace = Trace(self.trace_schema) if trace else NullTrace(self.trace_schema)
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         self.engine = None
         self.incarnation = -1

@@ -131,7 +131,7 @@ class SteppedWallRuntime(Driver):
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
         self.metrics_registry = LockedMetrics()
-        self._trace = LockedTrace() if trace else NullTrace()
+        self._trace = LockedTrace(self.trace_schema) if trace else NullTrace(self.trace_schema)
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         self.engine = None
         self.incarnation = 0
