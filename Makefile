@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
-SCENARIO ?= data/scenarios/default.toml
+SCENARIO ?= fanoutsim/examples/default.toml
 
 .PHONY: setup demo test test-fast lab bench clean bytecode
 

@@ -20,7 +20,7 @@ from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 LEASES = SCENARIOS / "leases.toml"
 CRASHES = SCENARIOS / "leases-crashes.toml"
 TABLES = {"events.parquet", "checkpoints.parquet", "dead_letters.parquet", "consumers.parquet"}

@@ -22,7 +22,7 @@ from fanoutsim.designs.reactor.scenario import Scenario
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 OUTBOX = SCENARIOS / "outbox.toml"
 CRASHES = SCENARIOS / "outbox-crashes.toml"
 FIGURES = {"outbox_latency.png", "outbox_cursors.png", "outbox_lag.png"}

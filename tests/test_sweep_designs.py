@@ -11,8 +11,8 @@ import fanoutsim as fs
 from fanoutsim import designs
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTBOX = ROOT / "data" / "scenarios" / "outbox.toml"
-LEASES = ROOT / "data" / "scenarios" / "leases.toml"
+OUTBOX = ROOT / "fanoutsim" / "examples" / "outbox.toml"
+LEASES = ROOT / "fanoutsim" / "examples" / "leases.toml"
 SW = importlib.import_module("fanoutsim.sweep")
 
 
