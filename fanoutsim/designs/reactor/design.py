@@ -9,6 +9,7 @@ from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 
+from .causes import CAUSES
 from .config import SchedulerConfig
 from .scenario import SCHEMA
 from .serve import WRITE_FIELDS, open_realtime, status_of, write
@@ -157,6 +158,25 @@ def _status(rt) -> dict:
     return status_of(rt)
 
 
+# -- explaining a run: one item's story, the backlog, the causes in plain words ----------
+def _explain(rt, item: str) -> str:
+    from .story import story
+
+    return story(rt, item)
+
+
+def _backlog(rt) -> int:
+    from .story import backlog
+
+    return backlog(rt)
+
+
+def _expected(checked, kind: str, cause: str) -> bool:
+    from .causes import expected
+
+    return expected(checked, kind, cause)
+
+
 DESIGN = Design(
     name="reactor",
     title="reactor -> workflow subscriptions with timestamp watermarks (Cloacina)",
@@ -183,4 +203,9 @@ DESIGN = Design(
     status=_status,
     roles=ROLES,
     store_part=PART,
+    explain=_explain,
+    backlog=_backlog,
+    backlog_name="pending",
+    causes=CAUSES,
+    expected=_expected,
 )

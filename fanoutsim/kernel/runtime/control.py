@@ -8,14 +8,20 @@ address it writes next to the database: ``FILE.serve.json`` holds its
 owner only (mode 0600).
 
 ``GET /status``   the design's status of the run, as JSON
+``GET /metrics``  the run's metrics in the Prometheus text format (the names
+                  and values of ``metrics()``), for a scraper: read-only, so
+                  it needs no token
+``GET /explain?id=ID``  one item's story (a firing, an outbox row, an event)
+                  as ``{"story": text}``
 ``POST /write``   the design's write command (a firing, a commit, a publish):
                   a JSON object of its fields -> a JSON answer
 ``POST /fire``    the same as ``/write`` (the reactor's older name)
 
-Every request must carry the token, ``Authorization: token <token>`` (as
-Jupyter does): any local process can reach the port, only the owner can read
-the token. A request without it, or with a wrong one, gets 403 and changes
-nothing. A body larger than ``max_body_bytes`` (``fanoutsim serve
+Every other request must carry the token, ``Authorization: token <token>``
+(as Jupyter does): any local process can reach the port, only the owner can
+read the token. A request without it, or with a wrong one, gets 403 and
+changes nothing. A query string is parsed: a parameter the endpoint does not
+take gets 400 naming it. A body larger than ``max_body_bytes`` (``fanoutsim serve
 --max-body-bytes``, 1 MiB by default) gets 413 and is not stored.
 
 This module knows no design: :class:`ControlServer` calls the two functions
@@ -31,13 +37,14 @@ import os
 import secrets
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["sidecar", "write_sidecar", "server_info", "server_address", "ControlServer", "request",
-           "server_request", "ControlError", "MAX_BODY_BYTES", "check_max_body_bytes"]
+           "server_request", "ControlError", "MAX_BODY_BYTES", "check_max_body_bytes", "process_alive"]
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a firing's payload, a commit or a publish is a few hundred bytes
 _DRAIN_LIMIT = 64 << 20  # read and drop at most this much of a refused body (so the client sees 413)
@@ -83,6 +90,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid lives on this host."""
+    return _alive(pid)
+
+
 def server_info(db: str | os.PathLike) -> dict | None:
     """The sidecar of the server holding ``db`` (``pid``, ``port``, ``design``,
     ``token``), if one is alive; None otherwise (no file, a stale one, an unreadable one)."""
@@ -102,10 +114,34 @@ def server_address(db: str | os.PathLike) -> str | None:
     return None if info is None else f"http://127.0.0.1:{info['port']}"
 
 
+# endpoint -> the query parameters it takes
+_GET = {"/status": (), "/metrics": (), "/explain": ("id",)}
+_POST = {"/write": (), "/fire": ()}
+
+
 def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any], token: str | None = None,
-             max_body_bytes: int = MAX_BODY_BYTES):
+             max_body_bytes: int = MAX_BODY_BYTES, get_metrics: Callable[[], dict] | None = None,
+             explain: Callable[[str], str] | None = None):
     class Handler(BaseHTTPRequestHandler):
         timeout = 30  # seconds a connection may stall mid-request
+
+        def _route(self, endpoints: dict[str, tuple[str, ...]]) -> tuple[str, dict[str, str]] | None:
+            """The request's path and query parameters; None after a 404 or 400 reply."""
+            parts = urllib.parse.urlsplit(self.path)
+            if parts.path not in endpoints:
+                method = "GET" if endpoints is _GET else "POST"
+                known = ", ".join(f"{method} {e}" for e in endpoints)
+                self._reply(404, {"error": f"no such endpoint {method} {parts.path}; this server has {known}"})
+                return None
+            query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+            allowed = endpoints[parts.path]
+            unknown = sorted(set(query) - set(allowed))
+            if unknown:
+                takes = f"it takes {', '.join(allowed)}" if allowed else "it takes none"
+                self._reply(400, {"error": f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
+                                           f"{', '.join(map(repr, unknown))} for {parts.path}; {takes}"})
+                return None
+            return parts.path, {k: v[-1] for k, v in query.items()}
 
         def _reply(self, code: int, body: dict) -> None:
             data = json.dumps(body).encode()
@@ -150,24 +186,57 @@ def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any], 
                 return None
             return self.rfile.read(length)
 
+        def _metrics(self) -> None:
+            from fanoutsim.kernel.metrics import PROMETHEUS_CONTENT_TYPE, prometheus_text
+
+            try:
+                data = prometheus_text(get_metrics() if get_metrics is not None else {})
+            except (ValueError, TypeError, KeyError, RuntimeError) as exc:
+                self._reply(500, {"error": str(exc)})
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", PROMETHEUS_CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _explain(self, query: dict[str, str]) -> None:
+            if explain is None:
+                self._reply(404, {"error": "this server tells no stories"})
+            elif not query.get("id"):
+                self._reply(400, {"error": "GET /explain needs ?id=ID: a firing id, an outbox seq or an event id"})
+            else:
+                try:
+                    self._reply(200, {"story": explain(query["id"])})
+                except KeyError as exc:
+                    self._reply(404, {"error": str(exc.args[0]) if exc.args else "no such item"})
+                except (ValueError, TypeError, RuntimeError) as exc:
+                    self._reply(400, {"error": str(exc)})
+
         def do_GET(self):  # noqa: N802 - http.server's naming
+            route = self._route(_GET)
+            if route is None:
+                return
+            path, query = route
+            if path == "/metrics":  # read-only, for a scraper: no token
+                self._metrics()
+                return
             if not self._authorized():
                 return
-            if self.path == "/status":
-                try:
-                    body = get_status()
-                except (ValueError, TypeError, KeyError, RuntimeError) as exc:
-                    self._reply(500, {"error": str(exc)})
-                else:
-                    self._reply(200, body)
+            if path == "/explain":
+                self._explain(query)
+                return
+            try:
+                body = get_status()
+            except (ValueError, TypeError, KeyError, RuntimeError) as exc:
+                self._reply(500, {"error": str(exc)})
             else:
-                self._reply(404, {"error": f"no such endpoint {self.path}; try GET /status or POST /write"})
+                self._reply(200, body)
 
         def do_POST(self):  # noqa: N802
             if not self._authorized():
                 return
-            if self.path not in ("/write", "/fire"):
-                self._reply(404, {"error": f"no such endpoint {self.path}; try POST /write"})
+            if self._route(_POST) is None:
                 return
             raw = self._body()
             if raw is None:
@@ -198,13 +267,15 @@ class ControlServer:
 
     def __init__(self, db: str | os.PathLike, design: str, get_status: Callable[[], dict],
                  post_write: Callable[[dict], Any], port: int = 0, *,
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, get_metrics: Callable[[], dict] | None = None,
+                 explain: Callable[[str], str] | None = None) -> None:
         check_max_body_bytes(max_body_bytes)
         self.db = os.fspath(db)
         self.design = design
         self.token = secrets.token_hex(32)
         self.http = ThreadingHTTPServer(("127.0.0.1", port),
-                                        _handler(get_status, post_write, self.token, max_body_bytes))
+                                        _handler(get_status, post_write, self.token, max_body_bytes,
+                                                 get_metrics, explain))
         self.port = self.http.server_address[1]
         self._thread: threading.Thread | None = None
 
