@@ -185,6 +185,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fanoutsim`` command's parser (what the documentation's CLI reference is read from)."""
+    return _parser()
+
+
 def _add_helper_commands(sub) -> None:
     """``example``, ``schema`` and ``explain``: the commands that help a reader start and understand."""
     ex = sub.add_parser("example", help="list the scenarios that ship with fanoutsim, or write one out",
@@ -317,7 +322,7 @@ def _write_fields_help() -> str:
         if fields:
             lines.append(f"  {name}:")
             lines.extend(f"    {k:<10} {v}" for k, v in fields.items())
-    lines.append("e.g. fanoutsim write --db outbox.duckdb page=p1 body=hello due_in:=3")
+    lines += ["", "e.g. fanoutsim write --db outbox.duckdb page=p1 body=hello due_in:=3"]
     return "\n".join(lines)
 
 

@@ -7,15 +7,20 @@ address it writes next to the database: ``FILE.serve.json`` holds its
 ``pid``, ``port``, ``design`` and ``token``, and is readable by the file's
 owner only (mode 0600).
 
-``GET /status``   the design's status of the run, as JSON
-``GET /metrics``  the run's metrics in the Prometheus text format (the names
-                  and values of ``metrics()``), for a scraper: read-only, so
-                  it needs no token
-``GET /explain?id=ID``  one item's story (a firing, an outbox row, an event)
-                  as ``{"story": text}``
-``POST /write``   the design's write command (a firing, a commit, a publish):
-                  a JSON object of its fields -> a JSON answer
-``POST /fire``    the same as ``/write`` (the reactor's older name)
+``GET /status``
+    the design's status of the run, as JSON
+``GET /metrics``
+    the run's metrics in the Prometheus text format (the names
+    and values of ``metrics()``), for a scraper: read-only, so
+    it needs no token
+``GET /explain?id=ID``
+    one item's story (a firing, an outbox row, an event)
+    as ``{"story": text}``
+``POST /write``
+    the design's write command (a firing, a commit, a publish):
+    a JSON object of its fields -> a JSON answer
+``POST /fire``
+    the same as ``/write`` (the reactor's older name)
 
 Every other request must carry the token, ``Authorization: token <token>``
 (as Jupyter does): any local process can reach the port, only the owner can
