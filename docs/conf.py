@@ -26,7 +26,8 @@ release = version = __import__("fanoutsim").__version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinxarg.ext"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "generate.py", "**/.ipynb_checkpoints"]
+exclude_patterns = ["_build", "generate.py", "**/.ipynb_checkpoints",
+                    "_generated/causes.md", "_generated/metrics.md"]  # included by reference/ pages
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
