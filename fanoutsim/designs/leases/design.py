@@ -10,7 +10,8 @@ import numpy as np
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 
-from .causes import CAUSES
+from .causes import CAUSES, expected as _expected
+from .story import backlog as _backlog, story as _explain
 from .config import LeaseConfig
 from .scenario import LEASE_FAULT_KINDS, SCHEMA
 from .tables import PART
@@ -180,25 +181,6 @@ def _status(rt) -> dict:
                        "now": from_us(rt.now_us()).isoformat(), "running": rt.running,
                        "events": len(rows("events")), "dead_letters": len(rows("dead_letters")),
                        "consumers": {name: rt.status(name) for name in names}, "metrics": rt.metrics()})
-
-
-# -- explaining a run: one item's story, the backlog, the causes in plain words ----------
-def _explain(rt, item: str) -> str:
-    from .story import story
-
-    return story(rt, item)
-
-
-def _backlog(rt) -> int:
-    from .story import backlog
-
-    return backlog(rt)
-
-
-def _expected(checked, kind: str, cause: str) -> bool:
-    from .causes import expected
-
-    return expected(checked, kind, cause)
 
 
 DESIGN = Design(

@@ -10,7 +10,8 @@ import numpy as np
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS
 
-from .causes import CAUSES
+from .causes import CAUSES, expected as _expected
+from .story import backlog as _backlog, story as _explain
 from .config import OutboxConfig
 from .scenario import OUTBOX_FAULT_KINDS, SCHEMA
 from .tables import PART
@@ -201,25 +202,6 @@ def _status(rt) -> dict:
     return json_ready({"pid": os.getpid(), "db": getattr(rt.store, "path", None),
                        "now": from_us(rt.now_us()).isoformat(), "running": rt.running,
                        "rows": len(seqs), "head": head, "consumers": consumers, "metrics": rt.metrics()})
-
-
-# -- explaining a run: one item's story, the backlog, the causes in plain words ----------
-def _explain(rt, item: str) -> str:
-    from .story import story
-
-    return story(rt, item)
-
-
-def _backlog(rt) -> int:
-    from .story import backlog
-
-    return backlog(rt)
-
-
-def _expected(checked, kind: str, cause: str) -> bool:
-    from .causes import expected
-
-    return expected(checked, kind, cause)
 
 
 DESIGN = Design(

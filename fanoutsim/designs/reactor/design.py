@@ -9,7 +9,8 @@ from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 
-from .causes import CAUSES
+from .causes import CAUSES, expected as _expected
+from .story import backlog as _backlog, story as _explain
 from .config import SchedulerConfig
 from .scenario import SCHEMA
 from .serve import WRITE_FIELDS, open_realtime, status_of, write
@@ -156,25 +157,6 @@ def _write(rt, req: dict) -> dict:
 
 def _status(rt) -> dict:
     return status_of(rt)
-
-
-# -- explaining a run: one item's story, the backlog, the causes in plain words ----------
-def _explain(rt, item: str) -> str:
-    from .story import story
-
-    return story(rt, item)
-
-
-def _backlog(rt) -> int:
-    from .story import backlog
-
-    return backlog(rt)
-
-
-def _expected(checked, kind: str, cause: str) -> bool:
-    from .causes import expected
-
-    return expected(checked, kind, cause)
 
 
 DESIGN = Design(
