@@ -232,7 +232,7 @@ DESIGN = Design(
     store_part=PART,
     explain=_explain,
     backlog=_backlog,
-    backlog_name="behind",
+    backlog_name="unhandled",
     causes=CAUSES,
     expected=_expected,
 )
