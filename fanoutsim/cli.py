@@ -157,9 +157,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the part of the design's process to run, over PostgreSQL (reactor: poller, executor, "
                           "prune; default: all)")
     srv.add_argument("--trace", metavar="PARQUET", help="write this process's trace there at a clean stop")
-    srv.add_argument("--window", type=_seconds, default=20.0, metavar="SECONDS",
-                     help="status says the run is falling behind when its backlog rose at every sample over "
-                          "this many seconds (default 20)")
+    _add_watch_option(srv)
 
     wr = sub.add_parser("write", help="the design's write (a firing, a commit, a publish) into a DuckDB file",
                         description="Send the write command of the file's design to its server (or, with "
@@ -188,6 +186,12 @@ def _parser() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The ``fanoutsim`` command's parser (what the documentation's CLI reference is read from)."""
     return _parser()
+
+
+def _add_watch_option(srv) -> None:
+    srv.add_argument("--window", type=_seconds, default=20.0, metavar="SECONDS",
+                     help="status says the run is falling behind when its backlog rose at every sample over "
+                          "this many seconds (default 20)")
 
 
 def _add_helper_commands(sub) -> None:

@@ -237,11 +237,7 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     grows ("falling behind"); the process samples it four times a window and
     writes its presence (pid, role, heartbeat, stop) into ``fanoutsim_meta``.
     ``GET /metrics`` serves the runtime's metrics to a scraper."""
-    check_max_body_bytes(max_body_bytes)
-    if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0.2 <= window < 86400:
-        raise ValueError(f"window {window!r} must be a number of seconds from 0.2 to 86400")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"port {port!r} is not a TCP port: give 1-65535, or 0 for any free one")
+    _check_serve_limits(max_body_bytes, port, window)
     db = os.fspath(db)
     pg = is_postgres(db)
     new_file = not pg and not os.path.lexists(db)  # removed again if serving never starts
@@ -282,16 +278,7 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
         if not pg:  # over PostgreSQL every process opens the database itself
-            try:
-                server = ControlServer(db, design.name, get_status, post_write, port=port,
-                                       max_body_bytes=max_body_bytes, get_metrics=rt.metrics,
-                                       explain=None if design.explain is None else
-                                       (lambda item: design.explain(rt, item))).start()
-            except OSError as exc:
-                if exc.filename is not None:  # FILE.serve.json could not be written: the CLI names it
-                    raise
-                raise ValueError(f"control port {port} on 127.0.0.1: {exc.strerror or exc} (give another "
-                                 f"--port, or 0 for any free one)") from None
+            server = _control_server(db, design, rt, get_status, post_write, port, max_body_bytes)
         rt.start()
         serving = True
         if ready is not None:
@@ -315,6 +302,28 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
             signal.signal(sig, handler)
         if new_file and not serving:  # refused before serving: no file is left behind
             _remove_new_file(db)
+
+
+def _check_serve_limits(max_body_bytes, port, window) -> None:
+    check_max_body_bytes(max_body_bytes)
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0.2 <= window < 86400:
+        raise ValueError(f"window {window!r} must be a number of seconds from 0.2 to 86400")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port {port!r} is not a TCP port: give 1-65535, or 0 for any free one")
+
+
+def _control_server(db: str, design: Design, rt, get_status, post_write, port: int,
+                    max_body_bytes: int) -> ControlServer:
+    """The started endpoint of a serving process over a DuckDB file (its sidecar written)."""
+    try:
+        return ControlServer(db, design.name, get_status, post_write, port=port, max_body_bytes=max_body_bytes,
+                             get_metrics=rt.metrics, explain=None if design.explain is None else
+                             (lambda item: design.explain(rt, item))).start()
+    except OSError as exc:
+        if exc.filename is not None:  # FILE.serve.json could not be written: the CLI names it
+            raise
+        raise ValueError(f"control port {port} on 127.0.0.1: {exc.strerror or exc} (give another "
+                         f"--port, or 0 for any free one)") from None
 
 
 def _remove_new_file(db: str) -> None:
