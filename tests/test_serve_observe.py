@@ -123,9 +123,11 @@ def test_status_after_a_stop_shows_the_servers_pid_and_when_it_stopped(tmp_path)
 def test_a_killed_server_is_told_apart_from_a_clean_stop(tmp_path):
     db = tmp_path / "killed.duckdb"
     proc, _ = start(db, "--rate", "0")
-    assert wait_for(lambda: srv.status(str(db))["backlog"]["samples"], timeout=30)  # it has beaten once
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    try:
+        assert wait_for(lambda: srv.status(str(db))["backlog"]["samples"], timeout=30)  # it has beaten once
+    finally:
+        proc.send_signal(signal.SIGKILL)  # also when the wait fails: no server outlives the test
+        proc.wait(timeout=30)
     done = cli("status", "--db", str(db))
     status = json.loads(done.stdout)
     assert status["pid"] == proc.pid and status["running"] is False and status["stopped_at"] is None
