@@ -1,14 +1,14 @@
 # Two commands do everything on a machine with only python3:
 #   make demo   set up .venv, run the default scenario, print its report
-#   make test   set up .venv, run every test (notebooks included, via nbval)
+#   make test   set up .venv, build the docs (warnings as errors), run every test (notebooks included, via nbval)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
-SCENARIO ?= data/scenarios/default.toml
+SCENARIO ?= fanoutsim/examples/default.toml
 
-.PHONY: setup demo test test-fast lab bench clean bytecode
+.PHONY: setup demo test test-fast lab bench clean bytecode docs
 
 setup: $(STAMP)
 
@@ -19,21 +19,34 @@ setup: $(STAMP)
 bytecode: $(STAMP)
 	$(BIN)/python -m compileall -q fanoutsim
 
+# pip speaks while it installs (a first set-up takes about a minute): no silent minute
 $(STAMP): pyproject.toml
+	@echo "==> setting up $(VENV): fanoutsim and its dependencies (about a minute, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dask,realqueues]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[test,postgres,dask,realqueues,docs]'
 	touch $(STAMP)
+	@echo "==> $(VENV) is ready"
 
 demo: $(STAMP) bytecode
 	$(BIN)/fanoutsim run $(SCENARIO) --out $(OUT)
+	@echo ""
+	@echo "==> call the command yourself as $(BIN)/fanoutsim, or 'source $(BIN)/activate' first, then e.g.:"
+	@echo "      fanoutsim example                               # the scenarios that ship with fanoutsim"
+	@echo "      fanoutsim example crashes --out crashes.toml && fanoutsim run crashes.toml"
+	@echo "    the documentation site: make docs, then open docs/_build/html/index.html"
 
-test: $(STAMP) bytecode
+test: $(STAMP) bytecode docs
 	MPLBACKEND=Agg $(BIN)/python -m pytest -n 2 --dist loadfile tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 
 test-fast: $(STAMP) bytecode
 	MPLBACKEND=Agg $(BIN)/python -m pytest -x -q tests
+
+# make docs: the documentation site in docs/_build/html (open its index.html), warnings as
+# errors. The notebooks are shown from their stored outputs (make test executes them).
+docs: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 # make lab: JupyterLab on the notebook index (00_index). The notebooks are trusted
 # first: a new machine has no signature for them, and JupyterLab draws the saved
@@ -62,5 +75,5 @@ bench: $(STAMP) bytecode
 	$(BIN)/python benchmarks/bench_duckdb_idle.py
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) out .pytest_cache docs/_build docs/_generated docs/lessons/notebooks
 	find fanoutsim -name __pycache__ -type d -prune -exec rm -rf {} +

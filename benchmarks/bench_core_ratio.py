@@ -1,6 +1,6 @@
 """The engine against a minimal hand-written SimPy model of the same fan-out.
 
-The shape is bench-day's (``data/scenarios/bench-day.toml``): Poisson firings
+The shape is bench-day's (``fanoutsim/examples/bench-day.toml``): Poisson firings
 at 1/s over 4 reactors and 2 tenants, 20 subscriptions of which a quarter
 carry a CEL filter, a poll every second taking up to 100 firings past each
 watermark (``fired_at >``, as shipped). The minimal model is what one would
@@ -34,7 +34,7 @@ from pathlib import Path
 import simpy
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "data" / "scenarios" / "bench-day.toml"
+SCENARIO = ROOT / "fanoutsim" / "examples" / "bench-day.toml"
 
 # bench-day's filters, written by hand (the CEL texts they stand for are checked below)
 FILTERS = {

@@ -1,6 +1,6 @@
 """bench-day: one virtual day of the reactor subscription design, timed.
 
-The scenario (``data/scenarios/bench-day.toml``): SchedulerConfig defaults,
+The scenario (``fanoutsim/examples/bench-day.toml``): SchedulerConfig defaults,
 Poisson firings at 1/s over 4 reactors, 20 subscriptions in 2 tenants, a
 quarter of them with CEL filters. Each case runs in a fresh process (so its
 peak memory is its own) and prints wall seconds, simulated deliveries per wall
@@ -46,7 +46,7 @@ from pathlib import Path
 import simpy
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "data" / "scenarios" / "bench-day.toml"
+SCENARIO = ROOT / "fanoutsim" / "examples" / "bench-day.toml"
 CASES = ("memory", "memory-notrace", "faults", "duckdb")
 
 

@@ -8,7 +8,7 @@
    the store; then the same with no workload gives the idle CPU of this
    process and, for PostgreSQL, of the server's processes as well.
 2. A scenario under the virtual clock on each store (default: 10 virtual
-   minutes of data/scenarios/default.toml; ``--virtual 3600`` for an hour):
+   minutes of fanoutsim/examples/default.toml; ``--virtual 3600`` for an hour):
    wall seconds and statements per second.
 
 PostgreSQL is a throwaway server this script starts (``store="postgres"``),
@@ -143,7 +143,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="wall seconds per interval (busy)")
     ap.add_argument("--rate", type=float, default=20.0)
     ap.add_argument("--virtual", type=float, default=600.0, help="virtual seconds of the scenario run")
-    ap.add_argument("--scenario", default=str(ROOT / "data" / "scenarios" / "default.toml"))
+    ap.add_argument("--scenario", default=str(ROOT / "fanoutsim" / "examples" / "default.toml"))
     ap.add_argument("--dsn", default=None, help="a PostgreSQL of yours (default: a throwaway one)")
     args = ap.parse_args()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -1,7 +1,7 @@
 """bench-sweep: a poll-interval sweep, timed.
 
 6 poll intervals x 3 batch limits x 5 seeds = 90 runs of one virtual hour of
-``data/scenarios/sweep.toml`` (2 firings/s, 4 unfiltered subscriptions), on
+``fanoutsim/examples/sweep.toml`` (2 firings/s, 4 unfiltered subscriptions), on
 two worker processes, without the cache. Prints the wall time of the whole
 sweep (target: under 30 s), the sum of the runs' own wall times (the
 speed-up the pool gives) and a small table of what the sweep found.
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "data" / "scenarios" / "sweep.toml"
+SCENARIO = ROOT / "fanoutsim" / "examples" / "sweep.toml"
 POLL_INTERVALS = [0.1, 0.25, 0.5, 1.0, 2.0, 5.0]
 BATCH_LIMITS = [1, 10, 100]
 TARGET_S = 30.0  # issue 11: 6 P x 3 batch limits x 5 seeds on 2 workers

@@ -1,4 +1,4 @@
-"""Generate ``data/workloads/quotes-day.parquet``: one recorded day of pricing quotes.
+"""Generate ``fanoutsim/examples/quotes-day.parquet``: one recorded day of pricing quotes.
 
 Seeded and deterministic: running it again writes the same rows.
 
@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 SEED = 20260105
 DAY = 86_400.0
-OUT = Path(__file__).resolve().parent / "workloads" / "quotes-day.parquet"
+OUT = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "quotes-day.parquet"
 
 # region: (open, close) in UTC hours, peak quotes per second, overnight quotes per second
 REGIONS = {

@@ -157,6 +157,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the part of the design's process to run, over PostgreSQL (reactor: poller, executor, "
                           "prune; default: all)")
     srv.add_argument("--trace", metavar="PARQUET", help="write this process's trace there at a clean stop")
+    _add_watch_option(srv)
 
     wr = sub.add_parser("write", help="the design's write (a firing, a commit, a publish) into a DuckDB file",
                         description="Send the write command of the file's design to its server (or, with "
@@ -178,7 +179,43 @@ def _parser() -> argparse.ArgumentParser:
     _where(st)
     st.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
+    _add_helper_commands(sub)
     return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fanoutsim`` command's parser (what the documentation's CLI reference is read from)."""
+    return _parser()
+
+
+def _add_watch_option(srv) -> None:
+    srv.add_argument("--window", type=_seconds, default=20.0, metavar="SECONDS",
+                     help="status says the run is falling behind when its backlog rose at every sample over "
+                          "this many seconds (default 20)")
+
+
+def _add_helper_commands(sub) -> None:
+    """``example``, ``schema`` and ``explain``: the commands that help a reader start and understand."""
+    ex = sub.add_parser("example", help="list the scenarios that ship with fanoutsim, or write one out",
+                        description="With no NAME, list the shipped scenarios (name, design, what each shows). "
+                                    "With NAME, print that scenario's TOML, or write it to --out FILE (with any "
+                                    "recording it replays beside it) to edit and run: fanoutsim run FILE.")
+    ex.add_argument("name", nargs="?", metavar="NAME", help="a shipped scenario (fanoutsim example lists them)")
+    ex.add_argument("--out", metavar="FILE", help="write it to this new file instead of printing it")
+    sc = sub.add_parser("schema", help="print the JSON Schema of a design's scenario files",
+                        description="Print the JSON Schema of the scenario files of DESIGN (what an editor's "
+                                    "TOML language server completes and checks a file against).")
+    sc.add_argument("design", metavar="DESIGN", help="a design: reactor, outbox or leases")
+    xp = sub.add_parser("explain", help="tell the story of one firing, outbox row or leased event of a run",
+                        description="Print what happened to one firing (reactor), outbox row (outbox) or "
+                                    "event (leases) of the run in FILE: when it was written, each delivery "
+                                    "and, for a duplicate or a loss, why.")
+    xp.add_argument("db", metavar="FILE", help="the run: a .duckdb file (made by serve or run --store) "
+                                              "or a postgresql:// URI")
+    xp.add_argument("id", metavar="ID", help="a firing id, an outbox seq or an event id <commit:ordinal> "
+                                             "(fanoutsim fire and write print it)")
+    xp.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
+                                                     "records none)")
 
 
 def _at_least_one(what: str):
@@ -289,7 +326,7 @@ def _write_fields_help() -> str:
         if fields:
             lines.append(f"  {name}:")
             lines.extend(f"    {k:<10} {v}" for k, v in fields.items())
-    lines.append("e.g. fanoutsim write --db outbox.duckdb page=p1 body=hello due_in:=3")
+    lines += ["", "e.g. fanoutsim write --db outbox.duckdb page=p1 body=hello due_in:=3"]
     return "\n".join(lines)
 
 
@@ -330,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _sweep(args)
         elif args.command in ("serve", "write", "fire", "status"):
             code = _realtime(args)
+        elif args.command in _HELPER_COMMANDS:
+            code = _HELPER_COMMANDS[args.command](args)
         else:  # pragma: no cover - argparse catches it
             code = _error(f"unknown command {args.command!r}")
         sys.stdout.flush()  # a closed pipe shows here, not at exit
@@ -379,7 +418,7 @@ def _realtime(args: argparse.Namespace) -> int:
 
             extra = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
             return srv.serve(args.db, scenario, rate=args.rate, port=args.port, ready=ready, role=args.role,
-                             trace=args.trace, **extra)
+                             trace=args.trace, window=args.window, **extra)
         if args.command == "fire":
             try:
                 payload = json.loads(args.payload)
@@ -390,11 +429,16 @@ def _realtime(args: argparse.Namespace) -> int:
             answer = srv.write(args.db, {"reactor": args.reactor, "payload": payload, "tenant": args.tenant},
                                design="reactor")
             print(answer["firing"])
+            _hint_explain(args.db, answer["firing"])
             return 0
         if args.command == "write":
-            print(json.dumps(srv.write(args.db, _fields(args.fields), design=args.design)))
+            answer = srv.write(args.db, _fields(args.fields), design=args.design)
+            print(json.dumps(answer))
+            _hint_explain(args.db, answer)
             return 0
-        print(json.dumps(srv.status(args.db, design=args.design), indent=2))
+        found = srv.status(args.db, design=args.design)
+        print(json.dumps(found, indent=2))
+        _warn_status(found)
         return 0
     except (ScenarioError, StoreError, ValueError, TypeError, RuntimeError) as exc:
         return _error(str(exc))
@@ -478,7 +522,7 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     design = design_of(scenario)
     out = Path(args.out) if args.out else Path("out") / scenario.name
     with progress.step("checking", enabled=shown):
-        report, checked = full_report(sim, scenario.name)
+        report, checked = full_report(sim, scenario.name, getattr(scenario, "description", None))
     try:
         written = write_outputs(sim, report, out)
     except OSError as exc:
@@ -491,6 +535,9 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
         print(design.format_report(report), end="")
         print()
         print(design.format_check(checked))
+        why = format_causes(report["causes"])
+        if why:
+            print(f"\n{why}", end="")
         print(f"\nwrote {len(written)} files to {out}")
     return 0
 
@@ -570,6 +617,7 @@ def _sweep(args: argparse.Namespace) -> int:
           f"every run valid: {bool(df['valid'].all())}, lost {int(df['lost'].sum())}")
     # every result column but the valid flag, the p95s and the means (they are in the files)
     shown_columns = [c for c in design.sweep_columns if c != "valid" and not c.endswith(("_p95_s", "_mean_s"))]
+    shown_columns += [c for c in df.columns if c.endswith("]") and "_p99_" in c]  # each reader's own p99
     with pd.option_context("display.width", 160, "display.max_columns", 12):
         table = df.groupby(keys, sort=False)[shown_columns].mean() if keys else df[shown_columns].mean().to_frame().T
         print(f"mean over seeds:\n{table.round(3).to_string()}")
@@ -588,14 +636,46 @@ def _is_terminal(stream) -> bool:
         return False
 
 
-def full_report(sim, name: str):
+def full_report(sim, name: str, description: str | None = None):
     """The run's report (its design's ``report``, the checker's totals under
-    ``check``) and the check itself (its design's ``check``)."""
+    ``check``, the scenario's ``description`` and, under ``causes``, every
+    loss and duplicate cause with its meaning and whether the run's
+    configuration expects it) and the check itself (its design's ``check``)."""
     from fanoutsim.designs import design_of
 
     design = design_of(sim)
     checked = design.check(sim)
-    return design.report(sim, name=name, checked=checked), checked
+    report = design.report(sim, name=name, checked=checked)
+    if description:
+        report = {"scenario": report.get("scenario"), "description": description, **report}
+    report["causes"] = cause_rows(design, checked)
+    return report, checked
+
+
+def format_causes(rows: list[dict]) -> str:
+    """The causes of a report as text: per cause its count, whether the run
+    expects it and what it means (empty when nothing was lost or duplicated)."""
+    if not rows:
+        return ""
+    lines = ["Why (each cause the checker named)"]
+    for r in rows:
+        noun = "lost" if r["kind"] == "lost" else ("duplicate" if r["count"] == 1 else "duplicates")
+        verdict = {True: "expected", False: "NOT expected", None: ""}[r["expected"]]
+        lines.append(f"  {r['count']:,} {noun} by {r['cause']} ({verdict}): {r['meaning'] or 'see the checker'}")
+    return "\n".join(lines) + "\n"
+
+
+def cause_rows(design, checked) -> list[dict]:
+    """Each duplicate and loss cause of a check: its count, one plain sentence
+    (the design's ``causes``) and whether the configuration expects it."""
+    summary = checked.summary
+    rows = []
+    for kind, key in (("lost", "lost_by_cause"), ("duplicates", "duplicates_by_cause")):
+        for cause, n in sorted(summary[key].items()):
+            meaning = design.causes.get(kind, {}).get(cause, "")
+            expected = design.expected(checked, kind, cause) if design.expected is not None else None
+            rows.append({"kind": kind, "cause": cause, "count": int(n), "meaning": meaning, "expected": expected})
+    return rows
 
 
 def out_problem(out: Path) -> str | None:
@@ -648,3 +728,84 @@ def write_outputs(sim, report: dict, out: Path) -> list[Path]:
         return paths
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# -- example, schema, explain -----------------------------------------------------------
+def _example(args: argparse.Namespace) -> int:
+    from fanoutsim import examples
+
+    if args.name is None:
+        if args.out:
+            return _error("--out needs a NAME: fanoutsim example NAME --out FILE (fanoutsim example lists them)")
+        rows = [examples.summary(n) for n in examples.names()]
+        width = max(len(r["name"]) for r in rows)
+        for r in rows:
+            print(f"{r['name']:<{width}}  {r['design']:<7}  {r['description']}")
+        print(f"\nwrite one to edit and run: {PROG} example NAME --out FILE && {PROG} run FILE")
+        return 0
+    try:
+        source = examples.path(args.name)
+        if args.out is None:
+            print(source.read_text(encoding="utf-8"), end="")
+            for recording in examples.replays(args.name):
+                print(f"{PROG}: note: this scenario replays {recording}, named relative to the file: write it "
+                      f"with --out FILE to get the recording beside it", file=sys.stderr)
+            return 0
+        written = examples.write(args.name, args.out)
+    except ValueError as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"cannot write {exc.filename or args.out}: {exc.strerror or exc}")
+    print(f"wrote {', '.join(map(str, written))}; run it with: {PROG} run {written[0]}")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from fanoutsim import designs
+    from fanoutsim.scenario import json_schema_text
+
+    if args.design not in designs.names():
+        return _error(f"no design named {args.design!r}; designs: {', '.join(designs.names())}")
+    print(json_schema_text(args.design), end="")
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from fanoutsim import serve as srv
+
+    try:
+        print(srv.explain(args.db, args.id, design=args.design), end="")
+    except (ValueError, TypeError, RuntimeError, KeyError) as exc:
+        return _error(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
+    except OSError as exc:
+        return _error(f"{exc.filename or args.db}: {exc.strerror or exc}")
+    return 0
+
+
+def _hint_explain(db: str, answer) -> None:
+    """After a write: what to do with the id it printed (on stderr, so stdout stays the answer)."""
+    item = answer if isinstance(answer, str) else next(
+        (answer[k] for k in ("firing", "seq", "event") if isinstance(answer, dict) and k in answer), None)
+    if item is None:
+        return
+    where = db
+    if db.startswith(("postgresql://", "postgres://")):
+        from fanoutsim.kernel.store.postgres import safe_dsn
+
+        where = safe_dsn(db)
+    print(f"{PROG}: its story as it is delivered: {PROG} explain {where} {item}", file=sys.stderr)
+
+
+def _warn_status(found: dict) -> None:
+    """The warnings status adds to its JSON, on stderr: falling behind; served by nobody now."""
+    if found.get("falling_behind"):
+        print(f"{PROG}: warning: {found['falling_behind']}", file=sys.stderr)
+    if not found.get("running") and found.get("stopped_at"):
+        print(f"{PROG}: not served now: the last server (pid {found.get('pid')}) stopped at "
+              f"{found['stopped_at']}", file=sys.stderr)
+    elif not found.get("running") and found.get("last_heartbeat_at"):
+        print(f"{PROG}: not served now: the last server (pid {found.get('pid')}) died without a clean stop; "
+              f"its last heartbeat was at {found['last_heartbeat_at']}", file=sys.stderr)
+
+
+_HELPER_COMMANDS = {"example": _example, "schema": _schema, "explain": _explain}

@@ -35,9 +35,12 @@ merges; a killed process leaves none).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import threading
+import time
 from typing import Any
 
 from fanoutsim import designs
@@ -46,10 +49,14 @@ from fanoutsim.kernel.runtime.control import (MAX_BODY_BYTES, ControlServer, che
                                               server_request, sidecar, write_sidecar)
 from fanoutsim.kernel.store.duckdb import StoreError, has_duckdb_header
 
-__all__ = ["serve", "write", "status", "file_design", "recorded_design", "record_design", "sidecar",
+__all__ = ["serve", "write", "status", "explain", "presence", "falling_behind", "server_rows", "file_design", "recorded_design", "record_design", "sidecar",
            "write_sidecar", "MAX_BODY_BYTES", "existing", "is_postgres", "check_role", "check_store_uri"]
 
 _META_KEY = "design"
+HEARTBEAT_S = 5.0      # how often a serving process writes its presence row
+WINDOW_S = 20.0        # the span over which status judges whether the backlog grows
+_SAMPLES = 5           # backlog samples across one window (its ends included)
+_KEEP_SERVERS = 20     # presence rows kept per database, newest first
 
 def is_postgres(db: str) -> bool:
     """``db`` names a PostgreSQL database (a ``postgresql://`` URI), not a DuckDB file."""
@@ -217,7 +224,7 @@ def check_role(design: Design, role: str, db: str) -> None:
 
 def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, ready=None,
           stop_event: threading.Event | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-          role: str = "all", trace: str | None = None) -> int:
+          role: str = "all", trace: str | None = None, window: float = WINDOW_S) -> int:
     """Run ``scenario`` (its design) over ``db`` on the wall clock until
     SIGTERM/SIGINT (or ``stop_event``); returns an exit status. ``rate``: the
     design's workload at that many events per second instead of the
@@ -225,10 +232,12 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     None over PostgreSQL: no endpoint). Requests need the token written to
     ``FILE.serve.json``; bodies over ``max_body_bytes`` get 413. ``role``: the
     part of the design's process to run (over PostgreSQL); ``trace``: a
-    Parquet file the process's trace is written to at a clean stop."""
-    check_max_body_bytes(max_body_bytes)
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"port {port!r} is not a TCP port: give 1-65535, or 0 for any free one")
+    Parquet file the process's trace is written to at a clean stop.
+    ``window``: the seconds over which ``status`` judges whether the backlog
+    grows ("falling behind"); the process samples it four times a window and
+    writes its presence (pid, role, heartbeat, stop) into ``fanoutsim_meta``.
+    ``GET /metrics`` serves the runtime's metrics to a scraper."""
+    _check_serve_limits(max_body_bytes, port, window)
     db = os.fspath(db)
     pg = is_postgres(db)
     new_file = not pg and not os.path.lexists(db)  # removed again if serving never starts
@@ -250,12 +259,13 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
         if new_file:
             _remove_new_file(db)
         raise
-    server, previous, serving = None, {}, False
+    server, previous, serving, watch = None, {}, False, None
     try:
         record_design(rt.store, design.name)
+        watch = _Watch(db, rt, design, role, float(window))
 
         def get_status() -> dict:
-            return {"design": design.name, **design.status(rt)}
+            return {"design": design.name, **design.status(rt), **watch.status()}
 
         def post_write(body: dict) -> Any:
             _needs(design, "write")
@@ -268,20 +278,14 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: stop.set())
         if not pg:  # over PostgreSQL every process opens the database itself
-            try:
-                server = ControlServer(db, design.name, get_status, post_write, port=port,
-                                       max_body_bytes=max_body_bytes).start()
-            except OSError as exc:
-                if exc.filename is not None:  # FILE.serve.json could not be written: the CLI names it
-                    raise
-                raise ValueError(f"control port {port} on 127.0.0.1: {exc.strerror or exc} (give another "
-                                 f"--port, or 0 for any free one)") from None
+            server = _control_server(db, design, rt, get_status, post_write, port, max_body_bytes)
         rt.start()
         serving = True
         if ready is not None:
             ready(None if server is None else server.port)
+        watch.tick()
         while not stop.wait(0.2):
-            pass
+            watch.tick()
         rt.stop()
         if trace is not None:
             import pandas as pd
@@ -291,11 +295,35 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     finally:
         if server is not None:
             server.close()
+        if watch is not None:
+            watch.close()  # the stop, written where status finds it
         rt.close()
         for sig, handler in previous.items():  # a caller's own handlers (pytest's, a notebook's) come back
             signal.signal(sig, handler)
         if new_file and not serving:  # refused before serving: no file is left behind
             _remove_new_file(db)
+
+
+def _check_serve_limits(max_body_bytes, port, window) -> None:
+    check_max_body_bytes(max_body_bytes)
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0.2 <= window < 86400:
+        raise ValueError(f"window {window!r} must be a number of seconds from 0.2 to 86400")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port {port!r} is not a TCP port: give 1-65535, or 0 for any free one")
+
+
+def _control_server(db: str, design: Design, rt, get_status, post_write, port: int,
+                    max_body_bytes: int) -> ControlServer:
+    """The started endpoint of a serving process over a DuckDB file (its sidecar written)."""
+    try:
+        return ControlServer(db, design.name, get_status, post_write, port=port, max_body_bytes=max_body_bytes,
+                             get_metrics=rt.metrics, explain=None if design.explain is None else
+                             (lambda item: design.explain(rt, item))).start()
+    except OSError as exc:
+        if exc.filename is not None:  # FILE.serve.json could not be written: the CLI names it
+            raise
+        raise ValueError(f"control port {port} on 127.0.0.1: {exc.strerror or exc} (give another "
+                         f"--port, or 0 for any free one)") from None
 
 
 def _remove_new_file(db: str) -> None:
@@ -338,6 +366,185 @@ def status(db: str, design: str | None = None) -> dict[str, Any]:
     _needs(d, "status")
     rt = d.realtime(None, db)
     try:
-        return {"design": d.name, **d.status(rt)}
+        found = {"design": d.name, **d.status(rt)}
+        # read, not served: pid and running are of the processes that serve it (or served it last)
+        found.update(pid=None, running=False, db=_shown(db))
+        con = getattr(rt.store, "con", None)
+        if con is not None:
+            found.update(presence(server_rows(con), d.backlog_name))
+        return found
     finally:
         rt.close()
+
+
+def _shown(db: str) -> str:
+    """``db`` as status shows it: a PostgreSQL URI without its password."""
+    if not is_postgres(db):
+        return db
+    from fanoutsim.kernel.store.postgres import safe_dsn
+
+    return safe_dsn(db)
+
+
+def explain(db: str, item: str, design: str | None = None) -> str:
+    """The story of one item of the run in ``db`` (a firing id, an outbox seq,
+    an event id): through its server, or read from the file."""
+    import urllib.parse
+
+    db = os.fspath(db)
+    d = file_design(db, design)
+    if d.explain is None:
+        raise ValueError(f"the {d.name} design tells no stories (its Design has no explain)")
+    info = None if is_postgres(db) else server_info(db)
+    if info is not None:
+        return server_request(info, f"/explain?{urllib.parse.urlencode({'id': item})}")["story"]
+    existing(db)
+    rt = d.realtime(None, db)
+    try:
+        return d.explain(rt, item)
+    finally:
+        rt.close()
+
+
+# -- watching a served run: its backlog over a window, its servers' presence ------------
+
+
+def _now_iso() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _age_s(iso: str | None) -> float | None:
+    from datetime import datetime
+
+    if not iso:
+        return None
+    return max(time.time() - datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp(), 0.0)
+
+
+def falling_behind(samples: list, name: str, window: float) -> str | None:
+    """``"falling behind: pending +169 in 20 s"`` when the backlog rose at every
+    sample across a whole window (one rise is noise; a rise at each of
+    :data:`_SAMPLES` samples is a trend), else None. ``samples``: ``[[seconds,
+    count], ...]``, oldest first."""
+    if len(samples) < _SAMPLES or samples[-1][0] - samples[-_SAMPLES][0] < window * 0.9:
+        return None
+    recent = [n for _, n in samples[-_SAMPLES:]]
+    if any(b <= a for a, b in zip(recent, recent[1:])):
+        return None
+    span = samples[-1][0] - samples[-_SAMPLES][0]
+    return f"falling behind: {name} +{recent[-1] - recent[0]} in {span:.0f} s"
+
+
+class _Watch:
+    """What a serving process watches: its design's backlog, sampled every
+    ``window / 4`` seconds, and its presence row in ``fanoutsim_meta``
+    (``server:<host>:<pid>``: pid, role, start, heartbeat, stop, the recent
+    backlog samples), written every :data:`HEARTBEAT_S` seconds over a
+    connection of its own, so that ``status`` tells who serves, or served."""
+
+    def __init__(self, db: str, rt, design: Design, role: str, window: float) -> None:
+        self.db, self.rt, self.design, self.window = db, rt, design, window
+        self.samples: list[list[float]] = []
+        self.t0 = time.monotonic()
+        self.next_sample = self.next_beat = 0.0
+        self.record = {"pid": os.getpid(), "host": socket.gethostname(), "role": role, "design": design.name,
+                       "started_at": _now_iso(), "heartbeat_at": None, "stopped_at": None, "backlog": []}
+        self.key = f"server:{self.record['host']}:{self.record['pid']}"
+        if is_postgres(db):
+            import psycopg
+
+            self.con = psycopg.connect(db, autocommit=True, connect_timeout=5)
+            self.upsert = ("INSERT INTO fanoutsim_meta VALUES (%s, %s) "
+                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            self.delete = "DELETE FROM fanoutsim_meta WHERE key = %s"
+        else:
+            self.con = rt.store.con.cursor()  # its own connection to the file this process holds
+            self.upsert = "INSERT OR REPLACE INTO fanoutsim_meta VALUES (?, ?)"
+            self.delete = "DELETE FROM fanoutsim_meta WHERE key = ?"
+        self._forget_old()
+
+    def _forget_old(self) -> None:
+        rows = sorted(server_rows(self.con), key=lambda r: r.get("started_at") or "", reverse=True)
+        for old in rows[_KEEP_SERVERS - 1:]:
+            self.con.execute(self.delete, [f"server:{old.get('host')}:{old.get('pid')}"])
+
+    def tick(self) -> None:
+        """Sample the backlog and write the heartbeat when their time has come."""
+        now = time.monotonic() - self.t0
+        if self.design.backlog is not None and now >= self.next_sample:
+            self.next_sample = now + self.window / (_SAMPLES - 1)
+            self.samples.append([round(now, 3), int(self.design.backlog(self.rt))])
+            self.samples = self.samples[-(_SAMPLES * 2):]
+        if now >= self.next_beat:
+            self.next_beat = now + min(HEARTBEAT_S, self.window / (_SAMPLES - 1))
+            self.beat()
+
+    def beat(self, stopped: bool = False) -> None:
+        self.record.update(heartbeat_at=_now_iso(), backlog=self.samples[-_SAMPLES:])
+        if stopped:
+            self.record["stopped_at"] = self.record["heartbeat_at"]
+        self.con.execute(self.upsert, [self.key, json.dumps(self.record)])
+
+    def status(self) -> dict[str, Any]:
+        """The backlog part of ``status``: now, the samples, and the warning."""
+        name = self.design.backlog_name
+        warning = falling_behind(self.samples, name, self.window)
+        return {"backlog": {"name": name, "now": self.samples[-1][1] if self.samples else None,
+                            "window_s": self.window, "samples": self.samples[-_SAMPLES:]},
+                "falling_behind": warning}
+
+    def close(self) -> None:
+        try:
+            self.beat(stopped=True)
+        finally:
+            self.con.close()
+
+
+def server_rows(con) -> list[dict]:
+    """The presence rows (``server:*``) of ``fanoutsim_meta`` over a DB-API connection."""
+    mark = "%s" if con.__class__.__module__.startswith("psycopg") else "?"
+    rows = con.execute(f"SELECT value FROM fanoutsim_meta WHERE key LIKE {mark}", ["server:%"]).fetchall()
+    out = []
+    for (value,) in rows:
+        try:
+            out.append(json.loads(value))
+        except ValueError:
+            continue
+    return out
+
+
+def _up(record: dict) -> bool:
+    """A presence row of a live process: no stop, a recent heartbeat and, on this host, its pid alive."""
+    if record.get("stopped_at"):
+        return False
+    age = _age_s(record.get("heartbeat_at"))
+    if age is None or age > 3 * HEARTBEAT_S:
+        return False
+    if record.get("host") == socket.gethostname():
+        from fanoutsim.kernel.runtime.control import process_alive
+
+        return process_alive(int(record.get("pid", 0)))
+    return True
+
+
+def presence(rows: list[dict], name: str = "backlog", window: float = WINDOW_S) -> dict[str, Any]:
+    """What ``status`` says of the processes that serve (or served) a run: each
+    one's role, pid, start, last heartbeat and stop, who is up, and — from a
+    live one's samples — whether the backlog grows."""
+    servers = sorted(rows, key=lambda r: r.get("started_at") or "", reverse=True)
+    listed = [{"role": r.get("role"), "pid": r.get("pid"), "host": r.get("host"), "up": _up(r),
+               "started_at": r.get("started_at"), "heartbeat_at": r.get("heartbeat_at"),
+               "stopped_at": r.get("stopped_at")} for r in servers]
+    live = [r for r, shown in zip(servers, listed) if shown["up"]]
+    out: dict[str, Any] = {"running": bool(live), "servers": listed}
+    if listed:
+        last = listed[0]
+        out["pid"] = live[0].get("pid") if live else last["pid"]
+        if not live:
+            out["stopped_at"] = last["stopped_at"]
+            out["last_heartbeat_at"] = last["heartbeat_at"]
+    if live and live[0].get("backlog"):
+        out["falling_behind"] = falling_behind(live[0]["backlog"], name, window)
+    return out

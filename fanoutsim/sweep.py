@@ -1,11 +1,11 @@
 """Parameter sweeps: one scenario, a grid of settings, many seeds, one tidy table.
 
 >>> import fanoutsim as fs
->>> df = fs.sweep("data/scenarios/sweep.toml",                      # doctest: +SKIP
+>>> df = fs.sweep("fanoutsim/examples/sweep.toml",                      # doctest: +SKIP
 ...               grid={"reactor_poll_interval": [0.5, 1.0, 2.0],
 ...                     "reactor_poll_batch_limit": [10, 100]},
 ...               seeds=range(5), workers=2, until=600)
->>> df = fs.sweep("data/scenarios/leases.toml",                     # doctest: +SKIP
+>>> df = fs.sweep("fanoutsim/examples/leases.toml",                     # doctest: +SKIP
 ...               grid={"consumers.enricher.lease_seconds": [5.0, 30.0], "rate": [1.0, 4.0]})
 
 Any design's scenario sweeps (the design comes from the file's ``design``
@@ -470,11 +470,21 @@ def _run_one(run: _Run) -> dict[str, Any]:
     with gc_paused():  # reading the finished run: see fanoutsim.kernel.gcpause
         checked = design.check(sim)
         row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
-    if tuple(row) != tuple(design.sweep_columns):
+    if not row_fits(design, tuple(row)):
         raise RuntimeError(f"the {design.name} design's sweep_row gave the columns {tuple(row)}; "
-                           f"its sweep_columns are {tuple(design.sweep_columns)}")
+                           f"its sweep_columns are {tuple(design.sweep_columns)}, then per reader "
+                           f"{', '.join(f'{c}[NAME]' for c in design.sweep_unit_columns) or 'none'}")
     row["wall_s"] = time.perf_counter() - t0
     return row
+
+
+def row_fits(design: Design, columns: tuple[str, ...]) -> bool:
+    """``columns`` are a sweep row of ``design``: its ``sweep_columns``, then
+    only per-reader columns ``<stat>[<reader>]`` of its ``sweep_unit_columns``."""
+    fixed = tuple(design.sweep_columns)
+    if columns[:len(fixed)] != fixed:
+        return False
+    return all(c.endswith("]") and c.partition("[")[0] in design.sweep_unit_columns for c in columns[len(fixed):])
 
 
 # -- the cache -----------------------------------------------------------------------
@@ -538,11 +548,12 @@ class Cache:
                 [version]).fetchall()
         finally:
             con.close()
-        columns = result_columns(runs[0].design)
+        design = _design(runs[0])
         out = {}
         for idx, result in found:
             row = json.loads(result)
-            if tuple(row) == columns:  # a design whose columns changed runs again
+            names = tuple(row)
+            if names[-1:] == ("wall_s",) and row_fits(design, names[:-1]):  # changed columns: it runs again
                 out[int(idx)] = row
         return out
 
@@ -727,8 +738,11 @@ def _check_where(workers: int, client) -> None:
 
 def _table(runs: list[_Run], keys: list[str], results: dict[int, dict]) -> pd.DataFrame:
     """One row per run, in grid then seed order: the grid keys, ``seed``, the
-    design's columns and ``wall_s`` (bools and ints kept as such)."""
-    columns = result_columns(runs[0].design)
+    design's columns, any per-reader columns the runs gave (``p99[enricher]``)
+    and ``wall_s`` last (bools and ints kept as such)."""
+    fixed = result_columns(runs[0].design)
+    per_reader = list(dict.fromkeys(c for r in runs for c in results[r.index] if c not in fixed))
+    columns = (*fixed[:-1], *per_reader, fixed[-1])  # wall_s stays last
     rows = []
     for run in runs:
         row = {**dict(zip(keys, run.values)), "seed": run.seed}
@@ -736,7 +750,7 @@ def _table(runs: list[_Run], keys: list[str], results: dict[int, dict]) -> pd.Da
         rows.append(row)
     df = pd.DataFrame(rows, columns=[*keys, "seed", *columns])
     for col in columns:
-        vals = [results[r.index][col] for r in runs]
+        vals = [results[r.index].get(col, math.nan) for r in runs]
         if all(isinstance(v, bool) for v in vals):
             df[col] = df[col].astype(bool)
         elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals):

@@ -13,7 +13,7 @@ from fanoutsim.analysis import (
     error_policy_table, filter_run, poll_lag, predicate_verdicts, quote_rates, selectivity_sweep, subscriber_lag,
 )
 
-DAY = Path(__file__).resolve().parents[1] / "data" / "workloads" / "quotes-day.parquet"
+DAY = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "quotes-day.parquet"
 WINDOW = dict(start=15 * 3600.0, stop=15 * 3600.0 + 1200.0, speed=10.0)
 
 

@@ -15,7 +15,7 @@ from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.scenario import ScenarioError
 from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, FaultPlan, NoFaults, Ties
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples"
 
 
 def small_run(**kw) -> fs.Simulation:

@@ -96,6 +96,7 @@ def lab(tmp_path_factory):
     shutil.copytree(NOTEBOOKS / "src", folder / "src")  # there, as in the repository: to be hidden
     shutil.copy2(NOTEBOOKS / "build.py", folder / "build.py")
     (home / "data").symlink_to(ROOT / "data")  # the notebooks read ../data
+    (home / "fanoutsim").symlink_to(ROOT / "fanoutsim")  # and the examples in ../fanoutsim/examples
     news = home / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True)
     news.write_text(json.dumps({"fetchNews": "false"}))  # no "get notified about Jupyter news?" toast

@@ -148,19 +148,19 @@ def trace_hash(sim) -> str:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_same_scenario_plan_and_seed_give_the_same_trace(seed):
-    scenario = load_scenario("data/scenarios/crashes.toml")
+    scenario = load_scenario("fanoutsim/examples/crashes.toml")
     a = trace_hash(scenario.run(seed=seed, until=120.0))
     b = trace_hash(scenario.run(seed=seed, until=120.0))
     assert a == b
 
 
 def test_different_seeds_give_different_traces():
-    scenario = load_scenario("data/scenarios/crashes.toml")
+    scenario = load_scenario("fanoutsim/examples/crashes.toml")
     assert trace_hash(scenario.run(seed=1, until=60.0)) != trace_hash(scenario.run(seed=2, until=60.0))
 
 
 def test_minimize_shrinks_to_the_fault_that_matters():
-    scenario = load_scenario("data/scenarios/crashes.toml")
+    scenario = load_scenario("fanoutsim/examples/crashes.toml")
     small = fs.minimize(scenario, lambda r: r.total["duplicate_causes"].get("crash", 0) > 0, until=1200.0)
     (fault,) = small.plan.faults
     assert isinstance(fault, CrashAtPoint) and fault.point == "poll.after_dispatch_before_watermark"
@@ -170,6 +170,6 @@ def test_minimize_shrinks_to_the_fault_that_matters():
 
 
 def test_minimize_refuses_a_passing_scenario():
-    scenario = load_scenario("data/scenarios/crashes.toml")
+    scenario = load_scenario("fanoutsim/examples/crashes.toml")
     with pytest.raises(ValueError, match="does not fail"):
         fs.minimize(scenario, lambda r: r.total["lost"] > 0, until=60.0)

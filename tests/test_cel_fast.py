@@ -469,7 +469,7 @@ def test_every_shipped_scenario_filter_runs_on_the_fast_path():
             for v in node:
                 yield from whens(v)
 
-    found = [w for f in sorted((Path(__file__).parents[1] / "data" / "scenarios").glob("*.toml"))
+    found = [w for f in sorted((Path(__file__).parents[1] / "fanoutsim" / "examples").glob("*.toml"))
              for w in whens(tomllib.loads(f.read_text()))]
     assert found
     assert [w for w in found if not compile_predicate(w).fast] == []

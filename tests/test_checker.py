@@ -176,7 +176,7 @@ class _FrameOnly:
 
 
 def _crashes_run():
-    sim = fs.load_scenario("data/scenarios/crashes.toml").build(seed=3)
+    sim = fs.load_scenario("fanoutsim/examples/crashes.toml").build(seed=3)
     sim.run(1800.0)
     return sim
 

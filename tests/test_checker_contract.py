@@ -16,7 +16,7 @@ from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.kernel.check import SUMMARY_KEYS, CheckResult, problems
 from fanoutsim.kernel.faults import CrashAt, FaultPlan, Stall
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples"
 
 
 def reactor_with_losses():

@@ -16,7 +16,7 @@ from fanoutsim.report import format_report
 from fanoutsim.designs.reactor.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / "data" / "scenarios" / "default.toml"
+DEFAULT = ROOT / "fanoutsim" / "examples" / "default.toml"
 UNTIL = "120"
 FIGURES = {"latency_fire_to_dispatch.png", "latency_fire_to_claim.png", "executions_over_time.png",
            "watermark_lag.png"}
@@ -25,8 +25,9 @@ TABLES = {"firings.parquet", "executions.parquet", "subscriptions.parquet"}
 
 @pytest.fixture(scope="module")
 def expected_report():
-    sim = load_scenario(DEFAULT).run(until=float(UNTIL))
-    return full_report(sim, "default")[0], sim
+    scenario = load_scenario(DEFAULT)
+    sim = scenario.run(until=float(UNTIL))
+    return full_report(sim, "default", scenario.description)[0], sim
 
 
 def test_run_writes_everything_and_prints_the_report(tmp_path, capsys, expected_report):
@@ -41,6 +42,8 @@ def test_run_writes_everything_and_prints_the_report(tmp_path, capsys, expected_
     assert captured.out == (format_report(report) + "\n" + format_check(fs.check(sim))
                             + f"\n\nwrote 8 files to {out}\n")
     assert "delivery check: VALID" in captured.out
+    # what the run shows, on top (wrapped under the title)
+    assert load_scenario(DEFAULT).description in " ".join(captured.out.splitlines()[2:4])
     assert captured.err == ""
 
 
@@ -80,7 +83,8 @@ def test_seed_and_until_override_the_file(tmp_path, capsys):
     assert main(["run", str(DEFAULT), "--until", "30", "--seed", "9", "--out", str(tmp_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["seed"] == 9 and report["time_span_s"] == 30.0
-    assert report == full_report(load_scenario(DEFAULT).run(seed=9, until=30.0), "default")[0]
+    scenario = load_scenario(DEFAULT)
+    assert report == full_report(scenario.run(seed=9, until=30.0), "default", scenario.description)[0]
 
 
 def error_exit(argv, capsys) -> str:

@@ -22,7 +22,7 @@ from fanoutsim.cli import main
 from fanoutsim.kernel.store.duckdb import StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / "data" / "scenarios" / "default.toml"
+DEFAULT = ROOT / "fanoutsim" / "examples" / "default.toml"
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from clitools import ENV, cli, one_error_line
 from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 SW = importlib.import_module("fanoutsim.sweep")
 
 

@@ -37,8 +37,8 @@ def test_gc_paused_restores_what_it_found():
 
 @pytest.mark.parametrize("design", ["reactor", "outbox", "leases"])
 def test_a_checker_reads_the_run_with_the_collector_paused(design, monkeypatch):
-    scenario = {"reactor": "data/scenarios/sweep.toml", "outbox": "data/scenarios/outbox.toml",
-                "leases": "data/scenarios/leases.toml"}[design]
+    scenario = {"reactor": "fanoutsim/examples/sweep.toml", "outbox": "fanoutsim/examples/outbox.toml",
+                "leases": "fanoutsim/examples/leases.toml"}[design]
     sim = fs.load_scenario(scenario).build(seed=0)
     sim.run(60.0)
     enabled_while_read = []

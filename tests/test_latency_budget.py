@@ -20,7 +20,7 @@ from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.widgets import LatencyExplorer, latency_explorer
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "data" / "scenarios" / "sweep.toml"
+SCENARIO = ROOT / "fanoutsim" / "examples" / "sweep.toml"
 UNIT = re.compile(r"\((ms|s|\u00b5s|1/s|firings|firings / s)\)")
 
 

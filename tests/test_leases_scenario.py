@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fanoutsim.cli import full_report, main
+from fanoutsim.cli import format_causes, full_report, main
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
 from fanoutsim.designs.leases import LeaseConfig
@@ -20,7 +20,7 @@ from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 LEASES = SCENARIOS / "leases.toml"
 CRASHES = SCENARIOS / "leases-crashes.toml"
 TABLES = {"events.parquet", "checkpoints.parquet", "dead_letters.parquet", "consumers.parquet"}
@@ -411,11 +411,12 @@ def test_cli_run_writes_everything_and_prints_the_leases_report(tmp_path, capsys
     captured = capsys.readouterr()
     assert {p.name for p in out.iterdir()} == {"report.json"} | TABLES
     sim = load_scenario(CRASHES).run(until=300.0)
-    report, checked = full_report(sim, "leases-crashes")
+    report, checked = full_report(sim, "leases-crashes", load_scenario(CRASHES).description)
     assert json.loads((out / "report.json").read_text()) == report
     assert report["check"]["valid"] is True
+    why = f"\n{format_causes(report['causes'])}" if report["causes"] else ""  # each cause, in plain words
     assert captured.out == (format_leases_report(report) + "\n" + format_leases_check(checked)
-                            + f"\n\nwrote 5 files to {out}\n")
+                            + "\n" + why + f"\nwrote 5 files to {out}\n")
     assert "leases check: VALID" in captured.out and captured.err == ""
     assert pd.read_parquet(out / "events.parquet")["event_id"].tolist() == sim.events()["event_id"].tolist()
     assert pd.read_parquet(out / "checkpoints.parquet").to_dict("records") == sim.checkpoints().to_dict("records")
@@ -444,7 +445,8 @@ def test_cli_json_prints_only_the_report(tmp_path, capsys, monkeypatch):
     report = json.loads(captured.out)
     assert report["design"] == "leases" and report["seed"] == 3 and report["time_span_s"] == 120.0
     assert report["check"]["valid"] is True
-    assert report == full_report(load_scenario(LEASES).run(seed=3, until=120.0), "leases")[0]
+    scenario = load_scenario(LEASES)
+    assert report == full_report(scenario.run(seed=3, until=120.0), "leases", scenario.description)[0]
     assert captured.err.strip() == f"wrote 5 files to {out}"
 
 

@@ -29,7 +29,7 @@ from fanoutsim.scenario import json_schema, load_scenario
 from rqtools import need_libraries
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESET_SCENARIOS = ROOT / "data" / "scenarios" / "presets"
+PRESET_SCENARIOS = ROOT / "fanoutsim" / "examples" / "presets"
 
 samples = st.lists(st.floats(min_value=0, max_value=1e4, allow_nan=False), min_size=1, max_size=40)
 

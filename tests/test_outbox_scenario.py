@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fanoutsim.designs.outbox.analysis import outbox_report
-from fanoutsim.cli import full_report, main
+from fanoutsim.cli import format_causes, full_report, main
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults import CrashAtPoint, LateCommit, Notifications, SlowWorkflow
 from fanoutsim.designs.outbox import OutboxConfig
@@ -22,7 +22,7 @@ from fanoutsim.designs.reactor.scenario import Scenario
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 OUTBOX = SCENARIOS / "outbox.toml"
 CRASHES = SCENARIOS / "outbox-crashes.toml"
 FIGURES = {"outbox_latency.png", "outbox_cursors.png", "outbox_lag.png"}
@@ -388,10 +388,11 @@ def test_cli_run_writes_everything_and_prints_the_outbox_report(tmp_path, capsys
     for name in FIGURES:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     sim = load_scenario(CRASHES).run(until=300.0)
-    report, checked = full_report(sim, "outbox-crashes")
+    report, checked = full_report(sim, "outbox-crashes", load_scenario(CRASHES).description)
     assert json.loads((out / "report.json").read_text()) == report
+    why = f"\n{format_causes(report['causes'])}" if report["causes"] else ""  # each cause, in plain words
     assert captured.out == (format_outbox_report(report) + "\n" + format_outbox_check(checked)
-                            + f"\n\nwrote 7 files to {out}\n")
+                            + "\n" + why + f"\nwrote 7 files to {out}\n")
     assert "outbox check: VALID" in captured.out and "Topic bus" in captured.out
     assert captured.err == ""
     # the tables as Parquet
@@ -409,7 +410,8 @@ def test_cli_json_prints_only_the_report(tmp_path, capsys):
     report = json.loads(captured.out)
     assert report["design"] == "outbox" and report["seed"] == 3 and report["time_span_s"] == 120.0
     assert report["check"]["valid"] is True
-    assert report == full_report(load_scenario(OUTBOX).run(seed=3, until=120.0), "outbox")[0]
+    scenario = load_scenario(OUTBOX)
+    assert report == full_report(scenario.run(seed=3, until=120.0), "outbox", scenario.description)[0]
     assert captured.err.strip() == f"wrote 7 files to {out}"
 
 

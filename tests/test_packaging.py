@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # conda-forge names that differ from PyPI's
-CONDA_TO_PYPI = {"python-duckdb": "duckdb"}
+CONDA_TO_PYPI = {"python-duckdb": "duckdb", "prometheus_client": "prometheus-client"}
 
 
 def _name(requirement: str) -> str:

@@ -17,7 +17,7 @@ from fanoutsim.widgets import PruneControl
 from fanoutsim.designs.reactor.widgets.prune import PAUSE_BOUNDS, RETENTION_BOUNDS
 
 UNIT = re.compile(r"\((ms|s|h|min|1/s|rows|firings|executions|s since start)[,)]|\(h, UTC\)|\(%\)")
-DAY = Path(__file__).resolve().parents[1] / "data" / "workloads" / "quotes-day.parquet"
+DAY = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "quotes-day.parquet"
 
 
 def assert_labelled(fig: Figure, unit_axes=("x", "y")):

@@ -125,10 +125,10 @@ def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names
 
 def test_a_role_the_design_lacks_is_refused_in_one_line(pg_url, capsys):
     url = pg_url()
-    assert cli.main(["serve", "--store", url, "--scenario", "data/scenarios/outbox.toml", "--role", "poller"]) == 2
+    assert cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/outbox.toml", "--role", "poller"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "fanoutsim: error: the outbox design has no role 'poller'; its roles: all"
-    assert cli.main(["serve", "--store", url, "--scenario", "data/scenarios/realtime.toml", "--role", "pollers"]) == 2
+    assert cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/realtime.toml", "--role", "pollers"]) == 2
     assert "its roles: all, poller, executor, prune" in capsys.readouterr().err
     assert cli.main(["status", "--store", url]) == 2  # nothing served there yet: nothing created either
     assert "holds no fanoutsim run" in capsys.readouterr().err
@@ -142,7 +142,7 @@ def test_a_role_the_design_lacks_is_refused_in_one_line(pg_url, capsys):
 
 
 def test_kill_9_of_the_reactor_server_over_postgres_loses_nothing(pg_url):
-    out = kill9_campaign(pg_url(), "data/scenarios/realtime.toml", kills=10, seed=3, up=(0.3, 0.8), drain=2.0)
+    out = kill9_campaign(pg_url(), "fanoutsim/examples/realtime.toml", kills=10, seed=3, up=(0.3, 0.8), drain=2.0)
     assert out["crashes_seen"] == out["kills"]
     assert out["firings"] > 20 and out["lost"] == 0 and out["pending"] == 0 and out["clean_exit"]
     # every duplicate lies across a kill, at most one batch per kill and subscription

@@ -77,7 +77,7 @@ def test_lease_outcome_bars_are_centred_on_their_ticks():
     from fanoutsim.scenario import load_scenario
     from pathlib import Path
 
-    sim = load_scenario(Path(__file__).resolve().parents[1] / "data" / "scenarios" / "leases.toml").run(until=600)
+    sim = load_scenario(Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "leases.toml").run(until=600)
     fig = lp.lease_outcomes(sim)
     ax = fig.axes[0]
     ticks = ax.get_yticks()
@@ -101,7 +101,7 @@ def test_the_outbox_latency_legend_covers_no_bars():
     from fanoutsim.designs.outbox.plots import consumer_latency_histogram
     from fanoutsim.scenario import load_scenario
 
-    sim = load_scenario(Path(__file__).resolve().parents[1] / "data" / "scenarios" / "outbox.toml").run(until=300)
+    sim = load_scenario(Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "outbox.toml").run(until=300)
     fig = consumer_latency_histogram(sim)
     ax = fig.axes[0]
     renderer = _drawn(fig)

@@ -23,7 +23,7 @@ from fanoutsim.kernel.store.duckdb import StoreError
 from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-REALTIME = str(ROOT / "data" / "scenarios" / "realtime.toml")
+REALTIME = str(ROOT / "fanoutsim" / "examples" / "realtime.toml")
 FAST = fs.SchedulerConfig(reactor_poll_interval=0.1, executor_poll_interval=0.02)
 
 

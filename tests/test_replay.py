@@ -14,7 +14,7 @@ from fanoutsim.designs.reactor.replay import ReplaySpec, load_recording
 from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-DAY = ROOT / "data" / "workloads" / "quotes-day.parquet"
+DAY = ROOT / "fanoutsim" / "examples" / "quotes-day.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +192,7 @@ def test_scenario_replay_is_relative_to_the_file_and_runs(tmp_path, day):
 
 
 def test_the_shipped_quotes_day_scenario_replays_the_recording():
-    sc = load_scenario(ROOT / "data" / "scenarios" / "quotes-day.toml")
+    sc = load_scenario(ROOT / "fanoutsim" / "examples" / "quotes-day.toml")
     (spec,) = sc.replays
     assert Path(spec.path) == DAY and spec.tenant_column == "tenant"
 

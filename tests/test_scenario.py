@@ -15,7 +15,7 @@ from fanoutsim.designs.reactor.scenario import Scenario, SubscriptionDef, Workfl
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 
 MINIMAL = """
 [run]

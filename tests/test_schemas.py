@@ -26,7 +26,7 @@ from fanoutsim.kernel.validate import (
 from fanoutsim.scenario import json_schema, json_schema_text, load_scenario, parse_scenario, which_design
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = sorted((ROOT / "data" / "scenarios").glob("*.toml"))
+SCENARIOS = sorted((ROOT / "fanoutsim" / "examples").glob("*.toml"))
 SCHEMAS = ROOT / "data" / "schemas"
 BUILTIN = ("reactor", "outbox", "leases")
 

@@ -13,9 +13,9 @@ import pytest
 import fanoutsim as fs
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTBOX = str(ROOT / "data" / "scenarios" / "outbox.toml")
-LEASES = str(ROOT / "data" / "scenarios" / "leases.toml")
-REALTIME = str(ROOT / "data" / "scenarios" / "realtime.toml")
+OUTBOX = str(ROOT / "fanoutsim" / "examples" / "outbox.toml")
+LEASES = str(ROOT / "fanoutsim" / "examples" / "leases.toml")
+REALTIME = str(ROOT / "fanoutsim" / "examples" / "realtime.toml")
 
 
 def wait_for(cond, timeout: float = 30.0) -> bool:

@@ -17,7 +17,7 @@ from fanoutsim.kernel.store.duckdb import StoreError
 from pgfixtures import drop_schema, new_schema
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTBOX = ROOT / "data" / "scenarios" / "outbox.toml"
+OUTBOX = ROOT / "fanoutsim" / "examples" / "outbox.toml"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 

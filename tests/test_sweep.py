@@ -13,7 +13,7 @@ import fanoutsim as fs
 from fanoutsim.designs.reactor.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "data" / "scenarios" / "sweep.toml"
+SCENARIO = ROOT / "fanoutsim" / "examples" / "sweep.toml"
 SW = importlib.import_module("fanoutsim.sweep")  # the module (fs.sweep is the function)
 GRID = {"reactor_poll_interval": [0.5, 2.0], "reactor_poll_batch_limit": [2, 50]}
 UNTIL = 60.0

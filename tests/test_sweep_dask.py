@@ -14,8 +14,8 @@ from distributed import Client, LocalCluster
 import fanoutsim as fs
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "data" / "scenarios" / "sweep.toml"
-OUTBOX = ROOT / "data" / "scenarios" / "outbox.toml"
+SCENARIO = ROOT / "fanoutsim" / "examples" / "sweep.toml"
+OUTBOX = ROOT / "fanoutsim" / "examples" / "outbox.toml"
 SW = importlib.import_module("fanoutsim.sweep")
 GRID = {"reactor_poll_interval": [0.5, 2.0], "reactor_poll_batch_limit": [2, 50]}
 UNTIL = 60.0

@@ -11,8 +11,8 @@ import fanoutsim as fs
 from fanoutsim import designs
 
 ROOT = Path(__file__).resolve().parents[1]
-OUTBOX = ROOT / "data" / "scenarios" / "outbox.toml"
-LEASES = ROOT / "data" / "scenarios" / "leases.toml"
+OUTBOX = ROOT / "fanoutsim" / "examples" / "outbox.toml"
+LEASES = ROOT / "fanoutsim" / "examples" / "leases.toml"
 SW = importlib.import_module("fanoutsim.sweep")
 
 
@@ -34,8 +34,10 @@ def test_outbox_a_longer_safety_poll_costs_latency_when_hints_are_dropped():
     # every hint dropped (a dotted path into [[faults]]): rows wait for the safety poll
     df = fs.sweep(OUTBOX, grid={"safety_poll_interval": [1.0, 10.0], "faults.0.drop": [1.0]},
                   until=120.0, cache=None, progress=False)
+    per_consumer = [f"commit_to_handled_{s}_s[{c}]" for c in ("analytics", "indexer", "search", "triage")
+                    for s in ("p50", "p99")]
     assert list(df.columns) == ["safety_poll_interval", "faults.0.drop", "seed",
-                                *designs.get("outbox").sweep_columns, "wall_s"]
+                                *designs.get("outbox").sweep_columns, *per_consumer, "wall_s"]
     assert list(df.columns[3:8]) == ["commit_to_handled_p50_s", "commit_to_handled_p99_s",
                                      "commit_to_handled_mean_s", "commit_to_handled_max_s", "hinted_share"]
     short, long = df.iloc[0], df.iloc[1]
@@ -90,7 +92,9 @@ def test_leases_a_shorter_lease_makes_duplicates_when_work_outlasts_it():
     # often outlasts a 5 s lease and hardly ever a 60 s one
     grid = {"consumers.enricher.lease_seconds": [5.0, 60.0], "consumers.enricher.duration.mean": [4.0]}
     df = fs.sweep(LEASES, grid=grid, until=300.0, cache=None, progress=False)
-    assert list(df.columns) == [*grid, "seed", *designs.get("leases").sweep_columns, "wall_s"]
+    fixed = len(grid) + 1 + len(designs.get("leases").sweep_columns)
+    assert list(df.columns[:fixed]) == [*grid, "seed", *designs.get("leases").sweep_columns]
+    assert df.columns[-1] == "wall_s" and "publish_to_ack_p99_s[enricher]" in df.columns[fixed:-1]
     assert {"publish_to_ack_p50_s", "publish_to_ack_p99_s", "publish_to_ack_mean_s", "duplicates", "lost",
             "valid"} <= set(df.columns)
     short, long = df.iloc[0], df.iloc[1]

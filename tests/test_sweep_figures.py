@@ -17,7 +17,7 @@ from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.widgets import SweepExplorer, sweep_explorer
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIO = ROOT / "data" / "scenarios" / "sweep.toml"
+SCENARIO = ROOT / "fanoutsim" / "examples" / "sweep.toml"
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
 
 

@@ -19,7 +19,7 @@ from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.kernel.timeutil import UTC, US, rfc3339, rfc3339_us, to_us
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 
 
 def _frame_row(sim, checked) -> dict:

@@ -6,19 +6,26 @@ reactor *subscription*, an outbox or leases *consumer*). Beside them every
 report has the same members, so a tool that works across designs reads them
 without asking which design it holds:
 
-``valid``        True when every loss and duplicate has a cause the design
-                 accepts (``total["valid"]``);
-``total``        the design's JSON-ready totals, with at least ``valid`` and
-                 ``lost`` (the golden results compare this dict);
-``summary``      the totals every design shares, under one set of names:
-                 :data:`SUMMARY_KEYS` — ``delivered`` (expected items
-                 delivered at least once), ``duplicates`` (extra deliveries),
-                 ``lost``, ``pending`` and the two ``*_by_cause`` counts;
-``unit``         what one reader is: ``"subscription"`` or ``"consumer"``;
-``per_unit``     one row per reader, keyed by a column named ``unit``, with a
-                 ``lost`` column (``per_subscription`` / ``per_consumer``);
-``duplicates``   one row per extra delivery, with a ``cause`` column;
-``lost``         one row per loss, with a ``cause`` column.
+``valid``
+    True when every loss and duplicate has a cause the design
+    accepts (``total["valid"]``);
+``total``
+    the design's JSON-ready totals, with at least ``valid`` and
+    ``lost`` (the golden results compare this dict);
+``summary``
+    the totals every design shares, under one set of names:
+    :data:`SUMMARY_KEYS` — ``delivered`` (expected items
+    delivered at least once), ``duplicates`` (extra deliveries),
+    ``lost``, ``pending`` and the two ``*_by_cause`` counts;
+``unit``
+    what one reader is: ``"subscription"`` or ``"consumer"``;
+``per_unit``
+    one row per reader, keyed by a column named ``unit``, with a
+    ``lost`` column (``per_subscription`` / ``per_consumer``);
+``duplicates``
+    one row per extra delivery, with a ``cause`` column;
+``lost``
+    one row per loss, with a ``cause`` column.
 
 Deliveries are counted where the reader's effect lands (an execution row, a
 consumer's ``fn``, a worker's effect), never where the step that caused it

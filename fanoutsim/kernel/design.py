@@ -73,7 +73,9 @@ class Design:
     key that is a config field is set there. ``sweep_columns`` and
     ``sweep_row(sim, checked)``: the result columns of one sweep run and their
     values (``lost`` and ``valid`` for every design, the rest named per
-    design). ``sweep_keys``: the grid keys the design takes besides its config
+    design). ``sweep_unit_columns``: statistics the row also gives per reader
+    (consumer), as extra columns ``<stat>[<reader>]`` after ``sweep_columns``,
+    so that one reader's p99 is not drowned by another's. ``sweep_keys``: the grid keys the design takes besides its config
     fields and dotted scenario paths, each a :class:`SweepKey` (``rate``, for
     one, scales the scenario's workloads).
 
@@ -95,6 +97,20 @@ class Design:
     ``roles``: the parts of the process ``fanoutsim serve --role`` can run
     alone, several processes sharing one PostgreSQL database (``"all"`` is
     every part, the default); ``realtime`` takes ``role=`` for any other.
+
+    ``explain(runtime, id)`` tells one item's story from the runtime's tables
+    (a firing, an outbox row, an event: what ``fanoutsim explain FILE ID``
+    prints; KeyError when the run has no such item). ``backlog(runtime)``
+    counts the work taken in and not yet done (pending executions, rows past
+    the cursors, unresolved events): the number ``fanoutsim status`` watches
+    to say a served run is falling behind; ``backlog_name`` says what it
+    counts, in one word.
+
+    ``causes`` gives one plain sentence per duplicate and loss cause the
+    design's checker names (``{"lost": {cause: text}, "duplicates": {...}}``);
+    ``expected(checked, kind, cause)`` says whether the run's configuration
+    accepts that cause (it leaves the verdict valid) — what the report prints
+    beside each cause.
 
     ``scenario_schema`` declares the design's scenario files (a
     :class:`fanoutsim.kernel.scenario.Schema`): :mod:`fanoutsim.scenario`
@@ -123,6 +139,7 @@ class Design:
     config_table: str = "config"
     sweep_columns: tuple[str, ...] = ()
     sweep_row: Callable[[Any, Any], dict] | None = None
+    sweep_unit_columns: tuple[str, ...] = ()
     sweep_keys: Mapping[str, "SweepKey"] = field(default_factory=dict)
     sweep_figures: Callable[[Any, Any, Any], list] | None = None
     sweep_recommend: Callable[[Any, Any], str | None] | None = None
@@ -131,6 +148,11 @@ class Design:
     write_fields: Mapping[str, str] = field(default_factory=dict)
     status: Callable[[Any], dict] | None = None
     roles: tuple[str, ...] = ("all",)
+    explain: Callable[[Any, str], str] | None = None
+    backlog: Callable[[Any], int] | None = None
+    backlog_name: str = "pending"
+    causes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    expected: Callable[[Any, str, str], bool] | None = None
     scenario_schema: Any = None
     store_part: Any = None
 

@@ -73,3 +73,51 @@ class LockedMetrics(Metrics):
     def as_dict(self) -> dict[str, float]:
         with self._lock:
             return super().as_dict()
+
+
+# -- the Prometheus text format (``GET /metrics`` of ``fanoutsim serve``) -------------
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def parse_series(key: str) -> tuple[str, dict[str, str]]:
+    """``'name{a="x",b="y"}'`` (what :meth:`Metrics.as_dict` writes) as ``(name, labels)``."""
+    import re
+
+    name, brace, rest = key.partition("{")
+    if not brace:
+        return name, {}
+    return name, dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', rest.rstrip("}")))
+
+
+class _Families:
+    """A prometheus_client collector over a dict of ``metrics()``: a name ending
+    in ``_total`` is a counter, any other a gauge; names and values as given."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = values
+
+    def collect(self):
+        from prometheus_client.metrics_core import Metric
+
+        families: dict[str, Metric] = {}
+        for key, value in sorted(self.values.items()):
+            name, labels = parse_series(key)
+            counter = name.endswith("_total")
+            family_name = name[: -len("_total")] if counter else name
+            family = families.get(name)
+            if family is None:
+                family = families[name] = Metric(family_name, f"{name}, as fanoutsim metrics() counts it",
+                                                 "counter" if counter else "gauge")
+            family.add_sample(name, labels, float(value))
+        yield from families.values()
+
+
+def prometheus_text(values: dict[str, float]) -> bytes:
+    """``metrics()`` (``{'name{label="v"}': value}``) in the Prometheus text
+    exposition format, written by prometheus_client: the same names, labels
+    and values, a ``# TYPE`` per family (counter for ``*_total``, else gauge)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(values))
+    return generate_latest(registry)

@@ -3,6 +3,7 @@ aligned tables, the header. The text depends only on the values given — no
 wall-clock values, no environment — so the same seed prints the same report."""
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Sequence
 
 MISSING = "-"
@@ -43,7 +44,8 @@ def header(title: str, report: dict[str, Any]) -> list[str]:
     """The title (with the scenario's name), underlined, and the run's span."""
     if report.get("scenario"):
         title += f": {report['scenario']}"
-    return [title, "=" * len(title),
+    described = textwrap.wrap(report["description"], 100) if report.get("description") else []
+    return [title, "=" * len(title), *described,
             f"seed {report['seed']}, virtual time {secs(report['time_span_s'])} s ({report['start']} .. {report['end']})"]
 
 

@@ -23,7 +23,7 @@ from fanoutsim import analysis, plots
 from fanoutsim.scenario import load_scenario
 from fanoutsim.widgets import latency_explorer
 
-scenario = load_scenario("../data/scenarios/sweep.toml")
+scenario = load_scenario("../fanoutsim/examples/sweep.toml")
 sim = scenario.build(seed=0)
 sim.runner.register_computation_graph(
     "pricing_reactor", lambda s: "urgent" if s["quote"]["price"] > 100 else "normal", name="router")
@@ -33,7 +33,7 @@ print(f"{scenario.description}\nP = {cfg.reactor_poll_interval:g} s, batch limit
       f"executor tick {cfg.executor_poll_interval:g} s x {cfg.executor_workers} workers; 30 virtual minutes")
 
 # %% [markdown]
-# The scenario is `data/scenarios/sweep.toml`: one pricing reactor firing in two
+# The scenario is `fanoutsim/examples/sweep.toml`: one pricing reactor firing in two
 # tenants, two workflows subscribed in each, no filters. On top of it we declare one
 # in-process graph, `router`, on the same reactor — so every firing takes both paths.
 #

@@ -7,7 +7,7 @@
 # A subscription may carry a CEL expression over `payload`, `reactor` and `tenant`; the
 # poll loop evaluates it per firing and dispatches only on `true`, but advances the
 # watermark either way. Instead of a synthetic Poisson feed, this notebook replays a
-# recorded day of pricing quotes (`data/workloads/quotes-day.parquet`, made by
+# recorded day of pricing quotes (`fanoutsim/examples/quotes-day.parquet`, made by
 # `data/make_quotes_day.py`): four regional desks quoting in their business hours, five
 # symbols with random-walk prices and a few spikes, and — right after a spike — a few
 # halted quotes that carry no price.
@@ -20,7 +20,7 @@ from fanoutsim import analysis, plots
 
 pd.set_option("display.width", 160)
 pd.set_option("display.max_colwidth", 70)
-day = fs.load_recording("../data/workloads/quotes-day.parquet")
+day = fs.load_recording("../fanoutsim/examples/quotes-day.parquet")
 hourly = day.groupby(day["t"] // 3600).size()
 print(f"{len(day):,} quotes; busiest hour {int(hourly.idxmax()):02d}:00 UTC ({hourly.max():,} quotes), "
       f"quietest {int(hourly.idxmin()):02d}:00 UTC ({hourly.min():,}); "

@@ -20,7 +20,7 @@ from fanoutsim.scenario import load_scenario
 from fanoutsim.widgets import sweep_explorer
 
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
-scenario = load_scenario("../data/scenarios/sweep.toml")
+scenario = load_scenario("../fanoutsim/examples/sweep.toml")
 n_subs = len(scenario.subscriptions)
 
 # %% [markdown]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted((ROOT / "data" / "scenarios").glob("*.toml"))
+SCENARIOS = sorted((ROOT / "fanoutsim" / "examples").glob("*.toml"))
 SEEDS = (0, 1, 2)
 # virtual seconds per run: enough for crashes, prunes and retries to happen,
 # short enough that DuckDB under the virtual clock stays cheap

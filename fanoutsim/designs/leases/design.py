@@ -10,6 +10,8 @@ import numpy as np
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 
+from .causes import CAUSES, expected as _expected
+from .story import backlog as _backlog, story as _explain
 from .config import LeaseConfig
 from .scenario import LEASE_FAULT_KINDS, SCHEMA
 from .tables import PART
@@ -90,7 +92,15 @@ def _sweep_row(sim, checked) -> dict:
     for key in ("published", "delivered", "duplicates", "dead_lettered", "pending", "lost"):
         row[key] = int(checked.total[key])
     row["valid"] = bool(checked.valid)
+    acked = ev[ev["outcome"] == "acked"]
+    for name, grp in acked.groupby("consumer", sort=True):  # one consumer's p99 is not drowned by another's
+        per = _stats(grp["latency_s"])
+        for s in UNIT_STATS:
+            row[f"publish_to_ack_{s}_s[{name}]"] = per[s]
     return row
+
+
+UNIT_STATS = ("p50", "p99")  # per consumer: publish_to_ack_<stat>_s[<consumer>]
 
 
 # -- the wall clock (fanoutsim serve / write / status) --------------------------------
@@ -190,6 +200,7 @@ DESIGN = Design(
     config_table="leases",
     sweep_columns=SWEEP_COLUMNS,
     sweep_row=_sweep_row,
+    sweep_unit_columns=tuple(f"publish_to_ack_{s}_s" for s in UNIT_STATS),
     sweep_figures=_sweep_figures,
     sweep_keys={"rate": SweepKey("total events published per virtual second: every [[workload]] is scaled "
                                  "by one factor so that their rates sum to it", scenario=scale_workload_rates)},
@@ -198,4 +209,9 @@ DESIGN = Design(
     write_fields=WRITE_FIELDS,
     status=_status,
     store_part=PART,
+    explain=_explain,
+    backlog=_backlog,
+    backlog_name="unresolved",
+    causes=CAUSES,
+    expected=_expected,
 )

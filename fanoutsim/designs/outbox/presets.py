@@ -11,9 +11,9 @@ the outbox's loop cannot yet express (see *Not yet modelled* below)::
     sim = OutboxSimulation(OutboxConfig.preset("procrastinate-3.10", safety_poll_interval=2.0),
                            faults=FaultPlan([p.notifications(drop=0.5)]))
 
-The scenario files ``data/scenarios/presets/outbox-<preset>.toml`` set the same
+The scenario files ``fanoutsim/examples/presets/outbox-<preset>.toml`` set the same
 values; they are written by :func:`scenario_toml` (``python -m
-fanoutsim.designs.outbox.presets data/scenarios/presets``), since their hint
+fanoutsim.designs.outbox.presets fanoutsim/examples/presets``), since their hint
 latency is the measured samples, inline.
 
 The hint latency comes from :data:`HINT_COST_FILE`, measured by
@@ -188,7 +188,7 @@ _SCENARIO = """\
 # for it): {library}'s poll is an idle timeout restarted after each round (here
 # fixed-rate), and the read cost of a fetch; see presets.py.
 #
-#   fanoutsim run data/scenarios/presets/outbox-{name}.toml
+#   fanoutsim run fanoutsim/examples/presets/outbox-{name}.toml
 design = "outbox"
 name = "outbox-{name}"
 description = "One {library} {version} worker at its defaults as the outbox model: 5 jobs/s, measured hint latency, 10% of hints dropped."
@@ -218,7 +218,7 @@ delay = {{ dist = "empirical", samples = [{samples}] }}
 
 
 def scenario_toml(name: str) -> str:
-    """The text of the preset's scenario file (``data/scenarios/presets/outbox-<name>.toml``)."""
+    """The text of the preset's scenario file (``fanoutsim/examples/presets/outbox-<name>.toml``)."""
     p = preset(name)
     sources = dict(p.sources)
     data = hint_cost()

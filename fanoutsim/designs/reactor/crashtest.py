@@ -7,8 +7,8 @@ with :func:`fanoutsim.check_store`. The promise under test: no firing that was
 durably logged is lost; duplicates are allowed, each lies across a crash, and
 one crash re-delivers at most one batch per subscription::
 
-    python -m fanoutsim.designs.reactor.crashtest run.duckdb data/scenarios/realtime.toml 50
-    python -m fanoutsim.designs.reactor.crashtest postgresql://me@localhost/fanout data/scenarios/realtime.toml 10
+    python -m fanoutsim.designs.reactor.crashtest run.duckdb fanoutsim/examples/realtime.toml 50
+    python -m fanoutsim.designs.reactor.crashtest postgresql://me@localhost/fanout fanoutsim/examples/realtime.toml 10
 
 Over PostgreSQL the server is ``fanoutsim serve --store URI`` (role ``all``),
 and :func:`~fanoutsim.designs.reactor.checker.check_store` reads the same

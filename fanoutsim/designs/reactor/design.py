@@ -9,6 +9,8 @@ from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
 from fanoutsim.kernel.faults.plan import KINDS
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 
+from .causes import CAUSES, expected as _expected
+from .story import backlog as _backlog, story as _explain
 from .config import SchedulerConfig
 from .scenario import SCHEMA
 from .serve import WRITE_FIELDS, open_realtime, status_of, write
@@ -183,4 +185,9 @@ DESIGN = Design(
     status=_status,
     roles=ROLES,
     store_part=PART,
+    explain=_explain,
+    backlog=_backlog,
+    backlog_name="pending",
+    causes=CAUSES,
+    expected=_expected,
 )

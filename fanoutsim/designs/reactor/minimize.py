@@ -8,7 +8,7 @@ halves the run's length while it still fails. Every candidate is a full,
 seeded, deterministic run, so the result reproduces exactly.
 
     >>> from fanoutsim.designs.reactor.scenario import load_scenario
-    >>> scenario = load_scenario("data/scenarios/crashes.toml")
+    >>> scenario = load_scenario("fanoutsim/examples/crashes.toml")
     >>> small = minimize(scenario, lambda report: report.total["extra_deliveries"] > 0)  # doctest: +SKIP
     >>> print(small)                                                                       # doctest: +SKIP
 """

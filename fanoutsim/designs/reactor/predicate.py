@@ -240,3 +240,92 @@ def activation(sources: dict, reactor: str, tenant: str) -> dict:
         "reactor": celtypes.StringType(reactor),
         "tenant": celtypes.StringType(tenant),
     }
+
+
+# -- a predicate error in plain words -------------------------------------------------
+_OPERATORS = {"relation_gt": ">", "relation_lt": "<", "relation_ge": ">=", "relation_le": "<=",
+              "relation_eq": "==", "relation_ne": "!=", "relation_in": "in", "addition_add": "+",
+              "addition_sub": "-", "multiplication_mul": "*", "multiplication_div": "/",
+              "multiplication_mod": "%", "unary_neg": "-", "unary_not": "!"}
+_KINDS = {"IntType": "a number", "UintType": "a number", "DoubleType": "a number", "StringType": "a string",
+          "BoolType": "true or false", "ListType": "a list", "MapType": "a map", "BytesType": "bytes",
+          "TimestampType": "a timestamp", "DurationType": "a duration"}
+
+
+def _what(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the bool {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value)}"
+    return f"{'a list' if isinstance(value, list) else 'an object'} {json.dumps(value, default=str)[:60]}"
+
+
+def _kind_of(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return _KINDS["BoolType"]
+    if isinstance(value, (int, float)):
+        return _KINDS["IntType"]
+    if isinstance(value, list):
+        return _KINDS["ListType"]
+    if isinstance(value, dict):
+        return _KINDS["MapType"]
+    return _KINDS["StringType"] if isinstance(value, str) else None
+
+
+def _odd_inputs(sources: Any, paths: tuple[tuple[str, ...], ...], expr: str) -> list[tuple[str, Any, str]]:
+    """``(name, value, problem)`` of each payload path the filter reads that is
+    missing, null, or runs through something that is not an object, in the
+    order the filter names them."""
+    out = []
+    for path in sorted(paths, key=lambda p: (expr.find(".".join(p)) % (len(expr) + 1), p)):
+        value: Any = sources
+        for depth, field_ in enumerate(path):
+            where = ".".join(("payload", *path[:depth]))
+            if not isinstance(value, dict):
+                out.append((where, value, f"{where} is {_what(value)}, not an object with '{field_}'"))
+                break
+            if field_ not in value:
+                out.append((where, None, f"{where}.{field_} is missing"))
+                break
+            value = value[field_]
+        else:
+            name = ".".join(("payload", *path))
+            out.append((name, value, f"{name} is {_what(value)}"))
+    return out
+
+
+def explain_error(expr: str, sources: Any, error: str) -> str:
+    """A predicate error in plain words: what the filter ``expr`` read of the
+    firing's ``sources`` and what its operator needed — ``"payload.quote.price
+    is null; '>' needs a number"`` — rather than cel-python's message, which
+    stays in the trace and in ``last_predicate_error`` as evaluated."""
+    import re
+
+    try:
+        paths = compile_predicate(expr).paths
+    except InvalidPredicate:
+        paths = ()
+    inputs = _odd_inputs(sources if isinstance(sources, dict) else {}, paths, expr)
+    if error.startswith("predicate returned "):
+        kind = _KINDS.get(error.split()[2].rstrip(","), error.split()[2])
+        return f"the filter gives {kind}, not true or false; a filter must be a condition"
+    missing = [p for _, _, p in inputs if "missing" in p or "not an object" in p]
+    if missing:
+        return f"{missing[0]}; the filter reads it, so it cannot decide"
+    op = re.search(r"Token\('RULE', '(\w+)'\)", error)
+    types = re.findall(r"celpy\.celtypes\.(\w+)", error)
+    nulls = [(v, p) for _, v, p in inputs if v is None]
+    symbol = _OPERATORS.get(op.group(1), op.group(1)) if op else None
+    if symbol is not None:
+        value, culprit = nulls[0] if nulls else next(((v, p) for _, v, p in inputs),
+                                                     (None, "an input has the wrong type"))
+        own = _kind_of(value)
+        needs = next((_KINDS[t] for t in types if t in _KINDS and _KINDS[t] != own), None)
+        return f"{culprit}; '{symbol}' needs {needs or 'two values of one type'}"
+    if nulls:
+        return f"{nulls[0][1]}; the filter cannot use a null there"
+    return f"the filter could not be evaluated on this payload ({error.removeprefix('evaluation error: ')})"

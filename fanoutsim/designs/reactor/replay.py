@@ -2,7 +2,7 @@
 
 A recording is a table with one row per quote: ``t`` (seconds since the
 recording's start), ``symbol``, ``region`` and ``price`` (null allowed: a
-halted book), and optionally a tenant column. ``data/workloads/quotes-day.parquet``
+halted book), and optionally a tenant column. ``fanoutsim/examples/quotes-day.parquet``
 is one UTC day of them (made by ``data/make_quotes_day.py``).
 
 :meth:`fanoutsim.Simulation.add_replay` fires a reactor once per row, with the
@@ -15,7 +15,7 @@ In a scenario file, a ``[[workload]]`` table with a ``replay`` key is a
 recording (a path relative to the scenario file)::
 
     [[workload]]
-    replay = "../workloads/quotes-day.parquet"   # .parquet or .csv
+    replay = "quotes-day.parquet"   # .parquet or .csv
     reactor = "pricing_reactor"
     tenant_column = "tenant"   # optional: each row's tenant; default: all in "public"
     speed = 60.0               # optional, default 1.0

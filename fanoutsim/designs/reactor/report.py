@@ -63,6 +63,11 @@ def format_report(report: dict[str, Any]) -> str:
                    "backlog: retained firings after the watermark")
     else:
         out.append("  (none)")
+    for e in report.get("predicate_error_examples", ()):
+        out.append("")
+        out.append(f"Predicate errors of {e['subscription']}: {count(e['count'])}, the first on firing {e['firing']}")
+        out.append(f"  filter {e['filter']}: {e['error']}")
+        out.append(f"  under predicate_error_policy = {e['outcome']}")
     if ex.get("unmatched"):
         out.append(f"  {count(ex['unmatched'])} execution(s) match no current subscription")
     return "\n".join(out) + "\n"

@@ -34,7 +34,7 @@ workloads that fire the reactors::
     start = 0.0                      # optional
     stop = 1800.0                    # optional
     [[workload]]                     # a recorded workload (fanoutsim.designs.reactor.replay)
-    replay = "../workloads/quotes-day.parquet"   # relative to this file; .parquet or .csv
+    replay = "quotes-day.parquet"   # relative to this file; .parquet or .csv
     reactor = "pricing_reactor"
     tenant_column = "tenant"         # optional; default: every row in "public"
     speed = 60.0                     # optional: times faster than recorded, default 1

@@ -7,15 +7,26 @@ address it writes next to the database: ``FILE.serve.json`` holds its
 ``pid``, ``port``, ``design`` and ``token``, and is readable by the file's
 owner only (mode 0600).
 
-``GET /status``   the design's status of the run, as JSON
-``POST /write``   the design's write command (a firing, a commit, a publish):
-                  a JSON object of its fields -> a JSON answer
-``POST /fire``    the same as ``/write`` (the reactor's older name)
+``GET /status``
+    the design's status of the run, as JSON
+``GET /metrics``
+    the run's metrics in the Prometheus text format (the names
+    and values of ``metrics()``), for a scraper: read-only, so
+    it needs no token
+``GET /explain?id=ID``
+    one item's story (a firing, an outbox row, an event)
+    as ``{"story": text}``
+``POST /write``
+    the design's write command (a firing, a commit, a publish):
+    a JSON object of its fields -> a JSON answer
+``POST /fire``
+    the same as ``/write`` (the reactor's older name)
 
-Every request must carry the token, ``Authorization: token <token>`` (as
-Jupyter does): any local process can reach the port, only the owner can read
-the token. A request without it, or with a wrong one, gets 403 and changes
-nothing. A body larger than ``max_body_bytes`` (``fanoutsim serve
+Every other request must carry the token, ``Authorization: token <token>``
+(as Jupyter does): any local process can reach the port, only the owner can
+read the token. A request without it, or with a wrong one, gets 403 and
+changes nothing. A query string is parsed: a parameter the endpoint does not
+take gets 400 naming it. A body larger than ``max_body_bytes`` (``fanoutsim serve
 --max-body-bytes``, 1 MiB by default) gets 413 and is not stored.
 
 This module knows no design: :class:`ControlServer` calls the two functions
@@ -31,13 +42,14 @@ import os
 import secrets
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["sidecar", "write_sidecar", "server_info", "server_address", "ControlServer", "request",
-           "server_request", "ControlError", "MAX_BODY_BYTES", "check_max_body_bytes"]
+           "server_request", "ControlError", "MAX_BODY_BYTES", "check_max_body_bytes", "process_alive"]
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a firing's payload, a commit or a publish is a few hundred bytes
 _DRAIN_LIMIT = 64 << 20  # read and drop at most this much of a refused body (so the client sees 413)
@@ -83,6 +95,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid lives on this host."""
+    return _alive(pid)
+
+
 def server_info(db: str | os.PathLike) -> dict | None:
     """The sidecar of the server holding ``db`` (``pid``, ``port``, ``design``,
     ``token``), if one is alive; None otherwise (no file, a stale one, an unreadable one)."""
@@ -102,92 +119,160 @@ def server_address(db: str | os.PathLike) -> str | None:
     return None if info is None else f"http://127.0.0.1:{info['port']}"
 
 
-def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any], token: str | None = None,
-             max_body_bytes: int = MAX_BODY_BYTES):
-    class Handler(BaseHTTPRequestHandler):
-        timeout = 30  # seconds a connection may stall mid-request
+# endpoint -> the query parameters it takes
+_GET = {"/status": (), "/metrics": (), "/explain": ("id",)}
+_POST = {"/write": (), "/fire": ()}
 
-        def _reply(self, code: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
-        def _authorized(self) -> bool:
-            if token is None:
-                return True
-            given = self.headers.get("Authorization", "")
-            scheme, _, value = given.partition(" ")
-            if scheme.lower() == "token" and hmac.compare_digest(value.strip().encode(), token.encode()):
-                return True
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the endpoint; :func:`_handler` binds the server's callbacks
+    and limits as class attributes (``http.server`` makes a handler per request)."""
+
+    token: str | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+    callbacks: dict[str, Any] = {}  # get_status, post_write, get_metrics, explain
+    timeout = 30  # seconds a connection may stall mid-request
+
+    def _route(self, endpoints: dict[str, tuple[str, ...]]) -> tuple[str, dict[str, str]] | None:
+        """The request's path and query parameters; None after a 404 or 400 reply."""
+        parts = urllib.parse.urlsplit(self.path)
+        if parts.path not in endpoints:
+            method = "GET" if endpoints is _GET else "POST"
+            known = ", ".join(f"{method} {e}" for e in endpoints)
+            self._reply(404, {"error": f"no such endpoint {method} {parts.path}; this server has {known}"})
+            return None
+        query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+        allowed = endpoints[parts.path]
+        unknown = sorted(set(query) - set(allowed))
+        if unknown:
+            takes = f"it takes {', '.join(allowed)}" if allowed else "it takes none"
+            self._reply(400, {"error": f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
+                                       f"{', '.join(map(repr, unknown))} for {parts.path}; {takes}"})
+            return None
+        return parts.path, {k: v[-1] for k, v in query.items()}
+
+    def _reply(self, code: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        if self.token is None:
+            return True
+        given = self.headers.get("Authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() == "token" and hmac.compare_digest(value.strip().encode(), self.token.encode()):
+            return True
+        self.close_connection = True
+        self._reply(403, {"error": "missing or wrong token: send 'Authorization: token <token>' with "
+                                   "the token in FILE.serve.json (readable by the server's owner only)"})
+        return False
+
+    def _body(self) -> bytes | None:
+        """The request body, or None after a 400 or 413 reply."""
+        try:
+            length = int(self.headers.get("Content-Length", 0))
+            if length < 0:
+                raise ValueError
+        except ValueError:
             self.close_connection = True
-            self._reply(403, {"error": "missing or wrong token: send 'Authorization: token <token>' with "
-                                       "the token in FILE.serve.json (readable by the server's owner only)"})
-            return False
+            self._reply(400, {"error": "Content-Length is not a number of bytes"})
+            return None
+        if length > self.max_body_bytes:
+            self.close_connection = True
+            left = length if length <= _DRAIN_LIMIT else 0  # drop it unread, so the client reads 413
+            while left > 0:
+                chunk = self.rfile.read(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
+            self._reply(413, {"error": f"request body of {length} bytes is over this server's limit of "
+                                       f"{self.max_body_bytes} bytes (fanoutsim serve --max-body-bytes)"})
+            return None
+        return self.rfile.read(length)
 
-        def _body(self) -> bytes | None:
-            """The request body, or None after a 400 or 413 reply."""
+    def _metrics(self) -> None:
+        from fanoutsim.kernel.metrics import PROMETHEUS_CONTENT_TYPE, prometheus_text
+
+        try:
+            get_metrics = self.callbacks.get("get_metrics")
+            data = prometheus_text(get_metrics() if get_metrics is not None else {})
+        except (ValueError, TypeError, KeyError, RuntimeError) as exc:
+            self._reply(500, {"error": str(exc)})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", PROMETHEUS_CONTENT_TYPE)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _explain(self, query: dict[str, str]) -> None:
+        explain = self.callbacks.get("explain")
+        if explain is None:
+            self._reply(404, {"error": "this server tells no stories"})
+        elif not query.get("id"):
+            self._reply(400, {"error": "GET /explain needs ?id=ID: a firing id, an outbox seq or an event id"})
+        else:
             try:
-                length = int(self.headers.get("Content-Length", 0))
-                if length < 0:
-                    raise ValueError
-            except ValueError:
-                self.close_connection = True
-                self._reply(400, {"error": "Content-Length is not a number of bytes"})
-                return None
-            if length > max_body_bytes:
-                self.close_connection = True
-                left = length if length <= _DRAIN_LIMIT else 0  # drop it unread, so the client reads 413
-                while left > 0:
-                    chunk = self.rfile.read(min(left, 1 << 16))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
-                self._reply(413, {"error": f"request body of {length} bytes is over this server's limit of "
-                                           f"{max_body_bytes} bytes (fanoutsim serve --max-body-bytes)"})
-                return None
-            return self.rfile.read(length)
-
-        def do_GET(self):  # noqa: N802 - http.server's naming
-            if not self._authorized():
-                return
-            if self.path == "/status":
-                try:
-                    body = get_status()
-                except (ValueError, TypeError, KeyError, RuntimeError) as exc:
-                    self._reply(500, {"error": str(exc)})
-                else:
-                    self._reply(200, body)
-            else:
-                self._reply(404, {"error": f"no such endpoint {self.path}; try GET /status or POST /write"})
-
-        def do_POST(self):  # noqa: N802
-            if not self._authorized():
-                return
-            if self.path not in ("/write", "/fire"):
-                self._reply(404, {"error": f"no such endpoint {self.path}; try POST /write"})
-                return
-            raw = self._body()
-            if raw is None:
-                return
-            try:
-                body = json.loads(raw or b"{}")
-                if not isinstance(body, dict):
-                    raise ValueError(f"the request must be a JSON object of fields, got {type(body).__name__}")
-                answer = post_write(body)
+                self._reply(200, {"story": explain(query["id"])})
             except KeyError as exc:
-                self._reply(400, {"error": f"missing field {exc}"})
-            except (TypeError, ValueError, RuntimeError) as exc:
+                self._reply(404, {"error": str(exc.args[0]) if exc.args else "no such item"})
+            except (ValueError, TypeError, RuntimeError) as exc:
                 self._reply(400, {"error": str(exc)})
-            else:
-                self._reply(200, answer)
 
-        def log_message(self, *args) -> None:  # quiet
-            pass
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        route = self._route(_GET)
+        if route is None:
+            return
+        path, query = route
+        if path == "/metrics":  # read-only, for a scraper: no token
+            self._metrics()
+            return
+        if not self._authorized():
+            return
+        if path == "/explain":
+            self._explain(query)
+            return
+        try:
+            body = self.callbacks["get_status"]()
+        except (ValueError, TypeError, KeyError, RuntimeError) as exc:
+            self._reply(500, {"error": str(exc)})
+        else:
+            self._reply(200, body)
 
-    return Handler
+    def do_POST(self):  # noqa: N802
+        if not self._authorized():
+            return
+        if self._route(_POST) is None:
+            return
+        raw = self._body()
+        if raw is None:
+            return
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError(f"the request must be a JSON object of fields, got {type(body).__name__}")
+            answer = self.callbacks["post_write"](body)
+        except KeyError as exc:
+            self._reply(400, {"error": f"missing field {exc}"})
+        except (TypeError, ValueError, RuntimeError) as exc:
+            self._reply(400, {"error": str(exc)})
+        else:
+            self._reply(200, answer)
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any], token: str | None = None,
+             max_body_bytes: int = MAX_BODY_BYTES, get_metrics: Callable[[], dict] | None = None,
+             explain: Callable[[str], str] | None = None) -> type:
+    """A handler class for one server: its callbacks, token and body limit."""
+    callbacks = {"get_status": get_status, "post_write": post_write, "get_metrics": get_metrics, "explain": explain}
+    return type("Handler", (_Handler,), {"token": token, "max_body_bytes": max_body_bytes, "callbacks": callbacks})
 
 
 class ControlServer:
@@ -198,13 +283,15 @@ class ControlServer:
 
     def __init__(self, db: str | os.PathLike, design: str, get_status: Callable[[], dict],
                  post_write: Callable[[dict], Any], port: int = 0, *,
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, get_metrics: Callable[[], dict] | None = None,
+                 explain: Callable[[str], str] | None = None) -> None:
         check_max_body_bytes(max_body_bytes)
         self.db = os.fspath(db)
         self.design = design
         self.token = secrets.token_hex(32)
         self.http = ThreadingHTTPServer(("127.0.0.1", port),
-                                        _handler(get_status, post_write, self.token, max_body_bytes))
+                                        _handler(get_status, post_write, self.token, max_body_bytes,
+                                                 get_metrics, explain))
         self.port = self.http.server_address[1]
         self._thread: threading.Thread | None = None
 

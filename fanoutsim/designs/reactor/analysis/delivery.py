@@ -286,7 +286,47 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
         "dead_letters": _num(metric_total(metrics, "fanoutsim_reactor_predicate_dead_letters_total")),
         "dispatch_failures": _num(metric_total(metrics, "fanoutsim_reactor_dispatch_failures_total")),
     }
+    if report["predicate_errors"]:
+        report["predicate_error_examples"] = predicate_error_examples(sim, subs, firings)
     return _plain(report)
+
+
+def _error_outcome(cfg) -> str:
+    """What ``predicate_error_policy`` did with a firing whose filter failed."""
+    if cfg.predicate_error_policy == "hold":
+        return (f"hold: the watermark stayed on the firing and each poll tried it again; the "
+                f"{cfg.predicate_error_limit}th error in a row dead-lettered it (the watermark moved past "
+                f"it, the subscription marked degraded)")
+    return "skip: counted as false, so not dispatched, and the watermark moved past it"
+
+
+def predicate_error_examples(sim, subs: pd.DataFrame, firings: pd.DataFrame) -> list[dict]:
+    """Per subscription whose filter failed: how often, and its first failure
+    in plain words — the firing, the filter, what the filter read and what its
+    operator needed (:func:`~fanoutsim.designs.reactor.predicate.explain_error`)
+    — and what ``predicate_error_policy`` did with it. From the trace (a run
+    without one gives the subscriptions' last raw error)."""
+    from fanoutsim.designs.reactor.predicate import explain_error
+
+    outcome = _error_outcome(sim.config)
+    filters = dict(zip(subs["id"], subs["predicate"]))
+    names = {s.id: f"{s.reactor_name}->{s.workflow_name}@{s.tenant_id}" for s in subs.itertuples(index=False)}
+    if getattr(sim, "traced", True) is False:
+        return [{"subscription": names[s.id], "firing": s.predicate_error_firing_id, "filter": s.predicate,
+                 "count": int(s.predicate_error_count), "error": s.last_predicate_error, "outcome": outcome}
+                for s in subs.itertuples(index=False) if s.last_predicate_error]
+    trace = sim.trace()
+    errors = trace[(trace["kind"] == "predicate") & trace["detail"].astype(str).str.startswith("error: ")]
+    sources = dict(zip(firings["id"], firings["sources"]))
+    out = []
+    for sid, group in errors.groupby("subscription", sort=False):
+        first = group.iloc[0]
+        seen = sources.get(first["firing"])
+        text = (explain_error(filters.get(sid, ""), seen, first["detail"].removeprefix("error: "))
+                if seen is not None else f"{first['detail'].removeprefix('error: ')} (the firing is pruned since)")
+        out.append({"subscription": names.get(sid, sid), "firing": first["firing"], "filter": filters.get(sid),
+                    "count": int(len(group)), "error": text, "outcome": outcome})
+    return out
 
 
 def _plain(value):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["seed_summary", "stream_shares", "knee_rate", "backlog_growth", "recommend", "t_critical"]
@@ -121,9 +122,12 @@ def recommend(df: pd.DataFrame, p99_budget_s: float, *, max_backlog: float,
         raise ValueError(f"no setting keeps {latency} <= {p99_budget_s} s with a backlog <= {max_backlog}; "
                          f"widen the grid or relax the budget")
     best = ok.sort_values(["polls_per_s", "latency", batch], ascending=[True, True, False], kind="stable").iloc[0]
+    same = ok[np.isclose(ok["polls_per_s"], best["polls_per_s"]) & np.isclose(ok["latency"], best["latency"])
+              & (ok[batch] != best[batch])]
     return {interval: float(best[interval]), batch: int(best[batch]), latency: float(best["latency"]),
             "polls_per_s": float(best["polls_per_s"]), "backlog_max": int(best["backlog_max"]),
-            "candidates": int(len(ok)), "p99_budget_s": float(p99_budget_s), "max_backlog": max_backlog}
+            "candidates": int(len(ok)), "p99_budget_s": float(p99_budget_s), "max_backlog": max_backlog,
+            "tied_batches": sorted(int(b) for b in same[batch])}
 
 
 RECOMMEND_P99_BUDGET_S = 1.5   # the budget recommendation_line applies (as notebook 6 does)
@@ -142,7 +146,14 @@ def recommendation_line(df: pd.DataFrame, p99_budget_s: float = RECOMMEND_P99_BU
         rec = recommend(df, p99_budget_s, max_backlog=max_backlog)
     except ValueError as exc:
         return f"recommendation: none: {exc}"
+    tie = ""
+    if rec["tied_batches"]:
+        others = ", ".join(map(str, rec["tied_batches"]))
+        tie = (f"; {batch} {others} gave the same p99 and poll rate here, and the larger limit wins the tie: "
+               f"more headroom for a burst")
     return (f"recommendation (p99 fire -> dispatch <= {p99_budget_s:g} s, backlog <= {max_backlog:g}): "
             f"{interval} = {rec[interval]:g}, {batch} = {rec[batch]}: p99 {rec['fire_to_dispatch_p99_s']:.3f} s, "
             f"{rec['polls_per_s']:g} poll queries/s, max backlog {rec['backlog_max']}; "
-            f"{rec['candidates']} of {settings} settings meet the bar")
+            f"{rec['candidates']} of {settings} settings meet the bar\n"
+            f"  the rule: of the settings within the budget that keep up and are valid, the fewest poll queries "
+            f"per second (the least database load), then the lowest p99, then the largest batch limit{tie}")

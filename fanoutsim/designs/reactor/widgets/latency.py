@@ -1,6 +1,6 @@
 """Notebook 1's control: the poll interval and the batch limit, re-run and redrawn.
 
->>> w = latency_explorer("data/scenarios/sweep.toml", until=300)   # doctest: +SKIP
+>>> w = latency_explorer("fanoutsim/examples/sweep.toml", until=300)   # doctest: +SKIP
 >>> w                      # in a notebook: the sliders, a summary and the figure
 >>> w.poll_interval.value = 2.0     # re-runs the seeded simulation; w.figure is new
 

@@ -1,0 +1,169 @@
+"""The generated pages of the documentation site, written by ``conf.py`` at each build.
+
+* ``lessons/notebooks/*.ipynb`` — the notebooks, copied as they are stored (myst-nb
+  renders their saved outputs; nothing is executed);
+* ``scenario-<design>.md`` — every key of a design's scenario files, from
+  ``data/schemas/<design>.schema.json`` (these and the next two in ``_generated/``);
+* ``causes.md`` — every duplicate and loss cause each design's checker names,
+  in plain words, from ``Design.causes``;
+* ``metrics.md`` — the metrics each design counts, read from a short run of
+  one of its shipped scenarios (names, kind, labels).
+
+Only what changed is rewritten, so Sphinx rebuilds only the pages that moved.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+
+def _write(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def generate_all(out: Path, root: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    lessons(out.parent / "lessons" / "notebooks", root / "notebooks")
+    for schema in sorted((root / "data" / "schemas").glob("*.schema.json")):
+        design = schema.name.removesuffix(".schema.json")
+        _write(out / f"scenario-{design}.md", scenario_page(design, json.loads(schema.read_text())))
+    _write(out / "causes.md", causes_page())
+    _write(out / "metrics.md", metrics_page())
+
+
+# -- the lessons ----------------------------------------------------------------------
+def lessons(out: Path, notebooks: Path) -> None:
+    """The stored notebooks, by file name (the site links to them as ``lessons/NAME``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = {p.name for p in notebooks.glob("*.ipynb")}
+    for old in out.glob("*.ipynb"):
+        if old.name not in wanted:
+            old.unlink()
+    for nb in sorted(notebooks.glob("*.ipynb")):
+        target = out / nb.name
+        if not target.exists() or target.read_bytes() != nb.read_bytes():
+            shutil.copyfile(nb, target)
+
+
+# -- the scenario reference -----------------------------------------------------------
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _type(prop: dict, definitions: dict) -> str:
+    if "const" in prop:
+        return f"`{json.dumps(prop['const'])}`"
+    if "enum" in prop:
+        return " \\| ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in prop:
+            return " or ".join(_type(p, definitions) for p in prop[key])
+    if "$ref" in prop:
+        name = prop["$ref"].rsplit("/", 1)[-1]
+        return definitions.get(name, {}).get("description", name) if name not in ("duration",) else "duration"
+    kind = prop.get("type", "")
+    if isinstance(kind, list):
+        kind = " or ".join(kind)
+    if kind == "array" and "items" in prop:
+        return f"array of {_type(prop['items'], definitions)}"
+    bounds = []
+    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<")):
+        if key in prop:
+            bounds.append(f"{sign} {prop[key]}")
+    return f"{kind} {', '.join(bounds)}".strip() or "any"
+
+
+def _table(props: dict, required: list, definitions: dict) -> list[str]:
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for key, prop in props.items():
+        default = "required" if key in required else (f"`{json.dumps(prop['default'])}`" if "default" in prop else "")
+        rows.append(f"| `{key}` | {_cell(_type(prop, definitions))} | {_cell(default)} | "
+                    f"{_cell(prop.get('description', ''))} |")
+    return rows
+
+
+def _section(key: str, prop: dict, definitions: dict) -> list[str]:
+    if prop.get("type") == "array" and isinstance(prop.get("items"), dict):
+        items = prop["items"]
+        lines = [f"## `[[{key}]]`", "", _cell(prop.get("description", items.get("description", ""))), ""]
+        variants = items.get("oneOf") or items.get("anyOf")
+        if variants and all("properties" in v for v in variants):
+            for v in variants:
+                kind = v["properties"].get("kind", {}).get("const", "")
+                lines += [f"### `kind = \"{kind}\"`", "", _cell(v.get("description", "")), ""]
+                lines += _table(v["properties"], v.get("required", []), definitions) + [""]
+        elif "properties" in items:
+            lines += _table(items["properties"], items.get("required", []), definitions) + [""]
+        return lines
+    if prop.get("type") == "object" and "properties" in prop:
+        return [f"## `[{key}]`", "", _cell(prop.get("description", "")), "",
+                *_table(prop["properties"], prop.get("required", []), definitions), ""]
+    return []
+
+
+def scenario_page(design: str, schema: dict) -> str:
+    definitions = schema.get("definitions", {})
+    props = schema["properties"]
+    top = {k: v for k, v in props.items() if v.get("type") not in ("object", "array")}
+    lines = [f"# The {design} scenario file", "", _cell(schema.get("description", "")), "",
+             f"Generated from `data/schemas/{design}.schema.json` (`fanoutsim schema {design}` prints it). "
+             f"`fanoutsim example` lists the shipped scenarios of every design.", "",
+             "## The top level", "", *_table(top, schema.get("required", []), definitions), ""]
+    for key, prop in props.items():
+        lines += _section(key, prop, definitions)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# -- the checker's causes ---------------------------------------------------------------
+def causes_page() -> str:
+    from fanoutsim import designs
+
+    lines = ["# The checker's causes", "",
+             "Every duplicate and every loss a checker reports carries a cause, found from the run's trace "
+             "and tables. `fanoutsim run` prints each cause it met with this sentence and whether the "
+             "scenario's configuration expects it (it leaves the verdict valid).", ""]
+    for name in designs.names():
+        design = designs.get(name)
+        lines += [f"## {name}: {design.title}", ""]
+        for kind, title in (("lost", "Losses"), ("duplicates", "Duplicates")):
+            lines += [f"### {title}", "", "| cause | what happened |", "|---|---|"]
+            for cause, text in design.causes.get(kind, {}).items():
+                lines.append(f"| `{cause}` | {_cell(text)} |")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# -- the metrics ----------------------------------------------------------------------------
+_METRIC_RUNS = {"reactor": ("crashes", 300.0), "outbox": ("outbox-crashes", 300.0), "leases": ("leases", 300.0)}
+
+
+def metrics_page() -> str:
+    from fanoutsim import examples
+    from fanoutsim.kernel.metrics import parse_series
+    from fanoutsim.scenario import load_scenario
+
+    lines = ["# Metrics", "",
+             "Every runtime counts in the Prometheus style: `sim.metrics()` (and `rt.metrics()` on the wall "
+             "clock) returns `{'name{label=\"value\"}': number}`, and `fanoutsim serve` serves the same names "
+             "and values at `GET /metrics` in the Prometheus text format, without the write token. A name "
+             "ending in `_total` is a counter (it only grows, also across a crash: a scraper would have kept "
+             "it); any other is a gauge.", "",
+             "The tables below list what each design counts, read from a short run of the scenario named.", ""]
+    for design, (name, until) in _METRIC_RUNS.items():
+        sim = load_scenario(examples.path(name)).run(until=until)
+        found: dict[str, set[str]] = {}
+        for key in sim.metrics():
+            metric, labels = parse_series(key)
+            found.setdefault(metric, set()).update(labels)
+        lines += [f"## {design} (from `{name}`, {until:g} virtual seconds)", "",
+                  "| metric | kind | labels |", "|---|---|---|"]
+        for metric in sorted(found):
+            kind = "counter" if metric.endswith("_total") else "gauge"
+            labels = ", ".join(f"`{label}`" for label in sorted(found[metric])) or "-"
+            lines.append(f"| `{metric}` | {kind} | {labels} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

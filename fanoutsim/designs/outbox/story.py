@@ -1,0 +1,86 @@
+"""One outbox row's story, told from the tables a run leaves (``fanoutsim explain FILE SEQ``).
+
+The row (its commit time, topic, kind, page, when it is due) and, for each
+consumer, where its cursor stands: past the row (handled), parked on it after
+its retry budget, deferred until it is due, or still before it. A cursor
+moves only after a row is durably handled, so "past" means handled at least
+once; a crash between handle and cursor re-delivers it (``runner_log`` shows
+the restarts that followed no clean stop).
+"""
+from __future__ import annotations
+
+from fanoutsim.kernel.timeutil import from_us
+
+__all__ = ["story", "backlog"]
+
+
+def _when(us: int | None) -> str:
+    return "never" if us is None else from_us(int(us)).isoformat().replace("+00:00", "Z")
+
+
+def _seq(text) -> int:
+    try:
+        seq = int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"an outbox row is named by its seq, a whole number; got {text!r}") from None
+    if seq < 1:
+        raise ValueError(f"an outbox seq is 1 or more; got {seq}")
+    return seq
+
+
+def _unclean_starts(store) -> int:
+    starts, stopped = 0, True
+    for row in store.rows("runner_log"):
+        if row["event"] == "start" and not stopped:
+            starts += 1
+        stopped = row["event"] == "stop"
+    return starts
+
+
+def _consumer_line(name: str, cursor: int, seq: int, parked: dict | None, deferred: dict | None) -> str:
+    if parked is not None:
+        return (f"parked after {parked['attempts']} failed attempt(s) at {_when(parked['parked_at'])}: "
+                f"{parked['error']} (its cursor moved on; the row waits for an operator)")
+    if deferred is not None:
+        return f"deferred until {_when(deferred['due_at'])}: handled then, restarts or not"
+    if cursor >= seq:
+        return f"handled: its cursor ({cursor}) is past the row"
+    return f"not yet: its cursor ({cursor}) is {seq - cursor} row(s) before it"
+
+
+def story(rt, seq_text) -> str:
+    """The story of outbox row ``seq_text`` in the tables of ``rt`` (a runtime or
+    simulation with a ``store``): raises KeyError when the run never had it."""
+    store = rt.store
+    seq = _seq(seq_text)
+    rows = store.rows("outbox")
+    row = next((r for r in rows if r["seq"] == seq), None)
+    cursors = {r["consumer"]: r["seq"] for r in store.rows("cursors")}
+    head = max([r["seq"] for r in rows] + list(cursors.values()), default=0)
+    if row is None and seq > head:
+        raise KeyError(f"no outbox row {seq} in this run (its last seq is {head})")
+    if row is None:
+        lines = [f"outbox row {seq}: no longer in the outbox (pruned by retention, or a seq its "
+                 f"transaction never committed)"]
+    else:
+        due = f", due at {_when(row['due_at'])}" if row.get("due_at") is not None else ""
+        lines = [f"outbox row {seq}: committed at {_when(row['ts'])}, topic {row['topic'] or '-'}, "
+                 f"kind {row['kind']}, page {row['ref']}{due}"]
+    parked = {(r["consumer"], r["seq"]): r for r in store.rows("parked")}
+    deferred = {(r["consumer"], r["seq"]): r for r in store.rows("deferred")}
+    for name in sorted(cursors):
+        line = _consumer_line(name, cursors[name], seq, parked.get((name, seq)), deferred.get((name, seq)))
+        lines.append(f"  -> {name}: {line}")
+    if not cursors:
+        lines.append("  no consumer has a cursor yet")
+    unclean = _unclean_starts(store)
+    if unclean:
+        lines.append(f"  {unclean} restart(s) followed no clean stop: a row handled just before one may have "
+                     f"been handled again (a crash between handle and cursor)")
+    return "\n".join(lines) + "\n"
+
+
+def backlog(rt) -> int:
+    """Rows past the consumers' cursors, summed: what grows when the dispatcher falls behind."""
+    head = max((r["seq"] for r in rt.store.rows("outbox")), default=0)
+    return sum(max(head - r["seq"], 0) for r in rt.store.rows("cursors"))
