@@ -211,9 +211,12 @@ def test_checkpoint_progress_marks_dead_letters_and_restores(poisons, restored):
     assert {"p0: dead letter", "p0: failed attempt (nack / expiry)"} <= {c.get_label() for c in ax.collections}
     waiting = {}
     for order, sim in poisons.items():
-        lag = lp.checkpoint_progress(sim, "worker", lag=True).axes[0]
-        p0 = [line for line in lag.get_lines() if line.get_label() == "p0"][0]
-        waiting[order] = max(p0.get_ydata())
+        lag = lp.checkpoint_progress(sim, "worker", lag=True).axes[0]   # a heatmap: a row per partition
+        rows = [t.get_text().split(" ")[0] for t in lag.get_yticklabels()]
+        assert rows == ["p0", "p1", "p2"]
+        grid = lag.images[0].get_array()
+        waiting[order] = grid[0].max()
+        assert grid[1:].max() <= 2                           # the other partitions: the event at hand
     # events not yet done: a queue behind the poison under head-of-line; itself and the one at hand under RiffDB's
     assert waiting["head_of_line"] > 5 and waiting["riffdb"] <= 2
     fig = lp.checkpoint_progress(restored)
@@ -247,3 +250,31 @@ def test_save_leases_figures(tmp_path, restored):
     paths = lp.save_leases_figures(restored, tmp_path / "out")
     assert [p.name for p in paths] == list(lp.LEASES_FIGURES)
     assert all(p.stat().st_size > 5000 for p in paths)
+
+
+def test_consumers_behind_one_panel_per_consumer_the_retired_one_too():
+    """leases_checkpoints.png: a laggard's backlog grows until it is retired, and
+    its panel ends there; a consumer that keeps up stays near zero."""
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("fast", duration=0.01)
+    sim.register_consumer("laggard", duration=2.0, in_flight_limit=1, batch_limit=1, lease_seconds=30.0)
+    sim.add_workload(2.0, partitions=2)
+    sim.administer("retire", "laggard", at=100.5)   # as an operator: once it holds no live lease
+    sim.run(until=150.0)
+    t = sim.trace()
+    retired_at = float((t.loc[t["kind"] == "retired", "t"].iloc[0] - sim.start_us) / 1e6)
+    fig = lp.consumers_behind(sim)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert [t.split(":")[0] for t in titles] == ["fast", "laggard"]
+    assert f"retired at {retired_at:g} s" in titles[1]
+    fast, laggard = (ax.get_lines()[0].get_ydata() for ax in fig.axes)
+    assert max(fast) < 10 < max(v for v in laggard if v == v)       # NaN once it is gone
+    times = fig.axes[1].get_lines()[0].get_xdata()
+    assert all(v != v for v, t in zip(laggard, times) if t > retired_at + 1)
+
+
+def test_waiting_heatmap_shares_one_colour_scale_across_rules(poisons):
+    fig = lp.poison_side_by_side(poisons)
+    heatmaps = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(heatmaps) == 2
+    assert heatmaps[0].norm.vmax == heatmaps[1].norm.vmax >= max(h.get_array().max() for h in heatmaps)
