@@ -86,11 +86,12 @@ class SweepExplorer(widgets.VBox):
                                   f"{r['polls_per_s']:g} poll queries/s, {r['candidates']} settings meet "
                                   f"the budget")
         with style():
-            fig = Figure(figsize=(8.0, 8.5), dpi=STYLE["figure.dpi"], layout="constrained")
-            ax1, ax2 = fig.subplots(2, 1)
-        latency_vs_interval(sel, column, ax=ax1)
+            fig = Figure(figsize=(9.0, 8.5), dpi=STYLE["figure.dpi"], layout="constrained")
+            top, bottom = fig.subfigures(2, 1)
+            chart = bottom.add_subplot()
+        latency_vs_interval(sel, column, fig=top)  # one panel per batch limit shown
         recommendation_chart(sel, self.recommended, p99_budget_s=self.budget.value, max_backlog=self.max_backlog,
-                             latency=latency, ax=ax2)
+                             latency=latency, ax=chart)
         self.figure = fig
         _show(self.out, fig)
 
