@@ -33,14 +33,14 @@ _FAIL = dict(marker="|", s=60, color="#7f7f7f", zorder=3)
 def _need(df: pd.DataFrame, cols, where: str) -> None:
     for col in cols:
         if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.{where}")
+            raise KeyError(f"no column {col!r}: pass the DataFrame of {where}")
 
 
 def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory: bool = True) -> Figure:
     """Duplicates per 1000 events against ``lease_seconds``, one line per work-time
-    law (:func:`~fanoutsim.designs.leases.analysis.lease_sweep`); dashed, what
+    law (``lease_sweep`` (``notebooks/experiments/leases.py``)); dashed, what
     P(work > lease) predicts. Symlog y: zero stays on the axis."""
-    _need(summary, ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"), "leases.lease_sweep")
+    _need(summary, ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"), "lease_sweep or lease_table (the leases lessons' experiments)")
     with style():
         fig, ax = figure_axes(ax)
         ax.set_title("duplicates fall as the lease outgrows the work")
@@ -66,12 +66,12 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
 
 
 def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
-    """The price of a long lease, from :func:`~fanoutsim.designs.leases.analysis.crash_sweep`:
+    """The price of a long lease, from ``crash_sweep`` (``notebooks/experiments/leases.py``):
     how long a crash's orphaned leases held their events (mean and worst) and
     the worst publish → acknowledged latency, against ``lease_seconds`` (log-log;
     the lease itself dotted), with duplicates per 1000 events on the right axis."""
     _need(crashes, ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
-          "leases.crash_sweep")
+          "crash_sweep (the leases lessons' experiments)")
     with style():
         fig, ax = figure_axes(ax)
         ax.set_title("a long lease: few duplicates, but a crash stalls leased events until expiry")
@@ -111,7 +111,7 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
     """Head-of-line against RiffDB's rule, per partition, from
     :func:`~fanoutsim.designs.leases.analysis.order_comparison`: acks per second,
     duplicates, and p99 publish → ack latency (log), one bar per rule."""
-    _need(comparison, ("order", "partition", "acks_per_s", "duplicates", "p99_s"), "leases.order_comparison")
+    _need(comparison, ("order", "partition", "acks_per_s", "duplicates", "p99_s"), "fanoutsim.analysis.leases.order_comparison")
     with style():
         fig = Figure(figsize=(12.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
         axes = fig.subplots(1, 3)
@@ -148,7 +148,7 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
 
 def poison_side_by_side(runs: Mapping, consumer: str = "worker") -> Figure:
     """A poison event under each rule (``{order: sim}`` of
-    :func:`~fanoutsim.designs.leases.analysis.poison_run`), one column per rule: the
+    ``poison_run`` (``notebooks/experiments/leases.py``)), one column per rule: the
     checkpoint per partition on top, the events waiting (published, not yet
     acknowledged or dead-lettered) below."""
     with style():
@@ -382,12 +382,12 @@ def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure
 
 def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None = None,
                         title: str | None = None) -> Figure:
-    """Two panels from :func:`~fanoutsim.designs.leases.analysis.inflight_sweep`: acks per
+    """Two panels from ``inflight_sweep`` (``notebooks/experiments/leases.py``): acks per
     second against the in-flight limit, one line per partition count, with
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
     ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
     ``title``, if given, heads the figure (say, the leasing rule)."""
-    _need(summary, ("partitions", "in_flight", "throughput", "theory"), "leases.inflight_sweep")
+    _need(summary, ("partitions", "in_flight", "throughput", "theory"), "inflight_sweep (the leases lessons' experiments)")
     latency = summary if latency is None else latency
     with style():
         fig = Figure(figsize=(11.0, 4.5), dpi=STYLE["figure.dpi"], layout="constrained")
@@ -555,7 +555,7 @@ def save_leases_figures(sim, out_dir) -> list[Path]:
 def identity_log_growth(runs, *, deploy_at: float, retire_at: float | None = None, retention: float | None = None,
                         ax: Axes | None = None) -> Figure:
     """Rows in the ``events`` table over virtual time for runs of
-    :func:`~fanoutsim.designs.leases.analysis.identity_run` (``{label: sim}``):
+    ``identity_run`` (``notebooks/experiments/leases.py``) (``{label: sim}``):
     the module change at ``deploy_at``, the old identity's retirement at
     ``retire_at`` (in the runs that retire it) marked."""
     fig = events_table_size(runs, retention=retention, ax=ax,
