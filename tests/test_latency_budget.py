@@ -89,8 +89,8 @@ def test_the_in_process_path_runs_at_the_firings_own_time(sim):
 
 def test_budget_table_rows_and_the_seed_000_estimate(sim, budget):
     t = budget_table(sim, budget)
-    assert list(t.index) == ["seed 000 estimate", "DB path (measured)", "in-process graph (measured)"]
-    est = t.loc["seed 000 estimate"]
+    assert list(t.index) == ["Cloacina's estimate", "DB path (measured)", "in-process graph (measured)"]
+    est = t.loc["Cloacina's estimate"]
     assert est["poll_wait_s"] == pytest.approx(0.5)         # P / 2
     assert est["claim_wait_s"] == pytest.approx(0.05)       # half the executor's 0.1 s tick
     assert 0.02 < est["run_s"] < 0.05                       # audit 0.02 s and ledger_sync ~0.05 s, half each
@@ -151,7 +151,7 @@ def test_budget_bars_stack_the_components(sim, budget):
     db = sum(widths[1::3])
     assert db == pytest.approx(t.loc["DB path (measured)", "total_s"] * 1000.0)
     texts = [t_.get_text() for t_ in ax.texts]
-    assert any("seed 000: tens of" in x for x in texts)
+    assert any("Cloacina: tens of" in x for x in texts)
 
 
 def test_the_latency_explorer_reruns_and_redraws():

@@ -40,7 +40,7 @@ def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None
         ax.set_xlabel("commit \u2192 handled latency (s)")
         ax.set_ylabel("rows (log scale)")
         ax.set_title(f"lost hints wait for the safety poll (every {poll:g} s)")
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3)  # below the axes: it covers no bar
     return fig
 
 
