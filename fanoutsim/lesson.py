@@ -42,10 +42,16 @@ def _note(action: str):
 
 def needs_kernel(control, action: str = "move the sliders"):
     """``control`` under a note that says it needs a running kernel (see the
-    module's docstring); ``action`` is what the reader can then do."""
+    module's docstring); ``action`` is what the reader can then do. Its text
+    form is one fixed line (what a test of the saved notebook compares), not
+    the widgets' state."""
     import ipywidgets as widgets
 
-    box = widgets.VBox([_note(action), control])
+    class Control(widgets.VBox):
+        def __repr__(self) -> str:
+            return f"A control that needs a running kernel: run its cell to {action}."
+
+    box = Control([_note(action), control])
     box.control = control
     return box
 
