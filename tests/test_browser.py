@@ -396,7 +396,7 @@ def _check_exercises(page, stem: str) -> None:
     each exercise's typical mistake gets what is off and a hint."""
     solutions = page.evaluate(f"() => {{ {_CURRENT} return w.content.widgets"
                               ".filter(c => (c.model.getMetadata('tags') || []).includes('solution'))"
-                              ".map(c => JSON.stringify(c.model.outputs.toJSON())); }}")
+                              ".map(c => JSON.stringify(c.model.outputs.toJSON())); }")
     for outputs in solutions:
         assert "Exercise" in outputs and "right." in outputs, f"{stem}: a solution not marked right: {outputs[:300]}"
     if stem == "00_index":
