@@ -41,6 +41,15 @@ def percentile(x: pd.Series, q: float) -> float:
     return float(x.quantile(q)) if len(x) else float("nan")
 
 
+def latency_columns(lat: pd.Series) -> dict:
+    """``p50_s``, ``p99_s`` and ``max_s`` of publish → done latencies (NaN when none)."""
+    return {
+        "p50_s": percentile(lat, 0.5),
+        "p99_s": percentile(lat, 0.99),
+        "max_s": float(lat.max()) if len(lat) else float("nan"),
+    }
+
+
 def _drain(lease_seconds: float) -> float:
     return max(120.0, 12.0 * lease_seconds)
 
@@ -109,9 +118,7 @@ def lease_sweep(
                     "dead_lettered": r.total["dead_lettered"],
                     "lost": r.total["lost"],
                     "causes": ",".join(sorted(r.total["duplicates_by_cause"])) or "-",
-                    "p50_s": percentile(lat, 0.5),
-                    "p99_s": percentile(lat, 0.99),
-                    "max_s": float(lat.max()) if len(lat) else float("nan"),
+                    **latency_columns(lat),
                     "valid": r.valid,
                 }
             )
@@ -217,9 +224,7 @@ def crash_sweep(
                 "duplicates": r.total["duplicates"],
                 "dups_per_1000": 1000.0 * r.total["duplicates"] / max(r.total["delivered"], 1),
                 "lost": r.total["lost"],
-                "p50_s": percentile(lat, 0.5),
-                "p99_s": percentile(lat, 0.99),
-                "max_s": float(lat.max()) if len(lat) else float("nan"),
+                **latency_columns(lat),
                 "valid": r.valid,
             }
         )
