@@ -185,21 +185,24 @@ def test_the_latency_explorer_is_deterministic():
 
 
 def test_in_a_kernel_the_figure_goes_into_the_output_widgets_state(monkeypatch):
+    """In a kernel the figure becomes the Output widget's state, as one PNG
+    rendered once at the figure's own size (the inline backend's tight box would
+    draw every figure twice)."""
+    import base64
     import types
 
     import IPython
+    from matplotlib.figure import Figure
 
-    shown = []
-
-    def fmt(obj):
-        shown.append(obj)
-        return {"text/plain": repr(obj), "image/png": "png"}, {}
-
-    shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(format=fmt))
-    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace())
+    drawn = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), real(self, *a, **k))[1])
     w = latency_explorer(SCENARIO, until=30.0)
-    assert shown == [w.figure]
+    assert drawn == [w.figure]
     (out,) = w.out.outputs
-    assert out["output_type"] == "display_data" and out["data"]["image/png"] == "png"
+    assert out["output_type"] == "display_data"
+    assert base64.b64decode(out["data"]["image/png"]).startswith(b"\x89PNG")
+    assert out["data"]["text/plain"] == "<Figure size 800x800>"
     w.batch_limit.value = 50
-    assert shown[-1] is w.figure and len(w.out.outputs) == 1
+    assert drawn[-1] is w.figure and len(drawn) == 2 and len(w.out.outputs) == 1

@@ -171,16 +171,19 @@ def test_the_sweep_explorer_redraws_from_the_table(df):
     assert isinstance(w, SweepExplorer)
     assert w.budget.min > 0
     first = w.figure
-    assert isinstance(first, Figure) and len(first.axes) == 1 + df[B].nunique()  # a latency panel per batch limit
+    assert isinstance(first, Figure) and len(first.axes) == 1
+    panels = w.latency_figure
+    assert len(panels.axes) == df[B].nunique()              # a latency panel per batch limit
     assert w.recommended[P] == 1.0 and "P = 1 s" in w.summary.value
     w.budget.value = 3.0
     assert w.figure is not first and w.recommended[P] == 2.0 and "P = 2 s" in w.summary.value
+    assert w.latency_figure is panels                         # a new budget: the panels stand
     w.batches.value = (1,)
     assert set(w.selection[B]) == {1}
     w.budget.value = 0.05
     assert w.recommended is None and "no setting" in w.summary.value
     w.latency.value = "fire \u2192 claim"
-    assert "claim" in w.figure.axes[0].get_ylabel()
+    assert "claim" in w.figure.axes[0].get_ylabel() and "claim" in w.latency_figure.axes[0].get_ylabel()
 
 
 def test_the_sweep_explorer_with_a_rate_column(rates):

@@ -37,7 +37,7 @@
 # | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; the TTL gotcha for a stalled subscriber; a subscription that never reads. A control: retention, pause, policy. | about 10 s |
 # | [04_cel_filters](04_cel_filters.ipynb) | What a filter saves and what it does not; `skip` and `hold` when it fails; what is caught at subscribe time. | about 10 s |
 # | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 7 s |
-# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 25 s |
+# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 30 s |
 # | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 30 s |
 # | [08_outbox](08_outbox.ipynb) | A lost hint costs latency, never a row; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 6 s |
 # | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 10 s |
