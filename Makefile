@@ -53,7 +53,7 @@ docs: $(STAMP)
 # widget state of trusted notebooks only (untrusted, a control shows as its repr).
 # Their sources (src/, build.py) are hidden. LAB_FLAGS: more jupyter lab flags.
 LAB_DIR   ?= notebooks
-LAB_HIDE  := __pycache__ *.pyc *.pyo .DS_Store *~ .ipynb_checkpoints src build.py
+LAB_HIDE  := __pycache__ *.pyc *.pyo .DS_Store *~ .ipynb_checkpoints src build.py run_all_seconds.json
 LAB_FLAGS ?=
 
 lab: $(STAMP)

@@ -6,11 +6,28 @@ start with ``# ``), which keeps diffs readable. This script turns each into
 ``notebooks/NN_name.ipynb`` and executes it, so the committed notebook carries
 the outputs that nbval compares in ``make test``.
 
+A code cell's marker may carry words that become cell tags and metadata:
+
+* ``# %% ignore-output``: nbval does not compare its output (the tag
+  ``nbval-ignore-output``; a wall-clock run, a progress bar);
+* ``# %% skip``: nbval does not run it (``nbval-skip``);
+* ``# %% solution``: an exercise's solution, collapsed (its source and output
+  hidden until the reader opens them) and tagged ``solution``;
+* ``# %% hidden``: the source collapsed, the output shown (a take-away
+  written from the run's numbers).
+
+A learner sees tags only in the property inspector, never as a comment in the
+code. After the run, every control's note (:func:`fanoutsim.lesson.needs_kernel`)
+is saved in its words for a reader without a running kernel, and the time
+Run All took — the cells' run, without the kernel's start — is written to
+``run_all_seconds.json`` (the index quotes it).
+
     .venv/bin/python notebooks/build.py            # every notebook
     .venv/bin/python notebooks/build.py 00_tour    # one
 """
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -19,13 +36,36 @@ import nbformat
 from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
+TIMES = HERE / "run_all_seconds.json"
 # what JupyterLab writes for the ipykernel kernel: any other display name marks
 # the notebook modified the moment it is opened, and autosave rewrites it
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+MARKERS = {"ignore-output": {"tags": ["nbval-ignore-output"]},
+           "skip": {"tags": ["nbval-skip"]},
+           "solution": {"tags": ["solution"], "jupyter": {"source_hidden": True, "outputs_hidden": True}},
+           "hidden": {"jupyter": {"source_hidden": True}}}
+# the class and the attribute fanoutsim.lesson.needs_kernel gives a control's note
+NOTE_CLASS, OFFLINE = "fanoutsim-kernel-note", "placeholder"
+
+
+def marker_metadata(line: str) -> dict:
+    """The cell metadata of a ``# %% word ...`` line (see the module's docstring)."""
+    words = line.removeprefix("# %%").split()
+    unknown = [w for w in words if w not in MARKERS]
+    if unknown:
+        raise ValueError(f"unknown cell marker {unknown[0]!r} in {line!r}; allowed: {', '.join(MARKERS)}")
+    meta: dict = {}
+    for word in words:
+        for key, value in MARKERS[word].items():
+            if key == "tags":
+                meta.setdefault("tags", []).extend(value)
+            else:
+                meta.setdefault(key, {}).update(value)
+    return meta
 
 
 def cells_of(source: str) -> list:
-    cells, kind, lines = [], None, []
+    cells, kind, meta, lines = [], None, {}, []
 
     def flush():
         text = "\n".join(lines).strip("\n")
@@ -33,26 +73,67 @@ def cells_of(source: str) -> list:
             text = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in text.splitlines())
             cells.append(nbformat.v4.new_markdown_cell(text))
         elif kind == "code" and text.strip():
-            cells.append(nbformat.v4.new_code_cell(text))
+            cells.append(nbformat.v4.new_code_cell(text, metadata=meta))
 
     for line in source.splitlines():
         if line.startswith("# %%"):
             flush()
-            kind, lines = ("markdown" if "[markdown]" in line else "code"), []
+            lines = []
+            if "[markdown]" in line:
+                kind, meta = "markdown", {}
+            else:
+                kind, meta = "code", marker_metadata(line)
         else:
             lines.append(line)
     flush()
     return cells
 
 
-def build(src: Path) -> Path:
+def offline_notes(nb) -> int:
+    """Give every control's note, in the saved widget state, its words for a
+    reader whose kernel has not run the cell (a saved control does not move):
+    the note's ``placeholder``. The number of notes changed."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    changed = 0
+    for model in state.values():
+        s = model.get("state", {})
+        if NOTE_CLASS in s.get("_dom_classes", ()) and s.get(OFFLINE):
+            s["value"] = s[OFFLINE]
+            changed += 1
+    return changed
+
+
+def run_all_seconds(nb) -> float:
+    """How long the cells ran, from the first one's start to the last one's end
+    (the timings nbclient records in each cell): Run All in a kernel that is
+    already up, as a reader's is."""
+    from datetime import datetime
+
+    stamps = [c.metadata.get("execution", {}) for c in nb.cells if c.cell_type == "code"]
+    starts = [s["iopub.execute_input"] for s in stamps if "iopub.execute_input" in s]
+    ends = [s["shell.execute_reply"] for s in stamps if "shell.execute_reply" in s]
+    if not starts or not ends:
+        return 0.0
+    parse = lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(max(ends)) - parse(min(starts))).total_seconds()
+
+
+def build(src: Path) -> tuple[Path, float]:
+    """Build and execute one notebook; its path, and how long Run All took."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.cells = cells_of(src.read_text())
     out = HERE / f"{src.stem}.ipynb"
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+    offline_notes(nb)
     nbformat.write(nb, out)
-    return out
+    return out, run_all_seconds(nb)
+
+
+def record_time(stem: str, seconds: float) -> None:
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    times[stem] = round(seconds, 1)
+    TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
 
 
 def main(argv: list[str]) -> None:
@@ -61,8 +142,10 @@ def main(argv: list[str]) -> None:
         sources = [s for s in sources if s.stem in argv]
     for src in sources:
         started = time.monotonic()
-        out = build(src)
-        print(f"built {out.relative_to(HERE.parent)} in {time.monotonic() - started:.0f} s")
+        out, run_all = build(src)
+        record_time(src.stem, run_all)
+        print(f"built {out.relative_to(HERE.parent)} in {time.monotonic() - started:.0f} s "
+              f"(Run All {run_all:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,18 @@
 """Shared fixtures: most engine tests run once per store adapter."""
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 import fanoutsim as fs
 from fanoutsim.kernel.faults import Crash, InsertFailed, NoFaults
 from pgfixtures import pg_dsn, pg_store, pg_url  # noqa: F401  (PostgreSQL fixtures)
+
+# the lessons' experiments live beside the notebooks (notebooks/experiments), as ``experiments``
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 
 
 @pytest.fixture(params=["memory", "duckdb"])

@@ -6,10 +6,15 @@ lab`` serves it, on a copy of ``notebooks/`` (Run All and autosave must not
 rewrite the committed files), and for every notebook:
 
 * on opening, before any cell runs: the saved widgets are drawn as controls —
-  no raw ``Name(children=...)`` text and no "Error displaying widget" — and the
-  document is not marked modified (the saved kernelspec is the one JupyterLab
-  writes);
-* after Run All: no error output, no traceback, every code cell executed.
+  no raw ``Name(children=...)`` text and no "Error displaying widget" — each
+  with a plain-words note that it needs a running kernel (a saved control
+  shows JupyterLab's broken-link icon until its cell runs); the document is not
+  marked modified (the saved kernelspec is the one JupyterLab writes); no cell
+  output is wider than the page, and no test marker (``NBVAL``) shows;
+* after Run All: no error output, no traceback, every code cell executed, every
+  exercise's solution marked right by the checker, and each exercise's typical
+  mistake, checked in the notebook's kernel, given a hint; each control's
+  redraw is timed (printed).
 
 The landing page is the index, and the file browser shows the notebooks and
 not their sources. Screenshots go to ``out/browser/``. Without chromium or
@@ -94,12 +99,17 @@ def lab(tmp_path_factory):
     for nb in NOTEBOOKS.glob("*.ipynb"):
         shutil.copy2(nb, folder / nb.name)
     shutil.copytree(NOTEBOOKS / "src", folder / "src")  # there, as in the repository: to be hidden
+    shutil.copytree(NOTEBOOKS / "experiments", folder / "experiments",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # the lessons import them
     shutil.copy2(NOTEBOOKS / "build.py", folder / "build.py")
     (home / "data").symlink_to(ROOT / "data")  # the notebooks read ../data
     (home / "fanoutsim").symlink_to(ROOT / "fanoutsim")  # and the examples in ../fanoutsim/examples
     news = home / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True)
     news.write_text(json.dumps({"fetchNews": "false"}))  # no "get notified about Jupyter news?" toast
+    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))  # every cell laid out: widths can be measured
     port = _free_port()
     env = {**{k: v for k, v in os.environ.items() if k != "MPLBACKEND"},  # the kernels draw inline
            "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data-dir"),
@@ -263,6 +273,9 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
         _check_rendered(text)
         drawn = f"document.querySelectorAll('{PANEL} .jp-OutputArea-output > .jupyter-widgets').length"
         assert page.evaluate(f"() => {drawn}") >= _widget_outputs(name), "saved widgets were not drawn"
+        _check_controls_say_they_need_a_kernel(page)
+        _check_no_output_wider_than_the_page(page)
+        _check_no_test_marker(page)
         assert not page.evaluate(f"() => {{ {_CURRENT} return w.context.model.dirty; }}"), \
             "opening the notebook marked it modified (a kernelspec other than JupyterLab's?)"
 
@@ -299,6 +312,8 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
         text = _outputs_text(page)
         assert "Traceback (most recent call last)" not in text
         _check_rendered(text)
+        _check_exercises(page, stem)
+        _time_controls(page, name)
     finally:
         _close(page, base)
 
@@ -331,6 +346,97 @@ def _close(page, base: str) -> None:
     page.evaluate(f"async () => {{ {_CURRENT} if (w && w.sessionContext) {{"
                   " await w.sessionContext.shutdown(); w.dispose(); } }")
     _shut_down_kernels(base)
+
+
+# -- what a learner meets: notes beside controls, widths, markers, exercises -------------------------
+
+_NOTE = "needs a running kernel"
+
+
+def _check_controls_say_they_need_a_kernel(page) -> None:
+    """Every control drawn from the saved state (JupyterLab marks it with the
+    broken-link icon until its cell runs) has the note beside it, in plain words."""
+    found = page.eval_on_selector_all(
+        f"{PANEL} .jp-OutputArea-output > .jupyter-widgets",
+        "els => els.map(e => ({note: (e.querySelector('.fanoutsim-kernel-note') || {}).textContent || '',"
+        " broken: !!e.querySelector('.jupyter-widgets-disconnected') || e.matches('.jupyter-widgets-disconnected'),"
+        " text: e.textContent.slice(0, 120)}))")
+    for control in found:
+        assert _NOTE in control["note"] and "Run this cell" in control["note"], \
+            f"a control without its note ({'broken link' if control['broken'] else 'drawn'}): {control['text']!r}"
+
+
+def _check_no_output_wider_than_the_page(page) -> None:
+    wide = page.eval_on_selector_all(
+        f"{PANEL} .jp-OutputArea-output",
+        "els => els.filter(e => e.scrollWidth > e.clientWidth + 2 && e.clientWidth > 0)"
+        ".map(e => e.scrollWidth + ' > ' + e.clientWidth + ': ' + e.textContent.slice(0, 100))")
+    assert not wide, f"an output wider than the page: {wide[0]}"
+
+
+def _check_no_test_marker(page) -> None:
+    shown = page.eval_on_selector_all(f"{PANEL} .jp-Cell", "els => els.map(e => e.textContent).join('\\n')")
+    assert "NBVAL" not in shown, "a test marker shows; nbval's markers are cell tags"
+
+
+_IN_KERNEL = """async (code) => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const future = w.sessionContext.session.kernel.requestExecute({code: code, store_history: false});
+  let text = '';
+  future.onIOPub = msg => {
+    if (msg.header.msg_type === 'stream') text += msg.content.text;
+    if (msg.header.msg_type === 'error') text += 'ERROR ' + msg.content.ename + ': ' + msg.content.evalue;
+  };
+  await future.done;
+  return text;
+}"""
+
+
+def _check_exercises(page, stem: str) -> None:
+    """Every solution cell ran and was marked right; in the notebook's kernel,
+    each exercise's typical mistake gets what is off and a hint."""
+    solutions = page.evaluate(f"() => {{ {_CURRENT} return w.content.widgets"
+                              ".filter(c => (c.model.getMetadata('tags') || []).includes('solution'))"
+                              ".map(c => JSON.stringify(c.model.outputs.toJSON())); }")
+    for outputs in solutions:
+        assert "Exercise" in outputs and "right." in outputs, f"{stem}: a solution not marked right: {outputs[:300]}"
+    if stem == "00_index":
+        return
+    code = ("from fanoutsim import exercises as _ex\n"
+            f"for _e in _ex.exercises({int(stem[:2])}):\n"
+            "    _v = _ex.check(_e.id, _e.mistake)\n"
+            "    print(_e.id, 'right' if _v.right else ('hint' if _v.hint else 'no hint'))")
+    said = page.evaluate(_IN_KERNEL, code).split()
+    assert "ERROR" not in said, said
+    verdicts = dict(zip(said[::2], said[1::2]))
+    assert len(verdicts) == len(solutions) >= 2 and set(verdicts.values()) == {"hint"}, verdicts
+
+
+def _time_controls(page, name: str) -> None:
+    """Move every control of the lesson once in its kernel and print how long the
+    redraw took (the aim: under a second on two cores)."""
+    code = """
+import json as _json, time as _time
+from fanoutsim import lesson as _lesson
+from fanoutsim.widgets import PruneControl as _Prune, SweepExplorer as _Sweep
+_took = {}
+for _k, _v in list(globals().items()):
+    _t = _time.perf_counter()
+    if isinstance(_v, _lesson.Explorer):
+        _v.set(**{n: next(o for o in opts if o != _v.setting[n]) for n, opts in _v.options.items()
+                  if len(opts) > 1})
+    elif isinstance(_v, _Prune):
+        _v.retention.value = 90.0 if _v.retention.value != 90.0 else 120.0
+    elif isinstance(_v, _Sweep):
+        _v.budget.value = 3.0 if _v.budget.value != 3.0 else 1.5
+    else:
+        continue
+    _took[_k] = round(_time.perf_counter() - _t, 2)
+print(_json.dumps(_took))
+"""
+    out = page.evaluate(_IN_KERNEL, code).strip()
+    assert "ERROR" not in out, out
+    print(f"{name}: control redraws (s): {out}")
 
 
 def test_without_chromium_it_skips_with_the_reason_and_fails_in_ci(monkeypatch):

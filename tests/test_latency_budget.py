@@ -89,8 +89,8 @@ def test_the_in_process_path_runs_at_the_firings_own_time(sim):
 
 def test_budget_table_rows_and_the_seed_000_estimate(sim, budget):
     t = budget_table(sim, budget)
-    assert list(t.index) == ["seed 000 estimate", "DB path (measured)", "in-process graph (measured)"]
-    est = t.loc["seed 000 estimate"]
+    assert list(t.index) == ["Cloacina's estimate", "DB path (measured)", "in-process graph (measured)"]
+    est = t.loc["Cloacina's estimate"]
     assert est["poll_wait_s"] == pytest.approx(0.5)         # P / 2
     assert est["claim_wait_s"] == pytest.approx(0.05)       # half the executor's 0.1 s tick
     assert 0.02 < est["run_s"] < 0.05                       # audit 0.02 s and ledger_sync ~0.05 s, half each
@@ -151,7 +151,7 @@ def test_budget_bars_stack_the_components(sim, budget):
     db = sum(widths[1::3])
     assert db == pytest.approx(t.loc["DB path (measured)", "total_s"] * 1000.0)
     texts = [t_.get_text() for t_ in ax.texts]
-    assert any("seed 000: tens of" in x for x in texts)
+    assert any("Cloacina: tens of" in x for x in texts)
 
 
 def test_the_latency_explorer_reruns_and_redraws():
@@ -185,21 +185,24 @@ def test_the_latency_explorer_is_deterministic():
 
 
 def test_in_a_kernel_the_figure_goes_into_the_output_widgets_state(monkeypatch):
+    """In a kernel the figure becomes the Output widget's state, as one PNG
+    rendered once at the figure's own size (the inline backend's tight box would
+    draw every figure twice)."""
+    import base64
     import types
 
     import IPython
+    from matplotlib.figure import Figure
 
-    shown = []
-
-    def fmt(obj):
-        shown.append(obj)
-        return {"text/plain": repr(obj), "image/png": "png"}, {}
-
-    shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(format=fmt))
-    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    monkeypatch.setattr(IPython, "get_ipython", lambda: types.SimpleNamespace())
+    drawn = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), real(self, *a, **k))[1])
     w = latency_explorer(SCENARIO, until=30.0)
-    assert shown == [w.figure]
+    assert drawn == [w.figure]
     (out,) = w.out.outputs
-    assert out["output_type"] == "display_data" and out["data"]["image/png"] == "png"
+    assert out["output_type"] == "display_data"
+    assert base64.b64decode(out["data"]["image/png"]).startswith(b"\x89PNG")
+    assert out["data"]["text/plain"] == "<Figure size 800x800>"
     w.batch_limit.value = 50
-    assert shown[-1] is w.figure and len(w.out.outputs) == 1
+    assert drawn[-1] is w.figure and len(drawn) == 2 and len(w.out.outputs) == 1

@@ -12,16 +12,17 @@ from fanoutsim.analysis import leases as la
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.plots import leases as lp
 from fanoutsim.designs.leases.simulation import LeaseSimulation
+from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    return la.lease_sweep(leases=(5.0, 10.0, 30.0), laws=("exponential", "uniform"), seconds=600.0)
+    return lx.lease_sweep(leases=(5.0, 10.0, 30.0), laws=("exponential", "uniform"), seconds=600.0)
 
 
 @pytest.fixture(scope="module")
 def poisons():
-    return {o: la.poison_run(nack_delay=1.0, partitions=3, every=0.25, seconds=30.0, poison_at=5.0, order=o)
+    return {o: lx.poison_run(nack_delay=1.0, partitions=3, every=0.25, seconds=30.0, poison_at=5.0, order=o)
             for o in la.ORDERS}
 
 
@@ -32,13 +33,13 @@ def poison(poisons):
 
 @pytest.fixture(scope="module")
 def restored():
-    return la.restore_run(at=30.25, seconds=60.0)
+    return lx.restore_run(at=30.25, seconds=60.0)
 
 
 @pytest.fixture(scope="module")
 def fence():
-    return {m: la.fence_run(m, at=150.5, seconds=300.0, retention=30.0, retention_interval=5.0)
-            for m in la.FENCE_MODES}
+    return {m: lx.fence_run(m, at=150.5, seconds=300.0, retention=30.0, retention_interval=5.0)
+            for m in lx.FENCE_MODES}
 
 
 def test_work_laws_and_the_chance_to_outlive_a_lease():
@@ -68,14 +69,14 @@ def test_duplicates_fall_as_the_lease_outgrows_the_work(sweep):
 
 
 def test_an_orphaned_lease_holds_its_event_until_expiry():
-    sim = la.crash_run(30.0, crashes=(300.25,), seconds=400.0)
+    sim = lx.crash_run(30.0, crashes=(300.25,), seconds=400.0)
     holds = la.orphan_holds(sim)
     assert len(holds) == 3 and (holds["crash_s"] == 300.25).all()
     # freed by a pull (0.5 s polls) or recovery (1 s ticks) once the lease is up: leased_s + 30 s, never before
     assert (holds["expired_s"] >= holds["leased_s"] + 30.0).all()
     assert (holds["expired_s"] <= holds["leased_s"] + 31.0).all()
     assert (holds["hold_s"] <= 31.0).all()
-    c = la.crash_sweep(leases=(5.0, 60.0), crashes=(300.25,), seconds=400.0)
+    c = lx.crash_sweep(leases=(5.0, 60.0), crashes=(300.25,), seconds=400.0)
     assert c.loc[1, "hold_max_s"] > 5 * c.loc[0, "hold_max_s"] and (c["lost"] == 0).all() and c["valid"].all()
 
 
@@ -116,13 +117,13 @@ def test_a_poison_event_holds_its_partitions_checkpoint_and_under_head_of_line_i
 
 
 def test_in_flight_is_capped_by_the_partition_count_only_under_head_of_line():
-    s = la.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0, order="head_of_line")
+    s = lx.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0, order="head_of_line")
     t = s.set_index(["partitions", "in_flight"])
     assert t.loc[(1, 4), "peak_leases"] == 1 and t.loc[(4, 4), "peak_leases"] == 4
     assert t.loc[(1, 4), "throughput"] == pytest.approx(t.loc[(1, 1), "throughput"])
     assert t.loc[(4, 4), "throughput"] > 3 * t.loc[(4, 1), "throughput"] * 0.9
     assert (s["slots"] == s[["in_flight", "partitions"]].min(axis=1)).all()
-    r = la.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0)   # RiffDB's rule
+    r = lx.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0)   # RiffDB's rule
     u = r.set_index(["partitions", "in_flight"])
     assert u.loc[(1, 4), "peak_leases"] == 4 and (r["slots"] == r["in_flight"]).all()
     assert u.loc[(1, 4), "throughput"] > 3 * u.loc[(1, 1), "throughput"] * 0.9       # one partition, 4 at once
@@ -130,7 +131,7 @@ def test_in_flight_is_capped_by_the_partition_count_only_under_head_of_line():
 
 
 def test_the_two_rules_side_by_side_per_partition():
-    runs = {o: la.order_run(o, seconds=120.0) for o in la.ORDERS}
+    runs = {o: lx.order_run(o, seconds=120.0) for o in la.ORDERS}
     c = la.order_comparison(runs, seconds=120.0).set_index(["order", "partition"])
     hol, rdb = c.loc["head_of_line"], c.loc["riffdb"]
     assert list(hol.index) == ["p0", "p1", "p2", "p3", "all"]
@@ -146,8 +147,8 @@ def test_the_two_rules_side_by_side_per_partition():
 
 
 def test_the_fence_holds_rows_until_retire(fence):
-    f = la.fence_summary(fence, at=150.5).set_index("run")
-    none, retired, resumed = (f.loc[m] for m in la.FENCE_MODES)
+    f = lx.fence_summary(fence, at=150.5).set_index("run")
+    none, retired, resumed = (f.loc[m] for m in lx.FENCE_MODES)
     assert retired["rows_at_change"] > 3 * none["rows_at_change"]    # held history
     assert retired["rows_at_end"] < retired["rows_at_change"] / 2    # released by the retire
     assert retired["lost_causes"].startswith("retired=") and retired["reporting_delivered"] == 0
@@ -158,7 +159,7 @@ def test_the_fence_holds_rows_until_retire(fence):
     pruned = t[t["kind"] == "pruned"]
     assert len(pruned[pruned["t"] > retire_t]) > 0
     with pytest.raises(ValueError, match="mode must be one of"):
-        la.fence_run("paused")
+        lx.fence_run("paused")
 
 
 def test_restore_makes_pre_restore_acks_fail_closed_as_stale_incarnation(restored):
@@ -170,10 +171,10 @@ def test_restore_makes_pre_restore_acks_fail_closed_as_stale_incarnation(restore
     assert rs["partitions"]["resumed"].all()
     out = la.ack_outcomes(restored).set_index("consumer")
     assert out.loc["worker", "ack refused: stale_incarnation"] == rs["leases_voided"]
-    demo = la.stale_token_demo()
+    demo = lx.stale_token_demo()
     assert demo["result"].tolist()[2:] == ["stale_incarnation", "lease, attempt 2", "acked"]
     with pytest.raises(ValueError, match="no restore"):
-        la.restore_summary(la.poison_run(seconds=5.0))
+        la.restore_summary(lx.poison_run(seconds=5.0))
 
 
 def test_lease_summary_agrees_with_the_checker(restored):
@@ -195,7 +196,7 @@ def test_duplicates_and_tradeoff_figures(sweep):
     assert isinstance(fig, Figure)
     labels = _labels(fig.axes[0])
     assert "exponential work (run)" in labels and "uniform: expected from P(work > lease)" in labels
-    c = la.crash_sweep(leases=(5.0, 30.0), crashes=(100.25,), seconds=200.0)
+    c = lx.crash_sweep(leases=(5.0, 30.0), crashes=(100.25,), seconds=200.0)
     fig = lp.lease_tradeoff(c)
     assert len(fig.axes) == 2
     assert "orphaned lease held its event: worst" in _labels(fig.axes[0])
@@ -211,9 +212,12 @@ def test_checkpoint_progress_marks_dead_letters_and_restores(poisons, restored):
     assert {"p0: dead letter", "p0: failed attempt (nack / expiry)"} <= {c.get_label() for c in ax.collections}
     waiting = {}
     for order, sim in poisons.items():
-        lag = lp.checkpoint_progress(sim, "worker", lag=True).axes[0]
-        p0 = [line for line in lag.get_lines() if line.get_label() == "p0"][0]
-        waiting[order] = max(p0.get_ydata())
+        lag = lp.checkpoint_progress(sim, "worker", lag=True).axes[0]   # a heatmap: a row per partition
+        rows = [t.get_text().split(" ")[0] for t in lag.get_yticklabels()]
+        assert rows == ["p0", "p1", "p2"]
+        grid = lag.images[0].get_array()
+        waiting[order] = grid[0].max()
+        assert grid[1:].max() <= 2                           # the other partitions: the event at hand
     # events not yet done: a queue behind the poison under head-of-line; itself and the one at hand under RiffDB's
     assert waiting["head_of_line"] > 5 and waiting["riffdb"] <= 2
     fig = lp.checkpoint_progress(restored)
@@ -221,13 +225,13 @@ def test_checkpoint_progress_marks_dead_letters_and_restores(poisons, restored):
 
 
 def test_inflight_fence_and_outcome_figures(fence, restored):
-    s = la.inflight_sweep(in_flights=(1, 2), partition_counts=(1, 2), seconds=20.0, warmup=5.0)
+    s = lx.inflight_sweep(in_flights=(1, 2), partition_counts=(1, 2), seconds=20.0, warmup=5.0)
     fig = lp.inflight_throughput(s)
     left, right = fig.axes
     assert {"1 partition", "2 partitions"} <= set(_labels(left))
     assert "2 partitions, p99" in _labels(right)
     fig = lp.events_table_size(fence, at=150.5, retention=30.0)
-    assert set(la.FENCE_MODES) <= set(_labels(fig.axes[0]))
+    assert set(lx.FENCE_MODES) <= set(_labels(fig.axes[0]))
     fig = lp.lease_outcomes(restored)
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "ack refused: stale_incarnation" in ticks and "acked" in ticks
@@ -247,3 +251,31 @@ def test_save_leases_figures(tmp_path, restored):
     paths = lp.save_leases_figures(restored, tmp_path / "out")
     assert [p.name for p in paths] == list(lp.LEASES_FIGURES)
     assert all(p.stat().st_size > 5000 for p in paths)
+
+
+def test_consumers_behind_one_panel_per_consumer_the_retired_one_too():
+    """leases_checkpoints.png: a laggard's backlog grows until it is retired, and
+    its panel ends there; a consumer that keeps up stays near zero."""
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("fast", duration=0.01)
+    sim.register_consumer("laggard", duration=2.0, in_flight_limit=1, batch_limit=1, lease_seconds=30.0)
+    sim.add_workload(2.0, partitions=2)
+    sim.administer("retire", "laggard", at=100.5)   # as an operator: once it holds no live lease
+    sim.run(until=150.0)
+    t = sim.trace()
+    retired_at = float((t.loc[t["kind"] == "retired", "t"].iloc[0] - sim.start_us) / 1e6)
+    fig = lp.consumers_behind(sim)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert [t.split(":")[0] for t in titles] == ["fast", "laggard"]
+    assert f"retired at {retired_at:g} s" in titles[1]
+    fast, laggard = (ax.get_lines()[0].get_ydata() for ax in fig.axes)
+    assert max(fast) < 10 < max(v for v in laggard if v == v)       # NaN once it is gone
+    times = fig.axes[1].get_lines()[0].get_xdata()
+    assert all(v != v for v, t in zip(laggard, times) if t > retired_at + 1)
+
+
+def test_waiting_heatmap_shares_one_colour_scale_across_rules(poisons):
+    fig = lp.poison_side_by_side(poisons)
+    heatmaps = [ax.images[0] for ax in fig.axes if ax.images]
+    assert len(heatmaps) == 2
+    assert heatmaps[0].norm.vmax == heatmaps[1].norm.vmax >= max(h.get_array().max() for h in heatmaps)

@@ -22,6 +22,7 @@ from fanoutsim.kernel.faults import FaultPlan, RestoreBackup
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.trace import Trace
 from fanoutsim.scenario import ScenarioError, load_scenario
+from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
 T0 = 1_767_225_600_000_000
 
@@ -173,7 +174,7 @@ def test_restore_backup_fault_in_a_plan_and_a_scenario(tmp_path):
 def test_backup_restore_summary_shows_checkpoints_going_back():
     from fanoutsim.designs.leases import analysis as la
 
-    sim = la.backup_restore_run(seconds=100.0)
+    sim = lx.backup_restore_run(seconds=100.0)
     s = la.backup_restore_summary(sim).set_index("consumer")
     w = s.loc["worker"]
     assert w["after_restore"] == w["at_backup"] != w["before_restore"]

@@ -11,6 +11,7 @@ from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases import analysis as la
 from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
 from fanoutsim.designs.leases.simulation import LeaseSimulation
+from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
 V1, V2 = module_hash("v1"), module_hash("v2")
 
@@ -77,9 +78,9 @@ def test_deploy_refuses_what_is_not_a_module_change():
 
 
 def test_the_log_grows_behind_a_forgotten_identity():
-    runs = {m: la.identity_run(m, seconds=300.0, deploy_at=100.5, retire_at=200.5) for m in la.IDENTITY_MODES}
-    s = la.identity_summary(runs).set_index(["run", "module"])
-    forgotten, retired = la.IDENTITY_MODES
+    runs = {m: lx.identity_run(m, seconds=300.0, deploy_at=100.5, retire_at=200.5) for m in lx.IDENTITY_MODES}
+    s = lx.identity_summary(runs).set_index(["run", "module"])
+    forgotten, retired = lx.IDENTITY_MODES
     assert s.loc[(forgotten, "v1"), "exists"] and not s.loc[(retired, "v1"), "exists"]
     assert s.loc[(forgotten, "v1"), "events_retained"] > 2 * s.loc[(retired, "v1"), "events_retained"]
     sizes = {m: la.events_size(sim) for m, sim in runs.items()}

@@ -60,8 +60,13 @@ def test_the_figures_draw(sweep):
             plots.cursor_progress(analysis.slow_fast_run(seconds=20.0), lag=True)]
     for fig in figs:
         assert isinstance(fig, Figure)
-        ax = fig.axes[0]
-        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+        assert fig.axes[-1].get_xlabel() and all(ax.get_ylabel() and (ax.get_title() or ax.get_title(loc="left"))
+                                                    for ax in fig.axes)
+    cursors, lag = figs[2:]
+    # one panel per consumer (small multiples): no consumer's line hides another's
+    assert [ax.get_title(loc="left").split(":")[0] for ax in cursors.axes] == ["indexer", "triage"]
+    assert [ax.get_title(loc="left").split(":")[0] for ax in lag.axes] == ["fast", "slow"]
+    assert "at most" in lag.axes[1].get_title(loc="left")
     empty = plots.outbox_latency_histogram(lat, poll=99.0)
     assert isinstance(empty, Figure)
 
@@ -79,3 +84,14 @@ def test_both_clocks_lose_no_row_when_every_hint_is_lost(tmp_path):
     fig = outbox_latency_histogram(lat, 0.3, by="clock")
     assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_legend().get_texts()][:2] == \
         ["virtual clock", "wall clock"]
+
+
+def test_the_cursor_heatmap_has_a_row_per_consumer_and_marks_parked_rows():
+    sim = analysis.poison_run(rows=30, poison_at=10)
+    fig = plots.outbox.cursor_heatmap(sim)
+    ax = fig.axes[0]
+    assert [t.get_text().split(" ")[0] for t in ax.get_yticklabels()] == ["indexer", "triage"]
+    grid = ax.images[0].get_array()
+    assert grid.shape[0] == 2 and grid[1].max() > grid[0].max()   # triage fell behind at its poison row
+    (parked,) = [c for c in ax.collections if c.get_label() == "row parked"]
+    assert len(parked.get_offsets()) == 1 and parked.get_offsets()[0][1] == 1

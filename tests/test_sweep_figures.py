@@ -88,20 +88,46 @@ def axes_labelled(fig):
         assert "(" in ax.get_xlabel() and "(" in ax.get_ylabel()
 
 
-def test_latency_vs_interval(df):
+def test_latency_vs_interval_one_panel_per_batch_limit_in_plain_numbers(df):
     fig = plots.latency_vs_interval(df)
     assert isinstance(fig, Figure)
-    axes_labelled(fig)
-    ax = fig.axes[0]
-    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["batch 1 p50", "batch 1 p99", "batch 100 p50", "batch 100 p99",
-                      "theory p50 = P/2", "theory p99 = 0.99 P"]
-    (p50_100,) = [line for line in ax.get_lines() if line.get_label() == "batch 100 p50"]
+    assert [ax.get_title() for ax in fig.axes] == ["batch limit 1", "batch limit 100"]  # small multiples
+    assert fig.axes[0].get_ylabel() and all("(" in ax.get_xlabel() for ax in fig.axes)
+    assert fig.axes[0].get_shared_y_axes().joined(fig.axes[0], fig.axes[1])
+    fig.draw_without_rendering()  # tick labels are written at draw time
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]  # the shared y axis
+    assert labels and all("times" not in t and "^" not in t for t in labels), labels  # never 2x10^0
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert labels == ["batch 100 p50", "batch 100 p99", "theory p50 = P/2", "theory p99 = 0.99 P"]
+    (p50_100,) = [line for line in fig.axes[1].get_lines() if line.get_label() == "batch 100 p50"]
     xs, ys = p50_100.get_data()
     assert list(xs) == [0.5, 1.0, 2.0]
     np.testing.assert_allclose(ys, np.array(xs) / 2, rtol=0.2)
     assert "fire \u2192 claim" in plots.latency_vs_interval(df, "fire_to_claim").axes[0].get_ylabel()
+    fig, ax = plt_axes()
+    plots.latency_vs_interval(df, ax=ax)          # into one given axes: every batch limit there
+    assert {line.get_label() for line in ax.get_lines()} >= {"batch 1 p50", "batch 100 p99"}
+
+
+def plt_axes():
+    fig = Figure()
+    return fig, fig.add_subplot()
+
+
+def test_plain_log_labels_say_numbers():
+    from fanoutsim.kernel.plotting import plain_log, plain_number
+
+    assert [plain_number(v) for v in (0.05, 0.5, 2.0, 10.0, 1000.0, 0.0)] == ["0.05", "0.5", "2", "10", "1,000",
+                                                                                 "0"]
+    fig, ax = plt_axes()
+    ax.plot([1.5, 4.0], [1.5, 4.0])
+    ax.set_yscale("log")
+    plain_log(ax, "y")
+    fig.draw_without_rendering()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert "2" in labels and not any("10^" in t or "times" in t for t in labels)
 
 
 def test_polls_vs_interval(df):
@@ -131,6 +157,13 @@ def test_recommendation_chart(df):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "recommended: P = 1 s, batch 100" in labels
     assert "batch 1, backlog grows" in labels and "p99 budget 1.5 s" in labels
+    # two batch limits on one point both show: the first drawn larger, underneath, in another marker
+    kept = {c.get_label(): c for c in ax.collections if c.get_label().endswith("keeps up")}
+    first, last = kept["batch 1, keeps up"], kept["batch 100, keeps up"]
+    assert first.get_sizes()[0] > last.get_sizes()[0] and first.get_zorder() < last.get_zorder()
+    assert first.get_paths()[0] != last.get_paths()[0]
+    legend = ax.get_legend()
+    assert legend.get_bbox_to_anchor().x0 >= ax.get_window_extent().x1 - 1  # beside the axes, over no point
 
 
 def test_the_sweep_explorer_redraws_from_the_table(df):
@@ -138,16 +171,19 @@ def test_the_sweep_explorer_redraws_from_the_table(df):
     assert isinstance(w, SweepExplorer)
     assert w.budget.min > 0
     first = w.figure
-    assert isinstance(first, Figure) and len(first.axes) == 2
+    assert isinstance(first, Figure) and len(first.axes) == 1
+    panels = w.latency_figure
+    assert len(panels.axes) == df[B].nunique()              # a latency panel per batch limit
     assert w.recommended[P] == 1.0 and "P = 1 s" in w.summary.value
     w.budget.value = 3.0
     assert w.figure is not first and w.recommended[P] == 2.0 and "P = 2 s" in w.summary.value
+    assert w.latency_figure is panels                         # a new budget: the panels stand
     w.batches.value = (1,)
     assert set(w.selection[B]) == {1}
     w.budget.value = 0.05
     assert w.recommended is None and "no setting" in w.summary.value
     w.latency.value = "fire \u2192 claim"
-    assert "claim" in w.figure.axes[0].get_ylabel()
+    assert "claim" in w.figure.axes[0].get_ylabel() and "claim" in w.latency_figure.axes[0].get_ylabel()
 
 
 def test_the_sweep_explorer_with_a_rate_column(rates):

@@ -1,5 +1,5 @@
 """The notebooks' studies as fs.sweep calls: notebook 9's lease length x work
-law sweep (la.lease_scenario, la.work_laws, la.lease_table) gives the runs the
+law sweep (lx.lease_scenario, la.work_laws, la.lease_table) gives the runs the
 hand-built lease_run gives."""
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.analysis import leases as la
+from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
 
 @pytest.fixture(scope="module")
 def table():
     laws = la.work_laws(5.0)
-    runs = fs.sweep(la.lease_scenario(seconds=300.0),
+    runs = fs.sweep(lx.lease_scenario(seconds=300.0),
                     grid={"consumers.worker.duration": [laws["exponential"], laws["uniform"]],
                           "consumers.worker.lease_seconds": [5.0, 10.0]},
                     cache=None, progress=False)
@@ -23,7 +24,7 @@ def table():
 
 
 def test_the_sweep_equals_the_hand_built_runs(table):
-    old = la.lease_sweep(leases=(5.0, 10.0), laws=("exponential", "uniform"), seconds=300.0)
+    old = lx.lease_sweep(leases=(5.0, 10.0), laws=("exponential", "uniform"), seconds=300.0)
     columns = ["law", "lease_seconds", "mean_work", "p_exceeds", "published", "delivered", "duplicates",
                "dups_per_1000", "theory_per_1000", "dead_lettered", "lost", "valid", "p50_s", "p99_s"]
     pd.testing.assert_frame_equal(table[columns], old[columns], check_dtype=False)
@@ -40,8 +41,8 @@ def test_work_laws_have_the_mean_they_are_named_for():
 
 
 def test_lease_table_needs_the_sweep_keys():
-    runs = fs.sweep(la.lease_scenario(seconds=60.0), cache=None, progress=False)
+    runs = fs.sweep(lx.lease_scenario(seconds=60.0), cache=None, progress=False)
     with pytest.raises(KeyError, match="consumers.worker.duration"):
         la.lease_table(runs)
     with pytest.raises(ValueError, match="order must be one of"):
-        la.lease_scenario(order="fifo")
+        lx.lease_scenario(order="fifo")

@@ -48,18 +48,14 @@ from fanoutsim.designs.outbox.analysis import (  # noqa: E402,F401
 __all__ += ["backfill_run", "caught_up_at", "clock_comparison", "cursor_path", "handled_latency", "head_path", "hung_run", "lag_path",
             "latency_run", "latency_sweep", "outbox_report", "poison_run", "scenario_summary", "slow_fast_run"]
 from fanoutsim.designs.leases.analysis import (  # noqa: E402,F401
-    ack_outcomes, checkpoint_path, event_outcomes, events_size, fence_run, fence_summary, inflight_run,
-    inflight_sweep, lease_run, lease_summary, lease_sweep, orphan_holds, partition_summary, restore_run,
-    restore_summary, stale_token_demo,
+    ack_outcomes, checkpoint_path, event_outcomes, events_size, lease_summary, orphan_holds, partition_summary,
+    restore_summary,
 )
-# the reactor (faults) and the outbox have their own crash_run, crash_sweep and poison_run
-from fanoutsim.designs.leases.analysis import crash_run as lease_crash_run, crash_sweep as lease_crash_sweep  # noqa: E402,F401
-from fanoutsim.designs.leases.analysis import poison_run as lease_poison_run  # noqa: E402,F401
 
-__all__ += ["ack_outcomes", "checkpoint_path", "event_outcomes", "events_size", "fence_run", "fence_summary",
-            "inflight_run", "inflight_sweep", "lease_run", "lease_summary", "lease_sweep", "orphan_holds",
-            "partition_summary", "restore_run", "restore_summary", "stale_token_demo", "lease_crash_run",
-            "lease_crash_sweep", "lease_poison_run"]
+# the leases lessons' experiments (a lease sweep, the fence, a restore in a running
+# system, ...) live beside the notebooks, in notebooks/experiments/leases.py
+__all__ += ["ack_outcomes", "checkpoint_path", "event_outcomes", "events_size", "lease_summary", "orphan_holds",
+            "partition_summary", "restore_summary"]
 # the designs' analysis modules, as ``from fanoutsim.analysis import leases``
 from fanoutsim.designs.outbox import analysis as outbox  # noqa: E402,F401
 from fanoutsim.designs.leases import analysis as leases  # noqa: E402,F401

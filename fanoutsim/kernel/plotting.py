@@ -72,6 +72,51 @@ def time_unit(span_s: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+def plain_number(value: float, _pos=None) -> str:
+    """A tick label in plain numbers: 0.05, 0.5, 2, 10, 1,000 (never 2×10⁰)."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1:
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,g}"
+    return f"{value:.10f}".rstrip("0").rstrip(".")
+
+
+def plain_log(ax: Axes, which: str = "y") -> None:
+    """Label the log (or symlog) axis ``which`` ("x", "y" or "both") of ``ax``
+    in plain numbers: ticks at 1, 2 and 5 times the powers of ten across a
+    span of two decades or less, at the powers of ten across a wider one, and
+    every other power of ten beyond six decades; minor ticks unlabelled.
+    Call it after the data is drawn (it reads the limits)."""
+    import math
+
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+    for name in ("x", "y") if which == "both" else (which,):
+        axis = ax.xaxis if name == "x" else ax.yaxis
+        lo, hi = ax.get_xlim() if name == "x" else ax.get_ylim()
+        scale = axis.get_scale()
+        if scale not in ("log", "symlog"):
+            continue
+        lo = max(min(lo, hi), 1e-12) if scale == "log" else max(min(lo, hi), 0.0)
+        hi = max(lo, hi)
+        floor = lo if lo > 0 else 1.0
+        decades = math.log10(hi / floor) if hi > 0 else 0.0
+        subs = (1.0, 2.0, 5.0) if decades <= 2.0 else (1.0,)
+        if scale == "symlog":
+            ticks = [0.0] if lo <= 0 else []
+            first = 0 if lo <= 0 else math.floor(math.log10(floor))
+            step = 1 if decades <= 6 else 2
+            ticks += [s * 10.0 ** k for k in range(first, math.ceil(math.log10(max(hi, 1.0))) + 1, step)
+                      for s in subs if lo <= s * 10.0 ** k <= hi * 1.0001]
+            axis.set_major_locator(FixedLocator(ticks))
+        else:
+            locator = LogLocator(base=10.0, subs=subs, numticks=12 if decades <= 6 else 6)
+            axis.set_major_locator(locator)
+            axis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(2, 10)), numticks=12))
+        axis.set_major_formatter(FuncFormatter(plain_number))
+        axis.set_minor_formatter(NullFormatter())
+
+
 def save_figures(figures: dict, out) -> list:
     """Write ``{file name: Figure}`` as PNGs into the folder ``out``; the paths."""
     paths = []

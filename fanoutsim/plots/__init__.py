@@ -12,10 +12,10 @@ The reactor design's, one module per subject, under
 latency, executions, watermark lag of one run);
 :mod:`fanoutsim.kernel.plotting` holds the style.
 """
-from fanoutsim.kernel.plotting import STYLE, style
+from fanoutsim.kernel.plotting import STYLE, plain_log, plain_number, style
 from fanoutsim.designs.reactor.plots.delivery import executions_over_time, latency_histogram, save_report_figures, watermark_lag
 
-__all__ = ["STYLE", "style", "latency_histogram", "executions_over_time", "watermark_lag",
+__all__ = ["STYLE", "style", "plain_log", "plain_number", "latency_histogram", "executions_over_time", "watermark_lag",
            "save_report_figures"]
 from fanoutsim.designs.reactor.plots.latency import budget_bars, poll_wait_histogram  # noqa: E402,F401
 from fanoutsim.designs.reactor.plots.sweep import backlog_vs_rate, latency_vs_interval, polls_vs_interval, recommendation_chart  # noqa: E402,F401

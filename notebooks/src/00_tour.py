@@ -1,17 +1,32 @@
 # %% [markdown]
 # # 0 · A tour of fanoutsim
 #
-# **Question:** what actually happens between a reactor firing and a workflow running?
+# **What you will learn**
+# - what happens between a reactor *firing* and a workflow running: the three tables
+#   `reactor_firings`, `workflow_subscriptions` and `workflow_executions`;
+# - how a subscription's *watermark* moves one poll at a time, and that a filter decides
+#   dispatch but not progress;
+# - where the wait between a firing and its execution comes from.
 #
-# A *reactor* publishes firings; *workflows* subscribe to it by name, optionally with a
-# CEL filter. A firing is one row in `reactor_firings`; each subscription keeps a
-# timestamp *watermark*; a poll loop turns firings past the watermark into
-# `workflow_executions` rows. This notebook builds a tiny run, looks at the three
-# tables with SQL, and watches a watermark move one poll at a time.
+# **What you need first:** Python and a little pandas. Nothing about fanoutsim; the words
+# in *italics* are in the [glossary](00_index.ipynb#Glossary).
+#
+# **Run All:** about 3 s on two cores.
+#
+# **The system modelled.** Cloacina is a workflow engine. One of its components, a
+# *reactor*, publishes firings (say, a new price quote); *workflows* subscribe to a reactor by
+# name, optionally with a CEL filter. A firing is one row in `reactor_firings`; a poll loop
+# turns the rows past each subscription's watermark into `workflow_executions` rows. This
+# lesson builds a tiny run and reads its tables.
 
 # %%
+%matplotlib inline
 import duckdb
+import pandas as pd
+
 import fanoutsim as fs
+from fanoutsim import exercises as ex
+from fanoutsim import lesson
 
 sim = fs.Simulation(config=fs.SchedulerConfig(reactor_poll_interval=1.0), seed=0)
 r = sim.runner
@@ -23,12 +38,18 @@ incident = r.subscribe_workflow_to_reactor("pricing_reactor", "incident_response
 sim.subscriptions()[["workflow_name", "tenant_id", "predicate", "last_seen_fired_at"]]
 
 # %% [markdown]
-# Two subscriptions on the same reactor and tenant; only one has a filter. Neither has
-# a watermark yet (`NaT`): a subscription that has never been polled reads *every*
-# retained firing.
+# Two subscriptions on the same reactor and tenant; only `incident_response` has a filter.
+# Neither has a watermark yet (`NaT`): a subscription that has never been polled reads
+# *every* retained firing.
 #
-# Now fire three quotes half a second apart. Firing is synchronous: the row is in the
-# log at once, but nothing has been dispatched yet.
+# ## 1. Three firings and the executions they make
+#
+# The poll loop runs every second: at t = 0, 1, 2, … We fire three quotes, at prices 90, 140
+# and 210, at t = 0.25, 0.75 and 1.25 s, and stop the clock at t = 1.75 s.
+#
+# > **Predict.** How many `workflow_executions` rows exist at t = 1.75 s?
+# > (a) 6, one per firing and subscription; (b) 4; (c) 3; (d) 2. Decide, then run the next
+# > two cells.
 
 # %%
 sim.run(until=0.25)
@@ -36,65 +57,156 @@ for price in (90, 140, 210):
     sim.fire("pricing_reactor", {"quote": {"price": price, "region": "us-east"}}, tenant="acme")
     sim.run(until=sim.now + 0.5)
 firings = sim.firings()
-duckdb.sql("select fired_at, octet_length(payload) as payload_bytes from firings order by fired_at").df()
-
-# %% [markdown]
-# The poll loop runs at t = 0, 1, 2, … — so far it has run at t = 0 and t = 1. Let us
-# look at the executions it made, with SQL straight over the DataFrame.
-
-# %%
-ex = sim.executions()
 duckdb.sql("""
-    select workflow_name, context->>'$.quote.price' as price, status,
-           date_diff('millisecond', cast(context->>'$.reactor_fired_at' as timestamptz), dispatched_at) as fire_to_dispatch_ms
-    from ex order by dispatched_at, workflow_name
+    select fired_at, octet_length(payload) as payload_bytes from firings order by fired_at
 """).df()
 
+# %%
+executions = sim.executions()
+made = duckdb.sql("""
+    select workflow_name, context->>'$.quote.price' as price, status,
+           date_diff('millisecond', cast(context->>'$.reactor_fired_at' as timestamptz),
+                     dispatched_at) as fire_to_dispatch_ms
+    from executions order by dispatched_at, workflow_name
+""").df()
+made
+
 # %% [markdown]
-# The JSON context of each execution carries the payload's sources plus
-# `reactor_name`, `reactor_firing_id` and `reactor_fired_at` — the firing id is the
-# idempotency key a workflow should use. The filtered subscription skipped the quote at
-# 90. The third firing (t = 1.25) waits for the next poll.
+# **Read.** Three executions: (c). Firing is synchronous — all three rows are in the log at
+# once — but dispatch waits for the poll. The poll at t = 1 s dispatched the two quotes fired
+# before it: both to `audit`, and only the quote at 140 to `incident_response` (the quote at
+# 90 failed the filter). The quote fired at t = 1.25 s waits for the poll at t = 2 s. The
+# JSON context of each execution carries the payload plus `reactor_name`,
+# `reactor_firing_id` and `reactor_fired_at`; the firing id is the key a workflow uses to
+# make a second delivery harmless ([lesson 2](02_duplicate_deliveries.ipynb)).
 #
-# ## Watching a watermark move
+# ## 2. Watching a watermark move
 #
-# `sim.poll_once()` runs one pass of the poll loop *now*. Fire two more quotes and step
-# the poll by hand.
+# `sim.poll_once()` runs one pass of the poll loop *now*. We fire a quote at 50 — below the
+# filter's threshold — and poll by hand.
+#
+# > **Predict.** The filtered subscription dispatches nothing for the quote at 50. Does its
+# > watermark move? (a) no: nothing was dispatched; (b) yes, as far as the unfiltered one's.
 
 # %%
 sim.fire("pricing_reactor", {"quote": {"price": 50, "region": "eu-central"}}, tenant="acme")
 before = sim.subscriptions().set_index("workflow_name")["last_seen_fired_at"]
 stats = sim.poll_once()
 after = sim.subscriptions().set_index("workflow_name")["last_seen_fired_at"]
-print(f"fetched {stats.fetched}, dispatched {stats.dispatched}, filtered out {stats.filtered}")
-print((after - before).dt.total_seconds().rename("watermark moved by (s)").to_string())
+moved = pd.DataFrame({"fetched": stats.fetched, "dispatched": stats.dispatched,
+                      "filtered out": stats.filtered,
+                      "watermark moved by (s)": (after - before).dt.total_seconds()})
+moved
 
 # %% [markdown]
-# Both watermarks moved the same distance, although the filtered subscription
-# dispatched nothing for the quote at 50: **a CEL false still advances the watermark**,
-# so a filtered-out firing is never evaluated again.
+# **Read.** (b). Both watermarks moved the same distance, although the filtered subscription
+# dispatched nothing for the quote at 50: **a CEL false still advances the watermark**, so a
+# filtered-out firing is never evaluated again. The watermark says "read up to here", not
+# "delivered up to here".
 #
-# ## Metrics
+# ## 3. Metrics
 #
-# Counters are named as in the real system, `name{label="value"}`.
+# The engine counts what it does, with metric names as in the real system,
+# `name{label="value"}`. Ten virtual seconds more:
 
 # %%
 sim.run(until=10)
-metrics = sim.metrics()
-{k: v for k, v in metrics.items()}
+metrics = pd.Series(sim.metrics(), name="value").rename_axis("metric").to_frame()
+metrics
 
 # %%
 counts = sim.executions().groupby("workflow_name").size()
-n_fired = int(sum(v for k, v in metrics.items() if k.startswith("fanoutsim_reactor_firings_total")))
-print(f"{n_fired} firings, {counts['audit']} audit runs, {counts['incident_response']} incident runs")
+fired = [v for k, v in sim.metrics().items() if k.startswith("fanoutsim_reactor_firings_total")]
+n_fired = int(sum(fired))
+pd.DataFrame({"firings": [n_fired], "audit runs": [counts["audit"]],
+              "incident runs": [counts["incident_response"]]})
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise is a function you write against the public API (`import fanoutsim as fs`).
+# The last line of its cell asks the checker, which calls your function with inputs of its
+# own: it says *right*, or what is off and a hint. A solution is in the collapsed cell below
+# each exercise (click its left edge to open it).
+#
+# ### Exercise 0.1 — what a filter dispatches
+#
+# Write `dispatched(prices, threshold)`: a fresh `fs.Simulation`, one workflow subscribed to
+# `pricing_reactor` with the filter `payload.quote.price > threshold`, one firing per price
+# (payload `{"quote": {"price": p}}`), run long enough for the poll to pass them all, and
+# return how many executions were made.
+
+# %%
+def dispatched(prices, threshold):
+    ...  # your code here
+
+
+ex.check("0.1", dispatched)
+
+# %% solution
+import fanoutsim as fs
+from fanoutsim import exercises as ex
+
+
+def dispatched(prices, threshold):
+    sim = fs.Simulation(seed=0)
+    sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "w",
+                                             when=f"payload.quote.price > {threshold}")
+    for p in prices:
+        sim.fire("pricing_reactor", {"quote": {"price": p}})
+    sim.run(until=5)
+    return len(sim.executions())
+
+
+ex.check("0.1", dispatched)
+
+# %% [markdown]
+# ### Exercise 0.2 — how long a firing waits
+#
+# Write `wait(fire_at, poll_interval)`: a fresh simulation with that
+# `reactor_poll_interval`, one unfiltered subscription, one firing at virtual time `fire_at`
+# (run the clock to it first); return that firing's fire → dispatch time in seconds, read
+# from `analysis.latency_frame(sim)` (`from fanoutsim import analysis`; column
+# `fire_to_dispatch`).
+
+# %%
+def wait(fire_at, poll_interval):
+    ...  # your code here
+
+
+ex.check("0.2", wait)
+
+# %% solution
+import fanoutsim as fs
+from fanoutsim import analysis
+from fanoutsim import exercises as ex
+
+
+def wait(fire_at, poll_interval):
+    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_poll_interval=poll_interval), seed=0)
+    sim.runner.subscribe_workflow_to_reactor("r", "w")
+    sim.run(until=fire_at)
+    sim.fire("r", {"n": 1})
+    sim.run(until=fire_at + 2 * poll_interval)
+    return float(analysis.latency_frame(sim)["fire_to_dispatch"].iloc[0])
+
+
+ex.check("0.2", wait)
 
 # %% [markdown]
 # ## What to take away
-#
-# - Every firing is one durable row; each subscription turns rows past its watermark
-#   into executions, one poll interval at a time (here 4 firings became 4 `audit` runs
-#   and 2 `incident_response` runs — the two quotes above 100).
-# - A filter decides dispatch, not progress: the watermark advances either way.
-# - Fire-to-dispatch latency is the wait for the next poll: between 0 and one poll
-#   interval (the table above shows 750 ms and 250 ms for quotes fired at t = 0.25 and
-#   0.75). Notebook 1 measures that budget properly.
+
+# %% hidden
+audit_runs, incident_runs = int(counts["audit"]), int(counts["incident_response"])
+filtered_moved = moved.loc["incident_response", "watermark moved by (s)"]
+waits = made["fire_to_dispatch_ms"].tolist()
+lesson.takeaway(
+    f"Every firing is one durable row; each subscription turns rows past its watermark into "
+    f"executions, one poll at a time: {n_fired} firings became {audit_runs} `audit` runs and "
+    f"{incident_runs} `incident_response` runs (the quotes above 100).",
+    f"A filter decides dispatch, not progress: for the quote at 50, which it dispatched to "
+    f"nobody, the filtered watermark moved {filtered_moved:.2f} s, as far as the other.",
+    f"Fire → dispatch is the wait for the next poll, between 0 and one poll interval: here "
+    f"{waits[0]:.0f} ms and {waits[-1]:.0f} ms for quotes fired at t = 0.25 and 0.75 s. "
+    "[Lesson 1](01_latency_budget.ipynb) measures that budget properly.",
+)

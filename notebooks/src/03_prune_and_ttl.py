@@ -1,59 +1,87 @@
 # %% [markdown]
 # # 3 · Prune and TTL
 #
-# **Question:** how big does `reactor_firings` get, and what does keeping it small cost
-# a subscriber that stops reading?
+# **What you will learn**
+# - how big the firings table gets under a retention window, and why it is a sawtooth;
+# - the *TTL gotcha*: a subscriber that stops reading for longer than the retention loses
+#   firings under a plain TTL, and keeps them under a conservative prune;
+# - what a subscription that is never polled costs, and what disabling it costs instead.
 #
-# The log grows by one row per firing. A prune loop runs every
-# `reactor_firings_prune_interval` and deletes firings older than
-# `reactor_firings_retention`. The seeds disagree on one word: the shipped prune is a
-# plain TTL (`prune_policy = "ttl"`: "firings older than the cutoff will be silently
-# dropped"), while seed 000 adds "*and* every active subscription has
-# `last_seen_fired_at >= fired_at`" (`"conservative"`). Both are here. Every run below is
-# five virtual minutes at 2 quotes/s with a prune every 10 s: the retention is scaled
-# down from 7 days to a minute so that the whole story fits.
+# **What you need first:** [0 · A tour](00_tour.ipynb) — the firings log and the watermark.
+#
+# **Run All:** about 10 s on two cores.
+#
+# **The system modelled.** Cloacina's prune loop runs every `reactor_firings_prune_interval`
+# and deletes firings older than `reactor_firings_retention`. Its two documents disagree on
+# one word: the shipped prune is a plain TTL (`prune_policy = "ttl"`: "firings older than the
+# cutoff will be silently dropped"), while the design document adds "*and* every active
+# subscription has `last_seen_fired_at >= fired_at`" (`"conservative"`). Both are here. Every
+# run below is five virtual minutes at 2 quotes/s with a prune every 10 s: the retention is
+# scaled down from 7 days to a minute so that the whole story fits.
 
 # %%
 %matplotlib inline
 import pandas as pd
+
 import fanoutsim as fs
 from fanoutsim import analysis, plots
+from fanoutsim import exercises as ex
+from fanoutsim import lesson
 from fanoutsim.widgets import prune_control
 
-pd.set_option("display.width", 160)
+RATE, PRUNE_EVERY = 2.0, 10.0
 
 # %% [markdown]
-# ## Table size over time under retention
+# ## 1. The table under retention
 #
-# With every subscriber keeping up, the table holds what arrived in the last retention
-# window R plus what arrived since the last prune: a sawtooth with one tooth per prune
-# interval I, on average rate × (R + I / 2) rows.
+# Every subscriber keeps up. Retention R, a prune every I = 10 s, 2 firings a second.
+#
+# > **Predict.** On average, how many rows does the table hold once it is warm, for
+# > R = 60 s? (a) 120 = rate × R; (b) 130 = rate × (R + I/2); (c) 140 = rate × (R + I).
+#
+# The experiment, `analysis.retention_run`, is one subscription `live` and one `paused` (here
+# never paused) on reactor `r`:
 
 # %%
-steady = {f"retention {r:g} s": analysis.retention_run("ttl", retention=r, pause=0) for r in (30.0, 60.0, 120.0)}
+lesson.show_source(analysis.retention_run)
+
+# %%
+steady = {f"retention {r:g} s": analysis.retention_run("ttl", retention=r, pause=0)
+          for r in (30.0, 60.0, 120.0)}
+rows = []
 for label, sim in steady.items():
     r = sim.config.reactor_firings_retention
-    rows = analysis.table_size_summary(sim, after=r + 20)
-    print(f"{label}: mean {rows['mean']} rows once warm (theory {2 * (r + 5):.0f}), "
-          f"range {rows['min']}-{rows['max']}, {sim.metrics()['fanoutsim_reactor_firings_pruned_total']:g} pruned")
+    size = analysis.table_size_summary(sim, after=r + 20)
+    rows.append({"retention (s)": r, "mean rows once warm": size["mean"],
+                 "theory rate x (R + I/2)": RATE * (r + PRUNE_EVERY / 2),
+                 "fewest": size["min"], "most": size["max"],
+                 "pruned": sim.metrics()["fanoutsim_reactor_firings_pruned_total"]})
+sizes = pd.DataFrame(rows).set_index("retention (s)")
+lesson.table(sizes, digits=1)
 
 # %%
-fig = plots.table_size_over_time(steady, title="reactor_firings under a plain TTL, all subscribers keeping up")
+fig = plots.table_size_over_time(steady, title="reactor_firings under a plain TTL, all keeping up")
 fig
 
 # %% [markdown]
-# ## A subscription paused longer than the retention
+# **Read.** (b). Between two prunes the table grows by rate × I, and each prune takes it back
+# to what arrived in the last R seconds: a sawtooth with one tooth per prune, whose mean is
+# rate × (R + I / 2).
 #
-# Two subscriptions read the stream; one of them (`paused`) is paused from t = 25 s for
-# 120 s — twice the 60 s retention. Under `ttl` the prune deletes what it has not read
-# yet; under `conservative` the prune waits for it.
+# ## 2. A subscription paused longer than the retention
+#
+# Two subscriptions read the stream; `paused` stops from t = 25 s for 120 s — twice the 60 s
+# retention — then resumes.
+#
+# > **Predict.** Under `ttl`, does `paused` lose firings? Under `conservative`? What does the
+# > checker call each run: valid, or not?
 
 # %%
 ttl = analysis.retention_run("ttl", retention=60.0, pause=120.0)
 conservative = analysis.retention_run("conservative", retention=60.0, pause=120.0)
-for name, sim in (("ttl", ttl), ("conservative", conservative)):
-    print(f"--- prune_policy = {name!r}")
-    print(fs.check(sim))
+verdicts = pd.DataFrame({name: analysis.retention_cost(sim)
+                         for name, sim in (("ttl", ttl), ("conservative", conservative))})
+verdicts.loc[["peak_rows", "end_rows", "pruned", "lost_live", "lost_paused", "pending", "valid"]]
 
 # %%
 fig = plots.table_size_over_time({"ttl": ttl, "conservative": conservative}, retention=60.0,
@@ -61,33 +89,36 @@ fig = plots.table_size_over_time({"ttl": ttl, "conservative": conservative}, ret
 fig
 
 # %% [markdown]
-# Under `ttl` the checker finds the paused subscription's losses, all with cause
-# `pruned`, and still calls the run valid: the configuration says a TTL may drop firings,
-# so nothing it *promised* was lost. Under `conservative` the table grows while the
-# subscription is paused, nothing is lost, and when it resumes it drains the whole
-# backlog and the next prune deletes it at once.
+# **Read.** Under `ttl` the paused subscription loses what was pruned before it got there —
+# every loss with cause `pruned` — and the checker still calls the run valid: the
+# configuration says a TTL may drop firings, so nothing it *promised* was lost. Under
+# `conservative` the table grows while the subscription is paused, nothing is lost, and when
+# it resumes it drains the backlog and the next prune deletes it at once.
 #
-# ## A subscription that is never polled
+# ## 3. A subscription that is never polled
 #
-# A subscription whose watermark stays NULL (its runner is stuck, it was created and
-# forgotten) "holds the entire log open" under seed 000's rule. A third subscription,
-# `archive`, is never polled in this run. The documented mitigation is to *disable* a
-# subscription rather than let it go stale: a disabled one holds nothing open.
+# A subscription whose watermark stays NULL (its runner is stuck, or it was created and
+# forgotten) "holds the entire log open" under the conservative rule. The documented
+# mitigation is to *disable* it: a disabled subscription holds nothing open.
+#
+# > **Predict.** A third subscription, `archive`, is never polled. Under `conservative`, how
+# > many firings are pruned in five minutes?
 
 # %%
 never = {
     "ttl, never polled": analysis.retention_run("ttl", pause=0, never_polled=True),
-    "conservative, never polled": analysis.retention_run("conservative", pause=0, never_polled=True),
+    "conservative, never polled": analysis.retention_run("conservative", pause=0,
+                                                         never_polled=True),
     "conservative, disabled": analysis.retention_run("conservative", pause=0, disabled=True),
 }
 fig = plots.table_size_over_time(never, retention=60.0, title="A subscription that never reads")
 fig
 
 # %% [markdown]
-# ## The storage cost of each choice
+# **Read.** None: the never-polled subscription holds the whole log. Disabling it lets the
+# prune run — and what is pruned while it is disabled, it never sees.
 #
-# Rows at the peak and at the end, the payload they hold, what was pruned, what each
-# subscription lost, and the checker's verdict.
+# ## 4. The storage cost of each choice
 
 # %%
 cases = {
@@ -98,52 +129,96 @@ cases = {
     "conservative, never polled": dict(policy="conservative", pause=0, never_polled=True),
     "conservative, disabled": dict(policy="conservative", pause=0, disabled=True),
 }
-cost = analysis.retention_table(cases)
-cost[["case", "peak_rows", "end_rows", "peak_kb", "pruned", "lost_paused", "lost_archive", "lost_disabled",
-      "valid"]].set_index("case")
+cost = analysis.retention_table(cases).set_index("case")
+cost = cost[["peak_rows", "end_rows", "peak_kb", "pruned", "lost_paused", "lost_archive",
+             "lost_disabled", "valid"]]
+lesson.table(cost, digits=1, highlight=["peak_rows", "lost_paused"])
 
 # %% [markdown]
-# ## Try it
+# ## 5. Try it
 #
-# Retention, pause length and prune policy; each change re-runs the seeded simulation
-# (five virtual minutes, the pause starting at t = 25 s) and redraws. Executed headless,
-# the control shows its default state, drawn again below it.
+# Retention, pause length and prune policy: each change re-runs the seeded five minutes (the
+# pause starting at t = 25 s) and redraws.
 
 # %%
-# NBVAL_IGNORE_OUTPUT
 control = prune_control(retention=60.0, pause=120.0, policy="ttl")
-control
-
-# %%
-print({k: control.result[k] for k in ("prune_policy", "retention_s", "peak_rows", "pruned", "lost_paused")})
-control.figure
+lesson.needs_kernel(control.widget, "move the sliders and pick a policy")
 
 # %% [markdown]
-# The disabled subscription lost the 458 firings the conservative prune deleted while it
-# was disabled, and the checker still calls the run valid: seed 000's conservative rule
-# only waits for *enabled* subscriptions, so a disabled one is promised nothing for that
-# time (the trace records each enable and disable, which is how the checker knows).
-# Disabling is the documented way out of holding the log open, and this is its price:
-# whatever is pruned while disabled, that subscription never sees.
+# ## Exercises
 #
+# ### Exercise 3.1 — the size of the table
+#
+# Write `mean_rows(retention)`: `analysis.retention_run("ttl", retention=retention, pause=0)`
+# (2 firings/s, a prune every 10 s), and return the mean number of rows once warm —
+# `analysis.table_size_summary(sim, after=retention + 20)["mean"]`. The checker compares it
+# with the sawtooth's mean for two retentions.
+
+# %%
+def mean_rows(retention):
+    ...  # your code here
+
+
+ex.check("3.1", mean_rows)
+
+# %% solution
+from fanoutsim import analysis
+from fanoutsim import exercises as ex
+
+
+def mean_rows(retention):
+    sim = analysis.retention_run("ttl", retention=retention, pause=0)
+    return analysis.table_size_summary(sim, after=retention + 20)["mean"]
+
+
+ex.check("3.1", mean_rows)
+
+# %% [markdown]
+# ### Exercise 3.2 — who loses under a TTL
+#
+# Write `lost(policy, pause)`: `analysis.retention_run(policy, retention=60.0, pause=pause)`,
+# and return how many firings the paused subscription lost
+# (`analysis.retention_cost(sim)["lost_paused"]`). The checker tries both policies, with a
+# pause shorter and one longer than the retention.
+
+# %%
+def lost(policy, pause):
+    ...  # your code here
+
+
+ex.check("3.2", lost)
+
+# %% solution
+from fanoutsim import analysis
+from fanoutsim import exercises as ex
+
+
+def lost(policy, pause):
+    sim = analysis.retention_run(policy, retention=60.0, pause=pause)
+    return analysis.retention_cost(sim)["lost_paused"]
+
+
+ex.check("3.2", lost)
+
+# %% [markdown]
 # ## What to take away
-#
-# - **Under a plain TTL the table is bounded by the traffic of one retention window:**
-#   a sawtooth averaging rate × (R + I / 2) rows: a mean of 69.8 rows for R = 30 s
-#   (theory 70), 130.5 for 60 s (130) and 252.3 for 120 s (250).
-# - **A subscriber paused longer than the retention loses what was pruned under `ttl`.**
-#   Paused for 120 s against a 60 s retention, `paused` lost 111 of its 591 firings, every
-#   one with cause `pruned`, while `live` lost none; the checker calls it valid because a
-#   TTL is allowed to drop. Under `conservative` it lost nothing and got all 588 it could
-#   by the end (3 pending), for a table that peaked at 247 rows instead of 151.
-# - **Waiting is cheaper than a longer retention.** Raising the retention to 180 s also
-#   saves the paused subscriber (0 lost), but keeps 377 rows at the end and peaks at 390;
-#   `conservative` holds the extra rows only while someone needs them (133 at the end).
-# - **A never-polled subscription holds the log open under `conservative`:** nothing
-#   pruned in five minutes, 591 rows (48.3 kB of payload) and growing by the firing rate
-#   for as long as it stays. Under `ttl` the same subscription silently loses everything
-#   older than the retention (458 firings). Disabling it lets the prune run (151 rows at
-#   the peak), and the disabled subscription loses those 458.
-# - **Pick by who may stall:** `ttl` bounds storage and drops for stalled subscribers
-#   (watch `fanoutsim_reactor_firings_pruned_total`); `conservative` never drops for an
-#   enabled subscriber and lets one stalled subscriber grow the table without bound.
+
+# %% hidden
+c = cost
+lesson.takeaway(
+    f"Under a plain TTL the table is a sawtooth averaging rate × (R + I/2) rows: "
+    f"{sizes.loc[60.0, 'mean rows once warm']:.1f} for R = 60 s (theory "
+    f"{sizes.loc[60.0, 'theory rate x (R + I/2)']:.0f}).",
+    f"A subscriber paused longer than the retention loses what was pruned under `ttl` "
+    f"({c.loc['ttl, pause 120 s', 'lost_paused']} firings, all `pruned`, and the run is valid); "
+    f"under `conservative` it loses {c.loc['conservative, pause 120 s', 'lost_paused']}.",
+    f"Waiting is cheaper than a longer retention: `conservative` peaked at "
+    f"{c.loc['conservative, pause 120 s', 'peak_rows']} rows, a 180 s TTL at "
+    f"{c.loc['ttl, pause 120 s, retention 180 s', 'peak_rows']}.",
+    f"A never-polled subscription holds the log open under `conservative` "
+    f"({c.loc['conservative, never polled', 'pruned']} pruned in 5 minutes); disabling it frees "
+    f"the log, and it loses the {c.loc['conservative, disabled', 'lost_disabled']} firings pruned "
+    "meanwhile.",
+    "Pick by who may stall: `ttl` bounds storage and drops for stalled subscribers; "
+    "`conservative` never drops for an enabled one and lets a stalled one grow the table.",
+)

@@ -1,45 +1,57 @@
 # %% [markdown]
 # # 4 · CEL filters
 #
-# **Question:** what does a CEL filter on a subscription save — and what does it not —
-# and what happens when the filter is wrong?
+# **What you will learn**
+# - what a filter on a subscription saves — dispatches and executor load, in proportion to
+#   what it passes — and what it does not: the poll;
+# - what happens when the filter fails on a firing: `skip` hides it, `hold` makes it cost time
+#   and ends in a *dead letter*;
+# - which mistakes are caught when you subscribe, and which only show as a metric.
 #
-# A subscription may carry a CEL expression over `payload`, `reactor` and `tenant`; the
-# poll loop evaluates it per firing and dispatches only on `true`, but advances the
-# watermark either way. Instead of a synthetic Poisson feed, this notebook replays a
-# recorded day of pricing quotes (`fanoutsim/examples/quotes-day.parquet`, made by
-# `data/make_quotes_day.py`): four regional desks quoting in their business hours, five
-# symbols with random-walk prices and a few spikes, and — right after a spike — a few
-# halted quotes that carry no price.
+# **What you need first:** [0 · A tour](00_tour.ipynb) (a filter decides dispatch, not
+# progress) and [1 · Latency budget](01_latency_budget.ipynb) (the batch limit).
+#
+# **Run All:** about 10 s on two cores.
+#
+# **The system modelled.** A Cloacina subscription may carry a CEL expression over `payload`,
+# `reactor` and `tenant`; the poll loop evaluates it per firing and dispatches only on
+# `true`, but advances the watermark either way. Instead of a synthetic feed, this lesson
+# replays a recorded day of pricing quotes (`fanoutsim/examples/quotes-day.parquet`): four
+# regional desks quoting in their business hours, five symbols with random-walk prices and a
+# few spikes, and — right after a spike — a few halted quotes that carry no price.
 
 # %%
 %matplotlib inline
 import pandas as pd
+
 import fanoutsim as fs
 from fanoutsim import analysis, plots
+from fanoutsim import exercises as ex
+from fanoutsim import lesson
 
-pd.set_option("display.width", 160)
-pd.set_option("display.max_colwidth", 70)
 day = fs.load_recording("../fanoutsim/examples/quotes-day.parquet")
 hourly = day.groupby(day["t"] // 3600).size()
-print(f"{len(day):,} quotes; busiest hour {int(hourly.idxmax()):02d}:00 UTC ({hourly.max():,} quotes), "
-      f"quietest {int(hourly.idxmin()):02d}:00 UTC ({hourly.min():,}); "
-      f"{int(day['price'].isna().sum())} halted quotes without a price")
-day.head(3)
+pd.Series({"quotes": len(day), "busiest hour (UTC)": f"{int(hourly.idxmax()):02d}:00",
+           "quotes in it": hourly.max(), "quietest hour (UTC)": f"{int(hourly.idxmin()):02d}:00",
+           "halted quotes (no price)": int(day["price"].isna().sum())}, name="the day").to_frame()
 
 # %%
-WINDOW = dict(start=15 * 3600.0, stop=16 * 3600.0, speed=10.0)   # 15:00-16:00 UTC, ten times faster
+WINDOW = dict(start=15 * 3600.0, stop=16 * 3600.0, speed=10.0)   # 15:00-16:00 UTC, 10x faster
 fig = plots.recorded_rate(day, window=(WINDOW["start"], WINDOW["stop"]))
 fig
 
 # %% [markdown]
-# ## Selectivity against dispatch volume and subscriber lag
+# ## 1. Selectivity against dispatches and lag
 #
-# We replay 15:00-16:00 UTC, one of the day's two busiest hours (New York, with Europe
-# about to close), ten times faster — six virtual minutes — into `pricing_reactor`, and subscribe one
-# workflow in tenant `acme` with filters from "nothing passes" to "everything passes".
-# The workflow runs 0.25 s on 2 executor workers (8 runs/s at most); the poll loop drains
-# at most 8 firings per 1 s poll. Each filter is its own seeded run of the same replay.
+# We replay 15:00-16:00 UTC, one of the day's busiest hours, ten times faster — six virtual
+# minutes — and subscribe one workflow in tenant `acme` with filters from "nothing passes" to
+# "everything passes". The workflow runs 0.25 s on 2 executor workers (8 runs/s at most); the
+# poll loop reads at most 8 firings per 1 s poll. Each filter is its own seeded run of the
+# same replay.
+#
+# > **Predict.** Going from the filter that passes nothing to the one that passes
+# > everything: does the *poll lag* (firing visible → watermark past it) grow, shrink or stay
+# > the same? And the *executor lag* (firing → its execution claimed)?
 
 # %%
 filters = {
@@ -51,54 +63,58 @@ filters = {
     "everything": None,
 }
 sel = analysis.selectivity_sweep(day, filters, batch_limit=8, workers=2, duration=0.25, **WINDOW)
-sel[["filter", "firings", "dispatched", "selectivity", "dispatch_per_s", "poll_lag_p95_s", "poll_lag_max_s",
-     "claim_p95_s", "claim_max_s"]].round(3)
+sel = sel.set_index("filter")[["firings", "dispatched", "selectivity", "dispatch_per_s",
+                               "poll_lag_p95_s", "poll_lag_max_s", "claim_p95_s", "claim_max_s"]]
+lesson.table(sel, digits=3, highlight=["poll_lag_p95_s", "claim_p95_s"])
 
 # %%
-fig = plots.selectivity_dispatch(sel)
-fig
-
-# %%
-fig = plots.selectivity_lag(sel)
+fig = plots.selectivity_lag(sel.reset_index())
 fig
 
 # %% [markdown]
-# Dispatch volume is selectivity times the stream's rate, a straight line. The two lags
-# are not alike. The *poll lag* — from a firing becoming visible until the watermark
-# passes it — is the same for every filter, because the poll loop reads every firing past
-# the watermark and the batch limit counts firings read, not dispatched: in a burst the
-# subscription falls behind whatever it keeps. The *executor lag* (fire → claim of what
-# was dispatched) is a queue in front of 2 workers: flat while the filter keeps the load
-# below their capacity, and exploding once it does not.
+# **Read.** The poll lag stays the same for every filter: the poll loop reads every firing
+# past the watermark, and the batch limit counts firings *read*, not dispatched — in a burst
+# the subscription falls behind whatever it keeps. The executor lag is a queue in front of 2
+# workers: flat while the filter keeps the load below their capacity, exploding once it does
+# not. Dispatch volume, meanwhile, is selectivity × the stream's rate:
+
+# %%
+fig = plots.selectivity_dispatch(sel.reset_index())
+fig
+
+# %% [markdown]
+# ## 2. When the filter fails: `skip` and `hold`
 #
-# ## When the filter fails: `skip` and `hold`
-#
-# The halted quotes carry `"price": null`, and `null > 100` is a CEL evaluation error,
-# not `false`. A misspelt field (`prcie`) is an error on *every* firing. Under
-# `predicate_error_policy = "skip"` an error counts as false and the watermark moves on;
-# under `"hold"` the watermark stays on the failing firing and retries it each poll, and
-# the 5th consecutive error on the same firing dead-letters it (advance past it, mark the
+# The halted quotes carry `"price": null`, and `null > 100` is a CEL evaluation *error*, not
+# `false`. A misspelt field (`prcie`) is an error on *every* firing. Under
+# `predicate_error_policy = "skip"` an error counts as false and the watermark moves on; under
+# `"hold"` the watermark stays on the failing firing and retries it each poll, and the 5th
+# consecutive error on the same firing *dead-letters* it (advance past it, mark the
 # subscription degraded). Replayed: 18:00-19:00 UTC at ten times speed, batch limit 100.
+#
+# > **Predict.** With the misspelt filter under `skip`, what does the subscription look like
+# > from outside — its lag, its health — and how many firings does it dispatch?
 
 # %%
 ERRORS = dict(start=18 * 3600.0, stop=19 * 3600.0, speed=10.0)
-halted = day[(day["t"] >= ERRORS["start"]) & (day["t"] < ERRORS["stop"]) & (day["tenant"] == "acme")]
-print(f"{len(halted)} acme quotes in the window, {int(halted['price'].isna().sum())} of them halted (null price)")
 errors = analysis.error_policy_table(day, {"price > 100": "payload.quote.price > 100",
                                            "misspelt field": "payload.quote.prcie > 100"}, **ERRORS)
-errors.drop(columns="last_error")
+lesson.table(errors.drop(columns="last_error"), digits=3)
 
 # %%
-for message in dict.fromkeys(errors["last_error"]):
-    print(message)
+lesson.table(pd.Series(list(dict.fromkeys(errors["last_error"])),
+                       name="the errors, as reported").to_frame(), index=False)
 
 # %% [markdown]
-# ## What a malformed or misspelt filter gets at subscribe time
+# **Read.** Under `skip` the misspelt filter dispatched nothing while the subscription looked
+# healthy: fail-closed means silent. Under `hold` it was loud — errors, dead letters, a
+# degraded subscription — and it stalled.
 #
-# The filter is compiled when the subscription is written. A syntax error or an unknown
-# variable is refused there with `InvalidPredicate`, and no row is written. A misspelt
-# *field* is not a variable: `payload.quote.prcie` compiles, and fails on every firing
-# instead — the case above.
+# ## 3. What is caught when you subscribe
+#
+# The filter is compiled when the subscription is written.
+#
+# > **Predict.** Which of these are refused at subscribe time, and which are accepted?
 
 # %%
 verdicts = analysis.predicate_verdicts([
@@ -109,40 +125,83 @@ verdicts = analysis.predicate_verdicts([
     "payload.quote.region = 'us-east'",
     "payload.quote.prcie > 100",
 ])
-for row in verdicts.itertuples(index=False):
-    print(f"{row.when!r}: " + ("accepted" if row.accepted else f"InvalidPredicate: {row.message}"))
+lesson.table(verdicts.assign(message=verdicts["message"].mask(verdicts["accepted"], "accepted")),
+             index=False)
+
+# %% [markdown]
+# **Read.** A syntax error or an unknown variable is refused with `InvalidPredicate`, and no
+# row is written. A misspelt *field* is not a variable: `payload.quote.prcie` compiles, and
+# fails on every firing instead — the case above. Watch
+# `fanoutsim_reactor_predicate_errors_total` for the rest.
+#
+# ## Exercises
+#
+# ### Exercise 4.1 — write a filter
+#
+# Give, as a string, a CEL filter that passes the quotes from region `us-east` priced above
+# 100 and nothing else. The checker subscribes with it and fires quotes of its own.
 
 # %%
-try:
-    fs.Simulation().runner.subscribe_workflow_to_reactor("pricing_reactor", "w", when="paylod.quote.price > 100")
-except fs.InvalidPredicate as exc:
-    print(f"{type(exc).__name__}: {exc}")
+my_filter = ...  # a string of CEL
+
+ex.check("4.1", my_filter)
+
+# %% solution
+from fanoutsim import exercises as ex
+
+my_filter = "payload.quote.region == 'us-east' && payload.quote.price > 100"
+ex.check("4.1", my_filter)
+
+# %% [markdown]
+# ### Exercise 4.2 — how long `hold` holds
+#
+# Write `errors_before_dead_letter(limit)`: a `fs.Simulation` with
+# `predicate_error_policy="hold"` and `predicate_error_limit=limit`, one subscription with the
+# misspelt filter `payload.quote.prcie > 100`, one firing, 20 virtual seconds; return the
+# number of predicate errors counted (the metric `fanoutsim_reactor_predicate_errors_total`).
+
+# %%
+def errors_before_dead_letter(limit):
+    ...  # your code here
+
+
+ex.check("4.2", errors_before_dead_letter)
+
+# %% solution
+import fanoutsim as fs
+from fanoutsim import exercises as ex
+
+
+def errors_before_dead_letter(limit):
+    config = fs.SchedulerConfig(predicate_error_policy="hold", predicate_error_limit=limit)
+    sim = fs.Simulation(config=config, seed=0)
+    sim.runner.subscribe_workflow_to_reactor("r", "w", when="payload.quote.prcie > 100")
+    sim.fire("r", {"quote": {"price": 150}})
+    sim.run(until=20)
+    return sum(v for k, v in sim.metrics().items()
+               if k.startswith("fanoutsim_reactor_predicate_errors_total"))
+
+
+ex.check("4.2", errors_before_dead_letter)
 
 # %% [markdown]
 # ## What to take away
-#
-# - **A filter cuts dispatch in proportion to what it passes.** Of the 2,603 acme quotes
-#   replayed, `HOOLI` dispatched 678 (26%, 1.89 executions/s), `us-east` 1,702 (65%,
-#   4.73/s), no filter all 2,603 (7.24/s).
-# - **It does not cut the poll.** The poll lag was the same for all six filters — p95
-#   1.611 s, max 2.838 s — the filter that passed nothing included: the poll loop reads and
-#   evaluates every firing, and the batch limit of 8 counts firings read. A subscription
-#   that falls behind its stream is not helped by a tighter filter; a larger batch limit
-#   or a shorter poll interval helps.
-# - **It does cut the executor's queue, until it does not.** fire → claim p95 was 1.81 s
-#   at 26% selectivity, 2.09 s at 65%, 3.45 s at 90%, and 29.7 s (max 32.9 s) with no
-#   filter, where 7.24 dispatches/s met 2 workers that run at most 8 per second.
-# - **`skip` hides errors; `hold` makes them cost time.** The 6 halted quotes (null price)
-#   in the error window made `price > 100` fail 6 times under `skip`, quietly. Under
-#   `hold` each was retried until its 5th error and dead-lettered: 30 errors, 6 dead
-#   letters, the same 1,585 dispatches, and a poll lag of up to 15.1 s instead of 1.0 s.
-# - **A misspelt field is the dangerous one.** `payload.quote.prcie > 100` is accepted at
-#   subscribe time. Under `skip` it failed on all 1,973 firings and dispatched nothing,
-#   while the subscription looked healthy (lag 1.0 s, not degraded): fail-closed means
-#   silent. Under `hold` it dead-lettered one firing per 5 polls (104 dead letters from 523
-#   errors), was marked degraded, and left 1,869 of the 1,973 firings unread by the end
-#   (the last one it did read, 396 s after it became visible): loud, and stalled.
-# - **Subscribe time catches only syntax and variables.** `paylod.…` and `price > 100`
-#   (unknown variables) and `>>` or `=` (syntax) are refused with `InvalidPredicate`, and
-#   nothing is written; field names inside `payload` are not checked. Watch
-#   `fanoutsim_reactor_predicate_errors_total` for the rest.
+
+# %% hidden
+e = errors.set_index(["filter", "policy"])
+typo_skip, typo_hold = e.loc[("misspelt field", "skip")], e.loc[("misspelt field", "hold")]
+lo, hi = sel["poll_lag_p95_s"].min(), sel["poll_lag_p95_s"].max()
+lag_range = f"{lo:.2f} s, the same" if lo == hi else f"{lo:.2f}-{hi:.2f} s"
+lesson.takeaway(
+    f"A filter cuts dispatch in proportion to what it passes: `HOOLI` dispatched "
+    f"{sel.loc['HOOLI', 'dispatched']:,} of {sel.loc['HOOLI', 'firings']:,} quotes "
+    f"({sel.loc['HOOLI', 'selectivity']:.0%}).",
+    f"It does not cut the poll: p95 poll lag {lag_range} for the six filters; a larger batch limit "
+    "or a shorter poll interval helps a subscription that falls behind, a tighter filter does not.",
+    f"It cuts the executor's queue until the load passes the workers: fire → claim p95 "
+    f"{sel.loc['HOOLI', 'claim_p95_s']:.2f} s with `HOOLI`, "
+    f"{sel.loc['everything', 'claim_p95_s']:.1f} s with no filter.",
+    f"A misspelt field is the dangerous one: accepted at subscribe time, it dispatched "
+    f"{typo_skip['dispatched']} under `skip` while looking healthy, and under `hold` made "
+    f"{typo_hold['dead_letters']} dead letters and stalled.",
+)

@@ -1,148 +1,231 @@
 # %% [markdown]
 # # 5 · Watermark holes
 #
-# **Question:** which firings can a timestamp watermark skip for good, and what does each
-# way of closing the hole cost?
+# **What you will learn**
+# - the four ordinary situations in which a timestamp watermark skips a firing for good: ties
+#   split by the batch limit, late commits, clock skew — and several pollers, which duplicate
+#   instead;
+# - how to read a loss on a timeline: a firing that becomes visible below the watermark is
+#   never read;
+# - what each fix (`fired_at_id`, `settled`) closes, and what it costs in latency.
 #
-# As shipped, a subscription reads `fired_at > last_seen_fired_at` and moves its
-# watermark to the `fired_at` of the last firing it handled (`watermark = "fired_at"`).
-# That strict `>` on a timestamp assumes that no firing will ever *appear* at or below a
-# watermark that has passed it. Four ordinary things break the assumption. Each is
-# reproduced below with a minimal seeded fault plan, found by the delivery checker with
-# its cause, and drawn on a timeline: each firing is a point at (when its row became
-# visible, its `fired_at`), the watermark is the step line, and a firing that becomes
-# visible on or below the line is never read — lost.
+# **What you need first:** [0 · A tour](00_tour.ipynb) (the watermark) and
+# [2 · Duplicate deliveries](02_duplicate_deliveries.ipynb) (the checker names causes).
+#
+# **Run All:** about 7 s on two cores.
+#
+# **The system modelled.** As shipped, a Cloacina subscription reads
+# `fired_at > last_seen_fired_at` and moves its watermark to the `fired_at` of the last
+# firing it handled. That strict `>` on a timestamp assumes that no firing will ever *appear*
+# at or below a watermark that has passed it. Each hole below is a minimal seeded fault plan,
+# found by the delivery checker with its cause and drawn on a timeline: each firing is a
+# point at (when its row became visible, its `fired_at`), the watermark is the step line, and
+# a firing that becomes visible on or below the line is lost.
 
 # %%
 %matplotlib inline
 import pandas as pd
+
 import fanoutsim as fs
 from fanoutsim import analysis, plots
+from fanoutsim import exercises as ex
+from fanoutsim import lesson
 
-pd.set_option("display.width", 160)
-for hole, spec in analysis.HOLES.items():
-    faults = ", ".join(f"{f.kind}" for f in spec["faults"])
-    print(f"{hole}: {faults}, {spec['rate']:g} firings/s, config {spec['config'] or 'defaults'}")
+pd.DataFrame([{"hole": hole, "faults": ", ".join(f.kind for f in spec["faults"]),
+               "firings/s": spec["rate"], "config": str(spec["config"] or "defaults")}
+              for hole, spec in analysis.HOLES.items()]).set_index("hole")
 
 # %% [markdown]
 # ## 1. Two firings with one timestamp, split by the batch limit
 #
-# Writers stamp bursts of two firings with the same microsecond; the batch limit is 1. The
-# first firing of a pair moves the watermark to the pair's `fired_at`, and the next poll
-# asks for `fired_at >` that value: its twin is skipped.
+# Writers stamp bursts of two firings with the same microsecond; the batch limit is 1.
+#
+# > **Predict.** The first firing of a pair moves the watermark to the pair's `fired_at`.
+# > What happens to its twin at the next poll?
 
 # %%
+def hole_table(sim, report):
+    return pd.Series(analysis.hole_summary(sim, report), name="value").to_frame()
+
+
 ties = analysis.hole_run("tie split by the batch limit")
 report = fs.check(ties)
-print(analysis.hole_summary(ties, report))
+hole_table(ties, report)
+
+# %%
 fig = plots.firing_timeline(ties, report=report, title="Ties split by the batch limit (limit 1)")
 fig
 
 # %% [markdown]
-# Each lost firing (a cross) sits inside a delivered one's circle: same stamp, same
-# commit; the watermark reached exactly their shared `fired_at` through the twin.
+# **Read.** The next poll asks for `fired_at >` the twins' stamp: the twin is skipped. Each
+# lost firing (a cross) sits inside a delivered one's circle: same stamp, same commit.
 #
 # ## 2. A late commit
 #
-# 30% of writers stamp `fired_at` when they start and commit 0.5-3 s later. Meanwhile the
-# poll loop has read the firings committed after them and moved the watermark past their
-# stamp: when they become visible, they are already "behind".
+# 30% of writers stamp `fired_at` when they start and commit 0.5-3 s later. Meanwhile the poll
+# loop reads the firings committed after them and moves the watermark past their stamp.
+#
+# > **Predict.** Lost, or delivered late?
 
 # %%
 late = analysis.hole_run("late commit")
 report = fs.check(late)
-print(analysis.hole_summary(late, report))
+hole_table(late, report)
+
+# %%
 fig = plots.firing_timeline(late, report=report, title="Late commits (30%, 0.5-3 s)")
 fig
 
 # %% [markdown]
+# **Read.** Lost, with cause `late_visibility`: when they become visible, they are already
+# behind the watermark.
+#
 # ## 3. Clock skew
 #
-# Two reactor hosts, one of them with a clock 2 s behind. Its firings are visible at
-# once but stamped 2 s in the past, below a watermark the other host's firings have
-# already moved.
+# Two reactor hosts, one with a clock 2 s behind. Its firings are visible at once but stamped
+# 2 s in the past, below a watermark the other host's firings have already moved.
 
 # %%
 skew = analysis.hole_run("clock skew")
 report = fs.check(skew)
-print(analysis.hole_summary(skew, report))
 fig = plots.firing_timeline(skew, report=report, title="Clock skew (one host 2 s behind)")
 fig
 
 # %% [markdown]
 # ## 4. Several pollers
 #
-# Two runner replicas poll the same store. Both read the same batch and both dispatch it;
-# the second one's watermark updates drag the watermark back behind the first one's.
-# Nothing is lost here — everything is delivered twice.
+# Two runner replicas poll the same store. Both read the same batch and both dispatch it; the
+# second one's watermark update drags the watermark back behind the first one's.
 
 # %%
 pollers = analysis.hole_run("several pollers")
 report = fs.check(pollers)
-print(analysis.hole_summary(pollers, report))
-fig = plots.firing_timeline(pollers, report=report, window=(0.0, 12.0), title="Two pollers on one store")
+fig = plots.firing_timeline(pollers, report=report, window=(0.0, 12.0),
+                            title="Two pollers on one store")
 fig
 
 # %% [markdown]
-# ## Closing the holes
+# ## 5. Closing the holes
 #
-# Two fixed strategies (`SchedulerConfig(watermark=...)`):
+# Two strategies (`SchedulerConfig(watermark=...)`):
 #
 # - `"fired_at_id"`: a compound cursor `(fired_at, id) > (last_seen_fired_at,
-#   last_seen_firing_id)`, so twins sharing a timestamp are ordered by id and none is
-#   skipped;
-# - `"settled"`: the same compound cursor, reading only firings at least
-#   `watermark_settle` (here 5 s) old, so that anything that becomes visible within 5 s of
-#   its stamp is still ahead of the watermark.
+#   last_seen_firing_id)`, so twins sharing a timestamp are ordered by id;
+# - `"settled"`: the same compound cursor, reading only firings at least `watermark_settle`
+#   (here 5 s) old, so that anything visible within 5 s of its stamp is still ahead.
 #
-# Every hole under every strategy, two virtual minutes each:
+# > **Predict.** Which holes does `fired_at_id` close? Which does `settled` close?
 
 # %%
 matrix = analysis.hole_matrix()
-matrix[["hole", "watermark", "expected", "lost", "loss_causes", "extra_deliveries", "rewinds"]]
+lost = matrix.pivot(index="hole", columns="watermark", values="lost")
+lesson.table(lost, highlight=list(lost.columns))
 
 # %%
 fig = plots.hole_losses(matrix)
 fig
 
 # %% [markdown]
-# `"settled"` closes late visibility only up to its horizon: with a 1 s settle time the
-# 0.5-3 s late commits leak again.
+# **Read.** `fired_at_id` closes the ties and only the ties: a firing that becomes visible
+# below the cursor is below it whatever the tie-break. `settled` closes all three — as long as
+# visibility comes within its horizon. With a 1 s horizon the 0.5-3 s late commits leak again:
 
 # %%
 short = analysis.hole_summary(analysis.hole_run("late commit", "settled", settle=1.0))
-print(f"late commit, settled with a 1 s horizon: lost {short['lost']} ({short['loss_causes']})")
+pd.Series({"lost": short["lost"], "causes": short["loss_causes"]},
+          name="late commit, settled with a 1 s horizon").to_frame()
 
 # %% [markdown]
-# ## What each strategy costs in latency
+# ## 6. What each strategy costs
 #
-# The same healthy run (2 firings/s, no fault) under each strategy: fire → dispatch.
+# The same healthy run (2 firings/s, no fault) under each strategy.
+#
+# > **Predict.** The compound cursor, and a 5 s settle: what does each add to fire → dispatch?
 
 # %%
-cost = analysis.hole_matrix(["none"])
-print(cost[["watermark", "lost", "dispatch_mean_s", "dispatch_p99_s"]].to_string(index=False))
-fig = plots.strategy_latency(cost)
+cost = analysis.hole_matrix(["none"]).set_index("watermark")
+lesson.table(cost[["lost", "dispatch_mean_s", "dispatch_p99_s"]], digits=3)
+
+# %%
+fig = plots.strategy_latency(cost.reset_index())
 fig
 
 # %% [markdown]
-# ## What to take away
+# **Read.** The compound cursor is free; `settled` costs exactly its horizon.
 #
-# - **The strict `>` on a timestamp loses firings in three ordinary situations**, each
-#   found and explained by the checker from the trace: ties split by the batch limit
-#   (57 of 118 firings lost, cause `tie`), late commits (121 of 475, `late_visibility`)
-#   and a writer clock 2 s behind (220 of 476, `late_visibility`). None of these runs
-#   crashed or failed an insert.
-# - **`fired_at_id` closes the ties and only the ties**: 0 lost there, but the same 121
-#   late commits and 220 skewed firings lost, because a firing that becomes visible below
-#   the cursor is below it whatever the tie-break.
-# - **`settled` closes all three**, 0 lost in each, as long as visibility comes within its
-#   horizon: with a 1 s horizon the 0.5-3 s late commits lose 79 again. Choose the settle
-#   time above the longest commit delay and clock offset you expect.
-# - **Its price is exactly the horizon.** In the healthy run, fire → dispatch is 0.518 s
-#   on average (p99 0.995 s) under `fired_at` and `fired_at_id` — the compound cursor is
-#   free — and 5.518 s (p99 5.995 s) under `settled` with a 5 s horizon.
-# - **Several pollers are not a watermark problem.** Two replicas lost nothing but
-#   delivered 235 of 239 firings twice under `fired_at` and `fired_at_id` (224 under
-#   `settled`) and moved the watermark backwards 73 times. No cursor fixes that: it needs
-#   one poller per subscription (a lease) — and, as notebook 2 showed, workflows that are
-#   idempotent on `reactor_firing_id`.
+# ## Exercises
+#
+# ### Exercise 5.1 — make a tie yourself
+#
+# Write `twins_lost(watermark)`: a `fs.Simulation` with `reactor_poll_batch_limit=1` and that
+# `watermark`; one subscription to `r`; at t = 0.5, 1.5 and 2.5 s fire two firings at the same
+# instant (two `sim.fire` calls without running the clock between them); run to 10 s and
+# return how many firings the checker (`fs.check(sim)`) finds lost.
+
+# %%
+def twins_lost(watermark):
+    ...  # your code here
+
+
+ex.check("5.1", twins_lost)
+
+# %% solution
+import fanoutsim as fs
+from fanoutsim import exercises as ex
+
+
+def twins_lost(watermark):
+    config = fs.SchedulerConfig(reactor_poll_batch_limit=1, watermark=watermark)
+    sim = fs.Simulation(config=config, seed=0)
+    sim.runner.subscribe_workflow_to_reactor("r", "w")
+    for t in (0.5, 1.5, 2.5):
+        sim.run(until=t)
+        sim.fire("r", {"n": 1})
+        sim.fire("r", {"n": 2})
+    sim.run(until=10)
+    return fs.check(sim).total["lost"]
+
+
+ex.check("5.1", twins_lost)
+
+# %% [markdown]
+# ### Exercise 5.2 — the smallest settle time
+#
+# The late commits of section 2 arrive up to 3 s after their stamp. What is the smallest
+# `watermark_settle`, in whole seconds, that loses nothing? Try
+# `analysis.hole_run("late commit", "settled", settle=s)` for a few `s`, then answer a number.
+
+# %%
+smallest_settle = ...  # a number of seconds
+
+ex.check("5.2", smallest_settle)
+
+# %% solution
+from fanoutsim import analysis
+from fanoutsim import exercises as ex
+
+smallest_settle = next(s for s in range(1, 10) if analysis.hole_summary(
+    analysis.hole_run("late commit", "settled", settle=float(s)))["lost"] == 0)
+ex.check("5.2", smallest_settle)
+
+# %% [markdown]
+# ## What to take away
+
+# %% hidden
+m = matrix.set_index(["hole", "watermark"])
+healthy = cost["dispatch_mean_s"]
+lesson.takeaway(
+    f"The strict `>` on a timestamp loses firings without any crash: "
+    f"{m.loc[('tie split by the batch limit', 'fired_at'), 'lost']} to ties, "
+    f"{m.loc[('late commit', 'fired_at'), 'lost']} to late commits and "
+    f"{m.loc[('clock skew', 'fired_at'), 'lost']} to a clock 2 s behind, each named by the "
+    "checker.",
+    f"`fired_at_id` closes the ties only (0 lost there, still "
+    f"{m.loc[('late commit', 'fired_at_id'), 'lost']} late commits lost).",
+    f"`settled` closes all three while visibility comes within its horizon: a 1 s horizon lost "
+    f"{short['lost']} of the 0.5-3 s late commits; choose it above the longest delay you expect.",
+    f"Its price is the horizon: fire → dispatch {healthy['fired_at']:.3f} s under `fired_at`, "
+    f"{healthy['settled']:.3f} s under `settled` (5 s).",
+    "Several pollers are not a watermark problem: they duplicate; the cure is one poller per "
+    "subscription and idempotent workflows.",
+)

@@ -14,7 +14,7 @@ says (``"beginning"``: the oldest retained event; ``"end"``: only what comes
 next; a seq), while the old identity stays exactly as it was — its checkpoint
 and so its retention fence included — until someone retires it. A forgotten
 old identity holds history back for ever: see
-:func:`~.analysis.identity_run` and :meth:`~.simulation.LeaseSimulation.deploy`.
+``identity_run`` (``notebooks/experiments/leases.py``) and :meth:`~.simulation.LeaseSimulation.deploy`.
 
 The key is ``<consumer name>@<operation>:<digest>``, the digest being the
 first 16 hex digits of the sha256 of the canonical tuple (parameters as JSON

@@ -13,19 +13,19 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from fanoutsim.designs.leases import analysis as _a
 from fanoutsim.designs.leases.checker import check_leases
-from fanoutsim.kernel.plotting import MAX_SERIES, THEORY_COLOR, STYLE, figure_axes, mark_empty, save_figures, time_unit, style
+from fanoutsim.kernel.plotting import (
+    MAX_SERIES, STYLE, THEORY_COLOR, figure_axes, mark_empty, plain_log, save_figures, style, time_unit,
+)
 
 __all__ = ["duplicates_vs_lease", "lease_tradeoff", "orders_side_by_side", "poison_side_by_side",
-           "checkpoint_progress",
+           "checkpoint_progress", "waiting_heatmap", "consumers_behind",
            "inflight_throughput",
            "events_table_size", "lease_outcomes", "delivery_per_consumer", "save_leases_figures",
            "LEASES_FIGURES"]
 
-_plain_seconds = FuncFormatter(lambda v, _: f"{v:g}")
 _DEAD = dict(marker="X", s=80, color="#d62728", zorder=4)
 _FAIL = dict(marker="|", s=60, color="#7f7f7f", zorder=3)
 
@@ -33,14 +33,14 @@ _FAIL = dict(marker="|", s=60, color="#7f7f7f", zorder=3)
 def _need(df: pd.DataFrame, cols, where: str) -> None:
     for col in cols:
         if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.{where}")
+            raise KeyError(f"no column {col!r}: pass the DataFrame of {where}")
 
 
 def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory: bool = True) -> Figure:
     """Duplicates per 1000 events against ``lease_seconds``, one line per work-time
-    law (:func:`~fanoutsim.designs.leases.analysis.lease_sweep`); dashed, what
+    law (``lease_sweep`` (``notebooks/experiments/leases.py``)); dashed, what
     P(work > lease) predicts. Symlog y: zero stays on the axis."""
-    _need(summary, ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"), "leases.lease_sweep")
+    _need(summary, ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"), "lease_sweep or lease_table (the leases lessons' experiments)")
     with style():
         fig, ax = figure_axes(ax)
         ax.set_title("duplicates fall as the lease outgrows the work")
@@ -58,6 +58,7 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
             ax.axvline(mean, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"mean work {mean:g} s")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_ylim(bottom=0)
+        plain_log(ax, "y")
         ax.set_xlabel("lease_seconds")
         ax.set_ylabel("duplicates per 1000 events (symlog)")
         ax.legend(loc="upper right", ncol=2)
@@ -65,12 +66,12 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
 
 
 def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
-    """The price of a long lease, from :func:`~fanoutsim.designs.leases.analysis.crash_sweep`:
+    """The price of a long lease, from ``crash_sweep`` (``notebooks/experiments/leases.py``):
     how long a crash's orphaned leases held their events (mean and worst) and
     the worst publish → acknowledged latency, against ``lease_seconds`` (log-log;
     the lease itself dotted), with duplicates per 1000 events on the right axis."""
     _need(crashes, ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
-          "leases.crash_sweep")
+          "crash_sweep (the leases lessons' experiments)")
     with style():
         fig, ax = figure_axes(ax)
         ax.set_title("a long lease: few duplicates, but a crash stalls leased events until expiry")
@@ -86,12 +87,14 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_ylim(top=float(max(c["max_s"].max(), x.max())) * 8)
+        plain_log(ax, "both")
         ax.set_xlabel("lease_seconds (log)")
         ax.set_ylabel("seconds (log)")
         right = ax.twinx()
         right.plot(x, c["dups_per_1000"], marker="D", color="C2", linestyle="--", label="duplicates per 1000 events")
         right.set_yscale("symlog", linthresh=1.0)
         right.set_ylim(0, max(float(c["dups_per_1000"].max()), 1.0) * 8)
+        plain_log(right, "y")
         right.set_ylabel("duplicates per 1000 events (symlog)", color="C2")
         right.grid(False)
         right.spines["right"].set_visible(True)
@@ -108,7 +111,7 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
     """Head-of-line against RiffDB's rule, per partition, from
     :func:`~fanoutsim.designs.leases.analysis.order_comparison`: acks per second,
     duplicates, and p99 publish → ack latency (log), one bar per rule."""
-    _need(comparison, ("order", "partition", "acks_per_s", "duplicates", "p99_s"), "leases.order_comparison")
+    _need(comparison, ("order", "partition", "acks_per_s", "duplicates", "p99_s"), "fanoutsim.analysis.leases.order_comparison")
     with style():
         fig = Figure(figsize=(12.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
         axes = fig.subplots(1, 3)
@@ -136,8 +139,7 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
             ax.set_title(label)
             if col == "p99_s":
                 ax.set_yscale("log")
-                ax.yaxis.set_major_formatter(_plain_seconds)
-                ax.yaxis.set_minor_formatter(NullFormatter())
+                plain_log(ax, "y")
             else:
                 ax.set_ylim(0, max(float(per[col].max()), 1.0) * 1.25)
         axes[0].legend(loc="upper left")
@@ -146,17 +148,19 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
 
 def poison_side_by_side(runs: Mapping, consumer: str = "worker") -> Figure:
     """A poison event under each rule (``{order: sim}`` of
-    :func:`~fanoutsim.designs.leases.analysis.poison_run`), one column per rule: the
+    ``poison_run`` (``notebooks/experiments/leases.py``)), one column per rule: the
     checkpoint per partition on top, the events waiting (published, not yet
     acknowledged or dead-lettered) below."""
     with style():
         fig = Figure(figsize=(12.0, 8.0), dpi=STYLE["figure.dpi"], layout="constrained")
         axes = fig.subplots(2, max(len(runs), 1), squeeze=False)
+        # one colour scale for every run: the same shade is the same number of events
+        top = max([float(_waiting_grid(sim, consumer, 150)[2].max()) for sim in runs.values()] + [1.0])
         for j, (order, sim) in enumerate(runs.items()):
             name = str(order).replace("_", "-")
             checkpoint_progress(sim, consumer, title=f"{name}: checkpoint per partition", ax=axes[0][j])
-            checkpoint_progress(sim, consumer, lag=True, title=f"{name}: events waiting per partition",
-                                ax=axes[1][j])
+            waiting_heatmap(sim, consumer, title=f"{name}: events waiting per partition", vmax=top,
+                            ax=axes[1][j])
         if not runs:
             mark_empty(axes[0][0], "runs")
     return fig
@@ -172,17 +176,18 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
     """One consumer's checkpoint per partition over virtual time (step lines, the
     seq it has moved past), dead letters as red crosses, failed attempts (nacks,
     expiries) as grey ticks, restores and crashes as vertical lines. With
-    ``lag=True``: events of each partition published but not yet done
-    (acknowledged or dead-lettered, past the checkpoint or not) instead."""
+    ``lag=True``: the events of each partition waiting (published, not yet
+    acknowledged or dead-lettered) as a heatmap, :func:`waiting_heatmap`."""
     if consumer is None:
         names = sorted(sim.consumers()["consumer"]) if len(sim.consumers()) else []
         consumer = names[0] if names else None
+    if lag:
+        return waiting_heatmap(sim, consumer, title=title, ax=ax)
     with style():
         fig, ax = figure_axes(ax)
-        ax.set_title(title or (f"{consumer}: events waiting per partition" if lag
-                               else f"{consumer}: checkpoint per partition"))
+        ax.set_title(title or f"{consumer}: checkpoint per partition")
         ax.set_xlabel("virtual time (s)")
-        ax.set_ylabel("events published, not yet done" if lag else "checkpoint (seq moved past)")
+        ax.set_ylabel("checkpoint (seq moved past)")
         if consumer is None:
             mark_empty(ax, "consumers")
             return fig
@@ -195,9 +200,6 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
         rel = _a._rel(sim, t["t"])
         fails = t[(t["consumer"] == consumer) & t["kind"].isin(["nacked", "expired"])]
         fail_s = _a._rel(sim, fails["t"])
-        # done: each event's first ack or dead letter (under RiffDB's rule, often past the checkpoint)
-        done = t[(t["consumer"] == consumer) & t["kind"].isin(["acked", "dead_lettered"])].drop_duplicates("event_id")
-        done = pd.DataFrame({"t_s": _a._rel(sim, done["t"]), "partition": done["partition"].to_numpy()})
         dead = t[(t["consumer"] == consumer) & (t["kind"] == "dead_lettered")]
         dead = pd.DataFrame({"t_s": _a._rel(sim, dead["t"]), "partition": dead["partition"].to_numpy(),
                              "seq": pub.set_index("event_id")["seq"].reindex(dead["event_id"]).to_numpy()})
@@ -207,16 +209,6 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
         for i, part in enumerate(shown):
             p = path[path["partition"] == part]
             color = f"C{i % 10}"
-            if lag:
-                pp = pub[pub["partition"] == part]
-                dp = done[done["partition"] == part]
-                ts = np.concatenate([pp["published_s"].to_numpy(), dp["t_s"].to_numpy()])
-                d = np.concatenate([np.ones(len(pp)), -np.ones(len(dp))])
-                order = np.argsort(ts, kind="stable")
-                ts, y = np.concatenate([[0.0], ts[order], [end]]), np.concatenate([[0], np.cumsum(d[order])])
-                y = np.append(y, y[-1])
-                ax.step(ts, y, where="post", color=color, linewidth=1.3, label=part)
-                continue
             ts = np.concatenate([[0.0], p["t_s"].to_numpy(), [end]])
             ys = np.concatenate([[0], p["seq"].to_numpy(), [p["seq"].iloc[-1] if len(p) else 0]])
             ax.step(ts, ys, where="post", color=color, linewidth=1.3, label=part)
@@ -244,14 +236,158 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
     return fig
 
 
+def _waiting_grid(sim, consumer: str, bins: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Partitions, bin edges (to a little past the last event done) and, per
+    partition and bin, the most events waiting (published, not yet
+    acknowledged or dead-lettered, past the checkpoint or not) at any instant
+    of the bin: exact, however short a wait."""
+    pub = _a.published_events(sim)
+    t = sim.trace()
+    done = t[(t["consumer"] == consumer) & t["kind"].isin(["acked", "dead_lettered"])].drop_duplicates("event_id")
+    done_s, done_part = _a._rel(sim, done["t"]), done["partition"].to_numpy()
+    last = float(done_s.max()) if len(done_s) else float(sim.now)
+    end = min(float(sim.now), last + 0.1 * max(last, 1.0)) or 1.0
+    bins = max(10, min(bins, int(end / 2.0)))  # stretches of 2 s or more: no stripes between arrivals
+    edges = np.linspace(0.0, end, bins + 1)
+    parts = sorted(pub["partition"].unique())
+    high = np.zeros((len(parts), bins))
+    for r, part in enumerate(parts):
+        ups = pub.loc[pub["partition"] == part, "published_s"].to_numpy()
+        downs = done_s[done_part == part]
+        ts = np.concatenate([ups, downs])
+        step = np.concatenate([np.ones(len(ups)), -np.ones(len(downs))])
+        order = np.lexsort((step, ts))  # at one instant, a done before a publish: no spurious peak
+        ts, level = ts[order], np.cumsum(step[order])
+        inside = ts < end
+        k = np.clip(np.searchsorted(edges, ts[inside], side="right") - 1, 0, bins - 1)
+        np.maximum.at(high[r], k, level[inside])
+        j = np.searchsorted(ts, edges[:-1], side="right") - 1  # the level each bin starts at
+        start = np.where(j >= 0, level[np.maximum(j, 0)], 0) if len(level) else np.zeros(bins)
+        high[r] = np.maximum(high[r], start)
+    return parts, edges, high
+
+
+def waiting_heatmap(sim, consumer: str | None = None, *, bins: int = 150, title: str | None = None,
+                    vmax: float | None = None, ax: Axes | None = None) -> Figure:
+    """One consumer's events waiting per partition (published, not yet
+    acknowledged or dead-lettered) over virtual time, as a heatmap: one row per
+    partition, one column per stretch of time, coloured by the most events
+    waiting in the stretch (white: none; ``vmax`` fixes the darkest, to compare
+    runs); dead letters as red crosses. Rows do not hide each other as lines
+    do, however many partitions."""
+    from matplotlib.colors import LinearSegmentedColormap, PowerNorm
+    from matplotlib.ticker import MaxNLocator
+
+    if consumer is None:
+        names = sorted(sim.consumers()["consumer"]) if len(sim.consumers()) else []
+        consumer = names[0] if names else None
+    with style():
+        fig, ax = figure_axes(ax)
+        ax.set_title(title or f"{consumer}: events waiting per partition")
+        ax.set_xlabel("virtual time (s)")
+        if consumer is None or _a.published_events(sim).empty:
+            mark_empty(ax, "events")
+            return fig
+        parts, edges, high = _waiting_grid(sim, consumer, bins)
+        cmap = LinearSegmentedColormap.from_list("waiting", ["#ffffff", "#9ecae1", "#3182bd", "#08306b"])
+        top = vmax if vmax is not None else max(float(high.max()), 1.0)
+        image = ax.imshow(high, aspect="auto", cmap=cmap, interpolation="nearest",
+                          norm=PowerNorm(0.5, vmin=0, vmax=top), extent=(0.0, edges[-1], len(parts) - 0.5, -0.5))
+        t = sim.trace()
+        dead = t[(t["consumer"] == consumer) & (t["kind"] == "dead_lettered")]
+        if len(dead):
+            row = {p: i for i, p in enumerate(parts)}
+            ax.scatter(_a._rel(sim, dead["t"]), [row[p] for p in dead["partition"]], **_DEAD, label="dead letter")
+            ax.legend(loc="lower right", framealpha=0.8, frameon=True)
+        labels = [f"{p} (max {int(h.max())})" for p, h in zip(parts, high)]
+        ax.set_yticks(range(len(parts)), labels if len(parts) <= 16 else [""] * len(parts))
+        ax.set_ylabel("partition")
+        ax.grid(False)
+        bar = fig.colorbar(image, ax=ax, label="events waiting (most in the stretch)", pad=0.01)
+        bar.locator = MaxNLocator(integer=True)
+        bar.update_ticks()
+    return fig
+
+
+def _behind_checkpoint(sim, consumer: str, grid: np.ndarray) -> np.ndarray:
+    """Events published and not yet passed by ``consumer``'s checkpoint, over
+    all partitions, at each time of ``grid``: what its retention fence holds."""
+    pub = _a.published_events(sim)
+    path = _a.checkpoint_path(sim, consumer)
+    total = np.zeros(len(grid))
+    for part in pub["partition"].unique():
+        seqs = np.sort(pub.loc[pub["partition"] == part, "seq"].to_numpy())
+        times = np.sort(pub.loc[pub["partition"] == part, "published_s"].to_numpy())
+        p = path[path["partition"] == part]
+        k = np.searchsorted(p["t_s"].to_numpy(), grid, side="right") - 1
+        checkpoint = np.where(k >= 0, p["seq"].to_numpy()[np.maximum(k, 0)] if len(p) else 0, 0)
+        total += np.searchsorted(times, grid, side="right") - np.searchsorted(seqs, checkpoint, side="right")
+    return np.maximum(total, 0)
+
+
+def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure:
+    """Per consumer, one panel (shared axes: small multiples), the events
+    published and not yet passed by its checkpoint over virtual time — what
+    holds history back from retention — with when it started and when it was
+    retired; dead letters as red crosses."""
+    t = sim.trace()
+    if consumers is None:  # in the order they started, the retired ones too
+        started = t.loc[t["kind"] == "consumer_start", "consumer"].dropna()
+        current = sorted(sim.consumers()["consumer"]) if len(sim.consumers()) else []
+        names = list(dict.fromkeys([*started, *current]))[:MAX_SERIES]
+    else:
+        names = list(consumers)[:MAX_SERIES]
+    with style():
+        fig = Figure(figsize=(8.0, 1.2 + 1.5 * max(len(names), 1)), dpi=STYLE["figure.dpi"], layout="constrained")
+        axes = list(fig.subplots(max(len(names), 1), 1, sharex=True, sharey=True, squeeze=False)[:, 0])
+        fig.suptitle(title or "events past each consumer's checkpoint: the history its retention fence keeps",
+                     fontweight="bold")
+        axes[-1].set_xlabel("virtual time (s)")
+        if not names:
+            mark_empty(axes[0], "consumers")
+            return fig
+        grid = np.linspace(0.0, float(sim.now), 600)
+        top = 1.0
+        for i, (name, a) in enumerate(zip(names, axes)):
+            mine = t[t["consumer"] == name]
+            started = _a._rel(sim, mine.loc[mine["kind"] == "consumer_start", "t"])
+            retired = _a._rel(sim, mine.loc[mine["kind"] == "retired", "t"])
+            y = _behind_checkpoint(sim, name, grid)
+            live = np.ones(len(grid), dtype=bool)
+            if len(started):
+                live &= grid >= started.min()
+            if len(retired):
+                live &= grid < retired.min()
+            a.fill_between(grid, np.where(live, y, np.nan), step=None, color=f"C{i}", alpha=0.35, linewidth=0)
+            a.plot(grid, np.where(live, y, np.nan), color=f"C{i}", linewidth=1.2)
+            note = [f"up to {int(np.nanmax(np.where(live, y, np.nan))) if live.any() else 0} events"]
+            if len(started) and started.min() > 0:
+                a.axvline(started.min(), color="C2", linestyle="--", linewidth=1)
+                note.append(f"joined at {started.min():g} s")
+            if len(retired):
+                a.axvline(retired.min(), color="C3", linestyle="--", linewidth=1)
+                note.append(f"retired at {retired.min():g} s: its fence released")
+            dead = mine[mine["kind"] == "dead_lettered"]
+            if len(dead):
+                at = _a._rel(sim, dead["t"])
+                a.scatter(at, np.interp(at, grid, y), **{**_DEAD, "s": 40}, label="dead letter")
+                a.legend(loc="upper right", fontsize=7)
+                note.append(f"{len(dead)} dead letters")
+            a.set_title(f"{name}: " + ", ".join(note), fontsize=9, loc="left")
+            a.set_ylabel("events")
+            top = max(top, float(np.nanmax(np.where(live, y, 0.0))))
+        axes[0].set_ylim(0, top * 1.12)
+    return fig
+
+
 def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None = None,
                         title: str | None = None) -> Figure:
-    """Two panels from :func:`~fanoutsim.designs.leases.analysis.inflight_sweep`: acks per
+    """Two panels from ``inflight_sweep`` (``notebooks/experiments/leases.py``): acks per
     second against the in-flight limit, one line per partition count, with
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
     ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
     ``title``, if given, heads the figure (say, the leasing rule)."""
-    _need(summary, ("partitions", "in_flight", "throughput", "theory"), "leases.inflight_sweep")
+    _need(summary, ("partitions", "in_flight", "throughput", "theory"), "inflight_sweep (the leases lessons' experiments)")
     latency = summary if latency is None else latency
     with style():
         fig = Figure(figsize=(11.0, 4.5), dpi=STYLE["figure.dpi"], layout="constrained")
@@ -286,9 +422,8 @@ def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None =
         right.set_xlabel("in_flight_limit")
         right.set_ylabel("publish \u2192 ack latency (s, log)")
         right.set_yscale("log")
-        right.yaxis.set_major_formatter(_plain_seconds)
-        right.yaxis.set_minor_formatter(NullFormatter())
         right.set_ylim(top=float(np.nanmax(latency["p99_s"])) * 6)
+        plain_log(right, "y")
         right.legend(loc="upper right", ncol=3)
     return fig
 
@@ -355,6 +490,7 @@ def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> 
         ax.invert_yaxis()
         ax.set_xscale("log")
         ax.set_xlim(0.8, float(out[kinds].to_numpy().max()) * 3)
+        plain_log(ax, "x")
         ax.set_xlabel("attempts (log)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: it covers no bar
     return fig
@@ -392,6 +528,7 @@ def delivery_per_consumer(sim, *, checked=None, ax: Axes | None = None) -> Figur
         ax.set_xticks(x, names)
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_ylim(0, max(float(per[list(_DELIVERY_COLUMNS)].to_numpy().max()), 1.0) * 20)
+        plain_log(ax, "y")
         ax.set_ylabel("events (symlog)")
         ax.legend(loc="upper right", ncol=2)
     return fig
@@ -402,13 +539,14 @@ LEASES_FIGURES = ("leases_delivery.png", "leases_checkpoints.png", "leases_outco
 
 def save_leases_figures(sim, out_dir) -> list[Path]:
     """Write the standard figures of a leases run as PNGs into ``out_dir``
-    (:data:`LEASES_FIGURES`: delivered / duplicates per consumer, checkpoint
-    progress per partition of the first consumer, how the attempts ended); their paths."""
+    (:data:`LEASES_FIGURES`: delivered / duplicates per consumer, the events
+    past each consumer's checkpoint — one panel each —, how the attempts
+    ended); their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figures = dict(zip(LEASES_FIGURES, (
         delivery_per_consumer(sim),
-        checkpoint_progress(sim),
+        consumers_behind(sim),
         lease_outcomes(sim),
     )))
     return save_figures(figures, out)
@@ -417,7 +555,7 @@ def save_leases_figures(sim, out_dir) -> list[Path]:
 def identity_log_growth(runs, *, deploy_at: float, retire_at: float | None = None, retention: float | None = None,
                         ax: Axes | None = None) -> Figure:
     """Rows in the ``events`` table over virtual time for runs of
-    :func:`~fanoutsim.designs.leases.analysis.identity_run` (``{label: sim}``):
+    ``identity_run`` (``notebooks/experiments/leases.py``) (``{label: sim}``):
     the module change at ``deploy_at``, the old identity's retirement at
     ``retire_at`` (in the runs that retire it) marked."""
     fig = events_table_size(runs, retention=retention, ax=ax,

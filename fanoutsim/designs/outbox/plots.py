@@ -10,7 +10,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.outbox import analysis as _a
-from fanoutsim.kernel.plotting import save_figures, THEORY_COLOR, figure_axes, mark_empty, style
+from fanoutsim.kernel.plotting import (
+    MAX_SERIES, STYLE, THEORY_COLOR, figure_axes, mark_empty, plain_log, save_figures, style,
+)
 
 
 def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None, by: str = "drop",
@@ -34,10 +36,11 @@ def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None
             ax.hist(x, bins=bins, histtype="step", linewidth=1.5, label=f"{label} (n={len(x)})")
         ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
         ax.set_yscale("log")
+        plain_log(ax, "y")
         ax.set_xlabel("commit \u2192 handled latency (s)")
         ax.set_ylabel("rows (log scale)")
         ax.set_title(f"lost hints wait for the safety poll (every {poll:g} s)")
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3)  # below the axes: it covers no bar
     return fig
 
 
@@ -64,34 +67,89 @@ def outbox_tail_vs_drop(summary: pd.DataFrame, *, ax: Axes | None = None) -> Fig
     return fig
 
 
+def _binned(t: np.ndarray, v: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bin edges over ``t``, and per bin the max and the mean of ``v``."""
+    edges = np.linspace(float(t[0]), float(t[-1]) if t[-1] > t[0] else float(t[0]) + 1.0, bins + 1)
+    k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
+    high = np.zeros(bins)
+    np.maximum.at(high, k, v)
+    total, count = np.bincount(k, weights=v, minlength=bins), np.bincount(k, minlength=bins)
+    return edges, high, np.divide(total, np.maximum(count, 1))
+
+
+def _consumer_panels(names: list, title: str, *, sharey: bool) -> tuple[Figure, list]:
+    fig = Figure(figsize=(8.0, 1.2 + 1.55 * len(names)), dpi=STYLE["figure.dpi"], layout="constrained")
+    axes = list(fig.subplots(len(names), 1, sharex=True, sharey=sharey, squeeze=False)[:, 0])
+    fig.suptitle(title, fontweight="bold")
+    return fig, axes
+
+
 def cursor_progress(sim, consumers=None, *, title: str | None = None, lag: bool = False,
                     ax: Axes | None = None) -> Figure:
-    """Each consumer's cursor (seq) over virtual time against the head of the log;
-    parked rows as crosses. With ``lag=True``, rows behind the head instead."""
+    """Each consumer's cursor (seq) over virtual time against the head of the
+    log, parked rows as crosses; with ``lag=True``, the rows behind the head
+    instead (the worst in each stretch of time shaded, the mean drawn). One
+    panel per consumer, shared axes (small multiples: no consumer's line hides
+    another's); given ``ax``, every consumer in that one axes."""
+    names = (list(consumers) if consumers is not None else sorted(sim.registry.consumers))[:MAX_SERIES]
     with style():
-        fig, ax = figure_axes(ax)
-        names = list(consumers) if consumers is not None else sorted(sim.registry.consumers)
-        if not lag:
-            head = _a.head_path(sim)
-            ax.step(head["t_s"], head["seq"], where="post", color=THEORY_COLOR, linestyle="--",
-                    linewidth=1, label="head of the log (last committed seq)")
+        if ax is not None:
+            fig, axes = ax.figure, [ax] * max(len(names), 1)
+            ax.set_title(title or ("lag per consumer" if lag else "cursor per consumer"))
+        else:
+            fig, axes = _consumer_panels(names or ["-"], title or ("rows behind the head, per consumer" if lag
+                                                                    else "cursor per consumer"), sharey=True)
+        axes[-1].set_xlabel("virtual time (s)")
+        for a in dict.fromkeys(axes):
+            a.set_ylabel("rows behind" if lag else "seq")
+        if not names:
+            mark_empty(axes[0], "consumers")
+            return fig
         parked = sim.store.rows("parked")  # raw rows: parked_at in epoch microseconds
-        for i, name in enumerate(names):
+        head = _a.head_path(sim)
+        for i, (name, a) in enumerate(zip(names, axes)):
+            color = f"C{i}"
             if lag:
-                p = _a.lag_path(sim, name, step=0.5)
-                ax.step(p["t_s"], p["lag"], where="post", color=f"C{i}", label=name)
-                continue
-            p = _a.cursor_path(sim, name)
-            ax.step(p["t_s"], p["cursor"], where="post", color=f"C{i}", label=f"{name} cursor")
-            mine = [r for r in parked if r["consumer"] == name]
-            if mine:
-                ax.scatter([(r["parked_at"] - sim.start_us) / 1e6 for r in mine], [r["seq"] for r in mine],
-                           marker="x", s=60, color=f"C{i}", zorder=3, label=f"{name}: row parked")
-        ax.set_xlabel("virtual time (s)")
-        ax.set_ylabel("rows behind the head" if lag else "seq")
-        ax.set_title(title or ("lag per consumer" if lag else "cursor per consumer"))
-        ax.legend(loc="upper left")
+                _lag_panel(sim, name, a, color, single=ax is not None)
+            else:
+                _cursor_panel(sim, name, a, color, head, [r for r in parked if r["consumer"] == name],
+                              single=ax is not None, first=i == 0)
+        for a in dict.fromkeys(axes):
+            a.set_ylim(bottom=0)
+            a.legend(loc="upper left", fontsize=7)
     return fig
+
+
+def _lag_panel(sim, name: str, a: Axes, color: str, *, single: bool) -> None:
+    p = _a.lag_path(sim, name, step=0.5)
+    t, v = p["t_s"].to_numpy(), p["lag"].to_numpy(dtype=float)
+    if single or len(t) < 400:
+        a.step(t, v, where="post", color=color, label=f"{name}: rows behind")
+    else:  # a long run: rows behind flicker 0, 1, 0 with every commit; show each stretch's worst and mean
+        edges, high, mean = _binned(t, v, 240)
+        width = edges[1] - edges[0]
+        a.stairs(high, edges, fill=True, color=color, alpha=0.3, label=f"{name}: worst in each {width:.0f} s")
+        a.stairs(mean, edges, color=color, linewidth=1.2, label=f"{name}: mean")
+    if not single:
+        worst = int(v.max()) if len(v) else 0
+        at = float(t[int(np.argmax(v))]) if len(v) else 0.0
+        a.set_title(f"{name}: at most {worst} rows behind (at t = {at:.0f} s)", fontsize=9, loc="left")
+
+
+def _cursor_panel(sim, name: str, a: Axes, color: str, head: pd.DataFrame, parked: list, *, single: bool,
+                  first: bool) -> None:
+    if not single or first:
+        a.step(head["t_s"], head["seq"], where="post", color=THEORY_COLOR, linestyle="--", linewidth=1,
+               label="head of the log (last committed seq)")
+    p = _a.cursor_path(sim, name)
+    a.step(p["t_s"], p["cursor"], where="post", color=color, label=f"{name} cursor")
+    if parked:
+        a.scatter([(r["parked_at"] - sim.start_us) / 1e6 for r in parked], [r["seq"] for r in parked],
+                  marker="x", s=60, color=color, zorder=3, label=f"{name}: row parked ({len(parked)})")
+    if not single:
+        lag = _a.lag_path(sim, name, step=0.5)["lag"]
+        a.set_title(f"{name}: at most {int(lag.max()) if len(lag) else 0} rows behind the head",
+                    fontsize=9, loc="left")
 
 
 def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -> Figure:
@@ -117,10 +175,49 @@ def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -
         ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        plain_log(ax, "both")
         ax.set_xlabel("commit \u2192 handled latency (s, log scale)")
         ax.set_ylabel("rows (log scale)")
         ax.set_title("commit \u2192 handled latency per consumer")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2)  # below the axes: it covers no bar
+    return fig
+
+
+def cursor_heatmap(sim, consumers=None, *, bins: int = 120, ax: Axes | None = None) -> Figure:
+    """Where every consumer's cursor stood, at a glance: one row per consumer,
+    one column per stretch of virtual time, coloured by the most rows the
+    cursor was behind the head in that stretch (white: caught up); parked rows
+    as black crosses on their consumer's row."""
+    from matplotlib.colors import LinearSegmentedColormap, PowerNorm
+
+    names = (list(consumers) if consumers is not None else sorted(sim.registry.consumers))[:MAX_SERIES]
+    with style():
+        fig, ax = figure_axes(ax, figsize=(8.0, 1.6 + 0.45 * max(len(names), 1)))
+        ax.set_title("rows behind the head, per consumer (darker: further behind)")
+        ax.set_xlabel("virtual time (s)")
+        if not names or sim.now <= 0:
+            mark_empty(ax, "consumers")
+            return fig
+        grid, edges = [], None
+        for name in names:
+            p = _a.lag_path(sim, name, step=max(0.1, float(sim.now) / (bins * 20)))
+            edges, high, _ = _binned(p["t_s"].to_numpy(), p["lag"].to_numpy(dtype=float), bins)
+            grid.append(high)
+        cmap = LinearSegmentedColormap.from_list("behind", ["#ffffff", "#fdae6b", "#d94801", "#7f2704"])
+        top = max(float(np.max(grid)), 1.0)
+        image = ax.imshow(np.array(grid), aspect="auto", cmap=cmap, norm=PowerNorm(0.5, vmin=0, vmax=top),
+                          extent=(edges[0], edges[-1], len(names) - 0.5, -0.5), interpolation="nearest")
+        parked = sim.store.rows("parked")
+        for i, name in enumerate(names):
+            mine = [(r["parked_at"] - sim.start_us) / 1e6 for r in parked if r["consumer"] == name]
+            if mine:
+                ax.scatter(mine, [i] * len(mine), marker="x", s=30, color="black", zorder=3,
+                           label="row parked" if i == 0 or not ax.get_legend_handles_labels()[0] else None)
+        ax.set_yticks(range(len(names)), [f"{n} (max {int(g.max())})" for n, g in zip(names, grid)])
+        ax.grid(False)
+        fig.colorbar(image, ax=ax, label="rows behind (worst in the stretch)", pad=0.01)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.12 - 0.02 * len(names)), ncols=2)
     return fig
 
 
@@ -129,13 +226,14 @@ OUTBOX_FIGURES = ("outbox_latency.png", "outbox_cursors.png", "outbox_lag.png")
 
 def save_outbox_figures(sim, out_dir) -> list[Path]:
     """Write the standard figures of an outbox run as PNGs into ``out_dir``
-    (:data:`OUTBOX_FIGURES`: latency per consumer, cursors against the head of
-    the log with parked rows, lag per consumer); their paths."""
+    (:data:`OUTBOX_FIGURES`: latency per consumer; where each cursor stood —
+    rows behind the head, per consumer and stretch of time, with parked rows;
+    rows behind per consumer, one panel each); their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figures = dict(zip(OUTBOX_FIGURES, (
         consumer_latency_histogram(sim),
-        cursor_progress(sim),
+        cursor_heatmap(sim),
         cursor_progress(sim, lag=True),
     )))
     return save_figures(figures, out)

@@ -131,7 +131,7 @@ def expected_budget(config, *, fetch_latency: float = 0.0, run_s: float = 0.0) -
 def budget_table(sim, budget: pd.DataFrame | None = None, graphs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean seconds per component, one row per path:
 
-    ``seed 000 estimate``   :func:`expected_budget` for the run's settings
+    ``Cloacina's estimate``  :func:`expected_budget` for the run's settings
                             (run = the declared mean run times);
     ``DB path (measured)``  the means of :func:`latency_budget`;
     ``in-process graph (measured)``  the mean graph latency, all of it "in-process call"
@@ -143,7 +143,7 @@ def budget_table(sim, budget: pd.DataFrame | None = None, graphs: pd.DataFrame |
     est = expected_budget(sim.config, fetch_latency=getattr(sim, "fetch_latency", 0.0),
                           run_s=_mean_duration(sim, budget))
     rows = {
-        "seed 000 estimate": {**est, "in_process_s": 0.0},
+        "Cloacina's estimate": {**est, "in_process_s": 0.0},
         "DB path (measured)": {**{c: float(budget[c].mean()) if len(budget) else math.nan
                                   for c in BUDGET_COMPONENTS}, "in_process_s": 0.0},
         "in-process graph (measured)": {**{c: 0.0 for c in BUDGET_COMPONENTS},

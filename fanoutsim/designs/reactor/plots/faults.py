@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.faults import CRASH_MODES, firing_outcomes, table_size, watermark_path
-from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, time_unit, style
+from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, plain_log, plain_number, style, time_unit
 
 __all__ = ["duplicates_per_crash", "table_size_over_time", "firing_timeline", "hole_losses",
            "strategy_latency"]
@@ -51,6 +52,10 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_ylim(bottom=0)
+        xs = np.array(sorted(df["batch_limit"].unique()), dtype=float)
+        ax.set_xticks(xs, [plain_number(x) for x in xs])  # ticked at the batch limits run
+        ax.xaxis.set_minor_locator(NullLocator())
+        plain_log(ax, "y")
         ax.legend(loc="upper left")
     return fig
 

@@ -7,10 +7,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
 from fanoutsim.designs.reactor.analysis.filters import quote_rates
-from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, style
+from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, plain_log, style
 
 __all__ = ["recorded_rate", "selectivity_dispatch", "selectivity_lag"]
 
@@ -104,9 +103,7 @@ def selectivity_lag(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         ax.plot(x, d["poll_lag_p95_s"], marker="s", color=_colors()[0],
                 label="poll lag p95: visible \u2192 passed by the watermark (all firings)")
         ax.set_yscale("log")
-        plain = FuncFormatter(lambda v, _: f"{v:g}")
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(plain)
+        plain_log(ax, "y")
         ax.set_xlim(-3, 105)
         ax.legend(loc="upper left")
     return fig

@@ -72,7 +72,7 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
             if not math.isfinite(total):
                 text = "no data"
             elif total * 1000.0 < top * 0.005:
-                text = f"{total * 1e6:.0f} \u00b5s in virtual time (seed 000: tens of \u00b5s)"
+                text = f"{total * 1e6:.0f} \u00b5s in virtual time (Cloacina: tens of \u00b5s)"
             else:
                 text = f"{total * 1000.0:.0f} ms"
             ax.text(left[yi] + top * 0.01, yi, text, va="center", fontsize=8)

@@ -16,12 +16,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.sweep import seed_summary
-from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, style
+from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, plain_log, style
 
 __all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart",
            "save_sweep_figures"]
 
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
+_MARKERS = ("o", "s", "^", "D", "v")
 
 
 def _colors() -> list[str]:
@@ -48,44 +49,63 @@ def _need(df: pd.DataFrame, *cols: str) -> None:
 
 
 def latency_vs_interval(df: pd.DataFrame, column: str = "fire_to_dispatch", *, ax: Axes | None = None,
-                        theory: bool = True) -> Figure:
+                        theory: bool = True, fig=None) -> Figure:
     """p50 (solid) and p99 (dashed) of ``column`` (``fire_to_dispatch`` or
-    ``fire_to_claim``) against the poll interval, one colour per batch limit,
-    shaded 95% intervals over seeds; log-log. ``theory`` draws the uniform poll
-    wait's p50 = P/2 and p99 = 0.99 P."""
+    ``fire_to_claim``) against the poll interval, shaded 95% intervals over
+    seeds; log-log, labelled in plain numbers. One panel per batch limit
+    (small multiples with shared axes: no batch limit's line hides under
+    another's), in ``fig`` (a Figure or SubFigure) or a new figure; or, given
+    ``ax``, every batch limit in that one axes. ``theory`` draws the uniform
+    poll wait's p50 = P/2 and p99 = 0.99 P in every panel."""
     _need(df, P)
     by = [P] + ([B] if B in df.columns else [])
     stats = seed_summary(df, by, [f"{column}_p50_s", f"{column}_p99_s"])
     label = _path_label(column)
+    title = f"{label[0].upper()}{label[1:]} latency vs poll interval"
+    batches = sorted(stats[B].unique()) if B in stats.columns and len(stats) else [None]
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(f"{label[0].upper()}{label[1:]} latency vs poll interval")
-        ax.set_xlabel("poll interval P (s)")
-        ax.set_ylabel(f"{label} (s)")
+        if ax is not None:
+            fig, axes = ax.figure, [ax] * len(batches)
+            ax.set_title(title)
+        else:
+            if fig is None:
+                fig = Figure(figsize=(max(8.0, 3.4 * len(batches)), 4.2), dpi=STYLE["figure.dpi"],
+                             layout="constrained")
+            axes = list(np.atleast_1d(fig.subplots(1, len(batches), sharex=True, sharey=True, squeeze=False)[0]))
+            fig.suptitle(title, fontweight="bold")
+        for a in set(axes):
+            a.set_xlabel("poll interval P (s)")
+        axes[0].set_ylabel(f"{label} (s)")
         if stats.empty:
-            mark_empty(ax, "runs")
+            mark_empty(axes[0], "runs")
             return fig
         means = stats[[f"{column}_p50_s", f"{column}_p99_s"]].to_numpy(dtype=float)
         positive = means[np.isfinite(means) & (means > 0)]
         floor = float(positive.min()) / 2 if positive.size else 1e-3  # a log axis shows no interval below 0
-        groups = stats.groupby(B, sort=True) if B in stats.columns else [(None, stats)]
-        for i, (b, g) in enumerate(groups):
+        xs = np.array(sorted(stats[P].unique()), dtype=float)
+        for i, (b, a) in enumerate(zip(batches, axes)):
+            g = stats if b is None else stats[stats[B] == b]
             c = _colors()[i % len(_colors())]
             name = f"batch {b}" if b is not None else "runs"
+            if ax is None and b is not None:
+                a.set_title(f"batch limit {b}", fontsize=10)
             for q, ls in (("p50", "-"), ("p99", "--")):
                 m = f"{column}_{q}_s"
-                ax.plot(g[P], g[m], linestyle=ls, marker="o", markersize=3.5, color=c, label=f"{name} {q}")
-                ax.fill_between(g[P], g[f"{m}_lo"].clip(lower=floor), g[f"{m}_hi"].clip(lower=floor), color=c,
-                                alpha=0.15, linewidth=0)
-        xs = np.array(sorted(stats[P].unique()), dtype=float)
-        if theory:
-            ax.plot(xs, xs / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2")
-            ax.plot(xs, 0.99 * xs, color=THEORY_COLOR, linestyle="-.", linewidth=1.0,
-                    label="theory p99 = 0.99 P")
-        _log_x_ticks(ax, xs)
-        ax.set_yscale("log")
-        ax.set_ylim(bottom=floor)
-        ax.legend(loc="upper left", ncols=2)
+                a.plot(g[P], g[m], linestyle=ls, marker="o", markersize=3.5, color=c, label=f"{name} {q}",
+                       zorder=3)
+                a.fill_between(g[P], g[f"{m}_lo"].clip(lower=floor), g[f"{m}_hi"].clip(lower=floor), color=c,
+                               alpha=0.15, linewidth=0)
+        for a in dict.fromkeys(axes):
+            if theory:
+                a.plot(xs, xs / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2",
+                       zorder=1)
+                a.plot(xs, 0.99 * xs, color=THEORY_COLOR, linestyle="-.", linewidth=1.0,
+                       label="theory p99 = 0.99 P", zorder=1)
+            _log_x_ticks(a, xs)
+            a.set_yscale("log")
+            a.set_ylim(bottom=floor)
+            plain_log(a, "y")
+            a.legend(loc="upper left", ncols=2 if ax is not None else 1)
     return fig
 
 
@@ -109,6 +129,7 @@ def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax:
                     label=f"theory: {subscriptions} subscriptions / P")
         _log_x_ticks(ax, np.array(sorted(stats[P].unique()), dtype=float))
         ax.set_yscale("log")
+        plain_log(ax, "y")
         ax.legend(loc="upper right")
     return fig
 
@@ -147,6 +168,7 @@ def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, 
         _log_x_ticks(ax, np.array(sorted(stats["rate"].unique()), dtype=float))
         ax.set_yscale("symlog", linthresh=10)  # bounded backlogs (a few firings) and runaway ones, together
         ax.set_ylim(bottom=0)
+        plain_log(ax, "y")
         ax.legend(loc="upper left")
     return fig
 
@@ -179,11 +201,15 @@ def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *
             g = table if b is None else table[table[B] == b]
             keeps_up = g["backlog_max"] <= (max_backlog if max_backlog is not None else math.inf)
             name = f"batch {b}" if b is not None else "runs"
-            ax.scatter(g.loc[keeps_up, "polls_per_s"], g.loc[keeps_up, "latency"], color=c, s=28,
-                       label=f"{name}, keeps up", zorder=3)
+            # one marker and size per batch limit, the first drawn largest: where two
+            # settings give the same point, the later one shows inside the earlier one
+            marker, size = _MARKERS[i % len(_MARKERS)], 150.0 / (1 + i) ** 1.2
+            ax.scatter(g.loc[keeps_up, "polls_per_s"], g.loc[keeps_up, "latency"], color=c, s=size,
+                       marker=marker, label=f"{name}, keeps up", zorder=3 + i, edgecolors="white",
+                       linewidths=0.6)
             if (~keeps_up).any():
                 ax.scatter(g.loc[~keeps_up, "polls_per_s"], g.loc[~keeps_up, "latency"], facecolors="none",
-                           edgecolors=c, s=28, label=f"{name}, backlog grows", zorder=3)
+                           edgecolors=c, s=size, marker=marker, label=f"{name}, backlog grows", zorder=3 + i)
         for _, row in table.drop_duplicates(P).iterrows():
             ax.annotate(f"P={row[P]:g}s", (row["polls_per_s"], row["latency"]), textcoords="offset points",
                         xytext=(4, 4), fontsize=7, color="#555555")
@@ -191,12 +217,13 @@ def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *
             ax.axhline(p99_budget_s, color=THEORY_COLOR, linestyle=":", linewidth=1.2,
                        label=f"p99 budget {p99_budget_s:g} s")
         if recommended is not None:
-            ax.scatter([recommended["polls_per_s"]], [recommended[latency]], marker="*", s=260,
-                       color="#d62728", zorder=4, label=(f"recommended: P = {recommended[P]:g} s, "
-                                                         f"batch {recommended[B]}"))
+            ax.scatter([recommended["polls_per_s"]], [recommended[latency]], marker="*", s=420,
+                       facecolors="none", edgecolors="#d62728", linewidths=1.6, zorder=10,
+                       label=f"recommended: P = {recommended[P]:g} s, batch {recommended[B]}")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.legend(loc="upper right", fontsize=7)
+        plain_log(ax, "both")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)  # beside the axes: it covers no point
     return fig
 
 

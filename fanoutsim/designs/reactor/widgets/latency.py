@@ -47,15 +47,24 @@ def _show(out: widgets.Output, fig: Figure) -> None:
     The figure goes into the widget's state (its ``outputs``), not through a
     display message captured by ``with out:``: a front end draws it from the
     state, and a cell that merely builds a control prints nothing (nbval, which
-    does not route captured output to widgets, sees no output). Headless, with
-    no IPython, the figure is kept on the control only."""
+    does not route captured output to widgets, sees no output). The PNG is
+    rendered once at the figure's own size (the figures lay themselves out);
+    the inline backend's tight bounding box would draw it twice, and a control
+    would answer in twice the time. Headless, with no IPython, the figure is
+    kept on the control only."""
+    import base64
+    import io
+
     from IPython import get_ipython
 
-    ip = get_ipython()
-    if ip is None:
+    if get_ipython() is None:
         return
-    data, metadata = ip.display_formatter.format(fig)
-    out.outputs = ({"output_type": "display_data", "data": data, "metadata": metadata},)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
+    width, height = fig.get_size_inches() * fig.dpi
+    data = {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+            "text/plain": f"<Figure size {width:.0f}x{height:.0f}>"}
+    out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
 
 class LatencyExplorer(widgets.VBox):

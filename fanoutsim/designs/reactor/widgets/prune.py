@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 import ipywidgets as w
-from IPython import get_ipython
-from IPython.display import clear_output, display
+from IPython.display import display
 
 from fanoutsim.designs.reactor.analysis.faults import retention_cost, retention_run
 from fanoutsim.designs.reactor.config import POLICIES
 from fanoutsim.designs.reactor.plots.faults import table_size_over_time
+from fanoutsim.designs.reactor.widgets.latency import _show
 
 __all__ = ["PruneControl", "prune_control", "RETENTION_BOUNDS", "PAUSE_BOUNDS"]
 
@@ -76,10 +76,7 @@ class PruneControl:
         self.summary.value = (f"peak <b>{r['peak_rows']}</b> rows ({r['peak_kb']} kB of payload), "
                               f"<b>{r['pruned']}</b> pruned, the paused subscription lost "
                               f"<b>{r.get('lost_paused', 0)}</b> firings")
-        if get_ipython() is not None:  # headless (a test), there is nowhere to draw
-            with self.output:
-                clear_output(wait=True)
-                display(self.figure)
+        _show(self.output, self.figure)  # into the widget's state: drawn from there, saved or live
         return self.result
 
     def _ipython_display_(self) -> None:

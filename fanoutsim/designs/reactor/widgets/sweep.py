@@ -31,7 +31,11 @@ class SweepExplorer(widgets.VBox):
     """Controls over a sweep DataFrame: ``latency`` (which column), ``batches``
     (batch limits shown), ``rate`` (when swept), ``budget`` (p99 budget,
     seconds). After every change: ``selection`` (the rows drawn),
-    ``recommended`` (:func:`~fanoutsim.analysis.recommend`, or None) and ``figure``."""
+    ``recommended`` (:func:`~fanoutsim.analysis.recommend`, or None),
+    ``figure`` (the recommendation chart) and ``latency_figure`` (latency
+    against the poll interval, a panel per batch limit shown). The latency
+    panels are drawn again only when what they show changes (not for a new
+    budget): a move of the budget redraws one chart."""
 
     def __init__(self, df: pd.DataFrame, *, p99_budget_s: float = 1.5, max_backlog: float = 100.0) -> None:
         missing = [c for c in (P, B, "polls_per_s", "backlog") if c not in df.columns]
@@ -54,10 +58,13 @@ class SweepExplorer(widgets.VBox):
                                           description="p99 budget (s)", continuous_update=False,
                                           readout_format=".2f")
         self.summary = widgets.HTML()
-        self.out = widgets.Output()
+        self.out, self.latency_out = widgets.Output(), widgets.Output()
         self.figure: Figure | None = None
+        self.latency_figure: Figure | None = None
+        self._latency_key: tuple | None = None
         controls = [self.latency, self.batches] + ([self.rate] if rates else []) + [self.budget]
-        super().__init__([widgets.HBox(controls[:2]), widgets.HBox(controls[2:]), self.summary, self.out])
+        super().__init__([widgets.HBox(controls[:2]), widgets.HBox(controls[2:]), self.summary, self.out,
+                          self.latency_out])
         for w in controls:
             w.observe(self._changed, names="value")
         self.update()
@@ -86,13 +93,18 @@ class SweepExplorer(widgets.VBox):
                                   f"{r['polls_per_s']:g} poll queries/s, {r['candidates']} settings meet "
                                   f"the budget")
         with style():
-            fig = Figure(figsize=(8.0, 8.5), dpi=STYLE["figure.dpi"], layout="constrained")
-            ax1, ax2 = fig.subplots(2, 1)
-        latency_vs_interval(sel, column, ax=ax1)
+            fig = Figure(figsize=(9.0, 4.3), dpi=STYLE["figure.dpi"], layout="constrained")
         recommendation_chart(sel, self.recommended, p99_budget_s=self.budget.value, max_backlog=self.max_backlog,
-                             latency=latency, ax=ax2)
+                             latency=latency, ax=fig.add_subplot())
         self.figure = fig
         _show(self.out, fig)
+        key = (column, tuple(self.batches.value), self.rate.value)
+        if key != self._latency_key:  # what the panels show changed (a budget does not)
+            with style():
+                top = Figure(figsize=(9.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
+            self.latency_figure = latency_vs_interval(sel, column, fig=top)  # one panel per batch limit
+            self._latency_key = key
+            _show(self.latency_out, top)
 
 
 def sweep_explorer(df: pd.DataFrame, *, p99_budget_s: float = 1.5, max_backlog: float = 100.0) -> SweepExplorer:

@@ -1,0 +1,1 @@
+"""Experiments of the lessons: one module per design, read from the notebooks."""

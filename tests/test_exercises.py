@@ -1,0 +1,96 @@
+"""The exercises, as a teacher runs them: every solution in the notebooks, run on
+its own, is marked right by the checker; every typical mistake gets a hint; an
+answer not written yet gets a note, not a hint; learner code that raises is
+marked wrong with its error, not a traceback.
+
+A solution cell is self-contained (it imports what it uses), so it runs here
+in a fresh namespace from the notebooks' folder, as in the notebook.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from fanoutsim import exercises as ex
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _build():
+    spec = importlib.util.spec_from_file_location("notebook_build", NOTEBOOKS / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _solutions() -> list:
+    build = _build()
+    found = []
+    for src in sorted((NOTEBOOKS / "src").glob("*.py")):
+        for cell in build.cells_of(src.read_text()):
+            if "solution" in cell.metadata.get("tags", []):
+                found.append(pytest.param(cell.source, id=f"{src.stem}:{cell.source.count(chr(10))}"))
+    return found
+
+
+SOLUTIONS = _solutions()
+
+
+def _run(source: str):
+    """Run a cell's code; the value of its last line (the checker's verdict)."""
+    tree = ast.parse(source)
+    last = tree.body.pop()
+    assert isinstance(last, ast.Expr), "a solution ends with ex.check(...)"
+    namespace: dict = {"__name__": "__lesson__"}
+    exec(compile(tree, "<solution>", "exec"), namespace)
+    return eval(compile(ast.Expression(last.value), "<solution>", "eval"), namespace)
+
+
+@pytest.mark.parametrize("source", SOLUTIONS)
+def test_every_solution_is_marked_right(source, monkeypatch):
+    monkeypatch.chdir(NOTEBOOKS)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    verdict = _run(source)
+    assert isinstance(verdict, ex.Verdict)
+    assert verdict.right, str(verdict)
+    assert "right" in str(verdict) and not verdict.hint
+
+
+def test_every_exercise_has_exactly_one_solution_in_the_notebooks():
+    import re
+
+    ids = [re.search(r'ex\.check\("(\d+\.\d+)"', p.values[0]).group(1) for p in SOLUTIONS]
+    assert sorted(ids) == sorted(e.id for e in ex.exercises())
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("exercise", ex.exercises(), ids=lambda e: e.id)
+def test_a_typical_mistake_gets_what_is_off_and_a_hint(exercise):
+    verdict = ex.check(exercise.id, exercise.mistake)
+    assert verdict.answered and not verdict.right, str(verdict)
+    assert verdict.message and verdict.hint and "Hint:" in str(verdict) and "raised" not in verdict.message
+
+
+@pytest.mark.parametrize("exercise", ex.exercises(), ids=lambda e: e.id)
+def test_an_unwritten_answer_gets_a_note_and_no_hint(exercise):
+    verdict = ex.check(exercise.id, ...)
+    assert not verdict.answered and not verdict.right and not verdict.hint
+    assert "not answered yet" in str(verdict)
+
+
+def test_learner_code_that_raises_is_marked_wrong_with_its_error():
+    verdict = ex.check("0.1", lambda prices, threshold: 1 / 0)
+    assert not verdict.right and "ZeroDivisionError" in verdict.message and verdict.hint
+    with pytest.raises(KeyError, match="no exercise '99.9'"):
+        ex.check("99.9", 1)
+
+
+def test_a_verdict_reads_as_markdown_in_a_notebook():
+    right = ex.Verdict("0.1", True, "Well done.")
+    wrong = ex.Verdict("0.1", False, "Off by one.", "Count again.")
+    assert right._repr_markdown_().startswith("\u2714 **Exercise 0.1: right.**")
+    assert "**Hint:** Count again." in wrong._repr_markdown_() and not wrong
