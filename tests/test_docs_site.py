@@ -106,7 +106,7 @@ def test_an_api_page_documents_the_leases_checker(site, page):
 
 
 def test_a_lesson_is_rendered_with_its_figures_loaded(site, page):
-    page.goto(f"{site}/lessons/notebooks/09_leases.html")
+    page.goto(f"{site}/lessons/notebooks/10_leases.html")
     page.wait_for_load_state("load")
     images = page.locator("article img")
     assert images.count() >= 3
