@@ -140,7 +140,8 @@ class OutboxRuntime(OutboxHost):
         self._spawn(self._consumer_loop(engine, name), f"consumer-{name}", key=("consumer", name))
 
     def _consumer_loop(self, engine: OutboxEngine, name: str):
-        call, limit = self._call, self.config.batch_limit
+        call, outside, live, clock = self._call, self._outside, self._live, self.clock
+        begin, finish, limit = engine.begin, engine.finish, self.config.batch_limit
         key = ("consumer", name)
         while self._running(engine):
             wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
@@ -154,14 +155,25 @@ class OutboxRuntime(OutboxHost):
                 if due is None:
                     return
             deferred = False
-            for row in due:  # due rows first
-                if (yield from self._handle(engine, name, row, True)) is None:
-                    return  # stopped or died with this row in hand: it stays owed
-            for row in rows:
-                out = yield from self._handle(engine, name, row, False)
-                if out is None:
-                    return  # ... and nothing after it may pass the cursor
-                deferred |= out is DEFERRED
+            # due rows first; a row the process stops or dies with stays owed, and
+            # nothing after it may pass the cursor. The first attempt is inline: the
+            # hot path (nearly every row needs no other)
+            for batch, is_due in ((due, True), (rows, False)):
+                for row in batch:
+                    started = clock()
+                    step = outside(begin, name, row, is_due)
+                    if step is None:
+                        return
+                    if step.duration > 0:
+                        yield Work(step.duration, since=started)
+                        if not live(engine):
+                            return  # died with the step in hand
+                    out = call(finish, step, 1)
+                    if out is not None and out.kind == "retry":
+                        out = yield from self._retry(engine, name, row, is_due, out)
+                    if out is None:
+                        return
+                    deferred |= out is DEFERRED
             if not self._running(engine):
                 return
             if due or len(rows) >= limit or self._woken(wake):
@@ -176,13 +188,16 @@ class OutboxRuntime(OutboxHost):
                 until = first_due
             yield Wait(wake, None if until is None else max(0.0, (until - self.now_us()) / US))
 
-    def _handle(self, engine: OutboxEngine, name: str, row: dict, due: bool):
-        """One row through its attempts: begin (the consumer's code, outside the
-        store lock), work out the step, finish; again after a backoff while it is
-        retried. The outcome, or None if the dispatcher stopped or died before
-        the row was behind the consumer."""
-        attempt = 0
-        while self._running(engine):
+    def _retry(self, engine: OutboxEngine, name: str, row: dict, due: bool, failed):
+        """A row's attempts after a first one that failed: each after its backoff
+        (the consumer's code outside the store lock, the step worked out, the
+        finish). The outcome, or None if the dispatcher stopped or died before the
+        row was behind the consumer."""
+        attempt, out = 1, failed
+        while out.kind == "retry":
+            yield Sleep(out.delay)
+            if not self._running(engine):
+                return None
             started = self.clock()
             step = self._outside(engine.begin, name, row, due)
             if step is None:
@@ -190,13 +205,12 @@ class OutboxRuntime(OutboxHost):
             if step.duration > 0:
                 yield Work(step.duration, since=started)
                 if not self._live(engine):
-                    return None  # died with the step in hand
+                    return None
             attempt += 1
             out = self._call(engine.finish, step, attempt)
-            if out is None or out.kind != "retry":
-                return out
-            yield Sleep(out.delay)
-        return None
+            if out is None:
+                return None
+        return out
 
     def _retention_loop(self, engine: OutboxEngine):
         ticks = Ticks(self.now, self.config.retention_interval)

@@ -185,7 +185,7 @@ class ReactorRuntime(RunnerHost):
                 with self._proc:  # the claim and its workers' start: one step (a stop joins them)
                     rows = self._call(engine.claim_next, free) if self._running(engine) else []
                     for row in rows or ():
-                        self._spawn(self._body(engine, row), "worker")
+                        self._spawn_task(self._body(engine, row), "worker")
                 if rows is None and self.sleep_when_idle and self._running(engine):
                     # Nothing is pending, so every tick finds nothing until a step
                     # leaves an execution pending: sleep until then, then claim at

@@ -16,6 +16,8 @@ with real waits on threads. Both give the loops the same members:
 ``_running(engine)``          whether a loop of ``engine`` should take more work
 ``_live(engine)``             whether ``engine`` is the live incarnation's
 ``_spawn(loop, name, key)``   a loop of the live incarnation (dies at a crash)
+``_spawn_task(loop, name)``  a short loop of the incarnation spawned in numbers
+                              (a workflow body): under SimPy no process of its own
 ``_service(loop, name)``      a loop of the runtime (a workload, a timer): it
                               lives across incarnations and asks ``up`` itself
 ``_later(delay, fn)``         ``fn()`` after ``delay`` seconds

@@ -17,6 +17,7 @@ import math
 import numbers
 import random
 from contextlib import nullcontext
+from functools import partial
 from typing import Any, Callable
 
 import simpy
@@ -88,6 +89,7 @@ class VirtualRuntime(Driver):
         self._looping = False      # the incarnation's loops run (spawn more now)
         self._procs: list[simpy.Process] = []
         self._procs_cap = 64
+        self._soon: list = []      # tasks spawned, to start once their spawner's wait is scheduled
         self._named: dict[Any, simpy.Process] = {}  # the incarnation's loops by key
         self._armed: dict[Any, simpy.Event] = {}    # the wakes loops armed, by key
         self._sleepers: list = []  # (event, ready) of loops asleep until a write (_until_written)
@@ -138,6 +140,7 @@ class VirtualRuntime(Driver):
         self.engine = None
         self._looping = False
         self._sleepers = []  # their loops die with the process
+        self._soon = []
         self._armed = {}
         self._named = {}
         self._crashed()
@@ -152,26 +155,41 @@ class VirtualRuntime(Driver):
             self._service(self._restart_after(float(downtime), self.incarnation))
 
     # -- loops ------------------------------------------------------------------
+    def _event(self, request) -> simpy.Event:
+        """The SimPy event that answers ``request``."""
+        env = self.env
+        kind = type(request)
+        if kind is Sleep:
+            return env.timeout(request.seconds)
+        if kind is Wait:
+            if request.timeout is None:
+                return request.wake
+            return env.any_of([request.wake, env.timeout(request.timeout)])
+        if kind is Work:
+            since = request.since
+            return env.timeout(request.seconds if since is None else request.seconds - (env.now - since))
+        if kind is Until:
+            return env.timeout(delay_to(env.now, request.at) if request.at > env.now else 0.0)
+        raise TypeError(f"a loop yields Sleep, Until, Work or Wait, not {request!r}")
+
     def _drive(self, loop: Loop):
         """The SimPy process of one loop: each request answered with its event."""
-        env = self.env
+        env, event_of = self.env, self._event
         timeout = env.timeout
         try:
             request = next(loop)
             while True:
-                kind = type(request)
+                kind = type(request)  # the common requests inline: this is every loop's hot path
                 if kind is Sleep:
                     event = timeout(request.seconds)
-                elif kind is Wait:
-                    event = request.wake if request.timeout is None else \
-                        env.any_of([request.wake, timeout(request.timeout)])
-                elif kind is Work:
-                    since = request.since
-                    event = timeout(request.seconds if since is None else request.seconds - (env.now - since))
-                elif kind is Until:
-                    event = timeout(delay_to(env.now, request.at) if request.at > env.now else 0.0)
+                elif kind is Work and request.since is None:
+                    event = timeout(request.seconds)
+                elif kind is Wait and request.timeout is None:
+                    event = request.wake
                 else:
-                    raise TypeError(f"a loop yields Sleep, Until, Work or Wait, not {request!r}")
+                    event = event_of(request)
+                if self._soon:  # tasks the loop spawned start once its own wait is scheduled
+                    self._start_soon()
                 try:
                     yield event
                 except simpy.Interrupt:  # its incarnation died
@@ -182,6 +200,33 @@ class VirtualRuntime(Driver):
             return end.value  # the process's value, for whoever waits on it
         except Crash as c:  # a step the loop called without _call
             self.crash(c.point, c.downtime)
+
+    # -- tasks: short loops spawned in numbers (a workflow body) --------------------
+    def _spawn_task(self, loop: Loop, name: str = "task") -> None:
+        """A short loop of the live incarnation (a claimed execution's body). Under
+        SimPy it needs no process of its own: it starts as soon as the loop that
+        spawned it has scheduled its own wait (where a process started for it
+        would have begun, before anything else at this instant), runs on event
+        callbacks, and ends at its next resume if its incarnation died."""
+        self._soon.append(loop)
+
+    def _start_soon(self) -> None:
+        soon, self._soon = self._soon, []
+        for loop in soon:
+            self._step_task(loop, self.incarnation)
+
+    def _step_task(self, loop: Loop, incarnation: int, _event=None) -> None:
+        if incarnation != self.incarnation or self.engine is None:
+            loop.close()  # its incarnation died meanwhile
+            return
+        try:
+            request = next(loop)
+        except StopIteration:
+            return
+        except Crash as c:
+            self.crash(c.point, c.downtime)
+            return
+        self._event(request).callbacks.append(partial(self._step_task, loop, incarnation))
 
     def _spawn(self, loop: Loop, name: str = "loop", key: Any = None) -> simpy.Process:
         """A loop of the live incarnation, as a SimPy process a crash interrupts;
@@ -259,16 +304,17 @@ class VirtualRuntime(Driver):
     # -- engine steps -------------------------------------------------------------
     def _running(self, engine: Any) -> bool:
         """Whether a loop of ``engine`` should take more work: its incarnation lives."""
-        return self._live(engine)
+        return engine is self.engine or self._live(engine)
 
     def _call(self, step, *args, _now: int | None = None, **kwargs):
         """One engine step now, ``step`` a bound method (``engine.fetch``); None if
         its engine is not the live incarnation, or if a Crash inside it took
         the process down."""
-        if not self._live(step.__self__):
+        engine = step.__self__
+        if engine is not self.engine and not self._live(engine):
             return None
         try:
-            out = step(self.now_us() if _now is None else _now, *args, **kwargs)
+            out = step(self.start_us + round(self.env._now * US) if _now is None else _now, *args, **kwargs)
         except Crash as c:
             self.crash(c.point, c.downtime)
             return None
@@ -296,6 +342,8 @@ class VirtualRuntime(Driver):
             raise ValueError(past_the_clock(self.start_us, until))
         if self._sleepers and self.store.writes != self._slept_at:
             self._wake_sleepers()
+        if self._soon:  # tasks spawned from outside a loop
+            self._start_soon()
         self.env.run(until=until)
         while self.env.now < until:
             self.env.run(until=until)

@@ -356,6 +356,11 @@ class SteppedWallRuntime(Driver):
             self._named[key] = handle
         return handle
 
+    def _spawn_task(self, loop: Loop, name: str = "task") -> _Thread:
+        """A short loop of the live incarnation (a claimed execution's body): a
+        thread of its own, as any loop (callers hold ``_proc``)."""
+        return self._spawn(loop, name)
+
     def _spawn_thread(self, name: str, target, *args) -> _Thread:
         """A thread of the incarnation that is no loop (an adapter's: PostgreSQL's
         LISTEN connection); it watches ``_stop`` itself. A stop joins it."""
