@@ -16,11 +16,13 @@ import time
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import fanoutsim as fs
 from fanoutsim.designs.leases.analysis import event_outcomes
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.outbox.analysis import latency_frame as outbox_latency
+from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.reactor.analysis.clocks import ks_critical, ks_statistic
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame as reactor_latency
@@ -87,8 +89,19 @@ def test_reactor_on_both_clocks(tmp_path):
         rt.close()
 
 
-def test_outbox_on_both_clocks(tmp_path):
-    config = fs.OutboxConfig(safety_poll_interval=POLL)
+# the seed's loop, and the rules of a real job queue's worker (issue 28): an idle-timeout
+# poll, one row per read, reads that take time, a quick re-poll for a row a read missed
+OUTBOX_LOOPS = {
+    "seed": OutboxConfig(safety_poll_interval=POLL),
+    "job-queue": OutboxConfig(safety_poll_interval=POLL, poll_mode="idle", wake_mode="after_fetch",
+                              batch_limit=1, read_until_empty=True, repoll=0.1,
+                              read_cost={"dist": "uniform", "low": 0.004, "high": 0.008}, empty_read_cost=0.002),
+}
+
+
+@pytest.mark.parametrize("loop", OUTBOX_LOOPS)
+def test_outbox_on_both_clocks(tmp_path, loop):
+    config = OUTBOX_LOOPS[loop]
     plan = FaultPlan([Notifications(drop=1.0)])  # every hint lost: the poll bounds the latency
 
     def setup(run):
