@@ -246,3 +246,16 @@ def test_a_writer_stops_by_its_arrivals_times_not_by_when_it_woke():
     sim.run(until=first_due + 0.01)  # the writer wakes 10 ms late
     next(loop)  # it commits, then waits for its next arrival (past stop: it will stop then)
     assert sim.outbox()["seq"].tolist() == [1]
+
+
+def test_the_report_writes_the_options_as_a_scenario_file_does():
+    import json
+
+    from fanoutsim.designs.outbox.analysis import outbox_report
+
+    law = {"dist": "uniform", "low": 0.001, "high": 0.002}
+    sim = run([1.0], OutboxConfig(poll_mode="idle", read_cost=law, self_hint_every=0.1), until=2.0)
+    config = json.loads(json.dumps(outbox_report(sim)["config"]))
+    assert config["read_cost"] == law and config["self_hint_every"] == 0.1 and config["poll_mode"] == "idle"
+    assert parse_scenario({"design": "outbox", "run": {"until": 1.0}, "consumers": [{"name": "w"}],
+                           "outbox": {k: v for k, v in config.items() if v is not None}}).config == sim.config
