@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import fanoutsim as fs
 from fanoutsim.designs.leases.analysis import event_outcomes
@@ -90,8 +91,19 @@ def test_reactor_on_both_clocks():
         rt.close()
 
 
-def test_outbox_on_both_clocks():
-    config = OutboxConfig(safety_poll_interval=POLL)
+# the seed's loop, and the rules of a real job queue's worker (issue 28): an idle-timeout
+# poll, one row per read, reads that take time, a quick re-poll for a row a read missed
+OUTBOX_LOOPS = {
+    "seed": OutboxConfig(safety_poll_interval=POLL),
+    "job-queue": OutboxConfig(safety_poll_interval=POLL, poll_mode="idle", wake_mode="after_fetch",
+                              batch_limit=1, read_until_empty=True, repoll=0.1,
+                              read_cost={"dist": "uniform", "low": 0.004, "high": 0.008}, empty_read_cost=0.002),
+}
+
+
+@pytest.mark.parametrize("loop", OUTBOX_LOOPS)
+def test_outbox_on_both_clocks(loop):
+    config = OUTBOX_LOOPS[loop]
     plan = FaultPlan([Notifications(drop=1.0)])  # every hint lost: the poll bounds the latency
 
     def setup(run):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import random
 import tomllib
 from datetime import timedelta
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fanoutsim.designs.outbox import OutboxConfig
-from fanoutsim.designs.outbox.presets import HINT_COST_FILE, PRESETS, hint_cost, preset, scenario_toml
+from fanoutsim.designs.outbox.presets import HINT_COST_FILE, PRESETS, Measured, hint_cost, preset, scenario_toml
 from fanoutsim.designs.outbox.realqueues import Case, PoissonLoad, RealRun, ks_2samp, ks_critical, percentiles
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.kernel.dist import EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
@@ -166,14 +167,30 @@ def test_lose_hints_refuses_what_is_not_a_seq(bad, error, match):
 
 # -- the presets -----------------------------------------------------------------------
 def test_a_preset_sets_the_librarys_defaults_and_takes_overrides():
-    assert OutboxConfig.preset("procrastinate-3.10") == OutboxConfig(safety_poll_interval=5.0, batch_limit=1)
-    assert OutboxConfig.preset("pgqueuer-1.6") == OutboxConfig(safety_poll_interval=30.0, batch_limit=10)
+    costs = {name: {"read_cost": preset(name).read_cost(), "empty_read_cost": preset(name).measured().empty_read_cost}
+             for name in PRESETS}
+    assert OutboxConfig.preset("procrastinate-3.10") == OutboxConfig(
+        safety_poll_interval=5.0, poll_mode="idle", wake_mode="after_fetch", catch_up=False, batch_limit=1,
+        read_until_empty=True, **costs["procrastinate-3.10"])
+    assert OutboxConfig.preset("pgqueuer-1.6") == OutboxConfig(
+        safety_poll_interval=30.0, poll_mode="idle", wake_mode="before_fetch", catch_up=False, batch_limit=10,
+        read_until_empty=True, repoll=0.1, self_hint_every=Dist("uniform", 0.08, 0.12), **costs["pgqueuer-1.6"])
     c = OutboxConfig.preset("procrastinate-3.10", safety_poll_interval=2.0)
-    assert (c.safety_poll_interval, c.batch_limit) == (2.0, 1)
+    assert (c.safety_poll_interval, c.batch_limit, c.wake_mode) == (2.0, 1, "after_fetch")
     with pytest.raises(ValueError, match="preset must be one of 'procrastinate-3.10', 'pgqueuer-1.6', got 'rq-1'"):
         OutboxConfig.preset("rq-1")
     with pytest.raises(ValueError, match="batch_limit must be an int >= 1"):
         OutboxConfig.preset("pgqueuer-1.6", batch_limit=0)
+
+
+def test_a_preset_takes_costs_measured_elsewhere():
+    p = preset("pgqueuer-1.6")
+    m = Measured.of([0.002], [0.004, 0.005], [0.001])
+    values = p.config_values(m)
+    assert values["read_cost"] == Dist.empirical([0.004, 0.005]) and values["empty_read_cost"] == Dist("empirical",
+                                                                                                       samples=(0.001,))
+    assert p.notifications(drop=0.2, measured=m).delay == Dist.empirical([0.002])
+    assert {k: v for k, v in values.items() if "read_cost" not in k} == dict(p.options)
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -182,6 +199,7 @@ def test_every_number_of_a_preset_says_where_it_comes_from(name):
     assert set(dict(p.sources)) == set(p.config_values()) | {"hint_delay"}
     d = hint_cost()["libraries"][p.library]
     assert p.hint_delay() == Dist.empirical(d["hint_latency_s"]) and p.read_cost() == Dist.empirical(d["read_cost_s"])
+    assert p.config_values()["empty_read_cost"] == Dist.empirical(d["empty_fetch_s"])
     assert p.notifications(drop=0.5).delay == p.hint_delay() and p.notifications(drop=0.5).drop == 0.5
 
 
@@ -191,7 +209,7 @@ def test_the_hint_cost_file_says_when_how_and_on_what_it_was_measured():
     for library in ("procrastinate", "pgqueuer"):
         d = data["libraries"][library]
         assert d["unhandled"] == 0 and len(d["hint_latency_s"]) == d["jobs"] >= 100
-        for key in ("hint_latency_s", "read_cost_s", "handled_latency_s"):
+        for key in ("hint_latency_s", "read_cost_s", "empty_fetch_s", "handled_latency_s"):
             assert len(d[key]) >= 100 and min(d[key]) >= 0 and max(d[key]) < 5.0, (library, key)
         # the hint alone is a fraction of commit -> handled (the read is the rest)
         assert np.median(d["hint_latency_s"]) < np.median(d["handled_latency_s"])
@@ -203,16 +221,23 @@ def test_the_procrastinate_preset_is_what_procrastinate_3_10_does():
     from procrastinate.schema import SchemaManager
 
     assert version("procrastinate").startswith("3.10.")
-    p = preset("procrastinate-3.10")
-    assert worker.FETCH_JOB_POLLING_INTERVAL == p.safety_poll_interval
-    assert inspect.signature(worker.Worker).parameters["fetch_job_polling_interval"].default == p.safety_poll_interval
+    o = dict(preset("procrastinate-3.10").options)
+    assert worker.FETCH_JOB_POLLING_INTERVAL == o["safety_poll_interval"]
+    assert inspect.signature(worker.Worker).parameters["fetch_job_polling_interval"].default == o["safety_poll_interval"]
     fetch = SchemaManager.get_schema().split("CREATE FUNCTION procrastinate_fetch_job_v2")[1].split("$$;")[0]
-    assert "LIMIT 1" in fetch and p.batch_limit == 1
+    assert "LIMIT 1" in fetch and o["batch_limit"] == 1
     # the wake flag is cleared after each fetch (the lost wake-up the presets' docstring describes) ...
     loop = inspect.getsource(worker.Worker._fetch_and_process_jobs)
     assert loop.index("fetch_job(") < loop.index("finally:") < loop.index("self._new_job_event.clear()")
+    assert o["wake_mode"] == "after_fetch"
+    # ... a round fetches until a fetch finds nothing ...
+    assert "if not job:\n                break" in loop and o["read_until_empty"]
     # ... and the poll is a new sleep after each round: an idle timeout
     assert "asyncio.sleep(self.fetch_job_polling_interval)" in inspect.getsource(worker.Worker._run_loop)
+    assert o["poll_mode"] == "idle"
+    # the listener reconnects without a word to the worker: no catch-up
+    from procrastinate.psycopg_connector import PsycopgConnector
+    assert "_new_job_event" not in inspect.getsource(PsycopgConnector) and o["catch_up"] is False
 
 
 def test_the_pgqueuer_preset_is_what_pgqueuer_1_6_does():
@@ -220,10 +245,31 @@ def test_the_pgqueuer_preset_is_what_pgqueuer_1_6_does():
     from pgqueuer import QueueManager
 
     assert version("pgqueuer").startswith("1.6.")
-    p = preset("pgqueuer-1.6")
+    from pgqueuer.adapters.persistence.schema_ddl import render_trigger
+    from pgqueuer.core import buffers, listeners
+    from pgqueuer.domain.schema.notify import notify_function_body, notify_trigger
+    from pgqueuer.domain.settings import DBSettings
+
+    o = dict(preset("pgqueuer-1.6").options)
     run = inspect.signature(QueueManager.run).parameters
-    assert run["dequeue_timeout"].default == timedelta(seconds=p.safety_poll_interval)
-    assert run["batch_size"].default == p.batch_limit
+    assert run["dequeue_timeout"].default == timedelta(seconds=o["safety_poll_interval"])
+    assert run["batch_size"].default == o["batch_limit"]
+    # a round dequeues until a dequeue is empty, then waits for an event or the timeout
+    assert "break" in inspect.getsource(QueueManager.fetch_jobs) and o["read_until_empty"]
+    assert "wait_for_notice_event" in inspect.getsource(QueueManager.run) and o["poll_mode"] == "idle"
+    # events queue up and are never cleared (no lost wake-up): the model's wake armed before the read
+    assert issubclass(listeners.PGNoticeEventListener, __import__("asyncio").Queue)
+    assert o["wake_mode"] == "before_fetch"
+    # a missed ready job: a re-poll after min_dequeue_poll_interval
+    assert QueueManager.__dataclass_fields__["min_dequeue_poll_interval"].default == timedelta(seconds=o["repoll"])
+    assert "eligible_queued_work" in inspect.getsource(QueueManager._effective_dequeue_timeout)
+    # the status log flushes every 0.1 s x uniform(0.8, 1.2), and its DELETE notifies the worker
+    flush = buffers.TimedOverflowBuffer.__dataclass_fields__["timeout"].default_factory()
+    assert flush == timedelta(seconds=0.1) and "uniform(0.8, 1.2)" in inspect.getsource(buffers.TimedOverflowBuffer)
+    assert o["self_hint_every"] == Dist("uniform", 0.08, 0.12)
+    assert re.search(r"TG_OP = 'DELETE' THEN\s+to_emit := true", notify_function_body("ch"))
+    trigger = render_trigger(notify_trigger(DBSettings()), DBSettings())
+    assert "AFTER INSERT OR UPDATE OR DELETE" in trigger and "FOR EACH ROW" not in trigger  # a statement trigger
 
 
 # -- the preset scenario files ------------------------------------------------------
@@ -261,13 +307,21 @@ def test_the_ks_statistic_is_symmetric_and_in_0_1(x, y):
 
 def test_a_real_run_reads_its_latencies_hints_and_read_costs():
     run = RealRun(library="procrastinate", version="3.10.0", case="hints", poll_interval=2.0, fetch_size=1,
-                  commits=[1.0, 2.0, 3.0, 3.001], handled=[1.004, 2.5, None, 3.010],
-                  hint_at=[1.001, 2.001, 3.0005, 3.0015], hint_lost=[False, True, False, False])
-    assert run.latencies().tolist() == pytest.approx([0.004, 0.5, 0.009])
+                  commits=[1.0, 2.0, 3.0, 3.001, 4.0], handled=[1.004, 2.5, None, 3.010, 4.02],
+                  hint_at=[1.001, 2.001, 3.0005, 3.0015, 4.001], hint_lost=[False, True, False, False, False],
+                  fetches=[[0.5, 0.501, []], [1.0015, 1.0035, [0]], [1.005, 1.006, []],
+                           [2.499, 2.4995, [1]], [2.5005, 2.501, []],
+                           [3.009, 3.0095, [3]], [3.0105, 3.011, []],
+                           [4.002, 4.015, [4]], [4.021, 4.022, []]])
+    assert run.latencies().tolist() == pytest.approx([0.004, 0.5, 0.009, 0.02])
     assert run.unhandled() == 1
-    assert run.hint_latencies().tolist() == pytest.approx([0.001, 0.0005, 0.0005])
-    # job 4's hint came after job 2 began but while nothing of job 3 ran: it woke an idle worker
-    assert run.read_costs().tolist() == pytest.approx([0.003, 0.0085])
+    assert run.hint_latencies().tolist() == pytest.approx([0.001, 0.0005, 0.0005, 0.001])
+    # the rounds a job's own hint began while the worker waited (its last fetch empty and returned
+    # before the hint; the next fetch took that job first): jobs 0, 3 and 4; not job 1, whose hint
+    # was lost (the poll took it), nor job 2, never handled
+    assert run.read_costs().tolist() == pytest.approx([0.003, 0.0085, 0.019])
+    assert run.fetch_costs(False).tolist() == pytest.approx([0.001, 0.001, 0.0005, 0.0005, 0.001])
+    assert run.fetch_costs(True).tolist() == pytest.approx([0.002, 0.0005, 0.0005, 0.013])
     assert RealRun.from_dict(json.loads(json.dumps(run.as_dict()))) == run
     assert percentiles([1, 2, 3, 4, 5], (50,)) == {50: 3.0}
 

@@ -169,6 +169,43 @@ def test_a_killed_listener_loses_the_hints_of_its_absence_and_the_safety_poll_de
         rt.close()
 
 
+@pytest.mark.parametrize("catch_up", [False, True])
+def test_after_a_reconnect_the_consumers_catch_up_only_if_asked(pg_url, catch_up):
+    # the poll is far (30 s, an idle timeout): only a catch-up read after the reconnect finds the
+    # rows committed while nobody listened
+    rt = _outbox(pg_url(), safety_poll_interval=30.0, poll_mode="idle", catch_up=catch_up)
+    try:
+        rt.register_consumer("indexer", duration=0.001)
+        rt._pg.reconnect = 1.0
+        rt.start()
+        assert wait_for(lambda: rt._pg.backend_pid is not None, timeout=10)
+        pid = rt.kill_listener()
+        assert wait_for(lambda: rt._pg.lost_connections == 1, timeout=5)
+        during = rt.commit("p1", "x")  # nobody is listening
+        assert wait_for(lambda: rt._pg.backend_pid not in (None, pid), timeout=5)
+        assert wait_for(lambda: _caught_up(rt), timeout=5) is catch_up
+        assert during not in _hinted(rt)
+        t = rt.trace()
+        assert int((t["kind"] == "catch_up").sum()) == int(catch_up)
+    finally:
+        rt.close()
+
+
+def test_a_consumers_status_write_is_a_real_notify_over_postgres(pg_url):
+    rt = _outbox(pg_url(), safety_poll_interval=30.0, self_hint_every=0.05)
+    try:
+        rt.register_consumer("indexer", duration=0.001)
+        rt.start()
+        assert wait_for(lambda: rt._pg.backend_pid is not None, timeout=10)
+        seq = rt.commit("p1", "x")
+        # the commit's NOTIFY, then the status write's (naming the seq it records), both heard
+        assert wait_for(lambda: (rt.trace()["kind"] == "hint").sum() >= 2, timeout=5)
+        t = rt.trace()
+        assert t.loc[t["kind"] == "hint", "seq"].astype(int).tolist()[:2] == [seq, seq]
+    finally:
+        rt.close()
+
+
 def test_a_paused_listener_hears_everything_late(pg_url):
     rt = _outbox(pg_url(), safety_poll_interval=30.0)
     try:

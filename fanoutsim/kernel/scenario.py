@@ -480,9 +480,13 @@ class Settings(Part):
         props = {}
         for f in dataclasses.fields(self.cls):
             prop: dict = {}
-            t = types.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
+            name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            name = name.removesuffix(" | None")  # optional: TOML has no null, the key is left out
+            t = types.get(name)
             if f.name in self.choices:
                 prop["enum"] = list(self.choices[f.name])
+            elif name == "Dist":  # seconds, or a law's table
+                prop.update(DURATION_REF)
             elif t:
                 prop["type"] = t
             if f.name in comments:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from fanoutsim.kernel.faults import FaultPlan, Notifications
 from fanoutsim.kernel.frames import json_ready
+from fanoutsim.kernel.scenario import jsonable
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.kernel.timeutil import US, rfc3339
@@ -352,7 +353,8 @@ def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
         "start": rfc3339(sim.start_us),
         "end": rfc3339(sim.now_us()),
         "time_span_s": float(sim.now),
-        "config": dataclasses.asdict(sim.config),
+        # as a scenario file writes it: a law as its table ({"dist": "empirical", "samples": [...]})
+        "config": {f.name: jsonable(getattr(sim.config, f.name)) for f in dataclasses.fields(sim.config)},
         "outbox": {"committed": total["committed"], "retained": len(sim.store.rows("outbox")),
                    "pruned": int(kinds.get("pruned", 0)), "deferred": len(sim.store.rows("deferred"))},
         "consumers": consumers,

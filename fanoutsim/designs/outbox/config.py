@@ -31,6 +31,68 @@ the shared pool for each hint: while a backfill holds all of them, a hint waits
 for one to come free — at most ``listener_wait`` seconds — or is lost, and the
 consumers wait for the safety poll (see :mod:`.notify`). Only the listener is
 modelled on the pool; the dispatcher's reads and writes are not.
+
+How a consumer's loop wakes, polls and reads (issue 28: the rules the PostgreSQL
+job queues people run use; each default is the seed's loop, and the presets of
+:mod:`.presets` set the libraries' values):
+
+``poll_mode``
+    ``"fixed"`` (the default): one safety poll ticks every
+    ``safety_poll_interval`` and wakes every consumer, whatever hints came.
+    ``"idle"``: each consumer's own timeout of ``safety_poll_interval``,
+    started anew after each round of reads, so it fires only after that long
+    without a wake-up (procrastinate 3.10: ``Worker._run_loop`` waits
+    ``asyncio.sleep(fetch_job_polling_interval)`` afresh each time; pgqueuer
+    1.6: ``QueueManager.run`` waits ``dequeue_timeout`` for the next event).
+``wake_mode``
+    ``"before_fetch"`` (the default): the consumer arms its wake before each
+    read, so a hint that lands while it reads means "read again".
+    ``"after_fetch"``: the wake flag is cleared after each read
+    (procrastinate 3.10: ``_fetch_and_process_jobs`` calls
+    ``self._new_job_event.clear()`` in the ``finally`` of every fetch): a hint
+    that lands during the last, empty read is erased, and its row waits for the
+    next hint or the poll — the lost wake-up.
+``catch_up``
+    ``False`` (the default): when the listener connects again (the end of a
+    ``silent`` window; over PostgreSQL, a reconnect after its backend was
+    lost) nothing is read until the next hint or poll (procrastinate 3.10's
+    ``PsycopgConnector.listen_notify`` LISTENs again and tells the worker
+    nothing). ``True``: every consumer reads at once, for the rows whose hints
+    the gap swallowed.
+``read_until_empty``
+    ``False`` (the default): a round ends with a short batch (everything
+    visible at that read was taken). ``True``: it reads again until a read
+    finds nothing (pgqueuer 1.6's ``QueueManager.fetch_jobs``); a row that
+    commits while the batch is handled is taken then, hint or not. With
+    ``batch_limit = 1`` (one job per fetch, procrastinate 3.10's
+    ``procrastinate_fetch_job_v2 ... LIMIT 1``) both are the same: a full
+    batch always reads again, so a round ends only at an empty read.
+``read_cost``
+    how long a read that finds rows takes (seconds, or a law of
+    :mod:`fanoutsim.kernel.dist`, e.g. the empirical law of the fetch times
+    measured in ``hint_cost.json``): the read sees the rows committed when it
+    starts, and the consumer handles them when it ends; what commits meanwhile
+    is not in it. 0 (the default): reads take no time.
+``empty_read_cost``
+    how long a read that finds nothing takes (None, the default: as
+    ``read_cost``). An empty fetch is cheaper than one that takes a job (no row
+    to lock, update and return), and with ``wake_mode = "after_fetch"`` it is
+    the window in which a hint is erased.
+``repoll``
+    seconds, or None (the default): after a round, the consumer asks whether
+    rows are ready past its cursor (rows that committed after its last read
+    began); if so it reads again after ``repoll`` seconds rather than at the
+    poll (pgqueuer 1.6: ``_effective_dequeue_timeout`` returns
+    ``min_dequeue_poll_interval`` = 0.1 s when ``eligible_queued_work`` finds
+    a job).
+``self_hint_every``
+    seconds (or a law) between a consumer's status writes, or None (the
+    default: none). Each write that records rows the consumer finished since
+    the last one sends a hint of its own, through the channel like any (it can
+    be dropped or delayed): the consumer wakes itself, and reads a row whose
+    own hint was lost (pgqueuer 1.6: the ``JobStatusLogBuffer`` flushes every
+    0.1 s x uniform(0.8, 1.2) with a DELETE on the queue table, and its
+    statement trigger NOTIFYs ``table_changed_event``).
 """
 from __future__ import annotations
 
@@ -39,12 +101,15 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fanoutsim.kernel.dist import Dist, check_dist
+from fanoutsim.kernel.dist import Dist, check_dist, parse_dist
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.scenario import key
 from fanoutsim.kernel.validate import IntAtLeast, Name, Rate, Seconds
 
 READ_MODES = ("all", "settled", "gap")
+POLL_MODES = ("fixed", "idle")
+WAKE_MODES = ("before_fetch", "after_fetch")
+NO_COST = Dist("fixed", 0.0)
 
 
 def _seconds(value, where, *, positive=False, optional=False):
@@ -74,13 +139,21 @@ class OutboxConfig:
     pool_size: int = 10                 # database pool connections (postgres.js's default max)
     reserve_listener: bool = True       # one of them set aside for LISTEN (the seed's design)
     listener_wait: float = 1.0          # seconds a hint waits for a free connection (unreserved)
+    poll_mode: str = "fixed"             # "fixed": one poll wakes all every interval; "idle": each consumer's, after its last round
+    wake_mode: str = "before_fetch"      # "before_fetch": armed before each read; "after_fetch": cleared after it (lost wake-ups)
+    catch_up: bool = False              # every consumer reads when the listener connects again
+    read_until_empty: bool = False      # a round reads until a read finds nothing (else a short batch ends it)
+    read_cost: Dist = NO_COST           # how long a read that finds rows takes: seconds, or a law ({dist = "empirical", ...})
+    empty_read_cost: Dist | None = None  # how long a read that finds nothing takes (None: read_cost)
+    repoll: float | None = None         # seconds: read again this soon when a round ends with rows ready (None: never)
+    self_hint_every: Dist | None = None  # seconds between a consumer's status writes, each a hint of its own (None: none)
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "OutboxConfig":
-        """A real library's defaults in the dispatcher's options (``"procrastinate-3.10"``,
-        ``"pgqueuer-1.6"``; see :mod:`fanoutsim.designs.outbox.presets` for each number's
-        source, the measured hint latency, and what the loop cannot express yet);
-        ``overrides`` set any field, e.g. ``safety_poll_interval=2.0``."""
+        """A real library's defaults and worker-loop rules in the dispatcher's options
+        (``"procrastinate-3.10"``, ``"pgqueuer-1.6"``), with its read costs as measured;
+        see :mod:`fanoutsim.designs.outbox.presets` for each number's source and the
+        measured hint latency. ``overrides`` set any field, e.g. ``safety_poll_interval=2.0``."""
         from fanoutsim.designs.outbox.presets import preset
 
         return cls(**{**preset(name).config_values(), **overrides})
@@ -105,6 +178,23 @@ class OutboxConfig:
             raise ValueError(f"pool_size must be >= 2 with reserve_listener=True (one connection is set "
                              f"aside for LISTEN), got {self.pool_size!r}")
         _seconds(self.listener_wait, "listener_wait")
+        if self.poll_mode not in POLL_MODES:
+            raise ValueError(f"poll_mode must be one of {', '.join(map(repr, POLL_MODES))}, got {self.poll_mode!r}")
+        if self.wake_mode not in WAKE_MODES:
+            raise ValueError(f"wake_mode must be one of {', '.join(map(repr, WAKE_MODES))}, got {self.wake_mode!r}")
+        for name in ("catch_up", "read_until_empty"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        # a number, a law's table (as a scenario file gives it) or a Dist: kept as a checked Dist
+        object.__setattr__(self, "read_cost", parse_dist(self.read_cost, "read_cost"))
+        if self.empty_read_cost is not None:
+            object.__setattr__(self, "empty_read_cost", parse_dist(self.empty_read_cost, "empty_read_cost"))
+        _seconds(self.repoll, "repoll", positive=True, optional=True)
+        if self.self_hint_every is not None:
+            every = parse_dist(self.self_hint_every, "self_hint_every")
+            if every.mean <= 0:  # a loop that never sleeps would stall the virtual clock
+                raise ValueError(f"self_hint_every must be > 0 seconds on average, got {self.self_hint_every!r}")
+            object.__setattr__(self, "self_hint_every", every)
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,16 @@ def fetch(e, now: int, name: str) -> list[dict]:
     return rows
 
 
+def ready(e, now: int, name: str) -> bool:
+    """Whether rows are committed past ``name``'s cursor (a probe after a round:
+    a row that committed after the round's last read began is one)."""
+    with e.store.transaction() as tx:
+        cursor = tx.get_cursor(name)
+        if cursor is None:
+            raise no_cursor(e, name)
+        return tx.has_outbox_past(cursor)
+
+
 def _until_gap(e, now, name, cursor, rows):
     """Stop at the first missing seq until it fills or has waited ``gap_timeout``."""
     expected = cursor + 1

@@ -12,7 +12,8 @@ Trace columns, read with the outbox's names: ``subscription`` is the consumer,
 effect: its ``fn`` ran without raising, as its step began), handled (the step
 finished and the row goes behind the consumer), failed,
 parked, deferred, cursor, cursor_start, reset, pruned, fell_behind, gap_wait,
-gap_skipped, hint, hint_dropped, hint_missed, published, crashed, restarted.
+gap_skipped, hint, hint_dropped, hint_missed, catch_up (a read by every consumer after the
+listener connected again), published, crashed, restarted.
 """
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ class OutboxEngine:
     fetch = dispatcher.fetch
     fetch_due = dispatcher.fetch_due
     next_due = dispatcher.next_due
+    ready = dispatcher.ready
     begin = dispatcher.begin
     finish = dispatcher.finish
     # retention

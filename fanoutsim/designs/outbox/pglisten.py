@@ -13,7 +13,8 @@ thread here holds a connection of its own that ``LISTEN``\\ s and reads
   is down, its backend was killed, a ``silent`` window of the plan's
   ``Notifications`` closed it — is lost: NOTIFY does not queue for a listener
   that is not there. The listener reconnects (after ``reconnect`` seconds) and
-  the safety poll finds the rows no hint announced;
+  the safety poll finds the rows no hint announced — or, with the config's
+  ``catch_up``, every consumer reads at once;
 * a paused listener (:meth:`PgListener.pause`) reads nothing for a while; the
   server queues what arrives meanwhile, and it comes late, all at once.
 
@@ -76,6 +77,11 @@ class PgListener:
         for payload in payloads:
             tx.notify(self.channel, payload)
 
+    def notify(self, payload: str) -> None:
+        """A NOTIFY of its own, outside any commit (a consumer's status write)."""
+        with self.store.connect() as con:
+            con.execute("SELECT pg_notify(%s, %s)", [self.channel, payload])
+
     # -- LISTEN --------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection:
         con = self.store.connect()
@@ -121,6 +127,7 @@ class PgListener:
         consumer at each notification; reconnect after a lost connection."""
         rt, trace = self.rt, self.rt._trace
         alive = lambda: not stop.is_set() and engine is rt.engine  # noqa: E731
+        connected = False  # once: a later connect is a reconnect
         while alive():
             if self._silent():
                 stop.wait(0.02)
@@ -131,6 +138,9 @@ class PgListener:
                 stop.wait(self.reconnect)
                 continue
             trace.add(wall_us(), "listener_connected", "dispatcher")
+            if connected:  # again, after a gap: with catch_up, every consumer reads
+                rt._listener_back()
+            connected = True
             try:
                 while alive():
                     if self._silent():

@@ -19,6 +19,15 @@ Its loops are generators that yield what they wait for (:mod:`fanoutsim.kernel.r
   hung step off after 0.2 s;
 * the safety poll: every ``safety_poll_interval`` it wakes every consumer, so
   a lost hint costs at most one interval, never a row;
+* the rules real job queues' workers use, as options of the same loop (see
+  :mod:`.config`; the defaults are the seed's loop above): the poll as each
+  consumer's idle timeout (``poll_mode``), the wake flag cleared after each
+  read instead of armed before it (``wake_mode``: procrastinate's lost
+  wake-up), a read by every consumer when the listener connects again
+  (``catch_up``), rounds that read until a read finds nothing
+  (``read_until_empty``), reads that take time (``read_cost``, a ``Work``
+  after each fetch), a quick re-poll for rows a round missed (``repoll``), and
+  a consumer's status writes that wake it (``self_hint_every``);
 * the retention loop; writers (workloads) that commit at Poisson times.
   ``LateCommit`` makes a writer reserve its seq now and commit ``delay``
   later (its ``reactor`` field, if set, matches the row's topic), in a loop of
@@ -45,7 +54,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Callable
 
-from fanoutsim.designs.outbox.config import OutboxConfig, OutboxWorkload
+from fanoutsim.designs.outbox.config import NO_COST, OutboxConfig, OutboxWorkload
 from fanoutsim.designs.outbox.dispatcher import DEFERRED
 from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
@@ -77,6 +86,10 @@ class OutboxRuntime(OutboxHost):
         self._late = self.plan.of(LateCommit) if self.plan else []
         self._late_rng = self._rng("late")
         self._workloads = 0
+        # consumer -> the last seq it finished since its last status write (self_hint_every only)
+        self._unreported: dict[str, int] | None = {} if self.config.self_hint_every is not None else None
+        if self.config.catch_up and self._pg is None and self.channel.spec.silent:
+            self._service(self._reconnects(), "reconnects")
 
     # -- the binding --------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> OutboxEngine:
@@ -95,6 +108,8 @@ class OutboxRuntime(OutboxHost):
 
     def _crashed(self) -> None:
         self.channel.connected = False  # hints sent while down are lost
+        if self._unreported is not None:
+            self._unreported.clear()  # finished rows not yet written down: gone with the process
 
     # -- hints ------------------------------------------------------------------
     def _send_hints(self, now: int, payloads: list[str]) -> None:
@@ -129,22 +144,65 @@ class OutboxRuntime(OutboxHost):
         self._signal_all()
 
     def _safety_poll(self):
+        """Every ``safety_poll_interval``: the bus catches up and, with the fixed-rate
+        poll, every consumer wakes (with ``poll_mode = "idle"`` each consumer keeps its own)."""
         ticks = Ticks(self.now, self.config.safety_poll_interval)
+        fixed = self.config.poll_mode == "fixed"
         while True:
             yield ticks.next(self.now)
-            if self.engine is not None:
+            engine = self.engine
+            if engine is None:
+                continue
+            if fixed:
                 self._wake_all()
+            else:
+                self._call(engine.publish)
+
+    def _reconnects(self):
+        """The listener connects again at the end of each silent window (a loop of the
+        runtime, started only with ``catch_up``; over PostgreSQL :mod:`.pglisten` says so)."""
+        for end in sorted({w[1] for w in self.channel.spec.silent}):
+            if end > self.now:
+                yield Until(end)
+            self._listener_back()
+
+    def _listener_back(self) -> None:
+        """The listener connected again after a gap: with ``catch_up``, every consumer reads."""
+        if self.config.catch_up and self.engine is not None:
+            self._trace.add(self.now_us(), "catch_up", "dispatcher")
+            self._wake_all()
 
     # -- the loops --------------------------------------------------------------
     def _start_consumer(self, engine: OutboxEngine, name: str) -> None:
         self._spawn(self._consumer_loop(engine, name), f"consumer-{name}", key=("consumer", name))
+        if self.config.self_hint_every is not None:
+            self._spawn(self._status_writes(engine, name), f"status-{name}")
+
+    def _status_writes(self, engine: OutboxEngine, name: str):
+        """``self_hint_every``: now and then the consumer writes down what it finished
+        (pgqueuer's status-log flush), and that write's trigger sends a hint of its
+        own, through the channel like any: the consumer wakes itself."""
+        every, rng = self.config.self_hint_every, self._rng("outbox-status", name, self.incarnation)
+        while self._running(engine):
+            yield Sleep(every.sample(rng))
+            seq = self._unreported.pop(name, None)
+            if seq is not None and self._live(engine):
+                if self._pg is not None:
+                    self._pg.notify(str(seq))  # a real NOTIFY, as the write's trigger sends
+                else:
+                    self._send_hints(self.now_us(), [str(seq)])
 
     def _consumer_loop(self, engine: OutboxEngine, name: str):
         call, outside, live, clock = self._call, self._outside, self._live, self.clock
-        begin, finish, limit = engine.begin, engine.finish, self.config.batch_limit
-        key = ("consumer", name)
+        begin, finish, cfg = engine.begin, engine.finish, self.config
+        limit, key = cfg.batch_limit, ("consumer", name)
+        late_flag = cfg.wake_mode == "after_fetch"
+        cost = self._read_cost(name)
+        unreported = self._unreported
+        wake = None
         while self._running(engine):
-            wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
+            if not late_flag:
+                wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
             rows = call(engine.fetch, name)
             if rows is None:
                 return  # the process died in the read
@@ -154,6 +212,12 @@ class OutboxRuntime(OutboxHost):
                 due = call(engine.fetch_due, name)
                 if due is None:
                     return
+            if cost is not None:  # the read takes time: what commits meanwhile is not in it
+                yield Work(cost(bool(rows or due)))
+                if not self._live(engine):
+                    return
+            if late_flag:
+                wake = self._arm(key)  # the flag cleared after the read: a hint during it is gone
             deferred = False
             # due rows first; a row the process stops or dies with stays owed, and
             # nothing after it may pass the cursor. The first attempt is inline: the
@@ -173,20 +237,52 @@ class OutboxRuntime(OutboxHost):
                         out = yield from self._retry(engine, name, row, is_due, out)
                     if out is None:
                         return
+                    if unreported is not None and out.kind in ("handled", "parked"):
+                        unreported[name] = row["seq"]  # for the consumer's next status write
                     deferred |= out is DEFERRED
             if not self._running(engine):
                 return
-            if due or len(rows) >= limit or self._woken(wake):
-                continue  # drain: a full batch, or woken while handling
+            if due or len(rows) >= limit or self._woken(wake) or (rows and cfg.read_until_empty):
+                continue  # drain: a full batch, or woken while handling (or until a read finds nothing)
             # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap).
             # A short batch read everything visible at the fetch; anything committed
             # since sent a hint (which would have signalled ``wake``) or waits for the poll.
             if deferred:
                 first_due = call(engine.next_due, name)
-            until = engine.wake_at.pop(name, None)
-            if first_due is not None and (until is None or first_due < until):
-                until = first_due
-            yield Wait(wake, None if until is None else max(0.0, (until - self.now_us()) / US))
+            timeout = self._sleep_for(engine, name, first_due)
+            if timeout is False:
+                return
+            yield Wait(wake, timeout)
+
+    def _read_cost(self, name: str) -> Callable[[bool], float] | None:
+        """The draw of one read's cost (given whether it found rows), from the
+        consumer's own stream; None when reads take no time (the default)."""
+        cfg = self.config
+        full, empty = cfg.read_cost, cfg.empty_read_cost or cfg.read_cost
+        if full == NO_COST and empty == NO_COST:
+            return None
+        rng = self._rng("outbox-read", name, self.incarnation)
+        return lambda found: (full if found else empty).sample(rng)
+
+    def _sleep_for(self, engine: OutboxEngine, name: str, first_due: int | None) -> float | None | bool:
+        """How long a consumer that found nothing more sleeps at most (None: until
+        woken): until its next due row or the end of a wait (settle, gap); with
+        the idle poll, at most the poll interval from now; with ``repoll``, that
+        soon if rows are ready that its reads missed. False: the process died."""
+        cfg = self.config
+        until = engine.wake_at.pop(name, None)
+        if first_due is not None and (until is None or first_due < until):
+            until = first_due
+        timeout = None if until is None else max(0.0, (until - self.now_us()) / US)
+        if cfg.poll_mode == "idle" and (timeout is None or timeout > cfg.safety_poll_interval):
+            timeout = cfg.safety_poll_interval
+        if cfg.repoll is not None and (timeout is None or timeout > cfg.repoll):
+            ready = self._call(engine.ready, name)
+            if ready is None:
+                return False
+            if ready:
+                timeout = cfg.repoll
+        return timeout
 
     def _retry(self, engine: OutboxEngine, name: str, row: dict, due: bool, failed):
         """A row's attempts after a first one that failed: each after its backoff
@@ -228,7 +324,7 @@ class OutboxRuntime(OutboxHost):
         while True:
             due += rng.expovariate(rate)
             yield Until(due)
-            if stop is not None and self.now >= stop:
+            if stop is not None and due >= stop:  # the arrival's time, not the wall's later reading of it
                 return
             engine = self.engine
             if engine is None:  # a down process commits nothing

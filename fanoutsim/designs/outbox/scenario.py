@@ -14,6 +14,9 @@ A scenario file with ``design = "outbox"`` at the top level describes an
     [outbox]                         # any fanoutsim.designs.outbox.OutboxConfig field
     safety_poll_interval = 5.0
     read_mode = "all"                # "all" | "settled" | "gap"
+    poll_mode = "fixed"              # "fixed" | "idle": an idle timeout per consumer (procrastinate, pgqueuer)
+    wake_mode = "before_fetch"       # "before_fetch" | "after_fetch": the flag cleared after a read (lost wake-ups)
+    read_cost = 0.003                # seconds a read takes, or a law: {dist = "empirical", samples = [...]}
     [[consumers]]                    # at least one
     name = "indexer"
     duration = 0.01                  # seconds >= 0, or {dist = "exponential", mean = 0.2}, ...
@@ -73,7 +76,7 @@ from datetime import datetime
 from typing import Any
 
 from fanoutsim.designs.outbox.config import (
-    OUTBOX_FAULT_KINDS, READ_MODES, ConsumerSpec, OutboxConfig, OutboxWorkload,
+    OUTBOX_FAULT_KINDS, POLL_MODES, READ_MODES, WAKE_MODES, ConsumerSpec, OutboxConfig, OutboxWorkload,
 )
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
@@ -180,7 +183,8 @@ SCHEMA = Schema(
     design="outbox", doc=__doc__,
     title="transactional outbox with NOTIFY hints, safety poll and per-consumer cursors (Subspace)",
     parts=(
-        Settings("outbox", OutboxConfig, choices={"read_mode": READ_MODES},
+        Settings("outbox", OutboxConfig, choices={"read_mode": READ_MODES, "poll_mode": POLL_MODES,
+                                                  "wake_mode": WAKE_MODES},
                  doc="any fanoutsim.designs.outbox.OutboxConfig field"),
         Array("consumers", ConsumerDef, unique="name", noun="consumer", rules=_consumer_rules,
               required="at least one [[consumers]] table (a name, and optional duration, timeout, backoff, ...)"),

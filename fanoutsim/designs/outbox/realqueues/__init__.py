@@ -11,8 +11,9 @@ commits and the same lost hints, and compares the two::
 
     runs = run_real_all()                 # 2 libraries x 3 cases, on an embedded PostgreSQL
     print(TABLE_HEAD)
-    for run in runs.values():
-        print(compare(run).row())         # p50 / p90 / p99 and two-sample KS, real vs model
+    for (library, case), run in runs.items():
+        costs = session_costs(r for (lib, _), r in runs.items() if lib == library)
+        print(compare(run, measured=costs).row())  # p50 / p90 / p99 and two-sample KS, real vs model
 
 Needs the ``realqueues`` and ``postgres`` extras (``make setup`` installs both).
 
@@ -30,8 +31,10 @@ Needs the ``realqueues`` and ``postgres`` extras (``make setup`` installs both).
 """
 from fanoutsim.designs.outbox.realqueues.harness import LIBRARIES, run_real, run_real_all
 from fanoutsim.designs.outbox.realqueues.load import CASES, Case, PoissonLoad
-from fanoutsim.designs.outbox.realqueues.model import TABLE_HEAD, Comparison, compare, model_latencies, model_run
+from fanoutsim.designs.outbox.realqueues.model import (
+    TABLE_HEAD, Comparison, compare, model_latencies, model_run, session_costs,
+)
 from fanoutsim.designs.outbox.realqueues.record import RealRun, ks_2samp, ks_critical, percentiles
 
 __all__ = ["LIBRARIES", "CASES", "Case", "PoissonLoad", "RealRun", "run_real", "run_real_all", "compare",
-           "Comparison", "model_run", "model_latencies", "TABLE_HEAD", "ks_2samp", "ks_critical", "percentiles"]
+           "Comparison", "model_run", "model_latencies", "session_costs", "TABLE_HEAD", "ks_2samp", "ks_critical", "percentiles"]

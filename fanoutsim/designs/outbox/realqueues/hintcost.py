@@ -12,10 +12,14 @@ Per job it records (see :class:`~.record.RealRun`):
                        job's hint: NOTIFY's delivery and the wake-up. The commit
                        time is the server's clock at COMMIT (:mod:`.commitclock`),
                        the handler's is the worker's ``time.time()``: one clock;
-``read_cost_s``        hint heard -> the job's handler began, for jobs whose
-                       hint woke an idle worker: the fetch (procrastinate: a pool
+``read_cost_s``        hint heard -> the job's handler began, for each round of
+                       fetches a job's own hint began (the worker was waiting: its
+                       last fetch had found nothing; the next took that job first):
+                       the worker's wake-up, the fetch (procrastinate: a pool
                        connection check and ``procrastinate_fetch_job_v2``;
                        pgqueuer: its dequeue) and the dispatch to the handler;
+``empty_fetch_s``      each fetch that found nothing, called -> returned (the
+                       window of procrastinate's lost wake-up);
 ``handled_latency_s``  commit -> handler began, every job.
 
 The data file (:data:`~fanoutsim.designs.outbox.presets.HINT_COST_FILE`) keeps the
@@ -45,9 +49,11 @@ METHOD = ("one worker per library with hints on, a seeded Poisson load of {jobs}
           "socket; the producer a process of its own, committing through the library's enqueue call. "
           "Commit: clock_timestamp() in a deferred constraint trigger (fires at COMMIT) on the job table; "
           "the worker's times: time.time(), the same clock. hint_latency_s: commit -> the worker's "
-          "notification handler heard the job's hint; read_cost_s: hint heard -> handler began, for jobs "
-          "whose hint woke an idle worker; handled_latency_s: commit -> handler began. Seconds, rounded "
-          "to 1 us.")
+          "notification handler heard the job's hint; read_cost_s: hint heard -> handler began, for each "
+          "round of fetches a job's own hint began (the fetch before it had found nothing, the next took "
+          "that job first); empty_fetch_s: a fetch that found nothing, called -> returned (the library's "
+          "fetch_job / dequeue, timed around the call); handled_latency_s: commit -> handler began. "
+          "Seconds, rounded to 1 us.")
 
 
 def _rounded(x) -> list[float]:
@@ -73,6 +79,7 @@ def measure(jobs: int = 400, rate: float = 5.0, seed: int = 1, dsn: str | None =
                 "version": run.version, "jobs": len(run.commits), "unhandled": run.unhandled(),
                 "hint_latency_s": _rounded(run.hint_latencies()),
                 "read_cost_s": _rounded(run.read_costs()),
+                "empty_fetch_s": _rounded(run.fetch_costs(False)),
                 "handled_latency_s": _rounded(run.latencies()),
             }
     out = {
@@ -91,7 +98,7 @@ def summary(data: dict) -> str:
     lines = [f"measured {data['measured']} on {data['machine']['cpus']} cpus, PostgreSQL "
              f"{data['machine']['postgresql']}"]
     for library, d in data["libraries"].items():
-        for key in ("hint_latency_s", "read_cost_s", "handled_latency_s"):
+        for key in ("hint_latency_s", "read_cost_s", "empty_fetch_s", "handled_latency_s"):
             p = percentiles(np.asarray(d[key]) * 1000)
             lines.append(f"{library} {d['version']:>7}  {key:<18} n={len(d[key]):>4}  p50 {p[50]:7.3f} ms  "
                          f"p90 {p[90]:7.3f} ms  p99 {p[99]:7.3f} ms")

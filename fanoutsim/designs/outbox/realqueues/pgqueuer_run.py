@@ -65,6 +65,7 @@ class HintTap:
         self.rng = case.drop_rng()
         self.inserts: list[float] = []     # when the k-th INSERT's event arrived
         self.dropped: set[int] = set()     # the k of each dropped INSERT event
+        self.events: list[tuple[float, str, int]] = []  # every table event: (heard, operation, dropped)
         self.listening = threading.Event()
 
     def wrap(self, callback):
@@ -74,16 +75,31 @@ class HintTap:
             except ValueError:
                 event = {}
             if event.get("type") == "table_changed_event":
-                k = None
+                k, now = None, time.time()
                 if event.get("operation") == "insert":
                     k = len(self.inserts)
-                    self.inserts.append(time.time())
-                if self.drop and (self.drop >= 1 or self.rng.random() < self.drop):
+                    self.inserts.append(now)
+                drop = bool(self.drop and (self.drop >= 1 or self.rng.random() < self.drop))
+                self.events.append((now, str(event.get("operation")), int(drop)))
+                if drop:
                     if k is not None:
                         self.dropped.add(k)
                     return
             callback(payload)
         return heard
+
+
+def _time_dequeues(queries, fetches: list) -> None:
+    """Note when each dequeue was called and returned, and the jobs it took."""
+    original = queries.dequeue
+
+    async def dequeue(*args, **kwargs):
+        called = time.time()
+        jobs = await original(*args, **kwargs)
+        fetches.append((called, time.time(), [j.id for j in jobs]))
+        return jobs
+
+    queries.dequeue = dequeue
 
 
 def _driver(connection, tap: HintTap):
@@ -118,6 +134,8 @@ async def _work(dsn: str, case: Case, poll_interval: float, batch_size: int, pro
     con = await asyncpg.connect(**asyncpg_params(dsn))
     try:
         queries = Queries(_driver(con, tap))
+        fetches: list = []
+        _time_dequeues(queries, fetches)
         await queries.install()
         await asyncio.to_thread(commitclock.install, dsn, queries.qbe.settings.queue_table)
         qm = QueueManager(queries)
@@ -145,4 +163,5 @@ async def _work(dsn: str, case: Case, poll_interval: float, batch_size: int, pro
     return producer.record(
         library="pgqueuer", version=version("pgqueuer"), poll_interval=poll_interval, fetch_size=batch_size,
         committed=commitclock.read(dsn), handled=handled, heard=heard,
-        lost=lambda job_id: order[job_id] in tap.dropped or job_id not in heard, reconnects=0, started=started)
+        lost=lambda job_id: order[job_id] in tap.dropped or job_id not in heard, reconnects=0, started=started,
+        fetches=fetches, events=tap.events)

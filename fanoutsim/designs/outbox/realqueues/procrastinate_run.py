@@ -4,7 +4,7 @@ The worker is procrastinate's own :class:`procrastinate.worker.Worker` (one
 job at a time, ``concurrency=1``), on an async :class:`~procrastinate.PsycopgConnector`;
 the producer is a process of its own (:mod:`.producer_process`) with a sync
 connector that defers one job at each offset of the load; each job's commit
-time is the server's (:mod:`.commitclock`). Two things are wrapped, neither
+time is the server's (:mod:`.commitclock`). Three things are wrapped, none
 changes the loop:
 
 * the worker's notification handler (``Worker._handle_notification``), to note
@@ -12,7 +12,9 @@ changes the loop:
   probability before the worker sees it;
 * the connector's ``_loop_notify``, which procrastinate calls each time its
   listener has (re)connected and LISTENed, to learn the listener's backend pid
-  (what ``pg_terminate_backend`` kills) and to count reconnects.
+  (what ``pg_terminate_backend`` kills) and to count reconnects;
+* the job manager's ``fetch_job``, to note when each fetch was called and
+  returned (the fetch's own cost, which the model's ``read_cost`` is).
 """
 from __future__ import annotations
 
@@ -74,6 +76,19 @@ def _wrap_hints(worker, case: Case, heard: dict[int, float], dropped: set[int]) 
     worker._handle_notification = handle
 
 
+def _time_fetches(job_manager, fetches: list) -> None:
+    """Note when each ``fetch_job`` was called and returned, and the job it took (if any)."""
+    original = job_manager.fetch_job
+
+    async def fetch_job(*args, **kwargs):
+        called = time.time()
+        job = await original(*args, **kwargs)
+        fetches.append((called, time.time(), [] if job is None else [job.id]))
+        return job
+
+    job_manager.fetch_job = fetch_job
+
+
 def _killer(dsn: str, connector):
     """``kill()``: terminate the listener's backend, on a connection of its own."""
     import psycopg
@@ -110,6 +125,8 @@ async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer, 
 
     heard: dict[int, float] = {}
     dropped: set[int] = set()
+    fetches: list = []
+    _time_fetches(app.job_manager, fetches)
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
         await asyncio.to_thread(commitclock.install, dsn, "procrastinate_jobs")
@@ -132,4 +149,4 @@ async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer, 
         library="procrastinate", version=version("procrastinate"), poll_interval=poll_interval,
         fetch_size=FETCH_SIZE, committed=commitclock.read(dsn), handled=handled, heard=heard,
         lost=lambda job_id: not case.listen or job_id in dropped or job_id not in heard,
-        reconnects=max(0, connector.listens - 1), started=started)
+        reconnects=max(0, connector.listens - 1), started=started, fetches=fetches)

@@ -112,16 +112,19 @@ class Producer:
 
     def record(self, *, library: str, version: str, poll_interval: float, fetch_size: int,
                committed: dict, handled: dict, heard: dict, lost: Callable[[Any], bool], reconnects: int,
-               started: float) -> RealRun:
+               started: float, fetches: list | None = None, events: list | None = None) -> RealRun:
         """The run, job by job in commit order, in seconds after the producer's t0. ``committed``,
         ``handled`` and ``heard`` map a job id to a ``time.time()`` reading (the commit: the
-        server's, :mod:`.commitclock`)."""
+        server's, :mod:`.commitclock`); ``fetches`` are ``(called, returned, jobs)`` and
+        ``events`` ``(heard, operation, dropped)``, ``time.time()`` readings too (a fetch's
+        jobs become their places in commit order)."""
         t0 = self.t0_wall
         missing = [job_id for job_id in self.ids() if job_id not in committed]
         if missing:
             raise RuntimeError(f"the commit clock has no commit of {len(missing)} jobs (first: {missing[0]})")
         returned = dict(self.commits)
         order = sorted(self.ids(), key=lambda job_id: committed[job_id])
+        place = {job_id: k for k, job_id in enumerate(order)}
 
         def rel(t):
             return None if t is None else t - t0
@@ -134,7 +137,9 @@ class Producer:
             hint_lost=[bool(lost(j)) for j in order],
             returned=[returned[j] - self.t0 for j in order],
             terminations=[t - t0 for t in self.terminated], reconnects=reconnects,
-            wall_seconds=time.monotonic() - started)
+            wall_seconds=time.monotonic() - started,
+            fetches=[[a - t0, b - t0, [place[j] for j in jobs]] for a, b, jobs in fetches or ()],
+            events=[[at - t0, op, dropped] for at, op, dropped in events or ()])
 
 
 async def produce(producer: Producer, kill: Callable[[], None] | None = None) -> None:

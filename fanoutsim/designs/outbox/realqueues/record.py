@@ -34,6 +34,11 @@ class RealRun:
     terminations: list[float] = field(default_factory=list)  # pg_terminate_backend of the listener
     reconnects: int = 0          # times the listener connected again after the first
     wall_seconds: float = 0.0    # how long the run took (set-up included)
+    # each fetch of the worker: [called, returned, [the jobs it took, by place in commit order]]
+    # (procrastinate's fetch_job, pgqueuer's dequeue)
+    fetches: list[list] = field(default_factory=list)
+    # each table-changed event the worker heard (pgqueuer): [when, operation, dropped (0/1)]
+    events: list[list] = field(default_factory=list)
 
     def latencies(self) -> np.ndarray:
         """Commit -> handler began, seconds, for every job that was handled."""
@@ -48,15 +53,28 @@ class RealRun:
                            if a is not None and not lost], dtype=float)
 
     def read_costs(self) -> np.ndarray:
-        """Hint heard -> handler began, for jobs woken by their own hint while the worker was idle
-        (the hint came after the previous job's handler began, and before its own job's):
-        the fetch and the dispatch."""
-        out, prev = [], -math.inf
-        for a, h, lost in zip(self.hint_at, self.handled, self.hint_lost):
-            if a is not None and h is not None and not lost and prev < a <= h:
-                out.append(h - a)
-            prev = h if h is not None else prev
+        """Hint heard -> handler began, for each round of reads a job's own hint began: the
+        worker was waiting (its last fetch had found nothing and returned before the hint
+        came) and the next fetch took that job first. The worker's wake-up, its fetch and
+        the dispatch to the handler: what the model's ``read_cost`` is."""
+        out, prev_empty_end = [], math.inf
+        for called, returned, jobs in self.fetches:
+            if jobs:
+                first = jobs[0]
+                heard, handled = self.hint_at[first], self.handled[first]
+                if (heard is not None and handled is not None and not self.hint_lost[first]
+                        and prev_empty_end <= heard <= called):
+                    out.append(handled - heard)
+                prev_empty_end = math.inf
+            else:
+                prev_empty_end = returned
         return np.asarray(out, dtype=float)
+
+    def fetch_costs(self, found: bool) -> np.ndarray:
+        """How long the worker's fetches took (called -> returned), seconds: those that
+        took a job (``found``), or those that found none (what the model's
+        ``empty_read_cost`` is: with procrastinate, the window of its lost wake-up)."""
+        return np.asarray([b - a for a, b, jobs in self.fetches if bool(jobs) == found], dtype=float)
 
     def as_dict(self) -> dict:
         return asdict(self)
