@@ -222,3 +222,23 @@ def test_restore_backup_fault_on_the_wall_clock(tmp_path):
     finally:
         rt.stop()
         rt.close()
+
+
+def test_a_restore_that_dead_letters_a_voided_lease_traces_where_the_checkpoint_stands(engine):
+    """The voided tenth attempt is a dead letter the checkpoint passes; the trace's
+    last checkpoint row of the partition says so, not the backup's older one."""
+    e = engine
+    e.add_consumer(t(0), "c", batch_limit=1, in_flight_limit=1)
+    (eid,) = e.publish(t(0), [("p", "k", 1)])
+    for attempt in range(1, 10):
+        (x,) = e.consume(t(attempt), "c")
+        assert e.nack(t(attempt), "c", x.event_id, x.token, x.incarnation) == "retry_scheduled"
+    (x,) = e.consume(t(10), "c")
+    assert x.attempt == 10
+    b = e.backup(t(11))
+    e.restore_backup(t(12), b)
+    st = e.status(t(12), "c")
+    assert (st["dead_lettered"], st["checkpoints"]) == ([eid], {"p": 1})
+    tr = e.trace.frame()
+    marks = tr[(tr["kind"] == "checkpoint") & (tr["subscription"] == "c")]
+    assert marks["detail"].tolist()[-1] == "1"
