@@ -236,7 +236,10 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         ``module_hash``), created now from ``start`` with ``old``'s limits and
         client. Nothing pulls ``old`` any more (its workers already running
         finish), but it is not rebound or retired: it keeps its checkpoint and
-        its retention fence until an operator retires it. Returns the new identity."""
+        its retention fence until an operator retires it. Returns the new identity.
+        A refused deploy (a ``start`` past the end of the log, or a new identity
+        that exists with other limits: ValueError) changes nothing: ``old`` keeps
+        its client and goes on consuming."""
         if not isinstance(old, ConsumerIdentity):
             raise TypeError(f"old must be a ConsumerIdentity, got {type(old).__name__}")
         new = old.with_module(module_hash)
@@ -246,17 +249,19 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
             row = tx.get_lease_consumer(old.key)
         if row is None:
             raise KeyError(f"no consumer {old.key!r} to replace")
-        spec = self.clients.pop(old.key, None)
-        proc = self._client_procs.pop(old.key, None)
-        if proc is not None and proc.is_alive:
-            proc.interrupt()
+        spec = self.clients.get(old.key)
         limits = {k: row[k] for k in ("batch_limit", "in_flight_limit", "lease_seconds")}
+        # the new consumer first: a refused registration raises with old's client still running
         if spec is None:
             self.register_consumer(new, start=start, client=False, **limits)
         else:
             self.register_consumer(new, start=start, duration=spec.duration, fail=spec.fail, poison=spec.poison,
                                    nack_delay=spec.nack_delay, poll_interval=spec.poll_interval, fn=spec.fn,
                                    **limits)
+        self.clients.pop(old.key, None)
+        proc = self._client_procs.pop(old.key, None)
+        if proc is not None and proc.is_alive:
+            proc.interrupt()
         self._trace.add(self.now_us(), "deployed", "operator", new.key, None, None, old.key)
         return new
 
