@@ -242,3 +242,37 @@ def test_a_restore_that_dead_letters_a_voided_lease_traces_where_the_checkpoint_
     tr = e.trace.frame()
     marks = tr[(tr["kind"] == "checkpoint") & (tr["subscription"] == "c")]
     assert marks["detail"].tolist()[-1] == "1"
+
+
+def _take_all(sim, consumer="c", ack=True):
+    got = sim.consume(consumer)
+    if ack:
+        for x in got:
+            assert sim.ack(consumer, x.event_id, x.token, x.incarnation) == "acked"
+    return got
+
+
+def test_the_checker_follows_a_consumer_a_restore_brings_back_after_its_retire():
+    """Retired after the backup, brought back by the restore with the backup's
+    checkpoint: its life goes on after the restore (what it gets and owes then
+    is checked), not ended at the retire the restore undid."""
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("c", client=False, batch_limit=8, in_flight_limit=8)
+    for i in range(3):
+        sim.publish("p", "k", i)
+    _take_all(sim)                                   # 1:0..3:0 delivered
+    b = sim.backup()
+    sim.publish("p", "k", 3)
+    _take_all(sim)                                   # 4:0 delivered, then gone with the restore
+    assert sim.retire("c") == "applied"
+    sim.publish("p", "k", 4)                         # 5:0, published while it was retired
+    sim.restore_backup(b)
+    assert sim.status("c")["checkpoints"] == {"p": 3}
+    sim.publish("p", "k", 5)
+    sim.publish("p", "k", 6)
+    (x, y) = sim.consume("c")
+    assert sim.ack("c", x.event_id, x.token, x.incarnation) == "acked"
+    report = check_leases(sim)
+    (row,) = report.per_consumer.to_dict("records")
+    assert (row["consumer"], row["retired"], row["delivered"], row["pending"]) == ("c", False, 5, 1)
+    assert report.lost.values.tolist() == [["c", "5:0", "restore"]] and report.valid

@@ -4,7 +4,10 @@ pending and out of order — and why — from the trace and the tables alone
 
 A consumer *life* runs from its ``consumer_start`` to its ``retired`` (or the
 end): retire deletes a consumer, and the same name may start afresh, as a new
-life reported as ``name#2``, ``name#3``, ... . An event is *expected* by a life
+life reported as ``name#2``, ``name#3``, ... . A retire that a later restore
+undoes (the backup was taken while the life ran, before the retire) does not
+end it: the consumer is back, with the backup's checkpoint, and the life goes
+on. An event is *expected* by a life
 when it was published (a ``published`` event) with a seq past the life's start,
 and before the life was retired (a retired consumer owes nothing published
 later). A worker's effect is a ``delivered`` event. Then an expected event is
@@ -212,10 +215,16 @@ def check_leases(sim) -> LeaseReport:
         seeks[who[i]].append((int(i), int(details[i])))
     restores, crashes = events("restored"), events("crashed")
     pruned = set(eids[events("pruned")].tolist())
-    retired_at = {who[i]: int(i) for i in events("retired")}
     # restores from backup: (index of the backup, index of the restore)
     taken = {details[i]: int(i) for i in events("backup")}
     undone = [(taken[details[i]], int(i)) for i in events("backup_restored") if details[i] in taken]
+    retired_at = {}
+    for i in events("retired"):
+        life = lives.get(who[i])
+        began = -1 if life is None else life["index"]
+        # a restore of a backup taken while the life ran, made after the retire, brings it back
+        if not any(began < bi < i < ri for bi, ri in undone):
+            retired_at[who[i]] = int(i)
     undone_at = {}                                       # life -> the restore that took it away
     for life_name, life in lives.items():
         if life["last"] and life["name"] not in table_rows and life_name not in retired_at:
