@@ -45,15 +45,6 @@ from fanoutsim.kernel.names import check_name
 APPLIED, OUTSTANDING_LEASE, NOT_FOUND = "applied", "outstanding_lease", "not_found"
 
 
-def consumer_row(tx, name: str) -> dict:
-    check_name("consumer", name)
-    row = tx.get_lease_consumer(name)
-    if row is None:
-        known = ", ".join(c["consumer"] for c in tx.list_lease_consumers()) or "none"
-        raise KeyError(f"unknown consumer {name!r}; known: {known}")
-    return row
-
-
 def resolve_position(tx, name: str, position) -> tuple[int, int]:
     """``(start_seq, start_commit)`` that ``"beginning"``, ``"end"`` or a seq
     stands for, checked; ``"beginning"`` is the oldest retained event (the

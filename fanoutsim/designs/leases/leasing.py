@@ -80,7 +80,6 @@ from dataclasses import dataclass
 
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
-from fanoutsim.designs.leases.consumers import consumer_row
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
 from fanoutsim.kernel.names import check_name
 
@@ -122,23 +121,44 @@ def bump(tx, row: dict) -> dict:
 
 # -- consume ------------------------------------------------------------------------
 
-def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> list[Lease]:
+class Pull(list):
+    """What ``consume`` returns: the leases granted (a list of :class:`Lease`,
+    in lease order) and the pull's ``result``, as RiffDB's lease coordination
+    carries its transition result with its leases: ``applied`` (the leases may
+    be none: nothing eligible, or no room), or ``not_found`` (no such consumer
+    — retired, or never added: no lease, nothing changed), the refusal ``ack``,
+    ``nack``, ``seek`` and ``retire`` return."""
+
+    def __init__(self, leases=(), result: str = "applied") -> None:
+        super().__init__(leases)
+        self.result = result
+
+    def __repr__(self) -> str:
+        return f"Pull({list.__repr__(self)}, result={self.result!r})"
+
+
+def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> Pull:
     """Lease up to ``batch_limit`` (default: the consumer's) eligible events.
     Expired leases of the consumer are first turned into retries (a recovery
     transition of its own), then the pull leases again."""
+    check_name("consumer", consumer)
     if batch_limit is not None:
         check_batch(batch_limit)
     out = _lease(e, now, consumer, batch_limit)
     if out is None:  # it held an expired lease: recover it, then lease
         recover(e, now, consumer=consumer)
-        out = _lease(e, now, consumer, batch_limit) or []
+        out = _lease(e, now, consumer, batch_limit)
+    if out.result == NOT_FOUND:
+        _refused(e, now, consumer, None, "consume", NOT_FOUND)
     return out
 
 
-def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] | None:
+def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
     out: list[Lease] = []
     with e.tx() as tx:
-        row = consumer_row(tx, consumer)
+        row = tx.get_lease_consumer(consumer)
+        if row is None:
+            return Pull(result=NOT_FOUND)
         held = tx.list_leases(consumer)
         for lease in held:
             if lease["expires_at"] <= now:
@@ -146,7 +166,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] |
         room = min(row["batch_limit"] if batch_limit is None else batch_limit,
                    row["in_flight_limit"] - len(held))
         if room <= 0:
-            return out
+            return Pull()
         _check_retained(tx, row)
         leased = {lease["event_id"] for lease in held}
         retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
@@ -203,7 +223,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] |
     if out:
         e.metrics.inc("fanoutsim_lease_leases_total", len(out), consumer=consumer)
         e.faults.point("lease.after_commit", now, subscription=consumer, firing=out[0].event_id)
-    return out
+    return Pull(out)
 
 
 def _check_retained(tx, row: dict) -> None:
@@ -329,9 +349,10 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
         return _refused(e, now, consumer, event_id, "ack", failed)
     e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
     _moved(e, now, consumer, moved)
-    if delivered_by is not None:
+    if delivered_by is not None:  # counted as a worker's delivery is
         e.trace.add(now, "delivered", delivered_by, consumer, event_id, lease["partition"],
                     f"attempt {lease['attempt']}")
+        e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
     e.faults.point("ack.after_commit", now, subscription=consumer, firing=event_id)
     return ACKED

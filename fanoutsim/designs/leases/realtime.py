@@ -75,6 +75,7 @@ from fanoutsim.kernel.faults import Crash, RestoreBackup
 from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease
+from fanoutsim.designs.leases.identity import consumer_key
 from fanoutsim.designs.leases.host import (
     LeaseClient, LeaseHost, checked_lease_config, lease_partitions, lease_window,
 )
@@ -262,10 +263,13 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
             self._call(engine.publish, [(part, p.kind, {"n": p.k})])
 
     # -- the API ------------------------------------------------------------------
-    def status(self, consumer: str) -> dict:
+    def status(self, consumer: str, *, caller=None) -> dict:
         """What ``riffdb event status`` tells of ``consumer`` (see
         :func:`~fanoutsim.designs.leases.consumers.status`). A read of the tables: it
-        works while the node is down or stopped too, until :meth:`close`."""
+        works while the node is down or stopped too, until :meth:`close`.
+        ``caller``: as :meth:`~.host.LeaseHost.status`."""
+        consumer = consumer_key(consumer)
+        self._authorize("status", consumer, caller)
         with self._proc:
             if self._state == "closed":
                 raise RuntimeError("the node is closed; its store is released")
@@ -280,12 +284,16 @@ class LeaseRealtime(LeaseHost, SteppedWallRuntime):
         checkpoints) and, unless ``client=False`` (drive it by hand with
         :meth:`consume`), run its client loop while the node runs. A worker works
         ``duration`` wall seconds, then runs ``fn(lease)`` in its own thread (an
-        exception nacks) and acks. Returns the consumer row."""
+        exception nacks) and acks. Returns the consumer row. As on the virtual
+        clock, registering an existing consumer again with other settings raises
+        ValueError naming them (the same ones again: a no-op)."""
+        name = consumer_key(name)
         spec = LeaseClient(name, duration, fail, poison, nack_delay, poll_interval, fn=fn,
                            max_retry_delay=self.config.max_retry_delay) if client else None
+        limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
         with self._lifecycle:
-            row = self._api(LeaseEngine.add_consumer, name, start, batch_limit=batch_limit, in_flight_limit=in_flight_limit,
-                            lease_seconds=lease_seconds)
+            self._registered(name, limits, spec)
+            row = self._api(LeaseEngine.add_consumer, name, start, **limits)
             with self._proc:
                 if spec is not None and name not in self.clients:
                     self.clients[name] = spec

@@ -46,7 +46,7 @@ from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
 from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.leases.host import (
-    LeaseClient, LeaseHost, _checked, _secs, checked_lease_config, lease_partitions, lease_window, same_consumer,
+    LeaseClient, LeaseHost, _checked, _secs, checked_lease_config, lease_partitions, lease_window,
 )
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
@@ -213,10 +213,7 @@ class LeaseSimulation(LeaseHost, VirtualRuntime):
         spec = Client(name, duration, fail, poison, nack_delay, poll_interval, fn=fn,
                       max_retry_delay=self.config.max_retry_delay) if client else None
         limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
-        with self._tx() as tx:
-            existing = tx.get_lease_consumer(name)
-        if existing is not None:
-            same_consumer(name, existing, limits, spec, self.clients.get(name))
+        existing = self._registered(name, limits, spec)
         row = self._api(LeaseEngine.add_consumer, name, start, **limits)
         if existing is None:  # new, or retired and added afresh: this call's client, not the old one's
             old = self._client_procs.pop(name, None)
