@@ -402,6 +402,13 @@ class OrWord(Validator):
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
 
+def is_duckdb_path(value) -> bool:
+    """A DuckDB file's path, as every command and ``open_store`` take one: a
+    name ending in ``.duckdb`` (the one rule, so that no command accepts a file
+    another refuses)."""
+    return isinstance(value, str) and value.endswith(".duckdb") and len(value) > len(".duckdb")
+
+
 @dataclass(frozen=True)
 class Store(Validator):
     """Where a run keeps its tables: ``"memory"``, ``"duckdb"`` (a temporary
@@ -412,8 +419,7 @@ class Store(Validator):
     allowed = '"memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI'
 
     def check(self, value):
-        if isinstance(value, str) and (value in ("memory", "duckdb", "postgres") or
-                                       (value.endswith(".duckdb") and len(value) > len(".duckdb")) or
+        if isinstance(value, str) and (value in ("memory", "duckdb", "postgres") or is_duckdb_path(value) or
                                        (value.startswith(_PG_SCHEMES) and not value.endswith("://"))):
             return value
         raise Invalid(f"must be {self.allowed}, got {show(value)}")

@@ -20,6 +20,7 @@ from fanoutsim.kernel.faults.plan import check_faults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.store import open_store
+from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import NullTrace, Trace
 
@@ -109,7 +110,8 @@ class VirtualRuntime(VirtualCrashes):
                      kinds=self.fault_kinds, points=self.crash_points)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
-        self.store = opener(store)
+        # recorded as this design's; a store of another design is refused by name
+        self.store = open_claimed(opener, store, getattr(self, "design", None))
         self.metrics_registry = Metrics()
         self._trace = Trace() if trace else NullTrace()
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)

@@ -27,6 +27,7 @@ from fanoutsim.kernel.ids import FreshIdSource
 from fanoutsim.kernel.metrics import LockedMetrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.store import open_store
+from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.trace import LockedTrace, NullTrace
 
@@ -173,7 +174,8 @@ class SteppedWallRuntime(WallRuntime):
         self.stop_timeout = float(stop_timeout)
         check_faults(faults, design=getattr(self, "design", type(self).__name__),
                      kinds=self.fault_kinds, points=self.crash_points)
-        self.store = opener(store)
+        # recorded as this design's; a store of another design is refused by name
+        self.store = open_claimed(opener, store, getattr(self, "design", None))
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
         self.metrics_registry = LockedMetrics()

@@ -183,6 +183,25 @@ class Store(ABC):
     def close(self) -> None:
         pass
 
+    # -- what a store records of itself (see .record): SQL stores keep fanoutsim_meta
+    keeps_meta = False
+
+    @property
+    def where(self) -> str:
+        """The store, as a message names it (no secret in it)."""
+        return repr(self)
+
+    def meta(self, key: str) -> str | None:
+        """The value ``key`` has in ``fanoutsim_meta`` (None: none, or a store that keeps none)."""
+        return None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Write ``key`` into ``fanoutsim_meta`` (a store that keeps none: nothing)."""
+
+    def row_count(self, table: str) -> int:
+        """How many committed rows ``table`` holds."""
+        return len(self.rows(table))
+
 
 class Transaction:
     """The ``with`` block of :meth:`Store.transaction`. A small class rather than

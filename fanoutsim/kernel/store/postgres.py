@@ -355,6 +355,28 @@ class PostgresStore(Store):
             cur = self.con.cursor()
             return [row_of(cols, r) for r in cur.execute(self.translated(statement), ()).fetchall()]
 
+    # -- fanoutsim_meta (see .record) ----------------------------------------------
+    keeps_meta = True
+
+    @property
+    def where(self) -> str:
+        return str(self)
+
+    def meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self.con.execute(self.translated(sql.GET_META), [key]).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self.con.execute(self.translated(sql.SET_META), [key, value])
+
+    def row_count(self, table: str) -> int:
+        if table not in self.tables:
+            raise KeyError(f"unknown table {table!r}")
+        with self._lock:
+            return int(self.con.execute(f"SELECT count(*) FROM {pgsql._quote(table)}").fetchone()[0])
+
     # -- more connections -----------------------------------------------------------------
     def connect(self) -> psycopg.Connection:
         """A new connection (autocommit) to the same database, schema and time
