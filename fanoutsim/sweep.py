@@ -108,6 +108,7 @@ import pandas as pd
 from fanoutsim import designs
 from fanoutsim.kernel.design import Design
 from fanoutsim.kernel.gcpause import gc_paused
+from fanoutsim.kernel.validate import is_real, is_whole
 
 __all__ = ["sweep", "scale_rate", "grid_runs", "result_columns", "check_cluster", "RunFailed", "ClusterMismatch"]
 
@@ -420,13 +421,13 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
         raise ValueError(f"seeds must be an iterable of integer seeds, e.g. range(3) or [0, 7]; got {seeds!r}")
     seeds = [_plain(s) for s in seeds]
     for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int):
+        if not is_whole(s):
             raise ValueError(f"seeds: {s!r} is not an integer seed")
     if not seeds:
         raise ValueError("seeds is empty; give at least one seed, e.g. range(3)")
     if until is None:
         until = base.scenario.until
-    elif isinstance(until, bool) or not isinstance(until, (int, float)) or not 0 < until < math.inf:
+    elif not is_real(until) or not 0 < until < math.inf:
         raise ValueError(f"until must be a finite number of virtual seconds > 0, got {until!r}")
     design = base.design
     if design.sweep_row is None:
@@ -652,7 +653,7 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
     whose cluster runs the runs instead (give one or the other)."""
     from fanoutsim import __version__
 
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if not is_whole(workers) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     if client is not None:
         if not _is_client(client):
@@ -742,7 +743,7 @@ def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] 
         vals = [results[r.index][col] for r in runs]
         if all(isinstance(v, bool) for v in vals):
             df[col] = df[col].astype(bool)
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        elif all(is_whole(v) for v in vals):
             df[col] = df[col].astype("int64")
     df["seed"] = df["seed"].astype("int64")
     df.attrs["ran"] = len(todo)

@@ -28,6 +28,7 @@ contract (an empty list: it conforms).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from fanoutsim.kernel.validate import is_whole
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -130,7 +131,7 @@ def problems(report) -> list[str]:
                    f"total {total.get('valid')!r}")
     for k in ("delivered", "duplicates", "lost", "pending"):
         v = summary[k]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if not is_whole(v) or v < 0:
             out.append(f"summary[{k!r}] must be a count (int >= 0), got {v!r}")
     for name, frame, key in frames:
         if len(frame) != summary[name]:

@@ -46,7 +46,7 @@ from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.store import Store as StoreObject
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.validate import (
-    DIST_SCHEMA, DURATION_REF, Invalid, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind, show,
+    DIST_SCHEMA, DURATION_REF, Invalid, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind, show, is_whole,
 )
 
 __all__ = [
@@ -763,7 +763,7 @@ def seq_start_needs_join(item: Item, start: str = "start", join_at: str = "join_
     the log when the consumer joins, so it needs a ``join_at`` > 0 (at 0 the
     log is empty)."""
     value = item.values.get(start)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0 and not item.raw.get(join_at):
+    if is_whole(value) and value > 0 and not item.raw.get(join_at):
         item.fail(start, f"a seq start must lie in the log when the consumer joins; at {join_at} = 0 the log "
                          f"is empty, so only 0 is allowed (got {value}); set {join_at} to join later")
 

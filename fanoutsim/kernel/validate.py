@@ -34,6 +34,7 @@ validator            allows                                              keeps
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,7 +43,7 @@ from fanoutsim.kernel.dist import _LAWS, Dist, parse_dist
 from fanoutsim.kernel.timeutil import parse_start
 
 __all__ = [
-    "Invalid", "Validator", "kind", "show", "is_number",
+    "Invalid", "Validator", "kind", "show", "is_number", "is_real", "is_whole", "plain", "plain_fields",
     "Name", "Text", "Seconds", "SecondsRange", "Rate", "Fraction", "IntAtLeast", "IntRange", "Seed",
     "OneOf", "Distribution", "Position", "OrWord", "Store", "Timestamp", "DIST_SCHEMA", "DURATION_REF",
 ]
@@ -83,9 +84,41 @@ def show(value: Any) -> str:
     return kind(value) if isinstance(value, (dict, list, bool, datetime)) else repr(value)
 
 
+def is_real(value: Any) -> bool:
+    """A real number — Python's int or float, or NumPy's (any ``numbers.Real``) —
+    and not a bool (Python's or NumPy's, which is no ``numbers.Real``)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def is_whole(value: Any) -> bool:
+    """An integer — Python's or NumPy's (any ``numbers.Integral``) — and not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def is_number(value: Any) -> bool:
-    """A finite int or float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number (see :func:`is_real`)."""
+    return is_real(value) and math.isfinite(value)
+
+
+def plain_fields(obj) -> None:
+    """Every field of the (frozen) dataclass ``obj`` as :func:`plain` keeps it:
+    a config given NumPy numbers holds Python's, as report.json needs."""
+    import dataclasses
+
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        kept = plain(value)
+        if kept is not value:
+            object.__setattr__(obj, f.name, kept)
+
+
+def plain(value: Any) -> Any:
+    """A number as Python's own (``np.int64(3)`` -> ``3``, ``np.float32(.5)`` ->
+    ``0.5``), so that what keeps it (a config, a row) prints and serialises as
+    with a Python number; anything else as it is."""
+    if type(value) in (int, float) or not is_real(value):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 class Validator:
@@ -242,9 +275,9 @@ class IntAtLeast(Validator):
         return f"an integer >= {self.low}" + (f" ({self.what})" if self.what else "")
 
     def check(self, value):
-        if isinstance(value, bool) or not isinstance(value, int) or value < self.low:
+        if not is_whole(value) or value < self.low:
             raise self.refuse(value)
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"type": "integer", "minimum": self.low}
@@ -263,9 +296,9 @@ class IntRange(Validator):
         return f"an integer from {self.low} through {self.high}"
 
     def check(self, value):
-        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
+        if not is_whole(value) or not self.low <= value <= self.high:
             raise self.refuse(value, f" ({self.note})" if self.note else "")
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"type": "integer", "minimum": self.low, "maximum": self.high}
@@ -278,9 +311,9 @@ class Seed(Validator):
     allowed = "an integer seed"
 
     def check(self, value):
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_whole(value):
             raise self.refuse(value)
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"type": "integer"}
@@ -365,9 +398,9 @@ class Position(Validator):
     def check(self, value):
         if value in ("beginning", "end") and isinstance(value, str):
             return value
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_whole(value) or value < 0:
             raise self.refuse(value)
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"anyOf": [{"enum": ["beginning", "end"]}, {"type": "integer", "minimum": 0}]}

@@ -45,6 +45,7 @@ import math
 from dataclasses import dataclass
 
 from fanoutsim.kernel.names import check_name  # noqa: F401  (a name of this module too)
+from fanoutsim.kernel.validate import is_real, is_whole, plain_fields
 
 BATCH_RANGE = (1, 8)
 IN_FLIGHT_RANGE = (1, 8)
@@ -58,13 +59,13 @@ DEFAULT_LIMITS = {"batch_limit": 4, "in_flight_limit": 4, "lease_seconds": 60.0}
 
 
 def _int_in(value, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    if not is_whole(value) or not low <= value <= high:
         raise ValueError(f"{field} must be an integer from {low} through {high}, got {value!r}")
-    return value
+    return int(value)
 
 
 def _seconds(value, field: str, low: float, high: float, note: str = "") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+    if not is_real(value) or not math.isfinite(value) \
             or not low <= value <= high:
         raise ValueError(f"{field} must be {low:g} through {high:g} seconds{f' ({note})' if note else ''}, "
                          f"got {value!r}")
@@ -103,9 +104,10 @@ class LeaseConfig:
     partition_order: str = "riffdb"      # "riffdb" (RiffDB's code) or "head_of_line" (the seed's reading)
 
     def __post_init__(self):
+        plain_fields(self)  # NumPy numbers kept as Python's
         for name in ("retention", "retention_interval", "recovery_interval", "max_retry_delay"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            if not is_real(v) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name} must be a finite number of seconds > 0, got {v!r}")
         if self.max_retry_delay > MAX_RETRY_DELAY:
             raise ValueError(f"max_retry_delay must be at most {MAX_RETRY_DELAY:g} seconds (RiffDB's bound on "

@@ -41,6 +41,7 @@ from __future__ import annotations
 from fanoutsim.designs.leases.config import DEFAULT_LIMITS, check_limits
 from fanoutsim.designs.leases.log import HistoryPruned, frontier, horizon
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.validate import is_whole
 
 APPLIED, OUTSTANDING_LEASE, NOT_FOUND = "applied", "outstanding_lease", "not_found"
 
@@ -56,7 +57,7 @@ def resolve_position(tx, name: str, position) -> tuple[int, int]:
         seq = last
     elif position == "beginning":
         seq = gone
-    elif isinstance(position, bool) or not isinstance(position, int):
+    elif not is_whole(position):
         raise ValueError(f"position for {name!r} must be 'beginning', 'end' or a seq (int), got {position!r}")
     elif position > last:
         raise ValueError(f"position {position} for {name!r} is past the end of the log (last seq {last})")

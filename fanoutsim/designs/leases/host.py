@@ -13,7 +13,7 @@ from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, TABLES, database_r
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 from fanoutsim.kernel.frames import store_frame, table_frame
 from fanoutsim.kernel.names import check_name
-from fanoutsim.kernel.validate import Invalid, Seconds
+from fanoutsim.kernel.validate import Invalid, Seconds, is_real, is_whole
 
 
 
@@ -25,13 +25,13 @@ def checked_lease_config(config, seed):
     config = LeaseConfig() if config is None else config
     if not isinstance(config, LeaseConfig):
         raise TypeError(f"config must be a LeaseConfig, not {type(config).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_whole(seed):
         raise TypeError(f"seed must be an int, got {seed!r}")
     return config
 
 
 def _fraction(value, where):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+    if not is_real(value) or not 0 <= value <= 1:
         raise ValueError(f"{where} must be a probability in [0, 1], got {value!r}")
     return float(value)
 
@@ -126,10 +126,10 @@ def lease_window(kind, start, stop) -> tuple[float, float | None]:
 
 def lease_partitions(rate, partitions) -> list[str]:
     """A lease workload's arguments, checked: the partition names."""
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0 or rate != rate \
+    if not is_real(rate) or rate <= 0 or rate != rate \
             or rate == float("inf"):
         raise ValueError(f"rate must be events per second > 0, got {rate!r}")
-    if isinstance(partitions, int) and not isinstance(partitions, bool):
+    if is_whole(partitions):
         if partitions < 1:
             raise ValueError(f"partitions must be >= 1, got {partitions!r}")
         partitions = [f"p{i}" for i in range(partitions)]

@@ -77,7 +77,7 @@ from fanoutsim.kernel.faults import LateCommit, Notifications
 from fanoutsim.designs.outbox import OutboxConfig, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.kernel.timeutil import US, to_us
-from fanoutsim.kernel.validate import is_number
+from fanoutsim.kernel.validate import is_number, is_real
 from fanoutsim.designs.outbox.host import OutboxHost, checked_outbox_config
 from fanoutsim.designs.outbox.config import OutboxWorkload
 from fanoutsim.kernel.scenario import checked_args
@@ -360,7 +360,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
             if due_at.tzinfo is None:
                 raise ValueError(f"due_at {due_at!r} has no timezone; use an aware datetime (UTC)")
             at = to_us(due_at)
-        elif isinstance(due_at, bool) or not isinstance(due_at, (int, float)) or not math.isfinite(due_at):
+        elif not is_real(due_at) or not math.isfinite(due_at):
             raise TypeError(f"due_at must be seconds since start (as rt.now) or an aware datetime, got {due_at!r}")
         else:
             at = self.start_us + round(due_at * US)
@@ -419,7 +419,7 @@ class OutboxRealtime(OutboxHost, SteppedWallRuntime):
                      stop: float | None = None, topic: str | None = None) -> None:
         """Commit page changes at Poisson times, ``rate`` per second, from
         ``start`` to ``stop`` (seconds since start), while running."""
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0 or not math.isfinite(rate):
+        if not is_real(rate) or not rate > 0 or not math.isfinite(rate):
             raise ValueError(f"rate must be commits per second > 0, got {rate!r}")
         # the rest as a scenario file's [[workload]] keys are (rate and stop here: wall seconds)
         a = checked_args(OutboxWorkload, pages=pages, start=start, topic=topic)

@@ -41,6 +41,7 @@ from fanoutsim.designs.outbox.config import OutboxWorkload
 from fanoutsim.kernel.scenario import checked_args
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime, until_ok
+from fanoutsim.kernel.validate import is_real
 
 
 class OutboxSimulation(OutboxHost, VirtualRuntime):
@@ -249,7 +250,7 @@ class OutboxSimulation(OutboxHost, VirtualRuntime):
         """Commit a change to a page now; returns its seq (None if a crash
         took the writer down). ``due_at``: virtual seconds, not in the past."""
         if due_at is not None:
-            if isinstance(due_at, bool) or not isinstance(due_at, (int, float)):
+            if not is_real(due_at):
                 raise TypeError(f"due_at must be virtual seconds, got {due_at!r}")
             if not math.isfinite(due_at):  # no microsecond stands for it
                 raise ValueError(f"due_at must be a finite number of virtual seconds, got {due_at!r}")

@@ -43,12 +43,13 @@ from typing import Any, Mapping
 from fanoutsim.kernel.dist import parse_dist
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.faults.points import CRASH_POINTS, Crash, InsertFailed
+from fanoutsim.kernel.validate import is_real
 
 Window = tuple[float, float] | None
 
 
 def _num(value, where, *, low=None, high=None, strict_low=False, integer=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_real(value) or not math.isfinite(value):
         raise ValueError(f"{where} must be a finite number, got {value!r}")
     if integer and not isinstance(value, int):
         raise ValueError(f"{where} must be an integer, got {value!r}")

@@ -11,7 +11,6 @@ runtime if it is up.
 from __future__ import annotations
 
 import math
-import numbers
 
 import simpy
 
@@ -23,6 +22,7 @@ from fanoutsim.kernel.store import open_store
 from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import NullTrace, Trace
+from fanoutsim.kernel.validate import is_real
 
 
 def until_ok(env, until) -> bool:
@@ -32,7 +32,7 @@ def until_ok(env, until) -> bool:
     if until is None:
         raise ValueError(f"until is required: the engine's loops tick forever, so run(until=...) needs "
                          f"an end in virtual seconds (now={env.now})")
-    if isinstance(until, bool) or not isinstance(until, numbers.Real):
+    if not is_real(until):
         raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
     if not math.isfinite(until):
         raise ValueError(f"until must be a finite number of virtual seconds, got {until!r}")

@@ -30,6 +30,7 @@ from fanoutsim.kernel.store import open_store
 from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.trace import LockedTrace, NullTrace
+from fanoutsim.kernel.validate import is_real
 
 
 def wall_us() -> int:
@@ -136,7 +137,7 @@ class WallRuntime(WallCrashes):
 
     def wait(self, seconds: float) -> None:
         """Let the runtime run for ``seconds`` of wall time (a plain sleep)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        if not is_real(seconds) or not 0 <= seconds < float("inf"):
             raise ValueError(f"wait(seconds): must be a finite number of seconds >= 0, got {seconds!r}")
         time.sleep(seconds)
 
@@ -169,7 +170,7 @@ class SteppedWallRuntime(WallRuntime):
         locked one fails here, untouched), the count of earlier starts on it (so
         no RNG stream repeats an earlier process's), the clock, locked metrics
         and trace, the bound fault plan and the life cycle's locks and events."""
-        if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
+        if not is_real(stop_timeout) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
         check_faults(faults, design=getattr(self, "design", type(self).__name__),
