@@ -103,9 +103,9 @@ def test_every_hand_path_through_a_crash_checks_valid(point):
      r"consumer 'c': nack_delay must be 0 through 3600 seconds \(leases.max_retry_delay\), got 5000"),
     ({"nack_delay": -1}, "nack_delay must be 0 through 3600 seconds"),
     ({"nack_delay": math.nan}, "nack_delay must be 0 through 3600 seconds"),
-    ({"poll_interval": math.nan}, "poll_interval must be a finite number of seconds > 0, got nan"),
-    ({"poll_interval": math.inf}, "poll_interval must be a finite number of seconds > 0, got inf"),
-    ({"poll_interval": 0}, "poll_interval must be a finite number of seconds > 0"),
+    ({"poll_interval": math.nan}, "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan"),
+    ({"poll_interval": math.inf}, "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf"),
+    ({"poll_interval": 0}, "poll_interval must be a finite number of seconds >= 1e-06"),
     ({"duration": math.nan}, "duration must be a finite number of seconds >= 0, got nan"),
     ({"duration": math.inf}, "duration must be a finite number of seconds >= 0, got inf"),
     ({"batch_limit": 9}, "batch_limit must be an integer from 1 through 8"),
@@ -239,10 +239,10 @@ def test_publish_refuses_nan_and_infinity_in_a_payload(payload):
 # -- 5. administer ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"every": 0}, "every must be a finite number of seconds > 0, got 0"),
-    ({"every": -1}, "every must be a finite number of seconds > 0"),
-    ({"every": math.nan}, "every must be a finite number of seconds > 0, got nan"),
-    ({"every": math.inf}, "every must be a finite number of seconds > 0, got inf"),
+    ({"every": 0}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got 0"),
+    ({"every": -1}, "every must be a finite number of seconds >= 1e-06"),
+    ({"every": math.nan}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan"),
+    ({"every": math.inf}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf"),
     ({"at": math.nan}, "at must be a finite number of virtual seconds >= 0, got nan"),
     ({"at": math.inf}, "at must be a finite number of virtual seconds >= 0, got inf"),
     ({"at": "5"}, "at must be a finite number of virtual seconds"),

@@ -585,7 +585,10 @@ class FaultRules:
     refused ("reactor design (...)": the message says "is a fault of the
     <that>"); ``renames`` maps a kind's keys in this design's spelling to the
     fault spec's fields; ``refs`` maps a key to the ``[[array]]`` whose names
-    it must give; ``required`` a key to what "is required: ..." says for it;
+    it must give (``reading.declared`` of that name: an array's ``name`` keys,
+    or names a design records there itself), ``ref_labels`` a key to how the
+    message names them when they are no array's (default ``declared in
+    [[array]]``); ``required`` a key to what "is required: ..." says for it;
     ``points`` are its crash points (``points_label`` names them;
     ``other_points``: other designs' points, by design, for a better message).
     """
@@ -595,6 +598,7 @@ class FaultRules:
     refused: Mapping[str, str] = field(default_factory=dict)
     renames: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     refs: Mapping[str, str] = field(default_factory=dict)
+    ref_labels: Mapping[str, str] = field(default_factory=dict)
     required: Mapping[str, str] = field(default_factory=dict)
     points: tuple[str, ...] = ()
     points_label: str = "known points"
@@ -675,8 +679,9 @@ class Faults(Part):
                     return None
             declared = reading.declared.get(r.refs.get(k, ""))
             if declared and v not in declared:
-                problems.add(f"{where}.{k}", f"{v!r} is not declared in [[{r.refs[k]}]]; "
-                                             f"declared: {', '.join(declared)}")
+                label = r.ref_labels.get(k)
+                problems.add(f"{where}.{k}", f"{v!r} is not {label}: {', '.join(declared)}" if label else
+                             f"{v!r} is not declared in [[{r.refs[k]}]]; declared: {', '.join(declared)}")
                 return None
             args[ren.get(k, k)] = tuple(v) if k == "window" and isinstance(v, list) else v
         if fkind == "crash_at_point" and "point" in item and r.points and item["point"] not in r.points:

@@ -15,7 +15,8 @@ validator            allows                                              keeps
 ===================  ==================================================  ================
 :class:`Name`        a non-empty string                                  the string
 :class:`Text`        any string                                          the string
-:class:`Seconds`     a finite number of seconds (``>= 0`` by default)    a float
+:class:`Seconds`     a finite number of seconds (``>= 0`` by default;    a float
+                     a duration is 0 or at least 1 µs, the clock's unit)
 :class:`SecondsRange`  seconds from ``low`` through ``high``             a float
 :class:`Rate`        a finite number of things per virtual second > 0    a float
 :class:`Fraction`    a number in [0, 1]                                  a float
@@ -43,7 +44,7 @@ from fanoutsim.kernel.dist import _LAWS, Dist, parse_dist
 from fanoutsim.kernel.timeutil import parse_start
 
 __all__ = [
-    "Invalid", "Validator", "kind", "show", "is_number", "is_real", "is_whole", "plain", "plain_fields",
+    "Invalid", "Validator", "kind", "show", "is_number", "is_real", "is_whole", "plain", "plain_fields", "CLOCK_UNIT", "below_unit", "duration",
     "Name", "Text", "Seconds", "SecondsRange", "Rate", "Fraction", "IntAtLeast", "IntRange", "Seed",
     "OneOf", "Distribution", "Position", "OrWord", "Store", "Timestamp", "DIST_SCHEMA", "DURATION_REF",
 ]
@@ -172,17 +173,35 @@ class Text(Validator):
         return {"type": "string"}
 
 
+CLOCK_UNIT = 1e-6  # seconds: both clocks count whole microseconds
+UNIT_NOTE = "(1 µs, the clock's unit)"
+
+
+def below_unit(value) -> bool:
+    """A duration the clocks cannot tell from 0 but is not 0 (0 < value < 1 µs):
+    as an interval it would never move the clock."""
+    return 0 < value < CLOCK_UNIT
+
+
 @dataclass(frozen=True)
 class Seconds(Validator):
     """A finite number of ``unit`` at or above ``low`` (above it if ``strict``;
-    no bound if ``low`` is None); kept as a float."""
+    no bound if ``low`` is None); kept as a float. A duration (``low`` 0, a
+    unit of seconds) is 0 or at least the clock's unit, 1 µs (``strict``: at
+    least 1 µs): below it an interval would never move the clock."""
 
     low: float | None = 0.0
     strict: bool = False
     unit: str = "seconds"
 
     @property
+    def _floored(self) -> bool:
+        return self.low == 0 and "second" in self.unit
+
+    @property
     def allowed(self) -> str:
+        if self._floored and self.strict:
+            return f"a finite number of {self.unit} >= {CLOCK_UNIT:g} {UNIT_NOTE}"
         bound = "" if self.low is None else f" {'>' if self.strict else '>='} {self.low:g}"
         return f"a finite number of {self.unit}{bound}"
 
@@ -190,13 +209,31 @@ class Seconds(Validator):
         if not is_number(value) or (self.low is not None and (
                 value < self.low or (self.strict and value == self.low))):
             raise self.refuse(value)
+        if self._floored and below_unit(value):
+            if self.strict:
+                raise self.refuse(value)
+            raise Invalid(f"must be 0 or at least {CLOCK_UNIT:g} {self.unit} {UNIT_NOTE}, got {show(value)}")
         return float(value)
 
     def json_schema(self):
         out: dict = {"type": "number"}
+        if self._floored:
+            if self.strict:
+                return {**out, "minimum": CLOCK_UNIT}
+            return {**out, "minimum": 0, "not": {"exclusiveMinimum": 0, "exclusiveMaximum": CLOCK_UNIT}}
         if self.low is not None:
             out["exclusiveMinimum" if self.strict else "minimum"] = self.low
         return out
+
+
+def duration(value, where: str, *, positive: bool = False) -> float:
+    """A config's duration in seconds, checked as a scenario file's is
+    (:class:`Seconds`: 0 or at least 1 µs; ``positive``: at least 1 µs);
+    ValueError names ``where``."""
+    try:
+        return Seconds(strict=positive).check(value)
+    except Invalid as exc:
+        raise ValueError(f"{where} {exc.message}") from None
 
 
 @dataclass(frozen=True)
@@ -215,10 +252,15 @@ class SecondsRange(Validator):
     def check(self, value):
         if not is_number(value) or not self.low <= value <= self.high:
             raise self.refuse(value, f" ({self.note})" if self.note else "")
+        if self.low == 0 and below_unit(value):  # a duration: 0, or at least the clock's unit
+            raise Invalid(f"must be 0 or at least {CLOCK_UNIT:g} seconds {UNIT_NOTE}, got {show(value)}")
         return float(value)
 
     def json_schema(self):
-        return {"type": "number", "minimum": self.low, "maximum": self.high}
+        out = {"type": "number", "minimum": self.low, "maximum": self.high}
+        if self.low == 0:
+            out["not"] = {"exclusiveMinimum": 0, "exclusiveMaximum": CLOCK_UNIT}
+        return out
 
 
 @dataclass(frozen=True)

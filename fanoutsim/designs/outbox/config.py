@@ -34,7 +34,6 @@ modelled on the pool; the dispatcher's reads and writes are not.
 """
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -42,7 +41,7 @@ from typing import Any, Callable
 from fanoutsim.kernel.dist import Dist, check_dist
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.scenario import key
-from fanoutsim.kernel.validate import IntAtLeast, Name, Rate, Seconds, is_real, is_whole, plain_fields
+from fanoutsim.kernel.validate import IntAtLeast, Name, Rate, Seconds, duration, is_real, is_whole, plain_fields
 
 READ_MODES = ("all", "settled", "gap")
 
@@ -50,11 +49,7 @@ READ_MODES = ("all", "settled", "gap")
 def _seconds(value, where, *, positive=False, optional=False):
     if value is None and optional:
         return None
-    if not is_real(value) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number of seconds, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{where} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
-    return float(value)
+    return duration(value, where, positive=positive)  # 0 or at least 1 µs, the clock's unit
 
 
 # the fault kinds the outbox runtimes act on (a plan with another is refused)
