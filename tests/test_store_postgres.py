@@ -107,7 +107,7 @@ def test_an_unreachable_server_is_one_line(unused_port=1):
 
 
 @pytest.mark.parametrize("dsn,message", [
-    ("postgresql://h/db?nosuchoption=1", "malformed PostgreSQL DSN"),
+    ("postgresql://h/db?nosuchoption=1", "malformed PostgreSQL URI: "),
     ("mysql://h/db", "is not a PostgreSQL URI"),
 ])
 def test_a_malformed_dsn_is_one_line(dsn, message):
