@@ -521,7 +521,7 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     try:
         return _report_run(args, scenario, sim, shown)
     finally:
-        sim.store.close()  # the file is free for the next command; a throwaway server stops
+        sim.close()  # the file is free for the next command; a throwaway server stops
 
 
 def _report_run(args: argparse.Namespace, scenario, sim, shown: bool) -> int:

@@ -461,13 +461,13 @@ def _run_one(run: _Run) -> dict[str, Any]:
     """Build, run and measure one simulation (in a worker process or here)."""
     t0 = time.perf_counter()
     design = _design(run)
-    sim = run.scenario.build(seed=run.seed, store=run.store)
-    for name, value in run.sim:
-        design.sweep_keys[name].sim(sim, value)
-    sim.run(run.until)
-    with gc_paused():  # reading the finished run: see fanoutsim.kernel.gcpause
-        checked = design.check(sim)
-        row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
+    with run.scenario.build(seed=run.seed, store=run.store) as sim:  # closed: a throwaway server stops
+        for name, value in run.sim:
+            design.sweep_keys[name].sim(sim, value)
+        sim.run(run.until)
+        with gc_paused():  # reading the finished run: see fanoutsim.kernel.gcpause
+            checked = design.check(sim)
+            row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
     if tuple(row) != tuple(design.sweep_columns):
         raise RuntimeError(f"the {design.name} design's sweep_row gave the columns {tuple(row)}; "
                            f"its sweep_columns are {tuple(design.sweep_columns)}")

@@ -146,6 +146,7 @@ class VirtualRuntime(VirtualCrashes):
     def restart(self) -> None:
         """Start a new incarnation over the same store (a no-op while up).
         Every in-memory object of the last one is gone; the tables are not."""
+        self._refuse_closed()
         if self.engine is not None:
             return
         self.incarnation += 1
@@ -180,6 +181,36 @@ class VirtualRuntime(VirtualCrashes):
         self._procs = []
         if downtime is not None:
             self.env.process(self._restart_after(float(downtime), self.incarnation))
+
+    # -- closing --------------------------------------------------------------------
+    _closed = False
+
+    def close(self) -> None:
+        """Release what the run holds: its loops stop and its store closes (a
+        DuckDB file is free again; a PostgreSQL connection, and the throwaway
+        server of ``store="postgres"``, end). Frames read before stay; the run
+        goes no further (``run`` and the API raise). A second close does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.engine is not None:  # the process ends, as at a crash, but nothing is traced
+            self.engine, self._sleepers = None, []
+            self._crashed()
+            for proc in self._procs:
+                if proc.is_alive and proc is not self.env.active_process:
+                    proc.interrupt("close")
+            self._procs = []
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _refuse_closed(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"the {type(self).__name__} is closed: its store is released; make a new one")
 
     # -- the binding's defaults ---------------------------------------------------
     def _new_engine(self, incarnation: int):
@@ -221,6 +252,7 @@ class VirtualRuntime(VirtualCrashes):
         Again while short of ``until``: a run that an error ended left its stop
         in SimPy's queue, and that stop ends the next run early. Stopping and
         going on changes no order of events."""
+        self._refuse_closed()
         until = float(until)
         if self.start_us + until * US > LAST_US:  # a stamp past it would overflow mid-run
             raise ValueError(past_the_clock(self.start_us, until))
@@ -259,5 +291,6 @@ class VirtualRuntime(VirtualCrashes):
         error while the process is down."""
         engine = self.engine
         if engine is None:
+            self._refuse_closed()
             raise RuntimeError(self._down_message())
         return self._call(step.__get__(engine), *args, **kwargs)

@@ -184,6 +184,12 @@ class Store(ABC):
     def close(self) -> None:
         pass
 
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # -- what a store records of itself (see .record): SQL stores keep fanoutsim_meta
     keeps_meta = False
 
