@@ -78,20 +78,9 @@ def record_design(store, name: str) -> None:
 
 def _pg_recorded(db: str) -> str | None:
     """The design a PostgreSQL database records; raises :class:`StoreError` if unreachable."""
-    from fanoutsim.kernel.store.postgres import parse_uri, unreachable
+    from fanoutsim.kernel.store.postgres import read_meta
 
-    import psycopg
-
-    params = parse_uri(db)  # worded as every command words it, with no password
-    try:
-        with psycopg.connect(db, autocommit=True, **({} if "connect_timeout" in params else
-                                                      {"connect_timeout": 5})) as con:
-            if con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
-                return None
-            row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = %s", [_META_KEY]).fetchone()
-    except psycopg.Error as exc:
-        raise unreachable(db, exc) from None
-    return None if row is None else str(row[0])
+    return read_meta(db, _META_KEY)[1]  # read only, worded as every command words it
 
 
 def recorded_design(db: str) -> str | None:

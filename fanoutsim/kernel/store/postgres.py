@@ -92,6 +92,22 @@ def parse_uri(dsn: str) -> dict:
     return params
 
 
+def read_meta(dsn: str, key: str) -> tuple[bool, str | None]:
+    """Whether the database (the URI's schema) holds fanoutsim's tables, and
+    ``key``'s value in its ``fanoutsim_meta``; reads only: a reader of a run
+    left behind must not make tables where there was none."""
+    params = parse_uri(dsn)
+    extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+    try:
+        with psycopg.connect(dsn, autocommit=True, **extra) as con:
+            if con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
+                return False, None
+            row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = %s", [key]).fetchone()
+    except psycopg.Error as exc:
+        raise unreachable(dsn, exc) from None
+    return True, None if row is None else str(row[0])
+
+
 def unreachable(dsn: str, exc: BaseException) -> "StoreError":
     """The error for a server ``dsn`` names that could not be connected to."""
     return StoreError(f"cannot reach PostgreSQL at {safe_dsn(dsn)}: {mask_secrets(_first_line(exc))}")
