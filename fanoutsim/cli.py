@@ -142,11 +142,26 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="a progress bar on stderr (default: when stderr is a terminal)")
 
-    srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file until stopped",
-                         description="Run a scenario's design on the wall clock over a DuckDB file (which "
-                                     "this process then owns) until SIGTERM or SIGINT; resumes from the file "
-                                     "after any exit. Others reach it through FILE.serve.json (fanoutsim "
-                                     "write / fire / status).")
+    srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file or PostgreSQL until stopped",
+                         description="Run a scenario's design on the wall clock until SIGTERM or SIGINT; it "
+                                     "resumes from its store after any exit. Over a DuckDB file (--store "
+                                     "FILE.duckdb) this process owns the file (DuckDB lets one process hold "
+                                     "it) and runs every role; others reach it through FILE.serve.json, a "
+                                     "sidecar with its control port and a token only the file's owner may "
+                                     "read, which write / fire / status send. Over PostgreSQL (--store "
+                                     "postgresql://...) the database is shared: no sidecar, no control port, "
+                                     "no token; several serve processes run on it, each one --role of the "
+                                     "design, and write / fire / status open the database themselves — who "
+                                     "may write is whoever PostgreSQL lets connect (its roles and "
+                                     "passwords). 'fanoutsim pg start' runs an embedded server several "
+                                     "processes can share.", formatter_class=argparse.RawDescriptionHelpFormatter,
+                         epilog="e.g.\n  fanoutsim serve --store run.duckdb --scenario data/scenarios/realtime.toml"
+                                "\n  URI=$(fanoutsim pg start)"
+                                "\n  fanoutsim serve --store $URI --scenario data/scenarios/realtime.toml "
+                                "--role poller &"
+                                "\n  fanoutsim serve --store $URI --scenario data/scenarios/realtime.toml "
+                                "--role executor &"
+                                "\n  fanoutsim status --store $URI")
     _where(srv)
     srv.add_argument("--scenario", metavar="S",
                      help="a scenario .toml of any design (default: the file's design as it is; a new file: "
@@ -182,6 +197,18 @@ def _parser() -> argparse.ArgumentParser:
     _where(st)
     st.add_argument("--design", type=_design, metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
+
+    from fanoutsim.kernel.pg import DEFAULT_SHARED_DIR
+
+    pg = sub.add_parser("pg", help="an embedded PostgreSQL server several processes share: start, url, stop",
+                        description="start: run the embedded PostgreSQL (the postgres extra's pgserver) in its "
+                                    "folder, on after this command returns, and print its URI (one running "
+                                    "there already is kept); url: print the URI of the one running; stop: "
+                                    "stop it (its data stays for the next start). Its URI names a Unix socket: "
+                                    "this machine's processes reach it, no other.")
+    pg.add_argument("action", choices=("start", "url", "stop"))
+    pg.add_argument("--dir", default=DEFAULT_SHARED_DIR, metavar="DIR",
+                    help=f"the server's folder (default: {DEFAULT_SHARED_DIR})")
     return parser
 
 
@@ -374,12 +401,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _sweep(args)
         elif args.command in ("serve", "write", "fire", "status"):
             code = _realtime(args)
+        elif args.command == "pg":
+            code = _pg(args)
         else:  # pragma: no cover - argparse catches it
             code = _error(f"unknown command {args.command!r}")
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
         return _reader_gone()
+
+
+def _pg(args: argparse.Namespace) -> int:
+    """``fanoutsim pg start|url|stop``: the shared embedded server of ``--dir``."""
+    from fanoutsim.kernel import pg
+
+    try:
+        if args.action == "start":
+            print(pg.start_shared(args.dir))
+            print(f"the embedded PostgreSQL in {args.dir} runs; stop it with 'fanoutsim pg stop"
+                  f"{'' if args.dir == pg.DEFAULT_SHARED_DIR else ' --dir ' + args.dir}'", file=sys.stderr)
+            return 0
+        if args.action == "url":
+            url = pg.shared_url(args.dir)
+            if url is None:
+                return _error(f"no embedded PostgreSQL runs in {args.dir} (start one with 'fanoutsim pg start')")
+            print(url)
+            return 0
+        if not pg.stop_shared(args.dir):
+            return _error(f"no embedded PostgreSQL runs in {args.dir}; nothing to stop")
+        print(f"stopped the embedded PostgreSQL in {args.dir}", file=sys.stderr)
+        return 0
+    except (pg.ServerError, OSError) as exc:
+        return _error(str(exc))
 
 
 def _reader_gone() -> int:
