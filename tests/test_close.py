@@ -18,11 +18,13 @@ SIMULATIONS = {"reactor": fs.Simulation, "outbox": OutboxSimulation, "leases": L
 
 
 def _alive(pid: int) -> bool:
+    """The process runs (a zombie, its exit not yet collected by init, does not)."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    return True
 
 
 @pytest.mark.parametrize("design", list(SIMULATIONS))
