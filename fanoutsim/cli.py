@@ -1,16 +1,20 @@
 """The ``fanoutsim`` command.
 
 ``fanoutsim run SCENARIO [--seed N] [--until SECONDS] [--out DIR] [--json] [--progress]``
-``fanoutsim serve --db FILE [--scenario S] [--rate R] [--max-body-bytes N]``: a scenario
+``fanoutsim serve --store FILE [--scenario S] [--rate R] [--max-body-bytes N]``: a scenario
 of any design on the wall clock, over a DuckDB file, until SIGTERM (``--store
 postgresql://... [--role ROLE] [--trace PARQUET]``: over a PostgreSQL database that
-several serving processes share, each running a role; ``write``, ``fire`` and
-``status`` take ``--store`` too); ``fanoutsim write
---db FILE FIELD=VALUE ...``: that design's write command (a firing, a commit, a
-publish); ``fanoutsim fire --db FILE --reactor R [--payload JSON]``: the reactor's
-write by its older name; ``fanoutsim status --db FILE``: the design's status as
-JSON (see :mod:`fanoutsim.serve`). ``write``, ``fire`` and ``status`` refuse a
-FILE that does not exist, and send the server's token from ``FILE.serve.json``.
+several serving processes share, each running a role); ``fanoutsim write
+--store FILE FIELD=VALUE ...``: that design's write command (a firing, a commit, a
+publish; a field given twice is refused); ``fanoutsim fire --store FILE --reactor R
+[--payload JSON]``: the reactor's write by its older name; ``fanoutsim status
+--store FILE``: the design's status as JSON (see :mod:`fanoutsim.serve`). ``--store``
+is the flag ``run`` takes, with the same rule for a file (a path ending in
+``.duckdb``) or a ``postgresql://`` URI; ``--db`` is its older name. ``--design``
+must name a design. ``write``, ``fire`` and ``status`` refuse a FILE that does
+not exist, and send the server's token from ``FILE.serve.json``. A store records
+the design of its run (the first runtime to open it writes it), so a file made by
+``run --store`` is served, written and read only as that design's.
 
 runs a scenario file (see :mod:`fanoutsim.designs.reactor.scenario`), prints its delivery
 report and the delivery checker's verdict (``--json``: both as JSON, and
@@ -138,11 +142,27 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="a progress bar on stderr (default: when stderr is a terminal)")
 
-    srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file until stopped",
-                         description="Run a scenario's design on the wall clock over a DuckDB file (which "
-                                     "this process then owns) until SIGTERM or SIGINT; resumes from the file "
-                                     "after any exit. Others reach it through FILE.serve.json (fanoutsim "
-                                     "write / fire / status).")
+    srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file or PostgreSQL until stopped",
+                         description="Run a scenario's design on the wall clock until SIGTERM or SIGINT; it "
+                                     "resumes from its store after any exit. Over a DuckDB file (--store "
+                                     "FILE.duckdb) this process owns the file (DuckDB lets one process hold "
+                                     "it) and runs every role; others reach it through FILE.serve.json, a "
+                                     "sidecar with its control port and a token only the file's owner may "
+                                     "read, which write / fire / status send. Over PostgreSQL (--store "
+                                     "postgresql://...) the database is shared: no sidecar, no control port, "
+                                     "no token; several serve processes run on it, each one --role of the "
+                                     "design, and write / fire / status open the database themselves — who "
+                                     "may write is whoever PostgreSQL lets connect (its roles and "
+                                     "passwords). 'fanoutsim pg start' runs an embedded server several "
+                                     "processes can share.", formatter_class=argparse.RawDescriptionHelpFormatter,
+                         epilog="e.g.\n  fanoutsim example realtime --out realtime.toml"
+                                "\n  fanoutsim serve --store run.duckdb --scenario realtime.toml"
+                                "\n  URI=$(fanoutsim pg start)"
+                                "\n  fanoutsim serve --store $URI --scenario realtime.toml "
+                                "--role poller &"
+                                "\n  fanoutsim serve --store $URI --scenario realtime.toml "
+                                "--role executor &"
+                                "\n  fanoutsim status --store $URI")
     _where(srv)
     srv.add_argument("--scenario", metavar="S",
                      help="a scenario .toml of any design (default: the file's design as it is; a new file: "
@@ -164,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
                                     "none running, write into the file itself) and print the answer as JSON.",
                         epilog=_write_fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _where(wr)
-    wr.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
+    wr.add_argument("--design", type=_design, metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
     wr.add_argument("fields", nargs="*", metavar="FIELD=VALUE",
                     help="the write's fields: FIELD=TEXT gives a string, FIELD:=JSON any JSON value")
@@ -177,10 +197,26 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="print the status of the run in a DuckDB file as JSON")
     _where(st)
-    st.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
+    st.add_argument("--design", type=_design, metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
     _add_helper_commands(sub)
+    _add_pg_command(sub)
     return parser
+
+
+def _add_pg_command(sub) -> None:
+    """``fanoutsim pg start|url|stop``: an embedded PostgreSQL several processes share."""
+    from fanoutsim.kernel.pg import DEFAULT_SHARED_DIR
+
+    pg = sub.add_parser("pg", help="an embedded PostgreSQL server several processes share: start, url, stop",
+                        description="start: run the embedded PostgreSQL (the postgres extra's pgserver) in its "
+                                    "folder, on after this command returns, and print its URI (one running "
+                                    "there already is kept); url: print the URI of the one running; stop: "
+                                    "stop it (its data stays for the next start). Its URI names a Unix socket: "
+                                    "this machine's processes reach it, no other.")
+    pg.add_argument("action", choices=("start", "url", "stop"))
+    pg.add_argument("--dir", default=DEFAULT_SHARED_DIR, metavar="DIR",
+                    help=f"the server's folder (default: {DEFAULT_SHARED_DIR})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -288,10 +324,45 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+class _Once(argparse.Action):
+    """An option given at most once, under any of its names (``--store``, ``--db``)."""
+
+    def __call__(self, parser, namespace, value, option=None):
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"argument {'/'.join(self.option_strings)}: the store is given twice; give it once")
+        setattr(namespace, self.dest, value)
+
+
+def _store(text: str) -> str:
+    """``--store`` (``--db``) of serve, write, fire and status: a DuckDB file
+    by the rule ``run --store`` keeps, or a ``postgresql://`` URI."""
+    from fanoutsim.kernel.store import is_postgres
+    from fanoutsim.kernel.validate import is_duckdb_path
+
+    if text in ("memory", "duckdb", "postgres"):
+        raise argparse.ArgumentTypeError(f"{text!r} would be a store of this process alone, which no other "
+                                         f"command can reach; give a path ending in .duckdb or a postgresql:// "
+                                         f"URI of a server of yours")
+    if is_duckdb_path(text) or (is_postgres(text) and not text.endswith("://")):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not a store: give a path ending in .duckdb or a "
+                                     f"postgresql:// URI")
+
+
 def _where(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--db", metavar="FILE", help="the .duckdb file")
-    where.add_argument("--store", metavar="URI", help="a postgresql:// URI: one database several processes share")
+    parser.add_argument("--store", "--db", dest="store", action=_Once, type=_store, required=True,
+                        metavar="FILE|URI",
+                        help="where the run lives: a .duckdb file, or a postgresql:// URI (one database several "
+                             "processes share); --db is its older name")
+
+
+def _design(text: str) -> str:
+    """``--design``: the name of a registered design."""
+    from fanoutsim import designs
+
+    if text not in designs.names():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a design; designs: {', '.join(designs.names())}")
+    return text
 
 
 def _port(text: str) -> int:
@@ -331,14 +402,19 @@ def _write_fields_help() -> str:
 
 
 def _fields(items: Sequence[str]) -> dict:
-    """``FIELD=TEXT`` (a string) and ``FIELD:=JSON`` (any JSON value) as a dict."""
+    """``FIELD=TEXT`` (a string) and ``FIELD:=JSON`` (any JSON value) as a dict;
+    a field given twice is refused (which one was meant cannot be told)."""
     out: dict = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key or key == ":":
             raise ValueError(f"{item!r} is not FIELD=TEXT or FIELD:=JSON")
-        if key.endswith(":"):
+        as_json = key.endswith(":")
+        if as_json:
             key = key[:-1]
+        if key in out:
+            raise ValueError(f"field {key!r} is given twice ({item!r}); give each field once")
+        if as_json:
             try:
                 out[key] = json.loads(text)
             except ValueError as exc:
@@ -369,12 +445,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _realtime(args)
         elif args.command in _HELPER_COMMANDS:
             code = _HELPER_COMMANDS[args.command](args)
+        elif args.command == "pg":
+            code = _pg(args)
         else:  # pragma: no cover - argparse catches it
             code = _error(f"unknown command {args.command!r}")
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
         return _reader_gone()
+
+
+def _pg(args: argparse.Namespace) -> int:
+    """``fanoutsim pg start|url|stop``: the shared embedded server of ``--dir``."""
+    from fanoutsim.kernel import pg
+
+    try:
+        if args.action == "start":
+            print(pg.start_shared(args.dir))
+            print(f"the embedded PostgreSQL in {args.dir} runs; stop it with 'fanoutsim pg stop"
+                  f"{'' if args.dir == pg.DEFAULT_SHARED_DIR else ' --dir ' + args.dir}'", file=sys.stderr)
+            return 0
+        if args.action == "url":
+            url = pg.shared_url(args.dir)
+            if url is None:
+                return _error(f"no embedded PostgreSQL runs in {args.dir} (start one with 'fanoutsim pg start')")
+            print(url)
+            return 0
+        if not pg.stop_shared(args.dir):
+            return _error(f"no embedded PostgreSQL runs in {args.dir}; nothing to stop")
+        print(f"stopped the embedded PostgreSQL in {args.dir}", file=sys.stderr)
+        return 0
+    except (pg.ServerError, OSError) as exc:
+        return _error(str(exc))
 
 
 def _reader_gone() -> int:
@@ -401,7 +503,7 @@ def _realtime(args: argparse.Namespace) -> int:
     from fanoutsim.kernel.store.duckdb import StoreError
 
     try:
-        args.db = args.db or srv.check_store_uri(args.store)
+        args.db = args.store  # a .duckdb file or a postgresql:// URI, checked by _store
         if args.command == "serve":
             scenario = load_scenario(args.scenario) if args.scenario else None
             what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"
@@ -498,7 +600,6 @@ def _discard_store(path: str, sim=None) -> None:
 
 def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     from fanoutsim import progress
-    from fanoutsim.designs import design_of
     from fanoutsim.kernel.scenario import check_overrides
     from fanoutsim.kernel.store.duckdb import StoreError
     from fanoutsim.scenario import ScenarioError, load_scenario
@@ -519,6 +620,16 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
         return _error(str(exc))
     except OSError as exc:  # the [run] store's folder is missing or read-only
         return _error(f"{exc.filename or args.scenario}: {exc.strerror or exc}")
+    try:
+        return _report_run(args, scenario, sim, shown)
+    finally:
+        sim.close()  # the file is free for the next command; a throwaway server stops
+
+
+def _report_run(args: argparse.Namespace, scenario, sim, shown: bool) -> int:
+    from fanoutsim import progress
+    from fanoutsim.designs import design_of
+
     design = design_of(scenario)
     out = Path(args.out) if args.out else Path("out") / scenario.name
     with progress.step("checking", enabled=shown):

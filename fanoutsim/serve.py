@@ -85,20 +85,9 @@ def record_design(store, name: str) -> None:
 
 def _pg_recorded(db: str) -> str | None:
     """The design a PostgreSQL database records; raises :class:`StoreError` if unreachable."""
-    from fanoutsim.kernel.store.postgres import StoreError as PgError, safe_dsn
+    from fanoutsim.kernel.store.postgres import read_meta
 
-    import psycopg
-
-    try:
-        with psycopg.connect(db, autocommit=True, connect_timeout=5) as con:
-            if con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
-                return None
-            row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = %s", [_META_KEY]).fetchone()
-    except psycopg.Error as exc:
-        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-        raise PgError(f"cannot open PostgreSQL at {safe_dsn(db)}: {lines[0] if lines else type(exc).__name__}") \
-            from None
-    return None if row is None else str(row[0])
+    return read_meta(db, _META_KEY)[1]  # read only, worded as every command words it
 
 
 def recorded_design(db: str) -> str | None:

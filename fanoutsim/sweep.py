@@ -111,6 +111,7 @@ import pandas as pd
 from fanoutsim import designs
 from fanoutsim.kernel.design import Design
 from fanoutsim.kernel.gcpause import gc_paused
+from fanoutsim.kernel.validate import is_real, is_whole
 
 __all__ = ["sweep", "scale_rate", "grid_runs", "result_columns", "check_cluster", "RunFailed", "ClusterMismatch"]
 
@@ -423,13 +424,13 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
         raise ValueError(f"seeds must be an iterable of integer seeds, e.g. range(3) or [0, 7]; got {seeds!r}")
     seeds = [_plain(s) for s in seeds]
     for s in seeds:
-        if isinstance(s, bool) or not isinstance(s, int):
+        if not is_whole(s):
             raise ValueError(f"seeds: {s!r} is not an integer seed")
     if not seeds:
         raise ValueError("seeds is empty; give at least one seed, e.g. range(3)")
     if until is None:
         until = base.scenario.until
-    elif isinstance(until, bool) or not isinstance(until, (int, float)) or not 0 < until < math.inf:
+    elif not is_real(until) or not 0 < until < math.inf:
         raise ValueError(f"until must be a finite number of virtual seconds > 0, got {until!r}")
     design = base.design
     if design.sweep_row is None:
@@ -463,13 +464,13 @@ def _run_one(run: _Run) -> dict[str, Any]:
     """Build, run and measure one simulation (in a worker process or here)."""
     t0 = time.perf_counter()
     design = _design(run)
-    sim = run.scenario.build(seed=run.seed, store=run.store)
-    for name, value in run.sim:
-        design.sweep_keys[name].sim(sim, value)
-    sim.run(run.until)
-    with gc_paused():  # reading the finished run: see fanoutsim.kernel.gcpause
-        checked = design.check(sim)
-        row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
+    with run.scenario.build(seed=run.seed, store=run.store) as sim:  # closed: a throwaway server stops
+        for name, value in run.sim:
+            design.sweep_keys[name].sim(sim, value)
+        sim.run(run.until)
+        with gc_paused():  # reading the finished run: see fanoutsim.kernel.gcpause
+            checked = design.check(sim)
+            row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
     if not row_fits(design, tuple(row)):
         raise RuntimeError(f"the {design.name} design's sweep_row gave the columns {tuple(row)}; "
                            f"its sweep_columns are {tuple(design.sweep_columns)}, then per reader "
@@ -726,7 +727,7 @@ def _run_all(where: _Where, todo: list[_Run], keys: list[str], finished: Callabl
 
 
 def _check_where(workers: int, client) -> None:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if not is_whole(workers) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     if client is not None:
         if not _is_client(client):
@@ -753,7 +754,7 @@ def _table(runs: list[_Run], keys: list[str], results: dict[int, dict]) -> pd.Da
         vals = [results[r.index].get(col, math.nan) for r in runs]
         if all(isinstance(v, bool) for v in vals):
             df[col] = df[col].astype(bool)
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        elif all(is_whole(v) for v in vals):
             df[col] = df[col].astype("int64")
     df["seed"] = df["seed"].astype("int64")
     return df

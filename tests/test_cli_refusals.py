@@ -154,13 +154,13 @@ def test_a_file_fanoutsim_did_not_make_is_refused_untouched(foreign, command):
                                      ["fire", "--reactor", "pricing_reactor"]])
 @pytest.mark.parametrize("what, fragment", [("dir", "is a directory"), ("toml", "is not a DuckDB database file")])
 def test_status_names_a_directory_or_another_kind_of_file(tmp_path, command, what, fragment):
-    path = tmp_path / "data"
+    path = tmp_path / "data.duckdb"  # named as a store is (a name that is not one is refused by name)
     if what == "dir":
         path.mkdir()
     else:
         path.write_text("[run]\n")
     one_error_line(cli(command[0], "--db", str(path), *command[1:]), str(path), fragment)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.duckdb"]
 
 
 # -- 6. serve's port -------------------------------------------------------------------------

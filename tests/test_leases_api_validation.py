@@ -103,9 +103,9 @@ def test_every_hand_path_through_a_crash_checks_valid(point):
      r"consumer 'c': nack_delay must be 0 through 3600 seconds \(leases.max_retry_delay\), got 5000"),
     ({"nack_delay": -1}, "nack_delay must be 0 through 3600 seconds"),
     ({"nack_delay": math.nan}, "nack_delay must be 0 through 3600 seconds"),
-    ({"poll_interval": math.nan}, "poll_interval must be a finite number of seconds > 0, got nan"),
-    ({"poll_interval": math.inf}, "poll_interval must be a finite number of seconds > 0, got inf"),
-    ({"poll_interval": 0}, "poll_interval must be a finite number of seconds > 0"),
+    ({"poll_interval": math.nan}, "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan"),
+    ({"poll_interval": math.inf}, "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf"),
+    ({"poll_interval": 0}, "poll_interval must be a finite number of seconds >= 1e-06"),
     ({"duration": math.nan}, "duration must be a finite number of seconds >= 0, got nan"),
     ({"duration": math.inf}, "duration must be a finite number of seconds >= 0, got inf"),
     ({"batch_limit": 9}, "batch_limit must be an integer from 1 through 8"),
@@ -155,8 +155,17 @@ def test_the_wall_clock_runtime_refuses_them_too(tmp_path):
 
 # -- 3. registering an existing consumer again ---------------------------------------------
 
-def test_registering_an_existing_consumer_with_other_settings_is_refused_and_changes_nothing():
-    sim = LeaseSimulation(seed=0)
+@pytest.fixture(params=["virtual", "wall"])
+def runtime(request):
+    """A lease runtime of either clock over a memory store (the wall clock's not started)."""
+    rt = LeaseSimulation(seed=0) if request.param == "virtual" else LeaseRealtime(store="memory")
+    yield rt
+    if request.param == "wall":
+        rt.close()
+
+
+def test_registering_an_existing_consumer_with_other_settings_is_refused_and_changes_nothing(runtime):
+    sim = runtime
     row = sim.register_consumer("c")
     spec = sim.clients["c"]
     with pytest.raises(ValueError, match=r"consumer 'c' exists with other settings: batch_limit=2 \(it has 4\)"):
@@ -169,11 +178,27 @@ def test_registering_an_existing_consumer_with_other_settings_is_refused_and_cha
     assert sim.table_rows("lease_consumers") == [row] and sim.clients["c"] is spec
 
 
-def test_registering_an_existing_consumer_with_its_settings_is_a_no_op():
-    sim = LeaseSimulation(seed=0)
+def test_registering_an_existing_consumer_with_its_settings_is_a_no_op(runtime):
+    sim = runtime
     row = sim.register_consumer("c", batch_limit=2, lease_seconds=30)
     assert sim.register_consumer("c", batch_limit=2, lease_seconds=30.0) == row
     assert sim.trace()["kind"].tolist().count("consumer_start") == 1
+
+
+def test_a_consumer_identity_registers_on_either_clock(runtime):
+    from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
+    ident = ConsumerIdentity(module_hash("v1"), "TicketEvents", "indexer")
+    row = runtime.register_consumer(ident, client=False)
+    assert row["consumer"] == ident.key and runtime.status(ident)["consumer"] == ident.key
+
+
+def test_a_hand_ack_counts_as_a_delivery_in_the_metrics(runtime):
+    runtime.register_consumer("h", client=False)
+    runtime.publish("p")
+    (x,) = runtime.consume("h")
+    assert runtime.ack("h", x.event_id, x.token, x.incarnation) == "acked"
+    m = runtime.metrics()
+    assert m['fanoutsim_lease_delivered_total{consumer="h"}'] == 1 == m['fanoutsim_lease_acked_total{consumer="h"}']
 
 
 def test_a_client_can_be_attached_to_a_consumer_driven_by_hand():
@@ -214,10 +239,10 @@ def test_publish_refuses_nan_and_infinity_in_a_payload(payload):
 # -- 5. administer ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"every": 0}, "every must be a finite number of seconds > 0, got 0"),
-    ({"every": -1}, "every must be a finite number of seconds > 0"),
-    ({"every": math.nan}, "every must be a finite number of seconds > 0, got nan"),
-    ({"every": math.inf}, "every must be a finite number of seconds > 0, got inf"),
+    ({"every": 0}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got 0"),
+    ({"every": -1}, "every must be a finite number of seconds >= 1e-06"),
+    ({"every": math.nan}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan"),
+    ({"every": math.inf}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf"),
     ({"at": math.nan}, "at must be a finite number of seconds since the start >= 0, got nan"),
     ({"at": math.inf}, "at must be a finite number of seconds since the start >= 0, got inf"),
     ({"at": "5"}, "at must be a finite number of seconds since the start"),

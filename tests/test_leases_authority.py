@@ -110,3 +110,77 @@ def test_credentials_are_checked():
     with pytest.raises(ValueError, match="op must be one of"):
         authorize(ADMIN, "drop", "a")
     assert set(RULES) >= {"consume", "ack", "nack", "seek", "retire"}
+
+
+def test_a_credential_is_made_from_a_consumer_identity_as_the_calls_take_one():
+    from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
+    ident = ConsumerIdentity(module_hash("v1"), "TicketEvents", "indexer", {"org": "a"})
+    assert Credential.consumer(ident) == Credential.consumer(ident.key)
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer(ident, client=False)
+    sim.publish("p")
+    (x,) = sim.consume(ident, caller=Credential.consumer(ident))
+    assert sim.ack(ident, x.event_id, x.token, x.incarnation, caller=Credential.consumer(ident)) == "acked"
+    assert sim.status(ident, caller=Credential.consumer(ident))["checkpoints"] == {"p": 1}
+    with pytest.raises(ValueError, match="a consumer name or a ConsumerIdentity"):
+        Credential.consumer(3)
+
+
+def test_every_call_on_a_consumer_that_is_gone_fails_closed_with_not_found():
+    """One style of refusal: each transition's result ``not_found`` (RiffDB's
+    ``NotFound``), nothing changed and nothing raised; status is None."""
+    sim, lease = _sim()
+    assert sim.nack("a", lease.event_id, lease.token, lease.incarnation) == "retry_scheduled"
+    assert sim.retire("a") == "applied"
+    before = _snapshot(sim)[0]
+    mine = Credential.consumer("a")
+    pulled = sim.consume("a", caller=mine)
+    assert (pulled, pulled.result) == ([], "not_found") and "not_found" in repr(pulled)
+    assert sim.ack("a", lease.event_id, lease.token, lease.incarnation, caller=mine) == "not_found"
+    assert sim.nack("a", lease.event_id, lease.token, lease.incarnation, caller=mine) == "not_found"
+    assert sim.seek("a", 0) == "not_found" and sim.retire("a") == "not_found"
+    assert sim.status("a", caller=mine) is None
+    assert _snapshot(sim)[0] == before
+    t = sim.trace()
+    assert t[t["kind"] == "consume_refused"]["detail"].tolist() == ["not_found"]
+    pulled = sim.consume("b")                     # a pull of a consumer that exists is applied
+    assert len(pulled) == 1 and pulled.result == "applied"
+
+
+def test_a_credential_is_granted_in_one_named_database():
+    """RiffDB grants authority per database: a credential of ``orders`` does
+    nothing in ``tickets``, though the consumer has the same name there."""
+    from fanoutsim.designs.stores import open_store
+    store = open_store("memory")
+    orders = LeaseSimulation(seed=1, store=store, database="orders")
+    tickets = LeaseSimulation(seed=1, store=store, database="tickets")
+    for sim in (orders, tickets):
+        sim.register_consumer("c", client=False)
+        sim.publish("p")
+    mine = Credential.consumer("c", database="orders")
+    assert mine != Credential.consumer("c", database="tickets")
+    assert len(orders.consume("c", caller=mine)) == 1
+    with pytest.raises(Unauthorized, match="database 'orders'.*this is database 'tickets'"):
+        tickets.consume("c", caller=mine)
+    admin_orders = Credential.admin_grant("orders")
+    with pytest.raises(Unauthorized, match="database 'orders'.*this is database 'tickets'"):
+        tickets.seek("c", 0, caller=admin_orders)
+    with pytest.raises(Unauthorized, match="database 'default'.*this is database 'orders'"):
+        orders.backup(caller=ADMIN)                # ADMIN: the default database's grant
+    assert tickets.leases().empty and tickets.seek("c", "end", caller=Credential.admin_grant("tickets")) == "applied"
+    assert len(tickets.consume("c")) == 0          # no caller: the credential the call needs, of this database
+    with pytest.raises(ValueError, match="database must be a name"):
+        Credential.consumer("c", database="Bad Name")
+
+
+def test_the_wall_clock_checks_a_status_caller_as_the_virtual_clock_does():
+    from fanoutsim.designs.leases.realtime import LeaseRealtime
+    rt = LeaseRealtime(store="memory")
+    try:
+        for name in ("a", "b"):
+            rt.register_consumer(name, client=False)
+        with pytest.raises(Unauthorized, match="status on consumer 'a' refused"):
+            rt.status("a", caller=B)
+        assert rt.status("a", caller=ADMIN)["consumer"] == rt.status("a", caller=A)["consumer"] == "a"
+    finally:
+        rt.close()

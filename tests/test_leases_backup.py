@@ -223,3 +223,57 @@ def test_restore_backup_fault_on_the_wall_clock(tmp_path):
     finally:
         rt.stop()
         rt.close()
+
+
+def test_a_restore_that_dead_letters_a_voided_lease_traces_where_the_checkpoint_stands(engine):
+    """The voided tenth attempt is a dead letter the checkpoint passes; the trace's
+    last checkpoint row of the partition says so, not the backup's older one."""
+    e = engine
+    e.add_consumer(t(0), "c", batch_limit=1, in_flight_limit=1)
+    (eid,) = e.publish(t(0), [("p", "k", 1)])
+    for attempt in range(1, 10):
+        (x,) = e.consume(t(attempt), "c")
+        assert e.nack(t(attempt), "c", x.event_id, x.token, x.incarnation) == "retry_scheduled"
+    (x,) = e.consume(t(10), "c")
+    assert x.attempt == 10
+    b = e.backup(t(11))
+    e.restore_backup(t(12), b)
+    st = e.status(t(12), "c")
+    assert (st["dead_lettered"], st["checkpoints"]) == ([eid], {"p": 1})
+    tr = e.trace.frame()
+    marks = tr[(tr["kind"] == "checkpoint") & (tr["subscription"] == "c")]
+    assert marks["detail"].tolist()[-1] == "1"
+
+
+def _take_all(sim, consumer="c", ack=True):
+    got = sim.consume(consumer)
+    if ack:
+        for x in got:
+            assert sim.ack(consumer, x.event_id, x.token, x.incarnation) == "acked"
+    return got
+
+
+def test_the_checker_follows_a_consumer_a_restore_brings_back_after_its_retire():
+    """Retired after the backup, brought back by the restore with the backup's
+    checkpoint: its life goes on after the restore (what it gets and owes then
+    is checked), not ended at the retire the restore undid."""
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("c", client=False, batch_limit=8, in_flight_limit=8)
+    for i in range(3):
+        sim.publish("p", "k", i)
+    _take_all(sim)                                   # 1:0..3:0 delivered
+    b = sim.backup()
+    sim.publish("p", "k", 3)
+    _take_all(sim)                                   # 4:0 delivered, then gone with the restore
+    assert sim.retire("c") == "applied"
+    sim.publish("p", "k", 4)                         # 5:0, published while it was retired
+    sim.restore_backup(b)
+    assert sim.status("c")["checkpoints"] == {"p": 3}
+    sim.publish("p", "k", 5)
+    sim.publish("p", "k", 6)
+    (x, y) = sim.consume("c")
+    assert sim.ack("c", x.event_id, x.token, x.incarnation) == "acked"
+    report = check_leases(sim)
+    (row,) = report.per_consumer.to_dict("records")
+    assert (row["consumer"], row["retired"], row["delivered"], row["pending"]) == ("c", False, 5, 1)
+    assert report.lost.values.tolist() == [["c", "5:0", "restore"]] and report.valid

@@ -86,3 +86,28 @@ def test_the_log_grows_behind_a_forgotten_identity():
     sizes = {m: la.events_size(sim) for m, sim in runs.items()}
     grow = sizes[forgotten].set_index("t_s")["rows"]
     assert grow.loc[299.0] > grow.loc[200.0] > grow.loc[100.0]      # it keeps growing after the deploy
+
+
+@pytest.mark.parametrize("refusal", ["start past the end", "new identity with other limits"])
+def test_a_refused_deploy_changes_nothing_and_the_old_consumer_keeps_consuming(refusal):
+    sim = LeaseSimulation(seed=0)
+    v1 = ident()
+    sim.register_consumer(v1, duration=0.01, poll_interval=0.5)
+    kw = {}
+    if refusal == "start past the end":
+        kw["start"] = 10_000
+        match = "past the end of the log"
+    else:
+        sim.register_consumer(ident(module_hash=V2), client=False, batch_limit=1)
+        match = "exists with other settings"
+    sim.publish("p", "k", 1)
+    sim.run(until=2.0)
+    before = sim.status(v1.key)
+    trace_rows = len(sim.trace())
+    with pytest.raises(ValueError, match=match):
+        sim.deploy(v1, V2, **kw)
+    assert len(sim.trace()) == trace_rows and v1.key in sim.clients
+    sim.publish("p", "k", 2)
+    sim.run(until=4.0)
+    after = sim.status(v1.key)
+    assert after["checkpoints"] == {"p": before["checkpoints"]["p"] + 1}   # it still consumes

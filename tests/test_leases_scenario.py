@@ -270,7 +270,7 @@ ERRORS = [
                  ["one of 'riffdb', 'head_of_line'", "'fifo'"], id="leases-bad-partition-order"),
     pytest.param(MINIMAL + "\n[leases]\nmax_retry_delay = 7200\n", "leases.max_retry_delay",
                  ["at most 3600 seconds", "7200"], id="leases-retry-delay-over-riffdb-bound"),
-    pytest.param(MINIMAL + "\n[leases]\nretention = -5\n", "leases.retention", ["> 0", "-5"],
+    pytest.param(MINIMAL + "\n[leases]\nretention = -5\n", "leases.retention", [">= 1e-06 (1 µs, the clock's unit)", "-5"],
                  id="leases-bad-retention"),
     pytest.param(_consumer("batch_limit = 9"), "consumers[0].batch_limit",
                  ["must be an integer from 1 through 8, got 9", "seed's range"], id="batch-limit-range"),
@@ -287,7 +287,7 @@ ERRORS = [
                  id="consumer-bad-poison"),
     pytest.param(_consumer("nack_delay = 4000"), "consumers[0].nack_delay",
                  ["0 through 3600 seconds (leases.max_retry_delay)"], id="nack-delay-over-max"),
-    pytest.param(_consumer("poll_interval = 0"), "consumers[0].poll_interval", ["> 0"], id="poll-interval-zero"),
+    pytest.param(_consumer("poll_interval = 0"), "consumers[0].poll_interval", [">= 1e-06 (1 µs, the clock's unit)"], id="poll-interval-zero"),
     pytest.param(_consumer('start = "middle"'), "consumers[0].start", ['"beginning", "end" or a seq', "'middle'"],
                  id="consumer-bad-start"),
     pytest.param(_consumer("start = 5"), "consumers[0].start", ["log is empty", "join_at"],
@@ -350,7 +350,7 @@ ERRORS = [
                  ["required for 'crash_randomly'"], id="fault-missing-field"),
     pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at"\nat = -1\n', "faults[0].at", [">= 0"],
                  id="fault-bad-value"),
-    pytest.param(MINIMAL.replace("until = 60.0", "until = -1"), "run.until", ["> 0"], id="run-until"),
+    pytest.param(MINIMAL.replace("until = 60.0", "until = -1"), "run.until", [">= 1e-06 (1 µs, the clock's unit)"], id="run-until"),
 ]
 
 

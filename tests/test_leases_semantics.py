@@ -175,12 +175,39 @@ def test_expiry_counts_as_a_failed_attempt_up_to_the_dead_letter(store, order):
         assert sim.consume("c")[0].attempt == i + 1
         sim.run(until=sim.now + 6)
     assert sim.dead_letters()["error"].tolist() == ["lease expired"]
-    # recovery resolves it without moving the checkpoint: held as a sparse resolution
-    assert sim.checkpoints().empty and sim.status("c")["sparse"] == ["1:0"]
+    # a dead letter is terminal however it was made: the checkpoint passes it at once
+    assert sim.checkpoints()["seq"].tolist() == [1] and sim.status("c")["sparse"] == []
     (y,) = sim.consume("c")
     assert y.event_id == "2:0"
     assert sim.ack("c", y.event_id, y.token, y.incarnation) == "acked"
-    assert sim.checkpoints()["seq"].tolist() == [2] and sim.resolutions().empty  # the ack walked past both
+    assert sim.checkpoints()["seq"].tolist() == [2] and sim.resolutions().empty
+
+
+def _fail_once(sim, how, x):
+    """One failed attempt at lease ``x``, made by ``how``."""
+    if how == "nack":
+        assert sim.nack("c", x.event_id, x.token, x.incarnation) in ("retry_scheduled", "dead_lettered")
+    elif how == "expiry":
+        sim.run(until=sim.now + 6)          # past the 5 s lease: the recovery loop expires it
+    else:
+        sim.restore()                       # a new incarnation voids the live lease
+
+
+@pytest.mark.parametrize("order", ["riffdb", HOL])
+@pytest.mark.parametrize("how", ["nack", "expiry", "restore"])
+@pytest.mark.parametrize("events", [1, 2])   # 1: the dead letter is the partition's last event
+def test_a_dead_letter_moves_the_checkpoint_whichever_way_it_was_made(store, order, how, events):
+    sim = sim_with(store, events, order=order, lease_seconds=5, batch_limit=1, in_flight_limit=1)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        (x,) = sim.consume("c")
+        assert (x.event_id, x.attempt) == ("1:0", attempt)
+        _fail_once(sim, how, x)
+    st = sim.status("c")
+    assert (st["dead_lettered"], st["checkpoints"], st["sparse"]) == (["1:0"], {"a": 1}, [])
+    assert st["first_required"] == (None if events == 1 else "2:0")
+    t = sim.trace()
+    moved = t[(t["kind"] == "checkpoint") & (t["event_id"] == "1:0")]
+    assert len(moved) == 1                  # traced as every checkpoint move is
 
 
 @pytest.mark.parametrize("field,value,rng", [
@@ -199,8 +226,7 @@ def test_limits_are_validated_naming_field_and_range(store, field, value, rng):
 
 def test_bad_input_errors(store):
     sim = LeaseSimulation(seed=0, store=store)
-    with pytest.raises(KeyError, match="unknown consumer 'nobody'"):
-        sim.consume("nobody")
+    assert sim.consume("nobody").result == "not_found"
     with pytest.raises(ValueError, match="partition must be a non-empty string"):
         sim.publish("")
     with pytest.raises(ValueError, match="past the end of the log"):
@@ -247,8 +273,7 @@ def test_retire_is_refused_while_leased_then_deletes_the_consumer_which_may_star
     assert sim.status("c") is None and sim.retire("c") == "not_found"
     assert sim.ack("c", x.event_id, x.token, x.incarnation) == "not_found"
     assert sim.retries()["consumer"].tolist() == []     # its rows went with it
-    with pytest.raises(KeyError, match="unknown consumer 'c'"):
-        sim.consume("c")
+    assert sim.consume("c").result == "not_found"
     assert len(sim.events()) == 3                       # d still holds the fence
     assert sim.retire("d") == "applied"
     sim.run(until=22)

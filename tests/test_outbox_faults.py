@@ -157,12 +157,12 @@ def test_cursor_past_the_end_or_before_the_retention_horizon_is_refused():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"timeout": -1}, "timeout must be > 0 seconds, got -1"),
-    ({"backoff": -0.5}, "backoff must be >= 0 seconds, got -0.5"),
+    ({"timeout": -1}, "timeout must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got -1"),
+    ({"backoff": -0.5}, "backoff must be a finite number of seconds >= 0, got -0.5"),
     ({"backoff_cap": float("nan")}, "backoff_cap must be a finite number"),
     ({"retry_budget": 0}, "retry_budget must be an int >= 1, got 0"),
     ({"jitter": 2}, "jitter must be a fraction in \\[0, 1\\], got 2"),
-    ({"duration": -3}, "duration must be >= 0 seconds, got -3"),
+    ({"duration": -3}, "duration must be a finite number of seconds >= 0, got -3"),
 ])
 def test_bad_guardrails_are_refused_naming_the_value(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -170,7 +170,7 @@ def test_bad_guardrails_are_refused_naming_the_value(kwargs, match):
 
 
 def test_bad_config_and_past_due_times_are_refused():
-    with pytest.raises(ValueError, match="safety_poll_interval must be > 0 seconds, got 0"):
+    with pytest.raises(ValueError, match="safety_poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got 0"):
         OutboxConfig(safety_poll_interval=0)
     with pytest.raises(ValueError, match="read_mode must be one of .* got 'fast'"):
         OutboxConfig(read_mode="fast")

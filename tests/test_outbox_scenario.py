@@ -278,7 +278,7 @@ ERRORS = [
     pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\nretry_budget = 0"),
                  "consumers[0].retry_budget", ["integer >= 1", "0"], id="consumer-bad-budget"),
     pytest.param(MINIMAL.replace("duration = 0.01", 'duration = 0.01\ntimeout = "never"'),
-                 "consumers[0].timeout", ["> 0", '"none"', "'never'"], id="consumer-bad-timeout"),
+                 "consumers[0].timeout", [">= 1e-06 (1 µs, the clock's unit)", '"none"', "'never'"], id="consumer-bad-timeout"),
     pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\njitter = 1.5"),
                  "consumers[0].jitter", ["[0, 1]"], id="consumer-bad-jitter"),
     pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\nfail = -0.1"),
@@ -328,7 +328,7 @@ ERRORS = [
                  ["<= 1", "1.5"], id="fault-bad-value"),
     pytest.param(MINIMAL + '\n[[faults]]\nkind = "notifications"\n\n[[faults]]\nkind = "notifications"\n',
                  "faults", ["more than one 'notifications'"], id="two-notification-faults"),
-    pytest.param(MINIMAL.replace("until = 60.0", "until = -1"), "run.until", ["> 0"], id="run-until"),
+    pytest.param(MINIMAL.replace("until = 60.0", "until = -1"), "run.until", [">= 1e-06 (1 µs, the clock's unit)"], id="run-until"),
 ]
 
 

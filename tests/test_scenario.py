@@ -199,8 +199,8 @@ ERRORS = [
     pytest.param(MINIMAL.replace("until = 30.0", "until = 30.0\nsead = 1"), "run.sead",
                  ["unknown key", "[run]", "seed, until, store, start"], id="unknown-run-key"),
     pytest.param(MINIMAL.replace("until = 30.0", 'until = "soon"'), "run.until",
-                 ["> 0", "'soon'"], id="until-wrong-type"),
-    pytest.param(MINIMAL.replace("until = 30.0", "until = -5"), "run.until", ["> 0", "-5"], id="until-negative"),
+                 [">= 1e-06 (1 µs, the clock's unit)", "'soon'"], id="until-wrong-type"),
+    pytest.param(MINIMAL.replace("until = 30.0", "until = -5"), "run.until", [">= 1e-06 (1 µs, the clock's unit)", "-5"], id="until-negative"),
     pytest.param(MINIMAL.replace("until = 30.0", "until = inf"), "run.until", ["finite"], id="until-inf"),
     pytest.param(MINIMAL.replace("until = 30.0", ""), "run.until", ["required"], id="until-missing"),
     pytest.param(MINIMAL.replace("until = 30.0", "until = 30.0\nseed = 1.5"), "run.seed",
@@ -215,7 +215,7 @@ ERRORS = [
     pytest.param(MINIMAL + '\n[config]\nprune_policy = "sometimes"\n', "config.prune_policy",
                  ["'ttl', 'conservative'", "'sometimes'"], id="config-bad-policy"),
     pytest.param(MINIMAL + "\n[config]\nreactor_poll_interval = 0\n", "config.reactor_poll_interval",
-                 ["positive"], id="config-bad-interval"),
+                 [">= 1e-06 (1 µs, the clock's unit)"], id="config-bad-interval"),
     pytest.param(MINIMAL + "\n[config]\nexecutor_workers = 2.5\n", "config.executor_workers",
                  ["integer >= 1"], id="config-float-workers"),
     pytest.param(MINIMAL + "\n[config]\npoll_interval = 1\n", "config.poll_interval",
@@ -316,7 +316,7 @@ def test_all_problems_are_reported_at_once(tmp_path):
 
 def test_overrides_are_checked_like_the_file(tmp_path):
     sc = load_scenario(write(tmp_path, MINIMAL))
-    with pytest.raises(ScenarioError, match=r"run\.until: .*> 0.*\(override\)"):
+    with pytest.raises(ScenarioError, match=r"run\.until: .*>= 1e-06 \(1 µs.*\(override\)"):
         sc.run(until=-1)
     with pytest.raises(ScenarioError, match=r"run\.seed: must be an integer"):
         sc.build(seed="zero")

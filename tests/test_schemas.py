@@ -157,7 +157,8 @@ def test_a_settings_tables_docs_are_the_config_fields_comments():
 @pytest.mark.parametrize("validator, value, message", [
     (Name(), "", "must be a non-empty string, got ''"),
     (Seconds(), -1, "must be a finite number of seconds >= 0, got -1"),
-    (Seconds(strict=True, unit="virtual seconds"), 0, "must be a finite number of virtual seconds > 0, got 0"),
+    (Seconds(strict=True, unit="virtual seconds"), 0,
+     "must be a finite number of virtual seconds >= 1e-06 (1 µs, the clock's unit), got 0"),
     (Seconds(), float("inf"), "must be a finite number of seconds >= 0, got inf"),
     (Seconds(), True, "must be a finite number of seconds >= 0, got boolean true"),
     (Rate("events"), "2", "must be a finite number of events per virtual second > 0, got '2'"),
@@ -166,8 +167,9 @@ def test_a_settings_tables_docs_are_the_config_fields_comments():
     (OneOf(("a", "b")), "c", "must be one of 'a', 'b'; got 'c'"),
     (OneOf(("a", "b")), ["a"], "must be one of 'a', 'b'; got an array"),
     (Position(), -1, 'must be "beginning", "end" or a seq (an integer >= 0), got -1'),
-    (OrWord(Seconds(strict=True), "none", "never"), "never", 'must be a finite number of seconds > 0, or "none" '
-                                                            "(never), got 'never'"),
+    (OrWord(Seconds(strict=True), "none", "never"), "never", "must be a finite number of seconds >= 1e-06 "
+                                                            "(1 µs, the clock's unit), or \"none\" (never), "
+                                                            "got 'never'"),
     (Store(), "x.db", 'must be "memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI, got \'x.db\''),
 ])
 def test_each_validator_names_what_is_allowed_and_what_it_got(validator, value, message):

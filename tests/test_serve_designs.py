@@ -126,8 +126,12 @@ def test_a_file_of_one_design_is_not_served_or_written_as_another(tmp_path):
 
 def test_a_file_that_records_no_design_needs_one_named(tmp_path):
     db = str(tmp_path / "made.duckdb")
-    with fs.LeaseRealtime(store=db) as rt:  # made from Python, not by serve
+    with fs.LeaseRealtime(store=db) as rt:  # made from Python, not by serve: it records its design too
         rt.publish("p0")
+    assert json.loads(cli("status", "--db", db).stdout)["design"] == "leases"
+    import duckdb
+    with duckdb.connect(db) as con:         # as an older fanoutsim left it: no design recorded
+        con.execute("DELETE FROM fanoutsim_meta WHERE key = 'design'")
     bare = cli("status", "--db", db)
     assert bare.returncode == 2 and "records no design" in bare.stderr and "--design" in bare.stderr
     named = cli("status", "--db", db, "--design", "leases")

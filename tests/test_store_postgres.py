@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import fanoutsim as fs
 from fanoutsim.kernel.store import is_postgres, pgsql
 from fanoutsim.kernel.store.duckdb import StoreError
 from pgfixtures import drop_schema, new_schema
@@ -107,7 +108,7 @@ def test_an_unreachable_server_is_one_line(unused_port=1):
 
 
 @pytest.mark.parametrize("dsn,message", [
-    ("postgresql://h/db?nosuchoption=1", "malformed PostgreSQL DSN"),
+    ("postgresql://h/db?nosuchoption=1", "malformed PostgreSQL URI: "),
     ("mysql://h/db", "is not a PostgreSQL URI"),
 ])
 def test_a_malformed_dsn_is_one_line(dsn, message):
@@ -213,3 +214,39 @@ def test_run_with_an_unreachable_server_is_one_error_line(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("fanoutsim: error: cannot reach PostgreSQL")
     assert not list(tmp_path.iterdir())
+
+
+def _tables_in(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        return [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()").fetchall()]
+
+
+def test_check_store_refuses_a_new_throwaway_server_and_starts_none():
+    with pytest.raises(ValueError, match="'postgres', which opens a new empty store"):
+        fs.check_store("postgres")
+
+
+def test_check_store_refuses_a_database_that_holds_no_run_and_creates_nothing(pg_url):
+    url = pg_url()
+    with pytest.raises(StoreError, match="holds no fanoutsim run"):
+        fs.check_store(url)
+    assert _tables_in(url) == []                      # nothing created there
+    with fs.Simulation(seed=0, store=url) as sim:    # a run, then its check
+        sim.runner.register_workflow("w")
+        sim.runner.subscribe_workflow_to_reactor("r", "w")
+        sim.fire("r", {})
+        sim.run(until=5.0)
+    assert fs.check_store(url).valid
+
+
+def test_check_store_refuses_a_database_of_another_design(pg_url):
+    from fanoutsim.designs.leases.simulation import LeaseSimulation
+
+    url = pg_url()
+    with LeaseSimulation(seed=0, store=url) as sim:
+        sim.run(until=1.0)
+    with pytest.raises(StoreError, match="holds a run of the leases design, not of the reactor design"):
+        fs.check_store(url)

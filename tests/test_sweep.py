@@ -145,7 +145,7 @@ def test_resumes_after_an_interrupted_sweep(tmp_path, monkeypatch):
                                             r"(reactor_poll_batch_limit )?must be an integer >= 1"),
     ({"prune_policy": ["ttl", "eager"]}, r"grid\['prune_policy'\] value 'eager' is not allowed: (prune_policy )?"
                                          r"must be one of 'ttl', 'conservative'"),
-    ({"reactor_poll_interval": [1.0, -1.0]}, r"value -1.0 is not allowed: .*positive"),
+    ({"reactor_poll_interval": [1.0, -1.0]}, r"value -1.0 is not allowed: .*>= 1e-06 \(1 µs"),
     ({"rate": [0]}, r"grid\['rate'\] value 0 is not allowed: .*> 0"),
     ({"fetch_latency": [-0.1]}, r"grid\['fetch_latency'\] value -0.1 is not allowed: .*>= 0"),
     ({"reactor_poll_interval": 1.0}, r"grid\['reactor_poll_interval'\] must be a list of values"),

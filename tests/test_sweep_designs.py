@@ -149,7 +149,7 @@ def test_pooled_runs_equal_in_process_runs():
      r"grid: unknown key 'safety_poll'; allowed: rate, safety_poll_interval, batch_limit.*or a dotted path.*"
      r"'outbox', 'consumers', 'workload', 'faults'"),
     (OUTBOX, {"safety_poll_interval": [1.0, -2.0]},
-     r"grid\['safety_poll_interval'\] value -2.0 is not allowed: (safety_poll_interval )?must be > 0"),
+     r"grid\['safety_poll_interval'\] value -2.0 is not allowed: (safety_poll_interval )?must be .*>= 1e-06 \(1 µs"),
     (OUTBOX, {"faults.3.drop": [0.5]}, r"grid: unknown key 'faults.3.drop': faults has no item '3'; "
                                       r"it has indexes 0..0"),
     (OUTBOX, {"faults.0.drop": [1.5]}, r"grid\['faults.0.drop'\] value 1.5 is not allowed"),

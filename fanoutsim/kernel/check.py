@@ -58,6 +58,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from fanoutsim.kernel.validate import is_whole
+
 import numpy as np
 import pandas as pd
 
@@ -246,7 +248,7 @@ def problems(report) -> list[str]:
                    f"total {total.get('valid')!r}")
     for k in ("delivered", "duplicates", "lost", "pending"):
         v = summary[k]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if not is_whole(v) or v < 0:
             out.append(f"summary[{k!r}] must be a count (int >= 0), got {v!r}")
     for name, frame, key in frames:
         if len(frame) != summary[name]:

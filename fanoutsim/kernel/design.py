@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 # what every design's checker returns: valid, total, summary, per_unit, and
 # duplicates / lost frames with a cause column (see fanoutsim.kernel.check)
 from fanoutsim.kernel.check import CheckResult  # noqa: F401  (a name of this module too)
+from fanoutsim.kernel.validate import is_real
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def scale_workload_rates(scenario, rate: float):
     """``scenario`` with every workload's ``rate`` scaled by one factor so that
     they sum to ``rate`` (the split between workloads is kept): the ``rate``
     sweep key of a design whose scenario has ``workloads`` with a ``rate``."""
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+    if not is_real(rate) or not math.isfinite(rate) or rate <= 0:
         raise ValueError("the total rate must be a finite number of events per virtual second > 0")
     workloads = tuple(getattr(scenario, "workloads", ()))
     total = sum(w.rate for w in workloads)

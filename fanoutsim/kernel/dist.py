@@ -15,6 +15,7 @@ same way, and draw from the run's seeded RNG so a run stays reproducible:
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -89,7 +90,7 @@ def check_dist(d: Dist, where: str = "duration") -> Dist:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{where} must be a finite number, got {value!r}")
     return float(value)
 

@@ -14,6 +14,14 @@ tests kill, but not a power cut, which nothing here needs).
 
 A user's own server needs none of this: give the store a
 ``postgresql://...`` DSN.
+
+**A shared one** (``fanoutsim pg start|url|stop``): :func:`start_shared` runs
+the same server in a folder of its own (``DEFAULT_SHARED_DIR`` unless given)
+that outlives the process that started it, so that several processes — the
+roles of ``fanoutsim serve --store``, a notebook, ``status`` — share one
+database without a server of the user's; :func:`shared_url` gives its URI
+(a Unix socket in its folder: only this machine's users reach it) and
+:func:`stop_shared` stops it, keeping its data for the next start.
 """
 from __future__ import annotations
 
@@ -27,16 +35,92 @@ class ServerError(RuntimeError):
     """The embedded server could not be started."""
 
 
+DEFAULT_SHARED_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                                  "fanoutsim", "pg")
+
+
+def _pgserver():
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns of a missing XDG_RUNTIME_DIR
+            import pgserver
+    except ImportError:
+        raise ServerError("the embedded PostgreSQL is the pgserver package's; install it with: "
+                          "pip install 'fanoutsim[postgres]'") from None
+    return pgserver
+
+
+def _tune(dsn: str) -> None:
+    """A throwaway server does not wait for the disk (see the module's docstring)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as con:
+        for name in ("fsync", "synchronous_commit", "full_page_writes"):
+            con.execute(f"ALTER SYSTEM SET {name} = off")
+        con.execute("SELECT pg_reload_conf()")
+
+
+def _running(folder: str):
+    """The postmaster of the server in ``folder`` if one runs (pgserver's record of it), else None."""
+    _pgserver()
+    from pgserver.utils import PostmasterInfo
+    from pathlib import Path
+
+    info = PostmasterInfo.read_from_pgdata(Path(folder).expanduser().resolve())
+    return info if info is not None and info.is_running() else None
+
+
+def shared_url(folder: str = DEFAULT_SHARED_DIR) -> str | None:
+    """The URI of the shared server in ``folder`` (None: none runs there)."""
+    info = _running(folder)
+    return None if info is None else info.get_uri()
+
+
+def start_shared(folder: str = DEFAULT_SHARED_DIR) -> str:
+    """Start the shared server in ``folder`` (made if missing; one that runs
+    there already is kept) and return its URI; it runs on after this process."""
+    url = shared_url(folder)
+    if url is not None:
+        return url
+    pgserver = _pgserver()
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
+        server = pgserver.get_server(folder, cleanup_mode=None)  # None: not stopped when this process ends
+        url = server.get_uri()
+        _tune(url)
+    except Exception as exc:  # initdb or pg_ctl failed: one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ServerError(f"could not start the embedded PostgreSQL in {folder}: {first}") from None
+    return url
+
+
+def stop_shared(folder: str = DEFAULT_SHARED_DIR, timeout: float = 30.0) -> bool:
+    """Stop the shared server in ``folder`` — a fast shutdown: its clients are
+    disconnected, what they committed is kept — and wait until it has exited.
+    False if none ran there."""
+    import signal
+    import time
+
+    info = _running(folder)
+    if info is None:
+        return False
+    os.kill(info.pid, signal.SIGINT)  # PostgreSQL's fast shutdown
+    deadline = time.monotonic() + timeout
+    while info.process.is_running() and info.process.status() != "zombie":
+        if time.monotonic() > deadline:
+            raise ServerError(f"the embedded PostgreSQL in {folder} (pid {info.pid}) did not stop in {timeout:g} s")
+        time.sleep(0.05)
+    return True
+
+
 class EmbeddedServer:
     """One PostgreSQL 16 server in a temporary folder; ``dsn`` reaches it.
     ``close()`` stops it and removes the folder (also at interpreter exit)."""
 
     def __init__(self) -> None:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # platformdirs warns of a missing XDG_RUNTIME_DIR
-                import pgserver
-        except ImportError:
+            pgserver = _pgserver()
+        except ServerError:
             raise ServerError("store 'postgres' starts a PostgreSQL of its own with the pgserver package; "
                               "install it with: pip install 'fanoutsim[postgres]'") from None
         self.folder = tempfile.mkdtemp(prefix="fanoutsim-pg-")
@@ -44,19 +128,11 @@ class EmbeddedServer:
         try:
             self._server = pgserver.get_server(self.folder, cleanup_mode="delete")
             self.dsn = self._server.get_uri()
-            self._tune()
+            _tune(self.dsn)
         except Exception as exc:  # initdb or pg_ctl failed: say why in one line, leave nothing behind
             self.close()
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ServerError(f"could not start the embedded PostgreSQL: {first}") from None
-
-    def _tune(self) -> None:
-        import psycopg
-
-        with psycopg.connect(self.dsn, autocommit=True) as con:
-            for name in ("fsync", "synchronous_commit", "full_page_writes"):
-                con.execute(f"ALTER SYSTEM SET {name} = off")
-            con.execute("SELECT pg_reload_conf()")
 
     @property
     def pid(self) -> int | None:

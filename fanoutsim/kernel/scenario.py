@@ -46,7 +46,7 @@ from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.store import Store as StoreObject
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.validate import (
-    DIST_SCHEMA, DURATION_REF, Invalid, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind, show,
+    DIST_SCHEMA, DURATION_REF, Invalid, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind, show, is_whole,
 )
 
 __all__ = [
@@ -589,7 +589,10 @@ class FaultRules:
     refused ("reactor design (...)": the message says "is a fault of the
     <that>"); ``renames`` maps a kind's keys in this design's spelling to the
     fault spec's fields; ``refs`` maps a key to the ``[[array]]`` whose names
-    it must give; ``required`` a key to what "is required: ..." says for it;
+    it must give (``reading.declared`` of that name: an array's ``name`` keys,
+    or names a design records there itself), ``ref_labels`` a key to how the
+    message names them when they are no array's (default ``declared in
+    [[array]]``); ``required`` a key to what "is required: ..." says for it;
     ``points`` are its crash points (``points_label`` names them;
     ``other_points``: other designs' points, by design, for a better message).
     """
@@ -599,6 +602,7 @@ class FaultRules:
     refused: Mapping[str, str] = field(default_factory=dict)
     renames: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     refs: Mapping[str, str] = field(default_factory=dict)
+    ref_labels: Mapping[str, str] = field(default_factory=dict)
     required: Mapping[str, str] = field(default_factory=dict)
     points: tuple[str, ...] = ()
     points_label: str = "known points"
@@ -679,8 +683,9 @@ class Faults(Part):
                     return None
             declared = reading.declared.get(r.refs.get(k, ""))
             if declared and v not in declared:
-                problems.add(f"{where}.{k}", f"{v!r} is not declared in [[{r.refs[k]}]]; "
-                                             f"declared: {', '.join(declared)}")
+                label = r.ref_labels.get(k)
+                problems.add(f"{where}.{k}", f"{v!r} is not {label}: {', '.join(declared)}" if label else
+                             f"{v!r} is not declared in [[{r.refs[k]}]]; declared: {', '.join(declared)}")
                 return None
             args[ren.get(k, k)] = tuple(v) if k == "window" and isinstance(v, list) else v
         if fkind == "crash_at_point" and "point" in item and r.points and item["point"] not in r.points:
@@ -767,7 +772,7 @@ def seq_start_needs_join(item: Item, start: str = "start", join_at: str = "join_
     the log when the consumer joins, so it needs a ``join_at`` > 0 (at 0 the
     log is empty)."""
     value = item.values.get(start)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0 and not item.raw.get(join_at):
+    if is_whole(value) and value > 0 and not item.raw.get(join_at):
         item.fail(start, f"a seq start must lie in the log when the consumer joins; at {join_at} = 0 the log "
                          f"is empty, so only 0 is allowed (got {value}); set {join_at} to join later")
 

@@ -15,7 +15,8 @@ validator            allows                                              keeps
 ===================  ==================================================  ================
 :class:`Name`        a non-empty string                                  the string
 :class:`Text`        any string                                          the string
-:class:`Seconds`     a finite number of seconds (``>= 0`` by default)    a float
+:class:`Seconds`     a finite number of seconds (``>= 0`` by default;    a float
+                     a duration is 0 or at least 1 µs, the clock's unit)
 :class:`SecondsRange`  seconds from ``low`` through ``high``             a float
 :class:`Rate`        a finite number of things per virtual second > 0    a float
 :class:`Fraction`    a number in [0, 1]                                  a float
@@ -34,6 +35,7 @@ validator            allows                                              keeps
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,7 +44,7 @@ from fanoutsim.kernel.dist import _LAWS, EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
 from fanoutsim.kernel.timeutil import parse_start
 
 __all__ = [
-    "Invalid", "Validator", "kind", "show", "is_number",
+    "Invalid", "Validator", "kind", "show", "is_number", "is_real", "is_whole", "plain", "plain_fields", "CLOCK_UNIT", "below_unit", "duration",
     "Name", "Text", "Seconds", "SecondsRange", "Rate", "Fraction", "IntAtLeast", "IntRange", "Seed",
     "OneOf", "Distribution", "Position", "OrWord", "Store", "Timestamp", "DIST_SCHEMA", "DURATION_REF",
 ]
@@ -83,9 +85,41 @@ def show(value: Any) -> str:
     return kind(value) if isinstance(value, (dict, list, bool, datetime)) else repr(value)
 
 
+def is_real(value: Any) -> bool:
+    """A real number — Python's int or float, or NumPy's (any ``numbers.Real``) —
+    and not a bool (Python's or NumPy's, which is no ``numbers.Real``)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def is_whole(value: Any) -> bool:
+    """An integer — Python's or NumPy's (any ``numbers.Integral``) — and not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def is_number(value: Any) -> bool:
-    """A finite int or float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number (see :func:`is_real`)."""
+    return is_real(value) and math.isfinite(value)
+
+
+def plain_fields(obj) -> None:
+    """Every field of the (frozen) dataclass ``obj`` as :func:`plain` keeps it:
+    a config given NumPy numbers holds Python's, as report.json needs."""
+    import dataclasses
+
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        kept = plain(value)
+        if kept is not value:
+            object.__setattr__(obj, f.name, kept)
+
+
+def plain(value: Any) -> Any:
+    """A number as Python's own (``np.int64(3)`` -> ``3``, ``np.float32(.5)`` ->
+    ``0.5``), so that what keeps it (a config, a row) prints and serialises as
+    with a Python number; anything else as it is."""
+    if type(value) in (int, float) or not is_real(value):
+        return value
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
 class Validator:
@@ -139,17 +173,35 @@ class Text(Validator):
         return {"type": "string"}
 
 
+CLOCK_UNIT = 1e-6  # seconds: both clocks count whole microseconds
+UNIT_NOTE = "(1 µs, the clock's unit)"
+
+
+def below_unit(value) -> bool:
+    """A duration the clocks cannot tell from 0 but is not 0 (0 < value < 1 µs):
+    as an interval it would never move the clock."""
+    return 0 < value < CLOCK_UNIT
+
+
 @dataclass(frozen=True)
 class Seconds(Validator):
     """A finite number of ``unit`` at or above ``low`` (above it if ``strict``;
-    no bound if ``low`` is None); kept as a float."""
+    no bound if ``low`` is None); kept as a float. A duration (``low`` 0, a
+    unit of seconds) is 0 or at least the clock's unit, 1 µs (``strict``: at
+    least 1 µs): below it an interval would never move the clock."""
 
     low: float | None = 0.0
     strict: bool = False
     unit: str = "seconds"
 
     @property
+    def _floored(self) -> bool:
+        return self.low == 0 and "second" in self.unit
+
+    @property
     def allowed(self) -> str:
+        if self._floored and self.strict:
+            return f"a finite number of {self.unit} >= {CLOCK_UNIT:g} {UNIT_NOTE}"
         bound = "" if self.low is None else f" {'>' if self.strict else '>='} {self.low:g}"
         return f"a finite number of {self.unit}{bound}"
 
@@ -157,13 +209,31 @@ class Seconds(Validator):
         if not is_number(value) or (self.low is not None and (
                 value < self.low or (self.strict and value == self.low))):
             raise self.refuse(value)
+        if self._floored and below_unit(value):
+            if self.strict:
+                raise self.refuse(value)
+            raise Invalid(f"must be 0 or at least {CLOCK_UNIT:g} {self.unit} {UNIT_NOTE}, got {show(value)}")
         return float(value)
 
     def json_schema(self):
         out: dict = {"type": "number"}
+        if self._floored:
+            if self.strict:
+                return {**out, "minimum": CLOCK_UNIT}
+            return {**out, "minimum": 0, "not": {"exclusiveMinimum": 0, "exclusiveMaximum": CLOCK_UNIT}}
         if self.low is not None:
             out["exclusiveMinimum" if self.strict else "minimum"] = self.low
         return out
+
+
+def duration(value, where: str, *, positive: bool = False) -> float:
+    """A config's duration in seconds, checked as a scenario file's is
+    (:class:`Seconds`: 0 or at least 1 µs; ``positive``: at least 1 µs);
+    ValueError names ``where``."""
+    try:
+        return Seconds(strict=positive).check(value)
+    except Invalid as exc:
+        raise ValueError(f"{where} {exc.message}") from None
 
 
 @dataclass(frozen=True)
@@ -182,10 +252,15 @@ class SecondsRange(Validator):
     def check(self, value):
         if not is_number(value) or not self.low <= value <= self.high:
             raise self.refuse(value, f" ({self.note})" if self.note else "")
+        if self.low == 0 and below_unit(value):  # a duration: 0, or at least the clock's unit
+            raise Invalid(f"must be 0 or at least {CLOCK_UNIT:g} seconds {UNIT_NOTE}, got {show(value)}")
         return float(value)
 
     def json_schema(self):
-        return {"type": "number", "minimum": self.low, "maximum": self.high}
+        out = {"type": "number", "minimum": self.low, "maximum": self.high}
+        if self.low == 0:
+            out["not"] = {"exclusiveMinimum": 0, "exclusiveMaximum": CLOCK_UNIT}
+        return out
 
 
 @dataclass(frozen=True)
@@ -242,9 +317,9 @@ class IntAtLeast(Validator):
         return f"an integer >= {self.low}" + (f" ({self.what})" if self.what else "")
 
     def check(self, value):
-        if isinstance(value, bool) or not isinstance(value, int) or value < self.low:
+        if not is_whole(value) or value < self.low:
             raise self.refuse(value)
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"type": "integer", "minimum": self.low}
@@ -263,9 +338,9 @@ class IntRange(Validator):
         return f"an integer from {self.low} through {self.high}"
 
     def check(self, value):
-        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
+        if not is_whole(value) or not self.low <= value <= self.high:
             raise self.refuse(value, f" ({self.note})" if self.note else "")
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"type": "integer", "minimum": self.low, "maximum": self.high}
@@ -278,9 +353,9 @@ class Seed(Validator):
     allowed = "an integer seed"
 
     def check(self, value):
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_whole(value):
             raise self.refuse(value)
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"type": "integer"}
@@ -374,9 +449,9 @@ class Position(Validator):
     def check(self, value):
         if value in ("beginning", "end") and isinstance(value, str):
             return value
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_whole(value) or value < 0:
             raise self.refuse(value)
-        return value
+        return int(value)
 
     def json_schema(self):
         return {"anyOf": [{"enum": ["beginning", "end"]}, {"type": "integer", "minimum": 0}]}
@@ -411,6 +486,13 @@ class OrWord(Validator):
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
 
+def is_duckdb_path(value) -> bool:
+    """A DuckDB file's path, as every command and ``open_store`` take one: a
+    name ending in ``.duckdb`` (the one rule, so that no command accepts a file
+    another refuses)."""
+    return isinstance(value, str) and value.endswith(".duckdb") and len(value) > len(".duckdb")
+
+
 @dataclass(frozen=True)
 class Store(Validator):
     """Where a run keeps its tables: ``"memory"``, ``"duckdb"`` (a temporary
@@ -421,8 +503,7 @@ class Store(Validator):
     allowed = '"memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI'
 
     def check(self, value):
-        if isinstance(value, str) and (value in ("memory", "duckdb", "postgres") or
-                                       (value.endswith(".duckdb") and len(value) > len(".duckdb")) or
+        if isinstance(value, str) and (value in ("memory", "duckdb", "postgres") or is_duckdb_path(value) or
                                        (value.startswith(_PG_SCHEMES) and not value.endswith("://"))):
             return value
         raise Invalid(f"must be {self.allowed}, got {show(value)}")

@@ -46,10 +46,10 @@ virtual clock) and :class:`fanoutsim.designs.leases.realtime.LeaseRealtime`
 """
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, LeaseConfig
 from fanoutsim.designs.leases.engine import LeaseEngine
-from fanoutsim.designs.leases.leasing import Lease
+from fanoutsim.designs.leases.leasing import Lease, Pull
 from fanoutsim.designs.leases.log import HistoryPruned
 from fanoutsim.designs.leases.authority import ADMIN, Credential, Unauthorized
 from fanoutsim.designs.leases.backup import Backup
 
-__all__ = ["LeaseConfig", "LeaseEngine", "Lease", "MAX_ATTEMPTS", "HistoryPruned", "ADMIN", "Credential",
+__all__ = ["LeaseConfig", "LeaseEngine", "Lease", "Pull", "MAX_ATTEMPTS", "HistoryPruned", "ADMIN", "Credential",
            "Unauthorized", "Backup"]

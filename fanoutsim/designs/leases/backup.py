@@ -115,9 +115,13 @@ def restore_backup(e, now: int, b: Backup) -> int:
     leasing.trace_voided(e, now, voided)
     e.trace.add(now, "restored", e.actor, detail=str(incarnation))
     e.trace.add(now, "backup_restored", e.actor, detail=b.label)
-    # the checkpoints moved back: the trace says where each one now stands
+    # the checkpoints moved back: the trace says where each one now stands (one a voided
+    # lease's dead letter moved past the backup's is traced already, by trace_voided)
     ids = {r["seq"]: r["event_id"] for r in b.tables["events"]}
+    moved = {(lease["consumer"], lease["partition"]) for lease, _, ev in voided if ev is not None}
     for cp in b.tables["checkpoints"]:
+        if (cp["consumer"], cp["partition"]) in moved:
+            continue
         e.trace.add(now, "checkpoint", e.actor, cp["consumer"], ids.get(cp["seq"]), cp["partition"], str(cp["seq"]))
     e.metrics.inc("fanoutsim_lease_restores_total")
     return incarnation

@@ -229,7 +229,8 @@ def consumer_lives(trace: _Trace, table_rows: dict[str, dict],
     ``name#2``: the rows of ``trace.who`` from it on are renamed, so that every
     later phase reads a life's rows under its own name. A consumer in the table
     with no start in the trace came from an earlier process (a resumed file).
-    A life ends at its ``retired``, or — when it is the consumer's latest, has
+    A life ends at its ``retired`` (unless a restore of a backup taken while it
+    ran brings the consumer back after it), or — when it is the consumer's latest, has
     no row and was never retired — at the first restore of a backup taken
     before it began: the restore took the consumer away."""
     starts = defaultdict(list)
@@ -250,7 +251,9 @@ def consumer_lives(trace: _Trace, table_rows: dict[str, dict],
             lives[consumer] = _Life(consumer, consumer, row["start_seq"], -1, True, row)
     for i in trace.events("retired"):
         life = lives.get(trace.who[i])
-        if life is not None:
+        # a restore of a backup taken while the life ran, made after the retire,
+        # brings the consumer back with the backup's checkpoint: the life goes on
+        if life is not None and not any(life.begun < bi < i < ri for bi, ri in restored):
             life.retired = int(i)
     for life in lives.values():
         if life.latest and life.consumer not in table_rows and life.retired is None:

@@ -41,10 +41,10 @@ most :data:`MAX_RETRY_DELAY`), and how a partition's events are leased:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fanoutsim.kernel.names import check_name  # noqa: F401  (a name of this module too)
+from fanoutsim.kernel.validate import CLOCK_UNIT, below_unit, duration, is_number, is_whole, plain_fields
 
 BATCH_RANGE = (1, 8)
 IN_FLIGHT_RANGE = (1, 8)
@@ -58,15 +58,17 @@ DEFAULT_LIMITS = {"batch_limit": 4, "in_flight_limit": 4, "lease_seconds": 60.0}
 
 
 def _int_in(value, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    if not is_whole(value) or not low <= value <= high:
         raise ValueError(f"{field} must be an integer from {low} through {high}, got {value!r}")
-    return value
+    return int(value)
 
 
 def _seconds(value, field: str, low: float, high: float, note: str = "") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
+    if not is_number(value) or not low <= value <= high:
         raise ValueError(f"{field} must be {low:g} through {high:g} seconds{f' ({note})' if note else ''}, "
+                         f"got {value!r}")
+    if low == 0 and below_unit(value):  # a delay is 0, or at least what the clock can tell from 0
+        raise ValueError(f"{field} must be 0 or at least {CLOCK_UNIT:g} seconds (1 µs, the clock's unit), "
                          f"got {value!r}")
     return float(value)
 
@@ -103,10 +105,9 @@ class LeaseConfig:
     partition_order: str = "riffdb"      # "riffdb" (RiffDB's code) or "head_of_line" (the seed's reading)
 
     def __post_init__(self):
+        plain_fields(self)  # NumPy numbers kept as Python's
         for name in ("retention", "retention_interval", "recovery_interval", "max_retry_delay"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{name} must be a finite number of seconds > 0, got {v!r}")
+            duration(getattr(self, name), name, positive=True)  # at least the clock's unit
         if self.max_retry_delay > MAX_RETRY_DELAY:
             raise ValueError(f"max_retry_delay must be at most {MAX_RETRY_DELAY:g} seconds (RiffDB's bound on "
                              f"a nack's retry delay), got {self.max_retry_delay!r}")

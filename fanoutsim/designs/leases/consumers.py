@@ -41,17 +41,9 @@ from __future__ import annotations
 from fanoutsim.designs.leases.config import DEFAULT_LIMITS, check_limits
 from fanoutsim.designs.leases.log import HistoryPruned, frontier, horizon
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.validate import is_whole
 
 APPLIED, OUTSTANDING_LEASE, NOT_FOUND = "applied", "outstanding_lease", "not_found"
-
-
-def consumer_row(tx, name: str) -> dict:
-    check_name("consumer", name)
-    row = tx.get_lease_consumer(name)
-    if row is None:
-        known = ", ".join(c["consumer"] for c in tx.list_lease_consumers()) or "none"
-        raise KeyError(f"unknown consumer {name!r}; known: {known}")
-    return row
 
 
 def resolve_position(tx, name: str, position) -> tuple[int, int]:
@@ -65,7 +57,7 @@ def resolve_position(tx, name: str, position) -> tuple[int, int]:
         seq = last
     elif position == "beginning":
         seq = gone
-    elif isinstance(position, bool) or not isinstance(position, int):
+    elif not is_whole(position):
         raise ValueError(f"position for {name!r} must be 'beginning', 'end' or a seq (int), got {position!r}")
     elif position > last:
         raise ValueError(f"position {position} for {name!r} is past the end of the log (last seq {last})")

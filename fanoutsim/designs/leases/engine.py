@@ -8,8 +8,9 @@ crash throws it away and a new one works from the tables alone.
 Trace columns, read with this design's names (see
 :meth:`fanoutsim.designs.leases.simulation.LeaseSimulation.trace`): ``consumer``,
 ``event_id``, ``partition``. Kinds: published, consumer_start, leased, acked,
-ack_refused, nacked, nack_refused, checkpoint (a partition's checkpoint moved:
-the event it now stands on, its seq), expired (by recovery: the loop, the
+ack_refused, nacked, nack_refused, consume_refused (a pull of a consumer that
+does not exist), checkpoint (a partition's checkpoint moved: the event it now
+stands on, its seq), expired (by recovery: the loop, the
 start-up pass or a pull), dead_lettered, lease_voided (by a restore), seek,
 seek_refused, retired, retire_refused, restored, backup (a copy of the tables
 taken: its label), backup_restored (the label put back), pruned, delivered (by ack, for

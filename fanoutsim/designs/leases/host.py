@@ -13,7 +13,7 @@ from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, TABLES, database_r
 from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 from fanoutsim.kernel.frames import store_frame, table_frame
 from fanoutsim.kernel.names import check_name
-from fanoutsim.kernel.validate import Invalid, Seconds
+from fanoutsim.kernel.validate import Invalid, Seconds, is_real, is_whole
 
 
 
@@ -25,13 +25,13 @@ def checked_lease_config(config, seed):
     config = LeaseConfig() if config is None else config
     if not isinstance(config, LeaseConfig):
         raise TypeError(f"config must be a LeaseConfig, not {type(config).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_whole(seed):
         raise TypeError(f"seed must be an int, got {seed!r}")
     return config
 
 
 def _fraction(value, where):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+    if not is_real(value) or not 0 <= value <= 1:
         raise ValueError(f"{where} must be a probability in [0, 1], got {value!r}")
     return float(value)
 
@@ -126,10 +126,10 @@ def lease_window(kind, start, stop) -> tuple[float, float | None]:
 
 def lease_partitions(rate, partitions) -> list[str]:
     """A lease workload's arguments, checked: the partition names."""
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0 or rate != rate \
+    if not is_real(rate) or rate <= 0 or rate != rate \
             or rate == float("inf"):
         raise ValueError(f"rate must be events per second > 0, got {rate!r}")
-    if isinstance(partitions, int) and not isinstance(partitions, bool):
+    if is_whole(partitions):
         if partitions < 1:
             raise ValueError(f"partitions must be >= 1, got {partitions!r}")
         partitions = [f"p{i}" for i in range(partitions)]
@@ -147,7 +147,13 @@ class LeaseHost:
     views, the trace with this design's names and the metrics. Needs ``store``,
     ``_trace``, ``metrics_registry`` and ``_api(step, *args, **kwargs)`` (one
     step of the live engine now, ``step`` a LeaseEngine function; raises while
-    the node is down; None if a crash took it down)."""
+    the node is down; None if a crash took it down).
+
+    Every broker call takes ``caller=``, a :class:`~.authority.Credential` of
+    this runtime's database; left out, the call acts with the credential it
+    needs (the consumer's own, or the admin grant), as an operator holding both
+    would. A call on a consumer that does not exist is refused by its result,
+    ``not_found`` (see :mod:`.authority`)."""
 
     # what a plan may hold, checked as the runtime is made (a fault it would not act on is refused)
     fault_kinds = LEASE_FAULT_KINDS
@@ -162,16 +168,28 @@ class LeaseHost:
         """Publish ``[(partition, kind, payload), ...]`` as one commit."""
         return self._api(LeaseEngine.publish, list(events))
 
-    @staticmethod
-    def _authorize(op: str, consumer, caller) -> None:
+    def _authorize(self, op: str, consumer, caller) -> None:
         """The service boundary (:mod:`.authority`): ``caller`` (None: the
-        credential ``op`` needs) may do ``op`` on ``consumer``, or Unauthorized
-        is raised before anything runs."""
-        authorize(needed(op, consumer) if caller is None else caller, op, consumer)
+        credential ``op`` needs, of this runtime's database) may do ``op`` on
+        ``consumer`` in this runtime's database, or Unauthorized is raised
+        before anything runs."""
+        authorize(needed(op, consumer, self.database) if caller is None else caller, op, consumer, self.database)
+
+    def _registered(self, name: str, limits: dict, spec: LeaseClient | None) -> dict | None:
+        """Before a registration changes anything: ``name``'s row if it exists
+        (None: it does not), after :func:`same_consumer` has refused other
+        settings than it holds — the one check both clocks make."""
+        with self._tx() as tx:
+            existing = tx.get_lease_consumer(name)
+        if existing is not None:
+            same_consumer(name, existing, limits, spec, self.clients.get(name))
+        return existing
 
     def consume(self, consumer: str, batch_limit: int | None = None, *, caller=None):
-        """Lease up to ``batch_limit`` eligible events by hand; a list of Lease.
-        ``caller``: a :class:`~.authority.Credential` (None: the consumer's own)."""
+        """Lease up to ``batch_limit`` eligible events by hand: a
+        :class:`~.leasing.Pull`, the list of Lease granted, whose ``result`` is
+        ``not_found`` if the consumer does not exist. ``caller``: a
+        :class:`~.authority.Credential` (None: the consumer's own)."""
         consumer = consumer_key(consumer)
         self._authorize("consume", consumer, caller)
         return self._api(LeaseEngine.consume, consumer, batch_limit)

@@ -49,9 +49,14 @@ the event (sparse, then the checkpoint) and is never reported as acknowledged.
 
 **When expired leases become retries.** Recovery (:func:`recover`) turns every
 expired lease into a failed attempt — an immediate retry, or on the 10th the
-dead letter (reason ``lease expired``) — without moving a checkpoint (its
-transition keeps the checkpoint: a dead letter it makes is held as a sparse
-resolution until the next ack or nack of the partition walks past it). It runs
+dead letter (reason ``lease expired``). A dead letter is a terminal resolution
+however it was made — by a nack, by expiry or by a restore — and the
+contiguous checkpoint passes it at once, in the same transition (one function
+resolves an event: ``_resolve``); otherwise a dead-lettered last event of a
+partition would hold its checkpoint, and so its retention fence, for ever.
+(RiffDB's storage-level recovery transition records it as a sparse
+resolution, ``tenth_expired_attempt_is_dead_lettered_and_terminally_sparse``;
+the model compacts it as every other resolution.) It runs
 at start-up, before anything is served (``restart_releases_an_expired_lease_as_
 an_immediate_retry``; ``restart_retains_unexpired_leases_without_a_transition``),
 on the runtimes' recovery loop, and inside every pull: a pull that finds one of
@@ -75,7 +80,6 @@ from dataclasses import dataclass
 
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
-from fanoutsim.designs.leases.consumers import consumer_row
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
 from fanoutsim.kernel.names import check_name
 
@@ -117,23 +121,44 @@ def bump(tx, row: dict) -> dict:
 
 # -- consume ------------------------------------------------------------------------
 
-def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> list[Lease]:
+class Pull(list):
+    """What ``consume`` returns: the leases granted (a list of :class:`Lease`,
+    in lease order) and the pull's ``result``, as RiffDB's lease coordination
+    carries its transition result with its leases: ``applied`` (the leases may
+    be none: nothing eligible, or no room), or ``not_found`` (no such consumer
+    — retired, or never added: no lease, nothing changed), the refusal ``ack``,
+    ``nack``, ``seek`` and ``retire`` return."""
+
+    def __init__(self, leases=(), result: str = "applied") -> None:
+        super().__init__(leases)
+        self.result = result
+
+    def __repr__(self) -> str:
+        return f"Pull({list.__repr__(self)}, result={self.result!r})"
+
+
+def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> Pull:
     """Lease up to ``batch_limit`` (default: the consumer's) eligible events.
     Expired leases of the consumer are first turned into retries (a recovery
     transition of its own), then the pull leases again."""
+    check_name("consumer", consumer)
     if batch_limit is not None:
         check_batch(batch_limit)
     out = _lease(e, now, consumer, batch_limit)
     if out is None:  # it held an expired lease: recover it, then lease
         recover(e, now, consumer=consumer)
-        out = _lease(e, now, consumer, batch_limit) or []
+        out = _lease(e, now, consumer, batch_limit)
+    if out.result == NOT_FOUND:
+        _refused(e, now, consumer, None, "consume", NOT_FOUND)
     return out
 
 
-def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] | None:
+def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
     out: list[Lease] = []
     with e.tx() as tx:
-        row = consumer_row(tx, consumer)
+        row = tx.get_lease_consumer(consumer)
+        if row is None:
+            return Pull(result=NOT_FOUND)
         held = tx.list_leases(consumer)
         for lease in held:
             if lease["expires_at"] <= now:
@@ -141,7 +166,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] |
         room = min(row["batch_limit"] if batch_limit is None else batch_limit,
                    row["in_flight_limit"] - len(held))
         if room <= 0:
-            return out
+            return Pull()
         _check_retained(tx, row)
         leased = {lease["event_id"] for lease in held}
         retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
@@ -198,7 +223,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> list[Lease] |
     if out:
         e.metrics.inc("fanoutsim_lease_leases_total", len(out), consumer=consumer)
         e.faults.point("lease.after_commit", now, who=consumer, what=out[0].event_id)
-    return out
+    return Pull(out)
 
 
 def _check_retained(tx, row: dict) -> None:
@@ -216,11 +241,13 @@ def _check_retained(tx, row: dict) -> None:
 
 # -- resolving: the checkpoint and the sparse resolutions ----------------------------
 
-def _resolve(tx, row: dict, lease: dict, kind: str | None, advance: bool = True) -> dict | None:
+def _resolve(tx, row: dict, lease: dict, kind: str | None) -> dict | None:
     """Record ``lease``'s event as resolved (``kind``: acknowledged or
-    dead_lettered; None: not resolved, only walk), and, if ``advance``, move the
-    partition's checkpoint past every resolved event that follows it. Returns
-    the event the checkpoint moved to (None: it did not move)."""
+    dead_lettered; None: not resolved, only walk) and move the partition's
+    checkpoint past every resolved event that follows it. The one place an
+    event is resolved: an ack, and a dead letter whether a nack, lease expiry
+    or a restore made it, all compact the checkpoint the same way. Returns the
+    event the checkpoint moved to (None: it did not move)."""
     consumer, part = row["consumer"], lease["partition"]
     held = tx.list_resolutions(consumer, part)
     last = None
@@ -231,25 +258,24 @@ def _resolve(tx, row: dict, lease: dict, kind: str | None, advance: bool = True)
         new = None
         if not held:
             return None
-    if advance:
-        terminal = {r["event_id"] for r in held}
-        if new is not None:
-            terminal.add(new["event_id"])
-        for ev in tx.event_window(consumer, row["start_seq"], len(terminal), part):  # at most so many pass
-            if ev["event_id"] not in terminal:
-                break
-            last = ev
-            terminal.discard(ev["event_id"])
-        if last is not None:
-            tx.set_checkpoint(consumer, part, last["seq"], last["commit_seq"])
-            for r in held:
-                if r["event_id"] not in terminal:
-                    tx.delete_resolution(consumer, r["event_id"])
-            if new is not None and new["event_id"] not in terminal:
-                new = None
-        if len(terminal) > MAX_SPARSE_RESOLUTIONS:
-            raise RuntimeError(f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in "
-                               f"partition {part!r}; at most {MAX_SPARSE_RESOLUTIONS}")
+    terminal = {r["event_id"] for r in held}
+    if new is not None:
+        terminal.add(new["event_id"])
+    for ev in tx.event_window(consumer, row["start_seq"], len(terminal), part):  # at most so many pass
+        if ev["event_id"] not in terminal:
+            break
+        last = ev
+        terminal.discard(ev["event_id"])
+    if last is not None:
+        tx.set_checkpoint(consumer, part, last["seq"], last["commit_seq"])
+        for r in held:
+            if r["event_id"] not in terminal:
+                tx.delete_resolution(consumer, r["event_id"])
+        if new is not None and new["event_id"] not in terminal:
+            new = None
+    if len(terminal) > MAX_SPARSE_RESOLUTIONS:
+        raise RuntimeError(f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in "
+                           f"partition {part!r}; at most {MAX_SPARSE_RESOLUTIONS}")
     if new is not None:
         tx.insert_resolution(new)
     return last
@@ -261,8 +287,7 @@ def _moved(e, now: int, consumer: str, ev: dict | None) -> None:
         e.trace.add(now, "checkpoint", e.actor, consumer, ev["event_id"], ev["partition"], str(ev["seq"]))
 
 
-def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | None,
-          advance: bool) -> tuple[str, dict | None]:
+def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | None) -> tuple[str, dict | None]:
     """One failed attempt at a leased event (its lease already deleted): a retry
     ``delay_us`` from now, or the dead letter on the 10th. Returns the result and
     the event the checkpoint moved to (None: it did not move)."""
@@ -273,11 +298,11 @@ def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | N
         tx.insert_dead_letter({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
                                "partition": lease["partition"], "attempts": attempts, "error": error,
                                "payload": None if ev is None else ev["payload"], "dead_at": now})
-        return DEAD_LETTERED, _resolve(tx, row, lease, DEAD_LETTERED, advance)
+        return DEAD_LETTERED, _resolve(tx, row, lease, DEAD_LETTERED)
     tx.put_retry({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
                   "partition": lease["partition"], "attempts": attempts, "not_before": now + delay_us,
                   "error": error})
-    return RETRY, (_resolve(tx, row, lease, None) if advance else None)
+    return RETRY, _resolve(tx, row, lease, None)
 
 
 # -- ack and nack -----------------------------------------------------------------------
@@ -324,9 +349,10 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
         return _refused(e, now, consumer, event_id, "ack", failed)
     e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
     _moved(e, now, consumer, moved)
-    if delivered_by is not None:
+    if delivered_by is not None:  # counted as a worker's delivery is
         e.trace.add(now, "delivered", delivered_by, consumer, event_id, lease["partition"],
                     f"attempt {lease['attempt']}")
+        e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
     e.faults.point("ack.after_commit", now, who=consumer, what=event_id)
     return ACKED
@@ -362,7 +388,7 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
         failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
-            result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack", advance=True)
+            result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack")
             bump(tx, row)
             e.faults.point("nack.before_commit", now, who=consumer, what=event_id)
     if failed is not None:
@@ -377,8 +403,8 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
 
 def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
     """Expire leases whose time is up (only ``consumer``'s, if given): each is a
-    failed attempt — an immediate retry, or the dead letter — and no checkpoint
-    moves. Returns how many expired."""
+    failed attempt — an immediate retry, or the dead letter, which the
+    checkpoint passes as it passes an ack. Returns how many expired."""
     done = []
     with e.tx() as tx:
         if consumer is None:
@@ -392,14 +418,15 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
             if c not in rows:
                 rows[c] = tx.get_lease_consumer(c)
             tx.delete_lease(c, lease["event_id"])
-            done.append((lease, _fail(e, tx, now, rows[c], lease, 0, "lease expired", advance=False)[0]))
+            done.append((lease, *_fail(e, tx, now, rows[c], lease, 0, "lease expired")))
         for c in sorted(rows):
             bump(tx, rows[c])
         if done:
             e.faults.point("recover.before_commit", now, who=done[0][0]["consumer"],
                            what=done[0][0]["event_id"])
-    for lease, result in done:
+    for lease, result, moved in done:
         _failed_trace(e, now, lease, result, "lease expired", "expired")
+        _moved(e, now, lease["consumer"], moved)
     if done:
         e.metrics.inc("fanoutsim_lease_expired_total", len(done))
         e.faults.point("recover.after_commit", now, who=done[0][0]["consumer"],
@@ -410,8 +437,9 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
 def new_incarnation(e, tx, now: int) -> tuple[int, list]:
     """In ``tx``: publish the next history incarnation and turn every live
     lease, expired or not, into a failed attempt (a retry now, or the dead
-    letter); no checkpoint moves. Returns the incarnation and the voided
-    ``(lease, result)`` pairs, for :func:`trace_voided` after the commit."""
+    letter, which the checkpoint passes). Returns the incarnation and the voided
+    ``(lease, result, checkpoint moved to)`` triples, for :func:`trace_voided`
+    after the commit."""
     done = []
     h = tx.get_history()
     h["incarnation"] += 1
@@ -419,26 +447,27 @@ def new_incarnation(e, tx, now: int) -> tuple[int, list]:
     rows = {c["consumer"]: c for c in tx.list_lease_consumers()}
     for lease in tx.list_leases():
         tx.delete_lease(lease["consumer"], lease["event_id"])
-        done.append((lease, _fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore", advance=False)[0]))
+        done.append((lease, *_fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore")))
     for row in rows.values():
         bump(tx, row)
     return h["incarnation"], done
 
 
 def trace_voided(e, now: int, done: list) -> None:
-    for lease, result in done:
+    for lease, result, moved in done:
         e.trace.add(now, "lease_voided", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
                     "restore")
         if result == DEAD_LETTERED:
             e.trace.add(now, "dead_lettered", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
                         f"{lease['attempt']} attempts: restore")
             e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
+        _moved(e, now, lease["consumer"], moved)
 
 
 def restore(e, now: int) -> int:
     """Publish a new history incarnation (as a restore from backup does): every
     live lease, expired or not, becomes a failed attempt (a retry now, or the
-    dead letter) and no checkpoint moves; returns the new incarnation. (The
+    dead letter, which the checkpoint passes); returns the new incarnation. (The
     tables themselves going back to a backup: :func:`~.backup.restore_backup`.)"""
     with e.tx() as tx:
         incarnation, done = new_incarnation(e, tx, now)

@@ -46,7 +46,7 @@ from typing import Any, Callable
 from fanoutsim.designs.leases.config import LeaseConfig
 from fanoutsim.designs.leases.engine import TRACE, LeaseEngine
 from fanoutsim.designs.leases.host import (
-    LeaseClient, LeaseHost, _checked, _secs, lease_partitions, lease_window, same_consumer,
+    LeaseClient, LeaseHost, _checked, _secs, lease_partitions, lease_window,
 )
 from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
 from fanoutsim.designs.leases.leasing import Lease
@@ -196,10 +196,7 @@ class LeaseRuntime(LeaseHost):
                            max_retry_delay=self.config.max_retry_delay) if client else None
         limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
         with self._lifecycle:
-            with self._tx() as tx:
-                existing = tx.get_lease_consumer(name)
-            if existing is not None:
-                same_consumer(name, existing, limits, spec, self.clients.get(name))
+            existing = self._registered(name, limits, spec)  # other settings than it holds: refused
             row = self._api(LeaseEngine.add_consumer, name, start, **limits)
             with self._proc:
                 if existing is None:  # new, or retired and added afresh: this call's client, not the old one's

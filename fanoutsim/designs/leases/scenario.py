@@ -110,7 +110,7 @@ from fanoutsim.kernel.scenario import (
 )
 from fanoutsim.kernel.validate import (
     Distribution, Fraction, IntAtLeast, IntRange, Invalid, Name, OneOf, Position, Rate, Seconds, SecondsRange,
-    Validator, kind, show,
+    Validator, kind, show, is_whole,
 )
 
 __all__ = ["LeaseScenario", "LeaseConsumerDef", "LeaseWorkload", "LeaseAction", "parse_lease_scenario",
@@ -203,7 +203,7 @@ class Partitions(Validator):
                     or len(set(value)) != len(value)):
                 raise Invalid(f"a list must name distinct partitions (non-empty strings), got {value!r}")
             return tuple(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_whole(value) or value < 1:
             raise self.refuse(value)
         return value
 

@@ -31,6 +31,7 @@ from fanoutsim.kernel.scenario import jsonable
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.kernel.timeutil import US, rfc3339
+from fanoutsim.kernel.validate import is_real
 
 
 def _sim(config=None, seed=0, plan=None):
@@ -117,7 +118,7 @@ def latency_scenario(*, rate: float = 0.2, minutes: float = 60.0, duration: floa
     ``max_poll``. Sweep ``faults.0.drop`` and ``safety_poll_interval``; a run
     with a drop above 0 equals :func:`latency_run`'s for the same seed."""
     for key, value in (("rate", rate), ("minutes", minutes), ("max_poll", max_poll)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        if not is_real(value) or not value > 0:
             raise ValueError(f"{key} must be a number > 0, got {value!r}")
     stop = float(minutes) * 60.0
     return {"design": "outbox", "name": "lost-hints",

@@ -18,6 +18,7 @@ first; :func:`commit` with that ``seq`` is its late commit.
 from __future__ import annotations
 
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.validate import is_whole
 
 
 def reserve(e, now: int) -> int:
@@ -36,7 +37,7 @@ def commit(e, now: int, page_id: str, body: str | None, *, topic: str | None = N
     ``seq``/``stamp`` finish a commit whose seq was reserved earlier."""
     check_name("page name", page_id)
     if due_at is not None:
-        if isinstance(due_at, bool) or not isinstance(due_at, int):
+        if not is_whole(due_at):
             raise TypeError(f"due_at must be epoch microseconds (int), got {due_at!r}")
         if due_at < now:
             raise ValueError(f"due_at {due_at} is in the past (now is {now}); deferred work must be due now or later")

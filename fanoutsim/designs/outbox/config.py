@@ -96,7 +96,6 @@ job queues people run use; each default is the seed's loop, and the presets of
 """
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -104,7 +103,7 @@ from typing import Any, Callable
 from fanoutsim.kernel.dist import Dist, check_dist, parse_dist
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.scenario import key
-from fanoutsim.kernel.validate import IntAtLeast, Name, Rate, Seconds
+from fanoutsim.kernel.validate import IntAtLeast, Name, Rate, Seconds, duration, is_real, is_whole, plain_fields
 
 READ_MODES = ("all", "settled", "gap")
 POLL_MODES = ("fixed", "idle")
@@ -115,11 +114,7 @@ NO_COST = Dist("fixed", 0.0)
 def _seconds(value, where, *, positive=False, optional=False):
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number of seconds, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise ValueError(f"{where} must be {'> 0' if positive else '>= 0'} seconds, got {value!r}")
-    return float(value)
+    return duration(value, where, positive=positive)  # 0 or at least 1 µs, the clock's unit
 
 
 # the fault kinds the outbox runtimes act on (a plan with another is refused)
@@ -159,8 +154,9 @@ class OutboxConfig:
         return cls(**{**preset(name).config_values(), **overrides})
 
     def __post_init__(self):
+        plain_fields(self)  # NumPy numbers kept as Python's
         _seconds(self.safety_poll_interval, "safety_poll_interval", positive=True)
-        if isinstance(self.batch_limit, bool) or not isinstance(self.batch_limit, int) or self.batch_limit < 1:
+        if not is_whole(self.batch_limit) or self.batch_limit < 1:
             raise ValueError(f"batch_limit must be an int >= 1, got {self.batch_limit!r}")
         _seconds(self.retention, "retention", positive=True)
         _seconds(self.retention_interval, "retention_interval", positive=True)
@@ -170,7 +166,7 @@ class OutboxConfig:
             raise ValueError(f"read_mode must be one of {', '.join(map(repr, READ_MODES))}, got {self.read_mode!r}")
         _seconds(self.settle, "settle")
         _seconds(self.gap_timeout, "gap_timeout")
-        if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 1:
+        if not is_whole(self.pool_size) or self.pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {self.pool_size!r}")
         if not isinstance(self.reserve_listener, bool):
             raise ValueError(f"reserve_listener must be True or False, got {self.reserve_listener!r}")
@@ -222,6 +218,7 @@ class ConsumerSpec:
     rebuild: Callable[[list[dict]], Any] | None = None
 
     def __post_init__(self):
+        plain_fields(self)  # NumPy numbers kept as Python's
         check_name("consumer name", self.name)
         where = f"consumer {self.name!r}"
         if self.fn is not None and not callable(self.fn):
@@ -235,10 +232,10 @@ class ConsumerSpec:
         _seconds(self.timeout, f"{where}: timeout", positive=True, optional=True)
         _seconds(self.backoff, f"{where}: backoff")
         _seconds(self.backoff_cap, f"{where}: backoff_cap")
-        if isinstance(self.jitter, bool) or not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:
+        if not is_real(self.jitter) or not 0 <= self.jitter <= 1:
             raise ValueError(f"{where}: jitter must be a fraction in [0, 1], got {self.jitter!r}")
         rb = self.retry_budget
-        if isinstance(rb, bool) or not isinstance(rb, int) or rb < 1:
+        if not is_whole(rb) or rb < 1:
             raise ValueError(f"{where}: retry_budget must be an int >= 1, got {rb!r}")
 
     def backoff_for(self, attempt: int, rng: random.Random) -> float:

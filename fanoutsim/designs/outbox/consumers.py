@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from fanoutsim.designs.outbox.config import ConsumerSpec
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.validate import is_whole
 
 
 @dataclass
@@ -62,7 +63,7 @@ def check_start(name: str, start) -> None:
     """What a cursor position may be, whatever the log holds."""
     if start in ("beginning", "end") and isinstance(start, str):
         return
-    if isinstance(start, bool) or not isinstance(start, int):
+    if not is_whole(start):
         raise ValueError(f"cursor for {name!r} must be 'beginning', 'end' or a seq (int), got {start!r}")
     if start < 0:
         raise ValueError(f"cursor {start} for {name!r} is negative; seqs start at 1")

@@ -15,6 +15,7 @@ from .story import backlog as _backlog, story as _explain
 from .config import OutboxConfig
 from .scenario import OUTBOX_FAULT_KINDS, SCHEMA
 from .tables import PART
+from fanoutsim.kernel.validate import is_real
 
 
 def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
@@ -172,7 +173,7 @@ def _write(rt, req: dict) -> dict:
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"kind must be a non-empty string, got {kind!r}")
     due_in = req.get("due_in")
-    if due_in is not None and (isinstance(due_in, bool) or not isinstance(due_in, (int, float))
+    if due_in is not None and (not is_real(due_in)
                                or not math.isfinite(due_in) or not 0 <= due_in <= MAX_DUE_IN):
         raise ValueError(f"due_in must be a number of seconds >= 0 and at most {MAX_DUE_IN:.0f} (100 years), "
                          f"got {due_in!r}")

@@ -8,6 +8,7 @@ import pandas as pd
 from fanoutsim.designs.outbox.config import OUTBOX_FAULT_KINDS
 from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS
 from fanoutsim.kernel.frames import store_frame
+from fanoutsim.kernel.validate import is_whole
 
 
 
@@ -19,7 +20,7 @@ def checked_outbox_config(config, seed):
     config = OutboxConfig() if config is None else config
     if not isinstance(config, OutboxConfig):
         raise TypeError(f"config must be an OutboxConfig, not {type(config).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_whole(seed):
         raise TypeError(f"seed must be an int, got {seed!r}")
     return config
 

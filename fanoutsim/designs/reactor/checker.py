@@ -598,25 +598,48 @@ def check_store(store, config=None) -> CheckReport:
     ``unknown``. A retained firing behind the watermark and never delivered is
     lost (``behind_watermark``). Pruned firings and never-logged ones are out
     of its sight: use :func:`check` on a live run for those. A path is
-    opened (and closed again) here; a missing file is refused, not created.
+    opened (and closed again) here; a missing file is refused, not created,
+    and so is a PostgreSQL database that holds no run (nothing is created in
+    it), ``"postgres"`` (a new empty server) and a store of another design.
     """
     if not isinstance(store, str):
         return _check_store(store, config)
     from fanoutsim.designs.stores import open_store
+    from fanoutsim.kernel.store import is_postgres
 
-    if store in ("memory", "duckdb"):
+    if store in ("memory", "duckdb", "postgres"):  # a new, empty store: an empty run checks valid
         raise ValueError(f"check_store checks the tables a run left behind: give a DuckDB file's path or a "
                          f"PostgreSQL URI (or a store object), not {store!r}, which opens a new empty store")
-    if not store.startswith(("postgres://", "postgresql://")) and store != "postgres" \
-            and not os.path.isfile(store):
+    if is_postgres(store):
+        _holds_a_reactor_run(store)
+    elif not os.path.isfile(store):
         # opening it would create an empty file, and an empty run checks valid
         raise FileNotFoundError(f"{store}: no such file; check_store reads a DuckDB file a run left behind "
                                 f"and does not create one")
-    opened = open_store(store)
-    try:
+    with open_store(store) as opened:
+        _refuse_another_design(opened, opened.meta("design"))
         return _check_store(opened, config)
-    finally:
-        opened.close()
+
+
+def _holds_a_reactor_run(uri: str) -> None:
+    """A PostgreSQL database must hold a run before check_store opens it
+    (opening makes every table): checked by reading alone."""
+    from fanoutsim.kernel.store.postgres import StoreError, read_meta, safe_dsn
+
+    made, design = read_meta(uri, "design")
+    if not made:
+        raise StoreError(f"{safe_dsn(uri)} holds no fanoutsim run; check_store reads the tables a run left "
+                         f"behind and creates none")
+    _refuse_another_design(safe_dsn(uri), design)
+
+
+def _refuse_another_design(where, design: str | None) -> None:
+    if design is not None and design != "reactor":
+        from fanoutsim.kernel.store.duckdb import StoreError
+
+        name = getattr(where, "where", where)
+        raise StoreError(f"{name} holds a run of the {design} design, not of the reactor design, whose tables "
+                         f"check_store checks (use that design's checker on a run of it)")
 
 
 def _check_store(store, config) -> CheckReport:

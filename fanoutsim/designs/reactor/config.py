@@ -46,9 +46,9 @@ The executor fields drive the claim-and-run half of the latency budget.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+from fanoutsim.kernel.validate import duration, is_whole, plain_fields
 
 POLICIES: dict[str, tuple[str, ...]] = {
     "prune_policy": ("ttl", "conservative"),
@@ -85,17 +85,14 @@ class SchedulerConfig:
     executor_workers: int = 4
 
     def __post_init__(self) -> None:
-        for name in _POSITIVE:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ValueError(f"{name} must be a positive, finite number of seconds, got {value!r}")
+        plain_fields(self)  # NumPy numbers kept as Python's
+        for name in _POSITIVE:  # at least the clock's unit: a shorter interval never moves the clock
+            duration(getattr(self, name), name, positive=True)
         for name in _NON_NEGATIVE:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-                raise ValueError(f"{name} must be a non-negative, finite number of seconds, got {value!r}")
+            duration(getattr(self, name), name)
         for name in _AT_LEAST_ONE:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_whole(value) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         for name, allowed in POLICIES.items():
             value = getattr(self, name)

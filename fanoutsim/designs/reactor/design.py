@@ -16,6 +16,7 @@ from .scenario import SCHEMA
 from .serve import WRITE_FIELDS, open_realtime, status_of, write
 from .roles import ROLES
 from .tables import PART
+from fanoutsim.kernel.validate import is_real
 
 
 def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
@@ -118,7 +119,7 @@ def _sweep_row(sim, checked) -> dict:
 def scale_rate(scenario, rate: float):
     """The scenario with every workload scaled so that their rates sum to ``rate``
     (a scenario that replays a recording cannot be scaled)."""
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+    if not is_real(rate) or not math.isfinite(rate) or rate <= 0:
         raise ValueError("the total firing rate must be a finite number of firings per virtual second > 0")
     if not scenario.workloads:
         raise ValueError("the scenario has no [[workload]] to scale")
@@ -129,7 +130,7 @@ def scale_rate(scenario, rate: float):
 
 
 def _check_fetch_latency(value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_real(value) or not math.isfinite(value) or value < 0:
         raise ValueError("the store round trip must be a finite number of seconds >= 0")
 
 

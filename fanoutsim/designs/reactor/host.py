@@ -18,6 +18,7 @@ from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 from fanoutsim.kernel.frames import store_frame
+from fanoutsim.kernel.validate import is_whole
 
 
 
@@ -30,7 +31,7 @@ def checked_config(config, seed):
         config = SchedulerConfig()
     if not isinstance(config, SchedulerConfig):
         raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_whole(seed):
         raise TypeError(f"seed must be an int, got {seed!r}")
     return config
 

@@ -21,6 +21,7 @@ from typing import Callable
 from fanoutsim.designs.reactor.checker import CheckReport, check
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.faults import FaultPlan
+from fanoutsim.kernel.validate import is_whole
 
 
 @dataclass
@@ -42,7 +43,7 @@ def minimize(scenario, failing: Callable[[CheckReport], bool], *, seed: int | No
     """Shrink ``scenario.faults`` (and its length) while ``failing`` stays true."""
     if scenario.faults is None:
         raise ValueError("the scenario has no fault plan to minimize")
-    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
+    if not is_whole(max_runs) or max_runs < 1:
         raise ValueError(f"max_runs must be an integer >= 1 (runs of the scenario it may make), got {max_runs!r}")
     until = scenario.until if until is None else until
     runs = 0

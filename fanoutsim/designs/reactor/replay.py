@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from fanoutsim.kernel.validate import is_real
 
 __all__ = ["REPLAY_COLUMNS", "Replay", "ReplaySpec", "load_recording", "prepare_replay", "parse_replay"]
 
@@ -222,7 +223,7 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
         if value is None:
             values[key] = None
             continue
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = is_real(value) and math.isfinite(value)
         if ok and key == "speed":
             ok = value > 0
         if ok and key == "start":

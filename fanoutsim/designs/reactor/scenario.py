@@ -222,7 +222,17 @@ def _declared_workflow(item: Item) -> None:
         item.fail("workflow", problem)
 
 
+def _name_reactors(items: list[Item], reading: Reading) -> None:
+    """The reactors a table names join ``reading.declared["reactors"]``: a
+    reactor scenario declares its reactors by naming them, in [[subscriptions]]
+    and [[workload]], and a fault's ``reactor`` must be one of them."""
+    named = {item.raw.get("reactor") for item in items if isinstance(item.raw, dict)}
+    known = set(reading.declared.get("reactors", ()))
+    reading.declared["reactors"] = sorted(known | {r for r in named if isinstance(r, str) and r.strip()})
+
+
 def _no_duplicate_subscriptions(items: list[Item], reading: Reading) -> None:
+    _name_reactors(items, reading)
     seen: dict[tuple, str] = {}
     for item in items:
         s = item.result
@@ -245,7 +255,9 @@ FAULTS = FaultRules(
     label="a reactor scenario", accepted=tuple(k for k in KINDS if k not in _OTHER_DESIGNS_FAULTS),
     refused=_OTHER_DESIGNS_FAULTS, points=REACTOR_CRASH_POINTS,
     points_label="the reactor design's points",
-    other_points={"outbox design": OUTBOX_CRASH_POINTS, "leases design": LEASE_CRASH_POINTS})
+    other_points={"outbox design": OUTBOX_CRASH_POINTS, "leases design": LEASE_CRASH_POINTS},
+    refs={"reactor": "reactors"},
+    ref_labels={"reactor": "a reactor of this scenario; the reactors its [[subscriptions]] and [[workload]] name"})
 
 SCHEMA = Schema(
     design="reactor", default=True, doc=__doc__,
@@ -256,7 +268,7 @@ SCHEMA = Schema(
         Array("workflows", WorkflowDef, unique="name", noun="workflow"),
         Array("subscriptions", SubscriptionDef, rules=_declared_workflow, check=_no_duplicate_subscriptions),
         WorkloadArray("workload", WorkloadTable, make=lambda t: Workload(t.reactor, t.rate, t.tenant, t.payload,
-                                                                         t.start, t.stop)),
+                                                                         t.start, t.stop), check=_name_reactors),
         Faults(FAULTS),
     ),
 )

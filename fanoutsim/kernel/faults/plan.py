@@ -43,14 +43,15 @@ from typing import Any, Mapping
 from fanoutsim.kernel.dist import parse_dist
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.faults.points import CRASH_POINTS, Crash, InsertFailed
+from fanoutsim.kernel.validate import is_real, is_whole
 
 Window = tuple[float, float] | None
 
 
 def _num(value, where, *, low=None, high=None, strict_low=False, integer=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not is_real(value) or not math.isfinite(value):
         raise ValueError(f"{where} must be a finite number, got {value!r}")
-    if integer and not isinstance(value, int):
+    if integer and not is_whole(value):
         raise ValueError(f"{where} must be an integer, got {value!r}")
     if low is not None and (value <= low if strict_low else value < low):
         raise ValueError(f"{where} must be {'>' if strict_low else '>='} {low}, got {value!r}")
@@ -229,6 +230,9 @@ class ClockSkew(Fault):
         clean = []
         for i, h in enumerate(hosts):
             if isinstance(h, Mapping):
+                unknown = [k for k in h if k not in ("offset", "drift")]
+                if unknown:  # a misspelt key would silently be a host with no skew
+                    raise ValueError(f"clock_skew.hosts[{i}].{unknown[0]}: unknown key; allowed: offset, drift")
                 h = (h.get("offset", 0.0), h.get("drift", 0.0))
             if not isinstance(h, (list, tuple)) or len(h) != 2:
                 raise ValueError(f"clock_skew.hosts[{i}] must be [offset, drift], got {h!r}")

@@ -37,9 +37,9 @@ never by a string.
 from __future__ import annotations
 
 import math
-import numbers
-
 from typing import Any, Callable, Protocol, TypeVar
+
+from fanoutsim.kernel.validate import is_real
 
 T = TypeVar("T")
 
@@ -91,7 +91,7 @@ def check_downtime(downtime) -> None:
     of seconds >= 0, refused before anything crashes."""
     if downtime is None:
         return
-    if isinstance(downtime, bool) or not isinstance(downtime, numbers.Real) or not math.isfinite(downtime) \
+    if not is_real(downtime) or not math.isfinite(downtime) \
             or downtime < 0:
         raise ValueError(f"downtime must be None (restart() by hand) or a finite number of seconds >= 0, "
                          f"got {downtime!r}")

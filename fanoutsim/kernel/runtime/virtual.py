@@ -14,7 +14,6 @@ order SimPy gives it, as if it yielded the events itself.
 from __future__ import annotations
 
 import math
-import numbers
 import random
 from contextlib import nullcontext
 from functools import partial
@@ -29,8 +28,10 @@ from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import open_store
+from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import NullTrace, Trace
+from fanoutsim.kernel.validate import is_real
 
 # no threads under SimPy: what the wall clock locks, nothing needs to here
 _NO_LOCK = nullcontext()
@@ -43,7 +44,7 @@ def until_ok(env, until) -> bool:
     if until is None:
         raise ValueError(f"until is required: the engine's loops tick forever, so run(until=...) needs "
                          f"an end in virtual seconds (now={env.now})")
-    if isinstance(until, bool) or not isinstance(until, numbers.Real):
+    if not is_real(until):
         raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
     if not math.isfinite(until):
         raise ValueError(f"until must be a finite number of virtual seconds, got {until!r}")
@@ -80,7 +81,8 @@ class VirtualRuntime(Driver):
                      kinds=self.fault_kinds, points=self.crash_points)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
-        self.store = opener(store)
+        # recorded as this design's; a store of another design is refused by name
+        self.store = open_claimed(opener, store, getattr(self, "design", None))
         self.metrics_registry = Metrics()
         self._trace = Trace(self.trace_schema) if trace else NullTrace(self.trace_schema)
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
@@ -119,6 +121,7 @@ class VirtualRuntime(Driver):
     def restart(self) -> None:
         """Start a new incarnation over the same store (a no-op while up).
         Every in-memory object of the last one is gone; the tables are not."""
+        self._refuse_closed()
         if self.engine is not None:
             return
         self.incarnation += 1
@@ -153,6 +156,36 @@ class VirtualRuntime(Driver):
         self._procs = []
         if downtime is not None:
             self._service(self._restart_after(float(downtime), self.incarnation))
+
+    # -- closing --------------------------------------------------------------------
+    _closed = False
+
+    def close(self) -> None:
+        """Release what the run holds: its loops stop and its store closes (a
+        DuckDB file is free again; a PostgreSQL connection, and the throwaway
+        server of ``store="postgres"``, end). Frames read before stay; the run
+        goes no further (``run`` and the API raise). A second close does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.engine is not None:  # the process ends, as at a crash, but nothing is traced
+            self.engine, self._sleepers, self._soon, self._looping = None, [], [], False
+            self._crashed()
+            for proc in self._procs:
+                if proc.is_alive and proc is not self.env.active_process:
+                    proc.interrupt("close")
+            self._procs = []
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _refuse_closed(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"the {type(self).__name__} is closed: its store is released; make a new one")
 
     # -- loops ------------------------------------------------------------------
     def _event(self, request) -> simpy.Event:
@@ -328,6 +361,8 @@ class VirtualRuntime(Driver):
         """A step asked for from outside the loops: ``step`` is the engine
         class's function (``OutboxEngine.commit``), run on the live engine; an
         error while the process is down."""
+        if self.engine is None:
+            self._refuse_closed()
         return self._call(step.__get__(self._engine_or_raise()), *args, **kwargs)
 
     def _advance(self, until: float) -> None:
@@ -337,6 +372,7 @@ class VirtualRuntime(Driver):
         Again while short of ``until``: a run that an error ended left its stop
         in SimPy's queue, and that stop ends the next run early. Stopping and
         going on changes no order of events."""
+        self._refuse_closed()
         until = float(until)
         if self.start_us + until * US > LAST_US:  # a stamp past it would overflow mid-run
             raise ValueError(past_the_clock(self.start_us, until))

@@ -34,8 +34,10 @@ from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import open_store
+from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.trace import LockedTrace, NullTrace
+from fanoutsim.kernel.validate import is_real
 
 
 def wall_us() -> int:
@@ -122,12 +124,13 @@ class SteppedWallRuntime(Driver):
         locked one fails here, untouched), the count of earlier starts on it (so
         no RNG stream repeats an earlier process's), the clock, locked metrics
         and trace, the bound fault plan and the life cycle's locks and events."""
-        if isinstance(stop_timeout, bool) or not isinstance(stop_timeout, (int, float)) or not stop_timeout >= 0:
+        if not is_real(stop_timeout) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
         check_faults(faults, design=getattr(self, "design", type(self).__name__),
                      kinds=self.fault_kinds, points=self.crash_points)
-        self.store = opener(store)
+        # recorded as this design's; a store of another design is refused by name
+        self.store = open_claimed(opener, store, getattr(self, "design", None))
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
         self.metrics_registry = LockedMetrics()
@@ -293,7 +296,7 @@ class SteppedWallRuntime(Driver):
 
     def wait(self, seconds: float) -> None:
         """Let the runtime run for ``seconds`` of wall time (a plain sleep)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        if not is_real(seconds) or not 0 <= seconds < float("inf"):
             raise ValueError(f"wait(seconds): must be a finite number of seconds >= 0, got {seconds!r}")
         time.sleep(seconds)
 

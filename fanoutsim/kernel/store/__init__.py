@@ -26,6 +26,7 @@ from typing import Callable
 
 from fanoutsim.kernel.store.base import TABLES, Store, StorePart, Tx
 from fanoutsim.kernel.store.memory import MemoryStore
+from fanoutsim.kernel.validate import is_duckdb_path
 
 
 def open_store(spec: "str | Store" = "memory", parts=()) -> Store:
@@ -64,7 +65,7 @@ def open_store_with(spec: "str | Store", memory: Callable[[], Store], duckdb: Ca
         return memory()
     if spec == "duckdb":
         return duckdb(":memory:")
-    if spec.endswith(".duckdb") or spec.endswith(".db"):
+    if is_duckdb_path(spec):
         return duckdb(spec)
     if postgres is not None and is_postgres(spec):
         return postgres(spec)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
+from fanoutsim.kernel.validate import is_whole
 
 # the kernel's own tables: table -> columns, in the order DataFrames show them.
 # Each design adds its own with a StorePart (its ``tables`` module).
@@ -44,7 +45,7 @@ SWALLOWED_TX = "transaction rolled back: a write in it failed ({})"
 def check_limit(limit: int) -> int:
     """A row limit as SQL's ``LIMIT`` takes it: an int >= 0 (a negative slice
     bound would silently mean "all but the last few" in Python)."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+    if not is_whole(limit) or limit < 0:
         raise ValueError(f"limit must be an int >= 0, got {limit!r}")
     return limit
 
@@ -186,6 +187,31 @@ class Store(ABC):
 
     def close(self) -> None:
         pass
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- what a store records of itself (see .record): SQL stores keep fanoutsim_meta
+    keeps_meta = False
+
+    @property
+    def where(self) -> str:
+        """The store, as a message names it (no secret in it)."""
+        return repr(self)
+
+    def meta(self, key: str) -> str | None:
+        """The value ``key`` has in ``fanoutsim_meta`` (None: none, or a store that keeps none)."""
+        return None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Write ``key`` into ``fanoutsim_meta`` (a store that keeps none: nothing)."""
+
+    def row_count(self, table: str) -> int:
+        """How many committed rows ``table`` holds."""
+        return len(self.rows(table))
 
 
 class Transaction:

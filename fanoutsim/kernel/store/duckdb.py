@@ -457,5 +457,27 @@ class DuckDBStore(Store):
         with self._lock:
             return [_row(cols, r) for r in self.con.execute(statement).fetchall()]
 
+    # -- fanoutsim_meta (see .record) ----------------------------------------------
+    keeps_meta = True
+
+    @property
+    def where(self) -> str:
+        return self.path
+
+    def meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self.con.execute(sql.GET_META, [key]).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self.con.execute(sql.SET_META, [key, value])
+
+    def row_count(self, table: str) -> int:
+        if table not in self.tables:
+            raise KeyError(f"unknown table {table!r}")
+        with self._lock:
+            return int(self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
     def close(self) -> None:
         self.con.close()

@@ -26,6 +26,7 @@ at once do not race.
 """
 from __future__ import annotations
 
+import re
 import threading
 from functools import lru_cache
 
@@ -53,16 +54,63 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+# a password in a URI's user info (postgresql://user:PASSWORD@host), and as a key=value
+_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s\"'\[]*:)[^@/\s\"']*(@)")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s\"]+)")
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` (a URI, a message quoting one) with every password in it shown
+    as ``***``: the one function every PostgreSQL message goes through."""
+    return _KV_PASSWORD.sub(r"\1***", _URI_PASSWORD.sub(r"\1***\2", text))
+
+
 def safe_dsn(dsn: str) -> str:
-    """``dsn`` with its password hidden, for messages."""
+    """``dsn`` with its password hidden, for messages (one it cannot parse: masked as it is)."""
     try:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.Error:
-        return "<malformed DSN>"
+        return mask_secrets(dsn)
     if "password" in params:
         params["password"] = "***"
     shown = " ".join(f"{k}={v}" for k, v in params.items() if v not in (None, ""))
     return shown or "(the default server)"
+
+
+def parse_uri(dsn: str) -> dict:
+    """The parameters of a ``postgresql://`` URI, or :class:`StoreError`
+    ``malformed PostgreSQL URI: <what is wrong>`` (a port that is not a number
+    included: libpq would take it for a service name and fail a host lookup)."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise StoreError(f"malformed PostgreSQL URI: {mask_secrets(_first_line(exc))}") from None
+    for port in str(params.get("port") or "").split(","):
+        if port and not port.isdigit():
+            raise StoreError(f"malformed PostgreSQL URI: port {port!r} is not a number (in "
+                             f"{mask_secrets(dsn)})")
+    return params
+
+
+def read_meta(dsn: str, key: str) -> tuple[bool, str | None]:
+    """Whether the database (the URI's schema) holds fanoutsim's tables, and
+    ``key``'s value in its ``fanoutsim_meta``; reads only: a reader of a run
+    left behind must not make tables where there was none."""
+    params = parse_uri(dsn)
+    extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+    try:
+        with psycopg.connect(dsn, autocommit=True, **extra) as con:
+            if con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
+                return False, None
+            row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = %s", [key]).fetchone()
+    except psycopg.Error as exc:
+        raise unreachable(dsn, exc) from None
+    return True, None if row is None else str(row[0])
+
+
+def unreachable(dsn: str, exc: BaseException) -> "StoreError":
+    """The error for a server ``dsn`` names that could not be connected to."""
+    return StoreError(f"cannot reach PostgreSQL at {safe_dsn(dsn)}: {mask_secrets(_first_line(exc))}")
 
 
 def is_dsn(spec: str) -> bool:
@@ -222,18 +270,16 @@ class PostgresStore(Store):
         dsn = self.dsn
         if self.server is None:
             if not isinstance(dsn, str) or not is_dsn(dsn):
-                raise StoreError(f"store {dsn!r} is not a PostgreSQL URI: it must start with postgresql://")
-            try:
-                params = psycopg.conninfo.conninfo_to_dict(dsn)
-            except psycopg.Error as exc:
-                raise StoreError(f"malformed PostgreSQL DSN: {_first_line(exc)}") from None
+                raise StoreError(f"store {mask_secrets(str(dsn))!r} is not a PostgreSQL URI: it must start with "
+                                 f"postgresql://")
+            params = parse_uri(dsn)
         else:
             params = {}
         extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
         try:
             self.con = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor, **extra)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot reach PostgreSQL at {safe_dsn(dsn)}: {_first_line(exc)}") from None
+            raise unreachable(dsn, exc) from None
         if self.con.info.server_version < MIN_SERVER_VERSION:
             raise StoreError(f"PostgreSQL at {safe_dsn(dsn)} is version {self.con.info.server_version // 10000}; "
                              f"fanoutsim needs 16 or newer")
@@ -355,6 +401,28 @@ class PostgresStore(Store):
         with self._lock:
             cur = self.con.cursor()
             return [row_of(cols, r) for r in cur.execute(self.translated(statement), ()).fetchall()]
+
+    # -- fanoutsim_meta (see .record) ----------------------------------------------
+    keeps_meta = True
+
+    @property
+    def where(self) -> str:
+        return str(self)
+
+    def meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self.con.execute(self.translated(sql.GET_META), [key]).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._lock:
+            self.con.execute(self.translated(sql.SET_META), [key, value])
+
+    def row_count(self, table: str) -> int:
+        if table not in self.tables:
+            raise KeyError(f"unknown table {table!r}")
+        with self._lock:
+            return int(self.con.execute(f"SELECT count(*) FROM {pgsql._quote(table)}").fetchone()[0])
 
     # -- more connections -----------------------------------------------------------------
     def connect(self) -> psycopg.Connection:

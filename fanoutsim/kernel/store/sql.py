@@ -91,6 +91,8 @@ RETURNING seq"""
 
 GET_SCHEMA_VERSION = "SELECT value FROM fanoutsim_meta WHERE key = 'schema_version'"
 SET_SCHEMA_VERSION = "INSERT OR REPLACE INTO fanoutsim_meta VALUES ('schema_version', ?)"
+GET_META = "SELECT value FROM fanoutsim_meta WHERE key = ?"
+SET_META = "INSERT OR REPLACE INTO fanoutsim_meta VALUES (?, ?)"
 HAS_META = "SELECT count(*) FROM information_schema.tables WHERE table_name = 'fanoutsim_meta'"
 
 ALL_ROWS = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from fanoutsim.kernel.validate import is_whole
 
 US = 1_000_000
 COLUMNS = ["subscription", "label", "t0_s", "t1_s", "lag_max_s"]
@@ -29,7 +30,7 @@ def watermark_lag_over_time(sim, bins: int = 300) -> pd.DataFrame:
     workflow``), ``t0_s`` and ``t1_s`` (the bin, virtual seconds since start)
     and ``lag_max_s``, the largest lag within the bin (seconds; see the module
     documentation). Empty when the run kept no trace."""
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+    if not is_whole(bins) or bins < 1:
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
     tr = sim.trace()
     if tr.empty or "kind" not in tr:

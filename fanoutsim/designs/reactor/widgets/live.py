@@ -19,12 +19,14 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame
+from fanoutsim.designs.reactor.widgets.latency import _show
 from fanoutsim.kernel.plotting import figure_axes, style
+from fanoutsim.kernel.validate import is_real
 
 
 class LiveView:
     def __init__(self, source, every: float = 1.0) -> None:
-        if isinstance(every, bool) or not isinstance(every, (int, float)) or not every > 0:
+        if not is_real(every) or not every > 0:
             raise ValueError(f"every must be a positive number of seconds, got {every!r}")
         self.source = source
         self.every = float(every)
@@ -74,11 +76,8 @@ class LiveView:
             + f" &nbsp; <b>fire&rarr;dispatch p50</b> {p50}"
             + f"<table><tr><th>subscription</th><th>watermark lag</th></tr>{rows}</table>")
         if len(self.history) > 1:
-            self.plot.clear_output(wait=True)
-            with self.plot:
-                from IPython.display import display
-
-                display(self.figure())
+            # into the widget's state; with no IPython (a script) kept there only, never printed
+            _show(self.plot, self.figure())
         return snap
 
     def figure(self) -> Figure:

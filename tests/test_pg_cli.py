@@ -1,0 +1,51 @@
+"""``fanoutsim pg start|url|stop``: an embedded PostgreSQL several processes
+share, started by one command and living on after it, reachable at the URI
+``url`` prints, and stopped with nothing left running."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from clitools import cli, one_error_line
+
+
+def _running(folder: str) -> list[int]:
+    """The processes alive (not zombies) whose command line names ``folder``."""
+    import psutil
+
+    out = []
+    for proc in psutil.process_iter(attrs=["pid", "cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and folder in " ".join(proc.info["cmdline"] or ()):
+            out.append(proc.info["pid"])
+    return out
+
+
+def test_start_url_connects_and_stop_leaves_nothing_running(tmp_path):
+    pytest.importorskip("pgserver")
+    import psycopg
+
+    folder = str(tmp_path / "pg")
+    started = cli("pg", "start", "--dir", folder)
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip()
+    try:
+        assert cli("pg", "start", "--dir", folder).stdout.strip() == url      # one runs: kept
+        again = cli("pg", "url", "--dir", folder)
+        assert again.returncode == 0 and again.stdout.strip() == url
+        with psycopg.connect(url, autocommit=True) as con:                  # from another process than start's
+            assert con.execute("SELECT 1").fetchone()[0] == 1
+        assert _running(folder)                                            # on after start returned
+    finally:
+        stopped = cli("pg", "stop", "--dir", folder)
+    assert stopped.returncode == 0, stopped.stderr
+    assert _running(folder) == []                                          # nothing runs (a zombie waits for init)
+    one_error_line(cli("pg", "url", "--dir", folder), "no embedded PostgreSQL runs in", "fanoutsim pg start")
+    one_error_line(cli("pg", "stop", "--dir", folder), "nothing to stop")
+    assert os.path.isfile(os.path.join(folder, "PG_VERSION"))              # its data stays for the next start
+
+
+def test_serve_help_says_what_changes_over_postgresql():
+    shown = cli("serve", "--help").stdout
+    for words in ("FILE.serve.json", "token", "Over PostgreSQL", "no sidecar", "--role", "who", "fanoutsim pg start"):
+        assert words in " ".join(shown.split()), words
