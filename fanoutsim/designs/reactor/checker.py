@@ -85,8 +85,7 @@ class CheckReport(CheckedReport):
     total: dict = field(default_factory=dict)
 
     unit = "subscription"
-    summary_names = {"delivered": ("delivered_once", "duplicated"), "duplicates": "extra_deliveries",
-                     "duplicates_by_cause": "duplicate_causes", "lost_by_cause": "loss_causes"}
+    summary_names = {"delivered": ("delivered_once", "duplicated"), "duplicates": "extra_deliveries"}
 
     def __str__(self) -> str:
         return format_check(self)
@@ -424,8 +423,8 @@ def _report(rows: list[dict], dup_rows: list[dict], dup_columns: list[str], lost
     total = {k: int(per_sub[k].sum()) for k in _COUNTED}
     total["never_logged"] = len(never_df)
     total.update(also)
-    total["duplicate_causes"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
-    total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
+    total["duplicates_by_cause"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
+    total["lost_by_cause"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
     total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
     return CheckReport(per_sub, dups, lost_df, never_df, total)
 
@@ -528,10 +527,10 @@ def format_check(report: CheckReport) -> str:
              f"duplicated {t['duplicated']} (+{t['extra_deliveries']} extra deliveries)  "
              f"lost {t['lost']} ({t['lost_promised']} promised)  pending {t['pending']}  "
              f"out of order {t['out_of_order']}  never logged {t['never_logged']}"]
-    if t["duplicate_causes"]:
-        lines.append("  duplicate causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["duplicate_causes"].items())))
-    if t["loss_causes"]:
-        lines.append("  loss causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["loss_causes"].items())))
+    if t["duplicates_by_cause"]:
+        lines.append("  duplicate causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["duplicates_by_cause"].items())))
+    if t["lost_by_cause"]:
+        lines.append("  loss causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["lost_by_cause"].items())))
     df = report.per_subscription
     if len(df):
         names = [f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}" for r in df.itertuples(index=False)]
