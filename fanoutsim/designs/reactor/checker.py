@@ -57,6 +57,7 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
 from fanoutsim.kernel.check import CheckedReport, happened_between, highest_before, refuse_unreadable
+from fanoutsim.kernel.report import cause_lines
 from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
@@ -527,10 +528,7 @@ def format_check(report: CheckReport) -> str:
              f"duplicated {t['duplicated']} (+{t['extra_deliveries']} extra deliveries)  "
              f"lost {t['lost']} ({t['lost_promised']} promised)  pending {t['pending']}  "
              f"out of order {t['out_of_order']}  never logged {t['never_logged']}"]
-    if t["duplicates_by_cause"]:
-        lines.append("  duplicate causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["duplicates_by_cause"].items())))
-    if t["lost_by_cause"]:
-        lines.append("  loss causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["lost_by_cause"].items())))
+    lines += cause_lines(t)
     df = report.per_subscription
     if len(df):
         names = [f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}" for r in df.itertuples(index=False)]
