@@ -47,14 +47,17 @@ def style() -> Iterator[None]:
         yield
 
 
-def figure_axes(ax: Axes | None, figsize=None) -> tuple[Figure, Axes]:
+def figure_axes(ax: Axes | None, figsize=None, *, title: str | None = None, xlabel: str | None = None,
+                ylabel: str | None = None) -> tuple[Figure, Axes]:
     """``(figure, axes)``: the caller's ``ax`` and its figure, or a new figure
-    in the house size with one axes."""
-    if ax is not None:
-        return ax.figure, ax
-    fig = Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"],
-                 layout="constrained")
-    return fig, fig.add_subplot()
+    in the house size with one axes; with the title and axis labels given."""
+    if ax is None:
+        fig = Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"], layout="constrained")
+        ax = fig.add_subplot()
+    for text, setter in ((title, ax.set_title), (xlabel, ax.set_xlabel), (ylabel, ax.set_ylabel)):
+        if text is not None:
+            setter(text)
+    return ax.figure, ax
 
 
 def mark_empty(ax: Axes, what: str) -> None:
