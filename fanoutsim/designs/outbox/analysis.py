@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.designs.faults import Notifications
+from fanoutsim.kernel.faults import FaultPlan
 from fanoutsim.kernel.frames import json_ready
 from fanoutsim.kernel.scenario import jsonable
 from fanoutsim.designs.outbox import OutboxConfig
@@ -438,7 +439,7 @@ def pool_run(reserve_listener: bool = True, *, backfill=(120.0, 240.0), rate: fl
     :class:`~fanoutsim.kernel.faults.Backfill` holds every shared pool
     connection during ``backfill``; the listener has its reserved connection
     or takes one from the pool (``reserve_listener``)."""
-    from fanoutsim.kernel.faults import Backfill
+    from fanoutsim.designs.outbox.faults import Backfill
 
     cfg = OutboxConfig(safety_poll_interval=poll, pool_size=pool_size, reserve_listener=reserve_listener,
                        listener_wait=listener_wait)

@@ -100,6 +100,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fanoutsim.designs.outbox.faults import FAULTS
 from fanoutsim.kernel.dist import Dist, check_dist, parse_dist
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.scenario import key
@@ -117,9 +118,8 @@ def _seconds(value, where, *, positive=False, optional=False):
     return duration(value, where, positive=positive)  # 0 or at least 1 µs, the clock's unit
 
 
-# the fault kinds the outbox runtimes act on (a plan with another is refused)
-OUTBOX_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "notifications", "late_commit",
-                      "slow_workflow", "backfill")
+# the fault kinds the outbox runtimes act on (a plan with another is refused): its faults module's
+OUTBOX_FAULT_KINDS = FAULTS.kind_names
 
 @dataclass(frozen=True)
 class OutboxConfig:

@@ -41,7 +41,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Iterable
 
-from fanoutsim.kernel.faults import Backfill, Notifications
+from fanoutsim.designs.faults import Notifications
+from fanoutsim.designs.outbox.faults import Backfill
 from fanoutsim.kernel.timeutil import US
 
 

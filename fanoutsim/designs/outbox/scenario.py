@@ -79,7 +79,7 @@ from fanoutsim.designs.outbox.config import (
     OUTBOX_FAULT_KINDS, POLL_MODES, READ_MODES, WAKE_MODES, ConsumerSpec, OutboxConfig, OutboxWorkload,
 )
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
+from fanoutsim.designs.outbox.faults import CRASH_POINTS
 from fanoutsim.kernel.scenario import (
     Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, checked_args, key,
     refuse_existing_store, seq_start_needs_join,
@@ -176,8 +176,7 @@ FAULTS = FaultRules(
              "restore_backup": "leases design (the outbox model has no backup and restore)"},
     renames={"late_commit": {"topic": "reactor"}, "slow_workflow": {"consumer": "workflow"}},
     refs={"consumer": "consumers"}, required={"consumer": "the consumer whose steps are slowed"},
-    points=OUTBOX_CRASH_POINTS, points_label="the outbox's points",
-    other_points={"reactor design": REACTOR_CRASH_POINTS, "leases design": LEASE_CRASH_POINTS})
+    points=CRASH_POINTS, points_label="the outbox's points")
 
 SCHEMA = Schema(
     design="outbox", doc=__doc__,

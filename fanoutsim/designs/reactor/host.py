@@ -16,7 +16,7 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.payload import decode_sources
-from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
+from fanoutsim.designs.reactor.faults import FAULTS, check_names
 from fanoutsim.kernel.frames import store_frame
 from fanoutsim.kernel.validate import is_whole
 
@@ -58,13 +58,14 @@ class RunnerHost:
     ``_trace``, ``metrics_registry``, ``registry``, ``plan`` and ``_checked``."""
 
     # a plan's crash points must be the reactor's (checked as the runtime is made); every kind acts here
-    crash_points = REACTOR_CRASH_POINTS
+    crash_points = FAULTS.points
+    fault_hooks = FAULTS.hook_names
 
     def check_plan(self) -> None:
         """Every workflow or subscription the fault plan names must exist."""
         with self.store.transaction() as tx:
             subs = [(s["reactor_name"], s["workflow_name"], s["tenant_id"]) for s in tx.list_subscriptions()]
-        self.plan.check_names(set(self.registry.workflows), subs)
+        check_names(self.plan, set(self.registry.workflows), subs)
         self._checked = True
 
     def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
