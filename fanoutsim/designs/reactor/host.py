@@ -9,6 +9,7 @@ the trace and the metrics.
 """
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any, Mapping
 
@@ -50,6 +51,17 @@ def with_sources(firings: pd.DataFrame) -> pd.DataFrame:
     firings.insert(firings.columns.get_loc("payload") + 1, "sources",
                    pd.Series([_sources(p) for p in firings["payload"]], index=firings.index, dtype=object))
     return firings
+
+
+def with_context(executions: pd.DataFrame) -> pd.DataFrame:
+    """The executions with their JSON ``context`` as a dict, and its
+    ``reactor_firing_id`` and ``reactor_name`` lifted into columns of their own
+    (every analysis joins on them)."""
+    contexts = [json.loads(c) for c in executions["context"]]
+    executions["context"] = pd.Series(contexts, index=executions.index, dtype=object)
+    for at, name in ((2, "reactor_firing_id"), (3, "reactor_name")):
+        executions.insert(at, name, pd.Series([c.get(name) for c in contexts], index=executions.index, dtype=object))
+    return executions
 
 
 class RunnerHost:
@@ -97,7 +109,7 @@ class RunnerHost:
         return df
 
     def executions(self) -> pd.DataFrame:
-        return store_frame(self.store, "workflow_executions")
+        return with_context(store_frame(self.store, "workflow_executions"))
 
     def trace(self) -> pd.DataFrame:
         return self._trace.frame()
