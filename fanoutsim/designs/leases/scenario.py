@@ -74,7 +74,7 @@ client stops taking leases, and the step is retried until its last lease is
 acked, nacked or expired. ``[[actions]]`` and ``retire_at`` that fall while the
 node is down (a crash) happen as soon as it is back.
 
-Of the fault kinds of :mod:`fanoutsim.kernel.faults.plan`, a leases scenario accepts
+Of the fault kinds (:mod:`fanoutsim.designs.leases.faults`), a leases scenario accepts
 ``crash_at``, ``crash_randomly``, ``crash_at_point`` at a lease point
 (:data:`fanoutsim.designs.leases.faults.CRASH_POINTS`), ``slow_workflow`` by
 ``consumer`` (its workers' durations in a window) and ``restore_backup``

@@ -25,7 +25,7 @@ connection so a Gmail backfill or a burst of keystrokes can never starve the
 propagation path"): the database pool has ``pool_size`` connections
 (postgres.js's default ``max`` is 10). With ``reserve_listener=True`` (the
 seed's design, the default) one of them is set aside for LISTEN, so a
-:class:`~fanoutsim.kernel.faults.Backfill` holding the rest leaves every hint
+:class:`~fanoutsim.designs.outbox.faults.Backfill` holding the rest leaves every hint
 alone. With ``reserve_listener=False`` the listener takes a connection from
 the shared pool for each hint: while a backfill holds all of them, a hint waits
 for one to come free — at most ``listener_wait`` seconds — or is lost, and the

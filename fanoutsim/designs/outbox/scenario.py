@@ -50,7 +50,7 @@ back-fills from its ``start``; an integer ``start`` is checked against the log
 then (it must lie between the retention horizon and the last seq), so at
 ``join_at = 0`` — an empty log — only ``0`` is allowed.
 
-Of the fault kinds of :mod:`fanoutsim.kernel.faults.plan`, those the outbox acts on
+Of the fault kinds (:mod:`fanoutsim.designs.outbox.faults`), those the outbox acts on
 are accepted, with the outbox's names for their targets: ``crash_at_point``
 takes an outbox crash point (``dispatch.after_handle_before_cursor``, ...);
 ``late_commit`` matches a row's ``topic`` (optional: every writer);

@@ -64,9 +64,9 @@ and ``[[faults]]``, checked by :mod:`fanoutsim.designs.outbox.scenario`;
 returns the scenario of the design a file names (``.design``: ``"reactor"``
 for a :class:`Scenario`).
 
-``[[faults]]`` tables make the fault plan (see :mod:`fanoutsim.kernel.faults.plan`
-for the kinds; a reactor scenario accepts them all, and ``crash_at_point``
-takes a reactor crash point); each names its ``kind``::
+``[[faults]]`` tables make the fault plan (see :mod:`fanoutsim.designs.reactor.faults`
+for the kinds; a reactor scenario accepts all but the outbox's ``backfill`` and
+leases' ``restore_backup``, and ``crash_at_point`` takes a reactor crash point); each names its ``kind``::
 
     [[faults]]
     kind = "crash_randomly"
