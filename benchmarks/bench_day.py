@@ -71,7 +71,7 @@ def bare_simpy(events: int) -> float:
 def one(case: str, until: float) -> dict:
     """Run one case in this process; returns its figures."""
     import fanoutsim as fs
-    from fanoutsim.kernel.faults import CrashRandomly, FailInserts, FaultPlan
+    from fanoutsim.faults import CrashRandomly, FailInserts, FaultPlan
     from fanoutsim.designs.reactor.scenario import load_scenario
 
     scenario = load_scenario(SCENARIO)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.faults import FaultPlan, Notifications
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
 

@@ -13,9 +13,9 @@ can watch latency, duplicates, losses and pruning emerge — and reproduce them.
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.leases.config import LeaseConfig
-from fanoutsim.kernel import faults
+from fanoutsim import faults
 from fanoutsim.designs.reactor.checker import CheckReport, check_store, explain
-from fanoutsim.kernel.faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
+from fanoutsim.faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
 from fanoutsim.designs.reactor.minimize import minimize
 from fanoutsim.designs.reactor.payload import decode_sources, encode_payload
 from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredicate

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.kernel.faults import Crash, InsertFailed, NoFaults
+from fanoutsim.faults import Crash, InsertFailed, NoFaults
 from pgfixtures import pg_dsn, pg_store, pg_url  # noqa: F401  (PostgreSQL fixtures)
 
 # the lessons' experiments live beside the notebooks (notebooks/experiments), as ``experiments``

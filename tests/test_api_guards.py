@@ -14,7 +14,7 @@ import fanoutsim as fs
 from fanoutsim.designs.reactor.checker import check as reactor_check
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.scenario import ScenarioError
-from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, FaultPlan, NoFaults, Ties
+from fanoutsim.faults import CrashAt, CrashAtPoint, FaultPlan, NoFaults, Ties
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples"
 
@@ -213,7 +213,7 @@ def test_a_crash_point_of_another_design_is_refused_before_a_file_is_made(tmp_pa
     (fs.LeaseSimulation, "point", r"'poll.after_fetch' is not a crash point of the leases design"),
 ])
 def test_a_fault_another_design_acts_on_is_refused_by_name(runtime, fault, words):
-    from fanoutsim.kernel.faults import Notifications, Stall
+    from fanoutsim.faults import Notifications, Stall
 
     plan = {"stall": FaultPlan([Stall("w", window=(0, 10))]),
             "notifications": FaultPlan([Notifications(drop=1.0)]),

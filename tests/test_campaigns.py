@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.kernel.faults import (
+from fanoutsim.faults import (
     REACTOR_CRASH_POINTS, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, SlowWorkflow, Stall, Ties,
 )
 from fanoutsim.designs.reactor.scenario import load_scenario

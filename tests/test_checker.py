@@ -7,7 +7,7 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.designs.reactor.checker import out_of_order
-from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan, Stall
+from fanoutsim.faults import CrashAtPoint, FaultPlan, Stall
 
 
 def stalled_run(policy):

@@ -14,7 +14,7 @@ import fanoutsim as fs
 from fanoutsim import designs
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.kernel.check import SUMMARY_KEYS, CheckResult, problems
-from fanoutsim.kernel.faults import CrashAt, FaultPlan, Stall
+from fanoutsim.faults import CrashAt, FaultPlan, Stall
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.kernel.faults import FailInserts, FaultPlan
+from fanoutsim.faults import FailInserts, FaultPlan
 
 
 def failing_inserts(mode: str) -> fs.Simulation:
@@ -34,7 +34,7 @@ def test_the_compound_cursor_loses_no_firing_to_a_tie():
     """With watermark = "fired_at_id" ties cannot lose a firing: one visible in
     the very instant a move passed it was not seen by that move's fetch."""
     from fanoutsim.kernel.dist import Dist
-    from fanoutsim.kernel.faults import CrashAt, Ties
+    from fanoutsim.faults import CrashAt, Ties
 
     cfg = fs.SchedulerConfig(reactor_poll_interval=0.05, watermark="fired_at_id")
     plan = FaultPlan([CrashAt(65.0, downtime=Dist("exponential", 9.076)), Ties(resolution=0.1)])

@@ -28,7 +28,7 @@ from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.reactor.analysis.clocks import ks_critical, ks_statistic
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame as reactor_latency
-from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.faults import FaultPlan, Notifications
 
 from conftest import wait_for
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.kernel.faults import (
+from fanoutsim.faults import (
     ClockSkew, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, LateCommit,
     Notifications, Pollers, SlowWorkflow, Stall, Ties,
 )

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.kernel.faults import CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Pollers, Stall
+from fanoutsim.faults import CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Pollers, Stall
 from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.kernel.runtime.virtual import delay_to
 

@@ -17,7 +17,7 @@ from fanoutsim.designs import leases
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.realtime import LeaseRealtime
 from fanoutsim.designs.leases.simulation import LeaseSimulation
-from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
+from fanoutsim.faults import CrashAtPoint, FaultPlan
 from fanoutsim.scenario import ScenarioError, parse_scenario
 
 

@@ -19,7 +19,7 @@ from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.designs.leases.tables import TABLES
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.faults import FaultPlan, RestoreBackup
+from fanoutsim.faults import FaultPlan, RestoreBackup
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.trace import Trace
 from fanoutsim.scenario import ScenarioError, load_scenario

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
+from fanoutsim.faults import CrashAtPoint, FaultPlan
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.crashtest import LIMITS, kill9_campaign

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from fanoutsim.kernel.faults import Crash, NoFaults
+from fanoutsim.faults import Crash, NoFaults
 from fanoutsim.designs.leases import MAX_ATTEMPTS, HistoryPruned, LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.config import MAX_SPARSE_RESOLUTIONS, RESOLUTION_WINDOW
 from fanoutsim.kernel.metrics import Metrics

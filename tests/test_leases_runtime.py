@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import CrashAt
-from fanoutsim.kernel.faults import LEASE_CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan
+from fanoutsim.faults import LEASE_CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.simulation import LeaseSimulation

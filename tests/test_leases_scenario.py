@@ -11,7 +11,7 @@ import pytest
 
 from fanoutsim.cli import format_causes, full_report, main
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
+from fanoutsim.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.scenario import LeaseAction, LeaseConsumerDef, LeaseScenario, LeaseWorkload

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from fanoutsim.kernel.faults import LEASE_CRASH_POINTS, CRASH_POINTS
+from fanoutsim.faults import LEASE_CRASH_POINTS, CRASH_POINTS
 from fanoutsim.designs.leases import MAX_ATTEMPTS, HistoryPruned, LeaseConfig
 from fanoutsim.designs.leases.simulation import LeaseSimulation
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.kernel.faults import CrashAt, FaultPlan
+from fanoutsim.faults import CrashAt, FaultPlan
 
 
 def test_fn_that_ran_twice_across_a_mid_step_crash_is_a_duplicate():

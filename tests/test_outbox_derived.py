@@ -11,7 +11,7 @@ from fanoutsim.designs.outbox import analysis as oa
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.derived import ChangeCounter, PageIndex, drift, page_reader
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
+from fanoutsim.faults import CrashAtPoint, FaultPlan
 
 
 @pytest.fixture(scope="module")

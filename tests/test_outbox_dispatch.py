@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fanoutsim.kernel.faults import Crash
+from fanoutsim.faults import Crash
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.simulation import OutboxSimulation

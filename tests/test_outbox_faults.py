@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from fanoutsim.kernel.faults import (
+from fanoutsim.faults import (
     CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications,
 )
 from fanoutsim.designs.outbox import ConsumerSpec, OutboxConfig

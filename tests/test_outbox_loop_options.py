@@ -15,7 +15,7 @@ from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.presets import preset
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.faults import FaultPlan, Notifications
 from fanoutsim.scenario import ScenarioError, parse_scenario
 
 HINT = 0.001  # every hint's delay, seconds

@@ -14,7 +14,7 @@ from fanoutsim.designs.outbox import analysis as oa
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.notify import ListenerPool
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.kernel.faults import Backfill, FaultPlan
+from fanoutsim.faults import Backfill, FaultPlan
 from fanoutsim.scenario import ScenarioError, load_scenario
 
 

@@ -25,7 +25,7 @@ from fanoutsim.designs.outbox.presets import HINT_COST_FILE, PRESETS, Measured, 
 from fanoutsim.designs.outbox.realqueues import Case, PoissonLoad, RealRun, ks_2samp, ks_critical, percentiles
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.kernel.dist import EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
-from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.faults import FaultPlan, Notifications
 from fanoutsim.scenario import json_schema, load_scenario
 from rqtools import need_libraries
 

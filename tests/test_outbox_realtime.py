@@ -11,7 +11,7 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.designs.outbox.analysis import latency_frame
-from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications
+from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.crashtest import kill9_campaign

@@ -12,7 +12,7 @@ import pytest
 from fanoutsim.designs.outbox.analysis import outbox_report
 from fanoutsim.cli import format_causes, full_report, main
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults import CrashAtPoint, LateCommit, Notifications, SlowWorkflow
+from fanoutsim.faults import CrashAtPoint, LateCommit, Notifications, SlowWorkflow
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.scenario import ConsumerDef, OutboxScenario, OutboxWorkload, PoisonRow, TransientFailure

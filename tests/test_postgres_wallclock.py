@@ -19,7 +19,7 @@ from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.crashtest import kill9_campaign as outbox_kill9
 from fanoutsim.designs.outbox.realtime import OutboxRealtime
-from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.faults import FaultPlan, Notifications
 from fanoutsim.kernel.store.postgres import PostgresStore
 
 

@@ -17,7 +17,7 @@ import pytest
 import fanoutsim as fs
 from fanoutsim.analysis import compare_latency, latency_frame
 from fanoutsim.designs.reactor.analysis.clocks import ks_critical, ks_statistic
-from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan
+from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan
 from fanoutsim.designs.reactor.crashtest import kill9_campaign
 from fanoutsim.kernel.store.duckdb import StoreError
 from conftest import wait_for
@@ -274,7 +274,7 @@ def test_live_view_redraws_from_a_running_engine(tmp_path):
 
 
 def test_a_paused_subscription_on_the_wall_clock(tmp_path):
-    from fanoutsim.kernel.faults import Stall
+    from fanoutsim.faults import Stall
 
     plan = FaultPlan([Stall("paused", window=(0.0, 1.0), mode="pause")])
     rt = fs.Realtime(FAST, store=str(tmp_path / "p.duckdb"), faults=plan)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.kernel.faults import CrashAt, FaultPlan, LateCommit, Ties
+from fanoutsim.faults import CrashAt, FaultPlan, LateCommit, Ties
 from fanoutsim.designs.reactor.replay import ReplaySpec, load_recording
 from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
 

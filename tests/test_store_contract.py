@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fanoutsim.kernel.faults import Crash
+from fanoutsim.faults import Crash
 from fanoutsim.designs.stores import TABLES, DuckDBStore, MemoryStore
 
 FIRINGS, SUBS, EXECS = "reactor_firings", "reactor_subscriptions", "workflow_executions"

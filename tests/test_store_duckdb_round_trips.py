@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fanoutsim.designs.reactor.tables import sql as tables
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
-from fanoutsim.kernel.faults import Crash
+from fanoutsim.faults import Crash
 from fanoutsim.kernel.store import duckdb as duckdb_store
 from fanoutsim.kernel.store.sql import TS, native_timestamps
 from fanoutsim.kernel.timeutil import from_us

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from fanoutsim.designs.leases.tables import in_database
 from fanoutsim.designs.reactor.tables import ReactorTx
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
-from fanoutsim.kernel.faults import Crash
+from fanoutsim.faults import Crash
 from test_store_contract import (EXECS, FIRING_IDS, SUBS, REACTORS, TENANTS, add, endings, execution, firing,
                                  maybe_time, ops, run_step, sub, times)
 

@@ -11,7 +11,7 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.analysis import latency_frame
-from fanoutsim.kernel.faults import ClockSkew, FailInserts, FaultPlan, LateCommit, Pollers, Ties
+from fanoutsim.faults import ClockSkew, FailInserts, FaultPlan, LateCommit, Pollers, Ties
 
 
 def run(*faults, watermark="fired_at", rate=2.0, until=300, seed=0, store="memory", **config):

@@ -53,7 +53,7 @@ def _reference_lost_late(read_mode: str) -> int:
     from fanoutsim.designs.outbox import OutboxConfig
     from fanoutsim.designs.outbox.checker import check_outbox
     from fanoutsim.designs.outbox.simulation import OutboxSimulation
-    from fanoutsim.kernel.faults import FaultPlan, LateCommit
+    from fanoutsim.faults import FaultPlan, LateCommit
 
     config = OutboxConfig(safety_poll_interval=0.5, read_mode=read_mode, gap_timeout=5.0)
     sim = OutboxSimulation(config, seed=0, faults=FaultPlan([LateCommit(probability=0.1, delay=0.8)]))

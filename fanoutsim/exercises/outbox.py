@@ -49,7 +49,7 @@ def _count_changes(view, row):
 @exercise("9.1", "an idempotent view", mistake=_count_changes)
 def _idempotent_view(fn):
     from fanoutsim.designs.outbox.simulation import OutboxSimulation
-    from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
+    from fanoutsim.faults import CrashAtPoint, FaultPlan
 
     probe: dict = {}
     fn(probe, {"seq": 1, "ref": "p1", "topic": "pages", "kind": "changed"})

@@ -18,7 +18,8 @@ without asking which design it holds:
     delivered at least once), ``duplicates`` (extra deliveries),
     ``lost``, ``pending`` and the two ``*_by_cause`` counts;
 ``unit``
-    what one reader is: ``"subscription"`` or ``"consumer"``;
+    what one reader is, in the design's word (the reactor's
+    ``"subscription"``, the outbox's ``"consumer"``): an identifier;
 ``per_unit``
     one row per reader, keyed by a column named ``unit``, with a
     ``lost`` column (``per_subscription`` / ``per_consumer``);
@@ -56,7 +57,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from fanoutsim.kernel.validate import is_whole
 
@@ -64,7 +65,6 @@ import numpy as np
 import pandas as pd
 
 SUMMARY_KEYS = ("valid", "delivered", "duplicates", "lost", "pending", "duplicates_by_cause", "lost_by_cause")
-UNITS = ("subscription", "consumer")
 
 
 @runtime_checkable
@@ -93,7 +93,7 @@ class CheckedReport:
     in ``summary_names`` (summary key -> its total's key, or a tuple of keys
     whose counts add up to it)."""
 
-    unit = "consumer"
+    unit: ClassVar[str]  # the design's word for one reader (a class attribute of each report)
     summary_names: Mapping[str, str | tuple[str, ...]] = {}
 
     @property
@@ -240,8 +240,9 @@ def problems(report) -> list[str]:
     if missing:
         out.append(f"summary lacks {', '.join(missing)}")
         return out
-    if report.unit not in UNITS:
-        out.append(f"unit is {report.unit!r}; allowed: {', '.join(UNITS)}")
+    if not isinstance(report.unit, str) or not report.unit.isidentifier():
+        out.append(f"unit is {report.unit!r}; it must be an identifier: the design's word for one reader, "
+                   f"which names the per_unit frame's column")
     if not isinstance(report.valid, bool) or summary["valid"] is not report.valid \
             or bool(total.get("valid")) is not report.valid:
         out.append(f"valid disagrees: .valid {report.valid!r}, summary {summary['valid']!r}, "

@@ -1,12 +1,10 @@
 """Tables as pandas DataFrames: what notebooks and DuckDB SQL read.
 
-Timestamps become timezone-aware UTC ``datetime64[us]`` columns; an execution's
-JSON context becomes a dict, with ``reactor_firing_id`` and ``reactor_name``
-lifted into columns of their own because every analysis joins on them.
+Timestamps become timezone-aware UTC ``datetime64[us]`` columns; what else a
+design's frame needs (a JSON column decoded, say) its own package adds.
 """
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -35,13 +33,6 @@ def table_frame(table: str, rows: list[dict], columns=None, timestamps=TIMESTAMP
     for col, dtype in _TYPES.items():
         if col in df.columns:
             df[col] = df[col].astype(dtype)
-    if table == "workflow_executions":
-        contexts = [json.loads(c) for c in df["context"]]
-        df["context"] = pd.Series(contexts, index=df.index, dtype=object)
-        df.insert(2, "reactor_firing_id", pd.Series([c.get("reactor_firing_id") for c in contexts],
-                                                    index=df.index, dtype=object))
-        df.insert(3, "reactor_name", pd.Series([c.get("reactor_name") for c in contexts],
-                                               index=df.index, dtype=object))
     return _timestamps(df, timestamps)
 
 

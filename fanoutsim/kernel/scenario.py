@@ -593,8 +593,10 @@ class FaultRules:
     or names a design records there itself), ``ref_labels`` a key to how the
     message names them when they are no array's (default ``declared in
     [[array]]``); ``required`` a key to what "is required: ..." says for it;
-    ``points`` are its crash points (``points_label`` names them;
-    ``other_points``: other designs' points, by design, for a better message).
+    ``points`` are its crash points (``points_label`` names them; a point of
+    another design is named as that design's, from the points every design
+    declared, :data:`fanoutsim.kernel.faults.POINTS`, or from ``other_points``:
+    a label -> points, for a design that declares none).
     """
 
     label: str
@@ -641,7 +643,7 @@ class Faults(Part):
             return None
 
     def _read_one(self, item: Any, where: str, reading: Reading):
-        from fanoutsim.kernel.faults.plan import KINDS
+        from fanoutsim.kernel.faults import KINDS, POINTS
 
         problems, r = reading.problems, self.rules
         names = ", ".join(r.accepted)
@@ -691,6 +693,8 @@ class Faults(Part):
         if fkind == "crash_at_point" and "point" in item and r.points and item["point"] not in r.points:
             point = item["point"]
             other = next((d for d, ps in r.other_points.items() if point in ps), None)
+            if other is None and point in POINTS:
+                other = f"{POINTS[point]} design"
             what = f"{point!r} is a crash point of the {other}" if other else f"{show(point)} is not a crash point"
             problems.add(f"{where}.point", f"{what}; {r.points_label}: {', '.join(r.points)}")
             return None

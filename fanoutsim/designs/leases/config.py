@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fanoutsim.designs.leases.faults import FAULTS
 from fanoutsim.kernel.names import check_name  # noqa: F401  (a name of this module too)
 from fanoutsim.kernel.validate import CLOCK_UNIT, below_unit, duration, is_number, is_whole, plain_fields
 
@@ -91,8 +92,8 @@ def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
             "lease_seconds": _seconds(lease_seconds, "lease_seconds", *LEASE_RANGE)}
 
 
-# the fault kinds the leases runtimes act on (a plan with another is refused)
-LEASE_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "slow_workflow", "restore_backup")
+# the fault kinds the leases runtimes act on (a plan with another is refused): its faults module's
+LEASE_FAULT_KINDS = FAULTS.kind_names
 
 @dataclass(frozen=True)
 class LeaseConfig:

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
-from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
 
 from .causes import CAUSES, expected as _expected
 from .story import backlog as _backlog, story as _explain
 from .config import LeaseConfig
+from .faults import FAULTS
 from .scenario import LEASE_FAULT_KINDS, SCHEMA
 from .tables import PART
 
@@ -187,7 +187,7 @@ DESIGN = Design(
     name="leases",
     title="leased durable consumers with ack/nack, dead letters and retention fences (RiffDB)",
     config_type=LeaseConfig,
-    crash_points=LEASE_CRASH_POINTS,
+    crash_points=FAULTS.points,
     fault_kinds=LEASE_FAULT_KINDS,
     parse_scenario=_parse,
     scenario_schema=SCHEMA,

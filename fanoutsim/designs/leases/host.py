@@ -10,7 +10,7 @@ from fanoutsim.designs.leases.config import LEASE_FAULT_KINDS, MAX_RETRY_DELAY, 
 from fanoutsim.designs.leases.engine import LeaseEngine
 from fanoutsim.designs.leases.identity import consumer_key
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, TABLES, database_rows, in_database
-from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS
+from fanoutsim.designs.leases.faults import FAULTS
 from fanoutsim.kernel.frames import store_frame, table_frame
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.validate import Invalid, Seconds, is_real, is_whole
@@ -157,7 +157,8 @@ class LeaseHost:
 
     # what a plan may hold, checked as the runtime is made (a fault it would not act on is refused)
     fault_kinds = LEASE_FAULT_KINDS
-    crash_points = LEASE_CRASH_POINTS
+    crash_points = FAULTS.points
+    fault_hooks = FAULTS.hook_names
 
     def publish(self, partition: str, kind: str = "event", payload=None) -> str | None:
         """Publish one event now; its event id (None if a crash took the node down)."""

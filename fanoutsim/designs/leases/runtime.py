@@ -50,7 +50,7 @@ from fanoutsim.designs.leases.host import (
 )
 from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
 from fanoutsim.designs.leases.leasing import Lease
-from fanoutsim.kernel.faults import RestoreBackup
+from fanoutsim.designs.leases.faults import RestoreBackup
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Work
 from fanoutsim.kernel.validate import Seconds
 

@@ -74,9 +74,9 @@ client stops taking leases, and the step is retried until its last lease is
 acked, nacked or expired. ``[[actions]]`` and ``retire_at`` that fall while the
 node is down (a crash) happen as soon as it is back.
 
-Of the fault kinds of :mod:`fanoutsim.kernel.faults.plan`, a leases scenario accepts
+Of the fault kinds (:mod:`fanoutsim.designs.leases.faults`), a leases scenario accepts
 ``crash_at``, ``crash_randomly``, ``crash_at_point`` at a lease point
-(:data:`fanoutsim.kernel.faults.LEASE_CRASH_POINTS`), ``slow_workflow`` by
+(:data:`fanoutsim.designs.leases.faults.CRASH_POINTS`), ``slow_workflow`` by
 ``consumer`` (its workers' durations in a window) and ``restore_backup``
 (:mod:`fanoutsim.designs.leases.backup`: a backup taken at ``backup_at`` and
 restored at ``at``; while the node is down at either time, it happens as soon
@@ -103,7 +103,7 @@ from fanoutsim.designs.leases.config import (
     check_nack_delay,
 )
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
+from fanoutsim.designs.leases.faults import CRASH_POINTS
 from fanoutsim.kernel.scenario import (
     Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, key, read_table,
     refuse_existing_store, seq_start_needs_join, table_schema,
@@ -297,8 +297,7 @@ FAULTS = FaultRules(
     label="a leases scenario", accepted=LEASE_FAULT_KINDS, refused=_OTHER_FAULTS,
     renames={"slow_workflow": {"consumer": "workflow"}}, refs={"consumer": "consumers"},
     required={"consumer": "the consumer whose workers are slowed"},
-    points=LEASE_CRASH_POINTS, points_label="the leases design's points",
-    other_points={"reactor design": REACTOR_CRASH_POINTS, "outbox design": OUTBOX_CRASH_POINTS})
+    points=CRASH_POINTS, points_label="the leases design's points")
 
 SCHEMA = Schema(
     design="leases", doc=__doc__,

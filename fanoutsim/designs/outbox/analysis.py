@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fanoutsim.kernel.faults import FaultPlan, Notifications
+from fanoutsim.designs.faults import Notifications
+from fanoutsim.kernel.faults import FaultPlan
 from fanoutsim.kernel.frames import json_ready
 from fanoutsim.kernel.scenario import jsonable
 from fanoutsim.designs.outbox import OutboxConfig
@@ -431,10 +432,10 @@ POOL_MODES = {"reserved listener": True, "shared pool": False}
 def pool_run(reserve_listener: bool = True, *, backfill=(120.0, 240.0), rate: float = 1.0, seconds: float = 360.0,
              poll: float = 5.0, pool_size: int = 10, listener_wait: float = 1.0, seed: int = 0):
     """One consumer ``indexer`` at ``rate`` commits/s for ``seconds``; a
-    :class:`~fanoutsim.kernel.faults.Backfill` holds every shared pool
+    :class:`~fanoutsim.designs.outbox.faults.Backfill` holds every shared pool
     connection during ``backfill``; the listener has its reserved connection
     or takes one from the pool (``reserve_listener``)."""
-    from fanoutsim.kernel.faults import Backfill
+    from fanoutsim.designs.outbox.faults import Backfill
 
     cfg = OutboxConfig(safety_poll_interval=poll, pool_size=pool_size, reserve_listener=reserve_listener,
                        listener_wait=listener_wait)

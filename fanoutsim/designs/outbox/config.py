@@ -25,7 +25,7 @@ connection so a Gmail backfill or a burst of keystrokes can never starve the
 propagation path"): the database pool has ``pool_size`` connections
 (postgres.js's default ``max`` is 10). With ``reserve_listener=True`` (the
 seed's design, the default) one of them is set aside for LISTEN, so a
-:class:`~fanoutsim.kernel.faults.Backfill` holding the rest leaves every hint
+:class:`~fanoutsim.designs.outbox.faults.Backfill` holding the rest leaves every hint
 alone. With ``reserve_listener=False`` the listener takes a connection from
 the shared pool for each hint: while a backfill holds all of them, a hint waits
 for one to come free — at most ``listener_wait`` seconds — or is lost, and the
@@ -100,6 +100,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fanoutsim.designs.outbox.faults import FAULTS
 from fanoutsim.kernel.dist import Dist, check_dist, parse_dist
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.scenario import key
@@ -117,9 +118,8 @@ def _seconds(value, where, *, positive=False, optional=False):
     return duration(value, where, positive=positive)  # 0 or at least 1 µs, the clock's unit
 
 
-# the fault kinds the outbox runtimes act on (a plan with another is refused)
-OUTBOX_FAULT_KINDS = ("crash_at", "crash_randomly", "crash_at_point", "notifications", "late_commit",
-                      "slow_workflow", "backfill")
+# the fault kinds the outbox runtimes act on (a plan with another is refused): its faults module's
+OUTBOX_FAULT_KINDS = FAULTS.kind_names
 
 @dataclass(frozen=True)
 class OutboxConfig:

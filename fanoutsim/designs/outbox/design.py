@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
-from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS
 
 from .causes import CAUSES, expected as _expected
 from .story import backlog as _backlog, story as _explain
 from .config import OutboxConfig
+from .faults import FAULTS
 from .scenario import OUTBOX_FAULT_KINDS, SCHEMA
 from .tables import PART
 from fanoutsim.kernel.validate import is_real
@@ -209,7 +209,7 @@ DESIGN = Design(
     name="outbox",
     title="transactional outbox with NOTIFY hints, safety poll and per-consumer cursors (Subspace)",
     config_type=OutboxConfig,
-    crash_points=OUTBOX_CRASH_POINTS,
+    crash_points=FAULTS.points,
     fault_kinds=OUTBOX_FAULT_KINDS,
     parse_scenario=_parse,
     scenario_schema=SCHEMA,

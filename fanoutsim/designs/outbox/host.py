@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fanoutsim.designs.outbox.config import OUTBOX_FAULT_KINDS
-from fanoutsim.kernel.faults.points import OUTBOX_CRASH_POINTS
+from fanoutsim.designs.outbox.faults import FAULTS
 from fanoutsim.kernel.frames import store_frame
 from fanoutsim.kernel.validate import is_whole
 
@@ -32,7 +32,8 @@ class OutboxHost:
 
     # what a plan may hold, checked as the runtime is made (a fault it would not act on is refused)
     fault_kinds = OUTBOX_FAULT_KINDS
-    crash_points = OUTBOX_CRASH_POINTS
+    crash_points = FAULTS.points
+    fault_hooks = FAULTS.hook_names
 
     def _late_delay(self, topic: str) -> float:
         """How late this writer commits (0: at once): the longest delay drawn by

@@ -5,7 +5,7 @@ only the seq, never the change, so a hint that is dropped, coalesced or late
 costs latency, never data — the durable ``outbox`` table and the cursors are
 the truth, and the dispatcher's periodic safety poll reads them anyway.
 
-What the :class:`~fanoutsim.kernel.faults.Notifications` fault spec does here:
+What the :class:`~fanoutsim.designs.faults.Notifications` fault spec does here:
 
 ``drop``      each hint is lost with this probability;
 ``coalesce``  identical payloads sent in one transaction arrive once;
@@ -25,7 +25,7 @@ does not queue for a listener that is not there.
 The listener's connection (:class:`ListenerPool`, see
 :mod:`.config`): reserved, it always has one; unreserved, it needs a free
 connection of the pool when a hint arrives. While a
-:class:`~fanoutsim.kernel.faults.Backfill` holds every connection, the hint
+:class:`~fanoutsim.designs.outbox.faults.Backfill` holds every connection, the hint
 waits until one comes free (the backfill's window ends) if that is at most
 ``listener_wait`` seconds away, else it is lost (``hint_missed``, detail
 ``no free connection``).
@@ -41,7 +41,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Iterable
 
-from fanoutsim.kernel.faults import Backfill, Notifications
+from fanoutsim.designs.faults import Notifications
+from fanoutsim.designs.outbox.faults import Backfill
 from fanoutsim.kernel.timeutil import US
 
 

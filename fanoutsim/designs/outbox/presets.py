@@ -124,7 +124,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults import Notifications
+from fanoutsim.designs.faults import Notifications
 
 HINT_COST_FILE = Path(__file__).with_name("hint_cost.json")
 

@@ -45,7 +45,7 @@ from fanoutsim.designs.outbox.engine import OutboxEngine
 from fanoutsim.designs.outbox.host import checked_outbox_config
 from fanoutsim.designs.outbox.runtime import OutboxRuntime
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.faults import Notifications
+from fanoutsim.designs.faults import Notifications
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime
 
 

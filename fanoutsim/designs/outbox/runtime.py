@@ -59,7 +59,7 @@ from fanoutsim.designs.outbox.dispatcher import DEFERRED
 from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
-from fanoutsim.kernel.faults import LateCommit, Notifications
+from fanoutsim.designs.faults import LateCommit, Notifications
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.scenario import checked_args
 from fanoutsim.kernel.timeutil import US, to_us

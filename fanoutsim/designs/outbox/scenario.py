@@ -50,7 +50,7 @@ back-fills from its ``start``; an integer ``start`` is checked against the log
 then (it must lie between the retention horizon and the last seq), so at
 ``join_at = 0`` — an empty log — only ``0`` is allowed.
 
-Of the fault kinds of :mod:`fanoutsim.kernel.faults.plan`, those the outbox acts on
+Of the fault kinds (:mod:`fanoutsim.designs.outbox.faults`), those the outbox acts on
 are accepted, with the outbox's names for their targets: ``crash_at_point``
 takes an outbox crash point (``dispatch.after_handle_before_cursor``, ...);
 ``late_commit`` matches a row's ``topic`` (optional: every writer);
@@ -79,7 +79,7 @@ from fanoutsim.designs.outbox.config import (
     OUTBOX_FAULT_KINDS, POLL_MODES, READ_MODES, WAKE_MODES, ConsumerSpec, OutboxConfig, OutboxWorkload,
 )
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
+from fanoutsim.designs.outbox.faults import CRASH_POINTS
 from fanoutsim.kernel.scenario import (
     Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, checked_args, key,
     refuse_existing_store, seq_start_needs_join,
@@ -176,8 +176,7 @@ FAULTS = FaultRules(
              "restore_backup": "leases design (the outbox model has no backup and restore)"},
     renames={"late_commit": {"topic": "reactor"}, "slow_workflow": {"consumer": "workflow"}},
     refs={"consumer": "consumers"}, required={"consumer": "the consumer whose steps are slowed"},
-    points=OUTBOX_CRASH_POINTS, points_label="the outbox's points",
-    other_points={"reactor design": REACTOR_CRASH_POINTS, "leases design": LEASE_CRASH_POINTS})
+    points=CRASH_POINTS, points_label="the outbox's points")
 
 SCHEMA = Schema(
     design="outbox", doc=__doc__,

@@ -26,7 +26,8 @@ from fanoutsim.designs.outbox.analysis import handled_latency
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.presets import preset
-from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan, LateCommit, Notifications
+from fanoutsim.designs.faults import LateCommit, Notifications
+from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
 from fanoutsim.kernel.plotting import style
 
 PRESET_NAMES = ("procrastinate-3.10", "pgqueuer-1.6")

@@ -6,10 +6,9 @@ import math
 from pathlib import Path
 
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
-from fanoutsim.kernel.faults.plan import KINDS
-from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
 
 from .causes import CAUSES, expected as _expected
+from .faults import FAULTS
 from .story import backlog as _backlog, story as _explain
 from .config import SchedulerConfig
 from .scenario import SCHEMA
@@ -164,8 +163,8 @@ DESIGN = Design(
     name="reactor",
     title="reactor -> workflow subscriptions with timestamp watermarks (Cloacina)",
     config_type=SchedulerConfig,
-    crash_points=REACTOR_CRASH_POINTS,
-    fault_kinds=tuple(KINDS),
+    crash_points=FAULTS.points,
+    fault_kinds=FAULTS.kind_names,
     parse_scenario=_parse,
     scenario_schema=SCHEMA,
     check=_check,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fanoutsim.designs.reactor.config import SchedulerConfig
+from fanoutsim.designs.reactor.faults import limits_polls
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.ids import IdSource
 from fanoutsim.kernel.metrics import Metrics
@@ -109,6 +110,8 @@ class ReactorEngine:
         self.metrics = metrics
         self.trace = trace
         self.faults = faults or NoFaults()
+        # whether the plan may let a subscription take fewer firings than the batch limit (asked once)
+        self.limits_polls = limits_polls(self.faults)
         self.rng = rng or random.Random(0)
         self.poller = "poller" if replica == 0 else f"poller#{replica}"  # the trace's actor
         self.settle_us = seconds_to_us(config.watermark_settle)

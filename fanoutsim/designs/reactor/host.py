@@ -9,6 +9,7 @@ the trace and the metrics.
 """
 from __future__ import annotations
 
+import json
 import struct
 from typing import Any, Mapping
 
@@ -16,7 +17,7 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.payload import decode_sources
-from fanoutsim.kernel.faults.points import REACTOR_CRASH_POINTS
+from fanoutsim.designs.reactor.faults import FAULTS, check_names
 from fanoutsim.kernel.frames import store_frame
 from fanoutsim.kernel.validate import is_whole
 
@@ -52,19 +53,31 @@ def with_sources(firings: pd.DataFrame) -> pd.DataFrame:
     return firings
 
 
+def with_context(executions: pd.DataFrame) -> pd.DataFrame:
+    """The executions with their JSON ``context`` as a dict, and its
+    ``reactor_firing_id`` and ``reactor_name`` lifted into columns of their own
+    (every analysis joins on them)."""
+    contexts = [json.loads(c) for c in executions["context"]]
+    executions["context"] = pd.Series(contexts, index=executions.index, dtype=object)
+    for at, name in ((2, "reactor_firing_id"), (3, "reactor_name")):
+        executions.insert(at, name, pd.Series([c.get(name) for c in contexts], index=executions.index, dtype=object))
+    return executions
+
+
 class RunnerHost:
     """Mixin: needs ``store``, ``_api(step, ...)`` (one step of the live engine
     now; raises while the runner is down; None if a crash took it down),
     ``_trace``, ``metrics_registry``, ``registry``, ``plan`` and ``_checked``."""
 
     # a plan's crash points must be the reactor's (checked as the runtime is made); every kind acts here
-    crash_points = REACTOR_CRASH_POINTS
+    crash_points = FAULTS.points
+    fault_hooks = FAULTS.hook_names
 
     def check_plan(self) -> None:
         """Every workflow or subscription the fault plan names must exist."""
         with self.store.transaction() as tx:
             subs = [(s["reactor_name"], s["workflow_name"], s["tenant_id"]) for s in tx.list_subscriptions()]
-        self.plan.check_names(set(self.registry.workflows), subs)
+        check_names(self.plan, set(self.registry.workflows), subs)
         self._checked = True
 
     def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
@@ -96,7 +109,7 @@ class RunnerHost:
         return df
 
     def executions(self) -> pd.DataFrame:
-        return store_frame(self.store, "workflow_executions")
+        return with_context(store_frame(self.store, "workflow_executions"))
 
     def trace(self) -> pd.DataFrame:
         return self._trace.frame()

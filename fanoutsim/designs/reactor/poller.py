@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from fanoutsim.kernel.faults import InsertFailed
+from fanoutsim.designs.reactor.faults import InsertFailed
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.designs.reactor.predicate import Predicate, activation
 from fanoutsim.designs.reactor.tables import cursor_of
@@ -114,14 +114,14 @@ def repeats_until_written(e) -> bool:
     """Whether a pass that found nothing would find nothing again until a
     step writes: what :func:`_scan` may take depends on the store alone, not
     also on the time (a settle horizon, a fault plan that limits polls)."""
-    return e.config.watermark != "settled" and not getattr(e.faults, "limits_polls", True)
+    return e.config.watermark != "settled" and not e.limits_polls
 
 
 def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
     """The fetches of :func:`fetch_next` in ``tx``: the first batch and its index."""
     cfg = e.config
     limit = cfg.reactor_poll_batch_limit
-    poll_limit = e.faults.poll_limit if getattr(e.faults, "limits_polls", True) else None
+    poll_limit = e.faults.poll_limit if e.limits_polls else None
     compound = cfg.watermark != "fired_at"
     until = now - e.settle_us if cfg.watermark == "settled" else None
 

@@ -38,7 +38,7 @@ from fanoutsim.designs.reactor.engine import TRACE
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.host import RunnerHost
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
-from fanoutsim.kernel.faults import Injector, Pollers
+from fanoutsim.designs.reactor.faults import STAMPS, pollers_of
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.timeutil import US
 
@@ -67,7 +67,7 @@ class ReactorRuntime(RunnerHost):
 
     def _setup(self) -> None:
         self.registry = Registry()
-        self._pollers = self.faults.pollers if isinstance(self.faults, Injector) else Pollers(1)
+        self._pollers = pollers_of(self.plan)
         self.runner = Runner(self)
         self.replicas: list[ReactorEngine] = []
         self._workload_count = 0
@@ -220,7 +220,7 @@ class ReactorRuntime(RunnerHost):
         engine = self.engine
         if engine is None:  # a down reactor fires nothing
             return
-        stamps = getattr(self.faults, "stamps", None)
+        stamps = getattr(self.faults, STAMPS.name, None)  # optional: a hand-written plan may lack it
         for fired_at, delay in (stamps(reactor, at) if stamps else ((at, 0.0),)):
             payload = payload_of()
             if delay > 0:

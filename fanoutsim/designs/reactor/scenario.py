@@ -64,9 +64,9 @@ and ``[[faults]]``, checked by :mod:`fanoutsim.designs.outbox.scenario`;
 returns the scenario of the design a file names (``.design``: ``"reactor"``
 for a :class:`Scenario`).
 
-``[[faults]]`` tables make the fault plan (see :mod:`fanoutsim.kernel.faults.plan`
-for the kinds; a reactor scenario accepts them all, and ``crash_at_point``
-takes a reactor crash point); each names its ``kind``::
+``[[faults]]`` tables make the fault plan (see :mod:`fanoutsim.designs.reactor.faults`
+for the kinds; a reactor scenario accepts all but the outbox's ``backfill`` and
+leases' ``restore_backup``, and ``crash_at_point`` takes a reactor crash point); each names its ``kind``::
 
     [[faults]]
     kind = "crash_randomly"
@@ -89,8 +89,7 @@ from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredic
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.subscriptions import undeclared_workflow
 from fanoutsim.kernel.dist import Dist
-from fanoutsim.kernel.faults.plan import KINDS
-from fanoutsim.kernel.faults.points import LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS
+from fanoutsim.designs.reactor.faults import FAULTS as _FAULTS
 from fanoutsim.kernel.scenario import (
     Array, FaultRules, Faults, Item, Reading, Schema, ScenarioError, Settings, check_overrides, key,
     read_scenario_file, refuse_existing_store,
@@ -252,10 +251,9 @@ _OTHER_DESIGNS_FAULTS = {"restore_backup": "leases design (the reactor model has
                          "backfill": "outbox design (the reactor model has no connection pool or listener)"}
 
 FAULTS = FaultRules(
-    label="a reactor scenario", accepted=tuple(k for k in KINDS if k not in _OTHER_DESIGNS_FAULTS),
-    refused=_OTHER_DESIGNS_FAULTS, points=REACTOR_CRASH_POINTS,
+    label="a reactor scenario", accepted=_FAULTS.kind_names,
+    refused=_OTHER_DESIGNS_FAULTS, points=_FAULTS.points,
     points_label="the reactor design's points",
-    other_points={"outbox design": OUTBOX_CRASH_POINTS, "leases design": LEASE_CRASH_POINTS},
     refs={"reactor": "reactors"},
     ref_labels={"reactor": "a reactor of this scenario; the reactors its [[subscriptions]] and [[workload]] name"})
 

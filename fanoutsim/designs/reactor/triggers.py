@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from fanoutsim.kernel.faults import InsertFailed
+from fanoutsim.designs.reactor.faults import InsertFailed
 
 
 class TriggerFireFailed(RuntimeError):

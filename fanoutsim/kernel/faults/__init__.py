@@ -1,18 +1,25 @@
-"""Faults on purpose: named points in the engine, and seeded plans that use them.
+"""Faults on purpose: the mechanism, with no design's faults in it.
 
-:mod:`.points` holds what the engine knows (the hooks, :class:`Crash`,
-:class:`InsertFailed`, the names of the crash points); :mod:`.plan` holds what
-a user writes (:class:`FaultPlan` and its fault kinds) and the
-:class:`Injector` that binds a plan to a run.
+:mod:`.points` holds the named points (:class:`Crash`, the registry of every
+design's points); :mod:`.kinds` the fault kinds' base, the kinds every design
+uses (:class:`CrashAt`, :class:`CrashRandomly`, :class:`CrashAtPoint`) and the
+registry of kinds by TOML name; :mod:`.hooks` the named hooks and
+:class:`NoFaults`; :mod:`.plan` what a user writes (:class:`FaultPlan`), the
+:class:`Injector` that binds it to a run, :func:`declare` (a design's points,
+kinds and hooks) and :func:`check_faults`. Each design's own points, kinds and
+hooks are in its ``faults`` module; :mod:`fanoutsim.faults` gathers them all.
 """
-from fanoutsim.kernel.faults.plan import (
-    KINDS, Backfill, ClockSkew, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Injector,
-    LateCommit, Notifications, Pollers, RestoreBackup, SlowWorkflow, Stall, Ties, bind,
+from fanoutsim.kernel.faults.hooks import HOOKS, Hook, NoFaults, register_hook
+from fanoutsim.kernel.faults.kinds import (
+    KINDS, CrashAt, CrashAtPoint, CrashRandomly, Fault, Window, active, checked_name, checked_number,
+    checked_window, overlap, register_kinds,
 )
-from fanoutsim.kernel.faults.points import CRASH_POINTS, LEASE_CRASH_POINTS, OUTBOX_CRASH_POINTS, REACTOR_CRASH_POINTS, Crash, InsertFailed, NoFaults
+from fanoutsim.kernel.faults.plan import DesignFaults, FaultPlan, Injector, bind, check_faults, declare
+from fanoutsim.kernel.faults.points import POINTS, Crash, register_points
 
 __all__ = [
-    "CRASH_POINTS", "REACTOR_CRASH_POINTS", "OUTBOX_CRASH_POINTS", "LEASE_CRASH_POINTS", "Crash", "InsertFailed", "NoFaults", "FaultPlan", "Injector", "KINDS",
-    "CrashAt", "CrashRandomly", "CrashAtPoint", "FailInserts", "Stall", "SlowWorkflow",
-    "LateCommit", "ClockSkew", "Pollers", "Ties", "Notifications", "Backfill", "RestoreBackup", "bind",
+    "Crash", "NoFaults", "FaultPlan", "Injector", "KINDS", "POINTS", "HOOKS", "Fault", "Hook", "Window",
+    "CrashAt", "CrashRandomly", "CrashAtPoint", "DesignFaults", "declare", "bind", "check_faults",
+    "register_kinds", "register_points", "register_hook",
+    "active", "overlap", "checked_name", "checked_number", "checked_window",
 ]

@@ -48,9 +48,11 @@ class Driver:
     """The members both drivers share (see the module's text)."""
 
     _noun = "runtime"
-    # the fault kinds and crash points the design has (None: any), checked at construction
+    # the fault kinds and crash points the design has (None: any), checked at
+    # construction, and the hooks a hand-written plan must answer (its faults module's)
     fault_kinds: tuple[str, ...] | None = None
     crash_points: tuple[str, ...] | None = None
+    fault_hooks: tuple[str, ...] = ("point",)
     # how far in the past a due time read from ``now`` just before a call may be
     # and still mean "now" (the wall clock moves between the read and the call)
     _due_slack = 0.0

@@ -21,8 +21,7 @@ from typing import Any, Callable
 
 import simpy
 
-from fanoutsim.kernel.faults import Crash, bind
-from fanoutsim.kernel.faults.plan import check_faults
+from fanoutsim.kernel.faults import Crash, bind, check_faults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
@@ -78,7 +77,7 @@ class VirtualRuntime(Driver):
         tables), the metrics, the trace and the bound fault plan; no
         incarnation yet (the first :meth:`restart` makes incarnation 0)."""
         check_faults(faults, design=getattr(self, "design", type(self).__name__),
-                     kinds=self.fault_kinds, points=self.crash_points)
+                     kinds=self.fault_kinds, points=self.crash_points, hooks=self.fault_hooks)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         # recorded as this design's; a store of another design is refused by name

@@ -26,8 +26,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from fanoutsim.kernel.faults import Crash, bind
-from fanoutsim.kernel.faults.plan import check_faults
+from fanoutsim.kernel.faults import Crash, bind, check_faults
 from fanoutsim.kernel.ids import FreshIdSource
 from fanoutsim.kernel.metrics import LockedMetrics
 from fanoutsim.kernel.runtime.binding import check_downtime
@@ -128,7 +127,7 @@ class SteppedWallRuntime(Driver):
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
         check_faults(faults, design=getattr(self, "design", type(self).__name__),
-                     kinds=self.fault_kinds, points=self.crash_points)
+                     kinds=self.fault_kinds, points=self.crash_points, hooks=self.fault_hooks)
         # recorded as this design's; a store of another design is refused by name
         self.store = open_claimed(opener, store, getattr(self, "design", None))
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")

@@ -101,9 +101,9 @@ class MemoryTx(Tx):
         self.undo.append(lambda: table.__setitem__(key, value))
         return True
 
-    def _clear(self, table: dict, consumer: str) -> int:
-        """Delete every entry of ``consumer`` (the first part of the key)."""
-        gone = {k: v for k, v in table.items() if k[0] == consumer}
+    def _clear(self, table: dict, owner: str) -> int:
+        """Delete every entry of ``owner`` (the first part of the key: a reader, say)."""
+        gone = {k: v for k, v in table.items() if k[0] == owner}
         for k in gone:
             del table[k]
         self.undo.append(lambda: table.update(gone))

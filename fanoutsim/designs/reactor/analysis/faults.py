@@ -31,7 +31,9 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.checker import check
 from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.kernel.faults import ClockSkew, CrashAtPoint, FaultPlan, LateCommit, Pollers, Stall, Ties
+from fanoutsim.designs.faults import LateCommit
+from fanoutsim.designs.reactor.faults import ClockSkew, Pollers, Stall, Ties
+from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame
 

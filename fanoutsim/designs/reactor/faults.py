@@ -1,0 +1,334 @@
+"""The reactor's faults: its crash points, its fault kinds and the hooks its engine asks.
+
+Points (``e.faults.point(name, ...)`` in the steps)::
+
+    reactor.after_graphs_before_log        a firing's graphs ran, its row not yet logged
+    poll.after_fetch                       a subscription's batch fetched
+    poll.after_dispatch_before_watermark   an execution row written, the watermark not yet moved
+    poll.before_batch_commit               a batch's watermark move about to commit
+    prune.mid_delete                       between two chunks of a prune
+    executor.after_claim                   executions claimed, none run yet
+
+Kinds (``kind`` is the TOML spelling; the kernel's crash kinds and the shared
+:mod:`fanoutsim.designs.faults` besides)::
+
+    FailInserts(probability, window, workflow, ambiguous)
+                                   fail_inserts   execution inserts fail; ``ambiguous``: the row
+                                                  commits but the caller hears "failed"
+    Stall(workflow, reactor, tenant, window, mode, batch_limit, target)
+                                   stall          a subscription paused (skipped), throttled
+                                                  (batch_limit per tick) or wedged (its inserts
+                                                  fail); ``target="workflow"`` with ``mode="wedge"``
+                                                  wedges the workflow's bodies
+    ClockSkew(hosts)               clock_skew     reactor hosts with (offset, drift) clocks
+    Pollers(count, phase)          pollers        N runner replicas poll the same store
+    Ties(probability, burst, resolution)
+                                   ties           bursts sharing one fired_at; coarse clocks
+
+Hooks: ``before_insert(workflow, now, subscription=None)`` just before an
+execution row is written (raises :class:`InsertFailed` to refuse it),
+``after_insert(workflow, now)`` just after it committed (an ambiguous
+failure), ``poll_limit(sub, now, limit)`` how many firings a subscription may
+take now, ``run_duration(workflow, now, base)`` how long a body runs (shared)
+and ``stamps(reactor, now)`` the firings one workload event becomes.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fanoutsim.designs.faults import RUN_DURATION, LateCommit, Notifications, SlowWorkflow
+from fanoutsim.kernel.faults import (
+    CrashAt, CrashAtPoint, CrashRandomly, Fault, Hook, Window, active, checked_name, checked_number, checked_window,
+    declare, overlap,
+)
+from fanoutsim.kernel.timeutil import US
+
+CRASH_POINTS = (
+    "reactor.after_graphs_before_log",
+    "poll.after_fetch",
+    "poll.after_dispatch_before_watermark",
+    "poll.before_batch_commit",
+    "prune.mid_delete",
+    "executor.after_claim",
+)
+
+
+class InsertFailed(Exception):
+    """An execution insert that the database refused (or whose outcome was lost)."""
+
+
+@dataclass(frozen=True)
+class FailInserts(Fault):
+    """Execution inserts (of ``workflow``, None: any) fail with ``probability``
+    within ``window``; ``ambiguous``: the row commits, the caller hears "failed"."""
+
+    probability: float = 1.0
+    window: Window = None
+    workflow: str | None = None
+    ambiguous: bool = False
+    kind = "fail_inserts"
+
+    def check(self):
+        checked_number(self.probability, "fail_inserts.probability", low=0, high=1)
+        object.__setattr__(self, "window", checked_window(self.window, "fail_inserts.window"))
+        checked_name(self.workflow, "fail_inserts.workflow", optional=True)
+        if not isinstance(self.ambiguous, bool):
+            raise ValueError(f"fail_inserts.ambiguous must be true or false, got {self.ambiguous!r}")
+
+    def acts_at(self, hook: str) -> bool:
+        return hook == ("after_insert" if self.ambiguous else "before_insert")
+
+    def _fails(self, run, workflow: str, now: int) -> bool:
+        return (active(self.window, run.elapsed(now)) and self.workflow in (None, workflow)
+                and (self.probability >= 1 or run.rng(self).random() < self.probability))
+
+    def before_insert(self, run, workflow: str, now: int, subscription: dict | None = None, **where) -> None:
+        if self._fails(run, workflow, now):
+            run.note(now, f"insert for {workflow} refused")
+            raise InsertFailed(f"injected: insert for workflow {workflow!r} refused")
+
+    def after_insert(self, run, workflow: str, now: int, **where) -> None:
+        if self._fails(run, workflow, now):
+            run.note(now, f"insert for {workflow} committed, outcome lost")
+            raise InsertFailed(f"injected: insert for workflow {workflow!r} committed but reported failed")
+
+
+STALL_MODES = ("pause", "throttle", "wedge")
+
+
+@dataclass(frozen=True)
+class Stall(Fault):
+    """A subscription of ``workflow`` (and ``reactor``, ``tenant`` when given)
+    paused, throttled to ``batch_limit`` or wedged during ``window``; or, with
+    ``target="workflow"``, the workflow's bodies wedged until the window ends."""
+
+    workflow: str
+    window: Window
+    mode: str = "pause"
+    reactor: str | None = None
+    tenant: str | None = None
+    batch_limit: int = 1
+    target: str = "subscription"
+    kind = "stall"
+    order = 0  # a stuck subscription or body answers before a drawn failure or duration
+
+    def check(self):
+        checked_name(self.workflow, "stall.workflow")
+        checked_name(self.reactor, "stall.reactor", optional=True)
+        checked_name(self.tenant, "stall.tenant", optional=True)
+        if self.window is None:
+            raise ValueError("stall.window is required: [start, end] in virtual seconds")
+        object.__setattr__(self, "window", checked_window(self.window, "stall.window"))
+        if self.mode not in STALL_MODES:
+            raise ValueError(f"stall.mode must be one of {', '.join(map(repr, STALL_MODES))}, got {self.mode!r}")
+        if self.target not in ("subscription", "workflow"):
+            raise ValueError(f"stall.target must be 'subscription' or 'workflow', got {self.target!r}")
+        if self.target == "workflow" and self.mode != "wedge":
+            raise ValueError("stall.target 'workflow' only supports mode 'wedge' (bodies hang until the window ends)")
+        checked_number(self.batch_limit, "stall.batch_limit", low=1, integer=True)
+
+    @classmethod
+    def check_together(cls, faults: list) -> None:
+        for i, a in enumerate(faults):
+            for b in faults[i + 1:]:
+                same = (a.workflow, a.reactor, a.tenant, a.target) == (b.workflow, b.reactor, b.tenant, b.target)
+                if same and overlap(a.window, b.window) and (a.mode, a.batch_limit) != (b.mode, b.batch_limit):
+                    raise ValueError(
+                        f"contradictory stalls for workflow {a.workflow!r}: {a.mode} in {list(a.window)} "
+                        f"overlaps {b.mode} in {list(b.window)}")
+
+    def matches(self, sub: dict) -> bool:
+        return (sub["workflow_name"] == self.workflow
+                and (self.reactor is None or sub["reactor_name"] == self.reactor)
+                and (self.tenant is None or sub["tenant_id"] == self.tenant))
+
+    def acts_at(self, hook: str) -> bool:
+        if self.target == "workflow":
+            return hook == "run_duration"
+        return hook == "poll_limit" or (hook == "before_insert" and self.mode == "wedge")
+
+    def before_insert(self, run, workflow: str, now: int, subscription: dict | None = None, **where) -> None:
+        if subscription is not None and active(self.window, run.elapsed(now)) and self.matches(subscription):
+            raise InsertFailed(f"injected: subscription of {workflow!r} is wedged")
+
+    def poll_limit(self, run, sub: dict, now: int, limit: int) -> int | None:
+        if active(self.window, run.elapsed(now)) and self.matches(sub):
+            if self.mode == "pause":
+                return 0
+            if self.mode == "throttle":
+                return min(limit, self.batch_limit)
+        return None
+
+    def run_duration(self, run, workflow: str, now: int, base: float) -> float | None:
+        t = run.elapsed(now)
+        if self.workflow == workflow and active(self.window, t):
+            return max(base, self.window[1] - t)
+        return None
+
+
+@dataclass(frozen=True)
+class ClockSkew(Fault):
+    """Writers' clocks: each firing is stamped by a host drawn from ``hosts``,
+    ``(offset seconds, drift seconds per second)`` each."""
+
+    hosts: tuple
+    kind = "clock_skew"
+    single = True
+
+    def check(self):
+        hosts = self.hosts
+        if not isinstance(hosts, (list, tuple)) or not hosts:
+            raise ValueError("clock_skew.hosts must be a non-empty list of [offset, drift] pairs")
+        clean = []
+        for i, h in enumerate(hosts):
+            if isinstance(h, Mapping):
+                unknown = [k for k in h if k not in ("offset", "drift")]
+                if unknown:  # a misspelt key would silently be a host with no skew
+                    raise ValueError(f"clock_skew.hosts[{i}].{unknown[0]}: unknown key; allowed: offset, drift")
+                h = (h.get("offset", 0.0), h.get("drift", 0.0))
+            if not isinstance(h, (list, tuple)) or len(h) != 2:
+                raise ValueError(f"clock_skew.hosts[{i}] must be [offset, drift], got {h!r}")
+            off = checked_number(h[0], f"clock_skew.hosts[{i}].offset")
+            drift = checked_number(h[1], f"clock_skew.hosts[{i}].drift", low=-0.5, high=0.5)
+            clean.append((float(off), float(drift)))
+        object.__setattr__(self, "hosts", tuple(clean))
+
+    def stamp(self, run, now: int, t: float) -> int:
+        offset, drift = run.rng(self).choice(self.hosts)
+        return now + round((offset + drift * t) * US)
+
+
+@dataclass(frozen=True)
+class Pollers(Fault):
+    """``count`` runner replicas poll the same store, ticking together or each
+    at a seeded random ``phase``."""
+
+    count: int
+    phase: str = "aligned"
+    kind = "pollers"
+    single = True
+
+    def check(self):
+        checked_number(self.count, "pollers.count", low=1, integer=True)
+        if self.phase not in ("aligned", "random"):
+            raise ValueError(f"pollers.phase must be 'aligned' or 'random', got {self.phase!r}")
+
+
+@dataclass(frozen=True)
+class Ties(Fault):
+    """With ``probability`` an event becomes ``burst`` firings sharing one
+    fired_at; ``resolution`` (seconds) truncates every fired_at to a multiple of it."""
+
+    probability: float = 0.0
+    burst: int = 2
+    resolution: float = 0.0
+    kind = "ties"
+    single = True
+
+    def check(self):
+        checked_number(self.probability, "ties.probability", low=0, high=1)
+        checked_number(self.burst, "ties.burst", low=2, integer=True)
+        checked_number(self.resolution, "ties.resolution", low=0)
+        if 0 < self.resolution < 0.5e-6:  # rounds to 0 µs: stamps cannot be truncated to it
+            raise ValueError(f"ties.resolution must be 0 (off) or at least a microsecond (1e-06 seconds, "
+                             f"the clock's unit), got {self.resolution!r}")
+
+    def stamp(self, run, stamp: int) -> tuple[int, int]:
+        """The truncated stamp and how many firings share it."""
+        if self.resolution > 0:
+            res = round(self.resolution * US)
+            stamp -= stamp % res
+        count = 1
+        if self.probability > 0 and run.rng(self).random() < self.probability:
+            count = self.burst
+        return stamp, count
+
+
+# -- the hooks ------------------------------------------------------------------
+def _accepted(workflow: str, now: int, subscription: dict | None = None, **where) -> None:
+    return None
+
+
+def _taken(workflow: str, now: int, **where) -> None:
+    return None
+
+
+def _as_asked(sub: dict, now: int, limit: int) -> int:
+    return limit
+
+
+def _stamped_now(reactor: str, now: int) -> tuple[tuple[int, float], ...]:
+    return ((now, 0.0),)
+
+
+def _bind_stamps(run):
+    """The writer's side: clock skew, ties and late commits, one stamp at a time."""
+    skews, ties, late = run.plan.of(ClockSkew), run.plan.of(Ties), run.plan.of(LateCommit)
+    if not (skews or ties or late):
+        return None
+    skew = skews[0] if skews else None
+    tie = ties[0] if ties else None
+
+    def stamps(reactor: str, now: int) -> list[tuple[int, float]]:
+        t = run.elapsed(now)
+        stamp = now if skew is None else skew.stamp(run, now, t)
+        count = 1
+        if tie is not None:
+            stamp, count = tie.stamp(run, stamp)
+        out = []
+        for _ in range(count):
+            delay = 0.0
+            for f in late:
+                delay = max(delay, f.draw(reactor, t, run.rng(f)))
+            out.append((stamp, delay))
+        return out
+
+    return stamps
+
+
+BEFORE_INSERT = Hook("before_insert", healthy=_accepted)
+AFTER_INSERT = Hook("after_insert", healthy=_taken)
+POLL_LIMIT = Hook("poll_limit", healthy=_as_asked)
+# (fired_at, commit delay seconds) of each firing one workload event becomes; asked with getattr
+STAMPS = Hook("stamps", healthy=_stamped_now, bind=_bind_stamps, required=False)
+
+FAULTS = declare(
+    "reactor", points=CRASH_POINTS,
+    kinds=(CrashAt, CrashRandomly, CrashAtPoint, FailInserts, Stall, SlowWorkflow, LateCommit, ClockSkew,
+           Pollers, Ties, Notifications),
+    hooks=(BEFORE_INSERT, AFTER_INSERT, POLL_LIMIT, RUN_DURATION, STAMPS))
+
+
+def limits_polls(faults) -> bool:
+    """Whether ``faults`` may let a subscription take fewer firings than the
+    batch limit (the poll loop then asks ``poll_limit`` for every subscription
+    of every pass). An object that cannot say is asked."""
+    acts = getattr(faults, "acts", None)
+    return True if acts is None else acts("poll_limit")
+
+
+def pollers_of(plan) -> Pollers:
+    """The plan's replicas of the runner (one: just the runner)."""
+    return (plan.of(Pollers) or [Pollers(1)])[0] if plan is not None else Pollers(1)
+
+
+def check_names(plan, workflows: set[str], subscriptions: list[tuple[str, str, str]]) -> None:
+    """Every workflow or subscription a fault of ``plan`` names must exist; lists what does."""
+    known_wf = set(workflows) | {s[1] for s in subscriptions}
+    for f in plan.faults:
+        wf = getattr(f, "workflow", None)
+        if wf is not None and wf not in known_wf:
+            raise ValueError(f"{f.kind} names workflow {wf!r}, which has no subscription or "
+                             f"registration; known workflows: {', '.join(sorted(known_wf)) or 'none'}")
+        if isinstance(f, Stall) and f.target == "subscription":
+            if not any(f.matches({"reactor_name": r, "workflow_name": w, "tenant_id": t})
+                       for r, w, t in subscriptions):
+                known = ", ".join(f"{r}->{w}@{t}" for r, w, t in subscriptions) or "none"
+                raise ValueError(f"stall names no existing subscription (workflow={f.workflow!r}, "
+                                 f"reactor={f.reactor!r}, tenant={f.tenant!r}); known: {known}")
+
+
+__all__ = ["CRASH_POINTS", "FAULTS", "InsertFailed", "FailInserts", "Stall", "STALL_MODES", "ClockSkew", "Pollers",
+           "Ties", "BEFORE_INSERT", "AFTER_INSERT", "POLL_LIMIT", "STAMPS", "limits_polls", "pollers_of",
+           "check_names"]
