@@ -69,6 +69,9 @@ class Backup:
 def backup(e, now: int) -> Backup:
     """A copy of the engine's database, taken inside one transaction."""
     with e.tx() as tx:
+        # one committed state: every writer holds a consumer's row or the history row
+        tx.lock_lease_consumers()
+        tx.lock_history()
         tables = {t: tuple(dict(r) for r in tx.table_rows(t)) for t in TABLES}
     label = f"{e.database}@{now}:{tables['history'][0]['last_seq']}"
     e.trace.add(now, "backup", e.actor, detail=label)
@@ -102,7 +105,8 @@ def restore_backup(e, now: int, b: Backup) -> int:
         raise ValueError(f"backup {b.label!r} is of database {b.database!r}; this broker serves "
                          f"{e.database!r}: restore it through a broker of {b.database!r}")
     with e.tx() as tx:
-        now_h = tx.get_history()
+        tx.lock_lease_consumers()  # consumers first, then the history, as every transition takes them
+        now_h = tx.lock_history()
         tx.clear_database()
         for table in TABLES:
             if table != "history":

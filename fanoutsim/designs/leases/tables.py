@@ -79,6 +79,24 @@ class LeaseTx(ABC):
     def set_history(self, row: dict) -> None:
         """Overwrite the history row with ``row``'s four columns."""
 
+    # -- locks: several processes on one database (see Tx.row_locks) ------------
+    # Every transition of a consumer locks the consumer's row before it reads
+    # anything else of it, and every change of the log (a publish, a lease
+    # grant's counter, retention, a position resolved against the horizon) locks
+    # the history row: consumers first (several: in name order), history last.
+    # A store one process holds runs one transaction at a time: a lock is a read.
+    @abstractmethod
+    def lock_history(self) -> dict:
+        """The history row, locked until this transaction ends."""
+
+    @abstractmethod
+    def lock_lease_consumer(self, consumer: str) -> dict | None:
+        """The consumer's row, locked until this transaction ends (None: no such consumer)."""
+
+    @abstractmethod
+    def lock_lease_consumers(self) -> list[dict]:
+        """Every consumer's row, by name, each locked until this transaction ends."""
+
     # -- events -----------------------------------------------------------------
     @abstractmethod
     def insert_event(self, row: dict) -> None:
@@ -322,6 +340,15 @@ class LeaseMemoryTx(LeaseTx):
 
     def get_history(self):
         return dict(self._d().history)
+
+    def lock_history(self):
+        return self.get_history()
+
+    def lock_lease_consumer(self, consumer):
+        return self.get_lease_consumer(consumer)
+
+    def lock_lease_consumers(self):
+        return self.list_lease_consumers()
 
     def set_history(self, row):
         s = self._d()
@@ -611,6 +638,17 @@ class LeaseDuckDBTx(LeaseTx):
 
     def set_history(self, row):
         self._run(sql.SET_HISTORY, [row[k] for k in TABLES["history"]])
+
+    def lock_history(self):
+        return self._one("history", sql.LOCK_HISTORY if self.row_locks else sql.GET_HISTORY, None)
+
+    def lock_lease_consumer(self, consumer):
+        return self._one("lease_consumers", sql.LOCK_LEASE_CONSUMER if self.row_locks else sql.GET_LEASE_CONSUMER,
+                         [consumer])
+
+    def lock_lease_consumers(self):
+        return self._all("lease_consumers",
+                         sql.LOCK_LEASE_CONSUMERS if self.row_locks else sql.HERE_ROWS["lease_consumers"], None)
 
     def insert_event(self, row):
         self._run(sql.INSERT_EVENT, [row[k] for k in TABLES["events"]])

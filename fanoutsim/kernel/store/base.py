@@ -57,6 +57,11 @@ class Tx(ABC):
 
     # the error of a write that failed in this transaction; it can no longer commit
     failed: BaseException | None = None
+    # Whether other processes' transactions run at the same time as this one, on
+    # the same rows (PostgreSQL): a part that reads a row to write it back then
+    # locks it (SELECT ... FOR UPDATE). A store one process holds runs one
+    # transaction at a time, and there a lock is a plain read.
+    row_locks = False
 
     def _refuse_if_failed(self) -> None:
         """Any use of a transaction after a failed write raises, as DuckDB does

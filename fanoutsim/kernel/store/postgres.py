@@ -127,6 +127,7 @@ class PostgresTx(Tx):
     __slots__ = ("c", "store", "failed", "n", "begun", "hints")
 
     keeps_hints = False  # other processes write the same database (see hints below)
+    row_locks = True  # ... at the same time: a row read to be written back is locked
 
     def __init__(self, store: "PostgresStore") -> None:
         self.store = store
