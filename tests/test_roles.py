@@ -76,3 +76,34 @@ def test_the_reactor_roles_run_their_groups_of_loops_and_only_all_takes_a_worklo
         Realtime(CONFIG, store=str(tmp_path / "never.duckdb"), role="pollers")
     assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
     assert set(ROLES.help) == {"all", "poller", "executor", "prune"}
+
+
+def test_the_leases_roles_run_their_groups_of_loops_and_only_publishers_take_a_workload(tmp_path):
+    from fanoutsim.designs.leases.realtime import LeaseRealtime
+    from fanoutsim.designs.leases.roles import ROLES as LEASE_ROLES
+
+    db = tmp_path / "leases.duckdb"
+    rt = LeaseRealtime(store=str(db), role="recovery,retention")
+    try:
+        with pytest.raises(ValueError, match=r"role 'recovery,retention' runs no workload .*'all' or 'publishers' do"):
+            rt.add_workload(10.0)
+        rt.register_consumer("c", poll_interval=0.02)
+        rt.start()
+        rt.publish("p0", "event", {"n": 1})
+        time.sleep(0.3)
+        assert rt.status("c")["first_required"] is not None  # no client here: the event waits
+        assert not rt._loop_running(("client", "c"))
+    finally:
+        rt.close()
+    rt = LeaseRealtime(store=str(db), role="clients")  # the same file, another part of the node
+    try:
+        rt.register_consumer("c", poll_interval=0.02)
+        rt.start()
+        assert _wait(lambda: rt.status("c")["first_required"] is None)  # its client delivered it
+    finally:
+        rt.close()
+    with pytest.raises(ValueError, match="the leases design has no role 'client'; its roles: all, clients, "
+                                         "recovery, retention, publishers"):
+        LeaseRealtime(store=str(tmp_path / "never.duckdb"), role="client")
+    assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
+    assert set(LEASE_ROLES.help) == {"all", "clients", "recovery", "retention", "publishers"}

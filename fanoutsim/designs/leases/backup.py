@@ -72,6 +72,7 @@ def backup(e, now: int) -> Backup:
         # one committed state: every writer holds a consumer's row or the history row
         tx.lock_lease_consumers()
         tx.lock_history()
+        now = tx.after_locks(now)
         tables = {t: tuple(dict(r) for r in tx.table_rows(t)) for t in TABLES}
     label = f"{e.database}@{now}:{tables['history'][0]['last_seq']}"
     e.trace.add(now, "backup", e.actor, detail=label)
@@ -116,6 +117,7 @@ def restore_backup(e, now: int, b: Backup) -> int:
         tx.set_history({"incarnation": max(now_h["incarnation"], then["incarnation"]),
                         **{k: max(now_h[k], then[k]) for k in ("last_commit", "last_seq", "leases_granted")}})
         incarnation, voided = leasing.new_incarnation(e, tx, now)
+        now = tx.after_locks(now)
     leasing.trace_voided(e, now, voided)
     e.trace.add(now, "restored", e.actor, detail=str(incarnation))
     e.trace.add(now, "backup_restored", e.actor, detail=b.label)

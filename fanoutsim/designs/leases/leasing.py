@@ -174,6 +174,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
     out: list[Lease] = []
     with e.tx() as tx:
         row = tx.lock_lease_consumer(consumer)  # one transition of the consumer at a time
+        now = tx.after_locks(now)  # after another node's transition it waited for
         if row is None:
             return Pull(result=NOT_FOUND)
         held = tx.list_leases(consumer)
@@ -203,7 +204,6 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
         else:
             limit = min(e.config.window, room + most)
         h = None
-        expires = now + seconds_to_us(row["lease_seconds"])
         for ev in tx.event_window(consumer, row["start_seq"], limit):
             eid = ev["event_id"]
             if eid in resolved:
@@ -222,6 +222,8 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
             attempt = 1 if retry is None else retry["attempts"] + 1
             if h is None:
                 h = tx.lock_history()  # the grant counter: another node's pull counts too
+                now = tx.after_locks(now)
+                expires = now + seconds_to_us(row["lease_seconds"])
             h["leases_granted"] += 1
             token = lease_token(e.seed, consumer, eid, attempt, h["leases_granted"])
             tx.insert_lease({"consumer": consumer, "event_id": eid, "seq": ev["seq"], "partition": ev["partition"],
@@ -324,23 +326,26 @@ def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | N
 
 # -- ack and nack -----------------------------------------------------------------------
 
-def _check(tx, now: int, consumer: str, event_id: str, token, incarnation) -> tuple[str | None, dict, dict]:
-    """(failure result or None, the consumer row, the live lease)."""
+def _check(tx, now: int, consumer: str, event_id: str, token,
+           incarnation) -> tuple[str | None, dict, dict, int]:
+    """(failure result or None, the consumer row, the live lease, the time of
+    the step: ``now``, or later if it waited for another node's transition)."""
     check_name("consumer", consumer)
     check_name("event_id", event_id)
     row = tx.lock_lease_consumer(consumer)  # first: a restore locks consumers before the history
+    now = tx.after_locks(now)
     if incarnation != tx.get_history()["incarnation"]:
-        return STALE, None, None
+        return STALE, None, None, now
     if row is None:
-        return NOT_FOUND, None, None
+        return NOT_FOUND, None, None, now
     lease = tx.get_lease(consumer, event_id)
     if lease is None:
-        return NO_LEASE, row, None
+        return NO_LEASE, row, None, now
     if lease["token"] != token:
-        return WRONG_TOKEN, row, None
+        return WRONG_TOKEN, row, None, now
     if lease["expires_at"] <= now:
-        return EXPIRED, row, None
-    return None, row, lease
+        return EXPIRED, row, None, now
+    return None, row, lease, now
 
 
 def _refused(e, now, consumer, event_id, what, result):
@@ -356,7 +361,7 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
     delivery, traced as ``delivered`` with the commit — before
     ``ack.after_commit``, so a crash there cannot lose a committed one."""
     with e.tx() as tx:
-        failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease, now = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
             moved = _resolve(tx, row, lease, ACKNOWLEDGED)
@@ -402,7 +407,7 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
     fail-closed result."""
     delay_us = seconds_to_us(e.config.check_delay(delay))
     with e.tx() as tx:
-        failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease, now = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
             result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack")
@@ -433,6 +438,7 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
         else:
             rows = {consumer: tx.lock_lease_consumer(consumer)}
             expired = [lease for lease in tx.list_leases(consumer) if lease["expires_at"] <= now]
+        now = tx.after_locks(now)
         for lease in expired:
             c = lease["consumer"]
             tx.delete_lease(c, lease["event_id"])
@@ -495,6 +501,7 @@ def restore(e, now: int) -> int:
     tables themselves going back to a backup: :func:`~.backup.restore_backup`.)"""
     with e.tx() as tx:
         incarnation, done = new_incarnation(e, tx, now)
+        now = tx.after_locks(now)
     trace_voided(e, now, done)
     e.trace.add(now, "restored", e.actor, detail=str(incarnation))
     return incarnation

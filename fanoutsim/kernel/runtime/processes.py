@@ -11,7 +11,8 @@ processes less than a lock wait apart may sort in either order. A checker
 that reads causes from the order says "unknown" where that happens, never a
 wrong cause.
 
-:func:`serve_role` starts one serving process and returns once it serves;
+:func:`serve_role` starts one serving process and returns once it serves
+(:func:`serve_roles`: several at once);
 :func:`stop_all` stops several cleanly (SIGTERM) and says which did not.
 Nothing here knows a design.
 """
@@ -25,7 +26,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from fanoutsim.kernel.runtime.crashtest import says_serving, start_child
+from fanoutsim.kernel.runtime.crashtest import READY_TIMEOUT
 from fanoutsim.kernel.trace import TraceFrame
 
 
@@ -45,10 +46,43 @@ def serve_role(db: str, role: str, trace: str, scenario: str | None = None,
                extra: Iterable[str] = ()) -> subprocess.Popen:
     """``python -m fanoutsim serve --store DB --role ROLE --trace TRACE
     [--scenario SCENARIO] [EXTRA...]``, returned once it says it serves."""
-    cmd = [sys.executable, "-m", "fanoutsim", "serve", "--store", db, "--role", role, "--trace", trace]
-    if scenario is not None:
-        cmd += ["--scenario", str(scenario)]
-    return start_child(cmd + list(extra), ready=says_serving)
+    return serve_roles(db, [(role, trace)], scenario, extra)[0]
+
+
+def serve_roles(db: str, roles: Iterable[tuple[str, str]], scenario: str | None = None,
+                extra: Iterable[str] = ()) -> list[subprocess.Popen]:
+    """One :func:`serve_role` process per ``(role, trace)``, all started at
+    once (each takes a while: its imports, its connection) and returned once
+    every one serves; if one does not, all are killed and a RuntimeError
+    says why."""
+    roles, procs = list(roles), []
+    try:
+        for role, trace in roles:
+            cmd = [sys.executable, "-m", "fanoutsim", "serve", "--store", db, "--role", role, "--trace", trace]
+            if scenario is not None:
+                cmd += ["--scenario", str(scenario)]
+            procs.append(subprocess.Popen(cmd + list(extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        for proc, (role, _) in zip(procs, roles):
+            said = _until_serving(proc)
+            if said is not None:  # its stderr ended (it died) before "serving ..."
+                proc.wait(READY_TIMEOUT)
+                raise RuntimeError(f"serve --role {role} did not start (exit {proc.returncode}): {said}")
+    except BaseException:
+        kill_all(procs)
+        raise
+    return procs
+
+
+def _until_serving(proc: subprocess.Popen) -> str | None:
+    """Read ``proc``'s stderr up to its line "serving ..." (then None) or to
+    its end (then all it said: why it did not start). A line before "serving"
+    (a library's warning at import) is passed over, not taken for a failure."""
+    said = []
+    for line in iter(proc.stderr.readline, b""):
+        if line.startswith(b"serving"):
+            return None
+        said.append(line)
+    return b"".join(said).decode(errors="replace").strip()
 
 
 def stop_all(procs: Iterable[subprocess.Popen], timeout: float = 60.0) -> None:

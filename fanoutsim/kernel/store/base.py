@@ -63,6 +63,14 @@ class Tx(ABC):
     # transaction at a time, and there a lock is a plain read.
     row_locks = False
 
+    def after_locks(self, now: int) -> int:
+        """``now`` (a step's time, read when it began), or the time at which this
+        transaction's last row lock was granted if that is later: a step that
+        waited for another process's transaction acts, and is traced, after it
+        committed. ``now`` itself where no lock waits (one process, or a store
+        with no wall clock: see :attr:`Store.clock`)."""
+        return now
+
     def _refuse_if_failed(self) -> None:
         """Any use of a transaction after a failed write raises, as DuckDB does
         for an aborted one: also a step that would send no statement."""
@@ -171,6 +179,11 @@ class Store(ABC):
     # server others reach): then ``writes`` does not see every write, and a
     # loop that sleeps until a write must also wake now and then.
     shared: bool = False
+    # The wall clock (epoch microseconds) of the runtime over this store, set by
+    # a wall-clock runtime (None: a virtual clock's, which no lock wait moves). A
+    # store whose row locks wait for other processes reads it as each is granted
+    # (Tx.after_locks).
+    clock: Callable[[], int] | None = None
 
     @abstractmethod
     def _begin(self) -> Tx: ...
