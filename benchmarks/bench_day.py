@@ -101,7 +101,7 @@ def one(case: str, until: float) -> dict:
         out["check_s"] = time.perf_counter() - t0
         out["crashes"] = int(sim.metrics().get("fanoutsim_runner_crashes_total", 0))
         out["check"] = {k: report.total[k] for k in ("expected", "extra_deliveries", "lost", "pending", "valid")}
-        out["duplicate_causes"] = report.total["duplicate_causes"]
+        out["duplicates_by_cause"] = report.total["duplicates_by_cause"]
     out["peak_mib"] = peak_rss_mib()
     out["bare_simpy_s"] = bare_simpy(events)
     return out
@@ -147,7 +147,7 @@ def main() -> None:
             print(f"  crashes                {r['crashes']:8d}")
             print(f"  checker                {r['check_s']:8.2f} s   ({r['check_s'] / r['wall_s']:.0%} of the run; "
                   "target <= 50%)")
-            print(f"  check                  {r['check']}  duplicates by cause {r['duplicate_causes']}")
+            print(f"  check                  {r['check']}  duplicates by cause {r['duplicates_by_cause']}")
         sys.stdout.flush()
     if "memory" in results:
         print(f"target: bench-day < 10 s and <= 540 MiB: {results['memory']['wall_s']:.1f} s, "

@@ -30,7 +30,7 @@ import os
 import time
 
 import fanoutsim as fs
-from fanoutsim.designs.reactor import tables_sql
+from fanoutsim.designs.reactor.tables import statements as tables_sql
 from fanoutsim.kernel.store.sql import native_timestamps
 
 SECONDS = 1200.0

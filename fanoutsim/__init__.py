@@ -11,8 +11,10 @@ can watch latency, duplicates, losses and pruning emerge — and reproduce them.
 ...                                              when="payload.quote.price > 100")
 """
 from fanoutsim.designs.reactor.config import SchedulerConfig
+from fanoutsim.designs.outbox.config import OutboxConfig
+from fanoutsim.designs.leases.config import LeaseConfig
 from fanoutsim.kernel import faults
-from fanoutsim.designs.reactor.checker import CheckReport, check, check_store, explain
+from fanoutsim.designs.reactor.checker import CheckReport, check_store, explain
 from fanoutsim.kernel.faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
 from fanoutsim.designs.reactor.minimize import minimize
 from fanoutsim.designs.reactor.payload import decode_sources, encode_payload
@@ -32,8 +34,19 @@ from fanoutsim import designs
 
 __version__ = "0.1.0"
 
+# one name per idea across designs: <Design>Config (the reactor's first name, SchedulerConfig, kept)
+ReactorConfig = SchedulerConfig
+
+
+def check(run):
+    """Check a finished run with its design's checker (every design's is
+    ``designs.<name>.checker.check``; the registry finds it): who was owed what,
+    what was delivered, every duplicate and loss with its cause. A run with no
+    ``design`` (the reactor's merged processes) is the reactor's."""
+    return designs.get(getattr(run, "design", "reactor")).check(run)
+
 __all__ = [
-    "SchedulerConfig", "Simulation", "Realtime", "InvalidPredicate", "ALLOWED_VARIABLES",
+    "SchedulerConfig", "ReactorConfig", "OutboxConfig", "LeaseConfig", "Simulation", "Realtime", "InvalidPredicate", "ALLOWED_VARIABLES",
     "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
     "check", "check_store", "explain", "CheckReport", "minimize",
     "encode_payload", "decode_sources", "__version__",

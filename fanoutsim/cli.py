@@ -105,6 +105,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    _add_run_command(sub)
+    _add_sweep_command(sub)
+    _add_serve_command(sub)
+    _add_client_commands(sub)
+    _add_helper_commands(sub)
+    _add_pg_command(sub)
+    return parser
+
+
+def _add_run_command(sub) -> None:
+    """``fanoutsim run SCENARIO``."""
     run = sub.add_parser("run", help="run a scenario file and report what it delivered",
                          description="Run a scenario file, print its delivery report and write "
                                      "the tables, figures and report.json into a folder.")
@@ -120,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show progress on stderr for a run over two seconds (default: when stderr is a terminal)")
 
+
+def _add_sweep_command(sub) -> None:
+    """``fanoutsim sweep SCENARIO --grid ...``."""
     sw = sub.add_parser("sweep", help="run a scenario over a grid of settings x seeds; one row per run",
                         description="Run a scenario of any design over the cartesian product of the grid and "
                                     "the seeds (fanoutsim.sweep), locally or on a Dask cluster; write the table "
@@ -142,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                     help="a progress bar on stderr (default: when stderr is a terminal)")
 
+
+def _add_serve_command(sub) -> None:
+    """``fanoutsim serve``: a scenario on the wall clock until stopped."""
     srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file or PostgreSQL until stopped",
                          description="Run a scenario's design on the wall clock until SIGTERM or SIGINT; it "
                                      "resumes from its store after any exit. Over a DuckDB file (--store "
@@ -179,6 +196,9 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--trace", metavar="PARQUET", help="write this process's trace there at a clean stop")
     _add_watch_option(srv)
 
+
+def _add_client_commands(sub) -> None:
+    """``write``, ``fire`` and ``status``: what reaches a served run (or its store)."""
     wr = sub.add_parser("write", help="the design's write (a firing, a commit, a publish) into a DuckDB file",
                         description="Send the write command of the file's design to its server (or, with "
                                     "none running, write into the file itself) and print the answer as JSON.",
@@ -199,9 +219,6 @@ def _parser() -> argparse.ArgumentParser:
     _where(st)
     st.add_argument("--design", type=_design, metavar="NAME", help="the design the file must hold (needed for a file that "
                                                      "records none)")
-    _add_helper_commands(sub)
-    _add_pg_command(sub)
-    return parser
 
 
 def _add_pg_command(sub) -> None:

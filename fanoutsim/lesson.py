@@ -23,6 +23,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from fanoutsim.kernel.plotting import show_in
+
 __all__ = ["needs_kernel", "Explorer", "table", "show_source", "takeaway", "NOTE_CLASS", "OFFLINE_NOTE"]
 
 NOTE_CLASS = "fanoutsim-kernel-note"   # notebooks/build.py looks for it in the saved widget state
@@ -126,29 +128,12 @@ class Explorer:
         summary, fig = self.draw(self._result(setting), **setting)
         self.summary.value = summary
         self.figure = fig
-        _show(self.out, fig)
+        show_in(self.out, fig)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
-
-
-def _show(out, fig) -> None:
-    """Make ``fig`` the Output widget's content, in its state (a front end
-    draws it from there, saved or live). The PNG is rendered once, at the
-    figure's own size (the figures lay themselves out), rather than through
-    the inline backend's tight bounding box, which draws every figure twice:
-    a control answers in half the time."""
-    import base64
-    import io
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
-    width, height = fig.get_size_inches() * fig.dpi
-    data = {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
-            "text/plain": f"<Figure size {width:.0f}x{height:.0f}>"}
-    out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
 
 def table(df: pd.DataFrame, *, digits: int | Mapping[str, int] = 3, index: bool = True,

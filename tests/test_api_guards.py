@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import fanoutsim as fs
+from fanoutsim.designs.reactor.checker import check as reactor_check
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.scenario import ScenarioError
 from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, FaultPlan, NoFaults, Ties
@@ -48,7 +49,7 @@ def test_a_run_without_its_trace_would_have_been_called_valid_with_nothing_check
 
 
 @pytest.mark.parametrize("checker, sim, design", [
-    (fs.check, lambda: fs.OutboxSimulation(seed=0), "outbox"),
+    (reactor_check, lambda: fs.OutboxSimulation(seed=0), "outbox"),
     (fs.check_outbox, lambda: fs.Simulation(seed=0), "reactor"),
     (fs.check_leases, lambda: fs.OutboxSimulation(seed=0), "outbox"),
     (fs.check_outbox, lambda: fs.LeaseSimulation(seed=0), "leases"),
@@ -56,6 +57,17 @@ def test_a_run_without_its_trace_would_have_been_called_valid_with_nothing_check
 def test_a_checker_refuses_another_designs_run_naming_it(checker, sim, design):
     with pytest.raises(TypeError, match=f"a run of the '{design}' design"):
         checker(sim())
+
+
+def test_fs_check_checks_a_run_with_its_designs_checker():
+    """One name for the idea: fs.check finds the run's design's checker."""
+    from fanoutsim.designs.leases.checker import LeaseReport
+    from fanoutsim.designs.outbox.checker import OutboxReport
+
+    for make, report in ((fs.OutboxSimulation, OutboxReport), (fs.LeaseSimulation, LeaseReport)):
+        sim = make(seed=0)
+        sim.run(until=1)
+        assert isinstance(fs.check(sim), report)
 
 
 def test_a_checker_refuses_what_is_not_a_run():

@@ -161,11 +161,11 @@ def test_different_seeds_give_different_traces():
 
 def test_minimize_shrinks_to_the_fault_that_matters():
     scenario = load_scenario("fanoutsim/examples/crashes.toml")
-    small = fs.minimize(scenario, lambda r: r.total["duplicate_causes"].get("crash", 0) > 0, until=1200.0)
+    small = fs.minimize(scenario, lambda r: r.total["duplicates_by_cause"].get("crash", 0) > 0, until=1200.0)
     (fault,) = small.plan.faults
     assert isinstance(fault, CrashAtPoint) and fault.point == "poll.after_dispatch_before_watermark"
     assert small.until <= 1200.0
-    assert small.report.total["duplicate_causes"]["crash"] > 0
+    assert small.report.total["duplicates_by_cause"]["crash"] > 0
     assert "minimal failing plan (1 fault(s)" in str(small)
 
 

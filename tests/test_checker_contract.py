@@ -91,8 +91,8 @@ def test_the_summary_speaks_each_designs_own_totals(checked):
     s, t = report.summary, report.total
     if report.unit == "subscription":
         assert s["delivered"] == t["delivered_once"] + t["duplicated"]
-        assert s["duplicates"] == t["extra_deliveries"] and s["lost_by_cause"] == t["loss_causes"]
-        assert s["duplicates_by_cause"] == t["duplicate_causes"]
+        assert s["duplicates"] == t["extra_deliveries"] and s["lost_by_cause"] == t["lost_by_cause"]
+        assert s["duplicates_by_cause"] == t["duplicates_by_cause"]
     else:
         assert s["delivered"] == t["delivered"]
         assert s["duplicates"] == t.get("duplicates", t.get("extra_deliveries"))

@@ -25,7 +25,7 @@ def test_advance_past_a_failed_insert_is_a_dispatch_failed_loss_in_every_commit_
     report = fs.check(sim)
     failed = sim.trace().query("kind == 'dispatch_failed'")["firing"].nunique()
     assert failed > 10  # the plan did fail inserts
-    assert report.total["loss_causes"] == {"dispatch_failed": report.total["lost"]}
+    assert report.total["lost_by_cause"] == {"dispatch_failed": report.total["lost"]}
     assert report.total["lost"] == failed
     assert report.total["lost_promised"] == 0 and report.valid
 
@@ -43,6 +43,6 @@ def test_the_compound_cursor_loses_no_firing_to_a_tie():
     sim.add_workload("r1", 20.0, tenant="acme")
     sim.add_workload("r1", 2.0, payload="counter")
     sim.run(until=120)
-    causes = fs.check(sim).total["loss_causes"]
+    causes = fs.check(sim).total["lost_by_cause"]
     assert causes.get("late_visibility", 0) > 0  # ties at a 0.1 s resolution make firings late
     assert "tie" not in causes

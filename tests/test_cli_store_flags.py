@@ -17,7 +17,7 @@ from fanoutsim.designs.stores import StoreError, open_store
 from fanoutsim.serve import recorded_design
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = ROOT / "fanoutsim" / "examples"
 
 
 def error_line(capsys, *fragments: str) -> str:

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.backup import Backup
 from fanoutsim.designs.leases.checker import check_leases
@@ -34,7 +35,7 @@ def t(seconds: float) -> int:
 @pytest.fixture(params=["memory", "duckdb"])
 def engine(request, tmp_path):
     store = open_store("memory" if request.param == "memory" else str(tmp_path / "b.duckdb"))
-    yield LeaseEngine(store, LeaseConfig(), Metrics(), Trace())
+    yield LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE))
     store.close()
 
 
@@ -78,7 +79,7 @@ def test_restore_is_one_transaction_and_refuses_another_databases_backup(engine)
     e.add_consumer(t(0), "c")
     e.publish(t(0), [("p", "k", 1)])
     b = e.backup(t(1))
-    other = LeaseEngine(e.store, LeaseConfig(), Metrics(), Trace(), database="other")
+    other = LeaseEngine(e.store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="other")
     with pytest.raises(ValueError, match="is of database 'default'; this broker serves 'other'"):
         other.restore_backup(t(2), b)
     with pytest.raises(TypeError, match="must be a Backup"):
@@ -241,7 +242,7 @@ def test_a_restore_that_dead_letters_a_voided_lease_traces_where_the_checkpoint_
     st = e.status(t(12), "c")
     assert (st["dead_lettered"], st["checkpoints"]) == ([eid], {"p": 1})
     tr = e.trace.frame()
-    marks = tr[(tr["kind"] == "checkpoint") & (tr["subscription"] == "c")]
+    marks = tr[(tr["kind"] == "checkpoint") & (tr["consumer"] == "c")]
     assert marks["detail"].tolist()[-1] == "1"
 
 

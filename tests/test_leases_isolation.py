@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.simulation import LeaseSimulation
@@ -29,8 +30,8 @@ def store(request, tmp_path):
 
 
 def engines(store):
-    return (LeaseEngine(store, LeaseConfig(), Metrics(), Trace(), database="orders"),
-            LeaseEngine(store, LeaseConfig(), Metrics(), Trace(), database="tickets"))
+    return (LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="orders"),
+            LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="tickets"))
 
 
 def test_same_consumer_name_in_two_databases_keeps_two_checkpoints(store):
@@ -98,7 +99,7 @@ def test_two_simulations_share_one_store_without_cross_talk():
 def test_database_names_are_checked_and_a_late_switch_refused():
     store = open_store("memory")
     with pytest.raises(ValueError, match="database must be a name of lowercase letters"):
-        LeaseEngine(store, LeaseConfig(), Metrics(), Trace(), database="Orders; DROP")
+        LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="Orders; DROP")
     with pytest.raises(RuntimeError, match="must come first"):
         with store.transaction() as tx:
             tx.set_history({"incarnation": 1, "last_commit": 0, "last_seq": 0, "leases_granted": 0})
@@ -110,7 +111,7 @@ def test_database_names_are_checked_and_a_late_switch_refused():
 def test_a_named_database_survives_reopening_its_duckdb_file(tmp_path):
     path = str(tmp_path / "named.duckdb")
     store = open_store(path)
-    e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace(), database="orders")
+    e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="orders")
     e.add_consumer(t(0), "indexer")
     e.publish(t(0), [("p", "k", 1), ("p", "k", 2)])
     (x, y) = e.consume(t(1), "indexer")
@@ -120,7 +121,7 @@ def test_a_named_database_survives_reopening_its_duckdb_file(tmp_path):
     try:
         assert again.rows("events") == []                                # the default database: empty
         assert [r["event_id"] for r in database_rows(again, "events", "orders")] == ["1:0", "1:1"]
-        e2 = LeaseEngine(again, LeaseConfig(), Metrics(), Trace(), database="orders")
+        e2 = LeaseEngine(again, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="orders")
         st = e2.status(t(2), "indexer")
         assert st["checkpoints"] == {"p": 1} and st["in_flight"] == [y.event_id]
     finally:

@@ -211,7 +211,7 @@ def test_a_status_writes_hint_goes_through_the_channel():
     ("read_cost", -0.1, "read_cost must be >= 0 seconds, got -0.1"),
     ("read_cost", {"dist": "gamma"}, "read_cost.dist must be one of"),
     ("empty_read_cost", {"dist": "empirical", "samples": []}, "empty_read_cost.samples must hold at least one"),
-    ("repoll", 0.0, "repoll must be > 0 seconds, got 0.0"),
+    ("repoll", 0.0, "repoll must be a finite number of seconds >= 1e-06 (1 µs, the clock's unit), got 0.0"),
     ("self_hint_every", 0.0, "self_hint_every must be > 0 seconds on average"),
 ])
 def test_bad_options_are_refused_naming_the_field(field, value, match):

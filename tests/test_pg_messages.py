@@ -31,9 +31,9 @@ def _closed_port() -> int:
 UNREACHABLE = f"postgresql://u:{SECRET}@127.0.0.1:{_closed_port()}/db?connect_timeout=2"
 
 COMMANDS = {
-    "run": lambda uri, tmp: ["run", str(ROOT / "data" / "scenarios" / "default.toml"), "--until", "1",
+    "run": lambda uri, tmp: ["run", str(ROOT / "fanoutsim" / "examples" / "default.toml"), "--until", "1",
                              "--store", uri, "--out", str(tmp / "out")],
-    "serve": lambda uri, tmp: ["serve", "--store", uri, "--scenario", str(ROOT / "data" / "scenarios" / "realtime.toml")],
+    "serve": lambda uri, tmp: ["serve", "--store", uri, "--scenario", str(ROOT / "fanoutsim" / "examples" / "realtime.toml")],
     "status": lambda uri, tmp: ["status", "--store", uri],
     "write": lambda uri, tmp: ["write", "--store", uri, "--design", "outbox", "page=a", "body=b"],
 }
@@ -68,7 +68,7 @@ def test_a_server_that_does_not_answer_cannot_be_reached(tmp_path, capsys, comma
     assert line.startswith("fanoutsim: error: cannot reach PostgreSQL at ") and "password=***" in line, line
 
 
-@pytest.mark.parametrize("uri", [MALFORMED, BAD_PORT, UNREACHABLE])
+@pytest.mark.parametrize("uri", [MALFORMED, BAD_PORT, UNREACHABLE], ids=["malformed", "bad-port", "unreachable"])
 def test_the_exception_carries_no_password(uri):
     with pytest.raises(StoreError) as info:
         fs.Simulation(store=uri)

@@ -22,7 +22,7 @@ def test_several_poller_processes_duplicate_and_the_checker_says_why(pg_url, pol
         assert len(out["children"]) == pollers - 1
         assert out["firings"] > 10 and total["expected"] == out["firings"]
         assert total["lost"] == 0 and total["pending"] == 0
-        extra, causes = total["extra_deliveries"], total["duplicate_causes"]
+        extra, causes = total["extra_deliveries"], total["duplicates_by_cause"]
         assert out["executions"] == out["firings"] + extra
         if pollers == 1:
             assert extra == 0

@@ -116,7 +116,7 @@ def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names
     # two processes read one watermark before either moved it: both dispatched the firing,
     # and the checker says which processes did (rarely a watermark write that waited on the
     # other's row lock sorts before the dispatch it undid: "unknown", never a wrong cause)
-    extra, causes = total["extra_deliveries"], total["duplicate_causes"]
+    extra, causes = total["extra_deliveries"], total["duplicates_by_cause"]
     assert extra == sum(causes.values())
     assert set(causes) <= {"several_pollers", "unknown"}
     assert causes.get("several_pollers", 0) >= 0.9 * extra
@@ -146,5 +146,5 @@ def test_kill_9_of_the_reactor_server_over_postgres_loses_nothing(pg_url):
     assert out["crashes_seen"] == out["kills"]
     assert out["firings"] > 20 and out["lost"] == 0 and out["pending"] == 0 and out["clean_exit"]
     # every duplicate lies across a kill, at most one batch per kill and subscription
-    assert set(out["duplicate_causes"]) <= {"crash"}
+    assert set(out["duplicates_by_cause"]) <= {"crash"}
     assert out["max_duplicates_per_crash_and_subscription"] <= out["batch_limit"]

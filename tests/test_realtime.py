@@ -211,7 +211,7 @@ def test_kill_9_loses_nothing_durably_logged(tmp_path):
     assert out["clean_exit"] and out["crashes_seen"] == 10
     assert out["firings"] > 100
     assert out["lost"] == 0 and out["pending"] == 0
-    assert set(out["duplicate_causes"]) <= {"crash"}
+    assert set(out["duplicates_by_cause"]) <= {"crash"}
     assert out["max_duplicates_per_crash_and_subscription"] <= out["batch_limit"]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.stores import TABLES, open_store
 from fanoutsim.designs.stores import DuckDBStore, StoreError
 from fanoutsim.designs.stores import MemoryStore
@@ -280,7 +281,7 @@ def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp
         from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
         from fanoutsim.kernel.metrics import Metrics
         from fanoutsim.kernel.trace import Trace
-        e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace())
+        e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE))
         assert [x.event_id for x in e.consume(10**17, "late")] == ["3:1"]  # no pruned history read
         with store.transaction() as tx:  # the migrated tables take the new rows
             tx.delete_lease("late", "3:1")

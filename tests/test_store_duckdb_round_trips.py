@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fanoutsim.designs.reactor import tables
+from fanoutsim.designs.reactor.tables import sql as tables
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.kernel.faults import Crash
 from fanoutsim.kernel.store import duckdb as duckdb_store

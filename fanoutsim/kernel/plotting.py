@@ -47,14 +47,17 @@ def style() -> Iterator[None]:
         yield
 
 
-def figure_axes(ax: Axes | None, figsize=None) -> tuple[Figure, Axes]:
+def figure_axes(ax: Axes | None, figsize=None, *, title: str | None = None, xlabel: str | None = None,
+                ylabel: str | None = None) -> tuple[Figure, Axes]:
     """``(figure, axes)``: the caller's ``ax`` and its figure, or a new figure
-    in the house size with one axes."""
-    if ax is not None:
-        return ax.figure, ax
-    fig = Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"],
-                 layout="constrained")
-    return fig, fig.add_subplot()
+    in the house size with one axes; with the title and axis labels given."""
+    if ax is None:
+        fig = Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"], layout="constrained")
+        ax = fig.add_subplot()
+    for text, setter in ((title, ax.set_title), (xlabel, ax.set_xlabel), (ylabel, ax.set_ylabel)):
+        if text is not None:
+            setter(text)
+    return ax.figure, ax
 
 
 def mark_empty(ax: Axes, what: str) -> None:
@@ -193,3 +196,22 @@ def save_sweep_lines(df, columns, out, prefix: str = "sweep") -> list:
 # the names these had before they were public (code written against them still runs)
 _THEORY_COLOR, _LATENCY_LABELS, _MAX_SERIES = THEORY_COLOR, LATENCY_LABELS, MAX_SERIES
 _axes, _empty, _time_unit, _save_figures = figure_axes, mark_empty, time_unit, save_figures
+
+
+def show_in(out, fig: Figure) -> None:
+    """Make ``fig`` the content of ``out`` (an ipywidgets Output), in its state
+    (its ``outputs``), not through a display message captured by ``with out:``:
+    a front end draws it from there, saved or live, and a cell that merely
+    builds a control prints nothing. The PNG is rendered once, at the figure's
+    own size (the figures lay themselves out): the inline backend's tight
+    bounding box would draw every figure twice, and a control would answer in
+    twice the time."""
+    import base64
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
+    width, height = fig.get_size_inches() * fig.dpi
+    data = {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+            "text/plain": f"<Figure size {width:.0f}x{height:.0f}>"}
+    out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)

@@ -59,3 +59,22 @@ def with_causes(n: int, by_cause: dict[str, int]) -> str:
 
 def share(part: int, whole: int) -> str:
     return f" ({part / whole:.1%})" if whole else ""
+
+
+def run_span(sim: Any, name: str | None, design: str) -> dict[str, Any]:
+    """The keys every design's report starts with: the scenario, the design,
+    the seed and the run's span (RFC 3339 start and end, virtual seconds)."""
+    from fanoutsim.kernel.timeutil import rfc3339
+
+    return {"scenario": name, "design": design, "seed": int(sim.seed), "start": rfc3339(sim.start_us),
+            "end": rfc3339(sim.now_us()), "time_span_s": float(sim.now)}
+
+
+def cause_lines(total: dict[str, Any]) -> list[str]:
+    """A verdict's lines of duplicate and loss causes (none when there are none)."""
+    lines = []
+    if total["duplicates_by_cause"]:
+        lines.append("  duplicate causes: " + cause_text(total["duplicates_by_cause"]))
+    if total["lost_by_cause"]:
+        lines.append("  loss causes: " + cause_text(total["lost_by_cause"]))
+    return lines

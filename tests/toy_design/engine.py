@@ -179,6 +179,9 @@ class ToyRuntime:
     def trace(self) -> pd.DataFrame:
         return pd.DataFrame(self.events, columns=["t", "kind", "seq"])
 
+    def metrics(self) -> dict[str, float]:
+        return {"toy_rows_total": len(self.store.rows("outbox"))}
+
     def log(self) -> pd.DataFrame:
         return pd.DataFrame(self.store.rows("outbox"), columns=["seq", "ts", "topic", "kind", "ref", "due_at"])
 
@@ -207,6 +210,13 @@ class ToyCheck:
     @property
     def valid(self) -> bool:
         return bool(self.total["valid"])
+
+    @property
+    def summary(self) -> dict:
+        """The totals every design shares (the kernel's check contract)."""
+        t = self.total
+        return {"valid": self.valid, "delivered": t["handled"], "duplicates": t["duplicates"], "lost": t["lost"],
+                "pending": t["pending"], "duplicates_by_cause": {}, "lost_by_cause": {}}
 
 
 def check_toy(sim) -> ToyCheck:

@@ -45,6 +45,7 @@ import threading
 import time
 from collections import Counter
 
+from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.kernel.metrics import Metrics
@@ -193,7 +194,7 @@ class KillAt(NoFaults):
 
 def _engine(db: str, faults=None) -> tuple[LeaseEngine, object]:
     store = open_store(db)
-    return LeaseEngine(store, LeaseConfig(), Metrics(), Trace(), faults, seed=0), store
+    return LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), faults, seed=0), store
 
 
 def prepare_matrix(db: str, op: str) -> None:

@@ -184,10 +184,8 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
     if lag:
         return waiting_heatmap(sim, consumer, title=title, ax=ax)
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(title or f"{consumer}: checkpoint per partition")
-        ax.set_xlabel("virtual time (s)")
-        ax.set_ylabel("checkpoint (seq moved past)")
+        fig, ax = figure_axes(ax, title=title or f"{consumer}: checkpoint per partition",
+                              xlabel="virtual time (s)", ylabel="checkpoint (seq moved past)")
         if consumer is None:
             mark_empty(ax, "consumers")
             return fig
@@ -440,10 +438,8 @@ def events_table_size(runs, *, at: float | None = None, retention: float | None 
     span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(title or "rows in the events table: the fence holds history")
-        ax.set_xlabel(f"virtual time ({uname})")
-        ax.set_ylabel("events retained (rows)")
+        fig, ax = figure_axes(ax, title=title or "rows in the events table: the fence holds history",
+                              xlabel=f"virtual time ({uname})", ylabel="events retained (rows)")
         if not sizes:
             mark_empty(ax, "runs")
             return fig

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from fanoutsim.kernel.frames import json_ready
-from fanoutsim.kernel.report import cause_text, count, header, secs, table, with_causes
+from fanoutsim.kernel.report import cause_lines, cause_text, run_span, count, header, secs, table, with_causes
 
 
 def _rows(sim):
@@ -33,7 +33,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     import numpy as np
 
     from fanoutsim.designs.leases.checker import check_leases
-    from fanoutsim.kernel.timeutil import US, rfc3339
+    from fanoutsim.kernel.timeutil import US
 
     checked = check_leases(sim) if checked is None else checked
     t = sim.trace()
@@ -75,12 +75,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
         })
     history = _rows(sim)("history")
     report = {
-        "scenario": name,
-        "design": "leases",
-        "seed": sim.seed,
-        "start": rfc3339(sim.start_us),
-        "end": rfc3339(sim.now_us()),
-        "time_span_s": float(sim.now),
+        **run_span(sim, name, "leases"),
         "config": dataclasses.asdict(sim.config),
         "events": {"published": total["published"], "retained": len(_rows(sim)("events")),
                    "pruned": int(kinds.get("pruned", 0)),
@@ -170,10 +165,7 @@ def format_leases_check(checked) -> str:
              f"  published {t['published']}  delivered {t['delivered']}  duplicates {t['duplicates']}  "
              f"lost {t['lost']}  dead-lettered {t['dead_lettered']}  pending {t['pending']}  "
              f"out of order {t['out_of_order']}"]
-    if t["duplicates_by_cause"]:
-        lines.append("  duplicate causes: " + cause_text(t["duplicates_by_cause"]))
-    if t["lost_by_cause"]:
-        lines.append("  loss causes: " + cause_text(t["lost_by_cause"]))
+    lines += cause_lines(t)
     if len(checked.out_of_order):
         lines.append("  out-of-order causes: " + cause_text(_counts(checked.out_of_order["cause"])))
     bad = [("lost", checked.lost[checked.lost["cause"].isin(("pruned", "unknown"))]),

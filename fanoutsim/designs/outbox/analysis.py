@@ -30,7 +30,8 @@ from fanoutsim.kernel.frames import json_ready
 from fanoutsim.kernel.scenario import jsonable
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
-from fanoutsim.kernel.timeutil import US, rfc3339
+from fanoutsim.kernel.report import run_span
+from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.validate import is_real
 
 
@@ -348,12 +349,7 @@ def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
         })
     ch = sim.channel
     report = {
-        "scenario": name,
-        "design": "outbox",
-        "seed": sim.seed,
-        "start": rfc3339(sim.start_us),
-        "end": rfc3339(sim.now_us()),
-        "time_span_s": float(sim.now),
+        **run_span(sim, name, "outbox"),
         # as a scenario file writes it: a law as its table ({"dist": "empirical", "samples": [...]})
         "config": {f.name: jsonable(getattr(sim.config, f.name)) for f in dataclasses.fields(sim.config)},
         "outbox": {"committed": total["committed"], "retained": len(sim.store.rows("outbox")),

@@ -168,7 +168,7 @@ class PgListener:
         """Insert a page change and its outbox row (seq taken now) on a
         connection of its own, keep the transaction open ``hold`` seconds, then
         commit it with its NOTIFY; returns the seq. Runs in the caller's thread."""
-        from fanoutsim.designs.outbox import tables_sql as q
+        from fanoutsim.designs.outbox.tables import statements as q
         from fanoutsim.kernel.store import pgsql
 
         now = wall_us()

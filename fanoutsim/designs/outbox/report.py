@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fanoutsim.kernel.report import (
+    cause_lines,
     cause_text,
     count,
     header,
@@ -80,10 +81,7 @@ def format_outbox_check(checked) -> str:
     lines = [f"outbox check: {'VALID' if checked.valid else 'INVALID'}",
              f"  committed {t['committed']}  delivered {t['delivered']}  duplicates {t['extra_deliveries']}  "
              f"lost {t['lost']}  parked {t['parked']}  pending {t['pending']}"]
-    if t["duplicates_by_cause"]:
-        lines.append("  duplicate causes: " + cause_text(t["duplicates_by_cause"]))
-    if t["lost_by_cause"]:
-        lines.append("  loss causes: " + cause_text(t["lost_by_cause"]))
+    lines += cause_lines(t)
     bad_lost = checked.lost[checked.lost["cause"].isin(("late_commit", "unknown"))]
     bad_dups = checked.duplicates[checked.duplicates["cause"] == "unknown"]
     for what, frame in (("lost", bad_lost), ("duplicated with no cause", bad_dups)):

@@ -57,6 +57,7 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
 from fanoutsim.kernel.check import CheckedReport, happened_between, highest_before, refuse_unreadable
+from fanoutsim.kernel.report import cause_lines
 from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
 
@@ -85,8 +86,7 @@ class CheckReport(CheckedReport):
     total: dict = field(default_factory=dict)
 
     unit = "subscription"
-    summary_names = {"delivered": ("delivered_once", "duplicated"), "duplicates": "extra_deliveries",
-                     "duplicates_by_cause": "duplicate_causes", "lost_by_cause": "loss_causes"}
+    summary_names = {"delivered": ("delivered_once", "duplicated"), "duplicates": "extra_deliveries"}
 
     def __str__(self) -> str:
         return format_check(self)
@@ -424,8 +424,8 @@ def _report(rows: list[dict], dup_rows: list[dict], dup_columns: list[str], lost
     total = {k: int(per_sub[k].sum()) for k in _COUNTED}
     total["never_logged"] = len(never_df)
     total.update(also)
-    total["duplicate_causes"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
-    total["loss_causes"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
+    total["duplicates_by_cause"] = {c: int(n) for c, n in dups["cause"].value_counts().items()}
+    total["lost_by_cause"] = {c: int(n) for c, n in lost_df["cause"].value_counts().items()}
     total["valid"] = bool(per_sub["valid"].all()) if len(per_sub) else True
     return CheckReport(per_sub, dups, lost_df, never_df, total)
 
@@ -528,10 +528,7 @@ def format_check(report: CheckReport) -> str:
              f"duplicated {t['duplicated']} (+{t['extra_deliveries']} extra deliveries)  "
              f"lost {t['lost']} ({t['lost_promised']} promised)  pending {t['pending']}  "
              f"out of order {t['out_of_order']}  never logged {t['never_logged']}"]
-    if t["duplicate_causes"]:
-        lines.append("  duplicate causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["duplicate_causes"].items())))
-    if t["loss_causes"]:
-        lines.append("  loss causes: " + ", ".join(f"{c} {n}" for c, n in sorted(t["loss_causes"].items())))
+    lines += cause_lines(t)
     df = report.per_subscription
     if len(df):
         names = [f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}" for r in df.itertuples(index=False)]

@@ -56,7 +56,7 @@ def kill9_campaign(db: str, scenario: str, *, kills: int = 10, seed: int = 0, up
         "extra_deliveries": report.total["extra_deliveries"],
         "lost": report.total["lost"],
         "pending": report.total["pending"],
-        "duplicate_causes": report.total["duplicate_causes"],
+        "duplicates_by_cause": report.total["duplicates_by_cause"],
         "max_duplicates_per_crash_and_subscription": int(per_crash.max()) if per_crash is not None else 0,
         "batch_limit": config.reactor_poll_batch_limit,
         "clean_exit": proc.returncode == 0,

@@ -156,6 +156,29 @@ class Driver:
         yield Sleep(delay)
         fn()
 
+    # -- wakes, written once: a driver says how one fires (``_fire``) ---------------
+    def _signal(self, key: Any) -> None:
+        """Wake the loop that armed ``key`` (if it waits)."""
+        wake = self._armed.get(key)
+        if wake is not None:
+            self._fire(wake)
+
+    def _signal_all(self) -> None:
+        for wake in list(self._armed.values()):
+            self._fire(wake)
+
+    def _wake_sleepers(self) -> None:
+        """After a step that wrote: fire the wake of each loop asleep until a
+        write whose question now says yes (``_until_written``)."""
+        self._slept_at = self.store.writes
+        waiting = []
+        for wake, ready in self._sleepers:
+            if ready():
+                self._fire(wake)
+            else:
+                waiting.append((wake, ready))
+        self._sleepers = waiting
+
     def _engine_or_raise(self) -> Any:
         """The live engine, for an API call that is no engine step; an error while down."""
         engine = self.engine

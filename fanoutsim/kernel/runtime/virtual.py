@@ -298,15 +298,10 @@ class VirtualRuntime(Driver):
         event = self._armed[key] = self.env.event()
         return event
 
-    def _signal(self, key: Any) -> None:
-        event = self._armed.get(key)
-        if event is not None and not event.triggered:
-            event.succeed()
-
-    def _signal_all(self) -> None:
-        for event in self._armed.values():
-            if not event.triggered:
-                event.succeed()
+    @staticmethod
+    def _fire(wake: simpy.Event) -> None:
+        if not wake.triggered:
+            wake.succeed()
 
     @staticmethod
     def _woken(wake: simpy.Event) -> bool:
@@ -323,16 +318,6 @@ class VirtualRuntime(Driver):
             self._slept_at = self.store.writes
         self._sleepers.append((event, ready))
         return event
-
-    def _wake_sleepers(self) -> None:
-        self._slept_at = self.store.writes
-        waiting = []
-        for event, ready in self._sleepers:
-            if ready():
-                event.succeed()
-            else:
-                waiting.append((event, ready))
-        self._sleepers = waiting
 
     # -- engine steps -------------------------------------------------------------
     def _running(self, engine: Any) -> bool:

@@ -420,14 +420,9 @@ class SteppedWallRuntime(Driver):
             self._armed[key] = event
         return event
 
-    def _signal(self, key: Any) -> None:
-        event = self._armed.get(key)
-        if event is not None:
-            event.set()
-
-    def _signal_all(self) -> None:
-        for event in list(self._armed.values()):
-            event.set()
+    @staticmethod
+    def _fire(wake: threading.Event) -> None:
+        wake.set()
 
     @staticmethod
     def _woken(wake: threading.Event) -> bool:
@@ -443,16 +438,6 @@ class SteppedWallRuntime(Driver):
                 self._slept_at = self.store.writes
             self._sleepers.append((event, ready))
         return event
-
-    def _wake_sleepers(self) -> None:
-        self._slept_at = self.store.writes
-        waiting = []
-        for event, ready in self._sleepers:
-            if ready():
-                event.set()
-            else:
-                waiting.append((event, ready))
-        self._sleepers = waiting
 
     # -- engine steps -------------------------------------------------------------
     def _running(self, engine: Any) -> bool:

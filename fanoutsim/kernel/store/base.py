@@ -134,6 +134,10 @@ def check_parts(parts) -> tuple[StorePart, ...]:
     return parts
 
 
+# What abc and typing.Protocol put on every class: not methods of a part.
+_CLASS_MACHINERY = frozenset({"_abc_impl", "_is_protocol", "_is_runtime_protocol"})
+
+
 def compose_tx(base: type, mixins: tuple[type, ...]) -> type:
     """``base`` (an adapter's transaction) with the parts' methods. A method two
     of them define would be one part's silently, so it is refused."""
@@ -142,7 +146,7 @@ def compose_tx(base: type, mixins: tuple[type, ...]) -> type:
     owner = {name: base.__name__ for name in dir(base) if not name.startswith("__")}
     for mixin in mixins:
         for name in vars(mixin):
-            if name.startswith("__") or name == "_abc_impl":
+            if name.startswith("__") or name in _CLASS_MACHINERY:
                 continue
             if name in owner:
                 raise ValueError(f"{mixin.__name__}.{name} is {owner[name]}'s already; a store part "

@@ -1,6 +1,6 @@
 """The DuckDB SQL of the store parts, as PostgreSQL runs it: a small dialect layer.
 
-Each design writes its statements once, for DuckDB (its ``tables_sql`` module);
+Each design writes its statements once, for DuckDB (its ``tables.statements`` module);
 :class:`~.postgres.PostgresStore` runs the very same text through
 :func:`translate`, so a statement a design adds later works on PostgreSQL too
 (and the store contract suite, run on every adapter, says so if it does not).

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fanoutsim.kernel.report import run_span
 from fanoutsim.kernel.timeutil import US, rfc3339, rfc3339_us
 
 __all__ = ["latency_frame", "delivery_report", "watermarks", "percentiles", "metric_total",
@@ -229,7 +230,6 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
     ``name`` (say, the scenario's) is recorded as ``scenario``.
     """
     metrics = sim.metrics()
-    now_us = sim.now_us()
     ex = sim.executions()
     subs = sim.subscriptions()
     lat = _latency(ex, subs)
@@ -263,11 +263,7 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
             "fire_to_dispatch_p50_s", "fire_to_claim_p50_s")})
 
     report = {
-        "scenario": name,
-        "seed": int(sim.seed),
-        "start": rfc3339(sim.start_us),
-        "end": rfc3339(now_us),
-        "time_span_s": float(sim.now),
+        **run_span(sim, name, "reactor"),
         "config": sim.config.to_dict(),
         "firings": {
             "fired": _num(metric_total(metrics, "fanoutsim_reactor_firings_total")),

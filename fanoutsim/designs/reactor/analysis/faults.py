@@ -344,7 +344,7 @@ def hole_run(hole: str, watermark: str = "fired_at", *, until: float = 120.0, se
 
 
 def hole_summary(sim, report=None) -> dict[str, Any]:
-    """``expected``, ``lost`` (with ``loss_causes``), ``extra_deliveries``,
+    """``expected``, ``lost`` (with ``lost_by_cause``), ``extra_deliveries``,
     ``rewinds`` (watermark moves backwards) and the fire -> dispatch latency
     (``dispatch_mean_s``, ``dispatch_p99_s``) of a run."""
     report = check(sim) if report is None else report
@@ -353,11 +353,11 @@ def hole_summary(sim, report=None) -> dict[str, Any]:
     rewinds = 0
     for _, wm in tr[tr["kind"] == "watermark"].groupby("subscription"):
         rewinds += int((wm["detail"].astype("int64").diff() < 0).sum())
-    causes = report.total["loss_causes"]
+    causes = report.total["lost_by_cause"]
     return {
         "expected": int(report.total["expected"]),
         "lost": int(report.total["lost"]),
-        "loss_causes": ", ".join(f"{c} {n}" for c, n in sorted(causes.items())) or "-",
+        "lost_by_cause": ", ".join(f"{c} {n}" for c, n in sorted(causes.items())) or "-",
         "extra_deliveries": int(report.total["extra_deliveries"]),
         "rewinds": rewinds,
         "dispatch_mean_s": round(float(lat.mean()), 3) if len(lat) else float("nan"),

@@ -29,10 +29,8 @@ def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interva
     ms = latency_df[column].dropna().to_numpy(dtype=float) * 1000.0
     label = LATENCY_LABELS.get(column, column)
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(f"{label} latency")
-        ax.set_xlabel(f"{label} (ms)")
-        ax.set_ylabel("executions per bin")
+        fig, ax = figure_axes(ax, title=f"{label} latency",
+                              xlabel=f"{label} (ms)", ylabel="executions per bin")
         if ms.size == 0:
             mark_empty(ax, "executions")
             return fig
@@ -71,10 +69,8 @@ def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None
     span = max(float(sim.now), bin_seconds)
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(f"Executions dispatched per {bin_seconds:g} s")
-        ax.set_xlabel(f"virtual time ({uname})")
-        ax.set_ylabel(f"executions / {bin_seconds:g} s")
+        fig, ax = figure_axes(ax, title=f"Executions dispatched per {bin_seconds:g} s",
+                              xlabel=f"virtual time ({uname})", ylabel=f"executions / {bin_seconds:g} s")
         ax.set_xlim(0, span / unit)
         if ex.empty:
             mark_empty(ax, "executions")
@@ -102,10 +98,8 @@ def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
     subs = watermarks(sim)
     height = max(2.5, 0.45 * len(subs) + 1.2)
     with style():
-        fig, ax = figure_axes(ax, figsize=(8.0, height))
-        ax.set_title(f"Watermark lag at t = {sim.now:g} s")
-        ax.set_xlabel("lag behind the virtual clock (s)")
-        ax.set_ylabel("subscription")
+        fig, ax = figure_axes(ax, figsize=(8.0, height), title=f"Watermark lag at t = {sim.now:g} s",
+                              xlabel="lag behind the virtual clock (s)", ylabel="subscription")
         if not subs:
             mark_empty(ax, "subscriptions")
             return fig

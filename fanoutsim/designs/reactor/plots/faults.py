@@ -31,10 +31,8 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
         if col not in df.columns:
             raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.crash_sweep")
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("Duplicate deliveries per crash")
-        ax.set_xlabel("reactor_poll_batch_limit L (firings)")
-        ax.set_ylabel("duplicates per crash (executions)")
+        fig, ax = figure_axes(ax, title="Duplicate deliveries per crash",
+                              xlabel="reactor_poll_batch_limit L (firings)", ylabel="duplicates per crash (executions)")
         if df.empty:
             mark_empty(ax, "runs")
             return fig
@@ -72,10 +70,8 @@ def table_size_over_time(runs, *, ax: Axes | None = None, retention: float | Non
     span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(title or "Rows in reactor_firings over time")
-        ax.set_xlabel(f"virtual time ({uname})")
-        ax.set_ylabel("firings retained (rows)")
+        fig, ax = figure_axes(ax, title=title or "Rows in reactor_firings over time",
+                              xlabel=f"virtual time ({uname})", ylabel="firings retained (rows)")
         if not sizes:
             mark_empty(ax, "runs")
             return fig
@@ -123,10 +119,8 @@ def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float
             window = (0.0, min(20.0, max(float(sim.now), 1.0)))
     lo, hi = window
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(title or "Watermark and firings")
-        ax.set_xlabel("virtual time: when the row became visible (s)")
-        ax.set_ylabel("fired_at (s since start)")
+        fig, ax = figure_axes(ax, title=title or "Watermark and firings",
+                              xlabel="virtual time: when the row became visible (s)", ylabel="fired_at (s since start)")
         shown = out[(out["visible_s"] >= lo) & (out["visible_s"] <= hi)]
         before = path[path["t_s"] < lo]
         inside = path[(path["t_s"] >= lo) & (path["t_s"] <= hi)]
@@ -177,10 +171,8 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     holes = list(dict.fromkeys(df["hole"]))
     strategies = list(dict.fromkeys(df["watermark"]))
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("Firings lost, per hole and watermark strategy")
-        ax.set_xlabel("hole")
-        ax.set_ylabel("firings lost (firings)")
+        fig, ax = figure_axes(ax, title="Firings lost, per hole and watermark strategy",
+                              xlabel="hole", ylabel="firings lost (firings)")
         if df.empty:
             mark_empty(ax, "runs")
             return fig
@@ -210,10 +202,10 @@ def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         if col not in df.columns:
             raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
     with style():
-        fig, ax = figure_axes(ax, figsize=(8.0, 3.2))
-        ax.set_title("What each watermark strategy costs: fire \u2192 dispatch latency")
-        ax.set_xlabel("fire \u2192 dispatch (ms)")
-        ax.set_ylabel("watermark strategy")
+        fig, ax = figure_axes(ax, figsize=(8.0, 3.2),
+                              title="What each watermark strategy costs: fire \u2192 dispatch latency",
+                              xlabel="fire \u2192 dispatch (ms)",
+                              ylabel="watermark strategy")
         if df.empty:
             mark_empty(ax, "runs")
             return fig

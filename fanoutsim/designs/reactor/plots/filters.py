@@ -31,10 +31,8 @@ def recorded_rate(frame: pd.DataFrame, bin_s: float = 900.0, *, by: str = "regio
     bins of ``bin_s`` seconds; ``window`` (recording seconds) shades a replayed window."""
     rates = quote_rates(frame, bin_s, by=by)
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("The recorded quotes day: rate by region")
-        ax.set_xlabel("time of day (h, UTC)")
-        ax.set_ylabel(f"quotes per second (1/s, {bin_s / 60:g}-min bins)")
+        fig, ax = figure_axes(ax, title="The recorded quotes day: rate by region",
+                              xlabel="time of day (h, UTC)", ylabel=f"quotes per second (1/s, {bin_s / 60:g}-min bins)")
         if rates.empty:
             mark_empty(ax, "quotes")
             return fig
@@ -61,10 +59,10 @@ def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     dashed line is selectivity times the stream's firing rate."""
     _need(df, "filter", "selectivity", "dispatch_per_s", "firings")
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("Dispatch volume follows selectivity")
-        ax.set_xlabel("selectivity: firings passed by the filter (%)")
-        ax.set_ylabel("executions dispatched per second (1/s)")
+        fig, ax = figure_axes(ax,
+                              title="Dispatch volume follows selectivity",
+                              xlabel="selectivity: firings passed by the filter (%)",
+                              ylabel="executions dispatched per second (1/s)")
         if df.empty:
             mark_empty(ax, "filters")
             return fig
@@ -89,10 +87,8 @@ def selectivity_lag(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     every firing (the watermark behind the log), one point per filter."""
     _need(df, "selectivity", "claim_p95_s", "poll_lag_p95_s")
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("Subscriber lag against selectivity")
-        ax.set_xlabel("selectivity: firings passed by the filter (%)")
-        ax.set_ylabel("p95 lag (s)")
+        fig, ax = figure_axes(ax, title="Subscriber lag against selectivity",
+                              xlabel="selectivity: firings passed by the filter (%)", ylabel="p95 lag (s)")
         if df.empty:
             mark_empty(ax, "filters")
             return fig

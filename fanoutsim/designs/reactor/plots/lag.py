@@ -22,10 +22,8 @@ def watermark_lag_over_time_figure(sim, *, bins: int = 300, ax: Axes | None = No
     span = max(float(sim.now), 1e-9)
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("Watermark lag over time: the oldest firing not yet read")
-        ax.set_xlabel(f"virtual time ({uname})")
-        ax.set_ylabel("largest lag in the bin (s)")
+        fig, ax = figure_axes(ax, title="Watermark lag over time: the oldest firing not yet read",
+                              xlabel=f"virtual time ({uname})", ylabel="largest lag in the bin (s)")
         ax.set_xlim(0, span / unit)
         if lag.empty:
             mark_empty(ax, "trace (a run without one has only the end: plots.watermark_lag)")

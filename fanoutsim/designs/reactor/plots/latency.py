@@ -52,10 +52,10 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
     parts = [c for c in (*BUDGET_COMPONENTS, "in_process_s") if c in table.columns]
     colors = STYLE["axes.prop_cycle"].by_key()["color"]
     with style():
-        fig, ax = figure_axes(ax, figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)))
-        ax.set_title("Latency budget: fired \u2192 finished, mean per execution")
-        ax.set_xlabel("mean time (ms)")
-        ax.set_ylabel("path")
+        fig, ax = figure_axes(ax, figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)),
+                              title="Latency budget: fired \u2192 finished, mean per execution",
+                              xlabel="mean time (ms)",
+                              ylabel="path")
         if table.empty:
             mark_empty(ax, "paths")
             return fig

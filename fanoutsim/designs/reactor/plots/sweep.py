@@ -115,10 +115,8 @@ def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax:
     _need(df, P, "polls_per_s")
     stats = seed_summary(df, [P], ["polls_per_s"])
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("DB load of the poll loop vs poll interval")
-        ax.set_xlabel("poll interval P (s)")
-        ax.set_ylabel("poll queries per second (1/s)")
+        fig, ax = figure_axes(ax, title="DB load of the poll loop vs poll interval",
+                              xlabel="poll interval P (s)", ylabel="poll queries per second (1/s)")
         if stats.empty:
             mark_empty(ax, "runs")
             return fig
@@ -148,10 +146,8 @@ def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, 
     if P in df.columns and df[P].nunique() == 1:
         title += f" at P = {df[P].iloc[0]:g} s"
     with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(title)
-        ax.set_xlabel("total firing rate (firings / s)")
-        ax.set_ylabel("backlog at the end (firings)")
+        fig, ax = figure_axes(ax, title=title,
+                              xlabel="total firing rate (firings / s)", ylabel="backlog at the end (firings)")
         if stats.empty:
             mark_empty(ax, "runs")
             return fig

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.latency import budget_table, latency_budget, poll_wait_uniformity
 from fanoutsim.designs.reactor.analysis.delivery import watermarks
-from fanoutsim.kernel.plotting import STYLE, style
+from fanoutsim.kernel.plotting import STYLE, show_in, style
 from fanoutsim.designs.reactor.plots.latency import budget_bars, poll_wait_histogram
 
 __all__ = ["LatencyExplorer", "latency_explorer", "POLL_INTERVAL_BOUNDS", "BATCH_LIMIT_BOUNDS"]
@@ -42,29 +42,13 @@ def _load(scenario):
 
 
 def _show(out: widgets.Output, fig: Figure) -> None:
-    """Make ``fig`` the Output's content.
-
-    The figure goes into the widget's state (its ``outputs``), not through a
-    display message captured by ``with out:``: a front end draws it from the
-    state, and a cell that merely builds a control prints nothing (nbval, which
-    does not route captured output to widgets, sees no output). The PNG is
-    rendered once at the figure's own size (the figures lay themselves out);
-    the inline backend's tight bounding box would draw it twice, and a control
-    would answer in twice the time. Headless, with no IPython, the figure is
-    kept on the control only."""
-    import base64
-    import io
-
+    """Make ``fig`` the Output's content (:func:`~fanoutsim.kernel.plotting.show_in`).
+    Headless, with no IPython, the figure is kept on the control only: nbval,
+    which does not route captured output to widgets, sees no output."""
     from IPython import get_ipython
 
-    if get_ipython() is None:
-        return
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
-    width, height = fig.get_size_inches() * fig.dpi
-    data = {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
-            "text/plain": f"<Figure size {width:.0f}x{height:.0f}>"}
-    out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
+    if get_ipython() is not None:
+        show_in(out, fig)
 
 
 class LatencyExplorer(widgets.VBox):

@@ -1,0 +1,41 @@
+"""The reactor design's tables: its part of the store (seeds 000 and 001).
+
+``reactor_firings`` (the log a reactor writes), ``reactor_subscriptions``
+(one watermark each) and ``workflow_executions`` (what the poll loop
+dispatches and the executor claims): their columns, their part of the ``Tx``
+interface, the memory adapter's state and methods, the DuckDB schema,
+migration and statements, composed by the kernel's store as :data:`PART`.
+
+Orderings (part of the contract: they decide which firing a batch takes and
+which execution a worker claims):
+
+* firings of a stream: by ``(fired_at, id)``
+* subscriptions: by ``(tenant_id, reactor_name, workflow_name)``
+* executions: by ``(dispatched_at, id)``
+
+The memory adapter indexes firings per stream ``(reactor_name, tenant_id)`` by
+the key ``(fired_at, id)``, which makes the poll loop's fetch a bisection;
+every index (streams, triples, pending executions) is kept in step with the
+rows by each write and by its undo.
+
+The package: :mod:`.port` (the columns and the transaction interface),
+:mod:`.memory` and :mod:`.sql` (its adapters), :mod:`.statements` (the SQL);
+:data:`PART` is what the kernel's store composes.
+"""
+from __future__ import annotations
+
+from fanoutsim.kernel.store.base import StorePart
+
+from . import statements
+from .port import ReactorTx, SUBSCRIPTION_IDENTITY, TABLES, TIMESTAMP_COLUMNS, check_subscription_changes, cursor_of
+from .memory import MEMORY_ROWS, ReactorMemoryTx, memory_init
+from .sql import ReactorDuckDBTx
+
+PART = StorePart(
+    name="reactor", tables=TABLES, timestamp_columns=TIMESTAMP_COLUMNS, tx=ReactorTx,
+    memory_tx=ReactorMemoryTx, memory_init=memory_init, memory_rows=MEMORY_ROWS,
+    duckdb_tx=ReactorDuckDBTx, duckdb_schema=statements.SCHEMA, duckdb_migrations=statements.MIGRATIONS,
+    duckdb_rows=statements.ALL_ROWS,
+)
+
+__all__ = ["ReactorTx", "SUBSCRIPTION_IDENTITY", "TABLES", "TIMESTAMP_COLUMNS", "check_subscription_changes", "cursor_of", "MEMORY_ROWS", "ReactorMemoryTx", "memory_init", "ReactorDuckDBTx", "PART"]

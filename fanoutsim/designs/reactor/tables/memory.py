@@ -1,0 +1,308 @@
+"""The reactor design's tables in memory: the memory adapter of :mod:`.port`."""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+
+from fanoutsim.kernel.store.base import check_limit
+
+from .port import ReactorTx, check_subscription_changes
+
+# -- the memory adapter -----------------------------------------------------------------
+_MAX_ID = "\uffff"  # sorts after every UUID string
+
+
+class _Stream:
+    __slots__ = ("keys",)
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[int, str]] = []  # (fired_at, id), sorted
+
+
+def memory_init(s) -> None:
+    """The reactor's tables on a new MemoryStore."""
+    s.firings: dict[str, dict] = {}
+    s.streams: dict[tuple[str, str], _Stream] = {}
+    # A subscription row is replaced on update, never changed in place, so a
+    # poll pass may go on reading the rows as listed (poll_subs) after later commits.
+    s.subs: dict[str, dict] = {}
+    s.sub_by_triple: dict[tuple[str, str, str], str] = {}
+    s.sub_order: list[str] | None = None
+    s.poll_subs: tuple[dict, ...] | None = None  # the enabled rows in poll order, once asked for
+    s.executions: dict[str, dict] = {}
+    s.pending: list[tuple[int, str]] = []
+
+
+def _index_status(s, row: dict, old: str | None, new: str | None) -> None:
+    """Keep ``pending`` equal to the rows whose status is 'pending' as
+    ``row`` goes from status ``old`` to ``new`` (None: no such row)."""
+    key = (row["dispatched_at"], row["id"])
+    if old == "pending" and new != "pending":
+        del s.pending[bisect_left(s.pending, key)]
+    elif new == "pending" and old != "pending":
+        insort(s.pending, key)
+
+
+def _drop_firing(s, fid: str) -> dict:
+    row = s.firings.pop(fid)
+    keys = s.streams[(row["reactor_name"], row["tenant_id"])].keys
+    key = (row["fired_at"], fid)
+    del keys[bisect_left(keys, key)]
+    return row
+
+
+def _restore_firing(s, row: dict) -> None:
+    s.firings[row["id"]] = row
+    insort(s.streams[(row["reactor_name"], row["tenant_id"])].keys, (row["fired_at"], row["id"]))
+
+
+def _drop_sub(s, sid: str) -> dict:
+    row = s.subs.pop(sid)
+    del s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])]
+    s.sub_order = s.poll_subs = None
+    return row
+
+
+def _restore_sub(s, row: dict) -> None:
+    s.subs[row["id"]] = row
+    s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])] = row["id"]
+    s.sub_order = s.poll_subs = None
+
+
+def _put_sub(s, sid: str, row: dict) -> None:
+    s.subs[sid] = row
+    s.poll_subs = None
+
+
+def _sub_order(s) -> list[str]:
+    if s.sub_order is None:
+        s.sub_order = [s.sub_by_triple[t] for t in sorted(s.sub_by_triple, key=lambda t: (t[2], t[0], t[1]))]
+    return s.sub_order
+
+
+class ReactorMemoryTx(ReactorTx):
+    """The reactor's methods of the memory adapter's transaction (a mixin of
+    :class:`~fanoutsim.kernel.store.memory.MemoryTx`)."""
+
+    __slots__ = ()
+
+    # -- reactor_firings -------------------------------------------------
+    def insert_firing(self, row: dict) -> None:
+        s = self.s
+        fid = row["id"]
+        if fid in s.firings:
+            raise self._duplicate(f"reactor_firings.id {fid}")
+        row = dict(row)
+        row["payload"] = bytes(row["payload"])  # a BLOB reads back as bytes, whatever was written
+        s.firings[fid] = row
+        stream = s.streams.get((row["reactor_name"], row["tenant_id"]))
+        if stream is None:
+            stream = s.streams[(row["reactor_name"], row["tenant_id"])] = _Stream()
+        key = (row["fired_at"], fid)
+        insort(stream.keys, key)
+        self.undo.append(lambda: _drop_firing(s, fid))
+
+    def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
+        s = self.s
+        limit = check_limit(limit)
+        stream = s.streams.get((reactor, tenant))
+        if stream is None:
+            return []
+        keys = stream.keys
+        if after is None:
+            start = 0
+        else:  # past every key of that instant, or only past the compound cursor
+            start = bisect_right(keys, (after, _MAX_ID if after_id is None else after_id))
+        end = start + limit
+        if until is not None:
+            end = min(end, bisect_right(keys, (until, _MAX_ID)))
+        firings = s.firings
+        return [dict(firings[k[1]]) for k in keys[start:end]]
+
+    def prune_firings(self, cutoff, conservative, limit=None):
+        s = self.s
+        if limit is not None:
+            check_limit(limit)
+        doomed: list[tuple[int, str]] = []
+        for (reactor, tenant), stream in s.streams.items():
+            bound = cutoff - 1
+            if conservative:
+                for sub in s.subs.values():
+                    if sub["enabled"] and sub["reactor_name"] == reactor and sub["tenant_id"] == tenant:
+                        wm = sub["last_seen_fired_at"]
+                        if wm is None:
+                            bound = None
+                            break
+                        bound = min(bound, wm)
+            if bound is not None:
+                doomed.extend(stream.keys[: bisect_right(stream.keys, (bound, _MAX_ID))])
+        doomed.sort()
+        if limit is not None:
+            doomed = doomed[:limit]
+        for _, fid in doomed:
+            row = _drop_firing(s, fid)
+            self.undo.append(lambda row=row: _restore_firing(s, row))
+        return [fid for _, fid in doomed]
+
+    def count_firings(self):
+        return len(self.s.firings)
+
+    def has_firings_past(self, reactor, tenant, after, after_id=None):
+        stream = self.s.streams.get((reactor, tenant))
+        if stream is None or not stream.keys:
+            return False
+        # fetch_firings starts at bisect_right(keys, cursor): a row is there iff the newest is past it
+        return after is None or stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id)
+
+    def first_with_firings_past(self, subs, i, compound):
+        # has_firings_past inlined: a pass over 10,000 subscriptions asks it 10,000 times
+        streams = self.s.streams
+        n = len(subs)
+        while i < n:
+            sub = subs[i]
+            stream = streams.get((sub["reactor_name"], sub["tenant_id"]))
+            if stream is not None and stream.keys:
+                after = sub["last_seen_fired_at"]
+                if after is None:
+                    return i
+                after_id = sub["last_seen_firing_id"] if compound else None
+                if stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id):
+                    return i
+            i += 1
+        return n
+
+    def has_firings_before(self, cutoff):
+        return any(stream.keys and stream.keys[0][0] < cutoff for stream in self.s.streams.values())
+
+    # -- reactor_subscriptions ------------------------------------------
+    def get_subscription(self, reactor, workflow, tenant):
+        sid = self.s.sub_by_triple.get((reactor, workflow, tenant))
+        return None if sid is None else dict(self.s.subs[sid])
+
+    def insert_subscription(self, row):
+        s = self.s
+        sid = row["id"]
+        triple = (row["reactor_name"], row["workflow_name"], row["tenant_id"])
+        # both keys, like the table's PRIMARY KEY and UNIQUE: a reused id would
+        # overwrite a row and leave its old triple pointing at the new one
+        if triple in s.sub_by_triple:
+            raise self._duplicate(f"reactor_subscriptions {triple}")
+        if sid in s.subs:
+            raise self._duplicate(f"reactor_subscriptions.id {sid}")
+        _restore_sub(s, dict(row))
+        self.undo.append(lambda: _drop_sub(s, sid))
+
+    def update_subscription(self, sub_id, changes):
+        check_subscription_changes(changes)  # else a typo would become a new column
+        s = self.s
+        row = s.subs.get(sub_id)
+        if row is None:
+            return  # no such row: UPDATE ... WHERE id = ? matches nothing
+        _put_sub(s, sub_id, {**row, **changes})  # a new row: whoever holds the old one keeps it as read
+        self.undo.append(lambda: _put_sub(s, sub_id, row))
+
+    def delete_subscription(self, sub_id):
+        s = self.s
+        if sub_id not in s.subs:
+            return False
+        row = _drop_sub(s, sub_id)
+        self.undo.append(lambda: _restore_sub(s, row))
+        return True
+
+    def list_subscriptions(self, tenant=None, enabled_only=False):
+        s = self.s
+        out = []
+        for sid in _sub_order(s):
+            row = s.subs[sid]
+            if (tenant is None or row["tenant_id"] == tenant) and (row["enabled"] or not enabled_only):
+                out.append(dict(row))
+        return out
+
+    def poll_subscriptions(self):
+        # the store's own rows, not copies: none is changed once written (see memory_init)
+        s = self.s
+        if s.poll_subs is None:
+            subs = s.subs
+            s.poll_subs = tuple(row for row in map(subs.__getitem__, _sub_order(s)) if row["enabled"])
+        return s.poll_subs
+
+    # -- workflow_executions --------------------------------------------
+    def insert_execution(self, row):
+        s = self.s
+        eid = row["id"]
+        if eid in s.executions:
+            raise self._duplicate(f"workflow_executions.id {eid}")
+        row = s.executions[eid] = dict(row)
+        _index_status(s, row, None, row["status"])
+
+        def undo():
+            _index_status(s, row, row["status"], None)
+            del s.executions[eid]
+
+        self.undo.append(undo)
+
+    def has_pending_executions(self):
+        return bool(self.s.pending)
+
+    def claim_executions(self, now, limit):
+        s = self.s
+        taken = s.pending[: check_limit(limit)]
+        if not taken:
+            return []
+        del s.pending[: len(taken)]
+        out, before = [], []
+        for key in taken:
+            row = s.executions[key[1]]
+            before.append((row, row["claimed_at"]))
+            row["status"] = "running"
+            row["claimed_at"] = now
+            out.append(dict(row))
+
+        def undo():
+            for r, claimed_at in before:
+                r["status"], r["claimed_at"] = "pending", claimed_at
+            s.pending[:0] = taken  # they were the oldest pending, in order
+
+        self.undo.append(undo)
+        return out
+
+    def requeue_running(self):
+        s = self.s
+        stale = sorted((r["dispatched_at"], r["id"]) for r in s.executions.values() if r["status"] == "running")
+        before = []
+        for key in stale:
+            row = s.executions[key[1]]
+            before.append((row, row["claimed_at"]))
+            row["status"], row["claimed_at"] = "pending", None
+            insort(s.pending, key)
+
+        def undo():
+            for r, claimed_at in before:
+                r["status"], r["claimed_at"] = "running", claimed_at
+                s.pending.remove((r["dispatched_at"], r["id"]))
+
+        self.undo.append(undo)
+        return [eid for _, eid in stale]
+
+    def finish_execution(self, execution_id, now, status):
+        s = self.s
+        row = s.executions.get(execution_id)
+        if row is None:
+            return  # no such row: UPDATE ... WHERE id = ? matches nothing
+        before = (row["status"], row["finished_at"])
+        row["status"], row["finished_at"] = status, now
+        _index_status(s, row, before[0], status)  # a finished row must not be claimed later
+
+        def undo():
+            row["status"], row["finished_at"] = before
+            _index_status(s, row, status, before[0])
+
+        self.undo.append(undo)
+
+
+MEMORY_ROWS = {
+    "reactor_firings": lambda s: [dict(r) for r in sorted(s.firings.values(), key=lambda r: (r["fired_at"], r["id"]))],
+    "reactor_subscriptions": lambda s: [dict(r) for r in sorted(
+        s.subs.values(), key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))],
+    "workflow_executions": lambda s: [dict(r) for r in sorted(s.executions.values(),
+                                                              key=lambda r: (r["dispatched_at"], r["id"]))],
+}

@@ -1,0 +1,159 @@
+"""The reactor design's tables: their columns and their part of the transaction interface (the port).
+
+Every adapter — :mod:`.memory`, :mod:`.sql` (DuckDB, and PostgreSQL through the
+kernel's dialect layer) — implements it; the contract suite runs each against it."""
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Protocol, Sequence
+
+# -- the tables ----------------------------------------------------------------------
+# table -> columns, in the order DataFrames show them
+TABLES: dict[str, tuple[str, ...]] = {
+    "reactor_firings": ("id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"),
+    "reactor_subscriptions": (
+        "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
+        "last_seen_fired_at", "last_seen_firing_id", "predicate_error_count", "predicate_error_firing_id",
+        "last_predicate_error", "predicate_degraded", "created_at", "updated_at",
+    ),
+    "workflow_executions": (
+        "id", "workflow_name", "tenant_id", "context", "status",
+        "dispatched_at", "claimed_at", "finished_at",
+    ),
+}
+TIMESTAMP_COLUMNS = frozenset(
+    {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
+     "dispatched_at", "claimed_at", "finished_at"}
+)
+
+# a subscription is known by its id and its triple; changing either is a new
+# subscription (delete and insert), never an update
+SUBSCRIPTION_IDENTITY = frozenset({"id", "reactor_name", "workflow_name", "tenant_id"})
+
+
+_UPDATABLE = frozenset(TABLES["reactor_subscriptions"]) - SUBSCRIPTION_IDENTITY
+
+
+def check_subscription_changes(changes: dict) -> None:
+    """Reject columns an update may not set, before anything is written."""
+    if _UPDATABLE.issuperset(changes):  # the poll loop's every watermark move
+        return
+    unknown = set(changes) - set(TABLES["reactor_subscriptions"])
+    if unknown:
+        raise KeyError(f"unknown reactor_subscriptions column(s): {sorted(unknown)}")
+    identity = SUBSCRIPTION_IDENTITY & set(changes)
+    if identity:
+        raise ValueError(
+            f"cannot update {sorted(identity)} of a subscription; delete it and insert a new one"
+        )
+
+
+def cursor_of(sub: dict, compound: bool) -> tuple[int | None, str | None]:
+    """A subscription's watermark as a fetch's cursor: ``(after, after_id)``,
+    the firing id only for the compound cursor of a watermark that has moved."""
+    after = sub["last_seen_fired_at"]
+    return after, (sub["last_seen_firing_id"] if compound and after is not None else None)
+
+
+# -- the interface -------------------------------------------------------------------
+class ReactorTx(Protocol):
+    """The reactor's part of :class:`~fanoutsim.kernel.store.base.Tx`."""
+
+    __slots__ = ()
+
+    # -- reactor_firings -------------------------------------------------
+    @abstractmethod
+    def insert_firing(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int,
+                      after_id: str | None = None, until: int | None = None) -> list[dict]:
+        """Up to ``limit`` firings of one stream past a cursor, ordered by
+        ``(fired_at, id)``. The cursor is ``fired_at > after`` (all firings when
+        ``after`` is None) or, given ``after_id``, the compound
+        ``(fired_at, id) > (after, after_id)``; ``until`` keeps only
+        ``fired_at <= until`` (a settle horizon)."""
+
+    @abstractmethod
+    def prune_firings(self, cutoff: int, conservative: bool, limit: int | None = None) -> list[str]:
+        """Delete firings with ``fired_at < cutoff`` (oldest first, at most
+        ``limit``); when ``conservative``, only those that every enabled
+        subscription of their stream has a watermark at or past. Returns the
+        deleted ids in ``(fired_at, id)`` order."""
+
+    @abstractmethod
+    def count_firings(self) -> int: ...
+
+    # Questions a step asks before a statement that may find nothing, so that
+    # it can skip it. False means certainly nothing; an adapter unsure (one
+    # answering from a bound of its committed rows) answers True, and the step
+    # runs its statement as before.
+    @abstractmethod
+    def has_firings_past(self, reactor: str, tenant: str, after: int | None,
+                         after_id: str | None = None) -> bool:
+        """Whether :meth:`fetch_firings` with this cursor (and no ``until``)
+        could return a row: the stream's newest ``(fired_at, id)`` is past it."""
+
+    def first_with_firings_past(self, subs, i: int, compound: bool) -> int:
+        """The first index ``j >= i`` of ``subs`` (rows as listed) whose
+        stream :meth:`has_firings_past` the subscription's cursor, or
+        ``len(subs)``: a poll pass's skips over subscriptions with nothing new,
+        in one call. The cursor is ``last_seen_fired_at``, with
+        ``last_seen_firing_id`` when ``compound``."""
+        has = self.has_firings_past
+        n = len(subs)
+        while i < n:
+            sub = subs[i]
+            if has(sub["reactor_name"], sub["tenant_id"], *cursor_of(sub, compound)):
+                return i
+            i += 1
+        return n
+
+    @abstractmethod
+    def has_firings_before(self, cutoff: int) -> bool:
+        """Whether any firing has ``fired_at < cutoff`` (else a prune deletes nothing)."""
+
+    # -- reactor_subscriptions ------------------------------------------
+    @abstractmethod
+    def get_subscription(self, reactor: str, workflow: str, tenant: str) -> dict | None: ...
+
+    @abstractmethod
+    def insert_subscription(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def update_subscription(self, sub_id: str, changes: dict) -> None:
+        """Set ``changes`` (column -> value) on one row; identity columns are refused."""
+
+    @abstractmethod
+    def delete_subscription(self, sub_id: str) -> bool: ...
+
+    @abstractmethod
+    def list_subscriptions(self, tenant: str | None = None, enabled_only: bool = False) -> list[dict]: ...
+
+    def poll_subscriptions(self) -> Sequence[dict]:
+        """The enabled subscriptions in poll order, as ``list_subscriptions(
+        enabled_only=True)`` lists them, for a poll pass that only reads them:
+        an adapter may hand out rows it shares with later passes (and never
+        changes)."""
+        return self.list_subscriptions(enabled_only=True)
+
+    # -- workflow_executions --------------------------------------------
+    @abstractmethod
+    def insert_execution(self, row: dict) -> None: ...
+
+    @abstractmethod
+    def has_pending_executions(self) -> bool:
+        """Whether any execution is ``pending`` (else a claim takes nothing)."""
+
+    @abstractmethod
+    def claim_executions(self, now: int, limit: int) -> list[dict]:
+        """Mark up to ``limit`` pending executions running, oldest first; return them."""
+
+    @abstractmethod
+    def requeue_running(self) -> list[str]:
+        """Put every ``running`` execution back to ``pending`` (claimed_at NULL):
+        the claims of an executor that died. Returns their ids, oldest first."""
+
+    @abstractmethod
+    def finish_execution(self, execution_id: str, now: int, status: str) -> None:
+        """Set ``status`` and ``finished_at``; the row is no longer pending."""
