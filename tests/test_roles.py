@@ -107,3 +107,43 @@ def test_the_leases_roles_run_their_groups_of_loops_and_only_publishers_take_a_w
         LeaseRealtime(store=str(tmp_path / "never.duckdb"), role="client")
     assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
     assert set(LEASE_ROLES.help) == {"all", "clients", "recovery", "retention", "publishers"}
+
+
+def test_the_outbox_roles_run_their_groups_of_loops_and_only_writers_take_a_workload(tmp_path):
+    from fanoutsim.designs.outbox.config import OutboxConfig
+    from fanoutsim.designs.outbox.realtime import OutboxRealtime
+    from fanoutsim.designs.outbox.roles import ROLES as OUTBOX_ROLES
+
+    db, config = tmp_path / "outbox.duckdb", OutboxConfig(safety_poll_interval=0.05)
+    rt = OutboxRealtime(config, store=str(db), role="dispatcher,retention")
+    try:
+        with pytest.raises(ValueError, match=r"role 'dispatcher,retention' runs no workload .*'all' or 'writers' do"):
+            rt.add_workload(10.0)
+        rt.register_consumer("c", duration=0.0)
+        received = []
+        rt.subscribe("page:p1", received.append)
+        rt.start()
+        seq = rt.commit("p1", "hello")
+        assert _wait(lambda: [r["seq"] for r in received] == [seq])  # the bus published it ...
+        time.sleep(0.2)
+        assert rt.cursors().set_index("consumer")["seq"]["c"] == 0  # ... and no consumer loop ran here
+        assert not rt._loop_running(("consumer", "c"))
+    finally:
+        rt.close()
+    rt = OutboxRealtime(config, store=str(db), role="consumers")  # the same file, another part
+    try:
+        rt.register_consumer("c", duration=0.0)
+        received = []
+        rt.subscribe("page:p1", received.append)
+        rt.start()
+        assert _wait(lambda: rt.cursors().set_index("consumer")["seq"]["c"] == seq)  # its loop handled it
+        rt.commit("p1", "again")
+        time.sleep(0.2)
+        assert received == []  # no bus here
+    finally:
+        rt.close()
+    with pytest.raises(ValueError, match="the outbox design has no role 'consumer'; its roles: all, dispatcher, "
+                                         "consumers, retention, writers"):
+        OutboxRealtime(store=str(tmp_path / "never.duckdb"), role="consumer")
+    assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
+    assert set(OUTBOX_ROLES.help) == {"all", "dispatcher", "consumers", "retention", "writers"}
