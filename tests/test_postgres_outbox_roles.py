@@ -72,6 +72,15 @@ def _settled(rt: OutboxRealtime, rows: int) -> bool:
             and all(c == max(seqs) for c in cursors.values()) and not rt.store.rows("deferred"))
 
 
+def _up(url: str) -> set[tuple[str, int]]:
+    """(role, pid) of every process ``fanoutsim status`` says is up, each with a heartbeat."""
+    out = subprocess.run([sys.executable, "-m", "fanoutsim", "status", "--store", url],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return set()
+    return {(s["role"], s["pid"]) for s in json.loads(out.stdout)["servers"] if s["up"] and s["heartbeat_at"]}
+
+
 def _kinds(path) -> pd.Series:
     return pd.read_parquet(path)["kind"].value_counts()
 
@@ -85,6 +94,12 @@ def test_outbox_roles_in_separate_processes_lose_nothing_and_name_their_duplicat
     procs = serve_roles(url, traces.items(), scenario)
     here = OutboxRealtime(store=url, role="writers")  # a writer of this test's own, never started
     try:
+        # `fanoutsim status` names each role's process, its pid and its last heartbeat
+        expected = {(role, p.pid) for role, p in zip(traces, procs)}
+        deadline = time.monotonic() + 20
+        while _up(url) != expected and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _up(url) == expected
         for n in range(COMMITTED_HERE):
             assert here.commit(f"p{n % 5}", f"v{n}") is not None
         for n in range(WRITTEN):
