@@ -191,8 +191,8 @@ def _add_serve_command(sub) -> None:
     srv.add_argument("--max-body-bytes", type=_bytes, default=None, metavar="N",
                      help="refuse a request body over N bytes with 413 (default: 1048576, 1 MiB)")
     srv.add_argument("--role", default="all", metavar="ROLE",
-                     help="the part of the design's process to run, over PostgreSQL (reactor: poller, executor, "
-                          "prune; default: all)")
+                     help="the part of the design's process to run, over PostgreSQL, or several joined by "
+                          f"commas ({_roles_help()}; default: all, the whole process)")
     srv.add_argument("--trace", metavar="PARQUET", help="write this process's trace there at a clean stop")
     _add_watch_option(srv)
 
@@ -400,6 +400,21 @@ def _rate(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of events per second >= 0")
     return value
+
+
+def _roles_help() -> str:
+    """Each design's roles but ``all``, for ``serve --help``: "reactor: poller, ...; leases: ..."."""
+    from fanoutsim import designs
+
+    parts = []
+    for name in designs.names():
+        try:
+            roles = [r for r in designs.get(name).roles if r != "all"]
+        except (ImportError, KeyError, TypeError):  # a design that cannot load: its own error, when used
+            continue
+        if roles:
+            parts.append(f"{name}: {', '.join(roles)}")
+    return "; ".join(parts)
 
 
 def _write_fields_help() -> str:

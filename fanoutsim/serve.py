@@ -47,6 +47,7 @@ from fanoutsim import designs
 from fanoutsim.kernel.design import Design
 from fanoutsim.kernel.runtime.control import (MAX_BODY_BYTES, ControlServer, check_max_body_bytes, server_info,
                                               server_request, sidecar, write_sidecar)
+from fanoutsim.kernel.runtime.roles import check_role as design_role
 from fanoutsim.kernel.store.duckdb import StoreError, has_duckdb_header
 
 __all__ = ["serve", "write", "status", "explain", "presence", "falling_behind", "server_rows", "file_design", "recorded_design", "record_design", "sidecar",
@@ -203,9 +204,9 @@ def _needs(design: Design, member: str) -> None:
 
 
 def check_role(design: Design, role: str, db: str) -> None:
-    """``role`` must be one of the design's, and a part (not ``all``) needs PostgreSQL."""
-    if role not in design.roles:
-        raise ValueError(f"the {design.name} design has no role {role!r}; its roles: {', '.join(design.roles)}")
+    """``role`` must be one of the design's (or several joined by commas), and a
+    part (not ``all``) needs PostgreSQL."""
+    design_role(design.roles, design.name, role)
     if role != "all" and not is_postgres(db):
         raise ValueError(f"role {role!r} needs a PostgreSQL store (--store postgresql://...): a DuckDB file is "
                          f"held by one process, which runs every role")

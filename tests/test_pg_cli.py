@@ -49,3 +49,10 @@ def test_serve_help_says_what_changes_over_postgresql():
     shown = cli("serve", "--help").stdout
     for words in ("FILE.serve.json", "token", "Over PostgreSQL", "no sidecar", "--role", "who", "fanoutsim pg start"):
         assert words in " ".join(shown.split()), words
+
+
+def test_serve_help_lists_every_design_s_roles():
+    shown = " ".join(cli("serve", "--help").stdout.split())
+    for words in ("reactor: poller, executor, prune", "outbox: dispatcher, consumers, retention, writers",
+                  "leases: clients, recovery, retention, publishers"):
+        assert words in shown, words

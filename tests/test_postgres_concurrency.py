@@ -1,5 +1,5 @@
 """Real concurrency: several reactor pollers as separate OS processes sharing
-one PostgreSQL. The multi-poller duplicates come from real READ COMMITTED
+one PostgreSQL (the runner, and ``fanoutsim serve --role poller`` processes). The multi-poller duplicates come from real READ COMMITTED
 transactions racing on one watermark, and the reactor's own checker names them
 from the merged trace and the database's tables."""
 from __future__ import annotations
@@ -17,7 +17,9 @@ def test_several_poller_processes_duplicate_and_the_checker_says_why(pg_url, pol
     for _ in range(4):
         out = several_pollers(pg_url(), pollers, seconds=1.5, rate=40.0)
         total = out["report"].total
-        assert out["pollers"] == ["poller"] + [f"poller#{k}" for k in range(1, pollers)]  # every process polled
+        # every process polled, each under its own name: the runner's, and poller@PID of each poller role
+        assert out["pollers"] == ["poller"] + sorted(f"poller@{pid}" for pid in out["children"])
+        assert len(out["children"]) == pollers - 1
         assert out["firings"] > 10 and total["expected"] == out["firings"]
         assert total["lost"] == 0 and total["pending"] == 0
         extra, causes = total["extra_deliveries"], total["duplicates_by_cause"]

@@ -127,7 +127,8 @@ def test_a_role_the_design_lacks_is_refused_in_one_line(pg_url, capsys):
     url = pg_url()
     assert cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/outbox.toml", "--role", "poller"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "fanoutsim: error: the outbox design has no role 'poller'; its roles: all"
+    assert err == "fanoutsim: error: the outbox design has no role 'poller'; its roles: all, dispatcher, consumers, " \
+                  "retention, writers"
     assert cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/realtime.toml", "--role", "pollers"]) == 2
     assert "its roles: all, poller, executor, prune" in capsys.readouterr().err
     assert cli.main(["status", "--store", url]) == 2  # nothing served there yet: nothing created either

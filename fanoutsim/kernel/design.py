@@ -96,8 +96,10 @@ class Design:
     JSON-ready answer. ``status(runtime)`` is what ``fanoutsim status`` prints
     (JSON-ready), read from the runtime's tables whether it runs or not.
     ``roles``: the parts of the process ``fanoutsim serve --role`` can run
-    alone, several processes sharing one PostgreSQL database (``"all"`` is
-    every part, the default); ``realtime`` takes ``role=`` for any other.
+    alone, several processes sharing one PostgreSQL database, each with what
+    it runs in one line (``"all"`` is every part, the default; see
+    :mod:`fanoutsim.kernel.runtime.roles`); ``realtime`` takes ``role=`` for
+    any other (one, or several joined by commas).
 
     ``explain(runtime, id)`` tells one item's story from the runtime's tables
     (a firing, an outbox row, an event: what ``fanoutsim explain FILE ID``
@@ -148,7 +150,7 @@ class Design:
     write: Callable[[Any, dict], Any] | None = None
     write_fields: Mapping[str, str] = field(default_factory=dict)
     status: Callable[[Any], dict] | None = None
-    roles: tuple[str, ...] = ("all",)
+    roles: Mapping[str, str] = field(default_factory=lambda: {"all": "the whole process"})
     explain: Callable[[Any, str], str] | None = None
     backlog: Callable[[Any], int] | None = None
     backlog_name: str = "pending"

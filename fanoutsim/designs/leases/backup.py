@@ -69,6 +69,10 @@ class Backup:
 def backup(e, now: int) -> Backup:
     """A copy of the engine's database, taken inside one transaction."""
     with e.tx() as tx:
+        # one committed state: every writer holds a consumer's row or the history row
+        tx.lock_lease_consumers()
+        tx.lock_history()
+        now = tx.after_locks(now)
         tables = {t: tuple(dict(r) for r in tx.table_rows(t)) for t in TABLES}
     label = f"{e.database}@{now}:{tables['history'][0]['last_seq']}"
     e.trace.add(now, "backup", e.actor, detail=label)
@@ -102,7 +106,8 @@ def restore_backup(e, now: int, b: Backup) -> int:
         raise ValueError(f"backup {b.label!r} is of database {b.database!r}; this broker serves "
                          f"{e.database!r}: restore it through a broker of {b.database!r}")
     with e.tx() as tx:
-        now_h = tx.get_history()
+        tx.lock_lease_consumers()  # consumers first, then the history, as every transition takes them
+        now_h = tx.lock_history()
         tx.clear_database()
         for table in TABLES:
             if table != "history":
@@ -112,6 +117,7 @@ def restore_backup(e, now: int, b: Backup) -> int:
         tx.set_history({"incarnation": max(now_h["incarnation"], then["incarnation"]),
                         **{k: max(now_h[k], then[k]) for k in ("last_commit", "last_seq", "leases_granted")}})
         incarnation, voided = leasing.new_incarnation(e, tx, now)
+        now = tx.after_locks(now)
     leasing.trace_voided(e, now, voided)
     e.trace.add(now, "restored", e.actor, detail=str(incarnation))
     e.trace.add(now, "backup_restored", e.actor, detail=b.label)

@@ -83,6 +83,8 @@ def add_consumer(e, now: int, name: str, start="beginning", **limits) -> dict:
         raise TypeError(f"unknown limit(s) {sorted(unknown)}; allowed: {', '.join(DEFAULT_LIMITS)}")
     checked = check_limits(**{**DEFAULT_LIMITS, **limits})
     with e.tx() as tx:
+        tx.lock_history()  # two nodes registering one name: the second finds the first's row
+        now = tx.after_locks(now)
         row = tx.get_lease_consumer(name)
         if row is not None:
             return row
@@ -109,10 +111,12 @@ def seek(e, now: int, name: str, position) -> str:
     ``outstanding_lease`` / ``not_found`` with nothing changed."""
     check_name("consumer", name)
     with e.tx() as tx:
-        row = tx.get_lease_consumer(name)
+        row = tx.lock_lease_consumer(name)
         if row is None:
             result = NOT_FOUND
         else:
+            tx.lock_history()  # the horizon stays where it is read (retention waits)
+            now = tx.after_locks(now)
             seq, commit = resolve_position(tx, name, position)
             if tx.list_leases(name):
                 result = OUTSTANDING_LEASE
@@ -134,7 +138,9 @@ def retire(e, now: int, name: str) -> str:
     retention fence: ``applied``, or ``outstanding_lease`` / ``not_found``."""
     check_name("consumer", name)
     with e.tx() as tx:
-        if tx.get_lease_consumer(name) is None:
+        found = tx.lock_lease_consumer(name)
+        now = tx.after_locks(now)
+        if found is None:
             result = NOT_FOUND
         elif tx.list_leases(name):
             result = OUTSTANDING_LEASE

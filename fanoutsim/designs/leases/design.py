@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
+from fanoutsim.kernel.runtime.roles import WORKLOADS
 
 from .causes import CAUSES, expected as _expected
 from .story import backlog as _backlog, story as _explain
 from .config import LeaseConfig
 from .faults import FAULTS
+from .roles import RECOVERY, ROLES
 from .scenario import LEASE_FAULT_KINDS, SCHEMA
 from .tables import PART
 
@@ -111,21 +113,25 @@ WRITE_FIELDS = {
 }
 
 
-def _realtime(scenario, db: str, *, rate: float | None = None):
+def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"):
     """A LeaseRealtime over ``db`` (not started) with the scenario's consumers
     (later joins and retirements, and the ``[[actions]]``, that many seconds
     after the start) and workloads; ``rate``: the workloads scaled to that many
-    events a second (0: none; with no scenario, one workload)."""
+    events a second (0: none; with no scenario, one workload). ``role``: the
+    part of the node it runs (:mod:`.roles`): every role registers the
+    consumers; the workloads run in ``publishers``, the retirements and
+    actions where ``recovery`` runs."""
     from fanoutsim.kernel.runtime.control import later
 
     from .realtime import LeaseRealtime
 
+    part = ROLES.check(role).groups
     if scenario is None:
-        rt = LeaseRealtime(store=db)
-        if rate:
+        rt = LeaseRealtime(store=db, role=role)
+        if rate and WORKLOADS in part:
             rt.add_workload(rate)
         return rt
-    rt = LeaseRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed)
+    rt = LeaseRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed, role=role)
     try:
         for c in scenario.consumers:
             def join(c=c) -> None:
@@ -134,17 +140,19 @@ def _realtime(scenario, db: str, *, rate: float | None = None):
                 later(rt, c.join_at, join, name=f"fanoutsim-join-{c.name}")
             else:
                 join()
-            if c.retire_at is not None:
+            if c.retire_at is not None and RECOVERY in part:
                 later(rt, c.retire_at, lambda name=c.name: rt.retire(name), name=f"fanoutsim-retire-{c.name}")
-        for a in scenario.actions:
+        for a in (scenario.actions if RECOVERY in part else ()):
             step = rt.restore if a.kind == "restore" else (lambda a=a: rt.seek(a.consumer, a.position))
             later(rt, a.at, step, name=f"fanoutsim-{a.kind}")
         workloads = scenario.workloads
         if rate:
             workloads = scale_workload_rates(scenario, rate).workloads if workloads else ()
-            if not workloads:
+            if not workloads and WORKLOADS in part:
                 rt.add_workload(rate)
         elif rate is not None:
+            workloads = ()
+        if WORKLOADS not in part:
             workloads = ()
         for w in workloads:
             rt.add_workload(w.rate, partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
@@ -208,6 +216,7 @@ DESIGN = Design(
     write=_write,
     write_fields=WRITE_FIELDS,
     status=_status,
+    roles=ROLES.help,
     store_part=PART,
     explain=_explain,
     backlog=_backlog,

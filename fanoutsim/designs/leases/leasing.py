@@ -72,6 +72,23 @@ recovery_are_exact``). Pre-restore tokens then fail closed (``stale_incarnation`
 
 Every applied transition adds one to the consumer's ``revision`` (RiffDB's
 compare-and-transition revision, which status reports).
+
+**Several nodes on one database** (PostgreSQL, READ COMMITTED: each statement
+sees what committed before it began). A transition reads rows and writes
+some back, so two nodes acting on one consumer at once would each act on
+what it read before the other committed: two pulls would lease the same
+event (the second dying on the lease's primary key), a pull and recovery
+would both expire one lease. So every transition of a consumer first locks
+the consumer's row (``lock_lease_consumer``: ``SELECT ... FOR UPDATE``),
+which serializes them as RiffDB's revision check does, and reads the rest
+after it, when the other's commit is visible; every change of the log's
+counters — a publish, a grant's number, retention, a position resolved
+against the horizon — locks the history row. Locks are taken consumers first
+(several: in name order), the history last, so no two nodes wait for each
+other. Recovery reads the expired leases before it holds their consumers, so
+it expires only those still held as read. (A store one process holds runs one
+transaction at a time: there a lock is a read, and nothing changes.)
+``tests/test_postgres_leases_concurrency.py`` holds each race open.
 """
 from __future__ import annotations
 
@@ -156,7 +173,8 @@ def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> Pull:
 def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
     out: list[Lease] = []
     with e.tx() as tx:
-        row = tx.get_lease_consumer(consumer)
+        row = tx.lock_lease_consumer(consumer)  # one transition of the consumer at a time
+        now = tx.after_locks(now)  # after another node's transition it waited for
         if row is None:
             return Pull(result=NOT_FOUND)
         held = tx.list_leases(consumer)
@@ -186,7 +204,6 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
         else:
             limit = min(e.config.window, room + most)
         h = None
-        expires = now + seconds_to_us(row["lease_seconds"])
         for ev in tx.event_window(consumer, row["start_seq"], limit):
             eid = ev["event_id"]
             if eid in resolved:
@@ -204,7 +221,9 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
                 tx.delete_retry(consumer, eid)
             attempt = 1 if retry is None else retry["attempts"] + 1
             if h is None:
-                h = tx.get_history()
+                h = tx.lock_history()  # the grant counter: another node's pull counts too
+                now = tx.after_locks(now)
+                expires = now + seconds_to_us(row["lease_seconds"])
             h["leases_granted"] += 1
             token = lease_token(e.seed, consumer, eid, attempt, h["leases_granted"])
             tx.insert_lease({"consumer": consumer, "event_id": eid, "seq": ev["seq"], "partition": ev["partition"],
@@ -307,23 +326,26 @@ def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | N
 
 # -- ack and nack -----------------------------------------------------------------------
 
-def _check(tx, now: int, consumer: str, event_id: str, token, incarnation) -> tuple[str | None, dict, dict]:
-    """(failure result or None, the consumer row, the live lease)."""
+def _check(tx, now: int, consumer: str, event_id: str, token,
+           incarnation) -> tuple[str | None, dict, dict, int]:
+    """(failure result or None, the consumer row, the live lease, the time of
+    the step: ``now``, or later if it waited for another node's transition)."""
     check_name("consumer", consumer)
     check_name("event_id", event_id)
+    row = tx.lock_lease_consumer(consumer)  # first: a restore locks consumers before the history
+    now = tx.after_locks(now)
     if incarnation != tx.get_history()["incarnation"]:
-        return STALE, None, None
-    row = tx.get_lease_consumer(consumer)
+        return STALE, None, None, now
     if row is None:
-        return NOT_FOUND, None, None
+        return NOT_FOUND, None, None, now
     lease = tx.get_lease(consumer, event_id)
     if lease is None:
-        return NO_LEASE, row, None
+        return NO_LEASE, row, None, now
     if lease["token"] != token:
-        return WRONG_TOKEN, row, None
+        return WRONG_TOKEN, row, None, now
     if lease["expires_at"] <= now:
-        return EXPIRED, row, None
-    return None, row, lease
+        return EXPIRED, row, None, now
+    return None, row, lease, now
 
 
 def _refused(e, now, consumer, event_id, what, result):
@@ -339,7 +361,7 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
     delivery, traced as ``delivered`` with the commit — before
     ``ack.after_commit``, so a crash there cannot lose a committed one."""
     with e.tx() as tx:
-        failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease, now = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
             moved = _resolve(tx, row, lease, ACKNOWLEDGED)
@@ -385,7 +407,7 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
     fail-closed result."""
     delay_us = seconds_to_us(e.config.check_delay(delay))
     with e.tx() as tx:
-        failed, row, lease = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease, now = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
             tx.delete_lease(consumer, event_id)
             result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack")
@@ -410,16 +432,18 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
         if consumer is None:
             # no lease due (the earliest expiry is still ahead): the read would find nothing
             expired = tx.expired_leases(now, limit) if tx.has_lease_due(now) else []
+            rows = {c: tx.lock_lease_consumer(c) for c in sorted({lease["consumer"] for lease in expired})}
+            # read before the locks: another node's pull or recovery may have expired one since
+            expired = [lease for lease in expired if _held(tx, lease)]
         else:
+            rows = {consumer: tx.lock_lease_consumer(consumer)}
             expired = [lease for lease in tx.list_leases(consumer) if lease["expires_at"] <= now]
-        rows: dict[str, dict] = {}
+        now = tx.after_locks(now)
         for lease in expired:
             c = lease["consumer"]
-            if c not in rows:
-                rows[c] = tx.get_lease_consumer(c)
             tx.delete_lease(c, lease["event_id"])
             done.append((lease, *_fail(e, tx, now, rows[c], lease, 0, "lease expired")))
-        for c in sorted(rows):
+        for c in sorted({lease["consumer"] for lease in expired}):
             bump(tx, rows[c])
         if done:
             e.faults.point("recover.before_commit", now, who=done[0][0]["consumer"],
@@ -434,6 +458,12 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
     return len(done)
 
 
+def _held(tx, lease: dict) -> bool:
+    """Whether ``lease`` is still held as it was read (its row, with its token)."""
+    now_held = tx.get_lease(lease["consumer"], lease["event_id"])
+    return now_held is not None and now_held["token"] == lease["token"]
+
+
 def new_incarnation(e, tx, now: int) -> tuple[int, list]:
     """In ``tx``: publish the next history incarnation and turn every live
     lease, expired or not, into a failed attempt (a retry now, or the dead
@@ -441,10 +471,10 @@ def new_incarnation(e, tx, now: int) -> tuple[int, list]:
     ``(lease, result, checkpoint moved to)`` triples, for :func:`trace_voided`
     after the commit."""
     done = []
-    h = tx.get_history()
+    rows = {c["consumer"]: c for c in tx.lock_lease_consumers()}  # consumers first, then the history
+    h = tx.lock_history()
     h["incarnation"] += 1
     tx.set_history(h)
-    rows = {c["consumer"]: c for c in tx.list_lease_consumers()}
     for lease in tx.list_leases():
         tx.delete_lease(lease["consumer"], lease["event_id"])
         done.append((lease, *_fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore")))
@@ -471,6 +501,7 @@ def restore(e, now: int) -> int:
     tables themselves going back to a backup: :func:`~.backup.restore_backup`.)"""
     with e.tx() as tx:
         incarnation, done = new_incarnation(e, tx, now)
+        now = tx.after_locks(now)
     trace_voided(e, now, done)
     e.trace.add(now, "restored", e.actor, detail=str(incarnation))
     return incarnation

@@ -67,7 +67,8 @@ def publish(e, now: int, events) -> list[str]:
     if not items:
         raise ValueError("a commit needs at least one event")
     with e.tx() as tx:
-        h = tx.get_history()
+        h = tx.lock_history()  # the log's counters: another node's publish waits for this one
+        now = tx.after_locks(now)  # committed after the publish it waited for: stamped so
         commit = h["last_commit"] + 1
         rows = []
         for ordinal, (partition, kind, payload) in enumerate(items):
@@ -114,8 +115,10 @@ def fence(tx) -> int | None:
 
 
 def prune_once(e, now: int) -> int:
-    cutoff = now - seconds_to_us(e.config.retention)
     with e.tx() as tx:
+        tx.lock_history()  # no consumer starts or seeks (against the horizon) while the fence is read
+        now = tx.after_locks(now)
+        cutoff = now - seconds_to_us(e.config.retention)
         held = fence(tx)
         gone = tx.prune_events(cutoff, held)
         if gone:

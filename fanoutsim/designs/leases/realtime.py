@@ -30,6 +30,10 @@ Life cycle::
     rt.stop()                      # graceful and bounded: workers in hand finish
     rt.close()                     # releases the file
 
+``role`` runs one part of the node, several processes sharing one PostgreSQL
+database (:mod:`.roles`: ``clients``, ``recovery``, ``retention``,
+``publishers``; ``all``, the default, is the whole node).
+
 ``start()`` twice raises; ``stop()`` twice is a no-op; ``publish()`` (and the
 rest of the broker API) after ``stop()`` raises; reads — the table views,
 ``status``, ``trace``, ``metrics`` — work until ``close()``. Every start and
@@ -57,7 +61,8 @@ class LeaseRealtime(LeaseRuntime, SteppedWallRuntime):
 
     def __init__(self, config: LeaseConfig | None = None, store: Any = "leases.duckdb", faults=None,
                  *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0,
-                 database: str = "default") -> None:
+                 database: str = "default", role: str = "all") -> None:
+        self._take_role(role)  # one part of the node (see .roles), refused before the store is opened
         self.config = checked_lease_config(config, seed)
         self.database = check_database(database)
         self.seed = seed

@@ -51,7 +51,9 @@ from fanoutsim.designs.leases.host import (
 from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.faults import RestoreBackup
+from fanoutsim.designs.leases.roles import CLIENTS, RECOVERY, RETENTION, ROLES
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Work
+from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import Seconds
 
 WORKERS_PER_LEASE = 2  # a client polls while it has fewer than this x in_flight_limit workers alive
@@ -69,6 +71,7 @@ class LeaseRuntime(LeaseHost):
     design = "leases"  # its entry in fanoutsim.designs
     _noun = "node"
     trace_schema = TRACE
+    roles = ROLES  # one part of the node per process (see .roles): _start_loops asks _runs
 
     config: LeaseConfig
     engine: LeaseEngine | None
@@ -85,18 +88,25 @@ class LeaseRuntime(LeaseHost):
                            self.database)
 
     def _start_loops(self, engine: LeaseEngine) -> None:
-        self._call(engine.recover)  # start-up recovery, before anything is served
-        if engine is not self.engine:  # it crashed there
-            return
-        self._spawn(self._recovery_loop(engine), "recovery")
-        self._spawn(self._retention_loop(engine), "retention")
-        for name in list(self.clients):
-            self._start_client(engine, name)
+        # the groups of loops this process runs (every one, unless a role picks some)
+        if self._runs(RECOVERY):
+            self._call(engine.recover)  # start-up recovery, before anything is served
+            if engine is not self.engine:  # it crashed there
+                return
+            self._spawn(self._recovery_loop(engine), "recovery")
+        if self._runs(RETENTION):
+            self._spawn(self._retention_loop(engine), "retention")
+        if self._runs(CLIENTS):
+            for name in list(self.clients):
+                self._start_client(engine, name)
 
     def _schedule_crashes(self) -> None:
         """The plan's crashes, and a loop per ``restore_backup`` fault: a backup at
-        ``backup_at``, restored at ``at`` (while the node is down, as soon as it is back)."""
+        ``backup_at``, restored at ``at`` (while the node is down, as soon as it
+        is back) — an operator's step, where recovery runs."""
         super()._schedule_crashes()
+        if not self._runs(RECOVERY):
+            return
         for spec in (self.plan.of(RestoreBackup) if self.plan is not None else ()):
             self._service(self._backup_and_restore(spec), "backup")
 
@@ -205,7 +215,7 @@ class LeaseRuntime(LeaseHost):
                 if spec is not None and name not in self.clients:
                     self.clients[name] = spec
                 engine = self.engine
-                if (self._looping and engine is not None and name in self.clients
+                if (self._looping and engine is not None and name in self.clients and self._runs(CLIENTS)
                         and not self._loop_running(("client", name))):
                     self._start_client(engine, name)
         return row
@@ -286,6 +296,7 @@ class LeaseRuntime(LeaseHost):
         """Publish events at Poisson times, ``rate`` per second, each to a
         partition drawn from ``partitions`` (a count, or a list of names), from
         ``start`` to ``stop`` (seconds since the start; None: no end)."""
+        self._refuse_unless(WORKLOADS, "workload (publish with `fanoutsim write`)")
         partitions = lease_partitions(rate, partitions)
         start, stop = lease_window(kind, start, stop)
         rng = self._rng("lease-workload", self._workloads)

@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 
 from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
+from fanoutsim.kernel.runtime.roles import WORKLOADS
 
 from .causes import CAUSES, expected as _expected
 from .story import backlog as _backlog, story as _explain
 from .config import OutboxConfig
 from .faults import FAULTS
+from .roles import ROLES
 from .scenario import OUTBOX_FAULT_KINDS, SCHEMA
 from .tables import PART
 from fanoutsim.kernel.validate import is_real
@@ -116,21 +118,24 @@ WRITE_FIELDS = {
 }
 
 
-def _realtime(scenario, db: str, *, rate: float | None = None):
+def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"):
     """An OutboxRealtime over ``db`` (not started) with the scenario's consumers
     (a later ``join_at`` joins that many seconds after the start) and workloads;
     ``rate``: the workloads scaled to that many commits a second (0: none;
-    with no scenario, one workload)."""
+    with no scenario, one workload). ``role``: the part of the dispatcher it
+    runs (:mod:`.roles`): every role gives the consumers their cursors; the
+    workloads run in ``writers`` (or ``all``)."""
     from fanoutsim.kernel.runtime.control import later
 
     from .realtime import OutboxRealtime
 
+    writes = WORKLOADS in ROLES.check(role).groups
     if scenario is None:
-        rt = OutboxRealtime(store=db)
-        if rate:
+        rt = OutboxRealtime(store=db, role=role)
+        if rate and writes:
             rt.add_workload(rate)
         return rt
-    rt = OutboxRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed)
+    rt = OutboxRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed, role=role)
     try:
         for c in scenario.consumers:
             def join(c=c) -> None:
@@ -142,11 +147,11 @@ def _realtime(scenario, db: str, *, rate: float | None = None):
         workloads = scenario.workloads
         if rate:
             workloads = scale_workload_rates(scenario, rate).workloads if workloads else ()
-            if not workloads:
+            if not workloads and writes:
                 rt.add_workload(rate)
         elif rate is not None:
             workloads = ()
-        for w in workloads:
+        for w in (workloads if writes else ()):
             rt.add_workload(w.rate, pages=w.pages, start=w.start, stop=w.stop, topic=w.topic)
     except BaseException:
         rt.close()
@@ -230,6 +235,7 @@ DESIGN = Design(
     write=_write,
     write_fields=WRITE_FIELDS,
     status=_status,
+    roles=ROLES.help,
     store_part=PART,
     explain=_explain,
     backlog=_backlog,

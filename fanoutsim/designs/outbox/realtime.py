@@ -35,6 +35,10 @@ Life cycle::
 ``start()`` twice raises; ``stop()`` twice is a no-op; ``commit()`` after
 ``stop()`` raises (reads work until ``close()``). Every start and every clean
 stop is a row of ``runner_log``, so a start that follows no stop marks a kill.
+
+``role`` runs one part of the dispatcher, several processes sharing one
+PostgreSQL database (:mod:`.roles`: ``dispatcher``, ``consumers``,
+``retention``, ``writers``; ``all``, the default, is the whole dispatcher).
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ from typing import Any
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.engine import OutboxEngine
 from fanoutsim.designs.outbox.host import checked_outbox_config
+from fanoutsim.designs.outbox.roles import BUS, CONSUMERS
 from fanoutsim.designs.outbox.runtime import OutboxRuntime
 from fanoutsim.designs.stores import open_store
 from fanoutsim.designs.faults import Notifications
@@ -53,7 +58,8 @@ class OutboxRealtime(OutboxRuntime, SteppedWallRuntime):
     """The outbox dispatcher running for real, on the wall clock."""
 
     def __init__(self, config: OutboxConfig | None = None, store: Any = "outbox.duckdb", faults=None,
-                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
+                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0, role: str = "all") -> None:
+        self._take_role(role)  # one part of the dispatcher (see .roles), refused before the store is opened
         self.config = checked_outbox_config(config, seed)
         self.seed = seed
         self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
@@ -73,7 +79,8 @@ class OutboxRealtime(OutboxRuntime, SteppedWallRuntime):
 
     def _start_loops(self, engine: OutboxEngine) -> None:
         super()._start_loops(engine)
-        if self._pg is not None:  # the LISTEN connection: a thread of its own
+        if self._pg is not None and (self._runs(BUS) or self._runs(CONSUMERS)):
+            # the LISTEN connection, a thread of its own: where hints wake the bus or a consumer
             self._spawn_thread("listener", self._pg.run, engine, self._stop)
 
     def _crashed(self) -> None:

@@ -60,7 +60,9 @@ from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.designs.faults import LateCommit, Notifications
+from fanoutsim.designs.outbox.roles import BUS, CONSUMERS, RETENTION, ROLES
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
+from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.scenario import checked_args
 from fanoutsim.kernel.timeutil import US, to_us
 
@@ -74,6 +76,7 @@ class OutboxRuntime(OutboxHost):
     _noun = "dispatcher"
     trace_schema = TRACE
     _pg = None  # the PostgreSQL LISTEN/NOTIFY adapter, where the face has one
+    roles = ROLES  # one part of the dispatcher per process (see .roles): _start_loops asks _runs
 
     config: OutboxConfig
     engine: OutboxEngine | None
@@ -100,11 +103,15 @@ class OutboxRuntime(OutboxHost):
                             notify_in_tx=None if pg is None else pg.send)
 
     def _start_loops(self, engine: OutboxEngine) -> None:
+        # the groups of loops this process runs (every one, unless a role picks some)
         self.channel.connected = True
-        self._call(engine.publish)  # the bus goes live at the end of the log
-        self._spawn(self._retention_loop(engine), "retention")
-        for name in list(self.registry.consumers):
-            self._start_consumer(engine, name)
+        if self._runs(BUS):
+            self._call(engine.publish)  # the bus goes live at the end of the log
+        if self._runs(RETENTION):
+            self._spawn(self._retention_loop(engine), "retention")
+        if self._runs(CONSUMERS):
+            for name in list(self.registry.consumers):
+                self._start_consumer(engine, name)
 
     def _crashed(self) -> None:
         self.channel.connected = False  # hints sent while down are lost
@@ -139,7 +146,7 @@ class OutboxRuntime(OutboxHost):
 
     def _wake_all(self) -> None:
         engine = self.engine
-        if engine is not None:
+        if engine is not None and self._runs(BUS):
             self._call(engine.publish)
         self._signal_all()
 
@@ -155,7 +162,7 @@ class OutboxRuntime(OutboxHost):
                 continue
             if fixed:
                 self._wake_all()
-            else:
+            elif self._runs(BUS):
                 self._call(engine.publish)
 
     def _reconnects(self):
@@ -361,7 +368,8 @@ class OutboxRuntime(OutboxHost):
                 cursor = self._api(OutboxEngine.add_consumer, name, start)
             with self._proc:
                 engine = self.engine
-                if self._looping and engine is not None and not self._loop_running(("consumer", name)):
+                if (self._looping and engine is not None and self._runs(CONSUMERS)
+                        and not self._loop_running(("consumer", name))):
                     self._start_consumer(engine, name)
         return cursor
 
@@ -418,6 +426,7 @@ class OutboxRuntime(OutboxHost):
         """Commit page changes at Poisson times, ``rate`` per second, from
         ``start`` to ``stop`` (seconds since the start); the arguments are
         checked as a scenario file's ``[[workload]]`` keys are."""
+        self._refuse_unless(WORKLOADS, "workload (commit with `fanoutsim write`)")
         w = checked_args(OutboxWorkload, rate=rate, pages=pages, start=start, stop=stop, topic=topic)
         rng = self._rng("outbox-workload", self._workloads)
         self._workloads += 1

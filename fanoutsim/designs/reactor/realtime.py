@@ -32,6 +32,10 @@ Life cycle::
 
 Every start and every clean stop is a row of ``runner_log``: a start that
 follows no stop is how a later checker knows the process was killed.
+
+``role`` runs one part of the runner, several processes sharing one
+PostgreSQL database (:mod:`.roles`: ``poller``, ``executor``, ``prune``;
+``all``, the default, is the whole runner).
 """
 from __future__ import annotations
 
@@ -51,7 +55,8 @@ class Realtime(ReactorRuntime, SteppedWallRuntime):
     """The reactor subscription design running for real, on the wall clock."""
 
     def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
-                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0) -> None:
+                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0, role: str = "all") -> None:
+        self._take_role(role)  # one part of the runner (see .roles), refused before the store is opened
         self.config = checked_config(config, seed)
         self.seed = seed
         self._open(seed, store, faults, trace, stop_timeout, opener=open_store)

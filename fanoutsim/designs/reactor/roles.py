@@ -14,7 +14,8 @@
                dispatch to hint it;
 ``prune``      the prune loop only.
 
-A role other than ``all`` runs no workload (firings come from ``fanoutsim
+A process may run several parts: ``--role executor,prune``. A role other
+than ``all`` runs no workload (firings come from ``fanoutsim
 fire`` / ``write``). Recovery requeues every 'running' execution, as the
 seed's does at a runner's start: run one executor (or one ``all``) at a time,
 or an executor's start requeues another's rows in hand and they run twice.
@@ -27,53 +28,24 @@ role before checking.
 """
 from __future__ import annotations
 
-import os
+from fanoutsim.kernel.runtime.roles import Roles
 
-import pandas as pd
+# the runner's groups of loops (ReactorRuntime._start_loops asks for each)
+POLL, EXECUTOR, PRUNE = "poll", "executor", "prune"
 
-from fanoutsim.designs.reactor.engine import ReactorEngine
-from fanoutsim.designs.reactor.realtime import Realtime
-
-ROLES = ("all", "poller", "executor", "prune")
+ROLES = Roles(
+    "reactor", "the whole runner: recovery, the poll loop, the executor and its workers, the prune loop, "
+    "the scenario's workloads",
+    poller=((POLL,), "the poll loop, as poller poller@PID (several read one watermark: duplicates)"),
+    executor=((EXECUTOR,), "recovery, then the executor and its workers, claiming on every tick (one at a "
+                           "time: its recovery requeues every running execution)"),
+    prune=((PRUNE,), "the prune loop"),
+)
 
 
 def check_role(role: str) -> str:
-    if role not in ROLES:
-        raise ValueError(f"the reactor design has no role {role!r}; its roles: {', '.join(ROLES)}")
-    return role
-
-
-class RoleRealtime(Realtime):
-    """A :class:`Realtime` that runs one role's loops (see the module docstring)."""
-
-    def __init__(self, *args, role: str = "all", **kwargs) -> None:
-        self.role = check_role(role)
-        if role == "executor":
-            self.safety_claim = 0.0  # no dispatch of its own to hint it: claim every tick
-        super().__init__(*args, **kwargs)
-
-    def _new_engine(self, incarnation: int) -> ReactorEngine:
-        engine = super()._new_engine(incarnation)
-        if self.role == "poller":
-            engine.poller = f"poller@{os.getpid()}"
-        return engine
-
-    def add_workload(self, *args, **kwargs):
-        if self.role != "all":
-            raise ValueError(f"role {self.role!r} runs no workload: fire with `fanoutsim fire` / `write`, "
-                             "or add workloads to the role 'all'")
-        return super().add_workload(*args, **kwargs)
-
-    def _start_loops(self, engine: ReactorEngine) -> None:
-        if self.role == "all":
-            super()._start_loops(engine)
-        elif self.role == "poller":
-            self._spawn(self._poll_loop(engine), "poll")
-        elif self.role == "prune":
-            self._spawn(self._prune_loop(engine), "prune")
-        else:  # executor
-            self._start_executor(engine)
-            self._spawn(self._executor_loop(engine), "executor")
+    """``role`` if the reactor has it (one, or several joined by commas), else a ValueError naming its roles."""
+    return ROLES.check(role).name
 
 
 class Processes:
@@ -81,13 +53,13 @@ class Processes:
     the config, and the traces of every process merged by time, with the firing
     history of the ``reactor_firings`` table."""
 
-    def __init__(self, store, traces: list[pd.DataFrame], config) -> None:
-        from fanoutsim.kernel.trace import TraceFrame
+    def __init__(self, store, traces: list, config) -> None:
+        import pandas as pd
+
+        from fanoutsim.kernel.runtime.processes import merged_trace
 
         self.store, self.config = store, config
-        merged = pd.concat([pd.DataFrame(t) for t in traces], ignore_index=True)
-        merged = merged.sort_values("t", kind="stable").reset_index(drop=True)
-        self._trace = TraceFrame(merged)
+        self._trace = merged_trace(traces)
         firings = store.rows("reactor_firings")
         self._trace.history = pd.DataFrame({
             "firing": pd.Series([f["id"] for f in firings], dtype=object),
@@ -98,10 +70,10 @@ class Processes:
             "payload": pd.Series([f["payload"] for f in firings], dtype=object),
             "attempt": pd.Series([0] * len(firings), dtype=object)})
 
-    def trace(self) -> pd.DataFrame:
+    def trace(self):
         return self._trace
 
-    def subscriptions(self, tenant=None) -> pd.DataFrame:
+    def subscriptions(self, tenant=None):
         from fanoutsim.kernel.frames import store_frame
 
         df = store_frame(self.store, "reactor_subscriptions")
@@ -110,7 +82,7 @@ class Processes:
         return df
 
 
-def check_processes(store, traces: list[pd.DataFrame], config=None):
+def check_processes(store, traces: list, config=None):
     """The reactor checker over the tables of ``store`` and the ``traces`` of
     the processes that shared it (each a trace a ``fanoutsim serve --trace``
     wrote at its stop)."""

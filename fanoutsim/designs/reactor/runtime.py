@@ -31,15 +31,18 @@ executions the dead one claimed (recovery).
 """
 from __future__ import annotations
 
+import os
 import random
 
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
 from fanoutsim.designs.reactor.engine import TRACE
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.host import RunnerHost
+from fanoutsim.designs.reactor.roles import EXECUTOR, POLL, PRUNE, ROLES
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.reactor.faults import STAMPS, pollers_of
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
+from fanoutsim.kernel.runtime.roles import ALL, WORKLOADS
 from fanoutsim.kernel.timeutil import US
 
 SAFETY_CLAIM = 1.0  # seconds: over a store others write too, an idle executor claims at least this often
@@ -53,6 +56,7 @@ class ReactorRuntime(RunnerHost):
     design = "reactor"  # its entry in fanoutsim.designs
     _noun = "runner"
     trace_schema = TRACE
+    roles = ROLES  # one part of the runner per process (see .roles): _start_loops asks _runs
 
     # The executor sleeps while nothing is pending instead of ticking through
     # claims that find nothing, and the poll loop's passes after one that found
@@ -83,18 +87,26 @@ class ReactorRuntime(RunnerHost):
         """The runner's engine and, with ``Pollers(n)``, its n - 1 replicas (each
         polls the same store with an engine of its own)."""
         engine = self._engine(incarnation, 0)
+        if self.role != ALL and self._runs(POLL):
+            # one poller of several processes: its dispatches are told apart by its name
+            engine.poller = f"poller@{os.getpid()}"
         self.replicas = [engine] + [self._engine(incarnation, i) for i in range(1, self._pollers.count)]
         return engine
 
     def _start_loops(self, engine: ReactorEngine) -> None:
-        self._start_executor(engine)
-        self._spawn(self._prune_loop(engine), "prune")
-        self._spawn(self._executor_loop(engine), "executor")
-        for replica in self.replicas:
-            phase = 0.0
-            if self._pollers.phase == "random" and replica is not engine:
-                phase = replica.rng.uniform(0, self.config.reactor_poll_interval)
-            self._spawn(self._poll_loop(replica, phase), "poll")
+        # the groups of loops this process runs (every one, unless a role picks some)
+        if self._runs(EXECUTOR):
+            self._start_executor(engine)
+        if self._runs(PRUNE):
+            self._spawn(self._prune_loop(engine), "prune")
+        if self._runs(EXECUTOR):
+            self._spawn(self._executor_loop(engine), "executor")
+        if self._runs(POLL):
+            for replica in self.replicas:
+                phase = 0.0
+                if self._pollers.phase == "random" and replica is not engine:
+                    phase = replica.rng.uniform(0, self.config.reactor_poll_interval)
+                self._spawn(self._poll_loop(replica, phase), "poll")
 
     def _start_executor(self, engine: ReactorEngine) -> None:
         """Recovery — the claims a dead incarnation (or process) left running go
@@ -169,7 +181,10 @@ class ReactorRuntime(RunnerHost):
     def _idle_claim(self) -> float | None:
         """How long an idle executor waits for a write before it claims anyway:
         forever when this process is the store's only writer (its own writes wake
-        it), ``safety_claim`` when others write too."""
+        it), ``safety_claim`` when others write too, and not at all (it claims on
+        every tick) when it runs no poll loop: no dispatch of its own wakes it."""
+        if not self._runs(POLL):
+            return 0.0
         return self.safety_claim if self.store.shared else None
 
     def _executor_loop(self, engine: ReactorEngine):
@@ -267,6 +282,7 @@ class ReactorRuntime(RunnerHost):
                      payload: str = "quote", start: float = 0.0, stop: float | None = None) -> Workload:
         """Fire ``reactor`` at Poisson times, ``rate`` per second, from ``start``
         to ``stop`` (seconds since start)."""
+        self._refuse_unless(WORKLOADS, "workload (fire with `fanoutsim fire` / `write`)")
         w = Workload(reactor, rate, tenant, payload, start, stop)
         rng = self._rng("workload", self._workload_count)
         self._workload_count += 1
@@ -283,6 +299,7 @@ class ReactorRuntime(RunnerHost):
         recorded from now: the row at ``t`` fires at ``now + (t - start) / speed``."""
         from fanoutsim.designs.reactor.replay import prepare_replay
 
+        self._refuse_unless(WORKLOADS, "replay (fire with `fanoutsim fire` / `write`)")
         replay, times, tenants, payloads = prepare_replay(
             frame, reactor, tenant=tenant, speed=speed, start=start, stop=stop, now=self.now)
         self._service(self._replay(reactor, times, tenants, payloads), f"replay-{reactor}")

@@ -71,15 +71,12 @@ def open_realtime(scenario, db: str, *, rate: float | None = None, reactor: str 
     workloads (0: no workload; with no scenario, ``reactor`` feeds an ``audit``
     workflow). ``role``: the part of the runner it runs
     (:mod:`fanoutsim.designs.reactor.roles`; only ``all`` runs workloads)."""
-    from fanoutsim.designs.reactor.roles import RoleRealtime, check_role
-
-    check_role(role)
-    rt = RoleRealtime(scenario.config if scenario is not None else None, store=db,
-                      faults=getattr(scenario, "faults", None), role=role)
+    rt = Realtime(scenario.config if scenario is not None else None, store=db,
+                  faults=getattr(scenario, "faults", None), role=role)
     try:
         if scenario is not None:
-            apply_scenario(rt, scenario, workloads=rate is None and role == "all")
-        if rate and role == "all":
+            apply_scenario(rt, scenario, workloads=rate is None and rt.role == "all")
+        if rate and rt.role == "all":
             if scenario is None:
                 rt.runner.subscribe_workflow_to_reactor(reactor, "audit")
             rt.add_workload(reactor, rate)

@@ -27,6 +27,8 @@ with real waits on threads. Both give the loops the same members:
 ``_until_written(ready)``     a wake that fires once a step wrote and ``ready()``
 ``_rng(name, *parts)``        a named, seeded random stream of this process
 ``clock()``                   a mark for ``Work(seconds, since=mark)``
+``_runs(group)``              whether this process runs a group of loops: its
+                              role's (:mod:`.roles`; every group under ``all``)
 
 The design implements the :mod:`.binding` hooks (``_new_engine``,
 ``_start_loops``, ``_crashed``) in one runtime class, and a thin face per
@@ -39,6 +41,7 @@ from typing import Any, Callable, Iterator
 
 from fanoutsim.kernel.faults import CrashAt, CrashRandomly
 from fanoutsim.kernel.runtime.loops import Sleep
+from fanoutsim.kernel.runtime.roles import ALL, Roles
 from fanoutsim.kernel.trace import NullTrace, TraceSchema
 
 Loop = Iterator[Any]  # a generator that yields the requests of .loops
@@ -57,6 +60,10 @@ class Driver:
     # and still mean "now" (the wall clock moves between the read and the call)
     _due_slack = 0.0
     trace_schema = TraceSchema()  # the design's names for its trace's columns
+    # the design's roles (see .roles; None: it runs as one process), and this process's
+    roles: Roles | None = None
+    role = ALL
+    _groups: frozenset[str] | None = None  # the loop groups this process runs (None: every one)
 
     engine: Any
     incarnation: int
@@ -69,6 +76,31 @@ class Driver:
     @property
     def up(self) -> bool:
         return self.engine is not None
+
+    # -- roles: one part of the process per OS process ------------------------------
+    def _take_role(self, role: str) -> None:
+        """Run only ``role``'s groups of loops (one role of :attr:`roles`, or
+        several joined by commas); a face calls it before its loops start."""
+        if role == ALL:
+            return
+        if self.roles is None:
+            raise ValueError(f"the {getattr(self, 'design', type(self).__name__)} design has no role "
+                             f"{role!r}; its roles: {ALL}")
+        chosen = self.roles.check(role)
+        self.role, self._groups = chosen.name, chosen.groups
+
+    def _runs(self, group: str) -> bool:
+        """Whether this process runs the loops of ``group`` (every group under ``all``)."""
+        groups = self._groups
+        return groups is None or group in groups
+
+    def _refuse_unless(self, group: str, what: str) -> None:
+        """A ValueError unless this process runs ``group``: ``what`` (a workload)
+        belongs to the roles that do."""
+        if not self._runs(group):
+            others = [name for name, r in (self.roles or {}).items() if group in r.groups]
+            raise ValueError(f"role {self.role!r} runs no {what}; {' or '.join(repr(o) for o in others)} "
+                             f"{'does' if len(others) == 1 else 'do'}")
 
     # -- the binding's defaults ---------------------------------------------------
     def _new_engine(self, incarnation: int) -> Any:

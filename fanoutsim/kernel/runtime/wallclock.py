@@ -130,6 +130,7 @@ class SteppedWallRuntime(Driver):
                      kinds=self.fault_kinds, points=self.crash_points, hooks=self.fault_hooks)
         # recorded as this design's; a store of another design is refused by name
         self.store = open_claimed(opener, store, getattr(self, "design", None))
+        self.store.clock = wall_us  # a row lock granted after a wait is read on this clock (Tx.after_locks)
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
         self.metrics_registry = LockedMetrics()

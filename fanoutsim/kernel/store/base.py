@@ -57,6 +57,19 @@ class Tx(ABC):
 
     # the error of a write that failed in this transaction; it can no longer commit
     failed: BaseException | None = None
+    # Whether other processes' transactions run at the same time as this one, on
+    # the same rows (PostgreSQL): a part that reads a row to write it back then
+    # locks it (SELECT ... FOR UPDATE). A store one process holds runs one
+    # transaction at a time, and there a lock is a plain read.
+    row_locks = False
+
+    def after_locks(self, now: int) -> int:
+        """``now`` (a step's time, read when it began), or the time at which this
+        transaction's last row lock was granted if that is later: a step that
+        waited for another process's transaction acts, and is traced, after it
+        committed. ``now`` itself where no lock waits (one process, or a store
+        with no wall clock: see :attr:`Store.clock`)."""
+        return now
 
     def _refuse_if_failed(self) -> None:
         """Any use of a transaction after a failed write raises, as DuckDB does
@@ -170,6 +183,11 @@ class Store(ABC):
     # server others reach): then ``writes`` does not see every write, and a
     # loop that sleeps until a write must also wake now and then.
     shared: bool = False
+    # The wall clock (epoch microseconds) of the runtime over this store, set by
+    # a wall-clock runtime (None: a virtual clock's, which no lock wait moves). A
+    # store whose row locks wait for other processes reads it as each is granted
+    # (Tx.after_locks).
+    clock: Callable[[], int] | None = None
 
     @abstractmethod
     def _begin(self) -> Tx: ...

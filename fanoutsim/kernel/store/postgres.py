@@ -124,9 +124,10 @@ class PostgresTx(Tx):
     error and answers every later statement with an error of its own, so the
     first error is kept in ``failed`` and named instead, as in DuckDB."""
 
-    __slots__ = ("c", "store", "failed", "n", "begun", "hints")
+    __slots__ = ("c", "store", "failed", "n", "begun", "hints", "locked_at")
 
     keeps_hints = False  # other processes write the same database (see hints below)
+    row_locks = True  # ... at the same time: a row read to be written back is locked
 
     def __init__(self, store: "PostgresStore") -> None:
         self.store = store
@@ -134,6 +135,7 @@ class PostgresTx(Tx):
         self.failed = None
         self.n = 0
         self.begun = False
+        self.locked_at: int | None = None  # the store's clock when the last row lock was granted
         # a part's hints (see DuckDBTx) live for this transaction only: other
         # processes write the same database, so nothing read earlier bounds it
         self.hints = {}
@@ -167,6 +169,8 @@ class PostgresTx(Tx):
                 self.n += 1
             self.n += 1
             self.c.execute(q, () if params is None else params)
+            if statement.endswith(" FOR UPDATE") and self.store.clock is not None:
+                self.locked_at = self.store.clock()  # granted now: perhaps after another process committed
             return self.c
         except pg_errors.UniqueViolation as exc:
             self.failed = KeyError(f"duplicate key: {_first_line(exc)}")  # as the memory store says it
@@ -174,6 +178,10 @@ class PostgresTx(Tx):
         except psycopg.Error as exc:
             self.failed = exc
             raise
+
+    def after_locks(self, now: int) -> int:
+        locked = self.locked_at
+        return now if locked is None or locked <= now else locked
 
     def _hold(self, statement: str, params=None, check=None) -> None:
         """A write whose result the caller does not need at once: sent now,

@@ -142,6 +142,8 @@ MIGRATIONS = {
 
 HISTORY_COLS = "incarnation, last_commit, last_seq, leases_granted"
 GET_HISTORY = f"SELECT {HISTORY_COLS} FROM history WHERE id = 1"
+# the history row locked until the transaction ends (PostgreSQL: see Tx.row_locks)
+LOCK_HISTORY = GET_HISTORY + " FOR UPDATE"
 SET_HISTORY = "UPDATE history SET incarnation = ?, last_commit = ?, last_seq = ?, leases_granted = ? WHERE id = 1"
 EVENT_COLS = 'seq, event_id, commit_seq, ordinal, "partition", kind, payload, epoch_us(committed_at)'
 INSERT_EVENT = f"INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, {_TS})"
@@ -166,6 +168,7 @@ DELETE FROM events WHERE seq IN (
 RETURNING seq, event_id"""
 LEASE_CONSUMER_COLS = "consumer, start_seq, start_commit, batch_limit, in_flight_limit, lease_seconds, revision"
 GET_LEASE_CONSUMER = f"SELECT {LEASE_CONSUMER_COLS} FROM lease_consumers WHERE consumer = ?"
+LOCK_LEASE_CONSUMER = GET_LEASE_CONSUMER + " FOR UPDATE"
 PUT_LEASE_CONSUMER = f"INSERT OR REPLACE INTO lease_consumers ({LEASE_CONSUMER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 DELETE_LEASE_CONSUMER = "DELETE FROM lease_consumers WHERE consumer = ? RETURNING start_seq"
 CHECKPOINT_COLS = 'consumer, "partition", seq, commit_seq'
@@ -218,5 +221,7 @@ HERE_ROWS = {
 # the store's rows(): the default database's, in ``main`` whatever the search path
 ALL_ROWS = {t: s.replace(f" FROM {t} ", f" FROM main.{t} ").replace(f" FROM {t}", f" FROM main.{t}")
             for t, s in HERE_ROWS.items()}
+# every consumer row, locked in name order (PostgreSQL: see Tx.row_locks)
+LOCK_LEASE_CONSUMERS = HERE_ROWS["lease_consumers"] + " FOR UPDATE"
 # a named database's first history row (the default one's comes with migration 5)
 FIRST_HISTORY = "INSERT INTO history SELECT 1, 1, 0, 0, 0 WHERE NOT EXISTS (SELECT 1 FROM history);"

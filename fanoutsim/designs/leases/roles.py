@@ -1,0 +1,93 @@
+"""The leases node's roles: one part of it per OS process, over one PostgreSQL.
+
+``fanoutsim serve --store postgresql://... --role ROLE`` runs
+
+``all``         the whole node (the default): recovery, retention, every
+                consumer's client and its workers, the scenario's workloads;
+``clients``     every consumer's client loop and its workers. Several such
+                processes compete for one consumer's events: each pull locks
+                the consumer's row, so no event is leased twice at once (see
+                :mod:`.leasing`); each pull also expires its own consumer's
+                leases first, so clients progress with no ``recovery`` running;
+``recovery``    start-up recovery, then lease expiry every
+                ``recovery_interval``; and what an operator does at a time:
+                the scenario's retirements and ``[[actions]]``, the plan's
+                backups and restores (run one: an operator's step pauses only
+                the clients of its own process, and waits until the consumer
+                holds no lease);
+``retention``   the retention loop;
+``publishers``  the scenario's workloads: Poisson publishers.
+
+A process may run several parts: ``--role publishers,recovery,retention``.
+Every role registers the scenario's consumers (create-if-absent: one
+registration creates each, the others find it); only ``clients`` (or ``all``)
+runs their clients.
+
+:func:`check_processes` is the leases checker over several processes: the
+database's tables and every process's trace merged by time; an event some
+process published without a trace (``fanoutsim write``) is read from the
+``events`` table, as published when it committed.
+"""
+from __future__ import annotations
+
+from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
+
+# the node's groups of loops (LeaseRuntime._start_loops asks for each)
+CLIENTS, RECOVERY, RETENTION = "clients", "recovery", "retention"
+
+ROLES = Roles(
+    "leases", "the whole node: recovery, retention, every consumer's client and its workers, the workloads",
+    clients=((CLIENTS,), "every consumer's client loop and its workers; several processes compete for one "
+                         "consumer's events (each pull also expires its consumer's own leases)"),
+    recovery=((RECOVERY,), "start-up recovery, lease expiry every recovery_interval, and an operator's "
+                           "steps: retirements, [[actions]], the plan's backups and restores (run one)"),
+    retention=((RETENTION,), "the retention loop"),
+    publishers=((WORKLOADS,), "the scenario's workloads: Poisson publishers"),
+)
+
+
+class Processes:
+    """What :func:`fanoutsim.designs.leases.checker.check_leases` reads: the
+    tables of one named database, the config, and the traces of every process
+    merged by time, with the events no trace published."""
+
+    design = "leases"
+
+    def __init__(self, store, traces: list, config, database: str) -> None:
+        from fanoutsim.designs.leases.tables import database_rows
+
+        self.store, self.config, self.database = store, config, database
+        self.table_rows = lambda table: database_rows(store, table, database)
+        self._trace = _with_untraced_publishes(traces, self.table_rows("events"))
+
+    def trace(self):
+        return self._trace
+
+
+def _with_untraced_publishes(traces: list, events: list[dict]):
+    """Every trace merged by time, and a ``published`` row for each retained
+    event none of them published (a publish by a process that kept no trace)."""
+    import pandas as pd
+
+    from fanoutsim.kernel.runtime.processes import merged_trace
+
+    merged = merged_trace(traces)
+    seen = set(merged.loc[merged["kind"] == "published", "event_id"])
+    untraced = [e for e in events if e["event_id"] not in seen]
+    if not untraced:
+        return merged
+    rows = pd.DataFrame({"t": [e["committed_at"] for e in untraced], "kind": "published", "actor": "publisher",
+                         "consumer": None, "event_id": [e["event_id"] for e in untraced],
+                         "partition": [e["partition"] for e in untraced],
+                         "detail": [str(e["seq"]) for e in untraced]})
+    return merged_trace([merged, rows])
+
+
+def check_processes(store, traces: list, config=None, database: str = "default"):
+    """The leases checker over the tables of ``store`` (its named ``database``)
+    and the ``traces`` of the processes that shared it (each a DataFrame, or a
+    trace ``fanoutsim serve --trace`` wrote at its stop)."""
+    from fanoutsim.designs.leases.checker import check_leases
+    from fanoutsim.designs.leases.config import LeaseConfig
+
+    return check_leases(Processes(store, traces, config or LeaseConfig(), database))
