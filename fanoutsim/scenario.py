@@ -69,7 +69,7 @@ def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str 
     # a mistyped design key is reported here; the design's parser reads the rest
     document = {k: v for k, v in data.items() if k != "design"} if problems else data
     try:
-        scenario = chosen.parse_scenario(document, source, default_name)
+        scenario = chosen.parse_scenario(document, source=source, default_name=default_name)
     except ScenarioError as exc:
         raise ScenarioError(source, problems + hint_other_designs(
             exc.problems, data, _keys(chosen), _owners(exclude=name))) from None

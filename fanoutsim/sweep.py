@@ -295,7 +295,7 @@ def _apply(base: _Base, keys: list[_Key], values: tuple) -> Any:
                 data[k.parts[0]] = {}
             _set(data, list(k.parts), v)
         try:
-            sc = design.parse_scenario(data, base.source, base.default_name)
+            sc = design.parse_scenario(data, source=base.source, default_name=base.default_name)
         except ValueError as exc:
             raise _Refused(_problems(exc, {k.name: k.where for k, _ in data_keys})) from None
     elif data_keys:  # a scenario object: its config, replaced

@@ -14,6 +14,7 @@ Design(...)``, and add one line to :data:`fanoutsim.designs.BUILTIN` (or call
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -22,6 +23,18 @@ from typing import Any, Callable, Mapping
 # duplicates / lost frames with a cause column (see fanoutsim.kernel.check)
 from fanoutsim.kernel.check import CheckResult  # noqa: F401  (a name of this module too)
 from fanoutsim.kernel.validate import is_real
+
+
+def lazy(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported on its first call: a design's record names its
+    checker, report and figures without importing pandas or matplotlib when a
+    command needs none of them."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"{module}.{name}, imported on its first call."
+    return call
 
 
 @dataclass(frozen=True)
@@ -58,7 +71,7 @@ def scale_workload_rates(scenario, rate: float):
 class Design:
     """One design, as the cross-design tools see it.
 
-    ``parse_scenario(data, source, default_name)`` checks a TOML document (a
+    ``parse_scenario(data, source=, default_name=)`` checks a TOML document (a
     dict) of this design and returns a scenario object with ``name``,
     ``until``, ``seed``, ``store``, ``design``, ``build(seed, store, until)``
     and ``run(seed, until, store)`` (a SimPy run of the scenario).

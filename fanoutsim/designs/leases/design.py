@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
+from fanoutsim.kernel.design import Design, lazy, SweepKey, scale_workload_rates
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 
 from .causes import CAUSES, expected as _expected
@@ -17,36 +17,6 @@ from .faults import FAULTS
 from .roles import RECOVERY, ROLES
 from .scenario import LEASE_FAULT_KINDS, SCHEMA
 from .tables import PART
-
-
-def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
-    from .scenario import parse_lease_scenario
-
-    return parse_lease_scenario(data, source=source, default_name=default_name)
-
-
-def _check(sim):
-    from .checker import check_leases
-
-    return check_leases(sim)
-
-
-def _report(sim, name: str | None = None, checked=None) -> dict:
-    from .report import leases_report
-
-    return leases_report(sim, name=name, checked=checked if checked is not None else _check(sim))
-
-
-def _format_report(report: dict) -> str:
-    from .report import format_leases_report
-
-    return format_leases_report(report)
-
-
-def _format_check(checked) -> str:
-    from .report import format_leases_check
-
-    return format_leases_check(checked)
 
 
 def _tables(sim) -> dict:
@@ -197,12 +167,12 @@ DESIGN = Design(
     config_type=LeaseConfig,
     crash_points=FAULTS.points,
     fault_kinds=LEASE_FAULT_KINDS,
-    parse_scenario=_parse,
+    parse_scenario=lazy(f"{__package__}.scenario", "parse_lease_scenario"),
     scenario_schema=SCHEMA,
-    check=_check,
-    report=_report,
-    format_report=_format_report,
-    format_check=_format_check,
+    check=lazy(f"{__package__}.checker", "check_leases"),
+    report=lazy(f"{__package__}.report", "leases_report"),
+    format_report=lazy(f"{__package__}.report", "format_leases_report"),
+    format_check=lazy(f"{__package__}.report", "format_leases_check"),
     tables=_tables,
     figures=_figures,
     config_table="leases",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
+from fanoutsim.kernel.design import Design, lazy, SweepKey, scale_workload_rates
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 
 from .causes import CAUSES, expected as _expected
@@ -20,44 +20,8 @@ from .tables import PART
 from fanoutsim.kernel.validate import is_real
 
 
-def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
-    from .scenario import parse_outbox_scenario
-
-    return parse_outbox_scenario(data, source=source, default_name=default_name)
-
-
-def _check(sim):
-    from .checker import check_outbox
-
-    return check_outbox(sim)
-
-
-def _report(sim, name: str | None = None, checked=None) -> dict:
-    from .analysis import outbox_report
-
-    return outbox_report(sim, name=name, checked=checked if checked is not None else _check(sim))
-
-
-def _format_report(report: dict) -> str:
-    from .report import format_outbox_report
-
-    return format_outbox_report(report)
-
-
-def _format_check(checked) -> str:
-    from .report import format_outbox_check
-
-    return format_outbox_check(checked)
-
-
 def _tables(sim) -> dict:
     return {"outbox": sim.outbox(), "cursors": sim.cursors(), "parked": sim.parked()}
-
-
-def _figures(sim, out: Path) -> list:
-    from .plots import save_outbox_figures
-
-    return save_outbox_figures(sim, out)
 
 
 # -- sweeps -------------------------------------------------------------------------
@@ -216,14 +180,14 @@ DESIGN = Design(
     config_type=OutboxConfig,
     crash_points=FAULTS.points,
     fault_kinds=OUTBOX_FAULT_KINDS,
-    parse_scenario=_parse,
+    parse_scenario=lazy(f"{__package__}.scenario", "parse_outbox_scenario"),
     scenario_schema=SCHEMA,
-    check=_check,
-    report=_report,
-    format_report=_format_report,
-    format_check=_format_check,
+    check=lazy(f"{__package__}.checker", "check_outbox"),
+    report=lazy(f"{__package__}.analysis", "outbox_report"),
+    format_report=lazy(f"{__package__}.report", "format_outbox_report"),
+    format_check=lazy(f"{__package__}.report", "format_outbox_check"),
     tables=_tables,
-    figures=_figures,
+    figures=lazy(f"{__package__}.plots", "save_outbox_figures"),
     config_table="outbox",
     sweep_columns=SWEEP_COLUMNS,
     sweep_row=_sweep_row,

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
-from fanoutsim.kernel.design import Design, SweepKey, scale_workload_rates
+from fanoutsim.kernel.design import Design, lazy, SweepKey, scale_workload_rates
 
 from .causes import CAUSES, expected as _expected
 from .faults import FAULTS
@@ -16,12 +15,6 @@ from .serve import WRITE_FIELDS, open_realtime, status_of, write
 from .roles import ROLES
 from .tables import PART
 from fanoutsim.kernel.validate import is_real
-
-
-def _parse(data: dict, source: str = "<scenario>", default_name: str = "scenario"):
-    from .scenario import parse_reactor_scenario
-
-    return parse_reactor_scenario(data, source=source, default_name=default_name)
 
 
 def _check(sim):
@@ -38,18 +31,6 @@ def _report(sim, name: str | None = None, checked=None) -> dict:
     return report
 
 
-def _format_report(report: dict) -> str:
-    from .report import format_report
-
-    return format_report(report)
-
-
-def _format_check(checked) -> str:
-    from .checker import format_check
-
-    return format_check(checked)
-
-
 def _tables(sim) -> dict:
     executions = sim.executions()
     executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]
@@ -58,19 +39,7 @@ def _tables(sim) -> dict:
     return {"firings": firings, "executions": executions, "subscriptions": sim.subscriptions()}
 
 
-def _figures(sim, out: Path) -> list:
-    from .plots.delivery import save_report_figures
-
-    return save_report_figures(sim, out)
-
-
 # -- sweeps -------------------------------------------------------------------------
-def _sweep_figures(df, scenario, out: Path) -> list:
-    from .plots.sweep import save_sweep_figures
-
-    return save_sweep_figures(df, scenario, out)
-
-
 def _sweep_recommend(df, scenario) -> str | None:
     from .analysis.sweep import recommendation_line
 
@@ -147,42 +116,30 @@ SWEEP_KEYS = {
 
 
 # -- the wall clock (fanoutsim serve / fire / write / status) -------------------------
-def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"):
-    return open_realtime(scenario, db, rate=rate, role=role)
-
-
-def _write(rt, req: dict) -> dict:
-    return write(rt, req)
-
-
-def _status(rt) -> dict:
-    return status_of(rt)
-
-
 DESIGN = Design(
     name="reactor",
     title="reactor -> workflow subscriptions with timestamp watermarks (Cloacina)",
     config_type=SchedulerConfig,
     crash_points=FAULTS.points,
     fault_kinds=FAULTS.kind_names,
-    parse_scenario=_parse,
+    parse_scenario=lazy(f"{__package__}.scenario", "parse_reactor_scenario"),
     scenario_schema=SCHEMA,
     check=_check,
     report=_report,
-    format_report=_format_report,
-    format_check=_format_check,
+    format_report=lazy(f"{__package__}.report", "format_report"),
+    format_check=lazy(f"{__package__}.checker", "format_check"),
     tables=_tables,
-    figures=_figures,
+    figures=lazy(f"{__package__}.plots.delivery", "save_report_figures"),
     config_table="config",
     sweep_columns=SWEEP_COLUMNS,
     sweep_row=_sweep_row,
-    sweep_figures=_sweep_figures,
+    sweep_figures=lazy(f"{__package__}.plots.sweep", "save_sweep_figures"),
     sweep_recommend=_sweep_recommend,
     sweep_keys=SWEEP_KEYS,
-    realtime=_realtime,
-    write=_write,
+    realtime=open_realtime,
+    write=write,
     write_fields=WRITE_FIELDS,
-    status=_status,
+    status=status_of,
     roles=ROLES.help,
     store_part=PART,
     explain=_explain,
