@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
 SCENARIO ?= fanoutsim/examples/default.toml
 
-.PHONY: setup demo test test-fast lab bench clean bytecode docs
+.PHONY: setup demo test test-fast lint lab bench clean bytecode docs
 
 setup: $(STAMP)
 
@@ -42,6 +42,12 @@ test: $(STAMP) bytecode docs
 
 test-fast: $(STAMP) bytecode
 	MPLBACKEND=Agg $(BIN)/python -m pytest -x -q tests
+
+# make lint: mypy --strict over the checked modules (pyproject's [tool.mypy] lists them)
+# and the import layers (.importlinter)
+lint: $(STAMP)
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # make docs: the documentation site in docs/_build/html (open its index.html), warnings as
 # errors. The notebooks are shown from their stored outputs (make test executes them).

@@ -120,3 +120,23 @@ def test_style_is_scoped():
     with plots.style():
         assert matplotlib.rcParams["axes.spines.top"] is False
     assert matplotlib.rcParams["axes.spines.top"] == before
+
+
+def test_sweep_lines_take_a_text_grid_key_and_nullable_ints():
+    """A sweep's grid keys may be text (pandas 3 stores it as its str dtype) or
+    nullable ints: both extension dtypes, which np.issubdtype refused with a
+    TypeError, so the figures of such a sweep were never drawn. The numeric key
+    is the x axis, the text key one line per value."""
+    import pandas as pd
+
+    from fanoutsim.kernel.plotting import sweep_lines
+
+    df = pd.DataFrame({"prune_policy": ["ttl", "conservative"] * 2,
+                       "n": pd.array([1, 1, 10, 10], dtype="Int64"),
+                       "seed": [0, 0, 0, 0], "lost": [1.0, 2.0, 3.0, 4.0]})
+    fig = sweep_lines(df, "lost")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "n"
+    assert sorted(line.get_label() for line in ax.get_lines()) == ["prune_policy = conservative",
+                                                                  "prune_policy = ttl"]
+    assert ax.get_xscale() == "log"  # 1 to 10: a factor of 10

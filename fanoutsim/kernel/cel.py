@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
-from celpy import celtypes, json_to_cel
+from celpy import celtypes
+from celpy.adapter import json_to_cel  # what celpy.json_to_cel is (celpy re-exports it untyped)
 from celpy.evaluation import (
     CELEvalError,
     NameContainer,
@@ -78,18 +79,36 @@ _CELPY_MACROS = MACROS | {"reduce", "min"}  # celpy treats these method names as
 # ends up calling (type_matched passes for equal types).
 _SCALARS = frozenset({IntType, UintType, DoubleType, StringType, BoolType})
 
+# dict's own get, not MapType's: a member of a CEL map read as celpy reads it
+_map_get: Callable[[Any, Any, Any], Any] = dict.get
 _and_oper = eval_error("no such overload", TypeError)(celtypes.logical_and)
 _or_oper = eval_error("no such overload", TypeError)(celtypes.logical_or)
 
-Scope = dict  # variable name -> celtypes value
-Node = Callable[[Scope], Any]
+Scope = dict[str, Any]  # variable name -> celtypes value
+Node = Callable[[Scope], Any]  # a compiled node: its value (celtypes, or a CELEvalError) in a scope
+# A CEL program as celpy's parser gives it. Its leaves are Tokens, but a child is
+# read by the shape celpy's grammar gives it (a tree here, a token there), which
+# Tree[Token] cannot say: Tree[Any] lets the compiler read it that way.
+Ast = Tree[Any]
+
+
+class _Const(Protocol):
+    """A compiled node whose value is known when compiled (:func:`_const`)."""
+
+    const: Any
+
+    def __call__(self, s: Scope) -> Any: ...
+
+
+def _is_const(f: Node) -> TypeGuard[_Const]:
+    return hasattr(f, "const")
 
 
 class _NotCompiled(Exception):
     """The expression is outside the compiled subset: celpy evaluates it."""
 
 
-def compile_fast(ast: Tree, variables: Iterable[str]) -> Callable[[dict], Any] | None:
+def compile_fast(ast: Ast, variables: Iterable[str]) -> Node | None:
     """A closure ``run(activation) -> value`` for the CEL program ``ast`` (from
     ``celpy.Environment().compile``), or ``None`` when the program uses
     something outside the compiled subset.
@@ -120,11 +139,12 @@ class _Compiler:
         method = getattr(self, "c_" + str(tree.data), None)
         if method is None:
             raise _NotCompiled(str(tree.data))
-        return method(tree, bound)
+        compiled: Node = method(tree, bound)
+        return compiled
 
     # -- wrappers -------------------------------------------------------------
 
-    def _single(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def _single(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) != 1:
             raise _NotCompiled(str(tree.data))
         return self.node(tree.children[0], bound)
@@ -133,7 +153,7 @@ class _Compiler:
 
     # -- expr: the ternary (Evaluator.expr) ----------------------------------------
 
-    def c_expr(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_expr(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         if len(tree.children) != 3:
@@ -158,7 +178,8 @@ class _Compiler:
 
     # -- || and && (both sides evaluated, as celpy does) ---------------------------
 
-    def _logic(self, tree: Tree, bound: frozenset[str], logical: Callable, pick: Callable, op: str) -> Node:
+    def _logic(self, tree: Ast, bound: frozenset[str], logical: Callable[[Any, Any], Any],
+               pick: Callable[[Any, Any], Any], op: str) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         left, right = (self.node(c, bound) for c in tree.children)
@@ -174,15 +195,15 @@ class _Compiler:
                 return _error(message, ex)
         return logic
 
-    def c_conditionalor(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_conditionalor(self, tree: Ast, bound: frozenset[str]) -> Node:
         return self._logic(tree, bound, celtypes.logical_or, lambda a, b: a if a else b, "||")
 
-    def c_conditionaland(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_conditionaland(self, tree: Ast, bound: frozenset[str]) -> Node:
         return self._logic(tree, bound, celtypes.logical_and, lambda a, b: b if a else a, "&&")
 
     # -- relations ----------------------------------------------------------------
 
-    def c_relation(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_relation(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         op_tree, right_tree = tree.children
@@ -197,7 +218,7 @@ class _Compiler:
                 a, b = left(s), right(s)
                 if b.__class__ is ListType and a.__class__ in scalars:
                     # operator_in without its logging: the same comparisons, in order
-                    result = FALSE
+                    result: celtypes.BoolType | CELEvalError = FALSE
                     for c in b:
                         try:
                             if c == a:
@@ -242,7 +263,7 @@ class _Compiler:
 
     # -- arithmetic -------------------------------------------------------------------
 
-    def c_addition(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_addition(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         op_tree, right_tree = tree.children
@@ -267,7 +288,7 @@ class _Compiler:
                 return _error("return error for overflow", ex)
         return addition
 
-    def c_multiplication(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_multiplication(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         op_tree, right_tree = tree.children
@@ -298,7 +319,7 @@ class _Compiler:
                 return _error("return error for overflow", ex)
         return multiplication
 
-    def c_unary(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_unary(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         op_tree, right_tree = tree.children
@@ -334,7 +355,7 @@ class _Compiler:
 
     # -- members ------------------------------------------------------------------------
 
-    def c_member_dot(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_member_dot(self, tree: Ast, bound: frozenset[str]) -> Node:
         member_tree, name_token = tree.children
         missing = _MISSING
         chain = _field_chain(tree)
@@ -345,7 +366,7 @@ class _Compiler:
                 v = s[root]
                 for name in names:
                     if v.__class__ is MapType:
-                        x = dict.get(v, name, missing)
+                        x = _map_get(v, name, missing)
                         v = x if x is not missing else _error(f"no such member in mapping: {name!r}")
                     else:
                         v = _select(v, name)
@@ -357,14 +378,14 @@ class _Compiler:
         def dot(s: Scope) -> Any:
             m = member(s)
             if m.__class__ is MapType:
-                v = dict.get(m, name, missing)
+                v = _map_get(m, name, missing)
                 if v is not missing:
                     return v
                 return _error(f"no such member in mapping: {name!r}")
             return _select(m, name)
         return dot
 
-    def c_member_index(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_member_index(self, tree: Ast, bound: frozenset[str]) -> Node:
         member_tree, index_tree = tree.children
         member = self.node(member_tree, bound)
         index = self.node(index_tree, bound)
@@ -382,7 +403,7 @@ class _Compiler:
                 return _error("invalid_argument", ex)
         return item
 
-    def c_member_dot_arg(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_member_dot_arg(self, tree: Ast, bound: frozenset[str]) -> Node:
         member_tree, name_token = tree.children[:2]
         name = str(name_token)
         if name in _CELPY_MACROS:
@@ -422,6 +443,7 @@ class _Compiler:
                 or len(const) != 1 or const[0].__class__ is not StringType):
             return None
         (arg,) = const
+        assert isinstance(arg, StringType)  # checked above, by its exact class
         function = base_functions[name]
         test: Callable[[str], bool]
         if name == "matches":
@@ -451,7 +473,7 @@ class _Compiler:
                 return _error("no such overload", ex)
         return string_method
 
-    def _macro(self, tree: Tree, name: str, bound: frozenset[str]) -> Node:
+    def _macro(self, tree: Ast, name: str, bound: frozenset[str]) -> Node:
         if name not in MACROS or len(tree.children) != 3:
             raise _NotCompiled(f"macro {name}")
         args = tree.children[2]
@@ -509,7 +531,7 @@ class _Compiler:
             items = member(s)
             if isinstance(items, CELEvalError):
                 return items
-            acc = start
+            acc: Any = start  # a bool, an error, or what celpy's logical_and/or made of them
             for r in map(lambda v: ss_expr(s, v), items):
                 if acc.__class__ is BoolType and r.__class__ is BoolType:
                     acc = (r if acc else acc) if is_all else (acc if acc else r)
@@ -520,7 +542,7 @@ class _Compiler:
 
     # -- primary --------------------------------------------------------------------------
 
-    def c_primary(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def c_primary(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) != 1:
             raise _NotCompiled("primary")
         child = tree.children[0]
@@ -544,13 +566,14 @@ class _Compiler:
             return lambda s: s[name]
         raise _NotCompiled(kind)
 
-    def _exprlist(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def _exprlist(self, tree: Ast, bound: frozenset[str]) -> Node:
         """Evaluator.exprlist: every item evaluated; the first error, or the list."""
         if tree.data != "exprlist":
             raise _NotCompiled(str(tree.data))
         items = tuple(self.node(c, bound) for c in tree.children)
-        if all(hasattr(f, "const") and not isinstance(f.const, CELEvalError) for f in items):
-            return _const(ListType([f.const for f in items]))  # never mutated: CEL builds new lists
+        consts = [f for f in items if _is_const(f)]
+        if len(consts) == len(items) and not any(isinstance(f.const, CELEvalError) for f in consts):
+            return _const(ListType([f.const for f in consts]))  # never mutated: CEL builds new lists
 
         def exprlist(s: Scope) -> Any:
             values = [f(s) for f in items]
@@ -560,7 +583,7 @@ class _Compiler:
             return ListType(values)
         return exprlist
 
-    def _map_lit(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def _map_lit(self, tree: Ast, bound: frozenset[str]) -> Node:
         if not tree.children:
             return lambda s: MapType()
         inits = tree.children[0]
@@ -581,7 +604,7 @@ class _Compiler:
                 return _error(ex.args[0], ex)  # as celpy: an exception without args escapes
         return map_lit
 
-    def _call(self, tree: Tree, bound: frozenset[str]) -> Node:
+    def _call(self, tree: Ast, bound: frozenset[str]) -> Node:
         name = str(tree.children[0])
         args_tree = tree.children[1] if len(tree.children) == 2 else Tree("exprlist", [])
         if len(tree.children) > 2 or args_tree.data != "exprlist":
@@ -691,7 +714,7 @@ _RELATIONS = {
     "relation_lt": "_<_", "relation_le": "_<=_", "relation_ge": "_>=_", "relation_gt": "_>_",
     "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "_in_",
 }
-_COMPARE = {
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "relation_lt": operator.lt, "relation_le": operator.le, "relation_ge": operator.ge,
     "relation_gt": operator.gt, "relation_eq": operator.eq, "relation_ne": operator.ne,
 }
@@ -711,7 +734,7 @@ def _select(m: Any, name: str) -> Any:
     return _error(f"{m!r} with type: '{type(m)}' does not support field selection")
 
 
-def _field_chain(tree: Tree) -> list[str] | None:
+def _field_chain(tree: Ast) -> list[str] | None:
     """``[root, f1, f2, ...]`` when ``tree`` (a member_dot) is ``root.f1.f2...``
     with ``root`` a plain identifier, else None."""
     names: list[str] = []
@@ -738,11 +761,12 @@ def _bare_ident(node: Any) -> str | None:
     return None
 
 
-def _literal(tree: Tree) -> Any:
+def _literal(tree: Ast) -> Any:
     """Evaluator.literal, once at compile time."""
     if len(tree.children) != 1:
         raise _NotCompiled("literal")
-    token: Token = tree.children[0]
+    token = tree.children[0]
+    assert isinstance(token, Token), "a literal's one child is its token"
     try:
         if token.type == "FLOAT_LIT":
             return DoubleType(token.value)

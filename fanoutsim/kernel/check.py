@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import Any, ClassVar, NamedTuple, Protocol, TypedDict, runtime_checkable
 
 from fanoutsim.kernel.validate import is_whole
 
@@ -67,11 +67,23 @@ import pandas as pd
 SUMMARY_KEYS = ("valid", "delivered", "duplicates", "lost", "pending", "duplicates_by_cause", "lost_by_cause")
 
 
+class Summary(TypedDict):
+    """The totals every design's report shares (:data:`SUMMARY_KEYS`)."""
+
+    valid: bool
+    delivered: int
+    duplicates: int
+    lost: int
+    pending: int
+    duplicates_by_cause: dict[str, int]
+    lost_by_cause: dict[str, int]
+
+
 @runtime_checkable
 class CheckResult(Protocol):
     """What every design's checker returns (see the module's text)."""
 
-    total: dict
+    total: dict[str, Any]  # the design's own totals, by name
     duplicates: "pd.DataFrame"
     lost: "pd.DataFrame"
     unit: str
@@ -83,7 +95,7 @@ class CheckResult(Protocol):
     def per_unit(self) -> "pd.DataFrame": ...
 
     @property
-    def summary(self) -> dict: ...
+    def summary(self) -> Summary: ...
 
 
 class CheckedReport:
@@ -95,6 +107,7 @@ class CheckedReport:
 
     unit: ClassVar[str]  # the design's word for one reader (a class attribute of each report)
     summary_names: Mapping[str, str | tuple[str, ...]] = {}
+    total: dict[str, Any]  # the report's (a dataclass's field; declared here for its type only)
 
     @property
     def valid(self) -> bool:
@@ -102,13 +115,17 @@ class CheckedReport:
 
     @property
     def per_unit(self) -> "pd.DataFrame":
-        return getattr(self, f"per_{self.unit}")
+        frame: pd.DataFrame = getattr(self, f"per_{self.unit}")
+        return frame
 
     @property
-    def summary(self) -> dict:
+    def summary(self) -> Summary:
         """The totals every design shares (:data:`SUMMARY_KEYS`), read from
         the report's own totals through ``summary_names``."""
-        total, names = self.total, self.summary_names
+        # keyed by a name or (for a count) a tuple of names; a tuple in the
+        # causes' place is a report's own error, a KeyError here
+        total: Mapping[Any, Any] = self.total
+        names = self.summary_names
 
         def count(key: str) -> int:
             name = names.get(key, key)
@@ -120,7 +137,7 @@ class CheckedReport:
                 "lost_by_cause": causes(total[names.get("lost_by_cause", "lost_by_cause")])}
 
 
-def refuse_unreadable(sim, design: str, checker: str) -> None:
+def refuse_unreadable(sim: object, design: str, checker: str) -> None:
     """Refuse, by name, a run a checker cannot read: one of another design (its
     ``design`` attribute names another; a reader without one, such as traces
     merged from several processes, is taken at its word), or one that
@@ -154,7 +171,8 @@ def happened_between(marks: Sequence[int], lo: int, hi: int) -> bool:
     return bisect_right(marks, lo) < bisect_left(marks, hi)
 
 
-def first_cause(count: int, explanations: Sequence[tuple], default: str = "unknown") -> np.ndarray:
+def first_cause(count: int, explanations: Sequence[tuple[str | np.ndarray, np.ndarray]],
+                default: str = "unknown") -> np.ndarray:
     """Each of ``count`` rows' cause: the first of ``explanations`` that holds
     for it, else ``default``. ``explanations`` are ``(cause, holds)`` pairs in
     the design's order of precedence, ``holds`` a boolean array; ``cause`` is
@@ -208,17 +226,17 @@ def highest_before(values: np.ndarray, *groups: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(before), -np.inf, before)
 
 
-def causes(counts) -> dict:
+def causes(counts: Mapping[Any, Any] | pd.DataFrame) -> dict[str, int]:
     """``{cause: count}`` as plain ints, from a mapping of counts or a frame's
     ``cause`` column."""
-    if hasattr(counts, "columns"):
-        counts = counts["cause"].value_counts()
-    return {str(c): int(n) for c, n in counts.items()}
+    items = counts["cause"].value_counts() if hasattr(counts, "columns") else counts
+    return {str(c): int(n) for c, n in items.items()}
 
 
-def problems(report) -> list[str]:
-    """What ``report`` gets wrong against the contract; empty when it conforms."""
-    out = []
+def problems(report: Any) -> list[str]:
+    """What ``report`` gets wrong against the contract; empty when it conforms.
+    (``report``: any object, which this asks what members it has.)"""
+    out: list[str] = []
     missing = [m for m in ("total", "duplicates", "lost", "unit") if not hasattr(report, m)]
     if missing:
         return [f"{type(report).__name__} lacks {', '.join(missing)}"]
@@ -235,7 +253,7 @@ def problems(report) -> list[str]:
     if not isinstance(report, CheckResult):
         missing = [m for m in ("valid", "per_unit", "summary") if not hasattr(report, m)]
         return [f"{type(report).__name__} lacks {', '.join(missing) or 'a member of CheckResult'}"]
-    summary = report.summary
+    summary: Mapping[str, Any] = report.summary  # what this checks: not yet known to be a Summary
     missing = [k for k in SUMMARY_KEYS if k not in summary]
     if missing:
         out.append(f"summary lacks {', '.join(missing)}")

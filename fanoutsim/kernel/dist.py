@@ -18,7 +18,7 @@ import math
 import numbers
 import random
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NoReturn
 
 _LAWS = {
     "fixed": ("value",),
@@ -42,7 +42,7 @@ class Dist:
     samples: tuple[float, ...] = ()  # the empirical law's values, sorted
 
     @classmethod
-    def empirical(cls, samples) -> "Dist":
+    def empirical(cls, samples: object) -> "Dist":
         """The empirical law of measured ``samples`` (seconds >= 0): a draw is one of
         them, each as likely (the bootstrap), from the run's seeded RNG. Checked as a
         scenario file's ``{dist = "empirical", samples = [...]}`` is."""
@@ -72,14 +72,14 @@ class Dist:
     def __call__(self, rng: random.Random) -> float:
         return self.sample(rng)
 
-    def as_table(self) -> dict:
+    def as_table(self) -> dict[str, object]:
         """The law as a scenario file writes it: ``{"dist": law, <parameter>: ...}``."""
         if self.law == "empirical":
             return {"dist": "empirical", "samples": list(self.samples)}
         return {"dist": self.law, **dict(zip(_LAWS.get(self.law, ()), (self.a, self.b)))}
 
 
-def _unknown_law(law: Any, where: str):
+def _unknown_law(law: Any, where: str) -> NoReturn:
     raise ValueError(f"{where}.dist must be one of {', '.join(map(repr, _LAWS))}, got {law!r}")
 
 
@@ -144,4 +144,4 @@ def parse_dist(value: Any, where: str = "duration") -> Dist:
         # exp(z * sigma) overflows a float past sigma ~ 700 / |z|: a draw would fail mid-run
         raise ValueError(f"{where}.sigma must be at most {LOGNORMAL_MAX_SIGMA:g} (a wider law overflows a float "
                          f"in its draws), got {nums[1]!r}")
-    return Dist(law, *nums)
+    return Dist(law, nums[0], nums[1] if len(nums) > 1 else 0.0)  # a law has one or two parameters

@@ -7,12 +7,26 @@ zero them (a scraper would have kept the series).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterator, Protocol
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+class Bump(Protocol):
+    """A counter as :meth:`Metrics.counter` hands it out: ``c()`` bumps it by one, ``c(n)`` by ``n``."""
+
+    def __call__(self, amount: float = 1) -> None: ...
+
+
+# a series: its name and its labels' (name, value) pairs, sorted when two or more
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+
 
 class Metrics:
     __slots__ = ("_values",)
 
     def __init__(self) -> None:
-        self._values: dict[tuple, float] = {}
+        self._values: dict[SeriesKey, float] = {}
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         # one label (the common case) needs no sorting; every step bumps a counter
@@ -21,7 +35,7 @@ class Metrics:
         values = self._values
         values[key] = values.get(key, 0) + amount
 
-    def counter(self, name: str, **labels: str):
+    def counter(self, name: str, **labels: str) -> Bump:
         """The series ``name{labels}`` as a callable: ``c()`` bumps it by one,
         ``c(n)`` by ``n``. For hot paths, which then skip building the key."""
         key = (name, tuple(sorted(labels.items())))
@@ -61,7 +75,7 @@ class LockedMetrics(Metrics):
         with self._lock:
             super().inc(name, amount, **labels)
 
-    def counter(self, name: str, **labels: str):
+    def counter(self, name: str, **labels: str) -> Bump:
         bump, lock = super().counter(name, **labels), self._lock
 
         def locked(amount: float = 1) -> None:
@@ -96,7 +110,7 @@ class _Families:
     def __init__(self, values: dict[str, float]) -> None:
         self.values = values
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.metrics_core import Metric
 
         families: dict[str, Metric] = {}

@@ -29,6 +29,8 @@ import os
 import shutil
 import tempfile
 import warnings
+from types import ModuleType
+from typing import Any
 
 
 class ServerError(RuntimeError):
@@ -39,7 +41,7 @@ DEFAULT_SHARED_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.jo
                                   "fanoutsim", "pg")
 
 
-def _pgserver():
+def _pgserver() -> ModuleType:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns of a missing XDG_RUNTIME_DIR
@@ -60,7 +62,7 @@ def _tune(dsn: str) -> None:
         con.execute("SELECT pg_reload_conf()")
 
 
-def _running(folder: str):
+def _running(folder: str) -> Any:  # pgserver's PostmasterInfo (pgserver ships no types)
     """The postmaster of the server in ``folder`` if one runs (pgserver's record of it), else None."""
     _pgserver()
     from pgserver.utils import PostmasterInfo
@@ -86,12 +88,12 @@ def start_shared(folder: str = DEFAULT_SHARED_DIR) -> str:
     try:
         os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
         server = pgserver.get_server(folder, cleanup_mode=None)  # None: not stopped when this process ends
-        url = server.get_uri()
-        _tune(url)
+        started: str = server.get_uri()
+        _tune(started)
     except Exception as exc:  # initdb or pg_ctl failed: one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ServerError(f"could not start the embedded PostgreSQL in {folder}: {first}") from None
-    return url
+    return started
 
 
 def stop_shared(folder: str = DEFAULT_SHARED_DIR, timeout: float = 30.0) -> bool:
@@ -152,7 +154,7 @@ class EmbeddedServer:
     def __enter__(self) -> "EmbeddedServer":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -5,13 +5,17 @@ grid key) and the shared colours and limits."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, overload
 
 import matplotlib as mpl
+import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, SubFigure
+from matplotlib.rcsetup import cycler  # what mpl.cycler is: the validating one, typed here
+from matplotlib.typing import RcKeyType
 
-STYLE: dict = {
+STYLE: dict[RcKeyType, Any] = {
     "figure.figsize": (8.0, 4.5),
     "figure.dpi": 100,
     "savefig.dpi": 120,
@@ -27,7 +31,7 @@ STYLE: dict = {
     "grid.linestyle": "-",
     "legend.fontsize": 8,
     "legend.frameon": False,
-    "axes.prop_cycle": mpl.cycler(color=[
+    "axes.prop_cycle": cycler(color=[
         "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
     ]),
@@ -47,8 +51,18 @@ def style() -> Iterator[None]:
         yield
 
 
-def figure_axes(ax: Axes | None, figsize=None, *, title: str | None = None, xlabel: str | None = None,
-                ylabel: str | None = None) -> tuple[Figure, Axes]:
+@overload
+def figure_axes(ax: None, figsize: tuple[float, float] | None = None, *, title: str | None = None,
+                xlabel: str | None = None, ylabel: str | None = None) -> tuple[Figure, Axes]: ...
+
+
+@overload
+def figure_axes(ax: Axes | None, figsize: tuple[float, float] | None = None, *, title: str | None = None,
+                xlabel: str | None = None, ylabel: str | None = None) -> tuple[Figure | SubFigure, Axes]: ...
+
+
+def figure_axes(ax: Axes | None, figsize: tuple[float, float] | None = None, *, title: str | None = None,
+                xlabel: str | None = None, ylabel: str | None = None) -> tuple[Figure | SubFigure, Axes]:
     """``(figure, axes)``: the caller's ``ax`` and its figure, or a new figure
     in the house size with one axes; with the title and axis labels given."""
     if ax is None:
@@ -75,7 +89,7 @@ def time_unit(span_s: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
-def plain_number(value: float, _pos=None) -> str:
+def plain_number(value: float, _pos: int | None = None) -> str:
     """A tick label in plain numbers: 0.05, 0.5, 2, 10, 1,000 (never 2×10⁰)."""
     if value == 0:
         return "0"
@@ -120,7 +134,7 @@ def plain_log(ax: Axes, which: str = "y") -> None:
         axis.set_minor_formatter(NullFormatter())
 
 
-def save_figures(figures: dict, out) -> list:
+def save_figures(figures: Mapping[str, Figure], out: Path) -> list[Path]:
     """Write ``{file name: Figure}`` as PNGs into the folder ``out``; the paths."""
     paths = []
     for name, fig in figures.items():
@@ -131,14 +145,24 @@ def save_figures(figures: dict, out) -> list:
     return paths
 
 
-def grid_keys(df) -> list:
+def grid_keys(df: pd.DataFrame) -> list[str]:
     """The grid keys of a sweep's table (:func:`fanoutsim.sweep`): its columns before ``seed``."""
     columns = list(df.columns)
     return columns[:columns.index("seed")] if "seed" in columns else []
 
 
-def sweep_lines(df, column: str, *, x: str | None = None, by: str | None = None, ax: Axes | None = None,
-                title: str | None = None) -> Figure:
+@overload
+def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str | None = None,
+                ax: None = None, title: str | None = None) -> Figure: ...
+
+
+@overload
+def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str | None = None,
+                ax: Axes | None = None, title: str | None = None) -> Figure | SubFigure: ...
+
+
+def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str | None = None,
+                ax: Axes | None = None, title: str | None = None) -> Figure | SubFigure:
     """A sweep's ``column`` against the grid key ``x`` (default: the first
     numeric one), one line per value of the grid key ``by`` (default: the next
     grid key, if any): the mean over seeds, shaded from the lowest to the
@@ -146,7 +170,10 @@ def sweep_lines(df, column: str, *, x: str | None = None, by: str | None = None,
     import numpy as np
 
     keys = grid_keys(df)
-    numeric = [k for k in keys if np.issubdtype(df[k].dtype, np.number) and df[k].dtype != bool]
+    # pandas's own test: a grid key of text (pandas 3's str dtype) or of nullable
+    # ints is an extension dtype, which np.issubdtype refuses with a TypeError
+    numeric = [k for k in keys
+               if pd.api.types.is_numeric_dtype(df[k]) and not pd.api.types.is_bool_dtype(df[k])]
     x = x or (numeric[0] if numeric else None)
     if x is None or x not in df.columns or column not in df.columns:
         raise KeyError(f"sweep_lines needs a numeric grid key and the column {column!r}; the table's grid "
@@ -169,7 +196,7 @@ def sweep_lines(df, column: str, *, x: str | None = None, by: str | None = None,
             stats = g.groupby(x, sort=True)[column].agg(["mean", "min", "max"])
             c = colors[i % len(colors)]
             ax.plot(stats.index, stats["mean"], marker="o", markersize=3.5, color=c,
-                    label=f"{by} = {value}" if by is not None else "mean over seeds")
+                    label=f"{by} = {value!s}" if by is not None else "mean over seeds")
             ax.fill_between(stats.index, stats["min"], stats["max"], color=c, alpha=0.15, linewidth=0)
         xs = np.unique(data[x].to_numpy(dtype=float))
         if xs.min() > 0 and xs.max() / xs.min() >= 10:
@@ -182,7 +209,7 @@ def sweep_lines(df, column: str, *, x: str | None = None, by: str | None = None,
     return fig
 
 
-def save_sweep_lines(df, columns, out, prefix: str = "sweep") -> list:
+def save_sweep_lines(df: pd.DataFrame, columns: Iterable[str], out: Path, prefix: str = "sweep") -> list[Path]:
     """:func:`sweep_lines` of each of ``columns`` the table has, saved into
     ``out`` as ``<prefix>_<column>.png``; nothing when the table has no numeric
     grid key (a sweep of seeds only)."""
@@ -198,7 +225,7 @@ _THEORY_COLOR, _LATENCY_LABELS, _MAX_SERIES = THEORY_COLOR, LATENCY_LABELS, MAX_
 _axes, _empty, _time_unit, _save_figures = figure_axes, mark_empty, time_unit, save_figures
 
 
-def show_in(out, fig: Figure) -> None:
+def show_in(out: Any, fig: Figure) -> None:
     """Make ``fig`` the content of ``out`` (an ipywidgets Output), in its state
     (its ``outputs``), not through a display message captured by ``with out:``:
     a front end draws it from there, saved or live, and a cell that merely

@@ -40,14 +40,21 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, cast
 
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.store import Store as StoreObject
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.validate import (
-    DIST_SCHEMA, DURATION_REF, Invalid, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind, show, is_whole,
+    DIST_SCHEMA, DURATION_REF, Invalid, JsonSchema, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind,
+    show, is_whole,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from fanoutsim.kernel.faults import FaultPlan
+    from fanoutsim.kernel.faults.kinds import Fault
 
 __all__ = [
     "ScenarioError", "Problems", "read_scenario_file", "REQUIRED", "Key", "key", "keys_of", "Item", "Reading",
@@ -99,7 +106,7 @@ class Problems:
     def __len__(self) -> int:
         return len(self.items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self.items)
 
     def raise_if_any(self, source: str) -> None:
@@ -107,7 +114,7 @@ class Problems:
             raise ScenarioError(source, self.items)
 
 
-def read_scenario_file(path: str | os.PathLike) -> dict:
+def read_scenario_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A scenario file's TOML document; a missing, unreadable, non-UTF-8 or
     non-TOML file is a :class:`ScenarioError` (a syntax error names its line)."""
     source = os.fspath(path)
@@ -158,7 +165,7 @@ class Key:
     declared_in: str = ""      # must name an item of this [[array]], when it declares any
     name: str = ""             # the key (the field's name); set by keys_of
 
-    def json_schema(self) -> dict:
+    def json_schema(self) -> JsonSchema:
         out = {**self.check.json_schema()}
         if self.doc:
             out["description"] = self.doc
@@ -209,7 +216,7 @@ class Reading:
         """``run.until`` when it is valid, else None."""
         return self.tables.get("run", {}).get("until")
 
-    def header(self) -> dict:
+    def header(self) -> dict[str, Any]:
         """The frame's values as a scenario's fields: ``name``, ``source``,
         ``description``, ``seed``, ``until``, ``store``, ``start``."""
         run = self.values["run"]
@@ -223,7 +230,7 @@ class Item:
     value, the default for an absent one; a key with a problem is missing),
     ``reading`` (the whole document's :class:`Reading`)."""
 
-    def __init__(self, where: str, raw: dict, reading: Reading) -> None:
+    def __init__(self, where: str, raw: dict[str, Any], reading: Reading) -> None:
         self.where = where
         self.raw = raw
         self.reading = reading
@@ -249,12 +256,12 @@ class Item:
 
 
 
-def checked_args(cls: type, **values) -> dict:
+def checked_args(cls: type, **values: Any) -> dict[str, Any]:
     """A Python API's arguments checked by the keys the table ``cls`` declares,
     so the API refuses what a scenario file refuses, with the same words: the
     kept values, or a ValueError naming the argument (``rate must be ...``).
     An optional key (default None) may be None."""
-    kept: dict = {}
+    kept: dict[str, Any] = {}
     for k in keys_of(cls):
         if k.name not in values:
             continue
@@ -271,7 +278,8 @@ def checked_args(cls: type, **values) -> dict:
     return kept
 
 
-def unknown_keys(table: dict, allowed, where: str, problems: Problems, note: str = "") -> None:
+def unknown_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str, problems: Problems,
+                 note: str = "") -> None:
     """A problem for each key of ``table`` not in ``allowed``, listing the allowed ones."""
     for k in table:
         if k not in allowed:
@@ -340,11 +348,11 @@ def read_table(cls: type, raw: Any, where: str, reading: Reading, *, only: tuple
     return item
 
 
-def table_schema(cls: type, doc: str = "", only: tuple[str, ...] | None = None) -> dict:
+def table_schema(cls: type, doc: str = "", only: tuple[str, ...] | None = None) -> JsonSchema:
     """The JSON Schema of a table read by :func:`read_table`: its declared keys
     (``only``: just these), what each allows, its doc and default."""
     keys = [k for k in keys_of(cls) if only is None or k.name in only]
-    out: dict = {"type": "object"}
+    out: JsonSchema = {"type": "object"}
     if doc:
         out["description"] = doc
     out["properties"] = {k.name: k.json_schema() for k in keys}
@@ -393,7 +401,7 @@ class Part:
             reading.problems.add(self.name, f"is required: {self.required}")
         return self.default()
 
-    def json_schema(self) -> dict:  # overridden
+    def json_schema(self) -> JsonSchema:  # overridden
         return {}
 
 
@@ -404,16 +412,18 @@ class Table(Part):
                  rules: Callable[[Item], None] | None = None) -> None:
         self.name, self.cls, self.doc, self.required, self.rules = name, cls, _doc(cls, doc), required, rules
 
-    def read(self, value, reading):
+    def read(self, value: Any, reading: Reading) -> Any:
         if not isinstance(value, dict):
             reading.problems.add(self.name, f"must be a table ([{self.name}]), got {kind(value)}")
             return None
-        return read_table(self.cls, value, self.name, reading, rules=self.rules).result
+        item = read_table(self.cls, value, self.name, reading, rules=self.rules)
+        assert item is not None, "read_table reads every dict"
+        return item.result
 
-    def default(self):
+    def default(self) -> Any:
         return None if self.required else self.cls()
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return table_schema(self.cls, self.doc)
 
 
@@ -427,16 +437,17 @@ class Settings(Part):
     values of a field, for the JSON Schema; the field docs are the comments on
     the dataclass's field lines."""
 
-    def __init__(self, name: str, cls: type, *, doc: str = "", choices: Mapping[str, tuple] | None = None) -> None:
+    def __init__(self, name: str, cls: type, *, doc: str = "",
+                 choices: Mapping[str, tuple[Any, ...]] | None = None) -> None:
         self.name, self.cls, self.doc, self.choices = name, cls, doc, dict(choices or {})
 
-    def read(self, value, reading):
+    def read(self, value: Any, reading: Reading) -> Any:
         if not isinstance(value, dict):
             reading.problems.add(self.name, f"must be a table ([{self.name}]), got {kind(value)}")
             return self.cls()
         allowed = tuple(f.name for f in dataclasses.fields(self.cls))
         unknown_keys(value, allowed, self.name, reading.problems)
-        def error(k, exc):
+        def error(k: str, exc: Exception) -> None:
             message = str(exc)
             reading.problems.add(f"{self.name}.{k}", message[len(k) + 1:] if message.startswith(k + " ")
                                  else message)
@@ -453,12 +464,12 @@ class Settings(Part):
                 alone[k] = None
         fine = {k: value[k] for k, exc in alone.items() if exc is None}
         good: dict[str, Any] = {}
-        for k, exc in alone.items():
-            if exc is not None:  # refused against the defaults: a rule spanning fields may
-                try:             # accept it with the other keys this table gives
+        for k, refused in alone.items():
+            if refused is not None:  # refused against the defaults: a rule spanning fields may
+                try:                 # accept it with the other keys this table gives
                     self.cls(**{**fine, k: value[k]})
                 except (ValueError, TypeError):
-                    error(k, exc)
+                    error(k, refused)
                     continue
             good[k] = value[k]
         try:  # the whole config's own check, once: a rule spanning fields names its key
@@ -471,15 +482,15 @@ class Settings(Part):
                 error(k, exc)
             return self.cls()
 
-    def default(self):
+    def default(self) -> Any:
         return self.cls()
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         comments = _field_comments(self.cls)
         types = {"float": "number", "int": "integer", "str": "string", "bool": "boolean"}
-        props = {}
+        props: dict[str, JsonSchema] = {}
         for f in dataclasses.fields(self.cls):
-            prop: dict = {}
+            prop: JsonSchema = {}
             name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
             name = name.removesuffix(" | None")  # optional: TOML has no null, the key is left out
             t = types.get(name)
@@ -537,14 +548,14 @@ class Array(Part):
         self.name, self.cls, self.doc, self.required = name, cls, _doc(cls, doc), required
         self.unique, self.noun, self.rules, self.make, self.check = unique, noun, rules, make, check
 
-    def default(self):
+    def default(self) -> tuple[()]:
         return ()
 
     def read_item(self, raw: Any, where: str, reading: Reading) -> Item | None:
         """One ``[[name]]`` table (overridden for tables of several shapes)."""
         return read_table(self.cls, raw, where, reading, rules=self.rules, make=self.make)
 
-    def read(self, value, reading):
+    def read(self, value: Any, reading: Reading) -> tuple[Any, ...]:
         if not isinstance(value, list):
             reading.problems.add(self.name, f"must be an array of tables ([[{self.name}]]), got {kind(value)}")
             return ()
@@ -553,7 +564,8 @@ class Array(Part):
         if any(k.name == "name" for k in keys_of(self.cls)):
             reading.declared[self.name] = sorted({i["name"] for i in value
                                                   if isinstance(i, dict) and isinstance(i.get("name"), str)})
-        items, seen = [], {}
+        items: list[Item] = []
+        seen: dict[Any, str] = {}  # a unique key's value -> where it was declared
         for i, raw in enumerate(value):
             item = self.read_item(raw, f"{self.name}[{i}]", reading)
             if item is None:
@@ -570,8 +582,8 @@ class Array(Part):
             self.check(items, reading)
         return tuple(item.result for item in items if item.result is not None)
 
-    def json_schema(self):
-        out: dict = {"type": "array", "items": table_schema(self.cls, self.doc)}
+    def json_schema(self) -> JsonSchema:
+        out: JsonSchema = {"type": "array", "items": table_schema(self.cls, self.doc)}
         if self.doc:
             out["description"] = self.doc
         if self.required:
@@ -622,14 +634,15 @@ class Faults(Part):
         self.doc = doc or ("the fault plan: each table names its kind (see fanoutsim.kernel.faults.plan); "
                            f"{rules.label} accepts: {', '.join(rules.accepted)}")
 
-    def read(self, value, reading):
+    def read(self, value: Any, reading: Reading) -> FaultPlan | None:
         from fanoutsim.kernel.faults import FaultPlan
 
         problems, r = reading.problems, self.rules
         if not isinstance(value, list):
             problems.add("faults", f"must be an array of tables ([[faults]]), got {kind(value)}")
             return None
-        specs, n = [], len(problems)
+        specs: list[Fault] = []
+        n = len(problems)
         for i, item in enumerate(value):
             spec = self._read_one(item, f"faults[{i}]", reading)
             if spec is not None:
@@ -642,7 +655,7 @@ class Faults(Part):
             problems.add("faults", str(exc))
             return None
 
-    def _read_one(self, item: Any, where: str, reading: Reading):
+    def _read_one(self, item: Any, where: str, reading: Reading) -> Fault | None:
         from fanoutsim.kernel.faults import KINDS, POINTS
 
         problems, r = reading.problems, self.rules
@@ -703,7 +716,7 @@ class Faults(Part):
             problems.add(f"{where}.{k}", f"is required: {r.required[k]}")
         if missing:
             return None
-        missing = [f.name for f in dataclasses.fields(KINDS[fkind])
+        missing = [f.name for f in _spec_fields(KINDS[fkind])
                    if f.default is dataclasses.MISSING and f.name not in args]
         for name in missing:
             problems.add(f"{where}.{next((o for o, f in ren.items() if f == name), name)}",
@@ -718,27 +731,27 @@ class Faults(Part):
 
     def keys(self, fkind: str) -> list[str]:
         """A fault kind's keys in this design's spelling, ``kind`` aside."""
-        from fanoutsim.kernel.faults.plan import KINDS
+        from fanoutsim.kernel.faults.kinds import KINDS
 
         ren = self.rules.renames.get(fkind, {})
         return [next((o for o, f in ren.items() if f == name), name) for name in
-                (f.name for f in dataclasses.fields(KINDS[fkind]))]
+                (f.name for f in _spec_fields(KINDS[fkind]))]
 
-    def json_schema(self):
-        from fanoutsim.kernel.faults.plan import KINDS
+    def json_schema(self) -> JsonSchema:
+        from fanoutsim.kernel.faults.kinds import KINDS
 
-        types = {"float": {"type": "number"}, "int": {"type": "integer"}, "str": {"type": "string"},
+        types: dict[str, JsonSchema] = {"float": {"type": "number"}, "int": {"type": "integer"}, "str": {"type": "string"},
                  "str | None": {"type": "string"}, "bool": {"type": "boolean"},
                  "Window": {"type": "array", "items": {"type": "number", "minimum": 0},
                             "minItems": 2, "maxItems": 2, "description": "[start, end] in virtual seconds"},
                  "Any": DURATION_REF, "tuple": {"type": "array"}}
-        variants = []
+        variants: list[JsonSchema] = []
         for fkind in self.rules.accepted:
             spec = KINDS[fkind]
             ren = self.rules.renames.get(fkind, {})
-            props: dict = {"kind": {"const": fkind}}
+            props: dict[str, JsonSchema] = {"kind": {"const": fkind}}
             required = ["kind"]
-            for f, ours in zip(dataclasses.fields(spec), self.keys(fkind)):
+            for f, ours in zip(_spec_fields(spec), self.keys(fkind)):
                 prop = dict(types.get(f.type if isinstance(f.type, str) else "", {}))
                 if fkind == "crash_at_point" and f.name == "point" and self.rules.points:
                     prop = {"enum": list(self.rules.points)}
@@ -758,6 +771,12 @@ class Faults(Part):
                           "oneOf": variants}}
 
 
+def _spec_fields(spec: type) -> tuple[dataclasses.Field[Any], ...]:
+    """A fault kind's fields: every kind of fanoutsim.kernel.faults.plan.KINDS is
+    a dataclass, though their base (Fault) is not declared one."""
+    return dataclasses.fields(cast("type[DataclassInstance]", spec))
+
+
 def _fault_problem(message: str, where: str, fkind: str, renames: Mapping[str, str]) -> tuple[str, str]:
     """A fault spec's ``"late_commit.delay.dist must be ..."`` -> (``faults[i].delay.dist``,
     ``"must be ..."``), its field spelled as the scenario spells it."""
@@ -775,7 +794,7 @@ def seq_start_needs_join(item: Item, start: str = "start", join_at: str = "join_
     """A rule of a log consumer's table: a seq ``start`` (an int > 0) must lie in
     the log when the consumer joins, so it needs a ``join_at`` > 0 (at 0 the
     log is empty)."""
-    value = item.values.get(start)
+    value: Any = item.values.get(start)
     if is_whole(value) and value > 0 and not item.raw.get(join_at):
         item.fail(start, f"a seq start must lie in the log when the consumer joins; at {join_at} = 0 the log "
                          f"is empty, so only 0 is allowed (got {value}); set {join_at} to join later")
@@ -849,12 +868,12 @@ class Schema:
         problems.raise_if_any(source)
         return reading
 
-    def json_schema(self) -> dict:
+    def json_schema(self) -> JsonSchema:
         """The declaration as a JSON Schema (draft 7) of the TOML document."""
-        design: dict = {"const": self.design, "description": f"this file describes the {self.design} design"}
+        design: JsonSchema = {"const": self.design, "description": f"this file describes the {self.design} design"}
         if self.default:
             design["default"] = self.design
-        props = {
+        props: dict[str, JsonSchema] = {
             "design": design,
             "name": {"type": "string", "pattern": f"^{_NAME_RE.pattern}$",
                      "description": "the scenario's name (default: the file's stem); it names the output folder"},
@@ -870,7 +889,8 @@ class Schema:
                "description": self.title, "type": "object", "properties": props,
                "required": required, "additionalProperties": False,
                "definitions": {"duration": DIST_SCHEMA}}
-        return _markdown(out)
+        schema: JsonSchema = _markdown(out)
+        return schema
 
 
 def _markdown(node: Any) -> Any:
@@ -883,7 +903,7 @@ def _markdown(node: Any) -> Any:
     return node
 
 
-def _header(data: dict, default_name: str, problems: Problems) -> tuple[str | None, str]:
+def _header(data: Mapping[str, Any], default_name: str, problems: Problems) -> tuple[str | None, str]:
     """``name`` (default: the file's stem) and ``description``."""
     name = data.get("name", default_name)
     if "name" in data:
@@ -906,12 +926,29 @@ def _header(data: dict, default_name: str, problems: Problems) -> tuple[str | No
 
 
 # -- building a scenario ------------------------------------------------------------
-def check_overrides(scenario, seed, store, until) -> tuple[int, "str | StoreObject", float]:
+class RunSettings(Protocol):
+    """What :func:`check_overrides` reads of a scenario: its file and its ``[run]`` values."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def store(self) -> "str | StoreObject": ...
+
+    @property
+    def until(self) -> float: ...
+
+
+def check_overrides(scenario: RunSettings, seed: int | None, store: "str | StoreObject | None",
+                    until: float | None) -> tuple[int, "str | StoreObject", float]:
     """``seed``, ``store`` and ``until`` given to a scenario's build or run,
     checked like the file's ``[run]`` values; None means the file's."""
     problems = Problems()
     checks = (("seed", seed, Seed()), ("until", until, _UNTIL), ("store", store, Store()))
-    kept = {}
+    kept: dict[str, Any] = {}
     for name, value, check in checks:
         if value is None:
             kept[name] = getattr(scenario, name)
@@ -931,7 +968,7 @@ def check_overrides(scenario, seed, store, until) -> tuple[int, "str | StoreObje
     return kept["seed"], kept["store"], kept["until"]
 
 
-def refuse_existing_store(source: str, store) -> None:
+def refuse_existing_store(source: str, store: object) -> None:
     """A scenario starts from empty tables: an existing .duckdb file is refused, untouched."""
     if isinstance(store, str) and store.endswith(".duckdb") and os.path.exists(store):
         raise ScenarioError(source, [(
@@ -941,12 +978,12 @@ def refuse_existing_store(source: str, store) -> None:
         )])
 
 
-def hint_other_designs(problems: list[tuple[str, str]], data: dict, own: tuple[str, ...],
+def hint_other_designs(problems: list[tuple[str, str]], data: Mapping[str, Any], own: tuple[str, ...],
                        owners: Mapping[str, str]) -> list[tuple[str, str]]:
     """``problems`` of a document read as a design whose top-level keys are
     ``own``, with a hint on each unknown top-level key that is a table of
     another design (``owners``: key -> that design): set design = ... to use it."""
-    out = []
+    out: list[tuple[str, str]] = []
     for path, message in problems:
         if path in data and path not in own and path in owners:
             design = owners[path]

@@ -27,6 +27,7 @@ crashed was never there. A checker reads both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -61,15 +62,18 @@ class TraceSchema:
 # what a frame of each recorded column is called: t, kind, actor, who, what, where, incarnation, detail
 _SLOTS = 8
 _WHERE = 5
+# what an event's who, what and where name: an id (str), or a number (an outbox seq)
+Ref = str | int | None
 
 
 class TraceFrame(pd.DataFrame):
     """A trace as a DataFrame, with exports for big runs."""
 
     _metadata = ["history"]
+    history: pd.DataFrame  # the firing history (Trace.frame sets it; pandas keeps it, as _metadata says)
 
     @property
-    def _constructor(self):
+    def _constructor(self) -> type[TraceFrame]:
         return TraceFrame
 
     def to_duckdb(self, path: str, table: str = "trace") -> str:
@@ -95,15 +99,16 @@ class Trace:
 
     def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         self.schema = schema
-        self.cols: tuple[list, ...] = tuple([] for _ in range(_SLOTS))
+        self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS))
         self.attempt = 0
-        self.hist: tuple[list, ...] = tuple([] for _ in schema.history)
-        self._hist_index: dict = {}
+        self.hist: tuple[list[Any], ...] = tuple([] for _ in schema.history)
+        self._hist_index: dict[Ref, int] = {}  # an item -> its row in the history
         self._given = schema.given()
         self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
         self._incarnation = schema.history.index(INCARNATION) if INCARNATION in schema.history else None
 
-    def add(self, t, kind, actor, who=None, what=None, where=None, detail=None) -> None:
+    def add(self, t: int, kind: str, actor: str, who: Ref = None, what: Ref = None, where: Ref = None,
+            detail: str | None = None) -> None:
         c = self.cols
         c[0].append(t)
         c[1].append(kind)
@@ -114,11 +119,11 @@ class Trace:
         c[6].append(self.attempt)
         c[7].append(detail)
 
-    def attempted(self, item, *values) -> None:
+    def attempted(self, item: Ref, *values: object) -> None:
         """A writer is about to log ``item``; ``values``: the history's other columns, in order."""
         h = self.hist
         self._hist_index[item] = len(h[0])
-        row = [None] * len(h)
+        row: list[object] = [None] * len(h)
         for i, value in zip(self._given, (item, *values)):
             row[i] = value
         if self._incarnation is not None:
@@ -126,20 +131,21 @@ class Trace:
         for col, value in zip(h, row):
             col.append(value)
 
-    def logged(self, item, at: int) -> None:
+    def logged(self, item: Ref, at: int) -> None:
         """The item's row committed at ``at``."""
-        self.hist[self._logged][self._hist_index[item]] = at
+        # a schema without logged_at (self._logged None) has no writer that calls this
+        self.hist[self._logged][self._hist_index[item]] = at  # type: ignore[index]
 
     def __len__(self) -> int:
         return len(self.cols[0])
 
-    def _event_columns(self) -> list[tuple[str, list]]:
+    def _event_columns(self) -> list[tuple[str, list[Any]]]:
         cols = list(self.cols)
         if self.schema.where is None:
             del cols[_WHERE]
         return list(zip(self.schema.columns, cols))
 
-    def columns(self) -> tuple[dict[str, list], dict[str, list]]:
+    def columns(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         """The events and the history as columns (name -> list of values,
         missing ones None): what :meth:`frame` holds, for a reader of a whole
         run that loops over it in Python (a checker) and has no use for a
@@ -162,13 +168,13 @@ class Trace:
 class NullTrace(Trace):
     """A recorder that keeps nothing (for benchmarks of the bare engine)."""
 
-    def add(self, *args, **kwargs) -> None:
+    def add(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def attempted(self, *args, **kwargs) -> None:
+    def attempted(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def logged(self, *args, **kwargs) -> None:
+    def logged(self, *args: Any, **kwargs: Any) -> None:
         pass
 
 
@@ -184,23 +190,23 @@ class LockedTrace(Trace):
         super().__init__(schema)
         self._lock = threading.Lock()
 
-    def add(self, *args, **kwargs) -> None:
+    def add(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             super().add(*args, **kwargs)
 
-    def attempted(self, *args, **kwargs) -> None:
+    def attempted(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             super().attempted(*args, **kwargs)
 
-    def logged(self, *args, **kwargs) -> None:
+    def logged(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             super().logged(*args, **kwargs)
 
-    def frame(self):
+    def frame(self) -> TraceFrame:
         with self._lock:
             return super().frame()
 
-    def columns(self):
+    def columns(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         with self._lock:  # copies, all of one length: other threads go on recording
             events, history = super().columns()
             return ({k: list(v) for k, v in events.items()}, {k: list(v) for k, v in history.items()})

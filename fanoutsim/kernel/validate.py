@@ -38,10 +38,16 @@ import math
 import numbers
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fanoutsim.kernel.dist import _LAWS, EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
 from fanoutsim.kernel.timeutil import parse_start
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# a JSON Schema (draft 7) document, as json.dumps takes it
+JsonSchema = dict[str, Any]
 
 __all__ = [
     "Invalid", "Validator", "kind", "show", "is_number", "is_real", "is_whole", "plain", "plain_fields", "CLOCK_UNIT", "below_unit", "duration",
@@ -101,7 +107,7 @@ def is_number(value: Any) -> bool:
     return is_real(value) and math.isfinite(value)
 
 
-def plain_fields(obj) -> None:
+def plain_fields(obj: DataclassInstance) -> None:
     """Every field of the (frozen) dataclass ``obj`` as :func:`plain` keeps it:
     a config given NumPy numbers holds Python's, as report.json needs."""
     import dataclasses
@@ -126,7 +132,11 @@ class Validator:
     """The check of one value: ``validator(value)`` returns the value to keep or
     raises :class:`Invalid`. ``allowed`` says what is allowed in a few words."""
 
-    allowed = "a value"
+    if TYPE_CHECKING:  # a subclass says it as a class attribute or as a property of its fields
+        @property
+        def allowed(self) -> str: ...
+    else:
+        allowed = "a value"
 
     def __call__(self, value: Any) -> Any:
         return self.check(value)
@@ -138,7 +148,7 @@ class Validator:
         """The error for ``value``: ``must be <allowed>, got <value>``."""
         return Invalid(f"must be {self.allowed}, got {show(value)}{note}")
 
-    def json_schema(self) -> dict:
+    def json_schema(self) -> JsonSchema:
         """What the validator allows, as JSON Schema (draft 7)."""
         return {}
 
@@ -149,12 +159,12 @@ class Name(Validator):
 
     allowed = "a non-empty string"
 
-    def check(self, value):
+    def check(self, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             raise self.refuse(value)
         return value
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "string", "pattern": r"\S"}
 
 
@@ -164,12 +174,12 @@ class Text(Validator):
 
     allowed = "a string"
 
-    def check(self, value):
+    def check(self, value: Any) -> str:
         if not isinstance(value, str):
             raise Invalid(f"must be a string, got {kind(value)}")
         return value
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "string"}
 
 
@@ -177,7 +187,7 @@ CLOCK_UNIT = 1e-6  # seconds: both clocks count whole microseconds
 UNIT_NOTE = "(1 µs, the clock's unit)"
 
 
-def below_unit(value) -> bool:
+def below_unit(value: float) -> bool:
     """A duration the clocks cannot tell from 0 but is not 0 (0 < value < 1 µs):
     as an interval it would never move the clock."""
     return 0 < value < CLOCK_UNIT
@@ -205,7 +215,7 @@ class Seconds(Validator):
         bound = "" if self.low is None else f" {'>' if self.strict else '>='} {self.low:g}"
         return f"a finite number of {self.unit}{bound}"
 
-    def check(self, value):
+    def check(self, value: Any) -> float:
         if not is_number(value) or (self.low is not None and (
                 value < self.low or (self.strict and value == self.low))):
             raise self.refuse(value)
@@ -215,8 +225,8 @@ class Seconds(Validator):
             raise Invalid(f"must be 0 or at least {CLOCK_UNIT:g} {self.unit} {UNIT_NOTE}, got {show(value)}")
         return float(value)
 
-    def json_schema(self):
-        out: dict = {"type": "number"}
+    def json_schema(self) -> JsonSchema:
+        out: JsonSchema = {"type": "number"}
         if self._floored:
             if self.strict:
                 return {**out, "minimum": CLOCK_UNIT}
@@ -226,7 +236,7 @@ class Seconds(Validator):
         return out
 
 
-def duration(value, where: str, *, positive: bool = False) -> float:
+def duration(value: object, where: str, *, positive: bool = False) -> float:
     """A config's duration in seconds, checked as a scenario file's is
     (:class:`Seconds`: 0 or at least 1 µs; ``positive``: at least 1 µs);
     ValueError names ``where``."""
@@ -249,14 +259,14 @@ class SecondsRange(Validator):
     def allowed(self) -> str:
         return f"{self.low:g} through {self.high:g} seconds"
 
-    def check(self, value):
+    def check(self, value: Any) -> float:
         if not is_number(value) or not self.low <= value <= self.high:
             raise self.refuse(value, f" ({self.note})" if self.note else "")
         if self.low == 0 and below_unit(value):  # a duration: 0, or at least the clock's unit
             raise Invalid(f"must be 0 or at least {CLOCK_UNIT:g} seconds {UNIT_NOTE}, got {show(value)}")
         return float(value)
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         out = {"type": "number", "minimum": self.low, "maximum": self.high}
         if self.low == 0:
             out["not"] = {"exclusiveMinimum": 0, "exclusiveMaximum": CLOCK_UNIT}
@@ -277,12 +287,12 @@ class Rate(Validator):
     def required(self) -> str:
         return f"{self.per} per virtual second (a number > 0)"
 
-    def check(self, value):
+    def check(self, value: Any) -> float:
         if not is_number(value) or value <= 0:
             raise self.refuse(value)
         return float(value)
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "number", "exclusiveMinimum": 0}
 
 
@@ -296,12 +306,12 @@ class Fraction(Validator):
     def allowed(self) -> str:
         return f"a number in [0, 1] ({self.what})" if self.what else "a number in [0, 1]"
 
-    def check(self, value):
+    def check(self, value: Any) -> float:
         if not is_number(value) or not 0 <= value <= 1:
             raise self.refuse(value)
         return float(value)
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "number", "minimum": 0, "maximum": 1}
 
 
@@ -316,12 +326,12 @@ class IntAtLeast(Validator):
     def allowed(self) -> str:
         return f"an integer >= {self.low}" + (f" ({self.what})" if self.what else "")
 
-    def check(self, value):
+    def check(self, value: Any) -> int:
         if not is_whole(value) or value < self.low:
             raise self.refuse(value)
         return int(value)
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "integer", "minimum": self.low}
 
 
@@ -337,12 +347,12 @@ class IntRange(Validator):
     def allowed(self) -> str:
         return f"an integer from {self.low} through {self.high}"
 
-    def check(self, value):
+    def check(self, value: Any) -> int:
         if not is_whole(value) or not self.low <= value <= self.high:
             raise self.refuse(value, f" ({self.note})" if self.note else "")
         return int(value)
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "integer", "minimum": self.low, "maximum": self.high}
 
 
@@ -352,12 +362,12 @@ class Seed(Validator):
 
     allowed = "an integer seed"
 
-    def check(self, value):
+    def check(self, value: Any) -> int:
         if not is_whole(value):
             raise self.refuse(value)
         return int(value)
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "integer"}
 
 
@@ -365,18 +375,18 @@ class Seed(Validator):
 class OneOf(Validator):
     """One of ``choices`` (strings, usually)."""
 
-    choices: tuple
+    choices: tuple[Any, ...]
 
     @property
     def allowed(self) -> str:
         return f"one of {', '.join(map(repr, self.choices))}"
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if not any(type(c) is type(value) and c == value for c in self.choices):
             raise Invalid(f"must be {self.allowed}; got {show(value)}")
         return value
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"enum": list(self.choices)}
 
 
@@ -385,14 +395,14 @@ DURATION_FORMS = ('seconds >= 0, or a table such as {dist = "exponential", mean 
                   'empirical with samples = [...])')
 
 
-def _param_schema(law: str) -> dict:
+def _param_schema(law: str) -> JsonSchema:
     if law == "empirical":  # measured values, inline
         return {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 1,
                 "maxItems": EMPIRICAL_MAX_SAMPLES}
     return {"type": "number", "minimum": 0}
 
 
-DIST_SCHEMA: dict = {
+DIST_SCHEMA: JsonSchema = {
     "anyOf": [
         {"type": "number", "minimum": 0, "description": "a fixed number of seconds"},
         *({"type": "object", "description": f"{law}: {', '.join(params)}",
@@ -404,7 +414,7 @@ DIST_SCHEMA: dict = {
 """A duration in the notation of :mod:`fanoutsim.kernel.dist`, as JSON Schema: a
 scenario's JSON Schema holds it once, as ``definitions.duration``."""
 
-DURATION_REF: dict = {"allOf": [{"$ref": "#/definitions/duration"}]}
+DURATION_REF: JsonSchema = {"allOf": [{"$ref": "#/definitions/duration"}]}
 """A duration in a scenario's JSON Schema (a reference to its ``definitions``; the
 ``allOf`` keeps a key's description and default beside it)."""
 
@@ -416,7 +426,7 @@ class Distribution(Validator):
 
     allowed = DURATION_FORMS
 
-    def check(self, value):
+    def check(self, value: Any) -> Dist:
         try:
             return parse_dist(value, where="@")
         except ValueError as exc:
@@ -425,7 +435,7 @@ class Distribution(Validator):
                 message += f"; allowed: {DURATION_FORMS}"
             raise Invalid(message, key) from None
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return dict(DURATION_REF)
 
 
@@ -446,14 +456,14 @@ class Position(Validator):
 
     allowed = '"beginning", "end" or a seq (an integer >= 0)'
 
-    def check(self, value):
+    def check(self, value: Any) -> str | int:
         if value in ("beginning", "end") and isinstance(value, str):
             return value
         if not is_whole(value) or value < 0:
             raise self.refuse(value)
         return int(value)
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"anyOf": [{"enum": ["beginning", "end"]}, {"type": "integer", "minimum": 0}]}
 
 
@@ -471,7 +481,7 @@ class OrWord(Validator):
     def allowed(self) -> str:
         return f'{self.inner.allowed}, or "{self.word}" ({self.meaning})'
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         if value == self.word and isinstance(value, str):
             return self.stands_for
         try:
@@ -479,14 +489,14 @@ class OrWord(Validator):
         except Invalid:
             raise self.refuse(value) from None
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"anyOf": [self.inner.json_schema(), {"const": self.word}]}
 
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 
 
-def is_duckdb_path(value) -> bool:
+def is_duckdb_path(value: object) -> bool:
     """A DuckDB file's path, as every command and ``open_store`` take one: a
     name ending in ``.duckdb`` (the one rule, so that no command accepts a file
     another refuses)."""
@@ -502,13 +512,13 @@ class Store(Validator):
 
     allowed = '"memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI'
 
-    def check(self, value):
+    def check(self, value: Any) -> str:
         if isinstance(value, str) and (value in ("memory", "duckdb", "postgres") or is_duckdb_path(value) or
                                        (value.startswith(_PG_SCHEMES) and not value.endswith("://"))):
             return value
         raise Invalid(f"must be {self.allowed}, got {show(value)}")
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "string", "anyOf": [{"enum": ["memory", "duckdb", "postgres"]}, {"pattern": r".\.duckdb$"},
                                             {"pattern": "^postgres(ql)?://."}]}
 
@@ -519,7 +529,7 @@ class Timestamp(Validator):
 
     allowed = "an RFC 3339 timestamp such as 2026-01-01T00:00:00Z"
 
-    def check(self, value):
+    def check(self, value: Any) -> str | datetime:
         if not isinstance(value, (str, datetime)):
             raise self.refuse(value)
         try:
@@ -528,5 +538,5 @@ class Timestamp(Validator):
             raise Invalid(f"{exc} (an RFC 3339 timestamp with a timezone, such as 2026-01-01T00:00:00Z)") from None
         return value
 
-    def json_schema(self):
+    def json_schema(self) -> JsonSchema:
         return {"type": "string", "format": "date-time"}

@@ -22,14 +22,14 @@ part. ``tests/test_store_contract.py`` runs one suite unchanged against both.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 from fanoutsim.kernel.store.base import TABLES, Store, StorePart, Tx
 from fanoutsim.kernel.store.memory import MemoryStore
 from fanoutsim.kernel.validate import is_duckdb_path
 
 
-def open_store(spec: "str | Store" = "memory", parts=()) -> Store:
+def open_store(spec: "str | Store" = "memory", parts: Iterable[StorePart] = ()) -> Store:
     """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, ``"postgres"``
     (a throwaway server), a ``postgresql://`` URI, or a Store (returned as it
     is). A new store holds the kernel's tables and ``parts``'."""
@@ -46,7 +46,7 @@ def open_store(spec: "str | Store" = "memory", parts=()) -> Store:
     return open_store_with(spec, lambda: MemoryStore(parts), duckdb, postgres)
 
 
-def is_postgres(spec) -> bool:
+def is_postgres(spec: object) -> bool:
     """``"postgres"`` or a ``postgresql://`` (``postgres://``) URI."""
     return isinstance(spec, str) and (spec == "postgres" or spec.startswith(("postgresql://", "postgres://")))
 

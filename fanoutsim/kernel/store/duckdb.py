@@ -15,21 +15,29 @@ from __future__ import annotations
 import os
 import threading
 from functools import partial
+from typing import Any, Callable, Iterable, Sequence
 
 import duckdb
 
 from functools import lru_cache
 
 from fanoutsim.kernel.store import sql
-from fanoutsim.kernel.store.base import (Store, Tx, check_parts, compose_tx, row_of, tables_of,
+from fanoutsim.kernel.store.base import (Store, StorePart, Tx, check_parts, compose_tx, row_of, tables_of,
                                          timestamp_columns_of)
+
+# a statement's parameters, bound to its ``?`` in order
+Params = Sequence[object] | None
+# what a held write's sender asserts of its result (see DuckDBTx._hold)
+Check = Callable[[duckdb.DuckDBPyConnection], object]
+# the parts' hints (see DuckDBTx): a key per hint, each part's value its own
+Hints = dict[str, Any]
 
 
 class StoreError(RuntimeError):
     """A database file that cannot be opened as a fanoutsim store."""
 
 
-def has_duckdb_header(path) -> bool:
+def has_duckdb_header(path: str | os.PathLike[str]) -> bool:
     """Whether the file at ``path`` starts as a DuckDB database file does (its
     magic bytes), read without opening it as a database."""
     with open(path, "rb") as fh:
@@ -90,7 +98,14 @@ KEYS_KEPT = 250_000
 _TOO_MANY = object()  # the hint of a table with more keys than that: not kept
 
 
-def _key_added(hints: dict, keys: str, known: set, key: str) -> None:
+def _scalar(result: duckdb.DuckDBPyConnection) -> Any:
+    """The first value of a statement's one row (an aggregate's, a RETURNING's of one insert)."""
+    row = result.fetchone()
+    assert row is not None, "a statement that returns one row returned none"
+    return row[0]
+
+
+def _key_added(hints: Hints, keys: str, known: set[str], key: str) -> None:
     """A committed insert's key joins the hint, while the hint is that set and not too large."""
     if hints.get(keys) is known:
         if len(known) >= KEYS_KEPT:
@@ -126,14 +141,15 @@ class DuckDBTx(Tx):
     # change what they bound
     keeps_hints = True
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, hints: dict | None = None) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, hints: Hints | None = None) -> None:
         self.c = con
-        self.failed = None
+        self.failed: BaseException | None = None
         self.n = 0  # statements run, for the store's count
         self._begun = False
-        self.hints = {} if hints is None else hints
-        self.committed: list | None = None  # what to do to the hints once this commits
-        self.held: tuple | None = None  # a write not sent yet (see _hold)
+        self.hints: Hints = {} if hints is None else hints
+        # what to do to the hints once this commits
+        self.committed: list[Callable[[], object]] | None = None
+        self.held: tuple[str, Params, Check | None] | None = None  # a write not sent yet (see _hold)
 
     @property
     def begun(self) -> bool:
@@ -143,7 +159,7 @@ class DuckDBTx(Tx):
             self._release()
         return self._begun
 
-    def _on_commit(self, fn) -> None:
+    def _on_commit(self, fn: Callable[[], object]) -> None:
         """Run ``fn()`` after this transaction commits (in the order given);
         never if it rolls back."""
         if self.committed is None:
@@ -151,7 +167,7 @@ class DuckDBTx(Tx):
         else:
             self.committed.append(fn)
 
-    def _run(self, statement: str, params=None) -> duckdb.DuckDBPyConnection:
+    def _run(self, statement: str, params: Params = None) -> duckdb.DuckDBPyConnection:
         self._refuse_if_failed()  # say why, rather than DuckDB's "transaction is aborted"
         if self.held is not None:
             self._release()
@@ -163,7 +179,7 @@ class DuckDBTx(Tx):
             return self._send(_opening(statement), params)
         return self._send(statement, params)
 
-    def _hold(self, statement: str, params=None, check=None) -> None:
+    def _hold(self, statement: str, params: Params = None, check: Check | None = None) -> None:
         """Run a write whose result the caller does not need at once, perhaps later:
         a first write is held until the transaction sends anything else (then
         it opens the transaction, as in :meth:`_run`) or commits (then it goes
@@ -184,13 +200,13 @@ class DuckDBTx(Tx):
         else:
             self._run_checked(statement, params, check)
 
-    def _run_checked(self, statement: str, params, check) -> None:
+    def _run_checked(self, statement: str, params: Params, check: Check | None) -> None:
         """:meth:`_run`, then ``check`` (if any) on the result: a held write sent."""
         result = self._run(statement, params)
         if check is not None:
             check(result)
 
-    def _insert_new(self, statement: str, params, keys: str, key: str | None) -> None:
+    def _insert_new(self, statement: str, params: Params, keys: str, key: str | None) -> None:
         """Run an insert whose one constraint that can fail is its table's
         primary key, ``key`` (None: the caller cannot vouch for the row's
         values converting, or for ``key`` being the text the table reads back).
@@ -209,7 +225,9 @@ class DuckDBTx(Tx):
         that (a long-lived file) has its inserts sent at once from then on,
         rather than the store's memory growing with it."""
         hints = self.hints
-        known = hints.get(keys)
+        # the keys (a set of str), _TOO_MANY or None (not read yet): told apart by
+        # identity, which mypy does not follow for an object() sentinel
+        known: Any = hints.get(keys)
         may_hold = key is not None and self.held is None and not self._begun and self.keeps_hints
         if may_hold and known is None:
             known = hints[keys] = self._committed_keys(keys)
@@ -225,19 +243,19 @@ class DuckDBTx(Tx):
         elif known is not None:
             self._on_commit(partial(_key_added, hints, keys, known, key))
 
-    def _committed_keys(self, keys: str):
+    def _committed_keys(self, keys: str) -> set[str] | object:
         """The hint ``keys`` as the table now holds it: its keys, or
         :data:`_TOO_MANY` past :data:`KEYS_KEPT` (counted first, not read)."""
-        if self._run(f"SELECT count(*) FROM ({keys})").fetchone()[0] >= KEYS_KEPT:
+        if _scalar(self._run(f"SELECT count(*) FROM ({keys})")) >= KEYS_KEPT:
             return _TOO_MANY
         return {r[0] for r in self._run(keys).fetchall()}
 
-    def _keys_gone(self, keys: str, gone) -> None:
+    def _keys_gone(self, keys: str, gone: Iterable[str]) -> None:
         """Once this commits, the keys ``gone`` (as the table reads them back)
         are no longer in the table that the hint ``keys`` holds."""
         hints = self.hints
 
-        def committed():
+        def committed() -> None:
             known = hints.get(keys)
             if known is not None and known is not _TOO_MANY:
                 known.difference_update(gone)
@@ -245,11 +263,12 @@ class DuckDBTx(Tx):
         self._on_commit(committed)
 
     def _release(self) -> None:
+        assert self.held is not None, "nothing held to release"
         statement, params, check = self.held
         self.held = None
         self._run_checked(statement, params, check)
 
-    def _send(self, statement: str, params) -> duckdb.DuckDBPyConnection:
+    def _send(self, statement: str, params: Params) -> duckdb.DuckDBPyConnection:
         statement, params = sql.native_timestamps(statement, params)
         try:
             return self.c.execute(statement, params)
@@ -280,8 +299,8 @@ class DuckDBTx(Tx):
         self.c.execute(f"SET search_path = '{name},main'")
 
     # -- runner_log -----------------------------------------------------
-    def log_runner(self, at, event, detail=None):
-        return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]
+    def log_runner(self, at: int, event: str, detail: str | None = None) -> int:
+        return int(_scalar(self._run(sql.LOG_RUNNER, [at, event, detail])))
 
 
 @lru_cache(maxsize=None)
@@ -296,7 +315,7 @@ class DuckDBStore(Store):
     every table's ``CREATE TABLE IF NOT EXISTS``, then every migration (each
     idempotent), then the schema version."""
 
-    def __init__(self, path: str = ":memory:", parts=()) -> None:
+    def __init__(self, path: str = ":memory:", parts: Iterable[StorePart] = ()) -> None:
         self.path = path
         self.parts = check_parts(parts)
         self.tables = tables_of(self.parts)
@@ -305,7 +324,8 @@ class DuckDBStore(Store):
         self._all_rows = dict(sql.ALL_ROWS)
         for part in self.parts:
             self._all_rows.update(part.duckdb_rows)
-        self._tx = _tx_class(tuple(part.duckdb_tx for part in self.parts))
+        self._tx: Callable[[duckdb.DuckDBPyConnection, Hints], DuckDBTx] = _tx_class(
+            tuple(part.duckdb_tx for part in self.parts))
         if path != ":memory:" and os.path.lexists(path):
             if not os.path.isfile(path):
                 raise StoreError(f"{path} is not a file; refusing to touch it")
@@ -322,7 +342,7 @@ class DuckDBStore(Store):
         self.con = self._connect()
         self._lock = threading.Lock()
         self.statements = 0  # run inside transactions since opening: the load we put on DuckDB
-        self.hints: dict = {}  # the parts' hints (see DuckDBTx): bounds of the committed rows
+        self.hints: Hints = {}  # the parts' hints (see DuckDBTx): bounds of the committed rows
         self._owner: int | None = None
         try:
             self.con.execute("SET TimeZone = 'UTC'")
@@ -364,13 +384,14 @@ class DuckDBStore(Store):
             raise StoreError(f"cannot open {path}: {_first_line(exc)}") from None
 
     def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:
-        if not con.execute(sql.HAS_META).fetchone()[0]:
+        if not _scalar(con.execute(sql.HAS_META)):
             return  # a DuckDB file fanoutsim has not used yet
         found = con.execute(sql.GET_SCHEMA_VERSION).fetchone()
+        text = found[0] if found else 0
         try:
-            version = int(found[0]) if found else 0
+            version = int(text)
         except ValueError:
-            raise StoreError(f"{self.path} has schema version {found[0]!r}, not a number") from None
+            raise StoreError(f"{self.path} has schema version {text!r}, not a number") from None
         if version > self.version:
             raise StoreError(
                 f"{self.path} has schema version {version}, newer than this fanoutsim "
@@ -405,7 +426,8 @@ class DuckDBStore(Store):
         self._owner = me
         return self._tx(self.con, self.hints)  # BEGIN comes with the first write
 
-    def _commit(self, tx: DuckDBTx) -> None:
+    # it commits only the transactions it began (base.Store does not say so yet)
+    def _commit(self, tx: DuckDBTx) -> None:  # type: ignore[override]
         try:
             check = None
             if tx.held is not None:  # its one write: sent alone, DuckDB commits it as it runs
@@ -437,7 +459,7 @@ class DuckDBStore(Store):
             self._owner = None
             self._lock.release()
 
-    def _rollback(self, tx: DuckDBTx) -> None:
+    def _rollback(self, tx: DuckDBTx) -> None:  # type: ignore[override]
         tx.held = None  # never sent: nothing of it to undo
         self.statements += tx.n + tx._begun
         try:
@@ -447,7 +469,7 @@ class DuckDBStore(Store):
             self._owner = None
             self._lock.release()
 
-    def rows(self, table: str) -> list[dict]:
+    def rows(self, table: str) -> list[dict[str, Any]]:
         statement = self._all_rows.get(table)
         if statement is None:
             raise KeyError(f"unknown table {table!r}")
@@ -477,7 +499,7 @@ class DuckDBStore(Store):
         if table not in self.tables:
             raise KeyError(f"unknown table {table!r}")
         with self._lock:
-            return int(self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            return int(_scalar(self.con.execute(f"SELECT count(*) FROM {table}")))
 
     def close(self) -> None:
         self.con.close()

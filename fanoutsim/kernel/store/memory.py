@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import threading
 from functools import lru_cache
-from typing import Callable
+from types import TracebackType
+from typing import Any, Callable, Hashable, Iterable, Literal, NoReturn
 
-from fanoutsim.kernel.store.base import (FAILED_TX, SWALLOWED_TX, Store, Tx, check_parts, compose_tx, tables_of,
-                                         timestamp_columns_of)
+from fanoutsim.kernel.store.base import (FAILED_TX, SWALLOWED_TX, Store, StorePart, Tx, check_parts, compose_tx,
+                                         tables_of, timestamp_columns_of)
 
 
 class _Failed:
@@ -31,7 +32,7 @@ class _Failed:
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> NoReturn:
         raise RuntimeError(FAILED_TX.format(self.error))
 
 
@@ -46,9 +47,12 @@ class MemoryTx(Tx):
     __slots__ = ("s", "store", "undo", "failed")
 
     def __init__(self, store: "MemoryStore") -> None:
-        self.s = self.store = store
-        self.undo: list[Callable[[], None]] = []
-        self.failed = None
+        # Any: a part's state lives on the store as attributes its memory_init
+        # set, which MemoryStore does not declare (and after a failed write, a _Failed)
+        self.s: Any = store
+        self.store = store
+        self.undo: list[Callable[[], object]] = []
+        self.failed: BaseException | None = None
 
     def __enter__(self) -> "MemoryTx":
         store = self.store
@@ -59,7 +63,8 @@ class MemoryTx(Tx):
         store._open = True
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         store = self.store
         if exc_type is None and self.failed is None:  # commit: the writes are already in place
             if self.undo:
@@ -79,13 +84,13 @@ class MemoryTx(Tx):
         self.s = _Failed(self.failed)
         return self.failed
 
-    def _put(self, table: dict, key, value) -> None:
+    def _put(self, table: dict[Any, Any], key: Hashable, value: object) -> None:
         """Insert or overwrite one entry; the undo puts back what was there."""
         missing = key not in table
         before = table.get(key)
         table[key] = value
 
-        def undo():
+        def undo() -> None:
             if missing:
                 del table[key]
             else:
@@ -93,7 +98,7 @@ class MemoryTx(Tx):
 
         self.undo.append(undo)
 
-    def _pop(self, table: dict, key) -> bool:
+    def _pop(self, table: dict[Any, Any], key: Hashable) -> bool:
         """Delete one entry (False: there was none); the undo puts it back."""
         if key not in table:
             return False
@@ -101,7 +106,7 @@ class MemoryTx(Tx):
         self.undo.append(lambda: table.__setitem__(key, value))
         return True
 
-    def _clear(self, table: dict, owner: str) -> int:
+    def _clear(self, table: dict[tuple[Any, ...], Any], owner: str) -> int:
         """Delete every entry of ``owner`` (the first part of the key: a reader, say)."""
         gone = {k: v for k, v in table.items() if k[0] == owner}
         for k in gone:
@@ -110,7 +115,7 @@ class MemoryTx(Tx):
         return len(gone)
 
     # -- runner_log -----------------------------------------------------
-    def log_runner(self, at, event, detail=None):
+    def log_runner(self, at: int, event: str, detail: str | None = None) -> int:
         s = self.s
         seq = len(s.runner_log) + 1
         s.runner_log.append({"seq": seq, "happened_at": at, "event": event, "detail": detail})
@@ -124,22 +129,22 @@ def _tx_class(mixins: tuple[type, ...]) -> type:
     return compose_tx(MemoryTx, mixins)
 
 
-def _runner_log(store: "MemoryStore") -> list[dict]:
+def _runner_log(store: "MemoryStore") -> list[dict[str, Any]]:
     return [dict(r) for r in store.runner_log]
 
 
 class MemoryStore(Store):
     """The kernel's tables and those of ``parts`` (StoreParts), in memory."""
 
-    def __init__(self, parts=()) -> None:
+    def __init__(self, parts: Iterable[StorePart] = ()) -> None:
         self.parts = check_parts(parts)
         self.tables = tables_of(self.parts)
         self.timestamp_columns = timestamp_columns_of(self.parts)
-        self.runner_log: list[dict] = []
+        self.runner_log: list[dict[str, Any]] = []
         for part in self.parts:
             part.memory_init(self)
-        self._tx = _tx_class(tuple(part.memory_tx for part in self.parts))
-        self._readers: dict[str, Callable[["MemoryStore"], list[dict]]] = {"runner_log": _runner_log}
+        self._tx: Callable[[MemoryStore], MemoryTx] = _tx_class(tuple(part.memory_tx for part in self.parts))
+        self._readers: dict[str, Callable[[MemoryStore], list[dict[str, Any]]]] = {"runner_log": _runner_log}
         for part in self.parts:
             self._readers.update(part.memory_rows)
         # Re-entrant, so that a second ``transaction()`` in the thread holding the
@@ -152,19 +157,21 @@ class MemoryStore(Store):
         return "MemoryStore()"
 
     # -- transactions ---------------------------------------------------
-    def transaction(self) -> MemoryTx:
+    # The store's transaction is its own with-block (not base.Transaction), and it
+    # commits only the transactions it began: base.Store says neither yet
+    def transaction(self) -> MemoryTx:  # type: ignore[override]
         return self._tx(self)
 
     def _begin(self) -> MemoryTx:
         return self._tx(self).__enter__()
 
-    def _commit(self, tx: MemoryTx) -> None:
+    def _commit(self, tx: MemoryTx) -> None:  # type: ignore[override]
         if tx.undo:
             self.writes += 1
         self._open = False
         self._lock.release()
 
-    def _rollback(self, tx: MemoryTx) -> None:
+    def _rollback(self, tx: MemoryTx) -> None:  # type: ignore[override]
         try:
             for undo in reversed(tx.undo):
                 undo()
@@ -173,7 +180,7 @@ class MemoryStore(Store):
             self._lock.release()
 
     # -- reading whole tables -------------------------------------------
-    def rows(self, table: str) -> list[dict]:
+    def rows(self, table: str) -> list[dict[str, Any]]:
         with self._lock:  # another thread's transaction may be half applied
             if self._open:  # then it is this thread's own
                 raise RuntimeError("rows() reads committed rows; call it outside the open transaction")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fanoutsim.kernel.store.base import Store
+from fanoutsim.kernel.store.base import Store, StorePart
 
 DESIGN_KEY = "design"
 
@@ -27,8 +27,10 @@ def _rows_beyond_new(store: Store) -> list[str]:
     """The designs (parts) whose tables hold more rows than a new store's."""
     from fanoutsim.kernel.store.memory import MemoryStore
 
-    fresh = MemoryStore(store.parts)
-    return [part.name for part in store.parts
+    # every adapter composes parts, but base.Store does not declare them yet
+    parts: tuple[StorePart, ...] = store.parts  # type: ignore[attr-defined]
+    fresh = MemoryStore(parts)
+    return [part.name for part in parts
             if any(store.row_count(t) > len(fresh.rows(t)) for t in part.tables)]
 
 
@@ -55,7 +57,7 @@ def claim(store: Store, design: str) -> None:
                          f"(open it with the {recorded} design, or give a new store)")
 
 
-def open_claimed(opener: Callable[[object], Store], spec, design: str | None) -> Store:
+def open_claimed(opener: Callable[[object], Store], spec: object, design: str | None) -> Store:
     """``opener(spec)``, claimed for ``design`` (None: not claimed); a store
     opened here and refused is closed again."""
     store = opener(spec)

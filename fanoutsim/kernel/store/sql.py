@@ -6,7 +6,11 @@ composes them. Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT``
 microseconds at the interface: ``epoch_us(col)`` reads them, :data:`TS` (a
 parameter) writes them.
 """
+from __future__ import annotations
 
+from typing import Any, Callable, Iterable, Literal, Sequence, TypeGuard, Union
+
+from fanoutsim.kernel.store.base import StorePart
 from fanoutsim.kernel.timeutil import from_us
 
 # The schema version this fanoutsim writes, at least: the newest migration of
@@ -17,16 +21,22 @@ TS = "make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ"
 _TS = TS
 
 _DATETIME_US = (-62_135_596_800_000_000, 253_402_300_799_999_999)  # datetime's years 1-9999
-_NATIVE: dict[str, tuple[str, tuple[int, ...], int] | None] = {}
+# a statement's native form: its text, the positions of its TS parameters, its count of parameters
+NativeForm = tuple[str, tuple[int, ...], int]
+_NATIVE: dict[str, NativeForm | None] = {}
+# one migration step: a statement, or a function of the connection (DuckDB's, or the
+# PostgreSQL store's) for a step SQL alone cannot say
+Migration = Union[str, Callable[[Any], object]]
 
 
-def _native_form(statement: str) -> tuple[str, tuple[int, ...], int] | None:
+def _native_form(statement: str) -> NativeForm | None:
     """``statement`` with each :data:`TS` a bare ``?``, the positions of those
     parameters and the number of parameters (None: it has no TS)."""
     parts = statement.split(TS)
     if len(parts) == 1:
         return None
-    at, n = [], 0
+    at: list[int] = []
+    n = 0
     for part in parts[:-1]:
         n += part.count("?")
         at.append(n)
@@ -34,19 +44,19 @@ def _native_form(statement: str) -> tuple[str, tuple[int, ...], int] | None:
     return "?".join(parts), tuple(at), n + parts[-1].count("?")
 
 
-def fits_timestamp(us) -> bool:
+def fits_timestamp(us: object) -> TypeGuard[int]:
     """Whether ``us`` is a value a :data:`TS` parameter takes without fail:
     an int within datetime's years 1-9999, bound as a datetime."""
     return type(us) is int and _DATETIME_US[0] <= us <= _DATETIME_US[1]
 
 
-def native_timestamps(statement: str, params):
+def native_timestamps(statement: str, params: Sequence[object] | None) -> tuple[str, Sequence[object] | None]:
     """``(statement, params)`` with each :data:`TS` parameter bound as a UTC
     datetime instead, which DuckDB binds to a TIMESTAMPTZ as it is: converting
     the microseconds in SQL costs about 0.1 ms of a 0.4-0.6 ms statement. As
     given when a TS value is not an int within datetime's years 1-9999 (NULL
     stays NULL), or when the parameters do not line up with the ``?``."""
-    form = _NATIVE.get(statement, False)
+    form: NativeForm | None | Literal[False] = _NATIVE.get(statement, False)
     if form is False:
         form = _NATIVE[statement] = _native_form(statement)
     if form is None or params is None:
@@ -80,7 +90,7 @@ CREATE TABLE IF NOT EXISTS runner_log (
 
 # schema version -> statements that bring a file from the version before it
 # (the parts' migrations join these by version)
-MIGRATIONS = {
+MIGRATIONS: dict[int, list[Migration]] = {
     3: [],  # runner_log: created by SCHEMA's CREATE TABLE IF NOT EXISTS
 }
 
@@ -100,19 +110,19 @@ ALL_ROWS = {
 }
 
 
-def schema_version(parts) -> int:
+def schema_version(parts: Iterable[StorePart]) -> int:
     """The version a store of ``parts`` writes: the kernel's, or the newest migration of a part."""
     return max([SCHEMA_VERSION, *(v for part in parts for v in part.duckdb_migrations)])
 
 
-def schema(parts) -> str:
+def schema(parts: Iterable[StorePart]) -> str:
     """Every table's ``CREATE TABLE IF NOT EXISTS``: the kernel's, then each part's."""
     return SCHEMA + "".join(part.duckdb_schema for part in parts)
 
 
-def migrations(parts) -> dict[int, list[str]]:
+def migrations(parts: Iterable[StorePart]) -> dict[int, list[Migration]]:
     """The kernel's and the parts' migrations, by version (a part's after the kernel's)."""
-    out = {version: list(statements) for version, statements in MIGRATIONS.items()}
+    out: dict[int, list[Migration]] = {version: list(statements) for version, statements in MIGRATIONS.items()}
     for part in parts:
         for version, statements in part.duckdb_migrations.items():
             out.setdefault(version, []).extend(statements)

@@ -5,7 +5,7 @@ kernel's dialect layer) — implements it; the contract suite runs each against 
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 # -- the tables ----------------------------------------------------------------------
 # table -> columns, in the order DataFrames show them
@@ -17,6 +17,54 @@ TABLES: dict[str, tuple[str, ...]] = {
     "deferred": ("consumer", "seq", "due_at"),
 }
 TIMESTAMP_COLUMNS = frozenset({"updated_at", "ts", "due_at", "parked_at"})
+
+
+# -- the rows ------------------------------------------------------------------------
+# Rows cross the port as dicts (see fanoutsim.kernel.store.base): timestamps are
+# int microseconds since the epoch. The TypedDicts say which keys each row has
+# and what they hold; the columns above say their order.
+class PageRow(TypedDict):
+    """One ``pages`` row: the domain table a commit writes with its outbox row."""
+
+    id: str
+    body: str | None
+    updated_at: int
+
+
+class OutboxRow(TypedDict):
+    """One ``outbox`` row."""
+
+    seq: int
+    ts: int
+    topic: str | None
+    kind: str
+    ref: str | None  # the page the row is about
+    due_at: int | None  # a delayed row: not delivered before then
+
+
+class CursorRow(TypedDict):
+    """One ``cursors`` row: the last seq a consumer has handled."""
+
+    consumer: str
+    seq: int
+
+
+class ParkedRow(TypedDict):
+    """One ``parked`` row: a poison row a consumer gave up on."""
+
+    consumer: str
+    seq: int
+    error: str | None
+    attempts: int
+    parked_at: int
+
+
+class DeferredRow(TypedDict):
+    """One ``deferred`` row: a row a consumer owes at ``due_at``."""
+
+    consumer: str
+    seq: int
+    due_at: int
 
 
 # -- the interface -------------------------------------------------------------------
@@ -35,12 +83,12 @@ class OutboxTx(Protocol):
         nextval. A seq reserved and never inserted stays a gap."""
 
     @abstractmethod
-    def insert_outbox(self, row: dict) -> None:
+    def insert_outbox(self, row: OutboxRow) -> None:
         """Append one outbox row (``seq`` from :meth:`reserve_outbox_seq`); a
         seq already in the table raises :class:`KeyError`."""
 
     @abstractmethod
-    def fetch_outbox(self, after: int, limit: int) -> list[dict]:
+    def fetch_outbox(self, after: int, limit: int) -> list[OutboxRow]:
         """Up to ``limit`` rows with ``seq > after``, in seq order."""
 
     @abstractmethod
@@ -69,23 +117,23 @@ class OutboxTx(Protocol):
         """Insert or overwrite the consumer's cursor."""
 
     @abstractmethod
-    def list_cursors(self) -> list[dict]: ...
+    def list_cursors(self) -> list[CursorRow]: ...
 
     # -- parked and deferred rows ------------------------------------------------
     @abstractmethod
-    def park(self, row: dict) -> None:
+    def park(self, row: ParkedRow) -> None:
         """Record a poison row (consumer, seq, error, attempts, parked_at);
         parking the same (consumer, seq) again overwrites it."""
 
     @abstractmethod
-    def list_parked(self, consumer: str | None = None) -> list[dict]: ...
+    def list_parked(self, consumer: str | None = None) -> list[ParkedRow]: ...
 
     @abstractmethod
     def defer(self, consumer: str, seq: int, due_at: int) -> None:
         """Remember that ``consumer`` owes the row ``seq`` at ``due_at``."""
 
     @abstractmethod
-    def fetch_due(self, consumer: str, now: int, limit: int) -> list[dict]:
+    def fetch_due(self, consumer: str, now: int, limit: int) -> list[DeferredRow]:
         """Deferred entries of ``consumer`` with ``due_at <= now``, by ``(due_at, seq)``."""
 
     @abstractmethod
@@ -97,7 +145,7 @@ class OutboxTx(Protocol):
 
     # -- the domain table ------------------------------------------------------
     @abstractmethod
-    def upsert_page(self, row: dict) -> None: ...
+    def upsert_page(self, row: PageRow) -> None: ...
 
     @abstractmethod
-    def get_page(self, page_id: str) -> dict | None: ...
+    def get_page(self, page_id: str) -> PageRow | None: ...

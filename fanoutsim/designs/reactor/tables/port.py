@@ -5,7 +5,7 @@ kernel's dialect layer) — implements it; the contract suite runs each against 
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence, TypedDict
 
 # -- the tables ----------------------------------------------------------------------
 # table -> columns, in the order DataFrames show them
@@ -34,7 +34,71 @@ SUBSCRIPTION_IDENTITY = frozenset({"id", "reactor_name", "workflow_name", "tenan
 _UPDATABLE = frozenset(TABLES["reactor_subscriptions"]) - SUBSCRIPTION_IDENTITY
 
 
-def check_subscription_changes(changes: dict) -> None:
+# -- the rows ------------------------------------------------------------------------
+# Rows cross the port as dicts (see fanoutsim.kernel.store.base): timestamps are
+# int microseconds since the epoch, ids UUID strings. The TypedDicts say which
+# keys each row has and what they hold; the columns above say their order.
+class FiringRow(TypedDict):
+    """One ``reactor_firings`` row."""
+
+    id: str
+    reactor_name: str
+    tenant_id: str
+    payload: bytes  # the encoded sources (fanoutsim.designs.reactor.payload)
+    fired_at: int
+    created_at: int
+
+
+class SubscriptionRow(TypedDict):
+    """One ``reactor_subscriptions`` row: a workflow's subscription to a
+    reactor's stream of one tenant, and its watermark."""
+
+    id: str
+    reactor_name: str
+    workflow_name: str
+    tenant_id: str
+    enabled: bool
+    predicate: str | None  # a CEL expression; None: every firing passes
+    last_seen_fired_at: int | None  # the watermark; None: never polled
+    last_seen_firing_id: str | None
+    predicate_error_count: int
+    predicate_error_firing_id: str | None
+    last_predicate_error: str | None
+    predicate_degraded: bool
+    created_at: int
+    updated_at: int
+
+
+class SubscriptionChanges(TypedDict, total=False):
+    """What :meth:`ReactorTx.update_subscription` may set: any of the columns
+    but the identity ones (:data:`SUBSCRIPTION_IDENTITY`)."""
+
+    enabled: bool
+    predicate: str | None
+    last_seen_fired_at: int | None
+    last_seen_firing_id: str | None
+    predicate_error_count: int
+    predicate_error_firing_id: str | None
+    last_predicate_error: str | None
+    predicate_degraded: bool
+    created_at: int
+    updated_at: int
+
+
+class ExecutionRow(TypedDict):
+    """One ``workflow_executions`` row: a dispatched workflow run."""
+
+    id: str
+    workflow_name: str
+    tenant_id: str
+    context: str  # JSON: the firings the run was dispatched for
+    status: str  # pending, running, completed or failed
+    dispatched_at: int
+    claimed_at: int | None
+    finished_at: int | None
+
+
+def check_subscription_changes(changes: Mapping[str, object]) -> None:
     """Reject columns an update may not set, before anything is written."""
     if _UPDATABLE.issuperset(changes):  # the poll loop's every watermark move
         return
@@ -48,7 +112,7 @@ def check_subscription_changes(changes: dict) -> None:
         )
 
 
-def cursor_of(sub: dict, compound: bool) -> tuple[int | None, str | None]:
+def cursor_of(sub: SubscriptionRow, compound: bool) -> tuple[int | None, str | None]:
     """A subscription's watermark as a fetch's cursor: ``(after, after_id)``,
     the firing id only for the compound cursor of a watermark that has moved."""
     after = sub["last_seen_fired_at"]
@@ -63,11 +127,11 @@ class ReactorTx(Protocol):
 
     # -- reactor_firings -------------------------------------------------
     @abstractmethod
-    def insert_firing(self, row: dict) -> None: ...
+    def insert_firing(self, row: FiringRow) -> None: ...
 
     @abstractmethod
     def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int,
-                      after_id: str | None = None, until: int | None = None) -> list[dict]:
+                      after_id: str | None = None, until: int | None = None) -> list[FiringRow]:
         """Up to ``limit`` firings of one stream past a cursor, ordered by
         ``(fired_at, id)``. The cursor is ``fired_at > after`` (all firings when
         ``after`` is None) or, given ``after_id``, the compound
@@ -94,7 +158,7 @@ class ReactorTx(Protocol):
         """Whether :meth:`fetch_firings` with this cursor (and no ``until``)
         could return a row: the stream's newest ``(fired_at, id)`` is past it."""
 
-    def first_with_firings_past(self, subs, i: int, compound: bool) -> int:
+    def first_with_firings_past(self, subs: Sequence[SubscriptionRow], i: int, compound: bool) -> int:
         """The first index ``j >= i`` of ``subs`` (rows as listed) whose
         stream :meth:`has_firings_past` the subscription's cursor, or
         ``len(subs)``: a poll pass's skips over subscriptions with nothing new,
@@ -115,22 +179,23 @@ class ReactorTx(Protocol):
 
     # -- reactor_subscriptions ------------------------------------------
     @abstractmethod
-    def get_subscription(self, reactor: str, workflow: str, tenant: str) -> dict | None: ...
+    def get_subscription(self, reactor: str, workflow: str, tenant: str) -> SubscriptionRow | None: ...
 
     @abstractmethod
-    def insert_subscription(self, row: dict) -> None: ...
+    def insert_subscription(self, row: SubscriptionRow) -> None: ...
 
     @abstractmethod
-    def update_subscription(self, sub_id: str, changes: dict) -> None:
+    def update_subscription(self, sub_id: str, changes: SubscriptionChanges) -> None:
         """Set ``changes`` (column -> value) on one row; identity columns are refused."""
 
     @abstractmethod
     def delete_subscription(self, sub_id: str) -> bool: ...
 
     @abstractmethod
-    def list_subscriptions(self, tenant: str | None = None, enabled_only: bool = False) -> list[dict]: ...
+    def list_subscriptions(self, tenant: str | None = None,
+                           enabled_only: bool = False) -> list[SubscriptionRow]: ...
 
-    def poll_subscriptions(self) -> Sequence[dict]:
+    def poll_subscriptions(self) -> Sequence[SubscriptionRow]:
         """The enabled subscriptions in poll order, as ``list_subscriptions(
         enabled_only=True)`` lists them, for a poll pass that only reads them:
         an adapter may hand out rows it shares with later passes (and never
@@ -139,14 +204,14 @@ class ReactorTx(Protocol):
 
     # -- workflow_executions --------------------------------------------
     @abstractmethod
-    def insert_execution(self, row: dict) -> None: ...
+    def insert_execution(self, row: ExecutionRow) -> None: ...
 
     @abstractmethod
     def has_pending_executions(self) -> bool:
         """Whether any execution is ``pending`` (else a claim takes nothing)."""
 
     @abstractmethod
-    def claim_executions(self, now: int, limit: int) -> list[dict]:
+    def claim_executions(self, now: int, limit: int) -> list[ExecutionRow]:
         """Mark up to ``limit`` pending executions running, oldest first; return them."""
 
     @abstractmethod
