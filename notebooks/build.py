@@ -133,6 +133,8 @@ def build(src: Path) -> tuple[Path, float]:
 def record_time(stem: str, seconds: float) -> None:
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     times[stem] = round(seconds, 1)
+    sources = {p.stem for p in (HERE / "src").glob("*.py")}
+    times = {k: v for k, v in times.items() if k in sources}  # a renamed lesson leaves no stale time
     TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
 
 
