@@ -139,7 +139,14 @@ def record_time(stem: str, seconds: float) -> None:
 
 
 def main(argv: list[str]) -> None:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return
     sources = sorted((HERE / "src").glob("*.py"))
+    unknown = sorted(set(argv) - {s.stem for s in sources})
+    if unknown:
+        raise SystemExit(f"no notebook source {', '.join(unknown)} in notebooks/src/; the notebooks: "
+                         f"{', '.join(s.stem for s in sources)}")
     if argv:
         sources = [s for s in sources if s.stem in argv]
     for src in sources:
