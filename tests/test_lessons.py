@@ -233,3 +233,24 @@ def test_the_site_anchors_headings_as_jupyterlab_does():
     assert generate.jupyterlab_slug("1. Lease length against work time") == "1.-Lease-length-against-work-time"
     conf = (ROOT / "docs" / "conf.py").read_text()
     assert re.search(r'^myst_heading_slug_func = "generate\.jupyterlab_slug"$', conf, flags=re.M)
+
+
+def _blocks(text: str, commented: bool = False) -> dict[str, list[str]]:
+    """The lesson rows, the systems rows and the glossary's lines of a page (of a
+    notebook's source when ``commented``), links made relative to the notebooks' folder."""
+    lines = text.splitlines()
+    if commented:
+        lines = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines]
+    lines = [re.sub(r"\]\(notebooks/", "](", line) for line in lines]
+    glossary = lines[next(i for i, line in enumerate(lines) if line == "## Glossary"):]
+    return {"lessons": [line for line in lines if re.match(r"\| \[\d\d_\w+\]", line)],
+            "systems": [line for line in lines if re.match(r"\| \*\*(Cloacina|Subspace|RiffDB)\*\*", line)],
+            "glossary": [line for line in glossary if line.startswith(("- ", "  "))]}
+
+
+def test_the_site_lists_the_lessons_the_systems_and_the_glossary_as_the_index_does():
+    index = _blocks((NOTEBOOKS / "src" / "00_index.py").read_text(), commented=True)
+    site = _blocks((ROOT / "docs" / "lessons" / "index.md").read_text())
+    assert len(index["lessons"]) == len(LESSONS)
+    for block in ("lessons", "systems", "glossary"):
+        assert site[block] == index[block], f"docs/lessons/index.md and 00_index differ in their {block}"
