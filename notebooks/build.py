@@ -27,6 +27,7 @@ Run All took — the cells' run, without the kernel's start — is written to
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -118,11 +119,19 @@ def run_all_seconds(nb) -> float:
     return (parse(max(ends)) - parse(min(starts))).total_seconds()
 
 
+def cell_id(stem: str, index: int) -> str:
+    """A cell's id, the same at every build (nbformat draws a random one: every
+    rebuild would rewrite every id, and a diff would hide what changed)."""
+    return hashlib.sha1(f"{stem}:{index}".encode()).hexdigest()[:8]
+
+
 def build(src: Path) -> tuple[Path, float]:
     """Build and execute one notebook; its path, and how long Run All took."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.cells = cells_of(src.read_text())
+    for i, cell in enumerate(nb.cells):
+        cell.id = cell_id(src.stem, i)
     out = HERE / f"{src.stem}.ipynb"
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
     offline_notes(nb)

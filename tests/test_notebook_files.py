@@ -57,3 +57,11 @@ def test_the_build_names_an_unknown_notebook_rather_than_building_nothing(capsys
     assert "20_systems_you_run" in str(stop.value) and "14_systems_you_run" in str(stop.value)
     build.main(["--help"])
     assert "notebooks/build.py 00_tour" in capsys.readouterr().out
+
+
+def test_a_rebuilt_notebook_keeps_its_cell_ids():
+    build = _build()
+    assert build.cell_id("10_leases", 3) == build.cell_id("10_leases", 3) != build.cell_id("10_leases", 4)
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        assert [c.id for c in cells] == [build.cell_id(path.stem, i) for i in range(len(cells))], path.name
