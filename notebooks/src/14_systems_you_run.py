@@ -23,7 +23,7 @@
 # to the hint and fetch costs measured on a real PostgreSQL. The test suite runs both
 # libraries for real against the same PostgreSQL (hints on, every hint lost, half of them
 # lost) and checks that a two-sample KS test cannot tell the model's commit → handled
-# latencies from the real ones (`tests/test_outbox_realqueues.py`).
+# latencies from the real ones (`tests/test_outbox_realqueues.py`). What each preset sets:
 
 # %%
 %matplotlib inline
