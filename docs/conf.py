@@ -30,6 +30,9 @@ exclude_patterns = ["_build", "generate.py", "**/.ipynb_checkpoints",
                     "_generated/causes.md", "_generated/metrics.md"]  # included by reference/ pages
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
+# anchors as JupyterLab writes them, so that a notebook's link to a heading
+# (00_index.ipynb#Glossary) works in JupyterLab and on the site alike
+myst_heading_slug_func = "generate.jupyterlab_slug"
 
 nb_execution_mode = "off"  # the notebooks as stored: make test executes them, the site only shows them
 nb_merge_streams = True

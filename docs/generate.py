@@ -1,7 +1,8 @@
 """The generated pages of the documentation site, written by ``conf.py`` at each build.
 
 * ``lessons/notebooks/*.ipynb`` — the notebooks, copied as they are stored (myst-nb
-  renders their saved outputs; nothing is executed);
+  renders their saved outputs; nothing is executed), and the experiments' modules
+  they link to, in ``lessons/notebooks/experiments/``;
 * ``scenario-<design>.md`` — every key of a design's scenario files, from
   ``data/schemas/<design>.schema.json`` (these and the next two in ``_generated/``);
 * ``causes.md`` — every duplicate and loss cause each design's checker names,
@@ -37,16 +38,32 @@ def generate_all(out: Path, root: Path) -> None:
 
 # -- the lessons ----------------------------------------------------------------------
 def lessons(out: Path, notebooks: Path) -> None:
-    """The stored notebooks, by file name (the site links to them as ``lessons/NAME``)."""
+    """The stored notebooks, by file name (the site links to them as ``lessons/NAME``),
+    and beside them the experiments' modules they link to (``experiments/leases.py``):
+    a link to a file that is not a page becomes a download of that file on the site,
+    so the one link opens the module in JupyterLab and on the site alike."""
+    _mirror(out, sorted(notebooks.glob("*.ipynb")), "*.ipynb")
+    modules = [p for p in sorted((notebooks / "experiments").glob("*.py")) if not p.name.startswith("_")]
+    _mirror(out / "experiments", modules, "*.py")
+
+
+def _mirror(out: Path, files: list[Path], pattern: str) -> None:
+    """``out`` holds a copy of each of ``files`` and nothing else matching ``pattern``."""
     out.mkdir(parents=True, exist_ok=True)
-    wanted = {p.name for p in notebooks.glob("*.ipynb")}
-    for old in out.glob("*.ipynb"):
+    wanted = {p.name for p in files}
+    for old in out.glob(pattern):
         if old.name not in wanted:
             old.unlink()
-    for nb in sorted(notebooks.glob("*.ipynb")):
-        target = out / nb.name
-        if not target.exists() or target.read_bytes() != nb.read_bytes():
-            shutil.copyfile(nb, target)
+    for path in files:
+        target = out / path.name
+        if not target.exists() or target.read_bytes() != path.read_bytes():
+            shutil.copyfile(path, target)
+
+
+def jupyterlab_slug(title: str) -> str:
+    """A heading's anchor as JupyterLab makes it (its text, spaces as ``-``, case kept):
+    ``00_index.ipynb#Glossary`` then finds the heading in JupyterLab and on the site."""
+    return title.strip().replace(" ", "-")
 
 
 # -- the scenario reference -----------------------------------------------------------

@@ -27,6 +27,7 @@ Run All took — the cells' run, without the kernel's start — is written to
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -118,11 +119,19 @@ def run_all_seconds(nb) -> float:
     return (parse(max(ends)) - parse(min(starts))).total_seconds()
 
 
+def cell_id(stem: str, index: int) -> str:
+    """A cell's id, the same at every build (nbformat draws a random one: every
+    rebuild would rewrite every id, and a diff would hide what changed)."""
+    return hashlib.sha1(f"{stem}:{index}".encode()).hexdigest()[:8]
+
+
 def build(src: Path) -> tuple[Path, float]:
     """Build and execute one notebook; its path, and how long Run All took."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.cells = cells_of(src.read_text())
+    for i, cell in enumerate(nb.cells):
+        cell.id = cell_id(src.stem, i)
     out = HERE / f"{src.stem}.ipynb"
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
     offline_notes(nb)
@@ -133,11 +142,20 @@ def build(src: Path) -> tuple[Path, float]:
 def record_time(stem: str, seconds: float) -> None:
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     times[stem] = round(seconds, 1)
+    sources = {p.stem for p in (HERE / "src").glob("*.py")}
+    times = {k: v for k, v in times.items() if k in sources}  # a renamed lesson leaves no stale time
     TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
 
 
 def main(argv: list[str]) -> None:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return
     sources = sorted((HERE / "src").glob("*.py"))
+    unknown = sorted(set(argv) - {s.stem for s in sources})
+    if unknown:
+        raise SystemExit(f"no notebook source {', '.join(unknown)} in notebooks/src/; the notebooks: "
+                         f"{', '.join(s.stem for s in sources)}")
     if argv:
         sources = [s for s in sources if s.stem in argv]
     for src in sources:

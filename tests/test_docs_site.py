@@ -123,3 +123,22 @@ def test_search_finds_check_leases(site, page):
     links = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
     assert any("reference/api/leases" in href for href in links), links
     page.screenshot(path=str(SHOTS / "docs-search.png"))
+
+
+def test_a_lessons_links_to_its_experiments_and_the_glossary_land(site, page):
+    """The links a lesson shares with JupyterLab: ``experiments/leases.py`` serves the
+    module itself, ``00_index.ipynb#Glossary`` lands on the glossary's heading."""
+    import urllib.parse
+    import urllib.request
+
+    page.goto(f"{site}/lessons/notebooks/10_leases.html")
+    link = page.locator("article a", has_text="experiments/leases.py").first
+    url = urllib.parse.urljoin(page.url, link.get_attribute("href"))
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        assert reply.status == 200 and "def lease_run(" in reply.read().decode()
+    page.goto(f"{site}/lessons/notebooks/00_tour.html")
+    page.locator("article a", has_text="glossary").first.click()
+    page.wait_for_load_state("load")
+    anchor = urllib.parse.urlparse(page.url).fragment
+    assert page.url.split("#")[0].endswith("/00_index.html") and anchor
+    assert "Glossary" in page.locator(f"[id='{anchor}']").first.inner_text()

@@ -188,3 +188,69 @@ def test_the_glossary_explains_the_words_the_lessons_use(where):
         assert re.search(rf"\*\*{re.escape(word)}\w*\*\*", glossary, flags=re.I), f"{word!r} is not explained"
     for system in ("Cloacina", "Subspace", "RiffDB"):
         assert system in text
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _jupyterlab_ids(stem: str) -> set[str]:
+    """The anchors JupyterLab gives a notebook's headings: the heading's text, spaces as '-'."""
+    ids = set()
+    for c in cells(stem):
+        if c.cell_type == "markdown":
+            for m in re.finditer(r"^#{1,6} +(.+?) *$", c.source, flags=re.M):
+                text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1)).replace("`", "").replace("*", "")
+                ids.add(text.replace(" ", "-"))
+    return ids
+
+
+@pytest.mark.parametrize("stem", LESSONS + ["00_index"])
+def test_every_link_of_a_lesson_opens_a_file_beside_it_in_jupyterlab_and_on_the_site(stem):
+    """A relative link must name a file beside the notebooks (the docs site copies the
+    notebooks and the experiments' modules, and cannot serve a folder), and its #anchor a
+    heading as JupyterLab anchors it (the site's anchors follow JupyterLab's)."""
+    for c in cells(stem):
+        if c.cell_type != "markdown":
+            continue
+        for target in LINK.findall(c.source):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            path, _, anchor = target.partition("#")
+            where = NOTEBOOKS / path if path else NOTEBOOKS / f"{stem}.ipynb"
+            assert where.is_file(), f"{stem} links to {target!r}: no such file beside the notebooks"
+            if anchor:
+                assert where.suffix == ".ipynb", f"{stem}: an anchor into {path!r}"
+                assert anchor in _jupyterlab_ids(where.stem), f"{stem} links to {target!r}: no such heading"
+
+
+def test_the_site_anchors_headings_as_jupyterlab_does():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    assert generate.jupyterlab_slug("Glossary") == "Glossary"
+    assert generate.jupyterlab_slug("1. Lease length against work time") == "1.-Lease-length-against-work-time"
+    conf = (ROOT / "docs" / "conf.py").read_text()
+    assert re.search(r'^myst_heading_slug_func = "generate\.jupyterlab_slug"$', conf, flags=re.M)
+
+
+def _blocks(text: str, commented: bool = False) -> dict[str, list[str]]:
+    """The lesson rows, the systems rows and the glossary's lines of a page (of a
+    notebook's source when ``commented``), links made relative to the notebooks' folder."""
+    lines = text.splitlines()
+    if commented:
+        lines = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines]
+    lines = [re.sub(r"\]\(notebooks/", "](", line) for line in lines]
+    glossary = lines[next(i for i, line in enumerate(lines) if line == "## Glossary"):]
+    return {"lessons": [line for line in lines if re.match(r"\| \[\d\d_\w+\]", line)],
+            "systems": [line for line in lines if re.match(r"\| \*\*(Cloacina|Subspace|RiffDB)\*\*", line)],
+            "glossary": [line for line in glossary if line.startswith(("- ", "  "))]}
+
+
+def test_the_site_lists_the_lessons_the_systems_and_the_glossary_as_the_index_does():
+    index = _blocks((NOTEBOOKS / "src" / "00_index.py").read_text(), commented=True)
+    site = _blocks((ROOT / "docs" / "lessons" / "index.md").read_text())
+    assert len(index["lessons"]) == len(LESSONS)
+    for block in ("lessons", "systems", "glossary"):
+        assert site[block] == index[block], f"docs/lessons/index.md and 00_index differ in their {block}"

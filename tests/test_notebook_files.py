@@ -46,3 +46,22 @@ def test_make_lab_trusts_the_notebooks_hides_their_sources_and_opens_the_index()
     assert "--ServerApp.root_dir=$(LAB_DIR)" in lab and "default_url=/lab/tree/00_index.ipynb" in lab
     hide = re.search(r"^LAB_HIDE\s*:=\s*(.+)$", make, flags=re.M).group(1).split()
     assert {"src", "build.py"} <= set(hide) and "hide_globs" in lab
+
+
+def test_the_build_names_an_unknown_notebook_rather_than_building_nothing(capsys):
+    import pytest
+
+    build = _build()
+    with pytest.raises(SystemExit) as stop:
+        build.main(["20_systems_you_run"])
+    assert "20_systems_you_run" in str(stop.value) and "14_systems_you_run" in str(stop.value)
+    build.main(["--help"])
+    assert "notebooks/build.py 00_tour" in capsys.readouterr().out
+
+
+def test_a_rebuilt_notebook_keeps_its_cell_ids():
+    build = _build()
+    assert build.cell_id("10_leases", 3) == build.cell_id("10_leases", 3) != build.cell_id("10_leases", 4)
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        assert [c.id for c in cells] == [build.cell_id(path.stem, i) for i in range(len(cells))], path.name

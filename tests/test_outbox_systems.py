@@ -1,4 +1,4 @@
-"""The runs and figures of lesson 20 (``fanoutsim.designs.outbox.systems``): each
+"""The runs and figures of lesson 14 (``fanoutsim.designs.outbox.systems``): each
 says what the lesson reads from it, on runs small enough for the test suite."""
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ and the :class:`Verdict` says *right*, or what is off and a hint.
 >>> ex.check("2.1", 1.0)           # wrong: what is off, and a hint
 
 The tasks are grouped by design (:mod:`.reactor`, :mod:`.outbox`,
-:mod:`.leases`, :mod:`.designs`); each registers itself with :func:`exercise`.
+:mod:`.leases`, :mod:`.designs`, and :mod:`.systems` for the designs in the
+systems you run); each registers itself with :func:`exercise`.
 Each carries a typical mistake (``Exercise.mistake``): the tests check that
 it gets a hint, and that every solution in the notebooks is marked right.
 """
@@ -167,4 +168,4 @@ def _load() -> None:
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        from fanoutsim.exercises import designs, leases, outbox, reactor  # noqa: F401
+        from fanoutsim.exercises import designs, leases, outbox, reactor, systems  # noqa: F401

@@ -10,7 +10,7 @@
 #
 # **What you need first:** [0 · A tour](00_tour.ipynb): firings, subscriptions, the poll loop.
 #
-# **Run All:** about 11 s on two cores.
+# **Run All:** about 13 s on two cores.
 #
 # **The system modelled.** A firing of a Cloacina reactor reaches its subscribers by two
 # paths. In-process *computation graphs* are called synchronously inside the firing, before
@@ -29,11 +29,12 @@ import pandas as pd
 
 import fanoutsim as fs
 from fanoutsim import analysis, plots
+from fanoutsim import examples
 from fanoutsim import exercises as ex
 from fanoutsim import lesson
 from fanoutsim.scenario import load_scenario
 
-scenario = load_scenario("../fanoutsim/examples/sweep.toml")
+scenario = load_scenario(examples.path("sweep"))  # a scenario that ships with fanoutsim
 sim = scenario.build(seed=0)
 sim.runner.register_computation_graph(
     "pricing_reactor", lambda s: "urgent" if s["quote"]["price"] > 100 else "normal", name="router")

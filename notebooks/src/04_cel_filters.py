@@ -26,10 +26,11 @@ import pandas as pd
 
 import fanoutsim as fs
 from fanoutsim import analysis, plots
+from fanoutsim import examples
 from fanoutsim import exercises as ex
 from fanoutsim import lesson
 
-day = fs.load_recording("../fanoutsim/examples/quotes-day.parquet")
+day = fs.load_recording(examples.FOLDER / "quotes-day.parquet")  # ships with fanoutsim
 hourly = day.groupby(day["t"] // 3600).size()
 pd.Series({"quotes": len(day), "busiest hour (UTC)": f"{int(hourly.idxmax()):02d}:00",
            "quotes in it": hourly.max(), "quietest hour (UTC)": f"{int(hourly.idxmin()):02d}:00",

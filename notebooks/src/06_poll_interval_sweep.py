@@ -11,7 +11,7 @@
 # **What you need first:** [1 · Latency budget](01_latency_budget.ipynb): the poll wait and
 # the batch limit.
 #
-# **Run All:** about 30 s on two cores.
+# **Run All:** about 1 min on two cores.
 #
 # **The system modelled.** Cloacina's poll loop, the same as in lesson 1. A short interval
 # means low latency and many queries; a long one, few queries and slow delivery; and a
@@ -24,13 +24,14 @@ from IPython.display import clear_output
 
 import fanoutsim as fs
 from fanoutsim import analysis, plots
+from fanoutsim import examples
 from fanoutsim import exercises as ex
 from fanoutsim import lesson
 from fanoutsim.scenario import load_scenario
 from fanoutsim.widgets import sweep_explorer
 
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
-scenario = load_scenario("../fanoutsim/examples/sweep.toml")
+scenario = load_scenario(examples.path("sweep"))  # a scenario that ships with fanoutsim
 n_subs = len(scenario.subscriptions)
 
 # %% [markdown]

@@ -1,5 +1,5 @@
 """The outbox in the systems people run: the runs and figures of the lesson
-``notebooks/src/20_systems_you_run.py``.
+``notebooks/src/14_systems_you_run.py``.
 
 * :func:`lost_hint_cost` — what a lost NOTIFY costs a procrastinate or pgqueuer
   worker (the presets of :mod:`.presets`) at its default poll, over a range of

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 20 · The designs in the systems you run
+# # 14 · The designs in the systems you run
 #
 # **What you will learn**
 # - what a lost `NOTIFY` costs a procrastinate 3.10 or pgqueuer 1.6 worker at its default
@@ -11,9 +11,9 @@
 #   read from the WAL instead of `NOTIFY`) — and what the model says about each.
 #
 # **What you need first:** [8 · Outbox](08_outbox.ipynb) (hints, the safety poll, cursors) and
-# [9 · Leased consumers](09_leases.ipynb) (lease length against work time).
+# [10 · Leased consumers](10_leases.ipynb) (lease length against work time).
 #
-# **Run All:** about 25 s on two cores.
+# **Run All:** about 15 s on two cores.
 #
 # **The libraries, as the model's presets.** procrastinate and pgqueuer are PostgreSQL job
 # queues: a job is a row, its `INSERT` sends a `NOTIFY`, and a worker wakes on the
@@ -23,24 +23,25 @@
 # to the hint and fetch costs measured on a real PostgreSQL. The test suite runs both
 # libraries for real against the same PostgreSQL (hints on, every hint lost, half of them
 # lost) and checks that a two-sample KS test cannot tell the model's commit → handled
-# latencies from the real ones (`tests/test_outbox_realqueues.py`).
+# latencies from the real ones (`tests/test_outbox_realqueues.py`). What each preset sets:
 
 # %%
 %matplotlib inline
 import pandas as pd
-from IPython.display import Markdown, display
 
+from fanoutsim import exercises as ex
+from fanoutsim import lesson
 from fanoutsim.analysis import leases as la
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox import systems as sy
 from fanoutsim.designs.outbox.plots import cursor_progress
+from experiments import leases as lx
 
-pd.set_option("display.width", 100)
-pd.set_option("display.precision", 3)
-for name in sy.PRESET_NAMES:
-    c = OutboxConfig.preset(name)
-    print(f"{name}: poll every {c.safety_poll_interval:g} s ({c.poll_mode}), wake {c.wake_mode}, "
-          f"{c.batch_limit} job(s) a fetch, catch-up after a reconnect: {c.catch_up}")
+presets = pd.DataFrame([{"preset": name, "poll (s)": c.safety_poll_interval, "poll": c.poll_mode,
+                         "wake flag": c.wake_mode, "jobs a fetch": c.batch_limit,
+                         "fetch after a reconnect": c.catch_up}
+                        for name, c in ((n, OutboxConfig.preset(n)) for n in sy.PRESET_NAMES)])
+lesson.table(presets.set_index("preset"), digits=0)
 
 # %% [markdown]
 # ## 1. What a lost NOTIFY costs
@@ -48,17 +49,19 @@ for name in sy.PRESET_NAMES:
 # A worker loses 10% of its notifications (a listener reconnecting, a proxy that drops
 # them, a process that missed them). procrastinate polls every 5 s by default, pgqueuer
 # every 30 s; in both the poll is an *idle timeout*, started again after each round of
-# fetches.
+# fetches. Each preset runs about 1000 Poisson jobs at each rate, from one a minute to five a
+# second.
 #
 # > **Predict.** (1) At 5 jobs a second, how long does a job whose `NOTIFY` was lost wait:
 # > about 5 s, about 30 s, or much less? (2) At one job a minute? (3) Does the median job
 # > notice at all?
-#
-# Each preset runs about 1000 Poisson jobs at each rate, from one a minute to five a second.
 
 # %%
 cost = sy.lost_hint_cost()
-cost[["preset", "rate", "hints_lost", "lost_mean_s", "lost_max_s", "all_p50_s", "all_p99_s"]]
+rates = [f"1 per {1 / r:.0f} s" if r < 1 else f"{r:g} per s" for r in cost["rate"]]
+shown = cost.assign(rate=rates)
+columns = ["hints_lost", "lost_mean_s", "lost_max_s", "all_p50_s", "all_p99_s"]
+lesson.table(shown.set_index(["preset", "rate"])[columns], highlight=["lost_mean_s"])
 
 # %%
 fig = sy.lost_hint_figure(cost)
@@ -70,21 +73,20 @@ fig
 # jobs are sparse is it the poll — on average half of it, at worst all of it. The median job
 # never notices: its own hint wakes the worker within milliseconds (the read costs measured
 # on PostgreSQL). The poll interval sets the tail of quiet queues, not the latency of busy ones.
-
-# %% [markdown]
+#
 # ## 2. A NOTIFY that arrives and is still ignored
 #
 # procrastinate's worker fetches one job at a time until a fetch finds nothing. A
 # notification sets a flag (`_new_job_event`); the loop clears the flag in the `finally` of
 # *every* fetch, after the fetch returned, and sleeps on it when a fetch found nothing.
 #
-# > **Predict.** Every notification is delivered. Can a job still wait for a later
-# > notification — or the poll?
-#
 # The run below is the race, one job at a time: job 2 commits just after the worker's last,
 # empty fetch began (so that fetch cannot see it), and its hint arrives while the fetch is in
 # flight. The next job's hint is lost, so only the poll can rescue job 2. The fetches take
 # 10 ms here so that the window shows.
+#
+# > **Predict.** Every notification is delivered. Can a job still wait for a later
+# > notification — or the poll?
 
 # %%
 race = {"procrastinate 3.10\n(flag cleared\nafter the fetch)": sy.race_run("after_fetch"),
@@ -95,8 +97,9 @@ fig
 # %% [markdown]
 # **Read.** With the flag cleared after the fetch, job 2's hint is erased by the very fetch
 # that could not see the job: the worker sleeps until its poll, 5 s later. The fix is to clear
-# the flag *before* each fetch (the model's `wake_mode="before_fetch"`, the seed's loop): a
-# hint that lands during the fetch then means "fetch again", and job 2 waits one fetch.
+# the flag *before* each fetch (the model's `wake_mode="before_fetch"`, as Subspace's loop in
+# lesson 8 does): a hint that lands during the fetch then means "fetch again", and job 2 waits
+# one fetch.
 #
 # > **Predict.** How often does it happen at procrastinate's defaults, 5 jobs a second, with
 # > the fetch costs measured on PostgreSQL (an empty fetch takes about 1.6 ms)?
@@ -104,7 +107,7 @@ fig
 # %%
 hour = {mode: sy.race_count(mode) for mode in ("after_fetch", "before_fetch")}
 races = sy.race_table(hour)
-races
+lesson.table(races.set_index("run"), digits=0, highlight=["their_mean_ms"])
 
 # %% [markdown]
 # **Read.** About one job in sixty lands in the window; with the flag cleared after the fetch
@@ -113,8 +116,7 @@ races
 # empty fetch; the real worker's is shorter (from the fetch's snapshot to its return), so the
 # real rate is lower: in the comparison's real runs one hinted job in 760 waited 0.8 s. A
 # race that rare passes every test and still sets your p99.9.
-
-# %% [markdown]
+#
 # ## 3. The three designs in systems you know
 #
 # ### Kafka consumer groups: a cursor per consumer
@@ -129,15 +131,19 @@ races
 
 # %%
 offsets = sy.offsets_run()
-sy.offsets_summary(offsets)
+per_consumer = sy.offsets_summary(offsets).set_index("consumer")
+causes = [", ".join(f"{cause}: {n}" for cause, n in c.items()) or "–"
+          for c in per_consumer["causes"]]
+lesson.table(per_consumer.assign(causes=causes))
 
 # %%
 fig = cursor_progress(offsets, lag=True, title="rows behind the head, per consumer (a cursor each)")
 trace = offsets.trace()
 for k, at in enumerate(trace.loc[trace["kind"] == "crashed", "t"]):
-    fig.axes[0].axvline((at - offsets.start_us) / 1e6, color="#d62728", ls=":", lw=1.5,
-                        label="a crash between a row's handling and its cursor" if k == 0 else None)
-fig.axes[0].legend(loc="upper left")
+    for ax in fig.axes:
+        ax.axvline((at - offsets.start_us) / 1e6, color="#d62728", ls=":", lw=1.5,
+                   label="a crash between a row's handling and its cursor" if k == 0 else None)
+fig.axes[0].legend(loc="upper right", fontsize="small")
 fig
 
 # %% [markdown]
@@ -151,23 +157,24 @@ fig
 # An SQS message received is invisible for the visibility timeout (30 s by default); if the
 # handler has not deleted it by then, it is delivered again. That is a lease: the leases
 # design (RiffDB) takes a lease per event, and a worker that outlives it still applies its
-# effect while the event is leased again.
+# effect while the event is leased again. The run is `lx.lease_run` of
+# [`experiments/leases.py`](experiments/leases.py), the one lesson 10 sweeps.
 #
 # > **Predict.** A handler takes 5 s on average (exponential). With the default 30 s
 # > timeout, how many messages in 1000 are handled twice? With a 10 s timeout?
 
 # %%
 def lease_row(lease):
-    s = la.lease_summary(la.lease_run(lease, law="exponential", mean_work=5.0)).iloc[0]
+    s = la.lease_summary(lx.lease_run(lease, law="exponential", mean_work=5.0)).iloc[0]
     p = la.p_exceeds("exponential", 5.0, lease)
-    return {"visibility_timeout_s": lease, "delivered": s["delivered"],
+    return {"visibility timeout (s)": int(lease), "delivered": s["delivered"],
             "duplicates": s["duplicates"],
             "per_1000": 1000 * s["duplicates"] / s["delivered"],
             "theory_per_1000": 1000 * la.expected_duplicates(p), "lost": s["lost"]}
 
 
 sqs = pd.DataFrame([lease_row(lease) for lease in (10.0, 30.0)])
-sqs
+lesson.table(sqs.set_index("visibility timeout (s)"), digits=1)
 
 # %% [markdown]
 # **Read.** Each attempt outlives its lease with chance e^(−T / 5 s); the duplicates follow
@@ -186,7 +193,10 @@ sqs
 
 # %%
 order = {mode: sy.commit_order_run(mode) for mode in ("all", "gap")}
-sy.commit_order_summary(order)
+commit_order = sy.commit_order_summary(order)
+in_ms = {f"{q}_ms": 1000 * commit_order[f"{q}_s"].to_numpy() for q in ("p50", "p99")}
+lesson.table(commit_order.set_index("read_mode").drop(columns=["p50_s", "p99_s"]).assign(**in_ms),
+             digits=0)
 
 # %% [markdown]
 # **Read.** Reading whatever is visible past the cursor (`read_mode="all"`) skips the late
@@ -194,34 +204,95 @@ sy.commit_order_summary(order)
 # missing seq (`"gap"`) loses nothing and pays for it in the tail latency. A WAL relay reads
 # in commit order, so it has no such hole; its costs are elsewhere (a stalled slot keeps the
 # WAL on the primary's disk, as a stalled consumer keeps the outbox's retained rows).
+#
+# ## Exercises
+#
+# ### Exercise 14.1 — the longest handler a visibility timeout allows
+#
+# Your SQS handler's time is exponential. Write `longest_handler(timeout, per_1000)`: the
+# longest *mean* handler time, in seconds, for which a visibility timeout of `timeout` seconds
+# keeps the expected duplicates under `per_1000` per 1000 messages. The theory of section 3
+# is in `la.p_exceeds(law, mean, lease)` (the chance an attempt outlives its lease) and
+# `la.expected_duplicates(p)` (extra deliveries per message); a search or a formula will do.
+
+# %%
+def longest_handler(timeout, per_1000):
+    ...  # your code here
+
+
+ex.check("14.1", longest_handler)
+
+# %% solution
+import math
+
+from fanoutsim import exercises as ex
+
+
+def longest_handler(timeout, per_1000):
+    # exponential work outlives the timeout with chance p = e^(-timeout / mean), and a
+    # message is delivered again about p / (1 - p) times: solve p / (1 - p) = per_1000 / 1000
+    p = per_1000 / (1000 + per_1000)
+    return timeout / math.log(1 / p)
+
+
+ex.check("14.1", longest_handler)
+
+# %% [markdown]
+# ### Exercise 14.2 — the lost wake-up, as a rule
+#
+# A worker's fetch starts at `fetch_start`, sees every job committed before then, finds
+# nothing and returns at `fetch_end`; then the worker sleeps unless its wake flag is set. A job
+# commits at `commit` and its `NOTIFY` sets the flag at `hint` (after the commit). Write
+# `sleeps_through(commit, hint, fetch_start, fetch_end, wake_mode)`: `True` when the worker
+# goes to sleep without fetching the job, under `wake_mode` `"after_fetch"` (procrastinate
+# 3.10: the flag cleared when the fetch returns) or `"before_fetch"` (the fix: cleared when
+# it starts).
+
+# %%
+def sleeps_through(commit, hint, fetch_start, fetch_end, wake_mode):
+    ...  # your code here
+
+
+ex.check("14.2", sleeps_through)
+
+# %% solution
+from fanoutsim import exercises as ex
+
+
+def sleeps_through(commit, hint, fetch_start, fetch_end, wake_mode):
+    unseen = commit >= fetch_start                  # the fetch's snapshot is older than the job
+    erased = fetch_start <= hint < fetch_end        # the hint set the flag during the fetch...
+    return unseen and erased and wake_mode == "after_fetch"  # ...and the fetch's end cleared it
+
+
+ex.check("14.2", sleeps_through)
 
 # %% [markdown]
 # ## What to take away
 
-# %%
+# %% hidden
 busy = cost[cost["rate"] == cost["rate"].max()].set_index("preset")
 sparse = cost[cost["rate"] == cost["rate"].min()].set_index("preset")
 r = races.set_index("run")
-fo = sy.offsets_summary(offsets).set_index("consumer")
-co = sy.commit_order_summary(order).set_index("read_mode")
-display(Markdown("\n".join(f"- {line}" for line in (
+fo = per_consumer
+co = commit_order.set_index("read_mode")
+lesson.takeaway(
     f"A lost NOTIFY costs the gap to the next job, up to the poll: at 5 jobs/s a lost hint's job "
     f"waited {busy.loc['procrastinate-3.10', 'lost_mean_s']:.2f} s (procrastinate) and "
     f"{busy.loc['pgqueuer-1.6', 'lost_mean_s']:.2f} s (pgqueuer) on average; at one job a minute "
     f"{sparse.loc['procrastinate-3.10', 'lost_mean_s']:.1f} s and "
-    f"{sparse.loc['pgqueuer-1.6', 'lost_mean_s']:.1f} s, half their 5 s and 30 s polls.",
+    f"{sparse.loc['pgqueuer-1.6', 'lost_mean_s']:.1f} s, about half their 5 s and 30 s polls.",
     f"procrastinate's flag cleared after the fetch ignores a delivered NOTIFY: "
     f"{r.loc['after_fetch', 'in_the_window']} of {r.loc['after_fetch', 'jobs']} jobs in an hour "
-    f"waited {r.loc['after_fetch', 'their_mean_ms']:.0f} ms on average for a later hint (p99 "
-    f"{r.loc['after_fetch', 'p99_ms']:.0f} ms); armed before the fetch, "
-    f"{r.loc['before_fetch', 'their_mean_ms']:.0f} ms "
-    f"(p99 {r.loc['before_fetch', 'p99_ms']:.0f} ms).",
+    f"waited {r.loc['after_fetch', 'their_mean_ms']:.0f} ms on average for a later hint; armed "
+    f"before the fetch, {r.loc['before_fetch', 'their_mean_ms']:.0f} ms.",
     f"A cursor per consumer, like a Kafka group's offset: the fast consumer's p99 stayed "
     f"{1000 * fo.loc['fast', 'p99_s']:.0f} ms beside a slow one's {fo.loc['slow', 'p99_s']:.1f} s; "
-    f"three crashes re-delivered {int(fo['duplicates'].sum())} rows and lost none.",
+    f"three crashes re-delivered {int(fo['duplicates'].sum())} rows and lost "
+    f"{int(fo['lost'].sum())}.",
     f"A lease is a visibility timeout: {sqs.loc[1, 'per_1000']:.0f} duplicates per 1000 at 30 s, "
     f"{sqs.loc[0, 'per_1000']:.0f} at 10 s, for 5 s of work on average.",
     f"A seq cursor polled past late commits skipped {co.loc['all', 'lost']} of "
-    f"{co.loc['all', 'committed']} rows; waiting at gaps lost none — and a WAL relay, reading in "
-    f"commit order, has no such hole.",
-))))
+    f"{co.loc['all', 'committed']} rows; waiting at gaps lost {co.loc['gap', 'lost']}, and a WAL "
+    f"relay, reading in commit order, has no such hole.",
+)
