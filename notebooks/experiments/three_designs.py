@@ -155,7 +155,7 @@ def verdict(design: str, sim) -> dict:
     if design == "reactor":
         t = fs.check(sim).total
         return {"events": len(sim.firings()), "duplicates": t["extra_deliveries"],
-                "lost": t["lost"], "causes": t["duplicate_causes"]}
+                "lost": t["lost"], "causes": t["duplicates_by_cause"]}
     if design == "outbox":
         t = fs.check_outbox(sim).total
         return {"events": t["committed"], "duplicates": t["extra_deliveries"], "lost": t["lost"],

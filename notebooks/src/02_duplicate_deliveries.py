@@ -53,7 +53,7 @@ story[["time", "kind", "actor", "attempt"]]
 
 # %%
 pd.Series({"executions of the firing": len(sim.executions()),
-           "the checker's causes of extra deliveries": fs.check(sim).total["duplicate_causes"]},
+           "the checker's causes of extra deliveries": fs.check(sim).total["duplicates_by_cause"]},
           name="value").to_frame()
 
 # %% [markdown]
@@ -196,7 +196,7 @@ pollers.add_workload("r", 2.0, payload="counter")
 pollers.run(until=120)
 two_pollers = fs.check(pollers).total
 pd.Series({"firings": two_pollers["expected"], "extra deliveries": two_pollers["extra_deliveries"],
-           "causes": two_pollers["duplicate_causes"]}, name="atomic, 2 pollers").to_frame()
+           "causes": two_pollers["duplicates_by_cause"]}, name="atomic, 2 pollers").to_frame()
 
 # %% [markdown]
 # **Read.** (b): both replicas read the same batch and both dispatch it, whatever the commit

@@ -132,7 +132,7 @@ fig
 
 # %%
 short = analysis.hole_summary(analysis.hole_run("late commit", "settled", settle=1.0))
-pd.Series({"lost": short["lost"], "causes": short["loss_causes"]},
+pd.Series({"lost": short["lost"], "causes": short["lost_by_cause"]},
           name="late commit, settled with a 1 s horizon").to_frame()
 
 # %% [markdown]

@@ -189,7 +189,7 @@ out = several_pollers(fresh(), 3, seconds=1.0, rate=40.0)
 t = out["report"].total
 pd.Series({"pollers": out["pollers"], "firings": out["firings"],
            "executions": out["executions"], "lost": t["lost"],
-           "extra deliveries": t["extra_deliveries"], "causes": str(t["duplicate_causes"])},
+           "extra deliveries": t["extra_deliveries"], "causes": str(t["duplicates_by_cause"])},
           name="three pollers").to_frame()
 
 # %%
