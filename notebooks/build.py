@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -147,6 +148,43 @@ def record_time(stem: str, seconds: float) -> None:
     TIMES.write_text(json.dumps(dict(sorted(times.items())), indent=1) + "\n")
 
 
+def quote(seconds: float) -> str:
+    """How the lessons quote a Run All time: whole seconds under a minute, else
+    minutes to the half."""
+    if seconds < 59.5:
+        return f"about {max(1, round(seconds))} s"
+    return f"about {round(seconds / 30) / 2:g} min"
+
+
+def quote_times(stems) -> None:
+    """Write the measured Run All time of each of ``stems`` where it is quoted:
+    its row of the index (and of the site's lesson page) and its own first cell, in the sources and in the
+    built notebooks (prose only: nothing is executed again). A quote written
+    by hand would drift from what the build measured."""
+    times = json.loads(TIMES.read_text())
+    index_src, index_nb = HERE / "src" / "00_index.py", HERE / "00_index.ipynb"
+    for stem in stems:
+        if stem == "00_index" or stem not in times:
+            continue
+        said = quote(times[stem])
+        row = re.compile(rf"^(# )?(\| \[{stem}\]\((?:notebooks/)?{stem}\.ipynb\) \| .+? \| )about [\d.]+ (?:s|min)( \|)$",
+                         re.M)
+        own = re.compile(r"^((?:# )?\*\*Run All:\*\* )about [\d.]+ (?:s|min)", re.M)
+        _rewrite(index_src, index_nb, row, rf"\g<1>\g<2>{said}\g<3>")
+        site = HERE.parent / "docs" / "lessons" / "index.md"  # the site's copy of the index's table
+        site.write_text(row.sub(rf"\g<1>\g<2>{said}\g<3>", site.read_text()))
+        _rewrite(HERE / "src" / f"{stem}.py", HERE / f"{stem}.ipynb", own, rf"\g<1>{said}", first=True)
+
+
+def _rewrite(src: Path, built: Path, pattern: re.Pattern, repl: str, first: bool = False) -> None:
+    src.write_text(pattern.sub(repl, src.read_text(), count=1 if first else 0))
+    if built.exists():
+        nb = nbformat.read(built, as_version=4)
+        for cell in (c for c in nb.cells if c.cell_type == "markdown"):
+            cell.source = pattern.sub(repl, cell.source)
+        nbformat.write(nb, built)
+
+
 def main(argv: list[str]) -> None:
     if {"-h", "--help"} & set(argv):
         print(__doc__)
@@ -164,6 +202,7 @@ def main(argv: list[str]) -> None:
         record_time(src.stem, run_all)
         print(f"built {out.relative_to(HERE.parent)} in {time.monotonic() - started:.0f} s "
               f"(Run All {run_all:.1f} s)")
+    quote_times([src.stem for src in sources])
 
 
 if __name__ == "__main__":
