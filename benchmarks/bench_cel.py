@@ -16,6 +16,7 @@ firing, shared by every subscription, and printed apart.
 Target: <= 10 µs per evaluation on the compiled subset (celpy: ~200 µs).
 A figure to read, not an assertion: no test times anything.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,11 +45,18 @@ FILTERS = [
 
 def payloads(n: int, seed: int = 0) -> list[dict]:
     rng = random.Random(seed)
-    return [{"quote": {"symbol": rng.choice(["AAA", "BBB", "CCC"]),
-                       "region": rng.choice(["us-east", "eu-central", "ap-south"]),
-                       "price": round(rng.uniform(50, 200), 2), "qty": rng.randint(1, 20),
-                       "tags": rng.sample(["hot", "new", "big", "odd"], rng.randint(0, 3))}}
-            for _ in range(n)]
+    return [
+        {
+            "quote": {
+                "symbol": rng.choice(["AAA", "BBB", "CCC"]),
+                "region": rng.choice(["us-east", "eu-central", "ap-south"]),
+                "price": round(rng.uniform(50, 200), 2),
+                "qty": rng.randint(1, 20),
+                "tags": rng.sample(["hot", "new", "big", "odd"], rng.randint(0, 3)),
+            }
+        }
+        for _ in range(n)
+    ]
 
 
 def per_eval_us(predicate, acts: list[dict], repeat: int) -> float:
@@ -81,8 +89,10 @@ def main() -> None:
     build_ref_us = best_us(lambda: [celpy.json_to_cel(s) for s in sources], args.n, args.repeat)
     slow_n = max(50, args.n // 10)  # celpy is slow: fewer evaluations, same payloads
     print(f"load average {os.getloadavg()[0]:.2f}; {args.n} activations (celpy: {slow_n}), best of {args.repeat}")
-    print(f"one activation's payload (per firing, shared by its subscriptions): {build_us:.1f} µs "
-          f"(celpy.json_to_cel: {build_ref_us:.1f} µs, {build_ref_us / build_us:.1f}x)\n")
+    print(
+        f"one activation's payload (per firing, shared by its subscriptions): {build_us:.1f} µs "
+        f"(celpy.json_to_cel: {build_ref_us:.1f} µs, {build_ref_us / build_us:.1f}x)\n"
+    )
     print(f"{'filter':<68} {'fast µs':>8} {'celpy µs':>9} {'ratio':>6}  compiled")
     fast_all, slow_all = [], []
     for expr in FILTERS:

@@ -21,6 +21,7 @@ Times are CPU seconds of this process (the machine may be shared), both models
 in one process. Target: engine/minimal <= 10x. A figure to read, not an
 assertion on time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ SCENARIO = ROOT / "fanoutsim" / "examples" / "bench-day.toml"
 
 # bench-day's filters, written by hand (the CEL texts they stand for are checked below)
 FILTERS = {
-    "payload.quote.price > 100 && payload.quote.region == 'us-east'":
-        lambda p: p["quote"]["price"] > 100 and p["quote"]["region"] == "us-east",
+    "payload.quote.price > 100 && payload.quote.region == 'us-east'": lambda p: (
+        p["quote"]["price"] > 100 and p["quote"]["region"] == "us-east"
+    ),
     "payload.quote.region == 'eu-central'": lambda p: p["quote"]["region"] == "eu-central",
     "payload.quote.price > 130": lambda p: p["quote"]["price"] > 130,
 }
@@ -83,7 +85,7 @@ def minimal(scenario, until: float, seed: int = 0) -> tuple[float, list]:
                         else:
                             hi = mid
                 keep = filters[i]
-                for fired_at, payload in log[lo:lo + limit]:
+                for fired_at, payload in log[lo : lo + limit]:
                     if keep is None or keep(payload):
                         delivered.append((s.workflow, s.tenant, s.reactor, fired_at))
                     marks[i] = fired_at
@@ -101,6 +103,7 @@ def minimal(scenario, until: float, seed: int = 0) -> tuple[float, list]:
 def timed_run(sim, until: float) -> tuple[float, float]:
     """Run ``sim`` to ``until``; returns (CPU s, of which evaluating CEL filters)."""
     from fanoutsim.designs.reactor import predicate
+
     spent = [0.0]
     evaluate = predicate.Predicate.evaluate
 
@@ -146,11 +149,14 @@ def main() -> None:
     assert {s.when for s in scenario.subscriptions if s.when} <= set(FILTERS), "a filter has no hand-written twin"
     m_wall, m_out = minimal(scenario, until)
     e_wall, cel, e_out = engine(scenario, until)
-    assert collections.Counter(m_out) == collections.Counter(e_out), \
+    assert collections.Counter(m_out) == collections.Counter(e_out), (
         f"the models deliver differently: {len(m_out)} vs {len(e_out)}"
+    )
     load = os.getloadavg()[0]
-    print(f"core ratio: {args.hours:g} virtual h, {len(scenario.subscriptions)} subscriptions "
-          f"({sum(1 for s in scenario.subscriptions if s.when)} filtered), {len(e_out)} deliveries (identical)")
+    print(
+        f"core ratio: {args.hours:g} virtual h, {len(scenario.subscriptions)} subscriptions "
+        f"({sum(1 for s in scenario.subscriptions if s.when)} filtered), {len(e_out)} deliveries (identical)"
+    )
     print(f"  minimal SimPy model      {m_wall:8.2f} CPU s")
     print(f"  engine                   {e_wall:8.2f} CPU s (CEL evaluation {cel:.2f} s of it)")
     print(f"  engine / minimal         {e_wall / m_wall:8.1f}x   (target <= 10x)")

@@ -30,6 +30,7 @@ at most 50% to the fault-free wall time; the checker takes at most half the
 faulty run's own wall time; the DuckDB virtual hour under 20 s. These are
 figures to read, not assertions: no test times anything.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,8 @@ def bare_simpy(events: int) -> float:
 def one(case: str, until: float) -> dict:
     """Run one case in this process; returns its figures."""
     import fanoutsim as fs
-    from fanoutsim.faults import CrashRandomly, FailInserts, FaultPlan
     from fanoutsim.designs.reactor.scenario import load_scenario
+    from fanoutsim.faults import CrashRandomly, FailInserts, FaultPlan
 
     scenario = load_scenario(SCENARIO)
     store = "duckdb" if case == "duckdb" else "memory"
@@ -82,6 +83,7 @@ def one(case: str, until: float) -> dict:
     sim = scenario.build(store=store)
     if case == "memory-notrace":
         from fanoutsim.kernel.trace import NullTrace
+
         sim._trace = sim.engine.trace = NullTrace()
     gc.collect()
     t0 = time.perf_counter()
@@ -89,7 +91,10 @@ def one(case: str, until: float) -> dict:
     wall = time.perf_counter() - t0
     events = next(sim.env._eid)  # SimPy numbers every scheduled event
     out = {
-        "case": case, "virtual_s": until, "wall_s": wall, "events": events,
+        "case": case,
+        "virtual_s": until,
+        "wall_s": wall,
+        "events": events,
         "deliveries": len(sim.store.rows("workflow_executions")),
         "firings": sum(v for k, v in sim.metrics().items() if k.startswith("fanoutsim_reactor_firings_total")),
         "trace_rows": len(sim._trace),
@@ -123,10 +128,20 @@ def main() -> None:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
     results = {}
     for case in args.case or CASES:
-        cmd = [sys.executable, __file__, "--one", case, "--until", str(args.until),
-               "--duckdb-until", str(args.duckdb_until)]
-        runs = [json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-                for _ in range(args.repeat)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            case,
+            "--until",
+            str(args.until),
+            "--duckdb-until",
+            str(args.duckdb_until),
+        ]
+        runs = [
+            json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            for _ in range(args.repeat)
+        ]
         r = min(runs, key=lambda run: run["wall_s"])
         results[case] = r
         walls = sorted(run["wall_s"] for run in runs)
@@ -138,20 +153,28 @@ def main() -> None:
         print(f"  virtual s per wall s   {r['virtual_s'] / r['wall_s']:8.1f}")
         print(f"  trace rows             {r['trace_rows']:8d}")
         if r["statements"] is not None:
-            print(f"  statements             {r['statements']:8d}   ({r['statements'] / max(r['deliveries'], 1):.2f} "
-                  "per delivery)")
+            print(
+                f"  statements             {r['statements']:8d}   ({r['statements'] / max(r['deliveries'], 1):.2f} "
+                "per delivery)"
+            )
         print(f"  peak memory (RSS)      {r['peak_mib']:8.0f} MiB")
-        print(f"  SimPy events           {r['events']:8d}; bare SimPy loop {r['bare_simpy_s']:.2f} s "
-              f"-> engine/bare {r['wall_s'] / r['bare_simpy_s']:.1f}x")
+        print(
+            f"  SimPy events           {r['events']:8d}; bare SimPy loop {r['bare_simpy_s']:.2f} s "
+            f"-> engine/bare {r['wall_s'] / r['bare_simpy_s']:.1f}x"
+        )
         if case == "faults":
             print(f"  crashes                {r['crashes']:8d}")
-            print(f"  checker                {r['check_s']:8.2f} s   ({r['check_s'] / r['wall_s']:.0%} of the run; "
-                  "target <= 50%)")
+            print(
+                f"  checker                {r['check_s']:8.2f} s   ({r['check_s'] / r['wall_s']:.0%} of the run; "
+                "target <= 50%)"
+            )
             print(f"  check                  {r['check']}  duplicates by cause {r['duplicates_by_cause']}")
         sys.stdout.flush()
     if "memory" in results:
-        print(f"target: bench-day < 10 s and <= 540 MiB: {results['memory']['wall_s']:.1f} s, "
-              f"{results['memory']['peak_mib']:.0f} MiB")
+        print(
+            f"target: bench-day < 10 s and <= 540 MiB: {results['memory']['wall_s']:.1f} s, "
+            f"{results['memory']['peak_mib']:.0f} MiB"
+        )
     if "duckdb" in results:
         hour = results["duckdb"]["wall_s"] * 3600 / results["duckdb"]["virtual_s"]
         print(f"target: the DuckDB virtual hour < 20 s: {hour:.1f} s")

@@ -23,6 +23,7 @@ sending the run's statements can beat on this machine: the statements that
 remain are the model's writes, one transaction each (a crash between two of
 them is what makes a duplicate), not reads a hint could skip.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,13 +69,19 @@ def floor(statements: int) -> float:
     sim = fs.Simulation(fs.SchedulerConfig(), seed=0, store="duckdb")
     con = sim.store.con
     start = 1_700_000_000_000_000
-    insert = [native_timestamps(tables_sql.INSERT_EXECUTION,
-                                [f"00000000-0000-4000-8000-{i:012d}", "audit", "default", "{}", "pending",
-                                 start + i, None, None])
-              for i in range(statements // 2 + statements % 2)]
-    finish = [native_timestamps(tables_sql.FINISH_EXECUTION,
-                                ["completed", start + i + 50_000, f"00000000-0000-4000-8000-{i:012d}"])
-              for i in range(statements // 2)]
+    insert = [
+        native_timestamps(
+            tables_sql.INSERT_EXECUTION,
+            [f"00000000-0000-4000-8000-{i:012d}", "audit", "default", "{}", "pending", start + i, None, None],
+        )
+        for i in range(statements // 2 + statements % 2)
+    ]
+    finish = [
+        native_timestamps(
+            tables_sql.FINISH_EXECUTION, ["completed", start + i + 50_000, f"00000000-0000-4000-8000-{i:012d}"]
+        )
+        for i in range(statements // 2)
+    ]
     t0 = time.process_time()
     for sql, params in insert:
         con.execute(sql, params)
@@ -90,8 +97,12 @@ def floor(statements: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=SECONDS, help="virtual seconds (default 1200)")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="DuckDB runs and floors; the fastest is shown (default 3; the memory store: 7)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="DuckDB runs and floors; the fastest is shown (default 3; the memory store: 7)",
+    )
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error(f"--repeat must be at least 1, got {args.repeat}")
@@ -101,7 +112,9 @@ def main() -> None:
     mem_cpu, mem_rows, _ = best("memory", max(n, 7), args.seconds)
     duck_cpu, duck_rows, statements = best("duckdb", n, args.seconds)
     assert mem_rows == duck_rows, "the stores deliver differently"
-    print(f"duckdb idle: {args.seconds / 60:g} virtual minutes, 4 subscriptions, {len(mem_rows)} deliveries (identical)")
+    print(
+        f"duckdb idle: {args.seconds / 60:g} virtual minutes, 4 subscriptions, {len(mem_rows)} deliveries (identical)"
+    )
     print(f"  memory store   {mem_cpu:8.3f} CPU s   (best of {max(n, 7)})")
     print(f"  DuckDB store   {duck_cpu:8.3f} CPU s   (best of {n}; {statements} statements)")
     print(f"  DuckDB / memory {duck_cpu / mem_cpu:7.1f}x   (target <= 20x)")

@@ -4,14 +4,15 @@ hints on with 5% dropped; wall time and deliveries per wall second.
     .venv/bin/python benchmarks/bench_outbox.py            # a virtual day (target < 60 s wall)
     .venv/bin/python benchmarks/bench_outbox.py --hours 1  # a shorter run
 """
+
 from __future__ import annotations
 
 import argparse
 import time
 
-from fanoutsim.faults import FaultPlan, Notifications
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
+from fanoutsim.faults import FaultPlan, Notifications
 
 
 def main() -> None:
@@ -28,8 +29,10 @@ def main() -> None:
     wall = time.perf_counter() - t0
     m = sim.metrics()
     delivered = sum(v for k, v in m.items() if k.startswith("fanoutsim_outbox_handled_total"))
-    print(f"{args.hours:g} virtual h: {wall:.1f} s wall, {delivered:.0f} deliveries, "
-          f"{delivered / wall:,.0f} deliveries/s, {m['fanoutsim_outbox_hints_dropped_total']} hints dropped")
+    print(
+        f"{args.hours:g} virtual h: {wall:.1f} s wall, {delivered:.0f} deliveries, "
+        f"{delivered / wall:,.0f} deliveries/s, {m['fanoutsim_outbox_hints_dropped_total']} hints dropped"
+    )
     if args.trace:
         t1 = time.perf_counter()
         report = check_outbox(sim)

@@ -20,6 +20,7 @@ at the end).
 
 Targets: overhead at p50 under 10 ms on both stores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -113,15 +114,15 @@ def wall(stores: Stores, interval: float, seconds: float, rate: float) -> dict:
     rt.stop()
     lat = latency_frame(rt)["fire_to_dispatch"].to_numpy() if rate else np.array([])
     rt.close()
-    out = {"cpu_share": cpu / took, "server_share": srv / took, "statements_per_s": statements / took,
-           "n": len(lat)}
+    out = {"cpu_share": cpu / took, "server_share": srv / took, "statements_per_s": statements / took, "n": len(lat)}
     if len(lat):
         sim = fs.Simulation(config, seed=0)
         setup(sim, rate)
         sim.run(until=seconds)
         virtual = latency_frame(sim)["fire_to_dispatch"].to_numpy()
-        out.update(p50=float(np.percentile(lat, 50)),
-                   overhead_p50=float(np.percentile(lat, 50) - np.percentile(virtual, 50)))
+        out.update(
+            p50=float(np.percentile(lat, 50)), overhead_p50=float(np.percentile(lat, 50) - np.percentile(virtual, 50))
+        )
     return out
 
 
@@ -150,21 +151,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         kinds = {k: Stores(k, Path(tmp), args.dsn) for k in ("duckdb", "postgres")}
         try:
-            print(f"{'store':>8} {'P (s)':>6} {'n':>5} {'p50 ms':>7} {'overhead p50 ms':>16} {'stmts/s':>8} "
-                  f"{'idle stmts/s':>13} {'idle CPU':>9} {'idle server CPU':>16}")
+            print(
+                f"{'store':>8} {'P (s)':>6} {'n':>5} {'p50 ms':>7} {'overhead p50 ms':>16} {'stmts/s':>8} "
+                f"{'idle stmts/s':>13} {'idle CPU':>9} {'idle server CPU':>16}"
+            )
             for interval in (0.05, 0.25, 1.0):
                 for kind, stores in kinds.items():
                     busy = wall(stores, interval, args.seconds, args.rate)
                     idle = wall(stores, interval, min(args.seconds, 10.0), 0.0)
                     server = f"{idle['server_share']:>16.1%}" if kind == "postgres" else f"{'-':>16}"
-                    print(f"{kind:>8} {interval:>6} {busy['n']:>5} {busy['p50'] * 1e3:>7.1f} "
-                          f"{busy['overhead_p50'] * 1e3:>16.1f} {busy['statements_per_s']:>8.0f} "
-                          f"{idle['statements_per_s']:>13.0f} {idle['cpu_share']:>9.1%} {server}")
+                    print(
+                        f"{kind:>8} {interval:>6} {busy['n']:>5} {busy['p50'] * 1e3:>7.1f} "
+                        f"{busy['overhead_p50'] * 1e3:>16.1f} {busy['statements_per_s']:>8.0f} "
+                        f"{idle['statements_per_s']:>13.0f} {idle['cpu_share']:>9.1%} {server}"
+                    )
             print(f"\n{Path(args.scenario).name}, {args.virtual:g} virtual seconds, seed 0:")
             for kind, stores in kinds.items():
                 v = virtual(stores, Path(args.scenario), args.virtual)
-                print(f"{kind:>8} {v['seconds']:>8.1f} s wall  {v['statements']:>8} statements  "
-                      f"{v['statements_per_s']:>7.0f} statements/s")
+                print(
+                    f"{kind:>8} {v['seconds']:>8.1f} s wall  {v['statements']:>8} statements  "
+                    f"{v['statements_per_s']:>7.0f} statements/s"
+                )
         finally:
             for stores in kinds.values():
                 stores.close()

@@ -17,6 +17,7 @@ thread wake-ups.
 
 Targets: overhead at p50 under 10 ms; idle CPU under 5% of one core.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,10 +55,13 @@ def run(interval: float, seconds: float, rate: float, folder: Path) -> dict:
         setup(sim, rate)
         sim.run(until=seconds)
         virtual = latency_frame(sim)["fire_to_dispatch"].to_numpy()
-        out.update(p50=float(np.percentile(lat, 50)), p99=float(np.percentile(lat, 99)),
-                   mean=float(lat.mean()),
-                   overhead_mean=float(lat.mean() - virtual.mean()),
-                   overhead_p50=float(np.percentile(lat, 50) - np.percentile(virtual, 50)))
+        out.update(
+            p50=float(np.percentile(lat, 50)),
+            p99=float(np.percentile(lat, 99)),
+            mean=float(lat.mean()),
+            overhead_mean=float(lat.mean() - virtual.mean()),
+            overhead_p50=float(np.percentile(lat, 50) - np.percentile(virtual, 50)),
+        )
     return out
 
 
@@ -68,14 +72,18 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        print(f"{'P (s)':>6} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'overhead mean ms':>17} "
-              f"{'overhead p50 ms':>16} {'stmts/s':>8} {'busy CPU':>9} {'idle CPU':>9}")
+        print(
+            f"{'P (s)':>6} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'overhead mean ms':>17} "
+            f"{'overhead p50 ms':>16} {'stmts/s':>8} {'busy CPU':>9} {'idle CPU':>9}"
+        )
         for interval in (0.05, 0.25, 1.0):
             busy = run(interval, args.seconds, args.rate, folder)
             idle = run(interval, min(args.seconds, 10.0), 0.0, folder)
-            print(f"{interval:>6} {busy['n']:>6} {busy['p50'] * 1e3:>8.1f} {busy['p99'] * 1e3:>8.1f} "
-                  f"{busy['overhead_mean'] * 1e3:>17.1f} {busy['overhead_p50'] * 1e3:>16.1f} "
-                  f"{busy['statements_per_s']:>8.0f} {busy['cpu_share']:>9.1%} {idle['cpu_share']:>9.1%}")
+            print(
+                f"{interval:>6} {busy['n']:>6} {busy['p50'] * 1e3:>8.1f} {busy['p99'] * 1e3:>8.1f} "
+                f"{busy['overhead_mean'] * 1e3:>17.1f} {busy['overhead_p50'] * 1e3:>16.1f} "
+                f"{busy['statements_per_s']:>8.0f} {busy['cpu_share']:>9.1%} {idle['cpu_share']:>9.1%}"
+            )
     print("targets: overhead at p50 < 10 ms; idle CPU < 5% of one core")
 
 

@@ -22,12 +22,11 @@ cost per delivery at 100: cost follows deliveries, not subscriptions x ticks.
 Times are CPU seconds of this process (the machine may be shared). Figures to
 read, not assertions.
 """
+
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +41,7 @@ def build(n_subs: int, seed: int = 0):
 
     per_reactor = n_subs // REACTORS
     per_firing = per_reactor * (0.75 + 0.25 * PASS_RATE)  # deliveries one firing makes
-    rate = DELIVERIES_PER_S / per_firing / REACTORS     # firings per second per reactor
+    rate = DELIVERIES_PER_S / per_firing / REACTORS  # firings per second per reactor
     config = fs.SchedulerConfig(executor_workers=400)
     sim = fs.Simulation(config, seed=seed)
     for j in range(per_reactor):
@@ -64,8 +63,14 @@ def one(n_subs: int, seconds: float) -> dict:
     cpu, cel = timed_run(sim, 1.0 + seconds)
     deliveries = len(sim.store.rows("workflow_executions")) - n0
     per_hour = cpu / seconds * 3600
-    return {"subs": n_subs, "cpu": cpu, "deliveries": deliveries, "per_hour": per_hour,
-            "us_per_delivery": cpu / deliveries * 1e6, "cel_share": cel / cpu}
+    return {
+        "subs": n_subs,
+        "cpu": cpu,
+        "deliveries": deliveries,
+        "per_hour": per_hour,
+        "us_per_delivery": cpu / deliveries * 1e6,
+        "cel_share": cel / cpu,
+    }
 
 
 def figure(rows: list[dict], out: Path) -> None:
@@ -96,17 +101,24 @@ def main() -> None:
         if n < REACTORS or n % REACTORS:
             ap.error(f"--sizes: each must be a multiple of {REACTORS}, got {n}")
     rows = []
-    print(f"scale: {REACTORS} reactors, a quarter filtered, ~{DELIVERIES_PER_S:.0f} deliveries per virtual s; "
-          f"{args.seconds:g} virtual s per size, extrapolated to an hour")
+    print(
+        f"scale: {REACTORS} reactors, a quarter filtered, ~{DELIVERIES_PER_S:.0f} deliveries per virtual s; "
+        f"{args.seconds:g} virtual s per size, extrapolated to an hour"
+    )
     for n in args.sizes:
         r = one(n, args.seconds)
         rows.append(r)
-        print(f"  {n:6d} subscriptions: {r['per_hour']:8.1f} CPU s per virtual hour, "
-              f"{r['us_per_delivery']:6.0f} µs per delivery ({r['deliveries']} deliveries, "
-              f"CEL {r['cel_share']:.0%} of it)", flush=True)
+        print(
+            f"  {n:6d} subscriptions: {r['per_hour']:8.1f} CPU s per virtual hour, "
+            f"{r['us_per_delivery']:6.0f} µs per delivery ({r['deliveries']} deliveries, "
+            f"CEL {r['cel_share']:.0%} of it)",
+            flush=True,
+        )
     if len(rows) > 1:
-        print(f"  cost per delivery, largest / smallest: "
-              f"{rows[-1]['us_per_delivery'] / rows[0]['us_per_delivery']:.2f}x (target <= 2x)")
+        print(
+            f"  cost per delivery, largest / smallest: "
+            f"{rows[-1]['us_per_delivery'] / rows[0]['us_per_delivery']:.2f}x (target <= 2x)"
+        )
     print(f"  load average (1 min) {os.getloadavg()[0]:.2f}")
     figure(rows, args.out)
     print(f"  figure: {args.out}")

@@ -21,6 +21,7 @@ Columns: ``t`` (float seconds since the day's start, sorted), ``tenant``
 (``acme`` or ``globex``, each firm with its own regional mix), ``symbol``,
 ``region`` and ``price`` (float, 2 decimals, null while halted).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,10 +37,10 @@ OUT = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "quotes-d
 
 # region: (open, close) in UTC hours, peak quotes per second, overnight quotes per second
 REGIONS = {
-    "ap-south": (3.75, 10.0, 0.45, 0.010),    # 09:15-15:30 IST
-    "eu-central": (8.0, 16.5, 0.60, 0.015),   # 09:00-17:30 CET
-    "us-east": (14.5, 21.0, 0.80, 0.020),     # 09:30-16:00 EST
-    "us-west": (16.0, 24.0, 0.35, 0.010),     # 08:00-16:00 PST
+    "ap-south": (3.75, 10.0, 0.45, 0.010),  # 09:15-15:30 IST
+    "eu-central": (8.0, 16.5, 0.60, 0.015),  # 09:00-17:30 CET
+    "us-east": (14.5, 21.0, 0.80, 0.020),  # 09:30-16:00 EST
+    "us-west": (16.0, 24.0, 0.35, 0.010),  # 08:00-16:00 PST
 }
 # symbol: (opening price, volatility per sqrt(day)); spike rate per day
 SYMBOLS = {
@@ -111,8 +112,7 @@ def make_day(seed: int = SEED) -> pd.DataFrame:
         weights = np.asarray(SYMBOL_MIX[region], dtype=float)
         sym = rng.choice(len(names), size=t.size, p=weights / weights.sum())
         tenant = np.where(rng.uniform(size=t.size) < ACME_SHARE[region], "acme", "globex")
-        parts.append(pd.DataFrame({"t": t, "tenant": tenant, "symbol": np.asarray(names)[sym],
-                                   "region": region}))
+        parts.append(pd.DataFrame({"t": t, "tenant": tenant, "symbol": np.asarray(names)[sym], "region": region}))
     day = pd.concat(parts, ignore_index=True).sort_values("t", kind="stable").reset_index(drop=True)
     day["t"] = day["t"].round(6)
     # the price: the symbol's walk at that second, the region's basis, a little quote noise
@@ -136,10 +136,12 @@ def make_day(seed: int = SEED) -> pd.DataFrame:
 def write(day: pd.DataFrame, path: Path = OUT) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(day, preserve_index=False)
-    table = table.replace_schema_metadata({
-        b"fanoutsim.description": b"one UTC day of pricing quotes; t = seconds since midnight",
-        b"fanoutsim.generator": f"data/make_quotes_day.py seed={SEED}".encode(),
-    })
+    table = table.replace_schema_metadata(
+        {
+            b"fanoutsim.description": b"one UTC day of pricing quotes; t = seconds since midnight",
+            b"fanoutsim.generator": f"data/make_quotes_day.py seed={SEED}".encode(),
+        }
+    )
     pq.write_table(table, path, compression="zstd", use_dictionary=["tenant", "symbol", "region"])
     return path
 
@@ -148,10 +150,14 @@ def main() -> None:
     day = make_day()
     path = write(day)
     hourly = day.groupby((day["t"] // 3600).astype(int)).size()
-    print(f"wrote {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}: "
-          f"{len(day):,} quotes, {path.stat().st_size / 1e6:.2f} MB")
-    print(f"busiest hour {hourly.idxmax():02d}:00 UTC ({hourly.max():,} quotes), "
-          f"quietest {hourly.idxmin():02d}:00 UTC ({hourly.min():,})")
+    print(
+        f"wrote {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}: "
+        f"{len(day):,} quotes, {path.stat().st_size / 1e6:.2f} MB"
+    )
+    print(
+        f"busiest hour {hourly.idxmax():02d}:00 UTC ({hourly.max():,} quotes), "
+        f"quietest {hourly.idxmin():02d}:00 UTC ({hourly.min():,})"
+    )
     print(f"halted (no price): {int(day['price'].isna().sum())} quotes")
     print(day.groupby(["region", "tenant"]).size().unstack().to_string())
 

@@ -8,6 +8,7 @@ The schemas come from the designs' declared scenario schemas
 uses them to complete and check scenario files, for instance with a first line
 ``#:schema ../schemas/outbox.schema.json`` (Taplo / Even Better TOML).
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,9 +22,12 @@ HERE = Path(__file__).resolve().parent / "schemas"
 
 def main(argv: list[str]) -> int:
     if argv[1:] == ["--check"]:
-        stale = [name for name in designs.names()
-                 if not (HERE / f"{name}.schema.json").is_file()
-                 or (HERE / f"{name}.schema.json").read_text(encoding="utf-8") != json_schema_text(name)]
+        stale = [
+            name
+            for name in designs.names()
+            if not (HERE / f"{name}.schema.json").is_file()
+            or (HERE / f"{name}.schema.json").read_text(encoding="utf-8") != json_schema_text(name)
+        ]
         for name in stale:
             print(f"{HERE / f'{name}.schema.json'} is out of date: run python data/make_schemas.py", file=sys.stderr)
         return 1 if stale else 0

@@ -6,9 +6,9 @@ executed here; the CLI reference is read from the argparse parser
 checker's causes from each design's ``Design.causes``, so none of them can
 drift from the code. What is generated goes to ``docs/_generated/``.
 """
+
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -26,8 +26,13 @@ release = version = __import__("fanoutsim").__version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinxarg.ext"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "generate.py", "**/.ipynb_checkpoints",
-                    "_generated/causes.md", "_generated/metrics.md"]  # included by reference/ pages
+exclude_patterns = [
+    "_build",
+    "generate.py",
+    "**/.ipynb_checkpoints",
+    "_generated/causes.md",
+    "_generated/metrics.md",
+]  # included by reference/ pages
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 # anchors as JupyterLab writes them, so that a notebook's link to a heading
@@ -47,4 +52,3 @@ html_title = f"fanoutsim {release}"
 html_static_path: list[str] = []
 
 generate.generate_all(HERE / "_generated", ROOT)
-

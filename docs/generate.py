@@ -12,6 +12,7 @@
 
 Only what changed is rewritten, so Sphinx rebuilds only the pages that moved.
 """
+
 from __future__ import annotations
 
 import json
@@ -98,8 +99,9 @@ def _table(props: dict, required: list, definitions: dict) -> list[str]:
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, prop in props.items():
         default = "required" if key in required else (f"`{json.dumps(prop['default'])}`" if "default" in prop else "")
-        rows.append(f"| `{key}` | {_cell(_type(prop, definitions))} | {_cell(default)} | "
-                    f"{_cell(prop.get('description', ''))} |")
+        rows.append(
+            f"| `{key}` | {_cell(_type(prop, definitions))} | {_cell(default)} | {_cell(prop.get('description', ''))} |"
+        )
     return rows
 
 
@@ -111,14 +113,20 @@ def _section(key: str, prop: dict, definitions: dict) -> list[str]:
         if variants and all("properties" in v for v in variants):
             for v in variants:
                 kind = v["properties"].get("kind", {}).get("const", "")
-                lines += [f"### `kind = \"{kind}\"`", "", _cell(v.get("description", "")), ""]
+                lines += [f'### `kind = "{kind}"`', "", _cell(v.get("description", "")), ""]
                 lines += _table(v["properties"], v.get("required", []), definitions) + [""]
         elif "properties" in items:
             lines += _table(items["properties"], items.get("required", []), definitions) + [""]
         return lines
     if prop.get("type") == "object" and "properties" in prop:
-        return [f"## `[{key}]`", "", _cell(prop.get("description", "")), "",
-                *_table(prop["properties"], prop.get("required", []), definitions), ""]
+        return [
+            f"## `[{key}]`",
+            "",
+            _cell(prop.get("description", "")),
+            "",
+            *_table(prop["properties"], prop.get("required", []), definitions),
+            "",
+        ]
     return []
 
 
@@ -126,10 +134,19 @@ def scenario_page(design: str, schema: dict) -> str:
     definitions = schema.get("definitions", {})
     props = schema["properties"]
     top = {k: v for k, v in props.items() if v.get("type") not in ("object", "array")}
-    lines = [f"# The {design} scenario file", "", _cell(schema.get("description", "")), "",
-             f"Generated from `data/schemas/{design}.schema.json` (`fanoutsim schema {design}` prints it). "
-             f"`fanoutsim example` lists the shipped scenarios of every design.", "",
-             "## The top level", "", *_table(top, schema.get("required", []), definitions), ""]
+    lines = [
+        f"# The {design} scenario file",
+        "",
+        _cell(schema.get("description", "")),
+        "",
+        f"Generated from `data/schemas/{design}.schema.json` (`fanoutsim schema {design}` prints it). "
+        f"`fanoutsim example` lists the shipped scenarios of every design.",
+        "",
+        "## The top level",
+        "",
+        *_table(top, schema.get("required", []), definitions),
+        "",
+    ]
     for key, prop in props.items():
         lines += _section(key, prop, definitions)
     return "\n".join(lines).rstrip() + "\n"
@@ -139,10 +156,14 @@ def scenario_page(design: str, schema: dict) -> str:
 def causes_page() -> str:
     from fanoutsim import designs
 
-    lines = ["# The checker's causes", "",
-             "Every duplicate and every loss a checker reports carries a cause, found from the run's trace "
-             "and tables. `fanoutsim run` prints each cause it met with this sentence and whether the "
-             "scenario's configuration expects it (it leaves the verdict valid).", ""]
+    lines = [
+        "# The checker's causes",
+        "",
+        "Every duplicate and every loss a checker reports carries a cause, found from the run's trace "
+        "and tables. `fanoutsim run` prints each cause it met with this sentence and whether the "
+        "scenario's configuration expects it (it leaves the verdict valid).",
+        "",
+    ]
     for name in designs.names():
         design = designs.get(name)
         lines += [f"## {name}: {design.title}", ""]
@@ -163,21 +184,30 @@ def metrics_page() -> str:
     from fanoutsim.kernel.metrics import parse_series
     from fanoutsim.scenario import load_scenario
 
-    lines = ["# Metrics", "",
-             "Every runtime counts in the Prometheus style: `sim.metrics()` (and `rt.metrics()` on the wall "
-             "clock) returns `{'name{label=\"value\"}': number}`, and `fanoutsim serve` serves the same names "
-             "and values at `GET /metrics` in the Prometheus text format, without the write token. A name "
-             "ending in `_total` is a counter (it only grows, also across a crash: a scraper would have kept "
-             "it); any other is a gauge.", "",
-             "The tables below list what each design counts, read from a short run of the scenario named.", ""]
+    lines = [
+        "# Metrics",
+        "",
+        "Every runtime counts in the Prometheus style: `sim.metrics()` (and `rt.metrics()` on the wall "
+        "clock) returns `{'name{label=\"value\"}': number}`, and `fanoutsim serve` serves the same names "
+        "and values at `GET /metrics` in the Prometheus text format, without the write token. A name "
+        "ending in `_total` is a counter (it only grows, also across a crash: a scraper would have kept "
+        "it); any other is a gauge.",
+        "",
+        "The tables below list what each design counts, read from a short run of the scenario named.",
+        "",
+    ]
     for design, (name, until) in _METRIC_RUNS.items():
         sim = load_scenario(examples.path(name)).run(until=until)
         found: dict[str, set[str]] = {}
         for key in sim.metrics():
             metric, labels = parse_series(key)
             found.setdefault(metric, set()).update(labels)
-        lines += [f"## {design} (from `{name}`, {until:g} virtual seconds)", "",
-                  "| metric | kind | labels |", "|---|---|---|"]
+        lines += [
+            f"## {design} (from `{name}`, {until:g} virtual seconds)",
+            "",
+            "| metric | kind | labels |",
+            "|---|---|---|",
+        ]
         for metric in sorted(found):
             kind = "counter" if metric.endswith("_total") else "gauge"
             labels = ", ".join(f"`{label}`" for label in sorted(found[metric])) or "-"

@@ -10,27 +10,27 @@ can watch latency, duplicates, losses and pruning emerge — and reproduce them.
 >>> _ = sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "incident_response",
 ...                                              when="payload.quote.price > 100")
 """
-from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.designs.outbox.config import OutboxConfig
+
+from fanoutsim import designs, faults
+from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.config import LeaseConfig
-from fanoutsim import faults
+from fanoutsim.designs.leases.realtime import LeaseRealtime
+from fanoutsim.designs.leases.simulation import LeaseSimulation
+from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.designs.outbox.config import OutboxConfig
+from fanoutsim.designs.outbox.realtime import OutboxRealtime
+from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.designs.reactor.checker import CheckReport, check_store, explain
-from fanoutsim.faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
+from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.minimize import minimize
 from fanoutsim.designs.reactor.payload import decode_sources, encode_payload
 from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredicate
-from fanoutsim.designs.reactor.triggers import TriggerFireFailed
-from fanoutsim.runtime import Realtime, Simulation
-from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.designs.outbox.realtime import OutboxRealtime
-from fanoutsim.designs.leases.simulation import LeaseSimulation
-from fanoutsim.designs.leases.realtime import LeaseRealtime
-from fanoutsim.sweep import sweep
 from fanoutsim.designs.reactor.replay import load_recording
-from fanoutsim.designs.outbox.checker import check_outbox
-from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.designs.reactor.triggers import TriggerFireFailed
+from fanoutsim.faults import CRASH_POINTS, Crash, FaultPlan, InsertFailed
+from fanoutsim.runtime import Realtime, Simulation
 from fanoutsim.scenario import load_scenario
-from fanoutsim import designs
+from fanoutsim.sweep import sweep
 
 __version__ = "0.1.0"
 
@@ -45,11 +45,38 @@ def check(run):
     ``design`` (the reactor's merged processes) is the reactor's."""
     return designs.get(getattr(run, "design", "reactor")).check(run)
 
+
 __all__ = [
-    "SchedulerConfig", "ReactorConfig", "OutboxConfig", "LeaseConfig", "Simulation", "Realtime", "InvalidPredicate", "ALLOWED_VARIABLES",
-    "Crash", "InsertFailed", "CRASH_POINTS", "TriggerFireFailed", "FaultPlan", "faults",
-    "check", "check_store", "explain", "CheckReport", "minimize",
-    "encode_payload", "decode_sources", "__version__",
-    "sweep", "load_recording", "OutboxSimulation", "OutboxRealtime", "LeaseSimulation", "LeaseRealtime",
-    "check_outbox", "check_leases", "load_scenario", "designs",
+    "SchedulerConfig",
+    "ReactorConfig",
+    "OutboxConfig",
+    "LeaseConfig",
+    "Simulation",
+    "Realtime",
+    "InvalidPredicate",
+    "ALLOWED_VARIABLES",
+    "Crash",
+    "InsertFailed",
+    "CRASH_POINTS",
+    "TriggerFireFailed",
+    "FaultPlan",
+    "faults",
+    "check",
+    "check_store",
+    "explain",
+    "CheckReport",
+    "minimize",
+    "encode_payload",
+    "decode_sources",
+    "__version__",
+    "sweep",
+    "load_recording",
+    "OutboxSimulation",
+    "OutboxRealtime",
+    "LeaseSimulation",
+    "LeaseRealtime",
+    "check_outbox",
+    "check_leases",
+    "load_scenario",
+    "designs",
 ]

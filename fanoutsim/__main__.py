@@ -1,4 +1,5 @@
 """``python -m fanoutsim``: the same as the ``fanoutsim`` command."""
+
 import sys
 
 from fanoutsim.cli import main

@@ -64,6 +64,7 @@ scenario, a bad flag, a database file that cannot be used — prints one line
 ``fanoutsim: error: ...`` on stderr and exits with status 2. Output cut short
 by its reader (``| head``) ends quietly.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,8 @@ import json
 import math
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from fanoutsim import __version__
 
@@ -116,98 +117,157 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_run_command(sub) -> None:
     """``fanoutsim run SCENARIO``."""
-    run = sub.add_parser("run", help="run a scenario file and report what it delivered",
-                         description="Run a scenario file, print its delivery report and write "
-                                     "the tables, figures and report.json into a folder.")
+    run = sub.add_parser(
+        "run",
+        help="run a scenario file and report what it delivered",
+        description="Run a scenario file, print its delivery report and write "
+        "the tables, figures and report.json into a folder.",
+    )
     run.add_argument("scenario", metavar="SCENARIO", help="a scenario .toml file")
     run.add_argument("--seed", type=int, metavar="N", help="override [run] seed")
-    run.add_argument("--until", type=_seconds, metavar="SECONDS",
-                     help="override [run] until (virtual seconds)")
-    run.add_argument("--store", metavar="STORE",
-                     help='override [run] store: "memory", "duckdb", a new .duckdb path, "postgres" (a throwaway '
-                          'PostgreSQL server) or a postgresql:// URI (a server of yours)')
+    run.add_argument("--until", type=_seconds, metavar="SECONDS", help="override [run] until (virtual seconds)")
+    run.add_argument(
+        "--store",
+        metavar="STORE",
+        help='override [run] store: "memory", "duckdb", a new .duckdb path, "postgres" (a throwaway '
+        "PostgreSQL server) or a postgresql:// URI (a server of yours)",
+    )
     run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
     run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                     help="show progress on stderr for a run over two seconds (default: when stderr is a terminal)")
+    run.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress on stderr for a run over two seconds (default: when stderr is a terminal)",
+    )
 
 
 def _add_sweep_command(sub) -> None:
     """``fanoutsim sweep SCENARIO --grid ...``."""
-    sw = sub.add_parser("sweep", help="run a scenario over a grid of settings x seeds; one row per run",
-                        description="Run a scenario of any design over the cartesian product of the grid and "
-                                    "the seeds (fanoutsim.sweep), locally or on a Dask cluster; write the table "
-                                    "as Parquet and CSV and the design's sweep figures into a folder.")
+    sw = sub.add_parser(
+        "sweep",
+        help="run a scenario over a grid of settings x seeds; one row per run",
+        description="Run a scenario of any design over the cartesian product of the grid and "
+        "the seeds (fanoutsim.sweep), locally or on a Dask cluster; write the table "
+        "as Parquet and CSV and the design's sweep figures into a folder.",
+    )
     sw.add_argument("scenario", metavar="SCENARIO", help="a scenario .toml file")
-    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                    help="a grid key and its values (repeat for more keys): a config field, a design key such "
-                         "as rate, or a dotted path into the scenario file (consumers.enricher.lease_seconds)")
+    sw.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a grid key and its values (repeat for more keys): a config field, a design key such "
+        "as rate, or a dotted path into the scenario file (consumers.enricher.lease_seconds)",
+    )
     sw.add_argument("--seeds", default="0", metavar="SEEDS", help="seeds: 0-9, 3, 0,2,5 or 0-4,10 (default: 0)")
     where = sw.add_mutually_exclusive_group()
     where.add_argument("--workers", type=_workers, default=1, metavar="N", help="local worker processes (default 1)")
-    where.add_argument("--scheduler", metavar="ADDRESS",
-                       help="a Dask scheduler (tcp://HOST:8786) whose workers run the runs; needs "
-                            "fanoutsim[dask] here and the same fanoutsim version on every worker")
-    sw.add_argument("--until", type=_seconds, metavar="SECONDS", help="virtual seconds per run "
-                                                                      "(default: the scenario's [run] until)")
+    where.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a Dask scheduler (tcp://HOST:8786) whose workers run the runs; needs "
+        "fanoutsim[dask] here and the same fanoutsim version on every worker",
+    )
+    sw.add_argument(
+        "--until",
+        type=_seconds,
+        metavar="SECONDS",
+        help="virtual seconds per run (default: the scenario's [run] until)",
+    )
     sw.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>-sweep)")
     sw.add_argument("--cache", metavar="FILE", help="DuckDB file of finished runs (default: DIR/cache.duckdb)")
     sw.add_argument("--no-cache", action="store_true", help="run everything, keep nothing")
-    sw.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                    help="a progress bar on stderr (default: when stderr is a terminal)")
+    sw.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr (default: when stderr is a terminal)",
+    )
 
 
 def _add_serve_command(sub) -> None:
     """``fanoutsim serve``: a scenario on the wall clock until stopped."""
-    srv = sub.add_parser("serve", help="run a scenario for real over a DuckDB file or PostgreSQL until stopped",
-                         description="Run a scenario's design on the wall clock until SIGTERM or SIGINT; it "
-                                     "resumes from its store after any exit. Over a DuckDB file (--store "
-                                     "FILE.duckdb) this process owns the file (DuckDB lets one process hold "
-                                     "it) and runs every role; others reach it through FILE.serve.json, a "
-                                     "sidecar with its control port and a token only the file's owner may "
-                                     "read, which write / fire / status send. Over PostgreSQL (--store "
-                                     "postgresql://...) the database is shared: no sidecar, no control port, "
-                                     "no token; several serve processes run on it, each one --role of the "
-                                     "design, and write / fire / status open the database themselves — who "
-                                     "may write is whoever PostgreSQL lets connect (its roles and "
-                                     "passwords). 'fanoutsim pg start' runs an embedded server several "
-                                     "processes can share.", formatter_class=argparse.RawDescriptionHelpFormatter,
-                         epilog="e.g.\n  fanoutsim example realtime --out realtime.toml"
-                                "\n  fanoutsim serve --store run.duckdb --scenario realtime.toml"
-                                "\n  URI=$(fanoutsim pg start)"
-                                "\n  fanoutsim serve --store $URI --scenario realtime.toml "
-                                "--role poller &"
-                                "\n  fanoutsim serve --store $URI --scenario realtime.toml "
-                                "--role executor &"
-                                "\n  fanoutsim status --store $URI")
+    srv = sub.add_parser(
+        "serve",
+        help="run a scenario for real over a DuckDB file or PostgreSQL until stopped",
+        description="Run a scenario's design on the wall clock until SIGTERM or SIGINT; it "
+        "resumes from its store after any exit. Over a DuckDB file (--store "
+        "FILE.duckdb) this process owns the file (DuckDB lets one process hold "
+        "it) and runs every role; others reach it through FILE.serve.json, a "
+        "sidecar with its control port and a token only the file's owner may "
+        "read, which write / fire / status send. Over PostgreSQL (--store "
+        "postgresql://...) the database is shared: no sidecar, no control port, "
+        "no token; several serve processes run on it, each one --role of the "
+        "design, and write / fire / status open the database themselves — who "
+        "may write is whoever PostgreSQL lets connect (its roles and "
+        "passwords). 'fanoutsim pg start' runs an embedded server several "
+        "processes can share.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="e.g.\n  fanoutsim example realtime --out realtime.toml"
+        "\n  fanoutsim serve --store run.duckdb --scenario realtime.toml"
+        "\n  URI=$(fanoutsim pg start)"
+        "\n  fanoutsim serve --store $URI --scenario realtime.toml "
+        "--role poller &"
+        "\n  fanoutsim serve --store $URI --scenario realtime.toml "
+        "--role executor &"
+        "\n  fanoutsim status --store $URI",
+    )
     _where(srv)
-    srv.add_argument("--scenario", metavar="S",
-                     help="a scenario .toml of any design (default: the file's design as it is; a new file: "
-                          "the reactor)")
-    srv.add_argument("--rate", type=_rate, metavar="R",
-                     help="the workload at R events a second: the scenario's workloads scaled to R, or with "
-                          "no scenario (reactor) pricing_reactor fired R times a second; 0: none")
+    srv.add_argument(
+        "--scenario",
+        metavar="S",
+        help="a scenario .toml of any design (default: the file's design as it is; a new file: the reactor)",
+    )
+    srv.add_argument(
+        "--rate",
+        type=_rate,
+        metavar="R",
+        help="the workload at R events a second: the scenario's workloads scaled to R, or with "
+        "no scenario (reactor) pricing_reactor fired R times a second; 0: none",
+    )
     srv.add_argument("--port", type=_port, default=0, help="control port on 127.0.0.1 (default: any free one)")
-    srv.add_argument("--max-body-bytes", type=_bytes, default=None, metavar="N",
-                     help="refuse a request body over N bytes with 413 (default: 1048576, 1 MiB)")
-    srv.add_argument("--role", default="all", metavar="ROLE",
-                     help="the part of the design's process to run, over PostgreSQL, or several joined by "
-                          f"commas ({_roles_help()}; default: all, the whole process)")
+    srv.add_argument(
+        "--max-body-bytes",
+        type=_bytes,
+        default=None,
+        metavar="N",
+        help="refuse a request body over N bytes with 413 (default: 1048576, 1 MiB)",
+    )
+    srv.add_argument(
+        "--role",
+        default="all",
+        metavar="ROLE",
+        help="the part of the design's process to run, over PostgreSQL, or several joined by "
+        f"commas ({_roles_help()}; default: all, the whole process)",
+    )
     srv.add_argument("--trace", metavar="PARQUET", help="write this process's trace there at a clean stop")
     _add_watch_option(srv)
 
 
 def _add_client_commands(sub) -> None:
     """``write``, ``fire`` and ``status``: what reaches a served run (or its store)."""
-    wr = sub.add_parser("write", help="the design's write (a firing, a commit, a publish) into a DuckDB file",
-                        description="Send the write command of the file's design to its server (or, with "
-                                    "none running, write into the file itself) and print the answer as JSON.",
-                        epilog=_write_fields_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    wr = sub.add_parser(
+        "write",
+        help="the design's write (a firing, a commit, a publish) into a DuckDB file",
+        description="Send the write command of the file's design to its server (or, with "
+        "none running, write into the file itself) and print the answer as JSON.",
+        epilog=_write_fields_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _where(wr)
-    wr.add_argument("--design", type=_design, metavar="NAME", help="the design the file must hold (needed for a file that "
-                                                     "records none)")
-    wr.add_argument("fields", nargs="*", metavar="FIELD=VALUE",
-                    help="the write's fields: FIELD=TEXT gives a string, FIELD:=JSON any JSON value")
+    wr.add_argument(
+        "--design",
+        type=_design,
+        metavar="NAME",
+        help="the design the file must hold (needed for a file that records none)",
+    )
+    wr.add_argument(
+        "fields",
+        nargs="*",
+        metavar="FIELD=VALUE",
+        help="the write's fields: FIELD=TEXT gives a string, FIELD:=JSON any JSON value",
+    )
 
     fire = sub.add_parser("fire", help="fire a reactor into a DuckDB file (through its server if one runs)")
     _where(fire)
@@ -217,23 +277,31 @@ def _add_client_commands(sub) -> None:
 
     st = sub.add_parser("status", help="print the status of the run in a DuckDB file as JSON")
     _where(st)
-    st.add_argument("--design", type=_design, metavar="NAME", help="the design the file must hold (needed for a file that "
-                                                     "records none)")
+    st.add_argument(
+        "--design",
+        type=_design,
+        metavar="NAME",
+        help="the design the file must hold (needed for a file that records none)",
+    )
 
 
 def _add_pg_command(sub) -> None:
     """``fanoutsim pg start|url|stop``: an embedded PostgreSQL several processes share."""
     from fanoutsim.kernel.pg import DEFAULT_SHARED_DIR
 
-    pg = sub.add_parser("pg", help="an embedded PostgreSQL server several processes share: start, url, stop",
-                        description="start: run the embedded PostgreSQL (the postgres extra's pgserver) in its "
-                                    "folder, on after this command returns, and print its URI (one running "
-                                    "there already is kept); url: print the URI of the one running; stop: "
-                                    "stop it (its data stays for the next start). Its URI names a Unix socket: "
-                                    "this machine's processes reach it, no other.")
+    pg = sub.add_parser(
+        "pg",
+        help="an embedded PostgreSQL server several processes share: start, url, stop",
+        description="start: run the embedded PostgreSQL (the postgres extra's pgserver) in its "
+        "folder, on after this command returns, and print its URI (one running "
+        "there already is kept); url: print the URI of the one running; stop: "
+        "stop it (its data stays for the next start). Its URI names a Unix socket: "
+        "this machine's processes reach it, no other.",
+    )
     pg.add_argument("action", choices=("start", "url", "stop"))
-    pg.add_argument("--dir", default=DEFAULT_SHARED_DIR, metavar="DIR",
-                    help=f"the server's folder (default: {DEFAULT_SHARED_DIR})")
+    pg.add_argument(
+        "--dir", default=DEFAULT_SHARED_DIR, metavar="DIR", help=f"the server's folder (default: {DEFAULT_SHARED_DIR})"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,37 +310,57 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_watch_option(srv) -> None:
-    srv.add_argument("--window", type=_seconds, default=20.0, metavar="SECONDS",
-                     help="status says the run is falling behind when its backlog rose at every sample over "
-                          "this many seconds (default 20)")
+    srv.add_argument(
+        "--window",
+        type=_seconds,
+        default=20.0,
+        metavar="SECONDS",
+        help="status says the run is falling behind when its backlog rose at every sample over "
+        "this many seconds (default 20)",
+    )
 
 
 def _add_helper_commands(sub) -> None:
     """``example``, ``schema`` and ``explain``: the commands that help a reader start and understand."""
-    ex = sub.add_parser("example", help="list the scenarios that ship with fanoutsim, or write one out",
-                        description="With no NAME, list the shipped scenarios (name, design, what each shows). "
-                                    "With NAME, print that scenario's TOML, or write it to --out FILE (with any "
-                                    "recording it replays beside it) to edit and run: fanoutsim run FILE.")
+    ex = sub.add_parser(
+        "example",
+        help="list the scenarios that ship with fanoutsim, or write one out",
+        description="With no NAME, list the shipped scenarios (name, design, what each shows). "
+        "With NAME, print that scenario's TOML, or write it to --out FILE (with any "
+        "recording it replays beside it) to edit and run: fanoutsim run FILE.",
+    )
     ex.add_argument("name", nargs="?", metavar="NAME", help="a shipped scenario (fanoutsim example lists them)")
     ex.add_argument("--out", metavar="FILE", help="write it to this new file instead of printing it")
-    sc = sub.add_parser("schema", help="print the JSON Schema of a design's scenario files",
-                        description="Print the JSON Schema of the scenario files of DESIGN (what an editor's "
-                                    "TOML language server completes and checks a file against).")
+    sc = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a design's scenario files",
+        description="Print the JSON Schema of the scenario files of DESIGN (what an editor's "
+        "TOML language server completes and checks a file against).",
+    )
     sc.add_argument("design", metavar="DESIGN", help="a design: reactor, outbox or leases")
-    xp = sub.add_parser("explain", help="tell the story of one firing, outbox row or leased event of a run",
-                        description="Print what happened to one firing (reactor), outbox row (outbox) or "
-                                    "event (leases) of the run in FILE: when it was written, each delivery "
-                                    "and, for a duplicate or a loss, why.")
-    xp.add_argument("db", metavar="FILE", help="the run: a .duckdb file (made by serve or run --store) "
-                                              "or a postgresql:// URI")
-    xp.add_argument("id", metavar="ID", help="a firing id, an outbox seq or an event id <commit:ordinal> "
-                                             "(fanoutsim fire and write print it)")
-    xp.add_argument("--design", metavar="NAME", help="the design the file must hold (needed for a file that "
-                                                     "records none)")
+    xp = sub.add_parser(
+        "explain",
+        help="tell the story of one firing, outbox row or leased event of a run",
+        description="Print what happened to one firing (reactor), outbox row (outbox) or "
+        "event (leases) of the run in FILE: when it was written, each delivery "
+        "and, for a duplicate or a loss, why.",
+    )
+    xp.add_argument(
+        "db", metavar="FILE", help="the run: a .duckdb file (made by serve or run --store) or a postgresql:// URI"
+    )
+    xp.add_argument(
+        "id",
+        metavar="ID",
+        help="a firing id, an outbox seq or an event id <commit:ordinal> (fanoutsim fire and write print it)",
+    )
+    xp.add_argument(
+        "--design", metavar="NAME", help="the design the file must hold (needed for a file that records none)"
+    )
 
 
 def _at_least_one(what: str):
     """An argparse type: a whole number of ``what`` >= 1."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -281,6 +369,7 @@ def _at_least_one(what: str):
         if value < 1:
             raise argparse.ArgumentTypeError(f"{text!r} must be a number of {what} >= 1")
         return value
+
     return parse
 
 
@@ -333,8 +422,9 @@ def parse_seeds(text: str) -> list[int]:
         except ValueError as exc:
             if "backwards" in str(exc):
                 raise
-            raise ValueError(f"--seeds {text!r}: {part!r} is not a seed or a range of seeds; "
-                             f"give e.g. 0-9, 3, 0,2,5 or 0-4,10") from None
+            raise ValueError(
+                f"--seeds {text!r}: {part!r} is not a seed or a range of seeds; give e.g. 0-9, 3, 0,2,5 or 0-4,10"
+            ) from None
     duplicated = sorted({s for s in seeds if seeds.count(s) > 1})
     if duplicated:
         raise ValueError(f"--seeds {text!r} names seed {duplicated[0]} twice")
@@ -357,20 +447,28 @@ def _store(text: str) -> str:
     from fanoutsim.kernel.validate import is_duckdb_path
 
     if text in ("memory", "duckdb", "postgres"):
-        raise argparse.ArgumentTypeError(f"{text!r} would be a store of this process alone, which no other "
-                                         f"command can reach; give a path ending in .duckdb or a postgresql:// "
-                                         f"URI of a server of yours")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} would be a store of this process alone, which no other "
+            f"command can reach; give a path ending in .duckdb or a postgresql:// "
+            f"URI of a server of yours"
+        )
     if is_duckdb_path(text) or (is_postgres(text) and not text.endswith("://")):
         return text
-    raise argparse.ArgumentTypeError(f"{text!r} is not a store: give a path ending in .duckdb or a "
-                                     f"postgresql:// URI")
+    raise argparse.ArgumentTypeError(f"{text!r} is not a store: give a path ending in .duckdb or a postgresql:// URI")
 
 
 def _where(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", "--db", dest="store", action=_Once, type=_store, required=True,
-                        metavar="FILE|URI",
-                        help="where the run lives: a .duckdb file, or a postgresql:// URI (one database several "
-                             "processes share); --db is its older name")
+    parser.add_argument(
+        "--store",
+        "--db",
+        dest="store",
+        action=_Once,
+        type=_store,
+        required=True,
+        metavar="FILE|URI",
+        help="where the run lives: a .duckdb file, or a postgresql:// URI (one database several "
+        "processes share); --db is its older name",
+    )
 
 
 def _design(text: str) -> str:
@@ -494,8 +592,11 @@ def _pg(args: argparse.Namespace) -> int:
     try:
         if args.action == "start":
             print(pg.start_shared(args.dir))
-            print(f"the embedded PostgreSQL in {args.dir} runs; stop it with 'fanoutsim pg stop"
-                  f"{'' if args.dir == pg.DEFAULT_SHARED_DIR else ' --dir ' + args.dir}'", file=sys.stderr)
+            print(
+                f"the embedded PostgreSQL in {args.dir} runs; stop it with 'fanoutsim pg stop"
+                f"{'' if args.dir == pg.DEFAULT_SHARED_DIR else ' --dir ' + args.dir}'",
+                file=sys.stderr,
+            )
             return 0
         if args.action == "url":
             url = pg.shared_url(args.dir)
@@ -531,8 +632,8 @@ def _realtime(args: argparse.Namespace) -> int:
     import duckdb
 
     from fanoutsim import serve as srv
-    from fanoutsim.scenario import ScenarioError, load_scenario
     from fanoutsim.kernel.store.duckdb import StoreError
+    from fanoutsim.scenario import ScenarioError, load_scenario
 
     try:
         args.db = args.store  # a .duckdb file or a postgresql:// URI, checked by _store
@@ -544,15 +645,32 @@ def _realtime(args: argparse.Namespace) -> int:
                 if port is None:  # PostgreSQL: no endpoint, the database is shared
                     from fanoutsim.kernel.store.postgres import safe_dsn
 
-                    print(f"serving {safe_dsn(args.db)} with {what} as role {args.role} (pid {os.getpid()}); "
-                          f"stop with SIGTERM or Ctrl-C", file=sys.stderr, flush=True)
+                    print(
+                        f"serving {safe_dsn(args.db)} with {what} as role {args.role} (pid {os.getpid()}); "
+                        f"stop with SIGTERM or Ctrl-C",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     return
-                print(f"serving {args.db} with {what} on 127.0.0.1:{port} (pid {os.getpid()}); stop with "
-                      f"SIGTERM or Ctrl-C", file=sys.stderr, flush=True)
+                print(
+                    f"serving {args.db} with {what} on 127.0.0.1:{port} (pid {os.getpid()}); stop with "
+                    f"SIGTERM or Ctrl-C",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
             extra = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
-            return srv.serve(args.db, scenario, rate=args.rate, port=args.port, ready=ready, role=args.role,
-                             trace=args.trace, window=args.window, **extra)
+            return srv.serve(
+                args.db,
+                scenario,
+                rate=args.rate,
+                port=args.port,
+                ready=ready,
+                role=args.role,
+                trace=args.trace,
+                window=args.window,
+                **extra,
+            )
         if args.command == "fire":
             try:
                 payload = json.loads(args.payload)
@@ -560,8 +678,9 @@ def _realtime(args: argparse.Namespace) -> int:
                 return _error(f"--payload is not JSON: {exc}")
             if not isinstance(payload, dict):
                 return _error("--payload must be a JSON object of source name -> value")
-            answer = srv.write(args.db, {"reactor": args.reactor, "payload": payload, "tenant": args.tenant},
-                               design="reactor")
+            answer = srv.write(
+                args.db, {"reactor": args.reactor, "payload": payload, "tenant": args.tenant}, design="reactor"
+            )
             print(answer["firing"])
             _hint_explain(args.db, answer["firing"])
             return 0
@@ -735,8 +854,16 @@ def _sweep(args: argparse.Namespace) -> int:
             client.close()
         return _error(f"cannot write to {out}: {exc.strerror or exc}")
     try:
-        df = sweeps.sweep(args.scenario, grid=grid, seeds=seeds, workers=args.workers, until=args.until,
-                          cache=cache, progress=shown, client=client)
+        df = sweeps.sweep(
+            args.scenario,
+            grid=grid,
+            seeds=seeds,
+            workers=args.workers,
+            until=args.until,
+            cache=cache,
+            progress=shown,
+            client=client,
+        )
     except KeyboardInterrupt:
         kept = f"; the finished runs are kept in {cache}" if cache is not None else ""
         print(f"{PROG}: interrupted{kept}", file=sys.stderr)
@@ -755,9 +882,11 @@ def _sweep(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _error(f"cannot write to {out}: {exc.strerror or exc}")
     keys = sweeps.grid_runs(args.scenario, grid, seeds, args.until)[0]
-    print(f"{design.name} sweep of {scenario.name}: {len(df)} runs ({df.attrs['ran']} ran, "
-          f"{df.attrs['from_cache']} from the cache), {len(seeds)} seed{'s' if len(seeds) != 1 else ''} each; "
-          f"every run valid: {bool(df['valid'].all())}, lost {int(df['lost'].sum())}")
+    print(
+        f"{design.name} sweep of {scenario.name}: {len(df)} runs ({df.attrs['ran']} ran, "
+        f"{df.attrs['from_cache']} from the cache), {len(seeds)} seed{'s' if len(seeds) != 1 else ''} each; "
+        f"every run valid: {bool(df['valid'].all())}, lost {int(df['lost'].sum())}"
+    )
     # every result column but the valid flag, the p95s and the means (they are in the files)
     shown_columns = [c for c in design.sweep_columns if c != "valid" and not c.endswith(("_p95_s", "_mean_s"))]
     shown_columns += [c for c in df.columns if c.endswith("]") and "_p99_" in c]  # each reader's own p99
@@ -891,8 +1020,11 @@ def _example(args: argparse.Namespace) -> int:
         if args.out is None:
             print(source.read_text(encoding="utf-8"), end="")
             for recording in examples.replays(args.name):
-                print(f"{PROG}: note: this scenario replays {recording}, named relative to the file: write it "
-                      f"with --out FILE to get the recording beside it", file=sys.stderr)
+                print(
+                    f"{PROG}: note: this scenario replays {recording}, named relative to the file: write it "
+                    f"with --out FILE to get the recording beside it",
+                    file=sys.stderr,
+                )
             return 0
         written = examples.write(args.name, args.out)
     except ValueError as exc:
@@ -927,8 +1059,11 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _hint_explain(db: str, answer) -> None:
     """After a write: what to do with the id it printed (on stderr, so stdout stays the answer)."""
-    item = answer if isinstance(answer, str) else next(
-        (answer[k] for k in ("firing", "seq", "event") if isinstance(answer, dict) and k in answer), None)
+    item = (
+        answer
+        if isinstance(answer, str)
+        else next((answer[k] for k in ("firing", "seq", "event") if isinstance(answer, dict) and k in answer), None)
+    )
     if item is None:
         return
     where = db
@@ -944,11 +1079,16 @@ def _warn_status(found: dict) -> None:
     if found.get("falling_behind"):
         print(f"{PROG}: warning: {found['falling_behind']}", file=sys.stderr)
     if not found.get("running") and found.get("stopped_at"):
-        print(f"{PROG}: not served now: the last server (pid {found.get('pid')}) stopped at "
-              f"{found['stopped_at']}", file=sys.stderr)
+        print(
+            f"{PROG}: not served now: the last server (pid {found.get('pid')}) stopped at {found['stopped_at']}",
+            file=sys.stderr,
+        )
     elif not found.get("running") and found.get("last_heartbeat_at"):
-        print(f"{PROG}: not served now: the last server (pid {found.get('pid')}) died without a clean stop; "
-              f"its last heartbeat was at {found['last_heartbeat_at']}", file=sys.stderr)
+        print(
+            f"{PROG}: not served now: the last server (pid {found.get('pid')}) died without a clean stop; "
+            f"its last heartbeat was at {found['last_heartbeat_at']}",
+            file=sys.stderr,
+        )
 
 
 _HELPER_COMMANDS = {"example": _example, "schema": _schema, "explain": _explain}

@@ -13,13 +13,15 @@
   calls is never a black box.
 * :func:`takeaway` writes a lesson's closing bullets from the run's numbers.
 """
+
 from __future__ import annotations
 
 import hashlib
 import inspect
 import itertools
 import textwrap
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -27,17 +29,18 @@ from fanoutsim.kernel.plotting import show_in
 
 __all__ = ["needs_kernel", "Explorer", "table", "show_source", "takeaway", "NOTE_CLASS", "OFFLINE_NOTE"]
 
-NOTE_CLASS = "fanoutsim-kernel-note"   # notebooks/build.py looks for it in the saved widget state
-OFFLINE_NOTE = ("<b>This control needs a running kernel.</b> Saved in the notebook, it shows its "
-                "default setting and does not move. Run this cell (or Run All) to {action}.")
+NOTE_CLASS = "fanoutsim-kernel-note"  # notebooks/build.py looks for it in the saved widget state
+OFFLINE_NOTE = (
+    "<b>This control needs a running kernel.</b> Saved in the notebook, it shows its "
+    "default setting and does not move. Run this cell (or Run All) to {action}."
+)
 LIVE_NOTE = "Live: {action}; each change redraws in about a second or less."
 
 
 def _note(action: str):
     import ipywidgets as widgets
 
-    note = widgets.HTML(value=LIVE_NOTE.format(action=action),
-                        placeholder=OFFLINE_NOTE.format(action=action))
+    note = widgets.HTML(value=LIVE_NOTE.format(action=action), placeholder=OFFLINE_NOTE.format(action=action))
     note.add_class(NOTE_CLASS)
     return note
 
@@ -66,9 +69,16 @@ class Explorer:
     and ``setting`` are the ones drawn last. Values are chosen from the grid,
     so every setting the control offers is one the engine accepts."""
 
-    def __init__(self, run: Callable[..., Any], draw: Callable[..., tuple[str, Any]],
-                 options: Mapping[str, Sequence], *, value: Mapping[str, Any] | None = None,
-                 precompute: bool = True, action: str = "move the sliders") -> None:
+    def __init__(
+        self,
+        run: Callable[..., Any],
+        draw: Callable[..., tuple[str, Any]],
+        options: Mapping[str, Sequence],
+        *,
+        value: Mapping[str, Any] | None = None,
+        precompute: bool = True,
+        action: str = "move the sliders",
+    ) -> None:
         import ipywidgets as widgets
 
         self.run, self.draw, self.options = run, draw, {k: list(v) for k, v in options.items()}
@@ -80,11 +90,20 @@ class Explorer:
         self.controls = {}
         for name, values in self.options.items():
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-                c = widgets.SelectionSlider(options=values, value=start[name], description=name,
-                                            continuous_update=False, style={"description_width": "initial"})
+                c = widgets.SelectionSlider(
+                    options=values,
+                    value=start[name],
+                    description=name,
+                    continuous_update=False,
+                    style={"description_width": "initial"},
+                )
             else:
-                c = widgets.ToggleButtons(options=values, value=start[name], description=name,
-                                          style={"description_width": "initial", "button_width": "auto"})
+                c = widgets.ToggleButtons(
+                    options=values,
+                    value=start[name],
+                    description=name,
+                    style={"description_width": "initial", "button_width": "auto"},
+                )
             c.observe(self._changed, names="value")
             self.controls[name] = c
         self.summary = widgets.HTML()
@@ -136,8 +155,14 @@ class Explorer:
         display(self.widget)
 
 
-def table(df: pd.DataFrame, *, digits: int | Mapping[str, int] = 3, index: bool = True,
-          highlight: Sequence[str] = (), caption: str | None = None):
+def table(
+    df: pd.DataFrame,
+    *,
+    digits: int | Mapping[str, int] = 3,
+    index: bool = True,
+    highlight: Sequence[str] = (),
+    caption: str | None = None,
+):
     """``df`` to show in a notebook: floats rounded to ``digits`` (one number,
     or per column), integers with thousands separators, the columns in
     ``highlight`` shaded by value, long headers and texts wrapped (a table no
@@ -151,9 +176,12 @@ def table(df: pd.DataFrame, *, digits: int | Mapping[str, int] = 3, index: bool 
             fmt[col] = f"{{:,.{d}f}}"
         elif kind in "iu":
             fmt[col] = "{:,}"
-    styler = df.style.format(fmt, na_rep="–").set_table_styles([  # long names wrap: no table wider than the page
-        {"selector": "th", "props": "white-space: normal; overflow-wrap: anywhere; max-width: 10em;"},
-        {"selector": "td", "props": "white-space: normal; max-width: 32em;"}])
+    styler = df.style.format(fmt, na_rep="–").set_table_styles(
+        [  # long names wrap: no table wider than the page
+            {"selector": "th", "props": "white-space: normal; overflow-wrap: anywhere; max-width: 10em;"},
+            {"selector": "td", "props": "white-space: normal; max-width: 32em;"},
+        ]
+    )
     if highlight:
         styler = styler.background_gradient(subset=list(highlight), cmap="Oranges")
     if not index:

@@ -7,13 +7,14 @@ each only if it lasts over ``delay`` seconds, so a quick run prints nothing.
 The bar reads the clock from a side thread and never steps the simulation
 itself: the run, its trace and its ids are those of a run without it.
 """
+
 from __future__ import annotations
 
 import contextlib
 import shutil
 import sys
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 DELAY = 2.0  # seconds before anything is shown
 TICK = 0.25  # seconds between reads of the clock
@@ -23,8 +24,15 @@ def _bar(**kwargs):
     from tqdm import tqdm
 
     size = shutil.get_terminal_size((80, 24))  # a terminal that says 0 x 0 (tqdm would draw nothing) gets 80 x 24
-    return tqdm(file=sys.stderr, delay=DELAY, leave=False, ncols=min(size.columns or 80, 100),
-                nrows=size.lines or 24, mininterval=TICK, **kwargs)
+    return tqdm(
+        file=sys.stderr,
+        delay=DELAY,
+        leave=False,
+        ncols=min(size.columns or 80, 100),
+        nrows=size.lines or 24,
+        mininterval=TICK,
+        **kwargs,
+    )
 
 
 def run_virtual(sim, until: float, *, enabled: bool = True) -> None:
@@ -34,8 +42,13 @@ def run_virtual(sim, until: float, *, enabled: bool = True) -> None:
         return
     start = float(sim.now)
     total = max(0.0, float(until) - start)
-    bar = _bar(total=round(total), unit="s", desc="virtual time", unit_scale=True,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
+    bar = _bar(
+        total=round(total),
+        unit="s",
+        desc="virtual time",
+        unit_scale=True,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]",
+    )
     done = threading.Event()
 
     def watch() -> None:

@@ -22,6 +22,7 @@ with the design it belongs to (``[outbox]`` in a reactor file: set design =
 completion and checks of TOML files; ``data/schemas/<design>.schema.json`` are
 those files, written by :func:`write_schemas` (``python data/make_schemas.py``).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,16 @@ from fanoutsim import designs
 from fanoutsim.kernel.scenario import ScenarioError, hint_other_designs, read_scenario_file
 from fanoutsim.kernel.validate import kind, show
 
-__all__ = ["ScenarioError", "load_scenario", "parse_scenario", "which_design", "json_schema",
-           "json_schema_text", "write_schemas", "DEFAULT_DESIGN"]
+__all__ = [
+    "ScenarioError",
+    "load_scenario",
+    "parse_scenario",
+    "which_design",
+    "json_schema",
+    "json_schema_text",
+    "write_schemas",
+    "DEFAULT_DESIGN",
+]
 
 DEFAULT_DESIGN = "reactor"  # the design of a file without a ``design`` key
 
@@ -52,8 +61,9 @@ def load_scenario(path: str | os.PathLike, *, design: str | None = None):
     return parse_scenario(data, source=source, default_name=Path(source).stem, design=design)
 
 
-def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str = "scenario",
-                   design: str | None = None):
+def parse_scenario(
+    data: dict, *, source: str = "<scenario>", default_name: str = "scenario", design: str | None = None
+):
     """Check an already-parsed TOML document (a dict) and make the scenario of
     the design it names (see :func:`load_scenario`)."""
     if design is not None and design not in designs.names():
@@ -62,17 +72,27 @@ def parse_scenario(data: dict, *, source: str = "<scenario>", default_name: str 
         raise ScenarioError(source, [("", f"a scenario must be a TOML document (table), got {kind(data)}")])
     name, problems = which_design(data)
     if design is not None and not problems and name != design:
-        raise ScenarioError(source, [("design", (
-            f"this needs a scenario of the {design} design (design = {design!r}); "
-            f"the file describes the {name} design (design = {name!r})"))])
+        raise ScenarioError(
+            source,
+            [
+                (
+                    "design",
+                    (
+                        f"this needs a scenario of the {design} design (design = {design!r}); "
+                        f"the file describes the {name} design (design = {name!r})"
+                    ),
+                )
+            ],
+        )
     chosen = designs.get(name)
     # a mistyped design key is reported here; the design's parser reads the rest
     document = {k: v for k, v in data.items() if k != "design"} if problems else data
     try:
         scenario = chosen.parse_scenario(document, source=source, default_name=default_name)
     except ScenarioError as exc:
-        raise ScenarioError(source, problems + hint_other_designs(
-            exc.problems, data, _keys(chosen), _owners(exclude=name))) from None
+        raise ScenarioError(
+            source, problems + hint_other_designs(exc.problems, data, _keys(chosen), _owners(exclude=name))
+        ) from None
     if problems:
         raise ScenarioError(source, problems)
     return scenario
@@ -89,10 +109,16 @@ def which_design(data: dict) -> tuple[str, list[tuple[str, str]]]:
         return value, []
     score = {n: sum(k in data for k in _tables(n)) for n in names}
     best = max(score.values(), default=0)
-    guess = DEFAULT_DESIGN if best == 0 or score.get(DEFAULT_DESIGN) == best else \
-        next(n for n in names if score[n] == best)
-    return guess, [("design", f"must be one of {', '.join(map(repr, names))}, got {show(value)} "
-                              f"(the rest of the file is checked as the {guess} design)")]
+    guess = (
+        DEFAULT_DESIGN if best == 0 or score.get(DEFAULT_DESIGN) == best else next(n for n in names if score[n] == best)
+    )
+    return guess, [
+        (
+            "design",
+            f"must be one of {', '.join(map(repr, names))}, got {show(value)} "
+            f"(the rest of the file is checked as the {guess} design)",
+        )
+    ]
 
 
 def _schema(name: str):

@@ -33,6 +33,7 @@ clean stop are ``runner_log`` rows. ``trace=PATH`` writes the process's trace
 to a Parquet file at a clean stop (what a checker over several processes
 merges; a killed process leaves none).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,23 +42,49 @@ import signal
 import socket
 import threading
 import time
+from datetime import UTC
 from typing import Any
 
 from fanoutsim import designs
 from fanoutsim.kernel.design import Design
-from fanoutsim.kernel.runtime.control import (MAX_BODY_BYTES, ControlServer, check_max_body_bytes, server_info,
-                                              server_request, sidecar, write_sidecar)
+from fanoutsim.kernel.runtime.control import (
+    MAX_BODY_BYTES,
+    ControlServer,
+    check_max_body_bytes,
+    server_info,
+    server_request,
+    sidecar,
+    write_sidecar,
+)
 from fanoutsim.kernel.runtime.roles import check_role as design_role
 from fanoutsim.kernel.store.duckdb import StoreError, has_duckdb_header
 
-__all__ = ["serve", "write", "status", "explain", "presence", "falling_behind", "server_rows", "file_design", "recorded_design", "record_design", "sidecar",
-           "write_sidecar", "MAX_BODY_BYTES", "existing", "is_postgres", "check_role", "check_store_uri"]
+__all__ = [
+    "serve",
+    "write",
+    "status",
+    "explain",
+    "presence",
+    "falling_behind",
+    "server_rows",
+    "file_design",
+    "recorded_design",
+    "record_design",
+    "sidecar",
+    "write_sidecar",
+    "MAX_BODY_BYTES",
+    "existing",
+    "is_postgres",
+    "check_role",
+    "check_store_uri",
+]
 
 _META_KEY = "design"
-HEARTBEAT_S = 5.0      # how often a serving process writes its presence row
-WINDOW_S = 20.0        # the span over which status judges whether the backlog grows
-_SAMPLES = 5           # backlog samples across one window (its ends included)
-_KEEP_SERVERS = 20     # presence rows kept per database, newest first
+HEARTBEAT_S = 5.0  # how often a serving process writes its presence row
+WINDOW_S = 20.0  # the span over which status judges whether the backlog grows
+_SAMPLES = 5  # backlog samples across one window (its ends included)
+_KEEP_SERVERS = 20  # presence rows kept per database, newest first
+
 
 def is_postgres(db: str) -> bool:
     """``db`` names a PostgreSQL database (a ``postgresql://`` URI), not a DuckDB file."""
@@ -67,8 +94,10 @@ def is_postgres(db: str) -> bool:
 def check_store_uri(store: str) -> str:
     """``--store`` of serve / write / status: a ``postgresql://`` URI (a DuckDB file goes with ``--db``)."""
     if store == "postgres":
-        raise ValueError("--store postgres would be a throwaway server no other process can reach; serve, "
-                         "write and status need a postgresql:// URI of a server of yours")
+        raise ValueError(
+            "--store postgres would be a throwaway server no other process can reach; serve, "
+            "write and status need a postgresql:// URI of a server of yours"
+        )
     if not is_postgres(store):
         raise ValueError(f"--store {store!r} is not a postgresql:// URI (a DuckDB file goes with --db)")
     return store
@@ -131,8 +160,10 @@ def file_design(db: str, design: str | None = None) -> Design:
         if not os.path.exists(db):
             raise ValueError(f"{db}: no such file")
         readable(db)  # a damaged or foreign file says so, not "records no design"
-        raise ValueError(f"{db} records no design (it was not made by fanoutsim serve); "
-                         f"name it with --design, one of {', '.join(designs.names())}")
+        raise ValueError(
+            f"{db} records no design (it was not made by fanoutsim serve); "
+            f"name it with --design, one of {', '.join(designs.names())}"
+        )
     try:
         return designs.get(name)
     except KeyError as exc:
@@ -146,8 +177,7 @@ def existing(db: str) -> None:
         if recorded_design(db) is None:
             from fanoutsim.kernel.store.postgres import safe_dsn
 
-            raise StoreError(f"{safe_dsn(db)} holds no fanoutsim run (start one with "
-                             f"'fanoutsim serve --store URI')")
+            raise StoreError(f"{safe_dsn(db)} holds no fanoutsim run (start one with 'fanoutsim serve --store URI')")
         return
     if not os.path.exists(db):
         raise StoreError(f"{db}: no such file (start a run with 'fanoutsim serve --db {db}')")
@@ -171,13 +201,16 @@ def fanoutsim_file(db: str) -> None:
     except duckdb.IOException:
         return
     try:
-        has = con.execute("SELECT count(*) FROM information_schema.tables "
-                          "WHERE table_name = 'fanoutsim_meta'").fetchone()[0]
+        has = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'fanoutsim_meta'"
+        ).fetchone()[0]
     finally:
         con.close()
     if not has:
-        raise StoreError(f"{db} was not made by fanoutsim (it has no fanoutsim_meta table); refusing to touch "
-                         f"it (start a run in a new file with 'fanoutsim serve --db FILE')")
+        raise StoreError(
+            f"{db} was not made by fanoutsim (it has no fanoutsim_meta table); refusing to touch "
+            f"it (start a run in a new file with 'fanoutsim serve --db FILE')"
+        )
 
 
 def readable(db: str) -> None:
@@ -208,13 +241,25 @@ def check_role(design: Design, role: str, db: str) -> None:
     part (not ``all``) needs PostgreSQL."""
     design_role(design.roles, design.name, role)
     if role != "all" and not is_postgres(db):
-        raise ValueError(f"role {role!r} needs a PostgreSQL store (--store postgresql://...): a DuckDB file is "
-                         f"held by one process, which runs every role")
+        raise ValueError(
+            f"role {role!r} needs a PostgreSQL store (--store postgresql://...): a DuckDB file is "
+            f"held by one process, which runs every role"
+        )
 
 
-def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, ready=None,
-          stop_event: threading.Event | None = None, max_body_bytes: int = MAX_BODY_BYTES,
-          role: str = "all", trace: str | None = None, window: float = WINDOW_S) -> int:
+def serve(
+    db: str,
+    scenario=None,
+    *,
+    rate: float | None = None,
+    port: int = 0,
+    ready=None,
+    stop_event: threading.Event | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    role: str = "all",
+    trace: str | None = None,
+    window: float = WINDOW_S,
+) -> int:
     """Run ``scenario`` (its design) over ``db`` on the wall clock until
     SIGTERM/SIGINT (or ``stop_event``); returns an exit status. ``rate``: the
     design's workload at that many events per second instead of the
@@ -237,8 +282,10 @@ def serve(db: str, scenario=None, *, rate: float | None = None, port: int = 0, r
     if scenario is not None:
         design = designs.design_of(scenario)
         if recorded is not None and recorded != design.name:
-            raise ValueError(f"{db} holds a run of the {recorded} design; the scenario is of the "
-                             f"{design.name} design (serve it over another file)")
+            raise ValueError(
+                f"{db} holds a run of the {recorded} design; the scenario is of the "
+                f"{design.name} design (serve it over another file)"
+            )
     else:
         design = designs.get(recorded or "reactor")
     _needs(design, "realtime")
@@ -302,18 +349,27 @@ def _check_serve_limits(max_body_bytes, port, window) -> None:
         raise ValueError(f"port {port!r} is not a TCP port: give 1-65535, or 0 for any free one")
 
 
-def _control_server(db: str, design: Design, rt, get_status, post_write, port: int,
-                    max_body_bytes: int) -> ControlServer:
+def _control_server(
+    db: str, design: Design, rt, get_status, post_write, port: int, max_body_bytes: int
+) -> ControlServer:
     """The started endpoint of a serving process over a DuckDB file (its sidecar written)."""
     try:
-        return ControlServer(db, design.name, get_status, post_write, port=port, max_body_bytes=max_body_bytes,
-                             get_metrics=rt.metrics, explain=None if design.explain is None else
-                             (lambda item: design.explain(rt, item))).start()
+        return ControlServer(
+            db,
+            design.name,
+            get_status,
+            post_write,
+            port=port,
+            max_body_bytes=max_body_bytes,
+            get_metrics=rt.metrics,
+            explain=None if design.explain is None else (lambda item: design.explain(rt, item)),
+        ).start()
     except OSError as exc:
         if exc.filename is not None:  # FILE.serve.json could not be written: the CLI names it
             raise
-        raise ValueError(f"control port {port} on 127.0.0.1: {exc.strerror or exc} (give another "
-                         f"--port, or 0 for any free one)") from None
+        raise ValueError(
+            f"control port {port} on 127.0.0.1: {exc.strerror or exc} (give another --port, or 0 for any free one)"
+        ) from None
 
 
 def _remove_new_file(db: str) -> None:
@@ -400,9 +456,9 @@ def explain(db: str, item: str, design: str | None = None) -> str:
 
 
 def _now_iso() -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _age_s(iso: str | None) -> float | None:
@@ -439,15 +495,24 @@ class _Watch:
         self.samples: list[list[float]] = []
         self.t0 = time.monotonic()
         self.next_sample = self.next_beat = 0.0
-        self.record = {"pid": os.getpid(), "host": socket.gethostname(), "role": role, "design": design.name,
-                       "started_at": _now_iso(), "heartbeat_at": None, "stopped_at": None, "backlog": []}
+        self.record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "role": role,
+            "design": design.name,
+            "started_at": _now_iso(),
+            "heartbeat_at": None,
+            "stopped_at": None,
+            "backlog": [],
+        }
         self.key = f"server:{self.record['host']}:{self.record['pid']}"
         if is_postgres(db):
             import psycopg
 
             self.con = psycopg.connect(db, autocommit=True, connect_timeout=5)
-            self.upsert = ("INSERT INTO fanoutsim_meta VALUES (%s, %s) "
-                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            self.upsert = (
+                "INSERT INTO fanoutsim_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            )
             self.delete = "DELETE FROM fanoutsim_meta WHERE key = %s"
         else:
             self.con = rt.store.con.cursor()  # its own connection to the file this process holds
@@ -457,7 +522,7 @@ class _Watch:
 
     def _forget_old(self) -> None:
         rows = sorted(server_rows(self.con), key=lambda r: r.get("started_at") or "", reverse=True)
-        for old in rows[_KEEP_SERVERS - 1:]:
+        for old in rows[_KEEP_SERVERS - 1 :]:
             self.con.execute(self.delete, [f"server:{old.get('host')}:{old.get('pid')}"])
 
     def tick(self) -> None:
@@ -466,7 +531,7 @@ class _Watch:
         if self.design.backlog is not None and now >= self.next_sample:
             self.next_sample = now + self.window / (_SAMPLES - 1)
             self.samples.append([round(now, 3), int(self.design.backlog(self.rt))])
-            self.samples = self.samples[-(_SAMPLES * 2):]
+            self.samples = self.samples[-(_SAMPLES * 2) :]
         if now >= self.next_beat:
             self.next_beat = now + min(HEARTBEAT_S, self.window / (_SAMPLES - 1))
             self.beat()
@@ -481,9 +546,15 @@ class _Watch:
         """The backlog part of ``status``: now, the samples, and the warning."""
         name = self.design.backlog_name
         warning = falling_behind(self.samples, name, self.window)
-        return {"backlog": {"name": name, "now": self.samples[-1][1] if self.samples else None,
-                            "window_s": self.window, "samples": self.samples[-_SAMPLES:]},
-                "falling_behind": warning}
+        return {
+            "backlog": {
+                "name": name,
+                "now": self.samples[-1][1] if self.samples else None,
+                "window_s": self.window,
+                "samples": self.samples[-_SAMPLES:],
+            },
+            "falling_behind": warning,
+        }
 
     def close(self) -> None:
         try:
@@ -524,9 +595,18 @@ def presence(rows: list[dict], name: str = "backlog", window: float = WINDOW_S) 
     one's role, pid, start, last heartbeat and stop, who is up, and — from a
     live one's samples — whether the backlog grows."""
     servers = sorted(rows, key=lambda r: r.get("started_at") or "", reverse=True)
-    listed = [{"role": r.get("role"), "pid": r.get("pid"), "host": r.get("host"), "up": _up(r),
-               "started_at": r.get("started_at"), "heartbeat_at": r.get("heartbeat_at"),
-               "stopped_at": r.get("stopped_at")} for r in servers]
+    listed = [
+        {
+            "role": r.get("role"),
+            "pid": r.get("pid"),
+            "host": r.get("host"),
+            "up": _up(r),
+            "started_at": r.get("started_at"),
+            "heartbeat_at": r.get("heartbeat_at"),
+            "stopped_at": r.get("stopped_at"),
+        }
+        for r in servers
+    ]
     live = [r for r, shown in zip(servers, listed) if shown["up"]]
     out: dict[str, Any] = {"running": bool(live), "servers": listed}
     if listed:

@@ -87,6 +87,7 @@ kept in the cache, so the same call after a fix runs only what is missing.
 Ctrl-C (``KeyboardInterrupt``) cancels the runs not yet finished — the pool's
 queued ones, or the cluster's outstanding tasks — and keeps the finished ones.
 """
+
 from __future__ import annotations
 
 import copy
@@ -116,7 +117,7 @@ from fanoutsim.kernel.validate import is_real, is_whole
 __all__ = ["sweep", "scale_rate", "grid_runs", "result_columns", "check_cluster", "RunFailed", "ClusterMismatch"]
 
 _TABLE = "fanoutsim_sweep_runs_v2"  # a new cache layout gets a new table
-_FLUSH_EVERY = 8                     # finished rows per cache write
+_FLUSH_EVERY = 8  # finished rows per cache write
 
 
 def __getattr__(name: str):
@@ -150,8 +151,8 @@ def _plain(value: Any) -> Any:
 @dataclasses.dataclass(frozen=True)
 class _Base:
     design: Design
-    scenario: Any            # the scenario as given (parsed)
-    data: dict | None        # its TOML document, when it came from a file or a dict
+    scenario: Any  # the scenario as given (parsed)
+    data: dict | None  # its TOML document, when it came from a file or a dict
     source: str
     default_name: str
 
@@ -170,10 +171,17 @@ def _load(scenario) -> _Base:
         sc = parse_scenario(data)
         return _Base(designs.design_of(sc), sc, data, "<scenario>", "scenario")
     if isinstance(getattr(scenario, "design", None), str) and hasattr(scenario, "build"):
-        return _Base(designs.design_of(scenario), scenario, None, getattr(scenario, "source", ""),
-                     getattr(scenario, "name", "scenario"))
-    raise TypeError(f"scenario must be a Scenario or the path of a TOML scenario (or its TOML as a dict), "
-                    f"got {type(scenario).__name__}")
+        return _Base(
+            designs.design_of(scenario),
+            scenario,
+            None,
+            getattr(scenario, "source", ""),
+            getattr(scenario, "name", "scenario"),
+        )
+    raise TypeError(
+        f"scenario must be a Scenario or the path of a TOML scenario (or its TOML as a dict), "
+        f"got {type(scenario).__name__}"
+    )
 
 
 def _kind(value: Any) -> str:
@@ -198,8 +206,10 @@ def _walk(data: dict, key: str) -> tuple[list, str]:
         here = where or "the scenario"
         if isinstance(node, dict):
             if part not in node and not last:
-                raise ValueError(f"grid: unknown key {key!r}: {here} has no {part!r}; "
-                                 f"it has: {', '.join(map(repr, node)) or 'nothing'}")
+                raise ValueError(
+                    f"grid: unknown key {key!r}: {here} has no {part!r}; "
+                    f"it has: {', '.join(map(repr, node)) or 'nothing'}"
+                )
             out.append(part)
             where = f"{where}.{part}" if where else part
             if not last:
@@ -222,8 +232,9 @@ def _walk(data: dict, key: str) -> tuple[list, str]:
             if not last:
                 node = node[idx]
         else:
-            raise ValueError(f"grid: unknown key {key!r}: {here} is a {_kind(node)}, "
-                             f"not a table or an array, so it has no {part!r}")
+            raise ValueError(
+                f"grid: unknown key {key!r}: {here} is a {_kind(node)}, not a table or an array, so it has no {part!r}"
+            )
     return out, where
 
 
@@ -239,9 +250,9 @@ class _Key:
     """One grid key: what it sets and where."""
 
     name: str
-    kind: str                  # "sweep" (a design's SweepKey), "config" or "path"
-    parts: tuple = ()          # where in the TOML document ("config" and "path")
-    where: str = ""            # its TOML path, as the design's parser names it
+    kind: str  # "sweep" (a design's SweepKey), "config" or "path"
+    parts: tuple = ()  # where in the TOML document ("config" and "path")
+    where: str = ""  # its TOML path, as the design's parser names it
 
 
 # [run] keys a sweep sets itself: a grid over them would be ignored (or break the runs)
@@ -265,13 +276,17 @@ def _resolve(key: Any, base: _Base) -> _Key:
         raise ValueError(f"grid: {key!r} cannot be swept; {_RUN_KEYS[key]}")
     if "." in key:
         if base.data is None:
-            raise ValueError(f"grid: the dotted path {key!r} needs the scenario's TOML: pass the scenario "
-                             f"file's path (a scenario object has no file to change)")
+            raise ValueError(
+                f"grid: the dotted path {key!r} needs the scenario's TOML: pass the scenario "
+                f"file's path (a scenario object has no file to change)"
+            )
         parts, where = _walk(base.data, key)
         return _Key(key, "path", tuple(parts), where)
     has = f"; this one has: {', '.join(map(repr, base.data))}" if base.data else ""
-    raise ValueError(f"grid: unknown key {key!r}; allowed: {', '.join([*design.sweep_keys, *fields])}, "
-                     f"or a dotted path into the scenario file (table.key, array.<index or name>.key{has})")
+    raise ValueError(
+        f"grid: unknown key {key!r}; allowed: {', '.join([*design.sweep_keys, *fields])}, "
+        f"or a dotted path into the scenario file (table.key, array.<index or name>.key{has})"
+    )
 
 
 def _problems(exc: Exception, wheres: Mapping[str, str]) -> str:
@@ -383,11 +398,12 @@ def _design_module(design: Design) -> str:
     for name, module in list(sys.modules.items()):
         if getattr(module, "DESIGN", None) is design:
             return name
-    raise ValueError(f"the {design.name} design is no module's DESIGN, so worker processes cannot load it; "
-                     f"sweep it with workers=1")
+    raise ValueError(
+        f"the {design.name} design is no module's DESIGN, so worker processes cannot load it; sweep it with workers=1"
+    )
 
 
-def _design(run: "_Run") -> Design:
+def _design(run: _Run) -> Design:
     """The run's design, registered here from its module if this process has not yet."""
     if run.design in designs.names():
         return designs.get(run.design)
@@ -403,19 +419,20 @@ class _Run:
     """One run: everything a worker process needs, picklable."""
 
     index: int
-    values: tuple          # the grid values, in grid key order
+    values: tuple  # the grid values, in grid key order
     seed: int
-    design: str            # its name
-    module: str            # the module whose DESIGN it is (for a worker process)
-    scenario: Any          # the effective scenario (overrides applied)
+    design: str  # its name
+    module: str  # the module whose DESIGN it is (for a worker process)
+    scenario: Any  # the effective scenario (overrides applied)
     until: float
-    sim: tuple             # ((sweep key, value), ...) set on the built simulation
+    sim: tuple  # ((sweep key, value), ...) set on the built simulation
     store: str
-    key: str               # hash of the design, content and settings (not the seed)
+    key: str  # hash of the design, content and settings (not the seed)
 
 
-def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] = range(1),
-              until: float | None = None) -> tuple[list[str], list[_Run]]:
+def grid_runs(
+    scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] = range(1), until: float | None = None
+) -> tuple[list[str], list[_Run]]:
     """Check the grid and list the runs of a sweep: ``(grid keys, runs)``.
     Raises ValueError before anything runs."""
     base = _load(scenario)
@@ -446,13 +463,21 @@ def grid_runs(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[i
         # a file store cannot be shared by many runs: those run in memory
         store = sc.store if sc.store in ("memory", "duckdb") else "memory"
         eff = dataclasses.replace(sc, name="", source="", description="", seed=0, store=store)
-        sim = tuple((k.name, v) for k, v in zip(keys, combo)
-                    if k.kind == "sweep" and design.sweep_keys[k.name].sim is not None)
+        sim = tuple(
+            (k.name, v) for k, v in zip(keys, combo) if k.kind == "sweep" and design.sweep_keys[k.name].sim is not None
+        )
         # the effective scenario holds every override: a setting named by the grid or by
         # the scenario's own file is the same run
-        content = json.dumps({"design": design.name, "scenario": repr(eff), "until": float(until),
-                              "sim": [[k, repr(v)] for k, v in sim], "recordings": _recordings(sc)},
-                             sort_keys=True)
+        content = json.dumps(
+            {
+                "design": design.name,
+                "scenario": repr(eff),
+                "until": float(until),
+                "sim": [[k, repr(v)] for k, v in sim],
+                "recordings": _recordings(sc),
+            },
+            sort_keys=True,
+        )
         key = hashlib.sha256(content.encode()).hexdigest()
         for seed in seeds:
             runs.append(_Run(len(runs), tuple(combo), seed, design.name, module, eff, float(until), sim, store, key))
@@ -472,9 +497,11 @@ def _run_one(run: _Run) -> dict[str, Any]:
             checked = design.check(sim)
             row = {k: _plain(v) for k, v in design.sweep_row(sim, checked).items()}
     if not row_fits(design, tuple(row)):
-        raise RuntimeError(f"the {design.name} design's sweep_row gave the columns {tuple(row)}; "
-                           f"its sweep_columns are {tuple(design.sweep_columns)}, then per reader "
-                           f"{', '.join(f'{c}[NAME]' for c in design.sweep_unit_columns) or 'none'}")
+        raise RuntimeError(
+            f"the {design.name} design's sweep_row gave the columns {tuple(row)}; "
+            f"its sweep_columns are {tuple(design.sweep_columns)}, then per reader "
+            f"{', '.join(f'{c}[NAME]' for c in design.sweep_unit_columns) or 'none'}"
+        )
     row["wall_s"] = time.perf_counter() - t0
     return row
 
@@ -483,9 +510,9 @@ def row_fits(design: Design, columns: tuple[str, ...]) -> bool:
     """``columns`` are a sweep row of ``design``: its ``sweep_columns``, then
     only per-reader columns ``<stat>[<reader>]`` of its ``sweep_unit_columns``."""
     fixed = tuple(design.sweep_columns)
-    if columns[:len(fixed)] != fixed:
+    if columns[: len(fixed)] != fixed:
         return False
-    return all(c.endswith("]") and c.partition("[")[0] in design.sweep_unit_columns for c in columns[len(fixed):])
+    return all(c.endswith("]") and c.partition("[")[0] in design.sweep_unit_columns for c in columns[len(fixed) :])
 
 
 # -- the cache -----------------------------------------------------------------------
@@ -523,30 +550,33 @@ class Cache:
             return  # held by another process: writing to it says so
         except duckdb.Error as exc:
             lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-            raise ValueError(f"cache {path}: cannot be read ({lines[0] if lines else type(exc).__name__})") \
-                from None
+            raise ValueError(f"cache {path}: cannot be read ({lines[0] if lines else type(exc).__name__})") from None
 
     def _connect(self):
         import duckdb
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(str(self.path))
-        con.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (key VARCHAR, seed BIGINT, version VARCHAR, "
-                    f"design VARCHAR, config VARCHAR, result VARCHAR, PRIMARY KEY (key, seed, version))")
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {_TABLE} (key VARCHAR, seed BIGINT, version VARCHAR, "
+            f"design VARCHAR, config VARCHAR, result VARCHAR, PRIMARY KEY (key, seed, version))"
+        )
         return con
 
     def lookup(self, runs: list[_Run], version: str) -> dict[int, dict]:
         if not runs or not self.path.exists():
             return {}
-        wanted = pd.DataFrame({"key": [r.key for r in runs], "seed": [r.seed for r in runs],
-                               "idx": [r.index for r in runs]})
+        wanted = pd.DataFrame(
+            {"key": [r.key for r in runs], "seed": [r.seed for r in runs], "idx": [r.index for r in runs]}
+        )
         con = self._connect()
         try:
             con.register("wanted", wanted)
             found = con.execute(
                 f"SELECT w.idx, c.result FROM wanted w "
                 f"JOIN {_TABLE} c ON c.key = w.key AND c.seed = w.seed AND c.version = ?",
-                [version]).fetchall()
+                [version],
+            ).fetchall()
         finally:
             con.close()
         design = _design(runs[0])
@@ -561,16 +591,27 @@ class Cache:
     def store(self, rows: list[tuple[_Run, dict]], version: str, keys: list[str]) -> None:
         if not rows:
             return
-        frame = pd.DataFrame({
-            "key": [r.key for r, _ in rows],
-            "seed": [r.seed for r, _ in rows],
-            "version": version,
-            "design": [r.design for r, _ in rows],
-            "config": [json.dumps({**dict(zip(keys, map(repr, r.values))),
-                                   "config": repr(getattr(r.scenario, "config", None)), "until": r.until,
-                                   **{k: repr(v) for k, v in r.sim}}, sort_keys=True) for r, _ in rows],
-            "result": [json.dumps(res) for _, res in rows],
-        })
+        frame = pd.DataFrame(
+            {
+                "key": [r.key for r, _ in rows],
+                "seed": [r.seed for r, _ in rows],
+                "version": version,
+                "design": [r.design for r, _ in rows],
+                "config": [
+                    json.dumps(
+                        {
+                            **dict(zip(keys, map(repr, r.values))),
+                            "config": repr(getattr(r.scenario, "config", None)),
+                            "until": r.until,
+                            **{k: repr(v) for k, v in r.sim},
+                        },
+                        sort_keys=True,
+                    )
+                    for r, _ in rows
+                ],
+                "result": [json.dumps(res) for _, res in rows],
+            }
+        )
         con = self._connect()
         try:
             con.register("finished", frame)
@@ -651,9 +692,12 @@ def _check_pickles(run: _Run, where: str, instead: str) -> None:
 def _failed(run: _Run, keys: list[str], exc: BaseException) -> RunFailed:
     setting = dict(zip(keys, run.values))
     where = ", ".join([*(f"{k}={v!r}" for k, v in setting.items()), f"seed={run.seed}"])
-    return RunFailed(f"sweep run {run.index + 1} ({where}) failed: {type(exc).__name__}: {exc}; the runs "
-                     f"finished before it are kept in the cache, so the same sweep again runs only the rest",
-                     setting, run.seed)
+    return RunFailed(
+        f"sweep run {run.index + 1} ({where}) failed: {type(exc).__name__}: {exc}; the runs "
+        f"finished before it are kept in the cache, so the same sweep again runs only the rest",
+        setting,
+        run.seed,
+    )
 
 
 def _is_client(client) -> bool:
@@ -673,18 +717,24 @@ def check_cluster(client) -> dict[str, str]:
     found = client.run(resolve_name, "fanoutsim:__version__", on_error="return")
     address = getattr(getattr(client, "scheduler", None), "address", None) or "the client's scheduler"
     if not found:
-        raise ClusterMismatch(f"the Dask cluster at {address} has no workers: start some (dask worker "
-                              f"{address}) or wait for them (client.wait_for_workers(n))", {})
-    reported = {w: (v if isinstance(v, str) else f"no fanoutsim ({type(v).__name__}: {v})")
-                for w, v in sorted(found.items())}
+        raise ClusterMismatch(
+            f"the Dask cluster at {address} has no workers: start some (dask worker "
+            f"{address}) or wait for them (client.wait_for_workers(n))",
+            {},
+        )
+    reported = {
+        w: (v if isinstance(v, str) else f"no fanoutsim ({type(v).__name__}: {v})") for w, v in sorted(found.items())
+    }
     wrong = {w: v for w, v in reported.items() if v != __version__}
     if wrong:
-        listed = "; ".join(f"{w}: {v if v.startswith('no fanoutsim') else 'fanoutsim ' + v}"
-                           for w, v in wrong.items())
-        raise ClusterMismatch(f"refusing to sweep on the Dask cluster at {address}: this process runs "
-                              f"fanoutsim {__version__}, and {len(wrong)} of its {len(reported)} workers do "
-                              f"not ({listed}). Install fanoutsim {__version__} on every worker (the cache "
-                              f"key includes the version)", reported)
+        listed = "; ".join(f"{w}: {v if v.startswith('no fanoutsim') else 'fanoutsim ' + v}" for w, v in wrong.items())
+        raise ClusterMismatch(
+            f"refusing to sweep on the Dask cluster at {address}: this process runs "
+            f"fanoutsim {__version__}, and {len(wrong)} of its {len(reported)} workers do "
+            f"not ({listed}). Install fanoutsim {__version__} on every worker (the cache "
+            f"key includes the version)",
+            reported,
+        )
     return reported
 
 
@@ -733,8 +783,10 @@ def _check_where(workers: int, client) -> None:
         if not _is_client(client):
             raise ValueError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
         if workers != 1:
-            raise ValueError(f"give workers (local processes) or client (a Dask cluster), not both: "
-                             f"workers={workers!r} with a client")
+            raise ValueError(
+                f"give workers (local processes) or client (a Dask cluster), not both: "
+                f"workers={workers!r} with a client"
+            )
 
 
 def _table(runs: list[_Run], keys: list[str], results: dict[int, dict]) -> pd.DataFrame:
@@ -761,9 +813,16 @@ def _table(runs: list[_Run], keys: list[str], results: dict[int, dict]) -> pd.Da
 
 
 # -- the sweep -----------------------------------------------------------------------
-def sweep(scenario, grid: Mapping[str, Any] | None = None, seeds: Iterable[int] = range(1), workers: int = 1,
-          until: float | None = None, cache: str | os.PathLike | None = "out/sweeps.duckdb",
-          progress: bool = True, client=None) -> pd.DataFrame:
+def sweep(
+    scenario,
+    grid: Mapping[str, Any] | None = None,
+    seeds: Iterable[int] = range(1),
+    workers: int = 1,
+    until: float | None = None,
+    cache: str | os.PathLike | None = "out/sweeps.duckdb",
+    progress: bool = True,
+    client=None,
+) -> pd.DataFrame:
     """Run ``scenario`` (a file's path, a scenario object or a TOML dict, of any
     design) over the cartesian product of ``grid`` and ``seeds``; one row per
     run (see the module documentation for the keys and the columns).

@@ -12,6 +12,7 @@ objects live as long as any worker, so the full collections a run triggers
 need not scan them again. This is what CPython documents ``gc.freeze`` for,
 in a process that forks workers.
 """
+
 from __future__ import annotations
 
 import gc

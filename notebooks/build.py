@@ -25,6 +25,7 @@ Run All took — the cells' run, without the kernel's start — is written to
     .venv/bin/python notebooks/build.py            # every notebook
     .venv/bin/python notebooks/build.py 00_tour    # one
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,10 +43,12 @@ TIMES = HERE / "run_all_seconds.json"
 # what JupyterLab writes for the ipykernel kernel: any other display name marks
 # the notebook modified the moment it is opened, and autosave rewrites it
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-MARKERS = {"ignore-output": {"tags": ["nbval-ignore-output"]},
-           "skip": {"tags": ["nbval-skip"]},
-           "solution": {"tags": ["solution"], "jupyter": {"source_hidden": True, "outputs_hidden": True}},
-           "hidden": {"jupyter": {"source_hidden": True}}}
+MARKERS = {
+    "ignore-output": {"tags": ["nbval-ignore-output"]},
+    "skip": {"tags": ["nbval-skip"]},
+    "solution": {"tags": ["solution"], "jupyter": {"source_hidden": True, "outputs_hidden": True}},
+    "hidden": {"jupyter": {"source_hidden": True}},
+}
 # the class and the attribute fanoutsim.lesson.needs_kernel gives a control's note
 NOTE_CLASS, OFFLINE = "fanoutsim-kernel-note", "placeholder"
 
@@ -167,8 +170,9 @@ def quote_times(stems) -> None:
         if stem == "00_index" or stem not in times:
             continue
         said = quote(times[stem])
-        row = re.compile(rf"^(# )?(\| \[{stem}\]\((?:notebooks/)?{stem}\.ipynb\) \| .+? \| )about [\d.]+ (?:s|min)( \|)$",
-                         re.M)
+        row = re.compile(
+            rf"^(# )?(\| \[{stem}\]\((?:notebooks/)?{stem}\.ipynb\) \| .+? \| )about [\d.]+ (?:s|min)( \|)$", re.M
+        )
         own = re.compile(r"^((?:# )?\*\*Run All:\*\* )about [\d.]+ (?:s|min)", re.M)
         _rewrite(index_src, index_nb, row, rf"\g<1>\g<2>{said}\g<3>")
         site = HERE.parent / "docs" / "lessons" / "index.md"  # the site's copy of the index's table
@@ -192,16 +196,17 @@ def main(argv: list[str]) -> None:
     sources = sorted((HERE / "src").glob("*.py"))
     unknown = sorted(set(argv) - {s.stem for s in sources})
     if unknown:
-        raise SystemExit(f"no notebook source {', '.join(unknown)} in notebooks/src/; the notebooks: "
-                         f"{', '.join(s.stem for s in sources)}")
+        raise SystemExit(
+            f"no notebook source {', '.join(unknown)} in notebooks/src/; the notebooks: "
+            f"{', '.join(s.stem for s in sources)}"
+        )
     if argv:
         sources = [s for s in sources if s.stem in argv]
     for src in sources:
         started = time.monotonic()
         out, run_all = build(src)
         record_time(src.stem, run_all)
-        print(f"built {out.relative_to(HERE.parent)} in {time.monotonic() - started:.0f} s "
-              f"(Run All {run_all:.1f} s)")
+        print(f"built {out.relative_to(HERE.parent)} in {time.monotonic() - started:.0f} s (Run All {run_all:.1f} s)")
     quote_times([src.stem for src in sources])
 
 

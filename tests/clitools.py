@@ -1,5 +1,6 @@
 """What the command-line tests share: the command in a child process with
 this checkout first on its path, and the one-line error every refusal is."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,9 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("P
 
 
 def cli(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True,
-                          timeout=120, env=ENV, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True, timeout=120, env=ENV, **kwargs
+    )
 
 
 def one_error_line(done: subprocess.CompletedProcess, *fragments: str) -> str:

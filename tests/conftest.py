@@ -1,4 +1,5 @@
 """Shared fixtures: most engine tests run once per store adapter."""
+
 from __future__ import annotations
 
 import sys
@@ -6,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from pgfixtures import pg_dsn, pg_store, pg_url  # noqa: F401  (PostgreSQL fixtures)
 
 import fanoutsim as fs
 from fanoutsim.faults import Crash, InsertFailed, NoFaults
-from pgfixtures import pg_dsn, pg_store, pg_url  # noqa: F401  (PostgreSQL fixtures)
 
 # the lessons' experiments live beside the notebooks (notebooks/experiments), as ``experiments``
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
@@ -48,6 +49,7 @@ class FailInserts(NoFaults):
 def make_sim(store):
     def make(seed=0, faults=None, **config):
         return fs.Simulation(config=fs.SchedulerConfig(**config), seed=seed, store=store, faults=faults)
+
     return make
 
 

@@ -12,6 +12,7 @@ new schema of that server, dropped at the end of the test; ``pg_url()`` gives
 the DSN of a new schema (its ``search_path``), which a child process can open
 from the DSN alone.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -92,6 +93,7 @@ def pg_url(pg_dsn):
             con.execute(f'CREATE SCHEMA "{schema}"')
         made.append(schema)
         return pg_dsn + ("&" if "?" in pg_dsn else "?") + "options=" + quote(f"-csearch_path={schema}")
+
     yield make
     for schema in made:
         drop_schema(pg_dsn, schema)

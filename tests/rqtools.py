@@ -4,6 +4,7 @@
 skipped with the reason — and fails instead when ``CI`` is set: in CI these
 tests never skip (as PostgreSQL's, see ``pgfixtures``).
 """
+
 from __future__ import annotations
 
 import os

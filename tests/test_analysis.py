@@ -1,4 +1,5 @@
 """Latency, counts, backlog and lag of hand-built runs whose answers are known."""
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,19 @@ DISPATCH = [1.0, 1.0, 3.0, 5.0, 8.0]
 
 
 def hand_built(*, until: float = 10.0, retention: float = 604800.0, prune_interval: float = 3600.0):
-    cfg = fs.SchedulerConfig(reactor_poll_interval=POLL, executor_poll_interval=TICK, executor_workers=8,
-                             reactor_firings_retention=retention,
-                             reactor_firings_prune_interval=prune_interval)
+    cfg = fs.SchedulerConfig(
+        reactor_poll_interval=POLL,
+        executor_poll_interval=TICK,
+        executor_workers=8,
+        reactor_firings_retention=retention,
+        reactor_firings_prune_interval=prune_interval,
+    )
     sim = fs.Simulation(cfg, seed=3)
     run = sim.runner
-    run.subscribe_workflow_to_reactor("r", "all")                         # every firing
+    run.subscribe_workflow_to_reactor("r", "all")  # every firing
     run.subscribe_workflow_to_reactor("r", "big", when="payload.x > 1")  # x = 2..5
-    run.subscribe_workflow_to_reactor("r", "paused")                     # paused after t=3
-    run.subscribe_workflow_to_reactor("r", "other", tenant="t2")         # its stream never fires
+    run.subscribe_workflow_to_reactor("r", "paused")  # paused after t=3
+    run.subscribe_workflow_to_reactor("r", "other", tenant="t2")  # its stream never fires
     ids = []
     for k, t in enumerate(FIRES, start=1):
         sim.run(until=t)
@@ -82,7 +87,7 @@ def test_latency_frame_rows_and_keys():
 
 def test_unclaimed_execution_has_no_claim_latency():
     sim, _ = hand_built(until=8.0)  # the 7.9 firing is not dispatched yet ...
-    sim.run(until=8.0 + 1e-6)        # ... now it is, and no executor tick has come
+    sim.run(until=8.0 + 1e-6)  # ... now it is, and no executor tick has come
     lat = latency_frame(sim)
     last = lat[np.isclose(lat["fire_to_dispatch"], 0.1)]
     assert len(last) == 2 and last["fire_to_claim"].isna().all() and last["claimed_at"].isna().all()
@@ -99,15 +104,21 @@ def test_latency_percentiles_in_the_report():
     s = sorted(values)  # 0, 0, .1, .1, .5, .5, .5, .65, .65, .65, .75, .75
     assert stats["count"] == 12
     assert stats["mean"] == pytest.approx(sum(values) / 12)
-    assert stats["p50"] == pytest.approx(0.5)                                # between s[5] and s[6]
-    assert stats["p95"] == pytest.approx(s[10] + 0.45 * (s[11] - s[10]))     # rank 10.45
+    assert stats["p50"] == pytest.approx(0.5)  # between s[5] and s[6]
+    assert stats["p95"] == pytest.approx(s[10] + 0.45 * (s[11] - s[10]))  # rank 10.45
     assert stats["p99"] == pytest.approx(0.75)
     assert stats["max"] == pytest.approx(0.75)
 
 
 def test_percentiles_interpolate_linearly():
     assert percentiles([4.0, 1.0, 3.0, 2.0]) == {
-        "count": 4, "mean": 2.5, "p50": 2.5, "p95": pytest.approx(3.85), "p99": pytest.approx(3.97), "max": 4.0}
+        "count": 4,
+        "mean": 2.5,
+        "p50": 2.5,
+        "p95": pytest.approx(3.85),
+        "p99": pytest.approx(3.97),
+        "max": 4.0,
+    }
     assert percentiles([7.0]) == {"count": 1, "mean": 7.0, "p50": 7.0, "p95": 7.0, "p99": 7.0, "max": 7.0}
     empty = percentiles([])
     assert empty["count"] == 0 and all(empty[k] is None for k in ("mean", "p50", "p95", "p99", "max"))
@@ -173,10 +184,12 @@ def test_executions_of_a_removed_subscription_are_unmatched():
 
 
 def test_metrics_are_summed_over_labels():
-    m = {'fanoutsim_reactor_firings_total{graph="a",reactor="a"}': 3,
-         'fanoutsim_reactor_firings_total{graph="b",reactor="b"}': 4,
-         "fanoutsim_reactor_firings_total_other": 100,
-         "fanoutsim_reactor_firings_pruned_total": 2}
+    m = {
+        'fanoutsim_reactor_firings_total{graph="a",reactor="a"}': 3,
+        'fanoutsim_reactor_firings_total{graph="b",reactor="b"}': 4,
+        "fanoutsim_reactor_firings_total_other": 100,
+        "fanoutsim_reactor_firings_pruned_total": 2,
+    }
     assert metric_total(m, "fanoutsim_reactor_firings_total") == 7
     assert metric_total(m, "fanoutsim_reactor_firings_pruned_total") == 2
     assert metric_total(m, "nope") == 0
@@ -238,7 +251,7 @@ def test_format_report_is_aligned_in_ms_and_deterministic():
     # the subscription table's rows line up under its header
     lines = text.splitlines()
     head = next(i for i, line in enumerate(lines) if line.strip().startswith("tenant"))
-    table = lines[head: head + 2 + len(report["subscriptions"])]
+    table = lines[head : head + 2 + len(report["subscriptions"])]
     col = table[0].index("executions") + len("executions")
     for row in table[2:]:
         assert row[col - 1] != " ", row  # right-aligned numbers end under the header's end

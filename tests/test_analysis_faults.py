@@ -1,18 +1,31 @@
 """fanoutsim.designs.reactor.analysis.faults and .idempotency: duplicates per crash, the table
 under retention, a watermark's path, the holes — and the idempotency recipe."""
+
 from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
 import pytest
 
 import fanoutsim as fs
 from fanoutsim.analysis import (
-    EffectTable, crash_points, crash_run, crash_sweep, dedup_report, duplicates_per_crash, firing_outcomes,
-    hole_matrix, hole_run, hole_summary, idempotency_run, recording_body, retention_cost, retention_run,
-    retention_table, table_size, table_size_summary, watermark_path,
+    EffectTable,
+    crash_points,
+    crash_run,
+    crash_sweep,
+    dedup_report,
+    duplicates_per_crash,
+    firing_outcomes,
+    hole_matrix,
+    hole_run,
+    idempotency_run,
+    recording_body,
+    retention_cost,
+    retention_run,
+    retention_table,
+    table_size,
+    table_size_summary,
+    watermark_path,
 )
 
 
@@ -28,7 +41,7 @@ def test_per_firing_redelivers_one_atomic_none_per_batch_part_of_a_batch(sweep):
         assert by["per_firing", limit].crashes == 6 and by["per_firing", limit].duplicates_per_crash == 1.0
         assert by["atomic", limit].crashes == 6 and by["atomic", limit].extra_deliveries == 0
         assert 1.0 <= by["per_batch", limit].duplicates_per_crash <= limit
-    assert by["per_batch", 1].duplicates_per_crash == 1.0     # a batch of one is a firing
+    assert by["per_batch", 1].duplicates_per_crash == 1.0  # a batch of one is a firing
     assert by["per_batch", 10].duplicates_per_crash < by["per_batch", 50].duplicates_per_crash
     assert (sweep["lost"] == 0).all()
 
@@ -40,12 +53,14 @@ def test_crash_runs_are_seeded():
 
 
 def test_each_named_point_costs_what_it_should():
-    df = crash_points(["poll.after_fetch", "poll.before_batch_commit", "executor.after_claim",
-                       "reactor.after_graphs_before_log"], batch_limit=10, crashes=3).set_index(
-        ["point", "watermark_commit"])
-    assert (df.loc["poll.after_fetch", "extra_deliveries"] == 0).all()          # nothing dispatched yet
+    df = crash_points(
+        ["poll.after_fetch", "poll.before_batch_commit", "executor.after_claim", "reactor.after_graphs_before_log"],
+        batch_limit=10,
+        crashes=3,
+    ).set_index(["point", "watermark_commit"])
+    assert (df.loc["poll.after_fetch", "extra_deliveries"] == 0).all()  # nothing dispatched yet
     assert df.loc[("poll.before_batch_commit", "per_batch"), "duplicates_per_crash"] == 10  # a whole batch
-    assert df.loc[("poll.before_batch_commit", "per_firing"), "crashes"] == 0   # never passes that point
+    assert df.loc[("poll.before_batch_commit", "per_firing"), "crashes"] == 0  # never passes that point
     assert math.isnan(df.loc[("poll.before_batch_commit", "atomic"), "duplicates_per_crash"])
     claim = df.loc["executor.after_claim"]
     assert (claim["extra_deliveries"] == 0).all() and (claim["requeued"] > 0).all()  # re-run, not stuck
@@ -68,11 +83,14 @@ def test_upsert_keyed_on_the_firing_id_applies_each_firing_once():
 def test_effect_table_appends_or_upserts_and_names_a_missing_key():
     naive, keyed = EffectTable(key=None), EffectTable()
     body = recording_body(naive, keyed)
-    for ctx in ({"reactor_firing_id": "a", "n": 1}, {"reactor_firing_id": "a", "n": 2},
-                {"reactor_firing_id": "b", "n": 3}):
+    for ctx in (
+        {"reactor_firing_id": "a", "n": 1},
+        {"reactor_firing_id": "a", "n": 2},
+        {"reactor_firing_id": "b", "n": 3},
+    ):
         body(ctx)
     assert (naive.applied, keyed.applied, keyed.writes, keyed.overwrites) == (3, 2, 3, 1)
-    assert keyed.records["a"]["n"] == 2                      # the last write wins
+    assert keyed.records["a"]["n"] == 2  # the last write wins
     assert "upsert on reactor_firing_id: 2 records from 3 writes" in repr(keyed)
     with pytest.raises(KeyError, match="no 'reactor_firing_id' to key the effect on; it has n"):
         keyed.write({"n": 4})
@@ -92,24 +110,30 @@ def test_table_size_summary_is_time_weighted():
     sim = retention_run("ttl", retention=60.0, pause=0)
     rows = table_size_summary(sim, after=80.0)
     assert rows["min"] <= rows["mean"] <= rows["max"]
-    assert rows["mean"] == pytest.approx(2.0 * (60 + 10 / 2), rel=0.1)   # rate x (R + I / 2)
+    assert rows["mean"] == pytest.approx(2.0 * (60 + 10 / 2), rel=0.1)  # rate x (R + I / 2)
 
 
 def test_a_pause_longer_than_the_retention_loses_under_ttl_and_not_under_conservative():
     ttl, cons = retention_cost(retention_run("ttl")), retention_cost(retention_run("conservative"))
-    assert ttl["lost_paused"] > 0 and ttl["lost_live"] == 0 and ttl["valid"]   # the documented gotcha
+    assert ttl["lost_paused"] > 0 and ttl["lost_live"] == 0 and ttl["valid"]  # the documented gotcha
     assert cons["lost"] == 0 and cons["valid"]
-    assert cons["peak_rows"] > ttl["peak_rows"]                                 # ... paid for in storage
-    short = retention_cost(retention_run("ttl", pause=20.0))                     # shorter than the retention
+    assert cons["peak_rows"] > ttl["peak_rows"]  # ... paid for in storage
+    short = retention_cost(retention_run("ttl", pause=20.0))  # shorter than the retention
     assert short["lost"] == 0
 
 
 def test_a_never_polled_subscription_holds_the_log_open_under_conservative():
-    df = retention_table({"ttl": dict(policy="ttl", never_polled=True),
-                          "conservative": dict(policy="conservative", never_polled=True),
-                          "disabled": dict(policy="conservative", disabled=True)}).set_index("case")
-    assert df.loc["conservative", "pruned"] == 0 and df.loc["conservative", "end_rows"] == df.loc[
-        "conservative", "peak_rows"]
+    df = retention_table(
+        {
+            "ttl": dict(policy="ttl", never_polled=True),
+            "conservative": dict(policy="conservative", never_polled=True),
+            "disabled": dict(policy="conservative", disabled=True),
+        }
+    ).set_index("case")
+    assert (
+        df.loc["conservative", "pruned"] == 0
+        and df.loc["conservative", "end_rows"] == df.loc["conservative", "peak_rows"]
+    )
     assert df.loc["ttl", "lost_archive"] > 0 and df.loc["ttl", "end_rows"] < df.loc["conservative", "end_rows"]
     assert df.loc["disabled", "pruned"] > 0 and df.loc["disabled", "lost_paused"] == 0  # disabled holds nothing
 
@@ -122,7 +146,7 @@ def test_watermark_path_and_outcomes_agree_with_the_checker():
     assert (out["outcome"] == "lost").sum() == report.total["lost"]
     assert set(out.loc[out["outcome"] == "lost", "cause"]) == {"late_visibility"}
     lost = out[out["outcome"] == "lost"]
-    assert (lost["visible_s"] > lost["fired_s"]).all()               # committed after their stamp
+    assert (lost["visible_s"] > lost["fired_s"]).all()  # committed after their stamp
     path = watermark_path(sim)
     assert path["t_s"].is_monotonic_increasing and not path["rewind"].any()
     # each lost firing became visible when the watermark was already past its stamp
@@ -155,6 +179,8 @@ def test_hole_matrix_closes_each_hole_as_the_strategies_promise():
     assert (pollers["lost"] == 0).all() and (pollers["extra_deliveries"] > 0).all() and (pollers["rewinds"] > 0).all()
     base = hole_matrix(["none"], until=120.0).set_index("watermark")
     assert base.loc["fired_at", "dispatch_mean_s"] == pytest.approx(0.5, abs=0.1)
-    assert base.loc["settled", "dispatch_mean_s"] - base.loc["fired_at", "dispatch_mean_s"] == pytest.approx(5.0, abs=0.05)
+    assert base.loc["settled", "dispatch_mean_s"] - base.loc["fired_at", "dispatch_mean_s"] == pytest.approx(
+        5.0, abs=0.05
+    )
     with pytest.raises(KeyError, match="unknown hole 'nope'"):
         hole_run("nope")

@@ -1,16 +1,21 @@
 """fanoutsim.designs.reactor.analysis.filters: selectivity against dispatch and lag, error
 policies over the recorded quotes day, subscribe-time verdicts."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 import fanoutsim as fs
 from fanoutsim.analysis import (
-    error_policy_table, filter_run, poll_lag, predicate_verdicts, quote_rates, selectivity_sweep, subscriber_lag,
+    error_policy_table,
+    filter_run,
+    poll_lag,
+    predicate_verdicts,
+    quote_rates,
+    selectivity_sweep,
+    subscriber_lag,
 )
 
 DAY = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "quotes-day.parquet"
@@ -33,17 +38,21 @@ def test_quote_rates_bin_the_recording(day):
 
 @pytest.fixture(scope="module")
 def sweep(day):
-    filters = {"none": "payload.quote.price > 1000", "HOOLI": "payload.quote.symbol == 'HOOLI'",
-               "us-east": "payload.quote.region == 'us-east'", "all": None}
+    filters = {
+        "none": "payload.quote.price > 1000",
+        "HOOLI": "payload.quote.symbol == 'HOOLI'",
+        "us-east": "payload.quote.region == 'us-east'",
+        "all": None,
+    }
     return selectivity_sweep(day, filters, batch_limit=8, workers=2, duration=0.25, **WINDOW)
 
 
 def test_selectivity_scales_dispatch_and_executor_lag_but_not_the_poll(sweep):
-    assert list(sweep["filter"]) == ["none", "HOOLI", "us-east", "all"]          # sorted by selectivity
+    assert list(sweep["filter"]) == ["none", "HOOLI", "us-east", "all"]  # sorted by selectivity
     assert sweep["firings"].nunique() == 1 and sweep["selectivity"].iloc[-1] == 1.0
     assert sweep["selectivity"].iloc[0] == 0.0 and sweep["dispatched"].iloc[0] == 0
     assert sweep["dispatch_per_s"].is_monotonic_increasing
-    assert sweep["poll_lag_p95_s"].nunique() == 1        # the poller reads every firing whatever passes
+    assert sweep["poll_lag_p95_s"].nunique() == 1  # the poller reads every firing whatever passes
     claims = sweep["claim_p95_s"].dropna()
     assert claims.is_monotonic_increasing and claims.iloc[-1] > 3 * claims.iloc[0]
 
@@ -52,28 +61,39 @@ def test_poll_lag_is_visible_to_passed_for_every_firing(day):
     sim = filter_run(day, "payload.quote.region == 'us-east'", batch_limit=100, **WINDOW)
     lag = poll_lag(sim)
     assert len(lag) == (sim.firings()["tenant_id"] == "acme").sum() and lag.notna().all()
-    assert lag.between(0, 1.0).all()                   # a poll a second, nothing held back
+    assert lag.between(0, 1.0).all()  # a poll a second, nothing held back
     one = subscriber_lag(sim)
     assert one["unpassed"] == 0 and 0 < one["selectivity"] < 1
 
 
 def test_error_policies_skip_hold_and_dead_letter(day):
-    df = error_policy_table(day, {"price": "payload.quote.price > 100", "typo": "payload.quote.prcie > 100"},
-                            start=18 * 3600.0, stop=18 * 3600.0 + 1200.0, speed=10.0).set_index(["filter", "policy"])
+    df = error_policy_table(
+        day,
+        {"price": "payload.quote.price > 100", "typo": "payload.quote.prcie > 100"},
+        start=18 * 3600.0,
+        stop=18 * 3600.0 + 1200.0,
+        speed=10.0,
+    ).set_index(["filter", "policy"])
     skip, hold = df.loc[("price", "skip")], df.loc[("price", "hold")]
-    assert skip["predicate_errors"] > 0 and skip["dead_letters"] == 0            # halted quotes: null price
-    assert hold["dead_letters"] == skip["predicate_errors"]                        # each held, then dead-lettered
-    assert hold["predicate_errors"] == 5 * hold["dead_letters"]                    # predicate_error_limit polls each
+    assert skip["predicate_errors"] > 0 and skip["dead_letters"] == 0  # halted quotes: null price
+    assert hold["dead_letters"] == skip["predicate_errors"]  # each held, then dead-lettered
+    assert hold["predicate_errors"] == 5 * hold["dead_letters"]  # predicate_error_limit polls each
     assert hold["dispatched"] == skip["dispatched"] and hold["poll_lag_max_s"] > skip["poll_lag_max_s"]
     typo_skip, typo_hold = df.loc[("typo", "skip")], df.loc[("typo", "hold")]
     assert typo_skip["dispatched"] == 0 and typo_skip["predicate_errors"] == typo_skip["firings"]  # fail-closed
-    assert typo_hold["degraded"] and typo_hold["unpassed"] > 0                     # crawls: 5 polls a firing
+    assert typo_hold["degraded"] and typo_hold["unpassed"] > 0  # crawls: 5 polls a firing
     assert "no such member in mapping: 'prcie'" in typo_hold["last_error"]
 
 
 def test_subscribe_time_verdicts_quote_invalid_predicate():
-    df = predicate_verdicts(["payload.quote.price > 100", "paylod.quote.price > 100",
-                             "payload.quote.price >> 100", "payload.quote.prcie > 100"])
+    df = predicate_verdicts(
+        [
+            "payload.quote.price > 100",
+            "paylod.quote.price > 100",
+            "payload.quote.price >> 100",
+            "payload.quote.prcie > 100",
+        ]
+    )
     assert list(df["accepted"]) == [True, False, False, True]
     assert "unknown variable(s) 'paylod'; allowed variables: payload, reactor, tenant" in df["message"][1]
     assert "is not valid CEL" in df["message"][2]

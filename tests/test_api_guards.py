@@ -2,6 +2,7 @@
 a checker given a run it cannot read, a run without an end, a fault plan of
 another design, a crash's downtime, a missing store file. And a run that an
 error ended goes on to where the next call asks."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,8 @@ import pytest
 import fanoutsim as fs
 from fanoutsim.designs.reactor.checker import check as reactor_check
 from fanoutsim.designs.reactor.payload import decode_sources
-from fanoutsim.scenario import ScenarioError
 from fanoutsim.faults import CrashAt, CrashAtPoint, FaultPlan, NoFaults, Ties
+from fanoutsim.scenario import ScenarioError
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples"
 
@@ -28,11 +29,14 @@ def small_run(**kw) -> fs.Simulation:
 
 
 # -- checkers -------------------------------------------------------------------------
-@pytest.mark.parametrize("make, checker", [
-    (lambda: small_run(trace=False), fs.check),
-    (lambda: fs.OutboxSimulation(seed=0, trace=False), fs.check_outbox),
-    (lambda: fs.LeaseSimulation(seed=0, trace=False), fs.check_leases),
-])
+@pytest.mark.parametrize(
+    "make, checker",
+    [
+        (lambda: small_run(trace=False), fs.check),
+        (lambda: fs.OutboxSimulation(seed=0, trace=False), fs.check_outbox),
+        (lambda: fs.LeaseSimulation(seed=0, trace=False), fs.check_leases),
+    ],
+)
 def test_a_checker_refuses_a_run_that_recorded_no_trace(make, checker):
     sim = make()
     sim.run(until=30)
@@ -48,12 +52,15 @@ def test_a_run_without_its_trace_would_have_been_called_valid_with_nothing_check
     assert traced.traced and not small_run(trace=False).traced
 
 
-@pytest.mark.parametrize("checker, sim, design", [
-    (reactor_check, lambda: fs.OutboxSimulation(seed=0), "outbox"),
-    (fs.check_outbox, lambda: fs.Simulation(seed=0), "reactor"),
-    (fs.check_leases, lambda: fs.OutboxSimulation(seed=0), "outbox"),
-    (fs.check_outbox, lambda: fs.LeaseSimulation(seed=0), "leases"),
-])
+@pytest.mark.parametrize(
+    "checker, sim, design",
+    [
+        (reactor_check, lambda: fs.OutboxSimulation(seed=0), "outbox"),
+        (fs.check_outbox, lambda: fs.Simulation(seed=0), "reactor"),
+        (fs.check_leases, lambda: fs.OutboxSimulation(seed=0), "outbox"),
+        (fs.check_outbox, lambda: fs.LeaseSimulation(seed=0), "leases"),
+    ],
+)
 def test_a_checker_refuses_another_designs_run_naming_it(checker, sim, design):
     with pytest.raises(TypeError, match=f"a run of the '{design}' design"):
         checker(sim())
@@ -104,14 +111,18 @@ def test_check_store_closes_the_file_it_opened(tmp_path):
 
 
 # -- run(until=...) ---------------------------------------------------------------------
-@pytest.mark.parametrize("make", [lambda: small_run(), lambda: fs.OutboxSimulation(seed=0),
-                                  lambda: fs.LeaseSimulation(seed=0)])
-@pytest.mark.parametrize("until, error, words", [
-    (None, ValueError, "until is required"),
-    (math.nan, ValueError, "finite"),
-    (math.inf, ValueError, "finite"),
-    ("5", TypeError, "number of virtual seconds"),
-])
+@pytest.mark.parametrize(
+    "make", [lambda: small_run(), lambda: fs.OutboxSimulation(seed=0), lambda: fs.LeaseSimulation(seed=0)]
+)
+@pytest.mark.parametrize(
+    "until, error, words",
+    [
+        (None, ValueError, "until is required"),
+        (math.nan, ValueError, "finite"),
+        (math.inf, ValueError, "finite"),
+        ("5", TypeError, "number of virtual seconds"),
+    ],
+)
 def test_run_refuses_an_end_it_would_never_reach(make, until, error, words):
     sim = make()
     sim.run(until=1)
@@ -130,6 +141,7 @@ def test_run_takes_any_real_number():
 
 def test_a_run_an_error_ended_goes_on_to_the_next_end():
     """SimPy leaves the failed call's stop in its queue; the next run must not stop there."""
+
     def boom(env):
         yield env.timeout(1.0)
         raise RuntimeError("boom")
@@ -161,11 +173,11 @@ def test_crash_refuses_a_bad_downtime_and_stays_up(downtime):
 
 def test_a_restart_timer_does_not_revive_a_process_restarted_and_crashed_since():
     sim = small_run()
-    sim.crash(downtime=10)   # would restart at t=10
+    sim.crash(downtime=10)  # would restart at t=10
     sim.run(until=1)
-    sim.restart()            # by hand, earlier
+    sim.restart()  # by hand, earlier
     sim.run(until=2)
-    sim.crash()              # down until restart() is called
+    sim.crash()  # down until restart() is called
     sim.run(until=20)
     assert not sim.up
     sim.restart()
@@ -183,8 +195,9 @@ def test_a_restart_timer_still_restarts_the_process_it_was_set_for():
 
 
 # -- fault plans ---------------------------------------------------------------------------
-@pytest.mark.parametrize("faults, hint", [([CrashAt(5)], r"FaultPlan\(\[\.\.\.\]\)"), (5, "got int"),
-                                          ({"crash": 1}, "got dict")])
+@pytest.mark.parametrize(
+    "faults, hint", [([CrashAt(5)], r"FaultPlan\(\[\.\.\.\]\)"), (5, "got int"), ({"crash": 1}, "got dict")]
+)
 def test_faults_must_be_a_plan_or_hooks(faults, hint):
     with pytest.raises(TypeError, match=hint):
         fs.Simulation(faults=faults)
@@ -201,35 +214,46 @@ def test_hooks_of_ones_own_are_taken():
 
 def test_a_crash_point_of_another_design_is_refused_before_a_file_is_made(tmp_path):
     path = tmp_path / "run.duckdb"
-    with pytest.raises(ValueError, match=r"'dispatch.after_fetch' is not a crash point of the reactor design "
-                                         r"\(a crash point of another design\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"'dispatch.after_fetch' is not a crash point of the reactor design "
+        r"\(a crash point of another design\)",
+    ):
         fs.Simulation(store=str(path), faults=FaultPlan([CrashAtPoint("dispatch.after_fetch")]))
     assert not path.exists()
 
 
-@pytest.mark.parametrize("runtime, fault, words", [
-    (fs.OutboxSimulation, "stall", r"Stall \('stall'\) is not a fault of the outbox design"),
-    (fs.LeaseSimulation, "notifications", r"Notifications \('notifications'\) is not a fault of the leases design"),
-    (fs.LeaseSimulation, "point", r"'poll.after_fetch' is not a crash point of the leases design"),
-])
+@pytest.mark.parametrize(
+    "runtime, fault, words",
+    [
+        (fs.OutboxSimulation, "stall", r"Stall \('stall'\) is not a fault of the outbox design"),
+        (fs.LeaseSimulation, "notifications", r"Notifications \('notifications'\) is not a fault of the leases design"),
+        (fs.LeaseSimulation, "point", r"'poll.after_fetch' is not a crash point of the leases design"),
+    ],
+)
 def test_a_fault_another_design_acts_on_is_refused_by_name(runtime, fault, words):
     from fanoutsim.faults import Notifications, Stall
 
-    plan = {"stall": FaultPlan([Stall("w", window=(0, 10))]),
-            "notifications": FaultPlan([Notifications(drop=1.0)]),
-            "point": FaultPlan([CrashAtPoint("poll.after_fetch")])}[fault]
+    plan = {
+        "stall": FaultPlan([Stall("w", window=(0, 10))]),
+        "notifications": FaultPlan([Notifications(drop=1.0)]),
+        "point": FaultPlan([CrashAtPoint("poll.after_fetch")]),
+    }[fault]
     with pytest.raises(ValueError, match=words):
         runtime(faults=plan)
 
 
 # -- arguments -------------------------------------------------------------------------------
-@pytest.mark.parametrize("kw, words", [
-    (dict(rate=math.inf), "rate must be a finite number"),
-    (dict(rate=math.nan), "rate must be a finite number"),
-    (dict(rate=1.0, start=math.nan), "start must be a finite number"),
-    (dict(rate=1.0, start=True), "start must be a finite number"),
-    (dict(rate=1.0, stop=math.nan), "stop must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(rate=math.inf), "rate must be a finite number"),
+        (dict(rate=math.nan), "rate must be a finite number"),
+        (dict(rate=1.0, start=math.nan), "start must be a finite number"),
+        (dict(rate=1.0, start=True), "start must be a finite number"),
+        (dict(rate=1.0, stop=math.nan), "stop must be a finite number"),
+    ],
+)
 def test_a_reactor_workload_refuses_what_would_hang_or_never_fire(kw, words):
     sim = fs.Simulation(seed=0)
     with pytest.raises(ValueError, match=words):
@@ -276,6 +300,7 @@ def test_a_lognormal_too_wide_to_draw_from_is_refused_by_name():
         parse_dist({"dist": "lognormal", "median": 1, "sigma": 1e6}, where="downtime")
     law = parse_dist({"dist": "lognormal", "median": 1, "sigma": 50}, where="downtime")
     import random
+
     rng = random.Random(0)
     assert all(law.sample(rng) >= 0 for _ in range(10_000))  # draws at the bound do not overflow
 
@@ -291,11 +316,15 @@ def test_a_run_past_the_last_time_the_frames_hold_is_refused_before_it_starts():
 
 
 def test_a_start_outside_the_frames_range_is_refused_by_name(tmp_path):
-    with pytest.raises(ValueError, match="outside the times a run can hold, 1677-09-21T00:12:43Z through "
-                                         "2262-04-11T23:47:16Z"):
+    with pytest.raises(
+        ValueError, match="outside the times a run can hold, 1677-09-21T00:12:43Z through 2262-04-11T23:47:16Z"
+    ):
         fs.Simulation(start="9999-12-31T23:59:50Z")
-    text = (SCENARIOS / "default.toml").read_text().replace('start = "2026-01-01T00:00:00Z"',
-                                                            'start = "2262-04-11T23:47:00Z"')
+    text = (
+        (SCENARIOS / "default.toml")
+        .read_text()
+        .replace('start = "2026-01-01T00:00:00Z"', 'start = "2262-04-11T23:47:00Z"')
+    )
     assert 'start = "2262-04-11T23:47:00Z"' in text
     path = tmp_path / "late.toml"
     path.write_text(text)

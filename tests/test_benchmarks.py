@@ -1,5 +1,6 @@
 """The benchmark scripts run (briefly): `make bench` must not rot between
 the times someone reads its figures. Nothing here is timed."""
+
 from __future__ import annotations
 
 import re
@@ -11,13 +12,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def bench(script: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_bench_day_repeats_a_case_and_shows_the_fastest_and_duckdbs_statements():
-    out = bench("bench_day.py", "--case", "memory", "--case", "duckdb", "--until", "120",
-                "--duckdb-until", "60", "--repeat", "2")
+    out = bench(
+        "bench_day.py",
+        "--case",
+        "memory",
+        "--case",
+        "duckdb",
+        "--until",
+        "120",
+        "--duckdb-until",
+        "60",
+        "--repeat",
+        "2",
+    )
     assert out.returncode == 0, out.stderr
     walls = re.findall(r"wall time\s+([\d.]+) s\s+\(best of 2; ([\d.]+)-([\d.]+) s\)", out.stdout)
     assert len(walls) == 2, out.stdout

@@ -21,6 +21,7 @@ not their sources. Screenshots go to ``out/browser/``. Without chromium or
 playwright the test is skipped with the reason — and fails when ``CI=true``,
 so CI cannot pass without it (``.ci/run`` installs chromium when missing).
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,16 @@ RAW_WIDGET = re.compile(r"\b[A-Z][A-Za-z]*\((children|value|layout|description)=
 OPEN_TIMEOUT_MS = 120_000
 RUN_TIMEOUT_S = 420  # the slowest notebook runs for about a minute
 OPEN_ATTEMPTS = 3
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
 
 
 def _missing() -> str | None:
@@ -99,8 +108,9 @@ def lab(tmp_path_factory):
     for nb in NOTEBOOKS.glob("*.ipynb"):
         shutil.copy2(nb, folder / nb.name)
     shutil.copytree(NOTEBOOKS / "src", folder / "src")  # there, as in the repository: to be hidden
-    shutil.copytree(NOTEBOOKS / "experiments", folder / "experiments",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # the lessons import them
+    shutil.copytree(
+        NOTEBOOKS / "experiments", folder / "experiments", ignore=shutil.ignore_patterns("__pycache__")
+    )  # the lessons import them
     shutil.copy2(NOTEBOOKS / "build.py", folder / "build.py")
     (home / "data").symlink_to(ROOT / "data")  # the notebooks read ../data
     (home / "fanoutsim").symlink_to(ROOT / "fanoutsim")  # and the examples in ../fanoutsim/examples
@@ -111,19 +121,38 @@ def lab(tmp_path_factory):
     tracker.parent.mkdir(parents=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}))  # every cell laid out: widths can be measured
     port = _free_port()
-    env = {**{k: v for k, v in os.environ.items() if k != "MPLBACKEND"},  # the kernels draw inline
-           "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data-dir"),
-           "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    flags = (f"--no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} --ServerApp.port_retries=0 "
-             f"--IdentityProvider.token={TOKEN} --LabApp.news_url=None --ServerApp.log_level=WARN "
-             "--LabApp.expose_app_in_browser=True")  # window.jupyterapp: open, run and close by command
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "MPLBACKEND"},  # the kernels draw inline
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data-dir"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    flags = (
+        f"--no-browser --ServerApp.ip=127.0.0.1 --ServerApp.port={port} --ServerApp.port_retries=0 "
+        f"--IdentityProvider.token={TOKEN} --LabApp.news_url=None --ServerApp.log_level=WARN "
+        "--LabApp.expose_app_in_browser=True"
+    )  # window.jupyterapp: open, run and close by command
     log = open(home / "lab.log", "w")
     proc = subprocess.Popen(
-        ["make", "-s", "--no-print-directory", "lab", f"BIN={Path(sys.executable).parent}", "STAMP=",
-         f"LAB_DIR={folder}", f"LAB_FLAGS={flags}"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "lab",
+            f"BIN={Path(sys.executable).parent}",
+            "STAMP=",
+            f"LAB_DIR={folder}",
+            f"LAB_FLAGS={flags}",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -185,8 +214,7 @@ def _shut_down_kernels(base: str) -> None:
 
 
 def _outputs_text(page) -> str:
-    return page.eval_on_selector_all(f"{PANEL} .jp-OutputArea-output",
-                                     "els => els.map(e => e.textContent).join('\\n')")
+    return page.eval_on_selector_all(f"{PANEL} .jp-OutputArea-output", "els => els.map(e => e.textContent).join('\\n')")
 
 
 def _widget_outputs(name: str) -> int:
@@ -215,12 +243,14 @@ def _screenshot(page, path: Path) -> None:
 def _check_rendered(text: str) -> None:
     assert "Error displaying widget" not in text
     raw = RAW_WIDGET.search(text)
-    assert raw is None, f"a widget shows as raw text: {text[max(0, raw.start() - 80):raw.end() + 120]!r}"
+    assert raw is None, f"a widget shows as raw text: {text[max(0, raw.start() - 80) : raw.end() + 120]!r}"
 
 
 # JavaScript run in the page, on the notebook in front
 _CURRENT = "const w = window.jupyterapp.shell.currentWidget;"
-_STATE = _CURRENT + """
+_STATE = (
+    _CURRENT
+    + """
   const cells = w.content.widgets.filter(c => c.model.type === 'code');
   const errors = [];
   for (const c of cells) for (let i = 0; i < c.model.outputs.length; i++) {
@@ -231,6 +261,7 @@ _STATE = _CURRENT + """
           status: w.sessionContext.session && w.sessionContext.session.kernel
                   ? w.sessionContext.session.kernel.status : 'none', errors: errors, code: cells.length};
 """
+)
 
 
 def test_make_lab_opens_the_index_with_the_sources_hidden(lab, browser):
@@ -276,17 +307,22 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
         _check_controls_say_they_need_a_kernel(page)
         _check_no_output_wider_than_the_page(page)
         _check_no_test_marker(page)
-        assert not page.evaluate(f"() => {{ {_CURRENT} return w.context.model.dirty; }}"), \
+        assert not page.evaluate(f"() => {{ {_CURRENT} return w.context.model.dirty; }}"), (
             "opening the notebook marked it modified (a kernelspec other than JupyterLab's?)"
+        )
 
         opened = time.monotonic() - started
 
         # Run All on cleared outputs; the command's promise settles when every cell has run
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
-        assert page.evaluate(f"() => {{ {_CURRENT} return w.content.widgets.every("
-                             "c => c.model.type !== 'code' || c.model.outputs.length === 0); }")
-        page.evaluate("() => { window.__ranAll = null; window.jupyterapp.commands.execute('notebook:run-all-cells')"
-                      ".then(ok => { window.__ranAll = {ok: ok}; }, e => { window.__ranAll = {error: String(e)}; }); }")
+        assert page.evaluate(
+            f"() => {{ {_CURRENT} return w.content.widgets.every("
+            "c => c.model.type !== 'code' || c.model.outputs.length === 0); }"
+        )
+        page.evaluate(
+            "() => { window.__ranAll = null; window.jupyterapp.commands.execute('notebook:run-all-cells')"
+            ".then(ok => { window.__ranAll = {ok: ok}; }, e => { window.__ranAll = {error: String(e)}; }); }"
+        )
         ran = time.monotonic()
         while True:
             # the result first, then the cells: a state read before the result may be
@@ -300,13 +336,16 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
             page.wait_for_timeout(250)
         assert result == {"ok": True}, f"{name}: Run All reported {result}"
         assert state["done"], f"{name}: a code cell did not run"
-        print(f"{name}: opened and checked in {opened:.1f} s, Run All took {time.monotonic() - ran:.1f} s "
-              f"({state['code']} code cells)")
+        print(
+            f"{name}: opened and checked in {opened:.1f} s, Run All took {time.monotonic() - ran:.1f} s "
+            f"({state['code']} code cells)"
+        )
         page.wait_for_timeout(1000)  # the last outputs are drawn
         _screenshot(page, SHOTS / f"{stem}-ran.png")
         errors = page.eval_on_selector_all(
             f"{PANEL} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
-            "els => els.map(e => e.textContent)")
+            "els => els.map(e => e.textContent)",
+        )
         bad = [e for e in errors if "Traceback" in e or "Error" in e]
         assert not bad, bad[0][:2000]
         text = _outputs_text(page)
@@ -321,9 +360,12 @@ def test_a_notebook_renders_its_widgets_and_runs_clean(lab, lab_page, name):
 def _open(page, name: str, stem: str) -> str:
     """Open ``name`` as a reader does (its kernel starts), wait for its saved widgets
     to be drawn; a screenshot; the text of its outputs."""
-    page.evaluate("async name => { const w = await window.jupyterapp.commands.execute("
-                  "'docmanager:open', {path: name, factory: 'Notebook'});"
-                  " await w.context.ready; await w.sessionContext.ready; }", name)
+    page.evaluate(
+        "async name => { const w = await window.jupyterapp.commands.execute("
+        "'docmanager:open', {path: name, factory: 'Notebook'});"
+        " await w.context.ready; await w.sessionContext.ready; }",
+        name,
+    )
     page.wait_for_selector(f"{PANEL} .jp-Cell", state="attached")
     deadline = time.monotonic() + 120
     while page.evaluate(f"() => {{ {_STATE} }}")["status"] != "idle":  # the kernel is up: JupyterLab has
@@ -343,8 +385,9 @@ def _open(page, name: str, stem: str) -> str:
 
 def _close(page, base: str) -> None:
     """Close the notebook in front unsaved and stop its kernel."""
-    page.evaluate(f"async () => {{ {_CURRENT} if (w && w.sessionContext) {{"
-                  " await w.sessionContext.shutdown(); w.dispose(); } }")
+    page.evaluate(
+        f"async () => {{ {_CURRENT} if (w && w.sessionContext) {{ await w.sessionContext.shutdown(); w.dispose(); }} }}"
+    )
     _shut_down_kernels(base)
 
 
@@ -360,17 +403,20 @@ def _check_controls_say_they_need_a_kernel(page) -> None:
         f"{PANEL} .jp-OutputArea-output > .jupyter-widgets",
         "els => els.map(e => ({note: (e.querySelector('.fanoutsim-kernel-note') || {}).textContent || '',"
         " broken: !!e.querySelector('.jupyter-widgets-disconnected') || e.matches('.jupyter-widgets-disconnected'),"
-        " text: e.textContent.slice(0, 120)}))")
+        " text: e.textContent.slice(0, 120)}))",
+    )
     for control in found:
-        assert _NOTE in control["note"] and "Run this cell" in control["note"], \
+        assert _NOTE in control["note"] and "Run this cell" in control["note"], (
             f"a control without its note ({'broken link' if control['broken'] else 'drawn'}): {control['text']!r}"
+        )
 
 
 def _check_no_output_wider_than_the_page(page) -> None:
     wide = page.eval_on_selector_all(
         f"{PANEL} .jp-OutputArea-output",
         "els => els.filter(e => e.scrollWidth > e.clientWidth + 2 && e.clientWidth > 0)"
-        ".map(e => e.scrollWidth + ' > ' + e.clientWidth + ': ' + e.textContent.slice(0, 100))")
+        ".map(e => e.scrollWidth + ' > ' + e.clientWidth + ': ' + e.textContent.slice(0, 100))",
+    )
     assert not wide, f"an output wider than the page: {wide[0]}"
 
 
@@ -395,17 +441,21 @@ _IN_KERNEL = """async (code) => {
 def _check_exercises(page, stem: str) -> None:
     """Every solution cell ran and was marked right; in the notebook's kernel,
     each exercise's typical mistake gets what is off and a hint."""
-    solutions = page.evaluate(f"() => {{ {_CURRENT} return w.content.widgets"
-                              ".filter(c => (c.model.getMetadata('tags') || []).includes('solution'))"
-                              ".map(c => JSON.stringify(c.model.outputs.toJSON())); }")
+    solutions = page.evaluate(
+        f"() => {{ {_CURRENT} return w.content.widgets"
+        ".filter(c => (c.model.getMetadata('tags') || []).includes('solution'))"
+        ".map(c => JSON.stringify(c.model.outputs.toJSON())); }"
+    )
     for outputs in solutions:
         assert "Exercise" in outputs and "right." in outputs, f"{stem}: a solution not marked right: {outputs[:300]}"
     if stem == "00_index":
         return
-    code = ("from fanoutsim import exercises as _ex\n"
-            f"for _e in _ex.exercises({int(stem[:2])}):\n"
-            "    _v = _ex.check(_e.id, _e.mistake)\n"
-            "    print(_e.id, 'right' if _v.right else ('hint' if _v.hint else 'no hint'))")
+    code = (
+        "from fanoutsim import exercises as _ex\n"
+        f"for _e in _ex.exercises({int(stem[:2])}):\n"
+        "    _v = _ex.check(_e.id, _e.mistake)\n"
+        "    print(_e.id, 'right' if _v.right else ('hint' if _v.hint else 'no hint'))"
+    )
     said = page.evaluate(_IN_KERNEL, code).split()
     assert "ERROR" not in said, said
     verdicts = dict(zip(said[::2], said[1::2]))

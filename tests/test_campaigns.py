@@ -12,6 +12,7 @@ checker on runs whose duplicates and losses come only from the tables:
 
 Plus determinism: the same scenario, plan and seed give the same trace.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,10 +23,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.faults import (
-    REACTOR_CRASH_POINTS, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, SlowWorkflow, Stall, Ties,
-)
 from fanoutsim.designs.reactor.scenario import load_scenario
+from fanoutsim.faults import (
+    REACTOR_CRASH_POINTS,
+    CrashAt,
+    CrashAtPoint,
+    CrashRandomly,
+    FailInserts,
+    FaultPlan,
+    SlowWorkflow,
+    Stall,
+    Ties,
+)
 
 UNTIL = 90.0
 WORKFLOWS = ("audit", "alerts", "billing")
@@ -43,19 +52,26 @@ def crashes(draw):
         return CrashAt(draw(st.floats(0, UNTIL)), downtime=draw(downtimes))
     if kind == "randomly":
         return CrashRandomly(mean_gap=draw(st.floats(10, 60)), downtime=draw(downtimes))
-    return CrashAtPoint(draw(st.sampled_from(REACTOR_CRASH_POINTS)), nth=draw(st.integers(1, 30)),
-                        downtime=draw(downtimes))
+    return CrashAtPoint(
+        draw(st.sampled_from(REACTOR_CRASH_POINTS)), nth=draw(st.integers(1, 30)), downtime=draw(downtimes)
+    )
 
 
 @st.composite
 def other_faults(draw, workflows):
     kind = draw(st.sampled_from(["fail", "stall", "slow", "ties"]))
     if kind == "fail":
-        return FailInserts(probability=draw(st.floats(0, 0.3)), ambiguous=draw(st.booleans()),
-                           workflow=draw(st.sampled_from((None,) + workflows)))
+        return FailInserts(
+            probability=draw(st.floats(0, 0.3)),
+            ambiguous=draw(st.booleans()),
+            workflow=draw(st.sampled_from((None,) + workflows)),
+        )
     if kind == "stall":
-        return Stall(draw(st.sampled_from(workflows)), window=draw(windows),
-                     mode=draw(st.sampled_from(["pause", "throttle", "wedge"])))
+        return Stall(
+            draw(st.sampled_from(workflows)),
+            window=draw(windows),
+            mode=draw(st.sampled_from(["pause", "throttle", "wedge"])),
+        )
     if kind == "slow":
         return SlowWorkflow(draw(st.sampled_from(workflows)), duration={"dist": "exponential", "mean": 2.0})
     return Ties(probability=draw(st.floats(0, 0.5)), burst=draw(st.integers(2, 4)))
@@ -88,9 +104,11 @@ def scenarios(draw, crash_only=False):
 
 
 def simulate(sc, **config):
-    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_poll_batch_limit=sc["batch"],
-                                                  reactor_firings_retention=10 * UNTIL, **config),
-                        seed=sc["seed"], faults=sc["plan"])
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(reactor_poll_batch_limit=sc["batch"], reactor_firings_retention=10 * UNTIL, **config),
+        seed=sc["seed"],
+        faults=sc["plan"],
+    )
     for workflow, when in sc["subs"]:
         sim.runner.subscribe_workflow_to_reactor("pricing_reactor", workflow, when=when)
     sim.add_workload("pricing_reactor", sc["rate"])
@@ -101,8 +119,7 @@ def simulate(sc, **config):
 @CAMPAIGN
 @given(sc=scenarios(), commit=st.sampled_from(["per_firing", "per_batch", "atomic"]))
 def test_at_least_once_nothing_is_lost_and_every_duplicate_has_a_cause(sc, commit):
-    sim, report = simulate(sc, watermark="fired_at_id", watermark_commit=commit,
-                           dispatch_failure_policy="hold")
+    sim, report = simulate(sc, watermark="fired_at_id", watermark_commit=commit, dispatch_failure_policy="hold")
     assert report.total["lost"] == 0, report.lost
     assert report.valid
     assert "unknown" not in set(report.duplicates["cause"]), report.duplicates

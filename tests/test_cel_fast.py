@@ -6,6 +6,7 @@ celpy, and an error exactly where celpy gives one. Then each construct and
 edge case by hand, and the filter a subscription carries (Predicate) on both
 paths: same (value, error) pair, error text included.
 """
+
 from __future__ import annotations
 
 import functools
@@ -78,8 +79,7 @@ strings = st.sampled_from(["", "a", "ab", "us-east", "eu-central", "A1", "x\u00e
 json_scalars = st.one_of(ints, floats, strings, st.booleans(), st.none())
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
     max_leaves=8,
 )
 payloads = st.dictionaries(st.sampled_from(KEYS), json_values, max_size=5)
@@ -87,13 +87,18 @@ payloads = st.dictionaries(st.sampled_from(KEYS), json_values, max_size=5)
 INT_LITS = ["0", "1", "2", "-1", "3", "9223372036854775807", "-9223372036854775808", "0x10"]
 UINT_LITS = ["0u", "1u", "2u", "18446744073709551615u"]
 DOUBLE_LITS = ["0.0", "1.0", "2.5", "-0.5", "1e308", "-1e308"]
-STRING_LITS = ["''", "'a'", "'ab'", "'us-east'", "\"eu-central\"", "'A1'", "r'\\d'"]
+STRING_LITS = ["''", "'a'", "'ab'", "'us-east'", '"eu-central"', "'A1'", "r'\\d'"]
 PATTERNS = ["'^a'", "'b$'", "'[0-9]'", "'east'", "''"]
 
 
 def literal():
-    return st.one_of(st.sampled_from(INT_LITS), st.sampled_from(UINT_LITS), st.sampled_from(DOUBLE_LITS),
-                     st.sampled_from(STRING_LITS), st.sampled_from(["true", "false", "null"]))
+    return st.one_of(
+        st.sampled_from(INT_LITS),
+        st.sampled_from(UINT_LITS),
+        st.sampled_from(DOUBLE_LITS),
+        st.sampled_from(STRING_LITS),
+        st.sampled_from(["true", "false", "null"]),
+    )
 
 
 def reference(bound: tuple[str, ...]):
@@ -101,8 +106,11 @@ def reference(bound: tuple[str, ...]):
         st.builds(lambda k: f"payload.{k}", st.sampled_from(KEYS)),
         st.builds(lambda k, j: f"payload.{k}.{j}", st.sampled_from(KEYS), st.sampled_from(KEYS)),
         st.builds(lambda k: f"payload['{k}']", st.sampled_from(KEYS)),
-        st.builds(lambda k, i: f"payload.{k}[{i}]", st.sampled_from(["l", "m", "s"]), st.sampled_from(
-            ["0", "1", "-1", "'a'", "0u", "1.0", "true"])),
+        st.builds(
+            lambda k, i: f"payload.{k}[{i}]",
+            st.sampled_from(["l", "m", "s"]),
+            st.sampled_from(["0", "1", "-1", "'a'", "0u", "1.0", "true"]),
+        ),
         st.sampled_from(["payload", "tenant", "reactor"]),
     )
     if bound:
@@ -129,58 +137,86 @@ def expressions(bound: tuple[str, ...] = (), depth: int = 3):
         st.builds(lambda a: f"has({a})", reference(bound).filter(lambda r: "." in r)),
         st.builds(lambda f, a: f"{f}({a})", st.sampled_from(["size", "int", "uint", "double", "string", "dyn"]), sub),
         st.builds(lambda a: f"({a}).size()", sub),
-        st.builds(lambda a, m, b: f"({a}).{m}({b})", sub,
-                  st.sampled_from(["contains", "startsWith", "endsWith"]), st.one_of(st.sampled_from(STRING_LITS), sub)),
+        st.builds(
+            lambda a, m, b: f"({a}).{m}({b})",
+            sub,
+            st.sampled_from(["contains", "startsWith", "endsWith"]),
+            st.one_of(st.sampled_from(STRING_LITS), sub),
+        ),
         st.builds(lambda a, p: f"({a}).matches({p})", sub, st.sampled_from(PATTERNS)),
         st.builds(lambda items: "[" + ", ".join(items) + "]", st.lists(sub, max_size=3)),
-        st.builds(lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}",
-                  st.lists(st.tuples(st.one_of(st.sampled_from(["'a'", "'b'", "1", "2u", "true", "1.5"]), sub), sub),
-                           max_size=2)),
-        st.builds(lambda a, m, b: f"({a}).{m}({var}, {b})", sub,
-                  st.sampled_from(["exists", "all", "exists_one", "map", "filter"]), body),
+        st.builds(
+            lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}",
+            st.lists(
+                st.tuples(st.one_of(st.sampled_from(["'a'", "'b'", "1", "2u", "true", "1.5"]), sub), sub), max_size=2
+            ),
+        ),
+        st.builds(
+            lambda a, m, b: f"({a}).{m}({var}, {b})",
+            sub,
+            st.sampled_from(["exists", "all", "exists_one", "map", "filter"]),
+            body,
+        ),
     )
 
 
 # Filter-shaped expressions: mostly well typed against a payload that mostly
 # has the usual types (i: int, f: double, s: string, b: bool, l: list of ints,
 # m: map of strings), so that values, not only errors, are compared.
-typed_payloads = st.fixed_dictionaries({}, optional={
-    "i": st.one_of(ints, ints, ints, json_values),
-    "f": st.one_of(floats, floats, floats, json_values),
-    "s": st.one_of(strings, strings, strings, json_values),
-    "b": st.one_of(st.booleans(), st.booleans(), st.booleans(), json_values),
-    "l": st.one_of(*[st.lists(ints, max_size=4)] * 3, json_values),
-    "m": st.one_of(*[st.dictionaries(st.sampled_from(["k", "n", "us-east"]), strings, max_size=3)] * 3,
-                   json_values),
-})
+typed_payloads = st.fixed_dictionaries(
+    {},
+    optional={
+        "i": st.one_of(ints, ints, ints, json_values),
+        "f": st.one_of(floats, floats, floats, json_values),
+        "s": st.one_of(strings, strings, strings, json_values),
+        "b": st.one_of(st.booleans(), st.booleans(), st.booleans(), json_values),
+        "l": st.one_of(*[st.lists(ints, max_size=4)] * 3, json_values),
+        "m": st.one_of(
+            *[st.dictionaries(st.sampled_from(["k", "n", "us-east"]), strings, max_size=3)] * 3, json_values
+        ),
+    },
+)
 
 
 @functools.cache
 def typed_expr(kind: str, depth: int, var: str | None = None):
     """CEL text of type ``kind`` (bool, int, double, string, list); ``var``: an
     int-valued macro variable in scope."""
+
     def sub(k, d=depth - 1):
         return typed_expr(k, d, var)
 
     if kind == "int":
-        leaf = st.one_of(st.sampled_from(INT_LITS + ["payload.i", "size(payload.l)", "payload.l[0]",
-                                                    "int(payload.f)", "size(payload.s)"]),
-                         st.just(var) if var else st.nothing())
+        leaf = st.one_of(
+            st.sampled_from(
+                INT_LITS + ["payload.i", "size(payload.l)", "payload.l[0]", "int(payload.f)", "size(payload.s)"]
+            ),
+            st.just(var) if var else st.nothing(),
+        )
         if depth == 0:
             return leaf
-        return st.one_of(leaf, st.builds(lambda a, op, b: f"({a} {op} {b})", sub("int"),
-                                         st.sampled_from(["+", "-", "*", "/", "%"]), sub("int")),
-                         st.builds(lambda a: f"-({a})", sub("int")),
-                         st.builds(lambda c, a, b: f"({c} ? {a} : {b})", sub("bool"), sub("int"), sub("int")))
+        return st.one_of(
+            leaf,
+            st.builds(
+                lambda a, op, b: f"({a} {op} {b})", sub("int"), st.sampled_from(["+", "-", "*", "/", "%"]), sub("int")
+            ),
+            st.builds(lambda a: f"-({a})", sub("int")),
+            st.builds(lambda c, a, b: f"({c} ? {a} : {b})", sub("bool"), sub("int"), sub("int")),
+        )
     if kind == "double":
         leaf = st.sampled_from(DOUBLE_LITS + ["payload.f", "double(payload.i)"])
         if depth == 0:
             return leaf
-        return st.one_of(leaf, st.builds(lambda a, op, b: f"({a} {op} {b})", sub("double"),
-                                         st.sampled_from(["+", "-", "*", "/"]), sub("double")))
+        return st.one_of(
+            leaf,
+            st.builds(
+                lambda a, op, b: f"({a} {op} {b})", sub("double"), st.sampled_from(["+", "-", "*", "/"]), sub("double")
+            ),
+        )
     if kind == "string":
-        leaf = st.sampled_from(STRING_LITS + ["payload.s", "tenant", "reactor", "payload.m.k",
-                                              "payload.m['us-east']", "string(payload.i)"])
+        leaf = st.sampled_from(
+            STRING_LITS + ["payload.s", "tenant", "reactor", "payload.m.k", "payload.m['us-east']", "string(payload.i)"]
+        )
         if depth == 0:
             return leaf
         return st.one_of(leaf, st.builds(lambda a, b: f"({a} + {b})", sub("string"), sub("string")))
@@ -191,12 +227,14 @@ def typed_expr(kind: str, depth: int, var: str | None = None):
         return st.one_of(
             leaf,
             st.builds(lambda a, b: f"[{a}, {b}]", sub("int"), sub("int")),
-            st.builds(lambda a, m, b: f"{a}.{m}(x, {b})", sub("list"), st.just("map"),
-                      typed_expr("int", depth - 1, "x")),
+            st.builds(
+                lambda a, m, b: f"{a}.{m}(x, {b})", sub("list"), st.just("map"), typed_expr("int", depth - 1, "x")
+            ),
             st.builds(lambda a, b: f"{a}.filter(x, {b})", sub("list"), typed_expr("bool", depth - 1, "x")),
         )
-    leaf = st.sampled_from(["true", "false", "payload.b", "has(payload.i)", "has(payload.m.k)",
-                            "payload.m.n == null", "'k' in payload.m"])
+    leaf = st.sampled_from(
+        ["true", "false", "payload.b", "has(payload.i)", "has(payload.m.k)", "payload.m.n == null", "'k' in payload.m"]
+    )
     if depth == 0:
         return leaf
     cmp = st.sampled_from(["==", "!=", "<", "<=", ">", ">="])
@@ -206,16 +244,24 @@ def typed_expr(kind: str, depth: int, var: str | None = None):
         st.builds(lambda a, op, b: f"{a} {op} {b}", sub("double"), cmp, sub("double")),
         st.builds(lambda a, op, b: f"{a} {op} {b}", sub("string"), cmp, sub("string")),
         st.builds(lambda a, op, b: f"{a} {op} {b}", sub("int"), cmp, sub("double")),  # no mixing: errors
-        st.builds(lambda a, m, b: f"{a}.{m}({b})", sub("string"),
-                  st.sampled_from(["startsWith", "endsWith", "contains"]), sub("string")),
+        st.builds(
+            lambda a, m, b: f"{a}.{m}({b})",
+            sub("string"),
+            st.sampled_from(["startsWith", "endsWith", "contains"]),
+            sub("string"),
+        ),
         st.builds(lambda a, p: f"{a}.matches({p})", sub("string"), st.sampled_from(PATTERNS)),
         st.builds(lambda a, b: f"{a} in {b}", sub("int"), sub("list")),
         st.builds(lambda a: f"{a} in ['us-east', 'eu-central', 'a']", sub("string")),
         st.builds(lambda a, op, b: f"({a} {op} {b})", sub("bool"), st.sampled_from(["&&", "||"]), sub("bool")),
         st.builds(lambda a: f"!({a})", sub("bool")),
         st.builds(lambda c, a, b: f"({c} ? {a} : {b})", sub("bool"), sub("bool"), sub("bool")),
-        st.builds(lambda a, m, b: f"{a}.{m}(x, {b})", sub("list"), st.sampled_from(["exists", "all", "exists_one"]),
-                  typed_expr("bool", depth - 1, "x")),
+        st.builds(
+            lambda a, m, b: f"{a}.{m}(x, {b})",
+            sub("list"),
+            st.sampled_from(["exists", "all", "exists_one"]),
+            typed_expr("bool", depth - 1, "x"),
+        ),
     )
 
 
@@ -232,8 +278,11 @@ def test_generated_filters_agree_with_celpy(expr, payload, tenant):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(expr=st.one_of(expressions(depth=2), typed_expr("bool", 2)), payload=st.one_of(payloads, typed_payloads),
-       tenant=st.sampled_from(["acme", "b"]))
+@given(
+    expr=st.one_of(expressions(depth=2), typed_expr("bool", 2)),
+    payload=st.one_of(payloads, typed_payloads),
+    tenant=st.sampled_from(["acme", "b"]),
+)
 def test_predicates_agree_with_celpy_error_text_included(expr, payload, tenant):
     fast, slow = compile_predicate(expr), compile_predicate(expr, fast=False)
     assert fast.fast and not slow.fast
@@ -323,7 +372,7 @@ CASES = [
     ("payload.l.map(x, x * 2) == [2, 4, 6]", ("value", ("BoolType", True))),
     ("payload.l.filter(x, x != 2)", ("value", ("ListType", (("IntType", 1), ("IntType", 3))))),
     ("[1, 'a', 2].exists(x, x == 2)", ("value", ("BoolType", True))),
-    ("[0, 1].all(x, 1 / x > 0)", ("error", None)),   # error && true: the error stands
+    ("[0, 1].all(x, 1 / x > 0)", ("error", None)),  # error && true: the error stands
     ("[0, -1].all(x, 1 / x > 0)", ("value", ("BoolType", False))),  # error && false: false
     ("[0, 1].exists(x, 1 / x > 0)", ("value", ("BoolType", True))),
     ("true || [0].map(x, 1 / x)[0] == 1", ("error", None)),  # celpy raises out of map
@@ -384,9 +433,12 @@ def test_reduce_is_left_to_celpy():
 
 
 def test_typical_filters_compile_and_the_switch_forces_celpy(monkeypatch):
-    for expr in ["payload.quote.price > 100.0 && payload.quote.region == 'us-east'",
-                 "payload.quote.tags.exists(t, t == 'a')", "tenant == 'acme' || reactor == 'r2'",
-                 "has(payload.quote.price) && payload.quote.price > 100.0"]:
+    for expr in [
+        "payload.quote.price > 100.0 && payload.quote.region == 'us-east'",
+        "payload.quote.tags.exists(t, t == 'a')",
+        "tenant == 'acme' || reactor == 'r2'",
+        "has(payload.quote.price) && payload.quote.price > 100.0",
+    ]:
         assert compile_predicate(expr).fast
         assert not compile_predicate(expr, fast=False).fast
         monkeypatch.setenv("FANOUTSIM_CEL", "celpy")
@@ -443,14 +495,23 @@ def test_an_activation_without_a_variable_falls_back_to_celpy():
 
 
 @settings(max_examples=200, deadline=None)
-@given(value=st.one_of(json_values, st.dictionaries(st.sampled_from(KEYS), st.one_of(
-    json_values, st.sampled_from([2**63, -(2**63) - 1, 2**64]), st.tuples(st.integers(-2, 2))), max_size=4)))
+@given(
+    value=st.one_of(
+        json_values,
+        st.dictionaries(
+            st.sampled_from(KEYS),
+            st.one_of(json_values, st.sampled_from([2**63, -(2**63) - 1, 2**64]), st.tuples(st.integers(-2, 2))),
+            max_size=4,
+        ),
+    )
+)
 def test_activation_values_are_json_to_cel_values(value):
     def outcome(convert):
         try:
             return typed(convert(value))
         except ValueError as ex:
             return "ValueError", str(ex)
+
     assert outcome(to_cel) == outcome(celpy.json_to_cel)
 
 
@@ -469,7 +530,10 @@ def test_every_shipped_scenario_filter_runs_on_the_fast_path():
             for v in node:
                 yield from whens(v)
 
-    found = [w for f in sorted((Path(__file__).parents[1] / "fanoutsim" / "examples").glob("*.toml"))
-             for w in whens(tomllib.loads(f.read_text()))]
+    found = [
+        w
+        for f in sorted((Path(__file__).parents[1] / "fanoutsim" / "examples").glob("*.toml"))
+        for w in whens(tomllib.loads(f.read_text()))
+    ]
     assert found
     assert [w for w in found if not compile_predicate(w).fast] == []

@@ -1,4 +1,5 @@
 """The checker's verdicts and its tools: explain, the trace exports."""
+
 from __future__ import annotations
 
 import duckdb
@@ -11,9 +12,12 @@ from fanoutsim.faults import CrashAtPoint, FaultPlan, Stall
 
 
 def stalled_run(policy):
-    sim = fs.Simulation(config=fs.SchedulerConfig(prune_policy=policy, reactor_firings_retention=20.0,
-                                                  reactor_firings_prune_interval=5.0),
-                        faults=FaultPlan([Stall("wf", window=(0.0, 60.0), mode="pause")]))
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(
+            prune_policy=policy, reactor_firings_retention=20.0, reactor_firings_prune_interval=5.0
+        ),
+        faults=FaultPlan([Stall("wf", window=(0.0, 60.0), mode="pause")]),
+    )
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     sim.add_workload("r", 1.0, payload="counter", stop=30.0)
     sim.run(until=90)
@@ -33,18 +37,20 @@ def test_conservative_prune_keeps_them_and_delivers_late():
 
 
 def test_crash_mid_prune_keeps_the_chunks_already_deleted():
-    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_firings_retention=10.0,
-                                                  reactor_firings_prune_interval=100.0,
-                                                  reactor_firings_prune_chunk=4),
-                        faults=FaultPlan([CrashAtPoint("prune.mid_delete", nth=1, downtime=1.0)]))
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(
+            reactor_firings_retention=10.0, reactor_firings_prune_interval=100.0, reactor_firings_prune_chunk=4
+        ),
+        faults=FaultPlan([CrashAtPoint("prune.mid_delete", nth=1, downtime=1.0)]),
+    )
     for k in range(10):
         sim.run(until=1.0 + k)
         sim.fire("r", {"n": k})
     sim.run(until=99.5)
-    sim.prune_once()                  # the loop's own pass comes at t=100
-    assert not sim.up                 # died after the first chunk
-    assert len(sim.firings()) == 6    # that chunk stayed deleted
-    sim.run(until=101)                # restarted; its prune at start deletes the rest
+    sim.prune_once()  # the loop's own pass comes at t=100
+    assert not sim.up  # died after the first chunk
+    assert len(sim.firings()) == 6  # that chunk stayed deleted
+    sim.run(until=101)  # restarted; its prune at start deletes the rest
     assert sim.firings().empty
     pruned = sim.trace().query("kind == 'pruned'")
     assert pruned["firing"].notna().sum() == 10
@@ -62,7 +68,7 @@ def test_explain_tells_one_firings_story(capsys):
     kinds = list(timeline["kind"])
     assert kinds[:3] == ["fired", "logged", "dispatched"]
     assert kinds.count("dispatched") == 2 and "crashed" in kinds and "restarted" in kinds
-    assert "watermark" in kinds[kinds.index("restarted"):]  # passed only after the restart
+    assert "watermark" in kinds[kinds.index("restarted") :]  # passed only after the restart
     with pytest.raises(KeyError, match="not in this run's history"):
         fs.explain(sim, "nope")
     with pytest.raises(KeyError, match="subscription 'nope' does not exist"):
@@ -99,10 +105,30 @@ def test_trace_rows_have_time_actor_subscription_firing_execution_attempt():
     sim.fire("r", {"n": 1})
     sim.run(until=5)
     tr = sim.trace()
-    assert list(tr.columns) == ["t", "time", "kind", "actor", "subscription", "firing", "execution",
-                                "attempt", "detail"]
-    assert {"fired", "logged", "polled", "fault", "crashed", "restarted", "dispatched", "watermark",
-            "claimed", "finished", "pruned"} <= set(tr["kind"])
+    assert list(tr.columns) == [
+        "t",
+        "time",
+        "kind",
+        "actor",
+        "subscription",
+        "firing",
+        "execution",
+        "attempt",
+        "detail",
+    ]
+    assert {
+        "fired",
+        "logged",
+        "polled",
+        "fault",
+        "crashed",
+        "restarted",
+        "dispatched",
+        "watermark",
+        "claimed",
+        "finished",
+        "pruned",
+    } <= set(tr["kind"])
     assert set(tr.query("kind == 'dispatched'")["attempt"]) == {1}  # after the restart
     assert str(tr["time"].dt.tz) == "UTC"
 
@@ -118,14 +144,19 @@ def test_out_of_order_counts_firings_first_delivered_after_a_later_one():
 
 
 def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():
-    from fanoutsim.designs.reactor.payload import context_firing
     import json as _json
+
+    from fanoutsim.designs.reactor.payload import context_firing
 
     def _firing_of(context):
         return context_firing(context)[:2]
 
-    ctx = {"quote": {"reactor_name": "fake", "reactor_firing_id": "0" * 36}, "reactor_name": 'we"ird',
-           "reactor_firing_id": "12345678-1234-4234-8234-123456789abc", "reactor_fired_at": "x"}
+    ctx = {
+        "quote": {"reactor_name": "fake", "reactor_firing_id": "0" * 36},
+        "reactor_name": 'we"ird',
+        "reactor_firing_id": "12345678-1234-4234-8234-123456789abc",
+        "reactor_fired_at": "x",
+    }
     assert _firing_of(_json.dumps(ctx, separators=(",", ":"))) == ("12345678-1234-4234-8234-123456789abc", 'we"ird')
     ctx["reactor_name"] = "plain"
     assert _firing_of(_json.dumps(ctx, separators=(",", ":")))[1] == "plain"
@@ -137,9 +168,10 @@ def test_the_checker_reads_firing_ids_past_look_alike_keys_in_the_payload():
 
 def test_a_prune_in_the_same_instant_as_a_watermark_move_is_ordered_by_the_trace():
     # the pause ends on a prune tick: what the trace did first decides the cause
-    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_firings_retention=20.0,
-                                                  reactor_firings_prune_interval=5.0),
-                        faults=FaultPlan([Stall("wf", window=(0.0, 30.0), mode="pause")]))
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(reactor_firings_retention=20.0, reactor_firings_prune_interval=5.0),
+        faults=FaultPlan([Stall("wf", window=(0.0, 30.0), mode="pause")]),
+    )
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     sim.add_workload("r", 1.0, payload="counter", stop=25.0)
     sim.run(until=60)
@@ -148,8 +180,11 @@ def test_a_prune_in_the_same_instant_as_a_watermark_move_is_ordered_by_the_trace
 
 
 def test_conservative_prune_under_a_disabled_subscription_is_not_a_broken_promise():
-    sim = fs.Simulation(config=fs.SchedulerConfig(prune_policy="conservative", reactor_firings_retention=10.0,
-                                                  reactor_firings_prune_interval=5.0))
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(
+            prune_policy="conservative", reactor_firings_retention=10.0, reactor_firings_prune_interval=5.0
+        )
+    )
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     sim.run(until=1)
     sim.runner.set_subscription_enabled("r", "wf", enabled=False)
@@ -220,8 +255,9 @@ def test_a_design_names_its_trace_columns_and_the_kernel_records_them_alike():
     words; a design's schema names them (and may have no third id)."""
     from fanoutsim.kernel.trace import Trace, TraceSchema
 
-    schema = TraceSchema(who="consumer", what="seq", where=None, incarnation="process",
-                         history=("seq", "logged_at", "body", "attempt"))
+    schema = TraceSchema(
+        who="consumer", what="seq", where=None, incarnation="process", history=("seq", "logged_at", "body", "attempt")
+    )
     trace = Trace(schema)
     trace.attempted(7, "hello")
     trace.add(10, "handled", "dispatcher", who="c1", what=7, where="dropped", detail="ok")

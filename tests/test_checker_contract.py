@@ -2,6 +2,7 @@
 ``valid``, ``total``, ``summary`` under shared names, ``per_unit`` (one row
 per subscription or consumer) and ``duplicates`` / ``lost`` frames with a
 ``cause`` column."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,16 +14,19 @@ import pytest
 import fanoutsim as fs
 from fanoutsim import designs
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.kernel.check import SUMMARY_KEYS, CheckResult, problems
 from fanoutsim.faults import CrashAt, FaultPlan, Stall
+from fanoutsim.kernel.check import SUMMARY_KEYS, CheckResult, problems
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples"
 
 
 def reactor_with_losses():
-    sim = fs.Simulation(config=fs.SchedulerConfig(prune_policy="ttl", reactor_firings_retention=20.0,
-                                                  reactor_firings_prune_interval=5.0),
-                        faults=FaultPlan([Stall("wf", window=(0.0, 60.0), mode="pause")]))
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(
+            prune_policy="ttl", reactor_firings_retention=20.0, reactor_firings_prune_interval=5.0
+        ),
+        faults=FaultPlan([Stall("wf", window=(0.0, 60.0), mode="pause")]),
+    )
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     sim.add_workload("r", 1.0, payload="counter", stop=30.0)
     sim.run(until=90)
@@ -105,8 +109,11 @@ def test_the_contract_check_finds_a_broken_report(checked):
     assert any("'cause'" in p for p in problems(no_cause))
     off_by_one = dataclasses.replace(report, total={**report.total, "lost": report.total["lost"] + 1})
     assert any("but the lost frame has" in p for p in problems(off_by_one))
-    extra = pd.concat([report.duplicates, report.duplicates.head(1).assign(cause="made_up")]
-                      if len(report.duplicates) else [pd.DataFrame({"cause": ["made_up"]})])
+    extra = pd.concat(
+        [report.duplicates, report.duplicates.head(1).assign(cause="made_up")]
+        if len(report.duplicates)
+        else [pd.DataFrame({"cause": ["made_up"]})]
+    )
     assert problems(dataclasses.replace(report, duplicates=extra))
 
 

@@ -1,9 +1,11 @@
 """The design-free parts of the checkers' phases (fanoutsim.kernel.check), each
 against the plain definition it stands for."""
+
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fanoutsim.kernel.check import any_between, first_cause, happened_between, highest_before, repeats
 

@@ -1,6 +1,7 @@
 """The leases checker's phases, each fed a small hand-made trace with a known
 outcome: whose life a row belongs to, what a life is owed, which deliveries
 are duplicates and why, what was lost and why, what is out of order."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -14,8 +15,9 @@ class HandMade:
     """A leases run reduced to what the checker reads: a trace and tables."""
 
     def __init__(self, rows, order="riffdb", **tables):
-        self.frame = pd.DataFrame([r + (None,) * (5 - len(r)) for r in rows],
-                                  columns=["kind", "consumer", "event_id", "partition", "detail"])
+        self.frame = pd.DataFrame(
+            [r + (None,) * (5 - len(r)) for r in rows], columns=["kind", "consumer", "event_id", "partition", "detail"]
+        )
         self.tables = {"lease_consumers": [{"consumer": "c", "start_seq": 0}], **tables}
         self.config = SimpleNamespace(partition_order=order)
 
@@ -40,8 +42,16 @@ def attempt(kind, event, n, partition="p0"):
 
 def twice(*between):
     """e1 leased and delivered, ``between``, then leased, delivered and acked again."""
-    return [start(), pub("e1", 1), attempt("leased", "e1", 1), attempt("delivered", "e1", 1), *between,
-            attempt("leased", "e1", 2), attempt("delivered", "e1", 2), attempt("acked", "e1", 2)]
+    return [
+        start(),
+        pub("e1", 1),
+        attempt("leased", "e1", 1),
+        attempt("delivered", "e1", 1),
+        *between,
+        attempt("leased", "e1", 2),
+        attempt("delivered", "e1", 2),
+        attempt("acked", "e1", 2),
+    ]
 
 
 def duplicate_causes(run):
@@ -112,8 +122,15 @@ def test_a_dead_letter_is_not_a_loss_unless_a_seek_back_asked_for_it_again():
 
 # -- lives ------------------------------------------------------------------------------
 def test_a_consumer_started_again_after_a_retire_is_a_second_life_with_its_own_rows():
-    rows = [start(), pub("e1", 1), ("retired", "c"), start(1), pub("e2", 2), attempt("leased", "e2", 1),
-            attempt("delivered", "e2", 1)]
+    rows = [
+        start(),
+        pub("e1", 1),
+        ("retired", "c"),
+        start(1),
+        pub("e2", 2),
+        attempt("leased", "e2", 1),
+        attempt("delivered", "e2", 1),
+    ]
     ev = lc.evidence(HandMade(rows))
     first, second = ev.lives["c"], ev.lives["c#2"]
     assert (first.retired, first.row, first.latest) == (2, None, False)
@@ -125,8 +142,13 @@ def test_a_consumer_started_again_after_a_retire_is_a_second_life_with_its_own_r
 
 
 def test_a_restore_of_a_backup_taken_before_a_consumer_began_takes_it_away():
-    rows = [("backup", None, None, None, "b1"), start(), pub("e1", 1), ("backup_restored", None, None, None, "b1"),
-            pub("e2", 2)]
+    rows = [
+        ("backup", None, None, None, "b1"),
+        start(),
+        pub("e1", 1),
+        ("backup_restored", None, None, None, "b1"),
+        pub("e2", 2),
+    ]
     ev = lc.evidence(HandMade(rows, lease_consumers=[]))
     assert ev.lives["c"].taken == 3 and ev.lives["c"].ended == 3
     assert lost(HandMade(rows, lease_consumers=[])) == [("e1", "restore")]  # e2 came after: not owed
@@ -152,9 +174,16 @@ def test_a_first_lease_below_one_already_leased_in_its_partition_is_out_of_order
 
 
 def test_head_of_line_orders_deliveries_and_names_a_late_stale_effect():
-    rows = [start(), pub("e1", 1), pub("e2", 2), attempt("leased", "e1", 1),
-            ("expired", "c", "e1", "p0", "attempt 1: lease expired"), attempt("leased", "e2", 1),
-            attempt("delivered", "e2", 1), attempt("delivered", "e1", 1)]
+    rows = [
+        start(),
+        pub("e1", 1),
+        pub("e2", 2),
+        attempt("leased", "e1", 1),
+        ("expired", "c", "e1", "p0", "attempt 1: lease expired"),
+        attempt("leased", "e2", 1),
+        attempt("delivered", "e2", 1),
+        attempt("delivered", "e1", 1),
+    ]
     ev = lc.evidence(HandMade(rows, order="head_of_line"))
     assert lc.out_of_order(ev, ev.lives["c"]) == [("c", "e1", "p0", 2, "stale_lease")]
     ev = lc.evidence(HandMade(rows[:4] + rows[5:], order="head_of_line"))

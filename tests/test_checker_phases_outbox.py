@@ -1,6 +1,7 @@
 """The outbox checker's phases, each fed a small hand-made trace with a known
 outcome: what a consumer is owed, which deliveries are duplicates and why,
 what was lost and why, and the bus apart."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -16,8 +17,9 @@ class HandMade:
 
     def __init__(self, rows, cursor=0, **tables):
         rows = [r + (None,) * (4 - len(r)) for r in rows]
-        self.frame = pd.DataFrame([(k, c, s, d, t) for t, (k, c, s, d) in enumerate(rows)],
-                                  columns=["kind", "consumer", "seq", "detail", "t"])
+        self.frame = pd.DataFrame(
+            [(k, c, s, d, t) for t, (k, c, s, d) in enumerate(rows)], columns=["kind", "consumer", "seq", "detail", "t"]
+        )
         tables = {"cursors": [{"consumer": "c", "seq": cursor}], **tables}
         self.store = SimpleNamespace(rows=lambda name: tables.get(name, []))
 
@@ -31,8 +33,17 @@ def commit(seq):
 
 def handled_twice(*between):
     """Row 1 committed, delivered and handled, ``between``, then delivered and handled again."""
-    return [("cursor_start", "c", 0), commit(1), ("fetched", "c", 1), ("delivered", "c", 1), ("handled", "c", 1),
-            *between, ("delivered", "c", 1), ("handled", "c", 1), ("cursor", "c", 1)]
+    return [
+        ("cursor_start", "c", 0),
+        commit(1),
+        ("fetched", "c", 1),
+        ("delivered", "c", 1),
+        ("handled", "c", 1),
+        *between,
+        ("delivered", "c", 1),
+        ("handled", "c", 1),
+        ("cursor", "c", 1),
+    ]
 
 
 def causes_of_duplicates(run):
@@ -61,8 +72,14 @@ def lost(run):
 
 
 def test_a_row_committed_under_a_fetch_that_read_past_it_is_a_late_commit():
-    rows = [("cursor_start", "c", 0), commit(2), ("fetched", "c", 2), ("delivered", "c", 2), commit(1),
-            ("cursor", "c", 2)]
+    rows = [
+        ("cursor_start", "c", 0),
+        commit(2),
+        ("fetched", "c", 2),
+        ("delivered", "c", 2),
+        commit(1),
+        ("cursor", "c", 2),
+    ]
     assert lost(HandMade(rows, cursor=2, outbox=[{"seq": 1, "topic": "t"}])) == [(1, "late_commit")]
 
 
@@ -75,15 +92,21 @@ def test_a_row_passed_by_hand_is_a_seek_and_one_retention_took_is_pruned():
 
 
 def test_a_gap_given_up_before_the_row_committed_is_a_gap_timeout_not_a_late_commit():
-    rows = [("cursor_start", "c", 0), commit(1), ("gap_skipped", "c", 2, "seqs 2..3 missing after 5.0 s"),
-            commit(4), ("fetched", "c", 4), commit(3), ("cursor", "c", 4)]
+    rows = [
+        ("cursor_start", "c", 0),
+        commit(1),
+        ("gap_skipped", "c", 2, "seqs 2..3 missing after 5.0 s"),
+        commit(4),
+        ("fetched", "c", 4),
+        commit(3),
+        ("cursor", "c", 4),
+    ]
     assert lost(HandMade(rows, cursor=4)) == [(1, "unknown"), (4, "unknown"), (3, "gap_timeout")]
 
 
 def test_an_unhandled_row_ahead_of_the_cursor_is_pending_and_a_parked_one_parked():
     rows = [("cursor_start", "c", 0), commit(1), commit(2)]
-    run = HandMade(rows, cursor=1, outbox=[{"seq": 2, "topic": "t"}],
-                   parked=[{"consumer": "c", "seq": 1}])
+    run = HandMade(rows, cursor=1, outbox=[{"seq": 2, "topic": "t"}], parked=[{"consumer": "c", "seq": 1}])
     ev = oc.evidence(run)
     due = oc.owed(ev, "c")
     assert oc.undelivered(ev, "c", due, oc.delivered(ev, "c", due)) == (1, 1, [])
@@ -97,10 +120,18 @@ def test_latency_runs_from_the_commit_to_the_first_handling_step():
 
 
 def test_the_bus_reports_unpublished_rows_apart_from_delivery():
-    rows = [("cursor_start", "c", 0), commit(1), ("published", "page:a", 1, "3"), commit(2),
-            ("delivered", "c", 1), ("delivered", "c", 2), ("cursor", "c", 2)]
+    rows = [
+        ("cursor_start", "c", 0),
+        commit(1),
+        ("published", "page:a", 1, "3"),
+        commit(2),
+        ("delivered", "c", 1),
+        ("delivered", "c", 2),
+        ("cursor", "c", 2),
+    ]
     report = oc.check_outbox(HandMade(rows, cursor=2, outbox=[{"seq": 2, "topic": "page:b"}]))
     assert report.bus.to_dict("records") == [
         {"seq": 1, "topic": "page:a", "published": True, "receivers": 3},
-        {"seq": 2, "topic": "page:b", "published": False, "receivers": 0}]
+        {"seq": 2, "topic": "page:b", "published": False, "receivers": 0},
+    ]
     assert report.valid and report.total["lost"] == 0

@@ -2,6 +2,7 @@
 commit mode: under ``dispatch_failure_policy = "advance"`` a firing whose
 insert failed is passed on purpose, whether the watermark move that passes it
 names it (per_firing, atomic) or the batch's last firing (per_batch)."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,8 +34,8 @@ def test_advance_past_a_failed_insert_is_a_dispatch_failed_loss_in_every_commit_
 def test_the_compound_cursor_loses_no_firing_to_a_tie():
     """With watermark = "fired_at_id" ties cannot lose a firing: one visible in
     the very instant a move passed it was not seen by that move's fetch."""
-    from fanoutsim.kernel.dist import Dist
     from fanoutsim.faults import CrashAt, Ties
+    from fanoutsim.kernel.dist import Dist
 
     cfg = fs.SchedulerConfig(reactor_poll_interval=0.05, watermark="fired_at_id")
     plan = FaultPlan([CrashAt(65.0, downtime=Dist("exponential", 9.076)), Ties(resolution=0.1)])

@@ -1,4 +1,5 @@
 """The fanoutsim command: outputs written, report printed, errors exit 2."""
+
 from __future__ import annotations
 
 import json
@@ -10,16 +11,15 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.designs.reactor.checker import format_check
 from fanoutsim.cli import full_report, main
-from fanoutsim.report import format_report
+from fanoutsim.designs.reactor.checker import format_check
 from fanoutsim.designs.reactor.scenario import load_scenario
+from fanoutsim.report import format_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "fanoutsim" / "examples" / "default.toml"
 UNTIL = "120"
-FIGURES = {"latency_fire_to_dispatch.png", "latency_fire_to_claim.png", "executions_over_time.png",
-           "watermark_lag.png"}
+FIGURES = {"latency_fire_to_dispatch.png", "latency_fire_to_claim.png", "executions_over_time.png", "watermark_lag.png"}
 TABLES = {"firings.parquet", "executions.parquet", "subscriptions.parquet"}
 
 
@@ -39,8 +39,9 @@ def test_run_writes_everything_and_prints_the_report(tmp_path, capsys, expected_
     for name in FIGURES:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "report.json").read_text()) == report
-    assert captured.out == (format_report(report) + "\n" + format_check(fs.check(sim))
-                            + f"\n\nwrote 8 files to {out}\n")
+    assert captured.out == (
+        format_report(report) + "\n" + format_check(fs.check(sim)) + f"\n\nwrote 8 files to {out}\n"
+    )
     assert "delivery check: VALID" in captured.out
     # what the run shows, on top (wrapped under the title)
     assert load_scenario(DEFAULT).description in " ".join(captured.out.splitlines()[2:4])
@@ -109,15 +110,18 @@ def test_bad_scenario_names_file_and_key(tmp_path, capsys):
     assert not (tmp_path / "o").exists()  # nothing written
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["run", str(DEFAULT), "--until", "-5"], "--until"),
-    (["run", str(DEFAULT), "--until", "soon"], "'soon' is not a number"),
-    (["run", str(DEFAULT), "--seed", "x"], "--seed"),
-    (["run", str(DEFAULT), "--bogus"], "--bogus"),
-    (["run"], "SCENARIO"),
-    ([], "COMMAND"),
-    (["walk", str(DEFAULT)], "walk"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", str(DEFAULT), "--until", "-5"], "--until"),
+        (["run", str(DEFAULT), "--until", "soon"], "'soon' is not a number"),
+        (["run", str(DEFAULT), "--seed", "x"], "--seed"),
+        (["run", str(DEFAULT), "--bogus"], "--bogus"),
+        (["run"], "SCENARIO"),
+        ([], "COMMAND"),
+        (["walk", str(DEFAULT)], "walk"),
+    ],
+)
 def test_bad_flags_exit_2(argv, fragment, capsys):
     assert fragment in error_exit(argv, capsys)
 
@@ -136,10 +140,12 @@ def test_unwritable_output_folder(tmp_path, capsys):
 
 def test_python_dash_m_fanoutsim(tmp_path):
     missing = tmp_path / "nope.toml"
-    done = subprocess.run([sys.executable, "-m", "fanoutsim", "run", str(missing)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "fanoutsim", "run", str(missing)], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("fanoutsim: error: ") and "no such scenario file" in done.stderr
-    done = subprocess.run([sys.executable, "-m", "fanoutsim", "--version"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "fanoutsim", "--version"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     assert done.returncode == 0 and done.stdout.startswith("fanoutsim ")

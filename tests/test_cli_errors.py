@@ -4,6 +4,7 @@ A damaged DuckDB file, a missing one, a store in a folder that is missing or
 read-only, a reader that closes the pipe, a locked file under ``serve``; and
 progress on stderr for a run that takes a while.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from clitools import ENV, cli, one_error_line
 
 import fanoutsim as fs
 from fanoutsim import progress
-from clitools import ENV, cli, one_error_line
 from fanoutsim.cli import main
 from fanoutsim.kernel.store.duckdb import StoreError
 
@@ -39,9 +40,14 @@ def corrupt(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", [
-    ["status"], ["fire", "--reactor", "pricing_reactor"], ["serve", "--rate", "0"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["fire", "--reactor", "pricing_reactor"],
+        ["serve", "--rate", "0"],
+    ],
+)
 def test_a_corrupt_file_is_one_line_naming_it(corrupt, command):
     before = corrupt.read_bytes()
     line = one_error_line(cli(command[0], "--db", str(corrupt), *command[1:]), str(corrupt), "Corrupt")
@@ -99,12 +105,15 @@ def test_a_reader_that_closes_the_pipe_ends_quietly(tmp_path):
     rt.runner.subscribe_workflow_to_reactor("r", "wf")
     rt.fire("r", {"n": 1})
     rt.close()
-    for args in (["run", str(DEFAULT), "--until", "30", "--out", str(tmp_path / "o")],
-                 ["run", str(DEFAULT), "--until", "30", "--out", str(tmp_path / "j"), "--json"],
-                 ["status", "--db", str(db), "--design", "reactor"],  # made from Python: records none
-                 ["fire", "--db", str(db), "--reactor", "r"]):
-        proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=ENV)
+    for args in (
+        ["run", str(DEFAULT), "--until", "30", "--out", str(tmp_path / "o")],
+        ["run", str(DEFAULT), "--until", "30", "--out", str(tmp_path / "j"), "--json"],
+        ["status", "--db", str(db), "--design", "reactor"],  # made from Python: records none
+        ["fire", "--db", str(db), "--reactor", "r"],
+    ):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fanoutsim", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
+        )
         proc.stdout.close()  # `| head -0`: gone before the first write
         _, err = proc.communicate(timeout=120)
         assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()

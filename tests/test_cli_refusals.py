@@ -4,6 +4,7 @@ and the ``[run]`` grid keys before anything is made; ``status`` / ``fire`` /
 ``write`` refuse a DuckDB file fanoutsim did not make, untouched; ``serve``
 range-checks its port and names a port in use; ``write`` refuses a ``due_in``
 no clock can hold. Each is one line, exit 2 (130 for Ctrl-C), no traceback."""
+
 from __future__ import annotations
 
 import importlib
@@ -17,10 +18,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-import fanoutsim as fs
 from clitools import ENV, cli, one_error_line
 from conftest import wait_for
+
+import fanoutsim as fs
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "fanoutsim" / "examples"
@@ -30,27 +31,35 @@ SW = importlib.import_module("fanoutsim.sweep")
 # -- 1. a failed run removes the store file it created -------------------------------
 def _bad_reactor(folder: Path) -> Path:  # refused at build, after the store is opened
     path = folder / "bad.toml"
-    path.write_text((SCENARIOS / "default.toml").read_text()
-                    + '\n[[faults]]\nkind = "slow_workflow"\nworkflow = "nosuch"\nduration = 2.0\n')
+    path.write_text(
+        (SCENARIOS / "default.toml").read_text()
+        + '\n[[faults]]\nkind = "slow_workflow"\nworkflow = "nosuch"\nduration = 2.0\n'
+    )
     return path
 
 
 def _bad_outbox(folder: Path) -> Path:  # refused mid-run
     path = folder / "bad.toml"
-    path.write_text((SCENARIOS / "outbox.toml").read_text()
-                    + '\n[[consumers]]\nname = "late"\nduration = 0.01\nstart = 99999\njoin_at = 5.0\n')
+    path.write_text(
+        (SCENARIOS / "outbox.toml").read_text()
+        + '\n[[consumers]]\nname = "late"\nduration = 0.01\nstart = 99999\njoin_at = 5.0\n'
+    )
     return path
 
 
 def _bad_leases(folder: Path) -> Path:  # refused mid-run
     path = folder / "bad.toml"
-    path.write_text((SCENARIOS / "leases.toml").read_text()
-                    + '\n[[actions]]\nkind = "seek"\nat = 5.0\nconsumer = "indexer"\nposition = 999999\n')
+    path.write_text(
+        (SCENARIOS / "leases.toml").read_text()
+        + '\n[[actions]]\nkind = "seek"\nat = 5.0\nconsumer = "indexer"\nposition = 999999\n'
+    )
     return path
 
 
-@pytest.mark.parametrize("make, fragment", [(_bad_reactor, "nosuch"), (_bad_outbox, "consumers[4].start"),
-                                            (_bad_leases, "actions[0].position")])
+@pytest.mark.parametrize(
+    "make, fragment",
+    [(_bad_reactor, "nosuch"), (_bad_outbox, "consumers[4].start"), (_bad_leases, "actions[0].position")],
+)
 def test_a_failed_run_removes_the_store_it_created(tmp_path, make, fragment):
     scenario = make(tmp_path)
     store = tmp_path / "half.duckdb"
@@ -68,16 +77,30 @@ def test_a_failed_run_keeps_a_store_that_was_there(tmp_path):
     con.execute("create table t(a int)")
     con.close()
     before = store.read_bytes()
-    one_error_line(cli("run", str(_bad_reactor(tmp_path)), "--until", "20", "--store", str(store)),
-                   "already exists")
+    one_error_line(cli("run", str(_bad_reactor(tmp_path)), "--until", "20", "--store", str(store)), "already exists")
     assert store.read_bytes() == before
 
 
 def test_ctrl_c_during_run_is_one_line_and_removes_its_store(tmp_path):
     store = tmp_path / "bench.duckdb"
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "run", str(SCENARIOS / "bench-day.toml"),
-                             "--store", str(store), "--out", str(tmp_path / "out"), "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fanoutsim",
+            "run",
+            str(SCENARIOS / "bench-day.toml"),
+            "--store",
+            str(store),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert wait_for(lambda: store.exists() or proc.poll() is not None, timeout=60.0)
         time.sleep(1.0)  # into the run
@@ -88,19 +111,35 @@ def test_ctrl_c_during_run_is_one_line_and_removes_its_store(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, (proc.returncode, err)
-    assert "Traceback" not in err and err.splitlines() == [f"fanoutsim: interrupted; removed {store}, which it "
-                                                           f"had created"]
+    assert "Traceback" not in err and err.splitlines() == [
+        f"fanoutsim: interrupted; removed {store}, which it had created"
+    ]
     assert not store.exists() and not Path(f"{store}.wal").exists()
 
 
 # -- 3. sweep --cache that is not a DuckDB file --------------------------------------
-@pytest.mark.parametrize("cache, fragment", [(SCENARIOS / "default.toml", "is not a DuckDB database file"),
-                                             (SCENARIOS, "is a directory")])
+@pytest.mark.parametrize(
+    "cache, fragment", [(SCENARIOS / "default.toml", "is not a DuckDB database file"), (SCENARIOS, "is a directory")]
+)
 def test_sweep_refuses_a_cache_that_is_not_a_duckdb_file(tmp_path, cache, fragment):
     out = tmp_path / "sw" / "z"
     before = cache.read_bytes() if cache.is_file() else None
-    one_error_line(cli("sweep", str(SCENARIOS / "sweep.toml"), "--grid", "reactor_poll_interval=1", "--until",
-                       "10", "--out", str(out), "--cache", str(cache)), f"--cache {cache}", fragment)
+    one_error_line(
+        cli(
+            "sweep",
+            str(SCENARIOS / "sweep.toml"),
+            "--grid",
+            "reactor_poll_interval=1",
+            "--until",
+            "10",
+            "--out",
+            str(out),
+            "--cache",
+            str(cache),
+        ),
+        f"--cache {cache}",
+        fragment,
+    )
     assert not (tmp_path / "sw").exists()
     if before is not None:
         assert cache.read_bytes() == before
@@ -108,18 +147,24 @@ def test_sweep_refuses_a_cache_that_is_not_a_duckdb_file(tmp_path, cache, fragme
 
 def test_sweep_function_refuses_a_cache_that_is_a_directory(tmp_path):
     with pytest.raises(ValueError, match="is a directory"):
-        fs.sweep(SCENARIOS / "sweep.toml", grid={"reactor_poll_interval": [1.0]}, until=10.0, cache=tmp_path,
-                 progress=False)
+        fs.sweep(
+            SCENARIOS / "sweep.toml", grid={"reactor_poll_interval": [1.0]}, until=10.0, cache=tmp_path, progress=False
+        )
 
 
 # -- 4. the [run] keys are not grid keys -----------------------------------------------
-@pytest.mark.parametrize("item, fragment", [("run.seed=1,2", "--seeds"), ("run.until=5,10", "--until"),
-                                            ("run.store=a.duckdb,b.duckdb", "not sweepable")])
+@pytest.mark.parametrize(
+    "item, fragment",
+    [("run.seed=1,2", "--seeds"), ("run.until=5,10", "--until"), ("run.store=a.duckdb,b.duckdb", "not sweepable")],
+)
 def test_sweep_refuses_the_run_keys_as_grid_keys(tmp_path, item, fragment):
     out = tmp_path / "sw"
     key = item.partition("=")[0]
-    one_error_line(cli("sweep", str(SCENARIOS / "sweep.toml"), "--grid", item, "--until", "10", "--out", str(out)),
-                   f"grid: {key!r}", fragment)
+    one_error_line(
+        cli("sweep", str(SCENARIOS / "sweep.toml"), "--grid", item, "--until", "10", "--out", str(out)),
+        f"grid: {key!r}",
+        fragment,
+    )
     assert not out.exists()
 
 
@@ -139,10 +184,15 @@ def foreign(tmp_path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", [
-    ["status", "--design", "reactor"], ["status"], ["fire", "--reactor", "pricing_reactor"],
-    ["write", "--design", "outbox", "page=p", "body=b"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "--design", "reactor"],
+        ["status"],
+        ["fire", "--reactor", "pricing_reactor"],
+        ["write", "--design", "outbox", "page=p", "body=b"],
+    ],
+)
 def test_a_file_fanoutsim_did_not_make_is_refused_untouched(foreign, command):
     before = foreign.read_bytes()
     one_error_line(cli(command[0], "--db", str(foreign), *command[1:]), str(foreign), "not made by fanoutsim")
@@ -150,8 +200,9 @@ def test_a_file_fanoutsim_did_not_make_is_refused_untouched(foreign, command):
     assert sorted(p.name for p in foreign.parent.iterdir()) == ["f.duckdb"]
 
 
-@pytest.mark.parametrize("command", [["status"], ["status", "--design", "reactor"],
-                                     ["fire", "--reactor", "pricing_reactor"]])
+@pytest.mark.parametrize(
+    "command", [["status"], ["status", "--design", "reactor"], ["fire", "--reactor", "pricing_reactor"]]
+)
 @pytest.mark.parametrize("what, fragment", [("dir", "is a directory"), ("toml", "is not a DuckDB database file")])
 def test_status_names_a_directory_or_another_kind_of_file(tmp_path, command, what, fragment):
     path = tmp_path / "data.duckdb"  # named as a store is (a name that is not one is refused by name)
@@ -185,8 +236,9 @@ def test_serve_on_a_port_in_use_names_the_port_and_leaves_no_file(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        line = one_error_line(cli("serve", "--db", str(db), "--port", str(port), "--rate", "0"),
-                              f"port {port}", "Address already in use")
+        line = one_error_line(
+            cli("serve", "--db", str(db), "--port", str(port), "--rate", "0"), f"port {port}", "Address already in use"
+        )
     assert not line.startswith(f"fanoutsim: error: {db}")
     assert list(tmp_path.iterdir()) == []
 
@@ -195,9 +247,24 @@ def test_serve_on_a_port_in_use_names_the_port_and_leaves_no_file(tmp_path):
 @pytest.fixture
 def outbox_file(tmp_path) -> Path:
     db = tmp_path / "ob.duckdb"
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--scenario",
-                             str(SCENARIOS / "outbox.toml"), "--rate", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fanoutsim",
+            "serve",
+            "--db",
+            str(db),
+            "--scenario",
+            str(SCENARIOS / "outbox.toml"),
+            "--rate",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
 
     def ready() -> bool:
         assert proc.poll() is None, proc.stderr.read()
@@ -239,15 +306,20 @@ def test_run_refuses_an_out_under_a_file_before_running(tmp_path):
     blocker = tmp_path / "afile"
     blocker.write_text("x")
     line = one_error_line(cli("run", str(SCENARIOS / "bench-day.toml"), "--out", str(blocker / "x")))
-    assert line.endswith(f"cannot write to {blocker / 'x'}: {blocker} is a file, not a folder")  # bench-day would take a while to run first
+    assert line.endswith(
+        f"cannot write to {blocker / 'x'}: {blocker} is a file, not a folder"
+    )  # bench-day would take a while to run first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
 def test_a_failed_write_leaves_the_out_folder_as_it_was(tmp_path):
     out = tmp_path / "part"
     (out / "firings.parquet").mkdir(parents=True)  # a name an output file needs
-    one_error_line(cli("run", str(SCENARIOS / "default.toml"), "--until", "20", "--out", str(out)),
-                   f"cannot write to {out}", "firings.parquet")
+    one_error_line(
+        cli("run", str(SCENARIOS / "default.toml"), "--until", "20", "--out", str(out)),
+        f"cannot write to {out}",
+        "firings.parquet",
+    )
     assert [p.name for p in out.iterdir()] == ["firings.parquet"]  # no report.json, no tables
     assert sorted(p.name for p in tmp_path.iterdir()) == ["part"]  # and no staging folder beside it
     (out / "firings.parquet").rmdir()
@@ -258,6 +330,19 @@ def test_a_failed_write_leaves_the_out_folder_as_it_was(tmp_path):
 
 def test_an_unreachable_scheduler_makes_no_output_folder(tmp_path):
     out = tmp_path / "sw"
-    one_error_line(cli("sweep", str(SCENARIOS / "sweep.toml"), "--grid", "reactor_poll_interval=1",
-                       "--until", "10", "--scheduler", "tcp://127.0.0.1:1", "--out", str(out)), "scheduler")
+    one_error_line(
+        cli(
+            "sweep",
+            str(SCENARIOS / "sweep.toml"),
+            "--grid",
+            "reactor_poll_interval=1",
+            "--until",
+            "10",
+            "--scheduler",
+            "tcp://127.0.0.1:1",
+            "--out",
+            str(out),
+        ),
+        "scheduler",
+    )
     assert not out.exists()

@@ -2,6 +2,7 @@
 design named on the command line checked against the designs there are, a
 write's fields given once each, and a store that records its design — so a
 file of one design is not served, written or read as another."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,21 @@ def error_line(capsys, *fragments: str) -> str:
 def reactor_file(tmp_path, capsys) -> Path:
     """A DuckDB file made by ``fanoutsim run --store``: a reactor run."""
     path = tmp_path / "r.duckdb"
-    assert main(["run", str(SCENARIOS / "default.toml"), "--until", "2", "--store", str(path),
-                 "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(SCENARIOS / "default.toml"),
+                "--until",
+                "2",
+                "--store",
+                str(path),
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     return path
 
@@ -48,7 +62,7 @@ def test_an_unknown_design_is_refused_listing_the_designs(tmp_path, capsys, comm
 
 def test_a_run_made_by_run_records_its_design(reactor_file, capsys):
     assert recorded_design(str(reactor_file)) == "reactor"
-    assert main(["status", "--store", str(reactor_file)]) == 0          # no --design needed
+    assert main(["status", "--store", str(reactor_file)]) == 0  # no --design needed
     assert json.loads(capsys.readouterr().out)["design"] == "reactor"
 
 
@@ -65,8 +79,11 @@ def test_db_is_the_older_name_of_store(reactor_file, capsys):
 @pytest.mark.parametrize("command", ["run", "serve", "status"])
 def test_a_file_name_is_refused_or_accepted_alike_by_every_command(tmp_path, capsys, command):
     bad = str(tmp_path / "x.db")
-    argv = {"run": ["run", str(SCENARIOS / "default.toml"), "--until", "1", "--out", str(tmp_path / "o")],
-            "serve": ["serve"], "status": ["status"]}[command]
+    argv = {
+        "run": ["run", str(SCENARIOS / "default.toml"), "--until", "1", "--out", str(tmp_path / "o")],
+        "serve": ["serve"],
+        "status": ["status"],
+    }[command]
     assert main([*argv, "--store", bad]) == 2
     error_line(capsys, "'" + bad + "'", "a path ending in .duckdb")
     assert not os.path.exists(bad)
@@ -74,7 +91,7 @@ def test_a_file_name_is_refused_or_accepted_alike_by_every_command(tmp_path, cap
 
 def test_a_field_given_twice_is_refused_naming_it(tmp_path, capsys):
     path = tmp_path / "o.duckdb"
-    assert main(["write", "--store", str(path), "--design", "outbox", "page=a", "page:=\"b\"", "body=x"]) == 2
+    assert main(["write", "--store", str(path), "--design", "outbox", "page=a", 'page:="b"', "body=x"]) == 2
     error_line(capsys, "field 'page' is given twice")
     assert not path.exists()
 
@@ -100,11 +117,14 @@ def test_a_file_that_records_no_design_is_the_design_whose_tables_hold_rows(tmp_
     sim.store.con.execute("DELETE FROM fanoutsim_meta WHERE key = 'design'")
     sim.store.close()
     assert recorded_design(old) is None
-    with pytest.raises(StoreError, match="holds a run of the reactor design, not of the outbox design .it records no design.*its reactor tables hold rows"):
+    with pytest.raises(
+        StoreError,
+        match="holds a run of the reactor design, not of the outbox design .it records no design.*its reactor tables hold rows",
+    ):
         OutboxSimulation(store=old)
-    Simulation(store=old).store.close()                       # the reactor's: taken, and recorded
+    Simulation(store=old).store.close()  # the reactor's: taken, and recorded
     assert recorded_design(old) == "reactor"
     empty = str(tmp_path / "empty.duckdb")
-    open_store(empty).close()                                 # tables, no design, no rows
+    open_store(empty).close()  # tables, no design, no rows
     OutboxSimulation(store=empty).store.close()
     assert recorded_design(empty) == "outbox"

@@ -12,6 +12,7 @@ database's statement costs (the DuckDB and PostgreSQL wall-clock runs have
 tests of their own). Each wall run counts its events: it runs
 until every event its workload made is delivered, not for a fixed time.
 """
+
 from __future__ import annotations
 
 import time
@@ -19,18 +20,17 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import wait_for
 
 import fanoutsim as fs
 from fanoutsim.designs.leases.analysis import event_outcomes
 from fanoutsim.designs.leases.checker import check_leases
-from fanoutsim.designs.outbox.analysis import latency_frame as outbox_latency
 from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.analysis import latency_frame as outbox_latency
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.reactor.analysis.clocks import ks_critical, ks_statistic
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame as reactor_latency
 from fanoutsim.faults import FaultPlan, Notifications
-
-from conftest import wait_for
 
 SEED, RATE, STOP = 7, 12.0, 15.0  # about 180 events at 12/s, poll-bound latencies
 POLL = 0.5
@@ -80,8 +80,14 @@ def test_reactor_on_both_clocks():
     sim.run(until=STOP + 5 * POLL)
     rt = fs.Realtime(config, store="memory", seed=SEED)
     setup(rt)
-    run_wall(rt, lambda: len(rt.firings()) > 0 and set(rt.executions()["status"]) == {"completed"}
-             and len(rt.executions()) == len(rt.firings()))
+    run_wall(
+        rt,
+        lambda: (
+            len(rt.firings()) > 0
+            and set(rt.executions()["status"]) == {"completed"}
+            and len(rt.executions()) == len(rt.firings())
+        ),
+    )
     try:
         assert delivered(sim) == delivered(rt)  # the same workload, every firing delivered once
         for run in (sim, rt):
@@ -95,9 +101,16 @@ def test_reactor_on_both_clocks():
 # poll, one row per read, reads that take time, a quick re-poll for a row a read missed
 OUTBOX_LOOPS = {
     "seed": OutboxConfig(safety_poll_interval=POLL),
-    "job-queue": OutboxConfig(safety_poll_interval=POLL, poll_mode="idle", wake_mode="after_fetch",
-                              batch_limit=1, read_until_empty=True, repoll=0.1,
-                              read_cost={"dist": "uniform", "low": 0.004, "high": 0.008}, empty_read_cost=0.002),
+    "job-queue": OutboxConfig(
+        safety_poll_interval=POLL,
+        poll_mode="idle",
+        wake_mode="after_fetch",
+        batch_limit=1,
+        read_until_empty=True,
+        repoll=0.1,
+        read_cost={"dist": "uniform", "low": 0.004, "high": 0.008},
+        empty_read_cost=0.002,
+    ),
 }
 
 

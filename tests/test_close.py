@@ -1,6 +1,7 @@
 """Every runtime and every store closes, by close() or as a ``with`` block: a
 DuckDB file is free again, and a run on ``store="postgres"`` stops the
 throwaway server it started — so a notebook of many runs piles up none."""
+
 from __future__ import annotations
 
 import os
@@ -32,10 +33,10 @@ def test_a_simulation_closes_and_frees_its_file(tmp_path, design):
     path = str(tmp_path / f"{design}.duckdb")
     with SIMULATIONS[design](seed=0, store=path) as sim:
         sim.run(until=1.0)
-    duckdb.connect(path).close()         # another connection may open it read-write: it was released
+    duckdb.connect(path).close()  # another connection may open it read-write: it was released
     with pytest.raises(RuntimeError, match="is closed"):
         sim.run(until=2.0)
-    sim.close()                          # again: nothing
+    sim.close()  # again: nothing
 
 
 def test_a_closed_simulation_refuses_the_api_and_a_restart():

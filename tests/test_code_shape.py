@@ -1,6 +1,7 @@
 """The shape the code keeps: small functions. A function over
 :data:`MAX_LINES` lines (its decorators aside, its docstring in) does several
 things; split it into steps with names."""
+
 from __future__ import annotations
 
 import ast

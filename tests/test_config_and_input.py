@@ -1,8 +1,10 @@
 """Bad input gets a clear error naming the field, and writes nothing."""
+
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import fanoutsim as fs
 from fanoutsim.designs.reactor.config import POLICIES
@@ -10,14 +12,22 @@ from fanoutsim.designs.reactor.config import POLICIES
 
 def test_defaults_are_the_real_systems():
     c = fs.SchedulerConfig()
-    assert (c.reactor_poll_interval, c.reactor_poll_batch_limit, c.reactor_firings_prune_interval,
-            c.reactor_firings_retention) == (1.0, 100, 3600.0, 604800.0)
-    assert (c.prune_policy, c.predicate_error_policy, c.predicate_error_limit,
-            c.dispatch_failure_policy, c.watermark_commit) == ("ttl", "skip", 5, "hold", "per_firing")
+    assert (
+        c.reactor_poll_interval,
+        c.reactor_poll_batch_limit,
+        c.reactor_firings_prune_interval,
+        c.reactor_firings_retention,
+    ) == (1.0, 100, 3600.0, 604800.0)
+    assert (
+        c.prune_policy,
+        c.predicate_error_policy,
+        c.predicate_error_limit,
+        c.dispatch_failure_policy,
+        c.watermark_commit,
+    ) == ("ttl", "skip", 5, "hold", "per_firing")
 
 
-@pytest.mark.parametrize("field", ["reactor_poll_interval", "reactor_firings_prune_interval",
-                                   "executor_poll_interval"])
+@pytest.mark.parametrize("field", ["reactor_poll_interval", "reactor_firings_prune_interval", "executor_poll_interval"])
 @pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), "1", True, None])
 def test_intervals_must_be_positive(field, value):
     with pytest.raises(ValueError, match=field):

@@ -1,4 +1,5 @@
 """Same config and seed -> identical tables, ids included."""
+
 from __future__ import annotations
 
 import pandas.testing as pdt
@@ -7,12 +8,12 @@ import fanoutsim as fs
 
 
 def run(seed, store="memory"):
-    sim = fs.Simulation(config=fs.SchedulerConfig(reactor_poll_batch_limit=4, executor_workers=2),
-                        seed=seed, store=store)
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(reactor_poll_batch_limit=4, executor_workers=2), seed=seed, store=store
+    )
     sim.runner.register_workflow("slow", duration=lambda rng: rng.expovariate(2.0))
     sim.runner.register_workflow("audit")  # once any workflow is declared, every subscribed one must be
-    sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "slow", tenant="acme",
-                                             when="payload.quote.price > 100")
+    sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "slow", tenant="acme", when="payload.quote.price > 100")
     sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "audit", tenant="acme")
     sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "audit", tenant="globex")
     sim.add_workload("pricing_reactor", 3.0, tenant="acme")

@@ -7,6 +7,7 @@ The scenario is sized to exercise what differs between the adapters'
 implementations: batches cut by the limit, ties, filtered firings, a busy
 executor, and pruning under both policies while subscribers lag.
 """
+
 from __future__ import annotations
 
 import pandas.testing as pdt
@@ -19,15 +20,17 @@ TENANTS = ("acme", "globex")
 
 def run(store: str, prune_policy: str) -> fs.Simulation:
     config = fs.SchedulerConfig(
-        reactor_poll_batch_limit=5, executor_workers=2,
-        reactor_firings_retention=15, reactor_firings_prune_interval=5, prune_policy=prune_policy,
+        reactor_poll_batch_limit=5,
+        executor_workers=2,
+        reactor_firings_retention=15,
+        reactor_firings_prune_interval=5,
+        prune_policy=prune_policy,
     )
     sim = fs.Simulation(config=config, seed=3, store=store)
     sim.runner.register_workflow("alert", duration=0.3)
     sim.runner.register_workflow("audit", duration=0.3)
     for tenant in TENANTS:
-        sim.runner.subscribe_workflow_to_reactor("pricing", "alert", tenant=tenant,
-                                                 when="payload.quote.price > 100")
+        sim.runner.subscribe_workflow_to_reactor("pricing", "alert", tenant=tenant, when="payload.quote.price > 100")
         sim.runner.subscribe_workflow_to_reactor("risk", "audit", tenant=tenant)
     # 7 a second into a batch limit of 5 a second: acme's pricing subscriber falls behind,
     # further than the retention by the end (ttl prunes under it, conservative waits)

@@ -3,6 +3,7 @@ errors), and read in a real browser: Debian's Chromium, headless, driven by
 playwright (no browser download), over a local HTTP server. It opens the
 start page, an API page, a rendered lesson with its figures loaded, and a
 search that finds ``check_leases``. Screenshots go to ``out/browser/``."""
+
 from __future__ import annotations
 
 import functools
@@ -43,9 +44,14 @@ def site():
     """The site, built (incrementally: ``make test`` has just run ``make docs``) with
     warnings as errors, served on a free port of 127.0.0.1; yields its base URL."""
     sphinx = Path(sys.executable).with_name("sphinx-build")
-    built = subprocess.run([str(sphinx), "-W", "--keep-going", "-q", "-b", "html", "docs", str(HTML)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=900,
-                           env={**os.environ, "MPLBACKEND": "Agg"})
+    built = subprocess.run(
+        [str(sphinx), "-W", "--keep-going", "-q", "-b", "html", "docs", str(HTML)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-6000:]
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
     handler.log_message = lambda *args: None
@@ -60,11 +66,24 @@ def site():
 
 
 def test_the_site_has_every_part_of_its_layout(site):
-    for page in ("start/index.html", "lessons/index.html", "howto/poll-interval.html", "howto/replay.html",
-                 "howto/postgres.html", "howto/dask.html", "howto/add-design.html", "reference/api.html",
-                 "reference/cli.html", "reference/scenarios.html", "reference/metrics.html", "reference/causes.html",
-                 "explanation/designs.html", "explanation/emergence.html", "explanation/architecture.html",
-                 "_generated/scenario-leases.html"):
+    for page in (
+        "start/index.html",
+        "lessons/index.html",
+        "howto/poll-interval.html",
+        "howto/replay.html",
+        "howto/postgres.html",
+        "howto/dask.html",
+        "howto/add-design.html",
+        "reference/api.html",
+        "reference/cli.html",
+        "reference/scenarios.html",
+        "reference/metrics.html",
+        "reference/causes.html",
+        "explanation/designs.html",
+        "explanation/emergence.html",
+        "explanation/architecture.html",
+        "_generated/scenario-leases.html",
+    ):
         assert (HTML / page).is_file(), page
     cli_page = (HTML / "reference" / "cli.html").read_text()
     assert "--window" in cli_page and "explain" in cli_page  # read from the parser itself

@@ -6,6 +6,7 @@ marked wrong with its error, not a traceback.
 A solution cell is self-contained (it imports what it uses), so it runs here
 in a fresh namespace from the notebooks' folder, as in the notebook.
 """
+
 from __future__ import annotations
 
 import ast

@@ -1,6 +1,7 @@
 """What helps a reader start and understand: the shipped examples and their
 schemas from the command line, reports that say why, one item's story for
 every design, and a predicate error in plain words."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from clitools import cli, one_error_line
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fanoutsim as fs
 from fanoutsim import designs, examples
@@ -16,7 +19,6 @@ from fanoutsim.cli import cause_rows, main
 from fanoutsim.designs.reactor.analysis.sweep import recommendation_line
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate, explain_error
 from fanoutsim.scenario import json_schema_text, load_scenario
-from clitools import cli, one_error_line
 
 
 # -- fanoutsim example / schema ------------------------------------------------------
@@ -104,23 +106,34 @@ def test_the_recommendation_says_its_rule_and_why_a_tie_went_one_way():
     rows = []
     for interval in (0.5, 1.0):
         for batch in (10, 100):
-            rows.append({"reactor_poll_interval": interval, "reactor_poll_batch_limit": batch, "seed": 0,
-                         "fire_to_dispatch_p99_s": interval, "polls_per_s": 4 / interval, "backlog": 0,
-                         "valid": True})
+            rows.append(
+                {
+                    "reactor_poll_interval": interval,
+                    "reactor_poll_batch_limit": batch,
+                    "seed": 0,
+                    "fire_to_dispatch_p99_s": interval,
+                    "polls_per_s": 4 / interval,
+                    "backlog": 0,
+                    "valid": True,
+                }
+            )
     line = recommendation_line(pd.DataFrame(rows))
     assert "reactor_poll_interval = 1, reactor_poll_batch_limit = 100" in line
     assert "the rule: of the settings within the budget that keep up and are valid, the fewest poll queries" in line
     assert "reactor_poll_batch_limit 10 gave the same p99 and poll rate here" in line
 
 
-@pytest.mark.parametrize("name, key, stat, readers", [
-    ("outbox", "safety_poll_interval", "commit_to_handled_p99_s", {"indexer", "search", "analytics", "triage"}),
-    ("leases", "consumers.enricher.lease_seconds", "publish_to_ack_p99_s", {"indexer", "enricher", "archiver"}),
-])
+@pytest.mark.parametrize(
+    "name, key, stat, readers",
+    [
+        ("outbox", "safety_poll_interval", "commit_to_handled_p99_s", {"indexer", "search", "analytics", "triage"}),
+        ("leases", "consumers.enricher.lease_seconds", "publish_to_ack_p99_s", {"indexer", "enricher", "archiver"}),
+    ],
+)
 def test_a_sweep_has_each_consumers_own_latency(name, key, stat, readers):
     df = fs.sweep(examples.path(name), grid={key: [5, 30]}, seeds=[0], until=120, cache=None, progress=False)
     own = [c for c in df.columns if c.startswith(f"{stat}[")]
-    assert {c[len(stat) + 1:-1] for c in own} == readers  # audit joins at 300 s: none of its own yet
+    assert {c[len(stat) + 1 : -1] for c in own} == readers  # audit joins at 300 s: none of its own yet
     assert df.columns[-1] == "wall_s" and all(df[c].notna().all() for c in own)
     # the aggregate is no consumer's own figure: the slowest one's p99 is at least the aggregate's
     assert np.all(df[own].max(axis=1) >= df[stat] - 1e-9)
@@ -141,8 +154,10 @@ def test_explain_tells_a_firings_story_from_the_file(tmp_path):
     sim.store.close()
     done = cli("explain", str(path), firing, "--design", "reactor")
     assert done.returncode == 0 and done.stdout == expected
-    assert done.stdout.startswith(f"firing {firing}: pricing_reactor@") and "-> audit: no filter; dispatched 1" \
-        in done.stdout
+    assert (
+        done.stdout.startswith(f"firing {firing}: pricing_reactor@")
+        and "-> audit: no filter; dispatched 1" in done.stdout
+    )
 
 
 def test_explain_tells_an_outbox_rows_story(tmp_path):
@@ -166,13 +181,20 @@ def test_explain_tells_a_leased_events_story(tmp_path):
 
 
 # -- a predicate error in plain words ---------------------------------------------------
-@pytest.mark.parametrize("when, quote, words", [
-    ("payload.quote.price > 100", {"price": None}, "payload.quote.price is null; '>' needs a number"),
-    ("payload.quote.price > 100", {"price": "high"}, 'payload.quote.price is the string "high"; \'>\' needs a number'),
-    ("payload.quote.price > 100", {}, "payload.quote.price is missing"),
-    ("payload.quote.price + 1 > 2", {"price": None}, "payload.quote.price is null; '+' needs a number"),
-    ("payload.quote.price", {"price": 3}, "the filter gives a number, not true or false"),
-])
+@pytest.mark.parametrize(
+    "when, quote, words",
+    [
+        ("payload.quote.price > 100", {"price": None}, "payload.quote.price is null; '>' needs a number"),
+        (
+            "payload.quote.price > 100",
+            {"price": "high"},
+            "payload.quote.price is the string \"high\"; '>' needs a number",
+        ),
+        ("payload.quote.price > 100", {}, "payload.quote.price is missing"),
+        ("payload.quote.price + 1 > 2", {"price": None}, "payload.quote.price is null; '+' needs a number"),
+        ("payload.quote.price", {"price": 3}, "the filter gives a number, not true or false"),
+    ],
+)
 def test_a_predicate_error_is_told_in_plain_words(when, quote, words):
     sources = {"quote": quote}
     value, error = compile_predicate(when).evaluate(activation(sources, "r", "t"))
@@ -182,8 +204,15 @@ def test_a_predicate_error_is_told_in_plain_words(when, quote, words):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.one_of(st.none(), st.text(max_size=5), st.booleans(), st.lists(st.integers(-2**63, 2**63 - 1), max_size=2),
-                 st.dictionaries(st.text(max_size=3), st.integers(-2**63, 2**63 - 1), max_size=2)))
+@given(
+    st.one_of(
+        st.none(),
+        st.text(max_size=5),
+        st.booleans(),
+        st.lists(st.integers(-(2**63), 2**63 - 1), max_size=2),
+        st.dictionaries(st.text(max_size=3), st.integers(-(2**63), 2**63 - 1), max_size=2),
+    )
+)
 def test_any_failing_comparison_is_told_without_celpys_words(price):
     when, sources = "payload.quote.price > 100", {"quote": {"price": price}}
     value, error = compile_predicate(when).evaluate(activation(sources, "r", "t"))

@@ -3,6 +3,7 @@ hooks declared in its own package: hooks looked up by name, a hand-written plan
 answering what it defines (and healthily the rest), the registries refusing a
 name two designs claim, and a scenario naming another design's point by the
 design that declared it."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,7 +13,16 @@ from fanoutsim.designs.leases import faults as lease_faults
 from fanoutsim.designs.outbox import faults as outbox_faults
 from fanoutsim.designs.reactor import faults as reactor_faults
 from fanoutsim.faults import (
-    HOOKS, KINDS, POINTS, CrashAt, FaultPlan, Injector, NoFaults, SlowWorkflow, Stall, declare,
+    HOOKS,
+    KINDS,
+    POINTS,
+    CrashAt,
+    FaultPlan,
+    Injector,
+    NoFaults,
+    SlowWorkflow,
+    Stall,
+    declare,
 )
 from fanoutsim.kernel.faults import register_kinds, register_points
 from fanoutsim.kernel.trace import NullTrace
@@ -30,8 +40,9 @@ def test_each_design_declares_its_points_kinds_and_hooks_and_the_kernel_register
 
 
 def test_a_point_or_a_kind_another_design_declared_is_refused_by_name():
-    with pytest.raises(ValueError, match="crash point 'poll.after_fetch' of the toy design is already one of "
-                                         "the reactor design"):
+    with pytest.raises(
+        ValueError, match="crash point 'poll.after_fetch' of the toy design is already one of the reactor design"
+    ):
         register_points("toy", ["poll.after_fetch"])
     with pytest.raises(ValueError, match="fault kind 'stall' is already"):
         register_kinds([type("OtherStall", (Stall,), {"kind": "stall"})])
@@ -46,15 +57,16 @@ def test_an_undeclared_hook_is_an_attribute_error_not_a_healthy_answer():
 
 
 def test_a_bound_plan_answers_a_hook_with_the_kinds_that_act_at_it_and_healthily_otherwise():
-    plan = FaultPlan([Stall("wf", window=(0, 10), mode="throttle", batch_limit=2),
-                      SlowWorkflow("wf", duration=3.0, window=(0, 10))])
+    plan = FaultPlan(
+        [Stall("wf", window=(0, 10), mode="throttle", batch_limit=2), SlowWorkflow("wf", duration=3.0, window=(0, 10))]
+    )
     run = Injector(plan, seed=0, start_us=0, trace=NullTrace())
     sub = {"reactor_name": "r", "workflow_name": "wf", "tenant_id": "public"}
     assert run.poll_limit(sub, 1_000_000, 50) == 2
-    assert run.poll_limit(sub, 11_000_000, 50) == 50           # after the window
+    assert run.poll_limit(sub, 11_000_000, 50) == 50  # after the window
     assert run.run_duration("wf", 1_000_000, 0.1) == 3.0
     assert run.run_duration("other", 1_000_000, 0.1) == 0.1
-    assert run.before_insert("wf", 1_000_000) is None        # no kind acts there: the healthy hook
+    assert run.before_insert("wf", 1_000_000) is None  # no kind acts there: the healthy hook
     assert run.before_insert is HOOKS["before_insert"].healthy
     assert reactor_faults.limits_polls(run)
     assert not reactor_faults.limits_polls(Injector(FaultPlan([CrashAt(5)]), seed=0, start_us=0, trace=NullTrace()))
@@ -64,6 +76,7 @@ def test_a_hand_written_plan_that_defines_poll_limit_is_asked_by_the_poll_loop()
     """A hand-written plan (a NoFaults subclass) defining poll_limit used to be
     ignored unless it also set ``limits_polls = True``: the poll loop asked
     only plans that said so. The hook is now asked of any plan that defines it."""
+
     class PauseEverything(NoFaults):
         def poll_limit(self, sub: dict, now: int, limit: int) -> int:
             return 0

@@ -1,4 +1,5 @@
 """Each fault kind of the plan does what it says, seeded and from the tables."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -6,14 +7,23 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.faults import (
-    ClockSkew, CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, LateCommit,
-    Notifications, Pollers, SlowWorkflow, Stall, Ties,
+    ClockSkew,
+    CrashAt,
+    CrashAtPoint,
+    CrashRandomly,
+    FailInserts,
+    FaultPlan,
+    LateCommit,
+    Notifications,
+    Pollers,
+    SlowWorkflow,
+    Stall,
+    Ties,
 )
 
 
 def sim_with(*faults, seed=0, store="memory", subs=(("r", "wf", None),), rate=None, **config):
-    sim = fs.Simulation(config=fs.SchedulerConfig(**config), seed=seed, store=store,
-                        faults=FaultPlan(list(faults)))
+    sim = fs.Simulation(config=fs.SchedulerConfig(**config), seed=seed, store=store, faults=FaultPlan(list(faults)))
     for reactor, workflow, when in subs:
         sim.runner.subscribe_workflow_to_reactor(reactor, workflow, when=when)
     if rate:
@@ -33,17 +43,16 @@ def test_crash_at_a_time_with_downtime_then_restart(store):
     assert list((crashed["t"] - sim.start_us) / 1e6) == [10.0]
     assert list((restarted["t"] - sim.start_us) / 1e6) == [15.0]
     polled = (kinds(sim, "polled")["t"] - sim.start_us) / 1e6
-    assert not ((polled > 10) & (polled < 15)).any()          # nobody polls while down
+    assert not ((polled > 10) & (polled < 15)).any()  # nobody polls while down
     fired = (kinds(sim, "fired")["t"] - sim.start_us) / 1e6
-    assert not ((fired > 10) & (fired < 15)).any()            # a down reactor fires nothing
+    assert not ((fired > 10) & (fired < 15)).any()  # a down reactor fires nothing
     assert fs.check(sim).total["lost"] == 0
 
 
 def test_random_crashes_are_seeded_and_each_restarts():
     runs = []
     for _ in range(2):
-        sim = sim_with(CrashRandomly(mean_gap=60.0, downtime={"dist": "exponential", "mean": 3.0}),
-                       seed=4, rate=1.0)
+        sim = sim_with(CrashRandomly(mean_gap=60.0, downtime={"dist": "exponential", "mean": 3.0}), seed=4, rate=1.0)
         sim.run(until=900)
         runs.append(list(kinds(sim, "crashed")["t"]))
         assert len(kinds(sim, "restarted")) >= len(runs[-1]) - 1
@@ -71,7 +80,7 @@ def test_crash_after_claim_requeues_the_claim_at_restart(store):
     assert list(sim.executions()["status"]) == ["completed"]  # the next incarnation ran it again
     assert len(sim.trace().query("kind == 'requeued'")) == 1
     assert sim.metrics()["fanoutsim_executions_requeued_total"] == 1
-    assert fs.check(sim).total["extra_deliveries"] == 0       # one dispatch, run twice
+    assert fs.check(sim).total["extra_deliveries"] == 0  # one dispatch, run twice
 
 
 def test_crash_after_graphs_is_never_logged_and_the_checker_says_so():
@@ -87,8 +96,12 @@ def test_crash_after_graphs_is_never_logged_and_the_checker_says_so():
 
 
 def test_fail_inserts_in_a_window_for_one_workflow(store):
-    sim = sim_with(FailInserts(probability=1.0, window=(5.0, 10.0), workflow="wf"), store=store,
-                   subs=(("r", "wf", None), ("r", "other", None)), rate=2.0)
+    sim = sim_with(
+        FailInserts(probability=1.0, window=(5.0, 10.0), workflow="wf"),
+        store=store,
+        subs=(("r", "wf", None), ("r", "other", None)),
+        rate=2.0,
+    )
     sim.run(until=30)
     failed = kinds(sim, "dispatch_failed")
     t = (failed["t"] - sim.start_us) / 1e6
@@ -110,8 +123,9 @@ def test_ambiguous_insert_retry_is_a_duplicate_with_its_cause():
 
 
 def test_stall_pause_skips_the_subscription_for_the_window():
-    sim = sim_with(Stall("wf", window=(10.0, 20.0), mode="pause"),
-                   subs=(("r", "wf", None), ("r", "other", None)), rate=2.0)
+    sim = sim_with(
+        Stall("wf", window=(10.0, 20.0), mode="pause"), subs=(("r", "wf", None), ("r", "other", None)), rate=2.0
+    )
     sim.run(until=30)
     ex = sim.executions()
     ex["t"] = (ex["dispatched_at"] - sim.clock_time + pd.Timedelta(seconds=30)).dt.total_seconds()
@@ -138,8 +152,7 @@ def test_stall_wedge_fails_inserts_and_holds_the_watermark():
 
 
 def test_a_wedged_workflow_hangs_its_bodies_until_the_window_ends():
-    sim = sim_with(Stall("wf", window=(0.0, 30.0), mode="wedge", target="workflow"),
-                   executor_workers=2)
+    sim = sim_with(Stall("wf", window=(0.0, 30.0), mode="wedge", target="workflow"), executor_workers=2)
     sim.run(until=0.5)
     for k in range(3):
         sim.fire("r", {"n": k})
@@ -150,8 +163,9 @@ def test_a_wedged_workflow_hangs_its_bodies_until_the_window_ends():
 
 
 def test_slow_workflow_draws_its_durations():
-    sim = sim_with(SlowWorkflow("wf", duration={"dist": "uniform", "low": 2.0, "high": 3.0}), rate=1.0,
-                   executor_workers=50)
+    sim = sim_with(
+        SlowWorkflow("wf", duration={"dist": "uniform", "low": 2.0, "high": 3.0}), rate=1.0, executor_workers=50
+    )
     sim.run(until=60)
     ex = sim.executions().query("status == 'completed'")
     run = (ex["finished_at"] - ex["claimed_at"]).dt.total_seconds()
@@ -196,8 +210,7 @@ def test_ties_from_a_coarse_clock():
 
 
 def test_notifications_spec_is_validated_for_the_outbox_design():
-    spec = Notifications(drop=0.05, coalesce=True, delay={"dist": "exponential", "mean": 0.01},
-                         silent=[(10, 20)])
+    spec = Notifications(drop=0.05, coalesce=True, delay={"dist": "exponential", "mean": 0.01}, silent=[(10, 20)])
     assert spec.silent == ((10.0, 20.0),)
     with pytest.raises(ValueError, match="notifications.drop"):
         Notifications(drop=1.5)
@@ -205,15 +218,21 @@ def test_notifications_spec_is_validated_for_the_outbox_design():
 
 def test_the_same_plan_and_seed_give_the_same_trace():
     def run():
-        sim = sim_with(CrashRandomly(mean_gap=30.0, downtime=2.0), FailInserts(probability=0.1),
-                       LateCommit(probability=0.2, delay={"dist": "uniform", "low": 0, "high": 2}),
-                       seed=9, rate=3.0)
+        sim = sim_with(
+            CrashRandomly(mean_gap=30.0, downtime=2.0),
+            FailInserts(probability=0.1),
+            LateCommit(probability=0.2, delay={"dist": "uniform", "low": 0, "high": 2}),
+            seed=9,
+            rate=3.0,
+        )
         sim.run(until=300)
         return sim.trace()
+
     pd.testing.assert_frame_equal(run(), run())
 
 
 # -- bad input ---------------------------------------------------------------------
+
 
 def test_unknown_crash_point_lists_the_known_ones():
     with pytest.raises(ValueError, match="known points: reactor.after_graphs_before_log"):
@@ -229,18 +248,21 @@ def test_unknown_workflow_or_subscription_is_named_at_run():
         sim.run(until=1)
 
 
-@pytest.mark.parametrize("make, needle", [
-    (lambda: CrashRandomly(mean_gap=-1), "mean_gap"),
-    (lambda: CrashAt(-5), "crash_at.at"),
-    (lambda: FailInserts(probability=2), "probability"),
-    (lambda: FailInserts(window=(10, 5)), "must end after it starts"),
-    (lambda: FailInserts(window=(-1, 5)), "window start"),
-    (lambda: Stall("wf", window=None), "stall.window is required"),
-    (lambda: Stall("wf", window=(0, 1), mode="sleep"), "stall.mode"),
-    (lambda: CrashAt(1, downtime={"dist": "gamma"}), "downtime.dist"),
-    (lambda: Pollers(0), "pollers.count"),
-    (lambda: Ties(burst=1), "ties.burst"),
-])
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda: CrashRandomly(mean_gap=-1), "mean_gap"),
+        (lambda: CrashAt(-5), "crash_at.at"),
+        (lambda: FailInserts(probability=2), "probability"),
+        (lambda: FailInserts(window=(10, 5)), "must end after it starts"),
+        (lambda: FailInserts(window=(-1, 5)), "window start"),
+        (lambda: Stall("wf", window=None), "stall.window is required"),
+        (lambda: Stall("wf", window=(0, 1), mode="sleep"), "stall.mode"),
+        (lambda: CrashAt(1, downtime={"dist": "gamma"}), "downtime.dist"),
+        (lambda: Pollers(0), "pollers.count"),
+        (lambda: Ties(burst=1), "ties.burst"),
+    ],
+)
 def test_bad_fault_values_name_the_field(make, needle):
     with pytest.raises(ValueError, match=needle):
         make()
@@ -254,8 +276,9 @@ def test_contradictory_plans_are_refused():
 
 
 def test_plan_from_toml_tables_names_kind_and_keys():
-    plan = FaultPlan.from_dicts([{"kind": "crash_at", "at": 5, "downtime": 1},
-                                 {"kind": "fail_inserts", "probability": 0.5, "window": [0, 10]}])
+    plan = FaultPlan.from_dicts(
+        [{"kind": "crash_at", "at": 5, "downtime": 1}, {"kind": "fail_inserts", "probability": 0.5, "window": [0, 10]}]
+    )
     assert [f.kind for f in plan.faults] == ["crash_at", "fail_inserts"]
     with pytest.raises(ValueError, match=r"faults\[0\].kind: 'boom' is not known; allowed: crash_at"):
         FaultPlan.from_dicts([{"kind": "boom"}])
@@ -264,8 +287,9 @@ def test_plan_from_toml_tables_names_kind_and_keys():
 
 
 def test_a_burst_stops_when_its_writer_crashes_mid_burst():
-    sim = sim_with(Ties(probability=1.0, burst=3), CrashAtPoint("reactor.after_graphs_before_log", nth=2,
-                                                                    downtime=1.0), rate=0.5)
+    sim = sim_with(
+        Ties(probability=1.0, burst=3), CrashAtPoint("reactor.after_graphs_before_log", nth=2, downtime=1.0), rate=0.5
+    )
     sim.run(until=30)
     history = sim.trace().history
     first = history.iloc[:3]

@@ -1,4 +1,5 @@
 """Seeded ids and timestamp text: the fast formatting is the library's own, bit for bit."""
+
 from __future__ import annotations
 
 import random

@@ -1,6 +1,7 @@
 """Two ways a sweep spends less time on what is not the run: the collector
 paused while a finished run is read (checker, sweep row), and worker
 processes forked from a server that has fanoutsim imported."""
+
 from __future__ import annotations
 
 import gc
@@ -37,8 +38,11 @@ def test_gc_paused_restores_what_it_found():
 
 @pytest.mark.parametrize("design", ["reactor", "outbox", "leases"])
 def test_a_checker_reads_the_run_with_the_collector_paused(design, monkeypatch):
-    scenario = {"reactor": "fanoutsim/examples/sweep.toml", "outbox": "fanoutsim/examples/outbox.toml",
-                "leases": "fanoutsim/examples/leases.toml"}[design]
+    scenario = {
+        "reactor": "fanoutsim/examples/sweep.toml",
+        "outbox": "fanoutsim/examples/outbox.toml",
+        "leases": "fanoutsim/examples/leases.toml",
+    }[design]
     sim = fs.load_scenario(scenario).build(seed=0)
     sim.run(60.0)
     enabled_while_read = []

@@ -4,14 +4,13 @@ on the memory store, and those that ``tests/golden/results.json`` pins for the
 DuckDB store at the same length (the DuckDB golden runs are 30 virtual
 seconds). The strongest check of the dialect layer: every statement of a run,
 in the order a run makes them, answers as the memory adapter does."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from golden.compute import RESULTS, SCENARIOS, UNTIL, _digest, _frame_digest, _plain, key
-
 from pgfixtures import new_schema
 
 # one scenario per design, and each design's crash scenario (crashes roll back open transactions)
@@ -28,9 +27,11 @@ def _result(path, seed, store) -> dict:
     until = min(scenario.until, UNTIL["duckdb"]) if scenario.until else UNTIL["duckdb"]
     sim = scenario.run(seed=seed, until=until, store=store)
     _, checked = full_report(sim, scenario.name)
-    return {"trace": _frame_digest(sim.trace()),
-            "tables": _digest({name: _digest(sim.store.rows(name)) for name in sorted(TABLES)}),
-            "totals": json.loads(json.dumps(checked.total, sort_keys=True, default=_plain))}
+    return {
+        "trace": _frame_digest(sim.trace()),
+        "tables": _digest({name: _digest(sim.store.rows(name)) for name in sorted(TABLES)}),
+        "totals": json.loads(json.dumps(checked.total, sort_keys=True, default=_plain)),
+    }
 
 
 def test_the_cases_are_there():

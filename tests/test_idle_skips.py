@@ -10,6 +10,7 @@ watermarks (a settle horizon lets a pass find what an earlier one did not,
 with no write between), crashes, fault plans, pollers and API calls between
 runs.
 """
+
 from __future__ import annotations
 
 import pandas.testing as pdt
@@ -18,32 +19,39 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.faults import CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Pollers, Stall
 from fanoutsim.designs.reactor.engine import ReactorEngine
+from fanoutsim.faults import CrashAtPoint, CrashRandomly, FailInserts, FaultPlan, Pollers, Stall
 from fanoutsim.kernel.runtime.virtual import delay_to
 
-cases = st.fixed_dictionaries({
-    "executor_poll_interval": st.sampled_from([0.05, 0.1, 0.3, 1.0]),
-    "reactor_poll_interval": st.sampled_from([0.1, 0.5, 1.0, 2.5]),
-    "executor_workers": st.integers(1, 4),
-    "batch": st.sampled_from([1, 3, 100]),
-    "watermark_commit": st.sampled_from(["per_firing", "per_batch", "atomic"]),
-    "watermark": st.sampled_from(["fired_at", "fired_at", "fired_at_id", "settled"]),
-    "duration": st.sampled_from(["zero", "one_tick", "two_ticks", "0.05", "random"]),
-    "rates": st.lists(st.sampled_from([0.02, 0.2, 1.0, 4.0]), min_size=1, max_size=3),
-    "faults": st.sampled_from(["none", "crashes", "crash_at_claim", "inserts", "stall", "pollers"]),
-    "fetch_latency": st.sampled_from([0.0, 0.0, 0.013]),
-    "seed": st.integers(0, 2**16),
-    "until": st.sampled_from([30.0, 90.0]),
-})
+cases = st.fixed_dictionaries(
+    {
+        "executor_poll_interval": st.sampled_from([0.05, 0.1, 0.3, 1.0]),
+        "reactor_poll_interval": st.sampled_from([0.1, 0.5, 1.0, 2.5]),
+        "executor_workers": st.integers(1, 4),
+        "batch": st.sampled_from([1, 3, 100]),
+        "watermark_commit": st.sampled_from(["per_firing", "per_batch", "atomic"]),
+        "watermark": st.sampled_from(["fired_at", "fired_at", "fired_at_id", "settled"]),
+        "duration": st.sampled_from(["zero", "one_tick", "two_ticks", "0.05", "random"]),
+        "rates": st.lists(st.sampled_from([0.02, 0.2, 1.0, 4.0]), min_size=1, max_size=3),
+        "faults": st.sampled_from(["none", "crashes", "crash_at_claim", "inserts", "stall", "pollers"]),
+        "fetch_latency": st.sampled_from([0.0, 0.0, 0.013]),
+        "seed": st.integers(0, 2**16),
+        "until": st.sampled_from([30.0, 90.0]),
+    }
+)
 
 
 def build(case: dict, sleep: bool) -> fs.Simulation:
     tick = case["executor_poll_interval"]
     config = fs.SchedulerConfig(
-        reactor_poll_interval=case["reactor_poll_interval"], reactor_poll_batch_limit=case["batch"],
-        executor_poll_interval=tick, executor_workers=case["executor_workers"],
-        watermark_commit=case["watermark_commit"], watermark=case["watermark"], watermark_settle=0.5)
+        reactor_poll_interval=case["reactor_poll_interval"],
+        reactor_poll_batch_limit=case["batch"],
+        executor_poll_interval=tick,
+        executor_workers=case["executor_workers"],
+        watermark_commit=case["watermark_commit"],
+        watermark=case["watermark"],
+        watermark_settle=0.5,
+    )
     faults = {
         "none": None,
         "crashes": FaultPlan([CrashRandomly(mean_gap=20.0, downtime=1.5)]),
@@ -54,14 +62,18 @@ def build(case: dict, sleep: bool) -> fs.Simulation:
     }[case["faults"]]
     sim = fs.Simulation(config, seed=case["seed"], faults=faults, fetch_latency=case["fetch_latency"])
     sim.sleep_when_idle = sleep
-    duration = {"zero": 0.0, "one_tick": tick, "two_ticks": 2 * tick, "0.05": 0.05,
-                "random": lambda rng: rng.expovariate(5.0)}[case["duration"]]
+    duration = {
+        "zero": 0.0,
+        "one_tick": tick,
+        "two_ticks": 2 * tick,
+        "0.05": 0.05,
+        "random": lambda rng: rng.expovariate(5.0),
+    }[case["duration"]]
     for i in range(max(2, len(case["rates"]))):
         sim.runner.register_workflow(f"w{i}", duration=duration)
     for i, rate in enumerate(case["rates"]):
         sim.runner.subscribe_workflow_to_reactor(f"r{i}", f"w{i}")
-        sim.runner.subscribe_workflow_to_reactor(f"r{i}", "w0" if i else "w1",
-                                                 when="payload.quote.price > 100")
+        sim.runner.subscribe_workflow_to_reactor(f"r{i}", "w0" if i else "w1", when="payload.quote.price > 100")
         sim.add_workload(f"r{i}", rate)
     return sim
 
@@ -89,6 +101,7 @@ def test_the_sleeping_executor_and_the_skipped_passes_change_nothing(case):
 
 def test_an_idle_executor_schedules_almost_nothing():
     """The point of the sleep: an idle hour is a few events, not 36,000 ticks."""
+
     def events(sleep: bool) -> int:
         sim = fs.Simulation(seed=3)
         sim.sleep_when_idle = sleep
@@ -119,15 +132,25 @@ def test_an_idle_poll_loop_reads_the_store_again_only_after_a_write(monkeypatch)
 def test_rows_written_straight_to_the_store_between_runs_are_claimed_on_the_tick():
     """A row written around the steps, between runs, is claimed at the tick
     a ticking executor would have claimed it at, not at the next poll pass."""
+
     def run(sleep: bool) -> fs.Simulation:
         sim = fs.Simulation(seed=0)
         sim.sleep_when_idle = sleep
         sim.run(until=5.05)
         assert bool(sim._sleepers) == sleep  # the executor is asleep by now, if it may be
         with sim.store.transaction() as tx:
-            tx.insert_execution({"id": sim.ids.new(), "workflow_name": "w", "tenant_id": "public",
-                                 "context": "{}", "status": "pending", "dispatched_at": sim.now_us(),
-                                 "claimed_at": None, "finished_at": None})
+            tx.insert_execution(
+                {
+                    "id": sim.ids.new(),
+                    "workflow_name": "w",
+                    "tenant_id": "public",
+                    "context": "{}",
+                    "status": "pending",
+                    "dispatched_at": sim.now_us(),
+                    "claimed_at": None,
+                    "finished_at": None,
+                }
+            )
         sim.run(until=5.9)  # before the next poll pass, at 6.0
         return sim
 

@@ -19,6 +19,7 @@ another library's API and happen to be such a word (``str.partition``, a DB-API
 ``cursor``): they are allowed only where the kernel calls them (an attribute or
 a keyword argument), never as a name it defines.
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,11 +31,28 @@ import fanoutsim.kernel
 KERNEL = Path(fanoutsim.kernel.__file__).parent
 
 # the designs' own words: the reactor's, the outbox's, leases'
-DESIGN_WORDS = frozenset({
-    "reactor", "workflow", "firing", "subscription", "tenant", "watermark", "stall", "poller",
-    "outbox", "topic", "cursor", "notification", "backfill",
-    "lease", "consumer", "partition", "ack", "nack",
-})
+DESIGN_WORDS = frozenset(
+    {
+        "reactor",
+        "workflow",
+        "firing",
+        "subscription",
+        "tenant",
+        "watermark",
+        "stall",
+        "poller",
+        "outbox",
+        "topic",
+        "cursor",
+        "notification",
+        "backfill",
+        "lease",
+        "consumer",
+        "partition",
+        "ack",
+        "nack",
+    }
+)
 FOREIGN = frozenset({"partition", "cursor", "cursor_factory", "ClientCursor"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -52,8 +70,11 @@ def words(name: str) -> set[str]:
 
 def _docstrings(tree: ast.AST) -> set[int]:
     """The ids of every docstring and bare string statement (an attribute's doc)."""
-    return {id(n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
+    return {
+        id(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+    }
 
 
 def _names(node: ast.AST, docs: set[int]) -> list[str]:
@@ -78,8 +99,12 @@ def design_words_in(source: str) -> list[tuple[int, str]]:
     """Every (line, identifier) of ``source`` holding a design word."""
     tree = ast.parse(source)
     docs = _docstrings(tree)
-    return [(getattr(node, "lineno", 0), name) for node in ast.walk(tree)
-            for name in _names(node, docs) if words(name) & DESIGN_WORDS]
+    return [
+        (getattr(node, "lineno", 0), name)
+        for node in ast.walk(tree)
+        for name in _names(node, docs)
+        if words(name) & DESIGN_WORDS
+    ]
 
 
 def design_words_under(root: Path) -> dict[str, list[tuple[int, str]]]:
@@ -95,7 +120,8 @@ def design_words_under(root: Path) -> dict[str, list[tuple[int, str]]]:
 def test_no_kernel_module_names_a_design_word():
     found = design_words_under(KERNEL)
     assert not found, "design words in fanoutsim/kernel identifiers:\n" + "\n".join(
-        f"  {path}:{line}: {name}" for path, hits in found.items() for line, name in hits)
+        f"  {path}:{line}: {name}" for path, hits in found.items() for line, name in hits
+    )
 
 
 def test_the_rule_finds_design_words_in_what_the_kernel_writes():
@@ -115,9 +141,17 @@ def poll_limit(sub, now, limit, **where):
     raise ValueError("a message may name a workflow")
     return sub.workflow_name
 '''
-    assert sorted(name for _, name in design_words_in(source)) == sorted([
-        "REACTOR_CRASH_POINTS", "poll.after_dispatch_before_watermark", "Stall", "tenant", "reactor_name",
-        "subscription", "workflow_name"])
+    assert sorted(name for _, name in design_words_in(source)) == sorted(
+        [
+            "REACTOR_CRASH_POINTS",
+            "poll.after_dispatch_before_watermark",
+            "Stall",
+            "tenant",
+            "reactor_name",
+            "subscription",
+            "workflow_name",
+        ]
+    )
 
 
 def test_words_split_at_underscores_dots_and_humps_and_drop_a_plural():

@@ -1,4 +1,5 @@
 """The latency budget: its components, the in-process path, the figures and notebook 1's control."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +14,12 @@ from matplotlib.figure import Figure
 import fanoutsim as fs
 from fanoutsim import plots
 from fanoutsim.analysis import (
-    BUDGET_COMPONENTS, budget_table, expected_budget, graph_latency, latency_budget, latency_frame,
+    BUDGET_COMPONENTS,
+    budget_table,
+    expected_budget,
+    graph_latency,
+    latency_budget,
+    latency_frame,
     poll_wait_uniformity,
 )
 from fanoutsim.designs.reactor.scenario import load_scenario
@@ -26,8 +32,9 @@ UNIT = re.compile(r"\((ms|s|\u00b5s|1/s|firings|firings / s)\)")
 
 def run(P=1.0, batch=100, fetch_latency=0.0, until=300.0, graph=True, seed=0):
     sc = load_scenario(SCENARIO)
-    sc = dataclasses.replace(sc, config=dataclasses.replace(sc.config, reactor_poll_interval=P,
-                                                            reactor_poll_batch_limit=batch))
+    sc = dataclasses.replace(
+        sc, config=dataclasses.replace(sc.config, reactor_poll_interval=P, reactor_poll_batch_limit=batch)
+    )
     sim = sc.build(seed=seed)
     sim.fetch_latency = fetch_latency
     if graph:
@@ -53,8 +60,9 @@ def test_the_components_add_up(sim, budget):
     done = budget.dropna(subset=["total_s"])
     assert len(done) > 0.95 * len(budget)
     np.testing.assert_allclose(done["poll_wait_s"] + done["round_trip_s"], done["fire_to_dispatch"], atol=1e-6)
-    np.testing.assert_allclose(done["poll_wait_s"] + done["round_trip_s"] + done["claim_wait_s"],
-                               done["fire_to_claim"], atol=1e-6)
+    np.testing.assert_allclose(
+        done["poll_wait_s"] + done["round_trip_s"] + done["claim_wait_s"], done["fire_to_claim"], atol=1e-6
+    )
     np.testing.assert_allclose(done[list(BUDGET_COMPONENTS)].sum(axis=1), done["total_s"], atol=1e-6)
     assert (done[list(BUDGET_COMPONENTS)] >= 0).all().all()
     # order of the timestamps
@@ -91,15 +99,19 @@ def test_budget_table_rows_and_the_seed_000_estimate(sim, budget):
     t = budget_table(sim, budget)
     assert list(t.index) == ["Cloacina's estimate", "DB path (measured)", "in-process graph (measured)"]
     est = t.loc["Cloacina's estimate"]
-    assert est["poll_wait_s"] == pytest.approx(0.5)         # P / 2
-    assert est["claim_wait_s"] == pytest.approx(0.05)       # half the executor's 0.1 s tick
-    assert 0.02 < est["run_s"] < 0.05                       # audit 0.02 s and ledger_sync ~0.05 s, half each
+    assert est["poll_wait_s"] == pytest.approx(0.5)  # P / 2
+    assert est["claim_wait_s"] == pytest.approx(0.05)  # half the executor's 0.1 s tick
+    assert 0.02 < est["run_s"] < 0.05  # audit 0.02 s and ledger_sync ~0.05 s, half each
     db = t.loc["DB path (measured)"]
     assert db["poll_wait_s"] == pytest.approx(budget["poll_wait_s"].mean())
     assert db["total_s"] == pytest.approx(db[list(BUDGET_COMPONENTS)].sum())
     assert t.loc["in-process graph (measured)", "total_s"] == 0.0
     assert expected_budget(fs.SchedulerConfig(reactor_poll_interval=3.0), fetch_latency=0.01, run_s=1.0) == {
-        "poll_wait_s": 1.5, "round_trip_s": 0.01, "claim_wait_s": 0.05, "run_s": 1.0}
+        "poll_wait_s": 1.5,
+        "round_trip_s": 0.01,
+        "claim_wait_s": 0.05,
+        "run_s": 1.0,
+    }
 
 
 def test_without_graphs_the_in_process_row_is_missing_data():

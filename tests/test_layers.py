@@ -4,6 +4,7 @@ other, engine steps importing no simpy, threading or time, no cycles), and
 what import-linter cannot see, read from the source: no underscore name
 imported from another package, no design or kernel module importing the
 ``fanoutsim`` package itself, and every top-level module named in the top layer."""
+
 from __future__ import annotations
 
 import ast
@@ -11,7 +12,6 @@ import configparser
 import subprocess
 import sys
 from pathlib import Path
-
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "fanoutsim"
@@ -21,13 +21,14 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 def lint_imports(cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     assert LINT_IMPORTS.exists(), f"{LINT_IMPORTS} is missing: install the test extra (pip install -e '.[test]')"
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", str(CONFIG)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", str(CONFIG)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_import_contracts_hold():
     out = lint_imports(ROOT)
-    assert out.returncode == 0, out.stdout[out.stdout.find("Broken contracts"):] + out.stderr
+    assert out.returncode == 0, out.stdout[out.stdout.find("Broken contracts") :] + out.stderr
     assert "4 kept, 0 broken" in out.stdout
 
 
@@ -54,6 +55,7 @@ def test_the_contracts_catch_a_clock_in_a_step_a_design_in_the_kernel_and_a_cycl
 
 
 # -- what import-linter cannot check ----------------------------------------------------
+
 
 def component(module: str) -> str:
     """The package whose private names a module may use: its design, the
@@ -84,7 +86,7 @@ def private_imports(source: str, module: str, is_package: bool = False) -> list[
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".") if is_package else module.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 src = ".".join(base + ([node.module] if node.module else []))
             else:
                 src = node.module or ""
@@ -92,17 +94,25 @@ def private_imports(source: str, module: str, is_package: bool = False) -> list[
                 continue
             for alias in node.names:
                 modules[alias.asname or alias.name] = f"{src}.{alias.name}"
-                if alias.name.startswith("_") and not alias.name.startswith("__") \
-                        and component(src) != component(module):
+                if (
+                    alias.name.startswith("_")
+                    and not alias.name.startswith("__")
+                    and component(src) != component(module)
+                ):
                     found.append(f"{node.lineno}: from {src} import {alias.name}")
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("fanoutsim"):
                     modules[alias.asname or alias.name] = alias.name
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
-                and node.attr.startswith("_") and not node.attr.startswith("__")
-                and component(modules[node.value.id]) != component(module)):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and component(modules[node.value.id]) != component(module)
+        ):
             found.append(f"{node.lineno}: {modules[node.value.id]}.{node.attr}")
     return found
 
@@ -114,22 +124,34 @@ def sources():
 
 
 def test_no_underscore_name_is_imported_from_another_package():
-    bad = [f"{path.relative_to(ROOT)}:{hit}" for path, module, is_package in sources()
-           for hit in private_imports(path.read_text(), module, is_package)]
+    bad = [
+        f"{path.relative_to(ROOT)}:{hit}"
+        for path, module, is_package in sources()
+        for hit in private_imports(path.read_text(), module, is_package)
+    ]
     assert bad == [], "private names used across packages (make them public, or move them):\n" + "\n".join(bad)
 
 
 def test_the_private_name_check_finds_what_it_must():
     mod = "fanoutsim.designs.outbox.plots"
     assert private_imports("from fanoutsim.kernel.plotting import _axes, style\n", mod) == [
-        "1: from fanoutsim.kernel.plotting import _axes"]
+        "1: from fanoutsim.kernel.plotting import _axes"
+    ]
     assert private_imports("import fanoutsim.designs.reactor.checker as c\nc._firing_of('')\n", mod) == [
-        "2: fanoutsim.designs.reactor.checker._firing_of"]
+        "2: fanoutsim.designs.reactor.checker._firing_of"
+    ]
     assert private_imports("from ..reactor.checker import _F\n", mod) == [
-        "1: from fanoutsim.designs.reactor.checker import _F"]
+        "1: from fanoutsim.designs.reactor.checker import _F"
+    ]
     # inside one package, and names that are not private, are fine
-    assert private_imports("from fanoutsim.designs.outbox import analysis as _a\n_a._rel(1, 2)\n"
-                           "from .analysis import _rel\nfrom fanoutsim.kernel import __name__\n", mod) == []
+    assert (
+        private_imports(
+            "from fanoutsim.designs.outbox import analysis as _a\n_a._rel(1, 2)\n"
+            "from .analysis import _rel\nfrom fanoutsim.kernel import __name__\n",
+            mod,
+        )
+        == []
+    )
 
 
 def test_designs_and_the_kernel_do_not_import_the_fanoutsim_package():
@@ -155,5 +177,7 @@ def test_every_top_level_module_is_in_the_top_layer():
     present = {f"fanoutsim.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
     present |= {f"fanoutsim.{p.name}" for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     present -= {"fanoutsim.designs", "fanoutsim.kernel"}
-    assert named == present, ("name each top-level module in the first line of the layers contract "
-                              f"in .importlinter: missing {sorted(present - named)}, gone {sorted(named - present)}")
+    assert named == present, (
+        "name each top-level module in the first line of the layers contract "
+        f"in .importlinter: missing {sorted(present - named)}, gone {sorted(named - present)}"
+    )

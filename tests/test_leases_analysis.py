@@ -1,18 +1,19 @@
 """The leased-consumer analysis (fanoutsim.designs.leases.analysis) and its figures
 (fanoutsim.designs.leases.plots), on small seeded runs whose answers are known."""
+
 from __future__ import annotations
 
 import math
 
 import pandas as pd
 import pytest
+from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 from matplotlib.figure import Figure
 
 from fanoutsim.analysis import leases as la
 from fanoutsim.designs.leases.checker import check_leases
-from fanoutsim.plots import leases as lp
 from fanoutsim.designs.leases.simulation import LeaseSimulation
-from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
+from fanoutsim.plots import leases as lp
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +23,10 @@ def sweep():
 
 @pytest.fixture(scope="module")
 def poisons():
-    return {o: lx.poison_run(nack_delay=1.0, partitions=3, every=0.25, seconds=30.0, poison_at=5.0, order=o)
-            for o in la.ORDERS}
+    return {
+        o: lx.poison_run(nack_delay=1.0, partitions=3, every=0.25, seconds=30.0, poison_at=5.0, order=o)
+        for o in la.ORDERS
+    }
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +41,17 @@ def restored():
 
 @pytest.fixture(scope="module")
 def fence():
-    return {m: lx.fence_run(m, at=150.5, seconds=300.0, retention=30.0, retention_interval=5.0)
-            for m in lx.FENCE_MODES}
+    return {m: lx.fence_run(m, at=150.5, seconds=300.0, retention=30.0, retention_interval=5.0) for m in lx.FENCE_MODES}
 
 
 def test_work_laws_and_the_chance_to_outlive_a_lease():
     assert la.p_exceeds("exponential", 5.0, 5.0) == pytest.approx(math.exp(-1))
     assert la.p_exceeds("uniform", 5.0, 5.0) == 0.5 and la.p_exceeds("uniform", 5.0, 10.0) == 0.0
-    assert la.p_exceeds("lognormal", 5.0, 5.0) < 0.5          # mean above the median
+    assert la.p_exceeds("lognormal", 5.0, 5.0) < 0.5  # mean above the median
     assert la.expected_duplicates(0.0) == 0.0 and la.expected_duplicates(0.5) == pytest.approx(1.0, abs=0.01)
-    assert la.expected_duplicates(1.0) == 9                   # the 10th attempt dead-letters
+    assert la.expected_duplicates(1.0) == 9  # the 10th attempt dead-letters
     import random
+
     rng = random.Random(0)
     draws = [la.work_law("uniform", 2.0)(rng) for _ in range(2000)]
     assert 0 <= min(draws) and max(draws) <= 4.0 and sum(draws) / len(draws) == pytest.approx(2.0, rel=0.05)
@@ -61,7 +64,7 @@ def test_duplicates_fall_as_the_lease_outgrows_the_work(sweep):
         d = g.sort_values("lease_seconds")["dups_per_1000"].tolist()
         assert d[0] > d[1] >= d[2], (law, d)
     uni = sweep[sweep["law"] == "uniform"].set_index("lease_seconds")
-    assert uni.loc[5.0, "dups_per_1000"] > 500 and uni.loc[10.0, "duplicates"] == 0   # bounded work
+    assert uni.loc[5.0, "dups_per_1000"] > 500 and uni.loc[10.0, "duplicates"] == 0  # bounded work
     assert set(sweep["causes"]) <= {"lease_expired", "-"}
     assert (sweep["lost"] == 0).all() and sweep["valid"].all()
     exp5 = sweep[(sweep["law"] == "exponential") & (sweep["lease_seconds"] == 5.0)].iloc[0]
@@ -90,7 +93,7 @@ def test_event_outcomes_and_checkpoint_path_of_a_run():
     ev = la.event_outcomes(sim)
     assert ev["event_id"].tolist() == ["1:0", "2:0"] and (ev["outcome"] == "acked").all()
     assert ev["deliveries"].tolist() == [1, 1] and ev["attempts"].tolist() == [1, 1]
-    assert ev["latency_s"].iloc[0] == pytest.approx(0.1)       # leased by the poll at t = 0, 0.1 s of work
+    assert ev["latency_s"].iloc[0] == pytest.approx(0.1)  # leased by the poll at t = 0, 0.1 s of work
     path = la.checkpoint_path(sim, "c")
     assert path[["partition", "seq", "how"]].values.tolist() == [["a", 1, "acked"], ["b", 2, "acked"]]
     assert la.checkpoints_at(sim, "c", 1.0) == {"a": 1}
@@ -104,13 +107,13 @@ def test_a_poison_event_holds_its_partitions_checkpoint_and_under_head_of_line_i
     assert sim.dead_letters()["attempts"].tolist() == [10]
     ps = la.partition_summary(sim).set_index("partition")
     assert ps.loc["p0", "dead_lettered"] == 1 and ps.loc["p0", "failed_attempts"] == 10
-    assert ps.loc["p0", "longest_stall_s"] > 9.0                  # the checkpoint waits: 9 retries, 1 s apart
-    assert (ps.drop("p0")["longest_stall_s"] <= 1.0).all()        # the others flow
-    assert ps.loc["p0", "latency_max_s"] > 10 * ps.drop("p0")["latency_max_s"].max()   # the poison event itself
+    assert ps.loc["p0", "longest_stall_s"] > 9.0  # the checkpoint waits: 9 retries, 1 s apart
+    assert (ps.drop("p0")["longest_stall_s"] <= 1.0).all()  # the others flow
+    assert ps.loc["p0", "latency_max_s"] > 10 * ps.drop("p0")["latency_max_s"].max()  # the poison event itself
     good = ps.loc["p0", "acked_latency_max_s"]
-    if order == "head_of_line":   # p0's later events waited behind it
+    if order == "head_of_line":  # p0's later events waited behind it
         assert good > 9.0
-    else:                         # RiffDB's rule: the retry holds no lease, p0's later events went on
+    else:  # RiffDB's rule: the retry holds no lease, p0's later events went on
         assert good <= 2 * ps.drop("p0")["acked_latency_max_s"].max()
     r = check_leases(sim)
     assert r.valid and r.total["lost"] == 0 and r.total["dead_lettered"] == 1
@@ -123,10 +126,10 @@ def test_in_flight_is_capped_by_the_partition_count_only_under_head_of_line():
     assert t.loc[(1, 4), "throughput"] == pytest.approx(t.loc[(1, 1), "throughput"])
     assert t.loc[(4, 4), "throughput"] > 3 * t.loc[(4, 1), "throughput"] * 0.9
     assert (s["slots"] == s[["in_flight", "partitions"]].min(axis=1)).all()
-    r = lx.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0)   # RiffDB's rule
+    r = lx.inflight_sweep(in_flights=(1, 4), partition_counts=(1, 4), seconds=40.0)  # RiffDB's rule
     u = r.set_index(["partitions", "in_flight"])
     assert u.loc[(1, 4), "peak_leases"] == 4 and (r["slots"] == r["in_flight"]).all()
-    assert u.loc[(1, 4), "throughput"] > 3 * u.loc[(1, 1), "throughput"] * 0.9       # one partition, 4 at once
+    assert u.loc[(1, 4), "throughput"] > 3 * u.loc[(1, 1), "throughput"] * 0.9  # one partition, 4 at once
     assert set(r["order"]) == {"riffdb"} and set(s["order"]) == {"head_of_line"}
 
 
@@ -136,7 +139,7 @@ def test_the_two_rules_side_by_side_per_partition():
     hol, rdb = c.loc["head_of_line"], c.loc["riffdb"]
     assert list(hol.index) == ["p0", "p1", "p2", "p3", "all"]
     assert (hol.drop("all")["peak_leases"] == 1).all() and (rdb.drop("all")["peak_leases"] > 1).all()
-    assert rdb.loc["all", "acks_per_s"] > 1.5 * hol.loc["all", "acks_per_s"]   # 8 slots, not 4
+    assert rdb.loc["all", "acks_per_s"] > 1.5 * hol.loc["all", "acks_per_s"]  # 8 slots, not 4
     assert rdb.loc["all", "p99_s"] < hol.loc["all", "p99_s"]
     assert hol.loc["all", "duplicates"] == hol.drop("all")["duplicates"].sum()
     for sim in runs.values():
@@ -149,8 +152,8 @@ def test_the_two_rules_side_by_side_per_partition():
 def test_the_fence_holds_rows_until_retire(fence):
     f = lx.fence_summary(fence, at=150.5).set_index("run")
     none, retired, resumed = (f.loc[m] for m in lx.FENCE_MODES)
-    assert retired["rows_at_change"] > 3 * none["rows_at_change"]    # held history
-    assert retired["rows_at_end"] < retired["rows_at_change"] / 2    # released by the retire
+    assert retired["rows_at_change"] > 3 * none["rows_at_change"]  # held history
+    assert retired["rows_at_end"] < retired["rows_at_change"] / 2  # released by the retire
     assert retired["lost_causes"].startswith("retired=") and retired["reporting_delivered"] == 0
     assert resumed["reporting_lost"] == 0 and resumed["reporting_delivered"] > 0
     assert f["valid"].all()
@@ -165,7 +168,7 @@ def test_the_fence_holds_rows_until_retire(fence):
 def test_restore_makes_pre_restore_acks_fail_closed_as_stale_incarnation(restored):
     rs = la.restore_summary(restored)
     assert rs["incarnation"] == 2 and rs["leases_voided"] >= 1
-    assert rs["redelivered_as_attempt"] == {2: rs["leases_voided"]}   # the restore counted a failed attempt
+    assert rs["redelivered_as_attempt"] == {2: rs["leases_voided"]}  # the restore counted a failed attempt
     assert rs["acks_refused"] == {"stale_incarnation": rs["leases_voided"]}
     assert rs["duplicates_by_cause"] == {"restore": rs["duplicates"]} and rs["lost"] == 0 and rs["valid"]
     assert rs["partitions"]["resumed"].all()
@@ -186,6 +189,7 @@ def test_lease_summary_agrees_with_the_checker(restored):
 
 
 # -- figures -------------------------------------------------------------------------
+
 
 def _labels(ax):
     return [line.get_label() for line in ax.get_lines()]
@@ -212,12 +216,12 @@ def test_checkpoint_progress_marks_dead_letters_and_restores(poisons, restored):
     assert {"p0: dead letter", "p0: failed attempt (nack / expiry)"} <= {c.get_label() for c in ax.collections}
     waiting = {}
     for order, sim in poisons.items():
-        lag = lp.checkpoint_progress(sim, "worker", lag=True).axes[0]   # a heatmap: a row per partition
+        lag = lp.checkpoint_progress(sim, "worker", lag=True).axes[0]  # a heatmap: a row per partition
         rows = [t.get_text().split(" ")[0] for t in lag.get_yticklabels()]
         assert rows == ["p0", "p1", "p2"]
         grid = lag.images[0].get_array()
         waiting[order] = grid[0].max()
-        assert grid[1:].max() <= 2                           # the other partitions: the event at hand
+        assert grid[1:].max() <= 2  # the other partitions: the event at hand
     # events not yet done: a queue behind the poison under head-of-line; itself and the one at hand under RiffDB's
     assert waiting["head_of_line"] > 5 and waiting["riffdb"] <= 2
     fig = lp.checkpoint_progress(restored)
@@ -236,8 +240,13 @@ def test_inflight_fence_and_outcome_figures(fence, restored):
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "ack refused: stale_incarnation" in ticks and "acked" in ticks
     fig = lp.delivery_per_consumer(restored)
-    assert [p.get_label() for p in fig.axes[0].containers] == \
-        ["delivered", "duplicates: restore", "dead_lettered", "lost", "pending"]
+    assert [p.get_label() for p in fig.axes[0].containers] == [
+        "delivered",
+        "duplicates: restore",
+        "dead_lettered",
+        "lost",
+        "pending",
+    ]
 
 
 def test_empty_runs_draw_placeholders():
@@ -260,7 +269,7 @@ def test_consumers_behind_one_panel_per_consumer_the_retired_one_too():
     sim.register_consumer("fast", duration=0.01)
     sim.register_consumer("laggard", duration=2.0, in_flight_limit=1, batch_limit=1, lease_seconds=30.0)
     sim.add_workload(2.0, partitions=2)
-    sim.administer("retire", "laggard", at=100.5)   # as an operator: once it holds no live lease
+    sim.administer("retire", "laggard", at=100.5)  # as an operator: once it holds no live lease
     sim.run(until=150.0)
     t = sim.trace()
     retired_at = float((t.loc[t["kind"] == "retired", "t"].iloc[0] - sim.start_us) / 1e6)
@@ -269,7 +278,7 @@ def test_consumers_behind_one_panel_per_consumer_the_retired_one_too():
     assert [t.split(":")[0] for t in titles] == ["fast", "laggard"]
     assert f"retired at {retired_at:g} s" in titles[1]
     fast, laggard = (ax.get_lines()[0].get_ydata() for ax in fig.axes)
-    assert max(fast) < 10 < max(v for v in laggard if v == v)       # NaN once it is gone
+    assert max(fast) < 10 < max(v for v in laggard if v == v)  # NaN once it is gone
     times = fig.axes[1].get_lines()[0].get_xdata()
     assert all(v != v for v, t in zip(laggard, times) if t > retired_at + 1)
 

@@ -1,6 +1,7 @@
 """The leases design's Python API: a committed hand ack is the caller's delivery
 whatever happens next, and bad arguments are refused when they are given —
 naming the argument, as a scenario file would, with nothing half made."""
+
 from __future__ import annotations
 
 import importlib
@@ -37,6 +38,7 @@ def delivered_by_caller(sim) -> list[str]:
 
 
 # -- 1. a hand ack that committed is the caller's delivery ------------------------------
+
 
 def test_a_hand_ack_that_committed_before_a_crash_is_still_the_callers_delivery():
     sim = crashing_at("ack.after_commit")
@@ -75,8 +77,17 @@ def test_an_ack_refused_or_rolled_back_is_no_delivery():
     assert delivered_by_caller(sim) == []
 
 
-@pytest.mark.parametrize("point", ["ack.before_commit", "ack.after_commit", "nack.before_commit",
-                                   "nack.after_commit", "lease.before_commit", "lease.after_commit"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        "ack.before_commit",
+        "ack.after_commit",
+        "nack.before_commit",
+        "nack.after_commit",
+        "lease.before_commit",
+        "lease.after_commit",
+    ],
+)
 def test_every_hand_path_through_a_crash_checks_valid(point):
     """The caller nacks each first attempt (on a nack point) or acks; after the
     crash it pulls again until everything is done."""
@@ -98,18 +109,30 @@ def test_every_hand_path_through_a_crash_checks_valid(point):
 
 # -- 2. register_consumer refuses what a scenario file refuses, at once ----------------------
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"nack_delay": 5000, "fail": 1.0},
-     r"consumer 'c': nack_delay must be 0 through 3600 seconds \(leases.max_retry_delay\), got 5000"),
-    ({"nack_delay": -1}, "nack_delay must be 0 through 3600 seconds"),
-    ({"nack_delay": math.nan}, "nack_delay must be 0 through 3600 seconds"),
-    ({"poll_interval": math.nan}, "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan"),
-    ({"poll_interval": math.inf}, "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf"),
-    ({"poll_interval": 0}, "poll_interval must be a finite number of seconds >= 1e-06"),
-    ({"duration": math.nan}, "duration must be a finite number of seconds >= 0, got nan"),
-    ({"duration": math.inf}, "duration must be a finite number of seconds >= 0, got inf"),
-    ({"batch_limit": 9}, "batch_limit must be an integer from 1 through 8"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"nack_delay": 5000, "fail": 1.0},
+            r"consumer 'c': nack_delay must be 0 through 3600 seconds \(leases.max_retry_delay\), got 5000",
+        ),
+        ({"nack_delay": -1}, "nack_delay must be 0 through 3600 seconds"),
+        ({"nack_delay": math.nan}, "nack_delay must be 0 through 3600 seconds"),
+        (
+            {"poll_interval": math.nan},
+            "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan",
+        ),
+        (
+            {"poll_interval": math.inf},
+            "poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf",
+        ),
+        ({"poll_interval": 0}, "poll_interval must be a finite number of seconds >= 1e-06"),
+        ({"duration": math.nan}, "duration must be a finite number of seconds >= 0, got nan"),
+        ({"duration": math.inf}, "duration must be a finite number of seconds >= 0, got inf"),
+        ({"batch_limit": 9}, "batch_limit must be an integer from 1 through 8"),
+    ],
+)
 def test_register_consumer_refuses_bad_arguments_and_registers_nothing(kwargs, message):
     sim = LeaseSimulation(seed=0)
     with pytest.raises(ValueError, match=message):
@@ -155,6 +178,7 @@ def test_the_wall_clock_runtime_refuses_them_too(tmp_path):
 
 # -- 3. registering an existing consumer again ---------------------------------------------
 
+
 @pytest.fixture(params=["virtual", "wall"])
 def runtime(request):
     """A lease runtime of either clock over a memory store (the wall clock's not started)."""
@@ -170,8 +194,11 @@ def test_registering_an_existing_consumer_with_other_settings_is_refused_and_cha
     spec = sim.clients["c"]
     with pytest.raises(ValueError, match=r"consumer 'c' exists with other settings: batch_limit=2 \(it has 4\)"):
         sim.register_consumer("c", batch_limit=2)
-    with pytest.raises(ValueError, match=r"lease_seconds=30.0 \(it has 60.0\); poll_interval=1.0 "
-                                         r"\(its client has 0.5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"lease_seconds=30.0 \(it has 60.0\); poll_interval=1.0 "
+        r"\(its client has 0.5\)",
+    ):
         sim.register_consumer("c", lease_seconds=30, poll_interval=1.0)
     with pytest.raises(ValueError, match=r"client=False \(it has a client\)"):
         sim.register_consumer("c", client=False)
@@ -187,6 +214,7 @@ def test_registering_an_existing_consumer_with_its_settings_is_a_no_op(runtime):
 
 def test_a_consumer_identity_registers_on_either_clock(runtime):
     from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
+
     ident = ConsumerIdentity(module_hash("v1"), "TicketEvents", "indexer")
     row = runtime.register_consumer(ident, client=False)
     assert row["consumer"] == ident.key and runtime.status(ident)["consumer"] == ident.key
@@ -225,6 +253,7 @@ def test_a_consumer_retired_and_registered_again_takes_the_new_settings():
 
 # -- 4. publish refuses a payload no JSON reader takes back ----------------------------------
 
+
 @pytest.mark.parametrize("payload", [math.nan, math.inf, -math.inf, {"x": [1, math.nan]}])
 def test_publish_refuses_nan_and_infinity_in_a_payload(payload):
     sim = LeaseSimulation(seed=0)
@@ -238,15 +267,25 @@ def test_publish_refuses_nan_and_infinity_in_a_payload(payload):
 
 # -- 5. administer ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"every": 0}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got 0"),
-    ({"every": -1}, "every must be a finite number of seconds >= 1e-06"),
-    ({"every": math.nan}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan"),
-    ({"every": math.inf}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf"),
-    ({"at": math.nan}, "at must be a finite number of seconds since the start >= 0, got nan"),
-    ({"at": math.inf}, "at must be a finite number of seconds since the start >= 0, got inf"),
-    ({"at": "5"}, "at must be a finite number of seconds since the start"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"every": 0}, "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got 0"),
+        ({"every": -1}, "every must be a finite number of seconds >= 1e-06"),
+        (
+            {"every": math.nan},
+            "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got nan",
+        ),
+        (
+            {"every": math.inf},
+            "every must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got inf",
+        ),
+        ({"at": math.nan}, "at must be a finite number of seconds since the start >= 0, got nan"),
+        ({"at": math.inf}, "at must be a finite number of seconds since the start >= 0, got inf"),
+        ({"at": "5"}, "at must be a finite number of seconds since the start"),
+    ],
+)
 def test_administer_refuses_a_bad_time_or_retry_interval(kwargs, message):
     sim = LeaseSimulation(seed=0)
     sim.register_consumer("c", client=False)
@@ -280,8 +319,9 @@ def _resolves(path: str) -> bool:
 
 def test_the_leases_docstrings_point_at_modules_that_exist():
     broken = []
-    modules = [leases] + [importlib.import_module(f"{leases.__name__}.{m.name}")
-                          for m in pkgutil.iter_modules(leases.__path__)]
+    modules = [leases] + [
+        importlib.import_module(f"{leases.__name__}.{m.name}") for m in pkgutil.iter_modules(leases.__path__)
+    ]
     for mod in modules:
         for target in _ROLE.findall(inspect.getsource(mod)):
             if target.startswith("."):  # relative: to the package or to the module
@@ -297,15 +337,19 @@ def test_the_leases_docstrings_point_at_modules_that_exist():
 
 # -- 7. add_workload -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"start": "5"}, "start must be a finite number of seconds >= 0, got '5'"),
-    ({"start": math.nan}, "start must be a finite number of seconds >= 0, got nan"),
-    ({"start": math.inf}, "start must be a finite number of seconds >= 0, got inf"),
-    ({"stop": math.nan}, "stop must be a finite number of seconds >= 0, got nan"),
-    ({"stop": "9"}, "stop must be a finite number of seconds"),
-    ({"start": 5, "stop": 5}, r"stop must be after start \(5\), got 5"),
-    ({"kind": ""}, "kind must be a non-empty string"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"start": "5"}, "start must be a finite number of seconds >= 0, got '5'"),
+        ({"start": math.nan}, "start must be a finite number of seconds >= 0, got nan"),
+        ({"start": math.inf}, "start must be a finite number of seconds >= 0, got inf"),
+        ({"stop": math.nan}, "stop must be a finite number of seconds >= 0, got nan"),
+        ({"stop": "9"}, "stop must be a finite number of seconds"),
+        ({"start": 5, "stop": 5}, r"stop must be after start \(5\), got 5"),
+        ({"kind": ""}, "kind must be a non-empty string"),
+    ],
+)
 def test_add_workload_refuses_a_bad_window_and_schedules_nothing(kwargs, message):
     sim = LeaseSimulation(seed=0)
     with pytest.raises(ValueError, match=message):

@@ -2,6 +2,7 @@
 lease, ack and nack only its own consumer; seek, retire, restore, backup and
 restore from backup need the admin grant; every other call fails closed with a clear error and changes
 nothing — no table, no trace row."""
+
 from __future__ import annotations
 
 import pytest
@@ -38,10 +39,26 @@ CALLS = {
     "administer_seek": lambda sim, l, c: sim.administer("seek", "a", 0, caller=c),
     "administer_retire": lambda sim, l, c: sim.administer("retire", "a", caller=c),
 }
-ALLOWED = {"consume": [A], "ack": [A], "nack": [A], "status": [A, ADMIN], "seek": [ADMIN], "retire": [ADMIN],
-           "restore": [ADMIN], "backup": [ADMIN], "restore_backup": [ADMIN], "administer_seek": [ADMIN], "administer_retire": [ADMIN]}
-CALLERS = {"own": A, "other consumer": B, "admin": ADMIN, "a name, not a credential": "a",
-           "a dict": {"consumer_name": "a", "admin": True}}
+ALLOWED = {
+    "consume": [A],
+    "ack": [A],
+    "nack": [A],
+    "status": [A, ADMIN],
+    "seek": [ADMIN],
+    "retire": [ADMIN],
+    "restore": [ADMIN],
+    "backup": [ADMIN],
+    "restore_backup": [ADMIN],
+    "administer_seek": [ADMIN],
+    "administer_retire": [ADMIN],
+}
+CALLERS = {
+    "own": A,
+    "other consumer": B,
+    "admin": ADMIN,
+    "a name, not a credential": "a",
+    "a dict": {"consumer_name": "a", "admin": True},
+}
 WRONG = [(op, who) for op in CALLS for who, c in CALLERS.items() if c not in ALLOWED[op]]
 
 
@@ -70,11 +87,21 @@ def test_the_right_credential_is_served(op):
     sim.run(until=5.0)
     t = sim.trace()
     # served: applied, or refused by the broker itself (a lease is out), never by authority
-    done = {"consume": ["leased"], "ack": ["acked"], "nack": ["nacked"], "status": [],
-            "seek": ["seek", "seek_refused"], "retire": ["retired", "retire_refused"], "restore": ["restored"], "backup": ["backup"], "restore_backup": ["backup_restored"],
-            "administer_seek": ["seek", "seek_refused"], "administer_retire": ["retired", "retire_refused"]}[op]
+    done = {
+        "consume": ["leased"],
+        "ack": ["acked"],
+        "nack": ["nacked"],
+        "status": [],
+        "seek": ["seek", "seek_refused"],
+        "retire": ["retired", "retire_refused"],
+        "restore": ["restored"],
+        "backup": ["backup"],
+        "restore_backup": ["backup_restored"],
+        "administer_seek": ["seek", "seek_refused"],
+        "administer_retire": ["retired", "retire_refused"],
+    }[op]
     if op == "consume":
-        assert (t["kind"] == "leased").sum() == 2   # the held lease, then one more
+        assert (t["kind"] == "leased").sum() == 2  # the held lease, then one more
     elif done:
         assert t["kind"].isin(done).any()
 
@@ -89,7 +116,7 @@ def test_a_consumer_credential_cannot_touch_another_consumer_even_with_a_valid_t
     sim, lease = _sim()
     with pytest.raises(Unauthorized, match="consumer 'a''s own credential, the caller holds consumer 'b'"):
         sim.ack("a", lease.event_id, lease.token, lease.incarnation, caller=B)
-    assert sim.leases()["event_id"].tolist() == [lease.event_id]   # still leased, not acked
+    assert sim.leases()["event_id"].tolist() == [lease.event_id]  # still leased, not acked
 
 
 def test_duckdb_store_refuses_alike():
@@ -114,6 +141,7 @@ def test_credentials_are_checked():
 
 def test_a_credential_is_made_from_a_consumer_identity_as_the_calls_take_one():
     from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
+
     ident = ConsumerIdentity(module_hash("v1"), "TicketEvents", "indexer", {"org": "a"})
     assert Credential.consumer(ident) == Credential.consumer(ident.key)
     sim = LeaseSimulation(seed=0)
@@ -143,7 +171,7 @@ def test_every_call_on_a_consumer_that_is_gone_fails_closed_with_not_found():
     assert _snapshot(sim)[0] == before
     t = sim.trace()
     assert t[t["kind"] == "consume_refused"]["detail"].tolist() == ["not_found"]
-    pulled = sim.consume("b")                     # a pull of a consumer that exists is applied
+    pulled = sim.consume("b")  # a pull of a consumer that exists is applied
     assert len(pulled) == 1 and pulled.result == "applied"
 
 
@@ -151,6 +179,7 @@ def test_a_credential_is_granted_in_one_named_database():
     """RiffDB grants authority per database: a credential of ``orders`` does
     nothing in ``tickets``, though the consumer has the same name there."""
     from fanoutsim.designs.stores import open_store
+
     store = open_store("memory")
     orders = LeaseSimulation(seed=1, store=store, database="orders")
     tickets = LeaseSimulation(seed=1, store=store, database="tickets")
@@ -166,15 +195,16 @@ def test_a_credential_is_granted_in_one_named_database():
     with pytest.raises(Unauthorized, match="database 'orders'.*this is database 'tickets'"):
         tickets.seek("c", 0, caller=admin_orders)
     with pytest.raises(Unauthorized, match="database 'default'.*this is database 'orders'"):
-        orders.backup(caller=ADMIN)                # ADMIN: the default database's grant
+        orders.backup(caller=ADMIN)  # ADMIN: the default database's grant
     assert tickets.leases().empty and tickets.seek("c", "end", caller=Credential.admin_grant("tickets")) == "applied"
-    assert len(tickets.consume("c")) == 0          # no caller: the credential the call needs, of this database
+    assert len(tickets.consume("c")) == 0  # no caller: the credential the call needs, of this database
     with pytest.raises(ValueError, match="database must be a name"):
         Credential.consumer("c", database="Bad Name")
 
 
 def test_the_wall_clock_checks_a_status_caller_as_the_virtual_clock_does():
     from fanoutsim.designs.leases.realtime import LeaseRealtime
+
     rt = LeaseRealtime(store="memory")
     try:
         for name in ("a", "b"):

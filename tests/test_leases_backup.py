@@ -6,16 +6,18 @@ The backup is a copy of the tables; the restore puts it back: checkpoints and
 the log return to the backup, events acknowledged after it are delivered again
 (duplicates, cause ``restore``), events published after it and not delivered
 are gone (lost, cause ``restore``), and old lease tokens fail closed."""
+
 from __future__ import annotations
 
 import textwrap
 
 import pytest
+from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
-from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.backup import Backup
 from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.designs.leases.tables import TABLES
 from fanoutsim.designs.stores import open_store
@@ -23,7 +25,6 @@ from fanoutsim.faults import FaultPlan, RestoreBackup
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.trace import Trace
 from fanoutsim.scenario import ScenarioError, load_scenario
-from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
 T0 = 1_767_225_600_000_000
 
@@ -51,13 +52,13 @@ def test_restore_returns_checkpoints_and_log_and_voids_old_tokens(engine):
     got = _lease_all(e, t(1))
     assert e.ack(t(1), "c", "1:0", got["1:0"].token, 1) == "acked"
     snap = {tb: e.store.rows(tb) for tb in TABLES}
-    b = e.backup(t(2))                                  # checkpoint at seq 1, two leases out
+    b = e.backup(t(2))  # checkpoint at seq 1, two leases out
     assert isinstance(b, Backup) and b.last_seq == 3 and b.incarnation == 1
     assert {tb: list(b.tables[tb]) for tb in TABLES} == snap  # a copy of the tables, nothing else
     for eid in ("2:0", "3:0"):
         assert e.ack(t(3), "c", eid, got[eid].token, 1) == "acked"
     e.publish(t(3), [("p", "k", 3)])
-    (held,) = e.consume(t(3), "c")                      # 4:0, leased after the backup
+    (held,) = e.consume(t(3), "c")  # 4:0, leased after the backup
     assert e.status(t(3), "c")["checkpoints"] == {"p": 3}
     assert e.restore_backup(t(4), b) == 2
     st = e.status(t(4), "c")
@@ -84,7 +85,7 @@ def test_restore_is_one_transaction_and_refuses_another_databases_backup(engine)
         other.restore_backup(t(2), b)
     with pytest.raises(TypeError, match="must be a Backup"):
         e.restore_backup(t(2), {"events": []})
-    assert e.store.rows("history")[0]["incarnation"] == 1   # nothing changed
+    assert e.store.rows("history")[0]["incarnation"] == 1  # nothing changed
 
 
 def _by_hand():
@@ -96,11 +97,11 @@ def _by_hand():
     sim.ack("c", "1:0", got["1:0"].token, 1)
     b = sim.backup()
     sim.run(until=1.0)
-    sim.register_consumer("late", client=False)          # created after the backup
+    sim.register_consumer("late", client=False)  # created after the backup
     for eid in ("2:0", "3:0"):
         sim.ack("c", eid, got[eid].token, 1)
-    sim.publish("p", "k", 3)                              # 4:0, delivered before the restore
-    sim.publish("p", "k", 4)                              # 5:0, never delivered
+    sim.publish("p", "k", 3)  # 4:0, delivered before the restore
+    sim.publish("p", "k", 4)  # 5:0, never delivered
     new = {x.event_id: x for x in sim.consume("c")}
     sim.ack("c", "4:0", new["4:0"].token, 1)
     (late,) = sim.consume("late", batch_limit=1)
@@ -110,7 +111,7 @@ def _by_hand():
     sim.run(until=3.0)
     for x in sim.consume("c"):
         sim.ack("c", x.event_id, x.token, x.incarnation)
-    sim.publish("p", "k", 5)                              # 6:0, after the restore
+    sim.publish("p", "k", 5)  # 6:0, after the restore
     for x in sim.consume("c"):
         sim.ack("c", x.event_id, x.token, x.incarnation)
     return sim
@@ -122,11 +123,16 @@ def test_the_checker_names_restore_as_the_cause():
     assert dups == [("c", "2:0", "restore"), ("c", "3:0", "restore")]
     lost = sorted(map(tuple, r.lost[["consumer", "event_id", "cause"]].to_numpy().tolist()))
     # c: 5:0 (published after the backup, gone before delivery); late: gone with its consumer
-    assert lost == [("c", "5:0", "restore"), ("late", "2:0", "restore"), ("late", "3:0", "restore"),
-                    ("late", "4:0", "restore"), ("late", "5:0", "restore")]
+    assert lost == [
+        ("c", "5:0", "restore"),
+        ("late", "2:0", "restore"),
+        ("late", "3:0", "restore"),
+        ("late", "4:0", "restore"),
+        ("late", "5:0", "restore"),
+    ]
     assert r.valid and r.total["lost_by_cause"] == {"restore": 5}
     per = r.per_consumer.set_index("consumer")
-    assert per.loc["c", "delivered"] == 5                 # 1:0..4:0 and 6:0
+    assert per.loc["c", "delivered"] == 5  # 1:0..4:0 and 6:0
 
 
 def test_restore_backup_fault_in_a_plan_and_a_scenario(tmp_path):
@@ -139,7 +145,7 @@ def test_restore_backup_fault_in_a_plan_and_a_scenario(tmp_path):
         sim.run(until=200.0)
         runs.append(sim)
     a, b = runs
-    assert a.trace().equals(b.trace())                    # deterministic, ids included
+    assert a.trace().equals(b.trace())  # deterministic, ids included
     kinds = a.trace()["kind"].tolist()
     assert kinds.count("backup") == 1 and kinds.count("backup_restored") == 1
     assert a.history()["incarnation"].tolist() == [2]
@@ -180,7 +186,7 @@ def test_backup_restore_summary_shows_checkpoints_going_back():
     w = s.loc["worker"]
     assert w["after_restore"] == w["at_backup"] != w["before_restore"]
     assert all(w["before_restore"][p] >= w["at_backup"].get(p, 0) for p in w["before_restore"])
-    assert s.loc["audit", "after_restore"] is None            # created after the backup: gone
+    assert s.loc["audit", "after_restore"] is None  # created after the backup: gone
     assert set(s.loc["audit", "lost_by_cause"]) == {"restore"}
     assert w["duplicates_by_cause"].get("restore", 0) > 0
     assert s.attrs["incarnation"] == 2 and s.attrs["valid"] and s.attrs["published_between"] > 0
@@ -202,8 +208,7 @@ def test_restore_backup_fault_on_the_wall_clock(tmp_path):
     def seen(rt, kind):
         return (rt.trace()["kind"] == kind).sum()
 
-    rt = LeaseRealtime(store=str(tmp_path / "wall.duckdb"),
-                       faults=FaultPlan([RestoreBackup(backup_at=0.5, at=1.5)]))
+    rt = LeaseRealtime(store=str(tmp_path / "wall.duckdb"), faults=FaultPlan([RestoreBackup(backup_at=0.5, at=1.5)]))
     try:
         rt.register_consumer("hand", client=False, batch_limit=8, in_flight_limit=8)
         for k in range(3):
@@ -262,12 +267,12 @@ def test_the_checker_follows_a_consumer_a_restore_brings_back_after_its_retire()
     sim.register_consumer("c", client=False, batch_limit=8, in_flight_limit=8)
     for i in range(3):
         sim.publish("p", "k", i)
-    _take_all(sim)                                   # 1:0..3:0 delivered
+    _take_all(sim)  # 1:0..3:0 delivered
     b = sim.backup()
     sim.publish("p", "k", 3)
-    _take_all(sim)                                   # 4:0 delivered, then gone with the restore
+    _take_all(sim)  # 4:0 delivered, then gone with the restore
     assert sim.retire("c") == "applied"
-    sim.publish("p", "k", 4)                         # 5:0, published while it was retired
+    sim.publish("p", "k", 4)  # 5:0, published while it was retired
     sim.restore_backup(b)
     assert sim.status("c")["checkpoints"] == {"p": 3}
     sim.publish("p", "k", 5)

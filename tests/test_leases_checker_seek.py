@@ -2,6 +2,7 @@
 explains — a seek back over events the consumer never leased, a seek forward
 undone by a restore from an earlier backup — and still calls ``unknown`` the
 disorder nothing explains."""
+
 from __future__ import annotations
 
 import textwrap

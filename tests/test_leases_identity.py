@@ -3,15 +3,16 @@ complete tuple of reactive module hash, operation name, canonical typed
 parameters, and consumer name. It is therefore not silently rebound when a
 module changes." A module change makes a new consumer; the old identity keeps
 its checkpoint and retention fence until it is retired."""
+
 from __future__ import annotations
 
 import pytest
+from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases import analysis as la
 from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
 from fanoutsim.designs.leases.simulation import LeaseSimulation
-from experiments import leases as lx  # notebooks/experiments: the lessons' experiments
 
 V1, V2 = module_hash("v1"), module_hash("v2")
 
@@ -21,9 +22,17 @@ def ident(**kw):
     return ConsumerIdentity(**{**base, **kw})
 
 
-@pytest.mark.parametrize("change", [dict(module_hash=V2), dict(operation="TicketWatch"), dict(name="mailer"),
-                                    dict(parameters={"org": "b", "n": 1}), dict(parameters={"org": "a"})],
-                         ids=["module", "operation", "name", "parameter value", "parameter set"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(module_hash=V2),
+        dict(operation="TicketWatch"),
+        dict(name="mailer"),
+        dict(parameters={"org": "b", "n": 1}),
+        dict(parameters={"org": "a"}),
+    ],
+    ids=["module", "operation", "name", "parameter value", "parameter set"],
+)
 def test_every_part_of_the_tuple_makes_a_different_consumer(change):
     assert ident(**change).key != ident().key
 
@@ -57,14 +66,14 @@ def test_a_module_change_makes_a_new_consumer_and_the_old_keeps_its_fence():
     sim.run(until=120.0)
     # nobody pulls v1 any more, and it was not rebound: its checkpoints stand where they were
     assert sim.status(v1.key)["checkpoints"] == cp_old
-    assert sim.status(v2.key)["checkpoints"]            # v2 consumes
+    assert sim.status(v2.key)["checkpoints"]  # v2 consumes
     # v1's fence holds every event past its checkpoints, whatever their age
     low = min(cp_old.values())
     assert sim.events()["seq"].min() <= low + 1
     kept = len(sim.events())
     sim.retire(v1.key)
     sim.run(until=130.0)
-    assert len(sim.events()) < kept / 4                  # retired: retention takes the log back
+    assert len(sim.events()) < kept / 4  # retired: retention takes the log back
 
 
 def test_deploy_refuses_what_is_not_a_module_change():
@@ -85,7 +94,7 @@ def test_the_log_grows_behind_a_forgotten_identity():
     assert s.loc[(forgotten, "v1"), "events_retained"] > 2 * s.loc[(retired, "v1"), "events_retained"]
     sizes = {m: la.events_size(sim) for m, sim in runs.items()}
     grow = sizes[forgotten].set_index("t_s")["rows"]
-    assert grow.loc[299.0] > grow.loc[200.0] > grow.loc[100.0]      # it keeps growing after the deploy
+    assert grow.loc[299.0] > grow.loc[200.0] > grow.loc[100.0]  # it keeps growing after the deploy
 
 
 @pytest.mark.parametrize("refusal", ["start past the end", "new identity with other limits"])
@@ -110,4 +119,4 @@ def test_a_refused_deploy_changes_nothing_and_the_old_consumer_keeps_consuming(r
     sim.publish("p", "k", 2)
     sim.run(until=4.0)
     after = sim.status(v1.key)
-    assert after["checkpoints"] == {"p": before["checkpoints"]["p"] + 1}   # it still consumes
+    assert after["checkpoints"] == {"p": before["checkpoints"]["p"] + 1}  # it still consumes

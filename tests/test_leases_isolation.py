@@ -2,13 +2,14 @@
 isolated." Two named databases in one store, the same consumer names in both:
 each has its own log, checkpoints, leases, retention fence and history
 incarnation; nothing one does is seen by the other."""
+
 from __future__ import annotations
 
 import pytest
 
-from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.checker import check_leases
+from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.designs.leases.tables import TABLES, database_rows, in_database
 from fanoutsim.designs.stores import open_store
@@ -30,8 +31,10 @@ def store(request, tmp_path):
 
 
 def engines(store):
-    return (LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="orders"),
-            LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="tickets"))
+    return (
+        LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="orders"),
+        LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="tickets"),
+    )
 
 
 def test_same_consumer_name_in_two_databases_keeps_two_checkpoints(store):
@@ -62,7 +65,7 @@ def test_restore_and_retire_in_one_database_leave_the_other_alone(store):
         e.add_consumer(t(0), "indexer")
         e.publish(t(0), [("p", "k", 1)])
     (mine,) = tickets.consume(t(1), "indexer")
-    assert orders.restore(t(1)) == 2                      # orders' incarnation only
+    assert orders.restore(t(1)) == 2  # orders' incarnation only
     assert tickets.status(t(1), "indexer")["incarnation"] == 1
     assert tickets.ack(t(2), "indexer", mine.event_id, mine.token, mine.incarnation) == "acked"
     assert orders.retire(t(2), "indexer") == "applied"
@@ -76,7 +79,7 @@ def test_the_default_database_shows_nothing_of_named_ones(store):
     orders.publish(t(0), [("p", "k", 1)])
     assert all(store.rows(tb) == [] for tb in TABLES if tb != "history")
     assert [r["event_id"] for r in database_rows(store, "events", "orders")] == ["1:0"]
-    assert database_rows(store, "events", "tickets") == []   # a database used for the first time is empty
+    assert database_rows(store, "events", "tickets") == []  # a database used for the first time is empty
 
 
 def test_two_simulations_share_one_store_without_cross_talk():
@@ -119,7 +122,7 @@ def test_a_named_database_survives_reopening_its_duckdb_file(tmp_path):
     store.close()
     again = open_store(path)
     try:
-        assert again.rows("events") == []                                # the default database: empty
+        assert again.rows("events") == []  # the default database: empty
         assert [r["event_id"] for r in database_rows(again, "events", "orders")] == ["1:0", "1:1"]
         e2 = LeaseEngine(again, LeaseConfig(), Metrics(), Trace(LEASE_TRACE), database="orders")
         st = e2.status(t(2), "indexer")

@@ -2,21 +2,22 @@
 time, real crashes (seed 003). Every figure asserted is a bound the design
 promises, never one copied from a run; lease lengths are the seed's (5 s at
 least), so the tests that need one to run out take that long."""
+
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
 
 import pytest
+from conftest import wait_for
 
 import fanoutsim as fs
-from fanoutsim.faults import CrashAtPoint, FaultPlan
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.crashtest import LIMITS, kill9_campaign
 from fanoutsim.designs.leases.realtime import LeaseRealtime
+from fanoutsim.faults import CrashAtPoint, FaultPlan
 from fanoutsim.kernel.timeutil import US
-from conftest import wait_for
 
 FAST = LeaseConfig(recovery_interval=0.2, retention_interval=0.5)
 POLL = 0.05
@@ -32,6 +33,7 @@ def make(tmp_path):
         rt = LeaseRealtime(config, store=str(tmp_path / f"{name}.duckdb"), faults=faults, **kw)
         made.append(rt)
         return rt
+
     yield _make
     for rt in made:
         rt.close()
@@ -48,8 +50,11 @@ def running(rt):
 
 def drained(rt, consumers):
     """Every consumer is past every event it requires and holds no lease."""
-    return (len(rt.events()) > 0 and len(rt.leases()) == 0
-            and all(rt.status(c)["first_required"] is None for c in consumers))
+    return (
+        len(rt.events()) > 0
+        and len(rt.leases()) == 0
+        and all(rt.status(c)["first_required"] is None for c in consumers)
+    )
 
 
 def events(rt, kind, consumer=None):
@@ -64,9 +69,14 @@ def test_a_run_on_a_duckdb_file_delivers_every_event_leased_in_partition_order(m
     rt = make(f"run-{order}", LeaseConfig(recovery_interval=0.2, retention_interval=0.5, partition_order=order))
     rt.register_consumer("indexer", duration=0.005, poll_interval=POLL, fn=lambda lease: seen.append(lease))
     # the first attempt at every other event fails (however few events a loaded machine publishes)
-    rt.register_consumer("flaky", duration=lambda rng: rng.uniform(0, 0.03), nack_delay=0.05,
-                         poison=lambda lease: lease.attempt == 1 and lease.seq % 2 == 1,
-                         poll_interval=POLL, in_flight_limit=8)
+    rt.register_consumer(
+        "flaky",
+        duration=lambda rng: rng.uniform(0, 0.03),
+        nack_delay=0.05,
+        poison=lambda lease: lease.attempt == 1 and lease.seq % 2 == 1,
+        poll_interval=POLL,
+        in_flight_limit=8,
+    )
     with running(rt):
         # a fixed number of events over 0.6 s while both consume (a rate would publish too few on a
         # loaded machine)
@@ -101,6 +111,7 @@ def _first_then(first: float, rest: float = 0.02):
     def duration(rng):
         calls.append(1)
         return first if len(calls) == 1 else rest
+
     return duration
 
 
@@ -166,8 +177,7 @@ def test_a_new_process_over_the_same_file_resumes_from_the_checkpoints(tmp_path)
     db = str(tmp_path / "resume.duckdb")
     seen = []
     first = LeaseRealtime(FAST, store=db)
-    first.register_consumer("indexer", duration=0.005, poll_interval=POLL,
-                            fn=lambda lease: seen.append(lease.event_id))
+    first.register_consumer("indexer", duration=0.005, poll_interval=POLL, fn=lambda lease: seen.append(lease.event_id))
     first.publish_many([("a", "k", 1), ("b", "k", 2), ("a", "k", 3)])
     first.start()
     first.publish("b", payload=4)
@@ -181,8 +191,9 @@ def test_a_new_process_over_the_same_file_resumes_from_the_checkpoints(tmp_path)
         # checkpoints it resumes from; other limits are refused, as on the virtual clock
         with pytest.raises(ValueError, match=r"consumer 'indexer' exists with other settings: in_flight_limit=8"):
             second.register_consumer("indexer", duration=0.005, poll_interval=POLL, in_flight_limit=8)
-        row = second.register_consumer("indexer", duration=0.005, poll_interval=POLL,
-                                       fn=lambda lease: seen.append(lease.event_id))
+        row = second.register_consumer(
+            "indexer", duration=0.005, poll_interval=POLL, fn=lambda lease: seen.append(lease.event_id)
+        )
         assert row["in_flight_limit"] == 4
         assert second.status("indexer")["checkpoints"] == {"a": 3, "b": 4}
         second.start()
@@ -209,7 +220,7 @@ def test_restore_fails_old_tokens_closed_with_stale_incarnation(make):
         assert wait_for(lambda: len(events(rt, "leased", "worker")) == 1)
         assert rt.restore() == 2
         assert rt.ack("hand", lease.event_id, lease.token, lease.incarnation) == "stale_incarnation"
-        [again] = rt.consume("hand")   # the restore counted the lease as a failed attempt
+        [again] = rt.consume("hand")  # the restore counted the lease as a failed attempt
         assert again.incarnation == 2 and again.attempt == 2 and again.token != lease.token
         assert rt.ack("hand", again.event_id, again.token, again.incarnation) == "acked"
         # the worker's lease was voided under it: its ack fails closed, the event comes again
@@ -294,14 +305,21 @@ def test_a_graceful_stop_lets_the_workers_in_hand_finish(make):
 
 @pytest.mark.parametrize("order", ["riffdb", "head_of_line"])
 def test_kill_9_loses_no_event(tmp_path, order):
-    out = kill9_campaign(str(tmp_path / "k.duckdb"), str(tmp_path / "sink.txt"), kills=1, seed=1, up=(0.3, 0.6),
-                         backlog=24, partition_order=order)
+    out = kill9_campaign(
+        str(tmp_path / "k.duckdb"),
+        str(tmp_path / "sink.txt"),
+        kills=1,
+        seed=1,
+        up=(0.3, 0.6),
+        backlog=24,
+        partition_order=order,
+    )
     print(out)
     assert out["clean_exit"] and out["starts"] == 2 and out["clean_stops"] == 1
     assert out["published"] > 24 and out["lost"] == []
     if order == "riffdb":  # the backlog's first pull took two events of a partition: their effects overlapped
         assert out["max_concurrent_in_partition"] > 1
-    else:                  # one lease per partition: effects one at a time, first deliveries in order
+    else:  # one lease per partition: effects one at a time, first deliveries in order
         assert out["max_concurrent_in_partition"] == 1 and out["out_of_order"] == []
     assert out["leases_left"] == 0  # the killed children's leases expired, their events came again
     # only leases in hand are re-delivered: at most in_flight_limit per kill

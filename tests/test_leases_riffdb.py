@@ -11,16 +11,17 @@ a DuckDB file that is closed and reopened between steps where RiffDB reopens
 its redb file. RiffDB's ``event(n)`` is the event of commit ``n``; its consumer
 is bound to one partition, here ``p``.
 """
+
 from __future__ import annotations
 
 import pytest
 
-from fanoutsim.faults import Crash, NoFaults
 from fanoutsim.designs.leases import MAX_ATTEMPTS, HistoryPruned, LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.config import MAX_SPARSE_RESOLUTIONS, RESOLUTION_WINDOW
-from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.designs.leases.crashtest import MATRIX_OPS, PHASES, crash_matrix_case
 from fanoutsim.designs.stores import open_store
+from fanoutsim.faults import Crash, NoFaults
+from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.trace import Trace
 
 T0 = 1_767_225_600_000_000
@@ -64,26 +65,26 @@ def test_ordered_delivery_retry_checkpoint_seek_and_retire_survive_reopen(db):
     with db as e:
         e.add_consumer(t(0), "worker-a", batch_limit=2, in_flight_limit=2, lease_seconds=5)
         first, second = e.publish(t(0), [("p", "RowChanged", 1)]) + e.publish(t(0), [("p", "RowChanged", 2)])
-        got = e.consume(t(1), "worker-a")                   # one pull, batch 2, in-flight 2: both
+        got = e.consume(t(1), "worker-a")  # one pull, batch 2, in-flight 2: both
         assert [x.event_id for x in got] == [first, second]
         tokens = {x.event_id: x.token for x in got}
     with db as e:
         st = e.status(t(1), "worker-a")
-        assert st["live_leases"] == 2 and st["checkpoints"] == {}           # BeforeFirst
+        assert st["live_leases"] == 2 and st["checkpoints"] == {}  # BeforeFirst
         assert e.ack(t(2), "worker-a", second, tokens[second], 1) == "acked"  # out of order
     with db as e:
-        assert e.status(t(2), "worker-a")["checkpoints"] == {}              # still BeforeFirst
+        assert e.status(t(2), "worker-a")["checkpoints"] == {}  # still BeforeFirst
         assert [r["event_id"] for r in rows(e, "resolutions")] == [second]  # one sparse resolution
         assert e.nack(t(2), "worker-a", first, tokens[first], 1, delay=1.0) == "retry_scheduled"  # eligible at 3
     with db as e:
         (retry,) = e.consume(t(4), "worker-a")
         assert (retry.event_id, retry.attempt) == (first, 2)
-        assert e.ack(t(5), "worker-a", first, retry.token, 1) == "acked"   # contiguous: past second
+        assert e.ack(t(5), "worker-a", first, retry.token, 1) == "acked"  # contiguous: past second
     with db as e:
         st = e.status(t(5), "worker-a")
         assert st["checkpoints"] == {"p": 2} and st["live_leases"] == 0 and st["retries"] == 0
-        assert st["retention_frontier"] == 1                               # low water Some(1)
-        assert e.seek(t(5), "worker-a", 1) == "applied"                    # After(first)
+        assert st["retention_frontier"] == 1  # low water Some(1)
+        assert e.seek(t(5), "worker-a", 1) == "applied"  # After(first)
     with db as e:
         st = e.status(t(5), "worker-a")
         assert st["start_seq"] == 1 and st["checkpoints"] == {}
@@ -91,8 +92,9 @@ def test_ordered_delivery_retry_checkpoint_seek_and_retire_survive_reopen(db):
     with db as e:
         assert e.status(t(5), "worker-a") is None
         from fanoutsim.designs.leases.log import fence
+
         with e.store.transaction() as tx:
-            assert fence(tx) is None                                       # low water None
+            assert fence(tx) is None  # low water None
 
 
 def test_restart_restore_and_sibling_identity_recovery_are_exact(db):
@@ -101,17 +103,17 @@ def test_restart_restore_and_sibling_identity_recovery_are_exact(db):
         e.add_consumer(t(0), "worker-a", lease_seconds=5)
         e.add_consumer(t(0), "worker-b", lease_seconds=20)
         e.publish(t(0), [("p", "RowChanged", 1)])
-        e.consume(t(0), "worker-a")                         # expires at 5
-        e.consume(t(0), "worker-b")                         # expires at 20
+        e.consume(t(0), "worker-a")  # expires at 5
+        e.consume(t(0), "worker-b")  # expires at 20
     with db as e:
-        assert e.recover(t(10)) == 1                        # ordinary restart recovery
+        assert e.recover(t(10)) == 1  # ordinary restart recovery
         assert [r["consumer"] for r in rows(e, "retries")] == ["worker-a"]
         assert [r["consumer"] for r in rows(e, "leases")] == ["worker-b"]
     with db as e:
-        assert e.restore(t(11)) == 2                        # restore recovery
+        assert e.restore(t(11)) == 2  # restore recovery
     with db as e:
         assert rows(e, "history")[0]["incarnation"] == 2
-        assert rows(e, "leases") == []                      # no delivery is leased any more
+        assert rows(e, "leases") == []  # no delivery is leased any more
         assert [(r["consumer"], r["attempts"]) for r in rows(e, "retries")] == [("worker-a", 1), ("worker-b", 1)]
 
 
@@ -142,13 +144,18 @@ def test_transaction_failpoints_distinguish_absence_from_committed_uncertainty(t
 
 # what RiffDB's matrix asserts of each (transition, phase), as status fields of worker-a
 MATRIX = {
-    ("lease", "before"): {"live_leases": 0}, ("lease", "after"): {"live_leases": 1},
+    ("lease", "before"): {"live_leases": 0},
+    ("lease", "after"): {"live_leases": 1},
     ("ack", "before"): {"checkpoints": {}, "live_leases": 1},
     ("ack", "after"): {"checkpoints": {"p": 1}, "live_leases": 0},
-    ("nack", "before"): {"live_leases": 1, "retries": 0}, ("nack", "after"): {"live_leases": 0, "retries": 1},
-    ("seek", "before"): {"checkpoints": {"p": 1}}, ("seek", "after"): {"checkpoints": {}, "start_seq": 0},
-    ("retire", "before"): {"checkpoints": {"p": 1}}, ("retire", "after"): None,
-    ("recover", "before"): {"live_leases": 1, "retries": 0}, ("recover", "after"): {"live_leases": 0, "retries": 1},
+    ("nack", "before"): {"live_leases": 1, "retries": 0},
+    ("nack", "after"): {"live_leases": 0, "retries": 1},
+    ("seek", "before"): {"checkpoints": {"p": 1}},
+    ("seek", "after"): {"checkpoints": {}, "start_seq": 0},
+    ("retire", "before"): {"checkpoints": {"p": 1}},
+    ("retire", "after"): None,
+    ("recover", "before"): {"live_leases": 1, "retries": 0},
+    ("recover", "after"): {"live_leases": 0, "retries": 1},
 }
 
 
@@ -167,6 +174,7 @@ def test_process_crash_matrix_preserves_every_consumer_transition(tmp_path, op, 
 
 # -- crates/riffdb-storage-api/src/consumer.rs, mod tests --------------------------------
 
+
 def test_sparse_resolutions_are_bounded_ordered_and_after_checkpoint(db):
     """consumer.rs: sparse_resolutions_are_bounded_ordered_and_after_checkpoint — and
     the window that keeps them within the bound (MAX_CONSUMER_EVENT_WINDOW_ITEMS)."""
@@ -175,7 +183,7 @@ def test_sparse_resolutions_are_bounded_ordered_and_after_checkpoint(db):
         e.add_consumer(t(0), "worker-a", batch_limit=8, in_flight_limit=8, lease_seconds=900)
         ids = [e.publish(t(0), [("p", "RowChanged", i)])[0] for i in range(70)]
         head = None
-        while True:                                     # ack everything but the first event
+        while True:  # ack everything but the first event
             got = e.consume(t(1), "worker-a")
             head = head or got[0]
             todo = [x for x in got if x.event_id != ids[0]]
@@ -184,12 +192,12 @@ def test_sparse_resolutions_are_bounded_ordered_and_after_checkpoint(db):
             for x in todo:
                 assert e.ack(t(1), "worker-a", x.event_id, x.token, 1) == "acked"
         sparse = [r["seq"] for r in rows(e, "resolutions")]
-        assert sparse == list(range(2, 66))             # 64 held, ordered, all past the checkpoint
-        assert [r["event_id"] for r in rows(e, "leases")] == [ids[0]]   # nothing past the window leased
+        assert sparse == list(range(2, 66))  # 64 held, ordered, all past the checkpoint
+        assert [r["event_id"] for r in rows(e, "leases")] == [ids[0]]  # nothing past the window leased
         assert e.status(t(1), "worker-a")["checkpoints"] == {}
         assert e.ack(t(2), "worker-a", ids[0], head.token, 1) == "acked"
         assert e.status(t(2), "worker-a")["checkpoints"] == {"p": 65} and rows(e, "resolutions") == []
-        assert [x.event_id for x in e.consume(t(3), "worker-a")] == ids[65:70]   # the window moved on
+        assert [x.event_id for x in e.consume(t(3), "worker-a")] == ids[65:70]  # the window moved on
 
 
 def test_retention_frontier_keeps_the_complete_checkpoint_commit(db):
@@ -198,13 +206,16 @@ def test_retention_frontier_keeps_the_complete_checkpoint_commit(db):
     with db as e:
         for name in ("before-first", "after-7-3", "after-1-0"):
             e.add_consumer(t(0), name)
-        e.publish(t(0), [("p", "k", 0)])                                    # commit 1 (seq 1)
+        e.publish(t(0), [("p", "k", 0)])  # commit 1 (seq 1)
         for c in range(2, 8):
-            e.publish(t(0), [("p", "k", c)] + [("q", "k", c)] * 3)          # commit 7: 7:0 .. 7:3
+            e.publish(t(0), [("p", "k", c)] + [("q", "k", c)] * 3)  # commit 7: 7:0 .. 7:3
         assert e.seek(t(0), "after-1-0", 1) == "applied"
-        assert e.seek(t(0), "after-7-3", 25) == "applied"                   # seq 25 is 7:3
-        assert [e.status(t(0), n)["retention_frontier"] for n in ("before-first", "after-7-3", "after-1-0")] \
-            == [0, 6, 0]
+        assert e.seek(t(0), "after-7-3", 25) == "applied"  # seq 25 is 7:3
+        assert [e.status(t(0), n)["retention_frontier"] for n in ("before-first", "after-7-3", "after-1-0")] == [
+            0,
+            6,
+            0,
+        ]
 
 
 def test_acknowledgement_at_the_expiry_deadline_is_expired(db):
@@ -229,7 +240,7 @@ def test_negative_acknowledgement_cannot_move_eligibility_backward_nor_past_an_h
         for bad in (-0.5, 3600.5):
             with pytest.raises(ValueError, match="delay must be 0 through 3600 seconds"):
                 e.nack(t(1), "worker-a", x.event_id, x.token, 1, delay=bad)
-        assert leased(e)[0]["token"] == x.token                             # nothing changed
+        assert leased(e)[0]["token"] == x.token  # nothing changed
 
 
 def test_restart_retains_unexpired_leases_without_a_transition(db):
@@ -260,6 +271,7 @@ def test_startup_recovery_runs_before_anything_is_served(tmp_path):
     """consumer.rs: recover_event_consumers "normalizes every consumer lease before
     public operations become available" — the runtime's start-up pass."""
     from fanoutsim.designs.leases.simulation import LeaseSimulation
+
     path = str(tmp_path / "s.duckdb")
     first = LeaseSimulation(seed=0, store=path)
     first.register_consumer("c", client=False, lease_seconds=5)
@@ -320,7 +332,7 @@ def test_restore_rebinds_rows_and_invalidates_even_unexpired_leases(db):
         assert (r["attempts"], r["not_before"]) == (1, t(5))
         assert e.ack(t(6), "worker-a", x.event_id, x.token, 1) == "stale_incarnation"
         (y,) = e.consume(t(6), "worker-a")
-        assert (y.attempt, y.incarnation) == (2, 2)              # counts toward the ten
+        assert (y.attempt, y.incarnation) == (2, 2)  # counts toward the ten
 
 
 @pytest.mark.parametrize("order", ["riffdb", "head_of_line"])
@@ -345,6 +357,7 @@ def test_retry_history_does_not_consume_the_live_lease_budget(tmp_path, order):
 
 # -- crates/riffdb-service/src/consumer_operations.rs and the transition evaluator ----------
 
+
 def test_a_wrong_incarnation_is_refused_before_the_lease_is_looked_at(db):
     """consumer_operations.rs, acknowledge(): a lease selection whose incarnation is
     not the service's is refused on entry (history_incarnation_mismatch)."""
@@ -352,8 +365,8 @@ def test_a_wrong_incarnation_is_refused_before_the_lease_is_looked_at(db):
         e.add_consumer(t(0), "worker-a")
         e.publish(t(0), [("p", "k", 1)])
         (x,) = e.consume(t(0), "worker-a")
-        assert e.ack(t(1), "nobody", x.event_id, x.token, 2) == "stale_incarnation"      # not not_found
-        assert e.nack(t(1), "worker-a", "9:9", "0" * 64, 2) == "stale_incarnation"       # not no_lease
+        assert e.ack(t(1), "nobody", x.event_id, x.token, 2) == "stale_incarnation"  # not not_found
+        assert e.nack(t(1), "worker-a", "9:9", "0" * 64, 2) == "stale_incarnation"  # not no_lease
         assert e.ack(t(1), "nobody", x.event_id, x.token, 1) == "not_found"
 
 
@@ -382,9 +395,9 @@ def test_seek_clears_retries_dead_letters_and_sparse_resolutions(db):
         for i in range(4):
             e.publish(t(0), [("p", "k", i)])
         a, b, c = e.consume(t(0), "worker-a")
-        e.nack(t(0), "worker-a", a.event_id, a.token, 1, delay=100)      # a retry
-        e.ack(t(0), "worker-a", c.event_id, c.token, 1)                  # a sparse resolution
-        for attempt in range(1, MAX_ATTEMPTS + 1):                       # b: a dead letter
+        e.nack(t(0), "worker-a", a.event_id, a.token, 1, delay=100)  # a retry
+        e.ack(t(0), "worker-a", c.event_id, c.token, 1)  # a sparse resolution
+        for attempt in range(1, MAX_ATTEMPTS + 1):  # b: a dead letter
             if attempt > 1:
                 (b,) = e.consume(t(attempt), "worker-a", batch_limit=1)
             e.nack(t(attempt), "worker-a", b.event_id, b.token, 1)
@@ -395,7 +408,7 @@ def test_seek_clears_retries_dead_letters_and_sparse_resolutions(db):
         assert e.seek(t(20), "worker-a", "beginning") == "applied"
         st = e.status(t(20), "worker-a")
         assert (st["retries"], st["dead_letters"], st["sparse"], st["checkpoints"]) == (0, 0, [], {})
-        assert [x.attempt for x in e.consume(t(21), "worker-a")] == [1, 1, 1]   # attempts start again
+        assert [x.attempt for x in e.consume(t(21), "worker-a")] == [1, 1, 1]  # attempts start again
 
 
 def test_retire_deletes_the_consumer_with_its_rows_and_the_identity_starts_afresh(db):
@@ -427,8 +440,13 @@ def test_status_reports_revision_live_leases_retries_and_dead_letters(db):
         a, b, c = e.consume(t(0), "worker-a")
         e.nack(t(0), "worker-a", b.event_id, b.token, 1, delay=50)
         st = e.status(t(0), "worker-a")
-        assert {k: st[k] for k in ("revision", "incarnation", "live_leases", "retries", "dead_letters")} == \
-            {"revision": 3, "incarnation": 1, "live_leases": 2, "retries": 1, "dead_letters": 0}
+        assert {k: st[k] for k in ("revision", "incarnation", "live_leases", "retries", "dead_letters")} == {
+            "revision": 3,
+            "incarnation": 1,
+            "live_leases": 2,
+            "retries": 1,
+            "dead_letters": 0,
+        }
 
 
 def test_pulling_pruned_history_is_an_error(db):
@@ -441,7 +459,7 @@ def test_pulling_pruned_history_is_an_error(db):
         for i in range(3):
             e.publish(t(0), [("p", "k", i)])
         (x,) = e.consume(t(0), "worker-a")
-        e.ack(t(0), "worker-a", x.event_id, x.token, 1)          # checkpoint at seq 1
+        e.ack(t(0), "worker-a", x.event_id, x.token, 1)  # checkpoint at seq 1
         with e.store.transaction() as tx:
             assert tx.prune_events(t(100), None) == ["1:0", "2:0", "3:0"]
         with pytest.raises(HistoryPruned, match="pulling pruned history"):

@@ -1,17 +1,18 @@
 """The leased-consumer runtime and checker: workers, expiry, crashes at named
 points, determinism, and a random campaign (seed 003)."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import CrashAt
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import CrashAt
-from fanoutsim.faults import LEASE_CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.simulation import LeaseSimulation
+from fanoutsim.faults import LEASE_CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan
 
 
 def busy(seed=0, store="memory", faults=None, until=60.0, order="riffdb"):
@@ -30,7 +31,7 @@ def test_workers_lease_in_partition_order_and_slow_ones_duplicate_by_expiry(orde
     assert r.valid, r
     per = r.per_consumer.set_index("consumer")
     assert per.loc["fast", "delivered"] > 150 and per.loc["fast", "lost"] == 0
-    assert r.total["duplicates_by_cause"].get("lease_expired", 0) > 0   # emerged, not scripted
+    assert r.total["duplicates_by_cause"].get("lease_expired", 0) > 0  # emerged, not scripted
     assert r.total["out_of_order"] == 0
     # how many leases of one partition were out at once: several under RiffDB's rule, one under head-of-line
     peak = peak_leases_per_partition(sim, "slow")
@@ -60,10 +61,15 @@ def test_poison_events_are_dead_lettered_and_the_partition_moves_on():
 
 @pytest.mark.parametrize("point", LEASE_CRASH_POINTS)
 def test_a_crash_at_every_named_point_loses_nothing(point, store):
-    sim = LeaseSimulation(LeaseConfig(retention=20, retention_interval=5), seed=2, store=store,
-                          faults=FaultPlan([CrashAtPoint(point, nth=3, downtime=1.0)]))
-    sim.register_consumer("c", duration=lambda r: r.uniform(0, 6), fail=0.3, nack_delay=0.1, lease_seconds=5,
-                          in_flight_limit=2)
+    sim = LeaseSimulation(
+        LeaseConfig(retention=20, retention_interval=5),
+        seed=2,
+        store=store,
+        faults=FaultPlan([CrashAtPoint(point, nth=3, downtime=1.0)]),
+    )
+    sim.register_consumer(
+        "c", duration=lambda r: r.uniform(0, 6), fail=0.3, nack_delay=0.1, lease_seconds=5, in_flight_limit=2
+    )
     sim.add_workload(3.0, partitions=2, stop=20)
     # three seeks of c back to the beginning, and three consumers retired, so that every point is passed
     for k, at in enumerate((25.0, 45.0, 65.0)):
@@ -99,7 +105,7 @@ def test_a_crash_after_lease_before_reply_waits_for_expiry():
     sim.run(until=1)
     sim.restart()
     sim.run(until=4)
-    assert check_leases(sim).total["delivered"] == 0     # the orphan lease holds its event until expiry
+    assert check_leases(sim).total["delivered"] == 0  # the orphan lease holds its event until expiry
     sim.run(until=8)
     r = check_leases(sim)
     assert r.total["delivered"] == 1 and r.total["duplicates"] == 0
@@ -152,21 +158,42 @@ def test_views_and_metrics():
 
 
 # a stale worker's effect landed after its lease expired and a later attempt had acked; it died before acking
-@example(seed=5, gap=10.0, points=[("worker.after_effect_before_ack", 19)], fail=0.375, lease=10.0,
-         order="head_of_line", admin=False)
+@example(
+    seed=5,
+    gap=10.0,
+    points=[("worker.after_effect_before_ack", 19)],
+    fail=0.375,
+    lease=10.0,
+    order="head_of_line",
+    admin=False,
+)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), gap=st.floats(5, 40), points=st.lists(
-    st.tuples(st.sampled_from(LEASE_CRASH_POINTS), st.integers(1, 20)), max_size=3),
-    fail=st.floats(0, 0.5), lease=st.sampled_from([5.0, 10.0]), order=st.sampled_from(["riffdb", "head_of_line"]),
-    admin=st.booleans())
-def test_campaign_crashes_expiries_and_nacks_never_lose_and_every_duplicate_has_a_cause(seed, gap, points, fail,
-                                                                                       lease, order, admin):
-    plan = FaultPlan([CrashRandomly(mean_gap=gap, downtime=0.5)]
-                     + [CrashAtPoint(p, nth=n, downtime=0.5) for p, n in points])
-    sim = LeaseSimulation(LeaseConfig(retention=15, retention_interval=5, partition_order=order), seed=seed,
-                          faults=plan)
-    sim.register_consumer("a", duration=lambda r: r.uniform(0, 2 * lease), fail=fail, nack_delay=0.2,
-                          lease_seconds=lease, in_flight_limit=3)
+@given(
+    seed=st.integers(0, 10_000),
+    gap=st.floats(5, 40),
+    points=st.lists(st.tuples(st.sampled_from(LEASE_CRASH_POINTS), st.integers(1, 20)), max_size=3),
+    fail=st.floats(0, 0.5),
+    lease=st.sampled_from([5.0, 10.0]),
+    order=st.sampled_from(["riffdb", "head_of_line"]),
+    admin=st.booleans(),
+)
+def test_campaign_crashes_expiries_and_nacks_never_lose_and_every_duplicate_has_a_cause(
+    seed, gap, points, fail, lease, order, admin
+):
+    plan = FaultPlan(
+        [CrashRandomly(mean_gap=gap, downtime=0.5)] + [CrashAtPoint(p, nth=n, downtime=0.5) for p, n in points]
+    )
+    sim = LeaseSimulation(
+        LeaseConfig(retention=15, retention_interval=5, partition_order=order), seed=seed, faults=plan
+    )
+    sim.register_consumer(
+        "a",
+        duration=lambda r: r.uniform(0, 2 * lease),
+        fail=fail,
+        nack_delay=0.2,
+        lease_seconds=lease,
+        in_flight_limit=3,
+    )
     sim.register_consumer("b", duration=0.05, fail=fail, nack_delay=0.0, lease_seconds=lease)
     if admin:  # a seek back of b, and a consumer retired mid-run
         sim.register_consumer("x", duration=0.05, fail=fail, lease_seconds=lease)
@@ -208,13 +235,16 @@ def test_a_consumer_driven_by_hand_is_checked_like_one_with_workers():
 
 
 def test_checker_frames_are_ordered_and_add_up_over_seek_restore_and_retire():
-    sim = LeaseSimulation(LeaseConfig(retention=10, retention_interval=2), seed=4,
-                          faults=FaultPlan([CrashRandomly(mean_gap=15, downtime=0.5)]))
+    sim = LeaseSimulation(
+        LeaseConfig(retention=10, retention_interval=2),
+        seed=4,
+        faults=FaultPlan([CrashRandomly(mean_gap=15, downtime=0.5)]),
+    )
     sim.register_consumer("fast", duration=0.05, fail=0.2, nack_delay=0.0, lease_seconds=5)
     sim.register_consumer("slow", duration=lambda r: r.uniform(0, 9), lease_seconds=5, in_flight_limit=8)
     sim.register_consumer("gone", duration=lambda r: r.uniform(0, 3), lease_seconds=5, in_flight_limit=1)
     sim.add_workload(4.0, partitions=3, stop=60)
-    sim.administer("seek", "fast", "beginning", at=10)   # as an operator: waits for no live lease
+    sim.administer("seek", "fast", "beginning", at=10)  # as an operator: waits for no live lease
     sim.administer("retire", "gone", at=30)
     sim.administer("seek", "slow", "end", at=40)
     sim.run(until=20)
@@ -229,7 +259,7 @@ def test_checker_frames_are_ordered_and_add_up_over_seek_restore_and_retire():
         assert per[col].to_dict() == {c: int((frame["consumer"] == c).sum()) for c in per.index}
     assert r.total["duplicates"] == len(r.duplicates) and r.total["delivered"] == per["delivered"].sum()
     seqs = sim.trace().query("kind == 'published'").set_index("event_id")["detail"].astype(int)
-    for frame in (r.duplicates, r.lost):   # by consumer, then by seq
+    for frame in (r.duplicates, r.lost):  # by consumer, then by seq
         keys = list(zip(frame["consumer"], seqs.reindex(frame["event_id"]).tolist()))
         assert keys == sorted(keys)
     assert set(r.duplicates["cause"]) <= {"seek", "restore", "lease_expired", "crash"}

@@ -1,5 +1,6 @@
 """Leases scenario files (``design = "leases"``): loading, running, reporting,
 every class of error, and ``fanoutsim run`` on them (``serve``: tests/test_serve_designs.py)."""
+
 from __future__ import annotations
 
 import json
@@ -10,13 +11,13 @@ import pandas as pd
 import pytest
 
 from fanoutsim.cli import format_causes, full_report, main
-from fanoutsim.kernel.dist import Dist
-from fanoutsim.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.scenario import LeaseAction, LeaseConsumerDef, LeaseScenario, LeaseWorkload
-from fanoutsim.report import format_leases_check, format_leases_report, leases_report
 from fanoutsim.designs.leases.simulation import LeaseSimulation
+from fanoutsim.faults import CrashAtPoint, CrashRandomly, SlowWorkflow
+from fanoutsim.kernel.dist import Dist
+from fanoutsim.report import format_leases_check, format_leases_report, leases_report
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +101,11 @@ def test_the_crash_scenario_loads_with_lease_points_and_a_restore():
     assert [f.kind for f in sc.faults.faults] == ["crash_randomly"] + ["crash_at_point"] * 4
     assert sc.faults.of(CrashRandomly)[0].mean_gap == 120.0
     assert {f.point for f in sc.faults.of(CrashAtPoint)} == {
-        "worker.after_effect_before_ack", "lease.after_commit", "ack.before_commit", "recover.before_commit"}
+        "worker.after_effect_before_ack",
+        "lease.after_commit",
+        "ack.before_commit",
+        "recover.before_commit",
+    }
 
 
 def test_slow_workflow_names_a_consumer_and_seek_actions_load(tmp_path):
@@ -203,8 +208,13 @@ def test_the_crash_scenario_redelivers_after_crashes_and_the_restore_and_loses_n
     t = sim.trace()
     crashed = t.loc[t["kind"] == "crashed", "detail"].tolist()
     assert len(crashed) > 5
-    assert {"worker.after_effect_before_ack", "lease.after_commit", "ack.before_commit",
-            "recover.before_commit", "random"} <= set(crashed)
+    assert {
+        "worker.after_effect_before_ack",
+        "lease.after_commit",
+        "ack.before_commit",
+        "recover.before_commit",
+        "random",
+    } <= set(crashed)
     assert _t(sim, t[t["kind"] == "restored"]) == [600.0]
     report = leases_report(sim, checked=checked)
     assert report["events"]["incarnation"] == 2 and report["totals"]["restores"] == 1
@@ -251,106 +261,270 @@ def _consumer(extra: str) -> str:
 
 # (the file, the key path the error must name, fragments it must contain)
 ERRORS = [
-    pytest.param("bogus = 1\n" + MINIMAL, "bogus",
-                 ["unknown key", "design, name, description, run, leases, consumers, workload, actions, faults"],
-                 id="unknown-top-level-key"),
-    pytest.param(MINIMAL + "\n[config]\nreactor_poll_interval = 1\n", "config",
-                 ["[config] belongs to a scenario of the reactor design"], id="reactor-table"),
-    pytest.param(MINIMAL + "\n[outbox]\nsafety_poll_interval = 1\n", "outbox",
-                 ["[outbox] belongs to a scenario of the outbox design"], id="outbox-table"),
-    pytest.param(MINIMAL.replace('design = "leases"', 'design = "lease"'), "design",
-                 ["'reactor', 'outbox', 'leases'", "'lease'"], id="design-typo"),
-    pytest.param(MINIMAL.replace('design = "leases"', "") + "\n[leases]\nretention = 10\n", "leases",
-                 ["[leases] belongs to a scenario of the leases design", "set design = 'leases'"],
-                 id="leases-table-without-design"),
-    pytest.param(MINIMAL + "\n[leases]\nttl = 1\n", "leases.ttl",
-                 ["unknown key", "[leases]", "retention, retention_interval, recovery_interval, max_retry_delay"],
-                 id="leases-unknown-key"),
-    pytest.param(MINIMAL + '\n[leases]\npartition_order = "fifo"\n', "leases.partition_order",
-                 ["one of 'riffdb', 'head_of_line'", "'fifo'"], id="leases-bad-partition-order"),
-    pytest.param(MINIMAL + "\n[leases]\nmax_retry_delay = 7200\n", "leases.max_retry_delay",
-                 ["at most 3600 seconds", "7200"], id="leases-retry-delay-over-riffdb-bound"),
-    pytest.param(MINIMAL + "\n[leases]\nretention = -5\n", "leases.retention", [">= 1e-06 (1 µs, the clock's unit)", "-5"],
-                 id="leases-bad-retention"),
-    pytest.param(_consumer("batch_limit = 9"), "consumers[0].batch_limit",
-                 ["must be an integer from 1 through 8, got 9", "seed's range"], id="batch-limit-range"),
-    pytest.param(_consumer("in_flight_limit = 0"), "consumers[0].in_flight_limit",
-                 ["from 1 through 8, got 0"], id="in-flight-range"),
-    pytest.param(_consumer("lease_seconds = 1"), "consumers[0].lease_seconds",
-                 ["must be 5 through 900 seconds, got 1"], id="lease-too-short"),
-    pytest.param(_consumer("lease_seconds = 3600"), "consumers[0].lease_seconds",
-                 ["5 through 900 seconds"], id="lease-too-long"),
-    pytest.param(_consumer("retries = 3"), "consumers[0].retries",
-                 ["unknown key", "name, start, batch_limit", "poison_every", "retire_at"], id="consumer-unknown-key"),
+    pytest.param(
+        "bogus = 1\n" + MINIMAL,
+        "bogus",
+        ["unknown key", "design, name, description, run, leases, consumers, workload, actions, faults"],
+        id="unknown-top-level-key",
+    ),
+    pytest.param(
+        MINIMAL + "\n[config]\nreactor_poll_interval = 1\n",
+        "config",
+        ["[config] belongs to a scenario of the reactor design"],
+        id="reactor-table",
+    ),
+    pytest.param(
+        MINIMAL + "\n[outbox]\nsafety_poll_interval = 1\n",
+        "outbox",
+        ["[outbox] belongs to a scenario of the outbox design"],
+        id="outbox-table",
+    ),
+    pytest.param(
+        MINIMAL.replace('design = "leases"', 'design = "lease"'),
+        "design",
+        ["'reactor', 'outbox', 'leases'", "'lease'"],
+        id="design-typo",
+    ),
+    pytest.param(
+        MINIMAL.replace('design = "leases"', "") + "\n[leases]\nretention = 10\n",
+        "leases",
+        ["[leases] belongs to a scenario of the leases design", "set design = 'leases'"],
+        id="leases-table-without-design",
+    ),
+    pytest.param(
+        MINIMAL + "\n[leases]\nttl = 1\n",
+        "leases.ttl",
+        ["unknown key", "[leases]", "retention, retention_interval, recovery_interval, max_retry_delay"],
+        id="leases-unknown-key",
+    ),
+    pytest.param(
+        MINIMAL + '\n[leases]\npartition_order = "fifo"\n',
+        "leases.partition_order",
+        ["one of 'riffdb', 'head_of_line'", "'fifo'"],
+        id="leases-bad-partition-order",
+    ),
+    pytest.param(
+        MINIMAL + "\n[leases]\nmax_retry_delay = 7200\n",
+        "leases.max_retry_delay",
+        ["at most 3600 seconds", "7200"],
+        id="leases-retry-delay-over-riffdb-bound",
+    ),
+    pytest.param(
+        MINIMAL + "\n[leases]\nretention = -5\n",
+        "leases.retention",
+        [">= 1e-06 (1 µs, the clock's unit)", "-5"],
+        id="leases-bad-retention",
+    ),
+    pytest.param(
+        _consumer("batch_limit = 9"),
+        "consumers[0].batch_limit",
+        ["must be an integer from 1 through 8, got 9", "seed's range"],
+        id="batch-limit-range",
+    ),
+    pytest.param(
+        _consumer("in_flight_limit = 0"),
+        "consumers[0].in_flight_limit",
+        ["from 1 through 8, got 0"],
+        id="in-flight-range",
+    ),
+    pytest.param(
+        _consumer("lease_seconds = 1"),
+        "consumers[0].lease_seconds",
+        ["must be 5 through 900 seconds, got 1"],
+        id="lease-too-short",
+    ),
+    pytest.param(
+        _consumer("lease_seconds = 3600"), "consumers[0].lease_seconds", ["5 through 900 seconds"], id="lease-too-long"
+    ),
+    pytest.param(
+        _consumer("retries = 3"),
+        "consumers[0].retries",
+        ["unknown key", "name, start, batch_limit", "poison_every", "retire_at"],
+        id="consumer-unknown-key",
+    ),
     pytest.param(_consumer("fail = 2"), "consumers[0].fail", ["[0, 1]"], id="consumer-bad-fail"),
-    pytest.param(_consumer("poison_every = 0"), "consumers[0].poison_every", ["integer >= 1"],
-                 id="consumer-bad-poison"),
-    pytest.param(_consumer("nack_delay = 4000"), "consumers[0].nack_delay",
-                 ["0 through 3600 seconds (leases.max_retry_delay)"], id="nack-delay-over-max"),
-    pytest.param(_consumer("poll_interval = 0"), "consumers[0].poll_interval", [">= 1e-06 (1 µs, the clock's unit)"], id="poll-interval-zero"),
-    pytest.param(_consumer('start = "middle"'), "consumers[0].start", ['"beginning", "end" or a seq', "'middle'"],
-                 id="consumer-bad-start"),
-    pytest.param(_consumer("start = 5"), "consumers[0].start", ["log is empty", "join_at"],
-                 id="consumer-seq-start-at-0"),
-    pytest.param(_consumer("join_at = 60"), "consumers[0].join_at", ["before run.until (60)"],
-                 id="consumer-joins-too-late"),
-    pytest.param(_consumer("join_at = 20\nretire_at = 10"), "consumers[0].retire_at", ["after join_at (20)"],
-                 id="retire-before-join"),
-    pytest.param(_consumer("retire_at = 90"), "consumers[0].retire_at", ["before run.until (60)"],
-                 id="retire-after-until"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = {dist = "normal", mean = 1}'),
-                 "consumers[0].duration.dist", ["'exponential', 'uniform'", "'normal'"], id="consumer-bad-dist"),
-    pytest.param(MINIMAL + '\n[[consumers]]\nname = "indexer"\n', "consumers[1].name",
-                 ["already declared at consumers[0]"], id="duplicate-consumer"),
-    pytest.param(MINIMAL.replace('[[consumers]]\nname = "indexer"\nduration = 0.01\n', ""), "consumers",
-                 ["required", "[[consumers]]"], id="no-consumers"),
+    pytest.param(
+        _consumer("poison_every = 0"), "consumers[0].poison_every", ["integer >= 1"], id="consumer-bad-poison"
+    ),
+    pytest.param(
+        _consumer("nack_delay = 4000"),
+        "consumers[0].nack_delay",
+        ["0 through 3600 seconds (leases.max_retry_delay)"],
+        id="nack-delay-over-max",
+    ),
+    pytest.param(
+        _consumer("poll_interval = 0"),
+        "consumers[0].poll_interval",
+        [">= 1e-06 (1 µs, the clock's unit)"],
+        id="poll-interval-zero",
+    ),
+    pytest.param(
+        _consumer('start = "middle"'),
+        "consumers[0].start",
+        ['"beginning", "end" or a seq', "'middle'"],
+        id="consumer-bad-start",
+    ),
+    pytest.param(
+        _consumer("start = 5"), "consumers[0].start", ["log is empty", "join_at"], id="consumer-seq-start-at-0"
+    ),
+    pytest.param(
+        _consumer("join_at = 60"), "consumers[0].join_at", ["before run.until (60)"], id="consumer-joins-too-late"
+    ),
+    pytest.param(
+        _consumer("join_at = 20\nretire_at = 10"),
+        "consumers[0].retire_at",
+        ["after join_at (20)"],
+        id="retire-before-join",
+    ),
+    pytest.param(
+        _consumer("retire_at = 90"), "consumers[0].retire_at", ["before run.until (60)"], id="retire-after-until"
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = {dist = "normal", mean = 1}'),
+        "consumers[0].duration.dist",
+        ["'exponential', 'uniform'", "'normal'"],
+        id="consumer-bad-dist",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[consumers]]\nname = "indexer"\n',
+        "consumers[1].name",
+        ["already declared at consumers[0]"],
+        id="duplicate-consumer",
+    ),
+    pytest.param(
+        MINIMAL.replace('[[consumers]]\nname = "indexer"\nduration = 0.01\n', ""),
+        "consumers",
+        ["required", "[[consumers]]"],
+        id="no-consumers",
+    ),
     pytest.param(MINIMAL.replace("rate = 2.0", "rate = 0"), "workload[0].rate", ["> 0"], id="rate-zero"),
-    pytest.param(MINIMAL.replace("rate = 2.0", "rate = 2.0\npartitions = 0"), "workload[0].partitions",
-                 ["a count (an integer >= 1", "list of partition names"], id="workload-no-partitions"),
-    pytest.param(MINIMAL.replace("rate = 2.0", 'rate = 2.0\npartitions = ["a", "a"]'), "workload[0].partitions",
-                 ["distinct partitions"], id="workload-duplicate-partitions"),
-    pytest.param(MINIMAL.replace("rate = 2.0", 'rate = 2.0\npages = 10'), "workload[0].pages",
-                 ["unknown key", "rate, partitions, kind, start, stop"], id="workload-outbox-key"),
-    pytest.param(MINIMAL.replace("rate = 2.0", "rate = 2.0\nstart = 10\nstop = 5"), "workload[0].stop",
-                 ["after start (10)"], id="workload-stop-before-start"),
-    pytest.param(MINIMAL + '\n[[actions]]\nkind = "explode"\nat = 1\n', "actions[0].kind",
-                 ["restore, seek", "'explode'"], id="action-unknown-kind"),
-    pytest.param(MINIMAL + '\n[[actions]]\nkind = "retire"\nat = 1\n', "actions[0].kind",
-                 ["retire_at"], id="action-retire-points-to-retire-at"),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", "rate = 2.0\npartitions = 0"),
+        "workload[0].partitions",
+        ["a count (an integer >= 1", "list of partition names"],
+        id="workload-no-partitions",
+    ),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", 'rate = 2.0\npartitions = ["a", "a"]'),
+        "workload[0].partitions",
+        ["distinct partitions"],
+        id="workload-duplicate-partitions",
+    ),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", "rate = 2.0\npages = 10"),
+        "workload[0].pages",
+        ["unknown key", "rate, partitions, kind, start, stop"],
+        id="workload-outbox-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", "rate = 2.0\nstart = 10\nstop = 5"),
+        "workload[0].stop",
+        ["after start (10)"],
+        id="workload-stop-before-start",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[actions]]\nkind = "explode"\nat = 1\n',
+        "actions[0].kind",
+        ["restore, seek", "'explode'"],
+        id="action-unknown-kind",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[actions]]\nkind = "retire"\nat = 1\n',
+        "actions[0].kind",
+        ["retire_at"],
+        id="action-retire-points-to-retire-at",
+    ),
     pytest.param(MINIMAL + '\n[[actions]]\nkind = "restore"\n', "actions[0].at", ["required"], id="action-no-at"),
-    pytest.param(MINIMAL + '\n[[actions]]\nkind = "restore"\nat = 120\n', "actions[0].at",
-                 ["before run.until (60)"], id="action-after-until"),
-    pytest.param(MINIMAL + '\n[[actions]]\nkind = "restore"\nat = 1\nconsumer = "indexer"\n',
-                 "actions[0].consumer", ["unknown key", "for 'restore'", "kind, at"], id="restore-with-consumer"),
-    pytest.param(MINIMAL + '\n[[actions]]\nkind = "seek"\nat = 1\nconsumer = "nope"\n', "actions[0].consumer",
-                 ["'nope' is not declared", "declared: indexer"], id="seek-unknown-consumer"),
-    pytest.param(MINIMAL + '\n[[actions]]\nkind = "seek"\nat = 1\nconsumer = "indexer"\nposition = -3\n',
-                 "actions[0].position", ['"beginning", "end" or a seq'], id="seek-bad-position"),
-    pytest.param(_consumer("retire_at = 20") + '\n[[actions]]\nkind = "seek"\nat = 30\nconsumer = "indexer"\n',
-                 "actions[0].at", ["retired at 20"], id="seek-after-retire"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\n', "faults[0].kind",
-                 ["'fail_inserts' is a fault of the reactor design",
-                  "a leases scenario accepts: crash_at, crash_randomly, crash_at_point, slow_workflow"],
-                 id="reactor-only-fault"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "notifications"\ndrop = 0.5\n', "faults[0].kind",
-                 ["'notifications' is a fault of the outbox design", "crash_at_point"], id="outbox-only-fault"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "meteor"\n', "faults[0].kind",
-                 ["'meteor' is not a fault kind", "a leases scenario accepts: crash_at"], id="unknown-fault-kind"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.after_fetch"\n',
-                 "faults[0].point", ["crash point of the reactor design", "worker.after_effect_before_ack"],
-                 id="reactor-crash-point"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "dispatch.after_fetch"\n',
-                 "faults[0].point", ["crash point of the outbox design", "ack.before_commit"],
-                 id="outbox-crash-point"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "slow_workflow"\nworkflow = "indexer"\nduration = 1\n',
-                 "faults[0].workflow", ["unknown key", "write consumer = ..."], id="slow-workflow-key"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "slow_workflow"\nconsumer = "nope"\nduration = 1\n',
-                 "faults[0].consumer", ["'nope'", "declared: indexer"], id="slow-unknown-consumer"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_randomly"\n', "faults[0].mean_gap",
-                 ["required for 'crash_randomly'"], id="fault-missing-field"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at"\nat = -1\n', "faults[0].at", [">= 0"],
-                 id="fault-bad-value"),
-    pytest.param(MINIMAL.replace("until = 60.0", "until = -1"), "run.until", [">= 1e-06 (1 µs, the clock's unit)"], id="run-until"),
+    pytest.param(
+        MINIMAL + '\n[[actions]]\nkind = "restore"\nat = 120\n',
+        "actions[0].at",
+        ["before run.until (60)"],
+        id="action-after-until",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[actions]]\nkind = "restore"\nat = 1\nconsumer = "indexer"\n',
+        "actions[0].consumer",
+        ["unknown key", "for 'restore'", "kind, at"],
+        id="restore-with-consumer",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[actions]]\nkind = "seek"\nat = 1\nconsumer = "nope"\n',
+        "actions[0].consumer",
+        ["'nope' is not declared", "declared: indexer"],
+        id="seek-unknown-consumer",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[actions]]\nkind = "seek"\nat = 1\nconsumer = "indexer"\nposition = -3\n',
+        "actions[0].position",
+        ['"beginning", "end" or a seq'],
+        id="seek-bad-position",
+    ),
+    pytest.param(
+        _consumer("retire_at = 20") + '\n[[actions]]\nkind = "seek"\nat = 30\nconsumer = "indexer"\n',
+        "actions[0].at",
+        ["retired at 20"],
+        id="seek-after-retire",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\n',
+        "faults[0].kind",
+        [
+            "'fail_inserts' is a fault of the reactor design",
+            "a leases scenario accepts: crash_at, crash_randomly, crash_at_point, slow_workflow",
+        ],
+        id="reactor-only-fault",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "notifications"\ndrop = 0.5\n',
+        "faults[0].kind",
+        ["'notifications' is a fault of the outbox design", "crash_at_point"],
+        id="outbox-only-fault",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "meteor"\n',
+        "faults[0].kind",
+        ["'meteor' is not a fault kind", "a leases scenario accepts: crash_at"],
+        id="unknown-fault-kind",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.after_fetch"\n',
+        "faults[0].point",
+        ["crash point of the reactor design", "worker.after_effect_before_ack"],
+        id="reactor-crash-point",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "dispatch.after_fetch"\n',
+        "faults[0].point",
+        ["crash point of the outbox design", "ack.before_commit"],
+        id="outbox-crash-point",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "slow_workflow"\nworkflow = "indexer"\nduration = 1\n',
+        "faults[0].workflow",
+        ["unknown key", "write consumer = ..."],
+        id="slow-workflow-key",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "slow_workflow"\nconsumer = "nope"\nduration = 1\n',
+        "faults[0].consumer",
+        ["'nope'", "declared: indexer"],
+        id="slow-unknown-consumer",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_randomly"\n',
+        "faults[0].mean_gap",
+        ["required for 'crash_randomly'"],
+        id="fault-missing-field",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_at"\nat = -1\n', "faults[0].at", [">= 0"], id="fault-bad-value"
+    ),
+    pytest.param(
+        MINIMAL.replace("until = 60.0", "until = -1"),
+        "run.until",
+        [">= 1e-06 (1 µs, the clock's unit)"],
+        id="run-until",
+    ),
 ]
 
 
@@ -368,7 +542,8 @@ def test_each_class_of_error_names_file_key_and_what_is_allowed(tmp_path, text, 
 
 def test_all_problems_are_reported_at_once(tmp_path):
     text = MINIMAL.replace('design = "leases"', 'design = "leeses"\ncolour = "red"').replace(
-        "duration = 0.01", "duration = 0.01\nlease_seconds = 2") + textwrap.dedent("""
+        "duration = 0.01", "duration = 0.01\nlease_seconds = 2"
+    ) + textwrap.dedent("""
         [leases]
         retention = 0
 
@@ -390,8 +565,15 @@ def test_all_problems_are_reported_at_once(tmp_path):
         """)
     err = error_of(write(tmp_path, text))
     assert [p for p, _ in err.problems] == [
-        "design", "colour", "leases.retention", "consumers[0].lease_seconds", "consumers[1].batch_limit",
-        "actions[0].at", "faults[0].kind", "faults[1].nth"]
+        "design",
+        "colour",
+        "leases.retention",
+        "consumers[0].lease_seconds",
+        "consumers[1].batch_limit",
+        "actions[0].at",
+        "faults[0].kind",
+        "faults[1].nth",
+    ]
     assert str(err).startswith(f"{tmp_path / 'scn.toml'}: 8 problems:\n")
     assert "checked as the leases design" in str(err)
 
@@ -415,8 +597,9 @@ def test_cli_run_writes_everything_and_prints_the_leases_report(tmp_path, capsys
     assert json.loads((out / "report.json").read_text()) == report
     assert report["check"]["valid"] is True
     why = f"\n{format_causes(report['causes'])}" if report["causes"] else ""  # each cause, in plain words
-    assert captured.out == (format_leases_report(report) + "\n" + format_leases_check(checked)
-                            + "\n" + why + f"\nwrote 5 files to {out}\n")
+    assert captured.out == (
+        format_leases_report(report) + "\n" + format_leases_check(checked) + "\n" + why + f"\nwrote 5 files to {out}\n"
+    )
     assert "leases check: VALID" in captured.out and captured.err == ""
     assert pd.read_parquet(out / "events.parquet")["event_id"].tolist() == sim.events()["event_id"].tolist()
     assert pd.read_parquet(out / "checkpoints.parquet").to_dict("records") == sim.checkpoints().to_dict("records")

@@ -4,15 +4,16 @@ retention fence and restore. RiffDB's rule (several leases per partition) is
 the default; tests whose point is the seed's head-of-line reading say so with
 ``order="head_of_line"`` (tests/test_leases_riffdb.py restates RiffDB's own
 tests)."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from fanoutsim.faults import LEASE_CRASH_POINTS, CRASH_POINTS
 from fanoutsim.designs.leases import MAX_ATTEMPTS, HistoryPruned, LeaseConfig
 from fanoutsim.designs.leases.simulation import LeaseSimulation
+from fanoutsim.faults import CRASH_POINTS, LEASE_CRASH_POINTS
 
 HOL = "head_of_line"
 
@@ -54,22 +55,22 @@ def test_head_of_line_one_lease_per_partition_in_partition_order_in_flight_acros
     sim = sim_with(store, 6, partitions=("a", "b", "c"), order=HOL, batch_limit=8, in_flight_limit=2)
     got = sim.consume("c")
     assert [(x.partition, x.event_id) for x in got] == [("a", "1:0"), ("b", "2:0")]  # in-flight 2
-    assert sim.consume("c") == []                                                  # full
+    assert sim.consume("c") == []  # full
     assert sim.ack("c", got[0].event_id, got[0].token, got[0].incarnation) == "acked"
-    assert [x.event_id for x in sim.consume("c")] == ["3:0"]     # oldest eligible head: c's 3, not a's 4
+    assert [x.event_id for x in sim.consume("c")] == ["3:0"]  # oldest eligible head: c's 3, not a's 4
     sim2 = sim_with(store, 3, order=HOL, batch_limit=8, in_flight_limit=8)
-    assert [x.event_id for x in sim2.consume("c")] == ["1:0"]   # one partition: one in flight
+    assert [x.event_id for x in sim2.consume("c")] == ["1:0"]  # one partition: one in flight
 
 
 def test_riffdb_leases_several_per_partition_oldest_first_up_to_the_limits(store):
     sim = sim_with(store, 6, partitions=("a", "b", "c"), batch_limit=8, in_flight_limit=4)
     got = sim.consume("c")
     assert [(x.partition, x.event_id) for x in got] == [("a", "1:0"), ("b", "2:0"), ("c", "3:0"), ("a", "4:0")]
-    assert sim.consume("c") == []                                                  # in-flight 4: full
-    assert sim.ack("c", "4:0", got[3].token, 1) == "acked"                         # a later event of a
+    assert sim.consume("c") == []  # in-flight 4: full
+    assert sim.ack("c", "4:0", got[3].token, 1) == "acked"  # a later event of a
     assert [x.event_id for x in sim.consume("c")] == ["5:0"]
     sim2 = sim_with(store, 3, batch_limit=8, in_flight_limit=8)
-    assert [x.event_id for x in sim2.consume("c")] == ["1:0", "2:0", "3:0"]     # one partition: all three
+    assert [x.event_id for x in sim2.consume("c")] == ["1:0", "2:0", "3:0"]  # one partition: all three
 
 
 def test_batch_limit_per_call(store):
@@ -112,11 +113,11 @@ def test_head_of_line_nack_schedules_a_delayed_retry_that_holds_the_partition(st
     sim = sim_with(store, 2, order=HOL)
     (x,) = sim.consume("c")
     assert sim.nack("c", x.event_id, x.token, x.incarnation, delay=3, error="boom") == "retry_scheduled"
-    assert sim.consume("c") == []          # the head waits; its partition's next event too
+    assert sim.consume("c") == []  # the head waits; its partition's next event too
     sim.run(until=3.0)
     (y,) = sim.consume("c")
     assert (y.event_id, y.attempt) == ("1:0", 2)
-    assert sim.retries().empty             # a retry leased again is a lease, no longer a retry
+    assert sim.retries().empty  # a retry leased again is a lease, no longer a retry
     assert sim.nack("c", y.event_id, y.token, y.incarnation, error="boom") == "retry_scheduled"
     assert sim.retries()[["error", "attempts"]].values.tolist() == [["boom", 2]]
 
@@ -125,12 +126,12 @@ def test_riffdb_nack_schedules_a_delayed_retry_and_later_events_go_on(store):
     sim = sim_with(store, 3, batch_limit=1, in_flight_limit=1)
     (x,) = sim.consume("c")
     assert sim.nack("c", x.event_id, x.token, x.incarnation, delay=3, error="boom") == "retry_scheduled"
-    (y,) = sim.consume("c")                # the retry holds no lease: 2:0 takes the in-flight slot
+    (y,) = sim.consume("c")  # the retry holds no lease: 2:0 takes the in-flight slot
     assert y.event_id == "2:0"
     assert sim.ack("c", y.event_id, y.token, y.incarnation) == "acked"
     assert sim.status("c")["sparse"] == ["2:0"] and sim.checkpoints().empty
     sim.run(until=3.0)
-    (z,) = sim.consume("c")                # oldest first: the retry's time has come
+    (z,) = sim.consume("c")  # oldest first: the retry's time has come
     assert (z.event_id, z.attempt) == ("1:0", 2)
     assert sim.ack("c", z.event_id, z.token, z.incarnation) == "acked"
     assert sim.checkpoints()["seq"].tolist() == [2] and sim.status("c")["sparse"] == []
@@ -161,7 +162,7 @@ def test_the_tenth_failure_is_a_dead_letter_and_later_events_continue(store, ord
     dl = sim.dead_letters()
     assert dl[["event_id", "attempts", "error"]].values.tolist() == [["1:0", 10, "poison"]]
     assert dl["payload"].tolist() == ['{"i":0}']
-    assert sim.checkpoints()["seq"].tolist() == [1]          # the nack's dead letter moved it past
+    assert sim.checkpoints()["seq"].tolist() == [1]  # the nack's dead letter moved it past
     (y,) = sim.consume("c")
     assert y.event_id == "2:0"
     t = sim.trace()
@@ -188,14 +189,14 @@ def _fail_once(sim, how, x):
     if how == "nack":
         assert sim.nack("c", x.event_id, x.token, x.incarnation) in ("retry_scheduled", "dead_lettered")
     elif how == "expiry":
-        sim.run(until=sim.now + 6)          # past the 5 s lease: the recovery loop expires it
+        sim.run(until=sim.now + 6)  # past the 5 s lease: the recovery loop expires it
     else:
-        sim.restore()                       # a new incarnation voids the live lease
+        sim.restore()  # a new incarnation voids the live lease
 
 
 @pytest.mark.parametrize("order", ["riffdb", HOL])
 @pytest.mark.parametrize("how", ["nack", "expiry", "restore"])
-@pytest.mark.parametrize("events", [1, 2])   # 1: the dead letter is the partition's last event
+@pytest.mark.parametrize("events", [1, 2])  # 1: the dead letter is the partition's last event
 def test_a_dead_letter_moves_the_checkpoint_whichever_way_it_was_made(store, order, how, events):
     sim = sim_with(store, events, order=order, lease_seconds=5, batch_limit=1, in_flight_limit=1)
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -207,13 +208,21 @@ def test_a_dead_letter_moves_the_checkpoint_whichever_way_it_was_made(store, ord
     assert st["first_required"] == (None if events == 1 else "2:0")
     t = sim.trace()
     moved = t[(t["kind"] == "checkpoint") & (t["event_id"] == "1:0")]
-    assert len(moved) == 1                  # traced as every checkpoint move is
+    assert len(moved) == 1  # traced as every checkpoint move is
 
 
-@pytest.mark.parametrize("field,value,rng", [
-    ("batch_limit", 0, "1 through 8"), ("batch_limit", 9, "1 through 8"), ("in_flight_limit", 9, "1 through 8"),
-    ("in_flight_limit", 1.5, "1 through 8"), ("lease_seconds", 4.9, "5 through 900 seconds"),
-    ("lease_seconds", 901, "5 through 900 seconds"), ("batch_limit", True, "1 through 8")])
+@pytest.mark.parametrize(
+    "field,value,rng",
+    [
+        ("batch_limit", 0, "1 through 8"),
+        ("batch_limit", 9, "1 through 8"),
+        ("in_flight_limit", 9, "1 through 8"),
+        ("in_flight_limit", 1.5, "1 through 8"),
+        ("lease_seconds", 4.9, "5 through 900 seconds"),
+        ("lease_seconds", 901, "5 through 900 seconds"),
+        ("batch_limit", True, "1 through 8"),
+    ],
+)
 def test_limits_are_validated_naming_field_and_range(store, field, value, rng):
     sim = LeaseSimulation(seed=0, store=store)
     with pytest.raises(ValueError, match=f"{field} must be .*{rng}"):
@@ -249,11 +258,11 @@ def test_seek_is_refused_while_a_lease_is_live_then_moves_and_clears(store):
     assert sim.nack("c", y.event_id, y.token, y.incarnation, delay=100) == "retry_scheduled"
     (z,) = sim.consume("c")
     revision = sim.status("c")["revision"]
-    assert sim.seek("c", 0) == "outstanding_lease"     # z's lease is live: nothing changes
+    assert sim.seek("c", 0) == "outstanding_lease"  # z's lease is live: nothing changes
     assert sim.status("c")["revision"] == revision and sim.checkpoints()["seq"].tolist() == [1]
     assert sim.trace()["kind"].tolist()[-1] == "seek_refused"
     assert sim.ack("c", z.event_id, z.token, z.incarnation) == "acked"
-    assert sim.seek("c", 0) == "applied"               # back: 1:0 again; checkpoints, retries, sparse gone
+    assert sim.seek("c", 0) == "applied"  # back: 1:0 again; checkpoints, retries, sparse gone
     assert sim.checkpoints().empty and sim.retries().empty and sim.resolutions().empty
     assert [x.event_id for x in sim.consume("c", batch_limit=1)] == ["1:0"]
     with pytest.raises(ValueError, match="past the end"):
@@ -268,30 +277,30 @@ def test_retire_is_refused_while_leased_then_deletes_the_consumer_which_may_star
     (x,) = sim.consume("c")
     assert sim.retire("c") == "outstanding_lease"
     sim.run(until=20)
-    assert len(sim.events()) == 3                       # both consumers resolved nothing: no pruning
-    assert sim.retire("c") == "applied"                 # recovery made the expired lease a retry: none live
+    assert len(sim.events()) == 3  # both consumers resolved nothing: no pruning
+    assert sim.retire("c") == "applied"  # recovery made the expired lease a retry: none live
     assert sim.status("c") is None and sim.retire("c") == "not_found"
     assert sim.ack("c", x.event_id, x.token, x.incarnation) == "not_found"
-    assert sim.retries()["consumer"].tolist() == []     # its rows went with it
+    assert sim.retries()["consumer"].tolist() == []  # its rows went with it
     assert sim.consume("c").result == "not_found"
-    assert len(sim.events()) == 3                       # d still holds the fence
+    assert len(sim.events()) == 3  # d still holds the fence
     assert sim.retire("d") == "applied"
     sim.run(until=22)
-    assert sim.events().empty                           # no consumer: age alone
-    row = sim.register_consumer("c", client=False)      # the same identity, afresh
+    assert sim.events().empty  # no consumer: age alone
+    row = sim.register_consumer("c", client=False)  # the same identity, afresh
     assert (row["start_seq"], row["revision"]) == (3, 1)
 
 
 def test_retention_keeps_the_commit_of_each_checkpoint_event_and_needs_a_resolution(store):
     sim = LeaseSimulation(LeaseConfig(retention=10, retention_interval=1), seed=0, store=store)
     sim.register_consumer("c", client=False)
-    sim.publish_many([("a", "k", 1), ("b", "k", 2)])   # commit 1
-    sim.publish("b")                                   # commit 2
-    sim.publish("a")                                   # commit 3
+    sim.publish_many([("a", "k", 1), ("b", "k", 2)])  # commit 1
+    sim.publish("b")  # commit 2
+    sim.publish("a")  # commit 3
     leases = {x.event_id: x for x in sim.consume("c")}
     sim.run(until=30)
     assert len(sim.events()) == 4 and sim.status("c")["retention_frontier"] == 0  # resolved nothing: none
-    for eid in ("1:1", "2:0"):                         # b done through commit 2; a (1:0) still required
+    for eid in ("1:1", "2:0"):  # b done through commit 2; a (1:0) still required
         sim.ack("c", eid, leases[eid].token, 1)
     sim.run(until=32)
     assert sim.events()["event_id"].tolist() == ["1:0", "1:1", "2:0", "3:0"]
@@ -301,9 +310,9 @@ def test_retention_keeps_the_commit_of_each_checkpoint_event_and_needs_a_resolut
         sim.ack("c", eid, leases[eid].token, 1)
     st = sim.status("c")
     assert st["checkpoints"] == {"a": 4, "b": 3} and st["first_required"] is None
-    assert st["retention_frontier"] == 1               # b's checkpoint is 2:0: commit 2 stays
+    assert st["retention_frontier"] == 1  # b's checkpoint is 2:0: commit 2 stays
     sim.run(until=34)
-    assert sim.events()["event_id"].tolist() == ["2:0", "3:0"]   # caught up, yet its checkpoint's commit stays
+    assert sim.events()["event_id"].tolist() == ["2:0", "3:0"]  # caught up, yet its checkpoint's commit stays
 
 
 def test_status_reports_revision_and_counts_of_live_leases_retries_and_dead_letters(store):
@@ -325,7 +334,7 @@ def test_restore_fails_old_tokens_closed_and_counts_the_lease_as_a_failed_attemp
     assert sim.restore() == 2
     assert sim.ack("c", x.event_id, x.token, x.incarnation) == "stale_incarnation"
     assert sim.retries()[["event_id", "attempts", "error"]].values.tolist() == [["1:0", 1, "restore"]]
-    (y,) = sim.consume("c")                             # resumes from its checkpoint: the same event
+    (y,) = sim.consume("c")  # resumes from its checkpoint: the same event
     assert (y.event_id, y.incarnation, y.attempt) == ("1:0", 2, 2)
     assert sim.ack("c", y.event_id, y.token, y.incarnation) == "acked"
     assert sim.history()["incarnation"].tolist() == [2]
@@ -342,10 +351,10 @@ def test_a_position_inside_pruned_history_is_refused_as_history_pruned(store):
     for _ in range(3):
         sim.publish("a")
     sim.run(until=10)
-    assert sim.events().empty                           # no consumer held them
+    assert sim.events().empty  # no consumer held them
     with pytest.raises(HistoryPruned, match="position 1 for 'c' is before the retention horizon"):
         sim.register_consumer("c", start=1, client=False)
-    row = sim.register_consumer("c", client=False)      # "beginning": the horizon
+    row = sim.register_consumer("c", client=False)  # "beginning": the horizon
     assert (row["start_seq"], row["start_commit"]) == (3, 3)
     assert sim.status("c")["retention_frontier"] == 2
     with pytest.raises(HistoryPruned):

@@ -1,6 +1,7 @@
 """What the lessons are built with: fanoutsim.lesson (controls with their kernel
 note, Explorer over a grid run once, tables, take-aways) and notebooks/build.py
 (cell markers as tags and metadata, the saved note's words, Run All's time)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,8 +26,7 @@ def _build():
 
 def test_cell_markers_become_tags_and_metadata_never_comments():
     build = _build()
-    source = ("# %% [markdown]\n# # Title\n# %% ignore-output\nx = 1\n# %% solution\ny = 2\n"
-              "# %% hidden skip\nz = 3\n")
+    source = "# %% [markdown]\n# # Title\n# %% ignore-output\nx = 1\n# %% solution\ny = 2\n# %% hidden skip\nz = 3\n"
     md, ignored, solution, hidden = build.cells_of(source)
     assert md.cell_type == "markdown" and md.source == "# Title"
     assert ignored.metadata == {"tags": ["nbval-ignore-output"]} and ignored.source == "x = 1"
@@ -47,9 +47,10 @@ def test_a_saved_control_keeps_the_words_for_a_reader_without_a_kernel():
     assert lesson.NOTE_CLASS in note._dom_classes == (build.NOTE_CLASS,)
     assert repr(box) == "A control that needs a running kernel: run its cell to move it."
     nb = nbformat.v4.new_notebook()
-    state = {"a": {"state": {"_dom_classes": [build.NOTE_CLASS], "value": note.value,
-                             "placeholder": note.placeholder}},
-             "b": {"state": {"_dom_classes": [], "value": "a summary", "placeholder": "not a note"}}}
+    state = {
+        "a": {"state": {"_dom_classes": [build.NOTE_CLASS], "value": note.value, "placeholder": note.placeholder}},
+        "b": {"state": {"_dom_classes": [], "value": "a summary", "placeholder": "not a note"}},
+    }
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": state}}
     assert build.offline_notes(nb) == 1
     saved = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
@@ -59,13 +60,20 @@ def test_a_saved_control_keeps_the_words_for_a_reader_without_a_kernel():
 def test_run_all_is_timed_from_the_first_cell_to_the_last():
     build = _build()
     nb = nbformat.v4.new_notebook()
-    def ran(start: str, end: str) -> dict:
-        return {"execution": {"iopub.execute_input": f"2026-01-01T00:00:{start}Z",
-                              "shell.execute_reply": f"2026-01-01T00:00:{end}Z"}}
 
-    nb.cells = [nbformat.v4.new_code_cell("1", metadata=ran("01.000000", "03.000000")),
-                nbformat.v4.new_markdown_cell("x"),
-                nbformat.v4.new_code_cell("2", metadata=ran("03.500000", "08.250000"))]
+    def ran(start: str, end: str) -> dict:
+        return {
+            "execution": {
+                "iopub.execute_input": f"2026-01-01T00:00:{start}Z",
+                "shell.execute_reply": f"2026-01-01T00:00:{end}Z",
+            }
+        }
+
+    nb.cells = [
+        nbformat.v4.new_code_cell("1", metadata=ran("01.000000", "03.000000")),
+        nbformat.v4.new_markdown_cell("x"),
+        nbformat.v4.new_code_cell("2", metadata=ran("03.500000", "08.250000")),
+    ]
     assert build.run_all_seconds(nb) == 7.25
     assert build.run_all_seconds(nbformat.v4.new_notebook()) == 0.0
 
@@ -83,12 +91,12 @@ def test_an_explorer_runs_each_setting_once_and_only_redraws_after():
         return f"{a} x {b} = {result}", fig
 
     e = lesson.Explorer(run, draw, {"a": [1, 2, 3], "b": ["x", "y"]}, value={"a": 2})
-    assert sorted(runs) == sorted((a, b) for a in (1, 2, 3) for b in ("x", "y"))   # the grid, once
+    assert sorted(runs) == sorted((a, b) for a in (1, 2, 3) for b in ("x", "y"))  # the grid, once
     assert e.setting == {"a": 2, "b": "x"} and e.summary.value == "2 x x = xx"
     first = e.figure
     e.set(a=3, b="y")
     assert e.summary.value == "3 x y = yyy" and e.figure is not first and len(runs) == 6
-    e.controls["a"].value = 1                                    # a learner's move
+    e.controls["a"].value = 1  # a learner's move
     assert e.summary.value == "1 x y = y" and len(runs) == 6
     with pytest.raises(ValueError, match="a must be one of \\[1, 2, 3\\], got 4"):
         e.set(a=4)
@@ -99,7 +107,7 @@ def test_a_table_rounds_wraps_and_keeps_one_style_id_for_one_content():
     df = pd.DataFrame({"a_long_column_name": [1.23456, 2.0], "n": [1000, 2]})
     html = lesson.table(df, digits=2).to_html()
     assert "1.23" in html and "1,000" in html and "overflow-wrap: anywhere" in html
-    assert lesson.table(df, digits=2).to_html() == html                     # the saved notebook does not move
+    assert lesson.table(df, digits=2).to_html() == html  # the saved notebook does not move
     assert lesson.table(df.assign(n=[1, 2]), digits=2).to_html() != html
 
 
@@ -107,5 +115,7 @@ def test_a_takeaway_has_three_to_five_bullets():
     assert lesson.takeaway("a", "b", "c")._repr_markdown_() == "- a\n- b\n- c"
     with pytest.raises(ValueError, match="3 to 5 bullets, got 2"):
         lesson.takeaway("a", "b")
-    assert "def test_a_takeaway_has_three_to_five_bullets" in lesson.show_source(
-        test_a_takeaway_has_three_to_five_bullets)._repr_markdown_()
+    assert (
+        "def test_a_takeaway_has_three_to_five_bullets"
+        in lesson.show_source(test_a_takeaway_has_three_to_five_bullets)._repr_markdown_()
+    )

@@ -14,6 +14,7 @@
 * the glossary, in the index and in the README, explains every word the lessons
   put in its list.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,22 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LESSONS = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb") if p.stem != "00_index")
 CHECK = re.compile(r"""ex\.check\("(\d+\.\d+)\"""")
-GLOSSARY = ("watermark", "cursor", "lease", "hint", "fence", "incarnation", "sparse resolution", "checkpoint",
-            "dead letter", "safety poll", "at-least-once", "partition", "poll interval", "retention")
+GLOSSARY = (
+    "watermark",
+    "cursor",
+    "lease",
+    "hint",
+    "fence",
+    "incarnation",
+    "sparse resolution",
+    "checkpoint",
+    "dead letter",
+    "safety poll",
+    "at-least-once",
+    "partition",
+    "poll interval",
+    "retention",
+)
 
 
 def cells(stem: str) -> list:
@@ -91,8 +106,11 @@ def test_a_lesson_asks_before_it_shows(stem):
 @pytest.mark.parametrize("stem", LESSONS)
 def test_a_lesson_has_two_or_three_exercises_each_with_a_collapsed_solution(stem):
     nb = cells(stem)
-    tasks = [CHECK.search(c.source).group(1) for c in nb
-             if c.cell_type == "code" and "solution" not in tags(c) and CHECK.search(c.source)]
+    tasks = [
+        CHECK.search(c.source).group(1)
+        for c in nb
+        if c.cell_type == "code" and "solution" not in tags(c) and CHECK.search(c.source)
+    ]
     solutions = [CHECK.search(c.source).group(1) for c in nb if "solution" in tags(c)]
     assert 2 <= len(tasks) <= 3 and tasks == solutions
     assert all(t.startswith(f"{number(stem)}.") for t in tasks)
@@ -159,8 +177,10 @@ def test_every_saved_control_says_it_needs_a_running_kernel(stem):
 
 def _index_rows() -> dict[str, str]:
     index = (NOTEBOOKS / "src" / "00_index.py").read_text()
-    return {m.group(1): m.group(2) for m in re.finditer(r"^# \| \[(\d\d_\w+)\]\(\1\.ipynb\) \| .+? \| (.+?) \|$",
-                                                        index, flags=re.M)}
+    return {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^# \| \[(\d\d_\w+)\]\(\1\.ipynb\) \| .+? \| (.+?) \|$", index, flags=re.M)
+    }
 
 
 def _seconds(text: str) -> float:
@@ -183,7 +203,7 @@ def test_the_index_quotes_each_run_all_time_within_20_percent_of_the_measured_on
 @pytest.mark.parametrize("where", ["index", "README"])
 def test_the_glossary_explains_the_words_the_lessons_use(where):
     text = (NOTEBOOKS / "src" / "00_index.py").read_text() if where == "index" else (ROOT / "README.md").read_text()
-    glossary = text[text.index("Glossary"):]
+    glossary = text[text.index("Glossary") :]
     for word in GLOSSARY:
         assert re.search(rf"\*\*{re.escape(word)}\w*\*\*", glossary, flags=re.I), f"{word!r} is not explained"
     for system in ("Cloacina", "Subspace", "RiffDB"):
@@ -242,10 +262,12 @@ def _blocks(text: str, commented: bool = False) -> dict[str, list[str]]:
     if commented:
         lines = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in lines]
     lines = [re.sub(r"\]\(notebooks/", "](", line) for line in lines]
-    glossary = lines[next(i for i, line in enumerate(lines) if line == "## Glossary"):]
-    return {"lessons": [line for line in lines if re.match(r"\| \[\d\d_\w+\]", line)],
-            "systems": [line for line in lines if re.match(r"\| \*\*(Cloacina|Subspace|RiffDB)\*\*", line)],
-            "glossary": [line for line in glossary if line.startswith(("- ", "  "))]}
+    glossary = lines[next(i for i, line in enumerate(lines) if line == "## Glossary") :]
+    return {
+        "lessons": [line for line in lines if re.match(r"\| \[\d\d_\w+\]", line)],
+        "systems": [line for line in lines if re.match(r"\| \*\*(Cloacina|Subspace|RiffDB)\*\*", line)],
+        "glossary": [line for line in glossary if line.startswith(("- ", "  "))],
+    }
 
 
 def test_the_site_lists_the_lessons_the_systems_and_the_glossary_as_the_index_does():

@@ -1,4 +1,5 @@
 """Counters: one series per name and label set, however they are bumped."""
+
 from __future__ import annotations
 
 import threading
@@ -34,7 +35,7 @@ def test_a_locked_counter_waits_for_the_registry_lock():
     with m._lock:
         t = threading.Thread(target=lambda: (c(), done.set()))
         t.start()
-        assert not done.wait(0.2)        # blocked behind the lock
+        assert not done.wait(0.2)  # blocked behind the lock
         assert m._values == {}
     assert done.wait(5)
     t.join()

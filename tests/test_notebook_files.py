@@ -1,6 +1,7 @@
 """The committed notebooks as JupyterLab meets them: the kernelspec it writes
 (so opening one changes nothing), an index that names every notebook, and a
 `make lab` that trusts them and hides their sources."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -40,7 +41,7 @@ def test_every_notebook_has_its_source_and_the_index_names_each_with_its_time():
 
 def test_make_lab_trusts_the_notebooks_hides_their_sources_and_opens_the_index():
     make = (ROOT / "Makefile").read_text()
-    lab = make[make.index("\nlab:"):]
+    lab = make[make.index("\nlab:") :]
     lab = lab[: lab.index("\n\n")]
     assert "jupyter trust $(LAB_DIR)/*.ipynb" in lab
     assert "--ServerApp.root_dir=$(LAB_DIR)" in lab and "default_url=/lab/tree/00_index.ipynb" in lab

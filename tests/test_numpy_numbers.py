@@ -2,6 +2,7 @@
 limit from a DataFrame) is taken wherever a Python one is, and kept as the
 Python number it equals, so a config holding one still goes into report.json;
 booleans, Python's or NumPy's, are refused as before."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +18,19 @@ from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.kernel.validate import (Fraction, Invalid, IntAtLeast, IntRange, Position, Rate, Seconds, Seed,
-                                       is_number, is_real, is_whole)
+from fanoutsim.kernel.validate import (
+    Fraction,
+    IntAtLeast,
+    IntRange,
+    Invalid,
+    Position,
+    Rate,
+    Seconds,
+    Seed,
+    is_number,
+    is_real,
+    is_whole,
+)
 
 INTS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64)
 FLOATS = (np.float16, np.float32, np.float64)
@@ -59,10 +71,13 @@ def test_a_numpy_boolean_is_refused_as_a_python_one(validator):
 
 
 def test_the_reactor_takes_numpy_numbers():
-    cfg = fs.SchedulerConfig(reactor_poll_interval=np.int64(1), reactor_poll_batch_limit=np.int64(50),
-                             reactor_firings_retention=np.float32(3600))
+    cfg = fs.SchedulerConfig(
+        reactor_poll_interval=np.int64(1),
+        reactor_poll_batch_limit=np.int64(50),
+        reactor_firings_retention=np.float32(3600),
+    )
     assert type(cfg.reactor_poll_batch_limit) is int and type(cfg.reactor_poll_interval) is int
-    json.dumps(dataclasses.asdict(cfg))                          # it goes into report.json
+    json.dumps(dataclasses.asdict(cfg))  # it goes into report.json
     sim = fs.Simulation(cfg, seed=0)
     sim.runner.register_workflow("w", duration=np.float32(0.01))
     sim.runner.subscribe_workflow_to_reactor("r", "w")
@@ -85,9 +100,16 @@ def test_leases_take_numpy_numbers():
     cfg = LeaseConfig(retention=np.int64(600), recovery_interval=np.float32(0.5))
     json.dumps(dataclasses.asdict(cfg))
     sim = LeaseSimulation(cfg, seed=0)
-    row = sim.register_consumer("c", batch_limit=np.int64(2), in_flight_limit=np.int32(4),
-                                lease_seconds=np.int64(30), duration=np.float32(0.01),
-                                fail=np.float64(0.0), nack_delay=np.int64(1), poll_interval=np.float32(0.5))
+    row = sim.register_consumer(
+        "c",
+        batch_limit=np.int64(2),
+        in_flight_limit=np.int32(4),
+        lease_seconds=np.int64(30),
+        duration=np.float32(0.01),
+        fail=np.float64(0.0),
+        nack_delay=np.int64(1),
+        poll_interval=np.float32(0.5),
+    )
     assert type(row["batch_limit"]) is int and type(row["lease_seconds"]) is float
     sim.add_workload(np.int64(3), partitions=np.int64(2), stop=np.float32(5))
     sim.run(until=np.int64(10))

@@ -1,4 +1,5 @@
 """The outbox notebook's analysis and figures (fanoutsim.designs.outbox.analysis, fanoutsim.designs.outbox.plots)."""
+
 from __future__ import annotations
 
 import pytest
@@ -55,13 +56,17 @@ def test_a_slow_consumer_does_not_hold_up_a_fast_one_and_a_new_one_back_fills():
 
 def test_the_figures_draw(sweep):
     summary, lat = sweep
-    figs = [plots.outbox_latency_histogram(lat, poll=2.0), plots.outbox_tail_vs_drop(summary),
-            plots.cursor_progress(analysis.poison_run(rows=20, poison_at=5)),
-            plots.cursor_progress(analysis.slow_fast_run(seconds=20.0), lag=True)]
+    figs = [
+        plots.outbox_latency_histogram(lat, poll=2.0),
+        plots.outbox_tail_vs_drop(summary),
+        plots.cursor_progress(analysis.poison_run(rows=20, poison_at=5)),
+        plots.cursor_progress(analysis.slow_fast_run(seconds=20.0), lag=True),
+    ]
     for fig in figs:
         assert isinstance(fig, Figure)
-        assert fig.axes[-1].get_xlabel() and all(ax.get_ylabel() and (ax.get_title() or ax.get_title(loc="left"))
-                                                    for ax in fig.axes)
+        assert fig.axes[-1].get_xlabel() and all(
+            ax.get_ylabel() and (ax.get_title() or ax.get_title(loc="left")) for ax in fig.axes
+        )
     cursors, lag = figs[2:]
     # one panel per consumer (small multiples): no consumer's line hides another's
     assert [ax.get_title(loc="left").split(":")[0] for ax in cursors.axes] == ["indexer", "triage"]
@@ -79,11 +84,13 @@ def test_both_clocks_lose_no_row_when_every_hint_is_lost(tmp_path):
     assert summary["clock"].tolist() == ["virtual", "wall"]
     assert (summary["lost"] == 0).all() and (summary["delivered"] == summary["committed"]).all()
     assert (summary["committed"] > 0).all() and (summary["hinted_share"] == 0).all()
-    assert bool(summary.loc[0, "within_poll"])                  # the virtual clock: exactly bounded
+    assert bool(summary.loc[0, "within_poll"])  # the virtual clock: exactly bounded
     assert lat.groupby("clock")["latency_s"].max()["wall"] < 0.3 + 1.0  # the wall clock: loosely
     fig = outbox_latency_histogram(lat, 0.3, by="clock")
-    assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_legend().get_texts()][:2] == \
-        ["virtual clock", "wall clock"]
+    assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_legend().get_texts()][:2] == [
+        "virtual clock",
+        "wall clock",
+    ]
 
 
 def test_the_cursor_heatmap_has_a_row_per_consumer_and_marks_parked_rows():
@@ -92,6 +99,6 @@ def test_the_cursor_heatmap_has_a_row_per_consumer_and_marks_parked_rows():
     ax = fig.axes[0]
     assert [t.get_text().split(" ")[0] for t in ax.get_yticklabels()] == ["indexer", "triage"]
     grid = ax.images[0].get_array()
-    assert grid.shape[0] == 2 and grid[1].max() > grid[0].max()   # triage fell behind at its poison row
+    assert grid.shape[0] == 2 and grid[1].max() > grid[0].max()  # triage fell behind at its poison row
     (parked,) = [c for c in ax.collections if c.get_label() == "row parked"]
     assert len(parked.get_offsets()) == 1 and parked.get_offsets()[0][1] == 1

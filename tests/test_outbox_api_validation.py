@@ -1,5 +1,6 @@
 """The outbox's Python API refuses bad input up front, naming the argument, and
 a refused call changes nothing; what a scenario file refuses, the API refuses too."""
+
 from __future__ import annotations
 
 import math
@@ -74,6 +75,7 @@ def test_a_refused_registration_leaves_the_run_as_if_never_made():
         sim.add_workload(2.0, stop=20.0)
         sim.crash(downtime=1.0)
         return run_frames(sim)
+
     assert build(True) == build(False)
 
 
@@ -145,16 +147,19 @@ def test_a_refused_workload_leaves_the_run_as_if_never_made():
                 sim.add_workload(1.0, pages=0)
         sim.add_workload(2.0, stop=20.0)
         return run_frames(sim)
+
     assert build(True) == build(False)
 
 
 def test_realtime_add_workload_refuses_bad_start_stop_topic():
     rt = OutboxRealtime(store="memory")
     try:
-        for kw, match in [({"start": "5"}, "start must be a finite number of seconds"),
-                          ({"stop": NAN}, "stop must be a finite number of virtual seconds, got nan"),
-                          ({"start": 2.0, "stop": 1.0}, r"stop must be after start \(2\)"),
-                          ({"topic": ""}, "topic must be a non-empty string")]:
+        for kw, match in [
+            ({"start": "5"}, "start must be a finite number of seconds"),
+            ({"stop": NAN}, "stop must be a finite number of virtual seconds, got nan"),
+            ({"start": 2.0, "stop": 1.0}, r"stop must be after start \(2\)"),
+            ({"topic": ""}, "topic must be a non-empty string"),
+        ]:
             with pytest.raises(ValueError, match=match):
                 rt.add_workload(1.0, **kw)
         assert [name for _, name in rt._queued] == ["safety-poll"]  # no writer half-added
@@ -176,8 +181,11 @@ BAD_DURATIONS = [
     (Dist("exponential", NAN), {"dist": "exponential", "mean": NAN}, "duration.mean must be a finite number"),
     (Dist("fixed", -1.0), {"dist": "fixed", "value": -1.0}, "duration: parameters must be >= 0"),
     (Dist("uniform", 2.0, 1.0), {"dist": "uniform", "low": 2.0, "high": 1.0}, "duration: uniform needs low <= high"),
-    (Dist("lognormal", 1.0, INF), {"dist": "lognormal", "median": 1.0, "sigma": INF},
-     "duration.sigma must be a finite number"),
+    (
+        Dist("lognormal", 1.0, INF),
+        {"dist": "lognormal", "median": 1.0, "sigma": INF},
+        "duration.sigma must be a finite number",
+    ),
 ]
 
 

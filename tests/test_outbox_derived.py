@@ -3,6 +3,7 @@ idempotent or fully rebuildable from base tables". A rebuildable, idempotent
 consumer resets and replays to the same derived state; a counter that is
 neither counts a re-delivered row twice, and the analysis reports that drift —
 not only the duplicate count."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,12 @@ def test_a_crash_after_the_effect_double_counts_the_counter_but_not_the_index(ru
     assert s.loc["counter", "duplicates"] > 0
     assert s.loc["counter", "drift"] == s.loc["counter", "duplicates"]
     d = oa.derived_drift(run, "counter")
-    dup_pages = r.duplicates[r.duplicates["consumer"] == "counter"]["seq"].map(
-        {row["seq"]: row["ref"] for row in run.store.rows("outbox")}).value_counts().to_dict()
+    dup_pages = (
+        r.duplicates[r.duplicates["consumer"] == "counter"]["seq"]
+        .map({row["seq"]: row["ref"] for row in run.store.rows("outbox")})
+        .value_counts()
+        .to_dict()
+    )
     assert dict(zip(d["key"], d["drift"])) == dup_pages
     # the index took duplicates too (or not: the crashes fall where they fall), and drifts by nothing
     assert s.loc["index", "drift"] == 0 and s.loc["index", "keys_off"] == 0
@@ -44,12 +49,12 @@ def test_a_rebuildable_consumer_resets_and_replays_to_the_same_state():
     sim.run(until=5.0)
     before = dict(index.state)
     assert before == {"p0": "v9", "p1": "v10", "p2": "v11"}
-    index.state["p0"] = "corrupted"                # the view went wrong somehow
+    index.state["p0"] = "corrupted"  # the view went wrong somehow
     assert len(drift(index, sim.store.rows("pages"), sim.store.rows("outbox"))) == 1
     sim.reset_consumer("index")
     sim.run(until=10.0)
     assert index.state == before and index.rebuilds == 1
-    assert (sim.trace()["kind"] == "delivered").sum() == 24   # the whole retained log replayed
+    assert (sim.trace()["kind"] == "delivered").sum() == 24  # the whole retained log replayed
 
 
 def test_a_counter_cannot_be_rebuilt_and_a_replay_counts_everything_again():
@@ -63,7 +68,7 @@ def test_a_counter_cannot_be_rebuilt_and_a_replay_counts_everything_again():
     assert drift(counter, pages, outbox).empty and dict(counter.state) == {"p0": 3, "p1": 3}
     with pytest.raises(ValueError, match="'counter' is not rebuildable"):
         sim.reset_consumer("counter")
-    sim.set_cursor("counter", "beginning")          # the only way back: replay, and count again
+    sim.set_cursor("counter", "beginning")  # the only way back: replay, and count again
     sim.run(until=10.0)
     d = drift(counter, sim.store.rows("pages"), sim.store.rows("outbox"))
     assert dict(zip(d["key"], d["drift"])) == {"p0": 3, "p1": 3}
@@ -71,14 +76,15 @@ def test_a_counter_cannot_be_rebuilt_and_a_replay_counts_everything_again():
 
 
 def test_one_crash_at_the_handle_to_cursor_gap_is_one_extra_count():
-    sim = OutboxSimulation(seed=1, faults=FaultPlan([CrashAtPoint("dispatch.after_handle_before_cursor", nth=3,
-                                                                  downtime=1.0)]))
+    sim = OutboxSimulation(
+        seed=1, faults=FaultPlan([CrashAtPoint("dispatch.after_handle_before_cursor", nth=3, downtime=1.0)])
+    )
     counter = ChangeCounter()
     sim.register_consumer("counter", counter)
     for k in range(5):
         sim.commit("p", f"v{k}")
     sim.run(until=20.0)
-    assert counter.state["p"] == 6                  # 5 changes, the third handed over twice
+    assert counter.state["p"] == 6  # 5 changes, the third handed over twice
     d = drift(counter, sim.store.rows("pages"), sim.store.rows("outbox"))
     assert d.to_dict("records") == [{"key": "p", "expected": 5, "actual": 6, "drift": 1}]
 

@@ -1,10 +1,10 @@
 """The outbox dispatcher under the virtual clock: commit, cursors, consumers,
 guardrails, deferred work, retention and the topic bus (seed 002)."""
+
 from __future__ import annotations
 
 import pytest
 
-from fanoutsim.faults import Crash
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
@@ -31,6 +31,7 @@ def test_commit_writes_the_change_and_its_row_in_one_transaction(store):
 
 def test_a_crash_inside_the_commit_rolls_back_change_and_row(store):
     from conftest import CrashAt
+
     sim = OutboxSimulation(seed=0, store=store, faults=CrashAt("commit.after_change_before_outbox"))
     assert sim.commit("p1", "lost") is None
     assert not sim.up and len(sim.outbox()) == 0 and len(sim.pages()) == 0
@@ -103,8 +104,14 @@ def test_a_hung_step_is_cut_off_by_its_timeout_and_retried_with_backoff(store):
     calls = []
     durations = iter([100.0, 0.01])
     sim = OutboxSimulation(seed=0, store=store)
-    sim.register_consumer("hook", lambda row: calls.append(row["seq"]), duration=lambda rng: next(durations),
-                          timeout=2.0, backoff=1.0, jitter=0.0)
+    sim.register_consumer(
+        "hook",
+        lambda row: calls.append(row["seq"]),
+        duration=lambda rng: next(durations),
+        timeout=2.0,
+        backoff=1.0,
+        jitter=0.0,
+    )
     sim.commit("p")
     sim.run(until=10.0)
     t = sim.trace()
@@ -116,8 +123,10 @@ def test_a_hung_step_is_cut_off_by_its_timeout_and_retried_with_backoff(store):
 
 
 def test_backoff_is_exponential_with_jitter_and_capped():
-    from fanoutsim.designs.outbox import ConsumerSpec
     import random
+
+    from fanoutsim.designs.outbox import ConsumerSpec
+
     spec = ConsumerSpec("c", backoff=1.0, backoff_cap=5.0, jitter=0.5)
     rng = random.Random(0)
     for attempt, base in ((1, 1.0), (2, 2.0), (3, 4.0), (4, 5.0), (9, 5.0)):
@@ -138,7 +147,8 @@ def test_a_poison_row_is_parked_after_its_budget_while_later_rows_flow(store):
     sim.run(until=5.0)
     parked = sim.parked()
     assert parked[["consumer", "seq", "error", "attempts"]].values.tolist() == [
-        ["triage", 2, "ValueError: cannot parse", 3]]
+        ["triage", 2, "ValueError: cannot parse", 3]
+    ]
     assert handled(sim, "triage") == [1, 3]
     assert sim.cursors()["seq"].tolist() == [3]
     report = check_outbox(sim)
@@ -201,6 +211,7 @@ def test_same_seed_same_run():
         sim.add_workload(3.0)
         sim.run(until=30.0)
         return sim.trace()[["t", "kind", "consumer", "seq"]].values.tolist()
+
     assert run() == run()
 
 
@@ -236,8 +247,8 @@ def test_the_checker_reports_the_bus_apart_from_delivery(store):
     sim.run(until=3.0)
     report = check_outbox(sim)
     bus = report.bus.set_index("seq")
-    assert bus.loc[1, "published"] and bus.loc[1, "receivers"] == 1     # a live subscriber got it
-    assert bus.loc[2, "published"] and bus.loc[2, "receivers"] == 0     # nobody listened to page:b
+    assert bus.loc[1, "published"] and bus.loc[1, "receivers"] == 1  # a live subscriber got it
+    assert bus.loc[2, "published"] and bus.loc[2, "receivers"] == 0  # nobody listened to page:b
     assert bus.loc[seq, "receivers"] == 1 and [r["seq"] for r in got] == [1, seq]
     assert report.total["bus_receipts"] == 2 and report.total["bus_unpublished"] == 0
     assert report.valid and report.total["lost"] == 0
@@ -269,12 +280,12 @@ def test_a_late_commit_is_never_published_on_the_bus_but_reaches_the_consumers()
     sim.register_consumer("indexer")
     sim.subscribe("page:a", got.append)
     sim.run(until=0.1)
-    late = sim._call(sim.engine.reserve)          # a slow writer holds seq 1
-    sim.commit("a")                       # seq 2 is published at once
+    late = sim._call(sim.engine.reserve)  # a slow writer holds seq 1
+    sim.commit("a")  # seq 2 is published at once
     sim.run(until=0.5)
     sim._call(sim.engine.commit, "a", "late", seq=late)
     sim.run(until=2.0)
     report = check_outbox(sim)
-    assert [r["seq"] for r in got] == [2]                      # the bus had moved past seq 1
+    assert [r["seq"] for r in got] == [2]  # the bus had moved past seq 1
     assert report.bus.set_index("seq").loc[late, "published"] == False  # noqa: E712
     assert report.per_consumer["delivered"].tolist() == [2] and report.valid

@@ -1,14 +1,20 @@
 """The outbox design under faults: lossy hints, crashes, late commits, bad input."""
+
 from __future__ import annotations
 
 import pytest
 
-from fanoutsim.faults import (
-    CRASH_POINTS, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications,
-)
 from fanoutsim.designs.outbox import ConsumerSpec, OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
+from fanoutsim.faults import (
+    CRASH_POINTS,
+    CrashAtPoint,
+    CrashRandomly,
+    FaultPlan,
+    LateCommit,
+    Notifications,
+)
 
 
 def run(plan=None, config=None, seed=1, until=120.0, rate=5.0, consumers=("indexer", "exporter")):
@@ -20,10 +26,17 @@ def run(plan=None, config=None, seed=1, until=120.0, rate=5.0, consumers=("index
     return sim, check_outbox(sim)
 
 
-@pytest.mark.parametrize("spec", [
-    Notifications(drop=0.5), Notifications(drop=1.0), Notifications(coalesce=True, delay=2.0),
-    Notifications(silent=((10, 60),)), Notifications(drop=0.3, delay={"dist": "exponential", "mean": 1})],
-    ids=["drop-half", "drop-all", "coalesce-delay", "silent", "mixed"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        Notifications(drop=0.5),
+        Notifications(drop=1.0),
+        Notifications(coalesce=True, delay=2.0),
+        Notifications(silent=((10, 60),)),
+        Notifications(drop=0.3, delay={"dist": "exponential", "mean": 1}),
+    ],
+    ids=["drop-half", "drop-all", "coalesce-delay", "silent", "mixed"],
+)
 def test_lossy_hints_lose_nothing_the_safety_poll_recovers(spec):
     sim, report = run(FaultPlan([spec]))
     assert report.total["lost"] == 0 and report.total["pending"] == 0 and report.valid
@@ -34,6 +47,7 @@ def test_lossy_hints_lose_nothing_the_safety_poll_recovers(spec):
 
 def test_coalesce_merges_identical_payloads_of_one_transaction():
     from fanoutsim.designs.outbox.notify import NotificationChannel
+
     ch = NotificationChannel(Notifications(coalesce=True))
     assert [p for _, p in ch.send(0, ["7", "7", "8"])] == ["7", "8"] and ch.coalesced == 1
 
@@ -51,13 +65,21 @@ def test_hints_sent_while_disconnected_are_lost_but_rows_are_not():
     assert check_outbox(sim).per_consumer["delivered"].tolist() == [1]
 
 
-@pytest.mark.parametrize("point", ["dispatch.after_handle_before_cursor", "dispatch.after_fetch",
-                                   "commit.before_notify", "commit.after_change_before_outbox",
-                                   "retention.mid_delete"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        "dispatch.after_handle_before_cursor",
+        "dispatch.after_fetch",
+        "commit.before_notify",
+        "commit.after_change_before_outbox",
+        "retention.mid_delete",
+    ],
+)
 def test_crashes_at_every_outbox_point_lose_nothing_and_duplicates_have_causes(point):
     assert point in CRASH_POINTS
-    plan = FaultPlan([CrashAtPoint(point, nth=n, downtime=1.0) for n in (3, 40)]
-                     + [CrashRandomly(mean_gap=30, downtime=2.0)])
+    plan = FaultPlan(
+        [CrashAtPoint(point, nth=n, downtime=1.0) for n in (3, 40)] + [CrashRandomly(mean_gap=30, downtime=2.0)]
+    )
     sim, report = run(plan, OutboxConfig(retention=10.0, retention_interval=1.0) if "retention" in point else None)
     assert report.valid
     assert set(report.lost["cause"]) <= {"pruned"}
@@ -127,6 +149,7 @@ def test_gap_mode_gives_up_on_a_seq_that_never_commits():
 
 # -- bad input: clear errors naming the value -------------------------------------------
 
+
 def test_unknown_consumer_names_are_refused():
     sim = OutboxSimulation(seed=0)
     sim.register_consumer("indexer")
@@ -156,21 +179,27 @@ def test_cursor_past_the_end_or_before_the_retention_horizon_is_refused():
     assert sim.set_cursor("a", 3) == 3
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"timeout": -1}, "timeout must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got -1"),
-    ({"backoff": -0.5}, "backoff must be a finite number of seconds >= 0, got -0.5"),
-    ({"backoff_cap": float("nan")}, "backoff_cap must be a finite number"),
-    ({"retry_budget": 0}, "retry_budget must be an int >= 1, got 0"),
-    ({"jitter": 2}, "jitter must be a fraction in \\[0, 1\\], got 2"),
-    ({"duration": -3}, "duration must be a finite number of seconds >= 0, got -3"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"timeout": -1}, "timeout must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got -1"),
+        ({"backoff": -0.5}, "backoff must be a finite number of seconds >= 0, got -0.5"),
+        ({"backoff_cap": float("nan")}, "backoff_cap must be a finite number"),
+        ({"retry_budget": 0}, "retry_budget must be an int >= 1, got 0"),
+        ({"jitter": 2}, "jitter must be a fraction in \\[0, 1\\], got 2"),
+        ({"duration": -3}, "duration must be a finite number of seconds >= 0, got -3"),
+    ],
+)
 def test_bad_guardrails_are_refused_naming_the_value(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ConsumerSpec("c", **kwargs)
 
 
 def test_bad_config_and_past_due_times_are_refused():
-    with pytest.raises(ValueError, match="safety_poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got 0"):
+    with pytest.raises(
+        ValueError,
+        match="safety_poll_interval must be a finite number of seconds >= 1e-06 \\(1 µs, the clock's unit\\), got 0",
+    ):
         OutboxConfig(safety_poll_interval=0)
     with pytest.raises(ValueError, match="read_mode must be one of .* got 'fast'"):
         OutboxConfig(read_mode="fast")
@@ -182,6 +211,7 @@ def test_bad_config_and_past_due_times_are_refused():
 
 
 # -- a gap timeout is a documented drop, even when the skipped row commits later ---------
+
 
 def test_a_row_skipped_by_the_gap_timeout_and_committed_later_is_a_gap_timeout():
     sim = OutboxSimulation(OutboxConfig(read_mode="gap", gap_timeout=0.5), seed=0)
@@ -199,8 +229,10 @@ def test_a_row_skipped_by_the_gap_timeout_and_committed_later_is_a_gap_timeout()
     sim.run(until=5.0)
     report = check_outbox(sim)
     # every seq of the skipped span, not only the first, is named from the trace
-    assert report.lost.to_dict("records") == [{"consumer": "a", "seq": 1, "cause": "gap_timeout"},
-                                              {"consumer": "a", "seq": 2, "cause": "gap_timeout"}]
+    assert report.lost.to_dict("records") == [
+        {"consumer": "a", "seq": 1, "cause": "gap_timeout"},
+        {"consumer": "a", "seq": 2, "cause": "gap_timeout"},
+    ]
     assert report.valid
 
 

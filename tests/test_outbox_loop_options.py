@@ -5,17 +5,19 @@
 default is the seed's loop (the golden results hold that); each test here runs
 the option against its default on the virtual clock, where every time is exact.
 ``test_clock_differential.py`` runs them on the wall clock too."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.presets import preset
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.kernel.dist import Dist
 from fanoutsim.faults import FaultPlan, Notifications
+from fanoutsim.kernel.dist import Dist
 from fanoutsim.scenario import ScenarioError, parse_scenario
 
 HINT = 0.001  # every hint's delay, seconds
@@ -58,7 +60,7 @@ def test_the_fixed_poll_ticks_on_its_grid_and_the_idle_poll_after_the_last_round
     # seq 1 at 1.0 (its hint wakes the worker: a round ends at 1.001); seq 2 at 1.5 loses its hint
     fixed = handled_at(run([1.0, 1.5], OutboxConfig(safety_poll_interval=2.0), lose={2}))
     idle = handled_at(run([1.0, 1.5], OutboxConfig(safety_poll_interval=2.0, poll_mode="idle"), lose={2}))
-    assert fixed == {1: 1.001, 2: 2.0}   # the grid's tick at 2 s
+    assert fixed == {1: 1.001, 2: 2.0}  # the grid's tick at 2 s
     assert idle == {1: 1.001, 2: 3.001}  # 2 s after the round that ended at 1.001
 
 
@@ -77,8 +79,9 @@ def race(wake_mode: str):
     the next, empty fetch reads at 1.011 and returns at 1.021. Seq 2 commits at 1.012, after
     that read's snapshot; its hint lands at 1.013, while the empty fetch is in flight. The
     hint of seq 3 (at 3.0) is lost, so nothing but the poll can rescue seq 2."""
-    config = OutboxConfig(safety_poll_interval=5.0, poll_mode="idle", wake_mode=wake_mode, batch_limit=1,
-                          read_cost=0.01)
+    config = OutboxConfig(
+        safety_poll_interval=5.0, poll_mode="idle", wake_mode=wake_mode, batch_limit=1, read_cost=0.01
+    )
     return run([1.0, 1.012, 3.0], config, lose={3})
 
 
@@ -98,8 +101,11 @@ def test_the_fix_arming_the_wake_before_the_fetch_reads_again_at_once():
 
 
 @settings(max_examples=40, deadline=None)
-@given(gaps=st.lists(st.floats(0.0005, 0.05), min_size=2, max_size=12),
-       cost=st.floats(0.001, 0.02), delay=st.floats(0.0, 0.004))
+@given(
+    gaps=st.lists(st.floats(0.0005, 0.05), min_size=2, max_size=12),
+    cost=st.floats(0.001, 0.02),
+    delay=st.floats(0.0, 0.004),
+)
 def test_with_the_wake_armed_before_the_fetch_no_hint_is_ever_lost_in_the_worker(gaps, cost, delay):
     # whatever the commits' spacing, read cost and hint delay: every row is handled long before
     # the poll (100 s), since a hint that lands during a read makes the worker read again
@@ -117,8 +123,14 @@ def test_the_lost_wake_up_happens_about_as_often_as_a_commit_lands_in_an_empty_f
     commits = np.cumsum(rng.exponential(0.2, 2000)).tolist()
     lost = {}
     for mode in ("after_fetch", "before_fetch"):
-        config = OutboxConfig(safety_poll_interval=5.0, poll_mode="idle", wake_mode=mode, batch_limit=1,
-                              read_cost=0.002, empty_read_cost=0.004)
+        config = OutboxConfig(
+            safety_poll_interval=5.0,
+            poll_mode="idle",
+            wake_mode=mode,
+            batch_limit=1,
+            read_cost=0.002,
+            empty_read_cost=0.004,
+        )
         at = handled_at(run(commits, config))
         lat = np.array([at[k + 1] - t for k, t in enumerate(commits)])
         lost[mode] = int((lat > 0.05).sum())
@@ -137,16 +149,20 @@ def test_after_a_silent_window_the_consumers_catch_up_only_if_asked(catch_up, at
 
 
 # -- read_until_empty, and batch_limit = 1 -------------------------------------------------
-@pytest.mark.parametrize("batch_limit,until_empty,seq3_at", [
-    (10, False, 5.01),   # a short batch ends the round: seq 3 (hint lost) waits for the poll (and a read)
-    (10, True, 1.021),   # the round reads again until a read finds nothing: at 1.011
-    (1, False, 1.031),   # one at a time: a full batch always reads again, so seq 3 is read ...
-    (1, True, 1.031),    # ... after seqs 1 and 2, with or without read_until_empty
-])
+@pytest.mark.parametrize(
+    "batch_limit,until_empty,seq3_at",
+    [
+        (10, False, 5.01),  # a short batch ends the round: seq 3 (hint lost) waits for the poll (and a read)
+        (10, True, 1.021),  # the round reads again until a read finds nothing: at 1.011
+        (1, False, 1.031),  # one at a time: a full batch always reads again, so seq 3 is read ...
+        (1, True, 1.031),  # ... after seqs 1 and 2, with or without read_until_empty
+    ],
+)
 def test_a_row_that_commits_mid_drain_without_a_hint(batch_limit, until_empty, seq3_at):
     # seqs 1 and 2 commit at 1.0 (hints at 1.001), seq 3 at 1.005 while their read (10 ms) is in flight
-    config = OutboxConfig(safety_poll_interval=5.0, batch_limit=batch_limit, read_until_empty=until_empty,
-                          read_cost=0.01)
+    config = OutboxConfig(
+        safety_poll_interval=5.0, batch_limit=batch_limit, read_until_empty=until_empty, read_cost=0.01
+    )
     assert handled_at(run([1.0, 1.0, 1.005], config, lose={3}, until=6.0))[3] == seq3_at
 
 
@@ -172,8 +188,9 @@ def test_a_measured_read_cost_is_drawn_from_its_samples():
 def test_a_row_the_last_read_missed_is_read_soon_with_repoll(repoll, at):
     # seq 1's round: its read (10 ms, from 1.001) and the empty one (1.011-1.031); seq 2 commits
     # at 1.015, after that read began, and loses its hint: the probe after the round sees it
-    config = OutboxConfig(safety_poll_interval=5.0, read_until_empty=True, read_cost=0.01,
-                          empty_read_cost=0.02, repoll=repoll)
+    config = OutboxConfig(
+        safety_poll_interval=5.0, read_until_empty=True, read_cost=0.01, empty_read_cost=0.02, repoll=repoll
+    )
     assert handled_at(run([1.0, 1.015], config, lose={2}, until=6.0))[2] == at
 
 
@@ -203,28 +220,38 @@ def test_a_status_writes_hint_goes_through_the_channel():
 
 
 # -- checked as a scenario's keys are -------------------------------------------------------
-@pytest.mark.parametrize("field,value,match", [
-    ("poll_mode", "adaptive", "poll_mode must be one of 'fixed', 'idle', got 'adaptive'"),
-    ("wake_mode", "never", "wake_mode must be one of 'before_fetch', 'after_fetch', got 'never'"),
-    ("catch_up", "yes", "catch_up must be True or False, got 'yes'"),
-    ("read_until_empty", 1, "read_until_empty must be True or False, got 1"),
-    ("read_cost", -0.1, "read_cost must be >= 0 seconds, got -0.1"),
-    ("read_cost", {"dist": "gamma"}, "read_cost.dist must be one of"),
-    ("empty_read_cost", {"dist": "empirical", "samples": []}, "empty_read_cost.samples must hold at least one"),
-    ("repoll", 0.0, "repoll must be a finite number of seconds >= 1e-06 (1 µs, the clock's unit), got 0.0"),
-    ("self_hint_every", 0.0, "self_hint_every must be > 0 seconds on average"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("poll_mode", "adaptive", "poll_mode must be one of 'fixed', 'idle', got 'adaptive'"),
+        ("wake_mode", "never", "wake_mode must be one of 'before_fetch', 'after_fetch', got 'never'"),
+        ("catch_up", "yes", "catch_up must be True or False, got 'yes'"),
+        ("read_until_empty", 1, "read_until_empty must be True or False, got 1"),
+        ("read_cost", -0.1, "read_cost must be >= 0 seconds, got -0.1"),
+        ("read_cost", {"dist": "gamma"}, "read_cost.dist must be one of"),
+        ("empty_read_cost", {"dist": "empirical", "samples": []}, "empty_read_cost.samples must hold at least one"),
+        ("repoll", 0.0, "repoll must be a finite number of seconds >= 1e-06 (1 µs, the clock's unit), got 0.0"),
+        ("self_hint_every", 0.0, "self_hint_every must be > 0 seconds on average"),
+    ],
+)
 def test_bad_options_are_refused_naming_the_field(field, value, match):
     with pytest.raises(ValueError, match=match.replace("(", r"\(").replace(")", r"\)")):
         OutboxConfig(**{field: value})
 
 
 def test_a_scenario_file_sets_the_options_and_names_a_bad_one():
-    doc = {"design": "outbox", "run": {"until": 10.0},
-           "outbox": {"poll_mode": "idle", "wake_mode": "after_fetch", "read_cost": {"dist": "uniform", "low": 0.001,
-                                                                                      "high": 0.002},
-                      "self_hint_every": 0.1, "repoll": 0.1},
-           "consumers": [{"name": "w"}]}
+    doc = {
+        "design": "outbox",
+        "run": {"until": 10.0},
+        "outbox": {
+            "poll_mode": "idle",
+            "wake_mode": "after_fetch",
+            "read_cost": {"dist": "uniform", "low": 0.001, "high": 0.002},
+            "self_hint_every": 0.1,
+            "repoll": 0.1,
+        },
+        "consumers": [{"name": "w"}],
+    }
     sc = parse_scenario(doc)
     assert (sc.config.poll_mode, sc.config.wake_mode, sc.config.repoll) == ("idle", "after_fetch", 0.1)
     assert sc.config.read_cost == Dist("uniform", 0.001, 0.002) and sc.config.self_hint_every == Dist("fixed", 0.1)
@@ -257,5 +284,14 @@ def test_the_report_writes_the_options_as_a_scenario_file_does():
     sim = run([1.0], OutboxConfig(poll_mode="idle", read_cost=law, self_hint_every=0.1), until=2.0)
     config = json.loads(json.dumps(outbox_report(sim)["config"]))
     assert config["read_cost"] == law and config["self_hint_every"] == 0.1 and config["poll_mode"] == "idle"
-    assert parse_scenario({"design": "outbox", "run": {"until": 1.0}, "consumers": [{"name": "w"}],
-                           "outbox": {k: v for k, v in config.items() if v is not None}}).config == sim.config
+    assert (
+        parse_scenario(
+            {
+                "design": "outbox",
+                "run": {"until": 1.0},
+                "consumers": [{"name": "w"}],
+                "outbox": {k: v for k, v in config.items() if v is not None},
+            }
+        ).config
+        == sim.config
+    )

@@ -3,6 +3,7 @@ this connection so a Gmail backfill or a burst of keystrokes can never starve
 the propagation path." A backfill holding the pool leaves a reserved listener
 alone; a listener on the shared pool waits for a free connection or loses the
 hint, and the consumers fall back on the safety poll — late, never lost."""
+
 from __future__ import annotations
 
 import textwrap
@@ -19,8 +20,11 @@ from fanoutsim.scenario import ScenarioError, load_scenario
 
 
 def _run(reserve: bool, backfill: Backfill | None, wait: float = 1.0, seconds: float = 120.0):
-    sim = OutboxSimulation(OutboxConfig(reserve_listener=reserve, listener_wait=wait), seed=3,
-                           faults=FaultPlan([backfill]) if backfill else None)
+    sim = OutboxSimulation(
+        OutboxConfig(reserve_listener=reserve, listener_wait=wait),
+        seed=3,
+        faults=FaultPlan([backfill]) if backfill else None,
+    )
     sim.register_consumer("indexer", duration=0.01)
     sim.add_workload(1.0, stop=seconds)
     sim.run(until=seconds + 10.0)
@@ -34,7 +38,7 @@ def _kinds(sim, kind):
 def test_a_reserved_listener_is_untouched_by_a_backfill():
     quiet = _run(True, None)
     busy = _run(True, Backfill(window=(30.0, 90.0)))
-    assert busy.trace().equals(quiet.trace())        # same wake-ups, same handling, to the microsecond
+    assert busy.trace().equals(quiet.trace())  # same wake-ups, same handling, to the microsecond
 
 
 def test_a_shared_listener_loses_hints_while_the_backfill_holds_the_pool():
@@ -72,7 +76,7 @@ def test_without_waiting_every_hint_in_the_window_is_lost():
 
 def test_a_backfill_that_leaves_a_connection_free_does_not_starve_a_shared_listener():
     quiet = _run(False, None)
-    partial = _run(False, Backfill(window=(30.0, 90.0), connections=9))   # 1 of 10 left
+    partial = _run(False, Backfill(window=(30.0, 90.0), connections=9))  # 1 of 10 left
     assert partial.trace().equals(quiet.trace())
     full = _run(False, Backfill(window=(30.0, 90.0), connections=10))
     assert not _kinds(full, "hint_missed").empty
@@ -83,8 +87,12 @@ def test_pool_arithmetic():
     assert ListenerPool(10, True, [b]).free_in(15.0) == 0.0
     assert ListenerPool(10, False, [b]).free_in(15.0) == 5.0
     assert ListenerPool(10, False, [b]).free_in(20.0) == 0.0
-    assert ListenerPool(10, False, [Backfill(window=(10.0, 20.0), connections=4),
-                                    Backfill(window=(12.0, 30.0), connections=6)]).free_in(15.0) == 15.0
+    assert (
+        ListenerPool(
+            10, False, [Backfill(window=(10.0, 20.0), connections=4), Backfill(window=(12.0, 30.0), connections=6)]
+        ).free_in(15.0)
+        == 15.0
+    )
 
 
 def test_bad_pool_settings_name_the_field():
@@ -120,8 +128,9 @@ def test_backfill_in_scenario_files(tmp_path):
     sim = load_scenario(path).run()
     assert not _kinds(sim, "hint_missed").empty
     leases = tmp_path / "leases.toml"
-    leases.write_text('design = "leases"\n[[consumers]]\nname = "c"\n[[faults]]\nkind = "backfill"\n'
-                      'window = [1.0, 2.0]\n')
+    leases.write_text(
+        'design = "leases"\n[[consumers]]\nname = "c"\n[[faults]]\nkind = "backfill"\nwindow = [1.0, 2.0]\n'
+    )
     with pytest.raises(ScenarioError, match="'backfill' is a fault of the outbox design"):
         load_scenario(leases)
 
@@ -133,8 +142,7 @@ def test_the_wall_clock_listener_obeys_the_same_pool(tmp_path, reserve):
     from fanoutsim.designs.outbox.realtime import OutboxRealtime
 
     cfg = OutboxConfig(safety_poll_interval=0.5, reserve_listener=reserve, listener_wait=0.0)
-    rt = OutboxRealtime(cfg, store=str(tmp_path / "pool.duckdb"),
-                        faults=FaultPlan([Backfill(window=(0.0, 60.0))]))
+    rt = OutboxRealtime(cfg, store=str(tmp_path / "pool.duckdb"), faults=FaultPlan([Backfill(window=(0.0, 60.0))]))
     try:
         rt.register_consumer("indexer")
         rt.start()
@@ -147,7 +155,7 @@ def test_the_wall_clock_listener_obeys_the_same_pool(tmp_path, reserve):
         t = rt.trace()
         heard, missed = (t["kind"] == "hint").sum(), (t["kind"] == "hint_missed").sum()
         assert (heard, missed) == ((5, 0) if reserve else (0, 5))
-        assert rt.cursors()["seq"].tolist() == [5]              # handled either way: the poll reads the table
+        assert rt.cursors()["seq"].tolist() == [5]  # handled either way: the poll reads the table
     finally:
         rt.stop()
         rt.close()
@@ -178,9 +186,11 @@ def test_a_scenario_file_may_set_a_pool_of_one_without_a_reserved_listener(tmp_p
     assert load_scenario(path).config == OutboxConfig(pool_size=1, reserve_listener=False)
 
 
-@pytest.mark.parametrize("settings", ["pool_size = 1", "reserve_listener = true\npool_size = 1",
-                                      "pool_size = 1\nreserve_listener = true"],
-                         ids=["default-reserve", "reserve-first", "reserve-last"])
+@pytest.mark.parametrize(
+    "settings",
+    ["pool_size = 1", "reserve_listener = true\npool_size = 1", "pool_size = 1\nreserve_listener = true"],
+    ids=["default-reserve", "reserve-first", "reserve-last"],
+)
 def test_a_pool_of_one_with_a_reserved_listener_is_refused_naming_the_key(tmp_path, settings):
     path = tmp_path / "one.toml"
     path.write_text(textwrap.dedent(POOL_OF_ONE).format(settings=settings))

@@ -3,13 +3,14 @@ measured samples, a per-commit hint-loss rule on the notification channel, the
 presets of procrastinate 3.10 and pgqueuer 1.6 (each number checked against the
 installed library's source), their scenario files, and the comparison's
 statistics. The real runs themselves: ``test_outbox_realqueues.py``."""
+
 from __future__ import annotations
 
 import inspect
 import json
 import math
-import re
 import random
+import re
 import tomllib
 from datetime import timedelta
 from importlib.metadata import version
@@ -18,16 +19,17 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rqtools import need_libraries
 
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.presets import HINT_COST_FILE, PRESETS, Measured, hint_cost, preset, scenario_toml
 from fanoutsim.designs.outbox.realqueues import Case, PoissonLoad, RealRun, ks_2samp, ks_critical, percentiles
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
-from fanoutsim.kernel.dist import EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
 from fanoutsim.faults import FaultPlan, Notifications
+from fanoutsim.kernel.dist import EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
 from fanoutsim.scenario import json_schema, load_scenario
-from rqtools import need_libraries
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET_SCENARIOS = ROOT / "fanoutsim" / "examples" / "presets"
@@ -58,15 +60,18 @@ def test_an_empirical_law_draws_each_sample_about_as_often():
     assert all(1800 < n < 2200 for n in counts.values()), counts
 
 
-@pytest.mark.parametrize("bad,message", [
-    ([], "samples must hold at least one value"),
-    ("0.1, 0.2", "samples must be a list of seconds"),
-    ({"a": 1}, "samples must be a list of seconds"),
-    ([0.1, -0.2], r"samples\[1\] must be >= 0 seconds, got -0.2"),
-    ([0.1, float("nan")], r"samples\[1\] must be a finite number"),
-    ([True], r"samples\[0\] must be a finite number"),
-    ([0.0] * (EMPIRICAL_MAX_SAMPLES + 1), f"samples may hold at most {EMPIRICAL_MAX_SAMPLES} values"),
-])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ([], "samples must hold at least one value"),
+        ("0.1, 0.2", "samples must be a list of seconds"),
+        ({"a": 1}, "samples must be a list of seconds"),
+        ([0.1, -0.2], r"samples\[1\] must be >= 0 seconds, got -0.2"),
+        ([0.1, float("nan")], r"samples\[1\] must be a finite number"),
+        ([True], r"samples\[0\] must be a finite number"),
+        ([0.0] * (EMPIRICAL_MAX_SAMPLES + 1), f"samples may hold at most {EMPIRICAL_MAX_SAMPLES} values"),
+    ],
+)
 def test_bad_samples_are_refused_naming_the_key(bad, message):
     with pytest.raises(ValueError, match=rf"notifications\.delay\.{message}"):
         Notifications(delay={"dist": "empirical", "samples": bad})
@@ -87,8 +92,11 @@ def test_a_dist_made_in_python_is_checked_where_a_fault_plan_takes_it():
 
 
 def test_an_empirical_hint_delay_is_drawn_for_each_hint():
-    sim = OutboxSimulation(OutboxConfig(safety_poll_interval=5.0), seed=3,
-                           faults=FaultPlan([Notifications(delay={"dist": "empirical", "samples": [0.25, 0.5]})]))
+    sim = OutboxSimulation(
+        OutboxConfig(safety_poll_interval=5.0),
+        seed=3,
+        faults=FaultPlan([Notifications(delay={"dist": "empirical", "samples": [0.25, 0.5]})]),
+    )
     sim.register_consumer("c")
     for k in range(20):
         sim.run(until=1.3 + k)  # off the poll's grid (every 5 s)
@@ -153,12 +161,15 @@ def test_lose_hints_leaves_the_seeded_drops_of_the_other_hints_as_they_were():
     assert dropped(set()) == drawn
 
 
-@pytest.mark.parametrize("bad,error,match", [
-    ("12", TypeError, "seqs \\(ints\\) or a predicate"),
-    ([0], ValueError, "a seq is an int >= 1, got 0"),
-    ([True], ValueError, "a seq is an int >= 1, got True"),
-    ([1.5], ValueError, "a seq is an int >= 1, got 1.5"),
-])
+@pytest.mark.parametrize(
+    "bad,error,match",
+    [
+        ("12", TypeError, "seqs \\(ints\\) or a predicate"),
+        ([0], ValueError, "a seq is an int >= 1, got 0"),
+        ([True], ValueError, "a seq is an int >= 1, got True"),
+        ([1.5], ValueError, "a seq is an int >= 1, got 1.5"),
+    ],
+)
 def test_lose_hints_refuses_what_is_not_a_seq(bad, error, match):
     sim = OutboxSimulation(seed=0)
     with pytest.raises(error, match=match):
@@ -167,14 +178,30 @@ def test_lose_hints_refuses_what_is_not_a_seq(bad, error, match):
 
 # -- the presets -----------------------------------------------------------------------
 def test_a_preset_sets_the_librarys_defaults_and_takes_overrides():
-    costs = {name: {"read_cost": preset(name).read_cost(), "empty_read_cost": preset(name).measured().empty_read_cost}
-             for name in PRESETS}
+    costs = {
+        name: {"read_cost": preset(name).read_cost(), "empty_read_cost": preset(name).measured().empty_read_cost}
+        for name in PRESETS
+    }
     assert OutboxConfig.preset("procrastinate-3.10") == OutboxConfig(
-        safety_poll_interval=5.0, poll_mode="idle", wake_mode="after_fetch", catch_up=False, batch_limit=1,
-        read_until_empty=True, **costs["procrastinate-3.10"])
+        safety_poll_interval=5.0,
+        poll_mode="idle",
+        wake_mode="after_fetch",
+        catch_up=False,
+        batch_limit=1,
+        read_until_empty=True,
+        **costs["procrastinate-3.10"],
+    )
     assert OutboxConfig.preset("pgqueuer-1.6") == OutboxConfig(
-        safety_poll_interval=30.0, poll_mode="idle", wake_mode="before_fetch", catch_up=False, batch_limit=10,
-        read_until_empty=True, repoll=0.1, self_hint_every=Dist("uniform", 0.08, 0.12), **costs["pgqueuer-1.6"])
+        safety_poll_interval=30.0,
+        poll_mode="idle",
+        wake_mode="before_fetch",
+        catch_up=False,
+        batch_limit=10,
+        read_until_empty=True,
+        repoll=0.1,
+        self_hint_every=Dist("uniform", 0.08, 0.12),
+        **costs["pgqueuer-1.6"],
+    )
     c = OutboxConfig.preset("procrastinate-3.10", safety_poll_interval=2.0)
     assert (c.safety_poll_interval, c.batch_limit, c.wake_mode) == (2.0, 1, "after_fetch")
     with pytest.raises(ValueError, match="preset must be one of 'procrastinate-3.10', 'pgqueuer-1.6', got 'rq-1'"):
@@ -187,8 +214,9 @@ def test_a_preset_takes_costs_measured_elsewhere():
     p = preset("pgqueuer-1.6")
     m = Measured.of([0.002], [0.004, 0.005], [0.001])
     values = p.config_values(m)
-    assert values["read_cost"] == Dist.empirical([0.004, 0.005]) and values["empty_read_cost"] == Dist("empirical",
-                                                                                                       samples=(0.001,))
+    assert values["read_cost"] == Dist.empirical([0.004, 0.005]) and values["empty_read_cost"] == Dist(
+        "empirical", samples=(0.001,)
+    )
     assert p.notifications(drop=0.2, measured=m).delay == Dist.empirical([0.002])
     assert {k: v for k, v in values.items() if "read_cost" not in k} == dict(p.options)
 
@@ -223,7 +251,9 @@ def test_the_procrastinate_preset_is_what_procrastinate_3_10_does():
     assert version("procrastinate").startswith("3.10.")
     o = dict(preset("procrastinate-3.10").options)
     assert worker.FETCH_JOB_POLLING_INTERVAL == o["safety_poll_interval"]
-    assert inspect.signature(worker.Worker).parameters["fetch_job_polling_interval"].default == o["safety_poll_interval"]
+    assert (
+        inspect.signature(worker.Worker).parameters["fetch_job_polling_interval"].default == o["safety_poll_interval"]
+    )
     fetch = SchemaManager.get_schema().split("CREATE FUNCTION procrastinate_fetch_job_v2")[1].split("$$;")[0]
     assert "LIMIT 1" in fetch and o["batch_limit"] == 1
     # the wake flag is cleared after each fetch (the lost wake-up the presets' docstring describes) ...
@@ -237,6 +267,7 @@ def test_the_procrastinate_preset_is_what_procrastinate_3_10_does():
     assert o["poll_mode"] == "idle"
     # the listener reconnects without a word to the worker: no catch-up
     from procrastinate.psycopg_connector import PsycopgConnector
+
     assert "_new_job_event" not in inspect.getsource(PsycopgConnector) and o["catch_up"] is False
 
 
@@ -276,8 +307,9 @@ def test_the_pgqueuer_preset_is_what_pgqueuer_1_6_does():
 @pytest.mark.parametrize("name", PRESETS)
 def test_a_preset_scenario_file_is_the_generated_one_and_sets_the_preset(name):
     path = PRESET_SCENARIOS / f"outbox-{name}.toml"
-    assert path.read_text(encoding="utf-8") == scenario_toml(name), \
+    assert path.read_text(encoding="utf-8") == scenario_toml(name), (
         f"{path} is out of date: run python -m fanoutsim.designs.outbox.presets {PRESET_SCENARIOS.relative_to(ROOT)}"
+    )
     sc = load_scenario(path)
     assert sc.config == OutboxConfig.preset(name)
     (spec,) = sc.faults.of(Notifications)
@@ -306,13 +338,28 @@ def test_the_ks_statistic_is_symmetric_and_in_0_1(x, y):
 
 
 def test_a_real_run_reads_its_latencies_hints_and_read_costs():
-    run = RealRun(library="procrastinate", version="3.10.0", case="hints", poll_interval=2.0, fetch_size=1,
-                  commits=[1.0, 2.0, 3.0, 3.001, 4.0], handled=[1.004, 2.5, None, 3.010, 4.02],
-                  hint_at=[1.001, 2.001, 3.0005, 3.0015, 4.001], hint_lost=[False, True, False, False, False],
-                  fetches=[[0.5, 0.501, []], [1.0015, 1.0035, [0]], [1.005, 1.006, []],
-                           [2.499, 2.4995, [1]], [2.5005, 2.501, []],
-                           [3.009, 3.0095, [3]], [3.0105, 3.011, []],
-                           [4.002, 4.015, [4]], [4.021, 4.022, []]])
+    run = RealRun(
+        library="procrastinate",
+        version="3.10.0",
+        case="hints",
+        poll_interval=2.0,
+        fetch_size=1,
+        commits=[1.0, 2.0, 3.0, 3.001, 4.0],
+        handled=[1.004, 2.5, None, 3.010, 4.02],
+        hint_at=[1.001, 2.001, 3.0005, 3.0015, 4.001],
+        hint_lost=[False, True, False, False, False],
+        fetches=[
+            [0.5, 0.501, []],
+            [1.0015, 1.0035, [0]],
+            [1.005, 1.006, []],
+            [2.499, 2.4995, [1]],
+            [2.5005, 2.501, []],
+            [3.009, 3.0095, [3]],
+            [3.0105, 3.011, []],
+            [4.002, 4.015, [4]],
+            [4.021, 4.022, []],
+        ],
+    )
     assert run.latencies().tolist() == pytest.approx([0.004, 0.5, 0.009, 0.02])
     assert run.unhandled() == 1
     assert run.hint_latencies().tolist() == pytest.approx([0.001, 0.0005, 0.0005, 0.001])

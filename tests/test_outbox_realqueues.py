@@ -31,16 +31,23 @@ Six tests at 5% each fail together one run in four when the model is exactly
 right, so the six are held to 5% together (Bonferroni: each at 5%/6, critical
 0.17); the table prints each at 5% alone.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from rqtools import need_libraries
 
 from fanoutsim.designs.outbox.realqueues import (
-    CASES, LIBRARIES, TABLE_HEAD, compare, model_run, run_real_all, session_costs,
+    CASES,
+    LIBRARIES,
+    TABLE_HEAD,
+    compare,
+    model_run,
+    run_real_all,
+    session_costs,
 )
 from fanoutsim.designs.outbox.realqueues.record import ks_critical
-from rqtools import need_libraries
 
 POLL = 2.0
 
@@ -63,7 +70,9 @@ def compared(runs, costs):
     out = {key: compare(run, measured=costs[key[0]]) for key, run in runs.items()}
     print("\nthe model with this session's costs:\n" + TABLE_HEAD + "\n" + "\n".join(c.row() for c in out.values()))
     # for the record, not asserted: with hint_cost.json's costs (measured under another load)
-    print("\nwith hint_cost.json's costs:\n" + TABLE_HEAD + "\n" + "\n".join(compare(run).row() for run in runs.values()))
+    print(
+        "\nwith hint_cost.json's costs:\n" + TABLE_HEAD + "\n" + "\n".join(compare(run).row() for run in runs.values())
+    )
     return out
 
 

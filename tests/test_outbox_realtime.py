@@ -1,23 +1,24 @@
 """The outbox dispatcher on the wall clock: threads, a DuckDB file, real time,
 real crashes (seed 002). Every figure asserted is a bound the design promises,
 never one copied from a run."""
+
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from conftest import wait_for
 
 import fanoutsim as fs
-from fanoutsim.designs.outbox.analysis import latency_frame
-from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications
 from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.analysis import latency_frame
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.crashtest import kill9_campaign
 from fanoutsim.designs.outbox.realtime import OutboxRealtime
+from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FaultPlan, LateCommit, Notifications
 from fanoutsim.kernel.timeutil import US
-from conftest import wait_for
 
 POLL = 0.2
 FAST = OutboxConfig(safety_poll_interval=POLL, batch_limit=20)
@@ -34,6 +35,7 @@ def make(tmp_path):
         rt = OutboxRealtime(config, store=str(tmp_path / f"{name}.duckdb"), faults=faults)
         made.append(rt)
         return rt
+
     yield _make
     for rt in made:
         rt.close()
@@ -61,8 +63,11 @@ def events(rt, kind, consumer=None):
     return t if consumer is None else t[t["consumer"] == consumer]
 
 
-@pytest.mark.parametrize("spec", [Notifications(drop=0.2, coalesce=True, silent=((0.5, 1.0),)),
-                                  Notifications(drop=1.0)], ids=["lossy", "all-lost"])
+@pytest.mark.parametrize(
+    "spec",
+    [Notifications(drop=0.2, coalesce=True, silent=((0.5, 1.0),)), Notifications(drop=1.0)],
+    ids=["lossy", "all-lost"],
+)
 def test_lost_hints_cost_latency_never_rows(make, spec):
     seen = {"indexer": [], "exporter": []}
     rt = make("hints", faults=FaultPlan([spec]))
@@ -236,7 +241,7 @@ def test_bad_input_and_life_cycle_errors(tmp_path):
     with pytest.raises(ValueError, match=r"due_at -5 is in the past \(now is"):
         rt.commit("p", due_at=-5)
     with pytest.raises(ValueError, match="is in the past"):
-        rt.commit("p", due_at=datetime.now(timezone.utc) - timedelta(seconds=10))
+        rt.commit("p", due_at=datetime.now(UTC) - timedelta(seconds=10))
     with pytest.raises(TypeError, match="due_at must be seconds since start"):
         rt.commit("p", due_at="tomorrow")
     with pytest.raises(ValueError, match="rate must be a finite number of commits per"):

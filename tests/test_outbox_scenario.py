@@ -1,5 +1,6 @@
 """Outbox scenario files (``design = "outbox"``): loading, running, reporting,
 every class of error, and ``fanoutsim run`` on them."""
+
 from __future__ import annotations
 
 import json
@@ -9,16 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fanoutsim.designs.outbox.analysis import outbox_report
 from fanoutsim.cli import format_causes, full_report, main
-from fanoutsim.kernel.dist import Dist
-from fanoutsim.faults import CrashAtPoint, LateCommit, Notifications, SlowWorkflow
 from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.analysis import outbox_report
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.scenario import ConsumerDef, OutboxScenario, OutboxWorkload, PoisonRow, TransientFailure
-from fanoutsim.report import format_outbox_check, format_outbox_report
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.designs.reactor.scenario import Scenario
+from fanoutsim.faults import CrashAtPoint, LateCommit, Notifications, SlowWorkflow
+from fanoutsim.kernel.dist import Dist
+from fanoutsim.report import format_outbox_check, format_outbox_report
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,8 +118,7 @@ def test_late_commit_topic_and_slow_workflow_consumer_map_to_the_fault_specs(tmp
         window = [10, 20]
         """)
     sc = load_scenario(write(tmp_path, text))
-    assert sc.faults.faults == (LateCommit(0.5, 2.0, reactor="feed"),
-                                SlowWorkflow("indexer", 3.0, window=(10.0, 20.0)))
+    assert sc.faults.faults == (LateCommit(0.5, 2.0, reactor="feed"), SlowWorkflow("indexer", 3.0, window=(10.0, 20.0)))
 
 
 # -- running ------------------------------------------------------------------------
@@ -144,9 +144,13 @@ def test_shipped_scenarios_run_valid_and_the_report_agrees_with_the_checker(runs
     t = report["totals"]
     assert t["delivered"] == sum(c["delivered"] for c in report["consumers"]) == checked.total["delivered"]
     assert t["committed"] == report["outbox"]["committed"] == checked.total["committed"]
-    assert report["hints"] == {"sent": sim.channel.sent, "dropped": sim.channel.dropped,
-                               "missed": sim.channel.missed, "coalesced": sim.channel.coalesced,
-                               "delivered": sim.channel.delivered}
+    assert report["hints"] == {
+        "sent": sim.channel.sent,
+        "dropped": sim.channel.dropped,
+        "missed": sim.channel.missed,
+        "coalesced": sim.channel.coalesced,
+        "delivered": sim.channel.delivered,
+    }
     json.dumps(report)  # plain data all the way down
 
 
@@ -256,79 +260,202 @@ def test_duckdb_store_runs_the_same(tmp_path):
 # -- errors ---------------------------------------------------------------------
 # (a change to MINIMAL, the key path the error must name, fragments it must contain)
 ERRORS = [
-    pytest.param("bogus = 1\n" + MINIMAL, "bogus",
-                 ["unknown key", "design, name, description, run, outbox, consumers, workload, faults"],
-                 id="unknown-top-level-key"),
-    pytest.param(MINIMAL + "\n[config]\nreactor_poll_interval = 1\n", "config",
-                 ["unknown key", "[config] belongs to a scenario of the reactor design"], id="reactor-table"),
-    pytest.param(MINIMAL.replace('design = "outbox"', 'design = "outbx"'), "design",
-                 ["'reactor', 'outbox'", "'outbx'"], id="design-typo"),
-    pytest.param(MINIMAL.replace('design = "outbox"', ""), "consumers",
-                 ["unknown key", "[[consumers]] belongs to a scenario of the outbox design",
-                  "set design = 'outbox'"], id="outbox-tables-without-design"),
-    pytest.param(MINIMAL + "\n[outbox]\npoll = 1\n", "outbox.poll",
-                 ["unknown key", "[outbox]", "safety_poll_interval, batch_limit"], id="outbox-unknown-key"),
-    pytest.param(MINIMAL + '\n[outbox]\nread_mode = "eventually"\n', "outbox.read_mode",
-                 ["'all', 'settled', 'gap'", "'eventually'"], id="outbox-bad-read-mode"),
-    pytest.param(MINIMAL + "\n[outbox]\nbatch_limit = 0\n", "outbox.batch_limit", [">= 1"],
-                 id="outbox-bad-batch-limit"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\nretries = 3"), "consumers[0].retries",
-                 ["unknown key", "name, duration, timeout", "retry_budget", "poison_every"],
-                 id="consumer-unknown-key"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\nretry_budget = 0"),
-                 "consumers[0].retry_budget", ["integer >= 1", "0"], id="consumer-bad-budget"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = 0.01\ntimeout = "never"'),
-                 "consumers[0].timeout", [">= 1e-06 (1 µs, the clock's unit)", '"none"', "'never'"], id="consumer-bad-timeout"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\njitter = 1.5"),
-                 "consumers[0].jitter", ["[0, 1]"], id="consumer-bad-jitter"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\nfail = -0.1"),
-                 "consumers[0].fail", ["[0, 1]"], id="consumer-bad-fail"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\npoison_every = 0"),
-                 "consumers[0].poison_every", ["integer >= 1"], id="consumer-bad-poison"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = 0.01\nstart = "middle"'),
-                 "consumers[0].start", ['"beginning", "end" or a seq', "'middle'"], id="consumer-bad-start"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\nstart = 5"),
-                 "consumers[0].start", ["log is empty", "join_at"], id="consumer-seq-start-at-0"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = 0.01\njoin_at = 60"),
-                 "consumers[0].join_at", ["before run.until (60)"], id="consumer-joins-too-late"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = {dist = "normal", mean = 1}'),
-                 "consumers[0].duration.dist", ["'exponential', 'uniform'", "'normal'"], id="consumer-bad-dist"),
-    pytest.param(MINIMAL.replace('name = "indexer"\n', ""), "consumers[0].name", ["required"],
-                 id="consumer-without-name"),
-    pytest.param(MINIMAL + '\n[[consumers]]\nname = "indexer"\n', "consumers[1].name",
-                 ["already declared at consumers[0]"], id="duplicate-consumer"),
-    pytest.param(MINIMAL.replace('[[consumers]]\nname = "indexer"\nduration = 0.01\n', ""), "consumers",
-                 ["required", "[[consumers]]"], id="no-consumers"),
+    pytest.param(
+        "bogus = 1\n" + MINIMAL,
+        "bogus",
+        ["unknown key", "design, name, description, run, outbox, consumers, workload, faults"],
+        id="unknown-top-level-key",
+    ),
+    pytest.param(
+        MINIMAL + "\n[config]\nreactor_poll_interval = 1\n",
+        "config",
+        ["unknown key", "[config] belongs to a scenario of the reactor design"],
+        id="reactor-table",
+    ),
+    pytest.param(
+        MINIMAL.replace('design = "outbox"', 'design = "outbx"'),
+        "design",
+        ["'reactor', 'outbox'", "'outbx'"],
+        id="design-typo",
+    ),
+    pytest.param(
+        MINIMAL.replace('design = "outbox"', ""),
+        "consumers",
+        ["unknown key", "[[consumers]] belongs to a scenario of the outbox design", "set design = 'outbox'"],
+        id="outbox-tables-without-design",
+    ),
+    pytest.param(
+        MINIMAL + "\n[outbox]\npoll = 1\n",
+        "outbox.poll",
+        ["unknown key", "[outbox]", "safety_poll_interval, batch_limit"],
+        id="outbox-unknown-key",
+    ),
+    pytest.param(
+        MINIMAL + '\n[outbox]\nread_mode = "eventually"\n',
+        "outbox.read_mode",
+        ["'all', 'settled', 'gap'", "'eventually'"],
+        id="outbox-bad-read-mode",
+    ),
+    pytest.param(
+        MINIMAL + "\n[outbox]\nbatch_limit = 0\n", "outbox.batch_limit", [">= 1"], id="outbox-bad-batch-limit"
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = 0.01\nretries = 3"),
+        "consumers[0].retries",
+        ["unknown key", "name, duration, timeout", "retry_budget", "poison_every"],
+        id="consumer-unknown-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = 0.01\nretry_budget = 0"),
+        "consumers[0].retry_budget",
+        ["integer >= 1", "0"],
+        id="consumer-bad-budget",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = 0.01\ntimeout = "never"'),
+        "consumers[0].timeout",
+        [">= 1e-06 (1 µs, the clock's unit)", '"none"', "'never'"],
+        id="consumer-bad-timeout",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = 0.01\njitter = 1.5"),
+        "consumers[0].jitter",
+        ["[0, 1]"],
+        id="consumer-bad-jitter",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = 0.01\nfail = -0.1"),
+        "consumers[0].fail",
+        ["[0, 1]"],
+        id="consumer-bad-fail",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = 0.01\npoison_every = 0"),
+        "consumers[0].poison_every",
+        ["integer >= 1"],
+        id="consumer-bad-poison",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = 0.01\nstart = "middle"'),
+        "consumers[0].start",
+        ['"beginning", "end" or a seq', "'middle'"],
+        id="consumer-bad-start",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = 0.01\nstart = 5"),
+        "consumers[0].start",
+        ["log is empty", "join_at"],
+        id="consumer-seq-start-at-0",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = 0.01\njoin_at = 60"),
+        "consumers[0].join_at",
+        ["before run.until (60)"],
+        id="consumer-joins-too-late",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = {dist = "normal", mean = 1}'),
+        "consumers[0].duration.dist",
+        ["'exponential', 'uniform'", "'normal'"],
+        id="consumer-bad-dist",
+    ),
+    pytest.param(
+        MINIMAL.replace('name = "indexer"\n', ""), "consumers[0].name", ["required"], id="consumer-without-name"
+    ),
+    pytest.param(
+        MINIMAL + '\n[[consumers]]\nname = "indexer"\n',
+        "consumers[1].name",
+        ["already declared at consumers[0]"],
+        id="duplicate-consumer",
+    ),
+    pytest.param(
+        MINIMAL.replace('[[consumers]]\nname = "indexer"\nduration = 0.01\n', ""),
+        "consumers",
+        ["required", "[[consumers]]"],
+        id="no-consumers",
+    ),
     pytest.param(MINIMAL.replace("rate = 2.0", "rate = 0"), "workload[0].rate", ["> 0"], id="rate-zero"),
-    pytest.param(MINIMAL.replace("rate = 2.0", 'rate = 2.0\nreactor = "r"'), "workload[0].reactor",
-                 ["unknown key", "rate, pages, start, stop, topic"], id="workload-reactor-key"),
-    pytest.param(MINIMAL.replace("rate = 2.0", "rate = 2.0\npages = 0"), "workload[0].pages",
-                 ["integer >= 1"], id="workload-no-pages"),
-    pytest.param(MINIMAL.replace("rate = 2.0", "rate = 2.0\nstart = 10\nstop = 5"), "workload[0].stop",
-                 ["after start (10)"], id="workload-stop-before-start"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\n', "faults[0].kind",
-                 ["'fail_inserts' is a fault of the reactor design",
-                  "crash_at, crash_randomly, crash_at_point, notifications, late_commit, slow_workflow"],
-                 id="reactor-only-fault"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "stall"\nworkflow = "indexer"\nwindow = [0, 5]\n',
-                 "faults[0].kind", ["'stall' is a fault of the reactor design", "slow_workflow"],
-                 id="reactor-only-stall"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "meteor"\n', "faults[0].kind",
-                 ["'meteor'", "an outbox scenario accepts: crash_at"], id="unknown-fault-kind"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.after_fetch"\n',
-                 "faults[0].point", ["crash point of the reactor design", "dispatch.after_handle_before_cursor"],
-                 id="reactor-crash-point"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "late_commit"\nprobability = 0.1\ndelay = 1\nreactor = "r"\n',
-                 "faults[0].reactor", ["unknown key", "write topic = ..."], id="late-commit-reactor-key"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "slow_workflow"\nconsumer = "nope"\nduration = 1\n',
-                 "faults[0].consumer", ["'nope'", "declared: indexer"], id="slow-unknown-consumer"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_randomly"\n', "faults[0].mean_gap",
-                 ["required for 'crash_randomly'"], id="fault-missing-field"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "notifications"\ndrop = 1.5\n', "faults[0].drop",
-                 ["<= 1", "1.5"], id="fault-bad-value"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "notifications"\n\n[[faults]]\nkind = "notifications"\n',
-                 "faults", ["more than one 'notifications'"], id="two-notification-faults"),
-    pytest.param(MINIMAL.replace("until = 60.0", "until = -1"), "run.until", [">= 1e-06 (1 µs, the clock's unit)"], id="run-until"),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", 'rate = 2.0\nreactor = "r"'),
+        "workload[0].reactor",
+        ["unknown key", "rate, pages, start, stop, topic"],
+        id="workload-reactor-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", "rate = 2.0\npages = 0"),
+        "workload[0].pages",
+        ["integer >= 1"],
+        id="workload-no-pages",
+    ),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", "rate = 2.0\nstart = 10\nstop = 5"),
+        "workload[0].stop",
+        ["after start (10)"],
+        id="workload-stop-before-start",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\n',
+        "faults[0].kind",
+        [
+            "'fail_inserts' is a fault of the reactor design",
+            "crash_at, crash_randomly, crash_at_point, notifications, late_commit, slow_workflow",
+        ],
+        id="reactor-only-fault",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "stall"\nworkflow = "indexer"\nwindow = [0, 5]\n',
+        "faults[0].kind",
+        ["'stall' is a fault of the reactor design", "slow_workflow"],
+        id="reactor-only-stall",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "meteor"\n',
+        "faults[0].kind",
+        ["'meteor'", "an outbox scenario accepts: crash_at"],
+        id="unknown-fault-kind",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.after_fetch"\n',
+        "faults[0].point",
+        ["crash point of the reactor design", "dispatch.after_handle_before_cursor"],
+        id="reactor-crash-point",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "late_commit"\nprobability = 0.1\ndelay = 1\nreactor = "r"\n',
+        "faults[0].reactor",
+        ["unknown key", "write topic = ..."],
+        id="late-commit-reactor-key",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "slow_workflow"\nconsumer = "nope"\nduration = 1\n',
+        "faults[0].consumer",
+        ["'nope'", "declared: indexer"],
+        id="slow-unknown-consumer",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_randomly"\n',
+        "faults[0].mean_gap",
+        ["required for 'crash_randomly'"],
+        id="fault-missing-field",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "notifications"\ndrop = 1.5\n',
+        "faults[0].drop",
+        ["<= 1", "1.5"],
+        id="fault-bad-value",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "notifications"\n\n[[faults]]\nkind = "notifications"\n',
+        "faults",
+        ["more than one 'notifications'"],
+        id="two-notification-faults",
+    ),
+    pytest.param(
+        MINIMAL.replace("until = 60.0", "until = -1"),
+        "run.until",
+        [">= 1e-06 (1 µs, the clock's unit)"],
+        id="run-until",
+    ),
 ]
 
 
@@ -346,7 +473,8 @@ def test_each_class_of_error_names_file_key_and_what_is_allowed(tmp_path, text, 
 
 def test_all_problems_are_reported_at_once(tmp_path):
     text = MINIMAL.replace('design = "outbox"', 'design = "outbx"\ncolour = "red"').replace(
-        "duration = 0.01", "duration = 0.01\nretry_budget = -1") + textwrap.dedent("""
+        "duration = 0.01", "duration = 0.01\nretry_budget = -1"
+    ) + textwrap.dedent("""
         [[consumers]]
         name = "second"
         backoff = "slow"
@@ -361,7 +489,13 @@ def test_all_problems_are_reported_at_once(tmp_path):
         """)
     err = error_of(write(tmp_path, text))
     assert [p for p, _ in err.problems] == [
-        "design", "colour", "consumers[0].retry_budget", "consumers[1].backoff", "faults[0].kind", "faults[1].nth"]
+        "design",
+        "colour",
+        "consumers[0].retry_budget",
+        "consumers[1].backoff",
+        "faults[0].kind",
+        "faults[1].nth",
+    ]
     assert str(err).startswith(f"{tmp_path / 'scn.toml'}: 6 problems:\n")
     assert "checked as the outbox design" in str(err)
 
@@ -391,16 +525,22 @@ def test_cli_run_writes_everything_and_prints_the_outbox_report(tmp_path, capsys
     report, checked = full_report(sim, "outbox-crashes", load_scenario(CRASHES).description)
     assert json.loads((out / "report.json").read_text()) == report
     why = f"\n{format_causes(report['causes'])}" if report["causes"] else ""  # each cause, in plain words
-    assert captured.out == (format_outbox_report(report) + "\n" + format_outbox_check(checked)
-                            + "\n" + why + f"\nwrote 7 files to {out}\n")
+    assert captured.out == (
+        format_outbox_report(report) + "\n" + format_outbox_check(checked) + "\n" + why + f"\nwrote 7 files to {out}\n"
+    )
     assert "outbox check: VALID" in captured.out and "Topic bus" in captured.out
     assert captured.err == ""
     # the tables as Parquet
     assert pd.read_parquet(out / "outbox.parquet")["seq"].tolist() == sim.outbox()["seq"].tolist()
     cursors = pd.read_parquet(out / "cursors.parquet")
     assert cursors.to_dict("records") == sim.cursors().to_dict("records")
-    assert list(pd.read_parquet(out / "parked.parquet").columns) == ["consumer", "seq", "error", "attempts",
-                                                                     "parked_at"]
+    assert list(pd.read_parquet(out / "parked.parquet").columns) == [
+        "consumer",
+        "seq",
+        "error",
+        "attempts",
+        "parked_at",
+    ]
 
 
 def test_cli_json_prints_only_the_report(tmp_path, capsys):

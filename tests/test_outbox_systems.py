@@ -1,5 +1,6 @@
 """The runs and figures of lesson 14 (``fanoutsim.designs.outbox.systems``): each
 says what the lesson reads from it, on runs small enough for the test suite."""
+
 from __future__ import annotations
 
 import pytest

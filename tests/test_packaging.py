@@ -1,4 +1,5 @@
 """pyproject.toml is the install source of truth; environment.yml must list the same packages."""
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,7 @@ def pyproject_packages() -> set[str]:
 def environment_packages() -> set[str]:
     names = set()
     text = (ROOT / "environment.yml").read_text()
-    for line in text[text.index("dependencies:"):].splitlines():
+    for line in text[text.index("dependencies:") :].splitlines():
         m = re.match(r"^\s*-\s+([A-Za-z0-9_.\-]+)", line)
         if not m or line.strip().startswith("- pip:"):
             continue

@@ -1,22 +1,32 @@
 """The payload codec: bincode-shaped map of source -> JSON bytes."""
+
 from __future__ import annotations
 
 import json
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fanoutsim.designs.reactor.payload import decode_payload, decode_sources, encode_payload
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.text(max_size=8)
     | st.floats(allow_nan=False, allow_infinity=False),
     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3),
     max_leaves=10,
 )
 
 
-@given(st.dictionaries(st.text(min_size=1, max_size=8).filter(lambda k: not k.startswith("__")),
-                       json_values | st.binary(max_size=16), max_size=5))
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=8).filter(lambda k: not k.startswith("__")),
+        json_values | st.binary(max_size=16),
+        max_size=5,
+    )
+)
 def test_round_trip(sources):
     blob = encode_payload(sources)
     raw = decode_payload(blob)

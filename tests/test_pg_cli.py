@@ -1,12 +1,12 @@
 """``fanoutsim pg start|url|stop``: an embedded PostgreSQL several processes
 share, started by one command and living on after it, reachable at the URI
 ``url`` prints, and stopped with nothing left running."""
+
 from __future__ import annotations
 
 import os
 
 import pytest
-
 from clitools import cli, one_error_line
 
 
@@ -30,19 +30,19 @@ def test_start_url_connects_and_stop_leaves_nothing_running(tmp_path):
     assert started.returncode == 0, started.stderr
     url = started.stdout.strip()
     try:
-        assert cli("pg", "start", "--dir", folder).stdout.strip() == url      # one runs: kept
+        assert cli("pg", "start", "--dir", folder).stdout.strip() == url  # one runs: kept
         again = cli("pg", "url", "--dir", folder)
         assert again.returncode == 0 and again.stdout.strip() == url
-        with psycopg.connect(url, autocommit=True) as con:                  # from another process than start's
+        with psycopg.connect(url, autocommit=True) as con:  # from another process than start's
             assert con.execute("SELECT 1").fetchone()[0] == 1
-        assert _running(folder)                                            # on after start returned
+        assert _running(folder)  # on after start returned
     finally:
         stopped = cli("pg", "stop", "--dir", folder)
     assert stopped.returncode == 0, stopped.stderr
-    assert _running(folder) == []                                          # nothing runs (a zombie waits for init)
+    assert _running(folder) == []  # nothing runs (a zombie waits for init)
     one_error_line(cli("pg", "url", "--dir", folder), "no embedded PostgreSQL runs in", "fanoutsim pg start")
     one_error_line(cli("pg", "stop", "--dir", folder), "nothing to stop")
-    assert os.path.isfile(os.path.join(folder, "PG_VERSION"))              # its data stays for the next start
+    assert os.path.isfile(os.path.join(folder, "PG_VERSION"))  # its data stays for the next start
 
 
 def test_serve_help_says_what_changes_over_postgresql():
@@ -53,6 +53,9 @@ def test_serve_help_says_what_changes_over_postgresql():
 
 def test_serve_help_lists_every_design_s_roles():
     shown = " ".join(cli("serve", "--help").stdout.split())
-    for words in ("reactor: poller, executor, prune", "outbox: dispatcher, consumers, retention, writers",
-                  "leases: clients, recovery, retention, publishers"):
+    for words in (
+        "reactor: poller, executor, prune",
+        "outbox: dispatcher, consumers, retention, writers",
+        "leases: clients, recovery, retention, publishers",
+    ):
         assert words in shown, words

@@ -3,6 +3,7 @@ password: a URI that cannot be parsed (a non-numeric port included) is
 "malformed PostgreSQL URI: <what is wrong>", a server that does not answer
 "cannot reach PostgreSQL at <the URI, password=***>"; the Python exception
 says the same, with no secret in its text, its chain or its traceback."""
+
 from __future__ import annotations
 
 import socket
@@ -18,7 +19,7 @@ from fanoutsim.kernel.store.postgres import mask_secrets
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "s3cr3t-Pw"
-MALFORMED = f"postgresql://u:{SECRET}@[::1/db"           # an IPv6 host never closed
+MALFORMED = f"postgresql://u:{SECRET}@[::1/db"  # an IPv6 host never closed
 BAD_PORT = f"postgresql://u:{SECRET}@localhost:abc/db"
 
 
@@ -31,9 +32,23 @@ def _closed_port() -> int:
 UNREACHABLE = f"postgresql://u:{SECRET}@127.0.0.1:{_closed_port()}/db?connect_timeout=2"
 
 COMMANDS = {
-    "run": lambda uri, tmp: ["run", str(ROOT / "fanoutsim" / "examples" / "default.toml"), "--until", "1",
-                             "--store", uri, "--out", str(tmp / "out")],
-    "serve": lambda uri, tmp: ["serve", "--store", uri, "--scenario", str(ROOT / "fanoutsim" / "examples" / "realtime.toml")],
+    "run": lambda uri, tmp: [
+        "run",
+        str(ROOT / "fanoutsim" / "examples" / "default.toml"),
+        "--until",
+        "1",
+        "--store",
+        uri,
+        "--out",
+        str(tmp / "out"),
+    ],
+    "serve": lambda uri, tmp: [
+        "serve",
+        "--store",
+        uri,
+        "--scenario",
+        str(ROOT / "fanoutsim" / "examples" / "realtime.toml"),
+    ],
     "status": lambda uri, tmp: ["status", "--store", uri],
     "write": lambda uri, tmp: ["write", "--store", uri, "--design", "outbox", "page=a", "body=b"],
 }
@@ -78,8 +93,10 @@ def test_the_exception_carries_no_password(uri):
 
 
 def test_mask_secrets_masks_every_form_a_password_takes():
-    text = (f'URI: "postgresql://u:{SECRET}@h/db" and postgres://:{SECRET}@h and password={SECRET} '
-            f"and password='{SECRET} x' host=h")
+    text = (
+        f'URI: "postgresql://u:{SECRET}@h/db" and postgres://:{SECRET}@h and password={SECRET} '
+        f"and password='{SECRET} x' host=h"
+    )
     masked = mask_secrets(text)
     assert SECRET not in masked and masked.count("***") == 4 and "host=h" in masked
-    assert mask_secrets("postgresql://u@h/db") == "postgresql://u@h/db"   # no password: as it is
+    assert mask_secrets("postgresql://u@h/db") == "postgresql://u@h/db"  # no password: as it is

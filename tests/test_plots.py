@@ -1,4 +1,5 @@
 """Figures: labelled axes with units, the poll-wait theory line, files written."""
+
 from __future__ import annotations
 
 import re
@@ -107,8 +108,12 @@ def test_save_report_figures_writes_pngs_and_leaves_no_pyplot_figures(sim, tmp_p
 
     before = plt.get_fignums()
     paths = plots.save_report_figures(sim, tmp_path / "figs")
-    assert [p.name for p in paths] == ["latency_fire_to_dispatch.png", "latency_fire_to_claim.png",
-                                       "executions_over_time.png", "watermark_lag.png"]
+    assert [p.name for p in paths] == [
+        "latency_fire_to_dispatch.png",
+        "latency_fire_to_claim.png",
+        "executions_over_time.png",
+        "watermark_lag.png",
+    ]
     for p in paths:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
@@ -131,12 +136,16 @@ def test_sweep_lines_take_a_text_grid_key_and_nullable_ints():
 
     from fanoutsim.kernel.plotting import sweep_lines
 
-    df = pd.DataFrame({"prune_policy": ["ttl", "conservative"] * 2,
-                       "n": pd.array([1, 1, 10, 10], dtype="Int64"),
-                       "seed": [0, 0, 0, 0], "lost": [1.0, 2.0, 3.0, 4.0]})
+    df = pd.DataFrame(
+        {
+            "prune_policy": ["ttl", "conservative"] * 2,
+            "n": pd.array([1, 1, 10, 10], dtype="Int64"),
+            "seed": [0, 0, 0, 0],
+            "lost": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
     fig = sweep_lines(df, "lost")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "n"
-    assert sorted(line.get_label() for line in ax.get_lines()) == ["prune_policy = conservative",
-                                                                  "prune_policy = ttl"]
+    assert sorted(line.get_label() for line in ax.get_lines()) == ["prune_policy = conservative", "prune_policy = ttl"]
     assert ax.get_xscale() == "log"  # 1 to 10: a factor of 10

@@ -1,5 +1,6 @@
 """Figures of faults and filters (fanoutsim.designs.reactor.plots.faults, .filters), and the
 notebook-3 prune control (fanoutsim.designs.reactor.widgets.prune) driven headless."""
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,8 @@ import fanoutsim as fs
 from fanoutsim import plots
 from fanoutsim.analysis import crash_sweep, hole_matrix, hole_run, retention_run, selectivity_sweep
 from fanoutsim.designs.reactor.config import POLICIES
-from fanoutsim.widgets import PruneControl
 from fanoutsim.designs.reactor.widgets.prune import PAUSE_BOUNDS, RETENTION_BOUNDS
+from fanoutsim.widgets import PruneControl
 
 UNIT = re.compile(r"\((ms|s|h|min|1/s|rows|firings|executions|s since start)[,)]|\(h, UTC\)|\(%\)")
 DAY = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "quotes-day.parquet"
@@ -34,8 +35,12 @@ def test_duplicates_per_crash_draws_one_line_per_mode_and_the_theory():
     assert_labelled(fig)
     ax = fig.axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
-    assert labels == ["watermark_commit = 'per_firing'", "watermark_commit = 'per_batch'",
-                      "watermark_commit = 'atomic'", "theory per_batch: (L + 1) / 2"]
+    assert labels == [
+        "watermark_commit = 'per_firing'",
+        "watermark_commit = 'per_batch'",
+        "watermark_commit = 'atomic'",
+        "theory per_batch: (L + 1) / 2",
+    ]
     assert list(ax.get_lines()[-1].get_ydata()) == [1.0, 5.5]
     with pytest.raises(KeyError, match="crash_sweep"):
         plots.duplicates_per_crash(pd.DataFrame({"x": [1]}))
@@ -85,8 +90,13 @@ def test_recorded_rate_and_selectivity_figures():
     fig = plots.recorded_rate(day, window=(15 * 3600, 16 * 3600))
     assert_labelled(fig)
     assert fig.axes[0].get_xlim() == (0.0, 24.0)
-    df = selectivity_sweep(day, {"HOOLI": "payload.quote.symbol == 'HOOLI'", "all": None},
-                           start=15 * 3600.0, stop=15 * 3600.0 + 300.0, speed=10.0)
+    df = selectivity_sweep(
+        day,
+        {"HOOLI": "payload.quote.symbol == 'HOOLI'", "all": None},
+        start=15 * 3600.0,
+        stop=15 * 3600.0 + 300.0,
+        speed=10.0,
+    )
     fig = plots.selectivity_dispatch(df)
     assert_labelled(fig)
     assert [t.get_text() for t in fig.axes[0].texts] == ["HOOLI", "all"]
@@ -104,7 +114,7 @@ def test_prune_control_defaults_redraw_and_bounds_the_engine_accepts():
     assert (c.retention.min, c.retention.max) == RETENTION_BOUNDS[:2] and c.retention.min >= 0
     assert c.pause.min == 0 and c.pause.max == PAUSE_BOUNDS[1]
     first = c.figure
-    c.policy.value = "conservative"                       # a change re-runs and redraws
+    c.policy.value = "conservative"  # a change re-runs and redraws
     assert c.figure is not first and c.result["lost"] == 0
     assert "conservative" in c.figure.axes[0].get_title()
     # every corner of the controls is a run the engine accepts

@@ -2,6 +2,7 @@
 one PostgreSQL (the runner, and ``fanoutsim serve --role poller`` processes). The multi-poller duplicates come from real READ COMMITTED
 transactions racing on one watermark, and the reactor's own checker names them
 from the merged trace and the database's tables."""
+
 from __future__ import annotations
 
 import pytest

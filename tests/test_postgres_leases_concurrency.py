@@ -11,6 +11,7 @@ leases the same events and dies on the lease's primary key, the second
 publish takes the same seq, a pull and recovery both expire one lease, and
 two registrations both start the consumer.
 """
+
 from __future__ import annotations
 
 import threading
@@ -66,8 +67,9 @@ class Run(threading.Thread):
 
 def _lock_waits(dsn: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as con:
-        return con.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                           "AND datname = current_database()").fetchone()[0]
+        return con.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        ).fetchone()[0]
 
 
 def _blocked_or_done(dsn: str, step: Run, waits: int = 1) -> None:
@@ -81,12 +83,17 @@ def _blocked_or_done(dsn: str, step: Run, waits: int = 1) -> None:
 @pytest.fixture
 def two(pg_store, pg_dsn):
     """``two(point)``: two engines on one schema; the first holds at ``point``."""
+
     def make(point: str | None = None):
         a = pg_store()
         b = pg_store(a.schema)
         hold = Hold(point) if point else None
-        return (LeaseEngine(a, LeaseConfig(), Metrics(), Trace(TRACE), faults=hold),
-                LeaseEngine(b, LeaseConfig(), Metrics(), Trace(TRACE)), hold)
+        return (
+            LeaseEngine(a, LeaseConfig(), Metrics(), Trace(TRACE), faults=hold),
+            LeaseEngine(b, LeaseConfig(), Metrics(), Trace(TRACE)),
+            hold,
+        )
+
     return make
 
 
@@ -144,8 +151,9 @@ def test_a_pull_and_recovery_expire_one_lease_once(two, pg_dsn):
 def test_two_registrations_of_one_consumer_start_it_once(two, pg_dsn):
     a, b, _ = two()
     a.publish(NOW, [("p", "k", None)])
-    with psycopg.connect(pg_dsn + ("&" if "?" in pg_dsn else "?")
-                         + f"options=-csearch_path%3D{a.store.schema}") as held:
+    with psycopg.connect(
+        pg_dsn + ("&" if "?" in pg_dsn else "?") + f"options=-csearch_path%3D{a.store.schema}"
+    ) as held:
         # a third connection blocks every insert of a consumer until it lets go
         held.execute("LOCK TABLE lease_consumers IN SHARE ROW EXCLUSIVE MODE")
         first = Run(lambda: a.add_consumer(NOW + 1, "c", start="beginning"))

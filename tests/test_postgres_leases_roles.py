@@ -10,6 +10,7 @@ When every event is resolved the processes stop, and the leases checker reads
 the database's tables with their traces merged by time: nothing lost, and
 every duplicate with its cause. It counts events, never rates over time.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,16 +55,21 @@ downtime = 0.3
 """
 
 CLIENTS = 3
-PUBLISHED_HERE = 30   # by this test's process, traced
-WRITTEN = 3           # by `fanoutsim write`, a process with no trace
-SETTLE_S = 60.0       # at most this long for every event to be resolved
+PUBLISHED_HERE = 30  # by this test's process, traced
+WRITTEN = 3  # by `fanoutsim write`, a process with no trace
+SETTLE_S = 60.0  # at most this long for every event to be resolved
 
 
 def _resolved(rt: LeaseRealtime, events: int) -> bool:
     """Every event published and resolved: none in flight, none to retry, none required."""
     st = rt.status("indexer")
-    return (len(rt.store.rows("events")) >= events and st is not None and not st["in_flight"]
-            and not st["retrying"] and st["first_required"] is None)
+    return (
+        len(rt.store.rows("events")) >= events
+        and st is not None
+        and not st["in_flight"]
+        and not st["retrying"]
+        and st["first_required"] is None
+    )
 
 
 def test_competing_lease_clients_in_separate_processes_lose_nothing_and_name_their_duplicates(pg_url, tmp_path):
@@ -79,8 +85,12 @@ def test_competing_lease_clients_in_separate_processes_lose_nothing_and_name_the
         for n in range(PUBLISHED_HERE):
             here.publish(f"p{n % 4}", "ticket.changed", {"n": n})
         for n in range(WRITTEN):
-            out = subprocess.run([sys.executable, "-m", "fanoutsim", "write", "--store", url, f"partition=w{n}"],
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [sys.executable, "-m", "fanoutsim", "write", "--store", url, f"partition=w{n}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert out.returncode == 0, out.stderr
             assert json.loads(out.stdout)["event"]
         time.sleep(1.5)  # the node's workload (1 s from its start) has ended
@@ -108,5 +118,4 @@ def test_competing_lease_clients_in_separate_processes_lose_nothing_and_name_the
     causes = total["duplicates_by_cause"]
     assert total["duplicates"] >= 1 and set(causes) <= {"crash", "lease_expired"}, causes
     assert total["out_of_order"] == 0 and report.valid, report.out_of_order
-    print(f"{len(events)} events, {total['duplicates']} duplicates {causes}, by process {delivered_by}, "
-          f"{took:.1f} s")
+    print(f"{len(events)} events, {total['duplicates']} duplicates {causes}, by process {delivered_by}, {took:.1f} s")

@@ -13,6 +13,7 @@ processes stop, and the outbox checker reads the tables with the traces
 merged by time: nothing lost, and every duplicate with its cause. It counts
 rows, never rates over time.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,23 +60,28 @@ downtime = 0.3
 """
 
 CONSUMERS = ("indexer", "mailer")
-COMMITTED_HERE = 30   # by this test's process, traced
-WRITTEN = 3           # by `fanoutsim write`, a process with no trace
-SETTLE_S = 60.0       # at most this long for every cursor to reach the end of the log
+COMMITTED_HERE = 30  # by this test's process, traced
+WRITTEN = 3  # by `fanoutsim write`, a process with no trace
+SETTLE_S = 60.0  # at most this long for every cursor to reach the end of the log
 
 
 def _settled(rt: OutboxRealtime, rows: int) -> bool:
     """At least ``rows`` committed, and every consumer's cursor at the last of them."""
     seqs = [r["seq"] for r in rt.store.rows("outbox")]
     cursors = {r["consumer"]: r["seq"] for r in rt.store.rows("cursors")}
-    return (len(seqs) >= rows and set(cursors) == set(CONSUMERS)
-            and all(c == max(seqs) for c in cursors.values()) and not rt.store.rows("deferred"))
+    return (
+        len(seqs) >= rows
+        and set(cursors) == set(CONSUMERS)
+        and all(c == max(seqs) for c in cursors.values())
+        and not rt.store.rows("deferred")
+    )
 
 
 def _up(url: str) -> set[tuple[str, int]]:
     """(role, pid) of every process ``fanoutsim status`` says is up, each with a heartbeat."""
-    out = subprocess.run([sys.executable, "-m", "fanoutsim", "status", "--store", url],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "fanoutsim", "status", "--store", url], capture_output=True, text=True, timeout=60
+    )
     if out.returncode != 0:
         return set()
     return {(s["role"], s["pid"]) for s in json.loads(out.stdout)["servers"] if s["up"] and s["heartbeat_at"]}
@@ -103,8 +109,12 @@ def test_outbox_roles_in_separate_processes_lose_nothing_and_name_their_duplicat
         for n in range(COMMITTED_HERE):
             assert here.commit(f"p{n % 5}", f"v{n}") is not None
         for n in range(WRITTEN):
-            out = subprocess.run([sys.executable, "-m", "fanoutsim", "write", "--store", url, f"page=w{n}"],
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [sys.executable, "-m", "fanoutsim", "write", "--store", url, f"page=w{n}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert out.returncode == 0, out.stderr
             assert json.loads(out.stdout)["seq"]
         time.sleep(1.5)  # the writers' workload (1 s from its start) has ended

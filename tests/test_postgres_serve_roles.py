@@ -3,6 +3,7 @@ sharing one PostgreSQL, each a part of the reactor's runner, fed by
 ``fanoutsim fire`` / ``write``; the reactor's checker reads the database's
 tables and the processes' traces. And the reactor's kill -9 campaign through
 ``serve`` over PostgreSQL."""
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,25 @@ FIRINGS = 40
 
 def _serve(url: str, scenario: str, role: str, trace: str) -> subprocess.Popen:
     """``fanoutsim serve --store URL --role ROLE``, returned once it says it serves."""
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--store", url, "--scenario", scenario,
-                             "--role", role, "--trace", trace],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fanoutsim",
+            "serve",
+            "--store",
+            url,
+            "--scenario",
+            scenario,
+            "--role",
+            role,
+            "--trace",
+            trace,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stderr.readline()
     if not line.startswith("serving"):
         proc.wait(30)
@@ -62,7 +79,8 @@ def _settled(store, firings: int) -> bool:
 
 
 def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names_their_duplicates(
-        pg_url, tmp_path, capsys):
+    pg_url, tmp_path, capsys
+):
     url = pg_url()
     scenario = tmp_path / "roles.toml"
     scenario.write_text(SCENARIO)
@@ -74,15 +92,39 @@ def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names
         for role, trace in zip(roles, traces):
             procs.append(_serve(url, str(scenario), role, trace))
         # one firing through the command in a process of its own, the rest through the same command in this one
-        out = subprocess.run([sys.executable, "-m", "fanoutsim", "write", "--store", url,
-                              "reactor=pricing_reactor", 'payload:={"quote": {"price": 1}}'],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fanoutsim",
+                "write",
+                "--store",
+                url,
+                "reactor=pricing_reactor",
+                'payload:={"quote": {"price": 1}}',
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         fired = [json.loads(out.stdout)["firing"]]
         capsys.readouterr()
         for k in range(1, FIRINGS):
-            assert cli.main(["fire", "--store", url, "--reactor", "pricing_reactor",
-                             "--payload", json.dumps({"quote": {"price": k}})]) == 0
+            assert (
+                cli.main(
+                    [
+                        "fire",
+                        "--store",
+                        url,
+                        "--reactor",
+                        "pricing_reactor",
+                        "--payload",
+                        json.dumps({"quote": {"price": k}}),
+                    ]
+                )
+                == 0
+            )
             fired.append(capsys.readouterr().out.strip())
         assert len(set(fired)) == FIRINGS
         store = open_store(url)
@@ -127,17 +169,20 @@ def test_a_role_the_design_lacks_is_refused_in_one_line(pg_url, capsys):
     url = pg_url()
     assert cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/outbox.toml", "--role", "poller"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "fanoutsim: error: the outbox design has no role 'poller'; its roles: all, dispatcher, consumers, " \
-                  "retention, writers"
-    assert cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/realtime.toml", "--role", "pollers"]) == 2
+    assert (
+        err == "fanoutsim: error: the outbox design has no role 'poller'; its roles: all, dispatcher, consumers, "
+        "retention, writers"
+    )
+    assert (
+        cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/realtime.toml", "--role", "pollers"]) == 2
+    )
     assert "its roles: all, poller, executor, prune" in capsys.readouterr().err
     assert cli.main(["status", "--store", url]) == 2  # nothing served there yet: nothing created either
     assert "holds no fanoutsim run" in capsys.readouterr().err
     assert cli.main(["status", "--store", "postgres"]) == 2  # a throwaway server nobody else could reach
     assert "a postgresql:// URI of a server of yours" in capsys.readouterr().err
     assert cli.main(["serve", "--store", "run.db"]) == 2  # --store takes a .duckdb file or a URI, as run's does
-    assert "'run.db' is not a store: give a path ending in .duckdb or a postgresql:// URI" in \
-        capsys.readouterr().err
+    assert "'run.db' is not a store: give a path ending in .duckdb or a postgresql:// URI" in capsys.readouterr().err
     assert cli.main(["serve", "--db", "never.duckdb", "--role", "poller"]) == 2  # one process holds a file
     assert "role 'poller' needs a PostgreSQL store" in capsys.readouterr().err
 

@@ -2,6 +2,7 @@
 serve the database — each one's role, pid and last heartbeat — and, once they
 stopped, the last one's pid and when it stopped (it said ``"running": false``,
 its own pid and ``"db": null`` while roles worked)."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from clitools import ENV, cli
 from conftest import wait_for
 
@@ -34,8 +34,13 @@ workflow = "audit"
 
 
 def _serve(url: str, scenario: str, role: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--store", url, "--scenario", scenario,
-                             "--role", role], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fanoutsim", "serve", "--store", url, "--scenario", scenario, "--role", role],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     line = proc.stderr.readline()
     if not line.startswith("serving"):
         proc.wait(30)
@@ -55,10 +60,13 @@ def test_status_lists_the_role_processes_with_their_pids_and_heartbeats(pg_url, 
     scenario.write_text(SCENARIO)
     procs = {role: _serve(url, str(scenario), role) for role in ("poller", "executor")}
     try:
+
         def both_up() -> bool:
             status, _ = _status(url)
-            return {(s["role"], s["pid"]) for s in status["servers"] if s["up"]} == \
-                {(role, p.pid) for role, p in procs.items()}
+            return {(s["role"], s["pid"]) for s in status["servers"] if s["up"]} == {
+                (role, p.pid) for role, p in procs.items()
+            }
+
         assert wait_for(both_up, timeout=60)
         status, _ = _status(url)
         assert status["running"] is True and status["pid"] in {p.pid for p in procs.values()}

@@ -4,14 +4,15 @@ The runtimes are the ones the DuckDB tests run; only the store differs: a
 schema of the session's PostgreSQL server, named in the DSN (``options=
 -csearch_path=...``) so that a child process of a kill -9 campaign opens the
 same tables from the DSN alone."""
+
 from __future__ import annotations
 
 import time
 
 import pytest
+from conftest import wait_for
 
 import fanoutsim as fs
-from conftest import wait_for
 from fanoutsim.designs.leases import LeaseConfig
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.designs.leases.realtime import LeaseRealtime
@@ -56,8 +57,9 @@ def test_the_outbox_loses_hints_never_rows_over_postgres(pg_url):
         rt.start()
         try:
             time.sleep(1.2)
-            assert wait_for(lambda: len(rt.outbox()) > 0 and
-                            rt.cursors()["seq"].max() >= rt.outbox()["seq"].max(), timeout=20)
+            assert wait_for(
+                lambda: len(rt.outbox()) > 0 and rt.cursors()["seq"].max() >= rt.outbox()["seq"].max(), timeout=20
+            )
         finally:
             rt.stop()
         report = check_outbox(rt)
@@ -86,8 +88,9 @@ def test_leases_run_on_the_wall_clock_over_postgres(pg_url):
             for i in range(10):
                 rt.publish(f"p{i % 3}", payload={"i": i})
                 time.sleep(0.03)
-            assert wait_for(lambda: len(rt.leases()) == 0 and rt.status("indexer")["first_required"] is None,
-                            timeout=20)
+            assert wait_for(
+                lambda: len(rt.leases()) == 0 and rt.status("indexer")["first_required"] is None, timeout=20
+            )
         finally:
             rt.stop()
         report = check_leases(rt)
@@ -111,6 +114,7 @@ def test_kill_9_over_postgres_loses_no_committed_row(pg_url, tmp_path):
 
 
 # -- the outbox's LISTEN/NOTIFY, for real ----------------------------------------------------
+
 
 def _outbox(url, **config):
     return OutboxRealtime(OutboxConfig(**{"batch_limit": 20, **config}), store=url)
@@ -262,7 +266,8 @@ def test_a_transaction_held_open_is_the_late_commit_hole_for_real(pg_url, mode):
 def test_kill_9_of_the_lease_node_over_postgres_loses_no_event(pg_url, tmp_path):
     """The leases campaign over PostgreSQL: a killed child's leases expire and
     their events come again; re-deliveries are only the leases in hand."""
-    from fanoutsim.designs.leases.crashtest import LIMITS, kill9_campaign as leases_kill9
+    from fanoutsim.designs.leases.crashtest import LIMITS
+    from fanoutsim.designs.leases.crashtest import kill9_campaign as leases_kill9
 
     out = leases_kill9(pg_url(), str(tmp_path / "sink.txt"), kills=2, seed=1, up=(0.3, 0.6), backlog=12)
     print(out)

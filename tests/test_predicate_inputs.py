@@ -1,5 +1,6 @@
 """A predicate's inputs key: two firings with the same key get the same answer,
 so the checker evaluates each distinct key once."""
+
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
@@ -22,11 +23,21 @@ EXPRS = [
 ]
 PREDICATES = [compile_predicate(e) for e in EXPRS]
 
-scalars = st.one_of(st.integers(-3, 3), st.sampled_from([0.0, 1.0, 100.5, 101.0, -0.0]), st.booleans(),
-                    st.sampled_from(["us-east", "eu-central", "a", ""]), st.none())
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["price", "region", "tags", "x"]), inner, max_size=3)),
-    max_leaves=6)
+scalars = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([0.0, 1.0, 100.5, 101.0, -0.0]),
+    st.booleans(),
+    st.sampled_from(["us-east", "eu-central", "a", ""]),
+    st.none(),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["price", "region", "tags", "x"]), inner, max_size=3),
+    ),
+    max_leaves=6,
+)
 payloads = st.dictionaries(st.sampled_from(["quote", "x", "y"]), values, max_size=3)
 firings = st.tuples(payloads, st.sampled_from(["r1", "r2"]), st.sampled_from(["acme", "b"]))
 
@@ -48,9 +59,10 @@ def test_the_key_reads_only_the_paths_the_expression_selects():
     assert p.paths == (("quote", "price"), ("quote", "region"))
     one = {"quote": {"price": 101.5, "region": "us-east", "symbol": "AAA"}}
     two = {"quote": {"price": 101.5, "region": "us-east", "symbol": "BBB"}}
-    assert p.inputs(one, "r", "t") == p.inputs(two, "r", "t")          # the symbol is not read
+    assert p.inputs(one, "r", "t") == p.inputs(two, "r", "t")  # the symbol is not read
     assert p.inputs(one, "r", "t") != p.inputs({"quote": {"price": 101, "region": "us-east"}}, "r", "t")
-    assert compile_predicate("payload.x == 1").inputs({"x": 1}, "r", "t") != \
-        compile_predicate("payload.x == 1").inputs({"x": True}, "r", "t")  # 1 and true are not one value
-    assert compile_predicate("payload['x'] == 1").paths == ((),)           # an index: the whole payload
+    assert compile_predicate("payload.x == 1").inputs({"x": 1}, "r", "t") != compile_predicate("payload.x == 1").inputs(
+        {"x": True}, "r", "t"
+    )  # 1 and true are not one value
+    assert compile_predicate("payload['x'] == 1").paths == ((),)  # an index: the whole payload
     assert compile_predicate("tenant == 'a'").paths == ()

@@ -1,20 +1,29 @@
 """The public API exactly as the engine-core issue writes it (an outside
 conformance suite calls these names)."""
+
 from __future__ import annotations
 
 import fanoutsim as fs
 
 
 def test_the_documented_snippet_runs_as_written():
-    cfg = fs.SchedulerConfig(reactor_poll_interval=1.0, reactor_poll_batch_limit=100,
-                             reactor_firings_prune_interval=3600.0, reactor_firings_retention=604800.0,
-                             prune_policy="ttl", predicate_error_policy="skip", predicate_error_limit=5,
-                             dispatch_failure_policy="hold", watermark_commit="per_firing")
+    cfg = fs.SchedulerConfig(
+        reactor_poll_interval=1.0,
+        reactor_poll_batch_limit=100,
+        reactor_firings_prune_interval=3600.0,
+        reactor_firings_retention=604800.0,
+        prune_policy="ttl",
+        predicate_error_policy="skip",
+        predicate_error_limit=5,
+        dispatch_failure_policy="hold",
+        watermark_commit="per_firing",
+    )
     assert cfg == fs.SchedulerConfig()  # those are the defaults
     sim = fs.Simulation(config=cfg, seed=0, store="memory")
     r = sim.runner
-    sid = r.subscribe_workflow_to_reactor("pricing_reactor", "incident_response", tenant="acme",
-                                          when="payload.quote.price > 100")
+    sid = r.subscribe_workflow_to_reactor(
+        "pricing_reactor", "incident_response", tenant="acme", when="payload.quote.price > 100"
+    )
     listed = r.list_reactor_subscriptions(tenant="acme")
     assert [s["id"] for s in listed] == [sid]
     r.register_workflow("incident_response", fn=None, duration=0.0)

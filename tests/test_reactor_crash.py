@@ -1,8 +1,8 @@
 """Crashes at named points: duplicates emerge from which writes committed."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import CrashAt
 
 
@@ -23,7 +23,7 @@ def test_per_firing_crash_between_dispatch_and_watermark_duplicates_one(make_sim
     sim = make_sim(faults=CrashAt("poll.after_dispatch_before_watermark"), watermark_commit="per_firing")
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     ids = fire_three(sim)
-    sim.run(until=1.5)          # poll at t=1 dispatches the first firing, then the process dies
+    sim.run(until=1.5)  # poll at t=1 dispatches the first firing, then the process dies
     assert not sim.up
     assert len(sim.executions()) == 1
     sim.restart()
@@ -61,8 +61,8 @@ def test_crash_after_graphs_before_log_loses_the_firing_for_workflows(make_sim):
     sim.runner.register_computation_graph("r", lambda sources: seen.append(sources))
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     assert sim.fire("r", {"n": 1}) is None
-    assert seen == [{"n": 1}]          # the in-process graph saw it ...
-    assert sim.firings().empty         # ... the durable log never did
+    assert seen == [{"n": 1}]  # the in-process graph saw it ...
+    assert sim.firings().empty  # ... the durable log never did
     assert not sim.up
     sim.restart()
     sim.run(until=2)
@@ -80,7 +80,7 @@ def test_restart_builds_a_new_engine_and_keeps_the_tables(make_sim):
     assert not sim.up
     with pytest.raises(RuntimeError, match="down"):
         sim.fire("r", {"n": 2})
-    sim.run(until=5)                    # nothing runs while down
+    sim.run(until=5)  # nothing runs while down
     sim.restart()
     assert sim.engine is not first and sim.incarnation == 1
     sim.fire("r", {"n": 3})

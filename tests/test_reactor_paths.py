@@ -1,13 +1,14 @@
 """The in-process graph path, trigger-name fan-out, and the executor."""
+
 from __future__ import annotations
 
 import math
 
 import pandas as pd
 import pytest
+from conftest import FailInserts
 
 import fanoutsim as fs
-from conftest import FailInserts
 
 
 def test_graphs_run_in_declaration_order_before_the_row_is_written(make_sim):
@@ -70,7 +71,7 @@ def test_trigger_fan_out_gives_each_subscriber_a_fresh_context(make_sim):
     sim.run(until=2)
     assert seen["primary"] == {"order": {"qty": 3}, "trigger_name": "orders"}
     assert seen["secondary"]["order"]["qty"] == -1
-    assert sim.firings().empty          # no log, no watermark
+    assert sim.firings().empty  # no log, no watermark
     assert set(sim.executions()["status"]) == {"completed"}
 
 
@@ -109,8 +110,9 @@ def test_executor_claims_oldest_first_within_its_workers(make_sim):
     assert (ex["status"] == "completed").all()
     assert ((ex["finished_at"] - ex["claimed_at"]) == pd.Timedelta(seconds=1)).all()
     # never more than two running at once
-    events = sorted([(t, 1) for t in ex["claimed_at"]] + [(t, -1) for t in ex["finished_at"]],
-                    key=lambda e: (e[0], e[1]))
+    events = sorted(
+        [(t, 1) for t in ex["claimed_at"]] + [(t, -1) for t in ex["finished_at"]], key=lambda e: (e[0], e[1])
+    )
     running, peak = 0, 0
     for _, delta in events:
         running += delta
@@ -129,7 +131,7 @@ def test_latency_budget_fire_dispatch_claim_finish(make_sim):
     sim.run(until=5)
     row = sim.executions().iloc[0]
     fired = sim.firings().iloc[0]["fired_at"]
-    assert row["dispatched_at"] - fired == pd.Timedelta(seconds=0.7)     # waits for the poll at t=1
+    assert row["dispatched_at"] - fired == pd.Timedelta(seconds=0.7)  # waits for the poll at t=1
     # the next claim tick: the executor loop runs at phase + k * 0.25
     phase = sim.executor_phase
     next_tick = phase + math.ceil((1.0 - phase) / 0.25) * 0.25

@@ -1,12 +1,10 @@
 """The poll loop: fetch past the watermark, filter, dispatch, advance (seed 000)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
-import pytest
-
-import fanoutsim as fs
 from conftest import FailInserts
 
 
@@ -20,8 +18,11 @@ def test_dispatch_carries_sources_and_bookkeeping_in_the_context(make_sim):
     sim = make_sim()
     sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "wf", tenant="acme")
     sim.run(until=0.25)
-    fid = sim.fire("pricing_reactor", {"quote": {"price": 150, "region": "us-east"},
-                                       "raw": b"\xff\x00", "__internal": 1}, tenant="acme")
+    fid = sim.fire(
+        "pricing_reactor",
+        {"quote": {"price": 150, "region": "us-east"}, "raw": b"\xff\x00", "__internal": 1},
+        tenant="acme",
+    )
     sim.poll_once()
     ex = sim.executions()
     assert len(ex) == 1
@@ -35,7 +36,7 @@ def test_dispatch_carries_sources_and_bookkeeping_in_the_context(make_sim):
     }
     assert ex.loc[0, "reactor_firing_id"] == fid
     assert ex.loc[0, "tenant_id"] == "acme" and ex.loc[0, "workflow_name"] == "wf"
-    assert ex.loc[0, "dispatched_at"] == datetime(2026, 1, 1, 0, 0, 0, 250000, tzinfo=timezone.utc)
+    assert ex.loc[0, "dispatched_at"] == datetime(2026, 1, 1, 0, 0, 0, 250000, tzinfo=UTC)
 
 
 def test_watermark_advances_to_the_last_firing_and_strictly_past_it(make_sim):
@@ -129,16 +130,16 @@ def test_predicate_error_hold_dead_letters_on_the_limit_th_error(make_sim):
     sim.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.quote.price > 100")
     sim.run(until=0.5)
     bad = sim.fire("r", {"other": 1})
-    sim.run(until=1.5)   # poll at t=1: error 1, watermark held
+    sim.run(until=1.5)  # poll at t=1: error 1, watermark held
     sub = sim.subscriptions().iloc[0]
     assert sub["predicate_error_count"] == 1 and sub["predicate_error_firing_id"] == bad
     assert sub["last_seen_fired_at"] is pd.NaT
     assert "no such member" in sub["last_predicate_error"]
     good = sim.fire("r", {"quote": {"price": 200}})  # waits behind the held firing
-    sim.run(until=2.5)   # t=2: error 2, still held
+    sim.run(until=2.5)  # t=2: error 2, still held
     assert sim.executions().empty
     assert sim.subscriptions().iloc[0]["predicate_error_count"] == 2
-    sim.run(until=3.5)   # t=3: the third error dead-letters it, then the good firing flows
+    sim.run(until=3.5)  # t=3: the third error dead-letters it, then the good firing flows
     sub = sim.subscriptions().iloc[0]
     m = sim.metrics()
     assert m['fanoutsim_reactor_predicate_dead_letters_total{reactor="r"}'] == 1
@@ -154,7 +155,7 @@ def test_dead_letter_marks_degraded_until_a_clean_evaluation(make_sim):
     sim.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.quote.price > 100")
     sim.run(until=0.5)
     sim.fire("r", {"other": 1})
-    sim.run(until=2.5)   # errors at t=1 and t=2: dead-lettered
+    sim.run(until=2.5)  # errors at t=1 and t=2: dead-lettered
     sub = sim.subscriptions().iloc[0]
     assert sub["predicate_degraded"] and sub["predicate_error_count"] == 2
     assert sub["last_seen_fired_at"] == sim.firings()["fired_at"].max()
@@ -172,7 +173,7 @@ def test_dispatch_failure_hold_keeps_the_watermark_and_retries(make_sim):
     sim.runner.subscribe_workflow_to_reactor("r", "other")
     sim.run(until=0.5)
     fid = sim.fire("r", {"n": 1})
-    sim.run(until=3.5)   # polls at 1, 2, 3 fail
+    sim.run(until=3.5)  # polls at 1, 2, 3 fail
     ex = sim.executions()
     assert list(ex["workflow_name"]) == ["other"]  # one subscription's failure holds only itself
     subs = sim.subscriptions().set_index("workflow_name")
@@ -211,5 +212,5 @@ def test_poll_queries_count_the_load_on_the_database(make_sim):
     sim = make_sim(reactor_poll_interval=0.5)
     sim.runner.subscribe_workflow_to_reactor("r", "a")
     sim.runner.subscribe_workflow_to_reactor("r", "b")
-    sim.run(until=10.25)   # polls at 0, 0.5, ..., 10.0: 21 passes over 2 subscriptions
+    sim.run(until=10.25)  # polls at 0, 0.5, ..., 10.0: 21 passes over 2 subscriptions
     assert sim.metrics()["fanoutsim_reactor_poll_queries_total"] == 42

@@ -1,4 +1,5 @@
 """Subscribe, unsubscribe, list: the runner API of seed 001."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,9 @@ def test_subscribe_upserts_on_the_triple_and_returns_the_same_id(make_sim):
     sim = make_sim()
     r = sim.runner
     a = r.subscribe_workflow_to_reactor("pricing_reactor", "incident_response", tenant="acme")
-    b = r.subscribe_workflow_to_reactor("pricing_reactor", "incident_response", tenant="acme",
-                                        when="payload.quote.price > 100")
+    b = r.subscribe_workflow_to_reactor(
+        "pricing_reactor", "incident_response", tenant="acme", when="payload.quote.price > 100"
+    )
     assert a == b
     subs = r.list_reactor_subscriptions(tenant="acme")
     assert len(subs) == 1 and subs[0]["predicate"] == "payload.quote.price > 100"
@@ -28,9 +30,21 @@ def test_tenant_defaults_to_public_and_listing_has_every_column(make_sim):
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     (sub,) = sim.runner.list_reactor_subscriptions()
     assert sub["tenant_id"] == "public"
-    assert set(sub) == {"id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
-                        "last_seen_fired_at", "predicate_error_count", "predicate_error_firing_id",
-                        "last_predicate_error", "predicate_degraded", "created_at", "updated_at"}
+    assert set(sub) == {
+        "id",
+        "reactor_name",
+        "workflow_name",
+        "tenant_id",
+        "enabled",
+        "predicate",
+        "last_seen_fired_at",
+        "predicate_error_count",
+        "predicate_error_firing_id",
+        "last_predicate_error",
+        "predicate_degraded",
+        "created_at",
+        "updated_at",
+    }
     assert sub["last_seen_fired_at"] is None and sub["enabled"] is True
 
 
@@ -47,12 +61,15 @@ def test_unsubscribe_returns_whether_a_row_was_deleted(make_sim):
     assert r.list_reactor_subscriptions(tenant="acme") == []
 
 
-@pytest.mark.parametrize("expr, needle", [
-    ("payload.quote.price >", "not valid CEL"),
-    ("price > 100", "'price'"),
-    ("payload.items.exists(x, x > limit)", "'limit'"),
-    ("", "non-empty"),
-])
+@pytest.mark.parametrize(
+    "expr, needle",
+    [
+        ("payload.quote.price >", "not valid CEL"),
+        ("price > 100", "'price'"),
+        ("payload.items.exists(x, x > limit)", "'limit'"),
+        ("", "non-empty"),
+    ],
+)
 def test_bad_predicates_are_rejected_and_write_nothing(make_sim, expr, needle):
     sim = make_sim()
     with pytest.raises(fs.InvalidPredicate) as info:
@@ -83,9 +100,16 @@ def test_comprehension_variables_are_bound_only_in_their_macro(make_sim):
         r.subscribe_workflow_to_reactor("r", "c", when="payload.items.exists(x, x > 2) && x > 1")
 
 
-@pytest.mark.parametrize("reactor, workflow, tenant", [
-    ("", "wf", "public"), ("r", "", "public"), ("r", "wf", ""), (None, "wf", "public"), ("r", 3, "public"),
-])
+@pytest.mark.parametrize(
+    "reactor, workflow, tenant",
+    [
+        ("", "wf", "public"),
+        ("r", "", "public"),
+        ("r", "wf", ""),
+        (None, "wf", "public"),
+        ("r", 3, "public"),
+    ],
+)
 def test_empty_or_non_string_names_are_rejected(make_sim, reactor, workflow, tenant):
     sim = make_sim()
     with pytest.raises(ValueError, match="name must be a non-empty string"):

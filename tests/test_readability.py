@@ -1,5 +1,6 @@
 """What a reader sees: whole names in the checker's table, decoded payloads,
 figures whose bars sit on their ticks and whose legends cover nothing."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.designs.reactor.checker import format_check
 from fanoutsim.cli import write_outputs
+from fanoutsim.designs.reactor.checker import format_check
 
 
 def long_names_sim():
@@ -71,11 +72,12 @@ def _drawn(fig):
 
 
 def test_lease_outcome_bars_are_centred_on_their_ticks():
+    from pathlib import Path
+
     import numpy as np
 
     from fanoutsim.designs.leases import plots as lp
     from fanoutsim.scenario import load_scenario
-    from pathlib import Path
 
     sim = load_scenario(Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "leases.toml").run(until=600)
     fig = lp.lease_outcomes(sim)
@@ -169,9 +171,9 @@ def test_a_paused_subscription_falls_behind_in_the_lag_over_time():
     lag = watermark_lag_over_time(sim, bins=60)
     live = lag[lag["label"].str.endswith("live")].set_index("t0_s")["lag_max_s"]
     paused = lag[lag["label"].str.endswith("paused")].set_index("t0_s")["lag_max_s"]
-    assert live.max() <= 1.0 + 1e-9                       # one poll interval at most
+    assert live.max() <= 1.0 + 1e-9  # one poll interval at most
     assert paused[35.0] == pytest.approx(36.0 - 20.0, abs=1.0)  # behind since the pause at 20 s
-    assert paused[55.0] <= 1.0 + 1e-9                     # caught up after resuming at 40 s
+    assert paused[55.0] <= 1.0 + 1e-9  # caught up after resuming at 40 s
     fig = watermark_lag_over_time_figure(sim)
     assert len(fig.axes[0].get_legend().get_texts()) == 2
 

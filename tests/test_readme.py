@@ -6,6 +6,7 @@ The rule for comments: a ``print(...)`` line in a python block ends in a
 comment that quotes, between backticks, text its output contains; a command
 line in a sh block says what it does, and the test runs it and checks that.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fanoutsim import examples
 from clitools import cli
+
+from fanoutsim import examples
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -95,18 +97,29 @@ def _instrumented() -> tuple[list[tuple[int, str]], dict[str, tuple[int, list[st
 def test_every_python_block_runs_and_every_print_says_what_its_comment_quotes(tmp_path):
     code, claims = _instrumented()
     assert len(code) >= 2 and len(claims) >= 5
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "MPLBACKEND": "Agg"}
-    done = subprocess.run([sys.executable, "-c", _RUN_BLOCKS], input=json.dumps(code), capture_output=True,
-                          text=True, cwd=tmp_path, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "MPLBACKEND": "Agg",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_BLOCKS],
+        input=json.dumps(code),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     said = json.loads(done.stderr.rsplit("--- said ", 1)[1])
     for tag, (line, quoted) in claims.items():
         assert quoted, f"README.md line {line}: a print without a `quoted` claim in its comment"
         assert tag in said, f"README.md line {line}: the print never ran"
         for claim in quoted:
-            assert any(claim in text for text in said[tag]), \
+            assert any(claim in text for text in said[tag]), (
                 f"README.md line {line}: the comment says `{claim}`; it printed {said[tag]}"
+            )
 
 
 def test_the_commands_after_make_demo_do_what_their_comments_say(tmp_path):

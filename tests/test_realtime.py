@@ -1,4 +1,5 @@
 """The wall-clock runtime: the same engine, threads, a DuckDB file, real crashes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,14 +14,14 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from conftest import wait_for
 
 import fanoutsim as fs
 from fanoutsim.analysis import compare_latency, latency_frame
 from fanoutsim.designs.reactor.analysis.clocks import ks_critical, ks_statistic
-from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan
 from fanoutsim.designs.reactor.crashtest import kill9_campaign
+from fanoutsim.faults import CrashAt, CrashAtPoint, CrashRandomly, FailInserts, FaultPlan
 from fanoutsim.kernel.store.duckdb import StoreError
-from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 REALTIME = str(ROOT / "fanoutsim" / "examples" / "realtime.toml")
@@ -52,21 +53,21 @@ def test_a_realtime_run_delivers_through_the_same_engine(tmp_path):
 def test_life_cycle_errors_and_no_ops(tmp_path):
     rt = fs.Realtime(FAST, store=str(tmp_path / "a.duckdb"))
     rt.runner.subscribe_workflow_to_reactor("r", "wf")
-    assert rt.fire("r", {"n": 0})            # before start: the row waits for the poller
+    assert rt.fire("r", {"n": 0})  # before start: the row waits for the poller
     rt.start()
     with pytest.raises(RuntimeError, match="already running"):
         rt.start()
     t0 = time.monotonic()
     rt.stop()
-    assert time.monotonic() - t0 < 2.0       # bounded
-    rt.stop()                                # a no-op
+    assert time.monotonic() - t0 < 2.0  # bounded
+    rt.stop()  # a no-op
     with pytest.raises(RuntimeError, match="stopped"):
         rt.fire("r", {"n": 1})
     with pytest.raises(RuntimeError, match="make a new Realtime"):
         rt.start()
-    assert len(rt.firings()) == 1            # reads still work until close
+    assert len(rt.firings()) == 1  # reads still work until close
     rt.close()
-    rt.close()                               # a no-op
+    rt.close()  # a no-op
 
 
 def test_stop_lets_the_body_in_hand_finish(tmp_path):
@@ -80,8 +81,12 @@ def test_stop_lets_the_body_in_hand_finish(tmp_path):
 
 
 def test_injected_faults_work_on_the_wall_clock(tmp_path):
-    plan = FaultPlan([CrashAtPoint("poll.after_dispatch_before_watermark", nth=2, downtime=0.3),
-                      FailInserts(probability=1.0, window=(0.0, 0.5), workflow="wf")])
+    plan = FaultPlan(
+        [
+            CrashAtPoint("poll.after_dispatch_before_watermark", nth=2, downtime=0.3),
+            FailInserts(probability=1.0, window=(0.0, 0.5), workflow="wf"),
+        ]
+    )
     rt = fs.Realtime(FAST, store=str(tmp_path / "c.duckdb"), faults=plan)
     rt.runner.subscribe_workflow_to_reactor("r", "wf")  # the plan names it: subscribe before start
     with rt:
@@ -172,10 +177,17 @@ def test_a_newer_schema_is_refused_untouched(tmp_path):
 
 
 def serve(db, *args):
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert wait_for(lambda: Path(f"{db}.serve.json").exists()
-                    and json.loads(Path(f"{db}.serve.json").read_text())["pid"] == proc.pid, timeout=60)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert wait_for(
+        lambda: (
+            Path(f"{db}.serve.json").exists() and json.loads(Path(f"{db}.serve.json").read_text())["pid"] == proc.pid
+        ),
+        timeout=60,
+    )
     return proc
 
 
@@ -189,8 +201,15 @@ def test_serve_owns_the_file_and_others_reach_it_through_its_endpoint(tmp_path):
     try:
         with pytest.raises(StoreError, match=rf"served.duckdb is held by another process.*PID {proc.pid}"):
             fs.Realtime(store=str(db))
-        fired = cli("fire", "--db", str(db), "--reactor", "pricing_reactor",
-                    "--payload", '{"quote": {"price": 150, "region": "us-east", "symbol": "ACME"}}')
+        fired = cli(
+            "fire",
+            "--db",
+            str(db),
+            "--reactor",
+            "pricing_reactor",
+            "--payload",
+            '{"quote": {"price": 150, "region": "us-east", "symbol": "ACME"}}',
+        )
         assert fired.returncode == 0, fired.stderr
         assert wait_for(lambda: json.loads(cli("status", "--db", str(db)).stdout)["executions"].get("completed") == 2)
         bad = cli("fire", "--db", str(db), "--reactor", "", "--payload", "{}")
@@ -284,7 +303,7 @@ def test_a_paused_subscription_on_the_wall_clock(tmp_path):
         rt.fire("r", {"n": 1})
         assert wait_for(lambda: list(rt.executions()["workflow_name"]) == ["free"], timeout=5)
         time.sleep(0.3)
-        assert list(rt.executions()["workflow_name"]) == ["free"]   # still paused
+        assert list(rt.executions()["workflow_name"]) == ["free"]  # still paused
         assert wait_for(lambda: sorted(rt.executions()["workflow_name"]) == ["free", "paused"], timeout=5)
         ex = rt.executions().set_index("workflow_name")
         waited = (ex.loc["paused", "dispatched_at"] - ex.loc["free", "dispatched_at"]).total_seconds()

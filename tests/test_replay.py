@@ -1,4 +1,5 @@
 """Recorded workloads: the quotes day, Simulation.add_replay and the scenario key."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -9,9 +10,9 @@ import pandas as pd
 import pytest
 
 import fanoutsim as fs
-from fanoutsim.faults import CrashAt, FaultPlan, LateCommit, Ties
 from fanoutsim.designs.reactor.replay import ReplaySpec, load_recording
 from fanoutsim.designs.reactor.scenario import ScenarioError, load_scenario
+from fanoutsim.faults import CrashAt, FaultPlan, LateCommit, Ties
 
 ROOT = Path(__file__).resolve().parents[1]
 DAY = ROOT / "fanoutsim" / "examples" / "quotes-day.parquet"
@@ -48,9 +49,9 @@ def test_each_region_quotes_in_its_business_hours(day):
 def test_each_symbol_walks_with_spikes(day):
     for sym, g in day.dropna(subset=["price"]).groupby("symbol"):
         p = g["price"].to_numpy()
-        assert p.std() / p.mean() < 0.1, sym           # a walk, not noise
+        assert p.std() / p.mean() < 0.1, sym  # a walk, not noise
     jumps = day.dropna(subset=["price"]).groupby("symbol")["price"].agg(lambda p: p.max() / p.median())
-    assert (jumps > 1.04).any()                         # somebody spiked
+    assert (jumps > 1.04).any()  # somebody spiked
 
 
 def test_the_generator_is_seeded_and_wrote_this_file(day):
@@ -58,14 +59,19 @@ def test_the_generator_is_seeded_and_wrote_this_file(day):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     again = mod.make_day()
-    pd.testing.assert_frame_equal(again.reset_index(drop=True), day.reset_index(drop=True),
-                                  check_dtype=False)
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), day.reset_index(drop=True), check_dtype=False)
 
 
 # -- add_replay ------------------------------------------------------------------------
 def test_replay_fires_one_firing_per_row_at_the_recorded_times(store):
-    frame = small([(10.0, "acme", "ACME", "us-east", 101.5), (10.5, "globex", "HOOLI", "eu-central", None),
-                   (12.0, "acme", "GLOBX", "ap-south", 42.0), (20.0, "acme", "ACME", "us-west", 99.0)])
+    frame = small(
+        [
+            (10.0, "acme", "ACME", "us-east", 101.5),
+            (10.5, "globex", "HOOLI", "eu-central", None),
+            (12.0, "acme", "GLOBX", "ap-south", 42.0),
+            (20.0, "acme", "ACME", "us-west", 99.0),
+        ]
+    )
     sim = fs.Simulation(seed=0, store=store)
     sim.runner.subscribe_workflow_to_reactor("r", "wf", tenant="acme")
     sim.runner.subscribe_workflow_to_reactor("r", "wf", tenant="globex")
@@ -74,13 +80,13 @@ def test_replay_fires_one_firing_per_row_at_the_recorded_times(store):
     sim.run(until=5)
     f = sim.firings().sort_values("fired_at")
     at = (f["fired_at"] - pd.Timestamp("2026-01-01", tz="UTC")).dt.total_seconds()
-    assert list(at) == [0.0, 0.25, 1.0]                 # (t - start) / speed
+    assert list(at) == [0.0, 0.25, 1.0]  # (t - start) / speed
     assert list(f["tenant_id"]) == ["acme", "globex", "acme"]
     ex = sim.executions()
     ex = ex.iloc[sorted(range(len(ex)), key=lambda i: ex["context"].iloc[i]["reactor_fired_at"])]
     assert [c["quote"] for c in ex["context"]] == [
         {"symbol": "ACME", "region": "us-east", "price": 101.5},
-        {"symbol": "HOOLI", "region": "eu-central", "price": None},   # a halted quote: null
+        {"symbol": "HOOLI", "region": "eu-central", "price": None},  # a halted quote: null
         {"symbol": "GLOBX", "region": "ap-south", "price": 42.0},
     ]
 
@@ -106,8 +112,9 @@ def test_a_down_reactor_replays_nothing_and_the_plan_stamps_apply():
     prices = sorted(c["quote"]["price"] for c in sim.executions()["context"])
     assert prices == [100.0 + k for k in range(20) if not 5.5 <= k < 9.5]
     # a late-committing writer and ties come from the plan, as for add_workload
-    sim = fs.Simulation(seed=0, faults=FaultPlan([LateCommit(probability=1.0, delay=2.0),
-                                                  Ties(probability=1.0, burst=2)]))
+    sim = fs.Simulation(
+        seed=0, faults=FaultPlan([LateCommit(probability=1.0, delay=2.0), Ties(probability=1.0, burst=2)])
+    )
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     sim.add_replay(frame, "r")
     sim.run(until=30)
@@ -122,16 +129,20 @@ def test_the_same_replay_and_seed_give_the_same_trace(day):
         sim.add_replay(day, "r", tenant="tenant", speed=20.0, start=16 * 3600, stop=16 * 3600 + 600)
         sim.run(until=40)
         return sim.trace()
+
     pd.testing.assert_frame_equal(run(), run())
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    (dict(tenant="desk"), "'desk' is not one of t, tenant, symbol, region, price"),
-    (dict(speed=0), "replay speed must be > 0"),
-    (dict(speed=float("inf")), "replay speed must be a finite number"),
-    (dict(start=5.0, stop=5.0), r"replay stop must be after start \(5\)"),
-    (dict(start="0"), "replay start must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        (dict(tenant="desk"), "'desk' is not one of t, tenant, symbol, region, price"),
+        (dict(speed=0), "replay speed must be > 0"),
+        (dict(speed=float("inf")), "replay speed must be a finite number"),
+        (dict(start=5.0, stop=5.0), r"replay stop must be after start \(5\)"),
+        (dict(start="0"), "replay start must be a finite number"),
+    ],
+)
 def test_bad_replay_arguments_name_the_argument(kwargs, needle):
     sim = fs.Simulation()
     with pytest.raises(ValueError, match=needle):
@@ -183,8 +194,9 @@ def test_scenario_replay_is_relative_to_the_file_and_runs(tmp_path, day):
     day.to_parquet(tmp_path / "rec" / "q.parquet")
     sc = load_scenario(write(tmp_path, SCENARIO.format(replay="rec/q.parquet")))
     assert sc.workloads == ()
-    assert sc.replays == (ReplaySpec(str(tmp_path / "rec" / "q.parquet"), "pricing_reactor", "tenant",
-                                     10.0, 57600.0, 58200.0),)
+    assert sc.replays == (
+        ReplaySpec(str(tmp_path / "rec" / "q.parquet"), "pricing_reactor", "tenant", 10.0, 57600.0, 58200.0),
+    )
     sim = sc.run()
     window = day[(day["t"] >= 57600) & (day["t"] < 58200)]
     assert len(sim.firings()) == len(window)
@@ -197,25 +209,51 @@ def test_the_shipped_quotes_day_scenario_replays_the_recording():
     assert Path(spec.path) == DAY and spec.tenant_column == "tenant"
 
 
-@pytest.mark.parametrize("edit, key, fragments", [
-    (lambda s: s.format(replay="nope.parquet"), "workload[0].replay", ["no such recording 'nope.parquet'",
-                                                                        "relative to the scenario file"]),
-    (lambda s: s.format(replay="q.json"), "workload[0].replay", ["must name a .parquet or .csv file"]),
-    (lambda s: s.format(replay="bad.csv"), "workload[0].replay", ["has no column(s) 'region', 'price'"]),
-    (lambda s: s.format(replay="q.parquet").replace('"tenant"', '"desk"'), "workload[0].tenant_column",
-     ["'desk' is not a column", "its columns: t, tenant, symbol, region, price"]),
-    (lambda s: s.format(replay="q.parquet").replace("speed = 10.0", "speed = 0"), "workload[0].speed",
-     ["> 0", "got 0"]),
-    (lambda s: s.format(replay="q.parquet").replace("stop = 58200.0", "stop = 100.0"), "workload[0].stop",
-     ["after start (57600)"]),
-    (lambda s: s.format(replay="q.parquet").replace("speed = 10.0", "rate = 2.0"), "workload[0].rate",
-     ["unknown key for a replay workload", "recorded times", "allowed keys in workload[0] with replay: replay"]),
-    (lambda s: s.format(replay="q.parquet").replace('tenant_column = "tenant"', 'tenant = "acme"'),
-     "workload[0].tenant", ["from tenant_column"]),
-    (lambda s: s.format(replay="q.parquet").replace('reactor = "pricing_reactor"\ntenant_column',
-                                                    "tenant_column"), "workload[0].reactor", ["is required"]),
-    (lambda s: s.replace('"{replay}"', "3"), "workload[0].replay", ["path of a recording", "got 3"]),
-])
+@pytest.mark.parametrize(
+    "edit, key, fragments",
+    [
+        (
+            lambda s: s.format(replay="nope.parquet"),
+            "workload[0].replay",
+            ["no such recording 'nope.parquet'", "relative to the scenario file"],
+        ),
+        (lambda s: s.format(replay="q.json"), "workload[0].replay", ["must name a .parquet or .csv file"]),
+        (lambda s: s.format(replay="bad.csv"), "workload[0].replay", ["has no column(s) 'region', 'price'"]),
+        (
+            lambda s: s.format(replay="q.parquet").replace('"tenant"', '"desk"'),
+            "workload[0].tenant_column",
+            ["'desk' is not a column", "its columns: t, tenant, symbol, region, price"],
+        ),
+        (
+            lambda s: s.format(replay="q.parquet").replace("speed = 10.0", "speed = 0"),
+            "workload[0].speed",
+            ["> 0", "got 0"],
+        ),
+        (
+            lambda s: s.format(replay="q.parquet").replace("stop = 58200.0", "stop = 100.0"),
+            "workload[0].stop",
+            ["after start (57600)"],
+        ),
+        (
+            lambda s: s.format(replay="q.parquet").replace("speed = 10.0", "rate = 2.0"),
+            "workload[0].rate",
+            ["unknown key for a replay workload", "recorded times", "allowed keys in workload[0] with replay: replay"],
+        ),
+        (
+            lambda s: s.format(replay="q.parquet").replace('tenant_column = "tenant"', 'tenant = "acme"'),
+            "workload[0].tenant",
+            ["from tenant_column"],
+        ),
+        (
+            lambda s: s.format(replay="q.parquet").replace(
+                'reactor = "pricing_reactor"\ntenant_column', "tenant_column"
+            ),
+            "workload[0].reactor",
+            ["is required"],
+        ),
+        (lambda s: s.replace('"{replay}"', "3"), "workload[0].replay", ["path of a recording", "got 3"]),
+    ],
+)
 def test_bad_replay_tables_name_file_key_and_what_is_allowed(tmp_path, day, edit, key, fragments):
     day.head(10).to_parquet(tmp_path / "q.parquet")
     pd.DataFrame({"t": [0.0], "tenant": ["a"], "symbol": ["X"]}).to_csv(tmp_path / "bad.csv", index=False)

@@ -3,6 +3,7 @@ process runs its role's groups (``_start_loops`` asks ``_runs``), and only a
 role with the workloads' group takes a workload. Over a DuckDB file here (one
 process): what each role runs is the same over PostgreSQL, where
 ``tests/test_postgres_*roles*.py`` run them as separate processes."""
+
 from __future__ import annotations
 
 import time
@@ -71,8 +72,9 @@ def test_the_reactor_roles_run_their_groups_of_loops_and_only_all_takes_a_worklo
         assert len(rt.executions()) == 1  # nobody polls here: the new firing is not dispatched
     finally:
         rt.close()
-    with pytest.raises(ValueError, match="the reactor design has no role 'pollers'; its roles: all, poller, "
-                                         "executor, prune"):
+    with pytest.raises(
+        ValueError, match="the reactor design has no role 'pollers'; its roles: all, poller, executor, prune"
+    ):
         Realtime(CONFIG, store=str(tmp_path / "never.duckdb"), role="pollers")
     assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
     assert set(ROLES.help) == {"all", "poller", "executor", "prune"}
@@ -102,8 +104,10 @@ def test_the_leases_roles_run_their_groups_of_loops_and_only_publishers_take_a_w
         assert _wait(lambda: rt.status("c")["first_required"] is None)  # its client delivered it
     finally:
         rt.close()
-    with pytest.raises(ValueError, match="the leases design has no role 'client'; its roles: all, clients, "
-                                         "recovery, retention, publishers"):
+    with pytest.raises(
+        ValueError,
+        match="the leases design has no role 'client'; its roles: all, clients, recovery, retention, publishers",
+    ):
         LeaseRealtime(store=str(tmp_path / "never.duckdb"), role="client")
     assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
     assert set(LEASE_ROLES.help) == {"all", "clients", "recovery", "retention", "publishers"}
@@ -142,8 +146,10 @@ def test_the_outbox_roles_run_their_groups_of_loops_and_only_writers_take_a_work
         assert received == []  # no bus here
     finally:
         rt.close()
-    with pytest.raises(ValueError, match="the outbox design has no role 'consumer'; its roles: all, dispatcher, "
-                                         "consumers, retention, writers"):
+    with pytest.raises(
+        ValueError,
+        match="the outbox design has no role 'consumer'; its roles: all, dispatcher, consumers, retention, writers",
+    ):
         OutboxRealtime(store=str(tmp_path / "never.duckdb"), role="consumer")
     assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
     assert set(OUTBOX_ROLES.help) == {"all", "dispatcher", "consumers", "retention", "writers"}

@@ -1,4 +1,5 @@
 """Scenario files: loading, building, running, and every class of error."""
+
 from __future__ import annotations
 
 import random
@@ -10,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.kernel.dist import Dist
 from fanoutsim.designs.reactor.scenario import Scenario, SubscriptionDef, WorkflowDef
+from fanoutsim.kernel.dist import Dist
 from fanoutsim.scenario import ScenarioError, load_scenario, parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,8 @@ def test_minimal_file_loads_with_defaults(tmp_path):
     assert sc.workflows == (WorkflowDef("wf", Dist("fixed", 0.01)),)
     assert sc.subscriptions == (SubscriptionDef("r", "wf", "public", "payload.quote.price > 100"),)
     assert [(w.reactor, w.tenant, w.rate, w.payload, w.start, w.stop) for w in sc.workloads] == [
-        ("r", "public", 2.0, "quote", 0.0, None)]
+        ("r", "public", 2.0, "quote", 0.0, None)
+    ]
     assert sc.faults is None
     with pytest.raises(AttributeError):
         sc.seed = 3  # frozen
@@ -74,7 +76,8 @@ def test_default_scenario_matches_its_description():
     by_wf = {(s.workflow, s.tenant): s.when for s in sc.subscriptions}
     for tenant in ("acme", "globex"):
         assert by_wf[("incident_response", tenant)] == (
-            "payload.quote.price > 100 && payload.quote.region == 'us-east'")
+            "payload.quote.price > 100 && payload.quote.region == 'us-east'"
+        )
         assert by_wf[("audit", tenant)] is None
         assert "eu-central" in by_wf[("eu_pricing", tenant)]
 
@@ -109,7 +112,8 @@ def test_build_creates_everything_and_runs_nothing(tmp_path):
     subs = sim.subscriptions()
     assert len(subs) == 6
     assert set(zip(subs["tenant_id"], subs["workflow_name"])) == {
-        (t, w) for t in ("acme", "globex") for w in ("incident_response", "audit", "eu_pricing")}
+        (t, w) for t in ("acme", "globex") for w in ("incident_response", "audit", "eu_pricing")
+    }
     assert subs["last_seen_fired_at"].isna().all()
     wfs = sim.registry.workflows
     assert wfs["incident_response"].duration == Dist("exponential", 0.2)
@@ -193,89 +197,222 @@ def test_workflow_durations_hold_workers_for_their_drawn_time(tmp_path):
 # -- errors ---------------------------------------------------------------------
 # (a change to MINIMAL, the key path the error must name, fragments it must contain)
 ERRORS = [
-    pytest.param("bogus = 1\n" + MINIMAL, "bogus",
-                 ["unknown key", "name, description, run, config, workflows, subscriptions, workload, faults"],
-                 id="unknown-top-level-key"),
-    pytest.param(MINIMAL.replace("until = 30.0", "until = 30.0\nsead = 1"), "run.sead",
-                 ["unknown key", "[run]", "seed, until, store, start"], id="unknown-run-key"),
-    pytest.param(MINIMAL.replace("until = 30.0", 'until = "soon"'), "run.until",
-                 [">= 1e-06 (1 µs, the clock's unit)", "'soon'"], id="until-wrong-type"),
-    pytest.param(MINIMAL.replace("until = 30.0", "until = -5"), "run.until", [">= 1e-06 (1 µs, the clock's unit)", "-5"], id="until-negative"),
+    pytest.param(
+        "bogus = 1\n" + MINIMAL,
+        "bogus",
+        ["unknown key", "name, description, run, config, workflows, subscriptions, workload, faults"],
+        id="unknown-top-level-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("until = 30.0", "until = 30.0\nsead = 1"),
+        "run.sead",
+        ["unknown key", "[run]", "seed, until, store, start"],
+        id="unknown-run-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("until = 30.0", 'until = "soon"'),
+        "run.until",
+        [">= 1e-06 (1 µs, the clock's unit)", "'soon'"],
+        id="until-wrong-type",
+    ),
+    pytest.param(
+        MINIMAL.replace("until = 30.0", "until = -5"),
+        "run.until",
+        [">= 1e-06 (1 µs, the clock's unit)", "-5"],
+        id="until-negative",
+    ),
     pytest.param(MINIMAL.replace("until = 30.0", "until = inf"), "run.until", ["finite"], id="until-inf"),
     pytest.param(MINIMAL.replace("until = 30.0", ""), "run.until", ["required"], id="until-missing"),
-    pytest.param(MINIMAL.replace("until = 30.0", "until = 30.0\nseed = 1.5"), "run.seed",
-                 ["integer"], id="seed-float"),
-    pytest.param(MINIMAL.replace("until = 30.0", 'until = 30.0\nstore = "mongodb"'), "run.store",
-                 ['"memory", "duckdb"', ".duckdb", '"postgres"', "postgresql://", "'mongodb'"], id="store-unknown"),
-    pytest.param(MINIMAL.replace("until = 30.0", 'until = 30.0\nstart = "yesterday"'), "run.start",
-                 ["2026-01-01T00:00:00Z"], id="start-not-a-timestamp"),
-    pytest.param(MINIMAL.replace("until = 30.0", "until = 30.0\nstart = 2026-01-01T00:00:00"), "run.start",
-                 ["timezone"], id="start-naive"),
+    pytest.param(MINIMAL.replace("until = 30.0", "until = 30.0\nseed = 1.5"), "run.seed", ["integer"], id="seed-float"),
+    pytest.param(
+        MINIMAL.replace("until = 30.0", 'until = 30.0\nstore = "mongodb"'),
+        "run.store",
+        ['"memory", "duckdb"', ".duckdb", '"postgres"', "postgresql://", "'mongodb'"],
+        id="store-unknown",
+    ),
+    pytest.param(
+        MINIMAL.replace("until = 30.0", 'until = 30.0\nstart = "yesterday"'),
+        "run.start",
+        ["2026-01-01T00:00:00Z"],
+        id="start-not-a-timestamp",
+    ),
+    pytest.param(
+        MINIMAL.replace("until = 30.0", "until = 30.0\nstart = 2026-01-01T00:00:00"),
+        "run.start",
+        ["timezone"],
+        id="start-naive",
+    ),
     pytest.param(MINIMAL.replace("[run]\nuntil = 30.0\n", ""), "run", ["required", "[run]"], id="run-missing"),
-    pytest.param(MINIMAL + '\n[config]\nprune_policy = "sometimes"\n', "config.prune_policy",
-                 ["'ttl', 'conservative'", "'sometimes'"], id="config-bad-policy"),
-    pytest.param(MINIMAL + "\n[config]\nreactor_poll_interval = 0\n", "config.reactor_poll_interval",
-                 [">= 1e-06 (1 µs, the clock's unit)"], id="config-bad-interval"),
-    pytest.param(MINIMAL + "\n[config]\nexecutor_workers = 2.5\n", "config.executor_workers",
-                 ["integer >= 1"], id="config-float-workers"),
-    pytest.param(MINIMAL + "\n[config]\npoll_interval = 1\n", "config.poll_interval",
-                 ["unknown key", "reactor_poll_interval", "prune_policy", "executor_workers"],
-                 id="config-unknown-key"),
-    pytest.param(MINIMAL.replace('when = "payload.quote.price > 100"', 'when = "price > 100"'),
-                 "subscriptions[0].when", ["'price'", "payload, reactor, tenant"], id="cel-unknown-variable"),
-    pytest.param(MINIMAL.replace('when = "payload.quote.price > 100"', 'when = "payload.quote.price >"'),
-                 "subscriptions[0].when", ["not valid CEL", "payload, reactor, tenant"], id="cel-syntax"),
-    pytest.param(MINIMAL.replace('when = "payload.quote.price > 100"', "when = true"),
-                 "subscriptions[0].when", ["CEL expression string", "boolean true"], id="cel-not-a-string"),
-    pytest.param(MINIMAL.replace('workflow = "wf"', 'workflow = "wff"'), "subscriptions[0].workflow",
-                 ["'wff'", "declared: wf"], id="undeclared-workflow"),
-    pytest.param(MINIMAL.replace('reactor = "r"\nworkflow', 'workflow'), "subscriptions[0].reactor",
-                 ["required"], id="subscription-without-reactor"),
-    pytest.param(MINIMAL.replace('reactor = "r"\nworkflow', 'reactor = "r"\ntenant = ""\nworkflow'),
-                 "subscriptions[0].tenant", ["non-empty string"], id="empty-tenant"),
-    pytest.param(MINIMAL.replace('when = "payload.quote.price > 100"', 'when = "payload.quote.price > 100"\nfilter = "x"'),
-                 "subscriptions[0].filter", ["unknown key", "reactor, workflow, tenant, when"],
-                 id="subscription-unknown-key"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = {dist = "normal", mean = 1}'),
-                 "workflows[0].duration.dist", ["'exponential', 'uniform'", "'normal'"], id="unknown-dist"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = {dist = "exponential"}'),
-                 "workflows[0].duration", ["needs mean"], id="dist-missing-param"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = {dist = "exponential", mean = 0.2, sd = 1}'),
-                 "workflows[0].duration", ["unknown key", "'sd'", "dist, mean"], id="dist-unknown-param"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = {dist = "uniform", low = 2, high = 1}'),
-                 "workflows[0].duration", ["low <= high"], id="uniform-high-below-low"),
-    pytest.param(MINIMAL.replace("duration = 0.01", "duration = -1"), "workflows[0].duration",
-                 ["seconds >= 0", "exponential", "uniform"], id="negative-duration"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = "fast"'), "workflows[0].duration",
-                 ["seconds >= 0", "'fast'", "exponential", "uniform"], id="duration-string"),
-    pytest.param(MINIMAL.replace("duration = 0.01", 'duration = {dist = "exponential", mean = "x"}'),
-                 "workflows[0].duration.mean", ["finite number", "'x'"], id="dist-param-not-a-number"),
-    pytest.param(MINIMAL + '\n[[workflows]]\nname = "wf"\n', "workflows[1].name",
-                 ["already declared at workflows[0]"], id="duplicate-workflow"),
-    pytest.param(MINIMAL + '\n[[subscriptions]]\nreactor = "r"\nworkflow = "wf"\n', "subscriptions[1]",
-                 ["already declared at subscriptions[0]"], id="duplicate-subscription"),
+    pytest.param(
+        MINIMAL + '\n[config]\nprune_policy = "sometimes"\n',
+        "config.prune_policy",
+        ["'ttl', 'conservative'", "'sometimes'"],
+        id="config-bad-policy",
+    ),
+    pytest.param(
+        MINIMAL + "\n[config]\nreactor_poll_interval = 0\n",
+        "config.reactor_poll_interval",
+        [">= 1e-06 (1 µs, the clock's unit)"],
+        id="config-bad-interval",
+    ),
+    pytest.param(
+        MINIMAL + "\n[config]\nexecutor_workers = 2.5\n",
+        "config.executor_workers",
+        ["integer >= 1"],
+        id="config-float-workers",
+    ),
+    pytest.param(
+        MINIMAL + "\n[config]\npoll_interval = 1\n",
+        "config.poll_interval",
+        ["unknown key", "reactor_poll_interval", "prune_policy", "executor_workers"],
+        id="config-unknown-key",
+    ),
+    pytest.param(
+        MINIMAL.replace('when = "payload.quote.price > 100"', 'when = "price > 100"'),
+        "subscriptions[0].when",
+        ["'price'", "payload, reactor, tenant"],
+        id="cel-unknown-variable",
+    ),
+    pytest.param(
+        MINIMAL.replace('when = "payload.quote.price > 100"', 'when = "payload.quote.price >"'),
+        "subscriptions[0].when",
+        ["not valid CEL", "payload, reactor, tenant"],
+        id="cel-syntax",
+    ),
+    pytest.param(
+        MINIMAL.replace('when = "payload.quote.price > 100"', "when = true"),
+        "subscriptions[0].when",
+        ["CEL expression string", "boolean true"],
+        id="cel-not-a-string",
+    ),
+    pytest.param(
+        MINIMAL.replace('workflow = "wf"', 'workflow = "wff"'),
+        "subscriptions[0].workflow",
+        ["'wff'", "declared: wf"],
+        id="undeclared-workflow",
+    ),
+    pytest.param(
+        MINIMAL.replace('reactor = "r"\nworkflow', "workflow"),
+        "subscriptions[0].reactor",
+        ["required"],
+        id="subscription-without-reactor",
+    ),
+    pytest.param(
+        MINIMAL.replace('reactor = "r"\nworkflow', 'reactor = "r"\ntenant = ""\nworkflow'),
+        "subscriptions[0].tenant",
+        ["non-empty string"],
+        id="empty-tenant",
+    ),
+    pytest.param(
+        MINIMAL.replace('when = "payload.quote.price > 100"', 'when = "payload.quote.price > 100"\nfilter = "x"'),
+        "subscriptions[0].filter",
+        ["unknown key", "reactor, workflow, tenant, when"],
+        id="subscription-unknown-key",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = {dist = "normal", mean = 1}'),
+        "workflows[0].duration.dist",
+        ["'exponential', 'uniform'", "'normal'"],
+        id="unknown-dist",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = {dist = "exponential"}'),
+        "workflows[0].duration",
+        ["needs mean"],
+        id="dist-missing-param",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = {dist = "exponential", mean = 0.2, sd = 1}'),
+        "workflows[0].duration",
+        ["unknown key", "'sd'", "dist, mean"],
+        id="dist-unknown-param",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = {dist = "uniform", low = 2, high = 1}'),
+        "workflows[0].duration",
+        ["low <= high"],
+        id="uniform-high-below-low",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", "duration = -1"),
+        "workflows[0].duration",
+        ["seconds >= 0", "exponential", "uniform"],
+        id="negative-duration",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = "fast"'),
+        "workflows[0].duration",
+        ["seconds >= 0", "'fast'", "exponential", "uniform"],
+        id="duration-string",
+    ),
+    pytest.param(
+        MINIMAL.replace("duration = 0.01", 'duration = {dist = "exponential", mean = "x"}'),
+        "workflows[0].duration.mean",
+        ["finite number", "'x'"],
+        id="dist-param-not-a-number",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[workflows]]\nname = "wf"\n',
+        "workflows[1].name",
+        ["already declared at workflows[0]"],
+        id="duplicate-workflow",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[subscriptions]]\nreactor = "r"\nworkflow = "wf"\n',
+        "subscriptions[1]",
+        ["already declared at subscriptions[0]"],
+        id="duplicate-subscription",
+    ),
     pytest.param(MINIMAL.replace("rate = 2.0", "rate = 0"), "workload[0].rate", ["> 0"], id="rate-zero"),
-    pytest.param(MINIMAL.replace("rate = 2.0", 'rate = "2"'), "workload[0].rate", ["> 0", "'2'"],
-                 id="rate-string"),
-    pytest.param(MINIMAL.replace("rate = 2.0", 'rate = 2.0\npayload = "prices"'), "workload[0].payload",
-                 ["'quote', 'counter'", "'prices'"], id="unknown-payload"),
-    pytest.param(MINIMAL.replace("rate = 2.0", "rate = 2.0\nstart = 10\nstop = 5"), "workload[0].stop",
-                 ["after start (10)"], id="stop-before-start"),
-    pytest.param(MINIMAL.replace("[[workload]]", "[workload]"), "workload",
-                 ["array of tables", "[[workload]]"], id="workload-as-table"),
-    pytest.param(MINIMAL + "\n[faults]\ncrash_at = 5\n", "faults",
-                 ["array of tables", "[[faults]]"], id="faults-as-table"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "meteor"\n', "faults[0].kind",
-                 ["'meteor'", "crash_at, crash_randomly"], id="faults-unknown-kind"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.nowhere"\n', "faults[0].point",
-                 ["'poll.nowhere' is not a crash point", "the reactor design's points: reactor.after_graphs_before_log"],
-                 id="faults-bad-point"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "dispatch.after_fetch"\n',
-                 "faults[0].point", ["'dispatch.after_fetch' is a crash point of the outbox design",
-                                     "the reactor design's points: reactor.after_graphs_before_log"],
-                 id="faults-other-designs-point"),
-    pytest.param(MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\nwindow = [5, 1]\n', "faults[0].window",
-                 ["must end after it starts"], id="faults-bad-window"),
+    pytest.param(MINIMAL.replace("rate = 2.0", 'rate = "2"'), "workload[0].rate", ["> 0", "'2'"], id="rate-string"),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", 'rate = 2.0\npayload = "prices"'),
+        "workload[0].payload",
+        ["'quote', 'counter'", "'prices'"],
+        id="unknown-payload",
+    ),
+    pytest.param(
+        MINIMAL.replace("rate = 2.0", "rate = 2.0\nstart = 10\nstop = 5"),
+        "workload[0].stop",
+        ["after start (10)"],
+        id="stop-before-start",
+    ),
+    pytest.param(
+        MINIMAL.replace("[[workload]]", "[workload]"),
+        "workload",
+        ["array of tables", "[[workload]]"],
+        id="workload-as-table",
+    ),
+    pytest.param(
+        MINIMAL + "\n[faults]\ncrash_at = 5\n", "faults", ["array of tables", "[[faults]]"], id="faults-as-table"
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "meteor"\n',
+        "faults[0].kind",
+        ["'meteor'", "crash_at, crash_randomly"],
+        id="faults-unknown-kind",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "poll.nowhere"\n',
+        "faults[0].point",
+        ["'poll.nowhere' is not a crash point", "the reactor design's points: reactor.after_graphs_before_log"],
+        id="faults-bad-point",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "crash_at_point"\npoint = "dispatch.after_fetch"\n',
+        "faults[0].point",
+        [
+            "'dispatch.after_fetch' is a crash point of the outbox design",
+            "the reactor design's points: reactor.after_graphs_before_log",
+        ],
+        id="faults-other-designs-point",
+    ),
+    pytest.param(
+        MINIMAL + '\n[[faults]]\nkind = "fail_inserts"\nwindow = [5, 1]\n',
+        "faults[0].window",
+        ["must end after it starts"],
+        id="faults-bad-window",
+    ),
     pytest.param('name = "../escape"\n' + MINIMAL, "name", ["output folder", "'../escape'"], id="bad-name"),
     pytest.param("description = 3\n" + MINIMAL, "description", ["string"], id="description-not-string"),
 ]
@@ -325,8 +462,12 @@ def test_overrides_are_checked_like_the_file(tmp_path):
 
 
 # -- property tests -----------------------------------------------------------
-_NOT_A_NUMBER = st.one_of(st.text(max_size=5), st.booleans(), st.lists(st.integers(), max_size=2),
-                          st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+_NOT_A_NUMBER = st.one_of(
+    st.text(max_size=5),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 _NOT_POSITIVE = st.one_of(st.integers(max_value=0), st.floats(max_value=0.0), st.just(float("nan")))
 
 
@@ -365,9 +506,19 @@ def test_any_bad_rate_is_named(value):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["reactor_poll_interval", "executor_poll_interval", "reactor_firings_prune_interval",
-                        "executor_workers", "reactor_poll_batch_limit", "predicate_error_limit"]),
-       st.one_of(_NOT_A_NUMBER, _NOT_POSITIVE))
+@given(
+    st.sampled_from(
+        [
+            "reactor_poll_interval",
+            "executor_poll_interval",
+            "reactor_firings_prune_interval",
+            "executor_workers",
+            "reactor_poll_batch_limit",
+            "predicate_error_limit",
+        ]
+    ),
+    st.one_of(_NOT_A_NUMBER, _NOT_POSITIVE),
+)
 def test_any_bad_config_number_is_named(key, value):
     doc = _doc()
     doc["config"] = {key: value}
@@ -386,15 +537,17 @@ def test_any_unknown_config_key_is_named_with_the_allowed_ones(key):
 
 
 @settings(max_examples=40, deadline=None)
-@given(until=st.floats(min_value=1e-3, max_value=1e6), seed=st.integers(-(2**63), 2**63 - 1),
-       rate=st.floats(min_value=1e-3, max_value=50))
+@given(
+    until=st.floats(min_value=1e-3, max_value=1e6),
+    seed=st.integers(-(2**63), 2**63 - 1),
+    rate=st.floats(min_value=1e-3, max_value=50),
+)
 def test_any_good_numbers_load(until, seed, rate):
     doc = _doc(run__until=until, run__seed=seed)
     doc["workload"][0]["rate"] = rate
     sc = parse_scenario(doc, source="hyp.toml")
     assert isinstance(sc, Scenario)
     assert (sc.until, sc.seed, sc.workloads[0].rate) == (until, seed, rate)
-
 
 
 def test_faults_in_a_scenario_become_the_runs_fault_plan(tmp_path):

@@ -3,6 +3,7 @@ the clock's unit: a fault's reactor must be one the file's subscriptions or
 workloads name, a clock_skew host has only an offset and a drift, and a
 duration below 1 µs (which would hang the clock: an interval of 1e-300 s never
 moves it) is refused naming the unit — in a file and through the API alike."""
+
 from __future__ import annotations
 
 import textwrap
@@ -47,18 +48,25 @@ def problems(tmp_path, text: str) -> list[tuple[str, str]]:
 
 
 def test_a_late_commit_must_name_a_reactor_the_file_names(tmp_path):
-    found = problems(tmp_path, REACTOR + '[[faults]]\nkind = "late_commit"\nprobability = 0.5\n'
-                                         'delay = 1.0\nreactor = "nope"\n')
-    assert found == [("faults[0].reactor", "'nope' is not a reactor of this scenario; the reactors its "
-                                           "[[subscriptions]] and [[workload]] name: pricing, quotes")]
+    found = problems(
+        tmp_path, REACTOR + '[[faults]]\nkind = "late_commit"\nprobability = 0.5\ndelay = 1.0\nreactor = "nope"\n'
+    )
+    assert found == [
+        (
+            "faults[0].reactor",
+            "'nope' is not a reactor of this scenario; the reactors its "
+            "[[subscriptions]] and [[workload]] name: pricing, quotes",
+        )
+    ]
     ok = tmp_path / "ok.toml"
     ok.write_text(REACTOR + '[[faults]]\nkind = "late_commit"\nprobability = 0.5\ndelay = 1.0\nreactor = "quotes"\n')
     assert load_scenario(ok).faults is not None
 
 
 def test_a_clock_skew_host_has_only_an_offset_and_a_drift(tmp_path):
-    found = problems(tmp_path, REACTOR + '[[faults]]\nkind = "clock_skew"\n'
-                                         'hosts = [{offset = 1.0, drift = 0.001}, {offest = 2.0}]\n')
+    found = problems(
+        tmp_path, REACTOR + '[[faults]]\nkind = "clock_skew"\nhosts = [{offset = 1.0, drift = 0.001}, {offest = 2.0}]\n'
+    )
     assert found == [("faults[0].hosts[1].offest", "unknown key; allowed: offset, drift")]
 
 
@@ -69,16 +77,23 @@ def test_a_reactor_interval_below_the_clock_unit_is_refused(tmp_path, section, k
 
 
 def test_an_outbox_and_a_leases_interval_below_the_clock_unit_are_refused(tmp_path):
-    found = problems(tmp_path, 'design = "outbox"\n[run]\nuntil = 5.0\n[outbox]\nsafety_poll_interval = 1e-300\n'
-                               '[[consumers]]\nname = "c"\n[[workload]]\nrate = 1.0\n')
+    found = problems(
+        tmp_path,
+        'design = "outbox"\n[run]\nuntil = 5.0\n[outbox]\nsafety_poll_interval = 1e-300\n'
+        '[[consumers]]\nname = "c"\n[[workload]]\nrate = 1.0\n',
+    )
     assert found == [("outbox.safety_poll_interval", f"{STRICT}, got 1e-300")]
-    found = problems(tmp_path, 'design = "leases"\n[run]\nuntil = 5.0\n[leases]\nrecovery_interval = 1e-300\n'
-                               '[[consumers]]\nname = "c"\npoll_interval = 1e-9\nnack_delay = 1e-9\n'
-                               '[[workload]]\nrate = 1.0\n')
+    found = problems(
+        tmp_path,
+        'design = "leases"\n[run]\nuntil = 5.0\n[leases]\nrecovery_interval = 1e-300\n'
+        '[[consumers]]\nname = "c"\npoll_interval = 1e-9\nnack_delay = 1e-9\n'
+        "[[workload]]\nrate = 1.0\n",
+    )
     assert sorted(found) == [
         ("consumers[0].nack_delay", f"{ZERO_OR}, got 1e-09"),
         ("consumers[0].poll_interval", f"{STRICT}, got 1e-09"),
-        ("leases.recovery_interval", f"{STRICT}, got 1e-300")]
+        ("leases.recovery_interval", f"{STRICT}, got 1e-300"),
+    ]
 
 
 @settings(max_examples=100, deadline=None)
@@ -88,12 +103,14 @@ def test_every_duration_below_the_unit_is_refused_and_the_unit_itself_taken(tiny
         with pytest.raises(Invalid, match=r"1e-06.*\(1 µs, the clock's unit\)"):
             positive.check(tiny)
         assert positive.check(1e-6) == 1e-6
-    assert Seconds().check(0) == 0.0 and SecondsRange(0, 3600).check(0) == 0.0   # none at all: allowed
-    assert Seconds(strict=True, unit="times").check(tiny) == tiny                # a speed is no duration
-    for make in (lambda: fs.SchedulerConfig(reactor_poll_interval=tiny),
-                 lambda: fs.SchedulerConfig(watermark_settle=tiny),
-                 lambda: OutboxConfig(retention_interval=tiny),
-                 lambda: LeaseConfig(recovery_interval=tiny)):
+    assert Seconds().check(0) == 0.0 and SecondsRange(0, 3600).check(0) == 0.0  # none at all: allowed
+    assert Seconds(strict=True, unit="times").check(tiny) == tiny  # a speed is no duration
+    for make in (
+        lambda: fs.SchedulerConfig(reactor_poll_interval=tiny),
+        lambda: fs.SchedulerConfig(watermark_settle=tiny),
+        lambda: OutboxConfig(retention_interval=tiny),
+        lambda: LeaseConfig(recovery_interval=tiny),
+    ):
         with pytest.raises(ValueError, match=r"1 µs, the clock's unit"):
             make()
 

@@ -2,11 +2,11 @@
 the docs and the JSON Schema; the frame in the kernel reads any design's; the
 registry picks the design. Also: the committed data/schemas/ files are the
 generated ones, and every shipped scenario validates against its schema."""
+
 from __future__ import annotations
 
 import ast
 import copy
-import json
 import tomllib
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -18,10 +18,29 @@ import pytest
 from fanoutsim import designs
 from fanoutsim.kernel.design import Design
 from fanoutsim.kernel.scenario import (
-    Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, key, keys_of, seq_start_needs_join,
+    Array,
+    FaultRules,
+    Faults,
+    Item,
+    ScenarioError,
+    Schema,
+    Settings,
+    key,
+    keys_of,
+    seq_start_needs_join,
 )
 from fanoutsim.kernel.validate import (
-    Distribution, Fraction, IntAtLeast, Invalid, Name, OneOf, OrWord, Position, Rate, Seconds, Store,
+    Distribution,
+    Fraction,
+    IntAtLeast,
+    Invalid,
+    Name,
+    OneOf,
+    OrWord,
+    Position,
+    Rate,
+    Seconds,
+    Store,
 )
 from fanoutsim.scenario import json_schema, json_schema_text, load_scenario, parse_scenario, which_design
 
@@ -52,8 +71,9 @@ def _validator(design: str) -> jsonschema.Draft7Validator:
 @pytest.mark.parametrize("design", BUILTIN)
 def test_the_committed_schema_is_the_generated_one(design):
     path = SCHEMAS / f"{design}.schema.json"
-    assert path.read_text(encoding="utf-8") == json_schema_text(design), \
+    assert path.read_text(encoding="utf-8") == json_schema_text(design), (
         f"{path} is out of date: run python data/make_schemas.py"
+    )
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
@@ -68,8 +88,12 @@ def test_every_shipped_scenario_validates_against_its_designs_schema(path):
 # -- the JSON Schema says what the reader says ---------------------------------------
 OUTBOX = {"design": "outbox", "run": {"until": 60.0}, "consumers": [{"name": "indexer"}], "workload": [{"rate": 2.0}]}
 LEASES = {"design": "leases", "run": {"until": 60.0}, "consumers": [{"name": "indexer"}], "workload": [{"rate": 2.0}]}
-REACTOR = {"run": {"until": 30.0}, "workflows": [{"name": "wf", "duration": 0.01}],
-           "subscriptions": [{"reactor": "r", "workflow": "wf"}], "workload": [{"reactor": "r", "rate": 2.0}]}
+REACTOR = {
+    "run": {"until": 30.0},
+    "workflows": [{"name": "wf", "duration": 0.01}],
+    "subscriptions": [{"reactor": "r", "workflow": "wf"}],
+    "workload": [{"reactor": "r", "rate": 2.0}],
+}
 
 
 def _changed(doc: dict, path: str, value) -> dict:
@@ -87,29 +111,54 @@ def _changed(doc: dict, path: str, value) -> dict:
 
 _DROP = object()
 BAD = [  # (document, key path, value): refused by the reader and by the JSON Schema
-    (REACTOR, "run.until", _DROP), (REACTOR, "run.until", -1), (REACTOR, "run.seed", 1.5),
-    (REACTOR, "run.store", "mysql://h/db"), (REACTOR, "bogus", 1), (REACTOR, "config.prune_policy", "sometimes"),
-    (REACTOR, "config.poll_interval", 1), (REACTOR, "workflows.0.duration", -1),
-    (REACTOR, "workflows.0.duration", {"dist": "normal", "mean": 1}), (REACTOR, "subscriptions.0.filter", "x"),
-    (REACTOR, "workload.0.rate", 0), (REACTOR, "workload.0.payload", "prices"), (REACTOR, "name", "../escape"),
-    (REACTOR, "faults", [{"kind": "meteor"}]), (REACTOR, "faults", [{"kind": "crash_at_point", "point": "x"}]),
+    (REACTOR, "run.until", _DROP),
+    (REACTOR, "run.until", -1),
+    (REACTOR, "run.seed", 1.5),
+    (REACTOR, "run.store", "mysql://h/db"),
+    (REACTOR, "bogus", 1),
+    (REACTOR, "config.prune_policy", "sometimes"),
+    (REACTOR, "config.poll_interval", 1),
+    (REACTOR, "workflows.0.duration", -1),
+    (REACTOR, "workflows.0.duration", {"dist": "normal", "mean": 1}),
+    (REACTOR, "subscriptions.0.filter", "x"),
+    (REACTOR, "workload.0.rate", 0),
+    (REACTOR, "workload.0.payload", "prices"),
+    (REACTOR, "name", "../escape"),
+    (REACTOR, "faults", [{"kind": "meteor"}]),
+    (REACTOR, "faults", [{"kind": "crash_at_point", "point": "x"}]),
     (REACTOR, "faults", [{"kind": "crash_randomly"}]),
-    (OUTBOX, "design", "outbx"), (OUTBOX, "design", 3), (OUTBOX, "consumers", _DROP), (OUTBOX, "consumers", []),
-    (OUTBOX, "consumers.0.retry_budget", 0), (OUTBOX, "consumers.0.timeout", "never"),
-    (OUTBOX, "consumers.0.jitter", 1.5), (OUTBOX, "consumers.0.start", "middle"), (OUTBOX, "outbox.poll", 1),
-    (OUTBOX, "outbox.read_mode", "eventually"), (OUTBOX, "workload.0.pages", 0), (OUTBOX, "config", {}),
-    (OUTBOX, "faults", [{"kind": "fail_inserts"}]), (OUTBOX, "faults", [{"kind": "late_commit", "probability": 0.1,
-                                                                        "delay": 1, "reactor": "r"}]),
-    (LEASES, "consumers.0.batch_limit", 9), (LEASES, "consumers.0.lease_seconds", 1),
-    (LEASES, "consumers.0.poll_interval", 0), (LEASES, "workload.0.partitions", 0),
-    (LEASES, "workload.0.partitions", ["a", "a"]), (LEASES, "actions", [{"kind": "explode", "at": 1}]),
-    (LEASES, "actions", [{"kind": "restore"}]), (LEASES, "actions", [{"kind": "restore", "at": 1, "consumer": "x"}]),
-    (LEASES, "leases.retention", "long"), (LEASES, "faults", [{"kind": "notifications"}]),
+    (OUTBOX, "design", "outbx"),
+    (OUTBOX, "design", 3),
+    (OUTBOX, "consumers", _DROP),
+    (OUTBOX, "consumers", []),
+    (OUTBOX, "consumers.0.retry_budget", 0),
+    (OUTBOX, "consumers.0.timeout", "never"),
+    (OUTBOX, "consumers.0.jitter", 1.5),
+    (OUTBOX, "consumers.0.start", "middle"),
+    (OUTBOX, "outbox.poll", 1),
+    (OUTBOX, "outbox.read_mode", "eventually"),
+    (OUTBOX, "workload.0.pages", 0),
+    (OUTBOX, "config", {}),
+    (OUTBOX, "faults", [{"kind": "fail_inserts"}]),
+    (OUTBOX, "faults", [{"kind": "late_commit", "probability": 0.1, "delay": 1, "reactor": "r"}]),
+    (LEASES, "consumers.0.batch_limit", 9),
+    (LEASES, "consumers.0.lease_seconds", 1),
+    (LEASES, "consumers.0.poll_interval", 0),
+    (LEASES, "workload.0.partitions", 0),
+    (LEASES, "workload.0.partitions", ["a", "a"]),
+    (LEASES, "actions", [{"kind": "explode", "at": 1}]),
+    (LEASES, "actions", [{"kind": "restore"}]),
+    (LEASES, "actions", [{"kind": "restore", "at": 1, "consumer": "x"}]),
+    (LEASES, "leases.retention", "long"),
+    (LEASES, "faults", [{"kind": "notifications"}]),
 ]
 
 
-@pytest.mark.parametrize("doc, path, value", BAD, ids=[
-    f"{d.get('design', 'reactor')}:{p}" + ("-dropped" if v is _DROP else f"={v!r}"[:40]) for d, p, v in BAD])
+@pytest.mark.parametrize(
+    "doc, path, value",
+    BAD,
+    ids=[f"{d.get('design', 'reactor')}:{p}" + ("-dropped" if v is _DROP else f"={v!r}"[:40]) for d, p, v in BAD],
+)
 def test_what_the_reader_refuses_the_json_schema_refuses(doc, path, value):
     design = doc.get("design", "reactor")
     doc = _changed(doc, path, value)
@@ -137,41 +186,60 @@ def test_the_json_schema_lists_exactly_the_declared_keys_with_their_docs_and_def
             assert tuple(items["properties"]) == tuple(k.name for k in declared)
             for k in declared:
                 assert items["properties"][k.name]["description"] == k.doc.replace("``", "`")
-                if k.default is not None and not hasattr(k.default, "law") and k.default.__class__.__name__ != "_Required":
+                if (
+                    k.default is not None
+                    and not hasattr(k.default, "law")
+                    and k.default.__class__.__name__ != "_Required"
+                ):
                     assert items["properties"][k.name]["default"] == k.default
 
 
 def test_a_settings_tables_docs_are_the_config_fields_comments():
     props = json_schema("outbox")["properties"]["outbox"]["properties"]
     assert props["safety_poll_interval"] == {
-        "type": "number", "description": "a wake-up with no hint, so a lost hint costs at most this", "default": 5.0}
+        "type": "number",
+        "description": "a wake-up with no hint, so a lost hint costs at most this",
+        "default": 5.0,
+    }
     assert props["read_mode"]["enum"] == ["all", "settled", "gap"]
     config = json_schema("reactor")["properties"]["config"]["properties"]
     assert config["prune_policy"]["enum"] == ["ttl", "conservative"]
     # no comment on the line: the field's entry in the config module's docstring
-    assert config["watermark"]["description"].startswith("How a subscription's cursor reads the log. `\"fired_at\"`")
+    assert config["watermark"]["description"].startswith('How a subscription\'s cursor reads the log. `"fired_at"`')
     assert "description" not in config["reactor_poll_interval"]
 
 
 # -- validators -------------------------------------------------------------------------
-@pytest.mark.parametrize("validator, value, message", [
-    (Name(), "", "must be a non-empty string, got ''"),
-    (Seconds(), -1, "must be a finite number of seconds >= 0, got -1"),
-    (Seconds(strict=True, unit="virtual seconds"), 0,
-     "must be a finite number of virtual seconds >= 1e-06 (1 µs, the clock's unit), got 0"),
-    (Seconds(), float("inf"), "must be a finite number of seconds >= 0, got inf"),
-    (Seconds(), True, "must be a finite number of seconds >= 0, got boolean true"),
-    (Rate("events"), "2", "must be a finite number of events per virtual second > 0, got '2'"),
-    (Fraction("a share"), 2, "must be a number in [0, 1] (a share), got 2"),
-    (IntAtLeast(1, "pages"), 1.0, "must be an integer >= 1 (pages), got 1.0"),
-    (OneOf(("a", "b")), "c", "must be one of 'a', 'b'; got 'c'"),
-    (OneOf(("a", "b")), ["a"], "must be one of 'a', 'b'; got an array"),
-    (Position(), -1, 'must be "beginning", "end" or a seq (an integer >= 0), got -1'),
-    (OrWord(Seconds(strict=True), "none", "never"), "never", "must be a finite number of seconds >= 1e-06 "
-                                                            "(1 µs, the clock's unit), or \"none\" (never), "
-                                                            "got 'never'"),
-    (Store(), "x.db", 'must be "memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI, got \'x.db\''),
-])
+@pytest.mark.parametrize(
+    "validator, value, message",
+    [
+        (Name(), "", "must be a non-empty string, got ''"),
+        (Seconds(), -1, "must be a finite number of seconds >= 0, got -1"),
+        (
+            Seconds(strict=True, unit="virtual seconds"),
+            0,
+            "must be a finite number of virtual seconds >= 1e-06 (1 µs, the clock's unit), got 0",
+        ),
+        (Seconds(), float("inf"), "must be a finite number of seconds >= 0, got inf"),
+        (Seconds(), True, "must be a finite number of seconds >= 0, got boolean true"),
+        (Rate("events"), "2", "must be a finite number of events per virtual second > 0, got '2'"),
+        (Fraction("a share"), 2, "must be a number in [0, 1] (a share), got 2"),
+        (IntAtLeast(1, "pages"), 1.0, "must be an integer >= 1 (pages), got 1.0"),
+        (OneOf(("a", "b")), "c", "must be one of 'a', 'b'; got 'c'"),
+        (OneOf(("a", "b")), ["a"], "must be one of 'a', 'b'; got an array"),
+        (Position(), -1, 'must be "beginning", "end" or a seq (an integer >= 0), got -1'),
+        (
+            OrWord(Seconds(strict=True), "none", "never"),
+            "never",
+            "must be a finite number of seconds >= 1e-06 (1 µs, the clock's unit), or \"none\" (never), got 'never'",
+        ),
+        (
+            Store(),
+            "x.db",
+            'must be "memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI, got \'x.db\'',
+        ),
+    ],
+)
 def test_each_validator_names_what_is_allowed_and_what_it_got(validator, value, message):
     with pytest.raises(Invalid) as info:
         validator(value)
@@ -208,8 +276,8 @@ class Tap:
 
 @dataclass(frozen=True)
 class Knobs:
-    speed: float = 1.0   # how fast everything goes
-    mode: str = "on"     # on or off
+    speed: float = 1.0  # how fast everything goes
+    mode: str = "on"  # on or off
 
     def __post_init__(self):
         if self.mode not in ("on", "off"):
@@ -222,12 +290,16 @@ def _pipe_rules(item: Item) -> None:
         item.fail("share", "0.25 is unlucky")
 
 
-TOY = Schema("toy", "a toy design", (
-    Settings("knobs", Knobs, choices={"mode": ("on", "off")}),
-    Array("pipes", Pipe, required="at least one [[pipes]] table", unique="name", noun="pipe", rules=_pipe_rules),
-    Array("taps", Tap),
-    Faults(FaultRules(label="a toy scenario", accepted=("crash_at",), refused={"stall": "reactor design"})),
-))
+TOY = Schema(
+    "toy",
+    "a toy design",
+    (
+        Settings("knobs", Knobs, choices={"mode": ("on", "off")}),
+        Array("pipes", Pipe, required="at least one [[pipes]] table", unique="name", noun="pipe", rules=_pipe_rules),
+        Array("taps", Tap),
+        Faults(FaultRules(label="a toy scenario", accepted=("crash_at",), refused={"stall": "reactor design"})),
+    ),
+)
 
 
 def _problems(doc: dict) -> list[tuple[str, str]]:
@@ -237,37 +309,72 @@ def _problems(doc: dict) -> list[tuple[str, str]]:
 
 
 def test_the_generic_reader_keeps_defaults_and_builds_the_declared_classes():
-    r = TOY.read({"design": "toy", "run": {"until": 10}, "pipes": [{"name": "a", "leave_at": 5}],
-                  "taps": [{"pipe": "a"}], "knobs": {"speed": 2}}, source="toy.toml", default_name="t")
+    r = TOY.read(
+        {
+            "design": "toy",
+            "run": {"until": 10},
+            "pipes": [{"name": "a", "leave_at": 5}],
+            "taps": [{"pipe": "a"}],
+            "knobs": {"speed": 2},
+        },
+        source="toy.toml",
+        default_name="t",
+    )
     assert r["pipes"] == (Pipe("a", 0.5, "beginning", 0.0, 5.0),)
     assert r["knobs"] == Knobs(speed=2) and r["faults"] is None
-    assert r.header() == {"name": "t", "source": "toy.toml", "description": "", "seed": 0, "until": 10.0,
-                          "store": "memory", "start": None}
+    assert r.header() == {
+        "name": "t",
+        "source": "toy.toml",
+        "description": "",
+        "seed": 0,
+        "until": 10.0,
+        "store": "memory",
+        "start": None,
+    }
 
 
 def test_the_generic_reader_reports_every_problem_with_its_key_path_in_reading_order():
-    problems = _problems({
-        "colour": 1, "run": {"until": 10, "seed": "x"}, "knobs": {"mode": "maybe", "fast": True},
-        "pipes": [{"name": "a", "share": 2, "start": 3}, {"name": "a", "join_at": 10},
-                  {"name": "b", "join_at": 4, "leave_at": 3}, {"name": "c", "share": 0.25}, "pipe"],
-        "taps": [{"pipe": "z"}, {"pipe": "a", "duration": {"dist": "normal"}}],
-        "faults": [{"kind": "stall"}, {"kind": "crash_at", "at": -1}, {"kind": "crash_at", "at": 1, "downtime": -2}],
-    })
+    problems = _problems(
+        {
+            "colour": 1,
+            "run": {"until": 10, "seed": "x"},
+            "knobs": {"mode": "maybe", "fast": True},
+            "pipes": [
+                {"name": "a", "share": 2, "start": 3},
+                {"name": "a", "join_at": 10},
+                {"name": "b", "join_at": 4, "leave_at": 3},
+                {"name": "c", "share": 0.25},
+                "pipe",
+            ],
+            "taps": [{"pipe": "z"}, {"pipe": "a", "duration": {"dist": "normal"}}],
+            "faults": [
+                {"kind": "stall"},
+                {"kind": "crash_at", "at": -1},
+                {"kind": "crash_at", "at": 1, "downtime": -2},
+            ],
+        }
+    )
     assert problems == [
         ("colour", "unknown key; allowed top-level keys: design, name, description, run, knobs, pipes, taps, faults"),
         ("run.seed", "must be an integer seed, got 'x'"),
         ("knobs.fast", "unknown key; allowed keys in [knobs]: speed, mode"),
         ("knobs.mode", "must be 'on' or 'off', got 'maybe'"),
         ("pipes[0].share", "must be a number in [0, 1] (of the flow), got 2"),
-        ("pipes[0].start", "a seq start must lie in the log when the consumer joins; at join_at = 0 the log is "
-                           "empty, so only 0 is allowed (got 3); set join_at to join later"),
+        (
+            "pipes[0].start",
+            "a seq start must lie in the log when the consumer joins; at join_at = 0 the log is "
+            "empty, so only 0 is allowed (got 3); set join_at to join later",
+        ),
         ("pipes[1].join_at", "must be before run.until (10), got 10"),
         ("pipes[1].name", "pipe 'a' is already declared at pipes[0]"),
         ("pipes[2].leave_at", "must be after join_at (4), got 3"),
         ("pipes[3].share", "0.25 is unlucky"),
         ("pipes[4]", "must be a table, got string 'pipe'"),
         ("taps[0].pipe", "'z' is not declared in [[pipes]]; declared: a, b, c"),
-        ("taps[1].duration.dist", "must be one of 'fixed', 'exponential', 'uniform', 'lognormal', 'empirical', got 'normal'"),
+        (
+            "taps[1].duration.dist",
+            "must be one of 'fixed', 'exponential', 'uniform', 'lognormal', 'empirical', got 'normal'",
+        ),
         ("faults[0].kind", "'stall' is a fault of the reactor design; a toy scenario accepts: crash_at"),
         ("faults[1].at", "must be >= 0, got -1"),
         ("faults[2].downtime", "must be >= 0 seconds, got -2"),
@@ -275,15 +382,22 @@ def test_the_generic_reader_reports_every_problem_with_its_key_path_in_reading_o
 
 
 def test_the_frame_refuses_what_is_missing_and_a_file_of_another_design():
-    assert _problems({"name": ""}) == [("name", "must be a non-empty string, got ''"),
-                                       ("run", "is required: a [run] table"),
-                                       ("pipes", "is required: at least one [[pipes]] table")]
-    assert _problems({"run": {}, "pipes": [{}]}) == [("run.until", "is required: the virtual seconds to run for "
-                                                                   "(a number > 0)"),
-                                                     ("pipes[0].name", "is required (a non-empty string)")]
-    assert _problems({"design": "outbox", "bogus": 1}) == [(
-        "design", "this needs a scenario of the toy design (design = 'toy'); the file describes the outbox design "
-                  "(design = 'outbox')")]
+    assert _problems({"name": ""}) == [
+        ("name", "must be a non-empty string, got ''"),
+        ("run", "is required: a [run] table"),
+        ("pipes", "is required: at least one [[pipes]] table"),
+    ]
+    assert _problems({"run": {}, "pipes": [{}]}) == [
+        ("run.until", "is required: the virtual seconds to run for (a number > 0)"),
+        ("pipes[0].name", "is required (a non-empty string)"),
+    ]
+    assert _problems({"design": "outbox", "bogus": 1}) == [
+        (
+            "design",
+            "this needs a scenario of the toy design (design = 'toy'); the file describes the outbox design "
+            "(design = 'outbox')",
+        )
+    ]
     with pytest.raises(ScenarioError, match="must be a TOML document"):
         TOY.read([1])
 
@@ -294,9 +408,17 @@ def test_the_toy_json_schema_comes_from_the_same_declaration():
     assert out["required"] == ["design", "run", "pipes"]
     pipe = out["properties"]["pipes"]["items"]
     assert pipe["required"] == ["name"] and pipe["properties"]["share"] == {
-        "type": "number", "minimum": 0, "maximum": 1, "description": "a share", "default": 0.5}
+        "type": "number",
+        "minimum": 0,
+        "maximum": 1,
+        "description": "a share",
+        "default": 0.5,
+    }
     assert out["properties"]["knobs"]["properties"]["speed"] == {
-        "type": "number", "description": "how fast everything goes", "default": 1.0}
+        "type": "number",
+        "description": "how fast everything goes",
+        "default": 1.0,
+    }
     valid = jsonschema.Draft7Validator(out)
     assert valid.is_valid({"design": "toy", "run": {"until": 1}, "pipes": [{"name": "a"}]})
     assert not valid.is_valid({"design": "toy", "run": {"until": 1}, "pipes": [{"name": "a", "shares": 1}]})
@@ -308,9 +430,21 @@ def toy_registered():
     def parse(data, source="<scenario>", default_name="scenario"):
         return TOY.read(data, source=source, default_name=default_name)
 
-    design = Design(name="toy", title="a toy", config_type=Knobs, crash_points=(), fault_kinds=("crash_at",),
-                    parse_scenario=parse, check=None, report=None, format_report=None, format_check=None,
-                    tables=None, figures=None, scenario_schema=TOY)
+    design = Design(
+        name="toy",
+        title="a toy",
+        config_type=Knobs,
+        crash_points=(),
+        fault_kinds=("crash_at",),
+        parse_scenario=parse,
+        check=None,
+        report=None,
+        format_report=None,
+        format_check=None,
+        tables=None,
+        figures=None,
+        scenario_schema=TOY,
+    )
     designs.register(design)
     yield design
     designs.unregister("toy")
@@ -319,14 +453,26 @@ def toy_registered():
 def test_a_registered_design_gets_its_files_its_guesses_and_its_hints(toy_registered, tmp_path):
     doc = {"design": "toy", "run": {"until": 5}, "pipes": [{"name": "a"}]}
     assert parse_scenario(doc)["pipes"][0].name == "a"
-    assert which_design({"design": "toi", "pipes": []}) == ("toy", [(
-        "design", "must be one of 'reactor', 'outbox', 'leases', 'toy', got 'toi' "
-                  "(the rest of the file is checked as the toy design)")])
+    assert which_design({"design": "toi", "pipes": []}) == (
+        "toy",
+        [
+            (
+                "design",
+                "must be one of 'reactor', 'outbox', 'leases', 'toy', got 'toi' "
+                "(the rest of the file is checked as the toy design)",
+            )
+        ],
+    )
     with pytest.raises(ScenarioError) as info:  # a toy table in a reactor file says whose it is
         parse_scenario({"run": {"until": 5}, "pipes": [{"name": "a"}]})
-    assert info.value.problems == [("pipes", "unknown key; allowed top-level keys: design, name, description, run, "
-                                             "config, workflows, subscriptions, workload, faults ([[pipes]] belongs "
-                                             "to a scenario of the toy design: set design = 'toy' to use it)")]
+    assert info.value.problems == [
+        (
+            "pipes",
+            "unknown key; allowed top-level keys: design, name, description, run, "
+            "config, workflows, subscriptions, workload, faults ([[pipes]] belongs "
+            "to a scenario of the toy design: set design = 'toy' to use it)",
+        )
+    ]
     assert json_schema("toy") == TOY.json_schema()
 
 
@@ -358,9 +504,15 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-@pytest.mark.parametrize("path", [PACKAGE / "kernel" / "scenario.py", PACKAGE / "kernel" / "validate.py",
-                                  *(PACKAGE / "designs" / d / "scenario.py" for d in BUILTIN)],
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "path",
+    [
+        PACKAGE / "kernel" / "scenario.py",
+        PACKAGE / "kernel" / "validate.py",
+        *(PACKAGE / "designs" / d / "scenario.py" for d in BUILTIN),
+    ],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_no_parser_imports_another_designs_or_a_private_name_across_packages(path):
     own = "fanoutsim.kernel" if path.parent.name == "kernel" else f"fanoutsim.designs.{path.parent.name}"
     for module, names in _imports(path):

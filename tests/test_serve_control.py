@@ -1,5 +1,6 @@
 """The control endpoint of ``fanoutsim serve``: a token from an owner-only
 file, and a cap on the size of a request."""
+
 from __future__ import annotations
 
 import json
@@ -14,26 +15,30 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 from fanoutsim import serve as srv
-from conftest import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True,
-                          timeout=60, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "fanoutsim", *args], capture_output=True, text=True, timeout=60, env=ENV
+    )
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A server with a small body cap; yields (db, address, token)."""
     db = tmp_path_factory.mktemp("serve") / "ctl.duckdb"
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--rate", "0",
-                             "--max-body-bytes", "2000"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--rate", "0", "--max-body-bytes", "2000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     side = Path(f"{db}.serve.json")
     try:
         assert wait_for(lambda: side.exists() and json.loads(side.read_text())["pid"] == proc.pid, timeout=60)
@@ -69,8 +74,7 @@ def test_the_sidecar_is_readable_by_its_owner_only(server):
     assert len(token) == 64 and int(token, 16) >= 0
 
 
-@pytest.mark.parametrize("token, scheme", [(None, "token"), ("0" * 64, "token"), ("", "token"),
-                                           ("right", "Bearer")])
+@pytest.mark.parametrize("token, scheme", [(None, "token"), ("0" * 64, "token"), ("", "token"), ("right", "Bearer")])
 def test_a_request_without_the_token_gets_403_and_changes_nothing(server, token, scheme):
     _, address, right = server
     token = right if token == "right" else token
@@ -104,16 +108,24 @@ def test_a_body_over_the_cap_gets_413_and_is_not_stored(server):
     assert done.returncode == 2 and "over this server's limit of 2000 bytes" in done.stderr
     assert len(done.stderr.splitlines()) == 1
     # under it: stored
-    code, body = request(f"{address}/fire", token=token,
-                         body=json.dumps({"reactor": "pricing_reactor", "payload": {"x": "a" * 1000}}).encode())
+    code, body = request(
+        f"{address}/fire",
+        token=token,
+        body=json.dumps({"reactor": "pricing_reactor", "payload": {"x": "a" * 1000}}).encode(),
+    )
     assert code == 200 and body["firing"]
     assert retained(address, token) == before + 1
 
 
-@pytest.mark.parametrize("body, fragment", [
-    (b"{not json", "Expecting"), (b'{"payload": {}}', "needs the field 'reactor'"),
-    (b'{"reactor": "r", "payload": [1]}', "payload"), (b"[1, 2]", "JSON object"),
-])
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        (b"{not json", "Expecting"),
+        (b'{"payload": {}}', "needs the field 'reactor'"),
+        (b'{"reactor": "r", "payload": [1]}', "payload"),
+        (b"[1, 2]", "JSON object"),
+    ],
+)
 def test_bad_bodies_get_400(server, body, fragment):
     _, address, token = server
     code, reply = request(f"{address}/fire", token=token, body=body)

@@ -1,4 +1,5 @@
 """fanoutsim serve / write / status for the outbox and leases designs, in a subprocess, for real."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,12 @@ def wait_for(cond, timeout: float = 30.0) -> bool:
 
 
 def serve(db, *args) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def ready() -> bool:
         if proc.poll() is not None:
@@ -97,8 +102,9 @@ def test_serve_a_leases_scenario_publish_through_the_cli_and_stop_it(tmp_path):
         cli("write", "--db", str(db), "partition=p1", "kind=ticket.changed")
         # indexer, enricher and archiver run from the start (audit joins at 300 s): each acks both
         joined = ("indexer", "enricher", "archiver")
-        assert wait_for(lambda: all(status(db)["consumers"].get(c, {}).get("checkpoints") == {"p0": 1, "p1": 2}
-                                    for c in joined))
+        assert wait_for(
+            lambda: all(status(db)["consumers"].get(c, {}).get("checkpoints") == {"p0": 1, "p1": 2} for c in joined)
+        )
         st = status(db)
         assert st["design"] == "leases" and st["running"] is True and st["events"] == 2
         assert set(st["consumers"]) == set(joined)
@@ -130,7 +136,8 @@ def test_a_file_that_records_no_design_needs_one_named(tmp_path):
         rt.publish("p0")
     assert json.loads(cli("status", "--db", db).stdout)["design"] == "leases"
     import duckdb
-    with duckdb.connect(db) as con:         # as an older fanoutsim left it: no design recorded
+
+    with duckdb.connect(db) as con:  # as an older fanoutsim left it: no design recorded
         con.execute("DELETE FROM fanoutsim_meta WHERE key = 'design'")
     bare = cli("status", "--db", db)
     assert bare.returncode == 2 and "records no design" in bare.stderr and "--design" in bare.stderr
@@ -141,10 +148,13 @@ def test_a_file_that_records_no_design_needs_one_named(tmp_path):
     assert missing.returncode == 2 and "no such file" in missing.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["page"], "'page' is not FIELD=TEXT or FIELD:=JSON"),
-    (["due_in:=soon"], "the value after := is not JSON"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["page"], "'page' is not FIELD=TEXT or FIELD:=JSON"),
+        (["due_in:=soon"], "the value after := is not JSON"),
+    ],
+)
 def test_write_fields_are_checked(tmp_path, capsys, args, message):
     from fanoutsim.cli import main
 
@@ -161,8 +171,9 @@ def _http(address: str, path: str, *, token: str | None = None, body: bytes | No
     headers = {"Content-Type": "application/json"}
     if token is not None:
         headers["Authorization"] = f"token {token}"
-    req = urllib.request.Request(f"{address}{path}", data=body, headers=headers,
-                                 method="POST" if body is not None else "GET")
+    req = urllib.request.Request(
+        f"{address}{path}", data=body, headers=headers, method="POST" if body is not None else "GET"
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as reply:
             return reply.status, json.loads(reply.read())
@@ -170,10 +181,13 @@ def _http(address: str, path: str, *, token: str | None = None, body: bytes | No
         return exc.code, json.loads(exc.read())
 
 
-@pytest.mark.parametrize("scenario, write, count", [
-    (OUTBOX, {"page": "p1", "body": "hello"}, "rows"),
-    (LEASES, {"partition": "p0", "payload": {"n": 1}}, "events"),
-])
+@pytest.mark.parametrize(
+    "scenario, write, count",
+    [
+        (OUTBOX, {"page": "p1", "body": "hello"}, "rows"),
+        (LEASES, {"partition": "p0", "payload": {"n": 1}}, "events"),
+    ],
+)
 def test_every_design_s_server_needs_its_token_and_caps_bodies(tmp_path, scenario, write, count):
     """The token and the body cap live in the design-free endpoint: an outbox or
     leases server refuses a request without the token (403, nothing written) and a

@@ -2,6 +2,7 @@
 Prometheus scraper, a query string parsed, ``status`` saying when the run
 falls behind and who served it after a stop, and ``fire`` / ``write`` saying
 what to do with the id they print."""
+
 from __future__ import annotations
 
 import json
@@ -13,22 +14,27 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from clitools import ENV, ROOT, cli
+from conftest import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from fanoutsim import serve as srv
 from fanoutsim.kernel.metrics import prometheus_text
-from clitools import ENV, ROOT, cli
-from conftest import wait_for
 
 REALTIME = str(ROOT / "fanoutsim" / "examples" / "realtime.toml")
 
 
 def start(db: Path, *args: str) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen([sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     side = Path(f"{db}.serve.json")
-    assert wait_for(lambda: side.exists() and json.loads(side.read_text())["pid"] == proc.pid, timeout=90), \
+    assert wait_for(lambda: side.exists() and json.loads(side.read_text())["pid"] == proc.pid, timeout=90), (
         proc.stderr.read1().decode() if proc.poll() is not None else "no sidecar"
+    )
     return proc, json.loads(side.read_text())
 
 
@@ -72,8 +78,12 @@ def reactor_server(tmp_path_factory):
 def test_metrics_are_the_values_status_reports_readable_without_the_token(reactor_server):
     db, address, token, _ = reactor_server
     for _ in range(3):
-        assert cli("fire", "--db", str(db), "--reactor", "pricing_reactor",
-                   "--payload", '{"quote": {"price": 150}}').returncode == 0
+        assert (
+            cli(
+                "fire", "--db", str(db), "--reactor", "pricing_reactor", "--payload", '{"quote": {"price": 150}}'
+            ).returncode
+            == 0
+        )
     before = scrape(address)  # no Authorization header at all
     status = json.loads(cli("status", "--db", str(db)).stdout)["metrics"]
     after = scrape(address)
@@ -104,8 +114,11 @@ def test_fire_prints_the_id_and_how_to_explain_it(reactor_server):
 
     def told() -> bool:
         story = cli("explain", str(db), firing)
-        return story.returncode == 0 and "-> incident_response: filter 'payload.quote.price > 100' is true; " \
-                                          "dispatched 1 time" in story.stdout
+        return (
+            story.returncode == 0
+            and "-> incident_response: filter 'payload.quote.price > 100' is true; dispatched 1 time" in story.stdout
+        )
+
     assert wait_for(told, timeout=30)
 
 
@@ -136,13 +149,21 @@ def test_a_killed_server_is_told_apart_from_a_clean_stop(tmp_path):
 
 def test_status_says_when_the_backlog_grows_over_its_window(tmp_path):
     slow = tmp_path / "slow.toml"  # one executor worker, half a second a run, 20 firings a second
-    slow.write_text(Path(REALTIME).read_text().replace("executor_workers = 4", "executor_workers = 1")
-                    .replace("duration = 0.005", "duration = 0.5"))
+    slow.write_text(
+        Path(REALTIME)
+        .read_text()
+        .replace("executor_workers = 4", "executor_workers = 1")
+        .replace("duration = 0.005", "duration = 0.5")
+    )
     db = tmp_path / "slow.duckdb"
     proc, _ = start(db, "--scenario", str(slow), "--window", "1")
     try:
-        assert wait_for(lambda: (json.loads(cli("status", "--db", str(db)).stdout).get("falling_behind")
-                                 or "").startswith("falling behind: pending +"), timeout=60)
+        assert wait_for(
+            lambda: (json.loads(cli("status", "--db", str(db)).stdout).get("falling_behind") or "").startswith(
+                "falling behind: pending +"
+            ),
+            timeout=60,
+        )
         done = cli("status", "--db", str(db))
         assert "fanoutsim: warning: falling behind: pending +" in done.stderr
     finally:
@@ -151,17 +172,21 @@ def test_status_says_when_the_backlog_grows_over_its_window(tmp_path):
 
 def test_an_idle_run_is_not_falling_behind(reactor_server):
     db, _, _, _ = reactor_server
-    assert wait_for(lambda: len(json.loads(cli("status", "--db", str(db)).stdout)["backlog"]["samples"]) >= 5,
-                    timeout=30)
+    assert wait_for(
+        lambda: len(json.loads(cli("status", "--db", str(db)).stdout)["backlog"]["samples"]) >= 5, timeout=30
+    )
     assert json.loads(cli("status", "--db", str(db)).stdout)["falling_behind"] is None
 
 
-@pytest.mark.parametrize("samples, expected", [
-    ([[0, 21], [5, 75], [10, 133], [15, 160], [20, 190]], "falling behind: pending +169 in 20 s"),
-    ([[0, 21], [5, 75], [10, 74], [15, 160], [20, 190]], None),          # one fall: noise, not a trend
-    ([[0, 1], [5, 2], [10, 3], [15, 4]], None),                          # not a whole window yet
-    ([[0, 5], [5, 5], [10, 5], [15, 5], [20, 5]], None),                  # flat
-])
+@pytest.mark.parametrize(
+    "samples, expected",
+    [
+        ([[0, 21], [5, 75], [10, 133], [15, 160], [20, 190]], "falling behind: pending +169 in 20 s"),
+        ([[0, 21], [5, 75], [10, 74], [15, 160], [20, 190]], None),  # one fall: noise, not a trend
+        ([[0, 1], [5, 2], [10, 3], [15, 4]], None),  # not a whole window yet
+        ([[0, 5], [5, 5], [10, 5], [15, 5], [20, 5]], None),  # flat
+    ],
+)
 def test_falling_behind_needs_a_rise_at_every_sample_of_a_window(samples, expected):
     assert srv.falling_behind(samples, "pending", 20.0) == expected
 
@@ -172,5 +197,8 @@ def test_the_prometheus_text_keeps_names_labels_and_values():
     assert families["fanoutsim_reactor_firings"].type == "counter"
     assert families["fanoutsim_reactor_firings_retained"].type == "gauge"
     [sample] = families["fanoutsim_reactor_firings"].samples
-    assert (sample.name, sample.labels, sample.value) == ("fanoutsim_reactor_firings_total",
-                                                          {"graph": "g", "reactor": "r"}, 3.0)
+    assert (sample.name, sample.labels, sample.value) == (
+        "fanoutsim_reactor_firings_total",
+        {"graph": "g", "reactor": "r"},
+        3.0,
+    )

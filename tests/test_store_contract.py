@@ -7,6 +7,7 @@ sequence of operations — rolled-back transactions and failed writes among
 them — to the memory adapter and to DuckDB, and to PostgreSQL, side by side
 and requires them to agree after every step.
 """
+
 from __future__ import annotations
 
 import random
@@ -17,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fanoutsim.faults import Crash
 from fanoutsim.designs.stores import TABLES, DuckDBStore, MemoryStore
+from fanoutsim.faults import Crash
 
 FIRINGS, SUBS, EXECS = "reactor_firings", "reactor_subscriptions", "workflow_executions"
 
@@ -53,23 +54,48 @@ def new_id() -> str:
 
 
 def firing(fired_at, reactor="r1", tenant="t1", payload=b"\x00payload\xff", fid=None, created_at=None) -> dict:
-    return {"id": fid or new_id(), "reactor_name": reactor, "tenant_id": tenant, "payload": payload,
-            "fired_at": fired_at, "created_at": fired_at if created_at is None else created_at}
+    return {
+        "id": fid or new_id(),
+        "reactor_name": reactor,
+        "tenant_id": tenant,
+        "payload": payload,
+        "fired_at": fired_at,
+        "created_at": fired_at if created_at is None else created_at,
+    }
 
 
 def sub(reactor="r1", workflow="w1", tenant="t1", *, enabled=True, watermark=None, sid=None, **extra) -> dict:
-    row = {"id": sid or new_id(), "reactor_name": reactor, "workflow_name": workflow, "tenant_id": tenant,
-           "enabled": enabled, "predicate": None, "last_seen_fired_at": watermark,
-           "last_seen_firing_id": None, "predicate_error_count": 0, "predicate_error_firing_id": None, "last_predicate_error": None,
-           "predicate_degraded": False, "created_at": 100, "updated_at": 100}
+    row = {
+        "id": sid or new_id(),
+        "reactor_name": reactor,
+        "workflow_name": workflow,
+        "tenant_id": tenant,
+        "enabled": enabled,
+        "predicate": None,
+        "last_seen_fired_at": watermark,
+        "last_seen_firing_id": None,
+        "predicate_error_count": 0,
+        "predicate_error_firing_id": None,
+        "last_predicate_error": None,
+        "predicate_degraded": False,
+        "created_at": 100,
+        "updated_at": 100,
+    }
     row.update(extra)
     return row
 
 
 def execution(dispatched_at, status="pending", eid=None, workflow="w1", tenant="t1") -> dict:
-    return {"id": eid or new_id(), "workflow_name": workflow, "tenant_id": tenant,
-            "context": '{"reactor_firing_id":"x"}', "status": status, "dispatched_at": dispatched_at,
-            "claimed_at": None, "finished_at": None}
+    return {
+        "id": eid or new_id(),
+        "workflow_name": workflow,
+        "tenant_id": tenant,
+        "context": '{"reactor_firing_id":"x"}',
+        "status": status,
+        "dispatched_at": dispatched_at,
+        "claimed_at": None,
+        "finished_at": None,
+    }
 
 
 def add(db, *, firings=(), subs=(), execs=()) -> None:
@@ -106,6 +132,7 @@ def prune(db, cutoff, conservative, limit=None) -> int:
 
 
 # -- reactor_firings: insert, fetch, count ---------------------------------------------
+
 
 def test_writes_counts_every_committed_write_and_no_rollback(db):
     """``store.writes`` grows with each committed transaction that wrote, so a
@@ -198,6 +225,7 @@ def test_duplicate_firing_id_raises(db):
 
 # -- reactor_firings: prune ------------------------------------------------------------
 
+
 def test_prune_ttl_deletes_strictly_older_than_cutoff_whatever_the_watermarks(db):
     rows = [firing(t) for t in (10, 20, 30, 40)]
     add(db, firings=rows, subs=[sub(watermark=None), sub(workflow="w2", watermark=5)])
@@ -221,16 +249,29 @@ def test_prune_conservative_disabled_subscription_does_not_hold(db):
 
 
 def test_prune_conservative_other_streams_subscriptions_do_not_matter(db):
-    add(db, firings=[firing(10, "r1", "t1"), firing(20, "r1", "t1")],
-        subs=[sub("r1", "w1", "t2", watermark=None), sub("r2", "w1", "t1", watermark=None),
-              sub("r2", "w2", "t2", watermark=0)])
+    add(
+        db,
+        firings=[firing(10, "r1", "t1"), firing(20, "r1", "t1")],
+        subs=[
+            sub("r1", "w1", "t2", watermark=None),
+            sub("r2", "w1", "t1", watermark=None),
+            sub("r2", "w2", "t2", watermark=0),
+        ],
+    )
     assert prune(db, 100, conservative=True) == 2
 
 
 def test_prune_conservative_stops_at_the_slowest_watermark(db):
     rows = [firing(t) for t in (10, 20, 30, 40, 50)]
-    add(db, firings=rows, subs=[sub(workflow="w1", watermark=30), sub(workflow="w2", watermark=20),
-                                sub(workflow="w3", watermark=None, enabled=False)])
+    add(
+        db,
+        firings=rows,
+        subs=[
+            sub(workflow="w1", watermark=30),
+            sub(workflow="w2", watermark=20),
+            sub(workflow="w3", watermark=None, enabled=False),
+        ],
+    )
     # a firing at the watermark has been seen; one past it has not
     assert prune(db, 45, conservative=True) == 2
     assert fired_ats(db.rows(FIRINGS)) == [30, 40, 50]
@@ -251,8 +292,13 @@ def test_prune_conservative_watermark_inside_a_tie(db):
 
 @pytest.mark.parametrize("conservative", [False, True])
 def test_prune_limit_deletes_oldest_first_across_streams(db, conservative):
-    rows = [firing(10, "r2", "t1"), firing(20, "r1", "t1"), firing(30, "r1", "t2"),
-            firing(40, "r2", "t1"), firing(50, "r1", "t1")]
+    rows = [
+        firing(10, "r2", "t1"),
+        firing(20, "r1", "t1"),
+        firing(30, "r1", "t2"),
+        firing(40, "r2", "t1"),
+        firing(50, "r1", "t1"),
+    ]
     tied = [firing(25, "r1", "t1"), firing(25, "r2", "t1"), firing(25, "r1", "t2")]
     everything = sorted(rows + tied, key=lambda r: (r["fired_at"], r["id"]))
     add(db, firings=rows + tied)
@@ -273,13 +319,13 @@ def test_prune_returns_the_deleted_ids_and_count_firings_agrees(db):
     with db.transaction() as tx:
         assert tx.count_firings() == 20
         deleted = tx.prune_firings(4, conservative=False)
-        assert deleted == [f["id"] for f in sorted(fs_, key=lambda f: (f["fired_at"], f["id"]))
-                           if f["fired_at"] < 4]
+        assert deleted == [f["id"] for f in sorted(fs_, key=lambda f: (f["fired_at"], f["id"])) if f["fired_at"] < 4]
         assert tx.count_firings() == 8
     assert len(db.rows(FIRINGS)) == 8
 
 
 # -- reactor_subscriptions -----------------------------------------------------------
+
 
 def test_subscription_insert_and_get(db):
     row = sub("r1", "w1", "t1", predicate="payload.x > 1", watermark=123, created_at=5, updated_at=6)
@@ -295,16 +341,27 @@ def test_subscription_update(db):
     row = sub()
     add(db, subs=[row])
     firing_id = new_id()
-    changes = {"enabled": False, "predicate": "payload.p > 100", "last_seen_fired_at": 77,
-               "predicate_error_count": 3, "predicate_error_firing_id": firing_id,
-               "last_predicate_error": "no such key", "predicate_degraded": True, "updated_at": 200}
+    changes = {
+        "enabled": False,
+        "predicate": "payload.p > 100",
+        "last_seen_fired_at": 77,
+        "predicate_error_count": 3,
+        "predicate_error_firing_id": firing_id,
+        "last_predicate_error": "no such key",
+        "predicate_degraded": True,
+        "updated_at": 200,
+    }
     with db.transaction() as tx:
         tx.update_subscription(row["id"], changes)
         assert tx.get_subscription("r1", "w1", "t1") == {**row, **changes}
     assert db.rows(SUBS) == [{**row, **changes}]
     # back to NULLs
-    nulls = {"predicate": None, "last_seen_fired_at": None, "predicate_error_firing_id": None,
-             "last_predicate_error": None}
+    nulls = {
+        "predicate": None,
+        "last_seen_fired_at": None,
+        "predicate_error_firing_id": None,
+        "last_predicate_error": None,
+    }
     with db.transaction() as tx:
         tx.update_subscription(row["id"], nulls)
         tx.update_subscription(row["id"], {})  # nothing to change
@@ -352,8 +409,12 @@ def test_subscription_delete(db):
 
 
 def test_list_subscriptions_order_and_filters(db):
-    rows = [sub(r, w, t, enabled=(r, w) != ("r1", "w2"))
-            for t in ("t2", "t1", "t10") for r in ("r2", "r1") for w in ("w2", "w1", "W0")]
+    rows = [
+        sub(r, w, t, enabled=(r, w) != ("r1", "w2"))
+        for t in ("t2", "t1", "t10")
+        for r in ("r2", "r1")
+        for w in ("w2", "w1", "W0")
+    ]
     random.Random(2).shuffle(rows)
     add(db, subs=rows)
     key = lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"])  # noqa: E731
@@ -363,7 +424,8 @@ def test_list_subscriptions_order_and_filters(db):
         assert tx.list_subscriptions(tenant="t1") == [r for r in want if r["tenant_id"] == "t1"]
         assert tx.list_subscriptions(enabled_only=True) == [r for r in want if r["enabled"]]
         assert tx.list_subscriptions(tenant="t10", enabled_only=True) == [
-            r for r in want if r["tenant_id"] == "t10" and r["enabled"]]
+            r for r in want if r["tenant_id"] == "t10" and r["enabled"]
+        ]
         assert tx.list_subscriptions(tenant="nobody") == []
     assert db.rows(SUBS) == want
 
@@ -409,6 +471,7 @@ def test_a_failed_write_fails_the_whole_transaction(db):
 
 # -- workflow_executions -------------------------------------------------------------
 
+
 def claim(db, now, limit) -> list[dict]:
     with db.transaction() as tx:
         return tx.claim_executions(now, limit)
@@ -426,13 +489,13 @@ def test_claim_oldest_first_by_dispatched_at_then_id(db):
     assert ids(second) == ids(order[2:5])
     assert ids(claim(db, 1002, 10)) == ids(order[5:])
     assert claim(db, 1003, 10) == []  # claimed rows are not claimed again
-    assert [(r["status"], r["claimed_at"]) for r in db.rows(EXECS)] == \
-        [("running", 1000)] * 2 + [("running", 1001)] * 3 + [("running", 1002)]
+    assert [(r["status"], r["claimed_at"]) for r in db.rows(EXECS)] == [("running", 1000)] * 2 + [
+        ("running", 1001)
+    ] * 3 + [("running", 1002)]
 
 
 def test_claim_limit_and_only_pending(db):
-    rows = [execution(1, "running"), execution(2, "completed"), execution(3, "failed"),
-            execution(4), execution(5)]
+    rows = [execution(1, "running"), execution(2, "completed"), execution(3, "failed"), execution(4), execution(5)]
     add(db, execs=rows)
     assert claim(db, 10, 0) == []
     with pytest.raises(ValueError):
@@ -447,8 +510,7 @@ def test_finish_execution(db):
     with db.transaction() as tx:
         tx.finish_execution(a["id"], 9, "completed")
         tx.finish_execution(new_id(), 9, "completed")  # no such row: nothing happens
-    assert db.rows(EXECS) == [{**a, "status": "completed", "claimed_at": 5, "finished_at": 9},
-                              {**b}]
+    assert db.rows(EXECS) == [{**a, "status": "completed", "claimed_at": 5, "finished_at": 9}, {**b}]
     # a row finished while still pending is done: nobody claims it later
     with db.transaction() as tx:
         tx.finish_execution(b["id"], 10, "failed")
@@ -465,6 +527,7 @@ def test_duplicate_execution_id_raises(db):
 
 
 # -- rows() ----------------------------------------------------------------------------
+
 
 def test_rows_of_every_table_in_contract_order(db):
     fs = [firing(t, r, tn) for t in (3, 1, 2, 2) for r, tn in (("r2", "t1"), ("r1", "t2"))]
@@ -506,6 +569,7 @@ def test_rows_from_another_thread_sees_only_committed_rows(db):
 
 # -- exact values ------------------------------------------------------------------------
 
+
 def test_timestamps_round_trip_exactly(db):
     fs = [firing(t, created_at=t) for t in TIMESTAMPS]
     ss = [sub(workflow=f"w{i}", watermark=t, created_at=t, updated_at=t) for i, t in enumerate(TIMESTAMPS)]
@@ -537,8 +601,9 @@ def test_timestamps_compare_as_integers_at_microsecond_resolution(db):
     assert prune(db, 8, conservative=True) == 0  # 7 is past the watermark
 
 
-@pytest.mark.parametrize("payload", [b"", b"\x00", b"\x00" * 1000, bytes(range(256)), b"\xff\xfe\x00\x80",
-                                     "é".encode() + b"\x00\x00"])
+@pytest.mark.parametrize(
+    "payload", [b"", b"\x00", b"\x00" * 1000, bytes(range(256)), b"\xff\xfe\x00\x80", "é".encode() + b"\x00\x00"]
+)
 def test_payload_bytes_round_trip(db, payload):
     row = firing(1, payload=payload)
     add(db, firings=[row])
@@ -561,6 +626,7 @@ def test_payload_arbitrary_bytes_round_trip(db, payload):
 
 # -- transactions --------------------------------------------------------------------------
 
+
 def _base(db):
     """Committed state every rollback test starts from."""
     s1, s2 = sub(watermark=15), sub(workflow="w2", watermark=None, enabled=False)
@@ -572,17 +638,25 @@ def _base(db):
 # each: a write, and a read inside the same transaction showing it took effect
 WRITES = {
     "insert_firing": lambda tx, s, e: (tx.insert_firing(firing(40)), tx.count_firings() == 4),
-    "insert_subscription": lambda tx, s, e: (tx.insert_subscription(sub(workflow="w3")),
-                                             tx.get_subscription("r1", "w3", "t1") is not None),
-    "update_subscription": lambda tx, s, e: (tx.update_subscription(s["id"], {"last_seen_fired_at": 99}),
-                                             tx.get_subscription("r1", "w1", "t1")["last_seen_fired_at"] == 99),
+    "insert_subscription": lambda tx, s, e: (
+        tx.insert_subscription(sub(workflow="w3")),
+        tx.get_subscription("r1", "w3", "t1") is not None,
+    ),
+    "update_subscription": lambda tx, s, e: (
+        tx.update_subscription(s["id"], {"last_seen_fired_at": 99}),
+        tx.get_subscription("r1", "w1", "t1")["last_seen_fired_at"] == 99,
+    ),
     "delete_subscription": lambda tx, s, e: (None, tx.delete_subscription(s["id"])),
     "prune_firings": lambda tx, s, e: (None, len(tx.prune_firings(100, conservative=False)) == 3),
-    "insert_execution": lambda tx, s, e: (tx.insert_execution(execution(0)),
-                                          tx.claim_executions(5, 1)[0]["dispatched_at"] == 0),
+    "insert_execution": lambda tx, s, e: (
+        tx.insert_execution(execution(0)),
+        tx.claim_executions(5, 1)[0]["dispatched_at"] == 0,
+    ),
     "claim_executions": lambda tx, s, e: (None, len(tx.claim_executions(5, 10)) == 2),
-    "finish_execution": lambda tx, s, e: (tx.finish_execution(e["id"], 7, "completed"),
-                                          [r["id"] for r in tx.claim_executions(8, 10)] != [e["id"]]),
+    "finish_execution": lambda tx, s, e: (
+        tx.finish_execution(e["id"], 7, "completed"),
+        [r["id"] for r in tx.claim_executions(8, 10)] != [e["id"]],
+    ),
 }
 
 
@@ -668,23 +742,50 @@ times = st.integers(0, 12)  # few values: ties are common
 maybe_time = st.none() | times
 
 ops = st.one_of(
-    st.tuples(st.just("insert_firing"), st.sampled_from(FIRING_IDS), st.sampled_from(REACTORS),
-              st.sampled_from(TENANTS), times, st.binary(max_size=4)),
-    st.tuples(st.just("fetch"), st.sampled_from(REACTORS), st.sampled_from(TENANTS), maybe_time,
-              st.integers(0, 4)),
+    st.tuples(
+        st.just("insert_firing"),
+        st.sampled_from(FIRING_IDS),
+        st.sampled_from(REACTORS),
+        st.sampled_from(TENANTS),
+        times,
+        st.binary(max_size=4),
+    ),
+    st.tuples(st.just("fetch"), st.sampled_from(REACTORS), st.sampled_from(TENANTS), maybe_time, st.integers(0, 4)),
     st.tuples(st.just("prune"), times, st.booleans(), st.none() | st.integers(0, 4)),
     st.tuples(st.just("count")),
-    st.tuples(st.just("insert_sub"), st.sampled_from(SUB_IDS), st.sampled_from(REACTORS),
-              st.sampled_from(WORKFLOWS), st.sampled_from(TENANTS), st.booleans(), maybe_time),
-    st.tuples(st.just("update_sub"), st.sampled_from(SUB_IDS), st.fixed_dictionaries({}, optional={
-        "enabled": st.booleans(), "last_seen_fired_at": maybe_time, "updated_at": times,
-        "predicate": st.none() | st.just("payload.x > 1"), "predicate_error_count": st.integers(0, 3),
-        "predicate_degraded": st.booleans()})),
+    st.tuples(
+        st.just("insert_sub"),
+        st.sampled_from(SUB_IDS),
+        st.sampled_from(REACTORS),
+        st.sampled_from(WORKFLOWS),
+        st.sampled_from(TENANTS),
+        st.booleans(),
+        maybe_time,
+    ),
+    st.tuples(
+        st.just("update_sub"),
+        st.sampled_from(SUB_IDS),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "enabled": st.booleans(),
+                "last_seen_fired_at": maybe_time,
+                "updated_at": times,
+                "predicate": st.none() | st.just("payload.x > 1"),
+                "predicate_error_count": st.integers(0, 3),
+                "predicate_degraded": st.booleans(),
+            },
+        ),
+    ),
     st.tuples(st.just("delete_sub"), st.sampled_from(SUB_IDS)),
     st.tuples(st.just("get_sub"), st.sampled_from(REACTORS), st.sampled_from(WORKFLOWS), st.sampled_from(TENANTS)),
     st.tuples(st.just("list_subs"), st.none() | st.sampled_from(TENANTS), st.booleans()),
-    st.tuples(st.just("insert_exec"), st.sampled_from(EXEC_IDS), times,
-              st.sampled_from(["pending", "pending", "running", "completed"])),
+    st.tuples(
+        st.just("insert_exec"),
+        st.sampled_from(EXEC_IDS),
+        times,
+        st.sampled_from(["pending", "pending", "running", "completed"]),
+    ),
     st.tuples(st.just("claim"), times, st.integers(0, 3)),
     st.tuples(st.just("finish"), st.sampled_from(EXEC_IDS), times, st.sampled_from(["completed", "failed", "pending"])),
     st.tuples(st.just("requeue")),
@@ -698,8 +799,9 @@ def apply(tx, op):
     kind, *a = op
     if kind == "insert_firing":
         fid, r, t, at, payload = a
-        return tx.insert_firing({"id": fid, "reactor_name": r, "tenant_id": t, "payload": payload,
-                                 "fired_at": at, "created_at": at})
+        return tx.insert_firing(
+            {"id": fid, "reactor_name": r, "tenant_id": t, "payload": payload, "fired_at": at, "created_at": at}
+        )
     if kind == "fetch":
         return tx.fetch_firings(*a)
     if kind == "prune":
@@ -735,10 +837,16 @@ seqs = st.integers(1, 12)
 lease_ops = st.one_of(
     st.tuples(st.just("insert_events"), st.lists(st.sampled_from(PARTS), min_size=1, max_size=5)),
     st.tuples(st.just("insert_event"), seqs, st.sampled_from(PARTS)),  # maybe a duplicate
-    st.tuples(st.just("prune_events"), st.integers(0, 90), st.none() | st.integers(0, 9),
-              st.none() | st.integers(0, 3)),
-    st.tuples(st.just("event_window"), st.sampled_from(CONSUMERS), st.integers(0, 8), st.integers(0, 4),
-              st.none() | st.sampled_from(PARTS)),
+    st.tuples(
+        st.just("prune_events"), st.integers(0, 90), st.none() | st.integers(0, 9), st.none() | st.integers(0, 3)
+    ),
+    st.tuples(
+        st.just("event_window"),
+        st.sampled_from(CONSUMERS),
+        st.integers(0, 8),
+        st.integers(0, 4),
+        st.none() | st.sampled_from(PARTS),
+    ),
     st.tuples(st.just("get_event_at"), seqs),
     st.tuples(st.just("set_checkpoint"), st.sampled_from(CONSUMERS), st.sampled_from(PARTS), seqs),
     st.tuples(st.just("list_checkpoints"), st.sampled_from(CONSUMERS)),
@@ -752,10 +860,16 @@ lease_ops = st.one_of(
 )
 # every example fills the log first, then mixes reads among the writes
 fill = st.tuples(st.just("insert_events"), st.lists(st.sampled_from(PARTS), min_size=3, max_size=8))
-window = st.tuples(st.just("event_window"), st.sampled_from(CONSUMERS), st.integers(0, 4), st.integers(0, 3),
-                   st.none() | st.sampled_from(PARTS))
-lease_steps = st.tuples(fill, st.lists(st.tuples(st.lists(lease_ops | window, min_size=2, max_size=8), endings),
-                                       min_size=1, max_size=6)).map(lambda x: [([x[0]], "commit"), *x[1]])
+window = st.tuples(
+    st.just("event_window"),
+    st.sampled_from(CONSUMERS),
+    st.integers(0, 4),
+    st.integers(0, 3),
+    st.none() | st.sampled_from(PARTS),
+)
+lease_steps = st.tuples(
+    fill, st.lists(st.tuples(st.lists(lease_ops | window, min_size=2, max_size=8), endings), min_size=1, max_size=6)
+).map(lambda x: [([x[0]], "commit"), *x[1]])
 
 
 def apply_lease(tx, kind, a):
@@ -780,12 +894,27 @@ def apply_lease(tx, kind, a):
         return tx.delete_resolution(c, f"{seq}:0")
     if kind == "put_consumer":
         c, start = a
-        return tx.put_lease_consumer({"consumer": c, "start_seq": start, "start_commit": start, "batch_limit": 4,
-                                      "in_flight_limit": 4, "lease_seconds": 60.0, "revision": start + 1})
+        return tx.put_lease_consumer(
+            {
+                "consumer": c,
+                "start_seq": start,
+                "start_commit": start,
+                "batch_limit": 4,
+                "in_flight_limit": 4,
+                "lease_seconds": 60.0,
+                "revision": start + 1,
+            }
+        )
     if kind == "delete_consumer":
         return tx.delete_lease_consumer(*a)
-    if kind in ("event_window", "get_event_at", "list_checkpoints", "clear_checkpoints", "list_resolutions",
-                "clear_resolutions"):
+    if kind in (
+        "event_window",
+        "get_event_at",
+        "list_checkpoints",
+        "clear_checkpoints",
+        "list_resolutions",
+        "clear_resolutions",
+    ):
         return getattr(tx, kind)(*a)
     raise AssertionError(kind)
 
@@ -818,6 +947,7 @@ def sql_store(request):
         return lambda: DuckDBStore(":memory:")
     dsn = request.getfixturevalue("pg_dsn")
     from pgfixtures import drop_schema, new_schema
+
     from fanoutsim.designs.stores import PostgresStore
 
     schema = new_schema()
@@ -832,6 +962,7 @@ def sql_store(request):
         store.con.execute("DELETE FROM history")
         store.con.execute("INSERT INTO history VALUES (1, 1, 0, 0, 0)")
         return store
+
     return make
 
 
@@ -872,6 +1003,7 @@ def test_memory_and_sql_agree_on_any_sequence_of_lease_table_steps(sql_store, st
 
 # -- the compound cursor and the settle horizon ------------------------------------------
 
+
 def test_compound_cursor_resumes_inside_a_tie(db):
     tied = sorted([firing(20), firing(20), firing(20)], key=lambda f: f["id"])
     add(db, firings=[firing(10), *tied, firing(30)])
@@ -891,8 +1023,8 @@ def test_until_is_an_inclusive_horizon(db):
     assert fired_ats(fetch(db, after=20, after_id="00000000-0000-0000-0000-000000000000", until=20)) == [20]
 
 
-
 # -- requeueing the claims of a dead executor ---------------------------------------------
+
 
 def test_requeue_running_returns_the_claims_to_pending_oldest_first(db):
     e1, e2, e3 = execution(1), execution(2), execution(3)
@@ -904,19 +1036,19 @@ def test_requeue_running_returns_the_claims_to_pending_oldest_first(db):
     with pytest.raises(RuntimeError):
         with db.transaction() as tx:
             tx.requeue_running()
-            raise RuntimeError("crash")   # rolled back: still running
-    assert sorted(r["status"] for r in db.rows("workflow_executions")) == ["completed", "pending", "running",
-                                                                          "running"]
+            raise RuntimeError("crash")  # rolled back: still running
+    assert sorted(r["status"] for r in db.rows("workflow_executions")) == ["completed", "pending", "running", "running"]
     with db.transaction() as tx:
         assert tx.requeue_running() == [e1["id"], e2["id"]]
         assert tx.requeue_running() == []
     rows = {r["id"]: r for r in db.rows("workflow_executions")}
     assert rows[e1["id"]]["status"] == "pending" and rows[e1["id"]]["claimed_at"] is None
-    with db.transaction() as tx:   # claimable again, oldest first
+    with db.transaction() as tx:  # claimable again, oldest first
         assert [r["id"] for r in tx.claim_executions(20, 3)] == [e1["id"], e2["id"], e3["id"]]
 
 
 # -- runner_log ---------------------------------------------------------------------------
+
 
 def test_runner_log_appends_in_order_and_rolls_back(db):
     with db.transaction() as tx:
@@ -935,6 +1067,7 @@ def test_runner_log_appends_in_order_and_rolls_back(db):
 
 
 # == the outbox design (seed 002) ===========================================================
+
 
 def outbox_row(seq, ts, topic="page:p1", kind="page.updated", ref="p1", due_at=None) -> dict:
     return {"seq": seq, "ts": ts, "topic": topic, "kind": kind, "ref": ref, "due_at": due_at}
@@ -1052,9 +1185,11 @@ def test_deferred_work_is_due_by_time_then_seq(db):
         with db.transaction() as tx:
             tx.delete_deferred("mailer", 4)
             raise Crash("x")
-    assert db.rows("deferred") == [{"consumer": "mailer", "seq": 4, "due_at": 300},
-                                   {"consumer": "mailer", "seq": 5, "due_at": 300},
-                                   {"consumer": "other", "seq": 1, "due_at": 50}]
+    assert db.rows("deferred") == [
+        {"consumer": "mailer", "seq": 4, "due_at": 300},
+        {"consumer": "mailer", "seq": 5, "due_at": 300},
+        {"consumer": "other", "seq": 1, "due_at": 50},
+    ]
 
 
 def test_pages_upsert_and_get(db):
@@ -1070,11 +1205,19 @@ def test_pages_upsert_and_get(db):
 # == the leased-consumer design (seed 003) ==================================================
 # events, lease_consumers, checkpoints, leases, retries, dead_letters and the history row
 
+
 def lease_event(seq, commit_seq=None, ordinal=0, partition="a", at=None, kind="ticket.changed", payload='{"x":1}'):
     commit_seq = seq if commit_seq is None else commit_seq
-    return {"seq": seq, "event_id": f"{commit_seq}:{ordinal}", "commit_seq": commit_seq, "ordinal": ordinal,
-            "partition": partition, "kind": kind, "payload": payload,
-            "committed_at": seq * 10 if at is None else at}
+    return {
+        "seq": seq,
+        "event_id": f"{commit_seq}:{ordinal}",
+        "commit_seq": commit_seq,
+        "ordinal": ordinal,
+        "partition": partition,
+        "kind": kind,
+        "payload": payload,
+        "committed_at": seq * 10 if at is None else at,
+    }
 
 
 def add_events(db, *rows) -> None:
@@ -1084,8 +1227,17 @@ def add_events(db, *rows) -> None:
 
 
 def lease_row(consumer, seq, partition="a", token="t" * 64, incarnation=1, attempt=1, leased_at=5, expires_at=65):
-    return {"consumer": consumer, "event_id": f"{seq}:0", "seq": seq, "partition": partition, "token": token,
-            "incarnation": incarnation, "attempt": attempt, "leased_at": leased_at, "expires_at": expires_at}
+    return {
+        "consumer": consumer,
+        "event_id": f"{seq}:0",
+        "seq": seq,
+        "partition": partition,
+        "token": token,
+        "incarnation": incarnation,
+        "attempt": attempt,
+        "leased_at": leased_at,
+        "expires_at": expires_at,
+    }
 
 
 def test_lease_history_is_one_row_that_starts_at_incarnation_1(db):
@@ -1116,24 +1268,27 @@ def test_lease_events_insert_get_bounds_and_duplicates(db):
 
 
 def test_lease_event_window_is_the_first_events_per_partition_past_start_and_checkpoint(db):
-    add_events(db, *[lease_event(q, partition=p) for q, p in
-                     ((1, "a"), (2, "b"), (3, "a"), (4, "c"), (5, "b"), (6, "a"))])
+    add_events(
+        db, *[lease_event(q, partition=p) for q, p in ((1, "a"), (2, "b"), (3, "a"), (4, "c"), (5, "b"), (6, "a"))]
+    )
     with db.transaction() as tx:
         win = lambda c, after, n, part=None: [(r["partition"], r["seq"]) for r in tx.event_window(c, after, n, part)]
-        assert win("x", 0, 1) == [("a", 1), ("b", 2), ("c", 4)]                # the heads
-        assert win("x", 3, 1) == [("c", 4), ("b", 5), ("a", 6)]                # the start hides 1..3
+        assert win("x", 0, 1) == [("a", 1), ("b", 2), ("c", 4)]  # the heads
+        assert win("x", 3, 1) == [("c", 4), ("b", 5), ("a", 6)]  # the start hides 1..3
         assert win("x", 0, 2) == [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5)]
         assert win("x", 0, 9) == [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5), ("a", 6)]
         assert win("x", 0, 2, "a") == [("a", 1), ("a", 3)]
         assert win("x", 0, 0) == [] and win("x", 0, 5, "nowhere") == []
         tx.set_checkpoint("x", "a", 3, 3)
         tx.set_checkpoint("x", "c", 4, 4)
-        tx.set_checkpoint("y", "b", 5, 5)                          # another consumer's: no effect on x
+        tx.set_checkpoint("y", "b", 5, 5)  # another consumer's: no effect on x
         assert win("x", 0, 1) == [("b", 2), ("a", 6)]
         assert win("x", 0, 3, "a") == [("a", 6)]
-        assert tx.list_checkpoints("x") == [{"consumer": "x", "partition": "a", "seq": 3, "commit_seq": 3},
-                                            {"consumer": "x", "partition": "c", "seq": 4, "commit_seq": 4}]
-        tx.set_checkpoint("x", "a", 6, 6)                          # overwrites
+        assert tx.list_checkpoints("x") == [
+            {"consumer": "x", "partition": "a", "seq": 3, "commit_seq": 3},
+            {"consumer": "x", "partition": "c", "seq": 4, "commit_seq": 4},
+        ]
+        tx.set_checkpoint("x", "a", 6, 6)  # overwrites
         assert win("x", 0, 1) == [("b", 2)]
         assert tx.get_event_at(4) == lease_event(4, partition="c") and tx.get_event_at(7) is None
         with pytest.raises(ValueError):
@@ -1151,8 +1306,14 @@ def test_lease_event_window_is_the_first_events_per_partition_past_start_and_che
 
 
 def resolution(consumer, seq, partition="a", kind="acknowledged"):
-    return {"consumer": consumer, "event_id": f"{seq}:0", "seq": seq, "partition": partition, "commit_seq": seq,
-            "kind": kind}
+    return {
+        "consumer": consumer,
+        "event_id": f"{seq}:0",
+        "seq": seq,
+        "partition": partition,
+        "commit_seq": seq,
+        "kind": kind,
+    }
 
 
 def test_lease_resolutions_are_held_once_listed_by_seq_and_cleared_per_consumer(db):
@@ -1168,26 +1329,31 @@ def test_lease_resolutions_are_held_once_listed_by_seq_and_cleared_per_consumer(
         assert tx.delete_resolution("w", "3:0") and not tx.delete_resolution("w", "3:0")
     with pytest.raises(KeyError):
         with db.transaction() as tx:
-            tx.insert_resolution(resolution("w", 5, "b"))           # the same (consumer, event_id)
+            tx.insert_resolution(resolution("w", 5, "b"))  # the same (consumer, event_id)
     with pytest.raises(Crash):
         with db.transaction() as tx:
             assert tx.clear_resolutions("w") == 2
             tx.insert_resolution(resolution("w", 9))
             assert tx.delete_resolution("v", "1:0")
             raise Crash("seek.before_commit")
-    assert db.rows("resolutions") == [resolution("v", 1), resolution("w", 2, "b", "dead_lettered"),
-                                      resolution("w", 5)]
+    assert db.rows("resolutions") == [resolution("v", 1), resolution("w", 2, "b", "dead_lettered"), resolution("w", 5)]
     with db.transaction() as tx:
         assert tx.clear_resolutions("w") == 2 and tx.clear_resolutions("w") == 0
-        tx.insert_resolution(resolution("w", 5, "b"))                # held again after the clear
+        tx.insert_resolution(resolution("w", 5, "b"))  # held again after the clear
     assert db.rows("resolutions") == [resolution("v", 1), resolution("w", 5, "b")]
 
 
 def test_lease_prune_is_by_age_and_never_past_the_fence_commit(db):
-    add_events(db, lease_event(1, 1, 0, at=10), lease_event(2, 2, 0, at=20), lease_event(3, 2, 1, at=20),
-               lease_event(4, 3, 0, at=30), lease_event(5, 4, 0, at=40))
+    add_events(
+        db,
+        lease_event(1, 1, 0, at=10),
+        lease_event(2, 2, 0, at=20),
+        lease_event(3, 2, 1, at=20),
+        lease_event(4, 3, 0, at=30),
+        lease_event(5, 4, 0, at=40),
+    )
     with db.transaction() as tx:
-        assert tx.prune_events(35, fence=2) == ["1:0"]            # commit 2 still holds a required event
+        assert tx.prune_events(35, fence=2) == ["1:0"]  # commit 2 still holds a required event
         assert tx.prune_events(35, fence=None, limit=1) == ["2:0"]
         assert tx.prune_events(35, fence=None) == ["2:1", "3:0"]  # 5 is young
         assert tx.event_bounds() == (5, 5)
@@ -1199,8 +1365,15 @@ def test_lease_prune_is_by_age_and_never_past_the_fence_commit(db):
 
 
 def test_lease_consumers_upsert_list_by_name_and_delete(db):
-    row = {"consumer": "indexer", "start_seq": 0, "start_commit": 0, "batch_limit": 4, "in_flight_limit": 4,
-           "lease_seconds": 60.0, "revision": 1}
+    row = {
+        "consumer": "indexer",
+        "start_seq": 0,
+        "start_commit": 0,
+        "batch_limit": 4,
+        "in_flight_limit": 4,
+        "lease_seconds": 60.0,
+        "revision": 1,
+    }
     with db.transaction() as tx:
         assert tx.get_lease_consumer("indexer") is None
         tx.put_lease_consumer(row)
@@ -1244,8 +1417,16 @@ def test_lease_rows_one_per_consumer_and_event_expire_by_time(db):
 
 def test_lease_retries_overwrite_and_delete(db):
     def retry(consumer, seq, attempts, not_before=100, error="boom"):
-        return {"consumer": consumer, "event_id": f"{seq}:0", "seq": seq, "partition": "a",
-                "attempts": attempts, "not_before": not_before, "error": error}
+        return {
+            "consumer": consumer,
+            "event_id": f"{seq}:0",
+            "seq": seq,
+            "partition": "a",
+            "attempts": attempts,
+            "not_before": not_before,
+            "error": error,
+        }
+
     with db.transaction() as tx:
         assert tx.get_retry("w", "1:0") is None
         tx.put_retry(retry("w", 4, 1))
@@ -1267,8 +1448,16 @@ def test_lease_retries_overwrite_and_delete(db):
 
 
 def test_lease_dead_letters_are_retained_once(db):
-    dead = {"consumer": "w", "event_id": "7:0", "seq": 7, "partition": "a", "attempts": 10,
-            "error": "poison", "payload": '{"x":1}', "dead_at": 99}
+    dead = {
+        "consumer": "w",
+        "event_id": "7:0",
+        "seq": 7,
+        "partition": "a",
+        "attempts": 10,
+        "error": "poison",
+        "payload": '{"x":1}',
+        "dead_at": 99,
+    }
     with db.transaction() as tx:
         tx.insert_dead_letter(dead)
         tx.insert_dead_letter({**dead, "consumer": "a"})
@@ -1284,5 +1473,5 @@ def test_lease_dead_letters_are_retained_once(db):
             raise Crash("retire.before_commit")
     with db.transaction() as tx:
         assert tx.clear_dead_letters("w") == 1 and tx.clear_dead_letters("w") == 0
-        tx.insert_dead_letter(dead)                                   # retained again after the clear
+        tx.insert_dead_letter(dead)  # retained again after the clear
     assert [r["consumer"] for r in db.rows("dead_letters")] == ["a", "w"]

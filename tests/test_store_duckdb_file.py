@@ -1,6 +1,7 @@
 """A ``.duckdb`` file as a store: it outlives the process, and a file the store
 cannot use is refused with an error that names it — before anything is written
 to it."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,10 +15,7 @@ import duckdb
 import pytest
 
 from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
-from fanoutsim.designs.stores import TABLES, open_store
-from fanoutsim.designs.stores import DuckDBStore, StoreError
-from fanoutsim.designs.stores import MemoryStore
-from fanoutsim.designs.stores import SCHEMA_VERSION
+from fanoutsim.designs.stores import SCHEMA_VERSION, TABLES, DuckDBStore, MemoryStore, StoreError, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
@@ -36,23 +34,54 @@ def fill(store) -> None:
 
 def write_all(tx) -> None:
     """A row in every table, one of them changed after its insert."""
-    tx.insert_firing({"id": uid(1), "reactor_name": "r", "tenant_id": "t", "payload": b"\x00\x01",
-                      "fired_at": 1_767_225_600_000_001, "created_at": 1_767_225_600_000_002})
-    tx.insert_subscription({
-        "id": uid(2), "reactor_name": "r", "workflow_name": "w", "tenant_id": "t", "enabled": True,
-        "predicate": "payload.x > 1", "last_seen_fired_at": 1_767_225_600_000_001, "last_seen_firing_id": None,
-        "predicate_error_count": 0, "predicate_error_firing_id": None, "last_predicate_error": None,
-        "predicate_degraded": False, "created_at": 5, "updated_at": 6,
-    })
-    tx.insert_execution({"id": uid(3), "workflow_name": "w", "tenant_id": "t", "context": "{}",
-                         "status": "pending", "dispatched_at": 7, "claimed_at": None, "finished_at": None})
+    tx.insert_firing(
+        {
+            "id": uid(1),
+            "reactor_name": "r",
+            "tenant_id": "t",
+            "payload": b"\x00\x01",
+            "fired_at": 1_767_225_600_000_001,
+            "created_at": 1_767_225_600_000_002,
+        }
+    )
+    tx.insert_subscription(
+        {
+            "id": uid(2),
+            "reactor_name": "r",
+            "workflow_name": "w",
+            "tenant_id": "t",
+            "enabled": True,
+            "predicate": "payload.x > 1",
+            "last_seen_fired_at": 1_767_225_600_000_001,
+            "last_seen_firing_id": None,
+            "predicate_error_count": 0,
+            "predicate_error_firing_id": None,
+            "last_predicate_error": None,
+            "predicate_degraded": False,
+            "created_at": 5,
+            "updated_at": 6,
+        }
+    )
+    tx.insert_execution(
+        {
+            "id": uid(3),
+            "workflow_name": "w",
+            "tenant_id": "t",
+            "context": "{}",
+            "status": "pending",
+            "dispatched_at": 7,
+            "claimed_at": None,
+            "finished_at": None,
+        }
+    )
     tx.claim_executions(8, 1)
 
 
 def state(directory: Path) -> dict[str, tuple[str, int]]:
     """Every file in the directory: its content hash and modification time."""
-    return {p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
-            for p in sorted(directory.iterdir())}
+    return {
+        p.name: (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns) for p in sorted(directory.iterdir())
+    }
 
 
 def test_data_survives_close_and_reopen(tmp_path):
@@ -74,7 +103,8 @@ def test_data_survives_close_and_reopen(tmp_path):
     again.close()
     con = duckdb.connect(path, read_only=True)
     assert con.execute("SELECT value FROM fanoutsim_meta WHERE key = 'schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),)
+        str(SCHEMA_VERSION),
+    )
     con.close()
 
 
@@ -92,12 +122,16 @@ def test_a_rolled_back_transaction_leaves_nothing_in_the_file(tmp_path):
     again.close()
 
 
-@pytest.mark.parametrize("content", [
-    b"hello, this is a text file and not a database\n",
-    b"SQLite format 3\x00" + bytes(200),
-    bytes(range(256)) * 8,
-    b"DUCK",  # too short to be one
-], ids=["text", "sqlite", "binary", "short"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"hello, this is a text file and not a database\n",
+        b"SQLite format 3\x00" + bytes(200),
+        bytes(range(256)) * 8,
+        b"DUCK",  # too short to be one
+    ],
+    ids=["text", "sqlite", "binary", "short"],
+)
 def test_a_file_that_is_not_duckdb_is_refused_untouched(tmp_path, content):
     path = tmp_path / "notes.duckdb"
     path.write_bytes(content)
@@ -149,9 +183,15 @@ def test_a_file_held_by_another_process_is_refused(tmp_path):
     path = str(tmp_path / "held.duckdb")
     DuckDBStore(path).close()
     holder = subprocess.Popen(
-        [PYTHON, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
-                       "sys.stdin.read()", path],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            PYTHON,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); sys.stdin.read()",
+            path,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "ready"
@@ -169,7 +209,9 @@ def test_a_file_held_by_another_process_is_refused(tmp_path):
 
 def test_a_version_1_file_is_migrated_in_place(tmp_path):
     import duckdb
+
     from fanoutsim.designs.stores import sql
+
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
     con.execute(sql.SCHEMA.replace("    last_seen_firing_id       UUID,\n", ""))
@@ -177,9 +219,12 @@ def test_a_version_1_file_is_migrated_in_place(tmp_path):
     con.close()
     store = DuckDBStore(str(path))
     try:
-        cols = [r[0] for r in store.con.execute(
-            "select column_name from information_schema.columns where table_name = 'reactor_subscriptions'"
-        ).fetchall()]
+        cols = [
+            r[0]
+            for r in store.con.execute(
+                "select column_name from information_schema.columns where table_name = 'reactor_subscriptions'"
+            ).fetchall()
+        ]
         assert "last_seen_firing_id" in cols
         assert store.con.execute(sql.GET_SCHEMA_VERSION).fetchone()[0] == str(sql.SCHEMA_VERSION)
     finally:
@@ -193,18 +238,18 @@ def test_a_transaction_that_only_reads_sends_no_begin_or_commit(tmp_path):
         with store.transaction() as tx:
             tx.count_firings()
             tx.get_cursor("a")
-        assert store.statements - n0 == 2                 # the two reads, nothing around them
+        assert store.statements - n0 == 2  # the two reads, nothing around them
         n0 = store.statements
         with store.transaction() as tx:
             assert tx.get_cursor("a") is None
-            tx.set_cursor("a", 5)                           # the first write opens the transaction
-        assert store.statements - n0 == 4                 # read, BEGIN, write, COMMIT
+            tx.set_cursor("a", 5)  # the first write opens the transaction
+        assert store.statements - n0 == 4  # read, BEGIN, write, COMMIT
         with pytest.raises(ZeroDivisionError):
             with store.transaction() as tx:
                 tx.set_cursor("a", 9)
                 1 / 0
         with store.transaction() as tx:
-            assert tx.get_cursor("a") == 5                  # the write after BEGIN rolled back
+            assert tx.get_cursor("a") == 5  # the write after BEGIN rolled back
     finally:
         store.close()
 
@@ -236,6 +281,7 @@ CREATE TABLE dead_letters (consumer VARCHAR NOT NULL, event_id VARCHAR NOT NULL,
 
 def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp_path):
     from fanoutsim.designs.stores import sql, store_parts
+
     path = str(tmp_path / "v5.duckdb")
     # the other designs' tables at version 5, then the leased-consumer tables as version 5 had them
     DuckDBStore(path, parts=[part for part in store_parts() if part.name != "leases"]).close()
@@ -245,12 +291,15 @@ def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp
     con.execute("INSERT INTO history VALUES (1, 1, 4, 5, 3)")
     # commits 1..2 (seqs 1..3) were pruned; commit 3 holds seqs 4 and 5 ... and commit 4 was never written
     for seq, commit, part in ((4, 3, "a"), (5, 3, "b")):
-        con.execute("INSERT INTO events VALUES (?, ?, ?, 0, ?, 'k', NULL, make_timestamp(CAST(? AS BIGINT)))",
-                    [seq, f"{commit}:{seq - 4}", commit, part, seq])
-    con.execute("INSERT INTO lease_consumers VALUES ('live', 2, 4, 4, 60.0, false), ('gone', 0, 4, 4, 60.0, true),"
-                " ('fresh', 0, 4, 4, 60.0, false), ('late', 4, 4, 4, 60.0, false)")
-    con.execute("INSERT INTO checkpoints VALUES ('live', 'a', 4), ('live', 'b', 3), ('gone', 'a', 4), "
-                "('late', 'c', 2)")
+        con.execute(
+            "INSERT INTO events VALUES (?, ?, ?, 0, ?, 'k', NULL, make_timestamp(CAST(? AS BIGINT)))",
+            [seq, f"{commit}:{seq - 4}", commit, part, seq],
+        )
+    con.execute(
+        "INSERT INTO lease_consumers VALUES ('live', 2, 4, 4, 60.0, false), ('gone', 0, 4, 4, 60.0, true),"
+        " ('fresh', 0, 4, 4, 60.0, false), ('late', 4, 4, 4, 60.0, false)"
+    )
+    con.execute("INSERT INTO checkpoints VALUES ('live', 'a', 4), ('live', 'b', 3), ('gone', 'a', 4), ('late', 'c', 2)")
     con.execute("INSERT INTO dead_letters VALUES ('gone', '3:1', 5, 'b', 10, 'x', NULL, make_timestamp(1))")
     con.execute("INSERT INTO retries VALUES ('gone', '3:0', 4, 'a', 1, make_timestamp(1), NULL)")
     con.execute(sql.SET_SCHEMA_VERSION, ["5"])
@@ -259,35 +308,71 @@ def test_a_version_5_file_is_migrated_to_riffdbs_rules_once_and_idempotently(tmp
     store = DuckDBStore(path)
     try:
         assert store.con.execute(sql.GET_SCHEMA_VERSION).fetchone()[0] == str(SCHEMA_VERSION) == "6"
-        cols = [r[0] for r in store.con.execute(
-            "select column_name from information_schema.columns where table_name = 'lease_consumers'").fetchall()]
+        cols = [
+            r[0]
+            for r in store.con.execute(
+                "select column_name from information_schema.columns where table_name = 'lease_consumers'"
+            ).fetchall()
+        ]
         assert "retired" not in cols and {"start_commit", "revision"} <= set(cols)
         # the retired consumer is deleted with its rows (retire deletes, as RiffDB's does)
         assert store.rows("lease_consumers") == [
-            {"consumer": "fresh", "start_seq": 0, "start_commit": 0, "batch_limit": 4, "in_flight_limit": 4,
-             "lease_seconds": 60.0, "revision": 1},
-            {"consumer": "late", "start_seq": 4, "start_commit": 3, "batch_limit": 4, "in_flight_limit": 4,
-             "lease_seconds": 60.0, "revision": 1},
-            {"consumer": "live", "start_seq": 2, "start_commit": 2, "batch_limit": 4, "in_flight_limit": 4,
-             "lease_seconds": 60.0, "revision": 1}]
+            {
+                "consumer": "fresh",
+                "start_seq": 0,
+                "start_commit": 0,
+                "batch_limit": 4,
+                "in_flight_limit": 4,
+                "lease_seconds": 60.0,
+                "revision": 1,
+            },
+            {
+                "consumer": "late",
+                "start_seq": 4,
+                "start_commit": 3,
+                "batch_limit": 4,
+                "in_flight_limit": 4,
+                "lease_seconds": 60.0,
+                "revision": 1,
+            },
+            {
+                "consumer": "live",
+                "start_seq": 2,
+                "start_commit": 2,
+                "batch_limit": 4,
+                "in_flight_limit": 4,
+                "lease_seconds": 60.0,
+                "revision": 1,
+            },
+        ]
         # a checkpoint's commit: its event's, or (pruned) the one before the oldest retained commit; one
         # inside pruned history (the old fence let retention take its commit) moves up to the horizon, seq 3
         assert store.rows("checkpoints") == [
             {"consumer": "late", "partition": "c", "seq": 3, "commit_seq": 2},
             {"consumer": "live", "partition": "a", "seq": 4, "commit_seq": 3},
-            {"consumer": "live", "partition": "b", "seq": 3, "commit_seq": 2}]
+            {"consumer": "live", "partition": "b", "seq": 3, "commit_seq": 2},
+        ]
         assert store.rows("dead_letters") == [] and store.rows("retries") == []
         assert store.rows("resolutions") == []
         from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
         from fanoutsim.kernel.metrics import Metrics
         from fanoutsim.kernel.trace import Trace
+
         e = LeaseEngine(store, LeaseConfig(), Metrics(), Trace(LEASE_TRACE))
         assert [x.event_id for x in e.consume(10**17, "late")] == ["3:1"]  # no pruned history read
         with store.transaction() as tx:  # the migrated tables take the new rows
             tx.delete_lease("late", "3:1")
             tx.set_checkpoint("late", "a", 4, 3)
-            tx.insert_resolution({"consumer": "late", "event_id": "3:1", "seq": 5, "partition": "b",
-                                  "commit_seq": 3, "kind": "acknowledged"})
+            tx.insert_resolution(
+                {
+                    "consumer": "late",
+                    "event_id": "3:1",
+                    "seq": 5,
+                    "partition": "b",
+                    "commit_seq": 3,
+                    "kind": "acknowledged",
+                }
+            )
             tx.put_lease_consumer({**tx.get_lease_consumer("late"), "revision": 2})
         before = {t: store.rows(t) for t in TABLES}
     finally:

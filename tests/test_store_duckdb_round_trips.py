@@ -4,11 +4,13 @@ of the pending executions the store holds as a hint; a fetch is answered from
 the stream's last read, which committed firings join. Each must change what
 DuckDB is sent and nothing a caller sees; the contract suite checks them
 against the memory store over random sequences, these the mechanisms."""
+
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_store_contract import EXECS, FIRING_IDS, FIRINGS, SUBS, add, execution, firing, sub
 
 from fanoutsim.designs.reactor.tables import sql as tables
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
@@ -16,7 +18,6 @@ from fanoutsim.faults import Crash
 from fanoutsim.kernel.store import duckdb as duckdb_store
 from fanoutsim.kernel.store.sql import TS, native_timestamps
 from fanoutsim.kernel.timeutil import from_us
-from test_store_contract import EXECS, FIRING_IDS, FIRINGS, SUBS, add, execution, firing, sub
 
 
 def sent(store, block) -> int:
@@ -40,8 +41,16 @@ def test_a_transaction_of_one_update_is_one_statement(duck):
     assert sent(duck, lambda tx: tx.update_subscription(s["id"], {"last_seen_fired_at": 5})) == 1
     assert duck.rows(SUBS)[0]["last_seen_fired_at"] == 5
     # two: BEGIN with the first, the second, COMMIT
-    assert sent(duck, lambda tx: (tx.update_subscription(s["id"], {"last_seen_fired_at": 6}),
-                                  tx.update_subscription(s["id"], {"updated_at": 7}))) == 4
+    assert (
+        sent(
+            duck,
+            lambda tx: (
+                tx.update_subscription(s["id"], {"last_seen_fired_at": 6}),
+                tx.update_subscription(s["id"], {"updated_at": 7}),
+            ),
+        )
+        == 4
+    )
     assert (duck.rows(SUBS)[0]["last_seen_fired_at"], duck.rows(SUBS)[0]["updated_at"]) == (6, 7)
 
 
@@ -96,8 +105,14 @@ def test_a_claim_sends_one_update_by_id_once_the_pending_rows_are_known(duck):
     got = []
     assert sent(duck, lambda tx: got.extend(tx.claim_executions(13, 5))) == 1
     assert [r["id"] for r in got] == [late[0]["id"], late[1]["id"]]
-    assert [(r["status"], r["claimed_at"]) for r in duck.rows(EXECS)] == \
-        [("running", 13), ("running", 10), ("running", 10), ("running", 11), ("running", 11), ("running", 13)]
+    assert [(r["status"], r["claimed_at"]) for r in duck.rows(EXECS)] == [
+        ("running", 13),
+        ("running", 10),
+        ("running", 10),
+        ("running", 11),
+        ("running", 11),
+        ("running", 13),
+    ]
 
 
 def test_requeued_rows_are_read_again_and_claimed_in_order(duck):
@@ -153,6 +168,7 @@ def test_the_hints_change_before_another_transaction_can_begin(duck, writes):
 
 
 # -- inserts held when the store knows their key is new ------------------------------
+
 
 def insert(kind, row):
     return lambda tx: getattr(tx, f"insert_{kind}")(row)
@@ -249,6 +265,7 @@ def test_a_table_with_more_keys_than_the_hint_keeps_has_its_inserts_sent_at_once
 
 # -- fetches answered from the stream's last read ------------------------------------
 
+
 def fetch(db, after, limit, after_id=None):
     with db.transaction() as tx:
         return tx.fetch_firings("r1", "t1", after, limit, after_id=after_id)
@@ -283,11 +300,18 @@ def test_a_prefix_read_does_not_answer_past_its_end(duck):
 
 
 @settings(max_examples=60, deadline=None)
-@given(steps=st.lists(st.one_of(
-    st.tuples(st.just("fire"), st.integers(0, 12)),
-    st.tuples(st.just("fire"), st.integers(0, 12)),
-    st.tuples(st.just("fetch"), st.none() | st.integers(0, 12), st.integers(1, 8)),
-    st.tuples(st.just("prune"), st.integers(0, 12))), min_size=1, max_size=40))
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("fire"), st.integers(0, 12)),
+            st.tuples(st.just("fire"), st.integers(0, 12)),
+            st.tuples(st.just("fetch"), st.none() | st.integers(0, 12), st.integers(1, 8)),
+            st.tuples(st.just("prune"), st.integers(0, 12)),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_reads_that_forget_rows_far_behind_still_answer_as_sql(steps):
     """With the dead-row allowance at 1, reads are trimmed at nearly every
     answer: slower cursors must then read SQL and get the same rows."""
@@ -327,8 +351,9 @@ def test_a_read_forgets_rows_far_behind_and_a_slower_cursor_reads_sql(duck, monk
     assert duck.statements == before + 1
 
 
-@pytest.mark.parametrize("at", [-62_135_596_800_000_001, 0, 253_402_300_800_000_000],
-                         ids=["before year 1", "the epoch", "after year 9999"])
+@pytest.mark.parametrize(
+    "at", [-62_135_596_800_000_001, 0, 253_402_300_800_000_000], ids=["before year 1", "the epoch", "after year 9999"]
+)
 def test_timestamps_bound_as_datetimes_or_converted_in_sql_read_back_the_same(duck, at):
     """Statements bind their timestamps as datetimes, and fall back to the
     conversion in SQL outside datetime's years 1-9999: both read back as written."""
@@ -353,8 +378,7 @@ def test_each_ts_parameter_and_only_it_is_bound_as_a_datetime():
     assert params == ["x", from_us(5), 6, from_us(7), 8]
     assert native_timestamps(statement, ["x", None, 6, 7, 8])[1] == ["x", None, 6, from_us(7), 8]
     # as given: out of datetime's range, not an int, not lined up with the ?s, or no TS at all
-    for params in (["x", 253_402_300_800_000_000, 6, 7, 8], ["x", 5.0, 6, 7, 8], ["x", True, 6, 7, 8],
-                   ["x", 5, 6, 7]):
+    for params in (["x", 253_402_300_800_000_000, 6, 7, 8], ["x", 5.0, 6, 7, 8], ["x", True, 6, 7, 8], ["x", 5, 6, 7]):
         assert native_timestamps(statement, params) == (statement, params)
     assert native_timestamps("SELECT ?", [1]) == ("SELECT ?", [1])
 

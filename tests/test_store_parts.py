@@ -4,6 +4,7 @@ none of them; :mod:`fanoutsim.designs.stores` gives it every registered
 design's. A new design's part — here a one-table "notes" part defined in this
 file — works in both adapters, rolls back with the rest, and joins every
 store once its design is registered."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,8 +64,12 @@ class NotesDuckDBTx(NotesTx):
 
 COLUMNS = ("id", "body", "noted_at")
 NOTES = StorePart(
-    name="notes", tables={"notes": COLUMNS}, timestamp_columns=frozenset({"noted_at"}), tx=NotesTx,
-    memory_tx=NotesMemoryTx, memory_init=_init,
+    name="notes",
+    tables={"notes": COLUMNS},
+    timestamp_columns=frozenset({"noted_at"}),
+    tx=NotesTx,
+    memory_tx=NotesMemoryTx,
+    memory_init=_init,
     memory_rows={"notes": lambda s: [dict(s.notes[k]) for k in sorted(s.notes)]},
     duckdb_tx=NotesDuckDBTx,
     duckdb_schema="CREATE TABLE IF NOT EXISTS notes (id VARCHAR PRIMARY KEY, body VARCHAR, noted_at TIMESTAMPTZ);\n",

@@ -1,6 +1,7 @@
 """The PostgreSQL store beyond the contract suite: the dialect layer, opening
 (the embedded server, a user's server, the one-line refusals that leave
 nothing behind) and ``--store`` on the command line."""
+
 from __future__ import annotations
 
 import os
@@ -11,11 +12,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from pgfixtures import drop_schema, new_schema
 
 import fanoutsim as fs
 from fanoutsim.kernel.store import is_postgres, pgsql
 from fanoutsim.kernel.store.duckdb import StoreError
-from pgfixtures import drop_schema, new_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTBOX = ROOT / "fanoutsim" / "examples" / "outbox.toml"
@@ -24,11 +25,16 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("P
 
 def tables_in(dsn: str, schema: str) -> list[str]:
     with psycopg.connect(dsn) as con:
-        return sorted(r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [schema]).fetchall())
+        return sorted(
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", [schema]
+            ).fetchall()
+        )
 
 
 # -- the dialect ------------------------------------------------------------------------
+
 
 def test_placeholders_become_psycopgs_outside_quoted_text_and_percent_signs_double():
     q = pgsql.translate("SELECT '?', \"a?\", x FROM t WHERE y = ? AND z LIKE 'p%' -- why? 5%\n AND w = ?")
@@ -37,26 +43,35 @@ def test_placeholders_become_psycopgs_outside_quoted_text_and_percent_signs_doub
 
 def test_types_and_text_order_in_a_table_definition():
     q = pgsql.translate("CREATE TABLE IF NOT EXISTS t (a VARCHAR PRIMARY KEY, b BLOB, c DOUBLE, d VARCHAR(3))")
-    assert q == 'CREATE TABLE IF NOT EXISTS t (a VARCHAR COLLATE "C" PRIMARY KEY, b BYTEA, c DOUBLE PRECISION, d VARCHAR(3))'
+    assert (
+        q
+        == 'CREATE TABLE IF NOT EXISTS t (a VARCHAR COLLATE "C" PRIMARY KEY, b BYTEA, c DOUBLE PRECISION, d VARCHAR(3))'
+    )
     # a cast in a query keeps its plain VARCHAR
-    assert pgsql.translate("SELECT id::VARCHAR FROM t WHERE CAST(? AS VARCHAR) IS NULL") == \
-        "SELECT id::VARCHAR FROM t WHERE CAST(%s AS VARCHAR) IS NULL"
+    assert (
+        pgsql.translate("SELECT id::VARCHAR FROM t WHERE CAST(? AS VARCHAR) IS NULL")
+        == "SELECT id::VARCHAR FROM t WHERE CAST(%s AS VARCHAR) IS NULL"
+    )
 
 
 def test_insert_or_replace_becomes_an_upsert_on_the_primary_key():
     info = {"t": (("k1", "k2", "v", "w"), ("k1", "k2"))}.__getitem__
     assert pgsql.translate("INSERT OR REPLACE INTO t VALUES (?, ?, ?, ?)", info) == (
         'INSERT INTO t VALUES (%s, %s, %s, %s) ON CONFLICT ("k1", "k2") DO UPDATE SET "v" = EXCLUDED."v", '
-        '"w" = EXCLUDED."w"')
+        '"w" = EXCLUDED."w"'
+    )
     assert pgsql.translate("INSERT OR REPLACE INTO t (k1, k2, w) VALUES (?, ?, ?) RETURNING k1", info) == (
         'INSERT INTO t (k1, k2, w) VALUES (%s, %s, %s) ON CONFLICT ("k1", "k2") DO UPDATE SET '
-        '"w" = EXCLUDED."w" RETURNING k1')
+        '"w" = EXCLUDED."w" RETURNING k1'
+    )
     assert pgsql.translate("INSERT OR IGNORE INTO t VALUES (?)") == "INSERT INTO t VALUES (%s) ON CONFLICT DO NOTHING"
 
 
 def test_a_script_splits_at_semicolons_outside_quotes():
     assert pgsql.split("CREATE TABLE a (x VARCHAR);\nINSERT INTO a VALUES ('x;y');\n") == [
-        "CREATE TABLE a (x VARCHAR)", "INSERT INTO a VALUES ('x;y')"]
+        "CREATE TABLE a (x VARCHAR)",
+        "INSERT INTO a VALUES ('x;y')",
+    ]
 
 
 def test_is_postgres():
@@ -68,8 +83,10 @@ def test_a_statement_the_dialect_has_never_seen_runs_as_duckdb_runs_it(pg_store)
     """A later statement written for DuckDB (an upsert, timestamps, a ? list) runs unchanged."""
     from fanoutsim.designs.stores import DuckDBStore
 
-    statement = ("INSERT OR REPLACE INTO cursors VALUES (?, ?)", "SELECT consumer, seq, epoch_us("
-                 "make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ) FROM cursors ORDER BY consumer")
+    statement = (
+        "INSERT OR REPLACE INTO cursors VALUES (?, ?)",
+        "SELECT consumer, seq, epoch_us(make_timestamp(CAST(? AS BIGINT))::TIMESTAMPTZ) FROM cursors ORDER BY consumer",
+    )
     answers = []
     for store in (pg_store(), DuckDBStore(":memory:")):
         with store.transaction() as tx:
@@ -82,6 +99,7 @@ def test_a_statement_the_dialect_has_never_seen_runs_as_duckdb_runs_it(pg_store)
 
 
 # -- opening -----------------------------------------------------------------------------
+
 
 def test_the_embedded_server_starts_serves_and_leaves_nothing_at_close():
     from fanoutsim.designs.stores import open_store
@@ -107,10 +125,13 @@ def test_an_unreachable_server_is_one_line(unused_port=1):
     assert "\n" not in str(info.value) and "secret" not in str(info.value)
 
 
-@pytest.mark.parametrize("dsn,message", [
-    ("postgresql://h/db?nosuchoption=1", "malformed PostgreSQL URI: "),
-    ("mysql://h/db", "is not a PostgreSQL URI"),
-])
+@pytest.mark.parametrize(
+    "dsn,message",
+    [
+        ("postgresql://h/db?nosuchoption=1", "malformed PostgreSQL URI: "),
+        ("mysql://h/db", "is not a PostgreSQL URI"),
+    ],
+)
 def test_a_malformed_dsn_is_one_line(dsn, message):
     from fanoutsim.designs.stores import PostgresStore
 
@@ -187,6 +208,7 @@ def test_two_stores_opening_one_new_schema_at_once_both_open(pg_dsn):
 
 # -- the command line -----------------------------------------------------------------------
 
+
 def test_run_with_store_a_postgresql_uri_delivers_what_memory_does(pg_dsn, tmp_path):
     """The user's server: the run's tables land there (in its public schema here, then dropped)."""
     schema = new_schema()
@@ -196,9 +218,26 @@ def test_run_with_store_a_postgresql_uri_delivers_what_memory_does(pg_dsn, tmp_p
     try:
         outs = []
         for store in ("memory", dsn):
-            done = subprocess.run([sys.executable, "-m", "fanoutsim", "run", str(OUTBOX), "--until", "10",
-                                   "--store", store, "--json", "--out", str(tmp_path / str(len(outs)))],
-                                  capture_output=True, text=True, timeout=300, env=ENV)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "fanoutsim",
+                    "run",
+                    str(OUTBOX),
+                    "--until",
+                    "10",
+                    "--store",
+                    store,
+                    "--json",
+                    "--out",
+                    str(tmp_path / str(len(outs))),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=ENV,
+            )
             assert done.returncode == 0, done.stderr
             outs.append(done.stdout)
         assert outs[0] == outs[1]
@@ -208,9 +247,23 @@ def test_run_with_store_a_postgresql_uri_delivers_what_memory_does(pg_dsn, tmp_p
 
 
 def test_run_with_an_unreachable_server_is_one_error_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "fanoutsim", "run", str(OUTBOX), "--store",
-                           "postgresql://u@127.0.0.1:1/x", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, env=ENV)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fanoutsim",
+            "run",
+            str(OUTBOX),
+            "--store",
+            "postgresql://u@127.0.0.1:1/x",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("fanoutsim: error: cannot reach PostgreSQL")
     assert not list(tmp_path.iterdir())
@@ -220,8 +273,12 @@ def _tables_in(url: str) -> list[str]:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as con:
-        return [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()").fetchall()]
+        return [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            ).fetchall()
+        ]
 
 
 def test_check_store_refuses_a_new_throwaway_server_and_starts_none():
@@ -233,8 +290,8 @@ def test_check_store_refuses_a_database_that_holds_no_run_and_creates_nothing(pg
     url = pg_url()
     with pytest.raises(StoreError, match="holds no fanoutsim run"):
         fs.check_store(url)
-    assert _tables_in(url) == []                      # nothing created there
-    with fs.Simulation(seed=0, store=url) as sim:    # a run, then its check
+    assert _tables_in(url) == []  # nothing created there
+    with fs.Simulation(seed=0, store=url) as sim:  # a run, then its check
         sim.runner.register_workflow("w")
         sim.runner.subscribe_workflow_to_reactor("r", "w")
         sim.fire("r", {})

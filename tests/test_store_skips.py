@@ -10,17 +10,32 @@ rollbacks, crashes, failed writes and prunes. Random sequences of operations
 check both: after every step, and inside open transactions after their own
 writes.
 """
+
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_store_contract import (
+    EXECS,
+    FIRING_IDS,
+    REACTORS,
+    SUBS,
+    TENANTS,
+    add,
+    endings,
+    execution,
+    firing,
+    maybe_time,
+    ops,
+    run_step,
+    sub,
+    times,
+)
 
 from fanoutsim.designs.leases.tables import in_database
 from fanoutsim.designs.reactor.tables import ReactorTx
 from fanoutsim.designs.stores import DuckDBStore, MemoryStore
 from fanoutsim.faults import Crash
-from test_store_contract import (EXECS, FIRING_IDS, SUBS, REACTORS, TENANTS, add, endings, execution, firing,
-                                 maybe_time, ops, run_step, sub, times)
 
 STREAMS = [(r, t) for r in REACTORS for t in TENANTS]
 CURSORS = [(None, None)] + [(at, fid) for at in range(-1, 14, 2) for fid in (None, FIRING_IDS[0])]
@@ -94,8 +109,13 @@ def assert_sound(store, exact: bool) -> None:
 
 # in-transaction questions, after the transaction's own writes
 questions = st.one_of(
-    st.tuples(st.just("has_past"), st.sampled_from(REACTORS), st.sampled_from(TENANTS), maybe_time,
-              st.none() | st.sampled_from(FIRING_IDS)),
+    st.tuples(
+        st.just("has_past"),
+        st.sampled_from(REACTORS),
+        st.sampled_from(TENANTS),
+        maybe_time,
+        st.none() | st.sampled_from(FIRING_IDS),
+    ),
     st.tuples(st.just("has_before"), times),
     st.tuples(st.just("has_pending")),
 )
@@ -110,8 +130,9 @@ def ask(tx, op):
         return said or not tx.fetch_firings(r, t, after, 1, after_id=after_id)
     if kind == "has_before":
         said = tx.has_firings_before(a[0])
-        return said or not any(rows and rows[0]["fired_at"] < a[0]
-                               for rows in (tx.fetch_firings(r, t, None, 1) for r, t in STREAMS))
+        return said or not any(
+            rows and rows[0]["fired_at"] < a[0] for rows in (tx.fetch_firings(r, t, None, 1) for r, t in STREAMS)
+        )
     said = tx.has_pending_executions()
     if said:
         return True
@@ -220,8 +241,8 @@ def test_duckdb_hints_follow_commits_not_rollbacks(tmp_path):
 # -- the outbox: a read past the log's end (has_outbox_past) ---------------------------------
 AFTERS = range(0, 14)
 outbox_ops = st.one_of(
-    st.tuples(st.just("append"), st.integers(1, 3)),   # reserve and insert seqs at the log's end
-    st.tuples(st.just("reserve")),                      # a seq reserved, never inserted: a gap
+    st.tuples(st.just("append"), st.integers(1, 3)),  # reserve and insert seqs at the log's end
+    st.tuples(st.just("reserve")),  # a seq reserved, never inserted: a gap
     st.tuples(st.just("insert_at"), st.integers(1, 12)),  # maybe a duplicate: a failed write
     st.tuples(st.just("prune"), st.integers(0, 14), st.none() | st.integers(0, 3)),
     st.tuples(st.just("defer"), st.sampled_from(["c1", "c2"]), st.integers(1, 12)),
@@ -264,8 +285,9 @@ def run_outbox_step(store, step_ops, ending) -> list:
         seen = run_step(store, step_ops, ending)
     finally:
         contract.apply = original
-    assert ("ok", False) not in [s for s, op in zip(seen, step_ops) if op[0] == "has_past"], \
+    assert ("ok", False) not in [s for s, op in zip(seen, step_ops) if op[0] == "has_past"], (
         "said nothing is past the cursor in a transaction, but a row is"
+    )
     return seen
 
 
@@ -329,7 +351,9 @@ def test_duckdb_outbox_hint_follows_commits_not_rollbacks(tmp_path):
 NOWS = range(0, 16)
 DATABASES = ["main", "other"]
 lease_skip_ops = st.one_of(
-    st.tuples(st.just("lease"), st.sampled_from(["w", "v"]), st.integers(1, 6), st.integers(0, 14)),  # maybe a duplicate
+    st.tuples(
+        st.just("lease"), st.sampled_from(["w", "v"]), st.integers(1, 6), st.integers(0, 14)
+    ),  # maybe a duplicate
     st.tuples(st.just("unlease"), st.sampled_from(["w", "v"]), st.integers(1, 6)),
     st.tuples(st.just("expired"), st.integers(0, 14), st.integers(1, 3)),
     st.tuples(st.just("recover"), st.integers(0, 14)),  # recovery: read the expired leases, delete them
@@ -339,8 +363,17 @@ lease_skip_ops = st.one_of(
 
 
 def lease_row(consumer: str, n: int, expires: int) -> dict:
-    return {"consumer": consumer, "event_id": f"{n}:0", "seq": n, "partition": "a", "token": f"t{n}",
-            "incarnation": 1, "attempt": 1, "leased_at": 0, "expires_at": expires}
+    return {
+        "consumer": consumer,
+        "event_id": f"{n}:0",
+        "seq": n,
+        "partition": "a",
+        "token": f"t{n}",
+        "incarnation": 1,
+        "attempt": 1,
+        "leased_at": 0,
+        "expires_at": expires,
+    }
 
 
 def apply_lease_skip(tx, op):
@@ -397,14 +430,20 @@ def assert_lease_sound(store, database, exact: bool) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(steps=st.lists(st.tuples(st.sampled_from(DATABASES), st.lists(lease_skip_ops, min_size=1, max_size=6),
-                                endings), min_size=1, max_size=8))
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(DATABASES), st.lists(lease_skip_ops, min_size=1, max_size=6), endings),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_lease_due_is_sound_after_any_sequence(steps):
     memory, duck = MemoryStore(), DuckDBStore(":memory:")
     try:
         for database, step_ops, ending in steps:
-            assert run_lease_step(memory, database, step_ops, ending) == run_lease_step(duck, database, step_ops,
-                                                                                        ending)
+            assert run_lease_step(memory, database, step_ops, ending) == run_lease_step(
+                duck, database, step_ops, ending
+            )
             for db in DATABASES:
                 assert_lease_sound(memory, db, exact=True)
                 assert_lease_sound(duck, db, exact=False)
@@ -444,12 +483,16 @@ def test_duckdb_lease_hint_follows_commits_not_rollbacks():
 
 
 # -- the DuckDB adapter's stream reads: one read serves the next fetches of a stream ------------
-read_ops = st.lists(st.one_of(
-    st.tuples(st.just("fetch"), st.sampled_from(["r1", "r2"]), st.sampled_from(CURSORS), st.integers(0, 5)),
-    st.tuples(st.just("fire"), st.sampled_from(["r1", "r2"]), st.integers(-1, 14)),
-    st.tuples(st.just("prune"), st.integers(0, 14)),
-    st.tuples(st.just("fire_rolled_back"), st.sampled_from(["r1", "r2"]), st.integers(-1, 14)),
-), min_size=1, max_size=30)
+read_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("fetch"), st.sampled_from(["r1", "r2"]), st.sampled_from(CURSORS), st.integers(0, 5)),
+        st.tuples(st.just("fire"), st.sampled_from(["r1", "r2"]), st.integers(-1, 14)),
+        st.tuples(st.just("prune"), st.integers(0, 14)),
+        st.tuples(st.just("fire_rolled_back"), st.sampled_from(["r1", "r2"]), st.integers(-1, 14)),
+    ),
+    min_size=1,
+    max_size=30,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -534,8 +577,12 @@ def test_a_subscription_update_reads_back_as_sql_would():
             with store.transaction() as tx:
                 tx.list_subscriptions()
         fid = "0000000A-0000-4000-8000-000000000001"  # upper case: SQL returns it lower case
-        for changes in ({"last_seen_fired_at": 5, "last_seen_firing_id": fid.lower()},
-                        {"last_seen_firing_id": fid}, {"enabled": 0}, {"predicate_error_count": True}):
+        for changes in (
+            {"last_seen_fired_at": 5, "last_seen_firing_id": fid.lower()},
+            {"last_seen_firing_id": fid},
+            {"enabled": 0},
+            {"predicate_error_count": True},
+        ):
             with duck.transaction() as tx:
                 tx.update_subscription(s["id"], changes)
             with duck.transaction() as tx:

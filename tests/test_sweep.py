@@ -1,4 +1,5 @@
 """fs.sweep: a tidy table, deterministic, cached, resumable, checked up front."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,8 +44,10 @@ def test_tidy_shape_one_row_per_setting_and_seed():
     assert tuple(df.columns[3:]) == SW.RESULT_COLUMNS
     assert len(df) == 2 * 2 * 2
     expected = [(p, b, s) for p, b in itertools.product(*GRID.values()) for s in range(2)]
-    assert list(df[["reactor_poll_interval", "reactor_poll_batch_limit", "seed"]].itertuples(index=False,
-                                                                                             name=None)) == expected
+    assert (
+        list(df[["reactor_poll_interval", "reactor_poll_batch_limit", "seed"]].itertuples(index=False, name=None))
+        == expected
+    )
     assert df["reactor_poll_batch_limit"].dtype == "int64"
     assert df["valid"].dtype == bool and df["valid"].all()
     assert (df["firings"] > 0).all() and (df["executions"] > 0).all()
@@ -111,8 +114,14 @@ def test_a_new_version_does_not_reuse_old_rows(tmp_path, counted, monkeypatch):
 
 def test_resumes_after_a_partial_sweep(tmp_path, counted):
     cache = tmp_path / "c.duckdb"
-    fs.sweep(SCENARIO, grid={"reactor_poll_interval": [0.5], "reactor_poll_batch_limit": [2, 50]},
-             seeds=range(2), until=UNTIL, cache=cache, progress=False)
+    fs.sweep(
+        SCENARIO,
+        grid={"reactor_poll_interval": [0.5], "reactor_poll_batch_limit": [2, 50]},
+        seeds=range(2),
+        until=UNTIL,
+        cache=cache,
+        progress=False,
+    )
     counted.clear()
     df = fs.sweep(SCENARIO, grid=GRID, seeds=range(2), until=UNTIL, cache=cache, progress=False)
     assert df.attrs == {"ran": 4, "from_cache": 4}
@@ -139,18 +148,27 @@ def test_resumes_after_an_interrupted_sweep(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(volatile_free(df), volatile_free(fresh))
 
 
-@pytest.mark.parametrize("grid, message", [
-    ({"poll_interval": [1.0]}, r"unknown key 'poll_interval'; allowed: rate, fetch_latency, reactor_poll_interval"),
-    ({"reactor_poll_batch_limit": [10, 0]}, r"grid\['reactor_poll_batch_limit'\] value 0 is not allowed: "
-                                            r"(reactor_poll_batch_limit )?must be an integer >= 1"),
-    ({"prune_policy": ["ttl", "eager"]}, r"grid\['prune_policy'\] value 'eager' is not allowed: (prune_policy )?"
-                                         r"must be one of 'ttl', 'conservative'"),
-    ({"reactor_poll_interval": [1.0, -1.0]}, r"value -1.0 is not allowed: .*>= 1e-06 \(1 µs"),
-    ({"rate": [0]}, r"grid\['rate'\] value 0 is not allowed: .*> 0"),
-    ({"fetch_latency": [-0.1]}, r"grid\['fetch_latency'\] value -0.1 is not allowed: .*>= 0"),
-    ({"reactor_poll_interval": 1.0}, r"grid\['reactor_poll_interval'\] must be a list of values"),
-    ({"reactor_poll_interval": []}, r"grid\['reactor_poll_interval'\] is empty"),
-])
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        ({"poll_interval": [1.0]}, r"unknown key 'poll_interval'; allowed: rate, fetch_latency, reactor_poll_interval"),
+        (
+            {"reactor_poll_batch_limit": [10, 0]},
+            r"grid\['reactor_poll_batch_limit'\] value 0 is not allowed: "
+            r"(reactor_poll_batch_limit )?must be an integer >= 1",
+        ),
+        (
+            {"prune_policy": ["ttl", "eager"]},
+            r"grid\['prune_policy'\] value 'eager' is not allowed: (prune_policy )?"
+            r"must be one of 'ttl', 'conservative'",
+        ),
+        ({"reactor_poll_interval": [1.0, -1.0]}, r"value -1.0 is not allowed: .*>= 1e-06 \(1 µs"),
+        ({"rate": [0]}, r"grid\['rate'\] value 0 is not allowed: .*> 0"),
+        ({"fetch_latency": [-0.1]}, r"grid\['fetch_latency'\] value -0.1 is not allowed: .*>= 0"),
+        ({"reactor_poll_interval": 1.0}, r"grid\['reactor_poll_interval'\] must be a list of values"),
+        ({"reactor_poll_interval": []}, r"grid\['reactor_poll_interval'\] is empty"),
+    ],
+)
 def test_a_bad_grid_fails_before_any_run(grid, message, counted, tmp_path):
     cache = tmp_path / "c.duckdb"
     with pytest.raises(ValueError, match=message):
@@ -201,8 +219,13 @@ def test_fetch_latency_adds_round_trips_to_the_dispatch():
 
 def test_backlog_grows_past_the_knee():
     # acme fires 1.5/s; batch 1 every 2 s drains 0.5/s per subscription
-    df = fs.sweep(SCENARIO, grid={"reactor_poll_interval": [2.0], "reactor_poll_batch_limit": [1, 100]},
-                  until=120.0, cache=None, progress=False)
+    df = fs.sweep(
+        SCENARIO,
+        grid={"reactor_poll_interval": [2.0], "reactor_poll_batch_limit": [1, 100]},
+        until=120.0,
+        cache=None,
+        progress=False,
+    )
     slow, fast = df["backlog"]
     assert fast < 20
     assert slow > 100  # ~ (1.5 - 0.5) * 120 * 2 acme subscriptions, plus globex's share
@@ -239,7 +262,10 @@ def test_runs_that_cannot_be_pickled_are_refused_before_any_leaves(monkeypatch, 
     keys, runs = SW.grid_runs(SCENARIO, GRID, range(1), UNTIL)
     unpicklable = [dataclasses.replace(r, scenario=lambda: None) for r in runs]
     monkeypatch.setattr(SW, "grid_runs", lambda *a, **k: (keys, unpicklable))
-    with pytest.raises(ValueError, match=r"this sweep's runs cannot be sent to worker processes \(.+\); "
-                                         r"use workers=1"):
+    with pytest.raises(
+        ValueError,
+        match=r"this sweep's runs cannot be sent to worker processes \(.+\); "
+        r"use workers=1",
+    ):
         fs.sweep(SCENARIO, grid=GRID, workers=2, cache=None, progress=False)
     assert counted == []

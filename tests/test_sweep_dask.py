@@ -1,6 +1,7 @@
 """fs.sweep(..., client=): each run a Dask task, the same table as the local
 sweep, the cache kept here, workers checked before any task, failures and
 Ctrl-C handled. On small LocalClusters (2 workers, 1 thread each)."""
+
 from __future__ import annotations
 
 import importlib
@@ -32,8 +33,10 @@ def _executed(dask_worker) -> int:
 @pytest.fixture(scope="module")
 def client():
     """Worker processes: the runs really leave this process."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as c,
+    ):
         c.wait_for_workers(2)
         yield c
 
@@ -48,8 +51,10 @@ def _workers(client) -> list[str]:
 @pytest.fixture(scope="module")
 def threads_client():
     """Workers in this process: what the test patches here, they run."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -65,8 +70,13 @@ def test_the_same_table_row_for_row_as_the_local_sweep(client):
 
 
 def test_another_design_on_the_cluster_too(client):
-    kw = dict(grid={"safety_poll_interval": [1.0, 15.0], "faults.0.drop": [1.0]}, seeds=[0], until=120.0,
-              cache=None, progress=False)
+    kw = dict(
+        grid={"safety_poll_interval": [1.0, 15.0], "faults.0.drop": [1.0]},
+        seeds=[0],
+        until=120.0,
+        cache=None,
+        progress=False,
+    )
     local = fs.sweep(OUTBOX, **kw)
     remote = fs.sweep(OUTBOX, client=client, **kw)
     pd.testing.assert_frame_equal(volatile_free(local), volatile_free(remote))
@@ -134,14 +144,18 @@ def test_a_worker_with_another_version_is_refused_before_any_task(client, tmp_pa
 
 def test_a_worker_without_fanoutsim_is_refused(client):
     worker = _workers(client)[-1]
-    client.run(exec, "import sys; sys.modules['_fanoutsim_hidden'] = sys.modules['fanoutsim']; "
-                     "sys.modules['fanoutsim'] = None", workers=[worker])
+    client.run(
+        exec,
+        "import sys; sys.modules['_fanoutsim_hidden'] = sys.modules['fanoutsim']; sys.modules['fanoutsim'] = None",
+        workers=[worker],
+    )
     try:
         with pytest.raises(SW.ClusterMismatch, match=rf"{worker}: no fanoutsim \(ModuleNotFoundError"):
             fs.sweep(SCENARIO, until=UNTIL, cache=None, progress=False, client=client)
     finally:
-        client.run(exec, "import sys; sys.modules['fanoutsim'] = sys.modules.pop('_fanoutsim_hidden')",
-                   workers=[worker])
+        client.run(
+            exec, "import sys; sys.modules['fanoutsim'] = sys.modules.pop('_fanoutsim_hidden')", workers=[worker]
+        )
 
 
 def test_a_failed_run_names_its_setting_and_seed_and_keeps_the_finished(threads_client, tmp_path, monkeypatch):
@@ -155,15 +169,16 @@ def test_a_failed_run_names_its_setting_and_seed_and_keeps_the_finished(threads_
         return real(run)
 
     monkeypatch.setattr(SW, "_run_one", failing)
-    with pytest.raises(SW.RunFailed, match=r"sweep run 8 \(reactor_poll_interval=2.0, reactor_poll_batch_limit=50, "
-                                           r"seed=1\) failed: ZeroDivisionError: boom") as info:
-        fs.sweep(SCENARIO, grid=GRID, seeds=range(2), until=UNTIL, cache=cache, progress=False,
-                 client=threads_client)
+    with pytest.raises(
+        SW.RunFailed,
+        match=r"sweep run 8 \(reactor_poll_interval=2.0, reactor_poll_batch_limit=50, "
+        r"seed=1\) failed: ZeroDivisionError: boom",
+    ) as info:
+        fs.sweep(SCENARIO, grid=GRID, seeds=range(2), until=UNTIL, cache=cache, progress=False, client=threads_client)
     assert info.value.setting == {"reactor_poll_interval": 2.0, "reactor_poll_batch_limit": 50}
     assert info.value.seed == 1 and isinstance(info.value.__cause__, ZeroDivisionError)
     monkeypatch.setattr(SW, "_run_one", real)
-    df = fs.sweep(SCENARIO, grid=GRID, seeds=range(2), until=UNTIL, cache=cache, progress=False,
-                  client=threads_client)
+    df = fs.sweep(SCENARIO, grid=GRID, seeds=range(2), until=UNTIL, cache=cache, progress=False, client=threads_client)
     assert df.attrs["from_cache"] >= 1 and df.attrs["ran"] + df.attrs["from_cache"] == 8
 
 
@@ -177,11 +192,23 @@ def test_a_failed_run_is_reported_the_same_way_locally(tmp_path, monkeypatch):
 
     monkeypatch.setattr(SW, "_run_one", failing)
     with pytest.raises(SW.RunFailed, match=r"\(reactor_poll_interval=0.5, seed=1\) failed: ValueError: nope"):
-        fs.sweep(SCENARIO, grid={"reactor_poll_interval": [0.5]}, seeds=range(2), until=UNTIL,
-                 cache=tmp_path / "c.duckdb", progress=False)
+        fs.sweep(
+            SCENARIO,
+            grid={"reactor_poll_interval": [0.5]},
+            seeds=range(2),
+            until=UNTIL,
+            cache=tmp_path / "c.duckdb",
+            progress=False,
+        )
     monkeypatch.setattr(SW, "_run_one", real)
-    df = fs.sweep(SCENARIO, grid={"reactor_poll_interval": [0.5]}, seeds=range(2), until=UNTIL,
-                  cache=tmp_path / "c.duckdb", progress=False)
+    df = fs.sweep(
+        SCENARIO,
+        grid={"reactor_poll_interval": [0.5]},
+        seeds=range(2),
+        until=UNTIL,
+        cache=tmp_path / "c.duckdb",
+        progress=False,
+    )
     assert df.attrs == {"ran": 1, "from_cache": 1}
 
 
@@ -205,16 +232,14 @@ def test_ctrl_c_cancels_the_outstanding_tasks_and_keeps_the_finished(threads_cli
     monkeypatch.setattr(threads_client, "cancel", cancel)
     grid = {"reactor_poll_interval": [0.25, 0.5, 1.0, 2.0], "reactor_poll_batch_limit": [2, 50]}
     with pytest.raises(KeyboardInterrupt):
-        fs.sweep(SCENARIO, grid=grid, seeds=range(2), until=300.0, cache=cache, progress=False,
-                 client=threads_client)
+        fs.sweep(SCENARIO, grid=grid, seeds=range(2), until=300.0, cache=cache, progress=False, client=threads_client)
     assert len(cancelled) >= 8  # 16 runs on 2 single-threaded workers: most were still outstanding
     deadline = time.monotonic() + 10
     while not all(f.cancelled() or f.done() for f in cancelled) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(f.cancelled() for f in cancelled if f.status != "finished")
     monkeypatch.undo()
-    df = fs.sweep(SCENARIO, grid=grid, seeds=range(2), until=300.0, cache=cache, progress=False,
-                  client=threads_client)
+    df = fs.sweep(SCENARIO, grid=grid, seeds=range(2), until=300.0, cache=cache, progress=False, client=threads_client)
     assert df.attrs["from_cache"] == 1 and df.attrs["ran"] == 15  # the one finished row was kept
 
 

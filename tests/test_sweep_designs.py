@@ -1,4 +1,5 @@
 """fs.sweep over the outbox and leases designs: their keys, their columns, their errors."""
+
 from __future__ import annotations
 
 import importlib
@@ -32,14 +33,31 @@ def counted(monkeypatch):
 
 def test_outbox_a_longer_safety_poll_costs_latency_when_hints_are_dropped():
     # every hint dropped (a dotted path into [[faults]]): rows wait for the safety poll
-    df = fs.sweep(OUTBOX, grid={"safety_poll_interval": [1.0, 10.0], "faults.0.drop": [1.0]},
-                  until=120.0, cache=None, progress=False)
-    per_consumer = [f"commit_to_handled_{s}_s[{c}]" for c in ("analytics", "indexer", "search", "triage")
-                    for s in ("p50", "p99")]
-    assert list(df.columns) == ["safety_poll_interval", "faults.0.drop", "seed",
-                                *designs.get("outbox").sweep_columns, *per_consumer, "wall_s"]
-    assert list(df.columns[3:8]) == ["commit_to_handled_p50_s", "commit_to_handled_p99_s",
-                                     "commit_to_handled_mean_s", "commit_to_handled_max_s", "hinted_share"]
+    df = fs.sweep(
+        OUTBOX,
+        grid={"safety_poll_interval": [1.0, 10.0], "faults.0.drop": [1.0]},
+        until=120.0,
+        cache=None,
+        progress=False,
+    )
+    per_consumer = [
+        f"commit_to_handled_{s}_s[{c}]" for c in ("analytics", "indexer", "search", "triage") for s in ("p50", "p99")
+    ]
+    assert list(df.columns) == [
+        "safety_poll_interval",
+        "faults.0.drop",
+        "seed",
+        *designs.get("outbox").sweep_columns,
+        *per_consumer,
+        "wall_s",
+    ]
+    assert list(df.columns[3:8]) == [
+        "commit_to_handled_p50_s",
+        "commit_to_handled_p99_s",
+        "commit_to_handled_mean_s",
+        "commit_to_handled_max_s",
+        "hinted_share",
+    ]
     short, long = df.iloc[0], df.iloc[1]
     # a dropped hint waits for the next poll: about half an interval on average
     assert short["commit_to_handled_mean_s"] < 1.0
@@ -52,24 +70,31 @@ def test_outbox_a_longer_safety_poll_costs_latency_when_hints_are_dropped():
     assert (df["committed"] > 400).all() and (df["lost"] == 0).all() and df["valid"].all()
     assert df["lost"].dtype == "int64" and df["valid"].dtype == bool
     # with hints delivered, the poll hardly matters: the drop is what made the difference
-    hinted = fs.sweep(OUTBOX, grid={"safety_poll_interval": [10.0], "faults.0.drop": [0.0]},
-                      until=120.0, cache=None, progress=False)
+    hinted = fs.sweep(
+        OUTBOX, grid={"safety_poll_interval": [10.0], "faults.0.drop": [0.0]}, until=120.0, cache=None, progress=False
+    )
     assert hinted.loc[0, "commit_to_handled_mean_s"] < 1.0
 
 
 def test_outbox_max_and_hinted_share_are_the_analysis_figures_of_the_same_run():
     from fanoutsim.analysis import outbox as oa
 
-    df = fs.sweep(oa.latency_scenario(minutes=5.0, max_poll=3.0),
-                  grid={"safety_poll_interval": [3.0], "faults.0.drop": [0.0, 0.4, 1.0]},
-                  seeds=[0, 7], cache=None, progress=False)
+    df = fs.sweep(
+        oa.latency_scenario(minutes=5.0, max_poll=3.0),
+        grid={"safety_poll_interval": [3.0], "faults.0.drop": [0.0, 0.4, 1.0]},
+        seeds=[0, 7],
+        cache=None,
+        progress=False,
+    )
     for _, row in df.iterrows():
         sim = oa.latency_run(row["faults.0.drop"], 3.0, minutes=5.0, seed=int(row["seed"]))
         lat = oa.latency_frame(sim)
         assert row["commit_to_handled_max_s"] == lat["latency_s"].max()
         assert row["hinted_share"] == lat["hinted"].mean()
         assert row["commit_to_handled_p99_s"] == pytest.approx(lat["latency_s"].quantile(0.99), abs=1e-12)
-    assert (df.loc[df["faults.0.drop"] == 0.0, "hinted_share"] == 1.0).all() and (df.loc[df["faults.0.drop"] == 1.0, "hinted_share"] == 0).all()
+    assert (df.loc[df["faults.0.drop"] == 0.0, "hinted_share"] == 1.0).all() and (
+        df.loc[df["faults.0.drop"] == 1.0, "hinted_share"] == 0
+    ).all()
     partial = df.loc[df["faults.0.drop"] == 0.4, "hinted_share"]
     assert ((partial > 0.3) & (partial < 0.9)).all()
     # latency_table gives latency_sweep's summary, row for row
@@ -95,8 +120,14 @@ def test_leases_a_shorter_lease_makes_duplicates_when_work_outlasts_it():
     fixed = len(grid) + 1 + len(designs.get("leases").sweep_columns)
     assert list(df.columns[:fixed]) == [*grid, "seed", *designs.get("leases").sweep_columns]
     assert df.columns[-1] == "wall_s" and "publish_to_ack_p99_s[enricher]" in df.columns[fixed:-1]
-    assert {"publish_to_ack_p50_s", "publish_to_ack_p99_s", "publish_to_ack_mean_s", "duplicates", "lost",
-            "valid"} <= set(df.columns)
+    assert {
+        "publish_to_ack_p50_s",
+        "publish_to_ack_p99_s",
+        "publish_to_ack_mean_s",
+        "duplicates",
+        "lost",
+        "valid",
+    } <= set(df.columns)
     short, long = df.iloc[0], df.iloc[1]
     assert short["duplicates"] > 20
     assert long["duplicates"] < short["duplicates"] / 10
@@ -124,10 +155,12 @@ def test_the_cache_keys_the_design_and_the_effective_scenario(tmp_path, counted)
     pd.testing.assert_frame_equal(first, again)
     # the same value named by the grid or written in the file is one run
     copy = tmp_path / "leases-10.toml"
-    copy.write_text(LEASES.read_text().replace('name = "indexer"\nduration = { dist = "exponential", mean = 0.02 }\n'
-                                               'lease_seconds = 5.0',
-                                               'name = "indexer"\nduration = { dist = "exponential", mean = 0.02 }\n'
-                                               'lease_seconds = 10.0'))
+    copy.write_text(
+        LEASES.read_text().replace(
+            'name = "indexer"\nduration = { dist = "exponential", mean = 0.02 }\nlease_seconds = 5.0',
+            'name = "indexer"\nduration = { dist = "exponential", mean = 0.02 }\nlease_seconds = 10.0',
+        )
+    )
     assert fs.load_scenario(copy).consumers[0].lease_seconds == 10.0
     df = fs.sweep(copy, until=60.0, cache=cache, progress=False)
     assert len(counted) == 1 and df.attrs["from_cache"] == 1
@@ -144,29 +177,59 @@ def test_pooled_runs_equal_in_process_runs():
     pd.testing.assert_frame_equal(one, pooled)
 
 
-@pytest.mark.parametrize("scenario, grid, message", [
-    (OUTBOX, {"safety_poll": [1.0]},
-     r"grid: unknown key 'safety_poll'; allowed: rate, safety_poll_interval, batch_limit.*or a dotted path.*"
-     r"'outbox', 'consumers', 'workload', 'faults'"),
-    (OUTBOX, {"safety_poll_interval": [1.0, -2.0]},
-     r"grid\['safety_poll_interval'\] value -2.0 is not allowed: (safety_poll_interval )?must be .*>= 1e-06 \(1 µs"),
-    (OUTBOX, {"faults.3.drop": [0.5]}, r"grid: unknown key 'faults.3.drop': faults has no item '3'; "
-                                      r"it has indexes 0..0"),
-    (OUTBOX, {"faults.0.drop": [1.5]}, r"grid\['faults.0.drop'\] value 1.5 is not allowed"),
-    (OUTBOX, {"outbox.batch_limit": [0]}, r"grid\['outbox.batch_limit'\] value 0 is not allowed: (batch_limit )?must be an int >= 1"),
-    (OUTBOX, {"rate": [0]}, r"grid\['rate'\] value 0 is not allowed: .*> 0"),
-    (LEASES, {"consumers.nobody.lease_seconds": [5.0]},
-     r"grid: unknown key 'consumers.nobody.lease_seconds': consumers has no item 'nobody'; it has indexes 0..3, "
-     r"or by name: 'indexer', 'enricher', 'archiver', 'audit'"),
-    (LEASES, {"consumers.enricher.lease_seconds": [1.0]},
-     r"grid\['consumers.enricher.lease_seconds'\] value 1.0 is not allowed: must be 5 through 900 seconds"),
-    (LEASES, {"consumers.enricher.lease_secondz": [10.0]},
-     r"grid\['consumers.enricher.lease_secondz'\] value 10.0 is not allowed: .*lease_seconds"),
-    (LEASES, {"leases.nope.x": [1]}, r"grid: unknown key 'leases.nope.x': leases has no 'nope'; it has: "
-                                     r"'retention', 'retention_interval', 'recovery_interval'"),
-    (LEASES, {"run.until.x": [1]}, r"grid: unknown key 'run.until.x': run.until is a float, not a table"),
-    (LEASES, {"recovery_interval": [0]}, r"grid\['recovery_interval'\] value 0 is not allowed"),
-])
+@pytest.mark.parametrize(
+    "scenario, grid, message",
+    [
+        (
+            OUTBOX,
+            {"safety_poll": [1.0]},
+            r"grid: unknown key 'safety_poll'; allowed: rate, safety_poll_interval, batch_limit.*or a dotted path.*"
+            r"'outbox', 'consumers', 'workload', 'faults'",
+        ),
+        (
+            OUTBOX,
+            {"safety_poll_interval": [1.0, -2.0]},
+            r"grid\['safety_poll_interval'\] value -2.0 is not allowed: (safety_poll_interval )?must be .*>= 1e-06 \(1 µs",
+        ),
+        (
+            OUTBOX,
+            {"faults.3.drop": [0.5]},
+            r"grid: unknown key 'faults.3.drop': faults has no item '3'; "
+            r"it has indexes 0..0",
+        ),
+        (OUTBOX, {"faults.0.drop": [1.5]}, r"grid\['faults.0.drop'\] value 1.5 is not allowed"),
+        (
+            OUTBOX,
+            {"outbox.batch_limit": [0]},
+            r"grid\['outbox.batch_limit'\] value 0 is not allowed: (batch_limit )?must be an int >= 1",
+        ),
+        (OUTBOX, {"rate": [0]}, r"grid\['rate'\] value 0 is not allowed: .*> 0"),
+        (
+            LEASES,
+            {"consumers.nobody.lease_seconds": [5.0]},
+            r"grid: unknown key 'consumers.nobody.lease_seconds': consumers has no item 'nobody'; it has indexes 0..3, "
+            r"or by name: 'indexer', 'enricher', 'archiver', 'audit'",
+        ),
+        (
+            LEASES,
+            {"consumers.enricher.lease_seconds": [1.0]},
+            r"grid\['consumers.enricher.lease_seconds'\] value 1.0 is not allowed: must be 5 through 900 seconds",
+        ),
+        (
+            LEASES,
+            {"consumers.enricher.lease_secondz": [10.0]},
+            r"grid\['consumers.enricher.lease_secondz'\] value 10.0 is not allowed: .*lease_seconds",
+        ),
+        (
+            LEASES,
+            {"leases.nope.x": [1]},
+            r"grid: unknown key 'leases.nope.x': leases has no 'nope'; it has: "
+            r"'retention', 'retention_interval', 'recovery_interval'",
+        ),
+        (LEASES, {"run.until.x": [1]}, r"grid: unknown key 'run.until.x': run.until is a float, not a table"),
+        (LEASES, {"recovery_interval": [0]}, r"grid\['recovery_interval'\] value 0 is not allowed"),
+    ],
+)
 def test_a_bad_grid_fails_before_any_run(scenario, grid, message, counted, tmp_path):
     cache = tmp_path / "c.duckdb"
     with pytest.raises(ValueError, match=message):
@@ -176,8 +239,11 @@ def test_a_bad_grid_fails_before_any_run(scenario, grid, message, counted, tmp_p
 
 def test_dotted_paths_need_the_file_and_config_fields_work_on_an_object(counted):
     sc = fs.load_scenario(LEASES)
-    with pytest.raises(ValueError, match=r"the dotted path 'consumers.enricher.lease_seconds' needs the "
-                                         r"scenario's TOML"):
+    with pytest.raises(
+        ValueError,
+        match=r"the dotted path 'consumers.enricher.lease_seconds' needs the "
+        r"scenario's TOML",
+    ):
         fs.sweep(sc, grid={"consumers.enricher.lease_seconds": [5.0]}, cache=None, progress=False)
     with pytest.raises(ValueError, match=r"grid\['retention'\] value -1 is not allowed"):
         fs.sweep(sc, grid={"retention": [-1]}, cache=None, progress=False)

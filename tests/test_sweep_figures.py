@@ -1,4 +1,5 @@
 """Reading a sweep: seed intervals, the knee, the recommendation, the figures and notebook 6's control."""
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
 
 @pytest.fixture(scope="module")
 def df():
-    return fs.sweep(SCENARIO, grid={P: [0.5, 1.0, 2.0], B: [1, 100]}, seeds=range(2), until=90.0,
-                    cache=None, progress=False)
+    return fs.sweep(
+        SCENARIO, grid={P: [0.5, 1.0, 2.0], B: [1, 100]}, seeds=range(2), until=90.0, cache=None, progress=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +109,7 @@ def test_latency_vs_interval_one_panel_per_batch_limit_in_plain_numbers(df):
     np.testing.assert_allclose(ys, np.array(xs) / 2, rtol=0.2)
     assert "fire \u2192 claim" in plots.latency_vs_interval(df, "fire_to_claim").axes[0].get_ylabel()
     fig, ax = plt_axes()
-    plots.latency_vs_interval(df, ax=ax)          # into one given axes: every batch limit there
+    plots.latency_vs_interval(df, ax=ax)  # into one given axes: every batch limit there
     assert {line.get_label() for line in ax.get_lines()} >= {"batch 1 p50", "batch 100 p99"}
 
 
@@ -119,8 +121,7 @@ def plt_axes():
 def test_plain_log_labels_say_numbers():
     from fanoutsim.kernel.plotting import plain_log, plain_number
 
-    assert [plain_number(v) for v in (0.05, 0.5, 2.0, 10.0, 1000.0, 0.0)] == ["0.05", "0.5", "2", "10", "1,000",
-                                                                                 "0"]
+    assert [plain_number(v) for v in (0.05, 0.5, 2.0, 10.0, 1000.0, 0.0)] == ["0.05", "0.5", "2", "10", "1,000", "0"]
     fig, ax = plt_axes()
     ax.plot([1.5, 4.0], [1.5, 4.0])
     ax.set_yscale("log")
@@ -173,11 +174,11 @@ def test_the_sweep_explorer_redraws_from_the_table(df):
     first = w.figure
     assert isinstance(first, Figure) and len(first.axes) == 1
     panels = w.latency_figure
-    assert len(panels.axes) == df[B].nunique()              # a latency panel per batch limit
+    assert len(panels.axes) == df[B].nunique()  # a latency panel per batch limit
     assert w.recommended[P] == 1.0 and "P = 1 s" in w.summary.value
     w.budget.value = 3.0
     assert w.figure is not first and w.recommended[P] == 2.0 and "P = 2 s" in w.summary.value
-    assert w.latency_figure is panels                         # a new budget: the panels stand
+    assert w.latency_figure is panels  # a new budget: the panels stand
     w.batches.value = (1,)
     assert set(w.selection[B]) == {1}
     w.budget.value = 0.05
@@ -189,8 +190,7 @@ def test_the_sweep_explorer_redraws_from_the_table(df):
 def test_the_sweep_explorer_with_a_rate_column(rates):
     with pytest.raises(KeyError, match="reactor_poll_interval"):
         sweep_explorer(rates)
-    both = fs.sweep(SCENARIO, grid={"rate": [1.0, 4.0], P: [1.0], B: [2]}, until=30.0, cache=None,
-                    progress=False)
+    both = fs.sweep(SCENARIO, grid={"rate": [1.0, 4.0], P: [1.0], B: [2]}, until=30.0, cache=None, progress=False)
     w = sweep_explorer(both)
     assert w.rate.options == (1.0, 4.0) and set(w.selection["rate"]) == {1.0}
     w.rate.value = 4.0

@@ -1,6 +1,7 @@
 """The reactor's sweep row reads latencies and the backlog straight from the
 store's rows: the same floats, in the same order, as latency_frame and
 watermarks give, and the frame path whenever a context is not the engine's."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -9,14 +10,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fanoutsim as fs
-from fanoutsim.designs.reactor.analysis.delivery import (_seconds, backlog_total, latency_columns,
-                                                         latency_frame, watermarks)
+from fanoutsim.designs.reactor.analysis.delivery import (
+    _seconds,
+    backlog_total,
+    latency_columns,
+    latency_frame,
+    watermarks,
+)
 from fanoutsim.designs.reactor.design import DESIGN
 from fanoutsim.designs.reactor.scenario import load_scenario
-from fanoutsim.kernel.timeutil import UTC, US, rfc3339, rfc3339_us, to_us
+from fanoutsim.kernel.timeutil import US, UTC, rfc3339, rfc3339_us, to_us
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "fanoutsim" / "examples"
@@ -56,11 +63,14 @@ def _same(sim) -> None:
     assert DESIGN.sweep_row(sim, checked) == pytest.approx(_frame_row(sim, checked), nan_ok=True, rel=0, abs=0)
 
 
-@pytest.mark.parametrize("name, until, store", [
-    ("sweep.toml", 600.0, "memory"),        # unfiltered, 4 subscriptions
-    ("crashes.toml", 1800.0, "memory"),     # crashes, failing inserts, CEL filters, duplicates
-    ("default.toml", 300.0, "duckdb"),      # the same rows read back through SQL
-])
+@pytest.mark.parametrize(
+    "name, until, store",
+    [
+        ("sweep.toml", 600.0, "memory"),  # unfiltered, 4 subscriptions
+        ("crashes.toml", 1800.0, "memory"),  # crashes, failing inserts, CEL filters, duplicates
+        ("default.toml", 300.0, "duckdb"),  # the same rows read back through SQL
+    ],
+)
 def test_the_row_equals_the_frames(name, until, store):
     sim = load_scenario(SCENARIOS / name).build(store=store)
     sim.run(until)
@@ -103,9 +113,18 @@ def test_trigger_executions_carry_no_firing_and_are_left_out():
 
 def _insert(sim, context: str) -> None:
     with sim.store.transaction() as tx:
-        tx.insert_execution({"id": "00000000-0000-4000-8000-00000000beef", "workflow_name": "audit",
-                             "tenant_id": "acme", "context": context, "status": "pending",
-                             "dispatched_at": sim.now_us(), "claimed_at": None, "finished_at": None})
+        tx.insert_execution(
+            {
+                "id": "00000000-0000-4000-8000-00000000beef",
+                "workflow_name": "audit",
+                "tenant_id": "acme",
+                "context": context,
+                "status": "pending",
+                "dispatched_at": sim.now_us(),
+                "claimed_at": None,
+                "finished_at": None,
+            }
+        )
 
 
 def _row_is_the_frames(sim) -> None:
@@ -115,13 +134,16 @@ def _row_is_the_frames(sim) -> None:
     assert row["executions"] == len(sim.executions())
 
 
-@pytest.mark.parametrize("context", [
-    '{"reactor_name": "r", "reactor_firing_id": "f", "reactor_fired_at": "2026-01-01T00:00:00.000000Z"}',
-    '{"reactor_name":"r","reactor_firing_id":"f","reactor_fired_at":"2026-01-01T00:00:00.000000Z"} ',
-    '{"reactor\\u005fname":"r","reactor\\u005ffiring_id":"f","reactor_fired_at":"2026-01-01T00:00:00.500000Z"}',
-    '{"reactor_name":"r","reactor_firing_id":"f","reactor_fired_at":"2026-01-01T00:00:00.500000Z",'
-    '"reactor_firing_id":null}',
-])
+@pytest.mark.parametrize(
+    "context",
+    [
+        '{"reactor_name": "r", "reactor_firing_id": "f", "reactor_fired_at": "2026-01-01T00:00:00.000000Z"}',
+        '{"reactor_name":"r","reactor_firing_id":"f","reactor_fired_at":"2026-01-01T00:00:00.000000Z"} ',
+        '{"reactor\\u005fname":"r","reactor\\u005ffiring_id":"f","reactor_fired_at":"2026-01-01T00:00:00.500000Z"}',
+        '{"reactor_name":"r","reactor_firing_id":"f","reactor_fired_at":"2026-01-01T00:00:00.500000Z",'
+        '"reactor_firing_id":null}',
+    ],
+)
 def test_a_context_the_engine_did_not_write_is_decoded_as_json(context):
     sim = load_scenario(SCENARIOS / "sweep.toml").build()
     sim.run(20.0)
@@ -143,14 +165,24 @@ def test_contexts_that_mix_timestamp_shapes_are_each_read_as_written():
     sim = load_scenario(SCENARIOS / "sweep.toml").build()
     sim.run(20.0)
     engine_rows = len(latency_frame(sim))
-    for eid, stamp in (("beef", "2026-01-01T00:00:00.5Z"), ("cafe", "2026-01-01T02:00:00+02:00"),
-                       ("f00d", "2026-01-01 00:00:01Z")):
+    for eid, stamp in (
+        ("beef", "2026-01-01T00:00:00.5Z"),
+        ("cafe", "2026-01-01T02:00:00+02:00"),
+        ("f00d", "2026-01-01 00:00:01Z"),
+    ):
         with sim.store.transaction() as tx:
-            tx.insert_execution({"id": f"00000000-0000-4000-8000-00000000{eid}", "workflow_name": "audit",
-                                 "tenant_id": "acme", "status": "pending",
-                                 "context": f'{{"reactor_name":"r","reactor_firing_id":"{eid}",'
-                                            f'"reactor_fired_at":"{stamp}"}}',
-                                 "dispatched_at": sim.now_us(), "claimed_at": None, "finished_at": None})
+            tx.insert_execution(
+                {
+                    "id": f"00000000-0000-4000-8000-00000000{eid}",
+                    "workflow_name": "audit",
+                    "tenant_id": "acme",
+                    "status": "pending",
+                    "context": f'{{"reactor_name":"r","reactor_firing_id":"{eid}","reactor_fired_at":"{stamp}"}}',
+                    "dispatched_at": sim.now_us(),
+                    "claimed_at": None,
+                    "finished_at": None,
+                }
+            )
     lat = latency_frame(sim)
     assert len(lat) == engine_rows + 3
     fired = dict(zip(lat["reactor_firing_id"], lat["fired_at"]))
@@ -175,12 +207,14 @@ def test_rfc3339_us_inverts_rfc3339_as_pandas_reads_it(us):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.none() | st.integers(-(2**53), 2**53), min_size=1, max_size=20),
-       st.integers(-(2**60), 2**60))
+@given(st.lists(st.none() | st.integers(-(2**53), 2**53), min_size=1, max_size=20), st.integers(-(2**60), 2**60))
 def test_latencies_are_the_seconds_pandas_makes(gaps, since):
     got = np.array([_seconds(None if g is None else since + g, since) for g in gaps], dtype=float)
-    expected = pd.Series([pd.NaT if g is None else pd.Timedelta(g, "us") for g in gaps],
-                         dtype="timedelta64[us]").dt.total_seconds().to_numpy()
+    expected = (
+        pd.Series([pd.NaT if g is None else pd.Timedelta(g, "us") for g in gaps], dtype="timedelta64[us]")
+        .dt.total_seconds()
+        .to_numpy()
+    )
     assert np.array_equal(got, expected, equal_nan=True)  # to the last bit
     assert _seconds(since + 2**53 + 1, since) is None
 
@@ -198,10 +232,18 @@ def test_a_stamps_second_is_read_as_strptime_reads_it(fields, micros):
     assert rfc3339_us(f"{second}.{micros:06d}Z") == expected
 
 
-@pytest.mark.parametrize("text", [
-    "2026-01-01T00:00:00.000000+00", "2026-01-01 00:00:00.000000Z", "2026-13-01T00:00:00.000000Z",
-    "2026-01-01T00:00:00.00000aZ", "２026-01-01T00:00:00.000000Z", "2026-1-01T00:00:00.0000000Z",
-    "9999-01-01T00:00:00.000000Z", "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-01-01T00:00:00.000000+00",
+        "2026-01-01 00:00:00.000000Z",
+        "2026-13-01T00:00:00.000000Z",
+        "2026-01-01T00:00:00.00000aZ",
+        "２026-01-01T00:00:00.000000Z",
+        "2026-1-01T00:00:00.0000000Z",
+        "9999-01-01T00:00:00.000000Z",
+        "",
+    ],
+)
 def test_rfc3339_us_refuses_other_shapes(text):
     assert rfc3339_us(text) is None

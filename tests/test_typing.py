@@ -5,6 +5,7 @@ lists; mypy trusts the rows' TypedDicts, so these tests check that the
 TypedDicts say what the tables hold: each names its table's columns, in order,
 and every row a run leaves in each store has values of the declared types.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -47,8 +48,9 @@ def test_every_table_of_the_two_ports_has_a_row_typeddict():
 def test_subscription_changes_are_the_updatable_columns():
     changes = reactor_port.SubscriptionChanges
     assert not changes.__required_keys__
-    assert set(typing.get_type_hints(changes)) == (set(TABLES["reactor_subscriptions"])
-                                                    - reactor_port.SUBSCRIPTION_IDENTITY)
+    assert set(typing.get_type_hints(changes)) == (
+        set(TABLES["reactor_subscriptions"]) - reactor_port.SUBSCRIPTION_IDENTITY
+    )
 
 
 def mistyped(table: str, rows: list[dict]) -> list[str]:

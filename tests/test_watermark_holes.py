@@ -4,9 +4,9 @@ Each hole is reproduced with a minimal plan; the checker must report the loss
 with its cause, found in the trace. Then each strategy of
 ``SchedulerConfig(watermark=...)`` is shown closing (or not closing) it.
 """
+
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 import fanoutsim as fs
@@ -15,8 +15,9 @@ from fanoutsim.faults import ClockSkew, FailInserts, FaultPlan, LateCommit, Poll
 
 
 def run(*faults, watermark="fired_at", rate=2.0, until=300, seed=0, store="memory", **config):
-    sim = fs.Simulation(config=fs.SchedulerConfig(watermark=watermark, **config), seed=seed,
-                        store=store, faults=FaultPlan(list(faults)))
+    sim = fs.Simulation(
+        config=fs.SchedulerConfig(watermark=watermark, **config), seed=seed, store=store, faults=FaultPlan(list(faults))
+    )
     sim.runner.subscribe_workflow_to_reactor("r", "wf")
     sim.add_workload("r", rate, payload="counter")
     sim.run(until=until)
@@ -25,8 +26,7 @@ def run(*faults, watermark="fired_at", rate=2.0, until=300, seed=0, store="memor
 
 # (a) two firings with the same fired_at split by the batch limit
 def test_a_tie_split_by_the_batch_limit_is_lost_with_cause_tie(store):
-    sim, report = run(Ties(probability=1.0, burst=2), reactor_poll_batch_limit=1, rate=0.5,
-                      until=60, store=store)
+    sim, report = run(Ties(probability=1.0, burst=2), reactor_poll_batch_limit=1, rate=0.5, until=60, store=store)
     assert report.total["lost"] > 0 and not report.valid
     assert set(report.lost["cause"]) == {"tie"}
     # the checker's story matches the tables: every lost firing shares its fired_at with a delivered one
@@ -39,8 +39,9 @@ def test_a_tie_split_by_the_batch_limit_is_lost_with_cause_tie(store):
 
 # (b) a tie inside one batch when the second's dispatch fails under the hold policy
 def test_b_a_tie_whose_second_dispatch_fails_is_lost_under_hold():
-    sim, report = run(Ties(probability=1.0, burst=2), FailInserts(probability=0.3),
-                      dispatch_failure_policy="hold", seed=3)
+    sim, report = run(
+        Ties(probability=1.0, burst=2), FailInserts(probability=0.3), dispatch_failure_policy="hold", seed=3
+    )
     assert report.total["lost"] > 0
     assert set(report.lost["cause"]) == {"tie"}
     failed = set(sim.trace().query("kind == 'dispatch_failed'")["firing"])
@@ -48,10 +49,14 @@ def test_b_a_tie_whose_second_dispatch_fails_is_lost_under_hold():
 
 
 # (c) a late commit, or a writer whose clock lags, lands below an advanced watermark
-@pytest.mark.parametrize("fault", [
-    LateCommit(probability=0.3, delay={"dist": "uniform", "low": 0.5, "high": 3.0}),
-    ClockSkew(hosts=[(-2.0, 0.0), (0.0, 0.0)]),
-], ids=["late-commit", "lagging-clock"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        LateCommit(probability=0.3, delay={"dist": "uniform", "low": 0.5, "high": 3.0}),
+        ClockSkew(hosts=[(-2.0, 0.0), (0.0, 0.0)]),
+    ],
+    ids=["late-commit", "lagging-clock"],
+)
 def test_c_late_visibility_is_lost_with_its_cause(fault):
     sim, report = run(fault, rate=4.0)
     assert report.total["lost"] > 0 and not report.valid
@@ -74,8 +79,9 @@ def test_d_several_pollers_duplicate_and_rewind_the_watermark():
 HOLES = {
     "tie-batch": dict(faults=[Ties(probability=1.0, burst=2)], reactor_poll_batch_limit=1, rate=0.5),
     "tie-hold": dict(faults=[Ties(probability=1.0, burst=2), FailInserts(probability=0.3)], seed=3),
-    "late-commit": dict(faults=[LateCommit(probability=0.3, delay={"dist": "uniform", "low": 0.5, "high": 3.0})],
-                        rate=4.0),
+    "late-commit": dict(
+        faults=[LateCommit(probability=0.3, delay={"dist": "uniform", "low": 0.5, "high": 3.0})], rate=4.0
+    ),
     "lagging-clock": dict(faults=[ClockSkew(hosts=[(-2.0, 0.0), (0.0, 0.0)])], rate=4.0),
 }
 # which strategy closes which hole (True: nothing lost)
@@ -109,7 +115,7 @@ def test_what_each_strategy_costs_in_latency():
         sim, report = run(watermark=watermark, watermark_settle=5.0, rate=2.0, until=600)
         assert report.valid and report.total["lost"] == 0
         means[watermark] = latency_frame(sim)["fire_to_dispatch"].mean()
-    assert means["fired_at"] == pytest.approx(0.5, abs=0.05)       # half a poll interval
+    assert means["fired_at"] == pytest.approx(0.5, abs=0.05)  # half a poll interval
     assert means["fired_at_id"] == pytest.approx(means["fired_at"], abs=0.01)  # free
     assert means["settled"] - means["fired_at"] == pytest.approx(5.0, abs=0.05)  # the horizon
 

@@ -1,6 +1,7 @@
 """fanoutsim installed as a package has something to run: a wheel built from
 the tree, installed in a fresh virtual environment outside the repository,
 writes a shipped scenario and runs it (the scenarios are package data)."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,22 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_SKIP = shutil.ignore_patterns(".venv", ".git", "out", "_build", "_generated", "build", "dist", "*.egg-info",
-                               "__pycache__", ".pytest_cache", ".hypothesis", "*.duckdb", "*.duckdb.wal", "notebooks")
+_SKIP = shutil.ignore_patterns(
+    ".venv",
+    ".git",
+    "out",
+    "_build",
+    "_generated",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    "*.duckdb",
+    "*.duckdb.wal",
+    "notebooks",
+)
 
 
 def _run(*args, **kwargs) -> subprocess.CompletedProcess:
@@ -39,8 +54,9 @@ def test_a_wheel_installed_outside_the_repository_writes_and_runs_an_example(tmp
     env_dir = tmp_path / "fresh"
     _run(sys.executable, "-m", "venv", env_dir)
     bin_dir = env_dir / "bin"
-    site = Path(_run(bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-                .stdout.strip())
+    site = Path(
+        _run(bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip()
+    )
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _run(bin_dir / "python", "-m", "pip", "install", "--no-deps", "--quiet", wheel)
 
@@ -52,6 +68,8 @@ def test_a_wheel_installed_outside_the_repository_writes_and_runs_an_example(tmp
     assert Path(where.stdout.strip()).is_relative_to(site), where.stdout  # the wheel's, not the checkout's
     _run("fanoutsim", "example", "outbox", "--out", "x.toml", cwd=work, env=env)
     ran = _run("fanoutsim", "run", "x.toml", cwd=work, env=env)
-    assert "outbox check: VALID" in ran.stdout and (work / "out" / "outbox" / "report.json").is_file()  # named by the scenario
+    assert (
+        "outbox check: VALID" in ran.stdout and (work / "out" / "outbox" / "report.json").is_file()
+    )  # named by the scenario
     listed = _run("fanoutsim", "example", cwd=work, env=env)
     assert "quotes-day" in listed.stdout and "leases" in listed.stdout

@@ -13,6 +13,7 @@ leases     leased durable consumers, ack/nack, dead letters,       003
            retention fences (RiffDB)
 =========  =====================================================  ==========
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.design import Design, Registry

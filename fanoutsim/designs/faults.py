@@ -20,6 +20,7 @@ designs' scenario files spell them in their own words through
 :attr:`~fanoutsim.kernel.scenario.FaultRules.renames` (the outbox's ``topic``
 and ``consumer``, leases' ``consumer``).
 """
+
 from __future__ import annotations
 
 import random
@@ -101,8 +102,9 @@ class Notifications(Fault):
         if not isinstance(self.coalesce, bool):
             raise ValueError(f"notifications.coalesce must be true or false, got {self.coalesce!r}")
         object.__setattr__(self, "delay", parse_dist(self.delay, "notifications.delay"))
-        object.__setattr__(self, "silent", tuple(
-            checked_window(w, f"notifications.silent[{i}]") for i, w in enumerate(self.silent)))
+        object.__setattr__(
+            self, "silent", tuple(checked_window(w, f"notifications.silent[{i}]") for i, w in enumerate(self.silent))
+        )
 
 
 __all__ = ["SlowWorkflow", "LateCommit", "Notifications", "RUN_DURATION"]

@@ -17,6 +17,7 @@ and ``sql`` (the composed ``SCHEMA``, ``MIGRATIONS`` and the kernel's
 statements) describe the composed schema; ``StoreError`` is a file that cannot
 be opened as a store.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -81,12 +82,11 @@ def _postgres_store() -> type:
     return _postgres_class
 
 
-def open_store(spec: "str | Store" = "memory") -> Store:
+def open_store(spec: str | Store = "memory") -> Store:
     """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, ``"postgres"``
     (a throwaway server), a ``postgresql://`` URI, or a Store (returned as it
     is); a new store holds every registered design's tables."""
-    return open_store_with(spec, MemoryStore, lambda path: _duckdb_store()(path),
-                           lambda dsn: _postgres_store()(dsn))
+    return open_store_with(spec, MemoryStore, lambda path: _duckdb_store()(path), lambda dsn: _postgres_store()(dsn))
 
 
 def _sql() -> SimpleNamespace:
@@ -94,9 +94,14 @@ def _sql() -> SimpleNamespace:
 
     parts = store_parts()
     return SimpleNamespace(
-        SCHEMA=sql.schema(parts), MIGRATIONS=sql.migrations(parts), SCHEMA_VERSION=sql.schema_version(parts),
-        GET_SCHEMA_VERSION=sql.GET_SCHEMA_VERSION, SET_SCHEMA_VERSION=sql.SET_SCHEMA_VERSION,
-        HAS_META=sql.HAS_META, LOG_RUNNER=sql.LOG_RUNNER)
+        SCHEMA=sql.schema(parts),
+        MIGRATIONS=sql.migrations(parts),
+        SCHEMA_VERSION=sql.schema_version(parts),
+        GET_SCHEMA_VERSION=sql.GET_SCHEMA_VERSION,
+        SET_SCHEMA_VERSION=sql.SET_SCHEMA_VERSION,
+        HAS_META=sql.HAS_META,
+        LOG_RUNNER=sql.LOG_RUNNER,
+    )
 
 
 def __getattr__(name: str):

@@ -14,6 +14,7 @@ file itself to :func:`fanoutsim.load_scenario` or :func:`fanoutsim.sweep`.
 A scenario that replays a recording (``quotes-day``) names it relative to
 itself; :func:`write` copies the recording beside the file it writes.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,7 @@ def path(name: str) -> Path:
 def summary(name: str) -> dict[str, str]:
     """``{"name", "design", "description"}`` of the shipped scenario ``name``."""
     data = tomllib.loads(path(name).read_text(encoding="utf-8"))
-    return {"name": name, "design": str(data.get("design", "reactor")),
-            "description": str(data.get("description", ""))}
+    return {"name": name, "design": str(data.get("design", "reactor")), "description": str(data.get("description", ""))}
 
 
 def replays(name: str) -> list[str]:

@@ -16,14 +16,27 @@ systems you run); each registers itself with :func:`exercise`.
 Each carries a typical mistake (``Exercise.mistake``): the tests check that
 it gets a hint, and that every solution in the notebooks is marked right.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
-__all__ = ["Verdict", "Exercise", "EXERCISES", "exercise", "check", "exercises", "call", "close_to", "number", "one_of",
-           "NotAnswered"]
+__all__ = [
+    "Verdict",
+    "Exercise",
+    "EXERCISES",
+    "exercise",
+    "check",
+    "exercises",
+    "call",
+    "close_to",
+    "number",
+    "one_of",
+    "NotAnswered",
+]
 
 
 @dataclass(frozen=True)
@@ -81,11 +94,13 @@ EXERCISES: dict[str, Exercise] = {}
 
 def exercise(id: str, title: str, mistake: Any) -> Callable[[Judge], Judge]:
     """Register the decorated judge as exercise ``id``."""
+
     def register(judge: Judge) -> Judge:
         if id in EXERCISES:
             raise ValueError(f"exercise {id} is registered twice")
         EXERCISES[id] = Exercise(id, title, judge, mistake)
         return judge
+
     return register
 
 
@@ -113,8 +128,12 @@ def check(id: str, answer: Any) -> Verdict:
     except NotAnswered as exc:
         return Verdict(id, False, str(exc), answered=False)
     except Exception as exc:  # noqa: BLE001 - the learner's code: say what it raised
-        return Verdict(id, False, f"Your code raised {type(exc).__name__}: {exc}",
-                       "Run your function by hand on a small case and read the error.")
+        return Verdict(
+            id,
+            False,
+            f"Your code raised {type(exc).__name__}: {exc}",
+            "Run your function by hand on a small case and read the error.",
+        )
     return Verdict(id, bool(right), message, "" if right else hint)
 
 

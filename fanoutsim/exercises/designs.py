@@ -1,16 +1,25 @@
 """The exercises of lesson 12, one workload through the three designs."""
+
 from __future__ import annotations
 
 from fanoutsim.exercises import NotAnswered, call, close_to, exercise, number, one_of
 
 _DESIGNS = ("reactor", "outbox", "leases")
 _NEEDS = {
-    "a": ("outbox", "milliseconds from the same database: a change and its outbox row commit together, and a "
-                    "hint wakes the dispatcher at once."),
-    "b": ("leases", "slow work that fails: leases give each event a worker, retries with a delay, and a dead "
-                    "letter after ten attempts."),
-    "c": ("reactor", "a few firings a minute and a second's delay: a poll loop over a log is the simplest thing "
-                     "that works."),
+    "a": (
+        "outbox",
+        "milliseconds from the same database: a change and its outbox row commit together, and a "
+        "hint wakes the dispatcher at once.",
+    ),
+    "b": (
+        "leases",
+        "slow work that fails: leases give each event a worker, retries with a delay, and a dead "
+        "letter after ten attempts.",
+    ),
+    "c": (
+        "reactor",
+        "a few firings a minute and a second's delay: a poll loop over a log is the simplest thing that works.",
+    ),
 }
 
 
@@ -24,8 +33,11 @@ def _which(answer):
         got = one_of(answer[key], _DESIGNS)
         if got != want:
             return False, f"({key}): you chose the {got}.", f"Think of what ({key}) needs most — {why}"
-    return True, "The outbox for fast derived state, leases for slow failing work, the reactor for simple " \
-                 "durable starts.", ""
+    return (
+        True,
+        "The outbox for fast derived state, leases for slow failing work, the reactor for simple durable starts.",
+        "",
+    )
 
 
 def _the_step(poll):
@@ -37,13 +49,24 @@ def _without_hints(fn):
     for poll in (1.0, 4.0):
         got = number(call(fn, poll))
         if not close_to(got, poll / 2, rel=0.2):
-            hint = ("Drop every hint: `faults=FaultPlan([Notifications(drop=1.0)])`; then only the safety poll "
-                    "wakes the dispatcher." if got < 0.1 else
-                    "Take the median of `latency_s` over every row of the run.")
-            return False, f"At a {poll:g} s safety poll you found a median of {got:.3f} s; without hints the " \
-                          f"outbox waits about half the poll, {poll / 2:.2f} s.", hint
-    return True, "Without its hints the outbox is a poll loop like the reactor: the wait is uniform under the " \
-                 "interval, P/2 on average.", ""
+            hint = (
+                "Drop every hint: `faults=FaultPlan([Notifications(drop=1.0)])`; then only the safety poll "
+                "wakes the dispatcher."
+                if got < 0.1
+                else "Take the median of `latency_s` over every row of the run."
+            )
+            return (
+                False,
+                f"At a {poll:g} s safety poll you found a median of {got:.3f} s; without hints the "
+                f"outbox waits about half the poll, {poll / 2:.2f} s.",
+                hint,
+            )
+    return (
+        True,
+        "Without its hints the outbox is a poll loop like the reactor: the wait is uniform under the "
+        "interval, P/2 on average.",
+        "",
+    )
 
 
 # -- 13 · the model against a real PostgreSQL ------------------------------------------------------
@@ -72,16 +95,29 @@ def _late(fn):
     for mode in ("all", "gap"):
         got, want = number(call(fn, mode)), _reference_lost_late(mode)
         if mode == "all" and got == 0:
-            return False, "Under `read_mode=\"all\"` you found nothing lost; the late commits slip under the cursor.", \
-                "Hold 10% of commits open 0.8 s with `LateCommit(probability=0.1, delay=0.8)` in the fault plan."
+            return (
+                False,
+                'Under `read_mode="all"` you found nothing lost; the late commits slip under the cursor.',
+                "Hold 10% of commits open 0.8 s with `LateCommit(probability=0.1, delay=0.8)` in the fault plan.",
+            )
         if mode == "gap" and got != 0:
-            return False, f"Under `read_mode=\"gap\"` you found {got:.0f} lost; it waits at the gap and loses none.", \
-                "Pass `read_mode=read_mode` to `OutboxConfig`: the dispatcher then waits for the missing seq."
+            return (
+                False,
+                f'Under `read_mode="gap"` you found {got:.0f} lost; it waits at the gap and loses none.',
+                "Pass `read_mode=read_mode` to `OutboxConfig`: the dispatcher then waits for the missing seq.",
+            )
         if mode == "all" and not close_to(got, want, rel=0.3):
-            return False, f"Under `\"all\"` you found {got:.0f} lost; the run described loses about {want}.", \
-                "Run 5 commits/s for 120 s, to 130 s, and count `fs.check_outbox(sim).total['lost']`."
-    return True, "A seq taken at insert and visible at commit slips under a cursor that reads past gaps; waiting " \
-                 "at the gap closes the hole, as on PostgreSQL.", ""
+            return (
+                False,
+                f'Under `"all"` you found {got:.0f} lost; the run described loses about {want}.',
+                "Run 5 commits/s for 120 s, to 130 s, and count `fs.check_outbox(sim).total['lost']`.",
+            )
+    return (
+        True,
+        "A seq taken at insert and visible at commit slips under a cursor that reads past gaps; waiting "
+        "at the gap closes the hole, as on PostgreSQL.",
+        "",
+    )
 
 
 def _pollers_times_nothing(pollers):
@@ -92,11 +128,20 @@ def _pollers_times_nothing(pollers):
 def _pollers(fn):
     one, two = number(call(fn, 1)), number(call(fn, 2))
     if one != 0:
-        return False, f"With one poller you found {one:.0f} extra deliveries; it makes none.", \
-            "No fault plan for one poller: the runner alone polls."
+        return (
+            False,
+            f"With one poller you found {one:.0f} extra deliveries; it makes none.",
+            "No fault plan for one poller: the runner alone polls.",
+        )
     if two < 100:
-        return False, f"With two pollers you found {two:.0f} extra deliveries; both read the same batch and both " \
-                      "dispatch it — hundreds in a minute.", \
-            "Add `Pollers(pollers)` to the fault plan, and read `fs.check(sim).total['extra_deliveries']`."
-    return True, f"Two replicas delivered {two:.0f} firings twice: no cursor fixes that, one poller per " \
-                 "subscription does.", ""
+        return (
+            False,
+            f"With two pollers you found {two:.0f} extra deliveries; both read the same batch and both "
+            "dispatch it — hundreds in a minute.",
+            "Add `Pollers(pollers)` to the fault plan, and read `fs.check(sim).total['extra_deliveries']`.",
+        )
+    return (
+        True,
+        f"Two replicas delivered {two:.0f} firings twice: no cursor fixes that, one poller per subscription does.",
+        "",
+    )

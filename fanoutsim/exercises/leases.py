@@ -1,4 +1,5 @@
 """The leases lessons' exercises (notebooks 10 and 11: RiffDB's leased durable consumers)."""
+
 from __future__ import annotations
 
 from fanoutsim.exercises import call, exercise, number
@@ -19,13 +20,23 @@ def _safe_lease(answer):
     got, want = number(answer), _shortest_safe_lease()
     per_1000 = 1000 * expected_duplicates(p_exceeds("lognormal", 5.0, got)) if got > 0 else float("inf")
     if round(got) == want:
-        return True, f"{want} s: {per_1000:.2f} duplicates per 1000, {want / 5.0:.0f} times the mean work — a " \
-                     "heavy tail needs a long lease.", ""
+        return (
+            True,
+            f"{want} s: {per_1000:.2f} duplicates per 1000, {want / 5.0:.0f} times the mean work — a "
+            "heavy tail needs a long lease.",
+            "",
+        )
     if got > want:
-        return False, f"{got:g} s is safe ({per_1000:.2f} per 1000), but a shorter lease is too.", \
-            "Try each whole second from 1 up and stop at the first under 1 per 1000."
-    return False, f"At {got:g} s the lognormal work makes {per_1000:.1f} duplicates per 1000.", \
-        "Size the lease against the tail of the work time, not its mean: P(work > lease) must be tiny."
+        return (
+            False,
+            f"{got:g} s is safe ({per_1000:.2f} per 1000), but a shorter lease is too.",
+            "Try each whole second from 1 up and stop at the first under 1 per 1000.",
+        )
+    return (
+        False,
+        f"At {got:g} s the lognormal work makes {per_1000:.1f} duplicates per 1000.",
+        "Size the lease against the tail of the work time, not its mean: P(work > lease) must be tiny.",
+    )
 
 
 def _in_flight_always(in_flight, partitions, order):
@@ -38,12 +49,16 @@ def _slots(fn):
         for order, want in (("head_of_line", min(k, p)), ("riffdb", k)):
             got = number(call(fn, k, p, order))
             if got != want:
-                hint = ("Head-of-line leases one event per partition: never more leases than partitions."
-                        if order == "head_of_line" else
-                        "RiffDB's rule leases several events per partition (a window of 65): only in-flight "
-                        "limits it.")
-                return False, f"For in-flight {k} over {p} partitions under `{order}` you said {got:.0f}; it is " \
-                              f"{want}.", hint
+                hint = (
+                    "Head-of-line leases one event per partition: never more leases than partitions."
+                    if order == "head_of_line"
+                    else "RiffDB's rule leases several events per partition (a window of 65): only in-flight limits it."
+                )
+                return (
+                    False,
+                    f"For in-flight {k} over {p} partitions under `{order}` you said {got:.0f}; it is {want}.",
+                    hint,
+                )
     return True, "min(in-flight, partitions) under head-of-line; in-flight under RiffDB's rule.", ""
 
 
@@ -61,15 +76,23 @@ def _stale_token(fn):
         raise TypeError(f"return a pair (the ack's result, the new lease's attempt), got {got!r}")
     result, attempt = got
     if result != "stale_incarnation":
-        return False, f"The old token's ack returned {result!r}; after a restore it fails closed as " \
-                      "'stale_incarnation'.", \
-            "Ack with the lease's own token and incarnation after `sim.restore()`: the incarnation is now old."
+        return (
+            False,
+            f"The old token's ack returned {result!r}; after a restore it fails closed as 'stale_incarnation'.",
+            "Ack with the lease's own token and incarnation after `sim.restore()`: the incarnation is now old.",
+        )
     if attempt != 2:
-        return False, f"The event came back as attempt {attempt}; the restore counted the voided lease as a " \
-                      "failed attempt, so it is attempt 2.", \
-            "Read `attempt` of the lease the second `sim.consume('c')` returns."
-    return True, "A pre-restore token never acks, even with time left on its lease, and the restore counts an " \
-                 "attempt.", ""
+        return (
+            False,
+            f"The event came back as attempt {attempt}; the restore counted the voided lease as a "
+            "failed attempt, so it is attempt 2.",
+            "Read `attempt` of the lease the second `sim.consume('c')` returns.",
+        )
+    return (
+        True,
+        "A pre-restore token never acks, even with time left on its lease, and the restore counts an attempt.",
+        "",
+    )
 
 
 def _same_either_way(idle_consumer):
@@ -80,12 +103,18 @@ def _same_either_way(idle_consumer):
 def _fence(fn):
     alone, held = number(call(fn, False)), number(call(fn, True))
     if alone < 100:
-        return False, f"Without the idle consumer you found {alone:.0f} pruned; retention prunes everything older " \
-                      "than 60 s, hundreds of events in 300 s.", \
-            "Give the simulation `LeaseConfig(retention=60.0, retention_interval=10.0)` and count kind 'pruned'."
+        return (
+            False,
+            f"Without the idle consumer you found {alone:.0f} pruned; retention prunes everything older "
+            "than 60 s, hundreds of events in 300 s.",
+            "Give the simulation `LeaseConfig(retention=60.0, retention_interval=10.0)` and count kind 'pruned'.",
+        )
     if held != 0:
-        return False, f"With an idle consumer you found {held:.0f} pruned; a consumer that has resolved nothing " \
-                      "allows no pruning at all.", \
-            "Register the second consumer with `client=False`: it exists, holds its fence at the start, and " \
-            "never moves it."
+        return (
+            False,
+            f"With an idle consumer you found {held:.0f} pruned; a consumer that has resolved nothing "
+            "allows no pruning at all.",
+            "Register the second consumer with `client=False`: it exists, holds its fence at the start, and "
+            "never moves it.",
+        )
     return True, f"{alone:.0f} pruned alone, none with a consumer that never reads: the lowest fence decides.", ""

@@ -1,4 +1,5 @@
 """The outbox lessons' exercises (notebooks 8 and 9: Subspace's transactional outbox)."""
+
 from __future__ import annotations
 
 from fanoutsim.exercises import NotAnswered, call, close_to, exercise, number
@@ -15,12 +16,19 @@ def _worst_wait(fn):
     for poll in (2.0, 10.0):
         got = number(call(fn, poll))
         if not poll * 0.9 <= got <= poll + 0.05:
-            hint = ("Half the interval is the typical wait; the unlucky row commits just after a poll and "
-                    "waits nearly the whole interval." if close_to(got, poll / 2, rel=0.2) else
-                    "Drop every hint (`Notifications(drop=1.0)`) so that only the safety poll wakes the "
-                    "dispatcher, and take the max of `latency_s`.")
-            return False, f"At a {poll:g} s safety poll you found a worst wait of {got:.3f} s; it is one interval " \
-                          f"plus the step, about {poll + 0.01:.2f} s.", hint
+            hint = (
+                "Half the interval is the typical wait; the unlucky row commits just after a poll and "
+                "waits nearly the whole interval."
+                if close_to(got, poll / 2, rel=0.2)
+                else "Drop every hint (`Notifications(drop=1.0)`) so that only the safety poll wakes the "
+                "dispatcher, and take the max of `latency_s`."
+            )
+            return (
+                False,
+                f"At a {poll:g} s safety poll you found a worst wait of {got:.3f} s; it is one interval "
+                f"plus the step, about {poll + 0.01:.2f} s.",
+                hint,
+            )
     return True, "The safety poll bounds the cost of a lost hint: at most one interval, never a row.", ""
 
 
@@ -33,9 +41,11 @@ def _retry_budget(fn):
     for budget in (2, 4):
         got = number(call(fn, budget))
         if got != budget:
-            return False, f"With a retry budget of {budget} you found {got:.0f} attempts in `parked`; there are " \
-                          f"{budget}.", \
-                "The budget counts every failed attempt, the first included; read `sim.parked()['attempts']`."
+            return (
+                False,
+                f"With a retry budget of {budget} you found {got:.0f} attempts in `parked`; there are {budget}.",
+                "The budget counts every failed attempt, the first included; read `sim.parked()['attempts']`.",
+            )
     return True, "After its retry budget the row is parked with its error, and the consumer moves on.", ""
 
 
@@ -55,8 +65,9 @@ def _idempotent_view(fn):
     fn(probe, {"seq": 1, "ref": "p1", "topic": "pages", "kind": "changed"})
     if not probe:
         raise NotAnswered("Your function writes nothing into `view` yet: write its body and run the cell again.")
-    plan = FaultPlan(tuple(CrashAtPoint("dispatch.after_handle_before_cursor", nth=20 * (i + 1), downtime=1.0)
-                           for i in range(3)))
+    plan = FaultPlan(
+        tuple(CrashAtPoint("dispatch.after_handle_before_cursor", nth=20 * (i + 1), downtime=1.0) for i in range(3))
+    )
     sim = OutboxSimulation(seed=0, faults=plan)
     view: dict = {}
     sim.register_consumer("view", lambda row: fn(view, row))
@@ -66,10 +77,13 @@ def _idempotent_view(fn):
     want = out.groupby("ref")["seq"].max().astype(int).to_dict()
     duplicates = int((sim.trace()["kind"] == "handled").sum()) - len(out)
     if {k: int(v) for k, v in view.items()} != want:
-        return False, f"After {duplicates} re-deliveries your view is off for " \
-                      f"{sum(view.get(k) != v for k, v in want.items())} of {len(want)} pages.", \
-            "Keep the highest seq per page: `view[ref] = max(view.get(ref, 0), row['seq'])` — a second " \
-            "delivery then changes nothing."
+        return (
+            False,
+            f"After {duplicates} re-deliveries your view is off for "
+            f"{sum(view.get(k) != v for k, v in want.items())} of {len(want)} pages.",
+            "Keep the highest seq per page: `view[ref] = max(view.get(ref, 0), row['seq'])` — a second "
+            "delivery then changes nothing.",
+        )
     return True, f"{duplicates} re-deliveries changed nothing: a view computed from the row itself is idempotent.", ""
 
 
@@ -81,12 +95,22 @@ def _backfill_worst_ignoring(reserved):
 def _reserved(fn):
     got = {r: number(call(fn, r)) for r in (True, False)}
     if got[True] > 0.5:
-        return False, f"With the listener reserved you found a worst of {got[True]:.2f} s during the backfill; " \
-                      "every hint is heard, the row is handled within its step.", \
-            "Pass `reserve_listener=reserved` to `OutboxConfig` and measure rows committed inside the window."
+        return (
+            False,
+            f"With the listener reserved you found a worst of {got[True]:.2f} s during the backfill; "
+            "every hint is heard, the row is handled within its step.",
+            "Pass `reserve_listener=reserved` to `OutboxConfig` and measure rows committed inside the window.",
+        )
     if not 1.0 < got[False] <= 5.0 + 0.1:
-        return False, f"With a shared pool you found a worst of {got[False]:.2f} s; hints wait for a connection, " \
-                      "are lost, and the rows wait for the 5 s safety poll.", \
-            "Without the reservation the listener takes a pool connection the backfill holds: the hint is lost."
-    return True, "The reservation buys latency through a backfill (a safety poll's worth), not correctness: " \
-                 "no row is lost either way.", ""
+        return (
+            False,
+            f"With a shared pool you found a worst of {got[False]:.2f} s; hints wait for a connection, "
+            "are lost, and the rows wait for the 5 s safety poll.",
+            "Without the reservation the listener takes a pool connection the backfill holds: the hint is lost.",
+        )
+    return (
+        True,
+        "The reservation buys latency through a backfill (a safety poll's worth), not correctness: "
+        "no row is lost either way.",
+        "",
+    )

@@ -4,12 +4,13 @@ Each judge calls the learner's function on inputs of its own, or compares a
 number with what the model (or its theory) gives, computed here with the
 public API; a typical mistake gets a hint that points at the lesson's idea.
 """
+
 from __future__ import annotations
 
 import math
 from functools import lru_cache
 
-from fanoutsim.exercises import NotAnswered, call, close_to, exercise, number, one_of
+from fanoutsim.exercises import NotAnswered, call, close_to, exercise, number
 
 # -- 0 · the tour ------------------------------------------------------------------------------
 
@@ -25,11 +26,19 @@ def _dispatched(fn):
         got, want = call(fn, list(prices), threshold), sum(p > threshold for p in prices)
         if got != want:
             if got == len(prices):
-                return False, (f"For prices {prices} and threshold {threshold} you counted {got}, "
-                               f"every firing; the filter passes {want}."), \
-                    "Count executions (`sim.executions()`), not firings: a filter decides dispatch."
-            return False, f"For prices {prices} and threshold {threshold} you said {got}, the run makes {want}.", \
-                "Subscribe with `when=f\"payload.quote.price > {threshold}\"` and run past the next poll."
+                return (
+                    False,
+                    (
+                        f"For prices {prices} and threshold {threshold} you counted {got}, "
+                        f"every firing; the filter passes {want}."
+                    ),
+                    "Count executions (`sim.executions()`), not firings: a filter decides dispatch.",
+                )
+            return (
+                False,
+                f"For prices {prices} and threshold {threshold} you said {got}, the run makes {want}.",
+                'Subscribe with `when=f"payload.quote.price > {threshold}"` and run past the next poll.',
+            )
     return True, "A filter decides which firings are dispatched, and nothing else.", ""
 
 
@@ -40,13 +49,19 @@ def _half_interval(fire_at, poll_interval):
 @exercise("0.2", "how long a firing waits", mistake=_half_interval)
 def _wait(fn):
     for fire_at, p in ((0.25, 1.0), (2.6, 1.0), (1.1, 0.5), (7.3, 5.0)):
-        want = math.ceil(fire_at / p) * p - fire_at   # polls run at 0, P, 2P, ...
+        want = math.ceil(fire_at / p) * p - fire_at  # polls run at 0, P, 2P, ...
         got = number(call(fn, fire_at, p))
         if not close_to(got, want, rel=0.01, abs_=1e-3):
-            hint = ("P/2 is the average over many firings; one firing waits until the next poll."
-                    if close_to(got, p / 2) else "Polls run at t = 0, P, 2P, ...: a firing waits for the next one.")
-            return False, f"Fired at t = {fire_at:g} s with P = {p:g} s you said {got:.3f} s; it waits {want:.3f} s.", \
-                hint
+            hint = (
+                "P/2 is the average over many firings; one firing waits until the next poll."
+                if close_to(got, p / 2)
+                else "Polls run at t = 0, P, 2P, ...: a firing waits for the next one."
+            )
+            return (
+                False,
+                f"Fired at t = {fire_at:g} s with P = {p:g} s you said {got:.3f} s; it waits {want:.3f} s.",
+                hint,
+            )
     return True, "A firing waits for the next poll: between 0 and one poll interval, P/2 on average.", ""
 
 
@@ -62,9 +77,11 @@ def _mean_wait(fn):
     for p in (0.5, 2.0):
         got = number(call(fn, p))
         if not close_to(got, p / 2, rel=0.1):
-            hint = ("P is the longest a firing waits; a firing at a random instant waits half of it on "
-                    "average." if close_to(got, p, rel=0.1) else
-                    "Read `fire_to_dispatch` of `analysis.latency_frame(sim)` and take its mean.")
+            hint = (
+                "P is the longest a firing waits; a firing at a random instant waits half of it on average."
+                if close_to(got, p, rel=0.1)
+                else "Read `fire_to_dispatch` of `analysis.latency_frame(sim)` and take its mean."
+            )
             return False, f"At P = {p:g} s you measured {got:.3f} s; the poll wait averages {p / 2:.3f} s.", hint
     return True, "The wait is uniform on [0, P): P/2 on average, whatever P.", ""
 
@@ -83,15 +100,27 @@ def _backlog_ignoring_the_limit(batch_limit):
 def _backlog(fn):
     low = number(call(fn, 2))
     if not 0.8 * 900 <= low <= 1.2 * 900:
-        return False, (f"With a batch limit of 2 you found {low:.0f} firings behind; at 5 firings/s against "
-                       f"2 per 1 s poll it falls (5 - 2) x 300 = 900 behind."), \
-            "Pass `reactor_poll_batch_limit=batch_limit` to `fs.SchedulerConfig`, and count firings minus executions."
+        return (
+            False,
+            (
+                f"With a batch limit of 2 you found {low:.0f} firings behind; at 5 firings/s against "
+                f"2 per 1 s poll it falls (5 - 2) x 300 = 900 behind."
+            ),
+            "Pass `reactor_poll_batch_limit=batch_limit` to `fs.SchedulerConfig`, and count firings minus executions.",
+        )
     high = number(call(fn, 10))
     if high > 20:
-        return False, f"With a batch limit of 10 you found {high:.0f} behind; it keeps up (10 per poll > 5 per s).", \
-            "Only the firings since the last poll should be left: check you count executions of one subscription."
-    return True, f"Below the rate the backlog grows by (rate - B/P) every second ({low:.0f} here); above it, it stays " \
-                 f"a poll's worth ({high:.0f}).", ""
+        return (
+            False,
+            f"With a batch limit of 10 you found {high:.0f} behind; it keeps up (10 per poll > 5 per s).",
+            "Only the firings since the last poll should be left: check you count executions of one subscription.",
+        )
+    return (
+        True,
+        f"Below the rate the backlog grows by (rate - B/P) every second ({low:.0f} here); above it, it stays "
+        f"a poll's worth ({high:.0f}).",
+        "",
+    )
 
 
 # -- 2 · duplicate deliveries ---------------------------------------------------------------------
@@ -105,11 +134,17 @@ def _one_per_crash(mode):
 def _per_crash(fn):
     got = {mode: number(call(fn, mode)) for mode in ("atomic", "per_firing")}
     if not close_to(got["atomic"], 0.0, abs_=0.01):
-        return False, f"Under `atomic` you found {got['atomic']:.2f} duplicates per crash; it re-delivers none.", \
-            "Under `atomic` the insert and the watermark commit in one transaction: a crash leaves neither or both."
+        return (
+            False,
+            f"Under `atomic` you found {got['atomic']:.2f} duplicates per crash; it re-delivers none.",
+            "Under `atomic` the insert and the watermark commit in one transaction: a crash leaves neither or both.",
+        )
     if not close_to(got["per_firing"], 1.0, rel=0.15):
-        return False, f"Under `per_firing` you found {got['per_firing']:.2f} per crash; it re-delivers the one in flight.", \
-            "Pass the mode as `crash_run(20, mode)` and read `duplicates_per_crash` of the run."
+        return (
+            False,
+            f"Under `per_firing` you found {got['per_firing']:.2f} per crash; it re-delivers the one in flight.",
+            "Pass the mode as `crash_run(20, mode)` and read `duplicates_per_crash` of the run.",
+        )
     return True, "`atomic` closes the crash window; `per_firing` leaves one firing in it.", ""
 
 
@@ -127,16 +162,19 @@ def _idempotent(fn):
     if not probe:
         raise NotAnswered("Your function writes nothing into `table` yet: write its body and run the cell again.")
     table: dict = {}
-    sim = crash_run(20, "per_batch", backlog_s=60.0, after_s=20.0, drain_s=30.0,
-                    body=lambda context: fn(table, context))
+    sim = crash_run(
+        20, "per_batch", backlog_s=60.0, after_s=20.0, drain_s=30.0, body=lambda context: fn(table, context)
+    )
     ex = sim.executions()
     ran = ex[ex["status"] == "completed"]
     firings, runs = ran["reactor_firing_id"].nunique(), len(ran)
     if len(table) != firings:
-        hint = ("Key the record on `context['reactor_firing_id']`: a re-delivery then overwrites it."
-                if len(table) == runs else "Write one record per firing into `table` (a dict), nothing else.")
-        return False, f"{runs} body runs of {firings} firings left {len(table)} records; one per firing is right.", \
-            hint
+        hint = (
+            "Key the record on `context['reactor_firing_id']`: a re-delivery then overwrites it."
+            if len(table) == runs
+            else "Write one record per firing into `table` (a dict), nothing else."
+        )
+        return False, f"{runs} body runs of {firings} firings left {len(table)} records; one per firing is right.", hint
     return True, f"{runs} body runs of {firings} firings left {firings} records: every re-delivery overwrote.", ""
 
 
@@ -152,11 +190,18 @@ def _mean_rows(fn):
     for r in (60.0, 120.0):
         got, want = number(call(fn, r)), 2.0 * (r + 10.0 / 2)
         if not close_to(got, want, rel=0.05):
-            hint = ("rate × R is what is left right after a prune; between prunes (every 10 s) the table "
-                    "grows by rate × 10 more, so on average by half of that." if close_to(got, 2.0 * r, rel=0.03)
-                    else "Measure after the warm-up: `table_size_summary(sim, after=retention + 20)`.")
-            return False, f"At a retention of {r:g} s you found a mean of {got:.1f} rows; the sawtooth averages " \
-                          f"rate × (R + I/2) = {want:.0f}.", hint
+            hint = (
+                "rate × R is what is left right after a prune; between prunes (every 10 s) the table "
+                "grows by rate × 10 more, so on average by half of that."
+                if close_to(got, 2.0 * r, rel=0.03)
+                else "Measure after the warm-up: `table_size_summary(sim, after=retention + 20)`."
+            )
+            return (
+                False,
+                f"At a retention of {r:g} s you found a mean of {got:.1f} rows; the sawtooth averages "
+                f"rate × (R + I/2) = {want:.0f}.",
+                hint,
+            )
     return True, "The table holds a retention window plus, on average, half a prune interval of firings.", ""
 
 
@@ -180,15 +225,25 @@ def _lost(fn):
                 hint = "A pause shorter than the retention: the prune reaches nothing the subscriber still needs."
             else:
                 hint = "Count the paused subscription's losses: `retention_cost(sim)['lost_paused']`."
-            return False, f"With `{policy}` and a {pause:g} s pause you found {got:.0f} lost; the run loses {want}.", \
-                hint
+            return (
+                False,
+                f"With `{policy}` and a {pause:g} s pause you found {got:.0f} lost; the run loses {want}.",
+                hint,
+            )
     return True, "Only a pause longer than the retention loses firings, and only under a plain TTL.", ""
 
 
 # -- 4 · CEL filters -------------------------------------------------------------------------------
 
-_QUOTES = [("us-east", 150), ("us-east", 90), ("eu-central", 150), ("eu-central", 50), ("us-east", 100),
-           ("us-east", 101), ("ap-south", 300)]
+_QUOTES = [
+    ("us-east", 150),
+    ("us-east", 90),
+    ("eu-central", 150),
+    ("eu-central", 50),
+    ("us-east", 100),
+    ("us-east", 101),
+    ("ap-south", 300),
+]
 
 
 @exercise("4.1", "write a filter", mistake="payload.quote.region == 'us-east' || payload.quote.price > 100")
@@ -202,8 +257,11 @@ def _filter(when):
     try:
         sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "w", when=when)
     except InvalidPredicate as exc:
-        return False, f"It is refused at subscribe time: {exc}", \
-            "Fields live under `payload`: `payload.quote.region`, `payload.quote.price`; `&&` joins two tests."
+        return (
+            False,
+            f"It is refused at subscribe time: {exc}",
+            "Fields live under `payload`: `payload.quote.region`, `payload.quote.price`; `&&` joins two tests.",
+        )
     for region, price in _QUOTES:
         sim.fire("pricing_reactor", {"quote": {"region": region, "price": price}})
     sim.run(until=5)
@@ -211,8 +269,11 @@ def _filter(when):
     want = sorted((r, p) for r, p in _QUOTES if r == "us-east" and p > 100)
     if passed != want:
         extra = [q for q in passed if q not in want]
-        hint = ("Both conditions must hold: join them with `&&`, not `||`." if extra
-                else "Above 100 means `> 100`; the region is compared as a string, in quotes.")
+        hint = (
+            "Both conditions must hold: join them with `&&`, not `||`."
+            if extra
+            else "Above 100 means `> 100`; the region is compared as a string, in quotes."
+        )
         return False, f"Of the test quotes it passed {passed}; it should pass {want}.", hint
     return True, "A filter is a boolean over `payload`, `reactor` and `tenant`.", ""
 
@@ -226,9 +287,12 @@ def _hold(fn):
     for limit in (3, 5):
         got = number(call(fn, limit))
         if got != limit:
-            hint = ("Under `hold` the watermark stays on the failing firing and retries it each poll, until "
-                    "the limit-th error dead-letters it." if got == 1 else
-                    "Sum the metric `fanoutsim_reactor_predicate_errors_total` after a run of 20 s.")
+            hint = (
+                "Under `hold` the watermark stays on the failing firing and retries it each poll, until "
+                "the limit-th error dead-letters it."
+                if got == 1
+                else "Sum the metric `fanoutsim_reactor_predicate_errors_total` after a run of 20 s."
+            )
             return False, f"With a limit of {limit} you counted {got:.0f} errors; there are {limit}.", hint
     return True, "`hold` retries the firing once per poll and dead-letters it at the limit: a stall of limit x P.", ""
 
@@ -244,34 +308,56 @@ def _twins_lost_anyway(watermark):
 def _twins(fn):
     got = {w: number(call(fn, w)) for w in ("fired_at", "fired_at_id")}
     if got["fired_at"] != 3:
-        return False, f"Under `fired_at` you found {got['fired_at']:.0f} lost; each of the 3 pairs loses its twin.", \
-            ("Fire the two firings with no `sim.run` between them (one instant), with "
-             "`reactor_poll_batch_limit=1`, and count `fs.check(sim).total['lost']`.")
+        return (
+            False,
+            f"Under `fired_at` you found {got['fired_at']:.0f} lost; each of the 3 pairs loses its twin.",
+            (
+                "Fire the two firings with no `sim.run` between them (one instant), with "
+                "`reactor_poll_batch_limit=1`, and count `fs.check(sim).total['lost']`."
+            ),
+        )
     if got["fired_at_id"] != 0:
-        return False, f"Under `fired_at_id` you found {got['fired_at_id']:.0f} lost; it loses none.", \
-            "Pass `watermark=watermark` to `fs.SchedulerConfig`: the compound cursor orders twins by id."
-    return True, "A batch boundary between two firings of one microsecond loses the second under `>`; " \
-                 "(fired_at, id) keeps it.", ""
+        return (
+            False,
+            f"Under `fired_at_id` you found {got['fired_at_id']:.0f} lost; it loses none.",
+            "Pass `watermark=watermark` to `fs.SchedulerConfig`: the compound cursor orders twins by id.",
+        )
+    return (
+        True,
+        "A batch boundary between two firings of one microsecond loses the second under `>`; (fired_at, id) keeps it.",
+        "",
+    )
 
 
 @lru_cache(maxsize=1)
 def _smallest_settle() -> int:
     from fanoutsim.designs.reactor.analysis.faults import hole_run, hole_summary
 
-    return next(s for s in range(1, 10) if hole_summary(hole_run("late commit", "settled", settle=float(s)))["lost"] == 0)
+    return next(
+        s for s in range(1, 10) if hole_summary(hole_run("late commit", "settled", settle=float(s)))["lost"] == 0
+    )
 
 
 @exercise("5.2", "the smallest settle time", mistake=5)
 def _settle(answer):
     got, want = number(answer), _smallest_settle()
     if got == want:
-        return True, f"{want} s: the horizon must reach the longest commit delay (3 s), and each second costs " \
-                     "latency.", ""
+        return (
+            True,
+            f"{want} s: the horizon must reach the longest commit delay (3 s), and each second costs latency.",
+            "",
+        )
     if got > want:
-        return False, f"{got:g} s loses nothing, but so does a smaller horizon, and every second of it is latency.", \
-            "Try settle = 1, 2, 3, ... s and take the first that loses nothing."
-    return False, f"With {got:g} s the late commits still leak.", \
-        "The horizon must be at least the longest time between a firing's stamp and its commit."
+        return (
+            False,
+            f"{got:g} s loses nothing, but so does a smaller horizon, and every second of it is latency.",
+            "Try settle = 1, 2, 3, ... s and take the first that loses nothing.",
+        )
+    return (
+        False,
+        f"With {got:g} s the late commits still leak.",
+        "The horizon must be at least the longest time between a firing's stamp and its commit.",
+    )
 
 
 # -- 6 · the poll-interval sweep -------------------------------------------------------------------------
@@ -286,9 +372,12 @@ def _knee(fn):
     for b, p in ((5, 1.0), (10, 1.0), (100, 0.5)):
         got, want = number(call(fn, b, p)), b / p / 0.75
         if not close_to(got, want, rel=0.01):
-            hint = ("B / P is what one subscription drains; its stream is acme's 75% of the total, so the total "
-                    "can reach (B / P) / 0.75 first." if close_to(got, b / p, rel=0.01)
-                    else "A subscription drains at most B firings per poll, every P seconds.")
+            hint = (
+                "B / P is what one subscription drains; its stream is acme's 75% of the total, so the total "
+                "can reach (B / P) / 0.75 first."
+                if close_to(got, b / p, rel=0.01)
+                else "A subscription drains at most B firings per poll, every P seconds."
+            )
             return False, f"For B = {b}, P = {p:g} s you said {got:.2f} firings/s; the knee is {want:.2f}.", hint
     return True, "The knee is where the busiest stream's rate reaches B / P.", ""
 
@@ -301,13 +390,19 @@ def _queries_times_p(subscriptions, poll_interval):
 def _queries(fn):
     for n, p in ((4, 1.0), (10, 0.5)):
         got = number(call(fn, n, p))
-        want = n * (60.0 / p + 1) / 60.0   # a pass at t = 0, then one every P
+        want = n * (60.0 / p + 1) / 60.0  # a pass at t = 0, then one every P
         if not close_to(got, want, rel=0.05):
-            hint = ("The loop queries once per subscription per pass, and passes every P seconds: "
-                    "subscriptions / P per second." if not close_to(got, n / p, rel=0.1)
-                    else "Count the metric over the whole 60 s run (the pass at t = 0 included).")
-            return False, f"For {n} subscriptions at P = {p:g} s you measured {got:.2f} queries/s; about " \
-                          f"{want:.2f}.", hint
+            hint = (
+                "The loop queries once per subscription per pass, and passes every P seconds: "
+                "subscriptions / P per second."
+                if not close_to(got, n / p, rel=0.1)
+                else "Count the metric over the whole 60 s run (the pass at t = 0 included)."
+            )
+            return (
+                False,
+                f"For {n} subscriptions at P = {p:g} s you measured {got:.2f} queries/s; about {want:.2f}.",
+                hint,
+            )
     return True, "subscriptions / P queries a second, whatever the traffic.", ""
 
 
@@ -335,12 +430,19 @@ def _round_trip(fn):
     for rt in (0.0, 0.2):
         got, want = number(call(fn, rt)), _reference_wait(rt)
         if not close_to(got, want, rel=0.1):
-            hint = ("Pass `fetch_latency=rt_s` to `fs.Simulation`: every fetch then takes that long, and the "
-                    "dispatch comes that much later." if rt and close_to(got, _reference_wait(0.0), rel=0.1)
-                    else "Measure `fire_to_dispatch` of `latency_frame(sim)` after 20 virtual seconds.")
+            hint = (
+                "Pass `fetch_latency=rt_s` to `fs.Simulation`: every fetch then takes that long, and the "
+                "dispatch comes that much later."
+                if rt and close_to(got, _reference_wait(0.0), rel=0.1)
+                else "Measure `fire_to_dispatch` of `latency_frame(sim)` after 20 virtual seconds."
+            )
             return False, f"With a round trip of {rt:g} s you measured {got:.3f} s; the run gives {want:.3f} s.", hint
-    return True, "A round trip adds itself to every dispatch, on top of the poll wait; at well under a " \
-                 "millisecond it disappears in the poll wait's noise.", ""
+    return (
+        True,
+        "A round trip adds itself to every dispatch, on top of the poll wait; at well under a "
+        "millisecond it disappears in the poll wait's noise.",
+        "",
+    )
 
 
 def _compare_means(a, b):
@@ -355,14 +457,17 @@ def _same_shape(fn):
     rng = np.random.default_rng(7)
     frame = lambda x: pd.DataFrame({"fire_to_dispatch": x})  # noqa: E731
     uniform_a, uniform_b = frame(rng.uniform(0, 1, 800)), frame(rng.uniform(0, 1, 800))
-    bell = frame(np.clip(rng.normal(0.5, 0.08, 800), 0, 1))     # the same mean, another shape
+    bell = frame(np.clip(rng.normal(0.5, 0.08, 800), 0, 1))  # the same mean, another shape
     shifted = frame(rng.uniform(0.1, 1.1, 800))
     cases = ((uniform_a, uniform_b, True), (uniform_a, bell, False), (uniform_a, shifted, False))
     for a, b, want in cases:
         got = call(fn, a, b)
         if bool(got) != want:
-            hint = ("Two samples with one mean can have different shapes: compare the whole distributions "
-                    "(`ks` against `ks_critical_5pct`)." if want is False else
-                    "Samples from one law differ a little by chance; the KS test allows for it.")
+            hint = (
+                "Two samples with one mean can have different shapes: compare the whole distributions "
+                "(`ks` against `ks_critical_5pct`)."
+                if want is False
+                else "Samples from one law differ a little by chance; the KS test allows for it."
+            )
             return False, f"You said {bool(got)} for two samples that are {'alike' if want else 'different'}.", hint
     return True, "The KS statistic compares whole distributions: same mean is not same shape.", ""

@@ -1,5 +1,6 @@
 """The exercises of lesson 14, the designs in the systems you run (SQS's visibility
 timeout as a lease; procrastinate's lost wake-up)."""
+
 from __future__ import annotations
 
 from fanoutsim.exercises import call, close_to, exercise, number
@@ -39,17 +40,26 @@ def _longest_handler(fn):
         made = 1000 * expected_duplicates(p_exceeds("exponential", got, timeout)) if got > 0 else 0.0
         where = f"For a {timeout:g} s timeout and {per_1000:g} per 1000 you said a mean of {got:.2f} s"
         if got > want:
-            return False, f"{where}: that handler makes {made:.1f} duplicates per 1000.", \
-                "Size against the tail: exponential work outlives the timeout with chance " \
-                "e^(-timeout / mean), and that chance must be about 1 in 1000 (a timeout of twice the mean " \
-                "leaves 1 in 7)."
-        return False, f"{where}: safe ({made:.2f} per 1000), but a longer handler is too; it is " \
-                      f"{want:.2f} s.", \
-            "Solve e^(-timeout / mean) / (1 - e^(-timeout / mean)) = per_1000 / 1000 for the mean, or " \
-            "search the mean with `la.expected_duplicates(la.p_exceeds('exponential', mean, timeout))`."
-    return True, f"SQS's default 30 s timeout holds duplicates under 1 in 1000 only for handlers of " \
-                 f"{_longest_mean(30.0, 1.0):.1f} s or less on average: the tail decides, about " \
-                 "ln(1000) ≈ 7 means.", ""
+            return (
+                False,
+                f"{where}: that handler makes {made:.1f} duplicates per 1000.",
+                "Size against the tail: exponential work outlives the timeout with chance "
+                "e^(-timeout / mean), and that chance must be about 1 in 1000 (a timeout of twice the mean "
+                "leaves 1 in 7).",
+            )
+        return (
+            False,
+            f"{where}: safe ({made:.2f} per 1000), but a longer handler is too; it is {want:.2f} s.",
+            "Solve e^(-timeout / mean) / (1 - e^(-timeout / mean)) = per_1000 / 1000 for the mean, or "
+            "search the mean with `la.expected_duplicates(la.p_exceeds('exponential', mean, timeout))`.",
+        )
+    return (
+        True,
+        f"SQS's default 30 s timeout holds duplicates under 1 in 1000 only for handlers of "
+        f"{_longest_mean(30.0, 1.0):.1f} s or less on average: the tail decides, about "
+        "ln(1000) ≈ 7 means.",
+        "",
+    )
 
 
 # -- 14.2 · the lost wake-up, as a rule ------------------------------------------------------------
@@ -58,7 +68,7 @@ _RACES = (
     ((0.5, 1.005, 1.0, 1.01), {"after_fetch": False, "before_fetch": False}),  # the fetch sees it
     ((1.002, 1.004, 1.0, 1.01), {"after_fetch": True, "before_fetch": False}),  # the race
     ((1.002, 1.02, 1.0, 1.01), {"after_fetch": False, "before_fetch": False}),  # the hint wakes the sleeper
-    ((2.0, 2.001, 1.0, 1.01), {"after_fetch": False, "before_fetch": False}),   # long after the fetch
+    ((2.0, 2.001, 1.0, 1.01), {"after_fetch": False, "before_fetch": False}),  # long after the fetch
 )
 
 
@@ -76,15 +86,29 @@ def _sleeps_through(fn):
             got = bool(got)
             if got == want:
                 continue
-            case = (f"A job committed at {commit:g} s, its hint at {hint:g} s, a fetch from {start:g} s to "
-                    f"{end:g} s, under `{mode}`: you said {got}, it is {want}.")
+            case = (
+                f"A job committed at {commit:g} s, its hint at {hint:g} s, a fetch from {start:g} s to "
+                f"{end:g} s, under `{mode}`: you said {got}, it is {want}."
+            )
             if want:
-                return False, case, "The fetch began before the commit, so it cannot see the job; the hint " \
-                                    "set the flag during the fetch, and the fetch's end cleared it."
+                return (
+                    False,
+                    case,
+                    "The fetch began before the commit, so it cannot see the job; the hint "
+                    "set the flag during the fetch, and the fetch's end cleared it.",
+                )
             if commit < start:
                 return False, case, "A fetch sees every job committed before it started: this one is fetched."
-            return False, case, "A flag set after the fetch returned, or armed before it started, wakes the " \
-                                "worker: only a hint that lands during the fetch is erased, and only under " \
-                                "`after_fetch`."
-    return True, "Only a job committed after the fetch began, whose hint lands before it returns, is missed — " \
-                 "and only when the flag is cleared after the fetch.", ""
+            return (
+                False,
+                case,
+                "A flag set after the fetch returned, or armed before it started, wakes the "
+                "worker: only a hint that lands during the fetch is erased, and only under "
+                "`after_fetch`.",
+            )
+    return (
+        True,
+        "Only a job committed after the fetch began, whose hint lands before it returns, is missed — "
+        "and only when the flag is cleared after the fetch.",
+        "",
+    )

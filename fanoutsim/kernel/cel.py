@@ -42,12 +42,14 @@ error is rare; the text is celpy's).
 over generated expressions and payloads: same value, same CEL type, same
 error-versus-value outcome.
 """
+
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeGuard
 
+import re2
 from celpy import celtypes
 from celpy.adapter import json_to_cel  # what celpy.json_to_cel is (celpy re-exports it untyped)
 from celpy.evaluation import (
@@ -58,19 +60,18 @@ from celpy.evaluation import (
     eval_error,
     operator_in,
 )
-import re2
 from lark import Token, Tree
 
 __all__ = ["FUNCTIONS", "METHODS", "MACROS", "compile_fast", "to_cel"]
 
-BoolType, IntType, UintType, DoubleType = (
-    celtypes.BoolType, celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
+BoolType, IntType, UintType, DoubleType = (celtypes.BoolType, celtypes.IntType, celtypes.UintType, celtypes.DoubleType)
 StringType, ListType, MapType = celtypes.StringType, celtypes.ListType, celtypes.MapType
 TRUE, FALSE = BoolType(True), BoolType(False)
 
 # Functions (``f(x)``) and methods (``x.f(y)``) compiled; each calls celpy's own.
-FUNCTIONS = frozenset({"size", "contains", "startsWith", "endsWith", "matches",
-                       "int", "uint", "double", "string", "bool"})
+FUNCTIONS = frozenset(
+    {"size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string", "bool"}
+)
 METHODS = frozenset({"size", "contains", "startsWith", "endsWith", "matches"})
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _CELPY_MACROS = MACROS | {"reduce", "min"}  # celpy treats these method names as macros
@@ -174,12 +175,19 @@ class _Compiler:
                 return condition(c, left, right)
             except TypeError as ex:
                 return _error("found no matching overload for _?_:_", ex)
+
         return ternary
 
     # -- || and && (both sides evaluated, as celpy does) ---------------------------
 
-    def _logic(self, tree: Ast, bound: frozenset[str], logical: Callable[[Any, Any], Any],
-               pick: Callable[[Any, Any], Any], op: str) -> Node:
+    def _logic(
+        self,
+        tree: Ast,
+        bound: frozenset[str],
+        logical: Callable[[Any, Any], Any],
+        pick: Callable[[Any, Any], Any],
+        op: str,
+    ) -> Node:
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         left, right = (self.node(c, bound) for c in tree.children)
@@ -193,6 +201,7 @@ class _Compiler:
                 return logical(a, b)
             except TypeError as ex:
                 return _error(message, ex)
+
         return logic
 
     def c_conditionalor(self, tree: Ast, bound: frozenset[str]) -> Node:
@@ -230,11 +239,12 @@ class _Compiler:
                     return operator_in(a, b)
                 except TypeError as ex:
                     return _error(f"found no matching overload for {kind!r}", ex)
+
             return in_
         op = _COMPARE[kind]
         scalars = _SCALARS
         not_implemented = NotImplemented
-        assert func.__name__ == "bool_" + kind[len("relation_"):]  # inlined below
+        assert func.__name__ == "bool_" + kind[len("relation_") :]  # inlined below
 
         def compare(s: Scope) -> Any:
             a, b = left(s), right(s)
@@ -259,6 +269,7 @@ class _Compiler:
             if r == not_implemented:
                 return r
             return TRUE if r else FALSE
+
         return compare
 
     # -- arithmetic -------------------------------------------------------------------
@@ -286,6 +297,7 @@ class _Compiler:
                 return _error(f"found no matching overload for {kind!r}", ex)
             except (ValueError, OverflowError) as ex:
                 return _error("return error for overflow", ex)
+
         return addition
 
     def c_multiplication(self, tree: Ast, bound: frozenset[str]) -> Node:
@@ -295,8 +307,11 @@ class _Compiler:
         kind = str(op_tree.data)
         left = self._single(op_tree, bound)
         right = self.node(right_tree, bound)
-        func = {"multiplication_mul": operator.mul, "multiplication_div": operator.truediv,
-                "multiplication_mod": operator.mod}[kind]
+        func = {
+            "multiplication_mul": operator.mul,
+            "multiplication_div": operator.truediv,
+            "multiplication_mod": operator.mod,
+        }[kind]
 
         int_op = _INT_MULTIPLICATION[kind]
 
@@ -317,6 +332,7 @@ class _Compiler:
                 return _error("modulus or divide by zero", ex)
             except (ValueError, OverflowError) as ex:
                 return _error("return error for overflow", ex)
+
         return multiplication
 
     def c_unary(self, tree: Ast, bound: frozenset[str]) -> Node:
@@ -338,6 +354,7 @@ class _Compiler:
                     return _error(f"found no matching overload for {kind!r}", ex)
                 except ValueError as ex:
                     return _error("return error for overflow", ex)
+
             return not_
         if kind != "unary_neg":
             raise _NotCompiled(kind)
@@ -351,6 +368,7 @@ class _Compiler:
                 return _error(f"found no matching overload for {kind!r}", ex)
             except ValueError as ex:
                 return _error("return error for overflow", ex)
+
         return neg_
 
     # -- members ------------------------------------------------------------------------
@@ -371,6 +389,7 @@ class _Compiler:
                     else:
                         v = _select(v, name)
                 return v
+
             return path
         member = self.node(member_tree, bound)
         name = str(name_token)
@@ -383,6 +402,7 @@ class _Compiler:
                     return v
                 return _error(f"no such member in mapping: {name!r}")
             return _select(m, name)
+
         return dot
 
     def c_member_index(self, tree: Ast, bound: frozenset[str]) -> Node:
@@ -401,6 +421,7 @@ class _Compiler:
                 return _error("no such key", ex)
             except IndexError as ex:
                 return _error("invalid_argument", ex)
+
         return item
 
     def c_member_dot_arg(self, tree: Ast, bound: frozenset[str]) -> Node:
@@ -432,6 +453,7 @@ class _Compiler:
                 return _error("return error for overflow", ex)
             except (TypeError, AttributeError) as ex:
                 return _error("no such overload", ex)
+
         return method
 
     @staticmethod
@@ -439,8 +461,12 @@ class _Compiler:
         """A string method with a constant string argument (``s.startsWith('us')``):
         celpy's function inlined for a string receiver, celpy's function otherwise."""
         const = getattr(args, "const", None)
-        if (name not in ("startsWith", "endsWith", "contains", "matches") or not isinstance(const, ListType)
-                or len(const) != 1 or const[0].__class__ is not StringType):
+        if (
+            name not in ("startsWith", "endsWith", "contains", "matches")
+            or not isinstance(const, ListType)
+            or len(const) != 1
+            or const[0].__class__ is not StringType
+        ):
             return None
         (arg,) = const
         assert isinstance(arg, StringType)  # checked above, by its exact class
@@ -471,6 +497,7 @@ class _Compiler:
                 return _error("return error for overflow", ex)
             except (TypeError, AttributeError) as ex:
                 return _error("no such overload", ex)
+
         return string_method
 
     def _macro(self, tree: Ast, name: str, bound: frozenset[str]) -> Node:
@@ -503,26 +530,32 @@ class _Compiler:
             return r
 
         if name == "map":
+
             def map_(s: Scope) -> Any:
                 items = member(s)
                 if isinstance(items, CELEvalError):
                     return items
                 return ListType(map(lambda v: sub_expr(s, v), items))
+
             return map_
         if name == "filter":
+
             def filter_(s: Scope) -> Any:
                 items = member(s)
                 if isinstance(items, CELEvalError):
                     return items
                 return ListType(filter(lambda v: sub_expr(s, v), items))
+
             return filter_
         if name == "exists_one":
+
             def exists_one(s: Scope) -> Any:
                 items = member(s)
                 if isinstance(items, CELEvalError):
                     return items
                 count = sum(1 for v in items if bool(sub_expr(s, v)))
                 return BoolType(count == 1)
+
             return exists_one
         oper, start = (_and_oper, TRUE) if name == "all" else (_or_oper, FALSE)
         is_all = name == "all"
@@ -538,6 +571,7 @@ class _Compiler:
                 else:
                     acc = oper(acc, r)
             return acc
+
         return quantifier
 
     # -- primary --------------------------------------------------------------------------
@@ -581,6 +615,7 @@ class _Compiler:
                 if isinstance(v, CELEvalError):
                     return v
             return ListType(values)
+
         return exprlist
 
     def _map_lit(self, tree: Ast, bound: frozenset[str]) -> Node:
@@ -602,6 +637,7 @@ class _Compiler:
                 return result
             except (ValueError, TypeError) as ex:
                 return _error(ex.args[0], ex)  # as celpy: an exception without args escapes
+
         return map_lit
 
     def _call(self, tree: Ast, bound: frozenset[str]) -> Node:
@@ -634,6 +670,7 @@ class _Compiler:
                 return _error("return error for overflow", ex)
             except (TypeError, AttributeError) as ex:
                 return _error("no such overload", ex)
+
         return call
 
 
@@ -656,13 +693,17 @@ def _int_mod(a: int, b: int) -> int:  # IntType.__mod__: the sign of the dividen
     return (-1 if a < 0 else 1) * (abs(a) % abs(b))
 
 
-_INT_MULTIPLICATION = {"multiplication_mul": int.__mul__, "multiplication_div": _int_div,
-                       "multiplication_mod": _int_mod}
+_INT_MULTIPLICATION = {
+    "multiplication_mul": int.__mul__,
+    "multiplication_div": _int_div,
+    "multiplication_mod": _int_mod,
+}
 
 
 def _size(arg: Node) -> Node:
     """celpy's function_size (``size(x)``, ``x.size()``) inlined: ``null`` has
     size 0, an unsized value is "no such overload"."""
+
     def size(s: Scope) -> Any:
         v = arg(s)
         if isinstance(v, CELEvalError):
@@ -673,6 +714,7 @@ def _size(arg: Node) -> Node:
             return _new_int(IntType, len(v))
         except TypeError as ex:
             return _error("no such overload", ex)
+
     return size
 
 
@@ -705,18 +747,30 @@ _new_str, _new_float = str.__new__, float.__new__
 
 def _const(value: Any) -> Node:
     """A closure returning ``value``, marked as a constant (``.const``)."""
+
     def const(s: Scope) -> Any:
         return value
+
     const.const = value  # type: ignore[attr-defined]
     return const
 
+
 _RELATIONS = {
-    "relation_lt": "_<_", "relation_le": "_<=_", "relation_ge": "_>=_", "relation_gt": "_>_",
-    "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "_in_",
+    "relation_lt": "_<_",
+    "relation_le": "_<=_",
+    "relation_ge": "_>=_",
+    "relation_gt": "_>_",
+    "relation_eq": "_==_",
+    "relation_ne": "_!=_",
+    "relation_in": "_in_",
 }
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "relation_lt": operator.lt, "relation_le": operator.le, "relation_ge": operator.ge,
-    "relation_gt": operator.gt, "relation_eq": operator.eq, "relation_ne": operator.ne,
+    "relation_lt": operator.lt,
+    "relation_le": operator.le,
+    "relation_ge": operator.ge,
+    "relation_gt": operator.gt,
+    "relation_eq": operator.eq,
+    "relation_ne": operator.ne,
 }
 
 
@@ -744,8 +798,13 @@ def _field_chain(tree: Ast) -> list[str] | None:
         node = node.children[0]
         while isinstance(node, Tree) and node.data == "member" and len(node.children) == 1:
             node = node.children[0]
-    if (isinstance(node, Tree) and node.data == "primary" and len(node.children) == 1
-            and isinstance(node.children[0], Tree) and node.children[0].data == "ident"):
+    if (
+        isinstance(node, Tree)
+        and node.data == "primary"
+        and len(node.children) == 1
+        and isinstance(node.children[0], Tree)
+        and node.children[0].data == "ident"
+    ):
         return [str(node.children[0].children[0]), *reversed(names)]
     return None
 
@@ -785,4 +844,3 @@ def _literal(tree: Ast) -> Any:
     except ValueError as ex:
         return _error(ex.args[0], ex)
     raise _NotCompiled(f"literal {token.type}")
-

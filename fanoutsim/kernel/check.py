@@ -53,16 +53,17 @@ thing (the designs' checkers name theirs after these):
 The helpers here speak of items, readers and trace positions only; what an
 item, a reader or a cause is belongs to the design.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Protocol, TypedDict, runtime_checkable
 
-from fanoutsim.kernel.validate import is_whole
-
 import numpy as np
 import pandas as pd
+
+from fanoutsim.kernel.validate import is_whole
 
 SUMMARY_KEYS = ("valid", "delivered", "duplicates", "lost", "pending", "duplicates_by_cause", "lost_by_cause")
 
@@ -84,15 +85,15 @@ class CheckResult(Protocol):
     """What every design's checker returns (see the module's text)."""
 
     total: dict[str, Any]  # the design's own totals, by name
-    duplicates: "pd.DataFrame"
-    lost: "pd.DataFrame"
+    duplicates: pd.DataFrame
+    lost: pd.DataFrame
     unit: str
 
     @property
     def valid(self) -> bool: ...
 
     @property
-    def per_unit(self) -> "pd.DataFrame": ...
+    def per_unit(self) -> pd.DataFrame: ...
 
     @property
     def summary(self) -> Summary: ...
@@ -114,7 +115,7 @@ class CheckedReport:
         return bool(self.total.get("valid", True))
 
     @property
-    def per_unit(self) -> "pd.DataFrame":
+    def per_unit(self) -> pd.DataFrame:
         frame: pd.DataFrame = getattr(self, f"per_{self.unit}")
         return frame
 
@@ -131,10 +132,15 @@ class CheckedReport:
             name = names.get(key, key)
             return int(sum(total[n] for n in name)) if isinstance(name, tuple) else int(total[name])
 
-        return {"valid": self.valid, "delivered": count("delivered"), "duplicates": count("duplicates"),
-                "lost": count("lost"), "pending": count("pending"),
-                "duplicates_by_cause": causes(total[names.get("duplicates_by_cause", "duplicates_by_cause")]),
-                "lost_by_cause": causes(total[names.get("lost_by_cause", "lost_by_cause")])}
+        return {
+            "valid": self.valid,
+            "delivered": count("delivered"),
+            "duplicates": count("duplicates"),
+            "lost": count("lost"),
+            "pending": count("pending"),
+            "duplicates_by_cause": causes(total[names.get("duplicates_by_cause", "duplicates_by_cause")]),
+            "lost_by_cause": causes(total[names.get("lost_by_cause", "lost_by_cause")]),
+        }
 
 
 def refuse_unreadable(sim: object, design: str, checker: str) -> None:
@@ -144,16 +150,22 @@ def refuse_unreadable(sim: object, design: str, checker: str) -> None:
     recorded no trace (``traced`` False): a checker reads the trace, and
     without it would find nothing and call the run valid."""
     if not callable(getattr(sim, "trace", None)):
-        raise TypeError(f"{checker} checks a {design} run (a simulation or real-time runtime, or what "
-                        f"offers its trace() and tables); got {type(sim).__name__}")
+        raise TypeError(
+            f"{checker} checks a {design} run (a simulation or real-time runtime, or what "
+            f"offers its trace() and tables); got {type(sim).__name__}"
+        )
     got = getattr(sim, "design", design)
     if got != design:
-        raise TypeError(f"{checker} checks {design} runs; got {type(sim).__name__}, a run of the {got!r} "
-                        f"design: check it with its own design's checker, "
-                        f"fanoutsim.designs.design_of(run).check(run)")
+        raise TypeError(
+            f"{checker} checks {design} runs; got {type(sim).__name__}, a run of the {got!r} "
+            f"design: check it with its own design's checker, "
+            f"fanoutsim.designs.design_of(run).check(run)"
+        )
     if getattr(sim, "traced", True) is False:
-        raise ValueError(f"{checker} reads the run's trace, and this run recorded none (trace=False): "
-                         f"run it again with trace=True to check it")
+        raise ValueError(
+            f"{checker} reads the run's trace, and this run recorded none (trace=False): "
+            f"run it again with trace=True to check it"
+        )
 
 
 # -- the phases' design-free parts ------------------------------------------------------
@@ -171,8 +183,9 @@ def happened_between(marks: Sequence[int], lo: int, hi: int) -> bool:
     return bisect_right(marks, lo) < bisect_left(marks, hi)
 
 
-def first_cause(count: int, explanations: Sequence[tuple[str | np.ndarray, np.ndarray]],
-                default: str = "unknown") -> np.ndarray:
+def first_cause(
+    count: int, explanations: Sequence[tuple[str | np.ndarray, np.ndarray]], default: str = "unknown"
+) -> np.ndarray:
     """Each of ``count`` rows' cause: the first of ``explanations`` that holds
     for it, else ``default``. ``explanations`` are ``(cause, holds)`` pairs in
     the design's order of precedence, ``holds`` a boolean array; ``cause`` is
@@ -259,12 +272,18 @@ def problems(report: Any) -> list[str]:
         out.append(f"summary lacks {', '.join(missing)}")
         return out
     if not isinstance(report.unit, str) or not report.unit.isidentifier():
-        out.append(f"unit is {report.unit!r}; it must be an identifier: the design's word for one reader, "
-                   f"which names the per_unit frame's column")
-    if not isinstance(report.valid, bool) or summary["valid"] is not report.valid \
-            or bool(total.get("valid")) is not report.valid:
-        out.append(f"valid disagrees: .valid {report.valid!r}, summary {summary['valid']!r}, "
-                   f"total {total.get('valid')!r}")
+        out.append(
+            f"unit is {report.unit!r}; it must be an identifier: the design's word for one reader, "
+            f"which names the per_unit frame's column"
+        )
+    if (
+        not isinstance(report.valid, bool)
+        or summary["valid"] is not report.valid
+        or bool(total.get("valid")) is not report.valid
+    ):
+        out.append(
+            f"valid disagrees: .valid {report.valid!r}, summary {summary['valid']!r}, total {total.get('valid')!r}"
+        )
     for k in ("delivered", "duplicates", "lost", "pending"):
         v = summary[k]
         if not is_whole(v) or v < 0:

@@ -11,13 +11,15 @@ Adding a design: write its package, give it a module-level ``DESIGN =
 Design(...)``, and add one line to :data:`fanoutsim.designs.BUILTIN` (or call
 :func:`fanoutsim.designs.register` for a design that lives elsewhere).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 # what every design's checker returns: valid, total, summary, per_unit, and
 # duplicates / lost frames with a cause column (see fanoutsim.kernel.check)
@@ -29,6 +31,7 @@ def lazy(module: str, name: str) -> Callable[..., Any]:
     """``module.name``, imported on its first call: a design's record names its
     checker, report and figures without importing pandas or matplotlib when a
     command needs none of them."""
+
     def call(*args: Any, **kwargs: Any) -> Any:
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
@@ -63,8 +66,9 @@ def scale_workload_rates(scenario, rate: float):
     if not workloads or total <= 0:
         raise ValueError("the scenario has no [[workload]] to scale")
     factor = rate / total
-    return dataclasses.replace(scenario, workloads=tuple(dataclasses.replace(w, rate=w.rate * factor)
-                                                         for w in workloads))
+    return dataclasses.replace(
+        scenario, workloads=tuple(dataclasses.replace(w, rate=w.rate * factor) for w in workloads)
+    )
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ class Design:
     sweep_columns: tuple[str, ...] = ()
     sweep_row: Callable[[Any, Any], dict] | None = None
     sweep_unit_columns: tuple[str, ...] = ()
-    sweep_keys: Mapping[str, "SweepKey"] = field(default_factory=dict)
+    sweep_keys: Mapping[str, SweepKey] = field(default_factory=dict)
     sweep_figures: Callable[[Any, Any, Any], list] | None = None
     sweep_recommend: Callable[[Any, Any], str | None] | None = None
     realtime: Callable[..., Any] | None = None
@@ -185,7 +189,7 @@ class Registry:
         self._paths: dict[str, str] = dict(builtin)
         self._loaded: dict[str, Design] = {}
 
-    def register(self, design: "Design | str", name: str | None = None) -> None:
+    def register(self, design: Design | str, name: str | None = None) -> None:
         """Add a design: a :class:`Design`, or the path of a module whose
         ``DESIGN`` is one (``name`` is then required)."""
         if isinstance(design, Design):

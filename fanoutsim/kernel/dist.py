@@ -12,13 +12,15 @@ same way, and draw from the run's seeded RNG so a run stays reproducible:
                                           (:meth:`Dist.empirical`; a preset's measured
                                           hint latency is one)
 """
+
 from __future__ import annotations
 
 import math
 import numbers
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, NoReturn
+from typing import Any, NoReturn
 
 _LAWS = {
     "fixed": ("value",),
@@ -42,7 +44,7 @@ class Dist:
     samples: tuple[float, ...] = ()  # the empirical law's values, sorted
 
     @classmethod
-    def empirical(cls, samples: object) -> "Dist":
+    def empirical(cls, samples: object) -> Dist:
         """The empirical law of measured ``samples`` (seconds >= 0): a draw is one of
         them, each as likely (the bootstrap), from the run's seeded RNG. Checked as a
         scenario file's ``{dist = "empirical", samples = [...]}`` is."""
@@ -128,8 +130,9 @@ def parse_dist(value: Any, where: str = "duration") -> Dist:
     params = _LAWS[law]
     extra = sorted(set(value) - {"dist", *params})
     if extra:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, extra))} for {law!r}; "
-                         f"allowed: dist, {', '.join(params)}")
+        raise ValueError(
+            f"{where}: unknown key(s) {', '.join(map(repr, extra))} for {law!r}; allowed: dist, {', '.join(params)}"
+        )
     missing = [p for p in params if p not in value]
     if missing:
         raise ValueError(f"{where}: {law!r} needs {', '.join(missing)}")
@@ -142,6 +145,8 @@ def parse_dist(value: Any, where: str = "duration") -> Dist:
         raise ValueError(f"{where}: uniform needs low <= high, got {dict(value)!r}")
     if law == "lognormal" and nums[1] > LOGNORMAL_MAX_SIGMA:
         # exp(z * sigma) overflows a float past sigma ~ 700 / |z|: a draw would fail mid-run
-        raise ValueError(f"{where}.sigma must be at most {LOGNORMAL_MAX_SIGMA:g} (a wider law overflows a float "
-                         f"in its draws), got {nums[1]!r}")
+        raise ValueError(
+            f"{where}.sigma must be at most {LOGNORMAL_MAX_SIGMA:g} (a wider law overflows a float "
+            f"in its draws), got {nums[1]!r}"
+        )
     return Dist(law, nums[0], nums[1] if len(nums) > 1 else 0.0)  # a law has one or two parameters

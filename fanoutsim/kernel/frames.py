@@ -3,10 +3,12 @@
 Timestamps become timezone-aware UTC ``datetime64[us]`` columns; what else a
 design's frame needs (a JSON column decoded, say) its own package adds.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -35,11 +37,18 @@ def _timestamps(df: pd.DataFrame, timestamps: frozenset[str] = TIMESTAMP_COLUMNS
 
 
 _TYPES: dict[str, type[bool] | Literal["int64"]] = {
-    "enabled": bool, "predicate_degraded": bool, "predicate_error_count": "int64"}
+    "enabled": bool,
+    "predicate_degraded": bool,
+    "predicate_error_count": "int64",
+}
 
 
-def table_frame(table: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
-                timestamps: frozenset[str] = TIMESTAMP_COLUMNS) -> pd.DataFrame:
+def table_frame(
+    table: str,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str] | None = None,
+    timestamps: frozenset[str] = TIMESTAMP_COLUMNS,
+) -> pd.DataFrame:
     """``rows`` of ``table`` as a DataFrame with ``columns`` (default: a kernel
     table's); the ``timestamps`` columns become UTC datetimes."""
     columns = TABLES[table] if columns is None else columns

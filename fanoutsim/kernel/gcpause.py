@@ -12,11 +12,12 @@ collector runs again after it.
 Not for a simulation's run itself: a run may last a virtual week, and what
 cycles it makes must be collected as it goes.
 """
+
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager

@@ -5,11 +5,11 @@ one scenario differ in every id. A run owns one :class:`IdSource`; it outlives
 crashes of the engine (ids are drawn by the process that writes the row, and a
 restarted process keeps drawing from the same seeded stream).
 """
+
 from __future__ import annotations
 
 import os
 import random
-import uuid
 
 
 class IdSource:

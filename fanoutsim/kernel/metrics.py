@@ -5,12 +5,15 @@ just before a crash stays bumped, which is exactly how an operator would see it.
 They belong to the run, not to one engine incarnation, so a restart does not
 zero them (a scraper would have kept the series).
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Protocol
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
+
 
 class Bump(Protocol):
     """A counter as :meth:`Metrics.counter` hands it out: ``c()`` bumps it by one, ``c(n)`` by ``n``."""
@@ -120,8 +123,9 @@ class _Families:
             family_name = name[: -len("_total")] if counter else name
             family = families.get(name)
             if family is None:
-                family = families[name] = Metric(family_name, f"{name}, as fanoutsim metrics() counts it",
-                                                 "counter" if counter else "gauge")
+                family = families[name] = Metric(
+                    family_name, f"{name}, as fanoutsim metrics() counts it", "counter" if counter else "gauge"
+                )
             family.add_sample(name, labels, float(value))
         yield from families.values()
 

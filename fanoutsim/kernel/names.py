@@ -1,5 +1,6 @@
 """The one check of a name every design's engine steps make (a reactor, a
 workflow, a tenant, a consumer, a partition, a topic, ...)."""
+
 from __future__ import annotations
 
 from typing import Any

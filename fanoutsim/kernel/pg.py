@@ -23,6 +23,7 @@ database without a server of the user's; :func:`shared_url` gives its URI
 (a Unix socket in its folder: only this machine's users reach it) and
 :func:`stop_shared` stops it, keeping its data for the next start.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,9 @@ class ServerError(RuntimeError):
     """The embedded server could not be started."""
 
 
-DEFAULT_SHARED_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                                  "fanoutsim", "pg")
+DEFAULT_SHARED_DIR = os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "fanoutsim", "pg"
+)
 
 
 def _pgserver() -> ModuleType:
@@ -47,8 +49,9 @@ def _pgserver() -> ModuleType:
             warnings.simplefilter("ignore")  # platformdirs warns of a missing XDG_RUNTIME_DIR
             import pgserver
     except ImportError:
-        raise ServerError("the embedded PostgreSQL is the pgserver package's; install it with: "
-                          "pip install 'fanoutsim[postgres]'") from None
+        raise ServerError(
+            "the embedded PostgreSQL is the pgserver package's; install it with: pip install 'fanoutsim[postgres]'"
+        ) from None
     return pgserver
 
 
@@ -65,8 +68,9 @@ def _tune(dsn: str) -> None:
 def _running(folder: str) -> Any:  # pgserver's PostmasterInfo (pgserver ships no types)
     """The postmaster of the server in ``folder`` if one runs (pgserver's record of it), else None."""
     _pgserver()
-    from pgserver.utils import PostmasterInfo
     from pathlib import Path
+
+    from pgserver.utils import PostmasterInfo
 
     info = PostmasterInfo.read_from_pgdata(Path(folder).expanduser().resolve())
     return info if info is not None and info.is_running() else None
@@ -123,8 +127,10 @@ class EmbeddedServer:
         try:
             pgserver = _pgserver()
         except ServerError:
-            raise ServerError("store 'postgres' starts a PostgreSQL of its own with the pgserver package; "
-                              "install it with: pip install 'fanoutsim[postgres]'") from None
+            raise ServerError(
+                "store 'postgres' starts a PostgreSQL of its own with the pgserver package; "
+                "install it with: pip install 'fanoutsim[postgres]'"
+            ) from None
         self.folder = tempfile.mkdtemp(prefix="fanoutsim-pg-")
         self._server = None
         try:
@@ -151,7 +157,7 @@ class EmbeddedServer:
         if os.path.isdir(self.folder):
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def __enter__(self) -> "EmbeddedServer":
+    def __enter__(self) -> EmbeddedServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

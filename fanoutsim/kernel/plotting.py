@@ -2,11 +2,13 @@
 ``figure_axes`` (a new figure, or the caller's axes), ``mark_empty``,
 ``time_unit``, ``save_figures``, ``sweep_lines`` (any sweep column against a
 grid key) and the shared colours and limits."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, overload
+from typing import Any, overload
 
 import matplotlib as mpl
 import pandas as pd
@@ -31,10 +33,20 @@ STYLE: dict[RcKeyType, Any] = {
     "grid.linestyle": "-",
     "legend.fontsize": 8,
     "legend.frameon": False,
-    "axes.prop_cycle": cycler(color=[
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-        "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-    ]),
+    "axes.prop_cycle": cycler(
+        color=[
+            "#1f77b4",
+            "#ff7f0e",
+            "#2ca02c",
+            "#d62728",
+            "#9467bd",
+            "#8c564b",
+            "#e377c2",
+            "#7f7f7f",
+            "#bcbd22",
+            "#17becf",
+        ]
+    ),
 }
 THEORY_COLOR = "#333333"
 LATENCY_LABELS = {
@@ -52,17 +64,35 @@ def style() -> Iterator[None]:
 
 
 @overload
-def figure_axes(ax: None, figsize: tuple[float, float] | None = None, *, title: str | None = None,
-                xlabel: str | None = None, ylabel: str | None = None) -> tuple[Figure, Axes]: ...
+def figure_axes(
+    ax: None,
+    figsize: tuple[float, float] | None = None,
+    *,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+) -> tuple[Figure, Axes]: ...
 
 
 @overload
-def figure_axes(ax: Axes | None, figsize: tuple[float, float] | None = None, *, title: str | None = None,
-                xlabel: str | None = None, ylabel: str | None = None) -> tuple[Figure | SubFigure, Axes]: ...
+def figure_axes(
+    ax: Axes | None,
+    figsize: tuple[float, float] | None = None,
+    *,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+) -> tuple[Figure | SubFigure, Axes]: ...
 
 
-def figure_axes(ax: Axes | None, figsize: tuple[float, float] | None = None, *, title: str | None = None,
-                xlabel: str | None = None, ylabel: str | None = None) -> tuple[Figure | SubFigure, Axes]:
+def figure_axes(
+    ax: Axes | None,
+    figsize: tuple[float, float] | None = None,
+    *,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+) -> tuple[Figure | SubFigure, Axes]:
     """``(figure, axes)``: the caller's ``ax`` and its figure, or a new figure
     in the house size with one axes; with the title and axis labels given."""
     if ax is None:
@@ -76,8 +106,7 @@ def figure_axes(ax: Axes | None, figsize: tuple[float, float] | None = None, *, 
 
 def mark_empty(ax: Axes, what: str) -> None:
     """Say "no <what>" in the middle of an axes that has nothing to show."""
-    ax.text(0.5, 0.5, f"no {what}", transform=ax.transAxes, ha="center", va="center",
-            color="#777777")
+    ax.text(0.5, 0.5, f"no {what}", transform=ax.transAxes, ha="center", va="center", color="#777777")
 
 
 def time_unit(span_s: float) -> tuple[float, str]:
@@ -123,8 +152,12 @@ def plain_log(ax: Axes, which: str = "y") -> None:
             ticks = [0.0] if lo <= 0 else []
             first = 0 if lo <= 0 else math.floor(math.log10(floor))
             step = 1 if decades <= 6 else 2
-            ticks += [s * 10.0 ** k for k in range(first, math.ceil(math.log10(max(hi, 1.0))) + 1, step)
-                      for s in subs if lo <= s * 10.0 ** k <= hi * 1.0001]
+            ticks += [
+                s * 10.0**k
+                for k in range(first, math.ceil(math.log10(max(hi, 1.0))) + 1, step)
+                for s in subs
+                if lo <= s * 10.0**k <= hi * 1.0001
+            ]
             axis.set_major_locator(FixedLocator(ticks))
         else:
             locator = LogLocator(base=10.0, subs=subs, numticks=12 if decades <= 6 else 6)
@@ -148,21 +181,42 @@ def save_figures(figures: Mapping[str, Figure], out: Path) -> list[Path]:
 def grid_keys(df: pd.DataFrame) -> list[str]:
     """The grid keys of a sweep's table (:func:`fanoutsim.sweep`): its columns before ``seed``."""
     columns = list(df.columns)
-    return columns[:columns.index("seed")] if "seed" in columns else []
+    return columns[: columns.index("seed")] if "seed" in columns else []
 
 
 @overload
-def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str | None = None,
-                ax: None = None, title: str | None = None) -> Figure: ...
+def sweep_lines(
+    df: pd.DataFrame,
+    column: str,
+    *,
+    x: str | None = None,
+    by: str | None = None,
+    ax: None = None,
+    title: str | None = None,
+) -> Figure: ...
 
 
 @overload
-def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str | None = None,
-                ax: Axes | None = None, title: str | None = None) -> Figure | SubFigure: ...
+def sweep_lines(
+    df: pd.DataFrame,
+    column: str,
+    *,
+    x: str | None = None,
+    by: str | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure | SubFigure: ...
 
 
-def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str | None = None,
-                ax: Axes | None = None, title: str | None = None) -> Figure | SubFigure:
+def sweep_lines(
+    df: pd.DataFrame,
+    column: str,
+    *,
+    x: str | None = None,
+    by: str | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure | SubFigure:
     """A sweep's ``column`` against the grid key ``x`` (default: the first
     numeric one), one line per value of the grid key ``by`` (default: the next
     grid key, if any): the mean over seeds, shaded from the lowest to the
@@ -172,12 +226,13 @@ def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str 
     keys = grid_keys(df)
     # pandas's own test: a grid key of text (pandas 3's str dtype) or of nullable
     # ints is an extension dtype, which np.issubdtype refuses with a TypeError
-    numeric = [k for k in keys
-               if pd.api.types.is_numeric_dtype(df[k]) and not pd.api.types.is_bool_dtype(df[k])]
+    numeric = [k for k in keys if pd.api.types.is_numeric_dtype(df[k]) and not pd.api.types.is_bool_dtype(df[k])]
     x = x or (numeric[0] if numeric else None)
     if x is None or x not in df.columns or column not in df.columns:
-        raise KeyError(f"sweep_lines needs a numeric grid key and the column {column!r}; the table's grid "
-                       f"keys: {', '.join(keys) or 'none'}")
+        raise KeyError(
+            f"sweep_lines needs a numeric grid key and the column {column!r}; the table's grid "
+            f"keys: {', '.join(keys) or 'none'}"
+        )
     if by is None:
         rest = [k for k in keys if k != x]
         by = rest[0] if rest else None
@@ -195,8 +250,14 @@ def sweep_lines(df: pd.DataFrame, column: str, *, x: str | None = None, by: str 
         for i, (value, g) in enumerate(list(groups)[:MAX_SERIES]):
             stats = g.groupby(x, sort=True)[column].agg(["mean", "min", "max"])
             c = colors[i % len(colors)]
-            ax.plot(stats.index, stats["mean"], marker="o", markersize=3.5, color=c,
-                    label=f"{by} = {value!s}" if by is not None else "mean over seeds")
+            ax.plot(
+                stats.index,
+                stats["mean"],
+                marker="o",
+                markersize=3.5,
+                color=c,
+                label=f"{by} = {value!s}" if by is not None else "mean over seeds",
+            )
             ax.fill_between(stats.index, stats["min"], stats["max"], color=c, alpha=0.15, linewidth=0)
         xs = np.unique(data[x].to_numpy(dtype=float))
         if xs.min() > 0 and xs.max() / xs.min() >= 10:
@@ -239,6 +300,8 @@ def show_in(out: Any, fig: Figure) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=fig.dpi, metadata={"Software": None})
     width, height = fig.get_size_inches() * fig.dpi
-    data = {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
-            "text/plain": f"<Figure size {width:.0f}x{height:.0f}>"}
+    data = {
+        "image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+        "text/plain": f"<Figure size {width:.0f}x{height:.0f}>",
+    }
     out.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)

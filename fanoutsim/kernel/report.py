@@ -1,10 +1,12 @@
 """Plain-text report pieces every design's report uses: number formats,
 aligned tables, the header. The text depends only on the values given — no
 wall-clock values, no environment — so the same seed prints the same report."""
+
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 MISSING = "-"
 
@@ -45,8 +47,12 @@ def header(title: str, report: dict[str, Any]) -> list[str]:
     if report.get("scenario"):
         title += f": {report['scenario']}"
     described = textwrap.wrap(report["description"], 100) if report.get("description") else []
-    return [title, "=" * len(title), *described,
-            f"seed {report['seed']}, virtual time {secs(report['time_span_s'])} s ({report['start']} .. {report['end']})"]
+    return [
+        title,
+        "=" * len(title),
+        *described,
+        f"seed {report['seed']}, virtual time {secs(report['time_span_s'])} s ({report['start']} .. {report['end']})",
+    ]
 
 
 def cause_text(by_cause: dict[str, int]) -> str:
@@ -66,8 +72,14 @@ def run_span(sim: Any, name: str | None, design: str) -> dict[str, Any]:
     the seed and the run's span (RFC 3339 start and end, virtual seconds)."""
     from fanoutsim.kernel.timeutil import rfc3339
 
-    return {"scenario": name, "design": design, "seed": int(sim.seed), "start": rfc3339(sim.start_us),
-            "end": rfc3339(sim.now_us()), "time_span_s": float(sim.now)}
+    return {
+        "scenario": name,
+        "design": design,
+        "seed": int(sim.seed),
+        "start": rfc3339(sim.start_us),
+        "end": rfc3339(sim.now_us()),
+        "time_span_s": float(sim.now),
+    }
 
 
 def cause_lines(total: dict[str, Any]) -> list[str]:

@@ -31,6 +31,7 @@ a later join; a seek must come after its consumer joined) is a table's
 This module imports no design: :mod:`fanoutsim.scenario` picks the design a file
 names from the registry and hands the document to that design's parser.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,16 +39,29 @@ import inspect
 import os
 import re
 import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.store import Store as StoreObject
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.validate import (
-    DIST_SCHEMA, DURATION_REF, Invalid, JsonSchema, Name, Seconds, Seed, Store, Text, Timestamp, Validator, kind,
-    show, is_whole,
+    DIST_SCHEMA,
+    DURATION_REF,
+    Invalid,
+    JsonSchema,
+    Name,
+    Seconds,
+    Seed,
+    Store,
+    Text,
+    Timestamp,
+    Validator,
+    is_whole,
+    kind,
+    show,
 )
 
 if TYPE_CHECKING:
@@ -57,11 +71,33 @@ if TYPE_CHECKING:
     from fanoutsim.kernel.faults.kinds import Fault
 
 __all__ = [
-    "ScenarioError", "Problems", "read_scenario_file", "REQUIRED", "Key", "key", "keys_of", "Item", "Reading",
-    "Part", "Table", "Settings", "Array", "Faults", "FaultRules", "Schema", "Run", "RUN",
-    "read_table", "table_schema", "unknown_keys", "seq_start_needs_join", "check_overrides",
-    "refuse_existing_store", "hint_other_designs",
-    "jsonable", "DRAFT",
+    "ScenarioError",
+    "Problems",
+    "read_scenario_file",
+    "REQUIRED",
+    "Key",
+    "key",
+    "keys_of",
+    "Item",
+    "Reading",
+    "Part",
+    "Table",
+    "Settings",
+    "Array",
+    "Faults",
+    "FaultRules",
+    "Schema",
+    "Run",
+    "RUN",
+    "read_table",
+    "table_schema",
+    "unknown_keys",
+    "seq_start_needs_join",
+    "check_overrides",
+    "refuse_existing_store",
+    "hint_other_designs",
+    "jsonable",
+    "DRAFT",
 ]
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
@@ -158,12 +194,12 @@ class Key:
     check: Validator
     default: Any = REQUIRED
     doc: str = ""
-    required: str = ""         # what "is required: ..." says (default: the validator's ``required``,
-                               # else what it allows)
-    after: str = ""            # a key of the same table this one must be greater than
+    required: str = ""  # what "is required: ..." says (default: the validator's ``required``,
+    # else what it allows)
+    after: str = ""  # a key of the same table this one must be greater than
     before_until: bool = False  # must be before run.until
-    declared_in: str = ""      # must name an item of this [[array]], when it declares any
-    name: str = ""             # the key (the field's name); set by keys_of
+    declared_in: str = ""  # must name an item of this [[array]], when it declares any
+    name: str = ""  # the key (the field's name); set by keys_of
 
     def json_schema(self) -> JsonSchema:
         out = {**self.check.json_schema()}
@@ -174,8 +210,16 @@ class Key:
         return out
 
 
-def key(check: Validator, default: Any = REQUIRED, *, doc: str, required: str = "", after: str = "",
-        before_until: bool = False, declared_in: str = "") -> Any:
+def key(
+    check: Validator,
+    default: Any = REQUIRED,
+    *,
+    doc: str,
+    required: str = "",
+    after: str = "",
+    before_until: bool = False,
+    declared_in: str = "",
+) -> Any:
     """A dataclass field that is a key of a scenario table: checked by ``check``
     (a :class:`~fanoutsim.kernel.validate.Validator`), ``default`` when absent
     (:data:`REQUIRED`: it must be given), documented by ``doc``. ``after``:
@@ -190,8 +234,9 @@ def key(check: Validator, default: Any = REQUIRED, *, doc: str, required: str = 
 
 def keys_of(cls: type) -> tuple[Key, ...]:
     """The declared keys of a table dataclass, in declaration order."""
-    return tuple(dataclasses.replace(f.metadata[_KEY], name=f.name)
-                 for f in dataclasses.fields(cls) if _KEY in f.metadata)
+    return tuple(
+        dataclasses.replace(f.metadata[_KEY], name=f.name) for f in dataclasses.fields(cls) if _KEY in f.metadata
+    )
 
 
 # -- reading -----------------------------------------------------------------------
@@ -220,8 +265,15 @@ class Reading:
         """The frame's values as a scenario's fields: ``name``, ``source``,
         ``description``, ``seed``, ``until``, ``store``, ``start``."""
         run = self.values["run"]
-        return {"name": self.values["name"], "source": self.source, "description": self.values["description"],
-                "seed": run.seed, "until": run.until, "store": run.store, "start": run.start}
+        return {
+            "name": self.values["name"],
+            "source": self.source,
+            "description": self.values["description"],
+            "seed": run.seed,
+            "until": run.until,
+            "store": run.store,
+            "start": run.start,
+        }
 
 
 class Item:
@@ -255,7 +307,6 @@ class Item:
         return len(self.reading.problems) > self._before
 
 
-
 def checked_args(cls: type, **values: Any) -> dict[str, Any]:
     """A Python API's arguments checked by the keys the table ``cls`` declares,
     so the API refuses what a scenario file refuses, with the same words: the
@@ -278,8 +329,9 @@ def checked_args(cls: type, **values: Any) -> dict[str, Any]:
     return kept
 
 
-def unknown_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str, problems: Problems,
-                 note: str = "") -> None:
+def unknown_keys(
+    table: Mapping[str, Any], allowed: Sequence[str], where: str, problems: Problems, note: str = ""
+) -> None:
     """A problem for each key of ``table`` not in ``allowed``, listing the allowed ones."""
     for k in table:
         if k not in allowed:
@@ -287,8 +339,10 @@ def unknown_keys(table: Mapping[str, Any], allowed: Sequence[str], where: str, p
                 scope = "allowed top-level keys"
             else:
                 scope = f"allowed keys in {f'[{where}]' if '[' not in where else where}"
-            problems.add(f"{where}.{k}" if where else k,
-                         f"unknown key; {scope}{f' {note}' if note else ''}: {', '.join(allowed)}")
+            problems.add(
+                f"{where}.{k}" if where else k,
+                f"unknown key; {scope}{f' {note}' if note else ''}: {', '.join(allowed)}",
+            )
 
 
 def _read_key(k: Key, item: Item) -> None:
@@ -319,9 +373,17 @@ def _read_key(k: Key, item: Item) -> None:
     item.values[k.name] = kept
 
 
-def read_table(cls: type, raw: Any, where: str, reading: Reading, *, only: tuple[str, ...] | None = None,
-               note: str = "", rules: Callable[[Item], None] | None = None,
-               make: Callable[[Any], Any] | None = None) -> Item | None:
+def read_table(
+    cls: type,
+    raw: Any,
+    where: str,
+    reading: Reading,
+    *,
+    only: tuple[str, ...] | None = None,
+    note: str = "",
+    rules: Callable[[Item], None] | None = None,
+    make: Callable[[Any], Any] | None = None,
+) -> Item | None:
     """Read the TOML table ``raw`` at key path ``where`` into the dataclass
     ``cls`` by its declared keys (``only``: just these, ``note`` says why in
     the unknown-key message), then ``rules(item)``; ``item.result`` is the
@@ -408,8 +470,9 @@ class Part:
 class Table(Part):
     """A ``[name]`` table read into the dataclass ``cls`` by its declared keys."""
 
-    def __init__(self, name: str, cls: type, *, doc: str = "", required: str = "",
-                 rules: Callable[[Item], None] | None = None) -> None:
+    def __init__(
+        self, name: str, cls: type, *, doc: str = "", required: str = "", rules: Callable[[Item], None] | None = None
+    ) -> None:
         self.name, self.cls, self.doc, self.required, self.rules = name, cls, _doc(cls, doc), required, rules
 
     def read(self, value: Any, reading: Reading) -> Any:
@@ -437,8 +500,9 @@ class Settings(Part):
     values of a field, for the JSON Schema; the field docs are the comments on
     the dataclass's field lines."""
 
-    def __init__(self, name: str, cls: type, *, doc: str = "",
-                 choices: Mapping[str, tuple[Any, ...]] | None = None) -> None:
+    def __init__(
+        self, name: str, cls: type, *, doc: str = "", choices: Mapping[str, tuple[Any, ...]] | None = None
+    ) -> None:
         self.name, self.cls, self.doc, self.choices = name, cls, doc, dict(choices or {})
 
     def read(self, value: Any, reading: Reading) -> Any:
@@ -447,10 +511,10 @@ class Settings(Part):
             return self.cls()
         allowed = tuple(f.name for f in dataclasses.fields(self.cls))
         unknown_keys(value, allowed, self.name, reading.problems)
+
         def error(k: str, exc: Exception) -> None:
             message = str(exc)
-            reading.problems.add(f"{self.name}.{k}", message[len(k) + 1:] if message.startswith(k + " ")
-                                 else message)
+            reading.problems.add(f"{self.name}.{k}", message[len(k) + 1 :] if message.startswith(k + " ") else message)
 
         alone: dict[str, Exception | None] = {}
         for k, v in value.items():
@@ -466,7 +530,7 @@ class Settings(Part):
         good: dict[str, Any] = {}
         for k, refused in alone.items():
             if refused is not None:  # refused against the defaults: a rule spanning fields may
-                try:                 # accept it with the other keys this table gives
+                try:  # accept it with the other keys this table gives
                     self.cls(**{**fine, k: value[k]})
                 except (ValueError, TypeError):
                     error(k, refused)
@@ -541,10 +605,19 @@ class Array(Part):
     across items. The names the items give (their ``name`` key) are
     ``reading.declared[name]``, for a later key's ``declared_in``."""
 
-    def __init__(self, name: str, cls: type, *, doc: str = "", required: str = "", unique: str = "",
-                 noun: str = "", rules: Callable[[Item], None] | None = None,
-                 make: Callable[[Any], Any] | None = None,
-                 check: Callable[[list[Item], Reading], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cls: type,
+        *,
+        doc: str = "",
+        required: str = "",
+        unique: str = "",
+        noun: str = "",
+        rules: Callable[[Item], None] | None = None,
+        make: Callable[[Any], Any] | None = None,
+        check: Callable[[list[Item], Reading], None] | None = None,
+    ) -> None:
         self.name, self.cls, self.doc, self.required = name, cls, _doc(cls, doc), required
         self.unique, self.noun, self.rules, self.make, self.check = unique, noun, rules, make, check
 
@@ -562,8 +635,9 @@ class Array(Part):
         if self.required and not value:
             reading.problems.add(self.name, f"must declare at least one {self.noun or 'table'}")
         if any(k.name == "name" for k in keys_of(self.cls)):
-            reading.declared[self.name] = sorted({i["name"] for i in value
-                                                  if isinstance(i, dict) and isinstance(i.get("name"), str)})
+            reading.declared[self.name] = sorted(
+                {i["name"] for i in value if isinstance(i, dict) and isinstance(i.get("name"), str)}
+            )
         items: list[Item] = []
         seen: dict[Any, str] = {}  # a unique key's value -> where it was declared
         for i, raw in enumerate(value):
@@ -631,13 +705,15 @@ class Faults(Part):
 
     def __init__(self, rules: FaultRules, *, doc: str = "") -> None:
         self.rules = rules
-        self.doc = doc or ("the fault plan: each table names its kind (see fanoutsim.kernel.faults.plan); "
-                           f"{rules.label} accepts: {', '.join(rules.accepted)}")
+        self.doc = doc or (
+            "the fault plan: each table names its kind (see fanoutsim.kernel.faults.plan); "
+            f"{rules.label} accepts: {', '.join(rules.accepted)}"
+        )
 
     def read(self, value: Any, reading: Reading) -> FaultPlan | None:
         from fanoutsim.kernel.faults import FaultPlan
 
-        problems, r = reading.problems, self.rules
+        problems, _r = reading.problems, self.rules
         if not isinstance(value, list):
             problems.add("faults", f"must be an array of tables ([[faults]]), got {kind(value)}")
             return None
@@ -668,8 +744,9 @@ class Faults(Part):
             problems.add(f"{where}.kind", f"is required; {r.label} accepts: {names}")
             return None
         if not isinstance(fkind, str):
-            problems.add(f"{where}.kind", f"must be a string naming the kind, got {show(fkind)}; "
-                                          f"{r.label} accepts: {names}")
+            problems.add(
+                f"{where}.kind", f"must be a string naming the kind, got {show(fkind)}; {r.label} accepts: {names}"
+            )
             return None
         if fkind in r.refused:
             problems.add(f"{where}.kind", f"{fkind!r} is a fault of the {r.refused[fkind]}; {r.label} accepts: {names}")
@@ -699,8 +776,12 @@ class Faults(Part):
             declared = reading.declared.get(r.refs.get(k, ""))
             if declared and v not in declared:
                 label = r.ref_labels.get(k)
-                problems.add(f"{where}.{k}", f"{v!r} is not {label}: {', '.join(declared)}" if label else
-                             f"{v!r} is not declared in [[{r.refs[k]}]]; declared: {', '.join(declared)}")
+                problems.add(
+                    f"{where}.{k}",
+                    f"{v!r} is not {label}: {', '.join(declared)}"
+                    if label
+                    else f"{v!r} is not declared in [[{r.refs[k]}]]; declared: {', '.join(declared)}",
+                )
                 return None
             args[ren.get(k, k)] = tuple(v) if k == "window" and isinstance(v, list) else v
         if fkind == "crash_at_point" and "point" in item and r.points and item["point"] not in r.points:
@@ -716,11 +797,13 @@ class Faults(Part):
             problems.add(f"{where}.{k}", f"is required: {r.required[k]}")
         if missing:
             return None
-        missing = [f.name for f in _spec_fields(KINDS[fkind])
-                   if f.default is dataclasses.MISSING and f.name not in args]
+        missing = [
+            f.name for f in _spec_fields(KINDS[fkind]) if f.default is dataclasses.MISSING and f.name not in args
+        ]
         for name in missing:
-            problems.add(f"{where}.{next((o for o, f in ren.items() if f == name), name)}",
-                         f"is required for {fkind!r}")
+            problems.add(
+                f"{where}.{next((o for o, f in ren.items() if f == name), name)}", f"is required for {fkind!r}"
+            )
         if missing:
             return None
         try:
@@ -734,17 +817,30 @@ class Faults(Part):
         from fanoutsim.kernel.faults.kinds import KINDS
 
         ren = self.rules.renames.get(fkind, {})
-        return [next((o for o, f in ren.items() if f == name), name) for name in
-                (f.name for f in _spec_fields(KINDS[fkind]))]
+        return [
+            next((o for o, f in ren.items() if f == name), name)
+            for name in (f.name for f in _spec_fields(KINDS[fkind]))
+        ]
 
     def json_schema(self) -> JsonSchema:
         from fanoutsim.kernel.faults.kinds import KINDS
 
-        types: dict[str, JsonSchema] = {"float": {"type": "number"}, "int": {"type": "integer"}, "str": {"type": "string"},
-                 "str | None": {"type": "string"}, "bool": {"type": "boolean"},
-                 "Window": {"type": "array", "items": {"type": "number", "minimum": 0},
-                            "minItems": 2, "maxItems": 2, "description": "[start, end] in virtual seconds"},
-                 "Any": DURATION_REF, "tuple": {"type": "array"}}
+        types: dict[str, JsonSchema] = {
+            "float": {"type": "number"},
+            "int": {"type": "integer"},
+            "str": {"type": "string"},
+            "str | None": {"type": "string"},
+            "bool": {"type": "boolean"},
+            "Window": {
+                "type": "array",
+                "items": {"type": "number", "minimum": 0},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "[start, end] in virtual seconds",
+            },
+            "Any": DURATION_REF,
+            "tuple": {"type": "array"},
+        }
         variants: list[JsonSchema] = []
         for fkind in self.rules.accepted:
             spec = KINDS[fkind]
@@ -760,15 +856,29 @@ class Faults(Part):
                 if f.default is not dataclasses.MISSING and f.default is not None:
                     prop["default"] = jsonable(f.default)
                 props[ours] = prop
-                if (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING) \
-                        or ours in self.rules.required:
+                if (
+                    f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                ) or ours in self.rules.required:
                     required.append(ours)
-            variants.append({"title": fkind, "type": "object", "properties": props, "required": required,
-                             "additionalProperties": False})
-        return {"type": "array", "description": self.doc,
-                "items": {"type": "object", "required": ["kind"],
-                          "properties": {"kind": {"enum": list(self.rules.accepted)}},
-                          "oneOf": variants}}
+            variants.append(
+                {
+                    "title": fkind,
+                    "type": "object",
+                    "properties": props,
+                    "required": required,
+                    "additionalProperties": False,
+                }
+            )
+        return {
+            "type": "array",
+            "description": self.doc,
+            "items": {
+                "type": "object",
+                "required": ["kind"],
+                "properties": {"kind": {"enum": list(self.rules.accepted)}},
+                "oneOf": variants,
+            },
+        }
 
 
 def _spec_fields(spec: type) -> tuple[dataclasses.Field[Any], ...]:
@@ -787,7 +897,7 @@ def _fault_problem(message: str, where: str, fkind: str, renames: Mapping[str, s
     head, _, tail = path.partition(".")
     head = next((o for o, f in renames.items() if f == head), head)
     path = f"{head}.{tail}" if tail else head
-    return f"{where}.{path}", message[m.end():].strip() or message
+    return f"{where}.{path}", message[m.end() :].strip() or message
 
 
 def seq_start_needs_join(item: Item, start: str = "start", join_at: str = "join_at") -> None:
@@ -796,8 +906,11 @@ def seq_start_needs_join(item: Item, start: str = "start", join_at: str = "join_
     log is empty)."""
     value: Any = item.values.get(start)
     if is_whole(value) and value > 0 and not item.raw.get(join_at):
-        item.fail(start, f"a seq start must lie in the log when the consumer joins; at {join_at} = 0 the log "
-                         f"is empty, so only 0 is allowed (got {value}); set {join_at} to join later")
+        item.fail(
+            start,
+            f"a seq start must lie in the log when the consumer joins; at {join_at} = 0 the log "
+            f"is empty, so only 0 is allowed (got {value}); set {join_at} to join later",
+        )
 
 
 # -- the frame: header and [run] ------------------------------------------------------
@@ -810,15 +923,26 @@ class Run:
     """``[run]``: the run's seed, length, store and start, the same in every design."""
 
     seed: int = key(Seed(), 0, doc="the run's seed: the same file and seed make the same run")
-    until: float = key(_UNTIL, doc="how long to run, in virtual seconds (> 0)",
-                       required="the virtual seconds to run for (a number > 0)")
-    store: str = key(Store(), "memory", doc='"memory", "duckdb" (a temporary file), the path of a new '
-                                            '.duckdb file (relative to the current directory; it must not exist yet), '
-                                            '"postgres" (a throwaway PostgreSQL server) or a postgresql:// URI')
-    start: str | datetime | None = key(Timestamp(), None, doc="the wall time virtual 0 stands for "
-                                                              "(RFC 3339 with a timezone, such as 2026-01-01T00:00:00Z; "
-                                                              "a run's times stay within 1677-09-21 and 2262-04-11, "
-                                                              "those of pandas' timestamps)")
+    until: float = key(
+        _UNTIL,
+        doc="how long to run, in virtual seconds (> 0)",
+        required="the virtual seconds to run for (a number > 0)",
+    )
+    store: str = key(
+        Store(),
+        "memory",
+        doc='"memory", "duckdb" (a temporary file), the path of a new '
+        ".duckdb file (relative to the current directory; it must not exist yet), "
+        '"postgres" (a throwaway PostgreSQL server) or a postgresql:// URI',
+    )
+    start: str | datetime | None = key(
+        Timestamp(),
+        None,
+        doc="the wall time virtual 0 stands for "
+        "(RFC 3339 with a timezone, such as 2026-01-01T00:00:00Z; "
+        "a run's times stay within 1677-09-21 and 2262-04-11, "
+        "those of pandas' timestamps)",
+    )
 
 
 RUN = Table("run", Run, required="a [run] table")
@@ -855,16 +979,26 @@ class Schema:
         if "design" in data:
             value = data["design"]
             if isinstance(value, str) and value != self.design:  # another design's file: nothing else applies
-                raise ScenarioError(source, [("design", (
-                    f"this needs a scenario of the {self.design} design (design = {self.design!r}); "
-                    f"the file describes the {value} design (design = {value!r})"))])
+                raise ScenarioError(
+                    source,
+                    [
+                        (
+                            "design",
+                            (
+                                f"this needs a scenario of the {self.design} design (design = {self.design!r}); "
+                                f"the file describes the {value} design (design = {value!r})"
+                            ),
+                        )
+                    ],
+                )
             if not isinstance(value, str):
                 problems.add("design", f"must be {self.design!r}, got {show(value)}")
         unknown_keys(data, self.keys(), "", problems)
         reading.values["name"], reading.values["description"] = _header(data, default_name, problems)
         for part in (RUN, *self.parts):
-            reading.values[part.name] = (part.read(data[part.name], reading) if part.name in data
-                                         else part.absent(reading))
+            reading.values[part.name] = (
+                part.read(data[part.name], reading) if part.name in data else part.absent(reading)
+            )
         problems.raise_if_any(source)
         return reading
 
@@ -875,8 +1009,11 @@ class Schema:
             design["default"] = self.design
         props: dict[str, JsonSchema] = {
             "design": design,
-            "name": {"type": "string", "pattern": f"^{_NAME_RE.pattern}$",
-                     "description": "the scenario's name (default: the file's stem); it names the output folder"},
+            "name": {
+                "type": "string",
+                "pattern": f"^{_NAME_RE.pattern}$",
+                "description": "the scenario's name (default: the file's stem); it names the output folder",
+            },
             "description": {"type": "string", "description": "what the scenario shows"},
             "run": {**RUN.json_schema(), "description": RUN.doc},
         }
@@ -885,10 +1022,16 @@ class Schema:
         required = ["run", *(p.name for p in self.parts if p.required)]
         if not self.default:
             required.insert(0, "design")
-        out = {"$schema": DRAFT, "title": f"fanoutsim {self.design} scenario",
-               "description": self.title, "type": "object", "properties": props,
-               "required": required, "additionalProperties": False,
-               "definitions": {"duration": DIST_SCHEMA}}
+        out = {
+            "$schema": DRAFT,
+            "title": f"fanoutsim {self.design} scenario",
+            "description": self.title,
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": False,
+            "definitions": {"duration": DIST_SCHEMA},
+        }
         schema: JsonSchema = _markdown(out)
         return schema
 
@@ -896,8 +1039,10 @@ class Schema:
 def _markdown(node: Any) -> Any:
     """The descriptions of a JSON Schema with reST's ````code```` as Markdown's ```code```."""
     if isinstance(node, dict):
-        return {k: (v.replace("``", "`") if k == "description" and isinstance(v, str) else _markdown(v))
-                for k, v in node.items()}
+        return {
+            k: (v.replace("``", "`") if k == "description" and isinstance(v, str) else _markdown(v))
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_markdown(v) for v in node]
     return node
@@ -914,8 +1059,9 @@ def _header(data: Mapping[str, Any], default_name: str, problems: Problems) -> t
             name = None
         else:
             if not _NAME_RE.fullmatch(name):
-                problems.add("name", f"must be letters, digits, '.', '_' or '-' (it names the output folder), "
-                                     f"got {name!r}")
+                problems.add(
+                    "name", f"must be letters, digits, '.', '_' or '-' (it names the output folder), got {name!r}"
+                )
     description = data.get("description", "")
     try:
         description = Text()(description)
@@ -936,14 +1082,15 @@ class RunSettings(Protocol):
     def seed(self) -> int: ...
 
     @property
-    def store(self) -> "str | StoreObject": ...
+    def store(self) -> str | StoreObject: ...
 
     @property
     def until(self) -> float: ...
 
 
-def check_overrides(scenario: RunSettings, seed: int | None, store: "str | StoreObject | None",
-                    until: float | None) -> tuple[int, "str | StoreObject", float]:
+def check_overrides(
+    scenario: RunSettings, seed: int | None, store: str | StoreObject | None, until: float | None
+) -> tuple[int, str | StoreObject, float]:
     """``seed``, ``store`` and ``until`` given to a scenario's build or run,
     checked like the file's ``[run]`` values; None means the file's."""
     problems = Problems()
@@ -971,15 +1118,21 @@ def check_overrides(scenario: RunSettings, seed: int | None, store: "str | Store
 def refuse_existing_store(source: str, store: object) -> None:
     """A scenario starts from empty tables: an existing .duckdb file is refused, untouched."""
     if isinstance(store, str) and store.endswith(".duckdb") and os.path.exists(store):
-        raise ScenarioError(source, [(
-            "run.store",
-            f"{store!r} already exists; a scenario starts from empty tables, "
-            "so delete the file or choose another path",
-        )])
+        raise ScenarioError(
+            source,
+            [
+                (
+                    "run.store",
+                    f"{store!r} already exists; a scenario starts from empty tables, "
+                    "so delete the file or choose another path",
+                )
+            ],
+        )
 
 
-def hint_other_designs(problems: list[tuple[str, str]], data: Mapping[str, Any], own: tuple[str, ...],
-                       owners: Mapping[str, str]) -> list[tuple[str, str]]:
+def hint_other_designs(
+    problems: list[tuple[str, str]], data: Mapping[str, Any], own: tuple[str, ...], owners: Mapping[str, str]
+) -> list[tuple[str, str]]:
     """``problems`` of a document read as a design whose top-level keys are
     ``own``, with a hint on each unknown top-level key that is a table of
     another design (``owners``: key -> that design): set design = ... to use it."""

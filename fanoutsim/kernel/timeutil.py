@@ -7,13 +7,14 @@ natural, reproducible event rather than a float rounding accident. The stores
 keep timezone-aware UTC timestamps; conversion happens at their edges and when
 tables become DataFrames.
 """
+
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-UTC = timezone.utc
+UTC = UTC
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 US = 1_000_000  # microseconds per second
@@ -79,17 +80,28 @@ def _second_us(text: str) -> int | None:
     microseconds, what ``strptime(text, "%Y-%m-%dT%H:%M:%S")`` reads, built
     from the fields rather than through strptime (a fortieth of its cost)."""
     try:  # a date that does not exist (month 13, February 30) is not this shape either
-        return to_us(datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]),
-                              int(text[11:13]), int(text[14:16]), int(text[17:19]), tzinfo=UTC))
+        return to_us(
+            datetime(
+                int(text[0:4]),
+                int(text[5:7]),
+                int(text[8:10]),
+                int(text[11:13]),
+                int(text[14:16]),
+                int(text[17:19]),
+                tzinfo=UTC,
+            )
+        )
     except ValueError:
         return None
 
 
 def past_the_clock(start_us: int, until: float) -> str:
     """Why a run to ``until`` from ``start_us`` is refused (see :data:`LAST_US`)."""
-    return (f"until={until:g} runs past the last time a run can hold: it starts at "
-            f"{from_us(start_us):%Y-%m-%dT%H:%M:%SZ} and time ends at {from_us(LAST_US):%Y-%m-%dT%H:%M:%SZ} "
-            f"(until at most {(LAST_US - start_us) // US} virtual seconds)")
+    return (
+        f"until={until:g} runs past the last time a run can hold: it starts at "
+        f"{from_us(start_us):%Y-%m-%dT%H:%M:%SZ} and time ends at {from_us(LAST_US):%Y-%m-%dT%H:%M:%SZ} "
+        f"(until at most {(LAST_US - start_us) // US} virtual seconds)"
+    )
 
 
 def parse_start(value: str | datetime | None) -> int:
@@ -100,13 +112,13 @@ def parse_start(value: str | datetime | None) -> int:
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(
-                f"start {value!r} is not an ISO 8601 timestamp such as 2026-01-01T00:00:00Z"
-            ) from None
+            raise ValueError(f"start {value!r} is not an ISO 8601 timestamp such as 2026-01-01T00:00:00Z") from None
     if not isinstance(value, datetime):
         raise TypeError(f"start must be a datetime or ISO 8601 string, not {type(value).__name__}")
     us = to_us(value)
     if not FIRST_US <= us <= LAST_US:
-        raise ValueError(f"start {value.isoformat()} is outside the times a run can hold, "
-                         f"{from_us(FIRST_US):%Y-%m-%dT%H:%M:%SZ} through {from_us(LAST_US):%Y-%m-%dT%H:%M:%SZ}")
+        raise ValueError(
+            f"start {value.isoformat()} is outside the times a run can hold, "
+            f"{from_us(FIRST_US):%Y-%m-%dT%H:%M:%SZ} through {from_us(LAST_US):%Y-%m-%dT%H:%M:%SZ}"
+        )
     return us

@@ -24,6 +24,7 @@ attempted — every item, its values and whether (and when) it was durably
 logged — because a log forgets: pruned rows are gone, and an item whose writer
 crashed was never there. A checker reads both.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -107,8 +108,16 @@ class Trace:
         self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
         self._incarnation = schema.history.index(INCARNATION) if INCARNATION in schema.history else None
 
-    def add(self, t: int, kind: str, actor: str, who: Ref = None, what: Ref = None, where: Ref = None,
-            detail: str | None = None) -> None:
+    def add(
+        self,
+        t: int,
+        kind: str,
+        actor: str,
+        who: Ref = None,
+        what: Ref = None,
+        where: Ref = None,
+        detail: str | None = None,
+    ) -> None:
         c = self.cols
         c[0].append(t)
         c[1].append(kind)

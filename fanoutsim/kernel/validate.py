@@ -32,6 +32,7 @@ validator            allows                                              keeps
 :class:`Timestamp`   an RFC 3339 timestamp with a timezone               the value
 ===================  ==================================================  ================
 """
+
 from __future__ import annotations
 
 import math
@@ -50,9 +51,35 @@ if TYPE_CHECKING:
 JsonSchema = dict[str, Any]
 
 __all__ = [
-    "Invalid", "Validator", "kind", "show", "is_number", "is_real", "is_whole", "plain", "plain_fields", "CLOCK_UNIT", "below_unit", "duration",
-    "Name", "Text", "Seconds", "SecondsRange", "Rate", "Fraction", "IntAtLeast", "IntRange", "Seed",
-    "OneOf", "Distribution", "Position", "OrWord", "Store", "Timestamp", "DIST_SCHEMA", "DURATION_REF",
+    "Invalid",
+    "Validator",
+    "kind",
+    "show",
+    "is_number",
+    "is_real",
+    "is_whole",
+    "plain",
+    "plain_fields",
+    "CLOCK_UNIT",
+    "below_unit",
+    "duration",
+    "Name",
+    "Text",
+    "Seconds",
+    "SecondsRange",
+    "Rate",
+    "Fraction",
+    "IntAtLeast",
+    "IntRange",
+    "Seed",
+    "OneOf",
+    "Distribution",
+    "Position",
+    "OrWord",
+    "Store",
+    "Timestamp",
+    "DIST_SCHEMA",
+    "DURATION_REF",
 ]
 
 
@@ -133,6 +160,7 @@ class Validator:
     raises :class:`Invalid`. ``allowed`` says what is allowed in a few words."""
 
     if TYPE_CHECKING:  # a subclass says it as a class attribute or as a property of its fields
+
         @property
         def allowed(self) -> str: ...
     else:
@@ -216,8 +244,7 @@ class Seconds(Validator):
         return f"a finite number of {self.unit}{bound}"
 
     def check(self, value: Any) -> float:
-        if not is_number(value) or (self.low is not None and (
-                value < self.low or (self.strict and value == self.low))):
+        if not is_number(value) or (self.low is not None and (value < self.low or (self.strict and value == self.low))):
             raise self.refuse(value)
         if self._floored and below_unit(value):
             if self.strict:
@@ -390,25 +417,37 @@ class OneOf(Validator):
         return {"enum": list(self.choices)}
 
 
-DURATION_FORMS = ('seconds >= 0, or a table such as {dist = "exponential", mean = 0.2} or '
-                  '{dist = "uniform", low = 0.05, high = 0.15} (laws: fixed, exponential, uniform, lognormal, '
-                  'empirical with samples = [...])')
+DURATION_FORMS = (
+    'seconds >= 0, or a table such as {dist = "exponential", mean = 0.2} or '
+    '{dist = "uniform", low = 0.05, high = 0.15} (laws: fixed, exponential, uniform, lognormal, '
+    "empirical with samples = [...])"
+)
 
 
 def _param_schema(law: str) -> JsonSchema:
     if law == "empirical":  # measured values, inline
-        return {"type": "array", "items": {"type": "number", "minimum": 0}, "minItems": 1,
-                "maxItems": EMPIRICAL_MAX_SAMPLES}
+        return {
+            "type": "array",
+            "items": {"type": "number", "minimum": 0},
+            "minItems": 1,
+            "maxItems": EMPIRICAL_MAX_SAMPLES,
+        }
     return {"type": "number", "minimum": 0}
 
 
 DIST_SCHEMA: JsonSchema = {
     "anyOf": [
         {"type": "number", "minimum": 0, "description": "a fixed number of seconds"},
-        *({"type": "object", "description": f"{law}: {', '.join(params)}",
-           "properties": {"dist": {"const": law}, **{p: _param_schema(law) for p in params}},
-           "required": ["dist", *params], "additionalProperties": False}
-          for law, params in _LAWS.items()),
+        *(
+            {
+                "type": "object",
+                "description": f"{law}: {', '.join(params)}",
+                "properties": {"dist": {"const": law}, **{p: _param_schema(law) for p in params}},
+                "required": ["dist", *params],
+                "additionalProperties": False,
+            }
+            for law, params in _LAWS.items()
+        ),
     ],
 }
 """A duration in the notation of :mod:`fanoutsim.kernel.dist`, as JSON Schema: a
@@ -513,14 +552,23 @@ class Store(Validator):
     allowed = '"memory", "duckdb", a path ending in .duckdb, "postgres" or a postgresql:// URI'
 
     def check(self, value: Any) -> str:
-        if isinstance(value, str) and (value in ("memory", "duckdb", "postgres") or is_duckdb_path(value) or
-                                       (value.startswith(_PG_SCHEMES) and not value.endswith("://"))):
+        if isinstance(value, str) and (
+            value in ("memory", "duckdb", "postgres")
+            or is_duckdb_path(value)
+            or (value.startswith(_PG_SCHEMES) and not value.endswith("://"))
+        ):
             return value
         raise Invalid(f"must be {self.allowed}, got {show(value)}")
 
     def json_schema(self) -> JsonSchema:
-        return {"type": "string", "anyOf": [{"enum": ["memory", "duckdb", "postgres"]}, {"pattern": r".\.duckdb$"},
-                                            {"pattern": "^postgres(ql)?://."}]}
+        return {
+            "type": "string",
+            "anyOf": [
+                {"enum": ["memory", "duckdb", "postgres"]},
+                {"pattern": r".\.duckdb$"},
+                {"pattern": "^postgres(ql)?://."},
+            ],
+        }
 
 
 @dataclass(frozen=True)

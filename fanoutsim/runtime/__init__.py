@@ -12,6 +12,7 @@ what the runtimes of one clock share is in ``fanoutsim.kernel.runtime``
 (``virtual``: SimPy, ``wallclock``: threads, ``binding``: the hooks a
 design implements).
 """
+
 from fanoutsim.designs.reactor.realtime import Realtime
 from fanoutsim.designs.reactor.simulation import Simulation
 

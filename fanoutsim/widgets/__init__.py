@@ -5,6 +5,7 @@ values the engine accepts, so a slider cannot be set to something that would
 raise. Executed headless (as nbval does), a control shows its default state.
 One module per notebook subject; import the builders from here.
 """
+
 from fanoutsim.designs.reactor.widgets.latency import LatencyExplorer, latency_explorer  # noqa: E402
 from fanoutsim.designs.reactor.widgets.sweep import SweepExplorer, sweep_explorer  # noqa: E402
 

@@ -13,6 +13,7 @@ and the memory store:
 Each run counts the store's transactions (how many times the design went to
 the database), and the readers turn the runs into one table.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,17 +22,18 @@ import numpy as np
 import pandas as pd
 
 import fanoutsim as fs
-from fanoutsim.analysis import latency_frame
 from fanoutsim.analysis import leases as la
 from fanoutsim.analysis import outbox as oa
 from fanoutsim.faults import CrashAtPoint, FaultPlan
 
 DESIGNS = ("reactor", "outbox", "leases")
-CONSUMERS = {"indexer": 0.01, "mailer": 0.2}          # name: seconds of work per event
+CONSUMERS = {"indexer": 0.01, "mailer": 0.2}  # name: seconds of work per event
 # where each design does an effect and has not yet committed that it did
-RISKY_POINT = {"reactor": "poll.after_dispatch_before_watermark",
-               "outbox": "dispatch.after_handle_before_cursor",
-               "leases": "worker.after_effect_before_ack"}
+RISKY_POINT = {
+    "reactor": "poll.after_dispatch_before_watermark",
+    "outbox": "dispatch.after_handle_before_cursor",
+    "leases": "worker.after_effect_before_ack",
+}
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,7 @@ class Workload:
         return t[t < self.seconds]
 
     def faults(self, design: str) -> FaultPlan:
-        return FaultPlan([CrashAtPoint(RISKY_POINT[design], nth=n, downtime=self.downtime)
-                          for n in self.crashes])
+        return FaultPlan([CrashAtPoint(RISKY_POINT[design], nth=n, downtime=self.downtime) for n in self.crashes])
 
 
 def count_transactions(sim) -> dict:
@@ -80,7 +81,7 @@ def feed(sim, times, write) -> None:
             try:
                 write(i)
                 break
-            except RuntimeError:          # the process is down: try again a little later
+            except RuntimeError:  # the process is down: try again a little later
                 sim.run(until=sim.now + 0.1)
 
 
@@ -127,8 +128,7 @@ def idle_queries(design: str, seconds: float = 300.0) -> int:
     passes (each a transaction)."""
     idle = Workload(rate=1e-9, seconds=seconds, crashes=(), drain=0.0)
     sim, transactions = RUNS[design](idle)
-    metric = {"reactor": "fanoutsim_reactor_poll_queries_total",
-              "outbox": "fanoutsim_outbox_fetches_total"}.get(design)
+    metric = {"reactor": "fanoutsim_reactor_poll_queries_total", "outbox": "fanoutsim_outbox_fetches_total"}.get(design)
     if metric is None:
         return transactions
     return int(sum(v for k, v in sim.metrics().items() if k.startswith(metric)))
@@ -141,8 +141,7 @@ def latencies(design: str, sim) -> pd.DataFrame:
         ex = ex.drop_duplicates(["reactor_firing_id", "workflow_name"], keep="first")
         fired = pd.to_datetime(ex["context"].map(lambda c: c["reactor_fired_at"]), utc=True)
         done = (ex["finished_at"] - fired).dt.total_seconds()
-        return pd.DataFrame({"consumer": ex["workflow_name"].to_numpy(),
-                             "latency_s": done.to_numpy()})
+        return pd.DataFrame({"consumer": ex["workflow_name"].to_numpy(), "latency_s": done.to_numpy()})
     if design == "outbox":
         lat = oa.handled_latency(sim)
         return pd.DataFrame({"consumer": lat["consumer"], "latency_s": lat["latency_s"]})
@@ -154,15 +153,27 @@ def verdict(design: str, sim) -> dict:
     """The checker's counts, in the same words for every design."""
     if design == "reactor":
         t = fs.check(sim).total
-        return {"events": len(sim.firings()), "duplicates": t["extra_deliveries"],
-                "lost": t["lost"], "causes": t["duplicates_by_cause"]}
+        return {
+            "events": len(sim.firings()),
+            "duplicates": t["extra_deliveries"],
+            "lost": t["lost"],
+            "causes": t["duplicates_by_cause"],
+        }
     if design == "outbox":
         t = fs.check_outbox(sim).total
-        return {"events": t["committed"], "duplicates": t["extra_deliveries"], "lost": t["lost"],
-                "causes": t["duplicates_by_cause"]}
+        return {
+            "events": t["committed"],
+            "duplicates": t["extra_deliveries"],
+            "lost": t["lost"],
+            "causes": t["duplicates_by_cause"],
+        }
     t = fs.check_leases(sim).total
-    return {"events": t["published"], "duplicates": t["duplicates"], "lost": t["lost"],
-            "causes": t["duplicates_by_cause"]}
+    return {
+        "events": t["published"],
+        "duplicates": t["duplicates"],
+        "lost": t["lost"],
+        "causes": t["duplicates_by_cause"],
+    }
 
 
 def compare(w: Workload = Workload()) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -175,8 +186,12 @@ def compare(w: Workload = Workload()) -> tuple[pd.DataFrame, pd.DataFrame, dict]
         lat = latencies(design, sim).assign(design=design)
         frames.append(lat)
         v = verdict(design, sim)
-        row = {"design": design, **v, "transactions": transactions,
-               "transactions per event": transactions / max(v["events"], 1)}
+        row = {
+            "design": design,
+            **v,
+            "transactions": transactions,
+            "transactions per event": transactions / max(v["events"], 1),
+        }
         for name in CONSUMERS:
             x = lat.loc[lat["consumer"] == name, "latency_s"]
             row[f"{name} p50 (s)"] = float(x.median())

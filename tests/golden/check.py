@@ -1,4 +1,5 @@
 """The comparison the golden tests make."""
+
 from __future__ import annotations
 
 import json

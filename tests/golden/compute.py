@@ -5,6 +5,7 @@ Refactors and speed-ups must not move these. ``python -m tests.golden.compute``
 rewrites ``results.json``; do that only for a change that moves results on
 purpose, and say so in its commit.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,8 +41,8 @@ def _frame_digest(df) -> str:
 
 def result(path: Path, seed: int, store: str) -> dict:
     from fanoutsim.cli import full_report
-    from fanoutsim.scenario import load_scenario
     from fanoutsim.designs.stores import TABLES
+    from fanoutsim.scenario import load_scenario
 
     scenario = load_scenario(path)
     until = min(scenario.until, UNTIL[store]) if scenario.until else UNTIL[store]

@@ -1,4 +1,5 @@
 """The toy design's Design record: all that the cross-design tools need of it."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,13 @@ SWEEP_COLUMNS = ("append_to_handled_mean_s", "appended", "handled", "duplicates"
 def _report(sim, name=None, checked=None) -> dict:
     checked = checked if checked is not None else check_toy(sim)
     lat = latencies(sim)
-    return {"name": name, "design": "toy", "appended": checked.total["appended"],
-            "latency_mean_s": float(lat.mean()) if len(lat) else None, "check": checked.total}
+    return {
+        "name": name,
+        "design": "toy",
+        "appended": checked.total["appended"],
+        "latency_mean_s": float(lat.mean()) if len(lat) else None,
+        "check": checked.total,
+    }
 
 
 def _format_report(report: dict) -> str:
@@ -43,10 +49,14 @@ def _figures(sim, out: Path) -> list:
 
 def _sweep_row(sim, checked) -> dict:
     lat = latencies(sim)
-    return {"append_to_handled_mean_s": float(lat.mean()) if len(lat) else float(np.nan),
-            "appended": int(checked.total["appended"]), "handled": int(checked.total["handled"]),
-            "duplicates": int(checked.total["duplicates"]), "lost": int(checked.total["lost"]),
-            "valid": bool(checked.valid)}
+    return {
+        "append_to_handled_mean_s": float(lat.mean()) if len(lat) else float(np.nan),
+        "appended": int(checked.total["appended"]),
+        "handled": int(checked.total["handled"]),
+        "duplicates": int(checked.total["duplicates"]),
+        "lost": int(checked.total["lost"]),
+        "valid": bool(checked.valid),
+    }
 
 
 def _tables(sim) -> dict:

@@ -2,6 +2,7 @@
 
 Its loops are written once (:class:`ToyRuntime`); :class:`ToySimulation` and
 :class:`ToyRealtime` only pick the kernel's virtual or wall driver."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,8 @@ CONSUMER = "toy"
 # -- config ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ToyConfig:
-    poll_interval: float = 1.0   # seconds between the consumer's reads
-    batch_limit: int = 10        # rows per read
+    poll_interval: float = 1.0  # seconds between the consumer's reads
+    batch_limit: int = 10  # rows per read
 
     def __post_init__(self) -> None:
         p = self.poll_interval
@@ -41,8 +42,7 @@ class ToyConfig:
 def append(store, now: int, body: str) -> int:
     with store.transaction() as tx:
         seq = tx.reserve_outbox_seq()
-        tx.insert_outbox({"seq": seq, "ts": now, "topic": "toy", "kind": "toy.appended", "ref": body,
-                          "due_at": None})
+        tx.insert_outbox({"seq": seq, "ts": now, "topic": "toy", "kind": "toy.appended", "ref": body, "due_at": None})
     return seq
 
 
@@ -75,8 +75,12 @@ class ToyScenario:
     design = "toy"
 
     def build(self, seed=None, store=None, until=None):
-        return ToySimulation(self.config, seed=self.seed if seed is None else seed,
-                             store=self.store if store is None else store, workloads=self.workloads)
+        return ToySimulation(
+            self.config,
+            seed=self.seed if seed is None else seed,
+            store=self.store if store is None else store,
+            workloads=self.workloads,
+        )
 
     def run(self, seed=None, until=None, store=None):
         sim = self.build(seed, store)
@@ -100,7 +104,9 @@ def parse_toy_scenario(data: dict, source: str = "<scenario>", default_name: str
         try:
             config = dataclasses.replace(config, **{k: v})
         except TypeError:
-            problems.append((f"toy.{k}", f"unknown key; allowed: {', '.join(f.name for f in dataclasses.fields(ToyConfig))}"))
+            problems.append(
+                (f"toy.{k}", f"unknown key; allowed: {', '.join(f.name for f in dataclasses.fields(ToyConfig))}")
+            )
         except ValueError as exc:
             problems.append((f"toy.{k}", str(exc)))
     workloads = []
@@ -112,9 +118,16 @@ def parse_toy_scenario(data: dict, source: str = "<scenario>", default_name: str
             workloads.append(ToyWorkload(float(rate)))
     if problems:
         raise ScenarioError(source, problems)
-    return ToyScenario(name=data.get("name", default_name), source=source, until=float(until),
-                       seed=run.get("seed", 0), store=run.get("store", "memory"),
-                       description=data.get("description", ""), config=config, workloads=tuple(workloads))
+    return ToyScenario(
+        name=data.get("name", default_name),
+        source=source,
+        until=float(until),
+        seed=run.get("seed", 0),
+        store=run.get("store", "memory"),
+        description=data.get("description", ""),
+        config=config,
+        workloads=tuple(workloads),
+    )
 
 
 # -- one runtime, its loops written once ------------------------------------------------
@@ -215,8 +228,15 @@ class ToyCheck:
     def summary(self) -> dict:
         """The totals every design shares (the kernel's check contract)."""
         t = self.total
-        return {"valid": self.valid, "delivered": t["handled"], "duplicates": t["duplicates"], "lost": t["lost"],
-                "pending": t["pending"], "duplicates_by_cause": {}, "lost_by_cause": {}}
+        return {
+            "valid": self.valid,
+            "delivered": t["handled"],
+            "duplicates": t["duplicates"],
+            "lost": t["lost"],
+            "pending": t["pending"],
+            "duplicates_by_cause": {},
+            "lost_by_cause": {},
+        }
 
 
 def check_toy(sim) -> ToyCheck:
@@ -226,8 +246,16 @@ def check_toy(sim) -> ToyCheck:
     handled = t.loc[t["kind"] == "handled", "seq"].value_counts()
     lost = sum(1 for s in log if s <= cursor and s not in handled.index)
     duplicates = int((handled - 1).clip(lower=0).sum())
-    return ToyCheck({"appended": len(log), "handled": int(len(handled)), "pending": sum(1 for s in log if s > cursor),
-                     "lost": lost, "duplicates": duplicates, "valid": lost == 0 and duplicates == 0})
+    return ToyCheck(
+        {
+            "appended": len(log),
+            "handled": int(len(handled)),
+            "pending": sum(1 for s in log if s > cursor),
+            "lost": lost,
+            "duplicates": duplicates,
+            "valid": lost == 0 and duplicates == 0,
+        }
+    )
 
 
 def latencies(sim) -> pd.Series:
@@ -252,5 +280,10 @@ class ToyRealtime(ToyRuntime, SteppedWallRuntime):
     def status(self) -> dict:
         log = self.store.rows("outbox")
         cursor = next((r["seq"] for r in self.store.rows("cursors") if r["consumer"] == CONSUMER), 0)
-        return {"pid": os.getpid(), "running": self.running, "rows": len(log), "cursor": cursor,
-                "lag": max((r["seq"] for r in log), default=0) - cursor}
+        return {
+            "pid": os.getpid(),
+            "running": self.running,
+            "rows": len(log),
+            "cursor": cursor,
+            "lag": max((r["seq"] for r in log), default=0) - cursor,
+        }

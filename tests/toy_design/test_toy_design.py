@@ -1,5 +1,6 @@
 """A fourth design, registered from the tests, gets run, check, report, sweep and serve
 through the seam alone: nothing under fanoutsim/ names it."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,6 @@ import pytest
 import fanoutsim as fs
 from fanoutsim import designs
 from fanoutsim.cli import main
-
 from toy_design.design import DESIGN
 from toy_design.engine import ToyConfig, ToyWorkload
 
@@ -72,8 +72,7 @@ def test_check_and_report_through_the_registry(toy):
 
 
 def test_fs_sweep_takes_the_toys_config_fields_rate_and_columns(toy):
-    df = fs.sweep(toy, grid={"poll_interval": [0.5, 4.0], "rate": [1.0, 6.0]}, until=120.0, cache=None,
-                  progress=False)
+    df = fs.sweep(toy, grid={"poll_interval": [0.5, 4.0], "rate": [1.0, 6.0]}, until=120.0, cache=None, progress=False)
     assert list(df.columns) == ["poll_interval", "rate", "seed", *DESIGN.sweep_columns, "wall_s"]
     fast, slow = df.groupby("poll_interval")["append_to_handled_mean_s"].mean()
     assert fast < 0.5 < 1.5 < slow  # half a poll interval, on average
@@ -104,8 +103,11 @@ def test_serve_write_and_status_of_the_toy(toy, tmp_path, capsys):
     scenario = fs.load_scenario(toy)
     ready, stop = threading.Event(), threading.Event()
     result = {}
-    t = threading.Thread(target=lambda: result.setdefault(
-        "rc", serve.serve(db, scenario, rate=0, ready=lambda port: ready.set(), stop_event=stop)))
+    t = threading.Thread(
+        target=lambda: result.setdefault(
+            "rc", serve.serve(db, scenario, rate=0, ready=lambda port: ready.set(), stop_event=stop)
+        )
+    )
     t.start()
     try:
         assert ready.wait(30)

@@ -44,12 +44,23 @@ The runtimes are :class:`fanoutsim.designs.leases.simulation.LeaseSimulation` (t
 virtual clock) and :class:`fanoutsim.designs.leases.realtime.LeaseRealtime`
 (the wall clock); both drive the same engine.
 """
+
+from fanoutsim.designs.leases.authority import ADMIN, Credential, Unauthorized
+from fanoutsim.designs.leases.backup import Backup
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, LeaseConfig
 from fanoutsim.designs.leases.engine import LeaseEngine
 from fanoutsim.designs.leases.leasing import Lease, Pull
 from fanoutsim.designs.leases.log import HistoryPruned
-from fanoutsim.designs.leases.authority import ADMIN, Credential, Unauthorized
-from fanoutsim.designs.leases.backup import Backup
 
-__all__ = ["LeaseConfig", "LeaseEngine", "Lease", "Pull", "MAX_ATTEMPTS", "HistoryPruned", "ADMIN", "Credential",
-           "Unauthorized", "Backup"]
+__all__ = [
+    "LeaseConfig",
+    "LeaseEngine",
+    "Lease",
+    "Pull",
+    "MAX_ATTEMPTS",
+    "HistoryPruned",
+    "ADMIN",
+    "Credential",
+    "Unauthorized",
+    "Backup",
+]

@@ -25,10 +25,11 @@ The experiments the notebooks run with these (a crash sweep, the fence, a
 restore in a running system, ...) live beside the notebooks, in
 ``notebooks/experiments/leases.py``, where a learner reads them.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -40,9 +41,18 @@ from fanoutsim.kernel.timeutil import US
 LAWS = ("exponential", "uniform", "lognormal")
 LOGNORMAL_SIGMA = 1.0
 ACK_RESULTS = ("acked", "stale_incarnation", "expired", "wrong_token", "no_lease", "not_found")
-OUTCOME_KINDS = ("acked", "ack refused: stale_incarnation", "ack refused: expired", "ack refused: wrong_token",
-                 "ack refused: no_lease", "ack refused: not_found", "nacked", "lease expired", "dead_lettered",
-                 "lease voided")
+OUTCOME_KINDS = (
+    "acked",
+    "ack refused: stale_incarnation",
+    "ack refused: expired",
+    "ack refused: wrong_token",
+    "ack refused: no_lease",
+    "ack refused: not_found",
+    "nacked",
+    "lease expired",
+    "dead_lettered",
+    "lease voided",
+)
 ORDERS = ("head_of_line", "riffdb")
 
 
@@ -56,13 +66,20 @@ def _pct(x: pd.Series, q: float) -> float:
 
 # -- per event, per attempt -------------------------------------------------------
 
+
 def published_events(sim) -> pd.DataFrame:
     """One row per published event: ``event_id``, ``partition``, ``seq`` and
     ``published_s`` (virtual seconds since the run's start)."""
     t = sim.trace()
     p = t[t["kind"] == "published"]
-    return pd.DataFrame({"event_id": p["event_id"].to_numpy(), "partition": p["partition"].to_numpy(),
-                         "seq": p["detail"].astype(int).to_numpy(), "published_s": _rel(sim, p["t"])})
+    return pd.DataFrame(
+        {
+            "event_id": p["event_id"].to_numpy(),
+            "partition": p["partition"].to_numpy(),
+            "seq": p["detail"].astype(int).to_numpy(),
+            "published_s": _rel(sim, p["t"]),
+        }
+    )
 
 
 def event_outcomes(sim, consumer: str | None = None) -> pd.DataFrame:
@@ -75,8 +92,19 @@ def event_outcomes(sim, consumer: str | None = None) -> pd.DataFrame:
     if consumer is not None:
         t = t[t["consumer"] == consumer]
     t = t.assign(t_s=_rel(sim, t["t"]))
-    cols = ["consumer", "event_id", "partition", "seq", "published_s", "first_delivered_s", "done_s", "outcome",
-            "deliveries", "attempts", "latency_s"]
+    cols = [
+        "consumer",
+        "event_id",
+        "partition",
+        "seq",
+        "published_s",
+        "first_delivered_s",
+        "done_s",
+        "outcome",
+        "deliveries",
+        "attempts",
+        "latency_s",
+    ]
     leased = t[t["kind"] == "leased"].groupby(["consumer", "event_id"]).size().rename("attempts")
     if leased.empty:
         return pd.DataFrame(columns=cols)
@@ -103,10 +131,14 @@ def checkpoint_path(sim, consumer: str) -> pd.DataFrame:
     mine = t[t["consumer"] == consumer]
     sel = mine[mine["kind"] == "checkpoint"]
     dead = set(mine.loc[mine["kind"] == "dead_lettered", "event_id"])
-    return pd.DataFrame({"t_s": _rel(sim, sel["t"]), "partition": sel["partition"].to_numpy(),
-                         "seq": sel["detail"].astype(int).to_numpy(),
-                         "how": ["dead_lettered" if e in dead else "acked" for e in sel["event_id"]]}
-                        ).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "t_s": _rel(sim, sel["t"]),
+            "partition": sel["partition"].to_numpy(),
+            "seq": sel["detail"].astype(int).to_numpy(),
+            "how": ["dead_lettered" if e in dead else "acked" for e in sel["event_id"]],
+        }
+    ).reset_index(drop=True)
 
 
 def checkpoints_at(sim, consumer: str, t_s: float) -> dict[str, int]:
@@ -124,8 +156,13 @@ def ack_outcomes(sim) -> pd.DataFrame:
     voided (by restore, seek or retire)."""
     t = sim.trace()
     names = sorted(set(sim.consumers()["consumer"])) if len(sim.consumers()) else []
-    kinds = {"acked": "acked", "nacked": "nacked", "expired": "lease expired", "dead_lettered": "dead_lettered",
-             "lease_voided": "lease voided"}
+    kinds = {
+        "acked": "acked",
+        "nacked": "nacked",
+        "expired": "lease expired",
+        "dead_lettered": "dead_lettered",
+        "lease_voided": "lease voided",
+    }
     rows = []
     for name in names:
         mine = t[t["consumer"] == name]
@@ -162,19 +199,23 @@ def lease_summary(sim, checked=None) -> pd.DataFrame:
         c = r["consumer"]
         lat = ev.loc[ev["consumer"] == c, "latency_s"].dropna()
         dups = checked.duplicates.loc[checked.duplicates["consumer"] == c, "cause"].value_counts()
-        refused = sum(int(out.loc[c, k]) for k in OUTCOME_KINDS if k.startswith("ack refused")) if c in out.index \
-            else 0
-        rows.append({**{k: r[k] for k in ("consumer", "delivered", "duplicates", "lost", "dead_lettered",
-                                          "pending")},
-                     "duplicates_by_cause": {str(k): int(v) for k, v in sorted(dups.items())},
-                     "acks_refused": refused,
-                     "leases_expired": int(out.loc[c, "lease expired"]) if c in out.index else 0,
-                     "latency_p50_s": round(_pct(lat, 0.5), 3), "latency_p99_s": round(_pct(lat, 0.99), 3),
-                     "latency_max_s": round(float(lat.max()) if len(lat) else float("nan"), 3)})
+        refused = sum(int(out.loc[c, k]) for k in OUTCOME_KINDS if k.startswith("ack refused")) if c in out.index else 0
+        rows.append(
+            {
+                **{k: r[k] for k in ("consumer", "delivered", "duplicates", "lost", "dead_lettered", "pending")},
+                "duplicates_by_cause": {str(k): int(v) for k, v in sorted(dups.items())},
+                "acks_refused": refused,
+                "leases_expired": int(out.loc[c, "lease expired"]) if c in out.index else 0,
+                "latency_p50_s": round(_pct(lat, 0.5), 3),
+                "latency_p99_s": round(_pct(lat, 0.99), 3),
+                "latency_max_s": round(float(lat.max()) if len(lat) else float("nan"), 3),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # -- lease length against work time ------------------------------------------------------
+
 
 def work_law(law: str, mean: float) -> Callable:
     """A worker's duration law with mean ``mean`` seconds, as ``fn(rng) -> seconds``:
@@ -188,7 +229,7 @@ def work_law(law: str, mean: float) -> Callable:
         return lambda rng: rng.expovariate(1.0 / mean)
     if law == "uniform":
         return lambda rng: rng.uniform(0.0, 2.0 * mean)
-    mu = math.log(mean) - LOGNORMAL_SIGMA ** 2 / 2
+    mu = math.log(mean) - LOGNORMAL_SIGMA**2 / 2
     return lambda rng: rng.lognormvariate(mu, LOGNORMAL_SIGMA)
 
 
@@ -200,7 +241,7 @@ def p_exceeds(law: str, mean: float, lease_seconds: float) -> float:
         return math.exp(-x / mean)
     if law == "uniform":
         return max(0.0, 1.0 - x / (2.0 * mean))
-    mu = math.log(mean) - LOGNORMAL_SIGMA ** 2 / 2
+    mu = math.log(mean) - LOGNORMAL_SIGMA**2 / 2
     return 0.5 * math.erfc((math.log(x) - mu) / (LOGNORMAL_SIGMA * math.sqrt(2)))
 
 
@@ -211,7 +252,7 @@ def expected_duplicates(p: float, max_attempts: int = MAX_ATTEMPTS) -> float:
     (1 − p^n) / (1 − p) − 1."""
     if p >= 1.0:
         return float(max_attempts - 1)
-    return (1.0 - p ** max_attempts) / (1.0 - p) - 1.0
+    return (1.0 - p**max_attempts) / (1.0 - p) - 1.0
 
 
 def work_laws(mean: float = 5.0) -> dict[str, dict]:
@@ -222,14 +263,20 @@ def work_laws(mean: float = 5.0) -> dict[str, dict]:
     ``median · e^(σ·gauss)`` where :func:`work_law` draws ``lognormvariate``:
     the same law, another stream of numbers."""
     work_law("exponential", mean)
-    return {"exponential": {"dist": "exponential", "mean": float(mean)},
-            "uniform": {"dist": "uniform", "low": 0.0, "high": 2.0 * float(mean)},
-            "lognormal": {"dist": "lognormal", "median": float(mean) * math.exp(-LOGNORMAL_SIGMA ** 2 / 2),
-                          "sigma": LOGNORMAL_SIGMA}}
+    return {
+        "exponential": {"dist": "exponential", "mean": float(mean)},
+        "uniform": {"dist": "uniform", "low": 0.0, "high": 2.0 * float(mean)},
+        "lognormal": {
+            "dist": "lognormal",
+            "median": float(mean) * math.exp(-(LOGNORMAL_SIGMA**2) / 2),
+            "sigma": LOGNORMAL_SIGMA,
+        },
+    }
 
 
-def lease_table(df: pd.DataFrame, duration: str = "consumers.worker.duration",
-                lease: str = "consumers.worker.lease_seconds") -> pd.DataFrame:
+def lease_table(
+    df: pd.DataFrame, duration: str = "consumers.worker.duration", lease: str = "consumers.worker.lease_seconds"
+) -> pd.DataFrame:
     """A :func:`fanoutsim.sweep` table of :func:`lease_scenario` as
     :func:`lease_sweep`'s: ``law``, ``lease_seconds``, ``mean_work``,
     ``lease_over_work``, ``p_exceeds``, ``dups_per_1000`` (per 1000 events
@@ -239,8 +286,12 @@ def lease_table(df: pd.DataFrame, duration: str = "consumers.worker.duration",
     if missing:
         raise KeyError(f"lease_table needs a sweep over {duration!r} and {lease!r}; missing: {', '.join(missing)}")
     out = pd.DataFrame({"law": [d["dist"] for d in df[duration]], "lease_seconds": df[lease].astype(float)})
-    means = [float(d.get("mean", (d.get("low", 0.0) + d.get("high", 0.0)) / 2)) if d["dist"] != "lognormal"
-             else float(d["median"]) * math.exp(float(d["sigma"]) ** 2 / 2) for d in df[duration]]
+    means = [
+        float(d.get("mean", (d.get("low", 0.0) + d.get("high", 0.0)) / 2))
+        if d["dist"] != "lognormal"
+        else float(d["median"]) * math.exp(float(d["sigma"]) ** 2 / 2)
+        for d in df[duration]
+    ]
     out["mean_work"] = np.round(means, 9)
     out["lease_over_work"] = out["lease_seconds"] / out["mean_work"]
     if "seed" in df.columns:
@@ -266,7 +317,7 @@ def orphan_holds(sim) -> pd.DataFrame:
     kinds, who, eids, parts = (t[c].tolist() for c in ("kind", "consumer", "event_id", "partition"))
     ts = _rel(sim, t["t"]).tolist()
     ends = {"acked", "nacked", "expired", "lease_voided", "dead_lettered"}
-    open_: dict[tuple, tuple] = {}      # (consumer, event_id) -> (leased_s, partition)
+    open_: dict[tuple, tuple] = {}  # (consumer, event_id) -> (leased_s, partition)
     orphans: dict[tuple, dict] = {}
     rows = []
     for i, k in enumerate(kinds):
@@ -280,8 +331,7 @@ def orphan_holds(sim) -> pd.DataFrame:
             open_.pop(key, None)
         elif k == "crashed":
             for (c, e), (lt, part) in open_.items():
-                orphans[(c, e)] = {"crash_s": ts[i], "consumer": c, "partition": part, "event_id": e,
-                                   "leased_s": lt}
+                orphans[(c, e)] = {"crash_s": ts[i], "consumer": c, "partition": part, "event_id": e, "leased_s": lt}
             open_.clear()
     cols = ["crash_s", "consumer", "partition", "event_id", "leased_s", "expired_s", "hold_s"]
     return pd.DataFrame(rows, columns=cols).sort_values(["crash_s", "partition"]).reset_index(drop=True)
@@ -306,13 +356,18 @@ def partition_summary(sim, consumer: str = "worker") -> pd.DataFrame:
         gaps = np.diff(p) if len(p) > 1 else np.array([0.0])
         lat = g["latency_s"].dropna()
         good = g.loc[g["outcome"] == "acked", "latency_s"].dropna()
-        rows.append({"partition": part, "done": int((g["outcome"] != "pending").sum()),
-                     "dead_lettered": int((g["outcome"] == "dead_lettered").sum()),
-                     "failed_attempts": int(fails.get(part, 0)),
-                     "latency_p50_s": round(_pct(lat, 0.5), 3),
-                     "latency_max_s": round(float(lat.max()) if len(lat) else float("nan"), 3),
-                     "acked_latency_max_s": round(float(good.max()) if len(good) else float("nan"), 3),
-                     "longest_stall_s": round(float(gaps.max()), 3)})
+        rows.append(
+            {
+                "partition": part,
+                "done": int((g["outcome"] != "pending").sum()),
+                "dead_lettered": int((g["outcome"] == "dead_lettered").sum()),
+                "failed_attempts": int(fails.get(part, 0)),
+                "latency_p50_s": round(_pct(lat, 0.5), 3),
+                "latency_max_s": round(float(lat.max()) if len(lat) else float("nan"), 3),
+                "acked_latency_max_s": round(float(good.max()) if len(good) else float("nan"), 3),
+                "longest_stall_s": round(float(gaps.max()), 3),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -334,16 +389,24 @@ def order_comparison(runs: dict, *, seconds: float = 300.0, warmup: float = 10.0
             g = ev if part == "all" else ev[ev["partition"] == part]
             acked = g[g["outcome"] == "acked"]
             done = acked["done_s"]
-            rows.append({"order": order, "partition": part,
-                         "published": int(len(pub) if part == "all" else (pub["partition"] == part).sum()),
-                         "delivered": int((g["deliveries"] > 0).sum()),
-                         "duplicates": int(len(dups) if part == "all" else (dups["partition"] == part).sum()),
-                         "acks_per_s": float(((done >= warmup) & (done < seconds)).sum()) / (seconds - warmup),
-                         "peak_leases": int(peak_leases(sim) if part == "all" else peaks.get(part, 0)),
-                         "p50_s": _pct(acked["latency_s"], 0.5), "p99_s": _pct(acked["latency_s"], 0.99),
-                         "pending": int((g["outcome"] == "pending").sum()
-                                        + (len(pub) if part == "all" else (pub["partition"] == part).sum())
-                                        - len(g))})
+            rows.append(
+                {
+                    "order": order,
+                    "partition": part,
+                    "published": int(len(pub) if part == "all" else (pub["partition"] == part).sum()),
+                    "delivered": int((g["deliveries"] > 0).sum()),
+                    "duplicates": int(len(dups) if part == "all" else (dups["partition"] == part).sum()),
+                    "acks_per_s": float(((done >= warmup) & (done < seconds)).sum()) / (seconds - warmup),
+                    "peak_leases": int(peak_leases(sim) if part == "all" else peaks.get(part, 0)),
+                    "p50_s": _pct(acked["latency_s"], 0.5),
+                    "p99_s": _pct(acked["latency_s"], 0.99),
+                    "pending": int(
+                        (g["outcome"] == "pending").sum()
+                        + (len(pub) if part == "all" else (pub["partition"] == part).sum())
+                        - len(g)
+                    ),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -393,18 +456,30 @@ def restore_summary(sim, consumer: str = "worker") -> dict:
         nxt = seqs[(published_events(sim).set_index("event_id")["partition"] == p)]
         cp = before.get(p)
         want = nxt[nxt > (cp if cp is not None else 0)].min() if len(nxt) else None
-        parts.append({"partition": p, "checkpoint_at_restore": cp, "first_leased_after": first.get(p),
-                      "resumed": first.get(p) == (None if want is None or pd.isna(want) else int(want))})
+        parts.append(
+            {
+                "partition": p,
+                "checkpoint_at_restore": cp,
+                "first_leased_after": first.get(p),
+                "resumed": first.get(p) == (None if want is None or pd.isna(want) else int(want)),
+            }
+        )
     refused = mine[(mine["kind"] == "ack_refused")]["detail"].value_counts().to_dict()
     voided = set(mine.loc[(mine["kind"] == "lease_voided") & (mine["detail"] == "restore"), "event_id"])
     again = mine[(mine.index > at_i) & (mine["kind"] == "leased") & mine["event_id"].isin(voided)]
     again = again.drop_duplicates("event_id")["detail"].str.split().str[1].astype(int).value_counts()
-    return {"restore_s": at_s, "incarnation": int(sim.history()["incarnation"].iloc[0]),
-            "leases_voided": int(((t["kind"] == "lease_voided") & (t["detail"] == "restore")).sum()),
-            "redelivered_as_attempt": {int(k): int(v) for k, v in sorted(again.items())},
-            "acks_refused": {str(k): int(v) for k, v in sorted(refused.items())},
-            "duplicates_by_cause": r.total["duplicates_by_cause"], "duplicates": r.total["duplicates"],
-            "lost": r.total["lost"], "valid": r.valid, "partitions": pd.DataFrame(parts)}
+    return {
+        "restore_s": at_s,
+        "incarnation": int(sim.history()["incarnation"].iloc[0]),
+        "leases_voided": int(((t["kind"] == "lease_voided") & (t["detail"] == "restore")).sum()),
+        "redelivered_as_attempt": {int(k): int(v) for k, v in sorted(again.items())},
+        "acks_refused": {str(k): int(v) for k, v in sorted(refused.items())},
+        "duplicates_by_cause": r.total["duplicates_by_cause"],
+        "duplicates": r.total["duplicates"],
+        "lost": r.total["lost"],
+        "valid": r.valid,
+        "partitions": pd.DataFrame(parts),
+    }
 
 
 def _checkpoints_then(sim, consumer: str, t_s: float) -> dict[str, int]:
@@ -430,22 +505,41 @@ def backup_restore_summary(sim) -> pd.DataFrame:
     pub = published_events(sim)
     last_seq = int(taken["detail"].iloc[0].rsplit(":", 1)[1])
     label = back["detail"].iloc[0]
-    kept = next((set(c["consumer"] for c in b.tables["lease_consumers"]) for b in getattr(sim, "backups", ())
-                 if b.label == label), None)
+    kept = next(
+        (
+            set(c["consumer"] for c in b.tables["lease_consumers"])
+            for b in getattr(sim, "backups", ())
+            if b.label == label
+        ),
+        None,
+    )
     rows = []
     for name in sorted(r.per_consumer["consumer"]):
         dups = r.duplicates[r.duplicates["consumer"] == name]["cause"].value_counts().to_dict()
         lost = r.lost[r.lost["consumer"] == name]["cause"].value_counts().to_dict()
         base = name.split("#")[0]
-        rows.append({"consumer": name, "at_backup": _checkpoints_then(sim, base, b_s),
-                     "before_restore": _checkpoints_then(sim, base, r_s - 1e-6),
-                     "after_restore": (_checkpoints_then(sim, base, r_s) if kept is None or base in kept
-                                       else None),  # None: the restore took the consumer away
-                     "duplicates_by_cause": dups, "lost_by_cause": lost})
+        rows.append(
+            {
+                "consumer": name,
+                "at_backup": _checkpoints_then(sim, base, b_s),
+                "before_restore": _checkpoints_then(sim, base, r_s - 1e-6),
+                "after_restore": (
+                    _checkpoints_then(sim, base, r_s) if kept is None or base in kept else None
+                ),  # None: the restore took the consumer away
+                "duplicates_by_cause": dups,
+                "lost_by_cause": lost,
+            }
+        )
     out = pd.DataFrame(rows)
-    out.attrs.update({"backup_s": b_s, "restore_s": r_s, "incarnation": int(sim.history()["incarnation"].iloc[0]),
-                      "published_between": int(((pub["seq"] > last_seq) & (pub["published_s"] < r_s)).sum()),
-                      "valid": r.valid})
+    out.attrs.update(
+        {
+            "backup_s": b_s,
+            "restore_s": r_s,
+            "incarnation": int(sim.history()["incarnation"].iloc[0]),
+            "published_between": int(((pub["seq"] > last_seq) & (pub["published_s"] < r_s)).sum()),
+            "valid": r.valid,
+        }
+    )
     return out
 
 

@@ -51,6 +51,7 @@ is then refused the one way every transition refuses — by its result, RiffDB's
 ``consume``, None from ``status``; nothing changes and nothing is raised, so a
 worker that outlived its consumer's retire sees a refusal, not an exception.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,10 +62,15 @@ from fanoutsim.kernel.names import check_name
 
 OWN, ADMIN_GRANT, OWN_OR_ADMIN = "own", "admin", "own_or_admin"
 RULES: dict[str, str] = {
-    "consume": OWN, "ack": OWN, "nack": OWN,
+    "consume": OWN,
+    "ack": OWN,
+    "nack": OWN,
     "status": OWN_OR_ADMIN,
-    "seek": ADMIN_GRANT, "retire": ADMIN_GRANT,
-    "restore": ADMIN_GRANT, "backup": ADMIN_GRANT, "restore_backup": ADMIN_GRANT,
+    "seek": ADMIN_GRANT,
+    "retire": ADMIN_GRANT,
+    "restore": ADMIN_GRANT,
+    "backup": ADMIN_GRANT,
+    "restore_backup": ADMIN_GRANT,
 }
 
 
@@ -87,14 +93,16 @@ class Credential:
         if not isinstance(self.admin, bool):
             raise TypeError(f"admin must be a bool, got {self.admin!r}")
         if self.admin == (self.consumer_name is not None):
-            raise ValueError("a credential is either one consumer's (consumer_name set) or the admin grant "
-                             f"(admin=True), got consumer_name={self.consumer_name!r}, admin={self.admin!r}")
+            raise ValueError(
+                "a credential is either one consumer's (consumer_name set) or the admin grant "
+                f"(admin=True), got consumer_name={self.consumer_name!r}, admin={self.admin!r}"
+            )
         if self.consumer_name is not None:
             check_name("consumer_name", self.consumer_name)
         check_database(self.database)
 
     @classmethod
-    def consumer(cls, name, database: str = DEFAULT_DATABASE) -> "Credential":
+    def consumer(cls, name, database: str = DEFAULT_DATABASE) -> Credential:
         """The credential of consumer ``name`` (a name or a
         :class:`~.identity.ConsumerIdentity`) in ``database``: its own lease,
         ack, nack and status."""
@@ -104,7 +112,7 @@ class Credential:
         return cls(consumer_name=key, database=database)
 
     @classmethod
-    def admin_grant(cls, database: str = DEFAULT_DATABASE) -> "Credential":
+    def admin_grant(cls, database: str = DEFAULT_DATABASE) -> Credential:
         """The admin grant of ``database``: seek, retire, restores and status."""
         return cls(admin=True, database=database)
 
@@ -132,16 +140,23 @@ def authorize(caller, op: str, consumer: str | None = None, database: str = DEFA
         raise ValueError(f"op must be one of {', '.join(RULES)}, got {op!r}")
     on = "" if rule == ADMIN_GRANT and consumer is None else f" on consumer {consumer!r}"
     if not isinstance(caller, Credential):
-        raise Unauthorized(f"{op}{on} refused: the caller must be a Credential "
-                           f"(Credential.consumer(name) or ADMIN), got {caller!r}; nothing was changed")
+        raise Unauthorized(
+            f"{op}{on} refused: the caller must be a Credential "
+            f"(Credential.consumer(name) or ADMIN), got {caller!r}; nothing was changed"
+        )
     if caller.database != database:
-        raise Unauthorized(f"{op}{on} refused: the caller holds {caller}; this is database {database!r}, "
-                           f"and a credential is granted in one database; nothing was changed")
+        raise Unauthorized(
+            f"{op}{on} refused: the caller holds {caller}; this is database {database!r}, "
+            f"and a credential is granted in one database; nothing was changed"
+        )
     own = not caller.admin and caller.consumer_name == consumer
     ok = {OWN: own, ADMIN_GRANT: caller.admin, OWN_OR_ADMIN: own or caller.admin}[rule]
     if not ok:
-        want = {OWN: f"consumer {consumer!r}'s own credential", ADMIN_GRANT: "the admin grant",
-                OWN_OR_ADMIN: f"consumer {consumer!r}'s own credential or the admin grant"}[rule]
+        want = {
+            OWN: f"consumer {consumer!r}'s own credential",
+            ADMIN_GRANT: "the admin grant",
+            OWN_OR_ADMIN: f"consumer {consumer!r}'s own credential or the admin grant",
+        }[rule]
         raise Unauthorized(f"{op}{on} refused: it needs {want}, the caller holds {caller}; nothing was changed")
     return caller
 

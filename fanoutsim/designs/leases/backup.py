@@ -36,11 +36,12 @@ restore gets a fresh id and seq and no event id in a trace ever names two
 events (RiffDB's restored log continues from the backup's commit sequence
 under the new incarnation; the model numbers on instead).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
 
 from fanoutsim.designs.leases import leasing
 from fanoutsim.designs.leases.tables import TABLES
@@ -103,8 +104,10 @@ def restore_backup(e, now: int, b: Backup) -> int:
     if not isinstance(b, Backup):
         raise TypeError(f"backup must be a Backup (from backup()), got {type(b).__name__}")
     if b.database != e.database:
-        raise ValueError(f"backup {b.label!r} is of database {b.database!r}; this broker serves "
-                         f"{e.database!r}: restore it through a broker of {b.database!r}")
+        raise ValueError(
+            f"backup {b.label!r} is of database {b.database!r}; this broker serves "
+            f"{e.database!r}: restore it through a broker of {b.database!r}"
+        )
     with e.tx() as tx:
         tx.lock_lease_consumers()  # consumers first, then the history, as every transition takes them
         now_h = tx.lock_history()
@@ -114,8 +117,12 @@ def restore_backup(e, now: int, b: Backup) -> int:
                 for row in b.tables[table]:
                     _put_back(tx, table, dict(row))
         then = b.tables["history"][0]
-        tx.set_history({"incarnation": max(now_h["incarnation"], then["incarnation"]),
-                        **{k: max(now_h[k], then[k]) for k in ("last_commit", "last_seq", "leases_granted")}})
+        tx.set_history(
+            {
+                "incarnation": max(now_h["incarnation"], then["incarnation"]),
+                **{k: max(now_h[k], then[k]) for k in ("last_commit", "last_seq", "leases_granted")},
+            }
+        )
         incarnation, voided = leasing.new_incarnation(e, tx, now)
         now = tx.after_locks(now)
     leasing.trace_voided(e, now, voided)

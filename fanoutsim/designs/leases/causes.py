@@ -1,26 +1,26 @@
 """The leases checker's causes in plain words, and which ones its contract accepts."""
+
 from __future__ import annotations
 
 CAUSES = {
     "lost": {
         "seek": "the consumer was moved (seek) past the event before it was delivered, on purpose",
         "retired": "the consumer was retired on purpose before the event reached it: a retired consumer "
-                   "owes nothing more",
+        "owes nothing more",
         "restore": "a backup was restored and the event, published after the backup, was gone from the log",
         "pruned": "retention deleted the event before the consumer resolved it: its retention fence should "
-                  "make this impossible",
+        "make this impossible",
         "unknown": "nothing in the mechanism explains it: a defect",
     },
     "duplicates": {
         "seek": "the consumer was moved back (seek) over the event, which came again",
         "restore": "a restore brought back older checkpoints, so the event came again",
         "lease_expired": "the worker outlived its lease: the event was leased again and the late ack "
-                         "failed closed (at-least-once)",
+        "failed closed (at-least-once)",
         "crash": "the node crashed after the effect and before the ack, so the event came again",
         "unknown": "nothing in the mechanism explains it: a defect",
     },
 }
-
 
 
 def expected(checked, kind: str, cause: str) -> bool:

@@ -66,6 +66,7 @@ The checker runs the phases of :mod:`fanoutsim.kernel.check` per life:
 ends), :func:`owed`, :func:`delivered`, :func:`duplicate_causes`,
 :func:`undelivered` with :func:`loss_cause`, and :func:`out_of_order`.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -75,8 +76,15 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from fanoutsim.kernel.check import (CheckedReport, Repeats, any_between, first_cause, highest_before,
-                                    refuse_unreadable, repeats)
+from fanoutsim.kernel.check import (
+    CheckedReport,
+    Repeats,
+    any_between,
+    first_cause,
+    highest_before,
+    refuse_unreadable,
+    repeats,
+)
 from fanoutsim.kernel.gcpause import gc_paused
 
 LOSS_CAUSES = ("seek", "retired", "restore", "pruned", "unknown")
@@ -100,9 +108,11 @@ class LeaseReport(CheckedReport):
 
     def __str__(self) -> str:
         t = self.total
-        head = (f"leases check: {'valid' if self.valid else 'INVALID'} — {t['published']} published, "
-                f"{t['delivered']} delivered, {t['duplicates']} duplicates, {t['lost']} lost, "
-                f"{t['dead_lettered']} dead-lettered, {t['out_of_order']} out of order")
+        head = (
+            f"leases check: {'valid' if self.valid else 'INVALID'} — {t['published']} published, "
+            f"{t['delivered']} delivered, {t['duplicates']} duplicates, {t['lost']} lost, "
+            f"{t['dead_lettered']} dead-lettered, {t['out_of_order']} out of order"
+        )
         return head + ("\n" + self.per_consumer.to_string(index=False) if len(self.per_consumer) else "")
 
 
@@ -116,7 +126,8 @@ class _Trace:
         self.codes, kinds = pd.factorize(frame["kind"].to_numpy())
         self.code_of = {k: c for c, k in enumerate(kinds)}
         self.who, self.event_id, self.detail, self.partition = (
-            frame[c].to_numpy() for c in ("consumer", "event_id", "detail", "partition"))
+            frame[c].to_numpy() for c in ("consumer", "event_id", "detail", "partition")
+        )
         self.who = self.who.copy()
 
     def events(self, *kinds: str) -> np.ndarray:
@@ -134,7 +145,7 @@ class _Published:
     event_id: np.ndarray
     seq: np.ndarray
     partition: np.ndarray
-    index: np.ndarray       # where in the trace it was published
+    index: np.ndarray  # where in the trace it was published
 
     @cached_property
     def _ids(self) -> pd.Index:
@@ -151,11 +162,18 @@ def _published(trace: _Trace) -> _Published:
     """The ``published`` events, one per event id (as a dict would keep them:
     the first one's place, the last one's values), in seq order."""
     at = trace.events("published")
-    pub = pd.DataFrame({"event_id": trace.event_id[at], "seq": trace.detail[at].astype(np.int64),
-                        "partition": trace.partition[at], "index": at})
+    pub = pd.DataFrame(
+        {
+            "event_id": trace.event_id[at],
+            "seq": trace.detail[at].astype(np.int64),
+            "partition": trace.partition[at],
+            "index": at,
+        }
+    )
     if not pub["event_id"].is_unique:
         pub = pub.drop_duplicates("event_id")[["event_id"]].merge(
-            pub.drop_duplicates("event_id", keep="last"), on="event_id", how="left")
+            pub.drop_duplicates("event_id", keep="last"), on="event_id", how="left"
+        )
     pub = pub.sort_values("seq", kind="stable").reset_index(drop=True)
     return _Published(*(pub[c].to_numpy() for c in ("event_id", "seq", "partition", "index")))
 
@@ -195,8 +213,7 @@ def _restored_backups(trace: _Trace) -> list[tuple[int, int]]:
     ``backup`` by label) as (trace index of the backup, of the restore): what
     happened between the two was undone."""
     taken = {trace.detail[i]: int(i) for i in trace.events("backup")}
-    return [(taken[trace.detail[i]], int(i)) for i in trace.events("backup_restored")
-            if trace.detail[i] in taken]
+    return [(taken[trace.detail[i]], int(i)) for i in trace.events("backup_restored") if trace.detail[i] in taken]
 
 
 # -- whose life a row belongs to -------------------------------------------------------
@@ -205,14 +222,14 @@ class _Life:
     """One life of a consumer: from its ``consumer_start`` until it was
     retired, or a restore took it away, or the end of the ev."""
 
-    name: str                 # the consumer's name for its first life, name#2, name#3, ... after
+    name: str  # the consumer's name for its first life, name#2, name#3, ... after
     consumer: str
-    start: int                # the seq it starts after
-    begun: int                # where its consumer_start is in the trace (-1: an earlier process's)
-    latest: bool              # the consumer's last life, the one its table row belongs to
-    row: dict | None = None   # its lease_consumers row, when it exists
+    start: int  # the seq it starts after
+    begun: int  # where its consumer_start is in the trace (-1: an earlier process's)
+    latest: bool  # the consumer's last life, the one its table row belongs to
+    row: dict | None = None  # its lease_consumers row, when it exists
     retired: int | None = None  # where it was retired in the trace
-    taken: int | None = None    # the restore that took it away (it began after the backup)
+    taken: int | None = None  # the restore that took it away (it began after the backup)
 
     @property
     def ended(self) -> int | None:
@@ -221,8 +238,7 @@ class _Life:
         return self.retired if self.retired is not None else self.taken
 
 
-def consumer_lives(trace: _Trace, table_rows: dict[str, dict],
-                   restored: list[tuple[int, int]]) -> dict[str, _Life]:
+def consumer_lives(trace: _Trace, table_rows: dict[str, dict], restored: list[tuple[int, int]]) -> dict[str, _Life]:
     """Every consumer life, by name, and where each ended.
 
     A second ``consumer_start`` of a name (after a retire) begins a new life,
@@ -267,12 +283,12 @@ def consumer_lives(trace: _Trace, table_rows: dict[str, dict],
 class _Marks:
     """The rarer events the causes are read from."""
 
-    seeks: dict[str, list[tuple[int, int]]]   # life -> [(trace index, position it was seeked to)]
-    restores: np.ndarray                      # where a history incarnation was restored
+    seeks: dict[str, list[tuple[int, int]]]  # life -> [(trace index, position it was seeked to)]
+    restores: np.ndarray  # where a history incarnation was restored
     crashes: np.ndarray
-    pruned: set                               # event ids retention deleted
-    dead_at: dict[str, dict]                  # life -> event_id -> where it was first dead-lettered
-    restored: list[tuple[int, int]]           # (backup, its restore): see _restored_backups
+    pruned: set  # event ids retention deleted
+    dead_at: dict[str, dict]  # life -> event_id -> where it was first dead-lettered
+    restored: list[tuple[int, int]]  # (backup, its restore): see _restored_backups
 
     def seeks_of(self, life: str) -> np.ndarray:
         return np.array([i for i, _ in self.seeks[life]], dtype=np.int64)
@@ -285,8 +301,14 @@ def _marks(trace: _Trace, restored: list[tuple[int, int]]) -> _Marks:
     dead_at = defaultdict(dict)
     for i in trace.events("dead_lettered"):
         dead_at[trace.who[i]].setdefault(trace.event_id[i], int(i))
-    return _Marks(seeks, trace.events("restored"), trace.events("crashed"),
-                  set(trace.event_id[trace.events("pruned")].tolist()), dead_at, restored)
+    return _Marks(
+        seeks,
+        trace.events("restored"),
+        trace.events("crashed"),
+        set(trace.event_id[trace.events("pruned")].tolist()),
+        dead_at,
+        restored,
+    )
 
 
 class _Keyed:
@@ -317,8 +339,9 @@ class _Keyed:
 
     def between(self, k: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The pair has a row strictly between lo and hi."""
-        return (np.searchsorted(self.a, k * self.n + hi, side="left")
-                > np.searchsorted(self.a, k * self.n + lo, side="right"))
+        return np.searchsorted(self.a, k * self.n + hi, side="left") > np.searchsorted(
+            self.a, k * self.n + lo, side="right"
+        )
 
     def index(self, pos: np.ndarray) -> np.ndarray:
         return self.a[pos] % self.n
@@ -347,13 +370,16 @@ class _Pairs:
         n = trace.rows + 1
         self.key = key
         refused = trace.code_of.get("ack_refused", -1)
-        self.outcomes = _Keyed(key, oi, n, trace.codes[oi] == refused)          # acks: refused?
-        causes = np.array(["lease_expired"] * len(xi) + [v if v in ("seek", "restore") else "retired"
-                                                          for v in trace.detail[vi].tolist()], dtype=object)
-        self.invalidated = _Keyed(key, np.concatenate([xi, vi]), n, causes)     # expiries and voided leases
+        self.outcomes = _Keyed(key, oi, n, trace.codes[oi] == refused)  # acks: refused?
+        causes = np.array(
+            ["lease_expired"] * len(xi)
+            + [v if v in ("seek", "restore") else "retired" for v in trace.detail[vi].tolist()],
+            dtype=object,
+        )
+        self.invalidated = _Keyed(key, np.concatenate([xi, vi]), n, causes)  # expiries and voided leases
         self.expired = _Keyed(key, xi, n)
         self.code_of_life = {c: j for j, c in enumerate(lives.tolist())}
-        self.deliveries, self.delivery_life = di, life_code[:len(di)]
+        self.deliveries, self.delivery_life = di, life_code[: len(di)]
         self.delivery_pos = published.position(trace.event_id[di])
         self.leases = li
         self.lease_life = pd.Index(lives).get_indexer(trace.who[li]) if len(li) else np.empty(0, dtype=np.int64)
@@ -362,8 +388,11 @@ class _Pairs:
     def of_life(self, name: str, leases: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """A life's deliveries (or leases), in trace order: (trace index, place in seq order)."""
         c = self.code_of_life.get(name)
-        life, at, pos = ((self.lease_life, self.leases, self.lease_pos) if leases
-                         else (self.delivery_life, self.deliveries, self.delivery_pos))
+        life, at, pos = (
+            (self.lease_life, self.leases, self.lease_pos)
+            if leases
+            else (self.delivery_life, self.deliveries, self.delivery_pos)
+        )
         mine = np.flatnonzero(life == c) if c is not None else np.empty(0, dtype=np.int64)
         return at[mine], pos[mine]
 
@@ -400,10 +429,12 @@ class _Pairs:
         """Per delivery, where the lease of its attempt was last granted (-1: none)."""
         details, li = self.trace.detail, self.leases
         mine = li[np.isin(self.key[li], np.unique(k))]
-        granted = {(kk, _attempt(dt)): i for kk, dt, i in zip(self.key[mine].tolist(), details[mine].tolist(),
-                                                               mine.tolist())}
-        return np.array([granted.get((kk, _attempt(dt)), -1) for kk, dt in zip(k.tolist(), details[d].tolist())],
-                        dtype=np.int64)
+        granted = {
+            (kk, _attempt(dt)): i for kk, dt, i in zip(self.key[mine].tolist(), details[mine].tolist(), mine.tolist())
+        }
+        return np.array(
+            [granted.get((kk, _attempt(dt)), -1) for kk, dt in zip(k.tolist(), details[d].tolist())], dtype=np.int64
+        )
 
 
 @dataclass
@@ -417,7 +448,7 @@ class Evidence:
     marks: _Marks
     pairs: _Pairs
     tables: _Tables
-    by_leases: bool           # riffdb order: leases are ordered, not deliveries
+    by_leases: bool  # riffdb order: leases are ordered, not deliveries
 
 
 def evidence(sim) -> Evidence:
@@ -428,8 +459,15 @@ def evidence(sim) -> Evidence:
     restored = _restored_backups(trace)
     lives = consumer_lives(trace, {r["consumer"]: r for r in _rows(sim)("lease_consumers")}, restored)
     order = getattr(getattr(sim, "config", None), "partition_order", "riffdb")
-    return Evidence(trace, published, lives, _marks(trace, restored), _Pairs(trace, published), _Tables(sim),
-                    by_leases=order != "head_of_line")
+    return Evidence(
+        trace,
+        published,
+        lives,
+        _marks(trace, restored),
+        _Pairs(trace, published),
+        _Tables(sim),
+        by_leases=order != "head_of_line",
+    )
 
 
 # -- the phases, per life ----------------------------------------------------------
@@ -471,13 +509,16 @@ def duplicate_causes(ev: Evidence, life: _Life, got: Repeats) -> np.ndarray:
     stale_prev, stale_next = stale[again - 1], stale[again]
     has_prev = pd.notna(stale_prev)
     marks = ev.marks
-    return first_cause(len(again), [
-        ("seek", any_between(marks.seeks_of(life.name), prev, nxt)),
-        ("restore", any_between(marks.restores, prev, nxt)),
-        (np.where(has_prev, stale_prev, stale_next), has_prev | pd.notna(stale_next)),
-        ("crash", any_between(marks.crashes, prev, nxt)),
-        ("lease_expired", ev.pairs.expired.between(ev.pairs.key[nxt], prev, nxt)),
-    ])
+    return first_cause(
+        len(again),
+        [
+            ("seek", any_between(marks.seeks_of(life.name), prev, nxt)),
+            ("restore", any_between(marks.restores, prev, nxt)),
+            (np.where(has_prev, stale_prev, stale_next), has_prev | pd.notna(stale_next)),
+            ("crash", any_between(marks.crashes, prev, nxt)),
+            ("lease_expired", ev.pairs.expired.between(ev.pairs.key[nxt], prev, nxt)),
+        ],
+    )
 
 
 def dead_lettered(ev: Evidence, life: _Life, event_id, seq: int) -> bool:
@@ -487,16 +528,23 @@ def dead_lettered(ev: Evidence, life: _Life, event_id, seq: int) -> bool:
     if life.row is not None and (life.consumer, event_id) in ev.tables.dead:
         return True
     dead_i = ev.marks.dead_at[life.name].get(event_id)
-    return (dead_i is not None and not any(i > dead_i and pos < seq for i, pos in ev.marks.seeks[life.name])
-            and not any(bi < dead_i < ri for bi, ri in ev.marks.restored))
+    return (
+        dead_i is not None
+        and not any(i > dead_i and pos < seq for i, pos in ev.marks.seeks[life.name])
+        and not any(bi < dead_i < ri for bi, ri in ev.marks.restored)
+    )
 
 
 def pending(ev: Evidence, life: _Life, event_id, seq: int, partition) -> bool:
     """Not done yet: the consumer exists, the event is retained and past both
     its start and its partition's checkpoint."""
     row = life.row
-    return (row is not None and event_id in ev.tables.retained and seq > row["start_seq"]
-            and seq > ev.tables.checkpoints[life.consumer].get(partition, -1))
+    return (
+        row is not None
+        and event_id in ev.tables.retained
+        and seq > row["start_seq"]
+        and seq > ev.tables.checkpoints[life.consumer].get(partition, -1)
+    )
 
 
 def loss_cause(ev: Evidence, life: _Life, event_id, seq: int, published_at: int) -> str:
@@ -553,7 +601,7 @@ def _late_firsts(ev: Evidence, at: np.ndarray, pos: np.ndarray, reorders) -> tup
     why = np.full(len(late), None, dtype=object)
     for cause, marks in reorders:
         if len(late) and len(marks):
-            since = np.searchsorted(marks, at, side="left")      # reorderings before each row
+            since = np.searchsorted(marks, at, side="left")  # reorderings before each row
             why[seq[late] >= highest_before(seq, partition, since)[late]] = cause
     return at[late], pos[late], before[late], why
 
@@ -573,8 +621,16 @@ def out_of_order(ev: Evidence, life: _Life) -> list[tuple]:
     else:
         stale = ev.pairs.stale(late, np.full(len(late), ev.trace.rows, dtype=np.int64)).tolist()
     pub = ev.published
-    return [(life.name, ev.trace.event_id[late[j]], pub.partition[late_pos[j]], int(before[j]),
-             "stale_lease" if stale[j] else why[j] or "unknown") for j in range(len(late))]
+    return [
+        (
+            life.name,
+            ev.trace.event_id[late[j]],
+            pub.partition[late_pos[j]],
+            int(before[j]),
+            "stale_lease" if stale[j] else why[j] or "unknown",
+        )
+        for j in range(len(late))
+    ]
 
 
 def _check_life(ev: Evidence, life: _Life) -> tuple[dict, list, list, list]:
@@ -586,8 +642,9 @@ def _check_life(ev: Evidence, life: _Life) -> tuple[dict, list, list, list]:
     dups = []
     if len(got.again):
         causes = duplicate_causes(ev, life, got)
-        dups = list(zip([life.name] * len(got.again), ev.published.event_id[got.item[got.again]].tolist(),
-                        causes.tolist()))
+        dups = list(
+            zip([life.name] * len(got.again), ev.published.event_id[got.item[got.again]].tolist(), causes.tolist())
+        )
     dead, waiting, lost = undelivered(ev, life, due, got)
     counts = dict(zip(_COUNTS, (got.delivered, len(dups), len(lost), dead, waiting, len(disorder))))
     return {"consumer": life.name, "retired": life.row is None, **counts}, dups, lost, disorder
@@ -600,15 +657,19 @@ def _report(per: list[dict], dups: list, lost: list, disorder: list, published: 
     total = {
         "published": published,
         "delivered": sum(p["delivered"] for p in per),
-        "duplicates": len(dup_df), "lost": len(lost_df),
+        "duplicates": len(dup_df),
+        "lost": len(lost_df),
         "dead_lettered": sum(p["dead_lettered"] for p in per),
         "pending": sum(p["pending"] for p in per),
         "out_of_order": len(ooo_df),
         "duplicates_by_cause": dup_df["cause"].value_counts().to_dict(),
         "lost_by_cause": lost_df["cause"].value_counts().to_dict(),
     }
-    total["valid"] = (not lost_df["cause"].isin(_BROKEN).any() and not (dup_df["cause"] == "unknown").any()
-                      and not (ooo_df["cause"] == "unknown").any())
+    total["valid"] = (
+        not lost_df["cause"].isin(_BROKEN).any()
+        and not (dup_df["cause"] == "unknown").any()
+        and not (ooo_df["cause"] == "unknown").any()
+    )
     per_df = pd.DataFrame(per, columns=["consumer", "retired", *_COUNTS])
     return LeaseReport(per_df, dup_df, lost_df, ooo_df, total)
 

@@ -39,6 +39,7 @@ most :data:`MAX_RETRY_DELAY`), and how a partition's events are leased:
     its first unresolved event: the window is that one event, so a retrying
     event holds its partition until it is acknowledged or dead-lettered.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,11 +50,11 @@ from fanoutsim.kernel.validate import CLOCK_UNIT, below_unit, duration, is_numbe
 
 BATCH_RANGE = (1, 8)
 IN_FLIGHT_RANGE = (1, 8)
-LEASE_RANGE = (5.0, 900.0)       # seconds
-MAX_ATTEMPTS = 10                # the 10th failed attempt is retained as a dead letter
-RESOLUTION_WINDOW = 65           # events past a partition's checkpoint a pull may lease
-MAX_SPARSE_RESOLUTIONS = 64      # resolutions held past a partition's checkpoint
-MAX_RETRY_DELAY = 3600.0         # seconds: the largest delay a nack may ask for
+LEASE_RANGE = (5.0, 900.0)  # seconds
+MAX_ATTEMPTS = 10  # the 10th failed attempt is retained as a dead letter
+RESOLUTION_WINDOW = 65  # events past a partition's checkpoint a pull may lease
+MAX_SPARSE_RESOLUTIONS = 64  # resolutions held past a partition's checkpoint
+MAX_RETRY_DELAY = 3600.0  # seconds: the largest delay a nack may ask for
 PARTITION_ORDERS = ("riffdb", "head_of_line")
 DEFAULT_LIMITS = {"batch_limit": 4, "in_flight_limit": 4, "lease_seconds": 60.0}
 
@@ -66,11 +67,13 @@ def _int_in(value, field: str, low: int, high: int) -> int:
 
 def _seconds(value, field: str, low: float, high: float, note: str = "") -> float:
     if not is_number(value) or not low <= value <= high:
-        raise ValueError(f"{field} must be {low:g} through {high:g} seconds{f' ({note})' if note else ''}, "
-                         f"got {value!r}")
+        raise ValueError(
+            f"{field} must be {low:g} through {high:g} seconds{f' ({note})' if note else ''}, got {value!r}"
+        )
     if low == 0 and below_unit(value):  # a delay is 0, or at least what the clock can tell from 0
-        raise ValueError(f"{field} must be 0 or at least {CLOCK_UNIT:g} seconds (1 µs, the clock's unit), "
-                         f"got {value!r}")
+        raise ValueError(
+            f"{field} must be 0 or at least {CLOCK_UNIT:g} seconds (1 µs, the clock's unit), got {value!r}"
+        )
     return float(value)
 
 
@@ -87,34 +90,40 @@ def check_nack_delay(value, max_retry_delay: float = MAX_RETRY_DELAY) -> float:
 
 def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
     """The three delivery limits, checked; returns them as table columns."""
-    return {"batch_limit": check_batch(batch_limit),
-            "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *IN_FLIGHT_RANGE),
-            "lease_seconds": _seconds(lease_seconds, "lease_seconds", *LEASE_RANGE)}
+    return {
+        "batch_limit": check_batch(batch_limit),
+        "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *IN_FLIGHT_RANGE),
+        "lease_seconds": _seconds(lease_seconds, "lease_seconds", *LEASE_RANGE),
+    }
 
 
 # the fault kinds the leases runtimes act on (a plan with another is refused): its faults module's
 LEASE_FAULT_KINDS = FAULTS.kind_names
 
+
 @dataclass(frozen=True)
 class LeaseConfig:
     """What the seed leaves open (see the module's docstring for ``partition_order``)."""
 
-    retention: float = 7 * 86400.0       # events older than this may be pruned (never past a fence)
-    retention_interval: float = 3600.0   # how often the retention step runs
-    recovery_interval: float = 1.0       # how often recovery expires leases
+    retention: float = 7 * 86400.0  # events older than this may be pruned (never past a fence)
+    retention_interval: float = 3600.0  # how often the retention step runs
+    recovery_interval: float = 1.0  # how often recovery expires leases
     max_retry_delay: float = MAX_RETRY_DELAY  # the largest delay a nack may ask for (<= 3600 s)
-    partition_order: str = "riffdb"      # "riffdb" (RiffDB's code) or "head_of_line" (the seed's reading)
+    partition_order: str = "riffdb"  # "riffdb" (RiffDB's code) or "head_of_line" (the seed's reading)
 
     def __post_init__(self):
         plain_fields(self)  # NumPy numbers kept as Python's
         for name in ("retention", "retention_interval", "recovery_interval", "max_retry_delay"):
             duration(getattr(self, name), name, positive=True)  # at least the clock's unit
         if self.max_retry_delay > MAX_RETRY_DELAY:
-            raise ValueError(f"max_retry_delay must be at most {MAX_RETRY_DELAY:g} seconds (RiffDB's bound on "
-                             f"a nack's retry delay), got {self.max_retry_delay!r}")
+            raise ValueError(
+                f"max_retry_delay must be at most {MAX_RETRY_DELAY:g} seconds (RiffDB's bound on "
+                f"a nack's retry delay), got {self.max_retry_delay!r}"
+            )
         if self.partition_order not in PARTITION_ORDERS:
-            raise ValueError(f"partition_order must be one of {', '.join(map(repr, PARTITION_ORDERS))}, "
-                             f"got {self.partition_order!r}")
+            raise ValueError(
+                f"partition_order must be one of {', '.join(map(repr, PARTITION_ORDERS))}, got {self.partition_order!r}"
+            )
 
     @property
     def window(self) -> int:

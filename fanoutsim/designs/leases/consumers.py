@@ -36,6 +36,7 @@ readers, the lists behind them, the sparse resolutions, the first required
 event and the consumer's retention frontier. None for a consumer that does not
 exist (retired, or never added), as RiffDB's status is.
 """
+
 from __future__ import annotations
 
 from fanoutsim.designs.leases.config import DEFAULT_LIMITS, check_limits
@@ -62,8 +63,10 @@ def resolve_position(tx, name: str, position) -> tuple[int, int]:
     elif position > last:
         raise ValueError(f"position {position} for {name!r} is past the end of the log (last seq {last})")
     elif position < gone:
-        raise HistoryPruned(f"position {position} for {name!r} is before the retention horizon: seqs "
-                            f"{position + 1}..{gone} were pruned (lowest allowed position {gone})")
+        raise HistoryPruned(
+            f"position {position} for {name!r} is before the retention horizon: seqs "
+            f"{position + 1}..{gone} were pruned (lowest allowed position {gone})"
+        )
     else:
         seq = position
     if seq == 0:
@@ -123,8 +126,9 @@ def seek(e, now: int, name: str, position) -> str:
             else:
                 result = APPLIED
                 _clear(tx, name)
-                tx.put_lease_consumer({**row, "start_seq": seq, "start_commit": commit,
-                                       "revision": row["revision"] + 1})
+                tx.put_lease_consumer(
+                    {**row, "start_seq": seq, "start_commit": commit, "revision": row["revision"] + 1}
+                )
                 e.faults.point("seek.before_commit", now, who=name)
     if result != APPLIED:
         return _refused(e, now, name, "seek", result)
@@ -168,12 +172,17 @@ def status(e, now: int, name: str) -> dict | None:
         done = {r["event_id"] for r in sparse}
         first = next((ev for ev in heads if ev["event_id"] not in done), None)
         leases, retries, dead = tx.list_leases(name), tx.list_retries(name), tx.list_dead_letters(name)
-        return {**row, "incarnation": tx.get_history()["incarnation"],
-                "checkpoints": {cp["partition"]: cp["seq"] for cp in tx.list_checkpoints(name)},
-                "live_leases": len(leases), "retries": len(retries), "dead_letters": len(dead),
-                "in_flight": [lease["event_id"] for lease in leases],
-                "retrying": {r["event_id"]: r["attempts"] for r in retries},
-                "dead_lettered": [d["event_id"] for d in dead],
-                "sparse": [r["event_id"] for r in sparse],
-                "first_required": None if first is None else first["event_id"],
-                "retention_frontier": frontier(tx, row)}
+        return {
+            **row,
+            "incarnation": tx.get_history()["incarnation"],
+            "checkpoints": {cp["partition"]: cp["seq"] for cp in tx.list_checkpoints(name)},
+            "live_leases": len(leases),
+            "retries": len(retries),
+            "dead_letters": len(dead),
+            "in_flight": [lease["event_id"] for lease in leases],
+            "retrying": {r["event_id"]: r["attempts"] for r in retries},
+            "dead_lettered": [d["event_id"] for d in dead],
+            "sparse": [r["event_id"] for r in sparse],
+            "first_required": None if first is None else first["event_id"],
+            "retention_frontier": frontier(tx, row),
+        }

@@ -34,6 +34,7 @@ retired)::
 
     python -m fanoutsim.designs.leases.crashtest step DB OP PHASE
 """
+
 from __future__ import annotations
 
 import json
@@ -45,23 +46,30 @@ import threading
 import time
 from collections import Counter
 
-from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
-from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
-from fanoutsim.kernel.metrics import Metrics
-from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.trace import Trace
-from fanoutsim.kernel.runtime.crashtest import campaign, run_child, side_lines, start_child, wait_or_kill
+from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
 from fanoutsim.designs.leases.realtime import LeaseRealtime
+from fanoutsim.designs.stores import open_store
+from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.runtime.crashtest import campaign, run_child, side_lines, start_child, wait_or_kill
 from fanoutsim.kernel.runtime.wallclock import wall_us
+from fanoutsim.kernel.trace import Trace
 
 CONFIG = LeaseConfig(recovery_interval=0.2)
 LIMITS = {"lease_seconds": 5.0, "in_flight_limit": 4, "batch_limit": 4}
 EFFECT_SECONDS = 0.02  # how long the sink's effect takes (so effects of one partition can overlap)
 
 
-def serve(db: str, side: str, rate: float, *, drain: bool = False, drain_timeout: float = 60.0,
-          partition_order: str = "riffdb") -> int:
+def serve(
+    db: str,
+    side: str,
+    rate: float,
+    *,
+    drain: bool = False,
+    drain_timeout: float = 60.0,
+    partition_order: str = "riffdb",
+) -> int:
     """The child: run until SIGTERM/SIGINT (or, with ``drain``, until the sink is
     past every event and holds no lease); returns an exit status."""
     config = LeaseConfig(recovery_interval=CONFIG.recovery_interval, partition_order=partition_order)
@@ -99,8 +107,7 @@ def _drained(rt: LeaseRealtime) -> bool:
     return st["first_required"] is None and not st["in_flight"]
 
 
-def _start(db: str, side: str, rate: float, drain: bool = False, partition_order: str = "riffdb"
-           ) -> subprocess.Popen:
+def _start(db: str, side: str, rate: float, drain: bool = False, partition_order: str = "riffdb") -> subprocess.Popen:
     cmd = [sys.executable, "-m", "fanoutsim.designs.leases.crashtest", "serve", db, side, str(rate)]
     cmd += ["--drain"] if drain else []
     cmd += ["--head-of-line"] if partition_order == "head_of_line" else []
@@ -117,9 +124,18 @@ def deliveries(side: str) -> list[tuple[str, str, int, int]]:
     return out
 
 
-def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: int = 0, up=(0.3, 1.0),
-                   rate: float = 20.0, drain_timeout: float = 60.0, partition_order: str = "riffdb",
-                   backlog: int = 0) -> dict:
+def kill9_campaign(
+    db: str,
+    side: str | None = None,
+    *,
+    kills: int = 3,
+    seed: int = 0,
+    up=(0.3, 1.0),
+    rate: float = 20.0,
+    drain_timeout: float = 60.0,
+    partition_order: str = "riffdb",
+    backlog: int = 0,
+) -> dict:
     """Run the campaign; returns its figures (``lost`` lists event ids in the log
     the sink never saw; ``out_of_order`` first deliveries behind a later seq of
     their partition; ``max_concurrent_in_partition`` the most effects of one
@@ -134,10 +150,15 @@ def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: in
                 e.publish(wall_us(), [(f"p{i % 2}", "event", {"backlog": i})])
         finally:
             store.close()
-    proc = campaign(lambda: _start(db, side, rate, partition_order=partition_order),
-                    # no new events: drain the backlog, stop cleanly
-                    lambda: _start(db, side, 0.0, drain=True, partition_order=partition_order),
-                    lambda p: wait_or_kill(p, drain_timeout + 30), kills=kills, seed=seed, up=up)
+    proc = campaign(
+        lambda: _start(db, side, rate, partition_order=partition_order),
+        # no new events: drain the backlog, stop cleanly
+        lambda: _start(db, side, 0.0, drain=True, partition_order=partition_order),
+        lambda p: wait_or_kill(p, drain_timeout + 30),
+        kills=kills,
+        seed=seed,
+        up=up,
+    )
     store = open_store(db)
     try:
         published = [r["event_id"] for r in store.rows("events")]
@@ -242,8 +263,13 @@ def crash_matrix_case(db: str, op: str, phase: str) -> dict | None:
     if op not in MATRIX_OPS or phase not in PHASES:
         raise ValueError(f"op must be one of {MATRIX_OPS} and phase one of {PHASES}, got {op!r}, {phase!r}")
     prepare_matrix(db, op)
-    proc = subprocess.run([sys.executable, "-m", "fanoutsim.designs.leases.crashtest", "step", db, op, phase],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fanoutsim.designs.leases.crashtest", "step", db, op, phase],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode != -signal.SIGKILL:
         raise RuntimeError(f"the {op}-{phase} child was not killed (status {proc.returncode}): {proc.stderr}")
     e, store = _engine(db)
@@ -258,13 +284,21 @@ if __name__ == "__main__":
     # python -m fanoutsim.designs.leases.crashtest campaign DB [KILLS]
     # python -m fanoutsim.designs.leases.crashtest step DB OP PHASE
     if len(sys.argv) >= 5 and sys.argv[1] == "serve":
-        sys.exit(serve(sys.argv[2], sys.argv[3], float(sys.argv[4]), drain="--drain" in sys.argv[5:],
-                       partition_order="head_of_line" if "--head-of-line" in sys.argv[5:] else "riffdb"))
+        sys.exit(
+            serve(
+                sys.argv[2],
+                sys.argv[3],
+                float(sys.argv[4]),
+                drain="--drain" in sys.argv[5:],
+                partition_order="head_of_line" if "--head-of-line" in sys.argv[5:] else "riffdb",
+            )
+        )
     if len(sys.argv) == 5 and sys.argv[1] == "step":
         sys.exit(step(*sys.argv[2:5]))
     if len(sys.argv) >= 3 and sys.argv[1] == "campaign":
-        print(json.dumps(kill9_campaign(sys.argv[2], kills=int(sys.argv[3]) if len(sys.argv) > 3 else 10),
-                         indent=2))
+        print(json.dumps(kill9_campaign(sys.argv[2], kills=int(sys.argv[3]) if len(sys.argv) > 3 else 10), indent=2))
         sys.exit(0)
-    sys.exit("usage: python -m fanoutsim.designs.leases.crashtest "
-             "(serve DB SIDE RATE [--drain] [--head-of-line] | campaign DB [KILLS] | step DB OP PHASE)")
+    sys.exit(
+        "usage: python -m fanoutsim.designs.leases.crashtest "
+        "(serve DB SIDE RATE [--drain] [--head-of-line] | campaign DB [KILLS] | step DB OP PHASE)"
+    )

@@ -1,4 +1,5 @@
 """The leased-consumer design as the cross-design tools see it (see :mod:`fanoutsim.kernel.design`)."""
+
 from __future__ import annotations
 
 import math
@@ -7,21 +8,27 @@ from pathlib import Path
 
 import numpy as np
 
-from fanoutsim.kernel.design import Design, lazy, SweepKey, scale_workload_rates
+from fanoutsim.kernel.design import Design, SweepKey, lazy, scale_workload_rates
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 
-from .causes import CAUSES, expected as _expected
-from .story import backlog as _backlog, story as _explain
+from .causes import CAUSES
+from .causes import expected as _expected
 from .config import LeaseConfig
 from .faults import FAULTS
 from .roles import RECOVERY, ROLES
 from .scenario import LEASE_FAULT_KINDS, SCHEMA
+from .story import backlog as _backlog
+from .story import story as _explain
 from .tables import PART
 
 
 def _tables(sim) -> dict:
-    return {"events": sim.events(), "checkpoints": sim.checkpoints(),
-            "dead_letters": sim.dead_letters(), "consumers": sim.consumers()}
+    return {
+        "events": sim.events(),
+        "checkpoints": sim.checkpoints(),
+        "dead_letters": sim.dead_letters(),
+        "consumers": sim.consumers(),
+    }
 
 
 def _figures(sim, out: Path) -> list:
@@ -36,12 +43,22 @@ def _sweep_figures(df, scenario, out: Path) -> list:
     grid key, one line per value of the second."""
     from fanoutsim.kernel.plotting import save_sweep_lines
 
-    return save_sweep_lines(df, ("publish_to_ack_p99_s", "publish_to_ack_p50_s", "duplicates", "dead_lettered", "lost"), out)
+    return save_sweep_lines(
+        df, ("publish_to_ack_p99_s", "publish_to_ack_p50_s", "duplicates", "dead_lettered", "lost"), out
+    )
 
 
 _STATS = ("p50", "p99", "mean")
-SWEEP_COLUMNS = (*(f"publish_to_ack_{s}_s" for s in _STATS),
-                 "published", "delivered", "duplicates", "dead_lettered", "pending", "lost", "valid")
+SWEEP_COLUMNS = (
+    *(f"publish_to_ack_{s}_s" for s in _STATS),
+    "published",
+    "delivered",
+    "duplicates",
+    "dead_lettered",
+    "pending",
+    "lost",
+    "valid",
+)
 
 
 def _stats(values) -> dict:
@@ -78,7 +95,7 @@ UNIT_STATS = ("p50", "p99")  # per consumer: publish_to_ack_<stat>_s[<consumer>]
 # -- the wall clock (fanoutsim serve / write / status) --------------------------------
 WRITE_FIELDS = {
     "partition": "the partition the event goes to (required)",
-    "kind": "its kind (default \"event\")",
+    "kind": 'its kind (default "event")',
     "payload": "its payload, any JSON value (default: none)",
 }
 
@@ -104,15 +121,17 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
     rt = LeaseRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed, role=role)
     try:
         for c in scenario.consumers:
+
             def join(c=c) -> None:
                 rt.register_consumer(c.name, **c.arguments())
+
             if c.join_at > 0:
                 later(rt, c.join_at, join, name=f"fanoutsim-join-{c.name}")
             else:
                 join()
             if c.retire_at is not None and RECOVERY in part:
                 later(rt, c.retire_at, lambda name=c.name: rt.retire(name), name=f"fanoutsim-retire-{c.name}")
-        for a in (scenario.actions if RECOVERY in part else ()):
+        for a in scenario.actions if RECOVERY in part else ():
             step = rt.restore if a.kind == "restore" else (lambda a=a: rt.seek(a.consumer, a.position))
             later(rt, a.at, step, name=f"fanoutsim-{a.kind}")
         workloads = scenario.workloads
@@ -125,8 +144,13 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
         if WORKLOADS not in part:
             workloads = ()
         for w in workloads:
-            rt.add_workload(w.rate, partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
-                            kind=w.kind, start=w.start, stop=w.stop)
+            rt.add_workload(
+                w.rate,
+                partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
+                kind=w.kind,
+                start=w.start,
+                stop=w.stop,
+            )
     except BaseException:
         rt.close()
         raise
@@ -155,10 +179,18 @@ def _status(rt) -> dict:
 
     rows = rt.table_rows  # of the runtime's named database
     names = [r["consumer"] for r in rows("lease_consumers")]
-    return json_ready({"pid": os.getpid(), "db": getattr(rt.store, "path", None),
-                       "now": from_us(rt.now_us()).isoformat(), "running": rt.running,
-                       "events": len(rows("events")), "dead_letters": len(rows("dead_letters")),
-                       "consumers": {name: rt.status(name) for name in names}, "metrics": rt.metrics()})
+    return json_ready(
+        {
+            "pid": os.getpid(),
+            "db": getattr(rt.store, "path", None),
+            "now": from_us(rt.now_us()).isoformat(),
+            "running": rt.running,
+            "events": len(rows("events")),
+            "dead_letters": len(rows("dead_letters")),
+            "consumers": {name: rt.status(name) for name in names},
+            "metrics": rt.metrics(),
+        }
+    )
 
 
 DESIGN = Design(
@@ -180,8 +212,13 @@ DESIGN = Design(
     sweep_row=_sweep_row,
     sweep_unit_columns=tuple(f"publish_to_ack_{s}_s" for s in UNIT_STATS),
     sweep_figures=_sweep_figures,
-    sweep_keys={"rate": SweepKey("total events published per virtual second: every [[workload]] is scaled "
-                                 "by one factor so that their rates sum to it", scenario=scale_workload_rates)},
+    sweep_keys={
+        "rate": SweepKey(
+            "total events published per virtual second: every [[workload]] is scaled "
+            "by one factor so that their rates sum to it",
+            scenario=scale_workload_rates,
+        )
+    },
     realtime=_realtime,
     write=_write,
     write_fields=WRITE_FIELDS,

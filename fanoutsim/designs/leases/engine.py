@@ -17,17 +17,17 @@ taken: its label), backup_restored (the label put back), pruned, delivered (by a
 an ack by hand: the caller's effect, traced with the ack's commit), and from the runtime:
 delivered (a worker's effect), crashed, restarted, fault.
 """
+
 from __future__ import annotations
 
-from fanoutsim.kernel.faults import NoFaults
-from fanoutsim.kernel.metrics import Metrics
-from fanoutsim.kernel.store import Store
-from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.designs.leases import backup as backups
 from fanoutsim.designs.leases import consumers, leasing, log
 from fanoutsim.designs.leases.config import LeaseConfig
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, check_database, in_database
-
+from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.store import Store
+from fanoutsim.kernel.trace import Trace, TraceSchema
 
 # the trace in leases' words; a node's incarnation is its ``process``
 TRACE = TraceSchema(who="consumer", what="event_id", where="partition", incarnation="process")
@@ -40,8 +40,16 @@ class LeaseEngine:
 
     actor = "broker"
 
-    def __init__(self, store: Store, config: LeaseConfig, metrics: Metrics, trace: Trace,
-                 faults=None, seed: int = 0, database: str = DEFAULT_DATABASE) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: LeaseConfig,
+        metrics: Metrics,
+        trace: Trace,
+        faults=None,
+        seed: int = 0,
+        database: str = DEFAULT_DATABASE,
+    ) -> None:
         self.store = store
         self.database = check_database(database)
         self.config = config

@@ -14,6 +14,7 @@ Kinds: the kernel's crash kinds; ``slow_workflow`` (by ``consumer``) of
 
 Hook: ``run_duration(consumer, now, base)`` — how long a worker's effect takes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,7 +58,11 @@ class RestoreBackup(Fault):
             raise ValueError(f"restore_backup.at must be after backup_at ({self.backup_at!r}), got {self.at!r}")
 
 
-FAULTS = declare("leases", points=CRASH_POINTS,
-                 kinds=(CrashAt, CrashRandomly, CrashAtPoint, SlowWorkflow, RestoreBackup), hooks=(RUN_DURATION,))
+FAULTS = declare(
+    "leases",
+    points=CRASH_POINTS,
+    kinds=(CrashAt, CrashRandomly, CrashAtPoint, SlowWorkflow, RestoreBackup),
+    hooks=(RUN_DURATION,),
+)
 
 __all__ = ["CRASH_POINTS", "FAULTS", "RestoreBackup"]

@@ -1,20 +1,19 @@
 """What the leased-consumer design's two runtimes share: the client spec
 (:class:`LeaseClient`), the checks, the public API's plumbing and the table views."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pandas as pd
 
 from fanoutsim.designs.leases.authority import authorize, needed
 from fanoutsim.designs.leases.config import LEASE_FAULT_KINDS, MAX_RETRY_DELAY, check_limits, check_nack_delay
 from fanoutsim.designs.leases.engine import LeaseEngine
+from fanoutsim.designs.leases.faults import FAULTS
 from fanoutsim.designs.leases.identity import consumer_key
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, TABLES, database_rows, in_database
-from fanoutsim.designs.leases.faults import FAULTS
 from fanoutsim.kernel.frames import store_frame, table_frame
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.validate import Invalid, Seconds, is_real, is_whole
-
 
 
 def checked_lease_config(config, seed):
@@ -58,8 +57,19 @@ class LeaseClient:
     While ``paused`` the client takes no new leases (an operator's seek or
     retire waits for the consumer to hold none)."""
 
-    def __init__(self, name, duration=0.01, fail=0.0, poison=None, nack_delay=1.0, poll_interval=0.5,
-                 batch_limit=None, fn=None, *, max_retry_delay=MAX_RETRY_DELAY) -> None:
+    def __init__(
+        self,
+        name,
+        duration=0.01,
+        fail=0.0,
+        poison=None,
+        nack_delay=1.0,
+        poll_interval=0.5,
+        batch_limit=None,
+        fn=None,
+        *,
+        max_retry_delay=MAX_RETRY_DELAY,
+    ) -> None:
         if not callable(duration):
             _secs(duration, f"consumer {name!r}: duration")
         if poison is not None and not callable(poison):
@@ -78,8 +88,14 @@ class LeaseClient:
 
     def settings(self) -> dict:
         """What a caller chose for this client (callables compared as objects)."""
-        return {"duration": self.duration, "fail": self.fail, "poison": self.poison,
-                "nack_delay": self.nack_delay, "poll_interval": self.poll_interval, "fn": self.fn}
+        return {
+            "duration": self.duration,
+            "fail": self.fail,
+            "poison": self.poison,
+            "nack_delay": self.nack_delay,
+            "poll_interval": self.poll_interval,
+            "fn": self.fn,
+        }
 
     def draw(self, rng) -> float:
         """This attempt's working time, in seconds (before a fault plan's say)."""
@@ -108,8 +124,10 @@ def same_consumer(name, row: dict, limits: dict, spec: LeaseClient | None, held:
     elif spec is None and held is not None:
         differ.append("client=False (it has a client)")
     if differ:
-        raise ValueError(f"consumer {name!r} exists with other settings: {'; '.join(differ)}. Register it again "
-                         f"with its settings (a no-op), or retire it and register it afresh")
+        raise ValueError(
+            f"consumer {name!r} exists with other settings: {'; '.join(differ)}. Register it again "
+            f"with its settings (a no-op), or retire it and register it afresh"
+        )
 
 
 def lease_window(kind, start, stop) -> tuple[float, float | None]:
@@ -126,8 +144,7 @@ def lease_window(kind, start, stop) -> tuple[float, float | None]:
 
 def lease_partitions(rate, partitions) -> list[str]:
     """A lease workload's arguments, checked: the partition names."""
-    if not is_real(rate) or rate <= 0 or rate != rate \
-            or rate == float("inf"):
+    if not is_real(rate) or rate <= 0 or rate != rate or rate == float("inf"):
         raise ValueError(f"rate must be events per second > 0, got {rate!r}")
     if is_whole(partitions):
         if partitions < 1:
@@ -205,8 +222,17 @@ class LeaseHost:
         self._authorize("ack", consumer, caller)
         return self._api(LeaseEngine.ack, consumer, event_id, token, incarnation, delivered_by="caller")
 
-    def nack(self, consumer: str, event_id: str, token: str, incarnation: int, delay: float = 0.0,
-             error: str | None = None, *, caller=None) -> str | None:
+    def nack(
+        self,
+        consumer: str,
+        event_id: str,
+        token: str,
+        incarnation: int,
+        delay: float = 0.0,
+        error: str | None = None,
+        *,
+        caller=None,
+    ) -> str | None:
         consumer = consumer_key(consumer)
         self._authorize("nack", consumer, caller)
         return self._api(LeaseEngine.nack, consumer, event_id, token, incarnation, delay=delay, error=error)

@@ -21,13 +21,14 @@ first 16 hex digits of the sha256 of the canonical tuple (parameters as JSON
 with sorted keys, so their order does not matter): readable in a trace and
 distinct for distinct tuples (a 64-bit digest).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Mapping
 
 from fanoutsim.kernel.names import check_name
 
@@ -56,8 +57,10 @@ class ConsumerIdentity:
 
     def __post_init__(self):
         if not isinstance(self.module_hash, str) or not _HEX64.fullmatch(self.module_hash):
-            raise ValueError(f"module_hash must be 64 lowercase hex digits (the module hash from the "
-                             f"application lock), got {self.module_hash!r}")
+            raise ValueError(
+                f"module_hash must be 64 lowercase hex digits (the module hash from the "
+                f"application lock), got {self.module_hash!r}"
+            )
         check_name("operation", self.operation)
         check_name("consumer name", self.name)
         object.__setattr__(self, "parameters", json.loads(_canonical(self.parameters)))
@@ -65,15 +68,16 @@ class ConsumerIdentity:
     @property
     def canonical(self) -> str:
         """The whole tuple, canonical: what the key's digest is taken of."""
-        return json.dumps([self.module_hash, self.operation, self.parameters, self.name], sort_keys=True,
-                          separators=(",", ":"))
+        return json.dumps(
+            [self.module_hash, self.operation, self.parameters, self.name], sort_keys=True, separators=(",", ":")
+        )
 
     @property
     def key(self) -> str:
         """The consumer's name in the tables."""
         return f"{self.name}@{self.operation}:{hashlib.sha256(self.canonical.encode()).hexdigest()[:16]}"
 
-    def with_module(self, module_hash: str) -> "ConsumerIdentity":
+    def with_module(self, module_hash: str) -> ConsumerIdentity:
         """The same consumer under a changed module: a different durable consumer."""
         return replace(self, module_hash=module_hash)
 

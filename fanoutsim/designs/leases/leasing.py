@@ -90,20 +90,26 @@ it expires only those still held as read. (A store one process holds runs one
 transaction at a time: there a lock is a read, and nothing changes.)
 ``tests/test_postgres_leases_concurrency.py`` holds each race open.
 """
+
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 
-from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.timeutil import seconds_to_us
 
 # the results of ack and nack: only the first three changed anything
 ACKED, RETRY, DEAD_LETTERED = "acked", "retry_scheduled", "dead_lettered"
 NOT_FOUND, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED = (
-    "not_found", "stale_incarnation", "no_lease", "wrong_token", "expired")
+    "not_found",
+    "stale_incarnation",
+    "no_lease",
+    "wrong_token",
+    "expired",
+)
 FAILED_CLOSED = (NOT_FOUND, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED)
 # what a resolution is
 ACKNOWLEDGED = "acknowledged"
@@ -137,6 +143,7 @@ def bump(tx, row: dict) -> dict:
 
 
 # -- consume ------------------------------------------------------------------------
+
 
 class Pull(list):
     """What ``consume`` returns: the leases granted (a list of :class:`Lease`,
@@ -181,8 +188,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
         for lease in held:
             if lease["expires_at"] <= now:
                 return None
-        room = min(row["batch_limit"] if batch_limit is None else batch_limit,
-                   row["in_flight_limit"] - len(held))
+        room = min(row["batch_limit"] if batch_limit is None else batch_limit, row["in_flight_limit"] - len(held))
         if room <= 0:
             return Pull()
         _check_retained(tx, row)
@@ -226,11 +232,33 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
                 expires = now + seconds_to_us(row["lease_seconds"])
             h["leases_granted"] += 1
             token = lease_token(e.seed, consumer, eid, attempt, h["leases_granted"])
-            tx.insert_lease({"consumer": consumer, "event_id": eid, "seq": ev["seq"], "partition": ev["partition"],
-                             "token": token, "incarnation": h["incarnation"], "attempt": attempt,
-                             "leased_at": now, "expires_at": expires})
-            out.append(Lease(consumer, eid, ev["seq"], ev["partition"], ev["kind"], ev["payload"],
-                             token, h["incarnation"], attempt, expires))
+            tx.insert_lease(
+                {
+                    "consumer": consumer,
+                    "event_id": eid,
+                    "seq": ev["seq"],
+                    "partition": ev["partition"],
+                    "token": token,
+                    "incarnation": h["incarnation"],
+                    "attempt": attempt,
+                    "leased_at": now,
+                    "expires_at": expires,
+                }
+            )
+            out.append(
+                Lease(
+                    consumer,
+                    eid,
+                    ev["seq"],
+                    ev["partition"],
+                    ev["kind"],
+                    ev["payload"],
+                    token,
+                    h["incarnation"],
+                    attempt,
+                    expires,
+                )
+            )
             if len(out) >= room:
                 break
         if out:
@@ -255,10 +283,12 @@ def _check_retained(tx, row: dict) -> None:
         if cp["seq"] < gone:
             raise HistoryPruned(
                 f"consumer {row['consumer']!r} reads partition {cp['partition']!r} after seq {cp['seq']}, "
-                f"but retention has deleted every event up to seq {gone}: pulling pruned history")
+                f"but retention has deleted every event up to seq {gone}: pulling pruned history"
+            )
 
 
 # -- resolving: the checkpoint and the sparse resolutions ----------------------------
+
 
 def _resolve(tx, row: dict, lease: dict, kind: str | None) -> dict | None:
     """Record ``lease``'s event as resolved (``kind``: acknowledged or
@@ -271,8 +301,14 @@ def _resolve(tx, row: dict, lease: dict, kind: str | None) -> dict | None:
     held = tx.list_resolutions(consumer, part)
     last = None
     if kind is not None:
-        new = {"consumer": consumer, "event_id": lease["event_id"], "seq": lease["seq"], "partition": part,
-               "commit_seq": int(lease["event_id"].split(":", 1)[0]), "kind": kind}
+        new = {
+            "consumer": consumer,
+            "event_id": lease["event_id"],
+            "seq": lease["seq"],
+            "partition": part,
+            "commit_seq": int(lease["event_id"].split(":", 1)[0]),
+            "kind": kind,
+        }
     else:
         new = None
         if not held:
@@ -293,8 +329,10 @@ def _resolve(tx, row: dict, lease: dict, kind: str | None) -> dict | None:
         if new is not None and new["event_id"] not in terminal:
             new = None
     if len(terminal) > MAX_SPARSE_RESOLUTIONS:
-        raise RuntimeError(f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in "
-                           f"partition {part!r}; at most {MAX_SPARSE_RESOLUTIONS}")
+        raise RuntimeError(
+            f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in "
+            f"partition {part!r}; at most {MAX_SPARSE_RESOLUTIONS}"
+        )
     if new is not None:
         tx.insert_resolution(new)
     return last
@@ -314,20 +352,37 @@ def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | N
     attempts = lease["attempt"]
     if attempts >= MAX_ATTEMPTS:
         ev = tx.get_event(event_id)
-        tx.insert_dead_letter({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
-                               "partition": lease["partition"], "attempts": attempts, "error": error,
-                               "payload": None if ev is None else ev["payload"], "dead_at": now})
+        tx.insert_dead_letter(
+            {
+                "consumer": consumer,
+                "event_id": event_id,
+                "seq": lease["seq"],
+                "partition": lease["partition"],
+                "attempts": attempts,
+                "error": error,
+                "payload": None if ev is None else ev["payload"],
+                "dead_at": now,
+            }
+        )
         return DEAD_LETTERED, _resolve(tx, row, lease, DEAD_LETTERED)
-    tx.put_retry({"consumer": consumer, "event_id": event_id, "seq": lease["seq"],
-                  "partition": lease["partition"], "attempts": attempts, "not_before": now + delay_us,
-                  "error": error})
+    tx.put_retry(
+        {
+            "consumer": consumer,
+            "event_id": event_id,
+            "seq": lease["seq"],
+            "partition": lease["partition"],
+            "attempts": attempts,
+            "not_before": now + delay_us,
+            "error": error,
+        }
+    )
     return RETRY, _resolve(tx, row, lease, None)
 
 
 # -- ack and nack -----------------------------------------------------------------------
 
-def _check(tx, now: int, consumer: str, event_id: str, token,
-           incarnation) -> tuple[str | None, dict, dict, int]:
+
+def _check(tx, now: int, consumer: str, event_id: str, token, incarnation) -> tuple[str | None, dict, dict, int]:
     """(failure result or None, the consumer row, the live lease, the time of
     the step: ``now``, or later if it waited for another node's transition)."""
     check_name("consumer", consumer)
@@ -354,8 +409,9 @@ def _refused(e, now, consumer, event_id, what, result):
     return result
 
 
-def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
-        delivered_by: str | None = None) -> str:
+def ack(
+    e, now: int, consumer: str, event_id: str, token: str, incarnation: int, delivered_by: str | None = None
+) -> str:
     """Acknowledge exactly one leased event: ``acked``, or a fail-closed result.
     ``delivered_by`` (an actor, say ``"caller"``): the ack is that actor's
     delivery, traced as ``delivered`` with the commit — before
@@ -372,8 +428,9 @@ def ack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
     e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
     _moved(e, now, consumer, moved)
     if delivered_by is not None:  # counted as a worker's delivery is
-        e.trace.add(now, "delivered", delivered_by, consumer, event_id, lease["partition"],
-                    f"attempt {lease['attempt']}")
+        e.trace.add(
+            now, "delivered", delivered_by, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}"
+        )
         e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
     e.faults.point("ack.after_commit", now, who=consumer, what=event_id)
@@ -392,16 +449,38 @@ def deliver(e, now: int, consumer: str, lease: Lease) -> str:
 
 
 def _failed_trace(e, now, lease, result, error, kind):
-    e.trace.add(now, kind, e.actor, lease["consumer"], lease["event_id"], lease["partition"],
-                f"attempt {lease['attempt']}: {error}")
+    e.trace.add(
+        now,
+        kind,
+        e.actor,
+        lease["consumer"],
+        lease["event_id"],
+        lease["partition"],
+        f"attempt {lease['attempt']}: {error}",
+    )
     if result == DEAD_LETTERED:
-        e.trace.add(now, "dead_lettered", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
-                    f"{lease['attempt']} attempts: {error}")
+        e.trace.add(
+            now,
+            "dead_lettered",
+            e.actor,
+            lease["consumer"],
+            lease["event_id"],
+            lease["partition"],
+            f"{lease['attempt']} attempts: {error}",
+        )
         e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
 
 
-def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int,
-         delay: float = 0.0, error: str | None = None) -> str:
+def nack(
+    e,
+    now: int,
+    consumer: str,
+    event_id: str,
+    token: str,
+    incarnation: int,
+    delay: float = 0.0,
+    error: str | None = None,
+) -> str:
     """A failed attempt, reported: ``retry_scheduled`` (after ``delay`` seconds,
     0 through ``max_retry_delay``), ``dead_lettered`` (the 10th), or a
     fail-closed result."""
@@ -422,6 +501,7 @@ def nack(e, now: int, consumer: str, event_id: str, token: str, incarnation: int
 
 
 # -- recovery and restore -------------------------------------------------------------------
+
 
 def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
     """Expire leases whose time is up (only ``consumer``'s, if given): each is a
@@ -446,15 +526,13 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
         for c in sorted({lease["consumer"] for lease in expired}):
             bump(tx, rows[c])
         if done:
-            e.faults.point("recover.before_commit", now, who=done[0][0]["consumer"],
-                           what=done[0][0]["event_id"])
+            e.faults.point("recover.before_commit", now, who=done[0][0]["consumer"], what=done[0][0]["event_id"])
     for lease, result, moved in done:
         _failed_trace(e, now, lease, result, "lease expired", "expired")
         _moved(e, now, lease["consumer"], moved)
     if done:
         e.metrics.inc("fanoutsim_lease_expired_total", len(done))
-        e.faults.point("recover.after_commit", now, who=done[0][0]["consumer"],
-                       what=done[0][0]["event_id"])
+        e.faults.point("recover.after_commit", now, who=done[0][0]["consumer"], what=done[0][0]["event_id"])
     return len(done)
 
 
@@ -485,11 +563,17 @@ def new_incarnation(e, tx, now: int) -> tuple[int, list]:
 
 def trace_voided(e, now: int, done: list) -> None:
     for lease, result, moved in done:
-        e.trace.add(now, "lease_voided", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
-                    "restore")
+        e.trace.add(now, "lease_voided", e.actor, lease["consumer"], lease["event_id"], lease["partition"], "restore")
         if result == DEAD_LETTERED:
-            e.trace.add(now, "dead_lettered", e.actor, lease["consumer"], lease["event_id"], lease["partition"],
-                        f"{lease['attempt']} attempts: restore")
+            e.trace.add(
+                now,
+                "dead_lettered",
+                e.actor,
+                lease["consumer"],
+                lease["event_id"],
+                lease["partition"],
+                f"{lease['attempt']} attempts: restore",
+            )
             e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
         _moved(e, now, lease["consumer"], moved)
 

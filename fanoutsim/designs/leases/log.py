@@ -30,12 +30,13 @@ nothing, is ``BeforeFirst``). Events past a checkpoint or the start are
 therefore never pruned while the consumer exists, and pulling them never finds
 pruned history (:class:`HistoryPruned` guards it).
 """
+
 from __future__ import annotations
 
 import json
 
-from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.timeutil import seconds_to_us
 
 
 class HistoryPruned(ValueError):
@@ -62,8 +63,9 @@ def publish(e, now: int, events) -> list[str]:
         if not isinstance(ev, (tuple, list)) or len(ev) != 3:
             raise ValueError(f"events[{i}] must be (partition, kind, payload), got {ev!r}")
         partition, kind, payload = ev
-        items.append((check_name("partition", partition), check_name("kind", kind),
-                      _payload(payload, f"events[{i}] payload")))
+        items.append(
+            (check_name("partition", partition), check_name("kind", kind), _payload(payload, f"events[{i}] payload"))
+        )
     if not items:
         raise ValueError("a commit needs at least one event")
     with e.tx() as tx:
@@ -73,8 +75,16 @@ def publish(e, now: int, events) -> list[str]:
         rows = []
         for ordinal, (partition, kind, payload) in enumerate(items):
             seq = h["last_seq"] + 1 + ordinal
-            row = {"seq": seq, "event_id": f"{commit}:{ordinal}", "commit_seq": commit, "ordinal": ordinal,
-                   "partition": partition, "kind": kind, "payload": payload, "committed_at": now}
+            row = {
+                "seq": seq,
+                "event_id": f"{commit}:{ordinal}",
+                "commit_seq": commit,
+                "ordinal": ordinal,
+                "partition": partition,
+                "kind": kind,
+                "payload": payload,
+                "committed_at": now,
+            }
             tx.insert_event(row)
             rows.append(row)
         tx.set_history({**h, "last_commit": commit, "last_seq": h["last_seq"] + len(rows)})

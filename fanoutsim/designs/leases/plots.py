@@ -4,10 +4,11 @@ head-of-line against RiffDB's rule side by side, checkpoints per partition,
 throughput against the in-flight limit, the events table under the retention
 fence, how attempts ended — and the figures ``fanoutsim run`` writes for a
 leases run (:func:`save_leases_figures`)."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -17,14 +18,32 @@ from matplotlib.figure import Figure
 from fanoutsim.designs.leases import analysis as _a
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.kernel.plotting import (
-    MAX_SERIES, STYLE, THEORY_COLOR, figure_axes, mark_empty, plain_log, save_figures, style, time_unit,
+    MAX_SERIES,
+    STYLE,
+    THEORY_COLOR,
+    figure_axes,
+    mark_empty,
+    plain_log,
+    save_figures,
+    style,
+    time_unit,
 )
 
-__all__ = ["duplicates_vs_lease", "lease_tradeoff", "orders_side_by_side", "poison_side_by_side",
-           "checkpoint_progress", "waiting_heatmap", "consumers_behind",
-           "inflight_throughput",
-           "events_table_size", "lease_outcomes", "delivery_per_consumer", "save_leases_figures",
-           "LEASES_FIGURES"]
+__all__ = [
+    "duplicates_vs_lease",
+    "lease_tradeoff",
+    "orders_side_by_side",
+    "poison_side_by_side",
+    "checkpoint_progress",
+    "waiting_heatmap",
+    "consumers_behind",
+    "inflight_throughput",
+    "events_table_size",
+    "lease_outcomes",
+    "delivery_per_consumer",
+    "save_leases_figures",
+    "LEASES_FIGURES",
+]
 
 _DEAD = dict(marker="X", s=80, color="#d62728", zorder=4)
 _FAIL = dict(marker="|", s=60, color="#7f7f7f", zorder=3)
@@ -40,7 +59,11 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
     """Duplicates per 1000 events against ``lease_seconds``, one line per work-time
     law (``lease_sweep`` (``notebooks/experiments/leases.py``)); dashed, what
     P(work > lease) predicts. Symlog y: zero stays on the axis."""
-    _need(summary, ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"), "lease_sweep or lease_table (the leases lessons' experiments)")
+    _need(
+        summary,
+        ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"),
+        "lease_sweep or lease_table (the leases lessons' experiments)",
+    )
     with style():
         fig, ax = figure_axes(ax)
         ax.set_title("duplicates fall as the lease outgrows the work")
@@ -52,8 +75,14 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
             g = g.sort_values("lease_seconds")
             ax.plot(g["lease_seconds"], g["dups_per_1000"], marker="o", color=f"C{i}", label=f"{law} work (run)")
             if theory:
-                ax.plot(g["lease_seconds"], g["theory_per_1000"], linestyle="--", linewidth=1, color=f"C{i}",
-                        label=f"{law}: expected from P(work > lease)")
+                ax.plot(
+                    g["lease_seconds"],
+                    g["theory_per_1000"],
+                    linestyle="--",
+                    linewidth=1,
+                    color=f"C{i}",
+                    label=f"{law}: expected from P(work > lease)",
+                )
         if mean is not None:
             ax.axvline(mean, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"mean work {mean:g} s")
         ax.set_yscale("symlog", linthresh=1.0)
@@ -70,8 +99,11 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     how long a crash's orphaned leases held their events (mean and worst) and
     the worst publish → acknowledged latency, against ``lease_seconds`` (log-log;
     the lease itself dotted), with duplicates per 1000 events on the right axis."""
-    _need(crashes, ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
-          "crash_sweep (the leases lessons' experiments)")
+    _need(
+        crashes,
+        ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
+        "crash_sweep (the leases lessons' experiments)",
+    )
     with style():
         fig, ax = figure_axes(ax)
         ax.set_title("a long lease: few duplicates, but a crash stalls leased events until expiry")
@@ -111,12 +143,19 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
     """Head-of-line against RiffDB's rule, per partition, from
     :func:`~fanoutsim.designs.leases.analysis.order_comparison`: acks per second,
     duplicates, and p99 publish → ack latency (log), one bar per rule."""
-    _need(comparison, ("order", "partition", "acks_per_s", "duplicates", "p99_s"), "fanoutsim.analysis.leases.order_comparison")
+    _need(
+        comparison,
+        ("order", "partition", "acks_per_s", "duplicates", "p99_s"),
+        "fanoutsim.analysis.leases.order_comparison",
+    )
     with style():
         fig = Figure(figsize=(12.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
         axes = fig.subplots(1, 3)
-        panels = (("acks_per_s", "acks per second"), ("duplicates", "duplicates"),
-                  ("p99_s", "p99 publish \u2192 ack (s, log)"))
+        panels = (
+            ("acks_per_s", "acks per second"),
+            ("duplicates", "duplicates"),
+            ("p99_s", "p99 publish \u2192 ack (s, log)"),
+        )
         per = comparison[comparison["partition"] != "all"]
         if per.empty:
             for ax in axes:
@@ -130,8 +169,13 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
             for j, order in enumerate(orders):
                 g = per[per["order"] == order].set_index("partition").reindex(parts)
                 vals = g[col].to_numpy(dtype=float)
-                bars = ax.bar(x - 0.4 + width * (j + 0.5), vals, width=width, label=order.replace("_", "-"),
-                              **_ORDER_STYLE.get(order, {}))
+                bars = ax.bar(
+                    x - 0.4 + width * (j + 0.5),
+                    vals,
+                    width=width,
+                    label=order.replace("_", "-"),
+                    **_ORDER_STYLE.get(order, {}),
+                )
                 for b, v in zip(bars, vals):
                     if np.isfinite(v):
                         ax.text(b.get_x() + b.get_width() / 2, v, f"{v:.3g}", ha="center", va="bottom", fontsize=8)
@@ -159,8 +203,7 @@ def poison_side_by_side(runs: Mapping, consumer: str = "worker") -> Figure:
         for j, (order, sim) in enumerate(runs.items()):
             name = str(order).replace("_", "-")
             checkpoint_progress(sim, consumer, title=f"{name}: checkpoint per partition", ax=axes[0][j])
-            waiting_heatmap(sim, consumer, title=f"{name}: events waiting per partition", vmax=top,
-                            ax=axes[1][j])
+            waiting_heatmap(sim, consumer, title=f"{name}: events waiting per partition", vmax=top, ax=axes[1][j])
         if not runs:
             mark_empty(axes[0][0], "runs")
     return fig
@@ -171,8 +214,9 @@ def _partitions(sim, consumer: str) -> list[str]:
     return sorted(ev["partition"].unique())
 
 
-def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, title: str | None = None,
-                        ax: Axes | None = None) -> Figure:
+def checkpoint_progress(
+    sim, consumer: str | None = None, *, lag: bool = False, title: str | None = None, ax: Axes | None = None
+) -> Figure:
     """One consumer's checkpoint per partition over virtual time (step lines, the
     seq it has moved past), dead letters as red crosses, failed attempts (nacks,
     expiries) as grey ticks, restores and crashes as vertical lines. With
@@ -184,8 +228,12 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
     if lag:
         return waiting_heatmap(sim, consumer, title=title, ax=ax)
     with style():
-        fig, ax = figure_axes(ax, title=title or f"{consumer}: checkpoint per partition",
-                              xlabel="virtual time (s)", ylabel="checkpoint (seq moved past)")
+        fig, ax = figure_axes(
+            ax,
+            title=title or f"{consumer}: checkpoint per partition",
+            xlabel="virtual time (s)",
+            ylabel="checkpoint (seq moved past)",
+        )
         if consumer is None:
             mark_empty(ax, "consumers")
             return fig
@@ -199,8 +247,13 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
         fails = t[(t["consumer"] == consumer) & t["kind"].isin(["nacked", "expired"])]
         fail_s = _a._rel(sim, fails["t"])
         dead = t[(t["consumer"] == consumer) & (t["kind"] == "dead_lettered")]
-        dead = pd.DataFrame({"t_s": _a._rel(sim, dead["t"]), "partition": dead["partition"].to_numpy(),
-                             "seq": pub.set_index("event_id")["seq"].reindex(dead["event_id"]).to_numpy()})
+        dead = pd.DataFrame(
+            {
+                "t_s": _a._rel(sim, dead["t"]),
+                "partition": dead["partition"].to_numpy(),
+                "seq": pub.set_index("event_id")["seq"].reindex(dead["event_id"]).to_numpy(),
+            }
+        )
         parts = _partitions(sim, consumer)
         shown = parts[:MAX_SERIES]
         end = float(sim.now)
@@ -219,14 +272,23 @@ def checkpoint_progress(sim, consumer: str | None = None, *, lag: bool = False, 
             dl = dead[dead["partition"] == part]
             if len(dl):
                 ax.scatter(dl["t_s"], dl["seq"], **_DEAD, label=f"{part}: dead letter")
-        for kind, label, style_ in (("restored", "restore (new incarnation)", dict(color="C4", linestyle="--")),
-                                    ("crashed", "crash", dict(color="#d62728", linestyle=":"))):
+        for kind, label, style_ in (
+            ("restored", "restore (new incarnation)", dict(color="C4", linestyle="--")),
+            ("crashed", "crash", dict(color="#d62728", linestyle=":")),
+        ):
             when = rel[(t["kind"] == kind).to_numpy()]
             for j, w in enumerate(when):
                 ax.axvline(w, linewidth=1.2, label=label if j == 0 else None, **style_)
         if len(parts) > len(shown):
-            ax.text(0.99, 0.01, f"{len(shown)} of {len(parts)} partitions shown", transform=ax.transAxes,
-                    ha="right", va="bottom", color="#777777")
+            ax.text(
+                0.99,
+                0.01,
+                f"{len(shown)} of {len(parts)} partitions shown",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                color="#777777",
+            )
         last = float(path["t_s"].max())
         ax.set_xlim(0, min(end, last + 0.1 * max(last, 1.0)))
         ax.set_ylim(bottom=0)
@@ -265,8 +327,15 @@ def _waiting_grid(sim, consumer: str, bins: int) -> tuple[list[str], np.ndarray,
     return parts, edges, high
 
 
-def waiting_heatmap(sim, consumer: str | None = None, *, bins: int = 150, title: str | None = None,
-                    vmax: float | None = None, ax: Axes | None = None) -> Figure:
+def waiting_heatmap(
+    sim,
+    consumer: str | None = None,
+    *,
+    bins: int = 150,
+    title: str | None = None,
+    vmax: float | None = None,
+    ax: Axes | None = None,
+) -> Figure:
     """One consumer's events waiting per partition (published, not yet
     acknowledged or dead-lettered) over virtual time, as a heatmap: one row per
     partition, one column per stretch of time, coloured by the most events
@@ -289,8 +358,14 @@ def waiting_heatmap(sim, consumer: str | None = None, *, bins: int = 150, title:
         parts, edges, high = _waiting_grid(sim, consumer, bins)
         cmap = LinearSegmentedColormap.from_list("waiting", ["#ffffff", "#9ecae1", "#3182bd", "#08306b"])
         top = vmax if vmax is not None else max(float(high.max()), 1.0)
-        image = ax.imshow(high, aspect="auto", cmap=cmap, interpolation="nearest",
-                          norm=PowerNorm(0.5, vmin=0, vmax=top), extent=(0.0, edges[-1], len(parts) - 0.5, -0.5))
+        image = ax.imshow(
+            high,
+            aspect="auto",
+            cmap=cmap,
+            interpolation="nearest",
+            norm=PowerNorm(0.5, vmin=0, vmax=top),
+            extent=(0.0, edges[-1], len(parts) - 0.5, -0.5),
+        )
         t = sim.trace()
         dead = t[(t["consumer"] == consumer) & (t["kind"] == "dead_lettered")]
         if len(dead):
@@ -338,8 +413,9 @@ def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure
     with style():
         fig = Figure(figsize=(8.0, 1.2 + 1.5 * max(len(names), 1)), dpi=STYLE["figure.dpi"], layout="constrained")
         axes = list(fig.subplots(max(len(names), 1), 1, sharex=True, sharey=True, squeeze=False)[:, 0])
-        fig.suptitle(title or "events past each consumer's checkpoint: the history its retention fence keeps",
-                     fontweight="bold")
+        fig.suptitle(
+            title or "events past each consumer's checkpoint: the history its retention fence keeps", fontweight="bold"
+        )
         axes[-1].set_xlabel("virtual time (s)")
         if not names:
             mark_empty(axes[0], "consumers")
@@ -378,41 +454,61 @@ def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure
     return fig
 
 
-def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None = None,
-                        title: str | None = None) -> Figure:
+def inflight_throughput(
+    summary: pd.DataFrame, *, latency: pd.DataFrame | None = None, title: str | None = None
+) -> Figure:
     """Two panels from ``inflight_sweep`` (``notebooks/experiments/leases.py``): acks per
     second against the in-flight limit, one line per partition count, with
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
     ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
     ``title``, if given, heads the figure (say, the leasing rule)."""
-    _need(summary, ("partitions", "in_flight", "throughput", "theory"), "inflight_sweep (the leases lessons' experiments)")
+    _need(
+        summary, ("partitions", "in_flight", "throughput", "theory"), "inflight_sweep (the leases lessons' experiments)"
+    )
     latency = summary if latency is None else latency
     with style():
         fig = Figure(figsize=(11.0, 4.5), dpi=STYLE["figure.dpi"], layout="constrained")
         left, right = fig.subplots(1, 2)
         if title:
             fig.suptitle(title)
-        offered = f" ({summary['offered'].iloc[0]:g} events/s offered)" if "offered" in summary and len(summary) \
-            else ""
+        offered = f" ({summary['offered'].iloc[0]:g} events/s offered)" if "offered" in summary and len(summary) else ""
         left.set_title(f"acks per second{offered}")
-        right.set_title(f"latency at {latency['offered'].iloc[0]:g} events/s offered"
-                        if "offered" in latency and len(latency) else "latency")
+        right.set_title(
+            f"latency at {latency['offered'].iloc[0]:g} events/s offered"
+            if "offered" in latency and len(latency)
+            else "latency"
+        )
         if summary.empty:
             mark_empty(left, "runs")
             mark_empty(right, "runs")
             return fig
         for i, (parts, g) in enumerate(summary.groupby("partitions")):
             g = g.sort_values("in_flight")
-            left.plot(g["in_flight"], g["throughput"], marker="o", color=f"C{i}",
-                      label=f"{parts} partition{'s' if parts != 1 else ''}")
+            left.plot(
+                g["in_flight"],
+                g["throughput"],
+                marker="o",
+                color=f"C{i}",
+                label=f"{parts} partition{'s' if parts != 1 else ''}",
+            )
             left.plot(g["in_flight"], g["theory"], linestyle="--", linewidth=1, color=f"C{i}")
             h = latency[latency["partitions"] == parts].sort_values("in_flight")
-            right.plot(h["in_flight"], h["p50_s"], marker="o", color=f"C{i}",
-                       label=f"{parts} partition{'s' if parts != 1 else ''}, p50")
-            right.plot(h["in_flight"], h["p99_s"], marker="^", linestyle=":", color=f"C{i}",
-                       label=f"{parts} partition{'s' if parts != 1 else ''}, p99")
-        left.plot([], [], linestyle="--", color=THEORY_COLOR, linewidth=1,
-                  label="slots / (work + poll / 2)")
+            right.plot(
+                h["in_flight"],
+                h["p50_s"],
+                marker="o",
+                color=f"C{i}",
+                label=f"{parts} partition{'s' if parts != 1 else ''}, p50",
+            )
+            right.plot(
+                h["in_flight"],
+                h["p99_s"],
+                marker="^",
+                linestyle=":",
+                color=f"C{i}",
+                label=f"{parts} partition{'s' if parts != 1 else ''}, p99",
+            )
+        left.plot([], [], linestyle="--", color=THEORY_COLOR, linewidth=1, label="slots / (work + poll / 2)")
         left.set_xlabel("in_flight_limit")
         left.set_ylabel("acks per second")
         left.set_ylim(bottom=0)
@@ -426,8 +522,9 @@ def inflight_throughput(summary: pd.DataFrame, *, latency: pd.DataFrame | None =
     return fig
 
 
-def events_table_size(runs, *, at: float | None = None, retention: float | None = None,
-                      title: str | None = None, ax: Axes | None = None) -> Figure:
+def events_table_size(
+    runs, *, at: float | None = None, retention: float | None = None, title: str | None = None, ax: Axes | None = None
+) -> Figure:
     """Rows in the ``events`` table over virtual time
     (:func:`~fanoutsim.designs.leases.analysis.events_size`), one step line per run:
     ``runs`` is a LeaseSimulation or ``{label: LeaseSimulation}``; ``at`` marks
@@ -438,20 +535,25 @@ def events_table_size(runs, *, at: float | None = None, retention: float | None 
     span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax, title=title or "rows in the events table: the fence holds history",
-                              xlabel=f"virtual time ({uname})", ylabel="events retained (rows)")
+        fig, ax = figure_axes(
+            ax,
+            title=title or "rows in the events table: the fence holds history",
+            xlabel=f"virtual time ({uname})",
+            ylabel="events retained (rows)",
+        )
         if not sizes:
             mark_empty(ax, "runs")
             return fig
         for i, (label, s) in enumerate(sizes.items()):
-            ax.step(s["t_s"] / unit, s["rows"], where="post", linewidth=1.5, color=f"C{i}", label=label,
-                    zorder=3 - i * 0.1)
+            ax.step(
+                s["t_s"] / unit, s["rows"], where="post", linewidth=1.5, color=f"C{i}", label=label, zorder=3 - i * 0.1
+            )
         if at is not None:
-            ax.axvline(at / unit, color=THEORY_COLOR, linestyle="--", linewidth=1,
-                       label=f"retire / resume at {at:g} s")
+            ax.axvline(at / unit, color=THEORY_COLOR, linestyle="--", linewidth=1, label=f"retire / resume at {at:g} s")
         if retention is not None:
-            ax.axvline(retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1,
-                       label=f"retention {retention:g} s")
+            ax.axvline(
+                retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"retention {retention:g} s"
+            )
         ax.set_xlim(0, span / unit)
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left")
@@ -540,30 +642,43 @@ def save_leases_figures(sim, out_dir) -> list[Path]:
     ended); their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figures = dict(zip(LEASES_FIGURES, (
-        delivery_per_consumer(sim),
-        consumers_behind(sim),
-        lease_outcomes(sim),
-    )))
+    figures = dict(
+        zip(
+            LEASES_FIGURES,
+            (
+                delivery_per_consumer(sim),
+                consumers_behind(sim),
+                lease_outcomes(sim),
+            ),
+        )
+    )
     return save_figures(figures, out)
 
 
-def identity_log_growth(runs, *, deploy_at: float, retire_at: float | None = None, retention: float | None = None,
-                        ax: Axes | None = None) -> Figure:
+def identity_log_growth(
+    runs, *, deploy_at: float, retire_at: float | None = None, retention: float | None = None, ax: Axes | None = None
+) -> Figure:
     """Rows in the ``events`` table over virtual time for runs of
     ``identity_run`` (``notebooks/experiments/leases.py``) (``{label: sim}``):
     the module change at ``deploy_at``, the old identity's retirement at
     ``retire_at`` (in the runs that retire it) marked."""
-    fig = events_table_size(runs, retention=retention, ax=ax,
-                            title="a forgotten old identity holds history behind its fence")
+    fig = events_table_size(
+        runs, retention=retention, ax=ax, title="a forgotten old identity holds history behind its fence"
+    )
     ax = fig.axes[0]
     span = max(float(_a.events_size(sim)["t_s"].iloc[-1]) for sim in runs.values()) or 1.0
     unit, _ = time_unit(span)
     with style():
-        ax.axvline(deploy_at / unit, color="C2", linestyle="--", linewidth=1,
-                   label=f"module v2 deployed at {deploy_at:g} s")
+        ax.axvline(
+            deploy_at / unit, color="C2", linestyle="--", linewidth=1, label=f"module v2 deployed at {deploy_at:g} s"
+        )
         if retire_at is not None:
-            ax.axvline(retire_at / unit, color="C3", linestyle="--", linewidth=1,
-                       label=f"v1 identity retired at {retire_at:g} s")
+            ax.axvline(
+                retire_at / unit,
+                color="C3",
+                linestyle="--",
+                linewidth=1,
+                label=f"v1 identity retired at {retire_at:g} s",
+            )
         ax.legend(loc="upper left")
     return fig

@@ -40,6 +40,7 @@ rest of the broker API) after ``stop()`` raises; reads — the table views,
 every clean stop is a row of ``runner_log``, so a start that follows no stop
 marks a kill.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -59,9 +60,18 @@ __all__ = ["LeaseRealtime", "WORKERS_PER_LEASE"]
 class LeaseRealtime(LeaseRuntime, SteppedWallRuntime):
     """Leased durable consumers running for real, on the wall clock."""
 
-    def __init__(self, config: LeaseConfig | None = None, store: Any = "leases.duckdb", faults=None,
-                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0,
-                 database: str = "default", role: str = "all") -> None:
+    def __init__(
+        self,
+        config: LeaseConfig | None = None,
+        store: Any = "leases.duckdb",
+        faults=None,
+        *,
+        seed: int = 0,
+        trace: bool = True,
+        stop_timeout: float = 10.0,
+        database: str = "default",
+        role: str = "all",
+    ) -> None:
         self._take_role(role)  # one part of the node (see .roles), refused before the store is opened
         self.config = checked_lease_config(config, seed)
         self.database = check_database(database)
@@ -73,8 +83,10 @@ class LeaseRealtime(LeaseRuntime, SteppedWallRuntime):
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
-            return (f"the node is {self._state}; publish and the broker API need a running (or not yet "
-                    f"started) LeaseRealtime: make a new one over the same store")
+            return (
+                f"the node is {self._state}; publish and the broker API need a running (or not yet "
+                f"started) LeaseRealtime: make a new one over the same store"
+            )
         return "the node is down (crashed); it restarts after its downtime, or call restart()"
 
     def status(self, consumer: str, *, caller=None) -> dict | None:

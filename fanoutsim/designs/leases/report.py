@@ -1,10 +1,11 @@
 """A leases run as a JSON-ready report dict, and that report and its checker's verdict as plain text."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from fanoutsim.kernel.frames import json_ready
-from fanoutsim.kernel.report import cause_lines, cause_text, run_span, count, header, secs, table, with_causes
+from fanoutsim.kernel.report import cause_lines, cause_text, count, header, run_span, secs, table, with_causes
 
 
 def _rows(sim):
@@ -58,42 +59,76 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
         c = r["consumer"]
         row = {} if r["retired"] else rows.get(c, {})  # retire deleted the row (and its limits)
         lat = first.loc[first["consumer"] == c, "latency_s"].dropna().to_numpy()
-        consumers.append({
-            "consumer": c, "retired": bool(r["retired"]), "start_seq": row.get("start_seq"),
-            "batch_limit": row.get("batch_limit"), "in_flight_limit": row.get("in_flight_limit"),
-            "lease_seconds": row.get("lease_seconds"),
-            "delivered": r["delivered"], "duplicates": r["duplicates"],
-            "duplicates_by_cause": causes(checked.duplicates, c),
-            "lost": r["lost"], "lost_by_cause": causes(checked.lost, c),
-            "dead_lettered": r["dead_lettered"], "pending": r["pending"], "out_of_order": r["out_of_order"],
-            "in_flight": in_flight.get(c, 0), "leases_granted": by("leased", c),
-            "nacked": by("nacked", c), "expired": by("expired", c),
-            "acks_refused": by("ack_refused", c, "detail"), "nacks_refused": by("nack_refused", c, "detail"),
-            "latency_s": {"p50": float(np.percentile(lat, 50)) if len(lat) else None,
-                          "p99": float(np.percentile(lat, 99)) if len(lat) else None,
-                          "max": float(lat.max()) if len(lat) else None},
-        })
+        consumers.append(
+            {
+                "consumer": c,
+                "retired": bool(r["retired"]),
+                "start_seq": row.get("start_seq"),
+                "batch_limit": row.get("batch_limit"),
+                "in_flight_limit": row.get("in_flight_limit"),
+                "lease_seconds": row.get("lease_seconds"),
+                "delivered": r["delivered"],
+                "duplicates": r["duplicates"],
+                "duplicates_by_cause": causes(checked.duplicates, c),
+                "lost": r["lost"],
+                "lost_by_cause": causes(checked.lost, c),
+                "dead_lettered": r["dead_lettered"],
+                "pending": r["pending"],
+                "out_of_order": r["out_of_order"],
+                "in_flight": in_flight.get(c, 0),
+                "leases_granted": by("leased", c),
+                "nacked": by("nacked", c),
+                "expired": by("expired", c),
+                "acks_refused": by("ack_refused", c, "detail"),
+                "nacks_refused": by("nack_refused", c, "detail"),
+                "latency_s": {
+                    "p50": float(np.percentile(lat, 50)) if len(lat) else None,
+                    "p99": float(np.percentile(lat, 99)) if len(lat) else None,
+                    "max": float(lat.max()) if len(lat) else None,
+                },
+            }
+        )
     history = _rows(sim)("history")
     report = {
         **run_span(sim, name, "leases"),
         "config": dataclasses.asdict(sim.config),
-        "events": {"published": total["published"], "retained": len(_rows(sim)("events")),
-                   "pruned": int(kinds.get("pruned", 0)),
-                   "incarnation": history[0]["incarnation"] if history else None},
+        "events": {
+            "published": total["published"],
+            "retained": len(_rows(sim)("events")),
+            "pruned": int(kinds.get("pruned", 0)),
+            "incarnation": history[0]["incarnation"] if history else None,
+        },
         "consumers": consumers,
-        "totals": {**{k: total[k] for k in ("published", "delivered", "duplicates", "duplicates_by_cause",
-                                            "lost", "lost_by_cause", "dead_lettered", "pending",
-                                            "out_of_order")},
-                   "acks_refused": _counts(t.loc[t["kind"] == "ack_refused", "detail"]),
-                   "crashes": int(kinds.get("crashed", 0)), "restores": int(kinds.get("restored", 0)),
-                   "seeks": int(kinds.get("seek", 0)), "retired": int(kinds.get("retired", 0))},
+        "totals": {
+            **{
+                k: total[k]
+                for k in (
+                    "published",
+                    "delivered",
+                    "duplicates",
+                    "duplicates_by_cause",
+                    "lost",
+                    "lost_by_cause",
+                    "dead_lettered",
+                    "pending",
+                    "out_of_order",
+                )
+            },
+            "acks_refused": _counts(t.loc[t["kind"] == "ack_refused", "detail"]),
+            "crashes": int(kinds.get("crashed", 0)),
+            "restores": int(kinds.get("restored", 0)),
+            "seeks": int(kinds.get("seek", 0)),
+            "retired": int(kinds.get("retired", 0)),
+        },
         "check": dict(total),
     }
     return json_ready(report)
 
 
-_ORDER_DETAIL = {"riffdb": "first leases behind a later one of the partition (effects may land in any order)",
-                 "head_of_line": "first deliveries behind a later one of the partition"}
+_ORDER_DETAIL = {
+    "riffdb": "first leases behind a later one of the partition (effects may land in any order)",
+    "head_of_line": "first deliveries behind a later one of the partition",
+}
 
 
 def format_leases_report(report: dict[str, Any]) -> str:
@@ -101,30 +136,37 @@ def format_leases_report(report: dict[str, Any]) -> str:
     out = header("fanoutsim leases report", report)
     cfg = report.get("config", {})
     if cfg:
-        out.append(f"retention {secs(cfg.get('retention'), 0)} s (run every {secs(cfg.get('retention_interval'), 0)} s, "
-                   f"never past a consumer's fence), recovery every "
-                   f"{secs(cfg.get('recovery_interval'), 3).rstrip('0').rstrip('.')} s, "
-                   f"history incarnation {report['events'].get('incarnation')}, "
-                   f"partition order {cfg.get('partition_order', 'riffdb')}")
+        out.append(
+            f"retention {secs(cfg.get('retention'), 0)} s (run every {secs(cfg.get('retention_interval'), 0)} s, "
+            f"never past a consumer's fence), recovery every "
+            f"{secs(cfg.get('recovery_interval'), 3).rstrip('0').rstrip('.')} s, "
+            f"history incarnation {report['events'].get('incarnation')}, "
+            f"partition order {cfg.get('partition_order', 'riffdb')}"
+        )
     out.append("")
 
     ev, tot = report["events"], report["totals"]
     refused = tot.get("acks_refused", {})
     out += table(
         ["totals", "count", "detail"],
-        [["events published", count(ev["published"]), "committed to the log"],
-         ["events retained", count(ev["retained"]), "still in the log now"],
-         ["events pruned", count(ev["pruned"]), "by retention, behind the fences"],
-         ["deliveries", count(tot["delivered"]), "(consumer, event) pairs whose effect was applied"],
-         ["duplicates", count(tot["duplicates"]), cause_text(tot["duplicates_by_cause"])],
-         ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
-         ["dead-lettered", count(tot["dead_lettered"]), "the 10th failed attempt: in dead_letters"],
-         ["pending", count(tot["pending"]), "retained, not yet acknowledged, at the end"],
-         ["out of order", count(tot["out_of_order"]), _ORDER_DETAIL.get(cfg.get("partition_order"),
-                                                                      _ORDER_DETAIL["riffdb"])],
-         ["acks failed closed", count(sum(refused.values())), cause_text(refused)],
-         ["crashes", count(tot["crashes"]), "of the node (broker and clients)"],
-         ["restores", count(tot["restores"]), "new history incarnations"]],
+        [
+            ["events published", count(ev["published"]), "committed to the log"],
+            ["events retained", count(ev["retained"]), "still in the log now"],
+            ["events pruned", count(ev["pruned"]), "by retention, behind the fences"],
+            ["deliveries", count(tot["delivered"]), "(consumer, event) pairs whose effect was applied"],
+            ["duplicates", count(tot["duplicates"]), cause_text(tot["duplicates_by_cause"])],
+            ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
+            ["dead-lettered", count(tot["dead_lettered"]), "the 10th failed attempt: in dead_letters"],
+            ["pending", count(tot["pending"]), "retained, not yet acknowledged, at the end"],
+            [
+                "out of order",
+                count(tot["out_of_order"]),
+                _ORDER_DETAIL.get(cfg.get("partition_order"), _ORDER_DETAIL["riffdb"]),
+            ],
+            ["acks failed closed", count(sum(refused.values())), cause_text(refused)],
+            ["crashes", count(tot["crashes"]), "of the node (broker and clients)"],
+            ["restores", count(tot["restores"]), "new history incarnations"],
+        ],
         "<><",
     )
     out.append("")
@@ -134,19 +176,49 @@ def format_leases_report(report: dict[str, Any]) -> str:
     for c in report["consumers"]:
         lat = c["latency_s"]
         name = c["consumer"] + (" (retired)" if c["retired"] else "")
-        limits = ("-" if c["batch_limit"] is None
-                  else f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}")
-        rows.append([name, limits, count(c["delivered"]),
-                     with_causes(c["duplicates"], c["duplicates_by_cause"]),
-                     with_causes(c["lost"], c["lost_by_cause"]), count(c["dead_lettered"]), count(c["pending"]),
-                     count(c["in_flight"]), secs(lat["p50"], 3), secs(lat["p99"], 3), secs(lat["max"], 3)])
+        limits = (
+            "-" if c["batch_limit"] is None else f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}"
+        )
+        rows.append(
+            [
+                name,
+                limits,
+                count(c["delivered"]),
+                with_causes(c["duplicates"], c["duplicates_by_cause"]),
+                with_causes(c["lost"], c["lost_by_cause"]),
+                count(c["dead_lettered"]),
+                count(c["pending"]),
+                count(c["in_flight"]),
+                secs(lat["p50"], 3),
+                secs(lat["p99"], 3),
+                secs(lat["max"], 3),
+            ]
+        )
     if rows:
-        out += table(["consumer", "limits", "delivered", "duplicates", "lost", "dead", "pending", "in flight",
-                       "p50", "p99", "max"], rows, "<<>>>>>>>>>")
+        out += table(
+            [
+                "consumer",
+                "limits",
+                "delivered",
+                "duplicates",
+                "lost",
+                "dead",
+                "pending",
+                "in flight",
+                "p50",
+                "p99",
+                "max",
+            ],
+            rows,
+            "<<>>>>>>>>>",
+        )
     else:
         out.append("  (none)")
-    failed = [(c["consumer"], c["acks_refused"], c["nacks_refused"]) for c in report["consumers"]
-              if c["acks_refused"] or c["nacks_refused"]]
+    failed = [
+        (c["consumer"], c["acks_refused"], c["nacks_refused"])
+        for c in report["consumers"]
+        if c["acks_refused"] or c["nacks_refused"]
+    ]
     if failed:
         out.append("")
         out.append("Failed closed (the ack or nack changed nothing)")
@@ -161,16 +233,20 @@ def format_leases_check(checked) -> str:
     """The leases checker's verdict (:func:`~fanoutsim.designs.leases.checker.check_leases`) as text:
     the totals, the causes, and the events that make a run INVALID."""
     t = checked.total
-    lines = [f"leases check: {'VALID' if checked.valid else 'INVALID'}",
-             f"  published {t['published']}  delivered {t['delivered']}  duplicates {t['duplicates']}  "
-             f"lost {t['lost']}  dead-lettered {t['dead_lettered']}  pending {t['pending']}  "
-             f"out of order {t['out_of_order']}"]
+    lines = [
+        f"leases check: {'VALID' if checked.valid else 'INVALID'}",
+        f"  published {t['published']}  delivered {t['delivered']}  duplicates {t['duplicates']}  "
+        f"lost {t['lost']}  dead-lettered {t['dead_lettered']}  pending {t['pending']}  "
+        f"out of order {t['out_of_order']}",
+    ]
     lines += cause_lines(t)
     if len(checked.out_of_order):
         lines.append("  out-of-order causes: " + cause_text(_counts(checked.out_of_order["cause"])))
-    bad = [("lost", checked.lost[checked.lost["cause"].isin(("pruned", "unknown"))]),
-           ("duplicated with no cause", checked.duplicates[checked.duplicates["cause"] == "unknown"]),
-           ("out of order with no cause", checked.out_of_order[checked.out_of_order["cause"] == "unknown"])]
+    bad = [
+        ("lost", checked.lost[checked.lost["cause"].isin(("pruned", "unknown"))]),
+        ("duplicated with no cause", checked.duplicates[checked.duplicates["cause"] == "unknown"]),
+        ("out of order with no cause", checked.out_of_order[checked.out_of_order["cause"] == "unknown"]),
+    ]
     for what, frame in bad:
         for consumer, g in frame.groupby("consumer", sort=True):
             ids = list(g["event_id"])
@@ -178,7 +254,9 @@ def format_leases_check(checked) -> str:
             causes = ", ".join(sorted(set(g["cause"])))
             lines.append(f"  {consumer}: {what} ({causes}): events {shown}")
     if not checked.valid:
-        lines.append("  (valid needs no loss but by seek or retire, every duplicate caused by a lease expiry, "
-                     "a crash, a restore or a seek, and partition order kept: leases under RiffDB's rule, "
-                     "first deliveries under head-of-line)")
+        lines.append(
+            "  (valid needs no loss but by seek or retire, every duplicate caused by a lease expiry, "
+            "a crash, a restore or a seek, and partition order kept: leases under RiffDB's rule, "
+            "first deliveries under head-of-line)"
+        )
     return "\n".join(lines)

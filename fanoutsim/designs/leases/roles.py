@@ -28,6 +28,7 @@ database's tables and every process's trace merged by time; an event some
 process published without a trace (``fanoutsim write``) is read from the
 ``events`` table, as published when it committed.
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
@@ -36,11 +37,18 @@ from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
 CLIENTS, RECOVERY, RETENTION = "clients", "recovery", "retention"
 
 ROLES = Roles(
-    "leases", "the whole node: recovery, retention, every consumer's client and its workers, the workloads",
-    clients=((CLIENTS,), "every consumer's client loop and its workers; several processes compete for one "
-                         "consumer's events (each pull also expires its consumer's own leases)"),
-    recovery=((RECOVERY,), "start-up recovery, lease expiry every recovery_interval, and an operator's "
-                           "steps: retirements, [[actions]], the plan's backups and restores (run one)"),
+    "leases",
+    "the whole node: recovery, retention, every consumer's client and its workers, the workloads",
+    clients=(
+        (CLIENTS,),
+        "every consumer's client loop and its workers; several processes compete for one "
+        "consumer's events (each pull also expires its consumer's own leases)",
+    ),
+    recovery=(
+        (RECOVERY,),
+        "start-up recovery, lease expiry every recovery_interval, and an operator's "
+        "steps: retirements, [[actions]], the plan's backups and restores (run one)",
+    ),
     retention=((RETENTION,), "the retention loop"),
     publishers=((WORKLOADS,), "the scenario's workloads: Poisson publishers"),
 )
@@ -76,10 +84,17 @@ def _with_untraced_publishes(traces: list, events: list[dict]):
     untraced = [e for e in events if e["event_id"] not in seen]
     if not untraced:
         return merged
-    rows = pd.DataFrame({"t": [e["committed_at"] for e in untraced], "kind": "published", "actor": "publisher",
-                         "consumer": None, "event_id": [e["event_id"] for e in untraced],
-                         "partition": [e["partition"] for e in untraced],
-                         "detail": [str(e["seq"]) for e in untraced]})
+    rows = pd.DataFrame(
+        {
+            "t": [e["committed_at"] for e in untraced],
+            "kind": "published",
+            "actor": "publisher",
+            "consumer": None,
+            "event_id": [e["event_id"] for e in untraced],
+            "partition": [e["partition"] for e in untraced],
+            "detail": [str(e["seq"]) for e in untraced],
+        }
+    )
     return merged_trace([merged, rows])
 
 

@@ -39,18 +39,25 @@ clients — and throws the engine and every worker away; a restart builds a
 new engine over the same tables and starts the clients again. Leases held by
 dead workers stay in the table until recovery expires them.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fanoutsim.designs.leases.config import LeaseConfig
 from fanoutsim.designs.leases.engine import TRACE, LeaseEngine
+from fanoutsim.designs.leases.faults import RestoreBackup
 from fanoutsim.designs.leases.host import (
-    LeaseClient, LeaseHost, _checked, _secs, lease_partitions, lease_window,
+    LeaseClient,
+    LeaseHost,
+    _checked,
+    _secs,
+    lease_partitions,
+    lease_window,
 )
 from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
 from fanoutsim.designs.leases.leasing import Lease
-from fanoutsim.designs.leases.faults import RestoreBackup
 from fanoutsim.designs.leases.roles import CLIENTS, RECOVERY, RETENTION, ROLES
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Work
 from fanoutsim.kernel.runtime.roles import WORKLOADS
@@ -84,8 +91,9 @@ class LeaseRuntime(LeaseHost):
 
     # -- the binding --------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> LeaseEngine:
-        return LeaseEngine(self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed,
-                           self.database)
+        return LeaseEngine(
+            self.store, self.config, self.metrics_registry, self._trace, self.faults, self.seed, self.database
+        )
 
     def _start_loops(self, engine: LeaseEngine) -> None:
         # the groups of loops this process runs (every one, unless a role picks some)
@@ -107,7 +115,7 @@ class LeaseRuntime(LeaseHost):
         super()._schedule_crashes()
         if not self._runs(RECOVERY):
             return
-        for spec in (self.plan.of(RestoreBackup) if self.plan is not None else ()):
+        for spec in self.plan.of(RestoreBackup) if self.plan is not None else ():
             self._service(self._backup_and_restore(spec), "backup")
 
     # -- the plan's backups ---------------------------------------------------
@@ -176,8 +184,15 @@ class LeaseRuntime(LeaseHost):
                 except Exception as exc:  # the effect failed: a failed attempt
                     error = f"{type(exc).__name__}: {exc}"
             if error is not None:
-                self._call(engine.nack, client.name, lease.event_id, lease.token, lease.incarnation,
-                           delay=client.nack_delay, error=error)
+                self._call(
+                    engine.nack,
+                    client.name,
+                    lease.event_id,
+                    lease.token,
+                    lease.incarnation,
+                    delay=client.nack_delay,
+                    error=error,
+                )
                 return
             # an fn still running when the node died is cut off before its effect
             self._call(engine.deliver, client.name, lease)
@@ -185,10 +200,22 @@ class LeaseRuntime(LeaseHost):
             working[0] -= 1
 
     # -- the API --------------------------------------------------------------
-    def register_consumer(self, name: str, *, start="beginning", batch_limit: int = 4, in_flight_limit: int = 4,
-                          lease_seconds: float = 60.0, client: bool = True, duration=0.01, fail: float = 0.0,
-                          poison: Callable[[Lease], bool] | None = None, nack_delay: float = 1.0,
-                          poll_interval: float = 0.5, fn: Callable[[Lease], Any] | None = None) -> dict:
+    def register_consumer(
+        self,
+        name: str,
+        *,
+        start="beginning",
+        batch_limit: int = 4,
+        in_flight_limit: int = 4,
+        lease_seconds: float = 60.0,
+        client: bool = True,
+        duration=0.01,
+        fail: float = 0.0,
+        poison: Callable[[Lease], bool] | None = None,
+        nack_delay: float = 1.0,
+        poll_interval: float = 0.5,
+        fn: Callable[[Lease], Any] | None = None,
+    ) -> dict:
         """Create a durable consumer (limits checked against the seed's ranges) and,
         unless ``client=False`` (drive it by hand with :meth:`consume`), run its
         client loop while the node runs. ``fn(lease)``, if given, is the worker's
@@ -202,8 +229,20 @@ class LeaseRuntime(LeaseHost):
         the same limits and client again are a no-op (a client is attached if it
         has none), other ones raise ValueError."""
         name = consumer_key(name)
-        spec = LeaseClient(name, duration, fail, poison, nack_delay, poll_interval, fn=fn,
-                           max_retry_delay=self.config.max_retry_delay) if client else None
+        spec = (
+            LeaseClient(
+                name,
+                duration,
+                fail,
+                poison,
+                nack_delay,
+                poll_interval,
+                fn=fn,
+                max_retry_delay=self.config.max_retry_delay,
+            )
+            if client
+            else None
+        )
         limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
         with self._lifecycle:
             existing = self._registered(name, limits, spec)  # other settings than it holds: refused
@@ -215,8 +254,13 @@ class LeaseRuntime(LeaseHost):
                 if spec is not None and name not in self.clients:
                     self.clients[name] = spec
                 engine = self.engine
-                if (self._looping and engine is not None and name in self.clients and self._runs(CLIENTS)
-                        and not self._loop_running(("client", name))):
+                if (
+                    self._looping
+                    and engine is not None
+                    and name in self.clients
+                    and self._runs(CLIENTS)
+                    and not self._loop_running(("client", name))
+                ):
                     self._start_client(engine, name)
         return row
 
@@ -243,17 +287,24 @@ class LeaseRuntime(LeaseHost):
         if spec is None:
             self.register_consumer(new, start=start, client=False, **limits)
         else:
-            self.register_consumer(new, start=start, duration=spec.duration, fail=spec.fail, poison=spec.poison,
-                                   nack_delay=spec.nack_delay, poll_interval=spec.poll_interval, fn=spec.fn,
-                                   **limits)
+            self.register_consumer(
+                new,
+                start=start,
+                duration=spec.duration,
+                fail=spec.fail,
+                poison=spec.poison,
+                nack_delay=spec.nack_delay,
+                poll_interval=spec.poll_interval,
+                fn=spec.fn,
+                **limits,
+            )
         with self._proc:  # the new consumer exists: only now does the old one stop pulling
             self.clients.pop(old.key, None)
             self._cancel(("client", old.key))
         self._trace.add(self.now_us(), "deployed", "operator", new.key, None, None, old.key)
         return new
 
-    def administer(self, op: str, consumer: str, *args, at: float | None = None, every: float = 0.5,
-                   caller=None):
+    def administer(self, op: str, consumer: str, *args, at: float | None = None, every: float = 0.5, caller=None):
         """Run the administrative step ``op`` (``"seek"``, with a position in
         ``args``, or ``"retire"``) on ``consumer`` as an operator does, at time
         ``at`` (seconds since the start; now by default): its client paused (it
@@ -291,8 +342,9 @@ class LeaseRuntime(LeaseHost):
             if client is not None:
                 client.paused = False
 
-    def add_workload(self, rate: float, *, partitions=4, kind: str = "event", start: float = 0.0,
-                     stop: float | None = None) -> None:
+    def add_workload(
+        self, rate: float, *, partitions=4, kind: str = "event", start: float = 0.0, stop: float | None = None
+    ) -> None:
         """Publish events at Poisson times, ``rate`` per second, each to a
         partition drawn from ``partitions`` (a count, or a list of names), from
         ``start`` to ``stop`` (seconds since the start; None: no end)."""

@@ -91,6 +91,7 @@ is built, and every problem is reported in one
 and ``data/schemas/leases.schema.json``; a new key is one more field of its
 table's dataclass (a new ``[leases]`` setting: one more ``LeaseConfig`` field).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -99,22 +100,60 @@ from datetime import datetime
 from typing import Any
 
 from fanoutsim.designs.leases.config import (
-    BATCH_RANGE, DEFAULT_LIMITS, IN_FLIGHT_RANGE, LEASE_FAULT_KINDS, LEASE_RANGE, LeaseConfig, check_limits,
+    BATCH_RANGE,
+    DEFAULT_LIMITS,
+    IN_FLIGHT_RANGE,
+    LEASE_FAULT_KINDS,
+    LEASE_RANGE,
+    LeaseConfig,
+    check_limits,
     check_nack_delay,
 )
-from fanoutsim.kernel.dist import Dist
 from fanoutsim.designs.leases.faults import CRASH_POINTS
+from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.scenario import (
-    Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, key, read_table,
-    refuse_existing_store, seq_start_needs_join, table_schema,
+    Array,
+    FaultRules,
+    Faults,
+    Item,
+    ScenarioError,
+    Schema,
+    Settings,
+    check_overrides,
+    key,
+    read_table,
+    refuse_existing_store,
+    seq_start_needs_join,
+    table_schema,
 )
 from fanoutsim.kernel.validate import (
-    Distribution, Fraction, IntAtLeast, IntRange, Invalid, Name, OneOf, Position, Rate, Seconds, SecondsRange,
-    Validator, kind, show, is_whole,
+    Distribution,
+    Fraction,
+    IntAtLeast,
+    IntRange,
+    Invalid,
+    Name,
+    OneOf,
+    Position,
+    Rate,
+    Seconds,
+    SecondsRange,
+    Validator,
+    is_whole,
+    kind,
+    show,
 )
 
-__all__ = ["LeaseScenario", "LeaseConsumerDef", "LeaseWorkload", "LeaseAction", "parse_lease_scenario",
-           "LEASE_FAULT_KINDS", "ACTION_KINDS", "SCHEMA"]
+__all__ = [
+    "LeaseScenario",
+    "LeaseConsumerDef",
+    "LeaseWorkload",
+    "LeaseAction",
+    "parse_lease_scenario",
+    "LEASE_FAULT_KINDS",
+    "ACTION_KINDS",
+    "SCHEMA",
+]
 
 ACTION_KINDS = ("restore", "seek")
 _ACTION_KEYS = {"restore": ("kind", "at"), "seek": ("kind", "at", "consumer", "position")}
@@ -140,25 +179,41 @@ class LeaseConsumerDef:
 
     name: str = key(Name(), doc="the consumer's name (unique)")
     start: str | int = key(Position(), "beginning", doc='"beginning" | "end" | a seq (int; needs join_at > 0)')
-    batch_limit: int = key(IntRange(*BATCH_RANGE, note=_SEED), DEFAULT_LIMITS["batch_limit"],
-                           doc=f"{BATCH_RANGE[0]} through {BATCH_RANGE[1]} ({_SEED})")
-    in_flight_limit: int = key(IntRange(*IN_FLIGHT_RANGE, note=_SEED), DEFAULT_LIMITS["in_flight_limit"],
-                               doc=f"{IN_FLIGHT_RANGE[0]} through {IN_FLIGHT_RANGE[1]} ({_SEED})")
-    lease_seconds: float = key(SecondsRange(*LEASE_RANGE, note=_SEED), DEFAULT_LIMITS["lease_seconds"],
-                               doc=f"{LEASE_RANGE[0]:g} through {LEASE_RANGE[1]:g} seconds ({_SEED})")
-    duration: Dist = key(Distribution(), Dist("fixed", 0.01),
-                         doc='seconds >= 0, or {dist = "exponential", mean = 1.2}, ...: how long a worker '
-                             'works an event (it may outlast the lease)')
-    fail: float = key(Fraction("the chance that an attempt fails"), 0.0,
-                      doc="the chance that an attempt fails (the worker nacks)")
+    batch_limit: int = key(
+        IntRange(*BATCH_RANGE, note=_SEED),
+        DEFAULT_LIMITS["batch_limit"],
+        doc=f"{BATCH_RANGE[0]} through {BATCH_RANGE[1]} ({_SEED})",
+    )
+    in_flight_limit: int = key(
+        IntRange(*IN_FLIGHT_RANGE, note=_SEED),
+        DEFAULT_LIMITS["in_flight_limit"],
+        doc=f"{IN_FLIGHT_RANGE[0]} through {IN_FLIGHT_RANGE[1]} ({_SEED})",
+    )
+    lease_seconds: float = key(
+        SecondsRange(*LEASE_RANGE, note=_SEED),
+        DEFAULT_LIMITS["lease_seconds"],
+        doc=f"{LEASE_RANGE[0]:g} through {LEASE_RANGE[1]:g} seconds ({_SEED})",
+    )
+    duration: Dist = key(
+        Distribution(),
+        Dist("fixed", 0.01),
+        doc='seconds >= 0, or {dist = "exponential", mean = 1.2}, ...: how long a worker '
+        "works an event (it may outlast the lease)",
+    )
+    fail: float = key(
+        Fraction("the chance that an attempt fails"), 0.0, doc="the chance that an attempt fails (the worker nacks)"
+    )
     poison_every: int | None = key(
-        IntAtLeast(1, "every event whose seq is a multiple of it fails on every attempt"), None,
-        doc="optional: every event whose seq is a multiple of it fails on every attempt (dead-lettered on the 10th)")
+        IntAtLeast(1, "every event whose seq is a multiple of it fails on every attempt"),
+        None,
+        doc="optional: every event whose seq is a multiple of it fails on every attempt (dead-lettered on the 10th)",
+    )
     nack_delay: float = key(Seconds(), 1.0, doc="seconds a nack asks to wait (<= leases.max_retry_delay)")
     poll_interval: float = key(Seconds(strict=True), 0.5, doc="seconds between the client's consume calls (> 0)")
     join_at: float = key(Seconds(), 0.0, before_until=True, doc="virtual seconds: when the consumer is created")
-    retire_at: float | None = key(Seconds(), None, after="join_at", before_until=True,
-                                  doc="optional: retired then (releases its retention fence)")
+    retire_at: float | None = key(
+        Seconds(), None, after="join_at", before_until=True, doc="optional: retired then (releases its retention fence)"
+    )
 
     def poison(self):
         """``poison(lease)`` for the runtime: true for every ``poison_every``-th seq (None: never)."""
@@ -170,10 +225,17 @@ class LeaseConsumerDef:
     def arguments(self) -> dict:
         """The keyword arguments of ``LeaseSimulation.register_consumer``."""
         d = self.duration
-        return {"start": self.start, "batch_limit": self.batch_limit, "in_flight_limit": self.in_flight_limit,
-                "lease_seconds": self.lease_seconds, "duration": d.a if d.law == "fixed" else d,
-                "fail": self.fail, "poison": self.poison(), "nack_delay": self.nack_delay,
-                "poll_interval": self.poll_interval}
+        return {
+            "start": self.start,
+            "batch_limit": self.batch_limit,
+            "in_flight_limit": self.in_flight_limit,
+            "lease_seconds": self.lease_seconds,
+            "duration": d.a if d.law == "fixed" else d,
+            "fail": self.fail,
+            "poison": self.poison(),
+            "nack_delay": self.nack_delay,
+            "poll_interval": self.poll_interval,
+        }
 
 
 def _consumer_rules(item: Item) -> None:
@@ -199,8 +261,7 @@ class Partitions(Validator):
 
     def check(self, value):
         if isinstance(value, list):
-            if (not value or not all(isinstance(p, str) and p.strip() for p in value)
-                    or len(set(value)) != len(value)):
+            if not value or not all(isinstance(p, str) and p.strip() for p in value) or len(set(value)) != len(value):
                 raise Invalid(f"a list must name distinct partitions (non-empty strings), got {value!r}")
             return tuple(value)
         if not is_whole(value) or value < 1:
@@ -208,9 +269,12 @@ class Partitions(Validator):
         return value
 
     def json_schema(self):
-        return {"anyOf": [{"type": "integer", "minimum": 1},
-                          {"type": "array", "items": {"type": "string", "pattern": r"\S"}, "minItems": 1,
-                           "uniqueItems": True}]}
+        return {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "array", "items": {"type": "string", "pattern": r"\S"}, "minItems": 1, "uniqueItems": True},
+            ]
+        }
 
 
 @dataclass(frozen=True)
@@ -218,22 +282,29 @@ class LeaseWorkload:
     """One ``[[workload]]`` table: events published at Poisson times, one event per commit."""
 
     rate: float = key(Rate("events"), doc="events per virtual second")
-    partitions: int | tuple[str, ...] = key(Partitions(), 4,
-                                            doc="a count (p0, p1, ...) or a list of names (default 4)")
+    partitions: int | tuple[str, ...] = key(Partitions(), 4, doc="a count (p0, p1, ...) or a list of names (default 4)")
     kind: str = key(Name(), "event", doc="optional: every event's kind")
     start: float = key(Seconds(), 0.0, doc="optional: when the publishers start, in virtual seconds")
-    stop: float | None = key(Seconds(low=None, unit="virtual seconds"), None, after="start",
-                             doc="optional: when they stop")
+    stop: float | None = key(
+        Seconds(low=None, unit="virtual seconds"), None, after="start", doc="optional: when they stop"
+    )
 
 
 @dataclass(frozen=True)
 class LeaseAction:
     """One ``[[actions]]`` table: ``restore``, or ``seek`` of ``consumer`` to ``position``."""
 
-    kind: str = key(OneOf(ACTION_KINDS), doc="restore: a new history incarnation (old lease tokens fail closed); "
-                                              "seek: move a consumer's checkpoint (re-delivers, or skips)")
-    at: float = key(Seconds(unit="virtual seconds"), before_until=True, doc="the virtual second it happens",
-                    required="the virtual second it happens (a number >= 0)")
+    kind: str = key(
+        OneOf(ACTION_KINDS),
+        doc="restore: a new history incarnation (old lease tokens fail closed); "
+        "seek: move a consumer's checkpoint (re-delivers, or skips)",
+    )
+    at: float = key(
+        Seconds(unit="virtual seconds"),
+        before_until=True,
+        doc="the virtual second it happens",
+        required="the virtual second it happens (a number >= 0)",
+    )
     consumer: str | None = key(Name(), None, declared_in="consumers", doc="seek: the consumer (required)")
     position: str | int | None = key(Position(), None, doc='seek: "beginning" | "end" | a seq (default "beginning")')
 
@@ -267,24 +338,44 @@ class Actions(Array):
             reading.problems.add(f"{where}.kind", f"is required; an action is one of: {accepted}")
             return None
         if what == "retire":
-            reading.problems.add(f"{where}.kind", f"'retire' is set on the consumer: consumers[i].retire_at = "
-                                                  f"seconds; an action is one of: {accepted}")
+            reading.problems.add(
+                f"{where}.kind",
+                f"'retire' is set on the consumer: consumers[i].retire_at = seconds; an action is one of: {accepted}",
+            )
             return None
         if not isinstance(what, str) or what not in ACTION_KINDS:
             reading.problems.add(f"{where}.kind", f"must be one of: {accepted}; got {show(what)}")
             return None
-        return read_table(LeaseAction, raw, where, reading, only=_ACTION_KEYS[what], note=f"for {what!r}",
-                          rules=_action_rules, make=_seek_from_the_beginning)
+        return read_table(
+            LeaseAction,
+            raw,
+            where,
+            reading,
+            only=_ACTION_KEYS[what],
+            note=f"for {what!r}",
+            rules=_action_rules,
+            make=_seek_from_the_beginning,
+        )
 
     def json_schema(self):
-        return {"type": "array", "description": self.doc,
-                "items": {"type": "object", "required": ["kind"],
-                          "properties": {"kind": {"enum": list(ACTION_KINDS)}},
-                          "oneOf": [{**table_schema(LeaseAction, only=keys), "title": what,
-                                     "properties": {**table_schema(LeaseAction, only=keys)["properties"],
-                                                    "kind": {"const": what}},
-                                     "required": ["kind", "at", *(("consumer",) if what == "seek" else ())]}
-                                    for what, keys in _ACTION_KEYS.items()]}}
+        return {
+            "type": "array",
+            "description": self.doc,
+            "items": {
+                "type": "object",
+                "required": ["kind"],
+                "properties": {"kind": {"enum": list(ACTION_KINDS)}},
+                "oneOf": [
+                    {
+                        **table_schema(LeaseAction, only=keys),
+                        "title": what,
+                        "properties": {**table_schema(LeaseAction, only=keys)["properties"], "kind": {"const": what}},
+                        "required": ["kind", "at", *(("consumer",) if what == "seek" else ())],
+                    }
+                    for what, keys in _ACTION_KEYS.items()
+                ],
+            },
+        }
 
 
 def _seek_from_the_beginning(action: LeaseAction) -> LeaseAction:
@@ -294,19 +385,31 @@ def _seek_from_the_beginning(action: LeaseAction) -> LeaseAction:
 
 
 FAULTS = FaultRules(
-    label="a leases scenario", accepted=LEASE_FAULT_KINDS, refused=_OTHER_FAULTS,
-    renames={"slow_workflow": {"consumer": "workflow"}}, refs={"consumer": "consumers"},
+    label="a leases scenario",
+    accepted=LEASE_FAULT_KINDS,
+    refused=_OTHER_FAULTS,
+    renames={"slow_workflow": {"consumer": "workflow"}},
+    refs={"consumer": "consumers"},
     required={"consumer": "the consumer whose workers are slowed"},
-    points=CRASH_POINTS, points_label="the leases design's points")
+    points=CRASH_POINTS,
+    points_label="the leases design's points",
+)
 
 SCHEMA = Schema(
-    design="leases", doc=__doc__,
+    design="leases",
+    doc=__doc__,
     title="leased durable consumers with ack/nack, dead letters and retention fences (RiffDB)",
     parts=(
         Settings("leases", LeaseConfig, doc="any fanoutsim.designs.leases.LeaseConfig field"),
-        Array("consumers", LeaseConsumerDef, unique="name", noun="consumer", rules=_consumer_rules,
-              required="at least one [[consumers]] table (a name, and optional start, batch_limit, "
-                       "in_flight_limit, lease_seconds, duration, ...)"),
+        Array(
+            "consumers",
+            LeaseConsumerDef,
+            unique="name",
+            noun="consumer",
+            rules=_consumer_rules,
+            required="at least one [[consumers]] table (a name, and optional start, batch_limit, "
+            "in_flight_limit, lease_seconds, duration, ...)",
+        ),
         Array("workload", LeaseWorkload),
         Actions("actions", LeaseAction, doc="optional: administrative steps at a virtual time"),
         Faults(FAULTS),
@@ -350,13 +453,17 @@ class LeaseScenario:
             else:
                 self._register(sim, i, c)
             if c.retire_at is not None:
-                sim.env.process(self._at(sim, c.retire_at, c.name,
-                                         lambda s, name=c.name: s.administer("retire", name)))
+                sim.env.process(self._at(sim, c.retire_at, c.name, lambda s, name=c.name: s.administer("retire", name)))
         for i, a in enumerate(self.actions):
             sim.env.process(self._at(sim, a.at, a.consumer, self._act, i, a))
         for w in self.workloads:
-            sim.add_workload(w.rate, partitions=w.partitions if isinstance(w.partitions, int)
-                             else list(w.partitions), kind=w.kind, start=w.start, stop=w.stop)
+            sim.add_workload(
+                w.rate,
+                partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
+                kind=w.kind,
+                start=w.start,
+                stop=w.stop,
+            )
         return sim
 
     def run(self, seed: int | None = None, until: float | None = None, store=None):
@@ -400,5 +507,11 @@ def parse_lease_scenario(data: dict, *, source: str = "<scenario>", default_name
     """Check a parsed TOML document of the leases design and make a LeaseScenario;
     raises :class:`ScenarioError` listing every problem."""
     r = SCHEMA.read(data, source=source, default_name=default_name)
-    return LeaseScenario(**r.header(), config=r["leases"], consumers=r["consumers"], workloads=r["workload"],
-                         actions=r["actions"], faults=r["faults"])
+    return LeaseScenario(
+        **r.header(),
+        config=r["leases"],
+        consumers=r["consumers"],
+        workloads=r["workload"],
+        actions=r["actions"],
+        faults=r["faults"],
+    )

@@ -7,6 +7,7 @@ since ``start``, seeded streams, and :meth:`LeaseSimulation.run`. The broker
 API by hand, the table views, the trace and the metrics live in
 :class:`~.host.LeaseHost`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,8 +36,17 @@ class LeaseSimulation(LeaseRuntime, VirtualRuntime):
     [1]
     """
 
-    def __init__(self, config: LeaseConfig | None = None, seed: int = 0, store: Any = "memory",
-                 *, start=None, faults=None, trace: bool = True, database: str = "default") -> None:
+    def __init__(
+        self,
+        config: LeaseConfig | None = None,
+        seed: int = 0,
+        store: Any = "memory",
+        *,
+        start=None,
+        faults=None,
+        trace: bool = True,
+        database: str = "default",
+    ) -> None:
         self.config, self.seed = checked_lease_config(config, seed), seed
         self.database = check_database(database)
         self._open(seed, store, start, faults, trace, opener=open_store)

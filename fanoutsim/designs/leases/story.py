@@ -6,6 +6,7 @@ an ack is held as a sparse resolution), leased now (attempt, expiry), waiting
 to be retried after failed attempts, dead-lettered, not for it (the consumer
 starts after it), or not leased yet.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,10 @@ def _by_consumer(rt, table: str, event_id: str) -> dict[str, dict]:
 
 def _consumer_line(rt, c: dict, ev: dict, found: dict) -> str:
     name = c["consumer"]
-    checkpoint = next((cp["seq"] for cp in _rows(rt, "checkpoints")
-                       if cp["consumer"] == name and cp["partition"] == ev["partition"]), None)
+    checkpoint = next(
+        (cp["seq"] for cp in _rows(rt, "checkpoints") if cp["consumer"] == name and cp["partition"] == ev["partition"]),
+        None,
+    )
     if name in found["dead_letters"]:
         d = found["dead_letters"][name]
         return f"dead-lettered at {_when(d['dead_at'])} after {d['attempts']} failed attempts: {d['error']}"
@@ -40,16 +43,22 @@ def _consumer_line(rt, c: dict, ev: dict, found: dict) -> str:
     if checkpoint is not None and checkpoint >= ev["seq"]:
         return f"resolved: its checkpoint on {ev['partition']} (seq {checkpoint}) is past it"
     if name in found["resolutions"]:
-        return (f"acked ({found['resolutions'][name]['kind']}), held as a sparse resolution until every "
-                f"earlier event of {ev['partition']} is resolved")
+        return (
+            f"acked ({found['resolutions'][name]['kind']}), held as a sparse resolution until every "
+            f"earlier event of {ev['partition']} is resolved"
+        )
     if name in found["leases"]:
         lease = found["leases"][name]
-        return (f"leased now: attempt {lease['attempt']}, token {lease['token'][:8]}..., expires "
-                f"{_when(lease['expires_at'])} (an ack after that fails closed and the event comes again)")
+        return (
+            f"leased now: attempt {lease['attempt']}, token {lease['token'][:8]}..., expires "
+            f"{_when(lease['expires_at'])} (an ack after that fails closed and the event comes again)"
+        )
     if name in found["retries"]:
         r = found["retries"][name]
-        return (f"{r['attempts']} failed attempt(s), retried from {_when(r['not_before'])}: {r['error']} "
-                f"(the 10th makes a dead letter)")
+        return (
+            f"{r['attempts']} failed attempt(s), retried from {_when(r['not_before'])}: {r['error']} "
+            f"(the 10th makes a dead letter)"
+        )
     return "not leased yet: it waits behind the consumer's window and limits"
 
 
@@ -64,11 +73,13 @@ def story(rt, event_id: str) -> str:
         dead = found["dead_letters"]
         if not dead:
             raise KeyError(f"no event {event_id!r} in this run's log (pruned by retention, or never published)")
-        return (f"event {event_id}: pruned from the log; dead-lettered for "
-                f"{', '.join(sorted(dead))}\n")
+        return f"event {event_id}: pruned from the log; dead-lettered for {', '.join(sorted(dead))}\n"
     payload = json.dumps(ev["payload"], default=str) if ev.get("payload") is not None else "null"
-    lines = [f"event {event_id}: partition {ev['partition']}, kind {ev['kind']}, seq {ev['seq']}, committed at "
-             f"{_when(ev['committed_at'])}", f"  payload {payload[:200]}"]
+    lines = [
+        f"event {event_id}: partition {ev['partition']}, kind {ev['kind']}, seq {ev['seq']}, committed at "
+        f"{_when(ev['committed_at'])}",
+        f"  payload {payload[:200]}",
+    ]
     consumers = sorted(_rows(rt, "lease_consumers"), key=lambda c: c["consumer"])
     for c in consumers:
         lines.append(f"  -> {c['consumer']}: {_consumer_line(rt, c, ev, found)}")
@@ -86,6 +97,11 @@ def backlog(rt) -> int:
     total = 0
     for c in _rows(rt, "lease_consumers"):
         name = c["consumer"]
-        total += sum(1 for e in events if e["seq"] >= c["start_seq"]
-                     and e["seq"] > checkpoints.get((name, e["partition"]), -1) and (name, e["event_id"]) not in sparse)
+        total += sum(
+            1
+            for e in events
+            if e["seq"] >= c["start_seq"]
+            and e["seq"] > checkpoints.get((name, e["partition"]), -1)
+            and (name, e["event_id"]) not in sparse
+        )
     return total

@@ -32,6 +32,7 @@ The runtimes are :class:`fanoutsim.designs.outbox.simulation.OutboxSimulation` (
 virtual clock) and :class:`fanoutsim.designs.outbox.realtime.OutboxRealtime`
 (the wall clock); both drive the same engine.
 """
+
 from fanoutsim.designs.outbox.config import ConsumerSpec, OutboxConfig
 from fanoutsim.designs.outbox.consumers import OutboxRegistry
 from fanoutsim.designs.outbox.engine import OutboxEngine

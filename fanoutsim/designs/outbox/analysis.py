@@ -17,6 +17,7 @@ Pure functions over :class:`~fanoutsim.designs.outbox.simulation.OutboxSimulatio
 * :func:`outbox_report` — one run's report as a JSON-ready dict (what
   ``fanoutsim run`` prints for an outbox scenario).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,18 +27,19 @@ import numpy as np
 import pandas as pd
 
 from fanoutsim.designs.faults import Notifications
-from fanoutsim.kernel.faults import FaultPlan
-from fanoutsim.kernel.frames import json_ready
-from fanoutsim.kernel.scenario import jsonable
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.checker import check_outbox
+from fanoutsim.kernel.faults import FaultPlan
+from fanoutsim.kernel.frames import json_ready
 from fanoutsim.kernel.report import run_span
+from fanoutsim.kernel.scenario import jsonable
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.validate import is_real
 
 
 def _sim(config=None, seed=0, plan=None):
     from fanoutsim.designs.outbox.simulation import OutboxSimulation
+
     return OutboxSimulation(config or OutboxConfig(), seed=seed, faults=plan)
 
 
@@ -56,8 +58,11 @@ def handled_latency(sim) -> pd.DataFrame:
     out["latency_s"] = (out["t_handled"] - out["t_commit"]) / US
     out["committed_s"] = _rel(sim, out["t_commit"])
     out["handled_s"] = _rel(sim, out["t_handled"])
-    return out[["consumer", "seq", "committed_s", "handled_s", "latency_s"]].sort_values(
-        ["consumer", "seq"]).reset_index(drop=True)
+    return (
+        out[["consumer", "seq", "committed_s", "handled_s", "latency_s"]]
+        .sort_values(["consumer", "seq"])
+        .reset_index(drop=True)
+    )
 
 
 def hinted_seqs(sim) -> set[int]:
@@ -66,8 +71,15 @@ def hinted_seqs(sim) -> set[int]:
     return set(t.loc[t["kind"] == "hint", "seq"].astype(int))
 
 
-def latency_run(drop: float = 0.0, poll: float = 5.0, *, rate: float = 0.2, minutes: float = 60.0,
-                seed: int = 0, duration: float = 0.01):
+def latency_run(
+    drop: float = 0.0,
+    poll: float = 5.0,
+    *,
+    rate: float = 0.2,
+    minutes: float = 60.0,
+    seed: int = 0,
+    duration: float = 0.01,
+):
     """One consumer behind a lossy hint channel: ``rate`` commits/s for ``minutes``,
     ``drop`` of the hints lost, a safety poll every ``poll`` seconds."""
     plan = FaultPlan([Notifications(drop=drop)]) if drop > 0 else None
@@ -101,17 +113,27 @@ def latency_sweep(drops=(0.0, 0.05, 0.2, 0.5, 1.0), polls=(1.0, 5.0, 15.0), **kw
             lat["drop"], lat["poll"] = drop, poll
             frames.append(lat)
             x = lat["latency_s"]
-            rows.append({"drop": drop, "poll": poll, "committed": report.total["committed"],
-                         "delivered": report.total["delivered"], "lost": report.total["lost"],
-                         "hinted_share": float(lat["hinted"].mean()),
-                         "mean_s": float(x.mean()), "p50_s": float(x.quantile(0.5)),
-                         "p99_s": float(x.quantile(0.99)), "max_s": float(x.max()),
-                         "max_over_poll": float(x.max() / poll)})
+            rows.append(
+                {
+                    "drop": drop,
+                    "poll": poll,
+                    "committed": report.total["committed"],
+                    "delivered": report.total["delivered"],
+                    "lost": report.total["lost"],
+                    "hinted_share": float(lat["hinted"].mean()),
+                    "mean_s": float(x.mean()),
+                    "p50_s": float(x.quantile(0.5)),
+                    "p99_s": float(x.quantile(0.99)),
+                    "max_s": float(x.max()),
+                    "max_over_poll": float(x.max() / poll),
+                }
+            )
     return pd.DataFrame(rows), pd.concat(frames, ignore_index=True)
 
 
-def latency_scenario(*, rate: float = 0.2, minutes: float = 60.0, duration: float = 0.01,
-                     max_poll: float = 15.0) -> dict:
+def latency_scenario(
+    *, rate: float = 0.2, minutes: float = 60.0, duration: float = 0.01, max_poll: float = 15.0
+) -> dict:
     """:func:`latency_run`'s run as a scenario (a TOML document as a dict) for
     :func:`fanoutsim.sweep`: one consumer ``indexer`` (``duration`` s a row),
     ``rate`` commits/s for ``minutes``, a ``notifications`` fault dropping no
@@ -123,13 +145,16 @@ def latency_scenario(*, rate: float = 0.2, minutes: float = 60.0, duration: floa
         if not is_real(value) or not value > 0:
             raise ValueError(f"{key} must be a number > 0, got {value!r}")
     stop = float(minutes) * 60.0
-    return {"design": "outbox", "name": "lost-hints",
-            "description": "one consumer behind a lossy hint channel; the safety poll rescues (notebook 8)",
-            "run": {"seed": 0, "until": stop + float(max_poll) + 1.0},
-            "outbox": {"safety_poll_interval": 5.0},
-            "consumers": [{"name": "indexer", "duration": float(duration)}],
-            "workload": [{"rate": float(rate), "pages": 100, "stop": stop}],
-            "faults": [{"kind": "notifications", "drop": 0.0}]}
+    return {
+        "design": "outbox",
+        "name": "lost-hints",
+        "description": "one consumer behind a lossy hint channel; the safety poll rescues (notebook 8)",
+        "run": {"seed": 0, "until": stop + float(max_poll) + 1.0},
+        "outbox": {"safety_poll_interval": 5.0},
+        "consumers": [{"name": "indexer", "duration": float(duration)}],
+        "workload": [{"rate": float(rate), "pages": 100, "stop": stop}],
+        "faults": [{"kind": "notifications", "drop": 0.0}],
+    }
 
 
 def latency_table(df: pd.DataFrame, drop: str = "faults.0.drop", poll: str = "safety_poll_interval") -> pd.DataFrame:
@@ -152,8 +177,16 @@ def latency_table(df: pd.DataFrame, drop: str = "faults.0.drop", poll: str = "sa
     return out
 
 
-def clock_comparison(*, drop: float = 0.5, poll: float = 0.5, rate: float = 20.0, seconds: float = 5.0,
-                     seed: int = 0, duration: float = 0.01, folder=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def clock_comparison(
+    *,
+    drop: float = 0.5,
+    poll: float = 0.5,
+    rate: float = 20.0,
+    seconds: float = 5.0,
+    seed: int = 0,
+    duration: float = 0.01,
+    folder=None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One consumer behind a lossy hint channel, ``seconds`` long, under both
     clocks: SimPy's, and the wall clock's (threads, a DuckDB file in ``folder``,
     a temporary one by default — this takes ``seconds`` of real time). Returns a
@@ -190,10 +223,18 @@ def clock_comparison(*, drop: float = 0.5, poll: float = 0.5, rate: float = 20.0
         lat = lat.assign(clock=clock)
         frames.append(lat)
         x = lat["latency_s"]
-        rows.append({"clock": clock, "committed": report.total["committed"],
-                     "delivered": report.total["delivered"], "lost": report.total["lost"],
-                     "hinted_share": float(lat["hinted"].mean()), "p50_s": float(x.quantile(0.5)),
-                     "max_s": float(x.max()), "within_poll": bool(x.max() <= poll + duration + 0.25)})
+        rows.append(
+            {
+                "clock": clock,
+                "committed": report.total["committed"],
+                "delivered": report.total["delivered"],
+                "lost": report.total["lost"],
+                "hinted_share": float(lat["hinted"].mean()),
+                "p50_s": float(x.quantile(0.5)),
+                "max_s": float(x.max()),
+                "within_poll": bool(x.max() <= poll + duration + 0.25),
+            }
+        )
     return pd.DataFrame(rows), pd.concat(frames, ignore_index=True)
 
 
@@ -225,6 +266,7 @@ def lag_path(sim, consumer: str, step: float = 1.0) -> pd.DataFrame:
 
 # -- the four scenarios --------------------------------------------------------
 
+
 def _steady(sim, n: int, every: float = 1.0, poison_at: int | None = None) -> None:
     """Commit ``n`` rows, one every ``every`` seconds (row ``poison_at`` is the poison one)."""
     for i in range(n):
@@ -243,6 +285,7 @@ def hung_run(*, hang: float = 300.0, timeout: float = 5.0, at_row: int = 10, row
         def duration(rng):
             calls["n"] += 1
             return hang if calls["n"] == at_row else 0.01
+
         return duration
 
     sim.register_consumer("guarded", duration=hangs_once(), timeout=timeout, backoff=1.0, jitter=0.0)
@@ -254,6 +297,7 @@ def hung_run(*, hang: float = 300.0, timeout: float = 5.0, at_row: int = 10, row
 
 def poison_run(*, rows: int = 60, poison_at: int = 20, retry_budget: int = 5, seed: int = 0):
     """``triage`` fails on the row with ref ``poison`` every time; ``indexer`` does not care."""
+
     def triage(row):
         if row["ref"] == "poison":
             raise ValueError("cannot parse")
@@ -277,8 +321,9 @@ def slow_fast_run(*, rate: float = 1.5, seconds: float = 120.0, slow: float = 1.
     return sim
 
 
-def backfill_run(*, rate: float = 0.5, join_at: float = 600.0, seconds: float = 900.0, row_cost: float = 0.05,
-                 seed: int = 0):
+def backfill_run(
+    *, rate: float = 0.5, join_at: float = 600.0, seconds: float = 900.0, row_cost: float = 0.05, seed: int = 0
+):
     """``indexer`` runs from the start; ``search`` registers at ``join_at`` with its
     cursor at the beginning, back-fills at ``row_cost`` s a row, then keeps pace."""
     sim = _sim(seed=seed)
@@ -306,17 +351,24 @@ def scenario_summary(sim) -> pd.DataFrame:
     rows = []
     for name in pc.index:
         lag = lag_path(sim, name, step=0.5)
-        rows.append({"consumer": name, "delivered": int(pc.loc[name, "delivered"]),
-                     "duplicates": int(pc.loc[name, "duplicates"]), "lost": int(pc.loc[name, "lost"]),
-                     "parked": int(pc.loc[name, "parked"]),
-                     "failures": int(((t["kind"] == "failed") & (t["consumer"] == name)).sum()),
-                     "max_lag_rows": int(lag["lag"].max()),
-                     "latency_p50_s": round(float(pc.loc[name, "latency_p50_s"]), 3),
-                     "latency_max_s": round(float(pc.loc[name, "latency_max_s"]), 3)})
+        rows.append(
+            {
+                "consumer": name,
+                "delivered": int(pc.loc[name, "delivered"]),
+                "duplicates": int(pc.loc[name, "duplicates"]),
+                "lost": int(pc.loc[name, "lost"]),
+                "parked": int(pc.loc[name, "parked"]),
+                "failures": int(((t["kind"] == "failed") & (t["consumer"] == name)).sum()),
+                "max_lag_rows": int(lag["lag"].max()),
+                "latency_p50_s": round(float(pc.loc[name, "latency_p50_s"]), 3),
+                "latency_max_s": round(float(pc.loc[name, "latency_max_s"]), 3),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # -- the report of one run -------------------------------------------------------
+
 
 def _causes(frame: pd.DataFrame, consumer: str) -> dict[str, int]:
     if frame.empty:
@@ -341,27 +393,58 @@ def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     consumers = []
     for r in checked.per_consumer.to_dict("records"):
         c = r["consumer"]
-        consumers.append({
-            "consumer": c, "cursor": r["cursor"], "delivered": r["delivered"],
-            "duplicates": r["duplicates"], "duplicates_by_cause": _causes(checked.duplicates, c),
-            "lost": r["lost"], "lost_by_cause": _causes(checked.lost, c),
-            "parked": r["parked"], "pending": r["pending"], "failures": int(failures.get(c, 0)),
-            "latency_s": {"p50": r["latency_p50_s"], "p99": r["latency_p99_s"], "max": r["latency_max_s"]},
-        })
+        consumers.append(
+            {
+                "consumer": c,
+                "cursor": r["cursor"],
+                "delivered": r["delivered"],
+                "duplicates": r["duplicates"],
+                "duplicates_by_cause": _causes(checked.duplicates, c),
+                "lost": r["lost"],
+                "lost_by_cause": _causes(checked.lost, c),
+                "parked": r["parked"],
+                "pending": r["pending"],
+                "failures": int(failures.get(c, 0)),
+                "latency_s": {"p50": r["latency_p50_s"], "p99": r["latency_p99_s"], "max": r["latency_max_s"]},
+            }
+        )
     ch = sim.channel
     report = {
         **run_span(sim, name, "outbox"),
         # as a scenario file writes it: a law as its table ({"dist": "empirical", "samples": [...]})
         "config": {f.name: jsonable(getattr(sim.config, f.name)) for f in dataclasses.fields(sim.config)},
-        "outbox": {"committed": total["committed"], "retained": len(sim.store.rows("outbox")),
-                   "pruned": int(kinds.get("pruned", 0)), "deferred": len(sim.store.rows("deferred"))},
+        "outbox": {
+            "committed": total["committed"],
+            "retained": len(sim.store.rows("outbox")),
+            "pruned": int(kinds.get("pruned", 0)),
+            "deferred": len(sim.store.rows("deferred")),
+        },
         "consumers": consumers,
-        "totals": {k: total[k] for k in ("committed", "delivered", "extra_deliveries", "lost", "parked",
-                                         "pending", "lost_by_cause", "duplicates_by_cause")},
-        "hints": {"sent": ch.sent, "dropped": ch.dropped, "missed": ch.missed, "coalesced": ch.coalesced,
-                  "delivered": ch.delivered},
-        "bus": {"published": total["bus_published"], "unpublished": total["bus_unpublished"],
-                "receipts": total["bus_receipts"]},
+        "totals": {
+            k: total[k]
+            for k in (
+                "committed",
+                "delivered",
+                "extra_deliveries",
+                "lost",
+                "parked",
+                "pending",
+                "lost_by_cause",
+                "duplicates_by_cause",
+            )
+        },
+        "hints": {
+            "sent": ch.sent,
+            "dropped": ch.dropped,
+            "missed": ch.missed,
+            "coalesced": ch.coalesced,
+            "delivered": ch.delivered,
+        },
+        "bus": {
+            "published": total["bus_published"],
+            "unpublished": total["bus_unpublished"],
+            "receipts": total["bus_receipts"],
+        },
         "crashes": int(kinds.get("crashed", 0)),
         "check": dict(total),
     }
@@ -373,8 +456,15 @@ def outbox_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
 DERIVED_CONSUMERS = ("index", "counter")
 
 
-def derived_run(*, crash_every: int = 25, crashes: int = 4, rate: float = 2.0, seconds: float = 120.0,
-                pages: int = 10, seed: int = 0):
+def derived_run(
+    *,
+    crash_every: int = 25,
+    crashes: int = 4,
+    rate: float = 2.0,
+    seconds: float = 120.0,
+    pages: int = 10,
+    seed: int = 0,
+):
     """Two consumers of one feed: ``index`` (a :class:`~.derived.PageIndex`:
     idempotent, rebuildable) and ``counter`` (a :class:`~.derived.ChangeCounter`:
     neither). The process crashes ``crashes`` times, each at the
@@ -384,8 +474,12 @@ def derived_run(*, crash_every: int = 25, crashes: int = 4, rate: float = 2.0, s
     from fanoutsim.designs.outbox.derived import ChangeCounter, PageIndex, page_reader
     from fanoutsim.kernel.faults import CrashAtPoint
 
-    plan = FaultPlan(tuple(CrashAtPoint("dispatch.after_handle_before_cursor", nth=crash_every * (i + 1),
-                                        downtime=1.0) for i in range(crashes)))
+    plan = FaultPlan(
+        tuple(
+            CrashAtPoint("dispatch.after_handle_before_cursor", nth=crash_every * (i + 1), downtime=1.0)
+            for i in range(crashes)
+        )
+    )
     sim = _sim(seed=seed, plan=plan)
     index, counter = PageIndex(page_reader(sim.store)), ChangeCounter()
     sim.register_consumer("index", index, rebuild=index.rebuild)
@@ -418,9 +512,17 @@ def derived_summary(sim) -> pd.DataFrame:
     for name, view in sim.views.items():
         d = derived_drift(sim, name, view)
         dup = r.duplicates[r.duplicates["consumer"] == name]
-        rows.append({"consumer": name, "rebuildable": view.rebuildable,
-                     "duplicates": len(dup), "duplicates_by_cause": dup["cause"].value_counts().to_dict(),
-                     "keys": len(view.state), "keys_off": len(d), "drift": int(d["drift"].sum()) if len(d) else 0})
+        rows.append(
+            {
+                "consumer": name,
+                "rebuildable": view.rebuildable,
+                "duplicates": len(dup),
+                "duplicates_by_cause": dup["cause"].value_counts().to_dict(),
+                "keys": len(view.state),
+                "keys_off": len(d),
+                "drift": int(d["drift"].sum()) if len(d) else 0,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -429,16 +531,26 @@ def derived_summary(sim) -> pd.DataFrame:
 POOL_MODES = {"reserved listener": True, "shared pool": False}
 
 
-def pool_run(reserve_listener: bool = True, *, backfill=(120.0, 240.0), rate: float = 1.0, seconds: float = 360.0,
-             poll: float = 5.0, pool_size: int = 10, listener_wait: float = 1.0, seed: int = 0):
+def pool_run(
+    reserve_listener: bool = True,
+    *,
+    backfill=(120.0, 240.0),
+    rate: float = 1.0,
+    seconds: float = 360.0,
+    poll: float = 5.0,
+    pool_size: int = 10,
+    listener_wait: float = 1.0,
+    seed: int = 0,
+):
     """One consumer ``indexer`` at ``rate`` commits/s for ``seconds``; a
     :class:`~fanoutsim.designs.outbox.faults.Backfill` holds every shared pool
     connection during ``backfill``; the listener has its reserved connection
     or takes one from the pool (``reserve_listener``)."""
     from fanoutsim.designs.outbox.faults import Backfill
 
-    cfg = OutboxConfig(safety_poll_interval=poll, pool_size=pool_size, reserve_listener=reserve_listener,
-                       listener_wait=listener_wait)
+    cfg = OutboxConfig(
+        safety_poll_interval=poll, pool_size=pool_size, reserve_listener=reserve_listener, listener_wait=listener_wait
+    )
     sim = _sim(cfg, seed=seed, plan=FaultPlan([Backfill(window=tuple(backfill))]))
     sim.register_consumer("indexer", duration=0.01)
     sim.add_workload(rate, stop=seconds)
@@ -460,13 +572,20 @@ def pool_summary(runs: dict) -> pd.DataFrame:
         for phase, a, b in (("before", 0.0, lo), ("during", lo, hi), ("after", hi, float("inf"))):
             inside = (rel >= a) & (rel < b)
             x = lat.loc[(lat["committed_s"] >= a) & (lat["committed_s"] < b), "latency_s"]
-            rows.append({"run": label, "phase": phase, "committed": int(((t["kind"] == "committed") & inside).sum()),
-                         "hints": int(((t["kind"] == "hint") & inside).sum()),
-                         "hints_waiting": int(((t["kind"] == "hint_waiting") & inside).sum()),
-                         "hints_missed": int(((t["kind"] == "hint_missed") & (t["detail"] == "no free connection")
-                                              & inside).sum()),
-                         "p50_s": float(x.quantile(0.5)) if len(x) else float("nan"),
-                         "p99_s": float(x.quantile(0.99)) if len(x) else float("nan"),
-                         "max_s": float(x.max()) if len(x) else float("nan"),
-                         "lost": int(check_outbox(sim).total["lost"])})
+            rows.append(
+                {
+                    "run": label,
+                    "phase": phase,
+                    "committed": int(((t["kind"] == "committed") & inside).sum()),
+                    "hints": int(((t["kind"] == "hint") & inside).sum()),
+                    "hints_waiting": int(((t["kind"] == "hint_waiting") & inside).sum()),
+                    "hints_missed": int(
+                        ((t["kind"] == "hint_missed") & (t["detail"] == "no free connection") & inside).sum()
+                    ),
+                    "p50_s": float(x.quantile(0.5)) if len(x) else float("nan"),
+                    "p99_s": float(x.quantile(0.99)) if len(x) else float("nan"),
+                    "max_s": float(x.max()) if len(x) else float("nan"),
+                    "lost": int(check_outbox(sim).total["lost"]),
+                }
+            )
     return pd.DataFrame(rows)

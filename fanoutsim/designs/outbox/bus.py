@@ -7,10 +7,11 @@ bus keeps no cursor in the tables — only an in-memory position that starts at
 the end of the log when a dispatcher process starts, and its subscribers die
 with the process.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 
 class TopicBus:

@@ -1,10 +1,11 @@
 """The outbox checker's causes in plain words, and which ones its contract accepts."""
+
 from __future__ import annotations
 
 CAUSES = {
     "lost": {
         "late_commit": "the row committed after this consumer had read past its seq (a seq is assigned at "
-                       "insert, visible at commit): read_mode settled or gap closes that hole",
+        "insert, visible at commit): read_mode settled or gap closes that hole",
         "seek": "the consumer's cursor was moved past the row by hand (set_cursor), a deliberate skip",
         "gap_timeout": "read_mode gap waited for the missing seq and gave up, as configured",
         "pruned": "retention deleted the row before the consumer handled it",
@@ -12,12 +13,11 @@ CAUSES = {
     },
     "duplicates": {
         "crash": "the process crashed after the handler ran and before the cursor passed the row, so the "
-                 "restart handled it again (at-least-once)",
+        "restart handled it again (at-least-once)",
         "reset": "the cursor was moved back by hand and the row replayed, by design",
         "unknown": "nothing in the mechanism explains it: a defect",
     },
 }
-
 
 
 def expected(checked, kind: str, cause: str) -> bool:

@@ -47,6 +47,7 @@ The checker runs the phases of :mod:`fanoutsim.kernel.check` per consumer:
 :func:`owed`, :func:`delivered`, :func:`duplicate_causes`, :func:`undelivered`
 with :func:`loss_cause`, and :func:`latency`; the bus apart (:func:`bus`).
 """
+
 from __future__ import annotations
 
 import re
@@ -83,16 +84,20 @@ class OutboxReport(CheckedReport):
     summary_names = {"duplicates": "extra_deliveries"}
 
     def __str__(self) -> str:
-        lines = [f"outbox check: {'valid' if self.valid else 'INVALID'} — "
-                 f"{self.total['committed']} committed, {self.total['delivered']} delivered, "
-                 f"{self.total['extra_deliveries']} duplicates, {self.total['lost']} lost, "
-                 f"{self.total['parked']} parked"]
+        lines = [
+            f"outbox check: {'valid' if self.valid else 'INVALID'} — "
+            f"{self.total['committed']} committed, {self.total['delivered']} delivered, "
+            f"{self.total['extra_deliveries']} duplicates, {self.total['lost']} lost, "
+            f"{self.total['parked']} parked"
+        ]
         if len(self.per_consumer):
             lines.append(self.per_consumer.to_string(index=False))
         if self.total.get("bus_published") or self.total.get("bus_unpublished"):
-            lines.append(f"topic bus (best effort, not delivery): {self.total['bus_published']} rows published, "
-                         f"{self.total['bus_unpublished']} never (visible only below the bus's position), "
-                         f"{self.total['bus_receipts']} receipts")
+            lines.append(
+                f"topic bus (best effort, not delivery): {self.total['bus_published']} rows published, "
+                f"{self.total['bus_unpublished']} never (visible only below the bus's position), "
+                f"{self.total['bus_receipts']} receipts"
+            )
         return "\n".join(lines)
 
 
@@ -126,12 +131,12 @@ class _Trace:
 class _Marks:
     """The rarer events the causes are read from."""
 
-    starts: dict[str, int]                   # consumer -> its first cursor
+    starts: dict[str, int]  # consumer -> its first cursor
     resets: dict[str, list[tuple[int, int]]]  # consumer -> [(trace index, cursor)]: moves by hand
-    gap_skips: dict[str, dict[int, int]]      # consumer -> seq -> where its first gap skip spans it
-    pruned: dict[int, int]                    # seq -> where retention deleted it
+    gap_skips: dict[str, dict[int, int]]  # consumer -> seq -> where its first gap skip spans it
+    pruned: dict[int, int]  # seq -> where retention deleted it
     crashes: np.ndarray
-    published: dict[int, tuple[str, int]]     # seq -> (topic, receivers): the bus
+    published: dict[int, tuple[str, int]]  # seq -> (topic, receivers): the bus
 
 
 def _marks(trace: _Trace) -> _Marks:
@@ -172,12 +177,12 @@ class Evidence:
     commits: pd.DataFrame
     marks: _Marks
     deliveries: dict[str, pd.DataFrame]  # consumer -> its effects (seq, i), in trace order
-    handled: dict[str, pd.DataFrame]     # consumer -> the ends of its handling steps (seq, t)
-    moves: dict[str, pd.DataFrame]       # consumer -> its cursor moves and fetches' last seq (seq, i)
+    handled: dict[str, pd.DataFrame]  # consumer -> the ends of its handling steps (seq, t)
+    moves: dict[str, pd.DataFrame]  # consumer -> its cursor moves and fetches' last seq (seq, i)
     parked_rows: list[dict]
     deferred: set[tuple]
     cursors: dict[str, int]
-    retained: dict[int, str]             # seq -> topic of the rows still in the outbox
+    retained: dict[int, str]  # seq -> topic of the rows still in the outbox
 
     @cached_property
     def parked(self) -> set[tuple]:
@@ -194,14 +199,16 @@ def evidence(sim) -> Evidence:
 
     rows = sim.store.rows
     return Evidence(
-        _commits(trace), _marks(trace),
+        _commits(trace),
+        _marks(trace),
         by_consumer(trace.rows("delivered", consumer="who", seq="seq")),
         by_consumer(trace.rows("handled", consumer="who", seq="seq", t="t")),
         by_consumer(trace.rows("cursor", "fetched", consumer="who", seq="seq")),
         rows("parked"),
         {(r["consumer"], r["seq"]) for r in rows("deferred")},
         {r["consumer"]: r["seq"] for r in rows("cursors")},
-        {r["seq"]: r["topic"] for r in rows("outbox")})
+        {r["seq"]: r["topic"] for r in rows("outbox")},
+    )
 
 
 # -- the phases, per consumer --------------------------------------------------------
@@ -230,8 +237,9 @@ def duplicate_causes(ev: Evidence, name: str, got: Repeats) -> np.ndarray:
     else happened; else a ``crash``; else ``unknown``."""
     prev, nxt = got.previous, got.at[got.again]
     resets = np.asarray([i for i, _ in ev.marks.resets[name]], dtype=np.int64)
-    return first_cause(len(got.again), [("reset", any_between(resets, prev, nxt)),
-                                        ("crash", any_between(ev.marks.crashes, prev, nxt))])
+    return first_cause(
+        len(got.again), [("reset", any_between(resets, prev, nxt)), ("crash", any_between(ev.marks.crashes, prev, nxt))]
+    )
 
 
 def loss_cause(ev: Evidence, name: str, seq: int, committed_at: int, read_upto) -> str:
@@ -271,6 +279,7 @@ def _read_upto(ev: Evidence, name: str):
     def upto(at: int) -> int | None:
         k = int(np.searchsorted(idx, at))
         return high[k - 1] if k else None
+
     return upto
 
 
@@ -302,8 +311,12 @@ def latency(ev: Evidence, name: str, due: pd.DataFrame) -> dict[str, float]:
         handled = pd.DataFrame({"seq": np.empty(0, np.int64), "t": np.empty(0, np.int64)})
     got = due.merge(handled.drop_duplicates("seq")[["seq", "t"]], on="seq", how="inner", sort=False)
     s = pd.Series((got["t"] - got["tc"]).to_numpy() / US, dtype=float)
-    return {"latency_mean_s": s.mean(), "latency_p50_s": s.quantile(0.5),
-            "latency_p99_s": s.quantile(0.99), "latency_max_s": s.max()}
+    return {
+        "latency_mean_s": s.mean(),
+        "latency_p50_s": s.quantile(0.5),
+        "latency_p99_s": s.quantile(0.99),
+        "latency_max_s": s.max(),
+    }
 
 
 def _check_consumer(ev: Evidence, name: str) -> tuple[dict, list[tuple], list[dict]]:
@@ -315,8 +328,16 @@ def _check_consumer(ev: Evidence, name: str) -> tuple[dict, list[tuple], list[di
         seqs = due["seq"].to_numpy()[got.item[got.again]]
         dups = list(zip([name] * len(seqs), seqs.tolist(), duplicate_causes(ev, name, got).tolist()))
     parked, waiting, lost = undelivered(ev, name, due, got)
-    row = {"consumer": name, "cursor": ev.cursors[name], "delivered": got.delivered, "duplicates": len(dups),
-           "lost": len(lost), "parked": parked, "pending": waiting, **latency(ev, name, due)}
+    row = {
+        "consumer": name,
+        "cursor": ev.cursors[name],
+        "delivered": got.delivered,
+        "duplicates": len(dups),
+        "lost": len(lost),
+        "parked": parked,
+        "pending": waiting,
+        **latency(ev, name, due),
+    }
     return row, dups, lost
 
 
@@ -325,9 +346,17 @@ def bus(ev: Evidence) -> pd.DataFrame:
     dispatcher published it, its topic and how many subscribers received it."""
     published, retained = ev.marks.published, ev.retained
     return pd.DataFrame(
-        [{"seq": seq, "topic": published.get(seq, (retained.get(seq), 0))[0], "published": seq in published,
-          "receivers": published.get(seq, (None, 0))[1]} for seq in sorted(ev.commits["seq"].tolist())],
-        columns=["seq", "topic", "published", "receivers"])
+        [
+            {
+                "seq": seq,
+                "topic": published.get(seq, (retained.get(seq), 0))[0],
+                "published": seq in published,
+                "receivers": published.get(seq, (None, 0))[1],
+            }
+            for seq in sorted(ev.commits["seq"].tolist())
+        ],
+        columns=["seq", "topic", "published", "receivers"],
+    )
 
 
 def _report(ev: Evidence, per: list[dict], dups: list[tuple], lost: list[dict]) -> OutboxReport:
@@ -348,8 +377,19 @@ def _report(ev: Evidence, per: list[dict], dups: list[tuple], lost: list[dict]) 
     total["bus_unpublished"] = int((~topics["published"]).sum())
     total["bus_receipts"] = int(topics["receivers"].sum())
     total["valid"] = (not lost_df["cause"].isin(_PROMISED).any()) and not (dup_df["cause"] == "unknown").any()
-    cols = ["consumer", "cursor", "delivered", "duplicates", "lost", "parked", "pending",
-            "latency_mean_s", "latency_p50_s", "latency_p99_s", "latency_max_s"]
+    cols = [
+        "consumer",
+        "cursor",
+        "delivered",
+        "duplicates",
+        "lost",
+        "parked",
+        "pending",
+        "latency_mean_s",
+        "latency_p50_s",
+        "latency_p99_s",
+        "latency_max_s",
+    ]
     return OutboxReport(pd.DataFrame(per, columns=cols), dup_df, lost_df, pd.DataFrame(ev.parked_rows), topics, total)
 
 

@@ -15,6 +15,7 @@ it, as a Postgres ``nextval`` is: seqs are assigned in reserve order but become
 visible in commit order. :func:`reserve` alone is what a slow writer does
 first; :func:`commit` with that ``seq`` is its late commit.
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.names import check_name
@@ -29,9 +30,18 @@ def reserve(e, now: int) -> int:
     return seq
 
 
-def commit(e, now: int, page_id: str, body: str | None, *, topic: str | None = None,
-           kind: str = "page.updated", due_at: int | None = None, seq: int | None = None,
-           stamp: int | None = None) -> int:
+def commit(
+    e,
+    now: int,
+    page_id: str,
+    body: str | None,
+    *,
+    topic: str | None = None,
+    kind: str = "page.updated",
+    due_at: int | None = None,
+    seq: int | None = None,
+    stamp: int | None = None,
+) -> int:
     """Write ``body`` to page ``page_id`` and its outbox row; returns the seq.
     ``due_at`` (epoch us, not in the past) makes the row deferred work;
     ``seq``/``stamp`` finish a commit whose seq was reserved earlier."""

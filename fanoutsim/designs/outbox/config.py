@@ -94,11 +94,13 @@ job queues people run use; each default is the seed's loop, and the presets of
     0.1 s x uniform(0.8, 1.2) with a DELETE on the queue table, and its
     statement trigger NOTIFYs ``table_changed_event``).
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fanoutsim.designs.outbox.faults import FAULTS
 from fanoutsim.kernel.dist import Dist, check_dist, parse_dist
@@ -121,30 +123,37 @@ def _seconds(value, where, *, positive=False, optional=False):
 # the fault kinds the outbox runtimes act on (a plan with another is refused): its faults module's
 OUTBOX_FAULT_KINDS = FAULTS.kind_names
 
+
 @dataclass(frozen=True)
 class OutboxConfig:
-    safety_poll_interval: float = 5.0   # a wake-up with no hint, so a lost hint costs at most this
-    batch_limit: int = 100              # rows one fetch takes per consumer
-    retention: float = 7 * 86400.0      # rows older than this are pruned
+    safety_poll_interval: float = 5.0  # a wake-up with no hint, so a lost hint costs at most this
+    batch_limit: int = 100  # rows one fetch takes per consumer
+    retention: float = 7 * 86400.0  # rows older than this are pruned
     retention_interval: float = 3600.0  # how often the retention step runs
-    notify: bool = True                 # send a hint (the seq) after each commit
+    notify: bool = True  # send a hint (the seq) after each commit
     read_mode: str = "all"
-    settle: float = 1.0                 # seconds, for read_mode="settled"
-    gap_timeout: float = 10.0           # seconds, for read_mode="gap"
-    pool_size: int = 10                 # database pool connections (postgres.js's default max)
-    reserve_listener: bool = True       # one of them set aside for LISTEN (the seed's design)
-    listener_wait: float = 1.0          # seconds a hint waits for a free connection (unreserved)
-    poll_mode: str = "fixed"             # "fixed": one poll wakes all every interval; "idle": each consumer's, after its last round
-    wake_mode: str = "before_fetch"      # "before_fetch": armed before each read; "after_fetch": cleared after it (lost wake-ups)
-    catch_up: bool = False              # every consumer reads when the listener connects again
-    read_until_empty: bool = False      # a round reads until a read finds nothing (else a short batch ends it)
-    read_cost: Dist = NO_COST           # how long a read that finds rows takes: seconds, or a law ({dist = "empirical", ...})
+    settle: float = 1.0  # seconds, for read_mode="settled"
+    gap_timeout: float = 10.0  # seconds, for read_mode="gap"
+    pool_size: int = 10  # database pool connections (postgres.js's default max)
+    reserve_listener: bool = True  # one of them set aside for LISTEN (the seed's design)
+    listener_wait: float = 1.0  # seconds a hint waits for a free connection (unreserved)
+    poll_mode: str = (
+        "fixed"  # "fixed": one poll wakes all every interval; "idle": each consumer's, after its last round
+    )
+    wake_mode: str = (
+        "before_fetch"  # "before_fetch": armed before each read; "after_fetch": cleared after it (lost wake-ups)
+    )
+    catch_up: bool = False  # every consumer reads when the listener connects again
+    read_until_empty: bool = False  # a round reads until a read finds nothing (else a short batch ends it)
+    read_cost: Dist = NO_COST  # how long a read that finds rows takes: seconds, or a law ({dist = "empirical", ...})
     empty_read_cost: Dist | None = None  # how long a read that finds nothing takes (None: read_cost)
-    repoll: float | None = None         # seconds: read again this soon when a round ends with rows ready (None: never)
-    self_hint_every: Dist | None = None  # seconds between a consumer's status writes, each a hint of its own (None: none)
+    repoll: float | None = None  # seconds: read again this soon when a round ends with rows ready (None: never)
+    self_hint_every: Dist | None = (
+        None  # seconds between a consumer's status writes, each a hint of its own (None: none)
+    )
 
     @classmethod
-    def preset(cls, name: str, **overrides) -> "OutboxConfig":
+    def preset(cls, name: str, **overrides) -> OutboxConfig:
         """A real library's defaults and worker-loop rules in the dispatcher's options
         (``"procrastinate-3.10"``, ``"pgqueuer-1.6"``), with its read costs as measured;
         see :mod:`fanoutsim.designs.outbox.presets` for each number's source and the
@@ -171,8 +180,10 @@ class OutboxConfig:
         if not isinstance(self.reserve_listener, bool):
             raise ValueError(f"reserve_listener must be True or False, got {self.reserve_listener!r}")
         if self.reserve_listener and self.pool_size < 2:
-            raise ValueError(f"pool_size must be >= 2 with reserve_listener=True (one connection is set "
-                             f"aside for LISTEN), got {self.pool_size!r}")
+            raise ValueError(
+                f"pool_size must be >= 2 with reserve_listener=True (one connection is set "
+                f"aside for LISTEN), got {self.pool_size!r}"
+            )
         _seconds(self.listener_wait, "listener_wait")
         if self.poll_mode not in POLL_MODES:
             raise ValueError(f"poll_mode must be one of {', '.join(map(repr, POLL_MODES))}, got {self.poll_mode!r}")
@@ -249,9 +260,11 @@ class OutboxWorkload:
     """One ``[[workload]]`` table: writers committing page changes at Poisson times."""
 
     rate: float = key(Rate("commits"), doc="commits per virtual second")
-    pages: int = key(IntAtLeast(1, "distinct pages the writers change"), 100,
-                     doc="distinct pages written (default 100)")
+    pages: int = key(
+        IntAtLeast(1, "distinct pages the writers change"), 100, doc="distinct pages written (default 100)"
+    )
     start: float = key(Seconds(), 0.0, doc="optional: when the writers start, in virtual seconds")
-    stop: float | None = key(Seconds(low=None, unit="virtual seconds"), None, after="start",
-                             doc="optional: when they stop")
+    stop: float | None = key(
+        Seconds(low=None, unit="virtual seconds"), None, after="start", doc="optional: when they stop"
+    )
     topic: str | None = key(Name(), None, doc='optional: every row\'s topic (default "page:<id>")')

@@ -12,6 +12,7 @@ an ``int``       that seq: it must lie between the retention horizon and the
 A *rebuildable* consumer (one with a ``rebuild`` function) can be reset: its
 derived state is rebuilt from the base tables, then the retained log replays.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -55,8 +56,9 @@ class OutboxRegistry:
         try:
             return self.consumers[name]
         except KeyError:
-            raise KeyError(f"unknown consumer {name!r}; registered: "
-                           f"{', '.join(sorted(self.consumers)) or 'none'}") from None
+            raise KeyError(
+                f"unknown consumer {name!r}; registered: {', '.join(sorted(self.consumers)) or 'none'}"
+            ) from None
 
 
 def check_start(name: str, start) -> None:
@@ -81,8 +83,10 @@ def resolve_start(tx, name: str, start) -> int:
         raise ValueError(f"cursor {start} for {name!r} is past the end of the log (last seq {last})")
     horizon = last if low is None else low - 1
     if start < horizon:
-        raise ValueError(f"cursor {start} for {name!r} is before the retention horizon: seqs "
-                         f"{start + 1}..{horizon} were pruned (lowest allowed cursor {horizon})")
+        raise ValueError(
+            f"cursor {start} for {name!r} is before the retention horizon: seqs "
+            f"{start + 1}..{horizon} were pruned (lowest allowed cursor {horizon})"
+        )
     return start
 
 
@@ -116,7 +120,8 @@ def reset_consumer(e, now: int, name: str) -> int:
     """Rebuild a rebuildable consumer from base tables, then replay the retained log."""
     spec = e.registry.spec(name)
     if spec.rebuild is None:
-        raise ValueError(f"consumer {name!r} is not rebuildable (it has no rebuild function); "
-                         f"use set_cursor to move it")
+        raise ValueError(
+            f"consumer {name!r} is not rebuildable (it has no rebuild function); use set_cursor to move it"
+        )
     spec.rebuild(e.store.rows("pages"))
     return set_cursor(e, now, name, "beginning")

@@ -16,6 +16,7 @@ hand::
 
     python -m fanoutsim.designs.outbox.crashtest campaign run.duckdb 10
 """
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,9 @@ import sys
 from collections import Counter
 
 from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.outbox.realtime import OutboxRealtime
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.crashtest import campaign, main, module_child, run_child, side_lines, wait_or_kill
-from fanoutsim.designs.outbox.realtime import OutboxRealtime
 
 CONFIG = OutboxConfig(safety_poll_interval=0.2, batch_limit=20)
 
@@ -67,14 +68,27 @@ def seqs_in(side: str) -> Counter:
     return Counter(int(line) for line in side_lines(side))
 
 
-def kill9_campaign(db: str, side: str | None = None, *, kills: int = 3, seed: int = 0, up=(0.3, 1.0),
-                   rate: float = 50.0, drain_timeout: float = 60.0) -> dict:
+def kill9_campaign(
+    db: str,
+    side: str | None = None,
+    *,
+    kills: int = 3,
+    seed: int = 0,
+    up=(0.3, 1.0),
+    rate: float = 50.0,
+    drain_timeout: float = 60.0,
+) -> dict:
     """Run the campaign; returns its figures (``lost`` lists committed seqs the
     sink never saw)."""
     side = side or f"{db}.sink.txt"
-    proc = campaign(lambda: _start(db, side, rate),
-                    lambda: _start(db, side, 0.0, drain=True),  # no new commits: drain the backlog, stop cleanly
-                    lambda p: wait_or_kill(p, drain_timeout + 30), kills=kills, seed=seed, up=up)
+    proc = campaign(
+        lambda: _start(db, side, rate),
+        lambda: _start(db, side, 0.0, drain=True),  # no new commits: drain the backlog, stop cleanly
+        lambda p: wait_or_kill(p, drain_timeout + 30),
+        kills=kills,
+        seed=seed,
+        up=up,
+    )
     store = open_store(db)
     try:
         committed = [r["seq"] for r in store.rows("outbox")]

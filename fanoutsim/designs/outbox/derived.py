@@ -30,6 +30,7 @@ twice. :func:`drift` compares a view's state with what it should be:
 counts each committed outbox row once (the ``outbox`` table past the
 consumer's first cursor, so it needs the rows retention has not pruned).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -82,9 +83,11 @@ class ChangeCounter:
 
 def page_reader(store):
     """``read_page(page_id)``: one committed page row of ``store`` (None: no such page)."""
+
     def read_page(page_id: str):
         with store.transaction() as tx:
             return tx.get_page(page_id)
+
     return read_page
 
 

@@ -1,4 +1,5 @@
 """The outbox design as the cross-design tools see it (see :mod:`fanoutsim.kernel.design`)."""
+
 from __future__ import annotations
 
 import math
@@ -7,17 +8,19 @@ from pathlib import Path
 
 import numpy as np
 
-from fanoutsim.kernel.design import Design, lazy, SweepKey, scale_workload_rates
+from fanoutsim.kernel.design import Design, SweepKey, lazy, scale_workload_rates
 from fanoutsim.kernel.runtime.roles import WORKLOADS
+from fanoutsim.kernel.validate import is_real
 
-from .causes import CAUSES, expected as _expected
-from .story import backlog as _backlog, story as _explain
+from .causes import CAUSES
+from .causes import expected as _expected
 from .config import OutboxConfig
 from .faults import FAULTS
 from .roles import ROLES
 from .scenario import OUTBOX_FAULT_KINDS, SCHEMA
+from .story import backlog as _backlog
+from .story import story as _explain
 from .tables import PART
-from fanoutsim.kernel.validate import is_real
 
 
 def _tables(sim) -> dict:
@@ -34,8 +37,17 @@ def _sweep_figures(df, scenario, out: Path) -> list:
 
 
 _STATS = ("p50", "p99", "mean", "max")
-SWEEP_COLUMNS = (*(f"commit_to_handled_{s}_s" for s in _STATS), "hinted_share",
-                 "committed", "delivered", "extra_deliveries", "parked", "pending", "lost", "valid")
+SWEEP_COLUMNS = (
+    *(f"commit_to_handled_{s}_s" for s in _STATS),
+    "hinted_share",
+    "committed",
+    "delivered",
+    "extra_deliveries",
+    "parked",
+    "pending",
+    "lost",
+    "valid",
+)
 
 
 def _stats(values) -> dict:
@@ -77,7 +89,7 @@ WRITE_FIELDS = {
     "page": "the page whose change is committed (required)",
     "body": "the change's body (default: none)",
     "topic": "its topic on the bus (default: none)",
-    "kind": "its kind (default \"page.updated\")",
+    "kind": 'its kind (default "page.updated")',
     "due_in": "seconds from now at which it is due: deferred work (default: now)",
 }
 
@@ -102,8 +114,10 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
     rt = OutboxRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed, role=role)
     try:
         for c in scenario.consumers:
+
             def join(c=c) -> None:
                 rt.register_consumer(c.name, c.handler(scenario.seed), start=c.start, **c.guardrails())
+
             if c.join_at > 0:
                 later(rt, c.join_at, join, name=f"fanoutsim-join-{c.name}")
             else:
@@ -115,7 +129,7 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
                 rt.add_workload(rate)
         elif rate is not None:
             workloads = ()
-        for w in (workloads if writes else ()):
+        for w in workloads if writes else ():
             rt.add_workload(w.rate, pages=w.pages, start=w.start, stop=w.stop, topic=w.topic)
     except BaseException:
         rt.close()
@@ -126,6 +140,7 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
 # the furthest ahead a write may place work: 100 years, far inside the
 # timestamps' year-9999 limit (a larger due_in would overflow the clock)
 MAX_DUE_IN = 100 * 365.25 * 86400
+
 
 def _write(rt, req: dict) -> dict:
     """A commit: ``{"page": ..., "body": ..., ...}`` -> ``{"seq": n}``."""
@@ -142,12 +157,13 @@ def _write(rt, req: dict) -> dict:
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"kind must be a non-empty string, got {kind!r}")
     due_in = req.get("due_in")
-    if due_in is not None and (not is_real(due_in)
-                               or not math.isfinite(due_in) or not 0 <= due_in <= MAX_DUE_IN):
-        raise ValueError(f"due_in must be a number of seconds >= 0 and at most {MAX_DUE_IN:.0f} (100 years), "
-                         f"got {due_in!r}")
-    seq = rt.commit(page, req.get("body"), topic=req.get("topic"), kind=kind,
-                    due_at=None if due_in is None else rt.now + due_in)
+    if due_in is not None and (not is_real(due_in) or not math.isfinite(due_in) or not 0 <= due_in <= MAX_DUE_IN):
+        raise ValueError(
+            f"due_in must be a number of seconds >= 0 and at most {MAX_DUE_IN:.0f} (100 years), got {due_in!r}"
+        )
+    seq = rt.commit(
+        page, req.get("body"), topic=req.get("topic"), kind=kind, due_at=None if due_in is None else rt.now + due_in
+    )
     return {"seq": seq}
 
 
@@ -165,13 +181,27 @@ def _status(rt) -> dict:
     deferred: dict[str, int] = {}
     for r in rt.store.rows("deferred"):
         deferred[r["consumer"]] = deferred.get(r["consumer"], 0) + 1
-    consumers = {r["consumer"]: {"cursor": r["seq"], "lag": head - r["seq"],
-                                 "parked": parked.get(r["consumer"], 0),
-                                 "deferred": deferred.get(r["consumer"], 0)}
-                 for r in rt.store.rows("cursors")}
-    return json_ready({"pid": os.getpid(), "db": getattr(rt.store, "path", None),
-                       "now": from_us(rt.now_us()).isoformat(), "running": rt.running,
-                       "rows": len(seqs), "head": head, "consumers": consumers, "metrics": rt.metrics()})
+    consumers = {
+        r["consumer"]: {
+            "cursor": r["seq"],
+            "lag": head - r["seq"],
+            "parked": parked.get(r["consumer"], 0),
+            "deferred": deferred.get(r["consumer"], 0),
+        }
+        for r in rt.store.rows("cursors")
+    }
+    return json_ready(
+        {
+            "pid": os.getpid(),
+            "db": getattr(rt.store, "path", None),
+            "now": from_us(rt.now_us()).isoformat(),
+            "running": rt.running,
+            "rows": len(seqs),
+            "head": head,
+            "consumers": consumers,
+            "metrics": rt.metrics(),
+        }
+    )
 
 
 DESIGN = Design(
@@ -193,8 +223,13 @@ DESIGN = Design(
     sweep_row=_sweep_row,
     sweep_unit_columns=tuple(f"commit_to_handled_{s}_s" for s in UNIT_STATS),
     sweep_figures=_sweep_figures,
-    sweep_keys={"rate": SweepKey("total commits per virtual second: every [[workload]] is scaled by one "
-                                 "factor so that their rates sum to it", scenario=scale_workload_rates)},
+    sweep_keys={
+        "rate": SweepKey(
+            "total commits per virtual second: every [[workload]] is scaled by one "
+            "factor so that their rates sum to it",
+            scenario=scale_workload_rates,
+        )
+    },
     realtime=_realtime,
     write=_write,
     write_fields=WRITE_FIELDS,

@@ -19,6 +19,7 @@ seq. For each consumer, independently:
 Retry counts live in the runtime's hands (memory): a restart starts a row's
 budget again, the parked table keeps what was spent.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,16 +33,16 @@ class Step:
 
     consumer: str
     row: dict
-    duration: float          # virtual seconds until the outcome is known
+    duration: float  # virtual seconds until the outcome is known
     error: str | None = None
-    deferred: bool = False   # not due yet: to be remembered, not handled
-    due: bool = False        # came from the deferred table (it fell due)
+    deferred: bool = False  # not due yet: to be remembered, not handled
+    due: bool = False  # came from the deferred table (it fell due)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    kind: str                # handled, retry, parked, deferred
-    delay: float = 0.0       # seconds to back off before the retry
+    kind: str  # handled, retry, parked, deferred
+    delay: float = 0.0  # seconds to back off before the retry
 
 
 HANDLED, PARKED, DEFERRED = Outcome("handled"), Outcome("parked"), Outcome("deferred")
@@ -58,10 +59,14 @@ def cursor_of(e, name: str) -> int:
 def no_cursor(e, name: str) -> KeyError:
     """The error for a consumer with no cursor row: registered (its code) or not."""
     if name in e.registry.consumers:
-        return KeyError(f"consumer {name!r} is registered but has no cursor row; "
-                        "register_consumer gives it one (add_consumer, for an engine)")
-    return KeyError(f"consumer {name!r} has no cursor and is not registered; registered consumers: "
-                    f"{', '.join(sorted(e.registry.consumers)) or 'none'}")
+        return KeyError(
+            f"consumer {name!r} is registered but has no cursor row; "
+            "register_consumer gives it one (add_consumer, for an engine)"
+        )
+    return KeyError(
+        f"consumer {name!r} has no cursor and is not registered; registered consumers: "
+        f"{', '.join(sorted(e.registry.consumers)) or 'none'}"
+    )
 
 
 def fetch_due(e, now: int, name: str) -> list[dict]:
@@ -98,8 +103,7 @@ def fetch(e, now: int, name: str) -> list[dict]:
     if low is not None and cursor < low - 1 and (name, low) not in e.behind_noted:
         # retention pruned rows this consumer never read: it fell behind the window
         e.behind_noted.add((name, low))
-        e.trace.add(now, "fell_behind", e.actor, who=name,
-                    detail=f"cursor {cursor} < oldest retained seq {low}")
+        e.trace.add(now, "fell_behind", e.actor, who=name, detail=f"cursor {cursor} < oldest retained seq {low}")
     if cfg.read_mode == "settled":
         horizon = now - seconds_to_us(cfg.settle)
         for i, r in enumerate(rows):
@@ -141,8 +145,14 @@ def _until_gap(e, now, name, cursor, rows):
                     e.trace.add(now, "gap_wait", e.actor, who=name, what=expected)
                 e.wake_at[name] = first + seconds_to_us(e.config.gap_timeout)
                 return rows[:i]
-            e.trace.add(now, "gap_skipped", e.actor, who=name, what=expected,
-                        detail=f"seqs {expected}..{r['seq'] - 1} missing for {waited:g}s")
+            e.trace.add(
+                now,
+                "gap_skipped",
+                e.actor,
+                who=name,
+                what=expected,
+                detail=f"seqs {expected}..{r['seq'] - 1} missing for {waited:g}s",
+            )
             e.gaps.pop(key, None)
         expected = r["seq"] + 1
     return rows

@@ -15,21 +15,22 @@ parked, deferred, cursor, cursor_start, reset, pruned, fell_behind, gap_wait,
 gap_skipped, hint, hint_dropped, hint_missed, catch_up (a read by every consumer after the
 listener connected again), published, crashed, restarted.
 """
+
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from fanoutsim.kernel.faults import NoFaults
-from fanoutsim.kernel.metrics import Metrics
-from fanoutsim.kernel.store import Store
-from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.designs.outbox import commit as _commit
 from fanoutsim.designs.outbox import consumers, dispatcher, retention
 from fanoutsim.designs.outbox.bus import TopicBus
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.consumers import OutboxRegistry
-
+from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.store import Store
+from fanoutsim.kernel.trace import Trace, TraceSchema
 
 # the trace in the outbox's words: which consumer, which seq
 TRACE = TraceSchema(who="consumer", what="seq", where=None)
@@ -38,10 +39,18 @@ TRACE = TraceSchema(who="consumer", what="seq", where=None)
 class OutboxEngine:
     actor = "dispatcher"
 
-    def __init__(self, store: Store, config: OutboxConfig, registry: OutboxRegistry, metrics: Metrics,
-                 trace: Trace, faults=None, rng: random.Random | None = None,
-                 notify: Callable[[int, list[str]], None] | None = None,
-                 notify_in_tx: Callable[[Any, list[str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: OutboxConfig,
+        registry: OutboxRegistry,
+        metrics: Metrics,
+        trace: Trace,
+        faults=None,
+        rng: random.Random | None = None,
+        notify: Callable[[int, list[str]], None] | None = None,
+        notify_in_tx: Callable[[Any, list[str]], None] | None = None,
+    ) -> None:
         self.store = store
         self.config = config
         self.registry = registry
@@ -54,10 +63,10 @@ class OutboxEngine:
         self.notify_in_tx = notify_in_tx
         # in memory only: gone with this incarnation
         self.bus = TopicBus()
-        self.gaps: dict[tuple[str, int], int] = {}       # (consumer, missing seq) -> first seen
+        self.gaps: dict[tuple[str, int], int] = {}  # (consumer, missing seq) -> first seen
         self.behind_noted: set[tuple[str, int]] = set()
-        self.wake_at: dict[str, int] = {}                 # consumer -> when a wait (settle, gap) ends
-        self.due_at_fetch: dict[str, int | None] = {}     # consumer -> next due time, read with its last fetch
+        self.wake_at: dict[str, int] = {}  # consumer -> when a wait (settle, gap) ends
+        self.due_at_fetch: dict[str, int | None] = {}  # consumer -> next due time, read with its last fetch
         self.counters: dict[tuple[str, str], Callable] = {}  # (metric, consumer) -> bound counter
 
     # the write path

@@ -16,12 +16,22 @@ Kinds: the kernel's crash kinds; of :mod:`fanoutsim.designs.faults`
 
 Hook: ``run_duration(consumer, now, base)`` — how long a consumer's step takes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from fanoutsim.designs.faults import RUN_DURATION, LateCommit, Notifications, SlowWorkflow
-from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, Fault, Window, checked_number, checked_window, declare
+from fanoutsim.kernel.faults import (
+    CrashAt,
+    CrashAtPoint,
+    CrashRandomly,
+    Fault,
+    Window,
+    checked_number,
+    checked_window,
+    declare,
+)
 
 CRASH_POINTS = (
     "commit.after_change_before_outbox",
@@ -50,8 +60,11 @@ class Backfill(Fault):
             checked_number(self.connections, "backfill.connections", low=1, integer=True)
 
 
-FAULTS = declare("outbox", points=CRASH_POINTS,
-                 kinds=(CrashAt, CrashRandomly, CrashAtPoint, Notifications, LateCommit, SlowWorkflow, Backfill),
-                 hooks=(RUN_DURATION,))
+FAULTS = declare(
+    "outbox",
+    points=CRASH_POINTS,
+    kinds=(CrashAt, CrashRandomly, CrashAtPoint, Notifications, LateCommit, SlowWorkflow, Backfill),
+    hooks=(RUN_DURATION,),
+)
 
 __all__ = ["CRASH_POINTS", "FAULTS", "Backfill"]

@@ -1,7 +1,7 @@
 """What the outbox design's two runtimes share: the public API's plumbing,
 the views of the outbox tables, its trace names and its hint counters."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pandas as pd
 
@@ -9,7 +9,6 @@ from fanoutsim.designs.outbox.config import OUTBOX_FAULT_KINDS
 from fanoutsim.designs.outbox.faults import FAULTS
 from fanoutsim.kernel.frames import store_frame
 from fanoutsim.kernel.validate import is_whole
-
 
 
 def checked_outbox_config(config, seed):
@@ -70,9 +69,14 @@ class OutboxHost:
     def metrics(self) -> dict[str, float]:
         out = self.metrics_registry.as_dict()
         ch = self.channel
-        out.update({"fanoutsim_outbox_hints_sent_total": ch.sent, "fanoutsim_outbox_hints_dropped_total": ch.dropped,
-                    "fanoutsim_outbox_hints_missed_total": ch.missed,
-                    "fanoutsim_outbox_hints_coalesced_total": ch.coalesced})
+        out.update(
+            {
+                "fanoutsim_outbox_hints_sent_total": ch.sent,
+                "fanoutsim_outbox_hints_dropped_total": ch.dropped,
+                "fanoutsim_outbox_hints_missed_total": ch.missed,
+                "fanoutsim_outbox_hints_coalesced_total": ch.coalesced,
+            }
+        )
         return out
 
 

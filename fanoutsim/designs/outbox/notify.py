@@ -36,10 +36,11 @@ and the runtime delivers each after its delay, asking
 again then; None: lost, already counted) and then :meth:`listening` at
 delivery time.
 """
+
 from __future__ import annotations
 
 import random
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from fanoutsim.designs.faults import Notifications
 from fanoutsim.designs.outbox.faults import Backfill
@@ -61,8 +62,11 @@ class ListenerPool:
 
     def held(self, t: float) -> int:
         """Shared connections the backfills hold at ``t`` (s)."""
-        n = sum(self.shared() if b.connections is None else b.connections
-                for b in self.backfills if b.window[0] <= t < b.window[1])
+        n = sum(
+            self.shared() if b.connections is None else b.connections
+            for b in self.backfills
+            if b.window[0] <= t < b.window[1]
+        )
         return min(n, self.shared())
 
     def free_in(self, t: float) -> float:
@@ -75,13 +79,21 @@ class ListenerPool:
 
 def listener_pool(config, plan) -> ListenerPool:
     """The pool of a run: ``config``'s size, reservation and wait, ``plan``'s backfills."""
-    return ListenerPool(config.pool_size, config.reserve_listener, plan.of(Backfill) if plan else (),
-                        config.listener_wait)
+    return ListenerPool(
+        config.pool_size, config.reserve_listener, plan.of(Backfill) if plan else (), config.listener_wait
+    )
 
 
 class NotificationChannel:
-    def __init__(self, spec: Notifications | None = None, *, rng: random.Random | None = None,
-                 start_us: int = 0, trace=None, pool: ListenerPool | None = None) -> None:
+    def __init__(
+        self,
+        spec: Notifications | None = None,
+        *,
+        rng: random.Random | None = None,
+        start_us: int = 0,
+        trace=None,
+        pool: ListenerPool | None = None,
+    ) -> None:
         self.spec = spec or Notifications()
         self.pool = pool or ListenerPool()
         self.rng = rng or random.Random(0)

@@ -29,6 +29,7 @@ late-commit hole, observed rather than drawn.
 The plan's modelled ``drop``, ``delay`` and ``coalesce`` have no real
 counterpart here and are refused.
 """
+
 from __future__ import annotations
 
 import threading
@@ -51,12 +52,17 @@ def check_spec(spec) -> None:
     if spec is None:
         return
     delay = getattr(spec.delay, "mean", spec.delay)
-    modelled = [name for name, off in (("drop", spec.drop == 0), ("coalesce", not spec.coalesce),
-                                       ("delay", delay == 0)) if not off]
+    modelled = [
+        name
+        for name, off in (("drop", spec.drop == 0), ("coalesce", not spec.coalesce), ("delay", delay == 0))
+        if not off
+    ]
     if modelled:
-        raise ValueError(f"Notifications({', '.join(modelled)}=...) is the model's; over PostgreSQL the hints are "
-                         "real (PostgreSQL folds identical payloads itself): use only silent=..., or "
-                         "kill_listener() / pause_listener()")
+        raise ValueError(
+            f"Notifications({', '.join(modelled)}=...) is the model's; over PostgreSQL the hints are "
+            "real (PostgreSQL folds identical payloads itself): use only silent=..., or "
+            "kill_listener() / pause_listener()"
+        )
 
 
 class PgListener:

@@ -1,5 +1,6 @@
 """The outbox dispatcher, drawn: latency against lost hints, cursors over time,
 and the figures ``fanoutsim run`` writes for an outbox scenario (:func:`save_outbox_figures`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,12 +12,20 @@ from matplotlib.figure import Figure
 
 from fanoutsim.designs.outbox import analysis as _a
 from fanoutsim.kernel.plotting import (
-    MAX_SERIES, STYLE, THEORY_COLOR, figure_axes, mark_empty, plain_log, save_figures, style,
+    MAX_SERIES,
+    STYLE,
+    THEORY_COLOR,
+    figure_axes,
+    mark_empty,
+    plain_log,
+    save_figures,
+    style,
 )
 
 
-def outbox_latency_histogram(latencies: pd.DataFrame, poll: float, *, drops=None, by: str = "drop",
-                             ax: Axes | None = None) -> Figure:
+def outbox_latency_histogram(
+    latencies: pd.DataFrame, poll: float, *, drops=None, by: str = "drop", ax: Axes | None = None
+) -> Figure:
     """Commit → handled latency (s) at one safety-poll interval, one step
     histogram per drop rate (log counts), the poll interval dashed.
     ``latencies``: the second frame of :func:`~fanoutsim.designs.outbox.analysis.latency_sweep`;
@@ -56,8 +65,14 @@ def outbox_tail_vs_drop(summary: pd.DataFrame, *, ax: Axes | None = None) -> Fig
             g = g.sort_values("drop")
             color = f"C{i}"
             ax.plot(g["drop"] * 100, g["p99_s"] / poll, marker="o", color=color, label=f"p99, poll {poll:g} s")
-            ax.plot(g["drop"] * 100, g["max_s"] / poll, marker="^", linestyle=":", color=color,
-                    label=f"max, poll {poll:g} s")
+            ax.plot(
+                g["drop"] * 100,
+                g["max_s"] / poll,
+                marker="^",
+                linestyle=":",
+                color=color,
+                label=f"max, poll {poll:g} s",
+            )
         ax.axhline(1.0, color=THEORY_COLOR, linestyle="--", label="one poll interval")
         ax.set_xlabel("hints dropped (%)")
         ax.set_ylabel("latency / safety poll interval")
@@ -84,8 +99,9 @@ def _consumer_panels(names: list, title: str, *, sharey: bool) -> tuple[Figure, 
     return fig, axes
 
 
-def cursor_progress(sim, consumers=None, *, title: str | None = None, lag: bool = False,
-                    ax: Axes | None = None) -> Figure:
+def cursor_progress(
+    sim, consumers=None, *, title: str | None = None, lag: bool = False, ax: Axes | None = None
+) -> Figure:
     """Each consumer's cursor (seq) over virtual time against the head of the
     log, parked rows as crosses; with ``lag=True``, the rows behind the head
     instead (the worst in each stretch of time shaded, the mean drawn). One
@@ -97,8 +113,11 @@ def cursor_progress(sim, consumers=None, *, title: str | None = None, lag: bool 
             fig, axes = ax.figure, [ax] * max(len(names), 1)
             ax.set_title(title or ("lag per consumer" if lag else "cursor per consumer"))
         else:
-            fig, axes = _consumer_panels(names or ["-"], title or ("rows behind the head, per consumer" if lag
-                                                                    else "cursor per consumer"), sharey=True)
+            fig, axes = _consumer_panels(
+                names or ["-"],
+                title or ("rows behind the head, per consumer" if lag else "cursor per consumer"),
+                sharey=True,
+            )
         axes[-1].set_xlabel("virtual time (s)")
         for a in dict.fromkeys(axes):
             a.set_ylabel("rows behind" if lag else "seq")
@@ -112,8 +131,16 @@ def cursor_progress(sim, consumers=None, *, title: str | None = None, lag: bool 
             if lag:
                 _lag_panel(sim, name, a, color, single=ax is not None)
             else:
-                _cursor_panel(sim, name, a, color, head, [r for r in parked if r["consumer"] == name],
-                              single=ax is not None, first=i == 0)
+                _cursor_panel(
+                    sim,
+                    name,
+                    a,
+                    color,
+                    head,
+                    [r for r in parked if r["consumer"] == name],
+                    single=ax is not None,
+                    first=i == 0,
+                )
         for a in dict.fromkeys(axes):
             a.set_ylim(bottom=0)
             a.legend(loc="upper left", fontsize=7)
@@ -136,20 +163,34 @@ def _lag_panel(sim, name: str, a: Axes, color: str, *, single: bool) -> None:
         a.set_title(f"{name}: at most {worst} rows behind (at t = {at:.0f} s)", fontsize=9, loc="left")
 
 
-def _cursor_panel(sim, name: str, a: Axes, color: str, head: pd.DataFrame, parked: list, *, single: bool,
-                  first: bool) -> None:
+def _cursor_panel(
+    sim, name: str, a: Axes, color: str, head: pd.DataFrame, parked: list, *, single: bool, first: bool
+) -> None:
     if not single or first:
-        a.step(head["t_s"], head["seq"], where="post", color=THEORY_COLOR, linestyle="--", linewidth=1,
-               label="head of the log (last committed seq)")
+        a.step(
+            head["t_s"],
+            head["seq"],
+            where="post",
+            color=THEORY_COLOR,
+            linestyle="--",
+            linewidth=1,
+            label="head of the log (last committed seq)",
+        )
     p = _a.cursor_path(sim, name)
     a.step(p["t_s"], p["cursor"], where="post", color=color, label=f"{name} cursor")
     if parked:
-        a.scatter([(r["parked_at"] - sim.start_us) / 1e6 for r in parked], [r["seq"] for r in parked],
-                  marker="x", s=60, color=color, zorder=3, label=f"{name}: row parked ({len(parked)})")
+        a.scatter(
+            [(r["parked_at"] - sim.start_us) / 1e6 for r in parked],
+            [r["seq"] for r in parked],
+            marker="x",
+            s=60,
+            color=color,
+            zorder=3,
+            label=f"{name}: row parked ({len(parked)})",
+        )
     if not single:
         lag = _a.lag_path(sim, name, step=0.5)["lag"]
-        a.set_title(f"{name}: at most {int(lag.max()) if len(lag) else 0} rows behind the head",
-                    fontsize=9, loc="left")
+        a.set_title(f"{name}: at most {int(lag.max()) if len(lag) else 0} rows behind the head", fontsize=9, loc="left")
 
 
 def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -> Figure:
@@ -170,8 +211,14 @@ def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -
         for i, name in enumerate(names):
             mine = lat.loc[(lat["consumer"] == name) & (lat["latency_s"] > 0), "latency_s"]
             if len(mine):
-                ax.hist(mine, bins=bins, histtype="step", linewidth=1.5, color=f"C{i}",
-                        label=f"{name} (n={len(mine)}, p50 {mine.median() * 1000:.0f} ms)")
+                ax.hist(
+                    mine,
+                    bins=bins,
+                    histtype="step",
+                    linewidth=1.5,
+                    color=f"C{i}",
+                    label=f"{name} (n={len(mine)}, p50 {mine.median() * 1000:.0f} ms)",
+                )
         ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -205,14 +252,27 @@ def cursor_heatmap(sim, consumers=None, *, bins: int = 120, ax: Axes | None = No
             grid.append(high)
         cmap = LinearSegmentedColormap.from_list("behind", ["#ffffff", "#fdae6b", "#d94801", "#7f2704"])
         top = max(float(np.max(grid)), 1.0)
-        image = ax.imshow(np.array(grid), aspect="auto", cmap=cmap, norm=PowerNorm(0.5, vmin=0, vmax=top),
-                          extent=(edges[0], edges[-1], len(names) - 0.5, -0.5), interpolation="nearest")
+        image = ax.imshow(
+            np.array(grid),
+            aspect="auto",
+            cmap=cmap,
+            norm=PowerNorm(0.5, vmin=0, vmax=top),
+            extent=(edges[0], edges[-1], len(names) - 0.5, -0.5),
+            interpolation="nearest",
+        )
         parked = sim.store.rows("parked")
         for i, name in enumerate(names):
             mine = [(r["parked_at"] - sim.start_us) / 1e6 for r in parked if r["consumer"] == name]
             if mine:
-                ax.scatter(mine, [i] * len(mine), marker="x", s=30, color="black", zorder=3,
-                           label="row parked" if i == 0 or not ax.get_legend_handles_labels()[0] else None)
+                ax.scatter(
+                    mine,
+                    [i] * len(mine),
+                    marker="x",
+                    s=30,
+                    color="black",
+                    zorder=3,
+                    label="row parked" if i == 0 or not ax.get_legend_handles_labels()[0] else None,
+                )
         ax.set_yticks(range(len(names)), [f"{n} (max {int(g.max())})" for n, g in zip(names, grid)])
         ax.grid(False)
         fig.colorbar(image, ax=ax, label="rows behind (worst in the stretch)", pad=0.01)
@@ -231,11 +291,16 @@ def save_outbox_figures(sim, out_dir) -> list[Path]:
     rows behind per consumer, one panel each); their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figures = dict(zip(OUTBOX_FIGURES, (
-        consumer_latency_histogram(sim),
-        cursor_heatmap(sim),
-        cursor_progress(sim, lag=True),
-    )))
+    figures = dict(
+        zip(
+            OUTBOX_FIGURES,
+            (
+                consumer_latency_histogram(sim),
+                cursor_heatmap(sim),
+                cursor_progress(sim, lag=True),
+            ),
+        )
+    )
     return save_figures(figures, out)
 
 
@@ -251,8 +316,15 @@ def latency_under_backfill(runs: dict, *, ax: Axes | None = None) -> Figure:
         poll = None
         for i, (label, sim) in enumerate(runs.items()):
             lat = _a.handled_latency(sim)
-            ax.plot(lat["committed_s"], lat["latency_s"], marker=".", linestyle="none", markersize=4,
-                    color=f"C{i}", label=f"{label} (max {lat['latency_s'].max():.2f} s)")
+            ax.plot(
+                lat["committed_s"],
+                lat["latency_s"],
+                marker=".",
+                linestyle="none",
+                markersize=4,
+                color=f"C{i}",
+                label=f"{label} (max {lat['latency_s'].max():.2f} s)",
+            )
             lo, hi = sim.backfill_window
             poll = sim.config.safety_poll_interval
         ax.axvspan(lo, hi, color="0.9", zorder=0, label="backfill holds the pool")

@@ -115,6 +115,7 @@ its one connection (probes, heartbeats, health checks) are in the measured
 read cost, not modelled one by one; pgqueuer's events are counted per
 dispatched job, the model's wake is one flag.
 """
+
 from __future__ import annotations
 
 import functools
@@ -123,8 +124,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from fanoutsim.kernel.dist import Dist
 from fanoutsim.designs.faults import Notifications
+from fanoutsim.kernel.dist import Dist
 
 HINT_COST_FILE = Path(__file__).with_name("hint_cost.json")
 
@@ -139,15 +140,16 @@ def hint_cost() -> dict:
 class Measured:
     """What a hint and a read cost on one machine, measured (seconds, empirical laws)."""
 
-    hint_delay: Dist       # commit -> the worker heard the hint
-    read_cost: Dist        # a round a hint began: the hint heard -> the job's handler began
+    hint_delay: Dist  # commit -> the worker heard the hint
+    read_cost: Dist  # a round a hint began: the hint heard -> the job's handler began
     empty_read_cost: Dist  # a fetch that found nothing: called -> returned
 
     @classmethod
-    def of(cls, hint_delay, read_cost, empty_read_cost) -> "Measured":
+    def of(cls, hint_delay, read_cost, empty_read_cost) -> Measured:
         """From samples (lists of seconds >= 0), each an empirical law."""
-        return cls(*(Dist.empirical([float(x) for x in samples])
-                     for samples in (hint_delay, read_cost, empty_read_cost)))
+        return cls(
+            *(Dist.empirical([float(x) for x in samples]) for samples in (hint_delay, read_cost, empty_read_cost))
+        )
 
 
 @dataclass(frozen=True)
@@ -165,8 +167,10 @@ class Preset:
         """The costs measured in :data:`HINT_COST_FILE`."""
         data = hint_cost()["libraries"].get(self.library)
         if data is None:
-            raise ValueError(f"{HINT_COST_FILE.name} holds no measurement of {self.library}; "
-                             "run python -m fanoutsim.designs.outbox.realqueues.hintcost --write")
+            raise ValueError(
+                f"{HINT_COST_FILE.name} holds no measurement of {self.library}; "
+                "run python -m fanoutsim.designs.outbox.realqueues.hintcost --write"
+            )
         return Measured.of(data["hint_latency_s"], data["read_cost_s"], data["empty_fetch_s"])
 
     def config_values(self, measured: Measured | None = None) -> dict:
@@ -189,55 +193,106 @@ class Preset:
         return Notifications(drop=drop, delay=(measured or self.measured()).hint_delay, silent=silent)
 
 
-_MEASURED = ("measured: hint_cost.json, libraries.{lib}.read_cost_s", "measured: hint_cost.json, "
-             "libraries.{lib}.empty_fetch_s", "measured: hint_cost.json, libraries.{lib}.hint_latency_s")
+_MEASURED = (
+    "measured: hint_cost.json, libraries.{lib}.read_cost_s",
+    "measured: hint_cost.json, libraries.{lib}.empty_fetch_s",
+    "measured: hint_cost.json, libraries.{lib}.hint_latency_s",
+)
 
 PRESETS = {
     "procrastinate-3.10": Preset(
-        "procrastinate-3.10", "procrastinate", "3.10.0",
-        options=(("safety_poll_interval", 5.0), ("poll_mode", "idle"), ("wake_mode", "after_fetch"),
-                 ("catch_up", False), ("batch_limit", 1), ("read_until_empty", True)),
+        "procrastinate-3.10",
+        "procrastinate",
+        "3.10.0",
+        options=(
+            ("safety_poll_interval", 5.0),
+            ("poll_mode", "idle"),
+            ("wake_mode", "after_fetch"),
+            ("catch_up", False),
+            ("batch_limit", 1),
+            ("read_until_empty", True),
+        ),
         sources=(
-            ("safety_poll_interval", "procrastinate/worker.py: FETCH_JOB_POLLING_INTERVAL = 5.0, the default "
-                                     "of Worker(fetch_job_polling_interval=...)"),
-            ("poll_mode", "procrastinate/worker.py: Worker._run_loop waits asyncio.sleep(fetch_job_polling_interval) "
-                          "anew after each round: an idle timeout"),
-            ("wake_mode", "procrastinate/worker.py: _fetch_and_process_jobs clears _new_job_event in the finally "
-                          "of every fetch: a hint during the last, empty fetch is lost"),
-            ("catch_up", "procrastinate/psycopg_connector.py: listen_notify LISTENs again after a lost "
-                         "connection and tells the worker nothing"),
+            (
+                "safety_poll_interval",
+                "procrastinate/worker.py: FETCH_JOB_POLLING_INTERVAL = 5.0, the default "
+                "of Worker(fetch_job_polling_interval=...)",
+            ),
+            (
+                "poll_mode",
+                "procrastinate/worker.py: Worker._run_loop waits asyncio.sleep(fetch_job_polling_interval) "
+                "anew after each round: an idle timeout",
+            ),
+            (
+                "wake_mode",
+                "procrastinate/worker.py: _fetch_and_process_jobs clears _new_job_event in the finally "
+                "of every fetch: a hint during the last, empty fetch is lost",
+            ),
+            (
+                "catch_up",
+                "procrastinate/psycopg_connector.py: listen_notify LISTENs again after a lost "
+                "connection and tells the worker nothing",
+            ),
             ("batch_limit", "procrastinate/sql/schema.sql: procrastinate_fetch_job_v2 takes LIMIT 1"),
-            ("read_until_empty", "procrastinate/worker.py: _fetch_and_process_jobs fetches until a fetch finds "
-                                 "no job"),
+            ("read_until_empty", "procrastinate/worker.py: _fetch_and_process_jobs fetches until a fetch finds no job"),
             ("read_cost", _MEASURED[0].format(lib="procrastinate")),
             ("empty_read_cost", _MEASURED[1].format(lib="procrastinate")),
             ("hint_delay", _MEASURED[2].format(lib="procrastinate")),
-        )),
+        ),
+    ),
     "pgqueuer-1.6": Preset(
-        "pgqueuer-1.6", "pgqueuer", "1.6.0",
-        options=(("safety_poll_interval", 30.0), ("poll_mode", "idle"), ("wake_mode", "before_fetch"),
-                 ("catch_up", False), ("batch_limit", 10), ("read_until_empty", True), ("repoll", 0.1),
-                 ("self_hint_every", Dist("uniform", 0.08, 0.12))),
+        "pgqueuer-1.6",
+        "pgqueuer",
+        "1.6.0",
+        options=(
+            ("safety_poll_interval", 30.0),
+            ("poll_mode", "idle"),
+            ("wake_mode", "before_fetch"),
+            ("catch_up", False),
+            ("batch_limit", 10),
+            ("read_until_empty", True),
+            ("repoll", 0.1),
+            ("self_hint_every", Dist("uniform", 0.08, 0.12)),
+        ),
         sources=(
-            ("safety_poll_interval", "pgqueuer/core/qm.py: QueueManager.run(dequeue_timeout=timedelta(seconds=30)); "
-                                     "pgq run --dequeue-timeout 30"),
-            ("poll_mode", "pgqueuer/core/qm.py: QueueManager.run waits wait_for_notice_event(queue, timeout) "
-                          "after each round: an idle timeout"),
-            ("wake_mode", "pgqueuer/core/listeners.py: events queue up in PGNoticeEventListener (an asyncio.Queue) "
-                          "and are never cleared: none is lost during a dequeue"),
-            ("catch_up", "pgqueuer LISTENs on its one connection: a lost connection ends QueueManager.run "
-                         "(no reconnect to catch up after)"),
+            (
+                "safety_poll_interval",
+                "pgqueuer/core/qm.py: QueueManager.run(dequeue_timeout=timedelta(seconds=30)); "
+                "pgq run --dequeue-timeout 30",
+            ),
+            (
+                "poll_mode",
+                "pgqueuer/core/qm.py: QueueManager.run waits wait_for_notice_event(queue, timeout) "
+                "after each round: an idle timeout",
+            ),
+            (
+                "wake_mode",
+                "pgqueuer/core/listeners.py: events queue up in PGNoticeEventListener (an asyncio.Queue) "
+                "and are never cleared: none is lost during a dequeue",
+            ),
+            (
+                "catch_up",
+                "pgqueuer LISTENs on its one connection: a lost connection ends QueueManager.run "
+                "(no reconnect to catch up after)",
+            ),
             ("batch_limit", "pgqueuer/core/qm.py: QueueManager.run(batch_size=10); pgq run --batch-size 10"),
             ("read_until_empty", "pgqueuer/core/qm.py: fetch_jobs dequeues until a dequeue returns nothing"),
-            ("repoll", "pgqueuer/core/qm.py: _effective_dequeue_timeout returns min_dequeue_poll_interval "
-                       "(0.1 s) when eligible_queued_work finds a ready job"),
-            ("self_hint_every", "pgqueuer/core/buffers.py: JobStatusLogBuffer flushes finished jobs every "
-                                "0.1 s x uniform(0.8, 1.2); its DELETE NOTIFYs through the queue table's "
-                                "statement trigger (domain/schema/notify.py)"),
+            (
+                "repoll",
+                "pgqueuer/core/qm.py: _effective_dequeue_timeout returns min_dequeue_poll_interval "
+                "(0.1 s) when eligible_queued_work finds a ready job",
+            ),
+            (
+                "self_hint_every",
+                "pgqueuer/core/buffers.py: JobStatusLogBuffer flushes finished jobs every "
+                "0.1 s x uniform(0.8, 1.2); its DELETE NOTIFYs through the queue table's "
+                "statement trigger (domain/schema/notify.py)",
+            ),
             ("read_cost", _MEASURED[0].format(lib="pgqueuer")),
             ("empty_read_cost", _MEASURED[1].format(lib="pgqueuer")),
             ("hint_delay", _MEASURED[2].format(lib="pgqueuer")),
-        )),
+        ),
+    ),
 }
 
 
@@ -285,8 +340,13 @@ def _toml(value) -> str:
     if isinstance(value, Dist):
         if value.law == "empirical":
             return '{ dist = "empirical", samples = [' + ", ".join(repr(x) for x in value.samples) + "] }"
-        return "{ " + ", ".join(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"'
-                                for k, v in value.as_table().items()) + " }"
+        return (
+            "{ "
+            + ", ".join(
+                f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in value.as_table().items()
+            )
+            + " }"
+        )
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -302,8 +362,15 @@ def scenario_toml(name: str) -> str:
     sources = "\n".join(f"#   {k:<{width}}  {why}" for k, why in p.sources)
     outbox = "\n".join(f"{k} = {_toml(v)}" for k, v in p.config_values().items())
     return _SCENARIO.format(
-        name=p.name, library=p.library, version=p.version, sources=sources, outbox=outbox,
-        measured=data["measured"], jobs=data["libraries"][p.library]["jobs"], delay=_toml(p.hint_delay()))
+        name=p.name,
+        library=p.library,
+        version=p.version,
+        sources=sources,
+        outbox=outbox,
+        measured=data["measured"],
+        jobs=data["libraries"][p.library]["jobs"],
+        delay=_toml(p.hint_delay()),
+    )
 
 
 def preset(name: str) -> Preset:

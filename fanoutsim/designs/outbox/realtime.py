@@ -40,25 +40,35 @@ stop is a row of ``runner_log``, so a start that follows no stop marks a kill.
 PostgreSQL database (:mod:`.roles`: ``dispatcher``, ``consumers``,
 ``retention``, ``writers``; ``all``, the default, is the whole dispatcher).
 """
+
 from __future__ import annotations
 
 from typing import Any
 
+from fanoutsim.designs.faults import Notifications
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.engine import OutboxEngine
 from fanoutsim.designs.outbox.host import checked_outbox_config
 from fanoutsim.designs.outbox.roles import BUS, CONSUMERS
 from fanoutsim.designs.outbox.runtime import OutboxRuntime
 from fanoutsim.designs.stores import open_store
-from fanoutsim.designs.faults import Notifications
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime
 
 
 class OutboxRealtime(OutboxRuntime, SteppedWallRuntime):
     """The outbox dispatcher running for real, on the wall clock."""
 
-    def __init__(self, config: OutboxConfig | None = None, store: Any = "outbox.duckdb", faults=None,
-                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0, role: str = "all") -> None:
+    def __init__(
+        self,
+        config: OutboxConfig | None = None,
+        store: Any = "outbox.duckdb",
+        faults=None,
+        *,
+        seed: int = 0,
+        trace: bool = True,
+        stop_timeout: float = 10.0,
+        role: str = "all",
+    ) -> None:
         self._take_role(role)  # one part of the dispatcher (see .roles), refused before the store is opened
         self.config = checked_outbox_config(config, seed)
         self.seed = seed
@@ -90,8 +100,10 @@ class OutboxRealtime(OutboxRuntime, SteppedWallRuntime):
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
-            return (f"the dispatcher is {self._state}; commit and the consumer API need a running (or "
-                    f"not yet started) OutboxRealtime: make a new one over the same store")
+            return (
+                f"the dispatcher is {self._state}; commit and the consumer API need a running (or "
+                f"not yet started) OutboxRealtime: make a new one over the same store"
+            )
         return "the dispatcher is down (crashed); it restarts after its downtime, or call restart()"
 
     # -- PostgreSQL's LISTEN/NOTIFY, for real (pglisten.py) ----------------------------
@@ -109,8 +121,7 @@ class OutboxRealtime(OutboxRuntime, SteppedWallRuntime):
         """The listener reads nothing for ``seconds``; PostgreSQL queues the hints meanwhile."""
         self._pg_listener().pause(seconds)
 
-    def hold_commit(self, page_id: str, body: str | None = None, *, hold: float,
-                    topic: str | None = None) -> int:
+    def hold_commit(self, page_id: str, body: str | None = None, *, hold: float, topic: str | None = None) -> int:
         """Commit a page change whose transaction (its own connection; seq taken
         at insert) stays open ``hold`` seconds; blocks the caller that long."""
         pg = self._pg_listener()

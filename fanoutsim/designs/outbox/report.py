@@ -1,5 +1,6 @@
 """An outbox run's report (:func:`fanoutsim.designs.outbox.analysis.outbox_report`) and its
 checker's verdict as plain text. Latencies in seconds: a slow or late consumer stretches them to minutes."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,21 +31,24 @@ def format_outbox_report(report: dict[str, Any]) -> str:
             f"safety poll every {secs(cfg.get('safety_poll_interval'), 3).rstrip('0').rstrip('.')} s "
             f"(batch {cfg.get('batch_limit')}), hints {'on' if cfg.get('notify') else 'off'}, "
             f"read mode {read}, retention {secs(cfg.get('retention'), 0)} s "
-            f"(pruned every {secs(cfg.get('retention_interval'), 0)} s)")
+            f"(pruned every {secs(cfg.get('retention_interval'), 0)} s)"
+        )
     out.append("")
 
     ob, tot = report["outbox"], report["totals"]
     out += table(
         ["totals", "count", "detail"],
-        [["rows committed", count(ob["committed"]), "each with its outbox row, in one transaction"],
-         ["rows retained", count(ob["retained"]), "still in the outbox now"],
-         ["rows pruned", count(ob["pruned"]), "by the retention step"],
-         ["deliveries", count(tot["delivered"]), "(consumer, row) pairs handled at least once"],
-         ["duplicates", count(tot["extra_deliveries"]), cause_text(tot["duplicates_by_cause"])],
-         ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
-         ["parked", count(tot["parked"]), "retry budget spent: in the parked table"],
-         ["pending", count(tot["pending"]), "ahead of a cursor, or deferred, at the end"],
-         ["crashes", count(report["crashes"]), "of the dispatcher process"]],
+        [
+            ["rows committed", count(ob["committed"]), "each with its outbox row, in one transaction"],
+            ["rows retained", count(ob["retained"]), "still in the outbox now"],
+            ["rows pruned", count(ob["pruned"]), "by the retention step"],
+            ["deliveries", count(tot["delivered"]), "(consumer, row) pairs handled at least once"],
+            ["duplicates", count(tot["extra_deliveries"]), cause_text(tot["duplicates_by_cause"])],
+            ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
+            ["parked", count(tot["parked"]), "retry budget spent: in the parked table"],
+            ["pending", count(tot["pending"]), "ahead of a cursor, or deferred, at the end"],
+            ["crashes", count(report["crashes"]), "of the dispatcher process"],
+        ],
         "<><",
     )
     out.append("")
@@ -53,24 +57,54 @@ def format_outbox_report(report: dict[str, Any]) -> str:
     rows = []
     for c in report["consumers"]:
         lat = c["latency_s"]
-        rows.append([c["consumer"], count(c["cursor"]), count(c["delivered"]),
-                     with_causes(c["duplicates"], c["duplicates_by_cause"]),
-                     with_causes(c["lost"], c["lost_by_cause"]), count(c["parked"]), count(c["pending"]),
-                     count(c["failures"]), secs(lat["p50"], 3), secs(lat["p99"], 3), secs(lat["max"], 3)])
+        rows.append(
+            [
+                c["consumer"],
+                count(c["cursor"]),
+                count(c["delivered"]),
+                with_causes(c["duplicates"], c["duplicates_by_cause"]),
+                with_causes(c["lost"], c["lost_by_cause"]),
+                count(c["parked"]),
+                count(c["pending"]),
+                count(c["failures"]),
+                secs(lat["p50"], 3),
+                secs(lat["p99"], 3),
+                secs(lat["max"], 3),
+            ]
+        )
     if rows:
-        out += table(["consumer", "cursor", "delivered", "duplicates", "lost", "parked", "pending",
-                       "failures", "p50", "p99", "max"], rows, "<>>>>>>>>>>")
+        out += table(
+            [
+                "consumer",
+                "cursor",
+                "delivered",
+                "duplicates",
+                "lost",
+                "parked",
+                "pending",
+                "failures",
+                "p50",
+                "p99",
+                "max",
+            ],
+            rows,
+            "<>>>>>>>>>>",
+        )
         out.append("  failures: failed attempts (retried with backoff; the budget-th parks the row)")
     else:
         out.append("  (none)")
     out.append("")
 
     h, bus = report["hints"], report["bus"]
-    out.append(f"Hints: {count(h['sent'])} sent, {count(h['dropped'])} dropped{share(h['dropped'], h['sent'])}, "
-               f"{count(h['missed'])} missed (no listener), {count(h['coalesced'])} coalesced; "
-               f"a row without its hint waits for the safety poll")
-    out.append(f"Topic bus (best effort, not durable): {count(bus['published'])} rows published, "
-               f"{count(bus['unpublished'])} never, {count(bus['receipts'])} receipts by live subscribers")
+    out.append(
+        f"Hints: {count(h['sent'])} sent, {count(h['dropped'])} dropped{share(h['dropped'], h['sent'])}, "
+        f"{count(h['missed'])} missed (no listener), {count(h['coalesced'])} coalesced; "
+        f"a row without its hint waits for the safety poll"
+    )
+    out.append(
+        f"Topic bus (best effort, not durable): {count(bus['published'])} rows published, "
+        f"{count(bus['unpublished'])} never, {count(bus['receipts'])} receipts by live subscribers"
+    )
     return "\n".join(out) + "\n"
 
 
@@ -78,9 +112,11 @@ def format_outbox_check(checked) -> str:
     """The outbox checker's verdict (:func:`fanoutsim.designs.outbox.checker.check_outbox`) as text:
     the totals, the causes, and the rows that make a run INVALID."""
     t = checked.total
-    lines = [f"outbox check: {'VALID' if checked.valid else 'INVALID'}",
-             f"  committed {t['committed']}  delivered {t['delivered']}  duplicates {t['extra_deliveries']}  "
-             f"lost {t['lost']}  parked {t['parked']}  pending {t['pending']}"]
+    lines = [
+        f"outbox check: {'VALID' if checked.valid else 'INVALID'}",
+        f"  committed {t['committed']}  delivered {t['delivered']}  duplicates {t['extra_deliveries']}  "
+        f"lost {t['lost']}  parked {t['parked']}  pending {t['pending']}",
+    ]
     lines += cause_lines(t)
     bad_lost = checked.lost[checked.lost["cause"].isin(("late_commit", "unknown"))]
     bad_dups = checked.duplicates[checked.duplicates["cause"] == "unknown"]
@@ -91,6 +127,8 @@ def format_outbox_check(checked) -> str:
             causes = ", ".join(sorted(set(g["cause"])))
             lines.append(f"  {consumer}: {what} ({causes}): seqs {shown}")
     if not checked.valid:
-        lines.append("  (valid needs every loss documented — pruned, gap_timeout — and every duplicate "
-                     "caused by a crash or a reset)")
+        lines.append(
+            "  (valid needs every loss documented — pruned, gap_timeout — and every duplicate "
+            "caused by a crash or a reset)"
+        )
     return "\n".join(lines)

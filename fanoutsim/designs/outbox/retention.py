@@ -8,6 +8,7 @@ sees them: the dispatcher notes it (``fell_behind``) and the checker counts
 those rows as lost with cause ``pruned``. A rebuildable consumer recovers by a
 reset: rebuild from the base tables, then replay what is retained.
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.timeutil import seconds_to_us

@@ -28,6 +28,7 @@ process committed without a trace (``fanoutsim write``) is read from the
 ``outbox`` table, as committed at its stamp. It needs the rows still in the
 table: check before retention prunes them.
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
@@ -36,11 +37,16 @@ from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
 BUS, CONSUMERS, RETENTION = "bus", "consumers", "retention"
 
 ROLES = Roles(
-    "outbox", "the whole dispatcher: the topic bus, every consumer's loop, retention, the scenario's workloads",
-    dispatcher=((BUS,), "the topic bus: each committed row to its topic's live subscribers, woken by LISTEN "
-                        "and the safety poll"),
-    consumers=((CONSUMERS,), "every consumer's loop, reading past its cursor (run one: two would handle every "
-                             "row twice)"),
+    "outbox",
+    "the whole dispatcher: the topic bus, every consumer's loop, retention, the scenario's workloads",
+    dispatcher=(
+        (BUS,),
+        "the topic bus: each committed row to its topic's live subscribers, woken by LISTEN and the safety poll",
+    ),
+    consumers=(
+        (CONSUMERS,),
+        "every consumer's loop, reading past its cursor (run one: two would handle every row twice)",
+    ),
     retention=((RETENTION,), "the retention loop"),
     writers=((WORKLOADS,), "the scenario's workloads: page commits at Poisson times"),
 )
@@ -73,9 +79,16 @@ def _with_untraced_commits(traces: list, rows: list[dict]):
     untraced = [r for r in rows if r["seq"] not in seen]
     if not untraced:
         return merged
-    extra = pd.DataFrame({"t": [r["ts"] for r in untraced], "kind": "committed", "actor": "writer",
-                          "consumer": None, "seq": [r["seq"] for r in untraced],
-                          "detail": [r["kind"] for r in untraced]})
+    extra = pd.DataFrame(
+        {
+            "t": [r["ts"] for r in untraced],
+            "kind": "committed",
+            "actor": "writer",
+            "consumer": None,
+            "seq": [r["seq"] for r in untraced],
+            "detail": [r["kind"] for r in untraced],
+        }
+    )
     return merged_trace([merged, extra])
 
 

@@ -46,20 +46,22 @@ A crash — a :class:`~fanoutsim.kernel.faults.Crash` at a named point, ``CrashA
 listener and throws the engine away (bus subscribers, retry counts, gap
 timers); a restart builds a new one over the same tables.
 """
+
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
+from fanoutsim.designs.faults import LateCommit, Notifications
 from fanoutsim.designs.outbox.config import NO_COST, OutboxConfig, OutboxWorkload
 from fanoutsim.designs.outbox.dispatcher import DEFERRED
 from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
-from fanoutsim.designs.faults import LateCommit, Notifications
 from fanoutsim.designs.outbox.roles import BUS, CONSUMERS, RETENTION, ROLES
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.runtime.roles import WORKLOADS
@@ -84,8 +86,13 @@ class OutboxRuntime(OutboxHost):
     def _setup(self) -> None:
         self.registry = OutboxRegistry()
         spec = (self.plan.of(Notifications) or [None])[0] if self.plan else None
-        self.channel = NotificationChannel(spec, rng=self._rng("notify"), start_us=self.start_us,
-                                           trace=self._trace, pool=listener_pool(self.config, self.plan))
+        self.channel = NotificationChannel(
+            spec,
+            rng=self._rng("notify"),
+            start_us=self.start_us,
+            trace=self._trace,
+            pool=listener_pool(self.config, self.plan),
+        )
         self._late = self.plan.of(LateCommit) if self.plan else []
         self._late_rng = self._rng("late")
         self._workloads = 0
@@ -97,10 +104,17 @@ class OutboxRuntime(OutboxHost):
     # -- the binding --------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> OutboxEngine:
         pg = self._pg
-        return OutboxEngine(self.store, self.config, self.registry, self.metrics_registry, self._trace,
-                            self.faults, self._rng("outbox", incarnation),
-                            notify=self._send_hints if pg is None else None,
-                            notify_in_tx=None if pg is None else pg.send)
+        return OutboxEngine(
+            self.store,
+            self.config,
+            self.registry,
+            self.metrics_registry,
+            self._trace,
+            self.faults,
+            self._rng("outbox", incarnation),
+            notify=self._send_hints if pg is None else None,
+            notify_in_tx=None if pg is None else pg.send,
+        )
 
     def _start_loops(self, engine: OutboxEngine) -> None:
         # the groups of loops this process runs (every one, unless a role picks some)
@@ -356,8 +370,9 @@ class OutboxRuntime(OutboxHost):
             self._call(engine.commit, page, body, topic=topic, seq=seq, stamp=stamp)
 
     # -- the API --------------------------------------------------------------
-    def register_consumer(self, name: str, fn: Callable[[dict], Any] | None = None, *,
-                          start="beginning", **guardrails) -> int:
+    def register_consumer(
+        self, name: str, fn: Callable[[dict], Any] | None = None, *, start="beginning", **guardrails
+    ) -> int:
         """Register a consumer and give it a cursor (kept if the store has one: a
         restarted process resumes; see :mod:`fanoutsim.designs.outbox.consumers`);
         returns the cursor. Guardrails: duration, timeout, backoff, backoff_cap,
@@ -368,8 +383,12 @@ class OutboxRuntime(OutboxHost):
                 cursor = self._api(OutboxEngine.add_consumer, name, start)
             with self._proc:
                 engine = self.engine
-                if (self._looping and engine is not None and self._runs(CONSUMERS)
-                        and not self._loop_running(("consumer", name))):
+                if (
+                    self._looping
+                    and engine is not None
+                    and self._runs(CONSUMERS)
+                    and not self._loop_running(("consumer", name))
+                ):
                     self._start_consumer(engine, name)
         return cursor
 
@@ -400,12 +419,21 @@ class OutboxRuntime(OutboxHost):
         else:
             at = self.start_us + round(due_at * US)
         if at < now - round(self._due_slack * US):
-            raise ValueError(f"due_at {due_at!r} is in the past (now is {(now - self.start_us) / US:g} s "
-                             "since start); deferred work must be due now or later")
+            raise ValueError(
+                f"due_at {due_at!r} is in the past (now is {(now - self.start_us) / US:g} s "
+                "since start); deferred work must be due now or later"
+            )
         return max(at, now)
 
-    def commit(self, page_id: str, body: str | None = None, *, topic: str | None = None,
-               kind: str = "page.updated", due_at: float | datetime | None = None) -> int | None:
+    def commit(
+        self,
+        page_id: str,
+        body: str | None = None,
+        *,
+        topic: str | None = None,
+        kind: str = "page.updated",
+        due_at: float | datetime | None = None,
+    ) -> int | None:
         """Commit a change to a page now; returns its seq (None if a crash took the
         writer down). ``due_at``: seconds since start, on :attr:`now`'s scale
         (``now + 3``: in three seconds), or an aware datetime; not in the past."""
@@ -421,8 +449,9 @@ class OutboxRuntime(OutboxHost):
         with self._proc:
             self._engine_or_raise().bus.subscribe(topic, callback)
 
-    def add_workload(self, rate: float, *, pages: int = 100, start: float = 0.0,
-                     stop: float | None = None, topic: str | None = None) -> None:
+    def add_workload(
+        self, rate: float, *, pages: int = 100, start: float = 0.0, stop: float | None = None, topic: str | None = None
+    ) -> None:
         """Commit page changes at Poisson times, ``rate`` per second, from
         ``start`` to ``stop`` (seconds since the start); the arguments are
         checked as a scenario file's ``[[workload]]`` keys are."""

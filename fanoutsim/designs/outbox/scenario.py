@@ -67,6 +67,7 @@ is built, and every problem is reported in one
 (:data:`SCHEMA`) declares all of this once: the checks, the defaults, the docs
 and ``data/schemas/outbox.schema.json``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -76,20 +77,51 @@ from datetime import datetime
 from typing import Any
 
 from fanoutsim.designs.outbox.config import (
-    OUTBOX_FAULT_KINDS, POLL_MODES, READ_MODES, WAKE_MODES, ConsumerSpec, OutboxConfig, OutboxWorkload,
+    OUTBOX_FAULT_KINDS,
+    POLL_MODES,
+    READ_MODES,
+    WAKE_MODES,
+    ConsumerSpec,
+    OutboxConfig,
+    OutboxWorkload,
 )
-from fanoutsim.kernel.dist import Dist
 from fanoutsim.designs.outbox.faults import CRASH_POINTS
+from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.scenario import (
-    Array, FaultRules, Faults, Item, Schema, ScenarioError, Settings, check_overrides, checked_args, key,
-    refuse_existing_store, seq_start_needs_join,
+    Array,
+    FaultRules,
+    Faults,
+    Item,
+    ScenarioError,
+    Schema,
+    Settings,
+    check_overrides,
+    checked_args,
+    key,
+    refuse_existing_store,
+    seq_start_needs_join,
 )
 from fanoutsim.kernel.validate import (
-    Distribution, Fraction, IntAtLeast, Name, OrWord, Position, Seconds,
+    Distribution,
+    Fraction,
+    IntAtLeast,
+    Name,
+    OrWord,
+    Position,
+    Seconds,
 )
 
-__all__ = ["OutboxScenario", "ConsumerDef", "OutboxWorkload", "parse_outbox_scenario", "checked_args",
-           "PoisonRow", "TransientFailure", "OUTBOX_FAULT_KINDS", "SCHEMA"]
+__all__ = [
+    "OutboxScenario",
+    "ConsumerDef",
+    "OutboxWorkload",
+    "parse_outbox_scenario",
+    "checked_args",
+    "PoisonRow",
+    "TransientFailure",
+    "OUTBOX_FAULT_KINDS",
+    "SCHEMA",
+]
 
 _SPEC_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ConsumerSpec)}
 
@@ -117,29 +149,50 @@ class ConsumerDef:
     """One ``[[consumers]]`` table: a consumer's guardrails and its scripted failures."""
 
     name: str = key(Name(), doc="the consumer's name (unique)")
-    duration: Dist = key(Distribution(), Dist("fixed", 0.0),
-                         doc='how long a step takes: seconds >= 0, or {dist = "exponential", mean = 0.2}, ...')
-    timeout: float | None = key(OrWord(Seconds(strict=True), "none", "a step is never cut off"),
-                                _SPEC_DEFAULTS["timeout"], doc='seconds > 0, or "none": a step is never cut off')
+    duration: Dist = key(
+        Distribution(),
+        Dist("fixed", 0.0),
+        doc='how long a step takes: seconds >= 0, or {dist = "exponential", mean = 0.2}, ...',
+    )
+    timeout: float | None = key(
+        OrWord(Seconds(strict=True), "none", "a step is never cut off"),
+        _SPEC_DEFAULTS["timeout"],
+        doc='seconds > 0, or "none": a step is never cut off',
+    )
     backoff: float = key(Seconds(), _SPEC_DEFAULTS["backoff"], doc="seconds; doubles per failure ...")
     backoff_cap: float = key(Seconds(), _SPEC_DEFAULTS["backoff_cap"], doc="... up to this")
-    jitter: float = key(Fraction("the share of a backoff drawn away at random"), _SPEC_DEFAULTS["jitter"],
-                        doc="a fraction in [0, 1]: the share of a backoff drawn away at random")
-    retry_budget: int = key(IntAtLeast(1, "the failures on one row that park it"), _SPEC_DEFAULTS["retry_budget"],
-                            doc="the retry_budget-th failure on a row parks it")
+    jitter: float = key(
+        Fraction("the share of a backoff drawn away at random"),
+        _SPEC_DEFAULTS["jitter"],
+        doc="a fraction in [0, 1]: the share of a backoff drawn away at random",
+    )
+    retry_budget: int = key(
+        IntAtLeast(1, "the failures on one row that park it"),
+        _SPEC_DEFAULTS["retry_budget"],
+        doc="the retry_budget-th failure on a row parks it",
+    )
     start: str | int = key(Position(), "beginning", doc='"beginning" | "end" | a seq (int; needs join_at > 0)')
-    join_at: float = key(Seconds(), 0.0, before_until=True,
-                         doc="virtual seconds: when the consumer is registered")
-    fail: float = key(Fraction("the chance that an attempt fails"), 0.0,
-                      doc="the chance that an attempt fails (transient)")
-    poison_every: int | None = key(IntAtLeast(1, "every poison_every-th seq fails on every attempt"), None,
-                                   doc="optional: every poison_every-th seq fails on every attempt")
+    join_at: float = key(Seconds(), 0.0, before_until=True, doc="virtual seconds: when the consumer is registered")
+    fail: float = key(
+        Fraction("the chance that an attempt fails"), 0.0, doc="the chance that an attempt fails (transient)"
+    )
+    poison_every: int | None = key(
+        IntAtLeast(1, "every poison_every-th seq fails on every attempt"),
+        None,
+        doc="optional: every poison_every-th seq fails on every attempt",
+    )
 
     def guardrails(self) -> dict:
         """The keyword arguments of ``OutboxSimulation.register_consumer`` (bar ``fn``, ``start``)."""
         d = self.duration
-        return {"duration": d.a if d.law == "fixed" else d, "timeout": self.timeout, "backoff": self.backoff,
-                "backoff_cap": self.backoff_cap, "jitter": self.jitter, "retry_budget": self.retry_budget}
+        return {
+            "duration": d.a if d.law == "fixed" else d,
+            "timeout": self.timeout,
+            "backoff": self.backoff,
+            "backoff_cap": self.backoff_cap,
+            "jitter": self.jitter,
+            "retry_budget": self.retry_budget,
+        }
 
     def handler(self, seed: int):
         """The consumer's function for a run with ``seed``: raises :class:`PoisonRow`
@@ -155,6 +208,7 @@ class ConsumerDef:
                 raise PoisonRow(f"seq {row['seq']} fails on every attempt (poison_every = {every})")
             if fail and rng.random() < fail:
                 raise TransientFailure(f"drawn failure (fail = {fail:g})")
+
         return handle
 
 
@@ -164,29 +218,46 @@ def _consumer_rules(item: Item) -> None:
         return
     v = item.values
     try:  # what ConsumerSpec checks, should it check more than the declaration does
-        ConsumerSpec(v["name"], None, v["duration"], v["timeout"], v["backoff"], v["backoff_cap"], v["jitter"],
-                     v["retry_budget"])
+        ConsumerSpec(
+            v["name"], None, v["duration"], v["timeout"], v["backoff"], v["backoff_cap"], v["jitter"], v["retry_budget"]
+        )
     except (ValueError, TypeError) as exc:
         item.fail("", str(exc))
 
 
 FAULTS = FaultRules(
-    label="an outbox scenario", accepted=OUTBOX_FAULT_KINDS,
-    refused={**{k: f"reactor design ({why})" for k, why in _REACTOR_ONLY_FAULTS.items()},
-             "restore_backup": "leases design (the outbox model has no backup and restore)"},
+    label="an outbox scenario",
+    accepted=OUTBOX_FAULT_KINDS,
+    refused={
+        **{k: f"reactor design ({why})" for k, why in _REACTOR_ONLY_FAULTS.items()},
+        "restore_backup": "leases design (the outbox model has no backup and restore)",
+    },
     renames={"late_commit": {"topic": "reactor"}, "slow_workflow": {"consumer": "workflow"}},
-    refs={"consumer": "consumers"}, required={"consumer": "the consumer whose steps are slowed"},
-    points=CRASH_POINTS, points_label="the outbox's points")
+    refs={"consumer": "consumers"},
+    required={"consumer": "the consumer whose steps are slowed"},
+    points=CRASH_POINTS,
+    points_label="the outbox's points",
+)
 
 SCHEMA = Schema(
-    design="outbox", doc=__doc__,
+    design="outbox",
+    doc=__doc__,
     title="transactional outbox with NOTIFY hints, safety poll and per-consumer cursors (Subspace)",
     parts=(
-        Settings("outbox", OutboxConfig, choices={"read_mode": READ_MODES, "poll_mode": POLL_MODES,
-                                                  "wake_mode": WAKE_MODES},
-                 doc="any fanoutsim.designs.outbox.OutboxConfig field"),
-        Array("consumers", ConsumerDef, unique="name", noun="consumer", rules=_consumer_rules,
-              required="at least one [[consumers]] table (a name, and optional duration, timeout, backoff, ...)"),
+        Settings(
+            "outbox",
+            OutboxConfig,
+            choices={"read_mode": READ_MODES, "poll_mode": POLL_MODES, "wake_mode": WAKE_MODES},
+            doc="any fanoutsim.designs.outbox.OutboxConfig field",
+        ),
+        Array(
+            "consumers",
+            ConsumerDef,
+            unique="name",
+            noun="consumer",
+            rules=_consumer_rules,
+            required="at least one [[consumers]] table (a name, and optional duration, timeout, backoff, ...)",
+        ),
         Array("workload", OutboxWorkload),
         Faults(FAULTS),
     ),
@@ -255,5 +326,6 @@ def parse_outbox_scenario(data: dict, *, source: str = "<scenario>", default_nam
     """Check a parsed TOML document of the outbox design and make an OutboxScenario;
     raises :class:`ScenarioError` listing every problem."""
     r = SCHEMA.read(data, source=source, default_name=default_name)
-    return OutboxScenario(**r.header(), config=r["outbox"], consumers=r["consumers"], workloads=r["workload"],
-                          faults=r["faults"])
+    return OutboxScenario(
+        **r.header(), config=r["outbox"], consumers=r["consumers"], workloads=r["workload"], faults=r["faults"]
+    )

@@ -5,6 +5,7 @@ for both clocks; this face only picks the virtual driver
 (:class:`~fanoutsim.kernel.runtime.virtual.VirtualRuntime`): virtual seconds
 since ``start``, seeded streams, and :meth:`OutboxSimulation.run`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,8 +28,16 @@ class OutboxSimulation(OutboxRuntime, VirtualRuntime):
     [1]
     """
 
-    def __init__(self, config: OutboxConfig | None = None, seed: int = 0, store: Any = "memory",
-                 *, start=None, faults=None, trace: bool = True) -> None:
+    def __init__(
+        self,
+        config: OutboxConfig | None = None,
+        seed: int = 0,
+        store: Any = "memory",
+        *,
+        start=None,
+        faults=None,
+        trace: bool = True,
+    ) -> None:
         self.config, self.seed = checked_outbox_config(config, seed), seed
         self._open(seed, store, start, faults, trace, opener=open_store)
         self._setup()

@@ -7,6 +7,7 @@ moves only after a row is durably handled, so "past" means handled at least
 once; a crash between handle and cursor re-delivers it (``runner_log`` shows
 the restarts that followed no clean stop).
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.timeutil import from_us
@@ -39,8 +40,10 @@ def _unclean_starts(store) -> int:
 
 def _consumer_line(name: str, cursor: int, seq: int, parked: dict | None, deferred: dict | None) -> str:
     if parked is not None:
-        return (f"parked after {parked['attempts']} failed attempt(s) at {_when(parked['parked_at'])}: "
-                f"{parked['error']} (its cursor moved on; the row waits for an operator)")
+        return (
+            f"parked after {parked['attempts']} failed attempt(s) at {_when(parked['parked_at'])}: "
+            f"{parked['error']} (its cursor moved on; the row waits for an operator)"
+        )
     if deferred is not None:
         return f"deferred until {_when(deferred['due_at'])}: handled then, restarts or not"
     if cursor >= seq:
@@ -60,12 +63,15 @@ def story(rt, seq_text) -> str:
     if row is None and seq > head:
         raise KeyError(f"no outbox row {seq} in this run (its last seq is {head})")
     if row is None:
-        lines = [f"outbox row {seq}: no longer in the outbox (pruned by retention, or a seq its "
-                 f"transaction never committed)"]
+        lines = [
+            f"outbox row {seq}: no longer in the outbox (pruned by retention, or a seq its transaction never committed)"
+        ]
     else:
         due = f", due at {_when(row['due_at'])}" if row.get("due_at") is not None else ""
-        lines = [f"outbox row {seq}: committed at {_when(row['ts'])}, topic {row['topic'] or '-'}, "
-                 f"kind {row['kind']}, page {row['ref']}{due}"]
+        lines = [
+            f"outbox row {seq}: committed at {_when(row['ts'])}, topic {row['topic'] or '-'}, "
+            f"kind {row['kind']}, page {row['ref']}{due}"
+        ]
     parked = {(r["consumer"], r["seq"]): r for r in store.rows("parked")}
     deferred = {(r["consumer"], r["seq"]): r for r in store.rows("deferred")}
     for name in sorted(cursors):
@@ -75,8 +81,10 @@ def story(rt, seq_text) -> str:
         lines.append("  no consumer has a cursor yet")
     unclean = _unclean_starts(store)
     if unclean:
-        lines.append(f"  {unclean} restart(s) followed no clean stop: a row handled just before one may have "
-                     f"been handled again (a crash between handle and cursor)")
+        lines.append(
+            f"  {unclean} restart(s) followed no clean stop: a row handled just before one may have "
+            f"been handled again (a crash between handle and cursor)"
+        )
     return "\n".join(lines) + "\n"
 
 

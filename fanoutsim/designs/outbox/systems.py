@@ -16,17 +16,18 @@
 
 Every run is seeded and on the virtual clock.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from fanoutsim.designs.faults import LateCommit, Notifications
 from fanoutsim.designs.outbox.analysis import handled_latency
 from fanoutsim.designs.outbox.checker import check_outbox
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.presets import preset
-from fanoutsim.designs.faults import LateCommit, Notifications
 from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
 from fanoutsim.kernel.plotting import style
 
@@ -36,6 +37,7 @@ RATES = (1 / 60, 0.1, 0.5, 2.0, 5.0)  # jobs per second: one a minute ... five a
 
 def _sim(config: OutboxConfig, plan: FaultPlan | None = None, seed: int = 0):
     from fanoutsim.designs.outbox.simulation import OutboxSimulation
+
     return OutboxSimulation(config, seed=seed, faults=plan)
 
 
@@ -75,9 +77,20 @@ def lost_hint_cost(rates=RATES, *, drop: float = 0.1, jobs: int = 1000, seed: in
             lat = job_latencies(preset_run(name, rate, drop=drop, jobs=jobs, seed=seed))
             lat = lat[lat["committed_s"] <= jobs / rate]  # the window, before the traffic's tail
             lost = lat.loc[~lat["hinted"], "latency_s"]
-            rows.append({"preset": name, "poll_s": poll, "rate": rate, "jobs": len(lat), "hints_lost": len(lost),
-                         "lost_mean_s": lost.mean(), "lost_p99_s": lost.quantile(0.99), "lost_max_s": lost.max(),
-                         "all_p50_s": lat["latency_s"].median(), "all_p99_s": lat["latency_s"].quantile(0.99)})
+            rows.append(
+                {
+                    "preset": name,
+                    "poll_s": poll,
+                    "rate": rate,
+                    "jobs": len(lat),
+                    "hints_lost": len(lost),
+                    "lost_mean_s": lost.mean(),
+                    "lost_p99_s": lost.quantile(0.99),
+                    "lost_max_s": lost.max(),
+                    "all_p50_s": lat["latency_s"].median(),
+                    "all_p99_s": lat["latency_s"].quantile(0.99),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -113,8 +126,9 @@ def race_run(wake_mode: str, *, read_cost: float = 0.01, hint_delay: float = 0.0
     ``read_cost``; job 2 commits just after that read began, so its hint lands while the
     fetch is in flight. Job 3's hint (at 3 s) is lost: only the poll can rescue job 2.
     The run keeps its reads (``sim.reads``: start, cost, found rows) for the timeline."""
-    config = OutboxConfig(safety_poll_interval=poll, poll_mode="idle", wake_mode=wake_mode, batch_limit=1,
-                          read_cost=read_cost)
+    config = OutboxConfig(
+        safety_poll_interval=poll, poll_mode="idle", wake_mode=wake_mode, batch_limit=1, read_cost=read_cost
+    )
     sim = _recording(config, FaultPlan([Notifications(delay=hint_delay)]))
     sim.register_consumer("worker")
     sim.channel.lose_hints({3})
@@ -140,6 +154,7 @@ def _recording(config: OutboxConfig, plan: FaultPlan, seed: int = 0):
                 cost = draw(found)
                 self.reads.append((self.now, cost, found))
                 return cost
+
             return noted
 
     sim = Recording.__new__(Recording)
@@ -165,21 +180,44 @@ def race_timeline(runs: dict, *, window=(0.995, 1.05)) -> Figure:
         for i, (label, sim) in enumerate(runs.items()):
             y = len(runs) - 1 - i
             for start, cost, found in sim.reads:
-                ax.barh(y, cost * 1000, left=ms(start), height=0.3, color="#c7d7ea", edgecolor="#1f77b4",
-                        hatch=None if found else "//")
+                ax.barh(
+                    y,
+                    cost * 1000,
+                    left=ms(start),
+                    height=0.3,
+                    color="#c7d7ea",
+                    edgecolor="#1f77b4",
+                    hatch=None if found else "//",
+                )
             ev = _events(sim, ["committed", "hint", "delivered"])
             ev = ev[ev["job"].isin([1, 2])]
-            for kind, marker, color, name in (("committed", "|", "#333333", "commit"), ("hint", "v", "#ff7f0e", "hint"),
-                                              ("delivered", "*", "#2ca02c", "handled")):
+            for kind, marker, color, name in (
+                ("committed", "|", "#333333", "commit"),
+                ("hint", "v", "#ff7f0e", "hint"),
+                ("delivered", "*", "#2ca02c", "handled"),
+            ):
                 part = ev[ev["kind"] == kind]
-                ax.scatter(ms(part["t_s"]), [y + 0.32] * len(part), marker=marker, s=90, color=color,
-                           label=name if i == 0 else None, zorder=3)
+                ax.scatter(
+                    ms(part["t_s"]),
+                    [y + 0.32] * len(part),
+                    marker=marker,
+                    s=90,
+                    color=color,
+                    label=name if i == 0 else None,
+                    zorder=3,
+                )
             for job, at in ev[ev["kind"] == "committed"][["job", "t_s"]].itertuples(index=False):
                 ax.annotate(f"job {job}", (ms(at), y + 0.42), ha="right", fontsize=8)
             at = ev.set_index(["kind", "job"])["t_s"]
             waited = 1000 * (at[("delivered", 2)] - at[("committed", 2)])
-            ax.annotate(f"job 2 handled {waited:,.0f} ms after its commit", xy=(0.99, y - 0.22),
-                        xycoords=("axes fraction", "data"), ha="right", va="top", fontsize=9)
+            ax.annotate(
+                f"job 2 handled {waited:,.0f} ms after its commit",
+                xy=(0.99, y - 0.22),
+                xycoords=("axes fraction", "data"),
+                ha="right",
+                va="top",
+                fontsize=9,
+            )
         ax.set_yticks(range(len(runs)), list(reversed(list(runs))))
         ax.set_ylim(-0.7, len(runs) - 0.1)
         ax.set_xlim(0, (window[1] - window[0]) * 1000)
@@ -192,8 +230,9 @@ def race_timeline(runs: dict, *, window=(0.995, 1.05)) -> Figure:
 def race_count(wake_mode: str, *, rate: float = 5.0, minutes: float = 60.0, seed: int = 0, **overrides):
     """The procrastinate preset (its measured costs) with every hint delivered, ``rate``
     jobs/s for ``minutes``; the finished run (its reads kept)."""
-    return preset_run("procrastinate-3.10", rate, drop=0.0, jobs=int(rate * minutes * 60), seed=seed,
-                      wake_mode=wake_mode, **overrides)
+    return preset_run(
+        "procrastinate-3.10", rate, drop=0.0, jobs=int(rate * minutes * 60), seed=seed, wake_mode=wake_mode, **overrides
+    )
 
 
 def in_the_window(sim) -> pd.Series:
@@ -223,16 +262,25 @@ def race_table(runs: dict) -> pd.DataFrame:
         lat = job_latencies(sim)
         hit = in_the_window(sim).to_numpy()
         x, caught = lat["latency_s"], lat["latency_s"][hit]
-        rows.append({"run": label, "jobs": len(lat), "in_the_window": int(hit.sum()),
-                     "their_mean_ms": 1000 * caught.mean(), "their_max_ms": 1000 * caught.max(),
-                     "p99_ms": 1000 * x.quantile(0.99), "p99.9_ms": 1000 * x.quantile(0.999),
-                     "max_ms": 1000 * x.max()})
+        rows.append(
+            {
+                "run": label,
+                "jobs": len(lat),
+                "in_the_window": int(hit.sum()),
+                "their_mean_ms": 1000 * caught.mean(),
+                "their_max_ms": 1000 * caught.max(),
+                "p99_ms": 1000 * x.quantile(0.99),
+                "p99.9_ms": 1000 * x.quantile(0.999),
+                "max_ms": 1000 * x.max(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # -- 3. Kafka offsets and CDC -----------------------------------------------------------
-def offsets_run(*, rate: float = 2.0, seconds: float = 300.0, slow: float = 0.4, crashes=(100, 200, 300),
-                seed: int = 0):
+def offsets_run(
+    *, rate: float = 2.0, seconds: float = 300.0, slow: float = 0.4, crashes=(100, 200, 300), seed: int = 0
+):
     """A ``fast`` consumer (10 ms a row) and a ``slow`` one (``slow`` s a row), each with
     its own cursor (a consumer group's committed offset); the dispatcher crashes between
     handling a row and writing the cursor at the ``crashes``-th passes of that point."""
@@ -254,14 +302,29 @@ def offsets_summary(sim) -> pd.DataFrame:
         x = lat.loc[lat["consumer"] == c, "latency_s"]
         dups = report.duplicates[report.duplicates["consumer"] == c]
         per = report.per_consumer.set_index("consumer").loc[c]
-        rows.append({"consumer": c, "delivered": int(per["delivered"]), "duplicates": len(dups),
-                     "causes": dict(dups["cause"].value_counts()), "lost": int(per["lost"]),
-                     "p50_s": x.median(), "p99_s": x.quantile(0.99)})
+        rows.append(
+            {
+                "consumer": c,
+                "delivered": int(per["delivered"]),
+                "duplicates": len(dups),
+                "causes": dict(dups["cause"].value_counts()),
+                "lost": int(per["lost"]),
+                "p50_s": x.median(),
+                "p99_s": x.quantile(0.99),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def commit_order_run(read_mode: str, *, rate: float = 20.0, seconds: float = 120.0, late: float = 0.05,
-                     gap_timeout: float = 2.0, seed: int = 0):
+def commit_order_run(
+    read_mode: str,
+    *,
+    rate: float = 20.0,
+    seconds: float = 120.0,
+    late: float = 0.05,
+    gap_timeout: float = 2.0,
+    seed: int = 0,
+):
     """Writers at ``rate``/s, ``late`` of them committing up to 0.5 s after taking
     their seq; one consumer reading past its seq cursor in ``read_mode`` ("all": what
     is visible; "gap": wait at a missing seq), polled every 0.2 s."""
@@ -281,7 +344,14 @@ def commit_order_summary(runs: dict) -> pd.DataFrame:
     for mode, sim in runs.items():
         report = check_outbox(sim)
         x = handled_latency(sim)["latency_s"]
-        rows.append({"read_mode": mode, "committed": int(report.total["committed"]),
-                     "delivered": int(report.total["delivered"]), "lost": int(report.total["lost"]),
-                     "p50_s": x.median(), "p99_s": x.quantile(0.99)})
+        rows.append(
+            {
+                "read_mode": mode,
+                "committed": int(report.total["committed"]),
+                "delivered": int(report.total["delivered"]),
+                "lost": int(report.total["lost"]),
+                "p50_s": x.median(),
+                "p99_s": x.quantile(0.99),
+            }
+        )
     return pd.DataFrame(rows)

@@ -23,6 +23,7 @@ Where things live:
 ``runner.py``      the public ``runner`` object users call
 =================  ======================================================
 """
+
 from fanoutsim.designs.reactor.engine import ReactorEngine, Registry
 from fanoutsim.designs.reactor.runner import Runner
 

@@ -1,20 +1,21 @@
 """The reactor checker's causes in plain words, and which ones a run's configuration accepts."""
+
 from __future__ import annotations
 
 CAUSES = {
     "lost": {
         "pruned": "the prune loop deleted the firing before the subscription's poll reached it",
         "tie": "a sibling firing with the same fired_at ended a batch, and the strict '>' of the watermark "
-               "never reads that stamp again",
+        "never reads that stamp again",
         "late_visibility": "the firing became visible (a late commit, a lagging writer clock) after the "
-                           "watermark had passed its fired_at",
+        "watermark had passed its fired_at",
         "dispatch_failed": "the execution insert failed and the watermark moved past the firing anyway",
         "behind_watermark": "a retained firing behind the watermark was never dispatched",
         "unknown": "nothing in the mechanism explains it: a defect",
     },
     "duplicates": {
         "crash": "the runner crashed after a dispatch committed and before its watermark move did, so the "
-                 "restart dispatched the firing again (at-least-once)",
+        "restart dispatched the firing again (at-least-once)",
         "ambiguous_insert": "an insert whose answer was lost was retried after it had committed",
         "several_pollers": "two pollers read the same watermark and both dispatched the firing",
         "watermark_rewind": "the watermark was moved back by hand and the firing read again",

@@ -44,31 +44,54 @@ delivered (the ``workflow_executions`` rows, :func:`_executions`),
 :func:`duplicate_cause`, :func:`pending` and :func:`loss_cause` with
 :func:`promised`, and :func:`out_of_order`.
 """
+
 from __future__ import annotations
 
 import os
 from bisect import bisect_left
 from collections import defaultdict
-from itertools import accumulate
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 import pandas as pd
 
 from fanoutsim.designs.reactor.payload import context_firing, decode_sources
-from fanoutsim.kernel.check import CheckedReport, happened_between, highest_before, refuse_unreadable
-from fanoutsim.kernel.report import cause_lines
-from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.designs.reactor.predicate import activation, compile_predicate
+from fanoutsim.kernel.check import CheckedReport, happened_between, highest_before, refuse_unreadable
+from fanoutsim.kernel.gcpause import gc_paused
+from fanoutsim.kernel.report import cause_lines
 
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
 DUPLICATE_CAUSES = ("ambiguous_insert", "crash", "several_pollers", "watermark_rewind", "unknown")
 
-_PER_SUB_COLUMNS = ["subscription", "reactor_name", "workflow_name", "tenant_id", "expected", "delivered_once",
-                    "duplicated", "extra_deliveries", "lost", "lost_promised", "pending", "out_of_order",
-                    "backfilled", "valid"]
-_COUNTED = ("expected", "delivered_once", "duplicated", "extra_deliveries", "lost", "lost_promised",
-            "pending", "out_of_order", "backfilled")
+_PER_SUB_COLUMNS = [
+    "subscription",
+    "reactor_name",
+    "workflow_name",
+    "tenant_id",
+    "expected",
+    "delivered_once",
+    "duplicated",
+    "extra_deliveries",
+    "lost",
+    "lost_promised",
+    "pending",
+    "out_of_order",
+    "backfilled",
+    "valid",
+]
+_COUNTED = (
+    "expected",
+    "delivered_once",
+    "duplicated",
+    "extra_deliveries",
+    "lost",
+    "lost_promised",
+    "pending",
+    "out_of_order",
+    "backfilled",
+)
 _LOST_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause", "promised", "detail"]
 _NEVER_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause"]
 
@@ -80,8 +103,8 @@ class CheckReport(CheckedReport):
     ``per_subscription``)."""
 
     per_subscription: pd.DataFrame
-    duplicates: pd.DataFrame   # one row per extra delivery
-    lost: pd.DataFrame         # one row per (subscription, lost firing)
+    duplicates: pd.DataFrame  # one row per extra delivery
+    lost: pd.DataFrame  # one row per (subscription, lost firing)
     never_logged: pd.DataFrame
     total: dict = field(default_factory=dict)
 
@@ -166,17 +189,17 @@ class Evidence:
     """What every subscription's phases read."""
 
     config: object
-    compound: bool                          # the cursor is (fired_at, id)
-    events: dict[str, list]                 # the trace's columns
-    logged: dict[tuple, list[_F]]           # stream (reactor, tenant) -> its logged firings, in history order
-    never: dict[tuple, list[_F]]            # stream -> its firings never logged
-    executions: dict[tuple, dict]           # see _executions
-    existing: set                           # every execution id
-    retained: set                           # the firings still in reactor_firings
-    per_sub_kind: dict[tuple, list[int]]    # (subscription, kind) -> its events' places in the trace
+    compound: bool  # the cursor is (fired_at, id)
+    events: dict[str, list]  # the trace's columns
+    logged: dict[tuple, list[_F]]  # stream (reactor, tenant) -> its logged firings, in history order
+    never: dict[tuple, list[_F]]  # stream -> its firings never logged
+    executions: dict[tuple, dict]  # see _executions
+    existing: set  # every execution id
+    retained: set  # the firings still in reactor_firings
+    per_sub_kind: dict[tuple, list[int]]  # (subscription, kind) -> its events' places in the trace
     crashes: list[int]
-    pruned_at: dict[str, int]               # firing -> where it was pruned
-    verdicts: dict                          # see _evaluate_filters
+    pruned_at: dict[str, int]  # firing -> where it was pruned
+    verdicts: dict  # see _evaluate_filters
 
 
 def evidence(sim, subs: pd.DataFrame) -> Evidence:
@@ -188,8 +211,8 @@ def evidence(sim, subs: pd.DataFrame) -> Evidence:
     logged: dict[tuple, list[_F]] = defaultdict(list)
     never: dict[tuple, list[_F]] = defaultdict(list)
     for fid, reactor, tenant, fired_at, logged_at in zip(
-            history["firing"], history["reactor_name"], history["tenant_id"], history["fired_at"],
-            history["logged_at"]):
+        history["firing"], history["reactor_name"], history["tenant_id"], history["fired_at"], history["logged_at"]
+    ):
         (never if logged_at is None else logged)[(reactor, tenant)].append(_F(fid, fired_at, logged_at))
     # one pass over the events, a position in the trace (``seq``) for each: each
     # subscription's events of each kind in trace order, the crashes, and when
@@ -210,10 +233,21 @@ def evidence(sim, subs: pd.DataFrame) -> Evidence:
             if fid is not None:
                 pruned_at[fid] = seq
     cfg = sim.config
-    return Evidence(cfg, cfg.watermark != "fired_at", events, logged, never, executions, existing,
-                {row["id"] for row in sim.store.rows("reactor_firings")}, per_sub_kind, crashes, pruned_at,
-                # the filters, evaluated here and independently of the engine's verdicts
-                _evaluate_filters(subs, _streams(history)))
+    return Evidence(
+        cfg,
+        cfg.watermark != "fired_at",
+        events,
+        logged,
+        never,
+        executions,
+        existing,
+        {row["id"] for row in sim.store.rows("reactor_firings")},
+        per_sub_kind,
+        crashes,
+        pruned_at,
+        # the filters, evaluated here and independently of the engine's verdicts
+        _evaluate_filters(subs, _streams(history)),
+    )
 
 
 class Story:
@@ -263,9 +297,17 @@ def owed(ev: Evidence, s) -> tuple[list[_F], int, list[dict]]:
     if passing is not None:
         stream = [f for f in stream if f.firing in passing]
     expected = [f for f in stream if f.logged_at >= created]
-    never = [{"subscription": s["id"], "workflow_name": s["workflow_name"], "tenant_id": s["tenant_id"],
-              "firing": f.firing, "cause": "never_logged"}
-             for f in ev.never.get(key, ()) if passing is None or f.firing in passing]
+    never = [
+        {
+            "subscription": s["id"],
+            "workflow_name": s["workflow_name"],
+            "tenant_id": s["tenant_id"],
+            "firing": f.firing,
+            "cause": "never_logged",
+        }
+        for f in ev.never.get(key, ())
+        if passing is None or f.firing in passing
+    ]
     return expected, len(stream) - len(expected), never
 
 
@@ -299,11 +341,18 @@ def _duplicates(ev: Evidence, story: Story, s, f: _F, got: list[str]) -> tuple[i
     row of the firing, in the order they were committed, after the first."""
     dispatch_seq = story.dispatch_seq
     dispatches = [(dispatch_seq[e], e) for e in got if e in dispatch_seq]
-    commits = sorted(dispatches + [(seq, e) for seq, e in story.failed_by_firing.get(f.firing, ())
-                                   if e in ev.existing])
-    rows = [{"subscription": s["id"], "workflow_name": s["workflow_name"], "tenant_id": s["tenant_id"],
-             "firing": f.firing, "execution": nxt[1], "cause": duplicate_cause(ev, story, prev, nxt)}
-            for prev, nxt in zip(commits, commits[1:])]
+    commits = sorted(dispatches + [(seq, e) for seq, e in story.failed_by_firing.get(f.firing, ()) if e in ev.existing])
+    rows = [
+        {
+            "subscription": s["id"],
+            "workflow_name": s["workflow_name"],
+            "tenant_id": s["tenant_id"],
+            "firing": f.firing,
+            "execution": nxt[1],
+            "cause": duplicate_cause(ev, story, prev, nxt),
+        }
+        for prev, nxt in zip(commits, commits[1:])
+    ]
     return (min(dispatches)[0] if dispatches else None), rows
 
 
@@ -311,8 +360,9 @@ def pending(ev: Evidence, f: _F, end_wm: int | None, end_wm_id: str) -> bool:
     """Backlog, not loss: still in the log and ahead of the subscription's
     cursor (past ``fired_at``, or past ``(fired_at, id)`` when compound)."""
     compound = ev.compound
-    return f.firing in ev.retained and (end_wm is None or (f.fired_at, f.firing if compound else "")
-                                         > (end_wm, end_wm_id if compound else "\uffff"))
+    return f.firing in ev.retained and (
+        end_wm is None or (f.fired_at, f.firing if compound else "") > (end_wm, end_wm_id if compound else "\uffff")
+    )
 
 
 def loss_cause(ev: Evidence, story: Story, f: _F) -> tuple[str, str | None, int | None]:
@@ -352,8 +402,10 @@ def promised(ev: Evidence, story: Story, cause: str, pruned: int | None) -> bool
     prune (or a prune while the subscription was disabled) and a failed
     insert under ``dispatch_failure_policy="advance"`` are documented drops."""
     cfg = ev.config
-    return not ((cause == "pruned" and (cfg.prune_policy == "ttl" or not story.enabled_at(pruned)))
-                or (cause == "dispatch_failed" and cfg.dispatch_failure_policy == "advance"))
+    return not (
+        (cause == "pruned" and (cfg.prune_policy == "ttl" or not story.enabled_at(pruned)))
+        or (cause == "dispatch_failed" and cfg.dispatch_failure_policy == "advance")
+    )
 
 
 def _check_subscription(ev: Evidence, s) -> tuple[dict, list[dict], list[dict], list[dict], list[tuple]]:
@@ -389,14 +441,33 @@ def _check_subscription(ev: Evidence, s) -> tuple[dict, list[dict], list[dict], 
             kept = promised(ev, story, cause, pruned)
             lost += 1
             lost_promised += kept
-            lost_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
-                              "tenant_id": s["tenant_id"], "firing": f.firing, "cause": cause,
-                              "promised": kept, "detail": detail})
-    row = {"subscription": s["id"], "reactor_name": s["reactor_name"], "workflow_name": s["workflow_name"],
-           "tenant_id": s["tenant_id"], "expected": len(expected), "delivered_once": once,
-           "duplicated": dup_firings, "extra_deliveries": len(dup_rows), "lost": lost,
-           "lost_promised": lost_promised, "pending": waiting, "out_of_order": 0, "backfilled": backfilled,
-           "valid": lost_promised == 0}
+            lost_rows.append(
+                {
+                    "subscription": s["id"],
+                    "workflow_name": s["workflow_name"],
+                    "tenant_id": s["tenant_id"],
+                    "firing": f.firing,
+                    "cause": cause,
+                    "promised": kept,
+                    "detail": detail,
+                }
+            )
+    row = {
+        "subscription": s["id"],
+        "reactor_name": s["reactor_name"],
+        "workflow_name": s["workflow_name"],
+        "tenant_id": s["tenant_id"],
+        "expected": len(expected),
+        "delivered_once": once,
+        "duplicated": dup_firings,
+        "extra_deliveries": len(dup_rows),
+        "lost": lost,
+        "lost_promised": lost_promised,
+        "pending": waiting,
+        "out_of_order": 0,
+        "backfilled": backfilled,
+        "valid": lost_promised == 0,
+    }
     return row, dup_rows, lost_rows, never, firsts
 
 
@@ -407,15 +478,20 @@ def out_of_order(firsts: list[list[tuple[int, int]]]) -> list[int]:
     stamps is in order either way."""
     for mine in firsts:
         mine.sort()
-    fired_at = np.fromiter((t for mine in firsts for _, t in mine), dtype=np.int64,
-                           count=sum(map(len, firsts)))
+    fired_at = np.fromiter((t for mine in firsts for _, t in mine), dtype=np.int64, count=sum(map(len, firsts)))
     owner = np.repeat(np.arange(len(firsts)), [len(mine) for mine in firsts])
     late = fired_at < highest_before(fired_at, owner)
     return np.bincount(owner[late], minlength=len(firsts)).tolist()
 
 
-def _report(rows: list[dict], dup_rows: list[dict], dup_columns: list[str], lost_rows: list[dict],
-            never_rows: list[dict], **also: int) -> CheckReport:
+def _report(
+    rows: list[dict],
+    dup_rows: list[dict],
+    dup_columns: list[str],
+    lost_rows: list[dict],
+    never_rows: list[dict],
+    **also: int,
+) -> CheckReport:
     """The report from the rows of every subscription; ``also``: totals after ``never_logged``."""
     per_sub = pd.DataFrame(rows, columns=_PER_SUB_COLUMNS)
     dups = pd.DataFrame(dup_rows, columns=dup_columns)
@@ -446,8 +522,13 @@ def check(sim) -> CheckReport:
         firsts.append(mine)
     for row, late in zip(rows, out_of_order(firsts)):
         row["out_of_order"] = late
-    return _report(rows, dup_rows, ["subscription", "workflow_name", "tenant_id", "firing", "execution", "cause"],
-                   lost_rows, never_rows)
+    return _report(
+        rows,
+        dup_rows,
+        ["subscription", "workflow_name", "tenant_id", "firing", "execution", "cause"],
+        lost_rows,
+        never_rows,
+    )
 
 
 # Above this many evaluations the filters are evaluated by two processes:
@@ -459,8 +540,9 @@ def _streams(history: dict[str, list]) -> dict[tuple, tuple[list, list]]:
     """Each stream's firings of the history (logged or not), as
     ``(reactor, tenant) -> ([firing ids], [payloads])``, in history order."""
     out: dict[tuple, tuple[list, list]] = {}
-    for fid, reactor, tenant, payload in zip(history["firing"], history["reactor_name"],
-                                             history["tenant_id"], history["payload"]):
+    for fid, reactor, tenant, payload in zip(
+        history["firing"], history["reactor_name"], history["tenant_id"], history["payload"]
+    ):
         got = out.get((reactor, tenant))
         if got is None:
             got = out[(reactor, tenant)] = ([], [])
@@ -512,7 +594,7 @@ def _parallel(jobs) -> list[set]:
     for i, (expr, reactor, tenant, firings, payloads) in enumerate(jobs):
         half = (len(firings) + 1) // 2
         for lo in range(0, len(firings), max(half, 1)):
-            chunks.append((expr, reactor, tenant, firings[lo:lo + half], payloads[lo:lo + half]))
+            chunks.append((expr, reactor, tenant, firings[lo : lo + half], payloads[lo : lo + half]))
             owners.append(i)
     results = [set() for _ in jobs]
     with ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
@@ -523,22 +605,27 @@ def _parallel(jobs) -> list[set]:
 
 def format_check(report: CheckReport) -> str:
     t = report.total
-    lines = [f"delivery check: {'VALID' if report.valid else 'INVALID'}",
-             f"  expected {t['expected']}  delivered once {t['delivered_once']}  "
-             f"duplicated {t['duplicated']} (+{t['extra_deliveries']} extra deliveries)  "
-             f"lost {t['lost']} ({t['lost_promised']} promised)  pending {t['pending']}  "
-             f"out of order {t['out_of_order']}  never logged {t['never_logged']}"]
+    lines = [
+        f"delivery check: {'VALID' if report.valid else 'INVALID'}",
+        f"  expected {t['expected']}  delivered once {t['delivered_once']}  "
+        f"duplicated {t['duplicated']} (+{t['extra_deliveries']} extra deliveries)  "
+        f"lost {t['lost']} ({t['lost_promised']} promised)  pending {t['pending']}  "
+        f"out of order {t['out_of_order']}  never logged {t['never_logged']}",
+    ]
     lines += cause_lines(t)
     df = report.per_subscription
     if len(df):
         names = [f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}" for r in df.itertuples(index=False)]
         w = max(36, *map(len, names))  # whole names: a tenant cut short is another tenant
         lines.append("")
-        lines.append(f"  {'subscription':<{w}} {'expected':>8} {'once':>6} {'dup':>5} {'lost':>5} "
-                     f"{'pend':>5} {'ooo':>5}  valid")
+        lines.append(
+            f"  {'subscription':<{w}} {'expected':>8} {'once':>6} {'dup':>5} {'lost':>5} {'pend':>5} {'ooo':>5}  valid"
+        )
         for name, r in zip(names, df.itertuples(index=False)):
-            lines.append(f"  {name:<{w}} {r.expected:>8} {r.delivered_once:>6} {r.extra_deliveries:>5} "
-                         f"{r.lost:>5} {r.pending:>5} {r.out_of_order:>5}  {'yes' if r.valid else 'NO'}")
+            lines.append(
+                f"  {name:<{w}} {r.expected:>8} {r.delivered_once:>6} {r.extra_deliveries:>5} "
+                f"{r.lost:>5} {r.pending:>5} {r.out_of_order:>5}  {'yes' if r.valid else 'NO'}"
+            )
     return "\n".join(lines)
 
 
@@ -554,12 +641,10 @@ def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool 
     subs = sim.subscriptions()
     if subscription is not None:
         if subscription not in set(subs["id"]):
-            raise KeyError(f"subscription {subscription!r} does not exist; "
-                           f"known: {', '.join(subs['id'])}")
+            raise KeyError(f"subscription {subscription!r} does not exist; known: {', '.join(subs['id'])}")
         sub_ids = {subscription}
     else:
-        sub_ids = set(subs[(subs["reactor_name"] == f["reactor_name"])
-                           & (subs["tenant_id"] == f["tenant_id"])]["id"])
+        sub_ids = set(subs[(subs["reactor_name"] == f["reactor_name"]) & (subs["tenant_id"] == f["tenant_id"])]["id"])
     mask = (trace["firing"] == firing_id) | (trace["kind"].isin(["crashed", "restarted"]))
     wm = (trace["kind"] == "watermark") & trace["subscription"].isin(sub_ids)
     ex_ids = set(sim.executions().query("reactor_firing_id == @firing_id")["id"])
@@ -576,10 +661,15 @@ def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool 
         timeline = timeline[keep]
     timeline = pd.DataFrame(timeline[["time", "kind", "actor", "subscription", "execution", "attempt", "detail"]])
     if show:
-        print(f"firing {firing_id}: {f['reactor_name']}@{f['tenant_id']}, fired_at "
-              f"{pd.to_datetime(f['fired_at'], unit='us', utc=True)}, "
-              + (f"logged at {pd.to_datetime(f['logged_at'], unit='us', utc=True)}"
-                 if pd.notna(f["logged_at"]) else "never logged"))
+        print(
+            f"firing {firing_id}: {f['reactor_name']}@{f['tenant_id']}, fired_at "
+            f"{pd.to_datetime(f['fired_at'], unit='us', utc=True)}, "
+            + (
+                f"logged at {pd.to_datetime(f['logged_at'], unit='us', utc=True)}"
+                if pd.notna(f["logged_at"])
+                else "never logged"
+            )
+        )
         print(timeline.to_string(index=False))
     return timeline
 
@@ -605,14 +695,17 @@ def check_store(store, config=None) -> CheckReport:
     from fanoutsim.kernel.store import is_postgres
 
     if store in ("memory", "duckdb", "postgres"):  # a new, empty store: an empty run checks valid
-        raise ValueError(f"check_store checks the tables a run left behind: give a DuckDB file's path or a "
-                         f"PostgreSQL URI (or a store object), not {store!r}, which opens a new empty store")
+        raise ValueError(
+            f"check_store checks the tables a run left behind: give a DuckDB file's path or a "
+            f"PostgreSQL URI (or a store object), not {store!r}, which opens a new empty store"
+        )
     if is_postgres(store):
         _holds_a_reactor_run(store)
     elif not os.path.isfile(store):
         # opening it would create an empty file, and an empty run checks valid
-        raise FileNotFoundError(f"{store}: no such file; check_store reads a DuckDB file a run left behind "
-                                f"and does not create one")
+        raise FileNotFoundError(
+            f"{store}: no such file; check_store reads a DuckDB file a run left behind and does not create one"
+        )
     with open_store(store) as opened:
         _refuse_another_design(opened, opened.meta("design"))
         return _check_store(opened, config)
@@ -625,8 +718,9 @@ def _holds_a_reactor_run(uri: str) -> None:
 
     made, design = read_meta(uri, "design")
     if not made:
-        raise StoreError(f"{safe_dsn(uri)} holds no fanoutsim run; check_store reads the tables a run left "
-                         f"behind and creates none")
+        raise StoreError(
+            f"{safe_dsn(uri)} holds no fanoutsim run; check_store reads the tables a run left behind and creates none"
+        )
     _refuse_another_design(safe_dsn(uri), design)
 
 
@@ -635,8 +729,10 @@ def _refuse_another_design(where, design: str | None) -> None:
         from fanoutsim.kernel.store.duckdb import StoreError
 
         name = getattr(where, "where", where)
-        raise StoreError(f"{name} holds a run of the {design} design, not of the reactor design, whose tables "
-                         f"check_store checks (use that design's checker on a run of it)")
+        raise StoreError(
+            f"{name} holds a run of the {design} design, not of the reactor design, whose tables "
+            f"check_store checks (use that design's checker on a run of it)"
+        )
 
 
 def _check_store(store, config) -> CheckReport:
@@ -644,15 +740,24 @@ def _check_store(store, config) -> CheckReport:
 
     cfg = config or SchedulerConfig()
     compound = cfg.watermark != "fired_at"
-    firings = pd.DataFrame(store.rows("reactor_firings"), columns=["id", "reactor_name", "tenant_id",
-                                                                   "payload", "fired_at", "created_at"])
-    history = pd.DataFrame({"firing": firings["id"], "reactor_name": firings["reactor_name"],
-                            "tenant_id": firings["tenant_id"], "fired_at": firings["fired_at"],
-                            "logged_at": firings["created_at"], "payload": firings["payload"]})
+    firings = pd.DataFrame(
+        store.rows("reactor_firings"), columns=["id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"]
+    )
+    history = pd.DataFrame(
+        {
+            "firing": firings["id"],
+            "reactor_name": firings["reactor_name"],
+            "tenant_id": firings["tenant_id"],
+            "fired_at": firings["fired_at"],
+            "logged_at": firings["created_at"],
+            "payload": firings["payload"],
+        }
+    )
     subs = store.rows("reactor_subscriptions")
     subs_df = pd.DataFrame(subs, columns=["id", "reactor_name", "tenant_id", "predicate"])
-    verdicts = _evaluate_filters(subs_df, _streams(_columns(history, ("firing", "reactor_name", "tenant_id",
-                                                                     "payload"))))
+    verdicts = _evaluate_filters(
+        subs_df, _streams(_columns(history, ("firing", "reactor_name", "tenant_id", "payload")))
+    )
     # crashes: starts that no clean stop preceded (the first start is a boot)
     crash_times, previous = [], None
     for row in store.rows("runner_log"):
@@ -663,7 +768,8 @@ def _check_store(store, config) -> CheckReport:
     for row in store.rows("workflow_executions"):
         fid, reactor, _ = context_firing(row["context"])
         deliveries[(row["workflow_name"], row["tenant_id"], reactor, fid)].append(
-            (row["dispatched_at"], row["id"], fid))
+            (row["dispatched_at"], row["id"], fid)
+        )
     by_stream = {k: g for k, g in history.groupby(["reactor_name", "tenant_id"], sort=False)}
 
     rows, dup_rows, lost_rows = [], [], []
@@ -671,8 +777,11 @@ def _check_store(store, config) -> CheckReport:
         key = (s["reactor_name"], s["tenant_id"])
         passing = verdicts.get((s["predicate"], key))
         stream = by_stream.get(key)
-        expected = [f for f in (_firings(stream) if stream is not None else ())
-                    if (passing is None or f.firing in passing) and f.logged_at >= s["created_at"]]
+        expected = [
+            f
+            for f in (_firings(stream) if stream is not None else ())
+            if (passing is None or f.firing in passing) and f.logged_at >= s["created_at"]
+        ]
         wm, wm_id = s["last_seen_fired_at"], s["last_seen_firing_id"] or ""
         once = dup_firings = extra = lost = pending = 0
         for f in expected:
@@ -684,20 +793,55 @@ def _check_store(store, config) -> CheckReport:
                 for (t0, _, _), (t1, eid, _) in zip(got, got[1:]):
                     extra += 1
                     cause = "crash" if any(t0 <= c <= t1 for c in crash_times) else "unknown"
-                    dup_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
-                                     "tenant_id": s["tenant_id"], "firing": f.firing, "execution": eid,
-                                     "cause": cause, "crash_at": next((c for c in crash_times if t0 <= c <= t1), None)})
+                    dup_rows.append(
+                        {
+                            "subscription": s["id"],
+                            "workflow_name": s["workflow_name"],
+                            "tenant_id": s["tenant_id"],
+                            "firing": f.firing,
+                            "execution": eid,
+                            "cause": cause,
+                            "crash_at": next((c for c in crash_times if t0 <= c <= t1), None),
+                        }
+                    )
             elif wm is None or (f.fired_at, f.firing if compound else "") > (wm, wm_id if compound else "\uffff"):
                 pending += 1
             else:
                 lost += 1
-                lost_rows.append({"subscription": s["id"], "workflow_name": s["workflow_name"],
-                                  "tenant_id": s["tenant_id"], "firing": f.firing, "cause": "behind_watermark",
-                                  "promised": True, "detail": None})
-        rows.append({"subscription": s["id"], "reactor_name": s["reactor_name"],
-                     "workflow_name": s["workflow_name"], "tenant_id": s["tenant_id"], "expected": len(expected),
-                     "delivered_once": once, "duplicated": dup_firings, "extra_deliveries": extra, "lost": lost,
-                     "lost_promised": lost, "pending": pending, "out_of_order": 0, "backfilled": 0,
-                     "valid": lost == 0})
-    return _report(rows, dup_rows, ["subscription", "workflow_name", "tenant_id", "firing", "execution", "cause",
-                                     "crash_at"], lost_rows, [], crashes=len(crash_times))
+                lost_rows.append(
+                    {
+                        "subscription": s["id"],
+                        "workflow_name": s["workflow_name"],
+                        "tenant_id": s["tenant_id"],
+                        "firing": f.firing,
+                        "cause": "behind_watermark",
+                        "promised": True,
+                        "detail": None,
+                    }
+                )
+        rows.append(
+            {
+                "subscription": s["id"],
+                "reactor_name": s["reactor_name"],
+                "workflow_name": s["workflow_name"],
+                "tenant_id": s["tenant_id"],
+                "expected": len(expected),
+                "delivered_once": once,
+                "duplicated": dup_firings,
+                "extra_deliveries": extra,
+                "lost": lost,
+                "lost_promised": lost,
+                "pending": pending,
+                "out_of_order": 0,
+                "backfilled": 0,
+                "valid": lost == 0,
+            }
+        )
+    return _report(
+        rows,
+        dup_rows,
+        ["subscription", "workflow_name", "tenant_id", "firing", "execution", "cause", "crash_at"],
+        lost_rows,
+        [],
+        crashes=len(crash_times),
+    )

@@ -44,10 +44,12 @@ seeds and the shipped code document differently, so a notebook can show each:
 
 The executor fields drive the claim-and-run half of the latency budget.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
 from fanoutsim.kernel.validate import duration, is_whole, plain_fields
 
 POLICIES: dict[str, tuple[str, ...]] = {
@@ -63,8 +65,7 @@ _POSITIVE = (
     "executor_poll_interval",
 )
 _NON_NEGATIVE = ("reactor_firings_retention", "watermark_settle")
-_AT_LEAST_ONE = ("reactor_poll_batch_limit", "predicate_error_limit", "executor_workers",
-                 "reactor_firings_prune_chunk")
+_AT_LEAST_ONE = ("reactor_poll_batch_limit", "predicate_error_limit", "executor_workers", "reactor_firings_prune_chunk")
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,7 @@ class SchedulerConfig:
         for name, allowed in POLICIES.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise ValueError(
-                    f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}"
-                )
+                raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,12 +108,11 @@ class SchedulerConfig:
         return tuple(f.name for f in fields(cls))
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any], *, where: str = "config") -> "SchedulerConfig":
+    def from_dict(cls, values: dict[str, Any], *, where: str = "config") -> SchedulerConfig:
         """Build from a mapping, naming any unknown key and the allowed ones."""
         unknown = sorted(set(values) - set(cls.field_names()))
         if unknown:
             raise ValueError(
-                f"{where}: unknown setting(s) {', '.join(map(repr, unknown))}; "
-                f"allowed: {', '.join(cls.field_names())}"
+                f"{where}: unknown setting(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(cls.field_names())}"
             )
         return cls(**values)

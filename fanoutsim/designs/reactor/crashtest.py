@@ -19,6 +19,7 @@ The kill loop and the drain are the kernel's harness
 (:mod:`fanoutsim.kernel.runtime.crashtest`), shared with the outbox and
 leases campaigns.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,17 +35,22 @@ def start_server(db: str, scenario: str, extra=()) -> subprocess.Popen:
     """``fanoutsim serve --db DB --scenario SCENARIO`` (``--store DB`` for a
     ``postgresql://`` URI), returned once it serves."""
     pg = db.startswith(("postgresql://", "postgres://"))
-    cmd = [sys.executable, "-m", "fanoutsim", "serve", "--store" if pg else "--db", db, "--scenario", scenario,
-           *extra]
+    cmd = [sys.executable, "-m", "fanoutsim", "serve", "--store" if pg else "--db", db, "--scenario", scenario, *extra]
     return start_child(cmd, ready=says_serving if pg else serving(db))
 
 
-def kill9_campaign(db: str, scenario: str, *, kills: int = 10, seed: int = 0, up=(0.3, 1.5),
-                   drain: float = 2.0) -> dict:
+def kill9_campaign(
+    db: str, scenario: str, *, kills: int = 10, seed: int = 0, up=(0.3, 1.5), drain: float = 2.0
+) -> dict:
     """Run the campaign; returns its figures and the check report."""
-    proc = campaign(lambda: start_server(db, scenario),
-                    lambda: start_server(db, scenario, ["--rate", "0"]),  # no new firings: drain the backlog
-                    lambda p: stop_after(p, drain), kills=kills, seed=seed, up=up)
+    proc = campaign(
+        lambda: start_server(db, scenario),
+        lambda: start_server(db, scenario, ["--rate", "0"]),  # no new firings: drain the backlog
+        lambda p: stop_after(p, drain),
+        kills=kills,
+        seed=seed,
+        up=up,
+    )
     config = load_scenario(scenario).config
     report = check_store(db, config)
     dups = report.duplicates

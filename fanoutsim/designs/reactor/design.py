@@ -1,20 +1,23 @@
 """The reactor design as the cross-design tools see it (see :mod:`fanoutsim.kernel.design`)."""
+
 from __future__ import annotations
 
 import json
 import math
 
-from fanoutsim.kernel.design import Design, lazy, SweepKey, scale_workload_rates
+from fanoutsim.kernel.design import Design, SweepKey, lazy, scale_workload_rates
+from fanoutsim.kernel.validate import is_real
 
-from .causes import CAUSES, expected as _expected
-from .faults import FAULTS
-from .story import backlog as _backlog, story as _explain
+from .causes import CAUSES
+from .causes import expected as _expected
 from .config import SchedulerConfig
+from .faults import FAULTS
+from .roles import ROLES
 from .scenario import SCHEMA
 from .serve import WRITE_FIELDS, open_realtime, status_of, write
-from .roles import ROLES
+from .story import backlog as _backlog
+from .story import story as _explain
 from .tables import PART
-from fanoutsim.kernel.validate import is_real
 
 
 def _check(sim):
@@ -50,7 +53,13 @@ _LATENCY_STATS = ("p50", "p95", "p99", "mean")
 SWEEP_COLUMNS = (
     *(f"fire_to_dispatch_{s}_s" for s in _LATENCY_STATS),
     *(f"fire_to_claim_{s}_s" for s in _LATENCY_STATS),
-    "executions", "firings", "polls_per_s", "backlog", "lost", "extra_deliveries", "valid",
+    "executions",
+    "firings",
+    "polls_per_s",
+    "backlog",
+    "lost",
+    "extra_deliveries",
+    "valid",
 )
 
 
@@ -92,8 +101,10 @@ def scale_rate(scenario, rate: float):
     if not scenario.workloads:
         raise ValueError("the scenario has no [[workload]] to scale")
     if getattr(scenario, "replays", ()):
-        raise ValueError("the scenario replays a recorded [[workload]], whose rate is the recording's; "
-                         "sweep a scenario with Poisson workloads only")
+        raise ValueError(
+            "the scenario replays a recorded [[workload]], whose rate is the recording's; "
+            "sweep a scenario with Poisson workloads only"
+        )
     return scale_workload_rates(scenario, rate)
 
 
@@ -107,11 +118,17 @@ def _set_fetch_latency(sim, value) -> None:
 
 
 SWEEP_KEYS = {
-    "rate": SweepKey("total firings per virtual second: every [[workload]] is scaled by one factor so that "
-                     "their rates sum to it (the split between reactors and tenants is kept; a scenario that "
-                     "replays a recording cannot be scaled)", scenario=scale_rate),
-    "fetch_latency": SweepKey("the Simulation's store round trip between a poll's fetch and its drain, seconds "
-                              "(see fanoutsim.Simulation)", sim=_set_fetch_latency, check=_check_fetch_latency),
+    "rate": SweepKey(
+        "total firings per virtual second: every [[workload]] is scaled by one factor so that "
+        "their rates sum to it (the split between reactors and tenants is kept; a scenario that "
+        "replays a recording cannot be scaled)",
+        scenario=scale_rate,
+    ),
+    "fetch_latency": SweepKey(
+        "the Simulation's store round trip between a poll's fetch and its drain, seconds (see fanoutsim.Simulation)",
+        sim=_set_fetch_latency,
+        check=_check_fetch_latency,
+    ),
 }
 
 

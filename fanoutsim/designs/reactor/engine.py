@@ -10,24 +10,26 @@ The :class:`Registry` is different: it is the program's code (which workflow
 bodies, graphs and triggers exist), so it survives restarts, as the code of a
 restarted binary would.
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.faults import limits_polls
+from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.ids import IdSource
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.names import check_name
-from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.kernel.validate import is_number
-from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
 
 
 @dataclass
@@ -84,8 +86,12 @@ class Registry:
 
 
 # the trace in the reactor's words; its history holds every firing a writer attempted
-TRACE = TraceSchema(who="subscription", what="firing", where="execution",
-                    history=("firing", "reactor_name", "tenant_id", "fired_at", "logged_at", "payload", "attempt"))
+TRACE = TraceSchema(
+    who="subscription",
+    what="firing",
+    where="execution",
+    history=("firing", "reactor_name", "tenant_id", "fired_at", "logged_at", "payload", "attempt"),
+)
 
 
 class ReactorEngine:

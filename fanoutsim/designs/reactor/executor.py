@@ -7,6 +7,7 @@ row waits for the executor's next claim tick, then for a free worker, then runs
 for its workflow's duration. A workflow with no registered body runs as a
 no-op that takes no time.
 """
+
 from __future__ import annotations
 
 import json

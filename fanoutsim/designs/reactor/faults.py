@@ -32,6 +32,7 @@ failure), ``poll_limit(sub, now, limit)`` how many firings a subscription may
 take now, ``run_duration(workflow, now, base)`` how long a body runs (shared)
 and ``stamps(reactor, now)`` the firings one workload event becomes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -39,8 +40,18 @@ from dataclasses import dataclass
 
 from fanoutsim.designs.faults import RUN_DURATION, LateCommit, Notifications, SlowWorkflow
 from fanoutsim.kernel.faults import (
-    CrashAt, CrashAtPoint, CrashRandomly, Fault, Hook, Window, active, checked_name, checked_number, checked_window,
-    declare, overlap,
+    CrashAt,
+    CrashAtPoint,
+    CrashRandomly,
+    Fault,
+    Hook,
+    Window,
+    active,
+    checked_name,
+    checked_number,
+    checked_window,
+    declare,
+    overlap,
 )
 from fanoutsim.kernel.timeutil import US
 
@@ -80,8 +91,11 @@ class FailInserts(Fault):
         return hook == ("after_insert" if self.ambiguous else "before_insert")
 
     def _fails(self, run, workflow: str, now: int) -> bool:
-        return (active(self.window, run.elapsed(now)) and self.workflow in (None, workflow)
-                and (self.probability >= 1 or run.rng(self).random() < self.probability))
+        return (
+            active(self.window, run.elapsed(now))
+            and self.workflow in (None, workflow)
+            and (self.probability >= 1 or run.rng(self).random() < self.probability)
+        )
 
     def before_insert(self, run, workflow: str, now: int, subscription: dict | None = None, **where) -> None:
         if self._fails(run, workflow, now):
@@ -131,17 +145,20 @@ class Stall(Fault):
     @classmethod
     def check_together(cls, faults: list) -> None:
         for i, a in enumerate(faults):
-            for b in faults[i + 1:]:
+            for b in faults[i + 1 :]:
                 same = (a.workflow, a.reactor, a.tenant, a.target) == (b.workflow, b.reactor, b.tenant, b.target)
                 if same and overlap(a.window, b.window) and (a.mode, a.batch_limit) != (b.mode, b.batch_limit):
                     raise ValueError(
                         f"contradictory stalls for workflow {a.workflow!r}: {a.mode} in {list(a.window)} "
-                        f"overlaps {b.mode} in {list(b.window)}")
+                        f"overlaps {b.mode} in {list(b.window)}"
+                    )
 
     def matches(self, sub: dict) -> bool:
-        return (sub["workflow_name"] == self.workflow
-                and (self.reactor is None or sub["reactor_name"] == self.reactor)
-                and (self.tenant is None or sub["tenant_id"] == self.tenant))
+        return (
+            sub["workflow_name"] == self.workflow
+            and (self.reactor is None or sub["reactor_name"] == self.reactor)
+            and (self.tenant is None or sub["tenant_id"] == self.tenant)
+        )
 
     def acts_at(self, hook: str) -> bool:
         if self.target == "workflow":
@@ -231,8 +248,10 @@ class Ties(Fault):
         checked_number(self.burst, "ties.burst", low=2, integer=True)
         checked_number(self.resolution, "ties.resolution", low=0)
         if 0 < self.resolution < 0.5e-6:  # rounds to 0 µs: stamps cannot be truncated to it
-            raise ValueError(f"ties.resolution must be 0 (off) or at least a microsecond (1e-06 seconds, "
-                             f"the clock's unit), got {self.resolution!r}")
+            raise ValueError(
+                f"ties.resolution must be 0 (off) or at least a microsecond (1e-06 seconds, "
+                f"the clock's unit), got {self.resolution!r}"
+            )
 
     def stamp(self, run, stamp: int) -> tuple[int, int]:
         """The truncated stamp and how many firings share it."""
@@ -294,10 +313,23 @@ POLL_LIMIT = Hook("poll_limit", healthy=_as_asked)
 STAMPS = Hook("stamps", healthy=_stamped_now, bind=_bind_stamps, required=False)
 
 FAULTS = declare(
-    "reactor", points=CRASH_POINTS,
-    kinds=(CrashAt, CrashRandomly, CrashAtPoint, FailInserts, Stall, SlowWorkflow, LateCommit, ClockSkew,
-           Pollers, Ties, Notifications),
-    hooks=(BEFORE_INSERT, AFTER_INSERT, POLL_LIMIT, RUN_DURATION, STAMPS))
+    "reactor",
+    points=CRASH_POINTS,
+    kinds=(
+        CrashAt,
+        CrashRandomly,
+        CrashAtPoint,
+        FailInserts,
+        Stall,
+        SlowWorkflow,
+        LateCommit,
+        ClockSkew,
+        Pollers,
+        Ties,
+        Notifications,
+    ),
+    hooks=(BEFORE_INSERT, AFTER_INSERT, POLL_LIMIT, RUN_DURATION, STAMPS),
+)
 
 
 def limits_polls(faults) -> bool:
@@ -319,16 +351,34 @@ def check_names(plan, workflows: set[str], subscriptions: list[tuple[str, str, s
     for f in plan.faults:
         wf = getattr(f, "workflow", None)
         if wf is not None and wf not in known_wf:
-            raise ValueError(f"{f.kind} names workflow {wf!r}, which has no subscription or "
-                             f"registration; known workflows: {', '.join(sorted(known_wf)) or 'none'}")
+            raise ValueError(
+                f"{f.kind} names workflow {wf!r}, which has no subscription or "
+                f"registration; known workflows: {', '.join(sorted(known_wf)) or 'none'}"
+            )
         if isinstance(f, Stall) and f.target == "subscription":
-            if not any(f.matches({"reactor_name": r, "workflow_name": w, "tenant_id": t})
-                       for r, w, t in subscriptions):
+            if not any(f.matches({"reactor_name": r, "workflow_name": w, "tenant_id": t}) for r, w, t in subscriptions):
                 known = ", ".join(f"{r}->{w}@{t}" for r, w, t in subscriptions) or "none"
-                raise ValueError(f"stall names no existing subscription (workflow={f.workflow!r}, "
-                                 f"reactor={f.reactor!r}, tenant={f.tenant!r}); known: {known}")
+                raise ValueError(
+                    f"stall names no existing subscription (workflow={f.workflow!r}, "
+                    f"reactor={f.reactor!r}, tenant={f.tenant!r}); known: {known}"
+                )
 
 
-__all__ = ["CRASH_POINTS", "FAULTS", "InsertFailed", "FailInserts", "Stall", "STALL_MODES", "ClockSkew", "Pollers",
-           "Ties", "BEFORE_INSERT", "AFTER_INSERT", "POLL_LIMIT", "STAMPS", "limits_polls", "pollers_of",
-           "check_names"]
+__all__ = [
+    "CRASH_POINTS",
+    "FAULTS",
+    "InsertFailed",
+    "FailInserts",
+    "Stall",
+    "STALL_MODES",
+    "ClockSkew",
+    "Pollers",
+    "Ties",
+    "BEFORE_INSERT",
+    "AFTER_INSERT",
+    "POLL_LIMIT",
+    "STAMPS",
+    "limits_polls",
+    "pollers_of",
+    "check_names",
+]

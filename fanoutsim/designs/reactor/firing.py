@@ -7,16 +7,26 @@
    (the point ``reactor.after_graphs_before_log``) means the graphs saw a
    firing that no workflow subscriber will ever see.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fanoutsim.designs.reactor.payload import decode_sources, encode_payload
 from fanoutsim.kernel.names import check_name
 
 
-def fire(e, now: int, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
-         *, graph: str | None = None, fired_at: int | None = None) -> str:
+def fire(
+    e,
+    now: int,
+    reactor: str,
+    sources: Mapping[str, Any],
+    tenant: str = "public",
+    *,
+    graph: str | None = None,
+    fired_at: int | None = None,
+) -> str:
     """Fire ``reactor``; returns the new firing id. ``fired_at`` defaults to
     ``now``: a writer that stamps earlier than it commits passes its stamp."""
     check_name("reactor name", reactor)
@@ -36,10 +46,16 @@ def fire(e, now: int, reactor: str, sources: Mapping[str, Any], tenant: str = "p
             trace.add(now, "graph_called", "reactor", what=firing_id, detail=f"{name}: error: {exc}")
     e.faults.point("reactor.after_graphs_before_log", now, reactor=reactor, what=firing_id)
     with e.store.transaction() as tx:
-        tx.insert_firing({
-            "id": firing_id, "reactor_name": reactor, "tenant_id": tenant,
-            "payload": blob, "fired_at": stamp, "created_at": now,
-        })
+        tx.insert_firing(
+            {
+                "id": firing_id,
+                "reactor_name": reactor,
+                "tenant_id": tenant,
+                "payload": blob,
+                "fired_at": stamp,
+                "created_at": now,
+            }
+        )
     e.metrics.inc("fanoutsim_reactor_firings_total", graph=graph or reactor, reactor=reactor)
     trace.logged(firing_id, now)
     trace.add(now, "logged", "reactor", what=firing_id, detail=str(stamp))

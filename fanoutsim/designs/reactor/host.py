@@ -7,20 +7,21 @@ engine incarnation (None while the runner is down) and a clock.
 ``poll_once``, ``prune_once`` and the DataFrame views of the three tables,
 the trace and the metrics.
 """
+
 from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
-from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.designs.reactor.faults import FAULTS, check_names
+from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.kernel.frames import store_frame
 from fanoutsim.kernel.validate import is_whole
-
 
 
 def checked_config(config, seed):
@@ -48,8 +49,11 @@ def _sources(blob) -> dict | None:
 def with_sources(firings: pd.DataFrame) -> pd.DataFrame:
     """The firings with ``sources`` beside ``payload``: what the stored bytes
     decode to, what a subscriber sees (``{"quote": {"price": 150}}``)."""
-    firings.insert(firings.columns.get_loc("payload") + 1, "sources",
-                   pd.Series([_sources(p) for p in firings["payload"]], index=firings.index, dtype=object))
+    firings.insert(
+        firings.columns.get_loc("payload") + 1,
+        "sources",
+        pd.Series([_sources(p) for p in firings["payload"]], index=firings.index, dtype=object),
+    )
     return firings
 
 
@@ -80,8 +84,9 @@ class RunnerHost:
         check_names(self.plan, set(self.registry.workflows), subs)
         self._checked = True
 
-    def fire(self, reactor: str, sources: Mapping[str, Any], tenant: str = "public",
-             *, graph: str | None = None) -> str:
+    def fire(
+        self, reactor: str, sources: Mapping[str, Any], tenant: str = "public", *, graph: str | None = None
+    ) -> str:
         """Fire ``reactor`` now with ``{source name: value}``; returns the firing
         id (None if the runner crashed before the firing was logged)."""
         return self._api(ReactorEngine.fire, reactor, sources, tenant, graph=graph)

@@ -12,11 +12,12 @@ seeded, deterministic run, so the result reproduces exactly.
     >>> small = minimize(scenario, lambda report: report.total["extra_deliveries"] > 0)  # doctest: +SKIP
     >>> print(small)                                                                       # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from fanoutsim.designs.reactor.checker import CheckReport, check
 from fanoutsim.kernel.dist import Dist
@@ -32,14 +33,22 @@ class Minimized:
     runs: int
 
     def __str__(self) -> str:
-        lines = [f"minimal failing plan ({len(self.plan.faults)} fault(s), until={self.until:g} s, "
-                 f"found in {self.runs} runs):"]
+        lines = [
+            f"minimal failing plan ({len(self.plan.faults)} fault(s), until={self.until:g} s, "
+            f"found in {self.runs} runs):"
+        ]
         lines += [f"  - {f!r}" for f in self.plan.faults]
         return "\n".join(lines)
 
 
-def minimize(scenario, failing: Callable[[CheckReport], bool], *, seed: int | None = None,
-             until: float | None = None, max_runs: int = 200) -> Minimized:
+def minimize(
+    scenario,
+    failing: Callable[[CheckReport], bool],
+    *,
+    seed: int | None = None,
+    until: float | None = None,
+    max_runs: int = 200,
+) -> Minimized:
     """Shrink ``scenario.faults`` (and its length) while ``failing`` stays true."""
     if scenario.faults is None:
         raise ValueError("the scenario has no fault plan to minimize")
@@ -67,7 +76,7 @@ def minimize(scenario, failing: Callable[[CheckReport], bool], *, seed: int | No
     while shrunk:
         shrunk = False
         for i in range(len(plan.faults)):
-            candidate = FaultPlan(plan.faults[:i] + plan.faults[i + 1:], plan.seed)
+            candidate = FaultPlan(plan.faults[:i] + plan.faults[i + 1 :], plan.seed)
             r = fails(candidate, until)
             if r is not None:
                 plan, report, shrunk = candidate, r, True
@@ -75,7 +84,7 @@ def minimize(scenario, failing: Callable[[CheckReport], bool], *, seed: int | No
     # 2. simpler numbers for what is left
     for i, fault in enumerate(plan.faults):
         for simpler in _simpler(fault):
-            candidate = FaultPlan(plan.faults[:i] + (simpler,) + plan.faults[i + 1:], plan.seed)
+            candidate = FaultPlan(plan.faults[:i] + (simpler,) + plan.faults[i + 1 :], plan.seed)
             r = fails(candidate, until)
             if r is not None:
                 plan, report, fault = candidate, r, simpler

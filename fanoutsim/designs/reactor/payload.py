@@ -9,12 +9,14 @@ the log and every subscriber decodes the same snapshot.
 Keys that start with ``__`` are bookkeeping written by the reactor itself; they
 are excluded from what CEL sees and from the dispatched context.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 _U64 = struct.Struct("<Q")
 # json.dumps(value, separators=(",", ":"), allow_nan=False), without building
@@ -54,8 +56,10 @@ def decode_payload(blob: bytes) -> dict[str, bytes]:
     try:
         return _decode_payload(blob)
     except struct.error:  # a length runs past the end
-        raise ValueError(f"not a payload: {len(blob)} bytes end inside a length or a name "
-                         f"(see fanoutsim.designs.reactor.payload for the layout)") from None
+        raise ValueError(
+            f"not a payload: {len(blob)} bytes end inside a length or a name "
+            f"(see fanoutsim.designs.reactor.payload for the layout)"
+        ) from None
 
 
 def _decode_payload(blob: bytes) -> dict[str, bytes]:
@@ -86,19 +90,17 @@ def decode_value(raw: bytes) -> Any:
 
 def decode_sources(blob: bytes) -> dict[str, Any]:
     """What subscribers see: decoded sources, bookkeeping keys excluded."""
-    return {
-        k: decode_value(v)
-        for k, v in decode_payload(blob).items()
-        if not k.startswith(BOOKKEEPING_PREFIX)
-    }
+    return {k: decode_value(v) for k, v in decode_payload(blob).items() if not k.startswith(BOOKKEEPING_PREFIX)}
 
 
 # The end of an execution's context as the poll loop writes it (sources first,
 # then these three keys, in the top-level object): read without decoding the
 # payload the context carries. A source of the same name moves the key
 # earlier, so the tail no longer matches and json decides.
-_CONTEXT_TAIL = re.compile(r'[{,]"reactor_name":"([^"\\]*)","reactor_firing_id":"([^"\\]{1,64})",'
-                           r'"reactor_fired_at":"([^"\\]*)"}\Z')
+_CONTEXT_TAIL = re.compile(
+    r'[{,]"reactor_name":"([^"\\]*)","reactor_firing_id":"([^"\\]{1,64})",'
+    r'"reactor_fired_at":"([^"\\]*)"}\Z'
+)
 
 
 def context_firing(context: str) -> tuple[Any, Any, Any]:

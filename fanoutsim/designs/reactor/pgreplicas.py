@@ -23,6 +23,7 @@ row lock, so two executors never both claim one row)::
 
     python -m fanoutsim.designs.reactor.pgreplicas run postgresql://... 3
 """
+
 from __future__ import annotations
 
 import json
@@ -99,9 +100,13 @@ def several_pollers(dsn: str, pollers: int = 3, seconds: float = 2.0, rate: floa
         merged = Merged(rt, outs)
         report = check(merged)
         actors = set(merged.trace()["actor"])
-        return {"report": report, "pollers": sorted(a for a in actors if str(a).startswith("poller")),
-                "children": [proc.pid for proc in children],
-                "firings": len(rt.firings()), "executions": len(rt.executions())}
+        return {
+            "report": report,
+            "pollers": sorted(a for a in actors if str(a).startswith("poller")),
+            "children": [proc.pid for proc in children],
+            "firings": len(rt.firings()),
+            "executions": len(rt.executions()),
+        }
     finally:
         kill_all(children)
         rt.close()

@@ -23,6 +23,7 @@ real code: the insert commits, then the watermark commits), ``per_batch``
 watermark together). The window between a committed insert and its committed
 watermark is where a crash turns into a duplicate delivery.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,6 +74,7 @@ def poll_once(e, now: int) -> PollStats:
 
 # The pass in steps, for runtimes that let time pass between a fetch and its
 # drain (so that other processes — other pollers — run in between).
+
 
 def poll_subscriptions(e, now: int) -> list[dict]:
     """The enabled subscriptions, in poll order."""
@@ -176,12 +178,12 @@ def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None
     with e.store.transaction() as tx:
         tx.update_subscription(sub_id, changes)
     if "last_seen_fired_at" in changes:
-        e.trace.add(now, "watermark", e.poller, who=sub_id, what=firing,
-                    detail=str(changes["last_seen_fired_at"]))
+        e.trace.add(now, "watermark", e.poller, who=sub_id, what=firing, detail=str(changes["last_seen_fired_at"]))
 
 
-def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None,
-          stats: PollStats | None = None) -> PollStats:
+def drain(
+    e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None, stats: PollStats | None = None
+) -> PollStats:
     """Filter, dispatch and advance the watermark over one fetched batch.
 
     Per firing: :func:`_filter` (the CEL verdict), :func:`_predicate_error`
@@ -198,7 +200,7 @@ def drain(e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None
     per_batch = e.config.watermark_commit == "per_batch"
     errors = _Errors(sub)
     changes: dict = {}  # subscription writes not yet committed
-    wm_firing = None    # the firing whose fired_at ``changes`` moves the watermark to
+    wm_firing = None  # the firing whose fired_at ``changes`` moves the watermark to
 
     for f in batch:
         fid = f["id"]
@@ -244,8 +246,9 @@ def _filter(e, now: int, sub: dict, predicate, f: dict, d: _Firing) -> tuple[boo
     else:
         value, error = None, predicate
     match = bool(value)
-    e.trace.add(now, "predicate", e.poller, who=sub["id"], what=f["id"],
-                detail=f"error: {error}" if error else str(match))
+    e.trace.add(
+        now, "predicate", e.poller, who=sub["id"], what=f["id"], detail=f"error: {error}" if error else str(match)
+    )
     return match, error
 
 
@@ -263,8 +266,9 @@ class _Errors:
         changes.update(predicate_error_count=0, predicate_error_firing_id=None, predicate_degraded=False)
 
 
-def _predicate_error(e, now: int, sub: dict, fid: str, error: str, errors: _Errors, changes: dict,
-                     stats: PollStats) -> bool:
+def _predicate_error(
+    e, now: int, sub: dict, fid: str, error: str, errors: _Errors, changes: dict, stats: PollStats
+) -> bool:
     """Record a filter error; True when the drain must stop on it. Under
     ``predicate_error_policy="hold"`` the watermark stays on the firing until
     ``predicate_error_limit`` consecutive errors on it, and then the firing is
@@ -308,15 +312,15 @@ def _dispatch(e, now: int, sub: dict, f: dict, d: _Firing, changes: dict, stats:
             tx.insert_execution(row)
             if atomic:
                 faults.point("poll.after_dispatch_before_watermark", now, who=sid, what=fid)
-                tx.update_subscription(sid, {**changes, "last_seen_fired_at": f["fired_at"],
-                                             "last_seen_firing_id": fid, "updated_at": now})
+                tx.update_subscription(
+                    sid, {**changes, "last_seen_fired_at": f["fired_at"], "last_seen_firing_id": fid, "updated_at": now}
+                )
         # committed; a lost reply still looks like a failure to the poller
         faults.after_insert(sub["workflow_name"], now)
     except InsertFailed as exc:
         stats.dispatch_failures += 1
         e.metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=sub["reactor_name"])
-        e.trace.add(now, "dispatch_failed", e.poller, who=sid, what=fid,
-                    where=row["id"], detail=str(exc))
+        e.trace.add(now, "dispatch_failed", e.poller, who=sid, what=fid, where=row["id"], detail=str(exc))
         return _HOLD if e.config.dispatch_failure_policy == "hold" else None
     stats.dispatched += 1
     e.trace.add(now, "dispatched", e.poller, who=sid, what=fid, where=row["id"])
@@ -335,7 +339,12 @@ def _execution_row(e, now: int, sub: dict, f: dict, d: _Firing) -> dict:
         context["reactor_fired_at"] = rfc3339(f["fired_at"])
         d.context = _JSON.encode(context)
     return {
-        "id": e.ids.new(), "workflow_name": sub["workflow_name"], "tenant_id": sub["tenant_id"],
-        "context": d.context, "status": "pending",
-        "dispatched_at": now, "claimed_at": None, "finished_at": None,
+        "id": e.ids.new(),
+        "workflow_name": sub["workflow_name"],
+        "tenant_id": sub["tenant_id"],
+        "context": d.context,
+        "status": "pending",
+        "dispatched_at": now,
+        "claimed_at": None,
+        "finished_at": None,
     }

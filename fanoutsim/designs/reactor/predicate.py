@@ -28,6 +28,7 @@ bool (an error or another type), so the error text in the trace and in
 fast=False)``, or the environment variable ``FANOUTSIM_CEL=celpy`` read when a
 filter is compiled, forces celpy for comparisons.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,14 +44,11 @@ from fanoutsim.kernel.cel import compile_fast, to_cel
 
 ALLOWED_VARIABLES = ("payload", "reactor", "tenant")
 # CEL type identifiers are values too (``type(x) == int``).
-_TYPE_IDENTS = frozenset(
-    {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"}
-)
+_TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 # Grammar nodes that merely wrap a single child on the way down to an ident.
 _WRAPPERS = frozenset(
-    {"expr", "conditionalor", "conditionaland", "relation", "addition",
-     "multiplication", "unary", "member", "primary"}
+    {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary", "member", "primary"}
 )
 
 _ENV = celpy.Environment()
@@ -156,12 +154,11 @@ class Predicate:
 
     __slots__ = ("expr", "_program", "paths", "_fast")
 
-    def __init__(self, expr: str, program: Any, paths: tuple[tuple[str, ...], ...] = ((),),
-                 fast: Any = None) -> None:
+    def __init__(self, expr: str, program: Any, paths: tuple[tuple[str, ...], ...] = ((),), fast: Any = None) -> None:
         self.expr = expr
         self._program = program
         self.paths = paths  # what it reads of the payload (see payload_paths)
-        self._fast = fast   # the compiled closure (fanoutsim.kernel.cel), or None: celpy only
+        self._fast = fast  # the compiled closure (fanoutsim.kernel.cel), or None: celpy only
 
     @property
     def fast(self) -> bool:
@@ -207,8 +204,10 @@ def compile_predicate(expr: str, *, fast: bool | None = None) -> Predicate:
     if fast is None:
         engine = os.environ.get(CEL_ENV_VAR, "fast")
         if engine not in ("fast", "celpy"):
-            raise RuntimeError(f"environment variable {CEL_ENV_VAR}={engine!r}: allowed values are "
-                             "'fast' (compiled closures, celpy outside their subset) and 'celpy'")
+            raise RuntimeError(
+                f"environment variable {CEL_ENV_VAR}={engine!r}: allowed values are "
+                "'fast' (compiled closures, celpy outside their subset) and 'celpy'"
+            )
         fast = engine == "fast"
     return _compile(expr, bool(fast))
 
@@ -243,13 +242,34 @@ def activation(sources: dict, reactor: str, tenant: str) -> dict:
 
 
 # -- a predicate error in plain words -------------------------------------------------
-_OPERATORS = {"relation_gt": ">", "relation_lt": "<", "relation_ge": ">=", "relation_le": "<=",
-              "relation_eq": "==", "relation_ne": "!=", "relation_in": "in", "addition_add": "+",
-              "addition_sub": "-", "multiplication_mul": "*", "multiplication_div": "/",
-              "multiplication_mod": "%", "unary_neg": "-", "unary_not": "!"}
-_KINDS = {"IntType": "a number", "UintType": "a number", "DoubleType": "a number", "StringType": "a string",
-          "BoolType": "true or false", "ListType": "a list", "MapType": "a map", "BytesType": "bytes",
-          "TimestampType": "a timestamp", "DurationType": "a duration"}
+_OPERATORS = {
+    "relation_gt": ">",
+    "relation_lt": "<",
+    "relation_ge": ">=",
+    "relation_le": "<=",
+    "relation_eq": "==",
+    "relation_ne": "!=",
+    "relation_in": "in",
+    "addition_add": "+",
+    "addition_sub": "-",
+    "multiplication_mul": "*",
+    "multiplication_div": "/",
+    "multiplication_mod": "%",
+    "unary_neg": "-",
+    "unary_not": "!",
+}
+_KINDS = {
+    "IntType": "a number",
+    "UintType": "a number",
+    "DoubleType": "a number",
+    "StringType": "a string",
+    "BoolType": "true or false",
+    "ListType": "a list",
+    "MapType": "a map",
+    "BytesType": "bytes",
+    "TimestampType": "a timestamp",
+    "DurationType": "a duration",
+}
 
 
 def _what(value: Any) -> str:
@@ -321,8 +341,9 @@ def explain_error(expr: str, sources: Any, error: str) -> str:
     nulls = [(v, p) for _, v, p in inputs if v is None]
     symbol = _OPERATORS.get(op.group(1), op.group(1)) if op else None
     if symbol is not None:
-        value, culprit = nulls[0] if nulls else next(((v, p) for _, v, p in inputs),
-                                                     (None, "an input has the wrong type"))
+        value, culprit = (
+            nulls[0] if nulls else next(((v, p) for _, v, p in inputs), (None, "an input has the wrong type"))
+        )
         own = _kind_of(value)
         needs = next((_KINDS[t] for t in types if t in _KINDS and _KINDS[t] != own), None)
         return f"{culprit}; '{symbol}' needs {needs or 'two values of one type'}"

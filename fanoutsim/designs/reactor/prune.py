@@ -8,6 +8,7 @@ of the firing's reactor and tenant to be at or past it, so nothing is deleted
 that some subscriber would still deliver — and a never-polled subscription
 (NULL watermark) holds its stream open indefinitely.
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.timeutil import seconds_to_us

@@ -37,6 +37,7 @@ follows no stop is how a later checker knows the process was killed.
 PostgreSQL database (:mod:`.roles`: ``poller``, ``executor``, ``prune``;
 ``all``, the default, is the whole runner).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,8 +55,17 @@ __all__ = ["Realtime", "SAFETY_CLAIM"]
 class Realtime(ReactorRuntime, SteppedWallRuntime):
     """The reactor subscription design running for real, on the wall clock."""
 
-    def __init__(self, config: SchedulerConfig | None = None, store: Any = "run.duckdb", faults=None,
-                 *, seed: int = 0, trace: bool = True, stop_timeout: float = 10.0, role: str = "all") -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig | None = None,
+        store: Any = "run.duckdb",
+        faults=None,
+        *,
+        seed: int = 0,
+        trace: bool = True,
+        stop_timeout: float = 10.0,
+        role: str = "all",
+    ) -> None:
         self._take_role(role)  # one part of the runner (see .roles), refused before the store is opened
         self.config = checked_config(config, seed)
         self.seed = seed

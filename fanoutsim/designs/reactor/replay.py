@@ -22,6 +22,7 @@ recording (a path relative to the scenario file)::
     start = 50400.0            # optional: recording seconds, default 0
     stop = 54000.0             # optional
 """
+
 from __future__ import annotations
 
 import math
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from fanoutsim.kernel.validate import is_real
 
 __all__ = ["REPLAY_COLUMNS", "Replay", "ReplaySpec", "load_recording", "prepare_replay", "parse_replay"]
@@ -46,12 +48,12 @@ class Replay:
 
     reactor: str
     rows: int
-    tenant: str | None = None     # the tenant column, or None: every row in "public"
+    tenant: str | None = None  # the tenant column, or None: every row in "public"
     speed: float = 1.0
-    start: float = 0.0            # recording seconds
-    stop: float | None = None     # recording seconds
+    start: float = 0.0  # recording seconds
+    stop: float | None = None  # recording seconds
     first_at: float | None = None  # virtual time of the first firing
-    last_at: float | None = None   # ... and of the last
+    last_at: float | None = None  # ... and of the last
 
 
 def load_recording(path: str | os.PathLike) -> pd.DataFrame:
@@ -65,17 +67,27 @@ def load_recording(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def _number(value: Any, name: str, *, low: float | None = None, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(value)
+    ):
         raise ValueError(f"replay {name} must be a finite number, got {value!r}")
     if low is not None and (value <= low if strict else value < low):
         raise ValueError(f"replay {name} must be {'>' if strict else '>='} {low:g}, got {value!r}")
     return float(value)
 
 
-def prepare_replay(frame: pd.DataFrame, reactor: str, *, tenant: str | None = None, speed: float = 1.0,
-                   start: float = 0.0, stop: float | None = None,
-                   now: float = 0.0) -> tuple[Replay, list[float], list[str], list[dict]]:
+def prepare_replay(
+    frame: pd.DataFrame,
+    reactor: str,
+    *,
+    tenant: str | None = None,
+    speed: float = 1.0,
+    start: float = 0.0,
+    stop: float | None = None,
+    now: float = 0.0,
+) -> tuple[Replay, list[float], list[str], list[dict]]:
     """Check a recording and turn its window into firing times (virtual
     seconds), tenants and payloads, in time order. Raises ValueError naming
     the argument or column at fault."""
@@ -85,11 +97,15 @@ def prepare_replay(frame: pd.DataFrame, reactor: str, *, tenant: str | None = No
         raise ValueError(f"replay reactor must be a non-empty string, got {reactor!r}")
     missing = [c for c in REPLAY_COLUMNS if c not in frame.columns]
     if missing:
-        raise ValueError(f"the recording has no column(s) {', '.join(map(repr, missing))}; a replay needs "
-                         f"{', '.join(REPLAY_COLUMNS)}; it has {', '.join(map(str, frame.columns))}")
+        raise ValueError(
+            f"the recording has no column(s) {', '.join(map(repr, missing))}; a replay needs "
+            f"{', '.join(REPLAY_COLUMNS)}; it has {', '.join(map(str, frame.columns))}"
+        )
     if tenant is not None and tenant not in frame.columns:
-        raise ValueError(f"replay tenant must be None (every row in 'public') or a column of the recording; "
-                         f"{tenant!r} is not one of {', '.join(map(str, frame.columns))}")
+        raise ValueError(
+            f"replay tenant must be None (every row in 'public') or a column of the recording; "
+            f"{tenant!r} is not one of {', '.join(map(str, frame.columns))}"
+        )
     speed = _number(speed, "speed", low=0.0, strict=True)
     start = _number(start, "start")
     if stop is not None:
@@ -112,15 +128,18 @@ def prepare_replay(frame: pd.DataFrame, reactor: str, *, tenant: str | None = No
         tenants = window[tenant].tolist()
         bad = [v for v in tenants if not isinstance(v, str) or not v.strip()]
         if bad:
-            raise ValueError(f"replay tenant column {tenant!r} must hold non-empty strings; "
-                             f"{len(bad)} row(s) hold {bad[0]!r} or the like")
+            raise ValueError(
+                f"replay tenant column {tenant!r} must hold non-empty strings; "
+                f"{len(bad)} row(s) hold {bad[0]!r} or the like"
+            )
     prices = window["price"].to_numpy(dtype=float, na_value=np.nan)
     payloads = [
         {"quote": {"symbol": _plain(s), "region": _plain(r), "price": None if math.isnan(p) else float(p)}}
         for s, r, p in zip(window["symbol"].tolist(), window["region"].tolist(), prices.tolist())
     ]
-    replay = Replay(reactor, len(times), tenant, speed, start, stop,
-                    times[0] if times else None, times[-1] if times else None)
+    replay = Replay(
+        reactor, len(times), tenant, speed, start, stop, times[0] if times else None, times[-1] if times else None
+    )
     return replay, times, tenants, payloads
 
 
@@ -139,7 +158,7 @@ REPLAY_KEYS = ("replay", "reactor", "tenant_column", "speed", "start", "stop")
 class ReplaySpec:
     """A ``[[workload]] replay = ...`` table of a scenario, checked."""
 
-    path: str                      # resolved against the scenario file's folder
+    path: str  # resolved against the scenario file's folder
     reactor: str
     tenant_column: str | None = None
     speed: float = 1.0
@@ -147,8 +166,14 @@ class ReplaySpec:
     stop: float | None = None
 
     def add_to(self, sim) -> Replay:
-        return sim.add_replay(load_recording(self.path), self.reactor, tenant=self.tenant_column,
-                              speed=self.speed, start=self.start, stop=self.stop)
+        return sim.add_replay(
+            load_recording(self.path),
+            self.reactor,
+            tenant=self.tenant_column,
+            speed=self.speed,
+            start=self.start,
+            stop=self.stop,
+        )
 
 
 def _columns(path: Path) -> list[str]:
@@ -172,25 +197,44 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
     problems: list[tuple[str, str]] = []
     for key in item:
         if key not in REPLAY_KEYS:
-            hint = (" (a replay fires at the recorded times with the recorded quotes)"
-                    if key in ("rate", "payload") else
-                    " (a replay takes each row's tenant from tenant_column)" if key == "tenant" else "")
-            problems.append((f"{where}.{key}", f"unknown key for a replay workload{hint}; allowed keys in "
-                                               f"{where} with replay: {', '.join(REPLAY_KEYS)}"))
+            hint = (
+                " (a replay fires at the recorded times with the recorded quotes)"
+                if key in ("rate", "payload")
+                else " (a replay takes each row's tenant from tenant_column)"
+                if key == "tenant"
+                else ""
+            )
+            problems.append(
+                (
+                    f"{where}.{key}",
+                    f"unknown key for a replay workload{hint}; allowed keys in "
+                    f"{where} with replay: {', '.join(REPLAY_KEYS)}",
+                )
+            )
     raw = item["replay"]
     columns = None
     path = None
     if not isinstance(raw, str) or not raw.strip():
-        problems.append((f"{where}.replay", f"must be the path of a recording ({' or '.join(FORMATS)} file, "
-                                            f"relative to the scenario file), got {_show(raw)}"))
+        problems.append(
+            (
+                f"{where}.replay",
+                f"must be the path of a recording ({' or '.join(FORMATS)} file, "
+                f"relative to the scenario file), got {_show(raw)}",
+            )
+        )
     else:
         path = (Path(raw) if Path(raw).is_absolute() else base / raw).resolve()
         if path.suffix not in FORMATS:
             problems.append((f"{where}.replay", f"must name a {' or '.join(FORMATS)} file, got {raw!r}"))
             path = None
         elif not path.is_file():
-            problems.append((f"{where}.replay", f"no such recording {raw!r} (looked for {str(path)!r}; "
-                                                f"a relative path is relative to the scenario file)"))
+            problems.append(
+                (
+                    f"{where}.replay",
+                    f"no such recording {raw!r} (looked for {str(path)!r}; "
+                    f"a relative path is relative to the scenario file)",
+                )
+            )
             path = None
         else:
             try:
@@ -201,9 +245,14 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
             else:
                 missing = [c for c in REPLAY_COLUMNS if c not in columns]
                 if missing:
-                    problems.append((f"{where}.replay", f"{raw!r} has no column(s) "
-                                                        f"{', '.join(map(repr, missing))}; a replay needs "
-                                                        f"{', '.join(REPLAY_COLUMNS)}"))
+                    problems.append(
+                        (
+                            f"{where}.replay",
+                            f"{raw!r} has no column(s) "
+                            f"{', '.join(map(repr, missing))}; a replay needs "
+                            f"{', '.join(REPLAY_COLUMNS)}",
+                        )
+                    )
     reactor = item.get("reactor")
     if "reactor" not in item:
         problems.append((f"{where}.reactor", "is required (a non-empty string)"))
@@ -212,11 +261,16 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
     tenant_column = item.get("tenant_column")
     if tenant_column is not None:
         if not isinstance(tenant_column, str) or not tenant_column:
-            problems.append((f"{where}.tenant_column", f"must be a column name of the recording, "
-                                                       f"got {_show(tenant_column)}"))
+            problems.append(
+                (f"{where}.tenant_column", f"must be a column name of the recording, got {_show(tenant_column)}")
+            )
         elif columns is not None and tenant_column not in columns:
-            problems.append((f"{where}.tenant_column", f"{tenant_column!r} is not a column of the recording; "
-                                                       f"its columns: {', '.join(columns)}"))
+            problems.append(
+                (
+                    f"{where}.tenant_column",
+                    f"{tenant_column!r} is not a column of the recording; its columns: {', '.join(columns)}",
+                )
+            )
     values = {}
     for key, default, rule in (("speed", 1.0, "> 0"), ("start", 0.0, ">= 0"), ("stop", None, "")):
         value = item.get(key, default)
@@ -233,10 +287,12 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
             ok = start is None or value > start
             rule = f"after start ({start:g})" if start is not None else ""
         if not ok:
-            what = {"speed": "times faster than recorded", "start": "recording seconds",
-                    "stop": "recording seconds"}[key]
-            problems.append((f"{where}.{key}", f"must be a finite number of {what}{' ' + rule if rule else ''}, "
-                                               f"got {_show(value)}"))
+            what = {"speed": "times faster than recorded", "start": "recording seconds", "stop": "recording seconds"}[
+                key
+            ]
+            problems.append(
+                (f"{where}.{key}", f"must be a finite number of {what}{' ' + rule if rule else ''}, got {_show(value)}")
+            )
             values[key] = None if key != "speed" else 1.0
         else:
             values[key] = float(value)

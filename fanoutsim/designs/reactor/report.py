@@ -1,6 +1,7 @@
 """The reactor design's delivery report (:func:`fanoutsim.analysis.delivery_report`) as plain text.
 
 Latencies are shown in milliseconds, watermark lag in seconds."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,13 +29,15 @@ def format_report(report: dict[str, Any]) -> str:
     prune = f"by the {cfg['prune_policy']} prune loop" if cfg.get("prune_policy") else ""
     out += table(
         ["totals", "count", "detail"],
-        [["firings fired", count(f["fired"]), "written to the log"],
-         ["firings retained", count(f["retained"]), "still in the log now"],
-         ["firings pruned", count(f["pruned"]), prune],
-         ["executions", count(ex["total"]), status],
-         ["predicate errors", count(report["predicate_errors"]), ""],
-         ["dead letters", count(report["dead_letters"]), ""],
-         ["dispatch failures", count(report["dispatch_failures"]), ""]],
+        [
+            ["firings fired", count(f["fired"]), "written to the log"],
+            ["firings retained", count(f["retained"]), "still in the log now"],
+            ["firings pruned", count(f["pruned"]), prune],
+            ["executions", count(ex["total"]), status],
+            ["predicate errors", count(report["predicate_errors"]), ""],
+            ["dead letters", count(report["dead_letters"]), ""],
+            ["dispatch failures", count(report["dispatch_failures"]), ""],
+        ],
         "<><",
     )
     out.append("")
@@ -43,24 +46,47 @@ def format_report(report: dict[str, Any]) -> str:
     names = {"fire_to_dispatch": "fire -> dispatch", "fire_to_claim": "fire -> claim"}
     rows = []
     for key, stats in report["latency_s"].items():
-        rows.append([names.get(key, key), count(stats["count"]), ms(stats["mean"]), ms(stats["p50"]),
-                     ms(stats["p95"]), ms(stats["p99"]), ms(stats["max"])])
+        rows.append(
+            [
+                names.get(key, key),
+                count(stats["count"]),
+                ms(stats["mean"]),
+                ms(stats["p50"]),
+                ms(stats["p95"]),
+                ms(stats["p99"]),
+                ms(stats["max"]),
+            ]
+        )
     out += table(["", "n", "mean", "p50", "p95", "p99", "max"], rows, "<>>>>>>")
     out.append("")
 
     out.append("Subscriptions (latency p50 in ms, watermark lag in s)")
     rows = []
     for s in report["subscriptions"]:
-        rows.append([
-            s["tenant"], s["reactor"], s["workflow"], clip(s["predicate"], 36), s["state"],
-            count(s["executions"]), ms(s["fire_to_dispatch_p50_s"]), ms(s["fire_to_claim_p50_s"]),
-            "never" if s["watermark_lag_s"] is None else secs(s["watermark_lag_s"], 2), count(s["backlog"]),
-        ])
+        rows.append(
+            [
+                s["tenant"],
+                s["reactor"],
+                s["workflow"],
+                clip(s["predicate"], 36),
+                s["state"],
+                count(s["executions"]),
+                ms(s["fire_to_dispatch_p50_s"]),
+                ms(s["fire_to_claim_p50_s"]),
+                "never" if s["watermark_lag_s"] is None else secs(s["watermark_lag_s"], 2),
+                count(s["backlog"]),
+            ]
+        )
     if rows:
-        out += table(["tenant", "reactor", "workflow", "filter", "state", "executions",
-                       "dispatch", "claim", "lag", "backlog"], rows, "<<<<<>>>>>")
-        out.append("  lag: virtual clock minus the watermark (the last firing passed); "
-                   "backlog: retained firings after the watermark")
+        out += table(
+            ["tenant", "reactor", "workflow", "filter", "state", "executions", "dispatch", "claim", "lag", "backlog"],
+            rows,
+            "<<<<<>>>>>",
+        )
+        out.append(
+            "  lag: virtual clock minus the watermark (the last firing passed); "
+            "backlog: retained firings after the watermark"
+        )
     else:
         out.append("  (none)")
     for e in report.get("predicate_error_examples", ()):

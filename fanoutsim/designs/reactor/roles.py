@@ -26,6 +26,7 @@ firing written by another process is in no trace) and every process's trace
 merged by time. It needs the firings still in the table: run no ``prune``
 role before checking.
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.runtime.roles import Roles
@@ -34,11 +35,14 @@ from fanoutsim.kernel.runtime.roles import Roles
 POLL, EXECUTOR, PRUNE = "poll", "executor", "prune"
 
 ROLES = Roles(
-    "reactor", "the whole runner: recovery, the poll loop, the executor and its workers, the prune loop, "
-    "the scenario's workloads",
+    "reactor",
+    "the whole runner: recovery, the poll loop, the executor and its workers, the prune loop, the scenario's workloads",
     poller=((POLL,), "the poll loop, as poller poller@PID (several read one watermark: duplicates)"),
-    executor=((EXECUTOR,), "recovery, then the executor and its workers, claiming on every tick (one at a "
-                           "time: its recovery requeues every running execution)"),
+    executor=(
+        (EXECUTOR,),
+        "recovery, then the executor and its workers, claiming on every tick (one at a "
+        "time: its recovery requeues every running execution)",
+    ),
     prune=((PRUNE,), "the prune loop"),
 )
 
@@ -61,14 +65,17 @@ class Processes:
         self.store, self.config = store, config
         self._trace = merged_trace(traces)
         firings = store.rows("reactor_firings")
-        self._trace.history = pd.DataFrame({
-            "firing": pd.Series([f["id"] for f in firings], dtype=object),
-            "reactor_name": pd.Series([f["reactor_name"] for f in firings], dtype=object),
-            "tenant_id": pd.Series([f["tenant_id"] for f in firings], dtype=object),
-            "fired_at": pd.Series([f["fired_at"] for f in firings], dtype=object),
-            "logged_at": pd.Series([f["created_at"] for f in firings], dtype=object),
-            "payload": pd.Series([f["payload"] for f in firings], dtype=object),
-            "attempt": pd.Series([0] * len(firings), dtype=object)})
+        self._trace.history = pd.DataFrame(
+            {
+                "firing": pd.Series([f["id"] for f in firings], dtype=object),
+                "reactor_name": pd.Series([f["reactor_name"] for f in firings], dtype=object),
+                "tenant_id": pd.Series([f["tenant_id"] for f in firings], dtype=object),
+                "fired_at": pd.Series([f["fired_at"] for f in firings], dtype=object),
+                "logged_at": pd.Series([f["created_at"] for f in firings], dtype=object),
+                "payload": pd.Series([f["payload"] for f in firings], dtype=object),
+                "attempt": pd.Series([0] * len(firings), dtype=object),
+            }
+        )
 
     def trace(self):
         return self._trace

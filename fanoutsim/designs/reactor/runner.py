@@ -5,21 +5,32 @@ Method names and arguments follow seed 001's Python API
 durable calls go through the runtime's *current* engine at the runtime's
 current time, so they keep working across crashes and restarts.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.tables import TIMESTAMP_COLUMNS
 from fanoutsim.kernel.frames import record
 
-
 # The columns the real API lists (``last_seen_firing_id``, the compound
 # cursor of the fixed watermark strategies, is ours: see sim.subscriptions()).
 LISTED = (
-    "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate", "last_seen_fired_at",
-    "predicate_error_count", "predicate_error_firing_id", "last_predicate_error", "predicate_degraded",
-    "created_at", "updated_at",
+    "id",
+    "reactor_name",
+    "workflow_name",
+    "tenant_id",
+    "enabled",
+    "predicate",
+    "last_seen_fired_at",
+    "predicate_error_count",
+    "predicate_error_firing_id",
+    "last_predicate_error",
+    "predicate_degraded",
+    "created_at",
+    "updated_at",
 )
 
 
@@ -28,8 +39,9 @@ class Runner:
         self._rt = runtime
 
     # -- subscriptions (durable) --------------------------------------------
-    def subscribe_workflow_to_reactor(self, reactor: str, workflow: str, tenant: str = "public",
-                                      *, when: str | None = None) -> str:
+    def subscribe_workflow_to_reactor(
+        self, reactor: str, workflow: str, tenant: str = "public", *, when: str | None = None
+    ) -> str:
         """Upsert the subscription of ``workflow`` to ``reactor`` in ``tenant``;
         returns its id (the same id on every call for the same triple). ``when``
         is an optional CEL filter over ``payload``, ``reactor`` and ``tenant``;
@@ -40,8 +52,7 @@ class Runner:
         """Delete the subscription; False if there was none."""
         return self._rt._api(ReactorEngine.unsubscribe, reactor, workflow, tenant)
 
-    def set_subscription_enabled(self, reactor: str, workflow: str, tenant: str = "public",
-                                 *, enabled: bool) -> bool:
+    def set_subscription_enabled(self, reactor: str, workflow: str, tenant: str = "public", *, enabled: bool) -> bool:
         """Pause or resume a subscription (the poll loop skips disabled ones)."""
         return self._rt._api(ReactorEngine.set_enabled, reactor, workflow, tenant, enabled)
 
@@ -52,14 +63,14 @@ class Runner:
         return [{k: v for k, v in record(row, TIMESTAMP_COLUMNS).items() if k in LISTED} for row in rows]
 
     # -- declarations (code: survive restarts) ----------------------------------
-    def register_workflow(self, name: str, fn: Callable[[dict], Any] | None = None,
-                          duration: float | Callable = 0.0, *, triggers=()) -> None:
+    def register_workflow(
+        self, name: str, fn: Callable[[dict], Any] | None = None, duration: float | Callable = 0.0, *, triggers=()
+    ) -> None:
         """Declare a workflow body ``fn(context)`` and its run time in seconds
         (a number, or a callable drawing from a ``random.Random``)."""
         self._rt.registry.register_workflow(name, fn, duration, triggers)
 
-    def register_computation_graph(self, reactor: str, fn: Callable[[dict], Any], *,
-                                   name: str | None = None) -> None:
+    def register_computation_graph(self, reactor: str, fn: Callable[[dict], Any], *, name: str | None = None) -> None:
         """Declare an in-process graph called with the sources on every firing of ``reactor``."""
         self._rt.registry.register_computation_graph(reactor, fn, name)
 

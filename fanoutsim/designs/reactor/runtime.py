@@ -29,18 +29,19 @@ batch in hand, the running bodies — and rolls back the open transaction; a
 restart builds a new engine over the same store and first requeues the
 executions the dead one claimed (recovery).
 """
+
 from __future__ import annotations
 
 import os
 import random
 
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
-from fanoutsim.designs.reactor.engine import TRACE
 from fanoutsim.designs.reactor.config import SchedulerConfig
+from fanoutsim.designs.reactor.engine import TRACE
+from fanoutsim.designs.reactor.faults import STAMPS, pollers_of
 from fanoutsim.designs.reactor.host import RunnerHost
 from fanoutsim.designs.reactor.roles import EXECUTOR, POLL, PRUNE, ROLES
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
-from fanoutsim.designs.reactor.faults import STAMPS, pollers_of
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.runtime.roles import ALL, WORKLOADS
 from fanoutsim.kernel.timeutil import US
@@ -80,8 +81,17 @@ class ReactorRuntime(RunnerHost):
 
     # -- the binding --------------------------------------------------------
     def _engine(self, incarnation: int, replica: int) -> ReactorEngine:
-        return ReactorEngine(self.store, self.config, self.registry, self.ids, self.metrics_registry, self._trace,
-                             self.faults, self._rng("engine", incarnation, replica), replica)
+        return ReactorEngine(
+            self.store,
+            self.config,
+            self.registry,
+            self.ids,
+            self.metrics_registry,
+            self._trace,
+            self.faults,
+            self._rng("engine", incarnation, replica),
+            replica,
+        )
 
     def _new_engine(self, incarnation: int) -> ReactorEngine:
         """The runner's engine and, with ``Pollers(n)``, its n - 1 replicas (each
@@ -236,7 +246,7 @@ class ReactorRuntime(RunnerHost):
         if engine is None:  # a down reactor fires nothing
             return
         stamps = getattr(self.faults, STAMPS.name, None)  # optional: a hand-written plan may lack it
-        for fired_at, delay in (stamps(reactor, at) if stamps else ((at, 0.0),)):
+        for fired_at, delay in stamps(reactor, at) if stamps else ((at, 0.0),):
             payload = payload_of()
             if delay > 0:
                 self._service(self._late_fire(reactor, tenant, payload, fired_at, delay), "late-writer")
@@ -278,8 +288,16 @@ class ReactorRuntime(RunnerHost):
                 yield Sleep(at - self.now)
             self._fires(reactor, tenant, lambda p=payload: p, self.now_us())
 
-    def add_workload(self, reactor: str, rate: float, tenant: str = "public", *,
-                     payload: str = "quote", start: float = 0.0, stop: float | None = None) -> Workload:
+    def add_workload(
+        self,
+        reactor: str,
+        rate: float,
+        tenant: str = "public",
+        *,
+        payload: str = "quote",
+        start: float = 0.0,
+        stop: float | None = None,
+    ) -> Workload:
         """Fire ``reactor`` at Poisson times, ``rate`` per second, from ``start``
         to ``stop`` (seconds since start)."""
         self._refuse_unless(WORKLOADS, "workload (fire with `fanoutsim fire` / `write`)")
@@ -289,8 +307,16 @@ class ReactorRuntime(RunnerHost):
         self._service(self._workload(w, rng), f"workload-{reactor}")
         return w
 
-    def add_replay(self, frame, reactor: str, *, tenant: str | None = None, speed: float = 1.0,
-                   start: float = 0.0, stop: float | None = None):
+    def add_replay(
+        self,
+        frame,
+        reactor: str,
+        *,
+        tenant: str | None = None,
+        speed: float = 1.0,
+        start: float = 0.0,
+        stop: float | None = None,
+    ):
         """Fire ``reactor`` once per row of a recorded workload (see
         :mod:`fanoutsim.designs.reactor.replay`): columns ``t``, ``symbol``, ``region``,
         ``price``; the payload is the ``quote`` generator's. ``tenant``: None
@@ -301,8 +327,7 @@ class ReactorRuntime(RunnerHost):
 
         self._refuse_unless(WORKLOADS, "replay (fire with `fanoutsim fire` / `write`)")
         replay, times, tenants, payloads = prepare_replay(
-            frame, reactor, tenant=tenant, speed=speed, start=start, stop=stop, now=self.now)
+            frame, reactor, tenant=tenant, speed=speed, start=start, stop=stop, now=self.now
+        )
         self._service(self._replay(reactor, times, tenants, payloads), f"replay-{reactor}")
         return replay
-
-

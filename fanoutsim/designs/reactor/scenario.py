@@ -76,6 +76,7 @@ leases' ``restore_backup``, and ``crash_at_point`` takes a reactor crash point);
 The schema below (:data:`SCHEMA`) declares all of this once: the checks, the
 defaults, the docs and ``data/schemas/reactor.schema.json``.
 """
+
 from __future__ import annotations
 
 import os
@@ -85,23 +86,46 @@ from pathlib import Path
 from typing import Any
 
 from fanoutsim.designs.reactor.config import POLICIES, SchedulerConfig
-from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredicate, compile_predicate
-from fanoutsim.designs.reactor.workload import GENERATORS, Workload
-from fanoutsim.designs.reactor.subscriptions import undeclared_workflow
-from fanoutsim.kernel.dist import Dist
 from fanoutsim.designs.reactor.faults import FAULTS as _FAULTS
+from fanoutsim.designs.reactor.predicate import ALLOWED_VARIABLES, InvalidPredicate, compile_predicate
+from fanoutsim.designs.reactor.subscriptions import undeclared_workflow
+from fanoutsim.designs.reactor.workload import GENERATORS, Workload
+from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.scenario import (
-    Array, FaultRules, Faults, Item, Reading, Schema, ScenarioError, Settings, check_overrides, key,
-    read_scenario_file, refuse_existing_store,
+    Array,
+    FaultRules,
+    Faults,
+    Item,
+    Reading,
+    ScenarioError,
+    Schema,
+    Settings,
+    check_overrides,
+    key,
+    read_scenario_file,
+    refuse_existing_store,
 )
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.validate import (
-    Distribution, Invalid, Name, OneOf, Rate, Seconds, Validator, kind,
+    Distribution,
+    Invalid,
+    Name,
+    OneOf,
+    Rate,
+    Seconds,
+    Validator,
+    kind,
 )
 
 __all__ = [
-    "ScenarioError", "Scenario", "WorkflowDef", "SubscriptionDef", "load_scenario", "parse_scenario",
-    "parse_reactor_scenario", "SCHEMA",
+    "ScenarioError",
+    "Scenario",
+    "WorkflowDef",
+    "SubscriptionDef",
+    "load_scenario",
+    "parse_scenario",
+    "parse_reactor_scenario",
+    "SCHEMA",
 ]
 
 
@@ -129,14 +153,18 @@ def _cel_message(expr: str, message: str) -> str:
     """InvalidPredicate's message, with a CEL parse error's caret kept under its column."""
     marker = f"predicate {expr!r} is not valid CEL: "
     if message.startswith(marker):
-        detail = message[len(marker):].strip("\n")
-        return (f"{expr!r} is not valid CEL (a boolean expression over the variables "
-                f"{', '.join(ALLOWED_VARIABLES)}):\n{detail}")
+        detail = message[len(marker) :].strip("\n")
+        return (
+            f"{expr!r} is not valid CEL (a boolean expression over the variables "
+            f"{', '.join(ALLOWED_VARIABLES)}):\n{detail}"
+        )
     return message
 
 
-_DURATION = ('its run time: seconds >= 0, or {dist="exponential", mean=0.2} or {dist="uniform", low=0.01, '
-             'high=0.1} (any law of fanoutsim.kernel.dist: fixed, exponential, uniform, lognormal); default 0')
+_DURATION = (
+    'its run time: seconds >= 0, or {dist="exponential", mean=0.2} or {dist="uniform", low=0.01, '
+    "high=0.1} (any law of fanoutsim.kernel.dist: fixed, exponential, uniform, lognormal); default 0"
+)
 
 
 @dataclass(frozen=True)
@@ -154,8 +182,11 @@ class SubscriptionDef:
     reactor: str = key(Name(), doc="the reactor whose firings start the workflow")
     workflow: str = key(Name(), doc="the workflow to run (one of [[workflows]], when any are declared)")
     tenant: str = key(Name(), "public", doc='the tenant, default "public"')
-    when: str | None = key(CelFilter(), None, doc=f"optional CEL filter over {', '.join(ALLOWED_VARIABLES)}, "
-                                                  "such as payload.quote.price > 100")
+    when: str | None = key(
+        CelFilter(),
+        None,
+        doc=f"optional CEL filter over {', '.join(ALLOWED_VARIABLES)}, such as payload.quote.price > 100",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,11 +196,13 @@ class WorkloadTable:
     reactor: str = key(Name(), doc="the reactor fired")
     tenant: str = key(Name(), "public", doc='the tenant, default "public"')
     rate: float = key(Rate("firings"), doc="firings per virtual second")
-    payload: str = key(OneOf(tuple(GENERATORS)), "quote",
-                       doc="a fanoutsim.designs.reactor.workload.GENERATORS name, default \"quote\"")
+    payload: str = key(
+        OneOf(tuple(GENERATORS)), "quote", doc='a fanoutsim.designs.reactor.workload.GENERATORS name, default "quote"'
+    )
     start: float = key(Seconds(unit="virtual seconds"), 0.0, doc="optional: when the firings start")
-    stop: float | None = key(Seconds(low=None, unit="virtual seconds"), None, after="start",
-                             doc="optional: when they stop")
+    stop: float | None = key(
+        Seconds(low=None, unit="virtual seconds"), None, after="start", doc="optional: when they stop"
+    )
 
 
 @dataclass(frozen=True)
@@ -179,8 +212,9 @@ class ReplayTable:
 
     replay: str = key(Name(), doc="the recording: a .parquet or .csv file, relative to this file")
     reactor: str = key(Name(), doc="the reactor fired once per row")
-    tenant_column: str | None = key(Name(), None, doc='optional: the column of each row\'s tenant; default: '
-                                                     'every row in "public"')
+    tenant_column: str | None = key(
+        Name(), None, doc='optional: the column of each row\'s tenant; default: every row in "public"'
+    )
     speed: float = key(Seconds(strict=True, unit="times"), 1.0, doc="optional: times faster than recorded, default 1")
     start: float = key(Seconds(), 0.0, doc="optional: the recording's window, in its seconds")
     stop: float | None = key(Seconds(low=None), None, doc="optional: the window's end, in the recording's seconds")
@@ -239,34 +273,52 @@ def _no_duplicate_subscriptions(items: list[Item], reading: Reading) -> None:
             continue
         triple = (s.reactor, s.workflow, s.tenant)
         if triple in seen:
-            item.fail("", f"subscription of {s.workflow!r} to {s.reactor!r} in tenant {s.tenant!r} "
-                          f"is already declared at {seen[triple]}")
+            item.fail(
+                "",
+                f"subscription of {s.workflow!r} to {s.reactor!r} in tenant {s.tenant!r} "
+                f"is already declared at {seen[triple]}",
+            )
             item.result = None
         else:
             seen[triple] = item.where
 
 
 # fault kinds of other designs only, and why the reactor refuses them
-_OTHER_DESIGNS_FAULTS = {"restore_backup": "leases design (the reactor model has no backup and restore)",
-                         "backfill": "outbox design (the reactor model has no connection pool or listener)"}
+_OTHER_DESIGNS_FAULTS = {
+    "restore_backup": "leases design (the reactor model has no backup and restore)",
+    "backfill": "outbox design (the reactor model has no connection pool or listener)",
+}
 
 FAULTS = FaultRules(
-    label="a reactor scenario", accepted=_FAULTS.kind_names,
-    refused=_OTHER_DESIGNS_FAULTS, points=_FAULTS.points,
+    label="a reactor scenario",
+    accepted=_FAULTS.kind_names,
+    refused=_OTHER_DESIGNS_FAULTS,
+    points=_FAULTS.points,
     points_label="the reactor design's points",
     refs={"reactor": "reactors"},
-    ref_labels={"reactor": "a reactor of this scenario; the reactors its [[subscriptions]] and [[workload]] name"})
+    ref_labels={"reactor": "a reactor of this scenario; the reactors its [[subscriptions]] and [[workload]] name"},
+)
 
 SCHEMA = Schema(
-    design="reactor", default=True, doc=__doc__,
+    design="reactor",
+    default=True,
+    doc=__doc__,
     title="reactor -> workflow subscriptions with timestamp watermarks and CEL filters (Cloacina)",
     parts=(
-        Settings("config", SchedulerConfig, choices=POLICIES,
-                 doc="any fanoutsim.SchedulerConfig field (see fanoutsim.designs.reactor.config)"),
+        Settings(
+            "config",
+            SchedulerConfig,
+            choices=POLICIES,
+            doc="any fanoutsim.SchedulerConfig field (see fanoutsim.designs.reactor.config)",
+        ),
         Array("workflows", WorkflowDef, unique="name", noun="workflow"),
         Array("subscriptions", SubscriptionDef, rules=_declared_workflow, check=_no_duplicate_subscriptions),
-        WorkloadArray("workload", WorkloadTable, make=lambda t: Workload(t.reactor, t.rate, t.tenant, t.payload,
-                                                                         t.start, t.stop), check=_name_reactors),
+        WorkloadArray(
+            "workload",
+            WorkloadTable,
+            make=lambda t: Workload(t.reactor, t.rate, t.tenant, t.payload, t.start, t.stop),
+            check=_name_reactors,
+        ),
         Faults(FAULTS),
     ),
 )
@@ -293,8 +345,7 @@ class Scenario:
     replays: tuple = ()  # fanoutsim.designs.reactor.replay.ReplaySpec, from [[workload]] replay = "..."
     design = "reactor"  # a class attribute, not a field: which design the file describes
 
-    def build(self, seed: int | None = None, store: "str | Store | None" = None,
-              until: float | None = None):
+    def build(self, seed: int | None = None, store: str | Store | None = None, until: float | None = None):
         """A Simulation with the workflows registered, the subscriptions made
         and the workloads added, at virtual time 0 with nothing run yet.
 
@@ -322,8 +373,7 @@ class Scenario:
                 raise ScenarioError(self.source, [("faults", str(exc))]) from None
         return sim
 
-    def run(self, seed: int | None = None, until: float | None = None,
-            store: "str | Store | None" = None):
+    def run(self, seed: int | None = None, until: float | None = None, store: str | Store | None = None):
         """Build, then run the virtual clock to ``until`` (the file's by default)."""
         _, _, until = check_overrides(self, seed, store, until)
         sim = self.build(seed=seed, store=store, until=until)
@@ -337,10 +387,15 @@ def parse_reactor_scenario(data: dict, *, source: str = "<scenario>", default_na
     raises :class:`ScenarioError` listing every problem."""
     r = SCHEMA.read(data, source=source, default_name=default_name)
     workload = r["workload"]
-    return Scenario(**r.header(), config=r["config"], workflows=r["workflows"],
-                    subscriptions=r["subscriptions"], faults=r["faults"],
-                    workloads=tuple(w for w in workload if isinstance(w, Workload)),
-                    replays=tuple(w for w in workload if not isinstance(w, Workload)))
+    return Scenario(
+        **r.header(),
+        config=r["config"],
+        workflows=r["workflows"],
+        subscriptions=r["subscriptions"],
+        faults=r["faults"],
+        workloads=tuple(w for w in workload if isinstance(w, Workload)),
+        replays=tuple(w for w in workload if not isinstance(w, Workload)),
+    )
 
 
 parse_scenario = parse_reactor_scenario
@@ -354,4 +409,3 @@ def load_scenario(path: str | os.PathLike, *, design: str | None = "reactor") ->
         raise ValueError(f"this reads reactor scenarios; for design = {design!r} use fanoutsim.scenario.load_scenario")
     source = os.fspath(path)
     return parse_reactor_scenario(read_scenario_file(source), source=source, default_name=Path(source).stem)
-

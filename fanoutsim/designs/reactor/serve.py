@@ -13,23 +13,33 @@ what the reactor's :class:`~fanoutsim.kernel.design.Design` record gives it:
 :func:`fire` and :func:`status` reach a reactor file from another process:
 through its server if one holds it, else by opening the file.
 """
+
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from fanoutsim.designs.reactor.realtime import Realtime
 from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
 from fanoutsim.kernel.store.duckdb import StoreError
 from fanoutsim.kernel.timeutil import from_us
-from fanoutsim.designs.reactor.realtime import Realtime
 
-__all__ = ["sidecar", "server_address", "status_of", "apply_scenario", "open_realtime", "write",
-           "WRITE_FIELDS", "fire", "status"]
+__all__ = [
+    "sidecar",
+    "server_address",
+    "status_of",
+    "apply_scenario",
+    "open_realtime",
+    "write",
+    "WRITE_FIELDS",
+    "fire",
+    "status",
+]
 
 WRITE_FIELDS = {
     "reactor": "the reactor to fire (required)",
     "payload": "a JSON object of source name -> value (default {})",
-    "tenant": "the tenant (default \"public\")",
+    "tenant": 'the tenant (default "public")',
 }
 
 
@@ -43,11 +53,18 @@ def status_of(rt: Realtime) -> dict[str, Any]:
     for row in executions:
         by_status[row["status"]] = by_status.get(row["status"], 0) + 1
     return {
-        "pid": os.getpid(), "db": getattr(rt.store, "path", None), "now": from_us(now).isoformat(),
-        "running": rt.running, "firings_retained": retained, "executions": by_status,
-        "watermark_lag_s": {f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}":
-                            (None if s["last_seen_fired_at"] is None else (now - s["last_seen_fired_at"]) / 1e6)
-                            for s in subs},
+        "pid": os.getpid(),
+        "db": getattr(rt.store, "path", None),
+        "now": from_us(now).isoformat(),
+        "running": rt.running,
+        "firings_retained": retained,
+        "executions": by_status,
+        "watermark_lag_s": {
+            f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}": (
+                None if s["last_seen_fired_at"] is None else (now - s["last_seen_fired_at"]) / 1e6
+            )
+            for s in subs
+        },
         "metrics": rt.metrics(),
     }
 
@@ -64,15 +81,17 @@ def apply_scenario(rt: Realtime, scenario, *, workloads: bool = True) -> None:
             rt.add_workload(w.reactor, w.rate, w.tenant, payload=w.payload, start=w.start, stop=w.stop)
 
 
-def open_realtime(scenario, db: str, *, rate: float | None = None, reactor: str = "pricing_reactor",
-                  role: str = "all") -> Realtime:
+def open_realtime(
+    scenario, db: str, *, rate: float | None = None, reactor: str = "pricing_reactor", role: str = "all"
+) -> Realtime:
     """A Realtime over ``db`` (not started) with ``scenario`` applied. ``rate``:
     fire ``reactor`` that many times a second instead of the scenario's
     workloads (0: no workload; with no scenario, ``reactor`` feeds an ``audit``
     workflow). ``role``: the part of the runner it runs
     (:mod:`fanoutsim.designs.reactor.roles`; only ``all`` runs workloads)."""
-    rt = Realtime(scenario.config if scenario is not None else None, store=db,
-                  faults=getattr(scenario, "faults", None), role=role)
+    rt = Realtime(
+        scenario.config if scenario is not None else None, store=db, faults=getattr(scenario, "faults", None), role=role
+    )
     try:
         if scenario is not None:
             apply_scenario(rt, scenario, workloads=rate is None and rt.role == "all")

@@ -6,6 +6,7 @@ for both clocks; this face picks the virtual driver
 seconds since ``start`` (default 2026-01-01T00:00:00Z); the store sees epoch
 microseconds; ids are seeded, so the same config and seed give the same trace.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,8 +37,17 @@ class Simulation(ReactorRuntime, VirtualRuntime):
     during which other processes (other pollers, writers) run.
     """
 
-    def __init__(self, config: SchedulerConfig | None = None, seed: int = 0, store: Any = "memory",
-                 *, start=None, faults=None, trace: bool = True, fetch_latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig | None = None,
+        seed: int = 0,
+        store: Any = "memory",
+        *,
+        start=None,
+        faults=None,
+        trace: bool = True,
+        fetch_latency: float = 0.0,
+    ) -> None:
         config = checked_config(config, seed)
         if not is_number(fetch_latency) or fetch_latency < 0:  # nan or inf: no drain would ever come
             raise ValueError(f"fetch_latency must be a finite number of seconds >= 0, got {fetch_latency!r}")

@@ -6,6 +6,7 @@ killed process) left behind: the firing, each subscription of its reactor and
 tenant — whether its watermark has passed the firing, what its filter says,
 which executions it dispatched — and the crashes ``runner_log`` records.
 """
+
 from __future__ import annotations
 
 import json
@@ -72,23 +73,33 @@ def _unrun(sub: dict, firing: dict, says: str, cfg) -> str:
     compound = getattr(cfg, "watermark", "fired_at") != "fired_at"
     if not _passed(sub, firing, compound):
         if sub.get("predicate_error_firing_id") == firing["id"]:
-            return (f"{says}\n      held: the watermark waits on it while the filter fails "
-                    f"({sub['predicate_error_count']} error(s) in a row so far, predicate_error_policy hold)")
+            return (
+                f"{says}\n      held: the watermark waits on it while the filter fails "
+                f"({sub['predicate_error_count']} error(s) in a row so far, predicate_error_policy hold)"
+            )
         return f"{says}; not polled yet: the watermark ({_when(sub['last_seen_fired_at'])}) is before it"
     if says.endswith("is false"):
         return f"{says}: not dispatched, and the watermark moved past it (as it should)"
     if "fails:" in says:
         limit = getattr(cfg, "predicate_error_limit", 5)
         if sub.get("predicate_error_firing_id") == firing["id"] and sub["predicate_error_count"] < limit:
-            return (f"{says}\n      held by its error, then passed by the watermark without a retry: a "
-                    f"firing with the same fired_at as the last one read (a tie under watermark = fired_at)")
+            return (
+                f"{says}\n      held by its error, then passed by the watermark without a retry: a "
+                f"firing with the same fired_at as the last one read (a tie under watermark = fired_at)"
+            )
         if getattr(cfg, "predicate_error_policy", "skip") == "hold":
-            return (f"{says}\n      dead-lettered: after {getattr(cfg, 'predicate_error_limit', 5)} errors in a "
-                    f"row the watermark moved past it (predicate_error_policy hold)")
-        return (f"{says}\n      not dispatched: predicate_error_policy skip counts the error as false and "
-                f"moves the watermark past it")
-    return (f"{says}; the watermark passed it but nothing was dispatched: lost (pruned before the poll, a "
-            f"tie split by a batch, or a commit that became visible behind the watermark)")
+            return (
+                f"{says}\n      dead-lettered: after {getattr(cfg, 'predicate_error_limit', 5)} errors in a "
+                f"row the watermark moved past it (predicate_error_policy hold)"
+            )
+        return (
+            f"{says}\n      not dispatched: predicate_error_policy skip counts the error as false and "
+            f"moves the watermark past it"
+        )
+    return (
+        f"{says}; the watermark passed it but nothing was dispatched: lost (pruned before the poll, a "
+        f"tie split by a batch, or a commit that became visible behind the watermark)"
+    )
 
 
 def _verdict(sub: dict, firing: dict, sources: Any, runs: list[dict], crashes: list[int], cfg) -> str:
@@ -100,9 +111,12 @@ def _verdict(sub: dict, firing: dict, sources: Any, runs: list[dict], crashes: l
     if len(runs) > 1:
         first, last = min(r["dispatched_at"] for r in runs), max(r["dispatched_at"] for r in runs)
         between = [c for c in crashes if first <= c <= last]
-        why = (f"the runner restarted without a clean stop at {_when(between[0])} between the dispatches "
-               f"(at-least-once: a dispatch committed, its watermark move did not)" if between else
-               "no crash between them in runner_log: several pollers, or an ambiguous insert")
+        why = (
+            f"the runner restarted without a clean stop at {_when(between[0])} between the dispatches "
+            f"(at-least-once: a dispatch committed, its watermark move did not)"
+            if between
+            else "no crash between them in runner_log: several pollers, or an ambiguous insert"
+        )
         line += f"\n      a duplicate: {why}"
     return line
 
@@ -115,18 +129,24 @@ def story(rt, firing_id: str) -> str:
     runs = _executions_of(store, firing_id)
     if firing is None:
         if not runs:
-            raise KeyError(f"no firing {firing_id!r} in this run (neither in reactor_firings nor in an "
-                           f"execution's context)")
+            raise KeyError(
+                f"no firing {firing_id!r} in this run (neither in reactor_firings nor in an execution's context)"
+            )
         lines = [f"firing {firing_id}: no longer in reactor_firings (pruned); its executions:"]
         for (workflow, tenant), rows in sorted(runs.items()):
             lines.append(f"  {workflow}@{tenant}: " + ", ".join(f"{r['id']} {r['status']}" for r in rows))
         return "\n".join(lines) + "\n"
     sources = decode_sources(firing["payload"])
-    lines = [f"firing {firing_id}: {firing['reactor_name']}@{firing['tenant_id']}, fired at "
-             f"{_when(firing['fired_at'])}, logged at {_when(firing['created_at'])}",
-             f"  payload {json.dumps(sources, default=str)}"]
-    subs = [s for s in store.rows("reactor_subscriptions")
-            if s["reactor_name"] == firing["reactor_name"] and s["tenant_id"] == firing["tenant_id"]]
+    lines = [
+        f"firing {firing_id}: {firing['reactor_name']}@{firing['tenant_id']}, fired at "
+        f"{_when(firing['fired_at'])}, logged at {_when(firing['created_at'])}",
+        f"  payload {json.dumps(sources, default=str)}",
+    ]
+    subs = [
+        s
+        for s in store.rows("reactor_subscriptions")
+        if s["reactor_name"] == firing["reactor_name"] and s["tenant_id"] == firing["tenant_id"]
+    ]
     if not subs:
         lines.append("  no subscription of this reactor and tenant: nothing was to be dispatched")
     crashes, cfg = _crashes(store), getattr(rt, "config", None)

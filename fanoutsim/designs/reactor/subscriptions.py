@@ -5,6 +5,7 @@ upserts the same row (same id), replacing its predicate and enabling it, while
 its watermark stays where it was. The CEL filter is compiled before the
 transaction opens, so a bad one writes nothing.
 """
+
 from __future__ import annotations
 
 from fanoutsim.designs.reactor.predicate import compile_predicate
@@ -19,8 +20,10 @@ def undeclared_workflow(workflow: str, declared, how: str = "") -> str | None:
     declared = list(declared)
     if not declared or workflow in declared:
         return None
-    return (f"workflow {workflow!r} is not declared{how}; a subscription must name a declared workflow once any "
-            f"are (an undeclared one would run as an instant no-op); declared: {', '.join(declared)}")
+    return (
+        f"workflow {workflow!r} is not declared{how}; a subscription must name a declared workflow once any "
+        f"are (an undeclared one would run as an instant no-op); declared: {', '.join(declared)}"
+    )
 
 
 def subscribe(e, now: int, reactor: str, workflow: str, tenant: str = "public", *, when=None) -> str:
@@ -37,18 +40,33 @@ def subscribe(e, now: int, reactor: str, workflow: str, tenant: str = "public", 
         if existing is not None:
             changes = {"predicate": when, "enabled": True, "updated_at": now}
             if existing["predicate"] != when:  # old filter's error state means nothing now
-                changes.update(predicate_error_count=0, predicate_error_firing_id=None,
-                               last_predicate_error=None, predicate_degraded=False)
+                changes.update(
+                    predicate_error_count=0,
+                    predicate_error_firing_id=None,
+                    last_predicate_error=None,
+                    predicate_degraded=False,
+                )
             tx.update_subscription(existing["id"], changes)
             return existing["id"]
         sub_id = e.ids.new()
-        tx.insert_subscription({
-            "id": sub_id, "reactor_name": reactor, "workflow_name": workflow, "tenant_id": tenant,
-            "enabled": True, "predicate": when, "last_seen_fired_at": None, "last_seen_firing_id": None,
-            "predicate_error_count": 0, "predicate_error_firing_id": None,
-            "last_predicate_error": None, "predicate_degraded": False,
-            "created_at": now, "updated_at": now,
-        })
+        tx.insert_subscription(
+            {
+                "id": sub_id,
+                "reactor_name": reactor,
+                "workflow_name": workflow,
+                "tenant_id": tenant,
+                "enabled": True,
+                "predicate": when,
+                "last_seen_fired_at": None,
+                "last_seen_firing_id": None,
+                "predicate_error_count": 0,
+                "predicate_error_firing_id": None,
+                "last_predicate_error": None,
+                "predicate_degraded": False,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
         return sub_id
 
 
@@ -67,8 +85,7 @@ def set_enabled(e, now: int, reactor: str, workflow: str, tenant: str = "public"
         if existing is None:
             return False
         tx.update_subscription(existing["id"], {"enabled": enabled, "updated_at": now})
-    e.trace.add(now, "subscription", "runner", who=existing["id"],
-                detail="enabled" if enabled else "disabled")
+    e.trace.add(now, "subscription", "runner", who=existing["id"], detail="enabled" if enabled else "disabled")
     return True
 
 

@@ -7,6 +7,7 @@ re-delivery. The context is snapshotted to JSON once and each subscriber gets
 its own copy rebuilt from that snapshot, so none can alter another's input.
 A primary failure fails the fire; a secondary failure is logged and nothing more.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,14 @@ def fire_trigger(e, now: int, name: str, context: dict | None = None) -> dict[st
     primary_error = None
     for i, workflow in enumerate(subscribers):
         row = {
-            "id": e.ids.new(), "workflow_name": workflow, "tenant_id": "public",
+            "id": e.ids.new(),
+            "workflow_name": workflow,
+            "tenant_id": "public",
             "context": snapshot,  # each run parses its own copy
-            "status": "pending", "dispatched_at": now, "claimed_at": None, "finished_at": None,
+            "status": "pending",
+            "dispatched_at": now,
+            "claimed_at": None,
+            "finished_at": None,
         }
         try:
             with e.store.transaction() as tx:
@@ -37,10 +43,10 @@ def fire_trigger(e, now: int, name: str, context: dict | None = None) -> dict[st
                 tx.insert_execution(row)
         except InsertFailed as exc:
             started[workflow] = None
-            e.metrics.inc("fanoutsim_trigger_subscriber_failures_total", trigger=name,
-                          role="primary" if i == 0 else "secondary")
-            e.trace.add(now, "dispatch_failed", "trigger", where=row["id"],
-                        detail=f"{name} -> {workflow}: {exc}")
+            e.metrics.inc(
+                "fanoutsim_trigger_subscriber_failures_total", trigger=name, role="primary" if i == 0 else "secondary"
+            )
+            e.trace.add(now, "dispatch_failed", "trigger", where=row["id"], detail=f"{name} -> {workflow}: {exc}")
             if i == 0:
                 primary_error = exc
             continue

@@ -8,11 +8,13 @@ workload never shifts another's times). Payloads come from a named generator:
              prices are lognormal around 100, so ``price > 100`` passes about half
 ``counter``  ``{"n": k}``: the k-th firing of this workload
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fanoutsim.kernel.validate import is_number
 
@@ -21,11 +23,13 @@ SYMBOLS = ("ACME", "GLOBX", "INITECH", "UMBRL", "HOOLI")
 
 
 def quote(rng: random.Random, k: int) -> dict[str, Any]:
-    return {"quote": {
-        "symbol": rng.choice(SYMBOLS),
-        "region": rng.choice(REGIONS),
-        "price": round(100 * rng.lognormvariate(0.0, 0.25), 2),
-    }}
+    return {
+        "quote": {
+            "symbol": rng.choice(SYMBOLS),
+            "region": rng.choice(REGIONS),
+            "price": round(100 * rng.lognormvariate(0.0, 0.25), 2),
+        }
+    }
 
 
 def counter(rng: random.Random, k: int) -> dict[str, Any]:
@@ -56,5 +60,6 @@ class Workload:
         if not is_number(self.start) or self.start < 0:
             raise ValueError(f"workload start must be a finite number of seconds >= 0, got {self.start!r}")
         if self.stop is not None and (not is_number(self.stop) or self.stop <= self.start):
-            raise ValueError(f"workload stop must be a finite number of seconds after start ({self.start}), "
-                             f"got {self.stop!r}")
+            raise ValueError(
+                f"workload stop must be a finite number of seconds after start ({self.start}), got {self.stop!r}"
+            )

@@ -9,17 +9,49 @@ registry of kinds by TOML name; :mod:`.hooks` the named hooks and
 kinds and hooks) and :func:`check_faults`. Each design's own points, kinds and
 hooks are in its ``faults`` module; :mod:`fanoutsim.faults` gathers them all.
 """
+
 from fanoutsim.kernel.faults.hooks import HOOKS, Hook, NoFaults, register_hook
 from fanoutsim.kernel.faults.kinds import (
-    KINDS, CrashAt, CrashAtPoint, CrashRandomly, Fault, Window, active, checked_name, checked_number,
-    checked_window, overlap, register_kinds,
+    KINDS,
+    CrashAt,
+    CrashAtPoint,
+    CrashRandomly,
+    Fault,
+    Window,
+    active,
+    checked_name,
+    checked_number,
+    checked_window,
+    overlap,
+    register_kinds,
 )
 from fanoutsim.kernel.faults.plan import DesignFaults, FaultPlan, Injector, bind, check_faults, declare
 from fanoutsim.kernel.faults.points import POINTS, Crash, register_points
 
 __all__ = [
-    "Crash", "NoFaults", "FaultPlan", "Injector", "KINDS", "POINTS", "HOOKS", "Fault", "Hook", "Window",
-    "CrashAt", "CrashRandomly", "CrashAtPoint", "DesignFaults", "declare", "bind", "check_faults",
-    "register_kinds", "register_points", "register_hook",
-    "active", "overlap", "checked_name", "checked_number", "checked_window",
+    "Crash",
+    "NoFaults",
+    "FaultPlan",
+    "Injector",
+    "KINDS",
+    "POINTS",
+    "HOOKS",
+    "Fault",
+    "Hook",
+    "Window",
+    "CrashAt",
+    "CrashRandomly",
+    "CrashAtPoint",
+    "DesignFaults",
+    "declare",
+    "bind",
+    "check_faults",
+    "register_kinds",
+    "register_points",
+    "register_hook",
+    "active",
+    "overlap",
+    "checked_name",
+    "checked_number",
+    "checked_window",
 ]

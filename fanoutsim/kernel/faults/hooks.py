@@ -17,10 +17,12 @@ Either resolves a hook once, on its first call, and keeps the function as an
 attribute: a hook no fault of the plan acts at is the healthy function itself,
 so a healthy run pays one plain call.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,8 +51,10 @@ class Hook(Generic[F]):
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name.startswith("_") or self.name in _RESERVED:
-            raise ValueError(f"a hook's name must be an identifier, not private and none of "
-                             f"{', '.join(sorted(_RESERVED))}; got {self.name!r}")
+            raise ValueError(
+                f"a hook's name must be an identifier, not private and none of "
+                f"{', '.join(sorted(_RESERVED))}; got {self.name!r}"
+            )
 
     def of(self, faults: Any) -> F:
         """This hook of a faults object (what ``faults.<name>`` is), typed."""
@@ -122,7 +126,7 @@ class NoFaults:
     def acts(self, hook: str) -> bool:
         """Whether this plan may answer ``hook`` otherwise than a healthy system
         (a class below NoFaults defines it)."""
-        return any(hook in vars(c) for c in type(self).__mro__[:type(self).__mro__.index(NoFaults)])
+        return any(hook in vars(c) for c in type(self).__mro__[: type(self).__mro__.index(NoFaults)])
 
     def _bind_hook(self, hook: Hook) -> Any:
         return hook.healthy

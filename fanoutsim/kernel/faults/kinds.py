@@ -11,6 +11,7 @@ the design's runtime (``plan.of(Kind)``).
 Times and windows are virtual seconds since the run's start; a window is
 ``(start, end)`` with end > start >= 0, or None for "always".
 """
+
 from __future__ import annotations
 
 import math
@@ -152,8 +153,9 @@ class CrashAtPoint(Fault):
 
     def check(self):
         if self.point not in POINTS:
-            raise ValueError(f"crash_at_point.point {self.point!r} is not a crash point; "
-                             f"known points: {', '.join(POINTS)}")
+            raise ValueError(
+                f"crash_at_point.point {self.point!r} is not a crash point; known points: {', '.join(POINTS)}"
+            )
         checked_number(self.nth, "crash_at_point.nth", low=1, integer=True)
         object.__setattr__(self, "downtime", parse_dist(self.downtime, "crash_at_point.downtime"))
 

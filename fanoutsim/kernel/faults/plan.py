@@ -10,6 +10,7 @@ Each design declares its points, kinds and hooks in its own ``faults`` module
 with :func:`declare`; :func:`check_faults` refuses, before a runtime opens
 anything, a plan with a kind or a point its design does not have.
 """
+
 from __future__ import annotations
 
 import random
@@ -43,7 +44,7 @@ class FaultPlan:
         object.__setattr__(self, "faults", items)
 
     @classmethod
-    def from_dicts(cls, items, *, where: str = "faults", seed=None) -> "FaultPlan":
+    def from_dicts(cls, items, *, where: str = "faults", seed=None) -> FaultPlan:
         """Build from TOML tables: ``[[faults]] kind = "crash_at" ...``."""
         if not isinstance(items, (list, tuple)):
             raise ValueError(f"{where}: must be a list of tables ([[faults]])")
@@ -59,10 +60,12 @@ class FaultPlan:
             allowed = [f.name for f in fields(cls_)]
             extra = sorted(set(item) - {"kind", *allowed})
             if extra:
-                raise ValueError(f"{at}: unknown key(s) {', '.join(map(repr, extra))} for {kind!r}; "
-                                 f"allowed: {', '.join(allowed)}")
-            args = {k: (tuple(v) if isinstance(v, list) and k in ("window",) else v)
-                    for k, v in item.items() if k != "kind"}
+                raise ValueError(
+                    f"{at}: unknown key(s) {', '.join(map(repr, extra))} for {kind!r}; allowed: {', '.join(allowed)}"
+                )
+            args = {
+                k: (tuple(v) if isinstance(v, list) and k in ("window",) else v) for k, v in item.items() if k != "kind"
+            }
             try:
                 specs.append(cls_(**args))
             except TypeError as exc:
@@ -96,8 +99,9 @@ class DesignFaults:
         return ("point", *(h.name for h in self.hooks if h.required))
 
 
-def declare(design: str, *, points: Iterable[str], kinds: Iterable[type[Fault]],
-            hooks: Iterable[Hook] = ()) -> DesignFaults:
+def declare(
+    design: str, *, points: Iterable[str], kinds: Iterable[type[Fault]], hooks: Iterable[Hook] = ()
+) -> DesignFaults:
     """Register a design's crash points, fault kinds (by their TOML names) and
     hooks with the kernel; returns them as a :class:`DesignFaults` (what the
     design's ``Design`` and runtime classes read). A kind or hook several
@@ -106,8 +110,14 @@ def declare(design: str, *, points: Iterable[str], kinds: Iterable[type[Fault]],
     return DesignFaults(design, register_points(design, points), register_kinds(kinds), hooks)
 
 
-def check_faults(faults, *, design: str, kinds: tuple[str, ...] | None = None,
-                 points: tuple[str, ...] | None = None, hooks: tuple[str, ...] = ("point",)) -> None:
+def check_faults(
+    faults,
+    *,
+    design: str,
+    kinds: tuple[str, ...] | None = None,
+    points: tuple[str, ...] | None = None,
+    hooks: tuple[str, ...] = ("point",),
+) -> None:
     """Refuse, before a runtime opens anything, a ``faults=`` it cannot use:
     neither a FaultPlan nor an object with the ``hooks`` of
     :class:`~.hooks.NoFaults` (a plain list of faults, say), or a plan with a
@@ -120,20 +130,26 @@ def check_faults(faults, *, design: str, kinds: tuple[str, ...] | None = None,
         missing = [h for h in hooks if not callable(getattr(faults, h, None))]
         if missing:
             advice = "; put a list of faults in a plan: FaultPlan([...])" if isinstance(faults, (list, tuple)) else ""
-            raise TypeError(f"faults must be a FaultPlan or an object with the hooks of {NoFaults.__name__} "
-                            f"({', '.join(hooks)}); got {type(faults).__name__}, without {', '.join(missing)}{advice}")
+            raise TypeError(
+                f"faults must be a FaultPlan or an object with the hooks of {NoFaults.__name__} "
+                f"({', '.join(hooks)}); got {type(faults).__name__}, without {', '.join(missing)}{advice}"
+            )
         return
     for i, f in enumerate(faults.faults):
         if kinds is not None and f.kind not in kinds:
-            raise ValueError(f"faults[{i}]: {type(f).__name__} ({f.kind!r}) is not a fault of the {design} design; "
-                             f"it takes: {', '.join(kinds)}")
+            raise ValueError(
+                f"faults[{i}]: {type(f).__name__} ({f.kind!r}) is not a fault of the {design} design; "
+                f"it takes: {', '.join(kinds)}"
+            )
         if points is not None and isinstance(f, CrashAtPoint) and f.point not in points:
             where = " (a crash point of another design)" if f.point in POINTS else ""
-            raise ValueError(f"faults[{i}]: {f.point!r} is not a crash point of the {design} design{where}; "
-                             f"its points: {', '.join(points)}")
+            raise ValueError(
+                f"faults[{i}]: {f.point!r} is not a crash point of the {design} design{where}; "
+                f"its points: {', '.join(points)}"
+            )
 
 
-def bind(faults, *, seed: int, start_us: int, trace) -> tuple["FaultPlan | None", object]:
+def bind(faults, *, seed: int, start_us: int, trace) -> tuple[FaultPlan | None, object]:
     """What a runtime does with its ``faults=`` argument: a FaultPlan becomes an
     :class:`Injector` for this run; any other hooks object is used as it is;
     None means a healthy system. Returns ``(plan or None, hooks)``."""

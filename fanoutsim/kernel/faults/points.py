@@ -9,6 +9,7 @@ that design's name. Because a crash is raised *inside* the open transaction,
 the store rolls that transaction back: the duplicates and losses that follow
 come from the tables, never from a script.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable

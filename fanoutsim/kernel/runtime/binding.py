@@ -34,10 +34,12 @@ loops (the step of the live engine; an error while the process is down),
 ``_spawn``, ``crash`` and ``restart``. Engine steps are named by the callable,
 never by a string.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from fanoutsim.kernel.validate import is_real
 
@@ -91,7 +93,7 @@ def check_downtime(downtime) -> None:
     of seconds >= 0, refused before anything crashes."""
     if downtime is None:
         return
-    if not is_real(downtime) or not math.isfinite(downtime) \
-            or downtime < 0:
-        raise ValueError(f"downtime must be None (restart() by hand) or a finite number of seconds >= 0, "
-                         f"got {downtime!r}")
+    if not is_real(downtime) or not math.isfinite(downtime) or downtime < 0:
+        raise ValueError(
+            f"downtime must be None (restart() by hand) or a finite number of seconds >= 0, got {downtime!r}"
+        )

@@ -34,6 +34,7 @@ it is given, and :func:`request` is the client side. Errors the write raises
 as ValueError, TypeError, KeyError or RuntimeError come back as status 400
 with ``{"error": message}``.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -44,12 +45,24 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["sidecar", "write_sidecar", "server_info", "server_address", "ControlServer", "request",
-           "server_request", "ControlError", "MAX_BODY_BYTES", "check_max_body_bytes", "process_alive"]
+__all__ = [
+    "sidecar",
+    "write_sidecar",
+    "server_info",
+    "server_address",
+    "ControlServer",
+    "request",
+    "server_request",
+    "ControlError",
+    "MAX_BODY_BYTES",
+    "check_max_body_bytes",
+    "process_alive",
+]
 
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a firing's payload, a commit or a publish is a few hundred bytes
 _DRAIN_LIMIT = 64 << 20  # read and drop at most this much of a refused body (so the client sees 413)
@@ -146,8 +159,13 @@ class _Handler(BaseHTTPRequestHandler):
         unknown = sorted(set(query) - set(allowed))
         if unknown:
             takes = f"it takes {', '.join(allowed)}" if allowed else "it takes none"
-            self._reply(400, {"error": f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
-                                       f"{', '.join(map(repr, unknown))} for {parts.path}; {takes}"})
+            self._reply(
+                400,
+                {
+                    "error": f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
+                    f"{', '.join(map(repr, unknown))} for {parts.path}; {takes}"
+                },
+            )
             return None
         return parts.path, {k: v[-1] for k, v in query.items()}
 
@@ -167,8 +185,13 @@ class _Handler(BaseHTTPRequestHandler):
         if scheme.lower() == "token" and hmac.compare_digest(value.strip().encode(), self.token.encode()):
             return True
         self.close_connection = True
-        self._reply(403, {"error": "missing or wrong token: send 'Authorization: token <token>' with "
-                                   "the token in FILE.serve.json (readable by the server's owner only)"})
+        self._reply(
+            403,
+            {
+                "error": "missing or wrong token: send 'Authorization: token <token>' with "
+                "the token in FILE.serve.json (readable by the server's owner only)"
+            },
+        )
         return False
 
     def _body(self) -> bytes | None:
@@ -189,8 +212,13 @@ class _Handler(BaseHTTPRequestHandler):
                 if not chunk:
                     break
                 left -= len(chunk)
-            self._reply(413, {"error": f"request body of {length} bytes is over this server's limit of "
-                                       f"{self.max_body_bytes} bytes (fanoutsim serve --max-body-bytes)"})
+            self._reply(
+                413,
+                {
+                    "error": f"request body of {length} bytes is over this server's limit of "
+                    f"{self.max_body_bytes} bytes (fanoutsim serve --max-body-bytes)"
+                },
+            )
             return None
         return self.rfile.read(length)
 
@@ -267,9 +295,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def _handler(get_status: Callable[[], dict], post_write: Callable[[dict], Any], token: str | None = None,
-             max_body_bytes: int = MAX_BODY_BYTES, get_metrics: Callable[[], dict] | None = None,
-             explain: Callable[[str], str] | None = None) -> type:
+def _handler(
+    get_status: Callable[[], dict],
+    post_write: Callable[[dict], Any],
+    token: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    get_metrics: Callable[[], dict] | None = None,
+    explain: Callable[[str], str] | None = None,
+) -> type:
     """A handler class for one server: its callbacks, token and body limit."""
     callbacks = {"get_status": get_status, "post_write": post_write, "get_metrics": get_metrics, "explain": explain}
     return type("Handler", (_Handler,), {"token": token, "max_body_bytes": max_body_bytes, "callbacks": callbacks})
@@ -281,21 +314,29 @@ class ControlServer:
     must carry); ``close()`` stops it and removes the sidecar (if it is still
     this process's). Bodies over ``max_body_bytes`` get 413."""
 
-    def __init__(self, db: str | os.PathLike, design: str, get_status: Callable[[], dict],
-                 post_write: Callable[[dict], Any], port: int = 0, *,
-                 max_body_bytes: int = MAX_BODY_BYTES, get_metrics: Callable[[], dict] | None = None,
-                 explain: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        db: str | os.PathLike,
+        design: str,
+        get_status: Callable[[], dict],
+        post_write: Callable[[dict], Any],
+        port: int = 0,
+        *,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        get_metrics: Callable[[], dict] | None = None,
+        explain: Callable[[str], str] | None = None,
+    ) -> None:
         check_max_body_bytes(max_body_bytes)
         self.db = os.fspath(db)
         self.design = design
         self.token = secrets.token_hex(32)
-        self.http = ThreadingHTTPServer(("127.0.0.1", port),
-                                        _handler(get_status, post_write, self.token, max_body_bytes,
-                                                 get_metrics, explain))
+        self.http = ThreadingHTTPServer(
+            ("127.0.0.1", port), _handler(get_status, post_write, self.token, max_body_bytes, get_metrics, explain)
+        )
         self.port = self.http.server_address[1]
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "ControlServer":
+    def start(self) -> ControlServer:
         write_sidecar(self.db, {"pid": os.getpid(), "port": self.port, "design": self.design, "token": self.token})
         self._thread = threading.Thread(target=self.http.serve_forever, name="fanoutsim-control", daemon=True)
         self._thread.start()
@@ -320,16 +361,16 @@ def check_max_body_bytes(max_body_bytes) -> int:
     return max_body_bytes
 
 
-def request(address: str, path: str, body: dict | None = None, timeout: float = 10.0,
-            token: str | None = None) -> Any:
+def request(address: str, path: str, body: dict | None = None, timeout: float = 10.0, token: str | None = None) -> Any:
     """GET (``body`` None) or POST ``body`` to a server, with its ``token``; its
     JSON answer. A refusal raises :class:`ControlError` with the server's message."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     if token is not None:
         headers["Authorization"] = f"token {token}"
-    req = urllib.request.Request(f"{address}{path}", method="GET" if body is None else "POST", data=data,
-                                 headers=headers)
+    req = urllib.request.Request(
+        f"{address}{path}", method="GET" if body is None else "POST", data=data, headers=headers
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as reply:
             return json.loads(reply.read())

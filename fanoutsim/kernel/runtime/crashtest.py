@@ -13,6 +13,7 @@ printed "ready": :func:`start_child`, :func:`run_child`, :func:`main`).
 The campaigns themselves live with their designs:
 ``python -m fanoutsim.designs.<design>.crashtest``.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,15 +24,16 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from fanoutsim.kernel.runtime.control import server_info
 
 READY_TIMEOUT = 60.0  # seconds a child may take to start
 
 
-def start_child(cmd: list[str], ready: Callable[[subprocess.Popen], bool] | None = None,
-                timeout: float = READY_TIMEOUT) -> subprocess.Popen:
+def start_child(
+    cmd: list[str], ready: Callable[[subprocess.Popen], bool] | None = None, timeout: float = READY_TIMEOUT
+) -> subprocess.Popen:
     """Start ``cmd`` and return it once it is ready: ``ready(proc)`` true (asked
     every 50 ms), or, without ``ready``, once it printed the line "ready"."""
     if ready is None:
@@ -56,9 +58,11 @@ def start_child(cmd: list[str], ready: Callable[[subprocess.Popen], bool] | None
 
 def serving(db: str) -> Callable[[subprocess.Popen], bool]:
     """Readiness of a ``fanoutsim serve`` child over ``db``: its sidecar names it."""
+
     def ready(proc: subprocess.Popen) -> bool:
         info = server_info(db)
         return info is not None and info.get("pid") == proc.pid
+
     return ready
 
 
@@ -129,9 +133,15 @@ def stop_after(proc: subprocess.Popen, seconds: float, timeout: float = 30.0) ->
     wait_or_kill(proc, timeout)
 
 
-def campaign(start: Callable[[], subprocess.Popen], drain: Callable[[], subprocess.Popen],
-             finish: Callable[[subprocess.Popen], None], *, kills: int, seed: int,
-             up: tuple[float, float]) -> subprocess.Popen:
+def campaign(
+    start: Callable[[], subprocess.Popen],
+    drain: Callable[[], subprocess.Popen],
+    finish: Callable[[subprocess.Popen], None],
+    *,
+    kills: int,
+    seed: int,
+    up: tuple[float, float],
+) -> subprocess.Popen:
     """Every kill -9 campaign: :func:`kill_at_random` over ``start``, then one
     last child from ``drain`` (no new writes), which ``finish`` waits out or
     stops; returns that child (its ``returncode`` says whether it stopped cleanly)."""
@@ -144,8 +154,8 @@ def campaign(start: Callable[[], subprocess.Popen], drain: Callable[[], subproce
 def main(argv: list[str], module: str, serve: Callable[..., int], kill9_campaign: Callable[..., dict]) -> int | str:
     """The command line of a campaign whose child is its own module::
 
-        python -m MODULE serve DB SIDE RATE [--drain]   (the child)
-        python -m MODULE campaign DB [KILLS]            (prints the figures as JSON)
+    python -m MODULE serve DB SIDE RATE [--drain]   (the child)
+    python -m MODULE campaign DB [KILLS]            (prints the figures as JSON)
     """
     if len(argv) >= 4 and argv[0] == "serve":
         return serve(argv[1], argv[2], float(argv[3]), drain="--drain" in argv[4:])
@@ -156,5 +166,7 @@ def main(argv: list[str], module: str, serve: Callable[..., int], kill9_campaign
 
 
 if __name__ == "__main__":
-    sys.exit("the kill -9 campaigns are each design's: python -m fanoutsim.designs.reactor.crashtest "
-             "DB SCENARIO [KILLS], or python -m fanoutsim.designs.outbox.crashtest (or leases) campaign DB [KILLS]")
+    sys.exit(
+        "the kill -9 campaigns are each design's: python -m fanoutsim.designs.reactor.crashtest "
+        "DB SCENARIO [KILLS], or python -m fanoutsim.designs.outbox.crashtest (or leases) campaign DB [KILLS]"
+    )

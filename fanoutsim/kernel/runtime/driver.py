@@ -34,10 +34,12 @@ The design implements the :mod:`.binding` hooks (``_new_engine``,
 ``_start_loops``, ``_crashed``) in one runtime class, and a thin face per
 clock picks the driver (``class OutboxSimulation(OutboxRuntime, VirtualRuntime)``).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from fanoutsim.kernel.faults import CrashAt, CrashRandomly
 from fanoutsim.kernel.runtime.loops import Sleep
@@ -84,8 +86,9 @@ class Driver:
         if role == ALL:
             return
         if self.roles is None:
-            raise ValueError(f"the {getattr(self, 'design', type(self).__name__)} design has no role "
-                             f"{role!r}; its roles: {ALL}")
+            raise ValueError(
+                f"the {getattr(self, 'design', type(self).__name__)} design has no role {role!r}; its roles: {ALL}"
+            )
         chosen = self.roles.check(role)
         self.role, self._groups = chosen.name, chosen.groups
 
@@ -99,8 +102,10 @@ class Driver:
         belongs to the roles that do."""
         if not self._runs(group):
             others = [name for name, r in (self.roles or {}).items() if group in r.groups]
-            raise ValueError(f"role {self.role!r} runs no {what}; {' or '.join(repr(o) for o in others)} "
-                             f"{'does' if len(others) == 1 else 'do'}")
+            raise ValueError(
+                f"role {self.role!r} runs no {what}; {' or '.join(repr(o) for o in others)} "
+                f"{'does' if len(others) == 1 else 'do'}"
+            )
 
     # -- the binding's defaults ---------------------------------------------------
     def _new_engine(self, incarnation: int) -> Any:

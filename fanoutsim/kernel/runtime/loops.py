@@ -29,6 +29,7 @@ per-step lock and the fault hooks live in the drivers, once.
 Requests are tiny immutable records with ``__slots__``: a loop yields one per
 wait, so they are on the hot path.
 """
+
 from __future__ import annotations
 
 

@@ -16,13 +16,14 @@ wrong cause.
 :func:`stop_all` stops several cleanly (SIGTERM) and says which did not.
 Nothing here knows a design.
 """
+
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -42,15 +43,17 @@ def merged_trace(traces: Iterable) -> TraceFrame:
     return TraceFrame(merged.sort_values("t", kind="stable").reset_index(drop=True))
 
 
-def serve_role(db: str, role: str, trace: str, scenario: str | None = None,
-               extra: Iterable[str] = ()) -> subprocess.Popen:
+def serve_role(
+    db: str, role: str, trace: str, scenario: str | None = None, extra: Iterable[str] = ()
+) -> subprocess.Popen:
     """``python -m fanoutsim serve --store DB --role ROLE --trace TRACE
     [--scenario SCENARIO] [EXTRA...]``, returned once it says it serves."""
     return serve_roles(db, [(role, trace)], scenario, extra)[0]
 
 
-def serve_roles(db: str, roles: Iterable[tuple[str, str]], scenario: str | None = None,
-                extra: Iterable[str] = ()) -> list[subprocess.Popen]:
+def serve_roles(
+    db: str, roles: Iterable[tuple[str, str]], scenario: str | None = None, extra: Iterable[str] = ()
+) -> list[subprocess.Popen]:
     """One :func:`serve_role` process per ``(role, trace)``, all started at
     once (each takes a while: its imports, its connection) and returned once
     every one serves; if one does not, all are killed and a RuntimeError

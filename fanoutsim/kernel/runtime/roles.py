@@ -16,10 +16,11 @@ Nothing here knows a design: the design names its groups and roles, and
 ``fanoutsim serve --role`` (:mod:`fanoutsim.serve`) reads them through
 :attr:`~fanoutsim.kernel.design.Design.roles`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 ALL = "all"
 WORKLOADS = "workloads"  # the group of the runtime's writers
@@ -68,8 +69,11 @@ class Roles(Mapping[str, Role]):
         names = check_role(self.help, self.design, role).split(",")
         if len(names) == 1:
             return self._roles[names[0]]
-        return Role(role, frozenset().union(*(self._roles[n].groups for n in names)),
-                    "; ".join(self._roles[n].help for n in names))
+        return Role(
+            role,
+            frozenset().union(*(self._roles[n].groups for n in names)),
+            "; ".join(self._roles[n].help for n in names),
+        )
 
 
 def check_role(roles: Mapping[str, str], design: str, role: str) -> str:

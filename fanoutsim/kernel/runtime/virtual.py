@@ -11,13 +11,15 @@ timeout, ``Until`` a timeout that lands on the very float asked for). The
 process yields exactly the events the loop asks for, so a loop resumes in the
 order SimPy gives it, as if it yielded the events itself.
 """
+
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from contextlib import nullcontext
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import simpy
 
@@ -41,8 +43,10 @@ def until_ok(env, until) -> bool:
     past. False: already there. Required: the loops tick forever, so a run
     without an end would never return."""
     if until is None:
-        raise ValueError(f"until is required: the engine's loops tick forever, so run(until=...) needs "
-                         f"an end in virtual seconds (now={env.now})")
+        raise ValueError(
+            f"until is required: the engine's loops tick forever, so run(until=...) needs "
+            f"an end in virtual seconds (now={env.now})"
+        )
     if not is_real(until):
         raise TypeError(f"until must be a number of virtual seconds, got {until!r}")
     if not math.isfinite(until):
@@ -76,8 +80,13 @@ class VirtualRuntime(Driver):
         (``opener(store)``: the design's, with every registered design's
         tables), the metrics, the trace and the bound fault plan; no
         incarnation yet (the first :meth:`restart` makes incarnation 0)."""
-        check_faults(faults, design=getattr(self, "design", type(self).__name__),
-                     kinds=self.fault_kinds, points=self.crash_points, hooks=self.fault_hooks)
+        check_faults(
+            faults,
+            design=getattr(self, "design", type(self).__name__),
+            kinds=self.fault_kinds,
+            points=self.crash_points,
+            hooks=self.fault_hooks,
+        )
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         # recorded as this design's; a store of another design is refused by name
@@ -87,14 +96,14 @@ class VirtualRuntime(Driver):
         self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
         self.engine = None
         self.incarnation = -1
-        self._looping = False      # the incarnation's loops run (spawn more now)
+        self._looping = False  # the incarnation's loops run (spawn more now)
         self._procs: list[simpy.Process] = []
         self._procs_cap = 64
-        self._soon: list = []      # tasks spawned, to start once their spawner's wait is scheduled
+        self._soon: list = []  # tasks spawned, to start once their spawner's wait is scheduled
         self._named: dict[Any, simpy.Process] = {}  # the incarnation's loops by key
-        self._armed: dict[Any, simpy.Event] = {}    # the wakes loops armed, by key
+        self._armed: dict[Any, simpy.Event] = {}  # the wakes loops armed, by key
         self._sleepers: list = []  # (event, ready) of loops asleep until a write (_until_written)
-        self._slept_at = 0         # store.writes when the sleepers were last asked
+        self._slept_at = 0  # store.writes when the sleepers were last asked
 
     def _rng(self, name: str, *parts) -> random.Random:
         """The seeded stream ``name`` of this run (``fanoutsim:name:seed:parts``)."""

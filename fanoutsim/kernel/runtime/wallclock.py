@@ -15,6 +15,7 @@ design's own (``_spawn_thread``: PostgreSQL's LISTEN connection), the
 life cycle (``start``, ``stop``, ``close``, ``with``) and the ``runner_log``
 rows that tell a later process how this one ended.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -24,7 +25,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fanoutsim.kernel.faults import Crash, bind, check_faults
 from fanoutsim.kernel.ids import FreshIdSource
@@ -126,8 +128,13 @@ class SteppedWallRuntime(Driver):
         if not is_real(stop_timeout) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
-        check_faults(faults, design=getattr(self, "design", type(self).__name__),
-                     kinds=self.fault_kinds, points=self.crash_points, hooks=self.fault_hooks)
+        check_faults(
+            faults,
+            design=getattr(self, "design", type(self).__name__),
+            kinds=self.fault_kinds,
+            points=self.crash_points,
+            hooks=self.fault_hooks,
+        )
         # recorded as this design's; a store of another design is refused by name
         self.store = open_claimed(opener, store, getattr(self, "design", None))
         self.store.clock = wall_us  # a row lock granted after a wait is read on this clock (Tx.after_locks)
@@ -143,10 +150,10 @@ class SteppedWallRuntime(Driver):
         # the trace's). _proc is held for every store step and by crash().
         self._lifecycle = threading.RLock()
         self._proc = threading.RLock()
-        self._stop = threading.Event()     # this incarnation's loops: take no new work
-        self._killed = threading.Event()   # ... and abandon the work in hand (a crash)
-        self._looping = False              # the incarnation's loops run (spawn more now)
-        self._loops: list[_Thread] = []    # the incarnation's threads (a stop joins them)
+        self._stop = threading.Event()  # this incarnation's loops: take no new work
+        self._killed = threading.Event()  # ... and abandon the work in hand (a crash)
+        self._looping = False  # the incarnation's loops run (spawn more now)
+        self._loops: list[_Thread] = []  # the incarnation's threads (a stop joins them)
         self._named: dict[Any, _Thread] = {}
         self._services: list[_Thread] = []  # the runtime's own loops (workloads, timers)
         self._queued: list[tuple[Loop, str]] = []  # services asked for before start()
@@ -191,8 +198,9 @@ class SteppedWallRuntime(Driver):
             if self._state == "running":
                 raise RuntimeError(f"the {self._noun} is already running")
             if self._state in ("stopped", "closed"):
-                raise RuntimeError(f"the {self._noun} was {self._state}; "
-                                   f"make a new {type(self).__name__} over the same store")
+                raise RuntimeError(
+                    f"the {self._noun} was {self._state}; make a new {type(self).__name__} over the same store"
+                )
             # windows and times are seconds since now; the injector keeps its pass counts
             self.start_us = wall_us()
             self._started(self.start_us)
@@ -302,8 +310,7 @@ class SteppedWallRuntime(Driver):
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
-            return (f"the {self._noun} is {self._state}; make a new {type(self).__name__} "
-                    f"over the same store")
+            return f"the {self._noun} is {self._state}; make a new {type(self).__name__} over the same store"
         return f"the {self._noun} is down (crashed); it restarts after its downtime, or call restart()"
 
     def _engine_or_raise(self) -> Any:
@@ -344,8 +351,9 @@ class SteppedWallRuntime(Driver):
 
     def _thread(self, name: str, target, *args, halt: threading.Event | None = None) -> _Thread:
         handle = _Thread(name, halt or threading.Event())
-        handle.thread = threading.Thread(target=target, args=args, daemon=True,
-                                         name=f"fanoutsim-{getattr(self, 'design', 'runtime')}-{name}")
+        handle.thread = threading.Thread(
+            target=target, args=args, daemon=True, name=f"fanoutsim-{getattr(self, 'design', 'runtime')}-{name}"
+        )
         handle.thread.start()
         return handle
 

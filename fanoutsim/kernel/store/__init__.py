@@ -20,19 +20,21 @@ module), which a store composes when given it (``MemoryStore(parts=...)``).
 :mod:`fanoutsim.designs.stores` opens stores with every registered design's
 part. ``tests/test_store_contract.py`` runs one suite unchanged against both.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from fanoutsim.kernel.store.base import TABLES, Store, StorePart, Tx
 from fanoutsim.kernel.store.memory import MemoryStore
 from fanoutsim.kernel.validate import is_duckdb_path
 
 
-def open_store(spec: "str | Store" = "memory", parts: Iterable[StorePart] = ()) -> Store:
+def open_store(spec: str | Store = "memory", parts: Iterable[StorePart] = ()) -> Store:
     """``"memory"``, ``"duckdb"`` (in memory), a ``.duckdb`` path, ``"postgres"``
     (a throwaway server), a ``postgresql://`` URI, or a Store (returned as it
     is). A new store holds the kernel's tables and ``parts``'."""
+
     def duckdb(path: str) -> Store:
         from fanoutsim.kernel.store.duckdb import DuckDBStore
 
@@ -51,16 +53,22 @@ def is_postgres(spec: object) -> bool:
     return isinstance(spec, str) and (spec == "postgres" or spec.startswith(("postgresql://", "postgres://")))
 
 
-def open_store_with(spec: "str | Store", memory: Callable[[], Store], duckdb: Callable[[str], Store],
-                    postgres: Callable[[str], Store] | None = None) -> Store:
+def open_store_with(
+    spec: str | Store,
+    memory: Callable[[], Store],
+    duckdb: Callable[[str], Store],
+    postgres: Callable[[str], Store] | None = None,
+) -> Store:
     """What :func:`open_store` does with its ``spec``, making a memory store with
     ``memory()``, a DuckDB one with ``duckdb(path)`` (``":memory:"`` for
     ``"duckdb"``) and a PostgreSQL one with ``postgres(dsn)``."""
     if isinstance(spec, Store):
         return spec
     if not isinstance(spec, str):
-        raise TypeError(f"store must be 'memory', 'duckdb', a .duckdb path, 'postgres', a postgresql:// URI "
-                        f"or a Store, not {spec!r}")
+        raise TypeError(
+            f"store must be 'memory', 'duckdb', a .duckdb path, 'postgres', a postgresql:// URI "
+            f"or a Store, not {spec!r}"
+        )
     if spec == "memory":
         return memory()
     if spec == "duckdb":

@@ -22,11 +22,14 @@ Both adapters also fail alike:
   :class:`RuntimeError`: it reads committed rows, which that thread would
   wait for forever.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+
 from fanoutsim.kernel.validate import is_whole
 
 # the kernel's own tables: table -> columns, in the order DataFrames show them.
@@ -149,8 +152,10 @@ def compose_tx(base: type, mixins: tuple[type, ...]) -> type:
             if name.startswith("__") or name in _CLASS_MACHINERY:
                 continue
             if name in owner:
-                raise ValueError(f"{mixin.__name__}.{name} is {owner[name]}'s already; a store part "
-                                 "adds methods, it does not replace them")
+                raise ValueError(
+                    f"{mixin.__name__}.{name} is {owner[name]}'s already; a store part "
+                    "adds methods, it does not replace them"
+                )
             owner[name] = mixin.__name__
     return type(base.__name__, (base, *mixins), {"__slots__": ()})
 
@@ -198,7 +203,7 @@ class Store(ABC):
     @abstractmethod
     def _rollback(self, tx: Tx) -> None: ...
 
-    def transaction(self) -> "Transaction":
+    def transaction(self) -> Transaction:
         """``with store.transaction() as tx:`` — commit on normal exit; roll back
         every write on any exception (a Crash included)."""
         return Transaction(self)
@@ -210,7 +215,7 @@ class Store(ABC):
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -10,20 +10,28 @@ refused before anything could write to it: the header is read as plain bytes
 and the schema version through a read-only connection, because a read-write
 open replays a pending write-ahead log into the file and removes the log.
 """
+
 from __future__ import annotations
 
 import os
 import threading
-from functools import partial
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache, partial
+from typing import Any
 
 import duckdb
 
-from functools import lru_cache
-
 from fanoutsim.kernel.store import sql
-from fanoutsim.kernel.store.base import (Store, StorePart, Tx, check_parts, compose_tx, row_of, tables_of,
-                                         timestamp_columns_of)
+from fanoutsim.kernel.store.base import (
+    Store,
+    StorePart,
+    Tx,
+    check_parts,
+    compose_tx,
+    row_of,
+    tables_of,
+    timestamp_columns_of,
+)
 
 # a statement's parameters, bound to its ``?`` in order
 Params = Sequence[object] | None
@@ -303,7 +311,7 @@ class DuckDBTx(Tx):
         return int(_scalar(self._run(sql.LOG_RUNNER, [at, event, detail])))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tx_class(mixins: tuple[type, ...]) -> type:
     """DuckDBTx with the parts' methods (one class per set of parts)."""
     return compose_tx(DuckDBTx, mixins)
@@ -325,7 +333,8 @@ class DuckDBStore(Store):
         for part in self.parts:
             self._all_rows.update(part.duckdb_rows)
         self._tx: Callable[[duckdb.DuckDBPyConnection, Hints], DuckDBTx] = _tx_class(
-            tuple(part.duckdb_tx for part in self.parts))
+            tuple(part.duckdb_tx for part in self.parts)
+        )
         if path != ":memory:" and os.path.lexists(path):
             if not os.path.isfile(path):
                 raise StoreError(f"{path} is not a file; refusing to touch it")

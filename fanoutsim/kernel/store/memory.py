@@ -14,15 +14,26 @@ Every index a part keeps must say what its rows say, or the two adapters
 would answer the same call differently: each write that changes a key column
 updates its index in the same step, and its undo does too.
 """
+
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
+from collections.abc import Callable, Hashable, Iterable
+from functools import cache
 from types import TracebackType
-from typing import Any, Callable, Hashable, Iterable, Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
-from fanoutsim.kernel.store.base import (FAILED_TX, SWALLOWED_TX, Store, StorePart, Tx, check_parts, compose_tx,
-                                         tables_of, timestamp_columns_of)
+from fanoutsim.kernel.store.base import (
+    FAILED_TX,
+    SWALLOWED_TX,
+    Store,
+    StorePart,
+    Tx,
+    check_parts,
+    compose_tx,
+    tables_of,
+    timestamp_columns_of,
+)
 
 
 class _Failed:
@@ -46,7 +57,7 @@ class MemoryTx(Tx):
 
     __slots__ = ("s", "store", "undo", "failed")
 
-    def __init__(self, store: "MemoryStore") -> None:
+    def __init__(self, store: MemoryStore) -> None:
         # Any: a part's state lives on the store as attributes its memory_init
         # set, which MemoryStore does not declare (and after a failed write, a _Failed)
         self.s: Any = store
@@ -54,7 +65,7 @@ class MemoryTx(Tx):
         self.undo: list[Callable[[], object]] = []
         self.failed: BaseException | None = None
 
-    def __enter__(self) -> "MemoryTx":
+    def __enter__(self) -> MemoryTx:
         store = self.store
         store._lock.acquire()
         if store._open:
@@ -63,8 +74,9 @@ class MemoryTx(Tx):
         store._open = True
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         store = self.store
         if exc_type is None and self.failed is None:  # commit: the writes are already in place
             if self.undo:
@@ -123,13 +135,13 @@ class MemoryTx(Tx):
         return seq
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tx_class(mixins: tuple[type, ...]) -> type:
     """MemoryTx with the parts' methods (one class per set of parts)."""
     return compose_tx(MemoryTx, mixins)
 
 
-def _runner_log(store: "MemoryStore") -> list[dict[str, Any]]:
+def _runner_log(store: MemoryStore) -> list[dict[str, Any]]:
     return [dict(r) for r in store.runner_log]
 
 

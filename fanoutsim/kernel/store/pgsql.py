@@ -27,10 +27,11 @@ functions, ``ADD COLUMN IF NOT EXISTS`` — is SQL both engines read alike. A
 subquery in ``FROM`` without an alias needs PostgreSQL 16, which the store
 requires.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 # epoch microseconds <-> TIMESTAMPTZ. Integer arithmetic: seconds and the
 # microseconds left over are added as two intervals, each product exact in the
@@ -86,8 +87,9 @@ def split(script: str) -> list[str]:
 def _code(statement: str, fn: Callable[[str], str]) -> str:
     """``statement`` with ``fn`` applied to its code; in quoted text and comments
     only ``%`` is doubled (psycopg reads placeholders everywhere)."""
-    return "".join(fn(m.group(0)) if m.group(5) is not None else m.group(0).replace("%", "%%")
-                   for m in _PIECES.finditer(statement))
+    return "".join(
+        fn(m.group(0)) if m.group(5) is not None else m.group(0).replace("%", "%%") for m in _PIECES.finditer(statement)
+    )
 
 
 def _quote(name: str) -> str:
@@ -116,7 +118,7 @@ def translate(statement: str, table_info: TableInfo | None = None, home: str | N
     if m:
         mode, table, cols = m.group(1).upper(), m.group(2), m.group(3)
         head = f"INSERT INTO {table}" + (f" ({cols})" if cols else "")
-        body = out[m.end():]
+        body = out[m.end() :]
         if mode == "IGNORE":
             conflict = " ON CONFLICT DO NOTHING"
         else:
@@ -130,7 +132,7 @@ def translate(statement: str, table_info: TableInfo | None = None, home: str | N
             conflict = f" ON CONFLICT ({target}) " + (f"DO UPDATE SET {sets}" if rest else "DO NOTHING")
         r = _RETURNING.search(body)
         if r:
-            body = body[:r.start()].rstrip() + conflict + " " + body[r.start():]
+            body = body[: r.start()].rstrip() + conflict + " " + body[r.start() :]
         else:
             body = body.rstrip().rstrip(";") + conflict
         out = head + " " + body.lstrip()

@@ -24,18 +24,19 @@ one transaction under an advisory lock (PostgreSQL's DDL is transactional), so
 a failure leaves nothing half-created and two processes opening one database
 at once do not race.
 """
+
 from __future__ import annotations
 
 import re
 import threading
-from functools import lru_cache
+from functools import cache
 
 import psycopg
 from psycopg import errors as pg_errors
 
-from fanoutsim.kernel.store import duckdb as _duckdb_store, pgsql, sql
-from fanoutsim.kernel.store.base import (Store, Tx, check_parts, compose_tx, row_of, tables_of,
-                                         timestamp_columns_of)
+from fanoutsim.kernel.store import duckdb as _duckdb_store
+from fanoutsim.kernel.store import pgsql, sql
+from fanoutsim.kernel.store.base import Store, Tx, check_parts, compose_tx, row_of, tables_of, timestamp_columns_of
 
 MIN_SERVER_VERSION = 160000
 # pg_advisory_xact_lock key of the schema migration: "fnsm"
@@ -87,8 +88,7 @@ def parse_uri(dsn: str) -> dict:
         raise StoreError(f"malformed PostgreSQL URI: {mask_secrets(_first_line(exc))}") from None
     for port in str(params.get("port") or "").split(","):
         if port and not port.isdigit():
-            raise StoreError(f"malformed PostgreSQL URI: port {port!r} is not a number (in "
-                             f"{mask_secrets(dsn)})")
+            raise StoreError(f"malformed PostgreSQL URI: port {port!r} is not a number (in {mask_secrets(dsn)})")
     return params
 
 
@@ -108,7 +108,7 @@ def read_meta(dsn: str, key: str) -> tuple[bool, str | None]:
     return True, None if row is None else str(row[0])
 
 
-def unreachable(dsn: str, exc: BaseException) -> "StoreError":
+def unreachable(dsn: str, exc: BaseException) -> StoreError:
     """The error for a server ``dsn`` names that could not be connected to."""
     return StoreError(f"cannot reach PostgreSQL at {safe_dsn(dsn)}: {mask_secrets(_first_line(exc))}")
 
@@ -129,7 +129,7 @@ class PostgresTx(Tx):
     keeps_hints = False  # other processes write the same database (see hints below)
     row_locks = True  # ... at the same time: a row read to be written back is locked
 
-    def __init__(self, store: "PostgresStore") -> None:
+    def __init__(self, store: PostgresStore) -> None:
         self.store = store
         self.c = store.cur
         self.failed = None
@@ -214,7 +214,7 @@ class PostgresTx(Tx):
         self._run("SELECT pg_notify(?, ?)", [channel, payload])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tx_class(mixins: tuple[type, ...]) -> type:
     """PostgresTx with the parts' (DuckDB) methods: one class per set of parts."""
     return compose_tx(PostgresTx, mixins)
@@ -224,7 +224,7 @@ class _Connection:
     """What a migration step written as a function of a DuckDB connection
     calls (``con.execute(sql, params).fetchone()``), on this store's cursor."""
 
-    def __init__(self, store: "PostgresStore") -> None:
+    def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
     def execute(self, statement: str, params=None):
@@ -278,8 +278,9 @@ class PostgresStore(Store):
         dsn = self.dsn
         if self.server is None:
             if not isinstance(dsn, str) or not is_dsn(dsn):
-                raise StoreError(f"store {mask_secrets(str(dsn))!r} is not a PostgreSQL URI: it must start with "
-                                 f"postgresql://")
+                raise StoreError(
+                    f"store {mask_secrets(str(dsn))!r} is not a PostgreSQL URI: it must start with postgresql://"
+                )
             params = parse_uri(dsn)
         else:
             params = {}
@@ -289,13 +290,18 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise unreachable(dsn, exc) from None
         if self.con.info.server_version < MIN_SERVER_VERSION:
-            raise StoreError(f"PostgreSQL at {safe_dsn(dsn)} is version {self.con.info.server_version // 10000}; "
-                             f"fanoutsim needs 16 or newer")
+            raise StoreError(
+                f"PostgreSQL at {safe_dsn(dsn)} is version {self.con.info.server_version // 10000}; "
+                f"fanoutsim needs 16 or newer"
+            )
         self.cur = self.con.cursor()
         self.con.execute("SET TIME ZONE 'UTC'")
         # the schema DuckDB's "main." names: this store's own
-        self.home = self.schema if self.schema is not None else (
-            self.con.execute("SELECT current_schema()").fetchone()[0] or "public")
+        self.home = (
+            self.schema
+            if self.schema is not None
+            else (self.con.execute("SELECT current_schema()").fetchone()[0] or "public")
+        )
         if self.schema is not None:
             self.con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
         self._check_version()  # before anything is written: a newer schema is refused as it is
@@ -310,8 +316,10 @@ class PostgresStore(Store):
         except ValueError:
             raise StoreError(f"{self} has schema version {found[0]!r}, not a number") from None
         if version > self.version:
-            raise StoreError(f"{self} has schema version {version}, newer than this fanoutsim understands "
-                             f"({self.version}); upgrade fanoutsim")
+            raise StoreError(
+                f"{self} has schema version {version}, newer than this fanoutsim understands "
+                f"({self.version}); upgrade fanoutsim"
+            )
 
     def _migrate(self) -> None:
         """Every table's CREATE TABLE IF NOT EXISTS, every migration (each
@@ -347,13 +355,23 @@ class PostgresStore(Store):
         """A table's columns (in order) and primary key, from the catalog."""
         info = self._table_info.get(table)
         if info is None:
-            cols = tuple(r[0] for r in self.con.execute(
-                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
-                "AND NOT attisdropped ORDER BY attnum", [table]).fetchall())
-            key = tuple(r[0] for r in self.con.execute(
-                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary "
-                "ORDER BY array_position(i.indkey, a.attnum)", [table]).fetchall())
+            cols = tuple(
+                r[0]
+                for r in self.con.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                    "AND NOT attisdropped ORDER BY attnum",
+                    [table],
+                ).fetchall()
+            )
+            key = tuple(
+                r[0]
+                for r in self.con.execute(
+                    "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                    "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary "
+                    "ORDER BY array_position(i.indkey, a.attnum)",
+                    [table],
+                ).fetchall()
+            )
             if not cols or not key:
                 raise ValueError(f"INSERT OR REPLACE INTO {table}: no such table with a primary key")
             info = self._table_info[table] = (cols, key)
@@ -437,8 +455,9 @@ class PostgresStore(Store):
         """A new connection (autocommit) to the same database, schema and time
         zone: for a LISTEN, or for a transaction that must not hold this
         store's lock (a writer that keeps its transaction open)."""
-        con = psycopg.connect(self.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor,
-                              connect_timeout=CONNECT_TIMEOUT)
+        con = psycopg.connect(
+            self.dsn, autocommit=True, cursor_factory=psycopg.ClientCursor, connect_timeout=CONNECT_TIMEOUT
+        )
         con.execute("SET TIME ZONE 'UTC'")
         if self.schema is not None:
             con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])

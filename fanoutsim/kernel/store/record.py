@@ -14,9 +14,10 @@ starts with (the leases design's ``history`` row): that design may open it
 still empty, and is the first opener's; one with rows of two designs is
 refused, naming both.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from fanoutsim.kernel.store.base import Store, StorePart
 
@@ -30,8 +31,7 @@ def _rows_beyond_new(store: Store) -> list[str]:
     # every adapter composes parts, but base.Store does not declare them yet
     parts: tuple[StorePart, ...] = store.parts  # type: ignore[attr-defined]
     fresh = MemoryStore(parts)
-    return [part.name for part in parts
-            if any(store.row_count(t) > len(fresh.rows(t)) for t in part.tables)]
+    return [part.name for part in parts if any(store.row_count(t) > len(fresh.rows(t)) for t in part.tables)]
 
 
 def claim(store: Store, design: str) -> None:
@@ -45,16 +45,22 @@ def claim(store: Store, design: str) -> None:
     if recorded is None:
         found = _rows_beyond_new(store)
         if len(found) > 1:
-            raise StoreError(f"{store.where} records no design, and the tables of the {' and '.join(found)} "
-                             f"designs hold rows; refusing to open it as the {design} design")
+            raise StoreError(
+                f"{store.where} records no design, and the tables of the {' and '.join(found)} "
+                f"designs hold rows; refusing to open it as the {design} design"
+            )
         if found and found[0] != design:
-            raise StoreError(f"{store.where} holds a run of the {found[0]} design, not of the {design} design "
-                             f"(it records no design: it was written by an older fanoutsim, and its "
-                             f"{found[0]} tables hold rows)")
+            raise StoreError(
+                f"{store.where} holds a run of the {found[0]} design, not of the {design} design "
+                f"(it records no design: it was written by an older fanoutsim, and its "
+                f"{found[0]} tables hold rows)"
+            )
         store.set_meta(DESIGN_KEY, design)
     elif recorded != design:
-        raise StoreError(f"{store.where} holds a run of the {recorded} design, not of the {design} design "
-                         f"(open it with the {recorded} design, or give a new store)")
+        raise StoreError(
+            f"{store.where} holds a run of the {recorded} design, not of the {design} design "
+            f"(open it with the {recorded} design, or give a new store)"
+        )
 
 
 def open_claimed(opener: Callable[[object], Store], spec: object, design: str | None) -> Store:

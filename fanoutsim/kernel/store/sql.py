@@ -6,9 +6,11 @@ composes them. Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT``
 microseconds at the interface: ``epoch_us(col)`` reads them, :data:`TS` (a
 parameter) writes them.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Literal, Sequence, TypeGuard, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, TypeGuard, Union
 
 from fanoutsim.kernel.store.base import StorePart
 from fanoutsim.kernel.timeutil import from_us

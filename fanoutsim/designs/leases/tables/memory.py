@@ -1,4 +1,5 @@
 """The leased-consumer design's tables in memory: the memory adapter of :mod:`.port`."""
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
@@ -8,11 +9,22 @@ from fanoutsim.kernel.store.base import check_limit
 
 from .port import DEFAULT_DATABASE, TABLES, LeaseTx, check_database
 
-
 # -- the memory adapter -----------------------------------------------------------------
 # the memory adapter's attributes holding one database's tables
-_ATTRS = ("events", "event_seqs", "event_ids", "event_parts", "lease_consumers", "cp_index", "res_index",
-          "res_part", "leases", "retries", "dead_letters", "history")
+_ATTRS = (
+    "events",
+    "event_seqs",
+    "event_ids",
+    "event_parts",
+    "lease_consumers",
+    "cp_index",
+    "res_index",
+    "res_part",
+    "leases",
+    "retries",
+    "dead_letters",
+    "history",
+)
 
 
 def memory_init(s) -> None:
@@ -159,12 +171,15 @@ class LeaseMemoryTx(LeaseTx):
         limit = check_limit(limit)
         cps = s.cp_index.get(consumer, {})
         events, out = s.events, []
-        parts = s.event_parts.items() if partition is None else (
-            [(partition, s.event_parts[partition])] if partition in s.event_parts else [])
+        parts = (
+            s.event_parts.items()
+            if partition is None
+            else ([(partition, s.event_parts[partition])] if partition in s.event_parts else [])
+        )
         for part, seqs in parts:
             cp = cps.get(part)
             i = bisect_right(seqs, after if cp is None else max(after, cp["seq"]))
-            out.extend(seqs[i:i + limit])
+            out.extend(seqs[i : i + limit])
         if partition is None:
             out.sort()
         return [dict(events[q]) for q in out]
@@ -177,8 +192,11 @@ class LeaseMemoryTx(LeaseTx):
         s = self._d()
         if limit is not None:
             check_limit(limit)
-        doomed = [q for q in s.event_seqs
-                  if s.events[q]["committed_at"] < cutoff and (fence is None or s.events[q]["commit_seq"] < fence)]
+        doomed = [
+            q
+            for q in s.event_seqs
+            if s.events[q]["committed_at"] < cutoff and (fence is None or s.events[q]["commit_seq"] < fence)
+        ]
         if limit is not None:
             doomed = doomed[:limit]
         out = []
@@ -207,8 +225,12 @@ class LeaseMemoryTx(LeaseTx):
         return [dict(cps[p]) for p in sorted(cps)]
 
     def set_checkpoint(self, consumer, partition, seq, commit_seq):
-        self._index_put(self._d().cp_index, consumer, partition,
-                        {"consumer": consumer, "partition": partition, "seq": seq, "commit_seq": commit_seq})
+        self._index_put(
+            self._d().cp_index,
+            consumer,
+            partition,
+            {"consumer": consumer, "partition": partition, "seq": seq, "commit_seq": commit_seq},
+        )
 
     def clear_checkpoints(self, consumer):
         return self._index_clear(self._d().cp_index, consumer)
@@ -293,7 +315,7 @@ class LeaseMemoryTx(LeaseTx):
     def expired_leases(self, now, limit):
         rows = [r for r in self._d().leases.values() if r["expires_at"] <= now]
         rows.sort(key=lambda r: (r["expires_at"], r["consumer"], r["seq"]))
-        return [dict(r) for r in rows[:check_limit(limit)]]
+        return [dict(r) for r in rows[: check_limit(limit)]]
 
     def put_retry(self, row):
         self._put(self._d().retries, (row["consumer"], row["event_id"]), {k: row[k] for k in TABLES["retries"]})

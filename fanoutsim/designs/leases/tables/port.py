@@ -5,6 +5,7 @@ kernel's dialect layer) — implements it; the contract suite runs each against 
 Named databases: :func:`check_database` (a name), :class:`in_database` (a
 transaction on one) and :func:`database_rows` (its committed rows), written
 against the port alone."""
+
 from __future__ import annotations
 
 import re
@@ -17,12 +18,28 @@ from typing import Protocol
 # letters, the history row
 TABLES: dict[str, tuple[str, ...]] = {
     "events": ("seq", "event_id", "commit_seq", "ordinal", "partition", "kind", "payload", "committed_at"),
-    "lease_consumers": ("consumer", "start_seq", "start_commit", "batch_limit", "in_flight_limit",
-                        "lease_seconds", "revision"),
+    "lease_consumers": (
+        "consumer",
+        "start_seq",
+        "start_commit",
+        "batch_limit",
+        "in_flight_limit",
+        "lease_seconds",
+        "revision",
+    ),
     "checkpoints": ("consumer", "partition", "seq", "commit_seq"),
     "resolutions": ("consumer", "event_id", "seq", "partition", "commit_seq", "kind"),
-    "leases": ("consumer", "event_id", "seq", "partition", "token", "incarnation", "attempt",
-               "leased_at", "expires_at"),
+    "leases": (
+        "consumer",
+        "event_id",
+        "seq",
+        "partition",
+        "token",
+        "incarnation",
+        "attempt",
+        "leased_at",
+        "expires_at",
+    ),
     "retries": ("consumer", "event_id", "seq", "partition", "attempts", "not_before", "error"),
     "dead_letters": ("consumer", "event_id", "seq", "partition", "attempts", "error", "payload", "dead_at"),
     "history": ("incarnation", "last_commit", "last_seq", "leases_granted"),
@@ -224,8 +241,10 @@ _DB_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 def check_database(name) -> str:
     """A database name: lowercase letters, digits and ``_``, starting with a letter, at most 63."""
     if not isinstance(name, str) or not _DB_NAME.fullmatch(name):
-        raise ValueError(f"database must be a name of lowercase letters, digits and '_' starting with a "
-                         f"letter (at most 63), got {name!r}")
+        raise ValueError(
+            f"database must be a name of lowercase letters, digits and '_' starting with a "
+            f"letter (at most 63), got {name!r}"
+        )
     return name
 
 

@@ -1,5 +1,6 @@
 """The leased-consumer design's tables in SQL: the DuckDB adapter of :mod:`.port` (PostgreSQL runs
 the same statements through the kernel's dialect layer); its statements are :mod:`.statements`."""
+
 from __future__ import annotations
 
 from fanoutsim.kernel.store.base import check_limit
@@ -77,12 +78,14 @@ class LeaseDuckDBTx(LeaseTx):
         return self._one("history", sql.LOCK_HISTORY if self.row_locks else sql.GET_HISTORY, None)
 
     def lock_lease_consumer(self, consumer):
-        return self._one("lease_consumers", sql.LOCK_LEASE_CONSUMER if self.row_locks else sql.GET_LEASE_CONSUMER,
-                         [consumer])
+        return self._one(
+            "lease_consumers", sql.LOCK_LEASE_CONSUMER if self.row_locks else sql.GET_LEASE_CONSUMER, [consumer]
+        )
 
     def lock_lease_consumers(self):
-        return self._all("lease_consumers",
-                         sql.LOCK_LEASE_CONSUMERS if self.row_locks else sql.HERE_ROWS["lease_consumers"], None)
+        return self._all(
+            "lease_consumers", sql.LOCK_LEASE_CONSUMERS if self.row_locks else sql.HERE_ROWS["lease_consumers"], None
+        )
 
     def insert_event(self, row):
         self._run(sql.INSERT_EVENT, [row[k] for k in TABLES["events"]])

@@ -4,6 +4,7 @@ Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
 the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them. Part of
 :data:`fanoutsim.designs.leases.tables.PART`.
 """
+
 from fanoutsim.kernel.store.sql import TS as _TS
 
 # The leased-consumer design (seed 003): the event log, durable consumers and
@@ -106,8 +107,10 @@ _COMMIT_AT = """coalesce((SELECT e.commit_seq FROM events e WHERE e.seq = {seq})
 def _drop_retired(con) -> None:
     """Retired consumers (an older version kept their rows) are deleted with
     their rows, then the column; nothing to do once it is gone."""
-    has = con.execute("SELECT count(*) FROM information_schema.columns "
-                      "WHERE table_name = 'lease_consumers' AND column_name = 'retired'").fetchone()[0]
+    has = con.execute(
+        "SELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = 'lease_consumers' AND column_name = 'retired'"
+    ).fetchone()[0]
     if not has:
         return
     for table in ("checkpoints", "leases", "retries", "dead_letters"):
@@ -115,26 +118,29 @@ def _drop_retired(con) -> None:
     con.execute("DELETE FROM lease_consumers WHERE retired")
     con.execute("ALTER TABLE lease_consumers DROP COLUMN retired")
 
+
 # schema version -> statements that bring a file from the version before it:
 # the leased-consumer design's tables from LEASE_SCHEMA; the history row once (5);
 # RiffDB's rules (6)
 MIGRATIONS = {
     5: [LEASE_SCHEMA, "INSERT INTO history SELECT 1, 1, 0, 0, 0 WHERE NOT EXISTS (SELECT 1 FROM history)"],
     # RiffDB's rules: a statement is SQL or a function of the connection; each is idempotent
-    6: [RESOLUTIONS_SCHEMA,
+    6: [
+        RESOLUTIONS_SCHEMA,
         "ALTER TABLE lease_consumers ADD COLUMN IF NOT EXISTS start_commit BIGINT",
         "ALTER TABLE lease_consumers ADD COLUMN IF NOT EXISTS revision BIGINT",
         "ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS commit_seq BIGINT",
         _drop_retired,
         "UPDATE lease_consumers SET start_commit = CASE WHEN start_seq = 0 THEN 0 ELSE "
-        + _COMMIT_AT.format(seq="lease_consumers.start_seq") + " END WHERE start_commit IS NULL",
+        + _COMMIT_AT.format(seq="lease_consumers.start_seq")
+        + " END WHERE start_commit IS NULL",
         "UPDATE lease_consumers SET revision = 1 WHERE revision IS NULL",
         # the old fence let retention prune a checkpoint's own commit (never an event past it): such a
         # checkpoint moves up to the retention horizon, which skips nothing, so that no pull reads
         # pruned history
         "UPDATE checkpoints SET seq = " + _HORIZON + " WHERE commit_seq IS NULL AND seq < " + _HORIZON,
-        "UPDATE checkpoints SET commit_seq = " + _COMMIT_AT.format(seq="checkpoints.seq")
-        + " WHERE commit_seq IS NULL"],
+        "UPDATE checkpoints SET commit_seq = " + _COMMIT_AT.format(seq="checkpoints.seq") + " WHERE commit_seq IS NULL",
+    ],
 }
 
 # Every statement's first word says what it does: DuckDBTx begins the transaction
@@ -177,18 +183,22 @@ SET_CHECKPOINT = f"INSERT OR REPLACE INTO checkpoints ({CHECKPOINT_COLS}) VALUES
 CLEAR_CHECKPOINTS = "DELETE FROM checkpoints WHERE consumer = ? RETURNING seq"
 RESOLUTION_COLS = 'consumer, event_id, seq, "partition", commit_seq, kind'
 INSERT_RESOLUTION = f"INSERT INTO resolutions ({RESOLUTION_COLS}) VALUES (?, ?, ?, ?, ?, ?)"
-LIST_RESOLUTIONS = (f"SELECT {RESOLUTION_COLS} FROM resolutions WHERE consumer = ? "
-                    'AND (CAST(? AS VARCHAR) IS NULL OR "partition" = ?) ORDER BY seq')
+LIST_RESOLUTIONS = (
+    f"SELECT {RESOLUTION_COLS} FROM resolutions WHERE consumer = ? "
+    'AND (CAST(? AS VARCHAR) IS NULL OR "partition" = ?) ORDER BY seq'
+)
 DELETE_RESOLUTION = "DELETE FROM resolutions WHERE consumer = ? AND event_id = ? RETURNING seq"
 CLEAR_RESOLUTIONS = "DELETE FROM resolutions WHERE consumer = ? RETURNING seq"
 CLEAR_RETRIES = "DELETE FROM retries WHERE consumer = ? RETURNING seq"
 CLEAR_DEAD_LETTERS = "DELETE FROM dead_letters WHERE consumer = ? RETURNING seq"
-LEASE_COLS = ('consumer, event_id, seq, "partition", token, incarnation, attempt, '
-              'epoch_us(leased_at), epoch_us(expires_at)')
+LEASE_COLS = (
+    'consumer, event_id, seq, "partition", token, incarnation, attempt, epoch_us(leased_at), epoch_us(expires_at)'
+)
 INSERT_LEASE = f"INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, {_TS}, {_TS})"
 GET_LEASE = f"SELECT {LEASE_COLS} FROM leases WHERE consumer = ? AND event_id = ?"
-LIST_LEASES = (f"SELECT {LEASE_COLS} FROM leases WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) "
-               "ORDER BY consumer, seq")
+LIST_LEASES = (
+    f"SELECT {LEASE_COLS} FROM leases WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) ORDER BY consumer, seq"
+)
 DELETE_LEASE = "DELETE FROM leases WHERE consumer = ? AND event_id = ? RETURNING seq"
 EXPIRED_LEASES = f"""
 SELECT {LEASE_COLS} FROM leases WHERE expires_at <= {_TS}
@@ -200,12 +210,14 @@ RETRY_COLS = 'consumer, event_id, seq, "partition", attempts, epoch_us(not_befor
 PUT_RETRY = f"INSERT OR REPLACE INTO retries VALUES (?, ?, ?, ?, ?, {_TS}, ?)"
 GET_RETRY = f"SELECT {RETRY_COLS} FROM retries WHERE consumer = ? AND event_id = ?"
 DELETE_RETRY = "DELETE FROM retries WHERE consumer = ? AND event_id = ? RETURNING seq"
-LIST_RETRIES = (f"SELECT {RETRY_COLS} FROM retries WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) "
-                "ORDER BY consumer, seq")
+LIST_RETRIES = (
+    f"SELECT {RETRY_COLS} FROM retries WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) ORDER BY consumer, seq"
+)
 DEAD_COLS = 'consumer, event_id, seq, "partition", attempts, error, payload, epoch_us(dead_at)'
 INSERT_DEAD_LETTER = f"INSERT INTO dead_letters VALUES (?, ?, ?, ?, ?, ?, ?, {_TS})"
-LIST_DEAD_LETTERS = (f"SELECT {DEAD_COLS} FROM dead_letters WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) "
-                     "ORDER BY consumer, seq")
+LIST_DEAD_LETTERS = (
+    f"SELECT {DEAD_COLS} FROM dead_letters WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) ORDER BY consumer, seq"
+)
 
 # every row of a table of the current database (the connection's search path)
 HERE_ROWS = {
@@ -219,8 +231,10 @@ HERE_ROWS = {
     "history": GET_HISTORY,
 }
 # the store's rows(): the default database's, in ``main`` whatever the search path
-ALL_ROWS = {t: s.replace(f" FROM {t} ", f" FROM main.{t} ").replace(f" FROM {t}", f" FROM main.{t}")
-            for t, s in HERE_ROWS.items()}
+ALL_ROWS = {
+    t: s.replace(f" FROM {t} ", f" FROM main.{t} ").replace(f" FROM {t}", f" FROM main.{t}")
+    for t, s in HERE_ROWS.items()
+}
 # every consumer row, locked in name order (PostgreSQL: see Tx.row_locks)
 LOCK_LEASE_CONSUMERS = HERE_ROWS["lease_consumers"] + " FOR UPDATE"
 # a named database's first history row (the default one's comes with migration 5)

@@ -29,12 +29,34 @@ Needs the ``realqueues`` and ``postgres`` extras (``make setup`` installs both).
 ``hintcost.py``          measures the hint cost the presets use (``hint_cost.json``)
 =======================  ==============================================================
 """
+
 from fanoutsim.designs.outbox.realqueues.harness import LIBRARIES, run_real, run_real_all
 from fanoutsim.designs.outbox.realqueues.load import CASES, Case, PoissonLoad
 from fanoutsim.designs.outbox.realqueues.model import (
-    TABLE_HEAD, Comparison, compare, model_latencies, model_run, session_costs,
+    TABLE_HEAD,
+    Comparison,
+    compare,
+    model_latencies,
+    model_run,
+    session_costs,
 )
 from fanoutsim.designs.outbox.realqueues.record import RealRun, ks_2samp, ks_critical, percentiles
 
-__all__ = ["LIBRARIES", "CASES", "Case", "PoissonLoad", "RealRun", "run_real", "run_real_all", "compare",
-           "Comparison", "model_run", "model_latencies", "session_costs", "TABLE_HEAD", "ks_2samp", "ks_critical", "percentiles"]
+__all__ = [
+    "LIBRARIES",
+    "CASES",
+    "Case",
+    "PoissonLoad",
+    "RealRun",
+    "run_real",
+    "run_real_all",
+    "compare",
+    "Comparison",
+    "model_run",
+    "model_latencies",
+    "session_costs",
+    "TABLE_HEAD",
+    "ks_2samp",
+    "ks_critical",
+    "percentiles",
+]

@@ -11,6 +11,7 @@ on the machine's wall clock, which the worker reads too (``time.time()``). The
 library's tables and triggers are otherwise untouched; the trigger adds one
 small insert to each producer transaction, before its commit.
 """
+
 from __future__ import annotations
 
 TABLE = "fanoutsim_rq_commits"

@@ -11,6 +11,7 @@ tables and NOTIFY channels have fixed names, and a database keeps both apart.
 Without a DSN, a throwaway embedded PostgreSQL 16 is started
 (:class:`fanoutsim.kernel.pg.EmbeddedServer`, the ``postgres`` extra).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,15 +21,18 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
 
 from fanoutsim.designs.outbox.realqueues.load import CASES, Case, PoissonLoad
 from fanoutsim.designs.outbox.realqueues.record import RealRun
 
 LIBRARIES = ("procrastinate", "pgqueuer")
 # what each run imports: the library, and the driver its worker runs on
-REQUIRES = {"procrastinate": ("procrastinate", "psycopg", "psycopg_pool"), "pgqueuer": ("pgqueuer", "asyncpg", "psycopg")}
+REQUIRES = {
+    "procrastinate": ("procrastinate", "psycopg", "psycopg_pool"),
+    "pgqueuer": ("pgqueuer", "asyncpg", "psycopg"),
+}
 POLL_INTERVAL = 2.0  # seconds: issue 28's runs (procrastinate's fetch_job_polling_interval, pgqueuer's dequeue_timeout)
 RUN_TIMEOUT = 300.0  # seconds one run may take in its process, set-up included
 
@@ -41,8 +45,10 @@ def check_library(library: str) -> None:
         try:
             importlib.import_module(module)
         except ImportError:
-            raise RuntimeError(f"{module} is not installed (the {library} runs need it); install the comparison's "
-                               "libraries with: pip install 'fanoutsim[realqueues]'") from None
+            raise RuntimeError(
+                f"{module} is not installed (the {library} runs need it); install the comparison's "
+                "libraries with: pip install 'fanoutsim[realqueues]'"
+            ) from None
 
 
 def _case(case: str | Case) -> Case:
@@ -81,8 +87,14 @@ def server(dsn: str | None):
         yield embedded.dsn
 
 
-def run_real(library: str, case: str | Case = "hints", *, load: PoissonLoad = PoissonLoad(),
-             poll_interval: float = POLL_INTERVAL, dsn: str | None = None) -> RealRun:
+def run_real(
+    library: str,
+    case: str | Case = "hints",
+    *,
+    load: PoissonLoad = PoissonLoad(),
+    poll_interval: float = POLL_INTERVAL,
+    dsn: str | None = None,
+) -> RealRun:
     """One worker of ``library`` under ``load`` in ``case``, in this process."""
     check_library(library)
     case = _case(case)
@@ -91,13 +103,19 @@ def run_real(library: str, case: str | Case = "hints", *, load: PoissonLoad = Po
         return module.run(db, load, case, poll_interval)
 
 
-def run_real_all(pairs: Iterable[tuple[str, str | Case]] | None = None, *, load: PoissonLoad = PoissonLoad(),
-                 poll_interval: float = POLL_INTERVAL, dsn: str | None = None,
-                 parallel: int = 3) -> dict[tuple[str, str], RealRun]:
+def run_real_all(
+    pairs: Iterable[tuple[str, str | Case]] | None = None,
+    *,
+    load: PoissonLoad = PoissonLoad(),
+    poll_interval: float = POLL_INTERVAL,
+    dsn: str | None = None,
+    parallel: int = 3,
+) -> dict[tuple[str, str], RealRun]:
     """Each (library, case) run in a process of its own, at most ``parallel`` at once;
     ``pairs`` defaults to every library in every case of :data:`~.load.CASES`."""
-    pairs = [(lib, _case(c)) for lib, c in (pairs if pairs is not None else
-                                             [(lib, c) for lib in LIBRARIES for c in CASES])]
+    pairs = [
+        (lib, _case(c)) for lib, c in (pairs if pairs is not None else [(lib, c) for lib in LIBRARIES for c in CASES])
+    ]
     for lib in {lib for lib, _ in pairs}:
         check_library(lib)
     with server(dsn) as url, ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -107,10 +125,20 @@ def run_real_all(pairs: Iterable[tuple[str, str | Case]] | None = None, *, load:
 
 def _in_process(library: str, case: Case, load: PoissonLoad, poll_interval: float, dsn: str) -> RealRun:
     """One run in a process of its own; what to run goes on its stdin (the DSN too, never in argv)."""
-    job = {"library": library, "case": dataclasses.asdict(case), "load": dataclasses.asdict(load),
-           "poll_interval": poll_interval, "dsn": dsn}
-    with subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as process:
+    job = {
+        "library": library,
+        "case": dataclasses.asdict(case),
+        "load": dataclasses.asdict(load),
+        "poll_interval": poll_interval,
+        "dsn": dsn,
+    }
+    with subprocess.Popen(
+        [sys.executable, "-m", __name__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
         try:
             out, err = process.communicate(json.dumps(job) + "\n", timeout=RUN_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -126,8 +154,13 @@ def _in_process(library: str, case: Case, load: PoissonLoad, poll_interval: floa
 
 def _main() -> None:
     job = json.loads(sys.stdin.readline())
-    run = run_real(job["library"], Case(**job["case"]), load=PoissonLoad(**job["load"]),
-                   poll_interval=job["poll_interval"], dsn=job["dsn"])
+    run = run_real(
+        job["library"],
+        Case(**job["case"]),
+        load=PoissonLoad(**job["load"]),
+        poll_interval=job["poll_interval"],
+        dsn=job["dsn"],
+    )
     print(json.dumps(run.as_dict()))
 
 

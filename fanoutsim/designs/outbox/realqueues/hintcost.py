@@ -26,6 +26,7 @@ The data file (:data:`~fanoutsim.designs.outbox.presets.HINT_COST_FILE`) keeps t
 samples in seconds, rounded to the microsecond, with when and on what they were
 measured; the presets read their hint latency from it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,18 @@ from fanoutsim.designs.outbox.realqueues.harness import LIBRARIES, POLL_INTERVAL
 from fanoutsim.designs.outbox.realqueues.load import PoissonLoad
 from fanoutsim.designs.outbox.realqueues.record import percentiles
 
-METHOD = ("one worker per library with hints on, a seeded Poisson load of {jobs} jobs at {rate:g}/s "
-          "(seed {seed}), poll interval {poll:g} s, on an embedded PostgreSQL ({postgres}) over a Unix "
-          "socket; the producer a process of its own, committing through the library's enqueue call. "
-          "Commit: clock_timestamp() in a deferred constraint trigger (fires at COMMIT) on the job table; "
-          "the worker's times: time.time(), the same clock. hint_latency_s: commit -> the worker's "
-          "notification handler heard the job's hint; read_cost_s: hint heard -> handler began, for each "
-          "round of fetches a job's own hint began (the fetch before it had found nothing, the next took "
-          "that job first); empty_fetch_s: a fetch that found nothing, called -> returned (the library's "
-          "fetch_job / dequeue, timed around the call); handled_latency_s: commit -> handler began. "
-          "Seconds, rounded to 1 us.")
+METHOD = (
+    "one worker per library with hints on, a seeded Poisson load of {jobs} jobs at {rate:g}/s "
+    "(seed {seed}), poll interval {poll:g} s, on an embedded PostgreSQL ({postgres}) over a Unix "
+    "socket; the producer a process of its own, committing through the library's enqueue call. "
+    "Commit: clock_timestamp() in a deferred constraint trigger (fires at COMMIT) on the job table; "
+    "the worker's times: time.time(), the same clock. hint_latency_s: commit -> the worker's "
+    "notification handler heard the job's hint; read_cost_s: hint heard -> handler began, for each "
+    "round of fetches a job's own hint began (the fetch before it had found nothing, the next took "
+    "that job first); empty_fetch_s: a fetch that found nothing, called -> returned (the library's "
+    "fetch_job / dequeue, timed around the call); handled_latency_s: commit -> handler began. "
+    "Seconds, rounded to 1 us."
+)
 
 
 def _rounded(x) -> list[float]:
@@ -76,18 +79,26 @@ def measure(jobs: int = 400, rate: float = 5.0, seed: int = 1, dsn: str | None =
         for library in LIBRARIES:
             run = run_real(library, "hints", load=load, poll_interval=POLL_INTERVAL, dsn=url)
             out["libraries"][library] = {
-                "version": run.version, "jobs": len(run.commits), "unhandled": run.unhandled(),
+                "version": run.version,
+                "jobs": len(run.commits),
+                "unhandled": run.unhandled(),
                 "hint_latency_s": _rounded(run.hint_latencies()),
                 "read_cost_s": _rounded(run.read_costs()),
                 "empty_fetch_s": _rounded(run.fetch_costs(False)),
                 "handled_latency_s": _rounded(run.latencies()),
             }
     out = {
-        "measured": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "postgresql": postgres, "psycopg": version("psycopg"), "asyncpg": version("asyncpg"),
-                    # the machine is shared: how busy it was, over the last 1 / 5 / 15 minutes
-                    "load_average": [round(x, 2) for x in os.getloadavg()]},
+        "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "postgresql": postgres,
+            "psycopg": version("psycopg"),
+            "asyncpg": version("asyncpg"),
+            # the machine is shared: how busy it was, over the last 1 / 5 / 15 minutes
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
         "method": METHOD.format(jobs=jobs, rate=rate, seed=seed, poll=POLL_INTERVAL, postgres=postgres),
         **out,
     }
@@ -95,26 +106,35 @@ def measure(jobs: int = 400, rate: float = 5.0, seed: int = 1, dsn: str | None =
 
 
 def summary(data: dict) -> str:
-    lines = [f"measured {data['measured']} on {data['machine']['cpus']} cpus, PostgreSQL "
-             f"{data['machine']['postgresql']}"]
+    lines = [
+        f"measured {data['measured']} on {data['machine']['cpus']} cpus, PostgreSQL {data['machine']['postgresql']}"
+    ]
     for library, d in data["libraries"].items():
         for key in ("hint_latency_s", "read_cost_s", "empty_fetch_s", "handled_latency_s"):
             p = percentiles(np.asarray(d[key]) * 1000)
-            lines.append(f"{library} {d['version']:>7}  {key:<18} n={len(d[key]):>4}  p50 {p[50]:7.3f} ms  "
-                         f"p90 {p[90]:7.3f} ms  p99 {p[99]:7.3f} ms")
+            lines.append(
+                f"{library} {d['version']:>7}  {key:<18} n={len(d[key]):>4}  p50 {p[50]:7.3f} ms  "
+                f"p90 {p[90]:7.3f} ms  p99 {p[99]:7.3f} ms"
+            )
     return "\n".join(lines)
 
 
 def dumps(data: dict) -> str:
     """The data file's text: indented, each list of samples on one line."""
     text = json.dumps(data, indent=1)
-    return re.sub(r"\[\s*([-0-9.e+,\s]+?)\s*\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]",
-                  text) + "\n"
+    return (
+        re.sub(
+            r"\[\s*([-0-9.e+,\s]+?)\s*\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]", text
+        )
+        + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fanoutsim.designs.outbox.realqueues.hintcost",
-                                     description="Measure the hint cost of procrastinate and pgqueuer here.")
+    parser = argparse.ArgumentParser(
+        prog="python -m fanoutsim.designs.outbox.realqueues.hintcost",
+        description="Measure the hint cost of procrastinate and pgqueuer here.",
+    )
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--write", action="store_true", help=f"write {HINT_COST_FILE.name} beside the presets")
     args = parser.parse_args(argv)

@@ -4,6 +4,7 @@ The same :class:`PoissonLoad` drives the real worker (a producer thread commits
 one job at each offset) and the model (``OutboxSimulation.commit`` at the real
 run's recorded commit times), so the two see the same arrivals.
 """
+
 from __future__ import annotations
 
 import math

@@ -23,11 +23,12 @@ percent, and KS on millisecond latencies sees that).
 :func:`compare` puts both side by side: percentiles, and the two-sample KS
 statistic with its 5% critical value.
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -49,8 +50,10 @@ def session_costs(runs: Iterable[RealRun]) -> Measured:
     runs = list(runs)
     if len({r.library for r in runs}) != 1:
         raise ValueError(f"session_costs pools the runs of one library, got {sorted({r.library for r in runs})}")
-    samples = [np.concatenate([getattr(r, what)(*args) for r in runs]).tolist()
-               for what, args in (("hint_latencies", ()), ("read_costs", ()), ("fetch_costs", (False,)))]
+    samples = [
+        np.concatenate([getattr(r, what)(*args) for r in runs]).tolist()
+        for what, args in (("hint_latencies", ()), ("read_costs", ()), ("fetch_costs", (False,)))
+    ]
     for name, values in zip(("hint latencies", "read costs", "empty fetches"), samples):
         if not values:
             raise ValueError(f"the runs measured no {name}: give runs with hints on")
@@ -94,10 +97,10 @@ def model_latencies(sim) -> np.ndarray:
 class Comparison:
     library: str
     case: str
-    real_ms: dict[int, float]    # p50 / p90 / p99
+    real_ms: dict[int, float]  # p50 / p90 / p99
     model_ms: dict[int, float]
-    ks: float                    # two-sample KS statistic, real vs model
-    critical: float              # its 5% critical value
+    ks: float  # two-sample KS statistic, real vs model
+    critical: float  # its 5% critical value
     n_real: int
     n_model: int
     hints_lost: int
@@ -110,18 +113,33 @@ class Comparison:
     def row(self) -> str:
         def fmt(p: dict[int, float]) -> str:
             return " / ".join(f"{p[q]:.3g}" for q in (50, 90, 99))
-        return (f"| {self.library} | {self.case} | {fmt(self.real_ms)} | {fmt(self.model_ms)} | "
-                f"{self.ks:.2f} (critical {self.critical:.2f}){' agrees' if self.agrees else ''} |")
+
+        return (
+            f"| {self.library} | {self.case} | {fmt(self.real_ms)} | {fmt(self.model_ms)} | "
+            f"{self.ks:.2f} (critical {self.critical:.2f}){' agrees' if self.agrees else ''} |"
+        )
 
 
-TABLE_HEAD = ("| library | case | real p50 / p90 / p99 (ms) | model p50 / p90 / p99 (ms) | KS (5% critical) |\n"
-              "|---|---|---|---|---|")
+TABLE_HEAD = (
+    "| library | case | real p50 / p90 / p99 (ms) | model p50 / p90 / p99 (ms) | KS (5% critical) |\n"
+    "|---|---|---|---|---|"
+)
 
 
-def compare(real: RealRun, *, seed: int = 0, using: Preset | None = None,
-            measured: Measured | None = None) -> Comparison:
+def compare(
+    real: RealRun, *, seed: int = 0, using: Preset | None = None, measured: Measured | None = None
+) -> Comparison:
     """The real run against the model's run of the same commits and losses."""
     r = real.latencies()
     m = model_latencies(model_run(real, seed=seed, using=using, measured=measured))
-    return Comparison(real.library, real.case, percentiles(r * 1000), percentiles(m * 1000), ks_2samp(r, m),
-                      ks_critical(len(r), len(m)), len(r), len(m), sum(real.hint_lost))
+    return Comparison(
+        real.library,
+        real.case,
+        percentiles(r * 1000),
+        percentiles(m * 1000),
+        ks_2samp(r, m),
+        ks_critical(len(r), len(m)),
+        len(r),
+        len(m),
+        sum(real.hint_lost),
+    )

@@ -25,6 +25,7 @@ A terminated backend is not a listener's reconnect here: it is the worker's
 only connection, so ``QueueManager.run`` fails. The case's terminations are
 therefore not applied to pgqueuer (its "some lost" case is the drops alone).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -53,8 +54,11 @@ def asyncpg_params(dsn: str) -> dict:
     from psycopg.conninfo import conninfo_to_dict
 
     names = {"host": "host", "port": "port", "user": "user", "password": "password", "dbname": "database"}
-    return {names[k]: (int(v) if k == "port" else v) for k, v in conninfo_to_dict(dsn).items()
-            if k in names and v not in (None, "")}
+    return {
+        names[k]: (int(v) if k == "port" else v)
+        for k, v in conninfo_to_dict(dsn).items()
+        if k in names and v not in (None, "")
+    }
 
 
 class HintTap:
@@ -63,8 +67,8 @@ class HintTap:
     def __init__(self, case: Case) -> None:
         self.drop = case.drop if case.listen else 1.0
         self.rng = case.drop_rng()
-        self.inserts: list[float] = []     # when the k-th INSERT's event arrived
-        self.dropped: set[int] = set()     # the k of each dropped INSERT event
+        self.inserts: list[float] = []  # when the k-th INSERT's event arrived
+        self.dropped: set[int] = set()  # the k of each dropped INSERT event
         self.events: list[tuple[float, str, int]] = []  # every table event: (heard, operation, dropped)
         self.listening = threading.Event()
 
@@ -86,6 +90,7 @@ class HintTap:
                         self.dropped.add(k)
                     return
             callback(payload)
+
         return heard
 
 
@@ -123,8 +128,9 @@ async def _run(dsn: str, load: PoissonLoad, case: Case, poll_interval: float, ba
         producer.stop()
 
 
-async def _work(dsn: str, case: Case, poll_interval: float, batch_size: int, producer: Producer,
-                started: float) -> RealRun:
+async def _work(
+    dsn: str, case: Case, poll_interval: float, batch_size: int, producer: Producer, started: float
+) -> RealRun:
     import asyncpg
     from pgqueuer import QueueManager
     from pgqueuer.queries import Queries
@@ -144,8 +150,7 @@ async def _work(dsn: str, case: Case, poll_interval: float, batch_size: int, pro
         async def job(j) -> None:
             handled.setdefault(j.id, time.time())
 
-        running = asyncio.create_task(qm.run(dequeue_timeout=timedelta(seconds=poll_interval),
-                                             batch_size=batch_size))
+        running = asyncio.create_task(qm.run(dequeue_timeout=timedelta(seconds=poll_interval), batch_size=batch_size))
         try:
             if not await asyncio.to_thread(tap.listening.wait, 30.0):
                 raise RuntimeError("pgqueuer's worker did not LISTEN within 30 s")
@@ -161,7 +166,16 @@ async def _work(dsn: str, case: Case, poll_interval: float, batch_size: int, pro
     order = {job_id: k for k, job_id in enumerate(producer.ids())}
     heard = {job_id: tap.inserts[k] for job_id, k in order.items() if k < len(tap.inserts)}
     return producer.record(
-        library="pgqueuer", version=version("pgqueuer"), poll_interval=poll_interval, fetch_size=batch_size,
-        committed=commitclock.read(dsn), handled=handled, heard=heard,
-        lost=lambda job_id: order[job_id] in tap.dropped or job_id not in heard, reconnects=0, started=started,
-        fetches=fetches, events=tap.events)
+        library="pgqueuer",
+        version=version("pgqueuer"),
+        poll_interval=poll_interval,
+        fetch_size=batch_size,
+        committed=commitclock.read(dsn),
+        handled=handled,
+        heard=heard,
+        lost=lambda job_id: order[job_id] in tap.dropped or job_id not in heard,
+        reconnects=0,
+        started=started,
+        fetches=fetches,
+        events=tap.events,
+    )

@@ -16,6 +16,7 @@ changes the loop:
 * the job manager's ``fetch_job``, to note when each fetch was called and
   returned (the fetch's own cost, which the model's ``read_cost`` is).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,8 +55,7 @@ def _connector_class():
             self.listener_pid = connection.info.backend_pid
             self.listens += 1
             self.listening.set()
-            return await super()._loop_notify(on_notification=on_notification, connection=connection,
-                                              timeout=timeout)
+            return await super()._loop_notify(on_notification=on_notification, connection=connection, timeout=timeout)
 
     return ListenerTracking
 
@@ -98,6 +98,7 @@ def _killer(dsn: str, connector):
     def kill() -> None:
         if connector.listener_pid is not None:
             admin.execute("SELECT pg_terminate_backend(%s)", (connector.listener_pid,))
+
     return admin, kill
 
 
@@ -130,8 +131,14 @@ async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer, 
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
         await asyncio.to_thread(commitclock.install, dsn, "procrastinate_jobs")
-        worker = Worker(app, concurrency=1, fetch_job_polling_interval=poll_interval, listen_notify=case.listen,
-                        install_signal_handlers=False, name="fanoutsim")
+        worker = Worker(
+            app,
+            concurrency=1,
+            fetch_job_polling_interval=poll_interval,
+            listen_notify=case.listen,
+            install_signal_handlers=False,
+            name="fanoutsim",
+        )
         _wrap_hints(worker, case, heard, dropped)
         running = asyncio.create_task(worker.run())
         admin, kill = _killer(dsn, connector)
@@ -146,7 +153,15 @@ async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer, 
             worker.stop()
             await asyncio.wait_for(running, 30.0)
     return producer.record(
-        library="procrastinate", version=version("procrastinate"), poll_interval=poll_interval,
-        fetch_size=FETCH_SIZE, committed=commitclock.read(dsn), handled=handled, heard=heard,
+        library="procrastinate",
+        version=version("procrastinate"),
+        poll_interval=poll_interval,
+        fetch_size=FETCH_SIZE,
+        committed=commitclock.read(dsn),
+        handled=handled,
+        heard=heard,
         lost=lambda job_id: not case.listen or job_id in dropped or job_id not in heard,
-        reconnects=max(0, connector.listens - 1), started=started, fetches=fetches)
+        reconnects=max(0, connector.listens - 1),
+        started=started,
+        fetches=fetches,
+    )

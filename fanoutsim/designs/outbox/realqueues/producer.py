@@ -11,6 +11,7 @@ clock on the machine.
 The terminations run on a thread of the worker's process, since only the
 worker knows its listener's backend pid at that moment.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -20,7 +21,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fanoutsim.designs.outbox.realqueues import producer_process
 from fanoutsim.designs.outbox.realqueues.load import Case, PoissonLoad
@@ -34,9 +36,9 @@ class Producer:
 
     def __init__(self, library: str, dsn: str, load: PoissonLoad, case: Case) -> None:
         self.library, self.dsn, self.load, self.case = library, dsn, load, case
-        self.t0 = self.t0_wall = 0.0                 # the producer's start: monotonic, and time.time()
-        self.commits: list[tuple[Any, float]] = []   # (job id, monotonic time its enqueue call returned)
-        self.terminated: list[float] = []            # time.time() readings
+        self.t0 = self.t0_wall = 0.0  # the producer's start: monotonic, and time.time()
+        self.commits: list[tuple[Any, float]] = []  # (job id, monotonic time its enqueue call returned)
+        self.terminated: list[float] = []  # time.time() readings
         self._process: subprocess.Popen | None = None
         self._killer: threading.Thread | None = None
 
@@ -60,8 +62,9 @@ class Producer:
 
     def launch(self) -> None:
         """Start the producer process (it connects while the worker sets up)."""
-        self._process = subprocess.Popen([sys.executable, "-P", producer_process.__file__], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True)
+        self._process = subprocess.Popen(
+            [sys.executable, "-P", producer_process.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         self._send({"library": self.library, "dsn": self.dsn, "offsets": self.load.offsets()})
 
     def ready(self) -> None:
@@ -110,9 +113,22 @@ class Producer:
     def last_commit(self) -> float:
         return self.commits[-1][1] if self.commits else self.t0
 
-    def record(self, *, library: str, version: str, poll_interval: float, fetch_size: int,
-               committed: dict, handled: dict, heard: dict, lost: Callable[[Any], bool], reconnects: int,
-               started: float, fetches: list | None = None, events: list | None = None) -> RealRun:
+    def record(
+        self,
+        *,
+        library: str,
+        version: str,
+        poll_interval: float,
+        fetch_size: int,
+        committed: dict,
+        handled: dict,
+        heard: dict,
+        lost: Callable[[Any], bool],
+        reconnects: int,
+        started: float,
+        fetches: list | None = None,
+        events: list | None = None,
+    ) -> RealRun:
         """The run, job by job in commit order, in seconds after the producer's t0. ``committed``,
         ``handled`` and ``heard`` map a job id to a ``time.time()`` reading (the commit: the
         server's, :mod:`.commitclock`); ``fetches`` are ``(called, returned, jobs)`` and
@@ -128,18 +144,24 @@ class Producer:
 
         def rel(t):
             return None if t is None else t - t0
+
         return RealRun(
-            library=library, version=version, case=self.case.name, poll_interval=poll_interval,
+            library=library,
+            version=version,
+            case=self.case.name,
+            poll_interval=poll_interval,
             fetch_size=fetch_size,
             commits=[committed[j] - t0 for j in order],
             handled=[rel(handled.get(j)) for j in order],
             hint_at=[rel(heard.get(j)) for j in order],
             hint_lost=[bool(lost(j)) for j in order],
             returned=[returned[j] - self.t0 for j in order],
-            terminations=[t - t0 for t in self.terminated], reconnects=reconnects,
+            terminations=[t - t0 for t in self.terminated],
+            reconnects=reconnects,
             wall_seconds=time.monotonic() - started,
             fetches=[[a - t0, b - t0, [place[j] for j in jobs]] for a, b, jobs in fetches or ()],
-            events=[[at - t0, op, dropped] for at, op, dropped in events or ()])
+            events=[[at - t0, op, dropped] for at, op, dropped in events or ()],
+        )
 
 
 async def produce(producer: Producer, kill: Callable[[], None] | None = None) -> None:

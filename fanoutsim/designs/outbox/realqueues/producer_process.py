@@ -11,6 +11,7 @@ enqueue call; then writes ``["done", [[job_id, committed_at], ...]]``, each
 sent). A failure is written as ``["error", "..."]``. The DSN comes on stdin,
 never on the command line.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -11,6 +11,7 @@ asymptotic critical value: two samples of sizes n and m differ at level alpha
 when ``D > c(alpha) * sqrt((n + m) / (n * m))``, ``c(alpha) = sqrt(-ln(alpha/2) / 2)``
 (1.358 at 5%).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,19 +22,19 @@ import numpy as np
 
 @dataclass
 class RealRun:
-    library: str                 # "procrastinate" | "pgqueuer"
-    version: str                 # the installed release that ran
-    case: str                    # a key of load.CASES
-    poll_interval: float         # procrastinate's fetch_job_polling_interval / pgqueuer's dequeue_timeout
-    fetch_size: int              # jobs one fetch takes (procrastinate: 1; pgqueuer: batch_size)
-    commits: list[float]         # per job, commit order
+    library: str  # "procrastinate" | "pgqueuer"
+    version: str  # the installed release that ran
+    case: str  # a key of load.CASES
+    poll_interval: float  # procrastinate's fetch_job_polling_interval / pgqueuer's dequeue_timeout
+    fetch_size: int  # jobs one fetch takes (procrastinate: 1; pgqueuer: batch_size)
+    commits: list[float]  # per job, commit order
     handled: list[float | None]  # when its handler began (None: never, within the run)
     hint_at: list[float | None]  # when the worker heard its hint
-    hint_lost: list[bool]        # its hint never woke the worker (dropped here, or lost in a reconnect)
-    returned: list[float] = field(default_factory=list)      # the producer's enqueue call returned (monotonic)
+    hint_lost: list[bool]  # its hint never woke the worker (dropped here, or lost in a reconnect)
+    returned: list[float] = field(default_factory=list)  # the producer's enqueue call returned (monotonic)
     terminations: list[float] = field(default_factory=list)  # pg_terminate_backend of the listener
-    reconnects: int = 0          # times the listener connected again after the first
-    wall_seconds: float = 0.0    # how long the run took (set-up included)
+    reconnects: int = 0  # times the listener connected again after the first
+    wall_seconds: float = 0.0  # how long the run took (set-up included)
     # each fetch of the worker: [called, returned, [the jobs it took, by place in commit order]]
     # (procrastinate's fetch_job, pgqueuer's dequeue)
     fetches: list[list] = field(default_factory=list)
@@ -49,8 +50,10 @@ class RealRun:
 
     def hint_latencies(self) -> np.ndarray:
         """Commit -> the worker heard the hint, for the jobs whose hint it heard and kept."""
-        return np.asarray([a - c for c, a, lost in zip(self.commits, self.hint_at, self.hint_lost)
-                           if a is not None and not lost], dtype=float)
+        return np.asarray(
+            [a - c for c, a, lost in zip(self.commits, self.hint_at, self.hint_lost) if a is not None and not lost],
+            dtype=float,
+        )
 
     def read_costs(self) -> np.ndarray:
         """Hint heard -> handler began, for each round of reads a job's own hint began: the
@@ -62,8 +65,12 @@ class RealRun:
             if jobs:
                 first = jobs[0]
                 heard, handled = self.hint_at[first], self.handled[first]
-                if (heard is not None and handled is not None and not self.hint_lost[first]
-                        and prev_empty_end <= heard <= called):
+                if (
+                    heard is not None
+                    and handled is not None
+                    and not self.hint_lost[first]
+                    and prev_empty_end <= heard <= called
+                ):
                     out.append(handled - heard)
                 prev_empty_end = math.inf
             else:
@@ -80,7 +87,7 @@ class RealRun:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RealRun":
+    def from_dict(cls, d: dict) -> RealRun:
         return cls(**d)
 
 

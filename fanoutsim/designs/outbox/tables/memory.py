@@ -1,4 +1,5 @@
 """The outbox design's tables in memory: the memory adapter of :mod:`.port`."""
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
@@ -60,7 +61,7 @@ class OutboxMemoryTx(OutboxTx):
         s = self.s
         seqs = s.outbox_seqs
         start = bisect_right(seqs, after)
-        return [dict(s.outbox[q]) for q in seqs[start:start + check_limit(limit)]]
+        return [dict(s.outbox[q]) for q in seqs[start : start + check_limit(limit)]]
 
     def has_outbox_past(self, after):
         seqs = self.s.outbox_seqs
@@ -106,7 +107,7 @@ class OutboxMemoryTx(OutboxTx):
     def fetch_due(self, consumer, now, limit):
         d = self.s.deferred
         due = sorted((at, seq) for (c, seq), at in d.items() if c == consumer and at <= now)
-        return [{"consumer": consumer, "seq": seq, "due_at": at} for at, seq in due[:check_limit(limit)]]
+        return [{"consumer": consumer, "seq": seq, "due_at": at} for at, seq in due[: check_limit(limit)]]
 
     def next_due(self, consumer):
         if not self.s.deferred:  # the usual case, asked on every fetch

@@ -2,6 +2,7 @@
 
 Every adapter — :mod:`.memory`, :mod:`.sql` (DuckDB, and PostgreSQL through the
 kernel's dialect layer) — implements it; the contract suite runs each against it."""
+
 from __future__ import annotations
 
 from abc import abstractmethod

@@ -1,5 +1,6 @@
 """The outbox design's tables in SQL: the DuckDB adapter of :mod:`.port` (PostgreSQL runs the
 same statements through the kernel's dialect layer); its statements are :mod:`.statements`."""
+
 from __future__ import annotations
 
 from fanoutsim.kernel.store.base import check_limit

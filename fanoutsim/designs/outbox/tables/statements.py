@@ -4,6 +4,7 @@ Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
 the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them. Part of
 :data:`fanoutsim.designs.outbox.tables.PART`.
 """
+
 from fanoutsim.kernel.store.sql import TS as _TS
 
 # The outbox design (seed 002): a domain table, the log, per-consumer cursors,
@@ -73,7 +74,9 @@ GET_CURSOR = "SELECT seq FROM cursors WHERE consumer = ?"
 SET_CURSOR = "INSERT OR REPLACE INTO cursors VALUES (?, ?)"
 PARKED_COLS = "consumer, seq, error, attempts, epoch_us(parked_at)"
 PARK = f"INSERT OR REPLACE INTO parked VALUES (?, ?, ?, ?, {_TS})"
-LIST_PARKED = f"SELECT {PARKED_COLS} FROM parked WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) ORDER BY consumer, seq"
+LIST_PARKED = (
+    f"SELECT {PARKED_COLS} FROM parked WHERE (CAST(? AS VARCHAR) IS NULL OR consumer = ?) ORDER BY consumer, seq"
+)
 DEFER = f"INSERT OR REPLACE INTO deferred VALUES (?, ?, {_TS})"
 FETCH_DUE = f"""
 SELECT consumer, seq, epoch_us(due_at) FROM deferred

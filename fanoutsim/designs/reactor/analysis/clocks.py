@@ -6,6 +6,7 @@ should match is the *distribution* of fire-to-dispatch latency (uniform on
 the statement round trips, thread wake-ups). :func:`compare_latency` puts the
 two side by side with a two-sample Kolmogorov-Smirnov statistic.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -10,6 +10,7 @@ An execution belongs to the subscription with the same ``workflow_name``,
 triple). Executions started by trigger fan-out carry no firing and are left out
 of the latency frame. Percentiles use linear interpolation (numpy's default).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,15 +24,32 @@ import pandas as pd
 from fanoutsim.kernel.report import run_span
 from fanoutsim.kernel.timeutil import US, rfc3339, rfc3339_us
 
-__all__ = ["latency_frame", "delivery_report", "watermarks", "percentiles", "metric_total",
-           "SUBSCRIPTION_KEY", "LATENCY_COLUMNS"]
+__all__ = [
+    "latency_frame",
+    "delivery_report",
+    "watermarks",
+    "percentiles",
+    "metric_total",
+    "SUBSCRIPTION_KEY",
+    "LATENCY_COLUMNS",
+]
 
 SUBSCRIPTION_KEY = ("reactor_name", "workflow_name", "tenant_id")
 LATENCY_COLUMNS = ("fire_to_dispatch", "fire_to_claim")
 _LATENCY_FRAME_COLUMNS = (
-    "subscription_id", "reactor_name", "workflow_name", "tenant_id", "execution_id",
-    "reactor_firing_id", "status", "fired_at", "dispatched_at", "claimed_at", "finished_at",
-    "fire_to_dispatch", "fire_to_claim",
+    "subscription_id",
+    "reactor_name",
+    "workflow_name",
+    "tenant_id",
+    "execution_id",
+    "reactor_firing_id",
+    "status",
+    "fired_at",
+    "dispatched_at",
+    "claimed_at",
+    "finished_at",
+    "fire_to_dispatch",
+    "fire_to_claim",
 )
 
 
@@ -41,8 +59,7 @@ def _utc(values) -> pd.Series:
     return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601").astype("datetime64[us, UTC]")
 
 
-def latency_frame(sim, *, executions: pd.DataFrame | None = None,
-                  subs: pd.DataFrame | None = None) -> pd.DataFrame:
+def latency_frame(sim, *, executions: pd.DataFrame | None = None, subs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per execution dispatched by a subscription.
 
     Columns: ``subscription_id`` (None if that subscription was deleted since),
@@ -53,21 +70,24 @@ def latency_frame(sim, *, executions: pd.DataFrame | None = None,
     seconds; NaN while unclaimed). Rows keep the executions table's order,
     ``(dispatched_at, id)``. ``executions``/``subs``: the tables, if already at hand.
     """
-    return _latency(sim.executions() if executions is None else executions,
-                    sim.subscriptions() if subs is None else subs)
+    return _latency(
+        sim.executions() if executions is None else executions, sim.subscriptions() if subs is None else subs
+    )
 
 
 def _latency(ex: pd.DataFrame, subs: pd.DataFrame) -> pd.DataFrame:
     ex = ex[ex["reactor_firing_id"].notna()].reset_index(drop=True)
     subs = subs[["id", *SUBSCRIPTION_KEY]].rename(columns={"id": "subscription_id"})
-    out = pd.DataFrame({
-        "reactor_name": ex["reactor_name"].astype(object),
-        "workflow_name": ex["workflow_name"].astype(object),
-        "tenant_id": ex["tenant_id"].astype(object),
-        "execution_id": ex["id"].astype(object),
-        "reactor_firing_id": ex["reactor_firing_id"].astype(object),
-        "status": ex["status"].astype(object),
-    })
+    out = pd.DataFrame(
+        {
+            "reactor_name": ex["reactor_name"].astype(object),
+            "workflow_name": ex["workflow_name"].astype(object),
+            "tenant_id": ex["tenant_id"].astype(object),
+            "execution_id": ex["id"].astype(object),
+            "reactor_firing_id": ex["reactor_firing_id"].astype(object),
+            "status": ex["status"].astype(object),
+        }
+    )
     out = out.merge(subs, on=list(SUBSCRIPTION_KEY), how="left", validate="many_to_one")
     out["subscription_id"] = out["subscription_id"].astype(object).where(out["subscription_id"].notna(), None)
     out["fired_at"] = _utc([c.get("reactor_fired_at") for c in ex["context"]])
@@ -152,8 +172,14 @@ def percentiles(values) -> dict[str, Any]:
     if arr.size == 0:
         return {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
     p50, p95, p99 = np.percentile(arr, [50, 95, 99], method="linear")
-    return {"count": int(arr.size), "mean": float(arr.mean()), "p50": float(p50),
-            "p95": float(p95), "p99": float(p99), "max": float(arr.max())}
+    return {
+        "count": int(arr.size),
+        "mean": float(arr.mean()),
+        "p50": float(p50),
+        "p95": float(p95),
+        "p99": float(p99),
+        "max": float(arr.max()),
+    }
 
 
 def metric_total(metrics: dict[str, float], name: str) -> float:
@@ -195,8 +221,7 @@ def watermarks(sim, *, subs: pd.DataFrame | None = None, firings: pd.DataFrame |
     firings = sim.firings() if firings is None else firings
     now_us = sim.now_us()
     stream_fired_us = {
-        key: np.sort(_series_us(grp["fired_at"]))
-        for key, grp in firings.groupby(["reactor_name", "tenant_id"])
+        key: np.sort(_series_us(grp["fired_at"])) for key, grp in firings.groupby(["reactor_name", "tenant_id"])
     }
     rows = []
     for sub in subs.itertuples(index=False):
@@ -209,18 +234,20 @@ def watermarks(sim, *, subs: pd.DataFrame | None = None, firings: pd.DataFrame |
             state = "degraded"
         else:
             state = "active"
-        rows.append({
-            "id": sub.id,
-            "tenant": sub.tenant_id,
-            "reactor": sub.reactor_name,
-            "workflow": sub.workflow_name,
-            "predicate": sub.predicate,
-            "state": state,
-            "watermark": None if wm_us is None else rfc3339(wm_us),
-            "watermark_lag_s": None if wm_us is None else (now_us - wm_us) / US,
-            "backlog": backlog,
-            "predicate_error_count": int(sub.predicate_error_count),
-        })
+        rows.append(
+            {
+                "id": sub.id,
+                "tenant": sub.tenant_id,
+                "reactor": sub.reactor_name,
+                "workflow": sub.workflow_name,
+                "predicate": sub.predicate,
+                "state": state,
+                "watermark": None if wm_us is None else rfc3339(wm_us),
+                "watermark_lag_s": None if wm_us is None else (now_us - wm_us) / US,
+                "backlog": backlog,
+                "predicate_error_count": int(sub.predicate_error_count),
+            }
+        )
     return rows
 
 
@@ -239,10 +266,13 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
     by_status = {s: int(status_counts.get(s, 0)) for s in sorted(status_counts.index)}
 
     # executions per subscription triple
-    keyed = pd.DataFrame({
-        "reactor_name": ex["reactor_name"].astype(object), "workflow_name": ex["workflow_name"],
-        "tenant_id": ex["tenant_id"],
-    })
+    keyed = pd.DataFrame(
+        {
+            "reactor_name": ex["reactor_name"].astype(object),
+            "workflow_name": ex["workflow_name"],
+            "tenant_id": ex["tenant_id"],
+        }
+    )
     counts = keyed.groupby(list(SUBSCRIPTION_KEY), dropna=False).size()
     lat_by_sub = {sid: grp for sid, grp in lat.groupby("subscription_id")}
     no_lat = lat.iloc[:0]
@@ -253,14 +283,33 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
         n = int(counts.get((row["reactor"], row["workflow"], row["tenant"]), 0))
         matched += n
         sub_lat = lat_by_sub.get(row["id"], no_lat)
-        row = {**row, "executions": n,
-               "fire_to_dispatch_p50_s": percentiles(sub_lat["fire_to_dispatch"])["p50"],
-               "fire_to_claim_p50_s": percentiles(sub_lat["fire_to_claim"])["p50"]}
+        row = {
+            **row,
+            "executions": n,
+            "fire_to_dispatch_p50_s": percentiles(sub_lat["fire_to_dispatch"])["p50"],
+            "fire_to_claim_p50_s": percentiles(sub_lat["fire_to_claim"])["p50"],
+        }
         # the report's column order: key, filter, state, deliveries, then position
-        rows.append({k: row[k] for k in (
-            "id", "tenant", "reactor", "workflow", "predicate", "state", "executions", "watermark",
-            "watermark_lag_s", "backlog", "predicate_error_count",
-            "fire_to_dispatch_p50_s", "fire_to_claim_p50_s")})
+        rows.append(
+            {
+                k: row[k]
+                for k in (
+                    "id",
+                    "tenant",
+                    "reactor",
+                    "workflow",
+                    "predicate",
+                    "state",
+                    "executions",
+                    "watermark",
+                    "watermark_lag_s",
+                    "backlog",
+                    "predicate_error_count",
+                    "fire_to_dispatch_p50_s",
+                    "fire_to_claim_p50_s",
+                )
+            }
+        )
 
     report = {
         **run_span(sim, name, "reactor"),
@@ -290,9 +339,11 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
 def _error_outcome(cfg) -> str:
     """What ``predicate_error_policy`` did with a firing whose filter failed."""
     if cfg.predicate_error_policy == "hold":
-        return (f"hold: the watermark stayed on the firing and each poll tried it again; the "
-                f"{cfg.predicate_error_limit}th error in a row dead-lettered it (the watermark moved past "
-                f"it, the subscription marked degraded)")
+        return (
+            f"hold: the watermark stayed on the firing and each poll tried it again; the "
+            f"{cfg.predicate_error_limit}th error in a row dead-lettered it (the watermark moved past "
+            f"it, the subscription marked degraded)"
+        )
     return "skip: counted as false, so not dispatched, and the watermark moved past it"
 
 
@@ -308,9 +359,18 @@ def predicate_error_examples(sim, subs: pd.DataFrame, firings: pd.DataFrame) -> 
     filters = dict(zip(subs["id"], subs["predicate"]))
     names = {s.id: f"{s.reactor_name}->{s.workflow_name}@{s.tenant_id}" for s in subs.itertuples(index=False)}
     if getattr(sim, "traced", True) is False:
-        return [{"subscription": names[s.id], "firing": s.predicate_error_firing_id, "filter": s.predicate,
-                 "count": int(s.predicate_error_count), "error": s.last_predicate_error, "outcome": outcome}
-                for s in subs.itertuples(index=False) if s.last_predicate_error]
+        return [
+            {
+                "subscription": names[s.id],
+                "firing": s.predicate_error_firing_id,
+                "filter": s.predicate,
+                "count": int(s.predicate_error_count),
+                "error": s.last_predicate_error,
+                "outcome": outcome,
+            }
+            for s in subs.itertuples(index=False)
+            if s.last_predicate_error
+        ]
     trace = sim.trace()
     errors = trace[(trace["kind"] == "predicate") & trace["detail"].astype(str).str.startswith("error: ")]
     sources = dict(zip(firings["id"], firings["sources"]))
@@ -318,10 +378,21 @@ def predicate_error_examples(sim, subs: pd.DataFrame, firings: pd.DataFrame) -> 
     for sid, group in errors.groupby("subscription", sort=False):
         first = group.iloc[0]
         seen = sources.get(first["firing"])
-        text = (explain_error(filters.get(sid, ""), seen, first["detail"].removeprefix("error: "))
-                if seen is not None else f"{first['detail'].removeprefix('error: ')} (the firing is pruned since)")
-        out.append({"subscription": names.get(sid, sid), "firing": first["firing"], "filter": filters.get(sid),
-                    "count": int(len(group)), "error": text, "outcome": outcome})
+        text = (
+            explain_error(filters.get(sid, ""), seen, first["detail"].removeprefix("error: "))
+            if seen is not None
+            else f"{first['detail'].removeprefix('error: ')} (the firing is pruned since)"
+        )
+        out.append(
+            {
+                "subscription": names.get(sid, sid),
+                "firing": first["firing"],
+                "filter": filters.get(sid),
+                "count": int(len(group)),
+                "error": text,
+                "outcome": outcome,
+            }
+        )
     return out
 
 

@@ -21,26 +21,43 @@ experiments make every batch full — the subscription first catches up on a
 backlog — and crash at a named point at dispatches spaced ``[L, 2L)`` apart
 (seeded), so each crash lands at a uniformly random position of a full batch.
 """
+
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fanoutsim.designs.faults import LateCommit
+from fanoutsim.designs.reactor.analysis.delivery import latency_frame
 from fanoutsim.designs.reactor.checker import check
 from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.designs.faults import LateCommit
 from fanoutsim.designs.reactor.faults import ClockSkew, Pollers, Stall, Ties
 from fanoutsim.kernel.faults import CrashAtPoint, FaultPlan
 from fanoutsim.kernel.timeutil import US
-from fanoutsim.designs.reactor.analysis.delivery import latency_frame
 
 __all__ = [
-    "CRASH_MODES", "DUPLICATE_POINT", "crash_run", "duplicates_per_crash", "crash_sweep", "crash_points",
-    "table_size", "table_size_summary", "retention_run", "retention_cost", "retention_table",
-    "watermark_path", "firing_outcomes", "HOLES", "WATERMARKS", "hole_run", "hole_summary", "hole_matrix",
+    "CRASH_MODES",
+    "DUPLICATE_POINT",
+    "crash_run",
+    "duplicates_per_crash",
+    "crash_sweep",
+    "crash_points",
+    "table_size",
+    "table_size_summary",
+    "retention_run",
+    "retention_cost",
+    "retention_table",
+    "watermark_path",
+    "firing_outcomes",
+    "HOLES",
+    "WATERMARKS",
+    "hole_run",
+    "hole_summary",
+    "hole_matrix",
 ]
 
 CRASH_MODES = ("per_firing", "per_batch", "atomic")
@@ -54,10 +71,22 @@ def _t(sim, us) -> Any:
 
 
 # -- duplicates per crash ---------------------------------------------------------------
-def crash_run(batch_limit: int = 100, watermark_commit: str = "per_firing", *, point: str = DUPLICATE_POINT,
-              crashes: int = 8, rate: float = 10.0, backlog_s: float = 200.0, after_s: float = 40.0,
-              downtime: float = 0.5, drain_s: float = 0.0, seed: int = 0, store: str = "memory",
-              body: Callable[[dict], Any] | None = None, workflow: str = "wf") -> Any:
+def crash_run(
+    batch_limit: int = 100,
+    watermark_commit: str = "per_firing",
+    *,
+    point: str = DUPLICATE_POINT,
+    crashes: int = 8,
+    rate: float = 10.0,
+    backlog_s: float = 200.0,
+    after_s: float = 40.0,
+    downtime: float = 0.5,
+    drain_s: float = 0.0,
+    seed: int = 0,
+    store: str = "memory",
+    body: Callable[[dict], Any] | None = None,
+    workflow: str = "wf",
+) -> Any:
     """One seeded run: ``workflow`` subscribed to reactor ``r``, fired ``rate``
     times a second with counter payloads; the subscription is paused for the
     first ``backlog_s`` seconds (a backlog to catch up on, so batches are
@@ -109,8 +138,9 @@ def duplicates_per_crash(sim, report=None) -> dict[str, Any]:
     }
 
 
-def crash_sweep(batch_limits: Iterable[int] = (1, 2, 5, 10, 20, 50, 100),
-                modes: Iterable[str] = CRASH_MODES, **kwargs) -> pd.DataFrame:
+def crash_sweep(
+    batch_limits: Iterable[int] = (1, 2, 5, 10, 20, 50, 100), modes: Iterable[str] = CRASH_MODES, **kwargs
+) -> pd.DataFrame:
     """:func:`duplicates_per_crash` of :func:`crash_run` over batch limits and
     ``watermark_commit`` modes; one row each, with ``batch_limit`` and
     ``watermark_commit`` first. ``kwargs`` go to :func:`crash_run`."""
@@ -122,8 +152,9 @@ def crash_sweep(batch_limits: Iterable[int] = (1, 2, 5, 10, 20, 50, 100),
     return pd.DataFrame(rows)
 
 
-def crash_points(points: Iterable[str], modes: Iterable[str] = CRASH_MODES, *, batch_limit: int = 20,
-                 **kwargs) -> pd.DataFrame:
+def crash_points(
+    points: Iterable[str], modes: Iterable[str] = CRASH_MODES, *, batch_limit: int = 20, **kwargs
+) -> pd.DataFrame:
     """:func:`duplicates_per_crash` for crashes at each named point under each
     mode (``crashes`` is 0 where a mode never passes the point)."""
     rows = []
@@ -147,9 +178,13 @@ def table_size(sim) -> pd.DataFrame:
     sign = np.where(ev["kind"] == "logged", 1, -1)
     size = np.array([sizes.get(f, 0) for f in ev["firing"]], dtype="int64")
     t = _t(sim, ev["t"].to_numpy())
-    out = pd.DataFrame({"t_s": np.concatenate([[0.0], t, [float(sim.now)]]),
-                        "retained": np.concatenate([[0], np.cumsum(sign), [0]]),
-                        "retained_bytes": np.concatenate([[0], np.cumsum(sign * size), [0]])})
+    out = pd.DataFrame(
+        {
+            "t_s": np.concatenate([[0.0], t, [float(sim.now)]]),
+            "retained": np.concatenate([[0], np.cumsum(sign), [0]]),
+            "retained_bytes": np.concatenate([[0], np.cumsum(sign * size), [0]]),
+        }
+    )
     out.iloc[-1, 1:] = out.iloc[-2, 1:] if len(out) > 2 else 0
     return out.astype({"retained": "int64", "retained_bytes": "int64"})
 
@@ -169,10 +204,20 @@ def table_size_summary(sim, after: float = 0.0) -> dict[str, float]:
     return {"min": int(rows.min()), "max": int(rows.max()), "mean": round(mean, 1)}
 
 
-def retention_run(policy: str = "ttl", *, retention: float = 60.0, pause: float = 120.0,
-                  pause_start: float = 25.0, never_polled: bool = False, disabled: bool = False,
-                  rate: float = 2.0, until: float = 300.0, prune_interval: float = 10.0,
-                  seed: int = 0, store: str = "memory") -> Any:
+def retention_run(
+    policy: str = "ttl",
+    *,
+    retention: float = 60.0,
+    pause: float = 120.0,
+    pause_start: float = 25.0,
+    never_polled: bool = False,
+    disabled: bool = False,
+    rate: float = 2.0,
+    until: float = 300.0,
+    prune_interval: float = 10.0,
+    seed: int = 0,
+    store: str = "memory",
+) -> Any:
     """One seeded run of the prune loop: reactor ``r`` fired ``rate`` times a
     second (quote payloads) to a ``live`` subscription and a ``paused`` one
     (paused from ``pause_start`` for ``pause`` seconds; 0: never). With
@@ -187,8 +232,11 @@ def retention_run(policy: str = "ttl", *, retention: float = 60.0, pause: float 
         faults.append(Stall("paused", window=(float(pause_start), float(pause_start + pause)), mode="pause"))
     if never_polled:
         faults.append(Stall("archive", window=(0.0, float(until)), mode="pause"))
-    cfg = SchedulerConfig(prune_policy=policy, reactor_firings_retention=float(retention),
-                          reactor_firings_prune_interval=float(prune_interval))
+    cfg = SchedulerConfig(
+        prune_policy=policy,
+        reactor_firings_retention=float(retention),
+        reactor_firings_prune_interval=float(prune_interval),
+    )
     sim = Simulation(config=cfg, seed=seed, store=store, faults=FaultPlan(faults))
     sim.runner.subscribe_workflow_to_reactor("r", "live")
     sim.runner.subscribe_workflow_to_reactor("r", "paused")
@@ -242,13 +290,17 @@ def _subscription(sim, subscription: str | None) -> pd.Series:
     subs = sim.subscriptions()
     if subscription is None:
         if len(subs) != 1:
-            raise ValueError(f"the run has {len(subs)} subscriptions; name one of: "
-                             f"{', '.join(subs['workflow_name'] + ' (' + subs['id'] + ')')}")
+            raise ValueError(
+                f"the run has {len(subs)} subscriptions; name one of: "
+                f"{', '.join(subs['workflow_name'] + ' (' + subs['id'] + ')')}"
+            )
         return subs.iloc[0]
     hit = subs[(subs["id"] == subscription) | (subs["workflow_name"] == subscription)]
     if len(hit) != 1:
-        raise KeyError(f"no single subscription {subscription!r}; known: "
-                       f"{', '.join(subs['workflow_name'] + ' (' + subs['id'] + ')')}")
+        raise KeyError(
+            f"no single subscription {subscription!r}; known: "
+            f"{', '.join(subs['workflow_name'] + ' (' + subs['id'] + ')')}"
+        )
     return hit.iloc[0]
 
 
@@ -260,8 +312,9 @@ def watermark_path(sim, subscription: str | None = None) -> pd.DataFrame:
     tr = sim.trace()
     wm = tr[(tr["kind"] == "watermark") & (tr["subscription"] == sub["id"])]
     values = _t(sim, wm["detail"].astype("int64").to_numpy())
-    out = pd.DataFrame({"t_s": _t(sim, wm["t"].to_numpy()), "watermark_s": values,
-                        "actor": wm["actor"].to_numpy(dtype=object)})
+    out = pd.DataFrame(
+        {"t_s": _t(sim, wm["t"].to_numpy()), "watermark_s": values, "actor": wm["actor"].to_numpy(dtype=object)}
+    )
     out["rewind"] = out["watermark_s"].diff().fillna(0.0) < 0
     return out
 
@@ -278,15 +331,19 @@ def firing_outcomes(sim, subscription: str | None = None, *, report=None) -> pd.
     hist = sim.trace().history
     hist = hist[(hist["reactor_name"] == sub["reactor_name"]) & (hist["tenant_id"] == sub["tenant_id"])]
     ex = sim.executions()
-    ex = ex[(ex["workflow_name"] == sub["workflow_name"]) & (ex["tenant_id"] == sub["tenant_id"])
-            & (ex["reactor_name"] == sub["reactor_name"])]
+    ex = ex[
+        (ex["workflow_name"] == sub["workflow_name"])
+        & (ex["tenant_id"] == sub["tenant_id"])
+        & (ex["reactor_name"] == sub["reactor_name"])
+    ]
     deliveries = ex.groupby("reactor_firing_id").size()
     lost = report.lost[report.lost["subscription"] == sub["id"]].set_index("firing")["cause"]
     dups = report.duplicates[report.duplicates["subscription"] == sub["id"]]
     dup_cause = dups.groupby("firing")["cause"].agg(lambda c: ",".join(sorted(set(c))))
     created = int(sub["created_at"].value // 1000)
-    from fanoutsim.designs.reactor.predicate import activation, compile_predicate
     from fanoutsim.designs.reactor.payload import decode_sources
+    from fanoutsim.designs.reactor.predicate import activation, compile_predicate
+
     predicate = compile_predicate(sub["predicate"]) if sub["predicate"] else None
     rows = []
     for f in hist.itertuples(index=False):
@@ -302,31 +359,49 @@ def firing_outcomes(sim, subscription: str | None = None, *, report=None) -> pd.
             outcome = "delivered"
         elif int(f.logged_at) < created:
             outcome = "before"
-        elif predicate is not None and predicate.evaluate(
-                activation(decode_sources(f.payload), f.reactor_name, f.tenant_id))[0] is not True:
+        elif (
+            predicate is not None
+            and predicate.evaluate(activation(decode_sources(f.payload), f.reactor_name, f.tenant_id))[0] is not True
+        ):
             outcome = "filtered"
         else:
             outcome = "pending"
-        rows.append({"firing": f.firing, "fired_s": _t(sim, int(f.fired_at)),
-                     "visible_s": np.nan if pd.isna(f.logged_at) else _t(sim, int(f.logged_at)),
-                     "deliveries": n, "outcome": outcome, "cause": cause})
+        rows.append(
+            {
+                "firing": f.firing,
+                "fired_s": _t(sim, int(f.fired_at)),
+                "visible_s": np.nan if pd.isna(f.logged_at) else _t(sim, int(f.logged_at)),
+                "deliveries": n,
+                "outcome": outcome,
+                "cause": cause,
+            }
+        )
     return pd.DataFrame(rows, columns=["firing", "fired_s", "visible_s", "deliveries", "outcome", "cause"])
 
 
 # -- the holes of a timestamp watermark --------------------------------------------------------
 #: Minimal plans for each hole (see tests/test_watermark_holes.py): faults, config, firing rate.
 HOLES: dict[str, dict[str, Any]] = {
-    "tie split by the batch limit": dict(faults=(Ties(probability=1.0, burst=2),),
-                                         config=dict(reactor_poll_batch_limit=1), rate=0.5),
-    "late commit": dict(faults=(LateCommit(probability=0.3, delay={"dist": "uniform", "low": 0.5, "high": 3.0}),),
-                        config={}, rate=4.0),
+    "tie split by the batch limit": dict(
+        faults=(Ties(probability=1.0, burst=2),), config=dict(reactor_poll_batch_limit=1), rate=0.5
+    ),
+    "late commit": dict(
+        faults=(LateCommit(probability=0.3, delay={"dist": "uniform", "low": 0.5, "high": 3.0}),), config={}, rate=4.0
+    ),
     "clock skew": dict(faults=(ClockSkew(hosts=[(-2.0, 0.0), (0.0, 0.0)]),), config={}, rate=4.0),
     "several pollers": dict(faults=(Pollers(2),), config={}, rate=2.0),
 }
 
 
-def hole_run(hole: str, watermark: str = "fired_at", *, until: float = 120.0, settle: float = 5.0,
-             seed: int = 0, store: str = "memory") -> Any:
+def hole_run(
+    hole: str,
+    watermark: str = "fired_at",
+    *,
+    until: float = 120.0,
+    settle: float = 5.0,
+    seed: int = 0,
+    store: str = "memory",
+) -> Any:
     """One seeded run of a :data:`HOLES` entry (or ``"none"``: no fault, 2
     firings/s) under a watermark strategy; subscription ``r -> wf``, counter payloads."""
     from fanoutsim.designs.reactor.simulation import Simulation
@@ -367,12 +442,11 @@ def hole_summary(sim, report=None) -> dict[str, Any]:
     }
 
 
-def hole_matrix(holes: Iterable[str] | None = None, strategies: Iterable[str] = WATERMARKS,
-                **kwargs) -> pd.DataFrame:
+def hole_matrix(holes: Iterable[str] | None = None, strategies: Iterable[str] = WATERMARKS, **kwargs) -> pd.DataFrame:
     """:func:`hole_summary` of :func:`hole_run` for every hole under every
     strategy; ``hole`` and ``watermark`` first."""
     rows = []
-    for hole in (list(HOLES) if holes is None else holes):
+    for hole in list(HOLES) if holes is None else holes:
         for strategy in strategies:
             rows.append({"hole": hole, "watermark": strategy, **hole_summary(hole_run(hole, strategy, **kwargs))})
     return pd.DataFrame(rows)

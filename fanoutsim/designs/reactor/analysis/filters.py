@@ -22,20 +22,29 @@ Readers (:func:`subscriber_lag`, :func:`poll_lag`, :func:`quote_rates`,
 (:func:`filter_run`, :func:`selectivity_sweep`, :func:`error_policy_table`)
 replay a window of a recorded workload (:mod:`fanoutsim.designs.reactor.replay`).
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fanoutsim.designs.reactor.analysis.delivery import latency_frame, metric_total, percentiles
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.predicate import InvalidPredicate, compile_predicate
 from fanoutsim.kernel.timeutil import US
-from fanoutsim.designs.reactor.analysis.delivery import latency_frame, metric_total, percentiles
 
-__all__ = ["quote_rates", "filter_run", "poll_lag", "subscriber_lag", "selectivity_sweep",
-           "error_policy_table", "predicate_verdicts"]
+__all__ = [
+    "quote_rates",
+    "filter_run",
+    "poll_lag",
+    "subscriber_lag",
+    "selectivity_sweep",
+    "error_policy_table",
+    "predicate_verdicts",
+]
 
 
 def quote_rates(frame: pd.DataFrame, bin_s: float = 900.0, by: str = "region") -> pd.DataFrame:
@@ -53,10 +62,24 @@ def quote_rates(frame: pd.DataFrame, bin_s: float = 900.0, by: str = "region") -
     return counts / bin_s
 
 
-def filter_run(frame: pd.DataFrame, when: str | None, *, start: float, stop: float, speed: float = 1.0,
-               tenant: str = "acme", policy: str = "skip", error_limit: int = 5, batch_limit: int = 100,
-               workers: int = 4, duration: float = 0.0, poll_interval: float = 1.0, drain_s: float = 60.0,
-               seed: int = 0, store: str = "memory") -> Any:
+def filter_run(
+    frame: pd.DataFrame,
+    when: str | None,
+    *,
+    start: float,
+    stop: float,
+    speed: float = 1.0,
+    tenant: str = "acme",
+    policy: str = "skip",
+    error_limit: int = 5,
+    batch_limit: int = 100,
+    workers: int = 4,
+    duration: float = 0.0,
+    poll_interval: float = 1.0,
+    drain_s: float = 60.0,
+    seed: int = 0,
+    store: str = "memory",
+) -> Any:
     """One seeded run: a window ``[start, stop)`` of a recording replayed at
     ``speed`` into reactor ``pricing_reactor`` (each row in its ``tenant``
     column's tenant), one subscription ``watcher`` in ``tenant`` with filter
@@ -65,9 +88,13 @@ def filter_run(frame: pd.DataFrame, when: str | None, *, start: float, stop: flo
     last firing and returns the Simulation."""
     from fanoutsim.designs.reactor.simulation import Simulation
 
-    cfg = SchedulerConfig(predicate_error_policy=policy, predicate_error_limit=error_limit,
-                          reactor_poll_batch_limit=batch_limit, executor_workers=workers,
-                          reactor_poll_interval=poll_interval)
+    cfg = SchedulerConfig(
+        predicate_error_policy=policy,
+        predicate_error_limit=error_limit,
+        reactor_poll_batch_limit=batch_limit,
+        executor_workers=workers,
+        reactor_poll_interval=poll_interval,
+    )
     sim = Simulation(config=cfg, seed=seed, store=store)
     sim.runner.register_workflow("watcher", duration=duration)
     sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "watcher", tenant=tenant, when=when)
@@ -86,8 +113,11 @@ def poll_lag(sim, subscription: str | None = None) -> pd.Series:
     sub = _subscription(sim, subscription)
     tr = sim.trace()
     hist = tr.history
-    hist = hist[(hist["reactor_name"] == sub["reactor_name"]) & (hist["tenant_id"] == sub["tenant_id"])
-                & hist["logged_at"].notna()]
+    hist = hist[
+        (hist["reactor_name"] == sub["reactor_name"])
+        & (hist["tenant_id"] == sub["tenant_id"])
+        & hist["logged_at"].notna()
+    ]
     wm = tr[(tr["kind"] == "watermark") & (tr["subscription"] == sub["id"])]
     values = np.maximum.accumulate(wm["detail"].astype("int64").to_numpy()) if len(wm) else np.empty(0, "int64")
     times = wm["t"].to_numpy(dtype="int64")
@@ -154,8 +184,9 @@ def selectivity_sweep(frame: pd.DataFrame, filters: Mapping[str, str | None], **
     return pd.DataFrame(rows).sort_values("selectivity", kind="stable").reset_index(drop=True)
 
 
-def error_policy_table(frame: pd.DataFrame, filters: Mapping[str, str],
-                       policies: Iterable[str] = ("skip", "hold"), **kwargs) -> pd.DataFrame:
+def error_policy_table(
+    frame: pd.DataFrame, filters: Mapping[str, str], policies: Iterable[str] = ("skip", "hold"), **kwargs
+) -> pd.DataFrame:
     """Per named filter and ``predicate_error_policy``: what was dispatched,
     the errors and dead letters, the poll lag, and whether the subscription
     ended ``degraded``; ``filter`` and ``policy`` first."""
@@ -165,12 +196,20 @@ def error_policy_table(frame: pd.DataFrame, filters: Mapping[str, str],
             sim = filter_run(frame, when, policy=policy, **kwargs)
             lag = subscriber_lag(sim)
             sub = sim.subscriptions().iloc[0]
-            rows.append({"filter": label, "policy": policy, "firings": lag["firings"],
-                         "dispatched": lag["dispatched"], "predicate_errors": lag["predicate_errors"],
-                         "dead_letters": lag["dead_letters"], "poll_lag_max_s": lag["poll_lag_max_s"],
-                         "unpassed": lag["unpassed"],
-                         "degraded": bool(sub["predicate_degraded"]),
-                         "last_error": sub["last_predicate_error"] or ""})
+            rows.append(
+                {
+                    "filter": label,
+                    "policy": policy,
+                    "firings": lag["firings"],
+                    "dispatched": lag["dispatched"],
+                    "predicate_errors": lag["predicate_errors"],
+                    "dead_letters": lag["dead_letters"],
+                    "poll_lag_max_s": lag["poll_lag_max_s"],
+                    "unpassed": lag["unpassed"],
+                    "degraded": bool(sub["predicate_degraded"]),
+                    "last_error": sub["last_predicate_error"] or "",
+                }
+            )
     return pd.DataFrame(rows)
 
 

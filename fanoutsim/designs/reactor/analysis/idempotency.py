@@ -14,12 +14,14 @@ appends one record per body run — the naive workflow; with
 ``key="reactor_firing_id"`` it upserts — the recipe. :func:`recording_body`
 writes every run's record to any number of tables, so *one* run shows both.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from fanoutsim.designs.reactor.checker import check
 from fanoutsim.designs.reactor.analysis.faults import crash_run
+from fanoutsim.designs.reactor.checker import check
 
 __all__ = ["EffectTable", "recording_body", "dedup_report", "idempotency_run", "FIRING_KEY"]
 
@@ -43,14 +45,14 @@ class EffectTable:
 
     def write(self, context: dict) -> None:
         record = {k: v for k, v in context.items() if k != "reactor_fired_at"} | {
-            "reactor_fired_at": context.get("reactor_fired_at")}
+            "reactor_fired_at": context.get("reactor_fired_at")
+        }
         self.writes += 1
         if self.key is None:
             self.records.append(record)
             return
         if self.key not in context:
-            raise KeyError(f"the context has no {self.key!r} to key the effect on; "
-                           f"it has {', '.join(context)}")
+            raise KeyError(f"the context has no {self.key!r} to key the effect on; it has {', '.join(context)}")
         if context[self.key] in self.records:
             self.overwrites += 1
         self.records[context[self.key]] = record  # UPSERT: the last write wins, one row per key
@@ -66,9 +68,11 @@ class EffectTable:
 
 def recording_body(*tables: EffectTable) -> Callable[[dict], None]:
     """A workflow body that writes its context to each table."""
+
     def body(context: dict) -> None:
         for table in tables:
             table.write(context)
+
     return body
 
 
@@ -93,8 +97,7 @@ def dedup_report(sim, naive: EffectTable, upsert: EffectTable, report=None) -> d
     }
 
 
-def idempotency_run(batch_limit: int = 50, watermark_commit: str = "per_batch", *, drain_s: float = 120.0,
-                    **kwargs):
+def idempotency_run(batch_limit: int = 50, watermark_commit: str = "per_batch", *, drain_s: float = 120.0, **kwargs):
     """A :func:`~fanoutsim.designs.reactor.analysis.faults.crash_run` whose workflow body
     writes every run to a naive table and to one keyed on
     ``reactor_firing_id``, drained for ``drain_s`` after the last firing so

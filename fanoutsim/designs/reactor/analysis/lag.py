@@ -14,10 +14,12 @@ Over a run of many polls the teeth are finer than a pixel:
 :func:`watermark_lag_over_time` gives the largest lag in each time bin,
 exactly, from the trace (every commit of a firing, every move of a watermark).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
 from fanoutsim.kernel.validate import is_whole
 
 US = 1_000_000
@@ -40,25 +42,34 @@ def watermark_lag_over_time(sim, bins: int = 300) -> pd.DataFrame:
     moves = tr[tr["kind"] == "watermark"]
     start_us, now_us = sim.start_us, sim.now_us()
     edges_us = start_us + np.round(np.linspace(0.0, (now_us - start_us), bins + 1)).astype(np.int64)
-    streams = {key: (g["fired_at"].to_numpy(dtype=np.int64), g["logged_at"].to_numpy(dtype=np.int64))
-               for key, g in hist.groupby(["reactor_name", "tenant_id"], sort=False)}
+    streams = {
+        key: (g["fired_at"].to_numpy(dtype=np.int64), g["logged_at"].to_numpy(dtype=np.int64))
+        for key, g in hist.groupby(["reactor_name", "tenant_id"], sort=False)
+    }
     frames = []
     for sub in sim.subscriptions().itertuples(index=False):
         mine = moves[moves["subscription"] == sub.id]
         fired, visible = streams.get((sub.reactor_name, sub.tenant_id), (np.empty(0, np.int64),) * 2)
-        worst = _lag_bins(mine["t"].to_numpy(dtype=np.int64), mine["detail"].astype("int64").to_numpy(),
-                          fired, visible, edges_us)
-        frames.append(pd.DataFrame({
-            "subscription": sub.id, "label": f"{sub.tenant_id}: {sub.reactor_name} \u2192 {sub.workflow_name}",
-            "t0_s": (edges_us[:-1] - start_us) / US, "t1_s": (edges_us[1:] - start_us) / US,
-            "lag_max_s": worst / US}))
+        worst = _lag_bins(
+            mine["t"].to_numpy(dtype=np.int64), mine["detail"].astype("int64").to_numpy(), fired, visible, edges_us
+        )
+        frames.append(
+            pd.DataFrame(
+                {
+                    "subscription": sub.id,
+                    "label": f"{sub.tenant_id}: {sub.reactor_name} \u2192 {sub.workflow_name}",
+                    "t0_s": (edges_us[:-1] - start_us) / US,
+                    "t1_s": (edges_us[1:] - start_us) / US,
+                    "lag_max_s": worst / US,
+                }
+            )
+        )
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(frames, ignore_index=True)[COLUMNS]
 
 
-def _lag_bins(t: np.ndarray, w: np.ndarray, fired: np.ndarray, visible: np.ndarray,
-              edges: np.ndarray) -> np.ndarray:
+def _lag_bins(t: np.ndarray, w: np.ndarray, fired: np.ndarray, visible: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """The largest lag in each bin (µs). The lag only drops when the watermark
     moves, so its largest value in a bin is at the bin's end or just before a
     move inside it: evaluate it there."""

@@ -25,6 +25,7 @@ into the stacked components
 
 All times are virtual seconds.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,14 @@ import pandas as pd
 
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame
 
-__all__ = ["BUDGET_COMPONENTS", "latency_budget", "graph_latency", "expected_budget", "budget_table",
-           "poll_wait_uniformity"]
+__all__ = [
+    "BUDGET_COMPONENTS",
+    "latency_budget",
+    "graph_latency",
+    "expected_budget",
+    "budget_table",
+    "poll_wait_uniformity",
+]
 
 BUDGET_COMPONENTS = ("poll_wait_s", "round_trip_s", "claim_wait_s", "run_s")
 _EPOCH = pd.Timestamp(0, tz="UTC")
@@ -56,17 +63,22 @@ def latency_budget(sim) -> pd.DataFrame:
     lat = latency_frame(sim)
     trace = sim.trace()
     polled = trace.loc[trace["kind"] == "polled", ["t", "subscription"]]
-    polled = pd.DataFrame({"fetched_us": polled["t"].astype(float),
-                           "subscription_id": polled["subscription"].astype(object)})
+    polled = pd.DataFrame(
+        {"fetched_us": polled["t"].astype(float), "subscription_id": polled["subscription"].astype(object)}
+    )
     out = lat.copy()
     out["dispatched_us"] = _us(out["dispatched_at"])
     out["_row"] = np.arange(len(out))
     known = out[out["subscription_id"].notna()].sort_values("dispatched_us", kind="stable")
     if len(known) and len(polled):
-        joined = pd.merge_asof(known[["_row", "dispatched_us", "subscription_id"]],
-                               polled.sort_values("fetched_us", kind="stable"),
-                               left_on="dispatched_us", right_on="fetched_us", by="subscription_id",
-                               direction="backward")
+        joined = pd.merge_asof(
+            known[["_row", "dispatched_us", "subscription_id"]],
+            polled.sort_values("fetched_us", kind="stable"),
+            left_on="dispatched_us",
+            right_on="fetched_us",
+            by="subscription_id",
+            direction="backward",
+        )
         fetched = pd.Series(joined["fetched_us"].to_numpy(), index=joined["_row"].to_numpy())
     else:
         fetched = pd.Series(dtype=float)
@@ -75,8 +87,7 @@ def latency_budget(sim) -> pd.DataFrame:
     fetched_us = np.where(np.isnan(fetched_us), out["dispatched_us"].to_numpy(), fetched_us)
     fired_us = _us(out["fired_at"]).to_numpy()
     fetched_us = np.maximum(fetched_us, fired_us)  # a late-committed firing: its wait starts at its stamp
-    out["fetched_at"] = pd.to_datetime(fetched_us.astype("int64"), unit="us", utc=True).astype(
-        "datetime64[us, UTC]")
+    out["fetched_at"] = pd.to_datetime(fetched_us.astype("int64"), unit="us", utc=True).astype("datetime64[us, UTC]")
     out["poll_wait_s"] = (fetched_us - fired_us) / 1e6
     out["round_trip_s"] = (out["dispatched_us"].to_numpy() - fetched_us) / 1e6
     out["claim_wait_s"] = (out["claimed_at"] - out["dispatched_at"]).dt.total_seconds().astype(float)
@@ -94,13 +105,15 @@ def graph_latency(sim) -> pd.DataFrame:
     fired = trace.loc[trace["kind"] == "fired", ["firing", "t"]].drop_duplicates("firing")
     calls = trace.loc[trace["kind"] == "graph_called", ["firing", "t", "detail"]]
     df = calls.merge(fired, on="firing", how="left", suffixes=("", "_fired"))
-    return pd.DataFrame({
-        "firing": df["firing"].astype(object),
-        "graph": df["detail"].astype(object),
-        "fired_at": pd.to_datetime(df["t_fired"].astype("int64"), unit="us", utc=True),
-        "called_at": pd.to_datetime(df["t"].astype("int64"), unit="us", utc=True),
-        "latency_s": (df["t"].astype("int64") - df["t_fired"].astype("int64")).astype(float) / 1e6,
-    })
+    return pd.DataFrame(
+        {
+            "firing": df["firing"].astype(object),
+            "graph": df["detail"].astype(object),
+            "fired_at": pd.to_datetime(df["t_fired"].astype("int64"), unit="us", utc=True),
+            "called_at": pd.to_datetime(df["t"].astype("int64"), unit="us", utc=True),
+            "latency_s": (df["t"].astype("int64") - df["t_fired"].astype("int64")).astype(float) / 1e6,
+        }
+    )
 
 
 def _mean_duration(sim, budget: pd.DataFrame) -> float:
@@ -124,8 +137,12 @@ def _mean_duration(sim, budget: pd.DataFrame) -> float:
 def expected_budget(config, *, fetch_latency: float = 0.0, run_s: float = 0.0) -> dict[str, float]:
     """Seed 000's budget for one execution, in seconds: half a poll interval of
     poll wait, one round trip, half an executor tick of claim wait, the run."""
-    return {"poll_wait_s": config.reactor_poll_interval / 2, "round_trip_s": float(fetch_latency),
-            "claim_wait_s": config.executor_poll_interval / 2, "run_s": float(run_s)}
+    return {
+        "poll_wait_s": config.reactor_poll_interval / 2,
+        "round_trip_s": float(fetch_latency),
+        "claim_wait_s": config.executor_poll_interval / 2,
+        "run_s": float(run_s),
+    }
 
 
 def budget_table(sim, budget: pd.DataFrame | None = None, graphs: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -140,15 +157,19 @@ def budget_table(sim, budget: pd.DataFrame | None = None, graphs: pd.DataFrame |
     Columns: the components, ``in_process_s`` and ``total_s``; the index is the path."""
     budget = latency_budget(sim) if budget is None else budget
     graphs = graph_latency(sim) if graphs is None else graphs
-    est = expected_budget(sim.config, fetch_latency=getattr(sim, "fetch_latency", 0.0),
-                          run_s=_mean_duration(sim, budget))
+    est = expected_budget(
+        sim.config, fetch_latency=getattr(sim, "fetch_latency", 0.0), run_s=_mean_duration(sim, budget)
+    )
     rows = {
         "Cloacina's estimate": {**est, "in_process_s": 0.0},
-        "DB path (measured)": {**{c: float(budget[c].mean()) if len(budget) else math.nan
-                                  for c in BUDGET_COMPONENTS}, "in_process_s": 0.0},
-        "in-process graph (measured)": {**{c: 0.0 for c in BUDGET_COMPONENTS},
-                                        "in_process_s": float(graphs["latency_s"].mean())
-                                        if len(graphs) else math.nan},
+        "DB path (measured)": {
+            **{c: float(budget[c].mean()) if len(budget) else math.nan for c in BUDGET_COMPONENTS},
+            "in_process_s": 0.0,
+        },
+        "in-process graph (measured)": {
+            **{c: 0.0 for c in BUDGET_COMPONENTS},
+            "in_process_s": float(graphs["latency_s"].mean()) if len(graphs) else math.nan,
+        },
     }
     df = pd.DataFrame.from_dict(rows, orient="index")
     df["total_s"] = df[list(BUDGET_COMPONENTS) + ["in_process_s"]].sum(axis=1, skipna=False)
@@ -164,11 +185,22 @@ def poll_wait_uniformity(poll_wait, poll_interval: float) -> dict[str, Any]:
     x = np.sort(np.asarray(pd.Series(poll_wait, dtype=float).dropna(), dtype=float))
     n = x.size
     if n == 0:
-        return {"count": 0, "mean_s": None, "expected_mean_s": poll_interval / 2, "within_p": None,
-                "ks": None, "ks_critical_5pct": None}
+        return {
+            "count": 0,
+            "mean_s": None,
+            "expected_mean_s": poll_interval / 2,
+            "within_p": None,
+            "ks": None,
+            "ks_critical_5pct": None,
+        }
     cdf = np.clip(x / poll_interval, 0.0, 1.0)
     i = np.arange(1, n + 1)
     ks = float(max(np.max(i / n - cdf), np.max(cdf - (i - 1) / n)))
-    return {"count": int(n), "mean_s": float(x.mean()), "expected_mean_s": poll_interval / 2,
-            "within_p": float(np.mean(x < poll_interval)), "ks": ks,
-            "ks_critical_5pct": 1.36 / math.sqrt(n)}
+    return {
+        "count": int(n),
+        "mean_s": float(x.mean()),
+        "expected_mean_s": poll_interval / 2,
+        "within_p": float(np.mean(x < poll_interval)),
+        "ks": ks,
+        "ks_critical_5pct": 1.36 / math.sqrt(n),
+    }

@@ -1,4 +1,5 @@
 """Real time against virtual time, drawn: two latency distributions on one axis."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,9 @@ from matplotlib.figure import Figure
 from fanoutsim.kernel.plotting import THEORY_COLOR, figure_axes, style
 
 
-def latency_side_by_side(virtual, real, column: str = "fire_to_dispatch", poll_interval: float | None = None,
-                         *, ax: Axes | None = None) -> Figure:
+def latency_side_by_side(
+    virtual, real, column: str = "fire_to_dispatch", poll_interval: float | None = None, *, ax: Axes | None = None
+) -> Figure:
     """Empirical CDFs of one latency column under both clocks (milliseconds),
     with the uniform [0, P) poll-wait theory when ``poll_interval`` is given."""
     with style():

@@ -1,4 +1,5 @@
 """Figures of one run's deliveries: latency, executions over time, watermark lag."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,12 +10,29 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame, watermarks
-from fanoutsim.kernel.plotting import save_figures, LATENCY_LABELS, MAX_SERIES, THEORY_COLOR, STYLE, figure_axes, mark_empty, time_unit, style
+from fanoutsim.kernel.plotting import (
+    LATENCY_LABELS,
+    MAX_SERIES,
+    STYLE,
+    THEORY_COLOR,
+    figure_axes,
+    mark_empty,
+    save_figures,
+    style,
+    time_unit,
+)
 
 __all__ = ["latency_histogram", "executions_over_time", "watermark_lag", "save_report_figures"]
 
-def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interval: float | None = None,
-                      *, ax: Axes | None = None, bins: int | None = None) -> Figure:
+
+def latency_histogram(
+    latency_df,
+    column: str = "fire_to_dispatch",
+    poll_interval: float | None = None,
+    *,
+    ax: Axes | None = None,
+    bins: int | None = None,
+) -> Figure:
     """Histogram of one latency column of :func:`fanoutsim.analysis.latency_frame`
     (a Simulation is accepted too), in milliseconds.
 
@@ -29,8 +47,7 @@ def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interva
     ms = latency_df[column].dropna().to_numpy(dtype=float) * 1000.0
     label = LATENCY_LABELS.get(column, column)
     with style():
-        fig, ax = figure_axes(ax, title=f"{label} latency",
-                              xlabel=f"{label} (ms)", ylabel="executions per bin")
+        fig, ax = figure_axes(ax, title=f"{label} latency", xlabel=f"{label} (ms)", ylabel="executions per bin")
         if ms.size == 0:
             mark_empty(ax, "executions")
             return fig
@@ -44,16 +61,37 @@ def latency_histogram(latency_df, column: str = "fire_to_dispatch", poll_interva
         edges = np.arange(0.0, hi + width, width)
         if edges.size < 2:
             edges = np.array([0.0, width])
-        heights, _, _ = ax.hist(ms, bins=edges, color=STYLE["axes.prop_cycle"].by_key()["color"][0], alpha=0.85,
-                label=f"{ms.size:,} executions")
+        heights, _, _ = ax.hist(
+            ms,
+            bins=edges,
+            color=STYLE["axes.prop_cycle"].by_key()["color"][0],
+            alpha=0.85,
+            label=f"{ms.size:,} executions",
+        )
         if poll_interval is not None:
             expected = ms.size * width / p_ms
-            ax.plot([0.0, p_ms], [expected, expected], linestyle="--", color=THEORY_COLOR, linewidth=1.5,
-                    label=f"uniform [0, {poll_interval:g} s) poll wait")
-        ax.axvline(float(np.percentile(ms, 50)), color="#d62728", linewidth=1, linestyle=":",
-                   label=f"p50 {np.percentile(ms, 50):.0f} ms")
-        ax.axvline(float(np.percentile(ms, 99)), color="#9467bd", linewidth=1, linestyle=":",
-                   label=f"p99 {np.percentile(ms, 99):.0f} ms")
+            ax.plot(
+                [0.0, p_ms],
+                [expected, expected],
+                linestyle="--",
+                color=THEORY_COLOR,
+                linewidth=1.5,
+                label=f"uniform [0, {poll_interval:g} s) poll wait",
+            )
+        ax.axvline(
+            float(np.percentile(ms, 50)),
+            color="#d62728",
+            linewidth=1,
+            linestyle=":",
+            label=f"p50 {np.percentile(ms, 50):.0f} ms",
+        )
+        ax.axvline(
+            float(np.percentile(ms, 99)),
+            color="#9467bd",
+            linewidth=1,
+            linestyle=":",
+            label=f"p99 {np.percentile(ms, 99):.0f} ms",
+        )
         ax.set_xlim(left=0)
         ax.set_ylim(0, float(heights.max()) * 1.45)  # headroom: the legend covers no bar
         ax.legend(loc="upper center", ncols=2)
@@ -69,8 +107,12 @@ def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None
     span = max(float(sim.now), bin_seconds)
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax, title=f"Executions dispatched per {bin_seconds:g} s",
-                              xlabel=f"virtual time ({uname})", ylabel=f"executions / {bin_seconds:g} s")
+        fig, ax = figure_axes(
+            ax,
+            title=f"Executions dispatched per {bin_seconds:g} s",
+            xlabel=f"virtual time ({uname})",
+            ylabel=f"executions / {bin_seconds:g} s",
+        )
         ax.set_xlim(0, span / unit)
         if ex.empty:
             mark_empty(ax, "executions")
@@ -85,8 +127,16 @@ def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None
             ax.stairs(counts, edges / unit, baseline=None, linewidth=1.3, label=name)
         if groups.nunique() > 1:
             total, _ = np.histogram(t, bins=edges)
-            ax.stairs(total, edges / unit, baseline=None, linewidth=1.0, color=THEORY_COLOR, alpha=0.6,
-                      linestyle="--", label="all")
+            ax.stairs(
+                total,
+                edges / unit,
+                baseline=None,
+                linewidth=1.0,
+                color=THEORY_COLOR,
+                alpha=0.6,
+                linestyle="--",
+                label="all",
+            )
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
@@ -98,8 +148,13 @@ def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
     subs = watermarks(sim)
     height = max(2.5, 0.45 * len(subs) + 1.2)
     with style():
-        fig, ax = figure_axes(ax, figsize=(8.0, height), title=f"Watermark lag at t = {sim.now:g} s",
-                              xlabel="lag behind the virtual clock (s)", ylabel="subscription")
+        fig, ax = figure_axes(
+            ax,
+            figsize=(8.0, height),
+            title=f"Watermark lag at t = {sim.now:g} s",
+            xlabel="lag behind the virtual clock (s)",
+            ylabel="subscription",
+        )
         if not subs:
             mark_empty(ax, "subscriptions")
             return fig
@@ -113,8 +168,7 @@ def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
         top = max([v for v in lags if v is not None] or [1.0])
         for yi, s, v in zip(y, subs, lags):
             text = "never advanced" if v is None else f"{v:.2f} s"
-            ax.text((v or 0.0) + top * 0.01, yi, f"{text}, backlog {s['backlog']:,}",
-                    va="center", fontsize=8)
+            ax.text((v or 0.0) + top * 0.01, yi, f"{text}, backlog {s['backlog']:,}", va="center", fontsize=8)
         ax.set_yticks(y, labels)
         ax.invert_yaxis()
         ax.set_xlim(0, top * 1.35)
@@ -129,7 +183,8 @@ def save_report_figures(sim, out_dir) -> list[Path]:
     lat = latency_frame(sim)
     figures = {
         "latency_fire_to_dispatch.png": latency_histogram(
-            lat, "fire_to_dispatch", poll_interval=sim.config.reactor_poll_interval),
+            lat, "fire_to_dispatch", poll_interval=sim.config.reactor_poll_interval
+        ),
         "latency_fire_to_claim.png": latency_histogram(lat, "fire_to_claim"),
         "executions_over_time.png": executions_over_time(sim, bin_seconds=_bin_for(sim.now)),
         "watermark_lag.png": _lag_figure(sim),

@@ -1,9 +1,10 @@
 """Figures of faults and what they cost: duplicates per crash, the firings table
 under retention, a watermark's path with the firings it lost, and what each
 watermark strategy closes and costs (:mod:`fanoutsim.designs.reactor.analysis.faults`)."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -12,10 +13,18 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.faults import CRASH_MODES, firing_outcomes, table_size, watermark_path
-from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, plain_log, plain_number, style, time_unit
+from fanoutsim.kernel.plotting import (
+    STYLE,
+    THEORY_COLOR,
+    figure_axes,
+    mark_empty,
+    plain_log,
+    plain_number,
+    style,
+    time_unit,
+)
 
-__all__ = ["duplicates_per_crash", "table_size_over_time", "firing_timeline", "hole_losses",
-           "strategy_latency"]
+__all__ = ["duplicates_per_crash", "table_size_over_time", "firing_timeline", "hole_losses", "strategy_latency"]
 
 
 def _colors() -> list[str]:
@@ -31,8 +40,12 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
         if col not in df.columns:
             raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.crash_sweep")
     with style():
-        fig, ax = figure_axes(ax, title="Duplicate deliveries per crash",
-                              xlabel="reactor_poll_batch_limit L (firings)", ylabel="duplicates per crash (executions)")
+        fig, ax = figure_axes(
+            ax,
+            title="Duplicate deliveries per crash",
+            xlabel="reactor_poll_batch_limit L (firings)",
+            ylabel="duplicates per crash (executions)",
+        )
         if df.empty:
             mark_empty(ax, "runs")
             return fig
@@ -41,12 +54,24 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
         markers = {"per_firing": "o", "per_batch": "s", "atomic": "^"}
         for i, mode in enumerate(modes):
             g = df[df["watermark_commit"] == mode].sort_values("batch_limit")
-            ax.plot(g["batch_limit"], g["duplicates_per_crash"], marker=markers.get(mode, "o"), markersize=5,
-                    color=_colors()[i % len(_colors())], label=f"watermark_commit = {mode!r}")
+            ax.plot(
+                g["batch_limit"],
+                g["duplicates_per_crash"],
+                marker=markers.get(mode, "o"),
+                markersize=5,
+                color=_colors()[i % len(_colors())],
+                label=f"watermark_commit = {mode!r}",
+            )
         if theory:
             xs = np.array(sorted(df["batch_limit"].unique()), dtype=float)
-            ax.plot(xs, (xs + 1) / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2,
-                    label="theory per_batch: (L + 1) / 2")
+            ax.plot(
+                xs,
+                (xs + 1) / 2,
+                color=THEORY_COLOR,
+                linestyle=":",
+                linewidth=1.2,
+                label="theory per_batch: (L + 1) / 2",
+            )
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_ylim(bottom=0)
@@ -58,8 +83,9 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
     return fig
 
 
-def table_size_over_time(runs, *, ax: Axes | None = None, retention: float | None = None,
-                         title: str | None = None) -> Figure:
+def table_size_over_time(
+    runs, *, ax: Axes | None = None, retention: float | None = None, title: str | None = None
+) -> Figure:
     """Rows retained in ``reactor_firings`` against virtual time
     (:func:`fanoutsim.analysis.table_size`), one step line per run:
     ``runs`` is a Simulation or ``{label: Simulation}``. ``retention`` (s)
@@ -70,17 +96,28 @@ def table_size_over_time(runs, *, ax: Axes | None = None, retention: float | Non
     span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax, title=title or "Rows in reactor_firings over time",
-                              xlabel=f"virtual time ({uname})", ylabel="firings retained (rows)")
+        fig, ax = figure_axes(
+            ax,
+            title=title or "Rows in reactor_firings over time",
+            xlabel=f"virtual time ({uname})",
+            ylabel="firings retained (rows)",
+        )
         if not sizes:
             mark_empty(ax, "runs")
             return fig
         for i, (label, s) in enumerate(sizes.items()):
-            ax.step(s["t_s"] / unit, s["retained"], where="post", linewidth=1.4,
-                    color=_colors()[i % len(_colors())], label=label)
+            ax.step(
+                s["t_s"] / unit,
+                s["retained"],
+                where="post",
+                linewidth=1.4,
+                color=_colors()[i % len(_colors())],
+                label=label,
+            )
         if retention is not None and retention < span:
-            ax.axvline(retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1.0,
-                       label=f"retention {retention:g} s")
+            ax.axvline(
+                retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1.0, label=f"retention {retention:g} s"
+            )
         ax.set_xlim(0, span / unit)
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left")
@@ -90,16 +127,22 @@ def table_size_over_time(runs, *, ax: Axes | None = None, retention: float | Non
 _OUTCOME_STYLE = {
     # hollow circles, so that a lost firing sharing a delivered one's point (a tie) shows inside it
     "delivered": dict(marker="o", facecolors="none", edgecolors="#1f77b4", s=45, label="delivered"),
-    "duplicated": dict(marker="D", facecolors="none", edgecolors="#ff7f0e", s=45,
-                       label="delivered more than once"),
+    "duplicated": dict(marker="D", facecolors="none", edgecolors="#ff7f0e", s=45, label="delivered more than once"),
     "pending": dict(marker="o", facecolors="none", edgecolors="#7f7f7f", s=45, label="pending"),
     "filtered": dict(marker=".", color="#bbbbbb", s=18, label="filtered out"),
     "lost": dict(marker="X", color="#d62728", s=45, label="lost"),
 }
 
 
-def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float, float] | None = None,
-                    ax: Axes | None = None, title: str | None = None, report=None) -> Figure:
+def firing_timeline(
+    sim,
+    subscription: str | None = None,
+    *,
+    window: tuple[float, float] | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    report=None,
+) -> Figure:
     """One subscription's watermark against its stream's firings, in virtual
     seconds: each firing is a point at (when its row became visible, its
     ``fired_at``); the watermark is the step line of its value over time
@@ -119,22 +162,39 @@ def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float
             window = (0.0, min(20.0, max(float(sim.now), 1.0)))
     lo, hi = window
     with style():
-        fig, ax = figure_axes(ax, title=title or "Watermark and firings",
-                              xlabel="virtual time: when the row became visible (s)", ylabel="fired_at (s since start)")
+        fig, ax = figure_axes(
+            ax,
+            title=title or "Watermark and firings",
+            xlabel="virtual time: when the row became visible (s)",
+            ylabel="fired_at (s since start)",
+        )
         shown = out[(out["visible_s"] >= lo) & (out["visible_s"] <= hi)]
         before = path[path["t_s"] < lo]
         inside = path[(path["t_s"] >= lo) & (path["t_s"] <= hi)]
         xs = ([lo] if len(before) else []) + inside["t_s"].tolist()
         ys = ([float(before["watermark_s"].iloc[-1])] if len(before) else []) + inside["watermark_s"].tolist()
         if ys:
-            ax.step(xs + [hi], ys + [ys[-1]], where="post", linewidth=1.3, color=THEORY_COLOR,
-                    label="watermark (last_seen_fired_at)")
+            ax.step(
+                xs + [hi],
+                ys + [ys[-1]],
+                where="post",
+                linewidth=1.3,
+                color=THEORY_COLOR,
+                label="watermark (last_seen_fired_at)",
+            )
         actors = sorted(set(path["actor"]))
         if len(actors) > 1:  # several pollers move the same watermark: whose move was which
             for i, actor in enumerate(actors):
                 moves = inside[inside["actor"] == actor]
-                ax.scatter(moves["t_s"], moves["watermark_s"], marker="_", s=60, zorder=2,
-                           color=["#9467bd", "#8c564b", "#e377c2"][i % 3], label=f"moved by {actor}")
+                ax.scatter(
+                    moves["t_s"],
+                    moves["watermark_s"],
+                    marker="_",
+                    s=60,
+                    zorder=2,
+                    color=["#9467bd", "#8c564b", "#e377c2"][i % 3],
+                    label=f"moved by {actor}",
+                )
             rewinds = int(inside["rewind"].sum())
             if rewinds:
                 ax.plot([], [], " ", label=f"watermark moved back {rewinds}x")
@@ -148,10 +208,23 @@ def firing_timeline(sim, subscription: str | None = None, *, window: tuple[float
                 if outcome == "lost":
                     causes = ", ".join(sorted(set(pts["cause"].dropna())))
                     label = f"lost ({causes})" if causes else label
-                ax.scatter(pts["visible_s"], pts["fired_s"], label=f"{label}: {len(pts)}", zorder=3,
-                           linewidths=1.2 if outcome != "lost" else 0.3, **kw)
-        ax.plot([lo, hi], [lo, hi], color="#cccccc", linewidth=0.8, linestyle="--", zorder=1,
-                label="fired_at = visible time")
+                ax.scatter(
+                    pts["visible_s"],
+                    pts["fired_s"],
+                    label=f"{label}: {len(pts)}",
+                    zorder=3,
+                    linewidths=1.2 if outcome != "lost" else 0.3,
+                    **kw,
+                )
+        ax.plot(
+            [lo, hi],
+            [lo, hi],
+            color="#cccccc",
+            linewidth=0.8,
+            linestyle="--",
+            zorder=1,
+            label="fired_at = visible time",
+        )
         ax.set_xlim(lo, hi)
         ys = pd.concat([shown["fired_s"], path.loc[(path["t_s"] >= lo) & (path["t_s"] <= hi), "watermark_s"]])
         if len(ys):
@@ -171,8 +244,9 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     holes = list(dict.fromkeys(df["hole"]))
     strategies = list(dict.fromkeys(df["watermark"]))
     with style():
-        fig, ax = figure_axes(ax, title="Firings lost, per hole and watermark strategy",
-                              xlabel="hole", ylabel="firings lost (firings)")
+        fig, ax = figure_axes(
+            ax, title="Firings lost, per hole and watermark strategy", xlabel="hole", ylabel="firings lost (firings)"
+        )
         if df.empty:
             mark_empty(ax, "runs")
             return fig
@@ -182,8 +256,13 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         for i, strategy in enumerate(strategies):
             g = df[df["watermark"] == strategy].set_index("hole").reindex(holes)
             xs = x + (i - (len(strategies) - 1) / 2) * width
-            ax.bar(xs, g["lost"].fillna(0), width * 0.95, color=_colors()[i % len(_colors())],
-                   label=f"watermark = {strategy!r}")
+            ax.bar(
+                xs,
+                g["lost"].fillna(0),
+                width * 0.95,
+                color=_colors()[i % len(_colors())],
+                label=f"watermark = {strategy!r}",
+            )
             for xi, (lost, extra) in zip(xs, zip(g["lost"], g.get("extra_deliveries", pd.Series(0, index=g.index)))):
                 text = f"{int(lost)}" + (f"\n(+{int(extra)}\ndup)" if extra and extra > 0 else "")
                 ax.text(xi, (lost or 0) + top * 0.02, text, ha="center", va="bottom", fontsize=7)
@@ -202,10 +281,13 @@ def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         if col not in df.columns:
             raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
     with style():
-        fig, ax = figure_axes(ax, figsize=(8.0, 3.2),
-                              title="What each watermark strategy costs: fire \u2192 dispatch latency",
-                              xlabel="fire \u2192 dispatch (ms)",
-                              ylabel="watermark strategy")
+        fig, ax = figure_axes(
+            ax,
+            figsize=(8.0, 3.2),
+            title="What each watermark strategy costs: fire \u2192 dispatch latency",
+            xlabel="fire \u2192 dispatch (ms)",
+            ylabel="watermark strategy",
+        )
         if df.empty:
             mark_empty(ax, "runs")
             return fig

@@ -1,6 +1,7 @@
 """Figures of CEL filters (:mod:`fanoutsim.designs.reactor.analysis.filters`): a recorded
 workload's rate over its day, and selectivity against dispatch volume and
 subscriber lag."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.filters import quote_rates
-from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, plain_log, style
+from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, figure_axes, mark_empty, plain_log, style
 
 __all__ = ["recorded_rate", "selectivity_dispatch", "selectivity_lag"]
 
@@ -21,18 +22,29 @@ def _colors() -> list[str]:
 def _need(df: pd.DataFrame, *cols: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise KeyError(f"no column(s) {', '.join(map(repr, missing))}: pass the DataFrame of "
-                       f"fanoutsim.analysis.selectivity_sweep")
+        raise KeyError(
+            f"no column(s) {', '.join(map(repr, missing))}: pass the DataFrame of fanoutsim.analysis.selectivity_sweep"
+        )
 
 
-def recorded_rate(frame: pd.DataFrame, bin_s: float = 900.0, *, by: str = "region",
-                  window: tuple[float, float] | None = None, ax: Axes | None = None) -> Figure:
+def recorded_rate(
+    frame: pd.DataFrame,
+    bin_s: float = 900.0,
+    *,
+    by: str = "region",
+    window: tuple[float, float] | None = None,
+    ax: Axes | None = None,
+) -> Figure:
     """Quotes per second over the recorded day, stacked per ``by`` value, in
     bins of ``bin_s`` seconds; ``window`` (recording seconds) shades a replayed window."""
     rates = quote_rates(frame, bin_s, by=by)
     with style():
-        fig, ax = figure_axes(ax, title="The recorded quotes day: rate by region",
-                              xlabel="time of day (h, UTC)", ylabel=f"quotes per second (1/s, {bin_s / 60:g}-min bins)")
+        fig, ax = figure_axes(
+            ax,
+            title="The recorded quotes day: rate by region",
+            xlabel="time of day (h, UTC)",
+            ylabel=f"quotes per second (1/s, {bin_s / 60:g}-min bins)",
+        )
         if rates.empty:
             mark_empty(ax, "quotes")
             return fig
@@ -40,12 +52,21 @@ def recorded_rate(frame: pd.DataFrame, bin_s: float = 900.0, *, by: str = "regio
         base = np.zeros(len(rates))
         for i, col in enumerate(rates.columns):
             top = base + rates[col].to_numpy()
-            ax.stairs(top, edges, baseline=base, fill=True, alpha=0.8, color=_colors()[i % len(_colors())],
-                      label=str(col))
+            ax.stairs(
+                top, edges, baseline=base, fill=True, alpha=0.8, color=_colors()[i % len(_colors())], label=str(col)
+            )
             base = top
         if window is not None:
-            ax.axvspan(window[0] / 3600.0, window[1] / 3600.0, facecolor="none", edgecolor=THEORY_COLOR,
-                       hatch="//", linewidth=1.0, zorder=3, label="replayed")
+            ax.axvspan(
+                window[0] / 3600.0,
+                window[1] / 3600.0,
+                facecolor="none",
+                edgecolor=THEORY_COLOR,
+                hatch="//",
+                linewidth=1.0,
+                zorder=3,
+                label="replayed",
+            )
         ax.set_xlim(0, edges[-1])
         ax.set_xticks(np.arange(0, edges[-1] + 1e-9, 3))
         ax.set_ylim(0, float(base.max()) * 1.15)
@@ -59,10 +80,12 @@ def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     dashed line is selectivity times the stream's firing rate."""
     _need(df, "filter", "selectivity", "dispatch_per_s", "firings")
     with style():
-        fig, ax = figure_axes(ax,
-                              title="Dispatch volume follows selectivity",
-                              xlabel="selectivity: firings passed by the filter (%)",
-                              ylabel="executions dispatched per second (1/s)")
+        fig, ax = figure_axes(
+            ax,
+            title="Dispatch volume follows selectivity",
+            xlabel="selectivity: firings passed by the filter (%)",
+            ylabel="executions dispatched per second (1/s)",
+        )
         if df.empty:
             mark_empty(ax, "filters")
             return fig
@@ -73,8 +96,14 @@ def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         full = df.loc[df["selectivity"] > 0]
         if len(full):
             rate = float((full["dispatch_per_s"] / full["selectivity"]).median())
-            ax.plot([0, 100], [0, rate], color=THEORY_COLOR, linestyle="--", linewidth=1.0,
-                    label=f"selectivity \u00d7 {rate:.2f} firings/s")
+            ax.plot(
+                [0, 100],
+                [0, rate],
+                color=THEORY_COLOR,
+                linestyle="--",
+                linewidth=1.0,
+                label=f"selectivity \u00d7 {rate:.2f} firings/s",
+            )
             ax.legend(loc="upper left")
         ax.set_xlim(-3, 105)
         ax.set_ylim(bottom=0)
@@ -87,17 +116,25 @@ def selectivity_lag(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     every firing (the watermark behind the log), one point per filter."""
     _need(df, "selectivity", "claim_p95_s", "poll_lag_p95_s")
     with style():
-        fig, ax = figure_axes(ax, title="Subscriber lag against selectivity",
-                              xlabel="selectivity: firings passed by the filter (%)", ylabel="p95 lag (s)")
+        fig, ax = figure_axes(
+            ax,
+            title="Subscriber lag against selectivity",
+            xlabel="selectivity: firings passed by the filter (%)",
+            ylabel="p95 lag (s)",
+        )
         if df.empty:
             mark_empty(ax, "filters")
             return fig
         d = df.sort_values("selectivity")
         x = d["selectivity"] * 100
-        ax.plot(x, d["claim_p95_s"], marker="o", color=_colors()[1],
-                label="fire \u2192 claim p95 (dispatched firings)")
-        ax.plot(x, d["poll_lag_p95_s"], marker="s", color=_colors()[0],
-                label="poll lag p95: visible \u2192 passed by the watermark (all firings)")
+        ax.plot(x, d["claim_p95_s"], marker="o", color=_colors()[1], label="fire \u2192 claim p95 (dispatched firings)")
+        ax.plot(
+            x,
+            d["poll_lag_p95_s"],
+            marker="s",
+            color=_colors()[0],
+            label="poll lag p95: visible \u2192 passed by the watermark (all firings)",
+        )
         ax.set_yscale("log")
         plain_log(ax, "y")
         ax.set_xlim(-3, 105)

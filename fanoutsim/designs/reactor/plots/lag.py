@@ -1,4 +1,5 @@
 """Watermark lag over time (:func:`fanoutsim.designs.reactor.analysis.lag.watermark_lag_over_time`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,12 @@ def watermark_lag_over_time_figure(sim, *, bins: int = 300, ax: Axes | None = No
     span = max(float(sim.now), 1e-9)
     unit, uname = time_unit(span)
     with style():
-        fig, ax = figure_axes(ax, title="Watermark lag over time: the oldest firing not yet read",
-                              xlabel=f"virtual time ({uname})", ylabel="largest lag in the bin (s)")
+        fig, ax = figure_axes(
+            ax,
+            title="Watermark lag over time: the oldest firing not yet read",
+            xlabel=f"virtual time ({uname})",
+            ylabel="largest lag in the bin (s)",
+        )
         ax.set_xlim(0, span / unit)
         if lag.empty:
             mark_empty(ax, "trace (a run without one has only the end: plots.watermark_lag)")
@@ -51,8 +56,7 @@ def watermark_lag_over_time_figure(sim, *, bins: int = 300, ax: Axes | None = No
         edges = None
         for i, (label, g) in enumerate(series):
             edges = np.concatenate([g["t0_s"].to_numpy()[:1], g["t1_s"].to_numpy()]) / unit
-            ax.stairs(g["lag_max_s"].to_numpy(), edges, color=f"C{i % 10}", linewidth=1.3, label=label,
-                      baseline=None)
+            ax.stairs(g["lag_max_s"].to_numpy(), edges, color=f"C{i % 10}", linewidth=1.3, label=label, baseline=None)
         top = float(np.nanmax(lag["lag_max_s"].to_numpy())) if len(lag) else 0.0
         ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=1)

@@ -1,5 +1,6 @@
 """Figures of the latency budget: the poll wait against its uniform theory, and
 the stacked budget of the DB path against the in-process path."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.latency import BUDGET_COMPONENTS, budget_table, latency_budget
-from fanoutsim.kernel.plotting import STYLE, figure_axes, mark_empty, style
 from fanoutsim.designs.reactor.plots.delivery import latency_histogram
+from fanoutsim.kernel.plotting import STYLE, figure_axes, mark_empty, style
 
 __all__ = ["poll_wait_histogram", "budget_bars", "BUDGET_LABELS"]
 
@@ -52,10 +53,13 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
     parts = [c for c in (*BUDGET_COMPONENTS, "in_process_s") if c in table.columns]
     colors = STYLE["axes.prop_cycle"].by_key()["color"]
     with style():
-        fig, ax = figure_axes(ax, figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)),
-                              title="Latency budget: fired \u2192 finished, mean per execution",
-                              xlabel="mean time (ms)",
-                              ylabel="path")
+        fig, ax = figure_axes(
+            ax,
+            figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)),
+            title="Latency budget: fired \u2192 finished, mean per execution",
+            xlabel="mean time (ms)",
+            ylabel="path",
+        )
         if table.empty:
             mark_empty(ax, "paths")
             return fig
@@ -63,8 +67,15 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
         left = np.zeros(len(table))
         for i, col in enumerate(parts):
             ms = table[col].astype(float).fillna(0.0).to_numpy() * 1000.0
-            ax.barh(y, ms, left=left, color=colors[i % len(colors)], alpha=0.9, height=0.55,
-                    label=BUDGET_LABELS.get(col, col))
+            ax.barh(
+                y,
+                ms,
+                left=left,
+                color=colors[i % len(colors)],
+                alpha=0.9,
+                height=0.55,
+                label=BUDGET_LABELS.get(col, col),
+            )
             left += ms
         top = float(left.max()) or 1.0
         for yi, (name, row) in zip(y, table.iterrows()):

@@ -4,10 +4,11 @@ poll interval, backlog against the firing rate, and a recommendation.
 Each takes the sweep's DataFrame; points are means over seeds with 95%
 confidence intervals (:func:`fanoutsim.analysis.seed_summary`).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -16,10 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.sweep import seed_summary
-from fanoutsim.kernel.plotting import THEORY_COLOR, STYLE, figure_axes, mark_empty, plain_log, style
+from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, figure_axes, mark_empty, plain_log, style
 
-__all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart",
-           "save_sweep_figures"]
+__all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart", "save_sweep_figures"]
 
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
 _MARKERS = ("o", "s", "^", "D", "v")
@@ -44,12 +44,15 @@ def _log_x_ticks(ax: Axes, xs: np.ndarray) -> None:
 def _need(df: pd.DataFrame, *cols: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
-        raise KeyError(f"the sweep has no column(s) {', '.join(map(repr, missing))}: sweep over "
-                       f"them (grid keys) first; columns: {', '.join(df.columns)}")
+        raise KeyError(
+            f"the sweep has no column(s) {', '.join(map(repr, missing))}: sweep over "
+            f"them (grid keys) first; columns: {', '.join(df.columns)}"
+        )
 
 
-def latency_vs_interval(df: pd.DataFrame, column: str = "fire_to_dispatch", *, ax: Axes | None = None,
-                        theory: bool = True, fig=None) -> Figure:
+def latency_vs_interval(
+    df: pd.DataFrame, column: str = "fire_to_dispatch", *, ax: Axes | None = None, theory: bool = True, fig=None
+) -> Figure:
     """p50 (solid) and p99 (dashed) of ``column`` (``fire_to_dispatch`` or
     ``fire_to_claim``) against the poll interval, shaded 95% intervals over
     seeds; log-log, labelled in plain numbers. One panel per batch limit
@@ -69,8 +72,7 @@ def latency_vs_interval(df: pd.DataFrame, column: str = "fire_to_dispatch", *, a
             ax.set_title(title)
         else:
             if fig is None:
-                fig = Figure(figsize=(max(8.0, 3.4 * len(batches)), 4.2), dpi=STYLE["figure.dpi"],
-                             layout="constrained")
+                fig = Figure(figsize=(max(8.0, 3.4 * len(batches)), 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
             axes = list(np.atleast_1d(fig.subplots(1, len(batches), sharex=True, sharey=True, squeeze=False)[0]))
             fig.suptitle(title, fontweight="bold")
         for a in set(axes):
@@ -91,16 +93,27 @@ def latency_vs_interval(df: pd.DataFrame, column: str = "fire_to_dispatch", *, a
                 a.set_title(f"batch limit {b}", fontsize=10)
             for q, ls in (("p50", "-"), ("p99", "--")):
                 m = f"{column}_{q}_s"
-                a.plot(g[P], g[m], linestyle=ls, marker="o", markersize=3.5, color=c, label=f"{name} {q}",
-                       zorder=3)
-                a.fill_between(g[P], g[f"{m}_lo"].clip(lower=floor), g[f"{m}_hi"].clip(lower=floor), color=c,
-                               alpha=0.15, linewidth=0)
+                a.plot(g[P], g[m], linestyle=ls, marker="o", markersize=3.5, color=c, label=f"{name} {q}", zorder=3)
+                a.fill_between(
+                    g[P],
+                    g[f"{m}_lo"].clip(lower=floor),
+                    g[f"{m}_hi"].clip(lower=floor),
+                    color=c,
+                    alpha=0.15,
+                    linewidth=0,
+                )
         for a in dict.fromkeys(axes):
             if theory:
-                a.plot(xs, xs / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2",
-                       zorder=1)
-                a.plot(xs, 0.99 * xs, color=THEORY_COLOR, linestyle="-.", linewidth=1.0,
-                       label="theory p99 = 0.99 P", zorder=1)
+                a.plot(xs, xs / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2", zorder=1)
+                a.plot(
+                    xs,
+                    0.99 * xs,
+                    color=THEORY_COLOR,
+                    linestyle="-.",
+                    linewidth=1.0,
+                    label="theory p99 = 0.99 P",
+                    zorder=1,
+                )
             _log_x_ticks(a, xs)
             a.set_yscale("log")
             a.set_ylim(bottom=floor)
@@ -115,16 +128,26 @@ def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax:
     _need(df, P, "polls_per_s")
     stats = seed_summary(df, [P], ["polls_per_s"])
     with style():
-        fig, ax = figure_axes(ax, title="DB load of the poll loop vs poll interval",
-                              xlabel="poll interval P (s)", ylabel="poll queries per second (1/s)")
+        fig, ax = figure_axes(
+            ax,
+            title="DB load of the poll loop vs poll interval",
+            xlabel="poll interval P (s)",
+            ylabel="poll queries per second (1/s)",
+        )
         if stats.empty:
             mark_empty(ax, "runs")
             return fig
         ax.plot(stats[P], stats["polls_per_s"], marker="o", color=_colors()[0], label="measured (mean over runs)")
         if subscriptions:
             xs = np.array(sorted(stats[P].unique()), dtype=float)
-            ax.plot(xs, subscriptions / xs, color=THEORY_COLOR, linestyle="--", linewidth=1.2,
-                    label=f"theory: {subscriptions} subscriptions / P")
+            ax.plot(
+                xs,
+                subscriptions / xs,
+                color=THEORY_COLOR,
+                linestyle="--",
+                linewidth=1.2,
+                label=f"theory: {subscriptions} subscriptions / P",
+            )
         _log_x_ticks(ax, np.array(sorted(stats[P].unique()), dtype=float))
         ax.set_yscale("log")
         plain_log(ax, "y")
@@ -132,8 +155,7 @@ def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax:
     return fig
 
 
-def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, *,
-                    ax: Axes | None = None) -> Figure:
+def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, *, ax: Axes | None = None) -> Figure:
     """Backlog at the end of the run against the total firing rate, one colour
     per batch limit (mean over seeds, 95% interval); ``knees`` maps a batch
     limit to its knee rate (:func:`fanoutsim.analysis.knee_rate`), drawn as a
@@ -146,21 +168,28 @@ def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, 
     if P in df.columns and df[P].nunique() == 1:
         title += f" at P = {df[P].iloc[0]:g} s"
     with style():
-        fig, ax = figure_axes(ax, title=title,
-                              xlabel="total firing rate (firings / s)", ylabel="backlog at the end (firings)")
+        fig, ax = figure_axes(
+            ax, title=title, xlabel="total firing rate (firings / s)", ylabel="backlog at the end (firings)"
+        )
         if stats.empty:
             mark_empty(ax, "runs")
             return fig
         groups = stats.groupby(B, sort=True) if B in stats.columns else [(None, stats)]
         for i, (b, g) in enumerate(groups):
             c = _colors()[i % len(_colors())]
-            ax.plot(g["rate"], g["backlog"], marker="o", markersize=3.5, color=c,
-                    label=f"batch {b}" if b is not None else "runs")
-            ax.fill_between(g["rate"], g["backlog_lo"].clip(lower=0), g["backlog_hi"], color=c, alpha=0.15,
-                            linewidth=0)
+            ax.plot(
+                g["rate"],
+                g["backlog"],
+                marker="o",
+                markersize=3.5,
+                color=c,
+                label=f"batch {b}" if b is not None else "runs",
+            )
+            ax.fill_between(g["rate"], g["backlog_lo"].clip(lower=0), g["backlog_hi"], color=c, alpha=0.15, linewidth=0)
             if knees and b in knees and math.isfinite(knees[b]):
-                ax.axvline(knees[b], color=c, linestyle="--", linewidth=1.0,
-                           label=f"knee, batch {b}: {knees[b]:.3g} firings/s")
+                ax.axvline(
+                    knees[b], color=c, linestyle="--", linewidth=1.0, label=f"knee, batch {b}: {knees[b]:.3g} firings/s"
+                )
         _log_x_ticks(ax, np.array(sorted(stats["rate"].unique()), dtype=float))
         ax.set_yscale("symlog", linthresh=10)  # bounded backlogs (a few firings) and runaway ones, together
         ax.set_ylim(bottom=0)
@@ -169,9 +198,15 @@ def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, 
     return fig
 
 
-def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *,
-                         p99_budget_s: float | None = None, max_backlog: float | None = None,
-                         latency: str = "fire_to_dispatch_p99_s", ax: Axes | None = None) -> Figure:
+def recommendation_chart(
+    df: pd.DataFrame,
+    recommended: Mapping | None = None,
+    *,
+    p99_budget_s: float | None = None,
+    max_backlog: float | None = None,
+    latency: str = "fire_to_dispatch_p99_s",
+    ax: Axes | None = None,
+) -> Figure:
     """The trade-off: DB load (poll queries per second) against p99 latency,
     one point per (poll interval, batch limit), means over seeds. Hollow
     markers: a setting whose backlog exceeded ``max_backlog`` in some seed
@@ -180,8 +215,9 @@ def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *
     _need(df, P, "polls_per_s", latency, "backlog")
     by = [P] + ([B] if B in df.columns else [])
     grp = df.groupby(by, sort=True)
-    table = pd.DataFrame({"polls_per_s": grp["polls_per_s"].mean(), "latency": grp[latency].mean(),
-                          "backlog_max": grp["backlog"].max()}).reset_index()
+    table = pd.DataFrame(
+        {"polls_per_s": grp["polls_per_s"].mean(), "latency": grp[latency].mean(), "backlog_max": grp["backlog"].max()}
+    ).reset_index()
     with style():
         fig, ax = figure_axes(ax)
         ax.set_title("Which poll interval? DB load against p99 latency")
@@ -200,22 +236,53 @@ def recommendation_chart(df: pd.DataFrame, recommended: Mapping | None = None, *
             # one marker and size per batch limit, the first drawn largest: where two
             # settings give the same point, the later one shows inside the earlier one
             marker, size = _MARKERS[i % len(_MARKERS)], 150.0 / (1 + i) ** 1.2
-            ax.scatter(g.loc[keeps_up, "polls_per_s"], g.loc[keeps_up, "latency"], color=c, s=size,
-                       marker=marker, label=f"{name}, keeps up", zorder=3 + i, edgecolors="white",
-                       linewidths=0.6)
+            ax.scatter(
+                g.loc[keeps_up, "polls_per_s"],
+                g.loc[keeps_up, "latency"],
+                color=c,
+                s=size,
+                marker=marker,
+                label=f"{name}, keeps up",
+                zorder=3 + i,
+                edgecolors="white",
+                linewidths=0.6,
+            )
             if (~keeps_up).any():
-                ax.scatter(g.loc[~keeps_up, "polls_per_s"], g.loc[~keeps_up, "latency"], facecolors="none",
-                           edgecolors=c, s=size, marker=marker, label=f"{name}, backlog grows", zorder=3 + i)
+                ax.scatter(
+                    g.loc[~keeps_up, "polls_per_s"],
+                    g.loc[~keeps_up, "latency"],
+                    facecolors="none",
+                    edgecolors=c,
+                    s=size,
+                    marker=marker,
+                    label=f"{name}, backlog grows",
+                    zorder=3 + i,
+                )
         for _, row in table.drop_duplicates(P).iterrows():
-            ax.annotate(f"P={row[P]:g}s", (row["polls_per_s"], row["latency"]), textcoords="offset points",
-                        xytext=(4, 4), fontsize=7, color="#555555")
+            ax.annotate(
+                f"P={row[P]:g}s",
+                (row["polls_per_s"], row["latency"]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color="#555555",
+            )
         if p99_budget_s is not None:
-            ax.axhline(p99_budget_s, color=THEORY_COLOR, linestyle=":", linewidth=1.2,
-                       label=f"p99 budget {p99_budget_s:g} s")
+            ax.axhline(
+                p99_budget_s, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label=f"p99 budget {p99_budget_s:g} s"
+            )
         if recommended is not None:
-            ax.scatter([recommended["polls_per_s"]], [recommended[latency]], marker="*", s=420,
-                       facecolors="none", edgecolors="#d62728", linewidths=1.6, zorder=10,
-                       label=f"recommended: P = {recommended[P]:g} s, batch {recommended[B]}")
+            ax.scatter(
+                [recommended["polls_per_s"]],
+                [recommended[latency]],
+                marker="*",
+                s=420,
+                facecolors="none",
+                edgecolors="#d62728",
+                linewidths=1.6,
+                zorder=10,
+                label=f"recommended: P = {recommended[P]:g} s, batch {recommended[B]}",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain_log(ax, "both")
@@ -232,7 +299,10 @@ def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
     the poll interval is one value). Otherwise p99 latency and backlog against
     the first numeric grid key."""
     from fanoutsim.designs.reactor.analysis.sweep import (
-        RECOMMEND_MAX_BACKLOG, RECOMMEND_P99_BUDGET_S, knee_rate, recommend,
+        RECOMMEND_MAX_BACKLOG,
+        RECOMMEND_P99_BUDGET_S,
+        knee_rate,
+        recommend,
     )
     from fanoutsim.kernel.plotting import save_figures, save_sweep_lines
 
@@ -247,7 +317,8 @@ def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
             except ValueError:
                 rec = None
             figures["sweep_recommendation.png"] = recommendation_chart(
-                df, rec, p99_budget_s=RECOMMEND_P99_BUDGET_S, max_backlog=RECOMMEND_MAX_BACKLOG)
+                df, rec, p99_budget_s=RECOMMEND_P99_BUDGET_S, max_backlog=RECOMMEND_MAX_BACKLOG
+            )
     if "rate" in df.columns:
         knees = None
         if (P not in df.columns or df[P].nunique() == 1) and getattr(scenario, "workloads", None):

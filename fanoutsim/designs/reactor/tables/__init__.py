@@ -22,20 +22,40 @@ The package: :mod:`.port` (the columns and the transaction interface),
 :mod:`.memory` and :mod:`.sql` (its adapters), :mod:`.statements` (the SQL);
 :data:`PART` is what the kernel's store composes.
 """
+
 from __future__ import annotations
 
 from fanoutsim.kernel.store.base import StorePart
 
 from . import statements
-from .port import ReactorTx, SUBSCRIPTION_IDENTITY, TABLES, TIMESTAMP_COLUMNS, check_subscription_changes, cursor_of
 from .memory import MEMORY_ROWS, ReactorMemoryTx, memory_init
+from .port import SUBSCRIPTION_IDENTITY, TABLES, TIMESTAMP_COLUMNS, ReactorTx, check_subscription_changes, cursor_of
 from .sql import ReactorDuckDBTx
 
 PART = StorePart(
-    name="reactor", tables=TABLES, timestamp_columns=TIMESTAMP_COLUMNS, tx=ReactorTx,
-    memory_tx=ReactorMemoryTx, memory_init=memory_init, memory_rows=MEMORY_ROWS,
-    duckdb_tx=ReactorDuckDBTx, duckdb_schema=statements.SCHEMA, duckdb_migrations=statements.MIGRATIONS,
+    name="reactor",
+    tables=TABLES,
+    timestamp_columns=TIMESTAMP_COLUMNS,
+    tx=ReactorTx,
+    memory_tx=ReactorMemoryTx,
+    memory_init=memory_init,
+    memory_rows=MEMORY_ROWS,
+    duckdb_tx=ReactorDuckDBTx,
+    duckdb_schema=statements.SCHEMA,
+    duckdb_migrations=statements.MIGRATIONS,
     duckdb_rows=statements.ALL_ROWS,
 )
 
-__all__ = ["ReactorTx", "SUBSCRIPTION_IDENTITY", "TABLES", "TIMESTAMP_COLUMNS", "check_subscription_changes", "cursor_of", "MEMORY_ROWS", "ReactorMemoryTx", "memory_init", "ReactorDuckDBTx", "PART"]
+__all__ = [
+    "ReactorTx",
+    "SUBSCRIPTION_IDENTITY",
+    "TABLES",
+    "TIMESTAMP_COLUMNS",
+    "check_subscription_changes",
+    "cursor_of",
+    "MEMORY_ROWS",
+    "ReactorMemoryTx",
+    "memory_init",
+    "ReactorDuckDBTx",
+    "PART",
+]

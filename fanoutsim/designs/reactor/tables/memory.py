@@ -1,4 +1,5 @@
 """The reactor design's tables in memory: the memory adapter of :mod:`.port`."""
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
@@ -301,8 +302,10 @@ class ReactorMemoryTx(ReactorTx):
 
 MEMORY_ROWS = {
     "reactor_firings": lambda s: [dict(r) for r in sorted(s.firings.values(), key=lambda r: (r["fired_at"], r["id"]))],
-    "reactor_subscriptions": lambda s: [dict(r) for r in sorted(
-        s.subs.values(), key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))],
-    "workflow_executions": lambda s: [dict(r) for r in sorted(s.executions.values(),
-                                                              key=lambda r: (r["dispatched_at"], r["id"]))],
+    "reactor_subscriptions": lambda s: [
+        dict(r) for r in sorted(s.subs.values(), key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))
+    ],
+    "workflow_executions": lambda s: [
+        dict(r) for r in sorted(s.executions.values(), key=lambda r: (r["dispatched_at"], r["id"]))
+    ],
 }

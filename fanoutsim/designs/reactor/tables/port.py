@@ -2,28 +2,46 @@
 
 Every adapter — :mod:`.memory`, :mod:`.sql` (DuckDB, and PostgreSQL through the
 kernel's dialect layer) — implements it; the contract suite runs each against it."""
+
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Mapping, Protocol, Sequence, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Protocol, TypedDict
 
 # -- the tables ----------------------------------------------------------------------
 # table -> columns, in the order DataFrames show them
 TABLES: dict[str, tuple[str, ...]] = {
     "reactor_firings": ("id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"),
     "reactor_subscriptions": (
-        "id", "reactor_name", "workflow_name", "tenant_id", "enabled", "predicate",
-        "last_seen_fired_at", "last_seen_firing_id", "predicate_error_count", "predicate_error_firing_id",
-        "last_predicate_error", "predicate_degraded", "created_at", "updated_at",
+        "id",
+        "reactor_name",
+        "workflow_name",
+        "tenant_id",
+        "enabled",
+        "predicate",
+        "last_seen_fired_at",
+        "last_seen_firing_id",
+        "predicate_error_count",
+        "predicate_error_firing_id",
+        "last_predicate_error",
+        "predicate_degraded",
+        "created_at",
+        "updated_at",
     ),
     "workflow_executions": (
-        "id", "workflow_name", "tenant_id", "context", "status",
-        "dispatched_at", "claimed_at", "finished_at",
+        "id",
+        "workflow_name",
+        "tenant_id",
+        "context",
+        "status",
+        "dispatched_at",
+        "claimed_at",
+        "finished_at",
     ),
 }
 TIMESTAMP_COLUMNS = frozenset(
-    {"fired_at", "created_at", "last_seen_fired_at", "updated_at",
-     "dispatched_at", "claimed_at", "finished_at"}
+    {"fired_at", "created_at", "last_seen_fired_at", "updated_at", "dispatched_at", "claimed_at", "finished_at"}
 )
 
 # a subscription is known by its id and its triple; changing either is a new
@@ -107,9 +125,7 @@ def check_subscription_changes(changes: Mapping[str, object]) -> None:
         raise KeyError(f"unknown reactor_subscriptions column(s): {sorted(unknown)}")
     identity = SUBSCRIPTION_IDENTITY & set(changes)
     if identity:
-        raise ValueError(
-            f"cannot update {sorted(identity)} of a subscription; delete it and insert a new one"
-        )
+        raise ValueError(f"cannot update {sorted(identity)} of a subscription; delete it and insert a new one")
 
 
 def cursor_of(sub: SubscriptionRow, compound: bool) -> tuple[int | None, str | None]:
@@ -130,8 +146,15 @@ class ReactorTx(Protocol):
     def insert_firing(self, row: FiringRow) -> None: ...
 
     @abstractmethod
-    def fetch_firings(self, reactor: str, tenant: str, after: int | None, limit: int,
-                      after_id: str | None = None, until: int | None = None) -> list[FiringRow]:
+    def fetch_firings(
+        self,
+        reactor: str,
+        tenant: str,
+        after: int | None,
+        limit: int,
+        after_id: str | None = None,
+        until: int | None = None,
+    ) -> list[FiringRow]:
         """Up to ``limit`` firings of one stream past a cursor, ordered by
         ``(fired_at, id)``. The cursor is ``fired_at > after`` (all firings when
         ``after`` is None) or, given ``after_id``, the compound
@@ -153,8 +176,7 @@ class ReactorTx(Protocol):
     # answering from a bound of its committed rows) answers True, and the step
     # runs its statement as before.
     @abstractmethod
-    def has_firings_past(self, reactor: str, tenant: str, after: int | None,
-                         after_id: str | None = None) -> bool:
+    def has_firings_past(self, reactor: str, tenant: str, after: int | None, after_id: str | None = None) -> bool:
         """Whether :meth:`fetch_firings` with this cursor (and no ``until``)
         could return a row: the stream's newest ``(fired_at, id)`` is past it."""
 
@@ -192,8 +214,7 @@ class ReactorTx(Protocol):
     def delete_subscription(self, sub_id: str) -> bool: ...
 
     @abstractmethod
-    def list_subscriptions(self, tenant: str | None = None,
-                           enabled_only: bool = False) -> list[SubscriptionRow]: ...
+    def list_subscriptions(self, tenant: str | None = None, enabled_only: bool = False) -> list[SubscriptionRow]: ...
 
     def poll_subscriptions(self) -> Sequence[SubscriptionRow]:
         """The enabled subscriptions in poll order, as ``list_subscriptions(

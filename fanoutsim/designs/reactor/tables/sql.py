@@ -1,5 +1,6 @@
 """The reactor design's tables in SQL: the DuckDB adapter of :mod:`.port` (PostgreSQL runs the
 same statements through the kernel's dialect layer); its statements are :mod:`.statements`."""
+
 from __future__ import annotations
 
 import re
@@ -19,12 +20,12 @@ _F, _S, _E = TABLES["reactor_firings"], TABLES["reactor_subscriptions"], TABLES[
 
 # The adapter's hints (see DuckDBTx): bounds of the committed rows that let a
 # step skip a statement that cannot find anything. None: not known yet.
-_HEADS = "reactor.heads"      # (reactor, tenant) -> an upper bound of its newest (fired_at, id)
-_OLDEST = "reactor.oldest"    # a lower bound of the oldest fired_at (_NO_FIRING: none)
+_HEADS = "reactor.heads"  # (reactor, tenant) -> an upper bound of its newest (fired_at, id)
+_OLDEST = "reactor.oldest"  # a lower bound of the oldest fired_at (_NO_FIRING: none)
 _PENDING = "reactor.pending"  # False: no execution is pending; True: some may be
-_SUBS = "reactor.subs"        # every subscription as last read, kept in step with committed updates
-_READS = "reactor.reads"      # (reactor, tenant) -> its last fetch and the firings committed since (_Read)
-_QUEUE = "reactor.queue"      # the pending executions: (their (dispatched_at, id) in order, id -> row)
+_SUBS = "reactor.subs"  # every subscription as last read, kept in step with committed updates
+_READS = "reactor.reads"  # (reactor, tenant) -> its last fetch and the firings committed since (_Read)
+_QUEUE = "reactor.queue"  # the pending executions: (their (dispatched_at, id) in order, id -> row)
 _NO_FIRING = 2**63
 
 # What SQL gives back for each column an update may set: an update whose
@@ -32,9 +33,16 @@ _NO_FIRING = 2**63
 # any other value (an int for a bool, an upper-case UUID) drops the hint.
 _UUID = "uuid"
 _SUB_TYPES = {
-    "enabled": bool, "predicate": str, "last_seen_fired_at": int, "last_seen_firing_id": _UUID,
-    "predicate_error_count": int, "predicate_error_firing_id": _UUID, "last_predicate_error": str,
-    "predicate_degraded": bool, "created_at": int, "updated_at": int,
+    "enabled": bool,
+    "predicate": str,
+    "last_seen_fired_at": int,
+    "last_seen_firing_id": _UUID,
+    "predicate_error_count": int,
+    "predicate_error_firing_id": _UUID,
+    "last_predicate_error": str,
+    "predicate_degraded": bool,
+    "created_at": int,
+    "updated_at": int,
 }
 
 
@@ -86,7 +94,7 @@ def _from_read(read: _Read | None, cursor: tuple | None, limit: int) -> list[dic
     rows = read.rows
     start = 0 if cursor is None else bisect_right(rows, cursor, key=_fetch_key)
     if len(rows) - start >= limit or read.complete:
-        got = [dict(r) for r in rows[start:start + limit]]
+        got = [dict(r) for r in rows[start : start + limit]]
         if start > _DEAD_ROWS:
             del rows[:start]
             read.cursor = cursor
@@ -96,9 +104,14 @@ def _from_read(read: _Read | None, cursor: tuple | None, limit: int) -> list[dic
 
 def _firing_as_read(row: dict) -> bool:
     """Whether an inserted firing is exactly what reading it back would give."""
-    return (_is_uuid_text(row["id"]) and type(row["reactor_name"]) is str and type(row["tenant_id"]) is str
-            and type(row["payload"]) is bytes and type(row["fired_at"]) is int
-            and type(row["created_at"]) is int)
+    return (
+        _is_uuid_text(row["id"])
+        and type(row["reactor_name"]) is str
+        and type(row["tenant_id"]) is str
+        and type(row["payload"]) is bytes
+        and type(row["fired_at"]) is int
+        and type(row["created_at"]) is int
+    )
 
 
 def _fetch_key(row: dict) -> tuple[int, str]:
@@ -115,9 +128,15 @@ def _is_uuid_text(value) -> bool:
 
 def _execution_as_read(row: dict) -> bool:
     """Whether an inserted execution is exactly what reading it back would give."""
-    return (_is_uuid_text(row["id"]) and type(row["workflow_name"]) is str and type(row["tenant_id"]) is str
-            and type(row["context"]) is str and type(row["status"]) is str and type(row["dispatched_at"]) is int
-            and all(row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at")))
+    return (
+        _is_uuid_text(row["id"])
+        and type(row["workflow_name"]) is str
+        and type(row["tenant_id"]) is str
+        and type(row["context"]) is str
+        and type(row["status"]) is str
+        and type(row["dispatched_at"]) is int
+        and all(row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at"))
+    )
 
 
 def _converts(texts, stamps) -> bool:
@@ -193,8 +212,9 @@ class ReactorDuckDBTx(ReactorTx):
 
     def has_firings_past(self, reactor, tenant, after, after_id=None):
         if self.begun:
-            return self._run(sql.HAS_FIRINGS_PAST, [reactor, tenant, after, after, after, after_id,
-                                                    after_id]).fetchone()[0]
+            return self._run(
+                sql.HAS_FIRINGS_PAST, [reactor, tenant, after, after, after, after_id, after_id]
+            ).fetchone()[0]
         heads = self.hints.get(_HEADS)
         if heads is None:  # the id of the newest is not read: _MAX_ID bounds it
             heads = self.hints[_HEADS] = {(r, t): (at, _MAX_ID) for r, t, at in self._run(sql.STREAM_HEADS).fetchall()}
@@ -221,9 +241,10 @@ class ReactorDuckDBTx(ReactorTx):
             if got is not None:
                 return got
         if after_id is not None or until is not None:
-            rows = self._run(sql.FETCH_FIRINGS_CURSOR,
-                             [reactor, tenant, after, after, after, after_id, after_id, until, until,
-                              limit]).fetchall()
+            rows = self._run(
+                sql.FETCH_FIRINGS_CURSOR,
+                [reactor, tenant, after, after, after, after_id, after_id, until, until, limit],
+            ).fetchall()
         elif after is None:
             rows = self._run(sql.FETCH_FIRINGS_ALL, [reactor, tenant, limit]).fetchall()
         else:
@@ -296,8 +317,11 @@ class ReactorDuckDBTx(ReactorTx):
         if subs is None:
             rows = [_row(_S, r) for r in self._run(sql.LIST_SUBSCRIPTIONS, [None, None, False]).fetchall()]
             subs = self.hints[_SUBS] = (rows, {r["id"]: r for r in rows})
-        return [dict(r) for r in subs[0]
-                if (tenant is None or r["tenant_id"] == tenant) and (r["enabled"] or not enabled_only)]
+        return [
+            dict(r)
+            for r in subs[0]
+            if (tenant is None or r["tenant_id"] == tenant) and (r["enabled"] or not enabled_only)
+        ]
 
     def _subscriptions_changed(self) -> None:
         hints = self.hints
@@ -315,8 +339,10 @@ class ReactorDuckDBTx(ReactorTx):
 
     def insert_execution(self, row):
         as_read = _execution_as_read(row)
-        new = as_read and _converts((row["workflow_name"], row["tenant_id"], row["context"], row["status"]),
-                                    (row["dispatched_at"], row["claimed_at"], row["finished_at"]))
+        new = as_read and _converts(
+            (row["workflow_name"], row["tenant_id"], row["context"], row["status"]),
+            (row["dispatched_at"], row["claimed_at"], row["finished_at"]),
+        )
         self._insert_new(sql.INSERT_EXECUTION, [row[k] for k in _E], sql.EXECUTION_KEYS, row["id"] if new else None)
         if row["status"] != "pending":
             return
@@ -370,8 +396,7 @@ class ReactorDuckDBTx(ReactorTx):
         queue = hints.get(_QUEUE)
         if queue is None:
             pending = [_row(_E, r) for r in self._run(sql.PENDING_EXECUTIONS).fetchall()]
-            queue = hints[_QUEUE] = ([(r["dispatched_at"], r["id"]) for r in pending],
-                                     {r["id"]: r for r in pending})
+            queue = hints[_QUEUE] = ([(r["dispatched_at"], r["id"]) for r in pending], {r["id"]: r for r in pending})
         keys = queue[0][:limit]
         if not keys:
             return []
@@ -381,8 +406,9 @@ class ReactorDuckDBTx(ReactorTx):
             claimed = result.fetchone()[0]
             if claimed != len(ids):
                 hints.pop(_QUEUE, None)
-                raise RuntimeError(f"the pending-executions hint is out of step with the table: "
-                                   f"claimed {claimed} of {len(ids)}")
+                raise RuntimeError(
+                    f"the pending-executions hint is out of step with the table: claimed {claimed} of {len(ids)}"
+                )
 
         # held: a claim is mostly its transaction's one write, then sent alone
         self._hold(_claim_ids(len(ids)), [now, *ids], check=found_all)
@@ -392,7 +418,7 @@ class ReactorDuckDBTx(ReactorTx):
         def committed():
             q = hints.get(_QUEUE)
             if q is queue:  # nothing dropped it since: its first keys are these
-                del q[0][:len(ids)]
+                del q[0][: len(ids)]
                 for eid in ids:
                     del q[1][eid]
 

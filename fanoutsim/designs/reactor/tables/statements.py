@@ -4,6 +4,7 @@ Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
 the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them. Part of
 :data:`fanoutsim.designs.reactor.tables.PART`.
 """
+
 from fanoutsim.kernel.store.sql import TS as _TS
 
 SCHEMA = """
@@ -163,7 +164,7 @@ FINISH_EXECUTION = f"UPDATE workflow_executions SET status = ?, finished_at = {_
 ALL_ROWS = {
     "reactor_firings": f"SELECT {FIRING_COLS} FROM reactor_firings ORDER BY fired_at, id",
     "reactor_subscriptions": f"SELECT {SUB_COLS} FROM reactor_subscriptions "
-                             "ORDER BY tenant_id, reactor_name, workflow_name",
+    "ORDER BY tenant_id, reactor_name, workflow_name",
     "workflow_executions": f"SELECT {EXEC_COLS} FROM workflow_executions ORDER BY dispatched_at, id",
 }
 

@@ -9,6 +9,7 @@ differs), registers an in-process computation graph on every fired reactor,
 and draws the poll-wait histogram with its uniform theory over the stacked
 budget of the DB path against the in-process path.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,10 +18,10 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from fanoutsim.designs.reactor.analysis.latency import budget_table, latency_budget, poll_wait_uniformity
 from fanoutsim.designs.reactor.analysis.delivery import watermarks
-from fanoutsim.kernel.plotting import STYLE, show_in, style
+from fanoutsim.designs.reactor.analysis.latency import budget_table, latency_budget, poll_wait_uniformity
 from fanoutsim.designs.reactor.plots.latency import budget_bars, poll_wait_histogram
+from fanoutsim.kernel.plotting import STYLE, show_in, style
 
 __all__ = ["LatencyExplorer", "latency_explorer", "POLL_INTERVAL_BOUNDS", "BATCH_LIMIT_BOUNDS"]
 
@@ -57,8 +58,16 @@ class LatencyExplorer(widgets.VBox):
     ``budget`` (:func:`~fanoutsim.analysis.latency_budget`), ``table``
     (:func:`~fanoutsim.analysis.budget_table`), ``stats`` and ``figure``."""
 
-    def __init__(self, scenario, *, seed: int = 0, until: float = 600.0, poll_interval: float | None = None,
-                 batch_limit: int | None = None, graph: bool = True) -> None:
+    def __init__(
+        self,
+        scenario,
+        *,
+        seed: int = 0,
+        until: float = 600.0,
+        poll_interval: float | None = None,
+        batch_limit: int | None = None,
+        graph: bool = True,
+    ) -> None:
         self.scenario = _load(scenario)
         self.seed, self.until, self.graph = seed, float(until), graph
         cfg = self.scenario.config
@@ -67,11 +76,22 @@ class LatencyExplorer(widgets.VBox):
         p0 = cfg.reactor_poll_interval if poll_interval is None else poll_interval
         b0 = cfg.reactor_poll_batch_limit if batch_limit is None else batch_limit
         self.poll_interval = widgets.FloatSlider(
-            value=min(max(float(p0), p_lo), p_hi), min=p_lo, max=p_hi, step=p_step,
-            description="poll P (s)", continuous_update=False, readout_format=".1f")
+            value=min(max(float(p0), p_lo), p_hi),
+            min=p_lo,
+            max=p_hi,
+            step=p_step,
+            description="poll P (s)",
+            continuous_update=False,
+            readout_format=".1f",
+        )
         self.batch_limit = widgets.IntSlider(
-            value=min(max(int(b0), b_lo), b_hi), min=b_lo, max=b_hi, step=b_step,
-            description="batch limit", continuous_update=False)
+            value=min(max(int(b0), b_lo), b_hi),
+            min=b_lo,
+            max=b_hi,
+            step=b_step,
+            description="batch limit",
+            continuous_update=False,
+        )
         self.summary = widgets.HTML()
         self.out = widgets.Output()
         self.figure: Figure | None = None
@@ -85,8 +105,11 @@ class LatencyExplorer(widgets.VBox):
 
     def run(self):
         """The seeded simulation at the sliders' settings, run to ``until``."""
-        config = dataclasses.replace(self.scenario.config, reactor_poll_interval=float(self.poll_interval.value),
-                                     reactor_poll_batch_limit=int(self.batch_limit.value))
+        config = dataclasses.replace(
+            self.scenario.config,
+            reactor_poll_interval=float(self.poll_interval.value),
+            reactor_poll_batch_limit=int(self.batch_limit.value),
+        )
         sc = dataclasses.replace(self.scenario, config=config)
         store = sc.store if sc.store in ("memory", "duckdb") else "memory"
         sim = sc.build(seed=self.seed, store=store)
@@ -105,13 +128,18 @@ class LatencyExplorer(widgets.VBox):
         u = poll_wait_uniformity(self.budget["poll_wait_s"], p)
         backlog = sum(w["backlog"] for w in watermarks(sim))
         p99 = float(np.percentile(self.budget["poll_wait_s"], 99)) if len(self.budget) else float("nan")
-        self.stats = {**u, "poll_wait_p99_s": p99, "backlog": int(backlog),
-                      "db_path_total_s": float(self.table.loc["DB path (measured)", "total_s"])}
+        self.stats = {
+            **u,
+            "poll_wait_p99_s": p99,
+            "backlog": int(backlog),
+            "db_path_total_s": float(self.table.loc["DB path (measured)", "total_s"]),
+        }
         mean = "n/a" if u["mean_s"] is None else f"{u['mean_s'] * 1000:,.0f} ms"
         self.summary.value = (
             f"P = {p:g} s, batch {sim.config.reactor_poll_batch_limit}: {u['count']:,} executions, "
             f"mean poll wait {mean} (theory P/2 = {p * 500:,.0f} ms), "
-            f"p99 {p99 * 1000:,.0f} ms, backlog at the end {backlog:,} firings")
+            f"p99 {p99 * 1000:,.0f} ms, backlog at the end {backlog:,} firings"
+        )
         with style():
             fig = Figure(figsize=(8.0, 8.0), dpi=STYLE["figure.dpi"], layout="constrained")
             ax1, ax2 = fig.subplots(2, 1, height_ratios=[3, 2])
@@ -121,9 +149,17 @@ class LatencyExplorer(widgets.VBox):
         _show(self.out, fig)
 
 
-def latency_explorer(scenario, *, seed: int = 0, until: float = 600.0, poll_interval: float | None = None,
-                     batch_limit: int | None = None, graph: bool = True) -> LatencyExplorer:
+def latency_explorer(
+    scenario,
+    *,
+    seed: int = 0,
+    until: float = 600.0,
+    poll_interval: float | None = None,
+    batch_limit: int | None = None,
+    graph: bool = True,
+) -> LatencyExplorer:
     """Build notebook 1's control over ``scenario`` (a Scenario or a TOML path);
     the sliders start at the scenario's settings unless given."""
-    return LatencyExplorer(scenario, seed=seed, until=until, poll_interval=poll_interval,
-                           batch_limit=batch_limit, graph=graph)
+    return LatencyExplorer(
+        scenario, seed=seed, until=until, poll_interval=poll_interval, batch_limit=batch_limit, graph=graph
+    )

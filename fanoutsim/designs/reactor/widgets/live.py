@@ -10,6 +10,7 @@ watches a ``fanoutsim serve`` process instead, through its status endpoint
     view = LiveView(rt, every=1.0)
     view.start()     # display(view.widget) to see it; view.stop() when done
 """
+
 from __future__ import annotations
 
 import html
@@ -45,20 +46,33 @@ class LiveView:
 
             st = status(self.source)
             fired = sum(v for k, v in st["metrics"].items() if k.startswith("fanoutsim_reactor_firings_total"))
-            return {"seconds": None, "firings": int(fired), "executions": st["executions"],
-                    "lag": st["watermark_lag_s"], "p50_ms": None}
+            return {
+                "seconds": None,
+                "firings": int(fired),
+                "executions": st["executions"],
+                "lag": st["watermark_lag_s"],
+                "p50_ms": None,
+            }
         rt = self.source
         subs = rt.subscriptions()
         ex = rt.executions()
         lat = latency_frame(rt)["fire_to_dispatch"] if len(ex) else []
         stamp = rt.now_us()
-        lag = {f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}":
-               (None if r.last_seen_fired_at is None or str(r.last_seen_fired_at) == "NaT"
-                else (stamp - r.last_seen_fired_at.value // 1000) / 1e6)
-               for r in subs.itertuples(index=False)}
-        return {"seconds": rt.now, "firings": len(rt.firings()),
-                "executions": ex["status"].value_counts().to_dict() if len(ex) else {},
-                "lag": lag, "p50_ms": float(lat.median() * 1e3) if len(lat) else None}
+        lag = {
+            f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}": (
+                None
+                if r.last_seen_fired_at is None or str(r.last_seen_fired_at) == "NaT"
+                else (stamp - r.last_seen_fired_at.value // 1000) / 1e6
+            )
+            for r in subs.itertuples(index=False)
+        }
+        return {
+            "seconds": rt.now,
+            "firings": len(rt.firings()),
+            "executions": ex["status"].value_counts().to_dict() if len(ex) else {},
+            "lag": lag,
+            "p50_ms": float(lat.median() * 1e3) if len(lat) else None,
+        }
 
     def refresh(self) -> dict:
         """Redraw once; returns the snapshot drawn."""
@@ -67,14 +81,17 @@ class LiveView:
         total = sum(snap["executions"].values())
         if snap["seconds"] is not None:
             self.history.append((snap["seconds"], snap["firings"], total))
-        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{'-' if v is None else f'{v:.2f} s'}</td></tr>"
-                       for k, v in snap["lag"].items())
+        rows = "".join(
+            f"<tr><td>{html.escape(k)}</td><td>{'-' if v is None else f'{v:.2f} s'}</td></tr>"
+            for k, v in snap["lag"].items()
+        )
         p50 = "-" if snap["p50_ms"] is None else f"{snap['p50_ms']:.0f} ms"
         self.summary.value = (
             f"<b>firings</b> {snap['firings']} &nbsp; <b>executions</b> "
             + ", ".join(f"{k} {v}" for k, v in sorted(snap["executions"].items()))
             + f" &nbsp; <b>fire&rarr;dispatch p50</b> {p50}"
-            + f"<table><tr><th>subscription</th><th>watermark lag</th></tr>{rows}</table>")
+            + f"<table><tr><th>subscription</th><th>watermark lag</th></tr>{rows}</table>"
+        )
         if len(self.history) > 1:
             # into the widget's state; with no IPython (a script) kept there only, never printed
             _show(self.plot, self.figure())
@@ -100,7 +117,7 @@ class LiveView:
                 self.summary.value = f"<i>live view stopped: {html.escape(str(exc))}</i>"
                 return
 
-    def start(self) -> "LiveView":
+    def start(self) -> LiveView:
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
             self.refresh()

@@ -10,6 +10,7 @@ prune policies :class:`~fanoutsim.SchedulerConfig` knows.
 Headless (a test, or nbval), build it and call :meth:`PruneControl.update`;
 the figure and the numbers are attributes.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +28,7 @@ __all__ = ["PruneControl", "prune_control", "RETENTION_BOUNDS", "PAUSE_BOUNDS"]
 UNTIL = 300.0
 PRUNE_INTERVAL = 10.0
 PAUSE_START = 25.0  # off the prune ticks (every 10 s): a pause never ends as a prune runs
-RETENTION_BOUNDS = (0.0, 240.0, 10.0)           # min, max, step (s); the engine accepts any >= 0
+RETENTION_BOUNDS = (0.0, 240.0, 10.0)  # min, max, step (s); the engine accepts any >= 0
 PAUSE_BOUNDS = (0.0, 270.0, 10.0)  # 0: never paused; at most until the run ends (at 300 s)
 
 
@@ -35,17 +36,34 @@ class PruneControl:
     """Sliders for the retention and the pause, a dropdown for the policy; a
     change re-runs the seeded simulation and redraws."""
 
-    def __init__(self, *, retention: float = 60.0, pause: float = 120.0, policy: str = "ttl",
-                 seed: int = 0) -> None:
+    def __init__(self, *, retention: float = 60.0, pause: float = 120.0, policy: str = "ttl", seed: int = 0) -> None:
         self.seed = seed
         lo, hi, step = RETENTION_BOUNDS
-        self.retention = w.FloatSlider(value=retention, min=lo, max=hi, step=step, description="retention (s)",
-                                       continuous_update=False, style={"description_width": "initial"})
+        self.retention = w.FloatSlider(
+            value=retention,
+            min=lo,
+            max=hi,
+            step=step,
+            description="retention (s)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
         lo, hi, step = PAUSE_BOUNDS
-        self.pause = w.FloatSlider(value=pause, min=lo, max=hi, step=step, description="pause (s)",
-                                   continuous_update=False, style={"description_width": "initial"})
-        self.policy = w.Dropdown(options=list(POLICIES["prune_policy"]), value=policy,
-                                 description="prune_policy", style={"description_width": "initial"})
+        self.pause = w.FloatSlider(
+            value=pause,
+            min=lo,
+            max=hi,
+            step=step,
+            description="pause (s)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
+        self.policy = w.Dropdown(
+            options=list(POLICIES["prune_policy"]),
+            value=policy,
+            description="prune_policy",
+            style={"description_width": "initial"},
+        )
         self.summary = w.HTML()
         self.output = w.Output()
         self.widget = w.VBox([w.HBox([self.retention, self.pause, self.policy]), self.summary, self.output])
@@ -60,9 +78,15 @@ class PruneControl:
 
     def run(self):
         """The seeded simulation for the current settings."""
-        return retention_run(self.policy.value, retention=float(self.retention.value),
-                             pause=float(self.pause.value), pause_start=PAUSE_START, until=UNTIL,
-                             prune_interval=PRUNE_INTERVAL, seed=self.seed)
+        return retention_run(
+            self.policy.value,
+            retention=float(self.retention.value),
+            pause=float(self.pause.value),
+            pause_start=PAUSE_START,
+            until=UNTIL,
+            prune_interval=PRUNE_INTERVAL,
+            seed=self.seed,
+        )
 
     def update(self) -> dict[str, Any]:
         """Re-run, redraw, and return :func:`~fanoutsim.analysis.retention_cost`."""
@@ -70,12 +94,15 @@ class PruneControl:
         self.result = retention_cost(sim)
         r = self.result
         pause = float(self.pause.value)
-        title = (f"{r['prune_policy']}, retention {r['retention_s']:g} s, "
-                 + (f"paused {PAUSE_START:g}-{PAUSE_START + pause:g} s" if pause else "no pause"))
+        title = f"{r['prune_policy']}, retention {r['retention_s']:g} s, " + (
+            f"paused {PAUSE_START:g}-{PAUSE_START + pause:g} s" if pause else "no pause"
+        )
         self.figure = table_size_over_time(sim, retention=r["retention_s"], title=title)
-        self.summary.value = (f"peak <b>{r['peak_rows']}</b> rows ({r['peak_kb']} kB of payload), "
-                              f"<b>{r['pruned']}</b> pruned, the paused subscription lost "
-                              f"<b>{r.get('lost_paused', 0)}</b> firings")
+        self.summary.value = (
+            f"peak <b>{r['peak_rows']}</b> rows ({r['peak_kb']} kB of payload), "
+            f"<b>{r['pruned']}</b> pruned, the paused subscription lost "
+            f"<b>{r.get('lost_paused', 0)}</b> firings"
+        )
         _show(self.output, self.figure)  # into the widget's state: drawn from there, saved or live
         return self.result
 

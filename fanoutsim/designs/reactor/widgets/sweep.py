@@ -8,6 +8,7 @@ the firing rate, when the sweep has one) to show and the p99 budget, and the
 figure — latency against the poll interval over the recommendation chart —
 is drawn again from the table.
 """
+
 from __future__ import annotations
 
 import math
@@ -17,9 +18,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.sweep import recommend
-from fanoutsim.kernel.plotting import STYLE, style
 from fanoutsim.designs.reactor.plots.sweep import latency_vs_interval, recommendation_chart
 from fanoutsim.designs.reactor.widgets.latency import _show
+from fanoutsim.kernel.plotting import STYLE, style
 
 __all__ = ["SweepExplorer", "sweep_explorer"]
 
@@ -40,31 +41,38 @@ class SweepExplorer(widgets.VBox):
     def __init__(self, df: pd.DataFrame, *, p99_budget_s: float = 1.5, max_backlog: float = 100.0) -> None:
         missing = [c for c in (P, B, "polls_per_s", "backlog") if c not in df.columns]
         if missing:
-            raise KeyError(f"the sweep has no column(s) {', '.join(missing)}: sweep over "
-                           f"{P} and {B} to explore it")
+            raise KeyError(f"the sweep has no column(s) {', '.join(missing)}: sweep over {P} and {B} to explore it")
         self.df, self.max_backlog = df, max_backlog
         batches = sorted(int(b) for b in df[B].unique())
-        self.latency = widgets.Dropdown(options=list(_LATENCIES), value="fire \u2192 dispatch",
-                                        description="latency")
-        self.batches = widgets.SelectMultiple(options=batches, value=tuple(batches), rows=min(len(batches), 4),
-                                              description="batch limits")
+        self.latency = widgets.Dropdown(options=list(_LATENCIES), value="fire \u2192 dispatch", description="latency")
+        self.batches = widgets.SelectMultiple(
+            options=batches, value=tuple(batches), rows=min(len(batches), 4), description="batch limits"
+        )
         rates = sorted(float(r) for r in df["rate"].unique()) if "rate" in df.columns else []
-        self.rate = widgets.Dropdown(options=rates, value=rates[0] if rates else None, description="rate (1/s)",
-                                     disabled=not rates)
+        self.rate = widgets.Dropdown(
+            options=rates, value=rates[0] if rates else None, description="rate (1/s)", disabled=not rates
+        )
         # the budget: any positive number of seconds, up to the slowest p99 measured
         hi = float(df["fire_to_dispatch_p99_s"].max()) if len(df) else 10.0
         hi = max(1.0, min(hi, 60.0)) if math.isfinite(hi) else 10.0
-        self.budget = widgets.FloatSlider(value=min(max(p99_budget_s, 0.05), hi), min=0.05, max=hi, step=0.05,
-                                          description="p99 budget (s)", continuous_update=False,
-                                          readout_format=".2f")
+        self.budget = widgets.FloatSlider(
+            value=min(max(p99_budget_s, 0.05), hi),
+            min=0.05,
+            max=hi,
+            step=0.05,
+            description="p99 budget (s)",
+            continuous_update=False,
+            readout_format=".2f",
+        )
         self.summary = widgets.HTML()
         self.out, self.latency_out = widgets.Output(), widgets.Output()
         self.figure: Figure | None = None
         self.latency_figure: Figure | None = None
         self._latency_key: tuple | None = None
         controls = [self.latency, self.batches] + ([self.rate] if rates else []) + [self.budget]
-        super().__init__([widgets.HBox(controls[:2]), widgets.HBox(controls[2:]), self.summary, self.out,
-                          self.latency_out])
+        super().__init__(
+            [widgets.HBox(controls[:2]), widgets.HBox(controls[2:]), self.summary, self.out, self.latency_out]
+        )
         for w in controls:
             w.observe(self._changed, names="value")
         self.update()
@@ -85,17 +93,26 @@ class SweepExplorer(widgets.VBox):
         except ValueError:
             self.recommended = None
         if self.recommended is None:
-            self.summary.value = (f"no setting shown keeps p99 {self.latency.value} within "
-                                  f"{self.budget.value:g} s and keeps up")
+            self.summary.value = (
+                f"no setting shown keeps p99 {self.latency.value} within {self.budget.value:g} s and keeps up"
+            )
         else:
             r = self.recommended
-            self.summary.value = (f"recommended: P = {r[P]:g} s, batch limit {r[B]}: p99 {r[latency]:.3f} s, "
-                                  f"{r['polls_per_s']:g} poll queries/s, {r['candidates']} settings meet "
-                                  f"the budget")
+            self.summary.value = (
+                f"recommended: P = {r[P]:g} s, batch limit {r[B]}: p99 {r[latency]:.3f} s, "
+                f"{r['polls_per_s']:g} poll queries/s, {r['candidates']} settings meet "
+                f"the budget"
+            )
         with style():
             fig = Figure(figsize=(9.0, 4.3), dpi=STYLE["figure.dpi"], layout="constrained")
-        recommendation_chart(sel, self.recommended, p99_budget_s=self.budget.value, max_backlog=self.max_backlog,
-                             latency=latency, ax=fig.add_subplot())
+        recommendation_chart(
+            sel,
+            self.recommended,
+            p99_budget_s=self.budget.value,
+            max_backlog=self.max_backlog,
+            latency=latency,
+            ax=fig.add_subplot(),
+        )
         self.figure = fig
         _show(self.out, fig)
         key = (column, tuple(self.batches.value), self.rate.value)
