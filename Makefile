@@ -45,7 +45,11 @@ test-fast: $(STAMP) bytecode
 
 # make lint: mypy --strict over the checked modules (pyproject's [tool.mypy] lists them)
 # and the import layers (.importlinter)
+# make lint: ruff (lint, and the format as ruff writes it), mypy --strict over the
+# checked modules (pyproject's [tool.mypy]), the import layers (.importlinter)
 lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
