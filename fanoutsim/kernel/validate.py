@@ -126,6 +126,8 @@ def is_real(value: Any) -> bool:
 
 def is_whole(value: Any) -> bool:
     """An integer — Python's or NumPy's (any ``numbers.Integral``) — and not a bool."""
+    if type(value) is int:  # the common case, without the ABC's subclass check (a row limit per fetch)
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
