@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,29 +30,31 @@ def latency_stats(values: Iterable[float], stats: Sequence[str]) -> dict[str, fl
     return {s: every[s] for s in stats}
 
 
-def latency_columns(name: str, values: Iterable[float], stats: Sequence[str], unit: str | None = None) -> dict:
+def latency_columns(
+    name: str, values: Iterable[float], stats: Sequence[str], unit: str | None = None
+) -> dict[str, Any]:
     """``{name}_{stat}_s`` (``...[{unit}]`` for one unit's) for each of ``stats``."""
     got = latency_stats(values, stats)
     suffix = "" if unit is None else f"[{unit}]"
     return {f"{name}_{s}_s{suffix}": got[s] for s in stats}
 
 
-def unit_latency_columns(name: str, frame: Any, unit: str, stats: Sequence[str]) -> dict:
+def unit_latency_columns(name: str, frame: Any, unit: str, stats: Sequence[str]) -> dict[str, Any]:
     """:func:`latency_columns` of ``frame["latency_s"]`` for each value of the
     column ``unit`` in sorted order, so that one unit's p99 is not drowned by
     another's."""
-    row: dict = {}
+    row: dict[str, Any] = {}
     for value, grp in frame.groupby(unit, sort=True):
         row.update(latency_columns(name, grp["latency_s"], stats, unit=value))
     return row
 
 
-def checked_columns(checked: Any, totals: Sequence[str]) -> dict:
+def checked_columns(checked: Any, totals: Sequence[str]) -> dict[str, Any]:
     """The checker's ``totals`` (whole numbers) and whether the run was valid."""
     return {**{key: int(checked.total[key]) for key in totals}, "valid": bool(checked.valid)}
 
 
-def wall_workloads(scenario: Any, rate: float | None, add_default: Callable[[float], None] | None) -> tuple:
+def wall_workloads(scenario: Any, rate: float | None, add_default: Callable[[float], None] | None) -> tuple[Any, ...]:
     """The scenario's workloads to run on the wall clock: as written (``rate``
     None), none (``rate`` 0), or scaled so that their rates sum to ``rate``;
     with a ``rate`` and no workload to scale, ``add_default(rate)`` adds one
@@ -73,6 +76,6 @@ def join_each(rt: Any, units: Iterable[Any], join: Callable[[Any], None]) -> Non
 
     for unit in units:
         if unit.join_at > 0:
-            later(rt, unit.join_at, lambda unit=unit: join(unit), name=f"fanoutsim-join-{unit.name}")
+            later(rt, unit.join_at, partial(join, unit), name=f"fanoutsim-join-{unit.name}")
         else:
             join(unit)

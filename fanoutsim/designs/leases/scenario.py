@@ -96,7 +96,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from fanoutsim.designs.leases.config import (
@@ -126,6 +125,7 @@ from fanoutsim.kernel.scenario import (
     seq_start_needs_join,
     table_schema,
 )
+from fanoutsim.kernel.scenariorun import ScenarioRun
 from fanoutsim.kernel.validate import (
     Distribution,
     Fraction,
@@ -419,17 +419,10 @@ SCHEMA = Schema(
 
 
 @dataclass(frozen=True)
-class LeaseScenario:
+class LeaseScenario(ScenarioRun):
     """A checked leases scenario: build a :class:`~fanoutsim.designs.leases.simulation.LeaseSimulation`
     from it, or run it."""
 
-    name: str
-    source: str
-    until: float
-    seed: int = 0
-    store: str = "memory"
-    start: str | datetime | None = None
-    description: str = ""
     config: LeaseConfig = LeaseConfig()
     consumers: tuple[LeaseConsumerDef, ...] = ()
     workloads: tuple[LeaseWorkload, ...] = ()
@@ -464,13 +457,6 @@ class LeaseScenario:
                 start=w.start,
                 stop=w.stop,
             )
-        return sim
-
-    def run(self, seed: int | None = None, until: float | None = None, store=None):
-        """Build, then run the virtual clock to ``until`` (the file's by default)."""
-        _, _, until = check_overrides(self, seed, store, until)
-        sim = self.build(seed=seed, store=store, until=until)
-        sim.run(until)
         return sim
 
     def _register(self, sim, i: int, c: LeaseConsumerDef) -> None:

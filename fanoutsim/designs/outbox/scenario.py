@@ -73,7 +73,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from fanoutsim.designs.outbox.config import (
@@ -101,6 +100,7 @@ from fanoutsim.kernel.scenario import (
     refuse_existing_store,
     seq_start_needs_join,
 )
+from fanoutsim.kernel.scenariorun import ScenarioRun
 from fanoutsim.kernel.validate import (
     Distribution,
     Fraction,
@@ -266,17 +266,10 @@ SCHEMA = Schema(
 
 
 @dataclass(frozen=True)
-class OutboxScenario:
+class OutboxScenario(ScenarioRun):
     """A checked outbox scenario: build an :class:`~fanoutsim.designs.outbox.simulation.OutboxSimulation`
     from it, or run it."""
 
-    name: str
-    source: str
-    until: float
-    seed: int = 0
-    store: str = "memory"
-    start: str | datetime | None = None
-    description: str = ""
     config: OutboxConfig = OutboxConfig()
     consumers: tuple[ConsumerDef, ...] = ()
     workloads: tuple[OutboxWorkload, ...] = ()
@@ -299,13 +292,6 @@ class OutboxScenario:
                 self._register(sim, i, c, seed)
         for w in self.workloads:
             sim.add_workload(w.rate, pages=w.pages, start=w.start, stop=w.stop, topic=w.topic)
-        return sim
-
-    def run(self, seed: int | None = None, until: float | None = None, store=None):
-        """Build, then run the virtual clock to ``until`` (the file's by default)."""
-        _, _, until = check_overrides(self, seed, store, until)
-        sim = self.build(seed=seed, store=store, until=until)
-        sim.run(until)
         return sim
 
     def _register(self, sim, i: int, c: ConsumerDef, seed: int) -> None:

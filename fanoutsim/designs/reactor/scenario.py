@@ -81,7 +81,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +104,7 @@ from fanoutsim.kernel.scenario import (
     read_scenario_file,
     refuse_existing_store,
 )
+from fanoutsim.kernel.scenariorun import ScenarioRun
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.validate import (
     Distribution,
@@ -327,16 +327,9 @@ SCHEMA = Schema(
 
 # -- what a parsed scenario holds ------------------------------------------------------
 @dataclass(frozen=True)
-class Scenario:
+class Scenario(ScenarioRun):
     """A checked scenario: build a :class:`fanoutsim.Simulation` from it, or run it."""
 
-    name: str
-    source: str
-    until: float
-    seed: int = 0
-    store: str = "memory"
-    start: str | datetime | None = None
-    description: str = ""
     config: SchedulerConfig = SchedulerConfig()
     workflows: tuple[WorkflowDef, ...] = ()
     subscriptions: tuple[SubscriptionDef, ...] = ()
@@ -371,13 +364,6 @@ class Scenario:
                 sim.check_plan()  # the workflows and subscriptions it names exist
             except ValueError as exc:
                 raise ScenarioError(self.source, [("faults", str(exc))]) from None
-        return sim
-
-    def run(self, seed: int | None = None, until: float | None = None, store: str | Store | None = None):
-        """Build, then run the virtual clock to ``until`` (the file's by default)."""
-        _, _, until = check_overrides(self, seed, store, until)
-        sim = self.build(seed=seed, store=store, until=until)
-        sim.run(until)
         return sim
 
 
