@@ -79,3 +79,25 @@ def join_each(rt: Any, units: Iterable[Any], join: Callable[[Any], None]) -> Non
             later(rt, unit.join_at, partial(join, unit), name=f"fanoutsim-join-{unit.name}")
         else:
             join(unit)
+
+
+def merged_with_untraced(
+    traces: list[Any],
+    kind: str,
+    key: str,
+    rows: Iterable[dict[str, Any]],
+    trace_row: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Any:
+    """Every process's trace merged by time, and ``trace_row(row)`` for each of
+    the table's ``rows`` whose ``key`` no trace recorded a ``kind`` row for
+    (a write by a process that kept no trace)."""
+    import pandas as pd
+
+    from fanoutsim.kernel.runtime.processes import merged_trace
+
+    merged = merged_trace(traces)
+    seen = set(merged.loc[merged["kind"] == kind, key].dropna())
+    untraced = [r for r in rows if r[key] not in seen]
+    if not untraced:
+        return merged
+    return merged_trace([merged, pd.DataFrame([trace_row(r) for r in untraced])])
