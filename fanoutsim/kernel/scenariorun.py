@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fanoutsim.kernel.scenario import check_overrides
+from fanoutsim.kernel.scenario import check_overrides, refuse_existing_store
 
 
 @dataclass(frozen=True)
@@ -23,10 +23,19 @@ class ScenarioRun:
     store: str = "memory"
     start: str | datetime | None = None
     description: str = ""
+    faults: Any = None  # a FaultPlan, from [[faults]]
 
     def build(self, seed: int | None = None, store: Any = None, until: float | None = None) -> Any:
         """The design's simulation at virtual time 0, nothing run yet."""
         raise NotImplementedError
+
+    def checked_overrides(self, seed: int | None, store: Any, until: float | None) -> tuple[int, Any]:
+        """The ``seed`` and ``store`` a build uses: the overrides checked like the
+        file's ``[run]`` values (None: the file's), and an existing .duckdb file
+        refused, since a scenario starts from empty tables."""
+        seed, store, _ = check_overrides(self, seed, store, until)
+        refuse_existing_store(self.source, store)
+        return seed, store
 
     def run(self, seed: int | None = None, until: float | None = None, store: Any = None) -> Any:
         """Build, then run the virtual clock to ``until`` (the file's by default)."""

@@ -96,7 +96,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from fanoutsim.designs.leases.config import (
     BATCH_RANGE,
@@ -118,10 +117,8 @@ from fanoutsim.kernel.scenario import (
     ScenarioError,
     Schema,
     Settings,
-    check_overrides,
     key,
     read_table,
-    refuse_existing_store,
     seq_start_needs_join,
     table_schema,
 )
@@ -427,7 +424,6 @@ class LeaseScenario(ScenarioRun):
     consumers: tuple[LeaseConsumerDef, ...] = ()
     workloads: tuple[LeaseWorkload, ...] = ()
     actions: tuple[LeaseAction, ...] = ()
-    faults: Any = None  # a FaultPlan, from [[faults]]
     design = "leases"  # a class attribute, as Scenario.design
 
     def build(self, seed: int | None = None, store=None, until: float | None = None):
@@ -437,8 +433,7 @@ class LeaseScenario(ScenarioRun):
         ``[run]`` values."""
         from fanoutsim.designs.leases.simulation import LeaseSimulation
 
-        seed, store, _ = check_overrides(self, seed, store, until)
-        refuse_existing_store(self.source, store)
+        seed, store = self.checked_overrides(seed, store, until)
         sim = LeaseSimulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for i, c in enumerate(self.consumers):
             if c.join_at > 0:

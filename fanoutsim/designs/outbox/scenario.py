@@ -73,7 +73,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from fanoutsim.designs.outbox.config import (
     OUTBOX_FAULT_KINDS,
@@ -94,10 +93,8 @@ from fanoutsim.kernel.scenario import (
     ScenarioError,
     Schema,
     Settings,
-    check_overrides,
     checked_args,
     key,
-    refuse_existing_store,
     seq_start_needs_join,
 )
 from fanoutsim.kernel.scenariorun import ScenarioRun
@@ -273,7 +270,6 @@ class OutboxScenario(ScenarioRun):
     config: OutboxConfig = OutboxConfig()
     consumers: tuple[ConsumerDef, ...] = ()
     workloads: tuple[OutboxWorkload, ...] = ()
-    faults: Any = None  # a FaultPlan, from [[faults]]
     design = "outbox"  # a class attribute, as Scenario.design
 
     def build(self, seed: int | None = None, store=None, until: float | None = None):
@@ -282,8 +278,7 @@ class OutboxScenario(ScenarioRun):
         ``seed``, ``store`` and ``until`` override the file's ``[run]`` values."""
         from fanoutsim.designs.outbox.simulation import OutboxSimulation
 
-        seed, store, _ = check_overrides(self, seed, store, until)
-        refuse_existing_store(self.source, store)
+        seed, store = self.checked_overrides(seed, store, until)
         sim = OutboxSimulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for i, c in enumerate(self.consumers):
             if c.join_at > 0:

@@ -82,7 +82,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fanoutsim.designs.reactor.config import POLICIES, SchedulerConfig
 from fanoutsim.designs.reactor.faults import FAULTS as _FAULTS
@@ -99,10 +98,8 @@ from fanoutsim.kernel.scenario import (
     ScenarioError,
     Schema,
     Settings,
-    check_overrides,
     key,
     read_scenario_file,
-    refuse_existing_store,
 )
 from fanoutsim.kernel.scenariorun import ScenarioRun
 from fanoutsim.kernel.store import Store
@@ -334,7 +331,6 @@ class Scenario(ScenarioRun):
     workflows: tuple[WorkflowDef, ...] = ()
     subscriptions: tuple[SubscriptionDef, ...] = ()
     workloads: tuple[Workload, ...] = ()
-    faults: Any = None  # a FaultPlan, from [[faults]]
     replays: tuple = ()  # fanoutsim.designs.reactor.replay.ReplaySpec, from [[workload]] replay = "..."
     design = "reactor"  # a class attribute, not a field: which design the file describes
 
@@ -347,8 +343,7 @@ class Scenario(ScenarioRun):
         used by :meth:`run`)."""
         from fanoutsim.designs.reactor.simulation import Simulation
 
-        seed, store, _ = check_overrides(self, seed, store, until)
-        refuse_existing_store(self.source, store)
+        seed, store = self.checked_overrides(seed, store, until)
         sim = Simulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for wf in self.workflows:
             d = wf.duration  # a fixed time as a plain number, a law as the callable Dist
