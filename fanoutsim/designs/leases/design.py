@@ -113,13 +113,7 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
             later(rt, a.at, step, name=f"fanoutsim-{a.kind}")
         workloads = wall_workloads(scenario, rate, rt.add_workload if WORKLOADS in part else None)
         for w in workloads if WORKLOADS in part else ():
-            rt.add_workload(
-                w.rate,
-                partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
-                kind=w.kind,
-                start=w.start,
-                stop=w.stop,
-            )
+            w.add_to(rt)
     except BaseException:
         rt.close()
         raise

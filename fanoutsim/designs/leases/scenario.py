@@ -286,6 +286,16 @@ class LeaseWorkload:
         Seconds(low=None, unit="virtual seconds"), None, after="start", doc="optional: when they stop"
     )
 
+    def add_to(self, target) -> None:
+        """Start these publishers in ``target``: a simulation or a wall-clock runtime."""
+        target.add_workload(
+            self.rate,
+            partitions=self.partitions if isinstance(self.partitions, int) else list(self.partitions),
+            kind=self.kind,
+            start=self.start,
+            stop=self.stop,
+        )
+
 
 @dataclass(frozen=True)
 class LeaseAction:
@@ -445,13 +455,7 @@ class LeaseScenario(ScenarioRun):
         for i, a in enumerate(self.actions):
             sim.env.process(self._at(sim, a.at, a.consumer, self._act, i, a))
         for w in self.workloads:
-            sim.add_workload(
-                w.rate,
-                partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
-                kind=w.kind,
-                start=w.start,
-                stop=w.stop,
-            )
+            w.add_to(sim)
         return sim
 
     def _register(self, sim, i: int, c: LeaseConsumerDef) -> None:
