@@ -32,28 +32,32 @@ RETENTION_BOUNDS = (0.0, 240.0, 10.0)  # min, max, step (s); the engine accepts 
 PAUSE_BOUNDS = (0.0, 270.0, 10.0)  # 0: never paused; at most until the run ends (at 300 s)
 
 
-def _seconds_slider(bounds: tuple[float, float, float], value: float, description: str) -> w.FloatSlider:
-    """A slider over ``bounds`` (min, max, step) that re-runs only once let go."""
-    lo, hi, step = bounds
-    return w.FloatSlider(
-        value=value,
-        min=lo,
-        max=hi,
-        step=step,
-        description=description,
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
-
-
 class PruneControl:
     """Sliders for the retention and the pause, a dropdown for the policy; a
     change re-runs the seeded simulation and redraws."""
 
     def __init__(self, *, retention: float = 60.0, pause: float = 120.0, policy: str = "ttl", seed: int = 0) -> None:
         self.seed = seed
-        self.retention = _seconds_slider(RETENTION_BOUNDS, retention, "retention (s)")
-        self.pause = _seconds_slider(PAUSE_BOUNDS, pause, "pause (s)")
+        lo, hi, step = RETENTION_BOUNDS
+        self.retention = w.FloatSlider(
+            value=retention,
+            min=lo,
+            max=hi,
+            step=step,
+            description="retention (s)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
+        lo, hi, step = PAUSE_BOUNDS
+        self.pause = w.FloatSlider(
+            value=pause,
+            min=lo,
+            max=hi,
+            step=step,
+            description="pause (s)",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        )
         self.policy = w.Dropdown(
             options=list(POLICIES["prune_policy"]),
             value=policy,
