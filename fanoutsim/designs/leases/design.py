@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
-import numpy as np
-
 from fanoutsim.kernel.design import Design, SweepKey, lazy, scale_workload_rates
+from fanoutsim.kernel.designkit import checked_columns, join_each, latency_columns, unit_latency_columns, wall_workloads
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 
 from .causes import CAUSES
@@ -61,32 +59,18 @@ SWEEP_COLUMNS = (
 )
 
 
-def _stats(values) -> dict:
-    arr = np.asarray(values, dtype=float)
-    arr = arr[~np.isnan(arr)]
-    if arr.size == 0:
-        return dict.fromkeys(_STATS, math.nan)
-    p50, p99 = np.percentile(arr, [50, 99], method="linear")
-    return {"p50": float(p50), "p99": float(p99), "mean": float(arr.mean())}
-
-
 def _sweep_row(sim, checked) -> dict:
     """One sweep run: publish -> ack latency over every (consumer, event) acked
     (seconds; NaN when none), and the checker's totals."""
     from .analysis import event_outcomes
 
     ev = event_outcomes(sim)
-    stats = _stats(ev.loc[ev["outcome"] == "acked", "latency_s"])
-    row = {f"publish_to_ack_{s}_s": stats[s] for s in _STATS}
-    for key in ("published", "delivered", "duplicates", "dead_lettered", "pending", "lost"):
-        row[key] = int(checked.total[key])
-    row["valid"] = bool(checked.valid)
     acked = ev[ev["outcome"] == "acked"]
-    for name, grp in acked.groupby("consumer", sort=True):  # one consumer's p99 is not drowned by another's
-        per = _stats(grp["latency_s"])
-        for s in UNIT_STATS:
-            row[f"publish_to_ack_{s}_s[{name}]"] = per[s]
-    return row
+    return {
+        **latency_columns("publish_to_ack", acked["latency_s"], _STATS),
+        **checked_columns(checked, ("published", "delivered", "duplicates", "dead_lettered", "pending", "lost")),
+        **unit_latency_columns("publish_to_ack", acked, "consumer", UNIT_STATS),
+    }
 
 
 UNIT_STATS = ("p50", "p99")  # per consumer: publish_to_ack_<stat>_s[<consumer>]
@@ -120,37 +104,16 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
         return rt
     rt = LeaseRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed, role=role)
     try:
+        join_each(rt, scenario.consumers, lambda c: rt.register_consumer(c.name, **c.arguments()))
         for c in scenario.consumers:
-
-            def join(c=c) -> None:
-                rt.register_consumer(c.name, **c.arguments())
-
-            if c.join_at > 0:
-                later(rt, c.join_at, join, name=f"fanoutsim-join-{c.name}")
-            else:
-                join()
             if c.retire_at is not None and RECOVERY in part:
                 later(rt, c.retire_at, lambda name=c.name: rt.retire(name), name=f"fanoutsim-retire-{c.name}")
         for a in scenario.actions if RECOVERY in part else ():
             step = rt.restore if a.kind == "restore" else (lambda a=a: rt.seek(a.consumer, a.position))
             later(rt, a.at, step, name=f"fanoutsim-{a.kind}")
-        workloads = scenario.workloads
-        if rate:
-            workloads = scale_workload_rates(scenario, rate).workloads if workloads else ()
-            if not workloads and WORKLOADS in part:
-                rt.add_workload(rate)
-        elif rate is not None:
-            workloads = ()
-        if WORKLOADS not in part:
-            workloads = ()
-        for w in workloads:
-            rt.add_workload(
-                w.rate,
-                partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
-                kind=w.kind,
-                start=w.start,
-                stop=w.stop,
-            )
+        workloads = wall_workloads(scenario, rate, rt.add_workload if WORKLOADS in part else None)
+        for w in workloads if WORKLOADS in part else ():
+            w.add_to(rt)
     except BaseException:
         rt.close()
         raise

@@ -31,6 +31,7 @@ process published without a trace (``fanoutsim write``) is read from the
 
 from __future__ import annotations
 
+from fanoutsim.kernel.designkit import merged_with_untraced
 from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
 
 # the node's groups of loops (LeaseRuntime._start_loops asks for each)
@@ -66,36 +67,23 @@ class Processes:
 
         self.store, self.config, self.database = store, config, database
         self.table_rows = lambda table: database_rows(store, table, database)
-        self._trace = _with_untraced_publishes(traces, self.table_rows("events"))
+        self._trace = merged_with_untraced(traces, "published", "event_id", self.table_rows("events"), _publish_row)
 
     def trace(self):
         return self._trace
 
 
-def _with_untraced_publishes(traces: list, events: list[dict]):
-    """Every trace merged by time, and a ``published`` row for each retained
-    event none of them published (a publish by a process that kept no trace)."""
-    import pandas as pd
-
-    from fanoutsim.kernel.runtime.processes import merged_trace
-
-    merged = merged_trace(traces)
-    seen = set(merged.loc[merged["kind"] == "published", "event_id"])
-    untraced = [e for e in events if e["event_id"] not in seen]
-    if not untraced:
-        return merged
-    rows = pd.DataFrame(
-        {
-            "t": [e["committed_at"] for e in untraced],
-            "kind": "published",
-            "actor": "publisher",
-            "consumer": None,
-            "event_id": [e["event_id"] for e in untraced],
-            "partition": [e["partition"] for e in untraced],
-            "detail": [str(e["seq"]) for e in untraced],
-        }
-    )
-    return merged_trace([merged, rows])
+def _publish_row(event: dict) -> dict:
+    """The ``published`` trace row of a retained event no process traced."""
+    return {
+        "t": event["committed_at"],
+        "kind": "published",
+        "actor": "publisher",
+        "consumer": None,
+        "event_id": event["event_id"],
+        "partition": event["partition"],
+        "detail": str(event["seq"]),
+    }
 
 
 def check_processes(store, traces: list, config=None, database: str = "default"):

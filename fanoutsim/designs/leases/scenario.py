@@ -96,8 +96,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 from fanoutsim.designs.leases.config import (
     BATCH_RANGE,
@@ -119,13 +117,12 @@ from fanoutsim.kernel.scenario import (
     ScenarioError,
     Schema,
     Settings,
-    check_overrides,
     key,
     read_table,
-    refuse_existing_store,
     seq_start_needs_join,
     table_schema,
 )
+from fanoutsim.kernel.scenariorun import ScenarioRun
 from fanoutsim.kernel.validate import (
     Distribution,
     Fraction,
@@ -289,6 +286,16 @@ class LeaseWorkload:
         Seconds(low=None, unit="virtual seconds"), None, after="start", doc="optional: when they stop"
     )
 
+    def add_to(self, target) -> None:
+        """Start these publishers in ``target``: a simulation or a wall-clock runtime."""
+        target.add_workload(
+            self.rate,
+            partitions=self.partitions if isinstance(self.partitions, int) else list(self.partitions),
+            kind=self.kind,
+            start=self.start,
+            stop=self.stop,
+        )
+
 
 @dataclass(frozen=True)
 class LeaseAction:
@@ -419,22 +426,14 @@ SCHEMA = Schema(
 
 
 @dataclass(frozen=True)
-class LeaseScenario:
+class LeaseScenario(ScenarioRun):
     """A checked leases scenario: build a :class:`~fanoutsim.designs.leases.simulation.LeaseSimulation`
     from it, or run it."""
 
-    name: str
-    source: str
-    until: float
-    seed: int = 0
-    store: str = "memory"
-    start: str | datetime | None = None
-    description: str = ""
     config: LeaseConfig = LeaseConfig()
     consumers: tuple[LeaseConsumerDef, ...] = ()
     workloads: tuple[LeaseWorkload, ...] = ()
     actions: tuple[LeaseAction, ...] = ()
-    faults: Any = None  # a FaultPlan, from [[faults]]
     design = "leases"  # a class attribute, as Scenario.design
 
     def build(self, seed: int | None = None, store=None, until: float | None = None):
@@ -444,8 +443,7 @@ class LeaseScenario:
         ``[run]`` values."""
         from fanoutsim.designs.leases.simulation import LeaseSimulation
 
-        seed, store, _ = check_overrides(self, seed, store, until)
-        refuse_existing_store(self.source, store)
+        seed, store = self.checked_overrides(seed, store, until)
         sim = LeaseSimulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for i, c in enumerate(self.consumers):
             if c.join_at > 0:
@@ -457,20 +455,7 @@ class LeaseScenario:
         for i, a in enumerate(self.actions):
             sim.env.process(self._at(sim, a.at, a.consumer, self._act, i, a))
         for w in self.workloads:
-            sim.add_workload(
-                w.rate,
-                partitions=w.partitions if isinstance(w.partitions, int) else list(w.partitions),
-                kind=w.kind,
-                start=w.start,
-                stop=w.stop,
-            )
-        return sim
-
-    def run(self, seed: int | None = None, until: float | None = None, store=None):
-        """Build, then run the virtual clock to ``until`` (the file's by default)."""
-        _, _, until = check_overrides(self, seed, store, until)
-        sim = self.build(seed=seed, store=store, until=until)
-        sim.run(until)
+            w.add_to(sim)
         return sim
 
     def _register(self, sim, i: int, c: LeaseConsumerDef) -> None:

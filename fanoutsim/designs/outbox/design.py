@@ -6,9 +6,8 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
-
 from fanoutsim.kernel.design import Design, SweepKey, lazy, scale_workload_rates
+from fanoutsim.kernel.designkit import checked_columns, join_each, latency_columns, unit_latency_columns, wall_workloads
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import is_real
 
@@ -50,15 +49,6 @@ SWEEP_COLUMNS = (
 )
 
 
-def _stats(values) -> dict:
-    arr = np.asarray(values, dtype=float)
-    arr = arr[~np.isnan(arr)]
-    if arr.size == 0:
-        return dict.fromkeys(_STATS, math.nan)
-    p50, p99 = np.percentile(arr, [50, 99], method="linear")
-    return {"p50": float(p50), "p99": float(p99), "mean": float(arr.mean()), "max": float(arr.max())}
-
-
 def _sweep_row(sim, checked) -> dict:
     """One sweep run: commit -> first handled latency over every (consumer, row)
     handled (seconds; NaN when none), ``hinted_share`` — the share of those
@@ -68,17 +58,12 @@ def _sweep_row(sim, checked) -> dict:
     from .analysis import latency_frame
 
     lat = latency_frame(sim)
-    stats = _stats(lat["latency_s"])
-    row = {f"commit_to_handled_{s}_s": stats[s] for s in _STATS}
-    row["hinted_share"] = float(lat["hinted"].mean()) if len(lat) else math.nan
-    for key in ("committed", "delivered", "extra_deliveries", "parked", "pending", "lost"):
-        row[key] = int(checked.total[key])
-    row["valid"] = bool(checked.valid)
-    for name, grp in lat.groupby("consumer", sort=True):  # one consumer's p99 is not drowned by another's
-        per = _stats(grp["latency_s"])
-        for s in UNIT_STATS:
-            row[f"commit_to_handled_{s}_s[{name}]"] = per[s]
-    return row
+    return {
+        **latency_columns("commit_to_handled", lat["latency_s"], _STATS),
+        "hinted_share": float(lat["hinted"].mean()) if len(lat) else math.nan,
+        **checked_columns(checked, ("committed", "delivered", "extra_deliveries", "parked", "pending", "lost")),
+        **unit_latency_columns("commit_to_handled", lat, "consumer", UNIT_STATS),
+    }
 
 
 UNIT_STATS = ("p50", "p99")  # per consumer: commit_to_handled_<stat>_s[<consumer>]
@@ -101,8 +86,6 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
     with no scenario, one workload). ``role``: the part of the dispatcher it
     runs (:mod:`.roles`): every role gives the consumers their cursors; the
     workloads run in ``writers`` (or ``all``)."""
-    from fanoutsim.kernel.runtime.control import later
-
     from .realtime import OutboxRealtime
 
     writes = WORKLOADS in ROLES.check(role).groups
@@ -113,22 +96,12 @@ def _realtime(scenario, db: str, *, rate: float | None = None, role: str = "all"
         return rt
     rt = OutboxRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed, role=role)
     try:
-        for c in scenario.consumers:
-
-            def join(c=c) -> None:
-                rt.register_consumer(c.name, c.handler(scenario.seed), start=c.start, **c.guardrails())
-
-            if c.join_at > 0:
-                later(rt, c.join_at, join, name=f"fanoutsim-join-{c.name}")
-            else:
-                join()
-        workloads = scenario.workloads
-        if rate:
-            workloads = scale_workload_rates(scenario, rate).workloads if workloads else ()
-            if not workloads and writes:
-                rt.add_workload(rate)
-        elif rate is not None:
-            workloads = ()
+        join_each(
+            rt,
+            scenario.consumers,
+            lambda c: rt.register_consumer(c.name, c.handler(scenario.seed), start=c.start, **c.guardrails()),
+        )
+        workloads = wall_workloads(scenario, rate, rt.add_workload if writes else None)
         for w in workloads if writes else ():
             rt.add_workload(w.rate, pages=w.pages, start=w.start, stop=w.stop, topic=w.topic)
     except BaseException:

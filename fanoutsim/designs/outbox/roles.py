@@ -31,6 +31,7 @@ table: check before retention prunes them.
 
 from __future__ import annotations
 
+from fanoutsim.kernel.designkit import merged_with_untraced
 from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
 
 # the dispatcher's groups of loops (OutboxRuntime._start_loops asks for each)
@@ -61,35 +62,22 @@ class Processes:
 
     def __init__(self, store, traces: list, config) -> None:
         self.store, self.config = store, config
-        self._trace = _with_untraced_commits(traces, store.rows("outbox"))
+        self._trace = merged_with_untraced(traces, "committed", "seq", store.rows("outbox"), _commit_row)
 
     def trace(self):
         return self._trace
 
 
-def _with_untraced_commits(traces: list, rows: list[dict]):
-    """Every trace merged by time, and a ``committed`` row for each retained
-    outbox row none of them committed (a commit by a process that kept no trace)."""
-    import pandas as pd
-
-    from fanoutsim.kernel.runtime.processes import merged_trace
-
-    merged = merged_trace(traces)
-    seen = set(merged.loc[merged["kind"] == "committed", "seq"].dropna().astype(int))
-    untraced = [r for r in rows if r["seq"] not in seen]
-    if not untraced:
-        return merged
-    extra = pd.DataFrame(
-        {
-            "t": [r["ts"] for r in untraced],
-            "kind": "committed",
-            "actor": "writer",
-            "consumer": None,
-            "seq": [r["seq"] for r in untraced],
-            "detail": [r["kind"] for r in untraced],
-        }
-    )
-    return merged_trace([merged, extra])
+def _commit_row(row: dict) -> dict:
+    """The ``committed`` trace row of an outbox row no process traced."""
+    return {
+        "t": row["ts"],
+        "kind": "committed",
+        "actor": "writer",
+        "consumer": None,
+        "seq": row["seq"],
+        "detail": row["kind"],
+    }
 
 
 def check_processes(store, traces: list, config=None):

@@ -73,8 +73,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
 
 from fanoutsim.designs.outbox.config import (
     OUTBOX_FAULT_KINDS,
@@ -95,12 +93,11 @@ from fanoutsim.kernel.scenario import (
     ScenarioError,
     Schema,
     Settings,
-    check_overrides,
     checked_args,
     key,
-    refuse_existing_store,
     seq_start_needs_join,
 )
+from fanoutsim.kernel.scenariorun import ScenarioRun
 from fanoutsim.kernel.validate import (
     Distribution,
     Fraction,
@@ -266,21 +263,13 @@ SCHEMA = Schema(
 
 
 @dataclass(frozen=True)
-class OutboxScenario:
+class OutboxScenario(ScenarioRun):
     """A checked outbox scenario: build an :class:`~fanoutsim.designs.outbox.simulation.OutboxSimulation`
     from it, or run it."""
 
-    name: str
-    source: str
-    until: float
-    seed: int = 0
-    store: str = "memory"
-    start: str | datetime | None = None
-    description: str = ""
     config: OutboxConfig = OutboxConfig()
     consumers: tuple[ConsumerDef, ...] = ()
     workloads: tuple[OutboxWorkload, ...] = ()
-    faults: Any = None  # a FaultPlan, from [[faults]]
     design = "outbox"  # a class attribute, as Scenario.design
 
     def build(self, seed: int | None = None, store=None, until: float | None = None):
@@ -289,8 +278,7 @@ class OutboxScenario:
         ``seed``, ``store`` and ``until`` override the file's ``[run]`` values."""
         from fanoutsim.designs.outbox.simulation import OutboxSimulation
 
-        seed, store, _ = check_overrides(self, seed, store, until)
-        refuse_existing_store(self.source, store)
+        seed, store = self.checked_overrides(seed, store, until)
         sim = OutboxSimulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for i, c in enumerate(self.consumers):
             if c.join_at > 0:
@@ -299,13 +287,6 @@ class OutboxScenario:
                 self._register(sim, i, c, seed)
         for w in self.workloads:
             sim.add_workload(w.rate, pages=w.pages, start=w.start, stop=w.stop, topic=w.topic)
-        return sim
-
-    def run(self, seed: int | None = None, until: float | None = None, store=None):
-        """Build, then run the virtual clock to ``until`` (the file's by default)."""
-        _, _, until = check_overrides(self, seed, store, until)
-        sim = self.build(seed=seed, store=store, until=until)
-        sim.run(until)
         return sim
 
     def _register(self, sim, i: int, c: ConsumerDef, seed: int) -> None:

@@ -81,9 +81,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from fanoutsim.designs.reactor.config import POLICIES, SchedulerConfig
 from fanoutsim.designs.reactor.faults import FAULTS as _FAULTS
@@ -100,11 +98,10 @@ from fanoutsim.kernel.scenario import (
     ScenarioError,
     Schema,
     Settings,
-    check_overrides,
     key,
     read_scenario_file,
-    refuse_existing_store,
 )
+from fanoutsim.kernel.scenariorun import ScenarioRun
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.validate import (
     Distribution,
@@ -327,21 +324,13 @@ SCHEMA = Schema(
 
 # -- what a parsed scenario holds ------------------------------------------------------
 @dataclass(frozen=True)
-class Scenario:
+class Scenario(ScenarioRun):
     """A checked scenario: build a :class:`fanoutsim.Simulation` from it, or run it."""
 
-    name: str
-    source: str
-    until: float
-    seed: int = 0
-    store: str = "memory"
-    start: str | datetime | None = None
-    description: str = ""
     config: SchedulerConfig = SchedulerConfig()
     workflows: tuple[WorkflowDef, ...] = ()
     subscriptions: tuple[SubscriptionDef, ...] = ()
     workloads: tuple[Workload, ...] = ()
-    faults: Any = None  # a FaultPlan, from [[faults]]
     replays: tuple = ()  # fanoutsim.designs.reactor.replay.ReplaySpec, from [[workload]] replay = "..."
     design = "reactor"  # a class attribute, not a field: which design the file describes
 
@@ -354,8 +343,7 @@ class Scenario:
         used by :meth:`run`)."""
         from fanoutsim.designs.reactor.simulation import Simulation
 
-        seed, store, _ = check_overrides(self, seed, store, until)
-        refuse_existing_store(self.source, store)
+        seed, store = self.checked_overrides(seed, store, until)
         sim = Simulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
         for wf in self.workflows:
             d = wf.duration  # a fixed time as a plain number, a law as the callable Dist
@@ -371,13 +359,6 @@ class Scenario:
                 sim.check_plan()  # the workflows and subscriptions it names exist
             except ValueError as exc:
                 raise ScenarioError(self.source, [("faults", str(exc))]) from None
-        return sim
-
-    def run(self, seed: int | None = None, until: float | None = None, store: str | Store | None = None):
-        """Build, then run the virtual clock to ``until`` (the file's by default)."""
-        _, _, until = check_overrides(self, seed, store, until)
-        sim = self.build(seed=seed, store=store, until=until)
-        sim.run(until)
         return sim
 
 

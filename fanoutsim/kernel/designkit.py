@@ -1,0 +1,103 @@
+"""What several designs' :data:`DESIGN` records do the same way, written once.
+
+A sweep row's latency figures (the same statistics, overall and per unit) and
+its checker totals; on the wall clock, the scenario's workloads at a swept
+rate and the units that join later. Each design still says which columns,
+which totals and which unit: only the arithmetic and the bookkeeping are here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from fanoutsim.kernel.design import scale_workload_rates
+
+
+def latency_stats(values: Iterable[float], stats: Sequence[str]) -> dict[str, float]:
+    """The ``stats`` (any of ``p50``, ``p99``, ``mean``, ``max``) of ``values``
+    in their units, NaN values left out; NaN each when none is left."""
+    arr = np.asarray(values, dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if arr.size == 0:
+        return dict.fromkeys(stats, math.nan)
+    p50, p99 = np.percentile(arr, [50, 99], method="linear")
+    every = {"p50": float(p50), "p99": float(p99), "mean": float(arr.mean()), "max": float(arr.max())}
+    return {s: every[s] for s in stats}
+
+
+def latency_columns(
+    name: str, values: Iterable[float], stats: Sequence[str], unit: str | None = None
+) -> dict[str, Any]:
+    """``{name}_{stat}_s`` (``...[{unit}]`` for one unit's) for each of ``stats``."""
+    got = latency_stats(values, stats)
+    suffix = "" if unit is None else f"[{unit}]"
+    return {f"{name}_{s}_s{suffix}": got[s] for s in stats}
+
+
+def unit_latency_columns(name: str, frame: Any, unit: str, stats: Sequence[str]) -> dict[str, Any]:
+    """:func:`latency_columns` of ``frame["latency_s"]`` for each value of the
+    column ``unit`` in sorted order, so that one unit's p99 is not drowned by
+    another's."""
+    row: dict[str, Any] = {}
+    for value, grp in frame.groupby(unit, sort=True):
+        row.update(latency_columns(name, grp["latency_s"], stats, unit=value))
+    return row
+
+
+def checked_columns(checked: Any, totals: Sequence[str]) -> dict[str, Any]:
+    """The checker's ``totals`` (whole numbers) and whether the run was valid."""
+    return {**{key: int(checked.total[key]) for key in totals}, "valid": bool(checked.valid)}
+
+
+def wall_workloads(scenario: Any, rate: float | None, add_default: Callable[[float], None] | None) -> tuple[Any, ...]:
+    """The scenario's workloads to run on the wall clock: as written (``rate``
+    None), none (``rate`` 0), or scaled so that their rates sum to ``rate``;
+    with a ``rate`` and no workload to scale, ``add_default(rate)`` adds one
+    (None: the role runs no workloads)."""
+    workloads = tuple(scenario.workloads)
+    if rate:
+        workloads = scale_workload_rates(scenario, rate).workloads if workloads else ()
+        if not workloads and add_default is not None:
+            add_default(rate)
+    elif rate is not None:
+        workloads = ()
+    return workloads
+
+
+def join_each(rt: Any, units: Iterable[Any], join: Callable[[Any], None]) -> None:
+    """``join(unit)`` now, or ``unit.join_at`` seconds after the start when it
+    is later (each unit has ``name`` and ``join_at``)."""
+    from fanoutsim.kernel.runtime.control import later
+
+    for unit in units:
+        if unit.join_at > 0:
+            later(rt, unit.join_at, partial(join, unit), name=f"fanoutsim-join-{unit.name}")
+        else:
+            join(unit)
+
+
+def merged_with_untraced(
+    traces: list[Any],
+    kind: str,
+    key: str,
+    rows: Iterable[dict[str, Any]],
+    trace_row: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Any:
+    """Every process's trace merged by time, and ``trace_row(row)`` for each of
+    the table's ``rows`` whose ``key`` no trace recorded a ``kind`` row for
+    (a write by a process that kept no trace)."""
+    import pandas as pd
+
+    from fanoutsim.kernel.runtime.processes import merged_trace
+
+    merged = merged_trace(traces)
+    seen = set(merged.loc[merged["kind"] == kind, key].dropna())
+    untraced = [r for r in rows if r[key] not in seen]
+    if not untraced:
+        return merged
+    return merged_trace([merged, pd.DataFrame([trace_row(r) for r in untraced])])
