@@ -123,8 +123,9 @@ def dask_sweep(args) -> None:
         f"projected: {PROJECT_RUNS:,} one-hour runs on {PROJECT_WORKERS} workers ~ "
         f"{max(compute, serial) / 60:.1f} min: compute {PROJECT_RUNS:,} x ({run_s:.2f} + {overhead_s:.3f}) s "
         f"/ {PROJECT_WORKERS} = {compute:.0f} s, against at most {serial:.0f} s of serial result handling "
-        f"({PROJECT_RUNS:,} x the overhead); bound by {bound}. On paper: assumes {PROJECT_WORKERS} workers as fast as these cores, no "
-        f"stragglers, and a scheduler that keeps up (Dask's handles thousands of tasks a second)"
+        f"({PROJECT_RUNS:,} x the overhead); bound by {bound}. "
+        f"On paper: assumes {PROJECT_WORKERS} workers as fast as these cores, no stragglers, "
+        "and a scheduler that keeps up (Dask's handles thousands of tasks a second)"
     )
 
 

@@ -24,6 +24,7 @@ Columns: ``t`` (float seconds since the day's start, sorted), ``tenant``
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +109,8 @@ def make_day(seed: int = SEED) -> pd.DataFrame:
     names = list(SYMBOLS)
     parts = []
     for region, (o, c, peak, night) in REGIONS.items():
-        t = arrivals(rng, lambda x: session_rate(x, o, c, peak, night), night + peak * 1.9)
+        rate = functools.partial(session_rate, open_h=o, close_h=c, peak=peak, night=night)
+        t = arrivals(rng, rate, night + peak * 1.9)
         weights = np.asarray(SYMBOL_MIX[region], dtype=float)
         sym = rng.choice(len(names), size=t.size, p=weights / weights.sum())
         tenant = np.where(rng.uniform(size=t.size) < ACME_SHARE[region], "acme", "globex")

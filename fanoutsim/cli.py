@@ -818,8 +818,6 @@ def _client(address: str):
 def _sweep(args: argparse.Namespace) -> int:
     import importlib
 
-    import pandas as pd
-
     from fanoutsim.designs import design_of
     from fanoutsim.kernel.store.duckdb import StoreError
     from fanoutsim.scenario import ScenarioError, load_scenario
@@ -874,14 +872,30 @@ def _sweep(args: argparse.Namespace) -> int:
         if client is not None:
             client.close()
     try:
-        written = [out / "sweep.parquet", out / "sweep.csv"]
-        df.to_parquet(written[0], index=False)
-        df.to_csv(written[1], index=False)
-        if design.sweep_figures is not None:
-            written += list(design.sweep_figures(df, scenario, out))
+        written = _write_sweep(df, design, scenario, out)
     except OSError as exc:
         return _error(f"cannot write to {out}: {exc.strerror or exc}")
-    keys = sweeps.grid_runs(args.scenario, grid, seeds, args.until)[0]
+    _print_sweep(df, design, scenario, seeds, sweeps.grid_runs(args.scenario, grid, seeds, args.until)[0])
+    print(f"\nwrote {len(written)} files to {out}")
+    return 0
+
+
+def _write_sweep(df, design, scenario, out: Path) -> list[Path]:
+    """Write the sweep's table (parquet and CSV) and the design's sweep figures
+    to ``out``; the paths written."""
+    written = [out / "sweep.parquet", out / "sweep.csv"]
+    df.to_parquet(written[0], index=False)
+    df.to_csv(written[1], index=False)
+    if design.sweep_figures is not None:
+        written += list(design.sweep_figures(df, scenario, out))
+    return written
+
+
+def _print_sweep(df, design, scenario, seeds: list, keys: list) -> None:
+    """Print the sweep's summary: its runs and validity, the mean over seeds of
+    each grid point's shown columns, and the design's recommendation."""
+    import pandas as pd
+
     print(
         f"{design.name} sweep of {scenario.name}: {len(df)} runs ({df.attrs['ran']} ran, "
         f"{df.attrs['from_cache']} from the cache), {len(seeds)} seed{'s' if len(seeds) != 1 else ''} each; "
@@ -897,8 +911,6 @@ def _sweep(args: argparse.Namespace) -> int:
         line = design.sweep_recommend(df, scenario)
         if line:
             print(line)
-    print(f"\nwrote {len(written)} files to {out}")
-    return 0
 
 
 def _is_terminal(stream) -> bool:

@@ -276,20 +276,7 @@ def serve(
     db = os.fspath(db)
     pg = is_postgres(db)
     new_file = not pg and not os.path.lexists(db)  # removed again if serving never starts
-    if scenario is not None:  # a bad role says so before the database is reached
-        check_role(designs.design_of(scenario), role, db)
-    recorded = recorded_design(db)
-    if scenario is not None:
-        design = designs.design_of(scenario)
-        if recorded is not None and recorded != design.name:
-            raise ValueError(
-                f"{db} holds a run of the {recorded} design; the scenario is of the "
-                f"{design.name} design (serve it over another file)"
-            )
-    else:
-        design = designs.get(recorded or "reactor")
-    _needs(design, "realtime")
-    check_role(design, role, db)
+    design = _serve_design(db, scenario, role)
     try:
         rt = design.realtime(scenario, db, rate=rate, **({} if role == "all" else {"role": role}))
     except BaseException:
@@ -311,23 +298,14 @@ def serve(
         # the handlers go in before the server writes FILE.serve.json: a caller
         # that sees the file may signal at once, and must get a clean stop
         stop = stop_event or threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, lambda *_: stop.set())
+        _stop_on_signals(stop, previous)
         if not pg:  # over PostgreSQL every process opens the database itself
             server = _control_server(db, design, rt, get_status, post_write, port, max_body_bytes)
         rt.start()
         serving = True
         if ready is not None:
             ready(None if server is None else server.port)
-        watch.tick()
-        while not stop.wait(0.2):
-            watch.tick()
-        rt.stop()
-        if trace is not None:
-            import pandas as pd
-
-            pd.DataFrame(rt.trace()).to_parquet(trace)
+        _run_until_stopped(rt, watch, stop, trace)
         return 0
     finally:
         if server is not None:
@@ -339,6 +317,49 @@ def serve(
             signal.signal(sig, handler)
         if new_file and not serving:  # refused before serving: no file is left behind
             _remove_new_file(db)
+
+
+def _serve_design(db: str, scenario, role: str):
+    """The design to serve: the scenario's, which must be the one ``db``
+    records (if any), else the recorded one (the reactor for a new database);
+    it must run on the wall clock and have ``role``."""
+    if scenario is not None:  # a bad role says so before the database is reached
+        check_role(designs.design_of(scenario), role, db)
+    recorded = recorded_design(db)
+    if scenario is not None:
+        design = designs.design_of(scenario)
+        if recorded is not None and recorded != design.name:
+            raise ValueError(
+                f"{db} holds a run of the {recorded} design; the scenario is of the "
+                f"{design.name} design (serve it over another file)"
+            )
+    else:
+        design = designs.get(recorded or "reactor")
+    _needs(design, "realtime")
+    check_role(design, role, db)
+    return design
+
+
+def _stop_on_signals(stop: threading.Event, previous: dict) -> None:
+    """SIGTERM and SIGINT set ``stop`` (only the main thread may install
+    handlers); the handlers they replace go into ``previous``, to put back at
+    the end (filled as each goes in, so a failure part-way still restores)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+
+
+def _run_until_stopped(rt, watch: _Watch, stop: threading.Event, trace: str | None) -> None:
+    """Sample the process's presence and backlog until ``stop``, then stop the
+    runtime and write its trace to ``trace`` (a Parquet file) if asked."""
+    watch.tick()
+    while not stop.wait(0.2):
+        watch.tick()
+    rt.stop()
+    if trace is not None:
+        import pandas as pd
+
+        pd.DataFrame(rt.trace()).to_parquet(trace)
 
 
 def _check_serve_limits(max_body_bytes, port, window) -> None:

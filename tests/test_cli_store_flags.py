@@ -119,7 +119,10 @@ def test_a_file_that_records_no_design_is_the_design_whose_tables_hold_rows(tmp_
     assert recorded_design(old) is None
     with pytest.raises(
         StoreError,
-        match="holds a run of the reactor design, not of the outbox design .it records no design.*its reactor tables hold rows",
+        match=(
+            "holds a run of the reactor design, not of the outbox design "
+            ".it records no design.*its reactor tables hold rows"
+        ),
     ):
         OutboxSimulation(store=old)
     Simulation(store=old).store.close()  # the reactor's: taken, and recorded

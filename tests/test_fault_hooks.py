@@ -52,7 +52,7 @@ def test_a_point_or_a_kind_another_design_declared_is_refused_by_name():
 
 def test_an_undeclared_hook_is_an_attribute_error_not_a_healthy_answer():
     with pytest.raises(AttributeError, match="no attribute 'pol_limit'"):
-        NoFaults().pol_limit
+        _ = NoFaults().pol_limit  # the misspelt hook: reading it must raise
     assert getattr(NoFaults(), "limits_polls", "absent") == "absent"
 
 

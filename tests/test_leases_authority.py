@@ -27,17 +27,17 @@ def _sim(store="memory"):
 
 # op -> (a call on the sim, given the held lease and a caller), who may
 CALLS = {
-    "consume": lambda sim, l, c: sim.consume("a", caller=c),
-    "ack": lambda sim, l, c: sim.ack("a", l.event_id, l.token, l.incarnation, caller=c),
-    "nack": lambda sim, l, c: sim.nack("a", l.event_id, l.token, l.incarnation, delay=1.0, caller=c),
-    "status": lambda sim, l, c: sim.status("a", caller=c),
-    "seek": lambda sim, l, c: sim.seek("a", 0, caller=c),
-    "retire": lambda sim, l, c: sim.retire("a", caller=c),
-    "restore": lambda sim, l, c: sim.restore(caller=c),
-    "backup": lambda sim, l, c: sim.backup(caller=c),
-    "restore_backup": lambda sim, l, c: sim.restore_backup(sim.backups[0], caller=c),
-    "administer_seek": lambda sim, l, c: sim.administer("seek", "a", 0, caller=c),
-    "administer_retire": lambda sim, l, c: sim.administer("retire", "a", caller=c),
+    "consume": lambda sim, lease, c: sim.consume("a", caller=c),
+    "ack": lambda sim, lease, c: sim.ack("a", lease.event_id, lease.token, lease.incarnation, caller=c),
+    "nack": lambda sim, lease, c: sim.nack("a", lease.event_id, lease.token, lease.incarnation, delay=1.0, caller=c),
+    "status": lambda sim, lease, c: sim.status("a", caller=c),
+    "seek": lambda sim, lease, c: sim.seek("a", 0, caller=c),
+    "retire": lambda sim, lease, c: sim.retire("a", caller=c),
+    "restore": lambda sim, lease, c: sim.restore(caller=c),
+    "backup": lambda sim, lease, c: sim.backup(caller=c),
+    "restore_backup": lambda sim, lease, c: sim.restore_backup(sim.backups[0], caller=c),
+    "administer_seek": lambda sim, lease, c: sim.administer("seek", "a", 0, caller=c),
+    "administer_retire": lambda sim, lease, c: sim.administer("retire", "a", caller=c),
 }
 ALLOWED = {
     "consume": [A],

@@ -1,7 +1,8 @@
 """Real concurrency: several reactor pollers as separate OS processes sharing
-one PostgreSQL (the runner, and ``fanoutsim serve --role poller`` processes). The multi-poller duplicates come from real READ COMMITTED
-transactions racing on one watermark, and the reactor's own checker names them
-from the merged trace and the database's tables."""
+one PostgreSQL (the runner, and ``fanoutsim serve --role poller`` processes).
+The multi-poller duplicates come from real READ COMMITTED transactions racing
+on one watermark, and the reactor's own checker names them from the merged
+trace and the database's tables."""
 
 from __future__ import annotations
 

@@ -355,7 +355,7 @@ def test_a_pass_skips_idle_subscriptions_in_one_step_and_counts_each(tmp_path):
     for p, start, found in steps:
         by_pass.setdefault(p, []).append((start, found))
     k = sorted(f"r{i}" for i in range(200)).index("r150")  # its place in poll order
-    for p, fetched in by_pass.items():
+    for fetched in by_pass.values():
         if fetched == [(0, 200)]:
             continue  # nothing anywhere: one step
         # the firing's pass: one step to its batch, one from the next to the end

@@ -1272,7 +1272,10 @@ def test_lease_event_window_is_the_first_events_per_partition_past_start_and_che
         db, *[lease_event(q, partition=p) for q, p in ((1, "a"), (2, "b"), (3, "a"), (4, "c"), (5, "b"), (6, "a"))]
     )
     with db.transaction() as tx:
-        win = lambda c, after, n, part=None: [(r["partition"], r["seq"]) for r in tx.event_window(c, after, n, part)]
+
+        def win(c, after, n, part=None):
+            return [(r["partition"], r["seq"]) for r in tx.event_window(c, after, n, part)]
+
         assert win("x", 0, 1) == [("a", 1), ("b", 2), ("c", 4)]  # the heads
         assert win("x", 3, 1) == [("c", 4), ("b", 5), ("a", 6)]  # the start hides 1..3
         assert win("x", 0, 2) == [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5)]

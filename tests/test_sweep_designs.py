@@ -189,7 +189,8 @@ def test_pooled_runs_equal_in_process_runs():
         (
             OUTBOX,
             {"safety_poll_interval": [1.0, -2.0]},
-            r"grid\['safety_poll_interval'\] value -2.0 is not allowed: (safety_poll_interval )?must be .*>= 1e-06 \(1 µs",
+            r"grid\['safety_poll_interval'\] value -2.0 is not allowed: "
+            r"(safety_poll_interval )?must be .*>= 1e-06 \(1 µs",
         ),
         (
             OUTBOX,

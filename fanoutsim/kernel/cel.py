@@ -219,28 +219,40 @@ class _Compiler:
         kind = str(op_tree.data)
         left = self._single(op_tree, bound)
         right = self.node(right_tree, bound)
-        func = base_functions[_RELATIONS[kind]]
         if kind == "relation_in":
-            scalars = _SCALARS
+            return self._relation_in(kind, left, right)
+        return self._comparison(kind, left, right)
 
-            def in_(s: Scope) -> Any:
-                a, b = left(s), right(s)
-                if b.__class__ is ListType and a.__class__ in scalars:
-                    # operator_in without its logging: the same comparisons, in order
-                    result: celtypes.BoolType | CELEvalError = FALSE
-                    for c in b:
-                        try:
-                            if c == a:
-                                return TRUE
-                        except TypeError as ex:
-                            result = _error("no such overload", ex)
-                    return result
-                try:
-                    return operator_in(a, b)
-                except TypeError as ex:
-                    return _error(f"found no matching overload for {kind!r}", ex)
+    @staticmethod
+    def _relation_in(kind: str, left: Node, right: Node) -> Node:
+        """``a in b``: over a list of scalars celpy's ``operator_in`` without its
+        logging (the same comparisons, in order), else ``operator_in`` itself."""
+        scalars = _SCALARS
 
-            return in_
+        def in_(s: Scope) -> Any:
+            a, b = left(s), right(s)
+            if b.__class__ is ListType and a.__class__ in scalars:
+                # operator_in without its logging: the same comparisons, in order
+                result: celtypes.BoolType | CELEvalError = FALSE
+                for c in b:
+                    try:
+                        if c == a:
+                            return TRUE
+                    except TypeError as ex:
+                        result = _error("no such overload", ex)
+                return result
+            try:
+                return operator_in(a, b)
+            except TypeError as ex:
+                return _error(f"found no matching overload for {kind!r}", ex)
+
+        return in_
+
+    @staticmethod
+    def _comparison(kind: str, left: Node, right: Node) -> Node:
+        """``a <op> b``: two scalars of one type compared directly, else celpy's
+        ``bool_<op>`` inlined (its errors, its NotImplemented)."""
+        func = base_functions[_RELATIONS[kind]]
         op = _COMPARE[kind]
         scalars = _SCALARS
         not_implemented = NotImplemented
@@ -511,6 +523,14 @@ class _Compiler:
             raise _NotCompiled(f"macro {name} variable")
         member = self.node(tree.children[0], bound)
         body = self.node(args.children[1], bound | {var})
+        if name in ("map", "filter", "exists_one"):
+            return self._list_macro(name, member, body, var)
+        return self._quantifier(name, member, body, var)
+
+    @staticmethod
+    def _list_macro(name: str, member: Node, body: Node, var: str) -> Node:
+        """``map``, ``filter`` and ``exists_one`` over ``member``'s items, as
+        celpy's ``build_macro_eval``: an error in the body raises."""
 
         def sub_expr(s: Scope, v: Any) -> Any:  # Evaluator.build_macro_eval: raises errors
             inner = dict(s)
@@ -518,15 +538,6 @@ class _Compiler:
             r = body(inner)
             if isinstance(r, CELEvalError):
                 raise r
-            return r
-
-        def ss_expr(s: Scope, v: Any) -> Any:  # build_ss_macro_eval: errors as values
-            inner = dict(s)
-            inner[var] = v
-            try:
-                r = body(inner)
-            except CELEvalError as ex:
-                return ex
             return r
 
         if name == "map":
@@ -547,16 +558,31 @@ class _Compiler:
                 return ListType(filter(lambda v: sub_expr(s, v), items))
 
             return filter_
-        if name == "exists_one":
 
-            def exists_one(s: Scope) -> Any:
-                items = member(s)
-                if isinstance(items, CELEvalError):
-                    return items
-                count = sum(1 for v in items if bool(sub_expr(s, v)))
-                return BoolType(count == 1)
+        def exists_one(s: Scope) -> Any:
+            items = member(s)
+            if isinstance(items, CELEvalError):
+                return items
+            count = sum(1 for v in items if bool(sub_expr(s, v)))
+            return BoolType(count == 1)
 
-            return exists_one
+        return exists_one
+
+    @staticmethod
+    def _quantifier(name: str, member: Node, body: Node, var: str) -> Node:
+        """``all`` and ``exists`` over ``member``'s items, as celpy's
+        ``build_ss_macro_eval``: the body's errors are values, folded by
+        ``logical_and`` / ``logical_or`` (so a later true or false can absorb them)."""
+
+        def ss_expr(s: Scope, v: Any) -> Any:  # build_ss_macro_eval: errors as values
+            inner = dict(s)
+            inner[var] = v
+            try:
+                r = body(inner)
+            except CELEvalError as ex:
+                return ex
+            return r
+
         oper, start = (_and_oper, TRUE) if name == "all" else (_or_oper, FALSE)
         is_all = name == "all"
 

@@ -249,18 +249,7 @@ def causes(counts: Mapping[Any, Any] | pd.DataFrame) -> dict[str, int]:
 def problems(report: Any) -> list[str]:
     """What ``report`` gets wrong against the contract; empty when it conforms.
     (``report``: any object, which this asks what members it has.)"""
-    out: list[str] = []
-    missing = [m for m in ("total", "duplicates", "lost", "unit") if not hasattr(report, m)]
-    if missing:
-        return [f"{type(report).__name__} lacks {', '.join(missing)}"]
-    total = report.total
-    for k in ("valid", "lost"):
-        if k not in total:
-            out.append(f"total has no {k!r}")
-    frames = (("duplicates", report.duplicates, "duplicates_by_cause"), ("lost", report.lost, "lost_by_cause"))
-    for name, frame, _ in frames:
-        if "cause" not in frame.columns:
-            out.append(f"the {name} frame has no 'cause' column")
+    out = _member_problems(report)
     if out:
         return out
     if not isinstance(report, CheckResult):
@@ -269,8 +258,32 @@ def problems(report: Any) -> list[str]:
     summary: Mapping[str, Any] = report.summary  # what this checks: not yet known to be a Summary
     missing = [k for k in SUMMARY_KEYS if k not in summary]
     if missing:
-        out.append(f"summary lacks {', '.join(missing)}")
-        return out
+        return [f"summary lacks {', '.join(missing)}"]
+    return _verdict_problems(report, summary) + _count_problems(report, summary) + _per_unit_problems(report, summary)
+
+
+def _frames(report: Any) -> tuple[tuple[str, Any, str], ...]:
+    """The report's fault frames: (summary key, frame, summary key of its causes)."""
+    return (("duplicates", report.duplicates, "duplicates_by_cause"), ("lost", report.lost, "lost_by_cause"))
+
+
+def _member_problems(report: Any) -> list[str]:
+    """The members every check report has: ``total`` (with ``valid`` and
+    ``lost``), ``duplicates`` and ``lost`` frames (with a ``cause`` column), ``unit``."""
+    missing = [m for m in ("total", "duplicates", "lost", "unit") if not hasattr(report, m)]
+    if missing:
+        return [f"{type(report).__name__} lacks {', '.join(missing)}"]
+    out = [f"total has no {k!r}" for k in ("valid", "lost") if k not in report.total]
+    for name, frame, _ in _frames(report):
+        if "cause" not in frame.columns:
+            out.append(f"the {name} frame has no 'cause' column")
+    return out
+
+
+def _verdict_problems(report: CheckResult, summary: Mapping[str, Any]) -> list[str]:
+    """``unit`` names a column; ``.valid``, the summary's and the total's agree."""
+    out: list[str] = []
+    total = report.total
     if not isinstance(report.unit, str) or not report.unit.isidentifier():
         out.append(
             f"unit is {report.unit!r}; it must be an identifier: the design's word for one reader, "
@@ -284,23 +297,35 @@ def problems(report: Any) -> list[str]:
         out.append(
             f"valid disagrees: .valid {report.valid!r}, summary {summary['valid']!r}, total {total.get('valid')!r}"
         )
+    return out
+
+
+def _count_problems(report: CheckResult, summary: Mapping[str, Any]) -> list[str]:
+    """The summary's counts are counts, and agree with the frames (rows and
+    causes) and with the total's ``lost``."""
+    out: list[str] = []
     for k in ("delivered", "duplicates", "lost", "pending"):
         v = summary[k]
         if not is_whole(v) or v < 0:
             out.append(f"summary[{k!r}] must be a count (int >= 0), got {v!r}")
-    for name, frame, key in frames:
+    for name, frame, key in _frames(report):
         if len(frame) != summary[name]:
             out.append(f"summary[{name!r}] is {summary[name]} but the {name} frame has {len(frame)} rows")
         if summary[key] != causes(frame):
             out.append(f"summary[{key!r}] is {summary[key]} but the {name} frame's causes are {causes(frame)}")
-    if summary["lost"] != total.get("lost"):
-        out.append(f"summary['lost'] {summary['lost']} != total['lost'] {total.get('lost')}")
+    if summary["lost"] != report.total.get("lost"):
+        out.append(f"summary['lost'] {summary['lost']} != total['lost'] {report.total.get('lost')}")
+    return out
+
+
+def _per_unit_problems(report: CheckResult, summary: Mapping[str, Any]) -> list[str]:
+    """``per_unit`` has one row per unit, and its ``lost`` sum to the summary's."""
     per = report.per_unit
     if report.unit not in per.columns or "lost" not in per.columns:
-        out.append(f"per_unit needs columns {report.unit!r} and 'lost', has {list(per.columns)}")
-    else:
-        if not per[report.unit].is_unique:
-            out.append(f"per_unit has more than one row for a {report.unit}")
-        if int(per["lost"].sum()) != summary["lost"]:
-            out.append(f"per_unit's lost sum to {int(per['lost'].sum())}, summary['lost'] is {summary['lost']}")
+        return [f"per_unit needs columns {report.unit!r} and 'lost', has {list(per.columns)}"]
+    out: list[str] = []
+    if not per[report.unit].is_unique:
+        out.append(f"per_unit has more than one row for a {report.unit}")
+    if int(per["lost"].sum()) != summary["lost"]:
+        out.append(f"per_unit's lost sum to {int(per['lost'].sum())}, summary['lost'] is {summary['lost']}")
     return out

@@ -732,9 +732,33 @@ class Faults(Part):
             return None
 
     def _read_one(self, item: Any, where: str, reading: Reading) -> Fault | None:
-        from fanoutsim.kernel.faults import KINDS, POINTS
+        """One ``[[faults]]`` table as its fault spec, or None with its problems
+        added: its kind, its keys, their values, then the spec's own checks."""
+        from fanoutsim.kernel.faults import KINDS
 
-        problems, r = reading.problems, self.rules
+        problems = reading.problems
+        fkind = self._kind(item, where, problems)
+        if fkind is None:
+            return None
+        ren = self.rules.renames.get(fkind, {})
+        if not self._keys_known(item, where, fkind, problems):
+            return None
+        args = self._args(item, where, fkind, reading)
+        if args is None or not self._point_known(item, where, fkind, problems):
+            return None
+        if not self._required_given(item, where, fkind, args, problems):
+            return None
+        try:
+            return KINDS[fkind](**args)
+        except (ValueError, TypeError) as exc:
+            problems.add(*_fault_problem(str(exc), where, fkind, ren))
+            return None
+
+    def _kind(self, item: Any, where: str, problems: Problems) -> str | None:
+        """The fault table's ``kind``, one this design accepts; None (with the
+        problem added) when ``item`` is no table or its kind is missing, of
+        another design or unknown."""
+        r = self.rules
         names = ", ".join(r.accepted)
         if not isinstance(item, dict):
             problems.add(where, f"must be a table, got {kind(item)}")
@@ -754,6 +778,13 @@ class Faults(Part):
         if fkind not in r.accepted:
             problems.add(f"{where}.kind", f"{show(fkind)} is not a fault kind; {r.label} accepts: {names}")
             return None
+        return fkind
+
+    def _keys_known(self, item: dict[str, Any], where: str, fkind: str, problems: Problems) -> bool:
+        """Whether every key of the table is one ``fkind`` takes; a problem for
+        each other, naming this design's spelling of a key given in the fault
+        spec's."""
+        r = self.rules
         ren = r.renames.get(fkind, {})
         allowed = self.keys(fkind)
         bad = [k for k in item if k != "kind" and k not in allowed]
@@ -763,8 +794,14 @@ class Faults(Part):
                 ours = next(o for o, f in ren.items() if f == k)
                 hint = f" (in {r.label} {fkind} names a {ours}: write {ours} = ...)"
             problems.add(f"{where}.{k}", f"unknown key for {fkind!r}; allowed: kind, {', '.join(allowed)}{hint}")
-        if bad:
-            return None
+        return not bad
+
+    def _args(self, item: dict[str, Any], where: str, fkind: str, reading: Reading) -> dict[str, Any] | None:
+        """The fault spec's arguments (keys renamed to its fields, a window list
+        as a tuple), or None at the first renamed key that is no name or
+        reference to an undeclared one."""
+        r, problems = self.rules, reading.problems
+        ren = r.renames.get(fkind, {})
         args = {}
         for k, v in item.items():
             if k == "kind":
@@ -784,19 +821,38 @@ class Faults(Part):
                 )
                 return None
             args[ren.get(k, k)] = tuple(v) if k == "window" and isinstance(v, list) else v
-        if fkind == "crash_at_point" and "point" in item and r.points and item["point"] not in r.points:
-            point = item["point"]
-            other = next((d for d, ps in r.other_points.items() if point in ps), None)
-            if other is None and point in POINTS:
-                other = f"{POINTS[point]} design"
-            what = f"{point!r} is a crash point of the {other}" if other else f"{show(point)} is not a crash point"
-            problems.add(f"{where}.point", f"{what}; {r.points_label}: {', '.join(r.points)}")
-            return None
-        missing = [k for k in allowed if k in r.required and k not in item]
+        return args
+
+    def _point_known(self, item: dict[str, Any], where: str, fkind: str, problems: Problems) -> bool:
+        """Whether a ``crash_at_point`` names one of this design's crash points;
+        the problem names the design a known point belongs to."""
+        from fanoutsim.kernel.faults import POINTS
+
+        r = self.rules
+        if fkind != "crash_at_point" or "point" not in item or not r.points or item["point"] in r.points:
+            return True
+        point = item["point"]
+        other = next((d for d, ps in r.other_points.items() if point in ps), None)
+        if other is None and point in POINTS:
+            other = f"{POINTS[point]} design"
+        what = f"{point!r} is a crash point of the {other}" if other else f"{show(point)} is not a crash point"
+        problems.add(f"{where}.point", f"{what}; {r.points_label}: {', '.join(r.points)}")
+        return False
+
+    def _required_given(
+        self, item: dict[str, Any], where: str, fkind: str, args: dict[str, Any], problems: Problems
+    ) -> bool:
+        """Whether the keys the design requires, then the fault spec's fields
+        without a default, are all given; a problem for each missing one."""
+        from fanoutsim.kernel.faults import KINDS
+
+        r = self.rules
+        ren = r.renames.get(fkind, {})
+        missing = [k for k in self.keys(fkind) if k in r.required and k not in item]
         for k in missing:
             problems.add(f"{where}.{k}", f"is required: {r.required[k]}")
         if missing:
-            return None
+            return False
         missing = [
             f.name for f in _spec_fields(KINDS[fkind]) if f.default is dataclasses.MISSING and f.name not in args
         ]
@@ -804,13 +860,7 @@ class Faults(Part):
             problems.add(
                 f"{where}.{next((o for o, f in ren.items() if f == name), name)}", f"is required for {fkind!r}"
             )
-        if missing:
-            return None
-        try:
-            return KINDS[fkind](**args)
-        except (ValueError, TypeError) as exc:
-            problems.add(*_fault_problem(str(exc), where, fkind, ren))
-            return None
+        return not missing
 
     def keys(self, fkind: str) -> list[str]:
         """A fault kind's keys in this design's spelling, ``kind`` aside."""

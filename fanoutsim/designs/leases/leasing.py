@@ -94,6 +94,8 @@ transaction at a time: there a lock is a read, and nothing changes.)
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
@@ -178,99 +180,124 @@ def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> Pull:
 
 
 def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
-    out: list[Lease] = []
+    """One pull of ``consumer`` as one transition: ``None`` when it holds an
+    expired lease (the caller recovers it first), else the :class:`Pull`."""
     with e.tx() as tx:
         row = tx.lock_lease_consumer(consumer)  # one transition of the consumer at a time
         now = tx.after_locks(now)  # after another node's transition it waited for
         if row is None:
             return Pull(result=NOT_FOUND)
         held = tx.list_leases(consumer)
-        for lease in held:
-            if lease["expires_at"] <= now:
-                return None
+        if any(lease["expires_at"] <= now for lease in held):
+            return None
         room = min(row["batch_limit"] if batch_limit is None else batch_limit, row["in_flight_limit"] - len(held))
         if room <= 0:
             return Pull()
         _check_retained(tx, row)
-        leased = {lease["event_id"] for lease in held}
-        retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
-        sparse = tx.list_resolutions(consumer)
-        resolved = {r["event_id"] for r in sparse}
-        # enough of each partition's window to find `room` eligible events past its ineligible ones
-        # (head-of-line: each partition's first unresolved event, past its sparse dead letters)
-        most = 0
-        if held or retries or sparse:
-            skip: dict[str, int] = {}
-            for r in (*held, *retries.values(), *sparse):
-                skip[r["partition"]] = skip.get(r["partition"], 0) + 1
-            most = max(skip.values())
-        head_of_line = e.config.partition_order == "head_of_line"
-        if head_of_line:
-            limit, blocked = 1 + most, set()
-        else:
-            limit = min(e.config.window, room + most)
-        h = None
-        for ev in tx.event_window(consumer, row["start_seq"], limit):
-            eid = ev["event_id"]
-            if eid in resolved:
-                continue
-            if head_of_line:
-                if ev["partition"] in blocked:
-                    continue
-                blocked.add(ev["partition"])
-            if eid in leased:
-                continue
-            retry = retries.get(eid)
-            if retry is not None:
-                if retry["not_before"] > now:
-                    continue
-                tx.delete_retry(consumer, eid)
-            attempt = 1 if retry is None else retry["attempts"] + 1
-            if h is None:
-                h = tx.lock_history()  # the grant counter: another node's pull counts too
-                now = tx.after_locks(now)
-                expires = now + seconds_to_us(row["lease_seconds"])
-            h["leases_granted"] += 1
-            token = lease_token(e.seed, consumer, eid, attempt, h["leases_granted"])
-            tx.insert_lease(
-                {
-                    "consumer": consumer,
-                    "event_id": eid,
-                    "seq": ev["seq"],
-                    "partition": ev["partition"],
-                    "token": token,
-                    "incarnation": h["incarnation"],
-                    "attempt": attempt,
-                    "leased_at": now,
-                    "expires_at": expires,
-                }
-            )
-            out.append(
-                Lease(
-                    consumer,
-                    eid,
-                    ev["seq"],
-                    ev["partition"],
-                    ev["kind"],
-                    ev["payload"],
-                    token,
-                    h["incarnation"],
-                    attempt,
-                    expires,
-                )
-            )
-            if len(out) >= room:
-                break
-        if out:
-            tx.set_history(h)
-            bump(tx, row)
-            e.faults.point("lease.before_commit", now, who=consumer, what=out[0].event_id)
+        out, now = _grant(e, tx, now, row, held, room)
     for lease in out:
         e.trace.add(now, "leased", e.actor, consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     if out:
         e.metrics.inc("fanoutsim_lease_leases_total", len(out), consumer=consumer)
         e.faults.point("lease.after_commit", now, who=consumer, what=out[0].event_id)
     return Pull(out)
+
+
+def _grant(e, tx, now: int, row: dict, held: list[dict], room: int) -> tuple[list[Lease], int]:
+    """Lease up to ``room`` eligible events of the consumer's window, in window
+    order, inside the pull's transaction; returns the leases and the time after
+    the history lock the first grant takes."""
+    consumer = row["consumer"]
+    retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
+    sparse = tx.list_resolutions(consumer)
+    limit = _window_limit(e.config, room, held, retries.values(), sparse)
+    out: list[Lease] = []
+    h = None
+    for ev, retry in _candidates(tx, e.config, row, held, sparse, retries, limit):
+        if retry is not None:
+            if retry["not_before"] > now:
+                continue
+            tx.delete_retry(consumer, ev["event_id"])
+        if h is None:
+            h = tx.lock_history()  # the grant counter: another node's pull counts too
+            now = tx.after_locks(now)
+            expires = now + seconds_to_us(row["lease_seconds"])
+        out.append(_insert_lease(e, tx, h, consumer, ev, 1 if retry is None else retry["attempts"] + 1, now, expires))
+        if len(out) >= room:
+            break
+    if out:
+        tx.set_history(h)
+        bump(tx, row)
+        e.faults.point("lease.before_commit", now, who=consumer, what=out[0].event_id)
+    return out, now
+
+
+def _window_limit(config, room: int, *ineligible: Iterable[dict]) -> int:
+    """How much of each partition's window to read: enough to find ``room``
+    eligible events past its ineligible ones (held, waiting to retry, resolved
+    sparsely); head-of-line: each partition's first unresolved event, past its
+    sparse dead letters."""
+    skip = Counter(r["partition"] for rows in ineligible for r in rows)
+    most = max(skip.values(), default=0)
+    if config.partition_order == "head_of_line":
+        return 1 + most
+    return min(config.window, room + most)
+
+
+def _candidates(
+    tx, config, row: dict, held: list[dict], sparse: list[dict], retries: dict, limit: int
+) -> Iterator[tuple[dict, dict | None]]:
+    """The window's events the consumer may lease, each with its retry (or
+    ``None``): not resolved, not held, and under head-of-line only each
+    partition's first unresolved event. Whether a retry's time has come is the
+    caller's to judge."""
+    resolved = {r["event_id"] for r in sparse}
+    leased = {lease["event_id"] for lease in held}
+    head_of_line = config.partition_order == "head_of_line"
+    blocked: set[str] = set()
+    for ev in tx.event_window(row["consumer"], row["start_seq"], limit):
+        eid = ev["event_id"]
+        if eid in resolved:
+            continue
+        if head_of_line:
+            if ev["partition"] in blocked:
+                continue
+            blocked.add(ev["partition"])
+        if eid in leased:
+            continue
+        yield ev, retries.get(eid)
+
+
+def _insert_lease(e, tx, h: dict, consumer: str, ev: dict, attempt: int, now: int, expires: int) -> Lease:
+    """Grant one lease on ``ev``: count the grant in the history ``h``, write the
+    lease row, and return the :class:`Lease` the pull replies."""
+    h["leases_granted"] += 1
+    token = lease_token(e.seed, consumer, ev["event_id"], attempt, h["leases_granted"])
+    tx.insert_lease(
+        {
+            "consumer": consumer,
+            "event_id": ev["event_id"],
+            "seq": ev["seq"],
+            "partition": ev["partition"],
+            "token": token,
+            "incarnation": h["incarnation"],
+            "attempt": attempt,
+            "leased_at": now,
+            "expires_at": expires,
+        }
+    )
+    return Lease(
+        consumer,
+        ev["event_id"],
+        ev["seq"],
+        ev["partition"],
+        ev["kind"],
+        ev["payload"],
+        token,
+        h["incarnation"],
+        attempt,
+        expires,
+    )
 
 
 def _check_retained(tx, row: dict) -> None:

@@ -575,7 +575,7 @@ def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> 
         height = min(0.8 / len(names), 0.5)
         y = np.arange(len(kinds))
         counts = {name: out.loc[out["consumer"] == name, kinds].iloc[0].to_numpy(dtype=float) for name in names}
-        for k, kind in enumerate(kinds):  # each group centred on its tick: only the bars that are there
+        for k in range(len(kinds)):  # each group centred on its tick: only the bars that are there
             there = [(i, name) for i, name in enumerate(names) if counts[name][k] > 0]
             for j, (i, name) in enumerate(there):
                 v = counts[name][k]

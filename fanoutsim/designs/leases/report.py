@@ -31,15 +31,59 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
     or ``checked`` if given: a check of this same run), so the report and the verdict agree."""
     import dataclasses
 
-    import numpy as np
-
     from fanoutsim.designs.leases.checker import check_leases
-    from fanoutsim.kernel.timeutil import US
 
     checked = check_leases(sim) if checked is None else checked
     t = sim.trace()
     kinds = t["kind"].value_counts()
     total = checked.total
+    consumers = _consumer_reports(sim, checked, t)
+    history = _rows(sim)("history")
+    report = {
+        **run_span(sim, name, "leases"),
+        "config": dataclasses.asdict(sim.config),
+        "events": {
+            "published": total["published"],
+            "retained": len(_rows(sim)("events")),
+            "pruned": int(kinds.get("pruned", 0)),
+            "incarnation": history[0]["incarnation"] if history else None,
+        },
+        "consumers": consumers,
+        "totals": {
+            **{
+                k: total[k]
+                for k in (
+                    "published",
+                    "delivered",
+                    "duplicates",
+                    "duplicates_by_cause",
+                    "lost",
+                    "lost_by_cause",
+                    "dead_lettered",
+                    "pending",
+                    "out_of_order",
+                )
+            },
+            "acks_refused": _counts(t.loc[t["kind"] == "ack_refused", "detail"]),
+            "crashes": int(kinds.get("crashed", 0)),
+            "restores": int(kinds.get("restored", 0)),
+            "seeks": int(kinds.get("seek", 0)),
+            "retired": int(kinds.get("retired", 0)),
+        },
+        "check": dict(total),
+    }
+    return json_ready(report)
+
+
+def _consumer_reports(sim, checked, t) -> list[dict[str, Any]]:
+    """Per consumer of the check (retired ones too): its limits (None once
+    retired: retire deletes its row), the checker's counts, its in-flight
+    leases, the trace's grants, nacks, expiries and refusals, and its publish
+    -> first delivery latency."""
+    import numpy as np
+
+    from fanoutsim.kernel.timeutil import US
+
     rows = {r["consumer"]: r for r in _rows(sim)("lease_consumers")}
     in_flight = _counts(sim.leases()["consumer"]) if len(_rows(sim)("leases")) else {}
     published = t.loc[t["kind"] == "published"].drop_duplicates("event_id").set_index("event_id")["t"]
@@ -88,41 +132,7 @@ def leases_report(sim, *, name: str | None = None, checked=None) -> dict[str, An
                 },
             }
         )
-    history = _rows(sim)("history")
-    report = {
-        **run_span(sim, name, "leases"),
-        "config": dataclasses.asdict(sim.config),
-        "events": {
-            "published": total["published"],
-            "retained": len(_rows(sim)("events")),
-            "pruned": int(kinds.get("pruned", 0)),
-            "incarnation": history[0]["incarnation"] if history else None,
-        },
-        "consumers": consumers,
-        "totals": {
-            **{
-                k: total[k]
-                for k in (
-                    "published",
-                    "delivered",
-                    "duplicates",
-                    "duplicates_by_cause",
-                    "lost",
-                    "lost_by_cause",
-                    "dead_lettered",
-                    "pending",
-                    "out_of_order",
-                )
-            },
-            "acks_refused": _counts(t.loc[t["kind"] == "ack_refused", "detail"]),
-            "crashes": int(kinds.get("crashed", 0)),
-            "restores": int(kinds.get("restored", 0)),
-            "seeks": int(kinds.get("seek", 0)),
-            "retired": int(kinds.get("retired", 0)),
-        },
-        "check": dict(total),
-    }
-    return json_ready(report)
+    return consumers
 
 
 _ORDER_DETAIL = {
@@ -145,9 +155,20 @@ def format_leases_report(report: dict[str, Any]) -> str:
         )
     out.append("")
 
+    out += _totals_table(report)
+    out.append("")
+    out += _consumers_table(report)
+    out += _failed_closed(report)
+    return "\n".join(out) + "\n"
+
+
+def _totals_table(report: dict[str, Any]) -> list[str]:
+    """The run's totals: the log's events, the deliveries and their faults, the
+    acks that failed closed, crashes and restores."""
+    cfg = report.get("config", {})
     ev, tot = report["events"], report["totals"]
     refused = tot.get("acks_refused", {})
-    out += table(
+    return table(
         ["totals", "count", "detail"],
         [
             ["events published", count(ev["published"]), "committed to the log"],
@@ -169,8 +190,12 @@ def format_leases_report(report: dict[str, Any]) -> str:
         ],
         "<><",
     )
-    out.append("")
 
+
+def _consumers_table(report: dict[str, Any]) -> list[str]:
+    """One row per consumer: its limits, deliveries and faults, in-flight
+    leases and first-delivery latency."""
+    out: list[str] = []
     out.append("Consumers (limits: batch/in-flight/lease s; publish -> first delivery in s)")
     rows = []
     for c in report["consumers"]:
@@ -214,6 +239,12 @@ def format_leases_report(report: dict[str, Any]) -> str:
         )
     else:
         out.append("  (none)")
+    return out
+
+
+def _failed_closed(report: dict[str, Any]) -> list[str]:
+    """The consumers whose acks or nacks failed closed, by result."""
+    out: list[str] = []
     failed = [
         (c["consumer"], c["acks_refused"], c["nacks_refused"])
         for c in report["consumers"]
@@ -226,7 +257,7 @@ def format_leases_report(report: dict[str, Any]) -> str:
             parts = [f"acks: {cause_text(acks)}"] if acks else []
             parts += [f"nacks: {cause_text(nacks)}"] if nacks else []
             out.append(f"  {name}: {'; '.join(parts)}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def format_leases_check(checked) -> str:

@@ -296,6 +296,10 @@ PRESETS = {
 }
 
 
+_DESCRIPTION = (
+    "One {library} {version} worker at its defaults as the outbox model: "
+    "5 jobs/s, measured hint and read costs, 10% of hints dropped."
+)
 _SCENARIO = """\
 # outbox-{name}: the outbox model with {library} {version}'s defaults and worker loop.
 #
@@ -310,7 +314,7 @@ _SCENARIO = """\
 #   fanoutsim run fanoutsim/examples/presets/outbox-{name}.toml
 design = "outbox"
 name = "outbox-{name}"
-description = "One {library} {version} worker at its defaults as the outbox model: 5 jobs/s, measured hint and read costs, 10% of hints dropped."
+description = "{description}"
 
 [run]
 seed = 0
@@ -365,6 +369,7 @@ def scenario_toml(name: str) -> str:
         name=p.name,
         library=p.library,
         version=p.version,
+        description=_DESCRIPTION.format(library=p.library, version=p.version),
         sources=sources,
         outbox=outbox,
         measured=data["measured"],

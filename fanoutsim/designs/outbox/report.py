@@ -53,6 +53,26 @@ def format_outbox_report(report: dict[str, Any]) -> str:
     )
     out.append("")
 
+    out += _consumers_table(report)
+    out.append("")
+
+    h, bus = report["hints"], report["bus"]
+    out.append(
+        f"Hints: {count(h['sent'])} sent, {count(h['dropped'])} dropped{share(h['dropped'], h['sent'])}, "
+        f"{count(h['missed'])} missed (no listener), {count(h['coalesced'])} coalesced; "
+        f"a row without its hint waits for the safety poll"
+    )
+    out.append(
+        f"Topic bus (best effort, not durable): {count(bus['published'])} rows published, "
+        f"{count(bus['unpublished'])} never, {count(bus['receipts'])} receipts by live subscribers"
+    )
+    return "\n".join(out) + "\n"
+
+
+def _consumers_table(report: dict[str, Any]) -> list[str]:
+    """One row per consumer: its cursor, deliveries and faults, failed attempts
+    and commit -> handled latency."""
+    out: list[str] = []
     out.append("Consumers (commit -> handled latency in s)")
     rows = []
     for c in report["consumers"]:
@@ -93,19 +113,7 @@ def format_outbox_report(report: dict[str, Any]) -> str:
         out.append("  failures: failed attempts (retried with backoff; the budget-th parks the row)")
     else:
         out.append("  (none)")
-    out.append("")
-
-    h, bus = report["hints"], report["bus"]
-    out.append(
-        f"Hints: {count(h['sent'])} sent, {count(h['dropped'])} dropped{share(h['dropped'], h['sent'])}, "
-        f"{count(h['missed'])} missed (no listener), {count(h['coalesced'])} coalesced; "
-        f"a row without its hint waits for the safety poll"
-    )
-    out.append(
-        f"Topic bus (best effort, not durable): {count(bus['published'])} rows published, "
-        f"{count(bus['unpublished'])} never, {count(bus['receipts'])} receipts by live subscribers"
-    )
-    return "\n".join(out) + "\n"
+    return out
 
 
 def format_outbox_check(checked) -> str:

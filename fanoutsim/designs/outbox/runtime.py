@@ -214,54 +214,24 @@ class OutboxRuntime(OutboxHost):
                     self._send_hints(self.now_us(), [str(seq)])
 
     def _consumer_loop(self, engine: OutboxEngine, name: str):
-        call, outside, live, clock = self._call, self._outside, self._live, self.clock
-        begin, finish, cfg = engine.begin, engine.finish, self.config
+        """One consumer's loop: read (its due rows, then its new ones), handle
+        each row, then drain again or sleep until a hint, the poll or a wait's end."""
+        cfg = self.config
         limit, key = cfg.batch_limit, ("consumer", name)
         late_flag = cfg.wake_mode == "after_fetch"
         cost = self._read_cost(name)
-        unreported = self._unreported
         wake = None
         while self._running(engine):
             if not late_flag:
                 wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
-            rows = call(engine.fetch, name)
-            if rows is None:
+            read = yield from self._read(engine, name, cost)
+            if read is None:
                 return  # the process died in the read
-            first_due = engine.due_at_fetch.get(name)
-            due = ()
-            if first_due is not None and first_due <= self.now_us():
-                due = call(engine.fetch_due, name)
-                if due is None:
-                    return
-            if cost is not None:  # the read takes time: what commits meanwhile is not in it
-                yield Work(cost(bool(rows or due)))
-                if not self._live(engine):
-                    return
+            rows, due, first_due = read
             if late_flag:
                 wake = self._arm(key)  # the flag cleared after the read: a hint during it is gone
-            deferred = False
-            # due rows first; a row the process stops or dies with stays owed, and
-            # nothing after it may pass the cursor. The first attempt is inline: the
-            # hot path (nearly every row needs no other)
-            for batch, is_due in ((due, True), (rows, False)):
-                for row in batch:
-                    started = clock()
-                    step = outside(begin, name, row, is_due)
-                    if step is None:
-                        return
-                    if step.duration > 0:
-                        yield Work(step.duration, since=started)
-                        if not live(engine):
-                            return  # died with the step in hand
-                    out = call(finish, step, 1)
-                    if out is not None and out.kind == "retry":
-                        out = yield from self._retry(engine, name, row, is_due, out)
-                    if out is None:
-                        return
-                    if unreported is not None and out.kind in ("handled", "parked"):
-                        unreported[name] = row["seq"]  # for the consumer's next status write
-                    deferred |= out is DEFERRED
-            if not self._running(engine):
+            deferred = yield from self._handle_batch(engine, name, due, rows)
+            if deferred is None or not self._running(engine):
                 return
             if due or len(rows) >= limit or self._woken(wake) or (rows and cfg.read_until_empty):
                 continue  # drain: a full batch, or woken while handling (or until a read finds nothing)
@@ -269,11 +239,63 @@ class OutboxRuntime(OutboxHost):
             # A short batch read everything visible at the fetch; anything committed
             # since sent a hint (which would have signalled ``wake``) or waits for the poll.
             if deferred:
-                first_due = call(engine.next_due, name)
+                first_due = self._call(engine.next_due, name)
             timeout = self._sleep_for(engine, name, first_due)
             if timeout is False:
                 return
             yield Wait(wake, timeout)
+
+    def _read(self, engine: OutboxEngine, name: str, cost: Callable[[bool], float] | None):
+        """One read of the consumer: its new rows, and its due rows once the first
+        is due, then the read's cost in time (what commits meanwhile is not in it).
+        ``(rows, due, first_due)``, or None if the process died."""
+        rows = self._call(engine.fetch, name)
+        if rows is None:
+            return None
+        first_due = engine.due_at_fetch.get(name)
+        due = ()
+        if first_due is not None and first_due <= self.now_us():
+            due = self._call(engine.fetch_due, name)
+            if due is None:
+                return None
+        if cost is not None:
+            yield Work(cost(bool(rows or due)))
+            if not self._live(engine):
+                return None
+        return rows, due, first_due
+
+    def _handle_batch(self, engine: OutboxEngine, name: str, due, rows):
+        """Handle the due rows first, then the new ones, in order. Whether any was
+        deferred, or None if the process stopped or died: a row it stops or dies
+        with stays owed, and nothing after it may pass the cursor."""
+        unreported = self._unreported
+        deferred = False
+        for batch, is_due in ((due, True), (rows, False)):
+            for row in batch:
+                out = yield from self._handle_row(engine, name, row, is_due)
+                if out is None:
+                    return None
+                if unreported is not None and out.kind in ("handled", "parked"):
+                    unreported[name] = row["seq"]  # for the consumer's next status write
+                deferred |= out is DEFERRED
+        return deferred
+
+    def _handle_row(self, engine: OutboxEngine, name: str, row: dict, is_due: bool):
+        """One row: the first attempt inline (the hot path: nearly every row needs
+        no other), then its retries. The outcome, or None if the process stopped
+        or died with the row in hand."""
+        started = self.clock()
+        step = self._outside(engine.begin, name, row, is_due)
+        if step is None:
+            return None
+        if step.duration > 0:
+            yield Work(step.duration, since=started)
+            if not self._live(engine):
+                return None  # died with the step in hand
+        out = self._call(engine.finish, step, 1)
+        if out is not None and out.kind == "retry":
+            out = yield from self._retry(engine, name, row, is_due, out)
+        return out
 
     def _read_cost(self, name: str) -> Callable[[bool], float] | None:
         """The draw of one read's cost (given whether it found rows), from the

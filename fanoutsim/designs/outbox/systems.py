@@ -177,7 +177,7 @@ def race_timeline(runs: dict, *, window=(0.995, 1.05)) -> Figure:
         fig = Figure(figsize=(9.0, 1.6 + 1.2 * len(runs)), layout="constrained")
         ax = fig.add_subplot()
         ms = lambda t: (t - window[0]) * 1000  # noqa: E731
-        for i, (label, sim) in enumerate(runs.items()):
+        for i, sim in enumerate(runs.values()):
             y = len(runs) - 1 - i
             for start, cost, found in sim.reads:
                 ax.barh(

@@ -736,40 +736,21 @@ def _refuse_another_design(where, design: str | None) -> None:
 
 
 def _check_store(store, config) -> CheckReport:
+    """The store-only check: each subscription's expected firings (those its
+    filter passes, logged after it was created) against its executions and its
+    watermark."""
     from fanoutsim.designs.reactor.config import SchedulerConfig
 
     cfg = config or SchedulerConfig()
     compound = cfg.watermark != "fired_at"
-    firings = pd.DataFrame(
-        store.rows("reactor_firings"), columns=["id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"]
-    )
-    history = pd.DataFrame(
-        {
-            "firing": firings["id"],
-            "reactor_name": firings["reactor_name"],
-            "tenant_id": firings["tenant_id"],
-            "fired_at": firings["fired_at"],
-            "logged_at": firings["created_at"],
-            "payload": firings["payload"],
-        }
-    )
+    history = _store_history(store)
     subs = store.rows("reactor_subscriptions")
     subs_df = pd.DataFrame(subs, columns=["id", "reactor_name", "tenant_id", "predicate"])
     verdicts = _evaluate_filters(
         subs_df, _streams(_columns(history, ("firing", "reactor_name", "tenant_id", "payload")))
     )
-    # crashes: starts that no clean stop preceded (the first start is a boot)
-    crash_times, previous = [], None
-    for row in store.rows("runner_log"):
-        if row["event"] == "start" and previous == "start":
-            crash_times.append(row["happened_at"])
-        previous = row["event"]
-    deliveries: dict[tuple, list[tuple[int, str, str]]] = defaultdict(list)
-    for row in store.rows("workflow_executions"):
-        fid, reactor, _ = context_firing(row["context"])
-        deliveries[(row["workflow_name"], row["tenant_id"], reactor, fid)].append(
-            (row["dispatched_at"], row["id"], fid)
-        )
+    crash_times = _store_crash_times(store)
+    deliveries = _store_deliveries(store)
     by_stream = {k: g for k, g in history.groupby(["reactor_name", "tenant_id"], sort=False)}
 
     rows, dup_rows, lost_rows = [], [], []
@@ -782,61 +763,7 @@ def _check_store(store, config) -> CheckReport:
             for f in (_firings(stream) if stream is not None else ())
             if (passing is None or f.firing in passing) and f.logged_at >= s["created_at"]
         ]
-        wm, wm_id = s["last_seen_fired_at"], s["last_seen_firing_id"] or ""
-        once = dup_firings = extra = lost = pending = 0
-        for f in expected:
-            got = sorted(deliveries.get((s["workflow_name"], s["tenant_id"], s["reactor_name"], f.firing), ()))
-            if len(got) == 1:
-                once += 1
-            elif got:
-                dup_firings += 1
-                for (t0, _, _), (t1, eid, _) in zip(got, got[1:]):
-                    extra += 1
-                    cause = "crash" if any(t0 <= c <= t1 for c in crash_times) else "unknown"
-                    dup_rows.append(
-                        {
-                            "subscription": s["id"],
-                            "workflow_name": s["workflow_name"],
-                            "tenant_id": s["tenant_id"],
-                            "firing": f.firing,
-                            "execution": eid,
-                            "cause": cause,
-                            "crash_at": next((c for c in crash_times if t0 <= c <= t1), None),
-                        }
-                    )
-            elif wm is None or (f.fired_at, f.firing if compound else "") > (wm, wm_id if compound else "\uffff"):
-                pending += 1
-            else:
-                lost += 1
-                lost_rows.append(
-                    {
-                        "subscription": s["id"],
-                        "workflow_name": s["workflow_name"],
-                        "tenant_id": s["tenant_id"],
-                        "firing": f.firing,
-                        "cause": "behind_watermark",
-                        "promised": True,
-                        "detail": None,
-                    }
-                )
-        rows.append(
-            {
-                "subscription": s["id"],
-                "reactor_name": s["reactor_name"],
-                "workflow_name": s["workflow_name"],
-                "tenant_id": s["tenant_id"],
-                "expected": len(expected),
-                "delivered_once": once,
-                "duplicated": dup_firings,
-                "extra_deliveries": extra,
-                "lost": lost,
-                "lost_promised": lost,
-                "pending": pending,
-                "out_of_order": 0,
-                "backfilled": 0,
-                "valid": lost == 0,
-            }
-        )
+        rows.append(_store_subscription_row(s, expected, deliveries, crash_times, compound, dup_rows, lost_rows))
     return _report(
         rows,
         dup_rows,
@@ -845,3 +772,106 @@ def _check_store(store, config) -> CheckReport:
         [],
         crashes=len(crash_times),
     )
+
+
+def _store_history(store) -> pd.DataFrame:
+    """The firings table as the checker's history frame (``firing``,
+    ``logged_at``: the names the trace-based check uses)."""
+    firings = pd.DataFrame(
+        store.rows("reactor_firings"), columns=["id", "reactor_name", "tenant_id", "payload", "fired_at", "created_at"]
+    )
+    return pd.DataFrame(
+        {
+            "firing": firings["id"],
+            "reactor_name": firings["reactor_name"],
+            "tenant_id": firings["tenant_id"],
+            "fired_at": firings["fired_at"],
+            "logged_at": firings["created_at"],
+            "payload": firings["payload"],
+        }
+    )
+
+
+def _store_crash_times(store) -> list:
+    """The crashes in the runner log: starts that no clean stop preceded (the
+    first start is a boot)."""
+    crash_times, previous = [], None
+    for row in store.rows("runner_log"):
+        if row["event"] == "start" and previous == "start":
+            crash_times.append(row["happened_at"])
+        previous = row["event"]
+    return crash_times
+
+
+def _store_deliveries(store) -> dict[tuple, list[tuple[int, str, str]]]:
+    """The executions by (workflow, tenant, reactor, firing): each one's
+    ``(dispatched_at, execution id, firing)``."""
+    deliveries: dict[tuple, list[tuple[int, str, str]]] = defaultdict(list)
+    for row in store.rows("workflow_executions"):
+        fid, reactor, _ = context_firing(row["context"])
+        deliveries[(row["workflow_name"], row["tenant_id"], reactor, fid)].append(
+            (row["dispatched_at"], row["id"], fid)
+        )
+    return deliveries
+
+
+def _store_subscription_row(
+    s: dict, expected: list, deliveries: dict, crash_times: list, compound: bool, dup_rows: list, lost_rows: list
+) -> dict:
+    """One subscription's verdict row: each expected firing delivered once,
+    more than once (each extra a ``dup_rows`` entry, its cause a crash between
+    the two deliveries or unknown), still ahead of the watermark (pending) or
+    behind it undelivered (lost, a ``lost_rows`` entry)."""
+    wm, wm_id = s["last_seen_fired_at"], s["last_seen_firing_id"] or ""
+    once = dup_firings = extra = lost = pending = 0
+    for f in expected:
+        got = sorted(deliveries.get((s["workflow_name"], s["tenant_id"], s["reactor_name"], f.firing), ()))
+        if len(got) == 1:
+            once += 1
+        elif got:
+            dup_firings += 1
+            for (t0, _, _), (t1, eid, _) in zip(got, got[1:]):
+                extra += 1
+                cause = "crash" if any(t0 <= c <= t1 for c in crash_times) else "unknown"
+                dup_rows.append(
+                    {
+                        "subscription": s["id"],
+                        "workflow_name": s["workflow_name"],
+                        "tenant_id": s["tenant_id"],
+                        "firing": f.firing,
+                        "execution": eid,
+                        "cause": cause,
+                        "crash_at": next((c for c in crash_times if t0 <= c <= t1), None),
+                    }
+                )
+        elif wm is None or (f.fired_at, f.firing if compound else "") > (wm, wm_id if compound else "\uffff"):
+            pending += 1
+        else:
+            lost += 1
+            lost_rows.append(
+                {
+                    "subscription": s["id"],
+                    "workflow_name": s["workflow_name"],
+                    "tenant_id": s["tenant_id"],
+                    "firing": f.firing,
+                    "cause": "behind_watermark",
+                    "promised": True,
+                    "detail": None,
+                }
+            )
+    return {
+        "subscription": s["id"],
+        "reactor_name": s["reactor_name"],
+        "workflow_name": s["workflow_name"],
+        "tenant_id": s["tenant_id"],
+        "expected": len(expected),
+        "delivered_once": once,
+        "duplicated": dup_firings,
+        "extra_deliveries": extra,
+        "lost": lost,
+        "lost_promised": lost,
+        "pending": pending,
+        "out_of_order": 0,
+        "backfilled": 0,
+        "valid": lost == 0,
+    }

@@ -192,9 +192,30 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+Problems = list[tuple[str, str]]
+
+
 def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None, list[tuple[str, str]]]:
     """Check one replay table; ``(spec or None, [(key path, problem), ...])``."""
-    problems: list[tuple[str, str]] = []
+    problems = _unknown_keys(item, where)
+    path, columns = _recording(item["replay"], where, base, problems)
+    reactor = item.get("reactor")
+    if "reactor" not in item:
+        problems.append((f"{where}.reactor", "is required (a non-empty string)"))
+    elif not isinstance(reactor, str) or not reactor.strip():
+        problems.append((f"{where}.reactor", f"must be a non-empty string, got {_show(reactor)}"))
+    tenant_column = item.get("tenant_column")
+    _check_tenant_column(tenant_column, columns, where, problems)
+    values = _timing(item, where, problems)
+    if problems:
+        return None, problems
+    return ReplaySpec(str(path), reactor, tenant_column, values["speed"], values["start"], values["stop"]), []
+
+
+def _unknown_keys(item: dict, where: str) -> Problems:
+    """A problem for each key of ``item`` a replay does not take, with a hint
+    for the keys of a generated workload that a replay reads from its recording."""
+    problems: Problems = []
     for key in item:
         if key not in REPLAY_KEYS:
             hint = (
@@ -211,9 +232,13 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
                     f"{where} with replay: {', '.join(REPLAY_KEYS)}",
                 )
             )
-    raw = item["replay"]
-    columns = None
-    path = None
+    return problems
+
+
+def _recording(raw: object, where: str, base: Path, problems: Problems) -> tuple[Path | None, list[str] | None]:
+    """Find and open the recording ``raw`` names (relative to ``base``, the
+    scenario's folder): its path and columns, each None when a problem (added
+    to ``problems``) stops it; the columns must include :data:`REPLAY_COLUMNS`."""
     if not isinstance(raw, str) or not raw.strip():
         problems.append(
             (
@@ -222,56 +247,59 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
                 f"relative to the scenario file), got {_show(raw)}",
             )
         )
-    else:
-        path = (Path(raw) if Path(raw).is_absolute() else base / raw).resolve()
-        if path.suffix not in FORMATS:
-            problems.append((f"{where}.replay", f"must name a {' or '.join(FORMATS)} file, got {raw!r}"))
-            path = None
-        elif not path.is_file():
-            problems.append(
-                (
-                    f"{where}.replay",
-                    f"no such recording {raw!r} (looked for {str(path)!r}; "
-                    f"a relative path is relative to the scenario file)",
-                )
+        return None, None
+    path = (Path(raw) if Path(raw).is_absolute() else base / raw).resolve()
+    if path.suffix not in FORMATS:
+        problems.append((f"{where}.replay", f"must name a {' or '.join(FORMATS)} file, got {raw!r}"))
+        return None, None
+    if not path.is_file():
+        problems.append(
+            (
+                f"{where}.replay",
+                f"no such recording {raw!r} (looked for {str(path)!r}; "
+                f"a relative path is relative to the scenario file)",
             )
-            path = None
-        else:
-            try:
-                columns = _columns(path)
-            except Exception as exc:  # unreadable: say so with the reader's words
-                problems.append((f"{where}.replay", f"cannot read {raw!r}: {exc}"))
-                path = None
-            else:
-                missing = [c for c in REPLAY_COLUMNS if c not in columns]
-                if missing:
-                    problems.append(
-                        (
-                            f"{where}.replay",
-                            f"{raw!r} has no column(s) "
-                            f"{', '.join(map(repr, missing))}; a replay needs "
-                            f"{', '.join(REPLAY_COLUMNS)}",
-                        )
-                    )
-    reactor = item.get("reactor")
-    if "reactor" not in item:
-        problems.append((f"{where}.reactor", "is required (a non-empty string)"))
-    elif not isinstance(reactor, str) or not reactor.strip():
-        problems.append((f"{where}.reactor", f"must be a non-empty string, got {_show(reactor)}"))
-    tenant_column = item.get("tenant_column")
-    if tenant_column is not None:
-        if not isinstance(tenant_column, str) or not tenant_column:
-            problems.append(
-                (f"{where}.tenant_column", f"must be a column name of the recording, got {_show(tenant_column)}")
+        )
+        return None, None
+    try:
+        columns = _columns(path)
+    except Exception as exc:  # unreadable: say so with the reader's words
+        problems.append((f"{where}.replay", f"cannot read {raw!r}: {exc}"))
+        return None, None
+    missing = [c for c in REPLAY_COLUMNS if c not in columns]
+    if missing:
+        problems.append(
+            (
+                f"{where}.replay",
+                f"{raw!r} has no column(s) {', '.join(map(repr, missing))}; a replay needs {', '.join(REPLAY_COLUMNS)}",
             )
-        elif columns is not None and tenant_column not in columns:
-            problems.append(
-                (
-                    f"{where}.tenant_column",
-                    f"{tenant_column!r} is not a column of the recording; its columns: {', '.join(columns)}",
-                )
+        )
+    return path, columns
+
+
+def _check_tenant_column(tenant_column: object, columns: list[str] | None, where: str, problems: Problems) -> None:
+    """``tenant_column``, when given, must name a column of the recording (when
+    the recording could be read)."""
+    if tenant_column is None:
+        return
+    if not isinstance(tenant_column, str) or not tenant_column:
+        problems.append(
+            (f"{where}.tenant_column", f"must be a column name of the recording, got {_show(tenant_column)}")
+        )
+    elif columns is not None and tenant_column not in columns:
+        problems.append(
+            (
+                f"{where}.tenant_column",
+                f"{tenant_column!r} is not a column of the recording; its columns: {', '.join(columns)}",
             )
-    values = {}
+        )
+
+
+def _timing(item: dict, where: str, problems: Problems) -> dict[str, float | None]:
+    """The replay's ``speed`` (> 0, default 1), ``start`` (>= 0, default 0) and
+    ``stop`` (after start, default None: the end); a bad one is a problem and
+    reads as its neutral value."""
+    values: dict[str, float | None] = {}
     for key, default, rule in (("speed", 1.0, "> 0"), ("start", 0.0, ">= 0"), ("stop", None, "")):
         value = item.get(key, default)
         if value is None:
@@ -296,6 +324,4 @@ def parse_replay(item: dict, where: str, base: Path) -> tuple[ReplaySpec | None,
             values[key] = None if key != "speed" else 1.0
         else:
             values[key] = float(value)
-    if problems:
-        return None, problems
-    return ReplaySpec(str(path), reactor, tenant_column, values["speed"], values["start"], values["stop"]), []
+    return values

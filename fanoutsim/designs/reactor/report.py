@@ -42,6 +42,22 @@ def format_report(report: dict[str, Any]) -> str:
     )
     out.append("")
 
+    out += _latency_table(report)
+    out.append("")
+    out += _subscriptions_table(report)
+    for e in report.get("predicate_error_examples", ()):
+        out.append("")
+        out.append(f"Predicate errors of {e['subscription']}: {count(e['count'])}, the first on firing {e['firing']}")
+        out.append(f"  filter {e['filter']}: {e['error']}")
+        out.append(f"  under predicate_error_policy = {e['outcome']}")
+    if ex.get("unmatched"):
+        out.append(f"  {count(ex['unmatched'])} execution(s) match no current subscription")
+    return "\n".join(out) + "\n"
+
+
+def _latency_table(report: dict[str, Any]) -> list[str]:
+    """The latency percentiles of each path (fire -> dispatch, fire -> claim), in ms."""
+    out: list[str] = []
     out.append("Latency (ms)")
     names = {"fire_to_dispatch": "fire -> dispatch", "fire_to_claim": "fire -> claim"}
     rows = []
@@ -58,8 +74,13 @@ def format_report(report: dict[str, Any]) -> str:
             ]
         )
     out += table(["", "n", "mean", "p50", "p95", "p99", "max"], rows, "<>>>>>>")
-    out.append("")
+    return out
 
+
+def _subscriptions_table(report: dict[str, Any]) -> list[str]:
+    """One row per subscription: its filter, state, executions, p50 latencies,
+    watermark lag and backlog."""
+    out: list[str] = []
     out.append("Subscriptions (latency p50 in ms, watermark lag in s)")
     rows = []
     for s in report["subscriptions"]:
@@ -89,11 +110,4 @@ def format_report(report: dict[str, Any]) -> str:
         )
     else:
         out.append("  (none)")
-    for e in report.get("predicate_error_examples", ()):
-        out.append("")
-        out.append(f"Predicate errors of {e['subscription']}: {count(e['count'])}, the first on firing {e['firing']}")
-        out.append(f"  filter {e['filter']}: {e['error']}")
-        out.append(f"  under predicate_error_policy = {e['outcome']}")
-    if ex.get("unmatched"):
-        out.append(f"  {count(ex['unmatched'])} execution(s) match no current subscription")
-    return "\n".join(out) + "\n"
+    return out

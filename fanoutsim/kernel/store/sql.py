@@ -10,7 +10,7 @@ parameter) writes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, TypeGuard, Union
+from typing import Any, Literal, TypeGuard
 
 from fanoutsim.kernel.store.base import StorePart
 from fanoutsim.kernel.timeutil import from_us
@@ -28,7 +28,7 @@ NativeForm = tuple[str, tuple[int, ...], int]
 _NATIVE: dict[str, NativeForm | None] = {}
 # one migration step: a statement, or a function of the connection (DuckDB's, or the
 # PostgreSQL store's) for a step SQL alone cannot say
-Migration = Union[str, Callable[[Any], object]]
+Migration = str | Callable[[Any], object]
 
 
 def _native_form(statement: str) -> NativeForm | None:

@@ -34,6 +34,7 @@ REQUIRES = {
     "pgqueuer": ("pgqueuer", "asyncpg", "psycopg"),
 }
 POLL_INTERVAL = 2.0  # seconds: issue 28's runs (procrastinate's fetch_job_polling_interval, pgqueuer's dequeue_timeout)
+DEFAULT_LOAD = PoissonLoad()  # one shared default: the load is a frozen dataclass, so no call can change it
 RUN_TIMEOUT = 300.0  # seconds one run may take in its process, set-up included
 
 
@@ -91,7 +92,7 @@ def run_real(
     library: str,
     case: str | Case = "hints",
     *,
-    load: PoissonLoad = PoissonLoad(),
+    load: PoissonLoad = DEFAULT_LOAD,
     poll_interval: float = POLL_INTERVAL,
     dsn: str | None = None,
 ) -> RealRun:
@@ -106,7 +107,7 @@ def run_real(
 def run_real_all(
     pairs: Iterable[tuple[str, str | Case]] | None = None,
     *,
-    load: PoissonLoad = PoissonLoad(),
+    load: PoissonLoad = DEFAULT_LOAD,
     poll_interval: float = POLL_INTERVAL,
     dsn: str | None = None,
     parallel: int = 3,

@@ -265,51 +265,7 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
     status_counts = ex["status"].value_counts()
     by_status = {s: int(status_counts.get(s, 0)) for s in sorted(status_counts.index)}
 
-    # executions per subscription triple
-    keyed = pd.DataFrame(
-        {
-            "reactor_name": ex["reactor_name"].astype(object),
-            "workflow_name": ex["workflow_name"],
-            "tenant_id": ex["tenant_id"],
-        }
-    )
-    counts = keyed.groupby(list(SUBSCRIPTION_KEY), dropna=False).size()
-    lat_by_sub = {sid: grp for sid, grp in lat.groupby("subscription_id")}
-    no_lat = lat.iloc[:0]
-
-    rows = []
-    matched = 0
-    for row in watermarks(sim, subs=subs, firings=firings):
-        n = int(counts.get((row["reactor"], row["workflow"], row["tenant"]), 0))
-        matched += n
-        sub_lat = lat_by_sub.get(row["id"], no_lat)
-        row = {
-            **row,
-            "executions": n,
-            "fire_to_dispatch_p50_s": percentiles(sub_lat["fire_to_dispatch"])["p50"],
-            "fire_to_claim_p50_s": percentiles(sub_lat["fire_to_claim"])["p50"],
-        }
-        # the report's column order: key, filter, state, deliveries, then position
-        rows.append(
-            {
-                k: row[k]
-                for k in (
-                    "id",
-                    "tenant",
-                    "reactor",
-                    "workflow",
-                    "predicate",
-                    "state",
-                    "executions",
-                    "watermark",
-                    "watermark_lag_s",
-                    "backlog",
-                    "predicate_error_count",
-                    "fire_to_dispatch_p50_s",
-                    "fire_to_claim_p50_s",
-                )
-            }
-        )
+    rows, matched = _subscription_rows(sim, ex, subs, firings, lat)
 
     report = {
         **run_span(sim, name, "reactor"),
@@ -334,6 +290,55 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
     if report["predicate_errors"]:
         report["predicate_error_examples"] = predicate_error_examples(sim, subs, firings)
     return _plain(report)
+
+
+# a subscription row's columns in the report's order: key, filter, state, deliveries, then position
+_SUBSCRIPTION_COLUMNS = (
+    "id",
+    "tenant",
+    "reactor",
+    "workflow",
+    "predicate",
+    "state",
+    "executions",
+    "watermark",
+    "watermark_lag_s",
+    "backlog",
+    "predicate_error_count",
+    "fire_to_dispatch_p50_s",
+    "fire_to_claim_p50_s",
+)
+
+
+def _subscription_rows(sim, ex: pd.DataFrame, subs, firings, lat: pd.DataFrame) -> tuple[list[dict], int]:
+    """One row per subscription (its watermark, backlog, executions and p50
+    latencies), and how many executions matched a subscription."""
+    # executions per subscription triple
+    keyed = pd.DataFrame(
+        {
+            "reactor_name": ex["reactor_name"].astype(object),
+            "workflow_name": ex["workflow_name"],
+            "tenant_id": ex["tenant_id"],
+        }
+    )
+    counts = keyed.groupby(list(SUBSCRIPTION_KEY), dropna=False).size()
+    lat_by_sub = {sid: grp for sid, grp in lat.groupby("subscription_id")}
+    no_lat = lat.iloc[:0]
+
+    rows = []
+    matched = 0
+    for row in watermarks(sim, subs=subs, firings=firings):
+        n = int(counts.get((row["reactor"], row["workflow"], row["tenant"]), 0))
+        matched += n
+        sub_lat = lat_by_sub.get(row["id"], no_lat)
+        row = {
+            **row,
+            "executions": n,
+            "fire_to_dispatch_p50_s": percentiles(sub_lat["fire_to_dispatch"])["p50"],
+            "fire_to_claim_p50_s": percentiles(sub_lat["fire_to_claim"])["p50"],
+        }
+        rows.append({k: row[k] for k in _SUBSCRIPTION_COLUMNS})
+    return rows, matched
 
 
 def _error_outcome(cfg) -> str:

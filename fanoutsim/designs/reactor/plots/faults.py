@@ -169,53 +169,10 @@ def firing_timeline(
             ylabel="fired_at (s since start)",
         )
         shown = out[(out["visible_s"] >= lo) & (out["visible_s"] <= hi)]
-        before = path[path["t_s"] < lo]
-        inside = path[(path["t_s"] >= lo) & (path["t_s"] <= hi)]
-        xs = ([lo] if len(before) else []) + inside["t_s"].tolist()
-        ys = ([float(before["watermark_s"].iloc[-1])] if len(before) else []) + inside["watermark_s"].tolist()
-        if ys:
-            ax.step(
-                xs + [hi],
-                ys + [ys[-1]],
-                where="post",
-                linewidth=1.3,
-                color=THEORY_COLOR,
-                label="watermark (last_seen_fired_at)",
-            )
-        actors = sorted(set(path["actor"]))
-        if len(actors) > 1:  # several pollers move the same watermark: whose move was which
-            for i, actor in enumerate(actors):
-                moves = inside[inside["actor"] == actor]
-                ax.scatter(
-                    moves["t_s"],
-                    moves["watermark_s"],
-                    marker="_",
-                    s=60,
-                    zorder=2,
-                    color=["#9467bd", "#8c564b", "#e377c2"][i % 3],
-                    label=f"moved by {actor}",
-                )
-            rewinds = int(inside["rewind"].sum())
-            if rewinds:
-                ax.plot([], [], " ", label=f"watermark moved back {rewinds}x")
+        _plot_watermark(ax, path, lo, hi)
         if shown.empty:
             mark_empty(ax, "firings in this window")
-        for outcome, kw in _OUTCOME_STYLE.items():
-            pts = shown[shown["outcome"] == outcome]
-            if len(pts):
-                kw = dict(kw)
-                label = kw.pop("label")
-                if outcome == "lost":
-                    causes = ", ".join(sorted(set(pts["cause"].dropna())))
-                    label = f"lost ({causes})" if causes else label
-                ax.scatter(
-                    pts["visible_s"],
-                    pts["fired_s"],
-                    label=f"{label}: {len(pts)}",
-                    zorder=3,
-                    linewidths=1.2 if outcome != "lost" else 0.3,
-                    **kw,
-                )
+        _plot_outcomes(ax, shown)
         ax.plot(
             [lo, hi],
             [lo, hi],
@@ -232,6 +189,62 @@ def firing_timeline(
             ax.set_ylim(float(ys.min()) - pad, float(ys.max()) + pad)
         ax.legend(loc="upper left", fontsize=7)
     return fig
+
+
+def _plot_watermark(ax: Axes, path: pd.DataFrame, lo: float, hi: float) -> None:
+    """The watermark's step line over ``[lo, hi]`` (from its value at ``lo``)
+    and, when several pollers move it, each one's moves and how often it moved
+    back."""
+    before = path[path["t_s"] < lo]
+    inside = path[(path["t_s"] >= lo) & (path["t_s"] <= hi)]
+    xs = ([lo] if len(before) else []) + inside["t_s"].tolist()
+    ys = ([float(before["watermark_s"].iloc[-1])] if len(before) else []) + inside["watermark_s"].tolist()
+    if ys:
+        ax.step(
+            xs + [hi],
+            ys + [ys[-1]],
+            where="post",
+            linewidth=1.3,
+            color=THEORY_COLOR,
+            label="watermark (last_seen_fired_at)",
+        )
+    actors = sorted(set(path["actor"]))
+    if len(actors) > 1:  # several pollers move the same watermark: whose move was which
+        for i, actor in enumerate(actors):
+            moves = inside[inside["actor"] == actor]
+            ax.scatter(
+                moves["t_s"],
+                moves["watermark_s"],
+                marker="_",
+                s=60,
+                zorder=2,
+                color=["#9467bd", "#8c564b", "#e377c2"][i % 3],
+                label=f"moved by {actor}",
+            )
+        rewinds = int(inside["rewind"].sum())
+        if rewinds:
+            ax.plot([], [], " ", label=f"watermark moved back {rewinds}x")
+
+
+def _plot_outcomes(ax: Axes, shown: pd.DataFrame) -> None:
+    """Each firing as a point (when visible, its ``fired_at``) styled by its
+    outcome; the lost ones labelled with their causes."""
+    for outcome, kw in _OUTCOME_STYLE.items():
+        pts = shown[shown["outcome"] == outcome]
+        if len(pts):
+            kw = dict(kw)
+            label = kw.pop("label")
+            if outcome == "lost":
+                causes = ", ".join(sorted(set(pts["cause"].dropna())))
+                label = f"lost ({causes})" if causes else label
+            ax.scatter(
+                pts["visible_s"],
+                pts["fired_s"],
+                label=f"{label}: {len(pts)}",
+                zorder=3,
+                linewidths=1.2 if outcome != "lost" else 0.3,
+                **kw,
+            )
 
 
 def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:

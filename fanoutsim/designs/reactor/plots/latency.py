@@ -78,7 +78,7 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
             )
             left += ms
         top = float(left.max()) or 1.0
-        for yi, (name, row) in zip(y, table.iterrows()):
+        for yi, (_, row) in zip(y, table.iterrows()):
             total = float(row.get("total_s", math.nan))
             if not math.isfinite(total):
                 text = "no data"

@@ -227,37 +227,7 @@ def recommendation_chart(
         if table.empty:
             mark_empty(ax, "runs")
             return fig
-        batches = sorted(table[B].unique()) if B in table.columns else [None]
-        for i, b in enumerate(batches):
-            c = _colors()[i % len(_colors())]
-            g = table if b is None else table[table[B] == b]
-            keeps_up = g["backlog_max"] <= (max_backlog if max_backlog is not None else math.inf)
-            name = f"batch {b}" if b is not None else "runs"
-            # one marker and size per batch limit, the first drawn largest: where two
-            # settings give the same point, the later one shows inside the earlier one
-            marker, size = _MARKERS[i % len(_MARKERS)], 150.0 / (1 + i) ** 1.2
-            ax.scatter(
-                g.loc[keeps_up, "polls_per_s"],
-                g.loc[keeps_up, "latency"],
-                color=c,
-                s=size,
-                marker=marker,
-                label=f"{name}, keeps up",
-                zorder=3 + i,
-                edgecolors="white",
-                linewidths=0.6,
-            )
-            if (~keeps_up).any():
-                ax.scatter(
-                    g.loc[~keeps_up, "polls_per_s"],
-                    g.loc[~keeps_up, "latency"],
-                    facecolors="none",
-                    edgecolors=c,
-                    s=size,
-                    marker=marker,
-                    label=f"{name}, backlog grows",
-                    zorder=3 + i,
-                )
+        _plot_settings(ax, table, max_backlog)
         for _, row in table.drop_duplicates(P).iterrows():
             ax.annotate(
                 f"P={row[P]:g}s",
@@ -288,6 +258,42 @@ def recommendation_chart(
         plain_log(ax, "both")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)  # beside the axes: it covers no point
     return fig
+
+
+def _plot_settings(ax: Axes, table: pd.DataFrame, max_backlog: float | None) -> None:
+    """One marker shape and colour per batch limit: filled where the setting
+    keeps up, hollow where its backlog exceeded ``max_backlog``."""
+    batches = sorted(table[B].unique()) if B in table.columns else [None]
+    for i, b in enumerate(batches):
+        c = _colors()[i % len(_colors())]
+        g = table if b is None else table[table[B] == b]
+        keeps_up = g["backlog_max"] <= (max_backlog if max_backlog is not None else math.inf)
+        name = f"batch {b}" if b is not None else "runs"
+        # one marker and size per batch limit, the first drawn largest: where two
+        # settings give the same point, the later one shows inside the earlier one
+        marker, size = _MARKERS[i % len(_MARKERS)], 150.0 / (1 + i) ** 1.2
+        ax.scatter(
+            g.loc[keeps_up, "polls_per_s"],
+            g.loc[keeps_up, "latency"],
+            color=c,
+            s=size,
+            marker=marker,
+            label=f"{name}, keeps up",
+            zorder=3 + i,
+            edgecolors="white",
+            linewidths=0.6,
+        )
+        if (~keeps_up).any():
+            ax.scatter(
+                g.loc[~keeps_up, "polls_per_s"],
+                g.loc[~keeps_up, "latency"],
+                facecolors="none",
+                edgecolors=c,
+                s=size,
+                marker=marker,
+                label=f"{name}, backlog grows",
+                zorder=3 + i,
+            )
 
 
 def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:

@@ -114,8 +114,9 @@ OLDEST_FIRING = "SELECT epoch_us(min(fired_at)) FROM reactor_firings"
 HAS_PENDING_EXECUTIONS = "SELECT EXISTS (SELECT 1 FROM workflow_executions WHERE status = 'pending')"
 
 SUB_COLS = """id::VARCHAR, reactor_name, workflow_name, tenant_id, enabled, predicate,
-    epoch_us(last_seen_fired_at), last_seen_firing_id::VARCHAR, predicate_error_count, predicate_error_firing_id::VARCHAR,
-    last_predicate_error, predicate_degraded, epoch_us(created_at), epoch_us(updated_at)"""
+    epoch_us(last_seen_fired_at), last_seen_firing_id::VARCHAR, predicate_error_count,
+    predicate_error_firing_id::VARCHAR, last_predicate_error, predicate_degraded,
+    epoch_us(created_at), epoch_us(updated_at)"""
 
 GET_SUBSCRIPTION = f"""
 SELECT {SUB_COLS} FROM reactor_subscriptions
