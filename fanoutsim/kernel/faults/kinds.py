@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fanoutsim.kernel.dist import parse_dist
-from fanoutsim.kernel.faults.points import POINTS
+from fanoutsim.kernel.faults.points import POINTS, known_points
 from fanoutsim.kernel.validate import is_real, is_whole
 
 Window = tuple[float, float] | None
@@ -154,7 +154,7 @@ class CrashAtPoint(Fault):
     def check(self):
         if self.point not in POINTS:
             raise ValueError(
-                f"crash_at_point.point {self.point!r} is not a crash point; known points: {', '.join(POINTS)}"
+                f"crash_at_point.point {self.point!r} is not a crash point; known points: {', '.join(known_points())}"
             )
         checked_number(self.nth, "crash_at_point.nth", low=1, integer=True)
         object.__setattr__(self, "downtime", parse_dist(self.downtime, "crash_at_point.downtime"))

@@ -30,6 +30,13 @@ def register_points(design: str, points: Iterable[str]) -> tuple[str, ...]:
     return points
 
 
+def known_points() -> list[str]:
+    """Every declared point, by design name and then as each design declared
+    them: the same list whichever design's module was imported first."""
+    order = {design: i for i, design in enumerate(sorted(set(POINTS.values())))}
+    return sorted(POINTS, key=lambda name: order[POINTS[name]])
+
+
 class Crash(BaseException):
     """The process dies here. BaseException: no ``except Exception`` may swallow it.
 
