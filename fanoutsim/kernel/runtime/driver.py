@@ -73,6 +73,8 @@ class Driver:
 
     engine: Any
     incarnation: int
+    seed: int  # the run's seed (the face sets it)
+    start_us: int  # the wall time virtual 0 stands for, epoch microseconds
     # what each driver sets up (VirtualRuntime, SteppedWallRuntime)
     store: Store
     plan: FaultPlan | None
