@@ -53,7 +53,7 @@ DESIGN_WORDS = frozenset(
         "nack",
     }
 )
-FOREIGN = frozenset({"partition", "cursor", "cursor_factory", "ClientCursor"})
+FOREIGN = frozenset({"partition", "cursor", "cursor_factory", "ClientCursor", "Cursor"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import fanoutsim as fs
+from fanoutsim.designs.leases.tables import port as leases_port
 from fanoutsim.designs.outbox.tables import port as outbox_port
 from fanoutsim.designs.reactor.tables import port as reactor_port
 
@@ -32,8 +33,16 @@ ROWS = {
     "cursors": outbox_port.CursorRow,
     "parked": outbox_port.ParkedRow,
     "deferred": outbox_port.DeferredRow,
+    "events": leases_port.EventRow,
+    "lease_consumers": leases_port.LeaseConsumerRow,
+    "checkpoints": leases_port.CheckpointRow,
+    "resolutions": leases_port.ResolutionRow,
+    "leases": leases_port.LeaseRow,
+    "retries": leases_port.RetryRow,
+    "dead_letters": leases_port.DeadLetterRow,
+    "history": leases_port.HistoryRow,
 }
-TABLES = {**reactor_port.TABLES, **outbox_port.TABLES}
+TABLES = {**reactor_port.TABLES, **outbox_port.TABLES, **leases_port.TABLES}
 
 
 @pytest.mark.parametrize("table", sorted(ROWS))
@@ -41,7 +50,7 @@ def test_a_row_typeddict_names_its_table_columns_in_order(table):
     assert tuple(typing.get_type_hints(ROWS[table])) == TABLES[table]
 
 
-def test_every_table_of_the_two_ports_has_a_row_typeddict():
+def test_every_table_of_the_ports_has_a_row_typeddict():
     assert set(ROWS) == set(TABLES)
 
 
@@ -71,9 +80,11 @@ def mistyped(table: str, rows: list[dict]) -> list[str]:
 def test_the_rows_a_run_leaves_have_the_declared_types(store):
     reactor = fs.load_scenario(EXAMPLES / "crashes.toml").run(until=60.0, store=store)
     outbox = fs.load_scenario(EXAMPLES / "outbox-crashes.toml").run(until=120.0, store=store)
+    leases = fs.load_scenario(EXAMPLES / "leases-crashes.toml").run(until=120.0, store=store)
     try:
         problems = []
-        for sim, tables in ((reactor, reactor_port.TABLES), (outbox, outbox_port.TABLES)):
+        runs = ((reactor, reactor_port.TABLES), (outbox, outbox_port.TABLES), (leases, leases_port.TABLES))
+        for sim, tables in runs:
             for table in tables:
                 rows = sim.store.rows(table)
                 problems += mistyped(table, rows)
@@ -81,9 +92,11 @@ def test_the_rows_a_run_leaves_have_the_declared_types(store):
         # and the run left rows to check, NULLs among them
         assert reactor.store.row_count("workflow_executions") > 0
         assert outbox.store.row_count("outbox") > 0
+        assert leases.store.row_count("events") > 0
     finally:
         reactor.close()
         outbox.close()
+        leases.close()
 
 
 def test_the_checked_modules_pass_mypy_strict():

@@ -55,7 +55,7 @@ class SweepKey:
     check: Callable[[Any], None] | None = None
 
 
-def scale_workload_rates(scenario, rate: float):
+def scale_workload_rates(scenario: Any, rate: float) -> Any:
     """``scenario`` with every workload's ``rate`` scaled by one factor so that
     they sum to ``rate`` (the split between workloads is kept): the ``rate``
     sweep key of a design whose scenario has ``workloads`` with a ``rate``."""
@@ -93,9 +93,10 @@ class Design:
     values (``lost`` and ``valid`` for every design, the rest named per
     design). ``sweep_unit_columns``: statistics the row also gives per reader
     (consumer), as extra columns ``<stat>[<reader>]`` after ``sweep_columns``,
-    so that one reader's p99 is not drowned by another's. ``sweep_keys``: the grid keys the design takes besides its config
-    fields and dotted scenario paths, each a :class:`SweepKey` (``rate``, for
-    one, scales the scenario's workloads).
+    so that one reader's p99 is not drowned by another's. ``sweep_keys``: the
+    grid keys the design takes besides its config fields and dotted scenario
+    paths, each a :class:`SweepKey` (``rate``, for one, scales the scenario's
+    workloads).
 
     ``sweep_figures(df, scenario, out)``: the PNG figures of a sweep's table
     (:func:`fanoutsim.sweep`) of a ``scenario`` of this design, written into
@@ -151,22 +152,22 @@ class Design:
     fault_kinds: tuple[str, ...]
     parse_scenario: Callable[..., Any]
     check: Callable[[Any], CheckResult]
-    report: Callable[..., dict]
-    format_report: Callable[[dict], str]
+    report: Callable[..., dict[str, Any]]
+    format_report: Callable[[dict[str, Any]], str]
     format_check: Callable[[Any], str]
     tables: Callable[[Any], Mapping[str, Any]]
-    figures: Callable[[Any, Any], list]
+    figures: Callable[[Any, Any], list[Any]]
     config_table: str = "config"
     sweep_columns: tuple[str, ...] = ()
-    sweep_row: Callable[[Any, Any], dict] | None = None
+    sweep_row: Callable[[Any, Any], dict[str, Any]] | None = None
     sweep_unit_columns: tuple[str, ...] = ()
     sweep_keys: Mapping[str, SweepKey] = field(default_factory=dict)
-    sweep_figures: Callable[[Any, Any, Any], list] | None = None
+    sweep_figures: Callable[[Any, Any, Any], list[Any]] | None = None
     sweep_recommend: Callable[[Any, Any], str | None] | None = None
     realtime: Callable[..., Any] | None = None
-    write: Callable[[Any, dict], Any] | None = None
+    write: Callable[[Any, dict[str, Any]], Any] | None = None
     write_fields: Mapping[str, str] = field(default_factory=dict)
-    status: Callable[[Any], dict] | None = None
+    status: Callable[[Any], dict[str, Any]] | None = None
     roles: Mapping[str, str] = field(default_factory=lambda: {"all": "the whole process"})
     explain: Callable[[Any, str], str] | None = None
     backlog: Callable[[Any], int] | None = None

@@ -11,14 +11,19 @@ no-op that takes no time.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.reactor.steps import Engine
+    from fanoutsim.designs.reactor.tables.port import ExecutionRow
 
 
-def claim(e, now: int, limit: int) -> list[dict]:
+def claim(e: Engine, now: int, limit: int) -> list[ExecutionRow]:
     """Claim up to ``limit`` pending executions, oldest first."""
     return claim_next(e, now, limit) or []
 
 
-def claim_next(e, now: int, limit: int) -> list[dict] | None:
+def claim_next(e: Engine, now: int, limit: int) -> list[ExecutionRow] | None:
     """:func:`claim`, or None when the store says nothing is pending: then
     no claim can take anything until a step leaves an execution pending
     (see :func:`has_pending`), and a runtime may sleep until then."""
@@ -36,13 +41,13 @@ def claim_next(e, now: int, limit: int) -> list[dict] | None:
     return rows
 
 
-def has_pending(e, now: int) -> bool:
+def has_pending(e: Engine, now: int) -> bool:
     """Whether a claim could find anything (False: certainly not)."""
     with e.store.transaction() as tx:
         return tx.has_pending_executions()
 
 
-def recover(e, now: int) -> list[str]:
+def recover(e: Engine, now: int) -> list[str]:
     """At a start of the runner process: executions an earlier incarnation
     claimed and never finished go back to pending, so a worker runs them again
     (workflows are retried; their bodies should be idempotent)."""
@@ -55,7 +60,7 @@ def recover(e, now: int) -> list[str]:
     return requeued
 
 
-def run_body(e, row: dict) -> str:
+def run_body(e: Engine, row: ExecutionRow) -> str:
     """Call the workflow body with a fresh context; ``completed`` or ``failed``."""
     spec = e.registry.workflows.get(row["workflow_name"])
     if spec is None or spec.fn is None:
@@ -67,7 +72,7 @@ def run_body(e, row: dict) -> str:
     return "completed"
 
 
-def duration_of(e, now: int, row: dict) -> float:
+def duration_of(e: Engine, now: int, row: ExecutionRow) -> float:
     """Seconds the body runs for: fixed, or drawn from the engine's seeded RNG
     (a fault plan may make it slow or wedge it)."""
     spec = e.registry.workflows.get(row["workflow_name"])
@@ -75,10 +80,11 @@ def duration_of(e, now: int, row: dict) -> float:
     if spec is not None:
         d = spec.duration
         base = float(d(e.rng)) if callable(d) else float(d)
-    return e.faults.run_duration(row["workflow_name"], now, base)
+    duration: float = e.faults.run_duration(row["workflow_name"], now, base)  # the hook answers in seconds
+    return duration
 
 
-def finish(e, now: int, execution_id: str, status: str) -> None:
+def finish(e: Engine, now: int, execution_id: str, status: str) -> None:
     with e.store.transaction() as tx:
         tx.finish_execution(execution_id, now, status)
     e.trace.add(now, "finished", "executor", where=execution_id, detail=status)

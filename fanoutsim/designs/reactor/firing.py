@@ -11,14 +11,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.reactor.payload import decode_sources, encode_payload
 from fanoutsim.kernel.names import check_name
 
+if TYPE_CHECKING:
+    from fanoutsim.designs.reactor.steps import Engine
+
 
 def fire(
-    e,
+    e: Engine,
     now: int,
     reactor: str,
     sources: Mapping[str, Any],

@@ -27,13 +27,25 @@ watermark is where a crash turns into a duplicate delivery.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.reactor.faults import InsertFailed
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.designs.reactor.predicate import Predicate, activation
 from fanoutsim.designs.reactor.tables import cursor_of
 from fanoutsim.kernel.timeutil import rfc3339
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.reactor.steps import Engine
+    from fanoutsim.designs.reactor.tables.port import (
+        ExecutionRow,
+        FiringRow,
+        ReactorTx,
+        SubscriptionChanges,
+        SubscriptionRow,
+    )
 
 _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
 
@@ -54,13 +66,13 @@ class _Firing:
 
     __slots__ = ("sources", "act", "context")
 
-    def __init__(self, row: dict) -> None:
+    def __init__(self, row: FiringRow) -> None:
         self.sources = decode_sources(row["payload"])
-        self.act = None
+        self.act: dict[str, Any] | None = None  # the CEL activation, built on the first filter
         self.context: str | None = None  # the execution context, the same for every subscription
 
 
-def poll_once(e, now: int) -> PollStats:
+def poll_once(e: Engine, now: int) -> PollStats:
     """A whole pass at one instant: list, then fetch and drain each subscription."""
     stats = PollStats()
     decoded: dict[str, _Firing] = {}  # this pass only: dropped with the pass
@@ -76,18 +88,18 @@ def poll_once(e, now: int) -> PollStats:
 # drain (so that other processes — other pollers — run in between).
 
 
-def poll_subscriptions(e, now: int) -> list[dict]:
+def poll_subscriptions(e: Engine, now: int) -> list[SubscriptionRow]:
     """The enabled subscriptions, in poll order."""
     with e.store.transaction() as tx:
         return list(tx.poll_subscriptions())
 
 
-def fetch(e, now: int, sub: dict) -> list[dict]:
+def fetch(e: Engine, now: int, sub: SubscriptionRow) -> list[FiringRow]:
     """The batch in hand: firings past the watermark, up to the batch limit."""
     return fetch_next(e, now, [sub])[1]
 
 
-def fetch_next(e, now: int, subs: list[dict], start: int = 0) -> tuple[int, list[dict]]:
+def fetch_next(e: Engine, now: int, subs: Sequence[SubscriptionRow], start: int = 0) -> tuple[int, list[FiringRow]]:
     """:func:`fetch` for ``subs[start]``, ``subs[start + 1]``, ... until one
     brings a batch: ``(its index, the batch)``, or ``(len(subs), [])``. The
     same fetches as one :func:`fetch` each, at one instant, in one read-only
@@ -102,7 +114,7 @@ def fetch_next(e, now: int, subs: list[dict], start: int = 0) -> tuple[int, list
     return _found(e, now, subs, i, batch)
 
 
-def start_pass(e, now: int) -> tuple[list[dict], int, list[dict]]:
+def start_pass(e: Engine, now: int) -> tuple[Sequence[SubscriptionRow], int, list[FiringRow]]:
     """:func:`poll_subscriptions`, then :func:`fetch_next` from the first, at
     one instant in one read-only transaction: ``(subs, index, batch)``. A
     pass over subscriptions with nothing new is then one step."""
@@ -112,14 +124,14 @@ def start_pass(e, now: int) -> tuple[list[dict], int, list[dict]]:
     return (subs, *_found(e, now, subs, i, batch))
 
 
-def repeats_until_written(e) -> bool:
+def repeats_until_written(e: Engine) -> bool:
     """Whether a pass that found nothing would find nothing again until a
     step writes: what :func:`_scan` may take depends on the store alone, not
     also on the time (a settle horizon, a fault plan that limits polls)."""
     return e.config.watermark != "settled" and not e.limits_polls
 
 
-def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
+def _scan(e: Engine, tx: ReactorTx, now: int, subs: Sequence[SubscriptionRow], i: int) -> tuple[int, list[FiringRow]]:
     """The fetches of :func:`fetch_next` in ``tx``: the first batch and its index."""
     cfg = e.config
     limit = cfg.reactor_poll_batch_limit
@@ -127,7 +139,7 @@ def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
     compound = cfg.watermark != "fired_at"
     until = now - e.settle_us if cfg.watermark == "settled" else None
 
-    def fetch_batch(sub: dict, lim: int) -> list[dict]:
+    def fetch_batch(sub: SubscriptionRow, lim: int) -> list[FiringRow]:
         after, after_id = cursor_of(sub, compound)
         return tx.fetch_firings(sub["reactor_name"], sub["tenant_id"], after, lim, after_id=after_id, until=until)
 
@@ -162,7 +174,9 @@ def _scan(e, tx, now: int, subs: list[dict], i: int) -> tuple[int, list[dict]]:
             e.poll_queries(queries)
 
 
-def _found(e, now: int, subs: list[dict], i: int, batch: list[dict]) -> tuple[int, list[dict]]:
+def _found(
+    e: Engine, now: int, subs: Sequence[SubscriptionRow], i: int, batch: list[FiringRow]
+) -> tuple[int, list[FiringRow]]:
     if not batch:
         return i, batch
     sid = subs[i]["id"]
@@ -171,7 +185,7 @@ def _found(e, now: int, subs: list[dict], i: int, batch: list[dict]) -> tuple[in
     return i, batch
 
 
-def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None:
+def _commit(e: Engine, now: int, sub_id: str, changes: SubscriptionChanges, firing: str | None) -> None:
     """Write the subscription's pending changes; trace a watermark move."""
     if not changes:
         return
@@ -182,7 +196,12 @@ def _commit(e, now: int, sub_id: str, changes: dict, firing: str | None) -> None
 
 
 def drain(
-    e, now: int, sub: dict, batch: list[dict], decoded: dict | None = None, stats: PollStats | None = None
+    e: Engine,
+    now: int,
+    sub: SubscriptionRow,
+    batch: list[FiringRow],
+    decoded: dict[str, _Firing] | None = None,
+    stats: PollStats | None = None,
 ) -> PollStats:
     """Filter, dispatch and advance the watermark over one fetched batch.
 
@@ -199,7 +218,7 @@ def drain(
     predicate = e.predicate_for(sub)
     per_batch = e.config.watermark_commit == "per_batch"
     errors = _Errors(sub)
-    changes: dict = {}  # subscription writes not yet committed
+    changes: SubscriptionChanges = {}  # subscription writes not yet committed
     wm_firing = None  # the firing whose fired_at ``changes`` moves the watermark to
 
     for f in batch:
@@ -224,7 +243,7 @@ def drain(
                 continue
         else:
             stats.filtered += 1
-        changes.update(last_seen_fired_at=f["fired_at"], last_seen_firing_id=fid, updated_at=now)
+        changes.update({"last_seen_fired_at": f["fired_at"], "last_seen_firing_id": fid, "updated_at": now})
         wm_firing = fid
         if not per_batch:
             _commit(e, now, sid, changes, wm_firing)
@@ -235,7 +254,9 @@ def drain(
     return stats
 
 
-def _filter(e, now: int, sub: dict, predicate, f: dict, d: _Firing) -> tuple[bool, str | None]:
+def _filter(
+    e: Engine, now: int, sub: SubscriptionRow, predicate: Predicate | str, f: FiringRow, d: _Firing
+) -> tuple[bool, str | None]:
     """The subscription's cached CEL filter on one firing, traced:
     ``(match, error)``. The activation is built once per pass however many
     subscriptions read the firing; a filter that did not compile is its error."""
@@ -257,17 +278,24 @@ class _Errors:
 
     __slots__ = ("count", "firing", "degraded")
 
-    def __init__(self, sub: dict) -> None:
+    def __init__(self, sub: SubscriptionRow) -> None:
         self.count, self.firing = sub["predicate_error_count"], sub["predicate_error_firing_id"]
         self.degraded = sub["predicate_degraded"]
 
-    def clear(self, changes: dict) -> None:
+    def clear(self, changes: SubscriptionChanges) -> None:
         self.count, self.firing, self.degraded = 0, None, False
-        changes.update(predicate_error_count=0, predicate_error_firing_id=None, predicate_degraded=False)
+        changes.update({"predicate_error_count": 0, "predicate_error_firing_id": None, "predicate_degraded": False})
 
 
 def _predicate_error(
-    e, now: int, sub: dict, fid: str, error: str, errors: _Errors, changes: dict, stats: PollStats
+    e: Engine,
+    now: int,
+    sub: SubscriptionRow,
+    fid: str,
+    error: str,
+    errors: _Errors,
+    changes: SubscriptionChanges,
+    stats: PollStats,
 ) -> bool:
     """Record a filter error; True when the drain must stop on it. Under
     ``predicate_error_policy="hold"`` the watermark stays on the firing until
@@ -282,7 +310,7 @@ def _predicate_error(
         return False
     errors.count = errors.count + 1 if errors.firing == fid else 1
     errors.firing = fid
-    changes.update(predicate_error_count=errors.count, predicate_error_firing_id=fid, updated_at=now)
+    changes.update({"predicate_error_count": errors.count, "predicate_error_firing_id": fid, "updated_at": now})
     if errors.count < cfg.predicate_error_limit:
         return True
     # the limit-th consecutive error on this firing: dead-letter it
@@ -296,7 +324,15 @@ def _predicate_error(
 _HOLD, _MOVED = "hold", "moved"  # what _dispatch tells the drain
 
 
-def _dispatch(e, now: int, sub: dict, f: dict, d: _Firing, changes: dict, stats: PollStats) -> str | None:
+def _dispatch(
+    e: Engine,
+    now: int,
+    sub: SubscriptionRow,
+    f: FiringRow,
+    d: _Firing,
+    changes: SubscriptionChanges,
+    stats: PollStats,
+) -> str | None:
     """Insert the firing's execution row — under ``watermark_commit="atomic"``
     with the watermark's move (and the pending ``changes``) in the same
     transaction. Returns :data:`_HOLD` when the insert failed and
@@ -331,7 +367,7 @@ def _dispatch(e, now: int, sub: dict, f: dict, d: _Firing, changes: dict, stats:
     return None
 
 
-def _execution_row(e, now: int, sub: dict, f: dict, d: _Firing) -> dict:
+def _execution_row(e: Engine, now: int, sub: SubscriptionRow, f: FiringRow, d: _Firing) -> ExecutionRow:
     if d.context is None:
         context = dict(d.sources)
         context["reactor_name"] = f["reactor_name"]

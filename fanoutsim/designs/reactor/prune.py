@@ -11,10 +11,15 @@ that some subscriber would still deliver — and a never-polled subscription
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fanoutsim.kernel.timeutil import seconds_to_us
 
+if TYPE_CHECKING:
+    from fanoutsim.designs.reactor.steps import Engine
 
-def prune_once(e, now: int) -> int:
+
+def prune_once(e: Engine, now: int) -> int:
     """Delete in chunks of ``reactor_firings_prune_chunk``, each its own
     transaction; returns the number of rows deleted."""
     cfg = e.config

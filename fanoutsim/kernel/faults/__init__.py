@@ -10,7 +10,7 @@ kinds and hooks) and :func:`check_faults`. Each design's own points, kinds and
 hooks are in its ``faults`` module; :mod:`fanoutsim.faults` gathers them all.
 """
 
-from fanoutsim.kernel.faults.hooks import HOOKS, Hook, NoFaults, register_hook
+from fanoutsim.kernel.faults.hooks import HOOKS, Faults, Hook, NoFaults, register_hook
 from fanoutsim.kernel.faults.kinds import (
     KINDS,
     CrashAt,
@@ -31,6 +31,7 @@ from fanoutsim.kernel.faults.points import POINTS, Crash, register_points
 __all__ = [
     "Crash",
     "NoFaults",
+    "Faults",
     "FaultPlan",
     "Injector",
     "KINDS",

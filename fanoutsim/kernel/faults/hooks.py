@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +33,17 @@ class BoundPlan(Protocol):
     may import the hooks)."""
 
     plan: Any
+
+
+class Faults(Protocol):
+    """What an engine's steps see of its faults object (:class:`NoFaults`, an
+    :class:`~.plan.Injector` or a hand-written plan): the named points, and
+    each declared hook as an attribute (its signature is the hook's
+    ``healthy``; :meth:`Hook.of` gives it typed)."""
+
+    def point(self, name: str, now: int, **where: Any) -> None: ...
+
+    def __getattr__(self, name: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -58,22 +69,23 @@ class Hook(Generic[F]):
 
     def of(self, faults: Any) -> F:
         """This hook of a faults object (what ``faults.<name>`` is), typed."""
-        return getattr(faults, self.name)
+        return cast(F, getattr(faults, self.name))
 
     def bound(self, run: BoundPlan) -> F:
         """This hook of a bound plan."""
         fn = self.bind(run) if self.bind is not None else _kinds_in_turn(self, run)
-        return self.healthy if fn is None else fn
+        # the kinds' answers in turn take the healthy function's arguments
+        return self.healthy if fn is None else cast(F, fn)
 
 
 # what the kernel's faults objects are made of: no hook may take these names
 _RESERVED = frozenset({"point", "acts", "plan", "rng", "note", "elapsed", "trace", "start_us", "passes"})
 
 # every declared hook by name (a design's faults module declares its own)
-HOOKS: dict[str, Hook] = {}
+HOOKS: dict[str, Hook[Any]] = {}
 
 
-def register_hook(hook: Hook) -> Hook:
+def register_hook(hook: Hook[F]) -> Hook[F]:
     """Declare ``hook``; another hook by the same name is refused."""
     known = HOOKS.setdefault(hook.name, hook)
     if known is not hook:
@@ -81,7 +93,7 @@ def register_hook(hook: Hook) -> Hook:
     return hook
 
 
-def _kinds_in_turn(hook: Hook, run: BoundPlan) -> Callable[..., Any] | None:
+def _kinds_in_turn(hook: Hook[Any], run: BoundPlan) -> Callable[..., Any] | None:
     """The plan's kinds that act at ``hook``, asked in turn (by their ``order``,
     then as the plan lists them): the first answer that is not None."""
     acting = sorted((f for f in run.plan.faults if f.acts_at(hook.name)), key=lambda f: f.order)
@@ -90,7 +102,7 @@ def _kinds_in_turn(hook: Hook, run: BoundPlan) -> Callable[..., Any] | None:
     methods = [getattr(f, hook.name) for f in acting]
     healthy = hook.healthy
 
-    def asked(*args, **kwargs):
+    def asked(*args: Any, **kwargs: Any) -> Any:
         for method in methods:
             answer = method(run, *args, **kwargs)
             if answer is not None:
@@ -120,7 +132,7 @@ class NoFaults:
     Subclass it to write a plan by hand: define ``point`` or any declared hook;
     the others stay healthy."""
 
-    def point(self, name: str, now: int, **where) -> None:
+    def point(self, name: str, now: int, **where: Any) -> None:
         pass
 
     def acts(self, hook: str) -> bool:
@@ -128,7 +140,7 @@ class NoFaults:
         (a class below NoFaults defines it)."""
         return any(hook in vars(c) for c in type(self).__mro__[: type(self).__mro__.index(NoFaults)])
 
-    def _bind_hook(self, hook: Hook) -> Any:
+    def _bind_hook(self, hook: Hook[Any]) -> Any:
         return hook.healthy
 
     def __getattr__(self, name: str) -> Any:  # only for names not found: a declared hook, once

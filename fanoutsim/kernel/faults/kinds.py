@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import Field, dataclass
 from typing import Any, ClassVar
 
 from fanoutsim.kernel.dist import parse_dist
@@ -26,7 +26,15 @@ from fanoutsim.kernel.validate import is_real, is_whole
 Window = tuple[float, float] | None
 
 
-def checked_number(value, where, *, low=None, high=None, strict_low=False, integer=False):
+def checked_number(
+    value: Any,
+    where: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    strict_low: bool = False,
+    integer: bool = False,
+) -> float:
     """``value`` if it is a finite number within the bounds; a ValueError naming ``where``."""
     if not is_real(value) or not math.isfinite(value):
         raise ValueError(f"{where} must be a finite number, got {value!r}")
@@ -36,10 +44,11 @@ def checked_number(value, where, *, low=None, high=None, strict_low=False, integ
         raise ValueError(f"{where} must be {'>' if strict_low else '>='} {low}, got {value!r}")
     if high is not None and value > high:
         raise ValueError(f"{where} must be <= {high}, got {value!r}")
-    return value
+    number: float = value  # a real number: checked above
+    return number
 
 
-def checked_window(value, where) -> Window:
+def checked_window(value: Any, where: str) -> Window:
     """A window ``(start, end)`` in virtual seconds, or None."""
     if value is None:
         return None
@@ -63,13 +72,14 @@ def active(win: Window, t: float) -> bool:
     return win is None or win[0] <= t < win[1]
 
 
-def checked_name(value, where, optional=False):
+def checked_name(value: Any, where: str, optional: bool = False) -> str | None:
     """A non-empty string (or None when ``optional``)."""
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value:
         raise ValueError(f"{where} must be a non-empty string, got {value!r}")
-    return value
+    name: str = value
+    return name
 
 
 class Fault:
@@ -77,6 +87,8 @@ class Fault:
     one at most. ``order``: at a hook several kinds act at, lower answers
     first (then as the plan lists them)."""
 
+    # each kind is a dataclass (what dataclasses.fields reads its TOML keys from)
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
     kind: ClassVar[str] = "fault"
     single: ClassVar[bool] = False
     order: ClassVar[int] = 1
@@ -92,7 +104,7 @@ class Fault:
         return callable(getattr(type(self), hook, None))
 
     @classmethod
-    def check_together(cls, faults: list) -> None:
+    def check_together(cls, faults: list[Fault]) -> None:
         """Refuse what the plan's faults of this kind say together (a ValueError)."""
         if cls.single and len(faults) > 1:
             raise ValueError(f"the plan has more than one {cls.kind!r} fault; combine them into one")
@@ -122,7 +134,7 @@ class CrashAt(Fault):
     downtime: Any = 0.0
     kind = "crash_at"
 
-    def check(self):
+    def check(self) -> None:
         checked_number(self.at, "crash_at.at", low=0)
         object.__setattr__(self, "downtime", parse_dist(self.downtime, "crash_at.downtime"))
 
@@ -136,7 +148,7 @@ class CrashRandomly(Fault):
     window: Window = None
     kind = "crash_randomly"
 
-    def check(self):
+    def check(self) -> None:
         checked_number(self.mean_gap, "crash_randomly.mean_gap", low=0, strict_low=True)
         object.__setattr__(self, "downtime", parse_dist(self.downtime, "crash_randomly.downtime"))
         object.__setattr__(self, "window", checked_window(self.window, "crash_randomly.window"))
@@ -151,7 +163,7 @@ class CrashAtPoint(Fault):
     downtime: Any = 0.0
     kind = "crash_at_point"
 
-    def check(self):
+    def check(self) -> None:
         if self.point not in POINTS:
             raise ValueError(
                 f"crash_at_point.point {self.point!r} is not a crash point; known points: {', '.join(known_points())}"

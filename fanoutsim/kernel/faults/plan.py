@@ -16,27 +16,32 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from fanoutsim.kernel.faults.hooks import Hook, NoFaults, register_hook, resolve
+from fanoutsim.kernel.faults.hooks import Faults, Hook, NoFaults, register_hook, resolve
 from fanoutsim.kernel.faults.kinds import KINDS, CrashAtPoint, Fault, register_kinds
 from fanoutsim.kernel.faults.points import POINTS, Crash, register_points
 from fanoutsim.kernel.timeutil import US
+
+if TYPE_CHECKING:
+    from fanoutsim.kernel.trace import Trace
+
+K = TypeVar("K", bound=Fault)
 
 
 @dataclass(frozen=True)
 class FaultPlan:
     """What goes wrong in a run. ``FaultPlan([CrashAt(120, downtime=5), ...])``."""
 
-    faults: tuple = ()
+    faults: tuple[Fault, ...] = ()
     seed: int | None = None  # None: the run's seed
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         items = tuple(self.faults)
         for i, f in enumerate(items):
             if not isinstance(f, Fault):
                 raise ValueError(f"faults[{i}] is not a fault spec: {f!r}; kinds: {', '.join(KINDS)}")
-        by_kind: dict[type, list] = {}
+        by_kind: dict[type[Fault], list[Fault]] = {}
         for f in items:
             by_kind.setdefault(type(f), []).append(f)
         for kind, specs in by_kind.items():
@@ -44,11 +49,11 @@ class FaultPlan:
         object.__setattr__(self, "faults", items)
 
     @classmethod
-    def from_dicts(cls, items, *, where: str = "faults", seed=None) -> FaultPlan:
+    def from_dicts(cls, items: object, *, where: str = "faults", seed: int | None = None) -> FaultPlan:
         """Build from TOML tables: ``[[faults]] kind = "crash_at" ...``."""
         if not isinstance(items, (list, tuple)):
             raise ValueError(f"{where}: must be a list of tables ([[faults]])")
-        specs = []
+        specs: list[Fault] = []
         for i, item in enumerate(items):
             at = f"{where}[{i}]"
             if not isinstance(item, Mapping):
@@ -74,7 +79,7 @@ class FaultPlan:
                 raise ValueError(f"{at}: {exc}") from None
         return cls(tuple(specs), seed)
 
-    def of(self, kind: type) -> list:
+    def of(self, kind: type[K]) -> list[K]:
         return [f for f in self.faults if isinstance(f, kind)]
 
 
@@ -87,7 +92,7 @@ class DesignFaults:
     design: str
     points: tuple[str, ...]
     kinds: tuple[type[Fault], ...]
-    hooks: tuple[Hook, ...] = ()
+    hooks: tuple[Hook[Any], ...] = ()
 
     @property
     def kind_names(self) -> tuple[str, ...]:
@@ -100,18 +105,18 @@ class DesignFaults:
 
 
 def declare(
-    design: str, *, points: Iterable[str], kinds: Iterable[type[Fault]], hooks: Iterable[Hook] = ()
+    design: str, *, points: Iterable[str], kinds: Iterable[type[Fault]], hooks: Iterable[Hook[Any]] = ()
 ) -> DesignFaults:
     """Register a design's crash points, fault kinds (by their TOML names) and
     hooks with the kernel; returns them as a :class:`DesignFaults` (what the
     design's ``Design`` and runtime classes read). A kind or hook several
     designs share is declared by each of them and registered once."""
-    hooks = tuple(register_hook(h) for h in hooks)
-    return DesignFaults(design, register_points(design, points), register_kinds(kinds), hooks)
+    declared = tuple(register_hook(h) for h in hooks)
+    return DesignFaults(design, register_points(design, points), register_kinds(kinds), declared)
 
 
 def check_faults(
-    faults,
+    faults: object,
     *,
     design: str,
     kinds: tuple[str, ...] | None = None,
@@ -149,13 +154,14 @@ def check_faults(
             )
 
 
-def bind(faults, *, seed: int, start_us: int, trace) -> tuple[FaultPlan | None, object]:
+def bind(faults: object, *, seed: int, start_us: int, trace: Trace) -> tuple[FaultPlan | None, Faults]:
     """What a runtime does with its ``faults=`` argument: a FaultPlan becomes an
     :class:`Injector` for this run; any other hooks object is used as it is;
     None means a healthy system. Returns ``(plan or None, hooks)``."""
     if isinstance(faults, FaultPlan):
         return faults, Injector(faults, seed=seed, start_us=start_us, trace=trace)
-    return None, (faults if faults is not None else NoFaults())
+    # any other object passed check_faults: it answers the points and its design's hooks
+    return None, (cast(Faults, faults) if faults is not None else NoFaults())
 
 
 class Injector:
@@ -164,7 +170,7 @@ class Injector:
     points and the hooks; a hook is built on its first call from the plan's
     kinds that act at it (:mod:`.hooks`)."""
 
-    def __init__(self, plan: FaultPlan, *, seed: int, start_us: int, trace) -> None:
+    def __init__(self, plan: FaultPlan, *, seed: int, start_us: int, trace: Trace) -> None:
         self.plan = plan
         base = plan.seed if plan.seed is not None else seed
         self.rngs = [random.Random(f"fanoutsim:faults:{base}:{i}") for i in range(len(plan.faults))]
@@ -174,7 +180,7 @@ class Injector:
         self._index = {id(f): i for i, f in enumerate(plan.faults)}
         self.point_crashes = [f for f in plan.faults if isinstance(f, CrashAtPoint)]
 
-    def rng(self, fault) -> random.Random:
+    def rng(self, fault: Fault) -> random.Random:
         """The fault's own seeded RNG: what one fault draws never shifts another's."""
         return self.rngs[self._index[id(fault)]]
 
@@ -182,7 +188,7 @@ class Injector:
         """Virtual seconds since the run's start (what windows are written in)."""
         return (now - self.start_us) / US
 
-    def note(self, now: int, detail: str, **ids) -> None:
+    def note(self, now: int, detail: str, **ids: Any) -> None:
         """Record in the trace what a fault did."""
         self.trace.add(now, "fault", "faults", detail=detail, **ids)
 
@@ -190,7 +196,7 @@ class Injector:
         """Whether a fault of the plan acts at ``hook``."""
         return any(f.acts_at(hook) for f in self.plan.faults)
 
-    def point(self, name: str, now: int, **where) -> None:
+    def point(self, name: str, now: int, **where: Any) -> None:
         for f in self.point_crashes:
             if f.point == name:
                 i = self._index[id(f)]
@@ -199,7 +205,7 @@ class Injector:
                     self.note(now, f"crash at {name} (pass {f.nth})", who=where.get("who"), what=where.get("what"))
                     raise Crash(name, f.downtime.sample(self.rng(f)))
 
-    def _bind_hook(self, hook: Hook) -> Any:
+    def _bind_hook(self, hook: Hook[Any]) -> Any:
         return hook.bound(self)
 
     def __getattr__(self, name: str) -> Any:  # only for names not found: a declared hook, once

@@ -68,16 +68,16 @@ class Runtime(Protocol):
     def now_us(self) -> int:
         """The clock: epoch microseconds."""
 
-    def _call(self, step: Callable[..., T], *args, **kwargs) -> T | None:
+    def _call(self, step: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """``step(now_us, *args, **kwargs)`` now, ``step`` a bound method of an
         engine; None if that engine is not the live incarnation, or if a Crash
         inside the step took the process down."""
 
-    def _api(self, step: Callable[..., T], *args, **kwargs) -> T | None:
+    def _api(self, step: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """``step`` (an engine class's function, ``Engine.commit``) on the live
         engine now; an error while the process is down."""
 
-    def _spawn(self, *loop) -> Any:
+    def _spawn(self, *loop: Any) -> Any:
         """A loop of the live incarnation (a SimPy generator, or a thread's
         name, target and arguments); a crash stops it."""
 
@@ -88,7 +88,7 @@ class Runtime(Protocol):
         """A new incarnation over the same tables, now (a no-op while up)."""
 
 
-def check_downtime(downtime) -> None:
+def check_downtime(downtime: Any) -> None:
     """Check ``crash(downtime=...)``: None (restart by hand) or a finite number
     of seconds >= 0, refused before anything crashes."""
     if downtime is None:

@@ -72,12 +72,12 @@ class ControlError(ValueError):
     """The server refused a request (its message), or could not be reached."""
 
 
-def sidecar(db: str | os.PathLike) -> Path:
+def sidecar(db: str | os.PathLike[str]) -> Path:
     """``FILE.serve.json``: where a server of ``db`` writes its pid, port, design and token."""
     return Path(f"{os.fspath(db)}.serve.json")
 
 
-def write_sidecar(db: str | os.PathLike, info: dict) -> Path:
+def write_sidecar(db: str | os.PathLike[str], info: dict[str, Any]) -> Path:
     """Write ``FILE.serve.json`` readable and writable by its owner only (0600),
     from its first byte: written to a private temporary file, then renamed."""
     path = sidecar(db)
@@ -113,7 +113,7 @@ def process_alive(pid: int) -> bool:
     return _alive(pid)
 
 
-def server_info(db: str | os.PathLike) -> dict | None:
+def server_info(db: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The sidecar of the server holding ``db`` (``pid``, ``port``, ``design``,
     ``token``), if one is alive; None otherwise (no file, a stale one, an unreadable one)."""
     try:
@@ -126,15 +126,15 @@ def server_info(db: str | os.PathLike) -> dict | None:
     return {**info, "pid": pid, "port": port}
 
 
-def server_address(db: str | os.PathLike) -> str | None:
+def server_address(db: str | os.PathLike[str]) -> str | None:
     """``http://127.0.0.1:PORT`` of the server holding ``db``, if one is alive."""
     info = server_info(db)
     return None if info is None else f"http://127.0.0.1:{info['port']}"
 
 
 # endpoint -> the query parameters it takes
-_GET = {"/status": (), "/metrics": (), "/explain": ("id",)}
-_POST = {"/write": (), "/fire": ()}
+_GET: dict[str, tuple[str, ...]] = {"/status": (), "/metrics": (), "/explain": ("id",)}
+_POST: dict[str, tuple[str, ...]] = {"/write": (), "/fire": ()}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -169,7 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return parts.path, {k: v[-1] for k, v in query.items()}
 
-    def _reply(self, code: int, body: dict) -> None:
+    def _reply(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -251,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
             except (ValueError, TypeError, RuntimeError) as exc:
                 self._reply(400, {"error": str(exc)})
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         route = self._route(_GET)
         if route is None:
             return
@@ -271,7 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._reply(200, body)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self) -> None:  # noqa: N802
         if not self._authorized():
             return
         if self._route(_POST) is None:
@@ -291,16 +291,16 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._reply(200, answer)
 
-    def log_message(self, *args) -> None:  # quiet
+    def log_message(self, *args: object) -> None:  # quiet
         pass
 
 
 def _handler(
-    get_status: Callable[[], dict],
-    post_write: Callable[[dict], Any],
+    get_status: Callable[[], dict[str, Any]],
+    post_write: Callable[[dict[str, Any]], Any],
     token: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
-    get_metrics: Callable[[], dict] | None = None,
+    get_metrics: Callable[[], dict[str, Any]] | None = None,
     explain: Callable[[str], str] | None = None,
 ) -> type:
     """A handler class for one server: its callbacks, token and body limit."""
@@ -316,14 +316,14 @@ class ControlServer:
 
     def __init__(
         self,
-        db: str | os.PathLike,
+        db: str | os.PathLike[str],
         design: str,
-        get_status: Callable[[], dict],
-        post_write: Callable[[dict], Any],
+        get_status: Callable[[], dict[str, Any]],
+        post_write: Callable[[dict[str, Any]], Any],
         port: int = 0,
         *,
         max_body_bytes: int = MAX_BODY_BYTES,
-        get_metrics: Callable[[], dict] | None = None,
+        get_metrics: Callable[[], dict[str, Any]] | None = None,
         explain: Callable[[str], str] | None = None,
     ) -> None:
         check_max_body_bytes(max_body_bytes)
@@ -355,13 +355,15 @@ class ControlServer:
             pass
 
 
-def check_max_body_bytes(max_body_bytes) -> int:
+def check_max_body_bytes(max_body_bytes: Any) -> int:
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}")
     return max_body_bytes
 
 
-def request(address: str, path: str, body: dict | None = None, timeout: float = 10.0, token: str | None = None) -> Any:
+def request(
+    address: str, path: str, body: dict[str, Any] | None = None, timeout: float = 10.0, token: str | None = None
+) -> Any:
     """GET (``body`` None) or POST ``body`` to a server, with its ``token``; its
     JSON answer. A refusal raises :class:`ControlError` with the server's message."""
     data = None if body is None else json.dumps(body).encode()
@@ -384,12 +386,12 @@ def request(address: str, path: str, body: dict | None = None, timeout: float = 
         raise ControlError(f"cannot reach the server at {address}: {getattr(exc, 'reason', exc)}") from None
 
 
-def server_request(info: dict, path: str, body: dict | None = None, timeout: float = 10.0) -> Any:
+def server_request(info: dict[str, Any], path: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
     """:func:`request` to the server a :func:`server_info` describes, with its token."""
     return request(f"http://127.0.0.1:{info['port']}", path, body, timeout, token=str(info.get("token", "")))
 
 
-def later(rt, at: float, step: Callable[[], Any], name: str = "fanoutsim-later") -> threading.Thread:
+def later(rt: Any, at: float, step: Callable[[], Any], name: str = "fanoutsim-later") -> threading.Thread:
     """Run ``step()`` in a thread once the wall-clock runtime ``rt`` has run ``at``
     seconds since its start (the scale of ``rt.now``): a scenario's later join,
     retirement or action, when it is served. It gives up when ``rt`` stops, and

@@ -8,8 +8,9 @@ The design then checks the file — and, where its consumer's effect lives
 outside the database, a side file its child appended to — against its promise.
 
 A child is either ``python -m fanoutsim serve`` (ready once the control
-sidecar names it: :func:`serving`; over PostgreSQL once it says so: :func:`says_serving`) or a design's own module (ready once it
-printed "ready": :func:`start_child`, :func:`run_child`, :func:`main`).
+sidecar names it: :func:`serving`; over PostgreSQL once it says so:
+:func:`says_serving`) or a design's own module (ready once it printed
+"ready": :func:`start_child`, :func:`run_child`, :func:`main`).
 The campaigns themselves live with their designs:
 ``python -m fanoutsim.designs.<design>.crashtest``.
 """
@@ -25,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from fanoutsim.kernel.runtime.control import server_info
 
@@ -32,18 +34,21 @@ READY_TIMEOUT = 60.0  # seconds a child may take to start
 
 
 def start_child(
-    cmd: list[str], ready: Callable[[subprocess.Popen], bool] | None = None, timeout: float = READY_TIMEOUT
-) -> subprocess.Popen:
+    cmd: list[str], ready: Callable[[subprocess.Popen[bytes]], bool] | None = None, timeout: float = READY_TIMEOUT
+) -> subprocess.Popen[Any]:
     """Start ``cmd`` and return it once it is ready: ``ready(proc)`` true (asked
     every 50 ms), or, without ``ready``, once it printed the line "ready"."""
     if ready is None:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = proc.stdout.readline()  # "ready" once it runs; EOF if it died first
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = child.stdout, child.stderr
+        assert out is not None and err is not None, "both piped"
+        line = out.readline()  # "ready" once it runs; EOF if it died first
         if line.strip() != "ready":
-            proc.wait(timeout=30)
-            raise RuntimeError(f"{' '.join(cmd[2:4])} exited with {proc.returncode}: {proc.stderr.read()}")
-        return proc
+            child.wait(timeout=30)
+            raise RuntimeError(f"{' '.join(cmd[2:4])} exited with {child.returncode}: {err.read()}")
+        return child
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None, "piped"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready(proc):
@@ -56,31 +61,32 @@ def start_child(
     raise RuntimeError(f"{' '.join(cmd[2:4])} did not become ready within {timeout:g} s")
 
 
-def serving(db: str) -> Callable[[subprocess.Popen], bool]:
+def serving(db: str) -> Callable[[subprocess.Popen[bytes]], bool]:
     """Readiness of a ``fanoutsim serve`` child over ``db``: its sidecar names it."""
 
-    def ready(proc: subprocess.Popen) -> bool:
+    def ready(proc: subprocess.Popen[bytes]) -> bool:
         info = server_info(db)
         return info is not None and info.get("pid") == proc.pid
 
     return ready
 
 
-def says_serving(proc: subprocess.Popen) -> bool:
+def says_serving(proc: subprocess.Popen[bytes]) -> bool:
     """Readiness of a ``fanoutsim serve`` child over PostgreSQL (no sidecar: the
     database is shared): its stderr's line "serving ..." (read as it comes)."""
+    assert proc.stderr is not None, "started with stderr=PIPE"
     line = proc.stderr.readline()
     return line.startswith(b"serving")
 
 
-def module_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
+def module_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen[Any]:
     """``python -m module serve DB SIDE RATE [--drain]``, returned once it printed
     "ready" (a child whose effect is a side file: see :func:`main`)."""
     cmd = [sys.executable, "-m", module, "serve", db, side, str(rate)] + (["--drain"] if drain else [])
     return start_child(cmd)
 
 
-def run_child(rt, drained: Callable[[], bool], *, drain: bool, drain_timeout: float) -> int:
+def run_child(rt: Any, drained: Callable[[], bool], *, drain: bool, drain_timeout: float) -> int:
     """The child's life: start ``rt``, say "ready", run until SIGTERM/SIGINT (or,
     with ``drain``, until ``drained()``); the exit status (1: not drained in time).
     The caller closes ``rt``."""
@@ -106,7 +112,7 @@ def side_lines(side: str) -> list[str]:
     return [line for line in text.split("\n")[:-1] if line.strip()]
 
 
-def kill_at_random(start: Callable[[], subprocess.Popen], kills: int, seed: int, up: tuple[float, float]) -> None:
+def kill_at_random(start: Callable[[], subprocess.Popen[Any]], kills: int, seed: int, up: tuple[float, float]) -> None:
     """``kills`` times: ``start()`` a child process, let it run for a seeded
     random time in ``up`` seconds, SIGKILL it."""
     rng = random.Random(seed)
@@ -117,7 +123,7 @@ def kill_at_random(start: Callable[[], subprocess.Popen], kills: int, seed: int,
         proc.wait()
 
 
-def wait_or_kill(proc: subprocess.Popen, timeout: float) -> None:
+def wait_or_kill(proc: subprocess.Popen[Any], timeout: float) -> None:
     """Wait for a child to finish (a drain); kill it if it takes longer than ``timeout``."""
     try:
         proc.wait(timeout=timeout)
@@ -126,7 +132,7 @@ def wait_or_kill(proc: subprocess.Popen, timeout: float) -> None:
         proc.wait()
 
 
-def stop_after(proc: subprocess.Popen, seconds: float, timeout: float = 30.0) -> None:
+def stop_after(proc: subprocess.Popen[Any], seconds: float, timeout: float = 30.0) -> None:
     """Let a child run ``seconds`` more (a drain), then stop it cleanly (SIGTERM)."""
     time.sleep(seconds)
     proc.send_signal(signal.SIGTERM)
@@ -134,14 +140,14 @@ def stop_after(proc: subprocess.Popen, seconds: float, timeout: float = 30.0) ->
 
 
 def campaign(
-    start: Callable[[], subprocess.Popen],
-    drain: Callable[[], subprocess.Popen],
-    finish: Callable[[subprocess.Popen], None],
+    start: Callable[[], subprocess.Popen[Any]],
+    drain: Callable[[], subprocess.Popen[Any]],
+    finish: Callable[[subprocess.Popen[Any]], None],
     *,
     kills: int,
     seed: int,
     up: tuple[float, float],
-) -> subprocess.Popen:
+) -> subprocess.Popen[Any]:
     """Every kill -9 campaign: :func:`kill_at_random` over ``start``, then one
     last child from ``drain`` (no new writes), which ``finish`` waits out or
     stops; returns that child (its ``returncode`` says whether it stopped cleanly)."""
@@ -151,7 +157,9 @@ def campaign(
     return proc
 
 
-def main(argv: list[str], module: str, serve: Callable[..., int], kill9_campaign: Callable[..., dict]) -> int | str:
+def main(
+    argv: list[str], module: str, serve: Callable[..., int], kill9_campaign: Callable[..., dict[str, Any]]
+) -> int | str:
     """The command line of a campaign whose child is its own module::
 
     python -m MODULE serve DB SIDE RATE [--drain]   (the child)

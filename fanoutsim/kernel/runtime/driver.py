@@ -38,15 +38,19 @@ clock picks the driver (``class OutboxSimulation(OutboxRuntime, VirtualRuntime)`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 from fanoutsim.kernel.faults import CrashAt, CrashRandomly
 from fanoutsim.kernel.runtime.loops import Sleep
 from fanoutsim.kernel.runtime.roles import ALL, Roles
-from fanoutsim.kernel.trace import NullTrace, TraceSchema
+from fanoutsim.kernel.trace import NullTrace, Trace, TraceSchema
 
-Loop = Iterator[Any]  # a generator that yields the requests of .loops
+if TYPE_CHECKING:
+    from fanoutsim.kernel.faults import FaultPlan, Faults
+    from fanoutsim.kernel.store import Store
+
+Loop = Generator[Any, Any, Any]  # a generator that yields the requests of .loops
 
 
 class Driver:
@@ -69,6 +73,32 @@ class Driver:
 
     engine: Any
     incarnation: int
+    seed: int  # the run's seed (the face sets it)
+    start_us: int  # the wall time virtual 0 stands for, epoch microseconds
+    # what each driver sets up (VirtualRuntime, SteppedWallRuntime)
+    store: Store
+    plan: FaultPlan | None
+    faults: Faults
+    _trace: Trace
+    _armed: dict[Any, Any]  # the wakes loops armed, by key (a driver's own event type)
+    _sleepers: list[tuple[Any, Callable[[], bool]]]  # (wake, ready) of loops asleep until a write
+    _slept_at: int  # store.writes when the sleepers were last asked
+
+    if TYPE_CHECKING:  # what each driver defines, named here for the checker only
+
+        @property
+        def now(self) -> float: ...
+
+        def now_us(self) -> int: ...
+
+        def crash(self, point: str = "manual", downtime: float | None = None) -> None: ...
+
+        def restart(self) -> None: ...
+
+        def _service(self, loop: Loop, name: str = "service") -> Any: ...
+
+        @staticmethod
+        def _fire(wake: Any) -> None: ...
 
     @property
     def traced(self) -> bool:
@@ -128,8 +158,8 @@ class Driver:
             return
         for spec in self.plan.of(CrashAt):
             self._service(self._crash_at(spec), f"crash-at-{spec.at:g}")
-        for spec in self.plan.of(CrashRandomly):
-            self._service(self._crash_randomly(spec), "crash-randomly")
+        for randomly in self.plan.of(CrashRandomly):
+            self._service(self._crash_randomly(randomly), "crash-randomly")
 
     def _crash_at(self, spec: CrashAt) -> Loop:
         if spec.at > self.now:

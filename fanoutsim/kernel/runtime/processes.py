@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -31,7 +32,7 @@ from fanoutsim.kernel.runtime.crashtest import READY_TIMEOUT
 from fanoutsim.kernel.trace import TraceFrame
 
 
-def merged_trace(traces: Iterable) -> TraceFrame:
+def merged_trace(traces: Iterable[Any]) -> TraceFrame:
     """The traces of several processes (each a DataFrame, or the Parquet file
     ``serve --trace`` wrote) as one, sorted by time: rows of one time keep
     their process's order, and processes the order given."""
@@ -45,7 +46,7 @@ def merged_trace(traces: Iterable) -> TraceFrame:
 
 def serve_role(
     db: str, role: str, trace: str, scenario: str | None = None, extra: Iterable[str] = ()
-) -> subprocess.Popen:
+) -> subprocess.Popen[bytes]:
     """``python -m fanoutsim serve --store DB --role ROLE --trace TRACE
     [--scenario SCENARIO] [EXTRA...]``, returned once it says it serves."""
     return serve_roles(db, [(role, trace)], scenario, extra)[0]
@@ -53,7 +54,7 @@ def serve_role(
 
 def serve_roles(
     db: str, roles: Iterable[tuple[str, str]], scenario: str | None = None, extra: Iterable[str] = ()
-) -> list[subprocess.Popen]:
+) -> list[subprocess.Popen[bytes]]:
     """One :func:`serve_role` process per ``(role, trace)``, all started at
     once (each takes a while: its imports, its connection) and returned once
     every one serves; if one does not, all are killed and a RuntimeError
@@ -64,7 +65,7 @@ def serve_roles(
             cmd = [sys.executable, "-m", "fanoutsim", "serve", "--store", db, "--role", role, "--trace", trace]
             if scenario is not None:
                 cmd += ["--scenario", str(scenario)]
-            procs.append(subprocess.Popen(cmd + list(extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            procs.append(subprocess.Popen[bytes](cmd + list(extra), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         for proc, (role, _) in zip(procs, roles):
             said = _until_serving(proc)
             if said is not None:  # its stderr ended (it died) before "serving ..."
@@ -76,11 +77,12 @@ def serve_roles(
     return procs
 
 
-def _until_serving(proc: subprocess.Popen) -> str | None:
+def _until_serving(proc: subprocess.Popen[bytes]) -> str | None:
     """Read ``proc``'s stderr up to its line "serving ..." (then None) or to
     its end (then all it said: why it did not start). A line before "serving"
     (a library's warning at import) is passed over, not taken for a failure."""
     said = []
+    assert proc.stderr is not None, "started with stderr=PIPE"
     for line in iter(proc.stderr.readline, b""):
         if line.startswith(b"serving"):
             return None
@@ -88,7 +90,7 @@ def _until_serving(proc: subprocess.Popen) -> str | None:
     return b"".join(said).decode(errors="replace").strip()
 
 
-def stop_all(procs: Iterable[subprocess.Popen], timeout: float = 60.0) -> None:
+def stop_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 60.0) -> None:
     """Stop every process cleanly (SIGTERM: each finishes the work in hand and
     writes its trace), all at once; a RuntimeError names any that exited with
     another status than 0 (with its last error line), or did not stop within
@@ -115,7 +117,7 @@ def stop_all(procs: Iterable[subprocess.Popen], timeout: float = 60.0) -> None:
         raise RuntimeError("; ".join(failed))
 
 
-def kill_all(procs: Iterable[subprocess.Popen]) -> None:
+def kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
     """SIGKILL every process still running (a test's or a harness's last word)."""
     for proc in procs:
         if proc.poll() is None:

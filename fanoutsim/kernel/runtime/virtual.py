@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import nullcontext
+from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, Self, TypeVar
 
 import simpy
 
@@ -28,7 +29,7 @@ from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
-from fanoutsim.kernel.store import open_store
+from fanoutsim.kernel.store import Store, open_store
 from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import NullTrace, Trace
@@ -36,9 +37,10 @@ from fanoutsim.kernel.validate import is_real
 
 # no threads under SimPy: what the wall clock locks, nothing needs to here
 _NO_LOCK = nullcontext()
+T = TypeVar("T")
 
 
-def until_ok(env, until) -> bool:
+def until_ok(env: simpy.Environment, until: Any) -> bool:
     """Check ``run(until=...)``: a finite number of virtual seconds, not in the
     past. False: already there. Required: the loops tick forever, so a run
     without an end would never return."""
@@ -53,7 +55,7 @@ def until_ok(env, until) -> bool:
         raise ValueError(f"until must be a finite number of virtual seconds, got {until!r}")
     if until < env.now:
         raise ValueError(f"until={until} is earlier than now={env.now}")
-    return until != env.now
+    return bool(until != env.now)
 
 
 def delay_to(now: float, at: float) -> float:
@@ -75,7 +77,15 @@ class VirtualRuntime(Driver):
 
     _lifecycle = _proc = _NO_LOCK
 
-    def _open(self, seed: int, store, start, faults, trace: bool, opener=open_store) -> None:
+    def _open(
+        self,
+        seed: int,
+        store: str | Store,
+        start: str | datetime | None,
+        faults: object,
+        trace: bool,
+        opener: Callable[[Any], Store] = open_store,
+    ) -> None:
         """What every seeded SimPy run starts with: the clock, the store
         (``opener(store)``: the design's, with every registered design's
         tables), the metrics, the trace and the bound fault plan; no
@@ -99,13 +109,15 @@ class VirtualRuntime(Driver):
         self._looping = False  # the incarnation's loops run (spawn more now)
         self._procs: list[simpy.Process] = []
         self._procs_cap = 64
-        self._soon: list = []  # tasks spawned, to start once their spawner's wait is scheduled
+        self._soon: list[Loop] = []  # tasks spawned, to start once their spawner's wait is scheduled
         self._named: dict[Any, simpy.Process] = {}  # the incarnation's loops by key
         self._armed: dict[Any, simpy.Event] = {}  # the wakes loops armed, by key
-        self._sleepers: list = []  # (event, ready) of loops asleep until a write (_until_written)
+        self._sleepers: list[
+            tuple[simpy.Event, Callable[[], bool]]
+        ] = []  # (event, ready) of loops asleep until a write (_until_written)
         self._slept_at = 0  # store.writes when the sleepers were last asked
 
-    def _rng(self, name: str, *parts) -> random.Random:
+    def _rng(self, name: str, *parts: object) -> random.Random:
         """The seeded stream ``name`` of this run (``fanoutsim:name:seed:parts``)."""
         return random.Random(":".join(("fanoutsim", name, str(self.seed), *map(str, parts))))
 
@@ -185,10 +197,10 @@ class VirtualRuntime(Driver):
             self._procs = []
         self.store.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _refuse_closed(self) -> None:
@@ -196,16 +208,17 @@ class VirtualRuntime(Driver):
             raise RuntimeError(f"the {type(self).__name__} is closed: its store is released; make a new one")
 
     # -- loops ------------------------------------------------------------------
-    def _event(self, request) -> simpy.Event:
+    def _event(self, request: Any) -> simpy.Event:
         """The SimPy event that answers ``request``."""
         env = self.env
         kind = type(request)
         if kind is Sleep:
             return env.timeout(request.seconds)
         if kind is Wait:
+            wake: simpy.Event = request.wake
             if request.timeout is None:
-                return request.wake
-            return env.any_of([request.wake, env.timeout(request.timeout)])
+                return wake
+            return env.any_of([wake, env.timeout(request.timeout)])
         if kind is Work:
             since = request.since
             return env.timeout(request.seconds if since is None else request.seconds - (env.now - since))
@@ -213,7 +226,7 @@ class VirtualRuntime(Driver):
             return env.timeout(delay_to(env.now, request.at) if request.at > env.now else 0.0)
         raise TypeError(f"a loop yields Sleep, Until, Work or Wait, not {request!r}")
 
-    def _drive(self, loop: Loop):
+    def _drive(self, loop: Loop) -> Generator[simpy.Event, Any, Any]:
         """The SimPy process of one loop: each request answered with its event."""
         env, event_of = self.env, self._event
         timeout = env.timeout
@@ -221,6 +234,7 @@ class VirtualRuntime(Driver):
             request = next(loop)
             while True:
                 kind = type(request)  # the common requests inline: this is every loop's hot path
+                event: simpy.Event
                 if kind is Sleep:
                     event = timeout(request.seconds)
                 elif kind is Work and request.since is None:
@@ -256,7 +270,7 @@ class VirtualRuntime(Driver):
         for loop in soon:
             self._step_task(loop, self.incarnation)
 
-    def _step_task(self, loop: Loop, incarnation: int, _event=None) -> None:
+    def _step_task(self, loop: Loop, incarnation: int, _event: object = None) -> None:
         if incarnation != self.incarnation or self.engine is None:
             loop.close()  # its incarnation died meanwhile
             return
@@ -332,11 +346,11 @@ class VirtualRuntime(Driver):
         """Whether a loop of ``engine`` should take more work: its incarnation lives."""
         return engine is self.engine or self._live(engine)
 
-    def _call(self, step, *args, _now: int | None = None, **kwargs):
+    def _call(self, step: Callable[..., T], *args: Any, _now: int | None = None, **kwargs: Any) -> T | None:
         """One engine step now, ``step`` a bound method (``engine.fetch``); None if
         its engine is not the live incarnation, or if a Crash inside it took
         the process down."""
-        engine = step.__self__
+        engine = step.__self__  # type: ignore[attr-defined]  # a bound method of an engine
         if engine is not self.engine and not self._live(engine):
             return None
         try:
@@ -350,7 +364,7 @@ class VirtualRuntime(Driver):
 
     _outside = _call  # no lock to stay out of under SimPy
 
-    def _api(self, step, *args, **kwargs):
+    def _api(self, step: Any, *args: Any, **kwargs: Any) -> Any:
         """A step asked for from outside the loops: ``step`` is the engine
         class's function (``OutboxEngine.commit``), run on the live engine; an
         error while the process is down."""

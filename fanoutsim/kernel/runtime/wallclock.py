@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from fanoutsim.kernel.faults import Crash, bind, check_faults
 from fanoutsim.kernel.ids import FreshIdSource
@@ -34,7 +34,7 @@ from fanoutsim.kernel.metrics import LockedMetrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
-from fanoutsim.kernel.store import open_store
+from fanoutsim.kernel.store import Store, open_store
 from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.trace import LockedTrace, NullTrace
@@ -44,6 +44,9 @@ from fanoutsim.kernel.validate import is_real
 def wall_us() -> int:
     """The wall clock, UTC microseconds since the epoch."""
     return time.time_ns() // 1000
+
+
+T = TypeVar("T")
 
 
 class _Thread:
@@ -119,7 +122,15 @@ class SteppedWallRuntime(Driver):
 
     _due_slack = 0.05  # seconds: a due time read from ``now`` just before the call is "now"
 
-    def _open(self, seed: int, store, faults, trace: bool, stop_timeout, opener=open_store) -> None:
+    def _open(
+        self,
+        seed: int,
+        store: str | Store,
+        faults: object,
+        trace: bool,
+        stop_timeout: float,
+        opener: Callable[[Any], Store] = open_store,
+    ) -> None:
         """What every threaded runtime starts with: the file (``opener(store)``:
         the design's, with every registered design's tables; a bad, newer or
         locked one fails here, untouched), the count of earlier starts on it (so
@@ -158,14 +169,14 @@ class SteppedWallRuntime(Driver):
         self._services: list[_Thread] = []  # the runtime's own loops (workloads, timers)
         self._queued: list[tuple[Loop, str]] = []  # services asked for before start()
         self._armed: dict[Any, threading.Event] = {}
-        self._sleepers: list = []
+        self._sleepers: list[tuple[threading.Event, Callable[[], bool]]] = []
         self._slept_at = 0
         self._timers = _Timers(f"fanoutsim-{getattr(self, 'design', 'runtime')}-timers")
         # ids must not repeat those of an earlier process on this file, nor of any
         # other wall-clock run: drawn from the OS's entropy, not from the seed
         self.ids = FreshIdSource()
 
-    def _rng(self, name: str, *parts) -> random.Random:
+    def _rng(self, name: str, *parts: object) -> random.Random:
         """The stream ``name`` of this process. On a fresh file it is the seed's,
         as under SimPy (the same scenario and seed draw the same workload on
         both clocks); after ``starts`` earlier starts on the file,
@@ -192,7 +203,7 @@ class SteppedWallRuntime(Driver):
         return self._state == "running"
 
     # -- life cycle -------------------------------------------------------------
-    def start(self):
+    def start(self) -> Self:
         """Start the threads in the background and return at once."""
         with self._lifecycle:
             if self._state == "running":
@@ -204,8 +215,9 @@ class SteppedWallRuntime(Driver):
             # windows and times are seconds since now; the injector keeps its pass counts
             self.start_us = wall_us()
             self._started(self.start_us)
-            if hasattr(self.faults, "start_us"):
-                self.faults.start_us = self.start_us
+            faults: Any = self.faults  # an Injector, or a hand-written plan that may keep the time
+            if hasattr(faults, "start_us"):
+                faults.start_us = self.start_us
             self._state = "running"
             self._schedule_crashes()
             queued, self._queued = self._queued, []
@@ -296,10 +308,10 @@ class SteppedWallRuntime(Driver):
                 self._state = "closed"
                 self.store.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def wait(self, seconds: float) -> None:
@@ -349,7 +361,9 @@ class SteppedWallRuntime(Driver):
         except Crash as c:  # a step the loop called without _call
             self.crash(c.point, c.downtime)
 
-    def _thread(self, name: str, target, *args, halt: threading.Event | None = None) -> _Thread:
+    def _thread(
+        self, name: str, target: Callable[..., object], *args: Any, halt: threading.Event | None = None
+    ) -> _Thread:
         handle = _Thread(name, halt or threading.Event())
         handle.thread = threading.Thread(
             target=target, args=args, daemon=True, name=f"fanoutsim-{getattr(self, 'design', 'runtime')}-{name}"
@@ -372,7 +386,7 @@ class SteppedWallRuntime(Driver):
         thread of its own, as any loop (callers hold ``_proc``)."""
         return self._spawn(loop, name)
 
-    def _spawn_thread(self, name: str, target, *args) -> _Thread:
+    def _spawn_thread(self, name: str, target: Callable[..., object], *args: Any) -> _Thread:
         """A thread of the incarnation that is no loop (an adapter's: PostgreSQL's
         LISTEN connection); it watches ``_stop`` itself. A stop joins it."""
         handle = self._thread(name, target, *args)
@@ -452,12 +466,12 @@ class SteppedWallRuntime(Driver):
         lives and is not stopping."""
         return engine is self.engine and not self._stop.is_set()
 
-    def _call(self, step, *args, _now: int | None = None, **kwargs):
+    def _call(self, step: Callable[..., T], *args: Any, _now: int | None = None, **kwargs: Any) -> T | None:
         """One store step now, ``step`` a bound method of an engine
         (``engine.fetch``), unless that incarnation is dead (None); a Crash
         inside it takes the runtime down (None)."""
         with self._proc:
-            if not self._live(step.__self__):
+            if not self._live(step.__self__):  # type: ignore[attr-defined]  # a bound method of an engine
                 return None
             try:
                 out = step(wall_us() if _now is None else _now, *args, **kwargs)
@@ -468,10 +482,10 @@ class SteppedWallRuntime(Driver):
                 self._wake_sleepers()
             return out
 
-    def _outside(self, step, *args, **kwargs):
+    def _outside(self, step: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """A step that runs the user's own code (a consumer's ``fn``), outside the
         store lock so that consumers overlap; None if its incarnation is dead."""
-        if not self._live(step.__self__):
+        if not self._live(step.__self__):  # type: ignore[attr-defined]  # a bound method of an engine
             return None
         try:
             return step(wall_us(), *args, **kwargs)
@@ -479,7 +493,7 @@ class SteppedWallRuntime(Driver):
             self.crash(c.point, c.downtime)
             return None
 
-    def _api(self, step, *args, **kwargs):
+    def _api(self, step: Any, *args: Any, **kwargs: Any) -> Any:
         """A step asked for from outside the loops: ``step`` is the engine
         class's function (``OutboxEngine.commit``), run on the live engine; an
         error if the runtime is down."""

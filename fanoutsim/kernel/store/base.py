@@ -26,9 +26,11 @@ Both adapters also fail alike:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
 from fanoutsim.kernel.validate import is_whole
 
@@ -107,34 +109,35 @@ class StorePart:
 
     name: str
     tables: Mapping[str, tuple[str, ...]]
-    timestamp_columns: frozenset
+    timestamp_columns: frozenset[str]
     tx: type
     memory_tx: type
     memory_init: Callable[[Any], None]
-    memory_rows: Mapping[str, Callable[[Any], list]]
+    memory_rows: Mapping[str, Callable[[Any], list[dict[str, Any]]]]
     duckdb_tx: type
     duckdb_schema: str = ""
     duckdb_migrations: Mapping[int, Sequence[str]] = field(default_factory=dict)
     duckdb_rows: Mapping[str, str] = field(default_factory=dict)
 
 
-def row_of(cols: tuple[str, ...], values) -> dict:
+def row_of(cols: tuple[str, ...], values: Iterable[Any]) -> dict[str, Any]:
     """One row of a table with columns ``cols`` (a SQL result's tuple), as a dict."""
     return dict(zip(cols, values))
 
 
-def check_parts(parts) -> tuple[StorePart, ...]:
+def check_parts(given: Iterable[object]) -> tuple[StorePart, ...]:
     """The parts a store composes: StoreParts, no table named twice (nor one of the kernel's)."""
-    parts = tuple(parts)
+    parts: list[StorePart] = []
     seen = dict.fromkeys(TABLES, "the kernel")
-    for part in parts:
+    for part in tuple(given):
         if not isinstance(part, StorePart):
             raise TypeError(f"a store part must be a StorePart, got {part!r}")
+        parts.append(part)
         for table in part.tables:
             if table in seen:
                 raise ValueError(f"table {table!r} of part {part.name!r} is already a table of {seen[table]}")
             seen[table] = f"part {part.name!r}"
-    return parts
+    return tuple(parts)
 
 
 # What abc and typing.Protocol put on every class: not methods of a part.
@@ -160,7 +163,7 @@ def compose_tx(base: type, mixins: tuple[type, ...]) -> type:
     return type(base.__name__, (base, *mixins), {"__slots__": ()})
 
 
-def tables_of(parts) -> dict[str, tuple[str, ...]]:
+def tables_of(parts: Iterable[StorePart]) -> dict[str, tuple[str, ...]]:
     """Every table of the kernel and of ``parts``: table -> columns."""
     out = dict(TABLES)
     for part in parts:
@@ -168,17 +171,30 @@ def tables_of(parts) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def timestamp_columns_of(parts) -> frozenset:
+def timestamp_columns_of(parts: Iterable[StorePart]) -> frozenset[str]:
     return TIMESTAMP_COLUMNS.union(*(part.timestamp_columns for part in parts))
 
 
-class Store(ABC):
+# the transaction an adapter's store begins (bare ``Store``: any Tx). Covariant, so
+# that a MemoryStore is a Store: a store commits or rolls back only the
+# transactions its own _begin returned, never another store's
+if TYPE_CHECKING:  # a TypeVar's default (PEP 696) is typing's from Python 3.13: only mypy reads it
+    import typing_extensions
+
+    TxT = typing_extensions.TypeVar("TxT", bound=Tx, default=Tx, covariant=True)
+else:
+    TxT = TypeVar("TxT", bound=Tx, covariant=True)
+
+
+class Store(ABC, Generic[TxT]):
     """A set of tables with transactions. Not re-entrant: one open tx at a time.
     ``tables`` (table -> columns) and ``timestamp_columns`` say which tables
     it holds: the kernel's and those of the parts it composes."""
 
     tables: Mapping[str, tuple[str, ...]] = TABLES
-    timestamp_columns: frozenset = TIMESTAMP_COLUMNS
+    timestamp_columns: frozenset[str] = TIMESTAMP_COLUMNS
+    # the design's StoreParts it composes (see check_parts); none: the kernel's tables alone
+    parts: tuple[StorePart, ...] = ()
     # Committed transactions that may have written, since this store object
     # opened (an adapter may count one that only read; never misses a write).
     # A runtime asleep until some row appears compares two readings rather
@@ -195,30 +211,30 @@ class Store(ABC):
     clock: Callable[[], int] | None = None
 
     @abstractmethod
-    def _begin(self) -> Tx: ...
+    def _begin(self) -> TxT: ...
 
     @abstractmethod
-    def _commit(self, tx: Tx) -> None: ...
+    def _commit(self, tx: TxT) -> None: ...  # type: ignore[misc]  # its own tx: see TxT
 
     @abstractmethod
-    def _rollback(self, tx: Tx) -> None: ...
+    def _rollback(self, tx: TxT) -> None: ...  # type: ignore[misc]  # its own tx: see TxT
 
-    def transaction(self) -> Transaction:
+    def transaction(self) -> AbstractContextManager[TxT, Literal[False]]:
         """``with store.transaction() as tx:`` — commit on normal exit; roll back
         every write on any exception (a Crash included)."""
         return Transaction(self)
 
     @abstractmethod
-    def rows(self, table: str) -> list[dict]:
+    def rows(self, table: str) -> list[dict[str, Any]]:
         """Committed rows of a table, in the contract's order (for DataFrames)."""
 
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- what a store records of itself (see .record): SQL stores keep fanoutsim_meta
@@ -241,23 +257,26 @@ class Store(ABC):
         return len(self.rows(table))
 
 
-class Transaction:
+class Transaction(Generic[TxT]):
     """The ``with`` block of :meth:`Store.transaction`. A small class rather than
     a generator-based context manager: the engine opens one for nearly every
     step, so its fixed cost is on every hot path."""
 
     __slots__ = ("store", "tx")
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store[TxT]) -> None:
         self.store = store
-        self.tx: Tx | None = None
+        self.tx: TxT | None = None
 
-    def __enter__(self) -> Tx:
+    def __enter__(self) -> TxT:
         self.tx = self.store._begin()
         return self.tx
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         tx = self.tx
+        assert tx is not None, "__exit__ without __enter__"
         if exc_type is not None:
             self.store._rollback(tx)
             return False  # re-raise

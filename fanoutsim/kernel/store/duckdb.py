@@ -317,7 +317,7 @@ def _tx_class(mixins: tuple[type, ...]) -> type:
     return compose_tx(DuckDBTx, mixins)
 
 
-class DuckDBStore(Store):
+class DuckDBStore(Store[DuckDBTx]):
     """The kernel's tables and those of ``parts`` (StoreParts), in DuckDB:
     ``":memory:"`` or a file. A file is brought to the composed schema at open:
     every table's ``CREATE TABLE IF NOT EXISTS``, then every migration (each
@@ -435,8 +435,7 @@ class DuckDBStore(Store):
         self._owner = me
         return self._tx(self.con, self.hints)  # BEGIN comes with the first write
 
-    # it commits only the transactions it began (base.Store does not say so yet)
-    def _commit(self, tx: DuckDBTx) -> None:  # type: ignore[override]
+    def _commit(self, tx: DuckDBTx) -> None:
         try:
             check = None
             if tx.held is not None:  # its one write: sent alone, DuckDB commits it as it runs
@@ -468,7 +467,7 @@ class DuckDBStore(Store):
             self._owner = None
             self._lock.release()
 
-    def _rollback(self, tx: DuckDBTx) -> None:  # type: ignore[override]
+    def _rollback(self, tx: DuckDBTx) -> None:
         tx.held = None  # never sent: nothing of it to undo
         self.statements += tx.n + tx._begun
         try:

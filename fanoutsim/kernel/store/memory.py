@@ -145,7 +145,7 @@ def _runner_log(store: MemoryStore) -> list[dict[str, Any]]:
     return [dict(r) for r in store.runner_log]
 
 
-class MemoryStore(Store):
+class MemoryStore(Store[MemoryTx]):
     """The kernel's tables and those of ``parts`` (StoreParts), in memory."""
 
     def __init__(self, parts: Iterable[StorePart] = ()) -> None:
@@ -169,21 +169,20 @@ class MemoryStore(Store):
         return "MemoryStore()"
 
     # -- transactions ---------------------------------------------------
-    # The store's transaction is its own with-block (not base.Transaction), and it
-    # commits only the transactions it began: base.Store says neither yet
-    def transaction(self) -> MemoryTx:  # type: ignore[override]
+    # The store's transaction is its own with-block (not base.Transaction)
+    def transaction(self) -> MemoryTx:
         return self._tx(self)
 
     def _begin(self) -> MemoryTx:
         return self._tx(self).__enter__()
 
-    def _commit(self, tx: MemoryTx) -> None:  # type: ignore[override]
+    def _commit(self, tx: MemoryTx) -> None:
         if tx.undo:
             self.writes += 1
         self._open = False
         self._lock.release()
 
-    def _rollback(self, tx: MemoryTx) -> None:  # type: ignore[override]
+    def _rollback(self, tx: MemoryTx) -> None:
         try:
             for undo in reversed(tx.undo):
                 undo()

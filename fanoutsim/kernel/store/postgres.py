@@ -29,14 +29,28 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import errors as pg_errors
 
 from fanoutsim.kernel.store import duckdb as _duckdb_store
 from fanoutsim.kernel.store import pgsql, sql
-from fanoutsim.kernel.store.base import Store, Tx, check_parts, compose_tx, row_of, tables_of, timestamp_columns_of
+from fanoutsim.kernel.store.base import (
+    Store,
+    StorePart,
+    Tx,
+    check_parts,
+    compose_tx,
+    row_of,
+    tables_of,
+    timestamp_columns_of,
+)
+
+if TYPE_CHECKING:  # imported where a throwaway server is started, not before
+    from fanoutsim.kernel.pg import EmbeddedServer
 
 MIN_SERVER_VERSION = 160000
 # pg_advisory_xact_lock key of the schema migration: "fnsm"
@@ -78,7 +92,7 @@ def safe_dsn(dsn: str) -> str:
     return shown or "(the default server)"
 
 
-def parse_uri(dsn: str) -> dict:
+def parse_uri(dsn: str) -> dict[str, Any]:
     """The parameters of a ``postgresql://`` URI, or :class:`StoreError`
     ``malformed PostgreSQL URI: <what is wrong>`` (a port that is not a number
     included: libpq would take it for a service name and fail a host lookup)."""
@@ -97,15 +111,23 @@ def read_meta(dsn: str, key: str) -> tuple[bool, str | None]:
     ``key``'s value in its ``fanoutsim_meta``; reads only: a reader of a run
     left behind must not make tables where there was none."""
     params = parse_uri(dsn)
-    extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+    extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
     try:
         with psycopg.connect(dsn, autocommit=True, **extra) as con:
-            if con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
+            if _scalar(con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL")) is not True:
                 return False, None
             row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = %s", [key]).fetchone()
     except psycopg.Error as exc:
         raise unreachable(dsn, exc) from None
     return True, None if row is None else str(row[0])
+
+
+def _scalar(cur: psycopg.Cursor[Any]) -> Any:
+    """The first column of the one row of a query that always returns one (``SELECT f(...)``)."""
+    row = cur.fetchone()
+    if row is None:
+        raise StoreError("a query that returns one row returned none")
+    return row[0]
 
 
 def unreachable(dsn: str, exc: BaseException) -> StoreError:
@@ -132,15 +154,15 @@ class PostgresTx(Tx):
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
         self.c = store.cur
-        self.failed = None
+        self.failed: BaseException | None = None
         self.n = 0
         self.begun = False
         self.locked_at: int | None = None  # the store's clock when the last row lock was granted
         # a part's hints (see DuckDBTx) live for this transaction only: other
         # processes write the same database, so nothing read earlier bounds it
-        self.hints = {}
+        self.hints: dict[str, Any] = {}
 
-    def _on_commit(self, fn) -> None:
+    def _on_commit(self, fn: Callable[[], object]) -> None:
         """Hints are not kept past a transaction here: nothing to update."""
 
     def enter_namespace(self, name: str | None, ddl: str = "") -> None:
@@ -159,7 +181,7 @@ class PostgresTx(Tx):
             self.c.execute(self.store.translated(statement), ())
         self.c.execute("SELECT set_config('search_path', %s, false)", [f"{ns}, {pgsql._quote(home)}"])
 
-    def _run(self, statement: str, params=None):
+    def _run(self, statement: str, params: Sequence[Any] | None = None) -> psycopg.Cursor[Any]:
         self._refuse_if_failed()
         q = self.store.translated(statement)
         try:
@@ -183,7 +205,12 @@ class PostgresTx(Tx):
         locked = self.locked_at
         return now if locked is None or locked <= now else locked
 
-    def _hold(self, statement: str, params=None, check=None) -> None:
+    def _hold(
+        self,
+        statement: str,
+        params: Sequence[Any] | None = None,
+        check: Callable[[psycopg.Cursor[Any]], object] | None = None,
+    ) -> None:
         """A write whose result the caller does not need at once: sent now,
         ``check`` run on its result (DuckDB's store may hold it back to send it
         alone; see DuckDBTx._hold)."""
@@ -191,20 +218,20 @@ class PostgresTx(Tx):
         if check is not None:
             check(result)
 
-    def _insert_new(self, statement: str, params, keys: str, key: str | None) -> None:
+    def _insert_new(self, statement: str, params: Sequence[Any], keys: str, key: str | None) -> None:
         """An insert by primary key: sent now (see DuckDBTx._insert_new)."""
         self._run(statement, params)
 
-    def _keys_gone(self, keys: str, gone) -> None:
+    def _keys_gone(self, keys: str, gone: Iterable[Any]) -> None:
         """No hint of a table's keys outlives a transaction here."""
 
     # -- runner_log -----------------------------------------------------
-    def log_runner(self, at, event, detail=None):
+    def log_runner(self, at: int, event: str, detail: str | None = None) -> int:
         # several processes may share the database: the next seq is max + 1 under a
         # lock held to this transaction's end (READ COMMITTED: the insert's own
         # snapshot, taken after the lock, sees the last holder's row)
         self._run("SELECT pg_advisory_xact_lock(?)", [_RUNNER_LOG_LOCK])
-        return self._run(sql.LOG_RUNNER, [at, event, detail]).fetchone()[0]
+        return int(_scalar(self._run(sql.LOG_RUNNER, [at, event, detail])))
 
     # -- LISTEN/NOTIFY ----------------------------------------------------
     def notify(self, channel: str, payload: str) -> None:
@@ -227,19 +254,19 @@ class _Connection:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
-    def execute(self, statement: str, params=None):
+    def execute(self, statement: str, params: Sequence[Any] | None = None) -> psycopg.Cursor[Any]:
         cur = self.store.cur
         cur.execute(self.store.translated(statement), () if params is None else params)
         return cur
 
 
-class PostgresStore(Store):
+class PostgresStore(Store[PostgresTx]):
     """The kernel's tables and those of ``parts`` in PostgreSQL. ``dsn``:
     ``"postgres"`` (a throwaway server of its own) or a ``postgresql://`` URI.
     ``schema``: the PostgreSQL schema to keep the tables in (created if
     missing; default: the connection's own search path, ``public``)."""
 
-    def __init__(self, dsn: str = "postgres", parts=(), *, schema: str | None = None) -> None:
+    def __init__(self, dsn: str = "postgres", parts: Iterable[StorePart] = (), *, schema: str | None = None) -> None:
         self.parts = check_parts(parts)
         self.tables = tables_of(self.parts)
         self.timestamp_columns = timestamp_columns_of(self.parts)
@@ -248,14 +275,14 @@ class PostgresStore(Store):
         self._all_rows = dict(sql.ALL_ROWS)
         for part in self.parts:
             self._all_rows.update(part.duckdb_rows)
-        self._tx = _tx_class(tuple(part.duckdb_tx for part in self.parts))
+        self._tx: Callable[[PostgresStore], PostgresTx] = _tx_class(tuple(part.duckdb_tx for part in self.parts))
         self._translated: dict[str, str] = {}
         self._table_info: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._lock = threading.Lock()
         self._owner: int | None = None
         self.statements = 0
-        self.server = None
-        self.con = None
+        self.server: EmbeddedServer | None = None
+        self.con: psycopg.Connection[Any] | None = None
         if dsn == "postgres":
             from fanoutsim.kernel.pg import EmbeddedServer, ServerError
 
@@ -284,37 +311,39 @@ class PostgresStore(Store):
             params = parse_uri(dsn)
         else:
             params = {}
-        extra = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+        extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
         try:
-            self.con = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor, **extra)
+            con = self.con = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor, **extra)
         except psycopg.Error as exc:
             raise unreachable(dsn, exc) from None
-        if self.con.info.server_version < MIN_SERVER_VERSION:
+        if con.info.server_version < MIN_SERVER_VERSION:
             raise StoreError(
-                f"PostgreSQL at {safe_dsn(dsn)} is version {self.con.info.server_version // 10000}; "
+                f"PostgreSQL at {safe_dsn(dsn)} is version {con.info.server_version // 10000}; "
                 f"fanoutsim needs 16 or newer"
             )
-        self.cur = self.con.cursor()
-        self.con.execute("SET TIME ZONE 'UTC'")
+        self.cur: psycopg.Cursor[Any] = con.cursor()  # a ClientCursor: the connection's factory
+        con.execute("SET TIME ZONE 'UTC'")
         # the schema DuckDB's "main." names: this store's own
         self.home = (
-            self.schema
-            if self.schema is not None
-            else (self.con.execute("SELECT current_schema()").fetchone()[0] or "public")
+            self.schema if self.schema is not None else (_scalar(con.execute("SELECT current_schema()")) or "public")
         )
         if self.schema is not None:
-            self.con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
+            con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
         self._check_version()  # before anything is written: a newer schema is refused as it is
         self._migrate()
 
     def _check_version(self) -> None:
-        if self.con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL").fetchone()[0] is not True:
+        con = self._live()
+        if _scalar(con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL")) is not True:
             return
-        found = self.con.execute(sql.GET_SCHEMA_VERSION).fetchone()
-        try:
-            version = int(found[0]) if found else 0
-        except ValueError:
-            raise StoreError(f"{self} has schema version {found[0]!r}, not a number") from None
+        found = con.execute(sql.GET_SCHEMA_VERSION).fetchone()
+        if not found:
+            version = 0
+        else:
+            try:
+                version = int(found[0])
+            except ValueError:
+                raise StoreError(f"{self} has schema version {found[0]!r}, not a number") from None
         if version > self.version:
             raise StoreError(
                 f"{self} has schema version {version}, newer than this fanoutsim understands "
@@ -324,7 +353,7 @@ class PostgresStore(Store):
     def _migrate(self) -> None:
         """Every table's CREATE TABLE IF NOT EXISTS, every migration (each
         idempotent), the schema version: one transaction, under a lock."""
-        con = self.con
+        con = self._live()
         with con.transaction():
             con.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
             self._check_version()  # again, under the lock: another process may have moved it
@@ -334,14 +363,20 @@ class PostgresStore(Store):
                 con.execute(statement)
             for statement in pgsql.split(sql.schema(self.parts)):
                 con.execute(self.translated(statement), ())
-            for statements in sql.migrations(self.parts).values():
-                for statement in statements:
-                    if callable(statement):
-                        statement(_Connection(self))
+            for steps in sql.migrations(self.parts).values():
+                for step in steps:
+                    if callable(step):
+                        step(_Connection(self))
                     else:
-                        for one in pgsql.split(statement):
+                        for one in pgsql.split(step):
                             con.execute(self.translated(one), ())
             con.execute(self.translated(sql.SET_SCHEMA_VERSION), [str(self.version)])
+
+    def _live(self) -> psycopg.Connection[Any]:
+        """The store's connection; a StoreError once the store is closed."""
+        if self.con is None:
+            raise StoreError(f"{self} is closed")
+        return self.con
 
     # -- the dialect ----------------------------------------------------------------------
     def translated(self, statement: str) -> str:
@@ -357,20 +392,24 @@ class PostgresStore(Store):
         if info is None:
             cols = tuple(
                 r[0]
-                for r in self.con.execute(
+                for r in self._live()
+                .execute(
                     "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
                     "AND NOT attisdropped ORDER BY attnum",
                     [table],
-                ).fetchall()
+                )
+                .fetchall()
             )
             key = tuple(
                 r[0]
-                for r in self.con.execute(
+                for r in self._live()
+                .execute(
                     "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
                     "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary "
                     "ORDER BY array_position(i.indkey, a.attnum)",
                     [table],
-                ).fetchall()
+                )
+                .fetchall()
             )
             if not cols or not key:
                 raise ValueError(f"INSERT OR REPLACE INTO {table}: no such table with a primary key")
@@ -417,7 +456,7 @@ class PostgresStore(Store):
         except psycopg.Error:
             pass  # the connection is gone, or the transaction already ended
 
-    def rows(self, table: str) -> list[dict]:
+    def rows(self, table: str) -> list[dict[str, Any]]:
         statement = self._all_rows.get(table)
         if statement is None:
             raise KeyError(f"unknown table {table!r}")
@@ -425,7 +464,7 @@ class PostgresStore(Store):
             raise RuntimeError("rows() reads committed rows; call it outside the open transaction")
         cols = self.tables[table]
         with self._lock:
-            cur = self.con.cursor()
+            cur = self._live().cursor()
             return [row_of(cols, r) for r in cur.execute(self.translated(statement), ()).fetchall()]
 
     # -- fanoutsim_meta (see .record) ----------------------------------------------
@@ -437,21 +476,21 @@ class PostgresStore(Store):
 
     def meta(self, key: str) -> str | None:
         with self._lock:
-            row = self.con.execute(self.translated(sql.GET_META), [key]).fetchone()
+            row = self._live().execute(self.translated(sql.GET_META), [key]).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
         with self._lock:
-            self.con.execute(self.translated(sql.SET_META), [key, value])
+            self._live().execute(self.translated(sql.SET_META), [key, value])
 
     def row_count(self, table: str) -> int:
         if table not in self.tables:
             raise KeyError(f"unknown table {table!r}")
         with self._lock:
-            return int(self.con.execute(f"SELECT count(*) FROM {pgsql._quote(table)}").fetchone()[0])
+            return int(_scalar(self._live().execute(f"SELECT count(*) FROM {pgsql._quote(table)}")))
 
     # -- more connections -----------------------------------------------------------------
-    def connect(self) -> psycopg.Connection:
+    def connect(self) -> psycopg.Connection[Any]:
         """A new connection (autocommit) to the same database, schema and time
         zone: for a LISTEN, or for a transaction that must not hold this
         store's lock (a writer that keeps its transaction open)."""
@@ -467,7 +506,7 @@ class PostgresStore(Store):
         """A NOTIFY channel of this store's schema: ``name.schema`` (stores in
         other schemas of the database do not hear it)."""
         with self._lock:
-            schema = self.con.execute("SELECT current_schema()").fetchone()[0]
+            schema = _scalar(self._live().execute("SELECT current_schema()"))
         return f"{name}.{schema}"[:63]
 
     # -- closing ----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fanoutsim.kernel.store.base import Store, StorePart
+from fanoutsim.kernel.store.base import Store
 
 DESIGN_KEY = "design"
 
@@ -28,8 +28,7 @@ def _rows_beyond_new(store: Store) -> list[str]:
     """The designs (parts) whose tables hold more rows than a new store's."""
     from fanoutsim.kernel.store.memory import MemoryStore
 
-    # every adapter composes parts, but base.Store does not declare them yet
-    parts: tuple[StorePart, ...] = store.parts  # type: ignore[attr-defined]
+    parts = store.parts
     fresh = MemoryStore(parts)
     return [part.name for part in parts if any(store.row_count(t) > len(fresh.rows(t)) for t in part.tables)]
 

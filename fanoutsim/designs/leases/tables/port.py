@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from typing import Protocol
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypedDict
 
 # -- the tables ----------------------------------------------------------------------
 # table -> columns, in the order DataFrames show them: the event log, consumers,
@@ -47,6 +49,103 @@ TABLES: dict[str, tuple[str, ...]] = {
 TIMESTAMP_COLUMNS = frozenset({"committed_at", "leased_at", "expires_at", "not_before", "dead_at"})
 
 
+# -- the rows ------------------------------------------------------------------------
+# Rows cross the port as dicts (see fanoutsim.kernel.store.base): timestamps are
+# int microseconds since the epoch. The TypedDicts say which keys each row has
+# and what they hold; the columns above say their order.
+class EventRow(TypedDict):
+    """One ``events`` row: an event of the log at position ``seq``."""
+
+    seq: int
+    event_id: str
+    commit_seq: int  # the commit that published it (several events may share one)
+    ordinal: int  # its place within that commit
+    partition: str
+    kind: str
+    payload: str | None
+    committed_at: int
+
+
+class LeaseConsumerRow(TypedDict):
+    """One ``lease_consumers`` row: a durable consumer and its limits."""
+
+    consumer: str
+    start_seq: int
+    start_commit: int | None
+    batch_limit: int
+    in_flight_limit: int
+    lease_seconds: float
+    revision: int | None
+
+
+class CheckpointRow(TypedDict):
+    """One ``checkpoints`` row: the last event of a partition's contiguous done prefix."""
+
+    consumer: str
+    partition: str
+    seq: int
+    commit_seq: int | None
+
+
+class ResolutionRow(TypedDict):
+    """One ``resolutions`` row: an event resolved past its partition's checkpoint."""
+
+    consumer: str
+    event_id: str
+    seq: int
+    partition: str
+    commit_seq: int
+    kind: str
+
+
+class LeaseRow(TypedDict):
+    """One ``leases`` row: an event leased to a consumer until ``expires_at``."""
+
+    consumer: str
+    event_id: str
+    seq: int
+    partition: str
+    token: str
+    incarnation: int
+    attempt: int
+    leased_at: int
+    expires_at: int
+
+
+class RetryRow(TypedDict):
+    """One ``retries`` row: a nacked event, not leased again before ``not_before``."""
+
+    consumer: str
+    event_id: str
+    seq: int
+    partition: str
+    attempts: int
+    not_before: int
+    error: str | None
+
+
+class DeadLetterRow(TypedDict):
+    """One ``dead_letters`` row: an event that ran out of attempts."""
+
+    consumer: str
+    event_id: str
+    seq: int
+    partition: str
+    attempts: int
+    error: str | None
+    payload: str | None
+    dead_at: int
+
+
+class HistoryRow(TypedDict):
+    """The one ``history`` row: the incarnation and the log's counters."""
+
+    incarnation: int
+    last_commit: int
+    last_seq: int
+    leases_granted: int
+
+
 # -- the interface -------------------------------------------------------------------
 class LeaseTx(Protocol):
     """The leased-consumer design's part of :class:`~fanoutsim.kernel.store.base.Tx`."""
@@ -70,7 +169,7 @@ class LeaseTx(Protocol):
         the database the last one chose."""
 
     @abstractmethod
-    def table_rows(self, table: str) -> list[dict]:
+    def table_rows(self, table: str) -> list[dict[str, Any]]:
         """Every row of ``table`` of the current database, in the contract's order."""
 
     @abstractmethod
@@ -80,12 +179,12 @@ class LeaseTx(Protocol):
 
     # -- history: the incarnation and the log's counters ----------------------
     @abstractmethod
-    def get_history(self) -> dict:
+    def get_history(self) -> HistoryRow:
         """The one history row: ``incarnation`` (1 at first), ``last_commit``,
         ``last_seq`` and ``leases_granted`` (0 at first); they only grow."""
 
     @abstractmethod
-    def set_history(self, row: dict) -> None:
+    def set_history(self, row: HistoryRow) -> None:
         """Overwrite the history row with ``row``'s four columns."""
 
     # -- locks: several processes on one database (see Tx.row_locks) ------------
@@ -95,31 +194,31 @@ class LeaseTx(Protocol):
     # the history row: consumers first (several: in name order), history last.
     # A store one process holds runs one transaction at a time: a lock is a read.
     @abstractmethod
-    def lock_history(self) -> dict:
+    def lock_history(self) -> HistoryRow:
         """The history row, locked until this transaction ends."""
 
     @abstractmethod
-    def lock_lease_consumer(self, consumer: str) -> dict | None:
+    def lock_lease_consumer(self, consumer: str) -> LeaseConsumerRow | None:
         """The consumer's row, locked until this transaction ends (None: no such consumer)."""
 
     @abstractmethod
-    def lock_lease_consumers(self) -> list[dict]:
+    def lock_lease_consumers(self) -> list[LeaseConsumerRow]:
         """Every consumer's row, by name, each locked until this transaction ends."""
 
     # -- events -----------------------------------------------------------------
     @abstractmethod
-    def insert_event(self, row: dict) -> None:
+    def insert_event(self, row: EventRow) -> None:
         """Append one event; a ``seq`` or ``event_id`` already there raises :class:`KeyError`."""
 
     @abstractmethod
-    def get_event(self, event_id: str) -> dict | None: ...
+    def get_event(self, event_id: str) -> EventRow | None: ...
 
     @abstractmethod
-    def get_event_at(self, seq: int) -> dict | None:
+    def get_event_at(self, seq: int) -> EventRow | None:
         """The retained event at log position ``seq``, or None."""
 
     @abstractmethod
-    def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[dict]:
+    def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[EventRow]:
         """Per partition (only ``partition``, if given), the first ``limit``
         retained events with ``seq > after`` and past ``consumer``'s checkpoint
         of that partition; all of them by ``seq``. (``limit`` 1: each
@@ -137,10 +236,10 @@ class LeaseTx(Protocol):
 
     # -- consumers and checkpoints ----------------------------------------------
     @abstractmethod
-    def get_lease_consumer(self, consumer: str) -> dict | None: ...
+    def get_lease_consumer(self, consumer: str) -> LeaseConsumerRow | None: ...
 
     @abstractmethod
-    def put_lease_consumer(self, row: dict) -> None:
+    def put_lease_consumer(self, row: LeaseConsumerRow) -> None:
         """Insert or overwrite one consumer row."""
 
     @abstractmethod
@@ -148,10 +247,10 @@ class LeaseTx(Protocol):
         """Delete the consumer's row (not its other rows); whether there was one."""
 
     @abstractmethod
-    def list_lease_consumers(self) -> list[dict]: ...
+    def list_lease_consumers(self) -> list[LeaseConsumerRow]: ...
 
     @abstractmethod
-    def list_checkpoints(self, consumer: str) -> list[dict]:
+    def list_checkpoints(self, consumer: str) -> list[CheckpointRow]:
         """The consumer's checkpoint rows, by partition: ``seq`` and
         ``commit_seq`` of the last event of the contiguous done prefix."""
 
@@ -164,12 +263,12 @@ class LeaseTx(Protocol):
 
     # -- sparse resolutions: done events past a checkpoint ----------------------
     @abstractmethod
-    def insert_resolution(self, row: dict) -> None:
+    def insert_resolution(self, row: ResolutionRow) -> None:
         """Hold one resolved event past its partition's checkpoint; the same
         ``(consumer, event_id)`` again raises :class:`KeyError`."""
 
     @abstractmethod
-    def list_resolutions(self, consumer: str, partition: str | None = None) -> list[dict]: ...
+    def list_resolutions(self, consumer: str, partition: str | None = None) -> list[ResolutionRow]: ...
 
     @abstractmethod
     def delete_resolution(self, consumer: str, event_id: str) -> bool: ...
@@ -180,20 +279,20 @@ class LeaseTx(Protocol):
 
     # -- leases -------------------------------------------------------------------
     @abstractmethod
-    def insert_lease(self, row: dict) -> None:
+    def insert_lease(self, row: LeaseRow) -> None:
         """A lease of ``(consumer, event_id)``; a second one raises :class:`KeyError`."""
 
     @abstractmethod
-    def get_lease(self, consumer: str, event_id: str) -> dict | None: ...
+    def get_lease(self, consumer: str, event_id: str) -> LeaseRow | None: ...
 
     @abstractmethod
-    def list_leases(self, consumer: str | None = None) -> list[dict]: ...
+    def list_leases(self, consumer: str | None = None) -> list[LeaseRow]: ...
 
     @abstractmethod
     def delete_lease(self, consumer: str, event_id: str) -> bool: ...
 
     @abstractmethod
-    def expired_leases(self, now: int, limit: int) -> list[dict]:
+    def expired_leases(self, now: int, limit: int) -> list[LeaseRow]:
         """Leases with ``expires_at <= now``, by ``(expires_at, consumer, seq)``."""
 
     @abstractmethod
@@ -205,28 +304,28 @@ class LeaseTx(Protocol):
 
     # -- retries and dead letters ---------------------------------------------------
     @abstractmethod
-    def put_retry(self, row: dict) -> None:
+    def put_retry(self, row: RetryRow) -> None:
         """Insert or overwrite the retry of ``(consumer, event_id)``."""
 
     @abstractmethod
-    def get_retry(self, consumer: str, event_id: str) -> dict | None: ...
+    def get_retry(self, consumer: str, event_id: str) -> RetryRow | None: ...
 
     @abstractmethod
     def delete_retry(self, consumer: str, event_id: str) -> bool: ...
 
     @abstractmethod
-    def list_retries(self, consumer: str | None = None) -> list[dict]: ...
+    def list_retries(self, consumer: str | None = None) -> list[RetryRow]: ...
 
     @abstractmethod
     def clear_retries(self, consumer: str) -> int:
         """Delete the consumer's retries; how many there were."""
 
     @abstractmethod
-    def insert_dead_letter(self, row: dict) -> None:
+    def insert_dead_letter(self, row: DeadLetterRow) -> None:
         """Retain a dead letter; the same ``(consumer, event_id)`` again raises :class:`KeyError`."""
 
     @abstractmethod
-    def list_dead_letters(self, consumer: str | None = None) -> list[dict]: ...
+    def list_dead_letters(self, consumer: str | None = None) -> list[DeadLetterRow]: ...
 
     @abstractmethod
     def clear_dead_letters(self, consumer: str) -> int:
@@ -238,7 +337,7 @@ DEFAULT_DATABASE = "default"
 _DB_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
 
 
-def check_database(name) -> str:
+def check_database(name: object) -> str:
     """A database name: lowercase letters, digits and ``_``, starting with a letter, at most 63."""
     if not isinstance(name, str) or not _DB_NAME.fullmatch(name):
         raise ValueError(
@@ -248,16 +347,27 @@ def check_database(name) -> str:
     return name
 
 
+class LeaseStore(Protocol):
+    """A store composed with the leases tables: its transactions speak the port.
+
+    (The adapters build their transaction classes from the parts at run time,
+    which a type checker cannot follow; this is what the composition promises.)"""
+
+    def transaction(self) -> AbstractContextManager[LeaseTx, Literal[False]]: ...
+
+    def rows(self, table: str) -> list[dict[str, Any]]: ...
+
+
 class in_database:
     """``with in_database(store, name) as tx:`` — a transaction of ``store`` on
     the named database ``name`` (``use_database`` first, then the block)."""
 
     __slots__ = ("t", "name")
 
-    def __init__(self, store, name: str = DEFAULT_DATABASE) -> None:
+    def __init__(self, store: LeaseStore, name: str = DEFAULT_DATABASE) -> None:
         self.t, self.name = store.transaction(), name
 
-    def __enter__(self):
+    def __enter__(self) -> LeaseTx:
         tx = self.t.__enter__()
         try:
             tx.use_database(self.name)
@@ -266,11 +376,13 @@ class in_database:
             raise
         return tx
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         return self.t.__exit__(exc_type, exc, tb)
 
 
-def database_rows(store, table: str, database: str = DEFAULT_DATABASE) -> list[dict]:
+def database_rows(store: LeaseStore, table: str, database: str = DEFAULT_DATABASE) -> list[dict[str, Any]]:
     """The committed rows of ``table`` of the named database (``store.rows``
     for the default one)."""
     if database == DEFAULT_DATABASE:
