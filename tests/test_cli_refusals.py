@@ -100,6 +100,9 @@ def test_ctrl_c_during_run_is_one_line_and_removes_its_store(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=ENV,
+        # as a terminal's foreground job gets it: a suite started in the background (`make test &`)
+        # hands its children SIGINT ignored, and Python then installs no KeyboardInterrupt for it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert wait_for(lambda: store.exists() or proc.poll() is not None, timeout=60.0)

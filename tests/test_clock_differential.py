@@ -46,7 +46,10 @@ def agree(virtual: np.ndarray, wall: np.ndarray) -> None:
 
 
 def run_wall(rt, done) -> None:
-    """Start, wait until ``done()`` (every event delivered), stop."""
+    """Start, wait until ``done()`` (every event of the workload written and
+    delivered), stop. ``done`` counts the events the virtual run wrote: on a
+    loaded machine the writer's thread may wake after ``STOP`` wall seconds,
+    and a reader that has caught up with all *but* the last arrivals is not done."""
     rt.start()
     try:
         time.sleep(STOP)
@@ -83,7 +86,7 @@ def test_reactor_on_both_clocks():
     run_wall(
         rt,
         lambda: (
-            len(rt.firings()) > 0
+            len(rt.firings()) >= len(sim.firings())
             and set(rt.executions()["status"]) == {"completed"}
             and len(rt.executions()) == len(rt.firings())
         ),
@@ -129,7 +132,10 @@ def test_outbox_on_both_clocks(loop):
     rt = fs.OutboxRealtime(config, store="memory", faults=plan, seed=SEED)
     setup(rt)
     committed = lambda run: run.outbox()["seq"].tolist()  # noqa: E731
-    run_wall(rt, lambda: len(committed(rt)) > 0 and rt.cursors()["seq"].tolist() == [max(committed(rt))])
+    run_wall(
+        rt,
+        lambda: len(committed(rt)) >= len(committed(sim)) and rt.cursors()["seq"].tolist() == [max(committed(rt))],
+    )
     try:
         assert committed(sim) == committed(rt) and list(sim.outbox()["ref"]) == list(rt.outbox()["ref"])
         for run in (sim, rt):
@@ -156,7 +162,7 @@ def test_leases_on_both_clocks():
     setup(rt)
     acked = lambda run: set(run.trace().query("kind == 'acked'")["event_id"])  # noqa: E731
     published = lambda run: set(run.events()["event_id"])  # noqa: E731
-    run_wall(rt, lambda: len(published(rt)) > 0 and acked(rt) == published(rt))
+    run_wall(rt, lambda: len(published(rt)) >= len(published(sim)) and acked(rt) == published(rt))
     try:
         assert published(sim) == published(rt) and acked(sim) == acked(rt) == published(rt)
         for run in (sim, rt):

@@ -23,7 +23,9 @@ from fanoutsim.designs.leases.identity import ConsumerIdentity, module_hash
 from fanoutsim.faults import FaultPlan, RestoreBackup
 
 
-def _sim(config: LeaseConfig | None = None, seed: int = 0, order: str = "riffdb") -> LeaseSimulation:
+def _sim(
+    config: LeaseConfig | None = None, seed: int = 0, order: str = "riffdb"
+) -> LeaseSimulation:
     """A LeaseSimulation under ``config`` with the leasing rule ``order``."""
     config = LeaseConfig() if config is None else config
     return LeaseSimulation(dataclasses.replace(config, partition_order=order), seed=seed)
@@ -199,7 +201,9 @@ def crash_run(
     return sim
 
 
-def crash_sweep(leases: Iterable[float] = (5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0), **kw) -> pd.DataFrame:
+def crash_sweep(
+    leases: Iterable[float] = (5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0), **kw
+) -> pd.DataFrame:
     """Every lease_seconds under :func:`crash_run`: crashes, orphaned leases,
     their mean and worst hold (s), duplicates (by then every late effect is
     from a lease that expired), lost, and publish → acknowledged latency
@@ -346,7 +350,9 @@ def inflight_sweep(
     rows = []
     for parts in partition_counts:
         for k in in_flights:
-            sim = inflight_run(k, parts, rate=rate, mean_work=mean_work, seconds=seconds, seed=seed, order=order)
+            sim = inflight_run(
+                k, parts, rate=rate, mean_work=mean_work, seconds=seconds, seed=seed, order=order
+            )
             t = sim.trace()
             acked = t[t["kind"] == "acked"]
             ts = since_start(sim, acked["t"])
@@ -429,8 +435,12 @@ def fence_summary(runs: dict, at: float = 300.5) -> pd.DataFrame:
                 "rows_at_change": before,
                 "rows_at_end": int(size["rows"].iloc[-1]),
                 "pruned": int((t["kind"] == "pruned").sum()),
-                "reporting_delivered": (int(pc.loc["reporting", "delivered"]) if "reporting" in pc.index else 0),
-                "reporting_lost": (int(pc.loc["reporting", "lost"]) if "reporting" in pc.index else 0),
+                "reporting_delivered": (
+                    int(pc.loc["reporting", "delivered"]) if "reporting" in pc.index else 0
+                ),
+                "reporting_lost": (
+                    int(pc.loc["reporting", "lost"]) if "reporting" in pc.index else 0
+                ),
                 "lost_causes": ",".join(f"{k}={v}" for k, v in sorted(lost.items())) or "-",
                 "valid": r.valid,
             }
@@ -527,7 +537,9 @@ def backup_restore_run(
     leases) under Poisson events at ``rate``/s for ``seconds``; a second one,
     ``audit``, created at ``join_at``. A backup is taken at ``backup_at`` and
     restored at ``restore_at`` (the scenario fault ``restore_backup``)."""
-    sim = LeaseSimulation(seed=seed, faults=FaultPlan([RestoreBackup(backup_at=backup_at, at=restore_at)]))
+    sim = LeaseSimulation(
+        seed=seed, faults=FaultPlan([RestoreBackup(backup_at=backup_at, at=restore_at)])
+    )
     sim.register_consumer(
         "worker",
         duration=la.work_law("uniform", mean_work),
@@ -604,7 +616,9 @@ def identity_summary(runs: dict) -> pd.DataFrame:
                     "module": which,
                     "consumer": ident.key,
                     "exists": st is not None,
-                    "lowest_checkpoint": (min(st["checkpoints"].values()) if st and st["checkpoints"] else None),
+                    "lowest_checkpoint": (
+                        min(st["checkpoints"].values()) if st and st["checkpoints"] else None
+                    ),
                     "delivered": int(r.loc[ident.key, "delivered"]) if ident.key in r.index else 0,
                     "pending": int(r.loc[ident.key, "pending"]) if ident.key in r.index else 0,
                     "events_retained": retained,

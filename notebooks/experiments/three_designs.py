@@ -56,7 +56,9 @@ class Workload:
         return t[t < self.seconds]
 
     def faults(self, design: str) -> FaultPlan:
-        return FaultPlan([CrashAtPoint(RISKY_POINT[design], nth=n, downtime=self.downtime) for n in self.crashes])
+        return FaultPlan(
+            [CrashAtPoint(RISKY_POINT[design], nth=n, downtime=self.downtime) for n in self.crashes]
+        )
 
 
 def count_transactions(sim) -> dict:
@@ -128,7 +130,10 @@ def idle_queries(design: str, seconds: float = 300.0) -> int:
     passes (each a transaction)."""
     idle = Workload(rate=1e-9, seconds=seconds, crashes=(), drain=0.0)
     sim, transactions = RUNS[design](idle)
-    metric = {"reactor": "fanoutsim_reactor_poll_queries_total", "outbox": "fanoutsim_outbox_fetches_total"}.get(design)
+    metric = {
+        "reactor": "fanoutsim_reactor_poll_queries_total",
+        "outbox": "fanoutsim_outbox_fetches_total",
+    }.get(design)
     if metric is None:
         return transactions
     return int(sum(v for k, v in sim.metrics().items() if k.startswith(metric)))
@@ -141,7 +146,9 @@ def latencies(design: str, sim) -> pd.DataFrame:
         ex = ex.drop_duplicates(["reactor_firing_id", "workflow_name"], keep="first")
         fired = pd.to_datetime(ex["context"].map(lambda c: c["reactor_fired_at"]), utc=True)
         done = (ex["finished_at"] - fired).dt.total_seconds()
-        return pd.DataFrame({"consumer": ex["workflow_name"].to_numpy(), "latency_s": done.to_numpy()})
+        return pd.DataFrame(
+            {"consumer": ex["workflow_name"].to_numpy(), "latency_s": done.to_numpy()}
+        )
     if design == "outbox":
         lat = oa.handled_latency(sim)
         return pd.DataFrame({"consumer": lat["consumer"], "latency_s": lat["latency_s"]})
