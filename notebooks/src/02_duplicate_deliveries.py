@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) — the poll loop inserts an execution,
 # then moves the watermark past its firing.
 #
-# **Run All:** about 9 s on two cores.
+# **Run All:** about 8 s on two cores.
 #
 # **The system modelled.** In Cloacina's poll loop the execution insert and the watermark
 # update are two commits. A crash between them leaves a dispatched firing behind the

@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (a durable log read past a position)
 # and [1 · Latency budget](01_latency_budget.ipynb) (a wait uniform under an interval).
 #
-# **Run All:** about 7 s on two cores.
+# **Run All:** about 6 s on two cores.
 #
 # **The system modelled.** Subspace, a product whose every change of durable state appends a
 # row to an outbox table in the same transaction, then sends `NOTIFY` with just the row's
