@@ -1,6 +1,7 @@
 # Two commands do everything on a machine with only python3:
 #   make demo   set up .venv, run the default scenario, print its report
-#   make test   set up .venv, build the docs (warnings as errors), run every test (notebooks included, via nbval)
+#   make test   set up .venv, lint (ruff, mypy, import layers), build the docs (warnings as errors),
+#               run every test (notebooks included, via nbval)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -36,7 +37,7 @@ demo: $(STAMP) bytecode
 	@echo "      fanoutsim example crashes --out crashes.toml && fanoutsim run crashes.toml"
 	@echo "    the documentation site: make docs, then open docs/_build/html/index.html"
 
-test: $(STAMP) bytecode docs
+test: $(STAMP) bytecode lint docs
 	MPLBACKEND=Agg $(BIN)/python -m pytest -n 2 --dist loadfile tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
 
