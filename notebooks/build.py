@@ -159,28 +159,31 @@ def quote(seconds: float) -> str:
     return f"about {round(seconds / 30) / 2:g} min"
 
 
+# a lesson's row of the index's table (in 00_index and on the site's lesson page), and its own quote
+ROW = re.compile(r"^(# )?(\| \[(\d\d_\w+)\]\((?:notebooks/)?\3\.ipynb\) \| .+? \| )about [\d.]+ (?:s|min)( \|)$", re.M)
+OWN = re.compile(r"^((?:# )?\*\*Run All:\*\* )about [\d.]+ (?:s|min)", re.M)
+
+
 def quote_times(stems) -> None:
     """Write the measured Run All time of each of ``stems`` where it is quoted:
-    its row of the index (and of the site's lesson page) and its own first cell, in the sources and in the
-    built notebooks (prose only: nothing is executed again). A quote written
-    by hand would drift from what the build measured."""
+    its row of the index (and of the site's lesson page) and its own first cell,
+    in the sources and in the built notebooks (prose only: nothing is executed
+    again). A quote written by hand would drift from what the build measured."""
     times = json.loads(TIMES.read_text())
-    index_src, index_nb = HERE / "src" / "00_index.py", HERE / "00_index.ipynb"
-    for stem in stems:
-        if stem == "00_index" or stem not in times:
-            continue
-        said = quote(times[stem])
-        row = re.compile(
-            rf"^(# )?(\| \[{stem}\]\((?:notebooks/)?{stem}\.ipynb\) \| .+? \| )about [\d.]+ (?:s|min)( \|)$", re.M
-        )
-        own = re.compile(r"^((?:# )?\*\*Run All:\*\* )about [\d.]+ (?:s|min)", re.M)
-        _rewrite(index_src, index_nb, row, rf"\g<1>\g<2>{said}\g<3>")
-        site = HERE.parent / "docs" / "lessons" / "index.md"  # the site's copy of the index's table
-        site.write_text(row.sub(rf"\g<1>\g<2>{said}\g<3>", site.read_text()))
-        _rewrite(HERE / "src" / f"{stem}.py", HERE / f"{stem}.ipynb", own, rf"\g<1>{said}", first=True)
+    said = {stem: quote(times[stem]) for stem in stems if stem != "00_index" and stem in times}
+
+    def row(m: re.Match) -> str:
+        stem = m.group(3)
+        return f"{m.group(1) or ''}{m.group(2)}{said[stem]}{m.group(4)}" if stem in said else m.group(0)
+
+    _rewrite(HERE / "src" / "00_index.py", HERE / "00_index.ipynb", ROW, row)
+    site = HERE.parent / "docs" / "lessons" / "index.md"  # the site's copy of the index's table
+    site.write_text(ROW.sub(row, site.read_text()))
+    for stem, text in said.items():
+        _rewrite(HERE / "src" / f"{stem}.py", HERE / f"{stem}.ipynb", OWN, rf"\g<1>{text}", first=True)
 
 
-def _rewrite(src: Path, built: Path, pattern: re.Pattern, repl: str, first: bool = False) -> None:
+def _rewrite(src: Path, built: Path, pattern: re.Pattern, repl, first: bool = False) -> None:
     src.write_text(pattern.sub(repl, src.read_text(), count=1 if first else 0))
     if built.exists():
         nb = nbformat.read(built, as_version=4)
