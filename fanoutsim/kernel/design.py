@@ -9,12 +9,15 @@ outbox?". The kernel defines the record and imports no design.
 
 Adding a design: write its package, give it a module-level ``DESIGN =
 Design(...)``, and add one line to :data:`fanoutsim.designs.BUILTIN` (or call
-:func:`fanoutsim.designs.register` for a design that lives elsewhere).
+:func:`fanoutsim.designs.register` for a design that lives elsewhere). A
+package laid out as the built-in ones are (:data:`TEMPLATE`) declares only
+what is its own: ``DESIGN = Design.from_package(__package__, name=..., ...)``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import math
 from collections.abc import Callable, Mapping
@@ -68,6 +71,68 @@ def scale_workload_rates(scenario: Any, rate: float) -> Any:
     factor = rate / total
     return dataclasses.replace(
         scenario, workloads=tuple(dataclasses.replace(w, rate=w.rate * factor) for w in workloads)
+    )
+
+
+# The package template: each member a design's package gives under the same
+# module and attribute names (``module``, ``attribute`` path in it). Members
+# in the modules of :data:`LAZY_MODULES` are looked up on their first call
+# (:func:`lazy`), so naming the checker or the figures imports neither pandas
+# nor matplotlib; the others are read at once, and an optional member (one
+# with a default in :class:`Design`) the package leaves out keeps its default.
+TEMPLATE: dict[str, tuple[str, str]] = {
+    "config_table": ("config", "TABLE"),
+    "crash_points": ("faults", "FAULTS.points"),
+    "fault_kinds": ("faults", "FAULTS.kind_names"),
+    "parse_scenario": ("scenario", "parse_scenario"),
+    "scenario_schema": ("scenario", "SCHEMA"),
+    "check": ("checker", "check"),
+    "report": ("report", "report"),
+    "format_report": ("report", "format_report"),
+    "format_check": ("report", "format_check"),
+    "tables": ("report", "tables"),
+    "figures": ("plots", "save_report_figures"),
+    "sweep_columns": ("sweep", "SWEEP_COLUMNS"),
+    "sweep_unit_columns": ("sweep", "UNIT_COLUMNS"),
+    "sweep_keys": ("sweep", "SWEEP_KEYS"),
+    "sweep_row": ("sweep", "sweep_row"),
+    "sweep_figures": ("sweep", "sweep_figures"),
+    "sweep_recommend": ("sweep", "recommend"),
+    "realtime": ("serve", "open_realtime"),
+    "write": ("serve", "write"),
+    "write_fields": ("serve", "WRITE_FIELDS"),
+    "status": ("serve", "status_of"),
+    "roles": ("roles", "ROLES.help"),
+    "store_part": ("tables", "PART"),
+    "explain": ("story", "story"),
+    "backlog": ("story", "backlog"),
+    "backlog_name": ("story", "BACKLOG_NAME"),
+    "causes": ("causes", "CAUSES"),
+    "expected": ("causes", "expected"),
+}
+LAZY_MODULES = frozenset({"checker", "report", "plots"})
+_MISSING = object()
+
+
+def _template_member(package: str, key: str, optional: bool) -> Any:
+    """``key``'s member of the design package ``package`` (see :data:`TEMPLATE`);
+    :data:`_MISSING` for an ``optional`` one the package leaves out."""
+    module, path = TEMPLATE[key]
+    where = f"{package}.{module}"
+    if module in LAZY_MODULES:
+        return lazy(where, path)
+    try:
+        return functools.reduce(getattr, path.split("."), importlib.import_module(where))
+    except ModuleNotFoundError as exc:
+        if exc.name != where:  # the module is there and fails to import: its own error
+            raise
+    except AttributeError:
+        pass
+    if optional:
+        return _MISSING
+    raise TypeError(
+        f"the design package {package} gives no {key} where the template has it ({where}.{path}): "
+        f"lay it out so, or pass {key}= to Design.from_package"
     )
 
 
@@ -180,6 +245,24 @@ class Design:
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise ValueError(f"a design's name must be an identifier, got {self.name!r}")
+
+    @classmethod
+    def from_package(cls, package: str, **members: Any) -> Design:
+        """The record of a design whose package has the template's layout
+        (:data:`TEMPLATE`): every member not given in ``members`` is the
+        package's own, by the template's module and attribute name."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(members) - set(fields))
+        if unknown:
+            raise TypeError(f"Design has no member {unknown[0]!r}")
+        given = {}
+        for key in (k for k in TEMPLATE if k not in members):  # in the template's order: one error
+            f = fields[key]
+            optional = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            member = _template_member(package, key, optional)
+            if member is not _MISSING:
+                given[key] = member
+        return cls(**given, **members)
 
 
 class Registry:

@@ -9,9 +9,10 @@ which totals and which unit: only the arithmetic and the bookkeeping are here.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -67,6 +68,63 @@ def wall_workloads(scenario: Any, rate: float | None, add_default: Callable[[flo
     elif rate is not None:
         workloads = ()
     return workloads
+
+
+class _Closing(Protocol):
+    def close(self) -> None: ...
+
+
+R = TypeVar("R", bound=_Closing)
+
+
+def populated(rt: R, populate: Callable[[], None]) -> R:
+    """``rt`` once ``populate()`` has given it the scenario's parts; closed (its
+    store let go) when that is refused, so a bad scenario leaves no runtime
+    holding the file."""
+    try:
+        populate()
+    except BaseException:
+        rt.close()
+        raise
+    return rt
+
+
+def status_record(rt: Any, body: dict[str, Any], *, now_us: int | None = None) -> dict[str, Any]:
+    """What ``fanoutsim status`` prints of a run, the design's ``body`` in the
+    middle: the process, the file (None over PostgreSQL), the runtime's clock
+    (``now_us``: as the body read it), whether it runs, and its metrics last."""
+    from fanoutsim.kernel.timeutil import from_us
+
+    return {
+        "pid": os.getpid(),
+        "db": getattr(rt.store, "path", None),
+        "now": from_us(rt.now_us() if now_us is None else now_us).isoformat(),
+        "running": rt.running,
+        **body,
+        "metrics": rt.metrics(),
+    }
+
+
+def check_write(req: dict[str, Any], fields: Sequence[str], noun: str) -> None:
+    """Refuse a write (``noun``: what it makes, "a commit") naming a field not
+    in ``fields``, the first such by name, listing those there are."""
+    unknown = sorted(set(req) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r} of {noun}; fields: {', '.join(fields)}")
+
+
+def text_field(req: dict[str, Any], key: str, noun: str | None = None, default: str | None = None) -> str:
+    """``req[key]``, a non-empty string: required when ``noun`` names the write
+    ("a commit"), else ``default`` when left out."""
+    if noun is not None:
+        value = req.get(key)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{noun} needs the field {key!r}, a non-empty string; got {value!r}")
+        return value
+    value = req.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+    return value
 
 
 def join_each(rt: Any, units: Iterable[Any], join: Callable[[Any], None]) -> None:

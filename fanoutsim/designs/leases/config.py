@@ -100,6 +100,9 @@ def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
 # the fault kinds the leases runtimes act on (a plan with another is refused): its faults module's
 LEASE_FAULT_KINDS = FAULTS.kind_names
 
+# the scenario file's table of the LeaseConfig fields (a sweep grid key naming one is set there)
+TABLE = "leases"
+
 
 @dataclass(frozen=True)
 class LeaseConfig:

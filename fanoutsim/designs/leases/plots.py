@@ -682,3 +682,6 @@ def identity_log_growth(
             )
         ax.legend(loc="upper left")
     return fig
+
+
+save_report_figures = save_leases_figures  # the package template's name (every design's run figures)

@@ -291,3 +291,19 @@ def format_leases_check(checked) -> str:
             "first deliveries under head-of-line)"
         )
     return "\n".join(lines)
+
+
+# -- what the package template reads here (fanoutsim.kernel.design.TEMPLATE) --------
+report = leases_report
+format_report = format_leases_report
+format_check = format_leases_check
+
+
+def tables(sim) -> dict[str, Any]:
+    """The run's tables written as Parquet: events, checkpoints, dead letters, consumers."""
+    return {
+        "events": sim.events(),
+        "checkpoints": sim.checkpoints(),
+        "dead_letters": sim.dead_letters(),
+        "consumers": sim.consumers(),
+    }

@@ -500,3 +500,6 @@ def parse_lease_scenario(data: dict, *, source: str = "<scenario>", default_name
         actions=r["actions"],
         faults=r["faults"],
     )
+
+
+parse_scenario = parse_lease_scenario  # the package template's name (every design's parser)

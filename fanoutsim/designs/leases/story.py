@@ -88,6 +88,9 @@ def story(rt, event_id: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+BACKLOG_NAME = "unresolved"  # what :func:`backlog` counts, in one word (fanoutsim status)
+
+
 def backlog(rt) -> int:
     """Events each consumer has not resolved yet (past its checkpoint, not held
     as a sparse ack), summed: what grows when the consumers fall behind."""

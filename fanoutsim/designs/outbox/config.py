@@ -123,6 +123,9 @@ def _seconds(value, where, *, positive=False, optional=False):
 # the fault kinds the outbox runtimes act on (a plan with another is refused): its faults module's
 OUTBOX_FAULT_KINDS = FAULTS.kind_names
 
+# the scenario file's table of the OutboxConfig fields (a sweep grid key naming one is set there)
+TABLE = "outbox"
+
 
 @dataclass(frozen=True)
 class OutboxConfig:

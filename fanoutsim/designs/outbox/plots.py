@@ -334,3 +334,6 @@ def latency_under_backfill(runs: dict, *, ax: Axes | None = None) -> Figure:
         ax.set_title("a reserved LISTEN connection keeps hints flowing through a backfill")
         ax.legend(loc="upper right")
     return fig
+
+
+save_report_figures = save_outbox_figures  # the package template's name (every design's run figures)

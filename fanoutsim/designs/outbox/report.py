@@ -140,3 +140,20 @@ def format_outbox_check(checked) -> str:
             "caused by a crash or a reset)"
         )
     return "\n".join(lines)
+
+
+# -- what the package template reads here (fanoutsim.kernel.design.TEMPLATE) --------
+format_report = format_outbox_report
+format_check = format_outbox_check
+
+
+def report(sim, *, name: str | None = None, checked=None) -> dict[str, Any]:
+    """One run as a plain, JSON-ready dict (:func:`~.analysis.outbox_report`)."""
+    from .analysis import outbox_report
+
+    return outbox_report(sim, name=name, checked=checked)
+
+
+def tables(sim) -> dict[str, Any]:
+    """The run's tables written as Parquet: the outbox, the cursors, parked rows."""
+    return {"outbox": sim.outbox(), "cursors": sim.cursors(), "parked": sim.parked()}

@@ -310,3 +310,6 @@ def parse_outbox_scenario(data: dict, *, source: str = "<scenario>", default_nam
     return OutboxScenario(
         **r.header(), config=r["outbox"], consumers=r["consumers"], workloads=r["workload"], faults=r["faults"]
     )
+
+
+parse_scenario = parse_outbox_scenario  # the package template's name (every design's parser)

@@ -88,6 +88,9 @@ def story(rt, seq_text) -> str:
     return "\n".join(lines) + "\n"
 
 
+BACKLOG_NAME = "unhandled"  # what :func:`backlog` counts, in one word (fanoutsim status)
+
+
 def backlog(rt) -> int:
     """Rows past the consumers' cursors, summed: what grows when the dispatcher falls behind."""
     head = max((r["seq"] for r in rt.store.rows("outbox")), default=0)

@@ -111,3 +111,34 @@ def _subscriptions_table(report: dict[str, Any]) -> list[str]:
     else:
         out.append("  (none)")
     return out
+
+
+# -- what the package template reads here (fanoutsim.kernel.design.TEMPLATE) --------
+def report(sim, *, name: str | None = None, checked=None) -> dict[str, Any]:
+    """One run as a plain, JSON-ready dict: its deliveries, latencies and backlog
+    (:func:`~.analysis.delivery.delivery_report`) and the checker's totals under ``check``."""
+    from .analysis.delivery import delivery_report
+    from .checker import check
+
+    out = delivery_report(sim, name=name)
+    out["check"] = (checked if checked is not None else check(sim)).total
+    return out
+
+
+def format_check(checked) -> str:
+    """The checker's verdict as the CLI prints it (:func:`~.checker.format_check`)."""
+    from .checker import format_check as _format
+
+    return _format(checked)
+
+
+def tables(sim) -> dict[str, Any]:
+    """The run's tables written as Parquet: firings (the decoded payload as JSON
+    text beside its bytes), executions (their context as JSON text), subscriptions."""
+    import json
+
+    executions = sim.executions()
+    executions["context"] = [json.dumps(c, separators=(",", ":")) for c in executions["context"]]
+    firings = sim.firings()
+    firings["sources"] = [None if c is None else json.dumps(c, separators=(",", ":")) for c in firings["sources"]]
+    return {"firings": firings, "executions": executions, "subscriptions": sim.subscriptions()}

@@ -20,9 +20,9 @@ import os
 from typing import Any
 
 from fanoutsim.designs.reactor.realtime import Realtime
+from fanoutsim.kernel.designkit import check_write, populated, status_record
 from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
 from fanoutsim.kernel.store.duckdb import StoreError
-from fanoutsim.kernel.timeutil import from_us
 
 __all__ = [
     "sidecar",
@@ -44,29 +44,23 @@ WRITE_FIELDS = {
 
 
 def status_of(rt: Realtime) -> dict[str, Any]:
+    """The run in a file: firings retained, executions by status, each
+    subscription's watermark lag, the metrics."""
     subs = rt.store.rows("reactor_subscriptions")
     now = rt.now_us()
     with rt.store.transaction() as tx:
         retained = tx.count_firings()
-    executions = rt.store.rows("workflow_executions")
     by_status: dict[str, int] = {}
-    for row in executions:
+    for row in rt.store.rows("workflow_executions"):
         by_status[row["status"]] = by_status.get(row["status"], 0) + 1
-    return {
-        "pid": os.getpid(),
-        "db": getattr(rt.store, "path", None),
-        "now": from_us(now).isoformat(),
-        "running": rt.running,
-        "firings_retained": retained,
-        "executions": by_status,
-        "watermark_lag_s": {
-            f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}": (
-                None if s["last_seen_fired_at"] is None else (now - s["last_seen_fired_at"]) / 1e6
-            )
-            for s in subs
-        },
-        "metrics": rt.metrics(),
+    lag = {
+        f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}": (
+            None if s["last_seen_fired_at"] is None else (now - s["last_seen_fired_at"]) / 1e6
+        )
+        for s in subs
     }
+    body = {"firings_retained": retained, "executions": by_status, "watermark_lag_s": lag}
+    return status_record(rt, body, now_us=now)
 
 
 def apply_scenario(rt: Realtime, scenario, *, workloads: bool = True) -> None:
@@ -92,24 +86,21 @@ def open_realtime(
     rt = Realtime(
         scenario.config if scenario is not None else None, store=db, faults=getattr(scenario, "faults", None), role=role
     )
-    try:
+
+    def populate() -> None:
         if scenario is not None:
             apply_scenario(rt, scenario, workloads=rate is None and rt.role == "all")
         if rate and rt.role == "all":
             if scenario is None:
                 rt.runner.subscribe_workflow_to_reactor(reactor, "audit")
             rt.add_workload(reactor, rate)
-    except BaseException:
-        rt.close()
-        raise
-    return rt
+
+    return populated(rt, populate)
 
 
 def write(rt: Realtime, req: dict) -> dict:
     """The write command: fire ``req["reactor"]`` with ``req["payload"]`` for ``req["tenant"]``."""
-    unknown = sorted(set(req) - set(WRITE_FIELDS))
-    if unknown:
-        raise ValueError(f"unknown field {unknown[0]!r} of a firing; fields: {', '.join(WRITE_FIELDS)}")
+    check_write(req, WRITE_FIELDS, "a firing")
     if "reactor" not in req:
         raise ValueError("a firing needs the field 'reactor' (the reactor to fire)")
     payload = req.get("payload", {})

@@ -157,6 +157,9 @@ def story(rt, firing_id: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+BACKLOG_NAME = "pending"  # what :func:`backlog` counts, in one word (fanoutsim status)
+
+
 def backlog(rt) -> int:
     """Executions dispatched and not yet finished: what grows when the executor falls behind."""
     return sum(1 for r in rt.store.rows("workflow_executions") if r["status"] in ("pending", "running"))

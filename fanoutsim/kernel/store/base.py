@@ -29,6 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from importlib import import_module
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
@@ -118,6 +119,27 @@ class StorePart:
     duckdb_schema: str = ""
     duckdb_migrations: Mapping[int, Sequence[str]] = field(default_factory=dict)
     duckdb_rows: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_package(cls, package: str, name: str, *, tx: type, memory_tx: type, duckdb_tx: type) -> StorePart:
+        """The part of a design's ``tables`` package laid out as every built-in
+        one is: ``port`` (``TABLES``, ``TIMESTAMP_COLUMNS``), ``memory``
+        (``memory_init``, ``MEMORY_ROWS``), ``statements`` (``MIGRATIONS``,
+        ``ALL_ROWS`` and, when it has one, ``SCHEMA``); the three classes named."""
+        port, memory, statements = (import_module(f"{package}.{m}") for m in ("port", "memory", "statements"))
+        return cls(
+            name=name,
+            tables=port.TABLES,
+            timestamp_columns=port.TIMESTAMP_COLUMNS,
+            tx=tx,
+            memory_tx=memory_tx,
+            memory_init=memory.memory_init,
+            memory_rows=memory.MEMORY_ROWS,
+            duckdb_tx=duckdb_tx,
+            duckdb_schema=getattr(statements, "SCHEMA", ""),
+            duckdb_migrations=statements.MIGRATIONS,
+            duckdb_rows=statements.ALL_ROWS,
+        )
 
 
 def row_of(cols: tuple[str, ...], values: Iterable[Any]) -> dict[str, Any]:

@@ -17,35 +17,11 @@ from __future__ import annotations
 
 from fanoutsim.kernel.store.base import StorePart
 
-from . import statements
-from .memory import MEMORY_ROWS, LeaseMemoryTx, memory_init
-from .port import DEFAULT_DATABASE, TABLES, TIMESTAMP_COLUMNS, LeaseTx, check_database, database_rows, in_database
+from .memory import LeaseMemoryTx
+from .port import DEFAULT_DATABASE, TABLES, LeaseTx, check_database, database_rows, in_database
 from .sql import LeaseDuckDBTx
 
-PART = StorePart(
-    name="leases",
-    tables=TABLES,
-    timestamp_columns=TIMESTAMP_COLUMNS,
-    tx=LeaseTx,
-    memory_tx=LeaseMemoryTx,
-    memory_init=memory_init,
-    memory_rows=MEMORY_ROWS,
-    duckdb_tx=LeaseDuckDBTx,
-    duckdb_migrations=statements.MIGRATIONS,
-    duckdb_rows=statements.ALL_ROWS,
-)
+PART = StorePart.from_package(__package__, "leases", tx=LeaseTx, memory_tx=LeaseMemoryTx, duckdb_tx=LeaseDuckDBTx)
 
-__all__ = [
-    "LeaseTx",
-    "TABLES",
-    "TIMESTAMP_COLUMNS",
-    "DEFAULT_DATABASE",
-    "check_database",
-    "in_database",
-    "database_rows",
-    "MEMORY_ROWS",
-    "LeaseMemoryTx",
-    "memory_init",
-    "LeaseDuckDBTx",
-    "PART",
-]
+# what the design's modules read from here; the rest: .port, .memory, .sql, .statements
+__all__ = ["PART", "DEFAULT_DATABASE", "TABLES", "check_database", "database_rows", "in_database"]

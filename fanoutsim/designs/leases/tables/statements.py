@@ -1,9 +1,4 @@
-"""The leased-consumer design's SQL, kept together: its tables' schema, migrations and statements.
-
-Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
-the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them. Part of
-:data:`fanoutsim.designs.leases.tables.PART`.
-"""
+"""The leased-consumer design's SQL (schema, migrations, statements); timestamps: :mod:`fanoutsim.kernel.store.sql`."""
 
 from fanoutsim.kernel.store.sql import TS as _TS
 

@@ -15,31 +15,11 @@ from __future__ import annotations
 
 from fanoutsim.kernel.store.base import StorePart
 
-from . import statements
-from .memory import MEMORY_ROWS, OutboxMemoryTx, memory_init
-from .port import TABLES, TIMESTAMP_COLUMNS, OutboxTx
+from .memory import OutboxMemoryTx
+from .port import OutboxTx
 from .sql import OutboxDuckDBTx
 
-PART = StorePart(
-    name="outbox",
-    tables=TABLES,
-    timestamp_columns=TIMESTAMP_COLUMNS,
-    tx=OutboxTx,
-    memory_tx=OutboxMemoryTx,
-    memory_init=memory_init,
-    memory_rows=MEMORY_ROWS,
-    duckdb_tx=OutboxDuckDBTx,
-    duckdb_migrations=statements.MIGRATIONS,
-    duckdb_rows=statements.ALL_ROWS,
-)
+PART = StorePart.from_package(__package__, "outbox", tx=OutboxTx, memory_tx=OutboxMemoryTx, duckdb_tx=OutboxDuckDBTx)
 
-__all__ = [
-    "OutboxTx",
-    "TABLES",
-    "TIMESTAMP_COLUMNS",
-    "MEMORY_ROWS",
-    "OutboxMemoryTx",
-    "memory_init",
-    "OutboxDuckDBTx",
-    "PART",
-]
+# what the design's modules read from here; the rest: .port, .memory, .sql, .statements
+__all__ = ["PART"]

@@ -27,35 +27,13 @@ from __future__ import annotations
 
 from fanoutsim.kernel.store.base import StorePart
 
-from . import statements
-from .memory import MEMORY_ROWS, ReactorMemoryTx, memory_init
-from .port import SUBSCRIPTION_IDENTITY, TABLES, TIMESTAMP_COLUMNS, ReactorTx, check_subscription_changes, cursor_of
+from .memory import ReactorMemoryTx
+from .port import SUBSCRIPTION_IDENTITY, TIMESTAMP_COLUMNS, ReactorTx, check_subscription_changes, cursor_of
 from .sql import ReactorDuckDBTx
 
-PART = StorePart(
-    name="reactor",
-    tables=TABLES,
-    timestamp_columns=TIMESTAMP_COLUMNS,
-    tx=ReactorTx,
-    memory_tx=ReactorMemoryTx,
-    memory_init=memory_init,
-    memory_rows=MEMORY_ROWS,
-    duckdb_tx=ReactorDuckDBTx,
-    duckdb_schema=statements.SCHEMA,
-    duckdb_migrations=statements.MIGRATIONS,
-    duckdb_rows=statements.ALL_ROWS,
+PART = StorePart.from_package(
+    __package__, "reactor", tx=ReactorTx, memory_tx=ReactorMemoryTx, duckdb_tx=ReactorDuckDBTx
 )
 
-__all__ = [
-    "ReactorTx",
-    "SUBSCRIPTION_IDENTITY",
-    "TABLES",
-    "TIMESTAMP_COLUMNS",
-    "check_subscription_changes",
-    "cursor_of",
-    "MEMORY_ROWS",
-    "ReactorMemoryTx",
-    "memory_init",
-    "ReactorDuckDBTx",
-    "PART",
-]
+# what the design's modules read from here; the rest: .port, .memory, .sql, .statements
+__all__ = ["PART", "SUBSCRIPTION_IDENTITY", "TIMESTAMP_COLUMNS", "ReactorTx", "check_subscription_changes", "cursor_of"]

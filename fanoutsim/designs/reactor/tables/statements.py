@@ -1,9 +1,4 @@
-"""The reactor design's SQL, kept together: its tables' schema, migrations and statements.
-
-Timestamps are ``TIMESTAMPTZ`` in the tables and ``BIGINT`` microseconds at
-the interface: ``epoch_us(col)`` reads them, ``_TS`` writes them. Part of
-:data:`fanoutsim.designs.reactor.tables.PART`.
-"""
+"""The reactor design's SQL (schema, migrations, statements); timestamps: :mod:`fanoutsim.kernel.store.sql`."""
 
 from fanoutsim.kernel.store.sql import TS as _TS
 
