@@ -19,13 +19,15 @@ from fanoutsim.designs.leases import analysis as _a
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.kernel.plotting import (
     MAX_SERIES,
-    STYLE,
     THEORY_COLOR,
     figure_axes,
     mark_empty,
+    new_figure,
     plain_log,
     save_figures,
+    steps_over_time,
     style,
+    time_span,
     time_unit,
 )
 
@@ -149,7 +151,7 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
         "fanoutsim.analysis.leases.order_comparison",
     )
     with style():
-        fig = Figure(figsize=(12.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((12.0, 4.2))
         axes = fig.subplots(1, 3)
         panels = (
             ("acks_per_s", "acks per second"),
@@ -196,7 +198,7 @@ def poison_side_by_side(runs: Mapping, consumer: str = "worker") -> Figure:
     checkpoint per partition on top, the events waiting (published, not yet
     acknowledged or dead-lettered) below."""
     with style():
-        fig = Figure(figsize=(12.0, 8.0), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((12.0, 8.0))
         axes = fig.subplots(2, max(len(runs), 1), squeeze=False)
         # one colour scale for every run: the same shade is the same number of events
         top = max([float(_waiting_grid(sim, consumer, 150)[2].max()) for sim in runs.values()] + [1.0])
@@ -411,7 +413,7 @@ def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure
     else:
         names = list(consumers)[:MAX_SERIES]
     with style():
-        fig = Figure(figsize=(8.0, 1.2 + 1.5 * max(len(names), 1)), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((8.0, 1.2 + 1.5 * max(len(names), 1)))
         axes = list(fig.subplots(max(len(names), 1), 1, sharex=True, sharey=True, squeeze=False)[:, 0])
         fig.suptitle(
             title or "events past each consumer's checkpoint: the history its retention fence keeps", fontweight="bold"
@@ -467,7 +469,7 @@ def inflight_throughput(
     )
     latency = summary if latency is None else latency
     with style():
-        fig = Figure(figsize=(11.0, 4.5), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((11.0, 4.5))
         left, right = fig.subplots(1, 2)
         if title:
             fig.suptitle(title)
@@ -531,33 +533,18 @@ def events_table_size(
     the retire / resume, ``retention`` the window."""
     if not isinstance(runs, Mapping):
         runs = {"events": runs}
-    sizes = {label: _a.events_size(sim) for label, sim in runs.items()}
-    span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
-    unit, uname = time_unit(span)
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            title=title or "rows in the events table: the fence holds history",
-            xlabel=f"virtual time ({uname})",
-            ylabel="events retained (rows)",
-        )
-        if not sizes:
-            mark_empty(ax, "runs")
-            return fig
-        for i, (label, s) in enumerate(sizes.items()):
-            ax.step(
-                s["t_s"] / unit, s["rows"], where="post", linewidth=1.5, color=f"C{i}", label=label, zorder=3 - i * 0.1
-            )
-        if at is not None:
-            ax.axvline(at / unit, color=THEORY_COLOR, linestyle="--", linewidth=1, label=f"retire / resume at {at:g} s")
-        if retention is not None:
-            ax.axvline(
-                retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"retention {retention:g} s"
-            )
-        ax.set_xlim(0, span / unit)
-        ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
-    return fig
+    marks = [(at, "--", f"retire / resume at {at:g} s")] if at is not None else []
+    if retention is not None:
+        marks.append((retention, ":", f"retention {retention:g} s"))
+    return steps_over_time(
+        {label: _a.events_size(sim) for label, sim in runs.items()},
+        "rows",
+        title=title or "rows in the events table: the fence holds history",
+        ylabel="events retained (rows)",
+        ax=ax,
+        first_on_top=True,
+        marks=marks,
+    )
 
 
 def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> Figure:
@@ -640,19 +627,8 @@ def save_leases_figures(sim, out_dir) -> list[Path]:
     (:data:`LEASES_FIGURES`: delivered / duplicates per consumer, the events
     past each consumer's checkpoint — one panel each —, how the attempts
     ended); their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    figures = dict(
-        zip(
-            LEASES_FIGURES,
-            (
-                delivery_per_consumer(sim),
-                consumers_behind(sim),
-                lease_outcomes(sim),
-            ),
-        )
-    )
-    return save_figures(figures, out)
+    figures = (delivery_per_consumer(sim), consumers_behind(sim), lease_outcomes(sim))
+    return save_figures(dict(zip(LEASES_FIGURES, figures)), out_dir)
 
 
 def identity_log_growth(
@@ -666,8 +642,7 @@ def identity_log_growth(
         runs, retention=retention, ax=ax, title="a forgotten old identity holds history behind its fence"
     )
     ax = fig.axes[0]
-    span = max(float(_a.events_size(sim)["t_s"].iloc[-1]) for sim in runs.values()) or 1.0
-    unit, _ = time_unit(span)
+    unit, _ = time_unit(time_span(_a.events_size(sim) for sim in runs.values()))
     with style():
         ax.axvline(
             deploy_at / unit, color="C2", linestyle="--", linewidth=1, label=f"module v2 deployed at {deploy_at:g} s"

@@ -20,8 +20,9 @@ from fanoutsim.kernel.plotting import (
     mark_empty,
     plain_log,
     plain_number,
+    steps_over_time,
     style,
-    time_unit,
+    time_span,
 )
 
 __all__ = ["duplicates_per_crash", "table_size_over_time", "firing_timeline", "hole_losses", "strategy_latency"]
@@ -93,35 +94,18 @@ def table_size_over_time(
     if not isinstance(runs, Mapping):
         runs = {"reactor_firings": runs}
     sizes = {label: table_size(sim) for label, sim in runs.items()}
-    span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
-    unit, uname = time_unit(span)
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            title=title or "Rows in reactor_firings over time",
-            xlabel=f"virtual time ({uname})",
-            ylabel="firings retained (rows)",
-        )
-        if not sizes:
-            mark_empty(ax, "runs")
-            return fig
-        for i, (label, s) in enumerate(sizes.items()):
-            ax.step(
-                s["t_s"] / unit,
-                s["retained"],
-                where="post",
-                linewidth=1.4,
-                color=_colors()[i % len(_colors())],
-                label=label,
-            )
-        if retention is not None and retention < span:
-            ax.axvline(
-                retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1.0, label=f"retention {retention:g} s"
-            )
-        ax.set_xlim(0, span / unit)
-        ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
-    return fig
+    marks = []
+    if retention is not None and retention < time_span(sizes.values()):  # a mark past the run's end says nothing
+        marks.append((retention, ":", f"retention {retention:g} s"))
+    return steps_over_time(
+        sizes,
+        "retained",
+        title=title or "Rows in reactor_firings over time",
+        ylabel="firings retained (rows)",
+        ax=ax,
+        linewidth=1.4,
+        marks=marks,
+    )
 
 
 _OUTCOME_STYLE = {
