@@ -111,6 +111,14 @@ def figure_axes(
     return ax.figure, ax
 
 
+def need_columns(df: pd.DataFrame, columns: Iterable[str], source: str) -> None:
+    """Refuse, naming the first missing column and where a right frame comes
+    from (``source``), a frame a figure cannot draw."""
+    for column in columns:
+        if column not in df.columns:
+            raise KeyError(f"no column {column!r}: pass the DataFrame of {source}")
+
+
 def mark_empty(ax: Axes, what: str) -> None:
     """Say "no <what>" in the middle of an axes that has nothing to show."""
     ax.text(0.5, 0.5, f"no {what}", transform=ax.transAxes, ha="center", va="center", color="#777777")

@@ -22,6 +22,7 @@ from fanoutsim.kernel.plotting import (
     THEORY_COLOR,
     figure_axes,
     mark_empty,
+    need_columns,
     new_figure,
     plain_log,
     save_figures,
@@ -51,17 +52,11 @@ _DEAD = dict(marker="X", s=80, color="#d62728", zorder=4)
 _FAIL = dict(marker="|", s=60, color="#7f7f7f", zorder=3)
 
 
-def _need(df: pd.DataFrame, cols, where: str) -> None:
-    for col in cols:
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of {where}")
-
-
 def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory: bool = True) -> Figure:
     """Duplicates per 1000 events against ``lease_seconds``, one line per work-time
     law (``lease_sweep`` (``notebooks/experiments/leases.py``)); dashed, what
     P(work > lease) predicts. Symlog y: zero stays on the axis."""
-    _need(
+    need_columns(
         summary,
         ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"),
         "lease_sweep or lease_table (the leases lessons' experiments)",
@@ -101,7 +96,7 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     how long a crash's orphaned leases held their events (mean and worst) and
     the worst publish → acknowledged latency, against ``lease_seconds`` (log-log;
     the lease itself dotted), with duplicates per 1000 events on the right axis."""
-    _need(
+    need_columns(
         crashes,
         ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
         "crash_sweep (the leases lessons' experiments)",
@@ -145,7 +140,7 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
     """Head-of-line against RiffDB's rule, per partition, from
     :func:`~fanoutsim.designs.leases.analysis.order_comparison`: acks per second,
     duplicates, and p99 publish → ack latency (log), one bar per rule."""
-    _need(
+    need_columns(
         comparison,
         ("order", "partition", "acks_per_s", "duplicates", "p99_s"),
         "fanoutsim.analysis.leases.order_comparison",
@@ -464,7 +459,7 @@ def inflight_throughput(
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
     ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
     ``title``, if given, heads the figure (say, the leasing rule)."""
-    _need(
+    need_columns(
         summary, ("partitions", "in_flight", "throughput", "theory"), "inflight_sweep (the leases lessons' experiments)"
     )
     latency = summary if latency is None else latency

@@ -18,6 +18,7 @@ from fanoutsim.kernel.plotting import (
     THEORY_COLOR,
     figure_axes,
     mark_empty,
+    need_columns,
     plain_log,
     plain_number,
     steps_over_time,
@@ -37,9 +38,7 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
     ``watermark_commit`` mode, from :func:`fanoutsim.analysis.crash_sweep`.
     ``theory``: ``(L + 1) / 2`` (a crash at a uniformly random position of a
     full batch) for ``per_batch`` and 1 for ``per_firing``."""
-    for col in ("batch_limit", "watermark_commit", "duplicates_per_crash"):
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.crash_sweep")
+    need_columns(df, ("batch_limit", "watermark_commit", "duplicates_per_crash"), "fanoutsim.analysis.crash_sweep")
     with style():
         fig, ax = figure_axes(
             ax,
@@ -235,9 +234,7 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """Firings lost per hole under each watermark strategy, as grouped bars,
     from :func:`fanoutsim.analysis.hole_matrix` (extra deliveries, where any,
     are written on the bar)."""
-    for col in ("hole", "watermark", "lost"):
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
+    need_columns(df, ("hole", "watermark", "lost"), "fanoutsim.analysis.hole_matrix")
     holes = list(dict.fromkeys(df["hole"]))
     strategies = list(dict.fromkeys(df["watermark"]))
     with style():
@@ -274,9 +271,7 @@ def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """Mean and p99 fire -> dispatch latency per watermark strategy (ms), from
     rows with ``watermark``, ``dispatch_mean_s`` and ``dispatch_p99_s``
     (:func:`fanoutsim.analysis.hole_matrix` over ``["none"]``)."""
-    for col in ("watermark", "dispatch_mean_s", "dispatch_p99_s"):
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
+    need_columns(df, ("watermark", "dispatch_mean_s", "dispatch_p99_s"), "fanoutsim.analysis.hole_matrix")
     with style():
         fig, ax = figure_axes(
             ax,
