@@ -1,7 +1,8 @@
 """The house style and the helpers every figure shares: ``style()``,
-``figure_axes`` (a new figure, or the caller's axes), ``mark_empty``,
-``time_unit``, ``save_figures``, ``sweep_lines`` (any sweep column against a
-grid key) and the shared colours and limits."""
+``new_figure``, ``figure_axes`` (a new figure, or the caller's axes),
+``mark_empty``, ``time_unit``, ``steps_over_time`` (a table's rows over
+virtual time, one step line per run), ``save_figures``, ``sweep_lines`` (any
+sweep column against a grid key) and the shared colours and limits."""
 
 from __future__ import annotations
 
@@ -63,6 +64,13 @@ def style() -> Iterator[None]:
         yield
 
 
+def new_figure(figsize: tuple[float, float] | None = None) -> Figure:
+    """A figure in the house size (or ``figsize``) and resolution, laid out
+    by matplotlib's constrained layout; its axes take the house style when
+    they are added inside :func:`style`."""
+    return Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"], layout="constrained")
+
+
 @overload
 def figure_axes(
     ax: None,
@@ -96,12 +104,19 @@ def figure_axes(
     """``(figure, axes)``: the caller's ``ax`` and its figure, or a new figure
     in the house size with one axes; with the title and axis labels given."""
     if ax is None:
-        fig = Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"], layout="constrained")
-        ax = fig.add_subplot()
+        ax = new_figure(figsize).add_subplot()
     for text, setter in ((title, ax.set_title), (xlabel, ax.set_xlabel), (ylabel, ax.set_ylabel)):
         if text is not None:
             setter(text)
     return ax.figure, ax
+
+
+def need_columns(df: pd.DataFrame, columns: Iterable[str], source: str) -> None:
+    """Refuse, naming the first missing column and where a right frame comes
+    from (``source``), a frame a figure cannot draw."""
+    for column in columns:
+        if column not in df.columns:
+            raise KeyError(f"no column {column!r}: pass the DataFrame of {source}")
 
 
 def mark_empty(ax: Axes, what: str) -> None:
@@ -116,6 +131,49 @@ def time_unit(span_s: float) -> tuple[float, str]:
     if span_s > 300:
         return 60.0, "min"
     return 1.0, "s"
+
+
+def time_span(frames: Iterable[pd.DataFrame]) -> float:
+    """The longest of the frames' last ``t_s`` (virtual seconds); 1.0 when
+    there is no frame or every one ends at 0."""
+    return max([float(f["t_s"].iloc[-1]) for f in frames] or [1.0]) or 1.0
+
+
+def steps_over_time(
+    frames: Mapping[str, pd.DataFrame],
+    column: str,
+    *,
+    title: str,
+    ylabel: str,
+    ax: Axes | None = None,
+    linewidth: float = 1.5,
+    first_on_top: bool = False,
+    marks: Iterable[tuple[float, str, str]] = (),
+) -> Figure | SubFigure:
+    """One step line of ``column`` against ``t_s`` per ``{label: frame}``, on
+    an x axis of virtual time in the unit :func:`time_unit` picks for the
+    longest (from 0 to its end), the y axis from 0. ``first_on_top`` draws the
+    first frame's line over the later ones'. ``marks``: ``(seconds, linestyle,
+    label)`` vertical lines in the theory colour."""
+    span = time_span(frames.values())
+    unit, uname = time_unit(span)
+    with style():
+        fig, ax = figure_axes(ax, title=title, xlabel=f"virtual time ({uname})", ylabel=ylabel)
+        if not frames:
+            mark_empty(ax, "runs")
+            return fig
+        for i, (label, f) in enumerate(frames.items()):
+            # "C<i>": the house colour cycle's i-th, as rc_context(STYLE) has it
+            line: dict[str, Any] = {"color": f"C{i}", "label": label, "linewidth": linewidth}
+            if first_on_top:
+                line["zorder"] = 3 - i * 0.1
+            ax.step(f["t_s"] / unit, f[column], where="post", **line)
+        for at, linestyle, label in marks:
+            ax.axvline(at / unit, color=THEORY_COLOR, linestyle=linestyle, linewidth=1.0, label=label)
+        ax.set_xlim(0, span / unit)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left")
+    return fig
 
 
 def plain_number(value: float, _pos: int | None = None) -> str:
@@ -167,8 +225,11 @@ def plain_log(ax: Axes, which: str = "y") -> None:
         axis.set_minor_formatter(NullFormatter())
 
 
-def save_figures(figures: Mapping[str, Figure], out: Path) -> list[Path]:
-    """Write ``{file name: Figure}`` as PNGs into the folder ``out``; the paths."""
+def save_figures(figures: Mapping[str, Figure], out: str | Path) -> list[Path]:
+    """Write ``{file name: Figure}`` as PNGs into the folder ``out`` (made,
+    with its parents, if missing); the paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, fig in figures.items():
         path = out / name

@@ -19,13 +19,16 @@ from fanoutsim.designs.leases import analysis as _a
 from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.kernel.plotting import (
     MAX_SERIES,
-    STYLE,
     THEORY_COLOR,
     figure_axes,
     mark_empty,
+    need_columns,
+    new_figure,
     plain_log,
     save_figures,
+    steps_over_time,
     style,
+    time_span,
     time_unit,
 )
 
@@ -49,17 +52,11 @@ _DEAD = dict(marker="X", s=80, color="#d62728", zorder=4)
 _FAIL = dict(marker="|", s=60, color="#7f7f7f", zorder=3)
 
 
-def _need(df: pd.DataFrame, cols, where: str) -> None:
-    for col in cols:
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of {where}")
-
-
 def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory: bool = True) -> Figure:
     """Duplicates per 1000 events against ``lease_seconds``, one line per work-time
     law (``lease_sweep`` (``notebooks/experiments/leases.py``)); dashed, what
     P(work > lease) predicts. Symlog y: zero stays on the axis."""
-    _need(
+    need_columns(
         summary,
         ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"),
         "lease_sweep or lease_table (the leases lessons' experiments)",
@@ -99,7 +96,7 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     how long a crash's orphaned leases held their events (mean and worst) and
     the worst publish → acknowledged latency, against ``lease_seconds`` (log-log;
     the lease itself dotted), with duplicates per 1000 events on the right axis."""
-    _need(
+    need_columns(
         crashes,
         ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
         "crash_sweep (the leases lessons' experiments)",
@@ -143,13 +140,13 @@ def orders_side_by_side(comparison: pd.DataFrame) -> Figure:
     """Head-of-line against RiffDB's rule, per partition, from
     :func:`~fanoutsim.designs.leases.analysis.order_comparison`: acks per second,
     duplicates, and p99 publish → ack latency (log), one bar per rule."""
-    _need(
+    need_columns(
         comparison,
         ("order", "partition", "acks_per_s", "duplicates", "p99_s"),
         "fanoutsim.analysis.leases.order_comparison",
     )
     with style():
-        fig = Figure(figsize=(12.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((12.0, 4.2))
         axes = fig.subplots(1, 3)
         panels = (
             ("acks_per_s", "acks per second"),
@@ -196,7 +193,7 @@ def poison_side_by_side(runs: Mapping, consumer: str = "worker") -> Figure:
     checkpoint per partition on top, the events waiting (published, not yet
     acknowledged or dead-lettered) below."""
     with style():
-        fig = Figure(figsize=(12.0, 8.0), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((12.0, 8.0))
         axes = fig.subplots(2, max(len(runs), 1), squeeze=False)
         # one colour scale for every run: the same shade is the same number of events
         top = max([float(_waiting_grid(sim, consumer, 150)[2].max()) for sim in runs.values()] + [1.0])
@@ -411,7 +408,7 @@ def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure
     else:
         names = list(consumers)[:MAX_SERIES]
     with style():
-        fig = Figure(figsize=(8.0, 1.2 + 1.5 * max(len(names), 1)), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((8.0, 1.2 + 1.5 * max(len(names), 1)))
         axes = list(fig.subplots(max(len(names), 1), 1, sharex=True, sharey=True, squeeze=False)[:, 0])
         fig.suptitle(
             title or "events past each consumer's checkpoint: the history its retention fence keeps", fontweight="bold"
@@ -462,12 +459,12 @@ def inflight_throughput(
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
     ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
     ``title``, if given, heads the figure (say, the leasing rule)."""
-    _need(
+    need_columns(
         summary, ("partitions", "in_flight", "throughput", "theory"), "inflight_sweep (the leases lessons' experiments)"
     )
     latency = summary if latency is None else latency
     with style():
-        fig = Figure(figsize=(11.0, 4.5), dpi=STYLE["figure.dpi"], layout="constrained")
+        fig = new_figure((11.0, 4.5))
         left, right = fig.subplots(1, 2)
         if title:
             fig.suptitle(title)
@@ -531,33 +528,18 @@ def events_table_size(
     the retire / resume, ``retention`` the window."""
     if not isinstance(runs, Mapping):
         runs = {"events": runs}
-    sizes = {label: _a.events_size(sim) for label, sim in runs.items()}
-    span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
-    unit, uname = time_unit(span)
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            title=title or "rows in the events table: the fence holds history",
-            xlabel=f"virtual time ({uname})",
-            ylabel="events retained (rows)",
-        )
-        if not sizes:
-            mark_empty(ax, "runs")
-            return fig
-        for i, (label, s) in enumerate(sizes.items()):
-            ax.step(
-                s["t_s"] / unit, s["rows"], where="post", linewidth=1.5, color=f"C{i}", label=label, zorder=3 - i * 0.1
-            )
-        if at is not None:
-            ax.axvline(at / unit, color=THEORY_COLOR, linestyle="--", linewidth=1, label=f"retire / resume at {at:g} s")
-        if retention is not None:
-            ax.axvline(
-                retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"retention {retention:g} s"
-            )
-        ax.set_xlim(0, span / unit)
-        ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
-    return fig
+    marks = [(at, "--", f"retire / resume at {at:g} s")] if at is not None else []
+    if retention is not None:
+        marks.append((retention, ":", f"retention {retention:g} s"))
+    return steps_over_time(
+        {label: _a.events_size(sim) for label, sim in runs.items()},
+        "rows",
+        title=title or "rows in the events table: the fence holds history",
+        ylabel="events retained (rows)",
+        ax=ax,
+        first_on_top=True,
+        marks=marks,
+    )
 
 
 def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> Figure:
@@ -640,19 +622,8 @@ def save_leases_figures(sim, out_dir) -> list[Path]:
     (:data:`LEASES_FIGURES`: delivered / duplicates per consumer, the events
     past each consumer's checkpoint — one panel each —, how the attempts
     ended); their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    figures = dict(
-        zip(
-            LEASES_FIGURES,
-            (
-                delivery_per_consumer(sim),
-                consumers_behind(sim),
-                lease_outcomes(sim),
-            ),
-        )
-    )
-    return save_figures(figures, out)
+    figures = (delivery_per_consumer(sim), consumers_behind(sim), lease_outcomes(sim))
+    return save_figures(dict(zip(LEASES_FIGURES, figures)), out_dir)
 
 
 def identity_log_growth(
@@ -666,8 +637,7 @@ def identity_log_growth(
         runs, retention=retention, ax=ax, title="a forgotten old identity holds history behind its fence"
     )
     ax = fig.axes[0]
-    span = max(float(_a.events_size(sim)["t_s"].iloc[-1]) for sim in runs.values()) or 1.0
-    unit, _ = time_unit(span)
+    unit, _ = time_unit(time_span(_a.events_size(sim) for sim in runs.values()))
     with style():
         ax.axvline(
             deploy_at / unit, color="C2", linestyle="--", linewidth=1, label=f"module v2 deployed at {deploy_at:g} s"

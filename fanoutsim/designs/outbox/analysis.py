@@ -43,6 +43,30 @@ def _sim(config=None, seed=0, plan=None):
     return OutboxSimulation(config or OutboxConfig(), seed=seed, faults=plan)
 
 
+def _lossy(drop: float) -> FaultPlan | None:
+    """A plan that loses ``drop`` of the hints; none when nothing is lost."""
+    return FaultPlan([Notifications(drop=drop)]) if drop > 0 else None
+
+
+def _indexer(target, rate: float, stop: float, duration: float):
+    """``target`` (a simulation or a wall-clock runtime) with one consumer
+    ``indexer`` (``duration`` s a row) and ``rate`` commits/s until ``stop``."""
+    target.register_consumer("indexer", duration=duration)
+    target.add_workload(rate, stop=stop)
+    return target
+
+
+def _delivery(report, lat: pd.DataFrame) -> dict[str, Any]:
+    """The checker's committed, delivered and lost, and the share of rows whose
+    own hint arrived (``lat``: :func:`latency_frame`): a summary row's start."""
+    return {
+        "committed": report.total["committed"],
+        "delivered": report.total["delivered"],
+        "lost": report.total["lost"],
+        "hinted_share": float(lat["hinted"].mean()),
+    }
+
+
 def _rel(sim, t) -> np.ndarray:
     return (np.asarray(t, dtype="int64") - sim.start_us) / US
 
@@ -82,12 +106,9 @@ def latency_run(
 ):
     """One consumer behind a lossy hint channel: ``rate`` commits/s for ``minutes``,
     ``drop`` of the hints lost, a safety poll every ``poll`` seconds."""
-    plan = FaultPlan([Notifications(drop=drop)]) if drop > 0 else None
-    sim = _sim(OutboxConfig(safety_poll_interval=poll), seed=seed, plan=plan)
-    sim.register_consumer("indexer", duration=duration)
     stop = minutes * 60.0
-    sim.add_workload(rate, stop=stop)
-    sim.run(until=stop + poll + 1.0)
+    sim = _indexer(_sim(OutboxConfig(safety_poll_interval=poll), seed=seed, plan=_lossy(drop)), rate, stop, duration)
+    sim.run(until=stop + poll + 1.0)  # past the last row's safety poll
     return sim
 
 
@@ -117,10 +138,7 @@ def latency_sweep(drops=(0.0, 0.05, 0.2, 0.5, 1.0), polls=(1.0, 5.0, 15.0), **kw
                 {
                     "drop": drop,
                     "poll": poll,
-                    "committed": report.total["committed"],
-                    "delivered": report.total["delivered"],
-                    "lost": report.total["lost"],
-                    "hinted_share": float(lat["hinted"].mean()),
+                    **_delivery(report, lat),
                     "mean_s": float(x.mean()),
                     "p50_s": float(x.quantile(0.5)),
                     "p99_s": float(x.quantile(0.99)),
@@ -199,20 +217,15 @@ def clock_comparison(
 
     from fanoutsim.designs.outbox.realtime import OutboxRealtime
 
-    config = OutboxConfig(safety_poll_interval=poll)
-    plan = FaultPlan([Notifications(drop=drop)]) if drop > 0 else None
-    sim = _sim(config, seed=seed, plan=plan)
-    sim.register_consumer("indexer", duration=duration)
-    sim.add_workload(rate, stop=seconds)
+    config, plan = OutboxConfig(safety_poll_interval=poll), _lossy(drop)
+    sim = _indexer(_sim(config, seed=seed, plan=plan), rate, seconds, duration)
     sim.run(until=seconds + poll + 1.0)
     runs = [("virtual", sim, check_outbox(sim), latency_frame(sim))]
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(folder or tmp) / f"clocks-{seed}.duckdb"
         rt = OutboxRealtime(config, store=str(db), faults=plan, seed=seed)
         try:
-            rt.register_consumer("indexer", duration=duration)
-            rt.add_workload(rate, stop=seconds)
-            rt.start()
+            _indexer(rt, rate, seconds, duration).start()
             time.sleep(seconds + poll + 1.0)
             rt.stop()
             runs.append(("wall", rt, check_outbox(rt), latency_frame(rt)))
@@ -226,10 +239,7 @@ def clock_comparison(
         rows.append(
             {
                 "clock": clock,
-                "committed": report.total["committed"],
-                "delivered": report.total["delivered"],
-                "lost": report.total["lost"],
-                "hinted_share": float(lat["hinted"].mean()),
+                **_delivery(report, lat),
                 "p50_s": float(x.quantile(0.5)),
                 "max_s": float(x.max()),
                 "within_poll": bool(x.max() <= poll + duration + 0.25),
@@ -551,9 +561,7 @@ def pool_run(
     cfg = OutboxConfig(
         safety_poll_interval=poll, pool_size=pool_size, reserve_listener=reserve_listener, listener_wait=listener_wait
     )
-    sim = _sim(cfg, seed=seed, plan=FaultPlan([Backfill(window=tuple(backfill))]))
-    sim.register_consumer("indexer", duration=0.01)
-    sim.add_workload(rate, stop=seconds)
+    sim = _indexer(_sim(cfg, seed=seed, plan=FaultPlan([Backfill(window=tuple(backfill))])), rate, seconds, 0.01)
     sim.run(until=seconds + poll + 1.0)
     sim.backfill_window = tuple(backfill)
     return sim

@@ -13,10 +13,10 @@ from matplotlib.figure import Figure
 from fanoutsim.designs.outbox import analysis as _a
 from fanoutsim.kernel.plotting import (
     MAX_SERIES,
-    STYLE,
     THEORY_COLOR,
     figure_axes,
     mark_empty,
+    new_figure,
     plain_log,
     save_figures,
     style,
@@ -93,7 +93,7 @@ def _binned(t: np.ndarray, v: np.ndarray, bins: int) -> tuple[np.ndarray, np.nda
 
 
 def _consumer_panels(names: list, title: str, *, sharey: bool) -> tuple[Figure, list]:
-    fig = Figure(figsize=(8.0, 1.2 + 1.55 * len(names)), dpi=STYLE["figure.dpi"], layout="constrained")
+    fig = new_figure((8.0, 1.2 + 1.55 * len(names)))
     axes = list(fig.subplots(len(names), 1, sharex=True, sharey=sharey, squeeze=False)[:, 0])
     fig.suptitle(title, fontweight="bold")
     return fig, axes
@@ -289,19 +289,8 @@ def save_outbox_figures(sim, out_dir) -> list[Path]:
     (:data:`OUTBOX_FIGURES`: latency per consumer; where each cursor stood —
     rows behind the head, per consumer and stretch of time, with parked rows;
     rows behind per consumer, one panel each); their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    figures = dict(
-        zip(
-            OUTBOX_FIGURES,
-            (
-                consumer_latency_histogram(sim),
-                cursor_heatmap(sim),
-                cursor_progress(sim, lag=True),
-            ),
-        )
-    )
-    return save_figures(figures, out)
+    figures = (consumer_latency_histogram(sim), cursor_heatmap(sim), cursor_progress(sim, lag=True))
+    return save_figures(dict(zip(OUTBOX_FIGURES, figures)), out_dir)
 
 
 def latency_under_backfill(runs: dict, *, ax: Axes | None = None) -> Figure:

@@ -18,10 +18,12 @@ from fanoutsim.kernel.plotting import (
     THEORY_COLOR,
     figure_axes,
     mark_empty,
+    need_columns,
     plain_log,
     plain_number,
+    steps_over_time,
     style,
-    time_unit,
+    time_span,
 )
 
 __all__ = ["duplicates_per_crash", "table_size_over_time", "firing_timeline", "hole_losses", "strategy_latency"]
@@ -36,9 +38,7 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
     ``watermark_commit`` mode, from :func:`fanoutsim.analysis.crash_sweep`.
     ``theory``: ``(L + 1) / 2`` (a crash at a uniformly random position of a
     full batch) for ``per_batch`` and 1 for ``per_firing``."""
-    for col in ("batch_limit", "watermark_commit", "duplicates_per_crash"):
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.crash_sweep")
+    need_columns(df, ("batch_limit", "watermark_commit", "duplicates_per_crash"), "fanoutsim.analysis.crash_sweep")
     with style():
         fig, ax = figure_axes(
             ax,
@@ -93,35 +93,18 @@ def table_size_over_time(
     if not isinstance(runs, Mapping):
         runs = {"reactor_firings": runs}
     sizes = {label: table_size(sim) for label, sim in runs.items()}
-    span = max([float(s["t_s"].iloc[-1]) for s in sizes.values()] or [1.0]) or 1.0
-    unit, uname = time_unit(span)
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            title=title or "Rows in reactor_firings over time",
-            xlabel=f"virtual time ({uname})",
-            ylabel="firings retained (rows)",
-        )
-        if not sizes:
-            mark_empty(ax, "runs")
-            return fig
-        for i, (label, s) in enumerate(sizes.items()):
-            ax.step(
-                s["t_s"] / unit,
-                s["retained"],
-                where="post",
-                linewidth=1.4,
-                color=_colors()[i % len(_colors())],
-                label=label,
-            )
-        if retention is not None and retention < span:
-            ax.axvline(
-                retention / unit, color=THEORY_COLOR, linestyle=":", linewidth=1.0, label=f"retention {retention:g} s"
-            )
-        ax.set_xlim(0, span / unit)
-        ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
-    return fig
+    marks = []
+    if retention is not None and retention < time_span(sizes.values()):  # a mark past the run's end says nothing
+        marks.append((retention, ":", f"retention {retention:g} s"))
+    return steps_over_time(
+        sizes,
+        "retained",
+        title=title or "Rows in reactor_firings over time",
+        ylabel="firings retained (rows)",
+        ax=ax,
+        linewidth=1.4,
+        marks=marks,
+    )
 
 
 _OUTCOME_STYLE = {
@@ -251,9 +234,7 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """Firings lost per hole under each watermark strategy, as grouped bars,
     from :func:`fanoutsim.analysis.hole_matrix` (extra deliveries, where any,
     are written on the bar)."""
-    for col in ("hole", "watermark", "lost"):
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
+    need_columns(df, ("hole", "watermark", "lost"), "fanoutsim.analysis.hole_matrix")
     holes = list(dict.fromkeys(df["hole"]))
     strategies = list(dict.fromkeys(df["watermark"]))
     with style():
@@ -290,9 +271,7 @@ def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """Mean and p99 fire -> dispatch latency per watermark strategy (ms), from
     rows with ``watermark``, ``dispatch_mean_s`` and ``dispatch_p99_s``
     (:func:`fanoutsim.analysis.hole_matrix` over ``["none"]``)."""
-    for col in ("watermark", "dispatch_mean_s", "dispatch_p99_s"):
-        if col not in df.columns:
-            raise KeyError(f"no column {col!r}: pass the DataFrame of fanoutsim.analysis.hole_matrix")
+    need_columns(df, ("watermark", "dispatch_mean_s", "dispatch_p99_s"), "fanoutsim.analysis.hole_matrix")
     with style():
         fig, ax = figure_axes(
             ax,

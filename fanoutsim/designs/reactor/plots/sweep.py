@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.sweep import seed_summary
-from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, figure_axes, mark_empty, plain_log, style
+from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, figure_axes, mark_empty, new_figure, plain_log, style
 
 __all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart", "save_sweep_figures"]
 
@@ -72,7 +72,7 @@ def latency_vs_interval(
             ax.set_title(title)
         else:
             if fig is None:
-                fig = Figure(figsize=(max(8.0, 3.4 * len(batches)), 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
+                fig = new_figure((max(8.0, 3.4 * len(batches)), 4.2))
             axes = list(np.atleast_1d(fig.subplots(1, len(batches), sharex=True, sharey=True, squeeze=False)[0]))
             fig.suptitle(title, fontweight="bold")
         for a in set(axes):

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from fanoutsim.designs.reactor.analysis.delivery import watermarks
 from fanoutsim.designs.reactor.analysis.latency import budget_table, latency_budget, poll_wait_uniformity
 from fanoutsim.designs.reactor.plots.latency import budget_bars, poll_wait_histogram
-from fanoutsim.kernel.plotting import STYLE, show_in, style
+from fanoutsim.kernel.plotting import new_figure, show_in, style
 
 __all__ = ["LatencyExplorer", "latency_explorer", "POLL_INTERVAL_BOUNDS", "BATCH_LIMIT_BOUNDS"]
 
@@ -52,6 +52,22 @@ def _show(out: widgets.Output, fig: Figure) -> None:
         show_in(out, fig)
 
 
+def _slider(kind: type[widgets.FloatSlider | widgets.IntSlider], value, bounds, description: str, **options):
+    """A ``kind`` slider over ``bounds`` (min, max, step), at ``value`` held
+    within them, that answers when released (each answer re-runs or redraws:
+    not on every step of a drag)."""
+    lo, hi, step = bounds
+    return kind(
+        value=min(max(value, lo), hi),
+        min=lo,
+        max=hi,
+        step=step,
+        description=description,
+        continuous_update=False,
+        **options,
+    )
+
+
 class LatencyExplorer(widgets.VBox):
     """Sliders for ``reactor_poll_interval`` and ``reactor_poll_batch_limit``,
     a one-line summary, and the figure. After every change: ``sim`` (the run),
@@ -71,27 +87,12 @@ class LatencyExplorer(widgets.VBox):
         self.scenario = _load(scenario)
         self.seed, self.until, self.graph = seed, float(until), graph
         cfg = self.scenario.config
-        p_lo, p_hi, p_step = POLL_INTERVAL_BOUNDS
-        b_lo, b_hi, b_step = BATCH_LIMIT_BOUNDS
         p0 = cfg.reactor_poll_interval if poll_interval is None else poll_interval
         b0 = cfg.reactor_poll_batch_limit if batch_limit is None else batch_limit
-        self.poll_interval = widgets.FloatSlider(
-            value=min(max(float(p0), p_lo), p_hi),
-            min=p_lo,
-            max=p_hi,
-            step=p_step,
-            description="poll P (s)",
-            continuous_update=False,
-            readout_format=".1f",
+        self.poll_interval = _slider(
+            widgets.FloatSlider, float(p0), POLL_INTERVAL_BOUNDS, "poll P (s)", readout_format=".1f"
         )
-        self.batch_limit = widgets.IntSlider(
-            value=min(max(int(b0), b_lo), b_hi),
-            min=b_lo,
-            max=b_hi,
-            step=b_step,
-            description="batch limit",
-            continuous_update=False,
-        )
+        self.batch_limit = _slider(widgets.IntSlider, int(b0), BATCH_LIMIT_BOUNDS, "batch limit")
         self.summary = widgets.HTML()
         self.out = widgets.Output()
         self.figure: Figure | None = None
@@ -141,7 +142,7 @@ class LatencyExplorer(widgets.VBox):
             f"p99 {p99 * 1000:,.0f} ms, backlog at the end {backlog:,} firings"
         )
         with style():
-            fig = Figure(figsize=(8.0, 8.0), dpi=STYLE["figure.dpi"], layout="constrained")
+            fig = new_figure((8.0, 8.0))
             ax1, ax2 = fig.subplots(2, 1, height_ratios=[3, 2])
         poll_wait_histogram(self.budget, p, ax=ax1)
         budget_bars(self.table, ax=ax2)

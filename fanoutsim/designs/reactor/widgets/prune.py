@@ -21,7 +21,7 @@ from IPython.display import display
 from fanoutsim.designs.reactor.analysis.faults import retention_cost, retention_run
 from fanoutsim.designs.reactor.config import POLICIES
 from fanoutsim.designs.reactor.plots.faults import table_size_over_time
-from fanoutsim.designs.reactor.widgets.latency import _show
+from fanoutsim.designs.reactor.widgets.latency import _show, _slider
 
 __all__ = ["PruneControl", "prune_control", "RETENTION_BOUNDS", "PAUSE_BOUNDS"]
 
@@ -38,31 +38,14 @@ class PruneControl:
 
     def __init__(self, *, retention: float = 60.0, pause: float = 120.0, policy: str = "ttl", seed: int = 0) -> None:
         self.seed = seed
-        lo, hi, step = RETENTION_BOUNDS
-        self.retention = w.FloatSlider(
-            value=retention,
-            min=lo,
-            max=hi,
-            step=step,
-            description="retention (s)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
-        lo, hi, step = PAUSE_BOUNDS
-        self.pause = w.FloatSlider(
-            value=pause,
-            min=lo,
-            max=hi,
-            step=step,
-            description="pause (s)",
-            continuous_update=False,
-            style={"description_width": "initial"},
-        )
+        wide = {"description_width": "initial"}  # the whole description shown, not cut at the slider
+        self.retention = _slider(w.FloatSlider, retention, RETENTION_BOUNDS, "retention (s)", style=wide)
+        self.pause = _slider(w.FloatSlider, pause, PAUSE_BOUNDS, "pause (s)", style=wide)
         self.policy = w.Dropdown(
             options=list(POLICIES["prune_policy"]),
             value=policy,
             description="prune_policy",
-            style={"description_width": "initial"},
+            style=wide,
         )
         self.summary = w.HTML()
         self.output = w.Output()

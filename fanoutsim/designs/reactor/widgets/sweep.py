@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.sweep import recommend
 from fanoutsim.designs.reactor.plots.sweep import latency_vs_interval, recommendation_chart
-from fanoutsim.designs.reactor.widgets.latency import _show
-from fanoutsim.kernel.plotting import STYLE, style
+from fanoutsim.designs.reactor.widgets.latency import _show, _slider
+from fanoutsim.kernel.plotting import new_figure, style
 
 __all__ = ["SweepExplorer", "sweep_explorer"]
 
@@ -55,14 +55,8 @@ class SweepExplorer(widgets.VBox):
         # the budget: any positive number of seconds, up to the slowest p99 measured
         hi = float(df["fire_to_dispatch_p99_s"].max()) if len(df) else 10.0
         hi = max(1.0, min(hi, 60.0)) if math.isfinite(hi) else 10.0
-        self.budget = widgets.FloatSlider(
-            value=min(max(p99_budget_s, 0.05), hi),
-            min=0.05,
-            max=hi,
-            step=0.05,
-            description="p99 budget (s)",
-            continuous_update=False,
-            readout_format=".2f",
+        self.budget = _slider(
+            widgets.FloatSlider, p99_budget_s, (0.05, hi, 0.05), "p99 budget (s)", readout_format=".2f"
         )
         self.summary = widgets.HTML()
         self.out, self.latency_out = widgets.Output(), widgets.Output()
@@ -104,7 +98,7 @@ class SweepExplorer(widgets.VBox):
                 f"the budget"
             )
         with style():
-            fig = Figure(figsize=(9.0, 4.3), dpi=STYLE["figure.dpi"], layout="constrained")
+            fig = new_figure((9.0, 4.3))
         recommendation_chart(
             sel,
             self.recommended,
@@ -118,7 +112,7 @@ class SweepExplorer(widgets.VBox):
         key = (column, tuple(self.batches.value), self.rate.value)
         if key != self._latency_key:  # what the panels show changed (a budget does not)
             with style():
-                top = Figure(figsize=(9.0, 4.2), dpi=STYLE["figure.dpi"], layout="constrained")
+                top = new_figure((9.0, 4.2))
             self.latency_figure = latency_vs_interval(sel, column, fig=top)  # one panel per batch limit
             self._latency_key = key
             _show(self.latency_out, top)
