@@ -89,7 +89,7 @@ class Credential:
     admin: bool = False
     database: str = DEFAULT_DATABASE
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.admin, bool):
             raise TypeError(f"admin must be a bool, got {self.admin!r}")
         if self.admin == (self.consumer_name is not None):
@@ -102,7 +102,7 @@ class Credential:
         check_database(self.database)
 
     @classmethod
-    def consumer(cls, name, database: str = DEFAULT_DATABASE) -> Credential:
+    def consumer(cls, name: object, database: str = DEFAULT_DATABASE) -> Credential:
         """The credential of consumer ``name`` (a name or a
         :class:`~.identity.ConsumerIdentity`) in ``database``: its own lease,
         ack, nack and status."""
@@ -133,7 +133,7 @@ def needed(op: str, consumer: str | None = None, database: str = DEFAULT_DATABAS
     return Credential.admin_grant(database) if rule == ADMIN_GRANT else Credential.consumer(consumer, database)
 
 
-def authorize(caller, op: str, consumer: str | None = None, database: str = DEFAULT_DATABASE) -> Credential:
+def authorize(caller: object, op: str, consumer: str | None = None, database: str = DEFAULT_DATABASE) -> Credential:
     """``caller`` if it may do ``op`` (on ``consumer``) in ``database``; else :class:`Unauthorized`."""
     rule = RULES.get(op)
     if rule is None:

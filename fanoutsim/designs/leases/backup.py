@@ -42,9 +42,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, cast
 
 from fanoutsim.designs.leases import leasing
 from fanoutsim.designs.leases.tables import TABLES
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.leases.steps import Engine
+    from fanoutsim.designs.leases.tables import port
 
 
 @dataclass(frozen=True)
@@ -56,18 +61,21 @@ class Backup:
     database: str
     taken_at: int
     label: str
-    tables: Mapping[str, tuple]
+    tables: Mapping[str, tuple[dict[str, Any], ...]]
+
+    def _history(self) -> port.HistoryRow:
+        return cast("port.HistoryRow", self.tables["history"][0])  # the history table's one row
 
     @property
     def last_seq(self) -> int:
-        return self.tables["history"][0]["last_seq"]
+        return self._history()["last_seq"]
 
     @property
     def incarnation(self) -> int:
-        return self.tables["history"][0]["incarnation"]
+        return self._history()["incarnation"]
 
 
-def backup(e, now: int) -> Backup:
+def backup(e: Engine, now: int) -> Backup:
     """A copy of the engine's database, taken inside one transaction."""
     with e.tx() as tx:
         # one committed state: every writer holds a consumer's row or the history row
@@ -82,24 +90,25 @@ def backup(e, now: int) -> Backup:
 
 
 # table -> how one row goes back in (every row's columns, in the table's order)
-def _put_back(tx, table: str, row: dict) -> None:
+def _put_back(tx: port.LeaseTx, table: str, row: dict[str, Any]) -> None:
+    # ``row`` is a backed-up row of ``table``: each branch names its row type
     if table == "events":
-        tx.insert_event(row)
+        tx.insert_event(cast("port.EventRow", row))
     elif table == "lease_consumers":
-        tx.put_lease_consumer(row)
+        tx.put_lease_consumer(cast("port.LeaseConsumerRow", row))
     elif table == "checkpoints":
         tx.set_checkpoint(row["consumer"], row["partition"], row["seq"], row["commit_seq"])
     elif table == "resolutions":
-        tx.insert_resolution(row)
+        tx.insert_resolution(cast("port.ResolutionRow", row))
     elif table == "leases":
-        tx.insert_lease(row)
+        tx.insert_lease(cast("port.LeaseRow", row))
     elif table == "retries":
-        tx.put_retry(row)
+        tx.put_retry(cast("port.RetryRow", row))
     elif table == "dead_letters":
-        tx.insert_dead_letter(row)
+        tx.insert_dead_letter(cast("port.DeadLetterRow", row))
 
 
-def restore_backup(e, now: int, b: Backup) -> int:
+def restore_backup(e: Engine, now: int, b: Backup) -> int:
     """Put backup ``b`` back (see the module's docstring); returns the new incarnation."""
     if not isinstance(b, Backup):
         raise TypeError(f"backup must be a Backup (from backup()), got {type(b).__name__}")
@@ -116,11 +125,13 @@ def restore_backup(e, now: int, b: Backup) -> int:
             if table != "history":
                 for row in b.tables[table]:
                     _put_back(tx, table, dict(row))
-        then = b.tables["history"][0]
+        then = b._history()
         tx.set_history(
             {
                 "incarnation": max(now_h["incarnation"], then["incarnation"]),
-                **{k: max(now_h[k], then[k]) for k in ("last_commit", "last_seq", "leases_granted")},
+                "last_commit": max(now_h["last_commit"], then["last_commit"]),
+                "last_seq": max(now_h["last_seq"], then["last_seq"]),
+                "leases_granted": max(now_h["leases_granted"], then["leases_granted"]),
             }
         )
         incarnation, voided = leasing.new_incarnation(e, tx, now)

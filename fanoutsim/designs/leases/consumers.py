@@ -39,15 +39,24 @@ exist (retired, or never added), as RiffDB's status is.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Literal, cast
+
 from fanoutsim.designs.leases.config import DEFAULT_LIMITS, check_limits
 from fanoutsim.designs.leases.log import HistoryPruned, frontier, horizon
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.validate import is_whole
 
+if TYPE_CHECKING:
+    from fanoutsim.designs.leases.steps import Engine
+    from fanoutsim.designs.leases.tables.port import EventRow, LeaseConsumerRow, LeaseTx
+
+# where a consumer starts, or a seek moves it: the log's either end, or a seq
+Position = Literal["beginning", "end"] | int
+
 APPLIED, OUTSTANDING_LEASE, NOT_FOUND = "applied", "outstanding_lease", "not_found"
 
 
-def resolve_position(tx, name: str, position) -> tuple[int, int]:
+def resolve_position(tx: LeaseTx, name: str, position: Position) -> tuple[int, int]:
     """``(start_seq, start_commit)`` that ``"beginning"``, ``"end"`` or a seq
     stands for, checked; ``"beginning"`` is the oldest retained event (the
     retention horizon), a commit of 0 is RiffDB's ``BeforeFirst``."""
@@ -75,10 +84,13 @@ def resolve_position(tx, name: str, position) -> tuple[int, int]:
     if ev is not None:
         return seq, ev["commit_seq"]
     low, _ = tx.event_bounds()  # the last pruned event: its commit is the one before the oldest retained
-    return seq, (h["last_commit"] if low is None else tx.get_event_at(low)["commit_seq"] - 1)
+    if low is None:
+        return seq, h["last_commit"]
+    oldest = cast("EventRow", tx.get_event_at(low))  # low is the oldest retained seq: its event is there
+    return seq, oldest["commit_seq"] - 1
 
 
-def add_consumer(e, now: int, name: str, start="beginning", **limits) -> dict:
+def add_consumer(e: Engine, now: int, name: str, start: Position = "beginning", **limits: Any) -> LeaseConsumerRow:
     """Create a durable consumer (kept as it is if it exists); returns its row."""
     check_name("consumer", name)
     unknown = set(limits) - set(DEFAULT_LIMITS)
@@ -88,28 +100,36 @@ def add_consumer(e, now: int, name: str, start="beginning", **limits) -> dict:
     with e.tx() as tx:
         tx.lock_history()  # two nodes registering one name: the second finds the first's row
         now = tx.after_locks(now)
-        row = tx.get_lease_consumer(name)
-        if row is not None:
-            return row
+        found = tx.get_lease_consumer(name)
+        if found is not None:
+            return found
         seq, commit = resolve_position(tx, name, start)
-        row = {"consumer": name, "start_seq": seq, "start_commit": commit, **checked, "revision": 1}
+        row: LeaseConsumerRow = {
+            "consumer": name,
+            "start_seq": seq,
+            "start_commit": commit,
+            "batch_limit": checked["batch_limit"],
+            "in_flight_limit": checked["in_flight_limit"],
+            "lease_seconds": checked["lease_seconds"],
+            "revision": 1,
+        }
         tx.put_lease_consumer(row)
     e.trace.add(now, "consumer_start", e.actor, name, None, None, str(row["start_seq"]))
     return row
 
 
-def _refused(e, now: int, name: str, what: str, result: str) -> str:
+def _refused(e: Engine, now: int, name: str, what: str, result: str) -> str:
     e.trace.add(now, f"{what}_refused", e.actor, name, None, None, result)
     e.metrics.inc("fanoutsim_lease_refused_total", consumer=name, result=result)
     return result
 
 
-def _clear(tx, name: str) -> None:
+def _clear(tx: LeaseTx, name: str) -> None:
     for clear in (tx.clear_checkpoints, tx.clear_resolutions, tx.clear_retries, tx.clear_dead_letters):
         clear(name)
 
 
-def seek(e, now: int, name: str, position) -> str:
+def seek(e: Engine, now: int, name: str, position: Position) -> str:
     """Move the consumer to ``position`` (administrative): ``applied``, or
     ``outstanding_lease`` / ``not_found`` with nothing changed."""
     check_name("consumer", name)
@@ -137,7 +157,7 @@ def seek(e, now: int, name: str, position) -> str:
     return APPLIED
 
 
-def retire(e, now: int, name: str) -> str:
+def retire(e: Engine, now: int, name: str) -> str:
     """Retire the consumer for good — delete it and its rows, releasing its
     retention fence: ``applied``, or ``outstanding_lease`` / ``not_found``."""
     check_name("consumer", name)
@@ -160,7 +180,7 @@ def retire(e, now: int, name: str) -> str:
     return APPLIED
 
 
-def status(e, now: int, name: str) -> dict | None:
+def status(e: Engine, now: int, name: str) -> dict[str, Any] | None:
     """What ``riffdb event status`` tells (None: no such consumer)."""
     check_name("consumer", name)
     with e.tx() as tx:

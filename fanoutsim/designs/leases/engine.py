@@ -20,11 +20,14 @@ delivered (a worker's effect), crashed, restarted, fault.
 
 from __future__ import annotations
 
+from typing import cast
+
 from fanoutsim.designs.leases import backup as backups
 from fanoutsim.designs.leases import consumers, leasing, log
 from fanoutsim.designs.leases.config import LeaseConfig
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, check_database, in_database
-from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.designs.leases.tables.port import LeaseStore
+from fanoutsim.kernel.faults import Faults, NoFaults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace, TraceSchema
@@ -46,11 +49,12 @@ class LeaseEngine:
         config: LeaseConfig,
         metrics: Metrics,
         trace: Trace,
-        faults=None,
+        faults: Faults | None = None,
         seed: int = 0,
         database: str = DEFAULT_DATABASE,
     ) -> None:
-        self.store = store
+        # the store composed with the leases tables: its transactions speak the port
+        self.store = cast(LeaseStore, store)
         self.database = check_database(database)
         self.config = config
         self.metrics = metrics

@@ -29,13 +29,15 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from fanoutsim.kernel.names import check_name
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+T = TypeVar("T")
 
 
-def _canonical(parameters) -> str:
+def _canonical(parameters: object) -> str:
     if not isinstance(parameters, Mapping):
         raise ValueError(f"parameters must be a mapping of NAME to a JSON value, got {parameters!r}")
     for k in parameters:
@@ -53,9 +55,9 @@ class ConsumerIdentity:
     module_hash: str
     operation: str
     name: str
-    parameters: Mapping = field(default_factory=dict)
+    parameters: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.module_hash, str) or not _HEX64.fullmatch(self.module_hash):
             raise ValueError(
                 f"module_hash must be 64 lowercase hex digits (the module hash from the "
@@ -91,9 +93,9 @@ def module_hash(source: str) -> str:
     return hashlib.sha256(f"fanoutsim-module\0{source}".encode()).hexdigest()
 
 
-def consumer_key(consumer) -> str:
+def consumer_key(consumer: T) -> T | str:
     """A consumer's name in the tables: ``consumer`` itself (a str) or a
-    :class:`ConsumerIdentity`'s key."""
+    :class:`ConsumerIdentity`'s key (anything else is handed back, for the caller to refuse)."""
     return consumer.key if isinstance(consumer, ConsumerIdentity) else consumer
 
 

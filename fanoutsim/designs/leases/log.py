@@ -34,9 +34,15 @@ pruned history (:class:`HistoryPruned` guards it).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.timeutil import seconds_to_us
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.leases.steps import Engine
+    from fanoutsim.designs.leases.tables.port import EventRow, LeaseConsumerRow, LeaseTx
 
 
 class HistoryPruned(ValueError):
@@ -44,7 +50,7 @@ class HistoryPruned(ValueError):
     consumer there would read (RiffDB's ``HistoryPruned``, RDB-HISTORY-0102)."""
 
 
-def _payload(payload, where: str) -> str | None:
+def _payload(payload: object, where: str) -> str | None:
     """A payload as stored: a string as is, anything else as standard JSON
     (NaN and infinity are refused, as the reactor's payloads refuse them:
     no other JSON reader would take them back)."""
@@ -56,9 +62,9 @@ def _payload(payload, where: str) -> str | None:
         raise TypeError(f"{where}: {type(payload).__name__} value cannot be JSON-encoded ({exc})") from None
 
 
-def publish(e, now: int, events) -> list[str]:
+def publish(e: Engine, now: int, events: Iterable[tuple[str, str, Any]]) -> list[str]:
     """Append ``[(partition, kind, payload), ...]`` as one commit; their event ids."""
-    items = []
+    items: list[tuple[str, str, str | None]] = []
     for i, ev in enumerate(events):
         if not isinstance(ev, (tuple, list)) or len(ev) != 3:
             raise ValueError(f"events[{i}] must be (partition, kind, payload), got {ev!r}")
@@ -72,10 +78,10 @@ def publish(e, now: int, events) -> list[str]:
         h = tx.lock_history()  # the log's counters: another node's publish waits for this one
         now = tx.after_locks(now)  # committed after the publish it waited for: stamped so
         commit = h["last_commit"] + 1
-        rows = []
+        rows: list[EventRow] = []
         for ordinal, (partition, kind, payload) in enumerate(items):
             seq = h["last_seq"] + 1 + ordinal
-            row = {
+            row: EventRow = {
                 "seq": seq,
                 "event_id": f"{commit}:{ordinal}",
                 "commit_seq": commit,
@@ -95,13 +101,13 @@ def publish(e, now: int, events) -> list[str]:
     return [r["event_id"] for r in rows]
 
 
-def horizon(tx) -> int:
+def horizon(tx: LeaseTx) -> int:
     """The highest seq retention has deleted (0: none): every seq up to it is gone."""
     low, _ = tx.event_bounds()
     return tx.get_history()["last_seq"] if low is None else low - 1
 
 
-def frontier(tx, row: dict) -> int:
+def frontier(tx: LeaseTx, row: LeaseConsumerRow) -> int:
     """The highest commit ``row``'s consumer lets retention prune (0: none)."""
     cps = tx.list_checkpoints(row["consumer"])
     start = max(row["start_commit"] - 1, 0)
@@ -114,7 +120,7 @@ def frontier(tx, row: dict) -> int:
     return out
 
 
-def fence(tx) -> int | None:
+def fence(tx: LeaseTx) -> int | None:
     """The lowest commit retention must keep: one past the lowest frontier over
     every consumer (None: no consumer, nothing but age limits retention)."""
     out = None
@@ -124,7 +130,7 @@ def fence(tx) -> int | None:
     return None if out is None else out + 1
 
 
-def prune_once(e, now: int) -> int:
+def prune_once(e: Engine, now: int) -> int:
     with e.tx() as tx:
         tx.lock_history()  # no consumer starts or seeks (against the horizon) while the fence is read
         now = tx.after_locks(now)

@@ -12,25 +12,32 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.tables.port import OutboxRow
+
+# a live subscriber: handed each row of its topic as it is published
+Subscriber = Callable[["OutboxRow"], None]
 
 
 class TopicBus:
     def __init__(self) -> None:
-        self.subscribers: dict[str, list[Callable[[dict], None]]] = defaultdict(list)
+        self.subscribers: dict[str, list[Subscriber]] = defaultdict(list)
         self.position: int | None = None  # last seq published; None until the first wake-up
         self.published = 0
 
-    def subscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
+    def subscribe(self, topic: str, callback: Subscriber) -> None:
         self.subscribers[topic].append(callback)
 
-    def unsubscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
+    def unsubscribe(self, topic: str, callback: Subscriber) -> None:
         if callback in self.subscribers.get(topic, ()):
             self.subscribers[topic].remove(callback)
 
-    def publish(self, row: dict) -> int:
+    def publish(self, row: OutboxRow) -> int:
         """Hand the row to every live subscriber of its topic; how many got it."""
-        n = 0
-        for cb in list(self.subscribers.get(row["topic"], ())):
+        n, topic = 0, row["topic"]
+        for cb in list(self.subscribers.get(topic, ()) if topic is not None else ()):  # no topic: no listener
             try:
                 cb(row)
                 n += 1

@@ -18,11 +18,16 @@ first; :func:`commit` with that ``seq`` is its late commit.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.validate import is_whole
 
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.steps import Engine
 
-def reserve(e, now: int) -> int:
+
+def reserve(e: Engine, now: int) -> int:
     """Take the next seq now (it is a gap until a commit fills it)."""
     with e.store.transaction() as tx:
         seq = tx.reserve_outbox_seq()
@@ -31,7 +36,7 @@ def reserve(e, now: int) -> int:
 
 
 def commit(
-    e,
+    e: Engine,
     now: int,
     page_id: str,
     body: str | None,

@@ -15,25 +15,36 @@ derived state is rebuilt from the base tables, then the retained log replays.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from fanoutsim.designs.outbox.config import ConsumerSpec
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.validate import is_whole
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.steps import Engine
+    from fanoutsim.designs.outbox.tables.port import OutboxTx
+
+# where a cursor starts: the log's either end, or a seq
+Start = Literal["beginning", "end"] | int
+# a consumer's function: handed a copy of each outbox row
+Handler = Callable[[dict[str, Any]], Any]
 
 
 @dataclass
 class OutboxRegistry:
     consumers: dict[str, ConsumerSpec] = field(default_factory=dict)
 
-    def register(self, name: str, fn=None, **guardrails) -> ConsumerSpec:
+    def register(self, name: str, fn: Handler | None = None, **guardrails: Any) -> ConsumerSpec:
         spec = ConsumerSpec(name, fn, **guardrails)
         self.consumers[name] = spec
         return spec
 
     @contextmanager
-    def registering(self, name: str, fn=None, **guardrails):
+    def registering(self, name: str, fn: Handler | None = None, **guardrails: Any) -> Iterator[ConsumerSpec]:
         """``register`` for the with-block, undone if the block raises (its cursor
         refused, the process down): a refused registration leaves no consumer
         that the loops would later find without a cursor."""
@@ -61,17 +72,17 @@ class OutboxRegistry:
             ) from None
 
 
-def check_start(name: str, start) -> None:
+def check_start(name: str, start: object) -> None:
     """What a cursor position may be, whatever the log holds."""
     if start in ("beginning", "end") and isinstance(start, str):
         return
     if not is_whole(start):
         raise ValueError(f"cursor for {name!r} must be 'beginning', 'end' or a seq (int), got {start!r}")
-    if start < 0:
+    if cast(int, start) < 0:  # is_whole: an integer, Python's or NumPy's
         raise ValueError(f"cursor {start} for {name!r} is negative; seqs start at 1")
 
 
-def resolve_start(tx, name: str, start) -> int:
+def resolve_start(tx: OutboxTx, name: str, start: Start) -> int:
     """The cursor value ``start`` stands for, checked against the log's bounds."""
     check_start(name, start)
     low, last = tx.outbox_bounds()
@@ -90,7 +101,7 @@ def resolve_start(tx, name: str, start) -> int:
     return start
 
 
-def add_consumer(e, now: int, name: str, start="beginning") -> int:
+def add_consumer(e: Engine, now: int, name: str, start: Start = "beginning") -> int:
     """Give a registered consumer its cursor (kept if it has one); returns it."""
     e.registry.spec(name)
     check_start(name, start)  # a kept cursor ignores start, but a bad one is still refused
@@ -104,7 +115,7 @@ def add_consumer(e, now: int, name: str, start="beginning") -> int:
     return cursor
 
 
-def set_cursor(e, now: int, name: str, seq) -> int:
+def set_cursor(e: Engine, now: int, name: str, seq: Start) -> int:
     """Point an existing consumer's cursor at ``seq`` (checked like a start)."""
     e.registry.spec(name)
     with e.store.transaction() as tx:
@@ -116,7 +127,7 @@ def set_cursor(e, now: int, name: str, seq) -> int:
     return cursor
 
 
-def reset_consumer(e, now: int, name: str) -> int:
+def reset_consumer(e: Engine, now: int, name: str) -> int:
     """Rebuild a rebuildable consumer from base tables, then replay the retained log."""
     spec = e.registry.spec(name)
     if spec.rebuild is None:

@@ -34,8 +34,28 @@ consumer's first cursor, so it needs the rows retention has not pruned).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.steps import OutboxStore
+    from fanoutsim.designs.outbox.tables.port import PageRow
+
+# rows as a consumer and store.rows hand them over: plain dicts
+Row = dict[str, Any]
+# one committed page row by id (None: no such page)
+ReadPage = Callable[[str], "PageRow | None"]
+
+
+class View(Protocol):
+    """What :func:`drift` reads of a derived view: its state, and what it should be."""
+
+    @property
+    def state(self) -> Mapping[str, object]: ...
+
+    def expected(self, pages: list[Row], outbox: list[Row], start: int) -> Mapping[str, object]: ...
 
 
 class PageIndex:
@@ -44,23 +64,23 @@ class PageIndex:
 
     rebuildable = True
 
-    def __init__(self, read_page) -> None:
+    def __init__(self, read_page: ReadPage) -> None:
         if not callable(read_page):
             raise TypeError(f"read_page must be callable(page_id) -> row or None, got {read_page!r}")
         self.read_page = read_page
         self.state: dict[str, str | None] = {}
         self.rebuilds = 0
 
-    def __call__(self, row: dict) -> None:
+    def __call__(self, row: Row) -> None:
         page = self.read_page(row["ref"])
         self.state[row["ref"]] = None if page is None else page["body"]
 
-    def rebuild(self, pages: list[dict]) -> None:
+    def rebuild(self, pages: list[Row]) -> None:
         """Replace the whole index from the base table's rows."""
         self.state = {p["id"]: p["body"] for p in pages}
         self.rebuilds += 1
 
-    def expected(self, pages: list[dict], outbox: list[dict], start: int) -> dict:
+    def expected(self, pages: list[Row], outbox: list[Row], start: int) -> dict[str, str | None]:
         """What the index must hold: every page's body as the base table has it."""
         return {p["id"]: p["body"] for p in pages}
 
@@ -71,32 +91,32 @@ class ChangeCounter:
     rebuildable = False
 
     def __init__(self) -> None:
-        self.state: Counter = Counter()
+        self.state: Counter[str] = Counter()
 
-    def __call__(self, row: dict) -> None:
+    def __call__(self, row: Row) -> None:
         self.state[row["ref"]] += 1
 
-    def expected(self, pages: list[dict], outbox: list[dict], start: int) -> dict:
+    def expected(self, pages: list[Row], outbox: list[Row], start: int) -> dict[str, int]:
         """Each committed row past the consumer's first cursor ``start``, counted once."""
         return dict(Counter(r["ref"] for r in outbox if r["seq"] > start))
 
 
-def page_reader(store):
+def page_reader(store: OutboxStore) -> ReadPage:
     """``read_page(page_id)``: one committed page row of ``store`` (None: no such page)."""
 
-    def read_page(page_id: str):
+    def read_page(page_id: str) -> PageRow | None:
         with store.transaction() as tx:
             return tx.get_page(page_id)
 
     return read_page
 
 
-def drift(view, pages: list[dict], outbox: list[dict], start: int = 0) -> pd.DataFrame:
+def drift(view: View, pages: list[Row], outbox: list[Row], start: int = 0) -> pd.DataFrame:
     """Per key (page) the view's value against the expected one: ``key``,
     ``expected``, ``actual``, ``drift`` (actual - expected for counts; 1 when a
     value differs, else 0), sorted by key; only keys that are off."""
-    want = view.expected(pages, outbox, start)
-    have = dict(view.state)
+    want: Mapping[str, Any] = view.expected(pages, outbox, start)  # bodies or counts: compared, subtracted
+    have: dict[str, Any] = dict(view.state)
     rows = []
     for key in sorted(set(want) | set(have)):
         e, a = want.get(key), have.get(key)

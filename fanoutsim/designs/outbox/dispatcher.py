@@ -23,8 +23,13 @@ budget again, the parked table keeps what was spent.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from fanoutsim.kernel.timeutil import US, seconds_to_us
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.steps import Engine
+    from fanoutsim.designs.outbox.tables.port import OutboxRow, OutboxTx
 
 
 @dataclass(slots=True)
@@ -32,7 +37,7 @@ class Step:
     """One attempt at one row, begun: what the runtime waits for before :func:`finish`."""
 
     consumer: str
-    row: dict
+    row: OutboxRow
     duration: float  # virtual seconds until the outcome is known
     error: str | None = None
     deferred: bool = False  # not due yet: to be remembered, not handled
@@ -48,7 +53,7 @@ class Outcome:
 HANDLED, PARKED, DEFERRED = Outcome("handled"), Outcome("parked"), Outcome("deferred")
 
 
-def cursor_of(e, name: str) -> int:
+def cursor_of(e: Engine, name: str) -> int:
     with e.store.transaction() as tx:
         cursor = tx.get_cursor(name)
     if cursor is None:
@@ -56,7 +61,7 @@ def cursor_of(e, name: str) -> int:
     return cursor
 
 
-def no_cursor(e, name: str) -> KeyError:
+def no_cursor(e: Engine, name: str) -> KeyError:
     """The error for a consumer with no cursor row: registered (its code) or not."""
     if name in e.registry.consumers:
         return KeyError(
@@ -69,9 +74,9 @@ def no_cursor(e, name: str) -> KeyError:
     )
 
 
-def fetch_due(e, now: int, name: str) -> list[dict]:
+def fetch_due(e: Engine, now: int, name: str) -> list[OutboxRow]:
     """Deferred rows of this consumer whose time has come, as outbox rows."""
-    out = []
+    out: list[OutboxRow] = []
     with e.store.transaction() as tx:
         for d in tx.fetch_due(name, now, e.config.batch_limit):
             rows = tx.fetch_outbox(d["seq"] - 1, 1)
@@ -80,12 +85,12 @@ def fetch_due(e, now: int, name: str) -> list[dict]:
     return out
 
 
-def next_due(e, now: int, name: str) -> int | None:
+def next_due(e: Engine, now: int, name: str) -> int | None:
     with e.store.transaction() as tx:
         return tx.next_due(name)
 
 
-def fetch(e, now: int, name: str) -> list[dict]:
+def fetch(e: Engine, now: int, name: str) -> list[OutboxRow]:
     """The rows past the cursor this wake-up may hand to ``name``, in seq order."""
     cfg = e.config
     with e.store.transaction() as tx:
@@ -120,7 +125,7 @@ def fetch(e, now: int, name: str) -> list[dict]:
     return rows
 
 
-def ready(e, now: int, name: str) -> bool:
+def ready(e: Engine, now: int, name: str) -> bool:
     """Whether rows are committed past ``name``'s cursor (a probe after a round:
     a row that committed after the round's last read began is one)."""
     with e.store.transaction() as tx:
@@ -130,7 +135,7 @@ def ready(e, now: int, name: str) -> bool:
         return tx.has_outbox_past(cursor)
 
 
-def _until_gap(e, now, name, cursor, rows):
+def _until_gap(e: Engine, now: int, name: str, cursor: int, rows: list[OutboxRow]) -> list[OutboxRow]:
     """Stop at the first missing seq until it fills or has waited ``gap_timeout``."""
     expected = cursor + 1
     for i, r in enumerate(rows):
@@ -158,7 +163,7 @@ def _until_gap(e, now, name, cursor, rows):
     return rows
 
 
-def begin(e, now: int, name: str, row: dict, due: bool = False) -> Step:
+def begin(e: Engine, now: int, name: str, row: OutboxRow, due: bool = False) -> Step:
     """Hand ``row`` to the consumer (or find it is not due yet)."""
     spec = e.registry.spec(name)
     due_at = row["due_at"]
@@ -182,7 +187,7 @@ def begin(e, now: int, name: str, row: dict, due: bool = False) -> Step:
     return Step(name, row, d, error, False, due)
 
 
-def _done(tx, step: Step) -> None:
+def _done(tx: OutboxTx, step: Step) -> None:
     """The row is behind this consumer: its deferred entry goes, or its cursor moves."""
     if step.due:
         tx.delete_deferred(step.consumer, step.row["seq"])
@@ -190,13 +195,13 @@ def _done(tx, step: Step) -> None:
         tx.set_cursor(step.consumer, step.row["seq"])
 
 
-def finish(e, now: int, step: Step, attempt: int) -> Outcome:
+def finish(e: Engine, now: int, step: Step, attempt: int) -> Outcome:
     """Record the outcome of ``attempt`` (1, 2, ...) at ``step``'s row."""
     name, seq = step.consumer, step.row["seq"]
     trace, actor = e.trace, e.actor
     if step.deferred:
         with e.store.transaction() as tx:
-            tx.defer(name, seq, step.row["due_at"])
+            tx.defer(name, seq, cast(int, step.row["due_at"]))  # begin defers only a row with a due_at
             tx.set_cursor(name, seq)
         trace.add(now, "deferred", actor, who=name, what=seq, detail=str(step.row["due_at"]))
         trace.add(now, "cursor", actor, who=name, what=seq)

@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fanoutsim.designs.outbox import commit as _commit
 from fanoutsim.designs.outbox import consumers, dispatcher, retention
 from fanoutsim.designs.outbox.bus import TopicBus
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.consumers import OutboxRegistry
-from fanoutsim.kernel.faults import NoFaults
-from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.faults import Faults, NoFaults
+from fanoutsim.kernel.metrics import Bump, Metrics
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace, TraceSchema
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.steps import OutboxStore
 
 # the trace in the outbox's words: which consumer, which seq
 TRACE = TraceSchema(who="consumer", what="seq", where=None)
@@ -46,19 +49,20 @@ class OutboxEngine:
         registry: OutboxRegistry,
         metrics: Metrics,
         trace: Trace,
-        faults=None,
+        faults: Faults | None = None,
         rng: random.Random | None = None,
         notify: Callable[[int, list[str]], None] | None = None,
         notify_in_tx: Callable[[Any, list[str]], None] | None = None,
     ) -> None:
-        self.store = store
+        # the store composed with the outbox's tables: its transactions speak the port
+        self.store = cast("OutboxStore", store)
         self.config = config
         self.registry = registry
         self.metrics = metrics
         self.trace = trace
         self.faults = faults or NoFaults()
         self.rng = rng or random.Random(0)
-        self.notify = notify or (lambda now, payloads: None)
+        self.notify: Callable[[int, list[str]], None] = notify or (lambda now, payloads: None)
         # a hint sent inside the commit's transaction (PostgreSQL's pg_notify), instead of after it
         self.notify_in_tx = notify_in_tx
         # in memory only: gone with this incarnation
@@ -67,7 +71,7 @@ class OutboxEngine:
         self.behind_noted: set[tuple[str, int]] = set()
         self.wake_at: dict[str, int] = {}  # consumer -> when a wait (settle, gap) ends
         self.due_at_fetch: dict[str, int | None] = {}  # consumer -> next due time, read with its last fetch
-        self.counters: dict[tuple[str, str], Callable] = {}  # (metric, consumer) -> bound counter
+        self.counters: dict[tuple[str, str], Bump] = {}  # (metric, consumer) -> bound counter
 
     # the write path
     reserve = _commit.reserve
@@ -86,7 +90,7 @@ class OutboxEngine:
     # retention
     prune_once = retention.prune_once
 
-    def count(self, metric: str, consumer: str) -> Callable[..., None]:
+    def count(self, metric: str, consumer: str) -> Bump:
         """The bound counter ``metric{consumer=...}`` (the hot path bumps it per row)."""
         c = self.counters.get((metric, consumer))
         if c is None:

@@ -41,10 +41,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, cast
 
 from fanoutsim.designs.faults import Notifications
 from fanoutsim.designs.outbox.faults import Backfill
 from fanoutsim.kernel.timeutil import US
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.config import OutboxConfig
+    from fanoutsim.kernel.faults.plan import FaultPlan
+    from fanoutsim.kernel.trace import Trace
+
+
+def _window(b: Backfill) -> tuple[float, float]:
+    """A backfill's window, in virtual seconds (its check refuses none)."""
+    return cast(tuple[float, float], b.window)
 
 
 class ListenerPool:
@@ -52,7 +63,9 @@ class ListenerPool:
     ``reserved`` (one set aside for LISTEN) or not, and the backfills holding
     connections in their windows (virtual seconds since ``start_us``)."""
 
-    def __init__(self, size: int = 10, reserved: bool = True, backfills=(), wait: float = 1.0) -> None:
+    def __init__(
+        self, size: int = 10, reserved: bool = True, backfills: Iterable[object] = (), wait: float = 1.0
+    ) -> None:
         self.size, self.reserved, self.wait = size, reserved, wait
         self.backfills = tuple(b for b in backfills if isinstance(b, Backfill))
 
@@ -65,7 +78,7 @@ class ListenerPool:
         n = sum(
             self.shared() if b.connections is None else b.connections
             for b in self.backfills
-            if b.window[0] <= t < b.window[1]
+            if _window(b)[0] <= t < _window(b)[1]
         )
         return min(n, self.shared())
 
@@ -73,11 +86,11 @@ class ListenerPool:
         """Seconds from ``t`` until the listener has a connection (0: now)."""
         if self.reserved or self.held(t) < self.shared():
             return 0.0
-        ends = [b.window[1] for b in self.backfills if b.window[0] <= t < b.window[1]]
+        ends = [w[1] for w in map(_window, self.backfills) if w[0] <= t < w[1]]
         return max(ends) - t  # every holder is done by then (a later one may start: asked again)
 
 
-def listener_pool(config, plan) -> ListenerPool:
+def listener_pool(config: OutboxConfig, plan: FaultPlan | None) -> ListenerPool:
     """The pool of a run: ``config``'s size, reservation and wait, ``plan``'s backfills."""
     return ListenerPool(
         config.pool_size, config.reserve_listener, plan.of(Backfill) if plan else (), config.listener_wait
@@ -91,7 +104,7 @@ class NotificationChannel:
         *,
         rng: random.Random | None = None,
         start_us: int = 0,
-        trace=None,
+        trace: Trace | None = None,
         pool: ListenerPool | None = None,
     ) -> None:
         self.spec = spec or Notifications()

@@ -11,10 +11,15 @@ reset: rebuild from the base tables, then replay what is retained.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fanoutsim.kernel.timeutil import seconds_to_us
 
+if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.steps import Engine
 
-def prune_once(e, now: int) -> int:
+
+def prune_once(e: Engine, now: int) -> int:
     cutoff = now - seconds_to_us(e.config.retention)
     with e.store.transaction() as tx:
         seqs = tx.prune_outbox(cutoff)

@@ -14,15 +14,15 @@ restarted binary would.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.faults import limits_polls
 from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
-from fanoutsim.kernel.faults import NoFaults
+from fanoutsim.kernel.faults import Faults, NoFaults
 from fanoutsim.kernel.ids import IdSource
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.names import check_name
@@ -31,11 +31,18 @@ from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.kernel.validate import is_number
 
+if TYPE_CHECKING:
+    from fanoutsim.designs.reactor.steps import ReactorStore
+    from fanoutsim.designs.reactor.tables.port import SubscriptionRow
+
+# a workflow body, and a computation graph's function: each takes the firing's context
+Body = Callable[[dict[str, Any]], Any]
+
 
 @dataclass
 class WorkflowSpec:
     name: str
-    fn: Callable[[dict], Any] | None = None
+    fn: Body | None = None
     # seconds, or a callable taking a random.Random and returning seconds
     duration: float | Callable[[random.Random], float] = 0.0
     triggers: tuple[str, ...] = ()
@@ -46,10 +53,16 @@ class Registry:
     """Declarations of the program: workflow bodies, graphs, triggers."""
 
     workflows: dict[str, WorkflowSpec] = field(default_factory=dict)
-    graphs: dict[str, list[tuple[str, Callable[[dict], Any]]]] = field(default_factory=dict)
+    graphs: dict[str, list[tuple[str, Body]]] = field(default_factory=dict)
     triggers: dict[str, str] = field(default_factory=dict)  # trigger -> primary workflow
 
-    def register_workflow(self, name, fn=None, duration=0.0, triggers=()) -> None:
+    def register_workflow(
+        self,
+        name: str,
+        fn: Body | None = None,
+        duration: float | Callable[[random.Random], float] = 0.0,
+        triggers: str | Iterable[str] = (),
+    ) -> None:
         check_name("workflow name", name)
         if fn is not None and not callable(fn):
             raise TypeError(f"workflow {name!r}: fn must be callable or None")
@@ -65,14 +78,14 @@ class Registry:
             check_name("trigger name", t)
         self.workflows[name] = WorkflowSpec(name, fn, duration, tuple(triggers))
 
-    def register_computation_graph(self, reactor, fn, name=None) -> None:
+    def register_computation_graph(self, reactor: str, fn: Body, name: str | None = None) -> None:
         check_name("reactor name", reactor)
         if not callable(fn):
             raise TypeError(f"computation graph for {reactor!r} must be callable")
         name = name or getattr(fn, "__name__", None) or f"graph{len(self.graphs.get(reactor, ()))}"
         self.graphs.setdefault(reactor, []).append((name, fn))
 
-    def register_trigger(self, name, on) -> None:
+    def register_trigger(self, name: str, on: str) -> None:
         check_name("trigger name", name)
         check_name("workflow name", on)
         self.triggers[name] = on
@@ -105,11 +118,12 @@ class ReactorEngine:
         ids: IdSource,
         metrics: Metrics,
         trace: Trace,
-        faults=None,
+        faults: Faults | None = None,
         rng: random.Random | None = None,
         replica: int = 0,
     ) -> None:
-        self.store = store
+        # the store composed with the reactor's tables: its transactions speak the port
+        self.store = cast("ReactorStore", store)
         self.config = config
         self.registry = registry
         self.ids = ids
@@ -125,7 +139,7 @@ class ReactorEngine:
         # in-memory only: lost on crash, rebuilt lazily
         self._predicates: dict[str, tuple[str, Predicate | str]] = {}
 
-    def predicate_for(self, sub: dict) -> Predicate | str | None:
+    def predicate_for(self, sub: SubscriptionRow) -> Predicate | str | None:
         """The cached compiled filter of a subscription (None: no filter;
         a str: the stored text does not compile, and why)."""
         text = sub["predicate"]

@@ -3,55 +3,96 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from types import SimpleNamespace
+from collections.abc import Callable, Container, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 from fanoutsim.kernel.store.base import check_limit
 
-from .port import DEFAULT_DATABASE, TABLES, LeaseTx, check_database
-
-# -- the memory adapter -----------------------------------------------------------------
-# the memory adapter's attributes holding one database's tables
-_ATTRS = (
-    "events",
-    "event_seqs",
-    "event_ids",
-    "event_parts",
-    "lease_consumers",
-    "cp_index",
-    "res_index",
-    "res_part",
-    "leases",
-    "retries",
-    "dead_letters",
-    "history",
+from .port import (
+    DEFAULT_DATABASE,
+    TABLES,
+    CheckpointRow,
+    DeadLetterRow,
+    EventRow,
+    HistoryRow,
+    LeaseConsumerRow,
+    LeaseRow,
+    LeaseTx,
+    ResolutionRow,
+    RetryRow,
+    check_database,
 )
 
+if TYPE_CHECKING:  # the mixin joins MemoryTx at run time (compose_tx): its s, undo and writes are the mixin's
+    from fanoutsim.kernel.store.memory import MemoryTx as _Host
+else:
+    _Host = object
 
-def memory_init(s) -> None:
-    """The leased-consumer design's tables on a new MemoryStore: the default
-    database's as attributes of the store, a named one's as a namespace in
-    ``s.lease_dbs``; ``s.lease_db`` the current one."""
-    _empty(s)
-    s.lease_dbs: dict[str, SimpleNamespace] = {}
+RowT = TypeVar("RowT", bound=Mapping[str, object])
+V = TypeVar("V")
+
+
+class _Owned(TypedDict):
+    """The keys every per-consumer row has (a lease, a retry, a dead letter, a resolution)."""
+
+    consumer: str
+    seq: int
+
+
+OwnedT = TypeVar("OwnedT", bound=_Owned)
+
+
+# -- the memory adapter -----------------------------------------------------------------
+class LeaseTables:
+    """One database's tables in memory, with the indexes that answer the port's reads."""
+
+    __slots__ = (
+        "events",
+        "event_seqs",
+        "event_ids",
+        "event_parts",
+        "lease_consumers",
+        "cp_index",
+        "res_index",
+        "res_part",
+        "leases",
+        "retries",
+        "dead_letters",
+        "history",
+    )
+
+    def __init__(self) -> None:
+        self.events: dict[int, EventRow] = {}
+        self.event_seqs: list[int] = []  # sorted
+        self.event_ids: dict[str, int] = {}
+        self.event_parts: dict[str, list[int]] = {}  # partition -> its seqs, sorted
+        self.lease_consumers: dict[str, LeaseConsumerRow] = {}
+        self.cp_index: dict[str, dict[str, CheckpointRow]] = {}  # consumer -> partition -> checkpoint row
+        # consumer -> partition -> event_id -> row
+        self.res_index: dict[str, dict[str, dict[str, ResolutionRow]]] = {}
+        self.res_part: dict[tuple[str, str], str] = {}  # (consumer, event_id) -> partition
+        self.leases: dict[tuple[str, str], LeaseRow] = {}
+        self.retries: dict[tuple[str, str], RetryRow] = {}
+        self.dead_letters: dict[tuple[str, str], DeadLetterRow] = {}
+        self.history: HistoryRow = {"incarnation": 1, "last_commit": 0, "last_seq": 0, "leases_granted": 0}
+
+
+# Any: the store takes a part's state as attributes MemoryStore does not declare
+def memory_init(s: Any) -> None:
+    """The leased-consumer design's tables on a new MemoryStore: each database's
+    in ``s.lease_dbs`` (the default one's from the start); ``s.lease_db`` the
+    current one."""
+    s.lease_dbs = {DEFAULT_DATABASE: LeaseTables()}
     s.lease_db = DEFAULT_DATABASE
 
 
-def _empty(s) -> None:
-    s.events: dict[int, dict] = {}
-    s.event_seqs: list[int] = []  # sorted
-    s.event_ids: dict[str, int] = {}
-    s.event_parts: dict[str, list[int]] = {}  # partition -> its seqs, sorted
-    s.lease_consumers: dict[str, dict] = {}
-    s.cp_index: dict[str, dict[str, dict]] = {}  # consumer -> partition -> checkpoint row
-    s.res_index: dict[str, dict[str, dict[str, dict]]] = {}  # consumer -> partition -> event_id -> row
-    s.res_part: dict[tuple[str, str], str] = {}  # (consumer, event_id) -> partition
-    s.leases: dict[tuple[str, str], dict] = {}
-    s.retries: dict[tuple[str, str], dict] = {}
-    s.dead_letters: dict[tuple[str, str], dict] = {}
-    s.history = {"incarnation": 1, "last_commit": 0, "last_seq": 0, "leases_granted": 0}
+def _columns(row: RowT, table: str) -> RowT:
+    """``row`` with ``table``'s columns only, in their order (a caller's extra keys are not stored)."""
+    return cast(RowT, {k: row[k] for k in TABLES[table]})
 
 
-def _drop_event(s, seq: int) -> dict:
+def _drop_event(s: LeaseTables, seq: int) -> EventRow:
     row = s.events.pop(seq)
     del s.event_seqs[bisect_left(s.event_seqs, seq)]
     del s.event_ids[row["event_id"]]
@@ -62,7 +103,7 @@ def _drop_event(s, seq: int) -> dict:
     return row
 
 
-def _restore_event(s, row: dict) -> None:
+def _restore_event(s: LeaseTables, row: EventRow) -> None:
     seq = row["seq"]
     s.events[seq] = row
     insort(s.event_seqs, seq)
@@ -70,13 +111,13 @@ def _restore_event(s, row: dict) -> None:
     insort(s.event_parts.setdefault(row["partition"], []), seq)
 
 
-def _add_resolution(s, row: dict) -> None:
+def _add_resolution(s: LeaseTables, row: ResolutionRow) -> None:
     c, eid, part = row["consumer"], row["event_id"], row["partition"]
     s.res_index.setdefault(c, {}).setdefault(part, {})[eid] = row
     s.res_part[(c, eid)] = part
 
 
-def _drop_resolution(s, consumer: str, event_id: str) -> dict:
+def _drop_resolution(s: LeaseTables, consumer: str, event_id: str) -> ResolutionRow:
     part = s.res_part.pop((consumer, event_id))
     by = s.res_index[consumer]
     row = by[part].pop(event_id)
@@ -87,86 +128,84 @@ def _drop_resolution(s, consumer: str, event_id: str) -> dict:
     return row
 
 
-class LeaseMemoryTx(LeaseTx):
+class LeaseMemoryTx(LeaseTx, _Host):
     """The leased-consumer design's methods of the memory adapter's transaction
     (a mixin of :class:`~fanoutsim.kernel.store.memory.MemoryTx`)."""
 
     __slots__ = ()
 
-    def _d(self):
-        """The current database's tables (the store itself for the default one)."""
-        s = self.s
-        return s if s.lease_db == DEFAULT_DATABASE else s.lease_dbs[s.lease_db]
+    def _d(self) -> LeaseTables:
+        """The current database's tables."""
+        dbs: dict[str, LeaseTables] = self.s.lease_dbs
+        return dbs[self.s.lease_db]
 
-    def use_database(self, name):
+    def use_database(self, name: str) -> None:
         s = self.s
         if s.lease_db == name:
             return
         check_database(name)
         if self.undo:
             raise RuntimeError("use_database must come first in a transaction")
-        if name != DEFAULT_DATABASE and name not in s.lease_dbs:
-            ns = SimpleNamespace()
-            _empty(ns)
-            s.lease_dbs[name] = ns
+        if name not in s.lease_dbs:
+            s.lease_dbs[name] = LeaseTables()
         s.lease_db = name
 
-    def table_rows(self, table):
-        return MEMORY_ROWS[table](self._d())
+    def table_rows(self, table: str) -> list[dict[str, Any]]:
+        return _dicts(_ROWS[table](self._d()))
 
-    def clear_database(self):
-        d = self._d()
-        before = {a: getattr(d, a) for a in _ATTRS}
-        _empty(d)
+    def clear_database(self) -> None:
+        dbs: dict[str, LeaseTables] = self.s.lease_dbs
+        name = self.s.lease_db
+        before = dbs[name]  # the undo of a write before this one still holds these tables
+        dbs[name] = LeaseTables()
 
-        def undo():
-            for a, v in before.items():
-                setattr(d, a, v)
+        def undo() -> None:
+            dbs[name] = before
 
         self.undo.append(undo)
 
-    def get_history(self):
-        return dict(self._d().history)
+    def get_history(self) -> HistoryRow:
+        return self._d().history.copy()
 
-    def lock_history(self):
+    def lock_history(self) -> HistoryRow:
         return self.get_history()
 
-    def lock_lease_consumer(self, consumer):
+    def lock_lease_consumer(self, consumer: str) -> LeaseConsumerRow | None:
         return self.get_lease_consumer(consumer)
 
-    def lock_lease_consumers(self):
+    def lock_lease_consumers(self) -> list[LeaseConsumerRow]:
         return self.list_lease_consumers()
 
-    def set_history(self, row):
+    def set_history(self, row: HistoryRow) -> None:
         s = self._d()
         before = s.history
-        s.history = {k: row[k] for k in TABLES["history"]}
+        s.history = _columns(row, "history")
 
-        def undo():
+        def undo() -> None:
             s.history = before
 
         self.undo.append(undo)
 
-    def insert_event(self, row):
+    def insert_event(self, row: EventRow) -> None:
         s = self._d()
         seq, eid = row["seq"], row["event_id"]
         if seq in s.events:
             raise self._duplicate(f"events.seq {seq}")
         if eid in s.event_ids:
             raise self._duplicate(f"events.event_id {eid}")
-        _restore_event(s, {k: row[k] for k in TABLES["events"]})
+        _restore_event(s, _columns(row, "events"))
         self.undo.append(lambda: _drop_event(s, seq))
 
-    def get_event(self, event_id):
+    def get_event(self, event_id: str) -> EventRow | None:
         s = self._d()
         seq = s.event_ids.get(event_id)
-        return None if seq is None else dict(s.events[seq])
+        return None if seq is None else s.events[seq].copy()
 
-    def get_event_at(self, seq):
+    def get_event_at(self, seq: int) -> EventRow | None:
         row = self._d().events.get(seq)
-        return None if row is None else dict(row)
+        return None if row is None else row.copy()
 
-    def event_window(self, consumer, after, limit, partition=None):
+    def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[EventRow]:
         s = self._d()
         limit = check_limit(limit)
         cps = s.cp_index.get(consumer, {})
@@ -182,13 +221,13 @@ class LeaseMemoryTx(LeaseTx):
             out.extend(seqs[i : i + limit])
         if partition is None:
             out.sort()
-        return [dict(events[q]) for q in out]
+        return [events[q].copy() for q in out]
 
-    def event_bounds(self):
+    def event_bounds(self) -> tuple[int | None, int | None]:
         seqs = self._d().event_seqs
         return (seqs[0], seqs[-1]) if seqs else (None, None)
 
-    def prune_events(self, cutoff, fence, limit=None):
+    def prune_events(self, cutoff: int, fence: int | None, limit: int | None = None) -> list[str]:
         s = self._d()
         if limit is not None:
             check_limit(limit)
@@ -202,55 +241,61 @@ class LeaseMemoryTx(LeaseTx):
         out = []
         for q in doomed:
             row = _drop_event(s, q)
-            self.undo.append(lambda row=row: _restore_event(s, row))
+            self.undo.append(partial(_restore_event, s, row))
             out.append(row["event_id"])
         return out
 
-    def get_lease_consumer(self, consumer):
+    def get_lease_consumer(self, consumer: str) -> LeaseConsumerRow | None:
         row = self._d().lease_consumers.get(consumer)
-        return None if row is None else dict(row)
+        return None if row is None else row.copy()
 
-    def put_lease_consumer(self, row):
-        self._put(self._d().lease_consumers, row["consumer"], {k: row[k] for k in TABLES["lease_consumers"]})
+    def put_lease_consumer(self, row: LeaseConsumerRow) -> None:
+        self._put(self._d().lease_consumers, row["consumer"], _columns(row, "lease_consumers"))
 
-    def delete_lease_consumer(self, consumer):
+    def delete_lease_consumer(self, consumer: str) -> bool:
         return self._pop(self._d().lease_consumers, consumer)
 
-    def list_lease_consumers(self):
+    def list_lease_consumers(self) -> list[LeaseConsumerRow]:
         c = self._d().lease_consumers
-        return [dict(c[k]) for k in sorted(c)]
+        return [c[k].copy() for k in sorted(c)]
 
-    def list_checkpoints(self, consumer):
+    def list_checkpoints(self, consumer: str) -> list[CheckpointRow]:
         cps = self._d().cp_index.get(consumer, {})
-        return [dict(cps[p]) for p in sorted(cps)]
+        return [cps[p].copy() for p in sorted(cps)]
 
-    def set_checkpoint(self, consumer, partition, seq, commit_seq):
+    def set_checkpoint(self, consumer: str, partition: str, seq: int, commit_seq: int) -> None:
         self._index_put(
             self._d().cp_index,
             consumer,
             partition,
-            {"consumer": consumer, "partition": partition, "seq": seq, "commit_seq": commit_seq},
+            CheckpointRow(consumer=consumer, partition=partition, seq=seq, commit_seq=commit_seq),
         )
 
-    def clear_checkpoints(self, consumer):
+    def clear_checkpoints(self, consumer: str) -> int:
         return self._index_clear(self._d().cp_index, consumer)
 
-    def insert_resolution(self, row):
-        s = self._d()
+    def _new_key(
+        self, keys: Container[tuple[str, str]], table: str, row: ResolutionRow | LeaseRow | DeadLetterRow
+    ) -> tuple[str, str]:
+        """``row``'s key, ``(consumer, event_id)``; one ``keys`` holds already fails the transaction."""
         key = (row["consumer"], row["event_id"])
-        if key in s.res_part:
-            raise self._duplicate(f"resolutions {key}")
-        row = {k: row[k] for k in TABLES["resolutions"]}
-        _add_resolution(s, row)
+        if key in keys:
+            raise self._duplicate(f"{table} {key}")
+        return key
+
+    def insert_resolution(self, row: ResolutionRow) -> None:
+        s = self._d()
+        key = self._new_key(s.res_part, "resolutions", row)
+        _add_resolution(s, _columns(row, "resolutions"))
         self.undo.append(lambda: _drop_resolution(s, *key))
 
-    def list_resolutions(self, consumer, partition=None):
+    def list_resolutions(self, consumer: str, partition: str | None = None) -> list[ResolutionRow]:
         by = self._d().res_index.get(consumer, {})
         rows = [r for p in ((partition,) if partition is not None else by) for r in by.get(p, {}).values()]
         rows.sort(key=lambda r: r["seq"])
-        return [dict(r) for r in rows]
+        return [r.copy() for r in rows]
 
-    def delete_resolution(self, consumer, event_id):
+    def delete_resolution(self, consumer: str, event_id: str) -> bool:
         s = self._d()
         if (consumer, event_id) not in s.res_part:
             return False
@@ -258,114 +303,124 @@ class LeaseMemoryTx(LeaseTx):
         self.undo.append(lambda: _add_resolution(s, row))
         return True
 
-    def clear_resolutions(self, consumer):
+    def clear_resolutions(self, consumer: str) -> int:
         s = self._d()
         rows = [r for by in s.res_index.get(consumer, {}).values() for r in by.values()]
         for r in rows:
             _drop_resolution(s, consumer, r["event_id"])
 
-        def undo():
+        def undo() -> None:
             for r in rows:
                 _add_resolution(s, r)
 
         self.undo.append(undo)
         return len(rows)
 
-    def _index_put(self, index: dict, outer, inner, value) -> None:
+    def _index_put(self, index: dict[str, dict[str, V]], outer: str, inner: str, value: V) -> None:
         """Set ``index[outer][inner] = value`` with its undo."""
         by = index.setdefault(outer, {})
         had, old = inner in by, by.get(inner)
         by[inner] = value
 
-        def undo():
+        def undo() -> None:
             if had:
-                index.setdefault(outer, {})[inner] = old
+                index.setdefault(outer, {})[inner] = cast(V, old)  # had: old is the value that was there
             else:
                 index.get(outer, {}).pop(inner, None)
 
         self.undo.append(undo)
 
-    def _index_clear(self, index: dict, outer) -> int:
+    def _index_clear(self, index: dict[str, dict[str, V]], outer: str) -> int:
         gone = index.pop(outer, None)
         if not gone:
             return 0
         self.undo.append(lambda: index.__setitem__(outer, gone))
         return len(gone)
 
-    def insert_lease(self, row):
+    def insert_lease(self, row: LeaseRow) -> None:
         s = self._d()
-        key = (row["consumer"], row["event_id"])
-        if key in s.leases:
-            raise self._duplicate(f"leases {key}")
-        self._put(s.leases, key, {k: row[k] for k in TABLES["leases"]})
+        self._put(s.leases, self._new_key(s.leases, "leases", row), _columns(row, "leases"))
 
-    def get_lease(self, consumer, event_id):
+    def get_lease(self, consumer: str, event_id: str) -> LeaseRow | None:
         row = self._d().leases.get((consumer, event_id))
-        return None if row is None else dict(row)
+        return None if row is None else row.copy()
 
-    def list_leases(self, consumer=None):
+    def list_leases(self, consumer: str | None = None) -> list[LeaseRow]:
         return _by_consumer_seq(self._d().leases, consumer)
 
-    def delete_lease(self, consumer, event_id):
+    def delete_lease(self, consumer: str, event_id: str) -> bool:
         return self._pop(self._d().leases, (consumer, event_id))
 
-    def has_lease_due(self, now):
+    def has_lease_due(self, now: int) -> bool:
         return any(r["expires_at"] <= now for r in self._d().leases.values())
 
-    def expired_leases(self, now, limit):
+    def expired_leases(self, now: int, limit: int) -> list[LeaseRow]:
         rows = [r for r in self._d().leases.values() if r["expires_at"] <= now]
         rows.sort(key=lambda r: (r["expires_at"], r["consumer"], r["seq"]))
-        return [dict(r) for r in rows[: check_limit(limit)]]
+        return [r.copy() for r in rows[: check_limit(limit)]]
 
-    def put_retry(self, row):
-        self._put(self._d().retries, (row["consumer"], row["event_id"]), {k: row[k] for k in TABLES["retries"]})
+    def put_retry(self, row: RetryRow) -> None:
+        self._put(self._d().retries, (row["consumer"], row["event_id"]), _columns(row, "retries"))
 
-    def get_retry(self, consumer, event_id):
+    def get_retry(self, consumer: str, event_id: str) -> RetryRow | None:
         row = self._d().retries.get((consumer, event_id))
-        return None if row is None else dict(row)
+        return None if row is None else row.copy()
 
-    def delete_retry(self, consumer, event_id):
+    def delete_retry(self, consumer: str, event_id: str) -> bool:
         return self._pop(self._d().retries, (consumer, event_id))
 
-    def list_retries(self, consumer=None):
+    def list_retries(self, consumer: str | None = None) -> list[RetryRow]:
         return _by_consumer_seq(self._d().retries, consumer)
 
-    def clear_retries(self, consumer):
+    def clear_retries(self, consumer: str) -> int:
         return self._clear(self._d().retries, consumer)
 
-    def insert_dead_letter(self, row):
+    def insert_dead_letter(self, row: DeadLetterRow) -> None:
         s = self._d()
-        key = (row["consumer"], row["event_id"])
-        if key in s.dead_letters:
-            raise self._duplicate(f"dead_letters {key}")
-        self._put(s.dead_letters, key, {k: row[k] for k in TABLES["dead_letters"]})
+        self._put(s.dead_letters, self._new_key(s.dead_letters, "dead_letters", row), _columns(row, "dead_letters"))
 
-    def list_dead_letters(self, consumer=None):
+    def list_dead_letters(self, consumer: str | None = None) -> list[DeadLetterRow]:
         return _by_consumer_seq(self._d().dead_letters, consumer)
 
-    def clear_dead_letters(self, consumer):
+    def clear_dead_letters(self, consumer: str) -> int:
         return self._clear(self._d().dead_letters, consumer)
 
 
-def _by_consumer_seq(table: dict, consumer: str | None) -> list[dict]:
+def _by_consumer_seq(table: Mapping[tuple[str, str], OwnedT], consumer: str | None) -> list[OwnedT]:
     rows = [r for r in table.values() if consumer is None or r["consumer"] == consumer]
     rows.sort(key=lambda r: (r["consumer"], r["seq"]))
-    return [dict(r) for r in rows]
+    return [r.copy() for r in rows]
 
 
-def _resolution_rows(s) -> list[dict]:
+def _resolution_rows(s: LeaseTables) -> list[ResolutionRow]:
     rows = [r for by in s.res_index.values() for part in by.values() for r in part.values()]
     rows.sort(key=lambda r: (r["consumer"], r["seq"]))
-    return [dict(r) for r in rows]
+    return [r.copy() for r in rows]
 
 
-MEMORY_ROWS = {
-    "events": lambda s: [dict(s.events[q]) for q in s.event_seqs],
-    "lease_consumers": lambda s: [dict(s.lease_consumers[k]) for k in sorted(s.lease_consumers)],
-    "checkpoints": lambda s: [dict(s.cp_index[c][p]) for c in sorted(s.cp_index) for p in sorted(s.cp_index[c])],
-    "resolutions": lambda s: _resolution_rows(s),
+# table -> its committed rows in the contract's order, read from one database's tables
+_ROWS: dict[str, Callable[[LeaseTables], Sequence[Mapping[str, object]]]] = {
+    "events": lambda s: [s.events[q].copy() for q in s.event_seqs],
+    "lease_consumers": lambda s: [s.lease_consumers[k].copy() for k in sorted(s.lease_consumers)],
+    "checkpoints": lambda s: [s.cp_index[c][p].copy() for c in sorted(s.cp_index) for p in sorted(s.cp_index[c])],
+    "resolutions": _resolution_rows,
     "leases": lambda s: _by_consumer_seq(s.leases, None),
     "retries": lambda s: _by_consumer_seq(s.retries, None),
     "dead_letters": lambda s: _by_consumer_seq(s.dead_letters, None),
-    "history": lambda s: [dict(s.history)],
+    "history": lambda s: [s.history.copy()],
 }
+
+
+def _dicts(rows: Sequence[Mapping[str, object]]) -> list[dict[str, Any]]:
+    """Typed rows as the port's whole-table reads hand them on: a TypedDict row is a plain dict at run time."""
+    return cast(list[dict[str, Any]], rows)
+
+
+def _of_default(
+    read: Callable[[LeaseTables], Sequence[Mapping[str, object]]],
+) -> Callable[[Any], list[dict[str, Any]]]:
+    """A reader of the store's rows (``store.rows``, given the store): the default database's."""
+    return lambda store: _dicts(read(store.lease_dbs[DEFAULT_DATABASE]))
+
+
+MEMORY_ROWS = {table: _of_default(read) for table, read in _ROWS.items()}

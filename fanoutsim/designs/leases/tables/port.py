@@ -52,7 +52,8 @@ TIMESTAMP_COLUMNS = frozenset({"committed_at", "leased_at", "expires_at", "not_b
 # -- the rows ------------------------------------------------------------------------
 # Rows cross the port as dicts (see fanoutsim.kernel.store.base): timestamps are
 # int microseconds since the epoch. The TypedDicts say which keys each row has
-# and what they hold; the columns above say their order.
+# and what they hold; the columns above say their order. (The columns a later
+# schema added, nullable in SQL, are filled by its migration: never None in a row.)
 class EventRow(TypedDict):
     """One ``events`` row: an event of the log at position ``seq``."""
 
@@ -71,11 +72,11 @@ class LeaseConsumerRow(TypedDict):
 
     consumer: str
     start_seq: int
-    start_commit: int | None
+    start_commit: int
     batch_limit: int
     in_flight_limit: int
     lease_seconds: float
-    revision: int | None
+    revision: int
 
 
 class CheckpointRow(TypedDict):
@@ -84,7 +85,7 @@ class CheckpointRow(TypedDict):
     consumer: str
     partition: str
     seq: int
-    commit_seq: int | None
+    commit_seq: int
 
 
 class ResolutionRow(TypedDict):
@@ -347,13 +348,24 @@ def check_database(name: object) -> str:
     return name
 
 
+class LeaseStoreTx(LeaseTx, Protocol):
+    """A transaction of a store composed with the leases tables: the port, and
+    what the kernel's :class:`~fanoutsim.kernel.store.base.Tx` adds around it
+    that the steps call."""
+
+    @property
+    def row_locks(self) -> bool: ...
+
+    def after_locks(self, now: int) -> int: ...
+
+
 class LeaseStore(Protocol):
     """A store composed with the leases tables: its transactions speak the port.
 
     (The adapters build their transaction classes from the parts at run time,
     which a type checker cannot follow; this is what the composition promises.)"""
 
-    def transaction(self) -> AbstractContextManager[LeaseTx, Literal[False]]: ...
+    def transaction(self) -> AbstractContextManager[LeaseStoreTx, Literal[False]]: ...
 
     def rows(self, table: str) -> list[dict[str, Any]]: ...
 
@@ -367,7 +379,7 @@ class in_database:
     def __init__(self, store: LeaseStore, name: str = DEFAULT_DATABASE) -> None:
         self.t, self.name = store.transaction(), name
 
-    def __enter__(self) -> LeaseTx:
+    def __enter__(self) -> LeaseStoreTx:
         tx = self.t.__enter__()
         try:
             tx.use_database(self.name)

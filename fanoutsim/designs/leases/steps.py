@@ -1,0 +1,50 @@
+"""What the leased-consumer design's engine steps read of their engine: a typed port.
+
+Each step module (:mod:`.log`, :mod:`.consumers`, :mod:`.leasing`,
+:mod:`.backup`) is a set of functions of the engine ``e`` and ``now``, bound
+as :class:`~.engine.LeaseEngine`'s methods. :class:`Engine` names what they may
+touch, so a step is checked against that and nothing more: transactions on the
+engine's database (:meth:`Engine.tx`, speaking the port
+:class:`~.tables.port.LeaseTx`), the trace, the metrics, the faults and the config.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps imports them
+    from contextlib import AbstractContextManager
+
+    from fanoutsim.designs.leases.config import LeaseConfig
+    from fanoutsim.designs.leases.tables.port import LeaseStore, LeaseStoreTx
+    from fanoutsim.kernel.faults import Faults
+    from fanoutsim.kernel.metrics import Metrics
+    from fanoutsim.kernel.trace import Trace
+
+
+class Engine(Protocol):
+    """What a leases step reads of :class:`~.engine.LeaseEngine`."""
+
+    @property
+    def store(self) -> LeaseStore: ...
+    # the named database this broker serves (its tables in the store)
+    @property
+    def database(self) -> str: ...
+    @property
+    def config(self) -> LeaseConfig: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def trace(self) -> Trace: ...
+    @property
+    def faults(self) -> Faults: ...
+    # what the lease tokens are drawn from
+    @property
+    def seed(self) -> int: ...
+    # the trace's actor of the broker's steps
+    @property
+    def actor(self) -> str: ...
+
+    def tx(self) -> AbstractContextManager[LeaseStoreTx, Literal[False]]:
+        """A transaction on the engine's database."""
+        ...

@@ -1,0 +1,85 @@
+"""What the outbox's engine steps read of their engine: a typed port.
+
+Each step module (:mod:`.commit`, :mod:`.consumers`, :mod:`.dispatcher`,
+:mod:`.retention`) is a set of functions of the engine ``e`` and ``now``, bound
+as :class:`~.engine.OutboxEngine`'s methods. :class:`Engine` names what they may
+touch, so a step is checked against that and nothing more: the store (whose
+transactions are the outbox's port, :class:`~.tables.port.OutboxTx`), the
+trace, the metrics, the faults, the config, the registry and the dispatcher's
+memory of one incarnation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps imports them
+    import random
+    from collections.abc import Callable, Mapping
+    from contextlib import AbstractContextManager
+
+    from fanoutsim.designs.outbox.config import ConsumerSpec, OutboxConfig
+    from fanoutsim.designs.outbox.tables.port import OutboxTx
+    from fanoutsim.kernel.faults import Faults
+    from fanoutsim.kernel.metrics import Bump, Metrics
+    from fanoutsim.kernel.trace import Trace
+
+
+class OutboxStore(Protocol):
+    """A store composed with the outbox's tables: its transactions speak the port.
+
+    (The adapters build their transaction classes from the parts at run time,
+    which a type checker cannot follow; this is what the composition promises.)"""
+
+    def transaction(self) -> AbstractContextManager[OutboxTx, Literal[False]]: ...
+
+    def rows(self, table: str) -> list[dict[str, Any]]: ...
+
+
+class Registry(Protocol):
+    """What a step reads of the engine's :class:`~.consumers.OutboxRegistry`
+    (named here, not imported: the registry's module is a step module)."""
+
+    @property
+    def consumers(self) -> Mapping[str, ConsumerSpec]: ...
+
+    def spec(self, name: str) -> ConsumerSpec: ...
+
+
+class Engine(Protocol):
+    """What an outbox step reads of :class:`~.engine.OutboxEngine`."""
+
+    @property
+    def store(self) -> OutboxStore: ...
+    @property
+    def config(self) -> OutboxConfig: ...
+    @property
+    def registry(self) -> Registry: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def trace(self) -> Trace: ...
+    @property
+    def faults(self) -> Faults: ...
+    @property
+    def rng(self) -> random.Random: ...
+    # the trace's actor of the dispatcher's steps
+    @property
+    def actor(self) -> str: ...
+    # the hint sent after a commit: (now, payloads)
+    @property
+    def notify(self) -> Callable[[int, list[str]], None]: ...
+    # a hint sent inside the commit's transaction (PostgreSQL's pg_notify): (the transaction, payloads)
+    @property
+    def notify_in_tx(self) -> Callable[[Any, list[str]], None] | None: ...
+    # the dispatcher's memory, gone with the incarnation
+    @property
+    def gaps(self) -> dict[tuple[str, int], int]: ...
+    @property
+    def behind_noted(self) -> set[tuple[str, int]]: ...
+    @property
+    def wake_at(self) -> dict[str, int]: ...
+    @property
+    def due_at_fetch(self) -> dict[str, int | None]: ...
+
+    def count(self, metric: str, consumer: str) -> Bump: ...
