@@ -5,24 +5,24 @@ Each step module (:mod:`.log`, :mod:`.consumers`, :mod:`.leasing`,
 as :class:`~.engine.LeaseEngine`'s methods. :class:`Engine` names what they may
 touch, so a step is checked against that and nothing more: transactions on the
 engine's database (:meth:`Engine.tx`, speaking the port
-:class:`~.tables.port.LeaseTx`), the trace, the metrics, the faults and the config.
+:class:`~.tables.port.LeaseTx`), the config, and what every design's steps
+read (:class:`~fanoutsim.kernel.steps.StepEngine`: trace, metrics, faults).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from fanoutsim.kernel.steps import StepEngine
+
 if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps imports them
     from contextlib import AbstractContextManager
 
     from fanoutsim.designs.leases.config import LeaseConfig
     from fanoutsim.designs.leases.tables.port import LeaseStore, LeaseStoreTx
-    from fanoutsim.kernel.faults import Faults
-    from fanoutsim.kernel.metrics import Metrics
-    from fanoutsim.kernel.trace import Trace
 
 
-class Engine(Protocol):
+class Engine(StepEngine, Protocol):
     """What a leases step reads of :class:`~.engine.LeaseEngine`."""
 
     @property
@@ -32,12 +32,6 @@ class Engine(Protocol):
     def database(self) -> str: ...
     @property
     def config(self) -> LeaseConfig: ...
-    @property
-    def metrics(self) -> Metrics: ...
-    @property
-    def trace(self) -> Trace: ...
-    @property
-    def faults(self) -> Faults: ...
     # what the lease tokens are drawn from
     @property
     def seed(self) -> int: ...

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from fanoutsim.kernel.steps import StepEngine
+
 if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps imports them
     import random
     from collections.abc import Callable, Mapping
@@ -20,9 +22,7 @@ if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps
 
     from fanoutsim.designs.outbox.config import ConsumerSpec, OutboxConfig
     from fanoutsim.designs.outbox.tables.port import OutboxTx
-    from fanoutsim.kernel.faults import Faults
-    from fanoutsim.kernel.metrics import Bump, Metrics
-    from fanoutsim.kernel.trace import Trace
+    from fanoutsim.kernel.metrics import Bump
 
 
 class OutboxStore(Protocol):
@@ -46,7 +46,7 @@ class Registry(Protocol):
     def spec(self, name: str) -> ConsumerSpec: ...
 
 
-class Engine(Protocol):
+class Engine(StepEngine, Protocol):
     """What an outbox step reads of :class:`~.engine.OutboxEngine`."""
 
     @property
@@ -55,12 +55,6 @@ class Engine(Protocol):
     def config(self) -> OutboxConfig: ...
     @property
     def registry(self) -> Registry: ...
-    @property
-    def metrics(self) -> Metrics: ...
-    @property
-    def trace(self) -> Trace: ...
-    @property
-    def faults(self) -> Faults: ...
     @property
     def rng(self) -> random.Random: ...
     # the trace's actor of the dispatcher's steps

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from fanoutsim.kernel.steps import StepEngine
+
 if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps imports them
     import random
     from collections.abc import Callable, Mapping, Sequence
@@ -20,10 +22,8 @@ if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps
     from fanoutsim.designs.reactor.config import SchedulerConfig
     from fanoutsim.designs.reactor.predicate import Predicate
     from fanoutsim.designs.reactor.tables.port import ReactorTx, SubscriptionRow
-    from fanoutsim.kernel.faults import Faults
     from fanoutsim.kernel.ids import IdSource
-    from fanoutsim.kernel.metrics import Bump, Metrics
-    from fanoutsim.kernel.trace import Trace
+    from fanoutsim.kernel.metrics import Bump
 
 
 class ReactorStore(Protocol):
@@ -55,7 +55,7 @@ class Registry(Protocol):
     def graphs(self) -> Mapping[str, Sequence[tuple[str, Callable[[dict[str, Any]], Any]]]]: ...
 
 
-class Engine(Protocol):
+class Engine(StepEngine, Protocol):
     """What a reactor step reads of :class:`~.engine.ReactorEngine`."""
 
     @property
@@ -66,12 +66,6 @@ class Engine(Protocol):
     def registry(self) -> Registry: ...
     @property
     def ids(self) -> IdSource: ...
-    @property
-    def metrics(self) -> Metrics: ...
-    @property
-    def trace(self) -> Trace: ...
-    @property
-    def faults(self) -> Faults: ...
     @property
     def rng(self) -> random.Random: ...
     # the trace's actor of this poller ("poller", or "poller#2" for a replica)
