@@ -50,7 +50,8 @@ def _lossy(drop: float) -> FaultPlan | None:
 
 def _indexer(target, rate: float, stop: float, duration: float):
     """``target`` (a simulation or a wall-clock runtime) with one consumer
-    ``indexer`` (``duration`` s a row) and ``rate`` commits/s until ``stop``."""
+    ``indexer`` (``duration`` s a row) and ``rate`` commits/s until ``stop``.
+    (:func:`latency_run` spells this out, with :func:`_lossy`: lesson 08 shows its code.)"""
     target.register_consumer("indexer", duration=duration)
     target.add_workload(rate, stop=stop)
     return target
@@ -106,9 +107,12 @@ def latency_run(
 ):
     """One consumer behind a lossy hint channel: ``rate`` commits/s for ``minutes``,
     ``drop`` of the hints lost, a safety poll every ``poll`` seconds."""
+    plan = FaultPlan([Notifications(drop=drop)]) if drop > 0 else None
+    sim = _sim(OutboxConfig(safety_poll_interval=poll), seed=seed, plan=plan)
+    sim.register_consumer("indexer", duration=duration)
     stop = minutes * 60.0
-    sim = _indexer(_sim(OutboxConfig(safety_poll_interval=poll), seed=seed, plan=_lossy(drop)), rate, stop, duration)
-    sim.run(until=stop + poll + 1.0)  # past the last row's safety poll
+    sim.add_workload(rate, stop=stop)
+    sim.run(until=stop + poll + 1.0)
     return sim
 
 
