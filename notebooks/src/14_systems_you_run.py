@@ -37,10 +37,14 @@ from fanoutsim.designs.outbox import systems as sy
 from fanoutsim.designs.outbox.plots import cursor_progress
 from experiments import leases as lx
 
-presets = pd.DataFrame([{"preset": name, "poll (s)": c.safety_poll_interval, "poll": c.poll_mode,
-                         "wake flag": c.wake_mode, "jobs a fetch": c.batch_limit,
-                         "fetch after a reconnect": c.catch_up}
-                        for name, c in ((n, OutboxConfig.preset(n)) for n in sy.PRESET_NAMES)])
+def preset_row(name):
+    c = OutboxConfig.preset(name)
+    return {"preset": name, "poll (s)": c.safety_poll_interval, "poll": c.poll_mode,
+            "wake flag": c.wake_mode, "jobs a fetch": c.batch_limit,
+            "fetch after a reconnect": c.catch_up}
+
+
+presets = pd.DataFrame([preset_row(name) for name in sy.PRESET_NAMES])
 lesson.table(presets.set_index("preset"), digits=0)
 
 # %% [markdown]
