@@ -65,22 +65,6 @@ from fanoutsim.kernel.report import cause_lines
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
 DUPLICATE_CAUSES = ("ambiguous_insert", "crash", "several_pollers", "watermark_rewind", "unknown")
 
-_PER_SUB_COLUMNS = [
-    "subscription",
-    "reactor_name",
-    "workflow_name",
-    "tenant_id",
-    "expected",
-    "delivered_once",
-    "duplicated",
-    "extra_deliveries",
-    "lost",
-    "lost_promised",
-    "pending",
-    "out_of_order",
-    "backfilled",
-    "valid",
-]
 _COUNTED = (
     "expected",
     "delivered_once",
@@ -92,6 +76,7 @@ _COUNTED = (
     "out_of_order",
     "backfilled",
 )
+_PER_SUB_COLUMNS = ["subscription", "reactor_name", "workflow_name", "tenant_id", *_COUNTED, "valid"]
 _LOST_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause", "promised", "detail"]
 _NEVER_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause"]
 
