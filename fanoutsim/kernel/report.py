@@ -108,6 +108,14 @@ def report_head(title: str, report: dict[str, Any], settings: Callable[[dict[str
     return out
 
 
+def fault_rows(totals: dict[str, Any], duplicates: str = "duplicates") -> list[tuple[str, int, str]]:
+    """The totals' duplicates (counted under ``duplicates``) and lost rows, each with its causes."""
+    return [
+        ("duplicates", totals[duplicates], cause_text(totals["duplicates_by_cause"])),
+        ("lost", totals["lost"], cause_text(totals["lost_by_cause"])),
+    ]
+
+
 def totals_table(rows: Sequence[tuple[str, int | float | None, str]]) -> list[str]:
     """The run's totals: a label, its count and a detail per row."""
     return table(["totals", "count", "detail"], [[label, count(n), detail] for label, n, detail in rows], "<><")
@@ -122,10 +130,14 @@ DELIVERY_COLUMNS: tuple[Column, ...] = (
     ("duplicates", ">", lambda r: with_causes(r["duplicates"], r["duplicates_by_cause"])),
     ("lost", ">", lambda r: with_causes(r["lost"], r["lost_by_cause"])),
 )
+
+
 # the latency columns: p50, p99 and max of ``latency_s``, in seconds
-LATENCY_COLUMNS: tuple[Column, ...] = tuple(
-    (q, ">", lambda r, q=q: secs(r["latency_s"][q], 3)) for q in ("p50", "p99", "max")
-)
+def _latency_cell(q: str) -> Callable[[dict[str, Any]], str]:
+    return lambda r: secs(r["latency_s"][q], 3)
+
+
+LATENCY_COLUMNS: tuple[Column, ...] = tuple((q, ">", _latency_cell(q)) for q in ("p50", "p99", "max"))
 
 
 def columns_table(title: str, columns: Sequence[Column], items: Sequence[dict[str, Any]], note: str = "") -> list[str]:

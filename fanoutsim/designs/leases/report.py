@@ -12,6 +12,7 @@ from fanoutsim.kernel.report import (
     cause_text,
     columns_table,
     count,
+    fault_rows,
     report_head,
     run_span,
     secs,
@@ -188,8 +189,7 @@ def _totals_table(report: dict[str, Any]) -> list[str]:
             ("events retained", ev["retained"], "still in the log now"),
             ("events pruned", ev["pruned"], "by retention, behind the fences"),
             ("deliveries", tot["delivered"], "(consumer, event) pairs whose effect was applied"),
-            ("duplicates", tot["duplicates"], cause_text(tot["duplicates_by_cause"])),
-            ("lost", tot["lost"], cause_text(tot["lost_by_cause"])),
+            *fault_rows(tot),
             ("dead-lettered", tot["dead_lettered"], "the 10th failed attempt: in dead_letters"),
             ("pending", tot["pending"], "retained, not yet acknowledged, at the end"),
             (
