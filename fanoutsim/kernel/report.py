@@ -150,10 +150,13 @@ def columns_table(title: str, columns: Sequence[Column], items: Sequence[dict[st
     return [*out, note] if note else out
 
 
-def verdict_head(name: str, valid: bool, totals: str, total: dict[str, Any]) -> list[str]:
-    """A verdict's first lines: ``name check: VALID`` (or INVALID), the totals
-    line and the duplicate and loss causes."""
-    return [f"{name} check: {'VALID' if valid else 'INVALID'}", f"  {totals}", *cause_lines(total)]
+def verdict_head(name: str, checked: Any, totals: Sequence[tuple[str, str]]) -> list[str]:
+    """A verdict's first lines: ``name check: VALID`` (or INVALID), the
+    ``(label, key)`` totals of ``checked.total`` in one line, and the duplicate
+    and loss causes."""
+    t = checked.total
+    line = "  ".join(f"{label} {t[key]}" for label, key in totals)
+    return [f"{name} check: {'VALID' if checked.valid else 'INVALID'}", f"  {line}", *cause_lines(t)]
 
 
 def unexplained_lines(bad: Iterable[tuple[str, Any]], by: str, ids: Callable[[Any], list[str]], noun: str) -> list[str]:

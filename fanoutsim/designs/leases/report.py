@@ -250,18 +250,22 @@ def _failed_closed(report: dict[str, Any]) -> list[str]:
     return out
 
 
+# the verdict's totals line: (label, key of the checker's totals)
+_VERDICT_TOTALS = (
+    ("published", "published"),
+    ("delivered", "delivered"),
+    ("duplicates", "duplicates"),
+    ("lost", "lost"),
+    ("dead-lettered", "dead_lettered"),
+    ("pending", "pending"),
+    ("out of order", "out_of_order"),
+)
+
+
 def format_leases_check(checked) -> str:
     """The leases checker's verdict (:func:`~fanoutsim.designs.leases.checker.check_leases`) as text:
     the totals, the causes, and the events that make a run INVALID."""
-    t = checked.total
-    lines = verdict_head(
-        "leases",
-        checked.valid,
-        f"published {t['published']}  delivered {t['delivered']}  duplicates {t['duplicates']}  "
-        f"lost {t['lost']}  dead-lettered {t['dead_lettered']}  pending {t['pending']}  "
-        f"out of order {t['out_of_order']}",
-        t,
-    )
+    lines = verdict_head("leases", checked, _VERDICT_TOTALS)
     if len(checked.out_of_order):
         lines.append("  out-of-order causes: " + cause_text(_counts(checked.out_of_order["cause"])))
     bad = [

@@ -94,17 +94,21 @@ def _consumers_table(report: dict[str, Any]) -> list[str]:
     )
 
 
+# the verdict's totals line: (label, key of the checker's totals)
+_VERDICT_TOTALS = (
+    ("committed", "committed"),
+    ("delivered", "delivered"),
+    ("duplicates", "extra_deliveries"),
+    ("lost", "lost"),
+    ("parked", "parked"),
+    ("pending", "pending"),
+)
+
+
 def format_outbox_check(checked) -> str:
     """The outbox checker's verdict (:func:`fanoutsim.designs.outbox.checker.check_outbox`) as text:
     the totals, the causes, and the rows that make a run INVALID."""
-    t = checked.total
-    lines = verdict_head(
-        "outbox",
-        checked.valid,
-        f"committed {t['committed']}  delivered {t['delivered']}  duplicates {t['extra_deliveries']}  "
-        f"lost {t['lost']}  parked {t['parked']}  pending {t['pending']}",
-        t,
-    )
+    lines = verdict_head("outbox", checked, _VERDICT_TOTALS)
     bad_lost = checked.lost[checked.lost["cause"].isin(("late_commit", "unknown"))]
     bad_dups = checked.duplicates[checked.duplicates["cause"] == "unknown"]
     bad = (("lost", bad_lost), ("duplicated with no cause", bad_dups))
