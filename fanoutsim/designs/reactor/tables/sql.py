@@ -107,7 +107,7 @@ _FIRING_TYPES = {"reactor_name": str, "tenant_id": str, "payload": bytes, "fired
 _EXECUTION_TYPES = {"workflow_name": str, "tenant_id": str, "context": str, "status": str, "dispatched_at": int}
 
 
-def _as_read(row: dict, types: dict[str, type]) -> bool:
+def _row_as_read(row: dict, types: dict[str, type]) -> bool:
     """Whether an inserted row is exactly what reading it back would give: a
     UUID's text for its id, each column of ``types`` of exactly that type."""
     return _is_uuid_text(row["id"]) and all(type(row[c]) is t for c, t in types.items())
@@ -115,7 +115,7 @@ def _as_read(row: dict, types: dict[str, type]) -> bool:
 
 def _firing_as_read(row: dict) -> bool:
     """Whether an inserted firing is exactly what reading it back would give."""
-    return _as_read(row, _FIRING_TYPES)
+    return _row_as_read(row, _FIRING_TYPES)
 
 
 def _fetch_key(row: dict) -> tuple[int, str]:
@@ -132,7 +132,7 @@ def _is_uuid_text(value) -> bool:
 
 def _execution_as_read(row: dict) -> bool:
     """Whether an inserted execution is exactly what reading it back would give."""
-    return _as_read(row, _EXECUTION_TYPES) and all(
+    return _row_as_read(row, _EXECUTION_TYPES) and all(
         row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at")
     )
 
