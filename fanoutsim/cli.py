@@ -72,8 +72,9 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from fanoutsim import __version__
 
@@ -91,14 +92,35 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _seconds(text: str) -> float:
+def _number(text: str, convert: Callable[[str], Any], ok: Callable[[Any], bool], not_a: str, must: str) -> Any:
+    """An argparse type's value: ``convert(text)`` if it converts and is ``ok``;
+    else an error "``'text'`` ``not_a``" or "``'text'`` ``must``"."""
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of seconds > 0")
+        raise argparse.ArgumentTypeError(f"{text!r} {not_a}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{text!r} {must}")
     return value
+
+
+def _finite(unit: str, *, zero: bool) -> Callable[[str], float]:
+    """An argparse type: a finite number of ``unit`` > 0 (``zero``: >= 0)."""
+
+    def parse(text: str) -> float:
+        return _number(
+            text,
+            float,
+            lambda v: math.isfinite(v) and (v >= 0 if zero else v > 0),
+            f"is not a number of {unit}",
+            f"must be a finite number of {unit} {'>=' if zero else '>'} 0",
+        )
+
+    return parse
+
+
+_seconds = _finite("seconds", zero=False)
+_rate = _finite("events per second", zero=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,7 +147,7 @@ def _add_run_command(sub) -> None:
     )
     run.add_argument("scenario", metavar="SCENARIO", help="a scenario .toml file")
     run.add_argument("--seed", type=int, metavar="N", help="override [run] seed")
-    run.add_argument("--until", type=_seconds, metavar="SECONDS", help="override [run] until (virtual seconds)")
+    _until(run, "override [run] until (virtual seconds)")
     run.add_argument(
         "--store",
         metavar="STORE",
@@ -134,11 +156,24 @@ def _add_run_command(sub) -> None:
     )
     run.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>)")
     run.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    run.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show progress on stderr for a run over two seconds (default: when stderr is a terminal)",
+    _progress(run, "show progress on stderr for a run over two seconds (default: when stderr is a terminal)")
+
+
+def _until(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--until", type=_seconds, metavar="SECONDS", help=help)
+
+
+def _progress(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=help)
+
+
+def _design_option(parser: argparse.ArgumentParser, type: Callable[[str], str] | None = None) -> None:
+    """``--design NAME`` of the commands that open a store (``type``: how it is checked)."""
+    parser.add_argument(
+        "--design",
+        type=type,
+        metavar="NAME",
+        help="the design the file must hold (needed for a file that records none)",
     )
 
 
@@ -169,21 +204,11 @@ def _add_sweep_command(sub) -> None:
         help="a Dask scheduler (tcp://HOST:8786) whose workers run the runs; needs "
         "fanoutsim[dask] here and the same fanoutsim version on every worker",
     )
-    sw.add_argument(
-        "--until",
-        type=_seconds,
-        metavar="SECONDS",
-        help="virtual seconds per run (default: the scenario's [run] until)",
-    )
+    _until(sw, "virtual seconds per run (default: the scenario's [run] until)")
     sw.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>-sweep)")
     sw.add_argument("--cache", metavar="FILE", help="DuckDB file of finished runs (default: DIR/cache.duckdb)")
     sw.add_argument("--no-cache", action="store_true", help="run everything, keep nothing")
-    sw.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="a progress bar on stderr (default: when stderr is a terminal)",
-    )
+    _progress(sw, "a progress bar on stderr (default: when stderr is a terminal)")
 
 
 def _add_serve_command(sub) -> None:
@@ -256,12 +281,7 @@ def _add_client_commands(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _where(wr)
-    wr.add_argument(
-        "--design",
-        type=_design,
-        metavar="NAME",
-        help="the design the file must hold (needed for a file that records none)",
-    )
+    _design_option(wr, _design)
     wr.add_argument(
         "fields",
         nargs="*",
@@ -277,12 +297,7 @@ def _add_client_commands(sub) -> None:
 
     st = sub.add_parser("status", help="print the status of the run in a DuckDB file as JSON")
     _where(st)
-    st.add_argument(
-        "--design",
-        type=_design,
-        metavar="NAME",
-        help="the design the file must hold (needed for a file that records none)",
-    )
+    _design_option(st, _design)
 
 
 def _add_pg_command(sub) -> None:
@@ -353,22 +368,16 @@ def _add_helper_commands(sub) -> None:
         metavar="ID",
         help="a firing id, an outbox seq or an event id <commit:ordinal> (fanoutsim fire and write print it)",
     )
-    xp.add_argument(
-        "--design", metavar="NAME", help="the design the file must hold (needed for a file that records none)"
-    )
+    _design_option(xp)
 
 
 def _at_least_one(what: str):
     """An argparse type: a whole number of ``what`` >= 1."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {what}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{text!r} must be a number of {what} >= 1")
-        return value
+        return _number(
+            text, int, lambda v: v >= 1, f"is not a whole number of {what}", f"must be a number of {what} >= 1"
+        )
 
     return parse
 
@@ -481,23 +490,13 @@ def _design(text: str) -> str:
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give 1-65535, or 0 for any free one")
-    return value
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of events per second") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of events per second >= 0")
-    return value
+    return _number(
+        text,
+        int,
+        lambda v: 0 <= v <= 65535,
+        "is not a port number",
+        "is not a TCP port: give 1-65535, or 0 for any free one",
+    )
 
 
 def _roles_help() -> str:

@@ -50,21 +50,24 @@ class Verdict:
     hint: str = ""
     answered: bool = True
 
-    def __str__(self) -> str:
+    def _render(self, bold: str, line_break: str) -> str:
+        """The verdict as text, its lead and the hint's label between ``bold`` marks."""
         if not self.answered:
-            return f"Exercise {self.exercise}: not answered yet. {self.message}"
+            return f"{bold}Exercise {self.exercise}: not answered yet.{bold} {self.message}"
         if self.right:
-            return f"\u2714 Exercise {self.exercise}: right. {self.message}"
-        return f"\u2718 Exercise {self.exercise}: not yet. {self.message}\nHint: {self.hint}"
+            return f"\u2714 {bold}Exercise {self.exercise}: right.{bold} {self.message}"
+        return (
+            f"\u2718 {bold}Exercise {self.exercise}: not yet.{bold} {self.message}"
+            f"{line_break}{bold}Hint:{bold} {self.hint}"
+        )
+
+    def __str__(self) -> str:
+        return self._render("", "\n")
 
     __repr__ = __str__
 
     def _repr_markdown_(self) -> str:
-        if not self.answered:
-            return f"**Exercise {self.exercise}: not answered yet.** {self.message}"
-        if self.right:
-            return f"\u2714 **Exercise {self.exercise}: right.** {self.message}"
-        return f"\u2718 **Exercise {self.exercise}: not yet.** {self.message}  \n**Hint:** {self.hint}"
+        return self._render("**", "  \n")
 
     def __bool__(self) -> bool:
         return self.right

@@ -212,16 +212,23 @@ class _Compiler:
 
     # -- relations ----------------------------------------------------------------
 
-    def c_relation(self, tree: Ast, bound: frozenset[str]) -> Node:
+    def _binary(self, tree: Ast, bound: frozenset[str], build: Callable[[str, Node, Node], Node]) -> Node:
+        """A left-associative binary node (``a < b``, ``a + b``, ``a * b``): its
+        one child compiled through, or ``build(kind, left, right)`` over its operands."""
         if len(tree.children) == 1:
             return self.node(tree.children[0], bound)
         op_tree, right_tree = tree.children
-        kind = str(op_tree.data)
         left = self._single(op_tree, bound)
-        right = self.node(right_tree, bound)
+        return build(str(op_tree.data), left, self.node(right_tree, bound))
+
+    def c_relation(self, tree: Ast, bound: frozenset[str]) -> Node:
+        return self._binary(tree, bound, self._relation)
+
+    @classmethod
+    def _relation(cls, kind: str, left: Node, right: Node) -> Node:
         if kind == "relation_in":
-            return self._relation_in(kind, left, right)
-        return self._comparison(kind, left, right)
+            return cls._relation_in(kind, left, right)
+        return cls._comparison(kind, left, right)
 
     @staticmethod
     def _relation_in(kind: str, left: Node, right: Node) -> Node:
@@ -287,65 +294,9 @@ class _Compiler:
     # -- arithmetic -------------------------------------------------------------------
 
     def c_addition(self, tree: Ast, bound: frozenset[str]) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0], bound)
-        op_tree, right_tree = tree.children
-        kind = str(op_tree.data)
-        left = self._single(op_tree, bound)
-        right = self.node(right_tree, bound)
-        func = {"addition_add": operator.add, "addition_sub": operator.sub}[kind]
-        int_op = {"addition_add": int.__add__, "addition_sub": int.__sub__}[kind]
+        return self._binary(tree, bound, _arithmetic)
 
-        def addition(s: Scope) -> Any:
-            a, b = left(s), right(s)
-            if a.__class__ is IntType and b.__class__ is IntType:  # IntType.__add__ / __sub__
-                r = int_op(a, b)
-                if _INT64_MIN <= r <= _INT64_MAX:
-                    return _new_int(IntType, r)
-                return _error("return error for overflow")
-            try:
-                return func(a, b)
-            except TypeError as ex:
-                return _error(f"found no matching overload for {kind!r}", ex)
-            except (ValueError, OverflowError) as ex:
-                return _error("return error for overflow", ex)
-
-        return addition
-
-    def c_multiplication(self, tree: Ast, bound: frozenset[str]) -> Node:
-        if len(tree.children) == 1:
-            return self.node(tree.children[0], bound)
-        op_tree, right_tree = tree.children
-        kind = str(op_tree.data)
-        left = self._single(op_tree, bound)
-        right = self.node(right_tree, bound)
-        func = {
-            "multiplication_mul": operator.mul,
-            "multiplication_div": operator.truediv,
-            "multiplication_mod": operator.mod,
-        }[kind]
-
-        int_op = _INT_MULTIPLICATION[kind]
-
-        def multiplication(s: Scope) -> Any:
-            a, b = left(s), right(s)
-            if a.__class__ is IntType and b.__class__ is IntType:  # IntType.__mul__ / __truediv__ / __mod__
-                if not b and kind != "multiplication_mul":
-                    return _error("modulus or divide by zero")
-                r = int_op(a, b)
-                if _INT64_MIN <= r <= _INT64_MAX:
-                    return _new_int(IntType, r)
-                return _error("return error for overflow")
-            try:
-                return func(a, b)
-            except TypeError as ex:
-                return _error(f"found no matching overload for {kind!r}", ex)
-            except ZeroDivisionError as ex:
-                return _error("modulus or divide by zero", ex)
-            except (ValueError, OverflowError) as ex:
-                return _error("return error for overflow", ex)
-
-        return multiplication
+    c_multiplication = c_addition
 
     def c_unary(self, tree: Ast, bound: frozenset[str]) -> Node:
         if len(tree.children) == 1:
@@ -354,34 +305,10 @@ class _Compiler:
         kind = str(op_tree.data)
         right = self.node(right_tree, bound)
         if kind == "unary_not":
-            logical_not = celtypes.logical_not
-
-            def not_(s: Scope) -> Any:
-                v = right(s)
-                if v.__class__ is BoolType:
-                    return FALSE if v else TRUE
-                try:
-                    return logical_not(v)
-                except TypeError as ex:
-                    return _error(f"found no matching overload for {kind!r}", ex)
-                except ValueError as ex:
-                    return _error("return error for overflow", ex)
-
-            return not_
+            return _unary(kind, right, celtypes.logical_not, bools=True)
         if kind != "unary_neg":
             raise _NotCompiled(kind)
-        neg = operator.neg
-
-        def neg_(s: Scope) -> Any:
-            v = right(s)
-            try:
-                return neg(v)
-            except TypeError as ex:
-                return _error(f"found no matching overload for {kind!r}", ex)
-            except ValueError as ex:
-                return _error("return error for overflow", ex)
-
-        return neg_
+        return _unary(kind, right, operator.neg, bools=False)
 
     # -- members ------------------------------------------------------------------------
 
@@ -459,12 +386,7 @@ class _Compiler:
                 return obj
             if isinstance(values, CELEvalError):
                 return values
-            try:
-                return function(obj, *values)
-            except ValueError as ex:
-                return _error("return error for overflow", ex)
-            except (TypeError, AttributeError) as ex:
-                return _error("no such overload", ex)
+            return _apply(function, obj, *values)
 
         return method
 
@@ -503,12 +425,7 @@ class _Compiler:
                 return TRUE if test(obj) else FALSE
             if isinstance(obj, CELEvalError):
                 return obj
-            try:
-                return function(obj, arg)
-            except ValueError as ex:
-                return _error("return error for overflow", ex)
-            except (TypeError, AttributeError) as ex:
-                return _error("no such overload", ex)
+            return _apply(function, obj, arg)
 
         return string_method
 
@@ -540,24 +457,16 @@ class _Compiler:
                 raise r
             return r
 
-        if name == "map":
+        if name in ("map", "filter"):
+            build: Callable[[Callable[[Any], Any], Any], Iterable[Any]] = map if name == "map" else filter
 
-            def map_(s: Scope) -> Any:
+            def map_or_filter(s: Scope) -> Any:
                 items = member(s)
                 if isinstance(items, CELEvalError):
                     return items
-                return ListType(map(lambda v: sub_expr(s, v), items))
+                return ListType(build(lambda v: sub_expr(s, v), items))
 
-            return map_
-        if name == "filter":
-
-            def filter_(s: Scope) -> Any:
-                items = member(s)
-                if isinstance(items, CELEvalError):
-                    return items
-                return ListType(filter(lambda v: sub_expr(s, v), items))
-
-            return filter_
+            return map_or_filter
 
         def exists_one(s: Scope) -> Any:
             items = member(s)
@@ -690,12 +599,7 @@ class _Compiler:
             for v in values:
                 if isinstance(v, CELEvalError):
                     return v
-            try:
-                return function(*values)
-            except ValueError as ex:
-                return _error("return error for overflow", ex)
-            except (TypeError, AttributeError) as ex:
-                return _error("no such overload", ex)
+            return _apply(function, *values)
 
         return call
 
@@ -719,11 +623,73 @@ def _int_mod(a: int, b: int) -> int:  # IntType.__mod__: the sign of the dividen
     return (-1 if a < 0 else 1) * (abs(a) % abs(b))
 
 
-_INT_MULTIPLICATION = {
-    "multiplication_mul": int.__mul__,
-    "multiplication_div": _int_div,
-    "multiplication_mod": _int_mod,
+# kind -> (celpy's operator, the int64 operation IntType's method makes of it)
+_ARITHMETIC: dict[str, tuple[Callable[[Any, Any], Any], Callable[[int, int], int]]] = {
+    "addition_add": (operator.add, int.__add__),
+    "addition_sub": (operator.sub, int.__sub__),
+    "multiplication_mul": (operator.mul, int.__mul__),
+    "multiplication_div": (operator.truediv, _int_div),
+    "multiplication_mod": (operator.mod, _int_mod),
 }
+_NO_EXCEPTIONS: tuple[type[BaseException], ...] = ()
+
+
+def _arithmetic(kind: str, left: Node, right: Node) -> Node:
+    """``a + b``, ``a - b``, ``a * b``, ``a / b``, ``a % b``: two ints by the
+    int64 operation inlined, anything else by celpy's operator, with the errors
+    celpy's Evaluator makes of its exceptions (a multiplication's also of ZeroDivisionError)."""
+    func, int_op = _ARITHMETIC[kind]
+    divides = kind in ("multiplication_div", "multiplication_mod")
+    by_zero = (ZeroDivisionError,) if kind.startswith("multiplication_") else _NO_EXCEPTIONS
+
+    def arithmetic(s: Scope) -> Any:
+        a, b = left(s), right(s)
+        if a.__class__ is IntType and b.__class__ is IntType:  # IntType.__add__ / __mul__ / ...
+            if divides and not b:
+                return _error("modulus or divide by zero")
+            r = int_op(a, b)
+            if _INT64_MIN <= r <= _INT64_MAX:
+                return _new_int(IntType, r)
+            return _error("return error for overflow")
+        try:
+            return func(a, b)
+        except TypeError as ex:
+            return _error(f"found no matching overload for {kind!r}", ex)
+        except by_zero as ex:
+            return _error("modulus or divide by zero", ex)
+        except (ValueError, OverflowError) as ex:
+            return _error("return error for overflow", ex)
+
+    return arithmetic
+
+
+def _unary(kind: str, right: Node, func: Callable[[Any], Any], *, bools: bool) -> Node:
+    """``!a`` (``bools``: a bool negated directly) and ``-a`` by celpy's function,
+    with the errors celpy's Evaluator makes of its exceptions."""
+
+    def unary(s: Scope) -> Any:
+        v = right(s)
+        if bools and v.__class__ is BoolType:
+            return FALSE if v else TRUE
+        try:
+            return func(v)
+        except TypeError as ex:
+            return _error(f"found no matching overload for {kind!r}", ex)
+        except ValueError as ex:
+            return _error("return error for overflow", ex)
+
+    return unary
+
+
+def _apply(function: Callable[..., Any], *values: Any) -> Any:
+    """celpy's ``function`` on evaluated values, its exceptions as the errors
+    celpy's Evaluator makes of them (a call, a method)."""
+    try:
+        return function(*values)
+    except ValueError as ex:
+        return _error("return error for overflow", ex)
+    except (TypeError, AttributeError) as ex:
+        return _error("no such overload", ex)
 
 
 def _size(arg: Node) -> Node:

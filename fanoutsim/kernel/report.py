@@ -5,7 +5,7 @@ wall-clock values, no environment — so the same seed prints the same report.""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 MISSING = "-"
@@ -89,4 +89,84 @@ def cause_lines(total: dict[str, Any]) -> list[str]:
         lines.append("  duplicate causes: " + cause_text(total["duplicates_by_cause"]))
     if total["lost_by_cause"]:
         lines.append("  loss causes: " + cause_text(total["lost_by_cause"]))
+    return lines
+
+
+def short_secs(seconds: float | None) -> str:
+    """Seconds to the millisecond, without trailing zeros: ``0.5``, ``2``."""
+    return secs(seconds, 3).rstrip("0").rstrip(".")
+
+
+def report_head(title: str, report: dict[str, Any], settings: Callable[[dict[str, Any]], str]) -> list[str]:
+    """A report's first lines: the header, the run's settings in one line
+    (``settings(config)``, when the report has a config) and a blank line."""
+    out = header(title, report)
+    config = report.get("config", {})
+    if config:
+        out.append(settings(config))
+    out.append("")
+    return out
+
+
+def fault_rows(totals: dict[str, Any], duplicates: str = "duplicates") -> list[tuple[str, int, str]]:
+    """The totals' duplicates (counted under ``duplicates``) and lost rows, each with its causes."""
+    return [
+        ("duplicates", totals[duplicates], cause_text(totals["duplicates_by_cause"])),
+        ("lost", totals["lost"], cause_text(totals["lost_by_cause"])),
+    ]
+
+
+def totals_table(rows: Sequence[tuple[str, int | float | None, str]]) -> list[str]:
+    """The run's totals: a label, its count and a detail per row."""
+    return table(["totals", "count", "detail"], [[label, count(n), detail] for label, n, detail in rows], "<><")
+
+
+# A column of a table of dicts: its header, its alignment (< or >) and its cell.
+Column = tuple[str, str, Callable[[dict[str, Any]], str]]
+
+# the delivery columns: what was delivered, duplicated and lost (each with its causes)
+DELIVERY_COLUMNS: tuple[Column, ...] = (
+    ("delivered", ">", lambda r: count(r["delivered"])),
+    ("duplicates", ">", lambda r: with_causes(r["duplicates"], r["duplicates_by_cause"])),
+    ("lost", ">", lambda r: with_causes(r["lost"], r["lost_by_cause"])),
+)
+
+
+# the latency columns: p50, p99 and max of ``latency_s``, in seconds
+def _latency_cell(q: str) -> Callable[[dict[str, Any]], str]:
+    return lambda r: secs(r["latency_s"][q], 3)
+
+
+LATENCY_COLUMNS: tuple[Column, ...] = tuple((q, ">", _latency_cell(q)) for q in ("p50", "p99", "max"))
+
+
+def columns_table(title: str, columns: Sequence[Column], items: Sequence[dict[str, Any]], note: str = "") -> list[str]:
+    """A titled table, a row per item and a cell per column, and ``note`` under
+    it; ``(none)`` when there are no items."""
+    if not items:
+        return [title, "  (none)"]
+    rows = [[cell(item) for _, _, cell in columns] for item in items]
+    out = [title, *table([h for h, _, _ in columns], rows, "".join(a for _, a, _ in columns))]
+    return [*out, note] if note else out
+
+
+def verdict_head(name: str, checked: Any, totals: Sequence[tuple[str, str]]) -> list[str]:
+    """A verdict's first lines: ``name check: VALID`` (or INVALID), the
+    ``(label, key)`` totals of ``checked.total`` in one line, and the duplicate
+    and loss causes."""
+    t = checked.total
+    line = "  ".join(f"{label} {t[key]}" for label, key in totals)
+    return [f"{name} check: {'VALID' if checked.valid else 'INVALID'}", f"  {line}", *cause_lines(t)]
+
+
+def unexplained_lines(bad: Iterable[tuple[str, Any]], by: str, ids: Callable[[Any], list[str]], noun: str) -> list[str]:
+    """Per group ``by`` of each ``(what, frame)`` of ``bad`` (rows with a
+    ``cause``): a line naming the causes and the first ten ``ids(group)``."""
+    lines = []
+    for what, frame in bad:
+        for owner, g in frame.groupby(by, sort=True):
+            shown = ids(g)
+            listed = ", ".join(shown[:10]) + (f", ... ({len(shown)} in all)" if len(shown) > 10 else "")
+            causes = ", ".join(sorted(set(g["cause"])))
+            lines.append(f"  {owner}: {what} ({causes}): {noun} {listed}")
     return lines

@@ -39,7 +39,8 @@ import inspect
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -148,6 +149,17 @@ class Problems:
     def raise_if_any(self, source: str) -> None:
         if self.items:
             raise ScenarioError(source, self.items)
+
+
+@contextmanager
+def refused_at_run(source: str, where: str, sim: Any) -> Iterator[None]:
+    """A ValueError of a value checked against the run as it is when it is used
+    (an int start outside the log then) as a ScenarioError naming ``where`` and
+    ``sim``'s virtual time."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ScenarioError(source, [(where, f"at t={sim.now:g}: {exc}")]) from None
 
 
 def read_scenario_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -919,16 +931,22 @@ class Faults(Part):
                     "additionalProperties": False,
                 }
             )
-        return {
-            "type": "array",
-            "description": self.doc,
-            "items": {
-                "type": "object",
-                "required": ["kind"],
-                "properties": {"kind": {"enum": list(self.rules.accepted)}},
-                "oneOf": variants,
-            },
-        }
+        return kinds_schema(self.doc, self.rules.accepted, variants)
+
+
+def kinds_schema(doc: str, kinds: Iterable[str], variants: list[JsonSchema]) -> JsonSchema:
+    """The JSON Schema of an array of tables of several shapes told apart by
+    their ``kind`` (one of ``kinds``): one of ``variants`` each."""
+    return {
+        "type": "array",
+        "description": doc,
+        "items": {
+            "type": "object",
+            "required": ["kind"],
+            "properties": {"kind": {"enum": list(kinds)}},
+            "oneOf": variants,
+        },
+    }
 
 
 def _spec_fields(spec: type) -> tuple[dataclasses.Field[Any], ...]:

@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from fanoutsim.kernel.dist import _LAWS, EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
 from fanoutsim.kernel.timeutil import parse_start
@@ -275,28 +276,44 @@ def duration(value: object, where: str, *, positive: bool = False) -> float:
         raise ValueError(f"{where} {exc.message}") from None
 
 
+_Bound = TypeVar("_Bound", int, float)
+
+
 @dataclass(frozen=True)
-class SecondsRange(Validator):
+class _Range(Validator, Generic[_Bound]):
+    """A value from ``low`` through ``high``; ``note`` (say, "the seed's
+    range") is added in brackets to the error."""
+
+    low: _Bound
+    high: _Bound
+    note: str = ""
+
+    def refuse_outside(self, value: Any, of_kind: Callable[[Any], bool]) -> None:
+        """Refuse ``value`` unless ``of_kind(value)`` and it lies in the range."""
+        if not of_kind(value) or not self.low <= value <= self.high:
+            raise self.refuse(value, f" ({self.note})" if self.note else "")
+
+    def range_schema(self, json_type: str) -> JsonSchema:
+        return {"type": json_type, "minimum": self.low, "maximum": self.high}
+
+
+@dataclass(frozen=True)
+class SecondsRange(_Range[float]):
     """A number of seconds from ``low`` through ``high``; ``note`` (say, "the
     seed's range") is added in brackets to the error."""
-
-    low: float
-    high: float
-    note: str = ""
 
     @property
     def allowed(self) -> str:
         return f"{self.low:g} through {self.high:g} seconds"
 
     def check(self, value: Any) -> float:
-        if not is_number(value) or not self.low <= value <= self.high:
-            raise self.refuse(value, f" ({self.note})" if self.note else "")
+        self.refuse_outside(value, is_number)
         if self.low == 0 and below_unit(value):  # a duration: 0, or at least the clock's unit
             raise Invalid(f"must be 0 or at least {CLOCK_UNIT:g} seconds {UNIT_NOTE}, got {show(value)}")
         return float(value)
 
     def json_schema(self) -> JsonSchema:
-        out = {"type": "number", "minimum": self.low, "maximum": self.high}
+        out = self.range_schema("number")
         if self.low == 0:
             out["not"] = {"exclusiveMinimum": 0, "exclusiveMaximum": CLOCK_UNIT}
         return out
@@ -365,24 +382,19 @@ class IntAtLeast(Validator):
 
 
 @dataclass(frozen=True)
-class IntRange(Validator):
+class IntRange(_Range[int]):
     """An integer from ``low`` through ``high``; ``note`` is added in brackets to the error."""
-
-    low: int
-    high: int
-    note: str = ""
 
     @property
     def allowed(self) -> str:
         return f"an integer from {self.low} through {self.high}"
 
     def check(self, value: Any) -> int:
-        if not is_whole(value) or not self.low <= value <= self.high:
-            raise self.refuse(value, f" ({self.note})" if self.note else "")
+        self.refuse_outside(value, is_whole)
         return int(value)
 
     def json_schema(self) -> JsonSchema:
-        return {"type": "integer", "minimum": self.low, "maximum": self.high}
+        return self.range_schema("integer")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from fanoutsim.kernel.frames import json_ready
-from fanoutsim.kernel.report import cause_lines, cause_text, count, header, run_span, secs, table, with_causes
+from fanoutsim.kernel.report import (
+    DELIVERY_COLUMNS,
+    LATENCY_COLUMNS,
+    Column,
+    cause_text,
+    columns_table,
+    count,
+    fault_rows,
+    report_head,
+    run_span,
+    secs,
+    short_secs,
+    totals_table,
+    unexplained_lines,
+    verdict_head,
+)
 
 
 def _rows(sim):
@@ -143,23 +158,23 @@ _ORDER_DETAIL = {
 
 def format_leases_report(report: dict[str, Any]) -> str:
     """Render a leases report (:func:`leases_report`) as plain text."""
-    out = header("fanoutsim leases report", report)
-    cfg = report.get("config", {})
-    if cfg:
-        out.append(
-            f"retention {secs(cfg.get('retention'), 0)} s (run every {secs(cfg.get('retention_interval'), 0)} s, "
-            f"never past a consumer's fence), recovery every "
-            f"{secs(cfg.get('recovery_interval'), 3).rstrip('0').rstrip('.')} s, "
-            f"history incarnation {report['events'].get('incarnation')}, "
-            f"partition order {cfg.get('partition_order', 'riffdb')}"
-        )
-    out.append("")
-
+    out = report_head("fanoutsim leases report", report, lambda cfg: _settings(cfg, report))
     out += _totals_table(report)
     out.append("")
     out += _consumers_table(report)
     out += _failed_closed(report)
     return "\n".join(out) + "\n"
+
+
+def _settings(cfg: dict[str, Any], report: dict[str, Any]) -> str:
+    """The run's settings in one line: retention, recovery, the history incarnation, partition order."""
+    return (
+        f"retention {secs(cfg.get('retention'), 0)} s (run every {secs(cfg.get('retention_interval'), 0)} s, "
+        f"never past a consumer's fence), recovery every "
+        f"{short_secs(cfg.get('recovery_interval'))} s, "
+        f"history incarnation {report['events'].get('incarnation')}, "
+        f"partition order {cfg.get('partition_order', 'riffdb')}"
+    )
 
 
 def _totals_table(report: dict[str, Any]) -> list[str]:
@@ -168,78 +183,53 @@ def _totals_table(report: dict[str, Any]) -> list[str]:
     cfg = report.get("config", {})
     ev, tot = report["events"], report["totals"]
     refused = tot.get("acks_refused", {})
-    return table(
-        ["totals", "count", "detail"],
+    return totals_table(
         [
-            ["events published", count(ev["published"]), "committed to the log"],
-            ["events retained", count(ev["retained"]), "still in the log now"],
-            ["events pruned", count(ev["pruned"]), "by retention, behind the fences"],
-            ["deliveries", count(tot["delivered"]), "(consumer, event) pairs whose effect was applied"],
-            ["duplicates", count(tot["duplicates"]), cause_text(tot["duplicates_by_cause"])],
-            ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
-            ["dead-lettered", count(tot["dead_lettered"]), "the 10th failed attempt: in dead_letters"],
-            ["pending", count(tot["pending"]), "retained, not yet acknowledged, at the end"],
-            [
+            ("events published", ev["published"], "committed to the log"),
+            ("events retained", ev["retained"], "still in the log now"),
+            ("events pruned", ev["pruned"], "by retention, behind the fences"),
+            ("deliveries", tot["delivered"], "(consumer, event) pairs whose effect was applied"),
+            *fault_rows(tot),
+            ("dead-lettered", tot["dead_lettered"], "the 10th failed attempt: in dead_letters"),
+            ("pending", tot["pending"], "retained, not yet acknowledged, at the end"),
+            (
                 "out of order",
-                count(tot["out_of_order"]),
+                tot["out_of_order"],
                 _ORDER_DETAIL.get(cfg.get("partition_order"), _ORDER_DETAIL["riffdb"]),
-            ],
-            ["acks failed closed", count(sum(refused.values())), cause_text(refused)],
-            ["crashes", count(tot["crashes"]), "of the node (broker and clients)"],
-            ["restores", count(tot["restores"]), "new history incarnations"],
-        ],
-        "<><",
+            ),
+            ("acks failed closed", sum(refused.values()), cause_text(refused)),
+            ("crashes", tot["crashes"], "of the node (broker and clients)"),
+            ("restores", tot["restores"], "new history incarnations"),
+        ]
     )
+
+
+def _limits(c: dict[str, Any]) -> str:
+    if c["batch_limit"] is None:
+        return "-"
+    return f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}"
+
+
+# one row per consumer: its limits, deliveries and faults, in-flight leases and latency
+_CONSUMER_COLUMNS: tuple[Column, ...] = (
+    ("consumer", "<", lambda c: c["consumer"] + (" (retired)" if c["retired"] else "")),
+    ("limits", "<", _limits),
+    *DELIVERY_COLUMNS,
+    ("dead", ">", lambda c: count(c["dead_lettered"])),
+    ("pending", ">", lambda c: count(c["pending"])),
+    ("in flight", ">", lambda c: count(c["in_flight"])),
+    *LATENCY_COLUMNS,
+)
 
 
 def _consumers_table(report: dict[str, Any]) -> list[str]:
     """One row per consumer: its limits, deliveries and faults, in-flight
     leases and first-delivery latency."""
-    out: list[str] = []
-    out.append("Consumers (limits: batch/in-flight/lease s; publish -> first delivery in s)")
-    rows = []
-    for c in report["consumers"]:
-        lat = c["latency_s"]
-        name = c["consumer"] + (" (retired)" if c["retired"] else "")
-        limits = (
-            "-" if c["batch_limit"] is None else f"{c['batch_limit']}/{c['in_flight_limit']}/{c['lease_seconds']:g}"
-        )
-        rows.append(
-            [
-                name,
-                limits,
-                count(c["delivered"]),
-                with_causes(c["duplicates"], c["duplicates_by_cause"]),
-                with_causes(c["lost"], c["lost_by_cause"]),
-                count(c["dead_lettered"]),
-                count(c["pending"]),
-                count(c["in_flight"]),
-                secs(lat["p50"], 3),
-                secs(lat["p99"], 3),
-                secs(lat["max"], 3),
-            ]
-        )
-    if rows:
-        out += table(
-            [
-                "consumer",
-                "limits",
-                "delivered",
-                "duplicates",
-                "lost",
-                "dead",
-                "pending",
-                "in flight",
-                "p50",
-                "p99",
-                "max",
-            ],
-            rows,
-            "<<>>>>>>>>>",
-        )
-    else:
-        out.append("  (none)")
-    return out
+    return columns_table(
+        "Consumers (limits: batch/in-flight/lease s; publish -> first delivery in s)",
+        _CONSUMER_COLUMNS,
+        report["consumers"],
+    )
 
 
 def _failed_closed(report: dict[str, Any]) -> list[str]:
@@ -260,17 +250,22 @@ def _failed_closed(report: dict[str, Any]) -> list[str]:
     return out
 
 
+# the verdict's totals line: (label, key of the checker's totals)
+_VERDICT_TOTALS = (
+    ("published", "published"),
+    ("delivered", "delivered"),
+    ("duplicates", "duplicates"),
+    ("lost", "lost"),
+    ("dead-lettered", "dead_lettered"),
+    ("pending", "pending"),
+    ("out of order", "out_of_order"),
+)
+
+
 def format_leases_check(checked) -> str:
     """The leases checker's verdict (:func:`~fanoutsim.designs.leases.checker.check_leases`) as text:
     the totals, the causes, and the events that make a run INVALID."""
-    t = checked.total
-    lines = [
-        f"leases check: {'VALID' if checked.valid else 'INVALID'}",
-        f"  published {t['published']}  delivered {t['delivered']}  duplicates {t['duplicates']}  "
-        f"lost {t['lost']}  dead-lettered {t['dead_lettered']}  pending {t['pending']}  "
-        f"out of order {t['out_of_order']}",
-    ]
-    lines += cause_lines(t)
+    lines = verdict_head("leases", checked, _VERDICT_TOTALS)
     if len(checked.out_of_order):
         lines.append("  out-of-order causes: " + cause_text(_counts(checked.out_of_order["cause"])))
     bad = [
@@ -278,12 +273,7 @@ def format_leases_check(checked) -> str:
         ("duplicated with no cause", checked.duplicates[checked.duplicates["cause"] == "unknown"]),
         ("out of order with no cause", checked.out_of_order[checked.out_of_order["cause"] == "unknown"]),
     ]
-    for what, frame in bad:
-        for consumer, g in frame.groupby("consumer", sort=True):
-            ids = list(g["event_id"])
-            shown = ", ".join(ids[:10]) + (f", ... ({len(ids)} in all)" if len(ids) > 10 else "")
-            causes = ", ".join(sorted(set(g["cause"])))
-            lines.append(f"  {consumer}: {what} ({causes}): events {shown}")
+    lines += unexplained_lines(bad, "consumer", lambda g: list(g["event_id"]), "events")
     if not checked.valid:
         lines.append(
             "  (valid needs no loss but by seek or retire, every duplicate caused by a lease expiry, "

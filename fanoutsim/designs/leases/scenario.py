@@ -114,11 +114,12 @@ from fanoutsim.kernel.scenario import (
     FaultRules,
     Faults,
     Item,
-    ScenarioError,
     Schema,
     Settings,
     key,
+    kinds_schema,
     read_table,
+    refused_at_run,
     seq_start_needs_join,
     table_schema,
 )
@@ -365,24 +366,16 @@ class Actions(Array):
         )
 
     def json_schema(self):
-        return {
-            "type": "array",
-            "description": self.doc,
-            "items": {
-                "type": "object",
-                "required": ["kind"],
-                "properties": {"kind": {"enum": list(ACTION_KINDS)}},
-                "oneOf": [
-                    {
-                        **table_schema(LeaseAction, only=keys),
-                        "title": what,
-                        "properties": {**table_schema(LeaseAction, only=keys)["properties"], "kind": {"const": what}},
-                        "required": ["kind", "at", *(("consumer",) if what == "seek" else ())],
-                    }
-                    for what, keys in _ACTION_KEYS.items()
-                ],
-            },
-        }
+        variants = [
+            {
+                **table_schema(LeaseAction, only=keys),
+                "title": what,
+                "properties": {**table_schema(LeaseAction, only=keys)["properties"], "kind": {"const": what}},
+                "required": ["kind", "at", *(("consumer",) if what == "seek" else ())],
+            }
+            for what, keys in _ACTION_KEYS.items()
+        ]
+        return kinds_schema(self.doc, ACTION_KINDS, variants)
 
 
 def _seek_from_the_beginning(action: LeaseAction) -> LeaseAction:
@@ -459,10 +452,8 @@ class LeaseScenario(ScenarioRun):
         return sim
 
     def _register(self, sim, i: int, c: LeaseConsumerDef) -> None:
-        try:
+        with refused_at_run(self.source, f"consumers[{i}].start", sim):  # an int start outside the log now
             sim.register_consumer(c.name, **c.arguments())
-        except ValueError as exc:  # an int start outside the log as it is now
-            raise ScenarioError(self.source, [(f"consumers[{i}].start", f"at t={sim.now:g}: {exc}")]) from None
 
     def _act(self, sim, i: int, a: LeaseAction) -> None:
         if a.kind == "restore":
@@ -471,10 +462,8 @@ class LeaseScenario(ScenarioRun):
         sim.env.process(self._seek(sim, i, a))
 
     def _seek(self, sim, i: int, a: LeaseAction):
-        try:
+        with refused_at_run(self.source, f"actions[{i}].position", sim):  # an int position outside the log now
             yield sim.administer("seek", a.consumer, a.position)
-        except ValueError as exc:  # an int position outside the log as it is now
-            raise ScenarioError(self.source, [(f"actions[{i}].position", f"at t={sim.now:g}: {exc}")]) from None
 
     @staticmethod
     def _at(sim, at: float, consumer: str | None, step, *args):

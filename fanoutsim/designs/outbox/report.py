@@ -6,50 +6,37 @@ from __future__ import annotations
 from typing import Any
 
 from fanoutsim.kernel.report import (
-    cause_lines,
-    cause_text,
+    DELIVERY_COLUMNS,
+    LATENCY_COLUMNS,
+    Column,
+    columns_table,
     count,
-    header,
+    fault_rows,
+    report_head,
     secs,
     share,
-    table,
-    with_causes,
+    short_secs,
+    totals_table,
+    unexplained_lines,
+    verdict_head,
 )
 
 
 def format_outbox_report(report: dict[str, Any]) -> str:
     """Render an outbox report (:func:`fanoutsim.designs.outbox.analysis.outbox_report`) as plain text."""
-    out = header("fanoutsim outbox report", report)
-    cfg = report.get("config", {})
-    if cfg:
-        read = cfg.get("read_mode")
-        if read == "settled":
-            read += f" ({secs(cfg.get('settle'), 3).rstrip('0').rstrip('.')} s)"
-        elif read == "gap":
-            read += f" (timeout {secs(cfg.get('gap_timeout'), 3).rstrip('0').rstrip('.')} s)"
-        out.append(
-            f"safety poll every {secs(cfg.get('safety_poll_interval'), 3).rstrip('0').rstrip('.')} s "
-            f"(batch {cfg.get('batch_limit')}), hints {'on' if cfg.get('notify') else 'off'}, "
-            f"read mode {read}, retention {secs(cfg.get('retention'), 0)} s "
-            f"(pruned every {secs(cfg.get('retention_interval'), 0)} s)"
-        )
-    out.append("")
-
+    out = report_head("fanoutsim outbox report", report, _settings)
     ob, tot = report["outbox"], report["totals"]
-    out += table(
-        ["totals", "count", "detail"],
+    out += totals_table(
         [
-            ["rows committed", count(ob["committed"]), "each with its outbox row, in one transaction"],
-            ["rows retained", count(ob["retained"]), "still in the outbox now"],
-            ["rows pruned", count(ob["pruned"]), "by the retention step"],
-            ["deliveries", count(tot["delivered"]), "(consumer, row) pairs handled at least once"],
-            ["duplicates", count(tot["extra_deliveries"]), cause_text(tot["duplicates_by_cause"])],
-            ["lost", count(tot["lost"]), cause_text(tot["lost_by_cause"])],
-            ["parked", count(tot["parked"]), "retry budget spent: in the parked table"],
-            ["pending", count(tot["pending"]), "ahead of a cursor, or deferred, at the end"],
-            ["crashes", count(report["crashes"]), "of the dispatcher process"],
-        ],
-        "<><",
+            ("rows committed", ob["committed"], "each with its outbox row, in one transaction"),
+            ("rows retained", ob["retained"], "still in the outbox now"),
+            ("rows pruned", ob["pruned"], "by the retention step"),
+            ("deliveries", tot["delivered"], "(consumer, row) pairs handled at least once"),
+            *fault_rows(tot, "extra_deliveries"),
+            ("parked", tot["parked"], "retry budget spent: in the parked table"),
+            ("pending", tot["pending"], "ahead of a cursor, or deferred, at the end"),
+            ("crashes", report["crashes"], "of the dispatcher process"),
+        ]
     )
     out.append("")
 
@@ -69,71 +56,63 @@ def format_outbox_report(report: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _settings(cfg: dict[str, Any]) -> str:
+    """The run's settings in one line: the safety poll, the hints, the read mode, retention."""
+    read = cfg.get("read_mode")
+    if read == "settled":
+        read += f" ({short_secs(cfg.get('settle'))} s)"
+    elif read == "gap":
+        read += f" (timeout {short_secs(cfg.get('gap_timeout'))} s)"
+    return (
+        f"safety poll every {short_secs(cfg.get('safety_poll_interval'))} s "
+        f"(batch {cfg.get('batch_limit')}), hints {'on' if cfg.get('notify') else 'off'}, "
+        f"read mode {read}, retention {secs(cfg.get('retention'), 0)} s "
+        f"(pruned every {secs(cfg.get('retention_interval'), 0)} s)"
+    )
+
+
+# one row per consumer: its cursor, deliveries and faults, failed attempts and latency
+_CONSUMER_COLUMNS: tuple[Column, ...] = (
+    ("consumer", "<", lambda c: c["consumer"]),
+    ("cursor", ">", lambda c: count(c["cursor"])),
+    *DELIVERY_COLUMNS,
+    ("parked", ">", lambda c: count(c["parked"])),
+    ("pending", ">", lambda c: count(c["pending"])),
+    ("failures", ">", lambda c: count(c["failures"])),
+    *LATENCY_COLUMNS,
+)
+
+
 def _consumers_table(report: dict[str, Any]) -> list[str]:
     """One row per consumer: its cursor, deliveries and faults, failed attempts
     and commit -> handled latency."""
-    out: list[str] = []
-    out.append("Consumers (commit -> handled latency in s)")
-    rows = []
-    for c in report["consumers"]:
-        lat = c["latency_s"]
-        rows.append(
-            [
-                c["consumer"],
-                count(c["cursor"]),
-                count(c["delivered"]),
-                with_causes(c["duplicates"], c["duplicates_by_cause"]),
-                with_causes(c["lost"], c["lost_by_cause"]),
-                count(c["parked"]),
-                count(c["pending"]),
-                count(c["failures"]),
-                secs(lat["p50"], 3),
-                secs(lat["p99"], 3),
-                secs(lat["max"], 3),
-            ]
-        )
-    if rows:
-        out += table(
-            [
-                "consumer",
-                "cursor",
-                "delivered",
-                "duplicates",
-                "lost",
-                "parked",
-                "pending",
-                "failures",
-                "p50",
-                "p99",
-                "max",
-            ],
-            rows,
-            "<>>>>>>>>>>",
-        )
-        out.append("  failures: failed attempts (retried with backoff; the budget-th parks the row)")
-    else:
-        out.append("  (none)")
-    return out
+    return columns_table(
+        "Consumers (commit -> handled latency in s)",
+        _CONSUMER_COLUMNS,
+        report["consumers"],
+        "  failures: failed attempts (retried with backoff; the budget-th parks the row)",
+    )
+
+
+# the verdict's totals line: (label, key of the checker's totals)
+_VERDICT_TOTALS = (
+    ("committed", "committed"),
+    ("delivered", "delivered"),
+    ("duplicates", "extra_deliveries"),
+    ("lost", "lost"),
+    ("parked", "parked"),
+    ("pending", "pending"),
+)
 
 
 def format_outbox_check(checked) -> str:
     """The outbox checker's verdict (:func:`fanoutsim.designs.outbox.checker.check_outbox`) as text:
     the totals, the causes, and the rows that make a run INVALID."""
-    t = checked.total
-    lines = [
-        f"outbox check: {'VALID' if checked.valid else 'INVALID'}",
-        f"  committed {t['committed']}  delivered {t['delivered']}  duplicates {t['extra_deliveries']}  "
-        f"lost {t['lost']}  parked {t['parked']}  pending {t['pending']}",
-    ]
-    lines += cause_lines(t)
+    lines = verdict_head("outbox", checked, _VERDICT_TOTALS)
     bad_lost = checked.lost[checked.lost["cause"].isin(("late_commit", "unknown"))]
     bad_dups = checked.duplicates[checked.duplicates["cause"] == "unknown"]
-    for what, frame in (("lost", bad_lost), ("duplicated with no cause", bad_dups)):
-        for consumer, g in frame.groupby("consumer", sort=True):
-            seqs = sorted(int(s) for s in g["seq"])
-            shown = ", ".join(map(str, seqs[:10])) + (f", ... ({len(seqs)} in all)" if len(seqs) > 10 else "")
-            causes = ", ".join(sorted(set(g["cause"])))
-            lines.append(f"  {consumer}: {what} ({causes}): seqs {shown}")
+    bad = (("lost", bad_lost), ("duplicated with no cause", bad_dups))
+    lines += unexplained_lines(bad, "consumer", lambda g: [str(s) for s in sorted(int(s) for s in g["seq"])], "seqs")
     if not checked.valid:
         lines.append(
             "  (valid needs every loss documented — pruned, gap_timeout — and every duplicate "

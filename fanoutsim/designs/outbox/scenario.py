@@ -90,11 +90,11 @@ from fanoutsim.kernel.scenario import (
     FaultRules,
     Faults,
     Item,
-    ScenarioError,
     Schema,
     Settings,
     checked_args,
     key,
+    refused_at_run,
     seq_start_needs_join,
 )
 from fanoutsim.kernel.scenariorun import ScenarioRun
@@ -290,10 +290,8 @@ class OutboxScenario(ScenarioRun):
         return sim
 
     def _register(self, sim, i: int, c: ConsumerDef, seed: int) -> None:
-        try:
+        with refused_at_run(self.source, f"consumers[{i}].start", sim):  # an int start outside the log now
             sim.register_consumer(c.name, c.handler(seed), start=c.start, **c.guardrails())
-        except ValueError as exc:  # an int start outside the log as it is now
-            raise ScenarioError(self.source, [(f"consumers[{i}].start", f"at t={sim.now:g}: {exc}")]) from None
 
     def _join(self, sim, i: int, c: ConsumerDef, seed: int):
         yield sim.env.timeout(c.join_at)

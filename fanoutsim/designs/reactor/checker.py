@@ -52,6 +52,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,22 +66,6 @@ from fanoutsim.kernel.report import cause_lines
 LOSS_CAUSES = ("pruned", "tie", "late_visibility", "dispatch_failed", "unknown")
 DUPLICATE_CAUSES = ("ambiguous_insert", "crash", "several_pollers", "watermark_rewind", "unknown")
 
-_PER_SUB_COLUMNS = [
-    "subscription",
-    "reactor_name",
-    "workflow_name",
-    "tenant_id",
-    "expected",
-    "delivered_once",
-    "duplicated",
-    "extra_deliveries",
-    "lost",
-    "lost_promised",
-    "pending",
-    "out_of_order",
-    "backfilled",
-    "valid",
-]
 _COUNTED = (
     "expected",
     "delivered_once",
@@ -92,8 +77,22 @@ _COUNTED = (
     "out_of_order",
     "backfilled",
 )
+_PER_SUB_COLUMNS = ["subscription", "reactor_name", "workflow_name", "tenant_id", *_COUNTED, "valid"]
 _LOST_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause", "promised", "detail"]
 _NEVER_COLUMNS = ["subscription", "workflow_name", "tenant_id", "firing", "cause"]
+
+
+def _per_sub_row(s: Any, counts: tuple[int, ...], *, valid: bool) -> dict[str, Any]:
+    """One row of ``per_subscription``: subscription ``s``, its ``counts`` (in
+    :data:`_COUNTED`'s order) and whether it is valid."""
+    return {
+        "subscription": s["id"],
+        "reactor_name": s["reactor_name"],
+        "workflow_name": s["workflow_name"],
+        "tenant_id": s["tenant_id"],
+        **dict(zip(_COUNTED, counts, strict=True)),
+        "valid": valid,
+    }
 
 
 @dataclass
@@ -452,22 +451,10 @@ def _check_subscription(ev: Evidence, s) -> tuple[dict, list[dict], list[dict], 
                     "detail": detail,
                 }
             )
-    row = {
-        "subscription": s["id"],
-        "reactor_name": s["reactor_name"],
-        "workflow_name": s["workflow_name"],
-        "tenant_id": s["tenant_id"],
-        "expected": len(expected),
-        "delivered_once": once,
-        "duplicated": dup_firings,
-        "extra_deliveries": len(dup_rows),
-        "lost": lost,
-        "lost_promised": lost_promised,
-        "pending": waiting,
-        "out_of_order": 0,
-        "backfilled": backfilled,
-        "valid": lost_promised == 0,
-    }
+    # the counts in _COUNTED's order: expected, delivered once, duplicated, extra deliveries,
+    # lost, lost promised, pending, out of order (counted later, over every row), backfilled
+    counts = (len(expected), once, dup_firings, len(dup_rows), lost, lost_promised, waiting, 0, backfilled)
+    row = _per_sub_row(s, counts, valid=lost_promised == 0)
     return row, dup_rows, lost_rows, never, firsts
 
 
@@ -859,19 +846,5 @@ def _store_subscription_row(
                     "detail": None,
                 }
             )
-    return {
-        "subscription": s["id"],
-        "reactor_name": s["reactor_name"],
-        "workflow_name": s["workflow_name"],
-        "tenant_id": s["tenant_id"],
-        "expected": len(expected),
-        "delivered_once": once,
-        "duplicated": dup_firings,
-        "extra_deliveries": extra,
-        "lost": lost,
-        "lost_promised": lost,
-        "pending": pending,
-        "out_of_order": 0,
-        "backfilled": 0,
-        "valid": lost == 0,
-    }
+    # in _COUNTED's order; every loss here is a promised one, nothing is backfilled
+    return _per_sub_row(s, (len(expected), once, dup_firings, extra, lost, lost, pending, 0, 0), valid=lost == 0)

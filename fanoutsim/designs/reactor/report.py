@@ -6,39 +6,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from fanoutsim.kernel.report import clip, count, header, ms, secs, table
+from fanoutsim.kernel.report import (
+    Column,
+    clip,
+    columns_table,
+    count,
+    ms,
+    report_head,
+    secs,
+    short_secs,
+    table,
+    totals_table,
+)
 
 
 def format_report(report: dict[str, Any]) -> str:
     """Render a delivery report as an aligned plain-text table."""
-    out = header("fanoutsim delivery report", report)
+    out = report_head("fanoutsim delivery report", report, _settings)
     cfg = report.get("config", {})
-    if cfg:
-        out.append(
-            f"poll every {secs(cfg.get('reactor_poll_interval'), 3).rstrip('0').rstrip('.')} s "
-            f"(batch {cfg.get('reactor_poll_batch_limit')}), "
-            f"executor every {secs(cfg.get('executor_poll_interval'), 3).rstrip('0').rstrip('.')} s "
-            f"x {cfg.get('executor_workers')} workers, "
-            f"prune every {secs(cfg.get('reactor_firings_prune_interval'), 0)} s "
-            f"keeping {secs(cfg.get('reactor_firings_retention'), 0)} s ({cfg.get('prune_policy')})"
-        )
-    out.append("")
-
     f, ex = report["firings"], report["executions"]
     status = ", ".join(f"{k} {count(v)}" for k, v in ex["by_status"].items())
     prune = f"by the {cfg['prune_policy']} prune loop" if cfg.get("prune_policy") else ""
-    out += table(
-        ["totals", "count", "detail"],
+    out += totals_table(
         [
-            ["firings fired", count(f["fired"]), "written to the log"],
-            ["firings retained", count(f["retained"]), "still in the log now"],
-            ["firings pruned", count(f["pruned"]), prune],
-            ["executions", count(ex["total"]), status],
-            ["predicate errors", count(report["predicate_errors"]), ""],
-            ["dead letters", count(report["dead_letters"]), ""],
-            ["dispatch failures", count(report["dispatch_failures"]), ""],
-        ],
-        "<><",
+            ("firings fired", f["fired"], "written to the log"),
+            ("firings retained", f["retained"], "still in the log now"),
+            ("firings pruned", f["pruned"], prune),
+            ("executions", ex["total"], status),
+            ("predicate errors", report["predicate_errors"], ""),
+            ("dead letters", report["dead_letters"], ""),
+            ("dispatch failures", report["dispatch_failures"], ""),
+        ]
     )
     out.append("")
 
@@ -53,6 +51,18 @@ def format_report(report: dict[str, Any]) -> str:
     if ex.get("unmatched"):
         out.append(f"  {count(ex['unmatched'])} execution(s) match no current subscription")
     return "\n".join(out) + "\n"
+
+
+def _settings(cfg: dict[str, Any]) -> str:
+    """The run's settings in one line: the poll, the executor, the prune loop."""
+    return (
+        f"poll every {short_secs(cfg.get('reactor_poll_interval'))} s "
+        f"(batch {cfg.get('reactor_poll_batch_limit')}), "
+        f"executor every {short_secs(cfg.get('executor_poll_interval'))} s "
+        f"x {cfg.get('executor_workers')} workers, "
+        f"prune every {secs(cfg.get('reactor_firings_prune_interval'), 0)} s "
+        f"keeping {secs(cfg.get('reactor_firings_retention'), 0)} s ({cfg.get('prune_policy')})"
+    )
 
 
 def _latency_table(report: dict[str, Any]) -> list[str]:
@@ -77,40 +87,31 @@ def _latency_table(report: dict[str, Any]) -> list[str]:
     return out
 
 
+# one row per subscription: its filter, state, executions, p50 latencies, watermark lag and backlog
+_SUBSCRIPTION_COLUMNS: tuple[Column, ...] = (
+    ("tenant", "<", lambda s: s["tenant"]),
+    ("reactor", "<", lambda s: s["reactor"]),
+    ("workflow", "<", lambda s: s["workflow"]),
+    ("filter", "<", lambda s: clip(s["predicate"], 36)),
+    ("state", "<", lambda s: s["state"]),
+    ("executions", ">", lambda s: count(s["executions"])),
+    ("dispatch", ">", lambda s: ms(s["fire_to_dispatch_p50_s"])),
+    ("claim", ">", lambda s: ms(s["fire_to_claim_p50_s"])),
+    ("lag", ">", lambda s: "never" if s["watermark_lag_s"] is None else secs(s["watermark_lag_s"], 2)),
+    ("backlog", ">", lambda s: count(s["backlog"])),
+)
+
+
 def _subscriptions_table(report: dict[str, Any]) -> list[str]:
     """One row per subscription: its filter, state, executions, p50 latencies,
     watermark lag and backlog."""
-    out: list[str] = []
-    out.append("Subscriptions (latency p50 in ms, watermark lag in s)")
-    rows = []
-    for s in report["subscriptions"]:
-        rows.append(
-            [
-                s["tenant"],
-                s["reactor"],
-                s["workflow"],
-                clip(s["predicate"], 36),
-                s["state"],
-                count(s["executions"]),
-                ms(s["fire_to_dispatch_p50_s"]),
-                ms(s["fire_to_claim_p50_s"]),
-                "never" if s["watermark_lag_s"] is None else secs(s["watermark_lag_s"], 2),
-                count(s["backlog"]),
-            ]
-        )
-    if rows:
-        out += table(
-            ["tenant", "reactor", "workflow", "filter", "state", "executions", "dispatch", "claim", "lag", "backlog"],
-            rows,
-            "<<<<<>>>>>",
-        )
-        out.append(
-            "  lag: virtual clock minus the watermark (the last firing passed); "
-            "backlog: retained firings after the watermark"
-        )
-    else:
-        out.append("  (none)")
-    return out
+    return columns_table(
+        "Subscriptions (latency p50 in ms, watermark lag in s)",
+        _SUBSCRIPTION_COLUMNS,
+        report["subscriptions"],
+        "  lag: virtual clock minus the watermark (the last firing passed); "
+        "backlog: retained firings after the watermark",
+    )
 
 
 # -- what the package template reads here (fanoutsim.kernel.design.TEMPLATE) --------

@@ -12,26 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from fanoutsim.designs.reactor.engine import ReactorEngine
-from fanoutsim.designs.reactor.tables import TIMESTAMP_COLUMNS
+from fanoutsim.designs.reactor.tables import TABLES, TIMESTAMP_COLUMNS
 from fanoutsim.kernel.frames import record
 
-# The columns the real API lists (``last_seen_firing_id``, the compound
-# cursor of the fixed watermark strategies, is ours: see sim.subscriptions()).
-LISTED = (
-    "id",
-    "reactor_name",
-    "workflow_name",
-    "tenant_id",
-    "enabled",
-    "predicate",
-    "last_seen_fired_at",
-    "predicate_error_count",
-    "predicate_error_firing_id",
-    "last_predicate_error",
-    "predicate_degraded",
-    "created_at",
-    "updated_at",
-)
+# The columns the real API lists: every subscription column but
+# ``last_seen_firing_id``, the compound cursor of the fixed watermark
+# strategies, which is ours (see sim.subscriptions()).
+LISTED = tuple(c for c in TABLES["reactor_subscriptions"] if c != "last_seen_firing_id")
 
 
 class Runner:

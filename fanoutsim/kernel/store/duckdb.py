@@ -45,6 +45,22 @@ class StoreError(RuntimeError):
     """A database file that cannot be opened as a fanoutsim store."""
 
 
+def checked_schema_version(store: Any, found: Sequence[Any] | None, understood: int, error: type[Exception]) -> int:
+    """The schema version a store's meta row ``found`` records (none: 0), or
+    ``error`` when it is not a number or newer than the ``understood`` one."""
+    text = found[0] if found else 0
+    try:
+        version = int(text)
+    except ValueError:
+        raise error(f"{store} has schema version {text!r}, not a number") from None
+    if version > understood:
+        raise error(
+            f"{store} has schema version {version}, newer than this fanoutsim "
+            f"understands ({understood}); upgrade fanoutsim"
+        )
+    return version
+
+
 def has_duckdb_header(path: str | os.PathLike[str]) -> bool:
     """Whether the file at ``path`` starts as a DuckDB database file does (its
     magic bytes), read without opening it as a database."""
@@ -395,17 +411,7 @@ class DuckDBStore(Store[DuckDBTx]):
     def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:
         if not _scalar(con.execute(sql.HAS_META)):
             return  # a DuckDB file fanoutsim has not used yet
-        found = con.execute(sql.GET_SCHEMA_VERSION).fetchone()
-        text = found[0] if found else 0
-        try:
-            version = int(text)
-        except ValueError:
-            raise StoreError(f"{self.path} has schema version {text!r}, not a number") from None
-        if version > self.version:
-            raise StoreError(
-                f"{self.path} has schema version {version}, newer than this fanoutsim "
-                f"understands ({self.version}); upgrade fanoutsim"
-            )
+        checked_schema_version(self.path, con.execute(sql.GET_SCHEMA_VERSION).fetchone(), self.version, StoreError)
 
     def __repr__(self) -> str:
         return f"DuckDBStore({self.path!r})"

@@ -337,18 +337,7 @@ class PostgresStore(Store[PostgresTx]):
         if _scalar(con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL")) is not True:
             return
         found = con.execute(sql.GET_SCHEMA_VERSION).fetchone()
-        if not found:
-            version = 0
-        else:
-            try:
-                version = int(found[0])
-            except ValueError:
-                raise StoreError(f"{self} has schema version {found[0]!r}, not a number") from None
-        if version > self.version:
-            raise StoreError(
-                f"{self} has schema version {version}, newer than this fanoutsim understands "
-                f"({self.version}); upgrade fanoutsim"
-            )
+        _duckdb_store.checked_schema_version(self, found, self.version, StoreError)
 
     def _migrate(self) -> None:
         """Every table's CREATE TABLE IF NOT EXISTS, every migration (each

@@ -102,16 +102,20 @@ def _from_read(read: _Read | None, cursor: tuple | None, limit: int) -> list[dic
     return None
 
 
+# the exact type of each column (but the id) a row read back holds
+_FIRING_TYPES = {"reactor_name": str, "tenant_id": str, "payload": bytes, "fired_at": int, "created_at": int}
+_EXECUTION_TYPES = {"workflow_name": str, "tenant_id": str, "context": str, "status": str, "dispatched_at": int}
+
+
+def _row_as_read(row: dict, types: dict[str, type]) -> bool:
+    """Whether an inserted row is exactly what reading it back would give: a
+    UUID's text for its id, each column of ``types`` of exactly that type."""
+    return _is_uuid_text(row["id"]) and all(type(row[c]) is t for c, t in types.items())
+
+
 def _firing_as_read(row: dict) -> bool:
     """Whether an inserted firing is exactly what reading it back would give."""
-    return (
-        _is_uuid_text(row["id"])
-        and type(row["reactor_name"]) is str
-        and type(row["tenant_id"]) is str
-        and type(row["payload"]) is bytes
-        and type(row["fired_at"]) is int
-        and type(row["created_at"]) is int
-    )
+    return _row_as_read(row, _FIRING_TYPES)
 
 
 def _fetch_key(row: dict) -> tuple[int, str]:
@@ -128,14 +132,8 @@ def _is_uuid_text(value) -> bool:
 
 def _execution_as_read(row: dict) -> bool:
     """Whether an inserted execution is exactly what reading it back would give."""
-    return (
-        _is_uuid_text(row["id"])
-        and type(row["workflow_name"]) is str
-        and type(row["tenant_id"]) is str
-        and type(row["context"]) is str
-        and type(row["status"]) is str
-        and type(row["dispatched_at"]) is int
-        and all(row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at"))
+    return _row_as_read(row, _EXECUTION_TYPES) and all(
+        row[c] is None or type(row[c]) is int for c in ("claimed_at", "finished_at")
     )
 
 
