@@ -63,6 +63,7 @@ from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.designs.outbox.roles import BUS, CONSUMERS, RETENTION, ROLES
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.scenario import checked_args
@@ -79,6 +80,10 @@ class OutboxRuntime(OutboxHost):
     trace_schema = TRACE
     _pg = None  # the PostgreSQL LISTEN/NOTIFY adapter, where the face has one
     roles = ROLES  # one part of the dispatcher per process (see .roles): _start_loops asks _runs
+    # what the faces (fanoutsim.kernel.runtime.faces) build it from
+    config_class = OutboxConfig
+    _opener = staticmethod(open_store)
+    wall_store = "outbox.duckdb"  # the wall clock's default store
 
     config: OutboxConfig
     engine: OutboxEngine | None
@@ -100,6 +105,9 @@ class OutboxRuntime(OutboxHost):
         self._unreported: dict[str, int] | None = {} if self.config.self_hint_every is not None else None
         if self.config.catch_up and self._pg is None and self.channel.spec.silent:
             self._service(self._reconnects(), "reconnects")
+
+    def _built(self) -> None:
+        self._service(self._safety_poll(), "safety-poll")  # a loop of the runtime (wall clock: from start())
 
     # -- the binding --------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> OutboxEngine:
