@@ -45,17 +45,21 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import IO
 
 from fanoutsim.designs.leases import LeaseConfig, LeaseEngine
 from fanoutsim.designs.leases.engine import TRACE as LEASE_TRACE
+from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.realtime import LeaseRealtime
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.faults import NoFaults
 from fanoutsim.kernel.metrics import Metrics
-from fanoutsim.kernel.runtime.crashtest import campaign, run_child, side_lines, start_child, wait_or_kill
+from fanoutsim.kernel.runtime.crashtest import module_child, serve_sink, side_lines, sink_campaign
 from fanoutsim.kernel.runtime.wallclock import wall_us
 from fanoutsim.kernel.trace import Trace
 
+MODULE = "fanoutsim.designs.leases.crashtest"  # the child: python -m MODULE serve (or step) ...
 CONFIG = LeaseConfig(recovery_interval=0.2)
 LIMITS = {"lease_seconds": 5.0, "in_flight_limit": 4, "batch_limit": 4}
 EFFECT_SECONDS = 0.02  # how long the sink's effect takes (so effects of one partition can overlap)
@@ -74,11 +78,25 @@ def serve(
     past every event and holds no lease); returns an exit status."""
     config = LeaseConfig(recovery_interval=CONFIG.recovery_interval, partition_order=partition_order)
     rt = LeaseRealtime(config, store=db)
-    fh = open(side, "a")
+    return serve_sink(
+        rt,
+        side,
+        lambda fh: rt.register_consumer("sink", fn=_sink(fh), duration=0.005, poll_interval=0.05, **LIMITS),
+        lambda: _drained(rt),
+        rate=rate,
+        drain=drain,
+        drain_timeout=drain_timeout,
+        workload={"partitions": 2},
+    )
+
+
+def _sink(fh: IO[str]) -> Callable[[Lease], None]:
+    """The consumer's effect: a line of the side file, with how many effects of
+    the lease's partition were running as it began."""
     write = threading.Lock()
     running: Counter = Counter()  # effects of each partition running now
 
-    def sink(lease) -> None:
+    def sink(lease: Lease) -> None:
         with write:
             running[lease.partition] += 1
             concurrent = running[lease.partition]
@@ -92,14 +110,7 @@ def serve(
             with write:
                 running[lease.partition] -= 1
 
-    try:
-        rt.register_consumer("sink", fn=sink, duration=0.005, poll_interval=0.05, **LIMITS)
-        if rate > 0:
-            rt.add_workload(rate, partitions=2)
-        return run_child(rt, lambda: _drained(rt), drain=drain, drain_timeout=drain_timeout)
-    finally:
-        rt.close()
-        fh.close()
+    return sink
 
 
 def _drained(rt: LeaseRealtime) -> bool:
@@ -108,10 +119,7 @@ def _drained(rt: LeaseRealtime) -> bool:
 
 
 def _start(db: str, side: str, rate: float, drain: bool = False, partition_order: str = "riffdb") -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "fanoutsim.designs.leases.crashtest", "serve", db, side, str(rate)]
-    cmd += ["--drain"] if drain else []
-    cmd += ["--head-of-line"] if partition_order == "head_of_line" else []
-    return start_child(cmd)
+    return module_child(MODULE, db, side, rate, drain, ["--head-of-line"] if partition_order == "head_of_line" else [])
 
 
 def deliveries(side: str) -> list[tuple[str, str, int, int]]:
@@ -150,22 +158,19 @@ def kill9_campaign(
                 e.publish(wall_us(), [(f"p{i % 2}", "event", {"backlog": i})])
         finally:
             store.close()
-    proc = campaign(
-        lambda: _start(db, side, rate, partition_order=partition_order),
-        # no new events: drain the backlog, stop cleanly
-        lambda: _start(db, side, 0.0, drain=True, partition_order=partition_order),
-        lambda p: wait_or_kill(p, drain_timeout + 30),
+    # the last child has no new events: it drains the backlog and stops cleanly
+    end = sink_campaign(
+        lambda r, drain: _start(db, side, r, drain, partition_order),
+        open_store,
+        db,
+        ("events", "leases"),
+        rate=rate,
         kills=kills,
         seed=seed,
         up=up,
+        drain_timeout=drain_timeout,
     )
-    store = open_store(db)
-    try:
-        published = [r["event_id"] for r in store.rows("events")]
-        leases = store.rows("leases")
-        log = [r["event"] for r in store.rows("runner_log")]
-    finally:
-        store.close()
+    published = [r["event_id"] for r in end.rows["events"]]
     got = deliveries(side)
     seen = Counter(eid for eid, *_ in got)
     first, last, out_of_order = set(), {}, []
@@ -176,19 +181,15 @@ def kill9_campaign(
         if seq < last.get(part, 0):
             out_of_order.append(eid)
         last[part] = max(seq, last.get(part, 0))
-    return {
-        "kills": kills,
-        "starts": log.count("start"),
-        "clean_stops": log.count("stop"),
-        "published": len(published),
-        "lost": [e for e in published if not seen[e]],
-        "extra_deliveries": sum(n - 1 for n in seen.values() if n > 1),
-        "max_deliveries_of_one_event": max(seen.values(), default=0),
-        "out_of_order": out_of_order,
-        "max_concurrent_in_partition": max((c for *_, c in got), default=0),
-        "leases_left": len(leases),
-        "clean_exit": proc.returncode == 0,
-    }
+    return end.figures(
+        published=len(published),
+        lost=[e for e in published if not seen[e]],
+        extra_deliveries=sum(n - 1 for n in seen.values() if n > 1),
+        max_deliveries_of_one_event=max(seen.values(), default=0),
+        out_of_order=out_of_order,
+        max_concurrent_in_partition=max((c for *_, c in got), default=0),
+        leases_left=len(end.rows["leases"]),
+    )
 
 
 # -- RiffDB's crash matrix: kill -9 before and after each transition's commit ------------------
@@ -264,7 +265,7 @@ def crash_matrix_case(db: str, op: str, phase: str) -> dict | None:
         raise ValueError(f"op must be one of {MATRIX_OPS} and phase one of {PHASES}, got {op!r}, {phase!r}")
     prepare_matrix(db, op)
     proc = subprocess.run(
-        [sys.executable, "-m", "fanoutsim.designs.leases.crashtest", "step", db, op, phase],
+        [sys.executable, "-m", MODULE, "step", db, op, phase],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

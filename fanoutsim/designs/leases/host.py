@@ -13,6 +13,8 @@ from fanoutsim.designs.leases.identity import consumer_key
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, TABLES, database_rows, in_database
 from fanoutsim.kernel.frames import store_frame, table_frame
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.runtime.faces import checked_config
+from fanoutsim.kernel.runtime.views import table_view
 from fanoutsim.kernel.validate import Invalid, Seconds, is_real, is_whole
 
 
@@ -21,12 +23,7 @@ def checked_lease_config(config, seed):
     and an int seed; returns the config."""
     from fanoutsim.designs.leases import LeaseConfig
 
-    config = LeaseConfig() if config is None else config
-    if not isinstance(config, LeaseConfig):
-        raise TypeError(f"config must be a LeaseConfig, not {type(config).__name__}")
-    if not is_whole(seed):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    return config
+    return checked_config(config, seed, LeaseConfig)
 
 
 def _fraction(value, where):
@@ -301,31 +298,16 @@ class LeaseHost:
             return store_frame(self.store, table)
         return table_frame(table, self.table_rows(table), self.store.tables[table], self.store.timestamp_columns)
 
-    def events(self) -> pd.DataFrame:
-        return self._frame("events")
-
-    def consumers(self) -> pd.DataFrame:
-        return self._frame("lease_consumers")
-
-    def checkpoints(self) -> pd.DataFrame:
-        return self._frame("checkpoints")
-
-    def resolutions(self) -> pd.DataFrame:
-        """Sparse resolutions: events acknowledged or dead-lettered past their
-        partition's checkpoint."""
-        return self._frame("resolutions")
-
-    def leases(self) -> pd.DataFrame:
-        return self._frame("leases")
-
-    def retries(self) -> pd.DataFrame:
-        return self._frame("retries")
-
-    def dead_letters(self) -> pd.DataFrame:
-        return self._frame("dead_letters")
-
-    def history(self) -> pd.DataFrame:
-        return self._frame("history")
+    events = table_view("events")
+    consumers = table_view("lease_consumers")
+    checkpoints = table_view("checkpoints")
+    resolutions = table_view(
+        "resolutions", "Sparse resolutions: events acknowledged or dead-lettered past their partition's checkpoint."
+    )
+    leases = table_view("leases")
+    retries = table_view("retries")
+    dead_letters = table_view("dead_letters")
+    history = table_view("history")
 
     def trace(self) -> pd.DataFrame:
         """The trace with this design's names: ``consumer``, ``event_id``,

@@ -475,27 +475,21 @@ def deliver(e, now: int, consumer: str, lease: Lease) -> str:
     return ack(e, now, consumer, lease.event_id, lease.token, lease.incarnation)
 
 
+def _lease_trace(e, now, kind: str, lease: dict, detail: str) -> None:
+    """A trace row of the engine's actor about a lease row's event."""
+    e.trace.add(now, kind, e.actor, lease["consumer"], lease["event_id"], lease["partition"], detail)
+
+
 def _failed_trace(e, now, lease, result, error, kind):
-    e.trace.add(
-        now,
-        kind,
-        e.actor,
-        lease["consumer"],
-        lease["event_id"],
-        lease["partition"],
-        f"attempt {lease['attempt']}: {error}",
-    )
+    _lease_trace(e, now, kind, lease, f"attempt {lease['attempt']}: {error}")
     if result == DEAD_LETTERED:
-        e.trace.add(
-            now,
-            "dead_lettered",
-            e.actor,
-            lease["consumer"],
-            lease["event_id"],
-            lease["partition"],
-            f"{lease['attempt']} attempts: {error}",
-        )
-        e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
+        _dead_lettered(e, now, lease, error)
+
+
+def _dead_lettered(e, now, lease: dict, error: str) -> None:
+    """The trace and the count of a lease's event dead-lettered: its last attempt failed with ``error``."""
+    _lease_trace(e, now, "dead_lettered", lease, f"{lease['attempt']} attempts: {error}")
+    e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
 
 
 def nack(
@@ -590,18 +584,9 @@ def new_incarnation(e, tx, now: int) -> tuple[int, list]:
 
 def trace_voided(e, now: int, done: list) -> None:
     for lease, result, moved in done:
-        e.trace.add(now, "lease_voided", e.actor, lease["consumer"], lease["event_id"], lease["partition"], "restore")
+        _lease_trace(e, now, "lease_voided", lease, "restore")
         if result == DEAD_LETTERED:
-            e.trace.add(
-                now,
-                "dead_lettered",
-                e.actor,
-                lease["consumer"],
-                lease["event_id"],
-                lease["partition"],
-                f"{lease['attempt']} attempts: restore",
-            )
-            e.metrics.inc("fanoutsim_lease_dead_letters_total", consumer=lease["consumer"])
+            _dead_lettered(e, now, lease, "restore")
         _moved(e, now, lease["consumer"], moved)
 
 

@@ -2,7 +2,8 @@
 
 The loops and API are :class:`~.runtime.LeaseRuntime`'s, written once for both
 clocks; this face picks the wall driver
-(:class:`~fanoutsim.kernel.runtime.wallclock.SteppedWallRuntime`: a thread per
+(:class:`~fanoutsim.kernel.runtime.faces.WallFace`, over
+:class:`~fanoutsim.kernel.runtime.wallclock.SteppedWallRuntime`: a thread per
 loop and per worker, ``time.time()`` as the clock; a worker's ``fn`` runs for
 real in its own thread). The store is a DuckDB file by default, so the log,
 the consumers, their checkpoints, leases, retries and dead letters outlive
@@ -43,51 +44,23 @@ marks a kill.
 
 from __future__ import annotations
 
-from typing import Any
-
-from fanoutsim.designs.leases.config import LeaseConfig
-from fanoutsim.designs.leases.engine import LeaseEngine
-from fanoutsim.designs.leases.host import checked_lease_config
 from fanoutsim.designs.leases.identity import consumer_key
 from fanoutsim.designs.leases.runtime import WORKERS_PER_LEASE, LeaseRuntime
-from fanoutsim.designs.leases.tables import check_database
-from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime, wall_us
+from fanoutsim.kernel.runtime.faces import WallFace
+from fanoutsim.kernel.runtime.wallclock import wall_us
 
 __all__ = ["LeaseRealtime", "WORKERS_PER_LEASE"]
 
 
-class LeaseRealtime(LeaseRuntime, SteppedWallRuntime):
-    """Leased durable consumers running for real, on the wall clock."""
+class LeaseRealtime(LeaseRuntime, WallFace):
+    """Leased durable consumers running for real, on the wall clock:
+    ``LeaseRealtime(config=None, store="leases.duckdb", faults=None, *, seed=0,
+    trace=True, stop_timeout=10.0, database="default", role="all")``."""
 
-    def __init__(
-        self,
-        config: LeaseConfig | None = None,
-        store: Any = "leases.duckdb",
-        faults=None,
-        *,
-        seed: int = 0,
-        trace: bool = True,
-        stop_timeout: float = 10.0,
-        database: str = "default",
-        role: str = "all",
-    ) -> None:
-        self._take_role(role)  # one part of the node (see .roles), refused before the store is opened
-        self.config = checked_lease_config(config, seed)
-        self.database = check_database(database)
-        self.seed = seed
-        self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
-        self._setup()
-        self.engine: LeaseEngine | None = self._new_engine(0)
+    _api_words = "publish and the broker API"  # what a stopped node's message says needs it running
+
+    def _built(self) -> None:
         self._reader = self._new_engine(0)  # for reads only (status), whatever the node's state
-
-    def _down_message(self) -> str:
-        if self._state in ("stopped", "closed"):
-            return (
-                f"the node is {self._state}; publish and the broker API need a running (or not yet "
-                f"started) LeaseRealtime: make a new one over the same store"
-            )
-        return "the node is down (crashed); it restarts after its downtime, or call restart()"
 
     def status(self, consumer: str, *, caller=None) -> dict | None:
         """What ``riffdb event status`` tells of ``consumer`` (see

@@ -59,6 +59,8 @@ from fanoutsim.designs.leases.host import (
 from fanoutsim.designs.leases.identity import ConsumerIdentity, consumer_key
 from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.roles import CLIENTS, RECOVERY, RETENTION, ROLES
+from fanoutsim.designs.leases.tables import check_database
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Work
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import Seconds
@@ -79,9 +81,16 @@ class LeaseRuntime(LeaseHost):
     _noun = "node"
     trace_schema = TRACE
     roles = ROLES  # one part of the node per process (see .roles): _start_loops asks _runs
+    # what the faces (fanoutsim.kernel.runtime.faces) build it from
+    config_class = LeaseConfig
+    _opener = staticmethod(open_store)
+    wall_store = "leases.duckdb"  # the wall clock's default store
 
     config: LeaseConfig
     engine: LeaseEngine | None
+
+    def _options(self, *, database: str = "default") -> None:
+        self.database = check_database(database)  # the named database this node's broker serves
 
     def _setup(self) -> None:
         self.clients: dict[str, LeaseClient] = {}

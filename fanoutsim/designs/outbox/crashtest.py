@@ -23,34 +23,41 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
+from typing import IO
 
 from fanoutsim.designs.outbox import OutboxConfig
 from fanoutsim.designs.outbox.realtime import OutboxRealtime
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.crashtest import campaign, main, module_child, run_child, side_lines, wait_or_kill
+from fanoutsim.kernel.runtime.crashtest import main, module_child, serve_sink, side_lines, sink_campaign
 
 CONFIG = OutboxConfig(safety_poll_interval=0.2, batch_limit=20)
+MODULE = "fanoutsim.designs.outbox.crashtest"  # the child: python -m MODULE serve ...
 
 
 def serve(db: str, side: str, rate: float, *, drain: bool = False, drain_timeout: float = 60.0) -> int:
     """The child: run until SIGTERM/SIGINT (or, with ``drain``, until the sink's
     cursor has reached the last committed row); returns an exit status."""
     rt = OutboxRealtime(CONFIG, store=db)
-    fh = open(side, "a")
+    return serve_sink(
+        rt,
+        side,
+        lambda fh: rt.register_consumer("sink", _sink(fh), duration=0.01),
+        lambda: _drained(rt),
+        rate=rate,
+        drain=drain,
+        drain_timeout=drain_timeout,
+        workload={"pages": 20},
+    )
 
+
+def _sink(fh: IO[str]) -> Callable[[dict], None]:
     def sink(row: dict) -> None:
         fh.write(f"{row['seq']}\n")
         fh.flush()
         os.fsync(fh.fileno())  # the effect is durable before the cursor may move
 
-    try:
-        rt.register_consumer("sink", sink, duration=0.01)
-        if rate > 0:
-            rt.add_workload(rate, pages=20)
-        return run_child(rt, lambda: _drained(rt), drain=drain, drain_timeout=drain_timeout)
-    finally:
-        rt.close()
-        fh.close()
+    return sink
 
 
 def _drained(rt: OutboxRealtime) -> bool:
@@ -60,7 +67,7 @@ def _drained(rt: OutboxRealtime) -> bool:
 
 
 def _start(db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen:
-    return module_child("fanoutsim.designs.outbox.crashtest", db, side, rate, drain)
+    return module_child(MODULE, db, side, rate, drain)
 
 
 def seqs_in(side: str) -> Counter:
@@ -81,37 +88,32 @@ def kill9_campaign(
     """Run the campaign; returns its figures (``lost`` lists committed seqs the
     sink never saw)."""
     side = side or f"{db}.sink.txt"
-    proc = campaign(
-        lambda: _start(db, side, rate),
-        lambda: _start(db, side, 0.0, drain=True),  # no new commits: drain the backlog, stop cleanly
-        lambda p: wait_or_kill(p, drain_timeout + 30),
+    # the last child has no new commits: it drains the backlog and stops cleanly
+    end = sink_campaign(
+        lambda r, drain: _start(db, side, r, drain),
+        open_store,
+        db,
+        ("outbox", "cursors"),
+        rate=rate,
         kills=kills,
         seed=seed,
         up=up,
+        drain_timeout=drain_timeout,
     )
-    store = open_store(db)
-    try:
-        committed = [r["seq"] for r in store.rows("outbox")]
-        cursors = {r["consumer"]: r["seq"] for r in store.rows("cursors")}
-        log = [r["event"] for r in store.rows("runner_log")]
-    finally:
-        store.close()
+    committed = [r["seq"] for r in end.rows["outbox"]]
+    cursors = {r["consumer"]: r["seq"] for r in end.rows["cursors"]}
     seen = seqs_in(side)
-    return {
-        "kills": kills,
-        "starts": log.count("start"),
-        "clean_stops": log.count("stop"),
-        "committed": len(committed),
-        "lost": [s for s in committed if not seen[s]],
-        "extra_deliveries": sum(n - 1 for n in seen.values() if n > 1),
-        "max_deliveries_of_one_row": max(seen.values(), default=0),
-        "cursor": cursors.get("sink"),
-        "last_seq": max(committed, default=0),
-        "clean_exit": proc.returncode == 0,
-    }
+    return end.figures(
+        committed=len(committed),
+        lost=[s for s in committed if not seen[s]],
+        extra_deliveries=sum(n - 1 for n in seen.values() if n > 1),
+        max_deliveries_of_one_row=max(seen.values(), default=0),
+        cursor=cursors.get("sink"),
+        last_seq=max(committed, default=0),
+    )
 
 
 if __name__ == "__main__":
     # python -m fanoutsim.designs.outbox.crashtest serve DB SIDE RATE [--drain]
     # python -m fanoutsim.designs.outbox.crashtest campaign DB [KILLS]
-    sys.exit(main(sys.argv[1:], "fanoutsim.designs.outbox.crashtest", serve, kill9_campaign))
+    sys.exit(main(sys.argv[1:], MODULE, serve, kill9_campaign))

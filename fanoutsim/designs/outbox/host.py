@@ -8,7 +8,8 @@ import pandas as pd
 from fanoutsim.designs.outbox.config import OUTBOX_FAULT_KINDS
 from fanoutsim.designs.outbox.faults import FAULTS
 from fanoutsim.kernel.frames import store_frame
-from fanoutsim.kernel.validate import is_whole
+from fanoutsim.kernel.runtime.faces import checked_config
+from fanoutsim.kernel.runtime.views import table_view
 
 
 def checked_outbox_config(config, seed):
@@ -16,12 +17,7 @@ def checked_outbox_config(config, seed):
     defaults) and an int seed; returns the config."""
     from fanoutsim.designs.outbox import OutboxConfig
 
-    config = OutboxConfig() if config is None else config
-    if not isinstance(config, OutboxConfig):
-        raise TypeError(f"config must be an OutboxConfig, not {type(config).__name__}")
-    if not is_whole(seed):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    return config
+    return checked_config(config, seed, OutboxConfig)
 
 
 class OutboxHost:
@@ -47,20 +43,11 @@ class OutboxHost:
     def _frame(self, table: str) -> pd.DataFrame:
         return store_frame(self.store, table)
 
-    def outbox(self) -> pd.DataFrame:
-        return self._frame("outbox")
-
-    def cursors(self) -> pd.DataFrame:
-        return self._frame("cursors")
-
-    def parked(self) -> pd.DataFrame:
-        return self._frame("parked")
-
-    def deferred(self) -> pd.DataFrame:
-        return self._frame("deferred")
-
-    def pages(self) -> pd.DataFrame:
-        return self._frame("pages")
+    outbox = table_view("outbox")
+    cursors = table_view("cursors")
+    parked = table_view("parked")
+    deferred = table_view("deferred")
+    pages = table_view("pages")
 
     def trace(self) -> pd.DataFrame:
         """The trace with the outbox's names: ``consumer`` and ``seq``."""

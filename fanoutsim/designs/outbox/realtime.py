@@ -3,7 +3,8 @@
 The counterpart of :class:`~fanoutsim.designs.outbox.simulation.OutboxSimulation`.
 The loops, hints and API are :class:`~.runtime.OutboxRuntime`'s, written once
 for both clocks; this face picks the wall driver
-(:class:`~fanoutsim.kernel.runtime.wallclock.SteppedWallRuntime`: a thread per
+(:class:`~fanoutsim.kernel.runtime.faces.WallFace`, over
+:class:`~fanoutsim.kernel.runtime.wallclock.SteppedWallRuntime`: a thread per
 loop, ``time.time()`` as the clock, real waits) and plugs in what only the
 wall clock has: PostgreSQL's real LISTEN/NOTIFY (:mod:`.pglisten`). The store
 is a DuckDB file by default, so the outbox, the cursors, the parked and the
@@ -43,47 +44,30 @@ PostgreSQL database (:mod:`.roles`: ``dispatcher``, ``consumers``,
 
 from __future__ import annotations
 
-from typing import Any
-
 from fanoutsim.designs.faults import Notifications
-from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.engine import OutboxEngine
-from fanoutsim.designs.outbox.host import checked_outbox_config
 from fanoutsim.designs.outbox.roles import BUS, CONSUMERS
 from fanoutsim.designs.outbox.runtime import OutboxRuntime
-from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime
+from fanoutsim.kernel.runtime.faces import WallFace
 
 
-class OutboxRealtime(OutboxRuntime, SteppedWallRuntime):
-    """The outbox dispatcher running for real, on the wall clock."""
+class OutboxRealtime(OutboxRuntime, WallFace):
+    """The outbox dispatcher running for real, on the wall clock:
+    ``OutboxRealtime(config=None, store="outbox.duckdb", faults=None, *, seed=0,
+    trace=True, stop_timeout=10.0, role="all")``."""
 
-    def __init__(
-        self,
-        config: OutboxConfig | None = None,
-        store: Any = "outbox.duckdb",
-        faults=None,
-        *,
-        seed: int = 0,
-        trace: bool = True,
-        stop_timeout: float = 10.0,
-        role: str = "all",
-    ) -> None:
-        self._take_role(role)  # one part of the dispatcher (see .roles), refused before the store is opened
-        self.config = checked_outbox_config(config, seed)
-        self.seed = seed
-        self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
+    _api_words = "commit and the consumer API"  # what a stopped dispatcher's message says needs it running
+
+    # -- what only the wall clock has -------------------------------------------------
+    def _setup(self) -> None:
         if callable(getattr(self.store, "channel", None)):  # PostgreSQL: real LISTEN/NOTIFY
             from fanoutsim.designs.outbox import pglisten
 
             pglisten.check_spec((self.plan.of(Notifications) or [None])[0] if self.plan else None)
             self._pg = pglisten.PgListener(self)
-        self._setup()
+        super()._setup()
         self.channel.connected = False  # nobody LISTENs until start()
-        self.engine: OutboxEngine | None = self._new_engine(0)
-        self._service(self._safety_poll(), "safety-poll")  # from start()
 
-    # -- what only the wall clock has -------------------------------------------------
     def _started(self, start_us: int) -> None:
         self.channel.start_us = start_us  # silent windows are seconds since start too
 
@@ -97,14 +81,6 @@ class OutboxRealtime(OutboxRuntime, SteppedWallRuntime):
         super()._crashed()
         if self._pg is not None:
             self._pg.disconnect()  # the listener's connection dies with the process
-
-    def _down_message(self) -> str:
-        if self._state in ("stopped", "closed"):
-            return (
-                f"the dispatcher is {self._state}; commit and the consumer API need a running (or "
-                f"not yet started) OutboxRealtime: make a new one over the same store"
-            )
-        return "the dispatcher is down (crashed); it restarts after its downtime, or call restart()"
 
     # -- PostgreSQL's LISTEN/NOTIFY, for real (pglisten.py) ----------------------------
     def _pg_listener(self):

@@ -63,6 +63,7 @@ from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.designs.outbox.roles import BUS, CONSUMERS, RETENTION, ROLES
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.scenario import checked_args
@@ -79,6 +80,10 @@ class OutboxRuntime(OutboxHost):
     trace_schema = TRACE
     _pg = None  # the PostgreSQL LISTEN/NOTIFY adapter, where the face has one
     roles = ROLES  # one part of the dispatcher per process (see .roles): _start_loops asks _runs
+    # what the faces (fanoutsim.kernel.runtime.faces) build it from
+    config_class = OutboxConfig
+    _opener = staticmethod(open_store)
+    wall_store = "outbox.duckdb"  # the wall clock's default store
 
     config: OutboxConfig
     engine: OutboxEngine | None
@@ -100,6 +105,9 @@ class OutboxRuntime(OutboxHost):
         self._unreported: dict[str, int] | None = {} if self.config.self_hint_every is not None else None
         if self.config.catch_up and self._pg is None and self.channel.spec.silent:
             self._service(self._reconnects(), "reconnects")
+
+    def _built(self) -> None:
+        self._service(self._safety_poll(), "safety-poll")  # a loop of the runtime (wall clock: from start())
 
     # -- the binding --------------------------------------------------------------
     def _new_engine(self, incarnation: int) -> OutboxEngine:
@@ -281,9 +289,18 @@ class OutboxRuntime(OutboxHost):
         return deferred
 
     def _handle_row(self, engine: OutboxEngine, name: str, row: dict, is_due: bool):
-        """One row: the first attempt inline (the hot path: nearly every row needs
-        no other), then its retries. The outcome, or None if the process stopped
-        or died with the row in hand."""
+        """One row: its first attempt (nearly every row needs no other), then its
+        retries. The outcome, or None if the process stopped or died with the row
+        in hand."""
+        out = yield from self._attempt(engine, name, row, is_due, 1)
+        if out is not None and out.kind == "retry":
+            out = yield from self._retry(engine, name, row, is_due, out)
+        return out
+
+    def _attempt(self, engine: OutboxEngine, name: str, row: dict, is_due: bool, attempt: int):
+        """One attempt at a row: the consumer's code outside the store lock, the
+        step worked out, the finish. The outcome, or None if the process died
+        with the step in hand."""
         started = self.clock()
         step = self._outside(engine.begin, name, row, is_due)
         if step is None:
@@ -292,10 +309,7 @@ class OutboxRuntime(OutboxHost):
             yield Work(step.duration, since=started)
             if not self._live(engine):
                 return None  # died with the step in hand
-        out = self._call(engine.finish, step, 1)
-        if out is not None and out.kind == "retry":
-            out = yield from self._retry(engine, name, row, is_due, out)
-        return out
+        return self._call(engine.finish, step, attempt)
 
     def _read_cost(self, name: str) -> Callable[[bool], float] | None:
         """The draw of one read's cost (given whether it found rows), from the
@@ -337,16 +351,8 @@ class OutboxRuntime(OutboxHost):
             yield Sleep(out.delay)
             if not self._running(engine):
                 return None
-            started = self.clock()
-            step = self._outside(engine.begin, name, row, due)
-            if step is None:
-                return None
-            if step.duration > 0:
-                yield Work(step.duration, since=started)
-                if not self._live(engine):
-                    return None
             attempt += 1
-            out = self._call(engine.finish, step, attempt)
+            out = yield from self._attempt(engine, name, row, due, attempt)
             if out is None:
                 return None
         return out

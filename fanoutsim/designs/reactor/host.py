@@ -21,7 +21,7 @@ from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.faults import FAULTS, check_names
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.kernel.frames import store_frame
-from fanoutsim.kernel.validate import is_whole
+from fanoutsim.kernel.runtime.faces import checked_config as checked
 
 
 def checked_config(config, seed):
@@ -29,13 +29,7 @@ def checked_config(config, seed):
     defaults) and an int seed; returns the config."""
     from fanoutsim.designs.reactor.config import SchedulerConfig
 
-    if config is None:
-        config = SchedulerConfig()
-    if not isinstance(config, SchedulerConfig):
-        raise TypeError(f"config must be a SchedulerConfig, not {type(config).__name__}")
-    if not is_whole(seed):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    return config
+    return checked(config, seed, SchedulerConfig)
 
 
 def _sources(blob) -> dict | None:

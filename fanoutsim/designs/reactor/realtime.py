@@ -2,7 +2,8 @@
 
 The loops and workloads are :class:`~.runtime.ReactorRuntime`'s, written once
 for both clocks; this face picks the wall driver
-(:class:`~fanoutsim.kernel.runtime.wallclock.SteppedWallRuntime`: a thread per
+(:class:`~fanoutsim.kernel.runtime.faces.WallFace`, over
+:class:`~fanoutsim.kernel.runtime.wallclock.SteppedWallRuntime`: a thread per
 loop and per running workflow body, ``time.time()`` as the clock). The store
 is a DuckDB file by default, so what a run wrote outlives the process — kill
 it with ``kill -9`` and a new ``Realtime`` over the same file resumes from the
@@ -40,38 +41,16 @@ PostgreSQL database (:mod:`.roles`: ``poller``, ``executor``, ``prune``;
 
 from __future__ import annotations
 
-from typing import Any
-
-from fanoutsim.designs.reactor import ReactorEngine
-from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.designs.reactor.host import checked_config
 from fanoutsim.designs.reactor.runtime import SAFETY_CLAIM, ReactorRuntime
-from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime
+from fanoutsim.kernel.runtime.faces import WallFace
 
 __all__ = ["Realtime", "SAFETY_CLAIM"]
 
 
-class Realtime(ReactorRuntime, SteppedWallRuntime):
-    """The reactor subscription design running for real, on the wall clock."""
-
-    def __init__(
-        self,
-        config: SchedulerConfig | None = None,
-        store: Any = "run.duckdb",
-        faults=None,
-        *,
-        seed: int = 0,
-        trace: bool = True,
-        stop_timeout: float = 10.0,
-        role: str = "all",
-    ) -> None:
-        self._take_role(role)  # one part of the runner (see .roles), refused before the store is opened
-        self.config = checked_config(config, seed)
-        self.seed = seed
-        self._open(seed, store, faults, trace, stop_timeout, opener=open_store)
-        self._setup()
-        self.engine: ReactorEngine | None = self._new_engine(0)
+class Realtime(ReactorRuntime, WallFace):
+    """The reactor subscription design running for real, on the wall clock:
+    ``Realtime(config=None, store="run.duckdb", faults=None, *, seed=0,
+    trace=True, stop_timeout=10.0, role="all")``."""
 
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):

@@ -42,6 +42,7 @@ from fanoutsim.designs.reactor.faults import STAMPS, pollers_of
 from fanoutsim.designs.reactor.host import RunnerHost
 from fanoutsim.designs.reactor.roles import EXECUTOR, POLL, PRUNE, ROLES
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
+from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.runtime.roles import ALL, WORKLOADS
 from fanoutsim.kernel.timeutil import US
@@ -58,6 +59,10 @@ class ReactorRuntime(RunnerHost):
     _noun = "runner"
     trace_schema = TRACE
     roles = ROLES  # one part of the runner per process (see .roles): _start_loops asks _runs
+    # what the faces (fanoutsim.kernel.runtime.faces) build it from
+    config_class = SchedulerConfig
+    _opener = staticmethod(open_store)
+    wall_store = "run.duckdb"  # the wall clock's default store
 
     # The executor sleeps while nothing is pending instead of ticking through
     # claims that find nothing, and the poll loop's passes after one that found

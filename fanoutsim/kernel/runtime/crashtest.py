@@ -25,8 +25,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
 
 from fanoutsim.kernel.runtime.control import server_info
 
@@ -79,10 +80,12 @@ def says_serving(proc: subprocess.Popen[bytes]) -> bool:
     return line.startswith(b"serving")
 
 
-def module_child(module: str, db: str, side: str, rate: float, drain: bool = False) -> subprocess.Popen[Any]:
-    """``python -m module serve DB SIDE RATE [--drain]``, returned once it printed
-    "ready" (a child whose effect is a side file: see :func:`main`)."""
-    cmd = [sys.executable, "-m", module, "serve", db, side, str(rate)] + (["--drain"] if drain else [])
+def module_child(
+    module: str, db: str, side: str, rate: float, drain: bool = False, extra: Sequence[str] = ()
+) -> subprocess.Popen[Any]:
+    """``python -m module serve DB SIDE RATE [--drain] [EXTRA...]``, returned once it
+    printed "ready" (a child whose effect is a side file: see :func:`main`)."""
+    cmd = [sys.executable, "-m", module, "serve", db, side, str(rate)] + (["--drain"] if drain else []) + list(extra)
     return start_child(cmd)
 
 
@@ -100,6 +103,33 @@ def run_child(rt: Any, drained: Callable[[], bool], *, drain: bool, drain_timeou
         if drain and (drained() or time.monotonic() > deadline):
             break
     return 0 if not drain or drained() else 1
+
+
+def serve_sink(
+    rt: Any,
+    side: str,
+    sink: Callable[[IO[str]], object],
+    drained: Callable[[], bool],
+    *,
+    rate: float,
+    drain: bool,
+    drain_timeout: float,
+    workload: Mapping[str, Any],
+) -> int:
+    """The child of a campaign whose effect is a side file: ``sink(fh)`` gives
+    ``rt`` the reader whose effect appends to the open side file, then a
+    workload of ``rate`` (none at 0: the last child only drains), then
+    :func:`run_child`. ``rt`` and the side file are closed however it ends;
+    the exit status."""
+    fh = open(side, "a")
+    try:
+        sink(fh)
+        if rate > 0:
+            rt.add_workload(rate, **workload)
+        return run_child(rt, drained, drain=drain, drain_timeout=drain_timeout)
+    finally:
+        rt.close()
+        fh.close()
 
 
 def side_lines(side: str) -> list[str]:
@@ -155,6 +185,60 @@ def campaign(
     proc = drain()
     finish(proc)
     return proc
+
+
+@dataclass
+class Ending:
+    """How a side-file campaign ended (:func:`sink_campaign`): its last child
+    and the rows of the tables read from the file afterwards."""
+
+    kills: int
+    proc: subprocess.Popen[Any]
+    rows: dict[str, list[dict[str, Any]]]
+
+    def figures(self, **design: Any) -> dict[str, Any]:
+        """The figures every campaign reports — kills, starts and clean stops (the
+        ``runner_log``), whether the last child stopped cleanly — around the design's own."""
+        log = [r["event"] for r in self.rows["runner_log"]]
+        return {
+            "kills": self.kills,
+            "starts": log.count("start"),
+            "clean_stops": log.count("stop"),
+            **design,
+            "clean_exit": self.proc.returncode == 0,
+        }
+
+
+def sink_campaign(
+    start: Callable[[float, bool], subprocess.Popen[Any]],
+    opener: Callable[[str], Any],
+    db: str,
+    tables: Sequence[str],
+    *,
+    rate: float,
+    kills: int,
+    seed: int,
+    up: tuple[float, float],
+    drain_timeout: float,
+) -> Ending:
+    """A campaign whose children are a design's own module (:func:`serve_sink`):
+    ``start(rate, drain)`` each, the killed ones at ``rate``, the last with no
+    new writes, waited out until it drains (killed past ``drain_timeout`` + 30
+    s). Then the rows of ``tables`` and ``runner_log``, from ``opener(db)``."""
+    proc = campaign(
+        lambda: start(rate, False),
+        lambda: start(0.0, True),
+        lambda p: wait_or_kill(p, drain_timeout + 30),
+        kills=kills,
+        seed=seed,
+        up=up,
+    )
+    store = opener(db)
+    try:
+        rows = {table: store.rows(table) for table in (*tables, "runner_log")}
+    finally:
+        store.close()
+    return Ending(kills, proc, rows)
 
 
 def main(

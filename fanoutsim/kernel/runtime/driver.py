@@ -41,13 +41,15 @@ import math
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from fanoutsim.kernel.faults import CrashAt, CrashRandomly
+from fanoutsim.kernel.faults import CrashAt, CrashRandomly, bind, check_faults
 from fanoutsim.kernel.runtime.loops import Sleep
 from fanoutsim.kernel.runtime.roles import ALL, Roles
+from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.trace import NullTrace, Trace, TraceSchema
 
 if TYPE_CHECKING:
     from fanoutsim.kernel.faults import FaultPlan, Faults
+    from fanoutsim.kernel.metrics import Metrics
     from fanoutsim.kernel.store import Store
 
 Loop = Generator[Any, Any, Any]  # a generator that yields the requests of .loops
@@ -79,6 +81,7 @@ class Driver:
     store: Store
     plan: FaultPlan | None
     faults: Faults
+    metrics_registry: Metrics
     _trace: Trace
     _armed: dict[Any, Any]  # the wakes loops armed, by key (a driver's own event type)
     _sleepers: list[tuple[Any, Callable[[], bool]]]  # (wake, ready) of loops asleep until a write
@@ -108,6 +111,29 @@ class Driver:
     @property
     def up(self) -> bool:
         return self.engine is not None
+
+    # -- what both drivers' _open do ------------------------------------------------
+    def _check_faults(self, faults: object) -> None:
+        """Refuse a plan with a fault kind, crash point or hook this design does
+        not have, before anything is opened."""
+        check_faults(
+            faults,
+            design=getattr(self, "design", type(self).__name__),
+            kinds=self.fault_kinds,
+            points=self.crash_points,
+            hooks=self.fault_hooks,
+        )
+
+    def _claim(self, opener: Callable[[Any], Store], store: Any) -> Store:
+        """``opener(store)``, recorded as this design's; a store of another design is refused by name."""
+        return open_claimed(opener, store, getattr(self, "design", None))
+
+    def _observe(self, seed: int, faults: object, metrics: Metrics, trace: type[Trace] | None) -> None:
+        """The run's ``metrics``, its trace (None: kept by no one, a :class:`NullTrace`)
+        and the fault plan bound to the seed, the start and that trace."""
+        self.metrics_registry = metrics
+        self._trace = NullTrace(self.trace_schema) if trace is None else trace(self.trace_schema)
+        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
 
     # -- roles: one part of the process per OS process ------------------------------
     def _take_role(self, role: str) -> None:

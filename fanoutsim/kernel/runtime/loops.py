@@ -32,57 +32,52 @@ wait, so they are on the hot path.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 
-class Sleep:
+
+class _Request:
+    """What the requests share. Each is a slotted dataclass with no ``__eq__`` (a
+    request is a record, compared by identity) and this repr: ``Sleep(1.0)``,
+    ``Wait(wake, timeout=None)`` (the first field by position, the rest by name)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        first, *rest = (f.name for f in fields(self))  # type: ignore[arg-type]  # every request is a dataclass
+        named = "".join(f", {name}={getattr(self, name)!r}" for name in rest)
+        return f"{type(self).__name__}({getattr(self, first)!r}{named})"
+
+
+@dataclass(slots=True, eq=False, repr=False)
+class Sleep(_Request):
     """Idle for ``seconds`` (a stop on the wall clock ends the wait)."""
 
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def __repr__(self) -> str:
-        return f"Sleep({self.seconds!r})"
+    seconds: float
 
 
-class Until:
+@dataclass(slots=True, eq=False, repr=False)
+class Until(_Request):
     """Idle until ``at``, seconds since the start (a stop ends the wait)."""
 
-    __slots__ = ("at",)
-
-    def __init__(self, at: float) -> None:
-        self.at = at
-
-    def __repr__(self) -> str:
-        return f"Until({self.at!r})"
+    at: float
 
 
-class Work:
+@dataclass(slots=True, eq=False, repr=False)
+class Work(_Request):
     """The loop's own busy time: ``seconds`` of work, less what passed since
     ``since`` (a mark of the runtime's ``clock()``; None: nothing yet). A stop
     lets the work finish; a crash ends it."""
 
-    __slots__ = ("seconds", "since")
-
-    def __init__(self, seconds: float, since: float | None = None) -> None:
-        self.seconds = seconds
-        self.since = since
-
-    def __repr__(self) -> str:
-        return f"Work({self.seconds!r}, since={self.since!r})"
+    seconds: float
+    since: float | None = None
 
 
-class Wait:
+@dataclass(slots=True, eq=False, repr=False)
+class Wait(_Request):
     """A wake, or ``timeout`` seconds (None: no timeout), whichever is first."""
 
-    __slots__ = ("wake", "timeout")
-
-    def __init__(self, wake: object, timeout: float | None = None) -> None:
-        self.wake = wake
-        self.timeout = timeout
-
-    def __repr__(self) -> str:
-        return f"Wait({self.wake!r}, timeout={self.timeout!r})"
+    wake: object
+    timeout: float | None = None
 
 
 class Ticks:

@@ -24,15 +24,14 @@ from typing import Any, Self, TypeVar
 
 import simpy
 
-from fanoutsim.kernel.faults import Crash, bind, check_faults
+from fanoutsim.kernel.faults import Crash
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import Store, open_store
-from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
-from fanoutsim.kernel.trace import NullTrace, Trace
+from fanoutsim.kernel.trace import Trace
 from fanoutsim.kernel.validate import is_real
 
 # no threads under SimPy: what the wall clock locks, nothing needs to here
@@ -90,20 +89,11 @@ class VirtualRuntime(Driver):
         (``opener(store)``: the design's, with every registered design's
         tables), the metrics, the trace and the bound fault plan; no
         incarnation yet (the first :meth:`restart` makes incarnation 0)."""
-        check_faults(
-            faults,
-            design=getattr(self, "design", type(self).__name__),
-            kinds=self.fault_kinds,
-            points=self.crash_points,
-            hooks=self.fault_hooks,
-        )
+        self._check_faults(faults)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
-        # recorded as this design's; a store of another design is refused by name
-        self.store = open_claimed(opener, store, getattr(self, "design", None))
-        self.metrics_registry = Metrics()
-        self._trace = Trace(self.trace_schema) if trace else NullTrace(self.trace_schema)
-        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
+        self.store = self._claim(opener, store)
+        self._observe(seed, faults, Metrics(), Trace if trace else None)
         self.engine = None
         self.incarnation = -1
         self._looping = False  # the incarnation's loops run (spawn more now)

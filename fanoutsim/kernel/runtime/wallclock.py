@@ -28,16 +28,15 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
-from fanoutsim.kernel.faults import Crash, bind, check_faults
+from fanoutsim.kernel.faults import Crash
 from fanoutsim.kernel.ids import FreshIdSource
 from fanoutsim.kernel.metrics import LockedMetrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import Store, open_store
-from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.timeutil import US
-from fanoutsim.kernel.trace import LockedTrace, NullTrace
+from fanoutsim.kernel.trace import LockedTrace
 from fanoutsim.kernel.validate import is_real
 
 
@@ -139,21 +138,12 @@ class SteppedWallRuntime(Driver):
         if not is_real(stop_timeout) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
         self.stop_timeout = float(stop_timeout)
-        check_faults(
-            faults,
-            design=getattr(self, "design", type(self).__name__),
-            kinds=self.fault_kinds,
-            points=self.crash_points,
-            hooks=self.fault_hooks,
-        )
-        # recorded as this design's; a store of another design is refused by name
-        self.store = open_claimed(opener, store, getattr(self, "design", None))
+        self._check_faults(faults)
+        self.store = self._claim(opener, store)
         self.store.clock = wall_us  # a row lock granted after a wait is read on this clock (Tx.after_locks)
         self._starts = sum(1 for r in self.store.rows("runner_log") if r["event"] == "start")
         self.start_us = wall_us()
-        self.metrics_registry = LockedMetrics()
-        self._trace = LockedTrace(self.trace_schema) if trace else NullTrace(self.trace_schema)
-        self.plan, self.faults = bind(faults, seed=seed, start_us=self.start_us, trace=self._trace)
+        self._observe(seed, faults, LockedMetrics(), LockedTrace if trace else None)
         self.engine = None
         self.incarnation = 0
         self._state = "created"
@@ -320,8 +310,16 @@ class SteppedWallRuntime(Driver):
             raise ValueError(f"wait(seconds): must be a finite number of seconds >= 0, got {seconds!r}")
         time.sleep(seconds)
 
+    # what a stopped process's message says needs it running ("commit and the API"); None: say nothing of it
+    _api_words: str | None = None
+
     def _down_message(self) -> str:
         if self._state in ("stopped", "closed"):
+            if self._api_words is not None:
+                return (
+                    f"the {self._noun} is {self._state}; {self._api_words} need a running (or not yet started) "
+                    f"{type(self).__name__}: make a new one over the same store"
+                )
             return f"the {self._noun} is {self._state}; make a new {type(self).__name__} over the same store"
         return f"the {self._noun} is down (crashed); it restarts after its downtime, or call restart()"
 
