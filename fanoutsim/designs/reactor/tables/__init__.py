@@ -28,7 +28,7 @@ from __future__ import annotations
 from fanoutsim.kernel.store.base import StorePart
 
 from .memory import ReactorMemoryTx
-from .port import SUBSCRIPTION_IDENTITY, TIMESTAMP_COLUMNS, ReactorTx, check_subscription_changes, cursor_of
+from .port import TABLES, TIMESTAMP_COLUMNS, ReactorTx, cursor_of
 from .sql import ReactorDuckDBTx
 
 PART = StorePart.from_package(
@@ -36,4 +36,4 @@ PART = StorePart.from_package(
 )
 
 # what the design's modules read from here; the rest: .port, .memory, .sql, .statements
-__all__ = ["PART", "SUBSCRIPTION_IDENTITY", "TIMESTAMP_COLUMNS", "ReactorTx", "check_subscription_changes", "cursor_of"]
+__all__ = ["PART", "TABLES", "TIMESTAMP_COLUMNS", "ReactorTx", "cursor_of"]
