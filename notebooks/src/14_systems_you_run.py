@@ -13,7 +13,7 @@
 # **What you need first:** [8 · Outbox](08_outbox.ipynb) (hints, the safety poll, cursors) and
 # [10 · Leased consumers](10_leases.ipynb) (lease length against work time).
 #
-# **Run All:** about 13 s on two cores.
+# **Run All:** about 19 s on two cores.
 #
 # **The libraries, as the model's presets.** procrastinate and pgqueuer are PostgreSQL job
 # queues: a job is a row, its `INSERT` sends a `NOTIFY`, and a worker wakes on the
