@@ -289,18 +289,9 @@ class OutboxRuntime(OutboxHost):
         return deferred
 
     def _handle_row(self, engine: OutboxEngine, name: str, row: dict, is_due: bool):
-        """One row: its first attempt (nearly every row needs no other), then its
-        retries. The outcome, or None if the process stopped or died with the row
-        in hand."""
-        out = yield from self._attempt(engine, name, row, is_due, 1)
-        if out is not None and out.kind == "retry":
-            out = yield from self._retry(engine, name, row, is_due, out)
-        return out
-
-    def _attempt(self, engine: OutboxEngine, name: str, row: dict, is_due: bool, attempt: int):
-        """One attempt at a row: the consumer's code outside the store lock, the
-        step worked out, the finish. The outcome, or None if the process died
-        with the step in hand."""
+        """One row: the first attempt inline (the hot path: nearly every row needs
+        no other), then its retries. The outcome, or None if the process stopped
+        or died with the row in hand."""
         started = self.clock()
         step = self._outside(engine.begin, name, row, is_due)
         if step is None:
@@ -309,7 +300,10 @@ class OutboxRuntime(OutboxHost):
             yield Work(step.duration, since=started)
             if not self._live(engine):
                 return None  # died with the step in hand
-        return self._call(engine.finish, step, attempt)
+        out = self._call(engine.finish, step, 1)
+        if out is not None and out.kind == "retry":
+            out = yield from self._retry(engine, name, row, is_due, out)
+        return out
 
     def _read_cost(self, name: str) -> Callable[[bool], float] | None:
         """The draw of one read's cost (given whether it found rows), from the
@@ -351,8 +345,16 @@ class OutboxRuntime(OutboxHost):
             yield Sleep(out.delay)
             if not self._running(engine):
                 return None
+            started = self.clock()
+            step = self._outside(engine.begin, name, row, due)
+            if step is None:
+                return None
+            if step.duration > 0:
+                yield Work(step.duration, since=started)
+                if not self._live(engine):
+                    return None
             attempt += 1
-            out = yield from self._attempt(engine, name, row, due, attempt)
+            out = self._call(engine.finish, step, attempt)
             if out is None:
                 return None
         return out
