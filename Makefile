@@ -37,6 +37,7 @@ demo: $(STAMP) bytecode
 	@echo "      fanoutsim example crashes --out crashes.toml && fanoutsim run crashes.toml"
 	@echo "    the documentation site: make docs, then open docs/_build/html/index.html"
 
+# the notebooks under nbval: notebooks/conftest.py starts each one's kernel (over IPC, retried once)
 test: $(STAMP) bytecode lint docs
 	MPLBACKEND=Agg $(BIN)/python -m pytest -n 2 --dist loadfile tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg notebooks
@@ -44,8 +45,6 @@ test: $(STAMP) bytecode lint docs
 test-fast: $(STAMP) bytecode
 	MPLBACKEND=Agg $(BIN)/python -m pytest -x -q tests
 
-# make lint: mypy --strict over the checked modules (pyproject's [tool.mypy] lists them)
-# and the import layers (.importlinter)
 # make lint: ruff (lint, and the format as ruff writes it), mypy --strict over the
 # checked modules (pyproject's [tool.mypy]), the import layers (.importlinter)
 lint: $(STAMP)
