@@ -12,9 +12,9 @@ wrote and started once more.
 
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,14 @@ import pytest
 from jupyter_client import KernelClient, KernelManager
 from nbval import kernel as nbval_kernel
 
-log = logging.getLogger(__name__)
 START_ATTEMPTS = 2
 _SOCKET_DIRS: list[Path] = []
 _ORIGINAL = pytest.StashKey[Any]()
+
+
+class KernelStartRetried(UserWarning):
+    """A notebook's kernel did not start at the first attempt: pytest's warnings
+    summary shows it (with what the kernel wrote) even when the retry passes."""
 
 
 def _start_once(
@@ -63,9 +67,11 @@ def start_new_kernel(
                 return _start_once(startup_timeout, kernel_name, sockets, stderr=stderr, **kwargs)
             except RuntimeError as exc:
                 said = stderr_path.read_text(errors="replace")[-2000:]
-                log.warning("kernel start %d of %d failed: %s; its stderr:\n%s", attempt, START_ATTEMPTS, exc, said)
                 if attempt == START_ATTEMPTS:
                     raise RuntimeError(f"{exc} (tried {START_ATTEMPTS} times); the kernel's stderr:\n{said}") from exc
+                warnings.warn(
+                    KernelStartRetried(f"kernel start {attempt} failed: {exc}; its stderr:\n{said}"), stacklevel=2
+                )
     raise AssertionError("unreachable")
 
 

@@ -47,12 +47,17 @@ def test_a_kernel_that_does_not_start_is_retried_and_its_stderr_reported(
         raise RuntimeError("Kernel didn't respond in 60 seconds")
 
     monkeypatch.setattr(starter, "_start_once", never_ready)
-    with pytest.raises(RuntimeError, match=r"tried 2 times(.|\n)*attempt 2: Address already in use"):
+    with (
+        pytest.warns(starter.KernelStartRetried, match="attempt 1: Address already in use"),
+        pytest.raises(RuntimeError, match=r"tried 2 times(.|\n)*attempt 2: Address already in use"),
+    ):
         starter.start_new_kernel(kernel_name="python3")
     assert len(attempts) == 2 and attempts[0] != attempts[1]  # a fresh socket directory each time
 
 
-def test_a_second_attempt_that_starts_is_used(starter: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_attempt_that_starts_is_used_and_the_first_failure_shown(
+    starter: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     attempts: list[Path] = []
 
     def second_time_lucky(timeout: float, name: str, sockets: Path, stderr: Any, **kwargs: Any) -> tuple[str, str]:
@@ -62,5 +67,6 @@ def test_a_second_attempt_that_starts_is_used(starter: ModuleType, monkeypatch: 
         return "km", "kc"
 
     monkeypatch.setattr(starter, "_start_once", second_time_lucky)
-    assert starter.start_new_kernel(kernel_name="python3") == ("km", "kc")
+    with pytest.warns(starter.KernelStartRetried, match="kernel start 1 failed: Kernel didn't respond"):
+        assert starter.start_new_kernel(kernel_name="python3") == ("km", "kc")
     assert len(attempts) == 2
