@@ -232,10 +232,14 @@ class OutboxRuntime(OutboxHost):
         while self._running(engine):
             if not late_flag:
                 wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
-            read = yield from self._read(engine, name, cost)
+            read = self._read(engine, name)
             if read is None:
                 return  # the process died in the read
             rows, due, first_due = read
+            if cost is not None:  # the read's cost in time: what commits meanwhile is not in it
+                yield Work(cost(bool(rows or due)))
+                if not self._live(engine):
+                    return
             if late_flag:
                 wake = self._arm(key)  # the flag cleared after the read: a hint during it is gone
             deferred = yield from self._handle_batch(engine, name, due, rows)
@@ -253,10 +257,9 @@ class OutboxRuntime(OutboxHost):
                 return
             yield Wait(wake, timeout)
 
-    def _read(self, engine: OutboxEngine, name: str, cost: Callable[[bool], float] | None):
+    def _read(self, engine: OutboxEngine, name: str):
         """One read of the consumer: its new rows, and its due rows once the first
-        is due, then the read's cost in time (what commits meanwhile is not in it).
-        ``(rows, due, first_due)``, or None if the process died."""
+        is due. ``(rows, due, first_due)``, or None if the process died."""
         rows = self._call(engine.fetch, name)
         if rows is None:
             return None
@@ -265,10 +268,6 @@ class OutboxRuntime(OutboxHost):
         if first_due is not None and first_due <= self.now_us():
             due = self._call(engine.fetch_due, name)
             if due is None:
-                return None
-        if cost is not None:
-            yield Work(cost(bool(rows or due)))
-            if not self._live(engine):
                 return None
         return rows, due, first_due
 
@@ -280,30 +279,25 @@ class OutboxRuntime(OutboxHost):
         deferred = False
         for batch, is_due in ((due, True), (rows, False)):
             for row in batch:
-                out = yield from self._handle_row(engine, name, row, is_due)
+                # a row's first attempt inline, here: nearly every row needs no other, and
+                # this is the consumer's hot path (a generator per row cost a frame at each wait)
+                started = self.clock()
+                step = self._outside(engine.begin, name, row, is_due)
+                if step is None:
+                    return None
+                if step.duration > 0:
+                    yield Work(step.duration, since=started)
+                    if not self._live(engine):
+                        return None  # died with the step in hand
+                out = self._call(engine.finish, step, 1)
+                if out is not None and out.kind == "retry":
+                    out = yield from self._retry(engine, name, row, is_due, out)
                 if out is None:
                     return None
                 if unreported is not None and out.kind in ("handled", "parked"):
                     unreported[name] = row["seq"]  # for the consumer's next status write
                 deferred |= out is DEFERRED
         return deferred
-
-    def _handle_row(self, engine: OutboxEngine, name: str, row: dict, is_due: bool):
-        """One row: the first attempt inline (the hot path: nearly every row needs
-        no other), then its retries. The outcome, or None if the process stopped
-        or died with the row in hand."""
-        started = self.clock()
-        step = self._outside(engine.begin, name, row, is_due)
-        if step is None:
-            return None
-        if step.duration > 0:
-            yield Work(step.duration, since=started)
-            if not self._live(engine):
-                return None  # died with the step in hand
-        out = self._call(engine.finish, step, 1)
-        if out is not None and out.kind == "retry":
-            out = yield from self._retry(engine, name, row, is_due, out)
-        return out
 
     def _read_cost(self, name: str) -> Callable[[bool], float] | None:
         """The draw of one read's cost (given whether it found rows), from the

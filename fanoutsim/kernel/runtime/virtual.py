@@ -227,8 +227,9 @@ class VirtualRuntime(Driver):
                 event: simpy.Event
                 if kind is Sleep:
                     event = timeout(request.seconds)
-                elif kind is Work and request.since is None:
-                    event = timeout(request.seconds)
+                elif kind is Work:
+                    since = request.since
+                    event = timeout(request.seconds if since is None else request.seconds - (env.now - since))
                 elif kind is Wait and request.timeout is None:
                     event = request.wake
                 else:
