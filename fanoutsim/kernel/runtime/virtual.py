@@ -118,11 +118,11 @@ class VirtualRuntime(Driver):
         return self.env.now
 
     def now_us(self) -> int:
-        return self.start_us + round(self.env.now * US)
+        return self.start_us + round(self.env._now * US)  # env.now is a property: a call per stamp
 
     def clock(self) -> float:
         """A mark for ``Work(seconds, since=mark)``: no virtual time passes inside a step."""
-        return self.env.now
+        return self.env._now
 
     def _at(self, seconds: float | None) -> int | None:
         return None if seconds is None else self.start_us + round(seconds * US)
@@ -232,6 +232,9 @@ class VirtualRuntime(Driver):
                     event = timeout(request.seconds if since is None else request.seconds - (env.now - since))
                 elif kind is Wait and request.timeout is None:
                     event = request.wake
+                elif kind is Until:  # a tick of a loop's grid
+                    at, now = request.at, env._now
+                    event = timeout(delay_to(now, at) if at > now else 0.0)
                 else:
                     event = event_of(request)
                 if self._soon:  # tasks the loop spawned start once its own wait is scheduled

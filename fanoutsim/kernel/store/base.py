@@ -51,7 +51,7 @@ SWALLOWED_TX = "transaction rolled back: a write in it failed ({})"
 def check_limit(limit: int) -> int:
     """A row limit as SQL's ``LIMIT`` takes it: an int >= 0 (a negative slice
     bound would silently mean "all but the last few" in Python)."""
-    if not is_whole(limit) or limit < 0:
+    if (type(limit) is not int and not is_whole(limit)) or limit < 0:  # an int is the common case: no call
         raise ValueError(f"limit must be an int >= 0, got {limit!r}")
     return limit
 
