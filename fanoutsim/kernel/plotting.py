@@ -1,13 +1,15 @@
 """The house style and the helpers every figure shares: ``style()``,
 ``new_figure``, ``figure_axes`` (a new figure, or the caller's axes),
+``one_axes`` (a figure's whole frame: style, axes, labels and the empty case),
 ``mark_empty``, ``time_unit``, ``steps_over_time`` (a table's rows over
 virtual time, one step line per run), ``save_figures``, ``sweep_lines`` (any
 sweep column against a grid key) and the shared colours and limits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, overload
 
@@ -111,6 +113,29 @@ def figure_axes(
     return ax.figure, ax
 
 
+def one_axes(
+    ax: Axes | None,
+    draw: Callable[[Axes], object] | None,
+    *,
+    none_of: str = "runs",
+    figsize: tuple[float, float] | None = None,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+) -> Figure | SubFigure:
+    """A figure of one axes, in the house style: :func:`figure_axes`'s (the
+    caller's ``ax`` or a new figure, titled and labelled), drawn by
+    ``draw(ax)``; ``draw`` None means there is nothing to show, and the axes
+    say "no <none_of>" instead. The figure (``ax``'s, when given)."""
+    with style():
+        fig, ax = figure_axes(ax, figsize, title=title, xlabel=xlabel, ylabel=ylabel)
+        if draw is None:
+            mark_empty(ax, none_of)
+        else:
+            draw(ax)
+    return fig
+
+
 def need_columns(df: pd.DataFrame, columns: Iterable[str], source: str) -> None:
     """Refuse, naming the first missing column and where a right frame comes
     from (``source``), a frame a figure cannot draw."""
@@ -157,11 +182,8 @@ def steps_over_time(
     label)`` vertical lines in the theory colour."""
     span = time_span(frames.values())
     unit, uname = time_unit(span)
-    with style():
-        fig, ax = figure_axes(ax, title=title, xlabel=f"virtual time ({uname})", ylabel=ylabel)
-        if not frames:
-            mark_empty(ax, "runs")
-            return fig
+
+    def draw(ax: Axes) -> None:
         for i, (label, f) in enumerate(frames.items()):
             # "C<i>": the house colour cycle's i-th, as rc_context(STYLE) has it
             line: dict[str, Any] = {"color": f"C{i}", "label": label, "linewidth": linewidth}
@@ -173,7 +195,8 @@ def steps_over_time(
         ax.set_xlim(0, span / unit)
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left")
-    return fig
+
+    return one_axes(ax, draw if frames else None, title=title, xlabel=f"virtual time ({uname})", ylabel=ylabel)
 
 
 def plain_number(value: float, _pos: int | None = None) -> str:
@@ -282,8 +305,6 @@ def sweep_lines(
     numeric one), one line per value of the grid key ``by`` (default: the next
     grid key, if any): the mean over seeds, shaded from the lowest to the
     highest seed. A log x axis when ``x`` spans a factor of 10 or more."""
-    import numpy as np
-
     keys = grid_keys(df)
     # pandas's own test: a grid key of text (pandas 3's str dtype) or of nullable
     # ints is an extension dtype, which np.issubdtype refuses with a TypeError
@@ -297,38 +318,37 @@ def sweep_lines(
     if by is None:
         rest = [k for k in keys if k != x]
         by = rest[0] if rest else None
-    with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(title or f"{column} vs {x}")
-        ax.set_xlabel(x)
-        ax.set_ylabel(column)
-        data = df[[c for c in (x, by, column) if c is not None]].dropna()
-        if data.empty:
-            mark_empty(ax, "runs")
-            return fig
-        groups = data.groupby(by, sort=True) if by is not None else [(None, data)]
-        colors = STYLE["axes.prop_cycle"].by_key()["color"]
-        for i, (value, g) in enumerate(list(groups)[:MAX_SERIES]):
-            stats = g.groupby(x, sort=True)[column].agg(["mean", "min", "max"])
-            c = colors[i % len(colors)]
-            ax.plot(
-                stats.index,
-                stats["mean"],
-                marker="o",
-                markersize=3.5,
-                color=c,
-                label=f"{by} = {value!s}" if by is not None else "mean over seeds",
-            )
-            ax.fill_between(stats.index, stats["min"], stats["max"], color=c, alpha=0.15, linewidth=0)
-        xs = np.unique(data[x].to_numpy(dtype=float))
-        if xs.min() > 0 and xs.max() / xs.min() >= 10:
-            from matplotlib.ticker import NullLocator
+    data = df[[c for c in (x, by, column) if c is not None]].dropna()
+    draw = partial(_sweep_lines, data=data, column=column, x=x, by=by)
+    return one_axes(ax, None if data.empty else draw, title=title or f"{column} vs {x}", xlabel=x, ylabel=column)
 
-            ax.set_xscale("log")
-            ax.set_xticks(xs, [f"{v:g}" for v in xs])  # ticked at the swept values, written plainly
-            ax.xaxis.set_minor_locator(NullLocator())
-        ax.legend(loc="best")
-    return fig
+
+def _sweep_lines(ax: Axes, *, data: pd.DataFrame, column: str, x: str, by: str | None) -> None:
+    """:func:`sweep_lines`'s drawing, of its non-empty ``data``."""
+    import numpy as np
+
+    groups = data.groupby(by, sort=True) if by is not None else [(None, data)]
+    colors = STYLE["axes.prop_cycle"].by_key()["color"]
+    for i, (value, g) in enumerate(list(groups)[:MAX_SERIES]):
+        stats = g.groupby(x, sort=True)[column].agg(["mean", "min", "max"])
+        c = colors[i % len(colors)]
+        ax.plot(
+            stats.index,
+            stats["mean"],
+            marker="o",
+            markersize=3.5,
+            color=c,
+            label=f"{by} = {value!s}" if by is not None else "mean over seeds",
+        )
+        ax.fill_between(stats.index, stats["min"], stats["max"], color=c, alpha=0.15, linewidth=0)
+    xs = np.unique(data[x].to_numpy(dtype=float))
+    if xs.min() > 0 and xs.max() / xs.min() >= 10:
+        from matplotlib.ticker import NullLocator
+
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{v:g}" for v in xs])  # ticked at the swept values, written plainly
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.legend(loc="best")
 
 
 def save_sweep_lines(df: pd.DataFrame, columns: Iterable[str], out: Path, prefix: str = "sweep") -> list[Path]:

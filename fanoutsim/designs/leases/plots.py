@@ -8,6 +8,7 @@ leases run (:func:`save_leases_figures`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from fanoutsim.kernel.plotting import (
     mark_empty,
     need_columns,
     new_figure,
+    one_axes,
     plain_log,
     save_figures,
     steps_over_time,
@@ -61,34 +63,33 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
         ("law", "lease_seconds", "dups_per_1000", "theory_per_1000"),
         "lease_sweep or lease_table (the leases lessons' experiments)",
     )
-    with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("duplicates fall as the lease outgrows the work")
-        if summary.empty:
-            mark_empty(ax, "runs")
-            return fig
-        mean = float(summary["mean_work"].iloc[0]) if "mean_work" in summary else None
-        for i, (law, g) in enumerate(summary.groupby("law", sort=False)):
-            g = g.sort_values("lease_seconds")
-            ax.plot(g["lease_seconds"], g["dups_per_1000"], marker="o", color=f"C{i}", label=f"{law} work (run)")
-            if theory:
-                ax.plot(
-                    g["lease_seconds"],
-                    g["theory_per_1000"],
-                    linestyle="--",
-                    linewidth=1,
-                    color=f"C{i}",
-                    label=f"{law}: expected from P(work > lease)",
-                )
-        if mean is not None:
-            ax.axvline(mean, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"mean work {mean:g} s")
-        ax.set_yscale("symlog", linthresh=1.0)
-        ax.set_ylim(bottom=0)
-        plain_log(ax, "y")
-        ax.set_xlabel("lease_seconds")
-        ax.set_ylabel("duplicates per 1000 events (symlog)")
-        ax.legend(loc="upper right", ncol=2)
-    return fig
+    draw = partial(_lease_lines, summary=summary, theory=theory)
+    return one_axes(ax, None if summary.empty else draw, title="duplicates fall as the lease outgrows the work")
+
+
+def _lease_lines(ax: Axes, *, summary: pd.DataFrame, theory: bool) -> None:
+    """:func:`duplicates_vs_lease`'s lines, of a summary with rows."""
+    mean = float(summary["mean_work"].iloc[0]) if "mean_work" in summary else None
+    for i, (law, g) in enumerate(summary.groupby("law", sort=False)):
+        g = g.sort_values("lease_seconds")
+        ax.plot(g["lease_seconds"], g["dups_per_1000"], marker="o", color=f"C{i}", label=f"{law} work (run)")
+        if theory:
+            ax.plot(
+                g["lease_seconds"],
+                g["theory_per_1000"],
+                linestyle="--",
+                linewidth=1,
+                color=f"C{i}",
+                label=f"{law}: expected from P(work > lease)",
+            )
+    if mean is not None:
+        ax.axvline(mean, color=THEORY_COLOR, linestyle=":", linewidth=1, label=f"mean work {mean:g} s")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(bottom=0)
+    plain_log(ax, "y")
+    ax.set_xlabel("lease_seconds")
+    ax.set_ylabel("duplicates per 1000 events (symlog)")
+    ax.legend(loc="upper right", ncol=2)
 
 
 def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
@@ -101,36 +102,35 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         ("lease_seconds", "hold_mean_s", "hold_max_s", "max_s", "dups_per_1000"),
         "crash_sweep (the leases lessons' experiments)",
     )
-    with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("a long lease: few duplicates, but a crash stalls leased events until expiry")
-        if crashes.empty:
-            mark_empty(ax, "runs")
-            return fig
-        c = crashes.sort_values("lease_seconds")
-        x = c["lease_seconds"]
-        ax.plot(x, x, color=THEORY_COLOR, linestyle=":", linewidth=1, label="the lease (s)")
-        ax.plot(x, c["hold_max_s"], marker="^", color="C3", label="orphaned lease held its event: worst")
-        ax.plot(x, c["hold_mean_s"], marker="o", color="C1", label="orphaned lease held its event: mean")
-        ax.plot(x, c["max_s"], marker="s", color="C0", label="worst publish \u2192 ack latency")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_ylim(top=float(max(c["max_s"].max(), x.max())) * 8)
-        plain_log(ax, "both")
-        ax.set_xlabel("lease_seconds (log)")
-        ax.set_ylabel("seconds (log)")
-        right = ax.twinx()
-        right.plot(x, c["dups_per_1000"], marker="D", color="C2", linestyle="--", label="duplicates per 1000 events")
-        right.set_yscale("symlog", linthresh=1.0)
-        right.set_ylim(0, max(float(c["dups_per_1000"].max()), 1.0) * 8)
-        plain_log(right, "y")
-        right.set_ylabel("duplicates per 1000 events (symlog)", color="C2")
-        right.grid(False)
-        right.spines["right"].set_visible(True)
-        h1, l1 = ax.get_legend_handles_labels()
-        h2, l2 = right.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, loc="upper center", ncol=2)
-    return fig
+    title = "a long lease: few duplicates, but a crash stalls leased events until expiry"
+    return one_axes(ax, None if crashes.empty else partial(_tradeoff_lines, crashes=crashes), title=title)
+
+
+def _tradeoff_lines(ax: Axes, *, crashes: pd.DataFrame) -> None:
+    """:func:`lease_tradeoff`'s lines on two y axes, of crashes with rows."""
+    c = crashes.sort_values("lease_seconds")
+    x = c["lease_seconds"]
+    ax.plot(x, x, color=THEORY_COLOR, linestyle=":", linewidth=1, label="the lease (s)")
+    ax.plot(x, c["hold_max_s"], marker="^", color="C3", label="orphaned lease held its event: worst")
+    ax.plot(x, c["hold_mean_s"], marker="o", color="C1", label="orphaned lease held its event: mean")
+    ax.plot(x, c["max_s"], marker="s", color="C0", label="worst publish \u2192 ack latency")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(top=float(max(c["max_s"].max(), x.max())) * 8)
+    plain_log(ax, "both")
+    ax.set_xlabel("lease_seconds (log)")
+    ax.set_ylabel("seconds (log)")
+    right = ax.twinx()
+    right.plot(x, c["dups_per_1000"], marker="D", color="C2", linestyle="--", label="duplicates per 1000 events")
+    right.set_yscale("symlog", linthresh=1.0)
+    right.set_ylim(0, max(float(c["dups_per_1000"].max()), 1.0) * 8)
+    plain_log(right, "y")
+    right.set_ylabel("duplicates per 1000 events (symlog)", color="C2")
+    right.grid(False)
+    right.spines["right"].set_visible(True)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = right.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, loc="upper center", ncol=2)
 
 
 _ORDER_STYLE = {"head_of_line": dict(color="C1", hatch="//"), "riffdb": dict(color="C0")}
@@ -481,30 +481,12 @@ def inflight_throughput(
             return fig
         for i, (parts, g) in enumerate(summary.groupby("partitions")):
             g = g.sort_values("in_flight")
-            left.plot(
-                g["in_flight"],
-                g["throughput"],
-                marker="o",
-                color=f"C{i}",
-                label=f"{parts} partition{'s' if parts != 1 else ''}",
-            )
+            name = f"{parts} partition{'s' if parts != 1 else ''}"
+            left.plot(g["in_flight"], g["throughput"], marker="o", color=f"C{i}", label=name)
             left.plot(g["in_flight"], g["theory"], linestyle="--", linewidth=1, color=f"C{i}")
             h = latency[latency["partitions"] == parts].sort_values("in_flight")
-            right.plot(
-                h["in_flight"],
-                h["p50_s"],
-                marker="o",
-                color=f"C{i}",
-                label=f"{parts} partition{'s' if parts != 1 else ''}, p50",
-            )
-            right.plot(
-                h["in_flight"],
-                h["p99_s"],
-                marker="^",
-                linestyle=":",
-                color=f"C{i}",
-                label=f"{parts} partition{'s' if parts != 1 else ''}, p99",
-            )
+            right.plot(h["in_flight"], h["p50_s"], marker="o", color=f"C{i}", label=f"{name}, p50")
+            right.plot(h["in_flight"], h["p99_s"], marker="^", linestyle=":", color=f"C{i}", label=f"{name}, p99")
         left.plot([], [], linestyle="--", color=THEORY_COLOR, linewidth=1, label="slots / (work + poll / 2)")
         left.set_xlabel("in_flight_limit")
         left.set_ylabel("acks per second")
@@ -546,34 +528,33 @@ def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> 
     """How every attempt ended, per consumer (:func:`~fanoutsim.designs.leases.analysis.ack_outcomes`):
     one horizontal bar per outcome that happened (log counts), one colour per consumer."""
     out = _a.ack_outcomes(sim)
-    with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title(title or "how the attempts ended")
-        kinds = [k for k in _a.OUTCOME_KINDS if k in out and out[k].sum() > 0]
-        if out.empty or not kinds:
-            mark_empty(ax, "attempts")
-            return fig
-        names = out["consumer"].tolist()[:MAX_SERIES]
-        height = min(0.8 / len(names), 0.5)
-        y = np.arange(len(kinds))
-        counts = {name: out.loc[out["consumer"] == name, kinds].iloc[0].to_numpy(dtype=float) for name in names}
-        for k in range(len(kinds)):  # each group centred on its tick: only the bars that are there
-            there = [(i, name) for i, name in enumerate(names) if counts[name][k] > 0]
-            for j, (i, name) in enumerate(there):
-                v = counts[name][k]
-                pos = y[k] - height * len(there) / 2 + height * (j + 0.5)
-                ax.barh(pos, v, height=height, color=f"C{i}")
-                ax.text(v, pos, f" {int(v)}", va="center", fontsize=8)
-        for i, name in enumerate(names):  # one legend entry per consumer, in order
-            ax.barh([np.nan], [np.nan], color=f"C{i}", label=name)
-        ax.set_yticks(y, kinds)
-        ax.invert_yaxis()
-        ax.set_xscale("log")
-        ax.set_xlim(0.8, float(out[kinds].to_numpy().max()) * 3)
-        plain_log(ax, "x")
-        ax.set_xlabel("attempts (log)")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: it covers no bar
-    return fig
+    kinds = [k for k in _a.OUTCOME_KINDS if k in out and out[k].sum() > 0]
+    draw = None if out.empty or not kinds else partial(_outcome_bars, out=out, kinds=kinds)
+    return one_axes(ax, draw, none_of="attempts", title=title or "how the attempts ended")
+
+
+def _outcome_bars(ax: Axes, *, out: pd.DataFrame, kinds: list[str]) -> None:
+    """:func:`lease_outcomes`'s bars, of outcomes some attempts had (``kinds``)."""
+    names = out["consumer"].tolist()[:MAX_SERIES]
+    height = min(0.8 / len(names), 0.5)
+    y = np.arange(len(kinds))
+    counts = {name: out.loc[out["consumer"] == name, kinds].iloc[0].to_numpy(dtype=float) for name in names}
+    for k in range(len(kinds)):  # each group centred on its tick: only the bars that are there
+        there = [(i, name) for i, name in enumerate(names) if counts[name][k] > 0]
+        for j, (i, name) in enumerate(there):
+            v = counts[name][k]
+            pos = y[k] - height * len(there) / 2 + height * (j + 0.5)
+            ax.barh(pos, v, height=height, color=f"C{i}")
+            ax.text(v, pos, f" {int(v)}", va="center", fontsize=8)
+    for i, name in enumerate(names):  # one legend entry per consumer, in order
+        ax.barh([np.nan], [np.nan], color=f"C{i}", label=name)
+    ax.set_yticks(y, kinds)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlim(0.8, float(out[kinds].to_numpy().max()) * 3)
+    plain_log(ax, "x")
+    ax.set_xlabel("attempts (log)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: it covers no bar
 
 
 _DELIVERY_COLUMNS = ("delivered", "duplicates", "dead_lettered", "lost", "pending")
@@ -584,34 +565,34 @@ def delivery_per_consumer(sim, *, checked=None, ax: Axes | None = None) -> Figur
     events delivered, duplicates split by cause, dead-lettered, lost and pending."""
     checked = check_leases(sim) if checked is None else checked
     per = checked.per_consumer
-    with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("delivered, duplicated, dead-lettered and lost per consumer")
-        if per.empty:
-            mark_empty(ax, "consumers")
-            return fig
-        dups = checked.duplicates
-        causes = sorted(dups["cause"].unique()) if len(dups) else []
-        cats = ["delivered", *[f"duplicates: {c}" for c in causes], "dead_lettered", "lost", "pending"]
-        names = per["consumer"].tolist()[:MAX_SERIES]
-        width = 0.8 / len(cats)
-        x = np.arange(len(names))
-        for j, cat in enumerate(cats):
-            if cat.startswith("duplicates: "):
-                cause = cat.split(": ", 1)[1]
-                vals = [int(((dups["consumer"] == n) & (dups["cause"] == cause)).sum()) for n in names]
-            else:
-                vals = [int(per.loc[per["consumer"] == n, cat].iloc[0]) for n in names]
-            bars = ax.bar(x - 0.4 + width * (j + 0.5), vals, width=width, color=f"C{j}", label=cat)
-            for b, v in zip(bars, vals):
-                ax.text(b.get_x() + b.get_width() / 2, v, str(v), ha="center", va="bottom", fontsize=8)
-        ax.set_xticks(x, names)
-        ax.set_yscale("symlog", linthresh=1.0)
-        ax.set_ylim(0, max(float(per[list(_DELIVERY_COLUMNS)].to_numpy().max()), 1.0) * 20)
-        plain_log(ax, "y")
-        ax.set_ylabel("events (symlog)")
-        ax.legend(loc="upper right", ncol=2)
-    return fig
+    draw = None if per.empty else partial(_delivery_bars, checked=checked)
+    return one_axes(ax, draw, none_of="consumers", title="delivered, duplicated, dead-lettered and lost per consumer")
+
+
+def _delivery_bars(ax: Axes, *, checked) -> None:
+    """:func:`delivery_per_consumer`'s bars, of a verdict with consumers."""
+    per = checked.per_consumer
+    dups = checked.duplicates
+    causes = sorted(dups["cause"].unique()) if len(dups) else []
+    cats = ["delivered", *[f"duplicates: {c}" for c in causes], "dead_lettered", "lost", "pending"]
+    names = per["consumer"].tolist()[:MAX_SERIES]
+    width = 0.8 / len(cats)
+    x = np.arange(len(names))
+    for j, cat in enumerate(cats):
+        if cat.startswith("duplicates: "):
+            cause = cat.split(": ", 1)[1]
+            vals = [int(((dups["consumer"] == n) & (dups["cause"] == cause)).sum()) for n in names]
+        else:
+            vals = [int(per.loc[per["consumer"] == n, cat].iloc[0]) for n in names]
+        bars = ax.bar(x - 0.4 + width * (j + 0.5), vals, width=width, color=f"C{j}", label=cat)
+        for b, v in zip(bars, vals):
+            ax.text(b.get_x() + b.get_width() / 2, v, str(v), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x, names)
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(0, max(float(per[list(_DELIVERY_COLUMNS)].to_numpy().max()), 1.0) * 20)
+    plain_log(ax, "y")
+    ax.set_ylabel("events (symlog)")
+    ax.legend(loc="upper right", ncol=2)
 
 
 LEASES_FIGURES = ("leases_delivery.png", "leases_checkpoints.png", "leases_outcomes.png")

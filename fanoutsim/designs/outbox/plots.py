@@ -3,6 +3,7 @@ and the figures ``fanoutsim run`` writes for an outbox scenario (:func:`save_out
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from fanoutsim.kernel.plotting import (
     figure_axes,
     mark_empty,
     new_figure,
+    one_axes,
     plain_log,
     save_figures,
     style,
@@ -56,30 +58,29 @@ def outbox_latency_histogram(
 def outbox_tail_vs_drop(summary: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """p99 and worst commit → handled latency as a fraction of the poll interval,
     against the share of hints dropped, one colour per poll interval."""
-    with style():
-        fig, ax = figure_axes(ax)
-        if summary.empty:
-            mark_empty(ax, "runs")
-            return fig
-        for i, (poll, g) in enumerate(summary.groupby("poll")):
-            g = g.sort_values("drop")
-            color = f"C{i}"
-            ax.plot(g["drop"] * 100, g["p99_s"] / poll, marker="o", color=color, label=f"p99, poll {poll:g} s")
-            ax.plot(
-                g["drop"] * 100,
-                g["max_s"] / poll,
-                marker="^",
-                linestyle=":",
-                color=color,
-                label=f"max, poll {poll:g} s",
-            )
-        ax.axhline(1.0, color=THEORY_COLOR, linestyle="--", label="one poll interval")
-        ax.set_xlabel("hints dropped (%)")
-        ax.set_ylabel("latency / safety poll interval")
-        ax.set_ylim(0, 1.15)
-        ax.set_title("a lost hint costs at most one poll interval")
-        ax.legend(loc="lower right", ncol=2)
-    return fig
+    return one_axes(ax, None if summary.empty else partial(_tail_lines, summary=summary))
+
+
+def _tail_lines(ax: Axes, *, summary: pd.DataFrame) -> None:
+    """:func:`outbox_tail_vs_drop`'s lines, of a summary with rows."""
+    for i, (poll, g) in enumerate(summary.groupby("poll")):
+        g = g.sort_values("drop")
+        color = f"C{i}"
+        ax.plot(g["drop"] * 100, g["p99_s"] / poll, marker="o", color=color, label=f"p99, poll {poll:g} s")
+        ax.plot(
+            g["drop"] * 100,
+            g["max_s"] / poll,
+            marker="^",
+            linestyle=":",
+            color=color,
+            label=f"max, poll {poll:g} s",
+        )
+    ax.axhline(1.0, color=THEORY_COLOR, linestyle="--", label="one poll interval")
+    ax.set_xlabel("hints dropped (%)")
+    ax.set_ylabel("latency / safety poll interval")
+    ax.set_ylim(0, 1.15)
+    ax.set_title("a lost hint costs at most one poll interval")
+    ax.legend(loc="lower right", ncol=2)
 
 
 def _binned(t: np.ndarray, v: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -297,32 +298,31 @@ def latency_under_backfill(runs: dict, *, ax: Axes | None = None) -> Figure:
     """Commit → handled latency over commit time, one series per run of
     :func:`~fanoutsim.designs.outbox.analysis.pool_run` (``{label: sim}``), the
     backfill's window shaded and the safety poll interval dashed."""
-    with style():
-        fig, ax = figure_axes(ax)
-        if not runs:
-            mark_empty(ax, "runs")
-            return fig
-        poll = None
-        for i, (label, sim) in enumerate(runs.items()):
-            lat = _a.handled_latency(sim)
-            ax.plot(
-                lat["committed_s"],
-                lat["latency_s"],
-                marker=".",
-                linestyle="none",
-                markersize=4,
-                color=f"C{i}",
-                label=f"{label} (max {lat['latency_s'].max():.2f} s)",
-            )
-            lo, hi = sim.backfill_window
-            poll = sim.config.safety_poll_interval
-        ax.axvspan(lo, hi, color="0.9", zorder=0, label="backfill holds the pool")
-        ax.axhline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
-        ax.set_xlabel("commit time (virtual s)")
-        ax.set_ylabel("commit \u2192 handled latency (s)")
-        ax.set_title("a reserved LISTEN connection keeps hints flowing through a backfill")
-        ax.legend(loc="upper right")
-    return fig
+    return one_axes(ax, partial(_backfill_points, runs=runs) if runs else None)
+
+
+def _backfill_points(ax: Axes, *, runs: dict) -> None:
+    """:func:`latency_under_backfill`'s points, of some runs."""
+    poll = None
+    for i, (label, sim) in enumerate(runs.items()):
+        lat = _a.handled_latency(sim)
+        ax.plot(
+            lat["committed_s"],
+            lat["latency_s"],
+            marker=".",
+            linestyle="none",
+            markersize=4,
+            color=f"C{i}",
+            label=f"{label} (max {lat['latency_s'].max():.2f} s)",
+        )
+        lo, hi = sim.backfill_window
+        poll = sim.config.safety_poll_interval
+    ax.axvspan(lo, hi, color="0.9", zorder=0, label="backfill holds the pool")
+    ax.axhline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
+    ax.set_xlabel("commit time (virtual s)")
+    ax.set_ylabel("commit \u2192 handled latency (s)")
+    ax.set_title("a reserved LISTEN connection keeps hints flowing through a backfill")
+    ax.legend(loc="upper right")
 
 
 def save_report_figures(sim, out_dir) -> list[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from fanoutsim.kernel.plotting import (
     THEORY_COLOR,
     figure_axes,
     mark_empty,
+    one_axes,
     save_figures,
     style,
     time_unit,
@@ -46,45 +48,51 @@ def latency_histogram(
         raise KeyError(f"no column {column!r}; latency columns: fire_to_dispatch, fire_to_claim")
     ms = latency_df[column].dropna().to_numpy(dtype=float) * 1000.0
     label = LATENCY_LABELS.get(column, column)
-    with style():
-        fig, ax = figure_axes(ax, title=f"{label} latency", xlabel=f"{label} (ms)", ylabel="executions per bin")
-        if ms.size == 0:
-            mark_empty(ax, "executions")
-            return fig
-        hi = float(ms.max())
-        if poll_interval is not None:
-            p_ms = poll_interval * 1000.0
-            width = p_ms / 20.0
-            hi = max(hi, p_ms)
-        else:
-            width = (hi / (bins or 40)) or 1.0
-        edges = np.arange(0.0, hi + width, width)
-        if edges.size < 2:
-            edges = np.array([0.0, width])
-        heights, _, _ = ax.hist(
-            ms,
-            bins=edges,
-            color=STYLE["axes.prop_cycle"].by_key()["color"][0],
-            alpha=0.85,
-            label=f"{ms.size:,} executions",
+    return one_axes(
+        ax,
+        None if ms.size == 0 else partial(_latency_bins, ms=ms, poll_interval=poll_interval, bins=bins),
+        none_of="executions",
+        title=f"{label} latency",
+        xlabel=f"{label} (ms)",
+        ylabel="executions per bin",
+    )
+
+
+def _latency_bins(ax: Axes, *, ms: np.ndarray, poll_interval: float | None, bins: int | None) -> None:
+    """:func:`latency_histogram`'s bars, percentiles and theory, of some latencies (``ms``)."""
+    hi = float(ms.max())
+    if poll_interval is not None:
+        p_ms = poll_interval * 1000.0
+        width = p_ms / 20.0
+        hi = max(hi, p_ms)
+    else:
+        width = (hi / (bins or 40)) or 1.0
+    edges = np.arange(0.0, hi + width, width)
+    if edges.size < 2:
+        edges = np.array([0.0, width])
+    heights, _, _ = ax.hist(
+        ms,
+        bins=edges,
+        color=STYLE["axes.prop_cycle"].by_key()["color"][0],
+        alpha=0.85,
+        label=f"{ms.size:,} executions",
+    )
+    if poll_interval is not None:
+        expected = ms.size * width / p_ms
+        ax.plot(
+            [0.0, p_ms],
+            [expected, expected],
+            linestyle="--",
+            color=THEORY_COLOR,
+            linewidth=1.5,
+            label=f"uniform [0, {poll_interval:g} s) poll wait",
         )
-        if poll_interval is not None:
-            expected = ms.size * width / p_ms
-            ax.plot(
-                [0.0, p_ms],
-                [expected, expected],
-                linestyle="--",
-                color=THEORY_COLOR,
-                linewidth=1.5,
-                label=f"uniform [0, {poll_interval:g} s) poll wait",
-            )
-        for q, color in ((50, "#d62728"), (99, "#9467bd")):
-            at = float(np.percentile(ms, q))
-            ax.axvline(at, color=color, linewidth=1, linestyle=":", label=f"p{q} {at:.0f} ms")
-        ax.set_xlim(left=0)
-        ax.set_ylim(0, float(heights.max()) * 1.45)  # headroom: the legend covers no bar
-        ax.legend(loc="upper center", ncols=2)
-    return fig
+    for q, color in ((50, "#d62728"), (99, "#9467bd")):
+        at = float(np.percentile(ms, q))
+        ax.axvline(at, color=color, linewidth=1, linestyle=":", label=f"p{q} {at:.0f} ms")
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, float(heights.max()) * 1.45)  # headroom: the legend covers no bar
+    ax.legend(loc="upper center", ncols=2)
 
 
 def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None) -> Figure:
@@ -136,33 +144,34 @@ def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
     (seconds), with its backlog of retained firings after the watermark."""
     subs = watermarks(sim)
     height = max(2.5, 0.45 * len(subs) + 1.2)
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            figsize=(8.0, height),
-            title=f"Watermark lag at t = {sim.now:g} s",
-            xlabel="lag behind the virtual clock (s)",
-            ylabel="subscription",
-        )
-        if not subs:
-            mark_empty(ax, "subscriptions")
-            return fig
-        labels = [f"{s['tenant']}: {s['reactor']} \u2192 {s['workflow']}" for s in subs]
-        lags = [s["watermark_lag_s"] for s in subs]
-        y = np.arange(len(subs))
-        colors = STYLE["axes.prop_cycle"].by_key()["color"]
-        tenants = sorted({s["tenant"] for s in subs})
-        bar_colors = [colors[tenants.index(s["tenant"]) % len(colors)] for s in subs]
-        ax.barh(y, [0.0 if v is None else v for v in lags], color=bar_colors, alpha=0.85)
-        top = max([v for v in lags if v is not None] or [1.0])
-        for yi, s, v in zip(y, subs, lags):
-            text = "never advanced" if v is None else f"{v:.2f} s"
-            ax.text((v or 0.0) + top * 0.01, yi, f"{text}, backlog {s['backlog']:,}", va="center", fontsize=8)
-        ax.set_yticks(y, labels)
-        ax.invert_yaxis()
-        ax.set_xlim(0, top * 1.35)
-        ax.grid(axis="y", visible=False)
-    return fig
+    return one_axes(
+        ax,
+        partial(_lag_bars, subs=subs) if subs else None,
+        none_of="subscriptions",
+        figsize=(8.0, height),
+        title=f"Watermark lag at t = {sim.now:g} s",
+        xlabel="lag behind the virtual clock (s)",
+        ylabel="subscription",
+    )
+
+
+def _lag_bars(ax: Axes, *, subs: list[dict]) -> None:
+    """:func:`watermark_lag`'s bars, of some subscriptions."""
+    labels = [f"{s['tenant']}: {s['reactor']} \u2192 {s['workflow']}" for s in subs]
+    lags = [s["watermark_lag_s"] for s in subs]
+    y = np.arange(len(subs))
+    colors = STYLE["axes.prop_cycle"].by_key()["color"]
+    tenants = sorted({s["tenant"] for s in subs})
+    bar_colors = [colors[tenants.index(s["tenant"]) % len(colors)] for s in subs]
+    ax.barh(y, [0.0 if v is None else v for v in lags], color=bar_colors, alpha=0.85)
+    top = max([v for v in lags if v is not None] or [1.0])
+    for yi, s, v in zip(y, subs, lags):
+        text = "never advanced" if v is None else f"{v:.2f} s"
+        ax.text((v or 0.0) + top * 0.01, yi, f"{text}, backlog {s['backlog']:,}", va="center", fontsize=8)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, top * 1.35)
+    ax.grid(axis="y", visible=False)
 
 
 def save_report_figures(sim, out_dir) -> list[Path]:

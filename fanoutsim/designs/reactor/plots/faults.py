@@ -5,6 +5,7 @@ watermark strategy closes and costs (:mod:`fanoutsim.designs.reactor.analysis.fa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -16,13 +17,12 @@ from fanoutsim.designs.reactor.analysis.faults import CRASH_MODES, firing_outcom
 from fanoutsim.kernel.plotting import (
     STYLE,
     THEORY_COLOR,
-    figure_axes,
     mark_empty,
     need_columns,
+    one_axes,
     plain_log,
     plain_number,
     steps_over_time,
-    style,
     time_span,
 )
 
@@ -39,48 +39,48 @@ def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bo
     ``theory``: ``(L + 1) / 2`` (a crash at a uniformly random position of a
     full batch) for ``per_batch`` and 1 for ``per_firing``."""
     need_columns(df, ("batch_limit", "watermark_commit", "duplicates_per_crash"), "fanoutsim.analysis.crash_sweep")
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            title="Duplicate deliveries per crash",
-            xlabel="reactor_poll_batch_limit L (firings)",
-            ylabel="duplicates per crash (executions)",
+    return one_axes(
+        ax,
+        None if df.empty else partial(_crash_lines, df=df, theory=theory),
+        title="Duplicate deliveries per crash",
+        xlabel="reactor_poll_batch_limit L (firings)",
+        ylabel="duplicates per crash (executions)",
+    )
+
+
+def _crash_lines(ax: Axes, *, df: pd.DataFrame, theory: bool) -> None:
+    """:func:`duplicates_per_crash`'s lines, of a frame with rows."""
+    modes = [m for m in CRASH_MODES if m in set(df["watermark_commit"])]
+    modes += sorted(set(df["watermark_commit"]) - set(modes))
+    markers = {"per_firing": "o", "per_batch": "s", "atomic": "^"}
+    for i, mode in enumerate(modes):
+        g = df[df["watermark_commit"] == mode].sort_values("batch_limit")
+        ax.plot(
+            g["batch_limit"],
+            g["duplicates_per_crash"],
+            marker=markers.get(mode, "o"),
+            markersize=5,
+            color=_colors()[i % len(_colors())],
+            label=f"watermark_commit = {mode!r}",
         )
-        if df.empty:
-            mark_empty(ax, "runs")
-            return fig
-        modes = [m for m in CRASH_MODES if m in set(df["watermark_commit"])]
-        modes += sorted(set(df["watermark_commit"]) - set(modes))
-        markers = {"per_firing": "o", "per_batch": "s", "atomic": "^"}
-        for i, mode in enumerate(modes):
-            g = df[df["watermark_commit"] == mode].sort_values("batch_limit")
-            ax.plot(
-                g["batch_limit"],
-                g["duplicates_per_crash"],
-                marker=markers.get(mode, "o"),
-                markersize=5,
-                color=_colors()[i % len(_colors())],
-                label=f"watermark_commit = {mode!r}",
-            )
-        if theory:
-            xs = np.array(sorted(df["batch_limit"].unique()), dtype=float)
-            ax.plot(
-                xs,
-                (xs + 1) / 2,
-                color=THEORY_COLOR,
-                linestyle=":",
-                linewidth=1.2,
-                label="theory per_batch: (L + 1) / 2",
-            )
-        ax.set_xscale("log")
-        ax.set_yscale("symlog", linthresh=1.0)
-        ax.set_ylim(bottom=0)
+    if theory:
         xs = np.array(sorted(df["batch_limit"].unique()), dtype=float)
-        ax.set_xticks(xs, [plain_number(x) for x in xs])  # ticked at the batch limits run
-        ax.xaxis.set_minor_locator(NullLocator())
-        plain_log(ax, "y")
-        ax.legend(loc="upper left")
-    return fig
+        ax.plot(
+            xs,
+            (xs + 1) / 2,
+            color=THEORY_COLOR,
+            linestyle=":",
+            linewidth=1.2,
+            label="theory per_batch: (L + 1) / 2",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(bottom=0)
+    xs = np.array(sorted(df["batch_limit"].unique()), dtype=float)
+    ax.set_xticks(xs, [plain_number(x) for x in xs])  # ticked at the batch limits run
+    ax.xaxis.set_minor_locator(NullLocator())
+    plain_log(ax, "y")
+    ax.legend(loc="upper left")
 
 
 def table_size_over_time(
@@ -143,35 +143,38 @@ def firing_timeline(
             window = (max(0.0, centre - 6.0), centre + 6.0)
         else:
             window = (0.0, min(20.0, max(float(sim.now), 1.0)))
+    return one_axes(
+        ax,
+        partial(_timeline, path=path, out=out, window=window),
+        title=title or "Watermark and firings",
+        xlabel="virtual time: when the row became visible (s)",
+        ylabel="fired_at (s since start)",
+    )
+
+
+def _timeline(ax: Axes, *, path: pd.DataFrame, out: pd.DataFrame, window: tuple[float, float]) -> None:
+    """:func:`firing_timeline`'s drawing: the firings visible in ``window`` and the watermark over it."""
     lo, hi = window
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            title=title or "Watermark and firings",
-            xlabel="virtual time: when the row became visible (s)",
-            ylabel="fired_at (s since start)",
-        )
-        shown = out[(out["visible_s"] >= lo) & (out["visible_s"] <= hi)]
-        _plot_watermark(ax, path, lo, hi)
-        if shown.empty:
-            mark_empty(ax, "firings in this window")
-        _plot_outcomes(ax, shown)
-        ax.plot(
-            [lo, hi],
-            [lo, hi],
-            color="#cccccc",
-            linewidth=0.8,
-            linestyle="--",
-            zorder=1,
-            label="fired_at = visible time",
-        )
-        ax.set_xlim(lo, hi)
-        ys = pd.concat([shown["fired_s"], path.loc[(path["t_s"] >= lo) & (path["t_s"] <= hi), "watermark_s"]])
-        if len(ys):
-            pad = max(0.5, 0.05 * float(ys.max() - ys.min()))
-            ax.set_ylim(float(ys.min()) - pad, float(ys.max()) + pad)
-        ax.legend(loc="upper left", fontsize=7)
-    return fig
+    shown = out[(out["visible_s"] >= lo) & (out["visible_s"] <= hi)]
+    _plot_watermark(ax, path, lo, hi)
+    if shown.empty:
+        mark_empty(ax, "firings in this window")
+    _plot_outcomes(ax, shown)
+    ax.plot(
+        [lo, hi],
+        [lo, hi],
+        color="#cccccc",
+        linewidth=0.8,
+        linestyle="--",
+        zorder=1,
+        label="fired_at = visible time",
+    )
+    ax.set_xlim(lo, hi)
+    ys = pd.concat([shown["fired_s"], path.loc[(path["t_s"] >= lo) & (path["t_s"] <= hi), "watermark_s"]])
+    if len(ys):
+        pad = max(0.5, 0.05 * float(ys.max() - ys.min()))
+        ax.set_ylim(float(ys.min()) - pad, float(ys.max()) + pad)
+    ax.legend(loc="upper left", fontsize=7)
 
 
 def _plot_watermark(ax: Axes, path: pd.DataFrame, lo: float, hi: float) -> None:
@@ -235,36 +238,39 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     from :func:`fanoutsim.analysis.hole_matrix` (extra deliveries, where any,
     are written on the bar)."""
     need_columns(df, ("hole", "watermark", "lost"), "fanoutsim.analysis.hole_matrix")
+    return one_axes(
+        ax,
+        None if df.empty else partial(_hole_bars, df=df),
+        title="Firings lost, per hole and watermark strategy",
+        xlabel="hole",
+        ylabel="firings lost (firings)",
+    )
+
+
+def _hole_bars(ax: Axes, *, df: pd.DataFrame) -> None:
+    """:func:`hole_losses`'s bars, of a frame with rows."""
     holes = list(dict.fromkeys(df["hole"]))
     strategies = list(dict.fromkeys(df["watermark"]))
-    with style():
-        fig, ax = figure_axes(
-            ax, title="Firings lost, per hole and watermark strategy", xlabel="hole", ylabel="firings lost (firings)"
+    width = 0.8 / max(len(strategies), 1)
+    x = np.arange(len(holes))
+    top = float(df["lost"].max()) or 1.0
+    for i, strategy in enumerate(strategies):
+        g = df[df["watermark"] == strategy].set_index("hole").reindex(holes)
+        xs = x + (i - (len(strategies) - 1) / 2) * width
+        ax.bar(
+            xs,
+            g["lost"].fillna(0),
+            width * 0.95,
+            color=_colors()[i % len(_colors())],
+            label=f"watermark = {strategy!r}",
         )
-        if df.empty:
-            mark_empty(ax, "runs")
-            return fig
-        width = 0.8 / max(len(strategies), 1)
-        x = np.arange(len(holes))
-        top = float(df["lost"].max()) or 1.0
-        for i, strategy in enumerate(strategies):
-            g = df[df["watermark"] == strategy].set_index("hole").reindex(holes)
-            xs = x + (i - (len(strategies) - 1) / 2) * width
-            ax.bar(
-                xs,
-                g["lost"].fillna(0),
-                width * 0.95,
-                color=_colors()[i % len(_colors())],
-                label=f"watermark = {strategy!r}",
-            )
-            for xi, (lost, extra) in zip(xs, zip(g["lost"], g.get("extra_deliveries", pd.Series(0, index=g.index)))):
-                text = f"{int(lost)}" + (f"\n(+{int(extra)}\ndup)" if extra and extra > 0 else "")
-                ax.text(xi, (lost or 0) + top * 0.02, text, ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(x, holes)
-        ax.set_ylim(0, top * 1.3)
-        ax.grid(axis="x", visible=False)
-        ax.legend(loc="upper right")
-    return fig
+        for xi, (lost, extra) in zip(xs, zip(g["lost"], g.get("extra_deliveries", pd.Series(0, index=g.index)))):
+            text = f"{int(lost)}" + (f"\n(+{int(extra)}\ndup)" if extra and extra > 0 else "")
+            ax.text(xi, (lost or 0) + top * 0.02, text, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, holes)
+    ax.set_ylim(0, top * 1.3)
+    ax.grid(axis="x", visible=False)
+    ax.legend(loc="upper right")
 
 
 def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
@@ -272,25 +278,25 @@ def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     rows with ``watermark``, ``dispatch_mean_s`` and ``dispatch_p99_s``
     (:func:`fanoutsim.analysis.hole_matrix` over ``["none"]``)."""
     need_columns(df, ("watermark", "dispatch_mean_s", "dispatch_p99_s"), "fanoutsim.analysis.hole_matrix")
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            figsize=(8.0, 3.2),
-            title="What each watermark strategy costs: fire \u2192 dispatch latency",
-            xlabel="fire \u2192 dispatch (ms)",
-            ylabel="watermark strategy",
-        )
-        if df.empty:
-            mark_empty(ax, "runs")
-            return fig
-        y = np.arange(len(df))
-        ax.barh(y, df["dispatch_mean_s"] * 1000, color=_colors()[0], alpha=0.85, label="mean")
-        ax.scatter(df["dispatch_p99_s"] * 1000, y, color="#d62728", marker="|", s=200, zorder=3, label="p99")
-        for yi, m, p in zip(y, df["dispatch_mean_s"], df["dispatch_p99_s"]):
-            ax.text(p * 1000 + 60, yi, f"mean {m * 1000:.0f} ms, p99 {p * 1000:.0f} ms", va="center", fontsize=8)
-        ax.set_yticks(y, [repr(w) for w in df["watermark"]])
-        ax.invert_yaxis()
-        ax.set_xlim(0, float(df["dispatch_p99_s"].max()) * 1000 * 1.45)
-        ax.grid(axis="y", visible=False)
-        ax.legend(loc="upper right")
-    return fig
+    return one_axes(
+        ax,
+        None if df.empty else partial(_strategy_bars, df=df),
+        figsize=(8.0, 3.2),
+        title="What each watermark strategy costs: fire \u2192 dispatch latency",
+        xlabel="fire \u2192 dispatch (ms)",
+        ylabel="watermark strategy",
+    )
+
+
+def _strategy_bars(ax: Axes, *, df: pd.DataFrame) -> None:
+    """:func:`strategy_latency`'s bars, of a frame with rows."""
+    y = np.arange(len(df))
+    ax.barh(y, df["dispatch_mean_s"] * 1000, color=_colors()[0], alpha=0.85, label="mean")
+    ax.scatter(df["dispatch_p99_s"] * 1000, y, color="#d62728", marker="|", s=200, zorder=3, label="p99")
+    for yi, m, p in zip(y, df["dispatch_mean_s"], df["dispatch_p99_s"]):
+        ax.text(p * 1000 + 60, yi, f"mean {m * 1000:.0f} ms, p99 {p * 1000:.0f} ms", va="center", fontsize=8)
+    ax.set_yticks(y, [repr(w) for w in df["watermark"]])
+    ax.invert_yaxis()
+    ax.set_xlim(0, float(df["dispatch_p99_s"].max()) * 1000 * 1.45)
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="upper right")

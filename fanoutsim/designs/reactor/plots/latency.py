@@ -4,6 +4,7 @@ the stacked budget of the DB path against the in-process path."""
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,7 @@ from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.latency import BUDGET_COMPONENTS, budget_table, latency_budget
 from fanoutsim.designs.reactor.plots.delivery import latency_histogram
-from fanoutsim.kernel.plotting import STYLE, figure_axes, mark_empty, style
+from fanoutsim.kernel.plotting import STYLE, one_axes, style
 
 __all__ = ["poll_wait_histogram", "budget_bars", "BUDGET_LABELS"]
 
@@ -50,46 +51,47 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
     :func:`fanoutsim.analysis.budget_table` (a Simulation is accepted too)."""
     if not isinstance(table, pd.DataFrame):
         table = budget_table(table)
+    return one_axes(
+        ax,
+        None if table.empty else partial(_budget_stack, table=table),
+        none_of="paths",
+        figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)),
+        title="Latency budget: fired \u2192 finished, mean per execution",
+        xlabel="mean time (ms)",
+        ylabel="path",
+    )
+
+
+def _budget_stack(ax: Axes, *, table: pd.DataFrame) -> None:
+    """:func:`budget_bars`'s stacked bars, of a table with rows."""
     parts = [c for c in (*BUDGET_COMPONENTS, "in_process_s") if c in table.columns]
     colors = STYLE["axes.prop_cycle"].by_key()["color"]
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)),
-            title="Latency budget: fired \u2192 finished, mean per execution",
-            xlabel="mean time (ms)",
-            ylabel="path",
+    y = np.arange(len(table))
+    left = np.zeros(len(table))
+    for i, col in enumerate(parts):
+        ms = table[col].astype(float).fillna(0.0).to_numpy() * 1000.0
+        ax.barh(
+            y,
+            ms,
+            left=left,
+            color=colors[i % len(colors)],
+            alpha=0.9,
+            height=0.55,
+            label=BUDGET_LABELS.get(col, col),
         )
-        if table.empty:
-            mark_empty(ax, "paths")
-            return fig
-        y = np.arange(len(table))
-        left = np.zeros(len(table))
-        for i, col in enumerate(parts):
-            ms = table[col].astype(float).fillna(0.0).to_numpy() * 1000.0
-            ax.barh(
-                y,
-                ms,
-                left=left,
-                color=colors[i % len(colors)],
-                alpha=0.9,
-                height=0.55,
-                label=BUDGET_LABELS.get(col, col),
-            )
-            left += ms
-        top = float(left.max()) or 1.0
-        for yi, (_, row) in zip(y, table.iterrows()):
-            total = float(row.get("total_s", math.nan))
-            if not math.isfinite(total):
-                text = "no data"
-            elif total * 1000.0 < top * 0.005:
-                text = f"{total * 1e6:.0f} \u00b5s in virtual time (Cloacina: tens of \u00b5s)"
-            else:
-                text = f"{total * 1000.0:.0f} ms"
-            ax.text(left[yi] + top * 0.01, yi, text, va="center", fontsize=8)
-        ax.set_yticks(y, list(table.index))
-        ax.invert_yaxis()
-        ax.set_xlim(0, top * 1.3)
-        ax.grid(axis="y", visible=False)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=len(parts))
-    return fig
+        left += ms
+    top = float(left.max()) or 1.0
+    for yi, (_, row) in zip(y, table.iterrows()):
+        total = float(row.get("total_s", math.nan))
+        if not math.isfinite(total):
+            text = "no data"
+        elif total * 1000.0 < top * 0.005:
+            text = f"{total * 1e6:.0f} \u00b5s in virtual time (Cloacina: tens of \u00b5s)"
+        else:
+            text = f"{total * 1000.0:.0f} ms"
+        ax.text(left[yi] + top * 0.01, yi, text, va="center", fontsize=8)
+    ax.set_yticks(y, list(table.index))
+    ax.invert_yaxis()
+    ax.set_xlim(0, top * 1.3)
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=len(parts))

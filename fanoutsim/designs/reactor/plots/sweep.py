@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.sweep import seed_summary
-from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, figure_axes, mark_empty, new_figure, plain_log, style
+from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, mark_empty, new_figure, one_axes, plain_log, style
 
 __all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart", "save_sweep_figures"]
 
@@ -127,32 +128,32 @@ def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax:
     interval; with ``subscriptions`` the theory ``subscriptions / P``. Log-log."""
     _need(df, P, "polls_per_s")
     stats = seed_summary(df, [P], ["polls_per_s"])
-    with style():
-        fig, ax = figure_axes(
-            ax,
-            title="DB load of the poll loop vs poll interval",
-            xlabel="poll interval P (s)",
-            ylabel="poll queries per second (1/s)",
+    return one_axes(
+        ax,
+        None if stats.empty else partial(_poll_load, stats=stats, subscriptions=subscriptions),
+        title="DB load of the poll loop vs poll interval",
+        xlabel="poll interval P (s)",
+        ylabel="poll queries per second (1/s)",
+    )
+
+
+def _poll_load(ax: Axes, *, stats: pd.DataFrame, subscriptions: int | None) -> None:
+    """:func:`polls_vs_interval`'s line and theory, of seed means with rows."""
+    ax.plot(stats[P], stats["polls_per_s"], marker="o", color=_colors()[0], label="measured (mean over runs)")
+    if subscriptions:
+        xs = np.array(sorted(stats[P].unique()), dtype=float)
+        ax.plot(
+            xs,
+            subscriptions / xs,
+            color=THEORY_COLOR,
+            linestyle="--",
+            linewidth=1.2,
+            label=f"theory: {subscriptions} subscriptions / P",
         )
-        if stats.empty:
-            mark_empty(ax, "runs")
-            return fig
-        ax.plot(stats[P], stats["polls_per_s"], marker="o", color=_colors()[0], label="measured (mean over runs)")
-        if subscriptions:
-            xs = np.array(sorted(stats[P].unique()), dtype=float)
-            ax.plot(
-                xs,
-                subscriptions / xs,
-                color=THEORY_COLOR,
-                linestyle="--",
-                linewidth=1.2,
-                label=f"theory: {subscriptions} subscriptions / P",
-            )
-        _log_x_ticks(ax, np.array(sorted(stats[P].unique()), dtype=float))
-        ax.set_yscale("log")
-        plain_log(ax, "y")
-        ax.legend(loc="upper right")
-    return fig
+    _log_x_ticks(ax, np.array(sorted(stats[P].unique()), dtype=float))
+    ax.set_yscale("log")
+    plain_log(ax, "y")
+    ax.legend(loc="upper right")
 
 
 def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, *, ax: Axes | None = None) -> Figure:
@@ -167,35 +168,38 @@ def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, 
     title = "Backlog vs firing rate"
     if P in df.columns and df[P].nunique() == 1:
         title += f" at P = {df[P].iloc[0]:g} s"
-    with style():
-        fig, ax = figure_axes(
-            ax, title=title, xlabel="total firing rate (firings / s)", ylabel="backlog at the end (firings)"
+    return one_axes(
+        ax,
+        None if stats.empty else partial(_backlog_lines, stats=stats, knees=knees),
+        title=title,
+        xlabel="total firing rate (firings / s)",
+        ylabel="backlog at the end (firings)",
+    )
+
+
+def _backlog_lines(ax: Axes, *, stats: pd.DataFrame, knees: Mapping[int, float] | None) -> None:
+    """:func:`backlog_vs_rate`'s lines and knees, of seed means with rows."""
+    groups = stats.groupby(B, sort=True) if B in stats.columns else [(None, stats)]
+    for i, (b, g) in enumerate(groups):
+        c = _colors()[i % len(_colors())]
+        ax.plot(
+            g["rate"],
+            g["backlog"],
+            marker="o",
+            markersize=3.5,
+            color=c,
+            label=f"batch {b}" if b is not None else "runs",
         )
-        if stats.empty:
-            mark_empty(ax, "runs")
-            return fig
-        groups = stats.groupby(B, sort=True) if B in stats.columns else [(None, stats)]
-        for i, (b, g) in enumerate(groups):
-            c = _colors()[i % len(_colors())]
-            ax.plot(
-                g["rate"],
-                g["backlog"],
-                marker="o",
-                markersize=3.5,
-                color=c,
-                label=f"batch {b}" if b is not None else "runs",
+        ax.fill_between(g["rate"], g["backlog_lo"].clip(lower=0), g["backlog_hi"], color=c, alpha=0.15, linewidth=0)
+        if knees and b in knees and math.isfinite(knees[b]):
+            ax.axvline(
+                knees[b], color=c, linestyle="--", linewidth=1.0, label=f"knee, batch {b}: {knees[b]:.3g} firings/s"
             )
-            ax.fill_between(g["rate"], g["backlog_lo"].clip(lower=0), g["backlog_hi"], color=c, alpha=0.15, linewidth=0)
-            if knees and b in knees and math.isfinite(knees[b]):
-                ax.axvline(
-                    knees[b], color=c, linestyle="--", linewidth=1.0, label=f"knee, batch {b}: {knees[b]:.3g} firings/s"
-                )
-        _log_x_ticks(ax, np.array(sorted(stats["rate"].unique()), dtype=float))
-        ax.set_yscale("symlog", linthresh=10)  # bounded backlogs (a few firings) and runaway ones, together
-        ax.set_ylim(bottom=0)
-        plain_log(ax, "y")
-        ax.legend(loc="upper left")
-    return fig
+    _log_x_ticks(ax, np.array(sorted(stats["rate"].unique()), dtype=float))
+    ax.set_yscale("symlog", linthresh=10)  # bounded backlogs (a few firings) and runaway ones, together
+    ax.set_ylim(bottom=0)
+    plain_log(ax, "y")
+    ax.legend(loc="upper left")
 
 
 def recommendation_chart(
@@ -218,46 +222,64 @@ def recommendation_chart(
     table = pd.DataFrame(
         {"polls_per_s": grp["polls_per_s"].mean(), "latency": grp[latency].mean(), "backlog_max": grp["backlog"].max()}
     ).reset_index()
-    with style():
-        fig, ax = figure_axes(ax)
-        ax.set_title("Which poll interval? DB load against p99 latency")
-        ax.set_xlabel("poll queries per second: DB load (1/s)")
-        column, stat = latency.removesuffix("_s").rsplit("_", 1)
-        ax.set_ylabel(f"{stat} {_path_label(column)} (s)")
-        if table.empty:
-            mark_empty(ax, "runs")
-            return fig
-        _plot_settings(ax, table, max_backlog)
-        for _, row in table.drop_duplicates(P).iterrows():
-            ax.annotate(
-                f"P={row[P]:g}s",
-                (row["polls_per_s"], row["latency"]),
-                textcoords="offset points",
-                xytext=(4, 4),
-                fontsize=7,
-                color="#555555",
-            )
-        if p99_budget_s is not None:
-            ax.axhline(
-                p99_budget_s, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label=f"p99 budget {p99_budget_s:g} s"
-            )
-        if recommended is not None:
-            ax.scatter(
-                [recommended["polls_per_s"]],
-                [recommended[latency]],
-                marker="*",
-                s=420,
-                facecolors="none",
-                edgecolors="#d62728",
-                linewidths=1.6,
-                zorder=10,
-                label=f"recommended: P = {recommended[P]:g} s, batch {recommended[B]}",
-            )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        plain_log(ax, "both")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)  # beside the axes: it covers no point
-    return fig
+    column, stat = latency.removesuffix("_s").rsplit("_", 1)
+    draw = partial(
+        _recommendation,
+        table=table,
+        recommended=recommended,
+        p99_budget_s=p99_budget_s,
+        max_backlog=max_backlog,
+        latency=latency,
+    )
+    return one_axes(
+        ax,
+        None if table.empty else draw,
+        title="Which poll interval? DB load against p99 latency",
+        xlabel="poll queries per second: DB load (1/s)",
+        ylabel=f"{stat} {_path_label(column)} (s)",
+    )
+
+
+def _recommendation(
+    ax: Axes,
+    *,
+    table: pd.DataFrame,
+    recommended: Mapping | None,
+    p99_budget_s: float | None,
+    max_backlog: float | None,
+    latency: str,
+) -> None:
+    """:func:`recommendation_chart`'s points, budget line and star, of a table with rows."""
+    _plot_settings(ax, table, max_backlog)
+    for _, row in table.drop_duplicates(P).iterrows():
+        ax.annotate(
+            f"P={row[P]:g}s",
+            (row["polls_per_s"], row["latency"]),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=7,
+            color="#555555",
+        )
+    if p99_budget_s is not None:
+        ax.axhline(
+            p99_budget_s, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label=f"p99 budget {p99_budget_s:g} s"
+        )
+    if recommended is not None:
+        ax.scatter(
+            [recommended["polls_per_s"]],
+            [recommended[latency]],
+            marker="*",
+            s=420,
+            facecolors="none",
+            edgecolors="#d62728",
+            linewidths=1.6,
+            zorder=10,
+            label=f"recommended: P = {recommended[P]:g} s, batch {recommended[B]}",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain_log(ax, "both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)  # beside the axes: it covers no point
 
 
 def _plot_settings(ax: Axes, table: pd.DataFrame, max_backlog: float | None) -> None:

@@ -94,8 +94,7 @@ class SweepExplorer(widgets.VBox):
             r = self.recommended
             self.summary.value = (
                 f"recommended: P = {r[P]:g} s, batch limit {r[B]}: p99 {r[latency]:.3f} s, "
-                f"{r['polls_per_s']:g} poll queries/s, {r['candidates']} settings meet "
-                f"the budget"
+                f"{r['polls_per_s']:g} poll queries/s, {r['candidates']} settings meet the budget"
             )
         with style():
             fig = new_figure((9.0, 4.3))
