@@ -150,12 +150,13 @@ def columns_table(title: str, columns: Sequence[Column], items: Sequence[dict[st
     return [*out, note] if note else out
 
 
-def verdict_head(name: str, checked: Any, totals: Sequence[tuple[str, str]]) -> list[str]:
-    """A verdict's first lines: ``name check: VALID`` (or INVALID), the
-    ``(label, key)`` totals of ``checked.total`` in one line, and the duplicate
-    and loss causes."""
+def verdict_head(name: str, checked: Any, totals: Sequence[str | tuple[str, str]]) -> list[str]:
+    """A verdict's first lines: ``name check: VALID`` (or INVALID), the totals
+    of ``checked.total`` in one line — each a key, shown as itself, or a
+    ``(label, key)`` — and the duplicate and loss causes."""
     t = checked.total
-    line = "  ".join(f"{label} {t[key]}" for label, key in totals)
+    labelled = [(total, total) if isinstance(total, str) else total for total in totals]
+    line = "  ".join(f"{label} {t[key]}" for label, key in labelled)
     return [f"{name} check: {'VALID' if checked.valid else 'INVALID'}", f"  {line}", *cause_lines(t)]
 
 

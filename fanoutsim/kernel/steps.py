@@ -15,9 +15,6 @@ if TYPE_CHECKING:
 class StepEngine(Protocol):
     """The metrics a step bumps, the trace it writes and the faults it asks."""
 
-    @property
-    def metrics(self) -> Metrics: ...
-    @property
-    def trace(self) -> Trace: ...
-    @property
-    def faults(self) -> Faults: ...
+    metrics: Metrics
+    trace: Trace
+    faults: Faults

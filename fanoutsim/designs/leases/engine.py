@@ -20,7 +20,7 @@ delivered (a worker's effect), crashed, restarted, fault.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from fanoutsim.designs.leases import backup as backups
 from fanoutsim.designs.leases import consumers, leasing, log
@@ -31,6 +31,15 @@ from fanoutsim.kernel.faults import Faults, NoFaults
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace, TraceSchema
+
+if TYPE_CHECKING:
+    from fanoutsim.designs.leases.steps import Engine
+
+    # for mypy only: binding the steps as methods checks nothing until one is called
+    def _bound_to(e: LeaseEngine) -> Engine:
+        """The engine the steps are bound to reads as :class:`~.steps.Engine` (mypy says where not)."""
+        return e
+
 
 # the trace in leases' words; a node's incarnation is its ``process``
 TRACE = TraceSchema(who="consumer", what="event_id", where="partition", incarnation="process")

@@ -250,14 +250,14 @@ def _failed_closed(report: dict[str, Any]) -> list[str]:
     return out
 
 
-# the verdict's totals line: (label, key of the checker's totals)
+# the verdict's totals line: keys of the checker's totals, or (label, key)
 _VERDICT_TOTALS = (
-    ("published", "published"),
-    ("delivered", "delivered"),
-    ("duplicates", "duplicates"),
-    ("lost", "lost"),
+    "published",
+    "delivered",
+    "duplicates",
+    "lost",
     ("dead-lettered", "dead_lettered"),
-    ("pending", "pending"),
+    "pending",
     ("out of order", "out_of_order"),
 )
 

@@ -25,19 +25,14 @@ if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps
 class Engine(StepEngine, Protocol):
     """What a leases step reads of :class:`~.engine.LeaseEngine`."""
 
-    @property
-    def store(self) -> LeaseStore: ...
+    store: LeaseStore
     # the named database this broker serves (its tables in the store)
-    @property
-    def database(self) -> str: ...
-    @property
-    def config(self) -> LeaseConfig: ...
+    database: str
+    config: LeaseConfig
     # what the lease tokens are drawn from
-    @property
-    def seed(self) -> int: ...
+    seed: int
     # the trace's actor of the broker's steps
-    @property
-    def actor(self) -> str: ...
+    actor: str
 
     def tx(self) -> AbstractContextManager[LeaseStoreTx, Literal[False]]:
         """A transaction on the engine's database."""

@@ -49,31 +49,24 @@ class Registry(Protocol):
 class Engine(StepEngine, Protocol):
     """What an outbox step reads of :class:`~.engine.OutboxEngine`."""
 
-    @property
-    def store(self) -> OutboxStore: ...
-    @property
-    def config(self) -> OutboxConfig: ...
+    store: OutboxStore
+    config: OutboxConfig
+    rng: random.Random
+    # the trace's actor of the dispatcher's steps
+    actor: str
+    # the hint sent after a commit: (now, payloads)
+    notify: Callable[[int, list[str]], None]
+    # a hint sent inside the commit's transaction (PostgreSQL's pg_notify): (the transaction, payloads)
+    notify_in_tx: Callable[[Any, list[str]], None] | None
+    # the dispatcher's memory, gone with the incarnation
+    gaps: dict[tuple[str, int], int]
+    behind_noted: set[tuple[str, int]]
+    wake_at: dict[str, int]
+    due_at_fetch: dict[str, int | None]
+
+    # a property, read-only: the engine's registry is a subtype of this port, which a
+    # (mutable) attribute would have to match exactly
     @property
     def registry(self) -> Registry: ...
-    @property
-    def rng(self) -> random.Random: ...
-    # the trace's actor of the dispatcher's steps
-    @property
-    def actor(self) -> str: ...
-    # the hint sent after a commit: (now, payloads)
-    @property
-    def notify(self) -> Callable[[int, list[str]], None]: ...
-    # a hint sent inside the commit's transaction (PostgreSQL's pg_notify): (the transaction, payloads)
-    @property
-    def notify_in_tx(self) -> Callable[[Any, list[str]], None] | None: ...
-    # the dispatcher's memory, gone with the incarnation
-    @property
-    def gaps(self) -> dict[tuple[str, int], int]: ...
-    @property
-    def behind_noted(self) -> set[tuple[str, int]]: ...
-    @property
-    def wake_at(self) -> dict[str, int]: ...
-    @property
-    def due_at_fetch(self) -> dict[str, int | None]: ...
 
     def count(self, metric: str, consumer: str) -> Bump: ...

@@ -32,8 +32,14 @@ from fanoutsim.kernel.trace import Trace, TraceSchema
 from fanoutsim.kernel.validate import is_number
 
 if TYPE_CHECKING:
-    from fanoutsim.designs.reactor.steps import ReactorStore
+    from fanoutsim.designs.reactor.steps import Engine, ReactorStore
     from fanoutsim.designs.reactor.tables.port import SubscriptionRow
+
+    # for mypy only: binding the steps as methods checks nothing until one is called
+    def _bound_to(e: ReactorEngine) -> Engine:
+        """The engine the steps are bound to reads as :class:`~.steps.Engine` (mypy says where not)."""
+        return e
+
 
 # a workflow body, and a computation graph's function: each takes the firing's context
 Body = Callable[[dict[str, Any]], Any]

@@ -58,26 +58,21 @@ class Registry(Protocol):
 class Engine(StepEngine, Protocol):
     """What a reactor step reads of :class:`~.engine.ReactorEngine`."""
 
-    @property
-    def store(self) -> ReactorStore: ...
-    @property
-    def config(self) -> SchedulerConfig: ...
+    store: ReactorStore
+    config: SchedulerConfig
+    ids: IdSource
+    rng: random.Random
+    # the trace's actor of this poller ("poller", or "poller#2" for a replica)
+    poller: str
+    # whether the plan may let a subscription take fewer firings than the batch limit
+    limits_polls: bool
+    # how far behind the newest firing a watermark stops (config.watermark_settle)
+    settle_us: int
+    poll_queries: Bump
+
+    # a property, read-only: the engine's registry is a subtype of this port, which a
+    # (mutable) attribute would have to match exactly
     @property
     def registry(self) -> Registry: ...
-    @property
-    def ids(self) -> IdSource: ...
-    @property
-    def rng(self) -> random.Random: ...
-    # the trace's actor of this poller ("poller", or "poller#2" for a replica)
-    @property
-    def poller(self) -> str: ...
-    # whether the plan may let a subscription take fewer firings than the batch limit
-    @property
-    def limits_polls(self) -> bool: ...
-    # how far behind the newest firing a watermark stops (config.watermark_settle)
-    @property
-    def settle_us(self) -> int: ...
-    @property
-    def poll_queries(self) -> Bump: ...
 
     def predicate_for(self, sub: SubscriptionRow) -> Predicate | str | None: ...
