@@ -1,6 +1,6 @@
 """The house style and the helpers every figure shares: ``style()``,
 ``new_figure``, ``figure_axes`` (a new figure, or the caller's axes),
-``one_axes`` (a figure's whole frame: style, axes, labels and the empty case),
+``one_axes`` (a figure's whole frame: style, axes, :class:`Labels` and the empty case),
 ``mark_empty``, ``time_unit``, ``steps_over_time`` (a table's rows over
 virtual time, one step line per run), ``save_figures``, ``sweep_lines`` (any
 sweep column against a grid key) and the shared colours and limits."""
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import matplotlib as mpl
 import pandas as pd
@@ -113,22 +113,31 @@ def figure_axes(
     return ax.figure, ax
 
 
+class Labels(NamedTuple):
+    """A figure's title and axis labels, as data (None: that one left unset)."""
+
+    title: str | None = None
+    xlabel: str | None = None
+    ylabel: str | None = None
+
+
+NO_LABELS = Labels()
+
+
 def one_axes(
     ax: Axes | None,
     draw: Callable[[Axes], object] | None,
+    labels: Labels = NO_LABELS,
     *,
     none_of: str = "runs",
     figsize: tuple[float, float] | None = None,
-    title: str | None = None,
-    xlabel: str | None = None,
-    ylabel: str | None = None,
 ) -> Figure | SubFigure:
     """A figure of one axes, in the house style: :func:`figure_axes`'s (the
-    caller's ``ax`` or a new figure, titled and labelled), drawn by
+    caller's ``ax`` or a new figure, with the ``labels``), drawn by
     ``draw(ax)``; ``draw`` None means there is nothing to show, and the axes
     say "no <none_of>" instead. The figure (``ax``'s, when given)."""
     with style():
-        fig, ax = figure_axes(ax, figsize, title=title, xlabel=xlabel, ylabel=ylabel)
+        fig, ax = figure_axes(ax, figsize, title=labels.title, xlabel=labels.xlabel, ylabel=labels.ylabel)
         if draw is None:
             mark_empty(ax, none_of)
         else:
@@ -196,7 +205,7 @@ def steps_over_time(
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left")
 
-    return one_axes(ax, draw if frames else None, title=title, xlabel=f"virtual time ({uname})", ylabel=ylabel)
+    return one_axes(ax, draw if frames else None, Labels(title, f"virtual time ({uname})", ylabel))
 
 
 def plain_number(value: float, _pos: int | None = None) -> str:
@@ -320,7 +329,7 @@ def sweep_lines(
         by = rest[0] if rest else None
     data = df[[c for c in (x, by, column) if c is not None]].dropna()
     draw = partial(_sweep_lines, data=data, column=column, x=x, by=by)
-    return one_axes(ax, None if data.empty else draw, title=title or f"{column} vs {x}", xlabel=x, ylabel=column)
+    return one_axes(ax, None if data.empty else draw, Labels(title or f"{column} vs {x}", x, column))
 
 
 def _sweep_lines(ax: Axes, *, data: pd.DataFrame, column: str, x: str, by: str | None) -> None:

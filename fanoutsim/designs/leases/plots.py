@@ -21,6 +21,7 @@ from fanoutsim.designs.leases.checker import check_leases
 from fanoutsim.kernel.plotting import (
     MAX_SERIES,
     THEORY_COLOR,
+    Labels,
     figure_axes,
     mark_empty,
     need_columns,
@@ -64,7 +65,7 @@ def duplicates_vs_lease(summary: pd.DataFrame, *, ax: Axes | None = None, theory
         "lease_sweep or lease_table (the leases lessons' experiments)",
     )
     draw = partial(_lease_lines, summary=summary, theory=theory)
-    return one_axes(ax, None if summary.empty else draw, title="duplicates fall as the lease outgrows the work")
+    return one_axes(ax, None if summary.empty else draw, Labels("duplicates fall as the lease outgrows the work"))
 
 
 def _lease_lines(ax: Axes, *, summary: pd.DataFrame, theory: bool) -> None:
@@ -103,7 +104,7 @@ def lease_tradeoff(crashes: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
         "crash_sweep (the leases lessons' experiments)",
     )
     title = "a long lease: few duplicates, but a crash stalls leased events until expiry"
-    return one_axes(ax, None if crashes.empty else partial(_tradeoff_lines, crashes=crashes), title=title)
+    return one_axes(ax, None if crashes.empty else partial(_tradeoff_lines, crashes=crashes), Labels(title))
 
 
 def _tradeoff_lines(ax: Axes, *, crashes: pd.DataFrame) -> None:
@@ -530,7 +531,7 @@ def lease_outcomes(sim, *, ax: Axes | None = None, title: str | None = None) -> 
     out = _a.ack_outcomes(sim)
     kinds = [k for k in _a.OUTCOME_KINDS if k in out and out[k].sum() > 0]
     draw = None if out.empty or not kinds else partial(_outcome_bars, out=out, kinds=kinds)
-    return one_axes(ax, draw, none_of="attempts", title=title or "how the attempts ended")
+    return one_axes(ax, draw, Labels(title or "how the attempts ended"), none_of="attempts")
 
 
 def _outcome_bars(ax: Axes, *, out: pd.DataFrame, kinds: list[str]) -> None:
@@ -566,7 +567,7 @@ def delivery_per_consumer(sim, *, checked=None, ax: Axes | None = None) -> Figur
     checked = check_leases(sim) if checked is None else checked
     per = checked.per_consumer
     draw = None if per.empty else partial(_delivery_bars, checked=checked)
-    return one_axes(ax, draw, none_of="consumers", title="delivered, duplicated, dead-lettered and lost per consumer")
+    return one_axes(ax, draw, Labels("delivered, duplicated, dead-lettered and lost per consumer"), none_of="consumers")
 
 
 def _delivery_bars(ax: Axes, *, checked) -> None:

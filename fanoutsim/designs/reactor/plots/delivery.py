@@ -16,6 +16,7 @@ from fanoutsim.kernel.plotting import (
     MAX_SERIES,
     STYLE,
     THEORY_COLOR,
+    Labels,
     figure_axes,
     mark_empty,
     one_axes,
@@ -51,10 +52,8 @@ def latency_histogram(
     return one_axes(
         ax,
         None if ms.size == 0 else partial(_latency_bins, ms=ms, poll_interval=poll_interval, bins=bins),
+        Labels(f"{label} latency", f"{label} (ms)", "executions per bin"),
         none_of="executions",
-        title=f"{label} latency",
-        xlabel=f"{label} (ms)",
-        ylabel="executions per bin",
     )
 
 
@@ -147,11 +146,9 @@ def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
     return one_axes(
         ax,
         partial(_lag_bars, subs=subs) if subs else None,
+        Labels(f"Watermark lag at t = {sim.now:g} s", "lag behind the virtual clock (s)", "subscription"),
         none_of="subscriptions",
         figsize=(8.0, height),
-        title=f"Watermark lag at t = {sim.now:g} s",
-        xlabel="lag behind the virtual clock (s)",
-        ylabel="subscription",
     )
 
 

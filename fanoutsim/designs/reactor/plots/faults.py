@@ -17,6 +17,7 @@ from fanoutsim.designs.reactor.analysis.faults import CRASH_MODES, firing_outcom
 from fanoutsim.kernel.plotting import (
     STYLE,
     THEORY_COLOR,
+    Labels,
     mark_empty,
     need_columns,
     one_axes,
@@ -33,19 +34,18 @@ def _colors() -> list[str]:
     return STYLE["axes.prop_cycle"].by_key()["color"]
 
 
+_CRASH_LABELS = Labels(
+    "Duplicate deliveries per crash", "reactor_poll_batch_limit L (firings)", "duplicates per crash (executions)"
+)
+
+
 def duplicates_per_crash(df: pd.DataFrame, *, ax: Axes | None = None, theory: bool = True) -> Figure:
     """Duplicates per crash against the batch limit, one line per
     ``watermark_commit`` mode, from :func:`fanoutsim.analysis.crash_sweep`.
     ``theory``: ``(L + 1) / 2`` (a crash at a uniformly random position of a
     full batch) for ``per_batch`` and 1 for ``per_firing``."""
     need_columns(df, ("batch_limit", "watermark_commit", "duplicates_per_crash"), "fanoutsim.analysis.crash_sweep")
-    return one_axes(
-        ax,
-        None if df.empty else partial(_crash_lines, df=df, theory=theory),
-        title="Duplicate deliveries per crash",
-        xlabel="reactor_poll_batch_limit L (firings)",
-        ylabel="duplicates per crash (executions)",
-    )
+    return one_axes(ax, None if df.empty else partial(_crash_lines, df=df, theory=theory), _CRASH_LABELS)
 
 
 def _crash_lines(ax: Axes, *, df: pd.DataFrame, theory: bool) -> None:
@@ -146,9 +146,11 @@ def firing_timeline(
     return one_axes(
         ax,
         partial(_timeline, path=path, out=out, window=window),
-        title=title or "Watermark and firings",
-        xlabel="virtual time: when the row became visible (s)",
-        ylabel="fired_at (s since start)",
+        Labels(
+            title or "Watermark and firings",
+            "virtual time: when the row became visible (s)",
+            "fired_at (s since start)",
+        ),
     )
 
 
@@ -241,9 +243,7 @@ def hole_losses(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     return one_axes(
         ax,
         None if df.empty else partial(_hole_bars, df=df),
-        title="Firings lost, per hole and watermark strategy",
-        xlabel="hole",
-        ylabel="firings lost (firings)",
+        Labels("Firings lost, per hole and watermark strategy", "hole", "firings lost (firings)"),
     )
 
 
@@ -273,19 +273,19 @@ def _hole_bars(ax: Axes, *, df: pd.DataFrame) -> None:
     ax.legend(loc="upper right")
 
 
+_STRATEGY_LABELS = Labels(
+    "What each watermark strategy costs: fire \u2192 dispatch latency",
+    "fire \u2192 dispatch (ms)",
+    "watermark strategy",
+)
+
+
 def strategy_latency(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """Mean and p99 fire -> dispatch latency per watermark strategy (ms), from
     rows with ``watermark``, ``dispatch_mean_s`` and ``dispatch_p99_s``
     (:func:`fanoutsim.analysis.hole_matrix` over ``["none"]``)."""
     need_columns(df, ("watermark", "dispatch_mean_s", "dispatch_p99_s"), "fanoutsim.analysis.hole_matrix")
-    return one_axes(
-        ax,
-        None if df.empty else partial(_strategy_bars, df=df),
-        figsize=(8.0, 3.2),
-        title="What each watermark strategy costs: fire \u2192 dispatch latency",
-        xlabel="fire \u2192 dispatch (ms)",
-        ylabel="watermark strategy",
-    )
+    return one_axes(ax, None if df.empty else partial(_strategy_bars, df=df), _STRATEGY_LABELS, figsize=(8.0, 3.2))
 
 
 def _strategy_bars(ax: Axes, *, df: pd.DataFrame) -> None:

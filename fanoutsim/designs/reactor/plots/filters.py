@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.filters import quote_rates
-from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, one_axes, plain_log
+from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, Labels, one_axes, plain_log
 
 __all__ = ["recorded_rate", "selectivity_dispatch", "selectivity_lag"]
 
@@ -43,10 +43,12 @@ def recorded_rate(
     return one_axes(
         ax,
         None if rates.empty else partial(_rate_stairs, rates=rates, bin_s=bin_s, window=window),
+        Labels(
+            "The recorded quotes day: rate by region",
+            "time of day (h, UTC)",
+            f"quotes per second (1/s, {bin_s / 60:g}-min bins)",
+        ),
         none_of="quotes",
-        title="The recorded quotes day: rate by region",
-        xlabel="time of day (h, UTC)",
-        ylabel=f"quotes per second (1/s, {bin_s / 60:g}-min bins)",
     )
 
 
@@ -75,19 +77,18 @@ def _rate_stairs(ax: Axes, *, rates: pd.DataFrame, bin_s: float, window: tuple[f
     ax.legend(loc="upper left", ncols=5)
 
 
+# the selectivity figures' titles and axis labels: one x axis, the filters' selectivity
+_SELECTIVITY = "selectivity: firings passed by the filter (%)"
+_DISPATCH_LABELS = Labels("Dispatch volume follows selectivity", _SELECTIVITY, "executions dispatched per second (1/s)")
+_LAG_LABELS = Labels("Subscriber lag against selectivity", _SELECTIVITY, "p95 lag (s)")
+
+
 def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """Executions dispatched per second against the filter's selectivity, one
     point per filter of :func:`fanoutsim.analysis.selectivity_sweep`; the
     dashed line is selectivity times the stream's firing rate."""
     _need(df, "filter", "selectivity", "dispatch_per_s", "firings")
-    return one_axes(
-        ax,
-        None if df.empty else partial(_dispatch_points, df=df),
-        none_of="filters",
-        title="Dispatch volume follows selectivity",
-        xlabel="selectivity: firings passed by the filter (%)",
-        ylabel="executions dispatched per second (1/s)",
-    )
+    return one_axes(ax, None if df.empty else partial(_dispatch_points, df=df), _DISPATCH_LABELS, none_of="filters")
 
 
 def _dispatch_points(ax: Axes, *, df: pd.DataFrame) -> None:
@@ -117,14 +118,7 @@ def selectivity_lag(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     dispatched (the workflow waiting for a worker) and the p95 poll lag of
     every firing (the watermark behind the log), one point per filter."""
     _need(df, "selectivity", "claim_p95_s", "poll_lag_p95_s")
-    return one_axes(
-        ax,
-        None if df.empty else partial(_lag_lines, df=df),
-        none_of="filters",
-        title="Subscriber lag against selectivity",
-        xlabel="selectivity: firings passed by the filter (%)",
-        ylabel="p95 lag (s)",
-    )
+    return one_axes(ax, None if df.empty else partial(_lag_lines, df=df), _LAG_LABELS, none_of="filters")
 
 
 def _lag_lines(ax: Axes, *, df: pd.DataFrame) -> None:

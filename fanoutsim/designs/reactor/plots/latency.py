@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from fanoutsim.designs.reactor.analysis.latency import BUDGET_COMPONENTS, budget_table, latency_budget
 from fanoutsim.designs.reactor.plots.delivery import latency_histogram
-from fanoutsim.kernel.plotting import STYLE, one_axes, style
+from fanoutsim.kernel.plotting import STYLE, Labels, one_axes, style
 
 __all__ = ["poll_wait_histogram", "budget_bars", "BUDGET_LABELS"]
 
@@ -54,11 +54,9 @@ def budget_bars(table, *, ax: Axes | None = None) -> Figure:
     return one_axes(
         ax,
         None if table.empty else partial(_budget_stack, table=table),
+        Labels("Latency budget: fired \u2192 finished, mean per execution", "mean time (ms)", "path"),
         none_of="paths",
         figsize=(8.0, 1.8 + 0.7 * max(len(table), 1)),
-        title="Latency budget: fired \u2192 finished, mean per execution",
-        xlabel="mean time (ms)",
-        ylabel="path",
     )
 
 

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from fanoutsim.designs.reactor.analysis.sweep import seed_summary
-from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, mark_empty, new_figure, one_axes, plain_log, style
+from fanoutsim.kernel.plotting import STYLE, THEORY_COLOR, Labels, mark_empty, new_figure, one_axes, plain_log, style
 
 __all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recommendation_chart", "save_sweep_figures"]
 
@@ -131,9 +131,7 @@ def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax:
     return one_axes(
         ax,
         None if stats.empty else partial(_poll_load, stats=stats, subscriptions=subscriptions),
-        title="DB load of the poll loop vs poll interval",
-        xlabel="poll interval P (s)",
-        ylabel="poll queries per second (1/s)",
+        Labels("DB load of the poll loop vs poll interval", "poll interval P (s)", "poll queries per second (1/s)"),
     )
 
 
@@ -171,9 +169,7 @@ def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, 
     return one_axes(
         ax,
         None if stats.empty else partial(_backlog_lines, stats=stats, knees=knees),
-        title=title,
-        xlabel="total firing rate (firings / s)",
-        ylabel="backlog at the end (firings)",
+        Labels(title, "total firing rate (firings / s)", "backlog at the end (firings)"),
     )
 
 
@@ -234,9 +230,11 @@ def recommendation_chart(
     return one_axes(
         ax,
         None if table.empty else draw,
-        title="Which poll interval? DB load against p99 latency",
-        xlabel="poll queries per second: DB load (1/s)",
-        ylabel=f"{stat} {_path_label(column)} (s)",
+        Labels(
+            "Which poll interval? DB load against p99 latency",
+            "poll queries per second: DB load (1/s)",
+            f"{stat} {_path_label(column)} (s)",
+        ),
     )
 
 
