@@ -13,6 +13,9 @@ budget of the DB path against the in-process path.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import ipywidgets as widgets
 import numpy as np
@@ -28,6 +31,9 @@ __all__ = ["LatencyExplorer", "latency_explorer", "POLL_INTERVAL_BOUNDS", "BATCH
 # (min, max, step): every value is one SchedulerConfig accepts (P > 0, batch >= 1)
 POLL_INTERVAL_BOUNDS = (0.1, 5.0, 0.1)
 BATCH_LIMIT_BOUNDS = (1, 200, 1)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def _router(sources: dict) -> str:
@@ -150,17 +156,20 @@ class LatencyExplorer(widgets.VBox):
         _show(self.out, fig)
 
 
-def latency_explorer(
-    scenario,
-    *,
-    seed: int = 0,
-    until: float = 600.0,
-    poll_interval: float | None = None,
-    batch_limit: int | None = None,
-    graph: bool = True,
-) -> LatencyExplorer:
+def _takes_the_arguments_of(cls: Callable[_P, _R]) -> Callable[[Callable[..., _R]], Callable[_P, _R]]:
+    """A decorator: the function takes ``cls``'s arguments, for the type checker
+    and for :func:`inspect.signature` (so its keywords are written once, on the class)."""
+
+    def decorate(fn: Callable[..., _R]) -> Callable[_P, _R]:
+        returns = inspect.signature(fn).return_annotation
+        fn.__signature__ = inspect.signature(cls).replace(return_annotation=returns)  # type: ignore[attr-defined]
+        return fn
+
+    return decorate
+
+
+@_takes_the_arguments_of(LatencyExplorer)
+def latency_explorer(scenario, **options) -> LatencyExplorer:
     """Build notebook 1's control over ``scenario`` (a Scenario or a TOML path);
     the sliders start at the scenario's settings unless given."""
-    return LatencyExplorer(
-        scenario, seed=seed, until=until, poll_interval=poll_interval, batch_limit=batch_limit, graph=graph
-    )
+    return LatencyExplorer(scenario, **options)
