@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, TypedDict, Unpack, overload
 
 import matplotlib as mpl
 import pandas as pd
@@ -277,27 +277,20 @@ def grid_keys(df: pd.DataFrame) -> list[str]:
     return columns[: columns.index("seed")] if "seed" in columns else []
 
 
-@overload
-def sweep_lines(
-    df: pd.DataFrame,
-    column: str,
-    *,
-    x: str | None = None,
-    by: str | None = None,
-    ax: None = None,
-    title: str | None = None,
-) -> Figure: ...
+class _SweepLinesOptions(TypedDict, total=False):
+    """:func:`sweep_lines`'s keywords but ``ax``: the same in both overloads."""
+
+    x: str | None
+    by: str | None
+    title: str | None
 
 
+# the overloads differ in ``ax`` alone: a new figure is a Figure, a caller's axes may be a subfigure's
+@overload
+def sweep_lines(df: pd.DataFrame, column: str, *, ax: None = None, **options: Unpack[_SweepLinesOptions]) -> Figure: ...
 @overload
 def sweep_lines(
-    df: pd.DataFrame,
-    column: str,
-    *,
-    x: str | None = None,
-    by: str | None = None,
-    ax: Axes | None = None,
-    title: str | None = None,
+    df: pd.DataFrame, column: str, *, ax: Axes | None = None, **options: Unpack[_SweepLinesOptions]
 ) -> Figure | SubFigure: ...
 
 
