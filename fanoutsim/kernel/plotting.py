@@ -73,25 +73,22 @@ def new_figure(figsize: tuple[float, float] | None = None) -> Figure:
     return Figure(figsize=figsize or STYLE["figure.figsize"], dpi=STYLE["figure.dpi"], layout="constrained")
 
 
+class _LabelKeywords(TypedDict, total=False):
+    """:func:`figure_axes`'s title and axis labels: the same in both overloads."""
+
+    title: str | None
+    xlabel: str | None
+    ylabel: str | None
+
+
+# the overloads differ in ``ax`` alone: a new figure is a Figure, a caller's axes may be a subfigure's
 @overload
 def figure_axes(
-    ax: None,
-    figsize: tuple[float, float] | None = None,
-    *,
-    title: str | None = None,
-    xlabel: str | None = None,
-    ylabel: str | None = None,
+    ax: None, figsize: tuple[float, float] | None = None, **labels: Unpack[_LabelKeywords]
 ) -> tuple[Figure, Axes]: ...
-
-
 @overload
 def figure_axes(
-    ax: Axes | None,
-    figsize: tuple[float, float] | None = None,
-    *,
-    title: str | None = None,
-    xlabel: str | None = None,
-    ylabel: str | None = None,
+    ax: Axes | None, figsize: tuple[float, float] | None = None, **labels: Unpack[_LabelKeywords]
 ) -> tuple[Figure | SubFigure, Axes]: ...
 
 
