@@ -25,6 +25,7 @@ Both adapters also fail alike:
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -206,6 +207,22 @@ if TYPE_CHECKING:  # a TypeVar's default (PEP 696) is typing's from Python 3.13:
     TxT = typing_extensions.TypeVar("TxT", bound=Tx, default=Tx, covariant=True)
 else:
     TxT = TypeVar("TxT", bound=Tx, covariant=True)
+
+
+class OneThreadTx:
+    """A store whose transactions take a lock (a database connection is one
+    thread's at a time): ``_acquire`` at begin holds it for this thread, and
+    the adapter releases it at commit or rollback."""
+
+    _lock: threading.Lock
+    _owner: int | None  # the thread holding _lock, None: no transaction open
+
+    def _acquire(self) -> None:
+        me = threading.get_ident()
+        if self._owner == me:  # else: waiting on our own lock, forever
+            raise RuntimeError("nested transactions are not supported")
+        self._lock.acquire()
+        self._owner = me
 
 
 class Store(ABC, Generic[TxT]):

@@ -23,6 +23,7 @@ import duckdb
 
 from fanoutsim.kernel.store import sql
 from fanoutsim.kernel.store.base import (
+    OneThreadTx,
     Store,
     StorePart,
     Tx,
@@ -333,7 +334,7 @@ def _tx_class(mixins: tuple[type, ...]) -> type:
     return compose_tx(DuckDBTx, mixins)
 
 
-class DuckDBStore(Store[DuckDBTx]):
+class DuckDBStore(Store[DuckDBTx], OneThreadTx):
     """The kernel's tables and those of ``parts`` (StoreParts), in DuckDB:
     ``":memory:"`` or a file. A file is brought to the composed schema at open:
     every table's ``CREATE TABLE IF NOT EXISTS``, then every migration (each
@@ -434,11 +435,7 @@ class DuckDBStore(Store[DuckDBTx]):
         self.con.execute("COMMIT")
 
     def _begin(self) -> DuckDBTx:
-        me = threading.get_ident()
-        if self._owner == me:
-            raise RuntimeError("nested transactions are not supported")
-        self._lock.acquire()
-        self._owner = me
+        self._acquire()
         return self._tx(self.con, self.hints)  # BEGIN comes with the first write
 
     def _commit(self, tx: DuckDBTx) -> None:

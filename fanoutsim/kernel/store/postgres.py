@@ -36,18 +36,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import errors as pg_errors
 
+from fanoutsim.kernel.store import base, pgsql, sql
 from fanoutsim.kernel.store import duckdb as _duckdb_store
-from fanoutsim.kernel.store import pgsql, sql
-from fanoutsim.kernel.store.base import (
-    Store,
-    StorePart,
-    Tx,
-    check_parts,
-    compose_tx,
-    row_of,
-    tables_of,
-    timestamp_columns_of,
-)
 
 if TYPE_CHECKING:  # imported where a throwaway server is started, not before
     from fanoutsim.kernel.pg import EmbeddedServer
@@ -140,7 +130,7 @@ def is_dsn(spec: str) -> bool:
     return spec.startswith(("postgresql://", "postgres://"))
 
 
-class PostgresTx(Tx):
+class PostgresTx(base.Tx):
     """Every statement goes through :meth:`_run`, translated once (cached) by
     :func:`.pgsql.translate`. PostgreSQL aborts the whole transaction at any
     error and answers every later statement with an error of its own, so the
@@ -244,7 +234,7 @@ class PostgresTx(Tx):
 @cache
 def _tx_class(mixins: tuple[type, ...]) -> type:
     """PostgresTx with the parts' (DuckDB) methods: one class per set of parts."""
-    return compose_tx(PostgresTx, mixins)
+    return base.compose_tx(PostgresTx, mixins)
 
 
 class _Connection:
@@ -260,16 +250,18 @@ class _Connection:
         return cur
 
 
-class PostgresStore(Store[PostgresTx]):
+class PostgresStore(base.Store[PostgresTx], base.OneThreadTx):
     """The kernel's tables and those of ``parts`` in PostgreSQL. ``dsn``:
     ``"postgres"`` (a throwaway server of its own) or a ``postgresql://`` URI.
     ``schema``: the PostgreSQL schema to keep the tables in (created if
     missing; default: the connection's own search path, ``public``)."""
 
-    def __init__(self, dsn: str = "postgres", parts: Iterable[StorePart] = (), *, schema: str | None = None) -> None:
-        self.parts = check_parts(parts)
-        self.tables = tables_of(self.parts)
-        self.timestamp_columns = timestamp_columns_of(self.parts)
+    def __init__(
+        self, dsn: str = "postgres", parts: Iterable[base.StorePart] = (), *, schema: str | None = None
+    ) -> None:
+        self.parts = base.check_parts(parts)
+        self.tables = base.tables_of(self.parts)
+        self.timestamp_columns = base.timestamp_columns_of(self.parts)
         self.version = sql.schema_version(self.parts)
         self.schema = schema
         self._all_rows = dict(sql.ALL_ROWS)
@@ -407,11 +399,7 @@ class PostgresStore(Store[PostgresTx]):
 
     # -- transactions ----------------------------------------------------------------------
     def _begin(self) -> PostgresTx:
-        me = threading.get_ident()
-        if self._owner == me:
-            raise RuntimeError("nested transactions are not supported")
-        self._lock.acquire()
-        self._owner = me
+        self._acquire()
         return self._tx(self)  # BEGIN comes with the first statement
 
     def _commit(self, tx: PostgresTx) -> None:
@@ -454,7 +442,7 @@ class PostgresStore(Store[PostgresTx]):
         cols = self.tables[table]
         with self._lock:
             cur = self._live().cursor()
-            return [row_of(cols, r) for r in cur.execute(self.translated(statement), ()).fetchall()]
+            return [base.row_of(cols, r) for r in cur.execute(self.translated(statement), ()).fetchall()]
 
     # -- fanoutsim_meta (see .record) ----------------------------------------------
     keeps_meta = True
