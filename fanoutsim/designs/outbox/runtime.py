@@ -281,21 +281,27 @@ class OutboxRuntime(OutboxHost):
         deferred = False
         for batch, is_due in ((due, True), (rows, False)):
             for row in batch:
-                # a row's first attempt inline, here: nearly every row needs no other, and
-                # this is the consumer's hot path (a generator per row cost a frame at each wait)
-                started = self.clock()
-                step = self._outside(engine.begin, name, row, is_due)
-                if step is None:
-                    return None
-                if step.duration > 0:
-                    yield Work(step.duration, since=started)
-                    if not self._live(engine):
-                        return None  # died with the step in hand
-                out = self._call(engine.finish, step, 1)
-                if out is not None and out.kind == "retry":
-                    out = yield from self._retry(engine, name, row, is_due, out)
-                if out is None:
-                    return None
+                # every attempt at a row inline, here: nearly every row needs only the first,
+                # and this is the consumer's hot path (a generator per row cost a frame at each wait)
+                attempt = 0
+                while True:
+                    started = self.clock()
+                    step = self._outside(engine.begin, name, row, is_due)  # the consumer's code, unlocked
+                    if step is None:
+                        return None
+                    if step.duration > 0:
+                        yield Work(step.duration, since=started)
+                        if not self._live(engine):
+                            return None  # died with the step in hand
+                    attempt += 1
+                    out = self._call(engine.finish, step, attempt)
+                    if out is None:
+                        return None
+                    if out.kind != "retry":
+                        break
+                    yield Sleep(out.delay)  # the backoff, then the next attempt
+                    if not self._running(engine):
+                        return None
                 if unreported is not None and out.kind in ("handled", "parked"):
                     unreported[name] = row["seq"]  # for the consumer's next status write
                 deferred |= out is DEFERRED
@@ -330,30 +336,6 @@ class OutboxRuntime(OutboxHost):
             if ready:
                 timeout = cfg.repoll
         return timeout
-
-    def _retry(self, engine: OutboxEngine, name: str, row: dict, due: bool, failed):
-        """A row's attempts after a first one that failed: each after its backoff
-        (the consumer's code outside the store lock, the step worked out, the
-        finish). The outcome, or None if the dispatcher stopped or died before the
-        row was behind the consumer."""
-        attempt, out = 1, failed
-        while out.kind == "retry":
-            yield Sleep(out.delay)
-            if not self._running(engine):
-                return None
-            started = self.clock()
-            step = self._outside(engine.begin, name, row, due)
-            if step is None:
-                return None
-            if step.duration > 0:
-                yield Work(step.duration, since=started)
-                if not self._live(engine):
-                    return None
-            attempt += 1
-            out = self._call(engine.finish, step, attempt)
-            if out is None:
-                return None
-        return out
 
     def _retention_loop(self, engine: OutboxEngine):
         ticks = Ticks(self.now, self.config.retention_interval)

@@ -466,27 +466,22 @@ class SteppedWallRuntime(Driver):
 
     def _call(self, step: Callable[..., T], *args: Any, _now: int | None = None, **kwargs: Any) -> T | None:
         """One store step now, ``step`` a bound method of an engine
-        (``engine.fetch``), unless that incarnation is dead (None); a Crash
-        inside it takes the runtime down (None)."""
+        (``engine.fetch``), under the per-step lock: :meth:`_outside`'s step,
+        then the loops asleep until a write hear of it. None if that
+        incarnation is dead or a Crash inside the step took the runtime down."""
         with self._proc:
-            if not self._live(step.__self__):  # type: ignore[attr-defined]  # a bound method of an engine
-                return None
-            try:
-                out = step(wall_us() if _now is None else _now, *args, **kwargs)
-            except Crash as c:
-                self.crash(c.point, c.downtime)
-                return None
-            if self._sleepers and self.store.writes != self._slept_at:
+            out = self._outside(step, *args, _now=_now, **kwargs)
+            if self._sleepers and self.store.writes != self._slept_at:  # none left after a crash
                 self._wake_sleepers()
             return out
 
-    def _outside(self, step: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    def _outside(self, step: Callable[..., T], *args: Any, _now: int | None = None, **kwargs: Any) -> T | None:
         """A step that runs the user's own code (a consumer's ``fn``), outside the
         store lock so that consumers overlap; None if its incarnation is dead."""
         if not self._live(step.__self__):  # type: ignore[attr-defined]  # a bound method of an engine
             return None
         try:
-            return step(wall_us(), *args, **kwargs)
+            return step(wall_us() if _now is None else _now, *args, **kwargs)
         except Crash as c:
             self.crash(c.point, c.downtime)
             return None
