@@ -1,13 +1,15 @@
 """What every design's engine steps read of their engine, whatever the design:
 a typed port each design's own ``Engine`` Protocol extends with its store,
-config and the rest of what its steps touch."""
+config and the rest of what its steps touch, and :class:`StepEngineBase`, the
+concrete part every engine binds the same way."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from fanoutsim.kernel.faults import Faults, NoFaults
+
 if TYPE_CHECKING:
-    from fanoutsim.kernel.faults import Faults
     from fanoutsim.kernel.metrics import Metrics
     from fanoutsim.kernel.trace import Trace
 
@@ -18,3 +20,13 @@ class StepEngine(Protocol):
     metrics: Metrics
     trace: Trace
     faults: Faults
+
+
+class StepEngineBase:
+    """Binds what :class:`StepEngine` names, once for every engine: its
+    metrics, its trace and its faults (none given: :class:`~.faults.NoFaults`)."""
+
+    def __init__(self, metrics: Metrics, trace: Trace, faults: Faults | None = None) -> None:
+        self.metrics = metrics
+        self.trace = trace
+        self.faults: Faults = faults or NoFaults()

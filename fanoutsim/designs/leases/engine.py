@@ -27,8 +27,9 @@ from fanoutsim.designs.leases import consumers, leasing, log
 from fanoutsim.designs.leases.config import LeaseConfig
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, check_database, in_database
 from fanoutsim.designs.leases.tables.port import LeaseStore
-from fanoutsim.kernel.faults import Faults, NoFaults
+from fanoutsim.kernel.faults import Faults
 from fanoutsim.kernel.metrics import Metrics
+from fanoutsim.kernel.steps import StepEngineBase
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace, TraceSchema
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 TRACE = TraceSchema(who="consumer", what="event_id", where="partition", incarnation="process")
 
 
-class LeaseEngine:
+class LeaseEngine(StepEngineBase):
     """The broker of one named database (``database``: its tables in the
     store, see :func:`~.tables.in_database`; sibling databases in the same
     store share nothing — log, consumers, history incarnation)."""
@@ -66,9 +67,7 @@ class LeaseEngine:
         self.store = cast(LeaseStore, store)
         self.database = check_database(database)
         self.config = config
-        self.metrics = metrics
-        self.trace = trace
-        self.faults = faults or NoFaults()
+        super().__init__(metrics, trace, faults)
         self.seed = seed
 
     def tx(self) -> in_database:

@@ -27,8 +27,9 @@ from fanoutsim.designs.outbox import consumers, dispatcher, retention
 from fanoutsim.designs.outbox.bus import TopicBus
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.consumers import OutboxRegistry
-from fanoutsim.kernel.faults import Faults, NoFaults
+from fanoutsim.kernel.faults import Faults
 from fanoutsim.kernel.metrics import Bump, Metrics
+from fanoutsim.kernel.steps import StepEngineBase
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace, TraceSchema
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 TRACE = TraceSchema(who="consumer", what="seq", where=None)
 
 
-class OutboxEngine:
+class OutboxEngine(StepEngineBase):
     actor = "dispatcher"
 
     def __init__(
@@ -64,9 +65,7 @@ class OutboxEngine:
         self.store = cast("OutboxStore", store)
         self.config = config
         self.registry = registry
-        self.metrics = metrics
-        self.trace = trace
-        self.faults = faults or NoFaults()
+        super().__init__(metrics, trace, faults)
         self.rng = rng or random.Random(0)
         self.notify: Callable[[int, list[str]], None] = notify or (lambda now, payloads: None)
         # a hint sent inside the commit's transaction (PostgreSQL's pg_notify), instead of after it

@@ -22,10 +22,11 @@ from fanoutsim.designs.reactor import executor, firing, poller, prune, subscript
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.faults import limits_polls
 from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
-from fanoutsim.kernel.faults import Faults, NoFaults
+from fanoutsim.kernel.faults import Faults
 from fanoutsim.kernel.ids import IdSource
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.steps import StepEngineBase
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.timeutil import seconds_to_us
 from fanoutsim.kernel.trace import Trace, TraceSchema
@@ -113,7 +114,7 @@ TRACE = TraceSchema(
 )
 
 
-class ReactorEngine:
+class ReactorEngine(StepEngineBase):
     """Sans-IO core of the reactor subscription design: call a step, get a result."""
 
     def __init__(
@@ -133,9 +134,7 @@ class ReactorEngine:
         self.config = config
         self.registry = registry
         self.ids = ids
-        self.metrics = metrics
-        self.trace = trace
-        self.faults = faults or NoFaults()
+        super().__init__(metrics, trace, faults)
         # whether the plan may let a subscription take fewer firings than the batch limit (asked once)
         self.limits_polls = limits_polls(self.faults)
         self.rng = rng or random.Random(0)

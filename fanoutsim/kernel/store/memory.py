@@ -18,10 +18,10 @@ updates its index in the same step, and its undo does too.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable
 from functools import cache
 from types import TracebackType
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 from fanoutsim.kernel.store.base import (
     FAILED_TX,
@@ -34,6 +34,8 @@ from fanoutsim.kernel.store.base import (
     tables_of,
     timestamp_columns_of,
 )
+
+K = TypeVar("K", bound=Hashable)
 
 
 class _Failed:
@@ -53,7 +55,7 @@ class MemoryTx(Tx):
 
     A part's mixin reaches the store as ``self.s`` (a stand-in that raises once
     a write failed) and undoes its writes through ``self.undo``; ``_duplicate``,
-    ``_put``, ``_pop`` and ``_clear`` are the writes they share."""
+    ``_unique``, ``_put``, ``_pop`` and ``_clear`` are the writes they share."""
 
     __slots__ = ("s", "store", "undo", "failed")
 
@@ -95,6 +97,13 @@ class MemoryTx(Tx):
         self.failed = KeyError(f"duplicate {what}")
         self.s = _Failed(self.failed)
         return self.failed
+
+    def _unique(self, keys: Container[K], key: K, what: str) -> K:
+        """``key``, for a row inserted under it; one ``keys`` already holds is a
+        duplicate ``what`` and fails the transaction (see :meth:`_duplicate`)."""
+        if key in keys:
+            raise self._duplicate(f"{what} {key}")
+        return key
 
     def _put(self, table: dict[Any, Any], key: Hashable, value: object) -> None:
         """Insert or overwrite one entry; the undo puts back what was there."""

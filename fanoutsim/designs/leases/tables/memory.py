@@ -188,11 +188,8 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def insert_event(self, row: EventRow) -> None:
         s = self._d()
-        seq, eid = row["seq"], row["event_id"]
-        if seq in s.events:
-            raise self._duplicate(f"events.seq {seq}")
-        if eid in s.event_ids:
-            raise self._duplicate(f"events.event_id {eid}")
+        seq = self._unique(s.events, row["seq"], "events.seq")
+        self._unique(s.event_ids, row["event_id"], "events.event_id")
         _restore_event(s, _columns(row, "events"))
         self.undo.append(lambda: _drop_event(s, seq))
 
@@ -278,10 +275,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
         self, keys: Container[tuple[str, str]], table: str, row: ResolutionRow | LeaseRow | DeadLetterRow
     ) -> tuple[str, str]:
         """``row``'s key, ``(consumer, event_id)``; one ``keys`` holds already fails the transaction."""
-        key = (row["consumer"], row["event_id"])
-        if key in keys:
-            raise self._duplicate(f"{table} {key}")
-        return key
+        return self._unique(keys, (row["consumer"], row["event_id"]), table)
 
     def insert_resolution(self, row: ResolutionRow) -> None:
         s = self._d()

@@ -50,9 +50,7 @@ class OutboxMemoryTx(OutboxTx):
 
     def insert_outbox(self, row):
         s = self.s
-        seq = row["seq"]
-        if seq in s.outbox:
-            raise self._duplicate(f"outbox.seq {seq}")
+        seq = self._unique(s.outbox, row["seq"], "outbox.seq")
         s.outbox[seq] = {k: row[k] for k in TABLES["outbox"]}  # the table's columns, in order
         insort(s.outbox_seqs, seq)
         self.undo.append(lambda: _drop_outbox(s, seq))

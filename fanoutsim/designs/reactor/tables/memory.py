@@ -89,9 +89,7 @@ class ReactorMemoryTx(ReactorTx):
     # -- reactor_firings -------------------------------------------------
     def insert_firing(self, row: dict) -> None:
         s = self.s
-        fid = row["id"]
-        if fid in s.firings:
-            raise self._duplicate(f"reactor_firings.id {fid}")
+        fid = self._unique(s.firings, row["id"], "reactor_firings.id")
         row = dict(row)
         row["payload"] = bytes(row["payload"])  # a BLOB reads back as bytes, whatever was written
         s.firings[fid] = row
@@ -181,14 +179,11 @@ class ReactorMemoryTx(ReactorTx):
 
     def insert_subscription(self, row):
         s = self.s
-        sid = row["id"]
-        triple = (row["reactor_name"], row["workflow_name"], row["tenant_id"])
         # both keys, like the table's PRIMARY KEY and UNIQUE: a reused id would
         # overwrite a row and leave its old triple pointing at the new one
-        if triple in s.sub_by_triple:
-            raise self._duplicate(f"reactor_subscriptions {triple}")
-        if sid in s.subs:
-            raise self._duplicate(f"reactor_subscriptions.id {sid}")
+        triple = (row["reactor_name"], row["workflow_name"], row["tenant_id"])
+        self._unique(s.sub_by_triple, triple, "reactor_subscriptions")
+        sid = self._unique(s.subs, row["id"], "reactor_subscriptions.id")
         _restore_sub(s, dict(row))
         self.undo.append(lambda: _drop_sub(s, sid))
 
@@ -229,9 +224,7 @@ class ReactorMemoryTx(ReactorTx):
     # -- workflow_executions --------------------------------------------
     def insert_execution(self, row):
         s = self.s
-        eid = row["id"]
-        if eid in s.executions:
-            raise self._duplicate(f"workflow_executions.id {eid}")
+        eid = self._unique(s.executions, row["id"], "workflow_executions.id")
         row = s.executions[eid] = dict(row)
         _index_status(s, row, None, row["status"])
 
