@@ -72,6 +72,13 @@ def _resolved(rt: LeaseRealtime, events: int) -> bool:
     )
 
 
+def _unresolved(rt: LeaseRealtime) -> str:
+    """What :func:`_resolved` found still open, short enough that pytest shows it whole."""
+    st = rt.status("indexer") or {}
+    keys = ("first_required", "in_flight", "retrying", "live_leases", "incarnation", "checkpoints")
+    return f"{len(rt.store.rows('events'))} events; " + ", ".join(f"{k}={st.get(k)!r}" for k in keys)
+
+
 def test_competing_lease_clients_in_separate_processes_lose_nothing_and_name_their_duplicates(pg_url, tmp_path):
     url = pg_url()
     scenario = tmp_path / "competing.toml"
@@ -97,7 +104,7 @@ def test_competing_lease_clients_in_separate_processes_lose_nothing_and_name_the
         deadline = time.monotonic() + SETTLE_S
         while not _resolved(here, PUBLISHED_HERE + WRITTEN) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _resolved(here, PUBLISHED_HERE + WRITTEN), here.status("indexer")
+        assert _resolved(here, PUBLISHED_HERE + WRITTEN), _unresolved(here)
         stop_all(procs)
         events = here.store.rows("events")
         report = check_processes(here.store, [path for _, path in roles] + [here.trace()])
