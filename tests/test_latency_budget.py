@@ -218,3 +218,13 @@ def test_in_a_kernel_the_figure_goes_into_the_output_widgets_state(monkeypatch):
     assert out["data"]["text/plain"] == "<Figure size 800x800>"
     w.batch_limit.value = 50
     assert drawn[-1] is w.figure and len(drawn) == 2 and len(w.out.outputs) == 1
+
+
+def test_latency_explorer_takes_the_explorers_arguments():
+    import inspect
+
+    fn, cls = inspect.signature(latency_explorer), inspect.signature(LatencyExplorer)
+    assert fn.parameters == cls.parameters  # names, kinds and defaults: written once, on the class
+    assert fn.return_annotation in (LatencyExplorer, "LatencyExplorer")
+    with pytest.raises(TypeError, match="pollinterval"):
+        latency_explorer(SCENARIO, pollinterval=1.0)

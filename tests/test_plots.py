@@ -149,3 +149,21 @@ def test_sweep_lines_take_a_text_grid_key_and_nullable_ints():
     assert ax.get_xlabel() == "n"
     assert sorted(line.get_label() for line in ax.get_lines()) == ["prune_policy = conservative", "prune_policy = ttl"]
     assert ax.get_xscale() == "log"  # 1 to 10: a factor of 10
+
+
+def test_one_axes_draws_in_the_house_frame_or_says_what_is_missing():
+    from matplotlib.figure import Figure as Fig
+
+    from fanoutsim.kernel.plotting import Labels, one_axes
+
+    drawn = []
+    fig = one_axes(None, drawn.append, Labels("t", "x (s)", "y"))
+    (ax,) = fig.axes
+    assert drawn == [ax]  # draw got the figure's one axes
+    assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("t", "x (s)", "y")
+    assert not ax.texts
+    empty = one_axes(None, None, Labels(title="t"), none_of="leases").axes[0]
+    assert [t.get_text() for t in empty.texts] == ["no leases"] and empty.get_xlabel() == ""
+    host = Fig()
+    given = host.add_subplot()
+    assert one_axes(given, None) is host and given.texts[0].get_text() == "no runs"  # the caller's axes
