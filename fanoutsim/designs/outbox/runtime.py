@@ -228,13 +228,11 @@ class OutboxRuntime(OutboxHost):
         limit, key = cfg.batch_limit, ("consumer", name)
         late_flag = cfg.wake_mode == "after_fetch"
         cost = self._read_cost(name)
-        # bound once: this is every consumer's hot path
-        running, arm, woken, read_once = self._running, self._arm, self._woken, self._read
         wake = None
-        while running(engine):
+        while self._running(engine):
             if not late_flag:
-                wake = arm(key)  # armed before the read: a hint or poll from here on means "read again"
-            read = read_once(engine, name)
+                wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
+            read = self._read(engine, name)
             if read is None:
                 return  # the process died in the read
             rows, due, first_due = read
@@ -243,11 +241,11 @@ class OutboxRuntime(OutboxHost):
                 if not self._live(engine):
                     return
             if late_flag:
-                wake = arm(key)  # the flag cleared after the read: a hint during it is gone
+                wake = self._arm(key)  # the flag cleared after the read: a hint during it is gone
             deferred = yield from self._handle_batch(engine, name, due, rows)
-            if deferred is None or not running(engine):
+            if deferred is None or not self._running(engine):
                 return
-            if due or len(rows) >= limit or woken(wake) or (rows and cfg.read_until_empty):
+            if due or len(rows) >= limit or self._woken(wake) or (rows and cfg.read_until_empty):
                 continue  # drain: a full batch, or woken while handling (or until a read finds nothing)
             # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap).
             # A short batch read everything visible at the fetch; anything committed
