@@ -20,6 +20,7 @@ from fanoutsim.kernel.designkit import (
     unit_latency_columns,
     wall_workloads,
 )
+from fanoutsim.kernel.scenario import ScenarioError
 from fanoutsim.kernel.scenariorun import ScenarioRun
 
 STATS = ("p50", "p99", "mean", "max")
@@ -99,3 +100,63 @@ def test_merged_with_untraced_adds_only_the_untraced_rows():
 def test_scenario_run_needs_a_build():
     with pytest.raises(NotImplementedError):
         ScenarioRun(name="n", source="s", until=1.0).build()
+
+
+class _Node:
+    """A face as when_up sees it: a SimPy env, a clock and whether it is up."""
+
+    def __init__(self, down: tuple[float, float]) -> None:
+        import simpy
+
+        self.env = simpy.Environment()
+        self.down = down
+        self.ran: list[tuple[float, str]] = []
+        self.ready_from = 0.0
+
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    @property
+    def up(self) -> bool:
+        return not (self.down[0] <= self.now < self.down[1])
+
+
+@pytest.mark.parametrize(
+    ("at", "down", "ready_from", "ran_at"),
+    [
+        (2.0, (0.0, 0.0), 0.0, 2.0),  # up and ready: on time
+        (0.0, (0.0, 0.0), 0.0, 0.0),  # now: without a wait
+        (2.0, (1.0, 3.05), 0.0, 3.1),  # down then: the first retry once it is up
+        (2.0, (0.0, 0.0), 2.5, 2.5),  # not ready then: once ready holds
+        (2.0, (5.0, 6.0), 0.0, 2.0),  # down only later: on time
+    ],
+)
+def test_when_up_runs_a_step_at_its_time_once_the_node_is_up_and_ready(at, down, ready_from, ran_at):
+    node = _Node(down)
+    node.env.process(
+        ScenarioRun.when_up(
+            node, at, lambda sim, what: sim.ran.append((sim.now, what)), "step", ready=lambda sim: sim.now >= ready_from
+        )
+    )
+    node.env.run(until=10.0)
+    assert len(node.ran) == 1
+    assert node.ran[0][0] == pytest.approx(ran_at)
+    assert node.ran[0][1] == "step"
+
+
+def test_new_simulation_checks_the_overrides_and_builds_from_the_scenario():
+    built = {}
+
+    def face(config, **kw):
+        built.update(kw, config=config)
+        return "sim"
+
+    run = ScenarioRun(name="n", source="s", until=1.0, seed=4, config="cfg", start="2026-01-01T00:00:00Z")
+    assert run.new_simulation(face, None, None, None) == ("sim", 4)
+    assert built == {"config": "cfg", "seed": 4, "store": "memory", "start": "2026-01-01T00:00:00Z", "faults": None}
+    assert run.new_simulation(face, 9, None, None)[1] == 9
+    built.clear()
+    with pytest.raises(ScenarioError, match="run.until"):
+        run.new_simulation(face, None, None, -1.0)
+    assert built == {}  # refused before anything is built

@@ -4,11 +4,14 @@ virtual clock runs it to ``until``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fanoutsim.kernel.scenario import check_overrides, refuse_existing_store
+
+DOWN_RETRY = 0.1  # virtual seconds between a scheduled step's tries while the node is down
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class ScenarioRun:
     start: str | datetime | None = None
     description: str = ""
     faults: Any = None  # a FaultPlan, from [[faults]]
+    config: Any = None  # the design's config, from its settings table (a design's scenario types it)
 
     def build(self, seed: int | None = None, store: Any = None, until: float | None = None) -> Any:
         """The design's simulation at virtual time 0, nothing run yet."""
@@ -36,6 +40,28 @@ class ScenarioRun:
         seed, store, _ = check_overrides(self, seed, store, until)
         refuse_existing_store(self.source, store)
         return seed, store
+
+    def new_simulation(
+        self, simulation: Callable[..., Any], seed: int | None, store: Any, until: float | None
+    ) -> tuple[Any, int]:
+        """``simulation`` (the design's virtual-clock face) over this scenario's
+        config, start and faults, with the overrides checked: what every
+        :meth:`build` starts from. Returns ``(sim, seed)``: the seed in force."""
+        seed, store = self.checked_overrides(seed, store, until)
+        return simulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults), seed
+
+    @staticmethod
+    def when_up(
+        sim: Any, at: float, step: Callable[..., None], *args: Any, ready: Callable[[Any], bool] | None = None
+    ) -> Generator[Any, Any, None]:
+        """A SimPy process: run ``step(sim, *args)`` at virtual time ``at``, or
+        once the design's node is back up and ``ready(sim)`` holds, if later (a
+        crash may have put the node down, or delayed what ``ready`` waits for)."""
+        if at > sim.now:
+            yield sim.env.timeout(at - sim.now)
+        while not sim.up or (ready is not None and not ready(sim)):
+            yield sim.env.timeout(DOWN_RETRY)
+        step(sim, *args)
 
     def run(self, seed: int | None = None, until: float | None = None, store: Any = None) -> Any:
         """Build, then run the virtual clock to ``until`` (the file's by default)."""

@@ -436,17 +436,16 @@ class LeaseScenario(ScenarioRun):
         ``[run]`` values."""
         from fanoutsim.designs.leases.simulation import LeaseSimulation
 
-        seed, store = self.checked_overrides(seed, store, until)
-        sim = LeaseSimulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
+        sim, _ = self.new_simulation(LeaseSimulation, seed, store, until)
         for i, c in enumerate(self.consumers):
             if c.join_at > 0:
-                sim.env.process(self._at(sim, c.join_at, None, self._register, i, c))
+                sim.env.process(self.when_up(sim, c.join_at, self._register, i, c))
             else:
                 self._register(sim, i, c)
             if c.retire_at is not None:
-                sim.env.process(self._at(sim, c.retire_at, c.name, lambda s, name=c.name: s.administer("retire", name)))
+                sim.env.process(self.when_up(sim, c.retire_at, _retire, c.name, ready=_joined(c.name)))
         for i, a in enumerate(self.actions):
-            sim.env.process(self._at(sim, a.at, a.consumer, self._act, i, a))
+            sim.env.process(self.when_up(sim, a.at, self._act, i, a, ready=_joined(a.consumer)))
         for w in self.workloads:
             w.add_to(sim)
         return sim
@@ -465,15 +464,15 @@ class LeaseScenario(ScenarioRun):
         with refused_at_run(self.source, f"actions[{i}].position", sim):  # an int position outside the log now
             yield sim.administer("seek", a.consumer, a.position)
 
-    @staticmethod
-    def _at(sim, at: float, consumer: str | None, step, *args):
-        """Run ``step(sim, *args)`` at virtual time ``at``, or once the node is back up
-        (and ``consumer``, if given, has joined: a crash may have delayed its join)."""
-        if at > sim.now:
-            yield sim.env.timeout(at - sim.now)
-        while not sim.up or (consumer is not None and consumer not in sim.clients):
-            yield sim.env.timeout(0.1)
-        step(sim, *args)
+
+def _retire(sim, consumer: str) -> None:
+    sim.administer("retire", consumer)
+
+
+def _joined(consumer: str | None):
+    """``ready`` for a step on ``consumer``, if it names one: the consumer has
+    joined (a crash may have delayed its join)."""
+    return None if consumer is None else (lambda sim: consumer in sim.clients)
 
 
 # -- parsing ---------------------------------------------------------------------

@@ -278,11 +278,10 @@ class OutboxScenario(ScenarioRun):
         ``seed``, ``store`` and ``until`` override the file's ``[run]`` values."""
         from fanoutsim.designs.outbox.simulation import OutboxSimulation
 
-        seed, store = self.checked_overrides(seed, store, until)
-        sim = OutboxSimulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
+        sim, seed = self.new_simulation(OutboxSimulation, seed, store, until)
         for i, c in enumerate(self.consumers):
-            if c.join_at > 0:
-                sim.env.process(self._join(sim, i, c, seed))
+            if c.join_at > 0:  # the dispatcher may be down then: join once it is back
+                sim.env.process(self.when_up(sim, c.join_at, self._register, i, c, seed))
             else:
                 self._register(sim, i, c, seed)
         for w in self.workloads:
@@ -292,12 +291,6 @@ class OutboxScenario(ScenarioRun):
     def _register(self, sim, i: int, c: ConsumerDef, seed: int) -> None:
         with refused_at_run(self.source, f"consumers[{i}].start", sim):  # an int start outside the log now
             sim.register_consumer(c.name, c.handler(seed), start=c.start, **c.guardrails())
-
-    def _join(self, sim, i: int, c: ConsumerDef, seed: int):
-        yield sim.env.timeout(c.join_at)
-        while not sim.up:  # the dispatcher is down: join once it is back
-            yield sim.env.timeout(0.1)
-        self._register(sim, i, c, seed)
 
 
 # -- parsing ---------------------------------------------------------------------

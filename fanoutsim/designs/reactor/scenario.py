@@ -343,8 +343,7 @@ class Scenario(ScenarioRun):
         used by :meth:`run`)."""
         from fanoutsim.designs.reactor.simulation import Simulation
 
-        seed, store = self.checked_overrides(seed, store, until)
-        sim = Simulation(self.config, seed=seed, store=store, start=self.start, faults=self.faults)
+        sim, _ = self.new_simulation(Simulation, seed, store, until)
         for wf in self.workflows:
             d = wf.duration  # a fixed time as a plain number, a law as the callable Dist
             sim.runner.register_workflow(wf.name, duration=d.a if d.law == "fixed" else d)
