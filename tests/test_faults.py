@@ -7,6 +7,7 @@ import pytest
 
 import fanoutsim as fs
 from fanoutsim.faults import (
+    Backfill,
     ClockSkew,
     CrashAt,
     CrashAtPoint,
@@ -16,6 +17,7 @@ from fanoutsim.faults import (
     LateCommit,
     Notifications,
     Pollers,
+    RestoreBackup,
     SlowWorkflow,
     Stall,
     Ties,
@@ -266,11 +268,33 @@ def test_unknown_workflow_or_subscription_is_named_at_run():
         (lambda: CrashAt(1, downtime={"dist": "gamma"}), "downtime.dist"),
         (lambda: Pollers(0), "pollers.count"),
         (lambda: Ties(burst=1), "ties.burst"),
+        (lambda: Ties(resolution=-1), "ties.resolution must be >= 0"),
+        (lambda: CrashAtPoint("reactor.after_graphs_before_log", nth=0), "crash_at_point.nth must be >= 1"),
+        (lambda: CrashAtPoint("reactor.after_graphs_before_log", nth=1.5), "crash_at_point.nth must be an integer"),
+        (lambda: CrashRandomly(mean_gap=0), "crash_randomly.mean_gap must be > 0"),
+        (lambda: FailInserts(ambiguous=1), "fail_inserts.ambiguous must be true or false, got 1"),
+        (lambda: FailInserts(workflow=""), "fail_inserts.workflow must be a non-empty string"),
+        (lambda: Notifications(coalesce="yes"), "notifications.coalesce must be true or false"),
+        (lambda: Notifications(delay={"dist": "gamma"}), "notifications.delay.dist"),
+        (lambda: LateCommit(probability=0.5, delay=1.0, reactor=""), "late_commit.reactor must be a non-empty"),
+        (lambda: LateCommit(probability=float("nan"), delay=1.0), "late_commit.probability must be a finite"),
+        (lambda: SlowWorkflow(None, 1.0), "slow_workflow.workflow must be a non-empty string, got None"),
+        (lambda: Stall("wf", window=(0, 1), tenant=3), "stall.tenant must be a non-empty string"),
+        (lambda: RestoreBackup(backup_at=-1, at=2), "restore_backup.backup_at must be >= 0"),
+        (lambda: Backfill(window=(0, 1), connections=0), "backfill.connections must be >= 1"),
     ],
 )
 def test_bad_fault_values_name_the_field(make, needle):
     with pytest.raises(ValueError, match=needle):
         make()
+
+
+def test_checked_fault_fields_keep_the_checked_form():
+    late = LateCommit(probability=1, delay={"dist": "fixed", "value": 2.0}, window=[1, 3])
+    assert late.window == (1.0, 3.0)  # a TOML list kept as the tuple the hooks compare
+    assert late.delay.law == "fixed" and late.delay.a == 2.0
+    assert CrashAt(5, downtime=1).downtime.law == "fixed"
+    assert Backfill(window=[0, 2]).window == (0.0, 2.0)
 
 
 def test_contradictory_plans_are_refused():

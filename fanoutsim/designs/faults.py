@@ -27,8 +27,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from fanoutsim.kernel.dist import parse_dist
-from fanoutsim.kernel.faults import Fault, Hook, Window, active, checked_name, checked_number, checked_window
+from fanoutsim.kernel.faults import Fault, Hook, Window, active, checked_window, checks
 
 
 def _as_it_is(worker: str, now: int, base: float) -> float:
@@ -50,9 +49,7 @@ class SlowWorkflow(Fault):
     kind = "slow_workflow"
 
     def check(self):
-        checked_name(self.workflow, "slow_workflow.workflow")
-        object.__setattr__(self, "duration", parse_dist(self.duration, "slow_workflow.duration"))
-        object.__setattr__(self, "window", checked_window(self.window, "slow_workflow.window"))
+        self.check_fields(workflow=checks.name, duration=checks.dist, window=checks.window)
 
     def run_duration(self, run, worker: str, now: int, base: float) -> float | None:
         if self.workflow == worker and active(self.window, run.elapsed(now)):
@@ -72,10 +69,9 @@ class LateCommit(Fault):
     kind = "late_commit"
 
     def check(self):
-        checked_number(self.probability, "late_commit.probability", low=0, high=1)
-        object.__setattr__(self, "delay", parse_dist(self.delay, "late_commit.delay"))
-        checked_name(self.reactor, "late_commit.reactor", optional=True)
-        object.__setattr__(self, "window", checked_window(self.window, "late_commit.window"))
+        self.check_fields(
+            probability=checks.probability, delay=checks.dist, reactor=checks.optional_name, window=checks.window
+        )
 
     def draw(self, stream: str, t: float, rng: random.Random) -> float:
         """How late one writer to ``stream`` (a reactor, a topic) at ``t``
@@ -98,10 +94,7 @@ class Notifications(Fault):
     single = True
 
     def check(self):
-        checked_number(self.drop, "notifications.drop", low=0, high=1)
-        if not isinstance(self.coalesce, bool):
-            raise ValueError(f"notifications.coalesce must be true or false, got {self.coalesce!r}")
-        object.__setattr__(self, "delay", parse_dist(self.delay, "notifications.delay"))
+        self.check_fields(drop=checks.probability, coalesce=checks.flag, delay=checks.dist)
         object.__setattr__(
             self, "silent", tuple(checked_window(w, f"notifications.silent[{i}]") for i, w in enumerate(self.silent))
         )

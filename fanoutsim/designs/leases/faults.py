@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fanoutsim.designs.faults import RUN_DURATION, SlowWorkflow
-from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, Fault, checked_number, declare
+from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, Fault, checks, declare
 
 CRASH_POINTS = (
     "publish.before_commit",
@@ -52,8 +52,7 @@ class RestoreBackup(Fault):
     kind = "restore_backup"
 
     def check(self):
-        checked_number(self.backup_at, "restore_backup.backup_at", low=0)
-        checked_number(self.at, "restore_backup.at", low=0)
+        self.check_fields(backup_at=checks.number(low=0), at=checks.number(low=0))
         if not self.at > self.backup_at:
             raise ValueError(f"restore_backup.at must be after backup_at ({self.backup_at!r}), got {self.at!r}")
 

@@ -28,8 +28,7 @@ from fanoutsim.kernel.faults import (
     CrashRandomly,
     Fault,
     Window,
-    checked_number,
-    checked_window,
+    checks,
     declare,
 )
 
@@ -53,11 +52,11 @@ class Backfill(Fault):
     kind = "backfill"
 
     def check(self):
-        object.__setattr__(self, "window", checked_window(self.window, "backfill.window"))
+        self.check_fields(window=checks.window)
         if self.window is None:
             raise ValueError("backfill.window is required: [start, end] in virtual seconds")
         if self.connections is not None:
-            checked_number(self.connections, "backfill.connections", low=1, integer=True)
+            self.check_fields(connections=checks.number(low=1, integer=True))
 
 
 FAULTS = declare(

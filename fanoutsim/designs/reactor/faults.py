@@ -47,9 +47,8 @@ from fanoutsim.kernel.faults import (
     Hook,
     Window,
     active,
-    checked_name,
     checked_number,
-    checked_window,
+    checks,
     declare,
     overlap,
 )
@@ -81,11 +80,9 @@ class FailInserts(Fault):
     kind = "fail_inserts"
 
     def check(self):
-        checked_number(self.probability, "fail_inserts.probability", low=0, high=1)
-        object.__setattr__(self, "window", checked_window(self.window, "fail_inserts.window"))
-        checked_name(self.workflow, "fail_inserts.workflow", optional=True)
-        if not isinstance(self.ambiguous, bool):
-            raise ValueError(f"fail_inserts.ambiguous must be true or false, got {self.ambiguous!r}")
+        self.check_fields(
+            probability=checks.probability, window=checks.window, workflow=checks.optional_name, ambiguous=checks.flag
+        )
 
     def acts_at(self, hook: str) -> bool:
         return hook == ("after_insert" if self.ambiguous else "before_insert")
@@ -128,19 +125,17 @@ class Stall(Fault):
     order = 0  # a stuck subscription or body answers before a drawn failure or duration
 
     def check(self):
-        checked_name(self.workflow, "stall.workflow")
-        checked_name(self.reactor, "stall.reactor", optional=True)
-        checked_name(self.tenant, "stall.tenant", optional=True)
+        self.check_fields(workflow=checks.name, reactor=checks.optional_name, tenant=checks.optional_name)
         if self.window is None:
             raise ValueError("stall.window is required: [start, end] in virtual seconds")
-        object.__setattr__(self, "window", checked_window(self.window, "stall.window"))
+        self.check_fields(window=checks.window)
         if self.mode not in STALL_MODES:
             raise ValueError(f"stall.mode must be one of {', '.join(map(repr, STALL_MODES))}, got {self.mode!r}")
         if self.target not in ("subscription", "workflow"):
             raise ValueError(f"stall.target must be 'subscription' or 'workflow', got {self.target!r}")
         if self.target == "workflow" and self.mode != "wedge":
             raise ValueError("stall.target 'workflow' only supports mode 'wedge' (bodies hang until the window ends)")
-        checked_number(self.batch_limit, "stall.batch_limit", low=1, integer=True)
+        self.check_fields(batch_limit=checks.number(low=1, integer=True))
 
     @classmethod
     def check_together(cls, faults: list) -> None:
@@ -227,7 +222,7 @@ class Pollers(Fault):
     single = True
 
     def check(self):
-        checked_number(self.count, "pollers.count", low=1, integer=True)
+        self.check_fields(count=checks.number(low=1, integer=True))
         if self.phase not in ("aligned", "random"):
             raise ValueError(f"pollers.phase must be 'aligned' or 'random', got {self.phase!r}")
 
@@ -244,9 +239,9 @@ class Ties(Fault):
     single = True
 
     def check(self):
-        checked_number(self.probability, "ties.probability", low=0, high=1)
-        checked_number(self.burst, "ties.burst", low=2, integer=True)
-        checked_number(self.resolution, "ties.resolution", low=0)
+        self.check_fields(
+            probability=checks.probability, burst=checks.number(low=2, integer=True), resolution=checks.number(low=0)
+        )
         if 0 < self.resolution < 0.5e-6:  # rounds to 0 µs: stamps cannot be truncated to it
             raise ValueError(
                 f"ties.resolution must be 0 (off) or at least a microsecond (1e-06 seconds, "

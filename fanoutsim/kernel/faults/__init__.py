@@ -10,6 +10,8 @@ kinds and hooks) and :func:`check_faults`. Each design's own points, kinds and
 hooks are in its ``faults`` module; :mod:`fanoutsim.faults` gathers them all.
 """
 
+from fanoutsim.kernel.faults import checks
+from fanoutsim.kernel.faults.checks import Check, Window, checked_flag, checked_name, checked_number, checked_window
 from fanoutsim.kernel.faults.hooks import HOOKS, Faults, Hook, NoFaults, register_hook
 from fanoutsim.kernel.faults.kinds import (
     KINDS,
@@ -17,11 +19,7 @@ from fanoutsim.kernel.faults.kinds import (
     CrashAtPoint,
     CrashRandomly,
     Fault,
-    Window,
     active,
-    checked_name,
-    checked_number,
-    checked_window,
     overlap,
     register_kinds,
 )
@@ -55,4 +53,7 @@ __all__ = [
     "checked_name",
     "checked_number",
     "checked_window",
+    "checked_flag",
+    "checks",
+    "Check",
 ]

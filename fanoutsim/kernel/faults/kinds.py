@@ -14,51 +14,13 @@ Times and windows are virtual seconds since the run's start; a window is
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import Field, dataclass
 from typing import Any, ClassVar
 
-from fanoutsim.kernel.dist import parse_dist
+from fanoutsim.kernel.faults import checks
+from fanoutsim.kernel.faults.checks import Check, Window
 from fanoutsim.kernel.faults.points import POINTS, known_points
-from fanoutsim.kernel.validate import is_real, is_whole
-
-Window = tuple[float, float] | None
-
-
-def checked_number(
-    value: Any,
-    where: str,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    strict_low: bool = False,
-    integer: bool = False,
-) -> float:
-    """``value`` if it is a finite number within the bounds; a ValueError naming ``where``."""
-    if not is_real(value) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number, got {value!r}")
-    if integer and not is_whole(value):
-        raise ValueError(f"{where} must be an integer, got {value!r}")
-    if low is not None and (value <= low if strict_low else value < low):
-        raise ValueError(f"{where} must be {'>' if strict_low else '>='} {low}, got {value!r}")
-    if high is not None and value > high:
-        raise ValueError(f"{where} must be <= {high}, got {value!r}")
-    number: float = value  # a real number: checked above
-    return number
-
-
-def checked_window(value: Any, where: str) -> Window:
-    """A window ``(start, end)`` in virtual seconds, or None."""
-    if value is None:
-        return None
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise ValueError(f"{where} must be [start, end] in virtual seconds or omitted, got {value!r}")
-    start = checked_number(value[0], f"{where} start", low=0)
-    end = checked_number(value[1], f"{where} end", low=0)
-    if end <= start:
-        raise ValueError(f"{where} must end after it starts, got {list(value)!r}")
-    return (float(start), float(end))
 
 
 def overlap(a: Window, b: Window) -> bool:
@@ -70,16 +32,6 @@ def overlap(a: Window, b: Window) -> bool:
 def active(win: Window, t: float) -> bool:
     """Whether ``t`` (seconds since the start) lies in the window."""
     return win is None or win[0] <= t < win[1]
-
-
-def checked_name(value: Any, where: str, optional: bool = False) -> str | None:
-    """A non-empty string (or None when ``optional``)."""
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{where} must be a non-empty string, got {value!r}")
-    name: str = value
-    return name
 
 
 class Fault:
@@ -95,6 +47,13 @@ class Fault:
 
     def check(self) -> None:  # overridden
         pass
+
+    def check_fields(self, **checks: Check) -> None:
+        """Check the named fields in this order, each named ``<kind>.<field>``
+        in its error, and keep what each check returns (a window as a tuple, a
+        duration parsed into its distribution)."""
+        for field, check in checks.items():
+            object.__setattr__(self, field, check(getattr(self, field), f"{self.kind}.{field}"))
 
     def __post_init__(self) -> None:
         self.check()
@@ -135,8 +94,7 @@ class CrashAt(Fault):
     kind = "crash_at"
 
     def check(self) -> None:
-        checked_number(self.at, "crash_at.at", low=0)
-        object.__setattr__(self, "downtime", parse_dist(self.downtime, "crash_at.downtime"))
+        self.check_fields(at=checks.number(low=0), downtime=checks.dist)
 
 
 @dataclass(frozen=True)
@@ -149,9 +107,7 @@ class CrashRandomly(Fault):
     kind = "crash_randomly"
 
     def check(self) -> None:
-        checked_number(self.mean_gap, "crash_randomly.mean_gap", low=0, strict_low=True)
-        object.__setattr__(self, "downtime", parse_dist(self.downtime, "crash_randomly.downtime"))
-        object.__setattr__(self, "window", checked_window(self.window, "crash_randomly.window"))
+        self.check_fields(mean_gap=checks.number(low=0, strict_low=True), downtime=checks.dist, window=checks.window)
 
 
 @dataclass(frozen=True)
@@ -168,8 +124,7 @@ class CrashAtPoint(Fault):
             raise ValueError(
                 f"crash_at_point.point {self.point!r} is not a crash point; known points: {', '.join(known_points())}"
             )
-        checked_number(self.nth, "crash_at_point.nth", low=1, integer=True)
-        object.__setattr__(self, "downtime", parse_dist(self.downtime, "crash_at_point.downtime"))
+        self.check_fields(nth=checks.number(low=1, integer=True), downtime=checks.dist)
 
 
 CRASHES = register_kinds((CrashAt, CrashRandomly, CrashAtPoint))
