@@ -1,8 +1,10 @@
-"""The outbox notebook's analysis and figures (fanoutsim.designs.outbox.analysis, fanoutsim.designs.outbox.plots)."""
+"""The outbox notebooks' experiments (notebooks/experiments/outbox.py), analysis and figures
+(fanoutsim.designs.outbox.analysis, fanoutsim.designs.outbox.plots)."""
 
 from __future__ import annotations
 
 import pytest
+from experiments import outbox as ox  # notebooks/experiments: the lessons' experiments
 from matplotlib.figure import Figure
 
 from fanoutsim import analysis, plots
@@ -10,7 +12,7 @@ from fanoutsim import analysis, plots
 
 @pytest.fixture(scope="module")
 def sweep():
-    return analysis.latency_sweep(drops=(0.0, 0.5, 1.0), polls=(2.0,), minutes=10.0)
+    return ox.latency_sweep(drops=(0.0, 0.5, 1.0), polls=(2.0,), minutes=10.0)
 
 
 def test_a_lost_hint_costs_at_most_one_poll_interval_and_loses_nothing(sweep):
@@ -24,19 +26,19 @@ def test_a_lost_hint_costs_at_most_one_poll_interval_and_loses_nothing(sweep):
 
 
 def test_the_sweep_is_deterministic(sweep):
-    again, _ = analysis.latency_sweep(drops=(0.0, 0.5, 1.0), polls=(2.0,), minutes=10.0)
+    again, _ = ox.latency_sweep(drops=(0.0, 0.5, 1.0), polls=(2.0,), minutes=10.0)
     assert again.equals(sweep[0])
 
 
 def test_a_timeout_rescues_a_hung_step():
-    s = analysis.scenario_summary(analysis.hung_run(hang=100.0, timeout=5.0, at_row=5, rows=20)).set_index("consumer")
+    s = analysis.scenario_summary(ox.hung_run(hang=100.0, timeout=5.0, at_row=5, rows=20)).set_index("consumer")
     assert s.loc["guarded", "failures"] == 1 and s.loc["guarded", "latency_max_s"] < 7.0
     assert s.loc["unguarded", "latency_max_s"] == pytest.approx(100.0)
     assert (s["lost"] == 0).all() and (s["delivered"] == 20).all()
 
 
 def test_a_poison_row_is_parked_and_later_rows_flow():
-    sim = analysis.poison_run(rows=30, poison_at=10, retry_budget=3)
+    sim = ox.poison_run(rows=30, poison_at=10, retry_budget=3)
     s = analysis.scenario_summary(sim).set_index("consumer")
     assert s.loc["triage", "parked"] == 1 and s.loc["triage", "delivered"] == 29
     assert s.loc["indexer", "delivered"] == 30 and s.loc["indexer", "max_lag_rows"] <= 1
@@ -44,9 +46,9 @@ def test_a_poison_row_is_parked_and_later_rows_flow():
 
 
 def test_a_slow_consumer_does_not_hold_up_a_fast_one_and_a_new_one_back_fills():
-    slow = analysis.scenario_summary(analysis.slow_fast_run(seconds=40.0)).set_index("consumer")
+    slow = analysis.scenario_summary(ox.slow_fast_run(seconds=40.0)).set_index("consumer")
     assert slow.loc["fast", "max_lag_rows"] <= 1 < 10 < slow.loc["slow", "max_lag_rows"]
-    sim = analysis.backfill_run(join_at=100.0, seconds=150.0)
+    sim = ox.backfill_run(join_at=100.0, seconds=150.0)
     s = analysis.scenario_summary(sim).set_index("consumer")
     assert s.loc["search", "delivered"] == s.loc["indexer", "delivered"] > 0
     assert 100.0 <= analysis.caught_up_at(sim, "search", after=100.0) < 110.0
@@ -59,8 +61,8 @@ def test_the_figures_draw(sweep):
     figs = [
         plots.outbox_latency_histogram(lat, poll=2.0),
         plots.outbox_tail_vs_drop(summary),
-        plots.cursor_progress(analysis.poison_run(rows=20, poison_at=5)),
-        plots.cursor_progress(analysis.slow_fast_run(seconds=20.0), lag=True),
+        plots.cursor_progress(ox.poison_run(rows=20, poison_at=5)),
+        plots.cursor_progress(ox.slow_fast_run(seconds=20.0), lag=True),
     ]
     for fig in figs:
         assert isinstance(fig, Figure)
@@ -77,10 +79,9 @@ def test_the_figures_draw(sweep):
 
 
 def test_both_clocks_lose_no_row_when_every_hint_is_lost(tmp_path):
-    from fanoutsim.designs.outbox.analysis import clock_comparison
     from fanoutsim.designs.outbox.plots import outbox_latency_histogram
 
-    summary, lat = clock_comparison(drop=1.0, poll=0.3, rate=10.0, seconds=1.5, folder=tmp_path)
+    summary, lat = ox.clock_comparison(drop=1.0, poll=0.3, rate=10.0, seconds=1.5, folder=tmp_path)
     assert summary["clock"].tolist() == ["virtual", "wall"]
     assert (summary["lost"] == 0).all() and (summary["delivered"] == summary["committed"]).all()
     assert (summary["committed"] > 0).all() and (summary["hinted_share"] == 0).all()
@@ -94,7 +95,7 @@ def test_both_clocks_lose_no_row_when_every_hint_is_lost(tmp_path):
 
 
 def test_the_cursor_heatmap_has_a_row_per_consumer_and_marks_parked_rows():
-    sim = analysis.poison_run(rows=30, poison_at=10)
+    sim = ox.poison_run(rows=30, poison_at=10)
     fig = plots.outbox.cursor_heatmap(sim)
     ax = fig.axes[0]
     assert [t.get_text().split(" ")[0] for t in ax.get_yticklabels()] == ["indexer", "triage"]

@@ -7,6 +7,7 @@ not only the duplicate count."""
 from __future__ import annotations
 
 import pytest
+from experiments import outbox as ox  # notebooks/experiments: the lessons' experiments
 
 from fanoutsim.designs.outbox import analysis as oa
 from fanoutsim.designs.outbox.checker import check_outbox
@@ -17,7 +18,7 @@ from fanoutsim.faults import CrashAtPoint, FaultPlan
 
 @pytest.fixture(scope="module")
 def run():
-    return oa.derived_run(crash_every=7, crashes=4, seconds=60.0)
+    return ox.derived_run(crash_every=7, crashes=4, seconds=60.0)
 
 
 def test_a_crash_after_the_effect_double_counts_the_counter_but_not_the_index(run):

@@ -77,17 +77,19 @@ def test_outbox_a_longer_safety_poll_costs_latency_when_hints_are_dropped():
 
 
 def test_outbox_max_and_hinted_share_are_the_analysis_figures_of_the_same_run():
+    from experiments import outbox as ox  # notebooks/experiments: lesson 8's experiments
+
     from fanoutsim.analysis import outbox as oa
 
     df = fs.sweep(
-        oa.latency_scenario(minutes=5.0, max_poll=3.0),
+        ox.latency_scenario(minutes=5.0, max_poll=3.0),
         grid={"safety_poll_interval": [3.0], "faults.0.drop": [0.0, 0.4, 1.0]},
         seeds=[0, 7],
         cache=None,
         progress=False,
     )
     for _, row in df.iterrows():
-        sim = oa.latency_run(row["faults.0.drop"], 3.0, minutes=5.0, seed=int(row["seed"]))
+        sim = ox.latency_run(row["faults.0.drop"], 3.0, minutes=5.0, seed=int(row["seed"]))
         lat = oa.latency_frame(sim)
         assert row["commit_to_handled_max_s"] == lat["latency_s"].max()
         assert row["hinted_share"] == lat["hinted"].mean()
@@ -98,18 +100,20 @@ def test_outbox_max_and_hinted_share_are_the_analysis_figures_of_the_same_run():
     partial = df.loc[df["faults.0.drop"] == 0.4, "hinted_share"]
     assert ((partial > 0.3) & (partial < 0.9)).all()
     # latency_table gives latency_sweep's summary, row for row
-    summary, _ = oa.latency_sweep(drops=(0.0, 0.4, 1.0), polls=(3.0,), minutes=5.0)
+    summary, _ = ox.latency_sweep(drops=(0.0, 0.4, 1.0), polls=(3.0,), minutes=5.0)
     table = oa.latency_table(df[df["seed"] == 0].reset_index(drop=True))
     pd.testing.assert_frame_equal(table[summary.columns], summary, check_dtype=False)
 
 
 def test_outbox_latency_table_names_what_is_missing():
+    from experiments import outbox as ox  # notebooks/experiments: lesson 8's experiments
+
     from fanoutsim.analysis import outbox as oa
 
     with pytest.raises(KeyError, match="faults.0.drop"):
         oa.latency_table(pd.DataFrame({"safety_poll_interval": [1.0]}))
     with pytest.raises(ValueError, match="minutes must be a number > 0, got 0"):
-        oa.latency_scenario(minutes=0)
+        ox.latency_scenario(minutes=0)
 
 
 def test_leases_a_shorter_lease_makes_duplicates_when_work_outlasts_it():

@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (a durable log read past a position)
 # and [1 · Latency budget](01_latency_budget.ipynb) (a wait uniform under an interval).
 #
-# **Run All:** about 6 s on two cores.
+# **Run All:** about 4 s on two cores.
 #
 # **The system modelled.** Subspace, a product whose every change of durable state appends a
 # row to an outbox table in the same transaction, then sends `NOTIFY` with just the row's
@@ -19,6 +19,9 @@
 # each *consumer* reads **every** row past the consumer's cursor, in order; the cursor moves
 # only after a row is durably handled. Postgres may drop or coalesce notifications, so the
 # hint is only a hint.
+#
+# The experiments are functions in [`experiments/outbox.py`](experiments/outbox.py), beside
+# this notebook: read them, copy them, change them.
 
 # %%
 %matplotlib inline
@@ -30,6 +33,7 @@ from fanoutsim import analysis, plots
 from fanoutsim import exercises as ex
 from fanoutsim import lesson
 from fanoutsim.analysis import outbox as oa
+from experiments import outbox as ox
 
 # %% [markdown]
 # ## 1. A lost hint
@@ -38,7 +42,7 @@ from fanoutsim.analysis import outbox as oa
 # the hints dropped; a safety poll every P seconds. The experiment:
 
 # %%
-lesson.show_source(oa.latency_run)
+lesson.show_source(ox.latency_run)
 
 # %% [markdown]
 # > **Predict.** Every hint is lost and the safety poll runs every 5 s. (1) How many rows are
@@ -52,7 +56,7 @@ DROPS, POLLS = [0.0, 0.05, 0.2, 0.5, 1.0], [1.0, 5.0, 15.0]
 
 
 def lost_hints(drop, poll):
-    sim = oa.latency_run(drop, poll)
+    sim = ox.latency_run(drop, poll)
     return {"latency": oa.latency_frame(sim), "report": fs.check_outbox(sim)}
 
 
@@ -106,7 +110,7 @@ fig
 # > **Predict.** How long does the row after the hung one wait under each consumer?
 
 # %%
-hung = analysis.hung_run(hang=300.0, timeout=5.0, at_row=10, rows=60)
+hung = ox.hung_run(hang=300.0, timeout=5.0, at_row=10, rows=60)
 lesson.table(analysis.scenario_summary(hung).set_index("consumer"), digits=3)
 
 # %%
@@ -126,7 +130,7 @@ fig
 # > **Predict.** Does triage ever handle row 22? Does `indexer` notice anything?
 
 # %%
-poison = analysis.poison_run(rows=60, poison_at=20, retry_budget=5)
+poison = ox.poison_run(rows=60, poison_at=20, retry_budget=5)
 lesson.table(analysis.scenario_summary(poison).set_index("consumer"), digits=3)
 
 # %%
@@ -149,7 +153,7 @@ fig
 # > **Predict.** Does `slow` hold up `fast`?
 
 # %%
-slow = analysis.slow_fast_run(rate=1.5, seconds=120.0, slow=1.0)
+slow = ox.slow_fast_run(rate=1.5, seconds=120.0, slow=1.0)
 fig = plots.cursor_progress(slow, lag=True, title="rows behind the head: slow and fast")
 fig
 
@@ -161,7 +165,7 @@ fig
 # `search` registers at t = 600 s with its cursor at the start, and costs 50 ms a row.
 
 # %%
-backfill = analysis.backfill_run(rate=0.5, join_at=600.0, seconds=900.0, row_cost=0.05)
+backfill = ox.backfill_run(rate=0.5, join_at=600.0, seconds=900.0, row_cost=0.05)
 caught_up = analysis.caught_up_at(backfill, "search", after=600.0)
 fig = plots.cursor_progress(backfill, title="search registers at t = 600 s, cursor at the start")
 fig

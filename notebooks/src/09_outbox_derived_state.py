@@ -12,12 +12,15 @@
 # [2 · Duplicate deliveries](02_duplicate_deliveries.ipynb): a crash between an effect and
 # its commit re-delivers.
 #
-# **Run All:** about 10 s on two cores (7 of them a real run, on the wall clock).
+# **Run All:** about 9 s on two cores (7 of them a real run, on the wall clock).
 #
 # **The system modelled.** Subspace's outbox dispatcher, as in lesson 8. Its documentation
 # asks that "each consumer is either idempotent or fully rebuildable from base tables", and
 # that "a single dispatcher task holds one reserved Postgres connection just for LISTEN … so a
 # Gmail backfill or a burst of keystrokes can never starve the propagation path."
+#
+# The experiments are functions in [`experiments/outbox.py`](experiments/outbox.py), beside
+# this notebook: read them, copy them, change them.
 
 # %%
 %matplotlib inline
@@ -29,6 +32,7 @@ from fanoutsim import exercises as ex
 from fanoutsim import lesson
 from fanoutsim.analysis import outbox as oa
 from fanoutsim.plots import outbox as op
+from experiments import outbox as ox
 
 # %% [markdown]
 # ## 1. Derived state: idempotent and rebuildable, or neither
@@ -43,7 +47,7 @@ from fanoutsim.plots import outbox as op
 # > **Predict.** After the four crashes, which view is off, and by how much?
 
 # %%
-derived = oa.derived_run()
+derived = ox.derived_run()
 lesson.table(oa.derived_summary(derived).set_index("consumer"), highlight=["drift"])
 
 # %%
@@ -74,7 +78,7 @@ pd.Series({"index after reset and replay equals before": derived.views["index"].
 # > wait up to one safety poll; (c) nothing changes.
 
 # %%
-pool_runs = {label: oa.pool_run(reserved) for label, reserved in oa.POOL_MODES.items()}
+pool_runs = {label: ox.pool_run(reserved) for label, reserved in ox.POOL_MODES.items()}
 lesson.table(oa.pool_summary(pool_runs).set_index(["run", "phase"]), digits=3,
              highlight=["max_s"])
 
@@ -96,7 +100,7 @@ fig
 # > **Predict.** On the wall clock, is any row later than one poll interval?
 
 # %%
-clocks, clock_latencies = oa.clock_comparison(drop=1.0, poll=0.5, rate=20.0, seconds=5.0)
+clocks, clock_latencies = ox.clock_comparison(drop=1.0, poll=0.5, rate=20.0, seconds=5.0)
 pd.Series({"rows lost on either clock": int(clocks["lost"].sum()),
            "hints that reached the listener": f"{clocks['hinted_share'].max():.0%}",
            "virtual clock, every row within one poll": bool(clocks.loc[0, "within_poll"])},

@@ -30,9 +30,11 @@ def outbox_latency_histogram(
 ) -> Figure:
     """Commit → handled latency (s) at one safety-poll interval, one step
     histogram per drop rate (log counts), the poll interval dashed.
-    ``latencies``: the second frame of :func:`~fanoutsim.designs.outbox.analysis.latency_sweep`;
-    or, with ``by="clock"``, of :func:`~fanoutsim.designs.outbox.analysis.clock_comparison`
-    (one histogram per clock)."""
+    ``latencies``: :func:`~fanoutsim.designs.outbox.analysis.latency_frame`
+    rows with ``drop`` and ``poll`` columns (the second frame of
+    ``latency_sweep`` in ``notebooks/experiments/outbox.py``); or, with
+    ``by="clock"``, rows with a ``clock`` column (of ``clock_comparison``
+    there), one histogram per clock."""
     with style():
         fig, ax = figure_axes(ax)
         lat = latencies[latencies["poll"] == poll] if "poll" in latencies else latencies
@@ -295,9 +297,10 @@ def save_outbox_figures(sim, out_dir) -> list[Path]:
 
 
 def latency_under_backfill(runs: dict, *, ax: Axes | None = None) -> Figure:
-    """Commit → handled latency over commit time, one series per run of
-    :func:`~fanoutsim.designs.outbox.analysis.pool_run` (``{label: sim}``), the
-    backfill's window shaded and the safety poll interval dashed."""
+    """Commit → handled latency over commit time, one series per run
+    (``{label: sim}``, each with its ``backfill_window``: ``pool_run`` in
+    ``notebooks/experiments/outbox.py``), the backfill's window shaded and the
+    safety poll interval dashed."""
     return one_axes(ax, partial(_backfill_points, runs=runs) if runs else None)
 
 
