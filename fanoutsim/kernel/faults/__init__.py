@@ -3,7 +3,8 @@
 :mod:`.points` holds the named points (:class:`Crash`, the registry of every
 design's points); :mod:`.kinds` the fault kinds' base, the kinds every design
 uses (:class:`CrashAt`, :class:`CrashRandomly`, :class:`CrashAtPoint`) and the
-registry of kinds by TOML name; :mod:`.hooks` the named hooks and
+registry of kinds by TOML name; :mod:`.checks` the checks a kind declares its
+fields with; :mod:`.hooks` the named hooks and
 :class:`NoFaults`; :mod:`.plan` what a user writes (:class:`FaultPlan`), the
 :class:`Injector` that binds it to a run, :func:`declare` (a design's points,
 kinds and hooks) and :func:`check_faults`. Each design's own points, kinds and

@@ -1,4 +1,4 @@
-"""Fault kinds: what a plan may say goes wrong, and the checks they share.
+"""Fault kinds: what a plan may say goes wrong (their fields' checks: :mod:`.checks`).
 
 A kind is a frozen dataclass of :class:`Fault` whose ``kind`` is its name in
 a scenario's ``[[faults]]`` tables. The kernel has the kinds every design
@@ -48,11 +48,11 @@ class Fault:
     def check(self) -> None:  # overridden
         pass
 
-    def check_fields(self, **checks: Check) -> None:
+    def check_fields(self, **fields: Check) -> None:
         """Check the named fields in this order, each named ``<kind>.<field>``
         in its error, and keep what each check returns (a window as a tuple, a
-        duration parsed into its distribution)."""
-        for field, check in checks.items():
+        duration parsed into its distribution): ``self.check_fields(at=checks.number(low=0))``."""
+        for field, check in fields.items():
             object.__setattr__(self, field, check(getattr(self, field), f"{self.kind}.{field}"))
 
     def __post_init__(self) -> None:
