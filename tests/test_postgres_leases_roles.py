@@ -57,7 +57,7 @@ downtime = 0.3
 CLIENTS = 3
 PUBLISHED_HERE = 30  # by this test's process, traced
 WRITTEN = 3  # by `fanoutsim write`, a process with no trace
-SETTLE_S = 60.0  # at most this long for every event to be resolved
+SETTLE_S = 120.0  # at most this long for every event to be resolved (room for a loaded machine; a stuck event still fails, named)
 
 
 def _resolved(rt: LeaseRealtime, events: int) -> bool:
