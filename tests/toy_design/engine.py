@@ -6,6 +6,7 @@ Its loops are written once (:class:`ToyRuntime`); :class:`ToySimulation` and
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import random
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.loops import Ticks, Until
+from fanoutsim.kernel.runtime.loops import Ticks, arrivals
 from fanoutsim.kernel.runtime.virtual import VirtualRuntime
 from fanoutsim.kernel.runtime.wallclock import SteppedWallRuntime
 from fanoutsim.kernel.timeutil import US
@@ -174,13 +175,13 @@ class ToyRuntime:
             self._call(engine.consume, self.config.batch_limit)
 
     def _writer(self, rate: float, rng: random.Random):
-        due, k = self.now, 0
-        while True:
-            due += rng.expovariate(rate)
-            yield Until(due)
+        written = itertools.count(1)
+
+        def append(due: float) -> None:
             if self.engine is not None:
-                k += 1
-                self._call(self.engine.append, f"body {k}")
+                self._call(self.engine.append, f"body {next(written)}")
+
+        return arrivals(lambda: self.now, rate, 0.0, None, rng, append)
 
     def add_workload(self, rate: float) -> None:
         self._service(self._writer(rate, self._rng("toy-writer", self._writers)), "writer")

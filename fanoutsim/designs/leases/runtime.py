@@ -42,6 +42,7 @@ dead workers stay in the table until recovery expires them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -61,7 +62,8 @@ from fanoutsim.designs.leases.leasing import Lease
 from fanoutsim.designs.leases.roles import CLIENTS, RECOVERY, RETENTION, ROLES
 from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Work
+from fanoutsim.kernel.runtime.driver import Loop
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Work, arrivals
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import Seconds
 
@@ -364,17 +366,13 @@ class LeaseRuntime(LeaseHost):
         self._workloads += 1
         self._service(self._workload(float(rate), partitions, kind, start, stop, rng), "publisher")
 
-    def _workload(self, rate: float, partitions: list, kind: str, start: float, stop: float | None, rng):
-        if start > self.now:
-            yield Sleep(start - self.now)
-        due, k = self.now, 0
-        while True:
-            due += rng.expovariate(rate)
-            yield Until(due)
-            if stop is not None and self.now >= stop:
-                return
-            part = rng.choice(partitions)
-            k += 1
+    def _workload(self, rate: float, partitions: list, kind: str, start: float, stop: float | None, rng) -> Loop:
+        published = itertools.count(1)
+
+        def publish(due: float) -> None:
+            part, n = rng.choice(partitions), next(published)  # drawn even while down: the schedule is the writer's
             engine = self.engine
             if engine is not None:  # a down node takes no writes
-                self._call(engine.publish, [(part, kind, {"n": k})])
+                self._call(engine.publish, [(part, kind, {"n": n})])
+
+        return arrivals(lambda: self.now, rate, start, stop, rng, publish)

@@ -49,6 +49,7 @@ timers); a restart builds a new one over the same tables.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Callable
@@ -64,7 +65,8 @@ from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.designs.outbox.roles import BUS, CONSUMERS, RETENTION, ROLES
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
+from fanoutsim.kernel.runtime.driver import Loop
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work, arrivals
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.scenario import checked_args
 from fanoutsim.kernel.timeutil import US, to_us
@@ -342,28 +344,24 @@ class OutboxRuntime(OutboxHost):
             yield ticks.next(self.now)
 
     # -- writers ------------------------------------------------------------------
-    def _workload(self, rate: float, pages: int, start: float, stop: float | None, topic: str | None, rng):
-        """Poisson arrivals on the writer's own schedule: a commit that waits for
-        the store lock delays that commit, never the next arrival."""
-        if start > self.now:
-            yield Sleep(start - self.now)
-        due, k = self.now, 0
-        while True:
-            due += rng.expovariate(rate)
-            yield Until(due)
-            if stop is not None and due >= stop:  # the arrival's time, not the wall's later reading of it
-                return
+    def _workload(self, rate: float, pages: int, start: float, stop: float | None, topic: str | None, rng) -> Loop:
+        """Poisson arrivals (:func:`~fanoutsim.kernel.runtime.loops.arrivals`): a
+        commit that waits for the store lock delays that commit, never the next arrival."""
+        committed = itertools.count(1)
+
+        def commit(due: float) -> None:
             engine = self.engine
             if engine is None:  # a down process commits nothing
-                continue
+                return
             page = f"p{rng.randrange(pages)}"
-            k += 1
-            row_topic = topic or f"page:{page}"
+            body, row_topic = f"v{next(committed)}", topic or f"page:{page}"
             delay = self._late_delay(row_topic) if self._late else 0.0
             if delay > 0:
-                self._service(self._late_commit(page, f"v{k}", row_topic, delay), "late-writer")
+                self._service(self._late_commit(page, body, row_topic, delay), "late-writer")
             else:
-                self._call(engine.commit, page, f"v{k}", topic=row_topic)
+                self._call(engine.commit, page, body, topic=row_topic)
+
+        return arrivals(lambda: self.now, rate, start, stop, rng, commit)
 
     def _late_commit(self, page: str, body: str, topic: str, delay: float):
         """A writer that takes its seq now and commits ``delay`` seconds later (stamped now)."""

@@ -43,7 +43,8 @@ from fanoutsim.designs.reactor.host import RunnerHost
 from fanoutsim.designs.reactor.roles import EXECUTOR, POLL, PRUNE, ROLES
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
+from fanoutsim.kernel.runtime.driver import Loop
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Wait, Work, arrivals
 from fanoutsim.kernel.runtime.roles import ALL, WORKLOADS
 from fanoutsim.kernel.timeutil import US
 
@@ -258,8 +259,8 @@ class ReactorRuntime(RunnerHost):
             else:  # (a burst whose first firing crashed the writer stops there)
                 self._call(engine.fire, reactor, payload, tenant, fired_at=fired_at)
 
-    def _workload(self, w: Workload, rng: random.Random):
-        """Poisson arrivals on the writer's own schedule (seconds since start): a
+    def _workload(self, w: Workload, rng: random.Random) -> Loop:
+        """Poisson arrivals (:func:`~fanoutsim.kernel.runtime.loops.arrivals`): a
         request is stamped when it arrives and commits when the store is free,
         so a poll pass that holds the store delays commits, never arrivals."""
         gen = GENERATORS[w.payload]
@@ -270,15 +271,10 @@ class ReactorRuntime(RunnerHost):
             k += 1
             return gen(rng, k - 1)
 
-        if w.start > self.now:
-            yield Sleep(w.start - self.now)
-        due = self.now
-        while True:
-            due += rng.expovariate(w.rate)
-            yield Until(due)
-            if w.stop is not None and self.now >= w.stop:
-                return
+        def fire(due: float) -> None:
             self._fires(w.reactor, w.tenant, payload, self.start_us + round(due * US))
+
+        return arrivals(lambda: self.now, w.rate, w.start, w.stop, rng, fire)
 
     def _late_fire(self, reactor: str, tenant: str, payload: dict, fired_at: int, delay: float):
         """A writer that stamped ``fired_at`` and commits ``delay`` seconds later."""

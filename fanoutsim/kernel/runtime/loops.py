@@ -32,6 +32,8 @@ wait, so they are on the hot path.
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, fields
 
 
@@ -110,6 +112,30 @@ class Ticks:
         while self.at < now:
             self.at += self.interval  # the sum the ticks' timeouts would have made
         return Until(self.at)
+
+
+def arrivals(
+    now: Callable[[], float],
+    rate: float,
+    start: float,
+    stop: float | None,
+    rng: random.Random,
+    arrive: Callable[[float], object],
+) -> Generator[Sleep | Until, None, None]:
+    """A writer's loop: Poisson arrivals, ``rate`` a second from ``start`` until
+    ``stop`` (seconds since the start, on ``now()``'s scale; None: no end),
+    ``arrive(due)`` at each. The arrivals keep their own schedule: a write that
+    waits for the store delays that write, never the next arrival; and an
+    arrival counts by its time, not by the wall clock's later reading of it."""
+    if start > now():
+        yield Sleep(start - now())
+    due = now()
+    while True:
+        due += rng.expovariate(rate)
+        yield Until(due)
+        if stop is not None and due >= stop:
+            return
+        arrive(due)
 
 
 REQUESTS = (Sleep, Until, Work, Wait)
