@@ -1,22 +1,16 @@
-"""fanoutsim.designs.reactor.analysis.filters: selectivity against dispatch and lag, error
-policies over the recorded quotes day, subscribe-time verdicts."""
+"""fanoutsim.designs.reactor.analysis.filters and lesson 4's experiments
+(notebooks/experiments/reactor.py): selectivity against dispatch and lag, error policies
+over the recorded quotes day, subscribe-time verdicts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from experiments.reactor import error_policy_table, filter_run, selectivity_sweep
 
 import fanoutsim as fs
-from fanoutsim.analysis import (
-    error_policy_table,
-    filter_run,
-    poll_lag,
-    predicate_verdicts,
-    quote_rates,
-    selectivity_sweep,
-    subscriber_lag,
-)
+from fanoutsim.analysis import poll_lag, predicate_verdicts, quote_rates, subscriber_lag
 
 DAY = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "quotes-day.parquet"
 WINDOW = dict(start=15 * 3600.0, stop=15 * 3600.0 + 1200.0, speed=10.0)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from experiments.reactor import selectivity_sweep  # notebooks/experiments: lesson 4's experiments
 from matplotlib.figure import Figure
 
 import fanoutsim as fs
 from fanoutsim import plots
-from fanoutsim.analysis import crash_sweep, hole_matrix, hole_run, retention_run, selectivity_sweep
+from fanoutsim.analysis import crash_sweep, hole_matrix, hole_run, retention_run
 from fanoutsim.designs.reactor.config import POLICIES
 from fanoutsim.designs.reactor.widgets.prune import PAUSE_BOUNDS, RETENTION_BOUNDS
 from fanoutsim.widgets import PruneControl

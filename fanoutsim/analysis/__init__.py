@@ -74,12 +74,9 @@ from fanoutsim.designs.reactor.analysis.faults import (  # noqa: E402,F401
     watermark_path,
 )
 from fanoutsim.designs.reactor.analysis.filters import (  # noqa: E402,F401
-    error_policy_table,
-    filter_run,
     poll_lag,
     predicate_verdicts,
     quote_rates,
-    selectivity_sweep,
     subscriber_lag,
 )
 from fanoutsim.designs.reactor.analysis.idempotency import EffectTable, dedup_report, idempotency_run, recording_body  # noqa: E402,F401
@@ -102,12 +99,9 @@ __all__ += [
     "table_size",
     "table_size_summary",
     "watermark_path",
-    "error_policy_table",
-    "filter_run",
     "poll_lag",
     "predicate_verdicts",
     "quote_rates",
-    "selectivity_sweep",
     "subscriber_lag",
     "EffectTable",
     "dedup_report",

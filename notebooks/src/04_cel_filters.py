@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (a filter decides dispatch, not
 # progress) and [1 · Latency budget](01_latency_budget.ipynb) (the batch limit).
 #
-# **Run All:** about 6 s on two cores.
+# **Run All:** about 5 s on two cores.
 #
 # **The system modelled.** A Cloacina subscription may carry a CEL expression over `payload`,
 # `reactor` and `tenant`; the poll loop evaluates it per firing and dispatches only on
@@ -19,6 +19,9 @@
 # replays a recorded day of pricing quotes (`fanoutsim/examples/quotes-day.parquet`): four
 # regional desks quoting in their business hours, five symbols with random-walk prices and a
 # few spikes, and — right after a spike — a few halted quotes that carry no price.
+#
+# The experiments are functions in [`experiments/reactor.py`](experiments/reactor.py), beside
+# this notebook: read them, copy them, change them.
 
 # %%
 %matplotlib inline
@@ -29,6 +32,7 @@ from fanoutsim import analysis, plots
 from fanoutsim import examples
 from fanoutsim import exercises as ex
 from fanoutsim import lesson
+from experiments import reactor as rx
 
 day = fs.load_recording(examples.FOLDER / "quotes-day.parquet")  # ships with fanoutsim
 hourly = day.groupby(day["t"] // 3600).size()
@@ -63,7 +67,7 @@ filters = {
     "price > 50": "payload.quote.price > 50",
     "everything": None,
 }
-sel = analysis.selectivity_sweep(day, filters, batch_limit=8, workers=2, duration=0.25, **WINDOW)
+sel = rx.selectivity_sweep(day, filters, batch_limit=8, workers=2, duration=0.25, **WINDOW)
 sel = sel.set_index("filter")[["firings", "dispatched", "selectivity", "dispatch_per_s",
                                "poll_lag_p95_s", "poll_lag_max_s", "claim_p95_s", "claim_max_s"]]
 lesson.table(sel, digits=3, highlight=["poll_lag_p95_s", "claim_p95_s"])
@@ -98,7 +102,7 @@ fig
 
 # %%
 ERRORS = dict(start=18 * 3600.0, stop=19 * 3600.0, speed=10.0)
-errors = analysis.error_policy_table(day, {"price > 100": "payload.quote.price > 100",
+errors = rx.error_policy_table(day, {"price > 100": "payload.quote.price > 100",
                                            "misspelt field": "payload.quote.prcie > 100"}, **ERRORS)
 lesson.table(errors.drop(columns="last_error"), digits=3)
 

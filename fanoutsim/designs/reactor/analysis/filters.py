@@ -18,31 +18,27 @@ subscribe time with :class:`~fanoutsim.InvalidPredicate`; a misspelt *field*
 (``payload.quote.prcie``) parses, and fails on every firing instead.
 
 Readers (:func:`subscriber_lag`, :func:`poll_lag`, :func:`quote_rates`,
-:func:`predicate_verdicts`) read tables; experiments
-(:func:`filter_run`, :func:`selectivity_sweep`, :func:`error_policy_table`)
-replay a window of a recorded workload (:mod:`fanoutsim.designs.reactor.replay`).
+:func:`predicate_verdicts`) read tables. Lesson 4's experiments, which replay a
+window of a recorded workload (:mod:`fanoutsim.designs.reactor.replay`), are
+beside the notebooks, in ``notebooks/experiments/reactor.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fanoutsim.designs.reactor.analysis.delivery import latency_frame, metric_total, percentiles
-from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.predicate import InvalidPredicate, compile_predicate
 from fanoutsim.kernel.timeutil import US
 
 __all__ = [
     "quote_rates",
-    "filter_run",
     "poll_lag",
     "subscriber_lag",
-    "selectivity_sweep",
-    "error_policy_table",
     "predicate_verdicts",
 ]
 
@@ -60,47 +56,6 @@ def quote_rates(frame: pd.DataFrame, bin_s: float = 900.0, by: str = "region") -
     counts.index.name = "hour"
     counts.columns.name = by
     return counts / bin_s
-
-
-def filter_run(
-    frame: pd.DataFrame,
-    when: str | None,
-    *,
-    start: float,
-    stop: float,
-    speed: float = 1.0,
-    tenant: str = "acme",
-    policy: str = "skip",
-    error_limit: int = 5,
-    batch_limit: int = 100,
-    workers: int = 4,
-    duration: float = 0.0,
-    poll_interval: float = 1.0,
-    drain_s: float = 60.0,
-    seed: int = 0,
-    store: str = "memory",
-) -> Any:
-    """One seeded run: a window ``[start, stop)`` of a recording replayed at
-    ``speed`` into reactor ``pricing_reactor`` (each row in its ``tenant``
-    column's tenant), one subscription ``watcher`` in ``tenant`` with filter
-    ``when``, under ``predicate_error_policy=policy``. The workflow runs for
-    ``duration`` s on ``workers`` executor workers. Runs ``drain_s`` past the
-    last firing and returns the Simulation."""
-    from fanoutsim.designs.reactor.simulation import Simulation
-
-    cfg = SchedulerConfig(
-        predicate_error_policy=policy,
-        predicate_error_limit=error_limit,
-        reactor_poll_batch_limit=batch_limit,
-        executor_workers=workers,
-        reactor_poll_interval=poll_interval,
-    )
-    sim = Simulation(config=cfg, seed=seed, store=store)
-    sim.runner.register_workflow("watcher", duration=duration)
-    sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "watcher", tenant=tenant, when=when)
-    replay = sim.add_replay(frame, "pricing_reactor", tenant="tenant", speed=speed, start=start, stop=stop)
-    sim.run(until=(replay.last_at or 0.0) + drain_s)
-    return sim
 
 
 def poll_lag(sim, subscription: str | None = None) -> pd.Series:
@@ -172,45 +127,6 @@ def _firing_span(sim, sub) -> float:
     if len(hist) < 2:
         return 0.0
     return float(hist["fired_at"].max() - hist["fired_at"].min()) / US
-
-
-def selectivity_sweep(frame: pd.DataFrame, filters: Mapping[str, str | None], **kwargs) -> pd.DataFrame:
-    """:func:`subscriber_lag` of a :func:`filter_run` per named filter
-    (``{label: CEL or None}``), sorted by selectivity; ``filter`` and ``when`` first."""
-    rows = []
-    for label, when in filters.items():
-        sim = filter_run(frame, when, **kwargs)
-        rows.append({"filter": label, "when": when or "", **subscriber_lag(sim)})
-    return pd.DataFrame(rows).sort_values("selectivity", kind="stable").reset_index(drop=True)
-
-
-def error_policy_table(
-    frame: pd.DataFrame, filters: Mapping[str, str], policies: Iterable[str] = ("skip", "hold"), **kwargs
-) -> pd.DataFrame:
-    """Per named filter and ``predicate_error_policy``: what was dispatched,
-    the errors and dead letters, the poll lag, and whether the subscription
-    ended ``degraded``; ``filter`` and ``policy`` first."""
-    rows = []
-    for label, when in filters.items():
-        for policy in policies:
-            sim = filter_run(frame, when, policy=policy, **kwargs)
-            lag = subscriber_lag(sim)
-            sub = sim.subscriptions().iloc[0]
-            rows.append(
-                {
-                    "filter": label,
-                    "policy": policy,
-                    "firings": lag["firings"],
-                    "dispatched": lag["dispatched"],
-                    "predicate_errors": lag["predicate_errors"],
-                    "dead_letters": lag["dead_letters"],
-                    "poll_lag_max_s": lag["poll_lag_max_s"],
-                    "unpassed": lag["unpassed"],
-                    "degraded": bool(sub["predicate_degraded"]),
-                    "last_error": sub["last_predicate_error"] or "",
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def predicate_verdicts(expressions: Iterable[str]) -> pd.DataFrame:

@@ -25,7 +25,8 @@ def _need(df: pd.DataFrame, *cols: str) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise KeyError(
-            f"no column(s) {', '.join(map(repr, missing))}: pass the DataFrame of fanoutsim.analysis.selectivity_sweep"
+            f"no column(s) {', '.join(map(repr, missing))}: pass the DataFrame of selectivity_sweep "
+            "(notebooks/experiments/reactor.py)"
         )
 
 
@@ -85,8 +86,8 @@ _LAG_LABELS = Labels("Subscriber lag against selectivity", _SELECTIVITY, "p95 la
 
 def selectivity_dispatch(df: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
     """Executions dispatched per second against the filter's selectivity, one
-    point per filter of :func:`fanoutsim.analysis.selectivity_sweep`; the
-    dashed line is selectivity times the stream's firing rate."""
+    point per filter of ``selectivity_sweep`` (``notebooks/experiments/reactor.py``);
+    the dashed line is selectivity times the stream's firing rate."""
     _need(df, "filter", "selectivity", "dispatch_per_s", "firings")
     return one_axes(ax, None if df.empty else partial(_dispatch_points, df=df), _DISPATCH_LABELS, none_of="filters")
 
