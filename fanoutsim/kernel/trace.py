@@ -96,7 +96,7 @@ class TraceFrame(pd.DataFrame):
 
 
 class Trace:
-    __slots__ = ("schema", "cols", "attempt", "hist", "_hist_index", "_given", "_logged", "_incarnation")
+    __slots__ = ("schema", "cols", "attempt", "hist", "_hist_index", "_sources", "_logged")
 
     def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         self.schema = schema
@@ -104,9 +104,13 @@ class Trace:
         self.attempt = 0
         self.hist: tuple[list[Any], ...] = tuple([] for _ in schema.history)
         self._hist_index: dict[Ref, int] = {}  # an item -> its row in the history
-        self._given = schema.given()
         self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
-        self._incarnation = schema.history.index(INCARNATION) if INCARNATION in schema.history else None
+        # where each history column's value is in attempted()'s (item, *values, attempt, None)
+        given = schema.given()
+        self._sources = tuple(
+            len(given) if c == INCARNATION else len(given) + 1 if c == LOGGED else given.index(i)
+            for i, c in enumerate(schema.history)
+        )
 
     def add(
         self,
@@ -132,13 +136,9 @@ class Trace:
         """A writer is about to log ``item``; ``values``: the history's other columns, in order."""
         h = self.hist
         self._hist_index[item] = len(h[0])
-        row: list[object] = [None] * len(h)
-        for i, value in zip(self._given, (item, *values)):
-            row[i] = value
-        if self._incarnation is not None:
-            row[self._incarnation] = self.attempt
-        for col, value in zip(h, row):
-            col.append(value)
+        row = (item, *values, self.attempt, None)  # logged_at: None until logged()
+        for col, k in zip(h, self._sources):
+            col.append(row[k])
 
     def logged(self, item: Ref, at: int) -> None:
         """The item's row committed at ``at``."""

@@ -109,9 +109,11 @@ class Ticks:
 
     def at_or_after(self, now: float) -> Until:
         """Until the first tick of the grid at or after ``now`` (after an idle sleep)."""
-        while self.at < now:
-            self.at += self.interval  # the sum the ticks' timeouts would have made
-        return Until(self.at)
+        at, interval = self.at, self.interval  # locals: this walks every tick the sleep skipped
+        while at < now:
+            at += interval  # the sum the ticks' timeouts would have made
+        self.at = at
+        return Until(at)
 
 
 def arrivals(

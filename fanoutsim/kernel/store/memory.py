@@ -50,8 +50,9 @@ class _Failed:
 
 
 class MemoryTx(Tx):
-    """One transaction, and its own ``with`` block: the engine opens one for
-    nearly every step, so one object and two calls is all it costs.
+    """The store's transaction, and its own ``with`` block: the engine opens one
+    for nearly every step, so a store keeps one and each ``with`` starts it
+    afresh (once it holds the lock): two calls, and no object, per transaction.
 
     A part's mixin reaches the store as ``self.s`` (a stand-in that raises once
     a write failed) and undoes its writes through ``self.undo``; ``_duplicate``,
@@ -74,6 +75,9 @@ class MemoryTx(Tx):
             store._lock.release()
             raise RuntimeError("nested transactions are not supported")
         store._open = True
+        self.s = store
+        self.undo = []
+        self.failed = None
         return self
 
     def __exit__(
@@ -164,7 +168,8 @@ class MemoryStore(Store[MemoryTx]):
         self.runner_log: list[dict[str, Any]] = []
         for part in self.parts:
             part.memory_init(self)
-        self._tx: Callable[[MemoryStore], MemoryTx] = _tx_class(tuple(part.memory_tx for part in self.parts))
+        # the one transaction object, started afresh by each with-block
+        self._tx: MemoryTx = _tx_class(tuple(part.memory_tx for part in self.parts))(self)
         self._readers: dict[str, Callable[[MemoryStore], list[dict[str, Any]]]] = {"runner_log": _runner_log}
         for part in self.parts:
             self._readers.update(part.memory_rows)
@@ -180,10 +185,10 @@ class MemoryStore(Store[MemoryTx]):
     # -- transactions ---------------------------------------------------
     # The store's transaction is its own with-block (not base.Transaction)
     def transaction(self) -> MemoryTx:
-        return self._tx(self)
+        return self._tx
 
     def _begin(self) -> MemoryTx:
-        return self._tx(self).__enter__()
+        return self._tx.__enter__()
 
     def _commit(self, tx: MemoryTx) -> None:
         if tx.undo:

@@ -28,7 +28,10 @@ def memory_init(s) -> None:
     s.subs: dict[str, dict] = {}
     s.sub_by_triple: dict[tuple[str, str, str], str] = {}
     s.sub_order: list[str] | None = None
-    s.poll_subs: tuple[dict, ...] | None = None  # the enabled rows in poll order, once asked for
+    # the enabled ones' ids in poll order, and their rows: every watermark commit
+    # replaces a row, and the next pass takes the rows again, not the order
+    s.poll_order: list[str] | None = None
+    s.poll_subs: tuple[dict, ...] | None = None
     s.executions: dict[str, dict] = {}
     s.pending: list[tuple[int, str]] = []
 
@@ -59,17 +62,19 @@ def _restore_firing(s, row: dict) -> None:
 def _drop_sub(s, sid: str) -> dict:
     row = s.subs.pop(sid)
     del s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])]
-    s.sub_order = s.poll_subs = None
+    s.sub_order = s.poll_order = s.poll_subs = None
     return row
 
 
 def _restore_sub(s, row: dict) -> None:
     s.subs[row["id"]] = row
     s.sub_by_triple[(row["reactor_name"], row["workflow_name"], row["tenant_id"])] = row["id"]
-    s.sub_order = s.poll_subs = None
+    s.sub_order = s.poll_order = s.poll_subs = None
 
 
 def _put_sub(s, sid: str, row: dict) -> None:
+    if row["enabled"] != s.subs[sid]["enabled"]:
+        s.poll_order = None
     s.subs[sid] = row
     s.poll_subs = None
 
@@ -153,21 +158,25 @@ class ReactorMemoryTx(ReactorTx):
         return after is None or stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id)
 
     def first_with_firings_past(self, subs, i, compound):
-        # has_firings_past inlined: a pass over 10,000 subscriptions asks it 10,000 times
+        # has_firings_past inlined: a pass over 10,000 subscriptions asks it 10,000
+        # times. The newest key is past the cursor when its fired_at is (ids sort
+        # before _MAX_ID), or, for the compound cursor, at the same instant with a
+        # greater id: comparing ints, no cursor tuple built per subscription.
         streams = self.s.streams
-        n = len(subs)
-        while i < n:
-            sub = subs[i]
+        for j in range(i, len(subs)):
+            sub = subs[j]
             stream = streams.get((sub["reactor_name"], sub["tenant_id"]))
-            if stream is not None and stream.keys:
-                after = sub["last_seen_fired_at"]
-                if after is None:
-                    return i
-                after_id = sub["last_seen_firing_id"] if compound else None
-                if stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id):
-                    return i
-            i += 1
-        return n
+            if stream is None or not stream.keys:
+                continue
+            newest_at, newest_id = stream.keys[-1]
+            after = sub["last_seen_fired_at"]
+            if after is None or newest_at > after:
+                return j
+            if compound and newest_at == after:
+                after_id = sub["last_seen_firing_id"]
+                if after_id is not None and newest_id > after_id:
+                    return j
+        return len(subs)
 
     def has_firings_before(self, cutoff):
         return any(stream.keys and stream.keys[0][0] < cutoff for stream in self.s.streams.values())
@@ -218,7 +227,9 @@ class ReactorMemoryTx(ReactorTx):
         s = self.s
         if s.poll_subs is None:
             subs = s.subs
-            s.poll_subs = tuple(row for row in map(subs.__getitem__, _sub_order(s)) if row["enabled"])
+            if s.poll_order is None:
+                s.poll_order = [sid for sid in _sub_order(s) if subs[sid]["enabled"]]
+            s.poll_subs = tuple(map(subs.__getitem__, s.poll_order))
         return s.poll_subs
 
     # -- workflow_executions --------------------------------------------
