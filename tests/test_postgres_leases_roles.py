@@ -57,7 +57,9 @@ downtime = 0.3
 CLIENTS = 3
 PUBLISHED_HERE = 30  # by this test's process, traced
 WRITTEN = 3  # by `fanoutsim write`, a process with no trace
-SETTLE_S = 120.0  # at most this long for every event to be resolved (room for a loaded machine; a stuck event still fails, named)
+# at most this long for every event to be resolved: room for a loaded machine (a stuck
+# event still fails, and _unresolved names it)
+SETTLE_S = 120.0
 
 
 def _resolved(rt: LeaseRealtime, events: int) -> bool:
