@@ -262,9 +262,6 @@ def backfill_run(
     return sim
 
 
-DERIVED_CONSUMERS = ("index", "counter")
-
-
 def derived_run(
     *,
     crash_every: int = 25,
