@@ -14,6 +14,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fanoutsim import exercises as ex
 
@@ -95,3 +97,41 @@ def test_a_verdict_reads_as_markdown_in_a_notebook():
     wrong = ex.Verdict("0.1", False, "Off by one.", "Count again.")
     assert right._repr_markdown_().startswith("\u2714 **Exercise 0.1: right.**")
     assert "**Hint:** Count again." in wrong._repr_markdown_() and not wrong
+
+
+@given(
+    st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=6),
+    st.integers(0, 6),
+    st.sampled_from([0.0, 0.05]),
+)
+def test_first_miss_names_the_first_case_off_the_reference_and_calls_no_further(xs, wrong_at, rel):
+    calls: list[float] = []
+
+    def learner(x: float) -> float:
+        calls.append(x)
+        return 2 * x + 1 + (1e6 if len(calls) - 1 == wrong_at else 0.0)
+
+    miss = ex.first_miss(learner, xs, lambda x: 2 * x + 1, rel=rel)
+    if wrong_at >= len(xs):
+        assert miss is None and calls == xs
+    else:
+        assert miss == ex.Miss((xs[wrong_at],), 2 * xs[wrong_at] + 1 + 1e6, 2 * xs[wrong_at] + 1)
+        assert calls == xs[: wrong_at + 1]
+
+
+def test_first_miss_spreads_tuples_and_holds_rel_zero_to_equality():
+    assert ex.first_miss(lambda k, p: min(k, p), [(8, 4), (2, 8)], min, rel=0.0) is None
+    assert ex.first_miss(lambda k, p: k, [(8, 4), (2, 8)], min, rel=0.0) == ex.Miss((8, 4), 8.0, 4)
+    assert ex.first_miss(lambda x: x * 1.01, [100.0], lambda x: x, rel=0.0) is not None
+    assert ex.first_miss(lambda x: x * 1.01, [100.0], lambda x: x, rel=0.02) is None
+    with pytest.raises(ex.NotAnswered):
+        ex.first_miss(lambda x: None, [1], lambda x: x, rel=0.0)
+    with pytest.raises(TypeError, match="wants a number, got str"):
+        ex.first_miss(lambda x: "x", [1], lambda x: x, rel=0.0)
+
+
+def test_a_learner_right_on_the_first_case_only_hears_of_the_case_it_misses():
+    verdict = ex.check("1.1", lambda p: 0.25)  # right at P = 0.5 s, not at 2 s
+    assert not verdict.right and "At P = 2 s you measured 0.250 s" in verdict.message
+    verdict = ex.check("10.2", lambda k, p, order: min(k, p))  # head-of-line's rule for both
+    assert "under `riffdb` you said 4; it is 8" in verdict.message

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "Verdict",
@@ -33,6 +33,8 @@ __all__ = [
     "exercises",
     "call",
     "close_to",
+    "first_miss",
+    "Miss",
     "number",
     "one_of",
     "NotAnswered",
@@ -169,6 +171,31 @@ def number(answer: Any) -> float:
     if isinstance(answer, bool) or not isinstance(answer, (int, float)) and not hasattr(answer, "__float__"):
         raise TypeError(f"this exercise wants a number, got {type(answer).__name__} {answer!r}")
     return float(answer)
+
+
+class Miss(NamedTuple):
+    """The first case a learner's function answers off the reference: the
+    case's arguments, the learner's number and the reference's."""
+
+    args: tuple
+    got: float
+    want: Any
+
+
+def first_miss(
+    fn: Callable, cases: Iterable[Any], want: Callable[..., Any], *, rel: float, abs_: float = 1e-9
+) -> Miss | None:
+    """Call the learner's ``fn`` on each case (a tuple of arguments, or one
+    argument) and hold its number against ``want(*case)``: the first case not
+    :func:`close_to` the reference (``rel=0``: equal), or None when none is off.
+    Cases run in order, so the verdict names the first one a learner gets wrong."""
+    for case in cases:
+        args = case if isinstance(case, tuple) else (case,)
+        got = number(call(fn, *args))
+        expected = want(*args)
+        if not close_to(got, expected, rel=rel, abs_=abs_):
+            return Miss(args, got, expected)
+    return None
 
 
 def one_of(answer: Any, choices: Iterable[str]) -> str:

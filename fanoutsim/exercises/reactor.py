@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from fanoutsim.exercises import NotAnswered, call, close_to, exercise, number
+from fanoutsim.exercises import NotAnswered, call, close_to, exercise, first_miss, number
 
 # -- 0 · the tour ------------------------------------------------------------------------------
 
@@ -48,21 +48,18 @@ def _half_interval(fire_at, poll_interval):
 
 @exercise("0.2", "how long a firing waits", mistake=_half_interval)
 def _wait(fn):
-    for fire_at, p in ((0.25, 1.0), (2.6, 1.0), (1.1, 0.5), (7.3, 5.0)):
-        want = math.ceil(fire_at / p) * p - fire_at  # polls run at 0, P, 2P, ...
-        got = number(call(fn, fire_at, p))
-        if not close_to(got, want, rel=0.01, abs_=1e-3):
-            hint = (
-                "P/2 is the average over many firings; one firing waits until the next poll."
-                if close_to(got, p / 2)
-                else "Polls run at t = 0, P, 2P, ...: a firing waits for the next one."
-            )
-            return (
-                False,
-                f"Fired at t = {fire_at:g} s with P = {p:g} s you said {got:.3f} s; it waits {want:.3f} s.",
-                hint,
-            )
-    return True, "A firing waits for the next poll: between 0 and one poll interval, P/2 on average.", ""
+    cases = ((0.25, 1.0), (2.6, 1.0), (1.1, 0.5), (7.3, 5.0))
+    # polls run at 0, P, 2P, ...: a firing waits for the next one
+    miss = first_miss(fn, cases, lambda fire_at, p: math.ceil(fire_at / p) * p - fire_at, rel=0.01, abs_=1e-3)
+    if miss is None:
+        return True, "A firing waits for the next poll: between 0 and one poll interval, P/2 on average.", ""
+    (fire_at, p), got, want = miss
+    hint = (
+        "P/2 is the average over many firings; one firing waits until the next poll."
+        if close_to(got, p / 2)
+        else "Polls run at t = 0, P, 2P, ...: a firing waits for the next one."
+    )
+    return False, f"Fired at t = {fire_at:g} s with P = {p:g} s you said {got:.3f} s; it waits {want:.3f} s.", hint
 
 
 # -- 1 · the latency budget --------------------------------------------------------------------
@@ -74,16 +71,16 @@ def _whole_interval(poll_interval):
 
 @exercise("1.1", "the mean wait", mistake=_whole_interval)
 def _mean_wait(fn):
-    for p in (0.5, 2.0):
-        got = number(call(fn, p))
-        if not close_to(got, p / 2, rel=0.1):
-            hint = (
-                "P is the longest a firing waits; a firing at a random instant waits half of it on average."
-                if close_to(got, p, rel=0.1)
-                else "Read `fire_to_dispatch` of `analysis.latency_frame(sim)` and take its mean."
-            )
-            return False, f"At P = {p:g} s you measured {got:.3f} s; the poll wait averages {p / 2:.3f} s.", hint
-    return True, "The wait is uniform on [0, P): P/2 on average, whatever P.", ""
+    miss = first_miss(fn, (0.5, 2.0), lambda p: p / 2, rel=0.1)
+    if miss is None:
+        return True, "The wait is uniform on [0, P): P/2 on average, whatever P.", ""
+    (p,), got, want = miss
+    hint = (
+        "P is the longest a firing waits; a firing at a random instant waits half of it on average."
+        if close_to(got, p, rel=0.1)
+        else "Read `fire_to_dispatch` of `analysis.latency_frame(sim)` and take its mean."
+    )
+    return False, f"At P = {p:g} s you measured {got:.3f} s; the poll wait averages {want:.3f} s.", hint
 
 
 def _backlog_ignoring_the_limit(batch_limit):
@@ -187,22 +184,22 @@ def _rate_times_retention(retention):
 
 @exercise("3.1", "the size of the table", mistake=_rate_times_retention)
 def _mean_rows(fn):
-    for r in (60.0, 120.0):
-        got, want = number(call(fn, r)), 2.0 * (r + 10.0 / 2)
-        if not close_to(got, want, rel=0.05):
-            hint = (
-                "rate × R is what is left right after a prune; between prunes (every 10 s) the table "
-                "grows by rate × 10 more, so on average by half of that."
-                if close_to(got, 2.0 * r, rel=0.03)
-                else "Measure after the warm-up: `table_size_summary(sim, after=retention + 20)`."
-            )
-            return (
-                False,
-                f"At a retention of {r:g} s you found a mean of {got:.1f} rows; the sawtooth averages "
-                f"rate × (R + I/2) = {want:.0f}.",
-                hint,
-            )
-    return True, "The table holds a retention window plus, on average, half a prune interval of firings.", ""
+    miss = first_miss(fn, (60.0, 120.0), lambda r: 2.0 * (r + 10.0 / 2), rel=0.05)
+    if miss is None:
+        return True, "The table holds a retention window plus, on average, half a prune interval of firings.", ""
+    (r,), got, want = miss
+    hint = (
+        "rate × R is what is left right after a prune; between prunes (every 10 s) the table "
+        "grows by rate × 10 more, so on average by half of that."
+        if close_to(got, 2.0 * r, rel=0.03)
+        else "Measure after the warm-up: `table_size_summary(sim, after=retention + 20)`."
+    )
+    return (
+        False,
+        f"At a retention of {r:g} s you found a mean of {got:.1f} rows; the sawtooth averages "
+        f"rate × (R + I/2) = {want:.0f}.",
+        hint,
+    )
 
 
 def _lost_ignoring_the_policy(policy, pause):
@@ -215,22 +212,20 @@ def _lost_ignoring_the_policy(policy, pause):
 def _lost(fn):
     from fanoutsim.designs.reactor.analysis.faults import retention_cost, retention_run
 
-    for policy, pause in (("ttl", 30.0), ("ttl", 150.0), ("conservative", 150.0)):
-        want = retention_cost(retention_run(policy, retention=60.0, pause=pause))["lost_paused"]
-        got = number(call(fn, policy, pause))
-        if got != want:
-            if policy == "conservative":
-                hint = "Under `conservative` the prune waits for every enabled subscription's watermark: pass `policy`."
-            elif pause < 60:
-                hint = "A pause shorter than the retention: the prune reaches nothing the subscriber still needs."
-            else:
-                hint = "Count the paused subscription's losses: `retention_cost(sim)['lost_paused']`."
-            return (
-                False,
-                f"With `{policy}` and a {pause:g} s pause you found {got:.0f} lost; the run loses {want}.",
-                hint,
-            )
-    return True, "Only a pause longer than the retention loses firings, and only under a plain TTL.", ""
+    def lost(policy: str, pause: float) -> int:
+        return retention_cost(retention_run(policy, retention=60.0, pause=pause))["lost_paused"]
+
+    miss = first_miss(fn, (("ttl", 30.0), ("ttl", 150.0), ("conservative", 150.0)), lost, rel=0.0)
+    if miss is None:
+        return True, "Only a pause longer than the retention loses firings, and only under a plain TTL.", ""
+    (policy, pause), got, want = miss
+    if policy == "conservative":
+        hint = "Under `conservative` the prune waits for every enabled subscription's watermark: pass `policy`."
+    elif pause < 60:
+        hint = "A pause shorter than the retention: the prune reaches nothing the subscriber still needs."
+    else:
+        hint = "Count the paused subscription's losses: `retention_cost(sim)['lost_paused']`."
+    return False, f"With `{policy}` and a {pause:g} s pause you found {got:.0f} lost; the run loses {want}.", hint
 
 
 # -- 4 · CEL filters -------------------------------------------------------------------------------
@@ -284,17 +279,21 @@ def _one_error(limit):
 
 @exercise("4.2", "how long `hold` holds", mistake=_one_error)
 def _hold(fn):
-    for limit in (3, 5):
-        got = number(call(fn, limit))
-        if got != limit:
-            hint = (
-                "Under `hold` the watermark stays on the failing firing and retries it each poll, until "
-                "the limit-th error dead-letters it."
-                if got == 1
-                else "Sum the metric `fanoutsim_reactor_predicate_errors_total` after a run of 20 s."
-            )
-            return False, f"With a limit of {limit} you counted {got:.0f} errors; there are {limit}.", hint
-    return True, "`hold` retries the firing once per poll and dead-letters it at the limit: a stall of limit x P.", ""
+    miss = first_miss(fn, (3, 5), lambda limit: limit, rel=0.0)
+    if miss is None:
+        return (
+            True,
+            "`hold` retries the firing once per poll and dead-letters it at the limit: a stall of limit x P.",
+            "",
+        )
+    (limit,), got, _ = miss
+    hint = (
+        "Under `hold` the watermark stays on the failing firing and retries it each poll, until "
+        "the limit-th error dead-letters it."
+        if got == 1
+        else "Sum the metric `fanoutsim_reactor_predicate_errors_total` after a run of 20 s."
+    )
+    return False, f"With a limit of {limit} you counted {got:.0f} errors; there are {limit}.", hint
 
 
 # -- 5 · watermark holes ------------------------------------------------------------------------------
@@ -369,17 +368,17 @@ def _knee_of_the_total(batch_limit, poll_interval):
 
 @exercise("6.1", "the knee", mistake=_knee_of_the_total)
 def _knee(fn):
-    for b, p in ((5, 1.0), (10, 1.0), (100, 0.5)):
-        got, want = number(call(fn, b, p)), b / p / 0.75
-        if not close_to(got, want, rel=0.01):
-            hint = (
-                "B / P is what one subscription drains; its stream is acme's 75% of the total, so the total "
-                "can reach (B / P) / 0.75 first."
-                if close_to(got, b / p, rel=0.01)
-                else "A subscription drains at most B firings per poll, every P seconds."
-            )
-            return False, f"For B = {b}, P = {p:g} s you said {got:.2f} firings/s; the knee is {want:.2f}.", hint
-    return True, "The knee is where the busiest stream's rate reaches B / P.", ""
+    miss = first_miss(fn, ((5, 1.0), (10, 1.0), (100, 0.5)), lambda b, p: b / p / 0.75, rel=0.01)
+    if miss is None:
+        return True, "The knee is where the busiest stream's rate reaches B / P.", ""
+    (b, p), got, want = miss
+    hint = (
+        "B / P is what one subscription drains; its stream is acme's 75% of the total, so the total "
+        "can reach (B / P) / 0.75 first."
+        if close_to(got, b / p, rel=0.01)
+        else "A subscription drains at most B firings per poll, every P seconds."
+    )
+    return False, f"For B = {b}, P = {p:g} s you said {got:.2f} firings/s; the knee is {want:.2f}.", hint
 
 
 def _queries_times_p(subscriptions, poll_interval):
@@ -388,22 +387,17 @@ def _queries_times_p(subscriptions, poll_interval):
 
 @exercise("6.2", "the database load, measured", mistake=_queries_times_p)
 def _queries(fn):
-    for n, p in ((4, 1.0), (10, 0.5)):
-        got = number(call(fn, n, p))
-        want = n * (60.0 / p + 1) / 60.0  # a pass at t = 0, then one every P
-        if not close_to(got, want, rel=0.05):
-            hint = (
-                "The loop queries once per subscription per pass, and passes every P seconds: "
-                "subscriptions / P per second."
-                if not close_to(got, n / p, rel=0.1)
-                else "Count the metric over the whole 60 s run (the pass at t = 0 included)."
-            )
-            return (
-                False,
-                f"For {n} subscriptions at P = {p:g} s you measured {got:.2f} queries/s; about {want:.2f}.",
-                hint,
-            )
-    return True, "subscriptions / P queries a second, whatever the traffic.", ""
+    # a pass at t = 0, then one every P
+    miss = first_miss(fn, ((4, 1.0), (10, 0.5)), lambda n, p: n * (60.0 / p + 1) / 60.0, rel=0.05)
+    if miss is None:
+        return True, "subscriptions / P queries a second, whatever the traffic.", ""
+    (n, p), got, want = miss
+    hint = (
+        "The loop queries once per subscription per pass, and passes every P seconds: subscriptions / P per second."
+        if not close_to(got, n / p, rel=0.1)
+        else "Count the metric over the whole 60 s run (the pass at t = 0 included)."
+    )
+    return False, f"For {n} subscriptions at P = {p:g} s you measured {got:.2f} queries/s; about {want:.2f}.", hint
 
 
 # -- 7 · real time against virtual time -----------------------------------------------------------------
@@ -427,16 +421,16 @@ def _no_round_trip(rt_s):
 
 @exercise("7.1", "what a round trip adds", mistake=_no_round_trip)
 def _round_trip(fn):
-    for rt in (0.0, 0.2):
-        got, want = number(call(fn, rt)), _reference_wait(rt)
-        if not close_to(got, want, rel=0.1):
-            hint = (
-                "Pass `fetch_latency=rt_s` to `fs.Simulation`: every fetch then takes that long, and the "
-                "dispatch comes that much later."
-                if rt and close_to(got, _reference_wait(0.0), rel=0.1)
-                else "Measure `fire_to_dispatch` of `latency_frame(sim)` after 20 virtual seconds."
-            )
-            return False, f"With a round trip of {rt:g} s you measured {got:.3f} s; the run gives {want:.3f} s.", hint
+    miss = first_miss(fn, (0.0, 0.2), _reference_wait, rel=0.1)
+    if miss is not None:
+        (rt,), got, want = miss
+        hint = (
+            "Pass `fetch_latency=rt_s` to `fs.Simulation`: every fetch then takes that long, and the "
+            "dispatch comes that much later."
+            if rt and close_to(got, _reference_wait(0.0), rel=0.1)
+            else "Measure `fire_to_dispatch` of `latency_frame(sim)` after 20 virtual seconds."
+        )
+        return False, f"With a round trip of {rt:g} s you measured {got:.3f} s; the run gives {want:.3f} s.", hint
     return (
         True,
         "A round trip adds itself to every dispatch, on top of the poll wait; at well under a "

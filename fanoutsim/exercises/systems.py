@@ -3,7 +3,7 @@ timeout as a lease; procrastinate's lost wake-up)."""
 
 from __future__ import annotations
 
-from fanoutsim.exercises import call, close_to, exercise, number
+from fanoutsim.exercises import call, exercise, first_miss
 
 # -- 14.1 · the longest handler a visibility timeout allows ----------------------------------------
 # (timeout s, duplicates per 1000): SQS's default, a long timeout, a looser target
@@ -33,32 +33,31 @@ def _half_the_timeout(timeout, per_1000):
 def _longest_handler(fn):
     from fanoutsim.designs.leases.analysis import expected_duplicates, p_exceeds
 
-    for timeout, per_1000 in _TIMEOUTS:
-        got, want = number(call(fn, timeout, per_1000)), _longest_mean(timeout, per_1000)
-        if close_to(got, want, rel=0.02):
-            continue
-        made = 1000 * expected_duplicates(p_exceeds("exponential", got, timeout)) if got > 0 else 0.0
-        where = f"For a {timeout:g} s timeout and {per_1000:g} per 1000 you said a mean of {got:.2f} s"
-        if got > want:
-            return (
-                False,
-                f"{where}: that handler makes {made:.1f} duplicates per 1000.",
-                "Size against the tail: exponential work outlives the timeout with chance "
-                "e^(-timeout / mean), and that chance must be about 1 in 1000 (a timeout of twice the mean "
-                "leaves 1 in 7).",
-            )
+    miss = first_miss(fn, _TIMEOUTS, _longest_mean, rel=0.02)
+    if miss is None:
+        return (
+            True,
+            f"SQS's default 30 s timeout holds duplicates under 1 in 1000 only for handlers of "
+            f"{_longest_mean(30.0, 1.0):.1f} s or less on average: the tail decides, about "
+            "ln(1000) ≈ 7 means.",
+            "",
+        )
+    (timeout, per_1000), got, want = miss
+    made = 1000 * expected_duplicates(p_exceeds("exponential", got, timeout)) if got > 0 else 0.0
+    where = f"For a {timeout:g} s timeout and {per_1000:g} per 1000 you said a mean of {got:.2f} s"
+    if got > want:
         return (
             False,
-            f"{where}: safe ({made:.2f} per 1000), but a longer handler is too; it is {want:.2f} s.",
-            "Solve e^(-timeout / mean) / (1 - e^(-timeout / mean)) = per_1000 / 1000 for the mean, or "
-            "search the mean with `la.expected_duplicates(la.p_exceeds('exponential', mean, timeout))`.",
+            f"{where}: that handler makes {made:.1f} duplicates per 1000.",
+            "Size against the tail: exponential work outlives the timeout with chance "
+            "e^(-timeout / mean), and that chance must be about 1 in 1000 (a timeout of twice the mean "
+            "leaves 1 in 7).",
         )
     return (
-        True,
-        f"SQS's default 30 s timeout holds duplicates under 1 in 1000 only for handlers of "
-        f"{_longest_mean(30.0, 1.0):.1f} s or less on average: the tail decides, about "
-        "ln(1000) ≈ 7 means.",
-        "",
+        False,
+        f"{where}: safe ({made:.2f} per 1000), but a longer handler is too; it is {want:.2f} s.",
+        "Solve e^(-timeout / mean) / (1 - e^(-timeout / mean)) = per_1000 / 1000 for the mean, or "
+        "search the mean with `la.expected_duplicates(la.p_exceeds('exponential', mean, timeout))`.",
     )
 
 
