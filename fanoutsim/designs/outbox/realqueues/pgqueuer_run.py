@@ -33,11 +33,10 @@ import json
 import threading
 import time
 from datetime import timedelta
-from importlib.metadata import version
 
 from fanoutsim.designs.outbox.realqueues import commitclock
 from fanoutsim.designs.outbox.realqueues.load import Case, PoissonLoad
-from fanoutsim.designs.outbox.realqueues.producer import Producer, await_handled, produce
+from fanoutsim.designs.outbox.realqueues.producer import Producer, drive, producing
 from fanoutsim.designs.outbox.realqueues.producer_process import TASK
 from fanoutsim.designs.outbox.realqueues.record import RealRun
 
@@ -46,7 +45,9 @@ BATCH_SIZE = 10  # QueueManager.run(batch_size=10), pgq run --batch-size: the li
 
 def run(dsn: str, load: PoissonLoad, case: Case, poll_interval: float, batch_size: int = BATCH_SIZE) -> RealRun:
     """Run ``load`` through one pgqueuer worker on ``dsn`` (an empty database)."""
-    return asyncio.run(_run(dsn, load, case, poll_interval, batch_size))
+    return asyncio.run(
+        producing("pgqueuer", dsn, load, case, lambda producer: _work(dsn, case, poll_interval, batch_size, producer))
+    )
 
 
 def asyncpg_params(dsn: str) -> dict:
@@ -118,19 +119,7 @@ def _driver(connection, tap: HintTap):
     return Tapped(connection)
 
 
-async def _run(dsn: str, load: PoissonLoad, case: Case, poll_interval: float, batch_size: int) -> RealRun:
-    started = time.monotonic()
-    producer = Producer("pgqueuer", dsn, load, case)
-    producer.launch()  # it starts and connects while the worker sets up
-    try:
-        return await _work(dsn, case, poll_interval, batch_size, producer, started)
-    finally:
-        producer.stop()
-
-
-async def _work(
-    dsn: str, case: Case, poll_interval: float, batch_size: int, producer: Producer, started: float
-) -> RealRun:
+async def _work(dsn: str, case: Case, poll_interval: float, batch_size: int, producer: Producer) -> RealRun:
     import asyncpg
     from pgqueuer import QueueManager
     from pgqueuer.queries import Queries
@@ -152,11 +141,7 @@ async def _work(
 
         running = asyncio.create_task(qm.run(dequeue_timeout=timedelta(seconds=poll_interval), batch_size=batch_size))
         try:
-            if not await asyncio.to_thread(tap.listening.wait, 30.0):
-                raise RuntimeError("pgqueuer's worker did not LISTEN within 30 s")
-            await asyncio.sleep(0.3)  # past the worker's first, empty dequeue
-            await produce(producer)
-            await await_handled(handled, producer.ids(), producer.last_commit() + 2 * poll_interval + 5.0)
+            await drive(producer, handled, poll_interval, listening=tap.listening, listener="pgqueuer's worker")
         finally:
             qm.shutdown.set()
             await asyncio.wait_for(running, 30.0)
@@ -166,16 +151,12 @@ async def _work(
     order = {job_id: k for k, job_id in enumerate(producer.ids())}
     heard = {job_id: tap.inserts[k] for job_id, k in order.items() if k < len(tap.inserts)}
     return producer.record(
-        library="pgqueuer",
-        version=version("pgqueuer"),
         poll_interval=poll_interval,
         fetch_size=batch_size,
-        committed=commitclock.read(dsn),
         handled=handled,
         heard=heard,
         lost=lambda job_id: order[job_id] in tap.dropped or job_id not in heard,
         reconnects=0,
-        started=started,
         fetches=fetches,
         events=tap.events,
     )

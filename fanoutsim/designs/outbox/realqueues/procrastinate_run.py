@@ -22,11 +22,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from importlib.metadata import version
 
 from fanoutsim.designs.outbox.realqueues import commitclock
 from fanoutsim.designs.outbox.realqueues.load import Case, PoissonLoad
-from fanoutsim.designs.outbox.realqueues.producer import Producer, await_handled, produce
+from fanoutsim.designs.outbox.realqueues.producer import Producer, drive, producing
 from fanoutsim.designs.outbox.realqueues.producer_process import TASK
 from fanoutsim.designs.outbox.realqueues.record import RealRun
 
@@ -35,7 +34,9 @@ FETCH_SIZE = 1  # procrastinate_fetch_job_v2: ... LIMIT 1 FOR UPDATE SKIP LOCKED
 
 def run(dsn: str, load: PoissonLoad, case: Case, poll_interval: float) -> RealRun:
     """Run ``load`` through one procrastinate worker on ``dsn`` (an empty database)."""
-    return asyncio.run(_run(dsn, load, case, poll_interval))
+    return asyncio.run(
+        producing("procrastinate", dsn, load, case, lambda producer: _work(dsn, case, poll_interval, producer))
+    )
 
 
 def _connector_class():
@@ -102,17 +103,7 @@ def _killer(dsn: str, connector):
     return admin, kill
 
 
-async def _run(dsn: str, load: PoissonLoad, case: Case, poll_interval: float) -> RealRun:
-    started = time.monotonic()
-    producer = Producer("procrastinate", dsn, load, case)
-    producer.launch()  # it starts and connects while the worker sets up
-    try:
-        return await _work(dsn, case, poll_interval, producer, started)
-    finally:
-        producer.stop()
-
-
-async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer, started: float) -> RealRun:
+async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer) -> RealRun:
     from procrastinate import App
     from procrastinate.worker import Worker
 
@@ -143,25 +134,20 @@ async def _work(dsn: str, case: Case, poll_interval: float, producer: Producer, 
         running = asyncio.create_task(worker.run())
         admin, kill = _killer(dsn, connector)
         try:
-            if case.listen and not await asyncio.to_thread(connector.listening.wait, 30.0):
-                raise RuntimeError("procrastinate's listener did not LISTEN within 30 s")
-            await asyncio.sleep(0.3)  # past the worker's first, empty fetch
-            await produce(producer, kill)
-            await await_handled(handled, producer.ids(), producer.last_commit() + 2 * poll_interval + 5.0)
+            listening = connector.listening if case.listen else None
+            await drive(
+                producer, handled, poll_interval, listening=listening, listener="procrastinate's listener", kill=kill
+            )
         finally:
             admin.close()
             worker.stop()
             await asyncio.wait_for(running, 30.0)
     return producer.record(
-        library="procrastinate",
-        version=version("procrastinate"),
         poll_interval=poll_interval,
         fetch_size=FETCH_SIZE,
-        committed=commitclock.read(dsn),
         handled=handled,
         heard=heard,
         lost=lambda job_id: not case.listen or job_id in dropped or job_id not in heard,
         reconnects=max(0, connector.listens - 1),
-        started=started,
         fetches=fetches,
     )

@@ -21,10 +21,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from importlib.metadata import version
 from typing import Any
 
-from fanoutsim.designs.outbox.realqueues import producer_process
+from fanoutsim.designs.outbox.realqueues import commitclock, producer_process
 from fanoutsim.designs.outbox.realqueues.load import Case, PoissonLoad
 from fanoutsim.designs.outbox.realqueues.record import RealRun
 
@@ -36,6 +37,7 @@ class Producer:
 
     def __init__(self, library: str, dsn: str, load: PoissonLoad, case: Case) -> None:
         self.library, self.dsn, self.load, self.case = library, dsn, load, case
+        self.started = time.monotonic()  # the run's start, for its wall_seconds
         self.t0 = self.t0_wall = 0.0  # the producer's start: monotonic, and time.time()
         self.commits: list[tuple[Any, float]] = []  # (job id, monotonic time its enqueue call returned)
         self.terminated: list[float] = []  # time.time() readings
@@ -116,25 +118,22 @@ class Producer:
     def record(
         self,
         *,
-        library: str,
-        version: str,
         poll_interval: float,
         fetch_size: int,
-        committed: dict,
         handled: dict,
         heard: dict,
         lost: Callable[[Any], bool],
         reconnects: int,
-        started: float,
         fetches: list | None = None,
         events: list | None = None,
     ) -> RealRun:
-        """The run, job by job in commit order, in seconds after the producer's t0. ``committed``,
-        ``handled`` and ``heard`` map a job id to a ``time.time()`` reading (the commit: the
-        server's, :mod:`.commitclock`); ``fetches`` are ``(called, returned, jobs)`` and
+        """The run, job by job in commit order, in seconds after the producer's t0. ``handled``
+        and ``heard`` map a job id to a ``time.time()`` reading, as the commits read from
+        :mod:`.commitclock` do (the server's); ``fetches`` are ``(called, returned, jobs)`` and
         ``events`` ``(heard, operation, dropped)``, ``time.time()`` readings too (a fetch's
         jobs become their places in commit order)."""
         t0 = self.t0_wall
+        committed = commitclock.read(self.dsn)
         missing = [job_id for job_id in self.ids() if job_id not in committed]
         if missing:
             raise RuntimeError(f"the commit clock has no commit of {len(missing)} jobs (first: {missing[0]})")
@@ -146,8 +145,8 @@ class Producer:
             return None if t is None else t - t0
 
         return RealRun(
-            library=library,
-            version=version,
+            library=self.library,
+            version=version(self.library),
             case=self.case.name,
             poll_interval=poll_interval,
             fetch_size=fetch_size,
@@ -158,10 +157,43 @@ class Producer:
             returned=[returned[j] - self.t0 for j in order],
             terminations=[t - t0 for t in self.terminated],
             reconnects=reconnects,
-            wall_seconds=time.monotonic() - started,
+            wall_seconds=time.monotonic() - self.started,
             fetches=[[a - t0, b - t0, [place[j] for j in jobs]] for a, b, jobs in fetches or ()],
             events=[[at - t0, op, dropped] for at, op, dropped in events or ()],
         )
+
+
+async def producing(
+    library: str, dsn: str, load: PoissonLoad, case: Case, work: Callable[[Producer], Awaitable[RealRun]]
+) -> RealRun:
+    """``work`` (a worker of ``library``'s, set up and run) beside the producer process,
+    launched first so that it starts and connects while the worker sets up, and stopped
+    however ``work`` ends."""
+    producer = Producer(library, dsn, load, case)
+    producer.launch()
+    try:
+        return await work(producer)
+    finally:
+        producer.stop()
+
+
+async def drive(
+    producer: Producer,
+    handled: dict,
+    poll_interval: float,
+    *,
+    listening: threading.Event | None,
+    listener: str,
+    kill: Callable[[], None] | None = None,
+) -> None:
+    """A run, once its worker is up: wait until the worker's ``listener`` LISTENs (unless
+    it does not listen: ``listening`` None), let its first, empty fetch pass, produce, and
+    wait until every job is handled or two polls and 5 s have passed since the last commit."""
+    if listening is not None and not await asyncio.to_thread(listening.wait, 30.0):
+        raise RuntimeError(f"{listener} did not LISTEN within 30 s")
+    await asyncio.sleep(0.3)  # past the worker's first, empty fetch
+    await produce(producer, kill)
+    await await_handled(handled, producer.ids(), producer.last_commit() + 2 * poll_interval + 5.0)
 
 
 async def produce(producer: Producer, kill: Callable[[], None] | None = None) -> None:
