@@ -12,7 +12,10 @@ and the :class:`Verdict` says *right*, or what is off and a hint.
 
 The tasks are grouped by design (:mod:`.reactor`, :mod:`.outbox`,
 :mod:`.leases`, :mod:`.designs`, and :mod:`.systems` for the designs in the
-systems you run); each registers itself with :func:`exercise`.
+systems you run); each registers itself with :func:`exercise`. A judge that
+calls the learner's function on cases of its own holds each answer against a
+reference with :func:`first_miss`, and words its verdict from the first case
+that is off.
 Each carries a typical mistake (``Exercise.mistake``): the tests check that
 it gets a hint, and that every solution in the notebooks is marked right.
 """
