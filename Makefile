@@ -54,7 +54,9 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # make docs: the documentation site in docs/_build/html (open its index.html), warnings as
-# errors. The notebooks are shown from their stored outputs (make test executes them).
+# errors. The notebooks are shown from their stored outputs (make test executes them). The
+# widget JavaScript the lessons' controls need is fetched once with npm, at pinned versions,
+# into docs/_build/npm/ (docs/controls.py), and served by the site: it works offline.
 docs: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 

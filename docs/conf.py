@@ -4,7 +4,10 @@ The notebooks are rendered by myst-nb from their stored outputs, never
 executed here; the CLI reference is read from the argparse parser
 (sphinx-argparse), the scenario reference from ``data/schemas/`` and the
 checker's causes from each design's ``Design.causes``, so none of them can
-drift from the code. What is generated goes to ``docs/_generated/``.
+drift from the code. What is generated goes to ``docs/_generated/``. The
+lessons' controls need no network (``docs/controls.py``): the widget JavaScript
+is served by the site, fetched from the npm registry at pinned versions, and
+each control shows its still beside it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+import controls  # noqa: E402  (docs/controls.py, beside this file)
 import generate  # noqa: E402  (docs/generate.py, beside this file)
 
 project = "fanoutsim"
@@ -29,6 +33,7 @@ source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = [
     "_build",
     "generate.py",
+    "controls.py",
     "**/.ipynb_checkpoints",
     "_generated/causes.md",
     "_generated/metrics.md",
@@ -41,6 +46,7 @@ myst_heading_slug_func = "generate.jupyterlab_slug"
 
 nb_execution_mode = "off"  # the notebooks as stored: make test executes them, the site only shows them
 nb_merge_streams = True
+nb_ipywidgets_js = controls.ipywidgets_js()  # from the site's _static, never a CDN
 
 autodoc_default_options = {"members": True, "show-inheritance": False}
 autodoc_member_order = "bysource"
@@ -49,6 +55,12 @@ autodoc_mock_imports: list[str] = []
 
 html_theme = "furo"
 html_title = f"fanoutsim {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static", "_build/npm/static"]  # the second: the widget JavaScript, below
+html_css_files = ["controls.css"]
 
 generate.generate_all(HERE / "_generated", ROOT)
+controls.vendor(HERE / "_build" / "npm" / "static", HERE / "_build" / "npm")
+
+
+def setup(app) -> None:
+    app.add_post_transform(controls.ControlStill)

@@ -18,7 +18,9 @@ A code cell's marker may carry words that become cell tags and metadata:
 
 A learner sees tags only in the property inspector, never as a comment in the
 code. After the run, every control's note (:func:`fanoutsim.lesson.needs_kernel`)
-is saved in its words for a reader without a running kernel, and the time
+is saved in its words for a reader without a running kernel, every control's
+output carries a still of the figure it shows (for a viewer that draws no
+widgets: the documentation site without JavaScript, a notebook viewer), and the time
 Run All took — the cells' run, without the kernel's start — is written to
 ``run_all_seconds.json`` (the index quotes it).
 
@@ -28,7 +30,9 @@ Run All took — the cells' run, without the kernel's start — is written to
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 import re
 import sys
@@ -51,6 +55,7 @@ MARKERS = {
 }
 # the class and the attribute fanoutsim.lesson.needs_kernel gives a control's note
 NOTE_CLASS, OFFLINE = "fanoutsim-kernel-note", "placeholder"
+VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def marker_metadata(line: str) -> dict:
@@ -94,18 +99,69 @@ def cells_of(source: str) -> list:
     return cells
 
 
+def widget_state(nb) -> dict:
+    """The saved widget models of ``nb``, by model id (empty if it saved none)."""
+    return nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+
+
 def offline_notes(nb) -> int:
     """Give every control's note, in the saved widget state, its words for a
     reader whose kernel has not run the cell (a saved control does not move):
     the note's ``placeholder``. The number of notes changed."""
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     changed = 0
-    for model in state.values():
+    for model in widget_state(nb).values():
         s = model.get("state", {})
         if NOTE_CLASS in s.get("_dom_classes", ()) and s.get(OFFLINE):
             s["value"] = s[OFFLINE]
             changed += 1
     return changed
+
+
+def control_stills(nb) -> int:
+    """Give every saved control's output a still: the figures its saved state
+    shows (its Output widgets' PNGs, top to bottom, as one PNG) as the output's
+    ``image/png``, beside the widget view. A viewer that draws widgets (JupyterLab,
+    the site with its widget JavaScript) prefers the view; one that draws none (the
+    site without JavaScript, a plain notebook viewer) shows the control's default
+    figure rather than nothing. The number of outputs given a still."""
+    state = widget_state(nb)
+    changed = 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", ()):
+            view = output.get("data", {}).get(VIEW)
+            figures = list(_figures(state, view["model_id"])) if view else []
+            if figures:
+                output["data"]["image/png"] = _stack(figures)
+                changed += 1
+    return changed
+
+
+def _figures(state: dict, model_id: str):
+    """The PNGs (base64) the widget ``model_id`` shows, its children's in order."""
+    model = state.get(model_id, {}).get("state", {})
+    for shown in model.get("outputs", ()):  # an Output widget's content
+        png = shown.get("data", {}).get("image/png")
+        if png:
+            yield png
+    for child in model.get("children", ()):
+        yield from _figures(state, child.removeprefix("IPY_MODEL_"))
+
+
+def _stack(figures: list[str]) -> str:
+    """One PNG (base64) of ``figures`` one above the other, on white."""
+    if len(figures) == 1:
+        return figures[0]
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(base64.b64decode(f))).convert("RGBA") for f in figures]
+    still = Image.new("RGB", (max(i.width for i in images), sum(i.height for i in images)), "white")
+    top = 0
+    for image in images:
+        still.paste(image, (0, top), image)  # through its alpha: a transparent figure on white
+        top += image.height
+    buffer = io.BytesIO()
+    still.save(buffer, format="PNG", optimize=True)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def run_all_seconds(nb) -> float:
@@ -139,6 +195,7 @@ def build(src: Path) -> tuple[Path, float]:
     out = HERE / f"{src.stem}.ipynb"
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
     offline_notes(nb)
+    control_stills(nb)
     nbformat.write(nb, out)
     return out, run_all_seconds(nb)
 

@@ -1,6 +1,7 @@
 """What the lessons are built with: fanoutsim.lesson (controls with their kernel
 note, Explorer over a grid run once, tables, take-aways) and notebooks/build.py
-(cell markers as tags and metadata, the saved note's words, Run All's time)."""
+(cell markers as tags and metadata, the saved note's words, each control's still, Run
+All's time)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,60 @@ def test_a_saved_control_keeps_the_words_for_a_reader_without_a_kernel():
     assert build.offline_notes(nb) == 1
     saved = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     assert saved["a"]["state"]["value"] == note.placeholder and saved["b"]["state"]["value"] == "a summary"
+
+
+def _png(width: int, height: int, colour: str, mode: str = "RGB") -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    image = Image.new(mode, (width, height), colour)
+    if mode == "RGBA":
+        image.putpixel((width - 1, 0), (0, 0, 0, 0))  # one transparent pixel: white in the still
+    image.save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def test_a_saved_control_carries_a_still_of_the_figures_it_shows():
+    """The still is the control's figures as saved (its Output widgets' PNGs, in
+    the order the control shows them, one above the other); a widget that shows
+    no figure gets none, and nothing else in the output changes."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    build = _build()
+    wide, tall = _png(6, 3, "red"), _png(4, 5, "blue", "RGBA")
+    shown = lambda png: {"outputs": [{"output_type": "display_data", "data": {"image/png": png, "text/plain": "F"}}]}  # noqa: E731
+    state = {
+        "control": {"state": {"children": ["IPY_MODEL_note", "IPY_MODEL_body"]}},
+        "note": {"state": {"value": "needs a running kernel"}},
+        "body": {"state": {"children": ["IPY_MODEL_top", "IPY_MODEL_bottom"]}},
+        "top": {"state": shown(wide)},
+        "bottom": {"state": shown(tall)},
+        "one": {"state": {"children": ["IPY_MODEL_bottom"]}},
+        "button": {"state": {"description": "no figure"}},
+    }
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": state}}
+
+    def view(model_id: str):
+        data = {build.VIEW: {"model_id": model_id, "version_major": 2, "version_minor": 0}, "text/plain": "a control"}
+        return nbformat.v4.new_output("display_data", data=data)
+
+    nb.cells = [nbformat.v4.new_code_cell("c", outputs=[view("control"), view("one"), view("button")])]
+    assert build.control_stills(nb) == 2
+    stacked, single, none = (o["data"] for o in nb.cells[0].outputs)
+    assert "image/png" not in none and set(none) == {build.VIEW, "text/plain"}
+    assert single["image/png"] == tall and single["text/plain"] == "a control"
+    still = Image.open(io.BytesIO(base64.b64decode(stacked["image/png"]))).convert("RGB")
+    assert still.size == (6, 8)
+    assert still.getpixel((0, 0)) == (255, 0, 0) and still.getpixel((0, 7)) == (0, 0, 255)
+    assert still.getpixel((5, 7)) == (255, 255, 255)  # beside the narrower figure: white
+    assert still.getpixel((3, 3)) == (255, 255, 255)  # where the figure is transparent: white
 
 
 def test_run_all_is_timed_from_the_first_cell_to_the_last():

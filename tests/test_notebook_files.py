@@ -66,3 +66,32 @@ def test_a_rebuilt_notebook_keeps_its_cell_ids():
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         cells = nbformat.read(path, as_version=4).cells
         assert [c.id for c in cells] == [build.cell_id(path.stem, i) for i in range(len(cells))], path.name
+
+
+def test_every_saved_control_carries_the_still_of_the_figures_it_shows():
+    """A viewer that draws no widgets (the site without JavaScript, a notebook
+    viewer) shows a control's ``image/png``: the figures its saved state shows, as
+    the build stacks them. Every control of the lessons has one."""
+    build = _build()
+    controls = 0
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        views = [o for c in nb.cells for o in c.get("outputs", ()) if build.VIEW in o.get("data", {})]
+        for output in views:
+            assert "image/png" in output["data"], f"{path.name}: a control without its still (rebuild it)"
+            expected = list(build._figures(build.widget_state(nb), output["data"][build.VIEW]["model_id"]))
+            assert expected, f"{path.name}: a control whose saved state shows no figure"
+            assert _pixels(output["data"]["image/png"]) == _pixels(build._stack(expected)), path.name
+        controls += len(views)
+    assert controls >= 7  # lessons 1, 2, 3, 6, 7, 8 and 10 have one each
+
+
+def _pixels(png: str) -> tuple:
+    """A PNG's size and pixels (the same picture, whichever encoder wrote it)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(base64.b64decode(png))).convert("RGB")
+    return image.size, image.tobytes()
