@@ -226,6 +226,10 @@ def test_the_crash_figure_marks_every_crash_and_every_duplicate(crash_run):
     assert sum(len(c.get_offsets()) for c in markers) == report.total["extra_deliveries"] == len(report.duplicates)
     for cause, n in report.duplicates["cause"].value_counts().items():
         assert f"duplicate: {cause} ({n})" in legend
+    # read from the recorder's columns (no frame built) or from the frame: the same crashes
+    from fanoutsim.kernel.plotting import downtimes, run_downtimes
+
+    assert run_downtimes(sim) == downtimes(trace, sim.start_us) and len(run_downtimes(sim)) == crashes
     # the longest downtime is said in place: what a lag spike near it waited for
     longest = max(d.seconds for d in plots_downtimes(sim))
     assert any(f"longest down: {longest:.1f} s" in t.get_text() for t in ax.texts)

@@ -2,8 +2,8 @@
 ``new_figure``, ``figure_axes`` (a new figure, or the caller's axes),
 ``one_axes`` (a figure's whole frame: style, axes, :class:`Labels` and the empty case),
 ``mark_empty``, ``time_unit``, ``steps_over_time`` (a table's rows over
-virtual time, one step line per run), ``downtimes`` and ``mark_downtimes`` (a
-run's crashes, read from its trace and drawn on a time axis),
+virtual time, one step line per run), ``downtimes``, ``run_downtimes`` and
+``mark_downtimes`` (a run's crashes, read from its trace and drawn on a time axis),
 ``extra_deliveries`` and ``mark_duplicates`` (when each duplicate a checker
 found happened, and a marker there per cause), ``save_figures``,
 ``sweep_lines`` (any sweep column against a grid key) and the shared colours
@@ -224,17 +224,21 @@ class Downtime(NamedTuple):
         return None if self.restarted_s is None else self.restarted_s - self.crashed_s
 
 
-def downtimes(trace: pd.DataFrame, start_us: int) -> list[Downtime]:
-    """The crashes of a run, from its trace (``t`` in epoch microseconds, ``kind``,
-    ``detail``): the ``crashed`` and ``restarted`` events every driver writes,
-    each crash with the first restart after it, in time order."""
-    if trace.empty or "kind" not in trace.columns:
+def downtimes(trace: Any, start_us: int) -> list[Downtime]:
+    """The crashes of a run, from its trace: a frame, or the recorder's columns
+    (``{name: list}``), with ``t`` (epoch microseconds), ``kind`` and ``detail``:
+    the ``crashed`` and ``restarted`` events every driver writes, each crash
+    with the first restart after it, in time order."""
+    import numpy as np
+
+    if "kind" not in trace or not len(trace["kind"]):
         return []
-    kinds = trace["kind"].to_numpy()
-    events = trace.loc[(kinds == "crashed") | (kinds == "restarted"), ["t", "kind", "detail"]]
+    kinds = np.asarray(trace["kind"], dtype=object)
+    rows = np.flatnonzero((kinds == "crashed") | (kinds == "restarted"))
+    times, details = np.asarray(trace["t"], dtype=object)[rows], np.asarray(trace["detail"], dtype=object)[rows]
     out: list[Downtime] = []
     open_at: tuple[float, str] | None = None
-    for t, kind, detail in events.itertuples(index=False):
+    for t, kind, detail in zip(times, kinds[rows], details):
         at = (int(t) - start_us) / 1e6
         if kind == "crashed":
             if open_at is not None:  # down again before any restart: the first crash holds
@@ -246,6 +250,15 @@ def downtimes(trace: pd.DataFrame, start_us: int) -> list[Downtime]:
     if open_at is not None:
         out.append(Downtime(open_at[0], None, open_at[1]))
     return out
+
+
+def run_downtimes(run: Any) -> list[Downtime]:
+    """:func:`downtimes` of a run (a simulation, or what offers ``trace()`` and
+    ``start_us``), read from the recorder's own columns when the run offers
+    them (``trace_columns()``: no frame of a day's million events is built for
+    a handful of crashes), else from its trace frame."""
+    read = getattr(run, "trace_columns", None)
+    return downtimes(read()[0] if read is not None else run.trace(), run.start_us)
 
 
 CRASH_COLOR = "#d62728"

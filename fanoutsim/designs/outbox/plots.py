@@ -25,6 +25,7 @@ from fanoutsim.kernel.plotting import (
     new_figure,
     one_axes,
     plain_log,
+    run_downtimes,
     save_figures,
     style,
 )
@@ -417,7 +418,7 @@ def cursor_heatmap(sim, consumers=None, *, bins: int = 120, ax: Axes | None = No
                 )
         ax.set_yticks(range(len(names)), [f"{n} (max {int(g.max())})" for n, g in zip(names, grid)])
         ax.grid(False)
-        mark_downtimes(ax, downtimes(sim.trace(), sim.start_us), who="dispatcher")
+        mark_downtimes(ax, run_downtimes(sim), who="dispatcher")
         fig.colorbar(image, ax=ax, label="rows behind (worst in the stretch)", pad=0.01)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.12 - 0.02 * len(names)), ncols=2)

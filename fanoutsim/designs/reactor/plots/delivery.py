@@ -17,12 +17,12 @@ from fanoutsim.kernel.plotting import (
     STYLE,
     THEORY_COLOR,
     Labels,
-    downtimes,
     figure_axes,
     mark_downtimes,
     mark_duplicates,
     mark_empty,
     one_axes,
+    run_downtimes,
     save_figures,
     style,
     time_unit,
@@ -132,7 +132,7 @@ def executions_over_time(
                 _mark_duplicates(ax, checked.duplicates, ex, t, groups, counts, edges, unit)
             ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # headroom: a crash's note covers no line
         if faults:
-            mark_downtimes(ax, downtimes(sim.trace(), sim.start_us), unit, who="runner")
+            mark_downtimes(ax, run_downtimes(sim), unit, who="runner")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
