@@ -232,6 +232,11 @@ def test_inflight_fence_and_outcome_figures(fence, restored):
     s = lx.inflight_sweep(in_flights=(1, 2), partition_counts=(1, 2), seconds=20.0, warmup=5.0)
     fig = lp.inflight_throughput(s)
     left, right = fig.axes
+    # RiffDB's rule: the partition count changes nothing, and one line says so
+    assert "1 and 2 partitions (identical)" in _labels(left)
+    assert "1 and 2 partitions (identical), p99" in _labels(right)
+    hol = lx.inflight_sweep(in_flights=(1, 2), partition_counts=(1, 2), seconds=20.0, warmup=5.0, order="head_of_line")
+    left, right = lp.inflight_throughput(hol).axes
     assert {"1 partition", "2 partitions"} <= set(_labels(left))
     assert "2 partitions, p99" in _labels(right)
     fig = lp.events_table_size(fence, at=150.5, retention=30.0)

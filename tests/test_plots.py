@@ -167,3 +167,223 @@ def test_one_axes_draws_in_the_house_frame_or_says_what_is_missing():
     host = Fig()
     given = host.add_subplot()
     assert one_axes(given, None) is host and given.texts[0].get_text() == "no runs"  # the caller's axes
+
+
+# -- figures that show their point: crashes, duplicates, coinciding lines, small samples -----------------
+@pytest.fixture(scope="module")
+def crash_run():
+    """The shipped crashes scenario, its first half hour: four runner crashes
+    (one between a dispatch and its watermark move) and failing inserts."""
+    from fanoutsim import examples
+    from fanoutsim.scenario import load_scenario
+
+    s = load_scenario(examples.FOLDER / "crashes.toml").build()
+    s.run(until=1800)
+    return s, fs.check(s)
+
+
+def test_downtimes_pair_each_crash_with_the_restart_after_it():
+    import pandas as pd
+
+    from fanoutsim.kernel.plotting import Downtime, downtimes
+
+    us = 1_000_000
+    trace = pd.DataFrame(
+        {
+            "t": [5 * us, 7 * us, 9 * us, 10 * us, 12 * us, 20 * us],
+            "kind": ["crashed", "restarted", "polled", "crashed", "crashed", "restarted"],
+            "detail": ["random", None, None, "poll.after_fetch", "random", None],
+        }
+    )
+    downs = downtimes(trace, start_us=us)
+    # a second crash while down is no new crash: the first holds until the restart
+    assert downs == [Downtime(4.0, 6.0, "random"), Downtime(9.0, 19.0, "poll.after_fetch")]
+    assert [d.seconds for d in downs] == [2.0, 10.0]
+    never = downtimes(trace.iloc[:4], start_us=0)
+    assert never[-1].restarted_s is None and never[-1].seconds is None
+    assert downtimes(pd.DataFrame(), 0) == []
+
+
+def test_the_crash_figure_marks_every_crash_and_every_duplicate(crash_run):
+    """crashes/executions_over_time.png: a dotted line per crash of the trace,
+    its downtime shaded, the longest written; a marker per extra delivery the
+    checker found, one legend entry per cause with its count."""
+    from matplotlib.collections import PathCollection
+
+    sim, report = crash_run
+    trace = sim.trace()
+    crashes = int((trace["kind"] == "crashed").sum())
+    assert crashes >= 2 and report.total["extra_deliveries"] > 0
+    fig = plots.executions_over_time(sim, bin_seconds=60, report=report)
+    ax = fig.axes[0]
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(dotted) == crashes
+    crashed_at = sorted((trace.loc[trace["kind"] == "crashed", "t"] - sim.start_us) / 1e6 / 60)
+    assert sorted(line.get_xdata()[0] for line in dotted) == pytest.approx(crashed_at)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith(f"runner crash ({crashes}), down ") for t in legend), legend
+    markers = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert sum(len(c.get_offsets()) for c in markers) == report.total["extra_deliveries"] == len(report.duplicates)
+    for cause, n in report.duplicates["cause"].value_counts().items():
+        assert f"duplicate: {cause} ({n})" in legend
+    # read from the recorder's columns (no frame built) or from the frame: the same crashes
+    from fanoutsim.kernel.plotting import downtimes, run_downtimes
+
+    assert run_downtimes(sim) == downtimes(trace, sim.start_us) and len(run_downtimes(sim)) == crashes
+    # the longest downtime is said in place: what a lag spike near it waited for
+    longest = max(d.seconds for d in plots_downtimes(sim))
+    assert any(f"longest down: {longest:.1f} s" in t.get_text() for t in ax.texts)
+    # without a report the figure checks the run itself, and finds the same
+    again = plots.executions_over_time(sim, bin_seconds=60).axes[0]
+    assert sum(len(c.get_offsets()) for c in again.collections if isinstance(c, PathCollection)) == len(
+        report.duplicates
+    )
+    quiet = plots.executions_over_time(sim, bin_seconds=60, faults=False).axes[0]
+    assert not [line for line in quiet.get_lines() if line.get_linestyle() == ":"]
+
+
+def plots_downtimes(sim):
+    from fanoutsim.kernel.plotting import downtimes
+
+    return [d for d in downtimes(sim.trace(), sim.start_us) if d.seconds is not None]
+
+
+def test_extra_deliveries_finds_when_each_repeat_happened():
+    import pandas as pd
+
+    from fanoutsim.kernel.plotting import extra_deliveries
+
+    us = 1_000_000
+    trace = pd.DataFrame(
+        {
+            "t": [1 * us, 2 * us, 3 * us, 4 * us, 5 * us, 6 * us],
+            "kind": ["delivered", "delivered", "crashed", "delivered", "delivered", "delivered"],
+            "who": ["a", "b", None, "a", "a", "b"],
+            "item": [7, 7, None, 7, 7, 8],
+        }
+    )
+    dups = pd.DataFrame({"who": ["a", "a"], "item": [7, 7], "cause": ["crash", "reset"]})
+    got = extra_deliveries(trace, dups, ["who", "item"], start_us=0)
+    assert got["t_s"].tolist() == [4.0, 5.0] and got["cause"].tolist() == ["crash", "reset"]
+    assert extra_deliveries(trace, dups.iloc[:0], ["who", "item"], 0).empty
+
+
+def test_the_outbox_and_leases_crash_figures_mark_crashes_and_duplicates(tmp_path):
+    from matplotlib.collections import PathCollection
+
+    from fanoutsim import examples
+    from fanoutsim.designs import design_of
+    from fanoutsim.scenario import load_scenario
+
+    for name, figure, who in (
+        ("outbox-crashes.toml", lambda s, r: plots.cursor_progress(s, lag=True, faults=True, report=r), "dispatcher"),
+        ("leases-crashes.toml", lambda s, r: plots.leases.consumers_behind(s, report=r), "node"),
+    ):
+        sim = load_scenario(examples.FOLDER / name).build()
+        sim.run(until=900)
+        report = design_of(sim).check(sim)
+        crashes = int((sim.trace()["kind"] == "crashed").sum())
+        fig = figure(sim, report)
+        first = fig.axes[0]
+        assert len([line for line in first.get_lines() if line.get_linestyle() == ":"]) == crashes > 0
+        assert any(t.get_text().startswith(f"{who} crash ({crashes})") for t in first.get_legend().get_texts())
+        marked = sum(
+            len(c.get_offsets())
+            for ax in fig.axes
+            for c in ax.collections
+            if isinstance(c, PathCollection) and c.get_label().startswith("duplicate:")
+        )
+        assert marked == len(report.duplicates), name
+
+
+def test_identical_lines_share_one_labelled_line():
+    """Lesson 10's "several leases per partition": under RiffDB's rule 1, 4 and
+    8 partitions give the same numbers; one line says so, not three stacked."""
+    import pandas as pd
+
+    from fanoutsim.plots import leases as lp
+
+    rows = []
+    for parts in (1, 4, 8):
+        for k in (1, 2, 4, 8):
+            slots = k  # RiffDB's rule: the in-flight limit, whatever the partition count
+            rows.append(
+                {
+                    "partitions": parts,
+                    "in_flight": k,
+                    "throughput": 0.8 * slots,
+                    "theory": 0.8 * slots,
+                    "p50_s": 10.0 / slots,
+                    "p99_s": 30.0 / slots,
+                    "offered": 8.0,
+                }
+            )
+    same = pd.DataFrame(rows)
+    left, right = lp.inflight_throughput(same).axes
+    assert [t.get_text() for t in left.get_legend().get_texts()][0] == "1, 4 and 8 partitions (identical)"
+    assert len([line for line in left.get_lines() if line.get_marker() == "o"]) == 1
+    assert [t.get_text() for t in right.get_legend().get_texts()] == [
+        "1, 4 and 8 partitions (identical), p50",
+        "1, 4 and 8 partitions (identical), p99",
+    ]
+    # head-of-line: min(in-flight, partitions) slots, so each count its own line, in its own colour
+    hol = same.assign(throughput=[0.8 * min(r["in_flight"], r["partitions"]) for r in rows])
+    left, right = lp.inflight_throughput(hol).axes
+    names = [t.get_text() for t in left.get_legend().get_texts()]
+    assert names[:3] == ["1 partition", "4 partitions", "8 partitions"]
+    colours = {line.get_label(): line.get_color() for line in left.get_lines() if line.get_marker() == "o"}
+    assert len(set(colours.values())) == 3
+    # the latency panel, the same for all three here, keeps the first count's colour
+    (p50,) = [line for line in right.get_lines() if line.get_label().endswith("p50")]
+    assert p50.get_color() == colours["1 partition"]
+
+
+def test_the_lost_hints_cdf_rises_to_one_and_draws_the_bound():
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    lat = pd.DataFrame(
+        {
+            "latency_s": np.r_[rng.uniform(0, 0.5, 100), rng.uniform(0.05, 0.55, 100)],
+            "clock": ["virtual"] * 100 + ["wall"] * 100,
+        }
+    )
+    fig = plots.outbox_latency_cdf(lat, poll=0.5, by="clock")
+    ax = fig.axes[0]
+    curves = [line for line in ax.get_lines() if line.get_drawstyle() == "steps-post"]
+    assert [c.get_label() for c in curves] == ["virtual clock (n=100)", "wall clock (n=100)"]
+    for c in curves:
+        xs, ys = (np.asarray(v, dtype=float) for v in c.get_data())
+        assert ys[0] == 0 and ys[-1] == pytest.approx(1.0)
+        assert (np.diff(ys) >= 0).all() and (np.diff(xs) >= 0).all()  # a CDF: never falls
+    (bound,) = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert bound.get_xdata()[0] == 0.5 and "safety poll" in bound.get_label()
+    assert ax.get_xlim()[1] >= lat["latency_s"].max()  # the worst row shows
+    other_poll = plots.outbox_latency_cdf(lat.assign(poll=0.5), poll=9.0, by="clock")
+    assert "no latencies" in [t.get_text() for t in other_poll.axes[0].texts]
+
+
+def test_the_outbox_latency_axis_starts_where_the_consumers_latencies_do():
+    """outbox.toml's search consumer handles a few rows in microseconds (its
+    work time is exponential); the axis starts at the fastest consumer's 5th
+    percentile, not at those, and every row is still counted."""
+    from fanoutsim import examples
+    from fanoutsim.designs.outbox import analysis as oa
+    from fanoutsim.scenario import load_scenario
+
+    sim = load_scenario(examples.FOLDER / "outbox.toml").build()
+    sim.run(until=600)
+    lat = oa.handled_latency(sim)
+    lat = lat[lat["latency_s"] > 0]
+    typical = float(lat.groupby("consumer")["latency_s"].quantile(0.05).min())
+    assert float(lat["latency_s"].min()) * 3 < typical  # the outlier this is about
+    ax = plots.consumer_latency_histogram(sim).axes[0]
+    low = ax.get_xlim()[0]
+    assert typical / 2.5 <= low <= typical
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for name, n in lat["consumer"].value_counts().items():  # every row counted, those under the start too
+        assert any(t.startswith(f"{name} (n={n},") for t in legend), (name, legend)
+    search = next(t for t in legend if t.startswith("search"))
+    under = int((lat.loc[lat["consumer"] == "search", "latency_s"] < low).sum())
+    assert f"{under} under" in search and "in the first bin" in search

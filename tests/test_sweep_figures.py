@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 import fanoutsim as fs
 from fanoutsim import plots
-from fanoutsim.analysis import backlog_growth, knee_rate, recommend, seed_summary, stream_shares
+from fanoutsim.analysis import backlog_growth, knee_interval, knee_rate, recommend, seed_summary, stream_shares
 from fanoutsim.designs.reactor.analysis.sweep import t_critical
 from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.widgets import SweepExplorer, sweep_explorer
@@ -53,6 +53,46 @@ def test_the_knee_is_batch_over_p_for_the_busiest_stream():
     assert knee_rate(sc, 5, 1.0) == pytest.approx(5 / 0.75)
     assert knee_rate(sc, 100, 2.0) == pytest.approx(50 / 0.75)
     assert knee_rate(SCENARIO) == pytest.approx(100 / 0.75)  # the scenario's own settings, from a path
+
+
+def test_the_knee_as_a_poll_interval_is_batch_over_the_busiest_rate():
+    sc = load_scenario(SCENARIO)
+    assert knee_interval(sc, 10, 16.0) == pytest.approx(10 / 12.0)  # acme: 75% of 16 firings/s
+    assert knee_interval(sc, 100) == pytest.approx(100 / 1.5)  # the scenario's own 2 firings/s
+    for b, p in ((5, 1.0), (100, 2.0)):  # the same knee, seen from either side
+        assert knee_interval(sc, b, knee_rate(sc, b, p)) == pytest.approx(p)
+
+
+def test_the_latency_panels_mark_each_batch_limits_knee(tmp_path):
+    """The how-to's sweep: at 16 firings/s (acme 12/s) batch 10 falls behind
+    past P = 0.83 s and batch 100 never does. The batch-10 panel draws its knee
+    and shades the intervals past it; the batch-100 panel says where its knee lies."""
+    from matplotlib.collections import PolyCollection
+
+    from fanoutsim.designs.reactor.plots.sweep import save_sweep_figures
+
+    sc = load_scenario(SCENARIO)
+    df = fs.sweep(
+        SCENARIO, grid={P: [0.5, 1.0], B: [10, 100], "rate": [16.0]}, until=60.0, seeds=range(2), progress=False
+    )
+    knees = {b: knee_interval(sc, b, 16.0) for b in (10, 100)}
+    fig = plots.latency_vs_interval(df, knees=knees)
+    ten, hundred = fig.axes
+    (line,) = [x for x in ten.get_lines() if x.get_gid() == "knee"]
+    assert line.get_xdata()[0] == pytest.approx(10 / 12.0)
+    assert not [x for x in hundred.get_lines() if x.get_gid() == "knee"]  # 8.3 s: past the grid
+    (past,) = [p for p in ten.patches if p.get_gid() == "past the knee"]
+    assert past.get_x() == pytest.approx(10 / 12.0)  # shaded from the knee on
+    shaded = [c for c in ten.collections if isinstance(c, PolyCollection) and not c.get_label().startswith("_")]
+    assert [c.get_label() for c in shaded] == ["95% interval over 2 seeds"]  # the band says what it is
+    assert any("backlog grows" in t.get_text() for t in ten.texts)
+    assert any("knee at P = 8.3 s: every swept interval keeps up" in t.get_text() for t in hundred.texts)
+    # batch 10 past its knee: latency far above the poll wait; batch 100 on it
+    p99 = df.groupby([B, P])["fire_to_dispatch_p99_s"].mean()
+    assert p99[(10, 1.0)] > 5 * 1.0 and p99[(100, 1.0)] < 1.2
+    written = {p.name for p in save_sweep_figures(df, sc, tmp_path)}
+    assert "sweep_backlog_vs_rate.png" not in written  # one rate: no figure of one point per line
+    assert "sweep_latency_vs_interval.png" in written
 
 
 def test_backlog_growth_is_the_excess_over_the_drain_rate():
@@ -102,7 +142,13 @@ def test_latency_vs_interval_one_panel_per_batch_limit_in_plain_numbers(df):
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]  # the shared y axis
     assert labels and all("times" not in t and "^" not in t for t in labels), labels  # never 2x10^0
     labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
-    assert labels == ["batch 100 p50", "batch 100 p99", "theory p50 = P/2", "theory p99 = 0.99 P"]
+    assert labels == [
+        "batch 100 p50",
+        "batch 100 p99",
+        "95% interval over 2 seeds",  # the shaded band says what it is
+        "theory p50 = P/2",
+        "theory p99 = 0.99 P",
+    ]
     (p50_100,) = [line for line in fig.axes[1].get_lines() if line.get_label() == "batch 100 p50"]
     xs, ys = p50_100.get_data()
     assert list(xs) == [0.5, 1.0, 2.0]

@@ -39,7 +39,14 @@ from fanoutsim.designs.reactor.analysis.latency import (  # noqa: E402,F401
     latency_budget,
     poll_wait_uniformity,
 )
-from fanoutsim.designs.reactor.analysis.sweep import backlog_growth, knee_rate, recommend, seed_summary, stream_shares  # noqa: E402,F401
+from fanoutsim.designs.reactor.analysis.sweep import (  # noqa: E402,F401
+    backlog_growth,
+    knee_interval,
+    knee_rate,
+    recommend,
+    seed_summary,
+    stream_shares,
+)
 
 __all__ += [
     "BUDGET_COMPONENTS",
@@ -49,6 +56,7 @@ __all__ += [
     "latency_budget",
     "poll_wait_uniformity",
     "knee_rate",
+    "knee_interval",
     "backlog_growth",
     "recommend",
     "seed_summary",

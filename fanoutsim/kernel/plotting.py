@@ -2,8 +2,12 @@
 ``new_figure``, ``figure_axes`` (a new figure, or the caller's axes),
 ``one_axes`` (a figure's whole frame: style, axes, :class:`Labels` and the empty case),
 ``mark_empty``, ``time_unit``, ``steps_over_time`` (a table's rows over
-virtual time, one step line per run), ``save_figures``, ``sweep_lines`` (any
-sweep column against a grid key) and the shared colours and limits."""
+virtual time, one step line per run), ``downtimes``, ``run_downtimes`` and
+``mark_downtimes`` (a run's crashes, read from its trace and drawn on a time axis),
+``extra_deliveries`` and ``mark_duplicates`` (when each duplicate a checker
+found happened, and a marker there per cause), ``save_figures``,
+``sweep_lines`` (any sweep column against a grid key) and the shared colours
+and limits."""
 
 from __future__ import annotations
 
@@ -203,6 +207,191 @@ def steps_over_time(
         ax.legend(loc="upper left")
 
     return one_axes(ax, draw if frames else None, Labels(title, f"virtual time ({uname})", ylabel))
+
+
+class Downtime(NamedTuple):
+    """One crash of a run's process, in virtual seconds since the run's start:
+    when it died, when it came back (None: still down at the end) and why
+    (the crash point, or ``random``, ``time``, ``manual``)."""
+
+    crashed_s: float
+    restarted_s: float | None
+    why: str
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the process stayed down (None: it never came back)."""
+        return None if self.restarted_s is None else self.restarted_s - self.crashed_s
+
+
+def downtimes(trace: Any, start_us: int) -> list[Downtime]:
+    """The crashes of a run, from its trace: a frame, or the recorder's columns
+    (``{name: list}``), with ``t`` (epoch microseconds), ``kind`` and ``detail``:
+    the ``crashed`` and ``restarted`` events every driver writes, each crash
+    with the first restart after it, in time order."""
+    import numpy as np
+
+    if "kind" not in trace or not len(trace["kind"]):
+        return []
+    kinds = np.asarray(trace["kind"], dtype=object)
+    rows = np.flatnonzero((kinds == "crashed") | (kinds == "restarted"))
+    times, details = np.asarray(trace["t"], dtype=object)[rows], np.asarray(trace["detail"], dtype=object)[rows]
+    out: list[Downtime] = []
+    open_at: tuple[float, str] | None = None
+    for t, kind, detail in zip(times, kinds[rows], details):
+        at = (int(t) - start_us) / 1e6
+        if kind == "crashed":
+            if open_at is not None:  # down again before any restart: the first crash holds
+                continue
+            open_at = (at, str(detail or "crash"))
+        elif open_at is not None:
+            out.append(Downtime(open_at[0], at, open_at[1]))
+            open_at = None
+    if open_at is not None:
+        out.append(Downtime(open_at[0], None, open_at[1]))
+    return out
+
+
+def run_downtimes(run: Any) -> list[Downtime]:
+    """:func:`downtimes` of a run (a simulation, or what offers ``trace()`` and
+    ``start_us``), read from the recorder's own columns when the run offers
+    them (``trace_columns()``: no frame of a day's million events is built for
+    a handful of crashes), else from its trace frame."""
+    read = getattr(run, "trace_columns", None)
+    return downtimes(read()[0] if read is not None else run.trace(), run.start_us)
+
+
+CRASH_COLOR = "#d62728"
+
+
+def extra_deliveries(
+    trace: pd.DataFrame, duplicates: pd.DataFrame, on: list[str], start_us: int, kind: str = "delivered"
+) -> pd.DataFrame:
+    """When each extra delivery a checker found happened: ``duplicates`` (the
+    checker's frame, one row per extra delivery: the columns ``on`` say who got
+    what, ``cause`` why) against the trace's ``kind`` events of the same who and
+    what: a pair's deliveries after its first, in time order, matched to its
+    rows in order. Columns ``on``, ``cause`` and ``t_s`` (virtual seconds since
+    the start; NaN where the trace holds no such delivery)."""
+    columns = [*on, "cause", "t_s"]
+    if duplicates.empty or trace.empty:
+        return pd.DataFrame(columns=columns)
+
+    def spelled(values: pd.Series) -> pd.Series:
+        # one spelling of a key: a trace column of mixed rows holds objects (or floats, NaN
+        # where a row has none), a checker's ints; whole floats are written as ints
+        if pd.api.types.is_float_dtype(values) and (values.dropna() % 1 == 0).all():
+            values = values.astype("Int64")
+        return values.astype(str)
+
+    def keyed(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.assign(**{f"_{c}": spelled(frame[c]) for c in on})
+
+    keys = [f"_{c}" for c in on]
+    dups = keyed(duplicates[[*on, "cause"]].reset_index(drop=True))
+    dups["_n"] = dups.groupby(keys, sort=False).cumcount() + 1  # the 1st extra is the 2nd delivery
+    events = keyed(trace.loc[trace["kind"] == kind, ["t", *on]])
+    events = events[pd.MultiIndex.from_frame(events[keys]).isin(pd.MultiIndex.from_frame(dups[keys]))]
+    events = events.sort_values("t", kind="stable")
+    events["_n"] = events.groupby(keys, sort=False).cumcount()
+    out = dups.merge(events[[*keys, "_n", "t"]], on=[*keys, "_n"], how="left", sort=False)
+    out["t_s"] = (out["t"].astype(float) - start_us) / 1e6
+    return out[columns]
+
+
+def mark_downtimes(
+    ax: Axes, downs: Iterable[Downtime], unit: float = 1.0, *, who: str = "process", legend: bool = True
+) -> None:
+    """Each crash on an x axis of virtual time (``unit`` seconds per tick unit):
+    a dotted line at the instant it died, its downtime shaded (to the right edge
+    when it never came back: set the x limits first), one legend entry
+    for them all (how many, the shortest and longest downtime). The longest
+    downtime, when it is at least a second, is written at the top beside its
+    line: what a step or spike near it waited for. ``legend`` False: the lines
+    and shades only (the later panels of small multiples)."""
+    downs = list(downs)
+    if not downs:
+        return
+    spans = [d.seconds for d in downs if d.seconds is not None]
+    label: str | None = f"{who} crash ({len(downs)})"
+    if spans:
+        lo, hi = min(spans), max(spans)
+        label = f"{label}, down {_secs(lo)}" + (f"\u2013{_secs(hi)}" if hi > lo else "")
+    if not legend:
+        label = None
+    _, right = ax.get_xlim()
+    for i, d in enumerate(downs):
+        ax.axvline(d.crashed_s / unit, color=CRASH_COLOR, linestyle=":", linewidth=1.2, label=None if i else label)
+        end = right if d.restarted_s is None else d.restarted_s / unit  # never back: down to the end
+        if end > d.crashed_s / unit:
+            ax.axvspan(d.crashed_s / unit, end, color=CRASH_COLOR, alpha=0.18, linewidth=0)
+    longest = max((d for d in downs if d.seconds is not None), key=lambda d: d.seconds or 0.0, default=None)
+    if legend and longest is not None and (longest.seconds or 0.0) >= 1.0:
+        at = longest.crashed_s / unit
+        left_side = at > 0.75 * right  # near the right edge: write it to the left of the line
+        ax.annotate(
+            f"longest down: {_secs(longest.seconds or 0.0)}\nfrom {_clock(longest.crashed_s)}",
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(-4 if left_side else 4, -4),
+            textcoords="offset points",
+            ha="right" if left_side else "left",
+            va="top",
+            fontsize=7,
+            color=CRASH_COLOR,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.0},  # over the lines it meets
+        )
+
+
+# a duplicate's marker: a crash's in the crash colour, each other cause in its own dark shape
+_CRASH_MARKER = ("v", CRASH_COLOR)
+_CAUSE_MARKERS = (("x", "#222222"), ("D", "#222222"), ("s", "#555555"), ("^", "#555555"), ("P", "#222222"))
+
+
+def mark_duplicates(
+    ax: Axes, x: Any, y: Any, causes: Any, unit: float = 1.0, *, every: Iterable[str] = (), legend: bool = True
+) -> None:
+    """Each extra delivery as a marker at ``(x / unit, y)``, one shape per
+    cause (a crash's a red triangle, the others dark shapes in the order of
+    their names among ``every``, the figure's causes, so that a cause keeps its
+    shape from panel to panel) and a legend entry per cause with its count
+    (``legend`` False: none). NaN positions are left out."""
+    import numpy as np
+
+    x, y, causes = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(causes, dtype=object)
+    seen = ~(np.isnan(x) | np.isnan(y))
+    names = sorted({str(c) for c in causes[seen]}, key=lambda c: (c != "crash", c))
+    shapes = sorted({*every, *names} - {"crash"})
+    for cause in names:
+        mine = seen & (causes == cause)
+        marker, color = _CRASH_MARKER if cause == "crash" else _CAUSE_MARKERS[shapes.index(cause) % len(_CAUSE_MARKERS)]
+        ax.scatter(
+            x[mine] / unit,
+            y[mine],
+            marker=marker,
+            s=26 if marker == "x" else 36,
+            color=color,
+            linewidths=1.2,
+            zorder=4,
+            label=f"duplicate: {cause} ({int(mine.sum())})" if legend else None,
+        )
+
+
+def _secs(s: float) -> str:
+    """A downtime, short: 40 ms, 0.3 s, 6.9 s, 12 s, 2.5 min."""
+    if s < 0.1:
+        return f"{s * 1000:.0f} ms"
+    if s >= 120:
+        return f"{s / 60:.1f} min"
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+
+
+def _clock(s: float) -> str:
+    """A virtual instant as the run's clock reads it: 26:32 (min:s), or 1:02:05 past an hour."""
+    whole = int(s)
+    h, rest = divmod(whole, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
 def plain_number(value: float, _pos: int | None = None) -> str:

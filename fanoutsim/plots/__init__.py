@@ -75,6 +75,7 @@ __all__ += ["watermark_lag_over_time_figure"]
 from fanoutsim.designs.outbox.plots import (  # noqa: E402,F401
     consumer_latency_histogram,
     cursor_progress,
+    outbox_latency_cdf,
     outbox_latency_histogram,
     outbox_tail_vs_drop,
     save_outbox_figures,
@@ -83,6 +84,7 @@ from fanoutsim.designs.outbox.plots import (  # noqa: E402,F401
 __all__ += [
     "consumer_latency_histogram",
     "cursor_progress",
+    "outbox_latency_cdf",
     "outbox_latency_histogram",
     "outbox_tail_vs_drop",
     "save_outbox_figures",

@@ -110,7 +110,7 @@ pd.Series({"rows lost on either clock": int(clocks["lost"].sum()),
 clocks.round(3)
 
 # %%
-fig = plots.outbox_latency_histogram(clock_latencies, poll=0.5, by="clock")
+fig = plots.outbox_latency_cdf(clock_latencies, poll=0.5, by="clock")
 fig
 
 # %% [markdown]

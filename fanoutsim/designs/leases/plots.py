@@ -22,7 +22,11 @@ from fanoutsim.kernel.plotting import (
     MAX_SERIES,
     THEORY_COLOR,
     Labels,
+    downtimes,
+    extra_deliveries,
     figure_axes,
+    mark_downtimes,
+    mark_duplicates,
     mark_empty,
     need_columns,
     new_figure,
@@ -396,11 +400,14 @@ def _behind_checkpoint(sim, consumer: str, grid: np.ndarray) -> np.ndarray:
     return np.maximum(total, 0)
 
 
-def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure:
+def consumers_behind(sim, consumers=None, *, title: str | None = None, faults: bool = True, report=None) -> Figure:
     """Per consumer, one panel (shared axes: small multiples), the events
     published and not yet passed by its checkpoint over virtual time — what
     holds history back from retention — with when it started and when it was
-    retired; dead letters as red crosses."""
+    retired; dead letters as red crosses. With ``faults``, each crash of the
+    node (a dotted line, its downtime shaded) and each duplicate the checker
+    finds (a marker on its consumer's line, one shape per cause; ``report``:
+    the checker's report of this run, if already at hand)."""
     t = sim.trace()
     if consumers is None:  # in the order they started, the retired ones too
         started = t.loc[t["kind"] == "consumer_start", "consumer"].dropna()
@@ -420,11 +427,12 @@ def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure
             return fig
         grid = np.linspace(0.0, float(sim.now), 600)
         top = 1.0
+        lines = {}
         for i, (name, a) in enumerate(zip(names, axes)):
             mine = t[t["consumer"] == name]
             started = _a._rel(sim, mine.loc[mine["kind"] == "consumer_start", "t"])
             retired = _a._rel(sim, mine.loc[mine["kind"] == "retired", "t"])
-            y = _behind_checkpoint(sim, name, grid)
+            y = lines[name] = _behind_checkpoint(sim, name, grid)
             live = np.ones(len(grid), dtype=bool)
             if len(started):
                 live &= grid >= started.min()
@@ -449,14 +457,42 @@ def consumers_behind(sim, consumers=None, *, title: str | None = None) -> Figure
             a.set_ylabel("events")
             top = max(top, float(np.nanmax(np.where(live, y, 0.0))))
         axes[0].set_ylim(0, top * 1.12)
+        if faults:
+            _mark_faults(sim, t, grid, lines, axes, report)
     return fig
+
+
+def _mark_faults(sim, t: pd.DataFrame, grid: np.ndarray, lines: dict, axes: list, report) -> None:
+    """:func:`consumers_behind`'s crashes (in every panel; in the first one's
+    legend) and duplicates (each on its consumer's line); a legend per panel
+    that has something to name."""
+    downs = downtimes(t, sim.start_us)
+    for j, a in enumerate(axes):
+        mark_downtimes(a, downs, who="node", legend=j == 0)
+    if getattr(sim, "traced", True):
+        checked = report if report is not None else _check(sim)
+        dups = extra_deliveries(t, checked.duplicates, ["consumer", "event_id"], sim.start_us)
+        for (name, y), a in zip(lines.items(), axes):
+            mine = dups[dups["consumer"] == name]
+            when = mine["t_s"].to_numpy(dtype=float)
+            mark_duplicates(a, when, np.interp(when, grid, y), mine["cause"].to_numpy(), every=dups["cause"])
+    for a in axes:
+        if a.get_legend_handles_labels()[0]:
+            a.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)  # beside the panel: over no line
+
+
+def _check(sim):
+    from fanoutsim.designs.leases.checker import check
+
+    return check(sim)
 
 
 def inflight_throughput(
     summary: pd.DataFrame, *, latency: pd.DataFrame | None = None, title: str | None = None
 ) -> Figure:
     """Two panels from ``inflight_sweep`` (``notebooks/experiments/leases.py``): acks per
-    second against the in-flight limit, one line per partition count, with
+    second against the in-flight limit, one line per partition count (counts
+    whose runs gave the same numbers share one line, labelled as identical), with
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
     ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
     ``title``, if given, heads the figure (say, the leasing rule)."""
@@ -480,14 +516,16 @@ def inflight_throughput(
             mark_empty(left, "runs")
             mark_empty(right, "runs")
             return fig
-        for i, (parts, g) in enumerate(summary.groupby("partitions")):
-            g = g.sort_values("in_flight")
-            name = f"{parts} partition{'s' if parts != 1 else ''}"
-            left.plot(g["in_flight"], g["throughput"], marker="o", color=f"C{i}", label=name)
-            left.plot(g["in_flight"], g["theory"], linestyle="--", linewidth=1, color=f"C{i}")
-            h = latency[latency["partitions"] == parts].sort_values("in_flight")
-            right.plot(h["in_flight"], h["p50_s"], marker="o", color=f"C{i}", label=f"{name}, p50")
-            right.plot(h["in_flight"], h["p99_s"], marker="^", linestyle=":", color=f"C{i}", label=f"{name}, p99")
+        counts = sorted(set(summary["partitions"]) | set(latency["partitions"]))
+        for parts, g in _coinciding(summary, ("throughput", "theory")):
+            color, name = f"C{counts.index(parts[0]) % 10}", _partitions_label(parts)  # a count's colour in both
+            left.plot(g["in_flight"], g["throughput"], marker="o", color=color, label=name)
+            left.plot(g["in_flight"], g["theory"], linestyle="--", linewidth=1, color=color)
+        shared = _coinciding(latency, ("p50_s", "p99_s"))
+        for parts, h in shared:
+            color, name = f"C{counts.index(parts[0]) % 10}", _partitions_label(parts)
+            right.plot(h["in_flight"], h["p50_s"], marker="o", color=color, label=f"{name}, p50")
+            right.plot(h["in_flight"], h["p99_s"], marker="^", linestyle=":", color=color, label=f"{name}, p99")
         left.plot([], [], linestyle="--", color=THEORY_COLOR, linewidth=1, label="slots / (work + poll / 2)")
         left.set_xlabel("in_flight_limit")
         left.set_ylabel("acks per second")
@@ -498,8 +536,35 @@ def inflight_throughput(
         right.set_yscale("log")
         right.set_ylim(top=float(np.nanmax(latency["p99_s"])) * 6)
         plain_log(right, "y")
-        right.legend(loc="upper right", ncol=3)
+        right.legend(loc="upper right", ncol=min(3, len(shared)))
     return fig
+
+
+def _coinciding(summary: pd.DataFrame, columns: tuple[str, ...]) -> list[tuple[list, pd.DataFrame]]:
+    """The rows of each partition count, by in-flight limit; counts whose
+    ``columns`` are the same at every in-flight limit share one entry (their
+    counts, and the first one's rows): lines drawn on top of each other would
+    show only the last, and a legend naming three would promise three."""
+    shared: list[tuple[list, pd.DataFrame]] = []
+    for parts, g in summary.groupby("partitions"):
+        g = g.sort_values("in_flight")
+        values = g[["in_flight", *columns]].to_numpy(dtype=float)
+        for counts, first in shared:
+            other = first[["in_flight", *columns]].to_numpy(dtype=float)
+            if other.shape == values.shape and np.allclose(other, values, rtol=1e-9, atol=0, equal_nan=True):
+                counts.append(parts)
+                break
+        else:
+            shared.append(([parts], g))
+    return shared
+
+
+def _partitions_label(counts: list) -> str:
+    """``1 partition``, ``4 partitions``, or ``1, 4 and 8 partitions (identical)``."""
+    if len(counts) == 1:
+        return f"{counts[0]} partition{'s' if counts[0] != 1 else ''}"
+    listed = ", ".join(str(c) for c in counts[:-1]) + f" and {counts[-1]}"
+    return f"{listed} partitions (identical)"
 
 
 def events_table_size(

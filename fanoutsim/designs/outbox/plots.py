@@ -15,11 +15,17 @@ from fanoutsim.designs.outbox import analysis as _a
 from fanoutsim.kernel.plotting import (
     MAX_SERIES,
     THEORY_COLOR,
+    Labels,
+    downtimes,
+    extra_deliveries,
     figure_axes,
+    mark_downtimes,
+    mark_duplicates,
     mark_empty,
     new_figure,
     one_axes,
     plain_log,
+    run_downtimes,
     save_figures,
     style,
 )
@@ -34,27 +40,85 @@ def outbox_latency_histogram(
     rows with ``drop`` and ``poll`` columns (the second frame of
     ``latency_sweep`` in ``notebooks/experiments/outbox.py``); or, with
     ``by="clock"``, rows with a ``clock`` column (of ``clock_comparison``
-    there), one histogram per clock."""
-    with style():
-        fig, ax = figure_axes(ax)
-        lat = latencies[latencies["poll"] == poll] if "poll" in latencies else latencies
-        groups = sorted(lat[by].unique()) if drops is None else drops
-        if lat.empty:
-            mark_empty(ax, "latencies")
-            return fig
-        bins = np.linspace(0, poll * 1.1, 45)
-        for d in groups:
-            x = lat.loc[lat[by] == d, "latency_s"]
-            label = f"{d:.0%} hints dropped" if by == "drop" else f"{d} clock"
-            ax.hist(x, bins=bins, histtype="step", linewidth=1.5, label=f"{label} (n={len(x)})")
-        ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
-        ax.set_yscale("log")
-        plain_log(ax, "y")
-        ax.set_xlabel("commit \u2192 handled latency (s)")
-        ax.set_ylabel("rows (log scale)")
-        ax.set_title(f"lost hints wait for the safety poll (every {poll:g} s)")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3)  # below the axes: it covers no bar
-    return fig
+    there), one histogram per clock. A few hundred rows or fewer read better
+    as :func:`outbox_latency_cdf`."""
+    return _lost_hints_figure(latencies, poll, drops, by, ax, _histograms, "rows (log scale)")
+
+
+def outbox_latency_cdf(
+    latencies: pd.DataFrame, poll: float, *, drops=None, by: str = "drop", ax: Axes | None = None
+) -> Figure:
+    """The rows of :func:`outbox_latency_histogram` as empirical CDFs: per drop
+    rate (or, ``by="clock"``, per clock), the share of rows handled within a
+    latency, each curve's worst row marked, and the safety poll interval
+    dashed: the bound under which a row whose hint was lost is handled. A
+    hundred rows make a histogram of counts 1 to 7 that shows noise; their
+    CDF shows the spread and the bound (lesson 13 draws its clocks so too)."""
+    return _lost_hints_figure(latencies, poll, drops, by, ax, _cdfs, "share of rows handled within")
+
+
+def _lost_hints_figure(latencies, poll: float, drops, by: str, ax: Axes | None, draw, ylabel: str) -> Figure:
+    """The frame both lost-hints figures share: the groups at ``poll`` drawn by
+    ``draw(ax, groups=, poll=)`` under one title, or "no latencies"."""
+    groups = _latency_groups(latencies, poll, drops, by)
+    return one_axes(
+        ax,
+        partial(draw, groups=groups, poll=poll) if groups else None,
+        Labels(f"lost hints wait for the safety poll (every {poll:g} s)", "commit \u2192 handled latency (s)", ylabel),
+        none_of="latencies",
+    )
+
+
+def _histograms(ax: Axes, *, groups: list[tuple[str, pd.Series]], poll: float) -> None:
+    """:func:`outbox_latency_histogram`'s steps, of some groups."""
+    bins = np.linspace(0, poll * 1.1, 45)
+    for label, x in groups:
+        ax.hist(x, bins=bins, histtype="step", linewidth=1.5, label=f"{label} (n={len(x)})")
+    ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
+    ax.set_yscale("log")
+    plain_log(ax, "y")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3)  # below the axes: it covers no bar
+
+
+def _cdfs(ax: Axes, *, groups: list[tuple[str, pd.Series]], poll: float) -> None:
+    """:func:`outbox_latency_cdf`'s curves, worst rows and bound, of some groups."""
+    top = poll
+    for i, (label, x) in enumerate(groups):
+        xs = np.sort(np.asarray(x, dtype=float))
+        if not len(xs):
+            continue
+        share = np.arange(1, len(xs) + 1) / len(xs)
+        color = f"C{i % 10}"
+        ax.step(
+            np.r_[0.0, xs], np.r_[0.0, share], where="post", color=color, linewidth=1.6, label=f"{label} (n={len(xs)})"
+        )
+        ax.plot([xs[-1]], [1.0], marker="o", color=color, markersize=5, zorder=3)
+        ax.annotate(
+            f"worst {xs[-1]:.3f} s",
+            (xs[-1], 1.0),
+            textcoords="offset points",
+            xytext=(4, -12 - 11 * i),
+            fontsize=8,
+            color=color,
+        )
+        top = max(top, float(xs[-1]))
+    ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s: the bound")
+    ax.set_xlim(0, top * 1.25)
+    ax.set_ylim(0, 1.04)
+    ax.legend(loc="upper left")
+
+
+def _latency_groups(latencies: pd.DataFrame, poll: float, drops, by: str) -> list[tuple[str, pd.Series]]:
+    """The latencies at safety poll ``poll`` (all rows when there is no ``poll``
+    column), one ``(label, latencies)`` per value of ``by`` (``drops``: those
+    values, in that order); none when no row is at that poll."""
+    lat = latencies[latencies["poll"] == poll] if "poll" in latencies else latencies
+    if lat.empty:
+        return []
+    groups = sorted(lat[by].unique()) if drops is None else drops
+    return [
+        (f"{d:.0%} hints dropped" if by == "drop" else f"{d} clock", lat.loc[lat[by] == d, "latency_s"]) for d in groups
+    ]
 
 
 def outbox_tail_vs_drop(summary: pd.DataFrame, *, ax: Axes | None = None) -> Figure:
@@ -103,13 +167,24 @@ def _consumer_panels(names: list, title: str, *, sharey: bool) -> tuple[Figure, 
 
 
 def cursor_progress(
-    sim, consumers=None, *, title: str | None = None, lag: bool = False, ax: Axes | None = None
+    sim,
+    consumers=None,
+    *,
+    title: str | None = None,
+    lag: bool = False,
+    ax: Axes | None = None,
+    faults: bool = False,
+    report=None,
 ) -> Figure:
     """Each consumer's cursor (seq) over virtual time against the head of the
     log, parked rows as crosses; with ``lag=True``, the rows behind the head
     instead (the worst in each stretch of time shaded, the mean drawn). One
     panel per consumer, shared axes (small multiples: no consumer's line hides
-    another's); given ``ax``, every consumer in that one axes."""
+    another's); given ``ax``, every consumer in that one axes. With ``faults``
+    (as ``fanoutsim run`` draws it), each crash of the dispatcher (a dotted
+    line, its downtime shaded) and each duplicate the checker finds (a marker
+    on its consumer's line, one shape per cause; ``report``: the checker's
+    report of this run, if already at hand)."""
     names = (list(consumers) if consumers is not None else sorted(sim.registry.consumers))[:MAX_SERIES]
     with style():
         if ax is not None:
@@ -144,10 +219,44 @@ def cursor_progress(
                     single=ax is not None,
                     first=i == 0,
                 )
+        if faults:
+            _mark_faults(sim, names, axes, lag=lag, report=report)
         for a in dict.fromkeys(axes):
             a.set_ylim(bottom=0)
             a.legend(loc="upper left", fontsize=7)
     return fig
+
+
+def _mark_faults(sim, names: list, axes: list, *, lag: bool, report) -> None:
+    """:func:`cursor_progress`'s crashes (in every panel; in the first one's
+    legend) and duplicates (each on its consumer's line: its seq, or the rows
+    behind then)."""
+    trace = sim.trace()
+    downs = downtimes(trace, sim.start_us)
+    for j, a in enumerate(dict.fromkeys(axes)):
+        mark_downtimes(a, downs, who="dispatcher", legend=j == 0)
+    if not getattr(sim, "traced", True):
+        return
+    checked = report if report is not None else _check(sim)
+    dups = extra_deliveries(trace, checked.duplicates, ["consumer", "seq"], sim.start_us)
+    for name, a in zip(names, axes):
+        mine = dups[dups["consumer"] == name]
+        if mine.empty:
+            continue
+        when = mine["t_s"].to_numpy(dtype=float)
+        if lag:
+            path = _a.lag_path(sim, name, step=0.5)
+            k = np.searchsorted(path["t_s"].to_numpy(), when, side="right") - 1
+            y = np.where(k >= 0, path["lag"].to_numpy(dtype=float)[np.maximum(k, 0)], 0.0)
+        else:
+            y = mine["seq"].to_numpy(dtype=float)
+        mark_duplicates(a, when, y, mine["cause"].to_numpy(), every=dups["cause"])
+
+
+def _check(sim):
+    from fanoutsim.designs.outbox.checker import check
+
+    return check(sim)
 
 
 def _lag_panel(sim, name: str, a: Axes, color: str, *, single: bool) -> None:
@@ -199,32 +308,43 @@ def _cursor_panel(
 def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -> Figure:
     """Commit → first handled latency of one run, one step histogram per consumer
     on log-spaced bins (log counts), the safety-poll interval dashed: the
-    longest a row whose hint was lost waits before a consumer even looks."""
+    longest a row whose hint was lost waits before a consumer even looks.
+
+    The axis starts where the consumers' latencies do (:func:`_latency_floor`):
+    a consumer whose work time is drawn from a law near 0 handles a handful of
+    rows in microseconds, and an axis from the very fastest would give their
+    decades most of its width. Rows below the start are counted in the first
+    bin, and each consumer's label says how many."""
     with style():
         fig, ax = figure_axes(ax)
         lat = _a.handled_latency(sim)
         names = list(consumers) if consumers is not None else sorted(sim.registry.consumers)
-        x = lat.loc[lat["consumer"].isin(names) & (lat["latency_s"] > 0), "latency_s"]
-        if x.empty:
+        lat = lat[lat["consumer"].isin(names) & (lat["latency_s"] > 0)]
+        if lat.empty:
             mark_empty(ax, "rows handled")
             return fig
         poll = sim.config.safety_poll_interval
-        low, high = float(x.min()), max(float(x.max()), poll)
+        low = _latency_floor(lat)
+        high = max(float(lat["latency_s"].max()), poll)
         bins = np.geomspace(low, high * 1.05, 60) if high > low else np.array([low * 0.9, low * 1.1])
         for i, name in enumerate(names):
-            mine = lat.loc[(lat["consumer"] == name) & (lat["latency_s"] > 0), "latency_s"]
+            mine = lat.loc[lat["consumer"] == name, "latency_s"].to_numpy(dtype=float)
             if len(mine):
+                under = int((mine < low).sum())
+                note = f"; {under} under {_duration(low)}, in the first bin" if under else ""
                 ax.hist(
-                    mine,
+                    np.clip(mine, low, None),
                     bins=bins,
                     histtype="step",
                     linewidth=1.5,
                     color=f"C{i}",
-                    label=f"{name} (n={len(mine)}, p50 {mine.median() * 1000:.0f} ms)",
+                    label=f"{name} (n={len(mine)}, p50 {_duration(float(np.median(mine)))}{note})",
                 )
         ax.axvline(poll, color=THEORY_COLOR, linestyle="--", label=f"safety poll interval {poll:g} s")
         ax.set_xscale("log")
+        ax.set_xlim(low, high * 1.1)
         ax.set_yscale("log")
+        ax.set_ylim(bottom=0.7)  # a bin of one row shows
         plain_log(ax, "both")
         ax.set_xlabel("commit \u2192 handled latency (s, log scale)")
         ax.set_ylabel("rows (log scale)")
@@ -233,11 +353,31 @@ def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -
     return fig
 
 
+def _latency_floor(lat: pd.DataFrame) -> float:
+    """Where a log axis of these (positive) latencies starts: at the fastest
+    row, unless it lies more than a factor 3 below the fastest consumer's 5th
+    percentile (a few rows of a work time drawn near 0), then at that
+    percentile; rounded down to 1, 2 or 5 times a power of ten."""
+    fastest = float(lat["latency_s"].min())
+    typical = float(lat.groupby("consumer")["latency_s"].quantile(0.05).min())
+    start = fastest if fastest * 3 >= typical else typical
+    decade = 10.0 ** np.floor(np.log10(start))
+    return float(max(m * decade for m in (1.0, 2.0, 5.0) if m * decade <= start * (1 + 1e-9)))
+
+
+def _duration(s: float) -> str:
+    """A latency, short: 10 ms, 0.31 s, 285 s."""
+    if s < 1:
+        return f"{s * 1000:.3g} ms"
+    return f"{s:.3g} s" if s < 100 else f"{s:.0f} s"
+
+
 def cursor_heatmap(sim, consumers=None, *, bins: int = 120, ax: Axes | None = None) -> Figure:
     """Where every consumer's cursor stood, at a glance: one row per consumer,
     one column per stretch of virtual time, coloured by the most rows the
     cursor was behind the head in that stretch (white: caught up); parked rows
-    as black crosses on their consumer's row."""
+    as black crosses on their consumer's row; each crash of the dispatcher a
+    dotted line, its downtime shaded."""
     from matplotlib.colors import LinearSegmentedColormap, PowerNorm
 
     names = (list(consumers) if consumers is not None else sorted(sim.registry.consumers))[:MAX_SERIES]
@@ -278,6 +418,7 @@ def cursor_heatmap(sim, consumers=None, *, bins: int = 120, ax: Axes | None = No
                 )
         ax.set_yticks(range(len(names)), [f"{n} (max {int(g.max())})" for n, g in zip(names, grid)])
         ax.grid(False)
+        mark_downtimes(ax, run_downtimes(sim), who="dispatcher")
         fig.colorbar(image, ax=ax, label="rows behind (worst in the stretch)", pad=0.01)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.12 - 0.02 * len(names)), ncols=2)
@@ -292,7 +433,7 @@ def save_outbox_figures(sim, out_dir) -> list[Path]:
     (:data:`OUTBOX_FIGURES`: latency per consumer; where each cursor stood —
     rows behind the head, per consumer and stretch of time, with parked rows;
     rows behind per consumer, one panel each); their paths."""
-    figures = (consumer_latency_histogram(sim), cursor_heatmap(sim), cursor_progress(sim, lag=True))
+    figures = (consumer_latency_histogram(sim), cursor_heatmap(sim), cursor_progress(sim, lag=True, faults=True))
     return save_figures(dict(zip(OUTBOX_FIGURES, figures)), out_dir)
 
 

@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["seed_summary", "stream_shares", "knee_rate", "backlog_growth", "recommend", "t_critical"]
+__all__ = [
+    "seed_summary",
+    "stream_shares",
+    "knee_rate",
+    "knee_interval",
+    "backlog_growth",
+    "recommend",
+    "t_critical",
+]
 
 # two-sided 95% Student t quantiles (0.975) for 1..30 degrees of freedom
 _T975 = (
@@ -114,6 +122,22 @@ def knee_rate(scenario, batch_limit: int | None = None, poll_interval: float | N
     if not shares:
         return math.inf
     return (b / p) / max(shares.values())
+
+
+def knee_interval(scenario, batch_limit: int | None = None, rate: float | None = None) -> float:
+    """The knee seen from the other side: the poll interval above which the
+    busiest subscribed stream, at the total firing rate ``rate``, gets more than
+    ``batch_limit`` firings per poll, so its backlog grows without bound
+    (:func:`knee_rate` solved for P). Defaults: the scenario's batch limit and
+    rate; ``inf`` when no subscribed stream fires."""
+    if isinstance(scenario, (str, bytes)) or hasattr(scenario, "__fspath__"):
+        from fanoutsim.designs.reactor.scenario import load_scenario
+
+        scenario = load_scenario(scenario, design="reactor")
+    b = scenario.config.reactor_poll_batch_limit if batch_limit is None else batch_limit
+    rate = sum(w.rate for w in scenario.workloads) if rate is None else rate
+    busiest = rate * max(stream_shares(scenario).values(), default=0.0)
+    return b / busiest if busiest > 0 else math.inf
 
 
 def backlog_growth(

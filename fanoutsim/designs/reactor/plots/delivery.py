@@ -18,8 +18,11 @@ from fanoutsim.kernel.plotting import (
     THEORY_COLOR,
     Labels,
     figure_axes,
+    mark_downtimes,
+    mark_duplicates,
     mark_empty,
     one_axes,
+    run_downtimes,
     save_figures,
     style,
     time_unit,
@@ -94,9 +97,16 @@ def _latency_bins(ax: Axes, *, ms: np.ndarray, poll_interval: float | None, bins
     ax.legend(loc="upper center", ncols=2)
 
 
-def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None) -> Figure:
+def executions_over_time(
+    sim, bin_seconds: float = 60, *, ax: Axes | None = None, report=None, faults: bool = True
+) -> Figure:
     """Executions dispatched per ``bin_seconds`` of virtual time, one line per
-    subscription (per tenant when there are more than eight)."""
+    subscription (per tenant when there are more than eight). With ``faults``
+    (the default), what a crash or a fault did, where it did it: each crash of
+    the runner (a dotted line, its downtime shaded) and each duplicate delivery
+    the checker finds (a marker on its line's bin, one shape per cause);
+    ``report``: the checker's report of this run, if already at hand (else the
+    run is checked here; a run without a trace shows its crashes only)."""
     if not bin_seconds > 0:
         raise ValueError(f"bin_seconds must be > 0, got {bin_seconds!r}")
     ex = sim.executions()
@@ -112,30 +122,79 @@ def executions_over_time(sim, bin_seconds: float = 60, *, ax: Axes | None = None
         ax.set_xlim(0, span / unit)
         if ex.empty:
             mark_empty(ax, "executions")
-            return fig
-        t = (ex["dispatched_at"] - pd.Timestamp(sim.start_us, unit="us", tz="UTC")).dt.total_seconds()
-        reactor = ex["reactor_name"].astype(object).fillna("(trigger)")
-        by_sub = reactor + " \u2192 " + ex["workflow_name"].astype(object) + " [" + ex["tenant_id"].astype(object) + "]"
-        groups = by_sub if by_sub.nunique() <= MAX_SERIES else "tenant " + ex["tenant_id"].astype(object)
-        edges = np.arange(0.0, span + bin_seconds, bin_seconds)
-        for name in sorted(groups.unique()):
-            counts, _ = np.histogram(t[groups == name], bins=edges)
-            ax.stairs(counts, edges / unit, baseline=None, linewidth=1.3, label=name)
-        if groups.nunique() > 1:
-            total, _ = np.histogram(t, bins=edges)
-            ax.stairs(
-                total,
-                edges / unit,
-                baseline=None,
-                linewidth=1.0,
-                color=THEORY_COLOR,
-                alpha=0.6,
-                linestyle="--",
-                label="all",
-            )
-        ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        else:
+            t = (ex["dispatched_at"] - pd.Timestamp(sim.start_us, unit="us", tz="UTC")).dt.total_seconds()
+            edges = np.arange(0.0, span + bin_seconds, bin_seconds)
+            groups = _execution_groups(ex)
+            counts = _execution_stairs(ax, t, groups, edges, unit)
+            if faults and getattr(sim, "traced", True):
+                checked = report if report is not None else _check(sim)
+                _mark_duplicates(ax, checked.duplicates, ex, t, groups, counts, edges, unit)
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # headroom: a crash's note covers no line
+        if faults:
+            mark_downtimes(ax, run_downtimes(sim), unit, who="runner")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
+
+
+def _check(sim):
+    from fanoutsim.designs.reactor.checker import check
+
+    return check(sim)
+
+
+def _execution_groups(ex: pd.DataFrame) -> pd.Series:
+    """Each execution's line: its subscription, or its tenant when there are more than eight."""
+    reactor = ex["reactor_name"].astype(object).fillna("(trigger)")
+    by_sub = reactor + " \u2192 " + ex["workflow_name"].astype(object) + " [" + ex["tenant_id"].astype(object) + "]"
+    return by_sub if by_sub.nunique() <= MAX_SERIES else "tenant " + ex["tenant_id"].astype(object)
+
+
+def _execution_stairs(
+    ax: Axes, t: pd.Series, groups: pd.Series, edges: np.ndarray, unit: float
+) -> dict[str, np.ndarray]:
+    """:func:`executions_over_time`'s lines (and the total, dashed, over several): the counts per line and bin."""
+    counts = {}
+    for name in sorted(groups.unique()):
+        counts[name], _ = np.histogram(t[groups == name], bins=edges)
+        ax.stairs(counts[name], edges / unit, baseline=None, linewidth=1.3, label=name)
+    if groups.nunique() > 1:
+        total, _ = np.histogram(t, bins=edges)
+        ax.stairs(
+            total,
+            edges / unit,
+            baseline=None,
+            linewidth=1.0,
+            color=THEORY_COLOR,
+            alpha=0.6,
+            linestyle="--",
+            label="all",
+        )
+    return counts
+
+
+def _mark_duplicates(
+    ax: Axes,
+    duplicates: pd.DataFrame,
+    ex: pd.DataFrame,
+    t: pd.Series,
+    groups: pd.Series,
+    counts: dict[str, np.ndarray],
+    edges: np.ndarray,
+    unit: float,
+) -> None:
+    """Each extra delivery the checker found, at its dispatch on its line: the height of its bin."""
+    if duplicates.empty:
+        return
+    where = pd.Series(np.arange(len(ex)), index=ex["id"].astype(object))
+    rows = where.reindex(duplicates["execution"].astype(object)).to_numpy()
+    found = ~pd.isna(rows)
+    at = t.to_numpy()[rows[found].astype(int)]
+    line = groups.to_numpy()[rows[found].astype(int)]
+    k = np.clip(np.searchsorted(edges, at, side="right") - 1, 0, len(edges) - 2)
+    y = np.array([counts[g][i] for g, i in zip(line, k)], dtype=float)
+    mark_duplicates(ax, at, y, duplicates["cause"].to_numpy()[found], unit)
 
 
 def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:

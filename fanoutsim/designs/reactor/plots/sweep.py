@@ -24,6 +24,7 @@ __all__ = ["latency_vs_interval", "polls_vs_interval", "backlog_vs_rate", "recom
 
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
 _MARKERS = ("o", "s", "^", "D", "v")
+_BEHIND = "#d62728"  # the shade of settings that fall behind
 
 
 def _colors() -> list[str]:
@@ -52,7 +53,13 @@ def _need(df: pd.DataFrame, *cols: str) -> None:
 
 
 def latency_vs_interval(
-    df: pd.DataFrame, column: str = "fire_to_dispatch", *, ax: Axes | None = None, theory: bool = True, fig=None
+    df: pd.DataFrame,
+    column: str = "fire_to_dispatch",
+    *,
+    ax: Axes | None = None,
+    theory: bool = True,
+    fig=None,
+    knees: Mapping[int, float] | None = None,
 ) -> Figure:
     """p50 (solid) and p99 (dashed) of ``column`` (``fire_to_dispatch`` or
     ``fire_to_claim``) against the poll interval, shaded 95% intervals over
@@ -60,7 +67,12 @@ def latency_vs_interval(
     (small multiples with shared axes: no batch limit's line hides under
     another's), in ``fig`` (a Figure or SubFigure) or a new figure; or, given
     ``ax``, every batch limit in that one axes. ``theory`` draws the uniform
-    poll wait's p50 = P/2 and p99 = 0.99 P in every panel."""
+    poll wait's p50 = P/2 and p99 = 0.99 P in every panel. ``knees`` maps a
+    batch limit to the poll interval past which the busiest stream outruns it
+    (:func:`~fanoutsim.designs.reactor.analysis.sweep.knee_interval`): a
+    dashed line in that batch limit's colour, the intervals past it shaded
+    (the backlog grows without bound there), and a note saying so; or the
+    note alone, saying where it lies, when it is outside the swept intervals."""
     _need(df, P)
     by = [P] + ([B] if B in df.columns else [])
     stats = seed_summary(df, by, [f"{column}_p50_s", f"{column}_p99_s"])
@@ -82,27 +94,13 @@ def latency_vs_interval(
         if stats.empty:
             mark_empty(axes[0], "runs")
             return fig
-        means = stats[[f"{column}_p50_s", f"{column}_p99_s"]].to_numpy(dtype=float)
-        positive = means[np.isfinite(means) & (means > 0)]
-        floor = float(positive.min()) / 2 if positive.size else 1e-3  # a log axis shows no interval below 0
-        xs = np.array(sorted(stats[P].unique()), dtype=float)
+        floor = _latency_floor(stats, column)
         for i, (b, a) in enumerate(zip(batches, axes)):
             g = stats if b is None else stats[stats[B] == b]
-            c = _colors()[i % len(_colors())]
-            name = f"batch {b}" if b is not None else "runs"
             if ax is None and b is not None:
                 a.set_title(f"batch limit {b}", fontsize=10)
-            for q, ls in (("p50", "-"), ("p99", "--")):
-                m = f"{column}_{q}_s"
-                a.plot(g[P], g[m], linestyle=ls, marker="o", markersize=3.5, color=c, label=f"{name} {q}", zorder=3)
-                a.fill_between(
-                    g[P],
-                    g[f"{m}_lo"].clip(lower=floor),
-                    g[f"{m}_hi"].clip(lower=floor),
-                    color=c,
-                    alpha=0.15,
-                    linewidth=0,
-                )
+            _latency_lines(a, g, column, b, color=_colors()[i % len(_colors())], floor=floor, band=i == 0 or ax is None)
+        xs = np.array(sorted(stats[P].unique()), dtype=float)
         for a in dict.fromkeys(axes):
             if theory:
                 a.plot(xs, xs / 2, color=THEORY_COLOR, linestyle=":", linewidth=1.2, label="theory p50 = P/2", zorder=1)
@@ -116,11 +114,61 @@ def latency_vs_interval(
                     zorder=1,
                 )
             _log_x_ticks(a, xs)
+        for i, (b, a) in enumerate(zip(batches, axes)):
+            if knees and b in knees:
+                _knee(a, float(knees[b]), b, xs, color=_colors()[i % len(_colors())], shade=ax is None)
+        for a in dict.fromkeys(axes):
             a.set_yscale("log")
             a.set_ylim(bottom=floor)
             plain_log(a, "y")
             a.legend(loc="upper left", ncols=2 if ax is not None else 1)
     return fig
+
+
+def _latency_floor(stats: pd.DataFrame, column: str) -> float:
+    """Half the smallest positive mean: a log axis shows no interval below 0."""
+    means = stats[[f"{column}_p50_s", f"{column}_p99_s"]].to_numpy(dtype=float)
+    positive = means[np.isfinite(means) & (means > 0)]
+    return float(positive.min()) / 2 if positive.size else 1e-3
+
+
+def _latency_lines(a: Axes, g: pd.DataFrame, column: str, b, *, color: str, floor: float, band: bool) -> None:
+    """One batch limit's p50 and p99 with their seed intervals shaded; ``band``:
+    the p99 band carries the legend's entry for every band (after the lines')."""
+    name = f"batch {b}" if b is not None else "runs"
+    seeds = int(g["seeds"].max()) if "seeds" in g.columns and len(g) else 0
+    for q, ls in (("p50", "-"), ("p99", "--")):
+        m = f"{column}_{q}_s"
+        a.plot(g[P], g[m], linestyle=ls, marker="o", markersize=3.5, color=color, label=f"{name} {q}", zorder=3)
+        a.fill_between(
+            g[P],
+            g[f"{m}_lo"].clip(lower=floor),
+            g[f"{m}_hi"].clip(lower=floor),
+            color=color,
+            alpha=0.15,
+            linewidth=0,
+            label=f"95% interval over {seeds} seeds" if band and q == "p99" and seeds > 1 else None,
+        )
+
+
+def _knee(a: Axes, knee: float, b, xs: np.ndarray, *, color: str, shade: bool) -> None:
+    """Batch limit ``b``'s knee in its panel, said in place (bottom right): when
+    it falls among the swept intervals a dashed line, and the intervals past it
+    shaded; else where it lies."""
+    if not math.isfinite(knee):
+        return
+    lo, hi = float(xs.min()), float(xs.max())
+    if lo <= knee <= hi:
+        a.axvline(knee, color=color, linestyle=(0, (5, 3)), linewidth=1.2, gid="knee")
+        if shade:
+            left, right = a.get_xlim()
+            a.axvspan(knee, right, color=_BEHIND, alpha=0.07, linewidth=0, gid="past the knee")
+            a.set_xlim(left, right)
+        per_poll = f"over {b} firings" if b is not None else "more firings than"
+        note = f"knee: past P = {knee:.2g} s,\n{per_poll} a poll:\nthe backlog grows"
+    else:
+        note = f"knee at P = {knee:.2g} s: every swept interval " + ("keeps up" if knee > hi else "falls behind")
+    a.text(0.98, 0.03, note, transform=a.transAxes, ha="right", va="bottom", fontsize=8, color=color)
 
 
 def polls_vs_interval(df: pd.DataFrame, subscriptions: int | None = None, *, ax: Axes | None = None) -> Figure:
@@ -321,9 +369,10 @@ def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
     ``out``: with the poll interval, latency and DB load against it; with the
     batch limit too, the recommendation chart (the setting
     :func:`~fanoutsim.designs.reactor.analysis.sweep.recommendation_line`
-    picks, starred); with ``rate``, the backlog against it (with the knees when
-    the poll interval is one value). Otherwise p99 latency and backlog against
-    the first numeric grid key."""
+    picks, starred); with ``rate`` over several values, the backlog against it
+    (with the knees when the poll interval is one value). The latency panels
+    mark each batch limit's knee when the sweep runs at one total rate.
+    Otherwise p99 latency and backlog against the first numeric grid key."""
     from fanoutsim.designs.reactor.analysis.sweep import (
         RECOMMEND_MAX_BACKLOG,
         RECOMMEND_P99_BUDGET_S,
@@ -334,7 +383,7 @@ def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
 
     figures = {}
     if P in df.columns:
-        figures["sweep_latency_vs_interval.png"] = latency_vs_interval(df)
+        figures["sweep_latency_vs_interval.png"] = latency_vs_interval(df, knees=_interval_knees(df, scenario))
         subs = len(getattr(scenario, "subscriptions", ()) or ()) or None
         figures["sweep_polls_vs_interval.png"] = polls_vs_interval(df, subscriptions=subs)
         if B in df.columns:
@@ -345,7 +394,7 @@ def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
             figures["sweep_recommendation.png"] = recommendation_chart(
                 df, rec, p99_budget_s=RECOMMEND_P99_BUDGET_S, max_backlog=RECOMMEND_MAX_BACKLOG
             )
-    if "rate" in df.columns:
+    if "rate" in df.columns and df["rate"].nunique() > 1:  # one rate: a figure of one point per line
         knees = None
         if (P not in df.columns or df[P].nunique() == 1) and getattr(scenario, "workloads", None):
             p = float(df[P].iloc[0]) if P in df.columns else None
@@ -358,3 +407,19 @@ def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
     if figures:
         return save_figures(figures, out)
     return save_sweep_lines(df, ("fire_to_dispatch_p99_s", "backlog", "lost"), out)
+
+
+def _interval_knees(df: pd.DataFrame, scenario) -> dict | None:
+    """Each swept batch limit's knee as a poll interval, at the sweep's one
+    total rate (its ``rate`` key's one value, or the scenario's own); None
+    when the sweep varies the rate or the scenario has no workload to read."""
+    from fanoutsim.designs.reactor.analysis.sweep import knee_interval
+
+    if not getattr(scenario, "workloads", None) or ("rate" in df.columns and df["rate"].nunique() != 1):
+        return None
+    rate = float(df["rate"].iloc[0]) if "rate" in df.columns else None
+    batches = sorted(df[B].unique()) if B in df.columns else [None]
+    try:
+        return {b: knee_interval(scenario, None if b is None else int(b), rate) for b in batches}
+    except (ValueError, ZeroDivisionError, AttributeError):
+        return None
