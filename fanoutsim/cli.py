@@ -785,7 +785,7 @@ def _report_run(args: argparse.Namespace, scenario, sim, shown: bool) -> int:
     with progress.step("checking", enabled=shown):
         report, checked = full_report(sim, scenario.name, getattr(scenario, "description", None))
     try:
-        written = write_outputs(sim, report, out)
+        written = write_outputs(sim, report, out, checked=checked)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         return _error(f"cannot write to {out}: {exc.strerror or exc}{where}")
@@ -977,8 +977,9 @@ def out_problem(out: Path) -> str | None:
     return None
 
 
-def write_outputs(sim, report: dict, out: Path) -> list[Path]:
-    """The report, the design's tables as Parquet and its figures, into ``out``.
+def write_outputs(sim, report: dict, out: Path, *, checked=None) -> list[Path]:
+    """The report, the design's tables as Parquet and its figures, into ``out``
+    (``checked``: the run's check, which the figures read, when the caller has it).
 
     They are written into a new folder beside ``out``, then moved in once all
     of them are there: a failure on the way (a full disk, a name taken by a
@@ -999,7 +1000,7 @@ def write_outputs(sim, report: dict, out: Path) -> list[Path]:
             path = staging / f"{name}.parquet"
             df.to_parquet(path, index=False)
             written.append(path)
-        written += [Path(p) for p in design.figures(sim, staging)]
+        written += [Path(p) for p in design.figures(sim, staging, checked=checked)]
         taken = [out / p.name for p in written if (out / p.name).is_dir()]
         if taken:
             raise IsADirectoryError(21, "a folder has the name of an output file", str(taken[0]))

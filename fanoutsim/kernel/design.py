@@ -149,7 +149,8 @@ class Design:
     checked)`` a JSON-ready dict with the checker's totals under ``check``;
     ``format_report(report)`` and ``format_check(checked)`` the text the CLI
     prints; ``tables(sim)`` the DataFrames written as Parquet; ``figures(sim,
-    out)`` the PNGs written into ``out`` (their paths).
+    out, checked=None)`` the PNGs written into ``out`` (their paths; ``checked``,
+    the run's :class:`CheckResult` when the caller has it, spares checking again).
 
     ``config_table`` names the scenario file's table of ``config_type``'s
     fields (``config`` for the reactor, ``outbox``, ``leases``): a sweep grid
@@ -221,7 +222,7 @@ class Design:
     format_report: Callable[[dict[str, Any]], str]
     format_check: Callable[[Any], str]
     tables: Callable[[Any], Mapping[str, Any]]
-    figures: Callable[[Any, Any], list[Any]]
+    figures: Callable[..., list[Any]]
     config_table: str = "config"
     sweep_columns: tuple[str, ...] = ()
     sweep_row: Callable[[Any, Any], dict[str, Any]] | None = None

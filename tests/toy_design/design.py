@@ -34,7 +34,7 @@ def _format_check(checked) -> str:
     return f"toy check: {t['lost']} lost, {t['duplicates']} duplicates — {'VALID' if checked.valid else 'INVALID'}"
 
 
-def _figures(sim, out: Path) -> list:
+def _figures(sim, out: Path, *, checked=None) -> list:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()

@@ -664,12 +664,18 @@ def _delivery_bars(ax: Axes, *, checked) -> None:
 LEASES_FIGURES = ("leases_delivery.png", "leases_checkpoints.png", "leases_outcomes.png")
 
 
-def save_leases_figures(sim, out_dir) -> list[Path]:
+def save_leases_figures(sim, out_dir, *, checked=None) -> list[Path]:
     """Write the standard figures of a leases run as PNGs into ``out_dir``
     (:data:`LEASES_FIGURES`: delivered / duplicates per consumer, the events
     past each consumer's checkpoint — one panel each —, how the attempts
-    ended); their paths."""
-    figures = (delivery_per_consumer(sim), consumers_behind(sim), lease_outcomes(sim))
+    ended); their paths. ``checked``: the checker's report of this run, if the caller
+    has it (else the run is checked here, once for both figures that need it)."""
+    checked = check_leases(sim) if checked is None else checked
+    figures = (
+        delivery_per_consumer(sim, checked=checked),
+        consumers_behind(sim, report=checked),
+        lease_outcomes(sim),
+    )
     return save_figures(dict(zip(LEASES_FIGURES, figures)), out_dir)
 
 
@@ -701,7 +707,7 @@ def identity_log_growth(
     return fig
 
 
-def save_report_figures(sim, out_dir) -> list[Path]:
+def save_report_figures(sim, out_dir, *, checked=None) -> list[Path]:
     """A run's figures, under the package template's name: :func:`save_leases_figures`'s,
     looked up when called (so replacing that function replaces these)."""
-    return list(save_leases_figures(sim, out_dir))
+    return list(save_leases_figures(sim, out_dir, checked=checked))

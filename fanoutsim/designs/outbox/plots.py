@@ -428,12 +428,18 @@ def cursor_heatmap(sim, consumers=None, *, bins: int = 120, ax: Axes | None = No
 OUTBOX_FIGURES = ("outbox_latency.png", "outbox_cursors.png", "outbox_lag.png")
 
 
-def save_outbox_figures(sim, out_dir) -> list[Path]:
+def save_outbox_figures(sim, out_dir, *, checked=None) -> list[Path]:
     """Write the standard figures of an outbox run as PNGs into ``out_dir``
     (:data:`OUTBOX_FIGURES`: latency per consumer; where each cursor stood —
     rows behind the head, per consumer and stretch of time, with parked rows;
-    rows behind per consumer, one panel each); their paths."""
-    figures = (consumer_latency_histogram(sim), cursor_heatmap(sim), cursor_progress(sim, lag=True, faults=True))
+    rows behind per consumer, one panel each); their paths. ``checked``: the checker's
+    report of this run, if the caller has it (else the run is checked here, for the
+    duplicates the figures mark)."""
+    figures = (
+        consumer_latency_histogram(sim),
+        cursor_heatmap(sim),
+        cursor_progress(sim, lag=True, faults=True, report=checked),
+    )
     return save_figures(dict(zip(OUTBOX_FIGURES, figures)), out_dir)
 
 
@@ -469,7 +475,7 @@ def _backfill_points(ax: Axes, *, runs: dict) -> None:
     ax.legend(loc="upper right")
 
 
-def save_report_figures(sim, out_dir) -> list[Path]:
+def save_report_figures(sim, out_dir, *, checked=None) -> list[Path]:
     """A run's figures, under the package template's name: :func:`save_outbox_figures`'s,
     looked up when called (so replacing that function replaces these)."""
-    return list(save_outbox_figures(sim, out_dir))
+    return list(save_outbox_figures(sim, out_dir, checked=checked))

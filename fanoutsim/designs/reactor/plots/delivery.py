@@ -230,15 +230,17 @@ def _lag_bars(ax: Axes, *, subs: list[dict]) -> None:
     ax.grid(axis="y", visible=False)
 
 
-def save_report_figures(sim, out_dir) -> list[Path]:
-    """Write the standard figures of a run as PNGs into ``out_dir``; their paths."""
+def save_report_figures(sim, out_dir, *, checked=None) -> list[Path]:
+    """Write the standard figures of a run as PNGs into ``out_dir``; their paths.
+    ``checked``: the checker's report of this run, if the caller has it (else the
+    run is checked here, for the duplicates the figures mark)."""
     lat = latency_frame(sim)
     figures = {
         "latency_fire_to_dispatch.png": latency_histogram(
             lat, "fire_to_dispatch", poll_interval=sim.config.reactor_poll_interval
         ),
         "latency_fire_to_claim.png": latency_histogram(lat, "fire_to_claim"),
-        "executions_over_time.png": executions_over_time(sim, bin_seconds=_bin_for(sim.now)),
+        "executions_over_time.png": executions_over_time(sim, bin_seconds=_bin_for(sim.now), report=checked),
         "watermark_lag.png": _lag_figure(sim),
     }
     return save_figures(figures, out_dir)
