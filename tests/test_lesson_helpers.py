@@ -31,8 +31,11 @@ def test_cell_markers_become_tags_and_metadata_never_comments():
     md, ignored, solution, hidden = build.cells_of(source)
     assert md.cell_type == "markdown" and md.source == "# Title"
     assert ignored.metadata == {"tags": ["nbval-ignore-output"]} and ignored.source == "x = 1"
-    assert solution.metadata["tags"] == ["solution"]
+    assert solution.metadata["tags"] == ["solution", "hide-cell"]  # the site folds it too
     assert solution.metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
+    # what JupyterLab shows of a collapsed cell is its first line; the site's toggle says the same
+    assert solution.source == "# Solution (open after trying)\ny = 2"
+    assert solution.metadata["mystnb"]["code_prompt_show"] == "Solution (open after trying)"
     assert hidden.metadata == {"jupyter": {"source_hidden": True}, "tags": ["nbval-skip"]}
     with pytest.raises(ValueError, match="unknown cell marker 'secret'.*allowed: ignore-output"):
         build.cells_of("# %% secret\nx = 1\n")
