@@ -55,7 +55,6 @@ __all__ = [
     "first_miss",
     "Miss",
     "number",
-    "one_of",
     "NotAnswered",
     "WrongShape",
     "Shape",
@@ -407,17 +406,6 @@ def first_miss(
         if not close_to(got, expected, rel=rel, abs_=abs_):
             return Miss(args, got, expected)
     return None
-
-
-def one_of(answer: Any, choices: Iterable[str]) -> str:
-    """``answer`` as one of ``choices`` (case and spaces ignored), or
-    :class:`WrongShape` naming them."""
-    choices = list(choices)
-    text = str(answer).strip().lower()
-    for c in choices:
-        if text == c.lower():
-            return c
-    raise WrongShape(f"got {_kind(answer)} where one of {', '.join(map(repr, choices))} is wanted")
 
 
 _LOADED = False

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from fanoutsim.exercises import (
-    NotAnswered,
-    a_dict,
-    a_number,
-    call,
-    close_to,
-    exercise,
-    first_miss,
-    function,
-    number,
-    one_of,
-)
+from fanoutsim.exercises import NotAnswered, a_dict, a_number, call, close_to, exercise, first_miss, function, number
 
 _DESIGNS = ("reactor", "outbox", "leases")
 _NEEDS = {
@@ -44,7 +33,7 @@ def _which(answer):
     if any(answer.get(k, ...) is ... for k in _NEEDS):
         raise NotAnswered("Answer every need: replace each `...` with a design's name.")
     for key, (want, why) in _NEEDS.items():
-        got = one_of(answer[key], _DESIGNS)
+        got = answer[key].strip().lower()  # its shape made it one of _DESIGNS
         if got != want:
             return False, f"({key}): you chose the {got}.", f"Think of what ({key}) needs most — {why}"
     return (
