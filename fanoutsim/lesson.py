@@ -7,8 +7,10 @@
   says what the control does.
 * :class:`Explorer` is a control over a small grid of settings: every setting
   is run once when it is built (or on first use), so a change only redraws.
-* :func:`table` shows a DataFrame rounded, with a fixed style id (the saved
-  notebook does not change from one run to the next).
+* :func:`table` shows a DataFrame readable at a glance: rounded, percentages
+  and units in the cells, headers that never break inside a word, missing
+  values unshaded, and a fixed style id (the saved notebook does not change
+  from one run to the next).
 * :func:`show_source` prints a function's code, so an experiment a lesson
   calls is never a black box.
 * :func:`takeaway` writes a lesson's closing bullets from the run's numbers.
@@ -19,10 +21,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
+import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fanoutsim.kernel.plotting import show_in
@@ -155,41 +159,124 @@ class Explorer:
         display(self.widget)
 
 
+# a unit a name ends in, and what a cell of that column says: `hold_max_s` and
+# `p50 (ms)` hold seconds and milliseconds, `acks_per_s` a rate
+_UNIT = re.compile(r"(?:_per_s|_s|_ms|_kb| \((s|ms)\))$")
+_UNIT_WORDS = {"_per_s": "/s", "_s": "s", "_ms": "ms", "_kb": "kB", " (s)": "s", " (ms)": "ms"}
+NBSP, WBR = "\u00a0", "<wbr>"
+# a header keeps its words whole and wraps only at spaces and the <wbr> after an
+# underscore or a dot; a cell keeps a number and its unit on one line
+TABLE_STYLES = [
+    {"selector": "th", "props": "white-space: normal; word-break: keep-all; overflow-wrap: normal; max-width: 10em;"},
+    {"selector": "td", "props": "white-space: normal; max-width: 32em;"},
+]
+
+
+def unit_of(name: Any) -> str:
+    """The unit a column or index level name ends in (``"s"`` for ``hold_max_s`` or
+    ``"p50 (s)"``, ``"/s"`` for ``acks_per_s``), or ``""``."""
+    m = _UNIT.search(name) if isinstance(name, str) else None
+    return _UNIT_WORDS[m.group(0)] if m else ""
+
+
+def header(name: Any) -> str:
+    """A column or index name as a header shows it: a unit in parentheses moves to
+    the cells (``"p50 (ms)"`` reads ``p50``), and ``<wbr>`` after an underscore or
+    a dot (before a part of two letters or more) lets a long snake_case name wrap
+    there, never inside a word."""
+    text = str(name)
+    if unit_of(name) and text.endswith(")"):
+        text = text[: text.rindex(" (")]
+    # "per_s" keeps its s, "p99_ms" its ms and "3.10" its 10
+    return re.sub(r"_(?=\w\w)(?!(?:ms|kb)$)|\.(?=[^\W\d]\w)", lambda m: m.group(0) + WBR, text)
+
+
+def _trimmed(value: float, digits: int) -> str:
+    """``value`` to ``digits`` decimals, trailing zeros dropped: 0.05, 7.5, 5."""
+    text = f"{value:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _cell(digits: int | None, unit: str, percent: bool) -> Callable[[Any], str]:
+    """How one column's (or index level's) values print: ``digits`` fixed decimals
+    (None: trimmed, as an index reads), thousands separated, ``percent`` times 100
+    with " %", and the ``unit``, kept beside its number."""
+
+    def show(value: Any) -> str:
+        if percent:
+            return f"{_trimmed(float(value) * 100, 1 if digits is None else digits)}{NBSP}%"
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            text = f"{value:,}" if digits is not None else str(value)  # an index's 1000 may be an id
+        elif isinstance(value, (float, np.floating)):
+            text = _trimmed(float(value), 6) if digits is None else f"{value:,.{digits}f}"
+        else:
+            return str(value)
+        return f"{text}{NBSP}{unit}" if unit else text
+
+    return show
+
+
 def table(
     df: pd.DataFrame,
     *,
     digits: int | Mapping[str, int] = 3,
     index: bool = True,
     highlight: Sequence[str] = (),
+    percent: Sequence[str] = (),
     caption: str | None = None,
 ):
-    """``df`` to show in a notebook: floats rounded to ``digits`` (one number,
-    or per column), integers with thousands separators, the columns in
-    ``highlight`` shaded by value, long headers and texts wrapped (a table no
-    wider than the page), and a style id fixed by the content (so the saved
-    notebook is the same after every run)."""
-    fmt: dict = {}
-    for col in df.columns:
-        kind = df[col].dtype.kind
-        if kind == "f":
-            d = digits.get(col, 3) if isinstance(digits, Mapping) else digits
-            fmt[col] = f"{{:,.{d}f}}"
-        elif kind in "iu":
-            fmt[col] = "{:,}"
-    styler = df.style.format(fmt, na_rep="–").set_table_styles(
-        [  # long names wrap: no table wider than the page
-            {"selector": "th", "props": "white-space: normal; overflow-wrap: anywhere; max-width: 10em;"},
-            {"selector": "td", "props": "white-space: normal; max-width: 32em;"},
-        ]
-    )
-    if highlight:
-        styler = styler.background_gradient(subset=list(highlight), cmap="Oranges")
+    """``df`` to show in a notebook, readable at a glance:
+
+    * floats rounded to ``digits`` (one number, or per column), integers with
+      thousands separators, a float index as its shortest number (0.05, not
+      0.050000), missing values as "–";
+    * the columns and index levels named in ``percent`` as percentages ("5 %");
+    * a column or index level whose name ends in a unit (``_s``, ``_ms``,
+      ``_kb``, ``_per_s``, `` (s)``, `` (ms)``) with the unit in its cells
+      ("0.51 s"); a unit in parentheses leaves the header, a snake_case name
+      stays whole (the name code reads);
+    * headers that wrap at spaces, underscores and dots, never inside a word;
+    * the columns in ``highlight`` shaded by value, a missing value left unshaded;
+    * a style id fixed by the content (the saved notebook is the same after every run).
+    """
+    shown = df.rename_axis(index=_axis_name(df.index), columns=_axis_name(df.columns))
+    styler = shown.style.format(_formats(df, digits, percent), na_rep="–").set_table_styles(TABLE_STYLES)
+    styler = styler.format_index(header, axis=1, level=list(range(df.columns.nlevels)))
+    for level, name in enumerate(df.index.names):
+        values = df.index.get_level_values(level)
+        show = _cell(None, unit_of(name), name in percent) if values.dtype.kind in "fiu" else header
+        styler = styler.format_index(show, axis=0, level=level)
+    for col in highlight:
+        known = df[col].notna().to_numpy()
+        if known.any():  # a missing value is no value: the gradient is over the known ones
+            styler = styler.background_gradient(subset=(known, [col]), cmap="Oranges")
     if not index:
         styler = styler.hide(axis="index")
     if caption:
         styler = styler.set_caption(caption)
     digest = hashlib.sha1(df.to_csv().encode() + (caption or "").encode()).hexdigest()[:10]
     return styler.set_uuid(f"t{digest}")
+
+
+def _name(name: Any) -> Any:
+    return None if name is None else header(name)
+
+
+def _axis_name(axis: pd.Index) -> Any:
+    names = [_name(n) for n in axis.names]
+    return names if axis.nlevels > 1 else names[0]
+
+
+def _formats(df: pd.DataFrame, digits: int | Mapping[str, int], percent: Sequence[str]) -> dict:
+    """Each numeric column's printer (see :func:`table`)."""
+    formats: dict = {}
+    for col in df.columns:
+        kind = df[col].dtype.kind
+        if kind not in "fiu":
+            continue
+        d = (digits.get(col, 3) if isinstance(digits, Mapping) else digits) if kind == "f" else 0
+        formats[col] = _cell(d, unit_of(col), col in percent)
+    return formats
 
 
 class _Markdown:

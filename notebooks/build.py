@@ -12,7 +12,11 @@ A code cell's marker may carry words that become cell tags and metadata:
   ``nbval-ignore-output``; a wall-clock run, a progress bar);
 * ``# %% skip``: nbval does not run it (``nbval-skip``);
 * ``# %% solution``: an exercise's solution, collapsed (its source and output
-  hidden until the reader opens them) and tagged ``solution``;
+  hidden until the reader opens them) and tagged ``solution``. Its first line,
+  all JupyterLab shows of a collapsed cell, is the label
+  ``# Solution (open after trying)`` (the build writes it: no source carries
+  it); the site folds it under one toggle of the same words (myst-nb's
+  ``hide-cell`` tag and its ``code_prompt_show``);
 * ``# %% hidden``: the source collapsed, the output shown (a take-away
   written from the run's numbers).
 
@@ -47,12 +51,19 @@ TIMES = HERE / "run_all_seconds.json"
 # what JupyterLab writes for the ipykernel kernel: any other display name marks
 # the notebook modified the moment it is opened, and autosave rewrites it
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+SOLUTION = "Solution (open after trying)"
 MARKERS = {
     "ignore-output": {"tags": ["nbval-ignore-output"]},
     "skip": {"tags": ["nbval-skip"]},
-    "solution": {"tags": ["solution"], "jupyter": {"source_hidden": True, "outputs_hidden": True}},
+    "solution": {
+        "tags": ["solution", "hide-cell"],
+        "jupyter": {"source_hidden": True, "outputs_hidden": True},
+        "mystnb": {"code_prompt_show": SOLUTION, "code_prompt_hide": "Hide the solution"},
+    },
     "hidden": {"jupyter": {"source_hidden": True}},
 }
+# the first line of every solution cell: what a learner reads of it, collapsed
+SOLUTION_LABEL = f"# {SOLUTION}"
 # the class and the attribute fanoutsim.lesson.needs_kernel gives a control's note
 NOTE_CLASS, OFFLINE = "fanoutsim-kernel-note", "placeholder"
 VIEW = "application/vnd.jupyter.widget-view+json"
@@ -83,6 +94,8 @@ def cells_of(source: str) -> list:
             text = "\n".join(line[2:] if line.startswith("# ") else line.lstrip("#") for line in text.splitlines())
             cells.append(nbformat.v4.new_markdown_cell(text))
         elif kind == "code" and text.strip():
+            if "solution" in meta.get("tags", []):
+                text = f"{SOLUTION_LABEL}\n{text}"
             cells.append(nbformat.v4.new_code_cell(text, metadata=meta))
 
     for line in source.splitlines():

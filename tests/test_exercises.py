@@ -1,7 +1,10 @@
 """The exercises, as a teacher runs them: every solution in the notebooks, run on
 its own, is marked right by the checker; every typical mistake gets a hint; an
 answer not written yet gets a note, not a hint; learner code that raises is
-marked wrong with its error, not a traceback.
+marked wrong with its error, not a traceback; an answer of the wrong shape (a
+string for a dict, a number for a function, a function of the wrong arity or one
+that returns the wrong kind of thing) is told the shape expected, as the task's
+own cell writes it.
 
 A solution cell is self-contained (it imports what it uses), so it runs here
 in a fresh namespace from the notebooks' folder, as in the notebook.
@@ -11,10 +14,12 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import inspect
+import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fanoutsim import exercises as ex
@@ -64,7 +69,6 @@ def test_every_solution_is_marked_right(source, monkeypatch):
 
 
 def test_every_exercise_has_exactly_one_solution_in_the_notebooks():
-    import re
 
     ids = [re.search(r'ex\.check\("(\d+\.\d+)"', p.values[0]).group(1) for p in SOLUTIONS]
     assert sorted(ids) == sorted(e.id for e in ex.exercises())
@@ -126,7 +130,7 @@ def test_first_miss_spreads_tuples_and_holds_rel_zero_to_equality():
     assert ex.first_miss(lambda x: x * 1.01, [100.0], lambda x: x, rel=0.02) is None
     with pytest.raises(ex.NotAnswered):
         ex.first_miss(lambda x: None, [1], lambda x: x, rel=0.0)
-    with pytest.raises(TypeError, match="wants a number, got str"):
+    with pytest.raises(ex.WrongShape, match=r"got a str \('x'\) where a number is wanted"):
         ex.first_miss(lambda x: "x", [1], lambda x: x, rel=0.0)
 
 
@@ -135,3 +139,133 @@ def test_a_learner_right_on_the_first_case_only_hears_of_the_case_it_misses():
     assert not verdict.right and "At P = 2 s you measured 0.250 s" in verdict.message
     verdict = ex.check("10.2", lambda k, p, order: min(k, p))  # head-of-line's rule for both
     assert "under `riffdb` you said 4; it is 8" in verdict.message
+
+
+# -- answers of the wrong shape ---------------------------------------------------------------------
+
+ALL = ex.exercises()
+# anything but a function, a number, a string or a dict, as a learner might type it by mistake
+_VALUES = st.one_of(
+    st.text(max_size=12),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.lists(st.integers(0, 9), max_size=4),
+    st.tuples(st.integers(0, 9)),
+    st.dictionaries(st.text(max_size=3), st.integers(0, 9), max_size=3),
+    st.sets(st.integers(0, 9), max_size=3),
+)
+
+
+def _kind(exercise) -> str:
+    """The kind of answer an exercise asks for, from how its shape reads."""
+    text = str(exercise.shape)
+    return next(k for k in ("a function", "a number", "a string", "a dict") if text.startswith(k))
+
+
+def _of_kind(value, kind: str) -> bool:
+    if kind == "a number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return {"a string": isinstance(value, str), "a dict": isinstance(value, dict), "a function": callable(value)}[kind]
+
+
+def _function_of(arity: int, result):
+    """A function of exactly ``arity`` parameters that returns ``result``."""
+
+    def fn(*args):
+        return result
+
+    fn.__signature__ = inspect.Signature(
+        [inspect.Parameter(f"x{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(arity)]
+    )
+    return fn
+
+
+def _told_the_shape(exercise, verdict) -> None:
+    assert verdict.answered and not verdict.right, str(verdict)
+    assert verdict.message.startswith(f"Expected {exercise.shape}; "), verdict.message
+    assert "raised" not in verdict.message and verdict.hint == ex.SHAPE_HINT
+
+
+@pytest.mark.parametrize("exercise", ALL, ids=lambda e: e.id)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(value=_VALUES)
+def test_an_answer_of_another_kind_is_told_the_shape_expected(exercise, value):
+    assume(not _of_kind(value, _kind(exercise)))
+    verdict = ex.check(exercise.id, value)
+    _told_the_shape(exercise, verdict)
+    assert "; got a" in verdict.message
+
+
+@pytest.mark.parametrize("exercise", [e for e in ALL if _kind(e) == "a function"], ids=lambda e: e.id)
+@settings(max_examples=10, deadline=None)
+@given(arity=st.integers(0, 6))
+def test_a_function_of_the_wrong_arity_is_told_the_signature_expected(exercise, arity):
+    wanted = len(inspect.signature(exercise.mistake).parameters)
+    assume(arity != wanted)
+    verdict = ex.check(exercise.id, _function_of(arity, 1.0))
+    _told_the_shape(exercise, verdict)
+    assert f"which cannot be called with {wanted} argument" in verdict.message
+
+
+RETURNING = [e for e in ALL if _kind(e) == "a function" and "that returns" in str(e.shape)]
+
+
+@pytest.mark.parametrize("exercise", RETURNING, ids=lambda e: e.id)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(result=_VALUES)
+def test_a_function_that_returns_another_kind_is_told_what_it_returned(exercise, result):
+    returns = str(exercise.shape).split("that returns ", 1)[1]
+    if returns.startswith("a number"):
+        assume(not _of_kind(result, "a number"))
+    elif returns == "True or False":
+        assume(not isinstance(result, bool))
+    else:  # a pair
+        assume(not (isinstance(result, tuple) and len(result) == 2))
+    arity = len(inspect.signature(exercise.mistake).parameters)
+    verdict = ex.check(exercise.id, _function_of(arity, result))
+    _told_the_shape(exercise, verdict)
+    assert " it returned " in verdict.message
+
+
+def test_the_shape_names_what_is_off_in_a_dict_and_the_call_that_returned_the_wrong_kind():
+    verdict = ex.check("12.1", "Outbox")  # the learner's mistake that asked for this
+    assert verdict.message == (
+        "Expected a dict like {'a': ..., 'b': ..., 'c': ...}, each value one of 'reactor', 'outbox', "
+        "'leases'; got a str ('Outbox')."
+    )
+    assert "got a dict with the keys 'a', 'b'." in ex.check("12.1", {"a": "outbox", "b": "leases"}).message
+    assert "got an int (3) for 'c'." in ex.check("12.1", {"a": "outbox", "b": "leases", "c": 3}).message
+    assert not ex.check("12.1", {"a": "outbox", "b": "leases", "c": ...}).answered
+    verdict = ex.check("0.2", lambda fire_at, poll_interval: [1.0])
+    assert verdict.message.endswith("called as wait(0.25, 1.0) it returned a list ([1.0]).")
+    verdict = ex.check("7.2", lambda a, b: "yes")
+    assert "called as same_shape(a DataFrame, a DataFrame) it returned a str ('yes')." in verdict.message
+
+
+@pytest.mark.parametrize("exercise", ALL, ids=lambda e: e.id)
+def test_a_typical_mistake_has_the_right_shape_and_so_is_told_about_the_idea(exercise):
+    assert exercise.shape.misfit(exercise.mistake) is None
+
+
+def _tasks() -> dict[str, str]:
+    build = _build()
+    found = {}
+    for src in sorted((NOTEBOOKS / "src").glob("*.py")):
+        for cell in build.cells_of(src.read_text()):
+            m = re.search(r'ex\.check\("(\d+\.\d+)"', cell.source)
+            if m and "solution" not in cell.metadata.get("tags", []):
+                found[m.group(1)] = cell.source
+    return found
+
+
+def test_the_shape_a_checker_expects_is_the_one_the_task_cell_starts_from():
+    tasks = _tasks()
+    assert set(tasks) == {e.id for e in ALL}
+    for exercise in ALL:
+        source, shape = tasks[exercise.id], str(exercise.shape)
+        if shape.startswith("a function"):
+            (signature,) = re.findall(r"^def (\w+\([^)]*\)):", source, flags=re.M)
+            assert shape.startswith(f"a function `{signature}`"), (exercise.id, shape, signature)
+        else:  # the cell assigns `...`, which check() calls not answered
+            assert re.search(r"^\w+ = (\.\.\.|\{.*\.\.\..*\})", source, flags=re.M), source

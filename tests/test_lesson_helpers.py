@@ -6,6 +6,7 @@ All's time)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
@@ -31,8 +32,11 @@ def test_cell_markers_become_tags_and_metadata_never_comments():
     md, ignored, solution, hidden = build.cells_of(source)
     assert md.cell_type == "markdown" and md.source == "# Title"
     assert ignored.metadata == {"tags": ["nbval-ignore-output"]} and ignored.source == "x = 1"
-    assert solution.metadata["tags"] == ["solution"]
+    assert solution.metadata["tags"] == ["solution", "hide-cell"]  # the site folds it too
     assert solution.metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
+    # what JupyterLab shows of a collapsed cell is its first line; the site's toggle says the same
+    assert solution.source == "# Solution (open after trying)\ny = 2"
+    assert solution.metadata["mystnb"]["code_prompt_show"] == "Solution (open after trying)"
     assert hidden.metadata == {"jupyter": {"source_hidden": True}, "tags": ["nbval-skip"]}
     with pytest.raises(ValueError, match="unknown cell marker 'secret'.*allowed: ignore-output"):
         build.cells_of("# %% secret\nx = 1\n")
@@ -161,9 +165,55 @@ def test_an_explorer_runs_each_setting_once_and_only_redraws_after():
 def test_a_table_rounds_wraps_and_keeps_one_style_id_for_one_content():
     df = pd.DataFrame({"a_long_column_name": [1.23456, 2.0], "n": [1000, 2]})
     html = lesson.table(df, digits=2).to_html()
-    assert "1.23" in html and "1,000" in html and "overflow-wrap: anywhere" in html
+    assert "1.23" in html and "1,000" in html
     assert lesson.table(df, digits=2).to_html() == html  # the saved notebook does not move
     assert lesson.table(df.assign(n=[1, 2]), digits=2).to_html() != html
+
+
+def _cells(html: str, tag: str) -> list[str]:
+    return [re.sub(r"<(?!wbr>)[^>]*>", "", c).strip() for c in re.findall(rf"<{tag}\b[^>]*>(.*?)</{tag}>", html)]
+
+
+def test_a_header_wraps_at_underscores_and_dots_never_inside_a_word():
+    df = pd.DataFrame(
+        {"dead_lettered": [1], "acks_per_s": [2.0], "duplicates": [3]},
+        index=pd.Index(["poll.after_dispatch_before_watermark"], name="crash_point"),
+    )
+    html = lesson.table(df).to_html()
+    th_rule = re.search(r"th \{([^}]*)\}", html).group(1)
+    assert "word-break: keep-all" in th_rule and "overflow-wrap: normal" in th_rule
+    assert "anywhere" not in html and "break-all" not in html
+    headers = _cells(html, "th")
+    assert "dead_<wbr>lettered" in headers and "acks_<wbr>per_s" in headers and "duplicates" in headers
+    assert "crash_<wbr>point" in headers and "poll.<wbr>after_<wbr>dispatch_<wbr>before_<wbr>watermark" in headers
+
+
+def test_a_table_puts_units_and_percentages_in_its_cells():
+    df = pd.DataFrame(
+        {"p50 (ms)": [512.34], "hold_max_s": [1.5], "acks_per_s": [2.0], "peak_kb": [3.0], "share": [0.05]},
+        index=pd.MultiIndex.from_tuples([(0.05, 15.0)], names=["dropped", "poll (s)"]),
+    )
+    html = lesson.table(df, digits=1, percent=["share", "dropped"]).to_html()
+    nbsp = "\u00a0"
+    assert _cells(html, "td") == [f"512.3{nbsp}ms", f"1.5{nbsp}s", f"2.0{nbsp}/s", f"3.0{nbsp}kB", f"5{nbsp}%"]
+    headers = _cells(html, "th")
+    assert "p50" in headers and "hold_<wbr>max_s" in headers, "a unit in parentheses moves to the cells"
+    assert f"5{nbsp}%" in headers and f"15{nbsp}s" in headers and "poll" in headers, "the index too"
+    assert "0.050000" not in html and "15.000000" not in html
+    index = lesson.table(pd.DataFrame({"x": [1, 2]}, index=pd.Index([0.1, 2.5], name="P"))).to_html()
+    assert ["0.1", "2.5"] == [h for h in _cells(index, "th") if h[0].isdigit()], "a float index in its shortest form"
+
+
+def test_a_missing_value_is_shown_as_a_dash_and_left_unshaded():
+    df = pd.DataFrame({"per_batch": [0.0, float("nan"), 20.0, 8.0], "n": [1, 2, 3, 4]})
+    html = lesson.table(df, digits=2, highlight=["per_batch"]).to_html()
+    uuid = re.search(r'<table id="T_(\w+)"', html).group(1)
+    assert _cells(html, "td")[2] == "–"
+    shaded = re.findall(rf"#T_{uuid}_row(\d)_col0\b", html)
+    assert sorted(set(shaded)) == ["0", "2", "3"], "the missing value is not painted as a value"
+    darkest = re.search(rf"#T_{uuid}_row2_col0 \{{\s*background-color: (#\w+)", html).group(1)
+    assert darkest == "#7f2704", "the largest known value takes the darkest shade"
+    assert "background-color: #000000" not in html, "no cell is painted black (the colour map's 'bad')"
 
 
 def test_a_takeaway_has_three_to_five_bullets():

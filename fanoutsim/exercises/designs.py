@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fanoutsim.exercises import NotAnswered, call, close_to, exercise, first_miss, number, one_of
+from fanoutsim.exercises import NotAnswered, a_dict, a_number, call, close_to, exercise, first_miss, function, number
 
 _DESIGNS = ("reactor", "outbox", "leases")
 _NEEDS = {
@@ -23,14 +23,17 @@ _NEEDS = {
 }
 
 
-@exercise("12.1", "which design?", mistake={"a": "reactor", "b": "leases", "c": "reactor"})
+@exercise(
+    "12.1",
+    "which design?",
+    mistake={"a": "reactor", "b": "leases", "c": "reactor"},
+    shape=a_dict(_NEEDS, _DESIGNS),
+)
 def _which(answer):
-    if not isinstance(answer, dict):
-        raise TypeError(f"answer with a dict of the needs, {{'a': ..., 'b': ..., 'c': ...}}; got {answer!r}")
     if any(answer.get(k, ...) is ... for k in _NEEDS):
         raise NotAnswered("Answer every need: replace each `...` with a design's name.")
     for key, (want, why) in _NEEDS.items():
-        got = one_of(answer[key], _DESIGNS)
+        got = answer[key].strip().lower()  # its shape made it one of _DESIGNS
         if got != want:
             return False, f"({key}): you chose the {got}.", f"Think of what ({key}) needs most — {why}"
     return (
@@ -44,7 +47,12 @@ def _the_step(poll):
     return 0.01  # the hinted latency: as if the hints still came
 
 
-@exercise("12.2", "an outbox without its hints", mistake=_the_step)
+@exercise(
+    "12.2",
+    "an outbox without its hints",
+    mistake=_the_step,
+    shape=function("without_hints(poll)", a_number("of seconds")),
+)
 def _without_hints(fn):
     miss = first_miss(fn, (1.0, 4.0), lambda poll: poll / 2, rel=0.2)
     if miss is None:
@@ -90,7 +98,12 @@ def _mode_ignored(read_mode):
     return _reference_lost_late("all")  # read_mode never passed to the config
 
 
-@exercise("13.1", "the late-commit hole, simulated", mistake=_mode_ignored)
+@exercise(
+    "13.1",
+    "the late-commit hole, simulated",
+    mistake=_mode_ignored,
+    shape=function("lost_late(read_mode)", a_number("of rows")),
+)
 def _late(fn):
     for mode in ("all", "gap"):
         got, want = number(call(fn, mode)), _reference_lost_late(mode)
@@ -124,7 +137,12 @@ def _pollers_times_nothing(pollers):
     return 0  # as if replicas shared the work
 
 
-@exercise("13.2", "several pollers, simulated", mistake=_pollers_times_nothing)
+@exercise(
+    "13.2",
+    "several pollers, simulated",
+    mistake=_pollers_times_nothing,
+    shape=function("extra_deliveries(pollers)", a_number("of deliveries")),
+)
 def _pollers(fn):
     one, two = number(call(fn, 1)), number(call(fn, 2))
     if one != 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fanoutsim.exercises import call, exercise, first_miss, number
+from fanoutsim.exercises import a_number, a_tuple, call, exercise, first_miss, function, number
 
 # -- 10 · leases, acks and dead letters ----------------------------------------------------------
 
@@ -13,7 +13,12 @@ def _shortest_safe_lease(law: str = "lognormal", mean: float = 5.0, per_event: f
     return next(lease for lease in range(1, 10_000) if expected_duplicates(p_exceeds(law, mean, lease)) < per_event)
 
 
-@exercise("10.1", "the shortest safe lease", mistake=15)
+@exercise(
+    "10.1",
+    "the shortest safe lease",
+    mistake=15,
+    shape=a_number("of seconds"),
+)
 def _safe_lease(answer):
     from fanoutsim.designs.leases.analysis import expected_duplicates, p_exceeds
 
@@ -43,7 +48,12 @@ def _in_flight_always(in_flight, partitions, order):
     return in_flight  # RiffDB's answer for both rules
 
 
-@exercise("10.2", "how many leases can be out", mistake=_in_flight_always)
+@exercise(
+    "10.2",
+    "how many leases can be out",
+    mistake=_in_flight_always,
+    shape=function("slots(in_flight, partitions, order)", a_number("of leases")),
+)
 def _slots(fn):
     cases = [(k, p, order) for k, p in ((8, 4), (2, 8), (8, 1), (5, 5)) for order in ("head_of_line", "riffdb")]
     miss = first_miss(fn, cases, lambda k, p, order: min(k, p) if order == "head_of_line" else k, rel=0.0)
@@ -65,12 +75,14 @@ def _acked_anyway():
     return "acked", 1  # as if the restore changed nothing
 
 
-@exercise("11.1", "a stale token, by hand", mistake=_acked_anyway)
+@exercise(
+    "11.1",
+    "a stale token, by hand",
+    mistake=_acked_anyway,
+    shape=function("after_restore()", a_tuple("the ack's result", "the new lease's attempt")),
+)
 def _stale_token(fn):
-    got = call(fn)
-    if not isinstance(got, tuple) or len(got) != 2:
-        raise TypeError(f"return a pair (the ack's result, the new lease's attempt), got {got!r}")
-    result, attempt = got
+    result, attempt = call(fn)
     if result != "stale_incarnation":
         return (
             False,
@@ -95,7 +107,12 @@ def _same_either_way(idle_consumer):
     return 465  # what retention prunes without the idle consumer, said for both
 
 
-@exercise("11.2", "what holds the fence", mistake=_same_either_way)
+@exercise(
+    "11.2",
+    "what holds the fence",
+    mistake=_same_either_way,
+    shape=function("pruned(idle_consumer)", a_number("of events")),
+)
 def _fence(fn):
     alone, held = number(call(fn, False)), number(call(fn, True))
     if alone < 100:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fanoutsim.exercises import NotAnswered, call, close_to, exercise, first_miss, number
+from fanoutsim.exercises import NotAnswered, a_number, call, close_to, exercise, first_miss, function, number
 
 # -- 8 · lost hints and the safety poll ---------------------------------------------------------
 
@@ -11,7 +11,12 @@ def _half_the_poll(poll):
     return poll / 2  # the median wait when every hint is lost, not the worst
 
 
-@exercise("8.1", "the worst wait", mistake=_half_the_poll)
+@exercise(
+    "8.1",
+    "the worst wait",
+    mistake=_half_the_poll,
+    shape=function("worst_wait(poll)", a_number("of seconds")),
+)
 def _worst_wait(fn):
     for poll in (2.0, 10.0):
         got = number(call(fn, poll))
@@ -36,7 +41,12 @@ def _one_more(budget):
     return budget + 1  # the first attempt counted apart from the budget
 
 
-@exercise("8.2", "a retry budget", mistake=_one_more)
+@exercise(
+    "8.2",
+    "a retry budget",
+    mistake=_one_more,
+    shape=function("attempts_before_parking(budget)", a_number("of attempts")),
+)
 def _retry_budget(fn):
     miss = first_miss(fn, (2, 4), lambda budget: budget, rel=0.0)
     if miss is None:
@@ -56,7 +66,12 @@ def _count_changes(view, row):
     view[row["ref"]] = view.get(row["ref"], 0) + 1  # a counter: a re-delivery counts twice
 
 
-@exercise("9.1", "an idempotent view", mistake=_count_changes)
+@exercise(
+    "9.1",
+    "an idempotent view",
+    mistake=_count_changes,
+    shape=function("handle(view, row)", does="that writes what it keeps per page into the dict `view`"),
+)
 def _idempotent_view(fn):
     from fanoutsim.designs.outbox.simulation import OutboxSimulation
     from fanoutsim.faults import CrashAtPoint, FaultPlan
@@ -91,7 +106,12 @@ def _backfill_worst_ignoring(reserved):
     return 0.01  # the reserved listener's answer for both: the shared pool forgotten
 
 
-@exercise("9.2", "what the reserved connection buys", mistake=_backfill_worst_ignoring)
+@exercise(
+    "9.2",
+    "what the reserved connection buys",
+    mistake=_backfill_worst_ignoring,
+    shape=function("worst_during_backfill(reserved)", a_number("of seconds")),
+)
 def _reserved(fn):
     got = {r: number(call(fn, r)) for r in (True, False)}
     if got[True] > 0.5:

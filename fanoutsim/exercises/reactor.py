@@ -10,7 +10,18 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from fanoutsim.exercises import NotAnswered, call, close_to, exercise, first_miss, number
+from fanoutsim.exercises import (
+    TRUE_OR_FALSE,
+    NotAnswered,
+    a_number,
+    a_string,
+    call,
+    close_to,
+    exercise,
+    first_miss,
+    function,
+    number,
+)
 
 # -- 0 · the tour ------------------------------------------------------------------------------
 
@@ -19,7 +30,12 @@ def _count_all(prices, threshold):
     return len(prices)  # the typical mistake: every firing counted, the filter forgotten
 
 
-@exercise("0.1", "what a filter dispatches", mistake=_count_all)
+@exercise(
+    "0.1",
+    "what a filter dispatches",
+    mistake=_count_all,
+    shape=function("dispatched(prices, threshold)", a_number("of executions")),
+)
 def _dispatched(fn):
     cases = [([90, 140, 210, 50], 100), ([5, 6, 7], 6), ([300, 301], 0), ([1, 2, 3], 10)]
     for prices, threshold in cases:
@@ -46,7 +62,12 @@ def _half_interval(fire_at, poll_interval):
     return poll_interval / 2  # the average wait, not this firing's
 
 
-@exercise("0.2", "how long a firing waits", mistake=_half_interval)
+@exercise(
+    "0.2",
+    "how long a firing waits",
+    mistake=_half_interval,
+    shape=function("wait(fire_at, poll_interval)", a_number("of seconds")),
+)
 def _wait(fn):
     cases = ((0.25, 1.0), (2.6, 1.0), (1.1, 0.5), (7.3, 5.0))
     # polls run at 0, P, 2P, ...: a firing waits for the next one
@@ -69,7 +90,12 @@ def _whole_interval(poll_interval):
     return poll_interval  # the longest wait, not the mean
 
 
-@exercise("1.1", "the mean wait", mistake=_whole_interval)
+@exercise(
+    "1.1",
+    "the mean wait",
+    mistake=_whole_interval,
+    shape=function("mean_wait(poll_interval)", a_number("of seconds")),
+)
 def _mean_wait(fn):
     miss = first_miss(fn, (0.5, 2.0), lambda p: p / 2, rel=0.1)
     if miss is None:
@@ -93,7 +119,12 @@ def _backlog_ignoring_the_limit(batch_limit):
     return len(sim.firings()) - len(sim.executions())
 
 
-@exercise("1.2", "a batch limit too small", mistake=_backlog_ignoring_the_limit)
+@exercise(
+    "1.2",
+    "a batch limit too small",
+    mistake=_backlog_ignoring_the_limit,
+    shape=function("backlog(batch_limit)", a_number("of firings")),
+)
 def _backlog(fn):
     low = number(call(fn, 2))
     if not 0.8 * 900 <= low <= 1.2 * 900:
@@ -127,7 +158,12 @@ def _one_per_crash(mode):
     return 1.0  # per_firing's answer, for every mode
 
 
-@exercise("2.1", "duplicates per crash, by mode", mistake=_one_per_crash)
+@exercise(
+    "2.1",
+    "duplicates per crash, by mode",
+    mistake=_one_per_crash,
+    shape=function("per_crash(mode)", a_number("of duplicates per crash")),
+)
 def _per_crash(fn):
     got = {mode: number(call(fn, mode)) for mode in ("atomic", "per_firing")}
     if not close_to(got["atomic"], 0.0, abs_=0.01):
@@ -150,7 +186,12 @@ def _append(table, context):
     return table
 
 
-@exercise("2.2", "an idempotent effect", mistake=_append)
+@exercise(
+    "2.2",
+    "an idempotent effect",
+    mistake=_append,
+    shape=function("write(table, context)", does="that writes a record per firing into the dict `table`"),
+)
 def _idempotent(fn):
     from fanoutsim.designs.reactor.analysis.faults import crash_run
 
@@ -182,7 +223,12 @@ def _rate_times_retention(retention):
     return 2.0 * retention  # the bottom of the sawtooth, not its mean
 
 
-@exercise("3.1", "the size of the table", mistake=_rate_times_retention)
+@exercise(
+    "3.1",
+    "the size of the table",
+    mistake=_rate_times_retention,
+    shape=function("mean_rows(retention)", a_number("of rows")),
+)
 def _mean_rows(fn):
     miss = first_miss(fn, (60.0, 120.0), lambda r: 2.0 * (r + 10.0 / 2), rel=0.05)
     if miss is None:
@@ -208,7 +254,12 @@ def _lost_ignoring_the_policy(policy, pause):
     return retention_cost(retention_run("ttl", retention=60.0, pause=pause))["lost_paused"]
 
 
-@exercise("3.2", "who loses under a TTL", mistake=_lost_ignoring_the_policy)
+@exercise(
+    "3.2",
+    "who loses under a TTL",
+    mistake=_lost_ignoring_the_policy,
+    shape=function("lost(policy, pause)", a_number("of firings")),
+)
 def _lost(fn):
     from fanoutsim.designs.reactor.analysis.faults import retention_cost, retention_run
 
@@ -241,13 +292,16 @@ _QUOTES = [
 ]
 
 
-@exercise("4.1", "write a filter", mistake="payload.quote.region == 'us-east' || payload.quote.price > 100")
+@exercise(
+    "4.1",
+    "write a filter",
+    mistake="payload.quote.region == 'us-east' || payload.quote.price > 100",
+    shape=a_string("of CEL"),
+)
 def _filter(when):
     from fanoutsim.designs.reactor.predicate import InvalidPredicate
     from fanoutsim.designs.reactor.simulation import Simulation
 
-    if not isinstance(when, str):
-        raise TypeError(f"this exercise wants a CEL expression as a string, got {type(when).__name__}")
     sim = Simulation(seed=0)
     try:
         sim.runner.subscribe_workflow_to_reactor("pricing_reactor", "w", when=when)
@@ -277,7 +331,12 @@ def _one_error(limit):
     return 1  # the skip policy's count: one error, then move on
 
 
-@exercise("4.2", "how long `hold` holds", mistake=_one_error)
+@exercise(
+    "4.2",
+    "how long `hold` holds",
+    mistake=_one_error,
+    shape=function("errors_before_dead_letter(limit)", a_number("of errors")),
+)
 def _hold(fn):
     miss = first_miss(fn, (3, 5), lambda limit: limit, rel=0.0)
     if miss is None:
@@ -303,7 +362,12 @@ def _twins_lost_anyway(watermark):
     return 3  # the hole under every watermark: the compound cursor forgotten
 
 
-@exercise("5.1", "make a tie yourself", mistake=_twins_lost_anyway)
+@exercise(
+    "5.1",
+    "make a tie yourself",
+    mistake=_twins_lost_anyway,
+    shape=function("twins_lost(watermark)", a_number("of firings")),
+)
 def _twins(fn):
     got = {w: number(call(fn, w)) for w in ("fired_at", "fired_at_id")}
     if got["fired_at"] != 3:
@@ -337,7 +401,12 @@ def _smallest_settle() -> int:
     )
 
 
-@exercise("5.2", "the smallest settle time", mistake=5)
+@exercise(
+    "5.2",
+    "the smallest settle time",
+    mistake=5,
+    shape=a_number("of seconds"),
+)
 def _settle(answer):
     got, want = number(answer), _smallest_settle()
     if got == want:
@@ -366,7 +435,12 @@ def _knee_of_the_total(batch_limit, poll_interval):
     return batch_limit / poll_interval  # one stream's knee, as if it had all the traffic
 
 
-@exercise("6.1", "the knee", mistake=_knee_of_the_total)
+@exercise(
+    "6.1",
+    "the knee",
+    mistake=_knee_of_the_total,
+    shape=function("knee(batch_limit, poll_interval)", a_number("of firings a second")),
+)
 def _knee(fn):
     miss = first_miss(fn, ((5, 1.0), (10, 1.0), (100, 0.5)), lambda b, p: b / p / 0.75, rel=0.01)
     if miss is None:
@@ -385,7 +459,12 @@ def _queries_times_p(subscriptions, poll_interval):
     return subscriptions * poll_interval  # upside down: queries per pass times the interval
 
 
-@exercise("6.2", "the database load, measured", mistake=_queries_times_p)
+@exercise(
+    "6.2",
+    "the database load, measured",
+    mistake=_queries_times_p,
+    shape=function("queries_per_second(subscriptions, poll_interval)", a_number("of queries a second")),
+)
 def _queries(fn):
     # a pass at t = 0, then one every P
     miss = first_miss(fn, ((4, 1.0), (10, 0.5)), lambda n, p: n * (60.0 / p + 1) / 60.0, rel=0.05)
@@ -419,7 +498,12 @@ def _no_round_trip(rt_s):
     return _reference_wait(0.0)  # the round trip never passed to the simulation
 
 
-@exercise("7.1", "what a round trip adds", mistake=_no_round_trip)
+@exercise(
+    "7.1",
+    "what a round trip adds",
+    mistake=_no_round_trip,
+    shape=function("mean_wait(rt_s)", a_number("of seconds")),
+)
 def _round_trip(fn):
     miss = first_miss(fn, (0.0, 0.2), _reference_wait, rel=0.1)
     if miss is not None:
@@ -443,7 +527,12 @@ def _compare_means(a, b):
     return abs(a["fire_to_dispatch"].mean() - b["fire_to_dispatch"].mean()) < 0.05  # blind to the shape
 
 
-@exercise("7.2", "the same shape?", mistake=_compare_means)
+@exercise(
+    "7.2",
+    "the same shape?",
+    mistake=_compare_means,
+    shape=function("same_shape(a, b)", TRUE_OR_FALSE),
+)
 def _same_shape(fn):
     import numpy as np
     import pandas as pd

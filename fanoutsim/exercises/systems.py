@@ -3,7 +3,7 @@ timeout as a lease; procrastinate's lost wake-up)."""
 
 from __future__ import annotations
 
-from fanoutsim.exercises import call, exercise, first_miss
+from fanoutsim.exercises import TRUE_OR_FALSE, a_number, call, exercise, first_miss, function
 
 # -- 14.1 · the longest handler a visibility timeout allows ----------------------------------------
 # (timeout s, duplicates per 1000): SQS's default, a long timeout, a looser target
@@ -29,7 +29,12 @@ def _half_the_timeout(timeout, per_1000):
     return timeout / 2  # "a lease twice the mean work": sized against the mean, not the tail
 
 
-@exercise("14.1", "the longest handler a visibility timeout allows", mistake=_half_the_timeout)
+@exercise(
+    "14.1",
+    "the longest handler a visibility timeout allows",
+    mistake=_half_the_timeout,
+    shape=function("longest_handler(timeout, per_1000)", a_number("of seconds")),
+)
 def _longest_handler(fn):
     from fanoutsim.designs.leases.analysis import expected_duplicates, p_exceeds
 
@@ -75,14 +80,16 @@ def _no_race(commit, hint, fetch_start, fetch_end, wake_mode):
     return False  # as if every delivered NOTIFY woke the worker
 
 
-@exercise("14.2", "the lost wake-up, as a rule", mistake=_no_race)
+@exercise(
+    "14.2",
+    "the lost wake-up, as a rule",
+    mistake=_no_race,
+    shape=function("sleeps_through(commit, hint, fetch_start, fetch_end, wake_mode)", TRUE_OR_FALSE),
+)
 def _sleeps_through(fn):
     for (commit, hint, start, end), wants in _RACES:
         for mode, want in wants.items():
-            got = call(fn, commit, hint, start, end, mode)
-            if got not in (True, False):  # a numpy bool is welcome too
-                raise TypeError(f"return True or False, got {got!r}")
-            got = bool(got)
+            got = bool(call(fn, commit, hint, start, end, mode))  # a numpy bool is welcome too
             if got == want:
                 continue
             case = (

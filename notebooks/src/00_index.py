@@ -9,11 +9,11 @@
 #
 # **How a lesson works.** Its first cell says what you will learn, what you need first and how
 # long **Run › Run All Cells** takes. Then short sections: a question to answer before you run
-# (**Predict**), the run that settles it, and what to read in it (**Read**). Each lesson ends
-# with two or three exercises — a function you write against the public API
-# (`import fanoutsim as fs`), marked by a checker that says *right* or gives a hint; a solution
-# is in the collapsed cell below each — and with its take-away, written from the numbers the run
-# computed. The lessons open with their outputs saved: you can read any of them without running
+# (**Predict**), the run that settles it, and its answer, folded under **Show the answer** until
+# you have decided. Each lesson ends with two or three exercises — a function you write against
+# the public API (`import fanoutsim as fs`), marked by a checker that says *right* or gives a
+# hint; a solution is in the collapsed cell below each, labelled **Solution (open after
+# trying)** — and with its take-away, written from the numbers the run computed. The lessons open with their outputs saved: you can read any of them without running
 # a cell. A control (a slider, a choice) needs a running kernel to move: it says so where it
 # stands until you run its cell.
 #
@@ -33,15 +33,15 @@
 #
 # | notebook | what you will learn | Run All |
 # |---|---|---|
-# | [00_tour](00_tour.ipynb) | The three tables between a firing and a workflow; a watermark moving one poll at a time; a filter decides dispatch, not progress. | about 2 s |
-# | [01_latency_budget](01_latency_budget.ipynb) | The poll wait is uniform on [0, P); the whole path stacked against Cloacina's ~500 ms; a batch limit too small. A control: P × batch limit. | about 7 s |
+# | [00_tour](00_tour.ipynb) | The three tables between a firing and a workflow; a watermark moving one poll at a time; what a filter decides. | about 2 s |
+# | [01_latency_budget](01_latency_budget.ipynb) | The shape of the poll wait; the whole path stacked against Cloacina's ~500 ms; a batch limit too small. A control: P × batch limit. | about 7 s |
 # | [02_duplicate_deliveries](02_duplicate_deliveries.ipynb) | Which crash costs a duplicate, how many under each commit mode, and the recipe that makes it harmless. A control: crash point × commit mode. | about 8 s |
-# | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; the TTL gotcha for a stalled subscriber; a subscription that never reads. A control: retention, pause, policy. | about 6 s |
+# | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; a stalled subscriber under a TTL and under a conservative prune; a subscription that never reads. A control: retention, pause, policy. | about 6 s |
 # | [04_cel_filters](04_cel_filters.ipynb) | What a filter saves and what it does not; `skip` and `hold` when it fails; what is caught at subscribe time. | about 5 s |
 # | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 5 s |
 # | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 1.5 min |
 # | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 28 s |
-# | [08_outbox](08_outbox.ipynb) | A lost hint costs latency, never a row; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 4 s |
+# | [08_outbox](08_outbox.ipynb) | What a lost hint costs; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 4 s |
 # | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 9 s |
 # | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 59 s |
 # | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 4 s |

@@ -4,8 +4,7 @@
 # **What you will learn**
 # - what happens between a reactor *firing* and a workflow running: the three tables
 #   `reactor_firings`, `workflow_subscriptions` and `workflow_executions`;
-# - how a subscription's *watermark* moves one poll at a time, and that a filter decides
-#   dispatch but not progress;
+# - how a subscription's *watermark* moves, one poll at a time, and what a filter decides;
 # - where the wait between a firing and its execution comes from.
 #
 # **What you need first:** Python and a little pandas. Nothing about fanoutsim; the words
@@ -72,11 +71,16 @@ made = duckdb.sql("""
 made
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Three executions: (c). Firing is synchronous — all three rows are in the log at
 # once — but dispatch waits for the poll. The poll at t = 1 s dispatched the two quotes fired
 # before it: both to `audit`, and only the quote at 140 to `incident_response` (the quote at
-# 90 failed the filter). The quote fired at t = 1.25 s waits for the poll at t = 2 s. The
-# JSON context of each execution carries the payload plus `reactor_name`,
+# 90 failed the filter). The quote fired at t = 1.25 s waits for the poll at t = 2 s.
+#
+# </details>
+#
+# The JSON context of each execution carries the payload plus `reactor_name`,
 # `reactor_firing_id` and `reactor_fired_at`; the firing id is the key a workflow uses to
 # make a second delivery harmless ([lesson 2](02_duplicate_deliveries.ipynb)).
 #
@@ -99,10 +103,14 @@ moved = pd.DataFrame({"fetched": stats.fetched, "dispatched": stats.dispatched,
 moved
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b). Both watermarks moved the same distance, although the filtered subscription
 # dispatched nothing for the quote at 50: **a CEL false still advances the watermark**, so a
 # filtered-out firing is never evaluated again. The watermark says "read up to here", not
 # "delivered up to here".
+#
+# </details>
 #
 # ## 3. Metrics
 #
@@ -126,8 +134,9 @@ pd.DataFrame({"firings": [n_fired], "audit runs": [counts["audit"]],
 #
 # Each exercise is a function you write against the public API (`import fanoutsim as fs`).
 # The last line of its cell asks the checker, which calls your function with inputs of its
-# own: it says *right*, or what is off and a hint. A solution is in the collapsed cell below
-# each exercise (click its left edge to open it).
+# own: it says *right*, what is off and a hint, or — for an answer of another kind than the
+# one asked — the shape it expects. A solution is in the collapsed cell below each exercise,
+# labelled *Solution (open after trying)*: click it to open it.
 #
 # ### Exercise 0.1 — what a filter dispatches
 #

@@ -2,8 +2,8 @@
 # # 1 · Latency budget
 #
 # **What you will learn**
-# - that a firing waits for the next poll, and that this wait is *uniform* on [0, P) for a
-#   poll interval P: P/2 on average, never more than P;
+# - what a firing waits for between its write and its dispatch, and what shape that wait
+#   takes for a poll interval P: its mean, its bound, its histogram;
 # - how the whole path adds up (poll wait, insert, claim wait, run), and why the measured
 #   claim wait is not the textbook half tick;
 # - how a batch limit that is too small breaks the budget.
@@ -72,12 +72,16 @@ paths = pd.DataFrame({
 lesson.table(paths, digits=1)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b). Every graph call is in the trace at its firing's own timestamp: the
 # in-process path is immediate (its real cost is the call itself) and not durable. Each
 # firing feeds the two subscriptions of its tenant, so there are two executions per firing,
 # each waiting for the poll loop.
 #
-# ## 2. The poll wait is uniform on [0, P)
+# </details>
+#
+# ## 2. The shape of the poll wait
 #
 # The poll loop runs at t = 0, P, 2P, …; a firing at a random instant waits for the next one.
 #
@@ -91,18 +95,24 @@ fig
 
 # %%
 u = analysis.poll_wait_uniformity(budget["poll_wait_s"], cfg.reactor_poll_interval)
-uniform = pd.Series({
+uniform = pd.DataFrame([{
     "mean poll wait (ms)": u["mean_s"] * 1e3, "theory P/2 (ms)": u["expected_mean_s"] * 1e3,
     "share below P": u["within_p"], "KS distance to uniform [0, P)": u["ks"],
-    "KS 5% critical value": u["ks_critical_5pct"]}).to_frame("value")
-lesson.table(uniform, digits=4)
+    "KS 5% critical value": u["ks_critical_5pct"]}])
+lesson.table(uniform, digits={"mean poll wait (ms)": 1, "theory P/2 (ms)": 1, "share below P": 1},
+             percent=["share below P"], index=False)
 
 # %% [markdown]
-# **Read.** (b): flat up to P and empty past it. The Kolmogorov-Smirnov distance — the
-# largest gap between the measured and the uniform cumulative distribution — is below its 5%
-# critical value: nothing tells this wait apart from uniform on [0, P). (Both subscriptions
-# of a tenant wait the same time for the same firing, so the samples come in pairs and the
-# true critical value is even a little larger.)
+# <details><summary>Show the answer</summary>
+#
+# **Read.** (b): flat up to P and empty past it — the wait is *uniform* on [0, P), P/2 on
+# average and never more than P. The Kolmogorov-Smirnov distance — the largest gap between
+# the measured and the uniform cumulative distribution — is below its 5% critical value:
+# nothing tells this wait apart from uniform on [0, P). (Both subscriptions of a tenant wait
+# the same time for the same firing, so the samples come in pairs and the true critical value
+# is even a little larger.)
+#
+# </details>
 #
 # ## 3. The whole budget, stacked
 #
@@ -202,10 +212,14 @@ knee = pd.DataFrame([
 lesson.table(knee, digits=0)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b). With batch 100 the wait is P/2 whatever P. With batch 1 at P = 2 s the
 # subscription falls behind by a firing a second, the backlog grows for the whole run, and
 # the poll wait is no longer a poll wait: it is a queue. [Lesson 6](06_poll_interval_sweep.ipynb)
 # finds where that knee is.
+#
+# </details>
 #
 # ## Exercises
 #

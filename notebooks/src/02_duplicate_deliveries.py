@@ -14,10 +14,9 @@
 # **Run All:** about 8 s on two cores.
 #
 # **The system modelled.** In Cloacina's poll loop the execution insert and the watermark
-# update are two commits. A crash between them leaves a dispatched firing behind the
-# watermark, and the restarted runner dispatches it again. Nothing here scripts a duplicate:
-# a fault plan only says *where* the process dies (a named crash point) and the duplicates
-# follow from the tables.
+# update are two commits, and a process can die between any two steps. Nothing here scripts
+# a duplicate: a fault plan only says *where* the process dies (a named crash point), and what
+# follows, follows from the tables.
 
 # %%
 %matplotlib inline
@@ -57,10 +56,14 @@ pd.Series({"executions of the firing": len(sim.executions()),
           name="value").to_frame()
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (c). The first incarnation of the runner (attempt 0) dispatched it and died; the
 # second (attempt 1) found the watermark still before the firing, dispatched it again, and
 # only then moved the watermark. The checker names the cause from the trace alone: a crash
 # between the two dispatches.
+#
+# </details>
 #
 # ## 2. Which crash point costs duplicates, under each commit mode
 #
@@ -126,7 +129,7 @@ control = lesson.Explorer(crash_at, draw_crashes,
 control
 
 # %% [markdown]
-# The whole grid as one table: duplicates per crash under each mode (NaN: that mode never
+# The whole grid as one table: duplicates per crash under each mode ("–": that mode never
 # passes the point, so it never crashed there) and the other damage, the most over the three
 # modes: `requeued` counts claims a dead runner left `running` that the next incarnation put
 # back to pending; `never_logged`, firings the in-process graphs saw but the log never got;
@@ -142,9 +145,13 @@ lesson.table(crash_table[list(analysis.CRASH_MODES)].join(damage).reindex(named)
              highlight=list(analysis.CRASH_MODES))
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Only the crash between insert and watermark costs duplicates, and only where the
 # insert is not in the watermark's transaction. A crash before the log write costs the
 # opposite: a firing the graphs saw and no subscriber ever will.
+#
+# </details>
 #
 # ## 3. Duplicates per crash against the batch limit
 #
@@ -165,9 +172,13 @@ fig = plots.duplicates_per_crash(sweep)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b): under `per_batch` everything dispatched so far in the batch is re-delivered,
 # (L + 1) / 2 on average; `per_firing` re-delivers exactly the firing in flight, 1 per crash
 # at every L; `atomic` nothing. No run lost a firing.
+#
+# </details>
 #
 # ## 4. The idempotency recipe: key the effect on `reactor_firing_id`
 #
@@ -183,7 +194,7 @@ dedup = analysis.dedup_report(run, naive, upsert)
 pd.Series(dedup, name="count").to_frame()
 
 # %% [markdown]
-# `atomic` closes the crash window, but not every source of duplicates.
+# `atomic` closes the crash window.
 #
 # > **Predict.** Two poller replicas read the same subscription under `atomic`. Duplicates?
 # > (a) none: atomic closed the window; (b) many.
@@ -199,8 +210,13 @@ pd.Series({"firings": two_pollers["expected"], "extra deliveries": two_pollers["
            "causes": two_pollers["duplicates_by_cause"]}, name="atomic, 2 pollers").to_frame()
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b): both replicas read the same batch and both dispatch it, whatever the commit
-# mode ([lesson 5](05_watermark_holes.ipynb) shows the watermark they fight over).
+# mode ([lesson 5](05_watermark_holes.ipynb) shows the watermark they fight over). `atomic`
+# closes the crash window, but not every source of duplicates.
+#
+# </details>
 #
 # ## Exercises
 #

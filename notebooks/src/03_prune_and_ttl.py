@@ -2,9 +2,10 @@
 # # 3 · Prune and TTL
 #
 # **What you will learn**
-# - how big the firings table gets under a retention window, and why it is a sawtooth;
-# - the *TTL gotcha*: a subscriber that stops reading for longer than the retention loses
-#   firings under a plain TTL, and keeps them under a conservative prune;
+# - how big the firings table gets under a retention window, and what shape its size takes
+#   over time;
+# - the *TTL gotcha*: what a subscriber that stops reading for longer than the retention
+#   costs under a plain TTL, and under a conservative prune;
 # - what a subscription that is never polled costs, and what disabling it costs instead.
 #
 # **What you need first:** [0 · A tour](00_tour.ipynb) — the firings log and the watermark.
@@ -64,9 +65,13 @@ fig = plots.table_size_over_time(steady, title="reactor_firings under a plain TT
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b). Between two prunes the table grows by rate × I, and each prune takes it back
 # to what arrived in the last R seconds: a sawtooth with one tooth per prune, whose mean is
 # rate × (R + I / 2).
+#
+# </details>
 #
 # ## 2. A subscription paused longer than the retention
 #
@@ -89,17 +94,20 @@ fig = plots.table_size_over_time({"ttl": ttl, "conservative": conservative}, ret
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Under `ttl` the paused subscription loses what was pruned before it got there —
 # every loss with cause `pruned` — and the checker still calls the run valid: the
 # configuration says a TTL may drop firings, so nothing it *promised* was lost. Under
 # `conservative` the table grows while the subscription is paused, nothing is lost, and when
 # it resumes it drains the backlog and the next prune deletes it at once.
 #
+# </details>
+#
 # ## 3. A subscription that is never polled
 #
-# A subscription whose watermark stays NULL (its runner is stuck, or it was created and
-# forgotten) "holds the entire log open" under the conservative rule. The documented
-# mitigation is to *disable* it: a disabled subscription holds nothing open.
+# A subscription whose watermark stays NULL: its runner is stuck, or it was created and
+# forgotten. The design document's mitigation for what it costs is to *disable* it.
 #
 # > **Predict.** A third subscription, `archive`, is never polled. Under `conservative`, how
 # > many firings are pruned in five minutes?
@@ -115,8 +123,13 @@ fig = plots.table_size_over_time(never, retention=60.0, title="A subscription th
 fig
 
 # %% [markdown]
-# **Read.** None: the never-polled subscription holds the whole log. Disabling it lets the
-# prune run — and what is pruned while it is disabled, it never sees.
+# <details><summary>Show the answer</summary>
+#
+# **Read.** None: the never-polled subscription "holds the entire log open" under the
+# conservative rule, as the design document says. Disabling it lets the prune run — a disabled
+# subscription holds nothing open — and what is pruned while it is disabled, it never sees.
+#
+# </details>
 #
 # ## 4. The storage cost of each choice
 

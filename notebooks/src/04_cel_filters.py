@@ -2,14 +2,13 @@
 # # 4 · CEL filters
 #
 # **What you will learn**
-# - what a filter on a subscription saves — dispatches and executor load, in proportion to
-#   what it passes — and what it does not: the poll;
-# - what happens when the filter fails on a firing: `skip` hides it, `hold` makes it cost time
-#   and ends in a *dead letter*;
+# - what a filter on a subscription saves downstream of the poll, and what it does not;
+# - what happens when the filter fails on a firing, under the policies `skip` and `hold`, and
+#   what a *dead letter* is;
 # - which mistakes are caught when you subscribe, and which only show as a metric.
 #
-# **What you need first:** [0 · A tour](00_tour.ipynb) (a filter decides dispatch, not
-# progress) and [1 · Latency budget](01_latency_budget.ipynb) (the batch limit).
+# **What you need first:** [0 · A tour](00_tour.ipynb) (what a filter decides) and
+# [1 · Latency budget](01_latency_budget.ipynb) (the batch limit).
 #
 # **Run All:** about 5 s on two cores.
 #
@@ -70,18 +69,25 @@ filters = {
 sel = rx.selectivity_sweep(day, filters, batch_limit=8, workers=2, duration=0.25, **WINDOW)
 sel = sel.set_index("filter")[["firings", "dispatched", "selectivity", "dispatch_per_s",
                                "poll_lag_p95_s", "poll_lag_max_s", "claim_p95_s", "claim_max_s"]]
-lesson.table(sel, digits=3, highlight=["poll_lag_p95_s", "claim_p95_s"])
+lesson.table(sel, digits={"selectivity": 1}, percent=["selectivity"],
+             highlight=["poll_lag_p95_s", "claim_p95_s"])
 
 # %%
 fig = plots.selectivity_lag(sel.reset_index())
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The poll lag stays the same for every filter: the poll loop reads every firing
 # past the watermark, and the batch limit counts firings *read*, not dispatched — in a burst
 # the subscription falls behind whatever it keeps. The executor lag is a queue in front of 2
 # workers: flat while the filter keeps the load below their capacity, exploding once it does
-# not. Dispatch volume, meanwhile, is selectivity × the stream's rate:
+# not.
+#
+# </details>
+#
+# Dispatch volume, meanwhile, is selectivity × the stream's rate:
 
 # %%
 fig = plots.selectivity_dispatch(sel.reset_index())
@@ -111,9 +117,13 @@ lesson.table(pd.Series(list(dict.fromkeys(errors["last_error"])),
                        name="the errors, as reported").to_frame(), index=False)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Under `skip` the misspelt filter dispatched nothing while the subscription looked
 # healthy: fail-closed means silent. Under `hold` it was loud — errors, dead letters, a
 # degraded subscription — and it stalled.
+#
+# </details>
 #
 # ## 3. What is caught when you subscribe
 #
@@ -134,10 +144,14 @@ lesson.table(verdicts.assign(message=verdicts["message"].mask(verdicts["accepted
              index=False)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** A syntax error or an unknown variable is refused with `InvalidPredicate`, and no
 # row is written. A misspelt *field* is not a variable: `payload.quote.prcie` compiles, and
 # fails on every firing instead — the case above. Watch
 # `fanoutsim_reactor_predicate_errors_total` for the rest.
+#
+# </details>
 #
 # ## Exercises
 #

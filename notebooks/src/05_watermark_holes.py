@@ -2,11 +2,10 @@
 # # 5 · Watermark holes
 #
 # **What you will learn**
-# - the four ordinary situations in which a timestamp watermark skips a firing for good: ties
-#   split by the batch limit, late commits, clock skew — and several pollers, which duplicate
-#   instead;
-# - how to read a loss on a timeline: a firing that becomes visible below the watermark is
-#   never read;
+# - four ordinary situations that put a timestamp watermark to the test — ties split by the
+#   batch limit, late commits, clock skew, several pollers — and what each costs;
+# - how to read a run on a timeline: when each firing became visible, against where the
+#   watermark stood;
 # - what each fix (`fired_at_id`, `settled`) closes, and what it costs in latency.
 #
 # **What you need first:** [0 · A tour](00_tour.ipynb) (the watermark) and
@@ -57,8 +56,12 @@ fig = plots.firing_timeline(ties, report=report, title="Ties split by the batch 
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The next poll asks for `fired_at >` the twins' stamp: the twin is skipped. Each
 # lost firing (a cross) sits inside a delivered one's circle: same stamp, same commit.
+#
+# </details>
 #
 # ## 2. A late commit
 #
@@ -77,8 +80,12 @@ fig = plots.firing_timeline(late, report=report, title="Late commits (30%, 0.5-3
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Lost, with cause `late_visibility`: when they become visible, they are already
 # behind the watermark.
+#
+# </details>
 #
 # ## 3. Clock skew
 #
@@ -126,9 +133,15 @@ fig = plots.hole_losses(matrix)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** `fired_at_id` closes the ties and only the ties: a firing that becomes visible
 # below the cursor is below it whatever the tie-break. `settled` closes all three — as long as
-# visibility comes within its horizon. With a 1 s horizon the 0.5-3 s late commits leak again:
+# visibility comes within its horizon.
+#
+# </details>
+#
+# A settle horizon shorter than the late commits' delay, 1 s against 0.5-3 s:
 
 # %%
 short = analysis.hole_summary(analysis.hole_run("late commit", "settled", settle=1.0))
@@ -151,7 +164,11 @@ fig = plots.strategy_latency(cost.reset_index())
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The compound cursor is free; `settled` costs exactly its horizon.
+#
+# </details>
 #
 # ## Exercises
 #

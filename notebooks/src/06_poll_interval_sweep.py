@@ -3,8 +3,8 @@
 #
 # **What you will learn**
 # - to run one scenario over a grid of settings and seeds with `fs.sweep`, and read the table;
-# - that latency is the poll wait (p50 ≈ P/2, p99 ≈ P) while a subscription keeps up, and the
-#   database load is `subscriptions / P` whatever the traffic;
+# - what the poll interval P and the batch limit do to latency while a subscription keeps
+#   up, and to the database's load;
 # - where the *knee* is — the firing rate at which a subscription stops keeping up — and how
 #   to pick P and the batch limit for a latency budget.
 #
@@ -76,13 +76,18 @@ lat = lat.set_index([B, P])[["fire_to_dispatch_p50_s", "fire_to_dispatch_p99_s",
 lesson.table(lat, digits=3)
 
 # %% [markdown]
-# **Read.** Points are means over the three seeds with 95% confidence intervals (Student t);
-# the dotted and dash-dotted lines are the theory of a uniform poll wait. With B = 100 the
-# latency *is* the poll wait: p50 ≈ P/2, p99 ≈ P. B = 10 follows it up to P = 2 s; at P = 5 s
-# a poll brings 7.5 acme firings on average against a limit of 10, so bursts spill into the
-# next poll. With B = 1 the drain rate is 1/P against acme's 1.5 firings/s: from P = 1 s on,
-# the backlog grows — and the latency, measured only over what *was* dispatched, understates
-# the damage.
+# In the figure, points are means over the three seeds with 95% confidence intervals
+# (Student t); the dotted and dash-dotted lines are the theory of a uniform poll wait.
+#
+# <details><summary>Show the answer</summary>
+#
+# **Read.** With B = 100 the latency *is* the poll wait: p50 ≈ P/2, p99 ≈ P. B = 10 follows
+# it up to P = 2 s; at P = 5 s a poll brings 7.5 acme firings on average against a limit of
+# 10, so bursts spill into the next poll. With B = 1 the drain rate is 1/P against acme's 1.5
+# firings/s: from P = 1 s on, the backlog grows — and the latency, measured only over what
+# *was* dispatched, understates the damage.
+#
+# </details>
 #
 # ## 3. The database load
 #
@@ -98,9 +103,13 @@ load = df.groupby([P, B])["polls_per_s"].mean().unstack(B)
 lesson.table(load.rename(columns=lambda b: f"batch {b}: queries/s"), digits=2)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The poll loop queries once per subscription per pass, whatever the traffic: the
 # load is `subscriptions / P` (plus the pass at t = 0), the same for every batch limit.
 # Halving the latency doubles the queries.
+#
+# </details>
 #
 # ## 4. The knee: backlog against the firing rate
 #
@@ -131,11 +140,15 @@ fig = plots.backlog_vs_rate(rates, knees)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The knees are at (B / P) / 0.75: 6.67 firings/s for B = 5, 13.33 for B = 10.
 # Below its knee a batch limit leaves a few firings behind at the end (those after the last
 # poll); above it the backlog after 300 s is close to `300 s × Σ (stream rate − B/P)` and
 # never drains. A TTL prune ([lesson 3](03_prune_and_ttl.ipynb)) would then delete
 # undelivered firings: the backlog turns into loss.
+#
+# </details>
 #
 # ## 5. A recommendation
 #

@@ -5,7 +5,7 @@
 # - that the same engine runs under two clocks: SimPy's virtual clock, where the engine's own
 #   work takes no time, and the wall clock, with threads over a DuckDB file;
 # - how to compare two latency samples (means, percentiles and a Kolmogorov-Smirnov test);
-# - why a virtual day in seconds is a fair stand-in for a real one at these settings.
+# - whether a virtual day in seconds is a fair stand-in for a real one, at these settings.
 #
 # **What you need first:** [1 · Latency budget](01_latency_budget.ipynb): the poll wait is
 # uniform on [0, P).
@@ -91,6 +91,8 @@ pd.Series({"wall - virtual mean (ms)": round(cmp["mean_gap"] * 1e3, 1),
 latency_side_by_side(virtual, real, poll_interval=1.0)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Usually (b). Both clocks show a flat poll wait on [0, 1 s) with its mean near 500
 # ms. The two means differ by a few milliseconds, either way: with a few hundred executions
 # the sampling noise of a mean of a uniform [0, 1 s) wait is about ±15 ms, larger than what
@@ -98,10 +100,12 @@ latency_side_by_side(virtual, real, poll_interval=1.0)
 # below its critical value: nothing tells the two samples apart. These numbers change from run
 # to run (wall time is not reproducible); the virtual run's do not.
 #
+# </details>
+#
 # ## A live view
 #
-# `LiveView` watches a running engine from a background thread, so the notebook stays
-# responsive. Here it watches a second run for five seconds.
+# `LiveView` watches a running engine and redraws what it sees every half second. Here it
+# watches a second run for five seconds.
 #
 # > **Predict.** While the live run goes on, can you run another cell? (a) yes; (b) no, the
 # > kernel is busy until it stops.
@@ -118,9 +122,13 @@ live.close()
 rt.close()
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b) here — this cell sleeps while the view draws — but the view itself runs in a
-# thread: start a `Realtime` and a `LiveView` in one cell, and the next cell runs while both
-# go on.
+# background thread, so the notebook stays responsive: start a `Realtime` and a `LiveView` in
+# one cell, and the next cell runs while both go on.
+#
+# </details>
 #
 # ## Exercises
 #

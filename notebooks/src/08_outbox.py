@@ -2,14 +2,14 @@
 # # 8 · Outbox: lost hints and the safety poll
 #
 # **What you will learn**
-# - why a lost notification (a *hint*) costs latency and never a row, when the *safety poll*
-#   and a per-consumer *cursor* are the truth;
-# - the shape of that cost: spread evenly under one poll interval, with a wall at the interval;
-# - how the per-consumer guardrails — a timeout, a retry budget with parking, one cursor each —
-#   keep one bad step, row or consumer from wedging the others.
+# - what a lost notification (a *hint*) costs, when the *safety poll* and a per-consumer
+#   *cursor* are the truth;
+# - the shape of that cost, and what sets its worst case;
+# - what the per-consumer guardrails — a timeout, a retry budget with parking, one cursor each —
+#   do when one step, row or consumer goes bad.
 #
 # **What you need first:** [0 · A tour](00_tour.ipynb) (a durable log read past a position)
-# and [1 · Latency budget](01_latency_budget.ipynb) (a wait uniform under an interval).
+# and [1 · Latency budget](01_latency_budget.ipynb) (the wait for the next poll).
 #
 # **Run All:** about 4 s on two cores.
 #
@@ -86,7 +86,8 @@ for (drop, poll), r in control.results.items():
                  "p50 (s)": x.median(), "p99 (s)": x.quantile(0.99), "worst (s)": x.max(),
                  "worst / poll": x.max() / poll})
 summary = pd.DataFrame(rows).set_index(["poll (s)", "dropped"])
-lesson.table(summary, digits=3, highlight=["worst / poll"])
+lesson.table(summary, digits={"hinted": 1}, percent=["dropped", "hinted"],
+             highlight=["worst / poll"])
 
 # %%
 fig = plots.outbox_tail_vs_drop(summary.reset_index().rename(
@@ -94,6 +95,8 @@ fig = plots.outbox_tail_vs_drop(summary.reset_index().rename(
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (1) None: every run handled every row — the cursor, not the hint, decides what is
 # read. (2) One poll interval plus the step: a row whose hint is lost waits for the next
 # safety poll. (3) A plateau that ends in a wall: the poll runs on its own beat, unrelated to
@@ -101,7 +104,9 @@ fig
 # worst latency you can accept when hints are lost, and expect half of it. The share dropped
 # sets how many rows pay that, not how much.
 #
-# ## 2. A hung step, rescued by its timeout
+# </details>
+#
+# ## 2. A hung step, with and without a timeout
 #
 # Two consumers see the same fault: their 10th step hangs for 300 s (a network call that never
 # returns). `guarded` runs each step under a 5 s timeout with a 1 s backoff; `unguarded` has
@@ -118,11 +123,15 @@ fig = plots.cursor_progress(hung, title="a step hangs for 300 s at row 10")
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** With the timeout, the hung row failed once, was retried after the backoff and
 # handled; the cursor lost a few seconds. Without it the consumer sat on that row for the
 # whole 300 s and every later row waited behind it. Neither lost a row.
 #
-# ## 3. A poison row, parked while later rows flow
+# </details>
+#
+# ## 3. A poison row
 #
 # `triage` raises on the row whose ref is `poison` (the 21st), every time; `indexer` does not
 # care about it. Triage's retry budget is 5, backoff 0.5 s doubling with jitter.
@@ -141,9 +150,13 @@ fig = plots.cursor_progress(poison, title="a poison row at seq 21")
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** After its retry budget triage *parked* the row with its error and moved on;
 # every later row was handled, and `indexer` never noticed. Parking is per consumer and in
 # order: triage's own later rows waited during those retries.
+#
+# </details>
 #
 # ## 4. A slow consumer beside a fast one, and a late one back-filling
 #
@@ -158,8 +171,12 @@ fig = plots.cursor_progress(slow, lag=True, title="rows behind the head: slow an
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** No: each consumer has its own loop and its own cursor. `fast` never fell more than
 # a row behind while `slow` built a backlog and drained it after the writers stopped.
+#
+# </details>
 #
 # The same cursors let a consumer added late read the retained log from the beginning:
 # `search` registers at t = 600 s with its cursor at the start, and costs 50 ms a row.

@@ -2,11 +2,11 @@
 # # 9 · Outbox: derived state, the reserved connection, the wall clock
 #
 # **What you will learn**
-# - what at-least-once delivery does to *derived state*: a view that is idempotent (or can be
-#   rebuilt from the base tables) shrugs off a re-delivery; a counter drifts for good;
+# - what at-least-once delivery does to *derived state* — an idempotent view, a counter — and
+#   what rebuilding a view from the base tables gives back;
 # - why a dispatcher reserves one database connection for `LISTEN`, and what that buys
-#   during a bulk job: latency, not correctness;
-# - that the same dispatcher on the wall clock tells the same story.
+#   during a bulk job;
+# - whether the same dispatcher on the wall clock tells the same story.
 #
 # **What you need first:** [8 · Outbox](08_outbox.ipynb): hints, the safety poll, cursors;
 # [2 · Duplicate deliveries](02_duplicate_deliveries.ipynb): a crash between an effect and
@@ -54,10 +54,15 @@ lesson.table(oa.derived_summary(derived).set_index("consumer"), highlight=["drif
 oa.derived_drift(derived, "counter")
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Each duplicate of `counter` is a change counted twice, for good: its drift equals
 # its duplicate count, and nothing in the base tables can say what the count should be. The
-# same crashes cost `index` nothing: a re-delivered row writes the same body twice. And a reset
-# of `index` — rebuild from `pages`, then replay the retained log — ends where it started:
+# same crashes cost `index` nothing: a re-delivered row writes the same body twice.
+#
+# </details>
+#
+# A reset of `index` — rebuild from `pages`, then replay the retained log — and where it ends:
 
 # %%
 before = dict(derived.views["index"].state)
@@ -87,9 +92,14 @@ fig = op.latency_under_backfill(pool_runs)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** (b). With the reservation the backfill is invisible. Without it, the hints of the
 # backfill's two minutes are lost, and the rows wait for the safety poll — latency up to one
-# poll interval, nothing lost, because the cursor and the outbox table are the truth.
+# poll interval, nothing lost, because the cursor and the outbox table are the truth: the
+# reservation buys latency, not correctness.
+#
+# </details>
 #
 # ## 3. The same dispatcher on the wall clock
 #
@@ -114,10 +124,16 @@ fig = plots.outbox_latency_cdf(clock_latencies, poll=0.5, by="clock")
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Both clocks lost no row and spread the wait evenly under the 0.5 s poll. On the
 # wall clock the worst row may come a few milliseconds past the interval: thread wake-ups and
-# DuckDB statements. (The wall-clock numbers change from run to run; the table above is not
-# compared when the lesson is tested.)
+# DuckDB statements.
+#
+# </details>
+#
+# (The wall-clock numbers change from run to run; the table above is not compared when the
+# lesson is tested.)
 #
 # ## Exercises
 #

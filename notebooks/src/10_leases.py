@@ -4,8 +4,7 @@
 # **What you will learn**
 # - how a durable consumer works by *leases*: an event is leased with a token and an expiry,
 #   and only an exact ack resolves it; a worker that outlives its lease causes a duplicate;
-# - to size a lease against the *tail* of the work time, not its mean — and what a long lease
-#   costs after a crash;
+# - how to size a lease against the work time — and what a long lease costs after a crash;
 # - how "leased in partition order" can be read two ways (one lease per partition, or several
 #   within a window past the *checkpoint*), and what each does to throughput and to a poison
 #   event.
@@ -74,10 +73,15 @@ fig = lp.duplicates_vs_lease(sweep)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Duplicates follow the tail of the work time beyond the lease, and nothing else.
 # Bounded work (uniform on [0, 10 s]) makes none from a 10 s lease on; the exponential needs
-# about 45 s; the lognormal's heavy tail never quite reaches zero. None was lost and every
-# run is valid: a duplicate is the price of at-least-once, not a failure.
+# about 45 s; the lognormal's heavy tail never quite reaches zero. Size a lease against the
+# *tail* of the work time, not its mean. None was lost and every run is valid: a duplicate is
+# the price of at-least-once, not a failure.
+#
+# </details>
 #
 # ## 2. What a long lease costs
 #
@@ -103,10 +107,14 @@ fig = lp.lease_tradeoff(crashes)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Each orphan holds its event until its lease expires: the lease minus how long the
 # attempt had already run. Under RiffDB's rule the rest of the partition flows meanwhile, so
 # the p99 latency hardly moves; the worst — an orphaned event itself — grows with the lease.
 # A lease a little above the p99 work time is the sweet spot.
+#
+# </details>
 #
 # ## 3. Explore: lease length and work law
 #
@@ -173,9 +181,13 @@ fig = lp.orders_side_by_side(comparison)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Head-of-line kept at most one lease per partition and fell behind (events still
 # pending at the end, a latency that grows with the run); RiffDB's rule used every slot and
 # kept up. Duplicates are a per-attempt chance under both rules: they follow the attempts.
+#
+# </details>
 #
 # ## 5. A poison event under either rule
 #
@@ -198,11 +210,15 @@ fig = lp.poison_side_by_side(poisons)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The checkpoint — what retention and a restart read — stands still for the same
 # time under both rules: a poison event holds its partition's checkpoint for its ten attempts.
 # Only under head-of-line does it also hold the partition's deliveries (the dark block in the
 # heatmap); under RiffDB's rule the later events are acknowledged as they come, held as
 # sparse resolutions, and the checkpoint jumps past them at the dead letter.
+#
+# </details>
 #
 # ## 6. In-flight limit against partitions
 #

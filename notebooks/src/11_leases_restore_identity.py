@@ -3,11 +3,11 @@
 #
 # **What you will learn**
 # - what holds history back from retention: each consumer's *retention fence*, the commit of
-#   its checkpoint — and how a consumer that stopped reading holds it all until it is retired;
-# - what a restore does: a new history *incarnation*, every live lease turned into a failed
-#   attempt, every old token failing closed;
-# - what a restore from backup costs (duplicates and losses, named by the checker), and why a
-#   module change makes a new durable consumer rather than rebinding the old one.
+#   its checkpoint — and what a consumer that stopped reading does to it;
+# - what a restore does to the history, to the leases out and to their tokens (a new history
+#   *incarnation*);
+# - what a restore from backup costs, as the checker names it, and why a module change makes
+#   a new durable consumer rather than rebinding the old one.
 #
 # **What you need first:** [10 · Leased consumers](10_leases.ipynb): leases, tokens, acks,
 # checkpoints; [3 · Prune and TTL](03_prune_and_ttl.ipynb): retention against a stalled reader.
@@ -56,11 +56,15 @@ fig = lp.events_table_size(fence, at=300.5, retention=60.0)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** A consumer that has resolved nothing allows no pruning at all: the table grows
 # with the whole load. Retiring it deletes it from the fence, and the next prune takes the
 # table back to the retention window; what it never read is reported lost with cause
 # `retired` — an operator's decision, which the checker names rather than calling it a bug.
 # Resuming it instead delivers everything it needed: the fence kept it.
+#
+# </details>
 #
 # ## 2. Restore: a new history incarnation
 #
@@ -74,6 +78,14 @@ fig
 lx.stale_token_demo()
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
+# **Read.** `stale_incarnation`: the token belongs to the old incarnation, and a token of an
+# older incarnation fails closed, even with time left on its lease. The event comes back as
+# its next attempt, whose new token acks.
+#
+# </details>
+#
 # In a running system: one consumer (uniform work of 0-6 s, 30 s leases, 4 in flight over 4
 # partitions), 1 event/s for 120 s, and a restore at t = 60.25 s while workers are busy.
 #
@@ -89,10 +101,14 @@ fig = lp.lease_outcomes(restored, title="after a restore: in-flight acks fail cl
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Every lease in flight became a failed attempt; the workers' acks were refused as
 # `stale_incarnation` (a pre-restore token never acks, even with time left), the events were
 # leased again and delivered twice — duplicates with cause `restore` — and every partition
 # resumed at the event after its checkpoint. Nothing was lost.
+#
+# </details>
 #
 # ## 3. Backup and restore: the tables go back
 #
@@ -115,11 +131,15 @@ fig = lp.checkpoint_progress(br, "worker",
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Acknowledged between backup and restore but in the log at the backup: leased and
 # delivered again — duplicates with cause `restore`. Published after the backup and not yet
 # delivered: gone from the log — lost with cause `restore`. `audit`, created after the backup,
 # does not exist any more. The run is valid: a restore is an operator's decision, and the
 # checker says what it cost.
+#
+# </details>
 #
 # ## 4. Consumer identity: a module change makes a new consumer
 #
@@ -139,10 +159,14 @@ fig = lp.identity_log_growth(ids, deploy_at=200.5, retire_at=400.5, retention=60
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The v1 identity was not rebound to the new module: its checkpoint stayed where the
 # deploy left it, and so did its fence — the events table grew with the whole load for as long
 # as v1 existed. A deploy that changes a module hash is two steps for an operator: start the
 # new consumer, then retire the old identity once nothing needs it.
+#
+# </details>
 #
 # ## Exercises
 #

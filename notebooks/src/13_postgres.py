@@ -2,11 +2,11 @@
 # # 13 · The model against a real PostgreSQL
 #
 # **What you will learn**
-# - that the simulator's stories hold on the database the modelled systems were written for:
-#   the same engine, run on the wall clock with every statement going to PostgreSQL;
-# - what a real `LISTEN` connection killed costs (latency, not rows), and that a sequence value
-#   visible only at commit really slips under a cursor unless the reader waits at the gap;
-# - that several poller processes really duplicate, and the checker says why.
+# - whether the simulator's stories hold on the database the modelled systems were written
+#   for: the same engine, run on the wall clock with every statement going to PostgreSQL;
+# - what a real `LISTEN` connection killed costs, and what a sequence value visible only at
+#   commit does to a cursor that reads past a gap, and to one that waits at it;
+# - what several poller processes on one subscription really do, and what the checker says.
 #
 # **What you need first:** [7 · Real time against virtual time](07_real_time_vs_virtual.ipynb)
 # (the two clocks), [8 · Outbox](08_outbox.ipynb) (hints and the safety poll) and
@@ -102,8 +102,12 @@ pd.Series({"KS statistic": round(cmp["ks"], 3),
 latency_side_by_side(virtual, real, poll_interval=0.5)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Usually not: both are the poll wait, uniform on [0, P). What the database adds is a
 # few milliseconds of statements.
+#
+# </details>
 #
 # ## 2. A real listener killed, and the safety poll
 #
@@ -137,8 +141,12 @@ pd.Series({"hinted before the kill": first in hinted,
           name="a killed listener").to_frame()
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** The hints sent while nobody listened are gone, and the rows are not: the safety
-# poll (every 0.3 s) delivered them.
+# poll (every 0.3 s) delivered them. A killed listener costs latency, not rows.
+#
+# </details>
 #
 # ## 3. Late commits, observed
 #
@@ -173,14 +181,18 @@ for mode in ("all", "gap"):
 pd.DataFrame(rows).set_index("read_mode")
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Under `"all"` the late row becomes visible under a cursor that has already passed
 # it: lost, `late_commit`, exactly as the simulation names it. `"gap"` keeps it.
+#
+# </details>
 #
 # ## 4. Several pollers, as separate processes
 #
 # Three processes poll one subscription: this one (the runner, with the executor) and two
-# poll-only replicas. Each reads the watermark, dispatches what is past it, then moves it —
-# under READ COMMITTED two of them regularly read the same watermark.
+# poll-only replicas. Each reads the watermark, dispatches what is past it, then moves it,
+# under READ COMMITTED.
 #
 # > **Predict.** Lost firings, duplicates, or neither?
 
@@ -196,8 +208,13 @@ pd.Series({"pollers": out["pollers"], "firings": out["firings"],
 server.close()
 
 # %% [markdown]
-# **Read.** Duplicates, from real transactions; the checker attributes them to
+# <details><summary>Show the answer</summary>
+#
+# **Read.** Duplicates, from real transactions: two of the pollers regularly read the same
+# watermark and both dispatch what is past it. The checker attributes them to
 # `several_pollers`. The counts vary from run to run; the causes do not.
+#
+# </details>
 #
 # ## Exercises
 #

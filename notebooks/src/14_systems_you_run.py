@@ -3,9 +3,8 @@
 #
 # **What you will learn**
 # - what a lost `NOTIFY` costs a procrastinate 3.10 or pgqueuer 1.6 worker at its default
-#   poll, and why the answer depends on your traffic more than on the poll;
-# - procrastinate's *lost wake-up*: a `NOTIFY` that arrives and is still ignored, and the
-#   one-line fix;
+#   poll, and what that cost depends on;
+# - a race in procrastinate's wake-up that tests rarely catch, and its one-line fix;
 # - the three designs of this kit in systems you know — Kafka consumer-group offsets (a cursor
 #   per consumer), SQS visibility timeouts (leases), a CDC relay such as Debezium (an outbox
 #   read from the WAL instead of `NOTIFY`) — and what the model says about each.
@@ -72,13 +71,17 @@ fig = sy.lost_hint_figure(cost)
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** A job whose hint was lost waits for the *next* wake-up, and the worker then reads
 # everything new. Under traffic that is the next job's hint, about 1 / rate later; only when
 # jobs are sparse is it the poll — on average half of it, at worst all of it. The median job
 # never notices: its own hint wakes the worker within milliseconds (the read costs measured
 # on PostgreSQL). The poll interval sets the tail of quiet queues, not the latency of busy ones.
 #
-# ## 2. A NOTIFY that arrives and is still ignored
+# </details>
+#
+# ## 2. A NOTIFY that arrives during a fetch
 #
 # procrastinate's worker fetches one job at a time until a fetch finds nothing. A
 # notification sets a flag (`_new_job_event`); the loop clears the flag in the `finally` of
@@ -86,11 +89,11 @@ fig
 #
 # The run below is the race, one job at a time: job 2 commits just after the worker's last,
 # empty fetch began (so that fetch cannot see it), and its hint arrives while the fetch is in
-# flight. The next job's hint is lost, so only the poll can rescue job 2. The fetches take
-# 10 ms here so that the window shows.
+# flight. Job 3's hint is lost, so that it cannot wake the worker in job 2's place. The
+# fetches take 10 ms here so that the window shows.
 #
-# > **Predict.** Every notification is delivered. Can a job still wait for a later
-# > notification — or the poll?
+# > **Predict.** Job 2's notification is delivered, while the fetch is in flight. Can job 2
+# > still wait — for a later notification, or for the poll?
 
 # %%
 race = {"procrastinate 3.10\n(flag cleared\nafter the fetch)": sy.race_run("after_fetch"),
@@ -99,11 +102,15 @@ fig = sy.race_timeline(race)
 fig
 
 # %% [markdown]
-# **Read.** With the flag cleared after the fetch, job 2's hint is erased by the very fetch
-# that could not see the job: the worker sleeps until its poll, 5 s later. The fix is to clear
-# the flag *before* each fetch (the model's `wake_mode="before_fetch"`, as Subspace's loop in
-# lesson 8 does): a hint that lands during the fetch then means "fetch again", and job 2 waits
-# one fetch.
+# <details><summary>Show the answer</summary>
+#
+# **Read.** Yes. With the flag cleared after the fetch, job 2's hint is erased by the very
+# fetch that could not see the job: the worker sleeps until its poll, 5 s later — procrastinate's
+# *lost wake-up*. The fix is to clear the flag *before* each fetch (the model's
+# `wake_mode="before_fetch"`, as Subspace's loop in lesson 8 does): a hint that lands during
+# the fetch then means "fetch again", and job 2 waits one fetch.
+#
+# </details>
 #
 # > **Predict.** How often does it happen at procrastinate's defaults, 5 jobs a second, with
 # > the fetch costs measured on PostgreSQL (an empty fetch takes about 1.6 ms)?
@@ -114,6 +121,8 @@ races = sy.race_table(hour)
 lesson.table(races.set_index("run"), digits=0, highlight=["their_mean_ms"])
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** About one job in sixty lands in the window; with the flag cleared after the fetch
 # those jobs wait for the next job's hint (about 0.2 s at 5 jobs a second; at one job a
 # minute it would be the poll), with the fix about one fetch. The model's window is the whole
@@ -121,13 +130,14 @@ lesson.table(races.set_index("run"), digits=0, highlight=["their_mean_ms"])
 # real rate is lower: in the comparison's real runs one hinted job in 760 waited 0.8 s. A
 # race that rare passes every test and still sets your p99.9.
 #
+# </details>
+#
 # ## 3. The three designs in systems you know
 #
 # ### Kafka consumer groups: a cursor per consumer
 #
 # A Kafka consumer group commits its offset per partition; the outbox keeps a cursor per
-# consumer. Each moves only after the work is done, so a slow consumer never holds up a fast
-# one, and a crash between the work and the offset's commit means the work is done again.
+# consumer. Each moves only after the work is done.
 #
 # > **Predict.** A `slow` consumer (0.4 s a row, at 2 rows a second: 80% busy) beside a
 # > `fast` one (10 ms a row). Does `fast` slow down? The process crashes three times between
@@ -151,10 +161,15 @@ fig.axes[0].legend(loc="upper right", fontsize="small")
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** `fast` keeps its milliseconds while `slow` queues behind its own work: one cursor
-# each. Every crash re-delivers the rows in hand — the one whose cursor was not written, and
-# the other consumer's row if it had one — and nothing is lost: at-least-once, as a consumer
-# that commits its Kafka offset after processing.
+# each, so a slow consumer never holds up a fast one. Every crash re-delivers the rows in
+# hand — the one whose cursor was not written, and the other consumer's row if it had one —
+# and nothing is lost: at-least-once, as a consumer that commits its Kafka offset after
+# processing.
+#
+# </details>
 #
 # ### SQS visibility timeouts: leases
 #
@@ -181,9 +196,13 @@ sqs = pd.DataFrame([lease_row(lease) for lease in (10.0, 30.0)])
 lesson.table(sqs.set_index("visibility timeout (s)"), digits=1)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Each attempt outlives its lease with chance e^(−T / 5 s); the duplicates follow
 # that law: e^(−2) ≈ 14% of attempts at 10 s, e^(−6) ≈ 0.25% at 30 s. No message is lost
 # either way: the timeout trades duplicates against how long a crashed worker's message waits.
+#
+# </details>
 #
 # ### CDC relays: an outbox read from the WAL
 #
@@ -203,11 +222,15 @@ lesson.table(commit_order.set_index("read_mode").drop(columns=["p50_s", "p99_s"]
              digits=0)
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
 # **Read.** Reading whatever is visible past the cursor (`read_mode="all"`) skips the late
 # commits — lost for good, and no hint can help: a hint only wakes the reader. Waiting at a
 # missing seq (`"gap"`) loses nothing and pays for it in the tail latency. A WAL relay reads
 # in commit order, so it has no such hole; its costs are elsewhere (a stalled slot keeps the
 # WAL on the primary's disk, as a stalled consumer keeps the outbox's retained rows).
+#
+# </details>
 #
 # ## Exercises
 #
