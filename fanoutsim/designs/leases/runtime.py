@@ -216,9 +216,9 @@ class LeaseRuntime(LeaseHost):
         name: str,
         *,
         start="beginning",
-        batch_limit: int = 4,
-        in_flight_limit: int = 4,
-        lease_seconds: float = 60.0,
+        batch_limit: int | None = None,
+        in_flight_limit: int | None = None,
+        lease_seconds: float | None = None,
         client: bool = True,
         duration=0.01,
         fail: float = 0.0,
@@ -226,13 +226,22 @@ class LeaseRuntime(LeaseHost):
         nack_delay: float = 1.0,
         poll_interval: float = 0.5,
         fn: Callable[[Lease], Any] | None = None,
+        pull_mode: str = "poll",
+        in_progress_every: float | None = None,
+        poison_action: str = "nack",
     ) -> dict:
-        """Create a durable consumer (limits checked against the seed's ranges) and,
-        unless ``client=False`` (drive it by hand with :meth:`consume`), run its
-        client loop while the node runs. ``fn(lease)``, if given, is the worker's
-        effect, called when its work is done (an exception nacks). ``name``: a
-        consumer name or a :class:`~.identity.ConsumerIdentity` (its key).
-        Returns the consumer row.
+        """Create a durable consumer (limits checked against the seed's ranges, or
+        the brokers' under ``LeaseConfig(limits="open")``; one left out is the
+        config's: ``LeaseConfig.batch_limit``, ... — 4, 4 and 60 s by default)
+        and, unless ``client=False`` (drive it by hand with :meth:`consume`), run
+        its client loop while the node runs. ``fn(lease)``, if given, is the
+        worker's effect, called when its work is done (an exception nacks).
+        ``pull_mode``, ``in_progress_every`` and ``poison_action``: what a
+        broker's client does (:class:`~.host.LeaseClient`). With a
+        ``LeaseConfig.backoff`` list the lease is its first entry, whatever
+        ``lease_seconds`` says (nats-server: BackOff overrides AckWait).
+        ``name``: a consumer name or a :class:`~.identity.ConsumerIdentity`
+        (its key). Returns the consumer row.
 
         Every argument is checked before anything changes. If the consumer
         exists (a restarted process resumes from its checkpoints), it is kept as
@@ -250,11 +259,14 @@ class LeaseRuntime(LeaseHost):
                 poll_interval,
                 fn=fn,
                 max_retry_delay=self.config.max_retry_delay,
+                pull_mode=pull_mode,
+                in_progress_every=in_progress_every,
+                poison_action=poison_action,
             )
             if client
             else None
         )
-        limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
+        limits = self._limits(batch_limit, in_flight_limit, lease_seconds)
         with self._lifecycle:
             existing = self._registered(name, limits, spec)  # other settings than it holds: refused
             row = self._api(LeaseEngine.add_consumer, name, start, **limits)
@@ -274,6 +286,14 @@ class LeaseRuntime(LeaseHost):
                 ):
                     self._start_client(engine, name)
         return row
+
+    def _limits(self, batch_limit, in_flight_limit, lease_seconds) -> dict:
+        """A registration's delivery limits as the consumer's row will hold them:
+        the config's for each left out, the lease a BackOff list's first entry."""
+        given = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
+        limits = {**self.config.defaults(), **{k: v for k, v in given.items() if v is not None}}
+        limits["lease_seconds"] = self.config.first_lease(limits["lease_seconds"])
+        return limits
 
     def deploy(self, old: ConsumerIdentity, module_hash: str, *, start="beginning") -> ConsumerIdentity:
         """A changed module is deployed: ``old``'s client code is replaced by the
@@ -307,6 +327,9 @@ class LeaseRuntime(LeaseHost):
                 nack_delay=spec.nack_delay,
                 poll_interval=spec.poll_interval,
                 fn=spec.fn,
+                pull_mode=spec.pull_mode,
+                in_progress_every=spec.in_progress_every,
+                poison_action=spec.poison_action,
                 **limits,
             )
         with self._proc:  # the new consumer exists: only now does the old one stop pulling
