@@ -120,6 +120,13 @@ read: nats-server ``server/consumer.go`` (main at 2.15.0-dev, commit
     (``XAUTOCLAIM ... min-idle-time``), up to its batch, each claim a new
     delivery (``nack->delivery_count++``) — until then the holder's ack
     stands.
+``expiry_timer``
+    When expired leases are found: ``"interval"`` (the model's RiffDB node:
+    recovery every ``recovery_interval``, and inside a pull) or
+    ``"deadline"`` (nats-server: the consumer's pending timer fires at the
+    next deadline, ``checkPending`` -> ``resetPtmr(next)``; the model's
+    recovery wakes at the earliest expiry, at most ``recovery_interval`` on).
+    nats-server adds ``ackWaitDelay`` (1 ms) to each timer; the model does not.
 ``retention_policy``
     ``"fence"`` (RiffDB): events older than ``retention`` are pruned, never
     past the lowest consumer's contiguous fence. ``"interest"`` (JetStream's
@@ -170,6 +177,7 @@ AT_MAX_DELIVER = ("dead_letter", "advisory", "drop")
 NACK_DELAY_RULES = ("as_asked", "plus_backoff")
 LATE_ACKS = ("refuse", "honour")
 LEASE_EXPIRIES = ("recovery", "claim")
+EXPIRY_TIMERS = ("interval", "deadline")
 RETENTION_POLICIES = ("fence", "interest", "limits")
 CHOICES = {
     "partition_order": PARTITION_ORDERS,
@@ -179,6 +187,7 @@ CHOICES = {
     "nack_delay_rule": NACK_DELAY_RULES,
     "late_ack": LATE_ACKS,
     "lease_expiry": LEASE_EXPIRIES,
+    "expiry_timer": EXPIRY_TIMERS,
     "retention_policy": RETENTION_POLICIES,
 }
 
@@ -294,6 +303,7 @@ class LeaseConfig:
     nack_delay_rule: str = "as_asked"  # "as_asked" or "plus_backoff" (nats-server: delay + backoff[n-1] - backoff[0])
     late_ack: str = "refuse"  # "refuse": an expired lease fails closed; "honour": JetStream's and Redis's
     lease_expiry: str = "recovery"  # "recovery": leases expire; "claim": only a pull's claim ends one (Redis)
+    expiry_timer: str = "interval"  # "interval": recovery every recovery_interval; "deadline": at each expiry
     retention_policy: str = "fence"  # "fence" (RiffDB), "interest" (JetStream) or "limits" (age only)
     deliver_cost: Dist | None = None  # seconds from a grant to its worker (publish -> delivered), or a law
     ack_cost: Dist | None = None  # seconds from a worker's effect to its ack landing (the round trip), or a law

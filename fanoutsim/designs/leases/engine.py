@@ -94,6 +94,7 @@ class LeaseEngine(StepEngineBase):
     in_progress = leasing.in_progress
     term = leasing.term
     recover = leasing.recover
+    next_due = leasing.next_due
     restore = leasing.restore
     # backup and restore
     backup = backups.backup

@@ -210,11 +210,20 @@ class LeaseHost:
     def publish(self, partition: str, kind: str = "event", payload=None) -> str | None:
         """Publish one event now; its event id (None if a crash took the node down)."""
         out = self._api(LeaseEngine.publish, [(partition, kind, payload)])
+        self._published()
         return None if out is None else out[0]
 
     def publish_many(self, events) -> list[str] | None:
         """Publish ``[(partition, kind, payload), ...]`` as one commit."""
-        return self._api(LeaseEngine.publish, list(events))
+        out = self._api(LeaseEngine.publish, list(events))
+        self._published()
+        return out
+
+    def _published(self) -> None:
+        """An event was published (a runtime wakes what waits for one)."""
+
+    def _granted(self) -> None:
+        """A pull may have granted leases (a runtime wakes what times their expiry)."""
 
     def _authorize(self, op: str, consumer, caller) -> None:
         """The service boundary (:mod:`.authority`): ``caller`` (None: the
@@ -240,7 +249,9 @@ class LeaseHost:
         :class:`~.authority.Credential` (None: the consumer's own)."""
         consumer = consumer_key(consumer)
         self._authorize("consume", consumer, caller)
-        return self._api(LeaseEngine.consume, consumer, batch_limit)
+        out = self._api(LeaseEngine.consume, consumer, batch_limit)
+        self._granted()
+        return out
 
     def ack(self, consumer: str, event_id: str, token: str, incarnation: int, *, caller=None) -> str | None:
         """Acknowledge by hand: ``acked`` or the reason it failed closed. An accepted

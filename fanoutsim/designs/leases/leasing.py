@@ -561,14 +561,17 @@ def ack(
     return ACKED
 
 
-def deliver(e, now: int, consumer: str, lease: Lease) -> str:
+def deliver(e, now: int, consumer: str, lease: Lease, *, then_ack: bool = True) -> str | None:
     """A worker's effect has landed: the consumer's delivery (traced ``delivered``,
     where the checker counts it), then its ack — with the
     ``worker.after_effect_before_ack`` point between the two, where a crash makes
-    the effect happen again once the lease expires."""
+    the effect happen again once the lease expires. ``then_ack=False``: the
+    effect only (the runtime acks later, after an ack's cost: returns None)."""
     e.trace.add(now, "delivered", "worker", consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
     e.faults.point("worker.after_effect_before_ack", now, who=consumer, what=lease.event_id)
+    if not then_ack:
+        return None
     return ack(e, now, consumer, lease.event_id, lease.token, lease.incarnation)
 
 
@@ -734,6 +737,17 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
         e.metrics.inc("fanoutsim_lease_expired_total", len(done))
         e.faults.point("recover.after_commit", now, who=done[0][0]["consumer"], what=done[0][0]["event_id"])
     return len(done)
+
+
+def next_due(e, now: int, consumer: str | None = None) -> int | None:
+    """The earliest expiry of a lease (µs; None: no lease) — of ``consumer``'s
+    only, if given, and then its earliest retry too: when a loop that waits
+    for the broker's next move should look again."""
+    with e.tx() as tx:
+        times = [lease["expires_at"] for lease in tx.list_leases(consumer)]
+        if consumer is not None:
+            times += [r["not_before"] for r in tx.list_retries(consumer)]
+    return min(times, default=None)
 
 
 def _held(tx, lease: dict) -> bool:

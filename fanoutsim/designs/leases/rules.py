@@ -11,8 +11,10 @@ brokers' rules").
 * :func:`retry_due` — when a nack's retry comes due (``nack_delay_rule``);
 * :func:`at_limit` — whether a failed attempt (or a retry coming due) is the
   last allowed one (``max_deliver``, ``max_deliver_rule``);
-* :func:`needed` / :func:`remove_unneeded` — JetStream's interest retention:
-  an event no consumer still needs is removed (``needAck``).
+* :class:`Interest` / :func:`remove_unneeded` — JetStream's interest retention:
+  an event no consumer still needs is removed (``needAck``);
+* :func:`forget` — retention without a fence deleted events some consumer
+  still held: their leases, retries and resolutions go.
 """
 
 from __future__ import annotations
@@ -60,32 +62,61 @@ def at_limit(config: LeaseConfig, attempts: int, *, due: bool) -> bool:
     return config.max_deliver_rule == "failures" or due
 
 
-def needed(tx: Any, consumer: dict, event: dict) -> bool:
-    """Whether ``consumer`` (its row) still needs ``event`` (JetStream's
-    ``needAck``): past its start, and either past its partition's checkpoint
-    and not acknowledged, terminated or dropped there, or below it with a dead
-    letter (a max-deliveries advisory keeps the message in the stream)."""
-    name, seq = consumer["consumer"], event["seq"]
-    if seq <= consumer["start_seq"]:
+class Interest:
+    """What each consumer still needs, read once from ``tx`` (JetStream's
+    ``needAck``): an event past its start, and either past its partition's
+    checkpoint and not acknowledged, terminated or dropped there, or below it
+    with a dead letter (a max-deliveries advisory keeps the message in the
+    stream)."""
+
+    def __init__(self, tx: Any) -> None:
+        self.consumers = []
+        for c in tx.list_lease_consumers():
+            name = c["consumer"]
+            self.consumers.append(
+                (
+                    c["start_seq"],
+                    {cp["partition"]: cp["seq"] for cp in tx.list_checkpoints(name)},
+                    {r["event_id"] for r in tx.list_resolutions(name) if r["kind"] in DONE_WITH},
+                    {d["event_id"] for d in tx.list_dead_letters(name)},
+                )
+            )
+
+    def needed(self, event: dict) -> bool:
+        """Whether any consumer still needs ``event``."""
+        seq, eid = event["seq"], event["event_id"]
+        for start, cps, done, dead in self.consumers:
+            if seq <= start:
+                continue
+            if seq <= cps.get(event["partition"], -1):
+                if eid in dead:
+                    return True
+            elif eid not in done:
+                return True
         return False
-    cp = next((c for c in tx.list_checkpoints(name) if c["partition"] == event["partition"]), None)
-    if cp is not None and seq <= cp["seq"]:
-        return any(d["event_id"] == event["event_id"] for d in tx.list_dead_letters(name))
-    done = {r["event_id"]: r["kind"] for r in tx.list_resolutions(name, event["partition"])}
-    return done.get(event["event_id"]) not in DONE_WITH
 
 
 def remove_unneeded(tx: Any, events: list[dict]) -> list[dict]:
     """Interest retention, in ``tx``: delete each of ``events`` that no consumer
     needs any more (with every consumer's resolution of it: nothing is left to
     hold past a checkpoint); returns the deleted ones, in seq order."""
-    consumers = tx.list_lease_consumers()
-    gone = []
-    for ev in sorted(events, key=lambda ev: ev["seq"]):
-        if any(needed(tx, c, ev) for c in consumers):
-            continue
+    interest = Interest(tx)
+    gone = [ev for ev in sorted(events, key=lambda ev: ev["seq"]) if not interest.needed(ev)]
+    for ev in gone:
         tx.delete_event(ev["seq"])
-        for c in consumers:
-            tx.delete_resolution(c["consumer"], ev["event_id"])
-        gone.append(ev)
+    forget(tx, [ev["event_id"] for ev in gone])
     return gone
+
+
+def forget(tx: Any, event_ids: list[str]) -> None:
+    """Retention without a fence deleted ``event_ids``: every consumer's lease,
+    retry and resolution of them goes (a worker's ack of one then finds no
+    lease), so nothing waits for an event the log no longer has."""
+    if not event_ids:
+        return
+    for c in tx.list_lease_consumers():
+        name = c["consumer"]
+        for eid in event_ids:
+            tx.delete_lease(name, eid)
+            tx.delete_retry(name, eid)
+            tx.delete_resolution(name, eid)
