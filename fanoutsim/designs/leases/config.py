@@ -299,7 +299,7 @@ class LeaseConfig:
     max_deliver: int = MAX_ATTEMPTS  # deliveries an event gets (-1: no limit)
     max_deliver_rule: str = "failures"  # "failures": the max_deliver-th failure is final; "deliveries": JetStream's
     at_max_deliver: str = "dead_letter"  # "dead_letter", "advisory" (JetStream) or "drop"
-    backoff: tuple[float, ...] = ()  # JetStream's BackOff: seconds, the lease of delivery n (() : lease_seconds)
+    backoff: tuple[float, ...] = ()  # JetStream's BackOff: seconds, the lease of delivery n (empty: lease_seconds)
     nack_delay_rule: str = "as_asked"  # "as_asked" or "plus_backoff" (nats-server: delay + backoff[n-1] - backoff[0])
     late_ack: str = "refuse"  # "refuse": an expired lease fails closed; "honour": JetStream's and Redis's
     lease_expiry: str = "recovery"  # "recovery": leases expire; "claim": only a pull's claim ends one (Redis)

@@ -243,6 +243,89 @@ PRESETS = {
 }
 
 
+_DESCRIPTION = (
+    "A {broker} {version} consumer at the broker's rules and defaults as the leases model: handlers "
+    "from a lognormal law whose median is 0.8 x the 1 s lease, 5 events/s."
+)
+_SCENARIO = """\
+# leases-{name}: the leases model with {broker} {version}'s rules and defaults.
+#
+# Written by python -m fanoutsim.designs.leases.presets (from presets.py and
+# broker_costs.json): edit those, not this file. What each value is:
+{sources}
+#   ({measured})
+# The issue's comparison: one consumer with a 1 s lease whose handlers take a
+# lognormal time with a median of 0.8 s (a third of them overrun the lease), 50
+# at once, 5 events/s on one partition. Overrun handlers' work is delivered twice;
+# how often again depends on the late-ack rule.
+#
+#   fanoutsim run fanoutsim/examples/presets/leases-{name}.toml
+design = "leases"
+name = "leases-{name}"
+description = "{description}"
+
+[run]
+seed = 0
+until = 300.0
+store = "memory"
+
+[leases]
+{leases}
+
+[[consumers]]
+name = "worker"
+lease_seconds = 1.0
+batch_limit = 50
+duration = {{ dist = "lognormal", median = 0.8, sigma = 0.5 }}
+{client}
+
+[[workload]]
+rate = 5.0
+partitions = 1
+stop = 240.0
+"""
+
+
+def toml_value(value) -> str:
+    """A value of the preset as TOML."""
+    if isinstance(value, Dist):
+        if value.law == "empirical":
+            return '{ dist = "empirical", samples = [' + ", ".join(repr(x) for x in value.samples) + "] }"
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.as_table().items()) + " }"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(toml_value, value)) + "]"
+    return repr(value)
+
+
+def scenario_toml(name: str) -> str:
+    """The text of the preset's scenario file (``fanoutsim/examples/presets/leases-<name>.toml``)."""
+    p = preset(name)
+    width = max(len(k) for k, _ in p.sources)
+    sources = "\n".join(f"#   {k:<{width}}  {why}" for k, why in p.sources)
+    data = broker_costs()["brokers"].get(p.broker)
+    measured = (
+        f"costs not measured yet: {MEASURE_COMMAND} writes them"
+        if data is None
+        else f"costs measured {broker_costs().get('measured', '?')}, {data.get('messages', '?')} messages; "
+        'see broker_costs.json\'s "method"'
+    )
+    client = {k: v for k, v in p.client if k != "batch_limit"}
+    return _SCENARIO.format(
+        name=p.name,
+        broker=p.broker,
+        version=p.version,
+        description=_DESCRIPTION.format(broker=p.broker, version=p.version),
+        sources=sources,
+        measured=measured,
+        leases="\n".join(f"{k} = {toml_value(v)}" for k, v in p.config_values().items()),
+        client="\n".join(f"{k} = {toml_value(v)}" for k, v in client.items()),
+    )
+
+
 def preset(name: str) -> Preset:
     """The preset called ``name`` (a key of :data:`PRESETS`)."""
     if name not in PRESETS:
@@ -255,8 +338,6 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2 or not Path(argv[1]).is_dir():
         print("usage: python -m fanoutsim.designs.leases.presets DIR  (an existing folder)", file=sys.stderr)
         return 2
-    from fanoutsim.designs.leases.scenario import scenario_toml
-
     for name in PRESETS:
         path = Path(argv[1]) / f"leases-{name}.toml"
         path.write_text(scenario_toml(name), encoding="utf-8")
