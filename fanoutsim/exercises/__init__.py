@@ -46,8 +46,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the checker says of one answer: ``right``; ``message`` (what is
-    right, or what is off) and, when wrong, a ``hint``."""
+    """What the checker says of one answer to the ``exercise`` (its id): ``right``;
+    ``message`` (what is right, or what is off) and, when wrong, a ``hint``;
+    ``answered`` False while the answer is still ``...``. True in a boolean test
+    when right; shown as Markdown in a notebook."""
 
     exercise: str
     right: bool
@@ -94,9 +96,12 @@ class Exercise:
 
     @property
     def notebook(self) -> int:
+        """The number of the notebook the exercise belongs to (``N`` of ``"N.k"``)."""
         return int(self.id.split(".")[0])
 
 
+#: Every registered exercise by its id (``"2.1"``), filled on first use of :func:`check`
+#: or :func:`exercises`.
 EXERCISES: dict[str, Exercise] = {}
 
 
@@ -178,7 +183,8 @@ def number(answer: Any) -> float:
 
 class Miss(NamedTuple):
     """The first case a learner's function answers off the reference: the
-    case's arguments, the learner's number and the reference's."""
+    case's arguments (``args``), the learner's number (``got``) and the
+    reference's (``want``)."""
 
     args: tuple
     got: float

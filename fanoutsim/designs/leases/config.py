@@ -78,18 +78,23 @@ def _seconds(value, field: str, low: float, high: float, note: str = "") -> floa
 
 
 def check_batch(value) -> int:
+    """A ``batch_limit``: an integer from 1 through 8, or a ValueError naming the range."""
     return _int_in(value, "batch_limit", *BATCH_RANGE)
 
 
 def check_nack_delay(value, max_retry_delay: float = MAX_RETRY_DELAY) -> float:
     """A client's ``nack_delay``: what its nacks will ask for, checked when the
     client is made (not at its first nack); scenario files use it too, so the
-    two say the same."""
+    two say the same. Returns it as float seconds; one outside 0 through
+    ``max_retry_delay`` (or between 0 and 1 µs) raises ValueError naming the range."""
     return _seconds(value, "nack_delay", 0.0, max_retry_delay, note="leases.max_retry_delay")
 
 
 def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
-    """The three delivery limits, checked; returns them as table columns."""
+    """The three delivery limits, checked against RiffDB's ranges (batch and
+    in-flight limits 1 through 8, a lease 5 through 900 seconds); returns them as
+    the consumer table's columns. One outside its range raises ValueError naming
+    the field and the range."""
     return {
         "batch_limit": check_batch(batch_limit),
         "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *IN_FLIGHT_RANGE),
@@ -106,7 +111,55 @@ TABLE = "leases"
 
 @dataclass(frozen=True)
 class LeaseConfig:
-    """What the seed leaves open (see the module's docstring for ``partition_order``)."""
+    """What the seed leaves open: how events are retained, how often retention and
+    recovery run, the largest nack delay, and how a partition's events are leased
+    (see the module's text for ``partition_order``). A scenario file's ``[leases]``
+    table sets the same fields. Every field is checked when the config is made: a
+    bad value raises ValueError naming the field and what is allowed.
+
+    Attributes
+    ----------
+    retention : float
+        How long the log keeps an event: retention may prune one older than this,
+        but never one a consumer still needs (past the lowest retention fence).
+
+        :Unit: seconds
+        :Default: ``604800.0`` (7 days)
+        :Allowed: a finite number >= 1e-06 (1 µs, the clock's unit)
+    retention_interval : float
+        How often the retention step runs, pruning the events past ``retention``
+        that no fence holds.
+
+        :Unit: seconds
+        :Default: ``3600.0`` (an hour)
+        :Allowed: a finite number >= 1e-06
+    recovery_interval : float
+        How often recovery runs: each pass expires the leases whose time is up, a
+        failed attempt each (a retry, or at the 10th the dead letter). A lease that
+        expired is refused at its ack at once; recovery makes its event eligible
+        again. A start recovers first, whatever the interval.
+
+        :Unit: seconds
+        :Default: ``1.0``
+        :Allowed: a finite number >= 1e-06
+    max_retry_delay : float
+        The largest delay a nack may ask for (a client's ``nack_delay`` is checked
+        against it when the client is registered).
+
+        :Unit: seconds
+        :Default: ``3600.0`` (RiffDB's bound, :data:`MAX_RETRY_DELAY`)
+        :Allowed: a finite number from 1e-06 through 3600
+    partition_order : str
+        How a partition's events are leased: ``"riffdb"``, RiffDB's code (a pull
+        leases every eligible event of the partition's resolution window, 65
+        events, and acks past the checkpoint are held as sparse resolutions), or
+        ``"head_of_line"``, the seed's reading (one lease per partition, on its
+        first unresolved event; a retrying event holds its partition).
+
+        :Unit: none (a name)
+        :Default: ``"riffdb"``
+        :Allowed: ``"riffdb"`` or ``"head_of_line"``
+    """
 
     retention: float = 7 * 86400.0  # events older than this may be pruned (never past a fence)
     retention_interval: float = 3600.0  # how often the retention step runs
@@ -135,4 +188,6 @@ class LeaseConfig:
         return RESOLUTION_WINDOW if self.partition_order == "riffdb" else 1
 
     def check_delay(self, delay) -> float:
+        """A nack's ``delay`` in seconds, 0 through :attr:`max_retry_delay` (and 0 or
+        at least 1 µs, the clock's unit); else a ValueError naming the range."""
         return _seconds(delay, "delay", 0.0, self.max_retry_delay)
