@@ -20,6 +20,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+import apiref  # noqa: E402  (docs/apiref.py, beside this file)
 import controls  # noqa: E402  (docs/controls.py, beside this file)
 import generate  # noqa: E402  (docs/generate.py, beside this file)
 
@@ -37,6 +38,7 @@ exclude_patterns = [
     "**/.ipynb_checkpoints",
     "_generated/causes.md",
     "_generated/metrics.md",
+    "_generated/api/*",
 ]  # included by reference/ pages
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
@@ -48,8 +50,10 @@ nb_execution_mode = "off"  # the notebooks as stored: make test executes them, t
 nb_merge_streams = True
 nb_ipywidgets_js = controls.ipywidgets_js()  # from the site's _static, never a CDN
 
-autodoc_default_options = {"members": True, "show-inheritance": False}
+# every entry of the API reference is written out by generate.py (from apiref.py), members named
+autodoc_default_options: dict[str, object] = {}
 autodoc_member_order = "bysource"
+add_module_names = False  # each entry sits under its module's heading
 autodoc_typehints = "description"
 autodoc_mock_imports: list[str] = []
 
@@ -62,5 +66,23 @@ generate.generate_all(HERE / "_generated", ROOT)
 controls.vendor(HERE / "_build" / "npm" / "static", HERE / "_build" / "npm")
 
 
+def _forget_first(app, env, docnames):
+    """Forget every page about to be read before reading any: an entry that moved from
+    one page to another that is read earlier would otherwise meet its old self there (a
+    duplicate object description, an error under -W) in a build over an older one."""
+    for docname in docnames:
+        app.events.emit("env-purge-doc", env, docname)
+        env.clear_doc(docname)
+
+
+def _attributes(app, what, name, obj, options, lines):
+    """A class's NumPy-style ``Attributes`` section (a config's fields: meaning, unit,
+    default, range) as an entry per field."""
+    if what in ("class", "exception") and lines:
+        lines[:] = apiref.attribute_directives("\n".join(lines)).splitlines()
+
+
 def setup(app) -> None:
     app.add_post_transform(controls.ControlStill)
+    app.connect("env-before-read-docs", _forget_first)
+    app.connect("autodoc-process-docstring", _attributes)

@@ -8,17 +8,27 @@
 * ``causes.md`` — every duplicate and loss cause each design's checker names,
   in plain words, from ``Design.causes``;
 * ``metrics.md`` — the metrics each design counts, read from a short run of
-  one of its shipped scenarios (names, kind, labels).
+  one of its shipped scenarios (names, kind, labels);
+* ``api/<page>.md`` — the Python API reference's entries, one per public object, from
+  the list of what is public and where (``apiref.py``, beside this file): each
+  ``docs/reference/api/<page>.md`` includes its page's.
 
 Only what changed is rewritten, so Sphinx rebuilds only the pages that moved.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # conf.py puts docs/ there; a test may not
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import apiref  # noqa: E402  (docs/apiref.py, beside this file)
 
 
 def _write(path: Path, text: str) -> None:
@@ -35,6 +45,8 @@ def generate_all(out: Path, root: Path) -> None:
         _write(out / f"scenario-{design}.md", scenario_page(design, json.loads(schema.read_text())))
     _write(out / "causes.md", causes_page())
     _write(out / "metrics.md", metrics_page())
+    for page, sections in apiref.PAGES.items():
+        _write(out / "api" / f"{page}.md", api_page(sections))
 
 
 # -- the lessons ----------------------------------------------------------------------
@@ -214,3 +226,83 @@ def metrics_page() -> str:
             lines.append(f"| `{metric}` | {kind} | {labels} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+# -- the Python API reference -------------------------------------------------------------
+def api_page(sections: tuple[apiref.Section, ...]) -> str:
+    """A reference page's entries: per section, each module's docstring, an entry per
+    object whose home it holds, and a table linking the others it exports to theirs."""
+    lines: list[str] = []
+    for section in sections:
+        lines += [f"## {section.title}", ""]
+        for name in section.modules:
+            lines += _module_part(name)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _module_part(name: str) -> list[str]:
+    here = [e for e in apiref.entries().values() if e.module == name and not inspect.ismodule(e.obj)]
+    elsewhere = [(n, apiref.entry(name, n)) for n in apiref.public_names(name)]
+    elsewhere = [(n, e) for n, e in elsewhere if e.module != name]
+    rst = [f".. automodule:: {name}", ""]
+    for e in here:
+        rst += _entry(e) + [""]
+    if elsewhere:
+        rst += [
+            f"``{name}`` also gives these, each documented with what defines it:",
+            "",
+            ".. list-table::",
+            "   :header-rows: 1",
+            "   :widths: 30 70",
+            "",
+            "   * - name",
+            "     - what it is",
+        ]
+        for n, e in elsewhere:
+            rst += [f"   * - :py:obj:`{n} <{e.address}>`", f"     - {_summary(e)}"]
+    return [f"### `{name}`", "", "```{eval-rst}", *rst, "```", ""]
+
+
+def _summary(e: apiref.Entry) -> str:
+    """The first sentence of what the entry says (a full stop inside ``code`` is no end)."""
+    doc = " ".join(apiref.entry_doc(e).split("\n\n")[0].split())
+    parts = doc.split("``")
+    for i in range(0, len(parts), 2):  # the even parts are outside ``code``
+        end = re.search(r"[.!?](\s|$)", parts[i])
+        if end:
+            return "``".join(parts[:i] + [parts[i][: end.start() + 1]])
+    return doc
+
+
+def _entry(e: apiref.Entry) -> list[str]:
+    obj = e.obj
+    if inspect.isclass(obj):
+        directive = "autoexception" if issubclass(obj, BaseException) else "autoclass"
+        if obj.__name__ != e.name:  # a second name: autodoc says "alias of"
+            return [f".. {directive}:: {e.address}"]
+        return [f".. {directive}:: {e.address}", *_members(obj, e.address)]
+    if callable(obj):
+        return [f".. autofunction:: {e.address}"]
+    text = repr(obj)
+    value = [f"   :value: {text}"] if len(text) <= 60 and "\n" not in text else []
+    doc = apiref.data_doc(e.module, e.name)
+    body = ("   " + line if line else "" for line in doc.splitlines())
+    return [f".. py:data:: {e.name}", f"   :module: {e.module}", *value, "", *body]
+
+
+def _members(cls: type, address: str) -> list[str]:
+    """The options and text of a class's entry: its own members listed, and a line
+    naming those it takes from a public base class, with links to their entries."""
+    own, inherited = [], []
+    for m in apiref.public_members(cls):
+        where = apiref.member_address(cls, m)
+        (own if where == f"{address}.{m}" else inherited).append(where)
+    lines = [f"   :members: {', '.join(a.rpartition('.')[2] for a in own)}", "   :undoc-members:"] if own else []
+    if inherited:
+        links = ", ".join(f":py:obj:`~{a}`" for a in inherited)
+        lines += ["", f"   Also has, from a base class: {links}."]
+    keys = apiref.key_docs(cls)
+    if keys:  # a scenario table: its keys as the scenario reference documents them
+        lines += ["", "   Its fields, the table's keys:", ""]
+        lines += [f"   * ``{name}``: {doc}" for name, doc in keys.items()]
+    return lines

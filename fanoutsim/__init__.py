@@ -42,7 +42,10 @@ def check(run):
     """Check a finished run with its design's checker (every design's is
     ``designs.<name>.checker.check``; the registry finds it): who was owed what,
     what was delivered, every duplicate and loss with its cause. A run with no
-    ``design`` (the reactor's merged processes) is the reactor's."""
+    ``design`` (the reactor's merged processes) is the reactor's. Returns the
+    design's report (:class:`~fanoutsim.kernel.check.CheckResult`: ``valid``,
+    ``summary``, ``duplicates``, ``lost``, ...). A run of a design no one
+    registered raises KeyError; one made with ``trace=False``, ValueError."""
     return designs.get(getattr(run, "design", "reactor")).check(run)
 
 

@@ -33,7 +33,8 @@ from fanoutsim.kernel.faults import (
     declare,
 )
 
-# the built-in designs' points (POINTS: every registered design's, by design)
+#: The built-in designs' crash points, the reactor's, the outbox's and the leases' in turn
+#: (:data:`POINTS`: every registered design's, with the design that declared it).
 CRASH_POINTS = REACTOR_CRASH_POINTS + OUTBOX_CRASH_POINTS + LEASE_CRASH_POINTS
 
 __all__ = [

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_DESIGN",
 ]
 
+#: The design of a scenario file without a ``design`` key.
 DEFAULT_DESIGN = "reactor"  # the design of a file without a ``design`` key
 
 

@@ -14,16 +14,14 @@ import functools
 import http.server
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import threading
 from pathlib import Path
 
 import pytest
+from docsite import HTML, ROOT, build
 
-ROOT = Path(__file__).resolve().parents[1]
-HTML = ROOT / "docs" / "_build" / "html"
 SHOTS = ROOT / "out" / "browser"
 FAILED: list[str] = []  # requests to the site that failed, seen by the browser
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -48,16 +46,7 @@ def _require_browser() -> None:
 def site():
     """The site, built (incrementally: ``make test`` has just run ``make docs``) with
     warnings as errors, served on a free port of 127.0.0.1; yields its base URL."""
-    sphinx = Path(sys.executable).with_name("sphinx-build")
-    built = subprocess.run(
-        [str(sphinx), "-W", "--keep-going", "-q", "-b", "html", "docs", str(HTML)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-6000:]
+    build()
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
     handler.log_message = lambda *args: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

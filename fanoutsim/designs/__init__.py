@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from fanoutsim.kernel.design import Design, Registry
 
+#: The built-in designs: name -> the module whose ``DESIGN`` describes it.
 BUILTIN = {
     "reactor": "fanoutsim.designs.reactor.design",
     "outbox": "fanoutsim.designs.outbox.design",
     "leases": "fanoutsim.designs.leases.design",
 }
 
+#: The registry every cross-design tool reads (the command, the report, sweeps, the server);
+#: the four functions below are its methods.
 REGISTRY = Registry(BUILTIN)
 register = REGISTRY.register
 unregister = REGISTRY.unregister

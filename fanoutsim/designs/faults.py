@@ -34,7 +34,8 @@ def _as_it_is(worker: str, now: int, base: float) -> float:
     return base
 
 
-# how long one step of a worker's runs (seconds), given what it would take healthy
+#: The hook ``run_duration(worker, now, base)``: how long one step of a worker runs
+#: (seconds), given ``base``, what it would take healthy.
 RUN_DURATION = Hook("run_duration", healthy=_as_it_is)
 
 
@@ -52,6 +53,9 @@ class SlowWorkflow(Fault):
         self.check_fields(workflow=checks.name, duration=checks.dist, window=checks.window)
 
     def run_duration(self, run, worker: str, now: int, base: float) -> float | None:
+        """At the ``run_duration`` hook: for a step of ``workflow`` inside the
+        window, a duration drawn from ``duration`` (seconds) in place of ``base``;
+        None (no say) for any other worker or time."""
         if self.workflow == worker and active(self.window, run.elapsed(now)):
             return self.duration.sample(run.rng(self))
         return None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 __all__ = ["names", "path", "summary", "replays", "write", "FOLDER"]
 
+#: The folder of the shipped scenarios and recordings (the package's ``examples``).
 FOLDER = Path(__file__).resolve().parent
 
 

@@ -69,8 +69,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the checker says of one answer: ``right``; ``message`` (what is
-    right, or what is off) and, when wrong, a ``hint``."""
+    """What the checker says of one answer to the ``exercise`` (its id): ``right``;
+    ``message`` (what is right, or what is off) and, when wrong, a ``hint``;
+    ``answered`` False while the answer is still ``...``. True in a boolean test
+    when right; shown as Markdown in a notebook."""
 
     exercise: str
     right: bool
@@ -136,9 +138,10 @@ def _short(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Shape:
-    """The shape of an answer, or of what a function returns. ``str(shape)`` says it
-    to the learner ("a number of seconds"); :meth:`misfit` says what an answer is
-    instead, or None when it fits; :meth:`accept` is the answer as the judge gets it."""
+    """The shape of an answer, or of what a function returns. ``text`` (also
+    ``str(shape)``) says it to the learner ("a number of seconds"); :meth:`misfit`
+    says what an answer is instead, or None when it fits; :meth:`accept` is the
+    answer as the judge gets it."""
 
     text: str
 
@@ -146,9 +149,13 @@ class Shape:
         return self.text
 
     def misfit(self, answer: Any) -> str | None:
+        """What ``answer`` is instead of this shape, in a learner's words ("a str
+        ('Outbox')"), or None when it fits. Each kind of shape says it its way."""
         raise NotImplementedError
 
     def accept(self, answer: Any) -> Any:
+        """``answer`` as the judge gets it, once it fits: itself, unless a shape
+        converts it (a numpy number to Python's, say)."""
         return answer
 
 
@@ -256,6 +263,7 @@ def a_number(of: str = "") -> Shape:
 
 
 def a_string(of: str = "") -> Shape:
+    """A string (``str``): ``of`` says of what ("a string naming the cause")."""
     return _String(f"a string {of}".strip())
 
 
@@ -272,6 +280,7 @@ def a_dict(keys: Iterable[str], values: Iterable[str]) -> Shape:
     return _Dict(f"a dict like {like}, each value one of {', '.join(map(repr, values))}", keys, values)
 
 
+#: The shape of a yes-or-no answer: ``True`` or ``False`` (a numpy bool too).
 TRUE_OR_FALSE: Shape = _Bool("True or False")
 
 
@@ -290,9 +299,12 @@ class Exercise:
 
     @property
     def notebook(self) -> int:
+        """The number of the notebook the exercise belongs to (``N`` of ``"N.k"``)."""
         return int(self.id.split(".")[0])
 
 
+#: Every registered exercise by its id (``"2.1"``), filled on first use of :func:`check`
+#: or :func:`exercises`.
 EXERCISES: dict[str, Exercise] = {}
 
 
@@ -385,7 +397,8 @@ def number(answer: Any) -> float:
 
 class Miss(NamedTuple):
     """The first case a learner's function answers off the reference: the
-    case's arguments, the learner's number and the reference's."""
+    case's arguments (``args``), the learner's number (``got``) and the
+    reference's (``want``)."""
 
     args: tuple
     got: float

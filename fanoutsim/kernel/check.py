@@ -69,7 +69,10 @@ SUMMARY_KEYS = ("valid", "delivered", "duplicates", "lost", "pending", "duplicat
 
 
 class Summary(TypedDict):
-    """The totals every design's report shares (:data:`SUMMARY_KEYS`)."""
+    """The totals every design's report shares (:data:`SUMMARY_KEYS`): ``valid``
+    (the checker's verdict), ``delivered`` (expected items delivered at least once),
+    ``duplicates`` (extra deliveries), ``lost``, ``pending`` (not delivered yet, not
+    lost), and ``duplicates_by_cause`` and ``lost_by_cause`` (cause -> count)."""
 
     valid: bool
     delivered: int
@@ -84,19 +87,26 @@ class Summary(TypedDict):
 class CheckResult(Protocol):
     """What every design's checker returns (see the module's text)."""
 
-    total: dict[str, Any]  # the design's own totals, by name
+    #: The design's own totals, by name (JSON-ready), with at least ``valid`` and ``lost``.
+    total: dict[str, Any]
+    #: One row per extra delivery, with a ``cause`` column.
     duplicates: pd.DataFrame
+    #: One row per loss, with a ``cause`` column.
     lost: pd.DataFrame
+    #: What one reader is, in the design's word: ``"subscription"`` or ``"consumer"``.
     unit: str
 
     @property
-    def valid(self) -> bool: ...
+    def valid(self) -> bool:
+        """True when every loss and duplicate has a cause the design accepts."""
 
     @property
-    def per_unit(self) -> pd.DataFrame: ...
+    def per_unit(self) -> pd.DataFrame:
+        """One row per reader, keyed by a column named :attr:`unit`, with a ``lost`` column."""
 
     @property
-    def summary(self) -> Summary: ...
+    def summary(self) -> Summary:
+        """The totals every design shares, under one set of names (:class:`Summary`)."""
 
 
 class CheckedReport:
@@ -106,16 +116,24 @@ class CheckedReport:
     in ``summary_names`` (summary key -> its total's key, or a tuple of keys
     whose counts add up to it)."""
 
-    unit: ClassVar[str]  # the design's word for one reader (a class attribute of each report)
+    #: The design's word for one reader (a class attribute of each report).
+    unit: ClassVar[str]
+    #: Summary key -> the report's own total of it (or a tuple of totals that add up to
+    #: it), for each shared count the report names otherwise; empty: the same names.
     summary_names: Mapping[str, str | tuple[str, ...]] = {}
-    total: dict[str, Any]  # the report's (a dataclass's field; declared here for its type only)
+    #: The report's totals (a field of each report dataclass; declared here for its type).
+    total: dict[str, Any]
 
     @property
     def valid(self) -> bool:
+        """The checker's verdict, ``total["valid"]``: True when every loss and
+        duplicate has a cause the design accepts."""
         return bool(self.total.get("valid", True))
 
     @property
     def per_unit(self) -> pd.DataFrame:
+        """The report's ``per_<unit>`` frame (``per_subscription``, ``per_consumer``):
+        one row per reader."""
         frame: pd.DataFrame = getattr(self, f"per_{self.unit}")
         return frame
 
@@ -199,10 +217,10 @@ def first_cause(
 
 class Repeats(NamedTuple):
     """A reader's deliveries sorted by item, then by trace position
-    (:func:`repeats`). ``order`` maps the sorted rows back to the given ones;
-    ``again`` indexes the sorted rows that repeat an earlier delivery of the
-    same item, each with the position of the delivery just before it
-    (``previous``)."""
+    (:func:`repeats`): each one's ``item`` and trace position (``at``). ``order``
+    maps the sorted rows back to the given ones; ``again`` indexes the sorted rows
+    that repeat an earlier delivery of the same item, each with the position of the
+    delivery just before it (``previous``)."""
 
     item: np.ndarray
     at: np.ndarray

@@ -140,6 +140,10 @@ def _template_member(package: str, key: str, optional: bool) -> Any:
 class Design:
     """One design, as the cross-design tools see it.
 
+    ``name`` is its registry name (``"leases"``) and ``title`` a line naming the
+    system it models; ``config_type`` its config dataclass; ``crash_points`` and
+    ``fault_kinds`` the crash points and fault kinds a plan of it may name.
+
     ``parse_scenario(data, source=, default_name=)`` checks a TOML document (a
     dict) of this design and returns a scenario object with ``name``,
     ``until``, ``seed``, ``store``, ``design``, ``build(seed, store, until)``
@@ -287,13 +291,18 @@ class Registry:
         self._loaded.pop(name, None)
 
     def unregister(self, name: str) -> None:
+        """Forget the design ``name`` (a name the registry does not know is no error)."""
         self._paths.pop(name, None)
         self._loaded.pop(name, None)
 
     def names(self) -> tuple[str, ...]:
+        """Every registered design's name, the built-in ones first, in the order registered."""
         return tuple(self._paths)
 
     def get(self, name: str) -> Design:
+        """The :class:`Design` named ``name``, its module imported on first use. An
+        unknown name raises KeyError naming the registered designs; a module whose
+        ``DESIGN`` is not a Design of that name raises TypeError."""
         if name in self._loaded:
             return self._loaded[name]
         path = self._paths.get(name)

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure, SubFigure
 from matplotlib.rcsetup import cycler  # what mpl.cycler is: the validating one, typed here
 from matplotlib.typing import RcKeyType
 
+#: The house style: the Matplotlib settings every figure is drawn with (:func:`style`).
 STYLE: dict[RcKeyType, Any] = {
     "figure.figsize": (8.0, 4.5),
     "figure.dpi": 100,

@@ -61,6 +61,8 @@ from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, check_database
 from fanoutsim.kernel.names import check_name
 
 OWN, ADMIN_GRANT, OWN_OR_ADMIN = "own", "admin", "own_or_admin"
+#: Each operation -> the credential it needs: ``"own"`` (the consumer's own), ``"admin"``
+#: (the admin grant) or ``"own_or_admin"`` (either); the module's table.
 RULES: dict[str, str] = {
     "consume": OWN,
     "ack": OWN,
@@ -82,10 +84,11 @@ class Unauthorized(PermissionError):
 
 @dataclass(frozen=True)
 class Credential:
-    """A consumer credential (``consumer`` set, ``admin`` False) or the admin
-    grant (``consumer`` None, ``admin`` True), granted in ``database``. Build
+    """A consumer credential (``consumer_name`` set, ``admin`` False) or the admin
+    grant (``consumer_name`` None, ``admin`` True), granted in ``database``. Build
     them with :meth:`Credential.consumer` and :meth:`Credential.admin_grant`
-    (:data:`ADMIN`: the default database's)."""
+    (:data:`ADMIN`: the default database's). Both or neither raises ValueError;
+    a non-bool ``admin`` TypeError."""
 
     consumer_name: str | None = None
     admin: bool = False
@@ -123,6 +126,7 @@ class Credential:
         return f"{who} in database {self.database!r}"
 
 
+#: The admin grant of the default database.
 ADMIN = Credential.admin_grant()
 
 

@@ -68,10 +68,12 @@ class Backup:
 
     @property
     def last_seq(self) -> int:
+        """The last seq the log had handed out when the copy was taken."""
         return self._history()["last_seq"]
 
     @property
     def incarnation(self) -> int:
+        """The history incarnation the copy was taken in (a restore raises it)."""
         return self._history()["incarnation"]
 
 

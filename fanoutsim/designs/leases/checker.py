@@ -9,13 +9,16 @@ when it was published (a ``published`` event) with a seq past the life's start,
 and before the life was retired (a retired consumer owes nothing published
 later). A worker's effect is a ``delivered`` event. Then an expected event is
 
-*delivered*      delivered once or more (each extra delivery is a *duplicate*);
-*dead_lettered*  dead-lettered (a ``dead_lettered`` event, or a row of
-                 ``dead_letters``) and not required again by a later seek back,
-                 never delivered;
-*pending*        not done yet: the consumer still exists, the event is
-                 retained and past both its start and its partition's checkpoint;
-*lost*           otherwise.
+*delivered*
+    delivered once or more (each extra delivery is a *duplicate*);
+*dead_lettered*
+    dead-lettered (a ``dead_lettered`` event, or a row of ``dead_letters``) and not
+    required again by a later seek back, never delivered;
+*pending*
+    not done yet: the consumer still exists, the event is retained and past both its
+    start and its partition's checkpoint;
+*lost*
+    otherwise.
 
 Causes of a duplicate (what happened between two deliveries): ``seek`` (the
 consumer was seeked), ``restore`` (a new history incarnation turned the lease
@@ -104,7 +107,18 @@ _COUNTS = ("delivered", "duplicates", "lost", "dead_lettered", "pending", "out_o
 @dataclass
 class LeaseReport(CheckedReport):
     """The leases checker's report; it meets :mod:`fanoutsim.kernel.check`'s
-    contract (``unit`` is ``"consumer"``, ``per_unit`` is ``per_consumer``)."""
+    contract (``unit`` is ``"consumer"``, ``per_unit`` is ``per_consumer``).
+
+    ``per_consumer``: one row per consumer life (``name``, ``name#2`` after a
+    retire or a restore), with ``retired`` and the counts ``delivered``,
+    ``duplicates``, ``lost``, ``dead_lettered``, ``pending``, ``out_of_order``.
+    ``duplicates`` and ``lost``: one row per extra delivery or loss (``consumer``,
+    ``event_id``, ``cause``). ``out_of_order``: one row per event leased (or, under
+    ``head_of_line``, delivered) out of partition order (``partition``,
+    ``after_seq``: the higher seq before it, ``cause``). ``total``: the run's
+    counts (``published``, ``delivered``, ...), the causes counted
+    (``duplicates_by_cause``, ``lost_by_cause``) and the verdict ``valid``.
+    ``str(report)`` is the verdict, the totals and the table."""
 
     per_consumer: pd.DataFrame
     duplicates: pd.DataFrame
@@ -228,7 +242,7 @@ def _restored_backups(trace: _Trace) -> list[tuple[int, int]]:
 @dataclass
 class _Life:
     """One life of a consumer: from its ``consumer_start`` until it was
-    retired, or a restore took it away, or the end of the ev."""
+    retired, or a restore took it away, or the end of the run."""
 
     name: str  # the consumer's name for its first life, name#2, name#3, ... after
     consumer: str
@@ -462,8 +476,12 @@ class _Pairs:
 
 @dataclass
 class Evidence:
-    """What every life's phases read: the run's trace, what was published,
-    the consumer lives, the marks, the pairs and the tables."""
+    """What every life's phases read, read once from the run by :func:`evidence`:
+    the run's ``trace``, what was ``published``, the consumer ``lives``, the
+    ``marks`` (crashes, seeks, restores), the ``pairs`` and the ``tables``;
+    ``by_leases``: under RiffDB's partition order, leases are held to partition
+    order, not deliveries; ``fenced``: retention keeps what a consumer still needs
+    (``retention_policy = "fence"``), so a pruned event is never owed."""
 
     trace: _Trace
     published: _Published
@@ -724,7 +742,13 @@ def _report(per: list[dict], dups: list, lost: list, disorder: list, published: 
 
 @gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check(sim) -> LeaseReport:
-    """Check every consumer life of a finished (or paused) leases ev."""
+    """Check every consumer life of a finished (or paused) leases run, from its
+    trace and tables alone (never the fault plan): what each was owed, what it got,
+    every duplicate, loss and out-of-order event with its cause (the module's text
+    says which). Returns a :class:`LeaseReport`; ``report.valid`` is the verdict.
+    Refuses a run of another design or an object without a trace (TypeError), and
+    a run made with ``trace=False`` (ValueError): without the trace it would find
+    nothing and call the run valid."""
     refuse_unreadable(sim, "leases", "fanoutsim.check_leases")
     ev = evidence(sim)
     per, dups, lost, disorder = [], [], [], []

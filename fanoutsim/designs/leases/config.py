@@ -47,7 +47,7 @@ cousins of RiffDB's: NATS JetStream's durable pull consumers and Redis
 Streams' consumer groups. Each rule where they differ from RiffDB is one
 field of :class:`LeaseConfig`; every default is RiffDB's, and
 ``LeaseConfig.preset("nats-jetstream-2.15")`` / ``preset("redis-streams-6.2")``
-set a broker's (:mod:`.presets`: each value with its source). The sources
+set a broker's (:mod:`~fanoutsim.designs.leases.presets`: each value with its source). The sources
 read: nats-server ``server/consumer.go`` (main at 2.15.0-dev, commit
 1787eee; the issue's runs used 2.15.1), nats.py ``nats/js/api.py``
 (``ConsumerConfig``: field names and units) and Redis 6.2.14
@@ -222,19 +222,24 @@ def ranges(limits: str = "riffdb") -> dict[str, tuple]:
 
 
 def check_batch(value, limits: str = "riffdb") -> int:
+    """A ``batch_limit``: an integer in ``limits``' range (1 through 8 under RiffDB's),
+    or a ValueError naming the range."""
     return _int_in(value, "batch_limit", *ranges(limits)["batch_limit"])
 
 
 def check_nack_delay(value, max_retry_delay: float = MAX_RETRY_DELAY) -> float:
     """A client's ``nack_delay``: what its nacks will ask for, checked when the
     client is made (not at its first nack); scenario files use it too, so the
-    two say the same."""
+    two say the same. Returns it as float seconds; one outside 0 through
+    ``max_retry_delay`` (or between 0 and 1 µs) raises ValueError naming the range."""
     return _seconds(value, "nack_delay", 0.0, max_retry_delay, note="leases.max_retry_delay")
 
 
 def check_limits(batch_limit, in_flight_limit, lease_seconds, limits: str = "riffdb") -> dict:
-    """The three delivery limits, checked against ``limits``' ranges (RiffDB's
-    by default, ``"open"``: the brokers'); returns them as table columns."""
+    """The three delivery limits, checked against ``limits``' ranges (RiffDB's by
+    default: batch and in-flight limits 1 through 8, a lease 5 through 900 seconds;
+    ``"open"``: the brokers'); returns them as the consumer table's columns. One
+    outside its range raises ValueError naming the field and the range."""
     r = ranges(limits)
     note = " (limits = 'open')" if limits == "open" else ""
     try:
@@ -283,9 +288,174 @@ TABLE = "leases"
 
 @dataclass(frozen=True)
 class LeaseConfig:
-    """What the seed leaves open (see the module's docstring for ``partition_order``),
-    and the brokers' rules, each defaulting to RiffDB's (the module's docstring:
-    "The brokers' rules"; :meth:`preset` sets a broker's)."""
+    """What the seed leaves open: how events are retained, how often retention and
+    recovery run, the largest nack delay, and how a partition's events are leased
+    (see the module's text for ``partition_order``); and the brokers' rules (the
+    module's text: "The brokers' rules"), each defaulting to RiffDB's, which
+    :meth:`preset` sets to a broker's. A scenario file's ``[leases]`` table sets the
+    same fields. Every field is checked when the config is made: a bad value raises
+    ValueError naming the field and what is allowed.
+
+    Attributes
+    ----------
+    retention : float
+        How long the log keeps an event: retention may prune one older than this,
+        but never one a consumer still needs (past the lowest retention fence).
+
+        :Unit: seconds
+        :Default: ``604800.0`` (7 days)
+        :Allowed: a finite number >= 1e-06 (1 µs, the clock's unit)
+    retention_interval : float
+        How often the retention step runs, pruning the events past ``retention``
+        that no fence holds.
+
+        :Unit: seconds
+        :Default: ``3600.0`` (an hour)
+        :Allowed: a finite number >= 1e-06
+    recovery_interval : float
+        How often recovery runs: each pass expires the leases whose time is up, a
+        failed attempt each (a retry, or at the 10th the dead letter). A lease that
+        expired is refused at its ack at once; recovery makes its event eligible
+        again. A start recovers first, whatever the interval.
+
+        :Unit: seconds
+        :Default: ``1.0``
+        :Allowed: a finite number >= 1e-06
+    max_retry_delay : float
+        The largest delay a nack may ask for (a client's ``nack_delay`` is checked
+        against it when the client is registered).
+
+        :Unit: seconds
+        :Default: ``3600.0`` (RiffDB's bound, :data:`MAX_RETRY_DELAY`)
+        :Allowed: a finite number from 1e-06 through 3600
+    partition_order : str
+        How a partition's events are leased: ``"riffdb"``, RiffDB's code (a pull
+        leases every eligible event of the partition's resolution window, 65
+        events, and acks past the checkpoint are held as sparse resolutions), or
+        ``"head_of_line"``, the seed's reading (one lease per partition, on its
+        first unresolved event; a retrying event holds its partition).
+
+        :Unit: none (a name)
+        :Default: ``"riffdb"``
+        :Allowed: ``"riffdb"`` or ``"head_of_line"``
+    limits : str
+        Which bounds a consumer's delivery limits are checked against: RiffDB's
+        compiled ones, or the brokers' wider ranges (a lease of any length, many
+        messages in flight).
+
+        :Unit: none (a name)
+        :Default: ``"riffdb"``
+        :Allowed: ``"riffdb"`` (batch and in-flight 1 through 8, a lease 5 through
+            900 s, a nack delay up to 3600 s) or ``"open"`` (batch up to 10,000,
+            in-flight up to 100,000, a lease from 0.001 s to a week)
+    batch_limit : int
+        A new consumer's batch limit (the most leases one pull grants) when it is
+        registered without one (JetStream: a pull's batch; Redis: ``COUNT``).
+
+        :Unit: events
+        :Default: ``4``
+        :Allowed: an integer in ``limits``' range (1 through 8 under RiffDB's)
+    in_flight_limit : int
+        A new consumer's in-flight limit (the most unresolved leases it holds) when
+        it is registered without one (JetStream: ``MaxAckPending``).
+
+        :Unit: events
+        :Default: ``4``
+        :Allowed: an integer in ``limits``' range (1 through 8 under RiffDB's)
+    lease_seconds : float
+        A new consumer's lease when it is registered without one (JetStream:
+        ``AckWait``; Redis: XAUTOCLAIM's ``min-idle-time``).
+
+        :Unit: seconds
+        :Default: ``60.0``
+        :Allowed: a number in ``limits``' range (5 through 900 under RiffDB's)
+    max_deliver : int
+        How many deliveries (attempts) an event gets before the limit acts (RiffDB:
+        the tenth failed attempt; JetStream: ``MaxDeliver``).
+
+        :Unit: deliveries
+        :Default: ``10``
+        :Allowed: an integer >= 1, or -1 for no limit
+    max_deliver_rule : str
+        How the limit counts: ``"failures"`` (RiffDB: the ``max_deliver``-th failed
+        attempt is final at once) or ``"deliveries"`` (JetStream: the limit acts
+        when a further delivery would be made).
+
+        :Unit: none (a name)
+        :Default: ``"failures"``
+        :Allowed: ``"failures"`` or ``"deliveries"``
+    at_max_deliver : str
+        What happens at the limit: a dead letter with a copy of the payload
+        (RiffDB), JetStream's max-deliveries advisory (the message stays in the
+        stream; the consumer passes it), or the consumer forgets it.
+
+        :Unit: none (a name)
+        :Default: ``"dead_letter"``
+        :Allowed: ``"dead_letter"``, ``"advisory"`` or ``"drop"``
+    backoff : tuple of float
+        JetStream's ``BackOff``: the lease of each delivery in turn (delivery *n*
+        gets entry ``min(n, len) - 1``; the first replaces ``lease_seconds``). Empty:
+        every lease is the consumer's ``lease_seconds``.
+
+        :Unit: seconds (each entry)
+        :Default: ``()``
+        :Allowed: entries in ``limits``' lease range, at most ``max_deliver`` of them
+    nack_delay_rule : str
+        When a nack's retry comes due: after the delay asked (RiffDB), or, as
+        nats-server does with a ``backoff`` list, after ``delay + backoff[n-1] -
+        backoff[0]``.
+
+        :Unit: none (a name)
+        :Default: ``"as_asked"``
+        :Allowed: ``"as_asked"`` or ``"plus_backoff"``
+    late_ack : str
+        Whether an ack after its lease expired (or from an earlier delivery) still
+        resolves the event: refused as ``expired`` (RiffDB's fail-closed rule) or
+        honoured (JetStream, Redis: the broker knows the message by its sequence).
+
+        :Unit: none (a name)
+        :Default: ``"refuse"``
+        :Allowed: ``"refuse"`` or ``"honour"``
+    lease_expiry : str
+        How a lease ends without an ack: it expires at its time (RiffDB,
+        JetStream), or only when a pull claims it after it was idle for its lease
+        (Redis's XAUTOCLAIM; the claim is a new delivery).
+
+        :Unit: none (a name)
+        :Default: ``"recovery"``
+        :Allowed: ``"recovery"`` or ``"claim"``
+    expiry_timer : str
+        When expired leases are found: by recovery every ``recovery_interval``, or
+        at each lease's deadline (nats-server's pending timer).
+
+        :Unit: none (a name)
+        :Default: ``"interval"``
+        :Allowed: ``"interval"`` or ``"deadline"``
+    retention_policy : str
+        What retention keeps: events older than ``retention`` pruned but never past
+        the lowest consumer's fence (RiffDB); each event removed once every
+        consumer acked it (JetStream's interest and work-queue streams); or age
+        only (JetStream's limits policy, Redis's ``XTRIM MINID``).
+
+        :Unit: none (a name)
+        :Default: ``"fence"``
+        :Allowed: ``"fence"``, ``"interest"`` or ``"limits"``
+    deliver_cost : Dist or None
+        The hand-off a real broker adds: how long after the grant a lease reaches
+        its worker (publish -> delivered), a number or a law (the presets read
+        one measured on a real broker). None: no cost.
+
+        :Unit: seconds
+        :Default: ``None``
+        :Allowed: None, a number >= 0 or a law (``fanoutsim.kernel.dist``)
+    ack_cost : Dist or None
+        How long after the worker's effect its ack lands (the ack's round trip), a
+        number or a law. None: no cost.
+
+        :Unit: seconds
+        :Default: ``None``
+        :Allowed: None, a number >= 0 or a law (``fanoutsim.kernel.dist``)
+    """
 
     retention: float = 7 * 86400.0  # events older than this may be pruned (never past a fence)
     retention_interval: float = 3600.0  # how often the retention step runs
@@ -375,4 +545,6 @@ class LeaseConfig:
         return self.backoff[0] if self.backoff else lease_seconds
 
     def check_delay(self, delay) -> float:
+        """A nack's ``delay`` in seconds, 0 through :attr:`max_retry_delay` (and 0 or
+        at least 1 µs, the clock's unit); else a ValueError naming the range."""
         return _seconds(delay, "delay", 0.0, self.max_retry_delay)

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from fanoutsim.designs.faults import RUN_DURATION, SlowWorkflow
 from fanoutsim.kernel.faults import CrashAt, CrashAtPoint, CrashRandomly, Fault, checks, declare
 
+#: The leased-consumer design's crash points: each transition's ``before_commit`` (rolled
+#: back) and ``after_commit`` (done, never replied), a worker's effect before its ack, and
+#: a prune between two chunks.
 CRASH_POINTS = (
     "publish.before_commit",
     "lease.before_commit",
@@ -57,6 +60,8 @@ class RestoreBackup(Fault):
             raise ValueError(f"restore_backup.at must be after backup_at ({self.backup_at!r}), got {self.at!r}")
 
 
+#: The leased-consumer design's declaration of its points, kinds and hook
+#: (``Design.crash_points``, ``Design.fault_kinds`` and the runtimes read it).
 FAULTS = declare(
     "leases",
     points=CRASH_POINTS,

@@ -208,13 +208,22 @@ class LeaseHost:
     fault_hooks = FAULTS.hook_names
 
     def publish(self, partition: str, kind: str = "event", payload=None) -> str | None:
-        """Publish one event now; its event id (None if a crash took the node down)."""
+        """Append one event to ``partition`` now, a commit of its own: ``kind`` names
+        it, ``payload`` is stored as a string (anything else as JSON). Returns its
+        event id, ``"<commit>:<ordinal>"`` (None if a crash took the node down in the
+        commit). Refuses, writing nothing: an empty partition or kind, a payload
+        JSON cannot hold (NaN, infinity; ValueError); while the node is down, a
+        RuntimeError."""
         out = self._api(LeaseEngine.publish, [(partition, kind, payload)])
         self._published()
         return None if out is None else out[0]
 
     def publish_many(self, events) -> list[str] | None:
-        """Publish ``[(partition, kind, payload), ...]`` as one commit."""
+        """Append ``[(partition, kind, payload), ...]`` as one commit (the events get
+        consecutive seqs and one commit seq). Returns their event ids, in order (None
+        if a crash took the node down in the commit). Refuses, writing nothing: an
+        empty list, an item that is not such a triple, or a bad partition, kind or
+        payload (ValueError); while the node is down, a RuntimeError."""
         out = self._api(LeaseEngine.publish, list(events))
         self._published()
         return out
@@ -243,10 +252,17 @@ class LeaseHost:
         return existing
 
     def consume(self, consumer: str, batch_limit: int | None = None, *, caller=None):
-        """Lease up to ``batch_limit`` eligible events by hand: a
-        :class:`~.leasing.Pull`, the list of Lease granted, whose ``result`` is
-        ``not_found`` if the consumer does not exist. ``caller``: a
-        :class:`~.authority.Credential` (None: the consumer's own)."""
+        """Lease up to ``batch_limit`` (None: the consumer's own limit) eligible
+        events of ``consumer`` by hand, as its client does: its expired leases are
+        first turned into retries, then the pull leases in partition order within
+        the consumer's in-flight limit and each partition's window. Returns a
+        :class:`~.leasing.Pull`: the list of :class:`~.leasing.Lease` granted (maybe
+        none), whose ``result`` is ``applied``, or ``not_found`` if the consumer does
+        not exist (None if a crash took the node down). ``caller``: a
+        :class:`~.authority.Credential` (None: the consumer's own); another raises
+        :class:`~.authority.Unauthorized` before anything runs. A batch limit outside
+        the config's limits (1 through 8 under RiffDB's) raises ValueError; while the
+        node is down, a RuntimeError."""
         consumer = consumer_key(consumer)
         self._authorize("consume", consumer, caller)
         out = self._api(LeaseEngine.consume, consumer, batch_limit)
@@ -254,11 +270,17 @@ class LeaseHost:
         return out
 
     def ack(self, consumer: str, event_id: str, token: str, incarnation: int, *, caller=None) -> str | None:
-        """Acknowledge by hand: ``acked`` or the reason it failed closed. An accepted
-        ack is the caller's delivery (the trace records it, actor ``caller``, for the
-        checker) — once its commit is in, even if the node crashes right after it
-        (then this returns None); an effect whose ack failed closed is the caller's
-        to know about."""
+        """Acknowledge one leased event by hand, with the lease's ``token`` and
+        history ``incarnation`` (both from the :class:`~.leasing.Lease`): the event is
+        resolved and the checkpoint moves past it once every earlier event of its
+        partition is. Returns ``acked``, or the reason it failed closed, with nothing
+        changed: ``not_found`` (no such consumer), ``stale_incarnation`` (a restore
+        since), ``no_lease``, ``wrong_token`` or ``expired``. An accepted ack is the
+        caller's delivery (the trace records it, actor ``caller``, for the checker) —
+        once its commit is in, even if the node crashes right after it (then this
+        returns None); an effect whose ack failed closed is the caller's to know
+        about. ``caller`` must be the consumer's own credential (None: it is), else
+        :class:`~.authority.Unauthorized`; while the node is down, a RuntimeError."""
         consumer = consumer_key(consumer)
         self._authorize("ack", consumer, caller)
         return self._api(LeaseEngine.ack, consumer, event_id, token, incarnation, delivered_by="caller")
@@ -274,6 +296,15 @@ class LeaseHost:
         *,
         caller=None,
     ) -> str | None:
+        """Report a failed attempt on one leased event by hand (``token`` and
+        ``incarnation`` from its :class:`~.leasing.Lease`; ``error`` says why, for the
+        dead letter): the lease ends and the event is retried after ``delay`` seconds,
+        or, at its 10th failed attempt, dead-lettered. Returns ``retry_scheduled``,
+        ``dead_lettered``, or the reason it failed closed, with nothing changed (as
+        :meth:`ack`'s); None if a crash took the node down. Refuses a delay outside 0
+        through ``config.max_retry_delay`` seconds (ValueError); ``caller`` must be
+        the consumer's own credential (None: it is), else
+        :class:`~.authority.Unauthorized`; while the node is down, a RuntimeError."""
         consumer = consumer_key(consumer)
         self._authorize("nack", consumer, caller)
         return self._api(LeaseEngine.nack, consumer, event_id, token, incarnation, delay=delay, error=error)
@@ -300,35 +331,64 @@ class LeaseHost:
         return self._api(LeaseEngine.term, consumer, event_id, token, incarnation, reason=reason)
 
     def recover(self) -> int | None:
+        """One pass of recovery now, by hand (the node runs it every
+        ``recovery_interval``): every lease whose time is up expires, a failed
+        attempt each — an immediate retry, or at the 10th the dead letter. Returns
+        how many expired (None if a crash took the node down); RuntimeError while
+        it is down."""
         return self._api(LeaseEngine.recover)
 
     def prune_once(self) -> int | None:
+        """One pass of retention now, by hand (the node runs it every
+        ``retention_interval``): delete the events older than ``config.retention``,
+        never one a consumer still needs (the retention fence). Returns how many
+        were deleted (None if a crash took the node down); RuntimeError while it
+        is down."""
         return self._api(LeaseEngine.prune_once)
 
     def seek(self, consumer: str, position, *, caller=None) -> str | None:
-        """Move ``consumer`` to ``position``: ``applied``, ``outstanding_lease``
-        (it holds a live lease: nothing changed) or ``not_found``. Needs the
-        admin grant (``caller`` None: it)."""
+        """Move ``consumer`` to ``position`` — ``"beginning"`` (the oldest retained
+        event), ``"end"`` or a seq — clearing its checkpoints, retries and dead
+        letters: it reads from there on. Returns ``applied``, ``outstanding_lease``
+        (it holds a live lease: nothing changed; :meth:`administer` waits for it) or
+        ``not_found`` (None if a crash took the node down). Refuses a position that
+        is none of those, past the end of the log (ValueError) or inside pruned
+        history (:class:`~.log.HistoryPruned`, a ValueError). Needs the admin grant
+        (``caller`` None: it; another raises :class:`~.authority.Unauthorized`);
+        while the node is down, a RuntimeError."""
         consumer = consumer_key(consumer)
         self._authorize("seek", consumer, caller)
         return self._api(LeaseEngine.seek, consumer, position)
 
     def retire(self, consumer: str, *, caller=None) -> str | None:
-        """Delete ``consumer`` for good: ``applied``, ``outstanding_lease`` or
-        ``not_found``. Needs the admin grant (``caller`` None: it)."""
+        """Delete ``consumer`` for good, with its checkpoints, retries and dead
+        letters, releasing its retention fence (the same name registered later starts
+        afresh). Returns ``applied``, ``outstanding_lease`` (it holds a live lease:
+        nothing changed) or ``not_found`` (None if a crash took the node down). Needs
+        the admin grant (``caller`` None: it; another raises
+        :class:`~.authority.Unauthorized`); while the node is down, a RuntimeError."""
         consumer = consumer_key(consumer)
         self._authorize("retire", consumer, caller)
         return self._api(LeaseEngine.retire, consumer)
 
     def status(self, consumer: str, *, caller=None) -> dict | None:
-        """What ``riffdb event status`` tells (None: no such consumer); the
-        consumer's own credential or the admin grant."""
+        """What ``riffdb event status`` tells of ``consumer``: its row (start,
+        limits, revision) with the history incarnation, its checkpoint per partition,
+        and counts of live leases, retries and dead letters; None if there is no such
+        consumer. Needs the consumer's own credential or the admin grant (``caller``
+        None: the one it needs; another raises :class:`~.authority.Unauthorized`);
+        while the node is down, a RuntimeError."""
         consumer = consumer_key(consumer)
         self._authorize("status", consumer, caller)
         return self._api(LeaseEngine.status, consumer)
 
     def restore(self, *, caller=None) -> int | None:
-        """Publish a new history incarnation (the admin grant)."""
+        """Publish a new history incarnation, as a restore from backup does: every
+        live lease becomes a failed attempt (a retry now, or the dead letter), and a
+        lease token of the old incarnation fails closed (``stale_incarnation``).
+        Returns the new incarnation (None if a crash took the node down). Needs the
+        admin grant (``caller`` None: it; another raises
+        :class:`~.authority.Unauthorized`); while the node is down, a RuntimeError."""
         self._authorize("restore", None, caller)
         return self._api(LeaseEngine.restore)
 
@@ -345,6 +405,8 @@ class LeaseHost:
         return self._api(LeaseEngine.restore_backup, backup)
 
     # -- looking at it ----------------------------------------------------------
+    #: The named database this runtime's broker serves (``database=``; a credential of
+    #: another is refused).
     database = DEFAULT_DATABASE  # the named database this runtime's broker serves
 
     def _tx(self) -> in_database:
@@ -380,6 +442,9 @@ class LeaseHost:
         return self._trace.frame()
 
     def metrics(self) -> dict[str, float]:
+        """Every counter and gauge now, in the Prometheus style:
+        ``{'name{label="value"}': number}``, with the rows retained in ``events``,
+        ``leases`` (in flight) and ``dead_letters`` read from the store."""
         out = self.metrics_registry.as_dict()
         out["fanoutsim_lease_events_retained"] = len(self.table_rows("events"))
         out["fanoutsim_lease_in_flight"] = len(self.table_rows("leases"))

@@ -122,7 +122,11 @@ ACKNOWLEDGED = "acknowledged"
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """One leased event, as ``consume`` replies it."""
+    """One leased event, as ``consume`` replies it: the ``consumer`` it is leased
+    to; the event (``event_id``, ``seq``, ``partition``, ``kind``, ``payload``);
+    what an ack or a nack must present, its ``token`` and the history
+    ``incarnation``; which ``attempt`` this is (1 for the first); and when the
+    lease ends, ``expires_at`` (epoch µs)."""
 
     consumer: str
     event_id: str
@@ -137,6 +141,9 @@ class Lease:
 
 
 def lease_token(seed: int, consumer: str, event_id: str, attempt: int, grant: int) -> str:
+    """A lease's token: a hash of the run's seed, the consumer, the event, the
+    attempt and the grant's number, so that every grant has its own, and the same
+    run draws the same ones."""
     return hashlib.sha256(f"{seed}/{consumer}/{event_id}/{attempt}/{grant}".encode()).hexdigest()
 
 
@@ -776,6 +783,9 @@ def new_incarnation(e, tx, now: int) -> tuple[int, list]:
 
 
 def trace_voided(e, now: int, done: list) -> None:
+    """Trace what a new incarnation did to the live leases ``done`` (each
+    ``(lease, result, moved)``): each lease voided, a dead letter where it was the
+    last attempt, and the checkpoint moves it caused."""
     for lease, result, moved in done:
         _lease_trace(e, now, "lease_voided", lease, "restore")
         _ended_trace(e, now, lease, result, "restore")

@@ -661,6 +661,7 @@ def _delivery_bars(ax: Axes, *, checked) -> None:
     ax.legend(loc="upper right", ncol=2)
 
 
+#: The file names :func:`save_leases_figures` writes, in order.
 LEASES_FIGURES = ("leases_delivery.png", "leases_checkpoints.png", "leases_outcomes.png")
 
 

@@ -2,7 +2,7 @@
 
 ``LeaseConfig.preset("nats-jetstream-2.15")`` is a :class:`~.config.LeaseConfig`
 with NATS JetStream's rules and defaults for a durable pull consumer in the
-options of :mod:`.config` ("The brokers' rules"), and
+options of :mod:`~fanoutsim.designs.leases.config` ("The brokers' rules"), and
 ``LeaseConfig.preset("redis-streams-6.2")`` Redis Streams' for a consumer
 group; :func:`preset` is the whole record: where each value comes from
 (``sources``) and the client settings the broker's own client uses
@@ -35,7 +35,7 @@ or under another load, measure again there, or give :meth:`Preset.config_values`
 a :class:`Measured` of your own.
 
 NATS JetStream (nats-server main, 2.15.0-dev at 1787eee; the issue's runs: 2.15.1)
-================================================================================
+==================================================================================
 
 Read from ``server/consumer.go`` and nats.py's ``nats/js/api.py``
 (``ConsumerConfig``: ``ack_wait`` and ``backoff`` in seconds,
@@ -105,7 +105,9 @@ def broker_costs() -> dict:
 
 @dataclass(frozen=True)
 class Measured:
-    """What a lease's hand-off and an ack cost on one machine, measured (seconds, empirical laws)."""
+    """What a lease's hand-off and an ack cost on one machine, measured (seconds,
+    empirical laws): ``deliver_cost``, publish -> delivered to a waiting pull, and
+    ``ack_cost``, an ack's round trip."""
 
     deliver_cost: Dist  # publish -> delivered to a waiting pull
     ack_cost: Dist  # an ack's round trip
@@ -119,8 +121,13 @@ class Measured:
 @dataclass(frozen=True)
 class Preset:
     """A real broker's rules and defaults, in the leases options, each with where it
-    comes from (``sources``); ``client``: the broker's client's settings, as
-    ``register_consumer`` keyword arguments."""
+    comes from: ``name`` (what :meth:`~fanoutsim.designs.leases.config.LeaseConfig.preset` takes), ``broker`` (the key
+    of its measurement in :data:`BROKER_COSTS_FILE`) and ``version`` (the release
+    the values were read from); ``options``, the
+    :class:`~fanoutsim.designs.leases.config.LeaseConfig` fields it sets
+    (bar the measured costs); ``client``, the broker's client's settings, as
+    ``register_consumer`` keyword arguments; ``sources``, where each value comes
+    from."""
 
     name: str
     broker: str  # the key of its measurement in BROKER_COSTS_FILE

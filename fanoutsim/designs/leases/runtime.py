@@ -68,10 +68,11 @@ from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import Seconds
 
 _TIMER = ("recovery", "deadline")  # the wake of the deadline timer (expiry_timer = "deadline")
+#: A client polls while it has fewer than this many times its ``in_flight_limit`` workers alive.
 WORKERS_PER_LEASE = 2  # a client polls while it has fewer than this x in_flight_limit workers alive
 DOWN_RETRY = 0.1  # seconds between an operator's tries while the node is down
 
-# the administrative steps an operator runs (administer's ``op``)
+#: The administrative steps an operator runs (:meth:`LeaseRuntime.administer`'s ``op``).
 ADMIN_STEPS = {"seek": LeaseEngine.seek, "retire": LeaseEngine.retire}
 
 
@@ -80,17 +81,29 @@ class LeaseRuntime(LeaseHost):
     (``LeaseSimulation``, ``LeaseRealtime``) adds the driver and calls
     :meth:`_setup` once the driver's ``_open`` has run."""
 
+    #: The design's name, its entry in :mod:`fanoutsim.designs`.
     design = "leases"  # its entry in fanoutsim.designs
     _noun = "node"
+    #: The leases' names for the trace's columns: ``consumer``, ``event_id``, ``partition``.
     trace_schema = TRACE
+    #: The parts of the node one process may run: ``clients``, ``recovery``, ``retention``,
+    #: ``publishers`` (see :mod:`.roles`).
     roles = ROLES  # one part of the node per process (see .roles): _start_loops asks _runs
     # what the faces (fanoutsim.kernel.runtime.faces) build it from
+    #: The config class the runtimes take (``config=None``: its defaults).
     config_class = LeaseConfig
     _opener = staticmethod(open_store)
+    #: The wall clock's default store: a DuckDB file in the working directory.
     wall_store = "leases.duckdb"  # the wall clock's default store
 
+    #: The run's :class:`~fanoutsim.designs.leases.config.LeaseConfig`.
     config: LeaseConfig
     engine: LeaseEngine | None
+    #: Each registered consumer's client code, by consumer key (code: it survives a crash).
+    clients: dict[str, LeaseClient]
+    #: The backups a fault plan's ``restore_backup`` took (kept outside the store, as backup
+    #: files are).
+    backups: list
 
     def _options(self, *, database: str = "default") -> None:
         self.database = check_database(database)  # the named database this node's broker serves
@@ -323,24 +336,35 @@ class LeaseRuntime(LeaseHost):
         in_progress_every: float | None = None,
         poison_action: str = "nack",
     ) -> dict:
-        """Create a durable consumer (limits checked against the seed's ranges, or
-        the brokers' under ``LeaseConfig(limits="open")``; one left out is the
-        config's: ``LeaseConfig.batch_limit``, ... — 4, 4 and 60 s by default)
-        and, unless ``client=False`` (drive it by hand with :meth:`consume`), run
-        its client loop while the node runs. ``fn(lease)``, if given, is the
-        worker's effect, called when its work is done (an exception nacks).
-        ``pull_mode``, ``in_progress_every`` and ``poison_action``: what a
-        broker's client does (:class:`~.host.LeaseClient`). With a
-        ``LeaseConfig.backoff`` list the lease is its first entry, whatever
-        ``lease_seconds`` says (nats-server: BackOff overrides AckWait).
-        ``name``: a consumer name or a :class:`~.identity.ConsumerIdentity`
-        (its key). Returns the consumer row.
+        """Create a durable consumer and, unless ``client=False`` (drive it by hand
+        with :meth:`consume`), run its client loop while the node runs. Returns the
+        consumer row (``consumer``, ``start_seq``, the three limits, ``revision``).
 
-        Every argument is checked before anything changes. If the consumer
-        exists (a restarted process resumes from its checkpoints), it is kept as
-        it is (RiffDB's create-if-absent; ``start`` applies to a new one only):
-        the same limits and client again are a no-op (a client is attached if it
-        has none), other ones raise ValueError."""
+        ``name``: a consumer name or a :class:`~.identity.ConsumerIdentity` (its
+        key). ``start``: where it begins reading, ``"beginning"`` (the oldest
+        retained event), ``"end"`` or a seq. The delivery limits, RiffDB's:
+        ``batch_limit`` and ``in_flight_limit`` 1 through 8 leases,
+        ``lease_seconds`` 5 through 900 seconds, or the brokers' wider ranges under
+        ``LeaseConfig(limits="open")``; one left out (None) is the config's
+        (``LeaseConfig.batch_limit``, ... — 4, 4 and 60 s by default). With a
+        ``LeaseConfig.backoff`` list the lease is its first entry, whatever
+        ``lease_seconds`` says (nats-server: BackOff overrides AckWait). The client: every
+        ``poll_interval`` seconds it pulls and starts a worker per lease, who works
+        for ``duration`` seconds (a number, or ``callable(rng)`` drawing one), then
+        fails with probability ``fail`` (0 through 1) or when ``poison(lease)`` is
+        true — nacking with ``nack_delay`` seconds (0 through
+        ``config.max_retry_delay``) — or calls ``fn(lease)``, its effect (an
+        exception nacks), and acks. ``pull_mode``, ``in_progress_every`` and
+        ``poison_action``: what a broker's client does (:class:`~.host.LeaseClient`).
+
+        Every argument is checked before anything changes: a value outside its
+        range raises ValueError naming it and the range; a ``fn`` or ``poison`` that
+        is not callable, TypeError; a ``start`` past the end of the log or inside
+        pruned history, ValueError. If the consumer exists (a restarted process
+        resumes from its checkpoints), it is kept as it is (RiffDB's
+        create-if-absent; ``start`` applies to a new one only): the same limits and
+        client again are a no-op (a client is attached if it has none), other ones
+        raise ValueError naming each setting that differs."""
         name = consumer_key(name)
         spec = (
             LeaseClient(
@@ -359,7 +383,12 @@ class LeaseRuntime(LeaseHost):
             if client
             else None
         )
-        limits = self._limits(batch_limit, in_flight_limit, lease_seconds)
+        return self._add(name, start, self._limits(batch_limit, in_flight_limit, lease_seconds), spec)
+
+    def _add(self, name: str, start, limits: dict, spec: LeaseClient | None) -> dict:
+        """:meth:`register_consumer`'s change, once every argument is checked: the
+        consumer's row (create-if-absent), then its client attached, and started if
+        the node runs; the row."""
         with self._lifecycle:
             existing = self._registered(name, limits, spec)  # other settings than it holds: refused
             row = self._api(LeaseEngine.add_consumer, name, start, **limits)
@@ -473,8 +502,14 @@ class LeaseRuntime(LeaseHost):
         self, rate: float, *, partitions=4, kind: str = "event", start: float = 0.0, stop: float | None = None
     ) -> None:
         """Publish events at Poisson times, ``rate`` per second, each to a
-        partition drawn from ``partitions`` (a count, or a list of names), from
-        ``start`` to ``stop`` (seconds since the start; None: no end)."""
+        partition drawn from ``partitions`` (a count: ``p0``, ``p1``, ...; or a list
+        of names), from ``start`` to ``stop`` (seconds since the start; None: no
+        end), each of ``kind`` with the payload ``{"n": <its number>}``. Returns
+        nothing: the publisher runs while the node runs (its draws go on while the
+        node is down; a down node takes no writes). Refuses, before anything runs
+        (ValueError): a rate that is not a finite number > 0, a count below 1 or an
+        empty or unnamed partition list, an empty kind, and a ``stop`` not after
+        ``start``; a process whose role runs no workloads refuses it too."""
         self._refuse_unless(WORKLOADS, "workload (publish with `fanoutsim write`)")
         partitions = lease_partitions(rate, partitions)
         start, stop = lease_window(kind, start, stop)

@@ -71,7 +71,17 @@ _GAP_SPAN = re.compile(r"seqs (\d+)\.\.(\d+) ")
 @dataclass
 class OutboxReport(CheckedReport):
     """The outbox checker's report; it meets :mod:`fanoutsim.kernel.check`'s
-    contract (``unit`` is ``"consumer"``, ``per_unit`` is ``per_consumer``)."""
+    contract (``unit`` is ``"consumer"``, ``per_unit`` is ``per_consumer``).
+
+    ``per_consumer``: one row per consumer, with its ``cursor``, the counts
+    ``delivered``, ``duplicates``, ``lost``, ``parked``, ``pending`` and the latency
+    from commit to handling (``latency_mean_s``, ``_p50_s``, ``_p99_s``,
+    ``_max_s``). ``duplicates`` and ``lost``: one row per extra delivery or loss
+    (``consumer``, ``seq``, ``cause``). ``parked``: the rows set aside after their
+    retry budget. ``bus``: what the live topic bus carried (``seq``, ``topic``,
+    ``published``, ``receivers``). ``total``: the run's counts (``committed``,
+    ``delivered``, ``extra_deliveries``, ...), the causes counted and the verdict
+    ``valid``. ``str(report)`` is the verdict, the totals and the table."""
 
     per_consumer: pd.DataFrame
     duplicates: pd.DataFrame
@@ -172,7 +182,12 @@ def _commits(trace: _Trace) -> pd.DataFrame:
 
 @dataclass
 class Evidence:
-    """What every consumer's phases read."""
+    """What every consumer's phases read, read once from the run by
+    :func:`evidence`: the ``commits``, the trace's ``marks`` (crashes, resets,
+    ...), and per consumer its effects (``deliveries``), the ends of its handling
+    steps (``handled``) and its cursor ``moves``; the ``parked_rows`` (and
+    :attr:`parked`), the ``deferred`` work owed, the ``cursors``, and the rows
+    ``retained`` in the outbox (seq -> topic)."""
 
     commits: pd.DataFrame
     marks: _Marks
@@ -395,7 +410,13 @@ def _report(ev: Evidence, per: list[dict], dups: list[tuple], lost: list[dict]) 
 
 @gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check(sim) -> OutboxReport:
-    """Check every consumer of a finished (or paused) outbox ev."""
+    """Check every consumer of a finished (or paused) outbox run, from its trace and
+    tables alone (never the fault plan): the rows each consumer was owed, what it
+    handled, every duplicate and loss with its cause, what was parked. Returns an
+    :class:`OutboxReport`; ``report.valid`` is the verdict. Refuses a run of another
+    design or an object without a trace (TypeError), and a run made with
+    ``trace=False`` (ValueError): without the trace it would find nothing and call
+    the run valid."""
     refuse_unreadable(sim, "outbox", "fanoutsim.check_outbox")
     ev = evidence(sim)
     per, dups, lost = [], [], []

@@ -34,7 +34,7 @@ modelled on the pool; the dispatcher's reads and writes are not.
 
 How a consumer's loop wakes, polls and reads (issue 28: the rules the PostgreSQL
 job queues people run use; each default is the seed's loop, and the presets of
-:mod:`.presets` set the libraries' values):
+:mod:`~fanoutsim.designs.outbox.presets` set the libraries' values):
 
 ``poll_mode``
     ``"fixed"`` (the default): one safety poll ticks every
@@ -129,6 +129,165 @@ TABLE = "outbox"
 
 @dataclass(frozen=True)
 class OutboxConfig:
+    """The dispatcher's knobs (one per run; the module's text explains the read,
+    poll and wake rules at length). A scenario file's ``[outbox]`` table sets the
+    same fields; :meth:`preset` gives a real job queue's. Every field is checked
+    when the config is made: a bad value raises ValueError naming the field and
+    what is allowed.
+
+    Attributes
+    ----------
+    safety_poll_interval : float
+        How often the safety poll wakes the consumers, whatever the hints
+        (``poll_mode="fixed"``), or how long a consumer waits for a wake-up before
+        it reads anyway (``"idle"``): a lost hint costs at most this.
+
+        :Unit: seconds
+        :Default: ``5.0``
+        :Allowed: a finite number >= 1e-06 (1 µs, the clock's unit)
+    batch_limit : int
+        The most rows one fetch takes, per consumer.
+
+        :Unit: rows
+        :Default: ``100``
+        :Allowed: an integer >= 1
+    retention : float
+        How long the outbox keeps a row: retention prunes a row older than this,
+        whatever the cursors say (a consumer behind it loses it, cause ``pruned``),
+        except deferred work still owed.
+
+        :Unit: seconds
+        :Default: ``604800.0`` (7 days)
+        :Allowed: a finite number >= 1e-06
+    retention_interval : float
+        How often the retention step prunes the outbox rows past ``retention``.
+
+        :Unit: seconds
+        :Default: ``3600.0`` (an hour)
+        :Allowed: a finite number >= 1e-06
+    notify : bool
+        Whether a commit sends a hint (``NOTIFY`` with the row's seq) after it
+        commits; without hints, consumers wait for the safety poll.
+
+        :Unit: none (a switch)
+        :Default: ``True``
+        :Allowed: ``True`` or ``False``
+    read_mode : str
+        How a wake-up reads past a cursor: ``"all"`` (every visible row; the
+        late-commit hole is open), ``"settled"`` (only rows at least ``settle``
+        seconds old) or ``"gap"`` (stop at the first missing seq until it fills or
+        ``gap_timeout`` passes).
+
+        :Unit: none (a name)
+        :Default: ``"all"``
+        :Allowed: ``"all"``, ``"settled"`` or ``"gap"``
+    settle : float
+        With ``read_mode="settled"``: how old a row's ``ts`` must be before it is
+        read; closes the hole for commits later than their stamp by less, at that
+        cost in latency.
+
+        :Unit: seconds
+        :Default: ``1.0``
+        :Allowed: 0, or a finite number >= 1e-06
+    gap_timeout : float
+        With ``read_mode="gap"``: how long a missing seq holds the reads behind it
+        before the consumer goes past it (a writer that died leaves a gap forever).
+
+        :Unit: seconds
+        :Default: ``10.0``
+        :Allowed: 0, or a finite number >= 1e-06
+    pool_size : int
+        The database pool's connections (postgres.js's default ``max``); only the
+        listener is modelled on the pool.
+
+        :Unit: connections
+        :Default: ``10``
+        :Allowed: an integer >= 1; >= 2 with ``reserve_listener=True``
+    reserve_listener : bool
+        Whether one connection of the pool is set aside for LISTEN (the seed's
+        design): a :class:`~fanoutsim.designs.outbox.faults.Backfill` holding the
+        rest leaves the hints alone. Otherwise each hint takes a connection from the
+        shared pool, and waits for one (``listener_wait``) or is lost.
+
+        :Unit: none (a switch)
+        :Default: ``True``
+        :Allowed: ``True`` or ``False``
+    listener_wait : float
+        With ``reserve_listener=False``: how long a hint waits for a free
+        connection before it is lost.
+
+        :Unit: seconds
+        :Default: ``1.0``
+        :Allowed: 0, or a finite number >= 1e-06
+    poll_mode : str
+        ``"fixed"``: one safety poll ticks every ``safety_poll_interval`` and wakes
+        every consumer; ``"idle"``: each consumer's own timeout, started anew after
+        each round of reads (procrastinate, pgqueuer).
+
+        :Unit: none (a name)
+        :Default: ``"fixed"``
+        :Allowed: ``"fixed"`` or ``"idle"``
+    wake_mode : str
+        ``"before_fetch"``: a consumer arms its wake before each read, so a hint
+        landing during a read means "read again"; ``"after_fetch"``: the wake flag
+        is cleared after each read, erasing a hint that landed during it (the lost
+        wake-up of procrastinate 3.10).
+
+        :Unit: none (a name)
+        :Default: ``"before_fetch"``
+        :Allowed: ``"before_fetch"`` or ``"after_fetch"``
+    catch_up : bool
+        Whether every consumer reads at once when the listener connects again (the
+        end of a silent window, a reconnect), for the rows whose hints the gap
+        swallowed; else they wait for the next hint or poll.
+
+        :Unit: none (a switch)
+        :Default: ``False``
+        :Allowed: ``True`` or ``False``
+    read_until_empty : bool
+        Whether a round of reads goes on until a read finds nothing (pgqueuer);
+        else a short batch ends it.
+
+        :Unit: none (a switch)
+        :Default: ``False``
+        :Allowed: ``True`` or ``False``
+    read_cost : Dist
+        How long a read that finds rows takes: the read sees the rows committed as
+        it starts, and the consumer handles them as it ends.
+
+        :Unit: seconds (or a law of seconds)
+        :Default: ``0.0`` (reads take no time)
+        :Allowed: a finite number >= 0, or a law of seconds: a table such as
+            ``{dist = "exponential", mean = 0.002}`` (laws: fixed, exponential,
+            uniform, lognormal, empirical) or a :class:`~fanoutsim.kernel.dist.Dist`
+    empty_read_cost : Dist or None
+        How long a read that finds nothing takes (None: as ``read_cost``); with
+        ``wake_mode="after_fetch"`` it is the window in which a hint is erased.
+
+        :Unit: seconds (or a law of seconds)
+        :Default: ``None``
+        :Allowed: None, or a finite number >= 0, or a law of seconds: a table such
+            as ``{dist = "exponential", mean = 0.001}`` or a
+            :class:`~fanoutsim.kernel.dist.Dist`
+    repoll : float or None
+        After a round, when rows committed since its last read began are ready, read
+        again after this long rather than at the poll (pgqueuer's 0.1 s); None: never.
+
+        :Unit: seconds
+        :Default: ``None``
+        :Allowed: None, or a finite number >= 1e-06
+    self_hint_every : Dist or None
+        Time between a consumer's status writes, each a hint of its own (pgqueuer's
+        status log): a consumer wakes itself, and reads a row whose own hint was
+        lost. None: no status writes.
+
+        :Unit: seconds (or a law of seconds)
+        :Default: ``None``
+        :Allowed: None, or a finite number > 0, or a law of seconds with a mean > 0:
+            a table such as ``{dist = "uniform", low = 0.08, high = 0.12}`` or a
+            :class:`~fanoutsim.kernel.dist.Dist`
+    """
+
     safety_poll_interval: float = 5.0  # a wake-up with no hint, so a lost hint costs at most this
     batch_limit: int = 100  # rows one fetch takes per consumer
     retention: float = 7 * 86400.0  # rows older than this are pruned
@@ -209,7 +368,9 @@ class OutboxConfig:
 
 @dataclass(frozen=True)
 class ConsumerSpec:
-    """One consumer: what it does with a row, and the guardrails around it.
+    """One consumer, by its ``name``: what it does with a row, and the guardrails
+    around it. Every field is checked as the spec is made (ValueError or TypeError
+    naming the consumer and the field).
 
     ``fn(row)`` handles one outbox row; raising means a transient failure
     (retried). ``duration`` is how long a step takes in virtual seconds (or a

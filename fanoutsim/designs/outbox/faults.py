@@ -32,6 +32,7 @@ from fanoutsim.kernel.faults import (
     declare,
 )
 
+#: The outbox's crash points (the module's text says where each one is).
 CRASH_POINTS = (
     "commit.after_change_before_outbox",
     "commit.before_notify",
@@ -59,6 +60,8 @@ class Backfill(Fault):
             self.check_fields(connections=checks.number(low=1, integer=True))
 
 
+#: The outbox's declaration of its points, kinds and hook (``Design.crash_points``,
+#: ``Design.fault_kinds`` and the runtimes read it).
 FAULTS = declare(
     "outbox",
     points=CRASH_POINTS,

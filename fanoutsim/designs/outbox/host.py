@@ -54,6 +54,9 @@ class OutboxHost:
         return self._trace.frame()
 
     def metrics(self) -> dict[str, float]:
+        """Every counter and gauge now, in the Prometheus style:
+        ``{'name{label="value"}': number}``, with the hint channel's counts: hints
+        sent, dropped, missed (no listener) and coalesced."""
         out = self.metrics_registry.as_dict()
         ch = self.channel
         out.update(

@@ -139,7 +139,10 @@ def hint_cost() -> dict:
 
 @dataclass(frozen=True)
 class Measured:
-    """What a hint and a read cost on one machine, measured (seconds, empirical laws)."""
+    """What a hint and a read cost on one machine, measured (seconds, empirical
+    laws): ``hint_delay`` (a commit to the worker hearing its hint), ``read_cost``
+    (the hint heard to the job's handler beginning) and ``empty_read_cost`` (a
+    fetch that found nothing)."""
 
     hint_delay: Dist  # commit -> the worker heard the hint
     read_cost: Dist  # a round a hint began: the hint heard -> the job's handler began
@@ -155,8 +158,11 @@ class Measured:
 
 @dataclass(frozen=True)
 class Preset:
-    """A real library's defaults and worker-loop rules, in the outbox's options, each
-    with where it comes from (``sources``)."""
+    """A real library's defaults and worker-loop rules, in the outbox's options:
+    the preset's ``name`` (``"procrastinate-3.10"``), the ``library`` and its
+    ``version``, the :class:`~fanoutsim.designs.outbox.config.OutboxConfig`
+    ``options`` it sets (bar the measured read costs), and where each comes from
+    (``sources``)."""
 
     name: str
     library: str

@@ -77,18 +77,29 @@ class OutboxRuntime(OutboxHost):
     (``OutboxSimulation``, ``OutboxRealtime``) adds the driver and calls
     :meth:`_setup` once the driver's ``_open`` has run."""
 
+    #: The design's name, its entry in :mod:`fanoutsim.designs`.
     design = "outbox"  # its entry in fanoutsim.designs
     _noun = "dispatcher"
+    #: The outbox's names for the trace's columns: ``consumer``, ``seq``, ``topic``.
     trace_schema = TRACE
     _pg = None  # the PostgreSQL LISTEN/NOTIFY adapter, where the face has one
+    #: The parts of the dispatcher one process may run (see :mod:`.roles`).
     roles = ROLES  # one part of the dispatcher per process (see .roles): _start_loops asks _runs
     # what the faces (fanoutsim.kernel.runtime.faces) build it from
+    #: The config class the runtimes take (``config=None``: its defaults).
     config_class = OutboxConfig
     _opener = staticmethod(open_store)
+    #: The wall clock's default store: a DuckDB file in the working directory.
     wall_store = "outbox.duckdb"  # the wall clock's default store
 
+    #: The run's :class:`~fanoutsim.designs.outbox.config.OutboxConfig`.
     config: OutboxConfig
     engine: OutboxEngine | None
+    #: The registered consumers' code and guardrails (code: they survive a crash).
+    registry: OutboxRegistry
+    #: The hints' channel from a commit to the dispatcher (``NOTIFY``; a fault plan's
+    #: ``notifications`` drop, merge or delay them here).
+    channel: NotificationChannel
 
     def _setup(self) -> None:
         self.registry = OutboxRegistry()
@@ -377,11 +388,18 @@ class OutboxRuntime(OutboxHost):
     def register_consumer(
         self, name: str, fn: Callable[[dict], Any] | None = None, *, start="beginning", **guardrails
     ) -> int:
-        """Register a consumer and give it a cursor (kept if the store has one: a
-        restarted process resumes; see :mod:`fanoutsim.designs.outbox.consumers`);
-        returns the cursor. Guardrails: duration, timeout, backoff, backoff_cap,
-        jitter, retry_budget, rebuild (seconds of the runtime's clock). ``fn(row)``
-        runs in the consumer's loop. All or nothing: a refused call registers nothing."""
+        """Register the consumer ``name`` and give it a cursor, from ``start``
+        (``"beginning"``: the oldest retained row, ``"end"``, or a seq); a cursor the
+        store already has is kept (a restarted process resumes; see
+        :mod:`fanoutsim.designs.outbox.consumers`). Returns the cursor, the last seq
+        it has handled. ``fn(row)`` handles one outbox row in the consumer's loop
+        (raising: a failed attempt, retried). The guardrails are
+        :class:`~.config.ConsumerSpec`'s fields: ``duration``, ``timeout``,
+        ``backoff``, ``backoff_cap``, ``jitter``, ``retry_budget``, ``rebuild``
+        (seconds of the runtime's clock). All or nothing: a refused call registers
+        nothing — a bad guardrail or ``fn`` (ValueError or TypeError naming it), a
+        ``start`` that is none of those, past the end of the log or before the
+        retention horizon (ValueError); while the dispatcher is down, a RuntimeError."""
         with self._lifecycle:
             with self.registry.registering(name, fn, **guardrails):  # undone if refused
                 cursor = self._api(OutboxEngine.add_consumer, name, start)
@@ -397,12 +415,22 @@ class OutboxRuntime(OutboxHost):
         return cursor
 
     def set_cursor(self, name: str, seq) -> int:
+        """Point the cursor of the registered consumer ``name`` at ``seq``
+        (``"beginning"``, ``"end"`` or a seq, checked as a start is) and wake it: it
+        reads from there on, again if it moved back. Returns the new cursor. Refuses
+        an unregistered consumer or one without a cursor (KeyError), and a position
+        past the end of the log or before the retention horizon (ValueError); while
+        the dispatcher is down, a RuntimeError."""
         out = self._api(OutboxEngine.set_cursor, name, seq)
         self._signal(("consumer", name))
         return out
 
     def reset_consumer(self, name: str) -> int:
-        """Rebuild a rebuildable consumer from the pages, then replay the retained log."""
+        """Rebuild the derived state of the consumer ``name`` from the base tables (its
+        ``rebuild(pages)``), then move its cursor to the beginning, so that it replays
+        the retained log. Returns the new cursor. Refuses a consumer without a
+        ``rebuild`` (ValueError: use :meth:`set_cursor`) and an unregistered one
+        (KeyError); while the dispatcher is down, a RuntimeError."""
         out = self._api(OutboxEngine.reset_consumer, name)
         self._wake_all()
         return out
@@ -438,9 +466,14 @@ class OutboxRuntime(OutboxHost):
         kind: str = "page.updated",
         due_at: float | datetime | None = None,
     ) -> int | None:
-        """Commit a change to a page now; returns its seq (None if a crash took the
-        writer down). ``due_at``: seconds since start, on :attr:`now`'s scale
-        (``now + 3``: in three seconds), or an aware datetime; not in the past."""
+        """Commit a change to a page now: the page's ``body`` and its outbox row (of
+        ``topic``, default ``"page:<page_id>"``, and ``kind``) in one transaction, then
+        a hint to the dispatcher. Returns the row's seq (None if a crash took the
+        writer down). ``due_at`` makes the row deferred work, handled no earlier:
+        seconds since start, on :attr:`now`'s scale (``now + 3``: in three seconds),
+        or an aware datetime. Refuses an empty page or topic name and a ``due_at`` in
+        the past (ValueError), a ``due_at`` of another type (TypeError); while the
+        dispatcher is down, a RuntimeError."""
         with self._proc:
             engine = self._engine_or_raise()
             now = self.now_us()
@@ -448,17 +481,24 @@ class OutboxRuntime(OutboxHost):
             return self._call(engine.commit, page_id, body, topic=topic, kind=kind, due_at=due, _now=now)
 
     def subscribe(self, topic: str, callback: Callable[[dict], None]) -> None:
-        """A live topic-bus subscriber (gone with the process on a crash). The
-        callback runs in the dispatcher's loops: keep it short."""
+        """Add ``callback(row)`` as a live subscriber of ``topic`` on the dispatcher's
+        in-memory bus: it is called with each row of that topic the bus carries. It
+        is not durable — a crash drops it, and what passed meanwhile is not replayed.
+        The callback runs in the dispatcher's loops: keep it short. RuntimeError
+        while the dispatcher is down."""
         with self._proc:
             self._engine_or_raise().bus.subscribe(topic, callback)
 
     def add_workload(
         self, rate: float, *, pages: int = 100, start: float = 0.0, stop: float | None = None, topic: str | None = None
     ) -> None:
-        """Commit page changes at Poisson times, ``rate`` per second, from
-        ``start`` to ``stop`` (seconds since the start); the arguments are
-        checked as a scenario file's ``[[workload]]`` keys are."""
+        """Commit page changes at Poisson times, ``rate`` per second, to ``pages``
+        distinct pages, from ``start`` to ``stop`` (seconds since the start; None: no
+        end), each row of ``topic`` (None: ``"page:<id>"``). Returns nothing: the
+        writer runs while the dispatcher runs. The arguments are checked as a
+        scenario file's ``[[workload]]`` keys are (:class:`~.config.OutboxWorkload`):
+        a bad one raises ValueError naming it, before anything runs; a process whose
+        role runs no workloads refuses it too."""
         self._refuse_unless(WORKLOADS, "workload (commit with `fanoutsim write`)")
         w = checked_args(OutboxWorkload, rate=rate, pages=pages, start=start, stop=stop, topic=topic)
         rng = self._rng("outbox-workload", self._workloads)

@@ -7,31 +7,44 @@ difference from the trace alone — never from the fault plan.
 
 For each subscription, a firing is
 
-*expected*      when it was durably logged for the subscription's reactor and
-                tenant after the subscription existed, and the subscription's
-                CEL filter, evaluated here independently, is true for it;
-*delivered*     once or more (each extra delivery is a *duplicate*);
-*pending*       when undelivered but still in the log past the watermark:
-                backlog, not loss;
-*lost*          otherwise.
+*expected*
+    when it was durably logged for the subscription's reactor and tenant after the
+    subscription existed, and the subscription's CEL filter, evaluated here
+    independently, is true for it;
+*delivered*
+    once or more (each extra delivery is a *duplicate*);
+*pending*
+    when undelivered but still in the log past the watermark: backlog, not loss;
+*lost*
+    otherwise.
 
 Causes of a duplicate (the extra delivery's story in the trace):
 
-``ambiguous_insert``   the previous insert committed but reported failure, and was retried
-``crash``              the runner crashed after the dispatch and before the watermark passed it
-``several_pollers``    another poller replica dispatched it too, or wrote the watermark between two dispatches of one
-``watermark_rewind``   the watermark moved backwards and the firing was read again
+``ambiguous_insert``
+    the previous insert committed but reported failure, and was retried
+``crash``
+    the runner crashed after the dispatch and before the watermark passed it
+``several_pollers``
+    another poller replica dispatched it too, or wrote the watermark between two
+    dispatches of one
+``watermark_rewind``
+    the watermark moved backwards and the firing was read again
 
 Causes of a loss:
 
-``pruned``             deleted by the prune loop before any delivery
-``tie``                the watermark landed exactly on its ``fired_at`` via a sibling
-                       firing with the same timestamp (the strict ``>`` skips it)
-``late_visibility``    it became visible after the watermark had passed its
-                       ``fired_at`` (a late commit or a lagging writer clock)
-``dispatch_failed``    its insert failed and the watermark advanced anyway
-``never_logged``       the writer crashed after the in-process graphs ran and
-                       before the row was written (reported apart: not expected)
+``pruned``
+    deleted by the prune loop before any delivery
+``tie``
+    the watermark landed exactly on its ``fired_at`` via a sibling firing with the
+    same timestamp (the strict ``>`` skips it)
+``late_visibility``
+    it became visible after the watermark had passed its ``fired_at`` (a late
+    commit or a lagging writer clock)
+``dispatch_failed``
+    its insert failed and the watermark advanced anyway
+``never_logged``
+    the writer crashed after the in-process graphs ran and before the row was
+    written (reported apart: not expected)
 
 ``valid`` is true when nothing was lost that the configuration promises to
 deliver: a TTL prune (``prune_policy="ttl"``) and ``dispatch_failure_policy=
@@ -99,7 +112,18 @@ def _per_sub_row(s: Any, counts: tuple[int, ...], *, valid: bool) -> dict[str, A
 class CheckReport(CheckedReport):
     """The reactor checker's report; it meets :mod:`fanoutsim.kernel.check`'s
     contract (``unit`` is ``"subscription"``, ``per_unit`` is
-    ``per_subscription``)."""
+    ``per_subscription``).
+
+    ``per_subscription``: one row per subscription (its reactor, workflow and
+    tenant), with the counts ``expected``, ``delivered_once``, ``duplicated``,
+    ``extra_deliveries``, ``lost``, ``lost_promised``, ``pending``,
+    ``out_of_order``, ``backfilled`` and its own ``valid``. ``duplicates``: one row
+    per extra delivery (``firing``, ``execution``, ``cause``). ``lost``: one row per
+    (subscription, lost firing), with its ``cause``, whether the configuration
+    ``promised`` it, and a ``detail``. ``never_logged``: firings whose writer
+    crashed after the in-process graphs and before the row (not expected of any
+    subscription). ``total``: the run's counts, the causes counted and the
+    verdict ``valid``. ``str(report)`` is :func:`format_check`'s text."""
 
     per_subscription: pd.DataFrame
     duplicates: pd.DataFrame  # one row per extra delivery
@@ -185,7 +209,13 @@ _PER_SUB_KINDS = frozenset(("dispatched", "dispatch_failed", "watermark", "subsc
 
 @dataclass
 class Evidence:
-    """What every subscription's phases read."""
+    """What every subscription's phases read, read once from the run by
+    :func:`evidence`: its ``config`` and whether its cursor is ``compound``
+    (``(fired_at, id)``); the trace's ``events`` (columns); each stream's
+    firings, ``logged`` and ``never`` logged; the ``executions`` and the
+    ``existing`` execution ids; the firings ``retained`` in the log; each
+    (subscription, kind)'s trace places (``per_sub_kind``); the ``crashes``;
+    where each firing was pruned (``pruned_at``); and the filters' ``verdicts``."""
 
     config: object
     compound: bool  # the cursor is (fired_at, id)
@@ -495,7 +525,14 @@ def _report(
 
 @gc_paused()  # a burst of allocations over a finished run: see fanoutsim.kernel.gcpause
 def check(sim) -> CheckReport:
-    """Check every subscription of a finished (or paused) ev."""
+    """Check every subscription of a finished (or paused) reactor run, from its
+    trace and tables alone (never the fault plan): the firings each was owed (its
+    filter evaluated here independently), what was dispatched, every duplicate and
+    loss with its cause (the module's text says which), out-of-order dispatches.
+    Returns a :class:`CheckReport`; ``report.valid`` is the verdict. Refuses a run
+    of another design or an object without a trace (TypeError), and a run made with
+    ``trace=False`` (ValueError): without the trace it would find nothing and call
+    the run valid."""
     refuse_unreadable(sim, "reactor", "fanoutsim.check")
     subs = sim.subscriptions()
     ev = evidence(sim, subs)
@@ -591,6 +628,8 @@ def _parallel(jobs) -> list[set]:
 
 
 def format_check(report: CheckReport) -> str:
+    """The report as the text ``fanoutsim run`` prints: the verdict, the totals,
+    each duplicate and loss cause in plain words, and a line per subscription."""
     t = report.total
     lines = [
         f"delivery check: {'VALID' if report.valid else 'INVALID'}",
@@ -618,7 +657,12 @@ def format_check(report: CheckReport) -> str:
 
 def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool = True) -> pd.DataFrame:
     """One firing's timeline: its own events, the watermark moves of the
-    subscription(s) around it, and crashes. Prints it unless ``show=False``."""
+    subscription(s) around it (``subscription``: one subscription's id; None: every
+    subscription of its reactor and tenant), and crashes. Prints it, with the
+    firing's stamps, unless ``show=False``; returns it as a DataFrame (``time``,
+    ``kind``, ``actor``, ``subscription``, ``execution``, ``attempt``, ``detail``).
+    A firing not in the run's history, or a subscription that does not exist,
+    raises KeyError."""
     trace = sim.trace()
     hist = trace.history
     h = hist[hist["firing"] == firing_id]
@@ -675,6 +719,8 @@ def check_store(store, config=None) -> CheckReport:
     opened (and closed again) here; a missing file is refused, not created,
     and so is a PostgreSQL database that holds no run (nothing is created in
     it), ``"postgres"`` (a new empty server) and a store of another design.
+    Returns a :class:`CheckReport`; ``config`` (a SchedulerConfig; None: the
+    defaults) says which losses the configuration promises.
     """
     if not isinstance(store, str):
         return _check_store(store, config)

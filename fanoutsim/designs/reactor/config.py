@@ -70,6 +70,125 @@ _AT_LEAST_ONE = ("reactor_poll_batch_limit", "predicate_error_limit", "executor_
 
 @dataclass(frozen=True)
 class SchedulerConfig:
+    """The reactor runner's knobs (``fanoutsim.ReactorConfig`` is the same class):
+    the real system's four, then the policies the seeds and the shipped code
+    document differently (the module's text tells each at length), then the
+    executor's. A scenario file's ``[config]`` table sets the same fields. Every
+    field is checked when the config is made: a bad value raises ValueError naming
+    the field and what is allowed (:meth:`from_dict` also names an unknown key).
+
+    Attributes
+    ----------
+    reactor_poll_interval : float
+        How often the poll loop reads each subscription's firings past its
+        watermark: a firing waits for the next poll, uniform on [0, P).
+
+        :Unit: seconds
+        :Default: ``1.0``
+        :Allowed: a finite number >= 1e-06 (1 µs, the clock's unit)
+    reactor_poll_batch_limit : int
+        The most firings one poll fetches per subscription; a stream faster than
+        batch limit / poll interval falls behind (the knee).
+
+        :Unit: firings
+        :Default: ``100``
+        :Allowed: an integer >= 1
+    reactor_firings_prune_interval : float
+        How often the prune loop runs.
+
+        :Unit: seconds
+        :Default: ``3600.0`` (an hour)
+        :Allowed: a finite number >= 1e-06 (1 µs, the clock's unit)
+    reactor_firings_retention : float
+        How old a firing must be (by ``fired_at``) before the prune loop deletes it
+        (``prune_policy`` says whether the watermarks hold it back).
+
+        :Unit: seconds
+        :Default: ``604800.0`` (7 days)
+        :Allowed: 0, or a finite number >= 1e-06 (1 µs, the clock's unit)
+    prune_policy : str
+        ``"ttl"``: the prune deletes firings older than the retention whatever the
+        watermarks say (as shipped: a subscription behind loses them);
+        ``"conservative"``: only those every enabled subscription of the firing's
+        reactor and tenant has passed (seed 000).
+
+        :Unit: none (a name)
+        :Default: ``"ttl"``
+        :Allowed: ``"ttl"`` or ``"conservative"``
+    predicate_error_policy : str
+        What a filter that fails on a firing (an error, or a result that is not a
+        bool) does: ``"skip"`` counts it as false and the watermark moves on (seed
+        001); ``"hold"`` keeps the watermark on the firing and evaluates it again at
+        each poll, up to ``predicate_error_limit`` errors in a row.
+
+        :Unit: none (a name)
+        :Default: ``"skip"``
+        :Allowed: ``"skip"`` or ``"hold"``
+    predicate_error_limit : int
+        With ``predicate_error_policy="hold"``: the error in a row on one firing that
+        dead-letters it (the watermark moves past it, the subscription is marked
+        degraded until a clean evaluation).
+
+        :Unit: errors
+        :Default: ``5``
+        :Allowed: an integer >= 1
+    dispatch_failure_policy : str
+        What a failed execution insert does: ``"hold"`` stops that subscription's
+        drain for the tick and keeps its watermark (retried next tick, as shipped);
+        ``"advance"`` logs it and moves past the firing (seed 000's wording; the
+        firing is lost).
+
+        :Unit: none (a name)
+        :Default: ``"hold"``
+        :Allowed: ``"hold"`` or ``"advance"``
+    watermark_commit : str
+        How dispatches and watermark moves are committed: ``"per_firing"`` (each its
+        own transaction, as the real code does), ``"per_batch"`` (one watermark
+        commit per subscription batch) or ``"atomic"`` (the insert and the move in
+        one transaction per firing: a crash cannot split them).
+
+        :Unit: none (a name)
+        :Default: ``"per_firing"``
+        :Allowed: ``"per_firing"``, ``"per_batch"`` or ``"atomic"``
+    watermark : str
+        How a subscription's cursor reads the log: ``"fired_at"`` (as shipped:
+        ``fired_at > last_seen_fired_at``, with its holes for ties and late
+        commits), ``"fired_at_id"`` (the compound cursor ``(fired_at, id)``: no tie
+        holes) or ``"settled"`` (the compound cursor over firings at least
+        ``watermark_settle`` seconds old: no late-visibility hole shorter than that).
+
+        :Unit: none (a name)
+        :Default: ``"fired_at"``
+        :Allowed: ``"fired_at"``, ``"fired_at_id"`` or ``"settled"``
+    watermark_settle : float
+        With ``watermark="settled"``: how old a firing's ``fired_at`` must be before
+        the poll reads it — that much latency, for commits and clock lags shorter.
+
+        :Unit: seconds
+        :Default: ``5.0``
+        :Allowed: 0, or a finite number >= 1e-06 (1 µs, the clock's unit)
+    reactor_firings_prune_chunk : int
+        The prune deletes in chunks of this many rows, each its own transaction (a
+        crash mid-prune leaves the earlier chunks deleted).
+
+        :Unit: rows
+        :Default: ``1000``
+        :Allowed: an integer >= 1
+    executor_poll_interval : float
+        How often the executor claims pending executions.
+
+        :Unit: seconds
+        :Default: ``0.1``
+        :Allowed: a finite number >= 1e-06 (1 µs, the clock's unit)
+    executor_workers : int
+        How many workflow bodies the executor runs at once (it claims up to the
+        free workers at each tick).
+
+        :Unit: workers
+        :Default: ``4``
+        :Allowed: an integer >= 1
+    """
+
     reactor_poll_interval: float = 1.0
     reactor_poll_batch_limit: int = 100
     reactor_firings_prune_interval: float = 3600.0
@@ -101,10 +220,12 @@ class SchedulerConfig:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field by name, as a scenario file's ``[config]`` table holds them."""
         return asdict(self)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
+        """The fields' names, in order."""
         return tuple(f.name for f in fields(cls))
 
     @classmethod

@@ -54,6 +54,7 @@ from fanoutsim.kernel.faults import (
 )
 from fanoutsim.kernel.timeutil import US
 
+#: The reactor's crash points (the module's text says where each one is).
 CRASH_POINTS = (
     "reactor.after_graphs_before_log",
     "poll.after_fetch",
@@ -95,24 +96,32 @@ class FailInserts(Fault):
         )
 
     def before_insert(self, run, workflow: str, now: int, subscription: dict | None = None, **where) -> None:
+        """At the ``before_insert`` hook (not ``ambiguous``): raise
+        :class:`InsertFailed` when this insert fails (inside the window, for the
+        workflow, with ``probability``), so no row is written; else nothing."""
         if self._fails(run, workflow, now):
             run.note(now, f"insert for {workflow} refused")
             raise InsertFailed(f"injected: insert for workflow {workflow!r} refused")
 
     def after_insert(self, run, workflow: str, now: int, **where) -> None:
+        """At the ``after_insert`` hook (``ambiguous``): raise :class:`InsertFailed`
+        after the row committed, so the caller hears "failed" of a written row."""
         if self._fails(run, workflow, now):
             run.note(now, f"insert for {workflow} committed, outcome lost")
             raise InsertFailed(f"injected: insert for workflow {workflow!r} committed but reported failed")
 
 
+#: What a :class:`Stall` does to its subscription: skip it, take ``batch_limit``
+#: firings per tick, or fail its inserts.
 STALL_MODES = ("pause", "throttle", "wedge")
 
 
 @dataclass(frozen=True)
 class Stall(Fault):
     """A subscription of ``workflow`` (and ``reactor``, ``tenant`` when given)
-    paused, throttled to ``batch_limit`` or wedged during ``window``; or, with
-    ``target="workflow"``, the workflow's bodies wedged until the window ends."""
+    paused, throttled to ``batch_limit`` or wedged during ``window``, as ``mode``
+    says (:data:`STALL_MODES`); or, with ``target="workflow"``, the workflow's
+    bodies wedged until the window ends."""
 
     workflow: str
     window: Window
@@ -149,6 +158,8 @@ class Stall(Fault):
                     )
 
     def matches(self, sub: dict) -> bool:
+        """Whether the subscription row ``sub`` is one this stall names (its
+        workflow, and its reactor and tenant when the stall gives them)."""
         return (
             sub["workflow_name"] == self.workflow
             and (self.reactor is None or sub["reactor_name"] == self.reactor)
@@ -161,10 +172,16 @@ class Stall(Fault):
         return hook == "poll_limit" or (hook == "before_insert" and self.mode == "wedge")
 
     def before_insert(self, run, workflow: str, now: int, subscription: dict | None = None, **where) -> None:
+        """At the ``before_insert`` hook (``mode="wedge"``): raise
+        :class:`InsertFailed` for an insert of a matching subscription inside the
+        window; else nothing."""
         if subscription is not None and active(self.window, run.elapsed(now)) and self.matches(subscription):
             raise InsertFailed(f"injected: subscription of {workflow!r} is wedged")
 
     def poll_limit(self, run, sub: dict, now: int, limit: int) -> int | None:
+        """At the ``poll_limit`` hook: inside the window, for a matching
+        subscription, 0 firings (``pause``) or at most ``batch_limit``
+        (``throttle``); None (no say) otherwise."""
         if active(self.window, run.elapsed(now)) and self.matches(sub):
             if self.mode == "pause":
                 return 0
@@ -173,6 +190,9 @@ class Stall(Fault):
         return None
 
     def run_duration(self, run, workflow: str, now: int, base: float) -> float | None:
+        """At the ``run_duration`` hook (``target="workflow"``): a body of the
+        workflow started inside the window runs until the window ends (at least
+        ``base``); None (no say) otherwise."""
         t = run.elapsed(now)
         if self.workflow == workflow and active(self.window, t):
             return max(base, self.window[1] - t)
@@ -207,6 +227,8 @@ class ClockSkew(Fault):
         object.__setattr__(self, "hosts", tuple(clean))
 
     def stamp(self, run, now: int, t: float) -> int:
+        """The ``fired_at`` (µs) a host drawn from ``hosts`` stamps at ``now``,
+        ``t`` seconds after the start: ``now + offset + drift * t``."""
         offset, drift = run.rng(self).choice(self.hosts)
         return now + round((offset + drift * t) * US)
 
@@ -301,12 +323,21 @@ def _bind_stamps(run):
     return stamps
 
 
+#: The hook ``before_insert(workflow, now, subscription=None)``, just before an execution
+#: row is written: raising :class:`InsertFailed` refuses it (healthy: nothing).
 BEFORE_INSERT = Hook("before_insert", healthy=_accepted)
+#: The hook ``after_insert(workflow, now)``, just after an execution row committed:
+#: raising :class:`InsertFailed` is an ambiguous failure (healthy: nothing).
 AFTER_INSERT = Hook("after_insert", healthy=_taken)
+#: The hook ``poll_limit(sub, now, limit)``: how many firings a subscription may take
+#: now (healthy: ``limit``, the batch limit).
 POLL_LIMIT = Hook("poll_limit", healthy=_as_asked)
-# (fired_at, commit delay seconds) of each firing one workload event becomes; asked with getattr
+#: The hook ``stamps(reactor, now)``: the ``(fired_at, commit delay seconds)`` of each
+#: firing one workload event becomes (healthy: one, stamped now, no delay); optional.
 STAMPS = Hook("stamps", healthy=_stamped_now, bind=_bind_stamps, required=False)
 
+#: The reactor's declaration of its points, kinds and hooks (``Design.crash_points``,
+#: ``Design.fault_kinds`` and the runtimes read it).
 FAULTS = declare(
     "reactor",
     points=CRASH_POINTS,

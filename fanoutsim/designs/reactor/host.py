@@ -72,7 +72,9 @@ class RunnerHost:
     fault_hooks = FAULTS.hook_names
 
     def check_plan(self) -> None:
-        """Every workflow or subscription the fault plan names must exist."""
+        """Refuse a fault plan that names a workflow or a subscription that does not
+        exist (a ValueError listing the known ones): a fault that names nothing would
+        never act. :meth:`run` asks it before the clock first moves."""
         with self.store.transaction() as tx:
             subs = [(s["reactor_name"], s["workflow_name"], s["tenant_id"]) for s in tx.list_subscriptions()]
         check_names(self.plan, set(self.registry.workflows), subs)
@@ -81,36 +83,67 @@ class RunnerHost:
     def fire(
         self, reactor: str, sources: Mapping[str, Any], tenant: str = "public", *, graph: str | None = None
     ) -> str:
-        """Fire ``reactor`` now with ``{source name: value}``; returns the firing
-        id (None if the runner crashed before the firing was logged)."""
+        """Fire ``reactor`` now in ``tenant`` with the payload ``{source name: value}``:
+        the in-process computation graphs subscribed to it run first, then one
+        ``reactor_firings`` row is written, which the poll loop dispatches to the
+        subscribed workflows. ``graph`` labels the firing's metric (default: the
+        reactor). Returns the firing id (None if a crash took the runner down before
+        the row was logged). Refuses, before anything runs: an empty reactor or
+        tenant name (ValueError), a payload that is not a mapping of non-empty names
+        to encodable values (TypeError); while the runner is down, a RuntimeError."""
         return self._api(ReactorEngine.fire, reactor, sources, tenant, graph=graph)
 
     def fire_trigger(self, name: str, context: dict | None = None) -> dict:
-        """Fire a trigger (trigger-name fan-out): every subscriber starts now."""
+        """Fire the trigger ``name`` (trigger-name fan-out, kept for contrast): every
+        workflow subscribed to it gets an execution now, each with its own copy of
+        ``context`` — no log, no watermark, no redelivery. Returns workflow ->
+        execution id (None where a secondary subscriber's insert failed); raises
+        :class:`~fanoutsim.designs.reactor.triggers.TriggerFireFailed` if the primary's
+        failed, RuntimeError while the runner is down."""
         return self._api(ReactorEngine.fire_trigger, name, context)
 
     def poll_once(self):
-        """One pass of the poll loop, now."""
+        """One pass of the poll loop, now, by hand: for each enabled subscription,
+        fetch the firings past its watermark (up to the batch limit), evaluate its
+        filter, dispatch the matching ones as executions and move the watermark.
+        Returns the pass's counts (a ``PollStats``: subscriptions, fetched,
+        dispatched, ...); None if a crash took the runner down in it; RuntimeError
+        while it is down."""
         return self._api(ReactorEngine.poll_once)
 
     def prune_once(self) -> int:
-        """One pass of the prune loop, now; returns rows deleted."""
+        """One pass of the prune loop, now, by hand: delete the firings older than
+        ``reactor_firings_retention`` (under ``prune_policy="conservative"`` only
+        those every subscription's watermark has passed), in chunks. Returns the rows
+        deleted (None if a crash took the runner down in it); RuntimeError while it
+        is down."""
         return self._api(ReactorEngine.prune_once)
 
     # -- looking at it ---------------------------------------------------------
     def firings(self) -> pd.DataFrame:
+        """The committed ``reactor_firings`` rows, one per firing, with ``sources``
+        beside the stored ``payload`` bytes: what they decode to, as a subscriber
+        sees it. Timestamps are timezone-aware datetimes."""
         return with_sources(store_frame(self.store, "reactor_firings"))
 
     def subscriptions(self, tenant: str | None = None) -> pd.DataFrame:
+        """The committed ``reactor_subscriptions`` rows (of ``tenant`` only, when
+        given): each subscription's reactor, workflow, filter and watermark."""
         df = store_frame(self.store, "reactor_subscriptions")
         if tenant is not None:
             df = df[df["tenant_id"] == tenant].reset_index(drop=True)
         return df
 
     def executions(self) -> pd.DataFrame:
+        """The committed ``workflow_executions`` rows, one per dispatch, with the
+        JSON ``context`` as a dict and its ``reactor_firing_id`` and
+        ``reactor_name`` as columns of their own (every analysis joins on them)."""
         return with_context(store_frame(self.store, "workflow_executions"))
 
     def trace(self) -> pd.DataFrame:
+        """The run's trace, one row per event (fired, polled, dispatched, crashed,
+        ...), in the reactor's names: ``subscription``, ``firing``, ``reactor``.
+        Empty when the run was made with ``trace=False``."""
         return self._trace.frame()
 
     def trace_columns(self) -> tuple[dict[str, list], dict[str, list]]:
@@ -119,6 +152,9 @@ class RunnerHost:
         return self._trace.columns()
 
     def metrics(self) -> dict[str, float]:
+        """Every counter and gauge now, in the Prometheus style:
+        ``{'name{label="value"}': number}``, with ``fanoutsim_reactor_firings_retained``
+        (the rows in ``reactor_firings``) read from the store."""
         out = self.metrics_registry.as_dict()
         out.setdefault("fanoutsim_reactor_firings_pruned_total", 0)
         with self.store.transaction() as tx:

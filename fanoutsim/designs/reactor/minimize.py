@@ -27,6 +27,10 @@ from fanoutsim.kernel.validate import is_whole
 
 @dataclass
 class Minimized:
+    """What :func:`minimize` found: the smallest ``plan`` that still fails, the
+    shortest run (``until``, virtual seconds) it fails in, the failing ``report``
+    of that run, and how many ``runs`` the search made. ``str()`` lists the plan."""
+
     plan: FaultPlan
     until: float
     report: CheckReport
@@ -49,7 +53,13 @@ def minimize(
     until: float | None = None,
     max_runs: int = 200,
 ) -> Minimized:
-    """Shrink ``scenario.faults`` (and its length) while ``failing`` stays true."""
+    """Shrink ``scenario.faults`` (and its length) while ``failing(report)`` stays
+    true of the checker's report: drop whole faults, simplify the numbers of those
+    left, halve the run. Each candidate is a full seeded run of the scenario (its
+    own seed, or ``seed``; its own length, or ``until`` seconds), at most
+    ``max_runs`` of them. Returns a :class:`Minimized`. Refuses (ValueError) a
+    scenario without a fault plan, one that does not fail as given, and a
+    ``max_runs`` that is not an integer >= 1."""
     if scenario.faults is None:
         raise ValueError("the scenario has no fault plan to minimize")
     if not is_whole(max_runs) or max_runs < 1:

@@ -26,6 +26,9 @@ BOOKKEEPING_PREFIX = "__"
 
 
 def encode_value(key: str, value: Any) -> bytes:
+    """One source's value as stored: bytes as they are, anything else as compact
+    JSON. A value JSON cannot hold (NaN, infinity, an object) raises TypeError
+    naming the source ``key``."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     try:

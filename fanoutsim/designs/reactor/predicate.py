@@ -42,6 +42,7 @@ from lark import Token, Tree
 
 from fanoutsim.kernel.cel import compile_fast, to_cel
 
+#: The variables a filter may read: the firing's decoded payload, its reactor and its tenant.
 ALLOWED_VARIABLES = ("payload", "reactor", "tenant")
 # CEL type identifiers are values too (``type(x) == int``).
 _TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"})
@@ -155,8 +156,10 @@ class Predicate:
     __slots__ = ("expr", "_program", "paths", "_fast")
 
     def __init__(self, expr: str, program: Any, paths: tuple[tuple[str, ...], ...] = ((),), fast: Any = None) -> None:
+        #: The filter's CEL text, as given.
         self.expr = expr
         self._program = program
+        #: The payload paths the filter reads (``(("quote", "price"),)``; ``((),)``: all of it).
         self.paths = paths  # what it reads of the payload (see payload_paths)
         self._fast = fast  # the compiled closure (fanoutsim.kernel.cel), or None: celpy only
 
@@ -171,6 +174,9 @@ class Predicate:
         return (reactor, tenant, *(_at(sources, p) for p in self.paths))
 
     def evaluate(self, activation: dict) -> tuple[bool | None, str | None]:
+        """The filter over ``activation`` (``{"payload": ..., "reactor": ...,
+        "tenant": ...}``): ``(True or False, None)``, or ``(None, why)`` when it
+        fails — an evaluation error, or a result that is not a bool. It never raises."""
         fast = self._fast
         if fast is not None:
             try:

@@ -38,13 +38,18 @@ from fanoutsim.kernel.validate import is_real
 
 __all__ = ["REPLAY_COLUMNS", "Replay", "ReplaySpec", "load_recording", "prepare_replay", "parse_replay"]
 
+#: The columns a recording must have: ``t`` (seconds), ``symbol``, ``region``, ``price``.
 REPLAY_COLUMNS = ("t", "symbol", "region", "price")
 FORMATS = (".parquet", ".csv")
 
 
 @dataclass(frozen=True)
 class Replay:
-    """A replay added to a run: which rows, how fast, when (virtual seconds)."""
+    """A replay added to a run: its ``reactor``, how many ``rows`` fire, the
+    ``tenant`` column (None: every row in ``"public"``), its ``speed``, the window
+    of the recording replayed (``start`` to ``stop``, recording seconds) and when
+    the first and last firings fall (``first_at``, ``last_at``: virtual seconds;
+    None when no row is in the window)."""
 
     reactor: str
     rows: int
@@ -156,7 +161,11 @@ REPLAY_KEYS = ("replay", "reactor", "tenant_column", "speed", "start", "stop")
 
 @dataclass(frozen=True)
 class ReplaySpec:
-    """A ``[[workload]] replay = ...`` table of a scenario, checked."""
+    """A ``[[workload]] replay = ...`` table of a scenario, checked: the
+    recording's ``path`` (resolved against the scenario file's folder), the
+    ``reactor`` fired, the ``tenant_column`` (None: every row in ``"public"``),
+    the ``speed`` and the window replayed, ``start`` to ``stop`` (recording
+    seconds)."""
 
     path: str  # resolved against the scenario file's folder
     reactor: str
@@ -166,6 +175,9 @@ class ReplaySpec:
     stop: float | None = None
 
     def add_to(self, sim) -> Replay:
+        """Load the recording and add its replay to ``sim`` (its ``add_replay``);
+        the :class:`Replay`. A recording that cannot be read raises as
+        :func:`load_recording` does; a bad window as ``add_replay`` does."""
         return sim.add_replay(
             load_recording(self.path),
             self.reactor,

@@ -15,13 +15,20 @@ from fanoutsim.designs.reactor.engine import ReactorEngine
 from fanoutsim.designs.reactor.tables import TABLES, TIMESTAMP_COLUMNS
 from fanoutsim.kernel.frames import record
 
-# The columns the real API lists: every subscription column but
-# ``last_seen_firing_id``, the compound cursor of the fixed watermark
-# strategies, which is ours (see sim.subscriptions()).
+#: The columns :meth:`Runner.list_reactor_subscriptions` gives, as the real API lists
+#: them: every subscription column but ``last_seen_firing_id``, the compound cursor
+#: of the fixed watermark strategies, which is ours (``sim.subscriptions()`` has it).
 LISTED = tuple(c for c in TABLES["reactor_subscriptions"] if c != "last_seen_firing_id")
 
 
 class Runner:
+    """The registration API of a reactor runtime (``sim.runner``, ``rt.runner``), as
+    a user of the real system calls it: subscriptions (durable: rows of the store,
+    which outlive a crash) and declarations of workflows, computation graphs and
+    triggers (code: kept by the runtime across its crashes, as a binary's code is).
+    Each durable call runs on the runtime's live engine at its current time, and
+    raises RuntimeError while the runner is down."""
+
     def __init__(self, runtime) -> None:
         self._rt = runtime
 
@@ -30,17 +37,21 @@ class Runner:
         self, reactor: str, workflow: str, tenant: str = "public", *, when: str | None = None
     ) -> str:
         """Upsert the subscription of ``workflow`` to ``reactor`` in ``tenant``;
-        returns its id (the same id on every call for the same triple). ``when``
-        is an optional CEL filter over ``payload``, ``reactor`` and ``tenant``;
-        a malformed one raises :class:`fanoutsim.InvalidPredicate`, writing nothing."""
+        returns its id (the same id on every call for the same triple; a call again
+        replaces the filter and enables it). ``when`` is an optional CEL filter over
+        ``payload``, ``reactor`` and ``tenant``. Refuses, writing nothing: a malformed
+        filter (:class:`fanoutsim.InvalidPredicate`), an empty name (ValueError), and a
+        workflow not declared when any are (ValueError naming the declared ones)."""
         return self._rt._api(ReactorEngine.subscribe, reactor, workflow, tenant, when=when)
 
     def unsubscribe_workflow_from_reactor(self, reactor: str, workflow: str, tenant: str = "public") -> bool:
-        """Delete the subscription; False if there was none."""
+        """Delete the subscription of ``workflow`` to ``reactor`` in ``tenant``:
+        True, or False if there was none."""
         return self._rt._api(ReactorEngine.unsubscribe, reactor, workflow, tenant)
 
     def set_subscription_enabled(self, reactor: str, workflow: str, tenant: str = "public", *, enabled: bool) -> bool:
-        """Pause or resume a subscription (the poll loop skips disabled ones)."""
+        """Pause (``enabled=False``) or resume a subscription: the poll loop skips a
+        disabled one, and its watermark waits. True, or False if there was none."""
         return self._rt._api(ReactorEngine.set_enabled, reactor, workflow, tenant, enabled)
 
     def list_reactor_subscriptions(self, tenant: str | None = "public") -> list[dict[str, Any]]:
@@ -53,14 +64,25 @@ class Runner:
     def register_workflow(
         self, name: str, fn: Callable[[dict], Any] | None = None, duration: float | Callable = 0.0, *, triggers=()
     ) -> None:
-        """Declare a workflow body ``fn(context)`` and its run time in seconds
-        (a number, or a callable drawing from a ``random.Random``)."""
+        """Declare the workflow ``name``: its body ``fn(context)`` (None: it does
+        nothing), how long a run takes in seconds (a number >= 0, or a callable
+        drawing from a ``random.Random``), and the ``triggers`` it subscribes to.
+        Declaring it again replaces it. Refuses an empty name (ValueError), an ``fn``
+        that is not callable (TypeError) and a negative or infinite duration
+        (ValueError)."""
         self._rt.registry.register_workflow(name, fn, duration, triggers)
 
     def register_computation_graph(self, reactor: str, fn: Callable[[dict], Any], *, name: str | None = None) -> None:
-        """Declare an in-process graph called with the sources on every firing of ``reactor``."""
+        """Declare an in-process computation graph: ``fn(sources)`` is called on every
+        firing of ``reactor``, synchronously, before the firing's row is written (at
+        most once: nothing durable records it; an error in it is counted, not
+        raised). ``name`` labels its metrics (default: the function's name). Refuses
+        an empty reactor name (ValueError) and an ``fn`` that is not callable (TypeError)."""
         self._rt.registry.register_computation_graph(reactor, fn, name)
 
     def register_trigger(self, name: str, *, on: str) -> None:
-        """Declare a trigger whose primary workflow is ``on`` (trigger-name fan-out)."""
+        """Declare the trigger ``name`` whose primary workflow is ``on`` (trigger-name
+        fan-out: :meth:`~fanoutsim.designs.reactor.simulation.Simulation.fire_trigger`
+        starts it and every workflow that names the trigger). Refuses an empty name
+        (ValueError)."""
         self._rt.registry.register_trigger(name, on)

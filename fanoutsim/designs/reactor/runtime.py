@@ -48,6 +48,7 @@ from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Wait, Work, arrivals
 from fanoutsim.kernel.runtime.roles import ALL, WORKLOADS
 from fanoutsim.kernel.timeutil import US
 
+#: Seconds: over a store other processes write too, an idle executor claims at least this often.
 SAFETY_CLAIM = 1.0  # seconds: over a store others write too, an idle executor claims at least this often
 
 
@@ -56,25 +57,46 @@ class ReactorRuntime(RunnerHost):
     (``Simulation``, ``Realtime``) adds the driver and calls :meth:`_setup`
     once the driver's ``_open`` has run."""
 
+    #: The design's name, its entry in :mod:`fanoutsim.designs`.
     design = "reactor"  # its entry in fanoutsim.designs
     _noun = "runner"
+    #: The reactor's names for the trace's columns: ``subscription``, ``firing``, ``reactor``.
     trace_schema = TRACE
+    #: The parts of the runner one process may run: ``poller``, ``executor``, ``prune`` (see :mod:`.roles`).
     roles = ROLES  # one part of the runner per process (see .roles): _start_loops asks _runs
     # what the faces (fanoutsim.kernel.runtime.faces) build it from
+    #: The config class the runtimes take (``config=None``: its defaults).
     config_class = SchedulerConfig
     _opener = staticmethod(open_store)
+    #: The wall clock's default store: a DuckDB file in the working directory.
     wall_store = "run.duckdb"  # the wall clock's default store
 
     # The executor sleeps while nothing is pending instead of ticking through
     # claims that find nothing, and the poll loop's passes after one that found
     # nothing skip their reads until a step writes; the trace and the metrics
     # are the same either way (tested).
+    #: Whether the executor sleeps while nothing is pending, and poll passes after an
+    #: empty one skip their reads until a step writes (the same trace either way).
     sleep_when_idle = True
+    #: Seconds: over a store other processes write too, an idle executor still claims
+    #: at least this often.
     safety_claim = SAFETY_CLAIM
+    #: Seconds between a poll's fetch and its drain: a store round trip, during which
+    #: other processes run (the Simulation's ``fetch_latency=``).
     fetch_latency = 0.0  # seconds between a poll's fetch and its drain
 
+    #: The run's :class:`~fanoutsim.designs.reactor.config.SchedulerConfig`.
     config: SchedulerConfig
     engine: ReactorEngine | None
+    #: The registration API a user of the real system calls (``subscribe_workflow_to_reactor``, ...).
+    runner: Runner
+    #: The declared workflows and computation graphs (code: they survive a crash).
+    registry: Registry
+    #: The live incarnation's engines, one per poller (``Pollers(n)``: n); empty while down.
+    replicas: list[ReactorEngine]
+    #: Seconds: where the executor's claims fall on their ``executor_poll_interval`` grid,
+    #: drawn from the seed at each start.
+    executor_phase: float
 
     def _setup(self) -> None:
         self.registry = Registry()
@@ -299,8 +321,15 @@ class ReactorRuntime(RunnerHost):
         start: float = 0.0,
         stop: float | None = None,
     ) -> Workload:
-        """Fire ``reactor`` at Poisson times, ``rate`` per second, from ``start``
-        to ``stop`` (seconds since start)."""
+        """Fire ``reactor`` in ``tenant`` at Poisson times, ``rate`` per second,
+        from ``start`` to ``stop`` (seconds since the start; None: no end), each
+        firing's payload drawn by the generator ``payload`` (see
+        :data:`~fanoutsim.designs.reactor.workload.GENERATORS`). Returns the checked
+        :class:`~fanoutsim.designs.reactor.workload.Workload`; the firings go on while
+        the runner runs. Refuses, before anything runs (ValueError): an empty reactor
+        or tenant, a rate that is not a finite number > 0, an unknown generator, a
+        negative start or a stop not after it; a process whose role runs no
+        workloads refuses it too."""
         self._refuse_unless(WORKLOADS, "workload (fire with `fanoutsim fire` / `write`)")
         w = Workload(reactor, rate, tenant, payload, start, stop)
         rng = self._rng("workload", self._workload_count)
@@ -323,7 +352,12 @@ class ReactorRuntime(RunnerHost):
         ``price``; the payload is the ``quote`` generator's. ``tenant``: None
         (every row in ``"public"``) or the column holding each row's tenant.
         Rows with ``start <= t < stop`` replay ``speed`` times faster than
-        recorded from now: the row at ``t`` fires at ``now + (t - start) / speed``."""
+        recorded from now: the row at ``t`` fires at ``now + (t - start) / speed``.
+        Returns the :class:`~fanoutsim.designs.reactor.replay.Replay` (what it will
+        fire, and when). Refuses, before anything runs: a frame that is not a pandas
+        DataFrame (TypeError), an empty reactor, a missing column or a bad speed or
+        window (ValueError naming it); a process whose role runs no workloads
+        refuses it too."""
         from fanoutsim.designs.reactor.replay import prepare_replay
 
         self._refuse_unless(WORKLOADS, "replay (fire with `fanoutsim fire` / `write`)")

@@ -35,6 +35,9 @@ class Simulation(ReactorRuntime, VirtualFace):
     during which other processes (other pollers, writers) run.
     """
 
+    #: The run's ids, drawn from the seed: the same config and seed give the same ids.
+    ids: IdSource
+
     def _options(self, *, fetch_latency: float = 0.0) -> None:
         if not is_number(fetch_latency) or fetch_latency < 0:  # nan or inf: no drain would ever come
             raise ValueError(f"fetch_latency must be a finite number of seconds >= 0, got {fetch_latency!r}")

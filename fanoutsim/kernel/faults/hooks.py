@@ -48,7 +48,8 @@ class Faults(Protocol):
 
 @dataclass(frozen=True)
 class Hook(Generic[F]):
-    """A named question the engine asks: ``healthy`` is what a healthy system
+    """A named question the engine asks, by its ``name`` (what a kind's method and
+    ``faults.<name>`` are called): ``healthy`` is what a healthy system
     answers (and its signature is the hook's). ``bind(injector)``, when given,
     builds the hook of a bound plan (None: the healthy one); by default the
     plan's kinds that act at it are asked in turn. ``required``: a hand-written
@@ -81,7 +82,7 @@ class Hook(Generic[F]):
 # what the kernel's faults objects are made of: no hook may take these names
 _RESERVED = frozenset({"point", "acts", "plan", "rng", "note", "elapsed", "trace", "start_us", "passes"})
 
-# every declared hook by name (a design's faults module declares its own)
+#: Every declared hook by name (each design's ``faults`` module declares its own).
 HOOKS: dict[str, Hook[Any]] = {}
 
 
@@ -133,7 +134,9 @@ class NoFaults:
     the others stay healthy."""
 
     def point(self, name: str, now: int, **where: Any) -> None:
-        pass
+        """The named point ``name``, passed at ``now`` (µs) by ``where``'s
+        ``who`` and ``what``: a healthy process passes it and lives. A plan
+        written by hand raises :class:`~.points.Crash` here to kill the process."""
 
     def acts(self, hook: str) -> bool:
         """Whether this plan may answer ``hook`` otherwise than a healthy system

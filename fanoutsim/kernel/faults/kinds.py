@@ -41,12 +41,17 @@ class Fault:
 
     # each kind is a dataclass (what dataclasses.fields reads its TOML keys from)
     __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+    #: The kind's name in a scenario file's ``[[faults]]`` table (``kind = "crash_at"``).
     kind: ClassVar[str] = "fault"
+    #: Whether a plan may hold one fault of this kind at most (a second is refused).
     single: ClassVar[bool] = False
+    #: At a hook several kinds answer, the lower order is asked first.
     order: ClassVar[int] = 1
 
     def check(self) -> None:  # overridden
-        pass
+        """Refuse a field value this kind does not allow, as the fault is made: a
+        ValueError naming ``<kind>.<field>`` and what is allowed. Each field is kept
+        in its checked form (a window as a tuple, a duration as its distribution)."""
 
     def check_fields(self, **fields: Check) -> None:
         """Check the named fields in this order, each named ``<kind>.<field>``
@@ -69,7 +74,7 @@ class Fault:
             raise ValueError(f"the plan has more than one {cls.kind!r} fault; combine them into one")
 
 
-# every kind by its TOML name, in the order declared
+#: Every fault kind by its name in a scenario file, in the order declared.
 KINDS: dict[str, type[Fault]] = {}
 
 
@@ -87,7 +92,8 @@ def register_kinds(kinds: Iterable[type[Fault]]) -> tuple[type[Fault], ...]:
 
 @dataclass(frozen=True)
 class CrashAt(Fault):
-    """The process dies at virtual time ``at``, down for ``downtime``."""
+    """The process dies at virtual time ``at`` (seconds since the start), down for
+    ``downtime`` (seconds, or a law)."""
 
     at: float
     downtime: Any = 0.0
@@ -99,7 +105,8 @@ class CrashAt(Fault):
 
 @dataclass(frozen=True)
 class CrashRandomly(Fault):
-    """The process dies at exponential gaps of mean ``mean_gap`` (within ``window``)."""
+    """The process dies at exponential gaps of mean ``mean_gap`` seconds (within
+    ``window``), down for ``downtime`` each time (seconds, or a law)."""
 
     mean_gap: float
     downtime: Any = 0.0
@@ -112,7 +119,9 @@ class CrashRandomly(Fault):
 
 @dataclass(frozen=True)
 class CrashAtPoint(Fault):
-    """The process dies at the ``nth`` pass through the named ``point``."""
+    """The process dies at the ``nth`` pass through the named ``point``, down for
+    ``downtime`` (seconds, or a law). A point no design declared is refused,
+    naming the known ones."""
 
     point: str
     nth: int = 1

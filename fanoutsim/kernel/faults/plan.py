@@ -31,7 +31,11 @@ K = TypeVar("K", bound=Fault)
 
 @dataclass(frozen=True)
 class FaultPlan:
-    """What goes wrong in a run. ``FaultPlan([CrashAt(120, downtime=5), ...])``."""
+    """What goes wrong in a run: ``faults``, a sequence of fault kinds
+    (``FaultPlan([CrashAt(120, downtime=5), ...])``), and the ``seed`` of its
+    random draws (None: the run's). A runtime takes it as ``faults=``. Anything in
+    ``faults`` that is not a fault kind raises ValueError naming the kinds, as does
+    a second fault of a kind a plan may hold once (``single``)."""
 
     faults: tuple[Fault, ...] = ()
     seed: int | None = None  # None: the run's seed
@@ -80,6 +84,7 @@ class FaultPlan:
         return cls(tuple(specs), seed)
 
     def of(self, kind: type[K]) -> list[K]:
+        """The plan's faults of ``kind`` (a class; its subclasses too), in plan order."""
         return [f for f in self.faults if isinstance(f, kind)]
 
 
@@ -96,6 +101,7 @@ class DesignFaults:
 
     @property
     def kind_names(self) -> tuple[str, ...]:
+        """The names of the design's fault kinds, as a scenario file writes them."""
         return tuple(k.kind for k in self.kinds)
 
     @property
@@ -197,6 +203,10 @@ class Injector:
         return any(f.acts_at(hook) for f in self.plan.faults)
 
     def point(self, name: str, now: int, **where: Any) -> None:
+        """The named point ``name`` at ``now`` (µs): counts the pass for each
+        ``crash_at_point`` fault of the plan at that point, and at its ``nth`` pass
+        notes the crash in the trace and raises :class:`~.points.Crash` with a
+        downtime drawn from its law."""
         for f in self.point_crashes:
             if f.point == name:
                 i = self._index[id(f)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-# every declared point -> the design that declared it, in the order declared
+#: Every declared crash point -> the design that declared it, in the order declared.
 POINTS: dict[str, str] = {}
 
 

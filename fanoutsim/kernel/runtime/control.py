@@ -64,6 +64,7 @@ __all__ = [
     "process_alive",
 ]
 
+#: The largest request body a server takes by default, in bytes (1 MiB); a larger one gets 413.
 MAX_BODY_BYTES = 1 << 20  # 1 MiB: a firing's payload, a commit or a publish is a few hundred bytes
 _DRAIN_LIMIT = 64 << 20  # read and drop at most this much of a refused body (so the client sees 413)
 
@@ -337,12 +338,16 @@ class ControlServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> ControlServer:
+        """Write the sidecar beside the database (pid, port, design, token), so that
+        clients find this server, and serve in a background thread; returns the server."""
         write_sidecar(self.db, {"pid": os.getpid(), "port": self.port, "design": self.design, "token": self.token})
         self._thread = threading.Thread(target=self.http.serve_forever, name="fanoutsim-control", daemon=True)
         self._thread.start()
         return self
 
     def close(self) -> None:
+        """Stop serving, release the port, and remove the sidecar if it is this
+        process's (another server's is left alone)."""
         if self._thread is not None:
             self.http.shutdown()
             self._thread = None
@@ -356,6 +361,7 @@ class ControlServer:
 
 
 def check_max_body_bytes(max_body_bytes: Any) -> int:
+    """``max_body_bytes`` if it is a whole number of bytes >= 1; else a ValueError."""
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be a positive number of bytes, got {max_body_bytes!r}")
     return max_body_bytes

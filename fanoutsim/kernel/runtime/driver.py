@@ -61,26 +61,42 @@ class Driver:
     _noun = "runtime"
     # the fault kinds and crash points the design has (None: any), checked at
     # construction, and the hooks a hand-written plan must answer (its faults module's)
+    #: The fault kinds a plan of this design may hold (None: any); another is refused.
     fault_kinds: tuple[str, ...] | None = None
+    #: The design's crash points (None: any); a ``crash_at_point`` elsewhere is refused.
     crash_points: tuple[str, ...] | None = None
+    #: What a hand-written fault plan (not a FaultPlan) must answer: ``point`` and the
+    #: design's required hooks.
     fault_hooks: tuple[str, ...] = ("point",)
     # how far in the past a due time read from ``now`` just before a call may be
     # and still mean "now" (the wall clock moves between the read and the call)
     _due_slack = 0.0
+    #: The design's names for its trace's columns (``who``, ``what``, ``where``).
     trace_schema = TraceSchema()  # the design's names for its trace's columns
     # the design's roles (see .roles; None: it runs as one process), and this process's
+    #: The parts of the design's process one OS process may run (None: it runs as one).
     roles: Roles | None = None
+    #: The part of the process this runtime runs: ``"all"`` (the default), or one of :attr:`roles`.
     role = ALL
     _groups: frozenset[str] | None = None  # the loop groups this process runs (None: every one)
 
+    #: The live incarnation's engine (every in-memory object of the process); None while down.
     engine: Any
+    #: How many times the process has restarted: 0 for the first incarnation.
     incarnation: int
+    #: The run's seed: every random draw of the run comes from streams named after it.
     seed: int  # the run's seed (the face sets it)
+    #: The wall time virtual 0 stands for, in epoch microseconds (the wall clock: its start).
     start_us: int  # the wall time virtual 0 stands for, epoch microseconds
     # what each driver sets up (VirtualRuntime, SteppedWallRuntime)
+    #: The transactional store, the durable truth of the run (its tables outlive a crash).
     store: Store
+    #: The run's :class:`~fanoutsim.faults.FaultPlan` (None: a healthy run, or a plan written by hand).
     plan: FaultPlan | None
+    #: What the engine's steps ask at their named points and hooks: the plan bound to this
+    #: run, a hand-written plan, or :class:`~fanoutsim.faults.NoFaults`.
     faults: Faults
+    #: The run's counters and gauges (:meth:`metrics` reads them with the tables' sizes).
     metrics_registry: Metrics
     _trace: Trace
     _armed: dict[Any, Any]  # the wakes loops armed, by key (a driver's own event type)
@@ -110,6 +126,7 @@ class Driver:
 
     @property
     def up(self) -> bool:
+        """Whether the process is up (not crashed, stopped or closed)."""
         return self.engine is not None
 
     # -- what both drivers' _open do ------------------------------------------------

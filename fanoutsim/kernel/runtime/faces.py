@@ -130,7 +130,12 @@ class VirtualFace(Face, VirtualRuntime):
         """A hook: a check before the clock moves (each :meth:`run`)."""
 
     def run(self, until: float | None = None) -> None:
-        """Advance the virtual clock to ``until`` seconds (absolute, >= now)."""
+        """Run the design's loops until virtual time ``until`` and return: seconds
+        since the start, absolute (not a duration), at least :attr:`now`
+        (``until == now`` does nothing). Call it again to go on. Refuses ``until``
+        None (the loops tick forever: a run needs an end), earlier than now, or
+        not finite (ValueError), and a non-number (TypeError); after :meth:`close`,
+        a RuntimeError."""
         if not until_ok(self.env, until):
             return
         self._before_run()

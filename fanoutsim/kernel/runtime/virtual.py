@@ -75,6 +75,8 @@ class VirtualRuntime(Driver):
     "node": what the down message calls the process)."""
 
     _lifecycle = _proc = _NO_LOCK
+    #: SimPy's environment: the virtual clock and its event queue (``env.now`` is :attr:`now`).
+    env: simpy.Environment
 
     def _open(
         self,
@@ -118,6 +120,7 @@ class VirtualRuntime(Driver):
         return self.env.now
 
     def now_us(self) -> int:
+        """Now as the store stamps it: epoch microseconds (:attr:`start_us` plus virtual time)."""
         return self.start_us + round(self.env._now * US)  # env.now is a property: a call per stamp
 
     def clock(self) -> float:

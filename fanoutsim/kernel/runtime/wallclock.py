@@ -120,6 +120,10 @@ class SteppedWallRuntime(Driver):
     (``self.engine = self._new_engine(0)``), so the API works before start."""
 
     _due_slack = 0.05  # seconds: a due time read from ``now`` just before the call is "now"
+    #: Seconds :meth:`stop` waits for the work in hand before it abandons it.
+    stop_timeout: float
+    #: Where the run's ids come from: the OS's entropy, so no id repeats an earlier process's.
+    ids: FreshIdSource
 
     def _open(
         self,
@@ -176,6 +180,7 @@ class SteppedWallRuntime(Driver):
 
     # -- clock ------------------------------------------------------------------
     def now_us(self) -> int:
+        """Now as the store stamps it: the wall clock, in epoch microseconds."""
         return wall_us()
 
     @property
@@ -190,6 +195,8 @@ class SteppedWallRuntime(Driver):
 
     @property
     def running(self) -> bool:
+        """Whether :meth:`start` has run and :meth:`stop` has not (a crashed process
+        that will restart is still running)."""
         return self._state == "running"
 
     # -- life cycle -------------------------------------------------------------

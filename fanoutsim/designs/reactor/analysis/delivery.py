@@ -34,7 +34,10 @@ __all__ = [
     "LATENCY_COLUMNS",
 ]
 
+#: The columns that name a subscription: its reactor, workflow and tenant.
 SUBSCRIPTION_KEY = ("reactor_name", "workflow_name", "tenant_id")
+#: The latencies :func:`latency_frame` measures per execution, in seconds: from the
+#: firing's ``fired_at`` to its dispatch, and to its claim by the executor.
 LATENCY_COLUMNS = ("fire_to_dispatch", "fire_to_claim")
 _LATENCY_FRAME_COLUMNS = (
     "subscription_id",

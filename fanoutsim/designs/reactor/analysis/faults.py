@@ -60,8 +60,11 @@ __all__ = [
     "hole_matrix",
 ]
 
+#: The watermark commit strategies a crash experiment compares (``watermark_commit``).
 CRASH_MODES = ("per_firing", "per_batch", "atomic")
+#: The crash point between a dispatch and its watermark move: a crash there duplicates.
 DUPLICATE_POINT = "poll.after_dispatch_before_watermark"
+#: The watermark strategies the holes experiment compares (``SchedulerConfig.watermark``).
 WATERMARKS = ("fired_at", "fired_at_id", "settled")
 
 

@@ -25,6 +25,7 @@ from fanoutsim.designs.reactor.checker import check
 
 __all__ = ["EffectTable", "recording_body", "dedup_report", "idempotency_run", "FIRING_KEY"]
 
+#: The context field that names a firing: the idempotency recipe's key.
 FIRING_KEY = "reactor_firing_id"
 
 
@@ -44,6 +45,9 @@ class EffectTable:
         self.overwrites = 0
 
     def write(self, context: dict) -> None:
+        """The body's effect for one execution's ``context``: append a record, or
+        upsert it on ``key`` (a second write of one firing overwrites the first).
+        Raises KeyError when the context has no ``key`` field."""
         record = {k: v for k, v in context.items() if k != "reactor_fired_at"} | {
             "reactor_fired_at": context.get("reactor_fired_at")
         }
@@ -59,6 +63,7 @@ class EffectTable:
 
     @property
     def applied(self) -> int:
+        """The records that exist: one per write (append), or per key (upsert)."""
         return len(self.records)
 
     def __repr__(self) -> str:

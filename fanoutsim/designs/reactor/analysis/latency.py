@@ -3,25 +3,30 @@ in-process path").
 
 A firing reaches its subscribers by two paths:
 
-*in-process* (computation graphs): called synchronously inside the firing, before the
-    log row is written, so a ``graph_called`` trace row is at the firing's own time;
-    seed 000 puts it at "tens of microseconds (one async call)";
-*DB-backed* (workflow subscriptions): the row waits in ``reactor_firings`` for the
-    next poll, is fetched, dispatched as a ``workflow_executions`` row, claimed by the
-    executor and run. Seed 000's budget: ``reactor_poll_interval / 2`` on average, plus
-    one execution insert, plus one claim-and-run cycle; "~500 ms fire-to-execution-row
-    latency" at the default 1 s interval.
+*in-process* (computation graphs)
+    called synchronously inside the firing, before the log row is written, so a
+    ``graph_called`` trace row is at the firing's own time; seed 000 puts it at "tens
+    of microseconds (one async call)";
+*DB-backed* (workflow subscriptions)
+    the row waits in ``reactor_firings`` for the next poll, is fetched, dispatched as a
+    ``workflow_executions`` row, claimed by the executor and run. Seed 000's budget:
+    ``reactor_poll_interval / 2`` on average, plus one execution insert, plus one
+    claim-and-run cycle; "~500 ms fire-to-execution-row latency" at the default 1 s
+    interval.
 
 :func:`latency_budget` splits each dispatched execution's time from firing to finish
 into the stacked components
 
-``poll_wait_s``     fired -> fetched by the poll (the trace's ``polled`` row of its
-                    subscription): waiting for the next poll, uniform on ``[0, P)``
-                    while nothing queues;
-``round_trip_s``    fetched -> dispatched: the store round trip (the Simulation's
-                    ``fetch_latency``) before the drain inserts the execution;
-``claim_wait_s``    dispatched -> claimed: waiting for the executor's next claim;
-``run_s``           claimed -> finished: the workflow body.
+``poll_wait_s``
+    fired -> fetched by the poll (the trace's ``polled`` row of its subscription):
+    waiting for the next poll, uniform on ``[0, P)`` while nothing queues;
+``round_trip_s``
+    fetched -> dispatched: the store round trip (the Simulation's ``fetch_latency``)
+    before the drain inserts the execution;
+``claim_wait_s``
+    dispatched -> claimed: waiting for the executor's next claim;
+``run_s``
+    claimed -> finished: the workflow body.
 
 All times are virtual seconds.
 """
@@ -45,6 +50,7 @@ __all__ = [
     "poll_wait_uniformity",
 ]
 
+#: The stacked components of a firing's latency, in order (the module's text says each).
 BUDGET_COMPONENTS = ("poll_wait_s", "round_trip_s", "claim_wait_s", "run_s")
 _EPOCH = pd.Timestamp(0, tz="UTC")
 _US = pd.Timedelta(1, "us")
@@ -148,11 +154,12 @@ def expected_budget(config, *, fetch_latency: float = 0.0, run_s: float = 0.0) -
 def budget_table(sim, budget: pd.DataFrame | None = None, graphs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean seconds per component, one row per path:
 
-    ``Cloacina's estimate``  :func:`expected_budget` for the run's settings
-                            (run = the declared mean run times);
-    ``DB path (measured)``  the means of :func:`latency_budget`;
-    ``in-process graph (measured)``  the mean graph latency, all of it "in-process call"
-                            (NaN when no graph is registered).
+    ``Cloacina's estimate``
+        :func:`expected_budget` for the run's settings (run = the declared mean run times);
+    ``DB path (measured)``
+        the means of :func:`latency_budget`;
+    ``in-process graph (measured)``
+        the mean graph latency, all of it "in-process call" (NaN when no graph is registered).
 
     Columns: the components, ``in_process_s`` and ``total_s``; the index is the path."""
     budget = latency_budget(sim) if budget is None else budget

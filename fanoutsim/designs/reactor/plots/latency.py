@@ -17,6 +17,8 @@ from fanoutsim.kernel.plotting import STYLE, Labels, one_axes, style
 
 __all__ = ["poll_wait_histogram", "budget_bars", "BUDGET_LABELS"]
 
+#: Each latency component's label in the figures
+#: (:data:`~fanoutsim.designs.reactor.analysis.latency.BUDGET_COMPONENTS`).
 BUDGET_LABELS = {
     "poll_wait_s": "poll wait",
     "round_trip_s": "insert / round trip",

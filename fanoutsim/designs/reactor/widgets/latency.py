@@ -29,7 +29,9 @@ from fanoutsim.kernel.plotting import new_figure, show_in, style
 __all__ = ["LatencyExplorer", "latency_explorer", "POLL_INTERVAL_BOUNDS", "BATCH_LIMIT_BOUNDS"]
 
 # (min, max, step): every value is one SchedulerConfig accepts (P > 0, batch >= 1)
+#: The poll interval slider's (min, max, step), in seconds.
 POLL_INTERVAL_BOUNDS = (0.1, 5.0, 0.1)
+#: The batch limit slider's (min, max, step), in firings.
 BATCH_LIMIT_BOUNDS = (1, 200, 1)
 
 _P = ParamSpec("_P")

@@ -5,7 +5,7 @@ doing — firings, executions by status, watermark lag per subscription and
 fire-to-dispatch latency — and redraws every ``every`` seconds from a
 background thread, so the notebook stays responsive. ``LiveView("run.duckdb")``
 watches a ``fanoutsim serve`` process instead, through its status endpoint
-(the server owns the file; numbers only, no tables).
+(the server owns the file; numbers only, no tables)::
 
     view = LiveView(rt, every=1.0)
     view.start()     # display(view.widget) to see it; view.stop() when done
@@ -26,6 +26,13 @@ from fanoutsim.kernel.validate import is_real
 
 
 class LiveView:
+    """A live view of ``source`` — a :class:`~fanoutsim.Realtime` in this kernel,
+    or the path of a database a ``fanoutsim serve`` process owns (read through its
+    status endpoint: numbers only) — redrawn every ``every`` seconds by a
+    background thread once started. ``widget`` is what to display; ``last`` the
+    last numbers drawn and ``history`` the ``(seconds, firings, executions)`` seen.
+    An ``every`` that is not a positive number of seconds raises ValueError."""
+
     def __init__(self, source, every: float = 1.0) -> None:
         if not is_real(every) or not every > 0:
             raise ValueError(f"every must be a positive number of seconds, got {every!r}")
@@ -98,6 +105,7 @@ class LiveView:
         return snap
 
     def figure(self) -> Figure:
+        """Firings and executions over the wall time seen so far, one line each."""
         with style():
             fig, ax = figure_axes(None, figsize=(7.0, 3.0))
             t = [h[0] for h in self.history]
@@ -118,6 +126,9 @@ class LiveView:
                 return
 
     def start(self) -> LiveView:
+        """Draw once now, then redraw every ``every`` seconds in a background thread
+        (a second start while it runs does nothing); returns the view. If the source
+        goes away (a closed runtime), the view says so and stops redrawing."""
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
             self.refresh()
@@ -126,6 +137,7 @@ class LiveView:
         return self
 
     def stop(self) -> None:
+        """Stop redrawing, and wait (at most ``every`` + 5 seconds) for the thread."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(self.every + 5)

@@ -28,7 +28,9 @@ __all__ = ["PruneControl", "prune_control", "RETENTION_BOUNDS", "PAUSE_BOUNDS"]
 UNTIL = 300.0
 PRUNE_INTERVAL = 10.0
 PAUSE_START = 25.0  # off the prune ticks (every 10 s): a pause never ends as a prune runs
+#: The retention slider's (min, max, step), in seconds.
 RETENTION_BOUNDS = (0.0, 240.0, 10.0)  # min, max, step (s); the engine accepts any >= 0
+#: The pause slider's (min, max, step), in seconds (0: never paused).
 PAUSE_BOUNDS = (0.0, 270.0, 10.0)  # 0: never paused; at most until the run ends (at 300 s)
 
 
