@@ -1,0 +1,1 @@
+"""The leases model against real brokers (work in progress)."""
