@@ -574,6 +574,8 @@ class Settings(Part):
                 prop["enum"] = list(self.choices[f.name])
             elif name == "Dist":  # seconds, or a law's table
                 prop.update(DURATION_REF)
+            elif name == "tuple[float, ...]":  # a list of numbers
+                prop.update({"type": "array", "items": {"type": "number"}})
             elif t:
                 prop["type"] = t
             if f.name in comments:
@@ -1027,6 +1029,9 @@ class Schema:
     parts: tuple[Part, ...]
     doc: str = ""
     default: bool = False
+    # JSON Schema rules across the document that no part's schema can say (draft 7's
+    # if/then/else: a key's range that another table's key decides), joined by allOf
+    rules: tuple[JsonSchema, ...] = ()
 
     def keys(self) -> tuple[str, ...]:
         """The top-level keys a file of this design may have."""
@@ -1100,6 +1105,8 @@ class Schema:
             "additionalProperties": False,
             "definitions": {"duration": DIST_SCHEMA},
         }
+        if self.rules:
+            out["allOf"] = list(self.rules)
         schema: JsonSchema = _markdown(out)
         return schema
 

@@ -9,8 +9,8 @@ boundary (``riffdb-service``), before a storage transition runs; the storage
 transitions themselves take no credential. fanoutsim does the same: the
 engine steps (:mod:`.leasing`, :mod:`.consumers`) are the storage transitions,
 and the public API of the runtimes (:class:`~.host.LeaseHost`: ``consume``,
-``ack``, ``nack``, ``status``, ``seek``, ``retire``, ``restore``, ``backup``,
-``restore_backup``, and :meth:`~.simulation.LeaseSimulation.administer`) calls
+``ack``, ``nack``, ``in_progress``, ``term``, ``status``, ``seek``, ``retire``,
+``restore``, ``backup``, ``restore_backup``, and :meth:`~.simulation.LeaseSimulation.administer`) calls
 :func:`authorize` first.
 
 A :class:`Credential` is either a *consumer credential* (``Credential.consumer("indexer")``,
@@ -24,12 +24,12 @@ name there — and no grant covers every database. A runtime serves one
 database (``LeaseSimulation(database=...)``) and refuses a credential of
 another. The rules (:data:`RULES`):
 
-========================================  ==========================================
-``consume``, ``ack``, ``nack``            the consumer's own credential only
-``status``                                the consumer's own credential, or the admin grant
-``seek``, ``retire``                      the admin grant only
-``restore``, ``backup``, ``restore_backup``  the admin grant only (the whole database)
-========================================  ==========================================
+===========================================================  ==========================================
+``consume``, ``ack``, ``nack``, ``in_progress``, ``term``    the consumer's own credential only
+``status``                                                   the consumer's own credential, or the admin grant
+``seek``, ``retire``                                         the admin grant only
+``restore``, ``backup``, ``restore_backup``                  the admin grant only (the whole database)
+===========================================================  ==========================================
 
 Anything else fails closed: :func:`authorize` raises :class:`Unauthorized`
 (a :class:`PermissionError`) naming the operation, the consumer, the
@@ -65,6 +65,8 @@ RULES: dict[str, str] = {
     "consume": OWN,
     "ack": OWN,
     "nack": OWN,
+    "in_progress": OWN,
+    "term": OWN,
     "status": OWN_OR_ADMIN,
     "seek": ADMIN_GRANT,
     "retire": ADMIN_GRANT,

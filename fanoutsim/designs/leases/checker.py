@@ -87,8 +87,8 @@ from fanoutsim.kernel.check import (
 )
 from fanoutsim.kernel.gcpause import gc_paused
 
-LOSS_CAUSES = ("seek", "retired", "restore", "pruned", "unknown")
-DUPLICATE_CAUSES = ("seek", "restore", "lease_expired", "crash", "unknown")
+LOSS_CAUSES = ("seek", "retired", "restore", "term", "max_deliver", "pruned", "not_retained", "unknown")
+DUPLICATE_CAUSES = ("seek", "restore", "lease_expired", "late_ack", "claimed", "crash", "unknown")
 _BROKEN = ("pruned", "unknown")
 _COUNTS = ("delivered", "duplicates", "lost", "dead_lettered", "pending", "out_of_order")
 
@@ -287,8 +287,10 @@ class _Marks:
     restores: np.ndarray  # where a history incarnation was restored
     crashes: np.ndarray
     pruned: set  # event ids retention deleted
-    dead_at: dict[str, dict]  # life -> event_id -> where it was first dead-lettered
+    dead_at: dict[str, dict]  # life -> event_id -> where it was first dead-lettered (or its advisory sent)
     restored: list[tuple[int, int]]  # (backup, its restore): see _restored_backups
+    # life -> event_id -> (where, cause): redelivery stopped unprocessed (term; max deliveries: drop)
+    stopped: dict[str, dict] = field(default_factory=dict)
 
     def seeks_of(self, life: str) -> np.ndarray:
         return np.array([i for i, _ in self.seeks[life]], dtype=np.int64)
@@ -299,8 +301,12 @@ def _marks(trace: _Trace, restored: list[tuple[int, int]]) -> _Marks:
     for i in trace.events("seek"):
         seeks[trace.who[i]].append((int(i), int(trace.detail[i])))
     dead_at = defaultdict(dict)
-    for i in trace.events("dead_lettered"):
+    for i in trace.events("dead_lettered", "max_deliveries"):
         dead_at[trace.who[i]].setdefault(trace.event_id[i], int(i))
+    stopped: dict[str, dict] = defaultdict(dict)
+    for i in trace.events("terminated", "dropped"):
+        cause = "term" if trace.codes[i] == trace.code_of.get("terminated", -1) else "max_deliver"
+        stopped[trace.who[i]].setdefault(trace.event_id[i], (int(i), cause))
     return _Marks(
         seeks,
         trace.events("restored"),
@@ -308,6 +314,7 @@ def _marks(trace: _Trace, restored: list[tuple[int, int]]) -> _Marks:
         set(trace.event_id[trace.events("pruned")].tolist()),
         dead_at,
         restored,
+        stopped,
     )
 
 
@@ -361,8 +368,8 @@ class _Pairs:
     def __init__(self, trace: _Trace, published: _Published) -> None:
         self.trace = trace
         di, li, oi = trace.events("delivered"), trace.events("leased"), trace.events("acked", "ack_refused")
-        xi, vi = trace.events("expired"), trace.events("lease_voided")
-        sel = np.concatenate([di, li, oi, xi, vi])
+        xi, vi, ci = trace.events("expired"), trace.events("lease_voided"), trace.events("claimed")
+        sel = np.concatenate([di, li, oi, xi, vi, ci])
         life_code, lives = pd.factorize(trace.who[sel], use_na_sentinel=False)
         event_code, _ = pd.factorize(trace.event_id[sel], use_na_sentinel=False)
         key = np.full(trace.rows, -1, dtype=np.int64)
@@ -373,11 +380,14 @@ class _Pairs:
         self.outcomes = _Keyed(key, oi, n, trace.codes[oi] == refused)  # acks: refused?
         causes = np.array(
             ["lease_expired"] * len(xi)
-            + [v if v in ("seek", "restore") else "retired" for v in trace.detail[vi].tolist()],
+            + [v if v in ("seek", "restore") else "retired" for v in trace.detail[vi].tolist()]
+            + ["claimed"] * len(ci),
             dtype=object,
         )
-        self.invalidated = _Keyed(key, np.concatenate([xi, vi]), n, causes)  # expiries and voided leases
+        # expiries, voided leases and claims (a Redis claim ends the holder's lease)
+        self.invalidated = _Keyed(key, np.concatenate([xi, vi, ci]), n, causes)
         self.expired = _Keyed(key, xi, n)
+        self.claimed = _Keyed(key, ci, n)
         self.code_of_life = {c: j for j, c in enumerate(lives.tolist())}
         self.deliveries, self.delivery_life = di, life_code[: len(di)]
         self.delivery_pos = published.position(trace.event_id[di])
@@ -401,7 +411,9 @@ class _Pairs:
         stale, or None. Stale: the ack after it (before ``end``) was refused — why:
         the pair's last invalidation before the refusal, else lease_expired — or
         the lease it worked under (the last grant of its attempt) was invalidated
-        between that grant and the effect — why: the last such invalidation."""
+        between that grant and the effect — why: the last such invalidation, or
+        ``late_ack`` when that was an expiry and the ack after the effect was
+        honoured all the same (``LeaseConfig.late_ack = "honour"``)."""
         out = np.full(len(d), None, dtype=object)
         if not len(d):
             return out
@@ -411,18 +423,21 @@ class _Pairs:
         if len(outcomes.a):
             at = outcomes.index(q)
             refused = has & (at < end) & outcomes.values[0][q]
+            honoured = has & (at < end) & ~outcomes.values[0][q]
             why, w = invalidated.before(k, at)
             if len(invalidated.a):
                 out[refused] = np.where(why, invalidated.values[0][w], "lease_expired")[refused]
             else:
                 out[refused] = "lease_expired"
         else:
-            refused = np.zeros(len(d), bool)
+            refused = honoured = np.zeros(len(d), bool)
         granted = self._grants(k, d)
         why, w = invalidated.before(k, d)
         if len(invalidated.a):
             gone = ~refused & why & (granted >= 0) & (invalidated.index(w) > granted)
-            out[gone] = invalidated.values[0][w][gone]
+            cause = invalidated.values[0][w]
+            late = honoured & (cause == "lease_expired")  # only a broker that honours a late ack accepts one
+            out[gone] = np.where(late, "late_ack", cause)[gone]
         return out
 
     def _grants(self, k: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -449,16 +464,18 @@ class Evidence:
     pairs: _Pairs
     tables: _Tables
     by_leases: bool  # riffdb order: leases are ordered, not deliveries
+    fenced: bool = True  # retention keeps what a consumer needs (retention_policy "fence")
 
 
 def evidence(sim) -> Evidence:
     """Read a finished leases run (its ``trace()``, its tables and its
-    ``config.partition_order``) for the phases below."""
+    ``config.partition_order`` and ``config.retention_policy``) for the phases below."""
     trace = _Trace(sim.trace())
     published = _published(trace)
     restored = _restored_backups(trace)
     lives = consumer_lives(trace, {r["consumer"]: r for r in _rows(sim)("lease_consumers")}, restored)
-    order = getattr(getattr(sim, "config", None), "partition_order", "riffdb")
+    config = getattr(sim, "config", None)
+    order = getattr(config, "partition_order", "riffdb")
     return Evidence(
         trace,
         published,
@@ -467,6 +484,7 @@ def evidence(sim) -> Evidence:
         _Pairs(trace, published),
         _Tables(sim),
         by_leases=order != "head_of_line",
+        fenced=getattr(config, "retention_policy", "fence") == "fence",
     )
 
 
@@ -496,7 +514,7 @@ def duplicate_causes(ev: Evidence, life: _Life, got: Repeats) -> np.ndarray:
     ``restore`` — then a stale lease on either side (its ack refused, or its
     lease invalidated before the effect landed: the invalidation's cause),
     then a ``crash`` in between, then the lease ``expired`` in between (in
-    recovery), else ``unknown``."""
+    recovery), then a Redis claim in between (``claimed``), else ``unknown``."""
     again, prev, nxt = got.again, got.previous, got.at[got.again]
     # each delivery of an event delivered more than once, and where the next one of it landed
     multi = np.zeros(len(got.item), bool)
@@ -517,6 +535,7 @@ def duplicate_causes(ev: Evidence, life: _Life, got: Repeats) -> np.ndarray:
             (np.where(has_prev, stale_prev, stale_next), has_prev | pd.notna(stale_next)),
             ("crash", any_between(marks.crashes, prev, nxt)),
             ("lease_expired", ev.pairs.expired.between(ev.pairs.key[nxt], prev, nxt)),
+            ("claimed", ev.pairs.claimed.between(ev.pairs.key[nxt], prev, nxt)),
         ],
     )
 
@@ -547,11 +566,29 @@ def pending(ev: Evidence, life: _Life, event_id, seq: int, partition) -> bool:
     )
 
 
+def stopped(ev: Evidence, life: _Life, event_id, seq: int) -> str | None:
+    """Why the event's redelivery was stopped unprocessed for this life —
+    ``term`` (its worker terminated it) or ``max_deliver`` (its last allowed
+    delivery failed and ``at_max_deliver = "drop"`` forgot it) — unless a later
+    seek back required it again or a restore undid it; else None."""
+    found = ev.marks.stopped.get(life.name, {}).get(event_id)
+    if found is None:
+        return None
+    at, cause = found
+    if any(i > at and pos < seq for i, pos in ev.marks.seeks[life.name]):
+        return None
+    return None if any(bi < at < ri for bi, ri in ev.marks.restored) else cause
+
+
 def loss_cause(ev: Evidence, life: _Life, event_id, seq: int, published_at: int) -> str:
     """Why an owed event was never delivered: seeked past after it was
     published (``seek``), the consumer ``retired``, a backup ``restore``
     took it (the consumer, or the event published between the backup and
-    the restore), retention ``pruned`` it, else ``unknown``."""
+    the restore), its redelivery stopped (``term``, ``max_deliver``:
+    :func:`stopped`), retention ``pruned`` it — ``not_retained`` under a
+    retention policy that holds nothing for a consumer
+    (``LeaseConfig.retention_policy`` ``"interest"`` or ``"limits"``) — else
+    ``unknown``."""
     marks = ev.marks
     if any(i > published_at and pos >= seq for i, pos in marks.seeks[life.name]):
         return "seek"
@@ -559,8 +596,11 @@ def loss_cause(ev: Evidence, life: _Life, event_id, seq: int, published_at: int)
         return "retired"
     if life.taken is not None or any(bi < published_at < ri for bi, ri in marks.restored):
         return "restore"
+    why = stopped(ev, life, event_id, seq)
+    if why is not None:
+        return why
     if event_id in marks.pruned:
-        return "pruned"
+        return "pruned" if ev.fenced else "not_retained"
     return "unknown"
 
 
@@ -576,7 +616,7 @@ def undelivered(ev: Evidence, life: _Life, due: np.ndarray, got: Repeats) -> tup
         event_id, seq = pub.event_id[j], int(pub.seq[j])
         if dead_lettered(ev, life, event_id, seq):
             dead += 1
-        elif pending(ev, life, event_id, seq, pub.partition[j]):
+        elif stopped(ev, life, event_id, seq) is None and pending(ev, life, event_id, seq, pub.partition[j]):
             waiting += 1
         else:
             lost.append((life.name, event_id, loss_cause(ev, life, event_id, seq, int(pub.index[j]))))

@@ -38,13 +38,118 @@ most :data:`MAX_RETRY_DELAY`), and how a partition's events are leased:
     "Leased in partition order" read as one lease per partition, always on
     its first unresolved event: the window is that one event, so a retrying
     event holds its partition until it is acknowledged or dead-lettered.
+
+The brokers' rules (issue 39)
+=============================
+
+The systems people run for leased, acknowledged consumption are close
+cousins of RiffDB's: NATS JetStream's durable pull consumers and Redis
+Streams' consumer groups. Each rule where they differ from RiffDB is one
+field of :class:`LeaseConfig`; every default is RiffDB's, and
+``LeaseConfig.preset("nats-jetstream-2.15")`` / ``preset("redis-streams-6.2")``
+set a broker's (:mod:`.presets`: each value with its source). The sources
+read: nats-server ``server/consumer.go`` (main at 2.15.0-dev, commit
+1787eee; the issue's runs used 2.15.1), nats.py ``nats/js/api.py``
+(``ConsumerConfig``: field names and units) and Redis 6.2.14
+``src/t_stream.c``.
+
+``limits``
+    ``"riffdb"`` (the default): a consumer's batch and in-flight limits are
+    1 through 8 and its lease 5 through 900 s, RiffDB's compiled bounds, with
+    RiffDB's window of 65 events past a checkpoint and 64 sparse
+    resolutions. ``"open"``: any batch up to :data:`OPEN_BATCH_RANGE`'s top,
+    any in-flight limit up to :data:`OPEN_IN_FLIGHT_RANGE`'s (JetStream's
+    ``MaxAckPending`` defaults to 1,000, ``JsDefaultMaxAckPending``; a Redis
+    PEL has no bound), any lease from 1 ms (JetStream's ``AckWait`` is any
+    duration, ``JsAckWaitDefault`` 30 s), nack delays up to
+    :data:`OPEN_MAX_RETRY_DELAY`, and the window and sparse resolutions
+    bounded only by :data:`OPEN_WINDOW` (JetStream keeps every ack above its
+    ack floor).
+``batch_limit``, ``in_flight_limit``, ``lease_seconds``
+    A new consumer's limits when ``register_consumer`` (or a scenario's
+    ``[[consumers]]``) gives none: 4, 4 and 60 s, the model's defaults; a
+    preset sets the broker's (JetStream: a pull's batch, ``MaxAckPending``,
+    ``AckWait``; Redis: ``COUNT``, none, XAUTOCLAIM's ``min-idle-time``).
+``max_deliver``
+    How many deliveries (attempts) an event gets: 10 (:data:`MAX_ATTEMPTS`,
+    RiffDB's "tenth failed attempt"); ``-1``: no limit (JetStream's default,
+    ``setConsumerConfigDefaults`` sets ``MaxDeliver = -1``; Redis has none).
+``max_deliver_rule``
+    ``"failures"`` (RiffDB): the ``max_deliver``-th failed attempt is final
+    at once, whether a nack, a lease expiry or a restore failed it.
+    ``"deliveries"`` (JetStream): ``MaxDeliver`` counts deliveries, and the
+    limit acts when the next delivery would be made: at the expiry of the
+    last allowed delivery's lease (``checkPending`` -> ``hasMaxDeliveries``),
+    or, after a nack, when its retry comes due and a pull would lease it
+    (``getNextMsg``: ``dc > o.maxdc``).
+``at_max_deliver``
+    What happens at the limit: ``"dead_letter"`` (RiffDB: a dead letter
+    kept with a copy of the payload), ``"advisory"`` (JetStream: the
+    ``$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES`` advisory; the consumer's
+    ack floor moves past the message, ``moveAckFloor``, but the message is
+    kept in the stream, ``needAck`` reads ``rdc``: a dead letter row without a
+    copy of the payload) or ``"drop"`` (the consumer forgets it: no row).
+``backoff``
+    JetStream's ``BackOff``: seconds, the lease (ack wait) of each
+    delivery — delivery *n* gets ``backoff[min(n - 1, len - 1)]``, and the
+    first entry replaces ``lease_seconds`` (``setConsumerConfigDefaults``:
+    "BackOff ... will override the AckWait"); an expired delivery is
+    redelivered at once. ``()`` (the default): every lease is the
+    consumer's ``lease_seconds``. A list longer than ``max_deliver`` is
+    refused, as nats-server refuses it (``NewJSConsumerMaxDeliverBackoffError``).
+``nack_delay_rule``
+    When a nack's retry comes due: ``"as_asked"`` (RiffDB: its delay after
+    the nack) or ``"plus_backoff"`` (nats-server: ``processNak`` sets the
+    pending timestamp to ``now - AckWait + delay`` and ``checkPending``
+    measures it against the delivery's ``BackOff`` entry, so with a
+    ``backoff`` list the retry is due ``delay + backoff[dc - 1] - backoff[0]``
+    after the nak; without one, as asked).
+``late_ack``
+    ``"refuse"`` (RiffDB): an ack at or after the lease's expiry fails
+    closed (``expired``), and an ack with a token of an earlier delivery fails
+    closed (``wrong_token``/``no_lease``). ``"honour"`` (JetStream, Redis): the
+    broker knows the message by its sequence, not by which delivery is
+    acking: ``processAckMsg`` acks whatever is in ``o.pending[sseq]``, and
+    ``XACK`` removes the PEL entry whoever holds it. A late ack resolves
+    the event while it is unresolved — leased again, or waiting to be.
+``lease_expiry``
+    ``"recovery"`` (RiffDB, JetStream): a lease expires at its time, and
+    recovery (or the broker's timer) makes the event eligible again.
+    ``"claim"`` (Redis): nothing expires by itself; a pull first claims its
+    consumer's leases idle for at least their lease
+    (``XAUTOCLAIM ... min-idle-time``), up to its batch, each claim a new
+    delivery (``nack->delivery_count++``) — until then the holder's ack
+    stands.
+``expiry_timer``
+    When expired leases are found: ``"interval"`` (the model's RiffDB node:
+    recovery every ``recovery_interval``, and inside a pull) or
+    ``"deadline"`` (nats-server: the consumer's pending timer fires at the
+    next deadline, ``checkPending`` -> ``resetPtmr(next)``; the model's
+    recovery wakes at the earliest expiry, at most ``recovery_interval`` on).
+    nats-server adds ``ackWaitDelay`` (1 ms) to each timer; the model does not.
+``retention_policy``
+    ``"fence"`` (RiffDB): events older than ``retention`` are pruned, never
+    past the lowest consumer's contiguous fence. ``"interest"`` (JetStream's
+    ``InterestPolicy``/``WorkQueuePolicy``): an event is removed as soon as
+    every consumer has acknowledged (or terminated) it, and ``retention`` is
+    the stream's ``MaxAge``, which holds for no consumer. ``"limits"``
+    (JetStream's ``LimitsPolicy``, Redis's ``XTRIM MINID``): age only; no
+    consumer holds anything back.
+``deliver_cost``, ``ack_cost``
+    Costs measured on a real broker (seconds, or a law: empirical from the
+    harness's measurement): a lease reaches its worker ``deliver_cost`` after
+    the broker granted it (publish -> delivered, the hand-off), and an ack
+    lands ``ack_cost`` after the worker's effect (the ack's round trip).
+    None (the default): no cost, no draw.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fanoutsim.designs.leases.faults import FAULTS
+from fanoutsim.kernel.dist import Dist, parse_dist
 from fanoutsim.kernel.names import check_name  # noqa: F401  (a name of this module too)
 from fanoutsim.kernel.validate import CLOCK_UNIT, below_unit, duration, is_number, is_whole, plain_fields
 
@@ -57,6 +162,34 @@ MAX_SPARSE_RESOLUTIONS = 64  # resolutions held past a partition's checkpoint
 MAX_RETRY_DELAY = 3600.0  # seconds: the largest delay a nack may ask for
 PARTITION_ORDERS = ("riffdb", "head_of_line")
 DEFAULT_LIMITS = {"batch_limit": 4, "in_flight_limit": 4, "lease_seconds": 60.0}
+
+# limits = "open": the brokers' (sane caps where the broker has none)
+OPEN_BATCH_RANGE = (1, 10_000)
+OPEN_IN_FLIGHT_RANGE = (1, 100_000)
+OPEN_LEASE_RANGE = (0.001, 7 * 86400.0)  # seconds: 1 ms through a week
+OPEN_MAX_RETRY_DELAY = 7 * 86400.0  # seconds: a nak delay of up to a week
+OPEN_WINDOW = 1_000_000  # events past a checkpoint: leased and held resolved above it
+
+# the brokers' rules: each field's values, RiffDB's first (the default)
+LIMITS = ("riffdb", "open")
+MAX_DELIVER_RULES = ("failures", "deliveries")
+AT_MAX_DELIVER = ("dead_letter", "advisory", "drop")
+NACK_DELAY_RULES = ("as_asked", "plus_backoff")
+LATE_ACKS = ("refuse", "honour")
+LEASE_EXPIRIES = ("recovery", "claim")
+EXPIRY_TIMERS = ("interval", "deadline")
+RETENTION_POLICIES = ("fence", "interest", "limits")
+CHOICES = {
+    "partition_order": PARTITION_ORDERS,
+    "limits": LIMITS,
+    "max_deliver_rule": MAX_DELIVER_RULES,
+    "at_max_deliver": AT_MAX_DELIVER,
+    "nack_delay_rule": NACK_DELAY_RULES,
+    "late_ack": LATE_ACKS,
+    "lease_expiry": LEASE_EXPIRIES,
+    "expiry_timer": EXPIRY_TIMERS,
+    "retention_policy": RETENTION_POLICIES,
+}
 
 
 def _int_in(value, field: str, low: int, high: int) -> int:
@@ -77,8 +210,19 @@ def _seconds(value, field: str, low: float, high: float, note: str = "") -> floa
     return float(value)
 
 
-def check_batch(value) -> int:
-    return _int_in(value, "batch_limit", *BATCH_RANGE)
+def ranges(limits: str = "riffdb") -> dict[str, tuple]:
+    """The allowed range of each delivery limit under ``limits`` (``"riffdb"`` or ``"open"``)."""
+    if limits == "open":
+        return {
+            "batch_limit": OPEN_BATCH_RANGE,
+            "in_flight_limit": OPEN_IN_FLIGHT_RANGE,
+            "lease_seconds": OPEN_LEASE_RANGE,
+        }
+    return {"batch_limit": BATCH_RANGE, "in_flight_limit": IN_FLIGHT_RANGE, "lease_seconds": LEASE_RANGE}
+
+
+def check_batch(value, limits: str = "riffdb") -> int:
+    return _int_in(value, "batch_limit", *ranges(limits)["batch_limit"])
 
 
 def check_nack_delay(value, max_retry_delay: float = MAX_RETRY_DELAY) -> float:
@@ -88,13 +232,46 @@ def check_nack_delay(value, max_retry_delay: float = MAX_RETRY_DELAY) -> float:
     return _seconds(value, "nack_delay", 0.0, max_retry_delay, note="leases.max_retry_delay")
 
 
-def check_limits(batch_limit, in_flight_limit, lease_seconds) -> dict:
-    """The three delivery limits, checked; returns them as table columns."""
-    return {
-        "batch_limit": check_batch(batch_limit),
-        "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *IN_FLIGHT_RANGE),
-        "lease_seconds": _seconds(lease_seconds, "lease_seconds", *LEASE_RANGE),
-    }
+def check_limits(batch_limit, in_flight_limit, lease_seconds, limits: str = "riffdb") -> dict:
+    """The three delivery limits, checked against ``limits``' ranges (RiffDB's
+    by default, ``"open"``: the brokers'); returns them as table columns."""
+    r = ranges(limits)
+    note = " (limits = 'open')" if limits == "open" else ""
+    try:
+        return {
+            "batch_limit": check_batch(batch_limit, limits),
+            "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *r["in_flight_limit"]),
+            "lease_seconds": _seconds(lease_seconds, "lease_seconds", *r["lease_seconds"]),
+        }
+    except ValueError as exc:
+        raise ValueError(f"{exc}{note}") from None
+
+
+def _one_of(value, field: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{field} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
+
+def check_backoff(value, max_deliver: int = -1, limits: str = "riffdb") -> tuple[float, ...]:
+    """JetStream's ``BackOff``: a list of seconds, each a lease in ``limits``'
+    range (no more entries than ``max_deliver``, unless it is -1); returns it as a tuple."""
+    low, high = ranges(limits)["lease_seconds"]
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"backoff must be a list of seconds (each {low:g} through {high:g}), got {value!r}")
+    out = tuple(value)
+    for i, x in enumerate(out):
+        if not is_number(x) or not low <= x <= high or not math.isfinite(x):
+            raise ValueError(
+                f"backoff[{i}] must be {low:g} through {high:g} seconds"
+                + (" (limits = 'open')" if limits == "open" else " (RiffDB's lease range; limits = 'open' allows more)")
+                + f", got {x!r}"
+            )
+    if max_deliver != -1 and len(out) > max_deliver:
+        raise ValueError(
+            f"backoff must have at most max_deliver ({max_deliver}) entries, got {len(out)} "
+            "(nats-server refuses it: NewJSConsumerMaxDeliverBackoffError)"
+        )
+    return tuple(float(x) for x in out)
 
 
 # the fault kinds the leases runtimes act on (a plan with another is refused): its faults module's
@@ -106,33 +283,96 @@ TABLE = "leases"
 
 @dataclass(frozen=True)
 class LeaseConfig:
-    """What the seed leaves open (see the module's docstring for ``partition_order``)."""
+    """What the seed leaves open (see the module's docstring for ``partition_order``),
+    and the brokers' rules, each defaulting to RiffDB's (the module's docstring:
+    "The brokers' rules"; :meth:`preset` sets a broker's)."""
 
     retention: float = 7 * 86400.0  # events older than this may be pruned (never past a fence)
     retention_interval: float = 3600.0  # how often the retention step runs
     recovery_interval: float = 1.0  # how often recovery expires leases
     max_retry_delay: float = MAX_RETRY_DELAY  # the largest delay a nack may ask for (<= 3600 s)
     partition_order: str = "riffdb"  # "riffdb" (RiffDB's code) or "head_of_line" (the seed's reading)
+    limits: str = "riffdb"  # "riffdb": batch, in-flight 1-8, lease 5-900 s; "open": the brokers' ranges
+    batch_limit: int = 4  # a new consumer's batch limit, unless it is registered with one
+    in_flight_limit: int = 4  # a new consumer's in-flight limit (JetStream: MaxAckPending)
+    lease_seconds: float = 60.0  # a new consumer's lease (JetStream: AckWait; Redis: min-idle-time)
+    max_deliver: int = MAX_ATTEMPTS  # deliveries an event gets (-1: no limit)
+    max_deliver_rule: str = "failures"  # "failures": the max_deliver-th failure is final; "deliveries": JetStream's
+    at_max_deliver: str = "dead_letter"  # "dead_letter", "advisory" (JetStream) or "drop"
+    backoff: tuple[float, ...] = ()  # JetStream's BackOff: seconds, the lease of delivery n (empty: lease_seconds)
+    nack_delay_rule: str = "as_asked"  # "as_asked" or "plus_backoff" (nats-server: delay + backoff[n-1] - backoff[0])
+    late_ack: str = "refuse"  # "refuse": an expired lease fails closed; "honour": JetStream's and Redis's
+    lease_expiry: str = "recovery"  # "recovery": leases expire; "claim": only a pull's claim ends one (Redis)
+    expiry_timer: str = "interval"  # "interval": recovery every recovery_interval; "deadline": at each expiry
+    retention_policy: str = "fence"  # "fence" (RiffDB), "interest" (JetStream) or "limits" (age only)
+    deliver_cost: Dist | None = None  # seconds from a grant to its worker (publish -> delivered), or a law
+    ack_cost: Dist | None = None  # seconds from a worker's effect to its ack landing (the round trip), or a law
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> LeaseConfig:
+        """A real broker's rules and defaults (``"nats-jetstream-2.15"``,
+        ``"redis-streams-6.2"``), with its costs as measured where measured; see
+        :mod:`fanoutsim.designs.leases.presets` for each value's source.
+        ``overrides`` set any field, e.g. ``lease_seconds=1.0``."""
+        from fanoutsim.designs.leases.presets import preset
+
+        return cls(**{**preset(name).config_values(), **overrides})
 
     def __post_init__(self):
         plain_fields(self)  # NumPy numbers kept as Python's
         for name in ("retention", "retention_interval", "recovery_interval", "max_retry_delay"):
             duration(getattr(self, name), name, positive=True)  # at least the clock's unit
-        if self.max_retry_delay > MAX_RETRY_DELAY:
+        for name, allowed in CHOICES.items():
+            _one_of(getattr(self, name), name, allowed)
+        top = OPEN_MAX_RETRY_DELAY if self.limits == "open" else MAX_RETRY_DELAY
+        if self.max_retry_delay > top:
             raise ValueError(
-                f"max_retry_delay must be at most {MAX_RETRY_DELAY:g} seconds (RiffDB's bound on "
-                f"a nack's retry delay), got {self.max_retry_delay!r}"
+                f"max_retry_delay must be at most {top:g} seconds ("
+                + ("limits = 'open'" if self.limits == "open" else "RiffDB's bound on a nack's retry delay")
+                + f"), got {self.max_retry_delay!r}"
             )
-        if self.partition_order not in PARTITION_ORDERS:
-            raise ValueError(
-                f"partition_order must be one of {', '.join(map(repr, PARTITION_ORDERS))}, got {self.partition_order!r}"
-            )
+        check_limits(self.batch_limit, self.in_flight_limit, self.lease_seconds, self.limits)
+        if not is_whole(self.max_deliver) or not (self.max_deliver == -1 or self.max_deliver >= 1):
+            raise ValueError(f"max_deliver must be an integer >= 1, or -1 (no limit), got {self.max_deliver!r}")
+        object.__setattr__(self, "backoff", check_backoff(self.backoff, self.max_deliver, self.limits))
+        for name in ("deliver_cost", "ack_cost"):
+            if getattr(self, name) is not None:  # a number, a law's table or a Dist: kept as a checked Dist
+                object.__setattr__(self, name, parse_dist(getattr(self, name), name))
 
     @property
     def window(self) -> int:
         """Events past a partition's checkpoint that a pull may lease: 65 under
-        RiffDB's rule, 1 (the head) under head-of-line."""
-        return RESOLUTION_WINDOW if self.partition_order == "riffdb" else 1
+        RiffDB's rule, 1 (the head) under head-of-line, :data:`OPEN_WINDOW`
+        under ``limits = "open"``."""
+        if self.partition_order != "riffdb":
+            return 1
+        return OPEN_WINDOW if self.limits == "open" else RESOLUTION_WINDOW
+
+    @property
+    def max_sparse(self) -> int:
+        """Resolutions held past a partition's checkpoint: 64, or :data:`OPEN_WINDOW` under ``limits = "open"``."""
+        return OPEN_WINDOW if self.limits == "open" else MAX_SPARSE_RESOLUTIONS
+
+    def defaults(self) -> dict:
+        """A new consumer's delivery limits, when it is registered without them."""
+        return {
+            "batch_limit": self.batch_limit,
+            "in_flight_limit": self.in_flight_limit,
+            "lease_seconds": self.lease_seconds,
+        }
+
+    def lease_for(self, lease_seconds: float, attempt: int) -> float:
+        """The lease (seconds) of delivery ``attempt`` of a consumer whose lease is
+        ``lease_seconds``: ``backoff[min(attempt - 1, len - 1)]`` with a BackOff
+        list (nats-server's ``checkPending``), else ``lease_seconds``."""
+        if not self.backoff:
+            return lease_seconds
+        return self.backoff[min(max(attempt, 1), len(self.backoff)) - 1]
+
+    def first_lease(self, lease_seconds: float) -> float:
+        """A consumer's lease as registered: ``backoff[0]`` when there is a
+        BackOff list (it overrides AckWait), else ``lease_seconds``."""
+        return self.backoff[0] if self.backoff else lease_seconds
 
     def check_delay(self, delay) -> float:
         return _seconds(delay, "delay", 0.0, self.max_retry_delay)

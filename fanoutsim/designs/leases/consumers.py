@@ -96,7 +96,8 @@ def add_consumer(e: Engine, now: int, name: str, start: Position = "beginning", 
     unknown = set(limits) - set(DEFAULT_LIMITS)
     if unknown:
         raise TypeError(f"unknown limit(s) {sorted(unknown)}; allowed: {', '.join(DEFAULT_LIMITS)}")
-    checked = check_limits(**{**DEFAULT_LIMITS, **limits})
+    checked = check_limits(**{**e.config.defaults(), **limits}, limits=e.config.limits)
+    checked["lease_seconds"] = e.config.first_lease(checked["lease_seconds"])  # BackOff overrides AckWait
     with e.tx() as tx:
         tx.lock_history()  # two nodes registering one name: the second finds the first's row
         now = tx.after_locks(now)

@@ -9,11 +9,15 @@ Trace columns, read with this design's names (see
 :meth:`fanoutsim.designs.leases.simulation.LeaseSimulation.trace`): ``consumer``,
 ``event_id``, ``partition``. Kinds: published, consumer_start, leased, acked,
 ack_refused, nacked, nack_refused, consume_refused (a pull of a consumer that
-does not exist), checkpoint (a partition's checkpoint moved: the event it now
-stands on, its seq), expired (by recovery: the loop, the
+does not exist), in_progress, in_progress_refused, terminated, term_refused,
+claimed (an idle lease a pull took back: ``lease_expiry = "claim"``),
+max_deliveries and dropped (the last allowed delivery failed:
+``at_max_deliver``), checkpoint (a partition's checkpoint moved: the event it
+now stands on, its seq), expired (by recovery: the loop, the
 start-up pass or a pull), dead_lettered, lease_voided (by a restore), seek,
 seek_refused, retired, retire_refused, restored, backup (a copy of the tables
-taken: its label), backup_restored (the label put back), pruned, delivered (by ack, for
+taken: its label), backup_restored (the label put back), pruned (detail: the
+fence, or ``interest``), delivered (by ack, for
 an ack by hand: the caller's effect, traced with the ack's commit), and from the runtime:
 delivered (a worker's effect), crashed, restarted, fault.
 """
@@ -87,7 +91,10 @@ class LeaseEngine(StepEngineBase):
     ack = leasing.ack
     deliver = leasing.deliver
     nack = leasing.nack
+    in_progress = leasing.in_progress
+    term = leasing.term
     recover = leasing.recover
+    next_due = leasing.next_due
     restore = leasing.restore
     # backup and restore
     backup = backups.backup

@@ -45,6 +45,10 @@ def _secs(value, where, positive=False):
     return _checked(Seconds(strict=positive), value, where)
 
 
+PULL_MODES = ("poll", "wait")
+POISON_ACTIONS = ("nack", "term")
+
+
 class LeaseClient:
     """A consumer's client code (survives crashes as a binary's code does): how
     long a worker works on a lease (``duration``: seconds, or ``callable(rng)``),
@@ -52,7 +56,20 @@ class LeaseClient:
     the delay a failure nacks with, how often the client polls, and an optional
     effect ``fn(lease)`` (an exception from it is a failure: the lease is nacked).
     While ``paused`` the client takes no new leases (an operator's seek or
-    retire waits for the consumer to hold none)."""
+    retire waits for the consumer to hold none).
+
+    What a broker's client does, beside RiffDB's (each off by default):
+
+    * ``pull_mode``: ``"poll"`` (the default) pulls every ``poll_interval``;
+      ``"wait"`` pulls as a JetStream ``fetch`` or a Redis ``XREADGROUP ...
+      BLOCK`` does: again as soon as a worker ends, and a pull that finds
+      nothing waits up to ``poll_interval`` for a publish or a retry or lease
+      coming due;
+    * ``in_progress_every``: seconds; a worker tells the broker it is still
+      working this often (JetStream's ``Msg.in_progress()``), which extends its
+      lease (None: never);
+    * ``poison_action``: a poison event is nacked (``"nack"``) or terminated
+      (``"term"``: JetStream's ``Msg.term()``, no redelivery)."""
 
     def __init__(
         self,
@@ -66,6 +83,9 @@ class LeaseClient:
         fn=None,
         *,
         max_retry_delay=MAX_RETRY_DELAY,
+        pull_mode="poll",
+        in_progress_every=None,
+        poison_action="nack",
     ) -> None:
         if not callable(duration):
             _secs(duration, f"consumer {name!r}: duration")
@@ -81,6 +101,13 @@ class LeaseClient:
             raise ValueError(f"consumer {name!r}: {exc}") from None
         self.poll_interval = _secs(poll_interval, f"consumer {name!r}: poll_interval", positive=True)
         self.batch_limit = batch_limit
+        if pull_mode not in PULL_MODES:
+            raise ValueError(f"consumer {name!r}: pull_mode must be one of {PULL_MODES}, got {pull_mode!r}")
+        if poison_action not in POISON_ACTIONS:
+            raise ValueError(f"consumer {name!r}: poison_action must be one of {POISON_ACTIONS}, got {poison_action!r}")
+        if in_progress_every is not None:
+            in_progress_every = _secs(in_progress_every, f"consumer {name!r}: in_progress_every", positive=True)
+        self.pull_mode, self.in_progress_every, self.poison_action = pull_mode, in_progress_every, poison_action
         self.paused = False
 
     def settings(self) -> dict:
@@ -92,6 +119,9 @@ class LeaseClient:
             "nack_delay": self.nack_delay,
             "poll_interval": self.poll_interval,
             "fn": self.fn,
+            "pull_mode": self.pull_mode,
+            "in_progress_every": self.in_progress_every,
+            "poison_action": self.poison_action,
         }
 
     def draw(self, rng) -> float:
@@ -108,12 +138,15 @@ class LeaseClient:
         return None
 
 
-def same_consumer(name, row: dict, limits: dict, spec: LeaseClient | None, held: LeaseClient | None) -> None:
+def same_consumer(
+    name, row: dict, limits: dict, spec: LeaseClient | None, held: LeaseClient | None, open_limits: str = "riffdb"
+) -> None:
     """Registering ``name`` again, which exists as ``row`` (``held``: its client in
     this runtime, if any): the same ask is a no-op, as RiffDB's create-if-absent
     is; a different one raises ValueError naming every setting that differs —
-    nothing would apply it, and keeping the old one silently hides that."""
-    checked = check_limits(**limits)
+    nothing would apply it, and keeping the old one silently hides that.
+    ``limits`` are the registration's, as the row would hold them."""
+    checked = check_limits(**limits, limits=open_limits)
     differ = [f"{k}={checked[k]!r} (it has {row[k]!r})" for k in checked if checked[k] != row[k]]
     if spec is not None and held is not None:
         mine, theirs = spec.settings(), held.settings()
@@ -177,11 +210,20 @@ class LeaseHost:
     def publish(self, partition: str, kind: str = "event", payload=None) -> str | None:
         """Publish one event now; its event id (None if a crash took the node down)."""
         out = self._api(LeaseEngine.publish, [(partition, kind, payload)])
+        self._published()
         return None if out is None else out[0]
 
     def publish_many(self, events) -> list[str] | None:
         """Publish ``[(partition, kind, payload), ...]`` as one commit."""
-        return self._api(LeaseEngine.publish, list(events))
+        out = self._api(LeaseEngine.publish, list(events))
+        self._published()
+        return out
+
+    def _published(self) -> None:
+        """An event was published (a runtime wakes what waits for one)."""
+
+    def _granted(self) -> None:
+        """A pull may have granted leases (a runtime wakes what times their expiry)."""
 
     def _authorize(self, op: str, consumer, caller) -> None:
         """The service boundary (:mod:`.authority`): ``caller`` (None: the
@@ -197,7 +239,7 @@ class LeaseHost:
         with self._tx() as tx:
             existing = tx.get_lease_consumer(name)
         if existing is not None:
-            same_consumer(name, existing, limits, spec, self.clients.get(name))
+            same_consumer(name, existing, limits, spec, self.clients.get(name), self.config.limits)
         return existing
 
     def consume(self, consumer: str, batch_limit: int | None = None, *, caller=None):
@@ -207,7 +249,9 @@ class LeaseHost:
         :class:`~.authority.Credential` (None: the consumer's own)."""
         consumer = consumer_key(consumer)
         self._authorize("consume", consumer, caller)
-        return self._api(LeaseEngine.consume, consumer, batch_limit)
+        out = self._api(LeaseEngine.consume, consumer, batch_limit)
+        self._granted()
+        return out
 
     def ack(self, consumer: str, event_id: str, token: str, incarnation: int, *, caller=None) -> str | None:
         """Acknowledge by hand: ``acked`` or the reason it failed closed. An accepted
@@ -233,6 +277,27 @@ class LeaseHost:
         consumer = consumer_key(consumer)
         self._authorize("nack", consumer, caller)
         return self._api(LeaseEngine.nack, consumer, event_id, token, incarnation, delay=delay, error=error)
+
+    def in_progress(self, consumer: str, event_id: str, token: str, incarnation: int, *, caller=None) -> str | None:
+        """Still working on a leased event (JetStream's ``+WPI``, nats.py
+        ``Msg.in_progress()``): its lease runs again from now, for the lease of
+        its delivery (``extended``), or the reason it failed closed, as ``ack``'s.
+        Not a delivery: the attempt count stays. The consumer's own credential."""
+        consumer = consumer_key(consumer)
+        self._authorize("in_progress", consumer, caller)
+        return self._api(LeaseEngine.in_progress, consumer, event_id, token, incarnation)
+
+    def term(
+        self, consumer: str, event_id: str, token: str, incarnation: int, reason: str | None = None, *, caller=None
+    ) -> str | None:
+        """Stop redelivering a leased event now, without acknowledging it as
+        processed (JetStream's ``+TERM``, nats.py ``Msg.term()``): ``terminated``,
+        or the reason it failed closed, as ``ack``'s. The checkpoint passes it as
+        it passes an ack (nats-server: "Treat like an ack to suppress
+        redelivery"); it is never reported delivered. The consumer's own credential."""
+        consumer = consumer_key(consumer)
+        self._authorize("term", consumer, caller)
+        return self._api(LeaseEngine.term, consumer, event_id, token, incarnation, reason=reason)
 
     def recover(self) -> int | None:
         return self._api(LeaseEngine.recover)

@@ -98,13 +98,16 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
+from fanoutsim.designs.leases import rules
+from fanoutsim.designs.leases.config import MAX_SPARSE_RESOLUTIONS, check_batch
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
 from fanoutsim.kernel.names import check_name
-from fanoutsim.kernel.timeutil import seconds_to_us
 
-# the results of ack and nack: only the first three changed anything
+# the results of ack, nack, in_progress and term: only these changed anything
 ACKED, RETRY, DEAD_LETTERED = "acked", "retry_scheduled", "dead_lettered"
+EXTENDED, TERMINATED = "extended", "terminated"
+# what the last allowed delivery's failure made (LeaseConfig.at_max_deliver), beside DEAD_LETTERED
+MAX_DELIVERIES, DROPPED = "max_deliveries", "dropped"
 NOT_FOUND, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED = (
     "not_found",
     "stale_incarnation",
@@ -166,10 +169,12 @@ class Pull(list):
 def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> Pull:
     """Lease up to ``batch_limit`` (default: the consumer's) eligible events.
     Expired leases of the consumer are first turned into retries (a recovery
-    transition of its own), then the pull leases again."""
+    transition of its own), then the pull leases again. Under ``lease_expiry
+    = "claim"`` (Redis) nothing has expired: the pull first claims the
+    consumer's idle leases (XAUTOCLAIM), then reads new events (XREADGROUP)."""
     check_name("consumer", consumer)
     if batch_limit is not None:
-        check_batch(batch_limit)
+        check_batch(batch_limit, e.config.limits)
     out = _lease(e, now, consumer, batch_limit)
     if out is None:  # it held an expired lease: recover it, then lease
         recover(e, now, consumer=consumer)
@@ -188,13 +193,25 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
         if row is None:
             return Pull(result=NOT_FOUND)
         held = tx.list_leases(consumer)
-        if any(lease["expires_at"] <= now for lease in held):
+        idle = [lease for lease in held if lease["expires_at"] <= now]
+        if idle and e.config.lease_expiry != "claim":
             return None
-        room = min(row["batch_limit"] if batch_limit is None else batch_limit, row["in_flight_limit"] - len(held))
-        if room <= 0:
+        batch = row["batch_limit"] if batch_limit is None else batch_limit
+        idle = idle[:batch]  # a claim takes no more than the pull's COUNT
+        room = min(batch - len(idle), row["in_flight_limit"] - len(held))
+        if room <= 0 and not idle:
             return Pull()
-        _check_retained(tx, row)
-        out, now = _grant(e, tx, now, row, held, room)
+        _check_retained(tx, row, e.config)
+        grant = _Grant(e, tx, now, row)
+        grant.claim(idle)
+        if room > 0:
+            grant.new(held, room)
+        out, now = grant.finish()
+    for lease in grant.claimed:
+        _lease_trace(e, now, "claimed", lease, f"attempt {lease['attempt']}: idle")
+    for lease, result, moved in grant.ended:
+        _ended_trace(e, now, lease, result, "max deliveries")
+        _moved(e, now, consumer, moved)
     for lease in out:
         e.trace.add(now, "leased", e.actor, consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     if out:
@@ -203,33 +220,82 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
     return Pull(out)
 
 
-def _grant(e, tx, now: int, row: dict, held: list[dict], room: int) -> tuple[list[Lease], int]:
-    """Lease up to ``room`` eligible events of the consumer's window, in window
-    order, inside the pull's transaction; returns the leases and the time after
-    the history lock the first grant takes."""
-    consumer = row["consumer"]
-    retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
-    sparse = tx.list_resolutions(consumer)
-    limit = _window_limit(e.config, room, held, retries.values(), sparse)
-    out: list[Lease] = []
-    h = None
-    for ev, retry in _candidates(tx, e.config, row, held, sparse, retries, limit):
-        if retry is not None:
-            if retry["not_before"] > now:
-                continue
-            tx.delete_retry(consumer, ev["event_id"])
-        if h is None:
-            h = tx.lock_history()  # the grant counter: another node's pull counts too
-            now = tx.after_locks(now)
-            expires = now + seconds_to_us(row["lease_seconds"])
-        out.append(_insert_lease(e, tx, h, consumer, ev, 1 if retry is None else retry["attempts"] + 1, now, expires))
-        if len(out) >= room:
-            break
-    if out:
-        tx.set_history(h)
-        bump(tx, row)
-        e.faults.point("lease.before_commit", now, who=consumer, what=out[0].event_id)
-    return out, now
+class _Grant:
+    """One pull's grants inside its transaction: the leases it grants (``out``),
+    in window order, the leases a claim took back (``claimed``) and the events
+    whose last allowed delivery was reached instead of a new one (``ended``:
+    ``(lease row, result, checkpoint moved to)``). ``now`` is the time after the
+    history lock the first grant takes (the grant counter: another node's pull
+    counts too)."""
+
+    def __init__(self, e, tx, now: int, row: dict) -> None:
+        self.e, self.tx, self.now, self.row = e, tx, now, row
+        self.h: dict | None = None
+        self.out: list[Lease] = []
+        self.claimed: list[dict] = []
+        self.ended: list[tuple[dict, str, dict | None]] = []
+
+    def grant(self, ev: dict, attempt: int) -> None:
+        """Lease ``ev`` as delivery ``attempt``."""
+        if self.h is None:
+            self.h = self.tx.lock_history()
+            self.now = self.tx.after_locks(self.now)
+        row = self.row
+        expires = rules.lease_until(self.e.config, self.now, row["lease_seconds"], attempt)
+        self.out.append(_insert_lease(self.e, self.tx, self.h, row["consumer"], ev, attempt, self.now, expires))
+
+    def end(self, lease: dict) -> None:
+        """``lease``'s event had its last allowed delivery: what ``at_max_deliver`` says instead of another."""
+        self.ended.append((lease, *_terminal(self.e, self.tx, self.now, self.row, lease, "max deliveries")))
+
+    def claim(self, idle: list[dict]) -> None:
+        """Redis's XAUTOCLAIM: each idle lease, in seq order, becomes the next
+        delivery (a new token, ``delivery_count + 1``), or ends at the limit. An
+        entry whose event retention deleted is dropped (Redis 7 deletes it; 6.2
+        claims it and replies nil)."""
+        for lease in sorted(idle, key=lambda lease: lease["seq"]):
+            self.tx.delete_lease(lease["consumer"], lease["event_id"])
+            self.claimed.append(lease)
+            ev = self.tx.get_event(lease["event_id"])
+            if rules.at_limit(self.e.config, lease["attempt"], due=True):
+                self.end(lease)
+            elif ev is not None:
+                self.grant(ev, lease["attempt"] + 1)
+
+    def new(self, held: list[dict], room: int) -> None:
+        """Lease up to ``room`` eligible events of the consumer's window, in
+        window order; a retry that comes due at its limit ends instead
+        (``max_deliver_rule = "deliveries"``)."""
+        e, tx, consumer = self.e, self.tx, self.row["consumer"]
+        retries = {r["event_id"]: r for r in tx.list_retries(consumer)}
+        sparse = tx.list_resolutions(consumer)
+        limit = _window_limit(e.config, room, held, retries.values(), sparse)
+        granted = 0
+        for ev, retry in _candidates(tx, e.config, self.row, held, sparse, retries, limit):
+            attempt = 1
+            if retry is not None:
+                if retry["not_before"] > self.now:
+                    continue
+                tx.delete_retry(consumer, ev["event_id"])
+                if rules.at_limit(e.config, retry["attempts"], due=True):
+                    self.end({**retry, "attempt": retry["attempts"]})
+                    continue
+                attempt = retry["attempts"] + 1
+            self.grant(ev, attempt)
+            granted += 1
+            if granted >= room:
+                break
+
+    def finish(self) -> tuple[list[Lease], int]:
+        """Write what the pull changed (the grant counter, the revision); the
+        leases granted and the time of the step."""
+        if self.out or self.claimed or self.ended:
+            if self.h is not None:
+                self.tx.set_history(self.h)
+            bump(self.tx, self.row)
+        if self.out:
+            self.e.faults.point("lease.before_commit", self.now, who=self.row["consumer"], what=self.out[0].event_id)
+        return self.out, self.now
 
 
 def _window_limit(config, room: int, *ineligible: Iterable[dict]) -> int:
@@ -300,9 +366,13 @@ def _insert_lease(e, tx, h: dict, consumer: str, ev: dict, attempt: int, now: in
     )
 
 
-def _check_retained(tx, row: dict) -> None:
+def _check_retained(tx, row: dict, config) -> None:
     """A checkpoint inside pruned history would make the pull skip deleted
-    events: refuse it (the fence makes it impossible while the consumer exists)."""
+    events: refuse it (the fence makes it impossible while the consumer exists).
+    Under a retention policy with no fence (``interest``, ``limits``) the pull
+    reads on from the oldest retained event, as a JetStream consumer does."""
+    if config.retention_policy != "fence":
+        return
     gone = horizon(tx)
     if not gone:
         return
@@ -317,7 +387,7 @@ def _check_retained(tx, row: dict) -> None:
 # -- resolving: the checkpoint and the sparse resolutions ----------------------------
 
 
-def _resolve(tx, row: dict, lease: dict, kind: str | None) -> dict | None:
+def _resolve(tx, row: dict, lease: dict, kind: str | None, cap: int = MAX_SPARSE_RESOLUTIONS) -> dict | None:
     """Record ``lease``'s event as resolved (``kind``: acknowledged or
     dead_lettered; None: not resolved, only walk) and move the partition's
     checkpoint past every resolved event that follows it. The one place an
@@ -355,10 +425,9 @@ def _resolve(tx, row: dict, lease: dict, kind: str | None) -> dict | None:
                 tx.delete_resolution(consumer, r["event_id"])
         if new is not None and new["event_id"] not in terminal:
             new = None
-    if len(terminal) > MAX_SPARSE_RESOLUTIONS:
+    if len(terminal) > cap:
         raise RuntimeError(
-            f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in "
-            f"partition {part!r}; at most {MAX_SPARSE_RESOLUTIONS}"
+            f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in partition {part!r}; at most {cap}"
         )
     if new is not None:
         tx.insert_resolution(new)
@@ -371,63 +440,90 @@ def _moved(e, now: int, consumer: str, ev: dict | None) -> None:
         e.trace.add(now, "checkpoint", e.actor, consumer, ev["event_id"], ev["partition"], str(ev["seq"]))
 
 
-def _fail(e, tx, now: int, row: dict, lease: dict, delay_us: int, error: str | None) -> tuple[str, dict | None]:
+def _fail(
+    e, tx, now: int, row: dict, lease: dict, not_before: int, error: str | None, *, due: bool = True
+) -> tuple[str, dict | None]:
     """One failed attempt at a leased event (its lease already deleted): a retry
-    ``delay_us`` from now, or the dead letter on the 10th. Returns the result and
-    the event the checkpoint moved to (None: it did not move)."""
-    consumer, event_id = lease["consumer"], lease["event_id"]
-    attempts = lease["attempt"]
-    if attempts >= MAX_ATTEMPTS:
-        ev = tx.get_event(event_id)
-        tx.insert_dead_letter(
-            {
-                "consumer": consumer,
-                "event_id": event_id,
-                "seq": lease["seq"],
-                "partition": lease["partition"],
-                "attempts": attempts,
-                "error": error,
-                "payload": None if ev is None else ev["payload"],
-                "dead_at": now,
-            }
-        )
-        return DEAD_LETTERED, _resolve(tx, row, lease, DEAD_LETTERED)
+    from ``not_before``, or, at the last allowed delivery (:func:`~.rules.at_limit`;
+    ``due``: the next delivery would be made now, as at a lease's expiry), what
+    ``at_max_deliver`` says. Returns the result and the event the checkpoint
+    moved to (None: it did not move)."""
+    if rules.at_limit(e.config, lease["attempt"], due=due):
+        return _terminal(e, tx, now, row, lease, error)
     tx.put_retry(
+        {
+            "consumer": lease["consumer"],
+            "event_id": lease["event_id"],
+            "seq": lease["seq"],
+            "partition": lease["partition"],
+            "attempts": lease["attempt"],
+            "not_before": not_before,
+            "error": error,
+        }
+    )
+    return RETRY, _resolve(tx, row, lease, None, e.config.max_sparse)
+
+
+def _terminal(e, tx, now: int, row: dict, lease: dict, error: str | None) -> tuple[str, dict | None]:
+    """The last allowed delivery of ``lease``'s event failed: a dead letter kept
+    with its payload (RiffDB), a dead letter without it (JetStream's
+    max-deliveries advisory: the message stays in the stream), or nothing kept
+    (``drop``); each resolves the event. Returns the result and where the
+    checkpoint moved."""
+    consumer, event_id, at = lease["consumer"], lease["event_id"], e.config.at_max_deliver
+    if at == "drop":
+        return DROPPED, _resolve(tx, row, lease, DROPPED, e.config.max_sparse)
+    ev = tx.get_event(event_id) if at == "dead_letter" else None
+    tx.insert_dead_letter(
         {
             "consumer": consumer,
             "event_id": event_id,
             "seq": lease["seq"],
             "partition": lease["partition"],
-            "attempts": attempts,
-            "not_before": now + delay_us,
+            "attempts": lease["attempt"],
             "error": error,
+            "payload": None if ev is None else ev["payload"],
+            "dead_at": now,
         }
     )
-    return RETRY, _resolve(tx, row, lease, None)
+    result = DEAD_LETTERED if at == "dead_letter" else MAX_DELIVERIES
+    return result, _resolve(tx, row, lease, DEAD_LETTERED, e.config.max_sparse)
 
 
 # -- ack and nack -----------------------------------------------------------------------
 
 
-def _check(tx, now: int, consumer: str, event_id: str, token, incarnation) -> tuple[str | None, dict, dict, int]:
-    """(failure result or None, the consumer row, the live lease, the time of
-    the step: ``now``, or later if it waited for another node's transition)."""
+def _check(
+    tx, config, now: int, consumer: str, event_id: str, token, incarnation, *, late: bool = False
+) -> tuple[str | None, dict, dict, int, str | None]:
+    """(failure result or None, the consumer row, the lease, the time of the
+    step: ``now``, or later if it waited for another node's transition, and
+    how it was found: None — the live lease the token names; ``"late"`` — an
+    expired lease recovery has not taken yet, or (``late``: an ack or a term)
+    the event's lease of another delivery; ``"retry"`` — (``late``) the event
+    waiting for its redelivery, as a lease row of its last attempt). The last
+    two only under ``late_ack = "honour"``, where the broker knows the message
+    by its sequence; under ``lease_expiry = "claim"`` a lease never expires."""
     check_name("consumer", consumer)
     check_name("event_id", event_id)
     row = tx.lock_lease_consumer(consumer)  # first: a restore locks consumers before the history
     now = tx.after_locks(now)
     if incarnation != tx.get_history()["incarnation"]:
-        return STALE, None, None, now
+        return STALE, None, None, now, None
     if row is None:
-        return NOT_FOUND, None, None, now
+        return NOT_FOUND, None, None, now, None
+    honour = config.late_ack == "honour"
     lease = tx.get_lease(consumer, event_id)
     if lease is None:
-        return NO_LEASE, row, None, now
+        retry = tx.get_retry(consumer, event_id) if honour and late else None
+        if retry is None:
+            return NO_LEASE, row, None, now, None
+        return None, row, {**retry, "attempt": retry["attempts"]}, now, "retry"
     if lease["token"] != token:
-        return WRONG_TOKEN, row, None, now
-    if lease["expires_at"] <= now:
-        return EXPIRED, row, None, now
-    return None, row, lease, now
+        return (None, row, lease, now, "late") if honour and late else (WRONG_TOKEN, row, None, now, None)
+    if config.lease_expiry != "claim" and lease["expires_at"] <= now:
+        return (None, row, lease, now, "late") if honour else (EXPIRED, row, None, now, None)
+    return None, row, lease, now, None
 
 
 def _refused(e, now, consumer, event_id, what, result):
@@ -444,16 +540,17 @@ def ack(
     delivery, traced as ``delivered`` with the commit — before
     ``ack.after_commit``, so a crash there cannot lose a committed one."""
     with e.tx() as tx:
-        failed, row, lease, now = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease, now, how = _check(tx, e.config, now, consumer, event_id, token, incarnation, late=True)
         if failed is None:
-            tx.delete_lease(consumer, event_id)
-            moved = _resolve(tx, row, lease, ACKNOWLEDGED)
+            moved, gone = _settle(e, tx, row, lease, how, ACKNOWLEDGED)
             bump(tx, row)
             e.faults.point("ack.before_commit", now, who=consumer, what=event_id)
     if failed is not None:
         return _refused(e, now, consumer, event_id, "ack", failed)
-    e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}")
+    late = "" if how is None else " (late)"  # honoured: an earlier delivery's, or past its lease
+    e.trace.add(now, "acked", e.actor, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}{late}")
     _moved(e, now, consumer, moved)
+    _pruned(e, now, gone)
     if delivered_by is not None:  # counted as a worker's delivery is
         e.trace.add(
             now, "delivered", delivered_by, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}"
@@ -464,15 +561,42 @@ def ack(
     return ACKED
 
 
-def deliver(e, now: int, consumer: str, lease: Lease) -> str:
+def deliver(e, now: int, consumer: str, lease: Lease, *, then_ack: bool = True) -> str | None:
     """A worker's effect has landed: the consumer's delivery (traced ``delivered``,
     where the checker counts it), then its ack — with the
     ``worker.after_effect_before_ack`` point between the two, where a crash makes
-    the effect happen again once the lease expires."""
+    the effect happen again once the lease expires. ``then_ack=False``: the
+    effect only (the runtime acks later, after an ack's cost: returns None)."""
     e.trace.add(now, "delivered", "worker", consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
     e.faults.point("worker.after_effect_before_ack", now, who=consumer, what=lease.event_id)
+    if not then_ack:
+        return None
     return ack(e, now, consumer, lease.event_id, lease.token, lease.incarnation)
+
+
+def _settle(e, tx, row: dict, lease: dict, how: str | None, kind: str) -> tuple[dict | None, list[dict]]:
+    """An ack (or a term: ``kind``) accepted in ``tx``: the event's lease (or,
+    ``how == "retry"``, its retry) goes, the event is resolved, and under
+    interest retention it is removed if no consumer needs it any more. Returns
+    where the checkpoint moved and the events removed."""
+    if how == "retry":
+        tx.delete_retry(lease["consumer"], lease["event_id"])
+    else:
+        tx.delete_lease(lease["consumer"], lease["event_id"])
+    moved = _resolve(tx, row, lease, kind, e.config.max_sparse)
+    if e.config.retention_policy != "interest":
+        return moved, []
+    ev = tx.get_event(lease["event_id"])
+    return moved, ([] if ev is None else rules.remove_unneeded(tx, [ev]))
+
+
+def _pruned(e, now: int, gone: list[dict]) -> None:
+    """Trace the events interest retention removed (after the commit)."""
+    for ev in gone:
+        e.trace.add(now, "pruned", "retention", what=ev["event_id"], detail="interest")
+    if gone:
+        e.metrics.inc("fanoutsim_lease_events_pruned_total", len(gone))
 
 
 def _lease_trace(e, now, kind: str, lease: dict, detail: str) -> None:
@@ -482,8 +606,16 @@ def _lease_trace(e, now, kind: str, lease: dict, detail: str) -> None:
 
 def _failed_trace(e, now, lease, result, error, kind):
     _lease_trace(e, now, kind, lease, f"attempt {lease['attempt']}: {error}")
+    _ended_trace(e, now, lease, result, error)
+
+
+def _ended_trace(e, now, lease: dict, result: str, error: str) -> None:
+    """The trace of an event's last allowed delivery failed (nothing for another result)."""
     if result == DEAD_LETTERED:
         _dead_lettered(e, now, lease, error)
+    elif result in (MAX_DELIVERIES, DROPPED):
+        _lease_trace(e, now, result, lease, f"{lease['attempt']} deliveries: {error}")
+        e.metrics.inc(f"fanoutsim_lease_{result}_total", consumer=lease["consumer"])
 
 
 def _dead_lettered(e, now, lease: dict, error: str) -> None:
@@ -503,14 +635,20 @@ def nack(
     error: str | None = None,
 ) -> str:
     """A failed attempt, reported: ``retry_scheduled`` (after ``delay`` seconds,
-    0 through ``max_retry_delay``), ``dead_lettered`` (the 10th), or a
-    fail-closed result."""
-    delay_us = seconds_to_us(e.config.check_delay(delay))
+    0 through ``max_retry_delay``; see :func:`~.rules.retry_due`),
+    ``dead_lettered`` (the 10th; or what ``at_max_deliver`` says at the limit),
+    or a fail-closed result. Under ``lease_expiry = "claim"`` (Redis, which has
+    no negative acknowledgement) the lease stays as it is, for a claim once it
+    is idle: ``retry_scheduled``, and the delay is not used."""
+    delay = e.config.check_delay(delay)
     with e.tx() as tx:
-        failed, row, lease, now = _check(tx, now, consumer, event_id, token, incarnation)
+        failed, row, lease, now, _ = _check(tx, e.config, now, consumer, event_id, token, incarnation)
         if failed is None:
-            tx.delete_lease(consumer, event_id)
-            result, moved = _fail(e, tx, now, row, lease, delay_us, error or "nack")
+            result, moved = RETRY, None
+            if e.config.lease_expiry != "claim":
+                tx.delete_lease(consumer, event_id)
+                due = rules.retry_due(e.config, now, delay, lease["attempt"])
+                result, moved = _fail(e, tx, now, row, lease, due, error or "nack", due=False)
             bump(tx, row)
             e.faults.point("nack.before_commit", now, who=consumer, what=event_id)
     if failed is not None:
@@ -521,13 +659,57 @@ def nack(
     return result
 
 
+def in_progress(e, now: int, consumer: str, event_id: str, token: str, incarnation: int) -> str:
+    """Still working (JetStream's ``+WPI``: ``progressUpdate`` sets the pending
+    timestamp to now): the lease runs again from now, for the lease of its
+    delivery; ``extended``, or a fail-closed result as ``nack``'s. Not a
+    delivery: the attempt stays."""
+    with e.tx() as tx:
+        failed, row, lease, now, _ = _check(tx, e.config, now, consumer, event_id, token, incarnation)
+        if failed is None:
+            tx.delete_lease(consumer, event_id)
+            until = rules.lease_until(e.config, now, row["lease_seconds"], lease["attempt"])
+            tx.insert_lease({**lease, "expires_at": until})
+            bump(tx, row)
+    if failed is not None:
+        return _refused(e, now, consumer, event_id, "in_progress", failed)
+    _lease_trace(e, now, "in_progress", lease, f"attempt {lease['attempt']}")
+    e.metrics.inc("fanoutsim_lease_in_progress_total", consumer=consumer)
+    return EXTENDED
+
+
+def term(e, now: int, consumer: str, event_id: str, token: str, incarnation: int, reason: str | None = None) -> str:
+    """Stop redelivering the event, unprocessed (JetStream's ``+TERM``:
+    ``processTermLocked`` "Treat like an ack to suppress redelivery", then
+    the ``MSG_TERMINATED`` advisory): the event is resolved as ``terminated``
+    — the checkpoint passes it, interest retention counts it done — and never
+    reported delivered. ``terminated``, or a fail-closed result as ``ack``'s
+    (a late term is honoured as a late ack is)."""
+    with e.tx() as tx:
+        failed, row, lease, now, how = _check(tx, e.config, now, consumer, event_id, token, incarnation, late=True)
+        if failed is None:
+            moved, gone = _settle(e, tx, row, lease, how, TERMINATED)
+            bump(tx, row)
+    if failed is not None:
+        return _refused(e, now, consumer, event_id, "term", failed)
+    _lease_trace(e, now, TERMINATED, lease, f"attempt {lease['attempt']}: {reason or 'term'}")
+    e.metrics.inc("fanoutsim_lease_terminated_total", consumer=consumer)
+    _moved(e, now, consumer, moved)
+    _pruned(e, now, gone)
+    return TERMINATED
+
+
 # -- recovery and restore -------------------------------------------------------------------
 
 
 def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
     """Expire leases whose time is up (only ``consumer``'s, if given): each is a
     failed attempt — an immediate retry, or the dead letter, which the
-    checkpoint passes as it passes an ack. Returns how many expired."""
+    checkpoint passes as it passes an ack. Returns how many expired. Under
+    ``lease_expiry = "claim"`` (Redis) nothing expires: a pull's claim ends an
+    idle lease (see :func:`consume`)."""
+    if e.config.lease_expiry == "claim":
+        return 0
     done = []
     with e.tx() as tx:
         if consumer is None:
@@ -543,7 +725,7 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
         for lease in expired:
             c = lease["consumer"]
             tx.delete_lease(c, lease["event_id"])
-            done.append((lease, *_fail(e, tx, now, rows[c], lease, 0, "lease expired")))
+            done.append((lease, *_fail(e, tx, now, rows[c], lease, now, "lease expired")))
         for c in sorted({lease["consumer"] for lease in expired}):
             bump(tx, rows[c])
         if done:
@@ -555,6 +737,17 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
         e.metrics.inc("fanoutsim_lease_expired_total", len(done))
         e.faults.point("recover.after_commit", now, who=done[0][0]["consumer"], what=done[0][0]["event_id"])
     return len(done)
+
+
+def next_due(e, now: int, consumer: str | None = None) -> int | None:
+    """The earliest expiry of a lease (µs; None: no lease) — of ``consumer``'s
+    only, if given, and then its earliest retry too: when a loop that waits
+    for the broker's next move should look again."""
+    with e.tx() as tx:
+        times = [lease["expires_at"] for lease in tx.list_leases(consumer)]
+        if consumer is not None:
+            times += [r["not_before"] for r in tx.list_retries(consumer)]
+    return min(times, default=None)
 
 
 def _held(tx, lease: dict) -> bool:
@@ -576,7 +769,7 @@ def new_incarnation(e, tx, now: int) -> tuple[int, list]:
     tx.set_history(h)
     for lease in tx.list_leases():
         tx.delete_lease(lease["consumer"], lease["event_id"])
-        done.append((lease, *_fail(e, tx, now, rows[lease["consumer"]], lease, 0, "restore")))
+        done.append((lease, *_fail(e, tx, now, rows[lease["consumer"]], lease, now, "restore")))
     for row in rows.values():
         bump(tx, row)
     return h["incarnation"], done
@@ -585,8 +778,7 @@ def new_incarnation(e, tx, now: int) -> tuple[int, list]:
 def trace_voided(e, now: int, done: list) -> None:
     for lease, result, moved in done:
         _lease_trace(e, now, "lease_voided", lease, "restore")
-        if result == DEAD_LETTERED:
-            _dead_lettered(e, now, lease, "restore")
+        _ended_trace(e, now, lease, result, "restore")
         _moved(e, now, lease["consumer"], moved)
 
 

@@ -37,6 +37,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from fanoutsim.designs.leases import rules
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.timeutil import seconds_to_us
 
@@ -131,15 +132,30 @@ def fence(tx: LeaseTx) -> int | None:
 
 
 def prune_once(e: Engine, now: int) -> int:
+    """Delete the events older than ``retention``: never past the fence (RiffDB),
+    or whatever the consumers hold (``retention_policy`` ``"interest"`` and
+    ``"limits"``: the stream's age limit, JetStream's ``MaxAge``, Redis's
+    ``XTRIM MINID``) — then every consumer's lease, retry and resolution of them
+    goes too, as nats-server's ``checkPending`` drops pending messages below
+    the stream's first. Under ``"interest"`` also every event no consumer needs
+    (:func:`~.rules.remove_unneeded`: none acked by all is left, whoever
+    acked it last). Returns how many events went."""
+    policy = e.config.retention_policy
     with e.tx() as tx:
         tx.lock_history()  # no consumer starts or seeks (against the horizon) while the fence is read
         now = tx.after_locks(now)
         cutoff = now - seconds_to_us(e.config.retention)
-        held = fence(tx)
+        held = fence(tx) if policy == "fence" else None
         gone = tx.prune_events(cutoff, held)
-        if gone:
+        if policy != "fence":
+            rules.forget(tx, gone)
+        swept = rules.remove_unneeded(tx, tx.table_rows("events")) if policy == "interest" else []
+        if gone or swept:
             e.faults.point("events.mid_prune", now)
+    detail = None if held is None else f"fence {held}"
     for eid in gone:
-        e.trace.add(now, "pruned", "retention", what=eid, detail=None if held is None else f"fence {held}")
-    e.metrics.inc("fanoutsim_lease_events_pruned_total", len(gone))
-    return len(gone)
+        e.trace.add(now, "pruned", "retention", what=eid, detail=detail if policy == "fence" else "max age")
+    for ev in swept:
+        e.trace.add(now, "pruned", "retention", what=ev["event_id"], detail="interest")
+    e.metrics.inc("fanoutsim_lease_events_pruned_total", len(gone) + len(swept))
+    return len(gone) + len(swept)

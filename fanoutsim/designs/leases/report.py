@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fanoutsim.designs.leases.config import CHOICES, LeaseConfig
 from fanoutsim.kernel.frames import json_ready
 from fanoutsim.kernel.report import (
     DELIVERY_COLUMNS,
@@ -168,13 +169,33 @@ def format_leases_report(report: dict[str, Any]) -> str:
 
 def _settings(cfg: dict[str, Any], report: dict[str, Any]) -> str:
     """The run's settings in one line: retention, recovery, the history incarnation, partition order."""
+    policy = cfg.get("retention_policy", "fence")
+    held = "never past a consumer's fence" if policy == "fence" else f"{policy}: no fence"
     return (
         f"retention {secs(cfg.get('retention'), 0)} s (run every {secs(cfg.get('retention_interval'), 0)} s, "
-        f"never past a consumer's fence), recovery every "
+        f"{held}), recovery every "
         f"{short_secs(cfg.get('recovery_interval'))} s, "
         f"history incarnation {report['events'].get('incarnation')}, "
-        f"partition order {cfg.get('partition_order', 'riffdb')}"
+        f"partition order {cfg.get('partition_order', 'riffdb')}" + _rules(cfg)
     )
+
+
+def _rules(cfg: dict[str, Any]) -> str:
+    """The brokers' rules the run used where they are not RiffDB's (nothing under the defaults)."""
+    defaults = LeaseConfig()
+    differ = [
+        f"{k} {cfg[k]}"
+        for k in (*CHOICES, "max_deliver", "backoff")
+        if k not in ("partition_order", "retention_policy")
+        and k in cfg
+        and _plain(cfg[k]) != _plain(getattr(defaults, k))
+    ]
+    return f"; brokers' rules: {', '.join(differ)}" if differ else ""
+
+
+def _plain(value: Any) -> Any:
+    """A config value as report.json holds it (a tuple as a list)."""
+    return list(value) if isinstance(value, (tuple, list)) else value
 
 
 def _totals_table(report: dict[str, Any]) -> list[str]:

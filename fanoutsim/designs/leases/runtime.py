@@ -63,10 +63,11 @@ from fanoutsim.designs.leases.roles import CLIENTS, RECOVERY, RETENTION, ROLES
 from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.driver import Loop
-from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Work, arrivals
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Wait, Work, arrivals
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import Seconds
 
+_TIMER = ("recovery", "deadline")  # the wake of the deadline timer (expiry_timer = "deadline")
 WORKERS_PER_LEASE = 2  # a client polls while it has fewer than this x in_flight_limit workers alive
 DOWN_RETRY = 0.1  # seconds between an operator's tries while the node is down
 
@@ -97,6 +98,7 @@ class LeaseRuntime(LeaseHost):
     def _setup(self) -> None:
         self.clients: dict[str, LeaseClient] = {}
         self._work_rng = self._rng("lease-work")
+        self._cost_rng = self._rng("lease-costs")  # drawn from only with LeaseConfig's measured costs
         self._workloads = 0
         self.backups: list = []  # Backups taken (kept outside the store, as backup files are)
 
@@ -151,10 +153,30 @@ class LeaseRuntime(LeaseHost):
 
     # -- loops ----------------------------------------------------------------
     def _recovery_loop(self, engine: LeaseEngine):
+        if self.config.expiry_timer == "deadline":
+            yield from self._deadline_loop(engine)
+            return
         ticks = Ticks(self.now, self.config.recovery_interval)
         while self._running(engine):
             yield ticks.next(self.now)  # the first pass one interval in: the start recovered
             self._call(engine.recover)
+
+    def _deadline_loop(self, engine: LeaseEngine):
+        """``expiry_timer = "deadline"``: recovery at the earliest lease's expiry
+        (nats-server's pending timer), at most ``recovery_interval`` on; a pull
+        that grants a lease wakes it (the new lease may expire first)."""
+        while self._running(engine):
+            wake = self._arm(_TIMER)
+            first = self._call(engine.next_due)
+            yield Wait(wake, self._until(first, self.config.recovery_interval))
+            self._call(engine.recover)
+
+    def _until(self, due: int | None, most: float) -> float:
+        """Seconds from now until ``due`` (µs), at most ``most`` (``due`` None or past: ``most``)."""
+        if due is None:
+            return most
+        left = (due - self.now_us()) / 1e6
+        return most if left <= 0 else min(left, most)
 
     def _retention_loop(self, engine: LeaseEngine):
         ticks = Ticks(self.now, self.config.retention_interval)
@@ -163,7 +185,9 @@ class LeaseRuntime(LeaseHost):
             yield ticks.next(self.now)
 
     def _start_client(self, engine: LeaseEngine, name: str) -> None:
-        self._spawn(self._client_loop(engine, self.clients[name]), f"client-{name}", key=("client", name))
+        client = self.clients[name]
+        loop = self._pull_loop if client.pull_mode == "wait" else self._client_loop
+        self._spawn(loop(engine, client), f"client-{name}", key=("client", name))
 
     def _client_loop(self, engine: LeaseEngine, client: LeaseClient):
         working = [0]  # this client's workers alive (each counts itself out)
@@ -178,14 +202,54 @@ class LeaseRuntime(LeaseHost):
                     for lease in self._call(engine.consume, client.name, client.batch_limit) or ():
                         working[0] += 1
                         self._spawn(self._worker(engine, client, lease, working), f"worker-{client.name}")
+                    self._granted()
             yield ticks.next(self.now)
 
-    def _worker(self, engine: LeaseEngine, client: LeaseClient, lease: Lease, working: list):
+    def _pull_loop(self, engine: LeaseEngine, client: LeaseClient):
+        """``pull_mode = "wait"``: a broker client's fetch loop (nats.py ``fetch``,
+        ``XREADGROUP ... BLOCK``). It keeps up to its batch limit of workers
+        busy: it pulls for its free slots at once, again as a worker ends, and
+        a pull that finds nothing waits for a publish, or the consumer's next
+        lease expiry or retry, at most ``poll_interval``."""
+        busy = [0]  # this client's workers alive (each counts itself out and wakes the loop)
+        key = ("pull", client.name)
+        while self._running(engine):
+            wake = self._arm(key)
+            with self._proc:  # the row read, the consume and the spawns: one step
+                with self._tx() as tx:
+                    row = tx.get_lease_consumer(client.name)
+                if row is None:  # retired
+                    return
+                free = (client.batch_limit or row["batch_limit"]) - busy[0]
+                if not client.paused and free > 0:
+                    for lease in self._call(engine.consume, client.name, free) or ():
+                        busy[0] += 1
+                        self._spawn(self._worker(engine, client, lease, busy, key), f"worker-{client.name}")
+                    self._granted()
+            due = self._call(engine.next_due, client.name) if free > 0 else None
+            yield Wait(wake, self._until(due, client.poll_interval))
+
+    def _granted(self) -> None:
+        """A pull may have granted a lease: the deadline timer looks again."""
+        if self.config.expiry_timer == "deadline":
+            self._signal(_TIMER)
+
+    def _published(self) -> None:
+        """An event was published: every waiting pull looks again."""
+        for name, client in self.clients.items():
+            if client.pull_mode == "wait":
+                self._signal(("pull", name))
+
+    def _worker(self, engine: LeaseEngine, client: LeaseClient, lease: Lease, working: list, key=None):
         try:
-            rng = self._work_rng
+            rng, cfg = self._work_rng, self.config
+            if cfg.deliver_cost is not None:  # the hand-off: the lease reaches its worker
+                yield Work(cfg.deliver_cost.sample(self._cost_rng))
+                if not self._live(engine):
+                    return
             d = engine.faults.run_duration(client.name, self.now_us(), client.draw(rng))
             if d > 0:
-                yield Work(d)
+                yield from self._work(engine, client, lease, d)
             if not self._live(engine):
                 return  # died (or a stop ran out of time) with the lease in hand
             error = client.failure(lease, rng)
@@ -195,20 +259,49 @@ class LeaseRuntime(LeaseHost):
                 except Exception as exc:  # the effect failed: a failed attempt
                     error = f"{type(exc).__name__}: {exc}"
             if error is not None:
-                self._call(
-                    engine.nack,
-                    client.name,
-                    lease.event_id,
-                    lease.token,
-                    lease.incarnation,
-                    delay=client.nack_delay,
-                    error=error,
-                )
+                yield from self._fail(engine, client, lease, error)
                 return
             # an fn still running when the node died is cut off before its effect
-            self._call(engine.deliver, client.name, lease)
+            if cfg.ack_cost is None:
+                self._call(engine.deliver, client.name, lease)
+                return
+            self._call(engine.deliver, client.name, lease, then_ack=False)
+            yield from self._answer(engine, engine.ack, client.name, lease.event_id, lease.token, lease.incarnation)
         finally:
             working[0] -= 1
+            if key is not None:
+                self._signal(key)
+
+    def _work(self, engine: LeaseEngine, client: LeaseClient, lease: Lease, d: float):
+        """``d`` seconds of a worker's work, telling the broker it is still at it
+        every ``in_progress_every`` seconds, if the client does."""
+        every = client.in_progress_every
+        while every is not None and d > every:
+            yield Work(every)
+            d -= every
+            if not self._live(engine):
+                return
+            self._call(engine.in_progress, client.name, lease.event_id, lease.token, lease.incarnation)
+        yield Work(d)
+
+    def _fail(self, engine: LeaseEngine, client: LeaseClient, lease: Lease, error: str):
+        """A failed attempt, told the broker: a poison event terminated (the
+        client's ``poison_action = "term"``), anything else nacked."""
+        if error == "poison" and client.poison_action == "term":
+            step, kw = engine.term, {"reason": error}
+        else:
+            step, kw = engine.nack, {"delay": client.nack_delay, "error": error}
+        yield from self._answer(engine, step, client.name, lease.event_id, lease.token, lease.incarnation, **kw)
+
+    def _answer(self, engine: LeaseEngine, step, *args, **kwargs):
+        """A worker's answer to the broker (an ack, nack or term), after the
+        ack's measured cost (``LeaseConfig.ack_cost``), if any."""
+        cost = self.config.ack_cost
+        if cost is not None:
+            yield Work(cost.sample(self._cost_rng))
+            if not self._live(engine):
+                return
+        self._call(step, *args, **kwargs)
 
     # -- the API --------------------------------------------------------------
     def register_consumer(
@@ -216,9 +309,9 @@ class LeaseRuntime(LeaseHost):
         name: str,
         *,
         start="beginning",
-        batch_limit: int = 4,
-        in_flight_limit: int = 4,
-        lease_seconds: float = 60.0,
+        batch_limit: int | None = None,
+        in_flight_limit: int | None = None,
+        lease_seconds: float | None = None,
         client: bool = True,
         duration=0.01,
         fail: float = 0.0,
@@ -226,13 +319,22 @@ class LeaseRuntime(LeaseHost):
         nack_delay: float = 1.0,
         poll_interval: float = 0.5,
         fn: Callable[[Lease], Any] | None = None,
+        pull_mode: str = "poll",
+        in_progress_every: float | None = None,
+        poison_action: str = "nack",
     ) -> dict:
-        """Create a durable consumer (limits checked against the seed's ranges) and,
-        unless ``client=False`` (drive it by hand with :meth:`consume`), run its
-        client loop while the node runs. ``fn(lease)``, if given, is the worker's
-        effect, called when its work is done (an exception nacks). ``name``: a
-        consumer name or a :class:`~.identity.ConsumerIdentity` (its key).
-        Returns the consumer row.
+        """Create a durable consumer (limits checked against the seed's ranges, or
+        the brokers' under ``LeaseConfig(limits="open")``; one left out is the
+        config's: ``LeaseConfig.batch_limit``, ... — 4, 4 and 60 s by default)
+        and, unless ``client=False`` (drive it by hand with :meth:`consume`), run
+        its client loop while the node runs. ``fn(lease)``, if given, is the
+        worker's effect, called when its work is done (an exception nacks).
+        ``pull_mode``, ``in_progress_every`` and ``poison_action``: what a
+        broker's client does (:class:`~.host.LeaseClient`). With a
+        ``LeaseConfig.backoff`` list the lease is its first entry, whatever
+        ``lease_seconds`` says (nats-server: BackOff overrides AckWait).
+        ``name``: a consumer name or a :class:`~.identity.ConsumerIdentity`
+        (its key). Returns the consumer row.
 
         Every argument is checked before anything changes. If the consumer
         exists (a restarted process resumes from its checkpoints), it is kept as
@@ -250,11 +352,14 @@ class LeaseRuntime(LeaseHost):
                 poll_interval,
                 fn=fn,
                 max_retry_delay=self.config.max_retry_delay,
+                pull_mode=pull_mode,
+                in_progress_every=in_progress_every,
+                poison_action=poison_action,
             )
             if client
             else None
         )
-        limits = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
+        limits = self._limits(batch_limit, in_flight_limit, lease_seconds)
         with self._lifecycle:
             existing = self._registered(name, limits, spec)  # other settings than it holds: refused
             row = self._api(LeaseEngine.add_consumer, name, start, **limits)
@@ -274,6 +379,14 @@ class LeaseRuntime(LeaseHost):
                 ):
                     self._start_client(engine, name)
         return row
+
+    def _limits(self, batch_limit, in_flight_limit, lease_seconds) -> dict:
+        """A registration's delivery limits as the consumer's row will hold them:
+        the config's for each left out, the lease a BackOff list's first entry."""
+        given = {"batch_limit": batch_limit, "in_flight_limit": in_flight_limit, "lease_seconds": lease_seconds}
+        limits = {**self.config.defaults(), **{k: v for k, v in given.items() if v is not None}}
+        limits["lease_seconds"] = self.config.first_lease(limits["lease_seconds"])
+        return limits
 
     def deploy(self, old: ConsumerIdentity, module_hash: str, *, start="beginning") -> ConsumerIdentity:
         """A changed module is deployed: ``old``'s client code is replaced by the
@@ -307,6 +420,9 @@ class LeaseRuntime(LeaseHost):
                 nack_delay=spec.nack_delay,
                 poll_interval=spec.poll_interval,
                 fn=spec.fn,
+                pull_mode=spec.pull_mode,
+                in_progress_every=spec.in_progress_every,
+                poison_action=spec.poison_action,
                 **limits,
             )
         with self._proc:  # the new consumer exists: only now does the old one stop pulling
@@ -374,5 +490,6 @@ class LeaseRuntime(LeaseHost):
             engine = self.engine
             if engine is not None:  # a down node takes no writes
                 self._call(engine.publish, [(part, kind, {"n": n})])
+                self._published()
 
         return arrivals(lambda: self.now, rate, start, stop, rng, publish)

@@ -18,12 +18,28 @@ A scenario file with ``design = "leases"`` at the top level describes a
     max_retry_delay = 3600.0         # the largest nack delay (at most 3600, RiffDB's bound)
     partition_order = "riffdb"       # "riffdb" (several leases per partition, RiffDB's code)
                                      # or "head_of_line" (one per partition, the seed's reading)
+    # the brokers' rules (fanoutsim.designs.leases.config), each defaulting to RiffDB's:
+    limits = "riffdb"                # or "open": the brokers' ranges of the three limits below
+    batch_limit = 4                  # a consumer's, unless its table gives one
+    in_flight_limit = 4              # (JetStream: MaxAckPending)
+    lease_seconds = 60.0             # (JetStream: AckWait; Redis: XAUTOCLAIM's min-idle-time)
+    max_deliver = 10                 # deliveries an event gets (-1: no limit)
+    max_deliver_rule = "failures"    # or "deliveries" (JetStream's MaxDeliver)
+    at_max_deliver = "dead_letter"   # or "advisory" (JetStream), "drop"
+    backoff = [0.2, 0.4]             # JetStream's BackOff: the lease of each delivery
+    nack_delay_rule = "as_asked"     # or "plus_backoff" (nats-server's nak with a BackOff list)
+    late_ack = "refuse"              # or "honour" (JetStream, Redis)
+    lease_expiry = "recovery"        # or "claim" (Redis XAUTOCLAIM)
+    expiry_timer = "interval"        # or "deadline" (nats-server's pending timer)
+    retention_policy = "fence"       # or "interest" (JetStream), "limits" (age only)
+    deliver_cost = 0.001             # seconds, or a law: a lease's hand-off to its worker
+    ack_cost = 0.001                 # seconds, or a law: an ack's round trip
     [[consumers]]                    # at least one
     name = "indexer"
     start = "beginning"              # "beginning" | "end" | a seq (int; needs join_at > 0)
-    batch_limit = 4                  # 1 through 8 (the seed's range)
-    in_flight_limit = 4              # 1 through 8
-    lease_seconds = 60.0             # 5 through 900
+    batch_limit = 4                  # 1 through 8 (the seed's range; leases.limits = "open": more)
+    in_flight_limit = 4              # 1 through 8 (default: leases.in_flight_limit)
+    lease_seconds = 60.0             # 5 through 900 (default: leases.lease_seconds)
     duration = 0.02                  # seconds >= 0, or {dist = "exponential", mean = 1.2}, ...
     fail = 0.0                       # the chance that an attempt fails (the worker nacks)
     poison_every = 250               # optional: every event whose seq is a multiple of 250
@@ -32,6 +48,9 @@ A scenario file with ``design = "leases"`` at the top level describes a
     poll_interval = 0.5              # seconds between the client's consume calls (> 0)
     join_at = 0.0                    # virtual seconds: when the consumer is created
     retire_at = 450.0                # optional: retired then (deleted: releases its retention fence)
+    pull_mode = "poll"               # or "wait": a broker client's fetch loop
+    in_progress_every = 2.0          # optional: a worker's InProgress, every so many seconds
+    poison_action = "nack"           # or "term": a poison event is terminated (no redelivery)
     [[workload]]                     # publishers at Poisson times, one event per commit
     rate = 2.0                       # events per virtual second
     partitions = 4                   # a count (p0, p1, ...) or a list of names (default 4)
@@ -99,6 +118,7 @@ from dataclasses import dataclass
 
 from fanoutsim.designs.leases.config import (
     BATCH_RANGE,
+    CHOICES,
     DEFAULT_LIMITS,
     IN_FLIGHT_RANGE,
     LEASE_FAULT_KINDS,
@@ -106,8 +126,10 @@ from fanoutsim.designs.leases.config import (
     LeaseConfig,
     check_limits,
     check_nack_delay,
+    ranges,
 )
 from fanoutsim.designs.leases.faults import CRASH_POINTS
+from fanoutsim.designs.leases.host import POISON_ACTIONS, PULL_MODES
 from fanoutsim.kernel.dist import Dist
 from fanoutsim.kernel.scenario import (
     Array,
@@ -128,15 +150,14 @@ from fanoutsim.kernel.validate import (
     Distribution,
     Fraction,
     IntAtLeast,
-    IntRange,
     Invalid,
     Name,
     OneOf,
     Position,
     Rate,
     Seconds,
-    SecondsRange,
     Validator,
+    is_number,
     is_whole,
     kind,
     show,
@@ -168,6 +189,28 @@ _OTHER_FAULTS = {
     "backfill": "outbox design: leases consumers pull, no listener waits for a pool connection",
 }
 _SEED = "the seed's range"
+_OPEN = "more under leases.limits = 'open'"
+
+
+@dataclass(frozen=True)
+class Limit(Validator):
+    """A consumer's delivery limit: a whole number (``seconds``: a number of
+    seconds); its range depends on ``[leases] limits`` and is checked by the
+    consumer's rules, so that the error says the range that applies."""
+
+    seconds: bool = False
+
+    @property
+    def allowed(self) -> str:
+        return "a number of seconds > 0" if self.seconds else "an integer >= 1"
+
+    def check(self, value):
+        if not (is_number(value) if self.seconds else is_whole(value)):
+            raise self.refuse(value)
+        return float(value) if self.seconds else int(value)
+
+    def json_schema(self):
+        return {"type": "number", "exclusiveMinimum": 0} if self.seconds else {"type": "integer", "minimum": 1}
 
 
 # -- the tables, declared: what a parsed leases scenario holds ------------------------
@@ -178,19 +221,21 @@ class LeaseConsumerDef:
     name: str = key(Name(), doc="the consumer's name (unique)")
     start: str | int = key(Position(), "beginning", doc='"beginning" | "end" | a seq (int; needs join_at > 0)')
     batch_limit: int = key(
-        IntRange(*BATCH_RANGE, note=_SEED),
+        Limit(),
         DEFAULT_LIMITS["batch_limit"],
-        doc=f"{BATCH_RANGE[0]} through {BATCH_RANGE[1]} ({_SEED})",
+        doc=f"{BATCH_RANGE[0]} through {BATCH_RANGE[1]} ({_SEED}; {_OPEN}); default: leases.batch_limit (4)",
     )
     in_flight_limit: int = key(
-        IntRange(*IN_FLIGHT_RANGE, note=_SEED),
+        Limit(),
         DEFAULT_LIMITS["in_flight_limit"],
-        doc=f"{IN_FLIGHT_RANGE[0]} through {IN_FLIGHT_RANGE[1]} ({_SEED})",
+        doc=f"{IN_FLIGHT_RANGE[0]} through {IN_FLIGHT_RANGE[1]} ({_SEED}; {_OPEN}); "
+        "default: leases.in_flight_limit (4)",
     )
     lease_seconds: float = key(
-        SecondsRange(*LEASE_RANGE, note=_SEED),
+        Limit(seconds=True),
         DEFAULT_LIMITS["lease_seconds"],
-        doc=f"{LEASE_RANGE[0]:g} through {LEASE_RANGE[1]:g} seconds ({_SEED})",
+        doc=f"{LEASE_RANGE[0]:g} through {LEASE_RANGE[1]:g} seconds ({_SEED}; {_OPEN}); "
+        "default: leases.lease_seconds (60)",
     )
     duration: Dist = key(
         Distribution(),
@@ -211,6 +256,18 @@ class LeaseConsumerDef:
     join_at: float = key(Seconds(), 0.0, before_until=True, doc="virtual seconds: when the consumer is created")
     retire_at: float | None = key(
         Seconds(), None, after="join_at", before_until=True, doc="optional: retired then (releases its retention fence)"
+    )
+    pull_mode: str = key(
+        OneOf(PULL_MODES),
+        "poll",
+        doc='"poll": a pull every poll_interval; "wait": a broker client\'s fetch loop (pulls as workers '
+        "end, waits up to poll_interval)",
+    )
+    in_progress_every: float | None = key(
+        Seconds(strict=True), None, doc="optional: seconds between a worker's InProgress calls (extends its lease)"
+    )
+    poison_action: str = key(
+        OneOf(POISON_ACTIONS), "nack", doc='a poison event is nacked ("nack") or terminated ("term": no redelivery)'
     )
 
     def poison(self):
@@ -233,6 +290,9 @@ class LeaseConsumerDef:
             "poison": self.poison(),
             "nack_delay": self.nack_delay,
             "poll_interval": self.poll_interval,
+            "pull_mode": self.pull_mode,
+            "in_progress_every": self.in_progress_every,
+            "poison_action": self.poison_action,
         }
 
 
@@ -244,9 +304,26 @@ def _consumer_rules(item: Item) -> None:
             check_nack_delay(item.raw["nack_delay"], config.max_retry_delay)
         except ValueError as exc:
             item.fail("nack_delay", str(exc).removeprefix("nack_delay "))
+    _limits_rules(item, config)
+
+
+def _limits_rules(item: Item, config: LeaseConfig) -> None:
+    """A consumer's delivery limits: the config's for one left out, each given
+    one checked against the config's ``limits`` (RiffDB's ranges, or the brokers')."""
+    for k, default in config.defaults().items():
+        if k not in item.raw:
+            item.values[k] = default
+    note = f" ({_SEED})" if config.limits == "riffdb" else " (leases.limits = 'open')"
+    for k, (low, high) in ranges(config.limits).items():
+        v = item.values.get(k)
+        if k in item.raw and v is not None and not low <= v <= high:
+            what = (
+                f"{low:g} through {high:g} seconds" if k == "lease_seconds" else f"an integer from {low} through {high}"
+            )
+            item.fail(k, f"must be {what}, got {item.raw[k]!r}{note}")
     if not item.failed:
         try:  # what the engine checks, should it check more than the declaration does
-            check_limits(*(item.values[k] for k in DEFAULT_LIMITS))
+            check_limits(*(item.values[k] for k in DEFAULT_LIMITS), limits=config.limits)
         except ValueError as exc:
             item.fail("", str(exc))
 
@@ -395,12 +472,36 @@ FAULTS = FaultRules(
     points_label="the leases design's points",
 )
 
+
+def _ranges_schema(limits: str) -> dict:
+    """The delivery limits' ranges under ``limits``, as JSON Schema properties."""
+    out = {}
+    for k, (low, high) in ranges(limits).items():
+        out[k] = {"minimum": low, "maximum": high}
+    return out
+
+
+# a consumer's limits (and [leases]' defaults of them) are in RiffDB's ranges unless [leases] limits = "open"
+_OPEN_LIMITS = {"properties": {"leases": {"properties": {"limits": {"const": "open"}}, "required": ["limits"]}}}
+LIMITS_RULE = {
+    "if": {**_OPEN_LIMITS, "required": ["leases"]},
+    **{
+        branch: {
+            "properties": {
+                "leases": {"properties": _ranges_schema(limits)},
+                "consumers": {"items": {"properties": _ranges_schema(limits)}},
+            }
+        }
+        for branch, limits in (("then", "open"), ("else", "riffdb"))
+    },
+}
+
 SCHEMA = Schema(
     design="leases",
     doc=__doc__,
     title="leased durable consumers with ack/nack, dead letters and retention fences (RiffDB)",
     parts=(
-        Settings("leases", LeaseConfig, doc="any fanoutsim.designs.leases.LeaseConfig field"),
+        Settings("leases", LeaseConfig, doc="any fanoutsim.designs.leases.LeaseConfig field", choices=CHOICES),
         Array(
             "consumers",
             LeaseConsumerDef,
@@ -414,6 +515,7 @@ SCHEMA = Schema(
         Actions("actions", LeaseAction, doc="optional: administrative steps at a virtual time"),
         Faults(FAULTS),
     ),
+    rules=(LIMITS_RULE,),
 )
 """The leases design's scenario files, declared once."""
 

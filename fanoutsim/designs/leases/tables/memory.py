@@ -220,6 +220,14 @@ class LeaseMemoryTx(LeaseTx, _Host):
             out.sort()
         return [events[q].copy() for q in out]
 
+    def delete_event(self, seq: int) -> bool:
+        s = self._d()
+        if seq not in s.events:
+            return False
+        row = _drop_event(s, seq)
+        self.undo.append(partial(_restore_event, s, row))
+        return True
+
     def event_bounds(self) -> tuple[int | None, int | None]:
         seqs = self._d().event_seqs
         return (seqs[0], seqs[-1]) if seqs else (None, None)

@@ -226,6 +226,11 @@ class LeaseTx(Protocol):
         partition's first required event.)"""
 
     @abstractmethod
+    def delete_event(self, seq: int) -> bool:
+        """Delete the event at ``seq`` (interest retention: no consumer needs
+        it); whether there was one."""
+
+    @abstractmethod
     def event_bounds(self) -> tuple[int | None, int | None]:
         """``(lowest, highest)`` retained seq, or ``(None, None)``."""
 

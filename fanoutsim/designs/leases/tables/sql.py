@@ -137,6 +137,9 @@ class LeaseDuckDBTx(LeaseTx, _Host):
     def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[port.EventRow]:
         return self._all(_EVENTS, sql.EVENT_WINDOW, [consumer, after, partition, partition, check_limit(limit)])
 
+    def delete_event(self, seq: int) -> bool:
+        return self._run(sql.DELETE_EVENT, [seq]).fetchone() is not None
+
     def event_bounds(self) -> tuple[int | None, int | None]:
         bounds: tuple[int | None, int | None] = tuple(_one_row(self._run(sql.EVENT_BOUNDS).fetchone()))
         return bounds

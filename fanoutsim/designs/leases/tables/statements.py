@@ -161,6 +161,7 @@ SELECT {EVENT_COLS} FROM (
 WHERE rn <= ?
 ORDER BY seq"""
 EVENT_BOUNDS = "SELECT min(seq), max(seq) FROM events"
+DELETE_EVENT = "DELETE FROM events WHERE seq = ? RETURNING seq"
 PRUNE_EVENTS = f"""
 DELETE FROM events WHERE seq IN (
     SELECT seq FROM events
