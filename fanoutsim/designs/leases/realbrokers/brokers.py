@@ -14,7 +14,8 @@ a consumer          a durable pull consumer, explicit  a consumer group (its mem
                     ack, ``AckWait`` = the lease,      the consumer processes); the lease
                     ``MaxAckPending``, ``MaxDeliver``,  is the idle time a claim asks for
                     ``BackOff``
-the stream          ``InterestPolicy``: a message is   entries stay until trimmed
+the stream          ``LimitsPolicy`` (the default), or entries stay until trimmed
+                    ``InterestPolicy``: a message is
                     removed once every consumer acked
 the ack floor       ``consumer_info().ack_floor``       what the pending list implies: the
                                                        message before the oldest pending
@@ -55,7 +56,7 @@ class Admin(Protocol):
     version: str
     endpoint: str
 
-    def create(self, stream: str, consumers: list[ConsumerSpec]) -> None: ...
+    def create(self, stream: str, consumers: list[ConsumerSpec], retention: str = "limits") -> None: ...
     def publish(self, stream: str, n: int, poison: bool = False) -> float: ...
     def floor(self, stream: str, consumer: str) -> int: ...
     def unacked(self, stream: str, consumer: str) -> int: ...
@@ -99,13 +100,16 @@ class JetStreamAdmin:
         self.nc = await nats.connect(self.endpoint, allow_reconnect=False)
         self.js = self.nc.jetstream()
 
-    def create(self, stream: str, consumers: list[ConsumerSpec]) -> None:
-        self._call(self._create(stream, consumers))
+    def create(self, stream: str, consumers: list[ConsumerSpec], retention: str = "limits") -> None:
+        """A stream (``retention``: ``"limits"``, the server's default, or ``"interest"``:
+        a message is removed once every consumer acked it) and its durable consumers."""
+        self._call(self._create(stream, consumers, retention))
 
-    async def _create(self, stream: str, consumers: list[ConsumerSpec]) -> None:
+    async def _create(self, stream: str, consumers: list[ConsumerSpec], retention: str) -> None:
         from nats.js import api
 
-        await self.js.add_stream(name=stream, subjects=[f"{stream}.m"], retention=api.RetentionPolicy.INTEREST)
+        policy = {"limits": api.RetentionPolicy.LIMITS, "interest": api.RetentionPolicy.INTEREST}[retention]
+        await self.js.add_stream(name=stream, subjects=[f"{stream}.m"], retention=policy)
         self._seq[stream] = {}
         for c in consumers:
             heard: list[tuple[int, int, float]] = []
@@ -195,7 +199,13 @@ class RedisAdmin:
         self.r = redis.Redis(unix_socket_path=endpoint)
         self._n: dict[str, dict[bytes, int]] = {}  # stream -> entry id -> n
 
-    def create(self, stream: str, consumers: list[ConsumerSpec]) -> None:
+    def create(self, stream: str, consumers: list[ConsumerSpec], retention: str = "limits") -> None:
+        """A stream and a consumer group per consumer (entries stay until trimmed: a Redis
+        stream has no ``retention`` but limits)."""
+        if retention != "limits":
+            raise ValueError(
+                f"a Redis stream keeps its entries until trimmed: retention must be 'limits', got {retention!r}"
+            )
         self._n[stream] = {}
         for c in consumers:
             self.r.xgroup_create(stream, c.name, id="0", mkstream=True)

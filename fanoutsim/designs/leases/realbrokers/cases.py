@@ -51,11 +51,12 @@ class Run:
 
     def __init__(self, admin: Admin, case: Any, consumers: list[ConsumerSpec]) -> None:
         self.admin, self.case = admin, case
+        jet = admin.broker == "nats-jetstream"
         self.t0 = time.time()
         self.stream = f"fs{case.name}{next(_streams)}{random.Random().randrange(16**6):06x}"
         self.consumers = consumers
         self.specs = {c.name: c for c in consumers}
-        admin.create(self.stream, consumers)
+        admin.create(self.stream, consumers, getattr(case, "retention", "limits") if jet else "limits")
         self.procs: list[ClientProcess] = []
         self.record = BrokerRun(admin.broker, admin.version, case.name, asdict(case))
 
@@ -200,9 +201,12 @@ class KillCase:
     def consumers(self) -> list[str]:
         return [f"c{k}" for k in range(1, self.trials + 1)]
 
+    def work(self) -> dict:
+        return {"law": "exponential", "mean": self.mean_work}
+
     def real(self, admin: Admin) -> BrokerRun:
         run = Run(admin, self, [ConsumerSpec(c, self.lease, self.batch) for c in self.consumers()])
-        work = {"law": "exponential", "mean": self.mean_work}
+        work = self.work()
 
         def body(run: Run) -> None:
             batch = {"slots": self.batch, "batch": self.batch, "work": work}
@@ -231,6 +235,7 @@ class PoisonCase:
     the limit one more message, to see the floor pass the poison message."""
 
     name: str = "poison"
+    retention: str = "interest"  # JetStream: the stream keeps a message until every consumer acked it
     messages: int = 4
     poison: int = 2
     max_deliver: int = 4
@@ -268,6 +273,7 @@ class FloorCase:
 
     name: str = "floor"
     messages: int = 8
+    retention: str = "limits"  # JetStream's stream ("interest": acked messages removed at once)
     seed: int = 0
 
     def order(self) -> list[int]:
@@ -315,12 +321,15 @@ class PoissonCase:
     def names(self) -> list[str]:
         return [f"c{k}" for k in range(1, self.consumers + 1)]
 
+    def work(self) -> dict:
+        return {"law": "exponential", "mean": self.mean_work}
+
     def real(self, admin: Admin) -> BrokerRun:
         run = Run(admin, self, [ConsumerSpec(c, self.lease, self.in_flight) for c in self.names()])
         jet = admin.broker == "nats-jetstream"
         # JetStream bounds what is in flight on the server; a Redis client bounds it itself
         slots = 2 * self.in_flight if jet else self.in_flight
-        work = {"law": "exponential", "mean": self.mean_work}
+        work = self.work()
 
         def body(run: Run) -> None:
             procs = run.start([run.job([c], "worker", slots=slots, work=work) for c in self.names()])
@@ -337,4 +346,55 @@ class PoissonCase:
         return running(run, body)
 
 
-CASES = {c.name: c for c in (LeaseCase(), KillCase(), PoisonCase(), FloorCase(), PoissonCase())}
+@dataclass(frozen=True)
+class CostCase:
+    """The costs the presets draw (:mod:`.costs`): ``messages`` published one at a time
+    to one idle consumer, each after the one before was acked and a gap drawn from
+    [``gap_low``, ``gap_high``] s has passed (so that the consumer waits in its pull):
+    publish -> delivered, and the ack's round trip."""
+
+    name: str = "costs"
+    messages: int = 200
+    gap_low: float = 0.01
+    gap_high: float = 0.03
+    seed: int = 0
+
+    def real(self, admin: Admin) -> BrokerRun:
+        run = Run(admin, self, [ConsumerSpec("c", 30.0, 1)])
+        rng = random.Random(f"fanoutsim:realbrokers:costs:{self.seed}")
+
+        def body(run: Run) -> None:
+            (proc,) = run.start([run.job(["c"], "worker", slots=1, work={"law": "fixed", "seconds": 0.0})])
+            proc.go()
+            time.sleep(0.2)  # its first pull waiting
+            for n in range(1, self.messages + 1):
+                run.publish(n)
+                proc.wait_for(lambda events, n=n: any(e[0] == "acked" and e[2] == n for e in events), f"the ack of {n}")
+                time.sleep(rng.uniform(self.gap_low, self.gap_high))
+            run.settle()
+
+        return running(run, body)
+
+    @staticmethod
+    def costs(run: BrokerRun) -> dict[str, list[float]]:
+        """Per message: publish -> delivered, and the ack's round trip (seconds)."""
+        at = run.published_at()
+        first = {e[3]: e[5] for e in reversed(run.of("delivered")) if e[4] == 1}
+        return {
+            "publish_to_delivered_s": [first[n] - at[n] for n in sorted(first)],
+            "ack_round_trip_s": [e[6] - e[5] for e in run.of("acked")],
+        }
+
+
+CASES = {
+    c.name: c
+    for c in (
+        CostCase(),
+        FloorCase(),
+        FloorCase(name="floor_interest", retention="interest"),
+        PoisonCase(),
+        KillCase(),
+        LeaseCase(),
+        PoissonCase(),
+    )
+}

@@ -87,6 +87,21 @@ class BrokerRun:
                 out += [got[d] - got[d - 1] for d in sorted(got) if d > 1 and d - 1 in got]
         return np.asarray(out, dtype=float)
 
+    def handler_lateness(self, work: dict, seed: int) -> np.ndarray:
+        """Per handled delivery: delivered -> its effect, less the handler time it drew
+        (:func:`.client_process.work_seconds`, the same draw): what the consumer
+        process's event loop added to the handler — its wake-up after the sleep, its
+        turn among the other tasks (seconds, at least 0)."""
+        from fanoutsim.designs.leases.realbrokers.client_process import work_seconds
+
+        got = {(e[1], e[2], e[3], e[4]): e[5] for e in self.of("delivered")}
+        out = []
+        for e in self.of("effect"):
+            start = got.get((e[1], e[2], e[3], e[4]))
+            if start is not None:
+                out.append(max(0.0, e[5] - start - work_seconds(work, seed, e[1], e[3], e[4])))
+        return np.asarray(out, dtype=float)
+
     def most_in_flight(self, consumer: str) -> int:
         """The most of the consumer's messages delivered and not yet acked (or failed) at once."""
         changes = [(e[5], 1) for e in self.of("delivered", consumer=consumer)]
