@@ -190,7 +190,7 @@ class KillCase:
     apart, so that their redeliveries do not all come at one instant."""
 
     name: str = "kill"
-    trials: int = 10
+    trials: int = 8
     batch: int = 8
     acked: int = 3
     lease: float = 1.0
@@ -307,7 +307,7 @@ class PoissonCase:
 
     name: str = "poisson"
     rate: float = 10.0
-    messages: int = 200
+    messages: int = 160
     consumers: int = 2
     in_flight: int = 2
     mean_work: float = 0.15

@@ -50,7 +50,7 @@ from fanoutsim.kernel.stats import percentiles
 CLIENTS = {"nats-jetstream": "nats-py", "redis-streams": "redis"}
 METHOD = (
     "one consumer process per broker waiting in its pull (nats-py fetch(1, timeout=1); redis-py "
-    "XREADGROUP COUNT 1 BLOCK 1000), {messages} messages published one at a time from another process, "
+    "XREADGROUP COUNT 1 BLOCK 1000), {messages} messages published one at a time by the measuring process, "
     "each once the one before was acked and a uniform 10-30 ms gap had passed; a throwaway "
     "nats-server -js (store in a temporary folder, 127.0.0.1) and a throwaway redis-server (Unix "
     "socket, no persistence, hz 100), one broker after the other. publish_to_delivered_s: the "

@@ -35,7 +35,7 @@ from fanoutsim.designs.leases.realbrokers.record import BrokerRun
 from fanoutsim.kernel.dist import Dist
 
 # the model's runs beside each real one: seeds (the real run's publish times, the model's draws)
-MODEL_SEEDS = {"lease": 5, "kill": 60, "poisson": 4}
+MODEL_SEEDS = {"lease": 4, "kill": 40, "poisson": 3}
 
 
 def run_broker(server: Any, cases: dict[str, Any] | None = None) -> dict[str, BrokerRun]:

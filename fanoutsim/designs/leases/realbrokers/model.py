@@ -104,15 +104,15 @@ def consumer_settings(case: Any, broker: str) -> dict:
     raise TypeError(f"no model of case {type(case).__name__}")
 
 
-def case_config(case: Any, broker: str, measured: Measured | None) -> LeaseConfig:
-    """The preset as the case sets the broker: its delivery limit and BackOff (poison)."""
+def case_config(case: Any, broker: str, measured: Measured | None, **rules: Any) -> LeaseConfig:
+    """The preset as the case sets the broker: its stream's retention, its delivery limit
+    and BackOff (poison); ``rules`` over them."""
     retention = getattr(case, "retention", "limits") if broker == "nats-jetstream" else "limits"
     if isinstance(case, PoisonCase):
         backoff = case.backoff if broker == "nats-jetstream" else ()
-        return config(
-            broker, measured, retention, max_deliver=case.max_deliver, backoff=backoff, at_max_deliver=_at_limit(broker)
-        )
-    return config(broker, measured, retention)
+        limit = {"max_deliver": case.max_deliver, "backoff": backoff, "at_max_deliver": _at_limit(broker)}
+        return config(broker, measured, retention, **{**limit, **rules})
+    return config(broker, measured, retention, **rules)
 
 
 def _at_limit(broker: str) -> str:
@@ -188,18 +188,21 @@ def model_run(
     real: BrokerRun | None = None,
     lateness: Dist | None = None,
     until: float = 600.0,
+    **rules: Any,
 ) -> ModelRun:
     """The model's run of ``case`` on ``broker``'s preset. Messages are published at
     ``real``'s times (None: the case's own — a burst at time 0, or its Poisson times),
     one commit each; then it runs ``until`` seconds more (its loops wait for what is due).
     ``lateness``: what the consumer process's event loop adds to each handler (a law of
-    seconds, :meth:`~.record.BrokerRun.handler_lateness`), drawn on top of its time."""
+    seconds, :meth:`~.record.BrokerRun.handler_lateness`), drawn on top of its time.
+    ``rules``: :class:`~fanoutsim.designs.leases.config.LeaseConfig` fields set over the
+    preset's (``late_ack="refuse"``: RiffDB's rule, say)."""
     from fanoutsim.designs.leases.simulation import LeaseSimulation
 
     plan = None
     if isinstance(case, KillCase):
         plan = FaultPlan([CrashAtPoint("worker.after_effect_before_ack", nth=case.acked + 1, downtime=0.0)])
-    sim = LeaseSimulation(case_config(case, broker, measured), seed=seed, faults=plan)
+    sim = LeaseSimulation(case_config(case, broker, measured, **rules), seed=seed, faults=plan)
     names = case.names() if isinstance(case, PoissonCase) else ["c"]
     for name in names:
         settings = consumer_settings(case, broker)
