@@ -11,16 +11,15 @@ import json
 import math
 import random
 import re
-import tomllib
 from datetime import timedelta
 from importlib.metadata import version
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from presettools import generated_scenario
 from rqtools import need_libraries
 
 from fanoutsim.designs.outbox import OutboxConfig
@@ -29,7 +28,6 @@ from fanoutsim.designs.outbox.realqueues import Case, PoissonLoad, RealRun, ks_2
 from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.faults import FaultPlan, Notifications
 from fanoutsim.kernel.dist import EMPIRICAL_MAX_SAMPLES, Dist, parse_dist
-from fanoutsim.scenario import json_schema, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET_SCENARIOS = ROOT / "fanoutsim" / "examples" / "presets"
@@ -306,15 +304,10 @@ def test_the_pgqueuer_preset_is_what_pgqueuer_1_6_does():
 # -- the preset scenario files ------------------------------------------------------
 @pytest.mark.parametrize("name", PRESETS)
 def test_a_preset_scenario_file_is_the_generated_one_and_sets_the_preset(name):
-    path = PRESET_SCENARIOS / f"outbox-{name}.toml"
-    assert path.read_text(encoding="utf-8") == scenario_toml(name), (
-        f"{path} is out of date: run python -m fanoutsim.designs.outbox.presets {PRESET_SCENARIOS.relative_to(ROOT)}"
-    )
-    sc = load_scenario(path)
+    sc = generated_scenario(PRESET_SCENARIOS / f"outbox-{name}.toml", scenario_toml(name), "outbox")
     assert sc.config == OutboxConfig.preset(name)
     (spec,) = sc.faults.of(Notifications)
     assert spec.delay == preset(name).hint_delay()
-    jsonschema.Draft7Validator(json_schema("outbox")).validate(tomllib.loads(path.read_text(encoding="utf-8")))
     sim = sc.run(until=60.0)
     assert len(_latencies(sim)) > 200 and np.median(_latencies(sim)) < 0.01  # hints on: milliseconds
 

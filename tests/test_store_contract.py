@@ -1367,6 +1367,20 @@ def test_lease_prune_is_by_age_and_never_past_the_fence_commit(db):
     assert [r["seq"] for r in db.rows("events")] == [5]
 
 
+def test_lease_delete_event_takes_one_event_from_the_middle_and_rolls_back(db):
+    add_events(db, lease_event(1), lease_event(2, 2, 0, "b"), lease_event(3, 3, 0, "a"))
+    with db.transaction() as tx:
+        assert tx.delete_event(2) and not tx.delete_event(2) and not tx.delete_event(9)
+        assert tx.get_event("2:0") is None and tx.get_event_at(2) is None
+        assert tx.event_bounds() == (1, 3)  # a hole, not a horizon
+        assert [r["seq"] for r in tx.event_window("x", 0, 5)] == [1, 3]
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            assert tx.delete_event(1)
+            raise Crash("ack.before_commit")
+    assert [r["seq"] for r in db.rows("events")] == [1, 3]
+
+
 def test_lease_consumers_upsert_list_by_name_and_delete(db):
     row = {
         "consumer": "indexer",

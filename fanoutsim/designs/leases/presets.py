@@ -83,11 +83,12 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fanoutsim.designs.leases.config import OPEN_IN_FLIGHT_RANGE
 from fanoutsim.kernel.dist import Dist
+from fanoutsim.kernel.presetkit import preset_named, scenario_head, toml_value, write_scenarios
 
 BROKER_COSTS_FILE = Path(__file__).with_name("broker_costs.json")
 # what writes BROKER_COSTS_FILE (the comparison harness's measuring command)
@@ -148,6 +149,11 @@ class Preset:
         return dict(self.client)
 
 
+def _preset(name: str, *, broker: str, version: str, options: dict, client: dict, sources: dict) -> Preset:
+    """A :class:`Preset` from its tables (each a dict, in the order the scenario file lists them)."""
+    return Preset(name, broker, version, tuple(options.items()), tuple(client.items()), tuple(sources.items()))
+
+
 _MEASURED = (
     f"measured: broker_costs.json, brokers.{{broker}}.publish_to_delivered_s ({MEASURE_COMMAND})",
     f"measured: broker_costs.json, brokers.{{broker}}.ack_round_trip_s ({MEASURE_COMMAND})",
@@ -155,90 +161,86 @@ _MEASURED = (
 _CONSUMER_GO = "nats-server server/consumer.go"
 
 PRESETS = {
-    "nats-jetstream-2.15": Preset(
+    "nats-jetstream-2.15": _preset(
         "nats-jetstream-2.15",
-        "nats-jetstream",
-        "2.15",
-        options=(
-            ("limits", "open"),
-            ("batch_limit", 1),
-            ("in_flight_limit", 1000),
-            ("lease_seconds", 30.0),
-            ("max_deliver", -1),
-            ("max_deliver_rule", "deliveries"),
-            ("at_max_deliver", "advisory"),
-            ("nack_delay_rule", "plus_backoff"),
-            ("late_ack", "honour"),
-            ("lease_expiry", "recovery"),
-            ("expiry_timer", "deadline"),
-            ("retention_policy", "limits"),
-            ("max_retry_delay", 7 * 86400.0),
-        ),
-        client=(("batch_limit", 1), ("pull_mode", "wait"), ("poll_interval", 5.0)),
-        sources=(
-            ("limits", f"{_CONSUMER_GO}: AckWait is any duration and MaxAckPending up to the account's limits"),
-            ("batch_limit", "nats.py nats/js/client.py: PullSubscription.fetch(batch=1, timeout=5)"),
-            ("in_flight_limit", f"{_CONSUMER_GO}: JsDefaultMaxAckPending = 1000"),
-            ("lease_seconds", f"{_CONSUMER_GO}: JsAckWaitDefault = 30 * time.Second"),
-            ("max_deliver", f"{_CONSUMER_GO}: setConsumerConfigDefaults sets MaxDeliver = -1, no limit"),
-            (
-                "max_deliver_rule",
+        broker="nats-jetstream",
+        version="2.15",
+        options={
+            "limits": "open",
+            "batch_limit": 1,
+            "in_flight_limit": 1000,
+            "lease_seconds": 30.0,
+            "max_deliver": -1,
+            "max_deliver_rule": "deliveries",
+            "at_max_deliver": "advisory",
+            "nack_delay_rule": "plus_backoff",
+            "late_ack": "honour",
+            "lease_expiry": "recovery",
+            "expiry_timer": "deadline",
+            "retention_policy": "limits",
+            "max_retry_delay": 7 * 86400.0,
+        },
+        client={"batch_limit": 1, "pull_mode": "wait", "poll_interval": 5.0},
+        sources={
+            "limits": f"{_CONSUMER_GO}: AckWait is any duration and MaxAckPending up to the account's limits",
+            "batch_limit": "nats.py nats/js/client.py: PullSubscription.fetch(batch=1, timeout=5)",
+            "in_flight_limit": f"{_CONSUMER_GO}: JsDefaultMaxAckPending = 1000",
+            "lease_seconds": f"{_CONSUMER_GO}: JsAckWaitDefault = 30 * time.Second",
+            "max_deliver": f"{_CONSUMER_GO}: setConsumerConfigDefaults sets MaxDeliver = -1, no limit",
+            "max_deliver_rule": (
                 f"{_CONSUMER_GO}: checkPending -> hasMaxDeliveries at the last delivery's deadline; "
-                "getNextMsg skips a redelivery with dc > o.maxdc",
+                "getNextMsg skips a redelivery with dc > o.maxdc"
             ),
-            (
-                "at_max_deliver",
+            "at_max_deliver": (
                 f"{_CONSUMER_GO}: notifyDeliveryExceeded sends the MAX_DELIVERIES advisory; "
-                "moveAckFloor passes the message, needAck keeps it in the stream (rdc)",
+                "moveAckFloor passes the message, needAck keeps it in the stream (rdc)"
             ),
-            (
-                "nack_delay_rule",
+            "nack_delay_rule": (
                 f"{_CONSUMER_GO}: processNak sets p.Timestamp = now - AckWait + delay; "
-                "checkPending's deadline is the delivery's BackOff entry",
+                "checkPending's deadline is the delivery's BackOff entry"
             ),
-            ("late_ack", f"{_CONSUMER_GO}: processAckMsgLocked acks o.pending[sseq], whichever delivery acks"),
-            ("lease_expiry", f"{_CONSUMER_GO}: checkPending redelivers every pending message past its deadline"),
-            ("expiry_timer", f"{_CONSUMER_GO}: checkPending ends with o.resetPtmr(next): the next deadline"),
-            ("retention_policy", "nats.py nats/js/api.py: StreamConfig.retention unset: the server's LimitsPolicy"),
-            ("max_retry_delay", "nats.py nats/aio/msg.py: Msg.nak(delay) takes any delay (the model's cap: a week)"),
-            ("pull_mode", "nats.py nats/js/client.py: fetch waits up to its timeout for messages (5 s)"),
-            ("deliver_cost", _MEASURED[0].format(broker="nats-jetstream")),
-            ("ack_cost", _MEASURED[1].format(broker="nats-jetstream")),
-        ),
+            "late_ack": f"{_CONSUMER_GO}: processAckMsgLocked acks o.pending[sseq], whichever delivery acks",
+            "lease_expiry": f"{_CONSUMER_GO}: checkPending redelivers every pending message past its deadline",
+            "expiry_timer": f"{_CONSUMER_GO}: checkPending ends with o.resetPtmr(next): the next deadline",
+            "retention_policy": "nats.py nats/js/api.py: StreamConfig.retention unset: the server's LimitsPolicy",
+            "max_retry_delay": "nats.py nats/aio/msg.py: Msg.nak(delay) takes any delay (the model's cap: a week)",
+            "pull_mode": "nats.py nats/js/client.py: fetch waits up to its timeout for messages (5 s)",
+            "deliver_cost": _MEASURED[0].format(broker="nats-jetstream"),
+            "ack_cost": _MEASURED[1].format(broker="nats-jetstream"),
+        },
     ),
-    "redis-streams-6.2": Preset(
+    "redis-streams-6.2": _preset(
         "redis-streams-6.2",
-        "redis-streams",
-        "6.2",
-        options=(
-            ("limits", "open"),
-            ("batch_limit", 100),
-            ("in_flight_limit", OPEN_IN_FLIGHT_RANGE[1]),
-            ("lease_seconds", 60.0),
-            ("max_deliver", -1),
-            ("max_deliver_rule", "deliveries"),
-            ("late_ack", "honour"),
-            ("lease_expiry", "claim"),
-            ("retention_policy", "limits"),
-        ),
-        client=(("batch_limit", 100), ("pull_mode", "wait"), ("poll_interval", 5.0)),
-        sources=(
-            ("limits", "redis src/t_stream.c: min-idle-time is any number of ms; a group's PEL has no bound"),
-            ("batch_limit", "redis src/t_stream.c: xautoclaimCommand's long count = 100 (XREADGROUP: all, no COUNT)"),
-            ("in_flight_limit", "redis src/t_stream.c: no bound on the PEL (the model's cap, 100,000)"),
-            ("lease_seconds", "redis: XAUTOCLAIM's min-idle-time is the caller's argument (the model's 60 s)"),
-            ("max_deliver", "redis src/t_stream.c: delivery_count is counted, never limited"),
-            ("max_deliver_rule", "redis src/t_stream.c: delivery_count counts deliveries (XREADGROUP sets 1)"),
-            ("late_ack", "redis src/t_stream.c: xackCommand removes the group's PEL entry, whoever holds it"),
-            (
-                "lease_expiry",
-                "redis src/t_stream.c: xautoclaimCommand claims entries idle >= min-idle-time, nack->delivery_count++",
+        broker="redis-streams",
+        version="6.2",
+        options={
+            "limits": "open",
+            "batch_limit": 100,
+            "in_flight_limit": 100_000,  # config.OPEN_IN_FLIGHT_RANGE's top (config imports this module)
+            "lease_seconds": 60.0,
+            "max_deliver": -1,
+            "max_deliver_rule": "deliveries",
+            "late_ack": "honour",
+            "lease_expiry": "claim",
+            "retention_policy": "limits",
+        },
+        client={"batch_limit": 100, "pull_mode": "wait", "poll_interval": 5.0},
+        sources={
+            "limits": "redis src/t_stream.c: min-idle-time is any number of ms; a group's PEL has no bound",
+            "batch_limit": "redis src/t_stream.c: xautoclaimCommand's long count = 100 (XREADGROUP: all, no COUNT)",
+            "in_flight_limit": "redis src/t_stream.c: no bound on the PEL (the model's cap, 100,000)",
+            "lease_seconds": "redis: XAUTOCLAIM's min-idle-time is the caller's argument (the model's 60 s)",
+            "max_deliver": "redis src/t_stream.c: delivery_count is counted, never limited",
+            "max_deliver_rule": "redis src/t_stream.c: delivery_count counts deliveries (XREADGROUP sets 1)",
+            "late_ack": "redis src/t_stream.c: xackCommand removes the group's PEL entry, whoever holds it",
+            "lease_expiry": (
+                "redis src/t_stream.c: xautoclaimCommand claims entries idle >= min-idle-time, nack->delivery_count++"
             ),
-            ("retention_policy", "redis src/t_stream.c: XTRIM MINID deletes entries whatever the PEL holds"),
-            ("pull_mode", "redis: XREADGROUP ... BLOCK waits for new entries"),
-            ("deliver_cost", _MEASURED[0].format(broker="redis-streams")),
-            ("ack_cost", _MEASURED[1].format(broker="redis-streams")),
-        ),
+            "retention_policy": "redis src/t_stream.c: XTRIM MINID deletes entries whatever the PEL holds",
+            "pull_mode": "redis: XREADGROUP ... BLOCK waits for new entries",
+            "deliver_cost": _MEASURED[0].format(broker="redis-streams"),
+            "ack_cost": _MEASURED[1].format(broker="redis-streams"),
+        },
     ),
 }
 
@@ -247,28 +249,11 @@ _DESCRIPTION = (
     "A {broker} {version} consumer at the broker's rules and defaults as the leases model: handlers "
     "from a lognormal law whose median is 0.8 x the 1 s lease, 5 events/s."
 )
-_SCENARIO = """\
-# leases-{name}: the leases model with {broker} {version}'s rules and defaults.
-#
-# Written by python -m fanoutsim.designs.leases.presets (from presets.py and
-# broker_costs.json): edit those, not this file. What each value is:
-{sources}
-#   ({measured})
-# The issue's comparison: one consumer with a 1 s lease whose handlers take a
-# lognormal time with a median of 0.8 s (a third of them overrun the lease), 50
-# at once, 5 events/s on one partition. Overrun handlers' work is delivered twice;
-# how often again depends on the late-ack rule.
-#
-#   fanoutsim run fanoutsim/examples/presets/leases-{name}.toml
-design = "leases"
-name = "leases-{name}"
-description = "{description}"
-
-[run]
-seed = 0
-until = 300.0
-store = "memory"
-
+_STORY = """The issue's comparison: one consumer with a 1 s lease whose handlers take a
+lognormal time with a median of 0.8 s (a third of them overrun the lease), 50
+at once, 5 events/s on one partition. Overrun handlers' work is delivered twice;
+how often again depends on the late-ack rule."""
+_TABLES = """
 [leases]
 {leases}
 
@@ -286,26 +271,9 @@ stop = 240.0
 """
 
 
-def toml_value(value) -> str:
-    """A value of the preset as TOML."""
-    if isinstance(value, Dist):
-        if value.law == "empirical":
-            return '{ dist = "empirical", samples = [' + ", ".join(repr(x) for x in value.samples) + "] }"
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.as_table().items()) + " }"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, tuple):
-        return "[" + ", ".join(map(toml_value, value)) + "]"
-    return repr(value)
-
-
 def scenario_toml(name: str) -> str:
     """The text of the preset's scenario file (``fanoutsim/examples/presets/leases-<name>.toml``)."""
     p = preset(name)
-    width = max(len(k) for k, _ in p.sources)
-    sources = "\n".join(f"#   {k:<{width}}  {why}" for k, why in p.sources)
     data = broker_costs()["brokers"].get(p.broker)
     measured = (
         f"costs not measured yet: {MEASURE_COMMAND} writes them"
@@ -313,37 +281,30 @@ def scenario_toml(name: str) -> str:
         else f"costs measured {broker_costs().get('measured', '?')}, {data.get('messages', '?')} messages; "
         'see broker_costs.json\'s "method"'
     )
+    head = scenario_head(
+        **{
+            "design": "leases",
+            "name": p.name,
+            "title": f"{p.broker} {p.version}'s rules and defaults",
+            "costs_file": "broker_costs.json",
+            "sources": p.sources,
+            "measured": measured,
+            "story": _STORY,
+            "description": _DESCRIPTION.format(broker=p.broker, version=p.version),
+            "until": 300.0,
+        }
+    )
     client = {k: v for k, v in p.client if k != "batch_limit"}
-    return _SCENARIO.format(
-        name=p.name,
-        broker=p.broker,
-        version=p.version,
-        description=_DESCRIPTION.format(broker=p.broker, version=p.version),
-        sources=sources,
-        measured=measured,
+    return head + _TABLES.format(
         leases="\n".join(f"{k} = {toml_value(v)}" for k, v in p.config_values().items()),
         client="\n".join(f"{k} = {toml_value(v)}" for k, v in client.items()),
     )
 
 
-def preset(name: str) -> Preset:
-    """The preset called ``name`` (a key of :data:`PRESETS`)."""
-    if name not in PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {name!r}")
-    return PRESETS[name]
-
-
-def main(argv: list[str]) -> int:
-    """``python -m fanoutsim.designs.leases.presets DIR``: write every preset's scenario file into DIR."""
-    if len(argv) != 2 or not Path(argv[1]).is_dir():
-        print("usage: python -m fanoutsim.designs.leases.presets DIR  (an existing folder)", file=sys.stderr)
-        return 2
-    for name in PRESETS:
-        path = Path(argv[1]) / f"leases-{name}.toml"
-        path.write_text(scenario_toml(name), encoding="utf-8")
-        print(f"wrote {path}")
-    return 0
-
+# preset(name): the preset called ``name`` (a key of PRESETS), or a ValueError naming them
+preset: Callable[[str], Preset] = functools.partial(preset_named, PRESETS)
+# ``python -m fanoutsim.designs.leases.presets DIR``: write every preset's scenario file into DIR
+main = functools.partial(write_scenarios, design="leases", names=PRESETS, text=scenario_toml)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

@@ -126,6 +126,7 @@ from pathlib import Path
 
 from fanoutsim.designs.faults import Notifications
 from fanoutsim.kernel.dist import Dist
+from fanoutsim.kernel.presetkit import preset_named, scenario_head, toml_value, write_scenarios
 
 HINT_COST_FILE = Path(__file__).with_name("hint_cost.json")
 
@@ -300,27 +301,10 @@ _DESCRIPTION = (
     "One {library} {version} worker at its defaults as the outbox model: "
     "5 jobs/s, measured hint and read costs, 10% of hints dropped."
 )
-_SCENARIO = """\
-# outbox-{name}: the outbox model with {library} {version}'s defaults and worker loop.
-#
-# Written by python -m fanoutsim.designs.outbox.presets (from presets.py and
-# hint_cost.json): edit those, not this file. What each number is:
-{sources}
-#   (measured on a real PostgreSQL {measured}, {jobs} jobs; see hint_cost.json's "method")
-# One worker whose jobs take no time, 5 jobs/s, 10% of the hints dropped: a dropped
-# hint's job waits for the next hint (the worker reads everything new on any
-# wake-up), or for the poll.
-#
-#   fanoutsim run fanoutsim/examples/presets/outbox-{name}.toml
-design = "outbox"
-name = "outbox-{name}"
-description = "{description}"
-
-[run]
-seed = 0
-until = 600.0
-store = "memory"
-
+_STORY = """One worker whose jobs take no time, 5 jobs/s, 10% of the hints dropped: a dropped
+hint's job waits for the next hint (the worker reads everything new on any
+wake-up), or for the poll."""
+_TABLES = """
 [outbox]
 {outbox}
 
@@ -339,62 +323,34 @@ delay = {delay}
 """
 
 
-def _toml(value) -> str:
-    """A value of the preset as TOML."""
-    if isinstance(value, Dist):
-        if value.law == "empirical":
-            return '{ dist = "empirical", samples = [' + ", ".join(repr(x) for x in value.samples) + "] }"
-        return (
-            "{ "
-            + ", ".join(
-                f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in value.as_table().items()
-            )
-            + " }"
-        )
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    return repr(value)
-
-
 def scenario_toml(name: str) -> str:
     """The text of the preset's scenario file (``fanoutsim/examples/presets/outbox-<name>.toml``)."""
     p = preset(name)
     data = hint_cost()
-    width = max(len(k) for k, _ in p.sources)
-    sources = "\n".join(f"#   {k:<{width}}  {why}" for k, why in p.sources)
-    outbox = "\n".join(f"{k} = {_toml(v)}" for k, v in p.config_values().items())
-    return _SCENARIO.format(
+    jobs = data["libraries"][p.library]["jobs"]
+    head = scenario_head(
+        design="outbox",
         name=p.name,
-        library=p.library,
-        version=p.version,
+        title=f"{p.library} {p.version}'s defaults and worker loop",
+        costs_file="hint_cost.json",
+        sources=p.sources,
+        measured=f'measured on a real PostgreSQL {data["measured"]}, {jobs} jobs; see hint_cost.json\'s "method"',
+        story=_STORY,
         description=_DESCRIPTION.format(library=p.library, version=p.version),
-        sources=sources,
-        outbox=outbox,
-        measured=data["measured"],
-        jobs=data["libraries"][p.library]["jobs"],
-        delay=_toml(p.hint_delay()),
+        until=600.0,
     )
+    outbox = "\n".join(f"{k} = {toml_value(v)}" for k, v in p.config_values().items())
+    return head + _TABLES.format(outbox=outbox, delay=toml_value(p.hint_delay()))
 
 
 def preset(name: str) -> Preset:
     """The preset called ``name`` (a key of :data:`PRESETS`)."""
-    if name not in PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {name!r}")
-    return PRESETS[name]
+    return preset_named(PRESETS, name)
 
 
 def main(argv: list[str]) -> int:
     """``python -m fanoutsim.designs.outbox.presets DIR``: write every preset's scenario file into DIR."""
-    if len(argv) != 2 or not Path(argv[1]).is_dir():
-        print("usage: python -m fanoutsim.designs.outbox.presets DIR  (an existing folder)", file=sys.stderr)
-        return 2
-    for name in PRESETS:
-        path = Path(argv[1]) / f"outbox-{name}.toml"
-        path.write_text(scenario_toml(name), encoding="utf-8")
-        print(f"wrote {path}")
-    return 0
+    return write_scenarios(argv, "outbox", PRESETS, scenario_toml)
 
 
 if __name__ == "__main__":
