@@ -151,7 +151,7 @@ def test_the_killed_consumers_were_killed_where_they_froze(runs):
     for broker in BROKERS:
         run = runs[(broker, "kill")]
         held = {e[1]: e[5] for e in run.of("held")}
-        assert sorted(held) == sorted(CASES["kill"].consumers())
+        assert sorted(held) == sorted(CASES["kill"].names())
         for consumer, _, at in run.killed:
             assert at >= held[consumer]  # SIGKILL came after the freeze, never before the effect
             assert not [e for e in run.of("acked", consumer=consumer, process="victim") if e[5] > held[consumer]]

@@ -4,6 +4,7 @@ two-sample KS statistic."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -21,6 +22,8 @@ from fanoutsim.kernel.stats import (
     poisson_cdf,
     poisson_interval,
     rates_agree,
+    sample_line,
+    samples_json,
 )
 
 
@@ -150,3 +153,15 @@ def test_percentiles_interpolate():
     assert percentiles(range(101)) == {50: 50.0, 90: 90.0, 99: 99.0}
     with pytest.raises(ValueError, match="empty"):
         percentiles([])
+
+
+def test_a_measurement_file_keeps_each_list_of_numbers_on_one_line():
+    data = {"when": "now", "samples_s": [0.001, 2.5e-06, 3.0], "nested": {"n": [1, 2]}}
+    text = samples_json(data)
+    assert json.loads(text) == data
+    assert '"samples_s": [0.001, 2.5e-06, 3.0]' in text and '"n": [1, 2]' in text and text.endswith("}\n")
+
+
+def test_a_summary_line_gives_the_count_and_the_percentiles_in_ms():
+    line = sample_line("lib 1.0", "cost_s", [0.001] * 10, width=8)
+    assert line == "lib 1.0  cost_s   n=  10  p50   1.000 ms  p90   1.000 ms  p99   1.000 ms"

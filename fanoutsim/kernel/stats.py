@@ -26,7 +26,9 @@ thousands, with nothing beyond the standard library and NumPy.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -46,6 +48,21 @@ def percentiles(x: Iterable[float], qs: Sequence[int] = (50, 90, 99)) -> dict[in
     if a.size == 0:
         raise ValueError("percentiles of an empty sample")
     return {q: float(np.percentile(a, q)) for q in qs}
+
+
+def sample_line(who: str, key: str, samples: Sequence[float], width: int = 18) -> str:
+    """One line of a measurement's summary: how many ``samples`` (seconds) of ``key``,
+    and their p50 / p90 / p99 in milliseconds."""
+    p = percentiles(np.asarray(samples, dtype=float) * 1000)
+    return f"{who}  {key:<{width}} n={len(samples):>4}  p50 {p[50]:7.3f} ms  p90 {p[90]:7.3f} ms  p99 {p[99]:7.3f} ms"
+
+
+_NUMBERS = re.compile(r"\[\s*([-0-9.e+,\s]+?)\s*\]")  # a list of numbers, over many lines
+
+
+def samples_json(data: object) -> str:
+    """A measurement file's text: JSON indented by one, each list of numbers on one line."""
+    return _NUMBERS.sub(lambda m: "[" + " ".join(m.group(1).split()) + "]", json.dumps(data, indent=1)) + "\n"
 
 
 def ks_critical(n: int, m: int, alpha: float = 0.05) -> float:

@@ -133,6 +133,16 @@ class Run:
         stop_all(self.procs, kill=True)
 
 
+def numbered(count: int) -> list[str]:
+    """The names of ``count`` consumers: c1, c2, ..."""
+    return [f"c{k}" for k in range(1, count + 1)]
+
+
+def exponential(mean: float) -> dict:
+    """A client job's handler times, exponential of ``mean`` seconds."""
+    return {"law": "exponential", "mean": mean}
+
+
 def _handling(p: ClientProcess) -> bool:
     """Whether the process has a delivery it has not answered (acked, failed or held)."""
     return len(p.of("delivered")) > len(p.of("acked", "failed", "held"))
@@ -198,20 +208,20 @@ class KillCase:
     stagger: float = 0.1
     seed: int = 0
 
-    def consumers(self) -> list[str]:
-        return [f"c{k}" for k in range(1, self.trials + 1)]
+    def names(self) -> list[str]:
+        return numbered(self.trials)
 
     def work(self) -> dict:
-        return {"law": "exponential", "mean": self.mean_work}
+        return exponential(self.mean_work)
 
     def real(self, admin: Admin) -> BrokerRun:
-        run = Run(admin, self, [ConsumerSpec(c, self.lease, self.batch) for c in self.consumers()])
+        run = Run(admin, self, [ConsumerSpec(c, self.lease, self.batch) for c in self.names()])
         work = self.work()
 
         def body(run: Run) -> None:
             batch = {"slots": self.batch, "batch": self.batch, "work": work}
-            victims = run.start([run.job([c], "victim", hold_after=self.acked + 1, **batch) for c in self.consumers()])
-            (rescuer,) = run.start([run.job(self.consumers(), "rescuer", **batch)])
+            victims = run.start([run.job([c], "victim", hold_after=self.acked + 1, **batch) for c in self.names()])
+            (rescuer,) = run.start([run.job(self.names(), "rescuer", **batch)])
             for n in range(1, self.batch + 1):
                 run.publish(n)
             for v in victims:
@@ -319,10 +329,10 @@ class PoissonCase:
         return list(itertools.accumulate(rng.expovariate(self.rate) for _ in range(self.messages)))
 
     def names(self) -> list[str]:
-        return [f"c{k}" for k in range(1, self.consumers + 1)]
+        return numbered(self.consumers)
 
     def work(self) -> dict:
-        return {"law": "exponential", "mean": self.mean_work}
+        return exponential(self.mean_work)
 
     def real(self, admin: Admin) -> BrokerRun:
         run = Run(admin, self, [ConsumerSpec(c, self.lease, self.in_flight) for c in self.names()])

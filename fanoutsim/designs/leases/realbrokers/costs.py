@@ -31,21 +31,17 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
-import re
 import sys
 from importlib.metadata import version
-
-import numpy as np
 
 from fanoutsim.designs.leases.presets import BROKER_COSTS_FILE
 from fanoutsim.designs.leases.realbrokers.brokers import admin
 from fanoutsim.designs.leases.realbrokers.cases import CostCase
 from fanoutsim.designs.leases.realbrokers.record import BrokerRun
 from fanoutsim.designs.leases.realbrokers.servers import BROKERS, server
-from fanoutsim.kernel.stats import percentiles
+from fanoutsim.kernel.stats import sample_line, samples_json
 
 CLIENTS = {"nats-jetstream": "nats-py", "redis-streams": "redis"}
 METHOD = (
@@ -58,10 +54,6 @@ METHOD = (
     "returned the message; ack_round_trip_s: the consumer's ack sent -> answered (ack_sync; XACK). "
     "time.time() on one machine; seconds, rounded to 1 us."
 )
-
-
-def _rounded(x) -> list[float]:
-    return [round(float(v), 6) for v in x]
 
 
 def run_costs(broker: str, messages: int = 200, seed: int = 0) -> BrokerRun:
@@ -81,7 +73,7 @@ def entry(run: BrokerRun) -> dict:
         "version": run.version,
         "client": f"{CLIENTS[run.broker]} {version(CLIENTS[run.broker])}",
         "messages": len(run.published),
-        **{key: _rounded(values) for key, values in costs.items()},
+        **{key: [round(float(v), 6) for v in values] for key, values in costs.items()},  # to the microsecond
     }
 
 
@@ -106,18 +98,13 @@ def summary(data: dict) -> str:
     lines = [f"measured {data['measured']} on {data['machine']['cpus']} cpus"]
     for broker, d in data["brokers"].items():
         for key in ("publish_to_delivered_s", "ack_round_trip_s"):
-            p = percentiles(np.asarray(d[key]) * 1000)
-            lines.append(
-                f"{broker} {d['version']:>7}  {key:<22} n={len(d[key]):>4}  p50 {p[50]:7.3f} ms  "
-                f"p90 {p[90]:7.3f} ms  p99 {p[99]:7.3f} ms"
-            )
+            lines.append(sample_line(f"{broker} {d['version']:>7}", key, d[key], width=22))
     return "\n".join(lines)
 
 
 def dumps(data: dict) -> str:
     """The data file's text: indented, each list of samples on one line."""
-    numbers = re.compile(r"\[\s*([-0-9.e+,\s]+?)\s*\]")  # a list of numbers, over many lines
-    return numbers.sub(lambda m: "[" + " ".join(m.group(1).split()) + "]", json.dumps(data, indent=1)) + "\n"
+    return samples_json(data)
 
 
 def main(argv: list[str] | None = None) -> int:
