@@ -11,13 +11,14 @@ import random
 import statistics
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rbtools import unavailable
 
 from fanoutsim.designs.leases.presets import Measured
-from fanoutsim.designs.leases.realbrokers import compare, costs, harness, model
+from fanoutsim.designs.leases.realbrokers import compare, costs, harness, model, results
 from fanoutsim.designs.leases.realbrokers.cases import CASES, CostCase, FloorCase, KillCase, PoisonCase, Run
 from fanoutsim.designs.leases.realbrokers.client_process import work_seconds
 from fanoutsim.designs.leases.realbrokers.record import BrokerRun
@@ -287,3 +288,53 @@ def harness_spec(name: str, lease: float, max_deliver: int):
     from fanoutsim.designs.leases.realbrokers.brokers import ConsumerSpec
 
     return ConsumerSpec(name, lease, 16, max_deliver)
+
+
+# -- lesson 14's results ------------------------------------------------------------------------------
+def test_an_advisorys_stamp_is_the_servers_clock():
+    from fanoutsim.designs.leases.realbrokers.brokers import server_time
+
+    assert server_time("2026-12-06T11:36:41.25124231Z") == pytest.approx(1796557001.2512423, abs=1e-6)
+    assert server_time("2026-12-06T11:36:41Z") == pytest.approx(1796557001.0)
+
+
+def test_the_model_chooses_the_smallest_ackwait_under_the_target():
+    rates = results.duplicate_rates((1.0, 2.0, 3.0), rules=("honour",), messages=120, measured=COSTS)
+    assert list(rates["ack_wait"]) == [1.0, 2.0, 3.0]
+    assert rates["per_message"].is_monotonic_decreasing and rates["per_message"].iloc[0] > 0.2
+    assert results.choose_ack_wait(rates, target=0.25) == 2.0
+    with pytest.raises(ValueError, match="no AckWait of \\[1.0, 2.0, 3.0\\] keeps duplicates at or under 0"):
+        results.choose_ack_wait(rates, target=0.0)
+
+
+def test_the_results_file_holds_what_the_lesson_reads():
+    data = results.load()
+    assert data["command"] == results.COMMAND and set(data["versions"]) == set(results.BROKERS)
+    points = results.real_points(data)
+    assert list(points["ack_wait"]) == [1.0, data["ack_wait"]["chosen"]]
+    assert (points["low"] <= points["per_message"]).all() and (points["per_message"] <= points["high"]).all()
+    assert data["ack_wait"]["confirmed"]["agrees"]
+    for broker in results.BROKERS:
+        kill = data["kill"][broker]
+        assert kill["kills"] == len(kill["freeze_to_redelivery_s"]) and kill["lost"] == 0
+        rows = [compare.Check(**row) for row in data["tables"][broker]]
+        assert {(c.case, c.key) for c in rows} == {(case, key) for case, keys in compare.KEYS.items() for key in keys}
+
+
+def test_what_a_kill_costs_reads_real_and_model_alike():
+    data = results.load()
+    costs_of_kills = results.kill_costs(data, seeds=3, measured={b: COSTS for b in results.BROKERS})
+    assert list(costs_of_kills["side"]) == ["real", "model"] * 2
+    model_rows = costs_of_kills[costs_of_kills["side"] == "model"]
+    assert list(model_rows["waited_p50_s"]) == pytest.approx([1.0, 1.0]) and (model_rows["lost"] == 0).all()
+
+
+def test_the_ackwait_figure_draws_the_curves_the_points_and_the_target():
+    rates = results.duplicate_rates((1.0, 2.0), messages=60, measured=COSTS)
+    real = pd.DataFrame(
+        [{"ack_wait": 1.0, "messages": 60, "duplicates": 20, "per_message": 1 / 3, "low": 0.2, "high": 0.5}]
+    )
+    fig = results.ack_wait_figure(rates, real, target=0.5)
+    ax = fig.axes[0]
+    assert len(ax.lines) >= 4 and ax.get_yscale() == "log"
+    assert "the model's choice" in " ".join(t.get_text() for t in ax.get_legend().get_texts())

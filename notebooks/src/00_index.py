@@ -23,11 +23,12 @@
 # |---|---|---|
 # | **Cloacina** | a workflow engine. A *reactor* publishes firings (a price quote, say) to a `reactor_firings` table; workflows subscribe to a reactor by name, with an optional CEL filter; a poll loop reads each subscription's firings past its timestamp watermark and inserts workflow executions. | lessons 0-7 and 13: the poll wait and the latency budget, duplicates from crashes and the idempotency recipe, the TTL prune, CEL filters and their errors, the holes of a timestamp watermark, the poll interval's trade-off, the same engine on the wall clock and on PostgreSQL |
 # | **Subspace** | a product whose every change of durable state appends an outbox row in the same transaction; one dispatcher, woken by a `NOTIFY` hint or a periodic safety poll, fans the rows out to consumers (search, mail, live pages), each with its own cursor. | lessons 8, 9, 13 and 14: lost hints and the safety poll, timeouts, retry budgets and parking, slow and late consumers, derived state under at-least-once, the reserved LISTEN connection, late commits; the job queues procrastinate and pgqueuer as outboxes, Kafka's offsets as cursors, CDC relays |
-# | **RiffDB** | a database with durable consumers: events appended in commits to partitions, consumed by leases (a token, an incarnation, an expiry), resolved only by an exact ack; nack, dead letters, seek, retire, restore. | lessons 10, 11 and 14: lease length against work time, the cost of a long lease, two readings of partition order, poison events, in-flight limits, the retention fence, restore and backup, consumer identity; SQS's visibility timeout as a lease |
+# | **RiffDB** | a database with durable consumers: events appended in commits to partitions, consumed by leases (a token, an incarnation, an expiry), resolved only by an exact ack; nack, dead letters, seek, retire, restore. | lessons 10, 11 and 14: lease length against work time, the cost of a long lease, two readings of partition order, poison events, in-flight limits, the retention fence, restore and backup, consumer identity; SQS's visibility timeout as a lease; JetStream's AckWait and Redis's claims as leases, against real servers |
 #
 # [Lesson 12](12_three_designs.ipynb) runs one workload through all three;
 # [lesson 14](14_systems_you_run.ipynb) finds them in systems you may run: procrastinate and
-# pgqueuer, Kafka consumer groups, SQS, a CDC relay such as Debezium.
+# pgqueuer, Kafka consumer groups, SQS, a CDC relay such as Debezium, NATS JetStream and Redis
+# Streams.
 #
 # ## The lessons
 #
@@ -47,7 +48,7 @@
 # | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 4 s |
 # | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 4 s |
 # | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 24 s |
-# | [14_systems_you_run](14_systems_you_run.ipynb) | The outbox in procrastinate and pgqueuer: what a lost `NOTIFY` costs, the lost wake-up and its fix; Kafka offsets, SQS visibility timeouts and CDC relays in the kit's terms. | about 19 s |
+# | [14_systems_you_run](14_systems_you_run.ipynb) | The outbox in procrastinate and pgqueuer: what a lost `NOTIFY` costs, the lost wake-up and its fix; Kafka offsets, SQS visibility timeouts and CDC relays in the kit's terms; JetStream's AckWait for a duplicate target and a killed consumer on JetStream and Redis, against real servers. | about 24 s |
 #
 # The times are for Run All — the cells' run, the kernel already up — measured on a shared
 # two-core machine; when its other work loads it, a lesson can take two or three times as long.

@@ -21,6 +21,7 @@ the ack floor       ``consumer_info().ack_floor``       what the pending list im
                                                        message before the oldest pending
                                                        one (or the last delivered)
 at the limit        the ``MAX_DELIVERIES`` advisory    the client's dead-letter stream
+                    (its time: the server's stamp)     (its time: the entry id's)
 ==================  ================================  ====================================
 
 :class:`JetStreamAdmin` is nats-py's asyncio client on a loop thread of its own,
@@ -30,6 +31,7 @@ so that the harness calls it as it calls Redis's: plain functions.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import threading
 import time
@@ -70,6 +72,16 @@ class Admin(Protocol):
 def dead_letters(stream: str, consumer: str) -> str:
     """The Redis stream a consumer group's clients move their dead letters to."""
     return f"{stream}:{consumer}:dead"
+
+
+def server_time(stamp: str | None) -> float:
+    """An advisory's RFC 3339 timestamp (nanoseconds, ``Z``) as ``time.time()`` seconds: the
+    server's clock when it sent it (None: now, as heard)."""
+    if not stamp:
+        return time.time()
+    whole, _, frac = stamp.rstrip("Z").partition(".")
+    at = datetime.datetime.fromisoformat(whole).replace(tzinfo=datetime.UTC).timestamp()
+    return at + float(f"0.{frac or 0}")
 
 
 def payload(n: int, poison: bool) -> dict:
@@ -131,7 +143,8 @@ class JetStreamAdmin:
     def _advisory(self, stream: str, heard: list):
         async def on(msg) -> None:
             body = json.loads(msg.data)
-            heard.append((self._seq[stream].get(body["stream_seq"], 0), int(body["deliveries"]), time.time()))
+            n = self._seq[stream].get(body["stream_seq"], 0)
+            heard.append((n, int(body["deliveries"]), server_time(body.get("timestamp"))))
 
         return on
 
