@@ -338,3 +338,14 @@ def test_the_ackwait_figure_draws_the_curves_the_points_and_the_target():
     ax = fig.axes[0]
     assert len(ax.lines) >= 4 and ax.get_yscale() == "log"
     assert "the model's choice" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_a_server_started_before_its_block_is_started_once_and_stopped_at_its_end():
+    from fanoutsim.designs.leases.realbrokers.servers import RedisServer
+
+    s = RedisServer()
+    s.start()
+    first = s.process
+    with s as same:
+        assert same is s and s.process is first and first.poll() is None
+    assert first.poll() is not None and not s.folder.exists()

@@ -16,7 +16,7 @@
 # **What you need first:** [8 · Outbox](08_outbox.ipynb) (hints, the safety poll, cursors) and
 # [10 · Leased consumers](10_leases.ipynb) (lease length against work time).
 #
-# **Run All:** about 24 s on two cores.
+# **Run All:** about 29 s on two cores.
 #
 # **The libraries, as the model's presets.** procrastinate and pgqueuer are PostgreSQL job
 # queues: a job is a row, its `INSERT` sends a `NOTIFY`, and a worker wakes on the
@@ -244,10 +244,11 @@ rates = rb.duplicate_rates(seeds=2)  # the model, live: 2 x 240 messages at each
 chosen = rb.choose_ack_wait(rates)
 real = rb.real_points(measured)
 per_100 = rates.assign(per_100=100 * rates["per_message"])
-lesson.table(per_100.pivot(index="ack_wait", columns="late_ack", values="per_100")
-             .rename(columns={"honour": "model, late ack honoured", "refuse": "model, refused"})
-             .join(real.set_index("ack_wait")["per_message"].mul(100).rename("real nats-server")),
-             digits=1, highlight=["model, late ack honoured"])
+table = (per_100.pivot(index="ack_wait", columns="late_ack", values="per_100")
+         .rename(columns={"honour": "model, late ack honoured", "refuse": "model, refused"})
+         .join(real.set_index("ack_wait")["per_message"].mul(100).rename("real nats-server")))
+table.index = [f"{w:g} s" for w in table.index]
+lesson.table(table.rename_axis("AckWait"), digits=1, highlight=["model, late ack honoured"])
 
 # %%
 fig = rb.ack_wait_figure(rates, real)
@@ -256,7 +257,8 @@ fig
 # %% [markdown]
 # **Read.** At a 1 s `AckWait` a third of the handlers overrun it and come back: about 33
 # duplicates per 100 messages on the real server, as the model predicts when it honours the
-# late ack; refusing it (RiffDB's rule) would make about half again as many, because every
+# late ack (the table's "duplicates per 100" at each AckWait); refusing it (RiffDB's rule)
+# would make about half again as many, because every
 # overrun handler's ack is then wasted and its message waits for a further delivery. The
 # duplicates follow the tail of the handler time beyond `AckWait`: the model chooses the
 # smallest `AckWait` whose duplicates stay under 5 per 100, and the real server, run at that
@@ -265,7 +267,7 @@ fig
 # %%
 confirmed = measured["ack_wait"]["confirmed"]
 lesson.table(pd.DataFrame([{
-    "target per 100": 100 * rb.TARGET, "model's choice (s)": chosen,
+    "target per 100": f"{100 * rb.TARGET:g}", "model's choice (s)": chosen,
     "the file's run at (s)": confirmed["ack_wait"],
     "real duplicates": f"{confirmed['duplicates']} of {confirmed['messages']}",
     "model": confirmed["model"], "test": confirmed["test"], "agrees": confirmed["agrees"],

@@ -133,6 +133,7 @@ class RedisStreams:
     def __init__(self, job: dict, consumer: str) -> None:
         self.job = job
         self.key, self.group, self.name = job["stream"], consumer, job["name"]
+        self.look_at = 0.0  # time.time() from which a claim may find something (the pending list said)
 
     async def open(self) -> None:
         import redis.asyncio as aioredis
@@ -142,13 +143,24 @@ class RedisStreams:
 
     async def pull(self, count: int) -> list[tuple]:
         """Claim what is due, then read new entries: blocking (up to ``wait``, or until the
-        next entry comes due for a claim) only when the claim found nothing."""
-        out, due = await self._claim(count) if self.job.get("claim") else ([], None)
+        next entry comes due for a claim) only when the claim found nothing. The claim and
+        the pending list are read only once something may be due (or ``wait`` has passed:
+        another member of the group may have taken entries since), so that a busy consumer's
+        pull is one read, as it is when nothing is pending."""
+        out, due = [], None
+        if self.job.get("claim"):
+            if time.time() >= self.look_at:
+                out, due = await self._claim(count)
+                self.look_at = time.time() + min(self.job["wait"], self.job["wait"] if due is None else due)
+            else:
+                due = self.look_at - time.time()
         if len(out) < count:
             block = None if out else max(1, int(1000 * min(self.job["wait"], self.job["wait"] if due is None else due)))
             got = await self.r.xreadgroup(self.group, self.name, {self.key: ">"}, count=count - len(out), block=block)
             for _, entries in got or ():
                 out += [(eid, int(f[b"n"]), 1, f.get(b"poison") == b"1") for eid, f in entries]
+        if out and self.job.get("claim"):  # what it took now comes due one lease on
+            self.look_at = min(self.look_at, time.time() + self.job["claim"]["idle"])
         return out
 
     async def _claim(self, count: int) -> tuple[list[tuple], float | None]:

@@ -83,6 +83,8 @@ class _Server:
         self.process: subprocess.Popen[str] | None = None
 
     def __enter__(self):
+        if self.process is not None:  # started already: the block only stops it
+            return self
         try:
             self.start()
         except BaseException:
