@@ -4,42 +4,46 @@ The servers are started here, from their PyPI wheels (the ``realbrokers``
 extra), and stopped at the end; consumers are OS processes of their own
 (nats-py, redis-py), the one of the kill case killed with SIGKILL. Each case
 (:mod:`fanoutsim.designs.leases.realbrokers.cases`) runs on both brokers — the
-two at once, each broker's cases one after the other, about a minute and a
-half — and the model runs beside each with the broker's preset
+two at once, each broker's cases one after the other: the real runs take about
+a minute and a half — and the model runs beside each with the broker's preset
 (``LeaseConfig.preset("nats-jetstream-2.15")``, ``"redis-streams-6.2"``), the
 costs measured in this session (publish -> delivered, the ack's round trip:
 the cost case runs first), the same publish times and, for the Poisson load,
 the very handler times the real consumers drew. The checks
 (:mod:`~fanoutsim.designs.leases.realbrokers.compare`):
 
-1. ``lease``: lognormal handlers (median 0.8 s) against a 1 s lease — the
-   duplicates per message, two Poisson rates compared exactly;
-2. ``kill``: a consumer killed mid-batch (8 taken, 3 acked, the 4th's effect
-   applied) in 10 trials — what was in flight redelivered, the effects applied
-   twice exactly those in flight, nothing lost; freeze -> first redelivery (KS);
-   delivery -> redelivery (none before the lease, the median the model's);
-3. ``poison``: a message nak'd (JetStream, 0.3 s, BackOff [0.2, 0.4, 0.6])
-   or left pending (Redis, claimed when idle 0.3 s) at every delivery, MaxDeliver
-   4 — its deliveries and gaps, the advisory or the client's dead letter and
-   when, the ack floor at the limit and after one more message;
+1. ``lease``: lognormal handlers (median 0.8 s) against a 1 s lease, 240 messages
+   — the duplicates per message, two Poisson rates compared exactly (and the model
+   refusing late acks, RiffDB's rule, told apart from JetStream);
+2. ``kill``: a consumer killed with SIGKILL mid-batch (8 taken, 3 acked, the 4th's
+   effect applied) in 8 trials — what was in flight redelivered, the effects
+   applied twice exactly those in flight, nothing lost; freeze -> first
+   redelivery (KS); delivery -> redelivery (none before the lease, the medians
+   within 100 ms);
+3. ``poison``: a message nak'd (JetStream, 0.3 s, BackOff [0.2, 0.4, 0.6]) or left
+   pending (Redis, claimed when idle 0.3 s) at every delivery, MaxDeliver 4 — its
+   deliveries and their gaps (within 100 ms), the advisory or the client's dead
+   letter and when, the ack floor at the limit and after one more message;
 4. ``floor`` / ``floor_interest``: 8 messages acked out of order — the ack floor
    after each ack, identical (JetStream with the default limits stream, and an
    interest stream);
-5. ``poisson``: 10 messages/s to 2 consumers holding at most 2 unacked each —
-   publish -> handled (KS), the limit binding.
+5. ``poisson``: 160 messages at 10/s to 2 consumers holding at most 2 unacked each
+   — publish -> handled (KS), the limit binding.
 
 The six statistical tests (a rate and two KS per broker) at 5% each would fail
 together one run in four when the model is exactly right, so they are held to
-5% together (Bonferroni: each at 5%/6). Measured in the session this was last
-written in (2 cores shared with other work; the tables are printed with
-``pytest -s``):
+5% together (Bonferroni: each at 5%/6). About two minutes (two and a half under
+two CPU hogs). Measured in the session this was last written in (2 cores shared
+with other work; ``pytest -s`` prints both tables, and
+``python -m fanoutsim.designs.leases.realbrokers.results`` prints them at 5%):
 
-    nats-jetstream 2.15.1: duplicates 0.325 per message real, 0.340 model; kill:
-    freeze -> redelivery p50 857 ms real, 847 ms model; publish -> handled
-    p50/p90/p99 222/629/1035 ms real, 223/633/1046 ms model (KS 0.010)
-    redis-streams 6.2.14: duplicates 0.308 real, 0.307 model; freeze ->
-    redelivery p50 863 ms real, 847 ms model; publish -> handled 228/668/1092 ms
-    real, 222/630/1051 ms model (KS 0.024)
+    nats-jetstream 2.15.1: duplicates 0.325 per message real, 0.326 model; a kill:
+    5 in flight, 5 redelivered, 1 applied twice, freeze -> redelivery p50 861 ms
+    real, 846 ms model; publish -> handled p50/p90/p99 195/523/727 ms real,
+    195/523/731 ms model (KS 0.016)
+    redis-streams 6.2.14: duplicates 0.308 real, 0.301 model; freeze ->
+    redelivery p50 863 ms real, 845 ms model; publish -> handled 197/517/732 ms
+    real, 196/516/731 ms model (KS 0.019)
 
 Two checks of JetStream do not agree, and are marked as the model's known
 departures (strict: they fail once the model agrees):

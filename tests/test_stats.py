@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fanoutsim.kernel.stats import (
     binomial_cdf,
     binomial_interval,
+    keep_measurement,
     ks_2samp,
     ks_critical,
     percentiles,
@@ -165,3 +166,11 @@ def test_a_measurement_file_keeps_each_list_of_numbers_on_one_line():
 def test_a_summary_line_gives_the_count_and_the_percentiles_in_ms():
     line = sample_line("lib 1.0", "cost_s", [0.001] * 10, width=8)
     assert line == "lib 1.0  cost_s   n=  10  p50   1.000 ms  p90   1.000 ms  p99   1.000 ms"
+
+
+def test_a_measuring_command_prints_its_summary_and_writes_its_file_when_asked(tmp_path, capsys):
+    keep_measurement({"a": [1.0, 2.0]}, "the summary", None)
+    assert capsys.readouterr().out == "the summary\n" and not list(tmp_path.iterdir())
+    keep_measurement({"a": [1.0, 2.0]}, "the summary", tmp_path / "m.json")
+    assert capsys.readouterr().out == "the summary\nwrote m.json\n"
+    assert (tmp_path / "m.json").read_text() == '{\n "a": [1.0, 2.0]\n}\n'

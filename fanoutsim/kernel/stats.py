@@ -31,6 +31,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -63,6 +64,15 @@ _NUMBERS = re.compile(r"\[\s*([-0-9.e+,\s]+?)\s*\]")  # a list of numbers, over 
 def samples_json(data: object) -> str:
     """A measurement file's text: JSON indented by one, each list of numbers on one line."""
     return _NUMBERS.sub(lambda m: "[" + " ".join(m.group(1).split()) + "]", json.dumps(data, indent=1)) + "\n"
+
+
+def keep_measurement(data: object, summary: str, path: Path | None) -> None:
+    """A measuring command's end: print its ``summary``; with ``path``, write ``data``
+    there (:func:`samples_json`) and say so."""
+    print(summary)
+    if path is not None:
+        path.write_text(samples_json(data), encoding="utf-8")
+        print(f"wrote {path.name}")
 
 
 def ks_critical(n: int, m: int, alpha: float = 0.05) -> float:

@@ -41,7 +41,7 @@ from fanoutsim.designs.leases.realbrokers.brokers import admin
 from fanoutsim.designs.leases.realbrokers.cases import CostCase
 from fanoutsim.designs.leases.realbrokers.record import BrokerRun
 from fanoutsim.designs.leases.realbrokers.servers import BROKERS, server
-from fanoutsim.kernel.stats import sample_line, samples_json
+from fanoutsim.kernel.stats import keep_measurement, sample_line, samples_json
 
 CLIENTS = {"nats-jetstream": "nats-py", "redis-streams": "redis"}
 METHOD = (
@@ -118,10 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.messages < 1:
         parser.error(f"--messages must be at least 1, got {args.messages}")
     data = measure(messages=args.messages)
-    print(summary(data))
+    keep_measurement(data, summary(data), BROKER_COSTS_FILE if args.write else None)
     if args.write:
-        BROKER_COSTS_FILE.write_text(dumps(data), encoding="utf-8")
-        print(f"wrote {BROKER_COSTS_FILE.name}; write the presets' scenario files again with:")
+        print("write the presets' scenario files again with:")
         print("  python -m fanoutsim.designs.leases.presets fanoutsim/examples/presets")
     return 0
 

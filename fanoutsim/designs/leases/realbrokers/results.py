@@ -44,7 +44,7 @@ from fanoutsim.designs.leases.realbrokers.model import model_run
 from fanoutsim.designs.leases.realbrokers.record import BrokerRun
 from fanoutsim.designs.leases.realbrokers.servers import BROKERS, NatsServer, RedisServer
 from fanoutsim.kernel.plotting import plain_log, style
-from fanoutsim.kernel.stats import percentiles, poisson_interval, samples_json
+from fanoutsim.kernel.stats import keep_measurement, percentiles, poisson_interval
 
 RESULTS_FILE = Path(__file__).with_name("results.json")
 COMMAND = "python -m fanoutsim.designs.leases.realbrokers.results --write"
@@ -264,10 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"write {RESULTS_FILE.name}")
     args = parser.parse_args(argv)
     data = measure()
-    print(summary(data))
-    if args.write:
-        RESULTS_FILE.write_text(samples_json(data), encoding="utf-8")
-        print(f"wrote {RESULTS_FILE.name}")
+    keep_measurement(data, summary(data), RESULTS_FILE if args.write else None)
     return 0
 
 

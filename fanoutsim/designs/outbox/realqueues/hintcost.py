@@ -39,7 +39,7 @@ from importlib.metadata import version
 from fanoutsim.designs.outbox.presets import HINT_COST_FILE
 from fanoutsim.designs.outbox.realqueues.harness import LIBRARIES, POLL_INTERVAL, run_real, server
 from fanoutsim.designs.outbox.realqueues.load import PoissonLoad
-from fanoutsim.kernel.stats import sample_line, samples_json
+from fanoutsim.kernel.stats import keep_measurement, sample_line, samples_json
 
 METHOD = (
     "one worker per library with hints on, a seeded Poisson load of {jobs} jobs at {rate:g}/s "
@@ -125,10 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"write {HINT_COST_FILE.name} beside the presets")
     args = parser.parse_args(argv)
     data = measure(jobs=args.jobs)
-    print(summary(data))
-    if args.write:
-        HINT_COST_FILE.write_text(dumps(data), encoding="utf-8")
-        print(f"wrote {HINT_COST_FILE.name}")
+    keep_measurement(data, summary(data), HINT_COST_FILE if args.write else None)
     return 0
 
 
