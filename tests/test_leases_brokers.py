@@ -573,3 +573,88 @@ def test_a_deadline_timer_expires_leases_at_their_time_not_on_the_recovery_grid(
         sim.run(until=10)
         got[timer] = times(sim, "expired")
     assert got == {"interval": [6.0], "deadline": [5.25]}
+
+
+# -- scenario files --------------------------------------------------------------------------------
+def _scenario(leases: str = "", consumer: str = "") -> dict:
+    import tomllib
+
+    text = f'design = "leases"\n[run]\nuntil = 10.0\n[leases]\n{leases}\n[[consumers]]\nname = "c"\n{consumer}\n'
+    return tomllib.loads(text)
+
+
+@pytest.mark.parametrize(
+    "leases,consumer,key,fragment",
+    [
+        ('late_ack = "sometimes"', "", "leases.late_ack", "must be one of 'refuse', 'honour', got 'sometimes'"),
+        ("backoff = [1.0]", "", "leases.backoff", "backoff[0] must be 5 through 900 seconds"),
+        ("max_deliver = 0", "", "leases.max_deliver", "an integer >= 1, or -1 (no limit)"),
+        ("", 'pull_mode = "push"', "consumers[0].pull_mode", "one of 'poll', 'wait'"),
+        ("", 'poison_action = "drop"', "consumers[0].poison_action", "one of 'nack', 'term'"),
+        ("", "in_progress_every = 0", "consumers[0].in_progress_every", "seconds >= 1e-06"),
+        ("", "lease_seconds = 1.0", "consumers[0].lease_seconds", "5 through 900 seconds, got 1.0 (the seed's range)"),
+        (
+            'limits = "open"',
+            "in_flight_limit = 200000",
+            "consumers[0].in_flight_limit",
+            "from 1 through 100000, got 200000 (leases.limits = 'open')",
+        ),
+    ],
+)
+def test_a_scenario_file_names_the_key_of_a_bad_brokers_option(leases, consumer, key, fragment):
+    from fanoutsim.kernel.scenario import ScenarioError
+    from fanoutsim.scenario import parse_scenario
+
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(_scenario(leases, consumer))
+    assert key in [p for p, _ in err.value.problems] and fragment in str(err.value), str(err.value)
+
+
+def test_a_scenario_file_sets_every_brokers_option_and_the_consumers_take_the_leases_defaults():
+    from fanoutsim.scenario import parse_scenario
+
+    sc = parse_scenario(
+        _scenario(
+            'limits = "open"\nlease_seconds = 1.5\nin_flight_limit = 500\nbackoff = [0.5, 1.0]\nmax_deliver = 3\n'
+            'late_ack = "honour"\nretention_policy = "interest"\ndeliver_cost = 0.001',
+            'pull_mode = "wait"\nin_progress_every = 0.25\npoison_action = "term"',
+        )
+    )
+    assert sc.config.backoff == (0.5, 1.0) and sc.config.deliver_cost == Dist("fixed", 0.001)
+    (c,) = sc.consumers
+    assert (c.lease_seconds, c.in_flight_limit, c.batch_limit) == (1.5, 500, 4)
+    sim = sc.build()
+    row = sim.status("c")
+    assert (row["lease_seconds"], row["in_flight_limit"]) == (0.5, 500)  # BackOff's first entry is the lease
+    client = sim.clients["c"]
+    assert (client.pull_mode, client.in_progress_every, client.poison_action) == ("wait", 0.25, "term")
+
+
+# -- the wall clock: the same loops --------------------------------------------------------------
+def test_on_the_wall_clock_a_waiting_pull_delivers_and_in_progress_and_term_answer(tmp_path):
+    from conftest import wait_for
+
+    from fanoutsim.designs.leases.realtime import LeaseRealtime
+
+    cfg = LeaseConfig.preset(JETSTREAM, recovery_interval=0.2, ack_cost=0.001, deliver_cost=0.001)
+    rt = LeaseRealtime(cfg, store=str(tmp_path / "wall.duckdb"))
+    try:
+        rt.register_consumer("w", duration=0.01, pull_mode="wait", batch_limit=4, poll_interval=1.0)
+        rt.register_consumer("h", client=False)
+        rt.start()
+        for _ in range(5):
+            rt.publish("p0")
+        assert wait_for(lambda: rt.status("w")["checkpoints"].get("p0") == 5)
+        (lease,) = rt.consume("h", 1)
+        assert rt.in_progress("h", lease.event_id, lease.token, lease.incarnation) == "extended"
+        assert rt.term("h", lease.event_id, lease.token, lease.incarnation, reason="no") == "terminated"
+        rt.stop()
+        r = check(rt)
+        assert (
+            r.valid
+            and r.total["delivered"] == 5
+            and r.total["pending"] == 4
+            and r.total["lost_by_cause"] == {"term": 1}
+        )
+    finally:
+        rt.close()

@@ -28,10 +28,13 @@ never from a script.
 Where things live:
 
 =================  ======================================================
-``config.py``      ``LeaseConfig``; the seed's limits (batch, in-flight, lease) and ``MAX_ATTEMPTS``
+``config.py``      ``LeaseConfig``; the seed's limits (batch, in-flight, lease) and ``MAX_ATTEMPTS``;
+                   the brokers' rules (NATS JetStream, Redis Streams) as options, RiffDB's by default
+``rules.py``       those rules where they differ from RiffDB's: BackOff leases, the nak delay, the limit, interest
+``presets.py``     ``LeaseConfig.preset("nats-jetstream-2.15")``, ``("redis-streams-6.2")``: each value's source
 ``log.py``         publish (one commit of events) and retention behind the fence
 ``consumers.py``   add, seek, retire, status (RiffDB's revision and counts)
-``leasing.py``     consume, ack, nack, recover (lease expiry), restore
+``leasing.py``     consume, ack, nack, in_progress, term, recover (lease expiry), restore
 ``backup.py``      backup (a copy of the tables) and restore_backup (put back, new incarnation)
 ``authority.py``   caller credentials: a consumer's own, the admin grant; what each may do
 ``identity.py``    durable consumer identity: (module hash, operation, parameters, name)

@@ -21,14 +21,22 @@ Causes of a duplicate (what happened between two deliveries): ``seek`` (the
 consumer was seeked), ``restore`` (a new history incarnation turned the lease
 into a retry), ``lease_expired`` (the earlier delivery's ack was refused — the
 lease had expired, or had expired before the effect landed — or the lease
-expired in recovery with no crash between), ``crash`` (the node died after the
-effect and before the ack), else ``unknown``. Causes of a loss: ``seek``
-(seeked past it before it was delivered), ``retired`` (the consumer was retired
-first), ``restore`` (a backup was restored: the event was published after
-the backup and was gone from the log before it was delivered — or the consumer
-itself was created after the backup, and the restore took it away), ``pruned``
-(retention deleted it — the fence should make this impossible for a consumer
-that exists), else ``unknown``. A restore from backup (``backup_restored``,
+expired in recovery with no crash between), ``late_ack`` (the lease had expired
+before the effect landed, the event was leased again, and the broker honoured
+the late ack all the same: ``LeaseConfig.late_ack = "honour"``), ``claimed``
+(an idle lease was claimed by a pull: ``lease_expiry = "claim"``), ``crash``
+(the node died after the effect and before the ack), else ``unknown``. Causes
+of a loss: ``seek`` (seeked past it before it was delivered), ``retired`` (the
+consumer was retired first), ``restore`` (a backup was restored: the event was
+published after the backup and was gone from the log before it was delivered
+— or the consumer itself was created after the backup, and the restore took it
+away), ``term`` (a worker terminated it: no redelivery), ``max_deliver`` (its
+last allowed delivery failed and ``at_max_deliver = "drop"`` forgot it; a
+dead letter or a max-deliveries advisory counts as dead-lettered instead),
+``pruned`` (retention deleted it — the fence should make this impossible for
+a consumer that exists), ``not_retained`` (the same under a retention policy
+with no fence, ``interest`` or ``limits``, where it is the broker's rule),
+else ``unknown``. A restore from backup (``backup_restored``,
 matched to its ``backup`` by label) also writes ``restored``, so deliveries on
 either side of it are duplicates with cause ``restore``.
 
