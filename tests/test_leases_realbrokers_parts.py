@@ -271,7 +271,7 @@ def test_a_broker_that_cannot_start_fails_in_ci_and_is_skipped_elsewhere(monkeyp
 
 def test_a_redis_job_claims_with_the_consumers_lease_and_its_dead_letter_stream():
     class Admin:
-        broker, version, endpoint = "redis-streams", "6.2.14", "/tmp/x.sock"
+        broker, version, endpoint = "redis-streams", "6.2.14", "redis.sock"
 
         def create(self, stream, consumers, retention="limits"):
             self.made = (stream, [c.name for c in consumers], retention)
