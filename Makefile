@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@echo "==> setting up $(VENV): fanoutsim and its dependencies (about a minute, once)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --progress-bar on -e '.[test,postgres,dask,realqueues,docs]'
+	$(BIN)/python -m pip install --progress-bar on -e '.[test,postgres,dask,realqueues,docs,realbrokers]'
 	touch $(STAMP)
 	@echo "==> $(VENV) is ready"
 

@@ -1,7 +1,9 @@
 """The exercises of lesson 14, the designs in the systems you run (SQS's visibility
-timeout as a lease; procrastinate's lost wake-up)."""
+timeout as a lease; procrastinate's lost wake-up; JetStream's AckWait for a duplicate target)."""
 
 from __future__ import annotations
+
+import math
 
 from fanoutsim.exercises import TRUE_OR_FALSE, a_number, call, exercise, first_miss, function
 
@@ -117,4 +119,59 @@ def _sleeps_through(fn):
         "Only a job committed after the fetch began, whose hint lands before it returns, is missed — "
         "and only when the flag is cleared after the fetch.",
         "",
+    )
+
+
+# -- 14.3 · AckWait for a duplicate target ------------------------------------------------------------
+# (target duplicates per message, median s, sigma): the lesson's handlers, a tighter target, a heavier tail
+_ACK_WAITS = ((0.05, 0.8, 0.5), (0.01, 0.8, 0.5), (0.2, 2.0, 1.0), (0.001, 0.3, 0.25))
+
+
+def _overrun(ack_wait: float, median: float, sigma: float) -> float:
+    """P(a lognormal handler outlives ``ack_wait``): what JetStream redelivers, a late ack honoured."""
+    return math.erfc(math.log(ack_wait / median) / (sigma * math.sqrt(2))) / 2
+
+
+def _ack_wait(target: float, median: float, sigma: float) -> float:
+    """The smallest AckWait on the 0.1 s grid whose overrun chance is at most ``target``."""
+    tenths = 1
+    while _overrun(tenths / 10, median, sigma) > target:
+        tenths += 1
+    return tenths / 10
+
+
+def _twice_the_median(target, median, sigma):
+    return round(2 * median, 1)  # "a lease twice the typical work": sized against the middle, not the tail
+
+
+@exercise(
+    "14.3",
+    "AckWait for a duplicate target",
+    mistake=_twice_the_median,
+    shape=function("ack_wait_for(target, median, sigma)", a_number("of seconds")),
+)
+def _ack_wait_for(fn):
+    miss = first_miss(fn, _ACK_WAITS, _ack_wait, rel=0, abs_=0.01)
+    if miss is None:
+        return (
+            True,
+            f"For handlers with a median of 0.8 s (sigma 0.5), {_ack_wait(0.05, 0.8, 0.5):g} s keeps duplicates "
+            f"under 5 per 100 and {_ack_wait(0.01, 0.8, 0.5):g} s under 1 per 100: a target five times "
+            "smaller costs the tail's worth of AckWait more, and a crashed consumer's messages wait that long.",
+            "",
+        )
+    (target, median, sigma), got, want = miss
+    made = _overrun(got, median, sigma) if got > 0 else 1.0
+    where = f"For {target:g} duplicates per message, median {median:g} s, sigma {sigma:g}: you said {got:g} s"
+    if got < want:
+        return (
+            False,
+            f"{where}, which makes {made:.3f} per message.",
+            "The duplicates are the handlers' tail beyond AckWait: P(T > w) = erfc(ln(w / median) / "
+            "(sigma sqrt 2)) / 2 must fall to the target; step w up by 0.1 s until it does.",
+        )
+    return (
+        False,
+        f"{where}: safe ({made:.4f} per message), but {want:g} s is enough, and shorter.",
+        "Take the smallest AckWait on the 0.1 s grid whose overrun chance is at most the target.",
     )

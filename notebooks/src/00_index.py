@@ -23,31 +23,32 @@
 # |---|---|---|
 # | **Cloacina** | a workflow engine. A *reactor* publishes firings (a price quote, say) to a `reactor_firings` table; workflows subscribe to a reactor by name, with an optional CEL filter; a poll loop reads each subscription's firings past its timestamp watermark and inserts workflow executions. | lessons 0-7 and 13: the poll wait and the latency budget, duplicates from crashes and the idempotency recipe, the TTL prune, CEL filters and their errors, the holes of a timestamp watermark, the poll interval's trade-off, the same engine on the wall clock and on PostgreSQL |
 # | **Subspace** | a product whose every change of durable state appends an outbox row in the same transaction; one dispatcher, woken by a `NOTIFY` hint or a periodic safety poll, fans the rows out to consumers (search, mail, live pages), each with its own cursor. | lessons 8, 9, 13 and 14: lost hints and the safety poll, timeouts, retry budgets and parking, slow and late consumers, derived state under at-least-once, the reserved LISTEN connection, late commits; the job queues procrastinate and pgqueuer as outboxes, Kafka's offsets as cursors, CDC relays |
-# | **RiffDB** | a database with durable consumers: events appended in commits to partitions, consumed by leases (a token, an incarnation, an expiry), resolved only by an exact ack; nack, dead letters, seek, retire, restore. | lessons 10, 11 and 14: lease length against work time, the cost of a long lease, two readings of partition order, poison events, in-flight limits, the retention fence, restore and backup, consumer identity; SQS's visibility timeout as a lease |
+# | **RiffDB** | a database with durable consumers: events appended in commits to partitions, consumed by leases (a token, an incarnation, an expiry), resolved only by an exact ack; nack, dead letters, seek, retire, restore. | lessons 10, 11 and 14: lease length against work time, the cost of a long lease, two readings of partition order, poison events, in-flight limits, the retention fence, restore and backup, consumer identity; SQS's visibility timeout as a lease; JetStream's AckWait and Redis's claims as leases, against real servers |
 #
 # [Lesson 12](12_three_designs.ipynb) runs one workload through all three;
 # [lesson 14](14_systems_you_run.ipynb) finds them in systems you may run: procrastinate and
-# pgqueuer, Kafka consumer groups, SQS, a CDC relay such as Debezium.
+# pgqueuer, Kafka consumer groups, SQS, a CDC relay such as Debezium, NATS JetStream and Redis
+# Streams.
 #
 # ## The lessons
 #
 # | notebook | what you will learn | Run All |
 # |---|---|---|
-# | [00_tour](00_tour.ipynb) | The three tables between a firing and a workflow; a watermark moving one poll at a time; what a filter decides. | about 6 s |
-# | [01_latency_budget](01_latency_budget.ipynb) | The shape of the poll wait; the whole path stacked against Cloacina's ~500 ms; a batch limit too small. A control: P × batch limit. | about 16 s |
-# | [02_duplicate_deliveries](02_duplicate_deliveries.ipynb) | Which crash costs a duplicate, how many under each commit mode, and the recipe that makes it harmless. A control: crash point × commit mode. | about 18 s |
-# | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; a stalled subscriber under a TTL and under a conservative prune; a subscription that never reads. A control: retention, pause, policy. | about 11 s |
-# | [04_cel_filters](04_cel_filters.ipynb) | What a filter saves and what it does not; `skip` and `hold` when it fails; what is caught at subscribe time. | about 12 s |
-# | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 11 s |
-# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 40 s |
-# | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 30 s |
-# | [08_outbox](08_outbox.ipynb) | What a lost hint costs; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 8 s |
-# | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 12 s |
-# | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 34 s |
-# | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 9 s |
-# | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 7 s |
-# | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 45 s |
-# | [14_systems_you_run](14_systems_you_run.ipynb) | The outbox in procrastinate and pgqueuer: what a lost `NOTIFY` costs, the lost wake-up and its fix; Kafka offsets, SQS visibility timeouts and CDC relays in the kit's terms. | about 19 s |
+# | [00_tour](00_tour.ipynb) | The three tables between a firing and a workflow; a watermark moving one poll at a time; what a filter decides. | about 2 s |
+# | [01_latency_budget](01_latency_budget.ipynb) | The shape of the poll wait; the whole path stacked against Cloacina's ~500 ms; a batch limit too small. A control: P × batch limit. | about 7 s |
+# | [02_duplicate_deliveries](02_duplicate_deliveries.ipynb) | Which crash costs a duplicate, how many under each commit mode, and the recipe that makes it harmless. A control: crash point × commit mode. | about 8 s |
+# | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; a stalled subscriber under a TTL and under a conservative prune; a subscription that never reads. A control: retention, pause, policy. | about 6 s |
+# | [04_cel_filters](04_cel_filters.ipynb) | What a filter saves and what it does not; `skip` and `hold` when it fails; what is caught at subscribe time. | about 5 s |
+# | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 5 s |
+# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 22 s |
+# | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 28 s |
+# | [08_outbox](08_outbox.ipynb) | What a lost hint costs; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 4 s |
+# | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 9 s |
+# | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 17 s |
+# | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 4 s |
+# | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 4 s |
+# | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 24 s |
+# | [14_systems_you_run](14_systems_you_run.ipynb) | The outbox in procrastinate and pgqueuer: what a lost `NOTIFY` costs, the lost wake-up and its fix; Kafka offsets, SQS visibility timeouts and CDC relays in the kit's terms; JetStream's AckWait for a duplicate target and a killed consumer on JetStream and Redis, against real servers. | about 22 s |
 #
 # The times are for Run All — the cells' run, the kernel already up — measured on a shared
 # two-core machine; when its other work loads it, a lesson can take two or three times as long.

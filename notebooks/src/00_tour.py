@@ -10,7 +10,7 @@
 # **What you need first:** Python and a little pandas. Nothing about fanoutsim; the words
 # in *italics* are in the [glossary](00_index.ipynb#Glossary).
 #
-# **Run All:** about 6 s on two cores.
+# **Run All:** about 2 s on two cores.
 #
 # **The system modelled.** Cloacina is a workflow engine. One of its components, a
 # *reactor*, publishes firings (say, a new price quote); *workflows* subscribe to a reactor by

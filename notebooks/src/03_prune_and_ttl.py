@@ -10,7 +10,7 @@
 #
 # **What you need first:** [0 · A tour](00_tour.ipynb) — the firings log and the watermark.
 #
-# **Run All:** about 11 s on two cores.
+# **Run All:** about 6 s on two cores.
 #
 # **The system modelled.** Cloacina's prune loop runs every `reactor_firings_prune_interval`
 # and deletes firings older than `reactor_firings_retention`. Its two documents disagree on

@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (a durable log read past a position)
 # and [1 · Latency budget](01_latency_budget.ipynb) (the wait for the next poll).
 #
-# **Run All:** about 8 s on two cores.
+# **Run All:** about 4 s on two cores.
 #
 # **The system modelled.** Subspace, a product whose every change of durable state appends a
 # row to an outbox table in the same transaction, then sends `NOTIFY` with just the row's

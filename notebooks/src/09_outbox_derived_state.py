@@ -12,7 +12,7 @@
 # [2 · Duplicate deliveries](02_duplicate_deliveries.ipynb): a crash between an effect and
 # its commit re-delivers.
 #
-# **Run All:** about 12 s on two cores (7 of them a real run, on the wall clock).
+# **Run All:** about 9 s on two cores (7 of them a real run, on the wall clock).
 #
 # **The system modelled.** Subspace's outbox dispatcher, as in lesson 8. Its documentation
 # asks that "each consumer is either idempotent or fully rebuildable from base tables", and

@@ -13,7 +13,7 @@
 # duplicate is and why it is the price of at-least-once) and
 # [8 · Outbox](08_outbox.ipynb) (a cursor per consumer).
 #
-# **Run All:** about 34 s on two cores.
+# **Run All:** about 17 s on two cores.
 #
 # **The system modelled.** RiffDB, a database with *durable consumers*. Events are appended
 # in commits, each to a *partition*; a consumer pulls by taking leases, and only

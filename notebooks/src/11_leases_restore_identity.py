@@ -12,7 +12,7 @@
 # **What you need first:** [10 · Leased consumers](10_leases.ipynb): leases, tokens, acks,
 # checkpoints; [3 · Prune and TTL](03_prune_and_ttl.ipynb): retention against a stalled reader.
 #
-# **Run All:** about 9 s on two cores.
+# **Run All:** about 4 s on two cores.
 #
 # **The system modelled.** RiffDB's durable consumers, as in lesson 10, and their
 # administration: retention keeps a window of events but never prunes past any consumer's

@@ -11,7 +11,7 @@
 # (the reactor), [8 · Outbox](08_outbox.ipynb) and [10 · Leased consumers](10_leases.ipynb) —
 # and [2 · Duplicate deliveries](02_duplicate_deliveries.ipynb).
 #
-# **Run All:** about 7 s on two cores.
+# **Run All:** about 4 s on two cores.
 #
 # **The systems modelled.** Cloacina's reactor subscriptions (a log read by a poll loop past a
 # timestamp watermark), Subspace's transactional outbox (a log read past a cursor, woken by a

@@ -12,7 +12,7 @@
 # (the two clocks), [8 · Outbox](08_outbox.ipynb) (hints and the safety poll) and
 # [5 · Watermark holes](05_watermark_holes.ipynb) (late commits, several pollers).
 #
-# **Run All:** about 45 s on two cores (wall-clock runs against a real database).
+# **Run All:** about 24 s on two cores (wall-clock runs against a real database).
 #
 # **The systems modelled.** Cloacina's reactor and Subspace's outbox, both written for
 # PostgreSQL. This lesson starts a throwaway PostgreSQL 16 of its own (the `postgres` extra's

@@ -7,12 +7,15 @@
 # - a race in procrastinate's wake-up that tests rarely catch, and its one-line fix;
 # - the three designs of this kit in systems you know — Kafka consumer-group offsets (a cursor
 #   per consumer), SQS visibility timeouts (leases), a CDC relay such as Debezium (an outbox
-#   read from the WAL instead of `NOTIFY`) — and what the model says about each.
+#   read from the WAL instead of `NOTIFY`) — and what the model says about each;
+# - to choose NATS JetStream's `AckWait` for a target duplicate rate, predicted by the model
+#   and confirmed on a real `nats-server`, and what a killed consumer costs on JetStream and on
+#   Redis Streams.
 #
 # **What you need first:** [8 · Outbox](08_outbox.ipynb) (hints, the safety poll, cursors) and
 # [10 · Leased consumers](10_leases.ipynb) (lease length against work time).
 #
-# **Run All:** about 19 s on two cores.
+# **Run All:** about 22 s on two cores.
 #
 # **The libraries, as the model's presets.** procrastinate and pgqueuer are PostgreSQL job
 # queues: a job is a row, its `INSERT` sends a `NOTIFY`, and a worker wakes on the
@@ -32,6 +35,7 @@ from fanoutsim import exercises as ex
 from fanoutsim import lesson
 from fanoutsim.analysis import leases as la
 from fanoutsim.designs.outbox import OutboxConfig
+from fanoutsim.designs.leases.realbrokers import results as rb
 from fanoutsim.designs.outbox import systems as sy
 from fanoutsim.designs.outbox.plots import cursor_progress
 from experiments import leases as lx
@@ -231,6 +235,98 @@ lesson.table(commit_order.set_index("read_mode").drop(columns=["p50_s", "p99_s"]
 # WAL on the primary's disk, as a stalled consumer keeps the outbox's retained rows).
 #
 # </details>
+# ## 4. A lease on a real broker: JetStream's AckWait, Redis's claim
+#
+# A JetStream durable pull consumer leases each message it delivers for its `AckWait`; a
+# message not acked by then is delivered again. A Redis Streams consumer group keeps each
+# delivered entry in a pending list until `XACK`, and another consumer takes it back with
+# `XAUTOCLAIM` once it has been idle for the time the claim asks. Both are the leases design:
+# `LeaseConfig.preset("nats-jetstream-2.15")` and `preset("redis-streams-6.2")` set the
+# model to each broker's rules, read from its source (`fanoutsim/designs/leases/presets.py`),
+# and to the hand-off and ack costs measured on a real server. One rule differs from RiffDB's:
+# both brokers **honour a late ack** — an ack that comes after the lease ran out still
+# resolves the message, whichever delivery it answers.
+#
+# The test suite starts a real `nats-server -js` 2.15 and a real Redis 6.2 (from their PyPI
+# wheels), runs consumers as processes of their own, kills one with SIGKILL, and checks the
+# model against them case by case (`tests/test_leases_realbrokers.py`). A lesson starts no
+# server: the real numbers below come from `realbrokers/results.json`, which
+# `python -m fanoutsim.designs.leases.realbrokers.results --write` writes (about three
+# minutes: it starts both servers, runs every case and prints the tables); the model runs
+# here, live.
+#
+# > **Predict.** Handlers take a lognormal time with a median of 0.8 s (σ = 0.5). With
+# > JetStream's `AckWait` at 1 s, how many duplicates per 100 messages? Which `AckWait` keeps
+# > them under 5 per 100 — about twice the median, or more? And how many more duplicates would
+# > a broker that refused late acks make?
+
+# %%
+measured = rb.load()  # the real runs, as the command wrote them
+rates = rb.duplicate_rates(seeds=2)  # the model, live: 2 x 240 messages per AckWait and rule
+chosen = rb.choose_ack_wait(rates)
+real = rb.real_points(measured)
+per_100 = rates.assign(per_100=100 * rates["per_message"])
+table = (per_100.pivot(index="ack_wait", columns="late_ack", values="per_100")
+         .rename(columns={"honour": "model, late ack honoured", "refuse": "model, refused"})
+         .join(real.set_index("ack_wait")["per_message"].mul(100).rename("real nats-server")))
+table.index = [f"{w:g} s" for w in table.index]
+lesson.table(table.rename_axis("AckWait"), digits=1, highlight=["model, late ack honoured"])
+
+# %%
+fig = rb.ack_wait_figure(rates, real)
+fig
+
+# %% [markdown]
+# <details><summary>Show the answer</summary>
+#
+# **Read.** At a 1 s `AckWait` a third of the handlers overrun it and come back: about 33
+# duplicates per 100 messages on the real server, as the model predicts when it honours the
+# late ack (the table's "duplicates per 100" at each AckWait); refusing it (RiffDB's rule)
+# would make about half again as many, because every
+# overrun handler's ack is then wasted and its message waits for a further delivery. The
+# duplicates follow the tail of the handler time beyond `AckWait`: the model chooses the
+# smallest `AckWait` whose duplicates stay under 5 per 100, and the real server, run at that
+# `AckWait` by the results command, agrees within its exact interval.
+#
+# </details>
+
+# %%
+confirmed = measured["ack_wait"]["confirmed"]
+lesson.table(pd.DataFrame([{
+    "target per 100": f"{100 * rb.TARGET:g}", "model's choice (s)": chosen,
+    "the file's run at (s)": confirmed["ack_wait"],
+    "real duplicates": f"{confirmed['duplicates']} of {confirmed['messages']}",
+    "model": confirmed["model"], "test": confirmed["test"], "agrees": confirmed["agrees"],
+}]).set_index("target per 100"))
+
+# %% [markdown]
+# ### What a killed consumer costs
+#
+# In the real runs, a consumer process took 8 messages, acked 3, applied the 4th's effect —
+# and was killed with SIGKILL before its ack, 8 times on each broker. A second process of
+# the same consumer was waiting. In the model the node crashes at the same point
+# (`CrashAtPoint("worker.after_effect_before_ack")`) and restarts at once.
+#
+# > **Predict.** What comes back, and when? How many effects are applied twice per kill? Is
+# > anything lost — on JetStream, where the server redelivers by itself, and on Redis, where
+# > only a consumer's `XAUTOCLAIM` takes the entries back?
+
+# %%
+kills = rb.kill_costs(measured)
+lesson.table(kills.set_index(["broker", "side"]), digits=2,
+             highlight=["applied_twice_per_kill", "waited_p50_s"])
+
+# %% [markdown]
+# <details><summary>Show the answer</summary>
+#
+# **Read.** A kill costs every message the consumer held one lease of waiting — the
+# redelivery comes one `AckWait` (or claim idle time) after the *delivery*, not after the
+# kill — and one duplicate for each effect that landed without its ack; nothing is lost on
+# either broker. The difference is who acts: JetStream redelivers on its own timer to any
+# waiting pull, while Redis does nothing until a consumer claims. A Redis group whose
+# consumers never call `XAUTOCLAIM` keeps a dead consumer's entries pending for ever.
+#
+# </details>
 #
 # ## Exercises
 #
@@ -295,6 +391,41 @@ def sleeps_through(commit, hint, fetch_start, fetch_end, wake_mode):
 ex.check("14.2", sleeps_through)
 
 # %% [markdown]
+# ### Exercise 14.3 — AckWait for a duplicate target
+#
+# JetStream honours a late ack, so a message is delivered again about once for each handler
+# that overruns its `AckWait`: duplicates per message ≈ P(handler time > AckWait). Handler
+# times are lognormal with median `median` and shape `sigma` (the log of the time is normal
+# with mean ln(median) and standard deviation `sigma`). Write `ack_wait_for(target, median,
+# sigma)`: the smallest `AckWait`, on a grid of 0.1 s, whose duplicates per message are at most
+# `target`. (`math.erfc` gives the normal tail: P(Z > z) = erfc(z / √2) / 2.)
+
+# %%
+def ack_wait_for(target, median, sigma):
+    ...  # your code here
+
+
+ex.check("14.3", ack_wait_for)
+
+# %% solution
+import math
+
+from fanoutsim import exercises as ex
+
+
+def ack_wait_for(target, median, sigma):
+    def overrun(ack_wait):  # P(handler > ack_wait) for the lognormal law
+        return math.erfc(math.log(ack_wait / median) / (sigma * math.sqrt(2))) / 2
+
+    ack_wait = 0.1
+    while overrun(ack_wait) > target:
+        ack_wait = round(ack_wait + 0.1, 1)
+    return ack_wait
+
+
+ex.check("14.3", ack_wait_for)
+
+# %% [markdown]
 # ## What to take away
 
 # %% hidden
@@ -303,6 +434,9 @@ sparse = cost[cost["rate"] == cost["rate"].min()].set_index("preset")
 r = races.set_index("run")
 fo = per_consumer
 co = commit_order.set_index("read_mode")
+one = rates[rates["ack_wait"] == 1.0].set_index("late_ack")["per_message"]
+first_real = real.set_index("ack_wait").loc[1.0, "per_message"]
+real_kills = kills[kills["side"] == "real"]
 lesson.takeaway(
     f"A lost NOTIFY costs the gap to the next job, up to the poll: at 5 jobs/s a lost hint's job "
     f"waited {busy.loc['procrastinate-3.10', 'lost_mean_s']:.2f} s (procrastinate) and "
@@ -314,12 +448,20 @@ lesson.takeaway(
     f"waited {r.loc['after_fetch', 'their_mean_ms']:.0f} ms on average for a later hint; armed "
     f"before the fetch, {r.loc['before_fetch', 'their_mean_ms']:.0f} ms.",
     f"A cursor per consumer, like a Kafka group's offset: the fast consumer's p99 stayed "
-    f"{1000 * fo.loc['fast', 'p99_s']:.0f} ms beside a slow one's {fo.loc['slow', 'p99_s']:.1f} s; "
+    f"{1000 * fo.loc['fast', 'p99_s']:.0f} ms beside a slow one's {fo.loc['slow', 'p99_s']:.1f} s, "
     f"three crashes re-delivered {int(fo['duplicates'].sum())} rows and lost "
-    f"{int(fo['lost'].sum())}.",
-    f"A lease is a visibility timeout: {sqs.loc[1, 'per_1000']:.0f} duplicates per 1000 at 30 s, "
-    f"{sqs.loc[0, 'per_1000']:.0f} at 10 s, for 5 s of work on average.",
-    f"A seq cursor polled past late commits skipped {co.loc['all', 'lost']} of "
-    f"{co.loc['all', 'committed']} rows; waiting at gaps lost {co.loc['gap', 'lost']}, and a WAL "
-    f"relay, reading in commit order, has no such hole.",
+    f"{int(fo['lost'].sum())}; a seq cursor polled past late commits skipped "
+    f"{co.loc['all', 'lost']} of {co.loc['all', 'committed']} rows, a WAL relay reading in "
+    "commit order none.",
+    f"A lease is a visibility timeout or an AckWait: {sqs.loc[1, 'per_1000']:.0f} duplicates "
+    "per 1000 "
+    f"at SQS's 30 s for 5 s of work; at JetStream's 1 s for handlers of median 0.8 s, "
+    f"{100 * one.loc['honour']:.0f} per 100 in the model and {100 * first_real:.0f} on the real "
+    f"nats-server, which honours a late ack (refused: {100 * one.loc['refuse']:.0f}); for under "
+    f"{100 * rb.TARGET:g} per 100 the model chose {chosen:g} s, where the real server made "
+    f"{confirmed['duplicates']} in {confirmed['messages']}.",
+    f"A killed consumer costs each held message one lease of waiting (median "
+    f"{real_kills['waited_p50_s'].min():.2f} to {real_kills['waited_p50_s'].max():.2f} s after its "
+    f"delivery on the real brokers) and one duplicate per effect in flight "
+    f"({real_kills['applied_twice_per_kill'].mean():.2f} per kill); nothing was lost.",
 )

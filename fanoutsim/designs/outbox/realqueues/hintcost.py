@@ -31,19 +31,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
-import re
 import sys
 from importlib.metadata import version
-
-import numpy as np
 
 from fanoutsim.designs.outbox.presets import HINT_COST_FILE
 from fanoutsim.designs.outbox.realqueues.harness import LIBRARIES, POLL_INTERVAL, run_real, server
 from fanoutsim.designs.outbox.realqueues.load import PoissonLoad
-from fanoutsim.designs.outbox.realqueues.record import percentiles
+from fanoutsim.kernel.stats import keep_measurement, sample_line, samples_json
 
 METHOD = (
     "one worker per library with hints on, a seeded Poisson load of {jobs} jobs at {rate:g}/s "
@@ -111,23 +107,13 @@ def summary(data: dict) -> str:
     ]
     for library, d in data["libraries"].items():
         for key in ("hint_latency_s", "read_cost_s", "empty_fetch_s", "handled_latency_s"):
-            p = percentiles(np.asarray(d[key]) * 1000)
-            lines.append(
-                f"{library} {d['version']:>7}  {key:<18} n={len(d[key]):>4}  p50 {p[50]:7.3f} ms  "
-                f"p90 {p[90]:7.3f} ms  p99 {p[99]:7.3f} ms"
-            )
+            lines.append(sample_line(f"{library} {d['version']:>7}", key, d[key]))
     return "\n".join(lines)
 
 
 def dumps(data: dict) -> str:
     """The data file's text: indented, each list of samples on one line."""
-    text = json.dumps(data, indent=1)
-    return (
-        re.sub(
-            r"\[\s*([-0-9.e+,\s]+?)\s*\]", lambda m: "[" + ", ".join(m.group(1).split()).replace(",,", ",") + "]", text
-        )
-        + "\n"
-    )
+    return samples_json(data)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,10 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"write {HINT_COST_FILE.name} beside the presets")
     args = parser.parse_args(argv)
     data = measure(jobs=args.jobs)
-    print(summary(data))
-    if args.write:
-        HINT_COST_FILE.write_text(dumps(data), encoding="utf-8")
-        print(f"wrote {HINT_COST_FILE.name}")
+    keep_measurement(data, summary(data), HINT_COST_FILE if args.write else None)
     return 0
 
 

@@ -7,9 +7,9 @@ when the worker heard its hint (None: never), and whether that hint was lost
 producer started, on the machine's wall clock (``time.time()``).
 
 :func:`ks_2samp` is the two-sample Kolmogorov-Smirnov statistic with its
-asymptotic critical value: two samples of sizes n and m differ at level alpha
-when ``D > c(alpha) * sqrt((n + m) / (n * m))``, ``c(alpha) = sqrt(-ln(alpha/2) / 2)``
-(1.358 at 5%).
+asymptotic critical value (:mod:`fanoutsim.kernel.stats`: two samples of sizes n
+and m differ at level alpha when ``D > c(alpha) * sqrt((n + m) / (n * m))``,
+``c(alpha) = sqrt(-ln(alpha/2) / 2)``, 1.358 at 5%).
 """
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from fanoutsim.kernel.stats import ks_2samp, ks_critical, percentiles
+
+__all__ = ["RealRun", "ks_2samp", "ks_critical", "percentiles"]  # the statistics: the kernel's, named here too
 
 
 @dataclass
@@ -89,31 +93,3 @@ class RealRun:
     @classmethod
     def from_dict(cls, d: dict) -> RealRun:
         return cls(**d)
-
-
-def percentiles(x, qs=(50, 90, 99)) -> dict[int, float]:
-    """The ``qs`` percentiles of ``x`` (linear interpolation), in the units of ``x``."""
-    a = np.asarray(x, dtype=float)
-    if a.size == 0:
-        raise ValueError("percentiles of an empty sample")
-    return {q: float(np.percentile(a, q)) for q in qs}
-
-
-def ks_critical(n: int, m: int, alpha: float = 0.05) -> float:
-    """The asymptotic critical value of the two-sample KS statistic."""
-    if n < 1 or m < 1:
-        raise ValueError(f"both samples need at least one value, got sizes {n} and {m}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    return math.sqrt(-math.log(alpha / 2) / 2) * math.sqrt((n + m) / (n * m))
-
-
-def ks_2samp(x, y) -> float:
-    """The two-sample KS statistic: the largest gap between the two empirical CDFs."""
-    a, b = np.sort(np.asarray(x, dtype=float)), np.sort(np.asarray(y, dtype=float))
-    if a.size == 0 or b.size == 0:
-        raise ValueError("the KS statistic needs two non-empty samples")
-    grid = np.concatenate([a, b])
-    fa = np.searchsorted(a, grid, side="right") / a.size
-    fb = np.searchsorted(b, grid, side="right") / b.size
-    return float(np.max(np.abs(fa - fb)))

@@ -11,23 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fanoutsim.kernel.stats import ks_2samp as ks_statistic  # the largest gap between the two empirical CDFs
+from fanoutsim.kernel.stats import ks_critical
 
-def ks_statistic(a, b) -> float:
-    """The two-sample Kolmogorov-Smirnov statistic: the largest gap between the
-    two empirical CDFs (0: same distribution, 1: disjoint)."""
-    a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
-    if len(a) == 0 or len(b) == 0:
-        raise ValueError("both samples need at least one value")
-    grid = np.concatenate([a, b])
-    cdf_a = np.searchsorted(a, grid, side="right") / len(a)
-    cdf_b = np.searchsorted(b, grid, side="right") / len(b)
-    return float(np.max(np.abs(cdf_a - cdf_b)))
-
-
-def ks_critical(n: int, m: int, alpha: float = 0.05) -> float:
-    """The KS statistic above which two samples of sizes n and m differ at level alpha."""
-    c = np.sqrt(-np.log(alpha / 2) / 2)
-    return float(c * np.sqrt((n + m) / (n * m)))
+__all__ = ["compare_latency", "ks_critical", "ks_statistic"]
 
 
 def compare_latency(virtual, real, column: str = "fire_to_dispatch") -> dict:
