@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.reactor.faults import InsertFailed
 from fanoutsim.designs.reactor.payload import decode_sources
-from fanoutsim.designs.reactor.predicate import Predicate, activation
+from fanoutsim.designs.reactor.predicate import Predicate, activation, truncate_predicate_text
 from fanoutsim.designs.reactor.tables import cursor_of
 from fanoutsim.kernel.timeutil import rfc3339
 
@@ -300,12 +300,15 @@ def _predicate_error(
     """Record a filter error; True when the drain must stop on it. Under
     ``predicate_error_policy="hold"`` the watermark stays on the firing until
     ``predicate_error_limit`` consecutive errors on it, and then the firing is
-    dead-lettered and the subscription marked degraded (the drain goes on)."""
+    dead-lettered and the subscription marked degraded (the drain goes on), its
+    stored count reset to 0 or kept (``predicate_error_count_after_dead_letter``).
+    The row keeps the error's text cut as ``last_predicate_error_text`` says."""
     cfg = e.config
     reactor = sub["reactor_name"]
     stats.predicate_errors += 1
     e.metrics.inc("fanoutsim_reactor_predicate_errors_total", reactor=reactor)
-    changes["last_predicate_error"] = error
+    whole = cfg.last_predicate_error_text == "whole"
+    changes["last_predicate_error"] = error if whole else truncate_predicate_text(error)  # Cloacina: 240 chars
     if cfg.predicate_error_policy != "hold":
         return False
     errors.count = errors.count + 1 if errors.firing == fid else 1
@@ -318,6 +321,8 @@ def _predicate_error(
     e.metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
     e.trace.add(now, "dead_letter", e.poller, who=sub["id"], what=fid, detail=error)
     changes["predicate_degraded"] = errors.degraded = True
+    if cfg.predicate_error_count_after_dead_letter == "reset":  # Cloacina: the next firing gets a full budget
+        errors.count = changes["predicate_error_count"] = 0
     return False
 
 
