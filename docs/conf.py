@@ -32,7 +32,8 @@ exclude_patterns = [
     "**/.ipynb_checkpoints",
     "_generated/causes.md",
     "_generated/metrics.md",
-]  # included by reference/ pages
+    "_generated/howto-*.md",
+]  # included by reference/ and howto/ pages
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 # anchors as JupyterLab writes them, so that a notebook's link to a heading
