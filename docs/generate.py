@@ -8,7 +8,8 @@
 * ``causes.md`` — every duplicate and loss cause each design's checker names,
   in plain words, from ``Design.causes``;
 * ``metrics.md`` — the metrics each design counts, read from a short run of
-  one of its shipped scenarios (names, kind, labels);
+  one of its shipped scenarios (names, kind, labels), with what each measures
+  (``Design.metrics``);
 * ``howto-<name>-command.md``, ``howto-<name>-output.md`` and
   ``howto-<name>.png`` — a how-to's sweep (:data:`HOWTO_SWEEPS`): the command
   as the reader types it, what it printed when run here, and its figure. The
@@ -188,8 +189,8 @@ _METRIC_RUNS = {"reactor": ("crashes", 300.0), "outbox": ("outbox-crashes", 300.
 
 
 def metrics_page() -> str:
-    from fanoutsim import examples
-    from fanoutsim.kernel.metrics import parse_series
+    from fanoutsim import designs, examples
+    from fanoutsim.kernel.metrics import KERNEL_METRICS, LATENCY_BUCKETS, family_of, parse_series
     from fanoutsim.scenario import load_scenario
 
     lines = [
@@ -197,29 +198,36 @@ def metrics_page() -> str:
         "",
         "Every runtime counts in the Prometheus style: `sim.metrics()` (and `rt.metrics()` on the wall "
         "clock) returns `{'name{label=\"value\"}': number}`, and `fanoutsim serve` serves the same names "
-        "and values at `GET /metrics` in the Prometheus text format, without the write token. A name "
-        "ending in `_total` is a counter (it only grows, also across a crash: a scraper would have kept "
-        "it); any other is a gauge.",
+        "and values at `GET /metrics` in the Prometheus text format, without the write token, each family "
+        "with the `# HELP` and `# TYPE` lines below. A counter only grows, also across a crash (a scraper "
+        "would have kept it); a gauge is read from the tables when asked; a histogram shows as Prometheus "
+        'writes one: a cumulative `<name>_bucket{le="..."}` per bound (seconds, from '
+        f"{LATENCY_BUCKETS[0]:g} to {LATENCY_BUCKETS[-1]:g}, then "
+        "`+Inf`), `<name>_count` and `<name>_sum`.",
         "",
-        "The tables below list what each design counts, read from a short run of the scenario named.",
+        "The tables below list what each design counts, read from a short run of the scenario named; "
+        "the meaning is the design's own (`Design.metrics`, in `designs/<design>/metrics.py`).",
         "",
     ]
     for design, (name, until) in _METRIC_RUNS.items():
+        described = {**KERNEL_METRICS, **designs.get(design).metrics}
         sim = load_scenario(examples.path(name)).run(until=until)
-        found: dict[str, set[str]] = {}
+        found: dict[str, tuple[str, set[str]]] = {}
         for key in sim.metrics():
             metric, labels = parse_series(key)
-            found.setdefault(metric, set()).update(labels)
+            family, kind = family_of(metric, described)
+            found.setdefault(family, (kind, set()))[1].update(set(labels) - {"le"})
         lines += [
             f"## {design} (from `{name}`, {until:g} virtual seconds)",
             "",
-            "| metric | kind | labels |",
-            "|---|---|---|",
+            "| metric | kind | labels | what it measures |",
+            "|---|---|---|---|",
         ]
         for metric in sorted(found):
-            kind = "counter" if metric.endswith("_total") else "gauge"
-            labels = ", ".join(f"`{label}`" for label in sorted(found[metric])) or "-"
-            lines.append(f"| `{metric}` | {kind} | {labels} |")
+            kind, labels = found[metric]
+            shown = ", ".join(f"`{label}`" for label in sorted(labels)) or "-"
+            meaning = _cell(described[metric].text) if metric in described else "(not described)"
+            lines.append(f"| `{metric}` | {kind} | {shown} | {meaning} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

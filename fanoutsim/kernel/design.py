@@ -144,6 +144,7 @@ TEMPLATE: dict[str, tuple[str, str]] = {
     "backlog_name": ("story", "BACKLOG_NAME"),
     "causes": ("causes", "CAUSES"),
     "expected": ("causes", "expected"),
+    "metrics": ("metrics", "METRICS"),
 }
 LAZY_MODULES = frozenset({"checker", "report", "plots"})
 _MISSING = object()
@@ -238,6 +239,11 @@ class Design:
     accepts that cause (it leaves the verdict valid) — what the report prints
     beside each cause.
 
+    ``metrics`` says what each metric the design's runtimes count means
+    (name -> :class:`fanoutsim.kernel.metrics.Help`: counter, gauge or
+    histogram, and a sentence with its unit): the ``# HELP`` and ``# TYPE``
+    lines of ``GET /metrics`` and the metrics page of the documentation.
+
     ``scenario_schema`` declares the design's scenario files (a
     :class:`fanoutsim.kernel.scenario.Schema`): :mod:`fanoutsim.scenario`
     reads its top-level tables to tell which design a table belongs to, and
@@ -280,6 +286,7 @@ class Design:
     backlog_name: str = "pending"
     causes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     expected: Callable[[Any, str, str], bool] | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
     scenario_schema: Any = None
     store_part: Any = None
 

@@ -315,8 +315,13 @@ class LeaseHost:
         return self._trace.frame()
 
     def metrics(self) -> dict[str, float]:
+        """The run's counters and histograms, and its gauges read from the
+        tables now (:mod:`fanoutsim.designs.leases.metrics` says what each means)."""
+        from fanoutsim.designs.leases.metrics import checkpoint_lags
+
         out = self.metrics_registry.as_dict()
         out["fanoutsim_lease_events_retained"] = len(self.table_rows("events"))
         out["fanoutsim_lease_in_flight"] = len(self.table_rows("leases"))
         out["fanoutsim_lease_dead_letters_retained"] = len(self.table_rows("dead_letters"))
+        out.update(checkpoint_lags(self.table_rows, self.now_us()))
         return out

@@ -100,8 +100,9 @@ from dataclasses import dataclass
 
 from fanoutsim.designs.leases.config import MAX_ATTEMPTS, MAX_SPARSE_RESOLUTIONS, check_batch
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
+from fanoutsim.designs.leases.metrics import PUBLISH_TO_ACK
 from fanoutsim.kernel.names import check_name
-from fanoutsim.kernel.timeutil import seconds_to_us
+from fanoutsim.kernel.timeutil import US, seconds_to_us
 
 # the results of ack and nack: only the first three changed anything
 ACKED, RETRY, DEAD_LETTERED = "acked", "retry_scheduled", "dead_lettered"
@@ -446,6 +447,7 @@ def ack(
     with e.tx() as tx:
         failed, row, lease, now = _check(tx, now, consumer, event_id, token, incarnation)
         if failed is None:
+            event = tx.get_event_at(lease["seq"])  # its publish time, for the latency histogram
             tx.delete_lease(consumer, event_id)
             moved = _resolve(tx, row, lease, ACKNOWLEDGED)
             bump(tx, row)
@@ -460,6 +462,8 @@ def ack(
         )
         e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
+    if event is not None:  # a leased event is unresolved, so retention never pruned it
+        e.metrics.observe(PUBLISH_TO_ACK, (now - event["committed_at"]) / US, consumer=consumer)
     e.faults.point("ack.after_commit", now, who=consumer, what=event_id)
     return ACKED
 

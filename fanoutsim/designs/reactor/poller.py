@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.reactor.faults import InsertFailed
+from fanoutsim.designs.reactor.metrics import FIRE_TO_DISPATCH
 from fanoutsim.designs.reactor.payload import decode_sources
 from fanoutsim.designs.reactor.predicate import Predicate, activation, truncate_predicate_text
 from fanoutsim.designs.reactor.tables import cursor_of
-from fanoutsim.kernel.timeutil import rfc3339
+from fanoutsim.kernel.timeutil import US, rfc3339
 
 if TYPE_CHECKING:
     from fanoutsim.designs.reactor.steps import Engine
@@ -364,6 +365,7 @@ def _dispatch(
         e.trace.add(now, "dispatch_failed", e.poller, who=sid, what=fid, where=row["id"], detail=str(exc))
         return _HOLD if e.config.dispatch_failure_policy == "hold" else None
     stats.dispatched += 1
+    e.metrics.observe(FIRE_TO_DISPATCH, (now - f["fired_at"]) / US, reactor=sub["reactor_name"])
     e.trace.add(now, "dispatched", e.poller, who=sid, what=fid, where=row["id"])
     if atomic:
         e.trace.add(now, "watermark", e.poller, who=sid, what=fid, detail=str(f["fired_at"]))
