@@ -108,11 +108,12 @@ PAGES: dict[str, tuple[Section, ...]] = {
     ),
     "exercises": (Section("The checker of the lessons' exercises", ("fanoutsim.exercises",)),),
     "scenarios": (Section("Scenario files and the shipped examples", ("fanoutsim.scenario", "fanoutsim.examples")),),
-    "sweeps": (Section("Sweeps", ("fanoutsim.sweep",)),),
+    "sweeps": (Section("Sweeps", ("fanoutsim.sweep", "fanoutsim.kernel.sweeppick")),),
     "serve": (Section("Serving a run", ("fanoutsim.serve", "fanoutsim.kernel.runtime.control")),),
     "design": (
         Section("The registry of designs", ("fanoutsim.designs",)),
         Section("The Design record and the checker contract", ("fanoutsim.kernel.design", "fanoutsim.kernel.check")),
+        Section("Metrics: what a run counts and how /metrics says it", ("fanoutsim.kernel.metrics",)),
     ),
     "index": (Section("The top-level package", ("fanoutsim", "fanoutsim.runtime")),),
 }

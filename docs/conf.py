@@ -39,7 +39,8 @@ exclude_patterns = [
     "_generated/causes.md",
     "_generated/metrics.md",
     "_generated/api/*",
-]  # included by reference/ pages
+    "_generated/howto-*.md",
+]  # included by reference/ and howto/ pages
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 # anchors as JupyterLab writes them, so that a notebook's link to a heading

@@ -8,10 +8,17 @@
 * ``causes.md`` — every duplicate and loss cause each design's checker names,
   in plain words, from ``Design.causes``;
 * ``metrics.md`` — the metrics each design counts, read from a short run of
-  one of its shipped scenarios (names, kind, labels);
+  one of its shipped scenarios (names, kind, labels), with what each measures
+  (``Design.metrics``);
 * ``api/<page>.md`` — the Python API reference's entries, one per public object, from
   the list of what is public and where (``apiref.py``, beside this file): each
   ``docs/reference/api/<page>.md`` includes its page's.
+* ``howto-<name>-command.md``, ``howto-<name>-output.md`` and
+  ``howto-<name>.png`` — a how-to's sweep (:data:`HOWTO_SWEEPS`): the command
+  as the reader types it, what it printed when run here, and its figure. The
+  command runs again whenever fanoutsim's code or the command changes (a
+  stamp of both is kept beside them), so neither the output nor the figure
+  can drift from the code.
 
 Only what changed is rewritten, so Sphinx rebuilds only the pages that moved.
 """
@@ -24,7 +31,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # conf.py puts docs/ there; a test may not
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,6 +54,8 @@ def generate_all(out: Path, root: Path) -> None:
     _write(out / "metrics.md", metrics_page())
     for page, sections in apiref.PAGES.items():
         _write(out / "api" / f"{page}.md", api_page(sections))
+    for name, sweep in HOWTO_SWEEPS.items():
+        howto_sweep(out, root, name, sweep)
 
 
 # -- the lessons ----------------------------------------------------------------------
@@ -192,8 +201,8 @@ _METRIC_RUNS = {"reactor": ("crashes", 300.0), "outbox": ("outbox-crashes", 300.
 
 
 def metrics_page() -> str:
-    from fanoutsim import examples
-    from fanoutsim.kernel.metrics import parse_series
+    from fanoutsim import designs, examples
+    from fanoutsim.kernel.metrics import KERNEL_METRICS, LATENCY_BUCKETS, family_of, parse_series
     from fanoutsim.scenario import load_scenario
 
     lines = [
@@ -201,29 +210,36 @@ def metrics_page() -> str:
         "",
         "Every runtime counts in the Prometheus style: `sim.metrics()` (and `rt.metrics()` on the wall "
         "clock) returns `{'name{label=\"value\"}': number}`, and `fanoutsim serve` serves the same names "
-        "and values at `GET /metrics` in the Prometheus text format, without the write token. A name "
-        "ending in `_total` is a counter (it only grows, also across a crash: a scraper would have kept "
-        "it); any other is a gauge.",
+        "and values at `GET /metrics` in the Prometheus text format, without the write token, each family "
+        "with the `# HELP` and `# TYPE` lines below. A counter only grows, also across a crash (a scraper "
+        "would have kept it); a gauge is read from the tables when asked; a histogram shows as Prometheus "
+        'writes one: a cumulative `<name>_bucket{le="..."}` per bound (seconds, from '
+        f"{LATENCY_BUCKETS[0]:g} to {LATENCY_BUCKETS[-1]:g}, then "
+        "`+Inf`), `<name>_count` and `<name>_sum`.",
         "",
-        "The tables below list what each design counts, read from a short run of the scenario named.",
+        "The tables below list what each design counts, read from a short run of the scenario named; "
+        "the meaning is the design's own (`Design.metrics`, in `designs/<design>/metrics.py`).",
         "",
     ]
     for design, (name, until) in _METRIC_RUNS.items():
+        described = {**KERNEL_METRICS, **designs.get(design).metrics}
         sim = load_scenario(examples.path(name)).run(until=until)
-        found: dict[str, set[str]] = {}
+        found: dict[str, tuple[str, set[str]]] = {}
         for key in sim.metrics():
             metric, labels = parse_series(key)
-            found.setdefault(metric, set()).update(labels)
+            family, kind = family_of(metric, described)
+            found.setdefault(family, (kind, set()))[1].update(set(labels) - {"le"})
         lines += [
             f"## {design} (from `{name}`, {until:g} virtual seconds)",
             "",
-            "| metric | kind | labels |",
-            "|---|---|---|",
+            "| metric | kind | labels | what it measures |",
+            "|---|---|---|---|",
         ]
         for metric in sorted(found):
-            kind = "counter" if metric.endswith("_total") else "gauge"
-            labels = ", ".join(f"`{label}`" for label in sorted(found[metric])) or "-"
-            lines.append(f"| `{metric}` | {kind} | {labels} |")
+            kind, labels = found[metric]
+            shown = ", ".join(f"`{label}`" for label in sorted(labels)) or "-"
+            meaning = _cell(described[metric].text) if metric in described else "(not described)"
+            lines.append(f"| `{metric}` | {kind} | {shown} | {meaning} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -306,3 +322,123 @@ def _members(cls: type, address: str) -> list[str]:
         lines += ["", "   Its fields, the table's keys:", ""]
         lines += [f"   * ``{name}``: {doc}" for name, doc in keys.items()]
     return lines
+
+
+# -- the how-tos' sweeps ---------------------------------------------------------------------
+class HowtoSweep(NamedTuple):
+    """A how-to's sweep: the shipped scenario it starts from, the ``fanoutsim
+    sweep`` arguments after the scenario's file, and the figure it shows."""
+
+    example: str
+    arguments: tuple[str, ...]
+    figure: str
+
+
+HOWTO_SWEEPS = {
+    "safety-poll": HowtoSweep(
+        "safety-poll",
+        (
+            "--grid",
+            "safety_poll_interval=0.5,1,1.5,3,6",
+            "--grid",
+            "faults.0.drop=0.05,0.5",
+            "--seeds",
+            "0-2",
+            "--workers",
+            "2",
+            "--budget",
+            "2",
+            "--out",
+            "out/safety-poll",
+        ),
+        "sweep_commit_to_handled_p99_s.png",
+    ),
+    "lease-length": HowtoSweep(
+        "lease-length",
+        (
+            "--grid",
+            "consumers.worker.lease_seconds=5,10,20,40",
+            "--grid",
+            "consumers.worker.duration.sigma=0.5,1",
+            "--seeds",
+            "0-2",
+            "--workers",
+            "2",
+            "--until",
+            "1200",
+            "--budget",
+            "0.01",
+            "--out",
+            "out/lease-length",
+        ),
+        "sweep_duplicates_per_delivered.png",
+    ),
+}
+_SCENARIO_FILE = "mine.toml"
+
+
+def _command_lines(sweep: HowtoSweep) -> list[str]:
+    """The commands as the reader types them: the example written out, then the
+    sweep, broken before a flag (each with its value) where a line grows long."""
+    args, parts = sweep.arguments, []
+    i = 0
+    while i < len(args):
+        takes_value = args[i].startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--")
+        parts.append(" ".join(args[i : i + 2]) if takes_value else args[i])
+        i += 2 if takes_value else 1
+    lines, line = [], f"fanoutsim sweep {_SCENARIO_FILE}"
+    for part in parts:
+        if len(line) + 1 + len(part) > 88:
+            lines.append(f"{line} \\")
+            line = f"    {part}"
+        else:
+            line = f"{line} {part}"
+    return [f"fanoutsim example {sweep.example} --out {_SCENARIO_FILE}", *lines, line]
+
+
+def _stamp(root: Path, sweep: HowtoSweep) -> str:
+    """A hash of fanoutsim's code and of the command: what the output depends on."""
+    import hashlib
+
+    digest = hashlib.sha256(repr(sweep).encode())
+    for path in sorted((root / "fanoutsim").rglob("*")):
+        if path.suffix in (".py", ".toml", ".json") and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def howto_sweep(out: Path, root: Path, name: str, sweep: HowtoSweep) -> None:
+    """Write ``howto-<name>-command.md`` (the commands), ``-output.md`` (what
+    the sweep printed, run in a fresh folder with exactly those commands) and
+    ``howto-<name>.png`` (its figure); nothing runs when the stamp is the one
+    the files were made with. A sweep that fails stops the build with its error."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    stamp, stamp_file = _stamp(root, sweep), out / f"howto-{name}.stamp"
+    figure = out / f"howto-{name}.png"
+    if stamp_file.exists() and stamp_file.read_text() == stamp and figure.exists():
+        return
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    with tempfile.TemporaryDirectory() as tmp:
+        from fanoutsim import examples
+
+        examples.write(sweep.example, Path(tmp) / _SCENARIO_FILE)
+        done = subprocess.run(
+            [sys.executable, "-m", "fanoutsim", "sweep", _SCENARIO_FILE, *sweep.arguments],  # no tty: no progress bar
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"the {name} how-to's sweep failed: {done.stderr.strip()}")
+        folder = sweep.arguments[sweep.arguments.index("--out") + 1]
+        shutil.copyfile(Path(tmp) / folder / sweep.figure, figure)
+    commands = "\n".join(_command_lines(sweep))
+    _write(out / f"howto-{name}-command.md", f"```sh\n{commands}\n```\n")
+    _write(out / f"howto-{name}-output.md", f"```text\n{done.stdout.rstrip()}\n```\n")
+    _write(stamp_file, stamp)

@@ -45,14 +45,20 @@ checker's totals under ``check``), ``events.parquet``, ``checkpoints.parquet``,
 :mod:`fanoutsim.designs.leases.plots` has ``save_leases_figures``, its figures.
 
 ``fanoutsim sweep SCENARIO --grid KEY=V1,V2 ... --seeds 0-9 [--workers N |
---scheduler tcp://HOST:8786] [--until S] --out DIR`` runs :func:`fanoutsim.sweep`
-over the grid (each ``--grid`` one key; a value is read as a TOML value —
-``1.5``, ``10``, ``true``, ``"a b"`` — or else taken as text) and the seeds
-(``0-9``, ``3``, ``0,2,5``, ``0-4,10``), on N local processes (default 1) or on
+--scheduler tcp://HOST:8786] [--until S] [--budget B] --out DIR`` runs
+:func:`fanoutsim.sweep` over the grid (each ``--grid`` one key; a value is read
+as a TOML value — ``1.5``, ``10``, ``true``, ``"a b"`` — or else taken as
+text) and the seeds (``0-9``, ``3``, ``0,2,5``, ``0-4,10``), on N local
+processes (default 1) or on
 the Dask cluster of the scheduler at ADDRESS, and writes into DIR (default
 ``out/<scenario name>-sweep``) ``sweep.parquet`` and ``sweep.csv`` (one row per
 run) and the design's sweep figures; it prints the mean over seeds of each
-setting and, where the design has one, a recommendation. Finished runs are
+setting and the design's recommendation (:func:`fanoutsim.sweep.recommend`:
+the reactor's poll interval and batch limit, the outbox's safety poll, a lease
+length — from a grid that varies one of them or several — or why there is
+none), held to ``--budget`` (the reactor's p99 fire -> dispatch and the
+outbox's p99 commit -> handled in seconds, defaults 1.5 and 2; the leases'
+duplicates per event delivered, default 0.01). Finished runs are
 cached in ``DIR/cache.duckdb`` (``--cache FILE``, ``--no-cache``): the same
 command again runs only what is missing. Ctrl-C stops it, keeping the finished
 runs (exit 130).
@@ -120,6 +126,13 @@ def _finite(unit: str, *, zero: bool) -> Callable[[str], float]:
 
 
 _seconds = _finite("seconds", zero=False)
+
+
+def _budget(text: str) -> float:
+    """``--budget``: a finite number (its range is the design's: checked once the scenario is read)."""
+    return _number(text, float, math.isfinite, "is not a number", "must be a finite number")
+
+
 _rate = _finite("events per second", zero=True)
 
 
@@ -208,6 +221,14 @@ def _add_sweep_command(sub) -> None:
     sw.add_argument("--out", metavar="DIR", help="output folder (default: out/<scenario name>-sweep)")
     sw.add_argument("--cache", metavar="FILE", help="DuckDB file of finished runs (default: DIR/cache.duckdb)")
     sw.add_argument("--no-cache", action="store_true", help="run everything, keep nothing")
+    sw.add_argument(
+        "--budget",
+        type=_budget,
+        metavar="BUDGET",
+        help="the bar the recommended setting must meet: reactor, the p99 fire -> dispatch latency in "
+        "seconds (default 1.5); outbox, the p99 commit -> handled latency in seconds (default 2); "
+        "leases, the duplicates per event delivered (default 0.01)",
+    )
     _progress(sw, "a progress bar on stderr (default: when stderr is a terminal)")
 
 
@@ -833,6 +854,10 @@ def _sweep(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _error(f"{exc.filename or args.scenario}: {exc.strerror or exc}")
     design = design_of(scenario)
+    try:
+        budget = _sweep_budget(design, args.budget)
+    except ValueError as exc:
+        return _error(f"--{exc}")
     out = Path(args.out) if args.out else Path("out") / f"{scenario.name}-sweep"
     cache = None if args.no_cache else Path(args.cache) if args.cache else out / "cache.duckdb"
     try:
@@ -871,26 +896,36 @@ def _sweep(args: argparse.Namespace) -> int:
         if client is not None:
             client.close()
     try:
-        written = _write_sweep(df, design, scenario, out)
+        written = _write_sweep(df, design, scenario, out, budget)
     except OSError as exc:
         return _error(f"cannot write to {out}: {exc.strerror or exc}")
-    _print_sweep(df, design, scenario, seeds, sweeps.grid_runs(args.scenario, grid, seeds, args.until)[0])
+    _print_sweep(df, design, scenario, seeds, sweeps.grid_runs(args.scenario, grid, seeds, args.until)[0], budget)
     print(f"\nwrote {len(written)} files to {out}")
     return 0
 
 
-def _write_sweep(df, design, scenario, out: Path) -> list[Path]:
+def _sweep_budget(design, budget: float | None) -> float | None:
+    """``--budget`` as the design allows it (ValueError naming what it allows), before any run."""
+    if budget is None:
+        return None
+    if design.sweep_recommend is None or design.sweep_budget is None:
+        raise ValueError(f"budget: the {design.name} design recommends no setting from a sweep, so it has no budget")
+    return design.sweep_budget.check(budget)
+
+
+def _write_sweep(df, design, scenario, out: Path, budget: float | None = None) -> list[Path]:
     """Write the sweep's table (parquet and CSV) and the design's sweep figures
-    to ``out``; the paths written."""
+    (the recommendation's drawn against ``budget``) to ``out``; the paths written."""
     written = [out / "sweep.parquet", out / "sweep.csv"]
     df.to_parquet(written[0], index=False)
     df.to_csv(written[1], index=False)
     if design.sweep_figures is not None:
-        written += list(design.sweep_figures(df, scenario, out))
+        bar = {} if budget is None else {"budget": budget}
+        written += list(design.sweep_figures(df, scenario, out, **bar))
     return written
 
 
-def _print_sweep(df, design, scenario, seeds: list, keys: list) -> None:
+def _print_sweep(df, design, scenario, seeds: list, keys: list, budget: float | None = None) -> None:
     """Print the sweep's summary: its runs and validity, the mean over seeds of
     each grid point's shown columns, and the design's recommendation."""
     import pandas as pd
@@ -907,9 +942,7 @@ def _print_sweep(df, design, scenario, seeds: list, keys: list) -> None:
         table = df.groupby(keys, sort=False)[shown_columns].mean() if keys else df[shown_columns].mean().to_frame().T
         print(f"mean over seeds:\n{table.round(3).to_string()}")
     if design.sweep_recommend is not None:
-        line = design.sweep_recommend(df, scenario)
-        if line:
-            print(line)
+        print(design.sweep_recommend(df, scenario, budget=budget))
 
 
 def _is_terminal(stream) -> bool:

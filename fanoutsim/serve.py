@@ -384,6 +384,7 @@ def _control_server(
             max_body_bytes=max_body_bytes,
             get_metrics=rt.metrics,
             explain=None if design.explain is None else (lambda item: design.explain(rt, item)),
+            metric_help=design.metrics,
         ).start()
     except OSError as exc:
         if exc.filename is not None:  # FILE.serve.json could not be written: the CLI names it

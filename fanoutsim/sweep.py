@@ -61,6 +61,12 @@ seed and ``fanoutsim.__version__``: an interrupted sweep resumes where it
 stopped, and a repeated one runs nothing. ``df.attrs["ran"]`` and
 ``df.attrs["from_cache"]`` count the rows of each kind.
 
+:func:`recommend` reads a setting off the table, as ``fanoutsim sweep``
+prints it: the reactor's poll interval and batch limit, the outbox's safety
+poll, the leases' lease length — whichever of its settings the grid varied
+(one or several), judged at their worst over the other grid keys, against a
+``budget`` each design states (``Design.sweep_budget``).
+
 The whole grid is checked before any run starts: an unknown key or dotted
 path, or a value the design would refuse, raises :class:`ValueError` naming
 the key, the value and what is allowed (or what exists).
@@ -114,7 +120,16 @@ from fanoutsim.kernel.design import Design
 from fanoutsim.kernel.gcpause import gc_paused
 from fanoutsim.kernel.validate import is_real, is_whole
 
-__all__ = ["sweep", "scale_rate", "grid_runs", "result_columns", "check_cluster", "RunFailed", "ClusterMismatch"]
+__all__ = [
+    "sweep",
+    "recommend",
+    "scale_rate",
+    "grid_runs",
+    "result_columns",
+    "check_cluster",
+    "RunFailed",
+    "ClusterMismatch",
+]
 
 _TABLE = "fanoutsim_sweep_runs_v2"  # a new cache layout gets a new table
 _FLUSH_EVERY = 8  # finished rows per cache write
@@ -865,3 +880,21 @@ def sweep(
     df.attrs["ran"] = len(todo)
     df.attrs["from_cache"] = from_cache
     return df
+
+
+def recommend(df: pd.DataFrame, scenario, budget: float | None = None) -> str:
+    """The recommendation of ``scenario``'s design (a file's path, a scenario
+    object or a TOML dict) from its sweep ``df``, as ``fanoutsim sweep``
+    prints it: a setting and the rule that chose it, or ``recommendation:
+    none: ...`` and why. ``budget``: the bar the setting must meet — the
+    reactor's p99 fire -> dispatch and the outbox's p99 commit -> handled
+    latency (seconds; defaults 1.5 and 2), the leases' duplicates per event
+    delivered (default 0.01); ValueError for a design that recommends nothing
+    or a budget it does not allow."""
+    base = _load(scenario)
+    design = base.design
+    if design.sweep_recommend is None:
+        raise ValueError(f"the {design.name} design recommends no setting from a sweep")
+    if budget is not None and design.sweep_budget is not None:
+        budget = design.sweep_budget.check(budget)
+    return design.sweep_recommend(df, base.scenario, budget=budget)

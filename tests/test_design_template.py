@@ -48,9 +48,9 @@ def test_each_design_says_what_its_backlog_counts_and_where_its_config_goes():
 
 
 def test_an_optional_member_left_out_keeps_its_default():
-    # only the reactor recommends a setting from a sweep
-    assert get_design("reactor").sweep_recommend is not None
-    assert get_design("outbox").sweep_recommend is None
+    # every built-in design recommends a setting from a sweep, against its own budget
+    for name in ("reactor", "outbox", "leases"):
+        assert get_design(name).sweep_recommend is not None and get_design(name).sweep_budget is not None
     assert get_design("outbox").sweep_unit_columns == ("commit_to_handled_p50_s", "commit_to_handled_p99_s")
     assert get_design("reactor").sweep_unit_columns == ()
 

@@ -64,6 +64,8 @@ def test_the_site_has_every_part_of_its_layout(site):
         "start/index.html",
         "lessons/index.html",
         "howto/poll-interval.html",
+        "howto/lease-length.html",
+        "howto/safety-poll.html",
         "howto/replay.html",
         "howto/postgres.html",
         "howto/dask.html",
@@ -83,6 +85,25 @@ def test_the_site_has_every_part_of_its_layout(site):
     assert "--window" in cli_page and "explain" in cli_page  # read from the parser itself
     assert "lease_expired" in (HTML / "reference" / "causes.html").read_text()
     assert "retire_at" in (HTML / "_generated" / "scenario-leases.html").read_text()
+
+
+@pytest.mark.parametrize(
+    "name, recommended",
+    [("lease-length", "consumers.worker.lease_seconds = "), ("safety-poll", "safety_poll_interval = ")],
+)
+def test_a_howto_shows_its_command_what_it_printed_and_its_figure(site, name, recommended):
+    """The how-to's sweep was run by the build with the command the page shows:
+    the output is the command's (its summary line, a recommendation that names
+    a setting), and the figure is there."""
+    import html
+    import re
+
+    text = (HTML / "howto" / f"{name}.html").read_text()
+    plain = html.unescape(re.sub(r"<[^>]+>", "", text))
+    assert f"fanoutsim example {name} --out mine.toml" in plain and "fanoutsim sweep mine.toml --grid" in plain
+    assert re.search(r"sweep of " + re.escape(name) + r": \d+ runs \(\d+ ran", plain)
+    assert re.search(r"^recommendation \([^)]*\): " + re.escape(recommended) + r"\d", plain, re.MULTILINE)
+    assert f"howto-{name}.png" in text and (HTML / "_images" / f"howto-{name}.png").is_file()
 
 
 @pytest.fixture(scope="module")

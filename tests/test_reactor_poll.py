@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pandas as pd
+import pytest
 from conftest import FailInserts
 
 
@@ -150,14 +151,19 @@ def test_predicate_error_hold_dead_letters_on_the_limit_th_error(make_sim):
     assert sub["last_seen_fired_at"] == sim.firings()["fired_at"].max()
 
 
-def test_dead_letter_marks_degraded_until_a_clean_evaluation(make_sim):
-    sim = make_sim(predicate_error_policy="hold", predicate_error_limit=2)
+@pytest.mark.parametrize("after, stored", [("reset", 0), ("keep", 2)])
+def test_dead_letter_marks_degraded_until_a_clean_evaluation(make_sim, after, stored):
+    sim = make_sim(
+        predicate_error_policy="hold", predicate_error_limit=2, predicate_error_count_after_dead_letter=after
+    )
     sim.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.quote.price > 100")
     sim.run(until=0.5)
-    sim.fire("r", {"other": 1})
+    bad = sim.fire("r", {"other": 1})
     sim.run(until=2.5)  # errors at t=1 and t=2: dead-lettered
     sub = sim.subscriptions().iloc[0]
-    assert sub["predicate_degraded"] and sub["predicate_error_count"] == 2
+    # Cloacina's mark_predicate_degraded writes 0; "keep" leaves the limit it reached
+    assert sub["predicate_degraded"] and sub["predicate_error_count"] == stored
+    assert sub["predicate_error_firing_id"] == bad
     assert sub["last_seen_fired_at"] == sim.firings()["fired_at"].max()
     sim.fire("r", {"quote": {"price": 1}})  # clean (false) evaluation
     sim.run(until=3.5)
@@ -214,3 +220,77 @@ def test_poll_queries_count_the_load_on_the_database(make_sim):
     sim.runner.subscribe_workflow_to_reactor("r", "b")
     sim.run(until=10.25)  # polls at 0, 0.5, ..., 10.0: 21 passes over 2 subscriptions
     assert sim.metrics()["fanoutsim_reactor_poll_queries_total"] == 42
+
+
+@pytest.mark.parametrize("after", ["reset", "keep"])
+def test_the_next_failing_firing_gets_a_full_budget_of_errors_either_way(make_sim, after):
+    """Another firing's errors count from 1 under both readings: with a limit
+    of 3, the second bad firing is held by two polls and dead-lettered by the
+    third, as the first was."""
+    sim = make_sim(
+        predicate_error_policy="hold", predicate_error_limit=3, predicate_error_count_after_dead_letter=after
+    )
+    sim.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.quote.price > 100")
+    sim.run(until=0.5)
+    sim.fire("r", {"other": 1})
+    sim.run(until=3.5)  # t=1, 2, 3: the first bad firing dead-lettered
+    second = sim.fire("r", {"other": 2})
+    sim.run(until=5.5)  # t=4, 5: two errors on the second, held
+    sub = sim.subscriptions().iloc[0]
+    assert sub["predicate_error_count"] == 2 and sub["predicate_error_firing_id"] == second
+    assert sim.metrics()['fanoutsim_reactor_predicate_dead_letters_total{reactor="r"}'] == 1
+    sim.run(until=6.5)  # t=6: the third dead-letters it
+    assert sim.metrics()['fanoutsim_reactor_predicate_dead_letters_total{reactor="r"}'] == 2
+
+
+def test_a_dead_lettered_firing_read_again_has_a_fresh_budget_only_after_a_reset(make_sim):
+    """What the stored count changes: the dead-lettered firing read again (the
+    watermark set back, as a second poller with an older read would) is retried
+    ``predicate_error_limit`` times after Cloacina's reset, and dead-lettered at
+    its first error when the count was kept at the limit."""
+    dead = {}
+    for after in ("reset", "keep"):
+        sim = make_sim(
+            predicate_error_policy="hold", predicate_error_limit=2, predicate_error_count_after_dead_letter=after
+        )
+        sub_id = sim.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.quote.price > 100")
+        sim.run(until=0.5)
+        sim.fire("r", {"other": 1})
+        sim.run(until=2.5)  # t=1, 2: dead-lettered
+        with sim.store.transaction() as tx:  # rewind the watermark past nothing
+            tx.update_subscription(sub_id, {"last_seen_fired_at": None, "last_seen_firing_id": None})
+        sim.run(until=3.5)  # t=3: the same firing's filter fails again
+        dead[after] = sim.metrics()['fanoutsim_reactor_predicate_dead_letters_total{reactor="r"}']
+    assert dead == {"reset": 1, "keep": 2}
+
+
+def test_last_predicate_error_is_cut_to_240_characters_with_a_marker_unless_whole(make_sim):
+    long_name = "x" * 300  # cel-python names the missing member in its error
+    stored = {}
+    for text in ("truncated", "whole"):
+        sim = make_sim(last_predicate_error_text=text)
+        sim.runner.subscribe_workflow_to_reactor("r", "wf", when=f"payload.{long_name} > 1")
+        sim.run(until=0.5)
+        sim.fire("r", {"other": 1})
+        sim.run(until=1.5)
+        stored[text] = sim.subscriptions().iloc[0]["last_predicate_error"]
+        trace = sim.trace()
+        traced = trace.loc[trace["kind"] == "predicate", "detail"].iloc[0]
+    assert len(stored["whole"]) > 240 and long_name in stored["whole"]
+    assert stored["truncated"] == stored["whole"][:240] + "…[truncated]"
+    assert traced == f"error: {stored['whole']}"  # the trace keeps the whole text
+
+
+@pytest.mark.parametrize("after", ["reset", "keep"])
+def test_explain_calls_a_dead_lettered_firing_dead_lettered_whatever_count_is_stored(make_sim, after):
+    from fanoutsim.designs import get
+
+    sim = make_sim(
+        predicate_error_policy="hold", predicate_error_limit=2, predicate_error_count_after_dead_letter=after
+    )
+    sim.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.quote.price > 100")
+    sim.run(until=0.5)
+    bad = sim.fire("r", {"other": 1})
+    sim.run(until=2.5)
+    story = get("reactor").explain(sim, bad)  # what `fanoutsim explain` prints
+    assert "dead-lettered: after 2 errors in a row" in story and "tie" not in story

@@ -90,7 +90,8 @@ def test_metrics_are_the_values_status_reports_readable_without_the_token(reacto
     assert set(before) == set(status) == set(after)
     assert status['fanoutsim_reactor_firings_total{graph="pricing_reactor",reactor="pricing_reactor"}'] == 3
     for name, value in status.items():  # counters only grow: status read between the two scrapes
-        assert before[name] <= value <= after[name], name
+        if "_total" in name or name.split("{")[0].endswith(("_bucket", "_count")):  # gauges move both ways
+            assert before[name] <= value <= after[name], name
 
 
 def test_a_query_string_is_parsed_and_an_unknown_parameter_refused_by_name(reactor_server):

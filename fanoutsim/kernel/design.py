@@ -58,6 +58,40 @@ class SweepKey:
     check: Callable[[Any], None] | None = None
 
 
+@dataclass(frozen=True)
+class SweepBudget:
+    """The bar a design's sweep recommendation holds every setting to, which
+    ``fanoutsim sweep --budget`` (and ``budget=`` of the design's
+    ``recommend``) sets. ``meaning``: what it bounds, in a few words ("the p99
+    fire -> dispatch latency"); ``unit``: ``"s"`` for seconds, ``""`` for a
+    share; ``default``: the bar when none is given; ``low`` < budget (or <=
+    when ``low_included``) and budget <= ``high`` (None: no upper bound)."""
+
+    meaning: str
+    default: float
+    unit: str = "s"
+    low: float = 0.0
+    low_included: bool = False
+    high: float | None = None
+
+    def allowed(self) -> str:
+        """What a budget may be, in words: ``a number of seconds > 0``."""
+        what = "a number of seconds" if self.unit == "s" else "a number"
+        upper = "" if self.high is None else f" and <= {self.high:g}"
+        return f"{what} {'>=' if self.low_included else '>'} {self.low:g}{upper}"
+
+    def check(self, value: Any) -> float:
+        """``value`` as a float, or ValueError naming it and what is allowed."""
+        ok = is_real(value) and math.isfinite(value)
+        if ok:
+            ok = (value >= self.low if self.low_included else value > self.low) and (
+                self.high is None or value <= self.high
+            )
+        if not ok:
+            raise ValueError(f"budget {value!r}: give {self.allowed()} ({self.meaning} a setting may reach)")
+        return float(value)
+
+
 def scale_workload_rates(scenario: Any, rate: float) -> Any:
     """``scenario`` with every workload's ``rate`` scaled by one factor so that
     they sum to ``rate`` (the split between workloads is kept): the ``rate``
@@ -98,6 +132,7 @@ TEMPLATE: dict[str, tuple[str, str]] = {
     "sweep_row": ("sweep", "sweep_row"),
     "sweep_figures": ("sweep", "sweep_figures"),
     "sweep_recommend": ("sweep", "recommend"),
+    "sweep_budget": ("sweep", "BUDGET"),
     "realtime": ("serve", "open_realtime"),
     "write": ("serve", "write"),
     "write_fields": ("serve", "WRITE_FIELDS"),
@@ -109,6 +144,7 @@ TEMPLATE: dict[str, tuple[str, str]] = {
     "backlog_name": ("story", "BACKLOG_NAME"),
     "causes": ("causes", "CAUSES"),
     "expected": ("causes", "expected"),
+    "metrics": ("metrics", "METRICS"),
 }
 LAZY_MODULES = frozenset({"checker", "report", "plots"})
 _MISSING = object()
@@ -170,10 +206,15 @@ class Design:
 
     ``sweep_figures(df, scenario, out)``: the PNG figures of a sweep's table
     (:func:`fanoutsim.sweep`) of a ``scenario`` of this design, written into
-    ``out`` (their paths; ``fanoutsim sweep`` calls it). ``sweep_recommend(df,
-    scenario)``: one line recommending a setting from that table, or None when
-    the table holds nothing to recommend from; a design without one leaves it
-    None.
+    ``out`` (their paths; ``fanoutsim sweep`` calls it; a design that
+    recommends also takes ``budget=``, to draw the bar it was given).
+    ``sweep_recommend(df, scenario, budget=None)``: the recommendation of a
+    setting from that table, as text whose first line starts
+    ``recommendation``: the setting, or ``recommendation: none: ...`` saying
+    why there is none (the grid varies no setting it recommends, or none meets
+    the bar) — never silence. ``sweep_budget`` (a :class:`SweepBudget`) is
+    what its ``budget`` bounds, its default and its allowed values. A design
+    without a recommendation leaves both None.
 
     ``realtime(scenario, db, **options)`` opens the design's wall-clock
     runtime over the DuckDB file ``db`` with the scenario (or None: the file
@@ -202,6 +243,11 @@ class Design:
     ``expected(checked, kind, cause)`` says whether the run's configuration
     accepts that cause (it leaves the verdict valid) — what the report prints
     beside each cause.
+
+    ``metrics`` says what each metric the design's runtimes count means
+    (name -> :class:`fanoutsim.kernel.metrics.Help`: counter, gauge or
+    histogram, and a sentence with its unit): the ``# HELP`` and ``# TYPE``
+    lines of ``GET /metrics`` and the metrics page of the documentation.
 
     ``scenario_schema`` declares the design's scenario files (a
     :class:`fanoutsim.kernel.scenario.Schema`): :mod:`fanoutsim.scenario`
@@ -233,7 +279,8 @@ class Design:
     sweep_unit_columns: tuple[str, ...] = ()
     sweep_keys: Mapping[str, SweepKey] = field(default_factory=dict)
     sweep_figures: Callable[[Any, Any, Any], list[Any]] | None = None
-    sweep_recommend: Callable[[Any, Any], str | None] | None = None
+    sweep_recommend: Callable[..., str] | None = None
+    sweep_budget: SweepBudget | None = None
     realtime: Callable[..., Any] | None = None
     write: Callable[[Any, dict[str, Any]], Any] | None = None
     write_fields: Mapping[str, str] = field(default_factory=dict)
@@ -244,6 +291,7 @@ class Design:
     backlog_name: str = "pending"
     causes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     expected: Callable[[Any, str, str], bool] | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
     scenario_schema: Any = None
     store_part: Any = None
 

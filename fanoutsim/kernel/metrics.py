@@ -1,15 +1,25 @@
-"""Counters in the Prometheus style: ``name{label="v",...}`` -> number.
+"""Metrics in the Prometheus style: ``name{label="v",...}`` -> number.
 
-Like a real process's metrics these are not transactional: a counter bumped
-just before a crash stays bumped, which is exactly how an operator would see it.
-They belong to the run, not to one engine incarnation, so a restart does not
-zero them (a scraper would have kept the series).
+Counters (``inc``, ``counter``) and histograms (``observe``, ``histogram``)
+are kept here; a runtime's ``metrics()`` adds its gauges, read from its tables
+when asked. Like a real process's metrics these are not transactional: a
+counter bumped just before a crash stays bumped, which is exactly how an
+operator would see it. They belong to the run, not to one engine incarnation,
+so a restart does not zero them (a scraper would have kept the series).
+
+A histogram shows in :meth:`Metrics.as_dict` as Prometheus writes one: a
+cumulative ``<name>_bucket{le="..."}`` per bound (``+Inf`` last), then
+``<name>_count`` and ``<name>_sum`` — so the dict and ``GET /metrics`` name the
+same series. What each metric means is its :class:`Help` (each design declares
+its own, the kernel its few): the ``# HELP`` and ``# TYPE`` lines of the text
+format, and the metrics page of the documentation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+import bisect
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -21,17 +31,113 @@ class Bump(Protocol):
     def __call__(self, amount: float = 1) -> None: ...
 
 
+class Observe(Protocol):
+    """A histogram as :meth:`Metrics.histogram` hands it out: ``h(x)`` observes ``x``."""
+
+    def __call__(self, value: float) -> None: ...
+
+
+class Help(NamedTuple):
+    """What a metric is: its ``kind`` (``"counter"``, ``"gauge"`` or
+    ``"histogram"``) and ``text``, the ``# HELP`` line — what it measures, in
+    which unit, and when it moves (never its name again)."""
+
+    kind: str
+    text: str
+
+
 # a series: its name and its labels' (name, value) pairs, sorted when two or more
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
+# Upper bounds (seconds) of the latency histograms: from a few milliseconds (a
+# hint, an in-process dispatch) through poll intervals and lease lengths to
+# minutes (a backlog, a restore): one set for every design, so that they compare
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    1800.0,
+)
+
+# the kernel's own metrics (the runtimes count them, whatever the design)
+KERNEL_METRICS: dict[str, Help] = {
+    "fanoutsim_runner_crashes_total": Help(
+        "counter",
+        "Crashes of the process, planned or injected: each threw away the engine and its open transaction "
+        "(the run's metrics survive it, as a scraper's would).",
+    ),
+}
+
+
+def bucket_label(bound: float) -> str:
+    """A histogram bound as the ``le`` label writes it (``0.005``, ``1.0``, ``+Inf``)."""
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+class _Histogram:
+    """One histogram series: its bounds, the count in each bucket (the last one
+    past every bound), the sum and the count of what it observed."""
+
+    __slots__ = ("bounds", "counts", "sum", "count")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1  # le: a value on a bound counts in it
+        self.sum += value
+        self.count += 1
+
+    def series(self, name: str, labels: tuple[tuple[str, str], ...]) -> Iterator[tuple[str, float]]:
+        """``(key, value)`` of its ``_bucket`` (cumulative), ``_count`` and ``_sum`` series."""
+        running = 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts):
+            running += n
+            yield _key(f"{name}_bucket", (*labels, ("le", bucket_label(bound)))), running
+        yield _key(f"{name}_count", labels), self.count
+        yield _key(f"{name}_sum", labels), self.sum
+
+
+def _key(name: str, labels: tuple[tuple[str, str], ...]) -> str:
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels))
+    return f"{name}{{{inner}}}"
+
+
+def series(name: str, **labels: str) -> str:
+    """The key of the series ``name{labels}`` as :meth:`Metrics.as_dict` writes
+    it (labels sorted): for a gauge a runtime's ``metrics()`` adds."""
+    return _key(name, tuple(labels.items()))
+
 
 class Metrics:
-    __slots__ = ("_values",)
+    """A run's counters, gauges and histograms, keyed by name and labels: what a
+    step counts as it goes (:meth:`inc`, :meth:`observe`) and what ``metrics()`` and
+    ``GET /metrics`` read back (:meth:`as_dict`, :func:`prometheus_text`)."""
+
+    __slots__ = ("_values", "_histograms")
 
     def __init__(self) -> None:
         self._values: dict[SeriesKey, float] = {}
+        self._histograms: dict[SeriesKey, _Histogram] = {}
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
+        """Add ``amount`` (1 by default) to the counter ``name{labels}``, which starts at 0."""
         # one label (the common case) needs no sorting; every step bumps a counter
         items = tuple(labels.items())
         key = (name, items if len(items) < 2 else tuple(sorted(items)))
@@ -49,17 +155,39 @@ class Metrics:
 
         return bump
 
+    def observe(self, name: str, value: float, buckets: tuple[float, ...] = LATENCY_BUCKETS, **labels: str) -> None:
+        """Count ``value`` in the histogram ``name{labels}`` (bounds ``buckets``, sorted)."""
+        items = tuple(labels.items())  # one label (the common case) needs no sorting
+        key = (name, items if len(items) < 2 else tuple(sorted(items)))
+        h = self._histograms.get(key)
+        if h is None or h.bounds is not buckets:  # a new series, or other bounds given: checked
+            h = self._histogram(key, buckets)
+        h.observe(value)
+
+    def histogram(self, name: str, buckets: tuple[float, ...] = LATENCY_BUCKETS, **labels: str) -> Observe:
+        """The histogram ``name{labels}`` as a callable: ``h(x)`` observes ``x``.
+        For hot paths, which then skip building the key."""
+        return self._histogram((name, tuple(sorted(labels.items()))), buckets).observe
+
+    def _histogram(self, key: SeriesKey, buckets: tuple[float, ...]) -> _Histogram:
+        h = self._histograms.get(key)
+        if h is None:
+            h = self._histograms[key] = _Histogram(tuple(buckets))
+        elif h.bounds != tuple(buckets):
+            raise ValueError(f"histogram {key[0]} has the buckets {h.bounds}, not {tuple(buckets)}")
+        return h
+
     def get(self, name: str, **labels: str) -> float:
+        """The value of ``name{labels}`` now (0 if it was never counted)."""
         return self._values.get((name, tuple(sorted(labels.items()))), 0)
 
     def as_dict(self) -> dict[str, float]:
-        out = {}
-        for (name, labels), value in sorted(self._values.items()):
-            if labels:
-                inner = ",".join(f'{k}="{v}"' for k, v in labels)
-                out[f"{name}{{{inner}}}"] = value
-            else:
-                out[name] = value
+        """Every series in the Prometheus style, ``{'name{label="value"}': number}``,
+        sorted by name and labels; a histogram as its ``_bucket``, ``_sum`` and
+        ``_count`` series."""
+        out = {_key(name, labels): value for (name, labels), value in sorted(self._values.items())}
+        for (name, labels), h in sorted(self._histograms.items()):
+            out.update(h.series(name, labels))
         return out
 
 
@@ -75,6 +203,7 @@ class LockedMetrics(Metrics):
         self._lock = threading.Lock()
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
+        """:meth:`Metrics.inc` under the lock."""
         with self._lock:
             super().inc(name, amount, **labels)
 
@@ -87,7 +216,21 @@ class LockedMetrics(Metrics):
 
         return locked
 
+    def histogram(self, name: str, buckets: tuple[float, ...] = LATENCY_BUCKETS, **labels: str) -> Observe:
+        observe, lock = super().histogram(name, buckets, **labels), self._lock
+
+        def locked(value: float) -> None:
+            with lock:
+                observe(value)
+
+        return locked
+
+    def observe(self, name: str, value: float, buckets: tuple[float, ...] = LATENCY_BUCKETS, **labels: str) -> None:
+        with self._lock:
+            super().observe(name, value, buckets, **labels)
+
     def as_dict(self) -> dict[str, float]:
+        """:meth:`Metrics.as_dict` under the lock: a consistent reading."""
         with self._lock:
             return super().as_dict()
 
@@ -106,12 +249,31 @@ def parse_series(key: str) -> tuple[str, dict[str, str]]:
     return name, dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', rest.rstrip("}")))
 
 
-class _Families:
-    """A prometheus_client collector over a dict of ``metrics()``: a name ending
-    in ``_total`` is a counter, any other a gauge; names and values as given."""
+_HISTOGRAM_PARTS = ("_bucket", "_count", "_sum")
 
-    def __init__(self, values: dict[str, float]) -> None:
+
+def family_of(name: str, described: Mapping[str, Help]) -> tuple[str, str]:
+    """The family a series' ``name`` belongs to and its kind: a described
+    histogram's ``_bucket``/``_count``/``_sum`` go to the histogram; otherwise
+    the description's kind, or, undescribed, a counter for ``*_total`` and a gauge."""
+    for part in _HISTOGRAM_PARTS:
+        base = name.removesuffix(part)
+        if base != name and described.get(base, Help("", "")).kind == "histogram":
+            return base, "histogram"
+    help_ = described.get(name)
+    if help_ is not None:
+        return name, help_.kind
+    return name, "counter" if name.endswith("_total") else "gauge"
+
+
+class _Families:
+    """A prometheus_client collector over a dict of ``metrics()``, each family
+    typed and explained by ``described`` (name -> :class:`Help`); names,
+    labels and values as given."""
+
+    def __init__(self, values: dict[str, float], described: Mapping[str, Help]) -> None:
         self.values = values
+        self.described = described
 
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.metrics_core import Metric
@@ -119,23 +281,27 @@ class _Families:
         families: dict[str, Metric] = {}
         for key, value in sorted(self.values.items()):
             name, labels = parse_series(key)
-            counter = name.endswith("_total")
-            family_name = name[: -len("_total")] if counter else name
-            family = families.get(name)
+            family_name, kind = family_of(name, self.described)
+            family = families.get(family_name)
             if family is None:
-                family = families[name] = Metric(
-                    family_name, f"{name}, as fanoutsim metrics() counts it", "counter" if counter else "gauge"
-                )
+                text = self.described.get(family_name, Help(kind, "")).text or "(not described)"
+                # the client adds _total to a counter's samples itself: its family is named without it
+                family_name_written = family_name.removesuffix("_total") if kind == "counter" else family_name
+                family = families[family_name] = Metric(family_name_written, text, kind)
             family.add_sample(name, labels, float(value))
         yield from families.values()
 
 
-def prometheus_text(values: dict[str, float]) -> bytes:
+def prometheus_text(values: dict[str, float], described: Mapping[str, Help] | None = None) -> bytes:
     """``metrics()`` (``{'name{label="v"}': value}``) in the Prometheus text
     exposition format, written by prometheus_client: the same names, labels
-    and values, a ``# TYPE`` per family (counter for ``*_total``, else gauge)."""
+    and values, a ``# HELP`` and ``# TYPE`` per family from ``described``
+    (name -> :class:`Help`, the kernel's own :data:`KERNEL_METRICS` added);
+    a histogram's ``_bucket``, ``_count`` and ``_sum`` series are its one
+    family. An undescribed name ending in ``_total`` is a counter, any other
+    a gauge."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(values))
+    registry.register(_Families(values, {**KERNEL_METRICS, **(described or {})}))
     return generate_latest(registry)

@@ -24,6 +24,8 @@ from matplotlib.figure import Figure, SubFigure
 from matplotlib.rcsetup import cycler  # what mpl.cycler is: the validating one, typed here
 from matplotlib.typing import RcKeyType
 
+from fanoutsim.kernel.sweeppick import grid_keys  # noqa: F401  (a name of this module too, as before)
+
 #: The house style: the Matplotlib settings every figure is drawn with (:func:`style`).
 STYLE: dict[RcKeyType, Any] = {
     "figure.figsize": (8.0, 4.5),
@@ -458,18 +460,13 @@ def save_figures(figures: Mapping[str, Figure], out: str | Path) -> list[Path]:
     return paths
 
 
-def grid_keys(df: pd.DataFrame) -> list[str]:
-    """The grid keys of a sweep's table (:func:`fanoutsim.sweep`): its columns before ``seed``."""
-    columns = list(df.columns)
-    return columns[: columns.index("seed")] if "seed" in columns else []
-
-
 class _SweepLinesOptions(TypedDict, total=False):
     """:func:`sweep_lines`'s keywords but ``ax``: the same in both overloads."""
 
     x: str | None
     by: str | None
     title: str | None
+    bar: tuple[float, str] | None
 
 
 # the overloads differ in ``ax`` alone: a new figure is a Figure, a caller's axes may be a subfigure's
@@ -489,11 +486,14 @@ def sweep_lines(
     by: str | None = None,
     ax: Axes | None = None,
     title: str | None = None,
+    bar: tuple[float, str] | None = None,
 ) -> Figure | SubFigure:
     """A sweep's ``column`` against the grid key ``x`` (default: the first
     numeric one), one line per value of the grid key ``by`` (default: the next
     grid key, if any): the mean over seeds, shaded from the lowest to the
-    highest seed. A log x axis when ``x`` spans a factor of 10 or more."""
+    highest seed. A log x axis when ``x`` spans a factor of 10 or more.
+    ``bar``: ``(value, label)`` of a dotted line across, the bar a
+    recommendation held the column to."""
     keys = grid_keys(df)
     # pandas's own test: a grid key of text (pandas 3's str dtype) or of nullable
     # ints is an extension dtype, which np.issubdtype refuses with a TypeError
@@ -508,13 +508,18 @@ def sweep_lines(
         rest = [k for k in keys if k != x]
         by = rest[0] if rest else None
     data = df[[c for c in (x, by, column) if c is not None]].dropna()
-    draw = partial(_sweep_lines, data=data, column=column, x=x, by=by)
+    draw = partial(_sweep_lines, data=data, column=column, x=x, by=by, bar=bar)
     return one_axes(ax, None if data.empty else draw, Labels(title or f"{column} vs {x}", x, column))
 
 
-def _sweep_lines(ax: Axes, *, data: pd.DataFrame, column: str, x: str, by: str | None) -> None:
+def _sweep_lines(
+    ax: Axes, *, data: pd.DataFrame, column: str, x: str, by: str | None, bar: tuple[float, str] | None = None
+) -> None:
     """:func:`sweep_lines`'s drawing, of its non-empty ``data``."""
     import numpy as np
+
+    if bar is not None:
+        ax.axhline(bar[0], color=THEORY_COLOR, linestyle=":", linewidth=1.2, label=bar[1])
 
     groups = data.groupby(by, sort=True) if by is not None else [(None, data)]
     colors = STYLE["axes.prop_cycle"].by_key()["color"]
@@ -540,12 +545,19 @@ def _sweep_lines(ax: Axes, *, data: pd.DataFrame, column: str, x: str, by: str |
     ax.legend(loc="best")
 
 
-def save_sweep_lines(df: pd.DataFrame, columns: Iterable[str], out: Path, prefix: str = "sweep") -> list[Path]:
+def save_sweep_lines(
+    df: pd.DataFrame,
+    columns: Iterable[str],
+    out: Path,
+    prefix: str = "sweep",
+    bars: Mapping[str, tuple[float, str]] | None = None,
+) -> list[Path]:
     """:func:`sweep_lines` of each of ``columns`` the table has, saved into
     ``out`` as ``<prefix>_<column>.png``; nothing when the table has no numeric
-    grid key (a sweep of seeds only)."""
+    grid key (a sweep of seeds only). ``bars``: a column's ``bar`` line."""
+    bars = bars or {}
     try:
-        figures = {f"{prefix}_{c}.png": sweep_lines(df, c) for c in columns if c in df.columns}
+        figures = {f"{prefix}_{c}.png": sweep_lines(df, c, bar=bars.get(c)) for c in columns if c in df.columns}
     except KeyError:
         return []
     return save_figures(figures, out)

@@ -442,11 +442,14 @@ class LeaseHost:
         return self._trace.frame()
 
     def metrics(self) -> dict[str, float]:
-        """Every counter and gauge now, in the Prometheus style:
-        ``{'name{label="value"}': number}``, with the rows retained in ``events``,
-        ``leases`` (in flight) and ``dead_letters`` read from the store."""
+        """Every metric now, in the Prometheus style (``{'name{label="value"}': number}``):
+        the run's counters and histograms, and its gauges read from the
+        tables now (:mod:`fanoutsim.designs.leases.metrics` says what each means)."""
+        from fanoutsim.designs.leases.metrics import checkpoint_lags
+
         out = self.metrics_registry.as_dict()
         out["fanoutsim_lease_events_retained"] = len(self.table_rows("events"))
         out["fanoutsim_lease_in_flight"] = len(self.table_rows("leases"))
         out["fanoutsim_lease_dead_letters_retained"] = len(self.table_rows("dead_letters"))
+        out.update(checkpoint_lags(self.table_rows, self.now_us()))
         return out

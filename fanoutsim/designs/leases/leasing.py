@@ -101,7 +101,9 @@ from dataclasses import dataclass
 from fanoutsim.designs.leases import rules
 from fanoutsim.designs.leases.config import MAX_SPARSE_RESOLUTIONS, check_batch
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
+from fanoutsim.designs.leases.metrics import PUBLISH_TO_ACK
 from fanoutsim.kernel.names import check_name
+from fanoutsim.kernel.timeutil import US
 
 # the results of ack, nack, in_progress and term: only these changed anything
 ACKED, RETRY, DEAD_LETTERED = "acked", "retry_scheduled", "dead_lettered"
@@ -549,6 +551,7 @@ def ack(
     with e.tx() as tx:
         failed, row, lease, now, how = _check(tx, e.config, now, consumer, event_id, token, incarnation, late=True)
         if failed is None:
+            event = tx.get_event_at(lease["seq"])  # its publish time, for the latency histogram
             moved, gone = _settle(e, tx, row, lease, how, ACKNOWLEDGED)
             bump(tx, row)
             e.faults.point("ack.before_commit", now, who=consumer, what=event_id)
@@ -564,6 +567,8 @@ def ack(
         )
         e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
     e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
+    if event is not None:  # a leased event is unresolved, so retention never pruned it
+        e.metrics.observe(PUBLISH_TO_ACK, (now - event["committed_at"]) / US, consumer=consumer)
     e.faults.point("ack.after_commit", now, who=consumer, what=event_id)
     return ACKED
 

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, cast
 
 from fanoutsim.kernel.timeutil import US, seconds_to_us
 
+from .metrics import COMMIT_TO_HANDLED
+
 if TYPE_CHECKING:
     from fanoutsim.designs.outbox.steps import Engine
     from fanoutsim.designs.outbox.tables.port import OutboxRow, OutboxTx
@@ -209,6 +211,7 @@ def finish(e: Engine, now: int, step: Step, attempt: int) -> Outcome:
     if step.error is None:
         trace.add(now, "handled", actor, name, seq, None, "due" if step.due else None)
         e.count("fanoutsim_outbox_handled_total", name)()
+        e.metrics.observe(COMMIT_TO_HANDLED, (now - step.row["ts"]) / US, consumer=name)
         e.faults.point("dispatch.after_handle_before_cursor", now, who=name, what=seq)
         with e.store.transaction() as tx:
             _done(tx, step)

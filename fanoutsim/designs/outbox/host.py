@@ -54,9 +54,12 @@ class OutboxHost:
         return self._trace.frame()
 
     def metrics(self) -> dict[str, float]:
-        """Every counter and gauge now, in the Prometheus style:
-        ``{'name{label="value"}': number}``, with the hint channel's counts: hints
-        sent, dropped, missed (no listener) and coalesced."""
+        """Every metric now, in the Prometheus style (``{'name{label="value"}': number}``):
+        the run's counters and histograms, the hint counters and the cursors'
+        lags read from the tables now (:mod:`fanoutsim.designs.outbox.metrics`
+        says what each means)."""
+        from fanoutsim.designs.outbox.metrics import cursor_lags
+
         out = self.metrics_registry.as_dict()
         ch = self.channel
         out.update(
@@ -67,6 +70,7 @@ class OutboxHost:
                 "fanoutsim_outbox_hints_coalesced_total": ch.coalesced,
             }
         )
+        out.update(cursor_lags(self.store.rows("outbox"), self.store.rows("cursors"), self.now_us()))
         return out
 
 

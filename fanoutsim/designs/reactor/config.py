@@ -16,6 +16,26 @@ seeds and the shipped code document differently, so a notebook can show each:
     counted against that firing; the ``predicate_error_limit``-th consecutive
     error on the same firing dead-letters it (advance, mark the subscription
     degraded).
+``predicate_error_count_after_dead_letter``
+    What the dead letter leaves in the subscription's stored
+    ``predicate_error_count`` under ``hold``. ``"reset"`` (Cloacina's code:
+    ``mark_predicate_degraded`` writes 0, so the next firing starts with a
+    full budget of ``predicate_error_limit`` errors). ``"keep"``: the count
+    stays at the limit, as fanoutsim stored it before. The seeds are silent on
+    this (seed 001 knows only ``skip``); either way the next error on
+    another firing counts from 1, so what differs is the stored row (what
+    ``subscriptions()``, ``explain`` and ``status`` show) and a dead-lettered
+    firing read again (by a second poller), which ``keep`` dead-letters at
+    its first error and ``reset`` retries ``predicate_error_limit`` times.
+``last_predicate_error_text``
+    How much of an error's text the subscription's ``last_predicate_error``
+    keeps. ``"truncated"`` (Cloacina's code, ``truncate_predicate_text``): a
+    text over 240 characters keeps its first 240 and gets the marker
+    ``…[truncated]`` after them (the marker is not counted in the 240: the
+    stored text is at most 252 characters), cut between characters (code
+    points), never inside one. ``"whole"``: the whole text, as fanoutsim
+    stored it before; the seeds are silent on it. The trace keeps the whole
+    text either way.
 ``dispatch_failure_policy``
     ``"hold"``: a failed execution insert stops that subscription's drain for
     the tick and keeps its watermark (retried next tick, as shipped).
@@ -55,6 +75,8 @@ from fanoutsim.kernel.validate import duration, is_whole, plain_fields
 POLICIES: dict[str, tuple[str, ...]] = {
     "prune_policy": ("ttl", "conservative"),
     "predicate_error_policy": ("skip", "hold"),
+    "predicate_error_count_after_dead_letter": ("reset", "keep"),
+    "last_predicate_error_text": ("truncated", "whole"),
     "dispatch_failure_policy": ("hold", "advance"),
     "watermark_commit": ("per_firing", "per_batch", "atomic"),
     "watermark": ("fired_at", "fired_at_id", "settled"),
@@ -132,6 +154,25 @@ class SchedulerConfig:
         :Unit: errors
         :Default: ``5``
         :Allowed: an integer >= 1
+    predicate_error_count_after_dead_letter : str
+        With ``predicate_error_policy="hold"``: the subscription's stored count of
+        errors in a row once the limit-th dead-letters a firing. ``"reset"``
+        (Cloacina's code, ``mark_predicate_degraded``): 0, so the next firing starts
+        a fresh budget; ``"keep"``: the limit stays stored (fanoutsim's earlier
+        reading; the seeds say nothing of it).
+
+        :Unit: none (a name)
+        :Default: ``"reset"``
+        :Allowed: ``"reset"`` or ``"keep"``
+    last_predicate_error_text : str
+        How the subscription stores its last predicate error's text: ``"truncated"``
+        (Cloacina's ``truncate_predicate_text``: the first 240 characters, then
+        ``…[truncated]``, cut on a character boundary) or ``"whole"``. The trace
+        keeps the whole text either way.
+
+        :Unit: none (a name)
+        :Default: ``"truncated"``
+        :Allowed: ``"truncated"`` or ``"whole"``
     dispatch_failure_policy : str
         What a failed execution insert does: ``"hold"`` stops that subscription's
         drain for the tick and keeps its watermark (retried next tick, as shipped);
@@ -196,6 +237,8 @@ class SchedulerConfig:
     prune_policy: str = "ttl"
     predicate_error_policy: str = "skip"
     predicate_error_limit: int = 5
+    predicate_error_count_after_dead_letter: str = "reset"
+    last_predicate_error_text: str = "truncated"
     dispatch_failure_policy: str = "hold"
     watermark_commit: str = "per_firing"
     watermark: str = "fired_at"

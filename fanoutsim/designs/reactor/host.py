@@ -152,11 +152,14 @@ class RunnerHost:
         return self._trace.columns()
 
     def metrics(self) -> dict[str, float]:
-        """Every counter and gauge now, in the Prometheus style:
-        ``{'name{label="value"}': number}``, with ``fanoutsim_reactor_firings_retained``
-        (the rows in ``reactor_firings``) read from the store."""
+        """Every metric now, in the Prometheus style (``{'name{label="value"}': number}``):
+        the run's counters and histograms, and its gauges read from the
+        tables now (:mod:`fanoutsim.designs.reactor.metrics` says what each means)."""
+        from fanoutsim.designs.reactor.metrics import watermark_lags
+
         out = self.metrics_registry.as_dict()
         out.setdefault("fanoutsim_reactor_firings_pruned_total", 0)
         with self.store.transaction() as tx:
             out["fanoutsim_reactor_firings_retained"] = tx.count_firings()
+        out.update(watermark_lags(self.store.rows("reactor_subscriptions"), self.now_us()))
         return out

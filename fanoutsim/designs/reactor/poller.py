@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.reactor.faults import InsertFailed
+from fanoutsim.designs.reactor.metrics import FIRE_TO_DISPATCH
 from fanoutsim.designs.reactor.payload import decode_sources
-from fanoutsim.designs.reactor.predicate import Predicate, activation
+from fanoutsim.designs.reactor.predicate import Predicate, activation, truncate_predicate_text
 from fanoutsim.designs.reactor.tables import cursor_of
-from fanoutsim.kernel.timeutil import rfc3339
+from fanoutsim.kernel.timeutil import US, rfc3339
 
 if TYPE_CHECKING:
     from fanoutsim.designs.reactor.steps import Engine
@@ -300,12 +301,15 @@ def _predicate_error(
     """Record a filter error; True when the drain must stop on it. Under
     ``predicate_error_policy="hold"`` the watermark stays on the firing until
     ``predicate_error_limit`` consecutive errors on it, and then the firing is
-    dead-lettered and the subscription marked degraded (the drain goes on)."""
+    dead-lettered and the subscription marked degraded (the drain goes on), its
+    stored count reset to 0 or kept (``predicate_error_count_after_dead_letter``).
+    The row keeps the error's text cut as ``last_predicate_error_text`` says."""
     cfg = e.config
     reactor = sub["reactor_name"]
     stats.predicate_errors += 1
     e.metrics.inc("fanoutsim_reactor_predicate_errors_total", reactor=reactor)
-    changes["last_predicate_error"] = error
+    whole = cfg.last_predicate_error_text == "whole"
+    changes["last_predicate_error"] = error if whole else truncate_predicate_text(error)  # Cloacina: 240 chars
     if cfg.predicate_error_policy != "hold":
         return False
     errors.count = errors.count + 1 if errors.firing == fid else 1
@@ -318,6 +322,8 @@ def _predicate_error(
     e.metrics.inc("fanoutsim_reactor_predicate_dead_letters_total", reactor=reactor)
     e.trace.add(now, "dead_letter", e.poller, who=sub["id"], what=fid, detail=error)
     changes["predicate_degraded"] = errors.degraded = True
+    if cfg.predicate_error_count_after_dead_letter == "reset":  # Cloacina: the next firing gets a full budget
+        errors.count = changes["predicate_error_count"] = 0
     return False
 
 
@@ -359,6 +365,7 @@ def _dispatch(
         e.trace.add(now, "dispatch_failed", e.poller, who=sid, what=fid, where=row["id"], detail=str(exc))
         return _HOLD if e.config.dispatch_failure_policy == "hold" else None
     stats.dispatched += 1
+    e.metrics.observe(FIRE_TO_DISPATCH, (now - f["fired_at"]) / US, reactor=sub["reactor_name"])
     e.trace.add(now, "dispatched", e.poller, who=sid, what=fid, where=row["id"])
     if atomic:
         e.trace.add(now, "watermark", e.poller, who=sid, what=fid, detail=str(f["fired_at"]))

@@ -44,6 +44,11 @@ from fanoutsim.kernel.cel import compile_fast, to_cel
 
 #: The variables a filter may read: the firing's decoded payload, its reactor and its tenant.
 ALLOWED_VARIABLES = ("payload", "reactor", "tenant")
+# Cloacina keeps at most this many characters of an error's text in the
+# subscription's row (``PREDICATE_TEXT_TRUNCATE_LEN``): its column is bounded,
+# a user's filter and the errors it raises are not
+PREDICATE_TEXT_LIMIT = 240
+TRUNCATED_MARKER = "…[truncated]"
 # CEL type identifiers are values too (``type(x) == int``).
 _TYPE_IDENTS = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
@@ -356,3 +361,13 @@ def explain_error(expr: str, sources: Any, error: str) -> str:
     if nulls:
         return f"{nulls[0][1]}; the filter cannot use a null there"
     return f"the filter could not be evaluated on this payload ({error.removeprefix('evaluation error: ')})"
+
+
+def truncate_predicate_text(text: str, limit: int = PREDICATE_TEXT_LIMIT) -> str:
+    """``text`` as Cloacina stores it in ``last_predicate_error``: unchanged up
+    to ``limit`` characters, else its first ``limit`` characters followed by
+    :data:`TRUNCATED_MARKER` (which the limit does not count). A character is
+    a code point, as Rust's ``chars()`` counts them, so a cut never splits one."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATED_MARKER

@@ -82,7 +82,8 @@ def _unrun(sub: dict, firing: dict, says: str, cfg) -> str:
         return f"{says}: not dispatched, and the watermark moved past it (as it should)"
     if "fails:" in says:
         limit = getattr(cfg, "predicate_error_limit", 5)
-        if sub.get("predicate_error_firing_id") == firing["id"] and sub["predicate_error_count"] < limit:
+        # a count of 0 on this firing is a dead letter's reset, not a hold
+        if sub.get("predicate_error_firing_id") == firing["id"] and 0 < sub["predicate_error_count"] < limit:
             return (
                 f"{says}\n      held by its error, then passed by the watermark without a retry: a "
                 f"firing with the same fired_at as the last one read (a tie under watermark = fired_at)"

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fanoutsim.kernel.design import SweepKey, scale_workload_rates
+from fanoutsim.kernel.design import SweepBudget, SweepKey, scale_workload_rates
 from fanoutsim.kernel.validate import is_real
 
 _LATENCY_STATS = ("p50", "p95", "p99", "mean")
@@ -54,18 +54,27 @@ def sweep_row(sim, checked) -> dict:
     return row
 
 
-def sweep_figures(df, scenario, out: Path) -> list[Any]:
-    """A sweep's figures (:func:`~.plots.sweep.save_sweep_figures`)."""
+BUDGET = SweepBudget("the p99 fire -> dispatch latency, the mean over seeds,", default=1.5)
+
+
+def sweep_figures(df, scenario, out: Path, budget: float | None = None) -> list[Any]:
+    """A sweep's figures (:func:`~.plots.sweep.save_sweep_figures`), the
+    recommendation's drawn against ``budget`` (default :data:`BUDGET`'s)."""
     from .plots.sweep import save_sweep_figures
 
-    return save_sweep_figures(df, scenario, out)
+    return save_sweep_figures(df, scenario, out, p99_budget_s=BUDGET.default if budget is None else budget)
 
 
-def recommend(df, scenario) -> str | None:
-    """One line recommending a poll interval from a sweep's table, or None."""
+def recommend(df, scenario=None, budget: float | None = None) -> str:
+    """The poll interval and batch limit to choose from a sweep that varied
+    either or both (:func:`~.analysis.sweep.recommendation_line`): the
+    cheapest in poll queries whose p99 fire -> dispatch stays within
+    ``budget`` seconds (default 1.5) and that keeps up, at every value of the
+    other grid keys; or ``recommendation: none: ...`` and why."""
     from .analysis.sweep import recommendation_line
 
-    return recommendation_line(df)
+    budget = BUDGET.default if budget is None else BUDGET.check(budget)
+    return recommendation_line(df, budget, scenario=scenario)
 
 
 def scale_rate(scenario, rate: float):

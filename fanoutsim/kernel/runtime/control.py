@@ -11,8 +11,9 @@ owner only (mode 0600).
     the design's status of the run, as JSON
 ``GET /metrics``
     the run's metrics in the Prometheus text format (the names
-    and values of ``metrics()``), for a scraper: read-only, so
-    it needs no token
+    and values of ``metrics()``, each family with the ``# HELP``
+    and ``# TYPE`` the design's ``metrics`` give it), for a
+    scraper: read-only, so it needs no token
 ``GET /explain?id=ID``
     one item's story (a firing, an outbox row, an event)
     as ``{"story": text}``
@@ -45,7 +46,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
     token: str | None = None
     max_body_bytes: int = MAX_BODY_BYTES
     callbacks: dict[str, Any] = {}  # get_status, post_write, get_metrics, explain
+    metric_help: Mapping[str, Any] = {}  # name -> kernel.metrics.Help: the HELP and TYPE of /metrics
     timeout = 30  # seconds a connection may stall mid-request
 
     def _route(self, endpoints: dict[str, tuple[str, ...]]) -> tuple[str, dict[str, str]] | None:
@@ -228,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
 
         try:
             get_metrics = self.callbacks.get("get_metrics")
-            data = prometheus_text(get_metrics() if get_metrics is not None else {})
+            data = prometheus_text(get_metrics() if get_metrics is not None else {}, self.metric_help)
         except (ValueError, TypeError, KeyError, RuntimeError) as exc:
             self._reply(500, {"error": str(exc)})
             return
@@ -303,10 +305,13 @@ def _handler(
     max_body_bytes: int = MAX_BODY_BYTES,
     get_metrics: Callable[[], dict[str, Any]] | None = None,
     explain: Callable[[str], str] | None = None,
+    metric_help: Mapping[str, Any] | None = None,
 ) -> type:
-    """A handler class for one server: its callbacks, token and body limit."""
+    """A handler class for one server: its callbacks, token, body limit and
+    what its metrics mean."""
     callbacks = {"get_status": get_status, "post_write": post_write, "get_metrics": get_metrics, "explain": explain}
-    return type("Handler", (_Handler,), {"token": token, "max_body_bytes": max_body_bytes, "callbacks": callbacks})
+    members = {"token": token, "max_body_bytes": max_body_bytes, "callbacks": callbacks}
+    return type("Handler", (_Handler,), {**members, "metric_help": dict(metric_help or {})})
 
 
 class ControlServer:
@@ -326,14 +331,14 @@ class ControlServer:
         max_body_bytes: int = MAX_BODY_BYTES,
         get_metrics: Callable[[], dict[str, Any]] | None = None,
         explain: Callable[[str], str] | None = None,
+        metric_help: Mapping[str, Any] | None = None,
     ) -> None:
         check_max_body_bytes(max_body_bytes)
         self.db = os.fspath(db)
         self.design = design
         self.token = secrets.token_hex(32)
-        self.http = ThreadingHTTPServer(
-            ("127.0.0.1", port), _handler(get_status, post_write, self.token, max_body_bytes, get_metrics, explain)
-        )
+        handler = _handler(get_status, post_write, self.token, max_body_bytes, get_metrics, explain, metric_help)
+        self.http = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.port = self.http.server_address[1]
         self._thread: threading.Thread | None = None
 

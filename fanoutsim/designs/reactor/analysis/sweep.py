@@ -19,13 +19,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fanoutsim.kernel.sweeppick import none_line, swept, worst_by_setting
+
 __all__ = [
     "seed_summary",
     "stream_shares",
     "knee_rate",
     "knee_interval",
     "backlog_growth",
+    "setting_table",
     "recommend",
+    "recommendation_line",
     "t_critical",
 ]
 
@@ -158,6 +162,32 @@ def backlog_growth(
     return sum(max(0.0, rate * shares.get((s.reactor, s.tenant), 0.0) - b / p) for s in scenario.subscriptions)
 
 
+def setting_table(
+    df: pd.DataFrame,
+    *,
+    latency: str = "fire_to_dispatch_p99_s",
+    interval: str = "reactor_poll_interval",
+    batch: str = "reactor_poll_batch_limit",
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """Each setting of the poll loop the sweep varied (``interval``, ``batch``
+    or both) judged at its worst over every other grid key (``rate``,
+    ``fetch_latency``, a fault's share: the conditions): ``latency`` (the mean
+    over seeds), ``polls_per_s`` (the mean), ``backlog_max`` (the largest of
+    any seed) and ``valid`` (every run). Returns the table, the settings and
+    the conditions; ValueError when the sweep varied neither setting."""
+    settings = swept(df, (interval, batch))
+    if not settings:
+        raise ValueError(
+            f"the sweep varies neither {interval} nor {batch}, the settings it recommends; "
+            f"add --grid {interval}=... (or {batch}=...)"
+        )
+    results = {latency: ("mean", "max"), "polls_per_s": ("mean", "max"), "backlog": ("max", "max")}
+    table, conditions = worst_by_setting(df, settings, {**results, "valid": ("min", "min")})
+    table = table.rename(columns={latency: "latency", "backlog": "backlog_max"})
+    table["valid"] = table["valid"] >= 1.0
+    return table, settings, conditions
+
+
 def recommend(
     df: pd.DataFrame,
     p99_budget_s: float,
@@ -169,61 +199,76 @@ def recommend(
 ) -> dict[str, Any]:
     """The cheapest setting (fewest polls per second: the least DB load) that
     keeps the mean over seeds of ``latency`` within ``p99_budget_s``, every
-    seed's backlog at most ``max_backlog`` firings and every seed valid.
-    Ties go to the lower latency, then the larger batch limit (more headroom
-    for bursts). Returns the setting, its numbers and ``candidates`` (how many
-    settings met the bar); raises ValueError when none does."""
-    grp = df.groupby([interval, batch], sort=True)
-    table = pd.DataFrame(
-        {
-            "latency": grp[latency].mean(),
-            "polls_per_s": grp["polls_per_s"].mean(),
-            "backlog_max": grp["backlog"].max(),
-            "valid": grp["valid"].all(),
-        }
-    ).reset_index()
+    seed's backlog at most ``max_backlog`` firings and every seed valid — at
+    every value of the other grid keys (:func:`setting_table`). The setting is
+    the poll interval, the batch limit or both, as the sweep varied them. Ties
+    go to the lower latency, then the larger batch limit (more headroom for
+    bursts). Returns the setting, its numbers, ``candidates`` (how many
+    settings met the bar), ``settings`` and ``conditions`` (the grid keys of
+    each kind); raises ValueError when none does, or the sweep varied neither."""
+    table, settings, conditions = setting_table(df, latency=latency, interval=interval, batch=batch)
     ok = table[(table["latency"] <= p99_budget_s) & (table["backlog_max"] <= max_backlog) & table["valid"]]
     if ok.empty:
+        under = f" at every {', '.join(conditions)} swept" if conditions else ""
         raise ValueError(
-            f"no setting keeps {latency} <= {p99_budget_s} s with a backlog <= {max_backlog}; "
+            f"no setting keeps {latency} <= {p99_budget_s:g} s with a backlog <= {max_backlog:g}{under}; "
             f"widen the grid or relax the budget"
         )
-    best = ok.sort_values(["polls_per_s", "latency", batch], ascending=[True, True, False], kind="stable").iloc[0]
-    same = ok[
-        np.isclose(ok["polls_per_s"], best["polls_per_s"])
-        & np.isclose(ok["latency"], best["latency"])
-        & (ok[batch] != best[batch])
-    ]
+    by, ascending = ["polls_per_s", "latency"], [True, True]
+    if batch in settings:
+        by, ascending = [*by, batch], [*ascending, False]
+    best = ok.sort_values(by, ascending=ascending, kind="stable").iloc[0]
+    tied: list[int] = []
+    if batch in settings:
+        same = ok[
+            np.isclose(ok["polls_per_s"], best["polls_per_s"])
+            & np.isclose(ok["latency"], best["latency"])
+            & (ok[batch] != best[batch])
+        ]
+        tied = sorted(int(b) for b in same[batch])
+    rec: dict[str, Any] = {}
+    if interval in settings:
+        rec[interval] = float(best[interval])
+    if batch in settings:
+        rec[batch] = int(best[batch])
     return {
-        interval: float(best[interval]),
-        batch: int(best[batch]),
+        **rec,
         latency: float(best["latency"]),
         "polls_per_s": float(best["polls_per_s"]),
         "backlog_max": int(best["backlog_max"]),
         "candidates": int(len(ok)),
         "p99_budget_s": float(p99_budget_s),
         "max_backlog": max_backlog,
-        "tied_batches": sorted(int(b) for b in same[batch]),
+        "tied_batches": tied,
+        "settings": settings,
+        "conditions": conditions,
     }
 
 
-RECOMMEND_P99_BUDGET_S = 1.5  # the budget recommendation_line applies (as notebook 6 does)
+RECOMMEND_P99_BUDGET_S = 1.5  # the budget recommendation_line applies by default (as notebook 6 does)
 RECOMMEND_MAX_BACKLOG = 100  # firings left behind by a seed that still counts as keeping up
 
 
 def recommendation_line(
-    df: pd.DataFrame, p99_budget_s: float = RECOMMEND_P99_BUDGET_S, max_backlog: float = RECOMMEND_MAX_BACKLOG
-) -> str | None:
-    """:func:`recommend` as one line of text (what ``fanoutsim sweep`` prints);
-    None when the sweep did not vary both the poll interval and the batch limit."""
+    df: pd.DataFrame,
+    p99_budget_s: float = RECOMMEND_P99_BUDGET_S,
+    max_backlog: float = RECOMMEND_MAX_BACKLOG,
+    scenario: Any = None,
+) -> str:
+    """:func:`recommend` as text (what ``fanoutsim sweep`` prints): the setting
+    and its numbers, then the rule that chose it; ``recommendation: none: ...``
+    with the reason when the sweep varied neither the poll interval nor the
+    batch limit, or no setting met the bar. A setting the sweep did not vary
+    is named with the ``scenario``'s value of it, when given."""
     interval, batch = "reactor_poll_interval", "reactor_poll_batch_limit"
-    if interval not in df.columns or batch not in df.columns:
-        return None
-    settings = df.groupby([interval, batch]).ngroups
     try:
         rec = recommend(df, p99_budget_s, max_backlog=max_backlog)
     except ValueError as exc:
-        return f"recommendation: none: {exc}"
+        return none_line(str(exc))
+    settings = df.groupby(rec["settings"]).ngroups
+    chosen = [f"{interval} = {rec[interval]:g}"] if interval in rec else []
+    chosen += [f"{batch} = {rec[batch]}"] if batch in rec else []
+    kept = _kept(scenario, [k for k in (interval, batch) if k not in rec])
     tie = ""
     if rec["tied_batches"]:
         others = ", ".join(map(str, rec["tied_batches"]))
@@ -231,11 +276,20 @@ def recommendation_line(
             f"; {batch} {others} gave the same p99 and poll rate here, and the larger limit wins the tie: "
             f"more headroom for a burst"
         )
+    under = f" at every {', '.join(rec['conditions'])} of the grid (its worst)" if rec["conditions"] else ""
     return (
         f"recommendation (p99 fire -> dispatch <= {p99_budget_s:g} s, backlog <= {max_backlog:g}): "
-        f"{interval} = {rec[interval]:g}, {batch} = {rec[batch]}: p99 {rec['fire_to_dispatch_p99_s']:.3f} s, "
+        f"{', '.join(chosen)}{kept}: p99 {rec['fire_to_dispatch_p99_s']:.3f} s, "
         f"{rec['polls_per_s']:g} poll queries/s, max backlog {rec['backlog_max']}; "
-        f"{rec['candidates']} of {settings} settings meet the bar\n"
+        f"{rec['candidates']} of {settings} settings meet the bar{under}\n"
         f"  the rule: of the settings within the budget that keep up and are valid, the fewest poll queries "
-        f"per second (the least database load), then the lowest p99, then the largest batch limit{tie}"
+        f"per second (the least database load), then the lowest p99"
+        f"{', then the largest batch limit' if batch in rec else ''}{tie}"
     )
+
+
+def _kept(scenario: Any, keys: list[str]) -> str:
+    """`` (reactor_poll_batch_limit 100, as the scenario has it)`` for the settings not swept."""
+    config = getattr(scenario, "config", None)
+    named = [f"{k} {getattr(config, k)!r}" for k in keys if config is not None and hasattr(config, k)]
+    return f" ({', '.join(named)}, as the scenario has it)" if named else ""

@@ -256,16 +256,15 @@ def recommendation_chart(
     ax: Axes | None = None,
 ) -> Figure:
     """The trade-off: DB load (poll queries per second) against p99 latency,
-    one point per (poll interval, batch limit), means over seeds. Hollow
+    one point per setting (poll interval, and batch limit when swept): the
+    mean over seeds, at its worst over any other grid key. Hollow
     markers: a setting whose backlog exceeded ``max_backlog`` in some seed
     (it does not keep up). The dotted line is the latency budget; the star is
     ``recommended`` (:func:`fanoutsim.analysis.recommend`)."""
-    _need(df, P, "polls_per_s", latency, "backlog")
-    by = [P] + ([B] if B in df.columns else [])
-    grp = df.groupby(by, sort=True)
-    table = pd.DataFrame(
-        {"polls_per_s": grp["polls_per_s"].mean(), "latency": grp[latency].mean(), "backlog_max": grp["backlog"].max()}
-    ).reset_index()
+    from fanoutsim.designs.reactor.analysis.sweep import setting_table
+
+    _need(df, P, "polls_per_s", latency, "backlog", "valid")
+    table = setting_table(df, latency=latency)[0]  # each setting at its worst over the other keys, as recommended
     column, stat = latency.removesuffix("_s").rsplit("_", 1)
     draw = partial(
         _recommendation,
@@ -320,7 +319,7 @@ def _recommendation(
             edgecolors="#d62728",
             linewidths=1.6,
             zorder=10,
-            label=f"recommended: P = {recommended[P]:g} s, batch {recommended[B]}",
+            label=f"recommended: P = {recommended[P]:g} s" + (f", batch {recommended[B]}" if B in recommended else ""),
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -364,14 +363,15 @@ def _plot_settings(ax: Axes, table: pd.DataFrame, max_backlog: float | None) -> 
             )
 
 
-def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
+def save_sweep_figures(df: pd.DataFrame, scenario, out, p99_budget_s: float | None = None) -> list:
     """The figures of a reactor sweep that its grid allows, written into
-    ``out``: with the poll interval, latency and DB load against it; with the
-    batch limit too, the recommendation chart (the setting
+    ``out``: with the poll interval, latency and DB load against it, and the
+    recommendation chart (the setting
     :func:`~fanoutsim.designs.reactor.analysis.sweep.recommendation_line`
-    picks, starred); with ``rate`` over several values, the backlog against it
-    (with the knees when the poll interval is one value). The latency panels
-    mark each batch limit's knee when the sweep runs at one total rate.
+    picks within ``p99_budget_s``, default 1.5 s, starred); with ``rate`` over
+    several values, the backlog against it (with the knees when the poll interval
+    is one value). The latency panels mark each batch limit's knee when the sweep
+    runs at one total rate.
     Otherwise p99 latency and backlog against the first numeric grid key."""
     from fanoutsim.designs.reactor.analysis.sweep import (
         RECOMMEND_MAX_BACKLOG,
@@ -381,19 +381,19 @@ def save_sweep_figures(df: pd.DataFrame, scenario, out) -> list:
     )
     from fanoutsim.kernel.plotting import save_figures, save_sweep_lines
 
+    budget = RECOMMEND_P99_BUDGET_S if p99_budget_s is None else p99_budget_s
     figures = {}
     if P in df.columns:
         figures["sweep_latency_vs_interval.png"] = latency_vs_interval(df, knees=_interval_knees(df, scenario))
         subs = len(getattr(scenario, "subscriptions", ()) or ()) or None
         figures["sweep_polls_vs_interval.png"] = polls_vs_interval(df, subscriptions=subs)
-        if B in df.columns:
-            try:
-                rec = recommend(df, RECOMMEND_P99_BUDGET_S, max_backlog=RECOMMEND_MAX_BACKLOG)
-            except ValueError:
-                rec = None
-            figures["sweep_recommendation.png"] = recommendation_chart(
-                df, rec, p99_budget_s=RECOMMEND_P99_BUDGET_S, max_backlog=RECOMMEND_MAX_BACKLOG
-            )
+        try:
+            rec = recommend(df, budget, max_backlog=RECOMMEND_MAX_BACKLOG)
+        except ValueError:
+            rec = None
+        figures["sweep_recommendation.png"] = recommendation_chart(
+            df, rec, p99_budget_s=budget, max_backlog=RECOMMEND_MAX_BACKLOG
+        )
     if "rate" in df.columns and df["rate"].nunique() > 1:  # one rate: a figure of one point per line
         knees = None
         if (P not in df.columns or df[P].nunique() == 1) and getattr(scenario, "workloads", None):

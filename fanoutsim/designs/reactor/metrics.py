@@ -1,0 +1,84 @@
+"""What each metric of the reactor design means (``Design.metrics``): the
+``# HELP`` and ``# TYPE`` lines of ``GET /metrics`` and the documentation's
+metrics page. The steps count them; :meth:`~fanoutsim.designs.reactor.host.ReactorHost.metrics`
+adds the gauges, read from the tables when asked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fanoutsim.kernel.metrics import Help, series
+from fanoutsim.kernel.timeutil import US
+
+FIRE_TO_DISPATCH = "fanoutsim_reactor_fire_to_dispatch_seconds"
+WATERMARK_LAG = "fanoutsim_reactor_watermark_lag_seconds"
+
+METRICS: dict[str, Help] = {
+    "fanoutsim_reactor_firings_total": Help(
+        "counter",
+        "Firings written to reactor_firings (the durable log), by reactor and by the computation graph "
+        "that fired (the reactor's own name when none).",
+    ),
+    "fanoutsim_reactor_graph_errors_total": Help(
+        "counter",
+        "In-process computation-graph calls that raised; the firing is still written to the log.",
+    ),
+    "fanoutsim_reactor_poll_queries_total": Help(
+        "counter",
+        "Queries the poll loop sent: one firings fetch per subscription per tick, counted also when "
+        "fanoutsim knew the fetch would find nothing (the real loop sends it): the database load.",
+    ),
+    "fanoutsim_reactor_predicate_errors_total": Help(
+        "counter",
+        "CEL filter evaluations that failed or gave no bool, by reactor; what followed is "
+        "predicate_error_policy's (skip: counted as false; hold: the watermark waits).",
+    ),
+    "fanoutsim_reactor_predicate_dead_letters_total": Help(
+        "counter",
+        "Firings dead-lettered by the hold policy: the predicate_error_limit-th error in a row on one "
+        "firing moved the watermark past it and marked the subscription degraded.",
+    ),
+    "fanoutsim_reactor_dispatch_failures_total": Help(
+        "counter",
+        "Workflow execution inserts that failed at dispatch, by reactor (held and retried next tick, "
+        "or passed, as dispatch_failure_policy says).",
+    ),
+    "fanoutsim_reactor_firings_pruned_total": Help(
+        "counter", "Firings deleted by the prune loop (older than reactor_firings_retention)."
+    ),
+    "fanoutsim_reactor_firings_retained": Help("gauge", "Firings in reactor_firings now, read from the table."),
+    "fanoutsim_executions_requeued_total": Help(
+        "counter",
+        "Workflow executions a restarted runner found claimed and unfinished and set back to pending "
+        "(they run again: workflows should be idempotent).",
+    ),
+    "fanoutsim_trigger_subscriber_failures_total": Help(
+        "counter",
+        "Trigger-name fan-out dispatches whose execution insert failed, by trigger and by the "
+        "subscriber's role (primary or secondary).",
+    ),
+    FIRE_TO_DISPATCH: Help(
+        "histogram",
+        "Seconds from a firing's fired_at to the insert of its workflow execution by a subscription's "
+        "poll (one observation per execution dispatched, a repeat after a crash included), by reactor.",
+    ),
+    WATERMARK_LAG: Help(
+        "gauge",
+        "Seconds from a subscription's watermark (last_seen_fired_at: the fired_at of the last firing its "
+        "poll moved past) to now, as fanoutsim status reports watermark_lag_s; it grows while no firing "
+        "is read, busy or idle. No series for a subscription that has read nothing yet.",
+    ),
+}
+
+
+def watermark_lags(subscriptions: Iterable[dict[str, Any]], now_us: int) -> dict[str, float]:
+    """:data:`WATERMARK_LAG` of each subscription that has a watermark, at ``now_us``."""
+    return {
+        series(WATERMARK_LAG, reactor=s["reactor_name"], workflow=s["workflow_name"], tenant=s["tenant_id"]): (
+            now_us - s["last_seen_fired_at"]
+        )
+        / US
+        for s in subscriptions
+        if s["last_seen_fired_at"] is not None
+    }
