@@ -76,6 +76,10 @@ def write(rt, req: dict) -> dict:
     return {"seq": seq}
 
 
+# the definition, in one line, printed beside every cursor lag ``status`` shows
+CURSOR_LAG = "the rows committed past the consumer's cursor (the head's seq - the cursor), 0 when it has handled them all"
+
+
 def _count_by_consumer(rows) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in rows:
@@ -84,8 +88,9 @@ def _count_by_consumer(rows) -> dict[str, int]:
 
 
 def status_of(rt) -> dict[str, Any]:
-    """The outbox in a file: rows, head, each consumer's cursor and lag, parked
-    and deferred rows, the metrics."""
+    """The outbox in a file: rows, head, each consumer's cursor and cursor
+    lag (:data:`CURSOR_LAG`, under ``definitions``), parked and deferred rows,
+    the metrics."""
     from fanoutsim.kernel.frames import json_ready  # pandas: only when asked
 
     seqs = [r["seq"] for r in rt.store.rows("outbox")]
@@ -95,10 +100,11 @@ def status_of(rt) -> dict[str, Any]:
     consumers = {
         r["consumer"]: {
             "cursor": r["seq"],
-            "lag": head - r["seq"],
+            "cursor_lag_rows": head - r["seq"],
             "parked": parked.get(r["consumer"], 0),
             "deferred": deferred.get(r["consumer"], 0),
         }
         for r in rt.store.rows("cursors")
     }
-    return json_ready(status_record(rt, {"rows": len(seqs), "head": head, "consumers": consumers}))
+    body = {"rows": len(seqs), "head": head, "consumers": consumers, "definitions": {"cursor_lag_rows": CURSOR_LAG}}
+    return json_ready(status_record(rt, body))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from fanoutsim.designs.reactor.analysis.lag import WATERMARK_LAG, watermark_lag_us
 from fanoutsim.designs.reactor.realtime import Realtime
 from fanoutsim.kernel.designkit import check_write, populated, status_record
 from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
@@ -45,7 +46,8 @@ WRITE_FIELDS = {
 
 def status_of(rt: Realtime) -> dict[str, Any]:
     """The run in a file: firings retained, executions by status, each
-    subscription's watermark lag, the metrics."""
+    subscription's watermark lag (seconds; its definition under
+    ``definitions``), the metrics."""
     subs = rt.store.rows("reactor_subscriptions")
     now = rt.now_us()
     with rt.store.transaction() as tx:
@@ -53,13 +55,24 @@ def status_of(rt: Realtime) -> dict[str, Any]:
     by_status: dict[str, int] = {}
     for row in rt.store.rows("workflow_executions"):
         by_status[row["status"]] = by_status.get(row["status"], 0) + 1
+    streams: dict[tuple[str, str], list[int]] = {}
+    for f in rt.store.rows("reactor_firings"):
+        streams.setdefault((f["reactor_name"], f["tenant_id"]), []).append(f["fired_at"])
+    for stamps in streams.values():
+        stamps.sort()
     lag = {
-        f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}": (
-            None if s["last_seen_fired_at"] is None else (now - s["last_seen_fired_at"]) / 1e6
+        f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}": watermark_lag_us(
+            now, s["last_seen_fired_at"], streams.get((s["reactor_name"], s["tenant_id"]), [])
         )
+        / 1e6
         for s in subs
     }
-    body = {"firings_retained": retained, "executions": by_status, "watermark_lag_s": lag}
+    body = {
+        "firings_retained": retained,
+        "executions": by_status,
+        "watermark_lag_s": lag,
+        "definitions": {"watermark_lag_s": WATERMARK_LAG},
+    }
     return status_record(rt, body, now_us=now)
 
 
