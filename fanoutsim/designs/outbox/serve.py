@@ -58,7 +58,8 @@ def open_realtime(scenario, db: str, *, rate: float | None = None, role: str = "
 
 
 def write(rt, req: dict) -> dict:
-    """A commit: ``{"page": ..., "body": ..., ...}`` -> ``{"seq": n}``."""
+    """A commit: ``{"page": ..., "body": ..., ...}`` -> ``{"seq": n}``, with
+    ``"warning"`` when no consumer has a cursor to read it."""
     check_write(req, WRITE_FIELDS, "a commit")
     page = text_field(req, "page", "a commit")
     for key in ("body", "topic"):
@@ -73,11 +74,19 @@ def write(rt, req: dict) -> dict:
     seq = rt.commit(
         page, req.get("body"), topic=req.get("topic"), kind=kind, due_at=None if due_in is None else rt.now + due_in
     )
-    return {"seq": seq}
+    answer: dict[str, Any] = {"seq": seq}
+    if not rt.store.rows("cursors"):  # every consumer reads every row: none at all reads this one
+        answer["warning"] = (
+            f"no consumer has a cursor in this outbox: row {seq} waits for one (a consumer registered "
+            f"later reads it only if it starts at the beginning)"
+        )
+    return answer
 
 
 # the definition, in one line, printed beside every cursor lag ``status`` shows
-CURSOR_LAG = "the rows committed past the consumer's cursor (the head's seq - the cursor), 0 when it has handled them all"
+CURSOR_LAG = (
+    "the rows committed past the consumer's cursor (the head's seq - the cursor), 0 when it has handled them all"
+)
 
 
 def _count_by_consumer(rows) -> dict[str, int]:

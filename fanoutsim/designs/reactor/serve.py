@@ -7,7 +7,8 @@ what the reactor's :class:`~fanoutsim.kernel.design.Design` record gives it:
 * :func:`open_realtime` — a :class:`~fanoutsim.designs.reactor.realtime.Realtime`
   over the file with a scenario's workflows, subscriptions and workloads;
 * :func:`write` — the write command, a firing: ``{"reactor": ..., "payload":
-  {...}, "tenant": ...}`` -> ``{"firing": id}``;
+  {...}, "tenant": ...}`` -> ``{"firing": id}``, with ``"warning"`` when no
+  subscription reads that reactor in that tenant (:func:`unheard`);
 * :func:`status_of` — counts, watermarks and metrics as JSON (what a live view polls).
 
 :func:`fire` and :func:`status` reach a reactor file from another process:
@@ -33,6 +34,7 @@ __all__ = [
     "open_realtime",
     "write",
     "WRITE_FIELDS",
+    "unheard",
     "fire",
     "status",
 ]
@@ -119,7 +121,33 @@ def write(rt: Realtime, req: dict) -> dict:
     payload = req.get("payload", {})
     if not isinstance(payload, dict):
         raise ValueError(f"payload must be a JSON object of source name -> value, got {payload!r}")
-    return {"firing": rt.fire(req["reactor"], payload, req.get("tenant", "public"))}
+    tenant = req.get("tenant", "public")
+    answer: dict[str, Any] = {"firing": rt.fire(req["reactor"], payload, tenant)}
+    warning = unheard(rt.store.rows("reactor_subscriptions"), req["reactor"], tenant)
+    if warning:
+        answer["warning"] = warning
+    return answer
+
+
+def unheard(subs: list[dict], reactor: str, tenant: str) -> str | None:
+    """Why a firing of ``reactor`` in ``tenant`` reaches no workflow, naming
+    what does subscribe (None: some subscription reads it). A subscription
+    reads its own reactor in its own tenant only: a tenant mistyped is a
+    firing nobody runs, and a write that succeeds must not hide that."""
+    if any(s["reactor_name"] == reactor and s["tenant_id"] == tenant for s in subs):
+        return None
+    tenants = sorted({s["tenant_id"] for s in subs if s["reactor_name"] == reactor})
+    if tenants:
+        return (
+            f"no subscription of reactor {reactor!r} in tenant {tenant!r}; subscriptions exist in "
+            f"tenant(s): {', '.join(tenants)} (the firing is logged, and no workflow runs for it)"
+        )
+    reactors = sorted({s["reactor_name"] for s in subs})
+    elsewhere = f"; subscribed reactor(s): {', '.join(reactors)}" if reactors else "; there is no subscription at all"
+    return (
+        f"no subscription of reactor {reactor!r} in any tenant{elsewhere} (the firing is logged, and no "
+        f"workflow runs for it)"
+    )
 
 
 def _existing(db: str) -> None:
