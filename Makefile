@@ -55,7 +55,9 @@ lint: $(STAMP)
 
 # make docs: the documentation site in docs/_build/html (open its index.html), warnings as
 # errors. The notebooks are shown from their stored outputs (make test executes them).
+# Sphinx is quiet (-q: no line per page); docs/progress.py prints a line per stage instead.
 docs: $(STAMP)
+	@echo "==> building the documentation site into docs/_build/html (about 20 s; less when little changed)"
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 # make lab: JupyterLab on the notebook index (00_index). The notebooks are trusted

@@ -18,17 +18,19 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402  (docs/generate.py, beside this file)
+import progress  # noqa: E402  (docs/progress.py: a line per stage of the build)
 
 project = "fanoutsim"
 author = "the fanoutsim authors"
 copyright = "the fanoutsim authors"  # noqa: A001 - Sphinx's name
 release = version = __import__("fanoutsim").__version__
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinxarg.ext"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinxarg.ext", "progress"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = [
     "_build",
     "generate.py",
+    "progress.py",
     "**/.ipynb_checkpoints",
     "_generated/causes.md",
     "_generated/metrics.md",
@@ -51,4 +53,5 @@ html_theme = "furo"
 html_title = f"fanoutsim {release}"
 html_static_path: list[str] = []
 
+progress.stage("generating the reference pages: scenarios, causes, metrics")
 generate.generate_all(HERE / "_generated", ROOT)

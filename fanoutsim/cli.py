@@ -602,7 +602,9 @@ def _pg(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "start":
-            print(pg.start_shared(args.dir))
+            with pg.announced():
+                url = pg.start_shared(args.dir)
+            print(url)
             print(
                 f"the embedded PostgreSQL in {args.dir} runs; stop it with 'fanoutsim pg stop"
                 f"{'' if args.dir == pg.DEFAULT_SHARED_DIR else ' --dir ' + args.dir}'",
@@ -766,6 +768,7 @@ def _discard_store(path: str, sim=None) -> None:
 
 def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     from fanoutsim import progress
+    from fanoutsim.kernel.pg import announced
     from fanoutsim.kernel.scenario import check_overrides
     from fanoutsim.kernel.store.duckdb import StoreError
     from fanoutsim.scenario import ScenarioError, load_scenario
@@ -778,7 +781,8 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
             return _error(problem)
         if isinstance(store, str) and store.endswith(".duckdb") and not os.path.exists(store):
             made.append(store)  # build refuses an existing file, so a file there after it is this run's
-        sim = scenario.build(seed=args.seed, until=until, store=store)  # what scenario.run does, with a progress bar
+        with announced():  # store "postgres": a private PostgreSQL starts, which takes seconds
+            sim = scenario.build(seed=args.seed, until=until, store=store)  # what scenario.run does, with a bar
         if made:
             made.append(sim)
         progress.run_virtual(sim, until, enabled=shown)
