@@ -185,3 +185,16 @@ def verdict_text(row: Mapping[str, Any], causes: Mapping[str, Mapping[str, str]]
     head = f"a duplicate ({row['deliveries']} deliveries)" if row["kind"] == "duplicate" else "lost"
     words = cause_words(causes, row["kind"], row["cause"])
     return f"{head}, by {row['cause']}" + (f": {words}" if words else "")
+
+
+def verdicts_below(
+    verdicts: Sequence[Mapping[str, Any]] | None, listed: set[str], causes: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """The lines a story adds below the readers it listed: the verdicts of
+    readers it did not list (retired, gone since), or that the run's check
+    found the item neither duplicated nor lost (none: no check kept verdicts)."""
+    if verdicts is None:
+        return []
+    if not verdicts:
+        return ["  the run's check found it neither duplicated nor lost"]
+    return [f"  -> {v['reader']}: {verdict_text(v, causes)}" for v in verdicts if v["reader"] not in listed]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from fanoutsim.kernel.report import verdict_text
+from fanoutsim.kernel.report import verdict_text, verdicts_below
 from fanoutsim.kernel.store.record import recorded_for
 from fanoutsim.kernel.timeutil import from_us
 
@@ -35,7 +35,7 @@ def _by_consumer(rt, table: str, event_id: str) -> dict[str, dict]:
     return {r["consumer"]: r for r in _rows(rt, table) if r["event_id"] == event_id}
 
 
-def _consumer_line(rt, c: dict, ev: dict, found: dict) -> str:
+def _consumer_line(rt, c: dict, ev: dict, found: dict, lost: bool = False) -> str:
     name = c["consumer"]
     checkpoint = next(
         (cp["seq"] for cp in _rows(rt, "checkpoints") if cp["consumer"] == name and cp["partition"] == ev["partition"]),
@@ -47,6 +47,8 @@ def _consumer_line(rt, c: dict, ev: dict, found: dict) -> str:
     if ev["seq"] < c["start_seq"]:
         return f"not for it: it starts at seq {c['start_seq']}, after this event"
     if checkpoint is not None and checkpoint >= ev["seq"]:
+        if lost:  # the check saw no delivery: a seek or a restore moved the checkpoint past it
+            return f"never delivered, though its checkpoint on {ev['partition']} (seq {checkpoint}) is past it"
         return f"resolved: its checkpoint on {ev['partition']} (seq {checkpoint}) is past it"
     if name in found["resolutions"]:
         return (
@@ -94,12 +96,13 @@ def story(rt, event_id: str) -> str:
     ]
     consumers = sorted(_rows(rt, "lease_consumers"), key=lambda c: c["consumer"])
     for c in consumers:
-        lines.append(f"  -> {c['consumer']}: {_consumer_line(rt, c, ev, found)}")
-        lines += [f"      {verdict_text(v, CAUSES)}" for v in verdicts or () if v["reader"] == c["consumer"]]
+        mine = [v for v in verdicts or () if v["reader"] == c["consumer"]]
+        lost = any(v["kind"] == "lost" for v in mine)
+        lines.append(f"  -> {c['consumer']}: {_consumer_line(rt, c, ev, found, lost)}")
+        lines += [f"      {verdict_text(v, CAUSES)}" for v in mine]
     if not consumers:
         lines.append("  no durable consumer: nothing is to be delivered")
-    if verdicts == []:
-        lines.append("  the run's check found it neither duplicated nor lost")
+    lines += verdicts_below(verdicts, {c["consumer"] for c in consumers}, CAUSES)
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,7 @@ stop instead.
 
 from __future__ import annotations
 
-from fanoutsim.kernel.report import verdict_text
+from fanoutsim.kernel.report import verdict_text, verdicts_below
 from fanoutsim.kernel.store.record import recorded_for
 from fanoutsim.kernel.timeutil import from_us
 
@@ -45,7 +45,9 @@ def _unclean_starts(store) -> int:
     return starts
 
 
-def _consumer_line(name: str, cursor: int, seq: int, parked: dict | None, deferred: dict | None) -> str:
+def _consumer_line(
+    name: str, cursor: int, seq: int, parked: dict | None, deferred: dict | None, lost: bool = False
+) -> str:
     if parked is not None:
         return (
             f"parked after {parked['attempts']} failed attempt(s) at {_when(parked['parked_at'])}: "
@@ -53,6 +55,8 @@ def _consumer_line(name: str, cursor: int, seq: int, parked: dict | None, deferr
         )
     if deferred is not None:
         return f"deferred until {_when(deferred['due_at'])}: handled then, restarts or not"
+    if cursor >= seq and lost:  # the check saw no delivery: the cursor passed it unhandled
+        return f"never handled, though its cursor ({cursor}) is past the row"
     if cursor >= seq:
         return f"handled: its cursor ({cursor}) is past the row"
     return f"not yet: its cursor ({cursor}) is {seq - cursor} row(s) before it"
@@ -83,9 +87,11 @@ def story(rt, seq_text) -> str:
     deferred = {(r["consumer"], r["seq"]): r for r in store.rows("deferred")}
     verdicts = recorded_for(store, str(seq))
     for name in sorted(cursors):
-        line = _consumer_line(name, cursors[name], seq, parked.get((name, seq)), deferred.get((name, seq)))
+        mine = [v for v in verdicts or () if v["reader"] == name]
+        lost = any(v["kind"] == "lost" for v in mine)
+        line = _consumer_line(name, cursors[name], seq, parked.get((name, seq)), deferred.get((name, seq)), lost)
         lines.append(f"  -> {name}: {line}")
-        lines += [f"      {verdict_text(v, CAUSES)}" for v in verdicts or () if v["reader"] == name]
+        lines += [f"      {verdict_text(v, CAUSES)}" for v in mine]
     if not cursors:
         lines.append("  no consumer has a cursor yet")
     lines += _unexplained(store, verdicts, set(cursors))
@@ -97,9 +103,7 @@ def _unexplained(store, verdicts: list[dict] | None, listed: set[str]) -> list[s
     consumers without a cursor now, or, where no check kept verdicts (a
     served run), the restarts that may have repeated a row."""
     if verdicts is not None:
-        if not verdicts:
-            return ["  the run's check found it neither duplicated nor lost"]
-        return [f"  -> {v['reader']}: {verdict_text(v, CAUSES)}" for v in verdicts if v["reader"] not in listed]
+        return verdicts_below(verdicts, listed, CAUSES)
     unclean = _unclean_starts(store)
     if not unclean:
         return []
