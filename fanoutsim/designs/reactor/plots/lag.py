@@ -113,6 +113,8 @@ def _bound(ax: Axes, poll: float, *, text: bool = True) -> None:
             va="bottom",
             fontsize=8,
             color=THEORY_COLOR,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.0},
+            zorder=4,
         )
 
 
