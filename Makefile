@@ -57,7 +57,9 @@ lint: $(STAMP)
 # errors. The notebooks are shown from their stored outputs (make test executes them). The
 # widget JavaScript the lessons' controls need is fetched once with npm, at pinned versions,
 # into docs/_build/npm/ (docs/controls.py), and served by the site: it works offline.
+# Sphinx is quiet (-q: no line per page); docs/progress.py prints a line per stage instead.
 docs: $(STAMP)
+	@echo "==> building the documentation site into docs/_build/html (about 20 s; less when little changed)"
 	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 # make lab: JupyterLab on the notebook index (00_index). The notebooks are trusted

@@ -23,18 +23,20 @@ sys.path.insert(0, str(HERE))
 import apiref  # noqa: E402  (docs/apiref.py, beside this file)
 import controls  # noqa: E402  (docs/controls.py, beside this file)
 import generate  # noqa: E402  (docs/generate.py, beside this file)
+import progress  # noqa: E402  (docs/progress.py: a line per stage of the build)
 
 project = "fanoutsim"
 author = "the fanoutsim authors"
 copyright = "the fanoutsim authors"  # noqa: A001 - Sphinx's name
 release = version = __import__("fanoutsim").__version__
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinxarg.ext"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinxarg.ext", "progress"]
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = [
     "_build",
     "generate.py",
     "controls.py",
+    "progress.py",
     "**/.ipynb_checkpoints",
     "_generated/causes.md",
     "_generated/metrics.md",
@@ -63,6 +65,7 @@ html_title = f"fanoutsim {release}"
 html_static_path = ["_static", "_build/npm/static"]  # the second: the widget JavaScript, below
 html_css_files = ["controls.css"]
 
+progress.stage("generating the reference pages: scenarios, causes, metrics")
 generate.generate_all(HERE / "_generated", ROOT)
 controls.vendor(HERE / "_build" / "npm" / "static", HERE / "_build" / "npm")
 

@@ -376,19 +376,31 @@ def _add_helper_commands(sub) -> None:
     sc.add_argument("design", metavar="DESIGN", help="a design: reactor, outbox or leases")
     xp = sub.add_parser(
         "explain",
-        help="tell the story of one firing, outbox row or leased event of a run",
+        help="tell the story of one firing, outbox row or leased event of a run, or list its duplicates and losses",
         description="Print what happened to one firing (reactor), outbox row (outbox) or "
         "event (leases) of the run in FILE: when it was written, each delivery "
-        "and, for a duplicate or a loss, why.",
+        "and, for a duplicate or a loss, the cause the checker named. With --duplicates "
+        "or --lost instead of ID: every duplicated or lost item of the run, with its cause.",
+        epilog="e.g.\n  fanoutsim run crashes.toml --store crashes.duckdb"
+        "\n  fanoutsim explain crashes.duckdb --duplicates --lost"
+        "\n  fanoutsim explain out/crashes --duplicates      # the folder run --out wrote"
+        "\n  fanoutsim explain crashes.duckdb FIRING_ID",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     xp.add_argument(
-        "db", metavar="FILE", help="the run: a .duckdb file (made by serve or run --store) or a postgresql:// URI"
+        "db",
+        metavar="FILE",
+        help="the run: a .duckdb file (made by serve or run --store), a postgresql:// URI, or (with "
+        "--duplicates / --lost) the folder run --out wrote",
     )
     xp.add_argument(
         "id",
         metavar="ID",
+        nargs="?",
         help="a firing id, an outbox seq or an event id <commit:ordinal> (fanoutsim fire and write print it)",
     )
+    xp.add_argument("--duplicates", action="store_true", help="list every duplicated item, with its cause")
+    xp.add_argument("--lost", action="store_true", help="list every lost item, with its cause")
     _design_option(xp)
 
 
@@ -611,7 +623,9 @@ def _pg(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "start":
-            print(pg.start_shared(args.dir))
+            with pg.announced():
+                url = pg.start_shared(args.dir)
+            print(url)
             print(
                 f"the embedded PostgreSQL in {args.dir} runs; stop it with 'fanoutsim pg stop"
                 f"{'' if args.dir == pg.DEFAULT_SHARED_DIR else ' --dir ' + args.dir}'",
@@ -702,11 +716,15 @@ def _realtime(args: argparse.Namespace) -> int:
                 args.db, {"reactor": args.reactor, "payload": payload, "tenant": args.tenant}, design="reactor"
             )
             print(answer["firing"])
+            _warn_write(answer)
             _hint_explain(args.db, answer["firing"])
             return 0
         if args.command == "write":
             answer = srv.write(args.db, _fields(args.fields), design=args.design)
-            print(json.dumps(answer))
+            print(
+                json.dumps({k: v for k, v in answer.items() if k != "warning"} if isinstance(answer, dict) else answer)
+            )
+            _warn_write(answer)
             _hint_explain(args.db, answer)
             return 0
         found = srv.status(args.db, design=args.design)
@@ -771,6 +789,7 @@ def _discard_store(path: str, sim=None) -> None:
 
 def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
     from fanoutsim import progress
+    from fanoutsim.kernel.pg import announced
     from fanoutsim.kernel.scenario import check_overrides
     from fanoutsim.kernel.store.duckdb import StoreError
     from fanoutsim.scenario import ScenarioError, load_scenario
@@ -783,7 +802,8 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
             return _error(problem)
         if isinstance(store, str) and store.endswith(".duckdb") and not os.path.exists(store):
             made.append(store)  # build refuses an existing file, so a file there after it is this run's
-        sim = scenario.build(seed=args.seed, until=until, store=store)  # what scenario.run does, with a progress bar
+        with announced():  # store "postgres": a private PostgreSQL starts, which takes seconds
+            sim = scenario.build(seed=args.seed, until=until, store=store)  # what scenario.run does, with a bar
         if made:
             made.append(sim)
         progress.run_virtual(sim, until, enabled=shown)
@@ -798,13 +818,14 @@ def _run_steps(args: argparse.Namespace, shown: bool, made: list) -> int:
 
 
 def _report_run(args: argparse.Namespace, scenario, sim, shown: bool) -> int:
-    from fanoutsim import progress
+    from fanoutsim import progress, verdicts
     from fanoutsim.designs import design_of
 
     design = design_of(scenario)
     out = Path(args.out) if args.out else Path("out") / scenario.name
     with progress.step("checking", enabled=shown):
         report, checked = full_report(sim, scenario.name, getattr(scenario, "description", None))
+    verdicts.keep(sim, report["verdicts"])  # in a store file: what explain FILE tells of its items
     try:
         written = write_outputs(sim, report, out, checked=checked)
     except OSError as exc:
@@ -954,9 +975,11 @@ def _is_terminal(stream) -> bool:
 
 def full_report(sim, name: str, description: str | None = None):
     """The run's report (its design's ``report``, the checker's totals under
-    ``check``, the scenario's ``description`` and, under ``causes``, every
-    loss and duplicate cause with its meaning and whether the run's
-    configuration expects it) and the check itself (its design's ``check``)."""
+    ``check``, the scenario's ``description``, under ``causes`` every loss
+    and duplicate cause with its meaning and whether the run's configuration
+    expects it, and under ``verdicts`` every duplicated or lost item with its
+    cause, :mod:`fanoutsim.verdicts`) and the check itself (its design's ``check``)."""
+    from fanoutsim import verdicts
     from fanoutsim.designs import design_of
 
     design = design_of(sim)
@@ -965,6 +988,7 @@ def full_report(sim, name: str, description: str | None = None):
     if description:
         report = {"scenario": report.get("scenario"), "description": description, **report}
     report["causes"] = cause_rows(design, checked)
+    report["verdicts"] = verdicts.of_check(design, checked)
     return report, checked
 
 
@@ -1092,9 +1116,18 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from fanoutsim import serve as srv
+    from fanoutsim import verdicts
 
+    kinds = tuple(k for k, asked in (("duplicate", args.duplicates), ("lost", args.lost)) if asked)
+    if kinds and args.id is not None:
+        return _error("give an ID (one item's story) or --duplicates / --lost (every such item), not both")
+    if not kinds and args.id is None:
+        return _error("give an ID to tell one item's story, or --duplicates / --lost to list every such item")
     try:
-        print(srv.explain(args.db, args.id, design=args.design), end="")
+        if kinds:
+            print(verdicts.table(verdicts.read(args.db, design=args.design), kinds), end="")
+        else:
+            print(srv.explain(args.db, args.id, design=args.design), end="")
     except (ValueError, TypeError, RuntimeError, KeyError) as exc:
         return _error(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
     except OSError as exc:
@@ -1117,6 +1150,13 @@ def _hint_explain(db: str, answer) -> None:
 
         where = safe_dsn(db)
     print(f"{PROG}: its story as it is delivered: {PROG} explain {where} {item}", file=sys.stderr)
+
+
+def _warn_write(answer) -> None:
+    """A write that nothing reads (a tenant no subscription has, an outbox with
+    no consumer) succeeds, and says so on stderr: stdout stays the answer."""
+    if isinstance(answer, dict) and answer.get("warning"):
+        print(f"{PROG}: warning: {answer['warning']}", file=sys.stderr)
 
 
 def _warn_status(found: dict) -> None:

@@ -58,6 +58,7 @@ from fanoutsim.kernel.runtime.control import (
 )
 from fanoutsim.kernel.runtime.roles import check_role as design_role
 from fanoutsim.kernel.store.duckdb import StoreError, has_duckdb_header
+from fanoutsim.kernel.store.record import forget_verdicts
 
 __all__ = [
     "serve",
@@ -74,6 +75,7 @@ __all__ = [
     "write_sidecar",
     "MAX_BODY_BYTES",
     "existing",
+    "shown",
     "is_postgres",
     "check_role",
     "check_store_uri",
@@ -286,6 +288,7 @@ def serve(
     server, previous, serving, watch = None, {}, False, None
     try:
         record_design(rt.store, design.name)
+        forget_verdicts(rt.store)  # the run goes on: the check of its end (run --store) no longer tells it
         watch = _Watch(db, rt, design, role, float(window))
 
         def get_status() -> dict:
@@ -418,7 +421,9 @@ def write(db: str, req: dict, design: str | None = None) -> Any:
     _needs(d, "write")
     rt = d.realtime(None, db)
     try:
-        return d.write(rt, req)
+        answer = d.write(rt, req)
+        forget_verdicts(rt.store)  # a new item: the check of the run's end no longer tells it
+        return answer
     finally:
         rt.close()
 
@@ -436,7 +441,7 @@ def status(db: str, design: str | None = None) -> dict[str, Any]:
     try:
         found = {"design": d.name, **d.status(rt)}
         # read, not served: pid and running are of the processes that serve it (or served it last)
-        found.update(pid=None, running=False, db=_shown(db))
+        found.update(pid=None, running=False, db=shown(db))
         con = getattr(rt.store, "con", None)
         if con is not None:
             found.update(presence(server_rows(con), d.backlog_name))
@@ -445,7 +450,7 @@ def status(db: str, design: str | None = None) -> dict[str, Any]:
         rt.close()
 
 
-def _shown(db: str) -> str:
+def shown(db: str) -> str:
     """``db`` as status shows it: a PostgreSQL URI without its password."""
     if not is_postgres(db):
         return db

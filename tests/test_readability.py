@@ -175,7 +175,32 @@ def test_a_paused_subscription_falls_behind_in_the_lag_over_time():
     assert paused[35.0] == pytest.approx(36.0 - 20.0, abs=1.0)  # behind since the pause at 20 s
     assert paused[55.0] <= 1.0 + 1e-9  # caught up after resuming at 40 s
     fig = watermark_lag_over_time_figure(sim)
-    assert len(fig.axes[0].get_legend().get_texts()) == 2
+    # a panel each (the paused one's climb does not flatten the live one's teeth), P dashed in both
+    assert len(fig.axes) == 2
+    titles = [a.get_title(loc="left") for a in fig.axes]
+    assert "live" in titles[0] and titles[0].endswith("never above P")
+    assert "paused" in titles[1] and "above P in" in titles[1]
+    for a in fig.axes:
+        assert [line.get_ydata()[0] for line in a.get_lines() if line.get_linestyle() == "--"] == [1.0]
+    assert fig.axes[0].get_ylim() != fig.axes[1].get_ylim()  # a lag of 20 P: each panel its own scale
+    assert fig.get_supylabel().startswith("watermark lag (s)")
+
+
+def test_the_lag_figure_draws_p_and_a_quiet_stream_in_a_panel_of_its_own():
+    """The default scenario: a busy tenant and a quiet one, whose ragged line
+    hid the busy one's in one axes; the poll interval drawn in each panel."""
+    from pathlib import Path
+
+    from fanoutsim.plots import watermark_lag_over_time_figure
+    from fanoutsim.scenario import load_scenario
+
+    sim = load_scenario(Path(__file__).resolve().parents[1] / "fanoutsim" / "examples" / "default.toml").run(until=600)
+    fig = watermark_lag_over_time_figure(sim, bins=60)
+    assert [a.get_title(loc="left").split(":")[0] for a in fig.axes] == ["acme", "globex"]
+    assert all(a.get_title(loc="left").endswith("never above P") for a in fig.axes)
+    assert fig.axes[0].get_ylim() == fig.axes[1].get_ylim()  # within 3 P: one scale, to compare
+    assert any("P = 1 s" in t.get_text() for t in fig.axes[0].texts)
+    assert "Watermark lag" in fig.get_suptitle()
 
 
 def _pause_one(sim):

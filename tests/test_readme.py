@@ -125,7 +125,12 @@ def test_every_python_block_runs_and_every_print_says_what_its_comment_quotes(tm
 def test_the_commands_after_make_demo_do_what_their_comments_say(tmp_path):
     [first] = [b for b in blocks("sh") if "fanoutsim example" in b]
     commands = [line.split("#")[0].split() for line in first.splitlines() if line.startswith("fanoutsim ")]
-    assert [c[:2] for c in commands] == [["fanoutsim", "example"], ["fanoutsim", "example"], ["fanoutsim", "run"]]
+    assert [c[:2] for c in commands] == [
+        ["fanoutsim", "example"],
+        ["fanoutsim", "example"],
+        ["fanoutsim", "run"],
+        ["fanoutsim", "explain"],
+    ]
     listed = cli(*commands[0][1:], cwd=tmp_path)  # the scenarios that ship with fanoutsim
     assert listed.returncode == 0 and all(name in listed.stdout for name in examples.names())
     wrote = cli(*commands[1][1:], cwd=tmp_path)  # write one out to edit
@@ -133,3 +138,8 @@ def test_the_commands_after_make_demo_do_what_their_comments_say(tmp_path):
     ran = cli(*commands[2][1:], "--until", "600", "--out", str(tmp_path / "out"), cwd=tmp_path)
     # crashes and failing inserts: duplicates with causes
     assert ran.returncode == 0 and "duplicates by ambiguous_insert (expected)" in ran.stdout
+    # each duplicated firing: its subscription and cause (the run's folder, here the test's own)
+    assert commands[3][2] == "out/crashes"
+    told = cli(*commands[3][1:2], str(tmp_path / "out"), *commands[3][3:], cwd=tmp_path)
+    assert told.returncode == 0 and "pricing_reactor->audit@acme" in told.stdout
+    assert " ambiguous_insert\n" in told.stdout and "an insert whose answer was lost" in told.stdout

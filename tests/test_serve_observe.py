@@ -203,3 +203,20 @@ def test_the_prometheus_text_keeps_names_labels_and_values():
         {"graph": "g", "reactor": "r"},
         3.0,
     )
+
+
+def test_a_firing_no_subscription_reads_warns_through_the_server(reactor_server):
+    """The served scenario subscribes in tenant public only: a firing of tenant
+    acme is logged all the same, and both the HTTP answer and fire say so."""
+    db, address, token, _ = reactor_server
+    body = json.dumps({"reactor": "pricing_reactor", "tenant": "acme"}).encode()
+    code, answer = get(f"{address}/write", token, body)
+    assert code == 200
+    answer = json.loads(answer)
+    assert len(answer["firing"]) == 36
+    assert answer["warning"].startswith(
+        "no subscription of reactor 'pricing_reactor' in tenant 'acme'; subscriptions exist in tenant(s): public"
+    )
+    done = cli("fire", "--db", str(db), "--reactor", "pricing_reactor", "--tenant", "acme")
+    assert done.returncode == 0 and len(done.stdout.strip()) == 36
+    assert "fanoutsim: warning: no subscription of reactor 'pricing_reactor' in tenant 'acme'" in done.stderr

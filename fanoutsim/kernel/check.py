@@ -57,6 +57,7 @@ item, a reader or a cause is belongs to the design.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Protocol, TypedDict, runtime_checkable
 
@@ -347,3 +348,31 @@ def _per_unit_problems(report: CheckResult, summary: Mapping[str, Any]) -> list[
     if int(per["lost"].sum()) != summary["lost"]:
         out.append(f"per_unit's lost sum to {int(per['lost'].sum())}, summary['lost'] is {summary['lost']}")
     return out
+
+
+# -- the verdicts item by item: what ``fanoutsim explain --duplicates / --lost`` lists ---
+VERDICT_KEYS = ("kind", "reader", "item", "deliveries", "cause")
+
+
+def item_verdicts(duplicates: pd.DataFrame, lost: pd.DataFrame, *, reader: str, item: str) -> list[dict[str, Any]]:
+    """A check's verdicts one item at a time, JSON-ready, in the frames' order
+    (the checker's: by reader, then as the run went). ``reader`` and ``item``
+    name the frames' columns (a design's words: a subscription's label and a
+    firing, a consumer and a seq). Each row has :data:`VERDICT_KEYS`:
+
+    * per (reader, item, cause) of ``duplicates`` (one row per extra
+      delivery): kind ``"duplicate"``, ``deliveries`` the times the item
+      reached that reader (1 + its extra deliveries, whatever their causes);
+    * per row of ``lost``: kind ``"lost"``, ``deliveries`` 0.
+
+    Items are named as text (a seq too), as a command line names them."""
+    rows: list[dict[str, Any]] = []
+    extra = list(zip(duplicates[reader].astype(str), duplicates[item].astype(str), duplicates["cause"].astype(str)))
+    per_item = Counter((who, what) for who, what, _ in extra)
+    for who, what, cause in dict.fromkeys(extra):  # each (reader, item, cause) once, as first met
+        rows.append(
+            {"kind": "duplicate", "reader": who, "item": what, "deliveries": 1 + per_item[(who, what)], "cause": cause}
+        )
+    for who, what, cause in zip(lost[reader].astype(str), lost[item].astype(str), lost["cause"]):
+        rows.append({"kind": "lost", "reader": who, "item": what, "deliveries": 0, "cause": str(cause)})
+    return rows

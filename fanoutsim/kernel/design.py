@@ -145,6 +145,8 @@ TEMPLATE: dict[str, tuple[str, str]] = {
     "causes": ("causes", "CAUSES"),
     "expected": ("causes", "expected"),
     "metrics": ("metrics", "METRICS"),
+    "verdicts": ("causes", "verdicts"),
+    "table_verdicts": ("story", "table_verdicts"),
 }
 LAZY_MODULES = frozenset({"checker", "report", "plots"})
 _MISSING = object()
@@ -242,7 +244,13 @@ class Design:
     design's checker names (``{"lost": {cause: text}, "duplicates": {...}}``);
     ``expected(checked, kind, cause)`` says whether the run's configuration
     accepts that cause (it leaves the verdict valid) — what the report prints
-    beside each cause.
+    beside each cause. ``verdicts(checked)`` lists the check's duplicated and
+    lost items one by one (:func:`fanoutsim.kernel.check.item_verdicts`'s
+    rows): what ``report.json`` keeps under ``verdicts``, ``fanoutsim run
+    --store FILE`` keeps in the file, and ``fanoutsim explain`` tells.
+    ``table_verdicts(runtime)``: the same rows from the runtime's tables alone,
+    for a file no check kept verdicts in (one a server wrote); None when the
+    design's checker needs the trace.
 
     ``metrics`` says what each metric the design's runtimes count means
     (name -> :class:`fanoutsim.kernel.metrics.Help`: counter, gauge or
@@ -292,6 +300,8 @@ class Design:
     causes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     expected: Callable[[Any, str, str], bool] | None = None
     metrics: Mapping[str, Any] = field(default_factory=dict)
+    verdicts: Callable[[Any], list[dict[str, Any]]] | None = None
+    table_verdicts: Callable[[Any], list[dict[str, Any]]] | None = None
     scenario_schema: Any = None
     store_part: Any = None
 

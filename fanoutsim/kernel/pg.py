@@ -12,6 +12,10 @@ The server is throwaway, so it does not wait for the disk: ``fsync``,
 transaction survives the death of any client process, which is what the crash
 tests kill, but not a power cut, which nothing here needs).
 
+Starting takes seconds; within :func:`announced` (``fanoutsim run --store
+postgres`` and ``fanoutsim pg start`` turn it on) a start says on stderr what
+starts where, then how long it took.
+
 A user's own server needs none of this: give the store a
 ``postgresql://...`` DSN.
 
@@ -28,8 +32,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
@@ -55,14 +64,49 @@ def _pgserver() -> ModuleType:
     return pgserver
 
 
-def _tune(dsn: str) -> None:
-    """A throwaway server does not wait for the disk (see the module's docstring)."""
+def _tune(dsn: str) -> str:
+    """A throwaway server does not wait for the disk (see the module's docstring);
+    returns its version (``16.4``)."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as con:
         for name in ("fsync", "synchronous_commit", "full_page_writes"):
             con.execute(f"ALTER SYSTEM SET {name} = off")
         con.execute("SELECT pg_reload_conf()")
+        row = con.execute("SHOW server_version").fetchone()
+    return "" if row is None else str(row[0]).split()[0]
+
+
+# Starting a server takes seconds (initdb, then the postmaster): within
+# :func:`announced` it says so on stderr, so that a command is not silent for
+# them. Off by default: a notebook's or a test's output stays its own.
+_ANNOUNCE: ContextVar[bool] = ContextVar("fanoutsim_pg_announce", default=False)
+
+
+@contextmanager
+def announced(enabled: bool = True) -> Iterator[None]:
+    """Within the block (``enabled``), a server that starts says on stderr
+    where, and when it is ready (its folder and timing; never a password)."""
+    token = _ANNOUNCE.set(enabled)
+    try:
+        yield
+    finally:
+        _ANNOUNCE.reset(token)
+
+
+class _Start:
+    """The two lines of a start within :func:`announced`: what starts where, then ready."""
+
+    def __init__(self, what: str) -> None:
+        self.began = time.monotonic()
+        self.on = _ANNOUNCE.get()
+        if self.on:
+            print(f"fanoutsim: starting {what} ...", file=sys.stderr, flush=True)
+
+    def ready(self, version: str) -> None:
+        if self.on:
+            shown = f"PostgreSQL {version}" if version else "PostgreSQL"
+            print(f"fanoutsim: {shown} ready in {time.monotonic() - self.began:.1f} s", file=sys.stderr, flush=True)
 
 
 def _running(folder: str) -> Any:  # pgserver's PostmasterInfo (pgserver ships no types)
@@ -91,9 +135,10 @@ def start_shared(folder: str = DEFAULT_SHARED_DIR) -> str:
     pgserver = _pgserver()
     try:
         os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
+        start = _Start(f"the shared PostgreSQL (pgserver) in {folder}")
         server = pgserver.get_server(folder, cleanup_mode=None)  # None: not stopped when this process ends
         started: str = server.get_uri()
-        _tune(started)
+        start.ready(_tune(started))
     except Exception as exc:  # initdb or pg_ctl failed: one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ServerError(f"could not start the embedded PostgreSQL in {folder}: {first}") from None
@@ -134,9 +179,10 @@ class EmbeddedServer:
         self.folder = tempfile.mkdtemp(prefix="fanoutsim-pg-")
         self._server = None
         try:
+            start = _Start(f"a private PostgreSQL (pgserver) in {self.folder}")
             self._server = pgserver.get_server(self.folder, cleanup_mode="delete")
             self.dsn = self._server.get_uri()
-            _tune(self.dsn)
+            start.ready(_tune(self.dsn))
         except Exception as exc:  # initdb or pg_ctl failed: say why in one line, leave nothing behind
             self.close()
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

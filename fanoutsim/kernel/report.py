@@ -5,7 +5,7 @@ wall-clock values, no environment — so the same seed prints the same report.""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 MISSING = "-"
@@ -171,3 +171,30 @@ def unexplained_lines(bad: Iterable[tuple[str, Any]], by: str, ids: Callable[[An
             causes = ", ".join(sorted(set(g["cause"])))
             lines.append(f"  {owner}: {what} ({causes}): {noun} {listed}")
     return lines
+
+
+def cause_words(causes: Mapping[str, Mapping[str, str]], kind: str, cause: str) -> str:
+    """A cause in a design's plain words (its ``causes``), for a verdict of
+    ``kind`` ``"duplicate"`` or ``"lost"`` (:func:`fanoutsim.kernel.check.item_verdicts`'s kinds)."""
+    return causes.get("duplicates" if kind == "duplicate" else "lost", {}).get(cause, "")
+
+
+def verdict_text(row: Mapping[str, Any], causes: Mapping[str, Mapping[str, str]]) -> str:
+    """One item's verdict as a story tells it: the cause's key and the plain
+    words the report prints beside it."""
+    head = f"a duplicate ({row['deliveries']} deliveries)" if row["kind"] == "duplicate" else "lost"
+    words = cause_words(causes, row["kind"], row["cause"])
+    return f"{head}, by {row['cause']}" + (f": {words}" if words else "")
+
+
+def verdicts_below(
+    verdicts: Sequence[Mapping[str, Any]] | None, listed: set[str], causes: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """The lines a story adds below the readers it listed: the verdicts of
+    readers it did not list (retired, gone since), or that the run's check
+    found the item neither duplicated nor lost (none: no check kept verdicts)."""
+    if verdicts is None:
+        return []
+    if not verdicts:
+        return ["  the run's check found it neither duplicated nor lost"]
+    return [f"  -> {v['reader']}: {verdict_text(v, causes)}" for v in verdicts if v["reader"] not in listed]

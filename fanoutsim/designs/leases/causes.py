@@ -43,3 +43,11 @@ def expected(checked, kind: str, cause: str) -> bool:
     from .checker import _BROKEN  # the checker's own rule: its verdict turns invalid on these
 
     return cause not in _BROKEN
+
+
+def verdicts(checked) -> list[dict]:
+    """The check's duplicated and lost events one by one, by consumer and
+    event id (:func:`fanoutsim.kernel.check.item_verdicts`)."""
+    from fanoutsim.kernel.check import item_verdicts
+
+    return item_verdicts(checked.duplicates, checked.lost, reader="consumer", item="event_id")

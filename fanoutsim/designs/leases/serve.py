@@ -62,11 +62,18 @@ def _schedule_recovery(rt, scenario) -> None:
 
 
 def write(rt, req: dict) -> dict:
-    """A publish: ``{"partition": ..., "kind": ..., "payload": ...}`` -> ``{"event": id}``."""
+    """A publish: ``{"partition": ..., "kind": ..., "payload": ...}`` -> ``{"event": id}``,
+    with ``"warning"`` when no durable consumer is there to lease it."""
     check_write(req, WRITE_FIELDS, "a publish")
     partition = text_field(req, "partition", "a publish")
     kind = text_field(req, "kind", default="event")
-    return {"event": rt.publish(partition, kind, req.get("payload"))}
+    answer: dict[str, Any] = {"event": rt.publish(partition, kind, req.get("payload"))}
+    if not rt.table_rows("lease_consumers"):  # a durable consumer reads every partition: none reads this one
+        answer["warning"] = (
+            f"no durable consumer of this log: nothing leases event {answer['event']} (a consumer registered "
+            f"later reads it only if it starts at or before it)"
+        )
+    return answer
 
 
 def status_of(rt) -> dict[str, Any]:

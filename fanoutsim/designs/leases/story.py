@@ -4,14 +4,20 @@ The event (its id ``<commit:ordinal>``, partition, kind, commit time) and,
 for each durable consumer: resolved (the contiguous checkpoint is past it, or
 an ack is held as a sparse resolution), leased now (attempt, expiry), waiting
 to be retried after failed attempts, dead-lettered, not for it (the consumer
-starts after it), or not leased yet.
+starts after it), or not leased yet; for a duplicate or a loss, the cause the
+checker named, in the report's words (the verdicts ``fanoutsim run --store``
+kept in the file, :mod:`fanoutsim.verdicts`).
 """
 
 from __future__ import annotations
 
 import json
 
+from fanoutsim.kernel.report import verdict_text, verdicts_below
+from fanoutsim.kernel.store.record import recorded_for
 from fanoutsim.kernel.timeutil import from_us
+
+from .causes import CAUSES
 
 __all__ = ["story", "backlog"]
 
@@ -29,7 +35,7 @@ def _by_consumer(rt, table: str, event_id: str) -> dict[str, dict]:
     return {r["consumer"]: r for r in _rows(rt, table) if r["event_id"] == event_id}
 
 
-def _consumer_line(rt, c: dict, ev: dict, found: dict) -> str:
+def _consumer_line(rt, c: dict, ev: dict, found: dict, lost: bool = False) -> str:
     name = c["consumer"]
     checkpoint = next(
         (cp["seq"] for cp in _rows(rt, "checkpoints") if cp["consumer"] == name and cp["partition"] == ev["partition"]),
@@ -41,6 +47,8 @@ def _consumer_line(rt, c: dict, ev: dict, found: dict) -> str:
     if ev["seq"] < c["start_seq"]:
         return f"not for it: it starts at seq {c['start_seq']}, after this event"
     if checkpoint is not None and checkpoint >= ev["seq"]:
+        if lost:  # the check saw no delivery: a seek or a restore moved the checkpoint past it
+            return f"never delivered, though its checkpoint on {ev['partition']} (seq {checkpoint}) is past it"
         return f"resolved: its checkpoint on {ev['partition']} (seq {checkpoint}) is past it"
     if name in found["resolutions"]:
         return (
@@ -69,11 +77,17 @@ def story(rt, event_id: str) -> str:
         raise ValueError(f"a leased event is named by its id <commit:ordinal> (e.g. 12:0); got {event_id!r}")
     ev = next((e for e in _rows(rt, "events") if e["event_id"] == event_id), None)
     found = {t: _by_consumer(rt, t, event_id) for t in ("leases", "retries", "dead_letters", "resolutions")}
+    verdicts = recorded_for(rt.store, event_id)
     if ev is None:
         dead = found["dead_letters"]
-        if not dead:
+        if not dead and not verdicts:
             raise KeyError(f"no event {event_id!r} in this run's log (pruned by retention, or never published)")
-        return f"event {event_id}: pruned from the log; dead-lettered for {', '.join(sorted(dead))}\n"
+        lines = [
+            f"event {event_id}: pruned from the log"
+            + (f"; dead-lettered for {', '.join(sorted(dead))}" if dead else "")
+        ]
+        lines += [f"  -> {v['reader']}: {verdict_text(v, CAUSES)}" for v in verdicts or ()]
+        return "\n".join(lines) + "\n"
     payload = json.dumps(ev["payload"], default=str) if ev.get("payload") is not None else "null"
     lines = [
         f"event {event_id}: partition {ev['partition']}, kind {ev['kind']}, seq {ev['seq']}, committed at "
@@ -82,9 +96,13 @@ def story(rt, event_id: str) -> str:
     ]
     consumers = sorted(_rows(rt, "lease_consumers"), key=lambda c: c["consumer"])
     for c in consumers:
-        lines.append(f"  -> {c['consumer']}: {_consumer_line(rt, c, ev, found)}")
+        mine = [v for v in verdicts or () if v["reader"] == c["consumer"]]
+        lost = any(v["kind"] == "lost" for v in mine)
+        lines.append(f"  -> {c['consumer']}: {_consumer_line(rt, c, ev, found, lost)}")
+        lines += [f"      {verdict_text(v, CAUSES)}" for v in mine]
     if not consumers:
         lines.append("  no durable consumer: nothing is to be delivered")
+    lines += verdicts_below(verdicts, {c["consumer"] for c in consumers}, CAUSES)
     return "\n".join(lines) + "\n"
 
 

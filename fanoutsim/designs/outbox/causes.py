@@ -29,3 +29,11 @@ def expected(checked, kind: str, cause: str) -> bool:
     from .checker import _PROMISED  # the checker's own rule: its verdict turns invalid on these
 
     return cause not in _PROMISED
+
+
+def verdicts(checked) -> list[dict]:
+    """The check's duplicated and lost rows one by one, by consumer and seq
+    (:func:`fanoutsim.kernel.check.item_verdicts`)."""
+    from fanoutsim.kernel.check import item_verdicts
+
+    return item_verdicts(checked.duplicates, checked.lost, reader="consumer", item="seq")

@@ -58,7 +58,8 @@ def open_realtime(scenario, db: str, *, rate: float | None = None, role: str = "
 
 
 def write(rt, req: dict) -> dict:
-    """A commit: ``{"page": ..., "body": ..., ...}`` -> ``{"seq": n}``."""
+    """A commit: ``{"page": ..., "body": ..., ...}`` -> ``{"seq": n}``, with
+    ``"warning"`` when no consumer has a cursor to read it."""
     check_write(req, WRITE_FIELDS, "a commit")
     page = text_field(req, "page", "a commit")
     for key in ("body", "topic"):
@@ -73,7 +74,19 @@ def write(rt, req: dict) -> dict:
     seq = rt.commit(
         page, req.get("body"), topic=req.get("topic"), kind=kind, due_at=None if due_in is None else rt.now + due_in
     )
-    return {"seq": seq}
+    answer: dict[str, Any] = {"seq": seq}
+    if not rt.store.rows("cursors"):  # every consumer reads every row: none at all reads this one
+        answer["warning"] = (
+            f"no consumer has a cursor in this outbox: row {seq} waits for one (a consumer registered "
+            f"later reads it only if it starts at the beginning)"
+        )
+    return answer
+
+
+# the definition, in one line, printed beside every cursor lag ``status`` shows
+CURSOR_LAG = (
+    "the rows committed past the consumer's cursor (the head's seq - the cursor), 0 when it has handled them all"
+)
 
 
 def _count_by_consumer(rows) -> dict[str, int]:
@@ -84,8 +97,9 @@ def _count_by_consumer(rows) -> dict[str, int]:
 
 
 def status_of(rt) -> dict[str, Any]:
-    """The outbox in a file: rows, head, each consumer's cursor and lag, parked
-    and deferred rows, the metrics."""
+    """The outbox in a file: rows, head, each consumer's cursor and cursor
+    lag (:data:`CURSOR_LAG`, under ``definitions``), parked and deferred rows,
+    the metrics."""
     from fanoutsim.kernel.frames import json_ready  # pandas: only when asked
 
     seqs = [r["seq"] for r in rt.store.rows("outbox")]
@@ -95,10 +109,11 @@ def status_of(rt) -> dict[str, Any]:
     consumers = {
         r["consumer"]: {
             "cursor": r["seq"],
-            "lag": head - r["seq"],
+            "cursor_lag_rows": head - r["seq"],
             "parked": parked.get(r["consumer"], 0),
             "deferred": deferred.get(r["consumer"], 0),
         }
         for r in rt.store.rows("cursors")
     }
-    return json_ready(status_record(rt, {"rows": len(seqs), "head": head, "consumers": consumers}))
+    body = {"rows": len(seqs), "head": head, "consumers": consumers, "definitions": {"cursor_lag_rows": CURSOR_LAG}}
+    return json_ready(status_record(rt, body))

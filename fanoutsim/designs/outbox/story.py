@@ -4,13 +4,20 @@ The row (its commit time, topic, kind, page, when it is due) and, for each
 consumer, where its cursor stands: past the row (handled), parked on it after
 its retry budget, deferred until it is due, or still before it. A cursor
 moves only after a row is durably handled, so "past" means handled at least
-once; a crash between handle and cursor re-delivers it (``runner_log`` shows
-the restarts that followed no clean stop).
+once; a crash between handle and cursor re-delivers it. For a duplicate or a
+loss the story gives the cause the checker named, in the report's words (the
+verdicts ``fanoutsim run --store`` kept in the file, :mod:`fanoutsim.verdicts`);
+a file without them (a served run) shows the restarts that followed no clean
+stop instead.
 """
 
 from __future__ import annotations
 
+from fanoutsim.kernel.report import verdict_text, verdicts_below
+from fanoutsim.kernel.store.record import recorded_for
 from fanoutsim.kernel.timeutil import from_us
+
+from .causes import CAUSES
 
 __all__ = ["story", "backlog"]
 
@@ -38,7 +45,9 @@ def _unclean_starts(store) -> int:
     return starts
 
 
-def _consumer_line(name: str, cursor: int, seq: int, parked: dict | None, deferred: dict | None) -> str:
+def _consumer_line(
+    name: str, cursor: int, seq: int, parked: dict | None, deferred: dict | None, lost: bool = False
+) -> str:
     if parked is not None:
         return (
             f"parked after {parked['attempts']} failed attempt(s) at {_when(parked['parked_at'])}: "
@@ -46,6 +55,8 @@ def _consumer_line(name: str, cursor: int, seq: int, parked: dict | None, deferr
         )
     if deferred is not None:
         return f"deferred until {_when(deferred['due_at'])}: handled then, restarts or not"
+    if cursor >= seq and lost:  # the check saw no delivery: the cursor passed it unhandled
+        return f"never handled, though its cursor ({cursor}) is past the row"
     if cursor >= seq:
         return f"handled: its cursor ({cursor}) is past the row"
     return f"not yet: its cursor ({cursor}) is {seq - cursor} row(s) before it"
@@ -74,18 +85,32 @@ def story(rt, seq_text) -> str:
         ]
     parked = {(r["consumer"], r["seq"]): r for r in store.rows("parked")}
     deferred = {(r["consumer"], r["seq"]): r for r in store.rows("deferred")}
+    verdicts = recorded_for(store, str(seq))
     for name in sorted(cursors):
-        line = _consumer_line(name, cursors[name], seq, parked.get((name, seq)), deferred.get((name, seq)))
+        mine = [v for v in verdicts or () if v["reader"] == name]
+        lost = any(v["kind"] == "lost" for v in mine)
+        line = _consumer_line(name, cursors[name], seq, parked.get((name, seq)), deferred.get((name, seq)), lost)
         lines.append(f"  -> {name}: {line}")
+        lines += [f"      {verdict_text(v, CAUSES)}" for v in mine]
     if not cursors:
         lines.append("  no consumer has a cursor yet")
-    unclean = _unclean_starts(store)
-    if unclean:
-        lines.append(
-            f"  {unclean} restart(s) followed no clean stop: a row handled just before one may have "
-            f"been handled again (a crash between handle and cursor)"
-        )
+    lines += _unexplained(store, verdicts, set(cursors))
     return "\n".join(lines) + "\n"
+
+
+def _unexplained(store, verdicts: list[dict] | None, listed: set[str]) -> list[str]:
+    """What the story adds below the consumers: the checker's verdicts of
+    consumers without a cursor now, or, where no check kept verdicts (a
+    served run), the restarts that may have repeated a row."""
+    if verdicts is not None:
+        return verdicts_below(verdicts, listed, CAUSES)
+    unclean = _unclean_starts(store)
+    if not unclean:
+        return []
+    return [
+        f"  {unclean} restart(s) followed no clean stop: a row handled just before one may have "
+        f"been handled again (a crash between handle and cursor; no check of this run kept its verdicts)"
+    ]
 
 
 BACKLOG_NAME = "unhandled"  # what :func:`backlog` counts, in one word (fanoutsim status)

@@ -36,3 +36,25 @@ def expected(checked, kind: str, cause: str) -> bool:
     frame = checked.lost
     rows = frame[frame["cause"] == cause]
     return not ("promised" in rows.columns and bool(rows["promised"].any()))
+
+
+def reader_label(reactor: str, workflow: str, tenant: str) -> str:
+    """A subscription as the checker's table and the verdicts name it."""
+    return f"{reactor}->{workflow}@{tenant}"
+
+
+def verdicts(checked) -> list[dict]:
+    """The check's duplicated and lost firings one by one
+    (:func:`fanoutsim.kernel.check.item_verdicts`), each subscription named
+    ``reactor->workflow@tenant`` as the checker's table names it."""
+    from fanoutsim.kernel.check import item_verdicts
+
+    per = checked.per_subscription
+    label = {
+        r.subscription: reader_label(r.reactor_name, r.workflow_name, r.tenant_id) for r in per.itertuples(index=False)
+    }
+
+    def named(frame):
+        return frame.assign(reader=[label.get(s, s) for s in frame["subscription"]])
+
+    return item_verdicts(named(checked.duplicates), named(checked.lost), reader="reader", item="firing")

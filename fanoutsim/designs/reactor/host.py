@@ -161,5 +161,7 @@ class RunnerHost:
         out.setdefault("fanoutsim_reactor_firings_pruned_total", 0)
         with self.store.transaction() as tx:
             out["fanoutsim_reactor_firings_retained"] = tx.count_firings()
-        out.update(watermark_lags(self.store.rows("reactor_subscriptions"), self.now_us()))
+        out.update(
+            watermark_lags(self.store.rows("reactor_subscriptions"), self.store.rows("reactor_firings"), self.now_us())
+        )
         return out

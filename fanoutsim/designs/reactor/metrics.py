@@ -65,20 +65,29 @@ METRICS: dict[str, Help] = {
     ),
     WATERMARK_LAG: Help(
         "gauge",
-        "Seconds from a subscription's watermark (last_seen_fired_at: the fired_at of the last firing its "
-        "poll moved past) to now, as fanoutsim status reports watermark_lag_s; it grows while no firing "
-        "is read, busy or idle. No series for a subscription that has read nothing yet.",
+        "Seconds a subscription's watermark lags, as fanoutsim status and the report give watermark_lag_s: "
+        "the age of the oldest retained firing of its reactor and tenant that it has not read yet "
+        "(now - its fired_at), 0 when it has read every one; below the poll interval while it keeps up.",
     ),
 }
 
 
-def watermark_lags(subscriptions: Iterable[dict[str, Any]], now_us: int) -> dict[str, float]:
-    """:data:`WATERMARK_LAG` of each subscription that has a watermark, at ``now_us``."""
+def watermark_lags(
+    subscriptions: Iterable[dict[str, Any]], firings: Iterable[dict[str, Any]], now_us: int
+) -> dict[str, float]:
+    """:data:`WATERMARK_LAG` of each subscription at ``now_us``, over the retained
+    ``firings``: the one definition (:func:`~.analysis.lag.watermark_lag_us`) that
+    the report, ``status`` and the figure use too."""
+    from fanoutsim.designs.reactor.analysis.lag import watermark_lag_us
+
+    streams: dict[tuple[str, str], list[int]] = {}
+    for f in firings:
+        streams.setdefault((f["reactor_name"], f["tenant_id"]), []).append(f["fired_at"])
+    for stamps in streams.values():
+        stamps.sort()
     return {
         series(WATERMARK_LAG, reactor=s["reactor_name"], workflow=s["workflow_name"], tenant=s["tenant_id"]): (
-            now_us - s["last_seen_fired_at"]
+            watermark_lag_us(now_us, s["last_seen_fired_at"], streams.get((s["reactor_name"], s["tenant_id"]), [])) / US
         )
-        / US
         for s in subscriptions
-        if s["last_seen_fired_at"] is not None
     }

@@ -1,11 +1,14 @@
 """The reactor design's delivery report (:func:`fanoutsim.analysis.delivery_report`) as plain text.
 
-Latencies are shown in milliseconds, watermark lag in seconds."""
+Latencies are shown in milliseconds, watermark lag in seconds (its definition,
+:data:`~fanoutsim.designs.reactor.analysis.lag.WATERMARK_LAG`, is printed under the table)."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
+from fanoutsim.designs.reactor.analysis.lag import WATERMARK_LAG
 from fanoutsim.kernel.report import (
     Column,
     clip,
@@ -97,7 +100,7 @@ _SUBSCRIPTION_COLUMNS: tuple[Column, ...] = (
     ("executions", ">", lambda s: count(s["executions"])),
     ("dispatch", ">", lambda s: ms(s["fire_to_dispatch_p50_s"])),
     ("claim", ">", lambda s: ms(s["fire_to_claim_p50_s"])),
-    ("lag", ">", lambda s: "never" if s["watermark_lag_s"] is None else secs(s["watermark_lag_s"], 2)),
+    ("wm lag", ">", lambda s: secs(s["watermark_lag_s"], 2)),
     ("backlog", ">", lambda s: count(s["backlog"])),
 )
 
@@ -109,8 +112,14 @@ def _subscriptions_table(report: dict[str, Any]) -> list[str]:
         "Subscriptions (latency p50 in ms, watermark lag in s)",
         _SUBSCRIPTION_COLUMNS,
         report["subscriptions"],
-        "  lag: virtual clock minus the watermark (the last firing passed); "
-        "backlog: retained firings after the watermark",
+        "\n".join(
+            textwrap.wrap(
+                f"wm lag: watermark lag, {WATERMARK_LAG}; backlog: retained firings after the watermark",
+                width=110,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
+        ),
     )
 
 

@@ -7,7 +7,8 @@ what the reactor's :class:`~fanoutsim.kernel.design.Design` record gives it:
 * :func:`open_realtime` — a :class:`~fanoutsim.designs.reactor.realtime.Realtime`
   over the file with a scenario's workflows, subscriptions and workloads;
 * :func:`write` — the write command, a firing: ``{"reactor": ..., "payload":
-  {...}, "tenant": ...}`` -> ``{"firing": id}``;
+  {...}, "tenant": ...}`` -> ``{"firing": id}``, with ``"warning"`` when no
+  subscription reads that reactor in that tenant (:func:`unheard`);
 * :func:`status_of` — counts, watermarks and metrics as JSON (what a live view polls).
 
 :func:`fire` and :func:`status` reach a reactor file from another process:
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from fanoutsim.designs.reactor.analysis.lag import WATERMARK_LAG, watermark_lag_us
 from fanoutsim.designs.reactor.realtime import Realtime
 from fanoutsim.kernel.designkit import check_write, populated, status_record
 from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
@@ -32,6 +34,7 @@ __all__ = [
     "open_realtime",
     "write",
     "WRITE_FIELDS",
+    "unheard",
     "fire",
     "status",
 ]
@@ -45,7 +48,8 @@ WRITE_FIELDS = {
 
 def status_of(rt: Realtime) -> dict[str, Any]:
     """The run in a file: firings retained, executions by status, each
-    subscription's watermark lag, the metrics."""
+    subscription's watermark lag (seconds; its definition under
+    ``definitions``), the metrics."""
     subs = rt.store.rows("reactor_subscriptions")
     now = rt.now_us()
     with rt.store.transaction() as tx:
@@ -53,13 +57,24 @@ def status_of(rt: Realtime) -> dict[str, Any]:
     by_status: dict[str, int] = {}
     for row in rt.store.rows("workflow_executions"):
         by_status[row["status"]] = by_status.get(row["status"], 0) + 1
+    streams: dict[tuple[str, str], list[int]] = {}
+    for f in rt.store.rows("reactor_firings"):
+        streams.setdefault((f["reactor_name"], f["tenant_id"]), []).append(f["fired_at"])
+    for stamps in streams.values():
+        stamps.sort()
     lag = {
-        f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}": (
-            None if s["last_seen_fired_at"] is None else (now - s["last_seen_fired_at"]) / 1e6
+        f"{s['reactor_name']}->{s['workflow_name']}@{s['tenant_id']}": watermark_lag_us(
+            now, s["last_seen_fired_at"], streams.get((s["reactor_name"], s["tenant_id"]), [])
         )
+        / 1e6
         for s in subs
     }
-    body = {"firings_retained": retained, "executions": by_status, "watermark_lag_s": lag}
+    body = {
+        "firings_retained": retained,
+        "executions": by_status,
+        "watermark_lag_s": lag,
+        "definitions": {"watermark_lag_s": WATERMARK_LAG},
+    }
     return status_record(rt, body, now_us=now)
 
 
@@ -106,7 +121,33 @@ def write(rt: Realtime, req: dict) -> dict:
     payload = req.get("payload", {})
     if not isinstance(payload, dict):
         raise ValueError(f"payload must be a JSON object of source name -> value, got {payload!r}")
-    return {"firing": rt.fire(req["reactor"], payload, req.get("tenant", "public"))}
+    tenant = req.get("tenant", "public")
+    answer: dict[str, Any] = {"firing": rt.fire(req["reactor"], payload, tenant)}
+    warning = unheard(rt.store.rows("reactor_subscriptions"), req["reactor"], tenant)
+    if warning:
+        answer["warning"] = warning
+    return answer
+
+
+def unheard(subs: list[dict], reactor: str, tenant: str) -> str | None:
+    """Why a firing of ``reactor`` in ``tenant`` reaches no workflow, naming
+    what does subscribe (None: some subscription reads it). A subscription
+    reads its own reactor in its own tenant only: a tenant mistyped is a
+    firing nobody runs, and a write that succeeds must not hide that."""
+    if any(s["reactor_name"] == reactor and s["tenant_id"] == tenant for s in subs):
+        return None
+    tenants = sorted({s["tenant_id"] for s in subs if s["reactor_name"] == reactor})
+    if tenants:
+        return (
+            f"no subscription of reactor {reactor!r} in tenant {tenant!r}; subscriptions exist in "
+            f"tenant(s): {', '.join(tenants)} (the firing is logged, and no workflow runs for it)"
+        )
+    reactors = sorted({s["reactor_name"] for s in subs})
+    elsewhere = f"; subscribed reactor(s): {', '.join(reactors)}" if reactors else "; there is no subscription at all"
+    return (
+        f"no subscription of reactor {reactor!r} in any tenant{elsewhere} (the firing is logged, and no "
+        f"workflow runs for it)"
+    )
 
 
 def _existing(db: str) -> None:

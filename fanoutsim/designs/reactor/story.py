@@ -4,7 +4,11 @@
 this tells it from the tables alone, so it works on a file a server (or a
 killed process) left behind: the firing, each subscription of its reactor and
 tenant — whether its watermark has passed the firing, what its filter says,
-which executions it dispatched — and the crashes ``runner_log`` records.
+which executions it dispatched — and, for a duplicate or a loss, the cause
+the checker named, in the report's words: the verdicts ``fanoutsim run
+--store`` kept in the file (:mod:`fanoutsim.verdicts`), else those of the
+store-only check (:func:`table_verdicts`), which says what the tables alone
+cannot tell.
 """
 
 from __future__ import annotations
@@ -12,12 +16,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fanoutsim.kernel.report import verdict_text
+from fanoutsim.kernel.store.record import recorded_for
 from fanoutsim.kernel.timeutil import from_us
 
+from .causes import CAUSES, reader_label
 from .payload import context_firing, decode_sources
 from .predicate import InvalidPredicate, activation, compile_predicate, explain_error
 
-__all__ = ["story", "backlog"]
+__all__ = ["story", "backlog", "table_verdicts"]
 
 
 def _when(us: int | None) -> str:
@@ -34,14 +41,35 @@ def _executions_of(store, firing_id: str) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
-def _crashes(store) -> list[int]:
-    """When the runner started again without a clean stop before (a crash or a kill)."""
-    out, stopped = [], True
-    for row in store.rows("runner_log"):
-        if row["event"] == "start" and not stopped:
-            out.append(row["happened_at"])
-        stopped = row["event"] == "stop"
-    return out
+class _Verdicts:
+    """The checker's verdicts of one firing, by subscription (``reactor->workflow@tenant``):
+    those a check kept in the store (``fanoutsim run --store``), else, asked
+    only when a subscription has a duplicate or a loss to tell, those of the
+    store-only check (:func:`table_verdicts`)."""
+
+    def __init__(self, rt, firing_id: str) -> None:
+        self.rt, self.firing_id = rt, firing_id
+        self.rows = recorded_for(rt.store, firing_id)
+        self.from_tables = self.rows is None
+
+    def of(self, sub: dict, kind: str) -> dict | None:
+        if self.rows is None:
+            self.rows = [r for r in table_verdicts(self.rt) if r["item"] == self.firing_id]
+        reader = reader_label(sub["reactor_name"], sub["workflow_name"], sub["tenant_id"])
+        return next((r for r in self.rows if r["reader"] == reader and r["kind"] == kind), None)
+
+    def tell(self, row: dict | None, fallback: str) -> str:
+        """The verdict in the report's words; from the tables alone, an
+        ``unknown`` duplicate is what they cannot tell, not a defect."""
+        if row is None:
+            return fallback
+        if self.from_tables and row["kind"] == "duplicate" and row["cause"] == "unknown":
+            return (
+                f"a duplicate ({row['deliveries']} deliveries); no crash between the dispatches in runner_log, "
+                f"and the tables alone tell no other cause (the checker of `fanoutsim run --store` reads "
+                f"the trace and names it: several_pollers, ambiguous_insert, ...)"
+            )
+        return verdict_text(row, CAUSES)
 
 
 def _filter_says(sub: dict, sources: Any, firing: dict) -> str:
@@ -68,7 +96,7 @@ def _passed(sub: dict, firing: dict, compound: bool) -> bool:
     return not compound or (sub.get("last_seen_firing_id") or "") >= firing["id"]
 
 
-def _unrun(sub: dict, firing: dict, says: str, cfg) -> str:
+def _unrun(sub: dict, firing: dict, says: str, cfg, verdicts: _Verdicts) -> str:
     """Why a firing that was not dispatched was not (its filter, its policy, the watermark)."""
     compound = getattr(cfg, "watermark", "fired_at") != "fired_at"
     if not _passed(sub, firing, compound):
@@ -97,28 +125,19 @@ def _unrun(sub: dict, firing: dict, says: str, cfg) -> str:
             f"{says}\n      not dispatched: predicate_error_policy skip counts the error as false and "
             f"moves the watermark past it"
         )
-    return (
-        f"{says}; the watermark passed it but nothing was dispatched: lost (pruned before the poll, a "
-        f"tie split by a batch, or a commit that became visible behind the watermark)"
-    )
+    lost = verdicts.tell(verdicts.of(sub, "lost"), "lost (the checker names no cause for it)")
+    return f"{says}; the watermark passed it but nothing was dispatched:\n      {lost}"
 
 
-def _verdict(sub: dict, firing: dict, sources: Any, runs: list[dict], crashes: list[int], cfg) -> str:
+def _verdict(sub: dict, firing: dict, sources: Any, runs: list[dict], verdicts: _Verdicts, cfg) -> str:
     says = _filter_says(sub, sources, firing)
     if not runs:
-        return _unrun(sub, firing, says, cfg)
+        return _unrun(sub, firing, says, cfg, verdicts)
     made = ", ".join(f"{r['id']} {r['status']} (dispatched {_when(r['dispatched_at'])})" for r in runs)
     line = f"{says}; dispatched {len(runs)} time{'s' if len(runs) != 1 else ''}: {made}"
     if len(runs) > 1:
-        first, last = min(r["dispatched_at"] for r in runs), max(r["dispatched_at"] for r in runs)
-        between = [c for c in crashes if first <= c <= last]
-        why = (
-            f"the runner restarted without a clean stop at {_when(between[0])} between the dispatches "
-            f"(at-least-once: a dispatch committed, its watermark move did not)"
-            if between
-            else "no crash between them in runner_log: several pollers, or an ambiguous insert"
-        )
-        line += f"\n      a duplicate: {why}"
+        fallback = f"a duplicate ({len(runs)} deliveries) the checker did not count (its filter was false then?)"
+        line += f"\n      {verdicts.tell(verdicts.of(sub, 'duplicate'), fallback)}"
     return line
 
 
@@ -136,6 +155,8 @@ def story(rt, firing_id: str) -> str:
         lines = [f"firing {firing_id}: no longer in reactor_firings (pruned); its executions:"]
         for (workflow, tenant), rows in sorted(runs.items()):
             lines.append(f"  {workflow}@{tenant}: " + ", ".join(f"{r['id']} {r['status']}" for r in rows))
+        for row in recorded_for(store, firing_id) or ():
+            lines.append(f"  -> {row['reader']}: {verdict_text(row, CAUSES)}")
         return "\n".join(lines) + "\n"
     sources = decode_sources(firing["payload"])
     lines = [
@@ -150,12 +171,23 @@ def story(rt, firing_id: str) -> str:
     ]
     if not subs:
         lines.append("  no subscription of this reactor and tenant: nothing was to be dispatched")
-    crashes, cfg = _crashes(store), getattr(rt, "config", None)
+    verdicts, cfg = _Verdicts(rt, firing_id), getattr(rt, "config", None)
     for sub in sorted(subs, key=lambda s: s["workflow_name"]):
         state = "" if sub["enabled"] else " (disabled)"
         rows = runs.get((sub["workflow_name"], sub["tenant_id"]), [])
-        lines.append(f"  -> {sub['workflow_name']}{state}: {_verdict(sub, firing, sources, rows, crashes, cfg)}")
+        lines.append(f"  -> {sub['workflow_name']}{state}: {_verdict(sub, firing, sources, rows, verdicts, cfg)}")
     return "\n".join(lines) + "\n"
+
+
+def table_verdicts(rt) -> list[dict]:
+    """The verdicts of the run in ``rt``'s tables alone (:func:`~.checker.check_store`:
+    a duplicate is ``crash`` when the runner log has a crash between its
+    dispatches, else ``unknown``; a loss is a retained firing behind the
+    watermark never dispatched), for a file no check kept verdicts in."""
+    from .causes import verdicts
+    from .checker import check_store
+
+    return verdicts(check_store(rt.store, getattr(rt, "config", None)))
 
 
 BACKLOG_NAME = "pending"  # what :func:`backlog` counts, in one word (fanoutsim status)

@@ -17,7 +17,9 @@ refused, naming both.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 from fanoutsim.kernel.store.base import Store
 
@@ -77,4 +79,50 @@ def open_claimed(opener: Callable[[object], Store], spec: object, design: str | 
     return store
 
 
-__all__ = ["DESIGN_KEY", "claim", "open_claimed"]
+# The checker's verdicts, item by item (:func:`fanoutsim.kernel.check.item_verdicts`),
+# kept beside the tables of a checked run: the checker reads the run's trace,
+# which the file does not keep, so that what ``fanoutsim explain FILE`` says of
+# a duplicate or a loss is what the report said.
+VERDICTS_KEY = "verdicts"
+
+
+def record_verdicts(store: Store, rows: list[dict[str, Any]]) -> None:
+    """Keep a check's verdicts (JSON rows) in ``store`` (a memory store: nowhere)."""
+    if store.keeps_meta:
+        store.set_meta(VERDICTS_KEY, json.dumps(rows, separators=(",", ":")))
+
+
+def recorded_verdicts(store: Store) -> list[dict[str, Any]] | None:
+    """The verdicts :func:`record_verdicts` kept in ``store``; None when it
+    keeps none (never checked, or changed since: :func:`forget_verdicts`)."""
+    text = store.meta(VERDICTS_KEY) if store.keeps_meta else None
+    if not text:
+        return None
+    rows: list[dict[str, Any]] = json.loads(text)
+    return rows
+
+
+def recorded_for(store: Store, item: str) -> list[dict[str, Any]] | None:
+    """The kept verdicts of one item (an empty list: the check found it
+    neither duplicated nor lost); None when ``store`` keeps none."""
+    rows = recorded_verdicts(store)
+    return None if rows is None else [r for r in rows if r["item"] == str(item)]
+
+
+def forget_verdicts(store: Store) -> None:
+    """Drop the kept verdicts of ``store``: the run goes on (served, written
+    to), so the check of its end no longer tells it."""
+    if store.keeps_meta and store.meta(VERDICTS_KEY):
+        store.set_meta(VERDICTS_KEY, "")
+
+
+__all__ = [
+    "DESIGN_KEY",
+    "VERDICTS_KEY",
+    "claim",
+    "open_claimed",
+    "record_verdicts",
+    "recorded_verdicts",
+    "recorded_for",
+    "forget_verdicts",
+]

@@ -24,6 +24,8 @@ import pandas as pd
 from fanoutsim.kernel.report import run_span
 from fanoutsim.kernel.timeutil import US, rfc3339, rfc3339_us
 
+from .lag import WATERMARK_LAG, watermark_lag_us
+
 __all__ = [
     "latency_frame",
     "delivery_report",
@@ -216,10 +218,13 @@ def _series_us(values: pd.Series) -> np.ndarray:
 def watermarks(sim, *, subs: pd.DataFrame | None = None, firings: pd.DataFrame | None = None) -> list[dict]:
     """Per subscription, in table order: its key, filter and state
     (``active``, ``paused`` or ``degraded``), its watermark (RFC 3339, None if
-    never advanced), ``watermark_lag_s`` (virtual clock minus the watermark,
-    seconds; None if never advanced) and ``backlog`` (retained firings of its
-    reactor and tenant after the watermark; all of them if it never advanced).
-    ``subs``/``firings``: the tables, if already at hand."""
+    never advanced), ``watermark_lag_s`` (seconds: the age of the oldest
+    retained firing of its reactor and tenant it has not read yet, 0 when it
+    has read them all; :data:`~fanoutsim.designs.reactor.analysis.lag.WATERMARK_LAG`)
+    and ``backlog`` (retained firings of its reactor and tenant after the
+    watermark; all of them if it never advanced). ``subs``/``firings``: the
+    tables, if already at hand."""
+
     subs = sim.subscriptions() if subs is None else subs
     firings = sim.firings() if firings is None else firings
     now_us = sim.now_us()
@@ -246,7 +251,7 @@ def watermarks(sim, *, subs: pd.DataFrame | None = None, firings: pd.DataFrame |
                 "predicate": sub.predicate,
                 "state": state,
                 "watermark": None if wm_us is None else rfc3339(wm_us),
-                "watermark_lag_s": None if wm_us is None else (now_us - wm_us) / US,
+                "watermark_lag_s": watermark_lag_us(now_us, wm_us, stream) / US,
                 "backlog": backlog,
                 "predicate_error_count": int(sub.predicate_error_count),
             }
@@ -286,6 +291,7 @@ def delivery_report(sim, *, name: str | None = None) -> dict[str, Any]:
         },
         "latency_s": {col: percentiles(lat[col]) for col in LATENCY_COLUMNS},
         "subscriptions": rows,
+        "definitions": {"watermark_lag_s": WATERMARK_LAG},
         "predicate_errors": _num(metric_total(metrics, "fanoutsim_reactor_predicate_errors_total")),
         "dead_letters": _num(metric_total(metrics, "fanoutsim_reactor_predicate_dead_letters_total")),
         "dispatch_failures": _num(metric_total(metrics, "fanoutsim_reactor_dispatch_failures_total")),

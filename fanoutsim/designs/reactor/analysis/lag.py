@@ -1,21 +1,27 @@
-"""Watermark lag over time: how far behind each subscription reads, through the run.
+"""Watermark lag: how far behind each subscription reads, at the end and through the run.
 
-At a moment t, a subscription's lag is the age of the oldest firing of its
-stream that is visible (its row committed) but still ahead of the watermark:
-``t - fired_at`` of that firing, 0 when the watermark has passed everything
-visible. It grows while firings wait and drops at each poll that moves the
-watermark past them: a sawtooth up to one poll interval while the
-subscription keeps up, rising without bound when it falls behind or stops.
-(The end-of-run number of :func:`~fanoutsim.analysis.watermarks`, clock minus
-watermark, also counts the time since the stream last fired; this one does
-not, so a quiet tenant reads 0, not "behind".)
+**Watermark lag** (the one definition every report, figure and ``status``
+uses, :data:`WATERMARK_LAG`): at a moment t, the age of the oldest firing of
+the subscription's stream that is visible (its row committed) and not yet
+read (still ahead of the watermark): ``t - fired_at`` of that firing, 0 when
+the watermark has passed everything visible. It grows while firings wait and
+drops at each poll that moves the watermark past them: a sawtooth below one
+poll interval P while the subscription keeps up, rising without bound when it
+falls behind or stops. A quiet stream reads 0, not "behind": the time since
+the stream last fired is not lag (the clock minus the watermark would count
+it).
 
-Over a run of many polls the teeth are finer than a pixel:
-:func:`watermark_lag_over_time` gives the largest lag in each time bin,
-exactly, from the trace (every commit of a firing, every move of a watermark).
+:func:`watermark_lag_us` gives it at one moment from a stream's ``fired_at``
+stamps (the report's and ``status``'s number, at the end); over a run of many
+polls the teeth are finer than a pixel, so :func:`watermark_lag_over_time`
+gives the largest lag in each time bin, exactly, from the trace (every commit
+of a firing, every move of a watermark).
 """
 
 from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,6 +30,23 @@ from fanoutsim.kernel.validate import is_whole
 
 US = 1_000_000
 COLUMNS = ["subscription", "label", "t0_s", "t1_s", "lag_max_s"]
+
+# the definition, in one line, printed wherever a watermark lag is (report, report.json, figure, status)
+WATERMARK_LAG = (
+    "the age of the oldest firing the subscription has not read yet (now - its fired_at; "
+    "0 when it has read every firing): below the poll interval while it keeps up"
+)
+
+
+def watermark_lag_us(now_us: int, watermark_us: int | None, fired_us: Sequence[int]) -> int:
+    """The watermark lag at ``now_us`` (µs; see the module's text) of a
+    subscription whose watermark is ``watermark_us`` (None: it never moved, so
+    every firing is unread), over its stream's ``fired_at`` stamps
+    ``fired_us``, sorted, each visible by now."""
+    first_unread = 0 if watermark_us is None else bisect_right(fired_us, watermark_us)
+    if first_unread >= len(fired_us):
+        return 0
+    return max(int(now_us) - int(fired_us[first_unread]), 0)
 
 
 def watermark_lag_over_time(sim, bins: int = 300) -> pd.DataFrame:

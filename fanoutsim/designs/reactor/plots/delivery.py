@@ -198,32 +198,41 @@ def _mark_duplicates(
 
 
 def watermark_lag(sim, *, ax: Axes | None = None) -> Figure:
-    """Per subscription, how far its watermark is behind the virtual clock now
-    (seconds), with its backlog of retained firings after the watermark."""
+    """Per subscription, its watermark lag now (seconds: the age of the oldest
+    firing it has not read yet, :data:`~fanoutsim.designs.reactor.analysis.lag.WATERMARK_LAG`),
+    with its backlog of retained firings after the watermark and the poll
+    interval P, the bound while it keeps up, dashed."""
     subs = watermarks(sim)
     height = max(2.5, 0.45 * len(subs) + 1.2)
+    poll = float(sim.config.reactor_poll_interval)
     return one_axes(
         ax,
-        partial(_lag_bars, subs=subs) if subs else None,
-        Labels(f"Watermark lag at t = {sim.now:g} s", "lag behind the virtual clock (s)", "subscription"),
+        partial(_lag_bars, subs=subs, poll=poll) if subs else None,
+        Labels(
+            f"Watermark lag at t = {sim.now:g} s: the age of the oldest firing not yet read",
+            "watermark lag (s)",
+            "subscription",
+        ),
         none_of="subscriptions",
         figsize=(8.0, height),
     )
 
 
-def _lag_bars(ax: Axes, *, subs: list[dict]) -> None:
-    """:func:`watermark_lag`'s bars, of some subscriptions."""
+def _lag_bars(ax: Axes, *, subs: list[dict], poll: float) -> None:
+    """:func:`watermark_lag`'s bars, of some subscriptions, and the poll interval."""
     labels = [f"{s['tenant']}: {s['reactor']} \u2192 {s['workflow']}" for s in subs]
     lags = [s["watermark_lag_s"] for s in subs]
     y = np.arange(len(subs))
     colors = STYLE["axes.prop_cycle"].by_key()["color"]
     tenants = sorted({s["tenant"] for s in subs})
     bar_colors = [colors[tenants.index(s["tenant"]) % len(colors)] for s in subs]
-    ax.barh(y, [0.0 if v is None else v for v in lags], color=bar_colors, alpha=0.85)
-    top = max([v for v in lags if v is not None] or [1.0])
+    ax.barh(y, lags, color=bar_colors, alpha=0.85)
+    top = max([*lags, poll])
     for yi, s, v in zip(y, subs, lags):
-        text = "never advanced" if v is None else f"{v:.2f} s"
-        ax.text((v or 0.0) + top * 0.01, yi, f"{text}, backlog {s['backlog']:,}", va="center", fontsize=8)
+        moved = "" if s["watermark"] is not None else " (watermark never advanced)"
+        ax.text(v + top * 0.01, yi, f"{v:.2f} s, backlog {s['backlog']:,}{moved}", va="center", fontsize=8)
+    ax.axvline(poll, color=THEORY_COLOR, linestyle="--", linewidth=1.2, label=f"P = {poll:g} s (poll interval)")
+    ax.legend(loc="lower right")
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, top * 1.35)

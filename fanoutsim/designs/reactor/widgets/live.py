@@ -19,7 +19,8 @@ import threading
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from fanoutsim.designs.reactor.analysis.delivery import latency_frame
+from fanoutsim.designs.reactor.analysis.delivery import latency_frame, watermarks
+from fanoutsim.designs.reactor.analysis.lag import WATERMARK_LAG
 from fanoutsim.designs.reactor.widgets.latency import _show
 from fanoutsim.kernel.plotting import figure_axes, style
 from fanoutsim.kernel.validate import is_real
@@ -61,18 +62,9 @@ class LiveView:
                 "p50_ms": None,
             }
         rt = self.source
-        subs = rt.subscriptions()
         ex = rt.executions()
         lat = latency_frame(rt)["fire_to_dispatch"] if len(ex) else []
-        stamp = rt.now_us()
-        lag = {
-            f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}": (
-                None
-                if r.last_seen_fired_at is None or str(r.last_seen_fired_at) == "NaT"
-                else (stamp - r.last_seen_fired_at.value // 1000) / 1e6
-            )
-            for r in subs.itertuples(index=False)
-        }
+        lag = {f"{w['reactor']}->{w['workflow']}@{w['tenant']}": w["watermark_lag_s"] for w in watermarks(rt)}
         return {
             "seconds": rt.now,
             "firings": len(rt.firings()),
@@ -98,6 +90,7 @@ class LiveView:
             + ", ".join(f"{k} {v}" for k, v in sorted(snap["executions"].items()))
             + f" &nbsp; <b>fire&rarr;dispatch p50</b> {p50}"
             + f"<table><tr><th>subscription</th><th>watermark lag</th></tr>{rows}</table>"
+            + f"<small>watermark lag: {html.escape(WATERMARK_LAG)}</small>"
         )
         if len(self.history) > 1:
             # into the widget's state; with no IPython (a script) kept there only, never printed
