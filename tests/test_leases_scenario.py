@@ -587,7 +587,7 @@ def test_a_caller_needing_another_design_refuses_a_leases_file():
 # -- the CLI ------------------------------------------------------------------------
 def test_cli_run_writes_everything_and_prints_the_leases_report(tmp_path, capsys, monkeypatch):
     # figures: tested below, on their own
-    monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", lambda sim, out: [])
+    monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", lambda sim, out, checked=None: [])
     out = tmp_path / "out"
     assert main(["run", str(CRASHES), "--until", "300", "--out", str(out)]) == 0
     captured = capsys.readouterr()
@@ -608,7 +608,7 @@ def test_cli_run_writes_everything_and_prints_the_leases_report(tmp_path, capsys
 
 
 def test_cli_figures_come_from_the_designs_plots(tmp_path, capsys, monkeypatch):
-    def fake(sim, out):
+    def fake(sim, out, *, checked=None):
         path = Path(out) / "leases_fake.png"
         path.write_bytes(b"png")
         return [path]
@@ -621,7 +621,7 @@ def test_cli_figures_come_from_the_designs_plots(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_json_prints_only_the_report(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", lambda sim, out: [])
+    monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", lambda sim, out, checked=None: [])
     out = tmp_path / "j"
     assert main(["run", str(LEASES), "--until", "120", "--seed", "3", "--out", str(out), "--json"]) == 0
     captured = capsys.readouterr()

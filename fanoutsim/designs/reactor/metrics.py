@@ -5,7 +5,8 @@ adds the gauges, read from the tables when asked."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fanoutsim.kernel.metrics import Help, series
@@ -76,10 +77,8 @@ def watermark_lags(
     subscriptions: Iterable[dict[str, Any]], firings: Iterable[dict[str, Any]], now_us: int
 ) -> dict[str, float]:
     """:data:`WATERMARK_LAG` of each subscription at ``now_us``, over the retained
-    ``firings``: the one definition (:func:`~.analysis.lag.watermark_lag_us`) that
+    ``firings``: the one definition (:func:`watermark_lag_us`) that
     the report, ``status`` and the figure use too."""
-    from fanoutsim.designs.reactor.analysis.lag import watermark_lag_us
-
     streams: dict[tuple[str, str], list[int]] = {}
     for f in firings:
         streams.setdefault((f["reactor_name"], f["tenant_id"]), []).append(f["fired_at"])
@@ -91,3 +90,15 @@ def watermark_lags(
         )
         for s in subscriptions
     }
+
+
+def watermark_lag_us(now_us: int, watermark_us: int | None, fired_us: Sequence[int]) -> int:
+    """The watermark lag at ``now_us`` (µs; the definition is
+    :data:`~fanoutsim.designs.reactor.analysis.lag.WATERMARK_LAG`) of a
+    subscription whose watermark is ``watermark_us`` (None: it never moved, so
+    every firing is unread), over its stream's ``fired_at`` stamps
+    ``fired_us``, sorted, each visible by now."""
+    first_unread = 0 if watermark_us is None else bisect_right(fired_us, watermark_us)
+    if first_unread >= len(fired_us):
+        return 0
+    return max(int(now_us) - int(fired_us[first_unread]), 0)

@@ -20,12 +20,10 @@ of a firing, every move of a watermark).
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Sequence
-
 import numpy as np
 import pandas as pd
 
+from fanoutsim.designs.reactor.metrics import watermark_lag_us  # noqa: F401  (a name of this module too)
 from fanoutsim.kernel.validate import is_whole
 
 US = 1_000_000
@@ -36,17 +34,6 @@ WATERMARK_LAG = (
     "the age of the oldest firing the subscription has not read yet (now - its fired_at; "
     "0 when it has read every firing): below the poll interval while it keeps up"
 )
-
-
-def watermark_lag_us(now_us: int, watermark_us: int | None, fired_us: Sequence[int]) -> int:
-    """The watermark lag at ``now_us`` (µs; see the module's text) of a
-    subscription whose watermark is ``watermark_us`` (None: it never moved, so
-    every firing is unread), over its stream's ``fired_at`` stamps
-    ``fired_us``, sorted, each visible by now."""
-    first_unread = 0 if watermark_us is None else bisect_right(fired_us, watermark_us)
-    if first_unread >= len(fired_us):
-        return 0
-    return max(int(now_us) - int(fired_us[first_unread]), 0)
 
 
 def watermark_lag_over_time(sim, bins: int = 300) -> pd.DataFrame:
