@@ -222,10 +222,10 @@ def test_max_deliver_5_with_backoff_leases_on_schedule_then_sends_the_advisory_a
     sim.run(until=10)
     assert times(sim, "leased") == [0.0, 0.2, 0.6, 1.4, 3.0]
     assert times(sim, "max_deliveries") == [4.6]
-    assert len(sim.events()) == 1  # kept in the stream (needAck: rdc), though the ack floor moved past it
+    assert len(sim.events()) == 1  # kept in the stream (needAck: rdc)
     (dead,) = sim.dead_letters().to_dict("records")
     assert dead["attempts"] == 5 and dead["payload"] is None
-    assert sim.status("c")["checkpoints"] == {"p0": 1}
+    assert sim.status("c")["checkpoints"] == {}  # the ack floor waits for a later ack (UpdateAcks)
     r = check(sim)
     assert r.valid and r.total["dead_lettered"] == 1 and r.total["lost"] == 0
 
@@ -283,7 +283,8 @@ def test_what_happens_at_the_limit_dead_letter_advisory_or_drop(at):
     )
     dead = sim.dead_letters().to_dict("records")
     r = check(sim)
-    assert sim.status("c")["checkpoints"] == {"p0": 1} and r.valid
+    # JetStream's ack floor passes a message past MaxDeliver only at a later ack: none comes here
+    assert sim.status("c")["checkpoints"] == ({} if at == "advisory" else {"p0": 1}) and r.valid
     if at == "drop":
         assert dead == [] and r.total["lost_by_cause"] == {"max_deliver": 1}
     else:
@@ -427,9 +428,15 @@ def test_interest_retention_removes_what_every_consumer_acked_and_the_fence_keep
     )
     assert [r["event_id"] for r in fenced.store.rows("events")] == ["1:0", "1:1", "1:2"]
     assert [r["event_id"] for r in interest.store.rows("events")] == ["1:1"]
-    assert interest.store.rows("resolutions") == []  # the sparse ack of 1:2 went with it
+    # the sparse acks of 1:2 outlive it: the checkpoint passes it once 1:1 is acked
+    assert [(r["consumer"], r["event_id"]) for r in interest.store.rows("resolutions")] == [("a", "1:2"), ("b", "1:2")]
     pulled = interest.consume(t(10), "a")  # the leases of 1:1 are still live: nothing new
     assert list(pulled) == []
+    for c in "ab":
+        (lease,) = [r for r in interest.store.rows("leases") if r["consumer"] == c]
+        assert interest.ack(t(11), c, lease["event_id"], lease["token"], 1) == "acked"
+        assert interest.status(t(11), c)["checkpoints"] == {"p": 3}
+    assert interest.store.rows("events") == [] and interest.store.rows("resolutions") == []
 
 
 def test_interest_retention_waits_for_every_consumer_and_keeps_an_advisory():
@@ -443,6 +450,191 @@ def test_interest_retention_waits_for_every_consumer_and_keeps_an_advisory():
     assert e.nack(t(2), "b", eid, b.token, 1) == "max_deliveries"
     assert e.prune_once(t(3)) == 0 and len(e.store.rows("events")) == 1  # kept: b's advisory
     assert e.prune_once(t(8 * 86400)) == 1  # MaxAge holds for no consumer
+
+
+# -- JetStream's ack floor, as nats-server 2.15.1 reported it (consumer_info) --------------------------
+def ack_floor(e: LeaseEngine, at: float) -> int:
+    """The consumer ``c``'s checkpoint in partition ``p`` (0: none), as a seq."""
+    return e.status(t(at), "c")["checkpoints"].get("p", 0)
+
+
+def publish_each(e: LeaseEngine, n: int) -> None:
+    for i in range(n):
+        e.publish(t(0), [("p", "k", i)])  # one commit each: message n is seq n
+
+
+@pytest.mark.parametrize("retention", ["limits", "interest"])
+def test_jetstreams_ack_floor_stays_below_a_message_past_max_deliver_until_a_later_ack(retention):
+    """The poison case on nats-server 2.15.1 (MaxDeliver 4, BackOff [0.2, 0.4, 0.6] s, every
+    delivery of message 2 nak'd with 0.3 s): the floor after each step is 1 through the
+    MAX_DELIVERIES advisory, on a limits and an interest stream alike, and 5 once message 5
+    is acked (what ``consumerFileStore.UpdateAcks`` reports; the issue's model said 2)."""
+    cfg = LeaseConfig.preset(JETSTREAM, max_deliver=4, backoff=(0.2, 0.4, 0.6), retention_policy=retention)
+    e = engine(cfg)
+    e.add_consumer(t(0), "c", batch_limit=8, in_flight_limit=16)
+    publish_each(e, 4)
+    held = {lease.seq: lease for lease in e.consume(t(0), "c")}
+    floors = []
+
+    def answer(at: float, lease, ok: bool) -> None:
+        if ok:
+            assert e.ack(t(at), "c", lease.event_id, lease.token, 1) == "acked"
+        else:
+            assert e.nack(t(at), "c", lease.event_id, lease.token, 1, delay=0.3) == "retry_scheduled"
+        floors.append(ack_floor(e, at))
+
+    for n in (1, 2, 3, 4):
+        answer(0.01, held[n], ok=n != 2)
+    while retries := e.store.rows("retries"):
+        at = (retries[0]["not_before"] - T0) / 1e6
+        pulled = e.consume(t(at), "c")
+        if pulled:
+            answer(at, pulled[0], ok=False)
+        else:  # the limit: the advisory instead of a fifth delivery
+            floors.append(ack_floor(e, at))
+    assert [k for _, k, _ in kinds(e, "max_deliveries")] == ["max_deliveries"]
+    publish_each(e, 1)
+    (last,) = e.consume(t(5), "c")
+    answer(5, last, ok=True)
+    # ack 1, nak 2, ack 3, ack 4, nak (deliveries 2, 3, 4), the advisory, ack 5
+    assert floors == [1, 1, 1, 1, 1, 1, 1, 1, 5]
+    assert len(e.store.rows("events")) == (1 if retention == "interest" else 5)  # the stream keeps 2
+
+
+@pytest.mark.parametrize("retention", ["limits", "interest"])
+@pytest.mark.parametrize(
+    "messages,steps,floors",
+    [
+        # the first past the floor went past MaxDeliver: no ack moves the floor while 3 is pending
+        (3, [("nak", 1), ("pull", 0), ("ack", 2), ("ack", 3)], [0, 0, 0, 3]),
+        # one in the middle: an ack of 3 is not of the first past the floor, 4's leaves none pending
+        (4, [("ack", 1), ("nak", 2), ("pull", 0), ("ack", 3), ("ack", 4)], [1, 1, 1, 1, 4]),
+        # an ack of the first past the floor passes the one past MaxDeliver behind it
+        (3, [("nak", 2), ("pull", 0), ("ack", 1), ("ack", 3)], [0, 0, 2, 3]),
+    ],
+)
+def test_jetstreams_ack_floor_moves_at_an_ack_of_the_first_past_it_or_of_the_last_pending(
+    retention, messages, steps, floors
+):
+    """nats-server 2.15.1 with MaxDeliver 1: a nak'd message goes past the limit at the
+    next pull; the floor after each step (measured on limits and interest streams)."""
+    e = engine(LeaseConfig.preset(JETSTREAM, max_deliver=1, retention_policy=retention))
+    e.add_consumer(t(0), "c", batch_limit=messages)
+    publish_each(e, messages)
+    held = {lease.seq: lease for lease in e.consume(t(0), "c")}
+    got = []
+    for k, (what, n) in enumerate(steps, 1):
+        if what == "pull":
+            assert list(e.consume(t(k), "c")) == []
+        else:
+            answer = e.ack if what == "ack" else e.nack
+            lease = held[n]
+            assert answer(t(k), "c", lease.event_id, lease.token, 1) in ("acked", "retry_scheduled")
+        got.append(ack_floor(e, k))
+    assert got == floors
+
+
+class StoredAckFloor:
+    """The ack floor nats-server reports, as its consumer store keeps it
+    (``server/filestore.go``, ``consumerFileStore``: ``UpdateDelivered`` and
+    ``UpdateAcks`` under AckExplicit), transcribed: the pending messages with
+    their first delivery's sequence, the last delivered pair, the floor pair."""
+
+    def __init__(self, max_deliver: int) -> None:
+        self.maxdc, self.dseq = max_deliver, 0
+        self.pending: dict[int, int] = {}  # stream seq -> its first delivery's sequence
+        self.delivered, self.floor = (0, 0), (0, 0)  # (consumer seq, stream seq)
+
+    def deliver(self, sseq: int, dc: int) -> None:
+        self.dseq += 1
+        self.update_delivered(self.dseq, sseq, dc)
+
+    def past_limit(self, sseq: int, dc: int) -> None:  # getNextMsg: updateDelivered(p.Sequence, seq, dc)
+        self.update_delivered(self.pending[sseq], sseq, dc)
+
+    def update_delivered(self, dseq: int, sseq: int, dc: int) -> None:
+        if dseq <= self.floor[0]:
+            return
+        if sseq > self.delivered[1]:
+            self.pending[sseq] = dseq
+        self.delivered = (max(self.delivered[0], dseq), max(self.delivered[1], sseq))
+        if dc > 1 and dc > self.maxdc:
+            self.pending.pop(sseq, None)
+
+    def ack(self, sseq: int) -> None:
+        dseq = self.pending.get(sseq)  # processAckMsg passes the first delivery's sequence
+        if dseq is None or dseq <= self.floor[0]:
+            return
+        del self.pending[sseq]
+        if not self.pending:
+            self.floor = self.delivered
+        elif dseq == self.floor[0] + 1:
+            self.floor = (dseq, sseq)
+            for ss in range(sseq + 1, self.delivered[1] + 1):
+                if ss in self.pending:
+                    self.floor = (self.pending[ss] - 1, ss - 1)
+                    break
+
+
+STEPS = st.lists(st.tuples(st.sampled_from(["ack", "ack", "nak", "pull", "publish"]), st.integers(0, 30)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    retention=st.sampled_from(["limits", "interest"]),
+    max_deliver=st.integers(1, 3),
+    first=st.integers(1, 6),
+    batch=st.integers(1, 6),
+    steps=STEPS,
+)
+def test_under_the_advisory_rule_the_checkpoint_is_the_ack_floor_nats_servers_store_keeps(
+    retention, max_deliver, first, batch, steps
+):
+    """Any acks, naks (redelivered at the next pull, until MaxDeliver) and publishes:
+    the model's checkpoint is, after every step, the floor of :class:`StoredAckFloor`."""
+    e = engine(LeaseConfig.preset(JETSTREAM, max_deliver=max_deliver, retention_policy=retention))
+    e.add_consumer(t(0), "c", batch_limit=batch)
+    publish_each(e, first)
+    store, held, ended = StoredAckFloor(max_deliver), {}, 0
+    for k, (what, pick) in enumerate([("pull", 0), *steps], 1):
+        if what == "publish":
+            publish_each(e, 1)
+        elif what == "pull":
+            pulled = e.consume(t(k), "c")
+            past = kinds(e, "max_deliveries")[ended:]
+            ended += len(past)
+            for _, _, event_id in past:  # its last delivery failed: past the limit at this pull
+                seq = int(event_id.split(":")[0])
+                store.past_limit(seq, max_deliver + 1)
+            for lease in pulled:
+                store.deliver(lease.seq, lease.attempt)
+                held[lease.seq] = lease
+        elif held:
+            lease = held.pop(sorted(held)[pick % len(held)])
+            if what == "ack":
+                assert e.ack(t(k), "c", lease.event_id, lease.token, 1) == "acked"
+                store.ack(lease.seq)
+            else:
+                assert e.nack(t(k), "c", lease.event_id, lease.token, 1) == "retry_scheduled"
+        assert ack_floor(e, k) == store.floor[1], (what, pick)
+
+
+@pytest.mark.parametrize("retention", ["limits", "interest"])
+def test_jetstreams_ack_floor_after_out_of_order_acks_passes_what_an_interest_stream_removed(retention):
+    """nats-server 2.15.1, 8 messages acked in the order 2, 6, 7, 8, 3, 4, 1, 5: the floor
+    is the same on an interest stream, which removed each message at its ack, as on a
+    limits stream (the issue's model stopped at the last retained one: 1, then 5)."""
+    e = engine(LeaseConfig.preset(JETSTREAM, retention_policy=retention))
+    e.add_consumer(t(0), "c", batch_limit=8)
+    publish_each(e, 8)
+    held = {lease.seq: lease for lease in e.consume(t(1), "c")}
+    floors = [ack_floor(e, 1)]
+    for n in (2, 6, 7, 8, 3, 4, 1, 5):
+        assert e.ack(t(2), "c", held[n].event_id, held[n].token, 1) == "acked"
+        floors.append(ack_floor(e, 2))
+    assert floors == [0, 0, 0, 0, 0, 0, 0, 4, 8]
+    assert len(e.store.rows("events")) == (0 if retention == "interest" else 8)
+    assert e.store.rows("resolutions") == []
 
 
 def test_without_a_fence_age_prunes_what_a_consumer_still_needs_and_the_checker_says_so():
@@ -478,7 +670,8 @@ def test_the_checkpoint_over_sparse_acks_is_the_contiguous_acked_prefix(n, data)
             assert nodes[policy].ack(t(2), "c", lease.event_id, lease.token, 1) == "acked"
         acked.add(i)
         floor = next((k for k in range(n) if k not in acked), n)  # the reference: the first unacked
-        assert nodes["fence"].status(t(2), "c")["checkpoints"].get("p", 0) == floor
+        for policy in ("fence", "interest"):  # interest: past the acked events it removed too
+            assert nodes[policy].status(t(2), "c")["checkpoints"].get("p", 0) == floor
         retained = sorted(r["seq"] for r in nodes["interest"].store.rows("events"))
         assert retained == [k + 1 for k in range(n) if k not in acked]
         first = nodes["interest"].status(t(2), "c")["first_required"]

@@ -45,18 +45,13 @@ with other work; ``pytest -s`` prints both tables, and
     redelivery p50 863 ms real, 845 ms model; publish -> handled 197/517/732 ms
     real, 196/516/731 ms model (KS 0.019)
 
-Two checks of JetStream do not agree, and are marked as the model's known
-departures (strict: they fail once the model agrees):
-
-* the ack floor at MaxDeliver: nats-server 2.15.1 sends the advisory and keeps
-  its ack floor below the message until a later ack moves it
-  (``hasMaxDeliveries`` removes the message from pending; only
-  ``processAckMsg`` moves the floor); the model moves its checkpoint past the
-  message at the advisory;
-* an interest stream: JetStream removes each acked message and its ack floor
-  still counts it (the floor jumps to 4, then 8); the model's interest
-  retention deletes the acked events with their resolutions, so its
-  checkpoint stops at the last retained one (1, then 5).
+Every check agrees. Two of JetStream's once did not, and the model now follows the
+server: the ack floor at MaxDeliver (nats-server reports its consumer store's floor,
+``consumerFileStore.UpdateAcks``, which passes a message past the limit only at a
+later ack: 1 at the advisory, 5 after the next message; the model had moved its
+checkpoint at the advisory) and an interest stream (the floor passes the acked
+messages the stream removed: 4, then 8; the model had deleted their resolutions with
+them and stopped at 1, then 5).
 """
 
 from __future__ import annotations
@@ -73,13 +68,9 @@ from fanoutsim.kernel.stats import percentiles
 
 FAMILY = 0.05 / 6  # the six statistical checks (a rate and two KS on each broker) together at 5%
 
-# the model's known departures from nats-server 2.15.1 (see the module's docstring)
-DEPARTS = {
-    ("nats-jetstream", "poison", "floor_limit"): "the model moves its checkpoint past the message at MaxDeliver; "
-    "nats-server keeps its ack floor until a later ack",
-    ("nats-jetstream", "floor_interest", "floors"): "the model's interest retention forgets the resolutions of "
-    "the events it deletes; JetStream's ack floor counts them",
-}
+# the model's known departures from the real brokers (see the module's docstring): none now;
+# a departure found later goes here, as (broker, case, key): why, and is marked strict xfail
+DEPARTS: dict[tuple[str, str, str], str] = {}
 
 
 @pytest.fixture(scope="module")

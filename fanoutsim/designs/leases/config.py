@@ -48,8 +48,8 @@ Streams' consumer groups. Each rule where they differ from RiffDB is one
 field of :class:`LeaseConfig`; every default is RiffDB's, and
 ``LeaseConfig.preset("nats-jetstream-2.15")`` / ``preset("redis-streams-6.2")``
 set a broker's (:mod:`~fanoutsim.designs.leases.presets`: each value with its source). The sources
-read: nats-server ``server/consumer.go`` (main at 2.15.0-dev, commit
-1787eee; the issue's runs used 2.15.1), nats.py ``nats/js/api.py``
+read: nats-server ``server/consumer.go`` and ``server/filestore.go`` (main at
+2.15.0-dev, commit 1787eee; the issue's runs used 2.15.1), nats.py ``nats/js/api.py``
 (``ConsumerConfig``: field names and units) and Redis 6.2.14
 ``src/t_stream.c``.
 
@@ -84,11 +84,23 @@ read: nats-server ``server/consumer.go`` (main at 2.15.0-dev, commit
     (``getNextMsg``: ``dc > o.maxdc``).
 ``at_max_deliver``
     What happens at the limit: ``"dead_letter"`` (RiffDB: a dead letter
-    kept with a copy of the payload), ``"advisory"`` (JetStream: the
-    ``$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES`` advisory; the consumer's
-    ack floor moves past the message, ``moveAckFloor``, but the message is
-    kept in the stream, ``needAck`` reads ``rdc``: a dead letter row without a
-    copy of the payload) or ``"drop"`` (the consumer forgets it: no row).
+    kept with a copy of the payload; the checkpoint passes it at once) or
+    ``"drop"`` (the consumer forgets it: no row; passed at once too), or
+    ``"advisory"`` (JetStream: the
+    ``$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES`` advisory,
+    ``notifyDeliveryExceeded``; the message is kept in the stream, ``needAck``
+    reads ``rdc``: a dead letter row without a copy of the payload). Under
+    ``"advisory"`` the checkpoint is the ack floor nats-server reports
+    (``consumer_info``'s, read from the consumer store: ``server/filestore.go``,
+    ``consumerFileStore.UpdateAcks``; ``consumer.go``'s ``moveAckFloor`` at
+    the limit moves only the in-memory ``o.asflr``), and it moves only at an
+    ack or a term: to the last delivered message when nothing else is pending
+    (leased or waiting to retry), or, when the acked message is the first
+    past the floor (``dseq == AckFloor.Consumer+1``), to just below the first
+    message still pending. A message past the limit left the pending list
+    (``UpdateDelivered`` with ``dc > maxdc``), so such an ack passes it; the
+    limit itself, a nak and an expiry never move the floor (nats-server 2.15.1:
+    floor 1 at the limit with message 2 poisoned, 5 after the next ack).
 ``backoff``
     JetStream's ``BackOff``: seconds, the lease (ack wait) of each
     delivery — delivery *n* gets ``backoff[min(n - 1, len - 1)]``, and the
@@ -132,7 +144,10 @@ read: nats-server ``server/consumer.go`` (main at 2.15.0-dev, commit
     past the lowest consumer's contiguous fence. ``"interest"`` (JetStream's
     ``InterestPolicy``/``WorkQueuePolicy``): an event is removed as soon as
     every consumer has acknowledged (or terminated) it, and ``retention`` is
-    the stream's ``MaxAge``, which holds for no consumer. ``"limits"``
+    the stream's ``MaxAge``, which holds for no consumer; a consumer's
+    resolution of a removed event stays until its checkpoint passes it, as
+    the ack floor passes removed messages (``UpdateAcks`` reads only the
+    pending list, never the stream). ``"limits"``
     (JetStream's ``LimitsPolicy``, Redis's ``XTRIM MINID``): age only; no
     consumer holds anything back.
 ``deliver_cost``, ``ack_cost``
@@ -387,7 +402,8 @@ class LeaseConfig:
     at_max_deliver : str
         What happens at the limit: a dead letter with a copy of the payload
         (RiffDB), JetStream's max-deliveries advisory (the message stays in the
-        stream; the consumer passes it), or the consumer forgets it.
+        stream; the checkpoint, nats-server's ack floor, passes it only at a
+        later ack), or the consumer forgets it.
 
         :Unit: none (a name)
         :Default: ``"dead_letter"``
@@ -520,8 +536,12 @@ class LeaseConfig:
 
     @property
     def max_sparse(self) -> int:
-        """Resolutions held past a partition's checkpoint: 64, or :data:`OPEN_WINDOW` under ``limits = "open"``."""
-        return OPEN_WINDOW if self.limits == "open" else MAX_SPARSE_RESOLUTIONS
+        """Resolutions held past a partition's checkpoint: 64, or :data:`OPEN_WINDOW` under
+        ``limits = "open"`` — and under interest retention, where the resolutions of the
+        events it removed are held too, beyond what the window of retained events bounds."""
+        if self.limits == "open" or self.retention_policy == "interest":
+            return OPEN_WINDOW
+        return MAX_SPARSE_RESOLUTIONS
 
     def defaults(self) -> dict:
         """A new consumer's delivery limits, when it is registered without them."""

@@ -99,7 +99,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from fanoutsim.designs.leases import rules
-from fanoutsim.designs.leases.config import MAX_SPARSE_RESOLUTIONS, check_batch
+from fanoutsim.designs.leases.config import check_batch
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
 from fanoutsim.designs.leases.metrics import PUBLISH_TO_ACK
 from fanoutsim.kernel.names import check_name
@@ -396,16 +396,21 @@ def _check_retained(tx, row: dict, config) -> None:
 # -- resolving: the checkpoint and the sparse resolutions ----------------------------
 
 
-def _resolve(tx, row: dict, lease: dict, kind: str | None, cap: int = MAX_SPARSE_RESOLUTIONS) -> dict | None:
-    """Record ``lease``'s event as resolved (``kind``: acknowledged or
-    dead_lettered; None: not resolved, only walk) and move the partition's
-    checkpoint past every resolved event that follows it. The one place an
-    event is resolved: an ack, and a dead letter whether a nack, lease expiry
-    or a restore made it, all compact the checkpoint the same way. Returns the
-    event the checkpoint moved to (None: it did not move)."""
+def _resolve(tx, config, row: dict, lease: dict, kind: str | None) -> dict | None:
+    """Record ``lease``'s event as resolved (``kind``: acknowledged, terminated,
+    dead_lettered or dropped; None: not resolved, only walk) and move the
+    partition's checkpoint past every resolved event that follows it — now, or,
+    under ``at_max_deliver = "advisory"``, when nats-server's ack floor would
+    move (:func:`~.rules.floor_walks`). The one place an event is resolved: an
+    ack, and a dead letter whether a nack, lease expiry or a restore made it,
+    all compact the checkpoint the same way. Returns the resolution the
+    checkpoint moved to (None: it did not move)."""
     consumer, part = row["consumer"], lease["partition"]
     held = tx.list_resolutions(consumer, part)
-    last = None
+    if kind is None and not held:
+        return None
+    rows = {r["event_id"]: r for r in held}
+    new = None
     if kind is not None:
         new = {
             "consumer": consumer,
@@ -415,32 +420,33 @@ def _resolve(tx, row: dict, lease: dict, kind: str | None, cap: int = MAX_SPARSE
             "commit_seq": int(lease["event_id"].split(":", 1)[0]),
             "kind": kind,
         }
-    else:
-        new = None
-        if not held:
-            return None
-    terminal = {r["event_id"] for r in held}
-    if new is not None:
-        terminal.add(new["event_id"])
-    for ev in tx.event_window(consumer, row["start_seq"], len(terminal), part):  # at most so many pass
-        if ev["event_id"] not in terminal:
-            break
-        last = ev
-        terminal.discard(ev["event_id"])
-    if last is not None:
-        tx.set_checkpoint(consumer, part, last["seq"], last["commit_seq"])
-        for r in held:
-            if r["event_id"] not in terminal:
-                tx.delete_resolution(consumer, r["event_id"])
-        if new is not None and new["event_id"] not in terminal:
-            new = None
-    if len(terminal) > cap:
+        rows[new["event_id"]] = new
+    walks = rules.floor_walks(config, tx, row["start_seq"], lease, kind, held)
+    passed = _passed(tx, consumer, row["start_seq"], part, rows) if walks else []
+    for r in passed:
+        del rows[r["event_id"]]
+        if r is not new:
+            tx.delete_resolution(consumer, r["event_id"])
+    if passed:
+        tx.set_checkpoint(consumer, part, passed[-1]["seq"], passed[-1]["commit_seq"])
+    if len(rows) > config.max_sparse:
         raise RuntimeError(
-            f"consumer {consumer!r} would hold {len(terminal)} sparse resolutions in partition {part!r}; at most {cap}"
+            f"consumer {consumer!r} would hold {len(rows)} sparse resolutions in partition {part!r}; "
+            f"at most {config.max_sparse}"
         )
-    if new is not None:
+    if new is not None and new["event_id"] in rows:
         tx.insert_resolution(new)
-    return last
+    return passed[-1] if passed else None
+
+
+def _passed(tx, consumer: str, start: int, part: str, rows: dict[str, dict]) -> list[dict]:
+    """The resolutions (``rows``, by event id) the checkpoint passes, in seq
+    order: each below the first retained event past it that is not resolved.
+    One whose event interest retention removed stands in for it, as
+    nats-server's ack floor passes the messages an interest stream removed."""
+    window = tx.event_window(consumer, start, len(rows), part)  # the first unresolved one is among them
+    stop = next((ev["seq"] for ev in window if ev["event_id"] not in rows), None)
+    return sorted((r for r in rows.values() if stop is None or r["seq"] < stop), key=lambda r: r["seq"])
 
 
 def _moved(e, now: int, consumer: str, ev: dict | None) -> None:
@@ -470,18 +476,18 @@ def _fail(
             "error": error,
         }
     )
-    return RETRY, _resolve(tx, row, lease, None, e.config.max_sparse)
+    return RETRY, _resolve(tx, e.config, row, lease, None)
 
 
 def _terminal(e, tx, now: int, row: dict, lease: dict, error: str | None) -> tuple[str, dict | None]:
     """The last allowed delivery of ``lease``'s event failed: a dead letter kept
     with its payload (RiffDB), a dead letter without it (JetStream's
-    max-deliveries advisory: the message stays in the stream), or nothing kept
-    (``drop``); each resolves the event. Returns the result and where the
-    checkpoint moved."""
+    max-deliveries advisory: the message stays in the stream, and the checkpoint
+    passes it only at a later ack), or nothing kept (``drop``); each resolves
+    the event. Returns the result and where the checkpoint moved."""
     consumer, event_id, at = lease["consumer"], lease["event_id"], e.config.at_max_deliver
     if at == "drop":
-        return DROPPED, _resolve(tx, row, lease, DROPPED, e.config.max_sparse)
+        return DROPPED, _resolve(tx, e.config, row, lease, DROPPED)
     ev = tx.get_event(event_id) if at == "dead_letter" else None
     tx.insert_dead_letter(
         {
@@ -496,7 +502,7 @@ def _terminal(e, tx, now: int, row: dict, lease: dict, error: str | None) -> tup
         }
     )
     result = DEAD_LETTERED if at == "dead_letter" else MAX_DELIVERIES
-    return result, _resolve(tx, row, lease, DEAD_LETTERED, e.config.max_sparse)
+    return result, _resolve(tx, e.config, row, lease, DEAD_LETTERED)
 
 
 # -- ack and nack -----------------------------------------------------------------------
@@ -596,7 +602,7 @@ def _settle(e, tx, row: dict, lease: dict, how: str | None, kind: str) -> tuple[
         tx.delete_retry(lease["consumer"], lease["event_id"])
     else:
         tx.delete_lease(lease["consumer"], lease["event_id"])
-    moved = _resolve(tx, row, lease, kind, e.config.max_sparse)
+    moved = _resolve(tx, e.config, row, lease, kind)
     if e.config.retention_policy != "interest":
         return moved, []
     ev = tx.get_event(lease["event_id"])

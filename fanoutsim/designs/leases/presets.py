@@ -49,8 +49,10 @@ Read from ``server/consumer.go`` and nats.py's ``nats/js/api.py``
   ``o.pending[sseq]`` holds, whichever delivery the ack answers;
 * ``MaxDeliver`` counts deliveries and acts when the next would be made
   (``checkPending`` -> ``hasMaxDeliveries``; ``getNextMsg``: ``dc > o.maxdc``),
-  with the ``MAX_DELIVERIES`` advisory; the ack floor moves past the message
-  (``moveAckFloor``) and the stream keeps it (``needAck`` reads ``rdc``);
+  with the ``MAX_DELIVERIES`` advisory, and the stream keeps the message
+  (``needAck`` reads ``rdc``); the ack floor ``consumer_info`` reports (the
+  consumer store's, ``server/filestore.go`` ``consumerFileStore.UpdateAcks``)
+  passes it only at a later ack;
 * a nak's delay with a ``BackOff`` list: ``processNak`` sets the pending
   timestamp to ``now - AckWait + delay``, measured against the delivery's
   ``BackOff`` entry in ``checkPending``;
@@ -199,8 +201,9 @@ PRESETS = {
                 "getNextMsg skips a redelivery with dc > o.maxdc"
             ),
             "at_max_deliver": (
-                f"{_CONSUMER_GO}: notifyDeliveryExceeded sends the MAX_DELIVERIES advisory; "
-                "moveAckFloor passes the message, needAck keeps it in the stream (rdc)"
+                f"{_CONSUMER_GO}: notifyDeliveryExceeded sends the MAX_DELIVERIES advisory, needAck keeps "
+                "the message in the stream (rdc); server/filestore.go: consumerFileStore.UpdateAcks moves "
+                "the reported ack floor past it only at a later ack"
             ),
             "nack_delay_rule": (
                 f"{_CONSUMER_GO}: processNak sets p.Timestamp = now - AckWait + delay; "

@@ -11,8 +11,11 @@ brokers' rules").
 * :func:`retry_due` — when a nack's retry comes due (``nack_delay_rule``);
 * :func:`at_limit` — whether a failed attempt (or a retry coming due) is the
   last allowed one (``max_deliver``, ``max_deliver_rule``);
+* :func:`floor_walks` — whether a resolution moves the checkpoint now
+  (``at_max_deliver = "advisory"``: nats-server's stored ack floor);
 * :class:`Interest` / :func:`remove_unneeded` — JetStream's interest retention:
-  an event no consumer still needs is removed (``needAck``);
+  an event no consumer still needs is removed (``needAck``), its resolutions kept
+  for the checkpoint to pass;
 * :func:`forget` — retention without a fence deleted events some consumer
   still held: their leases, retries and resolutions go.
 """
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 # terminated — "treat like an ack"; the model's drop: forgotten); a dead letter
 # or a max-deliveries advisory keeps it (needAck reads rdc)
 DONE_WITH = ("acknowledged", "terminated", "dropped")
+# resolutions that move nats-server's stored ack floor (processTermLocked acks too)
+ACKS = ("acknowledged", "terminated")
 
 
 def lease_until(config: LeaseConfig, now: int, lease_seconds: float, attempt: int) -> int:
@@ -60,6 +65,32 @@ def at_limit(config: LeaseConfig, attempts: int, *, due: bool) -> bool:
     if config.max_deliver == -1 or attempts < config.max_deliver:
         return False
     return config.max_deliver_rule == "failures" or due
+
+
+def floor_walks(config: LeaseConfig, tx: Any, start: int, lease: dict, kind: str | None, held: list[dict]) -> bool:
+    """Whether resolving ``lease``'s event as ``kind`` (None: a failed attempt)
+    lets its partition's checkpoint walk now, ``held`` being the consumer's
+    resolutions in that partition (``start``: its start seq). Under RiffDB's
+    rules, always. Under ``at_max_deliver = "advisory"``, as nats-server's
+    ack floor — the one ``consumer_info`` reports, the consumer store's
+    (``server/filestore.go``, ``consumerFileStore.UpdateAcks``) — moves: only
+    at an ack or a term, and only when nothing else of the partition is
+    pending (leased or waiting to retry: the floor goes to the last delivered
+    message) or the acked event is the first past the checkpoint (its
+    delivery sequence is the floor's plus one: the floor goes to just below
+    the first still pending). A message past MaxDeliver leaves the pending
+    list without moving that floor (``UpdateDelivered`` with ``dc > maxdc``),
+    and a nak or an expiry never moves it, so a max-deliveries event is passed
+    only at such an ack."""
+    if config.at_max_deliver != "advisory":
+        return True
+    if kind not in ACKS:
+        return False
+    consumer, part = lease["consumer"], lease["partition"]
+    if not any(r["partition"] == part for r in (*tx.list_leases(consumer), *tx.list_retries(consumer))):
+        return True
+    first = tx.event_window(consumer, start, 1, part)
+    return bool(first) and first[0]["seq"] == lease["seq"] and all(r["seq"] > lease["seq"] for r in held)
 
 
 class Interest:
@@ -98,13 +129,16 @@ class Interest:
 
 def remove_unneeded(tx: Any, events: list[dict]) -> list[dict]:
     """Interest retention, in ``tx``: delete each of ``events`` that no consumer
-    needs any more (with every consumer's resolution of it: nothing is left to
-    hold past a checkpoint); returns the deleted ones, in seq order."""
+    needs any more; returns the deleted ones, in seq order. No consumer holds a
+    lease or a retry of one; a consumer's resolution of one past its checkpoint
+    stays, standing in for the event, so that the checkpoint passes it once
+    every earlier event is resolved — as nats-server's ack floor passes the
+    messages an interest stream removed (``UpdateAcks`` reads only the pending
+    list)."""
     interest = Interest(tx)
     gone = [ev for ev in sorted(events, key=lambda ev: ev["seq"]) if not interest.needed(ev)]
     for ev in gone:
         tx.delete_event(ev["seq"])
-    forget(tx, [ev["event_id"] for ev in gone])
     return gone
 
 
