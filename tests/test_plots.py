@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import matplotlib
+import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
@@ -180,6 +181,30 @@ def crash_run():
     s = load_scenario(examples.FOLDER / "crashes.toml").build()
     s.run(until=1800)
     return s, fs.check(s)
+
+
+def test_the_watermark_lag_figure_marks_each_crash_beside_the_spike_it_caused(crash_run):
+    """crashes/watermark_lag.png: every panel has a dotted line per runner crash,
+    the legend below the panels names P and the crashes, and the lag's peak sits in
+    or just after the longest downtime (the firings that waited it out)."""
+    from fanoutsim.designs.reactor.plots.lag import watermark_lag_over_time_figure
+    from fanoutsim.kernel.plotting import run_downtimes
+
+    sim, _ = crash_run
+    downs = run_downtimes(sim)
+    fig = watermark_lag_over_time_figure(sim)
+    for ax in fig.axes:
+        dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+        assert sorted(line.get_xdata()[0] for line in dotted) == pytest.approx(sorted(d.crashed_s / 60 for d in downs))
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(t.startswith("P = ") for t in labels) and any(
+        t.startswith(f"runner crash ({len(downs)})") for t in labels
+    )
+    longest = max(downs, key=lambda d: d.seconds or 0)
+    stairs = fig.axes[0].patches[0]  # the panel's lag, a step per bin
+    values, edges, _ = stairs.get_data()
+    peak_at = edges[int(np.nanargmax(values))]  # minutes
+    assert longest.crashed_s / 60 - 0.5 <= peak_at <= (longest.restarted_s or longest.crashed_s) / 60 + 0.5
 
 
 def test_downtimes_pair_each_crash_with_the_restart_after_it():

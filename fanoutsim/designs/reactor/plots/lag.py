@@ -16,7 +16,17 @@ from matplotlib.figure import Figure, SubFigure
 
 from fanoutsim.designs.reactor.analysis.delivery import watermarks
 from fanoutsim.designs.reactor.analysis.lag import watermark_lag_over_time
-from fanoutsim.kernel.plotting import MAX_SERIES, THEORY_COLOR, figure_axes, mark_empty, new_figure, style, time_unit
+from fanoutsim.kernel.plotting import (
+    MAX_SERIES,
+    THEORY_COLOR,
+    figure_axes,
+    mark_downtimes,
+    mark_empty,
+    new_figure,
+    run_downtimes,
+    style,
+    time_unit,
+)
 
 __all__ = ["watermark_lag_over_time_figure"]
 
@@ -31,9 +41,10 @@ def watermark_lag_over_time_figure(sim, *, bins: int = 300, ax: Axes | None = No
     poll interval P — the bound while it keeps up — drawn dashed. Subscriptions
     whose lag is the same all along (one stream, one poll loop) share a panel,
     whose title gives each one's backlog at the end and how often the lag went
-    past P. More than eight panels: one per tenant (its largest), the tenants
-    past the seventh merged. ``ax``: draw every series into that one axes
-    instead (a caller's layout)."""
+    past P. Each crash of the runner is a dotted line, its downtime shaded: a
+    lag spike beside one is the firings that waited it out. More than eight
+    panels: one per tenant (its largest), the tenants past the seventh merged.
+    ``ax``: draw every series into that one axes instead (a caller's layout)."""
     lag = watermark_lag_over_time(sim, bins=bins)
     span = max(float(sim.now), 1e-9)
     unit, uname = time_unit(span)
@@ -50,9 +61,10 @@ def watermark_lag_over_time_figure(sim, *, bins: int = 300, ax: Axes | None = No
             for i, (label, g) in enumerate(series):  # the higher a line reaches, the further back it is drawn
                 _draw(one, g, unit, color=f"C{i % 10}", label=label, zorder=2 - peaks[i] / (max(peaks) or 1))
             _bound(one, poll, text=False)
+            mark_downtimes(one, run_downtimes(sim), unit, who="runner")
             one.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=1)
             return fig
-        return _panels(series, lag, span, unit, uname, poll)
+        return _panels(series, lag, span, unit, uname, poll, run_downtimes(sim))
 
 
 def _ylabel(lag: pd.DataFrame, span: float) -> str:
@@ -100,7 +112,12 @@ def _draw(ax: Axes, g: pd.DataFrame, unit: float, *, color: str, label: str | No
 def _bound(ax: Axes, poll: float, *, text: bool = True) -> None:
     """The poll interval P, dashed: while a subscription keeps up its lag stays below it."""
     ax.axhline(
-        poll, color=THEORY_COLOR, linestyle="--", linewidth=1.2, zorder=3, label=f"P = {poll:g} s (poll interval)"
+        poll,
+        color=THEORY_COLOR,
+        linestyle="--",
+        linewidth=1.2,
+        zorder=3,
+        label=f"P = {poll:g} s (the poll interval): the bound while a subscription keeps up",
     )
     if text:
         ax.annotate(
@@ -124,22 +141,34 @@ def _past_bound(values: np.ndarray, poll: float) -> str:
 
 
 def _panels(
-    series: list[tuple[str, pd.DataFrame]], lag: pd.DataFrame, span: float, unit: float, uname: str, poll: float
+    series: list[tuple[str, pd.DataFrame]],
+    lag: pd.DataFrame,
+    span: float,
+    unit: float,
+    uname: str,
+    poll: float,
+    downs: list,
 ) -> Figure:
-    """One panel per series, stacked, on one time axis; the y axis shared
-    unless a lag runs past :data:`SHARED_Y` poll intervals."""
+    """One panel per series, stacked, on one time axis, the runner's crashes
+    (``downs``) marked in each; the y axis shared unless a lag runs past
+    :data:`SHARED_Y` poll intervals. The legend, below the panels, names P and
+    the crashes; with no crash, P is written in the first panel instead."""
     top = float(np.nanmax(lag["lag_max_s"].to_numpy()))
     shared = top <= SHARED_Y * poll
     fig = new_figure((8.0, 1.3 + 1.45 * len(series)))
     axes = np.atleast_1d(fig.subplots(len(series), 1, sharex=True, sharey=shared))
+    axes[-1].set_xlim(0, span / unit)
     for i, (a, (label, g)) in enumerate(zip(axes, series)):
         _draw(a, g, unit, color=f"C{i % 10}")
-        _bound(a, poll, text=i == 0)
+        _bound(a, poll, text=i == 0 and not downs)
+        mark_downtimes(a, downs, unit, who="runner", legend=i == 0)
         values = g["lag_max_s"].to_numpy()
         a.set_title(f"{label}: {_past_bound(values, poll)}", fontsize=9, fontweight="normal", loc="left")
         high = max(top if shared else float(np.nanmax(values)), poll)
         a.set_ylim(0, high * 1.15)
-    axes[-1].set_xlim(0, span / unit)
+    if downs:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8)
     axes[-1].set_xlabel(f"virtual time ({uname})")
     fig.supylabel(_ylabel(lag, span), fontsize=10)
     fig.suptitle(TITLE, fontweight="bold", fontsize=12)
