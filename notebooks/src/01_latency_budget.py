@@ -10,7 +10,7 @@
 #
 # **What you need first:** [0 · A tour](00_tour.ipynb): firings, subscriptions, the poll loop.
 #
-# **Run All:** about 7 s on two cores.
+# **Run All:** about 6 s on two cores.
 #
 # **The system modelled.** A firing of a Cloacina reactor reaches its subscribers by two
 # paths. In-process *computation graphs* are called synchronously inside the firing, before

@@ -10,7 +10,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (what a filter decides) and
 # [1 · Latency budget](01_latency_budget.ipynb) (the batch limit).
 #
-# **Run All:** about 5 s on two cores.
+# **Run All:** about 6 s on two cores.
 #
 # **The system modelled.** A Cloacina subscription may carry a CEL expression over `payload`,
 # `reactor` and `tenant`; the poll loop evaluates it per firing and dispatches only on

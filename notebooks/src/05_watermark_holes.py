@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (the watermark) and
 # [2 · Duplicate deliveries](02_duplicate_deliveries.ipynb) (the checker names causes).
 #
-# **Run All:** about 5 s on two cores.
+# **Run All:** about 7 s on two cores.
 #
 # **The system modelled.** As shipped, a Cloacina subscription reads
 # `fired_at > last_seen_fired_at` and moves its watermark to the `fired_at` of the last
