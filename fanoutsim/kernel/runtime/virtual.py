@@ -217,15 +217,23 @@ class VirtualRuntime(Driver):
         raise TypeError(f"a loop yields Sleep, Until, Work or Wait, not {request!r}")
 
     def _drive(self, loop: Loop) -> Generator[simpy.Event, Any, Any]:
-        """The SimPy process of one loop: each request answered with its event."""
+        """The SimPy process of one loop: each request answered with its event.
+
+        A wait of no time (``Sleep(0)``: a poll's fetch latency of 0) while
+        nothing else is due at this instant and no task waits to start is
+        answered at once: its timeout would be the very next event, so the
+        loop would resume right here, in the same order, an event later."""
         env, event_of = self.env, self._event
-        timeout = env.timeout
+        timeout, queue = env.timeout, env._queue
         try:
             request = next(loop)
             while True:
                 kind = type(request)  # the common requests inline: this is every loop's hot path
                 event: simpy.Event
                 if kind is Sleep:
+                    if request.seconds == 0 and not self._soon and (not queue or queue[0][0] > env._now):
+                        request = next(loop)
+                        continue
                     event = timeout(request.seconds)
                 elif kind is Work:
                     since = request.since
