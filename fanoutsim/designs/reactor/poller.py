@@ -124,6 +124,19 @@ def start_pass(e: Engine, now: int) -> tuple[Sequence[SubscriptionRow], int, lis
     return (subs, *_found(e, now, subs, i, batch))
 
 
+def drain_next(
+    e: Engine, now: int, subs: Sequence[SubscriptionRow], i: int, batch: list[FiringRow], decoded: dict[str, _Firing]
+) -> tuple[int, list[FiringRow]]:
+    """:func:`drain` of ``subs[i]``'s batch, then :func:`fetch_next` from
+    ``subs[i + 1]``: one step, as no time passes between a drain and the
+    next fetch. ``(index, batch)`` of the next subscription with a batch, or
+    ``(len(subs), [])`` at the end of the pass."""
+    drain(e, now, subs[i], batch, decoded)
+    if i + 1 < len(subs):
+        return fetch_next(e, now, subs, i + 1)
+    return len(subs), []
+
+
 def repeats_until_written(e: Engine) -> bool:
     """Whether a pass that found nothing would find nothing again until a
     step writes: what :func:`_scan` may take depends on the store alone, not
