@@ -15,6 +15,7 @@ order SimPy gives it, as if it yielded the events itself.
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections.abc import Callable, Generator
 from contextlib import nullcontext
@@ -31,7 +32,7 @@ from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import Store, open_store
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
-from fanoutsim.kernel.trace import Trace
+from fanoutsim.kernel.trace import SpilledTrace, Trace, TraceSchema
 from fanoutsim.kernel.validate import is_real
 
 # no threads under SimPy: what the wall clock locks, nothing needs to here
@@ -55,6 +56,15 @@ def until_ok(env: simpy.Environment, until: Any) -> bool:
     if until < env.now:
         raise ValueError(f"until={until} is earlier than now={env.now}")
     return bool(until != env.now)
+
+
+def _recorder(trace: object) -> Callable[[TraceSchema], Trace] | None:
+    """What records a run's trace, from a face's ``trace`` argument."""
+    if isinstance(trace, (str, os.PathLike)):
+        return partial(SpilledTrace, path=trace)
+    if not isinstance(trace, bool):
+        raise TypeError(f"trace must be True, False or a folder to spill it to (str or path), got {trace!r}")
+    return Trace if trace else None
 
 
 def delay_to(now: float, at: float) -> float:
@@ -82,18 +92,20 @@ class VirtualRuntime(Driver):
         store: str | Store,
         start: str | datetime | None,
         faults: object,
-        trace: bool,
+        trace: bool | str | os.PathLike[str],
         opener: Callable[[Any], Store] = open_store,
     ) -> None:
         """What every seeded SimPy run starts with: the clock, the store
         (``opener(store)``: the design's, with every registered design's
         tables), the metrics, the trace and the bound fault plan; no
-        incarnation yet (the first :meth:`restart` makes incarnation 0)."""
+        incarnation yet (the first :meth:`restart` makes incarnation 0).
+        ``trace``: True (kept in memory), False (none) or a folder to spill
+        it to in Parquet chunks (:class:`~fanoutsim.kernel.trace.SpilledTrace`)."""
         self._check_faults(faults)
         self.start_us = parse_start(start)
         self.env = simpy.Environment()
         self.store = self._claim(opener, store)
-        self._observe(seed, faults, Metrics(), Trace if trace else None)
+        self._observe(seed, faults, Metrics(), _recorder(trace))
         self.engine = None
         self.incarnation = -1
         self._looping = False  # the incarnation's loops run (spawn more now)
