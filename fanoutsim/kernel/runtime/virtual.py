@@ -129,8 +129,16 @@ class VirtualRuntime(Driver):
         """Virtual seconds since ``start``."""
         return self.env.now
 
+    _stamped_at = math.nan  # the virtual time of the last stamp, and the stamp
+    _stamp = 0
+
     def now_us(self) -> int:
-        return self.start_us + round(self.env._now * US)  # env.now is a property: a call per stamp
+        """Now in epoch microseconds: the same int for every step of an instant
+        (one object, however many rows and trace events keep it)."""
+        now = self.env._now  # env.now is a property: a call per stamp
+        if now != self._stamped_at:
+            self._stamped_at, self._stamp = now, self.start_us + round(now * US)
+        return self._stamp
 
     def clock(self) -> float:
         """A mark for ``Work(seconds, since=mark)``: no virtual time passes inside a step."""
@@ -281,8 +289,17 @@ class VirtualRuntime(Driver):
 
     def _start_soon(self) -> None:
         soon, self._soon = self._soon, []
-        for loop in soon:
-            self._step_task(loop, self.incarnation)
+        self._starting = True
+        try:
+            for loop in soon:
+                self._step_task(loop, self.incarnation)
+        finally:
+            self._starting, self._shared = False, None
+
+    # while tasks start together: the end, the queue's length after it was
+    # scheduled, and the event of the last one's wait (see _task_event)
+    _starting = False
+    _shared: tuple[float, int, simpy.Event] | None = None
 
     def _step_task(self, loop: Loop, incarnation: int, _event: object = None) -> None:
         if incarnation != self.incarnation or self.engine is None:
@@ -295,7 +312,25 @@ class VirtualRuntime(Driver):
         except Crash as c:
             self.crash(c.point, c.downtime)
             return
-        self._event(request).callbacks.append(partial(self._step_task, loop, incarnation))
+        self._task_event(request).callbacks.append(partial(self._step_task, loop, incarnation))
+
+    def _task_event(self, request: Any) -> simpy.Event:
+        """The event a task waits on. The tasks started together (a claim's
+        workflow bodies) whose waits end at one instant share one timeout:
+        theirs would have been consecutive events (nothing was scheduled
+        between them), so one event whose callbacks resume each in turn runs
+        them in the same order, at the same time — one event per batch."""
+        env, shared = self.env, self._shared
+        if type(request) is not Work:
+            return self._event(request)
+        since = request.since
+        at = env._now + (request.seconds if since is None else request.seconds - (env._now - since))
+        if shared is not None and shared[0] == at and shared[1] == len(env._queue):
+            return shared[2]
+        event = self._event(request)
+        if self._starting:
+            self._shared = (at, len(env._queue), event)
+        return event
 
     def _spawn(self, loop: Loop, name: str = "loop", key: Any = None) -> simpy.Process:
         """A loop of the live incarnation, as a SimPy process a crash interrupts;
@@ -367,8 +402,13 @@ class VirtualRuntime(Driver):
         engine = step.__self__  # type: ignore[attr-defined]  # a bound method of an engine
         if engine is not self.engine and not self._live(engine):
             return None
+        if _now is None:
+            now = self.env._now
+            if now != self._stamped_at:
+                self._stamped_at, self._stamp = now, self.start_us + round(now * US)
+            _now = self._stamp
         try:
-            out = step(self.start_us + round(self.env._now * US) if _now is None else _now, *args, **kwargs)
+            out = step(_now, *args, **kwargs)
         except Crash as c:
             self.crash(c.point, c.downtime)
             return None
