@@ -89,7 +89,8 @@ def main() -> None:
             str(seconds),
             "--child",
         ]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        env = {**os.environ, "PYTHONHASHSEED": "0"}  # str hashes fixed: the same dict probes every run
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
         deliveries = json.loads(done.stdout.strip().splitlines()[-1])["deliveries"]
         dumps = sorted(glob.glob(f"{tmp}/cg.out.*"))  # the dump at getpid (the final one is the rest)
         totals = [line for line in Path(dumps[0]).read_text().splitlines() if line.startswith(("summary:", "totals:"))]

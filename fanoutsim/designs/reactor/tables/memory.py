@@ -248,7 +248,16 @@ class ReactorMemoryTx(ReactorTx):
     def insert_execution(self, row):
         s = self.s
         eid = self._unique(s.executions, row["id"], "workflow_executions.id")
-        kept = s.executions[eid] = tuple([row[c] for c in _E])
+        kept = s.executions[eid] = (
+            eid,
+            row["workflow_name"],
+            row["tenant_id"],
+            row["context"],
+            row["status"],
+            row["dispatched_at"],
+            row["claimed_at"],
+            row["finished_at"],
+        )  # _E's order
         status = kept[E_STATUS]
         _index_status(s, kept, None, status)
 
