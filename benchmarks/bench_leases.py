@@ -13,7 +13,6 @@ expiry). Crashes: one a virtual hour on average, 5 s down.
 
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 
@@ -49,10 +48,9 @@ def build(trace: bool) -> LeaseSimulation:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hours", type=float, default=24.0)
-    ap.add_argument("--trace", action="store_true", help="record the trace (and run the checker)")
-    args = ap.parse_args()
+    from bench_outbox import day_args  # this folder is on sys.path when run as a script
+
+    args = day_args(__doc__)
     t0 = time.perf_counter()
     sim = build(args.trace)
     sim.run(until=args.hours * 3600)

@@ -42,13 +42,9 @@ def build(case: str):
         n0 = targets._executions(sim)
         return sim, lambda: targets._executions(sim) - n0
     if case == "outbox":
-        from fanoutsim.designs.outbox.simulation import OutboxSimulation
-        from fanoutsim.faults import FaultPlan, Notifications
+        from bench_outbox import build as outbox_build
 
-        sim = OutboxSimulation(seed=0, faults=FaultPlan([Notifications(drop=0.05)]), trace=False)
-        for i in range(6):
-            sim.register_consumer(f"consumer{i}", duration=0.001)
-        sim.add_workload(10.0)
+        sim = outbox_build(trace=False)
         return sim, lambda: targets._total(sim.metrics(), "fanoutsim_outbox_handled_total")
     from bench_leases import build as leases_build
 

@@ -119,13 +119,9 @@ def scale(quick: bool) -> dict:
 
 def outbox(quick: bool) -> dict:
     """bench_outbox's shape (10 commits/s, 6 consumers, 5% of hints dropped, no trace): µs CPU per delivery."""
-    from fanoutsim.designs.outbox.simulation import OutboxSimulation
-    from fanoutsim.faults import FaultPlan, Notifications
+    from bench_outbox import build
 
-    sim = OutboxSimulation(seed=0, faults=FaultPlan([Notifications(drop=0.05)]), trace=False)
-    for i in range(6):
-        sim.register_consumer(f"consumer{i}", duration=0.001)
-    sim.add_workload(10.0)
+    sim = build(trace=False)
     cpu = _cpu_run(sim, (0.25 if quick else 2.0) * 3600)
     n = _total(sim.metrics(), "fanoutsim_outbox_handled_total")
     return {"figure": cpu / n * 1e6, "cpu_s": cpu, "deliveries": n}

@@ -246,16 +246,8 @@ class SpilledTrace(Trace):
         where: Ref = None,
         detail: str | None = None,
     ) -> None:
-        c = self.cols
-        c[0].append(t)
-        c[1].append(kind)
-        c[2].append(actor)
-        c[3].append(who)
-        c[4].append(what)
-        c[5].append(where)
-        c[6].append(self.attempt)
-        c[7].append(detail)
-        if len(c[0]) >= self.chunk:
+        Trace.add(self, t, kind, actor, who, what, where, detail)
+        if len(self.cols[0]) >= self.chunk:
             self.spill()
 
     def spill(self) -> None:
