@@ -236,17 +236,9 @@ class SpilledTrace(Trace):
         self.chunk = chunk
         self._parts = 0  # files written
 
-    def add(
-        self,
-        t: int,
-        kind: str,
-        actor: str,
-        who: Ref = None,
-        what: Ref = None,
-        where: Ref = None,
-        detail: str | None = None,
-    ) -> None:
-        Trace.add(self, t, kind, actor, who, what, where, detail)
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        """:meth:`Trace.add`, then the chunk to disk once it is full."""
+        Trace.add(self, *args, **kwargs)
         if len(self.cols[0]) >= self.chunk:
             self.spill()
 
