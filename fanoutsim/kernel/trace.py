@@ -224,7 +224,7 @@ class SpilledTrace(Trace):
     __slots__ = ("path", "chunk", "_parts")
 
     def __init__(
-        self, schema: TraceSchema = TraceSchema(), *, path: str | os.PathLike[str], chunk: int = 1 << 16
+        self, schema: TraceSchema = TraceSchema(), *, path: str | os.PathLike[str], chunk: int = 1 << 14
     ) -> None:
         super().__init__(schema)
         if not isinstance(chunk, int) or chunk < 1:
