@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     )
 
 _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
+_COUNTS = tuple(map(str, range(1025)))  # a batch's size as a trace detail: one string per size, not one per event
 
 
 @dataclass
@@ -194,14 +195,10 @@ def _found(
     if not batch:
         return i, batch
     sid = subs[i]["id"]
-    e.trace.add(now, "polled", e.poller, who=sid, detail=_count(len(batch)))
+    n = len(batch)
+    e.trace.add(now, "polled", e.poller, who=sid, detail=_COUNTS[n] if n < len(_COUNTS) else str(n))
     e.faults.point("poll.after_fetch", now, who=sid)
     return i, batch
-
-
-def _count(n: int, _small: tuple[str, ...] = tuple(map(str, range(1025)))) -> str:
-    """``str(n)``, one string per small count however many events keep it."""
-    return _small[n] if n < len(_small) else str(n)
 
 
 def _commit(

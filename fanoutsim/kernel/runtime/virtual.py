@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import threading
 from collections.abc import Callable, Generator
 from contextlib import nullcontext
 from datetime import datetime
@@ -35,7 +36,10 @@ from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import SpilledTrace, Trace, TraceSchema
 from fanoutsim.kernel.validate import is_real
 
-# no threads under SimPy: what the wall clock locks, nothing needs to here
+# no threads under SimPy: what the wall clock locks, nothing needs to here. A
+# re-entrant lock of the run's own thread is never contended (so never waits)
+# and, unlike contextlib.nullcontext, enters and exits in C: the executor and
+# every workflow body pass through such a with-block.
 _NO_LOCK = nullcontext()
 T = TypeVar("T")
 
@@ -84,7 +88,8 @@ class VirtualRuntime(Driver):
     ``_start_loops``, ``_crashed``) and sets ``_noun`` ("runner", "dispatcher",
     "node": what the down message calls the process)."""
 
-    _lifecycle = _proc = _NO_LOCK
+    _lifecycle = _NO_LOCK
+    _proc: Any = _NO_LOCK  # each run's own RLock (see _open)
 
     def _open(
         self,
@@ -103,6 +108,7 @@ class VirtualRuntime(Driver):
         it to in Parquet chunks (:class:`~fanoutsim.kernel.trace.SpilledTrace`)."""
         self._check_faults(faults)
         self.start_us = parse_start(start)
+        self._proc = threading.RLock()  # see _NO_LOCK
         self.env = simpy.Environment()
         self.store = self._claim(opener, store)
         self._observe(seed, faults, Metrics(), _recorder(trace))
@@ -127,7 +133,7 @@ class VirtualRuntime(Driver):
     @property
     def now(self) -> float:
         """Virtual seconds since ``start``."""
-        return self.env.now
+        return self.env._now  # (SimPy's now is a property of its own: a call less)
 
     _stamped_at = math.nan  # the virtual time of the last stamp, and the stamp
     _stamp = 0
