@@ -1,5 +1,6 @@
 """A trace spilled to Parquet in chunks reads back as the trace kept in memory:
-the same frame, the same columns, for every design's ids (str and int)."""
+the same frame, the same columns, for every design's ids (str and int); the
+incarnation, kept as runs, reads back as each event's."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def test_the_columns_read_back_as_recorded(tmp_path_factory, events, chunk):
             trace.attempt = attempt % 3
             trace.add(t, kind, "actor", who, what, where, detail)
     assert spilled.columns() == kept.columns()
+    assert kept.columns()[0]["attempt"] == [i % 3 for i in range(len(events))]  # each event's incarnation
     assert len(spilled) == len(kept)
     assert spilled._parts == len(events) // chunk  # the chunks went to disk
 

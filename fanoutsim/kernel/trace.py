@@ -98,12 +98,19 @@ class TraceFrame(pd.DataFrame):
 
 
 class Trace:
-    __slots__ = ("schema", "cols", "attempt", "hist", "_hist_index", "_sources", "_logged")
+    """The recorder: a list per event column, appended to in place. The
+    incarnation changes only at a restart, so it is kept as its runs — the
+    event at which each incarnation began — rather than as a value per event;
+    :meth:`columns` spells it out."""
+
+    __slots__ = ("schema", "cols", "_attempt", "_runs", "hist", "_hist_index", "_sources", "_logged")
 
     def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         self.schema = schema
-        self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS))
-        self.attempt = 0
+        # t, kind, actor, who, what, where, detail (the incarnation is in _runs)
+        self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS - 1))
+        self._attempt = 0
+        self._runs: list[tuple[int, int]] = [(0, 0)]  # (first event, incarnation), in order
         self.hist: tuple[list[Any], ...] = tuple([] for _ in schema.history)
         self._hist_index: dict[Ref, int] = {}  # an item -> its row in the history
         self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
@@ -131,8 +138,38 @@ class Trace:
         c[3].append(who)
         c[4].append(what)
         c[5].append(where)
-        c[6].append(self.attempt)
-        c[7].append(detail)
+        c[6].append(detail)
+
+    @property
+    def attempt(self) -> int:
+        """The incarnation the events recorded from now on belong to."""
+        return self._attempt
+
+    @attempt.setter
+    def attempt(self, value: int) -> None:
+        self._begin_run(value)
+
+    def _begin_run(self, value: int) -> None:
+        """The events from now on belong to incarnation ``value``."""
+        self._attempt = value
+        at = len(self.cols[0])
+        if self._runs[-1][0] == at:  # no event of the last run: it is replaced
+            self._runs[-1] = (at, value)
+        elif self._runs[-1][1] != value:
+            self._runs.append((at, value))
+
+    def _attempts(self) -> list[int]:
+        """The incarnation of each event, spelled out."""
+        out: list[int] = []
+        ends = [start for start, _ in self._runs[1:]] + [len(self.cols[0])]
+        for (start, value), end in zip(self._runs, ends):
+            out += [value] * (end - start)
+        return out
+
+    def _all_columns(self) -> tuple[list[Any], ...]:
+        """The eight event columns (t, kind, actor, who, what, where, incarnation, detail)."""
+        c = self.cols
+        return (*c[:6], self._attempts(), c[6])
 
     def attempted(self, item: Ref, *values: object) -> None:
         """A writer is about to log ``item``; ``values``: the history's other columns, in order."""
@@ -151,7 +188,7 @@ class Trace:
         return len(self.cols[0])
 
     def _event_columns(self) -> list[tuple[str, list[Any]]]:
-        cols = list(self.cols)
+        cols = list(self._all_columns())
         if self.schema.where is None:
             del cols[_WHERE]
         return list(zip(self.schema.columns, cols))
@@ -161,7 +198,7 @@ class Trace:
         missing ones None): what :meth:`frame` holds, for a reader of a whole
         run that loops over it in Python (a checker) and has no use for a
         DataFrame. The recorder's own lists, not copies (a day's trace is a
-        million rows): read them, never change them."""
+        million rows; the incarnation's is built): read them, never change them."""
         return dict(self._event_columns()), dict(zip(self.schema.history, self.hist))
 
     def history(self) -> pd.DataFrame:
@@ -248,10 +285,11 @@ class SpilledTrace(Trace):
 
         if not self.cols[0]:
             return
-        pq.write_table(_chunk_table(self.cols), self.path / f"part-{self._parts:06d}.parquet")
+        pq.write_table(_chunk_table(Trace._all_columns(self)), self.path / f"part-{self._parts:06d}.parquet")
         self._parts += 1
         for col in self.cols:
             col.clear()
+        self._runs = [(0, self._attempt)]
 
     def __len__(self) -> int:
         import pyarrow.parquet as pq
@@ -269,15 +307,9 @@ class SpilledTrace(Trace):
         for f in self._files():
             for col, back in zip(cols, _chunk_columns(pq.read_table(f))):
                 col.extend(back)
-        for col, tail in zip(cols, self.cols):
+        for col, tail in zip(cols, Trace._all_columns(self)):
             col.extend(tail)
         return cols
-
-    def _event_columns(self) -> list[tuple[str, list[Any]]]:
-        cols = list(self._all_columns())
-        if self.schema.where is None:
-            del cols[_WHERE]
-        return list(zip(self.schema.columns, cols))
 
 
 class NullTrace(Trace):
@@ -308,6 +340,10 @@ class LockedTrace(Trace):
     def add(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             super().add(*args, **kwargs)
+
+    def _begin_run(self, value: int) -> None:
+        with self._lock:  # the run begins at the event count other threads see
+            super()._begin_run(value)
 
     def attempted(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
