@@ -89,8 +89,10 @@ def main() -> None:
         done = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
         deliveries = json.loads(done.stdout.strip().splitlines()[-1])["deliveries"]
         dumps = sorted(glob.glob(f"{tmp}/cg.out.*"))  # the dump at getpid (the final one is the rest)
-        totals = [line for line in Path(dumps[0]).read_text().splitlines() if line.startswith(("summary:", "totals:"))]
-    instructions = int(totals[-1].split()[1])
+        # the dump's summary: the instructions counted since the zeroing (its "totals"
+        # also charge the frames that were open when the counters were zeroed)
+        summary = [line for line in Path(dumps[0]).read_text().splitlines() if line.startswith("summary:")]
+    instructions = int(summary[0].split()[1])
     print(
         json.dumps(
             {
