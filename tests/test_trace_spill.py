@@ -79,3 +79,8 @@ def test_a_spill_folder_must_be_new_or_empty(tmp_path):
 def test_trace_takes_a_bool_or_a_folder():
     with pytest.raises(TypeError, match="trace must be True, False or a folder"):
         fs.Simulation(trace=1)
+
+
+def test_the_wall_clock_refuses_a_folder_as_its_trace(tmp_path):
+    with pytest.raises(TypeError, match="trace must be True or False on the wall clock"):
+        fs.Realtime(store=str(tmp_path / "run.duckdb"), trace=str(tmp_path / "trace"))
