@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
 SCENARIO ?= fanoutsim/examples/default.toml
 
-.PHONY: setup demo test test-fast lint lab bench clean bytecode docs
+.PHONY: setup demo test test-fast lint lab bench bench-all clean bytecode docs
 
 setup: $(STAMP)
 
@@ -76,7 +76,16 @@ lab: $(STAMP)
 		$(foreach g,$(LAB_HIDE),'--ContentsManager.hide_globs=$(g)') \
 		$(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_FLAGS)
 
+# make bench: each speed and memory target measured in its own process (CPU time, or a
+# ratio of two runs in one process), printed as figure, target and PASS or FAIL, and
+# written to out/bench.json (benchmarks/targets.py; BENCH_FLAGS="--repeat 3" for the best
+# of three). make bench-all: that, then every benchmark script's own figures.
+BENCH_FLAGS ?=
+
 bench: $(STAMP) bytecode
+	$(BIN)/python benchmarks/targets.py $(BENCH_FLAGS)
+
+bench-all: bench
 	$(BIN)/python benchmarks/bench_day.py
 	$(BIN)/python benchmarks/bench_sweep.py
 	$(BIN)/python benchmarks/bench_realtime.py

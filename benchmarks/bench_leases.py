@@ -13,7 +13,6 @@ expiry). Crashes: one a virtual hour on average, 5 s down.
 
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 
@@ -22,13 +21,9 @@ from fanoutsim.designs.leases.simulation import LeaseSimulation
 from fanoutsim.kernel.faults import CrashRandomly, FaultPlan
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hours", type=float, default=24.0)
-    ap.add_argument("--trace", action="store_true", help="record the trace (and run the checker)")
-    args = ap.parse_args()
-    t0 = time.perf_counter()
-    sim = LeaseSimulation(seed=0, faults=FaultPlan([CrashRandomly(mean_gap=3600.0, downtime=5.0)]), trace=args.trace)
+def build(trace: bool) -> LeaseSimulation:
+    """The benchmark's node, its consumers and its workload, not yet run."""
+    sim = LeaseSimulation(seed=0, faults=FaultPlan([CrashRandomly(mean_gap=3600.0, downtime=5.0)]), trace=trace)
     for i in range(4):
         sim.register_consumer(
             f"consumer{i}",
@@ -49,6 +44,15 @@ def main() -> None:
         poll_interval=0.2,
     )
     sim.add_workload(10.0, partitions=8)
+    return sim
+
+
+def main() -> None:
+    from bench_outbox import day_args  # this folder is on sys.path when run as a script
+
+    args = day_args(__doc__)
+    t0 = time.perf_counter()
+    sim = build(args.trace)
     sim.run(until=args.hours * 3600)
     wall = time.perf_counter() - t0
     m = sim.metrics()

@@ -15,16 +15,27 @@ from fanoutsim.designs.outbox.simulation import OutboxSimulation
 from fanoutsim.faults import FaultPlan, Notifications
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hours", type=float, default=24.0)
-    ap.add_argument("--trace", action="store_true", help="record the trace (and run the checker)")
-    args = ap.parse_args()
-    t0 = time.perf_counter()
-    sim = OutboxSimulation(seed=0, faults=FaultPlan([Notifications(drop=0.05)]), trace=args.trace)
+def build(trace: bool) -> OutboxSimulation:
+    """The benchmark's dispatcher, its consumers and its workload, not yet run."""
+    sim = OutboxSimulation(seed=0, faults=FaultPlan([Notifications(drop=0.05)]), trace=trace)
     for i in range(6):
         sim.register_consumer(f"consumer{i}", duration=0.001)
     sim.add_workload(10.0)
+    return sim
+
+
+def day_args(doc: str) -> argparse.Namespace:
+    """The arguments of a design's day benchmark: ``--hours`` (24) and ``--trace``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--trace", action="store_true", help="record the trace (and run the checker)")
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = day_args(__doc__)
+    t0 = time.perf_counter()
+    sim = build(args.trace)
     sim.run(until=args.hours * 3600)
     wall = time.perf_counter() - t0
     m = sim.metrics()

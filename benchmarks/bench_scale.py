@@ -36,14 +36,15 @@ FILTER = "payload.quote.price > 100"
 PASS_RATE = 0.5  # of FILTER on quote payloads (prices lognormal around 100)
 
 
-def build(n_subs: int, seed: int = 0):
+def build(n_subs: int, seed: int = 0, trace=True):
+    """The run of ``n_subs`` subscriptions, not yet started (``trace``: as the face takes it)."""
     import fanoutsim as fs
 
     per_reactor = n_subs // REACTORS
     per_firing = per_reactor * (0.75 + 0.25 * PASS_RATE)  # deliveries one firing makes
     rate = DELIVERIES_PER_S / per_firing / REACTORS  # firings per second per reactor
     config = fs.SchedulerConfig(executor_workers=400)
-    sim = fs.Simulation(config, seed=seed)
+    sim = fs.Simulation(config, seed=seed, trace=trace)
     for j in range(per_reactor):
         sim.runner.register_workflow(f"w{j}")
     for i in range(REACTORS):

@@ -65,3 +65,27 @@ def test_a_repeat_below_one_is_refused_naming_the_option():
     for script in ("bench_day.py", "bench_sweep.py", "bench_duckdb_idle.py"):
         out = bench(script, "--repeat", "0")
         assert out.returncode == 2 and "--repeat must be at least 1, got 0" in out.stderr
+
+
+def test_targets_print_a_verdict_per_target_and_write_bench_json(tmp_path):
+    import json
+
+    out = bench("targets.py", "--quick", "--only", "outbox", "duckdb", "--out", str(tmp_path / "bench.json"))
+    assert out.returncode == 0, out.stderr
+    lines = re.findall(r"^(\w+)\s+([\d.]+)\s+target <= ([\d.]+)\s+(PASS|FAIL)", out.stdout, re.M)
+    assert [name for name, *_ in lines] == ["outbox", "duckdb"], out.stdout
+    written = json.loads((tmp_path / "bench.json").read_text())
+    for name, figure, target, verdict in lines:
+        r = written[name]
+        assert r["figure"] > 0 and r["target"] == float(target)
+        assert r["pass"] == (verdict == "PASS") == (r["figure"] <= r["target"])
+        assert abs(r["figure"] - float(figure)) < 0.01
+
+
+def test_ten_million_runs_a_small_count_with_the_trace_spilled():
+    import json
+
+    out = bench("ten_million.py", "--deliveries", "3000", "--step", "2")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["deliveries"] >= 3000 and r["peak_rss_gib"] > 0 and r["trace_disk_mib"] >= 0

@@ -345,9 +345,9 @@ def test_a_pass_skips_idle_subscriptions_in_one_step_and_counts_each(tmp_path):
         steps.append((len(passes), 0, got[1]))
         return got
 
-    def fetch_next(self, now, subs, start=0):
-        got = poller.fetch_next(self, now, subs, start)
-        steps.append((len(passes), start, got[0]))
+    def drain_next(self, now, subs, i, batch, decoded):  # a drain, then the fetches from the next one
+        got = poller.drain_next(self, now, subs, i, batch, decoded)
+        steps.append((len(passes), i + 1, got[0]))
         return got
 
     def queries() -> float:
@@ -355,7 +355,7 @@ def test_a_pass_skips_idle_subscriptions_in_one_step_and_counts_each(tmp_path):
 
     # bound to the engine, as the runtime's liveness check wants its steps
     engine.start_pass = types.MethodType(start_pass, engine)
-    engine.fetch_next = types.MethodType(fetch_next, engine)
+    engine.drain_next = types.MethodType(drain_next, engine)
     with rt:
         assert wait_for(lambda: queries() >= 200 * 3, timeout=5)
         rt.fire("r150", {"n": 1})

@@ -27,7 +27,9 @@ crashed was never there. A checker reads both.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -96,12 +98,19 @@ class TraceFrame(pd.DataFrame):
 
 
 class Trace:
-    __slots__ = ("schema", "cols", "attempt", "hist", "_hist_index", "_sources", "_logged")
+    """The recorder: a list per event column, appended to in place. The
+    incarnation changes only at a restart, so it is kept as its runs — the
+    event at which each incarnation began — rather than as a value per event;
+    :meth:`columns` spells it out."""
+
+    __slots__ = ("schema", "cols", "_attempt", "_runs", "hist", "_hist_index", "_sources", "_logged")
 
     def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         self.schema = schema
-        self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS))
-        self.attempt = 0
+        # t, kind, actor, who, what, where, detail (the incarnation is in _runs)
+        self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS - 1))
+        self._attempt = 0
+        self._runs: list[tuple[int, int]] = [(0, 0)]  # (first event, incarnation), in order
         self.hist: tuple[list[Any], ...] = tuple([] for _ in schema.history)
         self._hist_index: dict[Ref, int] = {}  # an item -> its row in the history
         self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
@@ -129,8 +138,38 @@ class Trace:
         c[3].append(who)
         c[4].append(what)
         c[5].append(where)
-        c[6].append(self.attempt)
-        c[7].append(detail)
+        c[6].append(detail)
+
+    @property
+    def attempt(self) -> int:
+        """The incarnation the events recorded from now on belong to."""
+        return self._attempt
+
+    @attempt.setter
+    def attempt(self, value: int) -> None:
+        self._begin_run(value)
+
+    def _begin_run(self, value: int) -> None:
+        """The events from now on belong to incarnation ``value``."""
+        self._attempt = value
+        at = len(self.cols[0])
+        if self._runs[-1][0] == at:  # no event of the last run: it is replaced
+            self._runs[-1] = (at, value)
+        elif self._runs[-1][1] != value:
+            self._runs.append((at, value))
+
+    def _attempts(self) -> list[int]:
+        """The incarnation of each event, spelled out."""
+        out: list[int] = []
+        ends = [start for start, _ in self._runs[1:]] + [len(self.cols[0])]
+        for (start, value), end in zip(self._runs, ends):
+            out += [value] * (end - start)
+        return out
+
+    def _all_columns(self) -> tuple[list[Any], ...]:
+        """The eight event columns (t, kind, actor, who, what, where, incarnation, detail)."""
+        c = self.cols
+        return (*c[:6], self._attempts(), c[6])
 
     def attempted(self, item: Ref, *values: object) -> None:
         """A writer is about to log ``item``; ``values``: the history's other columns, in order."""
@@ -149,7 +188,7 @@ class Trace:
         return len(self.cols[0])
 
     def _event_columns(self) -> list[tuple[str, list[Any]]]:
-        cols = list(self.cols)
+        cols = list(self._all_columns())
         if self.schema.where is None:
             del cols[_WHERE]
         return list(zip(self.schema.columns, cols))
@@ -159,7 +198,7 @@ class Trace:
         missing ones None): what :meth:`frame` holds, for a reader of a whole
         run that loops over it in Python (a checker) and has no use for a
         DataFrame. The recorder's own lists, not copies (a day's trace is a
-        million rows): read them, never change them."""
+        million rows; the incarnation's is built): read them, never change them."""
         return dict(self._event_columns()), dict(zip(self.schema.history, self.hist))
 
     def history(self) -> pd.DataFrame:
@@ -172,6 +211,105 @@ class Trace:
         df.insert(1, "time", pd.to_datetime(df["t"], unit="us", utc=True))
         df.history = self.history()
         return df
+
+
+# the Parquet columns of a spilled chunk: an id (``Ref``) or a detail is a str or
+# an int, so each such column is two, one per type, and reads back as it was
+_TYPED = (3, 4, 5, 7)  # who, what, where, detail
+_NAMES = ("t", "kind", "actor", "who", "what", "where", "attempt", "detail")
+
+
+def _chunk_table(cols: tuple[list[Any], ...]) -> Any:
+    """One chunk of the recorder's columns as an Arrow table (str and int halves for
+    the ids and the detail); an error naming the column if a value is neither."""
+    import pyarrow as pa
+
+    arrays: dict[str, Any] = {}
+    for k, (name, col) in enumerate(zip(_NAMES, cols)):
+        if k not in _TYPED:
+            arrays[name] = pa.array(col, type=pa.int64() if k in (0, 6) else pa.string())
+            continue
+        for v in col:
+            if v is not None and type(v) is not str and type(v) is not int:
+                raise TypeError(f"a spilled trace holds str or int in column {name!r}, not {v!r}")
+        arrays[f"{name}_str"] = pa.array([v if type(v) is str else None for v in col], type=pa.string())
+        arrays[f"{name}_int"] = pa.array([v if type(v) is int else None for v in col], type=pa.int64())
+    return pa.table(arrays)
+
+
+def _chunk_columns(table: Any) -> list[list[Any]]:
+    """The recorder's columns again from a chunk's table: the same Python values."""
+    out = []
+    for k, name in enumerate(_NAMES):
+        if k not in _TYPED:
+            out.append(table.column(name).to_pylist())
+            continue
+        strs, ints = table.column(f"{name}_str").to_pylist(), table.column(f"{name}_int").to_pylist()
+        out.append([a if a is not None else b for a, b in zip(strs, ints)])
+    return out
+
+
+class SpilledTrace(Trace):
+    """A trace whose events go to disk: every ``chunk`` events are written as one
+    Parquet file into the folder ``path`` (``part-000000.parquet``, ...) and leave
+    memory, so that a long run's length is bounded by disk rather than memory.
+    Reading it (:meth:`frame`, :meth:`columns`) reads the files back, then the
+    events not yet written: the same values as a trace kept in memory. The
+    history stays in memory (a writer's item is marked logged after the fact).
+    The folder must be empty or new; the files stay after the run."""
+
+    __slots__ = ("path", "chunk", "_parts")
+
+    def __init__(
+        self, schema: TraceSchema = TraceSchema(), *, path: str | os.PathLike[str], chunk: int = 1 << 14
+    ) -> None:
+        super().__init__(schema)
+        if not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk must be a whole number of events >= 1, got {chunk!r}")
+        self.path = Path(path)
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise ValueError(f"the trace's spill folder {str(self.path)!r} must be new or empty")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.chunk = chunk
+        self._parts = 0  # files written
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        """:meth:`Trace.add`, then the chunk to disk once it is full."""
+        Trace.add(self, *args, **kwargs)
+        if len(self.cols[0]) >= self.chunk:
+            self.spill()
+
+    def spill(self) -> None:
+        """Write the events in memory as the next file, and let them go."""
+        import pyarrow.parquet as pq
+
+        if not self.cols[0]:
+            return
+        pq.write_table(_chunk_table(Trace._all_columns(self)), self.path / f"part-{self._parts:06d}.parquet")
+        self._parts += 1
+        for col in self.cols:
+            col.clear()
+        self._runs = [(0, self._attempt)]
+
+    def __len__(self) -> int:
+        import pyarrow.parquet as pq
+
+        on_disk: int = sum(pq.ParquetFile(f).metadata.num_rows for f in self._files())
+        return on_disk + len(self.cols[0])
+
+    def _files(self) -> list[Path]:
+        return [self.path / f"part-{i:06d}.parquet" for i in range(self._parts)]
+
+    def _all_columns(self) -> tuple[list[Any], ...]:
+        import pyarrow.parquet as pq
+
+        cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS))
+        for f in self._files():
+            for col, back in zip(cols, _chunk_columns(pq.read_table(f))):
+                col.extend(back)
+        for col, tail in zip(cols, Trace._all_columns(self)):
+            col.extend(tail)
+        return cols
 
 
 class NullTrace(Trace):
@@ -202,6 +340,10 @@ class LockedTrace(Trace):
     def add(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:
             super().add(*args, **kwargs)
+
+    def _begin_run(self, value: int) -> None:
+        with self._lock:  # the run begins at the event count other threads see
+            super()._begin_run(value)
 
     def attempted(self, *args: Any, **kwargs: Any) -> None:
         with self._lock:

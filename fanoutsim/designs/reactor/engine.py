@@ -175,6 +175,7 @@ class ReactorEngine(StepEngineBase):
     start_pass = poller.start_pass
     repeats_until_written = poller.repeats_until_written
     drain = poller.drain
+    drain_next = poller.drain_next
     prune_once = prune.prune_once
     claim = executor.claim
     claim_next = executor.claim_next

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     )
 
 _JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
+_COUNTS = tuple(map(str, range(1025)))  # a batch's size as a trace detail: one string per size, not one per event
 
 
 @dataclass
@@ -65,10 +66,11 @@ class PollStats:
 class _Firing:
     """A fetched firing, decoded once per pass however many subscriptions read it."""
 
-    __slots__ = ("sources", "act", "context")
+    __slots__ = ("sources", "act", "context", "stamp")
 
     def __init__(self, row: FiringRow) -> None:
         self.sources = decode_sources(row["payload"])
+        self.stamp = str(row["fired_at"])  # a watermark's trace detail: one string however many move to it
         self.act: dict[str, Any] | None = None  # the CEL activation, built on the first filter
         self.context: str | None = None  # the execution context, the same for every subscription
 
@@ -123,6 +125,19 @@ def start_pass(e: Engine, now: int) -> tuple[Sequence[SubscriptionRow], int, lis
         subs = tx.poll_subscriptions()  # read, never changed: the store may share its rows
         i, batch = _scan(e, tx, now, subs, 0)
     return (subs, *_found(e, now, subs, i, batch))
+
+
+def drain_next(
+    e: Engine, now: int, subs: Sequence[SubscriptionRow], i: int, batch: list[FiringRow], decoded: dict[str, _Firing]
+) -> tuple[int, list[FiringRow]]:
+    """:func:`drain` of ``subs[i]``'s batch, then :func:`fetch_next` from
+    ``subs[i + 1]``: one step, as no time passes between a drain and the
+    next fetch. ``(index, batch)`` of the next subscription with a batch, or
+    ``(len(subs), [])`` at the end of the pass."""
+    drain(e, now, subs[i], batch, decoded)
+    if i + 1 < len(subs):
+        return fetch_next(e, now, subs, i + 1)
+    return len(subs), []
 
 
 def repeats_until_written(e: Engine) -> bool:
@@ -181,19 +196,24 @@ def _found(
     if not batch:
         return i, batch
     sid = subs[i]["id"]
-    e.trace.add(now, "polled", e.poller, who=sid, detail=str(len(batch)))
+    n = len(batch)
+    e.trace.add(now, "polled", e.poller, who=sid, detail=_COUNTS[n] if n < len(_COUNTS) else str(n))
     e.faults.point("poll.after_fetch", now, who=sid)
     return i, batch
 
 
-def _commit(e: Engine, now: int, sub_id: str, changes: SubscriptionChanges, firing: str | None) -> None:
-    """Write the subscription's pending changes; trace a watermark move."""
+def _commit(
+    e: Engine, now: int, sub_id: str, changes: SubscriptionChanges, firing: str | None, stamp: str | None = None
+) -> None:
+    """Write the subscription's pending changes; trace a watermark move
+    (``stamp``: the new watermark as text, if the caller has it)."""
     if not changes:
         return
     with e.store.transaction() as tx:
         tx.update_subscription(sub_id, changes)
     if "last_seen_fired_at" in changes:
-        e.trace.add(now, "watermark", e.poller, who=sub_id, what=firing, detail=str(changes["last_seen_fired_at"]))
+        detail = stamp if stamp is not None else str(changes["last_seen_fired_at"])
+        e.trace.add(now, "watermark", e.poller, who=sub_id, what=firing, detail=detail)
 
 
 def drain(
@@ -220,7 +240,7 @@ def drain(
     per_batch = e.config.watermark_commit == "per_batch"
     errors = _Errors(sub)
     changes: SubscriptionChanges = {}  # subscription writes not yet committed
-    wm_firing = None  # the firing whose fired_at ``changes`` moves the watermark to
+    wm_firing = wm_stamp = None  # the firing whose fired_at ``changes`` moves the watermark to, and that as text
 
     for f in batch:
         fid = f["id"]
@@ -230,14 +250,14 @@ def drain(
         match, error = (True, None) if predicate is None else _filter(e, now, sub, predicate, f, d)
         if error is not None:
             if _predicate_error(e, now, sub, fid, error, errors, changes, stats):
-                _commit(e, now, sid, changes, wm_firing)  # hold: the watermark stays, drain stops
+                _commit(e, now, sid, changes, wm_firing, wm_stamp)  # hold: the watermark stays, drain stops
                 return stats
         elif errors.count or errors.degraded:  # a clean evaluation clears the error state
             errors.clear(changes)
         if match:
             step = _dispatch(e, now, sub, f, d, changes, stats)
             if step is _HOLD:
-                _commit(e, now, sid, changes, wm_firing)  # this firing's watermark stays; retried next tick
+                _commit(e, now, sid, changes, wm_firing, wm_stamp)  # this firing's watermark stays; retried next tick
                 return stats
             if step is _MOVED:
                 changes = {}
@@ -245,13 +265,13 @@ def drain(
         else:
             stats.filtered += 1
         changes.update({"last_seen_fired_at": f["fired_at"], "last_seen_firing_id": fid, "updated_at": now})
-        wm_firing = fid
+        wm_firing, wm_stamp = fid, d.stamp
         if not per_batch:
-            _commit(e, now, sid, changes, wm_firing)
+            _commit(e, now, sid, changes, wm_firing, wm_stamp)
             changes = {}
     if changes:
         e.faults.point("poll.before_batch_commit", now, who=sid)
-        _commit(e, now, sid, changes, wm_firing)
+        _commit(e, now, sid, changes, wm_firing, wm_stamp)
     return stats
 
 

@@ -168,7 +168,7 @@ class ReactorRuntime(RunnerHost):
 
     def _poll_loop(self, engine: ReactorEngine, phase: float = 0.0):
         store, interval = self.store, self.config.reactor_poll_interval
-        start_pass, fetch_next, drain = engine.start_pass, engine.fetch_next, engine.drain
+        start_pass, drain_next = engine.start_pass, engine.drain_next
         skips_idle = self._skips_idle(engine)
         if phase:
             yield Sleep(phase)
@@ -198,16 +198,10 @@ class ReactorRuntime(RunnerHost):
             while i < n:
                 # the batch is in hand; whoever else runs now, runs before the drain
                 yield Sleep(self.fetch_latency)
-                self._call(drain, subs[i], batch, decoded)
-                if not self._running(engine):
+                got = self._call(drain_next, subs, i, batch, decoded)  # the drain and the next fetch
+                if got is None or not self._running(engine):
                     return
-                if i + 1 < n:
-                    got = self._call(fetch_next, subs, i + 1)
-                    if got is None or not self._running(engine):
-                        return
-                    i, batch = got
-                else:
-                    i = n
+                i, batch = got
             yield ticks.next(self.now)
 
     def _prune_loop(self, engine: ReactorEngine):

@@ -145,7 +145,9 @@ class Driver:
         """``opener(store)``, recorded as this design's; a store of another design is refused by name."""
         return open_claimed(opener, store, getattr(self, "design", None))
 
-    def _observe(self, seed: int, faults: object, metrics: Metrics, trace: type[Trace] | None) -> None:
+    def _observe(
+        self, seed: int, faults: object, metrics: Metrics, trace: Callable[[TraceSchema], Trace] | None
+    ) -> None:
         """The run's ``metrics``, its trace (None: kept by no one, a :class:`NullTrace`)
         and the fault plan bound to the seed, the start and that trace."""
         self.metrics_registry = metrics

@@ -22,6 +22,7 @@ runtime class or of the face:
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar, cast
@@ -115,7 +116,7 @@ class VirtualFace(Face, VirtualRuntime):
         *,
         start: str | datetime | None = None,
         faults: object = None,
-        trace: bool = True,
+        trace: bool | str | os.PathLike[str] = True,
         **options: Any,
     ) -> None:
         self.config, self.seed = checked_config(config, seed, self.config_class), seed

@@ -15,7 +15,9 @@ order SimPy gives it, as if it yielded the events itself.
 from __future__ import annotations
 
 import math
+import os
 import random
+import threading
 from collections.abc import Callable, Generator
 from contextlib import nullcontext
 from datetime import datetime
@@ -31,10 +33,13 @@ from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import Store, open_store
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
-from fanoutsim.kernel.trace import Trace
+from fanoutsim.kernel.trace import SpilledTrace, Trace, TraceSchema
 from fanoutsim.kernel.validate import is_real
 
-# no threads under SimPy: what the wall clock locks, nothing needs to here
+# no threads under SimPy: what the wall clock locks, nothing needs to here. A
+# re-entrant lock of the run's own thread is never contended (so never waits)
+# and, unlike contextlib.nullcontext, enters and exits in C: the executor and
+# every workflow body pass through such a with-block.
 _NO_LOCK = nullcontext()
 T = TypeVar("T")
 
@@ -57,6 +62,15 @@ def until_ok(env: simpy.Environment, until: Any) -> bool:
     return bool(until != env.now)
 
 
+def _recorder(trace: object) -> Callable[[TraceSchema], Trace] | None:
+    """What records a run's trace, from a face's ``trace`` argument."""
+    if isinstance(trace, (str, os.PathLike)):
+        return partial(SpilledTrace, path=trace)
+    if not isinstance(trace, bool):
+        raise TypeError(f"trace must be True, False or a folder to spill it to (str or path), got {trace!r}")
+    return Trace if trace else None
+
+
 def delay_to(now: float, at: float) -> float:
     """The delay whose timeout fires at exactly ``at``: SimPy schedules at
     ``now + delay``, and ``now + (at - now)`` can miss ``at`` by an ulp."""
@@ -74,7 +88,8 @@ class VirtualRuntime(Driver):
     ``_start_loops``, ``_crashed``) and sets ``_noun`` ("runner", "dispatcher",
     "node": what the down message calls the process)."""
 
-    _lifecycle = _proc = _NO_LOCK
+    _lifecycle = _NO_LOCK
+    _proc: Any = _NO_LOCK  # each run's own RLock (see _open)
     #: SimPy's environment: the virtual clock and its event queue (``env.now`` is :attr:`now`).
     env: simpy.Environment
 
@@ -84,18 +99,21 @@ class VirtualRuntime(Driver):
         store: str | Store,
         start: str | datetime | None,
         faults: object,
-        trace: bool,
+        trace: bool | str | os.PathLike[str],
         opener: Callable[[Any], Store] = open_store,
     ) -> None:
         """What every seeded SimPy run starts with: the clock, the store
         (``opener(store)``: the design's, with every registered design's
         tables), the metrics, the trace and the bound fault plan; no
-        incarnation yet (the first :meth:`restart` makes incarnation 0)."""
+        incarnation yet (the first :meth:`restart` makes incarnation 0).
+        ``trace``: True (kept in memory), False (none) or a folder to spill
+        it to in Parquet chunks (:class:`~fanoutsim.kernel.trace.SpilledTrace`)."""
         self._check_faults(faults)
         self.start_us = parse_start(start)
+        self._proc = threading.RLock()  # see _NO_LOCK
         self.env = simpy.Environment()
         self.store = self._claim(opener, store)
-        self._observe(seed, faults, Metrics(), Trace if trace else None)
+        self._observe(seed, faults, Metrics(), _recorder(trace))
         self.engine = None
         self.incarnation = -1
         self._looping = False  # the incarnation's loops run (spawn more now)
@@ -117,11 +135,19 @@ class VirtualRuntime(Driver):
     @property
     def now(self) -> float:
         """Virtual seconds since ``start``."""
-        return self.env.now
+        return self.env._now  # (SimPy's now is a property of its own: a call less)
+
+    _stamped_at = math.nan  # the virtual time of the last stamp, and the stamp
+    _stamp = 0
 
     def now_us(self) -> int:
-        """Now as the store stamps it: epoch microseconds (:attr:`start_us` plus virtual time)."""
-        return self.start_us + round(self.env._now * US)  # env.now is a property: a call per stamp
+        """Now as the store stamps it: epoch microseconds (:attr:`start_us` plus
+        virtual time), the same int for every step of an instant (one object,
+        however many rows and trace events keep it)."""
+        now = self.env._now  # env.now is a property: a call per stamp
+        if now != self._stamped_at:
+            self._stamped_at, self._stamp = now, self.start_us + round(now * US)
+        return self._stamp
 
     def clock(self) -> float:
         """A mark for ``Work(seconds, since=mark)``: no virtual time passes inside a step."""
@@ -220,15 +246,23 @@ class VirtualRuntime(Driver):
         raise TypeError(f"a loop yields Sleep, Until, Work or Wait, not {request!r}")
 
     def _drive(self, loop: Loop) -> Generator[simpy.Event, Any, Any]:
-        """The SimPy process of one loop: each request answered with its event."""
+        """The SimPy process of one loop: each request answered with its event.
+
+        A wait of no time (``Sleep(0)``: a poll's fetch latency of 0) while
+        nothing else is due at this instant and no task waits to start is
+        answered at once: its timeout would be the very next event, so the
+        loop would resume right here, in the same order, an event later."""
         env, event_of = self.env, self._event
-        timeout = env.timeout
+        timeout, queue = env.timeout, env._queue
         try:
             request = next(loop)
             while True:
                 kind = type(request)  # the common requests inline: this is every loop's hot path
                 event: simpy.Event
                 if kind is Sleep:
+                    if request.seconds == 0 and not self._soon and (not queue or queue[0][0] > env._now):
+                        request = next(loop)
+                        continue
                     event = timeout(request.seconds)
                 elif kind is Work:
                     since = request.since
@@ -264,8 +298,17 @@ class VirtualRuntime(Driver):
 
     def _start_soon(self) -> None:
         soon, self._soon = self._soon, []
-        for loop in soon:
-            self._step_task(loop, self.incarnation)
+        self._starting = True
+        try:
+            for loop in soon:
+                self._step_task(loop, self.incarnation)
+        finally:
+            self._starting, self._shared = False, None
+
+    # while tasks start together: the end, the queue's length after it was
+    # scheduled, and the event of the last one's wait (see _task_event)
+    _starting = False
+    _shared: tuple[float, int, simpy.Event] | None = None
 
     def _step_task(self, loop: Loop, incarnation: int, _event: object = None) -> None:
         if incarnation != self.incarnation or self.engine is None:
@@ -278,7 +321,25 @@ class VirtualRuntime(Driver):
         except Crash as c:
             self.crash(c.point, c.downtime)
             return
-        self._event(request).callbacks.append(partial(self._step_task, loop, incarnation))
+        self._task_event(request).callbacks.append(partial(self._step_task, loop, incarnation))
+
+    def _task_event(self, request: Any) -> simpy.Event:
+        """The event a task waits on. The tasks started together (a claim's
+        workflow bodies) whose waits end at one instant share one timeout:
+        theirs would have been consecutive events (nothing was scheduled
+        between them), so one event whose callbacks resume each in turn runs
+        them in the same order, at the same time — one event per batch."""
+        env, shared = self.env, self._shared
+        if type(request) is not Work:
+            return self._event(request)
+        since = request.since
+        at = env._now + (request.seconds if since is None else request.seconds - (env._now - since))
+        if shared is not None and shared[0] == at and shared[1] == len(env._queue):
+            return shared[2]
+        event = self._event(request)
+        if self._starting:
+            self._shared = (at, len(env._queue), event)
+        return event
 
     def _spawn(self, loop: Loop, name: str = "loop", key: Any = None) -> simpy.Process:
         """A loop of the live incarnation, as a SimPy process a crash interrupts;
@@ -350,8 +411,13 @@ class VirtualRuntime(Driver):
         engine = step.__self__  # type: ignore[attr-defined]  # a bound method of an engine
         if engine is not self.engine and not self._live(engine):
             return None
+        if _now is None:
+            now = self.env._now
+            if now != self._stamped_at:
+                self._stamped_at, self._stamp = now, self.start_us + round(now * US)
+            _now = self._stamp
         try:
-            out = step(self.start_us + round(self.env._now * US) if _now is None else _now, *args, **kwargs)
+            out = step(_now, *args, **kwargs)
         except Crash as c:
             self.crash(c.point, c.downtime)
             return None

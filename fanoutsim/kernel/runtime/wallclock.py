@@ -141,6 +141,8 @@ class SteppedWallRuntime(Driver):
         and trace, the bound fault plan and the life cycle's locks and events."""
         if not is_real(stop_timeout) or not stop_timeout >= 0:
             raise ValueError(f"stop_timeout must be seconds >= 0, got {stop_timeout!r}")
+        if not isinstance(trace, bool):  # a folder to spill to is the virtual clock's (SpilledTrace)
+            raise TypeError(f"trace must be True or False on the wall clock, got {trace!r}")
         self.stop_timeout = float(stop_timeout)
         self._check_faults(faults)
         self.store = self._claim(opener, store)
