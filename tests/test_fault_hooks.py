@@ -101,3 +101,32 @@ def test_a_hand_written_plan_must_answer_its_own_designs_hooks_only():
     fs.OutboxSimulation(seed=0, faults=OnlyPoints())  # the outbox asks point and run_duration
     with pytest.raises(TypeError, match="without before_insert, after_insert, poll_limit"):
         fs.Simulation(seed=0, faults=OnlyPoints())
+
+
+def test_a_step_skips_only_the_points_and_hooks_where_nothing_can_act():
+    """An engine asks once whether passing a point (or asking a hook) may do
+    anything; it skips the call only where a healthy system's answer is sure."""
+    from fanoutsim.faults import CrashAtPoint, FailInserts
+    from fanoutsim.kernel.faults.plan import PointsOf, point_of
+
+    point, other = "poll.after_dispatch_before_watermark", "poll.after_fetch"
+    assert point_of(NoFaults(), point) is None
+    bound = Injector(FaultPlan([CrashAtPoint(point, nth=2)]), seed=0, start_us=0, trace=NullTrace())
+    assert point_of(bound, other) is None
+    points = PointsOf(bound)
+    assert points[point] is not None and points[other] is None and set(points) == {point, other}
+    points[point](point, 0)  # the first pass lives; the second crashes, as the plan says
+    with pytest.raises(fs.faults.Crash):
+        points[point](point, 0)
+
+    class HandWritten(NoFaults):
+        def point(self, name, now, **where):
+            raise fs.faults.Crash(name)
+
+    assert point_of(HandWritten(), other) is not None  # a plan written by hand is always asked
+
+    inserts = reactor_faults.BEFORE_INSERT
+    assert inserts.active(NoFaults()) is None
+    assert inserts.active(Injector(FaultPlan([CrashAtPoint(point)]), seed=0, start_us=0, trace=NullTrace())) is None
+    failing = Injector(FaultPlan([FailInserts(probability=1.0)]), seed=0, start_us=0, trace=NullTrace())
+    assert inserts.active(failing) is not None

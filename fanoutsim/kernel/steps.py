@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from fanoutsim.kernel.faults import Faults, NoFaults
+from fanoutsim.kernel.faults.plan import PointsOf
 
 if TYPE_CHECKING:
     from fanoutsim.kernel.metrics import Metrics
@@ -15,11 +16,13 @@ if TYPE_CHECKING:
 
 
 class StepEngine(Protocol):
-    """The metrics a step bumps, the trace it writes and the faults it asks."""
+    """The metrics a step bumps, the trace it writes and the faults it asks
+    (``points[name]``: the named point to pass, None where passing it does nothing)."""
 
     metrics: Metrics
     trace: Trace
     faults: Faults
+    points: PointsOf
 
 
 class StepEngineBase:
@@ -30,3 +33,4 @@ class StepEngineBase:
         self.metrics = metrics
         self.trace = trace
         self.faults: Faults = faults or NoFaults()
+        self.points = PointsOf(self.faults)

@@ -97,18 +97,25 @@ class TraceFrame(pd.DataFrame):
         return path
 
 
+# events a recorder holds as rows before it moves them into its columns
+_ROWS = 4096
+
+
 class Trace:
-    """The recorder: a list per event column, appended to in place. The
+    """The recorder: a list per event column. An event is first appended as
+    one row (a tuple: one call in C, where a list per column took seven), and
+    every :data:`_ROWS` events the rows move into the columns at once. The
     incarnation changes only at a restart, so it is kept as its runs — the
     event at which each incarnation began — rather than as a value per event;
     :meth:`columns` spells it out."""
 
-    __slots__ = ("schema", "cols", "_attempt", "_runs", "hist", "_hist_index", "_sources", "_logged")
+    __slots__ = ("schema", "cols", "rows", "_attempt", "_runs", "hist", "_hist_index", "_sources", "_logged")
 
     def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         self.schema = schema
         # t, kind, actor, who, what, where, detail (the incarnation is in _runs)
         self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS - 1))
+        self.rows: list[tuple[Any, ...]] = []  # the events not yet in cols, in order
         self._attempt = 0
         self._runs: list[tuple[int, int]] = [(0, 0)]  # (first event, incarnation), in order
         self.hist: tuple[list[Any], ...] = tuple([] for _ in schema.history)
@@ -131,14 +138,18 @@ class Trace:
         where: Ref = None,
         detail: str | None = None,
     ) -> None:
-        c = self.cols
-        c[0].append(t)
-        c[1].append(kind)
-        c[2].append(actor)
-        c[3].append(who)
-        c[4].append(what)
-        c[5].append(where)
-        c[6].append(detail)
+        rows = self.rows
+        rows.append((t, kind, actor, who, what, where, detail))
+        if len(rows) >= _ROWS:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Move the rows into the columns (what every reader of the columns does first)."""
+        rows = self.rows
+        if rows:
+            for col, values in zip(self.cols, zip(*rows)):
+                col.extend(values)
+            rows.clear()
 
     @property
     def attempt(self) -> int:
@@ -151,6 +162,7 @@ class Trace:
 
     def _begin_run(self, value: int) -> None:
         """The events from now on belong to incarnation ``value``."""
+        self._settle()
         self._attempt = value
         at = len(self.cols[0])
         if self._runs[-1][0] == at:  # no event of the last run: it is replaced
@@ -160,6 +172,7 @@ class Trace:
 
     def _attempts(self) -> list[int]:
         """The incarnation of each event, spelled out."""
+        self._settle()
         out: list[int] = []
         ends = [start for start, _ in self._runs[1:]] + [len(self.cols[0])]
         for (start, value), end in zip(self._runs, ends):
@@ -168,8 +181,9 @@ class Trace:
 
     def _all_columns(self) -> tuple[list[Any], ...]:
         """The eight event columns (t, kind, actor, who, what, where, incarnation, detail)."""
+        attempts = self._attempts()  # (settles the rows first)
         c = self.cols
-        return (*c[:6], self._attempts(), c[6])
+        return (*c[:6], attempts, c[6])
 
     def attempted(self, item: Ref, *values: object) -> None:
         """A writer is about to log ``item``; ``values``: the history's other columns, in order."""
@@ -185,7 +199,7 @@ class Trace:
         self.hist[self._logged][self._hist_index[item]] = at  # type: ignore[index]
 
     def __len__(self) -> int:
-        return len(self.cols[0])
+        return len(self.cols[0]) + len(self.rows)
 
     def _event_columns(self) -> list[tuple[str, list[Any]]]:
         cols = list(self._all_columns())
@@ -276,13 +290,14 @@ class SpilledTrace(Trace):
     def add(self, *args: Any, **kwargs: Any) -> None:
         """:meth:`Trace.add`, then the chunk to disk once it is full."""
         Trace.add(self, *args, **kwargs)
-        if len(self.cols[0]) >= self.chunk:
+        if len(self.cols[0]) + len(self.rows) >= self.chunk:
             self.spill()
 
     def spill(self) -> None:
         """Write the events in memory as the next file, and let them go."""
         import pyarrow.parquet as pq
 
+        self._settle()
         if not self.cols[0]:
             return
         pq.write_table(_chunk_table(Trace._all_columns(self)), self.path / f"part-{self._parts:06d}.parquet")
@@ -295,7 +310,7 @@ class SpilledTrace(Trace):
         import pyarrow.parquet as pq
 
         on_disk: int = sum(pq.ParquetFile(f).metadata.num_rows for f in self._files())
-        return on_disk + len(self.cols[0])
+        return on_disk + Trace.__len__(self)
 
     def _files(self) -> list[Path]:
         return [self.path / f"part-{i:06d}.parquet" for i in range(self._parts)]

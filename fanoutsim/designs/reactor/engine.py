@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
 from fanoutsim.designs.reactor.config import SchedulerConfig
-from fanoutsim.designs.reactor.faults import limits_polls
+from fanoutsim.designs.reactor.faults import AFTER_INSERT, BEFORE_INSERT, limits_polls
 from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
 from fanoutsim.kernel.faults import Faults
 from fanoutsim.kernel.ids import IdSource
@@ -141,6 +141,10 @@ class ReactorEngine(StepEngineBase):
         self.poller = "poller" if replica == 0 else f"poller#{replica}"  # the trace's actor
         self.settle_us = seconds_to_us(config.watermark_settle)
         self.poll_queries = metrics.counter("fanoutsim_reactor_poll_queries_total")
+        # the hooks asked at each dispatch, None where no fault acts at them (asked once)
+        self.insert_hooks = (BEFORE_INSERT.active(self.faults), AFTER_INSERT.active(self.faults))
+        # each reactor's fire-to-dispatch histogram, as its first dispatch finds it
+        self.fire_to_dispatch: dict[str, Callable[[float], None]] = {}
         # in-memory only: lost on crash, rebuilt lazily
         self._predicates: dict[str, tuple[str, Predicate | str]] = {}
 

@@ -35,10 +35,12 @@ def claim_next(e: Engine, now: int, limit: int) -> list[ExecutionRow] | None:
         if not tx.has_pending_executions():
             return None
         rows = tx.claim_executions(now, limit)
+    add = e.trace.add
     for row in rows:
-        e.trace.add(now, "claimed", "executor", where=row["id"], detail=row["workflow_name"])
-    if rows:
-        e.faults.point("executor.after_claim", now, executions=len(rows))
+        add(now, "claimed", "executor", None, None, row["id"], row["workflow_name"])
+    point = e.points["executor.after_claim"]
+    if rows and point is not None:
+        point("executor.after_claim", now, executions=len(rows))
     return rows
 
 

@@ -38,7 +38,7 @@ def fire(
     firing_id = e.ids.new()
     stamp = now if fired_at is None else fired_at
     trace = e.trace
-    trace.add(now, "fired", "reactor", what=firing_id, detail=reactor)
+    trace.add(now, "fired", "reactor", None, firing_id, None, reactor)
     trace.attempted(firing_id, reactor, tenant, stamp, blob)
     for name, fn in e.registry.graphs.get(reactor, ()):
         try:
@@ -47,7 +47,9 @@ def fire(
         except Exception as exc:  # a failing graph must not stop the durable path
             e.metrics.inc("fanoutsim_reactor_graph_errors_total", graph=name, reactor=reactor)
             trace.add(now, "graph_called", "reactor", what=firing_id, detail=f"{name}: error: {exc}")
-    e.faults.point("reactor.after_graphs_before_log", now, reactor=reactor, what=firing_id)
+    point = e.points["reactor.after_graphs_before_log"]
+    if point is not None:
+        point("reactor.after_graphs_before_log", now, reactor=reactor, what=firing_id)
     with e.store.transaction() as tx:
         tx.insert_firing(
             {
@@ -61,5 +63,5 @@ def fire(
         )
     e.metrics.inc("fanoutsim_reactor_firings_total", graph=graph or reactor, reactor=reactor)
     trace.logged(firing_id, now)
-    trace.add(now, "logged", "reactor", what=firing_id, detail=str(stamp))
+    trace.add(now, "logged", "reactor", None, firing_id, None, str(stamp))
     return firing_id

@@ -16,6 +16,7 @@ import json
 import re
 import struct
 from collections.abc import Mapping
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 _U64 = struct.Struct("<Q")
@@ -83,8 +84,22 @@ def _decode_payload(blob: bytes) -> dict[str, bytes]:
     return out
 
 
+# json.loads's own scanner, called directly (json.loads is three Python calls
+# around it, and detects an encoding first)
+_SCAN = json.JSONDecoder().scan_once
+
+
 def decode_value(raw: bytes) -> Any:
     """JSON-decoded if possible, otherwise the hex of the raw bytes."""
+    try:  # the common case: compact JSON in UTF-8, read by json.loads's scanner alone
+        text = raw.decode()
+        value, end = _SCAN(text, 0)
+        if end == len(text):
+            return value
+    except (UnicodeDecodeError, StopIteration, ValueError):
+        pass
+    # else what json.loads decides (whitespace, a BOM, UTF-16 or -32, trailing bytes, not JSON): the
+    # scan above succeeds only on text json.loads reads as UTF-8 to the same value
     try:
         return json.loads(raw)
     except (UnicodeDecodeError, ValueError):
@@ -94,6 +109,23 @@ def decode_value(raw: bytes) -> Any:
 def decode_sources(blob: bytes) -> dict[str, Any]:
     """What subscribers see: decoded sources, bookkeeping keys excluded."""
     return {k: decode_value(v) for k, v in decode_payload(blob).items() if not k.startswith(BOOKKEEPING_PREFIX)}
+
+
+if c_make_encoder is not None:
+    # JSONEncoder(separators=(",", ":")).encode's C encoder, built once and called
+    # directly; without its check for circular references, which a value decoded
+    # from JSON cannot have
+    _ENCODE = c_make_encoder(
+        None, json.JSONEncoder().default, encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+
+    def encode_decoded(value: dict[str, Any]) -> str:
+        """``json.dumps(value, separators=(",", ":"))`` of a dict of values
+        decoded from JSON (and strings): what an execution's context holds."""
+        return "".join(_ENCODE(value, 0))
+
+else:  # pragma: no cover  (CPython always has the C encoder)
+    encode_decoded = json.JSONEncoder(separators=(",", ":")).encode
 
 
 # The end of an execution's context as the poll loop writes it (sources first,

@@ -26,14 +26,13 @@ watermark is where a crash turns into a duplicate delivery.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.reactor.faults import InsertFailed
 from fanoutsim.designs.reactor.metrics import FIRE_TO_DISPATCH
-from fanoutsim.designs.reactor.payload import decode_sources
+from fanoutsim.designs.reactor.payload import decode_sources, encode_decoded
 from fanoutsim.designs.reactor.predicate import Predicate, activation, truncate_predicate_text
 from fanoutsim.designs.reactor.tables import cursor_of
 from fanoutsim.kernel.timeutil import US, rfc3339
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
         SubscriptionRow,
     )
 
-_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
 _COUNTS = tuple(map(str, range(1025)))  # a batch's size as a trace detail: one string per size, not one per event
 
 
@@ -61,6 +59,10 @@ class PollStats:
     predicate_errors: int = 0
     dead_letters: int = 0
     dispatch_failures: int = 0
+
+
+# what a drain counts into when its caller keeps no count (drain_next): never read
+_UNKEPT = PollStats()
 
 
 class _Firing:
@@ -134,7 +136,7 @@ def drain_next(
     ``subs[i + 1]``: one step, as no time passes between a drain and the
     next fetch. ``(index, batch)`` of the next subscription with a batch, or
     ``(len(subs), [])`` at the end of the pass."""
-    drain(e, now, subs[i], batch, decoded)
+    drain(e, now, subs[i], batch, decoded, _UNKEPT)
     if i + 1 < len(subs):
         return fetch_next(e, now, subs, i + 1)
     return len(subs), []
@@ -197,8 +199,10 @@ def _found(
         return i, batch
     sid = subs[i]["id"]
     n = len(batch)
-    e.trace.add(now, "polled", e.poller, who=sid, detail=_COUNTS[n] if n < len(_COUNTS) else str(n))
-    e.faults.point("poll.after_fetch", now, who=sid)
+    e.trace.add(now, "polled", e.poller, sid, None, None, _COUNTS[n] if n < len(_COUNTS) else str(n))
+    point = e.points["poll.after_fetch"]
+    if point is not None:
+        point("poll.after_fetch", now, who=sid)
     return i, batch
 
 
@@ -213,7 +217,7 @@ def _commit(
         tx.update_subscription(sub_id, changes)
     if "last_seen_fired_at" in changes:
         detail = stamp if stamp is not None else str(changes["last_seen_fired_at"])
-        e.trace.add(now, "watermark", e.poller, who=sub_id, what=firing, detail=detail)
+        e.trace.add(now, "watermark", e.poller, sub_id, firing, None, detail)
 
 
 def drain(
@@ -238,7 +242,8 @@ def drain(
     stats.fetched += len(batch)
     predicate = e.predicate_for(sub)
     per_batch = e.config.watermark_commit == "per_batch"
-    errors = _Errors(sub)
+    # the row's predicate error state as the drain moves (None: clean, until an error)
+    errors = _Errors(sub) if sub["predicate_error_count"] or sub["predicate_degraded"] else None
     changes: SubscriptionChanges = {}  # subscription writes not yet committed
     wm_firing = wm_stamp = None  # the firing whose fired_at ``changes`` moves the watermark to, and that as text
 
@@ -249,10 +254,12 @@ def drain(
             d = decoded[fid] = _Firing(f)
         match, error = (True, None) if predicate is None else _filter(e, now, sub, predicate, f, d)
         if error is not None:
+            if errors is None:
+                errors = _Errors(sub)
             if _predicate_error(e, now, sub, fid, error, errors, changes, stats):
                 _commit(e, now, sid, changes, wm_firing, wm_stamp)  # hold: the watermark stays, drain stops
                 return stats
-        elif errors.count or errors.degraded:  # a clean evaluation clears the error state
+        elif errors is not None and (errors.count or errors.degraded):  # a clean evaluation clears the error state
             errors.clear(changes)
         if match:
             step = _dispatch(e, now, sub, f, d, changes, stats)
@@ -264,13 +271,17 @@ def drain(
                 continue
         else:
             stats.filtered += 1
-        changes.update({"last_seen_fired_at": f["fired_at"], "last_seen_firing_id": fid, "updated_at": now})
+        changes["last_seen_fired_at"] = f["fired_at"]
+        changes["last_seen_firing_id"] = fid
+        changes["updated_at"] = now
         wm_firing, wm_stamp = fid, d.stamp
         if not per_batch:
             _commit(e, now, sid, changes, wm_firing, wm_stamp)
             changes = {}
     if changes:
-        e.faults.point("poll.before_batch_commit", now, who=sid)
+        point = e.points["poll.before_batch_commit"]
+        if point is not None:
+            point("poll.before_batch_commit", now, who=sid)
         _commit(e, now, sid, changes, wm_firing, wm_stamp)
     return stats
 
@@ -288,9 +299,7 @@ def _filter(
     else:
         value, error = None, predicate
     match = bool(value)
-    e.trace.add(
-        now, "predicate", e.poller, who=sub["id"], what=f["id"], detail=f"error: {error}" if error else str(match)
-    )
+    e.trace.add(now, "predicate", e.poller, sub["id"], f["id"], None, f"error: {error}" if error else str(match))
     return match, error
 
 
@@ -365,32 +374,42 @@ def _dispatch(
     ``dispatch_failure_policy="hold"`` keeps the watermark, :data:`_MOVED`
     when the watermark moved with the insert, else None: the watermark moves
     next (after a dispatch, or a failed insert under ``advance``)."""
-    faults, sid, fid = e.faults, sub["id"], f["id"]
+    sid, fid = sub["id"], f["id"]
     atomic = e.config.watermark_commit == "atomic"
     row = _execution_row(e, now, sub, f, d)
+    before_insert, after_insert = e.insert_hooks
     try:
         with e.store.transaction() as tx:
-            faults.before_insert(sub["workflow_name"], now, subscription=sub)
+            if before_insert is not None:
+                before_insert(sub["workflow_name"], now, subscription=sub)
             tx.insert_execution(row)
             if atomic:
-                faults.point("poll.after_dispatch_before_watermark", now, who=sid, what=fid)
+                e.faults.point("poll.after_dispatch_before_watermark", now, who=sid, what=fid)
                 tx.update_subscription(
                     sid, {**changes, "last_seen_fired_at": f["fired_at"], "last_seen_firing_id": fid, "updated_at": now}
                 )
         # committed; a lost reply still looks like a failure to the poller
-        faults.after_insert(sub["workflow_name"], now)
+        if after_insert is not None:
+            after_insert(sub["workflow_name"], now)
     except InsertFailed as exc:
         stats.dispatch_failures += 1
         e.metrics.inc("fanoutsim_reactor_dispatch_failures_total", reactor=sub["reactor_name"])
-        e.trace.add(now, "dispatch_failed", e.poller, who=sid, what=fid, where=row["id"], detail=str(exc))
+        e.trace.add(now, "dispatch_failed", e.poller, sid, fid, row["id"], str(exc))
         return _HOLD if e.config.dispatch_failure_policy == "hold" else None
     stats.dispatched += 1
-    e.metrics.observe(FIRE_TO_DISPATCH, (now - f["fired_at"]) / US, reactor=sub["reactor_name"])
-    e.trace.add(now, "dispatched", e.poller, who=sid, what=fid, where=row["id"])
+    latency = e.fire_to_dispatch.get(sub["reactor_name"])
+    if latency is None:  # the reactor's histogram, kept by the engine: one lookup a dispatch
+        latency = e.fire_to_dispatch[sub["reactor_name"]] = e.metrics.histogram(
+            FIRE_TO_DISPATCH, reactor=sub["reactor_name"]
+        )
+    latency((now - f["fired_at"]) / US)
+    e.trace.add(now, "dispatched", e.poller, sid, fid, row["id"])
     if atomic:
-        e.trace.add(now, "watermark", e.poller, who=sid, what=fid, detail=str(f["fired_at"]))
+        e.trace.add(now, "watermark", e.poller, sid, fid, None, d.stamp)
         return _MOVED
-    faults.point("poll.after_dispatch_before_watermark", now, who=sid, what=fid)
+    point = e.points["poll.after_dispatch_before_watermark"]
+    if point is not None:
+        point("poll.after_dispatch_before_watermark", now, who=sid, what=fid)
     return None
 
 
@@ -400,7 +419,7 @@ def _execution_row(e: Engine, now: int, sub: SubscriptionRow, f: FiringRow, d: _
         context["reactor_name"] = f["reactor_name"]
         context["reactor_firing_id"] = f["id"]
         context["reactor_fired_at"] = rfc3339(f["fired_at"])
-        d.context = _JSON.encode(context)
+        d.context = encode_decoded(context)
     return {
         "id": e.ids.new(),
         "workflow_name": sub["workflow_name"],

@@ -69,6 +69,10 @@ class Engine(StepEngine, Protocol):
     # how far behind the newest firing a watermark stops (config.watermark_settle)
     settle_us: int
     poll_queries: Bump
+    # the before_insert and after_insert hooks, each None where no fault acts at it
+    insert_hooks: tuple[Callable[..., None] | None, Callable[..., None] | None]
+    # each reactor's fire-to-dispatch histogram (an observe), kept by the engine
+    fire_to_dispatch: dict[str, Callable[[float], None]]
 
     # a property, read-only: the engine's registry is a subtype of this port, which a
     # (mutable) attribute would have to match exactly

@@ -72,6 +72,13 @@ class Hook(Generic[F]):
         """This hook of a faults object (what ``faults.<name>`` is), typed."""
         return cast(F, getattr(faults, self.name))
 
+    def active(self, faults: Any) -> F | None:
+        """This hook of ``faults``, or None where it is the healthy function
+        itself (no fault acts at it): a step that asks it for every row asks
+        this once and, on None, answers as a healthy system does."""
+        fn = self.of(faults)
+        return None if fn is self.healthy else fn
+
     def bound(self, run: BoundPlan) -> F:
         """This hook of a bound plan."""
         fn = self.bind(run) if self.bind is not None else _kinds_in_turn(self, run)

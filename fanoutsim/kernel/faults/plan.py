@@ -14,7 +14,7 @@ anything, a plan with a kind or a point its design does not have.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -168,6 +168,32 @@ def bind(faults: object, *, seed: int, start_us: int, trace: Trace) -> tuple[Fau
         return faults, Injector(faults, seed=seed, start_us=start_us, trace=trace)
     # any other object passed check_faults: it answers the points and its design's hooks
     return None, (cast(Faults, faults) if faults is not None else NoFaults())
+
+
+def point_of(faults: Faults, name: str) -> Callable[..., None] | None:
+    """``faults.point``, to pass the named point ``name`` with — or None where
+    passing it does nothing: a healthy system's (:class:`NoFaults`' own
+    ``point``) or a bound plan with no crash at that point. A step that passes
+    a point for every row asks once (an engine's ``points``) and skips the call."""
+    point = faults.point
+    if getattr(point, "__func__", None) is NoFaults.point:
+        return None
+    if type(faults) is Injector and not any(f.point == name for f in faults.point_crashes):
+        return None
+    return point
+
+
+class PointsOf(dict[str, "Callable[..., None] | None"]):
+    """:func:`point_of` of each point name asked for, kept (a point's answer
+    does not change over a bound plan's life): ``points[name]``."""
+
+    def __init__(self, faults: Faults) -> None:
+        super().__init__()
+        self.faults = faults
+
+    def __missing__(self, name: str) -> Callable[..., None] | None:
+        point = self[name] = point_of(self.faults, name)
+        return point
 
 
 class Injector:

@@ -271,7 +271,12 @@ class VirtualRuntime(Driver):
                     event = request.wake
                 elif kind is Until:  # a tick of a loop's grid
                     at, now = request.at, env._now
-                    event = timeout(delay_to(now, at) if at > now else 0.0)
+                    delay = at - now
+                    if delay <= 0:
+                        delay = 0.0
+                    elif now + delay != at:  # (most land exactly: delay_to only for those that miss)
+                        delay = delay_to(now, at)
+                    event = timeout(delay)
                 else:
                     event = event_of(request)
                 if self._soon:  # tasks the loop spawned start once its own wait is scheduled

@@ -6,7 +6,7 @@ from bisect import bisect_left, bisect_right, insort
 
 from fanoutsim.kernel.store.base import check_limit
 
-from .port import TABLES, ReactorTx, check_subscription_changes
+from .port import TABLES, UPDATABLE, ReactorTx, check_subscription_changes
 
 # -- the memory adapter -----------------------------------------------------------------
 _MAX_ID = "\uffff"  # sorts after every UUID string
@@ -228,12 +228,18 @@ class ReactorMemoryTx(ReactorTx):
         self.undo.append(lambda: _drop_sub(s, sid))
 
     def update_subscription(self, sub_id, changes):
-        check_subscription_changes(changes)  # else a typo would become a new column
+        if not UPDATABLE.issuperset(changes):  # (the common case inline: every watermark move)
+            check_subscription_changes(changes)  # else a typo would become a new column
         s = self.s
         row = s.subs.get(sub_id)
         if row is None:
             return  # no such row: UPDATE ... WHERE id = ? matches nothing
-        _put_sub(s, sub_id, {**row, **changes})  # a new row: whoever holds the old one keeps it as read
+        new = {**row, **changes}  # a new row: whoever holds the old one keeps it as read
+        if "enabled" in changes:
+            _put_sub(s, sub_id, new)
+        else:  # (_put_sub, inline: the poll order stays)
+            s.subs[sub_id] = new
+            s.poll_subs = None
         self.undo.append(lambda: _put_sub(s, sub_id, row))
 
     def delete_subscription(self, sub_id):
@@ -266,7 +272,9 @@ class ReactorMemoryTx(ReactorTx):
     # -- workflow_executions --------------------------------------------
     def insert_execution(self, row):
         s = self.s
-        eid = self._unique(s.executions, row["id"], "workflow_executions.id")
+        eid = row["id"]
+        if eid in s.executions:  # (_unique, inline: one insert a dispatch)
+            raise self._duplicate(f"workflow_executions.id {eid}")
         kept = s.executions[eid] = (
             eid,
             row["workflow_name"],
@@ -278,7 +286,8 @@ class ReactorMemoryTx(ReactorTx):
             row["finished_at"],
         )  # _E's order
         status = kept[E_STATUS]
-        _index_status(s, kept, None, status)
+        if status == "pending":
+            insort(s.pending, (kept[E_DISPATCHED], eid))
 
         def undo():
             _index_status(s, kept, status, None)

@@ -49,7 +49,8 @@ TIMESTAMP_COLUMNS = frozenset(
 SUBSCRIPTION_IDENTITY = frozenset({"id", "reactor_name", "workflow_name", "tenant_id"})
 
 
-_UPDATABLE = frozenset(TABLES["reactor_subscriptions"]) - SUBSCRIPTION_IDENTITY
+#: The columns an update may set: all but the identity ones.
+UPDATABLE = frozenset(TABLES["reactor_subscriptions"]) - SUBSCRIPTION_IDENTITY
 
 
 # -- the rows ------------------------------------------------------------------------
@@ -118,7 +119,7 @@ class ExecutionRow(TypedDict):
 
 def check_subscription_changes(changes: Mapping[str, object]) -> None:
     """Reject columns an update may not set, before anything is written."""
-    if _UPDATABLE.issuperset(changes):  # the poll loop's every watermark move
+    if UPDATABLE.issuperset(changes):  # the poll loop's every watermark move
         return
     unknown = set(changes) - set(TABLES["reactor_subscriptions"])
     if unknown:
