@@ -1180,6 +1180,24 @@ def test_cursors_upsert_and_list_in_consumer_order(db):
     assert db.rows("cursors") == [{"consumer": "exporter", "seq": 0}, {"consumer": "indexer", "seq": 7}]
 
 
+def test_past_cursor_is_the_cursor_the_rows_past_it_and_the_next_due_in_one_read(db):
+    append(db, 10, 20, 30, 40)
+    with db.transaction() as tx:
+        assert tx.past_cursor("indexer", 10) == (None, [], None)  # no cursor: nothing read
+        tx.set_cursor("indexer", 1)
+        tx.set_cursor("mailer", 4)
+        cursor, rows, due = tx.past_cursor("indexer", 2)
+        assert (cursor, [r["seq"] for r in rows], due) == (1, [2, 3], None)
+        assert rows == tx.fetch_outbox(1, 2)
+        assert tx.past_cursor("mailer", 10) == (4, [], None)  # at the end of the log
+        tx.defer("mailer", 2, 500)
+        tx.defer("indexer", 3, 700)
+        assert tx.past_cursor("mailer", 10) == (4, [], 500)
+        assert tx.past_cursor("indexer", 0) == (1, [], 700)
+        with pytest.raises(ValueError):
+            tx.past_cursor("indexer", -1)
+
+
 def test_parked_rows_overwrite_and_list_by_consumer_then_seq(db):
     with db.transaction() as tx:
         tx.park({"consumer": "z", "seq": 1, "error": "e1", "attempts": 1, "parked_at": 5})

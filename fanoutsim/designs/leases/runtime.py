@@ -214,7 +214,7 @@ class LeaseRuntime(LeaseHost):
                 if not client.paused and working[0] < WORKERS_PER_LEASE * row["in_flight_limit"]:
                     for lease in self._call(engine.consume, client.name, client.batch_limit) or ():
                         working[0] += 1
-                        self._spawn(self._worker(engine, client, lease, working), f"worker-{client.name}")
+                        self._spawn_task(self._worker(engine, client, lease, working), f"worker-{client.name}")
                     self._granted()
             yield ticks.next(self.now)
 
@@ -237,7 +237,7 @@ class LeaseRuntime(LeaseHost):
                 if not client.paused and free > 0:
                     for lease in self._call(engine.consume, client.name, free) or ():
                         busy[0] += 1
-                        self._spawn(self._worker(engine, client, lease, busy, key), f"worker-{client.name}")
+                        self._spawn_task(self._worker(engine, client, lease, busy, key), f"worker-{client.name}")
                     self._granted()
             due = self._call(engine.next_due, client.name) if free > 0 else None
             yield Wait(wake, self._until(due, client.poll_interval))
@@ -282,7 +282,7 @@ class LeaseRuntime(LeaseHost):
             yield from self._answer(engine, engine.ack, client.name, lease.event_id, lease.token, lease.incarnation)
         finally:
             working[0] -= 1
-            if key is not None:
+            if key is not None and self._live(engine):  # a dead one's pull loop is gone (a new one may arm the key)
                 self._signal(key)
 
     def _work(self, engine: LeaseEngine, client: LeaseClient, lease: Lease, d: float):

@@ -17,7 +17,7 @@ Where things live:
 ``config.py``      ``OutboxConfig`` (dispatcher) and ``ConsumerSpec`` (one consumer)
 ``commit.py``      the write path: change + outbox row in one transaction, then the hint
 ``notify.py``      the lossy hint channel (drop, coalesce, delay, silent)
-``dispatcher.py``  one consumer's step: fetch past the cursor, begin, finish
+``dispatcher.py``  one consumer's steps: a read past the cursor, its batch (begin, finish)
 ``consumers.py``   the registry, cursors: add, point, reset and replay
 ``retention.py``   the retention step
 ``bus.py``         the topic bus: best-effort, not durable

@@ -35,13 +35,18 @@ class TopicBus:
             self.subscribers[topic].remove(callback)
 
     def publish(self, row: OutboxRow) -> int:
-        """Hand the row to every live subscriber of its topic; how many got it."""
-        n, topic = 0, row["topic"]
-        for cb in list(self.subscribers.get(topic, ()) if topic is not None else ()):  # no topic: no listener
+        """Hand the row to every live subscriber of its topic (each its own copy:
+        the store's rows are read, never changed); how many got it."""
+        self.published += 1
+        topic = row["topic"]
+        listeners = self.subscribers.get(topic) if self.subscribers and topic is not None else None
+        if not listeners:  # no topic: no listener
+            return 0
+        n = 0
+        for cb in list(listeners):
             try:
-                cb(row)
+                cb(row.copy())
                 n += 1
             except Exception:  # a broken socket must not stop the feed
                 pass
-        self.published += 1
         return n

@@ -31,7 +31,7 @@ def reserve(e: Engine, now: int) -> int:
     """Take the next seq now (it is a gap until a commit fills it)."""
     with e.store.transaction() as tx:
         seq = tx.reserve_outbox_seq()
-    e.trace.add(now, "reserved", "writer", what=seq)
+    e.trace.add(now, "reserved", "writer", None, seq)
     return seq
 
 
@@ -67,7 +67,7 @@ def commit(
         if e.config.notify and e.notify_in_tx is not None:  # PostgreSQL: delivered at COMMIT, or never
             e.notify_in_tx(tx, [str(seq)])
     e.metrics.inc("fanoutsim_outbox_commits_total", kind=kind)
-    e.trace.add(now, "committed", "writer", what=seq, detail=kind)
+    e.trace.add(now, "committed", "writer", None, seq, None, kind)
     e.faults.point("commit.before_notify", now, what=seq)
     if e.config.notify:
         e.notify(now, [str(seq)])

@@ -5,16 +5,23 @@ seq. For each consumer, independently:
 
 1. :func:`fetch` reads the rows past the consumer's cursor in seq order, up to
    ``batch_limit`` (deferred rows that fell due come first, :func:`fetch_due`);
-2. :func:`begin` hands one row to the consumer: its function runs — the
+2. each row is *begun*: handed to the consumer, whose function runs — the
    consumer's effect, a ``delivered`` event in the trace when it does not
-   raise — and the step takes the consumer's duration — or is cut off at its
+   raise — and the attempt takes the consumer's duration — or is cut off at its
    timeout (then the function does not run);
-3. :func:`finish` records the outcome. Handled: the cursor moves to the row
+3. and *finished*: its outcome recorded. Handled: the cursor moves to the row
    (*after* the handling: a crash at ``dispatch.after_handle_before_cursor``
    re-delivers it on restart — at-least-once). Failed: back off and retry, and
    the ``retry_budget``-th failure *parks* the row (recorded with its error
    and attempts) and moves the cursor past it, so one poison row cannot wedge
    the feed. Not yet due: remember it in ``deferred`` and move on.
+
+The runtime takes a batch through these in steps that end where time must
+pass (:class:`Batch`): :func:`read` fetches and begins the first row,
+:func:`advance` finishes the attempt in hand once its work is done and begins
+the next row; rows that take no time are begun and finished in the same step,
+so a batch of them is one step. Only the consumer's own code runs apart
+(:func:`effect`), outside the store lock on the wall clock.
 
 Retry counts live in the runtime's hands (memory): a restart starts a row's
 budget again, the parked table keeps what was spent.
@@ -27,32 +34,37 @@ from typing import TYPE_CHECKING, cast
 
 from fanoutsim.kernel.timeutil import US, seconds_to_us
 
-from .metrics import COMMIT_TO_HANDLED
-
 if TYPE_CHECKING:
+    from fanoutsim.designs.outbox.metrics import Meters
     from fanoutsim.designs.outbox.steps import Engine
     from fanoutsim.designs.outbox.tables.port import OutboxRow, OutboxTx
 
 
-@dataclass(slots=True)
-class Step:
-    """One attempt at one row, begun: what the runtime waits for before :func:`finish`."""
+@dataclass(slots=True, eq=False)
+class Batch:
+    """One read of a consumer and its rows' handling, a step at a time: the
+    due rows first, then the new ones, in order (``rows[i]`` is in hand). After
+    a step the runtime waits for what the batch says — the consumer's ``effect``
+    to run, its ``duration`` of work on the attempt in hand, or a retry's
+    ``backoff`` — and calls :func:`advance`; ``done``: every row is behind the
+    consumer. Its fields are the attempt's own, so that a row allocates nothing."""
 
     consumer: str
-    row: OutboxRow
-    duration: float  # virtual seconds until the outcome is known
-    error: str | None = None
-    deferred: bool = False  # not due yet: to be remembered, not handled
-    due: bool = False  # came from the deferred table (it fell due)
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    kind: str  # handled, retry, parked, deferred
-    delay: float = 0.0  # seconds to back off before the retry
-
-
-HANDLED, PARKED, DEFERRED = Outcome("handled"), Outcome("parked"), Outcome("deferred")
+    meters: Meters
+    rows: list[OutboxRow]
+    due: int  # how many of ``rows`` (the first) fell due from the deferred table
+    new: int  # how many were read past the cursor
+    first_due: int | None  # the consumer's next due time, read with the fetch
+    i: int = 0  # the row in hand
+    attempt: int = 0  # its attempts finished
+    begun: bool = False  # an attempt at it is begun, its outcome not yet recorded
+    duration: float = 0.0  # virtual seconds until the begun attempt's outcome is known
+    error: str | None = None  # the begun attempt's failure
+    effect: bool = False  # the consumer's code is still to run (:func:`effect`)
+    not_due: bool = False  # the row in hand is not due yet: to be remembered, not handled
+    backoff: float | None = None  # seconds to wait before the next attempt at the row in hand
+    deferred: bool = False  # a row of the batch was deferred
+    done: bool = False
 
 
 def cursor_of(e: Engine, name: str) -> int:
@@ -92,21 +104,21 @@ def next_due(e: Engine, now: int, name: str) -> int | None:
         return tx.next_due(name)
 
 
-def fetch(e: Engine, now: int, name: str) -> list[OutboxRow]:
-    """The rows past the cursor this wake-up may hand to ``name``, in seq order."""
+def fetch(e: Engine, now: int, name: str, meters: Meters | None = None) -> list[OutboxRow]:
+    """The rows past the cursor this wake-up may hand to ``name``, in seq order
+    (``meters``: the consumer's, if the caller has them)."""
     cfg = e.config
     with e.store.transaction() as tx:
-        cursor = tx.get_cursor(name)
+        # nothing past the cursor (the log's end): the read finds nothing; it is
+        # still counted below as the query the real dispatcher sends
+        cursor, rows, due_next = tx.past_cursor(name, cfg.batch_limit)
         if cursor is None:
             raise no_cursor(e, name)
-        # nothing past the cursor (the log's end): the read would find nothing; it is
-        # still counted below as the query the real dispatcher sends
-        rows = tx.fetch_outbox(cursor, cfg.batch_limit) if tx.has_outbox_past(cursor) else []
+        e.due_at_fetch[name] = due_next  # same snapshot: spares the runtime a next_due read
         # retained rows start right after the cursor, or none are retained past it:
         # nothing was pruned under this consumer, so the bounds need no read
         low = tx.outbox_bounds()[0] if rows and rows[0]["seq"] != cursor + 1 else None
-        e.due_at_fetch[name] = tx.next_due(name)  # same snapshot: spares the runtime a next_due read
-    e.count("fanoutsim_outbox_fetches_total", name)()
+    (meters or e.meters(name)).fetches()
     if low is not None and cursor < low - 1 and (name, low) not in e.behind_noted:
         # retention pruned rows this consumer never read: it fell behind the window
         e.behind_noted.add((name, low))
@@ -165,69 +177,139 @@ def _until_gap(e: Engine, now: int, name: str, cursor: int, rows: list[OutboxRow
     return rows
 
 
-def begin(e: Engine, now: int, name: str, row: OutboxRow, due: bool = False) -> Step:
-    """Hand ``row`` to the consumer (or find it is not due yet)."""
-    spec = e.registry.spec(name)
+def read(e: Engine, now: int, name: str, begin: bool = True) -> Batch:
+    """One read of ``name``: its new rows (:func:`fetch`) and, once the first is
+    due, its due rows (:func:`fetch_due`), as a :class:`Batch`; with ``begin``,
+    its rows handled up to the first that takes time (see :func:`advance`)."""
+    meters = e.meters(name)
+    rows = fetch(e, now, name, meters)
+    first_due = e.due_at_fetch.get(name)
+    due = fetch_due(e, now, name) if first_due is not None and first_due <= now else None
+    b = Batch(name, meters, [*due, *rows] if due else rows, len(due) if due else 0, len(rows), first_due)
+    return advance(e, now, b) if begin else b
+
+
+def advance(e: Engine, now: int, b: Batch) -> Batch:
+    """The batch's next step, once what it waited for is over: the outcome of
+    the attempt in hand (its work is done), then the next rows begun — each
+    that takes no time finished at once — up to the first that takes time, a
+    retry's backoff, or the batch's end."""
+    if b.begun:
+        if not _finish(e, now, b):
+            return b  # a retry: its backoff first
+    else:
+        b.backoff = None  # the backoff is over (or, after a read, nothing was begun yet)
+    n = len(b.rows)
+    while b.i < n:
+        _begin(e, now, b)
+        if b.effect or b.duration > 0 or not _finish(e, now, b):
+            return b
+    b.done = True
+    return b
+
+
+def _begin(e: Engine, now: int, b: Batch) -> None:
+    """Begin an attempt at the row in hand (or find it is not due yet); the
+    consumer's code, if it has some, is left for :func:`effect`."""
+    name, i = b.consumer, b.i
+    row, due = b.rows[i], i < b.due
+    b.begun, b.error, b.effect = True, None, False
     due_at = row["due_at"]
-    if not due and due_at is not None and due_at > now:
-        return Step(name, row, 0.0, deferred=True)
+    b.not_due = not due and due_at is not None and due_at > now
+    if b.not_due:
+        b.duration = 0.0
+        return
+    spec = e.registry.spec(name)
     d = spec.duration
-    d = e.faults.run_duration(name, now, float(d(e.rng) if callable(d) else d))
+    d = b.duration = e.faults.run_duration(name, now, float(d(e.rng) if callable(d) else d))
     timeout = spec.timeout
     if timeout is not None and d > timeout:
-        return Step(name, row, timeout, error=f"timed out after {timeout:g}s", due=due)
-    error = None
-    if spec.fn is not None:
-        try:
-            spec.fn(dict(row))
-        except Exception as exc:  # a transient failure: retried under the budget
-            error = f"{type(exc).__name__}: {exc}"
-    if error is None:
-        # the consumer's effect lands here, as the step begins: a crash before
-        # the step finishes re-delivers the row, and the effect happens again
+        b.duration, b.error = timeout, f"timed out after {timeout:g}s"
+    elif spec.fn is not None:
+        b.effect = True
+    else:  # the consumer's effect lands here, as the attempt begins (see effect)
         e.trace.add(now, "delivered", e.actor, name, row["seq"], None, "due" if due else None)
-    return Step(name, row, d, error, False, due)
 
 
-def _done(tx: OutboxTx, step: Step) -> None:
+def effect(e: Engine, now: int, b: Batch) -> Batch:
+    """The consumer's code on the row in hand (raising: a failed attempt). Its
+    effect lands here, as the attempt begins: a crash before the attempt
+    finishes re-delivers the row, and the effect happens again."""
+    b.effect = False
+    fn = e.registry.spec(b.consumer).fn
+    row, due = b.rows[b.i], b.i < b.due
+    try:
+        if fn is not None:
+            fn(dict(row))
+    except Exception as exc:  # a transient failure: retried under the budget
+        b.error = f"{type(exc).__name__}: {exc}"
+        return b
+    e.trace.add(now, "delivered", e.actor, b.consumer, row["seq"], None, "due" if due else None)
+    return b
+
+
+def _done(tx: OutboxTx, name: str, seq: int, due: bool) -> None:
     """The row is behind this consumer: its deferred entry goes, or its cursor moves."""
-    if step.due:
-        tx.delete_deferred(step.consumer, step.row["seq"])
+    if due:
+        tx.delete_deferred(name, seq)
     else:
-        tx.set_cursor(step.consumer, step.row["seq"])
+        tx.set_cursor(name, seq)
 
 
-def finish(e: Engine, now: int, step: Step, attempt: int) -> Outcome:
-    """Record the outcome of ``attempt`` (1, 2, ...) at ``step``'s row."""
-    name, seq = step.consumer, step.row["seq"]
+def _finish(e: Engine, now: int, b: Batch) -> bool:
+    """Record the outcome of the attempt in hand: True when its row is behind
+    the consumer — handled, parked or deferred — and the batch moves on to the
+    next; False when a retry waits for its ``backoff``."""
+    b.begun = False
+    b.attempt += 1
+    name, i = b.consumer, b.i
+    row, due = b.rows[i], i < b.due
+    seq = row["seq"]
     trace, actor = e.trace, e.actor
-    if step.deferred:
+    if b.not_due:
         with e.store.transaction() as tx:
-            tx.defer(name, seq, cast(int, step.row["due_at"]))  # begin defers only a row with a due_at
+            tx.defer(name, seq, cast(int, row["due_at"]))  # only a row with a due_at is not due
             tx.set_cursor(name, seq)
-        trace.add(now, "deferred", actor, who=name, what=seq, detail=str(step.row["due_at"]))
-        trace.add(now, "cursor", actor, who=name, what=seq)
-        return DEFERRED
-    if step.error is None:
-        trace.add(now, "handled", actor, name, seq, None, "due" if step.due else None)
-        e.count("fanoutsim_outbox_handled_total", name)()
-        e.metrics.observe(COMMIT_TO_HANDLED, (now - step.row["ts"]) / US, consumer=name)
+        trace.add(now, "deferred", actor, name, seq, None, str(row["due_at"]))
+        trace.add(now, "cursor", actor, name, seq)
+        b.deferred = True
+    elif b.error is None:
+        trace.add(now, "handled", actor, name, seq, None, "due" if due else None)
+        m = b.meters
+        m.handled()
+        latency = m.latency or e.latency(name)
+        m.latency = latency
+        latency((now - row["ts"]) / US)
         e.faults.point("dispatch.after_handle_before_cursor", now, who=name, what=seq)
         with e.store.transaction() as tx:
-            _done(tx, step)
-        if not step.due:
+            _done(tx, name, seq, due)
+        if not due:
             trace.add(now, "cursor", actor, name, seq)
-        return HANDLED
+    elif not _failed(e, now, b, seq, due):
+        return False
+    if e.unreported is not None and not b.not_due:  # handled or parked: for the consumer's next status write
+        e.unreported[name] = seq
+    b.i = i + 1
+    b.attempt = 0
+    return True
+
+
+def _failed(e: Engine, now: int, b: Batch, seq: int, due: bool) -> bool:
+    """The attempt in hand failed: its row parked at the ``retry_budget``-th
+    failure (True), else a retry after a backoff (False)."""
+    name, error, attempt = b.consumer, b.error, b.attempt
     spec = e.registry.spec(name)
-    trace.add(now, "failed", actor, who=name, what=seq, detail=f"attempt {attempt}: {step.error}")
-    e.count("fanoutsim_outbox_failures_total", name)()
-    if attempt >= spec.retry_budget:
-        with e.store.transaction() as tx:
-            tx.park({"consumer": name, "seq": seq, "error": step.error, "attempts": attempt, "parked_at": now})
-            _done(tx, step)
-        trace.add(now, "parked", actor, who=name, what=seq, detail=step.error)
-        if not step.due:
-            trace.add(now, "cursor", actor, who=name, what=seq)
-        e.count("fanoutsim_outbox_parked_total", name)()
-        return PARKED
-    return Outcome("retry", spec.backoff_for(attempt, e.rng))
+    trace, actor = e.trace, e.actor
+    trace.add(now, "failed", actor, name, seq, None, f"attempt {attempt}: {error}")
+    b.meters.failures()
+    if attempt < spec.retry_budget:
+        b.backoff = spec.backoff_for(attempt, e.rng)
+        return False
+    with e.store.transaction() as tx:
+        tx.park({"consumer": name, "seq": seq, "error": error, "attempts": attempt, "parked_at": now})
+        _done(tx, name, seq, due)
+    trace.add(now, "parked", actor, name, seq, None, error)
+    if not due:
+        trace.add(now, "cursor", actor, name, seq)
+    b.meters.parked()
+    return True

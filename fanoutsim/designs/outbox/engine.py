@@ -27,8 +27,9 @@ from fanoutsim.designs.outbox import consumers, dispatcher, retention
 from fanoutsim.designs.outbox.bus import TopicBus
 from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.consumers import OutboxRegistry
+from fanoutsim.designs.outbox.metrics import COMMIT_TO_HANDLED, Meters
 from fanoutsim.kernel.faults import Faults
-from fanoutsim.kernel.metrics import Bump, Metrics
+from fanoutsim.kernel.metrics import Bump, Metrics, Observe
 from fanoutsim.kernel.steps import StepEngineBase
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace, TraceSchema
@@ -77,6 +78,9 @@ class OutboxEngine(StepEngineBase):
         self.wake_at: dict[str, int] = {}  # consumer -> when a wait (settle, gap) ends
         self.due_at_fetch: dict[str, int | None] = {}  # consumer -> next due time, read with its last fetch
         self.counters: dict[tuple[str, str], Bump] = {}  # (metric, consumer) -> bound counter
+        self._meters: dict[str, Meters] = {}  # consumer -> its counters, bound
+        # consumer -> the last seq it finished since its last status write (self_hint_every only)
+        self.unreported: dict[str, int] | None = {} if config.self_hint_every is not None else None
 
     # the write path
     reserve = _commit.reserve
@@ -85,22 +89,41 @@ class OutboxEngine(StepEngineBase):
     add_consumer = consumers.add_consumer
     set_cursor = consumers.set_cursor
     reset_consumer = consumers.reset_consumer
-    # one consumer's step
+    # one consumer's steps: a read, then its batch a step at a time
     fetch = dispatcher.fetch
     fetch_due = dispatcher.fetch_due
     next_due = dispatcher.next_due
     ready = dispatcher.ready
-    begin = dispatcher.begin
-    finish = dispatcher.finish
+    read = dispatcher.read
+    advance = dispatcher.advance
+    effect = dispatcher.effect
     # retention
     prune_once = retention.prune_once
 
     def count(self, metric: str, consumer: str) -> Bump:
-        """The bound counter ``metric{consumer=...}`` (the hot path bumps it per row)."""
+        """The bound counter ``metric{consumer=...}``."""
         c = self.counters.get((metric, consumer))
         if c is None:
             c = self.counters[(metric, consumer)] = self.metrics.counter(metric, consumer=consumer)
         return c
+
+    def meters(self, consumer: str) -> Meters:
+        """``consumer``'s counters, bound once (a read and each row bump them)."""
+        m = self._meters.get(consumer)
+        if m is None:
+            count = self.count
+            m = self._meters[consumer] = Meters(
+                count("fanoutsim_outbox_fetches_total", consumer),
+                count("fanoutsim_outbox_handled_total", consumer),
+                count("fanoutsim_outbox_failures_total", consumer),
+                count("fanoutsim_outbox_parked_total", consumer),
+            )
+        return m
+
+    def latency(self, consumer: str) -> Observe:
+        """The bound histogram of ``consumer``'s commit-to-handled seconds, made
+        at its first handled row (as :meth:`Metrics.observe` would make it)."""
+        return self.metrics.histogram(COMMIT_TO_HANDLED, consumer=consumer)
 
     def publish(self, now: int) -> int:
         """Publish rows committed since the last call to the topic bus."""
@@ -116,5 +139,5 @@ class OutboxEngine(StepEngineBase):
             n = bus.publish(r)
             bus.position = r["seq"]
             # the topic in the consumer column: a bus topic is not a consumer, the kind says so
-            trace.add(now, "published", "bus", who=r["topic"], what=r["seq"], detail=str(n))
+            trace.add(now, "published", "bus", r["topic"], r["seq"], None, str(n))
         return len(rows)

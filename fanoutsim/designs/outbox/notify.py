@@ -132,8 +132,11 @@ class NotificationChannel:
         self._lost = seqs.__contains__
 
     def _silent(self, now: int) -> bool:
+        silent = self.spec.silent
+        if not silent:  # the usual case, asked at every hint
+            return False
         t = (now - self.start_us) / US
-        return any(w[0] <= t < w[1] for w in self.spec.silent)
+        return any(w[0] <= t < w[1] for w in silent)
 
     def listening(self, now: int) -> bool:
         return self.connected and not self._silent(now)

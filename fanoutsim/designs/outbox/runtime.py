@@ -59,7 +59,6 @@ from typing import Any
 
 from fanoutsim.designs.faults import LateCommit, Notifications
 from fanoutsim.designs.outbox.config import NO_COST, OutboxConfig, OutboxWorkload
-from fanoutsim.designs.outbox.dispatcher import DEFERRED
 from fanoutsim.designs.outbox.engine import TRACE, OutboxEngine, OutboxRegistry
 from fanoutsim.designs.outbox.host import OutboxHost
 from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
@@ -114,8 +113,6 @@ class OutboxRuntime(OutboxHost):
         self._late = self.plan.of(LateCommit) if self.plan else []
         self._late_rng = self._rng("late")
         self._workloads = 0
-        # consumer -> the last seq it finished since its last status write (self_hint_every only)
-        self._unreported: dict[str, int] | None = {} if self.config.self_hint_every is not None else None
         if self.config.catch_up and self._pg is None and self.channel.spec.silent:
             self._service(self._reconnects(), "reconnects")
 
@@ -150,8 +147,6 @@ class OutboxRuntime(OutboxHost):
 
     def _crashed(self) -> None:
         self.channel.connected = False  # hints sent while down are lost
-        if self._unreported is not None:
-            self._unreported.clear()  # finished rows not yet written down: gone with the process
 
     # -- hints ------------------------------------------------------------------
     def _send_hints(self, now: int, payloads: list[str]) -> None:
@@ -176,7 +171,7 @@ class OutboxRuntime(OutboxHost):
                 return
         if not self.channel.arrive(now, payload):
             return
-        self._trace.add(now, "hint", "dispatcher", what=int(payload))
+        self._trace.add(now, "hint", "dispatcher", None, int(payload))
         self._wake_all()
 
     def _wake_all(self) -> None:
@@ -227,7 +222,7 @@ class OutboxRuntime(OutboxHost):
         every, rng = self.config.self_hint_every, self._rng("outbox-status", name, self.incarnation)
         while self._running(engine):
             yield Sleep(every.sample(rng))
-            seq = self._unreported.pop(name, None)
+            seq = engine.unreported.pop(name, None)  # finished rows not written down die with the engine
             if seq is not None and self._live(engine):
                 if self._pg is not None:
                     self._pg.notify(str(seq))  # a real NOTIFY, as the write's trigger sends
@@ -236,87 +231,66 @@ class OutboxRuntime(OutboxHost):
 
     def _consumer_loop(self, engine: OutboxEngine, name: str):
         """One consumer's loop: read (its due rows, then its new ones), handle
-        each row, then drain again or sleep until a hint, the poll or a wait's end."""
+        each row, then drain again or sleep until a hint, the poll or a wait's end.
+        The batch goes a step at a time (:class:`~.dispatcher.Batch`): one step
+        from a wait to the next, so a batch whose rows take no time is one."""
         cfg = self.config
         limit, key = cfg.batch_limit, ("consumer", name)
         late_flag = cfg.wake_mode == "after_fetch"
         cost = self._read_cost(name)
+        begin = cost is None and not late_flag  # nothing comes between the read and the first row
+        read, advance, effect = engine.read, engine.advance, engine.effect  # the steps, bound once
         wake = None
         while self._running(engine):
             if not late_flag:
                 wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
-            read = self._read(engine, name)
-            if read is None:
+            if begin:
+                batch = self._call(read, name)
+            else:
+                batch, wake = yield from self._read_apart(engine, name, cost, wake)
+            if batch is None:
                 return  # the process died in the read
-            rows, due, first_due = read
-            if cost is not None:  # the read's cost in time: what commits meanwhile is not in it
-                yield Work(cost(bool(rows or due)))
-                if not self._live(engine):
+            while not batch.done:  # every wait of the batch, inline: this is the consumer's hot path
+                since = None
+                if batch.effect:  # the consumer's own code, outside the store lock: its time is the work's
+                    since = self.clock()
+                    if self._outside(effect, batch) is None:
+                        return
+                if batch.backoff is not None:
+                    yield Sleep(batch.backoff)  # a retry's backoff, then the next attempt
+                    if not self._running(engine):
+                        return
+                elif batch.duration > 0:
+                    yield Work(batch.duration, since)
+                # (a process that died meanwhile, with the row in hand, takes no step: it stays owed)
+                if self._call(advance, batch) is None:
                     return
-            if late_flag:
-                wake = self._arm(key)  # the flag cleared after the read: a hint during it is gone
-            deferred = yield from self._handle_batch(engine, name, due, rows)
-            if deferred is None or not self._running(engine):
-                return
-            if due or len(rows) >= limit or self._woken(wake) or (rows and cfg.read_until_empty):
+            if batch.due or batch.new >= limit or self._woken(wake) or (batch.new and cfg.read_until_empty):
                 continue  # drain: a full batch, or woken while handling (or until a read finds nothing)
             # asleep until a hint, the safety poll, or a wait's end (due time, settle, gap).
             # A short batch read everything visible at the fetch; anything committed
             # since sent a hint (which would have signalled ``wake``) or waits for the poll.
-            if deferred:
-                first_due = self._call(engine.next_due, name)
+            first_due = batch.first_due if not batch.deferred else self._call(engine.next_due, name)
             timeout = self._sleep_for(engine, name, first_due)
             if timeout is False:
                 return
             yield Wait(wake, timeout)
 
-    def _read(self, engine: OutboxEngine, name: str):
-        """One read of the consumer: its new rows, and its due rows once the first
-        is due. ``(rows, due, first_due)``, or None if the process died."""
-        rows = self._call(engine.fetch, name)
-        if rows is None:
-            return None
-        first_due = engine.due_at_fetch.get(name)
-        due = ()
-        if first_due is not None and first_due <= self.now_us():
-            due = self._call(engine.fetch_due, name)
-            if due is None:
-                return None
-        return rows, due, first_due
-
-    def _handle_batch(self, engine: OutboxEngine, name: str, due, rows):
-        """Handle the due rows first, then the new ones, in order. Whether any was
-        deferred, or None if the process stopped or died: a row it stops or dies
-        with stays owed, and nothing after it may pass the cursor."""
-        unreported = self._unreported
-        deferred = False
-        for batch, is_due in ((due, True), (rows, False)):
-            for row in batch:
-                # every attempt at a row inline, here: nearly every row needs only the first,
-                # and this is the consumer's hot path (a generator per row cost a frame at each wait)
-                attempt = 0
-                while True:
-                    started = self.clock()
-                    step = self._outside(engine.begin, name, row, is_due)  # the consumer's code, unlocked
-                    if step is None:
-                        return None
-                    if step.duration > 0:
-                        yield Work(step.duration, since=started)
-                        if not self._live(engine):
-                            return None  # died with the step in hand
-                    attempt += 1
-                    out = self._call(engine.finish, step, attempt)
-                    if out is None:
-                        return None
-                    if out.kind != "retry":
-                        break
-                    yield Sleep(out.delay)  # the backoff, then the next attempt
-                    if not self._running(engine):
-                        return None
-                if unreported is not None and out.kind in ("handled", "parked"):
-                    unreported[name] = row["seq"]  # for the consumer's next status write
-                deferred |= out is DEFERRED
-        return deferred
+    def _read_apart(self, engine: OutboxEngine, name: str, cost, wake):
+        """A read whose first row waits for something: its cost in time (what
+        commits meanwhile is not in it), and the wake flag cleared after it
+        (``wake_mode = "after_fetch"``: a hint during the read is gone). The
+        batch (None: the process died) and the wake."""
+        batch = self._call(engine.read, name, False)
+        if batch is None:
+            return None, wake
+        if cost is not None:
+            yield Work(cost(bool(batch.rows)))
+            if not self._live(engine):
+                return None, wake
+        if self.config.wake_mode == "after_fetch":
+            wake = self._arm(("consumer", name))
+        return self._call(engine.advance, batch), wake
 
     def _read_cost(self, name: str) -> Callable[[bool], float] | None:
         """The draw of one read's cost (given whether it found rows), from the

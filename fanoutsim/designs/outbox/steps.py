@@ -21,8 +21,9 @@ if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps
     from contextlib import AbstractContextManager
 
     from fanoutsim.designs.outbox.config import ConsumerSpec, OutboxConfig
+    from fanoutsim.designs.outbox.metrics import Meters
     from fanoutsim.designs.outbox.tables.port import OutboxTx
-    from fanoutsim.kernel.metrics import Bump
+    from fanoutsim.kernel.metrics import Bump, Observe
 
 
 class OutboxStore(Protocol):
@@ -63,6 +64,8 @@ class Engine(StepEngine, Protocol):
     behind_noted: set[tuple[str, int]]
     wake_at: dict[str, int]
     due_at_fetch: dict[str, int | None]
+    # consumer -> the last seq it finished since its last status write (None: no status writes)
+    unreported: dict[str, int] | None
 
     # a property, read-only: the engine's registry is a subtype of this port, which a
     # (mutable) attribute would have to match exactly
@@ -70,3 +73,7 @@ class Engine(StepEngine, Protocol):
     def registry(self) -> Registry: ...
 
     def count(self, metric: str, consumer: str) -> Bump: ...
+
+    def meters(self, consumer: str) -> Meters: ...
+
+    def latency(self, consumer: str) -> Observe: ...

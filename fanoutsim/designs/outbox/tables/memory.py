@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from functools import partial
 
 from fanoutsim.kernel.store.base import check_limit
 
 from .port import TABLES, OutboxTx
+
+_OUTBOX = TABLES["outbox"]
 
 
 # -- the memory adapter -----------------------------------------------------------------
@@ -25,6 +28,17 @@ def _drop_outbox(s, seq: int) -> dict:
     row = s.outbox.pop(seq)
     del s.outbox_seqs[bisect_left(s.outbox_seqs, seq)]
     return row
+
+
+def _past(s, after: int, limit: int) -> list[dict]:
+    """Up to ``limit`` rows past ``after``: the table's own rows (an outbox row is
+    never changed once written; its readers copy what they hand on)."""
+    seqs = s.outbox_seqs
+    lo = len(seqs) - check_limit(limit) - 1
+    # the usual read is near the end of the log (a consumer keeping up): a search of the tail only
+    start = bisect_right(seqs, after, lo) if lo > 0 and seqs[lo] <= after else bisect_right(seqs, after)
+    outbox = s.outbox
+    return [outbox[q] for q in seqs[start : start + limit]]
 
 
 def _restore_outbox(s, row: dict) -> None:
@@ -51,15 +65,16 @@ class OutboxMemoryTx(OutboxTx):
     def insert_outbox(self, row):
         s = self.s
         seq = self._unique(s.outbox, row["seq"], "outbox.seq")
-        s.outbox[seq] = {k: row[k] for k in TABLES["outbox"]}  # the table's columns, in order
-        insort(s.outbox_seqs, seq)
-        self.undo.append(lambda: _drop_outbox(s, seq))
+        s.outbox[seq] = {k: row[k] for k in _OUTBOX}  # the table's columns, in order
+        seqs = s.outbox_seqs
+        if not seqs or seqs[-1] < seq:
+            seqs.append(seq)  # the usual commit: the newest seq
+        else:
+            insort(seqs, seq)  # a late commit fills its gap
+        self.undo.append(partial(_drop_outbox, s, seq))
 
     def fetch_outbox(self, after, limit):
-        s = self.s
-        seqs = s.outbox_seqs
-        start = bisect_right(seqs, after)
-        return [dict(s.outbox[q]) for q in seqs[start : start + check_limit(limit)]]
+        return _past(self.s, after, limit)
 
     def has_outbox_past(self, after):
         seqs = self.s.outbox_seqs
@@ -84,6 +99,15 @@ class OutboxMemoryTx(OutboxTx):
 
     def get_cursor(self, consumer):
         return self.s.cursors.get(consumer)
+
+    def past_cursor(self, consumer, limit):
+        s = self.s
+        cursor = s.cursors.get(consumer)
+        if cursor is None:
+            return None, [], None
+        seqs = s.outbox_seqs
+        rows = _past(s, cursor, limit) if seqs and seqs[-1] > cursor else []
+        return cursor, rows, (self.next_due(consumer) if s.deferred else None)
 
     def set_cursor(self, consumer, seq):
         self._put(self.s.cursors, consumer, seq)

@@ -90,7 +90,9 @@ class OutboxTx(Protocol):
 
     @abstractmethod
     def fetch_outbox(self, after: int, limit: int) -> list[OutboxRow]:
-        """Up to ``limit`` rows with ``seq > after``, in seq order."""
+        """Up to ``limit`` rows with ``seq > after``, in seq order. The rows are
+        to read, not to change: an adapter may hand out its own (an outbox row
+        never changes once written), and whoever passes one on copies it."""
 
     @abstractmethod
     def has_outbox_past(self, after: int) -> bool:
@@ -112,6 +114,18 @@ class OutboxTx(Protocol):
     # -- cursors -------------------------------------------------------------
     @abstractmethod
     def get_cursor(self, consumer: str) -> int | None: ...
+
+    def past_cursor(self, consumer: str, limit: int) -> tuple[int | None, list[OutboxRow], int | None]:
+        """One read of a consumer: ``(its cursor, up to limit rows past it, its
+        next due time)`` — what :meth:`get_cursor`, :meth:`fetch_outbox` (when
+        :meth:`has_outbox_past` says a row may be there) and :meth:`next_due`
+        answer; ``(None, [], None)`` for a consumer without a cursor. (An adapter
+        may answer it in one call: the memory one does.)"""
+        cursor = self.get_cursor(consumer)
+        if cursor is None:
+            return None, [], None
+        rows = self.fetch_outbox(cursor, limit) if self.has_outbox_past(cursor) else []
+        return cursor, rows, self.next_due(consumer)
 
     @abstractmethod
     def set_cursor(self, consumer: str, seq: int) -> None:
