@@ -158,15 +158,19 @@ def test_status_says_when_the_backlog_grows_over_its_window(tmp_path):
     )
     db = tmp_path / "slow.duckdb"
     proc, _ = start(db, "--scenario", str(slow), "--window", "1")
-    try:
-        assert wait_for(
-            lambda: (json.loads(cli("status", "--db", str(db)).stdout).get("falling_behind") or "").startswith(
-                "falling behind: pending +"
-            ),
-            timeout=60,
-        )
+    seen: list[subprocess.CompletedProcess[str]] = []
+
+    def behind() -> bool:
         done = cli("status", "--db", str(db))
-        assert "fanoutsim: warning: falling behind: pending +" in done.stderr
+        if (json.loads(done.stdout).get("falling_behind") or "").startswith("falling behind: pending +"):
+            seen.append(done)
+        return bool(seen)
+
+    try:
+        assert wait_for(behind, timeout=60)
+        # the warning on the call that found it: a later call reads a later window,
+        # which a loaded machine may leave without growth
+        assert "fanoutsim: warning: falling behind: pending +" in seen[0].stderr
     finally:
         stop(proc)
 
