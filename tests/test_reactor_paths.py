@@ -151,3 +151,48 @@ def test_a_failing_workflow_body_marks_the_execution_failed(make_sim):
     sim.fire("r", {"n": 1})
     sim.run(until=2)
     assert list(sim.executions()["status"]) == ["failed"]
+
+
+class _FinishCounter:
+    """A transaction as the executor sees it, counting the executions it finishes."""
+
+    def __init__(self, tx, finished: list[int]) -> None:
+        self._tx, self._finished = tx, finished
+
+    def __getattr__(self, name):
+        attr = getattr(self._tx, name)
+        if not name.startswith("finish_execution"):
+            return attr
+
+        def counted(ids, *args, **kwargs):
+            self._finished[-1] += len(ids) if isinstance(ids, (list, tuple)) else 1
+            return attr(ids, *args, **kwargs)
+
+        return counted
+
+
+def test_bodies_that_end_at_one_instant_still_finish_in_a_transaction_each(make_sim):
+    # Cloacina's workers each commit their own execution: four bodies that end
+    # together are four commits, the load a real database sees (lesson 12 counts it)
+    from contextlib import contextmanager
+
+    sim = make_sim(executor_workers=4)
+    for wf in ("a", "b", "c", "d"):
+        sim.runner.register_workflow(wf, duration=0.5)
+        sim.runner.subscribe_workflow_to_reactor("r", wf)
+    finished: list[int] = []
+    begin = sim.store.transaction
+
+    @contextmanager
+    def counted():
+        finished.append(0)
+        with begin() as tx:
+            yield _FinishCounter(tx, finished)
+
+    sim.store.transaction = counted
+    sim.fire("r", {"n": 1})
+    sim.run(until=5)
+    done = sim.executions()
+    assert len(done) == 4 and set(done["status"]) == {"completed"}
+    assert done["finished_at"].nunique() == 1  # the four ended at one instant
+    assert sum(finished) == 4 and max(finished) == 1  # in four transactions, one each

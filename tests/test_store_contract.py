@@ -503,22 +503,6 @@ def test_claim_limit_and_only_pending(db):
     assert ids(claim(db, 10, 5)) == ids(rows[3:])
 
 
-def test_finish_executions_finishes_each_in_order(db):
-    a, b, c = execution(1), execution(2), execution(3)
-    add(db, execs=[a, b, c])
-    claim(db, 5, 2)
-    with db.transaction() as tx:  # a claim's bodies that ended together: one call
-        tx.finish_executions([(a["id"], "completed"), (new_id(), "completed"), (b["id"], "failed")], 9)
-    assert db.rows(EXECS)[:2] == [
-        {**a, "status": "completed", "claimed_at": 5, "finished_at": 9},
-        {**b, "status": "failed", "claimed_at": 5, "finished_at": 9},
-    ]
-    with db.transaction() as tx:  # one id twice: the last status stays, as two calls would leave it
-        tx.finish_executions([(c["id"], "failed"), (c["id"], "completed")], 10)
-    assert db.rows(EXECS)[2] == {**c, "status": "completed", "finished_at": 10}
-    assert claim(db, 11, 10) == []
-
-
 def test_finish_execution(db):
     a, b = execution(1), execution(2)
     add(db, execs=[a, b])
@@ -804,11 +788,6 @@ ops = st.one_of(
     ),
     st.tuples(st.just("claim"), times, st.integers(0, 3)),
     st.tuples(st.just("finish"), st.sampled_from(EXEC_IDS), times, st.sampled_from(["completed", "failed", "pending"])),
-    st.tuples(
-        st.just("finish_many"),
-        st.lists(st.tuples(st.sampled_from(EXEC_IDS), st.sampled_from(["completed", "failed", "pending"])), max_size=4),
-        times,
-    ),
     st.tuples(st.just("requeue")),
 )
 # how a step's transaction ends: commit, an exception, a crash, or a swallowed failed write
@@ -847,8 +826,6 @@ def apply(tx, op):
         return tx.claim_executions(*a)
     if kind == "finish":
         return tx.finish_execution(*a)
-    if kind == "finish_many":
-        return tx.finish_executions(*a)
     if kind == "requeue":
         return tx.requeue_running()
     return apply_lease(tx, kind, a)

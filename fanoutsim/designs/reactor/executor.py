@@ -11,7 +11,6 @@ no-op that takes no time.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -87,12 +86,7 @@ def duration_of(e: Engine, now: int, row: ExecutionRow) -> float:
     return duration
 
 
-def finish(e: Engine, now: int, done: Sequence[tuple[str, str]]) -> None:
-    """Finish the executions ``done`` — ``(execution_id, status)`` pairs, in
-    order — whose bodies ended now, in one transaction: a claim's bodies
-    that end at one instant finish together (the runtime gathers them)."""
+def finish(e: Engine, now: int, execution_id: str, status: str) -> None:
     with e.store.transaction() as tx:
-        tx.finish_executions(done, now)
-    add = e.trace.add
-    for execution_id, status in done:
-        add(now, "finished", "executor", None, None, execution_id, status)
+        tx.finish_execution(execution_id, now, status)
+    e.trace.add(now, "finished", "executor", where=execution_id, detail=status)

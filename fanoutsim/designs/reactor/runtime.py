@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import random
-from functools import partial
 
 from fanoutsim.designs.reactor import ReactorEngine, Registry, Runner
 from fanoutsim.designs.reactor.config import SchedulerConfig
@@ -238,18 +237,15 @@ class ReactorRuntime(RunnerHost):
                     # Nothing is pending, so every tick finds nothing until a step
                     # leaves an execution pending: sleep until then, then claim at
                     # the first tick of the same grid at or after it.
-                    # (the question, asked after each write, does not depend on the time)
-                    yield Wait(self._until_written(partial(engine.has_pending, self.now_us())), self._idle_claim())
+                    yield Wait(self._until_written(lambda: engine.has_pending(self.now_us())), self._idle_claim())
                     yield ticks.at_or_after(self.now)
                     continue
             yield ticks.next(self.now)
 
     def _body(self, engine: ReactorEngine, row: dict):
         """One claimed execution: the workflow's body (its own code, outside the
-        store lock), its duration on a worker, then the finish — with the
-        finishes of the claim's other bodies that end at the same instant, in
-        one step (``_call_together``). If the process dies meanwhile the row
-        stays 'running' until recovery requeues it."""
+        store lock), its duration on a worker, then the finish. If the process
+        dies meanwhile the row stays 'running' until recovery requeues it."""
         started = self.clock()
         status = engine.run_body(row)
         duration = engine.duration_of(self.now_us(), row)
@@ -261,7 +257,7 @@ class ReactorRuntime(RunnerHost):
                 if not self._live(engine):
                     return
                 self._busy -= 1
-        self._call_together(engine.finish, (row["id"], status))
+        self._call(engine.finish, row["id"], status)
 
     # -- workloads --------------------------------------------------------------
     def _fires(self, reactor: str, tenant: str, payload_of, at: int) -> None:

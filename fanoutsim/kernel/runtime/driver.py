@@ -10,11 +10,6 @@ with real waits on threads. Both give the loops the same members:
 
 ``_call(engine.step, ...)``   a store step now (None: its incarnation is dead,
                               or a Crash inside it took the process down)
-``_call_together(engine.step, item)``
-                              a step over a list of items: under SimPy the items
-                              of the tasks one event resumes go in one call
-                              (a claim's bodies that end together finish in
-                              one step); on the wall clock ``[item]`` at once
 ``_outside(engine.step, ...)``  a step that runs the user's own code (a
                               consumer's ``fn``): outside the store lock, so
                               consumers overlap on the wall clock

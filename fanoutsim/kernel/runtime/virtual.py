@@ -311,14 +311,11 @@ class VirtualRuntime(Driver):
             self._starting, self._shared = False, None
 
     # while tasks start together: the end, the queue's length after it was
-    # scheduled, and the tasks that resume then (see _wait_task)
+    # scheduled, and the event of the last one's wait (see _task_event)
     _starting = False
-    _shared: tuple[float, int, list[Loop]] | None = None
-    # while tasks resumed together run: the steps they asked to call together
-    # (_call_together), each with its items; None: no such resume runs
-    _together: dict[Any, list[Any]] | None = None
+    _shared: tuple[float, int, simpy.Event] | None = None
 
-    def _step_task(self, loop: Loop, incarnation: int) -> None:
+    def _step_task(self, loop: Loop, incarnation: int, _event: object = None) -> None:
         if incarnation != self.incarnation or self.engine is None:
             loop.close()  # its incarnation died meanwhile
             return
@@ -329,55 +326,25 @@ class VirtualRuntime(Driver):
         except Crash as c:
             self.crash(c.point, c.downtime)
             return
-        self._wait_task(loop, incarnation, request)
+        self._task_event(request).callbacks.append(partial(self._step_task, loop, incarnation))
 
-    def _wait_task(self, loop: Loop, incarnation: int, request: Any) -> None:
-        """Resume the task when its request's event fires. The tasks started
-        together (a claim's workflow bodies) whose waits end at one instant
-        share one timeout and one callback: theirs would have been consecutive
-        events (nothing was scheduled between them), so one event that resumes
-        each in turn runs them in the same order, at the same time — one event
-        per batch, and the steps they ask to call together one call."""
-        env = self.env
-        group = [loop]
-        if type(request) is Work:
-            since = request.since
-            at = env._now + (request.seconds if since is None else request.seconds - (env._now - since))
-            shared = self._shared
-            if shared is not None and shared[0] == at and shared[1] == len(env._queue):
-                shared[2].append(loop)
-                return
-            event = self._event(request)
-            if self._starting:
-                self._shared = (at, len(env._queue), group)
-        else:
-            event = self._event(request)
-        event.callbacks.append(partial(self._resume_tasks, group, incarnation))
-
-    def _resume_tasks(self, group: list[Loop], incarnation: int, _event: object = None) -> None:
-        """Resume each task of ``group`` in turn, then make the steps they asked
-        to call together (:meth:`_call_together`), one call each."""
-        together: dict[Any, list[Any]] = {}
-        self._together = together
-        try:
-            for loop in group:
-                self._step_task(loop, incarnation)
-        finally:
-            self._together = None
-        for step, items in together.items():
-            self._call(step, items)
-
-    def _call_together(self, step: Callable[..., object], item: object) -> None:
-        """``step(now, items)``, a step over a list: the items that the tasks
-        resumed by one event ask for go in one call once each has run (their
-        resumes are consecutive: nothing else runs between them); outside such
-        a resume, ``[item]`` at once. A claim's bodies that end together finish
-        in one step."""
-        together = self._together
-        if together is None:
-            self._call(step, [item])
-        else:
-            together.setdefault(step, []).append(item)
+    def _task_event(self, request: Any) -> simpy.Event:
+        """The event a task waits on. The tasks started together (a claim's
+        workflow bodies) whose waits end at one instant share one timeout:
+        theirs would have been consecutive events (nothing was scheduled
+        between them), so one event whose callbacks resume each in turn runs
+        them in the same order, at the same time — one event per batch."""
+        env, shared = self.env, self._shared
+        if type(request) is not Work:
+            return self._event(request)
+        since = request.since
+        at = env._now + (request.seconds if since is None else request.seconds - (env._now - since))
+        if shared is not None and shared[0] == at and shared[1] == len(env._queue):
+            return shared[2]
+        event = self._event(request)
+        if self._starting:
+            self._shared = (at, len(env._queue), event)
+        return event
 
     def _spawn(self, loop: Loop, name: str = "loop", key: Any = None) -> simpy.Process:
         """A loop of the live incarnation, as a SimPy process a crash interrupts;

@@ -484,11 +484,6 @@ class SteppedWallRuntime(Driver):
                 self._wake_sleepers()
             return out
 
-    def _call_together(self, step: Callable[..., object], item: object) -> None:
-        """``step(now, [item])`` at once: each task is a thread of its own here,
-        so none resumes together with another (see the virtual driver's)."""
-        self._call(step, [item])
-
     def _outside(self, step: Callable[..., T], *args: Any, _now: int | None = None, **kwargs: Any) -> T | None:
         """A step that runs the user's own code (a consumer's ``fn``), outside the
         store lock so that consumers overlap; None if its incarnation is dead."""

@@ -17,7 +17,6 @@ updates its index in the same step, and its undo does too.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable, Container, Hashable, Iterable
 from functools import cache
@@ -171,10 +170,6 @@ class MemoryStore(Store[MemoryTx]):
             part.memory_init(self)
         # the one transaction object, started afresh by each with-block
         self._tx: MemoryTx = _tx_class(tuple(part.memory_tx for part in self.parts))(self)
-        # ``transaction()`` as a callable in C that hands out that object: the
-        # engine opens a transaction for nearly every step, and a method would be
-        # a Python call more each time
-        self.transaction = itertools.repeat(self._tx).__next__  # type: ignore[method-assign]
         self._readers: dict[str, Callable[[MemoryStore], list[dict[str, Any]]]] = {"runner_log": _runner_log}
         for part in self.parts:
             self._readers.update(part.memory_rows)

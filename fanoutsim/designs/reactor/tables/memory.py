@@ -339,27 +339,16 @@ class ReactorMemoryTx(ReactorTx):
         return [eid for _, eid in stale]
 
     def finish_execution(self, execution_id, now, status):
-        self.finish_executions(((execution_id, status),), now)
-
-    def finish_executions(self, done, now):
         s = self.s
-        executions = s.executions
-        before = []  # (the row as it was, its new status)
-        for execution_id, status in done:
-            row = executions.get(execution_id)
-            if row is None:
-                continue  # no such row: UPDATE ... WHERE id = ? matches nothing
-            executions[execution_id] = (row[0], row[1], row[2], row[3], status, row[5], row[6], now)
-            if status == "pending" or row[E_STATUS] == "pending":  # a finished row must not be claimed later
-                _index_status(s, row, row[E_STATUS], status)
-            before.append((row, status))
-        if not before:
-            return
+        row = s.executions.get(execution_id)
+        if row is None:
+            return  # no such row: UPDATE ... WHERE id = ? matches nothing
+        _put_execution(s, (row[0], row[1], row[2], row[3], status, row[5], row[6], now))
+        _index_status(s, row, row[E_STATUS], status)  # a finished row must not be claimed later
 
         def undo():
-            for row, status in reversed(before):
-                _put_execution(s, row)
-                _index_status(s, row, status, row[E_STATUS])
+            _put_execution(s, row)
+            _index_status(s, row, status, row[E_STATUS])
 
         self.undo.append(undo)
 

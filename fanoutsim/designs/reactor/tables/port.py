@@ -244,9 +244,3 @@ class ReactorTx(Protocol):
     @abstractmethod
     def finish_execution(self, execution_id: str, now: int, status: str) -> None:
         """Set ``status`` and ``finished_at``; the row is no longer pending."""
-
-    def finish_executions(self, done: Sequence[tuple[str, str]], now: int) -> None:
-        """:meth:`finish_execution` of each ``(execution_id, status)`` of
-        ``done``, in order: the bodies that ended at one instant, in one call."""
-        for execution_id, status in done:
-            self.finish_execution(execution_id, now, status)

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right, insort
-from functools import partial
-from itertools import groupby
-from operator import itemgetter
 
 from fanoutsim.kernel.store.base import check_limit
 from fanoutsim.kernel.store.base import row_of as _row
@@ -147,22 +144,15 @@ def _converts(texts, stamps) -> bool:
     return all(t.isascii() for t in texts) and all(us is None or fits_timestamp(us) for us in stamps)
 
 
-_FOR_IDS: dict[tuple[str, int], str] = {}
+_CLAIM_IDS: dict[int, str] = {}
 
 
-def _for_ids(template: str, n: int) -> str:
-    """A statement whose ``IN ({})`` takes ``n`` ids (one text per template and count)."""
-    statement = _FOR_IDS.get((template, n))
+def _claim_ids(n: int) -> str:
+    """CLAIM_EXECUTION_IDS for ``n`` ids (one statement text per count)."""
+    statement = _CLAIM_IDS.get(n)
     if statement is None:
-        statement = _FOR_IDS[(template, n)] = template.format(", ".join("?" * n))
+        statement = _CLAIM_IDS[n] = sql.CLAIM_EXECUTION_IDS.format(", ".join("?" * n))
     return statement
-
-
-def _leave_queue(hints: dict, ids: list[str]) -> None:
-    """Once a finish commits: rows finished while pending (never claimed) leave the queue."""
-    queue = hints.get(_QUEUE)
-    if queue is not None and any(execution_id in queue[1] for execution_id in ids):
-        hints.pop(_QUEUE)
 
 
 def _past(head: tuple[int, str] | None, after: int | None, after_id: str | None) -> bool:
@@ -419,7 +409,7 @@ class ReactorDuckDBTx(ReactorTx):
                 )
 
         # held: a claim is mostly its transaction's one write, then sent alone
-        self._hold(_for_ids(sql.CLAIM_EXECUTION_IDS, len(ids)), [now, *ids], check=found_all)
+        self._hold(_claim_ids(len(ids)), [now, *ids], check=found_all)
         rows = queue[1]
         out = [{**rows[eid], "status": "running", "claimed_at": now} for eid in ids]
 
@@ -434,17 +424,16 @@ class ReactorDuckDBTx(ReactorTx):
         return out
 
     def finish_execution(self, execution_id, now, status):
-        self.finish_executions(((execution_id, status),), now)
+        self._hold(sql.FINISH_EXECUTION, [status, now, execution_id])
+        if status == "pending":
+            self._pending(True)
+            self._queue_changed()
+            return
+        hints = self.hints
 
-    def finish_executions(self, done, now):
-        # one update per run of one status (a claim's bodies mostly end alike):
-        # by id alone, or ``WHERE id IN (...)``, held like any update by key
-        for status, run in groupby(done, key=itemgetter(1)):
-            ids = [execution_id for execution_id, _ in run]
-            statement = sql.FINISH_EXECUTION if len(ids) == 1 else _for_ids(sql.FINISH_EXECUTION_IDS, len(ids))
-            self._hold(statement, [status, now, *ids])
-            if status == "pending":
-                self._pending(True)
-                self._queue_changed()
-            else:
-                self._on_commit(partial(_leave_queue, self.hints, ids))
+        def committed():  # a pending row finished without a claim leaves the queue
+            queue = hints.get(_QUEUE)
+            if queue is not None and execution_id in queue[1]:
+                hints.pop(_QUEUE)
+
+        self._on_commit(committed)

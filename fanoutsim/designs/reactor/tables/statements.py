@@ -156,7 +156,6 @@ UPDATE workflow_executions SET status = 'running', claimed_at = {_TS}
 WHERE status = 'pending' AND id IN ({{}})"""
 
 FINISH_EXECUTION = f"UPDATE workflow_executions SET status = ?, finished_at = {_TS} WHERE id = ?"
-FINISH_EXECUTION_IDS = f"UPDATE workflow_executions SET status = ?, finished_at = {_TS} WHERE id IN ({{}})"
 
 ALL_ROWS = {
     "reactor_firings": f"SELECT {FIRING_COLS} FROM reactor_firings ORDER BY fired_at, id",
