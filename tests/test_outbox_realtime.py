@@ -283,3 +283,43 @@ def test_kill_9_loses_no_committed_row(tmp_path):
     assert out["cursor"] == out["last_seq"]
     # the cursor moves after every row: a kill re-delivers at most the row in hand
     assert out["extra_deliveries"] <= out["kills"]
+
+
+def _rows_per_step(rt) -> list[int]:
+    """Record how many rows each store step of ``rt`` takes behind a consumer."""
+    from fanoutsim.designs.outbox.dispatcher import Batch
+
+    steps: list[int] = []
+    call = rt._call
+
+    def counted(step, *args, **kwargs):
+        before = args[0].i if args and isinstance(args[0], Batch) else 0
+        out = call(step, *args, **kwargs)
+        if isinstance(out, Batch):
+            steps.append(out.i - before)
+        return out
+
+    rt._call = counted
+    return steps
+
+
+def test_on_the_wall_clock_a_step_takes_one_row_at_a_time(make):
+    # a step holds the store lock: rows that take no time go one per step, so
+    # writers and crashes can come between them (under SimPy, where nothing can,
+    # one step takes them all)
+    rt = make("steps")
+    rt.register_consumer("indexer")  # no code, no duration
+    for i in range(30):
+        rt.commit(f"p{i}", "x")
+    steps = _rows_per_step(rt)
+    with running(rt):
+        assert wait_for(lambda: caught_up(rt, ["indexer"]), timeout=10)
+    assert sum(steps) == 30 and max(steps) == 1
+
+    sim = fs.OutboxSimulation(FAST, seed=0)
+    sim.register_consumer("indexer")
+    for i in range(30):
+        sim.commit(f"p{i}", "x")
+    steps = _rows_per_step(sim)
+    sim.run(until=1.0)
+    assert sum(steps) == 30 and max(steps) == FAST.batch_limit

@@ -212,7 +212,9 @@ class Trace:
         missing ones None): what :meth:`frame` holds, for a reader of a whole
         run that loops over it in Python (a checker) and has no use for a
         DataFrame. The recorder's own lists, not copies (a day's trace is a
-        million rows; the incarnation's is built): read them, never change them."""
+        million rows; the incarnation's is built): read them, never change them,
+        and call again for events added since (new events are held apart, as
+        rows, until a reader asks)."""
         return dict(self._event_columns()), dict(zip(self.schema.history, self.hist))
 
     def history(self) -> pd.DataFrame:
@@ -371,6 +373,10 @@ class LockedTrace(Trace):
     def frame(self) -> TraceFrame:
         with self._lock:
             return super().frame()
+
+    def __len__(self) -> int:
+        with self._lock:  # the rows move into the columns under it: counted between, events are missed
+            return super().__len__()
 
     def columns(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         with self._lock:  # copies, all of one length: other threads go on recording

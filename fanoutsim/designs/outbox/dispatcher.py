@@ -65,6 +65,10 @@ class Batch:
     backoff: float | None = None  # seconds to wait before the next attempt at the row in hand
     deferred: bool = False  # a row of the batch was deferred
     done: bool = False
+    # rows that take no time begun and finished in one step (the driver's
+    # zero_time_together); else a step ends after each begin, so the store lock
+    # is held for one row and a crash may land between a delivery and its cursor
+    together: bool = True
 
 
 def cursor_of(e: Engine, name: str) -> int:
@@ -177,15 +181,17 @@ def _until_gap(e: Engine, now: int, name: str, cursor: int, rows: list[OutboxRow
     return rows
 
 
-def read(e: Engine, now: int, name: str, begin: bool = True) -> Batch:
+def read(e: Engine, now: int, name: str, begin: bool = True, together: bool = True) -> Batch:
     """One read of ``name``: its new rows (:func:`fetch`) and, once the first is
     due, its due rows (:func:`fetch_due`), as a :class:`Batch`; with ``begin``,
-    its rows handled up to the first that takes time (see :func:`advance`)."""
+    its rows handled up to the first that takes time (see :func:`advance`;
+    ``together``: :attr:`Batch.together`)."""
     meters = e.meters(name)
     rows = fetch(e, now, name, meters)
     first_due = e.due_at_fetch.get(name)
     due = fetch_due(e, now, name) if first_due is not None and first_due <= now else None
     b = Batch(name, meters, [*due, *rows] if due else rows, len(due) if due else 0, len(rows), first_due)
+    b.together = together
     return advance(e, now, b) if begin else b
 
 
@@ -193,7 +199,8 @@ def advance(e: Engine, now: int, b: Batch) -> Batch:
     """The batch's next step, once what it waited for is over: the outcome of
     the attempt in hand (its work is done), then the next rows begun — each
     that takes no time finished at once — up to the first that takes time, a
-    retry's backoff, or the batch's end."""
+    retry's backoff, or the batch's end (without ``together``: up to the next
+    row begun)."""
     if b.begun:
         if not _finish(e, now, b):
             return b  # a retry: its backoff first
@@ -202,7 +209,7 @@ def advance(e: Engine, now: int, b: Batch) -> Batch:
     n = len(b.rows)
     while b.i < n:
         _begin(e, now, b)
-        if b.effect or b.duration > 0 or not _finish(e, now, b):
+        if b.effect or b.duration > 0 or not b.together or not _finish(e, now, b):
             return b
     b.done = True
     return b

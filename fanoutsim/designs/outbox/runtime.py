@@ -245,7 +245,7 @@ class OutboxRuntime(OutboxHost):
             if not late_flag:
                 wake = self._arm(key)  # armed before the read: a hint or poll from here on means "read again"
             if begin:
-                batch = self._call(read, name)
+                batch = self._call(read, name, True, self.zero_time_together)
             else:
                 batch, wake = yield from self._read_apart(engine, name, cost, wake)
             if batch is None:
@@ -281,7 +281,7 @@ class OutboxRuntime(OutboxHost):
         commits meanwhile is not in it), and the wake flag cleared after it
         (``wake_mode = "after_fetch"``: a hint during the read is gone). The
         batch (None: the process died) and the wake."""
-        batch = self._call(engine.read, name, False)
+        batch = self._call(engine.read, name, False, self.zero_time_together)
         if batch is None:
             return None, wake
         if cost is not None:

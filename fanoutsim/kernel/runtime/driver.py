@@ -71,6 +71,11 @@ class Driver:
     # how far in the past a due time read from ``now`` just before a call may be
     # and still mean "now" (the wall clock moves between the read and the call)
     _due_slack = 0.0
+    #: Whether a step may go on through work that takes no time (several rows begun
+    #: and finished in one call). Under SimPy nothing runs between them, as no time
+    #: passes; on the wall clock a writer or a crash may, and a step holds the store
+    #: lock, so there a step ends at each row.
+    zero_time_together = True
     #: The design's names for its trace's columns (``who``, ``what``, ``where``).
     trace_schema = TraceSchema()  # the design's names for its trace's columns
     # the design's roles (see .roles; None: it runs as one process), and this process's

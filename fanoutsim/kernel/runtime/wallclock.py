@@ -120,6 +120,7 @@ class SteppedWallRuntime(Driver):
     (``self.engine = self._new_engine(0)``), so the API works before start."""
 
     _due_slack = 0.05  # seconds: a due time read from ``now`` just before the call is "now"
+    zero_time_together = False  # another thread may run between two rows: a step ends at each
     #: Seconds :meth:`stop` waits for the work in hand before it abandons it.
     stop_timeout: float
     #: Where the run's ids come from: the OS's entropy, so no id repeats an earlier process's.
