@@ -80,3 +80,26 @@ def test_arrivals_wait_for_their_start_and_a_started_writer_does_not():
 def test_ticks_skip_what_a_slow_pass_overran():
     ticks = Ticks(0.0, 1.0)
     assert [ticks.next(t).at for t in (0.0, 0.5, 4.2, 4.3)] == [1.0, 2.0, 4.2, 5.2]
+
+
+@given(
+    late=st.floats(0.001, 2.0),
+    start=st.floats(0.0, 5.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_writer_that_first_wakes_late_keeps_its_schedule(late, start, seed):
+    """A wall clock's writer thread may first run ``late`` s after its origin (a
+    loaded machine): given the origin, its arrivals are the schedule's, from
+    ``start``, the missed ones written at once; without it, they shift."""
+    stop = start + 10.0
+
+    def woke_late(origin):
+        return _drive(
+            lambda now, arrive: arrivals(now, 4.0, start, stop, random.Random(seed), arrive, origin),
+            now=start + late,  # the first reading of the clock, already past the start
+        )
+
+    on_time = _drive(lambda now, arrive: arrivals(now, 4.0, start, stop, random.Random(seed), arrive))
+    assert woke_late(0.0) == on_time
+    shifted = woke_late(None)
+    assert shifted != on_time and all(a > b for a, b in zip(shifted, on_time))

@@ -323,3 +323,40 @@ def test_on_the_wall_clock_a_step_takes_one_row_at_a_time(make):
     steps = _rows_per_step(sim)
     sim.run(until=1.0)
     assert sum(steps) == 30 and max(steps) == FAST.batch_limit
+
+
+def test_a_writer_thread_that_starts_late_writes_the_seeds_whole_workload(monkeypatch):
+    # on a loaded machine the writer's thread may first run well after start():
+    # its Poisson schedule still begins at the start, so it writes what the
+    # virtual run writes, the missed arrivals at once
+    import fanoutsim.designs.outbox.runtime as runtime
+
+    arrivals = runtime.arrivals
+
+    def late(now, *args):
+        first = [True]
+
+        def reading():
+            if first[0]:
+                first[0] = False
+                time.sleep(0.3)
+            return now()
+
+        return arrivals(reading, *args)
+
+    def setup(run):
+        run.register_consumer("indexer")
+        run.add_workload(12.0, stop=3.0)
+
+    sim = fs.OutboxSimulation(FAST, seed=5)
+    setup(sim)
+    sim.run(until=4.0)
+    monkeypatch.setattr(runtime, "arrivals", late)
+    rt = OutboxRealtime(FAST, store="memory", seed=5)
+    setup(rt)
+    with running(rt):
+        assert wait_for(lambda: len(rt.outbox()) >= len(sim.outbox()), timeout=20)
+    try:
+        assert list(rt.outbox()["ref"]) == list(sim.outbox()["ref"])
+    finally:
+        rt.close()

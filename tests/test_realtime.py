@@ -72,12 +72,26 @@ def test_life_cycle_errors_and_no_ops(tmp_path):
 
 
 def test_stop_lets_the_body_in_hand_finish(tmp_path):
+    # the body holds until the stop has begun: the test waits for events, not
+    # for a half-second window a loaded machine can miss
+    began, release = threading.Event(), threading.Event()
+
+    def body(context):
+        began.set()
+        assert release.wait(timeout=30)
+
     with fs.Realtime(FAST, store=str(tmp_path / "b.duckdb")) as rt:
-        rt.runner.register_workflow("slow", duration=0.5)
+        rt.runner.register_workflow("slow", body)
         rt.runner.subscribe_workflow_to_reactor("r", "slow")
         rt.fire("r", {"n": 1})
-        assert wait_for(lambda: "running" in set(rt.executions()["status"]))
-        rt.stop()
+        assert began.wait(timeout=30)
+        assert list(rt.executions()["status"]) == ["running"]
+        stopping = threading.Thread(target=rt.stop)
+        stopping.start()
+        assert wait_for(lambda: not rt.running, timeout=30)  # the stop has begun, the body is in hand
+        release.set()
+        stopping.join(timeout=30)
+        assert not stopping.is_alive()
         assert list(rt.executions()["status"]) == ["completed"]
 
 

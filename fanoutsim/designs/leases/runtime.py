@@ -527,4 +527,4 @@ class LeaseRuntime(LeaseHost):
                 self._call(engine.publish, [(part, kind, {"n": n})])
                 self._published()
 
-        return arrivals(lambda: self.now, rate, start, stop, rng, publish)
+        return arrivals(lambda: self.now, rate, start, stop, rng, publish, self.workload_origin())

@@ -346,7 +346,7 @@ class OutboxRuntime(OutboxHost):
             else:
                 self._call(engine.commit, page, body, topic=row_topic)
 
-        return arrivals(lambda: self.now, rate, start, stop, rng, commit)
+        return arrivals(lambda: self.now, rate, start, stop, rng, commit, self.workload_origin())
 
     def _late_commit(self, page: str, body: str, topic: str, delay: float):
         """A writer that takes its seq now and commits ``delay`` seconds later (stamped now)."""

@@ -290,7 +290,7 @@ class ReactorRuntime(RunnerHost):
         def fire(due: float) -> None:
             self._fires(w.reactor, w.tenant, payload, self.start_us + round(due * US))
 
-        return arrivals(lambda: self.now, w.rate, w.start, w.stop, rng, fire)
+        return arrivals(lambda: self.now, w.rate, w.start, w.stop, rng, fire, self.workload_origin())
 
     def _late_fire(self, reactor: str, tenant: str, payload: dict, fired_at: int, delay: float):
         """A writer that stamped ``fired_at`` and commits ``delay`` seconds later."""

@@ -76,6 +76,12 @@ class Driver:
     #: passes; on the wall clock a writer or a crash may, and a step holds the store
     #: lock, so there a step ends at each row.
     zero_time_together = True
+
+    def workload_origin(self) -> float | None:
+        """When a workload added now begins, for :func:`~.loops.arrivals`: None
+        under SimPy, where a loop first runs at the instant it is added."""
+        return None
+
     #: The design's names for its trace's columns (``who``, ``what``, ``where``).
     trace_schema = TraceSchema()  # the design's names for its trace's columns
     # the design's roles (see .roles; None: it runs as one process), and this process's

@@ -123,15 +123,21 @@ def arrivals(
     stop: float | None,
     rng: random.Random,
     arrive: Callable[[float], object],
+    origin: float | None = None,
 ) -> Generator[Sleep | Until, None, None]:
     """A writer's loop: Poisson arrivals, ``rate`` a second from ``start`` until
     ``stop`` (seconds since the start, on ``now()``'s scale; None: no end),
     ``arrive(due)`` at each. The arrivals keep their own schedule: a write that
     waits for the store delays that write, never the next arrival; and an
-    arrival counts by its time, not by the wall clock's later reading of it."""
+    arrival counts by its time, not by the wall clock's later reading of it.
+    ``origin``: when the workload began (the driver's :meth:`workload_origin`);
+    the schedule starts there, or at ``start``, even if the loop first wakes
+    later (a thread on a loaded machine); None: at the first wake-up."""
     if start > now():
         yield Sleep(start - now())
     due = now()
+    if origin is not None:
+        due = min(due, max(start, origin))
     while True:
         due += rng.expovariate(rate)
         yield Until(due)

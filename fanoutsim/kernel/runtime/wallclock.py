@@ -226,6 +226,11 @@ class SteppedWallRuntime(Driver):
             self._boot()
         return self
 
+    def workload_origin(self) -> float | None:
+        """Now, or the start for a workload added before it: a writer's thread
+        that wakes late catches up on its schedule rather than shifting it."""
+        return self.now if self.running else 0.0
+
     def _started(self, start_us: int) -> None:
         """A hook: at :meth:`start`, before anything runs (clocks of its own; checks)."""
 
