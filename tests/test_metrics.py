@@ -48,6 +48,42 @@ def test_a_bound_counter_bumps_the_same_series_as_inc():
     assert m.as_dict() == {'handled_total{consumer="indexer"}': 6, 'handled_total{consumer="mailer"}': 1}
 
 
+def test_a_family_binds_each_label_value_once_and_names_the_series_inc_and_observe_do():
+    m, by_hand = Metrics(), Metrics()
+    handled = m.counters("handled_total", "consumer")
+    waits = m.histograms("wait_seconds", "consumer")
+    assert m.as_dict() == {}  # nothing appears before its first use
+    assert handled["indexer"] is handled["indexer"]  # bound once
+    for who, x in [("indexer", 0.02), ("mailer", 3.0), ("indexer", 0.7)]:
+        handled[who]()
+        waits[who](x)
+        by_hand.inc("handled_total", consumer=who)
+        by_hand.observe("wait_seconds", x, consumer=who)
+    handled["mailer"](2)
+    by_hand.inc("handled_total", 2, consumer="mailer")
+    assert m.as_dict() == by_hand.as_dict()
+    assert m.get("handled_total", consumer="indexer") == 2
+
+
+@pytest.mark.parametrize("use", ["bump", "bind a histogram"])
+def test_a_locked_family_takes_the_registry_lock(use):
+    # binding a new histogram adds a series: under the lock, or a reader's
+    # as_dict (GET /metrics) could find the dict changing as it iterates
+    m = LockedMetrics()
+    bump = m.counters("n_total", "who")["all"]
+    waits = m.histograms("wait_seconds", "who")
+    act = bump if use == "bump" else lambda: waits["all"]
+    done = threading.Event()
+    with m._lock:
+        t = threading.Thread(target=lambda: (act(), done.set()))
+        t.start()
+        assert not done.wait(0.2)  # blocked behind the lock
+        assert m._values == {} and m._histograms == {}
+    assert done.wait(5)
+    t.join()
+    assert len(m.as_dict()) == (1 if use == "bump" else len(LATENCY_BUCKETS) + 3)
+
+
 def test_a_locked_counter_waits_for_the_registry_lock():
     # under the GIL a lost update is too rare to catch by racing threads, so this
     # shows the mechanism instead: a bump cannot happen while another holds the lock

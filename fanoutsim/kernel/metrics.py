@@ -18,8 +18,8 @@ format, and the metrics page of the documentation.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -35,6 +35,9 @@ class Observe(Protocol):
     """A histogram as :meth:`Metrics.histogram` hands it out: ``h(x)`` observes ``x``."""
 
     def __call__(self, value: float) -> None: ...
+
+
+B = TypeVar("B", bound="Bump | Observe")  # a bound series: a counter's bump or a histogram's observe
 
 
 class Help(NamedTuple):
@@ -169,6 +172,14 @@ class Metrics:
         For hot paths, which then skip building the key."""
         return self._histogram((name, tuple(sorted(labels.items()))), buckets).observe
 
+    def counters(self, name: str, label: str) -> Family[Bump]:
+        """The counter ``name`` by the value of ``label``: ``family[value]()`` bumps ``name{label=value}``."""
+        return Family(lambda value: self.counter(name, **{label: value}))
+
+    def histograms(self, name: str, label: str, buckets: tuple[float, ...] = LATENCY_BUCKETS) -> Family[Observe]:
+        """The histogram ``name`` by the value of ``label``: ``family[value](x)`` observes ``x``."""
+        return Family(lambda value: self.histogram(name, buckets, **{label: value}))
+
     def _histogram(self, key: SeriesKey, buckets: tuple[float, ...]) -> _Histogram:
         h = self._histograms.get(key)
         if h is None:
@@ -189,6 +200,25 @@ class Metrics:
         for (name, labels), h in sorted(self._histograms.items()):
             out.update(h.series(name, labels))
         return out
+
+
+class Family(Generic[B]):
+    """One metric's series told apart by one label, each bound at its first use
+    (:meth:`Metrics.counters`, :meth:`Metrics.histograms`): a hot path's
+    ``family[value](x)`` is a dict lookup and a call, with no key to build.
+    Like :meth:`Metrics.inc`, a counter's series appears at its first bump."""
+
+    __slots__ = ("_bind", "_bound")
+
+    def __init__(self, bind: Callable[[str], B]) -> None:
+        self._bind = bind  # a label's value -> its series, bound
+        self._bound: dict[str, B] = {}
+
+    def __getitem__(self, value: str) -> B:
+        bound = self._bound.get(value)
+        if bound is None:
+            bound = self._bound[value] = self._bind(value)
+        return bound
 
 
 class LockedMetrics(Metrics):
@@ -217,7 +247,9 @@ class LockedMetrics(Metrics):
         return locked
 
     def histogram(self, name: str, buckets: tuple[float, ...] = LATENCY_BUCKETS, **labels: str) -> Observe:
-        observe, lock = super().histogram(name, buckets, **labels), self._lock
+        lock = self._lock
+        with lock:  # made under the lock: two threads binding one new series get one histogram
+            observe = super().histogram(name, buckets, **labels)
 
         def locked(value: float) -> None:
             with lock:

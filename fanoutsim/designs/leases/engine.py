@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, cast
 from fanoutsim.designs.leases import backup as backups
 from fanoutsim.designs.leases import consumers, leasing, log
 from fanoutsim.designs.leases.config import LeaseConfig
+from fanoutsim.designs.leases.metrics import PUBLISH_TO_ACK
 from fanoutsim.designs.leases.tables import DEFAULT_DATABASE, check_database, in_database
 from fanoutsim.designs.leases.tables.port import LeaseStore
 from fanoutsim.kernel.faults import Faults
@@ -73,6 +74,11 @@ class LeaseEngine(StepEngineBase):
         self.config = config
         super().__init__(metrics, trace, faults)
         self.seed = seed
+        # every pull and ack counts per consumer: their series bound once
+        self.leased = metrics.counters("fanoutsim_lease_leases_total", "consumer")
+        self.delivered = metrics.counters("fanoutsim_lease_delivered_total", "consumer")
+        self.acked = metrics.counters("fanoutsim_lease_acked_total", "consumer")
+        self.publish_to_ack = metrics.histograms(PUBLISH_TO_ACK, "consumer")
 
     def tx(self) -> in_database:
         """A transaction on this engine's database."""

@@ -101,7 +101,6 @@ from dataclasses import dataclass
 from fanoutsim.designs.leases import rules
 from fanoutsim.designs.leases.config import check_batch
 from fanoutsim.designs.leases.log import HistoryPruned, horizon
-from fanoutsim.designs.leases.metrics import PUBLISH_TO_ACK
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.timeutil import US
 
@@ -224,7 +223,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
     for lease in out:
         e.trace.add(now, "leased", e.actor, consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
     if out:
-        e.metrics.inc("fanoutsim_lease_leases_total", len(out), consumer=consumer)
+        e.leased[consumer](len(out))
         e.faults.point("lease.after_commit", now, who=consumer, what=out[0].event_id)
     return Pull(out)
 
@@ -571,10 +570,10 @@ def ack(
         e.trace.add(
             now, "delivered", delivered_by, consumer, event_id, lease["partition"], f"attempt {lease['attempt']}"
         )
-        e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
-    e.metrics.inc("fanoutsim_lease_acked_total", consumer=consumer)
+        e.delivered[consumer]()
+    e.acked[consumer]()
     if event is not None:  # a leased event is unresolved, so retention never pruned it
-        e.metrics.observe(PUBLISH_TO_ACK, (now - event["committed_at"]) / US, consumer=consumer)
+        e.publish_to_ack[consumer]((now - event["committed_at"]) / US)
     e.faults.point("ack.after_commit", now, who=consumer, what=event_id)
     return ACKED
 
@@ -586,7 +585,7 @@ def deliver(e, now: int, consumer: str, lease: Lease, *, then_ack: bool = True) 
     the effect happen again once the lease expires. ``then_ack=False``: the
     effect only (the runtime acks later, after an ack's cost: returns None)."""
     e.trace.add(now, "delivered", "worker", consumer, lease.event_id, lease.partition, f"attempt {lease.attempt}")
-    e.metrics.inc("fanoutsim_lease_delivered_total", consumer=consumer)
+    e.delivered[consumer]()
     e.faults.point("worker.after_effect_before_ack", now, who=consumer, what=lease.event_id)
     if not then_ack:
         return None

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps
 
     from fanoutsim.designs.leases.config import LeaseConfig
     from fanoutsim.designs.leases.tables.port import LeaseStore, LeaseStoreTx
+    from fanoutsim.kernel.metrics import Bump, Family, Observe
 
 
 class Engine(StepEngine, Protocol):
@@ -33,6 +34,11 @@ class Engine(StepEngine, Protocol):
     seed: int
     # the trace's actor of the broker's steps
     actor: str
+    # the counters and the histogram every pull and ack bumps, by consumer
+    leased: Family[Bump]
+    delivered: Family[Bump]
+    acked: Family[Bump]
+    publish_to_ack: Family[Observe]
 
     def tx(self) -> AbstractContextManager[LeaseStoreTx, Literal[False]]:
         """A transaction on the engine's database."""

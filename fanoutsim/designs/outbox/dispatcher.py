@@ -190,8 +190,8 @@ def read(e: Engine, now: int, name: str, begin: bool = True, together: bool = Tr
     rows = fetch(e, now, name, meters)
     first_due = e.due_at_fetch.get(name)
     due = fetch_due(e, now, name) if first_due is not None and first_due <= now else None
-    b = Batch(name, meters, [*due, *rows] if due else rows, len(due) if due else 0, len(rows), first_due)
-    b.together = together
+    n_due = len(due) if due else 0
+    b = Batch(name, meters, [*due, *rows] if due else rows, n_due, len(rows), first_due, together=together)
     return advance(e, now, b) if begin else b
 
 
@@ -284,9 +284,7 @@ def _finish(e: Engine, now: int, b: Batch) -> bool:
         trace.add(now, "handled", actor, name, seq, None, "due" if due else None)
         m = b.meters
         m.handled()
-        latency = m.latency or e.latency(name)
-        m.latency = latency
-        latency((now - row["ts"]) / US)
+        e.commit_to_handled[name]((now - row["ts"]) / US)
         e.faults.point("dispatch.after_handle_before_cursor", now, who=name, what=seq)
         with e.store.transaction() as tx:
             _done(tx, name, seq, due)

@@ -29,7 +29,7 @@ from fanoutsim.designs.outbox.config import OutboxConfig
 from fanoutsim.designs.outbox.consumers import OutboxRegistry
 from fanoutsim.designs.outbox.metrics import COMMIT_TO_HANDLED, Meters
 from fanoutsim.kernel.faults import Faults
-from fanoutsim.kernel.metrics import Bump, Metrics, Observe
+from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.steps import StepEngineBase
 from fanoutsim.kernel.store import Store
 from fanoutsim.kernel.trace import Trace, TraceSchema
@@ -77,8 +77,9 @@ class OutboxEngine(StepEngineBase):
         self.behind_noted: set[tuple[str, int]] = set()
         self.wake_at: dict[str, int] = {}  # consumer -> when a wait (settle, gap) ends
         self.due_at_fetch: dict[str, int | None] = {}  # consumer -> next due time, read with its last fetch
-        self.counters: dict[tuple[str, str], Bump] = {}  # (metric, consumer) -> bound counter
         self._meters: dict[str, Meters] = {}  # consumer -> its counters, bound
+        # each consumer's commit-to-handled seconds, bound at its first handled row
+        self.commit_to_handled = metrics.histograms(COMMIT_TO_HANDLED, "consumer")
         # consumer -> the last seq it finished since its last status write (self_hint_every only)
         self.unreported: dict[str, int] | None = {} if config.self_hint_every is not None else None
 
@@ -100,30 +101,18 @@ class OutboxEngine(StepEngineBase):
     # retention
     prune_once = retention.prune_once
 
-    def count(self, metric: str, consumer: str) -> Bump:
-        """The bound counter ``metric{consumer=...}``."""
-        c = self.counters.get((metric, consumer))
-        if c is None:
-            c = self.counters[(metric, consumer)] = self.metrics.counter(metric, consumer=consumer)
-        return c
-
     def meters(self, consumer: str) -> Meters:
         """``consumer``'s counters, bound once (a read and each row bump them)."""
         m = self._meters.get(consumer)
         if m is None:
-            count = self.count
+            count = self.metrics.counter
             m = self._meters[consumer] = Meters(
-                count("fanoutsim_outbox_fetches_total", consumer),
-                count("fanoutsim_outbox_handled_total", consumer),
-                count("fanoutsim_outbox_failures_total", consumer),
-                count("fanoutsim_outbox_parked_total", consumer),
+                count("fanoutsim_outbox_fetches_total", consumer=consumer),
+                count("fanoutsim_outbox_handled_total", consumer=consumer),
+                count("fanoutsim_outbox_failures_total", consumer=consumer),
+                count("fanoutsim_outbox_parked_total", consumer=consumer),
             )
         return m
-
-    def latency(self, consumer: str) -> Observe:
-        """The bound histogram of ``consumer``'s commit-to-handled seconds, made
-        at its first handled row (as :meth:`Metrics.observe` would make it)."""
-        return self.metrics.histogram(COMMIT_TO_HANDLED, consumer=consumer)
 
     def publish(self, now: int) -> int:
         """Publish rows committed since the last call to the topic bus."""

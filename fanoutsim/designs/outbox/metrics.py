@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fanoutsim.kernel.metrics import Bump, Help, Observe, series
+from fanoutsim.kernel.metrics import Bump, Help, series
 from fanoutsim.kernel.timeutil import US
 
 COMMIT_TO_HANDLED = "fanoutsim_outbox_commit_to_handled_seconds"
@@ -21,14 +21,12 @@ CURSOR_LAG = "fanoutsim_outbox_cursor_lag_seconds"
 @dataclass(slots=True)
 class Meters:
     """A consumer's counters, bound once per incarnation (each series appears at
-    its first bump, as with :meth:`~fanoutsim.kernel.metrics.Metrics.inc`); its
-    commit-to-handled histogram is bound at its first handled row."""
+    its first bump, as with :meth:`~fanoutsim.kernel.metrics.Metrics.inc`)."""
 
     fetches: Bump
     handled: Bump
     failures: Bump
     parked: Bump
-    latency: Observe | None = None
 
 
 METRICS: dict[str, Help] = {

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps
     from fanoutsim.designs.outbox.config import ConsumerSpec, OutboxConfig
     from fanoutsim.designs.outbox.metrics import Meters
     from fanoutsim.designs.outbox.tables.port import OutboxTx
-    from fanoutsim.kernel.metrics import Bump, Observe
+    from fanoutsim.kernel.metrics import Family, Observe
 
 
 class OutboxStore(Protocol):
@@ -66,14 +66,12 @@ class Engine(StepEngine, Protocol):
     due_at_fetch: dict[str, int | None]
     # consumer -> the last seq it finished since its last status write (None: no status writes)
     unreported: dict[str, int] | None
+    # each consumer's commit-to-handled histogram, by consumer
+    commit_to_handled: Family[Observe]
 
     # a property, read-only: the engine's registry is a subtype of this port, which a
     # (mutable) attribute would have to match exactly
     @property
     def registry(self) -> Registry: ...
 
-    def count(self, metric: str, consumer: str) -> Bump: ...
-
     def meters(self, consumer: str) -> Meters: ...
-
-    def latency(self, consumer: str) -> Observe: ...

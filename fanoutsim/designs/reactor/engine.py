@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from fanoutsim.designs.reactor import executor, firing, poller, prune, subscriptions, triggers
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.faults import AFTER_INSERT, BEFORE_INSERT, limits_polls
+from fanoutsim.designs.reactor.metrics import FIRE_TO_DISPATCH
 from fanoutsim.designs.reactor.predicate import Predicate, compile_predicate
 from fanoutsim.kernel.faults import Faults
 from fanoutsim.kernel.ids import IdSource
@@ -143,8 +144,8 @@ class ReactorEngine(StepEngineBase):
         self.poll_queries = metrics.counter("fanoutsim_reactor_poll_queries_total")
         # the hooks asked at each dispatch, None where no fault acts at them (asked once)
         self.insert_hooks = (BEFORE_INSERT.active(self.faults), AFTER_INSERT.active(self.faults))
-        # each reactor's fire-to-dispatch histogram, as its first dispatch finds it
-        self.fire_to_dispatch: dict[str, Callable[[float], None]] = {}
+        # each reactor's fire-to-dispatch histogram, bound at its first dispatch
+        self.fire_to_dispatch = metrics.histograms(FIRE_TO_DISPATCH, "reactor")
         # in-memory only: lost on crash, rebuilt lazily
         self._predicates: dict[str, tuple[str, Predicate | str]] = {}
 

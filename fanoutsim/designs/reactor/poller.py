@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.reactor.faults import InsertFailed
-from fanoutsim.designs.reactor.metrics import FIRE_TO_DISPATCH
 from fanoutsim.designs.reactor.payload import decode_sources, encode_decoded
 from fanoutsim.designs.reactor.predicate import Predicate, activation, truncate_predicate_text
 from fanoutsim.designs.reactor.tables import cursor_of
@@ -397,12 +396,7 @@ def _dispatch(
         e.trace.add(now, "dispatch_failed", e.poller, sid, fid, row["id"], str(exc))
         return _HOLD if e.config.dispatch_failure_policy == "hold" else None
     stats.dispatched += 1
-    latency = e.fire_to_dispatch.get(sub["reactor_name"])
-    if latency is None:  # the reactor's histogram, kept by the engine: one lookup a dispatch
-        latency = e.fire_to_dispatch[sub["reactor_name"]] = e.metrics.histogram(
-            FIRE_TO_DISPATCH, reactor=sub["reactor_name"]
-        )
-    latency((now - f["fired_at"]) / US)
+    e.fire_to_dispatch[sub["reactor_name"]]((now - f["fired_at"]) / US)
     e.trace.add(now, "dispatched", e.poller, sid, fid, row["id"])
     if atomic:
         e.trace.add(now, "watermark", e.poller, sid, fid, None, d.stamp)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # names for the checker only: the engine that binds the steps
     from fanoutsim.designs.reactor.predicate import Predicate
     from fanoutsim.designs.reactor.tables.port import ReactorTx, SubscriptionRow
     from fanoutsim.kernel.ids import IdSource
-    from fanoutsim.kernel.metrics import Bump
+    from fanoutsim.kernel.metrics import Bump, Family, Observe
 
 
 class ReactorStore(Protocol):
@@ -71,8 +71,8 @@ class Engine(StepEngine, Protocol):
     poll_queries: Bump
     # the before_insert and after_insert hooks, each None where no fault acts at it
     insert_hooks: tuple[Callable[..., None] | None, Callable[..., None] | None]
-    # each reactor's fire-to-dispatch histogram (an observe), kept by the engine
-    fire_to_dispatch: dict[str, Callable[[float], None]]
+    # each reactor's fire-to-dispatch histogram, by reactor name
+    fire_to_dispatch: Family[Observe]
 
     # a property, read-only: the engine's registry is a subtype of this port, which a
     # (mutable) attribute would have to match exactly
