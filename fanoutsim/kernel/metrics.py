@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -202,22 +202,21 @@ class Metrics:
         return out
 
 
-class Family(Generic[B]):
+class Family(dict[str, B]):
     """One metric's series told apart by one label, each bound at its first use
     (:meth:`Metrics.counters`, :meth:`Metrics.histograms`): a hot path's
-    ``family[value](x)`` is a dict lookup and a call, with no key to build.
-    Like :meth:`Metrics.inc`, a counter's series appears at its first bump."""
+    ``family[value](x)`` is a dict lookup (in C: a dict of the values bound so
+    far) and a call, with no key to build. Like :meth:`Metrics.inc`, a
+    counter's series appears at its first bump."""
 
-    __slots__ = ("_bind", "_bound")
+    __slots__ = ("_bind",)
 
     def __init__(self, bind: Callable[[str], B]) -> None:
+        super().__init__()
         self._bind = bind  # a label's value -> its series, bound
-        self._bound: dict[str, B] = {}
 
-    def __getitem__(self, value: str) -> B:
-        bound = self._bound.get(value)
-        if bound is None:
-            bound = self._bound[value] = self._bind(value)
+    def __missing__(self, value: str) -> B:
+        bound = self[value] = self._bind(value)
         return bound
 
 
