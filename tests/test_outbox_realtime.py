@@ -329,7 +329,7 @@ def test_a_writer_thread_that_starts_late_writes_the_seeds_whole_workload(monkey
     # on a loaded machine the writer's thread may first run well after start():
     # its Poisson schedule still begins at the start, so it writes what the
     # virtual run writes, the missed arrivals at once
-    import fanoutsim.designs.outbox.runtime as runtime
+    import fanoutsim.kernel.runtime.driver as runtime  # where a runtime's writer loop is made
 
     arrivals = runtime.arrivals
 

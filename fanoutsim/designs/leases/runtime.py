@@ -63,7 +63,7 @@ from fanoutsim.designs.leases.roles import CLIENTS, RECOVERY, RETENTION, ROLES
 from fanoutsim.designs.leases.tables import check_database
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.driver import Loop
-from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Wait, Work, arrivals
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Wait, Work
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import Seconds
 
@@ -527,4 +527,4 @@ class LeaseRuntime(LeaseHost):
                 self._call(engine.publish, [(part, kind, {"n": n})])
                 self._published()
 
-        return arrivals(lambda: self.now, rate, start, stop, rng, publish, self.workload_origin())
+        return self.arrivals(rate, start, stop, rng, publish)

@@ -65,7 +65,7 @@ from fanoutsim.designs.outbox.notify import NotificationChannel, listener_pool
 from fanoutsim.designs.outbox.roles import BUS, CONSUMERS, RETENTION, ROLES
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.driver import Loop
-from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work, arrivals
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Until, Wait, Work
 from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.scenario import checked_args
 from fanoutsim.kernel.timeutil import US, to_us
@@ -346,7 +346,7 @@ class OutboxRuntime(OutboxHost):
             else:
                 self._call(engine.commit, page, body, topic=row_topic)
 
-        return arrivals(lambda: self.now, rate, start, stop, rng, commit, self.workload_origin())
+        return self.arrivals(rate, start, stop, rng, commit)
 
     def _late_commit(self, page: str, body: str, topic: str, delay: float):
         """A writer that takes its seq now and commits ``delay`` seconds later (stamped now)."""

@@ -44,7 +44,7 @@ from fanoutsim.designs.reactor.roles import EXECUTOR, POLL, PRUNE, ROLES
 from fanoutsim.designs.reactor.workload import GENERATORS, Workload
 from fanoutsim.designs.stores import open_store
 from fanoutsim.kernel.runtime.driver import Loop
-from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Wait, Work, arrivals
+from fanoutsim.kernel.runtime.loops import Sleep, Ticks, Wait, Work
 from fanoutsim.kernel.runtime.roles import ALL, WORKLOADS
 from fanoutsim.kernel.timeutil import US
 
@@ -290,7 +290,7 @@ class ReactorRuntime(RunnerHost):
         def fire(due: float) -> None:
             self._fires(w.reactor, w.tenant, payload, self.start_us + round(due * US))
 
-        return arrivals(lambda: self.now, w.rate, w.start, w.stop, rng, fire, self.workload_origin())
+        return self.arrivals(w.rate, w.start, w.stop, rng, fire)
 
     def _late_fire(self, reactor: str, tenant: str, payload: dict, fired_at: int, delay: float):
         """A writer that stamped ``fired_at`` and commits ``delay`` seconds later."""

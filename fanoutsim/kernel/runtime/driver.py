@@ -42,7 +42,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from fanoutsim.kernel.faults import CrashAt, CrashRandomly, bind, check_faults
-from fanoutsim.kernel.runtime.loops import Sleep
+from fanoutsim.kernel.runtime.loops import Sleep, Until, arrivals
 from fanoutsim.kernel.runtime.roles import ALL, Roles
 from fanoutsim.kernel.store.record import open_claimed
 from fanoutsim.kernel.trace import NullTrace, Trace, TraceSchema
@@ -81,6 +81,13 @@ class Driver:
         """When a workload added now begins, for :func:`~.loops.arrivals`: None
         under SimPy, where a loop first runs at the instant it is added."""
         return None
+
+    def arrivals(
+        self, rate: float, start: float, stop: float | None, rng: Any, arrive: Callable[[float], object]
+    ) -> Generator[Sleep | Until, None, None]:
+        """A writer's loop for a workload added now: :func:`~.loops.arrivals` on
+        this driver's clock, from its :meth:`workload_origin`."""
+        return arrivals(lambda: self.now, rate, start, stop, rng, arrive, self.workload_origin())
 
     #: The design's names for its trace's columns (``who``, ``what``, ``where``).
     trace_schema = TraceSchema()  # the design's names for its trace's columns
