@@ -174,3 +174,40 @@ def test_the_costs_file_holds_both_brokers_as_the_presets_read_it():
         assert entry["messages"] == len(entry["publish_to_delivered_s"]) >= 100
         assert all(0 < x < 1 for x in entry["publish_to_delivered_s"] + entry["ack_round_trip_s"])
         assert preset(PRESET_OF[broker]).measured() is not None
+
+
+def test_a_redis_delivery_between_two_reads_never_shows_a_consumer_that_owes_nothing(servers):
+    # the harness settles when the broker owes nothing; Redis's pending count and the group's
+    # last delivery were read apart, and a delivery between them (0 pending, then 3 delivered)
+    # read as nothing owed before anything was handled: the poison case read its floor too soon
+    import redis
+
+    from fanoutsim.designs.leases.realbrokers.brokers import ConsumerSpec, RedisAdmin
+
+    endpoint = servers["redis-streams"].endpoint
+    side = redis.Redis(unix_socket_path=endpoint)
+
+    class DeliversAfterEachCommand(redis.Redis):
+        def execute_command(self, *args, **options):
+            out = super().execute_command(*args, **options)
+            if args[0] != "XADD":
+                side.xreadgroup("c", "worker", {"race": ">"}, count=10)
+            return out
+
+    a = RedisAdmin(endpoint, "6.2")
+    a.r = DeliversAfterEachCommand(unix_socket_path=endpoint)
+    try:
+        a.create("race", [ConsumerSpec("c", 1.0)])
+        for n in (1, 2, 3):
+            a.publish("race", n)
+        assert a.unacked("race", "c") == 3  # none acked; read apart, it said 0
+        assert a.floor("race", "c") == 0
+        side.xreadgroup("c", "worker", {"race": ">"}, count=10)
+        assert (a.unacked("race", "c"), a.floor("race", "c")) == (3, 0)
+        for p in side.xpending_range("race", "c", min="-", max="+", count=10):
+            side.xack("race", "c", p["message_id"])
+        assert a.unacked("race", "c") == 0
+        assert a.floor("race", "c") == 3
+    finally:
+        a.close()
+        side.close()

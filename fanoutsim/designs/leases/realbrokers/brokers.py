@@ -229,25 +229,27 @@ class RedisAdmin:
         self._n[stream][eid] = n
         return at
 
-    def _group(self, stream: str, consumer: str) -> dict:
-        groups = {g["name"].decode(): g for g in self.r.xinfo_groups(stream)}
-        return groups[consumer]
-
-    def _delivered_up_to(self, stream: str, consumer: str) -> int:
-        last = self._group(stream, consumer)["last-delivered-id"]
-        return self._n[stream].get(last, 0)
+    def _state(self, stream: str, consumer: str) -> tuple[dict, int]:
+        """The group's pending summary and the message its last delivery stands on, read in
+        one MULTI/EXEC: read apart, a delivery between the two reads (none pending, then 4
+        delivered) showed a consumer that owed nothing before it had handled anything."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.xpending(stream, consumer)
+        pipe.xinfo_groups(stream)
+        summary, groups = pipe.execute()
+        last = {g["name"].decode(): g for g in groups}[consumer]["last-delivered-id"]
+        return summary, self._n[stream].get(last, 0)
 
     def floor(self, stream: str, consumer: str) -> int:
         """The message before the oldest pending one; with none pending, the last delivered."""
-        summary = self.r.xpending(stream, consumer)
-        delivered = self._delivered_up_to(stream, consumer)
+        summary, delivered = self._state(stream, consumer)
         if not summary["pending"]:
             return delivered
         return min(self._n[stream][summary["min"]] - 1, delivered)
 
     def unacked(self, stream: str, consumer: str) -> int:
-        pending = int(self.r.xpending(stream, consumer)["pending"])
-        return pending + len(self._n[stream]) - self._delivered_up_to(stream, consumer)
+        summary, delivered = self._state(stream, consumer)
+        return int(summary["pending"]) + len(self._n[stream]) - delivered
 
     def at_limit(self, stream: str, consumer: str) -> list[tuple[int, int, float]]:
         """The consumer's dead letters: (n, deliveries, when: the entry id's ms)."""
