@@ -95,6 +95,50 @@ def test_stop_lets_the_body_in_hand_finish(tmp_path):
         assert list(rt.executions()["status"]) == ["completed"]
 
 
+def test_an_idle_executor_wakes_for_a_dispatch_between_its_empty_claim_and_its_sleep(tmp_path):
+    # the executor's claim found nothing and it left the step; the poller's dispatch
+    # came before it went to sleep: its snapshot of the writes then held the dispatch,
+    # and it slept until some other write (for ever, alone on the store). Seen under
+    # two CPU hogs: test_stop_lets_the_body_in_hand_finish's body never began.
+    began = threading.Event()
+    rt = fs.Realtime(FAST, store=str(tmp_path / "e.duckdb"))
+    rt.runner.register_workflow("wf", lambda ctx: began.set())
+    rt.runner.subscribe_workflow_to_reactor("r", "wf")
+    sleep, late = rt._until_written, []
+
+    def late_sleep(ready, since=None):
+        if not late:  # the first sleep: a fire dispatched between the empty claim and here
+            late.append(rt.fire("r", {"n": 1}))
+            assert wait_for(lambda: len(rt.executions()) == 1, timeout=30)
+        return sleep(ready, since)
+
+    rt._until_written = late_sleep
+    with rt:
+        assert began.wait(timeout=30)
+    assert late
+
+
+def test_an_idle_poller_polls_a_fire_written_after_its_empty_pass_read(tmp_path, monkeypatch):
+    # a pass that found nothing skips its reads until a step writes; a fire committed
+    # by another thread after the pass's reads, before the skip began, ended no skip
+    from fanoutsim.designs.reactor.engine import ReactorEngine
+
+    rt = fs.Realtime(FAST, store=str(tmp_path / "p.duckdb"))
+    rt.runner.register_workflow("wf", lambda ctx: None)
+    rt.runner.subscribe_workflow_to_reactor("r", "wf")
+    start_pass, fired = ReactorEngine.start_pass, []
+
+    def pass_then_a_fire(e, now):
+        subs, i, batch = start_pass(e, now)
+        if i >= len(subs) and not fired:  # it found nothing: the fire lands after its reads
+            fired.append(rt.fire("r", {"n": 1}))
+        return subs, i, batch
+
+    monkeypatch.setattr(ReactorEngine, "start_pass", pass_then_a_fire)
+    with rt:
+        assert wait_for(lambda: fired and len(rt.executions()) == 1, timeout=30)
+
+
 def test_injected_faults_work_on_the_wall_clock(tmp_path):
     plan = FaultPlan(
         [

@@ -177,6 +177,9 @@ class ReactorRuntime(RunnerHost):
             decoded: dict = {}  # the pass's decoded firings: in memory, lost on crash
             # the list and the fetches of subscriptions with nothing new, up to
             # the next batch, are one step: no time passes between them
+            # taken before the pass's reads: on the wall clock a write (a fire on
+            # another thread) may land between them and the skip below
+            written = store.writes
             got = self._call(start_pass)
             if got is None or not self._running(engine):
                 return
@@ -187,7 +190,6 @@ class ReactorRuntime(RunnerHost):
                 # find nothing either. Each still ticks (so that a write at a tick
                 # meets the pass in the order it would) and counts its queries,
                 # but none reads the store.
-                written = store.writes
                 while True:
                     yield ticks.next(self.now)
                     if store.writes != written or not self._running(engine):
@@ -233,11 +235,13 @@ class ReactorRuntime(RunnerHost):
                     rows = self._call(engine.claim_next, free) if self._running(engine) else []
                     for row in rows or ():
                         self._spawn_task(self._body(engine, row), "worker")
+                    seen = self.store.writes  # what the empty claim saw: a dispatch after it must wake us
                 if rows is None and self.sleep_when_idle and self._running(engine):
                     # Nothing is pending, so every tick finds nothing until a step
                     # leaves an execution pending: sleep until then, then claim at
                     # the first tick of the same grid at or after it.
-                    yield Wait(self._until_written(lambda: engine.has_pending(self.now_us())), self._idle_claim())
+                    pending = self._until_written(lambda: engine.has_pending(self.now_us()), seen)
+                    yield Wait(pending, self._idle_claim())
                     yield ticks.at_or_after(self.now)
                     continue
             yield ticks.next(self.now)

@@ -24,7 +24,11 @@ with real waits on threads. Both give the loops the same members:
 ``_arm(key)`` / ``_signal(key)`` / ``_signal_all()`` / ``_woken(wake)``
                               wakes: a loop arms one before it reads, others
                               signal it (a hint, a poll); ``Wait(wake, timeout)``
-``_until_written(ready)``     a wake that fires once a step wrote and ``ready()``
+``_until_written(ready, since)``
+                              a wake that fires once a step wrote and ``ready()``;
+                              at once if the store was written after ``since`` (a
+                              ``store.writes`` the loop read in the step that found
+                              nothing: a write between that step and the sleep)
 ``_rng(name, *parts)``        a named, seeded random stream of this process
 ``clock()``                   a mark for ``Work(seconds, since=mark)``
 ``_runs(group)``              whether this process runs a group of loops: its
