@@ -175,11 +175,11 @@ class ReactorRuntime(RunnerHost):
         ticks = Ticks(self.now, interval)  # every P: a pass's round trips do not push the next back
         while True:
             decoded: dict = {}  # the pass's decoded firings: in memory, lost on crash
+            # the skip below ends at a write after this mark, taken before the pass's
+            # reads: on the wall clock a fire on another thread may land after them
+            written = store.writes
             # the list and the fetches of subscriptions with nothing new, up to
             # the next batch, are one step: no time passes between them
-            # taken before the pass's reads: on the wall clock a write (a fire on
-            # another thread) may land between them and the skip below
-            written = store.writes
             got = self._call(start_pass)
             if got is None or not self._running(engine):
                 return

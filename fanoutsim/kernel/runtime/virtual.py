@@ -392,16 +392,17 @@ class VirtualRuntime(Driver):
     def _woken(wake: simpy.Event) -> bool:
         return wake.triggered
 
-    def _until_written(self, ready: Callable[[], bool], since: int | None = None) -> simpy.Event:
+    def _until_written(self, ready: Callable[[], bool], since: int) -> simpy.Event:
         """A wake that fires once a step has committed a write after which
         ``ready()`` is true: a loop whose every pass would find nothing until
         then waits on it instead of ticking (it must then resume on the grid
         it would have kept, so that the trace stays the same). ``ready`` is
         asked only after steps that wrote (``store.writes`` moved). Fired at
-        once if the store was written after ``since`` (under SimPy nothing
-        runs between a loop's step and its sleep, so it never is)."""
+        once if the store was written after ``since``, the ``store.writes``
+        the loop saw in its step that found nothing (under SimPy nothing runs
+        between that step and this call, so it never is)."""
         event = self.env.event()
-        if since is not None and self.store.writes != since:
+        if self.store.writes != since:
             return event.succeed()
         if not self._sleepers:  # others may not have seen the writes since they were last asked
             self._slept_at = self.store.writes

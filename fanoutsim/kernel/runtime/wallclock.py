@@ -462,14 +462,14 @@ class SteppedWallRuntime(Driver):
     def _woken(wake: threading.Event) -> bool:
         return wake.is_set()
 
-    def _until_written(self, ready: Callable[[], bool], since: int | None = None) -> threading.Event:
+    def _until_written(self, ready: Callable[[], bool], since: int) -> threading.Event:
         """A wake that fires once a step of this process wrote and ``ready()`` is true;
         at once if the store was written after ``since``: another thread's step may
         have run between the loop's step that found nothing and this call, and its
         write would wake nobody."""
         event = threading.Event()
         with self._proc:
-            if not self._looping or (since is not None and self.store.writes != since):
+            if not self._looping or self.store.writes != since:
                 event.set()
                 return event
             if not self._sleepers:
