@@ -28,6 +28,8 @@ crashed was never there. A checker reads both.
 from __future__ import annotations
 
 import os
+import pickle
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,27 +101,98 @@ class TraceFrame(pd.DataFrame):
 
 # events a recorder holds as rows before it moves them into its columns
 _ROWS = 4096
+# events the columns hold before they are packed (see Trace._pack)
+_PACK = 1 << 14
+
+
+def _codec() -> Any:
+    """The compression of packed events: zstd, as pyarrow (a dependency) bundles
+    it, at its fastest level; None where a build of pyarrow lacks it (then zlib)."""
+    import pyarrow as pa
+
+    return pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
+
+
+class _Packed:
+    """Settled events packed into one bytes object: their columns pickled, then
+    compressed. A day's events take about 11 bytes each this way, where the
+    columns' references (and the ints of their times) took about 75."""
+
+    __slots__ = ("rows", "size", "blob")
+    _codec: Any = False  # the codec, once looked up (False: not yet)
+
+    def __init__(self, cols: tuple[list[Any], ...]) -> None:
+        raw = pickle.dumps(cols, protocol=pickle.HIGHEST_PROTOCOL)
+        self.rows, self.size = len(cols[0]), len(raw)
+        codec = self._get_codec()
+        self.blob: bytes = zlib.compress(raw, 1) if codec is None else codec.compress(raw, asbytes=True)
+
+    @classmethod
+    def _get_codec(cls) -> Any:
+        if cls._codec is False:
+            cls._codec = _codec()
+        return cls._codec
+
+    def columns(self) -> tuple[list[Any], ...]:
+        """The columns packed: the same values, in new lists."""
+        codec = self._get_codec()
+        raw = (
+            zlib.decompress(self.blob)
+            if codec is None
+            else codec.decompress(self.blob, decompressed_size=self.size, asbytes=True)
+        )
+        cols: tuple[list[Any], ...] = pickle.loads(raw)
+        return cols
+
+
+class _Kept:
+    """Settled events with a value pickle cannot take (an id that is not a str,
+    an int or None): kept as their lists, in a pack's place."""
+
+    __slots__ = ("rows", "cols")
+
+    def __init__(self, cols: tuple[list[Any], ...]) -> None:
+        self.rows, self.cols = len(cols[0]), cols
+
+    def columns(self) -> tuple[list[Any], ...]:
+        return self.cols
 
 
 class Trace:
     """The recorder: a list per event column. An event is first appended as
     one row (a tuple: one call in C, where a list per column took seven), and
-    every :data:`_ROWS` events the rows move into the columns at once. The
-    incarnation changes only at a restart, so it is kept as its runs — the
-    event at which each incarnation began — rather than as a value per event;
-    :meth:`columns` spells it out."""
+    every :data:`_ROWS` events the rows move into the columns at once. Every
+    :data:`_PACK` events the columns are packed (:class:`_Packed`), so that a
+    long run's trace takes a seventh of the memory; a reader gets them back as
+    lists. The incarnation changes only at a restart, so it is kept as its
+    runs — the event at which each incarnation began — rather than as a value
+    per event; :meth:`columns` spells it out."""
 
-    __slots__ = ("schema", "cols", "rows", "_attempt", "_runs", "hist", "_hist_index", "_sources", "_logged")
+    __slots__ = (
+        "schema",
+        "cols",
+        "rows",
+        "packed",
+        "_packed_rows",
+        "_attempt",
+        "_runs",
+        "hist",
+        "_hist_index",
+        "_sources",
+        "_logged",
+    )
 
     def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         self.schema = schema
         # t, kind, actor, who, what, where, detail (the incarnation is in _runs)
         self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS - 1))
         self.rows: list[tuple[Any, ...]] = []  # the events not yet in cols, in order
+        self.packed: list[_Packed | _Kept] = []  # the events before those in cols, in order
+        self._packed_rows = 0
         self._attempt = 0
         self._runs: list[tuple[int, int]] = [(0, 0)]  # (first event, incarnation), in order
         self.hist: tuple[list[Any], ...] = tuple([] for _ in schema.history)
-        self._hist_index: dict[Ref, int] = {}  # an item -> its row in the history
+        self._hist_index: dict[Ref, int] = {}  # an item not yet logged -> its row in the history
         self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
         # where each history column's value is in attempted()'s (item, *values, attempt, None)
         given = schema.given()
@@ -144,12 +217,45 @@ class Trace:
             self._settle()
 
     def _settle(self) -> None:
-        """Move the rows into the columns (what every reader of the columns does first)."""
+        """Move the rows into the columns (what every reader of the columns does
+        first), and the columns into a pack once they hold :data:`_PACK` events."""
         rows = self.rows
         if rows:
             for col, values in zip(self.cols, zip(*rows)):
                 col.extend(values)
             rows.clear()
+            if len(self.cols[0]) >= _PACK:
+                self._pack()
+
+    def _pack(self) -> None:
+        """The columns packed; new, empty ones take the next events (a reader
+        given the old lists keeps them as they were)."""
+        cols = self.cols
+        packed: _Packed | _Kept
+        try:
+            packed = _Packed(cols)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            packed = _Kept(cols)  # tried once: the next pack starts after these events
+        self.packed.append(packed)
+        self._packed_rows += packed.rows
+        self.cols = tuple([] for _ in cols)
+
+    def _settled(self) -> int:
+        """The events settled: packed, or in the columns."""
+        return self._packed_rows + len(self.cols[0])
+
+    def _unpacked(self) -> tuple[list[Any], ...]:
+        """The settled events' columns: the recorder's own lists when nothing
+        is packed, else new lists, the packs' events first."""
+        if not self.packed:
+            return self.cols
+        out: tuple[list[Any], ...] = tuple([] for _ in self.cols)
+        for packed in self.packed:
+            for col, values in zip(out, packed.columns()):
+                col += values
+        for col, values in zip(out, self.cols):
+            col += values
+        return out
 
     @property
     def attempt(self) -> int:
@@ -164,7 +270,7 @@ class Trace:
         """The events from now on belong to incarnation ``value``."""
         self._settle()
         self._attempt = value
-        at = len(self.cols[0])
+        at = self._settled()
         if self._runs[-1][0] == at:  # no event of the last run: it is replaced
             self._runs[-1] = (at, value)
         elif self._runs[-1][1] != value:
@@ -174,7 +280,7 @@ class Trace:
         """The incarnation of each event, spelled out."""
         self._settle()
         out: list[int] = []
-        ends = [start for start, _ in self._runs[1:]] + [len(self.cols[0])]
+        ends = [start for start, _ in self._runs[1:]] + [self._settled()]
         for (start, value), end in zip(self._runs, ends):
             out += [value] * (end - start)
         return out
@@ -182,7 +288,7 @@ class Trace:
     def _all_columns(self) -> tuple[list[Any], ...]:
         """The eight event columns (t, kind, actor, who, what, where, incarnation, detail)."""
         attempts = self._attempts()  # (settles the rows first)
-        c = self.cols
+        c = self._unpacked()
         return (*c[:6], attempts, c[6])
 
     def attempted(self, item: Ref, *values: object) -> None:
@@ -194,12 +300,13 @@ class Trace:
             col.append(row[k])
 
     def logged(self, item: Ref, at: int) -> None:
-        """The item's row committed at ``at``."""
-        # a schema without logged_at (self._logged None) has no writer that calls this
-        self.hist[self._logged][self._hist_index[item]] = at  # type: ignore[index]
+        """The item's row committed at ``at`` (once: a writer logs each item it attempted at most once)."""
+        # a schema without logged_at (self._logged None) has no writer that calls this; a logged
+        # item leaves the index, which then holds only the items in flight (a run's would be millions)
+        self.hist[self._logged][self._hist_index.pop(item)] = at  # type: ignore[index]
 
     def __len__(self) -> int:
-        return len(self.cols[0]) + len(self.rows)
+        return self._settled() + len(self.rows)
 
     def _event_columns(self) -> list[tuple[str, list[Any]]]:
         cols = list(self._all_columns())
@@ -211,10 +318,11 @@ class Trace:
         """The events and the history as columns (name -> list of values,
         missing ones None): what :meth:`frame` holds, for a reader of a whole
         run that loops over it in Python (a checker) and has no use for a
-        DataFrame. The recorder's own lists, not copies (a day's trace is a
-        million rows; the incarnation's is built): read them, never change them,
-        and call again for events added since (new events are held apart, as
-        rows, until a reader asks)."""
+        DataFrame. The recorder's own lists, not copies, while nothing is
+        packed (the incarnation's is built; a long run's packed events are
+        unpacked into new lists): read them, never change them, and call again
+        for events added since (new events are held apart, as rows, until a
+        reader asks)."""
         return dict(self._event_columns()), dict(zip(self.schema.history, self.hist))
 
     def history(self) -> pd.DataFrame:
@@ -294,6 +402,9 @@ class SpilledTrace(Trace):
         Trace.add(self, *args, **kwargs)
         if len(self.cols[0]) + len(self.rows) >= self.chunk:
             self.spill()
+
+    def _pack(self) -> None:
+        """Nothing: the events go to disk a chunk at a time (:meth:`spill`)."""
 
     def spill(self) -> None:
         """Write the events in memory as the next file, and let them go."""
