@@ -36,7 +36,8 @@ def fire(
     check_name("tenant name", tenant)
     blob = encode_payload(sources)  # raises before anything runs or is written
     firing_id = e.ids.new()
-    stamp = now if fired_at is None else fired_at
+    # stamped at its commit (no skew, no late writer): one int for fired_at and created_at
+    stamp = now if fired_at is None or fired_at == now else fired_at
     trace = e.trace
     trace.add(now, "fired", "reactor", None, firing_id, None, reactor)
     trace.attempted(firing_id, reactor, tenant, stamp, blob)
