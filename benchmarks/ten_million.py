@@ -38,27 +38,27 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from bench_scale import build
+    from targets import _executions as executions
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fanoutsim-trace-")) / "trace"
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         sim = build(args.subs, trace=folder)
-        executions = sim.store.executions  # the memory store's table: counted, not copied
         until = 0.0
-        while len(executions) < args.deliveries:
+        while executions(sim) < args.deliveries:
             until += args.step
             sim.run(until=until)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-            print(f"t={until:8.0f} s  deliveries {len(executions):10,d}  peak RSS {rss:6.2f} GiB", file=sys.stderr)
+            print(f"t={until:8.0f} s  deliveries {executions(sim):10,d}  peak RSS {rss:6.2f} GiB", file=sys.stderr)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         sim._trace.spill()
         disk = sum(f.stat().st_size for f in folder.iterdir())
         out = {
-            "deliveries": len(executions),
+            "deliveries": executions(sim),
             "virtual_s": until,
             "wall_s": round(wall, 1),
             "cpu_s": round(cpu, 1),
-            "us_cpu_per_delivery": round(cpu / len(executions) * 1e6, 1),
+            "us_cpu_per_delivery": round(cpu / executions(sim) * 1e6, 1),
             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
             "trace_files": sim._trace._parts,
             "trace_disk_mib": round(disk / 2**20),

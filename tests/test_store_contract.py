@@ -526,6 +526,51 @@ def test_duplicate_execution_id_raises(db):
     assert db.rows(EXECS) == [row]
 
 
+def test_count_executions(db):
+    rows = [execution(1, "running"), execution(2, "completed"), execution(3, "failed"), execution(4)]
+    add(db, execs=rows)
+    with db.transaction() as tx:
+        assert tx.count_executions() == 4
+        tx.insert_execution(execution(5))
+        tx.finish_execution(rows[3]["id"], 9, "completed")
+        assert tx.count_executions() == 5  # a transaction sees its own writes; a finish keeps the row
+    claim(db, 10, 10)
+    with db.transaction() as tx:
+        assert tx.count_executions() == 5
+
+
+def test_a_finished_execution_finished_again_keeps_its_row_and_a_rollback_its_first_finish(db):
+    """A finish of a finished row is an UPDATE like any other: the row's status
+    and finished_at change, claimed_at stays, a pending status makes it
+    claimable again; its id stays taken; a rollback puts back what was."""
+    a, b, c = execution(1), execution(2), execution(3)
+    add(db, execs=[a, b, c])
+    claim(db, 5, 3)
+    for x in (a, b, c):
+        with db.transaction() as tx:
+            tx.finish_execution(x["id"], 9, "completed")
+    before = db.rows(EXECS)
+    with pytest.raises(RuntimeError):
+        with db.transaction() as tx:
+            tx.finish_execution(b["id"], 12, "failed")
+            tx.finish_execution(a["id"], 12, "pending")
+            raise RuntimeError("rolled back")
+    assert db.rows(EXECS) == before and claim(db, 13, 10) == []
+    with db.transaction() as tx:
+        tx.finish_execution(b["id"], 20, "failed")
+    assert db.rows(EXECS)[1] == {**b, "status": "failed", "claimed_at": 5, "finished_at": 20}
+    with db.transaction() as tx:
+        tx.finish_execution(a["id"], 21, "pending")
+    assert ids(claim(db, 22, 10)) == [a["id"]]
+    with pytest.raises(KeyError):
+        add(db, execs=[execution(4, eid=c["id"])])
+    assert [(r["id"], r["status"]) for r in db.rows(EXECS)] == [
+        (a["id"], "running"),
+        (b["id"], "failed"),
+        (c["id"], "completed"),
+    ]
+
+
 # -- rows() ----------------------------------------------------------------------------
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator
 
 from fanoutsim.kernel.store.base import check_limit
 
@@ -17,6 +19,103 @@ _MAX_ID = "\uffff"  # sorts after every UUID string
 _F, _E = TABLES["reactor_firings"], TABLES["workflow_executions"]
 F_ID, F_REACTOR, F_TENANT, F_FIRED = 0, 1, 2, 4
 E_ID, E_STATUS, E_DISPATCHED = 0, 4, 5
+
+
+_LIVE = ("pending", "running")  # the statuses a claim or a requeue looks for
+_NULL, _MAX = -(2**63), 2**63  # None in an int64 column (no time is that), and its bound
+
+
+class _Codes(dict[str, int]):
+    """A word's code, a new word given the next (its ``words``, by code)."""
+
+    __slots__ = ("words",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.words: list[str] = []
+
+    def __missing__(self, word: str) -> int:
+        code = self[word] = len(self.words)
+        self.words.append(word)
+        return code
+
+
+class _Finished:
+    """The executions no claim or requeue looks for — every status but pending
+    and running — as columns. Such a row is read only with the whole table (or,
+    rarely, finished again), so it needs no tuple and no dict entry of its
+    own (a day's run keeps every row). ``known`` holds their ids, for the
+    primary key; a workflow, tenant or status is kept as its code."""
+
+    __slots__ = ("ids", "known", "contexts", "codes", "words_of", "times")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.known: set[str] = set()
+        self.contexts: list[object] = []
+        self.codes = _Codes()
+        self.words_of = (array("I"), array("I"), array("I"))  # workflow, tenant, status
+        self.times = (array("q"), array("q"), array("q"))  # dispatched_at, claimed_at, finished_at
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @staticmethod
+    def fits(row: tuple) -> bool:
+        """Whether the columns hold ``row`` as it is: its names str, its times int64 or None."""
+        d, c, f = row[5], row[6], row[7]
+        return (
+            type(row[0]) is str
+            and type(row[1]) is str
+            and type(row[2]) is str
+            and type(row[4]) is str
+            and (d is None or (type(d) is int and _NULL < d < _MAX))
+            and (c is None or (type(c) is int and _NULL < c < _MAX))
+            and (f is None or (type(f) is int and _NULL < f < _MAX))
+        )
+
+    def append(self, row: tuple) -> None:
+        """Keep ``row`` (one that :meth:`fits`) as the last."""
+        eid = row[0]
+        self.ids.append(eid)
+        self.known.add(eid)
+        self.contexts.append(row[3])
+        codes = self.codes
+        wf, tn, st = self.words_of
+        wf.append(codes[row[1]])
+        tn.append(codes[row[2]])
+        st.append(codes[row[4]])
+        d, c, f = self.times
+        d.append(_NULL if row[5] is None else row[5])
+        c.append(_NULL if row[6] is None else row[6])
+        f.append(_NULL if row[7] is None else row[7])
+
+    def insert(self, i: int, row: tuple) -> None:
+        """Keep ``row`` (one that :meth:`fits`) as the ``i``-th (the undo of ``pop(i)``)."""
+        self.ids.insert(i, row[0])
+        self.known.add(row[0])
+        self.contexts.insert(i, row[3])
+        for col, word in zip(self.words_of, (row[1], row[2], row[4])):
+            col.insert(i, self.codes[word])
+        for col, v in zip(self.times, row[5:]):
+            col.insert(i, _NULL if v is None else v)
+
+    def pop(self, i: int = -1) -> tuple:
+        """Take the ``i``-th row out (the last by default): its tuple."""
+        eid = self.ids.pop(i)
+        self.known.discard(eid)
+        w = self.codes.words
+        workflow, tenant, status = (w[col.pop(i)] for col in self.words_of)
+        dispatched, claimed, finished = (None if v == _NULL else v for v in [col.pop(i) for col in self.times])
+        return (eid, workflow, tenant, self.contexts.pop(i), status, dispatched, claimed, finished)
+
+    def rows(self) -> Iterator[tuple]:
+        """Every row's tuple, in the order kept."""
+        w = self.codes.words
+        wf, tn, st = self.words_of
+        for k, eid in enumerate(self.ids):
+            times = (None if col[k] == _NULL else col[k] for col in self.times)
+            yield (eid, w[wf[k]], w[tn[k]], self.contexts[k], w[st[k]], *times)
 
 
 class _Stream:
@@ -39,7 +138,8 @@ def memory_init(s) -> None:
     # replaces a row, and the next pass takes the rows again, not the order
     s.poll_order: list[str] | None = None
     s.poll_subs: tuple[dict, ...] | None = None
-    s.executions: dict[str, tuple] = {}  # id -> the row's columns
+    s.executions: dict[str, tuple] = {}  # id -> the row's columns: the rows pending or running (or that do not fit)
+    s.finished_executions = _Finished()  # the others
     s.pending: list[tuple[int, str]] = []
 
 
@@ -273,9 +373,9 @@ class ReactorMemoryTx(ReactorTx):
     def insert_execution(self, row):
         s = self.s
         eid = row["id"]
-        if eid in s.executions:  # (_unique, inline: one insert a dispatch)
+        if eid in s.executions or eid in s.finished_executions.known:  # (_unique, inline: one insert a dispatch)
             raise self._duplicate(f"workflow_executions.id {eid}")
-        kept = s.executions[eid] = (
+        kept = (
             eid,
             row["workflow_name"],
             row["tenant_id"],
@@ -286,6 +386,12 @@ class ReactorMemoryTx(ReactorTx):
             row["finished_at"],
         )  # _E's order
         status = kept[E_STATUS]
+        done = s.finished_executions
+        if status not in _LIVE and done.fits(kept):
+            done.append(kept)
+            self.undo.append(done.pop)  # (an undo log runs backwards: this row is the last)
+            return
+        s.executions[eid] = kept
         if status == "pending":
             insort(s.pending, (kept[E_DISPATCHED], eid))
 
@@ -342,15 +448,50 @@ class ReactorMemoryTx(ReactorTx):
         s = self.s
         row = s.executions.get(execution_id)
         if row is None:
-            return  # no such row: UPDATE ... WHERE id = ? matches nothing
-        _put_execution(s, (row[0], row[1], row[2], row[3], status, row[5], row[6], now))
+            row = self._unfinish(execution_id)
+            if row is None:
+                return  # no such row: UPDATE ... WHERE id = ? matches nothing
+        new = (row[0], row[1], row[2], row[3], status, row[5], row[6], now)
         _index_status(s, row, row[E_STATUS], status)  # a finished row must not be claimed later
+        done = s.finished_executions
+        if status not in _LIVE and done.fits(new):
+            del s.executions[execution_id]
+            done.append(new)
 
-        def undo():
-            _put_execution(s, row)
-            _index_status(s, row, status, row[E_STATUS])
+            def undo():
+                done.pop()
+                _put_execution(s, row)
+                _index_status(s, row, status, row[E_STATUS])
+
+        else:
+            _put_execution(s, new)
+
+            def undo():
+                _put_execution(s, row)
+                _index_status(s, row, status, row[E_STATUS])
 
         self.undo.append(undo)
+
+    def _unfinish(self, execution_id) -> tuple | None:
+        """A finished row that is finished again (rare: a finish the claim's
+        recovery outran) goes back among the live rows first: its tuple."""
+        s = self.s
+        done = s.finished_executions
+        if execution_id not in done.known:
+            return None
+        i = done.ids.index(execution_id)
+        row = s.executions[execution_id] = done.pop(i)
+
+        def undo():
+            del s.executions[execution_id]
+            done.insert(i, row)
+
+        self.undo.append(undo)
+        return row
+
+    def count_executions(self):
+        s = self.s
+        return len(s.executions) + len(s.finished_executions)
 
 
 MEMORY_ROWS = {
@@ -359,7 +500,10 @@ MEMORY_ROWS = {
         dict(r) for r in sorted(s.subs.values(), key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))
     ],
     "workflow_executions": lambda s: [
-        _execution(r) for r in sorted(s.executions.values(), key=lambda r: (r[E_DISPATCHED], r[E_ID]))
+        _execution(r)
+        for r in sorted(
+            [*s.executions.values(), *s.finished_executions.rows()], key=lambda r: (r[E_DISPATCHED], r[E_ID])
+        )
     ],
 }
 

@@ -244,3 +244,7 @@ class ReactorTx(Protocol):
     @abstractmethod
     def finish_execution(self, execution_id: str, now: int, status: str) -> None:
         """Set ``status`` and ``finished_at``; the row is no longer pending."""
+
+    @abstractmethod
+    def count_executions(self) -> int:
+        """The rows of ``workflow_executions``, whatever their status."""

@@ -274,6 +274,9 @@ class ReactorDuckDBTx(ReactorTx):
     def count_firings(self):
         return self._run(sql.COUNT_FIRINGS).fetchone()[0]
 
+    def count_executions(self):
+        return self._run(sql.COUNT_EXECUTIONS).fetchone()[0]
+
     def get_subscription(self, reactor, workflow, tenant):
         r = self._run(sql.GET_SUBSCRIPTION, [reactor, workflow, tenant]).fetchone()
         return None if r is None else _row(_S, r)

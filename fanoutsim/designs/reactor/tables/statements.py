@@ -88,6 +88,7 @@ FIRING_KEYS = "SELECT id::VARCHAR FROM reactor_firings"
 EXECUTION_KEYS = "SELECT id::VARCHAR FROM workflow_executions"
 
 COUNT_FIRINGS = "SELECT count(*) FROM reactor_firings"
+COUNT_EXECUTIONS = "SELECT count(*) FROM workflow_executions"
 
 # Whether a fetch with this cursor could find a row (the compound cursor of
 # FETCH_FIRINGS_CURSOR without its settle horizon).
