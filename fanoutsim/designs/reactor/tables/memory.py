@@ -473,8 +473,8 @@ class ReactorMemoryTx(ReactorTx):
         self.undo.append(undo)
 
     def _unfinish(self, execution_id) -> tuple | None:
-        """A finished row that is finished again (rare: a finish the claim's
-        recovery outran) goes back among the live rows first: its tuple."""
+        """A finished row that is finished again (rare: a second finish of one
+        row) goes back among the live rows first: its tuple (None: no such row)."""
         s = self.s
         done = s.finished_executions
         if execution_id not in done.known:
