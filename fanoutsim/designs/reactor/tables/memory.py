@@ -45,13 +45,15 @@ class _Finished:
     and running — as columns. Such a row is read only with the whole table (or,
     rarely, finished again), so it needs no tuple and no dict entry of its
     own (a day's run keeps every row). ``known`` holds their ids, for the
-    primary key; a workflow, tenant or status is kept as its code."""
+    primary key: a dict of str keys and None values, which the cyclic
+    collector stops tracking (a set it would walk, every million ids, on
+    every full collection); a workflow, tenant or status is kept as its code."""
 
     __slots__ = ("ids", "known", "contexts", "codes", "words_of", "times")
 
     def __init__(self) -> None:
         self.ids: list[str] = []
-        self.known: set[str] = set()
+        self.known: dict[str, None] = {}
         self.contexts: list[object] = []
         self.codes = _Codes()
         self.words_of = (array("I"), array("I"), array("I"))  # workflow, tenant, status
@@ -78,7 +80,7 @@ class _Finished:
         """Keep ``row`` (one that :meth:`fits`) as the last."""
         eid = row[0]
         self.ids.append(eid)
-        self.known.add(eid)
+        self.known[eid] = None
         self.contexts.append(row[3])
         codes = self.codes
         wf, tn, st = self.words_of
@@ -93,7 +95,7 @@ class _Finished:
     def insert(self, i: int, row: tuple) -> None:
         """Keep ``row`` (one that :meth:`fits`) as the ``i``-th (the undo of ``pop(i)``)."""
         self.ids.insert(i, row[0])
-        self.known.add(row[0])
+        self.known[row[0]] = None
         self.contexts.insert(i, row[3])
         for col, word in zip(self.words_of, (row[1], row[2], row[4])):
             col.insert(i, self.codes[word])
@@ -103,7 +105,7 @@ class _Finished:
     def pop(self, i: int = -1) -> tuple:
         """Take the ``i``-th row out (the last by default): its tuple."""
         eid = self.ids.pop(i)
-        self.known.discard(eid)
+        del self.known[eid]
         w = self.codes.words
         workflow, tenant, status = (w[col.pop(i)] for col in self.words_of)
         dispatched, claimed, finished = (None if v == _NULL else v for v in [col.pop(i) for col in self.times])
