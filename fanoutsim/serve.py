@@ -553,18 +553,22 @@ class _Watch:
             self.con.execute(self.delete, [f"server:{old.get('host')}:{old.get('pid')}"])
 
     def tick(self) -> None:
-        """Sample the backlog and write the heartbeat when their time has come."""
+        """Sample the backlog and write the heartbeat when their time has come.
+        A sample shows in :meth:`status` only once the heartbeat due with it is
+        written: whoever sees the first sample may count on a presence row."""
         now = time.monotonic() - self.t0
+        samples = self.samples
         if self.design.backlog is not None and now >= self.next_sample:
             self.next_sample = now + self.window / (_SAMPLES - 1)
-            self.samples.append([round(now, 3), int(self.design.backlog(self.rt))])
-            self.samples = self.samples[-(_SAMPLES * 2) :]
+            samples = [*samples, [round(now, 3), int(self.design.backlog(self.rt))]][-(_SAMPLES * 2) :]
         if now >= self.next_beat:
             self.next_beat = now + min(HEARTBEAT_S, self.window / (_SAMPLES - 1))
-            self.beat()
+            self.beat(samples=samples)
+        self.samples = samples
 
-    def beat(self, stopped: bool = False) -> None:
-        self.record.update(heartbeat_at=_now_iso(), backlog=self.samples[-_SAMPLES:])
+    def beat(self, stopped: bool = False, samples: list[list[float]] | None = None) -> None:
+        samples = self.samples if samples is None else samples
+        self.record.update(heartbeat_at=_now_iso(), backlog=samples[-_SAMPLES:])
         if stopped:
             self.record["stopped_at"] = self.record["heartbeat_at"]
         self.con.execute(self.upsert, [self.key, json.dumps(self.record)])

@@ -224,3 +224,30 @@ def test_a_firing_no_subscription_reads_warns_through_the_server(reactor_server)
     done = cli("fire", "--db", str(db), "--reactor", "pricing_reactor", "--tenant", "acme")
     assert done.returncode == 0 and len(done.stdout.strip()) == 36
     assert "fanoutsim: warning: no subscription of reactor 'pricing_reactor' in tenant 'acme'" in done.stderr
+
+
+def test_a_backlog_sample_shows_only_once_its_heartbeat_is_written():
+    """``status`` (another thread) may read the samples at any moment: the first
+    shows only after the presence row due with it is written, so whoever sees
+    a sample may count on the row (a server killed then is told apart)."""
+    seen_during_writes: list[int] = []
+
+    class Con:
+        def execute(self, sql, params):
+            seen_during_writes.append(len(watch.status()["backlog"]["samples"]))
+
+    class Design:
+        backlog_name = "backlog"
+
+        @staticmethod
+        def backlog(rt):
+            return 7
+
+    watch = srv._Watch.__new__(srv._Watch)  # its parts by hand: no store, no file
+    watch.rt, watch.design, watch.window, watch.samples = None, Design, 60.0, []
+    watch.t0, watch.next_sample, watch.next_beat = 0.0, 0.0, 0.0
+    watch.record, watch.key, watch.con, watch.upsert = {"stopped_at": None}, "server:h:1", Con(), "UPSERT"
+    watch.tick()
+    assert seen_during_writes == [0]  # the row was written before the sample showed
+    assert [s[1] for s in watch.status()["backlog"]["samples"]] == [7]
+    assert watch.record["backlog"][0][1] == 7  # the row written carries it
