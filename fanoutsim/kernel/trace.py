@@ -27,6 +27,7 @@ crashed was never there. A checker reads both.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import zlib
@@ -105,6 +106,7 @@ _ROWS = 4096
 _PACK = 1 << 14
 
 
+@functools.cache
 def _codec() -> Any:
     """The compression of packed events: zstd, as pyarrow (a dependency) bundles
     it, at its fastest level; None where a build of pyarrow lacks it (then zlib)."""
@@ -119,23 +121,16 @@ class _Packed:
     columns' references (and the ints of their times) took about 75."""
 
     __slots__ = ("rows", "size", "blob")
-    _codec: Any = False  # the codec, once looked up (False: not yet)
 
     def __init__(self, cols: tuple[list[Any], ...]) -> None:
         raw = pickle.dumps(cols, protocol=pickle.HIGHEST_PROTOCOL)
         self.rows, self.size = len(cols[0]), len(raw)
-        codec = self._get_codec()
+        codec = _codec()
         self.blob: bytes = zlib.compress(raw, 1) if codec is None else codec.compress(raw, asbytes=True)
-
-    @classmethod
-    def _get_codec(cls) -> Any:
-        if cls._codec is False:
-            cls._codec = _codec()
-        return cls._codec
 
     def columns(self) -> tuple[list[Any], ...]:
         """The columns packed: the same values, in new lists."""
-        codec = self._get_codec()
+        codec = _codec()
         raw = (
             zlib.decompress(self.blob)
             if codec is None
@@ -146,8 +141,8 @@ class _Packed:
 
 
 class _Kept:
-    """Settled events with a value pickle cannot take (an id that is not a str,
-    an int or None): kept as their lists, in a pack's place."""
+    """Settled events with a value pickle cannot take (a lock, a lambda): kept
+    as their lists, in a pack's place."""
 
     __slots__ = ("rows", "cols")
 
@@ -492,4 +487,6 @@ class LockedTrace(Trace):
     def columns(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         with self._lock:  # copies, all of one length: other threads go on recording
             events, history = super().columns()
-            return ({k: list(v) for k, v in events.items()}, {k: list(v) for k, v in history.items()})
+            # unpacked events are in new lists already; the recorder's own are copied
+            own = not self.packed
+            return ({k: list(v) if own else v for k, v in events.items()}, {k: list(v) for k, v in history.items()})
