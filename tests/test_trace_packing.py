@@ -93,13 +93,16 @@ def test_a_long_run_keeps_its_events_packed_and_its_trace_the_same(monkeypatch):
         sim.run(3600.0)
         return sim
 
-    pack = trace_mod._PACK
+    pack = 2000  # the history packs too: an hour attempts a few thousand firings
+    monkeypatch.setattr(trace_mod, "_PACK", pack)
     packed = run()
     monkeypatch.setattr(trace_mod, "_PACK", 10**12)
     unpacked = run()
     assert len(packed._trace.packed) >= 2 and not unpacked._trace.packed
-    assert len(packed._trace.cols[0]) < pack
-    assert packed.trace().equals(unpacked.trace())
+    assert packed._trace._hist_packs and not unpacked._trace._hist_packs
+    assert len(packed._trace.cols[0]) < pack and len(packed._trace.hist[0]) < pack
+    frame, expected = packed.trace(), unpacked.trace()
+    assert frame.equals(expected) and frame.history.equals(expected.history)
     totals = fs.check(packed).total
     assert totals == fs.check(unpacked).total
     assert totals["extra_deliveries"] > 0 or totals["lost"] > 0  # something for the checker to explain
@@ -115,7 +118,7 @@ def test_events_pickle_cannot_take_stay_as_they_are(small_packs):
     assert events["t"] == list(range(18)) and events["who"][6] is lock
     assert len(trace) == 18
     # events 0-5 pack, 6-11 (the lock's) are kept, tried once: the events after them pack
-    assert [type(p).__name__ for p in trace.packed] == ["_Packed", "_Kept", "_Packed"]
+    assert [type(p).__name__ for p in trace.packed] == ["Packed", "Kept", "Packed"]
 
 
 def test_a_spilled_trace_packs_nothing_its_chunks_go_to_disk(small_packs, tmp_path):
@@ -140,3 +143,51 @@ def test_the_history_indexes_only_the_items_in_flight():
     assert list(trace._hist_index) == ["f42"]
     history = trace.history()
     assert history["logged_at"].tolist() == [None if k == 42 else 1000 + k for k in range(100)]
+
+
+histories = st.lists(
+    st.one_of(
+        st.tuples(st.just("attempt"), st.integers(0, 40), st.integers(0, 2**40)),
+        st.tuples(st.just("log"), st.integers(0, 40), st.integers(0, 2**40)),
+        st.tuples(st.just("incarnation"), st.integers(0, 3)),
+        st.tuples(st.just("read")),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=histories)
+def test_a_packed_history_reads_back_as_recorded(small_packs, steps):
+    """Items attempted and logged in any order, across packs of five rows: the
+    history holds each row as attempted, logged_at set once its item is logged
+    (a row packed while its item was in flight too), None for one never logged."""
+    from fanoutsim.designs.reactor.engine import TRACE
+
+    for trace in (Trace(TRACE), LockedTrace(TRACE)):
+        model: list[list] = []  # firing, reactor, tenant, fired_at, logged_at, payload, attempt
+        flight: dict[str, int] = {}
+        n = 0
+        for step in steps:
+            if step[0] == "attempt" and f"f{step[1]}" not in flight:
+                item = f"f{step[1]}-{n}"
+                n += 1
+                trace.attempted(item, "r", "t", step[2], b"p")
+                flight[item] = len(model)
+                model.append([item, "r", "t", step[2], None, b"p", trace.attempt])
+            elif step[0] == "log" and flight:
+                item = sorted(flight)[step[1] % len(flight)]
+                trace.logged(item, step[2])
+                model[flight.pop(item)][4] = step[2]
+            elif step[0] == "incarnation":
+                trace.attempt = step[1]
+            elif step[0] == "read":
+                _, history = trace.columns()
+                assert [list(r) for r in zip(*history.values())] == model
+        _, history = trace.columns()
+        assert list(history) == list(TRACE.history)
+        assert [list(r) for r in zip(*history.values())] == model
+        assert trace.history().values.tolist() == model
+        if len(model) >= 5:
+            assert trace._hist_packs and len(trace.hist[0]) < 5
+        assert set(trace._hist_index) == set(flight)

@@ -27,15 +27,14 @@ crashed was never there. A checker reads both.
 
 from __future__ import annotations
 
-import functools
 import os
-import pickle
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from fanoutsim.kernel.packing import Kept, Packed, pack
 
 LOGGED, INCARNATION = "logged_at", "attempt"  # history columns the trace fills itself
 
@@ -106,58 +105,11 @@ _ROWS = 4096
 _PACK = 1 << 14
 
 
-@functools.cache
-def _codec() -> Any:
-    """The compression of packed events: zstd, as pyarrow (a dependency) bundles
-    it, at its fastest level; None where a build of pyarrow lacks it (then zlib)."""
-    import pyarrow as pa
-
-    return pa.Codec("zstd", compression_level=1) if pa.Codec.is_available("zstd") else None
-
-
-class _Packed:
-    """Settled events packed into one bytes object: their columns pickled, then
-    compressed. A day's events take about 11 bytes each this way, where the
-    columns' references (and the ints of their times) took about 75."""
-
-    __slots__ = ("rows", "size", "blob")
-
-    def __init__(self, cols: tuple[list[Any], ...]) -> None:
-        raw = pickle.dumps(cols, protocol=pickle.HIGHEST_PROTOCOL)
-        self.rows, self.size = len(cols[0]), len(raw)
-        codec = _codec()
-        self.blob: bytes = zlib.compress(raw, 1) if codec is None else codec.compress(raw, asbytes=True)
-
-    def columns(self) -> tuple[list[Any], ...]:
-        """The columns packed: the same values, in new lists."""
-        codec = _codec()
-        raw = (
-            zlib.decompress(self.blob)
-            if codec is None
-            else codec.decompress(self.blob, decompressed_size=self.size, asbytes=True)
-        )
-        cols: tuple[list[Any], ...] = pickle.loads(raw)
-        return cols
-
-
-class _Kept:
-    """Settled events with a value pickle cannot take (a lock, a lambda): kept
-    as their lists, in a pack's place."""
-
-    __slots__ = ("rows", "cols")
-
-    def __init__(self, cols: tuple[list[Any], ...]) -> None:
-        self.rows, self.cols = len(cols[0]), cols
-
-    def columns(self) -> tuple[list[Any], ...]:
-        return self.cols
-
-
 class Trace:
     """The recorder: a list per event column. An event is first appended as
     one row (a tuple: one call in C, where a list per column took seven), and
     every :data:`_ROWS` events the rows move into the columns at once. Every
-    :data:`_PACK` events the columns are packed (:class:`_Packed`), so that a
+    :data:`_PACK` events the columns are packed (:class:`~fanoutsim.kernel.packing.Packed`), so that a
     long run's trace takes a seventh of the memory; a reader gets them back as
     lists. The incarnation changes only at a restart, so it is kept as its
     runs — the event at which each incarnation began — rather than as a value
@@ -172,7 +124,10 @@ class Trace:
         "_attempt",
         "_runs",
         "hist",
+        "_hist_packs",
+        "_hist_packed",
         "_hist_index",
+        "_late",
         "_sources",
         "_logged",
     )
@@ -182,12 +137,15 @@ class Trace:
         # t, kind, actor, who, what, where, detail (the incarnation is in _runs)
         self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS - 1))
         self.rows: list[tuple[Any, ...]] = []  # the events not yet in cols, in order
-        self.packed: list[_Packed | _Kept] = []  # the events before those in cols, in order
+        self.packed: list[Packed | Kept] = []  # the events before those in cols, in order
         self._packed_rows = 0
         self._attempt = 0
         self._runs: list[tuple[int, int]] = [(0, 0)]  # (first event, incarnation), in order
         self.hist: tuple[list[Any], ...] = tuple([] for _ in schema.history)
+        self._hist_packs: list[Packed | Kept] = []  # the history's rows before those in hist, in order
+        self._hist_packed = 0
         self._hist_index: dict[Ref, int] = {}  # an item not yet logged -> its row in the history
+        self._late: dict[int, int] = {}  # a row packed before its item was logged -> logged_at
         self._logged = schema.history.index(LOGGED) if LOGGED in schema.history else None
         # where each history column's value is in attempted()'s (item, *values, attempt, None)
         given = schema.given()
@@ -226,11 +184,7 @@ class Trace:
         """The columns packed; new, empty ones take the next events (a reader
         given the old lists keeps them as they were)."""
         cols = self.cols
-        packed: _Packed | _Kept
-        try:
-            packed = _Packed(cols)
-        except (pickle.PicklingError, TypeError, AttributeError):
-            packed = _Kept(cols)  # tried once: the next pack starts after these events
+        packed = pack(cols)  # kept as lists where pickle refuses a value: the next pack starts afresh
         self.packed.append(packed)
         self._packed_rows += packed.rows
         self.cols = tuple([] for _ in cols)
@@ -289,16 +243,46 @@ class Trace:
     def attempted(self, item: Ref, *values: object) -> None:
         """A writer is about to log ``item``; ``values``: the history's other columns, in order."""
         h = self.hist
-        self._hist_index[item] = len(h[0])
+        self._hist_index[item] = self._hist_packed + len(h[0])
         row = (item, *values, self.attempt, None)  # logged_at: None until logged()
         for col, k in zip(h, self._sources):
             col.append(row[k])
+        if len(h[0]) >= _PACK:
+            self._pack_history()
+
+    def _pack_history(self) -> None:
+        """The history's rows packed, as the events are (an item still in flight
+        is logged into :attr:`_late`)."""
+        self._hist_packs.append(pack(self.hist))
+        self._hist_packed += len(self.hist[0])
+        self.hist = tuple([] for _ in self.hist)
 
     def logged(self, item: Ref, at: int) -> None:
         """The item's row committed at ``at`` (once: a writer logs each item it attempted at most once)."""
         # a schema without logged_at (self._logged None) has no writer that calls this; a logged
         # item leaves the index, which then holds only the items in flight (a run's would be millions)
-        self.hist[self._logged][self._hist_index.pop(item)] = at  # type: ignore[index]
+        row = self._hist_index.pop(item)
+        if row >= self._hist_packed:
+            self.hist[self._logged][row - self._hist_packed] = at  # type: ignore[index]
+        else:
+            self._late[row] = at
+
+    def _history(self) -> tuple[list[Any], ...]:
+        """The history's columns: the recorder's own lists when nothing is
+        packed, else new lists, the packs' rows first."""
+        if not self._hist_packs:
+            return self.hist
+        out: tuple[list[Any], ...] = tuple([] for _ in self.hist)
+        for packed in self._hist_packs:
+            for col, values in zip(out, packed.columns()):
+                col += values
+        for col, values in zip(out, self.hist):
+            col += values
+        if self._late:
+            logged = out[self._logged]  # type: ignore[index]
+            for row, at in self._late.items():
+                logged[row] = at
+        return out
 
     def __len__(self) -> int:
         return self._settled() + len(self.rows)
@@ -318,10 +302,11 @@ class Trace:
         unpacked into new lists): read them, never change them, and call again
         for events added since (new events are held apart, as rows, until a
         reader asks)."""
-        return dict(self._event_columns()), dict(zip(self.schema.history, self.hist))
+        return dict(self._event_columns()), dict(zip(self.schema.history, self._history()))
 
     def history(self) -> pd.DataFrame:
-        return pd.DataFrame({name: pd.Series(col, dtype=object) for name, col in zip(self.schema.history, self.hist)})
+        cols = self._history()
+        return pd.DataFrame({name: pd.Series(col, dtype=object) for name, col in zip(self.schema.history, cols)})
 
     def frame(self) -> TraceFrame:
         df = TraceFrame({name: pd.Series(col, dtype=object) for name, col in self._event_columns()})
