@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
+from collections import Counter
 from collections.abc import Iterator
 
+from fanoutsim.kernel.packing import HashedStrs, pack
 from fanoutsim.kernel.store.base import check_limit
 
 from .port import TABLES, UPDATABLE, ReactorTx, check_subscription_changes
@@ -13,11 +15,11 @@ from .port import TABLES, UPDATABLE, ReactorTx, check_subscription_changes
 # -- the memory adapter -----------------------------------------------------------------
 _MAX_ID = "\uffff"  # sorts after every UUID string
 
-# A firing or an execution is kept as a tuple of its columns in TABLES' order
-# (a dict per row was 272 bytes, a tuple is 88-104), replaced on update; the
-# port's dicts are built from it when a row is read.
+# A live execution is kept as a tuple of its columns in TABLES' order (a dict
+# per row was 272 bytes, a tuple is 88-104), replaced on update; a firing and a
+# finished execution in columns (_Stream, _Finished). The port's dicts are
+# built from them when a row is read.
 _F, _E = TABLES["reactor_firings"], TABLES["workflow_executions"]
-F_ID, F_REACTOR, F_TENANT, F_FIRED = 0, 1, 2, 4
 E_ID, E_STATUS, E_DISPATCHED = 0, 4, 5
 
 
@@ -40,27 +42,64 @@ class _Codes(dict[str, int]):
         return code
 
 
+class _Chunk:
+    """Finished rows sealed: their ids and contexts packed (pickled, compressed),
+    the codes of their workflow, tenant and status and their three times as
+    arrays, each allocated once at its size."""
+
+    __slots__ = ("rows", "packed", "codes", "times")
+
+    def __init__(self, rows: list[tuple], codes: _Codes) -> None:
+        self.rows = len(rows)
+        eids, workflows, tenants, contexts, statuses, *times = zip(*rows)
+        self.packed = pack((list(eids), list(contexts)))
+        self.codes = tuple(array("I", map(codes.__getitem__, col)) for col in (workflows, tenants, statuses))
+        self.times = tuple(
+            array("q", col if None not in col else [_NULL if t is None else t for t in col]) for col in times
+        )
+
+    def tuples(self, words: list[str]) -> list[tuple]:
+        """The rows, as their tuples again."""
+        eids, contexts = self.packed.columns()
+        wf, tn, st = ([words[c] for c in col] for col in self.codes)
+        d, c, f = ([None if t == _NULL else t for t in col] for col in self.times)
+        return list(zip(eids, wf, tn, contexts, st, d, c, f))
+
+
 class _Finished:
     """The executions no claim or requeue looks for — every status but pending
-    and running — as columns. Such a row is read only with the whole table (or,
-    rarely, finished again), so it needs no tuple and no dict entry of its
-    own (a day's run keeps every row). ``known`` holds their ids, for the
-    primary key: a dict of str keys and None values, which the cyclic
-    collector stops tracking (a set it would walk, every million ids, on
-    every full collection); a workflow, tenant or status is kept as its code."""
+    and running. Such a row is read only with the whole table (or, rarely,
+    finished again), so it needs no dict entry of its own (a day's run keeps
+    every row): the newest are kept as their tuples (``head``, their ids in
+    ``recent``), the others sealed in chunks (:class:`_Chunk`) of
+    :attr:`CHUNK` rows, their ids' hashes in ``sealed_ids``: a dict of the ids
+    took about 120 bytes an id, and kept every id alive. Both serve the
+    primary key (:meth:`has`)."""
 
-    __slots__ = ("ids", "known", "contexts", "codes", "words_of", "times")
+    __slots__ = ("head", "recent", "chunks", "sealed", "sealed_ids", "codes")
+    CHUNK = 4096
 
     def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.known: dict[str, None] = {}
-        self.contexts: list[object] = []
+        self.head: list[tuple] = []
+        self.recent: dict[str, None] = {}
+        self.chunks: list[_Chunk] = []
+        self.sealed = 0  # rows in the chunks
+        self.sealed_ids = HashedStrs()
         self.codes = _Codes()
-        self.words_of = (array("I"), array("I"), array("I"))  # workflow, tenant, status
-        self.times = (array("q"), array("q"), array("q"))  # dispatched_at, claimed_at, finished_at
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self.sealed + len(self.head)
+
+    def has(self, eid: str) -> bool:
+        """Whether a row has id ``eid``: a row of the head, or one whose hash
+        is among the sealed ones and (rarely asked: a duplicate id, or a
+        second finish) a sealed row says so."""
+        if eid in self.recent:
+            return True
+        if not self.sealed_ids.might_hold(eid):
+            return False
+        words = self.codes.words
+        return any(row[0] == eid for chunk in self.chunks for row in chunk.tuples(words))
 
     @staticmethod
     def fits(row: tuple) -> bool:
@@ -78,58 +117,139 @@ class _Finished:
 
     def append(self, row: tuple) -> None:
         """Keep ``row`` (one that :meth:`fits`) as the last."""
-        eid = row[0]
-        self.ids.append(eid)
-        self.known[eid] = None
-        self.contexts.append(row[3])
-        codes = self.codes
-        wf, tn, st = self.words_of
-        wf.append(codes[row[1]])
-        tn.append(codes[row[2]])
-        st.append(codes[row[4]])
-        d, c, f = self.times
-        d.append(_NULL if row[5] is None else row[5])
-        c.append(_NULL if row[6] is None else row[6])
-        f.append(_NULL if row[7] is None else row[7])
+        head = self.head
+        head.append(row)
+        self.recent[row[0]] = None
+        if len(head) >= self.CHUNK:
+            self.chunks.append(_Chunk(head, self.codes))
+            self.sealed += len(head)
+            self.sealed_ids.update(self.recent)
+            self.head, self.recent = [], {}
+
+    def _unseal_from(self, i: int) -> int:
+        """The chunk that holds row ``i`` (0 <= i < len) and those after it
+        back as tuples in the head; ``i`` as an index into the head."""
+        while i < self.sealed:
+            rows = self.chunks.pop().tuples(self.codes.words)
+            self.sealed -= len(rows)
+            self.head[:0] = rows
+            for row in rows:
+                self.sealed_ids.remove(row[0])
+                self.recent[row[0]] = None
+        return i - self.sealed
 
     def insert(self, i: int, row: tuple) -> None:
         """Keep ``row`` (one that :meth:`fits`) as the ``i``-th (the undo of ``pop(i)``)."""
-        self.ids.insert(i, row[0])
-        self.known[row[0]] = None
-        self.contexts.insert(i, row[3])
-        for col, word in zip(self.words_of, (row[1], row[2], row[4])):
-            col.insert(i, self.codes[word])
-        for col, v in zip(self.times, row[5:]):
-            col.insert(i, _NULL if v is None else v)
+        self.head.insert(self._unseal_from(i) if i < len(self) else len(self.head), row)
+        self.recent[row[0]] = None
 
     def pop(self, i: int = -1) -> tuple:
         """Take the ``i``-th row out (the last by default): its tuple."""
-        eid = self.ids.pop(i)
-        del self.known[eid]
-        w = self.codes.words
-        workflow, tenant, status = (w[col.pop(i)] for col in self.words_of)
-        dispatched, claimed, finished = (None if v == _NULL else v for v in [col.pop(i) for col in self.times])
-        return (eid, workflow, tenant, self.contexts.pop(i), status, dispatched, claimed, finished)
+        k = i + len(self) if i < 0 else i
+        row = self.head.pop(self._unseal_from(k))
+        del self.recent[row[0]]
+        return row
+
+    def index(self, eid: str) -> int:
+        return next(k for k, row in enumerate(self.rows()) if row[0] == eid)
 
     def rows(self) -> Iterator[tuple]:
         """Every row's tuple, in the order kept."""
-        w = self.codes.words
-        wf, tn, st = self.words_of
-        for k, eid in enumerate(self.ids):
-            times = (None if col[k] == _NULL else col[k] for col in self.times)
-            yield (eid, w[wf[k]], w[tn[k]], self.contexts[k], w[st[k]], *times)
+        for chunk in self.chunks:
+            yield from chunk.tuples(self.codes.words)
+        yield from self.head
 
 
 class _Stream:
-    __slots__ = ("keys",)
+    """One stream's firings (a reactor's, for one tenant) as columns, in
+    ``(fired_at, id)`` order: a tuple per row and another for its sort key took
+    about 150 bytes a firing, and the collector walked them. The times are
+    int64 columns while every time fits one (else lists, which hold any int)."""
 
-    def __init__(self) -> None:
-        self.keys: list[tuple[int, str]] = []  # (fired_at, id), sorted
+    __slots__ = ("key", "fired", "ids", "payloads", "created", "newest_at")
+
+    def __init__(self, key: tuple[str, str]) -> None:
+        self.key = key  # (reactor, tenant): the one tuple every firing's entry in s.firings names
+        self.fired: array[int] | list[int] = array("q")
+        self.ids: list[str] = []
+        self.payloads: list[bytes] = []
+        self.created: array[int] | list[int] = array("q")
+        # the last fired_at (None: no firing), as an int a poll pass reads for each
+        # subscription without making one from the array
+        self.newest_at: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def newest(self) -> tuple[int, str]:
+        return self.fired[-1], self.ids[-1]
+
+    def past(self, at: int, after_id: str = _MAX_ID) -> int:
+        """The index of the first firing past ``(at, after_id)``."""
+        fired = self.fired
+        lo, hi = bisect_left(fired, at), bisect_right(fired, at)
+        return bisect_right(self.ids, after_id, lo, hi)
+
+    def insert(self, fid: str, payload: bytes, fired_at: int, created_at: int) -> int:
+        """Keep a firing in its place (nearly always the last); returns its index."""
+        fired, ids = self.fired, self.ids
+        n = len(ids)
+        last = fired[-1] if n else None
+        i = n if not n or fired_at > last or (fired_at == last and fid > ids[-1]) else self.past(fired_at, fid)
+        if type(fired) is array and not (type(fired_at) is int is type(created_at)):
+            self._widen()
+        try:
+            self.fired.insert(i, fired_at)
+            try:
+                self.created.insert(i, created_at)
+            except OverflowError:
+                del self.fired[i]
+                raise
+        except OverflowError:  # past int64: the times become lists
+            self._widen()
+            self.fired.insert(i, fired_at)
+            self.created.insert(i, created_at)
+        ids.insert(i, fid)
+        self.payloads.insert(i, payload)
+        if i == n:
+            self.newest_at = fired_at
+        return i
+
+    def _widen(self) -> None:
+        self.fired, self.created = list(self.fired), list(self.created)
+
+    def row(self, i: int) -> dict:
+        """The ``i``-th firing as the port reads it."""
+        return {
+            "id": self.ids[i],
+            "reactor_name": self.key[0],
+            "tenant_id": self.key[1],
+            "payload": self.payloads[i],
+            "fired_at": self.fired[i],
+            "created_at": self.created[i],
+        }
+
+    def cut(self, start: int, stop: int) -> tuple[list, list, list, list]:
+        """Take rows ``start:stop`` out: their columns (what :meth:`paste` puts back)."""
+        cols = (self.fired, self.ids, self.payloads, self.created)
+        out = tuple(list(col[start:stop]) for col in cols)
+        for col in cols:
+            del col[start:stop]
+        self.newest_at = self.fired[-1] if self.ids else None
+        return out  # type: ignore[return-value]
+
+    def paste(self, start: int, cols: tuple[list, list, list, list]) -> None:
+        """Put rows a :meth:`cut` took back at ``start``."""
+        for col, values in zip((self.fired, self.ids, self.payloads, self.created), cols):
+            col[start:start] = type(col)("q", values) if type(col) is array else values
+        self.newest_at = self.fired[-1] if self.ids else None
 
 
 def memory_init(s) -> None:
     """The reactor's tables on a new MemoryStore."""
-    s.firings: dict[str, tuple] = {}  # id -> the row's columns
+    # id -> its stream's key (reactor, tenant): a dict the collector stops
+    # tracking, as it holds only str and tuples of str
+    s.firings: dict[str, tuple[str, str]] = {}
     s.streams: dict[tuple[str, str], _Stream] = {}
     # A subscription row is replaced on update, never changed in place, so a
     # poll pass may go on reading the rows as listed (poll_subs) after later commits.
@@ -153,24 +273,6 @@ def _index_status(s, row: tuple, old: str | None, new: str | None) -> None:
         del s.pending[bisect_left(s.pending, key)]
     elif new == "pending" and old != "pending":
         insort(s.pending, key)
-
-
-def _drop_firing(s, fid: str) -> tuple:
-    row = s.firings.pop(fid)
-    keys = s.streams[(row[F_REACTOR], row[F_TENANT])].keys
-    key = (row[F_FIRED], fid)
-    del keys[bisect_left(keys, key)]
-    return row
-
-
-def _restore_firing(s, row: tuple) -> None:
-    s.firings[row[F_ID]] = row
-    insort(s.streams[(row[F_REACTOR], row[F_TENANT])].keys, (row[F_FIRED], row[F_ID]))
-
-
-def _firing(r: tuple) -> dict:
-    """A firing's row as the port reads it (a dict display: cheaper than dict(zip(...)))."""
-    return {"id": r[0], "reactor_name": r[1], "tenant_id": r[2], "payload": r[3], "fired_at": r[4], "created_at": r[5]}
 
 
 def _execution(r: tuple) -> dict:
@@ -228,91 +330,115 @@ class ReactorMemoryTx(ReactorTx):
     def insert_firing(self, row: dict) -> None:
         s = self.s
         fid = self._unique(s.firings, row["id"], "reactor_firings.id")
-        # a BLOB reads back as bytes, whatever was written
-        kept = (fid, row["reactor_name"], row["tenant_id"], bytes(row["payload"]), row["fired_at"], row["created_at"])
-        s.firings[fid] = kept
-        stream = s.streams.get((kept[F_REACTOR], kept[F_TENANT]))
+        key = (row["reactor_name"], row["tenant_id"])
+        stream = s.streams.get(key)
         if stream is None:
-            stream = s.streams[(kept[F_REACTOR], kept[F_TENANT])] = _Stream()
-        key = (kept[F_FIRED], fid)
-        insort(stream.keys, key)
-        self.undo.append(lambda: _drop_firing(s, fid))
+            stream = s.streams[key] = _Stream(key)
+        s.firings[fid] = stream.key
+        # a BLOB reads back as bytes, whatever was written
+        i = stream.insert(fid, bytes(row["payload"]), row["fired_at"], row["created_at"])
+
+        def undo() -> None:  # (the undo log runs backwards: the row is at i again)
+            del s.firings[fid]
+            stream.cut(i, i + 1)
+
+        self.undo.append(undo)
 
     def fetch_firings(self, reactor, tenant, after, limit, after_id=None, until=None):
-        s = self.s
         limit = check_limit(limit)
-        stream = s.streams.get((reactor, tenant))
+        stream = self.s.streams.get((reactor, tenant))
         if stream is None:
             return []
-        keys = stream.keys
-        if after is None:
-            start = 0
-        else:  # past every key of that instant, or only past the compound cursor
-            start = bisect_right(keys, (after, _MAX_ID if after_id is None else after_id))
+        fired, ids = stream.fired, stream.ids
+        start = 0 if after is None else bisect_right(fired, after)  # past every firing of that instant
+        if after is not None and after_id is not None:  # or only past the compound cursor
+            tie = start  # the first firing of that instant: nearly always the one seen last
+            if tie and fired[tie - 1] == after:
+                tie -= 1
+                if tie and fired[tie - 1] == after:
+                    tie = bisect_left(fired, after, 0, tie)
+            start = bisect_right(ids, after_id, tie, start)
         end = start + limit
         if until is not None:
-            end = min(end, bisect_right(keys, (until, _MAX_ID)))
-        firings = s.firings
-        return [_firing(firings[k[1]]) for k in keys[start:end]]
+            end = min(end, bisect_right(fired, until))
+        reactor, tenant = stream.key
+        cols = zip(ids[start:end], stream.payloads[start:end], fired[start:end], stream.created[start:end])
+        return [
+            {"id": i, "reactor_name": reactor, "tenant_id": tenant, "payload": p, "fired_at": f, "created_at": c}
+            for i, p, f, c in cols
+        ]
 
     def prune_firings(self, cutoff, conservative, limit=None):
         s = self.s
         if limit is not None:
             check_limit(limit)
-        doomed: list[tuple[int, str]] = []
-        for (reactor, tenant), stream in s.streams.items():
+        doomed: list[tuple[int, str, tuple[str, str]]] = []
+        for key, stream in s.streams.items():
             bound = cutoff - 1
             if conservative:
                 for sub in s.subs.values():
-                    if sub["enabled"] and sub["reactor_name"] == reactor and sub["tenant_id"] == tenant:
+                    if sub["enabled"] and (sub["reactor_name"], sub["tenant_id"]) == key:
                         wm = sub["last_seen_fired_at"]
                         if wm is None:
                             bound = None
                             break
                         bound = min(bound, wm)
             if bound is not None:
-                doomed.extend(stream.keys[: bisect_right(stream.keys, (bound, _MAX_ID))])
+                n = stream.past(bound)
+                doomed.extend(zip(stream.fired[:n], stream.ids[:n], [key] * n))
         doomed.sort()
         if limit is not None:
             doomed = doomed[:limit]
-        for _, fid in doomed:
-            row = _drop_firing(s, fid)
-            self.undo.append(lambda row=row: _restore_firing(s, row))
-        return [fid for _, fid in doomed]
+        # each stream's doomed firings are its oldest: a prefix of its columns
+        for key, n in Counter(k for _, _, k in doomed).items():
+            self._cut_firings(s.streams[key], n)
+        return [fid for _, fid, _ in doomed]
+
+    def _cut_firings(self, stream: _Stream, n: int) -> None:
+        """Delete a stream's ``n`` oldest firings."""
+        s = self.s
+        cols = stream.cut(0, n)
+        for fid in cols[1]:
+            del s.firings[fid]
+
+        def undo() -> None:
+            stream.paste(0, cols)
+            s.firings.update(dict.fromkeys(cols[1], stream.key))
+
+        self.undo.append(undo)
 
     def count_firings(self):
         return len(self.s.firings)
 
     def has_firings_past(self, reactor, tenant, after, after_id=None):
         stream = self.s.streams.get((reactor, tenant))
-        if stream is None or not stream.keys:
+        if stream is None or not stream.ids:
             return False
-        # fetch_firings starts at bisect_right(keys, cursor): a row is there iff the newest is past it
-        return after is None or stream.keys[-1] > (after, _MAX_ID if after_id is None else after_id)
+        # fetch_firings starts past the cursor: a row is there iff the newest is past it
+        return after is None or stream.newest() > (after, _MAX_ID if after_id is None else after_id)
 
     def first_with_firings_past(self, subs, i, compound):
         # has_firings_past inlined: a pass over 10,000 subscriptions asks it 10,000
-        # times. The newest key is past the cursor when its fired_at is (ids sort
+        # times. The newest firing is past the cursor when its fired_at is (ids sort
         # before _MAX_ID), or, for the compound cursor, at the same instant with a
         # greater id: comparing ints, no cursor tuple built per subscription.
         streams = self.s.streams
         for j in range(i, len(subs)):
             sub = subs[j]
             stream = streams.get((sub["reactor_name"], sub["tenant_id"]))
-            if stream is None or not stream.keys:
+            if stream is None or (newest_at := stream.newest_at) is None:
                 continue
-            newest_at, newest_id = stream.keys[-1]
             after = sub["last_seen_fired_at"]
             if after is None or newest_at > after:
                 return j
             if compound and newest_at == after:
                 after_id = sub["last_seen_firing_id"]
-                if after_id is not None and newest_id > after_id:
+                if after_id is not None and stream.ids[-1] > after_id:
                     return j
         return len(subs)
 
     def has_firings_before(self, cutoff):
-        return any(stream.keys and stream.keys[0][0] < cutoff for stream in self.s.streams.values())
+        return any(stream.ids and stream.fired[0] < cutoff for stream in self.s.streams.values())
 
     # -- reactor_subscriptions ------------------------------------------
     def get_subscription(self, reactor, workflow, tenant):
@@ -375,7 +501,7 @@ class ReactorMemoryTx(ReactorTx):
     def insert_execution(self, row):
         s = self.s
         eid = row["id"]
-        if eid in s.executions or eid in s.finished_executions.known:  # (_unique, inline: one insert a dispatch)
+        if eid in s.executions or s.finished_executions.has(eid):  # (_unique, inline: one insert a dispatch)
             raise self._duplicate(f"workflow_executions.id {eid}")
         kept = (
             eid,
@@ -479,9 +605,9 @@ class ReactorMemoryTx(ReactorTx):
         row) goes back among the live rows first: its tuple (None: no such row)."""
         s = self.s
         done = s.finished_executions
-        if execution_id not in done.known:
+        if not done.has(execution_id):
             return None
-        i = done.ids.index(execution_id)
+        i = done.index(execution_id)
         row = s.executions[execution_id] = done.pop(i)
 
         def undo():
@@ -497,7 +623,10 @@ class ReactorMemoryTx(ReactorTx):
 
 
 MEMORY_ROWS = {
-    "reactor_firings": lambda s: [_firing(r) for r in sorted(s.firings.values(), key=lambda r: (r[F_FIRED], r[F_ID]))],
+    "reactor_firings": lambda s: sorted(
+        (stream.row(i) for stream in s.streams.values() for i in range(len(stream))),
+        key=lambda r: (r["fired_at"], r["id"]),
+    ),
     "reactor_subscriptions": lambda s: [
         dict(r) for r in sorted(s.subs.values(), key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]))
     ],
@@ -510,4 +639,7 @@ MEMORY_ROWS = {
 }
 
 # the row displays above spell TABLES' columns in order (checked once, at import)
-assert tuple(_firing(_F)) == _F and tuple(_execution(_E)) == _E
+_probe = _Stream(("", ""))
+_probe.insert("", b"", 0, 0)
+assert tuple(_probe.row(0)) == _F and tuple(_execution(_E)) == _E
+del _probe
