@@ -103,12 +103,17 @@ def pack(cols: tuple[list[Any], ...]) -> Packed | Kept:
 
 
 _EMPTY, _GONE = 0, 1  # a free slot, and one whose hash was removed (a probe goes on past it)
+_PARTS = 256  # the tables a hash's top byte chooses among
 
 
 class HashedStrs:
-    """Which strs a set holds, kept as their hashes: one int64 slot each in an
-    array, a quarter to a half full (open addressing, linear probing), where a
+    """Which strs a set holds, kept as their hashes: one int64 slot each in
+    arrays a quarter to a half full (open addressing, linear probing), where a
     dict of a million UUID strs took about 120 bytes an id, the str included.
+    A hash's top byte chooses one of 256 tables, and each grows on its own: a
+    growth copies a 256th of the set, where one table's would copy all of it
+    beside its new array of twice the size (the peak of a long run).
+
     A hash says only *maybe*: :meth:`might_hold` is True for every str added
     (and not removed), and for another whose hash is the same; the caller's
     exact test decides then. Two strs of one hash take a slot each, so that
@@ -116,42 +121,57 @@ class HashedStrs:
     processes: a set built in one means nothing in another (a store is never
     pickled: it holds a lock)."""
 
-    __slots__ = ("slots", "used", "filled")
+    __slots__ = ("tables", "held", "filled", "used")
 
-    def __init__(self, size: int = 1024) -> None:
-        self.slots = array("q", bytes(8 * size))  # size: a power of two
-        self.used = 0  # hashes held
-        self.filled = 0  # slots not free: hashes held, and removed ones
+    def __init__(self, size: int = 16) -> None:
+        self.tables = [array("q", [_EMPTY]) * size for _ in range(_PARTS)]  # size: a power of two
+        self.held = [0] * _PARTS  # hashes each table holds
+        self.filled = [0] * _PARTS  # slots not free in each: hashes held, and removed ones
+        self.used = 0
 
     def __len__(self) -> int:
         return self.used
 
+    @staticmethod
+    def _hash(s: str) -> int:
+        h = hash(s)
+        return h + 2 if h == _EMPTY or h == _GONE else h  # the two marks: such a hash is kept moved
+
     def add(self, s: str) -> None:
         """Hold ``s`` (once more, if its hash is held already)."""
-        if 2 * (self.filled + 1) > len(self.slots):
-            self._rehash()
-        h = hash(s)
-        self._put(h + 2 if h == _EMPTY or h == _GONE else h)
+        h = self._hash(s)
+        k = (h >> 56) & 0xFF
+        slots = self.tables[k]
+        if 2 * (self.filled[k] + 1) > len(slots):
+            slots = self._grow(k)
+        mask = len(slots) - 1
+        i = h & mask
+        while slots[i] != _EMPTY:
+            i = (i + 1) & mask
+        slots[i] = h
+        self.held[k] += 1
+        self.filled[k] += 1
+        self.used += 1
 
     def update(self, strs: Iterable[str]) -> None:
         """:meth:`add` each of ``strs``."""
         for s in strs:
             self.add(s)
 
-    def _put(self, h: int) -> None:
-        slots = self.slots
+    def _find(self, h: int) -> tuple[array[int], int]:
+        """The table of ``h`` and the index of its first slot (-1: none)."""
+        slots = self.tables[(h >> 56) & 0xFF]
         mask = len(slots) - 1
         i = h & mask
-        while slots[i] != _EMPTY:
+        while (v := slots[i]) != _EMPTY:
+            if v == h:
+                return slots, i
             i = (i + 1) & mask
-        slots[i] = h
-        self.used += 1
-        self.filled += 1
+        return slots, -1
 
     def might_hold(self, s: str) -> bool:
-        slots, h = self.slots, hash(s)
-        if h == _EMPTY or h == _GONE:  # (the two marks: such a hash is kept moved)
-            h += 2
+        h = self._hash(s)  # (_find inline: every insert of a new id asks)
+        slots = self.tables[(h >> 56) & 0xFF]
         mask = len(slots) - 1
         i = h & mask
         while (v := slots[i]) != _EMPTY:
@@ -162,26 +182,28 @@ class HashedStrs:
 
     def remove(self, s: str) -> None:
         """Let go of ``s`` (one of its hash's slots); KeyError if its hash is not held."""
-        slots, h = self.slots, hash(s)
-        if h == _EMPTY or h == _GONE:
-            h += 2
-        mask = len(slots) - 1
-        i = h & mask
-        while (v := slots[i]) != _EMPTY:
-            if v == h:
-                slots[i] = _GONE
-                self.used -= 1
-                return
-            i = (i + 1) & mask
-        raise KeyError(s)
+        h = self._hash(s)
+        slots, i = self._find(h)
+        if i < 0:
+            raise KeyError(s)
+        slots[i] = _GONE
+        k = (h >> 56) & 0xFF
+        self.held[k] -= 1
+        self.used -= 1
 
-    def _rehash(self) -> None:
-        """Room for as many again as are held, in a new array (removed slots freed)."""
-        size = 1024
-        while size < 4 * (self.used + 1):
+    def _grow(self, k: int) -> array[int]:
+        """Table ``k`` anew, with room for as many again as it holds (removed slots freed)."""
+        size = 16
+        while 2 * size < 5 * (self.held[k] + 1):  # a quarter to two-fifths full, once copied
             size *= 2
-        held = [v for v in self.slots if v != _EMPTY and v != _GONE]
-        self.slots = array("q", bytes(8 * size))
-        self.used = self.filled = 0
-        for h in held:
-            self._put(h)
+        slots = array("q", [_EMPTY]) * size
+        mask = size - 1
+        for h in self.tables[k]:
+            if h != _EMPTY and h != _GONE:
+                i = h & mask
+                while slots[i] != _EMPTY:
+                    i = (i + 1) & mask
+                slots[i] = h
+        self.tables[k] = slots
+        self.filled[k] = self.held[k]
+        return slots
