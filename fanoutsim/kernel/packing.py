@@ -5,7 +5,8 @@ the writers' history, a finished row's context — and each held as a Python
 object costs its header and a reference in a list that the cyclic collector
 walks on every full collection. Packed, a chunk of them is one bytes object: a
 tenth of the memory, and nothing for the collector to walk. A reader gets
-them back, as new lists, in order.
+them back, as new lists, in order. :class:`HashedStrs` keeps which strs a
+set holds as their hashes, for a primary key over such rows.
 """
 
 from __future__ import annotations
@@ -91,6 +92,20 @@ class Kept:
 
     def columns(self) -> tuple[list[Any], ...]:
         return self.cols
+
+
+def joined(packs: list[Packed | Kept], cols: tuple[list[Any], ...]) -> tuple[list[Any], ...]:
+    """The packs' columns, then ``cols``: ``cols`` themselves when nothing is
+    packed, else new lists."""
+    if not packs:
+        return cols
+    out: tuple[list[Any], ...] = tuple([] for _ in cols)
+    for packed in packs:
+        for col, values in zip(out, packed.columns()):
+            col += values
+    for col, values in zip(out, cols):
+        col += values
+    return out
 
 
 def pack(cols: tuple[list[Any], ...]) -> Packed | Kept:

@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from fanoutsim.kernel.packing import Kept, Packed, pack
+from fanoutsim.kernel.packing import Kept, Packed, joined, pack
 
 LOGGED, INCARNATION = "logged_at", "attempt"  # history columns the trace fills itself
 
@@ -196,15 +196,7 @@ class Trace:
     def _unpacked(self) -> tuple[list[Any], ...]:
         """The settled events' columns: the recorder's own lists when nothing
         is packed, else new lists, the packs' events first."""
-        if not self.packed:
-            return self.cols
-        out: tuple[list[Any], ...] = tuple([] for _ in self.cols)
-        for packed in self.packed:
-            for col, values in zip(out, packed.columns()):
-                col += values
-        for col, values in zip(out, self.cols):
-            col += values
-        return out
+        return joined(self.packed, self.cols)
 
     @property
     def attempt(self) -> int:
@@ -269,15 +261,8 @@ class Trace:
 
     def _history(self) -> tuple[list[Any], ...]:
         """The history's columns: the recorder's own lists when nothing is
-        packed, else new lists, the packs' rows first."""
-        if not self._hist_packs:
-            return self.hist
-        out: tuple[list[Any], ...] = tuple([] for _ in self.hist)
-        for packed in self._hist_packs:
-            for col, values in zip(out, packed.columns()):
-                col += values
-        for col, values in zip(out, self.hist):
-            col += values
+        packed, else new lists, the packs' rows first (and the late-logged times)."""
+        out = joined(self._hist_packs, self.hist)
         if self._late:
             logged = out[self._logged]  # type: ignore[index]
             for row, at in self._late.items():
