@@ -136,16 +136,15 @@ class HashedStrs:
     processes: a set built in one means nothing in another (a store is never
     pickled: it holds a lock)."""
 
-    __slots__ = ("tables", "held", "filled", "used")
+    __slots__ = ("tables", "held", "filled")
 
     def __init__(self, size: int = 16) -> None:
         self.tables = [array("q", [_EMPTY]) * size for _ in range(_PARTS)]  # size: a power of two
         self.held = [0] * _PARTS  # hashes each table holds
         self.filled = [0] * _PARTS  # slots not free in each: hashes held, and removed ones
-        self.used = 0
 
     def __len__(self) -> int:
-        return self.used
+        return sum(self.held)
 
     @staticmethod
     def _hash(s: str) -> int:
@@ -166,7 +165,6 @@ class HashedStrs:
         slots[i] = h
         self.held[k] += 1
         self.filled[k] += 1
-        self.used += 1
 
     def update(self, strs: Iterable[str]) -> None:
         """:meth:`add` each of ``strs``."""
@@ -202,9 +200,7 @@ class HashedStrs:
         if i < 0:
             raise KeyError(s)
         slots[i] = _GONE
-        k = (h >> 56) & 0xFF
-        self.held[k] -= 1
-        self.used -= 1
+        self.held[(h >> 56) & 0xFF] -= 1
 
     def _grow(self, k: int) -> array[int]:
         """Table ``k`` anew, with room for as many again as it holds (removed slots freed)."""

@@ -457,6 +457,9 @@ class LockedTrace(Trace):
     def columns(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         with self._lock:  # copies, all of one length: other threads go on recording
             events, history = super().columns()
-            # unpacked events are in new lists already; the recorder's own are copied
-            own = not self.packed
-            return ({k: list(v) if own else v for k, v in events.items()}, {k: list(v) for k, v in history.items()})
+            # unpacked columns are in new lists already; the recorder's own are copied
+            own, own_history = not self.packed, not self._hist_packs
+            return (
+                {k: list(v) if own else v for k, v in events.items()},
+                {k: list(v) if own_history else v for k, v in history.items()},
+            )

@@ -182,13 +182,20 @@ class _Stream:
         return len(self.ids)
 
     def newest(self) -> tuple[int, str]:
-        return self.fired[-1], self.ids[-1]
+        return self.newest_at, self.ids[-1]
 
     def past(self, at: int, after_id: str = _MAX_ID) -> int:
         """The index of the first firing past ``(at, after_id)``."""
         fired = self.fired
-        lo, hi = bisect_left(fired, at), bisect_right(fired, at)
-        return bisect_right(self.ids, after_id, lo, hi)
+        end = bisect_right(fired, at)  # past every firing of that instant
+        if after_id == _MAX_ID:
+            return end
+        start = end  # the instant's first firing: nearly always the one a cursor saw last
+        if start and fired[start - 1] == at:
+            start -= 1
+            if start and fired[start - 1] == at:
+                start = bisect_left(fired, at, 0, start)
+        return bisect_right(self.ids, after_id, start, end)
 
     def insert(self, fid: str, payload: bytes, fired_at: int, created_at: int) -> int:
         """Keep a firing in its place (nearly always the last); returns its index."""
@@ -349,18 +356,12 @@ class ReactorMemoryTx(ReactorTx):
         stream = self.s.streams.get((reactor, tenant))
         if stream is None:
             return []
-        fired, ids = stream.fired, stream.ids
-        start = 0 if after is None else bisect_right(fired, after)  # past every firing of that instant
-        if after is not None and after_id is not None:  # or only past the compound cursor
-            tie = start  # the first firing of that instant: nearly always the one seen last
-            if tie and fired[tie - 1] == after:
-                tie -= 1
-                if tie and fired[tie - 1] == after:
-                    tie = bisect_left(fired, after, 0, tie)
-            start = bisect_right(ids, after_id, tie, start)
+        # past the cursor: every firing of its instant, or only those past the compound cursor's id
+        start = 0 if after is None else stream.past(after, _MAX_ID if after_id is None else after_id)
         end = start + limit
         if until is not None:
-            end = min(end, bisect_right(fired, until))
+            end = min(end, stream.past(until))
+        fired, ids = stream.fired, stream.ids
         reactor, tenant = stream.key
         cols = zip(ids[start:end], stream.payloads[start:end], fired[start:end], stream.created[start:end])
         return [
