@@ -28,7 +28,8 @@ celpy and here.
 
 Errors are values here as in celpy (``CELEvalError``), and a Python exception
 that celpy would let escape escapes here too (a value the fast path does not
-model, a name container or a message, raises ``_Unsupported``: the caller
+model, a name container or a message, or ``string()`` of a map holding an
+error, whose text is celpy's repr of it, raises ``_Unsupported``: the caller
 asks celpy). What is outside the subset is
 not compiled (:func:`compile_fast` returns ``None``): ``reduce`` and ``min``,
 message construction (``T{...}``), ``.name`` and ``.f()`` at the root, bytes
@@ -594,11 +595,16 @@ class _Compiler:
         if name == "size" and len(args) == 1:
             return _size(args[0])
 
+        shows = name == "string"
+
         def call(s: Scope) -> Any:
             values = [f(s) for f in args]
             for v in values:
                 if isinstance(v, CELEvalError):
                     return v
+                if shows and _holds_error(v):
+                    # the text would be celpy's repr of the error, its tree included
+                    raise _Unsupported("string() of a map holding an error")
             return _apply(function, *values)
 
         return call
@@ -607,6 +613,16 @@ class _Compiler:
 class _Unsupported(Exception):
     """Raised at evaluation time for a value the fast path does not model;
     the caller then asks celpy."""
+
+
+def _holds_error(value: Any) -> bool:
+    """Whether a map (or a list of maps) holds an error as a value: only a map
+    literal keeps one (a list literal is the error)."""
+    if isinstance(value, dict):
+        return any(isinstance(v, CELEvalError) or _holds_error(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_error(v) for v in value)
+    return False
 
 
 _MISSING = object()
