@@ -139,7 +139,9 @@ def fetch(e: Engine, now: int, name: str, meters: Meters | None = None) -> list[
     if rows:
         # the last seq read: a seq below it that commits later was passed over (a late commit)
         e.trace.add(now, "fetched", e.actor, name, rows[-1]["seq"], None, str(len(rows)))
-        e.faults.point("dispatch.after_fetch", now, who=name)
+        point = e.points["dispatch.after_fetch"]
+        if point is not None:
+            point("dispatch.after_fetch", now, who=name)
     return rows
 
 
@@ -285,7 +287,9 @@ def _finish(e: Engine, now: int, b: Batch) -> bool:
         m = b.meters
         m.handled()
         e.commit_to_handled[name]((now - row["ts"]) / US)
-        e.faults.point("dispatch.after_handle_before_cursor", now, who=name, what=seq)
+        point = e.points["dispatch.after_handle_before_cursor"]  # None: passing it does nothing
+        if point is not None:
+            point("dispatch.after_handle_before_cursor", now, who=name, what=seq)
         with e.store.transaction() as tx:
             _done(tx, name, seq, due)
         if not due:
