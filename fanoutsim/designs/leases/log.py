@@ -51,6 +51,10 @@ class HistoryPruned(ValueError):
     consumer there would read (RiffDB's ``HistoryPruned``, RDB-HISTORY-0102)."""
 
 
+# one encoder for every payload (json.dumps with options builds a new one per call)
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+
+
 def _payload(payload: object, where: str) -> str | None:
     """A payload as stored: a string as is, anything else as standard JSON
     (NaN and infinity are refused, as the reactor's payloads refuse them:
@@ -58,7 +62,7 @@ def _payload(payload: object, where: str) -> str | None:
     if payload is None or isinstance(payload, str):
         return payload
     try:
-        return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return _ENCODE(payload)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{where}: {type(payload).__name__} value cannot be JSON-encoded ({exc})") from None
 

@@ -82,14 +82,18 @@ class LeaseTables:
 def memory_init(s: Any) -> None:
     """The leased-consumer design's tables on a new MemoryStore: each database's
     in ``s.lease_dbs`` (the default one's from the start); ``s.lease_db`` the
-    current one."""
+    current one's name and ``s.lease_tables`` its tables (read by every call)."""
     s.lease_dbs = {DEFAULT_DATABASE: LeaseTables()}
     s.lease_db = DEFAULT_DATABASE
+    s.lease_tables = s.lease_dbs[DEFAULT_DATABASE]
 
 
 def _columns(row: RowT, table: str) -> RowT:
     """``row`` with ``table``'s columns only, in their order (a caller's extra keys are not stored)."""
-    return cast(RowT, {k: row[k] for k in TABLES[table]})
+    cols = TABLES[table]
+    if tuple(row) == cols:  # the engine's rows: a copy at C speed
+        return cast(RowT, dict(row))
+    return cast(RowT, {k: row[k] for k in cols})
 
 
 def _drop_event(s: LeaseTables, seq: int) -> EventRow:
@@ -136,8 +140,8 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def _d(self) -> LeaseTables:
         """The current database's tables."""
-        dbs: dict[str, LeaseTables] = self.s.lease_dbs
-        return dbs[self.s.lease_db]
+        tables: LeaseTables = self.s.lease_tables
+        return tables
 
     def use_database(self, name: str) -> None:
         s = self.s
@@ -148,19 +152,22 @@ class LeaseMemoryTx(LeaseTx, _Host):
             raise RuntimeError("use_database must come first in a transaction")
         if name not in s.lease_dbs:
             s.lease_dbs[name] = LeaseTables()
-        s.lease_db = name
+        s.lease_db, s.lease_tables = name, s.lease_dbs[name]
 
     def table_rows(self, table: str) -> list[dict[str, Any]]:
         return _dicts(_ROWS[table](self._d()))
 
     def clear_database(self) -> None:
-        dbs: dict[str, LeaseTables] = self.s.lease_dbs
-        name = self.s.lease_db
+        store = self.s  # (the undo runs where a failed write may have replaced self.s)
+        dbs: dict[str, LeaseTables] = store.lease_dbs
+        name = store.lease_db
         before = dbs[name]  # the undo of a write before this one still holds these tables
-        dbs[name] = LeaseTables()
+        dbs[name] = store.lease_tables = LeaseTables()
 
         def undo() -> None:
             dbs[name] = before
+            if store.lease_db == name:
+                store.lease_tables = before
 
         self.undo.append(undo)
 
@@ -205,17 +212,16 @@ class LeaseMemoryTx(LeaseTx, _Host):
     def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[EventRow]:
         s = self._d()
         limit = check_limit(limit)
-        cps = s.cp_index.get(consumer, {})
+        cps = s.cp_index.get(consumer) or {}
         events, out = s.events, []
-        parts = (
-            s.event_parts.items()
-            if partition is None
-            else ([(partition, s.event_parts[partition])] if partition in s.event_parts else [])
-        )
-        for part, seqs in parts:
+        parts = s.event_parts
+        for part in parts if partition is None else (partition,) if partition in parts else ():
+            seqs = parts[part]
             cp = cps.get(part)
-            i = bisect_right(seqs, after if cp is None else max(after, cp["seq"]))
-            out.extend(seqs[i : i + limit])
+            past = after if cp is None or cp["seq"] < after else cp["seq"]
+            if seqs[-1] > past:  # (a partition read to its end has nothing to search)
+                i = bisect_right(seqs, past)
+                out += seqs[i : i + limit]
         if partition is None:
             out.sort()
         return [events[q].copy() for q in out]
