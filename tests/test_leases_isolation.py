@@ -129,3 +129,24 @@ def test_a_named_database_survives_reopening_its_duckdb_file(tmp_path):
         assert st["checkpoints"] == {"p": 1} and st["in_flight"] == [y.event_id]
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("ending", ["exception", "failed write"])
+def test_a_cleared_database_comes_back_whole_when_its_transaction_rolls_back(store, ending):
+    a, b = engines(store)
+    a.publish(t(0), [("p", "k", 1), ("p", "k", 2)])
+    b.publish(t(0), [("p", "k", 3)])
+    other = database_rows(store, "events", "tickets")[0]
+    with pytest.raises(ValueError if ending == "exception" else KeyError):
+        with in_database(store, "orders") as tx:
+            tx.clear_database()
+            assert tx.get_event("1:0") is None  # cleared, inside the transaction
+            if ending == "exception":
+                raise ValueError("roll back")
+            tx.insert_event(dict(other))
+            tx.insert_event(dict(other))  # a duplicate: the write fails, and the transaction with it
+    with in_database(store, "orders") as tx:
+        assert tx.get_event("1:0") is not None and tx.event_bounds() == (1, 2)
+    a.publish(t(1), [("p", "k", 4)])  # the next write lands in the tables that came back
+    assert [r["seq"] for r in database_rows(store, "events", "orders")] == [1, 2, 3]
+    assert [r["seq"] for r in database_rows(store, "events", "tickets")] == [1]
