@@ -27,6 +27,7 @@ from typing import Any, Self, TypeVar
 import simpy
 
 from fanoutsim.kernel.faults import Crash
+from fanoutsim.kernel.gcpause import run_frozen
 from fanoutsim.kernel.metrics import Metrics
 from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
@@ -460,6 +461,7 @@ class VirtualRuntime(Driver):
             self._wake_sleepers()
         if self._soon:  # tasks spawned from outside a loop
             self._start_soon()
-        self.env.run(until=until)
-        while self.env.now < until:
+        with run_frozen():  # the collector's full passes skip what existed before the run
             self.env.run(until=until)
+            while self.env.now < until:
+                self.env.run(until=until)
