@@ -13,7 +13,7 @@ writes.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_store_contract import (
     EXECS,
@@ -359,6 +359,7 @@ lease_skip_ops = st.one_of(
     st.tuples(st.just("recover"), st.integers(0, 14)),  # recovery: read the expired leases, delete them
     st.tuples(st.just("clear")),
     st.tuples(st.just("has_due"), st.integers(0, 15)),
+    st.tuples(st.just("held"), st.sampled_from(["w", "v"])),  # a pull's read of its consumer's leases
 )
 
 
@@ -390,6 +391,10 @@ def apply_lease_skip(tx, op):
         return None
     if kind == "clear":
         return tx.clear_database()
+    if kind == "held":
+        held = tx.list_leases(a[0])
+        assert held == [r for r in tx.list_leases() if r["consumer"] == a[0]]
+        return held
     # the question in the open transaction, after its own writes: sound, or say so
     return tx.has_lease_due(a[0]) or not tx.expired_leases(a[0], 1)
 
@@ -619,3 +624,63 @@ def test_a_pass_keeps_its_subscription_rows_as_listed():
             pass
         with store.transaction() as tx:
             assert [(r["last_seen_fired_at"], r["enabled"]) for r in tx.poll_subscriptions()] == [(7, True)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["list", "watermark", "enable", "disable", "watermark_rollback", "insert"]),
+            st.integers(0, 4),
+            st.integers(0, 1000),
+        ),
+        max_size=40,
+    )
+)
+def test_listed_subscriptions_hold_for_their_pass_and_follow_the_commits(ops):
+    """Against a model: every poll list is the enabled rows, as committed, in
+    poll order; a list a pass was given stays as it was, whatever commits after."""
+    store = MemoryStore()
+    model: dict[str, dict] = {}
+
+    def add(i: int) -> None:
+        row = sub(f"r{i % 2}", f"w{i}", f"t{i % 3}", sid=f"s{i}")
+        with store.transaction() as tx:
+            tx.insert_subscription(row)
+        model[row["id"]] = dict(row)
+
+    for i in range(3):
+        add(i)
+    held: list[tuple[object, list[dict]]] = []
+    for kind, k, v in ops:
+        sid = f"s{k}"
+        if kind == "insert":
+            if sid not in model:
+                add(k)
+            continue
+        if kind == "list":
+            with store.transaction() as tx:
+                listed = tx.poll_subscriptions()
+            want = sorted(
+                (r for r in model.values() if r["enabled"]),
+                key=lambda r: (r["tenant_id"], r["reactor_name"], r["workflow_name"]),
+            )
+            assert [dict(r) for r in listed] == want
+            held.append((listed, [dict(r) for r in listed]))
+        elif sid in model:
+            changes = (
+                {"last_seen_fired_at": v, "updated_at": v}
+                if kind.startswith("watermark")
+                else {"enabled": kind == "enable"}
+            )
+            try:
+                with store.transaction() as tx:
+                    tx.update_subscription(sid, changes)
+                    if kind == "watermark_rollback":
+                        raise RuntimeError("roll back")
+            except RuntimeError:
+                pass
+            else:
+                model[sid].update(changes)
+        for listed, as_given in held:
+            assert [dict(r) for r in listed] == as_given  # a pass's list never changes under it

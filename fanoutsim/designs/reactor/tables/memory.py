@@ -263,10 +263,13 @@ def memory_init(s) -> None:
     s.subs: dict[str, dict] = {}
     s.sub_by_triple: dict[tuple[str, str, str], str] = {}
     s.sub_order: list[str] | None = None
-    # the enabled ones' ids in poll order, and their rows: every watermark commit
-    # replaces a row, and the next pass takes the rows again, not the order
+    # the enabled ones' ids in poll order, and their rows: a watermark commit
+    # replaces its row there (in a copy, once a pass holds the list), so the
+    # next pass takes the rows without listing them again
     s.poll_order: list[str] | None = None
-    s.poll_subs: tuple[dict, ...] | None = None
+    s.poll_subs: list[dict] | None = None
+    s.poll_pos: dict[str, int] = {}  # id -> its place in poll_subs
+    s.poll_shared = False  # a pass was given poll_subs: change a copy
     s.executions: dict[str, tuple] = {}  # id -> the row's columns: the rows pending or running (or that do not fit)
     s.finished_executions = _Finished()  # the others
     s.pending: list[tuple[int, str]] = []
@@ -466,9 +469,14 @@ class ReactorMemoryTx(ReactorTx):
         new = {**row, **changes}  # a new row: whoever holds the old one keeps it as read
         if "enabled" in changes:
             _put_sub(s, sub_id, new)
-        else:  # (_put_sub, inline: the poll order stays)
+        else:  # (_put_sub, inline: the poll order stays, and the listed rows take the new one)
             s.subs[sub_id] = new
-            s.poll_subs = None
+            listed = s.poll_subs
+            if listed is not None and sub_id in s.poll_pos:
+                if s.poll_shared:  # a pass reads the list as it was given
+                    listed = s.poll_subs = list(listed)
+                    s.poll_shared = False
+                listed[s.poll_pos[sub_id]] = new
         self.undo.append(lambda: _put_sub(s, sub_id, row))
 
     def delete_subscription(self, sub_id):
@@ -495,7 +503,9 @@ class ReactorMemoryTx(ReactorTx):
             subs = s.subs
             if s.poll_order is None:
                 s.poll_order = [sid for sid in _sub_order(s) if subs[sid]["enabled"]]
-            s.poll_subs = tuple(map(subs.__getitem__, s.poll_order))
+            s.poll_subs = list(map(subs.__getitem__, s.poll_order))
+            s.poll_pos = {sid: i for i, sid in enumerate(s.poll_order)}
+        s.poll_shared = True  # the caller reads it: the next change is made to a copy
         return s.poll_subs
 
     # -- workflow_executions --------------------------------------------
