@@ -57,6 +57,7 @@ class LeaseTables:
         "res_index",
         "res_part",
         "leases",
+        "leases_of",
         "retries",
         "dead_letters",
         "history",
@@ -73,6 +74,7 @@ class LeaseTables:
         self.res_index: dict[str, dict[str, dict[str, ResolutionRow]]] = {}
         self.res_part: dict[tuple[str, str], str] = {}  # (consumer, event_id) -> partition
         self.leases: dict[tuple[str, str], LeaseRow] = {}
+        self.leases_of: dict[str, dict[str, LeaseRow]] = {}  # consumer -> event_id -> its lease: a pull's read
         self.retries: dict[tuple[str, str], RetryRow] = {}
         self.dead_letters: dict[tuple[str, str], DeadLetterRow] = {}
         self.history: HistoryRow = {"incarnation": 1, "last_commit": 0, "last_seq": 0, "leases_granted": 0}
@@ -113,6 +115,24 @@ def _restore_event(s: LeaseTables, row: EventRow) -> None:
     insort(s.event_seqs, seq)
     s.event_ids[row["event_id"]] = seq
     insort(s.event_parts.setdefault(row["partition"], []), seq)
+
+
+def _add_lease(s: LeaseTables, key: tuple[str, str], row: LeaseRow) -> None:
+    s.leases[key] = row
+    s.leases_of.setdefault(key[0], {})[key[1]] = row
+
+
+def _drop_lease(s: LeaseTables, key: tuple[str, str]) -> LeaseRow:
+    row = s.leases.pop(key)
+    of = s.leases_of[key[0]]
+    del of[key[1]]
+    if not of:
+        del s.leases_of[key[0]]
+    return row
+
+
+def _seq(row: LeaseRow) -> int:
+    return row["seq"]
 
 
 def _add_resolution(s: LeaseTables, row: ResolutionRow) -> None:
@@ -347,17 +367,30 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def insert_lease(self, row: LeaseRow) -> None:
         s = self._d()
-        self._put(s.leases, self._new_key(s.leases, "leases", row), _columns(row, "leases"))
+        key = self._new_key(s.leases, "leases", row)
+        _add_lease(s, key, _columns(row, "leases"))
+        self.undo.append(lambda: _drop_lease(s, key))
 
     def get_lease(self, consumer: str, event_id: str) -> LeaseRow | None:
         row = self._d().leases.get((consumer, event_id))
         return None if row is None else row.copy()
 
     def list_leases(self, consumer: str | None = None) -> list[LeaseRow]:
-        return _by_consumer_seq(self._d().leases, consumer)
+        s = self._d()
+        if consumer is None:
+            return _by_consumer_seq(s.leases, None)
+        rows = list(s.leases_of.get(consumer, {}).values())
+        rows.sort(key=_seq)
+        return [r.copy() for r in rows]
 
     def delete_lease(self, consumer: str, event_id: str) -> bool:
-        return self._pop(self._d().leases, (consumer, event_id))
+        s = self._d()
+        key = (consumer, event_id)
+        if key not in s.leases:
+            return False
+        row = _drop_lease(s, key)
+        self.undo.append(lambda: _add_lease(s, key, row))
+        return True
 
     def has_lease_due(self, now: int) -> bool:
         return any(r["expires_at"] <= now for r in self._d().leases.values())
