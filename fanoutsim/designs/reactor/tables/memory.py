@@ -318,10 +318,17 @@ def _restore_sub(s, row: dict) -> None:
 
 
 def _put_sub(s, sid: str, row: dict) -> None:
+    """Replace a subscription's row, in the poll list too (in a copy, once a
+    pass holds the list); a change of which are enabled lists them again."""
     if row["enabled"] != s.subs[sid]["enabled"]:
-        s.poll_order = None
+        s.poll_order = s.poll_subs = None
     s.subs[sid] = row
-    s.poll_subs = None
+    listed = s.poll_subs
+    if listed is not None and sid in s.poll_pos:
+        if s.poll_shared:  # a pass reads the list as it was given
+            listed = s.poll_subs = list(listed)
+            s.poll_shared = False
+        listed[s.poll_pos[sid]] = row
 
 
 def _sub_order(s) -> list[str]:
@@ -466,17 +473,7 @@ class ReactorMemoryTx(ReactorTx):
         row = s.subs.get(sub_id)
         if row is None:
             return  # no such row: UPDATE ... WHERE id = ? matches nothing
-        new = {**row, **changes}  # a new row: whoever holds the old one keeps it as read
-        if "enabled" in changes:
-            _put_sub(s, sub_id, new)
-        else:  # (_put_sub, inline: the poll order stays, and the listed rows take the new one)
-            s.subs[sub_id] = new
-            listed = s.poll_subs
-            if listed is not None and sub_id in s.poll_pos:
-                if s.poll_shared:  # a pass reads the list as it was given
-                    listed = s.poll_subs = list(listed)
-                    s.poll_shared = False
-                listed[s.poll_pos[sub_id]] = new
+        _put_sub(s, sub_id, {**row, **changes})  # a new row: whoever holds the old one keeps it as read
         self.undo.append(lambda: _put_sub(s, sub_id, row))
 
     def delete_subscription(self, sub_id):
