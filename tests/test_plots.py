@@ -6,6 +6,7 @@ import re
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
@@ -57,6 +58,23 @@ def test_latency_histogram_with_poll_theory(sim):
     assert width == pytest.approx(50.0)
     assert ys[0] == pytest.approx(len(lat) * width / 1000.0)
     assert sum(p.get_height() for p in bins) == len(lat)
+
+
+@pytest.mark.parametrize("span_p", [0.5, 7.0, 150.0, 2000.0])
+def test_a_backlogs_waits_are_binned_in_whole_twentieths_of_p_about_150_bins_at_most(span_p):
+    # waits that run to many poll intervals (a backlog): wider bins, each a whole
+    # number of P / 20, keep the bars readable (and a control's redraw quick)
+    p_s = 2.0
+    waits = np.linspace(0.0, span_p * p_s, 584)
+    fig = plots.latency_histogram(pd.DataFrame({"poll_wait_s": waits}), "poll_wait_s", poll_interval=p_s)
+    bars = fig.axes[0].patches
+    width = bars[0].get_width()
+    k = width / (p_s * 1000 / 20)
+    assert k == pytest.approx(round(k)) and round(k) >= 1
+    assert round(k) == 1 if span_p <= 7.0 else round(k) > 1  # up to 140 bins of P / 20 stay as they are
+    assert len(bars) <= 151
+    assert sum(b.get_height() for b in bars) == len(waits)  # every wait in a bin
+    assert bars[-1].get_x() + width >= waits.max() * 1000
 
 
 def test_latency_histogram_without_theory_and_from_a_simulation(sim):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from functools import partial
 from pathlib import Path
 
@@ -60,6 +62,9 @@ def latency_histogram(
     )
 
 
+_BARS = 150  # at most about this many bins in a latency histogram with its poll interval
+
+
 def _latency_bins(ax: Axes, *, ms: np.ndarray, poll_interval: float | None, bins: int | None) -> None:
     """:func:`latency_histogram`'s bars, percentiles and theory, of some latencies (``ms``)."""
     hi = float(ms.max())
@@ -67,6 +72,10 @@ def _latency_bins(ax: Axes, *, ms: np.ndarray, poll_interval: float | None, bins
         p_ms = poll_interval * 1000.0
         width = p_ms / 20.0
         hi = max(hi, p_ms)
+        # A backlog's waits run to many P: wider bins (a whole number of P / 20 each)
+        # keep them to about _BARS, where a rectangle for each of thousands of narrow
+        # ones read as a barcode and took a control seconds to redraw.
+        width *= max(1, math.ceil(hi / width / _BARS))
     else:
         width = (hi / (bins or 40)) or 1.0
     edges = np.arange(0.0, hi + width, width)
