@@ -26,6 +26,7 @@ leases     leases bench shape: µs CPU per ack                 66         <= 33
 memory     bench-day, 10 virtual h: KiB per delivery          1.94       <= 0.5
 memory_sp  the same, the trace spilled to Parquet (trace=DIR) (none)      <= 0.5
 duckdb     bench-day on DuckDB: statements per delivery       4.5        held
+controls   the lessons' controls: slowest median move, ms CPU 691        held
 =========  =================================================  =========  ========
 
 Figures to read, not assertions: no test times anything.
@@ -47,6 +48,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCENARIO = ROOT / "fanoutsim" / "examples" / "bench-day.toml"
+# ms of kernel CPU, lesson 6's latency dropdown at a202e36, measured with bench_controls.py
+# (its redraw draws two log-log figures; every other lesson's control answered in 130-220 ms)
+CONTROLS_BASE = 691.0
 LEASES_BASE = 66.0  # µs CPU per ack at a202e36, 2 virtual h (measured here first: the issue asked for it)
 
 
@@ -205,6 +209,20 @@ def memory_spilled(quick: bool) -> dict:
     }
 
 
+def controls(quick: bool) -> dict:
+    """The lessons' controls (:mod:`bench_controls`): each lesson's notebook run in
+    a kernel up to its control, each widget moved through its values; the
+    slowest lesson's slowest widget, its median move in ms of the kernel's CPU.
+    Held: no slower than at a202e36 (:data:`CONTROLS_BASE`)."""
+    from bench_controls import CONTROLS, answer, measure
+
+    lessons = {}
+    for lesson in ["08_outbox"] if quick else CONTROLS:
+        moves = measure(lesson)
+        lessons[lesson] = {"answer_ms": answer(moves), "slowest_move_ms": max(max(v) for v in moves.values())}
+    return {"figure": max(r["answer_ms"] for r in lessons.values()), "lessons": lessons}
+
+
 def duckdb(quick: bool) -> dict:
     """bench-day on the DuckDB store (in memory), 10 virtual minutes: statements sent per delivery."""
     sim, until = _bench_day(120.0 if quick else 600.0, store="duckdb")
@@ -223,6 +241,7 @@ TARGETS: dict[str, tuple[Callable[[bool], dict], float, str]] = {
     "memory": (memory, 0.5, "KiB per delivery"),
     "memory_spilled": (memory_spilled, 0.5, "KiB per delivery, the trace spilled: a run's growth, 10 -> 20 h"),
     "duckdb": (duckdb, 4.5, "statements per delivery"),
+    "controls": (controls, CONTROLS_BASE, "ms CPU, the slowest lesson control's median move"),
 }
 
 

@@ -3,10 +3,13 @@ the times someone reads its figures. Nothing here is timed."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,16 +73,40 @@ def test_a_repeat_below_one_is_refused_naming_the_option():
 def test_targets_print_a_verdict_per_target_and_write_bench_json(tmp_path):
     import json
 
-    out = bench("targets.py", "--quick", "--only", "outbox", "duckdb", "--out", str(tmp_path / "bench.json"))
+    only = ["outbox", "duckdb", "controls"]
+    out = bench("targets.py", "--quick", "--only", *only, "--out", str(tmp_path / "bench.json"))
     assert out.returncode == 0, out.stderr
     lines = re.findall(r"^(\w+)\s+([\d.]+)\s+target <= ([\d.]+)\s+(PASS|FAIL)", out.stdout, re.M)
-    assert [name for name, *_ in lines] == ["outbox", "duckdb"], out.stdout
+    assert [name for name, *_ in lines] == only, out.stdout
     written = json.loads((tmp_path / "bench.json").read_text())
     for name, figure, target, verdict in lines:
         r = written[name]
         assert r["figure"] > 0 and r["target"] == float(target)
         assert r["pass"] == (verdict == "PASS") == (r["figure"] <= r["target"])
         assert abs(r["figure"] - float(figure)) < 0.01
+
+
+def test_every_lesson_control_is_timed_from_the_cell_that_builds_it():
+    # a lesson with a control that bench_controls.py does not know would go untimed
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from bench_controls import CONTROLS, lesson_cells
+    finally:
+        sys.path.pop(0)
+    builds = re.compile(r"^(\w+) = (?:lesson\.Explorer|prune_control|sweep_explorer|latency_explorer)\(", re.M)
+    found = {}
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        text = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        names = builds.findall(text)
+        if names:
+            found[nb.stem] = names[0]
+    assert found == CONTROLS
+    for lesson, name in CONTROLS.items():
+        cells = lesson_cells(lesson, name)
+        assert builds.search(cells[-1]) and f"{name} = " in cells[-1]  # the last cell run builds the control
+        assert not any(builds.search(c) for c in cells[:-1])
+    with pytest.raises(ValueError, match="no cell binds 'nope'"):
+        lesson_cells("08_outbox", "nope")
 
 
 def test_ten_million_runs_a_small_count_with_the_trace_spilled():
