@@ -177,6 +177,22 @@ def test_plain_log_labels_say_numbers():
     assert "2" in labels and not any("10^" in t or "times" in t for t in labels)
 
 
+def test_plain_log_over_decades_ticks_minor_at_two_and_five_times_each_power_of_ten():
+    from fanoutsim.kernel.plotting import plain_log
+
+    fig, ax = plt_axes()
+    ax.plot([0.01, 1000.0], [0.01, 1000.0])
+    ax.set_yscale("log")
+    plain_log(ax, "y")
+    fig.draw_without_rendering()
+    lo, hi = ax.get_ylim()
+    minor = [v for v in ax.yaxis.get_minorticklocs() if lo <= v <= hi]
+    majors = {round(v, 6) for v in ax.yaxis.get_majorticklocs()}
+    assert minor and all(round(v / 10.0 ** np.floor(np.log10(v)), 6) in (2.0, 5.0) for v in minor)
+    assert {0.02, 0.05, 20.0, 500.0} <= {round(v, 6) for v in minor}
+    assert {0.01, 1.0, 1000.0} <= majors and not any(t.get_text() for t in ax.get_yticklabels(minor=True))
+
+
 def test_polls_vs_interval(df):
     fig = plots.polls_vs_interval(df, subscriptions=4)
     axes_labelled(fig)
