@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from functools import partial
 from pathlib import Path
 
