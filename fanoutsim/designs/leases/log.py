@@ -33,11 +33,11 @@ pruned history (:class:`HistoryPruned` guards it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fanoutsim.designs.leases import rules
+from fanoutsim.kernel.jsonenc import compact_encoder
 from fanoutsim.kernel.names import check_name
 from fanoutsim.kernel.timeutil import seconds_to_us
 
@@ -51,8 +51,8 @@ class HistoryPruned(ValueError):
     consumer there would read (RiffDB's ``HistoryPruned``, RDB-HISTORY-0102)."""
 
 
-# one encoder for every payload (json.dumps with options builds a new one per call)
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+# json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False), without json's set-up per call
+_ENCODE = compact_encoder(sort_keys=True)
 
 
 def _payload(payload: object, where: str) -> str | None:

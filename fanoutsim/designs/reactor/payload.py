@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
+from fanoutsim.kernel.jsonenc import compact_encoder
+
 _U64 = struct.Struct("<Q")
-# json.dumps(value, separators=(",", ":"), allow_nan=False), without building
-# an encoder per call (json.dumps caches only its default one)
-_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+# json.dumps(value, separators=(",", ":"), allow_nan=False), without json's set-up per call
+_JSON = compact_encoder()
 BOOKKEEPING_PREFIX = "__"
 
 
@@ -33,7 +34,7 @@ def encode_value(key: str, value: Any) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     try:
-        return _JSON.encode(value).encode()
+        return _JSON(value).encode()
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"payload source {key!r}: {type(value).__name__} value cannot be JSON-encoded ({exc})"
