@@ -99,16 +99,15 @@ class TraceFrame(pd.DataFrame):
         return path
 
 
-# events a recorder holds as rows before it moves them into its columns
-_ROWS = 4096
 # events the columns hold before they are packed (see Trace._pack)
 _PACK = 1 << 14
 
 
 class Trace:
-    """The recorder: a list per event column. An event is first appended as
-    one row (a tuple: one call in C, where a list per column took seven), and
-    every :data:`_ROWS` events the rows move into the columns at once. Every
+    """The recorder: a list per event column, each event appended to each
+    (seven appends cost less than a tuple per event moved into the columns
+    later, and leave no container for the collector to count: a tuple each made
+    it run five times as often). Every
     :data:`_PACK` events the columns are packed (:class:`~fanoutsim.kernel.packing.Packed`), so that a
     long run's trace takes a seventh of the memory; a reader gets them back as
     lists. The incarnation changes only at a restart, so it is kept as its
@@ -118,7 +117,13 @@ class Trace:
     __slots__ = (
         "schema",
         "cols",
-        "rows",
+        "_t",
+        "_kind",
+        "_actor",
+        "_who",
+        "_what",
+        "_where",
+        "_detail",
         "packed",
         "_packed_rows",
         "_attempt",
@@ -134,9 +139,7 @@ class Trace:
 
     def __init__(self, schema: TraceSchema = TraceSchema()) -> None:
         self.schema = schema
-        # t, kind, actor, who, what, where, detail (the incarnation is in _runs)
-        self.cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS - 1))
-        self.rows: list[tuple[Any, ...]] = []  # the events not yet in cols, in order
+        self._new_columns()
         self.packed: list[Packed | Kept] = []  # the events before those in cols, in order
         self._packed_rows = 0
         self._attempt = 0
@@ -164,30 +167,31 @@ class Trace:
         where: Ref = None,
         detail: str | None = None,
     ) -> None:
-        rows = self.rows
-        rows.append((t, kind, actor, who, what, where, detail))
-        if len(rows) >= _ROWS:
-            self._settle()
+        ts = self._t
+        ts.append(t)
+        self._kind.append(kind)
+        self._actor.append(actor)
+        self._who.append(who)
+        self._what.append(what)
+        self._where.append(where)
+        self._detail.append(detail)
+        if len(ts) >= _PACK:
+            self._pack()
 
-    def _settle(self) -> None:
-        """Move the rows into the columns (what every reader of the columns does
-        first), and the columns into a pack once they hold :data:`_PACK` events."""
-        rows = self.rows
-        if rows:
-            for col, values in zip(self.cols, zip(*rows)):
-                col.extend(values)
-            rows.clear()
-            if len(self.cols[0]) >= _PACK:
-                self._pack()
+    def _new_columns(self) -> None:
+        """New, empty columns for the next events: t, kind, actor, who, what,
+        where, detail (the incarnation is in ``_runs``)."""
+        cols: tuple[list[Any], ...] = tuple([] for _ in range(_SLOTS - 1))
+        self.cols = cols
+        self._t, self._kind, self._actor, self._who, self._what, self._where, self._detail = cols
 
     def _pack(self) -> None:
         """The columns packed; new, empty ones take the next events (a reader
         given the old lists keeps them as they were)."""
-        cols = self.cols
-        packed = pack(cols)  # kept as lists where pickle refuses a value: the next pack starts afresh
+        packed = pack(self.cols)  # kept as lists where pickle refuses a value: the next pack starts afresh
         self.packed.append(packed)
         self._packed_rows += packed.rows
-        self.cols = tuple([] for _ in cols)
+        self._new_columns()
 
     def _settled(self) -> int:
         """The events settled: packed, or in the columns."""
@@ -209,7 +213,6 @@ class Trace:
 
     def _begin_run(self, value: int) -> None:
         """The events from now on belong to incarnation ``value``."""
-        self._settle()
         self._attempt = value
         at = self._settled()
         if self._runs[-1][0] == at:  # no event of the last run: it is replaced
@@ -219,7 +222,6 @@ class Trace:
 
     def _attempts(self) -> list[int]:
         """The incarnation of each event, spelled out."""
-        self._settle()
         out: list[int] = []
         ends = [start for start, _ in self._runs[1:]] + [self._settled()]
         for (start, value), end in zip(self._runs, ends):
@@ -228,7 +230,7 @@ class Trace:
 
     def _all_columns(self) -> tuple[list[Any], ...]:
         """The eight event columns (t, kind, actor, who, what, where, incarnation, detail)."""
-        attempts = self._attempts()  # (settles the rows first)
+        attempts = self._attempts()
         c = self._unpacked()
         return (*c[:6], attempts, c[6])
 
@@ -270,7 +272,7 @@ class Trace:
         return out
 
     def __len__(self) -> int:
-        return self._settled() + len(self.rows)
+        return self._settled()
 
     def _event_columns(self) -> list[tuple[str, list[Any]]]:
         cols = list(self._all_columns())
@@ -284,9 +286,9 @@ class Trace:
         run that loops over it in Python (a checker) and has no use for a
         DataFrame. The recorder's own lists, not copies, while nothing is
         packed (the incarnation's is built; a long run's packed events are
-        unpacked into new lists): read them, never change them, and call again
-        for events added since (new events are held apart, as rows, until a
-        reader asks)."""
+        unpacked into new lists): read them before the run goes on (its events
+        are appended to them), never change them, and call again for events
+        added since."""
         return dict(self._event_columns()), dict(zip(self.schema.history, self._history()))
 
     def history(self) -> pd.DataFrame:
@@ -365,7 +367,7 @@ class SpilledTrace(Trace):
     def add(self, *args: Any, **kwargs: Any) -> None:
         """:meth:`Trace.add`, then the chunk to disk once it is full."""
         Trace.add(self, *args, **kwargs)
-        if len(self.cols[0]) + len(self.rows) >= self.chunk:
+        if len(self._t) >= self.chunk:
             self.spill()
 
     def _pack(self) -> None:
@@ -375,8 +377,7 @@ class SpilledTrace(Trace):
         """Write the events in memory as the next file, and let them go."""
         import pyarrow.parquet as pq
 
-        self._settle()
-        if not self.cols[0]:
+        if not self._t:
             return
         pq.write_table(_chunk_table(Trace._all_columns(self)), self.path / f"part-{self._parts:06d}.parquet")
         self._parts += 1
@@ -451,7 +452,7 @@ class LockedTrace(Trace):
             return super().frame()
 
     def __len__(self) -> int:
-        with self._lock:  # the rows move into the columns under it: counted between, events are missed
+        with self._lock:  # the columns grow under it: counted between, events are missed
             return super().__len__()
 
     def columns(self) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
