@@ -194,11 +194,11 @@ class Trace:
         self._new_columns()
 
     def _settled(self) -> int:
-        """The events settled: packed, or in the columns."""
+        """The events recorded: packed, or in the columns."""
         return self._packed_rows + len(self.cols[0])
 
     def _unpacked(self) -> tuple[list[Any], ...]:
-        """The settled events' columns: the recorder's own lists when nothing
+        """The events' columns: the recorder's own lists when nothing
         is packed, else new lists, the packs' events first."""
         return joined(self.packed, self.cols)
 
