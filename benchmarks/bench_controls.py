@@ -131,8 +131,12 @@ def median(xs: list[float]) -> float:
 def summary(lesson: str, moves: dict[str, list[float]]) -> str:
     """A lesson's line: its slowest widget's median move, each widget's, and its slowest move."""
     widgets = ", ".join(f"{k} {median(v):g}" for k, v in moves.items())
-    slowest = max(x for v in moves.values() for x in v)
-    return f"{lesson}: slowest widget {answer(moves):g} ms ({widgets}); slowest move {slowest:g} ms"
+    return f"{lesson}: slowest widget {answer(moves):g} ms ({widgets}); slowest move {slowest_move(moves):g} ms"
+
+
+def slowest_move(moves: dict[str, list[float]]) -> float:
+    """A control's slowest single move, ms."""
+    return max(x for v in moves.values() for x in v)
 
 
 def answer(moves: dict[str, list[float]]) -> float:

@@ -214,12 +214,12 @@ def controls(quick: bool) -> dict:
     a kernel up to its control, each widget moved through its values; the
     slowest lesson's slowest widget, its median move in ms of the kernel's CPU.
     Held: no slower than at a202e36 (:data:`CONTROLS_BASE`)."""
-    from bench_controls import CONTROLS, answer, measure
+    from bench_controls import CONTROLS, answer, measure, slowest_move
 
     lessons = {}
     for lesson in ["08_outbox"] if quick else CONTROLS:
         moves = measure(lesson)
-        lessons[lesson] = {"answer_ms": answer(moves), "slowest_move_ms": max(max(v) for v in moves.values())}
+        lessons[lesson] = {"answer_ms": answer(moves), "slowest_move_ms": slowest_move(moves)}
     return {"figure": max(r["answer_ms"] for r in lessons.values()), "lessons": lessons}
 
 

@@ -30,9 +30,9 @@ values = st.recursive(
 )
 
 
-def dumps_outcome(value, sort_keys: bool):
+def dumps_outcome(value, sort_keys: bool, allow_nan: bool = False):
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False, sort_keys=sort_keys)
+        return json.dumps(value, separators=(",", ":"), allow_nan=allow_nan, sort_keys=sort_keys)
     except (TypeError, ValueError) as exc:
         return type(exc), str(exc)
 
@@ -44,11 +44,12 @@ def encoder_outcome(encode, value):
         return type(exc), str(exc)
 
 
-@given(values, st.booleans())
-def test_the_same_text_or_the_same_error_as_json_dumps(value, sort_keys):
-    encode = compact_encoder(sort_keys=sort_keys)
-    assert encoder_outcome(encode, value) == dumps_outcome(value, sort_keys)
-    assert encoder_outcome(encode, value) == dumps_outcome(value, sort_keys)  # and again: nothing left over
+@given(values, st.booleans(), st.booleans())
+def test_the_same_text_or_the_same_error_as_json_dumps(value, sort_keys, allow_nan):
+    encode = compact_encoder(sort_keys=sort_keys, allow_nan=allow_nan)
+    want = dumps_outcome(value, sort_keys, allow_nan)
+    assert encoder_outcome(encode, value) == want
+    assert encoder_outcome(encode, value) == want  # and again: nothing left over
 
 
 def test_an_error_leaves_no_container_marked():

@@ -16,7 +16,6 @@ import json
 import re
 import struct
 from collections.abc import Mapping
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from fanoutsim.kernel.jsonenc import compact_encoder
@@ -112,21 +111,9 @@ def decode_sources(blob: bytes) -> dict[str, Any]:
     return {k: decode_value(v) for k, v in decode_payload(blob).items() if not k.startswith(BOOKKEEPING_PREFIX)}
 
 
-if c_make_encoder is not None:
-    # JSONEncoder(separators=(",", ":")).encode's C encoder, built once and called
-    # directly; without its check for circular references, which a value decoded
-    # from JSON cannot have
-    _ENCODE = c_make_encoder(
-        None, json.JSONEncoder().default, encode_basestring_ascii, None, ":", ",", False, False, True
-    )
-
-    def encode_decoded(value: dict[str, Any]) -> str:
-        """``json.dumps(value, separators=(",", ":"))`` of a dict of values
-        decoded from JSON (and strings): what an execution's context holds."""
-        return "".join(_ENCODE(value, 0))
-
-else:  # pragma: no cover  (CPython always has the C encoder)
-    encode_decoded = json.JSONEncoder(separators=(",", ":")).encode
+# json.dumps(value, separators=(",", ":")) of a dict of values decoded from JSON
+# (and strings): what an execution's context holds (a decoded NaN written back as NaN)
+encode_decoded = compact_encoder(allow_nan=True)
 
 
 # The end of an execution's context as the poll loop writes it (sources first,
