@@ -156,7 +156,10 @@ class LeaseMemoryTx(LeaseTx, _Host):
     """The leased-consumer design's methods of the memory adapter's transaction
     (a mixin of :class:`~fanoutsim.kernel.store.memory.MemoryTx`). Each method
     reads the current database's tables as ``self.s.lease_tables`` itself: a
-    helper's call for it was 2 % of an ack's instructions."""
+    helper's call for it was 2 % of an ack's instructions. Reads of events,
+    leases, retries, checkpoints, resolutions and the history return the
+    tables' own rows (a copy each was 3.5 %): a write replaces a row, never
+    changes it in place."""
 
     __slots__ = ()
 
@@ -191,10 +194,11 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def get_history(self) -> HistoryRow:
         s: LeaseTables = self.s.lease_tables
-        return s.history.copy()
+        return s.history
 
     def lock_history(self) -> HistoryRow:
-        return self.get_history()
+        s: LeaseTables = self.s.lease_tables
+        return s.history.copy()  # the caller's own: it counts in it, then writes it back
 
     def lock_lease_consumer(self, consumer: str) -> LeaseConsumerRow | None:
         return self.get_lease_consumer(consumer)
@@ -222,12 +226,11 @@ class LeaseMemoryTx(LeaseTx, _Host):
     def get_event(self, event_id: str) -> EventRow | None:
         s: LeaseTables = self.s.lease_tables
         seq = s.event_ids.get(event_id)
-        return None if seq is None else s.events[seq].copy()
+        return None if seq is None else s.events[seq]
 
     def get_event_at(self, seq: int) -> EventRow | None:
         s: LeaseTables = self.s.lease_tables
-        row = s.events.get(seq)
-        return None if row is None else row.copy()
+        return s.events.get(seq)
 
     def event_window(self, consumer: str, after: int, limit: int, partition: str | None = None) -> list[EventRow]:
         s: LeaseTables = self.s.lease_tables
@@ -244,7 +247,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
                 out += seqs[i : i + limit]
         if partition is None:
             out.sort()
-        return [events[q].copy() for q in out]
+        return [events[q] for q in out]
 
     def delete_event(self, seq: int) -> bool:
         s: LeaseTables = self.s.lease_tables
@@ -298,7 +301,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
     def list_checkpoints(self, consumer: str) -> list[CheckpointRow]:
         s: LeaseTables = self.s.lease_tables
         cps = s.cp_index.get(consumer, {})
-        return [cps[p].copy() for p in sorted(cps)]
+        return [cps[p] for p in sorted(cps)]
 
     def set_checkpoint(self, consumer: str, partition: str, seq: int, commit_seq: int) -> None:
         s: LeaseTables = self.s.lease_tables
@@ -330,7 +333,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
         by = s.res_index.get(consumer, {})
         rows = [r for p in ((partition,) if partition is not None else by) for r in by.get(p, {}).values()]
         rows.sort(key=lambda r: r["seq"])
-        return [r.copy() for r in rows]
+        return rows
 
     def delete_resolution(self, consumer: str, event_id: str) -> bool:
         s: LeaseTables = self.s.lease_tables
@@ -382,8 +385,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def get_lease(self, consumer: str, event_id: str) -> LeaseRow | None:
         s: LeaseTables = self.s.lease_tables
-        row = s.leases.get((consumer, event_id))
-        return None if row is None else row.copy()
+        return s.leases.get((consumer, event_id))
 
     def list_leases(self, consumer: str | None = None) -> list[LeaseRow]:
         s: LeaseTables = self.s.lease_tables
@@ -391,7 +393,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
             return _by_consumer_seq(s.leases, None)
         rows = list(s.leases_of.get(consumer, {}).values())
         rows.sort(key=_seq)
-        return [r.copy() for r in rows]
+        return rows
 
     def delete_lease(self, consumer: str, event_id: str) -> bool:
         s: LeaseTables = self.s.lease_tables
@@ -418,8 +420,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def get_retry(self, consumer: str, event_id: str) -> RetryRow | None:
         s: LeaseTables = self.s.lease_tables
-        row = s.retries.get((consumer, event_id))
-        return None if row is None else row.copy()
+        return s.retries.get((consumer, event_id))
 
     def delete_retry(self, consumer: str, event_id: str) -> bool:
         s: LeaseTables = self.s.lease_tables
@@ -427,7 +428,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def list_retries(self, consumer: str | None = None) -> list[RetryRow]:
         s: LeaseTables = self.s.lease_tables
-        return _by_consumer_seq(s.retries, consumer)
+        return _by_consumer_seq(s.retries, consumer, shared=True)
 
     def clear_retries(self, consumer: str) -> int:
         s: LeaseTables = self.s.lease_tables
@@ -446,10 +447,14 @@ class LeaseMemoryTx(LeaseTx, _Host):
         return self._clear(s.dead_letters, consumer)
 
 
-def _by_consumer_seq(table: Mapping[tuple[str, str], OwnedT], consumer: str | None) -> list[OwnedT]:
+def _by_consumer_seq(
+    table: Mapping[tuple[str, str], OwnedT], consumer: str | None, *, shared: bool = False
+) -> list[OwnedT]:
+    """``table``'s rows (of ``consumer``'s, if given) by consumer and seq: copies,
+    or with ``shared`` the table's own (a transaction's read, not a whole table's)."""
     rows = [r for r in table.values() if consumer is None or r["consumer"] == consumer]
     rows.sort(key=lambda r: (r["consumer"], r["seq"]))
-    return [r.copy() for r in rows]
+    return rows if shared else [r.copy() for r in rows]
 
 
 def _resolution_rows(s: LeaseTables) -> list[ResolutionRow]:

@@ -156,6 +156,10 @@ class LeaseTx(Protocol):
     # Orderings: events by ``seq``; lease_consumers by ``consumer``;
     # checkpoints by ``(consumer, partition)``; leases, retries, dead_letters
     # and resolutions by ``(consumer, seq)``. ``history`` is one row.
+    # A row a read returns is to read, not to change: an adapter may hand out
+    # its own (the memory one does, for events, leases, retries, checkpoints,
+    # resolutions and get_history). lock_history and a consumer's row come as
+    # the caller's own copies, to change and write back; table_rows copies.
 
     # -- named databases ------------------------------------------------------------
     @abstractmethod
