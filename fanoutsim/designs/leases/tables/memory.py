@@ -390,7 +390,7 @@ class LeaseMemoryTx(LeaseTx, _Host):
     def list_leases(self, consumer: str | None = None) -> list[LeaseRow]:
         s: LeaseTables = self.s.lease_tables
         if consumer is None:
-            return _by_consumer_seq(s.leases, None)
+            return _by_consumer_seq(s.leases, None, shared=True)
         rows = list(s.leases_of.get(consumer, {}).values())
         rows.sort(key=_seq)
         return rows
