@@ -32,12 +32,16 @@ class ReadOnlyRow(dict):
     __setitem__ = __delitem__ = update = pop = popitem = setdefault = clear = __ior__ = _refuse
 
 
+def refuse_changes(m: pytest.MonkeyPatch) -> None:
+    """From now on every row the leases memory tables store refuses changes in place."""
+    columns = memory._columns
+    m.setattr(memory, "_columns", lambda row, table: ReadOnlyRow(columns(row, table)))
+    m.setattr(memory, "CheckpointRow", lambda **row: ReadOnlyRow(row))
+
+
 @pytest.fixture
 def read_only_rows(monkeypatch):
-    """Every row the leases memory tables store refuses changes in place."""
-    columns = memory._columns
-    monkeypatch.setattr(memory, "_columns", lambda row, table: ReadOnlyRow(columns(row, table)))
-    monkeypatch.setattr(memory, "CheckpointRow", lambda **row: ReadOnlyRow(row))
+    refuse_changes(monkeypatch)
 
 
 def test_a_read_only_row_refuses_every_change_and_copies_to_a_plain_dict():
@@ -71,7 +75,5 @@ def test_broker_presets_run_the_same_with_rows_that_refuse_changes(monkeypatch, 
     path = EXAMPLES / "presets" / name
     plain = result(path, 1, "memory")
     with monkeypatch.context() as m:
-        columns = memory._columns
-        m.setattr(memory, "_columns", lambda row, table: ReadOnlyRow(columns(row, table)))
-        m.setattr(memory, "CheckpointRow", lambda **row: ReadOnlyRow(row))
+        refuse_changes(m)
         assert result(path, 1, "memory") == plain

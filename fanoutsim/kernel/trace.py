@@ -193,7 +193,7 @@ class Trace:
         self._packed_rows += packed.rows
         self._new_columns()
 
-    def _settled(self) -> int:
+    def _recorded(self) -> int:
         """The events recorded: packed, or in the columns."""
         return self._packed_rows + len(self.cols[0])
 
@@ -214,7 +214,7 @@ class Trace:
     def _begin_run(self, value: int) -> None:
         """The events from now on belong to incarnation ``value``."""
         self._attempt = value
-        at = self._settled()
+        at = self._recorded()
         if self._runs[-1][0] == at:  # no event of the last run: it is replaced
             self._runs[-1] = (at, value)
         elif self._runs[-1][1] != value:
@@ -223,7 +223,7 @@ class Trace:
     def _attempts(self) -> list[int]:
         """The incarnation of each event, spelled out."""
         out: list[int] = []
-        ends = [start for start, _ in self._runs[1:]] + [self._settled()]
+        ends = [start for start, _ in self._runs[1:]] + [self._recorded()]
         for (start, value), end in zip(self._runs, ends):
             out += [value] * (end - start)
         return out
@@ -272,7 +272,7 @@ class Trace:
         return out
 
     def __len__(self) -> int:
-        return self._settled()
+        return self._recorded()
 
     def _event_columns(self) -> list[tuple[str, list[Any]]]:
         cols = list(self._all_columns())
