@@ -1202,6 +1202,30 @@ def test_cursors_upsert_and_list_in_consumer_order(db):
     assert db.rows("cursors") == [{"consumer": "exporter", "seq": 0}, {"consumer": "indexer", "seq": 7}]
 
 
+def test_a_rollback_puts_back_each_entry_written_twice_and_removes_new_ones(db):
+    """Upserts over an entry and into a new key, each twice in one
+    transaction: a rollback leaves every entry as it was before it (the
+    memory store's undo log keeps each overwrite), and the store goes on."""
+    with db.transaction() as tx:
+        tx.set_cursor("indexer", 3)
+        tx.defer("indexer", 5, 100)
+    with pytest.raises(Crash):
+        with db.transaction() as tx:
+            tx.set_cursor("indexer", 8)
+            tx.set_cursor("mailer", 1)
+            tx.defer("indexer", 5, 200)
+            tx.defer("mailer", 6, 300)
+            tx.set_cursor("indexer", 9)
+            tx.set_cursor("mailer", 2)
+            tx.defer("indexer", 5, 400)
+            raise Crash("test.point")
+    assert db.rows("cursors") == [{"consumer": "indexer", "seq": 3}]
+    with db.transaction() as tx:
+        assert (tx.next_due("indexer"), tx.next_due("mailer")) == (100, None)
+        tx.set_cursor("mailer", 4)
+    assert db.rows("cursors") == [{"consumer": "indexer", "seq": 3}, {"consumer": "mailer", "seq": 4}]
+
+
 def test_past_cursor_is_the_cursor_the_rows_past_it_and_the_next_due_in_one_read(db):
     append(db, 10, 20, 30, 40)
     with db.transaction() as tx:

@@ -38,6 +38,9 @@ from fanoutsim.kernel.store.base import (
 K = TypeVar("K", bound=Hashable)
 
 
+_MISSING = object()  # no entry under the key before a _put
+
+
 class _Failed:
     """Stands in for the store in a transaction that a failed write ended, so
     that any further use raises, as DuckDB does for an aborted transaction."""
@@ -65,19 +68,18 @@ class MemoryTx(Tx):
         # set, which MemoryStore does not declare (and after a failed write, a _Failed)
         self.s: Any = store
         self.store = store
-        self.undo: list[Callable[[], object]] = []
+        # what undoes each write: a function, or a _put's (table, key, entry before)
+        self.undo: list[Callable[[], object] | tuple[dict[Any, Any], Hashable, object]] = []
         self.failed: BaseException | None = None
 
     def __enter__(self) -> MemoryTx:
+        # ``s``, ``undo`` and ``failed`` are as a transaction starts: each end puts them back
         store = self.store
         store._lock.acquire()
         if store._open:
             store._lock.release()
             raise RuntimeError("nested transactions are not supported")
         store._open = True
-        self.s = store
-        self.undo = []
-        self.failed = None
         return self
 
     def __exit__(
@@ -85,8 +87,10 @@ class MemoryTx(Tx):
     ) -> Literal[False]:
         store = self.store
         if exc_type is None and self.failed is None:  # commit: the writes are already in place
-            if self.undo:
+            undo = self.undo
+            if undo:
                 store.writes += 1
+                undo.clear()
             store._open = False
             store._lock.release()
             return False
@@ -110,18 +114,10 @@ class MemoryTx(Tx):
         return key
 
     def _put(self, table: dict[Any, Any], key: Hashable, value: object) -> None:
-        """Insert or overwrite one entry; the undo puts back what was there."""
-        missing = key not in table
-        before = table.get(key)
+        """Insert or overwrite one entry; the undo puts back what was there
+        (kept as a tuple: the commonest write makes no closure)."""
+        self.undo.append((table, key, table.get(key, _MISSING)))
         table[key] = value
-
-        def undo() -> None:
-            if missing:
-                del table[key]
-            else:
-                table[key] = before
-
-        self.undo.append(undo)
 
     def _pop(self, table: dict[Any, Any], key: Hashable) -> bool:
         """Delete one entry (False: there was none); the undo puts it back."""
@@ -193,14 +189,24 @@ class MemoryStore(Store[MemoryTx]):
     def _commit(self, tx: MemoryTx) -> None:
         if tx.undo:
             self.writes += 1
+            tx.undo.clear()
         self._open = False
         self._lock.release()
 
     def _rollback(self, tx: MemoryTx) -> None:
         try:
             for undo in reversed(tx.undo):
-                undo()
+                if type(undo) is tuple:  # a _put: the entry as it was
+                    table, key, before = undo
+                    if before is _MISSING:
+                        del table[key]
+                    else:
+                        table[key] = before
+                else:
+                    undo()
         finally:
+            tx.undo.clear()
+            tx.s, tx.failed = self, None
             self._open = False
             self._lock.release()
 
