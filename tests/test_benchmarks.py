@@ -84,6 +84,11 @@ def test_targets_print_a_verdict_per_target_and_write_bench_json(tmp_path):
         assert r["figure"] > 0 and r["target"] == float(target)
         assert r["pass"] == (verdict == "PASS") == (r["figure"] <= r["target"])
         assert abs(r["figure"] - float(figure)) < 0.01
+    # the interpreter that measured them, named with the figures: its build moves them
+    import platform
+
+    assert written["python"]["version"] == platform.python_version(), written["python"]
+    assert out.stdout.startswith(f"{platform.python_implementation()} {platform.python_version()} ("), out.stdout
 
 
 def test_every_lesson_control_is_timed_from_the_cell_that_builds_it():
