@@ -93,3 +93,22 @@ def test_subscribe_time_verdicts_quote_invalid_predicate():
     assert "is not valid CEL" in df["message"][2]
     with pytest.raises(fs.InvalidPredicate):
         fs.Simulation().runner.subscribe_workflow_to_reactor("r", "wf", when="paylod.x > 1")
+
+
+@pytest.mark.parametrize("pruned", [False, True], ids=["retained", "pruned"])
+def test_a_filter_error_is_told_in_plain_words_even_once_its_firing_is_pruned(pruned):
+    """The report's predicate error reads what the filter read: from the firings
+    table while the firing is kept, from the trace's firing history once a prune
+    deleted it (the run's report comes at its end, after the last prune)."""
+    from fanoutsim.designs.reactor.analysis.delivery import predicate_error_examples
+
+    cfg = fs.SchedulerConfig(prune_policy="ttl", reactor_firings_retention=10.0, reactor_firings_prune_interval=5.0)
+    sim = fs.Simulation(config=cfg, seed=0)
+    sim.runner.subscribe_workflow_to_reactor("r", "wf", when="payload.quote.price > 100")
+    fid = sim.fire("r", {"quote": {"price": None}})
+    sim.run(until=60.0 if pruned else 2.0)
+    firings = sim.firings()
+    assert (fid in set(firings["id"])) is not pruned
+    [example] = predicate_error_examples(sim, sim.subscriptions(), firings)
+    assert example["firing"] == fid
+    assert example["error"] == "payload.quote.price is null; '>' needs a number"

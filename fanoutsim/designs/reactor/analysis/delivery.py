@@ -361,6 +361,23 @@ def _error_outcome(cfg) -> str:
     return "skip: counted as false, so not dispatched, and the watermark moved past it"
 
 
+def _logged_sources(trace, firing_id: str) -> dict | None:
+    """The decoded payload of ``firing_id`` as the trace's firing history logged it
+    (None: not in it, or its payload does not decode)."""
+    from fanoutsim.designs.reactor.payload import decode_sources
+
+    history = getattr(trace, "history", None)
+    if history is None or "payload" not in history:
+        return None
+    rows = history.loc[history["firing"] == firing_id, "payload"]
+    if rows.empty or not isinstance(rows.iloc[0], (bytes, bytearray)):
+        return None
+    try:
+        return decode_sources(bytes(rows.iloc[0]))
+    except ValueError:
+        return None
+
+
 def predicate_error_examples(sim, subs: pd.DataFrame, firings: pd.DataFrame) -> list[dict]:
     """Per subscription whose filter failed: how often, and its first failure
     in plain words — the firing, the filter, what the filter read and what its
@@ -392,6 +409,8 @@ def predicate_error_examples(sim, subs: pd.DataFrame, firings: pd.DataFrame) -> 
     for sid, group in errors.groupby("subscription", sort=False):
         first = group.iloc[0]
         seen = sources.get(first["firing"])
+        if seen is None:  # pruned since: the trace's firing history still has the payload it logged
+            seen = _logged_sources(trace, first["firing"])
         text = (
             explain_error(filters.get(sid, ""), seen, first["detail"].removeprefix("error: "))
             if seen is not None
