@@ -97,6 +97,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse's signature
         raise _UsageError(f"{message} (see '{self.prog} --help')")
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        # an argument no parser knows is reported by the top parser, which would
+        # point at its own help: point at the command's, whose options were meant
+        known, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(known, "command", None)
+            where = f"{self.prog} {command}" if command else self.prog
+            raise _UsageError(f"unrecognized arguments: {' '.join(extras)} (see '{where} --help')")
+        return known
+
 
 def _number(text: str, convert: Callable[[str], Any], ok: Callable[[Any], bool], not_a: str, must: str) -> Any:
     """An argparse type's value: ``convert(text)`` if it converts and is ``ok``;
@@ -401,7 +411,7 @@ def _add_helper_commands(sub) -> None:
     )
     xp.add_argument("--duplicates", action="store_true", help="list every duplicated item, with its cause")
     xp.add_argument("--lost", action="store_true", help="list every lost item, with its cause")
-    _design_option(xp)
+    _design_option(xp, _design)
 
 
 def _at_least_one(what: str):
@@ -952,7 +962,7 @@ def _print_sweep(df, design, scenario, seeds: list, keys: list, budget: float | 
     import pandas as pd
 
     print(
-        f"{design.name} sweep of {scenario.name}: {len(df)} runs ({df.attrs['ran']} ran, "
+        f"{design.name} sweep of {scenario.name}: {len(df)} run{'s' if len(df) != 1 else ''} ({df.attrs['ran']} ran, "
         f"{df.attrs['from_cache']} from the cache), {len(seeds)} seed{'s' if len(seeds) != 1 else ''} each; "
         f"every run valid: {bool(df['valid'].all())}, lost {int(df['lost'].sum())}"
     )
@@ -999,7 +1009,8 @@ def format_causes(rows: list[dict]) -> str:
         return ""
     lines = ["Why (each cause the checker named)"]
     for r in rows:
-        noun = "lost" if r["kind"] == "lost" else ("duplicate" if r["count"] == 1 else "duplicates")
+        # a firing delivered three times is one duplicated item and two extra deliveries: counted as the latter
+        noun = "lost" if r["kind"] == "lost" else ("extra delivery" if r["count"] == 1 else "extra deliveries")
         verdict = {True: "expected", False: "NOT expected", None: ""}[r["expected"]]
         lines.append(f"  {r['count']:,} {noun} by {r['cause']} ({verdict}): {r['meaning'] or 'see the checker'}")
     return "\n".join(lines) + "\n"

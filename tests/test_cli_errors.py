@@ -186,3 +186,20 @@ def test_progress_is_shown_by_default_when_stderr_is_a_terminal(tmp_path, capsys
     assert "virtual time" in capsys.readouterr().err
     assert main(["run", str(DEFAULT), "--until", "600", "--out", str(tmp_path / "p"), "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "points_at"),
+    [
+        (["run", str(DEFAULT), "--unknown"], "fanoutsim run --help"),
+        (["example", "--bogus"], "fanoutsim example --help"),
+    ],
+)
+def test_an_unknown_option_points_at_the_help_of_the_command_it_was_given_to(tmp_path, args, points_at):
+    line = one_error_line(cli(*args, cwd=tmp_path), "unrecognized arguments: --")
+    assert line.endswith(f"(see '{points_at}')")
+    assert list(tmp_path.iterdir()) == []  # refused before anything ran
+
+
+def test_explain_refuses_a_design_that_does_not_exist(tmp_path):
+    one_error_line(cli("explain", str(tmp_path), "--design", "leses"), "'leses' is not a design", "reactor")

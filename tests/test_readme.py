@@ -137,7 +137,7 @@ def test_the_commands_after_make_demo_do_what_their_comments_say(tmp_path):
     assert wrote.returncode == 0 and (tmp_path / "crashes.toml").read_text() == examples.path("crashes").read_text()
     ran = cli(*commands[2][1:], "--until", "600", "--out", str(tmp_path / "out"), cwd=tmp_path)
     # crashes and failing inserts: duplicates with causes
-    assert ran.returncode == 0 and "duplicates by ambiguous_insert (expected)" in ran.stdout
+    assert ran.returncode == 0 and "extra deliveries by ambiguous_insert (expected)" in ran.stdout
     # each duplicated firing: its subscription and cause (the run's folder, here the test's own)
     assert commands[3][2] == "out/crashes"
     told = cli(*commands[3][1:2], str(tmp_path / "out"), *commands[3][3:], cwd=tmp_path)

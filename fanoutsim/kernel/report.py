@@ -86,7 +86,8 @@ def cause_lines(total: dict[str, Any]) -> list[str]:
     """A verdict's lines of duplicate and loss causes (none when there are none)."""
     lines = []
     if total["duplicates_by_cause"]:
-        lines.append("  duplicate causes: " + cause_text(total["duplicates_by_cause"]))
+        # counted in extra deliveries, as "duplicated N (+M extra deliveries)" above it says
+        lines.append("  extra deliveries by cause: " + cause_text(total["duplicates_by_cause"]))
     if total["lost_by_cause"]:
         lines.append("  loss causes: " + cause_text(total["lost_by_cause"]))
     return lines
