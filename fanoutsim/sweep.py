@@ -69,7 +69,11 @@ poll, the leases' lease length — whichever of its settings the grid varied
 
 The whole grid is checked before any run starts: an unknown key or dotted
 path, or a value the design would refuse, raises :class:`ValueError` naming
-the key, the value and what is allowed (or what exists).
+the key, the value and what is allowed (or what exists). So does a config
+field that cannot change any run: one the design's parser only copies into
+the items of an array of tables that leave that key out, when every item
+sets its own (``lease_seconds`` of a leases scenario whose every consumer
+sets one); the error names the item keys to sweep instead.
 
 Where the runs go: ``workers=1`` runs them here, one after the other;
 ``workers=N`` on a pool of N local processes; ``client=`` (a
@@ -389,7 +393,108 @@ def _check_grid(grid: Mapping[str, Any] | None, base: _Base) -> tuple[list[_Key]
                 raise ValueError(f"grid[{name!r}] value {v!r} is not allowed: {exc}") from None
         keys.append(key)
         values.append(vals)
+    shared = _as_every_run_sets(base, keys, values)
+    for key, vals in zip(keys, values):
+        why = _unused_default(key, vals, base, shared)
+        if why is not None:
+            raise ValueError(why)
     return keys, values
+
+
+# -- a config field no run reads ------------------------------------------------------
+def _as_every_run_sets(base: _Base, keys: list[_Key], values: list[list[Any]]) -> dict[str, Any] | None:
+    """The scenario's TOML with every dotted-path grid key set (to its first
+    value): each run sets that key, whatever its value, so an item key the grid
+    sets overrides a config default in every run as one the file sets does."""
+    if base.data is None:
+        return None
+    data = copy.deepcopy(base.data)
+    for key, vals in zip(keys, values):
+        if key.kind == "path" and _config_field(key, base) is None:
+            _set(data, list(key.parts), vals[0])
+    return data
+
+
+def _config_field(key: _Key, base: _Base) -> str | None:
+    """The config field ``key`` sets, by name or by its dotted path (``table.field``)."""
+    if key.kind == "config":
+        return key.name
+    fields = {f.name for f in dataclasses.fields(base.design.config_type)}
+    if key.kind == "path" and len(key.parts) == 2 and key.parts[0] == base.design.config_table:
+        return key.parts[1] if key.parts[1] in fields else None
+    return None
+
+
+def _beside_config(base: _Base, data: dict[str, Any], field: str, value: Any) -> str | None:
+    """The scenario parsed with the config's ``field`` at ``value``, all but its
+    config (what the field reached elsewhere), as text; None if it does not parse."""
+    data = copy.deepcopy(data)
+    table = base.design.config_table
+    if not isinstance(data.get(table), dict):
+        data[table] = {}
+    data[table][field] = value
+    try:
+        sc = base.design.parse_scenario(data, source=base.source, default_name=base.default_name)
+    except ValueError:
+        return None
+    if not dataclasses.is_dataclass(sc):
+        return None
+    return repr([getattr(sc, f.name) for f in dataclasses.fields(sc) if f.name != "config"])
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    """``values`` without None and repeats, in order (by ==: a value may be a table)."""
+    out: list[Any] = []
+    for v in map(_plain, values):
+        if v is not None and v not in out:
+            out.append(v)
+    return out
+
+
+def _item_ref(items: list[dict[str, Any]], i: int) -> str:
+    """How a dotted path names ``items[i]``: its name when that is unique and not a number, else its index."""
+    name = items[i].get("name")
+    if isinstance(name, str) and name and not name.lstrip("-").isdigit():
+        if [item.get("name") for item in items].count(name) == 1:  # a path finds the first of a name
+            return name
+    return str(i)
+
+
+def _unused_default(key: _Key, vals: list[Any], base: _Base, data: dict[str, Any] | None) -> str | None:
+    """Why the grid ``key`` cannot change any run, or None. The rule, read off the
+    design's own parser rather than any design's names: a config field that the
+    parser copies into each item of an array of tables that leaves the item key
+    of that name out is the items' default; when every item sets its own (in the
+    file or by the grid), no value of the field reaches the scenario beyond the
+    config, so sweeping it would run one setting many times and read it as many."""
+    field = _config_field(key, base)
+    if field is None or data is None:
+        return None
+    table = base.design.config_table
+    for name, items in data.items():
+        if not (isinstance(items, list) and items and all(isinstance(i, dict) and field in i for i in items)):
+            continue
+        own = getattr(getattr(base.scenario, "config", None), field, None)
+        probes = _distinct([*vals, own, *(i[field] for i in items)])
+        if len(probes) < 2:
+            continue
+        seen = {_beside_config(base, data, field, v) for v in _distinct([*vals, *probes[:2]])}
+        bare = copy.deepcopy(data)
+        for item in bare[name]:
+            del item[field]
+        filled = [_beside_config(base, bare, field, v) for v in probes[:2]]
+        if None in seen or len(seen) != 1 or None in filled or filled[0] == filled[1]:
+            continue  # the field reaches the scenario, or the parser cannot tell us
+        where = "the scenario" if base.source in ("", "<scenario>") else Path(base.source).name
+        by_grid = " (some by this grid)" if base.data is not None and base.data.get(name) != items else ""
+        instead = ", ".join(f"{name}.{_item_ref(items, i)}.{field}" for i in range(len(items)))
+        each = " (one key per table)" if len(items) > 1 else ""
+        return (
+            f"grid: {key.name!r} cannot change any run: every [[{name}]] table in {where} sets its own "
+            f"{field}{by_grid}, and [{table}].{field} only fills in one that leaves it out; "
+            f"sweep {instead}{each} instead"
+        )
+    return None
 
 
 def _recordings(sc) -> list[str]:

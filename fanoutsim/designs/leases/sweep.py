@@ -41,6 +41,8 @@ def _unit_counts(per_unit) -> dict:
 
 
 LEASE_SUFFIX = "lease_seconds"  # a grid key ending so is a lease length recommend chooses
+# (fanoutsim.sweep refuses [leases].lease_seconds when every consumer sets its own, so such a key
+# that reaches a table here did set some consumer's lease)
 RATE = "duplicates_per_delivered"  # duplicates / delivered, of a run: what the budget bounds
 BUDGET = SweepBudget(
     "the duplicates per event delivered, the mean over seeds,", default=0.01, unit="", low_included=True, high=1.0
@@ -48,7 +50,8 @@ BUDGET = SweepBudget(
 
 
 def lease_keys(df) -> list[str]:
-    """The grid keys that are lease lengths: ``consumers.<name>.lease_seconds``."""
+    """The grid keys that are lease lengths: ``consumers.<name>.lease_seconds``,
+    or ``lease_seconds`` (``leases.lease_seconds``) where some consumer takes that default."""
     from fanoutsim.kernel.sweeppick import grid_keys
 
     return [k for k in grid_keys(df) if k.rsplit(".", 1)[-1] == LEASE_SUFFIX]
