@@ -2,8 +2,10 @@
 
 A sweep row's latency figures (the same statistics, overall and per unit) and
 its checker totals; on the wall clock, the scenario's workloads at a swept
-rate and the units that join later. Each design still says which columns,
-which totals and which unit: only the arithmetic and the bookkeeping are here.
+rate and the units that join later; what ``status`` prints around a
+design's body, and the now it measures lags against. Each design still says
+which columns, which totals and which unit: only the arithmetic and the
+bookkeeping are here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -89,19 +93,54 @@ def populated(rt: R, populate: Callable[[], None]) -> R:
     return rt
 
 
-def status_record(rt: Any, body: dict[str, Any], *, now_us: int | None = None) -> dict[str, Any]:
+# which now a status measured against, as it says so (``clock`` and ``now_is``)
+WALL = "wall"
+VIRTUAL = "virtual"
+NOW_IS = {
+    WALL: "the wall clock",
+    VIRTUAL: "the end of the virtual-clock run that wrote this store (its report's end): lags are as of then",
+}
+
+
+@dataclass(frozen=True)
+class StatusClock:
+    """The now a status measures ages (lags) against, and its clock (:data:`WALL`, :data:`VIRTUAL`)."""
+
+    now_us: int
+    clock: str
+
+
+def status_clock(rt: Any) -> StatusClock:
+    """The now of ``rt``'s status. A store a virtual-clock run wrote last
+    (``fanoutsim run --store``) records where that clock stopped: its rows are
+    stamped on that clock, so its lags are read as of then, the figure of the
+    run's report. A running process, or a store a wall-clock process carried
+    on since (which drops that record), is read against the wall clock."""
+    from fanoutsim.kernel.store.record import recorded_end
+
+    end = None if rt.running else recorded_end(rt.store)
+    return StatusClock(rt.now_us(), WALL) if end is None else StatusClock(end, VIRTUAL)
+
+
+def status_record(rt: Any, body: dict[str, Any], *, clock: StatusClock | None = None) -> dict[str, Any]:
     """What ``fanoutsim status`` prints of a run, the design's ``body`` in the
-    middle: the process, the file (None over PostgreSQL), the runtime's clock
-    (``now_us``: as the body read it), whether it runs, and its metrics last."""
+    middle: the process, the file (None over PostgreSQL), the now it measured
+    against (``clock``: the one the body read, else :func:`status_clock`) and
+    which it is, whether it runs, and its metrics last, read at that now."""
     from fanoutsim.kernel.timeutil import from_us
 
+    clock = status_clock(rt) if clock is None else clock
+    with rt.as_of(clock.now_us) if clock.clock == VIRTUAL else nullcontext():
+        metrics = rt.metrics()
     return {
         "pid": os.getpid(),
         "db": getattr(rt.store, "path", None),
-        "now": from_us(rt.now_us() if now_us is None else now_us).isoformat(),
+        "now": from_us(clock.now_us).isoformat(),
+        "clock": clock.clock,
+        "now_is": NOW_IS[clock.clock],
         "running": rt.running,
         **body,
-        "metrics": rt.metrics(),
+        "metrics": metrics,
     }
 
 

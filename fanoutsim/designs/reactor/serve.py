@@ -22,7 +22,7 @@ from typing import Any
 
 from fanoutsim.designs.reactor.analysis.lag import WATERMARK_LAG, watermark_lag_us
 from fanoutsim.designs.reactor.realtime import Realtime
-from fanoutsim.kernel.designkit import check_write, populated, status_record
+from fanoutsim.kernel.designkit import check_write, populated, status_clock, status_record
 from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
 from fanoutsim.kernel.store.duckdb import StoreError
 
@@ -49,9 +49,11 @@ WRITE_FIELDS = {
 def status_of(rt: Realtime) -> dict[str, Any]:
     """The run in a file: firings retained, executions by status, each
     subscription's watermark lag (seconds; its definition under
-    ``definitions``), the metrics."""
+    ``definitions``), the metrics; lags as of the now :func:`status_clock`
+    gives (a virtual run's end, or the wall clock)."""
     subs = rt.store.rows("reactor_subscriptions")
-    now = rt.now_us()
+    clock = status_clock(rt)
+    now = clock.now_us
     with rt.store.transaction() as tx:
         retained = tx.count_firings()
     by_status: dict[str, int] = {}
@@ -75,7 +77,7 @@ def status_of(rt: Realtime) -> dict[str, Any]:
         "watermark_lag_s": lag,
         "definitions": {"watermark_lag_s": WATERMARK_LAG},
     }
-    return status_record(rt, body, now_us=now)
+    return status_record(rt, body, clock=clock)
 
 
 def apply_scenario(rt: Realtime, scenario, *, workloads: bool = True) -> None:

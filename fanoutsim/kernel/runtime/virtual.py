@@ -19,7 +19,7 @@ import os
 import random
 import threading
 from collections.abc import Callable, Generator
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from datetime import datetime
 from functools import partial
 from typing import Any, Self, TypeVar
@@ -33,6 +33,7 @@ from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import Store, open_store
+from fanoutsim.kernel.store.record import record_end
 from fanoutsim.kernel.timeutil import LAST_US, US, parse_start, past_the_clock
 from fanoutsim.kernel.trace import SpilledTrace, Trace, TraceSchema
 from fanoutsim.kernel.validate import is_real
@@ -114,6 +115,7 @@ class VirtualRuntime(Driver):
         self._proc = threading.RLock()  # see _NO_LOCK
         self.env = simpy.Environment()
         self.store = self._claim(opener, store)
+        self._keep_end()  # the store's clock is this one from now on
         self._observe(seed, faults, Metrics(), _recorder(trace))
         self.engine = None
         self.incarnation = -1
@@ -461,7 +463,20 @@ class VirtualRuntime(Driver):
             self._wake_sleepers()
         if self._soon:  # tasks spawned from outside a loop
             self._start_soon()
-        with run_frozen():  # the collector's full passes skip what existed before the run
-            self.env.run(until=until)
-            while self.env.now < until:
+        try:
+            with run_frozen():  # the collector's full passes skip what existed before the run
                 self.env.run(until=until)
+                while self.env.now < until:
+                    self.env.run(until=until)
+        except BaseException:
+            with suppress(Exception):  # the run's own error is the one to raise
+                self._keep_end()
+            raise
+        self._keep_end()
+
+    def _keep_end(self) -> None:
+        """Record in the store where the clock stopped: its rows are stamped on
+        this clock, so ``status`` measures their ages (lags) as of then, as
+        the run's report does, not against the wall clock."""
+        if self.store.keeps_meta:  # a memory store keeps nothing: no call per run
+            record_end(self.store, self.now_us())

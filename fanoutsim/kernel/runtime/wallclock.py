@@ -25,7 +25,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Self, TypeVar
 
 from fanoutsim.kernel.faults import Crash
@@ -35,6 +36,7 @@ from fanoutsim.kernel.runtime.binding import check_downtime
 from fanoutsim.kernel.runtime.driver import Driver, Loop
 from fanoutsim.kernel.runtime.loops import Sleep, Until, Wait, Work
 from fanoutsim.kernel.store import Store, open_store
+from fanoutsim.kernel.store.record import forget_end
 from fanoutsim.kernel.timeutil import US
 from fanoutsim.kernel.trace import LockedTrace
 from fanoutsim.kernel.validate import is_real
@@ -182,9 +184,26 @@ class SteppedWallRuntime(Driver):
         return random.Random(":".join(head + tuple(map(str, parts))))
 
     # -- clock ------------------------------------------------------------------
+    _as_of: int | None = None  # the moment a reader of a stopped run measures against (see as_of)
+
     def now_us(self) -> int:
-        """Now as the store stamps it: the wall clock, in epoch microseconds."""
-        return wall_us()
+        """Now as the store stamps it: the wall clock, in epoch microseconds
+        (inside :meth:`as_of`, the moment it gives)."""
+        return wall_us() if self._as_of is None else self._as_of
+
+    @contextmanager
+    def as_of(self, at_us: int) -> Iterator[None]:
+        """Read the store as of ``at_us`` (epoch microseconds): inside the block
+        :meth:`now_us` is ``at_us``, so an age measured against now (a lag) is
+        measured against it — the end of the virtual run that stamped the rows.
+        Refused while running: a live process's now is the wall clock."""
+        if self.running:
+            raise RuntimeError(f"the {self._noun} is running: its now is the wall clock")
+        self._as_of = int(at_us)
+        try:
+            yield
+        finally:
+            self._as_of = None
 
     @property
     def now(self) -> float:
@@ -223,6 +242,7 @@ class SteppedWallRuntime(Driver):
             queued, self._queued = self._queued, []
             for loop, name in queued:
                 self._service(loop, name)
+            forget_end(self.store)  # the run goes on on the wall clock: status measures against it again
             self._boot()
         return self
 

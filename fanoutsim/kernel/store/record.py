@@ -1,4 +1,6 @@
-"""What a store records of itself: which design's run it holds.
+"""What a store records of itself: which design's run it holds, the checker's
+verdicts of a checked run, and where a virtual-clock run's clock stopped
+(:data:`END_KEY`: the now ``status`` reads that run's lags against).
 
 A DuckDB file or a PostgreSQL database holds every registered design's tables
 (:mod:`fanoutsim.designs.stores`), but the run in it is one design's. The
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fanoutsim.kernel.store.base import Store
+from fanoutsim.kernel.timeutil import from_us
 
 DESIGN_KEY = "design"
 
@@ -110,10 +113,46 @@ def recorded_for(store: Store, item: str) -> list[dict[str, Any]] | None:
 
 
 def forget_verdicts(store: Store) -> None:
-    """Drop the kept verdicts of ``store``: the run goes on (served, written
-    to), so the check of its end no longer tells it."""
+    """Drop the kept verdicts of ``store``, and its recorded end
+    (:func:`forget_end`): the run goes on (served, written to), so neither the
+    check of its end nor that end tells it any more."""
     if store.keeps_meta and store.meta(VERDICTS_KEY):
         store.set_meta(VERDICTS_KEY, "")
+    forget_end(store)
+
+
+# Where a virtual-clock run's clock stopped (epoch microseconds), kept as the
+# clock moves. Its rows are stamped on that clock (a virtual 2026-01-01), so a
+# reader measuring an age in them (a lag) measures it as of this end, the now
+# the run's report used; the wall clock would add months. A wall-clock process
+# that carries the run on drops it, and the wall clock is now again.
+END_KEY = "virtual_end_us"
+
+
+def record_end(store: Store, at_us: int) -> None:
+    """Keep ``at_us`` as the end of the virtual run in ``store`` (a memory store: nowhere)."""
+    if store.keeps_meta:
+        store.set_meta(END_KEY, str(int(at_us)))
+
+
+def recorded_end(store: Store) -> int | None:
+    """The end :func:`record_end` kept in ``store``; None when it keeps none
+    (no virtual run, carried on since, or a value no clock can show)."""
+    text = store.meta(END_KEY) if store.keeps_meta else None
+    if not text:
+        return None
+    try:
+        at_us = int(text)
+        from_us(at_us)  # a date a status can print
+    except (ValueError, OverflowError):
+        return None
+    return at_us
+
+
+def forget_end(store: Store) -> None:
+    """Drop the end kept in ``store``: a wall-clock process carries the run on."""
+    if store.keeps_meta and store.meta(END_KEY):
+        store.set_meta(END_KEY, "")
 
 
 __all__ = [
@@ -125,4 +164,8 @@ __all__ = [
     "recorded_verdicts",
     "recorded_for",
     "forget_verdicts",
+    "END_KEY",
+    "record_end",
+    "recorded_end",
+    "forget_end",
 ]
