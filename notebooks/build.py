@@ -149,6 +149,31 @@ def control_stills(nb) -> int:
     return changed
 
 
+def unshown_widgets(nb) -> int:
+    """Drop the saved widget models no output shows (a progress bar whose cell
+    cleared it, say): kept, they would carry a run's wall-clock rates into the
+    saved lesson. A model is shown when an output's view names it, or a shown
+    model refers to it (``IPY_MODEL_<id>``: a child, a layout, a style). The
+    number dropped."""
+    state = widget_state(nb)
+    shown: set[str] = set()
+    todo = [
+        output["data"][VIEW]["model_id"]
+        for cell in nb.cells
+        for output in cell.get("outputs", ())
+        if VIEW in output.get("data", {})
+    ]
+    while todo:
+        model_id = todo.pop()
+        if model_id not in shown and model_id in state:
+            shown.add(model_id)
+            todo += re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[model_id]))
+    gone = [m for m in state if m not in shown]
+    for model_id in gone:
+        del state[model_id]
+    return len(gone)
+
+
 def _figures(state: dict, model_id: str):
     """The PNGs (base64) the widget ``model_id`` shows, its children's in order."""
     model = state.get(model_id, {}).get("state", {})
@@ -209,6 +234,7 @@ def build(src: Path) -> tuple[Path, float]:
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
     offline_notes(nb)
     control_stills(nb)
+    unshown_widgets(nb)
     nbformat.write(nb, out)
     return out, run_all_seconds(nb)
 

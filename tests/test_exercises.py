@@ -89,6 +89,15 @@ def test_an_unwritten_answer_gets_a_note_and_no_hint(exercise):
     assert "not answered yet" in str(verdict)
 
 
+@pytest.mark.parametrize("bound", [lambda poll: poll, lambda poll: poll + 0.01], ids=["poll", "poll+step"])
+def test_a_measured_exercise_refuses_the_formula_for_the_run(bound):
+    """8.1 asks for the worst wait of one run: the bound it stays under (one
+    interval, plus the step) is not that measurement, and is told to measure."""
+    verdict = ex.check("8.1", bound)
+    assert verdict.answered and not verdict.right, str(verdict)
+    assert "the run gives" in verdict.message and "measure it" in verdict.hint
+
+
 def test_learner_code_that_raises_is_marked_wrong_with_its_error():
     verdict = ex.check("0.1", lambda prices, threshold: 1 / 0)
     assert not verdict.right and "ZeroDivisionError" in verdict.message and verdict.hint

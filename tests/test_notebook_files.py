@@ -95,3 +95,29 @@ def _pixels(png: str) -> tuple:
 
     image = Image.open(io.BytesIO(base64.b64decode(png))).convert("RGB")
     return image.size, image.tobytes()
+
+
+def test_a_saved_lesson_keeps_only_the_widgets_an_output_shows():
+    """A progress bar its cell cleared keeps no model in the saved lesson (its
+    wall-clock rates would change at every build); a control keeps its own
+    models and those they refer to. Every committed notebook holds no other."""
+    build = _build()
+    nb = nbformat.v4.new_notebook()
+    view = {build.VIEW: {"model_id": "a1", "version_major": 2, "version_minor": 0}}
+    nb.cells = [nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("display_data", data=view)])]
+    nb.metadata["widgets"] = {
+        "application/vnd.jupyter.widget-state+json": {
+            "state": {
+                "a1": {"state": {"children": ["IPY_MODEL_b2"], "layout": "IPY_MODEL_c3"}},
+                "b2": {"state": {"style": "IPY_MODEL_d4"}},
+                "c3": {"state": {}},
+                "d4": {"state": {}},
+                "e5": {"state": {"description": "54/54 [00:08<00:00, 13.20run/s]"}},  # a cleared bar
+            }
+        }
+    }
+    assert build.unshown_widgets(nb) == 1
+    assert sorted(build.widget_state(nb)) == ["a1", "b2", "c3", "d4"]
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        saved = nbformat.read(path, as_version=4)
+        assert build.unshown_widgets(saved) == 0, f"{path.name}: widget models no output shows (rebuild it)"

@@ -379,6 +379,13 @@ def test_identical_lines_share_one_labelled_line():
     # the latency panel, the same for all three here, keeps the first count's colour
     (p50,) = [line for line in right.get_lines() if line.get_label().endswith("p50")]
     assert p50.get_color() == colours["1 partition"]
+    # the other rule beside it: its own lines, dotted and hollow, each count in the same colour
+    left, _ = lp.inflight_throughput(same, compare=("head-of-line", hol)).axes
+    dotted = {line.get_label(): line for line in left.get_lines() if line.get_linestyle() == ":"}
+    assert sorted(dotted) == ["1 partition, head-of-line", "4 partitions, head-of-line", "8 partitions, head-of-line"]
+    assert all(line.get_markerfacecolor() == "white" for line in dotted.values())
+    assert list(dotted["8 partitions, head-of-line"].get_ydata()) == [0.8, 1.6, 3.2, 6.4]
+    assert dotted["1 partition, head-of-line"].get_color() == colours["1 partition"]
 
 
 def test_the_lost_hints_cdf_rises_to_one_and_draws_the_bound():

@@ -52,9 +52,19 @@ def test_table_size_over_time_one_step_line_per_run():
     fig = plots.table_size_over_time(runs, retention=60.0)
     assert_labelled(fig)
     ax = fig.axes[0]
-    assert [line.get_label() for line in ax.get_lines()] == ["ttl", "conservative", "retention 60 s"]
+    assert [line.get_label() for line in ax.get_lines()] == [
+        "ttl",
+        "conservative",
+        "t = retention (60 s): the first rows may go",
+    ]
     assert ax.get_xlim() == (0.0, 120.0)
     assert isinstance(plots.table_size_over_time(runs["ttl"]), Figure)  # one Simulation is fine too
+    # runs with the same steps share one line (one drawn over the other would hide it); a pause is shaded
+    same = {"a": runs["ttl"], "b": runs["ttl"], "c": runs["conservative"]}
+    ax = plots.table_size_over_time(same, paused=(25.0, 60.0)).axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["a = b (identical)", "c"]
+    (shade,) = ax.patches
+    assert shade.get_label() == "subscription paused" and shade.get_x() == 25.0
 
 
 def test_firing_timeline_marks_the_lost_firings_around_the_first():

@@ -45,6 +45,21 @@ def test_seed_summary_means_and_t_intervals():
     assert t_critical(4) == 2.776 and t_critical(100) == 1.96
     with pytest.raises(KeyError, match="'nope'"):
         seed_summary(d, "k", "nope")
+    assert s.attrs["spread"] == "ci"
+
+
+def test_seed_summary_gives_the_seeds_range_for_a_few_seeds_and_an_interval_for_many():
+    few = pd.DataFrame({"k": [1, 1, 1], "x": [1.0, 2.0, 6.0]})
+    r = seed_summary(few, "k", "x", spread="range")
+    assert (r.loc[0, "x"], r.loc[0, "x_lo"], r.loc[0, "x_hi"]) == (3.0, 1.0, 6.0)
+    auto = seed_summary(few, "k", "x", spread="auto")  # three seeds: their range
+    assert auto.attrs["spread"] == "range" and auto.loc[0, "x_hi"] == 6.0
+    many = pd.DataFrame({"k": [1] * 5, "x": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    ci = seed_summary(many, "k", "x", spread="auto")  # five: the t interval
+    assert ci.attrs["spread"] == "ci"
+    assert ci.loc[0, "x_hi"] == pytest.approx(3.0 + t_critical(4) * math.sqrt(2.5) / math.sqrt(5))
+    with pytest.raises(ValueError, match="spread must be one of ci, range, auto, got 'minmax'"):
+        seed_summary(few, "k", "x", spread="minmax")
 
 
 def test_the_knee_is_batch_over_p_for_the_busiest_stream():
@@ -84,7 +99,7 @@ def test_the_latency_panels_mark_each_batch_limits_knee(tmp_path):
     (past,) = [p for p in ten.patches if p.get_gid() == "past the knee"]
     assert past.get_x() == pytest.approx(10 / 12.0)  # shaded from the knee on
     shaded = [c for c in ten.collections if isinstance(c, PolyCollection) and not c.get_label().startswith("_")]
-    assert [c.get_label() for c in shaded] == ["95% interval over 2 seeds"]  # the band says what it is
+    assert [c.get_label() for c in shaded] == ["lowest to highest of 2 seeds"]  # the band says what it is
     assert any("backlog grows" in t.get_text() for t in ten.texts)
     assert any("knee at P = 8.3 s: every swept interval keeps up" in t.get_text() for t in hundred.texts)
     # batch 10 past its knee: latency far above the poll wait; batch 100 on it
@@ -145,7 +160,7 @@ def test_latency_vs_interval_one_panel_per_batch_limit_in_plain_numbers(df):
     assert labels == [
         "batch 100 p50",
         "batch 100 p99",
-        "95% interval over 2 seeds",  # the shaded band says what it is
+        "lowest to highest of 2 seeds",  # the shaded band says what it is (few seeds: their range)
         "theory p50 = P/2",
         "theory p99 = 0.99 P",
     ]

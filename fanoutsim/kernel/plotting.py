@@ -187,18 +187,24 @@ def steps_over_time(
     linewidth: float = 1.5,
     first_on_top: bool = False,
     marks: Iterable[tuple[float, str, str]] = (),
+    spans: Iterable[tuple[float, float, str]] = (),
 ) -> Figure | SubFigure:
     """One step line of ``column`` against ``t_s`` per ``{label: frame}``, on
     an x axis of virtual time in the unit :func:`time_unit` picks for the
-    longest (from 0 to its end), the y axis from 0. ``first_on_top`` draws the
-    first frame's line over the later ones'. ``marks``: ``(seconds, linestyle,
-    label)`` vertical lines in the theory colour."""
+    longest (from 0 to its end), the y axis from 0. Frames with the same steps
+    share one line, labelled ``a = b (identical)``: one drawn over the other
+    would hide it. ``first_on_top`` draws the first frame's line over the
+    later ones'. ``marks``: ``(seconds, linestyle, label)`` vertical lines in
+    the theory colour; ``spans``: ``(from, to, label)`` shaded stretches of time."""
     span = time_span(frames.values())
     unit, uname = time_unit(span)
 
     def draw(ax: Axes) -> None:
-        for i, (label, f) in enumerate(frames.items()):
+        for start, end, label in spans:
+            ax.axvspan(start / unit, end / unit, color=THEORY_COLOR, alpha=0.12, linewidth=0, label=label)
+        for i, (labels, f) in enumerate(_identical_steps(frames, column)):
             # "C<i>": the house colour cycle's i-th, as rc_context(STYLE) has it
+            label = " = ".join(labels) + (" (identical)" if len(labels) > 1 else "")
             line: dict[str, Any] = {"color": f"C{i}", "label": label, "linewidth": linewidth}
             if first_on_top:
                 line["zorder"] = 3 - i * 0.1
@@ -210,6 +216,20 @@ def steps_over_time(
         ax.legend(loc="upper left")
 
     return one_axes(ax, draw if frames else None, Labels(title, f"virtual time ({uname})", ylabel))
+
+
+def _identical_steps(frames: Mapping[str, pd.DataFrame], column: str) -> list[tuple[list[str], pd.DataFrame]]:
+    """The frames by their steps (``t_s`` and ``column``), in order: the labels of
+    those whose steps are the same, and the first of them."""
+    groups: list[tuple[list[str], pd.DataFrame]] = []
+    for label, f in frames.items():
+        for labels, first in groups:
+            if first["t_s"].equals(f["t_s"]) and first[column].equals(f[column]):
+                labels.append(label)
+                break
+        else:
+            groups.append(([label], f))
+    return groups
 
 
 class Downtime(NamedTuple):

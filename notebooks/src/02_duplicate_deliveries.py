@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) — the poll loop inserts an execution,
 # then moves the watermark past its firing.
 #
-# **Run All:** about 8 s on two cores.
+# **Run All:** about 5 s on two cores.
 #
 # **The system modelled.** In Cloacina's poll loop the execution insert and the watermark
 # update are two commits, and a process can die between any two steps. Nothing here scripts
@@ -147,9 +147,16 @@ lesson.table(crash_table[list(analysis.CRASH_MODES)].join(damage).reindex(named)
 # %% [markdown]
 # <details><summary>Show the answer</summary>
 #
-# **Read.** Only the crash between insert and watermark costs duplicates, and only where the
-# insert is not in the watermark's transaction. A crash before the log write costs the
-# opposite: a firing the graphs saw and no subscriber ever will.
+# **Read.** Duplicates come from one window: after an execution insert commits and before the
+# watermark passes its firing. Under `per_firing` that is `poll.after_dispatch_before_watermark`
+# (one duplicate a crash). Under `per_batch` the window is the whole batch, up to its one
+# watermark commit: a crash mid-batch re-delivers what the batch dispatched so far, and one at
+# `poll.before_batch_commit` all of it (the 20 of a full batch). Under `atomic` there is no
+# window. A crash after the fetch or after a claim re-delivers nothing (a claim left `running`
+# is requeued and runs once). A crash before the log write does the opposite damage: the
+# in-process graphs saw firings the log never got (`never_logged`), so no subscriber gets
+# them. The checker does not count them as `lost`: a firing the log never committed was never
+# promised to anyone.
 #
 # </details>
 #

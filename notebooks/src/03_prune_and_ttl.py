@@ -10,7 +10,7 @@
 #
 # **What you need first:** [0 · A tour](00_tour.ipynb) — the firings log and the watermark.
 #
-# **Run All:** about 6 s on two cores.
+# **Run All:** about 4 s on two cores.
 #
 # **The system modelled.** Cloacina's prune loop runs every `reactor_firings_prune_interval`
 # and deletes firings older than `reactor_firings_retention`. Its two documents disagree on
@@ -86,11 +86,14 @@ ttl = analysis.retention_run("ttl", retention=60.0, pause=120.0)
 conservative = analysis.retention_run("conservative", retention=60.0, pause=120.0)
 verdicts = pd.DataFrame({name: analysis.retention_cost(sim)
                          for name, sim in (("ttl", ttl), ("conservative", conservative))})
-verdicts.loc[["peak_rows", "end_rows", "pruned", "lost_live", "lost_paused", "pending", "valid"]]
+verdicts.loc["lost, by cause"] = [fs.check(sim).total["lost_by_cause"] or "none"
+                                  for sim in (ttl, conservative)]
+verdicts.loc[["peak_rows", "end_rows", "pruned", "lost_live", "lost_paused", "lost, by cause",
+              "pending", "valid"]]
 
 # %%
 fig = plots.table_size_over_time({"ttl": ttl, "conservative": conservative}, retention=60.0,
-                                 title="Paused 25-145 s, retention 60 s")
+                                 paused=(25.0, 145.0), title="Paused 25-145 s, retention 60 s")
 fig
 
 # %% [markdown]
@@ -132,6 +135,11 @@ fig
 # </details>
 #
 # ## 4. The storage cost of each choice
+#
+# The cases above side by side, with one more: a TTL long enough for the pause (180 s).
+#
+# > **Predict.** Which case keeps the most rows at its peak? And is there one that loses
+# > nothing and keeps fewer rows than `conservative` does for a never-polled subscription?
 
 # %%
 cases = {
@@ -146,6 +154,17 @@ cost = analysis.retention_table(cases).set_index("case")
 cost = cost[["peak_rows", "end_rows", "peak_kb", "pruned", "lost_paused", "lost_archive",
              "lost_disabled", "valid"]]
 lesson.table(cost, digits=1, highlight=["peak_rows", "lost_paused"])
+
+# %% [markdown]
+# <details><summary>Show the answer</summary>
+#
+# **Read.** Storage and losses trade against each other, and the checker calls every case
+# valid: each loses only what its configuration allows. A never-polled subscription under
+# `conservative` keeps the whole log (the most rows, growing for as long as the run lasts).
+# A TTL longer than the pause loses nothing and its peak is bounded by the TTL; a short TTL
+# keeps the table smallest and costs the paused subscription what was pruned under it.
+#
+# </details>
 
 # %% [markdown]
 # ## 5. Try it

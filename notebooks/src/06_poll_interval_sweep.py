@@ -11,7 +11,7 @@
 # **What you need first:** [1 · Latency budget](01_latency_budget.ipynb): the poll wait and
 # the batch limit.
 #
-# **Run All:** about 22 s on two cores.
+# **Run All:** about 17 s on two cores.
 #
 # **The system modelled.** Cloacina's poll loop, the same as in lesson 1. A short interval
 # means low latency and many queries; a long one, few queries and slow delivery; and a
@@ -62,8 +62,8 @@ df.drop(columns="wall_s").head(3).T  # one column per run: the measurements read
 # ## 2. Latency against the poll interval
 #
 # > **Predict.** With the batch limit at 100 (never reached), what are p50 and p99 of fire →
-# > dispatch at P = 2 s? And with a batch limit of 1 — below the busiest stream's 1.5 firings
-# > per second?
+# > dispatch at P = 2 s? And with a batch limit of 1 — a drain of 1/P firings a second,
+# > against the busiest stream's 1.5 firings a second?
 
 # %%
 fig = plots.latency_vs_interval(df)
@@ -76,8 +76,9 @@ lat = lat.set_index([B, P])[["fire_to_dispatch_p50_s", "fire_to_dispatch_p99_s",
 lesson.table(lat, digits=3)
 
 # %% [markdown]
-# In the figure, points are means over the three seeds with 95% confidence intervals
-# (Student t); the dotted and dash-dotted lines are the theory of a uniform poll wait.
+# In the figure, points are means over the three seeds, shaded from the lowest seed to the
+# highest (with three seeds a 95% interval would mostly show Student's t, 4.3); the dotted and
+# dash-dotted lines are the theory of a uniform poll wait.
 #
 # <details><summary>Show the answer</summary>
 #
@@ -106,7 +107,7 @@ lesson.table(load.rename(columns=lambda b: f"batch {b}: queries/s"), digits=2)
 # <details><summary>Show the answer</summary>
 #
 # **Read.** The poll loop queries once per subscription per pass, whatever the traffic: the
-# load is `subscriptions / P` (plus the pass at t = 0), the same for every batch limit.
+# load is `subscriptions / P`, the same for every batch limit.
 # Halving the latency doubles the queries.
 #
 # </details>

@@ -10,7 +10,7 @@
 # **What you need first:** [1 · Latency budget](01_latency_budget.ipynb): the poll wait is
 # uniform on [0, P).
 #
-# **Run All:** about 28 s on two cores (20 of them a real run, on the wall clock).
+# **Run All:** about 27 s on two cores (20 of them a real run, on the wall clock).
 #
 # **The system modelled.** Cloacina's reactor and poll loop, as in lessons 0-6. Poll interval
 # P = 1 s and 20 firings a second, once on each clock. Theory: the wait for the next poll is

@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (a durable log read past a position)
 # and [1 · Latency budget](01_latency_budget.ipynb) (the wait for the next poll).
 #
-# **Run All:** about 4 s on two cores.
+# **Run All:** about 3 s on two cores.
 #
 # **The system modelled.** Subspace, a product whose every change of durable state appends a
 # row to an outbox table in the same transaction, then sends `NOTIFY` with just the row's
@@ -279,6 +279,7 @@ lesson.takeaway(
     f"with a 5 s timeout, {hung_s.loc['unguarded', 'latency_max_s']:.0f} s without.",
     f"A poison row is parked after its retry budget ({len(poison.parked())} parked, the rest "
     "handled), and consumers never hold each other up: one cursor each.",
-    f"A consumer added late back-fills from its own cursor: `search` caught up at "
-    f"t = {caught_up:.0f} s, 600 s after the others started.",
+    f"A consumer added late back-fills from its own cursor: `search` registered at t = 600 s, "
+    f"its cursor at the start of the log, and caught up {caught_up - 600:.0f} s later "
+    f"(t = {caught_up:.0f} s).",
 )

@@ -488,14 +488,20 @@ def _check(sim):
 
 
 def inflight_throughput(
-    summary: pd.DataFrame, *, latency: pd.DataFrame | None = None, title: str | None = None
+    summary: pd.DataFrame,
+    *,
+    latency: pd.DataFrame | None = None,
+    title: str | None = None,
+    compare: tuple[str, pd.DataFrame] | None = None,
 ) -> Figure:
     """Two panels from ``inflight_sweep`` (``notebooks/experiments/leases.py``): acks per
     second against the in-flight limit, one line per partition count (counts
     whose runs gave the same numbers share one line, labelled as identical), with
     slots / (work + half a poll) dashed; and p50 publish → ack latency (log) of
     ``latency`` (a sweep at a lower offered rate; by default ``summary``'s own).
-    ``title``, if given, heads the figure (say, the leasing rule)."""
+    ``title``, if given, heads the figure (say, the leasing rule); ``compare``,
+    ``(name, sweep)``: another rule's acks per second on the left, dotted, hollow
+    markers, each partition count in its colour."""
     need_columns(
         summary, ("partitions", "in_flight", "throughput", "theory"), "inflight_sweep (the leases lessons' experiments)"
     )
@@ -517,6 +523,8 @@ def inflight_throughput(
             mark_empty(right, "runs")
             return fig
         counts = sorted(set(summary["partitions"]) | set(latency["partitions"]))
+        if compare is not None:
+            _compare_lines(left, *compare, counts)
         for parts, g in _coinciding(summary, ("throughput", "theory")):
             color, name = f"C{counts.index(parts[0]) % 10}", _partitions_label(parts)  # a count's colour in both
             left.plot(g["in_flight"], g["throughput"], marker="o", color=color, label=name)
@@ -534,10 +542,25 @@ def inflight_throughput(
         right.set_xlabel("in_flight_limit")
         right.set_ylabel("publish \u2192 ack latency (s, log)")
         right.set_yscale("log")
-        right.set_ylim(top=float(np.nanmax(latency["p99_s"])) * 6)
+        right.set_ylim(top=float(np.nanmax(latency["p99_s"])) * 3)  # room for the legend, not more
         plain_log(right, "y")
         right.legend(loc="upper right", ncol=min(3, len(shared)))
     return fig
+
+
+def _compare_lines(ax: Axes, name: str, other: pd.DataFrame, counts: list) -> None:
+    """Another rule's acks per second: dotted, hollow markers, a partition count's colour."""
+    for parts, g in _coinciding(other, ("throughput",)):
+        color = f"C{counts.index(parts[0]) % 10}" if parts[0] in counts else THEORY_COLOR
+        ax.plot(
+            g["in_flight"],
+            g["throughput"],
+            marker="o",
+            markerfacecolor="white",
+            linestyle=":",
+            color=color,
+            label=f"{_partitions_label(parts)}, {name}",
+        )
 
 
 def _coinciding(summary: pd.DataFrame, columns: tuple[str, ...]) -> list[tuple[list, pd.DataFrame]]:

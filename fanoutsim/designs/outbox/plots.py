@@ -259,6 +259,10 @@ def _check(sim):
     return check(sim)
 
 
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def _lag_panel(sim, name: str, a: Axes, color: str, *, single: bool) -> None:
     p = _a.lag_path(sim, name, step=0.5)
     t, v = p["t_s"].to_numpy(), p["lag"].to_numpy(dtype=float)
@@ -272,7 +276,7 @@ def _lag_panel(sim, name: str, a: Axes, color: str, *, single: bool) -> None:
     if not single:
         worst = int(v.max()) if len(v) else 0
         at = float(t[int(np.argmax(v))]) if len(v) else 0.0
-        a.set_title(f"{name}: at most {worst} rows behind (at t = {at:.0f} s)", fontsize=9, loc="left")
+        a.set_title(f"{name}: at most {_rows(worst)} behind (at t = {at:.0f} s)", fontsize=9, loc="left")
 
 
 def _cursor_panel(
@@ -302,7 +306,8 @@ def _cursor_panel(
         )
     if not single:
         lag = _a.lag_path(sim, name, step=0.5)["lag"]
-        a.set_title(f"{name}: at most {int(lag.max()) if len(lag) else 0} rows behind the head", fontsize=9, loc="left")
+        worst = int(lag.max()) if len(lag) else 0
+        a.set_title(f"{name}: at most {_rows(worst)} behind the head", fontsize=9, loc="left")
 
 
 def consumer_latency_histogram(sim, consumers=None, *, ax: Axes | None = None) -> Figure:

@@ -64,6 +64,8 @@ __all__ = [
 CRASH_MODES = ("per_firing", "per_batch", "atomic")
 #: The crash point between a dispatch and its watermark move: a crash there duplicates.
 DUPLICATE_POINT = "poll.after_dispatch_before_watermark"
+# the crash points a run passes once per firing (the others once per batch, pass or claim)
+PER_FIRING_POINTS = ("reactor.after_graphs_before_log", DUPLICATE_POINT)
 #: The watermark strategies the holes experiment compares (``SchedulerConfig.watermark``).
 WATERMARKS = ("fired_at", "fired_at_id", "settled")
 
@@ -93,17 +95,22 @@ def crash_run(
     """One seeded run: ``workflow`` subscribed to reactor ``r``, fired ``rate``
     times a second with counter payloads; the subscription is paused for the
     first ``backlog_s`` seconds (a backlog to catch up on, so batches are
-    full), then the runner crashes ``crashes`` times at ``point``, at passes
-    spaced uniformly in ``[L, 2L)`` apart, each time down for ``downtime`` s.
+    full), then the runner crashes ``crashes`` times at ``point``, each time
+    down for ``downtime`` s. A point passed once per firing is crashed at
+    passes spaced uniformly in ``[L, 2L)`` apart: a uniformly random position
+    of a full batch. A point passed once per batch or claim (a fetch, a batch's
+    commit, a claim) is crashed every first or second pass: ``[L, 2L)`` of
+    those would leave a run of a few dozen batches one crash.
     ``body``: the workflow's body (say, an idempotent sink). Fires until
     ``backlog_s + after_s``, runs ``drain_s`` more (to let the subscription
     and the executor drain) and returns the Simulation."""
     from fanoutsim.designs.reactor.simulation import Simulation
 
     rng = random.Random(f"fanoutsim:crash_run:{seed}:{batch_limit}")
+    span = batch_limit if point in PER_FIRING_POINTS else 1
     nth, specs = 0, []
     for k in range(crashes):
-        nth += rng.randrange(batch_limit, 2 * batch_limit) if k else rng.randrange(1, batch_limit + 1)
+        nth += rng.randrange(span, 2 * span) if k else rng.randrange(1, span + 1)
         specs.append(CrashAtPoint(point, nth=nth, downtime=downtime))
     plan = FaultPlan([Stall(workflow, window=(0.0, float(backlog_s)), mode="pause"), *specs])
     cfg = SchedulerConfig(reactor_poll_batch_limit=batch_limit, watermark_commit=watermark_commit)

@@ -75,28 +75,55 @@ def t_critical(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.96
 
 
-def seed_summary(df: pd.DataFrame, by: str | Iterable[str], metrics: str | Iterable[str]) -> pd.DataFrame:
+#: Below this many seeds a figure shows the seeds' range, not a t interval: with 2
+#: or 3 seeds Student's t is 12.7 or 4.3, and the interval says more about t than the runs.
+FEW_SEEDS = 5
+SPREADS = ("ci", "range", "auto")
+
+
+def seed_summary(
+    df: pd.DataFrame, by: str | Iterable[str], metrics: str | Iterable[str], *, spread: str = "ci"
+) -> pd.DataFrame:
     """Per group of ``by`` (the settings), over its seeds: for each metric
-    ``<metric>`` (the mean), ``<metric>_lo`` and ``<metric>_hi`` (a 95% Student t
-    confidence interval for the mean; equal to the mean with one seed), and
-    ``seeds`` (the count). One row per group, sorted by ``by``."""
+    ``<metric>`` (the mean), ``<metric>_lo`` and ``<metric>_hi``, and ``seeds``
+    (the count). One row per group, sorted by ``by``. ``spread``: ``"ci"``, a 95%
+    Student t confidence interval for the mean (equal to the mean with one
+    seed); ``"range"``, the lowest and highest seed; ``"auto"``, the range when a
+    group has fewer than :data:`FEW_SEEDS` seeds, else the interval. The
+    result's ``attrs["spread"]`` says which."""
     by = [by] if isinstance(by, str) else list(by)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     missing = [c for c in by + metrics if c not in df.columns]
     if missing:
         raise KeyError(f"no column(s) {', '.join(map(repr, missing))} in the sweep; columns: {', '.join(df.columns)}")
+    if spread not in SPREADS:
+        raise ValueError(f"spread must be one of {', '.join(SPREADS)}, got {spread!r}")
+    groups = list(df.groupby(by, sort=True))
+    if spread == "auto":
+        spread = "range" if groups and min(len(g) for _, g in groups) < FEW_SEEDS else "ci"
     rows = []
-    for key, grp in df.groupby(by, sort=True):
+    for key, grp in groups:
         key = key if isinstance(key, tuple) else (key,)
         row: dict[str, Any] = dict(zip(by, key))
         row["seeds"] = int(len(grp))
         for m in metrics:
             x = grp[m].astype(float).dropna().to_numpy()
-            mean = float(x.mean()) if x.size else math.nan
-            half = t_critical(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size) if x.size > 1 else 0.0
-            row[m], row[f"{m}_lo"], row[f"{m}_hi"] = mean, mean - half, mean + half
+            row[m], row[f"{m}_lo"], row[f"{m}_hi"] = _spread_of(x, spread)
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["spread"] = spread
+    return out
+
+
+def _spread_of(x: np.ndarray, spread: str) -> tuple[float, float, float]:
+    """(mean, low, high) of one group's values under ``spread``."""
+    if not x.size:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if spread == "range":
+        return mean, float(x.min()), float(x.max())
+    half = t_critical(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size) if x.size > 1 else 0.0
+    return mean, mean - half, mean + half
 
 
 def stream_shares(scenario) -> dict[tuple[str, str], float]:

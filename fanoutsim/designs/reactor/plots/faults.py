@@ -84,18 +84,25 @@ def _crash_lines(ax: Axes, *, df: pd.DataFrame, theory: bool) -> None:
 
 
 def table_size_over_time(
-    runs, *, ax: Axes | None = None, retention: float | None = None, title: str | None = None
+    runs,
+    *,
+    ax: Axes | None = None,
+    retention: float | None = None,
+    title: str | None = None,
+    paused: tuple[float, float] | None = None,
 ) -> Figure:
     """Rows retained in ``reactor_firings`` against virtual time
-    (:func:`fanoutsim.analysis.table_size`), one step line per run:
-    ``runs`` is a Simulation or ``{label: Simulation}``. ``retention`` (s)
-    marks when the first prune can delete anything."""
+    (:func:`fanoutsim.analysis.table_size`), one step line per run (runs with
+    the same steps share one): ``runs`` is a Simulation or ``{label:
+    Simulation}``. ``retention`` (s) marks when the first prune can delete
+    anything; ``paused``, ``(from, to)`` seconds, shades a subscription's pause."""
     if not isinstance(runs, Mapping):
         runs = {"reactor_firings": runs}
     sizes = {label: table_size(sim) for label, sim in runs.items()}
     marks = []
     if retention is not None and retention < time_span(sizes.values()):  # a mark past the run's end says nothing
-        marks.append((retention, ":", f"retention {retention:g} s"))
+        marks.append((retention, ":", f"t = retention ({retention:g} s): the first rows may go"))
+    spans = [(*paused, "subscription paused")] if paused is not None else []
     return steps_over_time(
         sizes,
         "retained",
@@ -104,6 +111,7 @@ def table_size_over_time(
         ax=ax,
         linewidth=1.4,
         marks=marks,
+        spans=spans,
     )
 
 

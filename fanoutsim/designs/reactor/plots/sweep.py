@@ -1,8 +1,9 @@
 """Figures of a sweep (:func:`fanoutsim.sweep`): latency and DB load against the
 poll interval, backlog against the firing rate, and a recommendation.
 
-Each takes the sweep's DataFrame; points are means over seeds with 95%
-confidence intervals (:func:`fanoutsim.analysis.seed_summary`).
+Each takes the sweep's DataFrame; points are means over seeds, shaded with
+the seeds' range below five seeds and with 95% confidence intervals from five
+on (:func:`fanoutsim.analysis.seed_summary`, ``spread="auto"``).
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def latency_vs_interval(
     knees: Mapping[int, float] | None = None,
 ) -> Figure:
     """p50 (solid) and p99 (dashed) of ``column`` (``fire_to_dispatch`` or
-    ``fire_to_claim``) against the poll interval, shaded 95% intervals over
-    seeds; log-log, labelled in plain numbers. One panel per batch limit
+    ``fire_to_claim``) against the poll interval, shaded over seeds (their
+    range, or 95% intervals from five seeds on); log-log, labelled in plain numbers. One panel per batch limit
     (small multiples with shared axes: no batch limit's line hides under
     another's), in ``fig`` (a Figure or SubFigure) or a new figure; or, given
     ``ax``, every batch limit in that one axes. ``theory`` draws the uniform
@@ -75,7 +76,7 @@ def latency_vs_interval(
     note alone, saying where it lies, when it is outside the swept intervals."""
     _need(df, P)
     by = [P] + ([B] if B in df.columns else [])
-    stats = seed_summary(df, by, [f"{column}_p50_s", f"{column}_p99_s"])
+    stats = seed_summary(df, by, [f"{column}_p50_s", f"{column}_p99_s"], spread="auto")
     label = _path_label(column)
     title = f"{label[0].upper()}{label[1:]} latency vs poll interval"
     batches = sorted(stats[B].unique()) if B in stats.columns and len(stats) else [None]
@@ -147,8 +148,15 @@ def _latency_lines(a: Axes, g: pd.DataFrame, column: str, b, *, color: str, floo
             color=color,
             alpha=0.15,
             linewidth=0,
-            label=f"95% interval over {seeds} seeds" if band and q == "p99" and seeds > 1 else None,
+            label=_band_label(g, seeds) if band and q == "p99" and seeds > 1 else None,
         )
+
+
+def _band_label(stats: pd.DataFrame, seeds: int) -> str:
+    """What a shaded band is: the seeds' range, or a 95% interval (``seed_summary``'s spread)."""
+    if stats.attrs.get("spread") == "range":
+        return f"lowest to highest of {seeds} seeds"
+    return f"95% interval over {seeds} seeds"
 
 
 def _knee(a: Axes, knee: float, b, xs: np.ndarray, *, color: str, shade: bool) -> None:
@@ -204,13 +212,14 @@ def _poll_load(ax: Axes, *, stats: pd.DataFrame, subscriptions: int | None) -> N
 
 def backlog_vs_rate(df: pd.DataFrame, knees: Mapping[int, float] | None = None, *, ax: Axes | None = None) -> Figure:
     """Backlog at the end of the run against the total firing rate, one colour
-    per batch limit (mean over seeds, 95% interval); ``knees`` maps a batch
+    per batch limit (mean over seeds, shaded with their range, or a 95%
+    interval from five seeds on); ``knees`` maps a batch
     limit to its knee rate (:func:`fanoutsim.analysis.knee_rate`), drawn as a
     dashed vertical line: past it, the backlog grows without bound. The y axis
     is linear up to 10 firings and logarithmic above."""
     _need(df, "rate", "backlog")
     by = ["rate"] + ([B] if B in df.columns else [])
-    stats = seed_summary(df, by, ["backlog"])
+    stats = seed_summary(df, by, ["backlog"], spread="auto")
     title = "Backlog vs firing rate"
     if P in df.columns and df[P].nunique() == 1:
         title += f" at P = {df[P].iloc[0]:g} s"
@@ -234,7 +243,11 @@ def _backlog_lines(ax: Axes, *, stats: pd.DataFrame, knees: Mapping[int, float] 
             color=c,
             label=f"batch {b}" if b is not None else "runs",
         )
-        ax.fill_between(g["rate"], g["backlog_lo"].clip(lower=0), g["backlog_hi"], color=c, alpha=0.15, linewidth=0)
+        seeds = int(g["seeds"].max())
+        band = _band_label(stats, seeds) if i == 0 and seeds > 1 else None
+        ax.fill_between(
+            g["rate"], g["backlog_lo"].clip(lower=0), g["backlog_hi"], color=c, alpha=0.15, linewidth=0, label=band
+        )
         if knees and b in knees and math.isfinite(knees[b]):
             ax.axvline(
                 knees[b], color=c, linestyle="--", linewidth=1.0, label=f"knee, batch {b}: {knees[b]:.3g} firings/s"
@@ -243,6 +256,10 @@ def _backlog_lines(ax: Axes, *, stats: pd.DataFrame, knees: Mapping[int, float] 
     ax.set_yscale("symlog", linthresh=10)  # bounded backlogs (a few firings) and runaway ones, together
     ax.set_ylim(bottom=0)
     plain_log(ax, "y")
+    top = ax.get_ylim()[1]
+    # 0, then the decades from 10: a tick at 1 sits on top of the 0 (symlog is linear below 10)
+    ax.set_yticks([0.0, *(10.0**k for k in range(1, 13) if 10.0**k <= top)])
+    ax.set_ylim(0, top)
     ax.legend(loc="upper left")
 
 

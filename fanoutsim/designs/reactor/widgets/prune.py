@@ -82,7 +82,8 @@ class PruneControl:
         title = f"{r['prune_policy']}, retention {r['retention_s']:g} s, " + (
             f"paused {PAUSE_START:g}-{PAUSE_START + pause:g} s" if pause else "no pause"
         )
-        self.figure = table_size_over_time(sim, retention=r["retention_s"], title=title)
+        paused = (PAUSE_START, PAUSE_START + pause) if pause else None
+        self.figure = table_size_over_time(sim, retention=r["retention_s"], title=title, paused=paused)
         self.summary.value = (
             f"peak <b>{r['peak_rows']}</b> rows ({r['peak_kb']} kB of payload), "
             f"<b>{r['pruned']}</b> pruned, the paused subscription lost "
