@@ -36,7 +36,7 @@
 # |---|---|---|
 # | [00_tour](00_tour.ipynb) | The three tables between a firing and a workflow; a watermark moving one poll at a time; what a filter decides. | about 2 s |
 # | [01_latency_budget](01_latency_budget.ipynb) | The shape of the poll wait; the whole path stacked against Cloacina's ~500 ms; a batch limit too small. A control: P × batch limit. | about 6 s |
-# | [02_duplicate_deliveries](02_duplicate_deliveries.ipynb) | Which crash costs a duplicate, how many under each commit mode, and the recipe that makes it harmless. A control: crash point × commit mode. | about 5 s |
+# | [02_duplicate_deliveries](02_duplicate_deliveries.ipynb) | Which crash costs a duplicate, how many under each commit mode, and the recipe that makes it harmless. A control: crash point × commit mode. | about 4 s |
 # | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; a stalled subscriber under a TTL and under a conservative prune; a subscription that never reads. A control: retention, pause, policy. | about 4 s |
 # | [04_cel_filters](04_cel_filters.ipynb) | What a filter saves and what it does not; `skip` and `hold` when it fails; what is caught at subscribe time. | about 6 s |
 # | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 7 s |

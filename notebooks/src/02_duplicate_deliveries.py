@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) — the poll loop inserts an execution,
 # then moves the watermark past its firing.
 #
-# **Run All:** about 5 s on two cores.
+# **Run All:** about 4 s on two cores.
 #
 # **The system modelled.** In Cloacina's poll loop the execution insert and the watermark
 # update are two commits, and a process can die between any two steps. Nothing here scripts
