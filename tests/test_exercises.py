@@ -190,10 +190,16 @@ def _function_of(arity: int, result):
     return fn
 
 
-def _told_the_shape(exercise, verdict) -> None:
+def _told_the_shape(exercise, verdict, returned=None) -> None:
+    """The shape expected, and the hint for it: to return one number of a whole
+    record (a dict, a Series, a DataFrame) a function returned, else to start
+    from the task's cell."""
+    import pandas as pd
+
     assert verdict.answered and not verdict.right, str(verdict)
     assert verdict.message.startswith(f"Expected {exercise.shape}; "), verdict.message
-    assert "raised" not in verdict.message and verdict.hint == ex.SHAPE_HINT
+    whole = isinstance(returned, (dict, pd.Series, pd.DataFrame)) and "returns a number" in str(exercise.shape)
+    assert "raised" not in verdict.message and verdict.hint == (ex.WHOLE_HINT if whole else ex.SHAPE_HINT)
 
 
 @pytest.mark.parametrize("exercise", ALL, ids=lambda e: e.id)
@@ -233,7 +239,7 @@ def test_a_function_that_returns_another_kind_is_told_what_it_returned(exercise,
         assume(not (isinstance(result, tuple) and len(result) == 2))
     arity = len(inspect.signature(exercise.mistake).parameters)
     verdict = ex.check(exercise.id, _function_of(arity, result))
-    _told_the_shape(exercise, verdict)
+    _told_the_shape(exercise, verdict, returned=result)
     assert " it returned " in verdict.message
 
 
@@ -278,3 +284,21 @@ def test_the_shape_a_checker_expects_is_the_one_the_task_cell_starts_from():
             assert shape.startswith(f"a function `{signature}`"), (exercise.id, shape, signature)
         else:  # the cell assigns `...`, which check() calls not answered
             assert re.search(r"^\w+ = (\.\.\.|\{.*\.\.\..*\})", source, flags=re.M), source
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answer", "hint"),
+    [
+        ("2.1", lambda mode: {"crashes": 8, "duplicates_per_crash": 1.0}, "returns a whole record or table"),
+        ("3.2", lambda policy, pause: {"lost_paused": 0}, "returns a whole record or table"),
+        ("3.1", lambda retention: 2.0 * (retention + 10.0), "the sawtooth's top"),
+        ("10.1", 66, "the next whole second or two"),
+    ],
+    ids=["2.1-a-dict", "3.2-a-dict", "3.1-the-top", "10.1-a-second-short"],
+)
+def test_a_near_miss_gets_the_hint_for_that_mistake(exercise, answer, hint):
+    """A whole result where one number was asked, the sawtooth's top for its
+    mean, a lease a second short: each told what it is, not a generic hint."""
+    verdict = ex.check(exercise, answer)
+    assert verdict.answered and not verdict.right, str(verdict)
+    assert hint in verdict.hint, verdict.hint

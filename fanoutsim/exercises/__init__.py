@@ -110,7 +110,11 @@ class WrongShape(TypeError):
     """An answer, or a result of the learner's function, of the wrong shape. Its
     message is the clause that follows the shape expected (``Expected a number of
     seconds; ...``): ``got a str ('Outbox')``, ``called as wait(0.25, 1.0) it
-    returned a list ([0.75])``."""
+    returned a list ([0.75])``; its ``hint``, if set, what to do instead."""
+
+    #: What to do instead, when the wrong shape has a hint of its own (a whole
+    #: record returned where one number of it was asked); None: the general one.
+    hint: str | None = None
 
 
 def _kind(value: Any) -> str:
@@ -238,7 +242,10 @@ class _Function(Shape):
             result = answer(*args)
             off = None if result is None else returns.misfit(result)
             if off is not None:
-                raise WrongShape(f"called as {self.name}({', '.join(map(_short, args))}) it returned {off}")
+                wrong = WrongShape(f"called as {self.name}({', '.join(map(_short, args))}) it returned {off}")
+                if isinstance(returns, _Number) and _is_whole(result):
+                    wrong.hint = WHOLE_HINT
+                raise wrong
             return result
 
         return checked
@@ -332,6 +339,17 @@ def _unanswered(answer: Any) -> bool:
 
 
 SHAPE_HINT = "Start from the exercise's own cell: it has that shape, with `...` where your answer goes."
+WHOLE_HINT = (
+    "Your function returns a whole record or table: return the one number the task names from it "
+    "(an entry, `result['name']`, or a column's value)."
+)
+
+
+def _is_whole(result: Any) -> bool:
+    """A record or a table of results where one number of it was asked for."""
+    import pandas as pd
+
+    return isinstance(result, (dict, pd.Series, pd.DataFrame)) or hasattr(result, "__dataclass_fields__")
 
 
 def check(id: str, answer: Any) -> Verdict:
@@ -352,7 +370,7 @@ def check(id: str, answer: Any) -> Verdict:
     except NotAnswered as exc:
         return Verdict(id, False, str(exc), answered=False)
     except WrongShape as exc:
-        return Verdict(id, False, f"Expected {task.shape}; {exc}.", SHAPE_HINT)
+        return Verdict(id, False, f"Expected {task.shape}; {exc}.", exc.hint or SHAPE_HINT)
     except Exception as exc:  # noqa: BLE001 - the learner's code: say what it raised
         return Verdict(
             id,

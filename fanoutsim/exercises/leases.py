@@ -37,10 +37,13 @@ def _safe_lease(answer):
             f"{got:g} s is safe ({per_1000:.2f} per 1000), but a shorter lease is too.",
             "Try each whole second from 1 up and stop at the first under 1 per 1000.",
         )
+    near = want - got <= 2  # just short of it: the first whole second under the line is the answer
     return (
         False,
-        f"At {got:g} s the lognormal work makes {per_1000:.1f} duplicates per 1000.",
-        "Size the lease against the tail of the work time, not its mean: P(work > lease) must be tiny.",
+        f"At {got:g} s the lognormal work makes {per_1000:.3f} duplicates per 1000, not under 1.",
+        "Close: the next whole second or two may be the first under 1 per 1000; check each."
+        if near
+        else "Size the lease against the tail of the work time, not its mean: P(work > lease) must be tiny.",
     )
 
 

@@ -234,12 +234,15 @@ def _mean_rows(fn):
     if miss is None:
         return True, "The table holds a retention window plus, on average, half a prune interval of firings.", ""
     (r,), got, want = miss
-    hint = (
-        "rate × R is what is left right after a prune; between prunes (every 10 s) the table "
-        "grows by rate × 10 more, so on average by half of that."
-        if close_to(got, 2.0 * r, rel=0.03)
-        else "Measure after the warm-up: `table_size_summary(sim, after=retention + 20)`."
-    )
+    if close_to(got, 2.0 * r, rel=0.03):
+        hint = (
+            "rate × R is what is left right after a prune; between prunes (every 10 s) the table "
+            "grows by rate × 10 more, so on average by half of that."
+        )
+    elif close_to(got, 2.0 * (r + 10.0), rel=0.05):
+        hint = "That is the sawtooth's top, rate × (R + I), just before a prune: the task asks for its mean."
+    else:
+        hint = "Measure after the warm-up: `table_size_summary(sim, after=retention + 20)`."
     return (
         False,
         f"At a retention of {r:g} s you found a mean of {got:.1f} rows; the sawtooth averages "
