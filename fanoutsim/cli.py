@@ -1051,7 +1051,10 @@ def write_outputs(sim, report: dict, out: Path, *, checked=None) -> list[Path]:
 
     They are written into a new folder beside ``out``, then moved in once all
     of them are there: a failure on the way (a full disk, a name taken by a
-    folder, Ctrl-C) leaves ``out`` as it was rather than half new."""
+    folder, Ctrl-C) leaves ``out`` as it was rather than half new. The files
+    the last run wrote into ``out`` that this one does not (another design's
+    tables, say) go: a folder holds one run. Only those: a list of them is kept
+    in ``out`` (:data:`OUTPUTS_LIST`), and nothing else in it is touched."""
     import shutil
     import tempfile
 
@@ -1073,13 +1076,35 @@ def write_outputs(sim, report: dict, out: Path, *, checked=None) -> list[Path]:
         if taken:
             raise IsADirectoryError(21, "a folder has the name of an output file", str(taken[0]))
         out.mkdir(exist_ok=True)
+        stale = _stale_outputs(out, {p.name for p in written})
+        (staging / OUTPUTS_LIST).write_text(json.dumps(sorted(p.name for p in written)) + "\n")
         paths = []
         for p in written:
             os.replace(p, out / p.name)
             paths.append(out / p.name)
+        os.replace(staging / OUTPUTS_LIST, out / OUTPUTS_LIST)
+        for old in stale:
+            old.unlink(missing_ok=True)
         return paths
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# the files the last run wrote into an output folder, by name (a folder holds one run)
+OUTPUTS_LIST = ".fanoutsim-outputs.json"
+
+
+def _stale_outputs(out: Path, names: set[str]) -> list[Path]:
+    """The files the last run listed in ``out`` that a run writing ``names`` does not write."""
+    try:
+        before = json.loads((out / OUTPUTS_LIST).read_text())
+    except (OSError, ValueError):
+        return []  # no list (a folder of an older run, or not ours): nothing is removed
+    if not isinstance(before, list):
+        return []
+    return [
+        out / n for n in before if isinstance(n, str) and n == Path(n).name and n not in names and (out / n).is_file()
+    ]
 
 
 # -- example, schema, explain -----------------------------------------------------------

@@ -35,7 +35,7 @@ def test_run_writes_everything_and_prints_the_report(tmp_path, capsys, expected_
     out = tmp_path / "out"
     assert main(["run", str(DEFAULT), "--until", UNTIL, "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert {p.name for p in out.iterdir()} == {"report.json"} | TABLES | FIGURES
+    assert {p.name for p in out.iterdir()} == {"report.json", ".fanoutsim-outputs.json"} | TABLES | FIGURES
     for name in FIGURES:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((out / "report.json").read_text()) == report
@@ -149,3 +149,26 @@ def test_python_dash_m_fanoutsim(tmp_path):
         [sys.executable, "-m", "fanoutsim", "--version"], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
     assert done.returncode == 0 and done.stdout.startswith("fanoutsim ")
+
+
+def test_a_run_into_a_folder_of_another_run_leaves_one_run_there(tmp_path):
+    """Another design's run into the same --out folder: the files the last run
+    wrote and this one does not (the reactor's tables and figures) go; a file of
+    the user's stays; a folder with no list of ours loses nothing."""
+    from clitools import cli
+
+    out = tmp_path / "out"
+    examples = Path(__file__).resolve().parents[1] / "fanoutsim" / "examples"
+    assert cli("run", str(examples / "default.toml"), "--until", "30", "--out", str(out)).returncode == 0
+    assert (out / "firings.parquet").exists()
+    (out / "notes.txt").write_text("mine")
+    assert cli("run", str(examples / "outbox.toml"), "--until", "30", "--out", str(out)).returncode == 0
+    names = {p.name for p in out.iterdir()}
+    assert {"outbox.parquet", "report.json", "notes.txt"} <= names
+    assert not {"firings.parquet", "executions.parquet", "watermark_lag.png"} & names
+    listed = json.loads((out / ".fanoutsim-outputs.json").read_text())
+    assert listed == sorted(names - {"notes.txt", ".fanoutsim-outputs.json"})
+    # a folder an older fanoutsim wrote (no list): nothing of it is removed
+    (out / ".fanoutsim-outputs.json").unlink()
+    assert cli("run", str(examples / "default.toml"), "--until", "30", "--out", str(out)).returncode == 0
+    assert "outbox.parquet" in {p.name for p in out.iterdir()}

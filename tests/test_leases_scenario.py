@@ -591,7 +591,7 @@ def test_cli_run_writes_everything_and_prints_the_leases_report(tmp_path, capsys
     out = tmp_path / "out"
     assert main(["run", str(CRASHES), "--until", "300", "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert {p.name for p in out.iterdir()} == {"report.json"} | TABLES
+    assert {p.name for p in out.iterdir()} == {"report.json", ".fanoutsim-outputs.json"} | TABLES
     sim = load_scenario(CRASHES).run(until=300.0)
     report, checked = full_report(sim, "leases-crashes", load_scenario(CRASHES).description)
     assert json.loads((out / "report.json").read_text()) == report
@@ -616,7 +616,7 @@ def test_cli_figures_come_from_the_designs_plots(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("fanoutsim.designs.leases.plots.save_leases_figures", fake)
     out = tmp_path / "f"
     assert main(["run", str(LEASES), "--until", "60", "--out", str(out)]) == 0
-    assert {p.name for p in out.iterdir()} == {"report.json", "leases_fake.png"} | TABLES
+    assert {p.name for p in out.iterdir()} == {"report.json", "leases_fake.png", ".fanoutsim-outputs.json"} | TABLES
     assert "wrote 6 files" in capsys.readouterr().out
 
 

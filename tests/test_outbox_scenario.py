@@ -518,7 +518,7 @@ def test_cli_run_writes_everything_and_prints_the_outbox_report(tmp_path, capsys
     out = tmp_path / "out"
     assert main(["run", str(CRASHES), "--until", "300", "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert {p.name for p in out.iterdir()} == {"report.json"} | TABLES | FIGURES
+    assert {p.name for p in out.iterdir()} == {"report.json", ".fanoutsim-outputs.json"} | TABLES | FIGURES
     for name in FIGURES:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     sim = load_scenario(CRASHES).run(until=300.0)
