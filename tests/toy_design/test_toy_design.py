@@ -54,7 +54,8 @@ def test_fanoutsim_run_writes_the_toys_report_tables_and_figure(toy, tmp_path, c
     report = json.loads((out / "report.json").read_text())
     assert report["design"] == "toy" and report["check"]["valid"] is True
     assert report["check"]["appended"] == report["appended"] > 150
-    assert {p.name for p in out.iterdir()} == {"report.json", "log.parquet", "cursors.parquet", "toy_latency.png", ".fanoutsim-outputs.json"}
+    written = {"report.json", "log.parquet", "cursors.parquet", "toy_latency.png", ".fanoutsim-outputs.json"}
+    assert {p.name for p in out.iterdir()} == written
     assert len(pd.read_parquet(out / "log.parquet")) == report["appended"]
     # a bad value in the toy's own table is the toy parser's error, through the CLI
     bad = tmp_path / "bad.toml"
