@@ -96,8 +96,8 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from fanoutsim.designs.leases import rules
 from fanoutsim.designs.leases.config import check_batch
@@ -122,13 +122,14 @@ FAILED_CLOSED = (NOT_FOUND, STALE, NO_LEASE, WRONG_TOKEN, EXPIRED)
 ACKNOWLEDGED = "acknowledged"
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(NamedTuple):
     """One leased event, as ``consume`` replies it: the ``consumer`` it is leased
     to; the event (``event_id``, ``seq``, ``partition``, ``kind``, ``payload``);
     what an ack or a nack must present, its ``token`` and the history
     ``incarnation``; which ``attempt`` this is (1 for the first); and when the
-    lease ends, ``expires_at`` (epoch µs)."""
+    lease ends, ``expires_at`` (epoch µs). Immutable; a named tuple, since a
+    pull makes one per grant and a frozen dataclass costs eight times as much
+    to build."""
 
     consumer: str
     event_id: str
@@ -459,7 +460,13 @@ def _passed(tx, consumer: str, start: int, part: str, rows: dict[str, dict]) -> 
     nats-server's ack floor passes the messages an interest stream removed."""
     window = tx.event_window(consumer, start, len(rows), part)  # the first unresolved one is among them
     stop = next((ev["seq"] for ev in window if ev["event_id"] not in rows), None)
-    return sorted((r for r in rows.values() if stop is None or r["seq"] < stop), key=lambda r: r["seq"])
+    passed = [r for r in rows.values() if stop is None or r["seq"] < stop]
+    if len(passed) > 1:  # (an ack in order passes its own resolution alone)
+        passed.sort(key=_by_seq)
+    return passed
+
+
+_by_seq = itemgetter("seq")
 
 
 def _moved(e, now: int, consumer: str, ev: dict | None) -> None:

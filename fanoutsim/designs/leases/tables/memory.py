@@ -98,6 +98,20 @@ def _columns(row: RowT, table: str) -> RowT:
     return cast(RowT, {k: row[k] for k in cols})
 
 
+def _past(cps: dict[str, CheckpointRow], part: str, after: int) -> int:
+    """Where a consumer's window of ``part`` starts: past ``after``, or past its checkpoint there."""
+    cp = cps.get(part)
+    return after if cp is None or cp["seq"] < after else cp["seq"]
+
+
+def _window(events: dict[int, EventRow], seqs: list[int], past: int, limit: int) -> list[EventRow]:
+    """The first ``limit`` events of one partition's ``seqs`` past ``past``."""
+    if seqs[-1] <= past:
+        return []
+    i = bisect_right(seqs, past)
+    return [events[q] for q in seqs[i : i + limit]]
+
+
 def _drop_event(s: LeaseTables, seq: int) -> EventRow:
     row = s.events.pop(seq)
     del s.event_seqs[bisect_left(s.event_seqs, seq)]
@@ -131,7 +145,7 @@ def _drop_lease(s: LeaseTables, key: tuple[str, str]) -> LeaseRow:
     return row
 
 
-def _seq(row: LeaseRow) -> int:
+def _seq(row: LeaseRow | ResolutionRow) -> int:
     return row["seq"]
 
 
@@ -236,17 +250,18 @@ class LeaseMemoryTx(LeaseTx, _Host):
         s: LeaseTables = self.s.lease_tables
         limit = check_limit(limit)
         cps = s.cp_index.get(consumer) or {}
-        events, out = s.events, []
         parts = s.event_parts
-        for part in parts if partition is None else (partition,) if partition in parts else ():
-            seqs = parts[part]
-            cp = cps.get(part)
-            past = after if cp is None or cp["seq"] < after else cp["seq"]
+        if partition is not None:  # an ack's walk: one partition, already in seq order
+            seqs = parts.get(partition)
+            return [] if seqs is None else _window(s.events, seqs, _past(cps, partition, after), limit)
+        out: list[int] = []
+        for part, seqs in parts.items():
+            past = _past(cps, part, after)
             if seqs[-1] > past:  # (a partition read to its end has nothing to search)
                 i = bisect_right(seqs, past)
                 out += seqs[i : i + limit]
-        if partition is None:
-            out.sort()
+        out.sort()
+        events = s.events
         return [events[q] for q in out]
 
     def delete_event(self, seq: int) -> bool:
@@ -330,9 +345,15 @@ class LeaseMemoryTx(LeaseTx, _Host):
 
     def list_resolutions(self, consumer: str, partition: str | None = None) -> list[ResolutionRow]:
         s: LeaseTables = self.s.lease_tables
-        by = s.res_index.get(consumer, {})
-        rows = [r for p in ((partition,) if partition is not None else by) for r in by.get(p, {}).values()]
-        rows.sort(key=lambda r: r["seq"])
+        by = s.res_index.get(consumer)
+        if not by:  # (most consumers most of the time: every event resolved in order)
+            return []
+        if partition is not None:
+            rows = list(by.get(partition, {}).values())
+        else:
+            rows = [r for held in by.values() for r in held.values()]
+        if len(rows) > 1:
+            rows.sort(key=_seq)
         return rows
 
     def delete_resolution(self, consumer: str, event_id: str) -> bool:
