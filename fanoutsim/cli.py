@@ -10,7 +10,7 @@ publish; a field given twice is refused); ``fanoutsim fire --store FILE --reacto
 [--payload JSON]``: the reactor's write by its older name; ``fanoutsim status
 --store FILE``: the design's status as JSON (see :mod:`fanoutsim.serve`). ``--store``
 is the flag ``run`` takes, with the same rule for a file (a path ending in
-``.duckdb``) or a ``postgresql://`` URI; ``--db`` is its older name. ``--design``
+``.duckdb``) or a ``postgresql://`` URI; ``--db`` is another name for it. ``--design``
 must name a design. ``write``, ``fire`` and ``status`` refuse a FILE that does
 not exist, and send the server's token from ``FILE.serve.json``. A store records
 the design of its run (the first runtime to open it writes it), so a file made by
@@ -77,7 +77,9 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,8 +93,45 @@ class _UsageError(Exception):
     pass
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, with one difference: a text written in lines (an epilog
+    of examples, a table of fields) keeps its lines, where argparse would run
+    them together. A text in one piece (every description) is filled to the
+    width as argparse fills it, but not split at a word's hyphen; a line too
+    long for the width is wrapped too."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" not in text:  # argparse's fill, but a word is not split at its hyphen ("virtual-clock")
+            return textwrap.fill(
+                " ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+            )
+        return "\n".join(_wrap_line(line, width, indent) for line in text.splitlines())
+
+
+# a row of a table in an epilog: its name, two spaces or more, its meaning
+_TABLE_ROW = re.compile(r"\s*\S+\s{2,}(?=\S)")
+
+
+def _wrap_line(line: str, width: int, indent: str) -> str:
+    """``line`` within ``width``: a table row goes on under its meaning, any
+    other line two spaces in from where it starts."""
+    if len(indent) + len(line) <= width or not line.strip():
+        return indent + line
+    lead = line[: len(line) - len(line.lstrip())]
+    row = _TABLE_ROW.match(line)
+    hang = " " * (row.end() if row else len(lead) + 2)
+    return textwrap.fill(
+        line.strip(), width, initial_indent=indent + lead, subsequent_indent=indent + hang, break_on_hyphens=False
+    )
+
+
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises instead of printing usage and exiting."""
+    """An ArgumentParser that raises instead of printing usage and exiting,
+    and formats its help with :class:`_Formatter` (every command alike)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse's signature
         raise _UsageError(f"{message} (see '{self.prog} --help')")
@@ -259,7 +298,6 @@ def _add_serve_command(sub) -> None:
         "may write is whoever PostgreSQL lets connect (its roles and "
         "passwords). 'fanoutsim pg start' runs an embedded server several "
         "processes can share.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="e.g.\n  fanoutsim example realtime --out realtime.toml"
         "\n  fanoutsim serve --store run.duckdb --scenario realtime.toml"
         "\n  URI=$(fanoutsim pg start)"
@@ -309,7 +347,6 @@ def _add_client_commands(sub) -> None:
         description="Send the write command of the file's design to its server (or, with "
         "none running, write into the file itself) and print the answer as JSON.",
         epilog=_write_fields_help(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _where(wr)
     _design_option(wr, _design)
@@ -320,13 +357,51 @@ def _add_client_commands(sub) -> None:
         help="the write's fields: FIELD=TEXT gives a string, FIELD:=JSON any JSON value",
     )
 
-    fire = sub.add_parser("fire", help="fire a reactor into a DuckDB file (through its server if one runs)")
-    _where(fire)
-    fire.add_argument("--reactor", required=True)
-    fire.add_argument("--tenant", default="public")
-    fire.add_argument("--payload", default="{}", help='JSON object of sources, e.g. \'{"quote": {"price": 120}}\'')
+    _add_fire_command(sub)
+    _add_status_command(sub)
 
-    st = sub.add_parser("status", help="print the status of the run in a DuckDB file as JSON")
+
+def _add_fire_command(sub) -> None:
+    """``fanoutsim fire``: the reactor's write, by flags."""
+    fire = sub.add_parser(
+        "fire",
+        help="fire a reactor once into a reactor run's store; print the firing's id",
+        description="Fire REACTOR once in TENANT with the sources of --payload into the reactor "
+        "run in FILE (a .duckdb file) or URI (a PostgreSQL database): through the "
+        "file's server when one runs (FILE.serve.json), else by writing into the "
+        "store itself. Print the new firing's id on stdout; on stderr, the "
+        "'fanoutsim explain' command that tells its story, and a warning when no "
+        "subscription reads that reactor in that tenant. The reactor's write: "
+        "fanoutsim write --store FILE reactor=R payload:=JSON does the same.",
+        epilog="e.g. fanoutsim fire --store run.duckdb --reactor pricing_reactor",
+    )
+    _where(fire)
+    fire.add_argument("--reactor", required=True, help="the reactor to fire, by name (required)")
+    fire.add_argument("--tenant", default="public", help="the tenant it fires in (default: public)")
+    fire.add_argument(
+        "--payload",
+        default="{}",
+        help='a JSON object of source name -> value, e.g. \'{"quote": {"price": 120}}\' (default: {})',
+    )
+
+
+def _add_status_command(sub) -> None:
+    """``fanoutsim status``: what a run has delivered and how far behind it is."""
+    st = sub.add_parser(
+        "status",
+        help="print a run's status as JSON: each reader's lag or cursor, and who serves it",
+        description="Print the status of the run in FILE or URI as JSON, from its server when "
+        "one runs, else read from the store itself: its design; where each reader "
+        "is and how far behind (the reactor's watermark lag per subscription, the "
+        "outbox's cursor and cursor lag per consumer, each leases consumer's "
+        "checkpoints, leases and dead letters); its metrics; the processes that "
+        'serve it. Lags are as of "now", on the "clock" it names: "wall" for a '
+        'store a process serves or wrote to, "virtual" for one a virtual-clock '
+        "run (fanoutsim run --store) wrote last, as of that run's end. On stderr: "
+        "a backlog that rose at every sample over serve's --window, or a server "
+        "that stopped.",
+        epilog="e.g. fanoutsim status --store run.duckdb",
+    )
     _where(st)
     _design_option(st, _design)
 
@@ -395,7 +470,6 @@ def _add_helper_commands(sub) -> None:
         "\n  fanoutsim explain crashes.duckdb --duplicates --lost"
         "\n  fanoutsim explain out/crashes --duplicates      # the folder run --out wrote"
         "\n  fanoutsim explain crashes.duckdb FIRING_ID",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     xp.add_argument(
         "db",
@@ -519,7 +593,7 @@ def _where(parser: argparse.ArgumentParser) -> None:
         required=True,
         metavar="FILE|URI",
         help="where the run lives: a .duckdb file, or a postgresql:// URI (one database several "
-        "processes share); --db is its older name",
+        "processes share); --db is another name for --store",
     )
 
 
@@ -1159,6 +1233,9 @@ def _explain(args: argparse.Namespace) -> int:
         return _error("give an ID (one item's story) or --duplicates / --lost (every such item), not both")
     if not kinds and args.id is None:
         return _error("give an ID to tell one item's story, or --duplicates / --lost to list every such item")
+    missing = _missing_run(args.db, story=not kinds)
+    if missing is not None:
+        return _error(missing)
     try:
         if kinds:
             print(verdicts.table(verdicts.read(args.db, design=args.design), kinds), end="")
@@ -1169,6 +1246,32 @@ def _explain(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _error(f"{exc.filename or args.db}: {exc.strerror or exc}")
     return 0
+
+
+def _missing_run(path: str, *, story: bool) -> str | None:
+    """What to do when nothing is at ``path`` (None: something is, or it is a URI).
+    explain reads a finished run, so the next step is the command that makes one,
+    not serve (which the store's own check would suggest): ``run --out`` writes a
+    folder, ``run --store`` a store file; one item's ``story`` needs a store."""
+    from fanoutsim.kernel.store import is_postgres
+    from fanoutsim.kernel.validate import is_duckdb_path
+
+    if is_postgres(path) or os.path.exists(path):
+        return None
+    if is_duckdb_path(path):
+        return (
+            f"{path}: no such file (a run's store file is made by '{PROG} run SCENARIO --store {path}', "
+            f"or by '{PROG} serve --store {path}')"
+        )
+    if story:
+        return (
+            f"{path}: no such file or folder (an item's story is read from a run's store file, which "
+            f"'{PROG} run SCENARIO --store FILE.duckdb' makes; a folder from run --out answers --duplicates / --lost)"
+        )
+    return (
+        f"{path}: the folder does not exist (it is made by '{PROG} run SCENARIO --out {path}', "
+        f"which writes the run's report there; or give the run's .duckdb store file)"
+    )
 
 
 def _hint_explain(db: str, answer) -> None:
