@@ -256,7 +256,8 @@ class LeaseMemoryTx(LeaseTx, _Host):
             return [] if seqs is None else _window(s.events, seqs, _past(cps, partition, after), limit)
         out: list[int] = []
         for part, seqs in parts.items():
-            past = _past(cps, part, after)
+            cp = cps.get(part)  # (_past, inline: a pull passes every partition)
+            past = after if cp is None or cp["seq"] < after else cp["seq"]
             if seqs[-1] > past:  # (a partition read to its end has nothing to search)
                 i = bisect_right(seqs, past)
                 out += seqs[i : i + limit]
