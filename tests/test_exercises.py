@@ -98,6 +98,31 @@ def test_a_measured_exercise_refuses_the_formula_for_the_run(bound):
     assert "the run gives" in verdict.message and "measure it" in verdict.hint
 
 
+def test_the_retry_budget_exercise_wants_the_measured_wait_not_its_input_or_its_ceiling():
+    """8.2 asks how long the row behind a poison row waited: a number of the
+    run (the backoffs are jittered), never the budget it is given. The reference
+    run passes; the budget echoed back, the backoffs summed without jitter, one
+    backoff too many, and a wait in the jitter's range but not this run's each
+    get the hint for that mistake."""
+    from fanoutsim.exercises.outbox import _measured_hold_up
+
+    assert ex.check("8.2", _measured_hold_up).right
+    assert ex.check("8.2", lambda budget: round(_measured_hold_up(budget), 2)).right  # read to 2 decimals
+    assert all(_measured_hold_up(b) != b for b in (4, 6))  # the answer is not the input
+
+    def wrong(answer) -> ex.Verdict:
+        verdict = ex.check("8.2", answer)
+        assert verdict.answered and not verdict.right and "the run gives 2.470 s" in verdict.message, str(verdict)
+        return verdict
+
+    assert "the budget itself" in wrong(lambda budget: budget).hint
+    assert "without jitter" in wrong(lambda budget: 0.5 * (2 ** (budget - 1) - 1)).hint
+    assert "One backoff too many" in wrong(lambda budget: 0.5 * (2**budget - 1)).hint
+    assert "doubles" in wrong(lambda budget: 0.5 * budget).hint
+    assert "in order" in wrong(lambda budget: 0.0).hint
+    assert "seed=0" in wrong(lambda budget: 3.0).hint  # within the jitter's range (1.75 to 3.5 s), not the run
+
+
 def test_learner_code_that_raises_is_marked_wrong_with_its_error():
     verdict = ex.check("0.1", lambda prices, threshold: 1 / 0)
     assert not verdict.right and "ZeroDivisionError" in verdict.message and verdict.hint

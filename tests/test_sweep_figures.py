@@ -264,6 +264,23 @@ def test_the_sweep_explorer_redraws_from_the_table(df):
     assert "claim" in w.figure.axes[0].get_ylabel() and "claim" in w.latency_figure.axes[0].get_ylabel()
 
 
+def test_the_sweep_explorers_latency_panels_share_one_legend_below_them(df):
+    """The control's panels are narrow: a legend inside each sat on batch 1's
+    p99 where it climbs. One legend for all, beneath the panels, shows each
+    line style once (the panel titles name the batch limits)."""
+    w = sweep_explorer(df)
+    for batches in ((1, 100), (100,)):
+        w.batches.value = batches
+        fig = w.latency_figure
+        assert all(a.get_legend() is None for a in fig.axes)
+        (legend,) = fig.legends
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert labels[:2] == ["p50", "p99"] and "theory p50 = P/2" in labels and len(labels) == 5
+        fig.draw_without_rendering()
+        box = legend.get_window_extent()
+        assert all(box.y1 <= a.get_tightbbox().y0 + 1 for a in fig.axes)  # below every panel and its labels
+
+
 def test_the_sweep_explorer_with_a_rate_column(rates):
     with pytest.raises(KeyError, match="reactor_poll_interval"):
         sweep_explorer(rates)

@@ -63,25 +63,97 @@ def _worst_wait(fn):
     )
 
 
-def _one_more(budget):
-    return budget + 1  # the first attempt counted apart from the budget
+_BACKOFF = 0.5  # 8.2's first backoff (seconds); it doubles after each failure
+
+
+def _backoffs_without_jitter(budget):
+    return _BACKOFF * (2 ** (budget - 1) - 1)  # 0.5 + 1 + 2 + ...: the ceiling, as if no jitter shortened a wait
+
+
+def _measured_hold_up(budget: int) -> float:
+    """The exercise's run, as its text describes it: how long the healthy row
+    committed behind the poison one waited (its commit -> handled latency)."""
+    from fanoutsim.analysis import outbox as oa
+    from fanoutsim.designs.outbox.simulation import OutboxSimulation
+
+    def triage(row):
+        if row["ref"] == "poison":
+            raise ValueError("cannot parse")
+
+    sim = OutboxSimulation(seed=0)
+    sim.register_consumer("triage", triage, retry_budget=budget, backoff=_BACKOFF)
+    sim.commit("poison")
+    behind = sim.commit("p1")
+    sim.run(until=120)
+    lat = oa.handled_latency(sim)
+    return float(lat.loc[lat["seq"] == behind, "latency_s"].iloc[0])
+
+
+def _hold_up_hint(budget: int, got: float) -> str:
+    """The hint for a wait off the run's: what the number looks like it is."""
+    ceiling = _backoffs_without_jitter(budget)
+
+    def near(x: float) -> bool:
+        return close_to(got, x, rel=0.002, abs_=1e-6)
+
+    if near(budget):
+        return (
+            "That is the budget itself, a count of attempts, not a wait: run the simulation and read how long "
+            "`p1` waited, its `latency_s` in `oa.handled_latency(sim)`."
+        )
+    if near(0.0):
+        return (
+            "`p1` did wait: triage handles its rows in order, so the row behind the poison one waits out "
+            "every retry. Commit `poison` first, then `p1`, and read `p1`'s latency."
+        )
+    if near(ceiling):
+        return (
+            "That is the sum of the backoffs without jitter, the most they can add up to. Each backoff is "
+            "shortened by a random factor between 0.5 and 1 (the consumer's `jitter=0.5`): run it and measure."
+        )
+    if near(_BACKOFF * (2**budget - 1)):
+        return (
+            "One backoff too many: the budget-th failure parks the row at once, with no wait after it. And "
+            "each wait is shortened by a random jitter: run it and measure."
+        )
+    if near(_BACKOFF * (budget - 1)) or near(_BACKOFF * budget):
+        return (
+            "The backoff doubles after every failure (0.5 s, 1 s, 2 s, ...), each shortened by a random "
+            "jitter: run it and measure rather than add up."
+        )
+    if ceiling / 2 <= got <= ceiling:
+        return (
+            "Within what the jitter allows, but not this run's wait: use `fs.OutboxSimulation(seed=0)`, "
+            "`backoff=0.5`, and commit `poison` first, then `p1`, nothing else."
+        )
+    return (
+        "Read the latency of the healthy row behind the poison one: the row whose seq `sim.commit('p1')` "
+        "returned, in `oa.handled_latency(sim)`."
+    )
 
 
 @exercise(
     "8.2",
-    "a retry budget",
-    mistake=_one_more,
-    shape=function("attempts_before_parking(budget)", a_number("of attempts")),
+    "what a poison row costs the rows behind it",
+    mistake=_backoffs_without_jitter,
+    shape=function("held_up(budget)", a_number("of seconds")),
 )
-def _retry_budget(fn):
-    miss = first_miss(fn, (2, 4), lambda budget: budget, rel=0.0)
+def _held_up(fn):
+    miss = first_miss(fn, (4, 6), _measured_hold_up, rel=0.002)
     if miss is None:
-        return True, "After its retry budget the row is parked with its error, and the consumer moves on.", ""
-    (budget,), got, _ = miss
+        short, long = _measured_hold_up(4), _measured_hold_up(6)
+        return (
+            True,
+            f"`p1` waited {short:.2f} s behind a budget of 4 and {long:.2f} s behind 6: each retry waits about "
+            "twice the last, then the poison row is parked and the rows behind it flow. The budget bounds how "
+            "long one bad row holds up its consumer's later rows, never another consumer's.",
+            "",
+        )
+    (budget,), got, want = miss
     return (
         False,
-        f"With a retry budget of {budget} you found {got:.0f} attempts in `parked`; there are {budget}.",
-        "The budget counts every failed attempt, the first included; read `sim.parked()['attempts']`.",
+        f"With a retry budget of {budget} you found `p1` waited {got:.3f} s; the run gives {want:.3f} s.",
+        _hold_up_hint(budget, got),
     )
 
 

@@ -40,11 +40,11 @@
 # | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; a stalled subscriber under a TTL and under a conservative prune; a subscription that never reads. A control: retention, pause, policy. | about 4 s |
 # | [04_cel_filters](04_cel_filters.ipynb) | What a filter saves and what it does not; `skip` and `hold` when it fails; what is caught at subscribe time. | about 6 s |
 # | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 7 s |
-# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 17 s |
+# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 12 s |
 # | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 27 s |
 # | [08_outbox](08_outbox.ipynb) | What a lost hint costs; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 3 s |
 # | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 9 s |
-# | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 9 s |
+# | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 12 s |
 # | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 4 s |
 # | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 4 s |
 # | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 24 s |

@@ -225,39 +225,43 @@ def worst_wait(poll):
 ex.check("8.1", worst_wait)
 
 # %% [markdown]
-# ### Exercise 8.2 — a retry budget
+# ### Exercise 8.2 — what a poison row costs the rows behind it
 #
-# Write `attempts_before_parking(budget)`: an `fs.OutboxSimulation`, a consumer whose handler
-# raises on every row whose `ref` is `"poison"` (`register_consumer(name, fn,
-# retry_budget=budget, backoff=0.5)`), one `sim.commit("p0")` then one `sim.commit("poison")`,
-# 120 virtual seconds; return the `attempts` of the row in `sim.parked()`.
+# Write `held_up(budget)`: an `fs.OutboxSimulation(seed=0)` with one consumer, `triage`, whose
+# handler raises on every row whose `ref` is `"poison"` (`register_consumer("triage", fn,
+# retry_budget=budget, backoff=0.5)`); commit `"poison"`, then a healthy row `"p1"`
+# (`sim.commit` returns its seq), and run 120 virtual seconds. Return how long `p1` waited: its
+# commit → handled latency, from `oa.handled_latency(sim)`. Between attempts the consumer backs
+# off 0.5 s, then 1 s, 2 s, …, each wait shortened by a random jitter: run it, do not add it up.
 
 # %%
-def attempts_before_parking(budget):
+def held_up(budget):
     ...  # your code here
 
 
-ex.check("8.2", attempts_before_parking)
+ex.check("8.2", held_up)
 
 # %% solution
 import fanoutsim as fs
 from fanoutsim import exercises as ex
+from fanoutsim.analysis import outbox as oa
 
 
-def attempts_before_parking(budget):
+def held_up(budget):
     def triage(row):
         if row["ref"] == "poison":
             raise ValueError("cannot parse")
 
     sim = fs.OutboxSimulation(seed=0)
     sim.register_consumer("triage", triage, retry_budget=budget, backoff=0.5)
-    sim.commit("p0")
     sim.commit("poison")
+    behind = sim.commit("p1")
     sim.run(until=120)
-    return int(sim.parked()["attempts"].iloc[0])
+    lat = oa.handled_latency(sim)
+    return float(lat.loc[lat["seq"] == behind, "latency_s"].iloc[0])
 
 
-ex.check("8.2", attempts_before_parking)
+ex.check("8.2", held_up)
 
 # %% [markdown]
 # [Lesson 9](09_outbox_derived_state.ipynb) goes on with the outbox: what at-least-once does

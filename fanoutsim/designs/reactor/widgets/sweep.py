@@ -15,7 +15,10 @@ import math
 
 import ipywidgets as widgets
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from fanoutsim.designs.reactor.analysis.sweep import recommend
 from fanoutsim.designs.reactor.plots.sweep import latency_vs_interval, recommendation_chart
@@ -25,6 +28,7 @@ from fanoutsim.kernel.plotting import new_figure, style
 __all__ = ["SweepExplorer", "sweep_explorer"]
 
 P, B = "reactor_poll_interval", "reactor_poll_batch_limit"
+_NEUTRAL = "0.45"  # the shared legend's lines: a style, not a batch limit's colour
 _LATENCIES = {"fire \u2192 dispatch": "fire_to_dispatch", "fire \u2192 claim": "fire_to_claim"}
 
 
@@ -113,8 +117,33 @@ class SweepExplorer(widgets.VBox):
             with style():
                 top = new_figure((9.0, 4.2))
             self.latency_figure = latency_vs_interval(sel, column, fig=top)  # one panel per batch limit
+            _one_legend_below(top)
             self._latency_key = key
             _show(self.latency_out, top)
+
+
+def _one_legend_below(fig: Figure) -> None:
+    """The latency panels' legends as one row beneath them, over no curve: in
+    the control's narrow panels each panel's own legend (top left) sat on
+    batch 1's p99 where it climbs. Every panel says the same in its own colour
+    (its title names its batch limit), so the row shows each line style once,
+    in grey: p50 solid, p99 dashed, the seeds' band, the two theory lines."""
+    axes = [a for a in fig.axes if a.get_legend() is not None]
+    if not axes:
+        return
+    handles, labels = axes[0].get_legend_handles_labels()
+    for a in axes:
+        a.get_legend().remove()
+    entries: dict[str, Artist] = {}
+    for handle, label in zip(handles, labels):
+        if isinstance(handle, Line2D) and label.endswith((" p50", " p99")):
+            q = label.rsplit(" ", 1)[1]
+            entries[q] = Line2D([], [], color=_NEUTRAL, linestyle=handle.get_linestyle(), marker="o", markersize=3.5)
+        elif not isinstance(handle, Line2D):  # the seeds' band
+            entries[label] = Patch(color=_NEUTRAL, alpha=0.3, linewidth=0)
+        else:  # the theory lines, already grey
+            entries[label] = handle
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=len(entries), fontsize=8)
 
 
 def sweep_explorer(df: pd.DataFrame, *, p99_budget_s: float = 1.5, max_backlog: float = 100.0) -> SweepExplorer:
