@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import math
 import re
 from pathlib import Path
 
@@ -327,3 +328,36 @@ def test_a_near_miss_gets_the_hint_for_that_mistake(exercise, answer, hint):
     verdict = ex.check(exercise, answer)
     assert verdict.answered and not verdict.right, str(verdict)
     assert hint in verdict.hint, verdict.hint
+
+
+def test_a_wait_in_milliseconds_is_told_its_unit():
+    """0.2 wants seconds; the tour's table showed the wait in milliseconds."""
+    verdict = ex.check("0.2", lambda fire_at, p: 1000 * (math.ceil(fire_at / p) * p - fire_at))
+    assert verdict.answered and not verdict.right, str(verdict)
+    assert "milliseconds" in verdict.hint, verdict.hint
+
+
+def test_the_fence_exercise_holds_the_count_against_the_run_described():
+    """11.2: any seed's count passes; a count of another run (twice as long) or a
+    made-up number with nothing pruned beside it does not, and is told what to fix."""
+    from fanoutsim.exercises.leases import _reference_pruned
+
+    want = _reference_pruned()
+    assert ex.check("11.2", lambda idle: 0 if idle else round(want * 1.08)).right  # another seed's draws
+    for alone, hint in ((1000, "Stop the workload and the clock at 300 s"), (360, "Prune every 10 s")):
+        verdict = ex.check("11.2", lambda idle, alone=alone: 0 if idle else alone)
+        assert verdict.answered and not verdict.right, str(verdict)
+        assert f"prunes about {want}" in verdict.message and hint in verdict.hint, str(verdict)
+
+
+def test_the_pollers_exercise_holds_the_count_against_the_run_described():
+    """13.2: Pollers(n) counts the runner; a made-up count or a run twice as long
+    is held against the run described, and a poller too many is told why."""
+    from fanoutsim.exercises.designs import _reference_extra
+
+    want = _reference_extra(2)
+    assert ex.check("13.2", lambda n: 0 if n == 1 else round(want * 0.9)).right  # another seed's draws
+    verdict = ex.check("13.2", lambda n: 0 if n == 1 else 2 * want)
+    assert not verdict.right and f"makes about {want}" in verdict.message and "no longer" in verdict.hint
+    verdict = ex.check("13.2", lambda n: _reference_extra(n + 1))  # Pollers(pollers + 1)
+    assert not verdict.right and "the runner included" in verdict.hint, str(verdict)

@@ -75,11 +75,12 @@ def _wait(fn):
     if miss is None:
         return True, "A firing waits for the next poll: between 0 and one poll interval, P/2 on average.", ""
     (fire_at, p), got, want = miss
-    hint = (
-        "P/2 is the average over many firings; one firing waits until the next poll."
-        if close_to(got, p / 2)
-        else "Polls run at t = 0, P, 2P, ...: a firing waits for the next one."
-    )
+    if close_to(got, p / 2):
+        hint = "P/2 is the average over many firings; one firing waits until the next poll."
+    elif close_to(got, 1000 * want, rel=0.01):
+        hint = "That is the wait in milliseconds: return seconds, as `fire_to_dispatch` of `latency_frame` gives them."
+    else:
+        hint = "Polls run at t = 0, P, 2P, ...: a firing waits for the next one."
     return False, f"Fired at t = {fire_at:g} s with P = {p:g} s you said {got:.3f} s; it waits {want:.3f} s.", hint
 
 

@@ -73,10 +73,11 @@ made
 # %% [markdown]
 # <details><summary>Show the answer</summary>
 #
-# **Read.** Three executions: (c). Firing is synchronous — all three rows are in the log at
-# once — but dispatch waits for the poll. The poll at t = 1 s dispatched the two quotes fired
-# before it: both to `audit`, and only the quote at 140 to `incident_response` (the quote at
-# 90 failed the filter). The quote fired at t = 1.25 s waits for the poll at t = 2 s.
+# **Read.** Three executions: (c). Firing is synchronous — each quote's row is in the log the
+# moment it is fired (the table above) — but dispatch waits for the poll. The poll at t = 1 s
+# dispatched the two quotes fired before it: both to `audit`, and only the quote at 140 to
+# `incident_response` (the quote at 90 failed the filter). The quote fired at t = 1.25 s waits
+# for the next poll.
 #
 # </details>
 #
@@ -86,8 +87,10 @@ made
 #
 # ## 2. Watching a watermark move
 #
-# `sim.poll_once()` runs one pass of the poll loop *now*. We fire a quote at 50 — below the
-# filter's threshold — and poll by hand.
+# `sim.poll_once()` runs one pass of the poll loop *now*, at t = 1.75 s. We fire a quote at 50
+# — below the filter's threshold — and poll by hand. The quote at 210 (t = 1.25 s) has not been
+# polled yet either, so this poll reads two firings for each subscription; the watermarks are
+# shown in seconds since the run's start.
 #
 # > **Predict.** The filtered subscription dispatches nothing for the quote at 50. Does its
 # > watermark move? (a) no: nothing was dispatched; (b) yes, as far as the unfiltered one's.
@@ -95,32 +98,54 @@ made
 # %%
 sim.fire("pricing_reactor", {"quote": {"price": 50, "region": "eu-central"}}, tenant="acme")
 before = sim.subscriptions().set_index("workflow_name")["last_seen_fired_at"]
-stats = sim.poll_once()
+runs_before = sim.executions().groupby("workflow_name").size()
+sim.poll_once()
 after = sim.subscriptions().set_index("workflow_name")["last_seen_fired_at"]
-moved = pd.DataFrame({"fetched": stats.fetched, "dispatched": stats.dispatched,
-                      "filtered out": stats.filtered,
+runs_now = sim.executions().groupby("workflow_name").size()
+new_runs = runs_now - runs_before.reindex(runs_now.index, fill_value=0)
+start = pd.Timestamp(sim.start_us, unit="us", tz="UTC")  # the run's t = 0
+moved = pd.DataFrame({"watermark before (s)": (before - start).dt.total_seconds(),
+                      "after (s)": (after - start).dt.total_seconds(),
+                      "dispatched by this poll": new_runs,
                       "watermark moved by (s)": (after - before).dt.total_seconds()})
 moved
 
 # %% [markdown]
 # <details><summary>Show the answer</summary>
 #
-# **Read.** (b). Both watermarks moved the same distance, although the filtered subscription
-# dispatched nothing for the quote at 50: **a CEL false still advances the watermark**, so a
-# filtered-out firing is never evaluated again. The watermark says "read up to here", not
-# "delivered up to here".
+# **Read.** (b). `audit` dispatched both quotes (210 and 50); `incident_response` only the one
+# at 210. Yet both watermarks went from t = 0.75 s to t = 1.75 s, when the quote at 50 was
+# fired: had the false filter held the watermark, it would have stopped at 1.25 s, the quote at
+# 210.
+# **A CEL false still advances the watermark**, so a filtered-out firing is never evaluated
+# again. The watermark says "read up to here", not "delivered up to here".
 #
 # </details>
 #
 # ## 3. Metrics
 #
-# The engine counts what it does, with metric names as in the real system,
-# `name{label="value"}`. Ten virtual seconds more:
+# The engine counts what it does, in the Prometheus style of a `GET /metrics` page:
+# `name{label="value"}` (`sim.metrics()` returns that page as a dict). Ten virtual seconds
+# more, then every metric but the histogram's buckets:
 
 # %%
 sim.run(until=10)
-metrics = pd.Series(sim.metrics(), name="value").rename_axis("metric").to_frame()
-metrics
+page = pd.Series(sim.metrics())
+metrics = pd.DataFrame({"metric": page.index.str.split("{").str[0],
+                        "labels": page.index.str.extract(r"\{(.*)\}", expand=False).fillna(""),
+                        "value": [f"{v:g}" for v in page]})
+lesson.table(metrics[~metrics["metric"].str.endswith("_bucket")], index=False)
+
+# %% [markdown]
+# **Read.** (Each name below drops the prefix `fanoutsim_reactor_`.) `firings_total`: the 4
+# quotes, all still retained (`firings_retained`; nothing pruned). `poll_queries_total`: 22 =
+# 2 subscriptions × 11 polls (the timed ones at t = 0, 1, …, 9 and the one by hand): the
+# reactor queries every subscription at every poll, with or without traffic.
+# `fire_to_dispatch_seconds` is a histogram of the waits: `_count` 6 executions, `_sum`
+# 2.25 s of waiting (0.75 + 0.25 + 0.25 for the first poll; 0.5 + 0.5 + 0 for the poll by
+# hand); its `_bucket` rows, left out above, count the waits under each bound `le`.
+# `watermark_lag_seconds` 0: both subscriptions have read every firing. The executions
+# themselves:
 
 # %%
 counts = sim.executions().groupby("workflow_name").size()
@@ -207,14 +232,16 @@ ex.check("0.2", wait)
 
 # %% hidden
 audit_runs, incident_runs = int(counts["audit"]), int(counts["incident_response"])
-filtered_moved = moved.loc["incident_response", "watermark moved by (s)"]
+filtered_to = moved.loc["incident_response", "after (s)"]
+other_to = moved.loc["audit", "after (s)"]
 waits = made["fire_to_dispatch_ms"].tolist()
 lesson.takeaway(
     f"Every firing is one durable row; each subscription turns rows past its watermark into "
     f"executions, one poll at a time: {n_fired} firings became {audit_runs} `audit` runs and "
     f"{incident_runs} `incident_response` runs (the quotes above 100).",
-    f"A filter decides dispatch, not progress: for the quote at 50, which it dispatched to "
-    f"nobody, the filtered watermark moved {filtered_moved:.2f} s, as far as the other.",
+    f"A filter decides dispatch, not progress: the filtered watermark moved past the quote at "
+    f"50, which it dispatched to nobody, to t = {filtered_to:.2f} s (the other's: "
+    f"t = {other_to:.2f} s).",
     f"Fire → dispatch is the wait for the next poll, between 0 and one poll interval: here "
     f"{waits[0]:.0f} ms and {waits[-1]:.0f} ms for quotes fired at t = 0.25 and 0.75 s. "
     "[Lesson 1](01_latency_budget.ipynb) measures that budget properly.",

@@ -59,10 +59,12 @@ fig
 # <details><summary>Show the answer</summary>
 #
 # **Read.** A consumer that has resolved nothing allows no pruning at all: the table grows
-# with the whole load. Retiring it deletes it from the fence, and the next prune takes the
-# table back to the retention window; what it never read is reported lost with cause
-# `retired` — an operator's decision, which the checker names rather than calling it a bug.
-# Resuming it instead delivers everything it needed: the fence kept it.
+# with the whole load, to 599 rows at t = 300.5 s (`rows_at_change`: every event since the
+# start, 2 a second), against at most 161 without it (`peak_rows`). Retiring it deletes it
+# from the fence, and the next prune takes the table back to the retention window; what it
+# never read is reported lost with cause `retired` — an operator's decision, which the
+# checker names rather than calling it a bug. Resuming it instead delivers everything it
+# needed: the fence kept it.
 #
 # </details>
 #
@@ -133,11 +135,17 @@ fig
 # %% [markdown]
 # <details><summary>Show the answer</summary>
 #
-# **Read.** Acknowledged between backup and restore but in the log at the backup: leased and
-# delivered again — duplicates with cause `restore`. Published after the backup and not yet
-# delivered: gone from the log — lost with cause `restore`. `audit`, created after the backup,
-# does not exist any more. The run is valid: a restore is an operator's decision, and the
-# checker says what it cost.
+# **Read.** A checkpoint is the seq of the last event resolved in its partition: at the
+# restore, `worker`'s went back from `before_restore` to `at_backup`, the step down at
+# t = 80.25 s. Acknowledged between backup and restore but in the log at the backup: leased
+# and delivered again — `worker`'s 22 duplicates with cause `restore`, its climb from
+# t = 80 s to t = 123 s. Published after the backup: gone from the log — of those 40 events
+# (seqs 42 to 81), `worker` had leased 4 before the restore and lost the other 36, cause
+# `restore`; at about t = 123 s its checkpoints reach that hole and jump across it, from 41 to
+# about 83. `audit`,
+# created after the backup, does not exist any more (`after_restore` is `None`): the 55 events
+# it had not yet resolved are lost, cause `restore`. The run is valid: a restore is an
+# operator's decision, and the checker says what it cost.
 #
 # </details>
 #
@@ -152,7 +160,8 @@ fig
 
 # %%
 ids = {mode: lx.identity_run(mode) for mode in lx.IDENTITY_MODES}
-lesson.table(lx.identity_summary(ids).set_index(["run", "module"]), index=True)
+lesson.table(lx.identity_summary(ids).set_index(["run", "module"]), index=True,
+             digits={"lowest_checkpoint": 0})  # a seq: a whole number
 
 # %%
 fig = lp.identity_log_growth(ids, deploy_at=200.5, retire_at=400.5, retention=60.0)
