@@ -29,6 +29,11 @@ def test_the_race_run_shows_the_lost_wake_up_and_its_fix(mode, waits_for_poll):
     assert [found for _, _, found in sim.reads][:3] == [False, True, False]  # start, job 1, the empty fetch
     fig = sy.race_timeline({mode: sim})
     assert f"{1000 * lat[2]:,.0f} ms" in " ".join(t.get_text() for t in fig.axes[0].texts)
+    # the one "handled" mark is job 2's (job 1's sat by job 2's commit, as if it were job 2's)
+    handled = [c for c in fig.axes[0].collections if c.get_label() == "handled"][0]
+    window_ms = 1000 * (1.05 - 0.995)
+    marks = [x for x, _ in handled.get_offsets() if 0 <= x <= window_ms]
+    assert len(marks) == (0 if waits_for_poll else 1)
 
 
 def test_the_race_table_counts_the_hints_that_land_in_an_empty_fetch():

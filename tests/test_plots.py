@@ -437,3 +437,12 @@ def test_the_outbox_latency_axis_starts_where_the_consumers_latencies_do():
     search = next(t for t in legend if t.startswith("search"))
     under = int((lat.loc[lat["consumer"] == "search", "latency_s"] < low).sum())
     assert f"{under} under" in search and "in the first bin" in search
+
+
+@pytest.mark.parametrize("store", [None, "PostgreSQL"])
+def test_the_two_clocks_cdf_names_the_store_the_wall_clock_run_used(store):
+    frame = pd.DataFrame({"fire_to_dispatch": [0.1, 0.2, 0.3]})
+    kw = {} if store is None else {"real_store": store}
+    fig = plots.latency_side_by_side(frame, frame, poll_interval=0.5, **kw)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[:2] == ["virtual clock (SimPy), n=3", f"wall clock ({store or 'DuckDB file'}), n=3"]

@@ -47,7 +47,7 @@
 # | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 12 s |
 # | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 4 s |
 # | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 3 s |
-# | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 28 s |
+# | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 23 s |
 # | [14_systems_you_run](14_systems_you_run.ipynb) | The outbox in procrastinate and pgqueuer: what a lost `NOTIFY` costs, the lost wake-up and its fix; Kafka offsets, SQS visibility timeouts and CDC relays in the kit's terms; JetStream's AckWait for a duplicate target and a killed consumer on JetStream and Redis, against real servers. | about 12 s |
 #
 # The times are for Run All — the cells' run, the kernel already up — measured on a shared

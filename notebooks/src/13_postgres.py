@@ -12,7 +12,7 @@
 # (the two clocks), [8 · Outbox](08_outbox.ipynb) (hints and the safety poll) and
 # [5 · Watermark holes](05_watermark_holes.ipynb) (late commits, several pollers).
 #
-# **Run All:** about 28 s on two cores (wall-clock runs against a real database).
+# **Run All:** about 23 s on two cores (wall-clock runs against a real database).
 #
 # **The systems modelled.** Cloacina's reactor and Subspace's outbox, both written for
 # PostgreSQL. This lesson starts a throwaway PostgreSQL 16 of its own (the `postgres` extra's
@@ -99,10 +99,7 @@ pd.Series({"KS statistic": round(cmp["ks"], 3),
            "statements sent to PostgreSQL": statements}, name="comparison").to_frame()
 
 # %%
-fig = latency_side_by_side(virtual, real, poll_interval=0.5)
-ax = fig.axes[0]
-ax.lines[1].set_label(f"wall clock (PostgreSQL), n={len(real)}")  # the real run's store
-ax.legend(loc="lower right", fontsize="small")
+fig = latency_side_by_side(virtual, real, poll_interval=0.5, real_store="PostgreSQL")
 fig
 
 # %% [markdown]

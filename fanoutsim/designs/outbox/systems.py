@@ -190,7 +190,8 @@ def race_timeline(runs: dict, *, window=(0.995, 1.05)) -> Figure:
                     hatch=None if found else "//",
                 )
             ev = _events(sim, ["committed", "hint", "delivered"])
-            ev = ev[ev["job"].isin([1, 2])]
+            # job 1's handling would sit beside job 2's commit, as if job 2's: only job 2's is the story
+            ev = ev[ev["job"].isin([1, 2]) & ((ev["kind"] != "delivered") | (ev["job"] == 2))]
             for kind, marker, color, name in (
                 ("committed", "|", "#333333", "commit"),
                 ("hint", "v", "#ff7f0e", "hint"),

@@ -21,7 +21,7 @@ Kinds (``kind`` is the TOML spelling; the kernel's crash kinds and the shared
                                                   fail); ``target="workflow"`` with ``mode="wedge"``
                                                   wedges the workflow's bodies
     ClockSkew(hosts)               clock_skew     reactor hosts with (offset, drift) clocks
-    Pollers(count, phase)          pollers        N runner replicas poll the same store
+    Pollers(count, phase)          pollers        N pollers (the runner, N-1 replicas) poll one store
     Ties(probability, burst, resolution)
                                    ties           bursts sharing one fired_at; coarse clocks
 
@@ -235,8 +235,9 @@ class ClockSkew(Fault):
 
 @dataclass(frozen=True)
 class Pollers(Fault):
-    """``count`` runner replicas poll the same store, ticking together or each
-    at a seeded random ``phase``."""
+    """``count`` pollers poll the same store — the runner and ``count - 1``
+    replicas of it (``Pollers(1)`` is the runner alone) — ticking together or
+    each at a seeded random ``phase``."""
 
     count: int
     phase: str = "aligned"

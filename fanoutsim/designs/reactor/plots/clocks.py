@@ -10,13 +10,20 @@ from fanoutsim.kernel.plotting import THEORY_COLOR, figure_axes, style
 
 
 def latency_side_by_side(
-    virtual, real, column: str = "fire_to_dispatch", poll_interval: float | None = None, *, ax: Axes | None = None
+    virtual,
+    real,
+    column: str = "fire_to_dispatch",
+    poll_interval: float | None = None,
+    *,
+    real_store: str = "DuckDB file",
+    ax: Axes | None = None,
 ) -> Figure:
     """Empirical CDFs of one latency column under both clocks (milliseconds),
-    with the uniform [0, P) poll-wait theory when ``poll_interval`` is given."""
+    with the uniform [0, P) poll-wait theory when ``poll_interval`` is given.
+    ``real_store`` names where the wall-clock run kept its tables ("PostgreSQL")."""
     with style():
         fig, ax = figure_axes(ax)
-        for label, frame in (("virtual clock (SimPy)", virtual), ("wall clock (DuckDB file)", real)):
+        for label, frame in (("virtual clock (SimPy)", virtual), (f"wall clock ({real_store})", real)):
             x = np.sort(np.asarray(frame[column], float)) * 1e3
             ax.step(x, np.arange(1, len(x) + 1) / max(len(x), 1), where="post", label=f"{label}, n={len(x)}")
         if poll_interval:
