@@ -31,3 +31,20 @@ def test_tokens_of_one_consumer_differ_by_grant_and_not_by_call_order():
     lease_token(7, "other", "1:0", 1, 1)
     assert [lease_token(7, "c", "1:0", 1, g) for g in range(1, 6)] == a
     assert len(set(a)) == 5
+
+
+def test_a_granted_lease_cannot_be_changed_and_reads_by_name():
+    """What a pull replies is the broker's record of the grant: a worker cannot
+    forge another token or attempt into it (it is a named tuple, not a dict)."""
+    import pytest
+
+    from fanoutsim.designs.leases.simulation import LeaseSimulation
+
+    sim = LeaseSimulation(seed=0)
+    sim.register_consumer("c", client=False)
+    sim.publish("e1")
+    (lease,) = sim.consume("c")
+    with pytest.raises(AttributeError):
+        lease.token = "forged"
+    assert lease.token == lease_token(0, "c", lease.event_id, 1, 1) and lease.attempt == 1
+    assert lease._replace(attempt=2).attempt == 2 and lease.attempt == 1
