@@ -9,9 +9,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fanoutsim.kernel.scenario import check_overrides, refuse_existing_store
+from fanoutsim.kernel.scenario import ScenarioError, check_overrides, refuse_existing_store
+from fanoutsim.kernel.store import is_postgres
 
 DOWN_RETRY = 0.1  # virtual seconds between a scheduled step's tries while the node is down
+
+
+def refuse_held_schema(source: str, store: object) -> None:
+    """A scenario starts from empty tables: a ``postgresql://`` URI whose schema
+    already holds fanoutsim's tables is refused, untouched (read before the
+    store is opened, which would create and migrate tables). Only here: the
+    wall-clock processes that share a database open it through their runtime,
+    as it is. A throwaway server (``"postgres"``) is always new."""
+    if not isinstance(store, str) or store == "postgres" or not is_postgres(store):
+        return
+    from fanoutsim.kernel.store.postgres import held_run
+
+    problem = held_run(store)
+    if problem is not None:
+        raise ScenarioError(source, [("run.store", problem)])
 
 
 @dataclass(frozen=True)
@@ -36,9 +52,11 @@ class ScenarioRun:
     def checked_overrides(self, seed: int | None, store: Any, until: float | None) -> tuple[int, Any]:
         """The ``seed`` and ``store`` a build uses: the overrides checked like the
         file's ``[run]`` values (None: the file's), and an existing .duckdb file
-        refused, since a scenario starts from empty tables."""
+        or a PostgreSQL schema that holds fanoutsim's tables refused, since a
+        scenario starts from empty tables."""
         seed, store, _ = check_overrides(self, seed, store, until)
         refuse_existing_store(self.source, store)
+        refuse_held_schema(self.source, store)
         return seed, store
 
     def new_simulation(

@@ -18,8 +18,12 @@ a sequence value taken at insert and visible only at commit, two pollers
 reading the same rows — is PostgreSQL's doing, not a model of it.
 
 Opening refuses, with one line and before it writes anything: a malformed
-DSN, a server that cannot be reached, a server older than 16, a database whose
-fanoutsim schema is newer than this version. Bringing the schema up to date is
+DSN, a server that cannot be reached, a server older than 16, a search_path
+naming a schema that does not exist (:func:`home_schema`), a database whose
+fanoutsim schema is newer than this version. A scenario run, which starts from
+empty tables, also refuses a schema that already holds fanoutsim's tables
+(:func:`held_run`, read before anything is opened); the wall-clock processes
+that share one database open it as it is. Bringing the schema up to date is
 one transaction under an advisory lock (PostgreSQL's DDL is transactional), so
 a failure leaves nothing half-created and two processes opening one database
 at once do not race.
@@ -38,6 +42,7 @@ from psycopg import errors as pg_errors
 
 from fanoutsim.kernel.store import base, pgsql, sql
 from fanoutsim.kernel.store import duckdb as _duckdb_store
+from fanoutsim.kernel.store.record import DESIGN_KEY
 
 if TYPE_CHECKING:  # imported where a throwaway server is started, not before
     from fanoutsim.kernel.pg import EmbeddedServer
@@ -96,20 +101,81 @@ def parse_uri(dsn: str) -> dict[str, Any]:
     return params
 
 
+def _connect_to_read(dsn: str) -> psycopg.Connection[Any]:
+    """An autocommit connection to the URI's database, or the one-line
+    StoreError of a malformed URI or of a server that does not answer."""
+    params = parse_uri(dsn)
+    extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
+    try:
+        return psycopg.connect(dsn, autocommit=True, **extra)
+    except psycopg.Error as exc:
+        raise unreachable(dsn, exc) from None
+
+
 def read_meta(dsn: str, key: str) -> tuple[bool, str | None]:
     """Whether the database (the URI's schema) holds fanoutsim's tables, and
     ``key``'s value in its ``fanoutsim_meta``; reads only: a reader of a run
     left behind must not make tables where there was none."""
-    params = parse_uri(dsn)
-    extra: dict[str, Any] = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT}
     try:
-        with psycopg.connect(dsn, autocommit=True, **extra) as con:
+        with _connect_to_read(dsn) as con:
             if _scalar(con.execute("SELECT to_regclass('fanoutsim_meta') IS NOT NULL")) is not True:
                 return False, None
             row = con.execute("SELECT value FROM fanoutsim_meta WHERE key = %s", [key]).fetchone()
     except psycopg.Error as exc:
         raise unreachable(dsn, exc) from None
     return True, None if row is None else str(row[0])
+
+
+# one name of a search_path setting as written: a quoted name, or up to the next comma
+_PATH_NAME = re.compile(r'"(?:[^"]|"")*"|[^,\s][^,]*')
+
+
+def home_schema(con: psycopg.Connection[Any], dsn: str) -> str:
+    """The schema the connection creates tables in: its search_path's first
+    one that exists. When none exists, a StoreError naming the one the path
+    names, said before anything is written: PostgreSQL itself only says, at
+    the first CREATE TABLE, that "no schema has been selected to create in"."""
+    home = _scalar(con.execute("SELECT current_schema()"))
+    if home is not None:
+        return str(home)
+    path = str(_scalar(con.execute("SELECT current_setting('search_path')")))
+    named = [n.strip() for n in _PATH_NAME.findall(path) if n.strip().strip('"') != "$user"]
+    if not named:
+        raise StoreError(
+            f"the search_path of PostgreSQL {safe_dsn(dsn)} names no schema to keep the tables in; "
+            f"name one with options=-csearch_path%3Dname in the URI"
+        )
+    # as written in the path (quoted or not), so that CREATE SCHEMA makes the very schema it names
+    raise StoreError(
+        f"schema {named[0]} does not exist in PostgreSQL {safe_dsn(dsn)} (the URI's search_path names it); "
+        f"create it first: CREATE SCHEMA {named[0]};"
+    )
+
+
+def held_run(dsn: str) -> str | None:
+    """Why a scenario run, which starts from empty tables, must not use the
+    URI's schema: it already holds fanoutsim's tables (an earlier run's, a
+    served database's); None when it holds none. Reads only, so a refusal
+    leaves the schema as it was; a schema that does not exist is refused
+    as :func:`home_schema` says."""
+    try:
+        with _connect_to_read(dsn) as con:
+            home = home_schema(con, dsn)
+            meta = f"{pgsql._quote(home)}.fanoutsim_meta"  # the home's own, not one further down the path
+            if _scalar(con.execute("SELECT to_regclass(%s) IS NOT NULL", [meta])) is not True:
+                return None
+            row = con.execute(f"SELECT value FROM {meta} WHERE key = %s", [DESIGN_KEY]).fetchone()
+    except psycopg.Error as exc:
+        raise StoreError(f"PostgreSQL {safe_dsn(dsn)}: {mask_secrets(_first_line(exc))}") from None
+    design = f" (a run of the {row[0]} design)" if row and row[0] else ""
+    # what to add to this very URI (one with options already: that parameter)
+    option = "options=-csearch_path%3Dname"
+    option = option if "options=" in dsn else ("&" if "?" in dsn else "?") + option
+    return (
+        f"schema {home} of PostgreSQL {safe_dsn(dsn)} already holds fanoutsim's tables{design}; "
+        f"a scenario starts from empty tables, so give the run a new schema (CREATE SCHEMA name; and "
+        f"{option} on the URI) or drop fanoutsim's tables in {home}"
+    )
 
 
 def _scalar(cur: psycopg.Cursor[Any]) -> Any:
@@ -316,9 +382,7 @@ class PostgresStore(base.Store[PostgresTx], base.OneThreadTx):
         self.cur: psycopg.Cursor[Any] = con.cursor()  # a ClientCursor: the connection's factory
         con.execute("SET TIME ZONE 'UTC'")
         # the schema DuckDB's "main." names: this store's own
-        self.home = (
-            self.schema if self.schema is not None else (_scalar(con.execute("SELECT current_schema()")) or "public")
-        )
+        self.home = self.schema if self.schema is not None else home_schema(con, dsn)
         if self.schema is not None:
             con.execute("SELECT set_config('search_path', %s, false)", [pgsql._quote(self.schema)])
         self._check_version()  # before anything is written: a newer schema is refused as it is
