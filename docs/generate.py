@@ -93,6 +93,10 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+# a string alternative's pattern in words (one not here is shown as the pattern it is)
+_PATTERNS = {r".\.duckdb$": "a path ending in `.duckdb`", r"^postgres(ql)?://.": "a `postgresql://` URI"}
+
+
 def _type(prop: dict, definitions: dict) -> str:
     if "const" in prop:
         return f"`{json.dumps(prop['const'])}`"
@@ -100,7 +104,8 @@ def _type(prop: dict, definitions: dict) -> str:
         return " \\| ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
     for key in ("anyOf", "oneOf", "allOf"):
         if key in prop:
-            return " or ".join(_type(p, definitions) for p in prop[key])
+            shown = [_alternative(p, prop, definitions) for p in prop[key]]
+            return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
     if "$ref" in prop:
         name = prop["$ref"].rsplit("/", 1)[-1]
         return definitions.get(name, {}).get("description", name) if name not in ("duration",) else "duration"
@@ -114,6 +119,15 @@ def _type(prop: dict, definitions: dict) -> str:
         if key in prop:
             bounds.append(f"{sign} {prop[key]}")
     return f"{kind} {', '.join(bounds)}".strip() or "any"
+
+
+def _alternative(alt: dict, parent: dict, definitions: dict) -> str:
+    """One of a key's alternatives: one with no type of its own has its parent's,
+    and one that is only a pattern says what it matches (alone it would read "any")."""
+    if "pattern" in alt and len(alt.keys() - {"type"}) == 1:
+        kind = alt.get("type", parent.get("type", "string"))
+        return _PATTERNS.get(alt["pattern"], f"{kind} matching `{alt['pattern']}`")
+    return _type({"type": parent["type"], **alt} if "type" in parent else alt, definitions)
 
 
 def _table(props: dict, required: list, definitions: dict) -> list[str]:
@@ -133,8 +147,9 @@ def _section(key: str, prop: dict, definitions: dict) -> list[str]:
         variants = items.get("oneOf") or items.get("anyOf")
         if variants and all("properties" in v for v in variants):
             for v in variants:
-                kind = v["properties"].get("kind", {}).get("const", "")
-                lines += [f'### `kind = "{kind}"`', "", _cell(v.get("description", "")), ""]
+                lines += [_variant_heading(key, v, variants), ""]
+                if v.get("description", "") != prop.get("description"):  # not the section's words again
+                    lines += [_cell(v.get("description", "")), ""]
                 lines += _table(v["properties"], v.get("required", []), definitions) + [""]
         elif "properties" in items:
             lines += _table(items["properties"], items.get("required", []), definitions) + [""]
@@ -149,6 +164,19 @@ def _section(key: str, prop: dict, definitions: dict) -> list[str]:
             "",
         ]
     return []
+
+
+def _variant_heading(key: str, variant: dict, variants: list[dict]) -> str:
+    """A variant of an array's tables: by its ``kind``, else by the keys only it
+    requires (a ``[[workload]]`` with ``replay`` is a recording's)."""
+    kind = variant["properties"].get("kind", {}).get("const")
+    if kind is not None:
+        return f'### `kind = "{kind}"`'
+    others = {k for v in variants if v is not variant for k in v.get("required", [])}
+    own = [k for k in variant.get("required", []) if k not in others]
+    if not own:
+        return f"### `[[{key}]]`, form {variants.index(variant) + 1}"
+    return f"### `[[{key}]]` with " + " and ".join(f"`{k}`" for k in own)
 
 
 def scenario_page(design: str, schema: dict) -> str:
@@ -327,11 +355,14 @@ def _members(cls: type, address: str) -> list[str]:
 # -- the how-tos' sweeps ---------------------------------------------------------------------
 class HowtoSweep(NamedTuple):
     """A how-to's sweep: the shipped scenario it starts from, the ``fanoutsim
-    sweep`` arguments after the scenario's file, and the figure it shows."""
+    sweep`` arguments after the scenario's file, the figure it shows, and the
+    file the reader writes the scenario to: each how-to's own, so that several
+    followed in one folder do not collide (``example`` refuses to overwrite)."""
 
     example: str
     arguments: tuple[str, ...]
     figure: str
+    scenario_file: str
 
 
 HOWTO_SWEEPS = {
@@ -352,6 +383,7 @@ HOWTO_SWEEPS = {
             "out/safety-poll",
         ),
         "sweep_commit_to_handled_p99_s.png",
+        "safety-poll.toml",
     ),
     "lease-length": HowtoSweep(
         "lease-length",
@@ -372,9 +404,9 @@ HOWTO_SWEEPS = {
             "out/lease-length",
         ),
         "sweep_duplicates_per_delivered.png",
+        "lease-length.toml",
     ),
 }
-_SCENARIO_FILE = "mine.toml"
 
 
 def _command_lines(sweep: HowtoSweep) -> list[str]:
@@ -386,14 +418,14 @@ def _command_lines(sweep: HowtoSweep) -> list[str]:
         takes_value = args[i].startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--")
         parts.append(" ".join(args[i : i + 2]) if takes_value else args[i])
         i += 2 if takes_value else 1
-    lines, line = [], f"fanoutsim sweep {_SCENARIO_FILE}"
+    lines, line = [], f"fanoutsim sweep {sweep.scenario_file}"
     for part in parts:
         if len(line) + 1 + len(part) > 88:
             lines.append(f"{line} \\")
             line = f"    {part}"
         else:
             line = f"{line} {part}"
-    return [f"fanoutsim example {sweep.example} --out {_SCENARIO_FILE}", *lines, line]
+    return [f"fanoutsim example {sweep.example} --out {sweep.scenario_file}", *lines, line]
 
 
 def _stamp(root: Path, sweep: HowtoSweep) -> str:
@@ -426,9 +458,9 @@ def howto_sweep(out: Path, root: Path, name: str, sweep: HowtoSweep) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         from fanoutsim import examples
 
-        examples.write(sweep.example, Path(tmp) / _SCENARIO_FILE)
-        done = subprocess.run(
-            [sys.executable, "-m", "fanoutsim", "sweep", _SCENARIO_FILE, *sweep.arguments],  # no tty: no progress bar
+        examples.write(sweep.example, Path(tmp) / sweep.scenario_file)
+        done = subprocess.run(  # no tty: no progress bar
+            [sys.executable, "-m", "fanoutsim", "sweep", sweep.scenario_file, *sweep.arguments],
             cwd=tmp,
             env=env,
             capture_output=True,

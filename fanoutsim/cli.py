@@ -78,6 +78,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -1283,12 +1284,19 @@ def _hint_explain(db: str, answer) -> None:
     )
     if item is None:
         return
-    where = db
-    if db.startswith(("postgresql://", "postgres://")):
-        from fanoutsim.kernel.store.postgres import safe_dsn
+    print(f"{PROG}: its story as it is delivered: {PROG} explain {_pasteable_store(db)} {item}", file=sys.stderr)
 
-        where = safe_dsn(db)
-    print(f"{PROG}: its story as it is delivered: {PROG} explain {where} {item}", file=sys.stderr)
+
+def _pasteable_store(db: str) -> str:
+    """``db`` as a shell word that explain accepts: a URI stays a URI (explain
+    takes no libpq ``key=value`` DSN), its password masked, never printed."""
+    if db.startswith(("postgresql://", "postgres://")):
+        from fanoutsim.kernel.store.postgres import mask_secrets
+
+        # mask each query parameter alone: a ?password=... must not swallow the &... after it
+        base, sep, query = db.partition("?")
+        db = mask_secrets(base) + sep + "&".join(mask_secrets(part) for part in query.split("&") if sep)
+    return shlex.quote(db)
 
 
 def _warn_write(answer) -> None:

@@ -42,6 +42,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
@@ -286,6 +287,7 @@ def serve(
             _remove_new_file(db)
         raise
     server, previous, serving, watch = None, {}, False, None
+    lost = _Lost(db if pg else None)
     try:
         record_design(rt.store, design.name)
         forget_verdicts(rt.store)  # the run goes on: the check of its end (run --store) no longer tells it
@@ -304,22 +306,91 @@ def serve(
         _stop_on_signals(stop, previous)
         if not pg:  # over PostgreSQL every process opens the database itself
             server = _control_server(db, design, rt, get_status, post_write, port, max_body_bytes)
+        lost.watch(stop)
         rt.start()
         serving = True
         if ready is not None:
             ready(None if server is None else server.port)
-        _run_until_stopped(rt, watch, stop, trace)
-        return 0
+        lost.quietly(_run_until_stopped, rt, watch, stop, trace)
     finally:
+        try:
+            lost.close(server, watch, rt)
+        finally:
+            lost.unwatch()
+            for sig, handler in previous.items():  # a caller's own handlers (pytest's, a notebook's) come back
+                signal.signal(sig, handler)
+            if new_file and not serving:  # refused before serving: no file is left behind
+                _remove_new_file(db)
+    if lost.first is not None:
+        raise lost.error()
+    return 0
+
+
+class _Lost:
+    """Over PostgreSQL (``db`` a URI; None: a DuckDB file, where it does
+    nothing): the first error that says the connection to the database is
+    gone. Every thread of the runtime meets it, and the main thread's heartbeat
+    and stop too; each would print a traceback. Instead the first is kept, the
+    process stops, and :meth:`error` is the one line serve ends with."""
+
+    def __init__(self, db: str | None) -> None:
+        self.db = db
+        self.first: BaseException | None = None
+        self.errors: tuple[type[BaseException], ...] = ()
+        self.stop: threading.Event | None = None
+        self.previous = threading.excepthook
+        if db is not None:
+            import psycopg
+
+            self.errors = (psycopg.OperationalError,)  # AdminShutdown, "the connection is lost / closed"
+
+    def seen(self, exc: BaseException) -> None:
+        if self.first is None:
+            self.first = exc
+        if self.stop is not None:
+            self.stop.set()
+
+    def watch(self, stop: threading.Event) -> None:
+        """From now on a runtime thread that dies of a lost connection stops the process, silently."""
+        self.stop = stop
+        if self.errors:
+            threading.excepthook = self._hook
+
+    def unwatch(self) -> None:
+        if threading.excepthook == self._hook:  # not a later hook of someone else's
+            threading.excepthook = self.previous
+
+    def _hook(self, args: Any) -> None:
+        if isinstance(args.exc_value, self.errors) and getattr(args.thread, "name", "").startswith("fanoutsim-"):
+            self.seen(args.exc_value)
+        else:
+            self.previous(args)
+
+    def quietly(self, step: Callable[..., object], *args: Any) -> None:
+        """``step(*args)``; a lost connection is kept, not raised (the clean-up goes on)."""
+        try:
+            step(*args)
+        except self.errors as exc:
+            self.seen(exc)
+
+    def close(self, server, watch: _Watch | None, rt) -> None:
+        """Close what serve opened; a lost connection does not keep the rest open."""
         if server is not None:
             server.close()
         if watch is not None:
-            watch.close()  # the stop, written where status finds it
-        rt.close()
-        for sig, handler in previous.items():  # a caller's own handlers (pytest's, a notebook's) come back
-            signal.signal(sig, handler)
-        if new_file and not serving:  # refused before serving: no file is left behind
-            _remove_new_file(db)
+            self.quietly(watch.close)  # the stop, written where status finds it
+        self.quietly(rt.stop)  # raises once its threads are joined if the database is gone
+        self.quietly(rt.close)
+
+    def error(self) -> StoreError:
+        from fanoutsim.kernel.store.postgres import mask_secrets
+
+        said = [line.strip() for line in str(self.first).splitlines() if line.strip()]
+        why = mask_secrets(said[0]) if said else type(self.first).__name__
+        return StoreError(
+            f"lost the connection to the database {shown(self.db or '')} ({why}); stopped serving "
+            f"(serve again once it is back: the run resumes from the database)"
+        )
 
 
 def _serve_design(db: str, scenario, role: str):

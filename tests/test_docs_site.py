@@ -101,7 +101,8 @@ def test_a_howto_shows_its_command_what_it_printed_and_its_figure(site, name, re
 
     text = (HTML / "howto" / f"{name}.html").read_text()
     plain = html.unescape(re.sub(r"<[^>]+>", "", text))
-    assert f"fanoutsim example {name} --out mine.toml" in plain and "fanoutsim sweep mine.toml --grid" in plain
+    # each how-to its own scenario file: several followed in one folder do not collide
+    assert f"fanoutsim example {name} --out {name}.toml" in plain and f"fanoutsim sweep {name}.toml --grid" in plain
     assert re.search(r"sweep of " + re.escape(name) + r": \d+ runs \(\d+ ran", plain)
     assert re.search(r"^recommendation \([^)]*\): " + re.escape(recommended) + r"\d", plain, re.MULTILINE)
     assert f"howto-{name}.png" in text and (HTML / "_images" / f"howto-{name}.png").is_file()

@@ -238,3 +238,18 @@ def test_the_report_names_the_firing_the_filter_and_what_the_policy_did():
         assert "filter payload.quote.price > 100: payload.quote.price is null; '>' needs a number" in texts[policy]
     assert "skip: counted as false, so not dispatched, and the watermark moved past it" in texts["skip"]
     assert "5th error in a row dead-lettered it" in texts["hold"]
+
+
+def test_fs_explain_tells_a_filter_error_in_the_reports_words(capsys):
+    sim = fs.Simulation(seed=0)
+    sim.runner.register_workflow("w")
+    sim.runner.subscribe_workflow_to_reactor("p", "w", "acme", when="payload.quote.price > 100")
+    firing = sim.fire("p", {"quote": {"price": None}}, tenant="acme")
+    sim.run(until=5)
+    timeline = fs.explain(sim, firing)
+    [said] = timeline.loc[timeline["kind"] == "predicate", "detail"]
+    assert said == "error: payload.quote.price is null; '>' needs a number"
+    printed = capsys.readouterr().out
+    assert said in printed and "Token" not in printed and "celpy" not in printed
+    raw = sim.trace().query("kind == 'predicate'")["detail"].iloc[0]
+    assert "no matching overload" in raw  # the trace keeps cel-python's message as evaluated

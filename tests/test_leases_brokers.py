@@ -91,6 +91,24 @@ def test_riffdbs_bounds_stay_its_defaults_and_open_limits_allow_the_brokers(limi
         assert all(row[k] == v for k, v in limits.items())
 
 
+@pytest.mark.parametrize(
+    "limits,allowed",
+    [
+        ({"lease_seconds": 2}, "0.001 through 604800 seconds"),
+        ({"in_flight_limit": 9}, "1 through 100000"),
+        ({"batch_limit": 0}, "1 through 10000"),
+    ],
+)
+def test_a_limit_out_of_riffdbs_range_says_what_open_limits_allow(limits, allowed):
+    said = f"(RiffDB's range; limits = 'open' allows {allowed})"
+    with pytest.raises(ValueError) as exc:
+        LeaseConfig(**limits)
+    assert str(exc.value).endswith(said)
+    with pytest.raises(ValueError) as exc:
+        LeaseSimulation(seed=0).register_consumer("c", client=False, **limits)
+    assert str(exc.value).endswith(said)
+
+
 def test_open_limits_have_sane_caps_named_in_the_error():
     with pytest.raises(
         ValueError, match=r"in_flight_limit must be an integer from 1 through 100000, got 100001 \(limits = 'open'\)"
@@ -785,7 +803,12 @@ def _scenario(leases: str = "", consumer: str = "") -> dict:
         ("", 'pull_mode = "push"', "consumers[0].pull_mode", "one of 'poll', 'wait'"),
         ("", 'poison_action = "drop"', "consumers[0].poison_action", "one of 'nack', 'term'"),
         ("", "in_progress_every = 0", "consumers[0].in_progress_every", "seconds >= 1e-06"),
-        ("", "lease_seconds = 1.0", "consumers[0].lease_seconds", "5 through 900 seconds, got 1.0 (the seed's range)"),
+        (
+            "",
+            "lease_seconds = 1.0",
+            "consumers[0].lease_seconds",
+            "5 through 900 seconds, got 1.0 (RiffDB's range; limits = 'open' allows 0.001 through 604800 seconds)",
+        ),
         (
             'limits = "open"',
             "in_flight_limit = 200000",

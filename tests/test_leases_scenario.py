@@ -318,7 +318,7 @@ ERRORS = [
     pytest.param(
         _consumer("batch_limit = 9"),
         "consumers[0].batch_limit",
-        ["must be an integer from 1 through 8, got 9", "seed's range"],
+        ["must be an integer from 1 through 8, got 9", "RiffDB's range; limits = 'open' allows 1 through 10000"],
         id="batch-limit-range",
     ),
     pytest.param(

@@ -6,6 +6,7 @@ what to do with the id they print."""
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -104,6 +105,24 @@ def test_a_query_string_is_parsed_and_an_unknown_parameter_refused_by_name(react
     assert code == 200 and json.loads(body)["design"] == "reactor"
     code, body = get(f"{address}/nope?x=1", token)
     assert code == 404 and "/nope" in json.loads(body)["error"] and "?" not in json.loads(body)["error"]
+
+
+def test_the_explain_hint_over_postgres_is_a_pasteable_command_with_no_password(capsys):
+    from fanoutsim.cli import _hint_explain, build_parser
+
+    uri = "postgresql://me:s3cret@db.example:5432/runs?sslmode=disable&password=other&options=-csearch_path%3Dx"
+    _hint_explain(uri, {"firing": "f-1"})
+    said = capsys.readouterr().err
+    assert "s3cret" not in said and "other" not in said
+    command = shlex.split(said.split("delivered: ", 1)[1])  # what a shell makes of the pasted line
+    assert command == [
+        "fanoutsim",
+        "explain",
+        "postgresql://me:***@db.example:5432/runs?sslmode=disable&password=***&options=-csearch_path%3Dx",
+        "f-1",
+    ]
+    args = build_parser().parse_args(command[1:])  # the URI, not a key=value DSN explain cannot take
+    assert args.db == command[2] and args.id == "f-1"
 
 
 def test_fire_prints_the_id_and_how_to_explain_it(reactor_server):

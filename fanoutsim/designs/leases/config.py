@@ -256,15 +256,29 @@ def check_limits(batch_limit, in_flight_limit, lease_seconds, limits: str = "rif
     ``"open"``: the brokers'); returns them as the consumer table's columns. One
     outside its range raises ValueError naming the field and the range."""
     r = ranges(limits)
-    note = " (limits = 'open')" if limits == "open" else ""
+    checked = {}
+    for field, value in (("batch_limit", batch_limit), ("in_flight_limit", in_flight_limit)):
+        try:
+            checked[field] = _int_in(value, field, *r[field])
+        except ValueError as exc:
+            raise ValueError(f"{exc} ({limits_note(field, limits)})") from None
     try:
-        return {
-            "batch_limit": check_batch(batch_limit, limits),
-            "in_flight_limit": _int_in(in_flight_limit, "in_flight_limit", *r["in_flight_limit"]),
-            "lease_seconds": _seconds(lease_seconds, "lease_seconds", *r["lease_seconds"]),
-        }
+        checked["lease_seconds"] = _seconds(lease_seconds, "lease_seconds", *r["lease_seconds"])
     except ValueError as exc:
-        raise ValueError(f"{exc}{note}") from None
+        raise ValueError(f"{exc} ({limits_note('lease_seconds', limits)})") from None
+    return checked
+
+
+def limits_note(field: str, limits: str = "riffdb") -> str:
+    """Whose range a delivery limit's error names; under RiffDB's, what
+    ``limits = 'open'`` (``[leases] limits = "open"`` in a scenario,
+    ``LeaseConfig(limits="open")`` in Python) allows instead: one refused a
+    short lease must learn how to ask for one."""
+    if limits == "open":
+        return "limits = 'open'"
+    low, high = ranges("open")[field]
+    unit = " seconds" if field == "lease_seconds" else ""
+    return f"RiffDB's range; limits = 'open' allows {low:g} through {high:g}{unit}"
 
 
 def _one_of(value, field: str, allowed: tuple[str, ...]) -> None:

@@ -126,6 +126,7 @@ from fanoutsim.designs.leases.config import (
     LeaseConfig,
     check_limits,
     check_nack_delay,
+    limits_note,
     ranges,
 )
 from fanoutsim.designs.leases.faults import CRASH_POINTS
@@ -313,8 +314,8 @@ def _limits_rules(item: Item, config: LeaseConfig) -> None:
     for k, default in config.defaults().items():
         if k not in item.raw:
             item.values[k] = default
-    note = f" ({_SEED})" if config.limits == "riffdb" else " (leases.limits = 'open')"
     for k, (low, high) in ranges(config.limits).items():
+        note = f" ({limits_note(k)})" if config.limits == "riffdb" else " (leases.limits = 'open')"
         v = item.values.get(k)
         if k in item.raw and v is not None and not low <= v <= high:
             what = (

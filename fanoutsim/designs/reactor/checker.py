@@ -691,6 +691,7 @@ def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool 
         keep = (timeline["kind"] != "watermark") | (timeline["t"] <= last)
         timeline = timeline[keep]
     timeline = pd.DataFrame(timeline[["time", "kind", "actor", "subscription", "execution", "attempt", "detail"]])
+    timeline["detail"] = _plain_filter_errors(timeline, subs, f.get("payload"))
     if show:
         print(
             f"firing {firing_id}: {f['reactor_name']}@{f['tenant_id']}, fired_at "
@@ -703,6 +704,29 @@ def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool 
         )
         print(timeline.to_string(index=False))
     return timeline
+
+
+def _plain_filter_errors(timeline: pd.DataFrame, subs: pd.DataFrame, payload) -> pd.Series:
+    """The timeline's details with each filter error in the report's plain words
+    (``error: payload.quote.price is null; '>' needs a number``), not cel-python's
+    message, which the trace keeps as evaluated (a payload that does not decode:
+    kept as it is)."""
+    from fanoutsim.designs.reactor.predicate import explain_error
+
+    detail = timeline["detail"]
+    failed = (timeline["kind"] == "predicate") & detail.astype(str).str.startswith("error: ")
+    if not failed.any() or not isinstance(payload, (bytes, bytearray)):
+        return detail
+    try:
+        sources = decode_sources(bytes(payload))
+    except ValueError:
+        return detail
+    filters = dict(zip(subs["id"], subs["predicate"]))
+    detail = detail.copy()
+    for i in timeline.index[failed]:
+        raw = str(detail.at[i]).removeprefix("error: ")
+        detail.at[i] = f"error: {explain_error(filters.get(timeline.at[i, 'subscription']) or '', sources, raw)}"
+    return detail
 
 
 def check_store(store, config=None) -> CheckReport:
