@@ -21,10 +21,8 @@ from __future__ import annotations
 import heapq
 import os
 import random
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Self, TypeVar
@@ -101,8 +99,11 @@ class _Timers:
                 fn = heapq.heappop(self._heap)[2]
             try:
                 fn()
-            except Exception:  # one failed callback must not stop the others
-                traceback.print_exc(file=sys.stderr)
+            except Exception as exc:  # one failed callback must not stop the others
+                # told as a thread's uncaught error is (threading.excepthook, which
+                # prints it by default), so that a process can take it: serve ends
+                # in one line on a lost database, whichever thread meets it first
+                threading.excepthook(threading.ExceptHookArgs((type(exc), exc, exc.__traceback__, self._thread)))
 
     def close(self) -> None:
         with self._cond:
