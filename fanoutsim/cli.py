@@ -1291,11 +1291,9 @@ def _pasteable_store(db: str) -> str:
     """``db`` as a shell word that explain accepts: a URI stays a URI (explain
     takes no libpq ``key=value`` DSN), its password masked, never printed."""
     if db.startswith(("postgresql://", "postgres://")):
-        from fanoutsim.kernel.store.postgres import mask_secrets
+        from fanoutsim.kernel.store.postgres import safe_uri
 
-        # mask each query parameter alone: a ?password=... must not swallow the &... after it
-        base, sep, query = db.partition("?")
-        db = mask_secrets(base) + sep + "&".join(mask_secrets(part) for part in query.split("&") if sep)
+        db = safe_uri(db)
     return shlex.quote(db)
 
 

@@ -58,7 +58,7 @@ from fanoutsim.kernel.runtime.control import (
     write_sidecar,
 )
 from fanoutsim.kernel.runtime.roles import check_role as design_role
-from fanoutsim.kernel.store.duckdb import StoreError, has_duckdb_header
+from fanoutsim.kernel.store.duckdb import StoreError, first_line, has_duckdb_header
 from fanoutsim.kernel.store.record import forget_verdicts
 
 __all__ = [
@@ -385,8 +385,7 @@ class _Lost:
     def error(self) -> StoreError:
         from fanoutsim.kernel.store.postgres import mask_secrets
 
-        said = [line.strip() for line in str(self.first).splitlines() if line.strip()]
-        why = mask_secrets(said[0]) if said else type(self.first).__name__
+        why = mask_secrets(first_line(self.first))
         return StoreError(
             f"lost the connection to the database {shown(self.db or '')} ({why}); stopped serving "
             f"(serve again once it is back: the run resumes from the database)"

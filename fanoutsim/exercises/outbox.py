@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from fanoutsim.exercises import NotAnswered, a_number, call, close_to, exercise, first_miss, function, number
 
 # -- 8 · lost hints and the safety poll ---------------------------------------------------------
@@ -11,6 +13,7 @@ def _half_the_poll(poll):
     return poll / 2  # the median wait when every hint is lost, not the worst
 
 
+@lru_cache(maxsize=8)  # a learner checks again and again; the reference run's answer does not change
 def _measured_worst_wait(poll: float) -> float:
     """The exercise's run, as its text describes it: the worst commit -> handled latency."""
     from fanoutsim.analysis import outbox as oa
@@ -70,6 +73,7 @@ def _backoffs_without_jitter(budget):
     return _BACKOFF * (2 ** (budget - 1) - 1)  # 0.5 + 1 + 2 + ...: the ceiling, as if no jitter shortened a wait
 
 
+@lru_cache(maxsize=8)  # a check runs it, and its answer quotes it again
 def _measured_hold_up(budget: int) -> float:
     """The exercise's run, as its text describes it: how long the healthy row
     committed behind the poison one waited (its commit -> handled latency)."""

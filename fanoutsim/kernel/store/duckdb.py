@@ -69,8 +69,9 @@ def has_duckdb_header(path: str | os.PathLike[str]) -> bool:
         return fh.read(16)[8:12] == b"DUCK"
 
 
-def _first_line(exc: BaseException) -> str:
-    """DuckDB's message without its hints and stack: the line that says what is wrong."""
+def first_line(exc: BaseException) -> str:
+    """A database's message without its hints and stack: the line that says what
+    is wrong (DuckDB's and PostgreSQL's errors alike)."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
@@ -379,7 +380,7 @@ class DuckDBStore(Store[DuckDBTx], OneThreadTx):
             self._migrate()
         except duckdb.Error as exc:  # a damaged file can open and fail at its first read
             self.con.close()
-            raise StoreError(f"cannot use {path}: {_first_line(exc)}") from None
+            raise StoreError(f"cannot use {path}: {first_line(exc)}") from None
 
     def _probe(self) -> None:
         """Check the schema version read-only: a refused file keeps its bytes and its WAL."""
@@ -390,7 +391,7 @@ class DuckDBStore(Store[DuckDBTx], OneThreadTx):
         try:
             self._check_version(probe)
         except duckdb.Error as exc:  # damaged past its header
-            raise StoreError(f"cannot use {self.path}: {_first_line(exc)}") from None
+            raise StoreError(f"cannot use {self.path}: {first_line(exc)}") from None
         finally:
             probe.close()
 
@@ -407,7 +408,7 @@ class DuckDBStore(Store[DuckDBTx], OneThreadTx):
         except duckdb.ConnectionException:
             raise  # opened in another mode by this process: the caller decides
         except duckdb.Error as exc:  # a corrupt file (a checksum error), an internal error
-            raise StoreError(f"cannot open {path}: {_first_line(exc)}") from None
+            raise StoreError(f"cannot open {path}: {first_line(exc)}") from None
 
     def _check_version(self, con: duckdb.DuckDBPyConnection) -> None:
         if not _scalar(con.execute(sql.HAS_META)):

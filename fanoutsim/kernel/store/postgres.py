@@ -42,6 +42,7 @@ from psycopg import errors as pg_errors
 
 from fanoutsim.kernel.store import base, pgsql, sql
 from fanoutsim.kernel.store import duckdb as _duckdb_store
+from fanoutsim.kernel.store.duckdb import first_line
 from fanoutsim.kernel.store.record import DESIGN_KEY
 
 if TYPE_CHECKING:  # imported where a throwaway server is started, not before
@@ -57,11 +58,6 @@ CONNECT_TIMEOUT = 5  # seconds, unless the DSN says otherwise
 class StoreError(_duckdb_store.StoreError):
     """A PostgreSQL database that cannot be used as a fanoutsim store (a kind
     of the DuckDB store's error, so that whoever catches one catches both)."""
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 # a password in a URI's user info (postgresql://user:PASSWORD@host), and as a key=value
@@ -87,6 +83,14 @@ def safe_dsn(dsn: str) -> str:
     return shown or "(the default server)"
 
 
+def safe_uri(uri: str) -> str:
+    """``uri`` as written, with its passwords masked: in the user info and in each
+    query parameter alone (one ``?password=...`` must not swallow the ``&...``
+    after it). For a URI a reader will paste back; :func:`safe_dsn` for messages."""
+    base, sep, query = uri.partition("?")
+    return mask_secrets(base) + sep + "&".join(mask_secrets(part) for part in query.split("&") if sep)
+
+
 def parse_uri(dsn: str) -> dict[str, Any]:
     """The parameters of a ``postgresql://`` URI, or :class:`StoreError`
     ``malformed PostgreSQL URI: <what is wrong>`` (a port that is not a number
@@ -94,7 +98,7 @@ def parse_uri(dsn: str) -> dict[str, Any]:
     try:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.Error as exc:
-        raise StoreError(f"malformed PostgreSQL URI: {mask_secrets(_first_line(exc))}") from None
+        raise StoreError(f"malformed PostgreSQL URI: {mask_secrets(first_line(exc))}") from None
     for port in str(params.get("port") or "").split(","):
         if port and not port.isdigit():
             raise StoreError(f"malformed PostgreSQL URI: port {port!r} is not a number (in {mask_secrets(dsn)})")
@@ -166,7 +170,7 @@ def held_run(dsn: str) -> str | None:
                 return None
             row = con.execute(f"SELECT value FROM {meta} WHERE key = %s", [DESIGN_KEY]).fetchone()
     except psycopg.Error as exc:
-        raise StoreError(f"PostgreSQL {safe_dsn(dsn)}: {mask_secrets(_first_line(exc))}") from None
+        raise StoreError(f"PostgreSQL {safe_dsn(dsn)}: {mask_secrets(first_line(exc))}") from None
     design = f" (a run of the {row[0]} design)" if row and row[0] else ""
     # what to add to this very URI (one with options already: that parameter)
     option = "options=-csearch_path%3Dname"
@@ -188,7 +192,7 @@ def _scalar(cur: psycopg.Cursor[Any]) -> Any:
 
 def unreachable(dsn: str, exc: BaseException) -> StoreError:
     """The error for a server ``dsn`` names that could not be connected to."""
-    return StoreError(f"cannot reach PostgreSQL at {safe_dsn(dsn)}: {mask_secrets(_first_line(exc))}")
+    return StoreError(f"cannot reach PostgreSQL at {safe_dsn(dsn)}: {mask_secrets(first_line(exc))}")
 
 
 def is_dsn(spec: str) -> bool:
@@ -251,7 +255,7 @@ class PostgresTx(base.Tx):
                 self.locked_at = self.store.clock()  # granted now: perhaps after another process committed
             return self.c
         except pg_errors.UniqueViolation as exc:
-            self.failed = KeyError(f"duplicate key: {_first_line(exc)}")  # as the memory store says it
+            self.failed = KeyError(f"duplicate key: {first_line(exc)}")  # as the memory store says it
             raise self.failed from None
         except psycopg.Error as exc:
             self.failed = exc
