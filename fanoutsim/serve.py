@@ -342,7 +342,7 @@ class _Lost:
         if db is not None:
             import psycopg
 
-            self.errors = (psycopg.OperationalError,)  # AdminShutdown, "the connection is lost / closed"
+            self.errors = (psycopg.OperationalError,)  # of which connection_lost says which are a lost database
 
     def seen(self, exc: BaseException) -> None:
         if self.first is None:
@@ -360,8 +360,15 @@ class _Lost:
         if threading.excepthook == self._hook:  # not a later hook of someone else's
             threading.excepthook = self.previous
 
+    def _lost(self, exc: BaseException | None) -> bool:
+        if not self.errors or exc is None:
+            return False
+        from fanoutsim.kernel.store.postgres import connection_lost
+
+        return connection_lost(exc)
+
     def _hook(self, args: Any) -> None:
-        if isinstance(args.exc_value, self.errors) and getattr(args.thread, "name", "").startswith("fanoutsim-"):
+        if self._lost(args.exc_value) and getattr(args.thread, "name", "").startswith("fanoutsim-"):
             self.seen(args.exc_value)
         else:
             self.previous(args)
@@ -371,6 +378,8 @@ class _Lost:
         try:
             step(*args)
         except self.errors as exc:
+            if not self._lost(exc):  # a deadlock, say: an error of its own, not a lost database
+                raise
             self.seen(exc)
 
     def close(self, server, watch: _Watch | None, rt) -> None:

@@ -100,3 +100,18 @@ def test_mask_secrets_masks_every_form_a_password_takes():
     masked = mask_secrets(text)
     assert SECRET not in masked and masked.count("***") == 4 and "host=h" in masked
     assert mask_secrets("postgresql://u@h/db") == "postgresql://u@h/db"  # no password: as it is
+
+
+def test_only_a_gone_connection_counts_as_lost_not_a_deadlock():
+    """serve ends in one line on a lost database; a deadlock or a serialization
+    failure (OperationalErrors too) ends one transaction and must not stop it."""
+    import psycopg
+    from psycopg import errors as pg_errors
+
+    from fanoutsim.kernel.store.postgres import connection_lost
+
+    assert connection_lost(psycopg.OperationalError("the connection is lost"))
+    assert connection_lost(pg_errors.AdminShutdown("terminating connection due to administrator command"))
+    assert not connection_lost(pg_errors.DeadlockDetected("deadlock detected"))
+    assert not connection_lost(pg_errors.SerializationFailure("could not serialize access"))
+    assert not connection_lost(ValueError("not a database error"))

@@ -83,6 +83,18 @@ def safe_dsn(dsn: str) -> str:
     return shown or "(the default server)"
 
 
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection to the server is gone: psycopg's own
+    (no SQLSTATE: closed, lost), a connection exception (class 08) or an
+    operator's intervention (57P: shutdown, crash). Not a deadlock or a
+    serialization failure, which are OperationalErrors too but end one
+    transaction, not the connection."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
 def safe_uri(uri: str) -> str:
     """``uri`` as written, with its passwords masked: in the user info and in each
     query parameter alone (one ``?password=...`` must not swallow the ``&...``
