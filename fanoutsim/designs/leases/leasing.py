@@ -195,17 +195,19 @@ def consume(e, now: int, consumer: str, batch_limit: int | None = None) -> Pull:
     if batch_limit is not None:
         check_batch(batch_limit, e.config.limits)
     out = _lease(e, now, consumer, batch_limit)
-    if out is None:  # it held an expired lease: recover it, then lease
-        recover(e, now, consumer=consumer)
-        out = _lease(e, now, consumer, batch_limit)
+    while isinstance(out, int):  # it held a lease expired at that time: recover it, then lease
+        # again, since over PostgreSQL the next pull may wait for a lock past another's expiry
+        recover(e, out, consumer=consumer)
+        out = _lease(e, out, consumer, batch_limit)
     if out.result == NOT_FOUND:
         _refused(e, now, consumer, None, "consume", NOT_FOUND)
     return out
 
 
-def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
-    """One pull of ``consumer`` as one transition: ``None`` when it holds an
-    expired lease (the caller recovers it first), else the :class:`Pull`."""
+def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | int:
+    """One pull of ``consumer`` as one transition: the :class:`Pull`, or, when
+    it holds an expired lease, the time it found it so (µs, after any lock
+    wait; the caller recovers what expired by then first)."""
     with e.tx() as tx:
         row = tx.lock_lease_consumer(consumer)  # one transition of the consumer at a time
         now = tx.after_locks(now)  # after another node's transition it waited for
@@ -214,7 +216,7 @@ def _lease(e, now: int, consumer: str, batch_limit: int | None) -> Pull | None:
         held = tx.list_leases(consumer)
         idle = [lease for lease in held if lease["expires_at"] <= now]
         if idle and e.config.lease_expiry != "claim":
-            return None
+            return now
         batch = row["batch_limit"] if batch_limit is None else batch_limit
         idle = idle[:batch]  # a claim takes no more than the pull's COUNT
         room = min(batch - len(idle), row["in_flight_limit"] - len(held))
@@ -766,6 +768,7 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
             expired = [lease for lease in expired if _held(tx, lease)]
         else:
             rows = {consumer: tx.lock_lease_consumer(consumer)}
+            now = tx.after_locks(now)  # what expired while it waited for the consumer's lock, too
             expired = [lease for lease in tx.list_leases(consumer) if lease["expires_at"] <= now]
         now = tx.after_locks(now)
         for lease in expired:
