@@ -298,7 +298,8 @@ def _add_serve_command(sub) -> None:
         "design, and write / fire / status open the database themselves — who "
         "may write is whoever PostgreSQL lets connect (its roles and "
         "passwords). 'fanoutsim pg start' runs an embedded server several "
-        "processes can share.",
+        "processes can share. A process that does not stop: SIGUSR1 prints "
+        "where each of its threads is, to stderr.",
         epilog="e.g.\n  fanoutsim example realtime --out realtime.toml"
         "\n  fanoutsim serve --store run.duckdb --scenario realtime.toml"
         "\n  URI=$(fanoutsim pg start)"
@@ -747,6 +748,19 @@ def _db_error(db: str, exc: BaseException) -> int:
     return _error(f"{db}: {lines[0] if lines else type(exc).__name__}")
 
 
+def _stacks_on_sigusr1() -> None:
+    """``kill -USR1 PID`` prints every thread's stack to stderr and serving goes
+    on: where a process that will not stop is stuck (a lock, a statement)."""
+    import faulthandler
+    import signal
+
+    if hasattr(signal, "SIGUSR1"):  # not on Windows
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        except (AttributeError, ValueError, OSError):  # stderr is no file (called in-process, captured)
+            pass
+
+
 def _realtime(args: argparse.Namespace) -> int:
     import duckdb
 
@@ -757,6 +771,7 @@ def _realtime(args: argparse.Namespace) -> int:
     try:
         args.db = args.store  # a .duckdb file or a postgresql:// URI, checked by _store
         if args.command == "serve":
+            _stacks_on_sigusr1()
             scenario = load_scenario(args.scenario) if args.scenario else None
             what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"
 

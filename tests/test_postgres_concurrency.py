@@ -22,6 +22,8 @@ def test_several_poller_processes_duplicate_and_the_checker_says_why(pg_url, pol
         # every process polled, each under its own name: the runner's, and poller@PID of each poller role
         assert out["pollers"] == ["poller"] + sorted(f"poller@{pid}" for pid in out["children"])
         assert len(out["children"]) == pollers - 1
+        # each poller process ran cleanly: nothing said after "serving" (a thread's traceback would show)
+        assert not any(out["said"].values()), out["said"]
         assert out["firings"] > 10 and total["expected"] == out["firings"]
         assert total["lost"] == 0 and total["pending"] == 0
         extra, causes = total["extra_deliveries"], total["duplicates_by_cause"]

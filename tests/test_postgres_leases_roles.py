@@ -22,7 +22,7 @@ import pandas as pd
 
 from fanoutsim.designs.leases.realtime import LeaseRealtime
 from fanoutsim.designs.leases.roles import check_processes
-from fanoutsim.kernel.runtime.processes import kill_all, serve_roles, stop_all
+from fanoutsim.kernel.runtime.processes import kill_all, serve_roles, stderr_tail, stop_all
 
 SCENARIO = """
 design = "leases"
@@ -74,11 +74,13 @@ def _resolved(rt: LeaseRealtime, events: int) -> bool:
     )
 
 
-def _unresolved(rt: LeaseRealtime) -> str:
-    """What :func:`_resolved` found still open, short enough that pytest shows it whole."""
+def _unresolved(rt: LeaseRealtime, procs) -> str:
+    """What :func:`_resolved` found still open, and the last lines each
+    serving process wrote (alive or not), short enough that pytest shows it whole."""
     st = rt.status("indexer") or {}
     keys = ("first_required", "in_flight", "retrying", "live_leases", "incarnation", "checkpoints")
-    return f"{len(rt.store.rows('events'))} events; " + ", ".join(f"{k}={st.get(k)!r}" for k in keys)
+    said = [f"pid {p.pid} (exit {p.poll()}): {stderr_tail(p)[-3:]}" for p in procs]
+    return f"{len(rt.store.rows('events'))} events; " + ", ".join(f"{k}={st.get(k)!r}" for k in keys) + f"; {said}"
 
 
 def test_competing_lease_clients_in_separate_processes_lose_nothing_and_name_their_duplicates(pg_url, tmp_path):
@@ -106,14 +108,17 @@ def test_competing_lease_clients_in_separate_processes_lose_nothing_and_name_the
         deadline = time.monotonic() + SETTLE_S
         while not _resolved(here, PUBLISHED_HERE + WRITTEN) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _resolved(here, PUBLISHED_HERE + WRITTEN), _unresolved(here)
+        assert _resolved(here, PUBLISHED_HERE + WRITTEN), _unresolved(here, procs)
         stop_all(procs)
+        said = {proc.pid: stderr_tail(proc) for proc in procs}
         events = here.store.rows("events")
         report = check_processes(here.store, [path for _, path in roles] + [here.trace()])
     finally:
         kill_all(procs)
         here.close()
     took = time.monotonic() - started
+    # a serving process that ran cleanly said nothing after "serving" (a thread's traceback would show here)
+    assert not any(said.values()), said
     total = report.total
     # every event published is owed, and delivered: none lost, pending or dead-lettered
     assert total["published"] == len(events) > PUBLISHED_HERE + WRITTEN

@@ -25,7 +25,7 @@ import pandas as pd
 
 from fanoutsim.designs.outbox.realtime import OutboxRealtime
 from fanoutsim.designs.outbox.roles import check_processes
-from fanoutsim.kernel.runtime.processes import kill_all, serve_roles, stop_all
+from fanoutsim.kernel.runtime.processes import kill_all, serve_roles, stderr_tail, stop_all
 
 SCENARIO = """
 design = "outbox"
@@ -91,6 +91,11 @@ def _kinds(path) -> pd.Series:
     return pd.read_parquet(path)["kind"].value_counts()
 
 
+def _said(procs) -> dict[int, list[str]]:
+    """What each serving process wrote to stderr after it served (its last lines)."""
+    return {proc.pid: stderr_tail(proc) for proc in procs}
+
+
 def test_outbox_roles_in_separate_processes_lose_nothing_and_name_their_duplicates(pg_url, tmp_path):
     url = pg_url()
     scenario = tmp_path / "roles.toml"
@@ -121,14 +126,17 @@ def test_outbox_roles_in_separate_processes_lose_nothing_and_name_their_duplicat
         deadline = time.monotonic() + SETTLE_S
         while not _settled(here, COMMITTED_HERE + WRITTEN) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _settled(here, COMMITTED_HERE + WRITTEN), here.store.rows("cursors")
+        assert _settled(here, COMMITTED_HERE + WRITTEN), (here.store.rows("cursors"), _said(procs))
         stop_all(procs)
+        said = _said(procs)
         rows = here.store.rows("outbox")
         report = check_processes(here.store, list(traces.values()) + [here.trace()])
     finally:
         kill_all(procs)
         here.close()
     took = time.monotonic() - started
+    # a serving process that ran cleanly said nothing after "serving" (a thread's traceback would show here)
+    assert not any(said.values()), said
     total = report.total
     # every row committed is owed to each consumer, and handled: none lost, pending or parked
     assert total["committed"] == len(rows) > COMMITTED_HERE + WRITTEN  # the writers' process committed too

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from fanoutsim.designs.reactor.config import SchedulerConfig
 from fanoutsim.designs.reactor.realtime import Realtime
-from fanoutsim.kernel.runtime.processes import kill_all, merged_trace, serve_role, stop_all
+from fanoutsim.kernel.runtime.processes import kill_all, merged_trace, serve_role, stderr_tail, stop_all
 
 CONFIG = SchedulerConfig(reactor_poll_interval=0.05, executor_poll_interval=0.02)
 REACTOR, WORKFLOW = "r", "wf"
@@ -78,7 +78,8 @@ class Merged:
 def several_pollers(dsn: str, pollers: int = 3, seconds: float = 2.0, rate: float = 50.0) -> dict:
     """Run the runner and ``pollers - 1`` poller processes over ``dsn`` for
     ``seconds`` of workload, drain, check; returns the report, the pollers'
-    names, the poller processes' pids and the counts of firings and executions."""
+    names, the poller processes' pids, the counts of firings and executions,
+    and what each poller process wrote to stderr after it served (``said``)."""
     from fanoutsim.designs.reactor.checker import check
 
     rt = Realtime(CONFIG, store=dsn)
@@ -96,6 +97,7 @@ def several_pollers(dsn: str, pollers: int = 3, seconds: float = 2.0, rate: floa
         rt.start()
         time.sleep(seconds + 0.5)  # the workload's end, and the last firings polled
         stop_all(children)
+        said = {proc.pid: stderr_tail(proc) for proc in children}
         rt.stop()
         merged = Merged(rt, outs)
         report = check(merged)
@@ -106,6 +108,7 @@ def several_pollers(dsn: str, pollers: int = 3, seconds: float = 2.0, rate: floa
             "children": [proc.pid for proc in children],
             "firings": len(rt.firings()),
             "executions": len(rt.executions()),
+            "said": said,
         }
     finally:
         kill_all(children)

@@ -23,8 +23,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+import weakref
+from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
@@ -71,10 +75,59 @@ def serve_roles(
             if said is not None:  # its stderr ended (it died) before "serving ..."
                 proc.wait(READY_TIMEOUT)
                 raise RuntimeError(f"serve --role {role} did not start (exit {proc.returncode}): {said}")
+            _drain(proc)
     except BaseException:
         kill_all(procs)
         raise
     return procs
+
+
+SAID_LINES = 500  # the last lines a serving process wrote to stderr (a stack dump's), kept for an error message
+
+
+class _Tail:
+    """What a serving process wrote to stderr since it served: its last lines,
+    and how many it wrote in all."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.lines: deque[str] = deque(maxlen=SAID_LINES)
+        self.count = 0
+        self.reader = threading.Thread(target=self._read, args=(stream,), name="stderr-tail", daemon=True)
+        self.reader.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for line in iter(stream.readline, b""):
+            self.lines.append(line.decode(errors="replace").rstrip("\n"))
+            self.count += 1
+
+    def since(self, count: int) -> list[str]:
+        """The lines written after the first ``count`` (those still kept)."""
+        return list(self.lines)[max(0, len(self.lines) - (self.count - count)) :]
+
+
+_TAILS: weakref.WeakKeyDictionary[subprocess.Popen[bytes], _Tail] = weakref.WeakKeyDictionary()
+
+
+def _drain(proc: subprocess.Popen[bytes]) -> None:
+    """Read what ``proc`` writes to stderr from now on, keeping its last
+    :data:`SAID_LINES` lines (:func:`stderr_tail`). A pipe nobody reads fills (64 KiB)
+    and then blocks the process at its next write, holding whatever lock it
+    held: a serving process that warned often enough stopped working."""
+    assert proc.stderr is not None, "started with stderr=PIPE"
+    _TAILS[proc] = _Tail(proc.stderr)
+
+
+def stderr_tail(proc: subprocess.Popen[bytes]) -> list[str]:
+    """The last lines a process :func:`serve_roles` started wrote to stderr
+    after it said it serves (up to its last line, once it has exited); of
+    another process with a stderr pipe, its last lines once it has exited."""
+    tail = _TAILS.get(proc)
+    if tail is None:  # not one of serve_roles': what is left in its pipe, once it has exited
+        left = proc.stderr.read() if proc.stderr is not None and proc.poll() is not None else b""
+        return (left.decode(errors="replace") if isinstance(left, bytes) else left).splitlines()[-SAID_LINES:]
+    if proc.poll() is not None:
+        tail.reader.join(5.0)  # its stderr closed with it: the last lines are on their way
+    return list(tail.lines)
 
 
 def _until_serving(proc: subprocess.Popen[bytes]) -> str | None:
@@ -104,17 +157,36 @@ def stop_all(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 60.0) ->
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            stacks = _stacks(proc)
             proc.kill()
             proc.wait()
-            failed.append(f"pid {proc.pid} did not stop within {timeout:g} s")
+            failed.append(f"pid {proc.pid} did not stop within {timeout:g} s; its threads:\n{stacks}")
             continue
         if proc.returncode != 0:
-            err = proc.stderr.read() if proc.stderr is not None else ""
-            err = err.decode() if isinstance(err, bytes) else err
-            lines = [line for line in err.strip().splitlines() if line.strip()]
+            lines = [line for line in stderr_tail(proc) if line.strip()]
             failed.append(f"pid {proc.pid} exited with {proc.returncode}" + (f": {lines[-1]}" if lines else ""))
     if failed:
         raise RuntimeError("; ".join(failed))
+
+
+def _stacks(proc: subprocess.Popen[bytes], wait: float = 5.0, quiet: float = 1.0) -> str:
+    """Where a serving process that will not stop is stuck: the stack of each
+    of its threads, which ``serve`` prints on SIGUSR1 (what it wrote to stderr
+    since, once it has said nothing more for ``quiet`` seconds, or after ``wait``)."""
+    tail = _TAILS.get(proc)
+    if tail is None or not hasattr(signal, "SIGUSR1") or proc.poll() is not None:
+        return "(none printed)"
+    before = tail.count
+    proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + wait
+    seen, since = before, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if tail.count != seen:
+            seen, since = tail.count, time.monotonic()
+        elif seen > before and time.monotonic() - since >= quiet:  # it began, and has said no more since
+            break
+    return "\n".join(tail.since(before)) or "(none printed)"
 
 
 def kill_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
