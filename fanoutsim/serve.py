@@ -323,19 +323,29 @@ def serve(
                 _remove_new_file(db)
     if lost.first is not None:
         raise lost.error()
+    if lost.died is not None:
+        raise RuntimeError(
+            f"a thread of the runtime failed ({type(lost.died).__name__}: {first_line(lost.died)}; its traceback "
+            f"is above); stopped serving "
+            f"(serve again: the run resumes from its store)"
+        )
     return 0
 
 
 class _Lost:
-    """Over PostgreSQL (``db`` a URI; None: a DuckDB file, where it does
-    nothing): the first error that says the connection to the database is
-    gone. Every thread of the runtime meets it, and the main thread's heartbeat
-    and stop too; each would print a traceback. Instead the first is kept, the
-    process stops, and :meth:`error` is the one line serve ends with."""
+    """What ends serving from a thread of the runtime. Over PostgreSQL (``db``
+    a URI; None: a DuckDB file), the first error that says the connection to
+    the database is gone: every thread of the runtime meets it, and the main
+    thread's heartbeat and stop too; each would print a traceback. Instead the
+    first is kept, the process stops, and :meth:`error` is the one line serve
+    ends with. Over either store, a runtime thread that dies of any other error
+    (a bug) prints its traceback and stops the process too (:attr:`died`): a
+    process that served on without that loop would look alive and do nothing."""
 
     def __init__(self, db: str | None) -> None:
         self.db = db
         self.first: BaseException | None = None
+        self.died: BaseException | None = None
         self.errors: tuple[type[BaseException], ...] = ()
         self.stop: threading.Event | None = None
         self.previous = threading.excepthook
@@ -351,10 +361,9 @@ class _Lost:
             self.stop.set()
 
     def watch(self, stop: threading.Event) -> None:
-        """From now on a runtime thread that dies of a lost connection stops the process, silently."""
+        """From now on a runtime thread that dies stops the process (silently, of a lost connection)."""
         self.stop = stop
-        if self.errors:
-            threading.excepthook = self._hook
+        threading.excepthook = self._hook
 
     def unwatch(self) -> None:
         if threading.excepthook == self._hook:  # not a later hook of someone else's
@@ -368,10 +377,16 @@ class _Lost:
         return connection_lost(exc)
 
     def _hook(self, args: Any) -> None:
-        if self._lost(args.exc_value) and getattr(args.thread, "name", "").startswith("fanoutsim-"):
+        if not getattr(args.thread, "name", "").startswith("fanoutsim-"):  # not the runtime's
+            self.previous(args)
+        elif self._lost(args.exc_value):
             self.seen(args.exc_value)
         else:
-            self.previous(args)
+            self.previous(args)  # its traceback, as Python prints it
+            if self.died is None:
+                self.died = args.exc_value
+            if self.stop is not None:
+                self.stop.set()
 
     def quietly(self, step: Callable[..., object], *args: Any) -> None:
         """``step(*args)``; a lost connection is kept, not raised (the clean-up goes on)."""

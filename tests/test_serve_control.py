@@ -180,3 +180,32 @@ def test_a_signal_right_after_the_sidecar_appears_stops_the_server_cleanly(tmp_p
     # the caller's own handlers are back once it returns
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     assert not (tmp_path / "s.duckdb.serve.json").exists()
+
+
+def test_a_runtime_thread_that_dies_of_a_bug_stops_serving_with_its_traceback(tmp_path, monkeypatch):
+    """A loop that dies of an error nobody expected (a bug) must not leave a
+    process that looks alive and does nothing: its traceback is printed, and
+    serving stops with an error naming it."""
+    from fanoutsim.designs.reactor.engine import ReactorEngine
+
+    def prune_once(self, now):
+        raise ZeroDivisionError("a bug in the pruner")
+
+    monkeypatch.setattr(ReactorEngine, "prune_once", prune_once)
+    told = []  # what Python's own hook would print (pytest's would keep it for a warning)
+    monkeypatch.setattr(threading, "excepthook", lambda args: told.append((args.exc_type, args.thread.name)))
+    before = threading.excepthook
+    stop = threading.Event()
+    timer = threading.Timer(60.0, stop.set)  # a stop that never came: this test fails, it does not hang
+    timer.start()
+    try:
+        with pytest.raises(RuntimeError) as died:
+            srv.serve(str(tmp_path / "s.duckdb"), rate=0, stop_event=stop)
+    finally:
+        timer.cancel()
+    assert str(died.value).startswith(
+        "a thread of the runtime failed (ZeroDivisionError: a bug in the pruner; its traceback is above); "
+        "stopped serving"
+    )
+    assert told == [(ZeroDivisionError, "fanoutsim-reactor-prune")]  # its traceback, printed by the hook before
+    assert threading.excepthook is before  # the caller's hook is back
