@@ -300,8 +300,9 @@ class ReactorRuntime(RunnerHost):
         """A writer that stamped ``fired_at`` and commits ``delay`` seconds later."""
         incarnation = self.incarnation
         yield Sleep(delay)
-        if self.engine is not None and self.incarnation == incarnation:  # else died uncommitted
-            self._call(self.engine.fire, reactor, payload, tenant, fired_at=fired_at)
+        engine = self.engine  # read once: a crash on another thread may set it to None meanwhile
+        if engine is not None and self.incarnation == incarnation:  # else died uncommitted
+            self._call(engine.fire, reactor, payload, tenant, fired_at=fired_at)
 
     def _replay(self, reactor: str, times: list, tenants: list, payloads: list):
         for at, tenant, payload in zip(times, tenants, payloads):

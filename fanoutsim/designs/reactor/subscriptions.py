@@ -36,6 +36,7 @@ def subscribe(e, now: int, reactor: str, workflow: str, tenant: str = "public", 
     if when is not None:
         compile_predicate(when)  # raises InvalidPredicate; nothing written
     with e.store.transaction() as tx:
+        tx.lock_subscriptions()  # another process subscribing the same triple: it finds this one's row
         existing = tx.get_subscription(reactor, workflow, tenant)
         if existing is not None:
             changes = {"predicate": when, "enabled": True, "updated_at": now}

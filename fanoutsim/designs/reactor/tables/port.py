@@ -201,6 +201,12 @@ class ReactorTx(Protocol):
         """Whether any firing has ``fired_at < cutoff`` (else a prune deletes nothing)."""
 
     # -- reactor_subscriptions ------------------------------------------
+    def lock_subscriptions(self) -> None:
+        """Until this transaction ends, no other one subscribes: processes that
+        start together on one PostgreSQL would both find a subscription
+        missing and both insert it (the second fails on its UNIQUE). Nothing
+        where one process holds the store (memory, DuckDB)."""
+
     @abstractmethod
     def get_subscription(self, reactor: str, workflow: str, tenant: str) -> SubscriptionRow | None: ...
 

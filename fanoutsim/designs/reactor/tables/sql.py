@@ -277,6 +277,10 @@ class ReactorDuckDBTx(ReactorTx):
     def count_executions(self):
         return self._run(sql.COUNT_EXECUTIONS).fetchone()[0]
 
+    def lock_subscriptions(self):
+        if self.row_locks:  # PostgreSQL: other processes subscribe too
+            self._run(sql.LOCK_SUBSCRIPTIONS)
+
     def get_subscription(self, reactor, workflow, tenant):
         r = self._run(sql.GET_SUBSCRIPTION, [reactor, workflow, tenant]).fetchone()
         return None if r is None else _row(_S, r)

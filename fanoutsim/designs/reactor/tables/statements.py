@@ -118,6 +118,9 @@ GET_SUBSCRIPTION = f"""
 SELECT {SUB_COLS} FROM reactor_subscriptions
 WHERE reactor_name = ? AND workflow_name = ? AND tenant_id = ?"""
 
+# PostgreSQL only: a subscribe waits for another process's (writers of other rows do not)
+LOCK_SUBSCRIPTIONS = "LOCK TABLE reactor_subscriptions IN SHARE ROW EXCLUSIVE MODE"
+
 INSERT_SUBSCRIPTION = f"""
 INSERT INTO reactor_subscriptions VALUES
     (?, ?, ?, ?, ?, ?, {_TS}, ?, ?, ?, ?, ?, {_TS}, {_TS})"""
@@ -139,9 +142,12 @@ UPDATE workflow_executions SET status = 'pending', claimed_at = NULL
 WHERE status = 'running'
 RETURNING id::VARCHAR, epoch_us(dispatched_at)"""
 
+# status = 'pending' twice: an UPDATE that waited for another executor's claim
+# (READ COMMITTED) re-checks only its own WHERE on the row as committed, not the
+# subquery, so without the outer test it claimed the running row a second time
 CLAIM_EXECUTIONS = f"""
 UPDATE workflow_executions SET status = 'running', claimed_at = {_TS}
-WHERE id IN (
+WHERE status = 'pending' AND id IN (
     SELECT id FROM workflow_executions WHERE status = 'pending'
     ORDER BY dispatched_at, id LIMIT ?)
 RETURNING {EXEC_COLS}"""
