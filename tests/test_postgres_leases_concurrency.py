@@ -164,3 +164,58 @@ def test_two_registrations_of_one_consumer_start_it_once(two, pg_dsn):
     rows = [first.outcome(), second.outcome()]
     assert rows[0] == rows[1] and rows[0]["start_seq"] == 0  # one consumer, the first registration's
     assert len(_kinds(a, b, kind="consumer_start")) == 1  # started once: the checker sees one life
+
+
+def _held_connection(pg_dsn: str, schema: str) -> psycopg.Connection:
+    """A third connection on the schema: its statements run in one open transaction."""
+    return psycopg.connect(pg_dsn + ("&" if "?" in pg_dsn else "?") + f"options=-csearch_path%3D{schema}")
+
+
+def test_recovery_that_waited_for_an_extension_does_not_expire_the_extended_lease(two, pg_dsn):
+    """Recovery reads the expired leases before it locks their consumers; a
+    worker's ``in_progress`` that held the consumer meanwhile ran the lease on.
+    Recovery expired it all the same (its token had not changed): a false
+    expiry, then a second delivery of an event whose worker was still on it."""
+    a, b, _ = two()
+    a.add_consumer(NOW, "c", lease_seconds=5.0)
+    a.publish(NOW, [("p", "k", None)])
+    (lease,) = b.consume(NOW, "c")
+    later = NOW + 6 * US  # the lease has expired, as read
+    with _held_connection(pg_dsn, a.store.schema) as held:
+        # the worker's in_progress, as another node runs it: the consumer locked, the lease run on 60 s
+        held.execute("SELECT * FROM lease_consumers WHERE consumer = 'c' FOR UPDATE")
+        held.execute("UPDATE leases SET expires_at = expires_at + interval '60 seconds' WHERE consumer = 'c'")
+        recovery = Run(lambda: a.recover(later))
+        _blocked_or_done(pg_dsn, recovery)
+        held.commit()
+    assert recovery.outcome() == 0
+    assert [r["token"] for r in b.store.rows("leases")] == [lease.token]  # still held, as extended
+    assert not b.store.rows("retries") and not _kinds(a, b, kind="expired")
+
+
+def test_retention_that_forgets_a_consumers_rows_waits_for_its_transition_without_deadlock(pg_store, pg_dsn):
+    """Retention by age (``limits``, ``interest``) deletes every consumer's rows
+    of the events it prunes. It took the history lock first and then the rows,
+    while a pull takes the consumer, its rows, then the history: the two
+    deadlocked, and PostgreSQL aborted one (a serving process's loop died)."""
+    config = LeaseConfig(retention_policy="limits", retention=60.0)
+    a = pg_store()
+    b = pg_store(a.schema)
+    ea = LeaseEngine(a, config, Metrics(), Trace(TRACE))
+    eb = LeaseEngine(b, config, Metrics(), Trace(TRACE))
+    ea.add_consumer(NOW, "c", lease_seconds=5.0)
+    ea.publish(NOW, [("p", "k", None)])
+    (lease,) = eb.consume(NOW, "c")
+    eb.nack(NOW + 1, "c", lease.event_id, lease.token, lease.incarnation, delay=30.0)  # a retry, due later
+    old = NOW + 61 * US  # the event is past retention
+    with _held_connection(pg_dsn, a.schema) as held:
+        # a pull of another node: the consumer locked, its due retry taken, then (below) the history
+        held.execute("SELECT * FROM lease_consumers WHERE consumer = 'c' FOR UPDATE")
+        held.execute("DELETE FROM retries WHERE consumer = 'c'")
+        retention = Run(lambda: ea.prune_once(old))
+        _blocked_or_done(pg_dsn, retention)
+        held.execute("SET lock_timeout = '20s'")
+        held.execute("SELECT * FROM history FOR UPDATE")  # DeadlockDetected here or in retention, before
+        held.commit()
+    assert retention.outcome() == 1  # the event pruned, once the pull committed
+    assert not b.rows("events") and not b.rows("retries")

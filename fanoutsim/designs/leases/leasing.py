@@ -764,8 +764,10 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
             # no lease due (the earliest expiry is still ahead): the read would find nothing
             expired = tx.expired_leases(now, limit) if tx.has_lease_due(now) else []
             rows = {c: tx.lock_lease_consumer(c) for c in sorted({lease["consumer"] for lease in expired})}
-            # read before the locks: another node's pull or recovery may have expired one since
-            expired = [lease for lease in expired if _held(tx, lease)]
+            now = tx.after_locks(now)
+            # read before the locks: another node's pull or recovery may have expired one since,
+            # or its worker's in_progress extended it
+            expired = [lease for lease in expired if _held(tx, lease, now)]
         else:
             rows = {consumer: tx.lock_lease_consumer(consumer)}
             now = tx.after_locks(now)  # what expired while it waited for the consumer's lock, too
@@ -799,10 +801,11 @@ def next_due(e, now: int, consumer: str | None = None) -> int | None:
     return min(times, default=None)
 
 
-def _held(tx, lease: dict) -> bool:
-    """Whether ``lease`` is still held as it was read (its row, with its token)."""
+def _held(tx, lease: dict, now: int) -> bool:
+    """Whether ``lease`` is still held as it was read (its row, with its token)
+    and still expired at ``now``."""
     now_held = tx.get_lease(lease["consumer"], lease["event_id"])
-    return now_held is not None and now_held["token"] == lease["token"]
+    return now_held is not None and now_held["token"] == lease["token"] and now_held["expires_at"] <= now
 
 
 def new_incarnation(e, tx, now: int) -> tuple[int, list]:

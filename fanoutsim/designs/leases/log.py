@@ -146,6 +146,8 @@ def prune_once(e: Engine, now: int) -> int:
     acked it last). Returns how many events went."""
     policy = e.config.retention_policy
     with e.tx() as tx:
+        if policy != "fence":  # it deletes the consumers' rows too: their locks first, as every transition
+            tx.lock_lease_consumers()  # takes them (consumers, then the history), or two nodes deadlock
         tx.lock_history()  # no consumer starts or seeks (against the horizon) while the fence is read
         now = tx.after_locks(now)
         cutoff = now - seconds_to_us(e.config.retention)
