@@ -13,13 +13,13 @@ import sys
 import time
 
 import pandas as pd
-import pytest
 
 from fanoutsim import cli
 from fanoutsim.designs.reactor.crashtest import kill9_campaign
 from fanoutsim.designs.reactor.roles import check_processes
 from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.designs.stores import open_store
+from fanoutsim.kernel.runtime.processes import serve_role, stderr_tail
 
 SCENARIO = """
 name = "roles"
@@ -44,34 +44,6 @@ workflow = "audit"
 FIRINGS = 40  # fired first; then rounds of ROUND more until two pollers have raced
 ROUND = 10
 MAX_FIRINGS = 400  # the race is common (9 to 33 duplicates in 40 alone), but once, beside other tests, none
-
-
-def _serve(url: str, scenario: str, role: str, trace: str) -> subprocess.Popen:
-    """``fanoutsim serve --store URL --role ROLE``, returned once it says it serves."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fanoutsim",
-            "serve",
-            "--store",
-            url,
-            "--scenario",
-            scenario,
-            "--role",
-            role,
-            "--trace",
-            trace,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = proc.stderr.readline()
-    if not line.startswith("serving"):
-        proc.wait(30)
-        pytest.fail(f"serve --role {role} did not start: {line}{proc.stderr.read()}")
-    return proc
 
 
 def _settled(store, firings: int) -> bool:
@@ -120,7 +92,7 @@ def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names
     store = None
     try:
         for role, trace in zip(roles, traces):
-            procs.append(_serve(url, str(scenario), role, trace))
+            procs.append(serve_role(url, role, trace, str(scenario)))
         # one firing through the command in a process of its own, the rest through the same command in this one
         out = subprocess.run(
             [
@@ -151,7 +123,9 @@ def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         for proc in procs:
-            assert proc.wait(60) == 0, proc.stderr.read()
+            assert proc.wait(60) == 0, stderr_tail(proc)
+        # each ran cleanly: nothing said after "serving" (a thread's traceback would show here)
+        assert not any(stderr_tail(proc) for proc in procs), [stderr_tail(proc) for proc in procs]
         report = check_processes(store, [pd.read_parquet(t) for t in traces], load_scenario(scenario).config)
         capsys.readouterr()
         assert cli.main(["status", "--store", url]) == 0  # read from the database: no server is asked
