@@ -324,10 +324,10 @@ def serve(
     if lost.first is not None:
         raise lost.error()
     if lost.died is not None:
+        why = f"{type(lost.died).__name__}: {first_line(lost.died)}"
         raise RuntimeError(
-            f"a thread of the runtime failed ({type(lost.died).__name__}: {first_line(lost.died)}; its traceback "
-            f"is above); stopped serving "
-            f"(serve again: the run resumes from its store)"
+            f"a thread of the runtime failed ({why}; its traceback is above); stopped serving "
+            "(serve again: the run resumes from its store)"
         )
     return 0
 
