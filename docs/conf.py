@@ -43,6 +43,9 @@ exclude_patterns = [
     "_generated/api/*",
     "_generated/howto-*.md",
 ]  # included by reference/ and howto/ pages
+# no typographic quotes or dashes: the command's help (sphinx-argparse) showed
+# --store as an en dash, and a reader copies options and quoted values as printed
+smartquotes = False
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 # anchors as JupyterLab writes them, so that a notebook's link to a heading

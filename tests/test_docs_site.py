@@ -411,3 +411,11 @@ def test_the_docs_build_says_each_stage_on_stderr(capsys, monkeypatch):
     assert all(re.search(r"\(\d+ s\)$", line) for line in lines)
     conf = (ROOT / "docs" / "conf.py").read_text()
     assert '"progress"' in conf and "-q" in (ROOT / "Makefile").read_text().split("\ndocs:")[1].split("\n\n")[0]
+
+
+def test_the_command_reference_prints_options_as_they_are_typed():
+    """Sphinx's smart quotes turned the help's ``--store`` into an en dash
+    (``–store``), which a reader who copies it cannot run."""
+    text = (build() / "reference" / "cli.html").read_text()
+    assert "(--store FILE.duckdb)" in text and "--role of the design" in text
+    assert "–" not in text.replace("&#8211;", "–").split("<article", 1)[1].split("</article>", 1)[0]
