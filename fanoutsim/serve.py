@@ -287,7 +287,7 @@ def serve(
             _remove_new_file(db)
         raise
     server, previous, serving, watch = None, {}, False, None
-    lost = _Lost(db if pg else None)
+    ends = _Ends(db if pg else None)
     try:
         record_design(rt.store, design.name)
         forget_verdicts(rt.store)  # the run goes on: the check of its end (run --store) no longer tells it
@@ -306,25 +306,25 @@ def serve(
         _stop_on_signals(stop, previous)
         if not pg:  # over PostgreSQL every process opens the database itself
             server = _control_server(db, design, rt, get_status, post_write, port, max_body_bytes)
-        lost.watch(stop)
+        ends.watch(stop)
         rt.start()
         serving = True
         if ready is not None:
             ready(None if server is None else server.port)
-        lost.quietly(_run_until_stopped, rt, watch, stop, trace)
+        ends.quietly(_run_until_stopped, rt, watch, stop, trace)
     finally:
         try:
-            lost.close(server, watch, rt)
+            ends.close(server, watch, rt)
         finally:
-            lost.unwatch()
+            ends.unwatch()
             for sig, handler in previous.items():  # a caller's own handlers (pytest's, a notebook's) come back
                 signal.signal(sig, handler)
             if new_file and not serving:  # refused before serving: no file is left behind
                 _remove_new_file(db)
-    if lost.first is not None:
-        raise lost.error()
-    if lost.died is not None:
-        why = f"{type(lost.died).__name__}: {first_line(lost.died)}"
+    if ends.lost is not None:
+        raise ends.error()
+    if ends.died is not None:
+        why = f"{type(ends.died).__name__}: {first_line(ends.died)}"
         raise RuntimeError(
             f"a thread of the runtime failed ({why}; its traceback is above); stopped serving "
             "(serve again: the run resumes from its store)"
@@ -332,19 +332,20 @@ def serve(
     return 0
 
 
-class _Lost:
+class _Ends:
     """What ends serving from a thread of the runtime. Over PostgreSQL (``db``
     a URI; None: a DuckDB file), the first error that says the connection to
-    the database is gone: every thread of the runtime meets it, and the main
-    thread's heartbeat and stop too; each would print a traceback. Instead the
-    first is kept, the process stops, and :meth:`error` is the one line serve
-    ends with. Over either store, a runtime thread that dies of any other error
-    (a bug) prints its traceback and stops the process too (:attr:`died`): a
-    process that served on without that loop would look alive and do nothing."""
+    the database is gone (:attr:`lost`): every thread of the runtime meets it,
+    and the main thread's heartbeat and stop too; each would print a traceback.
+    Instead the first is kept, the process stops, and :meth:`error` is the one
+    line serve ends with. Over either store, a runtime thread that dies of any
+    other error (a bug) prints its traceback and stops the process too
+    (:attr:`died`): a process that served on without that loop would look
+    alive and do nothing."""
 
     def __init__(self, db: str | None) -> None:
         self.db = db
-        self.first: BaseException | None = None
+        self.lost: BaseException | None = None
         self.died: BaseException | None = None
         self.errors: tuple[type[BaseException], ...] = ()
         self.stop: threading.Event | None = None
@@ -354,9 +355,7 @@ class _Lost:
 
             self.errors = (psycopg.OperationalError,)  # of which connection_lost says which are a lost database
 
-    def seen(self, exc: BaseException) -> None:
-        if self.first is None:
-            self.first = exc
+    def _end(self) -> None:
         if self.stop is not None:
             self.stop.set()
 
@@ -377,16 +376,15 @@ class _Lost:
         return connection_lost(exc)
 
     def _hook(self, args: Any) -> None:
-        if not getattr(args.thread, "name", "").startswith("fanoutsim-"):  # not the runtime's
-            self.previous(args)
-        elif self._lost(args.exc_value):
-            self.seen(args.exc_value)
+        runtimes = getattr(args.thread, "name", "").startswith("fanoutsim-")
+        if runtimes and self._lost(args.exc_value):
+            self.lost = self.lost or args.exc_value  # said once, in one line, at the end
         else:
             self.previous(args)  # its traceback, as Python prints it
-            if self.died is None:
-                self.died = args.exc_value
-            if self.stop is not None:
-                self.stop.set()
+            if not runtimes:  # not the runtime's: serving goes on
+                return
+            self.died = self.died or args.exc_value
+        self._end()
 
     def quietly(self, step: Callable[..., object], *args: Any) -> None:
         """``step(*args)``; a lost connection is kept, not raised (the clean-up goes on)."""
@@ -395,7 +393,8 @@ class _Lost:
         except self.errors as exc:
             if not self._lost(exc):  # a deadlock, say: an error of its own, not a lost database
                 raise
-            self.seen(exc)
+            self.lost = self.lost or exc
+            self._end()
 
     def close(self, server, watch: _Watch | None, rt) -> None:
         """Close what serve opened; a lost connection does not keep the rest open."""
@@ -409,7 +408,7 @@ class _Lost:
     def error(self) -> StoreError:
         from fanoutsim.kernel.store.postgres import mask_secrets
 
-        why = mask_secrets(first_line(self.first))
+        why = mask_secrets(first_line(self.lost))
         return StoreError(
             f"lost the connection to the database {shown(self.db or '')} ({why}); stopped serving "
             f"(serve again once it is back: the run resumes from the database)"

@@ -772,7 +772,6 @@ def recover(e, now: int, limit: int = 1000, consumer: str | None = None) -> int:
             rows = {consumer: tx.lock_lease_consumer(consumer)}
             now = tx.after_locks(now)  # what expired while it waited for the consumer's lock, too
             expired = [lease for lease in tx.list_leases(consumer) if lease["expires_at"] <= now]
-        now = tx.after_locks(now)
         for lease in expired:
             c = lease["consumer"]
             tx.delete_lease(c, lease["event_id"])
