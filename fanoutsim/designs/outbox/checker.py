@@ -11,7 +11,7 @@ effect, not its ack). Then an expected row is
 
 *delivered*   delivered once or more (each extra delivery is a *duplicate*);
 *parked*      in the ``parked`` table (its retry budget ran out), never delivered;
-*pending*     still ahead of the cursor and retained, or owed as deferred work;
+*pending*     never delivered, and still ahead of the cursor and retained, or owed as deferred work;
 *lost*        otherwise.
 
 Causes of a duplicate (what happened between two deliveries): ``reset`` (the
@@ -301,7 +301,9 @@ def _read_upto(ev: Evidence, name: str):
 def undelivered(ev: Evidence, name: str, due: pd.DataFrame, got: Repeats) -> tuple[int, int, list[dict]]:
     """The owed rows never handled: (parked, pending, the lost ones with
     their cause). Parked: in the ``parked`` table (its retries ran out);
-    pending: owed as deferred work, or ahead of the cursor and retained."""
+    pending: owed as deferred work, or ahead of the cursor and retained. The
+    cursor is the last seq handled in full: a row whose handler ran while its
+    step had not ended is delivered, above the cursor, and not pending."""
     missing = np.ones(len(due), bool)
     missing[got.item] = False
     parked = waiting = 0

@@ -34,7 +34,7 @@ def format_outbox_report(report: dict[str, Any]) -> str:
             ("deliveries", tot["delivered"], "(consumer, row) pairs handled at least once"),
             *fault_rows(tot, "extra_deliveries"),
             ("parked", tot["parked"], "retry budget spent: in the parked table"),
-            ("pending", tot["pending"], "ahead of a cursor, or deferred, at the end"),
+            ("pending", tot["pending"], "not delivered yet: ahead of a cursor, or deferred, at the end"),
             ("crashes", report["crashes"], "of the dispatcher process"),
         ]
     )
@@ -90,7 +90,10 @@ def _consumers_table(report: dict[str, Any]) -> list[str]:
         "Consumers (commit -> handled latency in s)",
         _CONSUMER_COLUMNS,
         report["consumers"],
-        "  failures: failed attempts (retried with backoff; the budget-th parks the row)",
+        "  failures: failed attempts (retried with backoff; the budget-th parks the row)\n"
+        # a row counts as delivered when its handler ran, before the cursor moves past it
+        "  cursor: the last seq handled in full; a row whose step was still running at the end is delivered, "
+        "not pending",
     )
 
 

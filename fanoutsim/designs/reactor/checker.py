@@ -639,20 +639,30 @@ def format_check(report: CheckReport) -> str:
         f"out of order {t['out_of_order']}  never logged {t['never_logged']}",
     ]
     lines += cause_lines(t)
-    df = report.per_subscription
-    if len(df):
-        names = [f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}" for r in df.itertuples(index=False)]
-        w = max(36, *map(len, names))  # whole names: a tenant cut short is another tenant
-        lines.append("")
-        lines.append(
-            f"  {'subscription':<{w}} {'expected':>8} {'once':>6} {'dup':>5} {'lost':>5} {'pend':>5} {'ooo':>5}  valid"
-        )
-        for name, r in zip(names, df.itertuples(index=False)):
-            lines.append(
-                f"  {name:<{w}} {r.expected:>8} {r.delivered_once:>6} {r.extra_deliveries:>5} "
-                f"{r.lost:>5} {r.pending:>5} {r.out_of_order:>5}  {'yes' if r.valid else 'NO'}"
-            )
+    if len(report.per_subscription):
+        lines += ["", *_subscription_lines(report.per_subscription)]
     return "\n".join(lines)
+
+
+def _subscription_lines(df: pd.DataFrame) -> list[str]:
+    """The per-subscription table under the totals, and a key to its columns.
+    Its counts add up as the totals line's do: once + dup + lost + pend =
+    expected, with dup counting firings; extra counts deliveries."""
+    names = [f"{r.reactor_name}->{r.workflow_name}@{r.tenant_id}" for r in df.itertuples(index=False)]
+    w = max(36, *map(len, names))  # whole names: a tenant cut short is another tenant
+    lines = [
+        f"  {'subscription':<{w}} {'expected':>8} {'once':>6} {'dup':>5} {'lost':>5} {'pend':>5} "
+        f"{'extra':>5} {'ooo':>5}  valid"
+    ]
+    for name, r in zip(names, df.itertuples(index=False)):
+        lines.append(
+            f"  {name:<{w}} {r.expected:>8} {r.delivered_once:>6} {r.duplicated:>5} {r.lost:>5} "
+            f"{r.pending:>5} {r.extra_deliveries:>5} {r.out_of_order:>5}  {'yes' if r.valid else 'NO'}"
+        )
+    lines.append(
+        "  dup: firings delivered more than once; extra: their deliveries beyond the first; ooo: delivered out of order"
+    )
+    return lines
 
 
 def explain(sim, firing_id: str, subscription: str | None = None, *, show: bool = True) -> pd.DataFrame:
