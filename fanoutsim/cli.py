@@ -61,19 +61,29 @@ outbox's p99 commit -> handled in seconds, defaults 1.5 and 2; the leases'
 duplicates per event delivered, default 0.01). Finished runs are
 cached in ``DIR/cache.duckdb`` (``--cache FILE``, ``--no-cache``): the same
 command again runs only what is missing. Ctrl-C stops it, keeping the finished
-runs (exit 130).
+runs (exit 130), and ends the runs under way in its worker processes.
+
+Every command but ``serve`` takes SIGTERM as it takes Ctrl-C (SIGINT): it
+stops with one line ``fanoutsim: interrupted...`` on stderr and cleans up the
+same way — ``run`` removes the ``--store`` file it created and stops its
+private PostgreSQL (``--store postgres``), ``sweep`` keeps the finished runs in
+its cache and leaves no worker process behind — and exits with status 130
+after SIGINT, 143 after SIGTERM (128 + the signal, as a shell reports a process
+the signal killed). ``serve`` stops gracefully on either (exit 0).
 
 A last line names the folder (on stderr with ``--json``). A run that takes
 over two seconds shows its progress on stderr when stderr is a terminal
 (``--progress`` / ``--no-progress`` decide). Any error — a missing file, a bad
 scenario, a bad flag, a database file that cannot be used — prints one line
-``fanoutsim: error: ...`` on stderr and exits with status 2. Output cut short
+``fanoutsim: error: ...`` on stderr and exits with status 2; a password in
+anything it quotes (a URI, a ``password=`` DSN) shows as ``***``. Output cut short
 by its reader (``| head``) ends quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -81,11 +91,12 @@ import re
 import shlex
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from fanoutsim import __version__
+from fanoutsim.kernel.store.redact import mask_secrets
 
 PROG = "fanoutsim"
 
@@ -135,7 +146,8 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse's signature
-        raise _UsageError(f"{message} (see '{self.prog} --help')")
+        # argparse quotes the value it refuses, which may be a URI or DSN with its password
+        raise _UsageError(mask_secrets(f"{message} (see '{self.prog} --help')"))
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         # an argument no parser knows is reported by the top parser, which would
@@ -144,7 +156,7 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             command = getattr(known, "command", None)
             where = f"{self.prog} {command}" if command else self.prog
-            raise _UsageError(f"unrecognized arguments: {' '.join(extras)} (see '{where} --help')")
+            raise _UsageError(mask_secrets(f"unrecognized arguments: {' '.join(extras)} (see '{where} --help')"))
         return known
 
 
@@ -337,7 +349,12 @@ def _add_serve_command(sub) -> None:
         help="the part of the design's process to run, over PostgreSQL, or several joined by "
         f"commas ({_roles_help()}; default: all, the whole process)",
     )
-    srv.add_argument("--trace", metavar="PARQUET", help="write this process's trace there at a clean stop")
+    srv.add_argument(
+        "--trace",
+        metavar="PARQUET",
+        help="write this process's trace there at a clean stop (where it goes must exist and be writable: "
+        "checked before serving)",
+    )
     _add_watch_option(srv)
 
 
@@ -673,8 +690,14 @@ def _fields(items: Sequence[str]) -> dict:
 
 
 def _error(message: str) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    # every error line goes through here, and any may quote what was typed: a URI or DSN's password never shows
+    print(f"{PROG}: error: {mask_secrets(message)}", file=sys.stderr)
     return 2
+
+
+# the exit statuses of a command stopped by Ctrl-C (SIGINT) and by SIGTERM: 128 + the signal, as a shell reports
+INTERRUPTED = 130
+TERMINATED = 143
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -684,6 +707,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(str(exc))
     except SystemExit as exc:  # --help, --version
         return exc.code if isinstance(exc.code, int) else 0
+    if args.command == "serve":  # serve turns SIGTERM and SIGINT into its own graceful stop
+        return _command(args)
+    with _sigterm_as_ctrl_c() as received:
+        code = _command(args)
+    return TERMINATED if received and code == INTERRUPTED else code
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[list[int]]:
+    """While the block runs, SIGTERM raises KeyboardInterrupt in the main thread,
+    so a command stopped by it (``kill``, ``timeout``, a supervisor) cleans up
+    as Ctrl-C makes it: a store file it created removed, its private PostgreSQL
+    stopped, a sweep's pool shut down with its finished runs kept. Yields the
+    list of SIGTERMs received. Only the first raises: ``timeout`` sends one to
+    the process and one to its group, and the second must not cut the clean-up
+    of the first short. A sweep's workers do not inherit this handler: they
+    start from a fork server or a spawned interpreter, which begin with
+    SIGTERM's default (and die of it: the pool breaks and the sweep ends as
+    interrupted)."""
+    import signal
+    import threading
+
+    received: list[int] = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may install handlers
+        yield received
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # a caller's own (pytest's, a notebook's) comes back
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the command ``args`` names; its exit status."""
     try:
         if args.command == "run":
             code = _run(args)
@@ -701,6 +765,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _reader_gone()
+    except KeyboardInterrupt:  # one the command does not handle itself: a line, not a traceback
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 def _pg(args: argparse.Namespace) -> int:
@@ -761,50 +828,60 @@ def _stacks_on_sigusr1() -> None:
             pass
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """``fanoutsim serve``; its errors are :func:`_realtime`'s to report."""
+    from fanoutsim import serve as srv
+    from fanoutsim.scenario import load_scenario
+
+    trace = None if args.trace is None else srv.trace_problem(args.trace)
+    if trace is not None:  # before serving: the trace is written only at the stop
+        return _error(f"--trace {args.trace}: {trace}")
+    _stacks_on_sigusr1()
+    scenario = load_scenario(args.scenario) if args.scenario else None
+    what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"
+
+    def ready(port: int | None) -> None:  # said once the file is ours and the endpoint listens
+        if port is None:  # PostgreSQL: no endpoint, the database is shared
+            from fanoutsim.kernel.store.postgres import safe_dsn
+
+            print(
+                f"serving {safe_dsn(args.db)} with {what} as role {args.role} (pid {os.getpid()}); "
+                f"stop with SIGTERM or Ctrl-C",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        print(
+            f"serving {args.db} with {what} on 127.0.0.1:{port} (pid {os.getpid()}); stop with SIGTERM or Ctrl-C",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    extra = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
+    return srv.serve(
+        args.db,
+        scenario,
+        rate=args.rate,
+        port=args.port,
+        ready=ready,
+        role=args.role,
+        trace=args.trace,
+        window=args.window,
+        **extra,
+    )
+
+
 def _realtime(args: argparse.Namespace) -> int:
     import duckdb
 
     from fanoutsim import serve as srv
     from fanoutsim.kernel.store.duckdb import StoreError
-    from fanoutsim.scenario import ScenarioError, load_scenario
+    from fanoutsim.scenario import ScenarioError
 
     try:
         args.db = args.store  # a .duckdb file or a postgresql:// URI, checked by _store
         if args.command == "serve":
-            _stacks_on_sigusr1()
-            scenario = load_scenario(args.scenario) if args.scenario else None
-            what = f"the {scenario.design} scenario {scenario.name}" if scenario is not None else "its run"
-
-            def ready(port: int | None) -> None:  # said once the file is ours and the endpoint listens
-                if port is None:  # PostgreSQL: no endpoint, the database is shared
-                    from fanoutsim.kernel.store.postgres import safe_dsn
-
-                    print(
-                        f"serving {safe_dsn(args.db)} with {what} as role {args.role} (pid {os.getpid()}); "
-                        f"stop with SIGTERM or Ctrl-C",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    return
-                print(
-                    f"serving {args.db} with {what} on 127.0.0.1:{port} (pid {os.getpid()}); stop with "
-                    f"SIGTERM or Ctrl-C",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-            extra = {} if args.max_body_bytes is None else {"max_body_bytes": args.max_body_bytes}
-            return srv.serve(
-                args.db,
-                scenario,
-                rate=args.rate,
-                port=args.port,
-                ready=ready,
-                role=args.role,
-                trace=args.trace,
-                window=args.window,
-                **extra,
-            )
+            return _serve(args)
         if args.command == "fire":
             try:
                 payload = json.loads(args.payload)
@@ -839,6 +916,8 @@ def _realtime(args: argparse.Namespace) -> int:
         raise  # the reader of stdout left: main ends quietly
     except OSError as exc:  # e.g. the folder of FILE.serve.json cannot be written
         where = exc.filename or args.db
+        if getattr(args, "trace", None) is not None and where == args.trace:  # serve's --trace, at the stop
+            where = f"--trace {args.trace}"
         return _error(f"{where}: {exc.strerror or exc}")
 
 
@@ -859,7 +938,7 @@ def _run(args: argparse.Namespace) -> int:
             _discard_store(*made)
             made.clear()
         print(f"{PROG}: interrupted{dropped}", file=sys.stderr)
-        code = 130
+        code = INTERRUPTED
         return code
     finally:
         if made and code != 0:
@@ -1010,7 +1089,7 @@ def _sweep(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         kept = f"; the finished runs are kept in {cache}" if cache is not None else ""
         print(f"{PROG}: interrupted{kept}", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except (sweeps.RunFailed, sweeps.ClusterMismatch, ValueError) as exc:
         return _error(str(exc))
     finally:
@@ -1252,6 +1331,8 @@ def _explain(args: argparse.Namespace) -> int:
     missing = _missing_run(args.db, story=not kinds)
     if missing is not None:
         return _error(missing)
+    if not kinds and os.path.isdir(args.db):
+        return _error(_no_story_in_folder(args.db))
     try:
         if kinds:
             print(verdicts.table(verdicts.read(args.db, design=args.design), kinds), end="")
@@ -1290,6 +1371,22 @@ def _missing_run(path: str, *, story: bool) -> str | None:
     )
 
 
+def _no_story_in_folder(path: str) -> str:
+    """Why an item's story is not in the folder ``path``, and where it is: a
+    ``run --out`` folder keeps the checker's verdicts (report.json), not the
+    tables an item's deliveries are read from."""
+    story = (
+        f"one item's story is read from a run's store: run the scenario with '--store FILE.duckdb', "
+        f"then '{PROG} explain FILE.duckdb ID'"
+    )
+    if os.path.isfile(os.path.join(path, "report.json")):
+        return (
+            f"{path} is the folder of a run ('{PROG} run --out'): it answers --duplicates / --lost "
+            f"(each such item and its cause), not an ID; {story}"
+        )
+    return f"{path} is a folder, not a run's store file; {story}"
+
+
 def _hint_explain(db: str, answer) -> None:
     """After a write: what to do with the id it printed (on stderr, so stdout stays the answer)."""
     item = (
@@ -1299,17 +1396,24 @@ def _hint_explain(db: str, answer) -> None:
     )
     if item is None:
         return
-    print(f"{PROG}: its story as it is delivered: {PROG} explain {_pasteable_store(db)} {item}", file=sys.stderr)
+    if _has_password(db):  # a masked password pasted back would be sent as "***": a placeholder instead
+        where, said = '"$URI"', " (URI: your store's postgresql:// URI, which has a password, not shown here)"
+    else:
+        where, said = shlex.quote(db), ""
+    print(f"{PROG}: its story as it is delivered: {PROG} explain {where} {item}{said}", file=sys.stderr)
 
 
-def _pasteable_store(db: str) -> str:
-    """``db`` as a shell word that explain accepts: a URI stays a URI (explain
-    takes no libpq ``key=value`` DSN), its password masked, never printed."""
-    if db.startswith(("postgresql://", "postgres://")):
-        from fanoutsim.kernel.store.postgres import safe_uri
+def _has_password(db: str) -> bool:
+    """Whether the store ``db`` is a URI with a password in it (one that cannot
+    be read counts as having one: it is not printed)."""
+    if not db.startswith(("postgresql://", "postgres://")):
+        return False
+    import psycopg
 
-        db = safe_uri(db)
-    return shlex.quote(db)
+    try:
+        return bool(psycopg.conninfo.conninfo_to_dict(db).get("password"))
+    except psycopg.Error:
+        return True
 
 
 def _warn_write(answer) -> None:

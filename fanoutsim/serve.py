@@ -31,7 +31,9 @@ default), and there is no sidecar and no control endpoint — ``write`` and
 is recorded in ``fanoutsim_meta`` as in a file; a serving process's start and
 clean stop are ``runner_log`` rows. ``trace=PATH`` writes the process's trace
 to a Parquet file at a clean stop (what a checker over several processes
-merges; a killed process leaves none).
+merges; a killed process leaves none). Its folder is checked before serving
+starts (:func:`trace_problem`), so that a session is not run for a trace that
+cannot be written.
 """
 
 from __future__ import annotations
@@ -275,7 +277,7 @@ def serve(
     grows ("falling behind"); the process samples it four times a window and
     writes its presence (pid, role, heartbeat, stop) into ``fanoutsim_meta``.
     ``GET /metrics`` serves the runtime's metrics to a scraper."""
-    _check_serve_limits(max_body_bytes, port, window)
+    _check_serve_limits(max_body_bytes, port, window, trace)
     db = os.fspath(db)
     pg = is_postgres(db)
     new_file = not pg and not os.path.lexists(db)  # removed again if serving never starts
@@ -453,13 +455,46 @@ def _run_until_stopped(rt, watch: _Watch, stop: threading.Event, trace: str | No
         watch.tick()
     rt.stop()
     if trace is not None:
-        import pandas as pd
-
-        pd.DataFrame(rt.trace()).to_parquet(trace)
+        _write_trace(rt, trace)
 
 
-def _check_serve_limits(max_body_bytes, port, window) -> None:
+def trace_problem(trace: str) -> str | None:
+    """Why a trace cannot be written to ``trace`` at the stop (None: it can
+    be, as far as can be told before): a folder there, or no writable folder
+    for it (the write makes none)."""
+    path = os.path.abspath(os.fspath(trace))
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        return "it is a folder; give the Parquet file to write"
+    if not os.path.isdir(folder):
+        return f"{folder} is not a folder" if os.path.exists(folder) else f"no folder {folder} to write it in"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
+def _write_trace(rt, trace: str) -> None:
+    """The trace to ``trace``, whole or not at all (written beside it, then
+    renamed); a failure is an OSError naming ``trace``, not the database."""
+    import pandas as pd
+
+    part = f"{trace}.{os.getpid()}.part"
+    try:
+        pd.DataFrame(rt.trace()).to_parquet(part)
+        os.replace(part, trace)
+    except OSError as exc:
+        try:
+            os.remove(part)
+        except OSError:
+            pass
+        raise OSError(exc.errno, f"could not write the trace: {exc.strerror or exc}", trace) from exc
+
+
+def _check_serve_limits(max_body_bytes, port, window, trace: str | None = None) -> None:
     check_max_body_bytes(max_body_bytes)
+    problem = None if trace is None else trace_problem(trace)
+    if problem is not None:  # before serving: the trace is written only at the stop
+        raise ValueError(f"trace {trace}: {problem}")
     if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0.2 <= window < 86400:
         raise ValueError(f"window {window!r} must be a number of seconds from 0.2 to 86400")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:

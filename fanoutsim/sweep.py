@@ -95,7 +95,8 @@ A run that raises stops the sweep with :class:`RunFailed`, naming the run's
 grid values and seed (its cause chained); the runs that finished before are
 kept in the cache, so the same call after a fix runs only what is missing.
 Ctrl-C (``KeyboardInterrupt``) cancels the runs not yet finished — the pool's
-queued ones, or the cluster's outstanding tasks — and keeps the finished ones.
+queued ones, its running ones ended (not waited for: their rows would not be
+kept), or the cluster's outstanding tasks — and keeps the finished ones.
 """
 
 from __future__ import annotations
@@ -890,10 +891,32 @@ def _run_all(where: _Where, todo: list[_Run], keys: list[str], finished: Callabl
                 raise _failed(run, keys, exc) from exc
             finished(run, future.result())
             submit_more()
+    except KeyboardInterrupt:
+        _end_running(where.executor, list(out))
+        raise
     finally:  # an error, a failed run or Ctrl-C: nothing outstanding is left running
         for future in out:
             future.cancel()
         where.executor.shutdown(wait=where.wait)
+
+
+def _end_running(executor: Executor, outstanding: list[Future]) -> None:
+    """Interrupted: end a local pool's running runs now rather than wait for
+    them, whose rows would not be kept anyway. Ctrl-C at a terminal reaches
+    the workers too and ends them; SIGTERM or ``kill -INT`` reaches this
+    process alone, and waiting could outlast whoever sent it (then killed,
+    this process would leave its workers running)."""
+    if not isinstance(executor, ProcessPoolExecutor):
+        return
+    # ProcessPoolExecutor has no public way to end its workers before Python 3.14
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        try:
+            process.terminate()
+        except (OSError, ValueError, AttributeError):  # exited already, or closed
+            pass
+    # the pool fails every outstanding future once it sees a worker gone; one cancelled
+    # meanwhile makes its thread raise InvalidStateError (CPython 3.11), so the cancels wait for that
+    wait(outstanding, timeout=30)
 
 
 def _check_where(workers: int, client) -> None:

@@ -209,3 +209,14 @@ def test_a_runtime_thread_that_dies_of_a_bug_stops_serving_with_its_traceback(tm
     )
     assert told == [(ZeroDivisionError, "fanoutsim-reactor-prune")]  # its traceback, printed by the hook before
     assert threading.excepthook is before  # the caller's hook is back
+
+
+@pytest.mark.parametrize("path, body", [("/nope", None), ("/write", None), ("/nope", b"{}")])
+def test_an_unknown_endpoint_gets_404_naming_every_route_of_either_method(server, path, body):
+    _, address, token = server
+    code, reply = request(f"{address}{path}", token=token, body=body)
+    assert code == 404
+    method = "POST" if body is not None else "GET"
+    assert reply["error"].startswith(f"no such endpoint {method} {path}; this server has ")
+    for route in ("GET /status", "GET /metrics", "GET /explain", "POST /write", "POST /fire"):
+        assert route in reply["error"], route

@@ -59,9 +59,15 @@ def write(name: str, out: str | os.PathLike) -> list[Path]:
     An existing ``out`` (or recording) is refused, naming it, before anything
     is written: an example never overwrites your edits."""
     source = path(name)
+    written_as = os.fspath(out)
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"{out} is a folder: give the file to write, e.g. {out / source.name}")
+    if written_as.endswith(("/", os.sep)):  # Path drops the slash, which names a folder: not a file to write
+        raise ValueError(
+            f"{written_as} names a folder (it ends in /), and there is none: give the file to write, in a "
+            f"folder that exists (e.g. mkdir {out}, then --out {out / source.name})"
+        )
     targets = [(source, out)] + [(FOLDER / r, out.parent / r) for r in replays(name)]
     taken = [str(t) for _, t in targets if t.exists()]
     if taken:

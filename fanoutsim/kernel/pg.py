@@ -183,8 +183,10 @@ class EmbeddedServer:
             self._server = pgserver.get_server(self.folder, cleanup_mode="delete")
             self.dsn = self._server.get_uri()
             start.ready(_tune(self.dsn))
-        except Exception as exc:  # initdb or pg_ctl failed: say why in one line, leave nothing behind
+        except BaseException as exc:  # initdb or pg_ctl failed, or Ctrl-C / SIGTERM: leave nothing behind
             self.close()
+            if not isinstance(exc, Exception):
+                raise
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ServerError(f"could not start the embedded PostgreSQL: {first}") from None
 
@@ -195,11 +197,13 @@ class EmbeddedServer:
 
     def close(self) -> None:
         server, self._server = self._server, None
-        if server is not None:
-            try:
+        try:
+            if server is not None:
                 server.cleanup()
-            except Exception:  # already stopped; the folder goes below anyway
-                pass
+            elif os.path.isdir(self.folder):  # a start cut short: its postmaster may run already
+                stop_shared(self.folder)
+        except Exception:  # already stopped; the folder goes below anyway
+            pass
         if os.path.isdir(self.folder):
             shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -154,7 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urllib.parse.urlsplit(self.path)
         if parts.path not in endpoints:
             method = "GET" if endpoints is _GET else "POST"
-            known = ", ".join(f"{method} {e}" for e in endpoints)
+            # every route, of either method: a GET /write is answered with where POST /write is
+            known = ", ".join(f"{m} {e}" for m, routes in (("GET", _GET), ("POST", _POST)) for e in routes)
             self._reply(404, {"error": f"no such endpoint {method} {parts.path}; this server has {known}"})
             return None
         query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)

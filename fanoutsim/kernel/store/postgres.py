@@ -44,6 +44,7 @@ from fanoutsim.kernel.store import base, pgsql, sql
 from fanoutsim.kernel.store import duckdb as _duckdb_store
 from fanoutsim.kernel.store.duckdb import first_line
 from fanoutsim.kernel.store.record import DESIGN_KEY
+from fanoutsim.kernel.store.redact import mask_secrets
 
 if TYPE_CHECKING:  # imported where a throwaway server is started, not before
     from fanoutsim.kernel.pg import EmbeddedServer
@@ -58,17 +59,6 @@ CONNECT_TIMEOUT = 5  # seconds, unless the DSN says otherwise
 class StoreError(_duckdb_store.StoreError):
     """A PostgreSQL database that cannot be used as a fanoutsim store (a kind
     of the DuckDB store's error, so that whoever catches one catches both)."""
-
-
-# a password in a URI's user info (postgresql://user:PASSWORD@host), and as a key=value
-_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s\"'\[]*:)[^@/\s\"']*(@)")
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s\"]+)")
-
-
-def mask_secrets(text: str) -> str:
-    """``text`` (a URI, a message quoting one) with every password in it shown
-    as ``***``: the one function every PostgreSQL message goes through."""
-    return _KV_PASSWORD.sub(r"\1***", _URI_PASSWORD.sub(r"\1***\2", text))
 
 
 def safe_dsn(dsn: str) -> str:
@@ -93,14 +83,6 @@ def connection_lost(exc: BaseException) -> bool:
         return False
     state = exc.sqlstate
     return state is None or state.startswith(("08", "57P"))
-
-
-def safe_uri(uri: str) -> str:
-    """``uri`` as written, with its passwords masked: in the user info and in each
-    query parameter alone (one ``?password=...`` must not swallow the ``&...``
-    after it). For a URI a reader will paste back; :func:`safe_dsn` for messages."""
-    base, sep, query = uri.partition("?")
-    return mask_secrets(base) + sep + "&".join(mask_secrets(part) for part in query.split("&") if sep)
 
 
 def parse_uri(dsn: str) -> dict[str, Any]:
