@@ -319,6 +319,8 @@ def _add_serve_command(sub) -> None:
         "--role poller &"
         "\n  fanoutsim serve --store $URI --scenario realtime.toml "
         "--role executor &"
+        "\n  fanoutsim serve --store $URI --scenario realtime.toml "
+        "--role writers &"
         "\n  fanoutsim status --store $URI",
     )
     _where(srv)

@@ -59,7 +59,7 @@ def test_serve_help_says_what_changes_over_postgresql():
 def test_serve_help_lists_every_design_s_roles():
     shown = " ".join(cli("serve", "--help").stdout.split())
     for words in (
-        "reactor: poller, executor, prune",
+        "reactor: poller, executor, prune, writers",
         "outbox: dispatcher, consumers, retention, writers",
         "leases: clients, recovery, retention, publishers",
     ):

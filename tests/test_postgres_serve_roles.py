@@ -19,7 +19,7 @@ from fanoutsim.designs.reactor.crashtest import kill9_campaign
 from fanoutsim.designs.reactor.roles import check_processes
 from fanoutsim.designs.reactor.scenario import load_scenario
 from fanoutsim.designs.stores import open_store
-from fanoutsim.kernel.runtime.processes import serve_role, stderr_tail
+from fanoutsim.kernel.runtime.processes import kill_all, serve_role, stderr_tail
 
 SCENARIO = """
 name = "roles"
@@ -166,7 +166,7 @@ def test_a_role_the_design_lacks_is_refused_in_one_line(pg_url, capsys):
     assert (
         cli.main(["serve", "--store", url, "--scenario", "fanoutsim/examples/realtime.toml", "--role", "pollers"]) == 2
     )
-    assert "its roles: all, poller, executor, prune" in capsys.readouterr().err
+    assert "its roles: all, poller, executor, prune, writers" in capsys.readouterr().err
     assert cli.main(["status", "--store", url]) == 2  # nothing served there yet: nothing created either
     assert "holds no fanoutsim run" in capsys.readouterr().err
     assert cli.main(["status", "--store", "postgres"]) == 2  # a throwaway server nobody else could reach
@@ -184,3 +184,55 @@ def test_kill_9_of_the_reactor_server_over_postgres_loses_nothing(pg_url):
     # every duplicate lies across a kill, at most one batch per kill and subscription
     assert set(out["duplicates_by_cause"]) <= {"crash"}
     assert out["max_duplicates_per_crash_and_subscription"] <= out["batch_limit"]
+
+
+WRITERS_SCENARIO = (
+    SCENARIO
+    + """
+[[workload]]
+reactor = "pricing_reactor"
+rate = 20.0
+stop = 2.0
+"""
+)
+
+
+def test_a_writers_process_feeds_pollers_and_executors_of_other_processes(pg_url, tmp_path):
+    """``--role writers`` runs the scenario's workloads and nothing else: its
+    firings, logged in the shared table, are dispatched by a poller and run by an
+    executor in other processes, and none is lost. The poller and the executor
+    fire nothing themselves: every firing is the writer's."""
+    url = pg_url()
+    scenario = tmp_path / "writers.toml"
+    scenario.write_text(WRITERS_SCENARIO)
+    roles = ["poller", "executor", "writers"]  # the writer last: the others are up before its first firing
+    traces = [str(tmp_path / f"{role}.parquet") for role in roles]
+    procs, store = [], None
+    try:
+        procs = [serve_role(url, role, trace, str(scenario)) for role, trace in zip(roles, traces)]
+        store = open_store(url)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the workload stops 2 s in: wait for its firings, then their runs
+            firings = len(store.rows("reactor_firings"))
+            if firings >= 20 and _settled(store, firings):
+                time.sleep(0.5)  # the workload's last arrivals, if any came late
+                if len(store.rows("reactor_firings")) == firings and _settled(store, firings):
+                    break
+            time.sleep(0.2)
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            assert proc.wait(60) == 0, stderr_tail(proc)
+        assert not any(stderr_tail(proc) for proc in procs), [stderr_tail(proc) for proc in procs]
+        report = check_processes(store, [pd.read_parquet(t) for t in traces], load_scenario(scenario).config)
+        fired_by = {role: pd.read_parquet(t) for role, t in zip(roles, traces)}
+    finally:
+        kill_all(procs)
+        if store is not None:
+            store.close()
+    firings = open_store(url).rows("reactor_firings")
+    assert 20 <= len(firings) <= 80  # 20 a second for 2 s, Poisson
+    total = report.total
+    assert total["expected"] == len(firings) and total["lost"] == 0 and total["pending"] == 0
+    logged = {role: int((t["kind"] == "fired").sum()) for role, t in fired_by.items()}
+    assert logged == {"poller": 0, "executor": 0, "writers": len(firings)}, logged

@@ -48,12 +48,12 @@ def _runtime(path, role: str) -> Realtime:
     return rt
 
 
-def test_the_reactor_roles_run_their_groups_of_loops_and_only_all_takes_a_workload(tmp_path):
+def test_the_reactor_roles_run_their_groups_of_loops_and_only_all_and_writers_take_a_workload(tmp_path):
     db = tmp_path / "run.duckdb"
     rt = _runtime(db, "poller")
     try:
         assert rt.role == "poller" and rt.engine.poller.startswith("poller@")
-        with pytest.raises(ValueError, match=r"role 'poller' runs no workload .*; 'all' does"):
+        with pytest.raises(ValueError, match=r"role 'poller' runs no workload .*; 'all' or 'writers' do"):
             rt.add_workload("r", 10.0)
         rt.start()
         rt.fire("r", {})
@@ -73,11 +73,11 @@ def test_the_reactor_roles_run_their_groups_of_loops_and_only_all_takes_a_worklo
     finally:
         rt.close()
     with pytest.raises(
-        ValueError, match="the reactor design has no role 'pollers'; its roles: all, poller, executor, prune"
+        ValueError, match="the reactor design has no role 'pollers'; its roles: all, poller, executor, prune, writers$"
     ):
         Realtime(CONFIG, store=str(tmp_path / "never.duckdb"), role="pollers")
     assert not (tmp_path / "never.duckdb").exists()  # refused before the store was opened
-    assert set(ROLES.help) == {"all", "poller", "executor", "prune"}
+    assert set(ROLES.help) == {"all", "poller", "executor", "prune", "writers"}
 
 
 def test_the_leases_roles_run_their_groups_of_loops_and_only_publishers_take_a_workload(tmp_path):

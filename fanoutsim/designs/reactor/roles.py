@@ -12,11 +12,13 @@
                ``UPDATE ... WHERE status = 'pending'``, so two executors never
                both claim a row); it claims on every tick, having no local
                dispatch to hint it;
-``prune``      the prune loop only.
+``prune``      the prune loop only;
+``writers``    the scenario's workloads: firings at their rates, logged for
+               the pollers of other processes to read.
 
-A process may run several parts: ``--role executor,prune``. A role other
-than ``all`` runs no workload (firings come from ``fanoutsim
-fire`` / ``write``). Recovery requeues every 'running' execution, as the
+A process may run several parts: ``--role executor,prune``. Only ``all`` and
+``writers`` run the workloads; every role also takes ``fanoutsim fire`` /
+``write``. Recovery requeues every 'running' execution, as the
 seed's does at a runner's start: run one executor (or one ``all``) at a time,
 or an executor's start requeues another's rows in hand and they run twice.
 
@@ -29,7 +31,7 @@ role before checking.
 
 from __future__ import annotations
 
-from fanoutsim.kernel.runtime.roles import Roles
+from fanoutsim.kernel.runtime.roles import WORKLOADS, Roles
 
 # the runner's groups of loops (ReactorRuntime._start_loops asks for each)
 POLL, EXECUTOR, PRUNE = "poll", "executor", "prune"
@@ -44,7 +46,13 @@ ROLES = Roles(
         "time: its recovery requeues every running execution)",
     ),
     prune=((PRUNE,), "the prune loop"),
+    writers=((WORKLOADS,), "the scenario's workloads: firings at their rates"),
 )
+
+
+def runs_workloads(role: str) -> bool:
+    """Whether a process of ``role`` runs the scenario's workloads (``all`` or ``writers``)."""
+    return WORKLOADS in ROLES.check(role).groups
 
 
 def check_role(role: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from fanoutsim.designs.reactor.analysis.lag import WATERMARK_LAG, watermark_lag_us
 from fanoutsim.designs.reactor.realtime import Realtime
+from fanoutsim.designs.reactor.roles import runs_workloads
 from fanoutsim.kernel.designkit import check_write, populated, status_clock, status_record
 from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
 from fanoutsim.kernel.store.duckdb import StoreError
@@ -99,15 +100,17 @@ def open_realtime(
     fire ``reactor`` that many times a second instead of the scenario's
     workloads (0: no workload; with no scenario, ``reactor`` feeds an ``audit``
     workflow). ``role``: the part of the runner it runs
-    (:mod:`fanoutsim.designs.reactor.roles`; only ``all`` runs workloads)."""
+    (:mod:`fanoutsim.designs.reactor.roles`; ``all`` and ``writers`` run the workloads)."""
     rt = Realtime(
         scenario.config if scenario is not None else None, store=db, faults=getattr(scenario, "faults", None), role=role
     )
 
+    writes = runs_workloads(rt.role)
+
     def populate() -> None:
         if scenario is not None:
-            apply_scenario(rt, scenario, workloads=rate is None and rt.role == "all")
-        if rate and rt.role == "all":
+            apply_scenario(rt, scenario, workloads=rate is None and writes)
+        if rate and writes:
             if scenario is None:
                 rt.runner.subscribe_workflow_to_reactor(reactor, "audit")
             rt.add_workload(reactor, rate)
