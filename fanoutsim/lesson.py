@@ -23,13 +23,13 @@ import inspect
 import itertools
 import re
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fanoutsim.kernel.plotting import show_in
+from fanoutsim.kernel.plotting import show_in, stack_pngs
 
 __all__ = ["needs_kernel", "Explorer", "table", "show_source", "takeaway", "NOTE_CLASS", "OFFLINE_NOTE"]
 
@@ -49,6 +49,18 @@ def _note(action: str):
     return note
 
 
+def _pngs(widget: Any) -> Iterator[str]:
+    """The PNGs (base64) ``widget`` shows, its children's in order: what its
+    Output widgets hold (:func:`~fanoutsim.kernel.plotting.show_in` puts a
+    figure there)."""
+    for shown in getattr(widget, "outputs", ()):
+        png = shown.get("data", {}).get("image/png")
+        if png:
+            yield png
+    for child in getattr(widget, "children", ()):
+        yield from _pngs(child)
+
+
 def needs_kernel(control, action: str = "move the sliders"):
     """``control`` under a note that says it needs a running kernel (see the
     module's docstring); ``action`` is what the reader can then do. Its text
@@ -59,6 +71,15 @@ def needs_kernel(control, action: str = "move the sliders"):
     class Control(widgets.VBox):
         def __repr__(self) -> str:
             return f"A control that needs a running kernel: run its cell to {action}."
+
+        def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+            # beside the view, a still of the figures it shows now: a viewer that
+            # draws no widgets (a re-run notebook in a plain viewer) shows them
+            bundle = super()._repr_mimebundle_(**kwargs)
+            figures = list(_pngs(self))
+            if figures:
+                bundle["image/png"] = stack_pngs(figures)
+            return bundle
 
     box = Control([_note(action), control])
     box.control = control

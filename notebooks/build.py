@@ -34,9 +34,7 @@ Run All took — the cells' run, without the kernel's start — is written to
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import io
 import json
 import re
 import sys
@@ -45,6 +43,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from fanoutsim.kernel.plotting import stack_pngs
 
 HERE = Path(__file__).resolve().parent
 TIMES = HERE / "run_all_seconds.json"
@@ -144,7 +144,7 @@ def control_stills(nb) -> int:
             view = output.get("data", {}).get(VIEW)
             figures = list(_figures(state, view["model_id"])) if view else []
             if figures:
-                output["data"]["image/png"] = _stack(figures)
+                output["data"]["image/png"] = stack_pngs(figures)
                 changed += 1
     return changed
 
@@ -183,23 +183,6 @@ def _figures(state: dict, model_id: str):
             yield png
     for child in model.get("children", ()):
         yield from _figures(state, child.removeprefix("IPY_MODEL_"))
-
-
-def _stack(figures: list[str]) -> str:
-    """One PNG (base64) of ``figures`` one above the other, on white."""
-    if len(figures) == 1:
-        return figures[0]
-    from PIL import Image
-
-    images = [Image.open(io.BytesIO(base64.b64decode(f))).convert("RGBA") for f in figures]
-    still = Image.new("RGB", (max(i.width for i in images), sum(i.height for i in images)), "white")
-    top = 0
-    for image in images:
-        still.paste(image, (0, top), image)  # through its alpha: a transparent figure on white
-        top += image.height
-    buffer = io.BytesIO()
-    still.save(buffer, format="PNG", optimize=True)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def run_all_seconds(nb) -> float:

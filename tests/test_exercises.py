@@ -124,6 +124,30 @@ def test_the_retry_budget_exercise_wants_the_measured_wait_not_its_input_or_its_
     assert "seed=0" in wrong(lambda budget: 3.0).hint  # within the jitter's range (1.75 to 3.5 s), not the run
 
 
+def test_the_backfill_exercise_wants_the_runs_worst_not_a_typical_wait_or_the_poll():
+    """9.2 asks for the worst latency of the rows committed in the backfill: the
+    reference run passes; a typical wait (a mean, a median, a round number under
+    the poll), the safety poll itself and the reserved answer for both do not,
+    each with its hint."""
+    from fanoutsim.exercises.outbox import _measured_backfill_worst
+
+    assert ex.check("9.2", _measured_backfill_worst).right
+    worst = _measured_backfill_worst(False)
+    assert 5.0 < worst < 5.1  # the safety poll, plus the step
+
+    def wrong(answer) -> ex.Verdict:
+        verdict = ex.check("9.2", answer)
+        assert verdict.answered and not verdict.right and f"the run gives {worst:.3f} s" in verdict.message, str(
+            verdict
+        )
+        return verdict
+
+    assert "not a typical one" in wrong(lambda reserved: 0.01 if reserved else 3.0).hint
+    assert "not a typical one" in wrong(lambda reserved: 0.01 if reserved else worst / 2).hint
+    assert "the bound" in wrong(lambda reserved: 0.01 if reserved else 5.0).hint
+    assert "hint is lost" in wrong(lambda reserved: 0.01).hint
+
+
 def test_learner_code_that_raises_is_marked_wrong_with_its_error():
     verdict = ex.check("0.1", lambda prices, threshold: 1 / 0)
     assert not verdict.right and "ZeroDivisionError" in verdict.message and verdict.hint
@@ -337,17 +361,37 @@ def test_a_wait_in_milliseconds_is_told_its_unit():
     assert "milliseconds" in verdict.hint, verdict.hint
 
 
-def test_the_fence_exercise_holds_the_count_against_the_run_described():
-    """11.2: any seed's count passes; a count of another run (twice as long) or a
-    made-up number with nothing pruned beside it does not, and is told what to fix."""
-    from fanoutsim.exercises.leases import _reference_pruned
+def test_the_fence_exercise_holds_the_count_against_the_run_of_each_seed():
+    """11.2 runs the learner's function at two seeds: the run's counts pass; one
+    seed's count said for both, a run twice as long and a made-up number do not,
+    and each is told what to fix."""
+    from fanoutsim.exercises.leases import _SEEDS, _reference_pruned
 
-    want = _reference_pruned()
-    assert ex.check("11.2", lambda idle: 0 if idle else round(want * 1.08)).right  # another seed's draws
-    for alone, hint in ((1000, "Stop the workload and the clock at 300 s"), (360, "Prune every 10 s")):
-        verdict = ex.check("11.2", lambda idle, alone=alone: 0 if idle else alone)
+    counts = {seed: _reference_pruned(seed) for seed in _SEEDS}
+    assert len(set(counts.values())) == 2  # else a count copied from one seed would pass
+    assert ex.check("11.2", lambda idle, seed: 0 if idle else counts[seed]).right
+    verdict = ex.check("11.2", lambda idle, seed: 0 if idle else counts[0])  # copied from the notebook's seed
+    assert not verdict.right and f"prunes {counts[1]}" in verdict.message and "Pass the seed" in verdict.hint
+    for alone, hint in ((1000, "Stop the workload and the clock at 300 s"), (360, "prune every 10 s")):
+        verdict = ex.check("11.2", lambda idle, seed, alone=alone: 0 if idle else alone)
         assert verdict.answered and not verdict.right, str(verdict)
-        assert f"prunes about {want}" in verdict.message and hint in verdict.hint, str(verdict)
+        assert f"prunes {counts[0]}" in verdict.message and hint in verdict.hint, str(verdict)
+
+
+def test_the_hintless_outbox_exercise_wants_the_runs_median_not_half_the_poll():
+    """12.2: the run's medians pass; P/2 (what they tend to, with no run), the
+    hinted latency and the poll itself do not, each with its hint."""
+    from fanoutsim.exercises.designs import _measured_median
+
+    assert ex.check("12.2", _measured_median).right
+    assert all(_measured_median(p) != p / 2 for p in (1.0, 4.0))  # else P/2 would pass without a run
+    for answer, hint in (
+        (lambda p: p / 2, "not this run's"),
+        (lambda p: 0.01, "Drop every hint"),
+        (lambda p: p, "median"),
+    ):
+        verdict = ex.check("12.2", answer)
+        assert not verdict.right and "the run gives" in verdict.message and hint in verdict.hint, str(verdict)
 
 
 def test_the_pollers_exercise_holds_the_count_against_the_run_described():

@@ -162,6 +162,36 @@ def test_an_explorer_runs_each_setting_once_and_only_redraws_after():
     assert lesson.NOTE_CLASS in e.widget.children[0]._dom_classes
 
 
+def test_a_control_shows_a_still_of_its_figure_beside_its_view():
+    """A viewer that draws no widgets (a notebook re-run with nbconvert, read in a
+    plain viewer) shows the figure the control drew, not only its note: the
+    control's bundle carries the figure's PNG beside the widget view and the
+    text, and the still follows the figure drawn when it is shown."""
+    import base64
+
+    def draw(result, a):
+        fig = Figure(figsize=(2, 1 + a))  # each setting its own size: a still tells them apart
+        fig.add_subplot().plot([0, 1], [0, result])
+        return str(result), fig
+
+    e = lesson.Explorer(lambda a: a, draw, {"a": [1, 2]})
+    bundle = e.widget._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("A control that needs a running kernel")
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    first = base64.b64decode(bundle["image/png"])
+    assert first.startswith(b"\x89PNG") and first == base64.b64decode(e.out.outputs[0]["data"]["image/png"])
+    e.set(a=2)
+    assert base64.b64decode(e.widget._repr_mimebundle_()["image/png"]) != first
+    bare = lesson.needs_kernel(_empty_box())
+    assert "image/png" not in bare._repr_mimebundle_()  # nothing drawn: no still
+
+
+def _empty_box():
+    import ipywidgets as widgets
+
+    return widgets.VBox([])
+
+
 def test_a_table_rounds_wraps_and_keeps_one_style_id_for_one_content():
     df = pd.DataFrame({"a_long_column_name": [1.23456, 2.0], "n": [1000, 2]})
     html = lesson.table(df, digits=2).to_html()

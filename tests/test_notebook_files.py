@@ -81,7 +81,7 @@ def test_every_saved_control_carries_the_still_of_the_figures_it_shows():
             assert "image/png" in output["data"], f"{path.name}: a control without its still (rebuild it)"
             expected = list(build._figures(build.widget_state(nb), output["data"][build.VIEW]["model_id"]))
             assert expected, f"{path.name}: a control whose saved state shows no figure"
-            assert _pixels(output["data"]["image/png"]) == _pixels(build._stack(expected)), path.name
+            assert _pixels(output["data"]["image/png"]) == _pixels(build.stack_pngs(expected)), path.name
         controls += len(views)
     assert controls >= 7  # lessons 1, 2, 3, 6, 7, 8 and 10 have one each
 

@@ -50,6 +50,38 @@ def _the_step(poll):
     return 0.01  # the hinted latency: as if the hints still came
 
 
+@lru_cache(maxsize=4)  # a check runs it, and its verdict quotes it again
+def _measured_median(poll: float) -> float:
+    """The exercise's run, as its text describes it: the median commit -> handled
+    latency of an outbox whose every hint is lost."""
+    from fanoutsim.analysis import outbox as oa
+    from fanoutsim.designs.outbox import OutboxConfig
+    from fanoutsim.designs.outbox.simulation import OutboxSimulation
+    from fanoutsim.faults import FaultPlan, Notifications
+
+    config = OutboxConfig(safety_poll_interval=poll)
+    sim = OutboxSimulation(config, seed=0, faults=FaultPlan([Notifications(drop=1.0)]))
+    sim.register_consumer("indexer", duration=0.01)
+    sim.add_workload(2.0, stop=300.0)
+    sim.run(until=300.0 + poll + 1)
+    return float(oa.handled_latency(sim)["latency_s"].median())
+
+
+def _without_hints_hint(poll: float, got: float) -> str:
+    """The hint for a median off the run's: what the number looks like it is."""
+    if got < 0.1:
+        return (
+            "Drop every hint: `faults=FaultPlan([Notifications(drop=1.0)])`; then only the safety poll "
+            "wakes the dispatcher."
+        )
+    if close_to(got, poll / 2, rel=0.2):
+        return (
+            "About P/2, as a poll loop's wait should be, but not this run's: measure it (`seed=0`, one consumer "
+            "of 0.01 s a row, 2 commits/s for 300 s, and run on past 300 s until every row is handled)."
+        )
+    return "Take the median of `latency_s` over every row of the run."
+
+
 @exercise(
     "12.2",
     "an outbox without its hints",
@@ -57,26 +89,20 @@ def _the_step(poll):
     shape=function("without_hints(poll)", a_number("of seconds")),
 )
 def _without_hints(fn):
-    miss = first_miss(fn, (1.0, 4.0), lambda poll: poll / 2, rel=0.2)
+    miss = first_miss(fn, (1.0, 4.0), _measured_median, rel=0.002)
     if miss is None:
         return (
             True,
-            "Without its hints the outbox is a poll loop like the reactor: the wait is uniform under the "
+            f"Medians of {_measured_median(1.0):.3f} s at a 1 s poll and {_measured_median(4.0):.3f} s at 4 s: "
+            "without its hints the outbox is a poll loop like the reactor, the wait uniform under the "
             "interval, P/2 on average.",
             "",
         )
     (poll,), got, want = miss
-    hint = (
-        "Drop every hint: `faults=FaultPlan([Notifications(drop=1.0)])`; then only the safety poll "
-        "wakes the dispatcher."
-        if got < 0.1
-        else "Take the median of `latency_s` over every row of the run."
-    )
     return (
         False,
-        f"At a {poll:g} s safety poll you found a median of {got:.3f} s; without hints the "
-        f"outbox waits about half the poll, {want:.2f} s.",
-        hint,
+        f"At a {poll:g} s safety poll you found a median of {got:.3f} s; the run gives {want:.3f} s.",
+        _without_hints_hint(poll, got),
     )
 
 

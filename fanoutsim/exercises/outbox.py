@@ -208,6 +208,48 @@ def _backfill_worst_ignoring(reserved):
     return 0.01  # the reserved listener's answer for both: the shared pool forgotten
 
 
+@lru_cache(maxsize=4)  # a check runs it, and its verdict quotes it again
+def _measured_backfill_worst(reserved: bool) -> float:
+    """The exercise's run, as its text describes it: the worst commit -> handled
+    latency of the rows committed inside the backfill's window."""
+    from fanoutsim.analysis import outbox as oa
+    from fanoutsim.designs.outbox import OutboxConfig
+    from fanoutsim.designs.outbox.simulation import OutboxSimulation
+    from fanoutsim.faults import Backfill, FaultPlan
+
+    config = OutboxConfig(safety_poll_interval=5.0, reserve_listener=reserved)
+    sim = OutboxSimulation(config, seed=0, faults=FaultPlan([Backfill(window=_WINDOW)]))
+    sim.register_consumer("indexer", duration=0.01)
+    sim.add_workload(1.0, stop=180.0)
+    sim.run(until=190.0)
+    lat = oa.handled_latency(sim)
+    inside = lat[(lat["committed_s"] >= _WINDOW[0]) & (lat["committed_s"] < _WINDOW[1])]
+    return float(inside["latency_s"].max())
+
+
+_WINDOW = (60.0, 120.0)  # 9.2's backfill: the bulk job holds the pool from 60 to 120 s
+
+
+def _backfill_hint(reserved: bool, got: float, want: float) -> str:
+    """The hint for a worst latency off the run's: what the number looks like it is."""
+    if not reserved and close_to(got, 5.0, rel=0.0, abs_=1e-9):
+        return (
+            "That is the safety poll, the bound the wait stays under, not the run: measure it. The worst row "
+            "committed just after a poll and waited for the next one, plus its step."
+        )
+    if not reserved and got <= 0.5:
+        return "Without the reservation the listener takes a pool connection the backfill holds: the hint is lost."
+    if got < want:
+        return (
+            "The exercise asks for the worst row, not a typical one: the max of `latency_s` over the rows "
+            "committed inside the window (`committed_s` from 60 up to 120 s)."
+        )
+    return (
+        "Use `seed=0`, one consumer of 0.01 s a row, `add_workload(1.0, stop=180.0)`, run to 190 s, and keep "
+        "only the rows committed inside the window before you take the max."
+    )
+
+
 @exercise(
     "9.2",
     "what the reserved connection buys",
@@ -215,24 +257,19 @@ def _backfill_worst_ignoring(reserved):
     shape=function("worst_during_backfill(reserved)", a_number("of seconds")),
 )
 def _reserved(fn):
-    got = {r: number(call(fn, r)) for r in (True, False)}
-    if got[True] > 0.5:
+    miss = first_miss(fn, (True, False), _measured_backfill_worst, rel=1e-4)  # the poll itself (5.0) is off
+    if miss is not None:
+        (reserved,), got, want = miss
+        pool = "the listener reserved" if reserved else "a shared pool"
         return (
             False,
-            f"With the listener reserved you found a worst of {got[True]:.2f} s during the backfill; "
-            "every hint is heard, the row is handled within its step.",
-            "Pass `reserve_listener=reserved` to `OutboxConfig` and measure rows committed inside the window.",
-        )
-    if not 1.0 < got[False] <= 5.0 + 0.1:
-        return (
-            False,
-            f"With a shared pool you found a worst of {got[False]:.2f} s; hints wait for a connection, "
-            "are lost, and the rows wait for the 5 s safety poll.",
-            "Without the reservation the listener takes a pool connection the backfill holds: the hint is lost.",
+            f"With {pool} you found a worst of {got:.3f} s during the backfill; the run gives {want:.3f} s.",
+            _backfill_hint(reserved, got, want),
         )
     return (
         True,
-        "The reservation buys latency through a backfill (a safety poll's worth), not correctness: "
-        "no row is lost either way.",
+        f"Worst {_measured_backfill_worst(True):.2f} s with the listener reserved, "
+        f"{_measured_backfill_worst(False):.2f} s without: the reservation buys latency through a backfill "
+        "(a safety poll's worth), not correctness: no row is lost either way.",
         "",
     )

@@ -590,6 +590,26 @@ _THEORY_COLOR, _LATENCY_LABELS, _MAX_SERIES = THEORY_COLOR, LATENCY_LABELS, MAX_
 _axes, _empty, _time_unit, _save_figures = figure_axes, mark_empty, time_unit, save_figures
 
 
+def stack_pngs(figures: list[str]) -> str:
+    """One PNG (base64) of ``figures`` (PNGs, base64) one above the other, on white."""
+    if len(figures) == 1:
+        return figures[0]
+    import base64
+    import io
+
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(base64.b64decode(f))).convert("RGBA") for f in figures]
+    still = Image.new("RGB", (max(i.width for i in images), sum(i.height for i in images)), "white")
+    top = 0
+    for image in images:
+        still.paste(image, (0, top), image)  # through its alpha: a transparent figure on white
+        top += image.height
+    buffer = io.BytesIO()
+    still.save(buffer, format="PNG", optimize=True)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
 def show_in(out: Any, fig: Figure) -> None:
     """Make ``fig`` the content of ``out`` (an ipywidgets Output), in its state
     (its ``outputs``), not through a display message captured by ``with out:``:

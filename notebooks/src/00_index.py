@@ -42,10 +42,10 @@
 # | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 7 s |
 # | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 12 s |
 # | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 27 s |
-# | [08_outbox](08_outbox.ipynb) | What a lost hint costs; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 3 s |
-# | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 9 s |
-# | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 12 s |
-# | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 4 s |
+# | [08_outbox](08_outbox.ipynb) | What a lost hint costs; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 4 s |
+# | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 10 s |
+# | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 13 s |
+# | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 3 s |
 # | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 3 s |
 # | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 23 s |
 # | [14_systems_you_run](14_systems_you_run.ipynb) | The outbox in procrastinate and pgqueuer: what a lost `NOTIFY` costs, the lost wake-up and its fix; Kafka offsets, SQS visibility timeouts and CDC relays in the kit's terms; JetStream's AckWait for a duplicate target and a killed consumer on JetStream and Redis, against real servers. | about 12 s |

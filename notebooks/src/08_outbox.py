@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (a durable log read past a position)
 # and [1 · Latency budget](01_latency_budget.ipynb) (the wait for the next poll).
 #
-# **Run All:** about 3 s on two cores.
+# **Run All:** about 4 s on two cores.
 #
 # **The system modelled.** Subspace, a product whose every change of durable state appends a
 # row to an outbox table in the same transaction, then sends `NOTIFY` with just the row's
@@ -192,7 +192,7 @@ fig
 #
 # ### Exercise 8.1 — the worst wait
 #
-# Write `worst_wait(poll)`: an `fs.OutboxSimulation` with
+# Write `worst_wait(poll)`: an `fs.OutboxSimulation` with `seed=0` and
 # `OutboxConfig(safety_poll_interval=poll)` and every hint dropped
 # (`faults=FaultPlan([Notifications(drop=1.0)])`), one consumer taking 0.01 s a row, 0.2
 # commits/s for 600 s; return the worst commit → handled latency

@@ -12,7 +12,7 @@
 # **What you need first:** [10 · Leased consumers](10_leases.ipynb): leases, tokens, acks,
 # checkpoints; [3 · Prune and TTL](03_prune_and_ttl.ipynb): retention against a stalled reader.
 #
-# **Run All:** about 4 s on two cores.
+# **Run All:** about 3 s on two cores.
 #
 # **The system modelled.** RiffDB's durable consumers, as in lesson 10, and their
 # administration: retention keeps a window of events but never prunes past any consumer's
@@ -172,7 +172,9 @@ fig
 #
 # **Read.** The v1 identity was not rebound to the new module: its checkpoint stayed where the
 # deploy left it, and so did its fence — the events table grew with the whole load for as long
-# as v1 existed. A deploy that changes a module hash is two steps for an operator: start the
+# as v1 existed. (It starts to grow one retention window after the deploy, not at it: until
+# then every event older than 60 s was one v1 had resolved, and retention pruned it as
+# before.) A deploy that changes a module hash is two steps for an operator: start the
 # new consumer, then retire the old identity once nothing needs it.
 #
 # </details>
@@ -215,14 +217,14 @@ ex.check("11.1", after_restore)
 # %% [markdown]
 # ### Exercise 11.2 — what holds the fence
 #
-# Write `pruned(idle_consumer)`: a `fs.LeaseSimulation` with
+# Write `pruned(idle_consumer, seed)`: a `fs.LeaseSimulation` of that `seed` with
 # `LeaseConfig(retention=60.0, retention_interval=10.0)` (from `fanoutsim.designs.leases`), a
 # consumer `indexer` (`duration=0.01`), and — when `idle_consumer` — a second one registered
 # with `client=False` that never consumes; 2 events/s over 4 partitions for 300 s; return how
 # many events retention pruned (rows of kind `pruned` in `sim.trace()`).
 
 # %%
-def pruned(idle_consumer):
+def pruned(idle_consumer, seed):
     ...  # your code here
 
 
@@ -234,8 +236,8 @@ from fanoutsim import exercises as ex
 from fanoutsim.designs.leases import LeaseConfig
 
 
-def pruned(idle_consumer):
-    sim = fs.LeaseSimulation(LeaseConfig(retention=60.0, retention_interval=10.0), seed=0)
+def pruned(idle_consumer, seed):
+    sim = fs.LeaseSimulation(LeaseConfig(retention=60.0, retention_interval=10.0), seed=seed)
     sim.register_consumer("indexer", duration=0.01)
     if idle_consumer:
         sim.register_consumer("idle", client=False)

@@ -202,7 +202,7 @@ ex.check("12.1", needs)
 # ### Exercise 12.2 — an outbox without its hints
 #
 # Write `without_hints(poll)`: the outbox with every hint dropped and a safety poll every
-# `poll` seconds (`fs.OutboxSimulation(OutboxConfig(safety_poll_interval=poll),
+# `poll` seconds (`fs.OutboxSimulation(OutboxConfig(safety_poll_interval=poll), seed=0,
 # faults=FaultPlan([Notifications(drop=1.0)]))`), one consumer (10 ms a row), 2 commits/s for
 # 300 s; return the median commit → handled latency (`oa.handled_latency(sim)`). Compare with
 # the reactor's.

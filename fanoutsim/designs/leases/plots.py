@@ -216,12 +216,21 @@ def _partitions(sim, consumer: str) -> list[str]:
     return sorted(ev["partition"].unique())
 
 
+# the run's events drawn as vertical lines on a checkpoint figure: a backup (what a
+# restore from it goes back to), a restore, a crash
+_EVENT_LINES = (
+    ("backup", "backup taken", dict(color="#555555", linestyle="-.")),
+    ("restored", "restore (new incarnation)", dict(color="C4", linestyle="--")),
+    ("crashed", "crash", dict(color="#d62728", linestyle=":")),
+)
+
+
 def checkpoint_progress(
     sim, consumer: str | None = None, *, lag: bool = False, title: str | None = None, ax: Axes | None = None
 ) -> Figure:
     """One consumer's checkpoint per partition over virtual time (step lines, the
     seq it has moved past), dead letters as red crosses, failed attempts (nacks,
-    expiries) as grey ticks, restores and crashes as vertical lines. With
+    expiries) as grey ticks, backups, restores and crashes as vertical lines. With
     ``lag=True``: the events of each partition waiting (published, not yet
     acknowledged or dead-lettered) as a heatmap, :func:`waiting_heatmap`."""
     if consumer is None:
@@ -274,10 +283,7 @@ def checkpoint_progress(
             dl = dead[dead["partition"] == part]
             if len(dl):
                 ax.scatter(dl["t_s"], dl["seq"], **_DEAD, label=f"{part}: dead letter")
-        for kind, label, style_ in (
-            ("restored", "restore (new incarnation)", dict(color="C4", linestyle="--")),
-            ("crashed", "crash", dict(color="#d62728", linestyle=":")),
-        ):
+        for kind, label, style_ in _EVENT_LINES:
             when = rel[(t["kind"] == kind).to_numpy()]
             for j, w in enumerate(when):
                 ax.axvline(w, linewidth=1.2, label=label if j == 0 else None, **style_)
