@@ -220,3 +220,33 @@ def test_an_unknown_endpoint_gets_404_naming_every_route_of_either_method(server
     assert reply["error"].startswith(f"no such endpoint {method} {path}; this server has ")
     for route in ("GET /status", "GET /metrics", "GET /explain", "POST /write", "POST /fire"):
         assert route in reply["error"], route
+
+
+def test_a_sidecar_left_by_a_killed_server_whose_pid_lives_on_is_stale(tmp_path):
+    """A server killed with -9 leaves its sidecar; its pid may live on (a zombie
+    not yet reaped, or reused by another process). Nobody listens on its port,
+    so the clients open the file themselves instead of failing to reach it."""
+    db = tmp_path / "killed.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--rate", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
+    side = Path(f"{db}.serve.json")
+    try:
+        assert wait_for(lambda: side.exists() and json.loads(side.read_text())["pid"] == proc.pid, timeout=60)
+        assert cli("fire", "--db", str(db), "--reactor", "r", "--payload", "{}").returncode == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    info = json.loads(side.read_text())
+    side.write_text(json.dumps({**info, "pid": os.getpid()}))  # its pid reused: a process that lives, not a server
+    from fanoutsim.kernel.runtime.control import server_info
+
+    assert server_info(str(db)) is None
+    status = cli("status", "--db", str(db))
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["running"] is False and json.loads(status.stdout)["firings_retained"] == 1
+    fired = cli("fire", "--db", str(db), "--reactor", "r", "--payload", "{}")
+    assert fired.returncode == 0, fired.stderr

@@ -123,9 +123,27 @@ def server_info(db: str | os.PathLike[str]) -> dict[str, Any] | None:
         pid, port = int(info["pid"]), int(info["port"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if pid <= 0 or not _alive(pid):
+    if pid <= 0 or not _alive(pid) or not _listening(port):
         return None
     return {**info, "pid": pid, "port": port}
+
+
+def _listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``. A server
+    killed with -9 leaves its sidecar, and its pid may live on (a zombie not yet
+    reaped, or reused by another process): nobody listening on its port says the
+    sidecar is stale, so a client opens the file rather than failing to reach it.
+    A server listens before it writes its sidecar. Only a refusal counts: a
+    connection that times out on a loaded machine is taken for a live server."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return True
 
 
 def server_address(db: str | os.PathLike[str]) -> str | None:
