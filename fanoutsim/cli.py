@@ -1213,7 +1213,34 @@ def out_problem(out: Path) -> str | None:
         return f"cannot write to {out}: {folder} is a file, not a folder"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"cannot write to {out}: {folder} is not writable"
+    if _foreign(out, {"report.json"}):  # every run writes one: a folder of someone else's files
+        return (
+            f"cannot write to {out}: it holds a report.json fanoutsim did not write there (no {OUTPUTS_LIST}); "
+            "give another --out, or move that file away"
+        )
     return None
+
+
+def _foreign(out: Path, names: set[str]) -> list[Path]:
+    """The files of ``names`` in ``out`` that no earlier run wrote there (its
+    :data:`OUTPUTS_LIST` does not name them): someone else's, not to overwrite.
+    A folder with no list whose report.json is a run's report is an older
+    fanoutsim's (it kept no list): all of it counts as a run's."""
+    present = [out / n for n in sorted(names) if (out / n).is_file()]
+    try:
+        ours = json.loads((out / OUTPUTS_LIST).read_text())
+    except (OSError, ValueError):
+        return [] if _a_runs_report(out / "report.json") else present
+    return [p for p in present if not (isinstance(ours, list) and p.name in ours)]
+
+
+def _a_runs_report(path: Path) -> bool:
+    """Whether ``path`` holds a report a run wrote (a JSON object with its ``causes`` and ``verdicts``)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and "verdicts" in report and "causes" in report
 
 
 def write_outputs(sim, report: dict, out: Path, *, checked=None) -> list[Path]:
@@ -1225,7 +1252,8 @@ def write_outputs(sim, report: dict, out: Path, *, checked=None) -> list[Path]:
     folder, Ctrl-C) leaves ``out`` as it was rather than half new. The files
     the last run wrote into ``out`` that this one does not (another design's
     tables, say) go: a folder holds one run. Only those: a list of them is kept
-    in ``out`` (:data:`OUTPUTS_LIST`), and nothing else in it is touched."""
+    in ``out`` (:data:`OUTPUTS_LIST`), and nothing else in it is touched; a
+    file of an output's name that no run wrote there is refused, not replaced."""
     import shutil
     import tempfile
 
@@ -1246,6 +1274,9 @@ def write_outputs(sim, report: dict, out: Path, *, checked=None) -> list[Path]:
         taken = [out / p.name for p in written if (out / p.name).is_dir()]
         if taken:
             raise IsADirectoryError(21, "a folder has the name of an output file", str(taken[0]))
+        foreign = _foreign(out, {p.name for p in written})
+        if foreign:  # a file of that name no run wrote there: someone else's
+            raise FileExistsError(17, f"a file fanoutsim did not write there (no {OUTPUTS_LIST})", str(foreign[0]))
         out.mkdir(exist_ok=True)
         stale = _stale_outputs(out, {p.name for p in written})
         (staging / OUTPUTS_LIST).write_text(json.dumps(sorted(p.name for p in written)) + "\n")

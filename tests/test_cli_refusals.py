@@ -349,3 +349,47 @@ def test_an_unreachable_scheduler_makes_no_output_folder(tmp_path):
         "scheduler",
     )
     assert not out.exists()
+
+
+def test_run_refuses_an_out_folder_holding_a_report_it_did_not_write(tmp_path):
+    """A folder fanoutsim did not fill (no list of its outputs) that holds a
+    report.json: refused before the run, the file untouched; a folder a run
+    filled is written over as before."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.json").write_text("my own notes")
+    line = one_error_line(cli("run", str(SCENARIOS / "bench-day.toml"), "--out", str(out)))
+    assert line.endswith(
+        f"cannot write to {out}: it holds a report.json fanoutsim did not write there "
+        "(no .fanoutsim-outputs.json); give another --out, or move that file away"
+    )
+    assert (out / "report.json").read_text() == "my own notes" and sorted(p.name for p in out.iterdir()) == [
+        "report.json"
+    ]
+    (out / "report.json").unlink()
+    ran = cli("run", str(SCENARIOS / "default.toml"), "--until", "5", "--out", str(out))
+    assert ran.returncode == 0, ran.stderr
+    again = cli("run", str(SCENARIOS / "default.toml"), "--until", "5", "--out", str(out))  # its own files: replaced
+    assert again.returncode == 0, again.stderr
+
+
+def test_writing_a_runs_files_refuses_to_replace_a_file_no_run_wrote(tmp_path):
+    """Any output's name, not only report.json: a file of that name that no run
+    listed as its own is refused at the write, naming it, and nothing moves in."""
+    from fanoutsim.cli import full_report, write_outputs
+
+    sim = fs.Simulation(seed=0)
+    sim.runner.register_workflow("w")
+    sim.runner.subscribe_workflow_to_reactor("r", "w")
+    sim.fire("r", {})
+    sim.run(until=5)
+    report, checked = full_report(sim, "tiny", None)
+    out = tmp_path / "theirs"
+    out.mkdir()
+    names = [p.name for p in write_outputs(sim, report, tmp_path / "probe", checked=checked)]
+    table = next(n for n in names if n.endswith(".parquet"))
+    (out / table).write_bytes(b"their data")
+    with pytest.raises(FileExistsError, match="fanoutsim did not write there") as raised:
+        write_outputs(sim, report, out, checked=checked)
+    assert raised.value.filename == str(out / table)
+    assert sorted(p.name for p in out.iterdir()) == [table] and (out / table).read_bytes() == b"their data"
