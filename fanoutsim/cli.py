@@ -1430,10 +1430,12 @@ def _hint_explain(db: str, answer) -> None:
     if item is None:
         return
     if _has_password(db):  # a masked password pasted back would be sent as "***": a placeholder instead
-        where, said = '"$URI"', " (URI: your store's postgresql:// URI, which has a password, not shown here)"
-    else:
-        where, said = shlex.quote(db), ""
-    print(f"{PROG}: its story as it is delivered: {PROG} explain {where} {item}{said}", file=sys.stderr)
+        print(f'{PROG}: its story as it is delivered: {PROG} explain "$URI" {item}', file=sys.stderr)
+        print(
+            f"{PROG}: (with URI set to this store's postgresql:// URI: it has a password, not printed)", file=sys.stderr
+        )
+        return
+    print(f"{PROG}: its story as it is delivered: {PROG} explain {shlex.quote(db)} {item}", file=sys.stderr)
 
 
 def _has_password(db: str) -> bool:

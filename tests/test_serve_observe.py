@@ -107,22 +107,29 @@ def test_a_query_string_is_parsed_and_an_unknown_parameter_refused_by_name(react
     assert code == 404 and "/nope" in json.loads(body)["error"] and "?" not in json.loads(body)["error"]
 
 
-def test_the_explain_hint_over_postgres_is_a_pasteable_command_with_no_password(capsys):
+def test_the_explain_hint_over_postgres_is_a_pasteable_command_with_no_password(capsys, monkeypatch):
+    """A URI with a password: the hint's command names "$URI" (a masked password
+    pasted back would be sent as ***), a second line says what to set it to, and
+    no secret shows; the shell's expansion of the pasted line is the command
+    explain takes. A URI with none is printed as it is."""
     from fanoutsim.cli import _hint_explain, build_parser
 
     uri = "postgresql://me:s3cret@db.example:5432/runs?sslmode=disable&password=other&options=-csearch_path%3Dx"
     _hint_explain(uri, {"firing": "f-1"})
     said = capsys.readouterr().err
-    assert "s3cret" not in said and "other" not in said
-    command = shlex.split(said.split("delivered: ", 1)[1])  # what a shell makes of the pasted line
-    assert command == [
-        "fanoutsim",
-        "explain",
-        "postgresql://me:***@db.example:5432/runs?sslmode=disable&password=***&options=-csearch_path%3Dx",
-        "f-1",
-    ]
-    args = build_parser().parse_args(command[1:])  # the URI, not a key=value DSN explain cannot take
-    assert args.db == command[2] and args.id == "f-1"
+    assert "s3cret" not in said and "other" not in said and "***" not in said
+    first, second = said.splitlines()
+    pasted = first.split("delivered: ", 1)[1]
+    assert shlex.split(pasted) == ["fanoutsim", "explain", "$URI", "f-1"] and "URI set to" in second
+    expanded = subprocess.run(
+        ["bash", "-c", f"printf '%s\\n' {pasted}"], env={"URI": uri}, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert expanded == ["fanoutsim", "explain", uri, "f-1"]  # what a shell makes of the pasted line, URI set
+    args = build_parser().parse_args(expanded[1:])  # the URI, not a key=value DSN explain cannot take
+    assert args.db == uri and args.id == "f-1"
+    plain = "postgresql://me@db.example:5432/runs?options=-csearch_path%3Dx"
+    _hint_explain(plain, {"firing": "f-2"})
+    assert shlex.split(capsys.readouterr().err.split("delivered: ", 1)[1]) == ["fanoutsim", "explain", plain, "f-2"]
 
 
 def test_fire_prints_the_id_and_how_to_explain_it(reactor_server):
