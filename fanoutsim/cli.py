@@ -96,7 +96,7 @@ from pathlib import Path
 from typing import Any
 
 from fanoutsim import __version__
-from fanoutsim.kernel.store.redact import mask_secrets
+from fanoutsim.kernel.store.redact import mask_secrets, remember_secrets
 
 PROG = "fanoutsim"
 
@@ -703,6 +703,7 @@ TERMINATED = 143
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    remember_secrets(sys.argv[1:] if argv is None else argv)  # a driver's message may quote one alone
     try:
         args = _parser().parse_args(argv)
     except _UsageError as exc:

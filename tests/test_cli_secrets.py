@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 from clitools import cli, one_error_line
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fanoutsim import cli as command
+from fanoutsim.kernel.store.redact import mask_secrets, passwords_in
 
 SECRET = "S3cretPW"
 URI = f"postgresql://u:{SECRET}@127.0.0.1:1/db"
@@ -47,3 +50,35 @@ def test_the_explain_hint_after_a_write_is_pasteable_and_keeps_the_password_out(
     assert f"fanoutsim explain '{shared}' f-2" in capsys.readouterr().err
     command._hint_explain("run.duckdb", {"seq": 7})
     assert "fanoutsim explain run.duckdb 7" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "uri, fragment",
+    [
+        ("postgresql://u:PW/SECRET@127.0.0.1:1/db", "port 'PW' is not a number"),  # a / in it (base64)
+        ("postgres://u:PW@SECRET@127.0.0.1:1/db", "write an @ inside a user name or password as %40"),
+        ("postgresql://u:PW SECRET@127.0.0.1:1/db", "unexpected spaces"),  # the driver quotes it alone
+        ("postgresql://u:PW%SECRET@127.0.0.1:1/db", "percent-encoded"),
+        ("POSTGRESQL://u:PWSECRET@127.0.0.1:1/db", "is not a store"),  # upper case
+    ],
+)
+def test_an_odd_password_in_a_uri_is_never_printed_either(uri, fragment):
+    """Passwords a pattern cannot find whole (a / or an @ in them, a driver's
+    message quoting one alone): the command masks what it was given."""
+    done = cli("status", "--store", uri)
+    assert "SECRET" not in done.stdout + done.stderr, done.stderr
+    one_error_line(done, fragment)
+
+
+# printable, no whitespace or quote (a shell word, as a URI's user info holds one)
+_PASSWORDS = st.text(st.characters(min_codepoint=33, max_codepoint=126, blacklist_characters="\"'"), min_size=3)
+
+
+@given(_PASSWORDS)
+def test_the_uri_pattern_masks_any_password_however_odd(password):
+    """Without the remembered ones, the pattern alone: a URI's password, up to
+    its last @, whatever it holds (a /, an @, a :), in any case of the scheme."""
+    for scheme in ("postgresql", "postgres", "POSTGRESQL"):
+        masked = mask_secrets(f"in {scheme}://me:{password}@db.example:5432/runs: refused")
+        assert f"{scheme}://me:***@db.example:5432/runs" in masked
+    assert password in passwords_in(f"postgresql://me:{password}@db.example/runs")

@@ -88,7 +88,15 @@ def connection_lost(exc: BaseException) -> bool:
 def parse_uri(dsn: str) -> dict[str, Any]:
     """The parameters of a ``postgresql://`` URI, or :class:`StoreError`
     ``malformed PostgreSQL URI: <what is wrong>`` (a port that is not a number
-    included: libpq would take it for a service name and fail a host lookup)."""
+    included: libpq would take it for a service name and fail a host lookup; a
+    second ``@`` before the host: libpq would take the rest of the password for
+    the host, and quote it in its error)."""
+    authority = dsn.split("://", 1)[-1].split("/", 1)[0]
+    if authority.count("@") > 1:
+        raise StoreError(
+            f"malformed PostgreSQL URI: more than one @ before the host (in {mask_secrets(dsn)}); "
+            "write an @ inside a user name or password as %40"
+        )
     try:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.Error as exc:
