@@ -194,8 +194,11 @@ def test_first_miss_spreads_tuples_and_holds_rel_zero_to_equality():
 
 
 def test_a_learner_right_on_the_first_case_only_hears_of_the_case_it_misses():
-    verdict = ex.check("1.1", lambda p: 0.25)  # right at P = 0.5 s, not at 2 s
-    assert not verdict.right and "At P = 2 s you measured 0.250 s" in verdict.message
+    from fanoutsim.exercises.reactor import _measured_mean_wait
+
+    first = _measured_mean_wait(0.5)
+    verdict = ex.check("1.1", lambda p: first)  # right at P = 0.5 s, not at 2 s
+    assert not verdict.right and f"At P = 2 s you measured {first:.3f} s" in verdict.message
     verdict = ex.check("10.2", lambda k, p, order: min(k, p))  # head-of-line's rule for both
     assert "under `riffdb` you said 4; it is 8" in verdict.message
 
@@ -339,7 +342,7 @@ def test_the_shape_a_checker_expects_is_the_one_the_task_cell_starts_from():
 @pytest.mark.parametrize(
     ("exercise", "answer", "hint"),
     [
-        ("2.1", lambda mode: {"crashes": 8, "duplicates_per_crash": 1.0}, "returns a whole record or table"),
+        ("2.1", lambda mode, limit: {"crashes": 8, "duplicates_per_crash": 1.0}, "returns a whole record or table"),
         ("3.2", lambda policy, pause: {"lost_paused": 0}, "returns a whole record or table"),
         ("3.1", lambda retention: 2.0 * (retention + 10.0), "the sawtooth's top"),
         ("10.1", 66, "the next whole second or two"),
@@ -394,14 +397,210 @@ def test_the_hintless_outbox_exercise_wants_the_runs_median_not_half_the_poll():
         assert not verdict.right and "the run gives" in verdict.message and hint in verdict.hint, str(verdict)
 
 
-def test_the_pollers_exercise_holds_the_count_against_the_run_described():
-    """13.2: Pollers(n) counts the runner; a made-up count or a run twice as long
-    is held against the run described, and a poller too many is told why."""
-    from fanoutsim.exercises.designs import _reference_extra
+def _wrong(id: str, answer, *, said: str, hint: str) -> ex.Verdict:
+    """``answer`` to exercise ``id`` is marked wrong, its message saying ``said`` and its hint ``hint``."""
+    verdict = ex.check(id, answer)
+    assert verdict.answered and not verdict.right, str(verdict)
+    assert said in verdict.message and hint in verdict.hint, str(verdict)
+    return verdict
 
-    want = _reference_extra(2)
-    assert ex.check("13.2", lambda n: 0 if n == 1 else round(want * 0.9)).right  # another seed's draws
-    verdict = ex.check("13.2", lambda n: 0 if n == 1 else 2 * want)
-    assert not verdict.right and f"makes about {want}" in verdict.message and "no longer" in verdict.hint
-    verdict = ex.check("13.2", lambda n: _reference_extra(n + 1))  # Pollers(pollers + 1)
-    assert not verdict.right and "the runner included" in verdict.hint, str(verdict)
+
+def test_the_pollers_exercise_holds_the_count_against_the_seeded_run():
+    """13.2: the run's counts for 1, 2 and 3 pollers pass; the count the notebook's
+    verdict prints, said for every number of pollers, fails at 3; the expectation
+    (rate × time per extra poller) is told to measure; runs of 50 s and 70 s, a
+    seed's few percent off, and a poller too many are held against the run."""
+    import fanoutsim as fs
+    from fanoutsim.exercises.designs import _reference_extra
+    from fanoutsim.faults import FaultPlan, Pollers
+
+    want = {n: _reference_extra(n) for n in (1, 2, 3)}
+    assert want[1] == 0 and want[2] != 300 and want[3] != want[2]
+    assert ex.check("13.2", _reference_extra).right
+
+    def run(pollers: int, until: float = 60, seed: int = 0) -> int:
+        sim = fs.Simulation(seed=seed, faults=FaultPlan([Pollers(pollers)]) if pollers > 1 else None)
+        sim.runner.subscribe_workflow_to_reactor("r", "w")
+        sim.add_workload("r", 5.0)
+        sim.run(until=until)
+        return int(fs.check(sim).total["extra_deliveries"])
+
+    said = f"makes {want[2]}"
+    _wrong("13.2", lambda n: 0 if n == 1 else want[2], said=f"makes {want[3]}", hint="Pollers(pollers)")
+    _wrong("13.2", lambda n: (n - 1) * 300, said=said, hint="That is the expectation")
+    _wrong("13.2", lambda n: run(n, until=70), said=said, hint="no longer")
+    _wrong("13.2", lambda n: run(n, until=50), said=said, hint="run the clock to t = 60 s")
+    _wrong("13.2", lambda n: run(n, seed=1), said=said, hint="default seed (0)")
+    _wrong("13.2", lambda n: _reference_extra(n + 1), said="With one poller", hint="the runner included")
+
+
+def test_the_late_commit_exercise_holds_the_lost_rows_against_the_seeded_run():
+    """13.1: the run's count passes; a run of 90 s or 150 s, or 8% of commits held
+    where the task says 10%, is held against the run's count, with the run's recipe."""
+    import fanoutsim as fs
+    from fanoutsim.designs.outbox import OutboxConfig
+    from fanoutsim.exercises.designs import _reference_lost_late
+    from fanoutsim.faults import FaultPlan, LateCommit
+
+    want = _reference_lost_late("all")
+    assert want > 0 and _reference_lost_late("gap") == 0
+    assert ex.check("13.1", _reference_lost_late).right
+
+    def run(mode: str, seconds: float = 120.0, until: float = 130.0, probability: float = 0.1) -> int:
+        config = OutboxConfig(safety_poll_interval=0.5, read_mode=mode, gap_timeout=5.0)
+        sim = fs.OutboxSimulation(config, seed=0, faults=FaultPlan([LateCommit(probability=probability, delay=0.8)]))
+        sim.register_consumer("indexer", duration=0.001)
+        sim.add_workload(5.0, stop=seconds)
+        sim.run(until=until)
+        return int(fs.check_outbox(sim).total["lost"])
+
+    for answer in (
+        lambda m: run(m, seconds=90.0, until=90.0),
+        lambda m: run(m, seconds=150.0, until=150.0),
+        lambda m: run(m, probability=0.08),
+    ):
+        _wrong("13.1", answer, said=f"the run described loses {want}", hint="LateCommit(probability=0.1")
+    _wrong("13.1", lambda m: 0, said="nothing lost", hint="LateCommit")
+    _wrong("13.1", lambda m: want, said='Under `read_mode="gap"`', hint="read_mode=read_mode")
+
+
+def test_the_backlog_exercise_wants_the_runs_count_at_three_batch_limits():
+    """1.2: the run's backlogs pass; the verdict's two numbers copied (wrong at the
+    third limit), the expectation (5 - B) × 300 and a run of 340 s do not."""
+    from fanoutsim.exercises.reactor import _backlog_ignoring_the_limit, _measured_backlog
+
+    want = {b: _measured_backlog(b) for b in (2, 4, 10)}
+    assert ex.check("1.2", _measured_backlog).right
+    assert want[2] != 900 and want[4] != 300  # else the formula would pass without a run
+
+    _wrong("1.2", lambda b: want[2] if b < 5 else want[10], said=f"the run leaves {want[4]}", hint="until=300")
+    _wrong("1.2", lambda b: max(5 - b, 0) * 300, said=f"the run leaves {want[2]}", hint="That is the expectation")
+    _wrong("1.2", lambda b: _run_backlog(b, until=340), said=f"the run leaves {want[2]}", hint="no longer")
+    _wrong("1.2", _backlog_ignoring_the_limit, said=f"the run leaves {want[2]}", hint="reactor_poll_batch_limit")
+
+
+def _run_backlog(batch_limit: int, until: float) -> int:
+    import fanoutsim as fs
+
+    sim = fs.Simulation(fs.SchedulerConfig(reactor_poll_interval=1.0, reactor_poll_batch_limit=batch_limit), seed=0)
+    sim.runner.subscribe_workflow_to_reactor("r", "w")
+    sim.add_workload("r", 5.0)
+    sim.run(until=until)
+    return len(sim.firings()) - len(sim.executions())
+
+
+def test_the_duplicates_exercise_varies_the_batch_limit_so_a_lookup_by_mode_fails():
+    """2.1: the runs' ratios pass; a lookup by mode (the notebook's 8.12 for
+    `per_batch` included) and the expectation (L + 1) / 2 do not."""
+    from fanoutsim.exercises.reactor import _measured_per_crash
+
+    assert ex.check("2.1", _measured_per_crash).right
+    assert _measured_per_crash("per_batch", 20) != _measured_per_crash("per_batch", 30)
+    verdict = ex.check("2.1", lambda mode, batch_limit: {"atomic": 0, "per_firing": 1}[mode])
+    assert not verdict.right and "KeyError" in verdict.message
+    table = {"atomic": 0.0, "per_firing": 1.0, "per_batch": round(_measured_per_crash("per_batch", 20), 2)}
+    _wrong("2.1", lambda mode, batch_limit: table[mode], said="at a batch limit of 30", hint="pass the batch limit")
+    half = {"atomic": 0.0, "per_firing": 1.0}
+    _wrong(
+        "2.1",
+        lambda mode, batch_limit: half.get(mode, (batch_limit + 1) / 2),
+        said="Under `per_batch` at a batch limit of 20",
+        hint="That is the expectation",
+    )
+
+
+def test_the_idempotent_effect_gets_a_context_with_every_key_a_real_one_has():
+    """2.2: the probe the checker first calls the learner's function with is a
+    real execution's context: `reactor_fired_at` is in it (lesson 0 says so)."""
+    from fanoutsim.exercises.reactor import _a_real_context
+
+    assert {"reactor_name", "reactor_firing_id", "reactor_fired_at"} <= dict(_a_real_context()).keys()
+
+    def write(table, context):
+        table[context["reactor_firing_id"]] = {"at": context["reactor_fired_at"], "n": context["n"]}
+
+    assert ex.check("2.2", write).right
+
+
+@pytest.mark.parametrize(
+    ("id", "formula", "said"),
+    [
+        ("1.1", lambda p: p / 2, "At P = 0.5 s"),
+        ("3.1", lambda r: 2 * (r + 5), "At a retention of 60 s"),
+        ("6.2", lambda n, p: n / p, "For 3 subscriptions at P = 7 s"),
+        ("7.1", lambda rt: 0.5 + rt, "With a round trip of 0 s"),
+    ],
+    ids=["1.1-P/2", "3.1-rate(R+I/2)", "6.2-n/P", "7.1-P/2+rt"],
+)
+def test_a_measured_exercise_refuses_the_expectation_for_the_run(id, formula, said):
+    """1.1, 3.1, 6.2, 7.1 ask for a number measured in a run; the formula it tends
+    to differs from the run's number in the checker's cases, and is told to measure."""
+    _wrong(id, formula, said=said, hint="That is the expectation")
+
+
+def test_the_measured_exercises_pass_their_runs():
+    from fanoutsim.exercises.reactor import (
+        _measured_errors,
+        _measured_mean_rows,
+        _measured_mean_wait,
+        _measured_queries,
+        _reference_wait,
+    )
+
+    for id, run in (
+        ("1.1", _measured_mean_wait),
+        ("3.1", _measured_mean_rows),
+        ("4.2", _measured_errors),
+        ("6.2", _measured_queries),
+        ("7.1", _reference_wait),
+    ):
+        assert ex.check(id, run).right, id
+    assert _measured_queries(3, 7.0) == 27 / 60  # 9 passes (t = 0, 7, ..., 56), not 60 / 7
+    assert _measured_errors(25) == 20  # a 20 s run ends before the limit
+
+
+def test_the_hold_exercise_refuses_the_limit_where_the_run_ends_first():
+    """4.2: the limit itself is the count only when the run reaches it; at 25 the
+    20 s run counts 20, and the limit is told it is not the run."""
+    _wrong(
+        "4.2",
+        lambda limit: limit,
+        said="With a limit of 25 you counted 25 errors; the run counts 20",
+        hint="measure it",
+    )
+    _wrong("4.2", lambda limit: 1, said="With a limit of 3", hint="retries it each poll")
+
+
+def test_the_twins_exercise_varies_the_pairs_so_a_copied_count_fails():
+    """5.1: the pairs' twins lost under `fired_at`, none under the compound cursor;
+    the count of the notebook's three pairs said for any number fails."""
+    assert ex.check("5.1", lambda watermark, pairs: pairs if watermark == "fired_at" else 0).right
+    _wrong("5.1", lambda w, pairs: 3 if w == "fired_at" else 0, said="with 2 pairs you found 3 lost", hint="pairs")
+    _wrong("5.1", lambda w, pairs: pairs, said="Under `fired_at_id` with 3 pairs", hint="watermark=watermark")
+
+
+@pytest.mark.parametrize(
+    ("when", "hint"),
+    [
+        ("payload.quote.region.startsWith('us') && payload.quote.price > 100", "compare the region exactly"),
+        ("payload.quote.region == 'us-east' && payload.quote.price >= 101", "100.5 is above 100"),
+        ("payload.quote.region == 'us-east' && payload.quote.price >= 100", "exactly 100 is not above"),
+        ("payload.quote.region == 'us-east' || payload.quote.price > 100", "`&&`, not `||`"),
+    ],
+    ids=["a-prefix", "whole-prices", "at-least-100", "or"],
+)
+def test_the_filter_exercise_fires_a_us_west_quote_and_a_fractional_price(when, hint):
+    """4.1: a region matched by its prefix passes us-west; `>= 101` misses 100.5."""
+    assert ex.check("4.1", "payload.quote.region == 'us-east' && payload.quote.price > 100").right
+    _wrong("4.1", when, said="it should pass", hint=hint)
+
+
+def test_the_shape_exercise_has_a_pair_of_one_mean_and_one_spread():
+    """7.2: comparing the mean and the standard deviation passes the first three
+    pairs; the fourth shares both and differs in shape, as KS sees."""
+
+    def mean_and_sd(a, b):
+        x, y = a["fire_to_dispatch"], b["fire_to_dispatch"]
+        return bool(abs(x.mean() - y.mean()) < 0.05 and abs(x.std() - y.std()) < 0.05)
+
+    _wrong("7.2", mean_and_sd, said="one mean and one standard deviation", hint="Equal means and equal spreads")

@@ -145,9 +145,13 @@ def test_poll_wait_histogram_draws_the_theory(sim, budget):
     assert ys[0] == pytest.approx(len(budget) * 50.0 / 1000.0)  # n * width / P
     assert sum(p.get_height() for p in ax.patches) == len(budget)
     # from a Simulation, P is the run's
-    assert plots.poll_wait_histogram(sim).axes[0].get_title().startswith("Poll wait at P = 1 s")
+    assert plots.poll_wait_histogram(sim).axes[0].get_title() == "Poll wait at P = 1 s: uniform on [0, P)"
     with pytest.raises(ValueError, match="poll_interval"):
         plots.poll_wait_histogram(budget)
+    # a backlog (waits past P: the median here is 10x the interval) is not called uniform
+    queued = budget.assign(poll_wait_s=budget["poll_wait_s"] + 10.0)
+    title = plots.poll_wait_histogram(queued, 1.0).axes[0].get_title()
+    assert title == "Poll wait at P = 1 s: a backlog, far past the uniform [0, P)"
 
 
 def test_budget_bars_stack_the_components(sim, budget):

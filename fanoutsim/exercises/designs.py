@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from fanoutsim.exercises import NotAnswered, a_dict, a_number, call, close_to, exercise, first_miss, function, number
+from fanoutsim.exercises import NotAnswered, a_dict, a_number, close_to, exercise, first_miss, function
 
 _DESIGNS = ("reactor", "outbox", "leases")
 _NEEDS = {
@@ -109,7 +109,9 @@ def _without_hints(fn):
 # -- 13 · the model against a real PostgreSQL ------------------------------------------------------
 
 
+@lru_cache(maxsize=2)  # a check runs it, and a verdict quotes it again
 def _reference_lost_late(read_mode: str) -> int:
+    """The rows lost in the run 13.1 describes (seed 0)."""
     from fanoutsim.designs.outbox import OutboxConfig
     from fanoutsim.designs.outbox.checker import check_outbox
     from fanoutsim.designs.outbox.simulation import OutboxSimulation
@@ -134,35 +136,37 @@ def _mode_ignored(read_mode):
     shape=function("lost_late(read_mode)", a_number("of rows")),
 )
 def _late(fn):
-    for mode in ("all", "gap"):
-        got, want = number(call(fn, mode)), _reference_lost_late(mode)
-        if mode == "all" and got == 0:
-            return (
-                False,
-                'Under `read_mode="all"` you found nothing lost; the late commits slip under the cursor.',
-                "Hold 10% of commits open 0.8 s with `LateCommit(probability=0.1, delay=0.8)` in the fault plan.",
-            )
-        if mode == "gap" and got != 0:
-            return (
-                False,
-                f'Under `read_mode="gap"` you found {got:.0f} lost; it waits at the gap and loses none.',
-                "Pass `read_mode=read_mode` to `OutboxConfig`: the dispatcher then waits for the missing seq.",
-            )
-        if mode == "all" and not close_to(got, want, rel=0.3):
-            return (
-                False,
-                f'Under `"all"` you found {got:.0f} lost; the run described loses about {want}.',
-                "Run 5 commits/s for 120 s, to 130 s, and count `fs.check_outbox(sim).total['lost']`.",
-            )
+    miss = first_miss(fn, ("all", "gap"), _reference_lost_late, rel=0.0)
+    if miss is None:
+        return (
+            True,
+            "A seq taken at insert and visible at commit slips under a cursor that reads past gaps; waiting "
+            "at the gap closes the hole, as on PostgreSQL.",
+            "",
+        )
+    (mode,), got, want = miss
+    if mode == "gap":
+        return (
+            False,
+            f'Under `read_mode="gap"` you found {got:.0f} lost; it waits at the gap and loses none.',
+            "Pass `read_mode=read_mode` to `OutboxConfig`: the dispatcher then waits for the missing seq.",
+        )
+    if got == 0:
+        return (
+            False,
+            'Under `read_mode="all"` you found nothing lost; the late commits slip under the cursor.',
+            "Hold 10% of commits open 0.8 s with `LateCommit(probability=0.1, delay=0.8)` in the fault plan.",
+        )
     return (
-        True,
-        "A seq taken at insert and visible at commit slips under a cursor that reads past gaps; waiting "
-        "at the gap closes the hole, as on PostgreSQL.",
-        "",
+        False,
+        f'Under `read_mode="all"` you found {got:.0f} lost; the run described loses {want}.',
+        "Run exactly the run described, with the default seed (0): `LateCommit(probability=0.1, delay=0.8)`, "
+        "5 commits/s to 120 s (`add_workload(5.0, stop=120.0)`), `sim.run(until=130.0)`, then count "
+        "`fs.check_outbox(sim).total['lost']`.",
     )
 
 
-@lru_cache(maxsize=2)
+@lru_cache(maxsize=4)
 def _reference_extra(pollers: int) -> int:
     """The checker's extra deliveries in the run 13.2 describes (seed 0)."""
     import fanoutsim as fs
@@ -179,6 +183,32 @@ def _pollers_times_nothing(pollers):
     return 0  # as if replicas shared the work
 
 
+def _pollers_hint(pollers: int, got: float, want: int) -> str:
+    """The hint for a count off the run's: what the number looks like it is."""
+    if pollers == 1:
+        if close_to(got, _reference_extra(2), rel=0.2):
+            return (
+                "`Pollers(n)` counts every poller, the runner included: one poller is no fault plan at all, "
+                "the runner alone."
+            )
+        return "No fault plan for one poller: the runner alone polls."
+    if got < 100:
+        return "Add `Pollers(pollers)` to the fault plan, and read `fs.check(sim).total['extra_deliveries']`."
+    if close_to(got, (pollers - 1) * 5.0 * 60, rel=0.002):
+        return (
+            "That is the expectation, (pollers - 1) × 5 × 60, not the run: measure it. Poisson firings come "
+            "a little faster or slower than 5 a second, and the last ones are not yet polled at 60 s."
+        )
+    if pollers > 2 and close_to(got, _reference_extra(2), rel=0.002):
+        return (
+            "Each poller beyond the first delivers every batch once more: pass `Pollers(pollers)`, the "
+            "number you are given, and run it."
+        )
+    if got > want:
+        return "Run 60 s of 5 firings a second (`sim.run(until=60)`), no longer, with the default seed (0)."
+    return "Fire 5 a second (`sim.add_workload('r', 5.0)`) and run the clock to t = 60 s, with the default seed (0)."
+
+
 @exercise(
     "13.2",
     "several pollers, simulated",
@@ -186,37 +216,17 @@ def _pollers_times_nothing(pollers):
     shape=function("extra_deliveries(pollers)", a_number("of deliveries")),
 )
 def _pollers(fn):
-    one, two = number(call(fn, 1)), number(call(fn, 2))
-    if one != 0:
+    miss = first_miss(fn, (1, 2, 3), _reference_extra, rel=0.0)
+    if miss is None:
         return (
-            False,
-            f"With one poller you found {one:.0f} extra deliveries; it makes none.",
-            "`Pollers(n)` counts every poller, the runner included: one poller is no fault plan at all, "
-            "the runner alone."
-            if close_to(one, _reference_extra(2), rel=0.2)
-            else "No fault plan for one poller: the runner alone polls.",
+            True,
+            f"Two pollers (the runner and one replica) delivered {_reference_extra(2):.0f} firings twice: no "
+            "cursor fixes that, one poller per subscription does.",
+            "",
         )
-    if two < 100:
-        return (
-            False,
-            f"With two pollers you found {two:.0f} extra deliveries; both read the same batch and both "
-            "dispatch it — hundreds in a minute.",
-            "Add `Pollers(pollers)` to the fault plan, and read `fs.check(sim).total['extra_deliveries']`.",
-        )
-    want = _reference_extra(2)
-    if not close_to(two, want, rel=0.2):  # another seed's draws stay within ~10 %
-        if two > want:
-            hint = "Run 60 s of 5 firings a second (`sim.run(until=60)`), no longer."
-        else:
-            hint = "Fire 5 a second (`sim.add_workload('r', 5.0)`) and run the clock to t = 60 s."
-        return (
-            False,
-            f"With two pollers you found {two:.0f} extra deliveries; the run described makes about {want}.",
-            hint,
-        )
-    return (
-        True,
-        f"Two pollers (the runner and one replica) delivered {two:.0f} firings twice: no cursor fixes "
-        "that, one poller per subscription does.",
-        "",
-    )
+    (pollers,), got, want = miss
+    if pollers == 1:
+        said = f"With one poller you found {got:.0f} extra deliveries; it makes none."
+    else:
+        said = f"With {pollers} pollers you found {got:.0f} extra deliveries; the run described makes {want}."
+    return False, said, _pollers_hint(pollers, got, want)

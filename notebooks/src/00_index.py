@@ -36,18 +36,18 @@
 # |---|---|---|
 # | [00_tour](00_tour.ipynb) | The three tables between a firing and a workflow; a watermark moving one poll at a time; what a filter decides. | about 2 s |
 # | [01_latency_budget](01_latency_budget.ipynb) | The shape of the poll wait; the whole path stacked against Cloacina's ~500 ms; a batch limit too small. A control: P × batch limit. | about 6 s |
-# | [02_duplicate_deliveries](02_duplicate_deliveries.ipynb) | Which crash costs a duplicate, how many under each commit mode, and the recipe that makes it harmless. A control: crash point × commit mode. | about 4 s |
+# | [02_duplicate_deliveries](02_duplicate_deliveries.ipynb) | Which crash costs a duplicate, how many under each commit mode, and the recipe that makes it harmless. A control: crash point × commit mode. | about 8 s |
 # | [03_prune_and_ttl](03_prune_and_ttl.ipynb) | The table under retention; a stalled subscriber under a TTL and under a conservative prune; a subscription that never reads. A control: retention, pause, policy. | about 4 s |
 # | [04_cel_filters](04_cel_filters.ipynb) | What a filter saves and what it does not; `skip` and `hold` when it fails; what is caught at subscribe time. | about 6 s |
-# | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 7 s |
-# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 12 s |
-# | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 27 s |
+# | [05_watermark_holes](05_watermark_holes.ipynb) | Ties, late commits, clock skew and several pollers against a timestamp watermark; what each fix closes and costs. | about 5 s |
+# | [06_poll_interval_sweep](06_poll_interval_sweep.ipynb) | A sweep of poll interval × batch limit: latency, database load, the knee, a recommendation; the same on Dask. | about 15 s |
+# | [07_real_time_vs_virtual](07_real_time_vs_virtual.ipynb) | The same engine on the virtual clock and the wall clock; a live view. | about 28 s |
 # | [08_outbox](08_outbox.ipynb) | What a lost hint costs; timeouts, parking, independent cursors. A control: hints dropped × safety poll. | about 4 s |
 # | [09_outbox_derived_state](09_outbox_derived_state.ipynb) | Derived state under at-least-once; the reserved LISTEN connection; the outbox on the wall clock. | about 10 s |
 # | [10_leases](10_leases.ipynb) | Leases against work time; the cost of a long lease; head-of-line against RiffDB's rule; poison events; in-flight limits. A control: work law × lease. | about 13 s |
 # | [11_leases_restore_identity](11_leases_restore_identity.ipynb) | The retention fence; restore, backup and restore; consumer identity. | about 3 s |
-# | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 3 s |
-# | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 23 s |
+# | [12_three_designs](12_three_designs.ipynb) | One workload, three designs: latency, database load, duplicates, losses, and which design for which need. | about 2 s |
+# | [13_postgres](13_postgres.ipynb) | The model against a real PostgreSQL: the poll wait, a killed listener, late commits, several pollers. | about 22 s |
 # | [14_systems_you_run](14_systems_you_run.ipynb) | The outbox in procrastinate and pgqueuer: what a lost `NOTIFY` costs, the lost wake-up and its fix; Kafka offsets, SQS visibility timeouts and CDC relays in the kit's terms; JetStream's AckWait for a duplicate target and a killed consumer on JetStream and Redis, against real servers. | about 12 s |
 #
 # The times are for Run All — the cells' run, the kernel already up — measured on a shared

@@ -44,7 +44,7 @@ pd.Series({"poll interval P (s)": cfg.reactor_poll_interval,
            "batch limit": cfg.reactor_poll_batch_limit,
            "executor tick (s)": cfg.executor_poll_interval,
            "executor workers": cfg.executor_workers,
-           "virtual time run (s)": sim.now}).to_frame("setting")
+           "virtual time run (s)": sim.now}, dtype=object).to_frame("setting")  # counts stay whole
 
 # %% [markdown]
 # The scenario, `sweep.toml`: one pricing reactor firing in two tenants (acme 1.5 firings/s,

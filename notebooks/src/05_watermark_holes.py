@@ -11,7 +11,7 @@
 # **What you need first:** [0 · A tour](00_tour.ipynb) (the watermark) and
 # [2 · Duplicate deliveries](02_duplicate_deliveries.ipynb) (the checker names causes).
 #
-# **Run All:** about 7 s on two cores.
+# **Run All:** about 5 s on two cores.
 #
 # **The system modelled.** As shipped, a Cloacina subscription reads
 # `fired_at > last_seen_fired_at` and moves its watermark to the `fired_at` of the last
@@ -91,6 +91,8 @@ fig
 #
 # Two reactor hosts, one with a clock 2 s behind. Its firings are visible at once but stamped
 # 2 s in the past, below a watermark the other host's firings have already moved.
+#
+# > **Predict.** The skewed host's firings: delivered late, lost, or delivered twice?
 
 # %%
 skew = analysis.hole_run("clock skew")
@@ -99,10 +101,21 @@ fig = plots.firing_timeline(skew, report=report, title="Clock skew (one host 2 s
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
+# **Read.** Lost, for good: each lands below a watermark the other host's firings have already
+# moved past, and no poll reads below its watermark again. The checker names the cause
+# `late_visibility`: to a poller, a firing stamped in the past is one that became visible
+# late, so it cannot tell clock skew from a late commit — and the fix is the same.
+#
+# </details>
+#
 # ## 4. Several pollers
 #
 # Two runner replicas poll the same store. Both read the same batch and both dispatch it; the
 # second one's watermark update drags the watermark back behind the first one's.
+#
+# > **Predict.** Lost firings, duplicates, or both?
 
 # %%
 pollers = analysis.hole_run("several pollers")
@@ -112,6 +125,14 @@ fig = plots.firing_timeline(pollers, report=report, window=(0.0, 12.0),
 fig
 
 # %% [markdown]
+# <details><summary>Show the answer</summary>
+#
+# **Read.** Duplicates, nearly one per firing, and nothing lost: both replicas dispatch every
+# batch they read (cause `several_pollers`). A watermark dragged back makes a replica read
+# again what was dispatched already; it never skips a firing.
+#
+# </details>
+#
 # ## 5. Closing the holes
 #
 # Two strategies (`SchedulerConfig(watermark=...)`):
@@ -174,13 +195,14 @@ fig
 #
 # ### Exercise 5.1 — make a tie yourself
 #
-# Write `twins_lost(watermark)`: a `fs.Simulation` with `reactor_poll_batch_limit=1` and that
-# `watermark`; one subscription to `r`; at t = 0.5, 1.5 and 2.5 s fire two firings at the same
-# instant (two `sim.fire` calls without running the clock between them); run to 10 s and
-# return how many firings the checker (`fs.check(sim)`) finds lost.
+# Write `twins_lost(watermark, pairs)`: a `fs.Simulation` with `reactor_poll_batch_limit=1`
+# and that `watermark`; one subscription to `r`; at t = 0.5, 1.5, 2.5, … s (`pairs` times, up
+# to 4) fire two firings at the same instant (two `sim.fire` calls without running the clock
+# between them); run to 10 s and return how many firings the checker (`fs.check(sim)`) finds
+# lost.
 
 # %%
-def twins_lost(watermark):
+def twins_lost(watermark, pairs):
     ...  # your code here
 
 
@@ -191,12 +213,12 @@ import fanoutsim as fs
 from fanoutsim import exercises as ex
 
 
-def twins_lost(watermark):
+def twins_lost(watermark, pairs):
     config = fs.SchedulerConfig(reactor_poll_batch_limit=1, watermark=watermark)
     sim = fs.Simulation(config=config, seed=0)
     sim.runner.subscribe_workflow_to_reactor("r", "w")
-    for t in (0.5, 1.5, 2.5):
-        sim.run(until=t)
+    for k in range(pairs):
+        sim.run(until=k + 0.5)
         sim.fire("r", {"n": 1})
         sim.fire("r", {"n": 2})
     sim.run(until=10)

@@ -11,7 +11,7 @@
 # **What you need first:** [1 · Latency budget](01_latency_budget.ipynb): the poll wait and
 # the batch limit.
 #
-# **Run All:** about 12 s on two cores.
+# **Run All:** about 15 s on two cores.
 #
 # **The system modelled.** Cloacina's poll loop, the same as in lesson 1. A short interval
 # means low latency and many queries; a long one, few queries and slow delivery; and a

@@ -10,7 +10,7 @@
 # **What you need first:** [1 · Latency budget](01_latency_budget.ipynb): the poll wait is
 # uniform on [0, P).
 #
-# **Run All:** about 27 s on two cores (20 of them a real run, on the wall clock).
+# **Run All:** about 28 s on two cores (20 of them a real run, on the wall clock).
 #
 # **The system modelled.** Cloacina's reactor and poll loop, as in lessons 0-6. Poll interval
 # P = 1 s and 20 firings a second, once on each clock. Theory: the wait for the next poll is
@@ -74,18 +74,18 @@ clear_output()  # the bar has done its job: the saved lesson keeps no stale bar
 
 # %% ignore-output
 cmp = compare_latency(virtual, real)
-pd.DataFrame({
-    "virtual": [cmp["n_virtual"], cmp["mean_virtual"] * 1e3, cmp["p50_virtual"] * 1e3,
-                cmp["p95_virtual"] * 1e3],
-    "wall clock": [cmp["n_real"], cmp["mean_real"] * 1e3, cmp["p50_real"] * 1e3,
-                   cmp["p95_real"] * 1e3]},
-    index=["executions", "mean (ms)", "p50 (ms)", "p95 (ms)"]).round(1)
+ms = lambda s: round(s * 1e3, 1)  # noqa: E731
+pd.DataFrame({  # object columns: the count stays whole beside the milliseconds
+    "virtual": [cmp["n_virtual"], *(ms(cmp[f"{k}_virtual"]) for k in ("mean", "p50", "p95"))],
+    "wall clock": [cmp["n_real"], *(ms(cmp[f"{k}_real"]) for k in ("mean", "p50", "p95"))]},
+    index=["executions", "mean (ms)", "p50 (ms)", "p95 (ms)"], dtype=object)
 
 # %% ignore-output
 pd.Series({"wall - virtual mean (ms)": round(cmp["mean_gap"] * 1e3, 1),
            "KS statistic": round(cmp["ks"], 3),
            "differ at 5% above": round(cmp["ks_critical_5pct"], 3),
-           "statements sent to DuckDB": rt.store.statements}, name="comparison").to_frame()
+           "statements sent to DuckDB": rt.store.statements},
+          name="comparison", dtype=object).to_frame()
 
 # %%
 latency_side_by_side(virtual, real, poll_interval=1.0)

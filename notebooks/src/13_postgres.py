@@ -12,7 +12,7 @@
 # (the two clocks), [8 · Outbox](08_outbox.ipynb) (hints and the safety poll) and
 # [5 · Watermark holes](05_watermark_holes.ipynb) (late commits, several pollers).
 #
-# **Run All:** about 23 s on two cores (wall-clock runs against a real database).
+# **Run All:** about 22 s on two cores (wall-clock runs against a real database).
 #
 # **The systems modelled.** Cloacina's reactor and Subspace's outbox, both written for
 # PostgreSQL. This lesson starts a throwaway PostgreSQL 16 of its own (the `postgres` extra's
@@ -89,14 +89,15 @@ real = latency_frame(rt)
 cmp = compare_latency(virtual, real)
 statements = rt.store.statements
 rt.close()
-pd.DataFrame({"virtual": [cmp["n_virtual"], cmp["p50_virtual"] * 1e3],
-              "PostgreSQL": [cmp["n_real"], cmp["p50_real"] * 1e3]},
-             index=["executions", "p50 (ms)"]).round(0)
+# object columns: the counts stay whole beside the milliseconds
+pd.DataFrame({"virtual": [cmp["n_virtual"], round(cmp["p50_virtual"] * 1e3)],
+              "PostgreSQL": [cmp["n_real"], round(cmp["p50_real"] * 1e3)]},
+             index=["executions", "p50 (ms)"], dtype=object)
 
 # %% ignore-output
 pd.Series({"KS statistic": round(cmp["ks"], 3),
            "differ at 5% above": round(cmp["ks_critical_5pct"], 3),
-           "statements sent to PostgreSQL": statements}, name="comparison").to_frame()
+           "statements sent to PostgreSQL": statements}, name="comparison", dtype=object).to_frame()
 
 # %%
 fig = latency_side_by_side(virtual, real, poll_interval=0.5, real_store="PostgreSQL")
@@ -196,15 +197,18 @@ pd.DataFrame(rows).set_index("read_mode")
 # ## 4. Several pollers, as separate processes
 #
 # Three processes poll one subscription: this one (the runner, with the executor) and two
-# poll-only replicas. Each reads the watermark, dispatches what is past it, then moves it,
-# under READ COMMITTED.
+# poll-only replicas, each every 50 ms, under 200 firings a second for one second. Each reads
+# the watermark, dispatches what is past it, then moves it, under READ COMMITTED.
 #
 # > **Predict.** Lost firings, duplicates, or neither?
 
 # %% ignore-output
-out = several_pollers(fresh(), 3, seconds=1.0, rate=40.0)
-t = out["report"].total
-pd.Series({"pollers": out["pollers"], "firings": out["firings"],
+for runs in range(1, 4):  # the race needs two passes at once: common, not certain in a second
+    out = several_pollers(fresh(), 3, seconds=1.0, rate=200.0)
+    t = out["report"].total
+    if t["extra_deliveries"]:
+        break
+pd.Series({"runs (fresh tables each)": runs, "pollers": out["pollers"], "firings": out["firings"],
            "executions": out["executions"], "lost": t["lost"],
            "extra deliveries": t["extra_deliveries"], "causes": str(t["duplicates_by_cause"])},
           name="three pollers").to_frame()
@@ -217,7 +221,9 @@ server.close()
 #
 # **Read.** Duplicates, from real transactions: two of the pollers regularly read the same
 # watermark and both dispatch what is past it. The checker attributes them to
-# `several_pollers`. The counts vary from run to run; the causes do not.
+# `several_pollers`. The counts vary from run to run — two passes must overlap, so a quiet
+# machine sees fewer than a busy one, and a second of it can show none: the cell then runs
+# again on fresh tables, at most three times; the causes do not vary.
 #
 # </details>
 #
@@ -294,8 +300,10 @@ ex.check("13.2", extra_deliveries)
 # %% [markdown]
 # ## What to take away
 
-# %% hidden
+# %% hidden ignore-output
 late = pd.DataFrame(rows).set_index("read_mode")
+causes = ", ".join(f"`{c}` {n}" for c, n in t["duplicates_by_cause"].items())
+causes = causes or "none seen in three runs"
 lesson.takeaway(
     "The virtual clock's latency and PostgreSQL's have one shape — the poll wait, uniform on "
     "[0, P) — and the database adds a few milliseconds of statements.",
@@ -303,6 +311,7 @@ lesson.takeaway(
     f"{report.total['lost']} rows lost with the listener killed.",
     f"The late-commit hole is real: {late.loc['all', 'lost']} row lost under `read_mode=\"all\"`, "
     f"{late.loc['gap', 'lost']} under `\"gap\"`, named `late_commit` as in the simulation.",
-    "Several pollers duplicate from real transactions, and the checker attributes every "
-    "duplicate to them (`several_pollers`).",
+    f"Several pollers duplicate from real transactions ({t['extra_deliveries']} extra deliveries "
+    f"in {out['firings']} firings here, {t['lost']} lost), and the checker names the cause of "
+    f"every one: {causes}.",
 )

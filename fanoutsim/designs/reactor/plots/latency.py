@@ -32,7 +32,8 @@ def poll_wait_histogram(budget, poll_interval: float | None = None, *, ax: Axes 
     """Histogram of the poll wait (fired -> fetched, ms) of
     :func:`fanoutsim.analysis.latency_budget` (a Simulation is accepted too),
     with the uniform ``[0, P)`` theory drawn over it
-    (:func:`fanoutsim.plots.latency_histogram` does the drawing).
+    (:func:`fanoutsim.plots.latency_histogram` does the drawing); its title
+    says "a backlog" when the median wait is past P.
     ``poll_interval`` defaults to the Simulation's."""
     if not isinstance(budget, pd.DataFrame):
         if poll_interval is None:
@@ -42,8 +43,14 @@ def poll_wait_histogram(budget, poll_interval: float | None = None, *, ax: Axes 
         raise ValueError("poll_interval is needed to draw the theory when a DataFrame is given")
     fig = latency_histogram(budget, "poll_wait_s", poll_interval=poll_interval, ax=ax)
     ax = ax if ax is not None else fig.axes[0]
+    # the theory holds while each poll takes every firing past the watermark; a backlog
+    # (a batch limit too small for the rate) queues them for polls on end, and says so
+    backlog = len(budget) and float(budget["poll_wait_s"].quantile(0.5)) > poll_interval
     with style():
-        ax.set_title(f"Poll wait at P = {poll_interval:g} s: uniform on [0, P)")
+        ax.set_title(
+            f"Poll wait at P = {poll_interval:g} s: "
+            + ("a backlog, far past the uniform [0, P)" if backlog else "uniform on [0, P)")
+        )
         ax.set_xlabel("poll wait, fired \u2192 fetched (ms)")
     return fig
 
