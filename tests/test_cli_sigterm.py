@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -108,10 +109,15 @@ def test_sigterm_during_a_run_over_a_private_postgres_stops_it_and_removes_its_f
     pytest.importorskip("psutil")
     proc = _start("run", str(SCENARIOS / "default.toml"), "--store", "postgres", "--out", str(tmp_path / "out"))
     lines = []
-    for line in proc.stderr:  # "starting a private PostgreSQL (pgserver) in FOLDER ...", then "... ready in"
-        lines.append(line)
-        if "ready in" in line or len(lines) > 5:
-            break
+    watchdog = threading.Timer(120.0, proc.kill)  # a child that hangs silent ends the read (EOF), not the suite
+    watchdog.start()
+    try:
+        for line in proc.stderr:  # "starting a private PostgreSQL (pgserver) in FOLDER ...", then "... ready in"
+            lines.append(line)
+            if "ready in" in line or len(lines) > 5:
+                break
+    finally:
+        watchdog.cancel()
     started = [m for line in lines if (m := re.search(r"private PostgreSQL \(pgserver\) in (\S+) \.\.\.", line))]
     if not started or "ready in" not in lines[-1]:
         proc.kill()

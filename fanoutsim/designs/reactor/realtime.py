@@ -35,7 +35,7 @@ Every start and every clean stop is a row of ``runner_log``: a start that
 follows no stop is how a later checker knows the process was killed.
 
 ``role`` runs one part of the runner, several processes sharing one
-PostgreSQL database (:mod:`.roles`: ``poller``, ``executor``, ``prune``;
+PostgreSQL database (:mod:`.roles`: ``poller``, ``executor``, ``prune``, ``writers``;
 ``all``, the default, is the whole runner).
 """
 

@@ -62,7 +62,7 @@ class ReactorRuntime(RunnerHost):
     _noun = "runner"
     #: The reactor's names for the trace's columns: ``subscription``, ``firing``, ``reactor``.
     trace_schema = TRACE
-    #: The parts of the runner one process may run: ``poller``, ``executor``, ``prune`` (see :mod:`.roles`).
+    #: What one process may run (see :mod:`.roles`): ``poller``, ``executor``, ``prune``, ``writers``.
     roles = ROLES  # one part of the runner per process (see .roles): _start_loops asks _runs
     # what the faces (fanoutsim.kernel.runtime.faces) build it from
     #: The config class the runtimes take (``config=None``: its defaults).
