@@ -80,6 +80,16 @@ def _fire(url: str, price: int, capsys) -> str:
     return capsys.readouterr().out.strip()
 
 
+def _stop_cleanly(procs) -> None:
+    """SIGTERM each serving process; each exits 0 and said nothing after
+    "serving" (a thread's traceback would show here)."""
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        assert proc.wait(60) == 0, stderr_tail(proc)
+    assert not any(stderr_tail(proc) for proc in procs), [stderr_tail(proc) for proc in procs]
+
+
 def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names_their_duplicates(
     pg_url, tmp_path, capsys
 ):
@@ -120,12 +130,7 @@ def test_two_poller_processes_and_an_executor_lose_nothing_and_the_checker_names
             _settle(store, len(fired))
         assert len(set(fired)) == len(fired)
         time.sleep(0.3)  # a last poll pass of each poller
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            assert proc.wait(60) == 0, stderr_tail(proc)
-        # each ran cleanly: nothing said after "serving" (a thread's traceback would show here)
-        assert not any(stderr_tail(proc) for proc in procs), [stderr_tail(proc) for proc in procs]
+        _stop_cleanly(procs)
         report = check_processes(store, [pd.read_parquet(t) for t in traces], load_scenario(scenario).config)
         capsys.readouterr()
         assert cli.main(["status", "--store", url]) == 0  # read from the database: no server is asked
@@ -219,11 +224,7 @@ def test_a_writers_process_feeds_pollers_and_executors_of_other_processes(pg_url
                 if len(store.rows("reactor_firings")) == firings and _settled(store, firings):
                     break
             time.sleep(0.2)
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            assert proc.wait(60) == 0, stderr_tail(proc)
-        assert not any(stderr_tail(proc) for proc in procs), [stderr_tail(proc) for proc in procs]
+        _stop_cleanly(procs)
         report = check_processes(store, [pd.read_parquet(t) for t in traces], load_scenario(scenario).config)
         fired_by = {role: pd.read_parquet(t) for role, t in zip(roles, traces)}
     finally:

@@ -29,12 +29,10 @@ def cli(*args) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A server with a small body cap; yields (db, address, token)."""
-    db = tmp_path_factory.mktemp("serve") / "ctl.duckdb"
+def _serving(db: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    """``fanoutsim serve --db DB --rate 0 [EXTRA...]``, once its sidecar names it; and the sidecar."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--rate", "0", "--max-body-bytes", "2000"],
+        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--rate", "0", *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=ENV,
@@ -42,6 +40,19 @@ def server(tmp_path_factory):
     side = Path(f"{db}.serve.json")
     try:
         assert wait_for(lambda: side.exists() and json.loads(side.read_text())["pid"] == proc.pid, timeout=60)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, side
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A server with a small body cap; yields (db, address, token)."""
+    db = tmp_path_factory.mktemp("serve") / "ctl.duckdb"
+    proc, side = _serving(db, "--max-body-bytes", "2000")
+    try:
         info = json.loads(side.read_text())
         yield db, f"http://127.0.0.1:{info['port']}", info["token"]
     finally:
@@ -227,15 +238,8 @@ def test_a_sidecar_left_by_a_killed_server_whose_pid_lives_on_is_stale(tmp_path)
     not yet reaped, or reused by another process). Nobody listens on its port,
     so the clients open the file themselves instead of failing to reach it."""
     db = tmp_path / "killed.duckdb"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fanoutsim", "serve", "--db", str(db), "--rate", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=ENV,
-    )
-    side = Path(f"{db}.serve.json")
+    proc, side = _serving(db)
     try:
-        assert wait_for(lambda: side.exists() and json.loads(side.read_text())["pid"] == proc.pid, timeout=60)
         assert cli("fire", "--db", str(db), "--reactor", "r", "--payload", "{}").returncode == 0
     finally:
         proc.kill()
