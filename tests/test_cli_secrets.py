@@ -82,3 +82,10 @@ def test_the_uri_pattern_masks_any_password_however_odd(password):
         masked = mask_secrets(f"in {scheme}://me:{password}@db.example:5432/runs: refused")
         assert f"{scheme}://me:***@db.example:5432/runs" in masked
     assert password in passwords_in(f"postgresql://me:{password}@db.example/runs")
+
+
+def test_a_plain_password_is_left_to_the_patterns_and_garbles_no_message():
+    """A password such as "postgres" (a common one) is masked in its URI by the
+    pattern; remembered, it would mask every "postgres" a message says."""
+    done = cli("status", "--store", "host=127.0.0.1 password=postgres")
+    one_error_line(done, "'host=127.0.0.1 password=***' is not a store", "or a postgresql:// URI")

@@ -5,10 +5,10 @@ It needs no driver (plain regular expressions), so the command line can mask
 any message it prints — a bad flag, a scenario path that was a URI — also
 where psycopg is not installed. :mod:`.postgres` uses it for its own messages.
 
-Two nets: patterns (a URI's user info, any ``password=``), and the passwords
-the command line was given (:func:`remember_secrets`), masked wherever they
-show — a driver's message may quote one alone ("unexpected spaces found in
-...") where no pattern can tell it is one.
+Two nets: patterns (a URI's user info, any ``password=``), and the odd
+passwords the command line was given (:func:`remember_secrets`), masked
+wherever they show — a driver's message may quote one alone ("unexpected
+spaces found in ...") where no pattern can tell it is one.
 """
 
 from __future__ import annotations
@@ -51,6 +51,19 @@ def passwords_in(word: str) -> list[str]:
     return [s for s in whole | {piece for s in whole for piece in s.split("@")} if s and s != "***"]
 
 
+# a character a URI pattern may stop at, or that makes a driver quote the password alone
+_ODD = re.compile(r"[^A-Za-z0-9._~-]")
+
+
 def remember_secrets(words: Iterable[str]) -> None:
-    """Mask, from now on, every password ``words`` (the command line) carries."""
-    _known.update(s for w in words for s in passwords_in(str(w)) if len(s) >= _SHORTEST)
+    """Mask, from now on, every odd password ``words`` (the command line)
+    carries: one with a character the patterns or a driver's message may split
+    it at (a space, a /, a %, an @). A plain one is left to the patterns, which
+    find it in any URI or DSN: remembered, a password such as "postgres" would
+    mask every "postgres" a message says."""
+    _known.update(s for w in words for s in passwords_in(str(w)) if len(s) >= _SHORTEST and _odd(s, str(w)))
+
+
+def _odd(secret: str, word: str) -> bool:
+    """Whether ``secret`` (found in ``word``) is, or is a piece of, a password with an odd character."""
+    return any(_ODD.search(p) and secret in p for p in passwords_in(word))
