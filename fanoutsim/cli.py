@@ -1228,11 +1228,10 @@ def _foreign(out: Path, names: set[str]) -> list[Path]:
     A folder with no list whose report.json is a run's report is an older
     fanoutsim's (it kept no list): all of it counts as a run's."""
     present = [out / n for n in sorted(names) if (out / n).is_file()]
-    try:
-        ours = json.loads((out / OUTPUTS_LIST).read_text())
-    except (OSError, ValueError):
+    ours = _listed(out)
+    if ours is None:
         return [] if _a_runs_report(out / "report.json") else present
-    return [p for p in present if not (isinstance(ours, list) and p.name in ours)]
+    return [p for p in present if p.name not in ours]
 
 
 def _a_runs_report(path: Path) -> bool:
@@ -1298,17 +1297,20 @@ def write_outputs(sim, report: dict, out: Path, *, checked=None) -> list[Path]:
 OUTPUTS_LIST = ".fanoutsim-outputs.json"
 
 
-def _stale_outputs(out: Path, names: set[str]) -> list[Path]:
-    """The files the last run listed in ``out`` that a run writing ``names`` does not write."""
+def _listed(out: Path) -> list[str] | None:
+    """The files the last run wrote into ``out``, by its :data:`OUTPUTS_LIST`
+    (None: no list there — a folder of an older run, or not ours)."""
     try:
         before = json.loads((out / OUTPUTS_LIST).read_text())
     except (OSError, ValueError):
-        return []  # no list (a folder of an older run, or not ours): nothing is removed
-    if not isinstance(before, list):
-        return []
-    return [
-        out / n for n in before if isinstance(n, str) and n == Path(n).name and n not in names and (out / n).is_file()
-    ]
+        return None
+    return [n for n in before if isinstance(n, str)] if isinstance(before, list) else []
+
+
+def _stale_outputs(out: Path, names: set[str]) -> list[Path]:
+    """The files the last run listed in ``out`` that a run writing ``names`` does not write."""
+    before = _listed(out) or []  # no list: nothing is removed
+    return [out / n for n in before if n == Path(n).name and n not in names and (out / n).is_file()]
 
 
 # -- example, schema, explain -----------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from fanoutsim.kernel.designkit import check_write, join_each, populated, status_record, text_field, wall_workloads
-from fanoutsim.kernel.runtime.roles import WORKLOADS
 
 from .roles import RECOVERY, ROLES
 
@@ -29,10 +28,11 @@ def open_realtime(scenario, db: str, *, rate: float | None = None, role: str = "
     actions where ``recovery`` runs."""
     from .realtime import LeaseRealtime
 
-    part = ROLES.check(role).groups
+    checked = ROLES.check(role)
+    part, writes = checked.groups, checked.writes
     if scenario is None:
         rt = LeaseRealtime(store=db, role=role)
-        if rate and WORKLOADS in part:
+        if rate and writes:
             rt.add_workload(rate)
         return rt
     rt = LeaseRealtime(scenario.config, store=db, faults=scenario.faults, seed=scenario.seed, role=role)
@@ -41,8 +41,8 @@ def open_realtime(scenario, db: str, *, rate: float | None = None, role: str = "
         join_each(rt, scenario.consumers, lambda c: rt.register_consumer(c.name, **c.arguments()))
         if RECOVERY in part:
             _schedule_recovery(rt, scenario)
-        workloads = wall_workloads(scenario, rate, rt.add_workload if WORKLOADS in part else None)
-        for w in workloads if WORKLOADS in part else ():
+        workloads = wall_workloads(scenario, rate, rt.add_workload if writes else None)
+        for w in workloads if writes else ():
             w.add_to(rt)
 
     return populated(rt, populate)

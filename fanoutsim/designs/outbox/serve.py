@@ -9,7 +9,6 @@ import math
 from typing import Any
 
 from fanoutsim.kernel.designkit import check_write, join_each, populated, status_record, text_field, wall_workloads
-from fanoutsim.kernel.runtime.roles import WORKLOADS
 from fanoutsim.kernel.validate import is_real
 
 from .roles import ROLES
@@ -36,7 +35,7 @@ def open_realtime(scenario, db: str, *, rate: float | None = None, role: str = "
     workloads run in ``writers`` (or ``all``)."""
     from .realtime import OutboxRealtime
 
-    writes = WORKLOADS in ROLES.check(role).groups
+    writes = ROLES.check(role).writes
     if scenario is None:
         rt = OutboxRealtime(store=db, role=role)
         if rate and writes:

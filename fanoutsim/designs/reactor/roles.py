@@ -50,11 +50,6 @@ ROLES = Roles(
 )
 
 
-def runs_workloads(role: str) -> bool:
-    """Whether a process of ``role`` runs the scenario's workloads (``all`` or ``writers``)."""
-    return WORKLOADS in ROLES.check(role).groups
-
-
 def check_role(role: str) -> str:
     """``role`` if the reactor has it (one, or several joined by commas), else a ValueError naming its roles."""
     return ROLES.check(role).name

@@ -22,7 +22,7 @@ from typing import Any
 
 from fanoutsim.designs.reactor.analysis.lag import WATERMARK_LAG, watermark_lag_us
 from fanoutsim.designs.reactor.realtime import Realtime
-from fanoutsim.designs.reactor.roles import runs_workloads
+from fanoutsim.designs.reactor.roles import ROLES
 from fanoutsim.kernel.designkit import check_write, populated, status_clock, status_record
 from fanoutsim.kernel.runtime.control import server_address, server_info, server_request, sidecar
 from fanoutsim.kernel.store.duckdb import StoreError
@@ -105,7 +105,7 @@ def open_realtime(
         scenario.config if scenario is not None else None, store=db, faults=getattr(scenario, "faults", None), role=role
     )
 
-    writes = runs_workloads(rt.role)
+    writes = ROLES.check(rt.role).writes
 
     def populate() -> None:
         if scenario is not None:

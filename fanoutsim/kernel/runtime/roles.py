@@ -35,6 +35,11 @@ class Role:
     groups: frozenset[str]
     help: str
 
+    @property
+    def writes(self) -> bool:
+        """Whether a process of this role runs the scenario's workloads (the :data:`WORKLOADS` group)."""
+        return WORKLOADS in self.groups
+
 
 class Roles(Mapping[str, Role]):
     """A design's roles, by name, ``all`` first. ``parts`` maps each role a

@@ -61,9 +61,7 @@ def remember_secrets(words: Iterable[str]) -> None:
     it at (a space, a /, a %, an @). A plain one is left to the patterns, which
     find it in any URI or DSN: remembered, a password such as "postgres" would
     mask every "postgres" a message says."""
-    _known.update(s for w in words for s in passwords_in(str(w)) if len(s) >= _SHORTEST and _odd(s, str(w)))
-
-
-def _odd(secret: str, word: str) -> bool:
-    """Whether ``secret`` (found in ``word``) is, or is a piece of, a password with an odd character."""
-    return any(_ODD.search(p) and secret in p for p in passwords_in(word))
+    for word in words:
+        found = passwords_in(str(word))
+        odd = [p for p in found if _ODD.search(p)]  # each remembered: one of these, or a piece of one
+        _known.update(s for s in found if len(s) >= _SHORTEST and any(s in p for p in odd))
